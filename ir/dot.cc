@@ -1,0 +1,80 @@
+#include "ir/dot.h"
+
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace tandem::ir {
+namespace {
+
+std::string escape(absl::string_view s) {
+  return absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}});
+}
+
+std::string label(const Node& n) {
+  std::string l(n.opName());
+  if (n.op() == Op::kParam || n.op() == Op::kInitialize || n.op() == Op::kAssign)
+    absl::StrAppend(&l, " @", n.symbolAttr("var"));
+  if (n.op() == Op::kAllReduce) absl::StrAppend(&l, " bucket ", n.intAttr("bucket"));
+  if (n.numResults() > 0) {
+    absl::StrAppend(&l, "\\n%", escape(n.result()->name()));
+    if (n.numResults() > 1) absl::StrAppend(&l, " (+", n.numResults() - 1, ")");
+    absl::StrAppend(&l, "\\n", toString(n.result()->type()));
+  }
+  return l;
+}
+
+std::string attributes(const Node& n) {
+  if (n.info().has(kCollective))
+    return "shape=box, style=\"filled,bold\", fillcolor=orange, penwidth=2";
+  if (n.op() == Op::kInput) return "shape=invhouse, style=filled, fillcolor=lightblue";
+  if (n.op() == Op::kParam) return "shape=note, fontsize=9";
+  if (n.info().has(kStateful)) return "shape=box, style=filled, fillcolor=palegreen";
+  if (n.info().has(kBackward)) return "shape=box, style=filled, fillcolor=mistyrose";
+  return "shape=box";
+}
+
+}  // namespace
+
+std::string exportDot(const Graph& g) {
+  std::string out = absl::StrCat("digraph \"", escape(g.name()), "\" {\n",
+                                 "  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
+  absl::flat_hash_map<const Node*, size_t> id;
+  // Group by device in first-seen order so clusters come out in device order.
+  std::map<std::string, std::vector<const Node*>> by_device;
+  std::vector<const Node*> outside;
+  for (const auto& n : g.nodes()) {
+    id[n.get()] = id.size();
+    if (n->device() && !n->info().has(kCollective)) {
+      by_device[toString(*n->device())].push_back(n.get());
+    } else {
+      outside.push_back(n.get());
+    }
+  }
+  auto emit = [&](const Node* n, absl::string_view indent) {
+    absl::StrAppend(&out, indent, "n", id[n], " [label=\"", label(*n), "\", ", attributes(*n),
+                    "];\n");
+  };
+  size_t cluster = 0;
+  for (const auto& [device, nodes] : by_device) {
+    absl::StrAppend(&out, "  subgraph cluster_", cluster++, " {\n    label=\"", device,
+                    "\";\n    style=rounded;\n    color=gray40;\n");
+    for (const Node* n : nodes) emit(n, "    ");
+    out.append("  }\n");
+  }
+  for (const Node* n : outside) emit(n, "  ");
+  for (const auto& n : g.nodes())
+    for (const Value* v : n->operands())
+      if (v->def() != nullptr)
+        absl::StrAppend(&out, "  n", id[v->def()], " -> n", id[n.get()], ";\n");
+  if (!g.outputs().empty()) {
+    out.append("  out [label=\"return\", shape=doublecircle];\n");
+    for (const Value* v : g.outputs()) absl::StrAppend(&out, "  n", id[v->def()], " -> out;\n");
+  }
+  out.append("}\n");
+  return out;
+}
+
+}  // namespace tandem::ir

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.h"
+
+namespace tandem::ir {
+
+/// What a gradient rule (OpRules::grad) sees while autodiff walks the forward graph
+/// backwards: the forward node, the gradients of its results, and a way to emit nodes.
+/// The rule adds a gradient for each operand that needs one; autodiff sums gradients
+/// that arrive at the same value from several users.
+class GradContext {
+ public:
+  virtual ~GradContext() = default;
+  /// The forward node being differentiated.
+  virtual const Node& node() const = 0;
+  /// Gradient of result `i`, or null when nothing downstream depends on it.
+  virtual Value* resultGrad(size_t i) const = 0;
+  /// True when operand `i` leads back to a trained parameter.
+  virtual bool needsGrad(size_t operand) const = 0;
+  /// Contributes `grad` to the gradient of operand `i`.
+  virtual void addOperandGrad(size_t operand, Value* grad) = 0;
+  /// Emits a backward node on the forward node's device and scope; `names` are result
+  /// base names.
+  virtual absl::StatusOr<Node*> emit(Op op, std::vector<Value*> operands,
+                                     std::vector<std::pair<std::string, AttrValue>> attrs,
+                                     std::vector<std::string> names) = 0;
+};
+
+/// The conventional name of the gradient of value `v`.
+inline std::string gradName(const Value* v) { return v->name() + ".grad"; }
+
+}  // namespace tandem::ir

@@ -1,0 +1,345 @@
+#include "ir/ir.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tandem::ir {
+
+// ---- Node -------------------------------------------------------------------------------
+
+const AttrValue& Node::attr(absl::string_view name) const {
+  int i = info().attrIndex(name);
+  if (i < 0 || static_cast<size_t>(i) >= attrs_.size()) {
+    // Asking for an attribute the op table does not list is a bug in the caller.
+    std::fprintf(stderr, "internal error: %s has no attribute '%.*s'\n",
+                 std::string(opName()).c_str(), int(name.size()), name.data());
+    std::abort();
+  }
+  return attrs_[i];
+}
+
+void Node::setAttr(absl::string_view name, AttrValue v) {
+  int i = info().attrIndex(name);
+  if (i < 0) {
+    std::fprintf(stderr, "internal error: %s has no attribute '%.*s'\n",
+                 std::string(opName()).c_str(), int(name.size()), name.data());
+    std::abort();
+  }
+  attrs_[i] = std::move(v);
+}
+
+void Node::setDevice(std::optional<Device> d) {
+  device_ = d;
+  if (!info().has(kCollective))
+    for (auto& r : results_) r->setDevice(d);
+}
+
+std::string Node::describe() const {
+  std::string head;
+  if (!results_.empty()) {
+    head = absl::StrCat("%", results_[0]->name(), " (", opName());
+  } else if (!operands_.empty()) {
+    head = absl::StrCat(opName(), "(%", operands_[0]->name(), ") (", opName());
+  } else {
+    head = absl::StrCat(opName(), " (", opName());
+  }
+  if (device_) absl::StrAppend(&head, " @", toString(*device_));
+  if (!scope_.empty()) absl::StrAppend(&head, ", scope ", scope_);
+  if (!location_.empty()) absl::StrAppend(&head, ", at ", location_);
+  return head + ")";
+}
+
+// ---- Graph ------------------------------------------------------------------------------
+
+std::vector<Node*> Graph::inputs() const {
+  std::vector<Node*> out;
+  for (const auto& n : nodes_)
+    if (n->op() == Op::kInput) out.push_back(n.get());
+  return out;
+}
+
+std::string Graph::uniqueName(absl::string_view base) {
+  std::string name(base.empty() ? "v" : base);
+  if (!names_.contains(name)) return name;
+  int& counter = name_counters_[name];
+  std::string candidate;
+  do {
+    candidate = absl::StrCat(name, "_", ++counter);
+  } while (names_.contains(candidate));
+  return candidate;
+}
+
+std::string Graph::rename(Value* v, absl::string_view base) {
+  names_.erase(v->name_);
+  v->name_ = uniqueName(base);
+  names_[v->name_] = v;
+  return v->name_;
+}
+
+Value* Graph::findValue(absl::string_view name) const {
+  auto it = names_.find(name);
+  return it == names_.end() ? nullptr : it->second;
+}
+
+namespace {
+
+void placeResults(Node& n, const std::vector<std::unique_ptr<Value>>& results) {
+  if (!n.info().has(kCollective)) {
+    for (const auto& r : results) r->setDevice(n.device());
+    return;
+  }
+  const auto& devices = n.devicesAttr();
+  if (devices.empty()) return;
+  size_t per_device = results.size() / devices.size();
+  if (per_device == 0) return;
+  for (size_t i = 0; i < results.size(); ++i)
+    results[i]->setDevice(devices[std::min(i / per_device, devices.size() - 1)]);
+}
+
+absl::Status setAttrs(Node& n, std::vector<AttrValue>& slots,
+                      std::vector<std::pair<std::string, AttrValue>>& given) {
+  const OpInfo& info = n.info();
+  std::vector<bool> seen(info.attrs.size(), false);
+  slots.assign(info.attrs.size(), AttrValue{});
+  for (auto& [name, value] : given) {
+    int i = info.attrIndex(name);
+    if (i < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat(info.name, " has no attribute '", name, "'"));
+    if (!info.attrs[i].accepts(value))
+      return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' of ", info.name,
+                                                     " must be ", info.attrs[i].kindText(),
+                                                     ", got ", toString(value)));
+    if (seen[i])
+      return absl::InvalidArgumentError(
+          absl::StrCat("attribute '", name, "' of ", info.name, " is given twice"));
+    seen[i] = true;
+    slots[i] = std::move(value);
+  }
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (!seen[i])
+      return absl::InvalidArgumentError(absl::StrCat(info.name, " needs attribute '",
+                                                     info.attrs[i].name, "' (",
+                                                     info.attrs[i].kindText(), ")"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Node*> Graph::create(NodeSpec spec, size_t pos) {
+  auto node = std::make_unique<Node>();
+  node->op_ = spec.op;
+  node->graph_ = this;
+  node->operands_ = std::move(spec.operands);
+  node->device_ = spec.device;
+  node->scope_ = std::move(spec.scope);
+  node->location_ = std::move(spec.location);
+  const OpInfo& info = node->info();
+  auto where = [&](const absl::Status& s) {
+    std::string who = spec.names.empty() ? std::string(info.name)
+                                         : absl::StrCat("%", spec.names[0], " (", info.name, ")");
+    if (!node->scope_.empty()) absl::StrAppend(&who, " in scope ", node->scope_);
+    if (!node->location_.empty()) absl::StrAppend(&who, " at ", node->location_);
+    return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
+  };
+  if (absl::Status s = setAttrs(*node, node->attrs_, spec.attrs); !s.ok()) return where(s);
+  size_t n_ops = node->operands_.size();
+  if (n_ops < info.minOperands() || n_ops > info.maxOperands())
+    return where(absl::InvalidArgumentError(absl::StrCat(
+        "takes ", info.minOperands(),
+        info.maxOperands() == SIZE_MAX ? " or more"
+        : info.maxOperands() != info.minOperands()
+            ? absl::StrCat(" to ", info.maxOperands())
+            : std::string(),
+        " operands, got ", n_ops)));
+  for (size_t i = 0; i < n_ops; ++i)
+    if (node->operands_[i] == nullptr)
+      return where(absl::InvalidArgumentError(absl::StrCat("operand ", i, " is missing")));
+  std::vector<TensorType> types;
+  if (info.has(kDeclaredType)) {
+    types = std::move(spec.declared_types);
+    for (auto& t : types) {
+      auto v = std::make_unique<Value>();
+      v->type_ = t;
+      node->results_.push_back(std::move(v));
+    }
+  }
+  auto inferred = info.rules->infer(*node);
+  if (!inferred.ok()) return where(inferred.status());
+  if (!info.has(kDeclaredType)) {
+    for (auto& t : *inferred) {
+      auto v = std::make_unique<Value>();
+      v->type_ = std::move(t);
+      node->results_.push_back(std::move(v));
+    }
+  }
+  for (size_t i = 0; i < node->results_.size(); ++i) {
+    Value* v = node->results_[i].get();
+    v->def_ = node.get();
+    v->index_ = static_cast<int>(i);
+    std::string base = i < spec.names.size()    ? spec.names[i]
+                       : !spec.names.empty()    ? absl::StrCat(spec.names[0], ".", i)
+                                                : std::string(info.name);
+    v->name_ = uniqueName(base);
+    names_[v->name_] = v;
+  }
+  placeResults(*node, node->results_);
+  return insert(std::move(node), pos);
+}
+
+void Graph::adopt(Node* n) {
+  n->graph_ = this;
+  for (auto& r : n->results_) {
+    if (!names_.contains(r->name_) || names_[r->name_] != r.get()) {
+      r->name_ = uniqueName(r->name_);
+      names_[r->name_] = r.get();
+    }
+  }
+}
+
+Node* Graph::insert(std::unique_ptr<Node> node, size_t pos) {
+  Node* raw = node.get();
+  if (raw->graph_ != this) adopt(raw);
+  if (pos >= nodes_.size()) {
+    nodes_.push_back(std::move(node));
+  } else {
+    nodes_.insert(nodes_.begin() + static_cast<ptrdiff_t>(pos), std::move(node));
+  }
+  return raw;
+}
+
+void Graph::eraseIf(const std::function<bool(const Node&)>& dead) {
+  std::vector<std::unique_ptr<Node>> kept;
+  kept.reserve(nodes_.size());
+  for (auto& n : nodes_) {
+    if (dead(*n)) {
+      for (auto& r : n->results_) names_.erase(r->name_);
+    } else {
+      kept.push_back(std::move(n));
+    }
+  }
+  nodes_ = std::move(kept);
+}
+
+void Graph::setNodes(std::vector<std::unique_ptr<Node>> nodes) {
+  nodes_ = std::move(nodes);
+  for (auto& n : nodes_) n->graph_ = this;
+}
+
+std::vector<std::unique_ptr<Node>> Graph::takeNodes() { return std::move(nodes_); }
+
+absl::flat_hash_map<const Node*, size_t> Graph::positions() const {
+  absl::flat_hash_map<const Node*, size_t> pos;
+  pos.reserve(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i) pos[nodes_[i].get()] = i;
+  return pos;
+}
+
+absl::flat_hash_map<const Value*, std::vector<Node*>> Graph::users() const {
+  absl::flat_hash_map<const Value*, std::vector<Node*>> out;
+  out.reserve(nodes_.size());
+  for (const auto& n : nodes_)
+    for (Value* v : n->operands_) out[v].push_back(n.get());
+  return out;
+}
+
+// ---- Module -----------------------------------------------------------------------------
+
+absl::string_view varRoleName(VarRole r) {
+  switch (r) {
+    case VarRole::kParam: return "param";
+    case VarRole::kBuffer: return "buffer";
+    case VarRole::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+absl::StatusOr<VarRole> parseVarRole(absl::string_view s) {
+  for (VarRole r : {VarRole::kParam, VarRole::kBuffer, VarRole::kOptimizer})
+    if (varRoleName(r) == s) return r;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown variable role '", s, "' (expected param, buffer or optimizer)"));
+}
+
+const Var* Module::findVar(absl::string_view name) const {
+  auto it = var_index_.find(name);
+  return it == var_index_.end() ? nullptr : &vars_[it->second];
+}
+
+absl::Status Module::addVar(Var v) {
+  if (var_index_.contains(v.name))
+    return absl::AlreadyExistsError(absl::StrCat("variable @", v.name, " is declared twice"));
+  var_index_[v.name] = vars_.size();
+  vars_.push_back(std::move(v));
+  return absl::OkStatus();
+}
+
+int64_t Module::countElements(VarRole role) const {
+  int64_t n = 0;
+  for (const Var& v : vars_)
+    if (v.role == role) n += v.type.numElements();
+  return n;
+}
+
+Graph* Module::graph(absl::string_view name) const {
+  for (const auto& g : graphs_)
+    if (g->name() == name) return g.get();
+  return nullptr;
+}
+
+absl::StatusOr<Graph*> Module::addGraph(std::string name) {
+  if (graph(name) != nullptr)
+    return absl::AlreadyExistsError(absl::StrCat("graph @", name, " is defined twice"));
+  graphs_.push_back(std::make_unique<Graph>(this, std::move(name)));
+  return graphs_.back().get();
+}
+
+void Module::replaceGraph(std::unique_ptr<Graph> g) {
+  for (auto& slot : graphs_)
+    if (slot->name() == g->name()) {
+      slot = std::move(g);
+      return;
+    }
+  graphs_.push_back(std::move(g));
+}
+
+std::unique_ptr<Module> Module::clone() const {
+  auto m = std::make_unique<Module>(name_);
+  m->devices_ = devices_;
+  m->vars_ = vars_;
+  m->var_index_ = var_index_;
+  for (const auto& g : graphs_) {
+    auto copy = std::make_unique<Graph>(m.get(), g->name());
+    absl::flat_hash_map<const Value*, Value*> map;
+    map.reserve(g->numNodes() * 2);
+    for (const auto& n : g->nodes()) {
+      auto c = std::make_unique<Node>();
+      c->op_ = n->op_;
+      c->graph_ = copy.get();
+      c->attrs_ = n->attrs_;
+      c->device_ = n->device_;
+      c->scope_ = n->scope_;
+      c->location_ = n->location_;
+      c->operands_.reserve(n->operands_.size());
+      for (Value* v : n->operands_) c->operands_.push_back(map.at(v));
+      for (const auto& r : n->results_) {
+        auto v = std::make_unique<Value>(*r);
+        v->def_ = c.get();
+        map[r.get()] = v.get();
+        copy->names_[v->name_] = v.get();
+        c->results_.push_back(std::move(v));
+      }
+      copy->nodes_.push_back(std::move(c));
+    }
+    for (Value* v : g->outputs()) copy->outputs_.push_back(map.at(v));
+    copy->name_counters_ = g->name_counters_;
+    m->graphs_.push_back(std::move(copy));
+  }
+  return m;
+}
+
+}  // namespace tandem::ir

@@ -1,0 +1,233 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "ir/attrs.h"
+#include "ir/op_info.h"
+#include "ir/types.h"
+
+namespace tandem::ir {
+
+class Graph;
+class Module;
+class Node;
+
+/// An SSA value: one result of one node. Owned by its node.
+class Value {
+ public:
+  const std::string& name() const { return name_; }
+  const TensorType& type() const { return type_; }
+  void setType(TensorType t) { type_ = std::move(t); }
+  /// The node that defines this value, and which of its results it is.
+  Node* def() const { return def_; }
+  int index() const { return index_; }
+  /// Where the value lives; unset before replication and for host inputs.
+  const std::optional<Device>& device() const { return device_; }
+  void setDevice(std::optional<Device> d) { device_ = d; }
+
+ private:
+  friend class Node;
+  friend class Graph;
+  friend class Module;
+  std::string name_;
+  TensorType type_;
+  Node* def_ = nullptr;
+  int index_ = 0;
+  std::optional<Device> device_;
+};
+
+/// One operation in a graph.
+class Node {
+ public:
+  Op op() const { return op_; }
+  const OpInfo& info() const { return opInfo(op_); }
+  absl::string_view opName() const { return info().name; }
+  Graph* graph() const { return graph_; }
+
+  const std::vector<Value*>& operands() const { return operands_; }
+  Value* operand(size_t i) const { return operands_[i]; }
+  size_t numOperands() const { return operands_.size(); }
+  void setOperand(size_t i, Value* v) { operands_[i] = v; }
+
+  size_t numResults() const { return results_.size(); }
+  Value* result(size_t i = 0) const { return results_[i].get(); }
+
+  /// Attributes, in the order of the op's schema (ops.def).
+  const std::vector<AttrValue>& attrs() const { return attrs_; }
+  const AttrValue& attr(absl::string_view name) const;
+  template <typename T>
+  const T& attrAs(absl::string_view name) const {
+    return std::get<T>(attr(name));
+  }
+  int64_t intAttr(absl::string_view name) const { return attrAs<int64_t>(name); }
+  double floatAttr(absl::string_view name) const { return attrAs<double>(name); }
+  bool boolAttr(absl::string_view name) const { return attrAs<bool>(name); }
+  const std::string& enumAttr(absl::string_view name) const { return attrAs<EnumWord>(name).word; }
+  const std::string& symbolAttr(absl::string_view name) const { return attrAs<Symbol>(name).name; }
+  const std::vector<Device>& devicesAttr() const { return attrAs<std::vector<Device>>("devices"); }
+  void setAttr(absl::string_view name, AttrValue v);
+
+  /// The device of a non-collective node (collectives place each result by `devices`).
+  const std::optional<Device>& device() const { return device_; }
+  void setDevice(std::optional<Device> d);
+
+  /// The model scope the node came from ("stage2.block0"), and the DSL source location
+  /// ("resnet.cc:42") when known. Both are for messages and dumps only.
+  const std::string& scope() const { return scope_; }
+  void setScope(std::string s) { scope_ = std::move(s); }
+  const std::string& location() const { return location_; }
+  void setLocation(std::string l) { location_ = std::move(l); }
+
+  /// "%name (conv2d @cpu:0, scope stage1.block0)": how messages refer to this node.
+  std::string describe() const;
+
+ private:
+  friend class Graph;
+  friend class Module;
+  Op op_ = Op::kInput;
+  Graph* graph_ = nullptr;
+  std::vector<Value*> operands_;
+  std::vector<std::unique_ptr<Value>> results_;
+  std::vector<AttrValue> attrs_;
+  std::optional<Device> device_;
+  std::string scope_;
+  std::string location_;
+};
+
+/// What a node creation needs; results get their types from the op's shape rule unless
+/// the op has kDeclaredType (then `declared_types` is used).
+struct NodeSpec {
+  Op op = Op::kInput;
+  std::vector<Value*> operands;
+  std::vector<std::pair<std::string, AttrValue>> attrs;
+  std::optional<Device> device;
+  /// Base names of the results; made unique within the graph.
+  std::vector<std::string> names;
+  std::vector<TensorType> declared_types;
+  std::string scope;
+  std::string location;
+};
+
+/// A straight-line SSA program: nodes in execution order, then the returned values.
+/// Input nodes come first; every operand is defined by an earlier node.
+class Graph {
+ public:
+  Graph(Module* module, std::string name) : module_(module), name_(std::move(name)) {}
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  Module* module() const { return module_; }
+  const std::string& name() const { return name_; }
+
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  size_t numNodes() const { return nodes_.size(); }
+  std::vector<Node*> inputs() const;
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  void setOutputs(std::vector<Value*> outs) { outputs_ = std::move(outs); }
+
+  /// Creates a node at position `pos` (default: the end), running the shape rule. The
+  /// error says which node could not be built and why.
+  absl::StatusOr<Node*> create(NodeSpec spec, size_t pos = SIZE_MAX);
+  /// Moves a node built elsewhere (or detached) into this graph at `pos`.
+  Node* insert(std::unique_ptr<Node> node, size_t pos = SIZE_MAX);
+  /// Removes every node for which `dead` is true, in one linear pass. The caller makes
+  /// sure no remaining node uses their results.
+  void eraseIf(const std::function<bool(const Node&)>& dead);
+  /// Replaces the node list (passes that rebuild a graph in a new order).
+  void setNodes(std::vector<std::unique_ptr<Node>> nodes);
+  std::vector<std::unique_ptr<Node>> takeNodes();
+
+  /// A name not yet used in this graph, derived from `base` ("x", "x_1", "x_2", ...).
+  std::string uniqueName(absl::string_view base);
+  /// Renames a value (keeps names unique; returns the name actually given).
+  std::string rename(Value* v, absl::string_view base);
+  /// Value lookup by name (parser, tests).
+  Value* findValue(absl::string_view name) const;
+
+  /// Position of each node in the list (recomputed; O(nodes)).
+  absl::flat_hash_map<const Node*, size_t> positions() const;
+  /// For every value, the nodes that use it (recomputed; O(nodes + edges)).
+  absl::flat_hash_map<const Value*, std::vector<Node*>> users() const;
+
+ private:
+  friend class Module;
+  void adopt(Node* n);
+  Module* module_;
+  std::string name_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Value*> outputs_;
+  absl::flat_hash_map<std::string, Value*> names_;
+  absl::flat_hash_map<std::string, int> name_counters_;
+};
+
+/// What a persistent variable is for.
+enum class VarRole : uint8_t {
+  kParam,      // trained: autodiff gives it a gradient and an sgd_update
+  kBuffer,     // state such as batch-norm running statistics
+  kOptimizer,  // optimizer state such as SGD momentum
+};
+absl::string_view varRoleName(VarRole r);
+absl::StatusOr<VarRole> parseVarRole(absl::string_view s);
+
+/// A persistent tensor owned by the module; after replication every device holds a replica.
+struct Var {
+  std::string name;
+  TensorType type;
+  VarRole role = VarRole::kParam;
+  Initializer init;
+};
+
+/// The unit passes transform: variables and the init, train_step and eval_step graphs.
+class Module {
+ public:
+  explicit Module(std::string name) : name_(std::move(name)) {}
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  /// Empty until `replicate` runs; then every variable has one replica per device.
+  const std::vector<Device>& devices() const { return devices_; }
+  void setDevices(std::vector<Device> ds) { devices_ = std::move(ds); }
+  bool isReplicated() const { return !devices_.empty(); }
+
+  const std::vector<Var>& vars() const { return vars_; }
+  const Var* findVar(absl::string_view name) const;
+  /// Adds a variable; fails if the name is taken.
+  absl::Status addVar(Var v);
+  /// Total elements of all variables with the given role.
+  int64_t countElements(VarRole role) const;
+
+  const std::vector<std::unique_ptr<Graph>>& graphs() const { return graphs_; }
+  Graph* graph(absl::string_view name) const;
+  /// Adds an empty graph; fails if the name is taken.
+  absl::StatusOr<Graph*> addGraph(std::string name);
+  /// Replaces a graph with a rebuilt one of the same name (keeps the order).
+  void replaceGraph(std::unique_ptr<Graph> g);
+
+  /// Deep copy (benchmarks run a pipeline many times on one built model).
+  std::unique_ptr<Module> clone() const;
+
+ private:
+  std::string name_;
+  std::vector<Device> devices_;
+  std::vector<Var> vars_;
+  absl::flat_hash_map<std::string, size_t> var_index_;
+  std::vector<std::unique_ptr<Graph>> graphs_;
+};
+
+/// Canonical graph names.
+inline constexpr absl::string_view kInitGraph = "init";
+inline constexpr absl::string_view kTrainGraph = "train_step";
+inline constexpr absl::string_view kEvalGraph = "eval_step";
+
+}  // namespace tandem::ir

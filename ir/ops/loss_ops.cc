@@ -1,0 +1,64 @@
+// softmax_cross_entropy (with its backward op) and accuracy.
+
+#include "ir/grad.h"
+#include "ir/ops/rule_util.h"
+
+namespace tandem::ir {
+namespace {
+using namespace rules;
+
+/// logits [N,K] float, labels i32[N].
+absl::Status checkLogitsLabels(const Node& n) {
+  if (absl::Status s = expectRank(n, 0, 2, "N, classes"); !s.ok()) return s;
+  if (absl::Status s = expectFloat(n, 0); !s.ok()) return s;
+  return expectType(n, 1, TensorType{DType::kI32, {typeOf(n, 0).shape[0]}},
+                    "one class index per row of the logits");
+}
+
+absl::Status checkReduction(const Node& n) {
+  int64_t divisor = n.intAttr("divisor");
+  if (n.enumAttr("reduction") == "sum" && divisor != 1)
+    return fail("divisor must be 1 when reduction=sum");
+  if (divisor < 1) return fail("divisor must be >= 1");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> inferSoftmaxCrossEntropy(const Node& n) {
+  if (absl::Status s = checkLogitsLabels(n); !s.ok()) return s;
+  if (absl::Status s = checkReduction(n); !s.ok()) return s;
+  return Types{TensorType{DType::kF32, {}}};
+}
+
+absl::StatusOr<Types> inferSoftmaxCrossEntropyBackward(const Node& n) {
+  if (absl::Status s = checkLogitsLabels(n); !s.ok()) return s;
+  if (absl::Status s = checkReduction(n); !s.ok()) return s;
+  if (absl::Status s = expectType(n, 2, TensorType{DType::kF32, {}}, "the loss gradient");
+      !s.ok())
+    return s;
+  return Types{typeOf(n, 0)};
+}
+
+absl::Status gradSoftmaxCrossEntropy(GradContext& c) {
+  const Node& n = c.node();
+  auto dx = c.emit(Op::kSoftmaxCrossEntropyBackward,
+                   {n.operand(0), n.operand(1), c.resultGrad(0)},
+                   {{"reduction", n.attr("reduction")}, {"divisor", n.attr("divisor")}},
+                   {gradName(n.operand(0))});
+  if (!dx.ok()) return dx.status();
+  c.addOperandGrad(0, (*dx)->result());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> inferAccuracy(const Node& n) {
+  if (absl::Status s = checkLogitsLabels(n); !s.ok()) return s;
+  return Types{TensorType{DType::kI32, {}}};
+}
+
+}  // namespace
+
+extern const OpRules kSoftmaxCrossEntropyRules{.infer = inferSoftmaxCrossEntropy,
+                                               .grad = gradSoftmaxCrossEntropy};
+extern const OpRules kSoftmaxCrossEntropyBackwardRules{.infer = inferSoftmaxCrossEntropyBackward};
+extern const OpRules kAccuracyRules{.infer = inferAccuracy};
+
+}  // namespace tandem::ir

@@ -1,0 +1,72 @@
+// batch_norm and its backward op.
+
+#include "ir/grad.h"
+#include "ir/ops/rule_util.h"
+
+namespace tandem::ir {
+namespace {
+using namespace rules;
+
+/// x is [N,C,H,W] or [N,C]; every per-channel operand must be [C] of x's dtype.
+absl::Status checkChannels(const Node& n, size_t x, std::initializer_list<size_t> per_channel) {
+  const TensorType& xt = typeOf(n, x);
+  if (xt.rank() != 4 && xt.rank() != 2)
+    return fail(absl::StrCat(describeOperand(n, x), " must have rank 4 (N,C,H,W) or 2 (N,C)"));
+  if (absl::Status s = expectFloat(n, x); !s.ok()) return s;
+  TensorType channel{xt.dtype, {xt.shape[1]}};
+  for (size_t i : per_channel)
+    if (absl::Status s = expectType(n, i, channel, "one value per channel"); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> inferBatchNorm(const Node& n) {
+  if (absl::Status s = checkChannels(n, 0, {1, 2, 3, 4}); !s.ok()) return s;
+  double momentum = n.floatAttr("momentum"), eps = n.floatAttr("eps");
+  if (!(momentum >= 0 && momentum <= 1)) return fail("momentum must be in [0, 1]");
+  if (!(eps > 0)) return fail("eps must be > 0");
+  const TensorType& x = typeOf(n, 0);
+  if (!n.boolAttr("training")) return Types{x};
+  for (size_t i : {3, 4})  // training updates the running statistics in place
+    if (auto var = varReadBy(n, i); !var.ok()) return var.status();
+  TensorType channel{x.dtype, {x.shape[1]}};
+  return Types{x, channel, channel};
+}
+
+std::vector<std::string> writesBatchNorm(const Node& n) {
+  if (!n.boolAttr("training")) return {};
+  std::vector<std::string> out;
+  for (size_t i : {3, 4})
+    if (auto var = varReadBy(n, i); var.ok()) out.push_back(*var);
+  return out;
+}
+
+absl::StatusOr<Types> inferBatchNormBackward(const Node& n) {  // dy, x, gamma, mean, invstd
+  if (absl::Status s = checkChannels(n, 1, {2, 3, 4}); !s.ok()) return s;
+  if (absl::Status s = expectSameType(n, 0, 1); !s.ok()) return s;
+  if (!(n.floatAttr("eps") > 0)) return fail("eps must be > 0");
+  return Types{typeOf(n, 1), typeOf(n, 2), typeOf(n, 2)};
+}
+
+absl::Status gradBatchNorm(GradContext& c) {
+  const Node& n = c.node();
+  if (!n.boolAttr("training"))
+    return fail("batch_norm in inference mode has no gradient; build the training step "
+                "with training=true");
+  Value *x = n.operand(0), *gamma = n.operand(1), *beta = n.operand(2);
+  auto back = c.emit(Op::kBatchNormBackward,
+                     {c.resultGrad(0), x, gamma, n.result(1), n.result(2)},
+                     {{"eps", n.floatAttr("eps")}},
+                     {gradName(x), gradName(gamma), gradName(beta)});
+  if (!back.ok()) return back.status();
+  for (size_t i = 0; i < 3; ++i)
+    if (c.needsGrad(i)) c.addOperandGrad(i, (*back)->result(i));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+extern const OpRules kBatchNormRules{
+    .infer = inferBatchNorm, .grad = gradBatchNorm, .writes = writesBatchNorm};
+extern const OpRules kBatchNormBackwardRules{.infer = inferBatchNormBackward};
+
+}  // namespace tandem::ir

@@ -1,0 +1,83 @@
+// Pooling and flatten, with their backward ops. Every backward op here takes (dy, x) and
+// returns a tensor of x's type, so one shape rule and one gradient rule serve them all.
+
+#include "ir/grad.h"
+#include "ir/ops/rule_util.h"
+
+namespace tandem::ir {
+namespace {
+using namespace rules;
+
+absl::StatusOr<TensorType> windowedOutput(const Node& n, size_t x) {
+  if (absl::Status s = expectRank(n, x, 4, "N,C,H,W"); !s.ok()) return s;
+  if (absl::Status s = expectFloat(n, x); !s.ok()) return s;
+  const TensorType& t = typeOf(n, x);
+  int64_t k = n.intAttr("kernel"), stride = n.intAttr("stride"), pad = n.intAttr("pad");
+  if (2 * pad > k) return fail(absl::StrCat("padding ", pad, " must be at most half the kernel ", k));
+  auto h = windowExtent(t.shape[2], k, stride, pad, "height");
+  if (!h.ok()) return h.status();
+  auto w = windowExtent(t.shape[3], k, stride, pad, "width");
+  if (!w.ok()) return w.status();
+  return TensorType{t.dtype, {t.shape[0], t.shape[1], *h, *w}};
+}
+
+absl::StatusOr<TensorType> globalPoolOutput(const Node& n, size_t x) {
+  if (absl::Status s = expectRank(n, x, 4, "N,C,H,W"); !s.ok()) return s;
+  if (absl::Status s = expectFloat(n, x); !s.ok()) return s;
+  const TensorType& t = typeOf(n, x);
+  return TensorType{t.dtype, {t.shape[0], t.shape[1], 1, 1}};
+}
+
+absl::StatusOr<TensorType> flattenOutput(const Node& n, size_t x) {
+  const TensorType& t = typeOf(n, x);
+  if (t.rank() < 2) return fail(absl::StrCat(describeOperand(n, x), " must have rank >= 2"));
+  return TensorType{t.dtype, {t.shape[0], t.numElements() / std::max<int64_t>(t.shape[0], 1)}};
+}
+
+using OutputFn = absl::StatusOr<TensorType> (*)(const Node&, size_t);
+
+template <OutputFn kOutput>
+absl::StatusOr<Types> inferForward(const Node& n) {
+  auto y = kOutput(n, 0);
+  if (!y.ok()) return y.status();
+  return Types{*y};
+}
+
+template <OutputFn kOutput>
+absl::StatusOr<Types> inferBackward(const Node& n) {  // dy, x
+  auto y = kOutput(n, 1);
+  if (!y.ok()) return y.status();
+  if (absl::Status s = expectType(n, 0, *y, "the forward output type"); !s.ok()) return s;
+  return Types{typeOf(n, 1)};
+}
+
+/// dx = <backward op>(dy, x) with the forward node's attributes.
+template <Op kBackwardOp>
+absl::Status gradFromInput(GradContext& c) {
+  const Node& n = c.node();
+  std::vector<std::pair<std::string, AttrValue>> attrs;
+  for (size_t i = 0; i < n.attrs().size(); ++i)
+    attrs.emplace_back(n.info().attrs[i].name, n.attrs()[i]);
+  auto dx = c.emit(kBackwardOp, {c.resultGrad(0), n.operand(0)}, std::move(attrs),
+                   {gradName(n.operand(0))});
+  if (!dx.ok()) return dx.status();
+  c.addOperandGrad(0, (*dx)->result());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+extern const OpRules kMaxPool2dRules{.infer = inferForward<windowedOutput>,
+                                     .grad = gradFromInput<Op::kMaxPool2dBackward>};
+extern const OpRules kMaxPool2dBackwardRules{.infer = inferBackward<windowedOutput>};
+extern const OpRules kAvgPool2dRules{.infer = inferForward<windowedOutput>,
+                                     .grad = gradFromInput<Op::kAvgPool2dBackward>};
+extern const OpRules kAvgPool2dBackwardRules{.infer = inferBackward<windowedOutput>};
+extern const OpRules kGlobalAvgPoolRules{.infer = inferForward<globalPoolOutput>,
+                                         .grad = gradFromInput<Op::kGlobalAvgPoolBackward>};
+extern const OpRules kGlobalAvgPoolBackwardRules{.infer = inferBackward<globalPoolOutput>};
+extern const OpRules kFlattenRules{.infer = inferForward<flattenOutput>,
+                                   .grad = gradFromInput<Op::kFlattenBackward>};
+extern const OpRules kFlattenBackwardRules{.infer = inferBackward<flattenOutput>};
+
+}  // namespace tandem::ir

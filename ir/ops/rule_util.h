@@ -1,0 +1,76 @@
+#pragma once
+
+// Small checks shared by the shape rules in ir/ops/. Each returns an InvalidArgument
+// status whose message names the operand and what was expected; Graph::create and the
+// verifier prefix it with the node.
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "ir/ir.h"
+
+namespace tandem::ir::rules {
+
+using Types = std::vector<TensorType>;
+
+inline const TensorType& typeOf(const Node& n, size_t i) { return n.operand(i)->type(); }
+
+/// "w (%conv1.w: f32[20,1,3,3])"
+inline std::string describeOperand(const Node& n, size_t i) {
+  const auto& specs = n.info().operands;
+  absl::string_view role = i < specs.size() ? absl::string_view(specs[i].name)
+                                           : absl::string_view(specs.back().name);
+  return absl::StrCat(role, " (%", n.operand(i)->name(), ": ", toString(typeOf(n, i)), ")");
+}
+
+inline absl::Status fail(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
+
+inline absl::Status expectRank(const Node& n, size_t i, int64_t rank, absl::string_view layout) {
+  if (typeOf(n, i).rank() == rank) return absl::OkStatus();
+  return fail(absl::StrCat(describeOperand(n, i), " must have rank ", rank, " (", layout, ")"));
+}
+
+inline absl::Status expectFloat(const Node& n, size_t i) {
+  DType t = typeOf(n, i).dtype;
+  if (t == DType::kF32 || t == DType::kBF16) return absl::OkStatus();
+  return fail(absl::StrCat(describeOperand(n, i), " must be f32 or bf16"));
+}
+
+inline absl::Status expectType(const Node& n, size_t i, const TensorType& want,
+                               absl::string_view why) {
+  if (typeOf(n, i) == want) return absl::OkStatus();
+  return fail(absl::StrCat(describeOperand(n, i), " must be ", toString(want), " (", why, ")"));
+}
+
+inline absl::Status expectSameType(const Node& n, size_t i, size_t j) {
+  if (typeOf(n, i) == typeOf(n, j)) return absl::OkStatus();
+  return fail(absl::StrCat(describeOperand(n, i), " and ", describeOperand(n, j),
+                           " must have the same type"));
+}
+
+/// Output extent of a sliding window; an error when the window does not fit.
+inline absl::StatusOr<int64_t> windowExtent(int64_t in, int64_t kernel, int64_t stride,
+                                            int64_t pad, absl::string_view axis) {
+  if (kernel < 1 || stride < 1 || pad < 0)
+    return fail(absl::StrCat("kernel ", kernel, ", stride ", stride, " and padding ", pad,
+                             " must be >= 1, >= 1 and >= 0"));
+  int64_t span = in + 2 * pad - kernel;
+  if (span < 0)
+    return fail(absl::StrCat("a ", kernel, "-wide window does not fit the ", axis, " extent ", in,
+                             " with padding ", pad));
+  return span / stride + 1;
+}
+
+/// The variable operand `i` reads; an error unless it comes straight from a param node.
+inline absl::StatusOr<std::string> varReadBy(const Node& n, size_t i) {
+  const Node* def = n.operand(i)->def();
+  if (def != nullptr && def->op() == Op::kParam) return def->symbolAttr("var");
+  return fail(absl::StrCat(describeOperand(n, i),
+                           " must be read straight from a variable (a param node)"));
+}
+
+}  // namespace tandem::ir::rules

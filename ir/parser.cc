@@ -1,0 +1,574 @@
+#include "ir/parser.h"
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tandem::ir {
+namespace {
+
+// Hand-written lexer and recursive-descent parser: the grammar is small (docs/IR.md) and
+// the error messages (file:line:col plus what was expected) matter more than generality.
+
+enum class Tok { kEof, kPercent, kAt, kWord, kNumber, kString, kPunct, kBad };
+
+struct Token {
+  Tok kind = Tok::kEof;
+  std::string text;  // name without sigil, word, number text, unescaped string, punct char
+  int line = 1, col = 1;
+};
+
+bool isNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '.';
+}
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+class Lexer {
+ public:
+  explicit Lexer(absl::string_view s) : s_(s) {}
+
+  Token next() {
+    skipSpaceAndComments();
+    Token t;
+    t.line = line_;
+    t.col = col_;
+    if (pos_ >= s_.size()) return t;
+    char c = s_[pos_];
+    if (c == '%' || c == '@') {
+      advance();
+      t.kind = c == '%' ? Tok::kPercent : Tok::kAt;
+      t.text = takeWhile(isNameChar);
+      if (t.text.empty()) {
+        t.kind = Tok::kBad;
+        t.text = absl::StrCat("'", std::string(1, c), "' must be followed by a name");
+      }
+      return t;
+    }
+    if (isDigit(c) || ((c == '-' || c == '+') && pos_ + 1 < s_.size() &&
+                       (isDigit(s_[pos_ + 1]) || s_[pos_ + 1] == '.'))) {
+      t.kind = Tok::kNumber;
+      size_t start = pos_;
+      advance();
+      while (pos_ < s_.size()) {
+        char d = s_[pos_];
+        bool exp_sign = (d == '-' || d == '+') && (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E');
+        if (!(isDigit(d) || d == '.' || d == 'e' || d == 'E' || exp_sign)) break;
+        advance();
+      }
+      t.text = std::string(s_.substr(start, pos_ - start));
+      return t;
+    }
+    if (isNameChar(c)) {
+      t.kind = Tok::kWord;
+      t.text = takeWhile(isNameChar);
+      return t;
+    }
+    if (c == '"') {
+      advance();
+      while (pos_ < s_.size() && s_[pos_] != '"' && s_[pos_] != '\n') {
+        if (s_[pos_] == '\\' && pos_ + 1 < s_.size()) advance();
+        t.text.push_back(s_[pos_]);
+        advance();
+      }
+      if (pos_ >= s_.size() || s_[pos_] != '"') {
+        t.kind = Tok::kBad;
+        t.text = "unterminated string";
+        return t;
+      }
+      advance();
+      t.kind = Tok::kString;
+      return t;
+    }
+    if (absl::string_view("(){}[],:=").find(c) != absl::string_view::npos) {
+      advance();
+      t.kind = Tok::kPunct;
+      t.text = std::string(1, c);
+      return t;
+    }
+    t.kind = Tok::kBad;
+    t.text = (c >= 32 && c < 127) ? absl::StrCat("unexpected character '", std::string(1, c), "'")
+                                  : absl::StrCat("unexpected byte 0x",
+                                                 absl::Hex(static_cast<unsigned char>(c)));
+    return t;
+  }
+
+ private:
+  void advance() {
+    if (s_[pos_] == '\n') {
+      ++line_;
+      col_ = 1;
+    } else {
+      ++col_;
+    }
+    ++pos_;
+  }
+  void skipSpaceAndComments() {
+    while (pos_ < s_.size()) {
+      char c = s_[pos_];
+      if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        advance();
+      } else if (c == '/' && pos_ + 1 < s_.size() && s_[pos_ + 1] == '/') {
+        while (pos_ < s_.size() && s_[pos_] != '\n') advance();
+      } else {
+        break;
+      }
+    }
+  }
+  std::string takeWhile(bool (*pred)(char)) {
+    size_t start = pos_;
+    while (pos_ < s_.size() && pred(s_[pos_])) advance();
+    return std::string(s_.substr(start, pos_ - start));
+  }
+
+  absl::string_view s_;
+  size_t pos_ = 0;
+  int line_ = 1, col_ = 1;
+};
+
+std::string describe(const Token& t) {
+  switch (t.kind) {
+    case Tok::kEof: return "end of input";
+    case Tok::kPercent: return absl::StrCat("'%", t.text, "'");
+    case Tok::kAt: return absl::StrCat("'@", t.text, "'");
+    case Tok::kString: return absl::StrCat("string \"", t.text, "\"");
+    default: return absl::StrCat("'", t.text, "'");
+  }
+}
+
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+
+class Parser {
+ public:
+  Parser(absl::string_view text, absl::string_view file) : lex_(text), file_(file) {
+    tok_ = lex_.next();
+  }
+
+  absl::StatusOr<std::unique_ptr<Module>> parse() {
+    if (absl::Status s = expectWord("module"); !s.ok()) return s;
+    if (tok_.kind != Tok::kAt) return error("expected the module name '@NAME' after 'module'");
+    auto m = std::make_unique<Module>(tok_.text);
+    next();
+    if (isWord("devices")) {
+      next();
+      if (absl::Status s = expectPunct("="); !s.ok()) return s;
+      auto ds = parseDeviceList();
+      if (!ds.ok()) return ds.status();
+      m->setDevices(*std::move(ds));
+    }
+    if (absl::Status s = expectPunct("{"); !s.ok()) return s;
+    while (!isPunct("}")) {
+      absl::Status s = isWord("var")     ? parseVar(*m)
+                       : isWord("graph") ? parseGraph(*m)
+                                         : error(absl::StrCat("expected 'var', 'graph' or '}', got ",
+                                                              describe(tok_)));
+      if (!s.ok()) return s;
+    }
+    next();
+    if (tok_.kind != Tok::kEof)
+      return error(absl::StrCat("unexpected ", describe(tok_), " after the end of the module"));
+    return m;
+  }
+
+ private:
+  // ---- token helpers ------------------------------------------------------------------
+  void next() { tok_ = lex_.next(); }
+  bool isPunct(absl::string_view p) const { return tok_.kind == Tok::kPunct && tok_.text == p; }
+  bool isWord(absl::string_view w) const { return tok_.kind == Tok::kWord && tok_.text == w; }
+
+  absl::Status error(absl::string_view msg) const {
+    if (tok_.kind == Tok::kBad)  // the lexer's complaint is the more precise one
+      return absl::InvalidArgumentError(
+          absl::StrCat(file_, ":", tok_.line, ":", tok_.col, ": ", tok_.text));
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_, ":", tok_.line, ":", tok_.col, ": ", msg));
+  }
+  absl::Status errorAt(const Token& t, absl::string_view msg) const {
+    return absl::InvalidArgumentError(absl::StrCat(file_, ":", t.line, ":", t.col, ": ", msg));
+  }
+  absl::Status expectPunct(absl::string_view p) {
+    if (!isPunct(p)) return error(absl::StrCat("expected '", p, "', got ", describe(tok_)));
+    next();
+    return absl::OkStatus();
+  }
+  absl::Status expectWord(absl::string_view w) {
+    if (!isWord(w)) return error(absl::StrCat("expected '", w, "', got ", describe(tok_)));
+    next();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int64_t> parseInt() {
+    if (tok_.kind != Tok::kNumber) return error(absl::StrCat("expected an integer, got ", describe(tok_)));
+    int64_t v = 0;
+    const std::string& s = tok_.text;
+    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
+    auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size())
+      return error(absl::StrCat("expected an integer, got '", s, "'"));
+    next();
+    return v;
+  }
+  absl::StatusOr<double> parseFloat() {
+    if (tok_.kind != Tok::kNumber) return error(absl::StrCat("expected a number, got ", describe(tok_)));
+    double v = 0;
+    const std::string& s = tok_.text;
+    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
+    auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size())
+      return error(absl::StrCat("expected a number, got '", s, "'"));
+    next();
+    return v;
+  }
+
+  // ---- pieces -------------------------------------------------------------------------
+  absl::StatusOr<TensorType> parseType() {
+    if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected a tensor type such as f32[2,3], got ", describe(tok_)));
+    auto dtype = parseDType(tok_.text);
+    if (!dtype.ok()) return error(dtype.status().message());
+    next();
+    TensorType t{*dtype, {}};
+    if (absl::Status s = expectPunct("["); !s.ok()) return s;
+    int64_t elements = 1;
+    while (!isPunct("]")) {
+      if (!t.shape.empty())
+        if (absl::Status s = expectPunct(","); !s.ok()) return s;
+      Token at = tok_;
+      auto d = parseInt();
+      if (!d.ok()) return d.status();
+      if (*d < 0) return errorAt(at, absl::StrCat("dimension ", *d, " is negative"));
+      if (*d > 0 && elements > kMaxElements / *d)
+        return errorAt(at, "the tensor type has too many elements");
+      elements *= std::max<int64_t>(*d, 1);
+      t.shape.push_back(*d);
+    }
+    next();
+    return t;
+  }
+
+  absl::StatusOr<Device> parseDeviceAfterKind(const Token& kind) {
+    if (absl::Status s = expectPunct(":"); !s.ok()) return s;
+    if (tok_.kind != Tok::kNumber) return error(absl::StrCat("expected a device index, got ", describe(tok_)));
+    auto d = ir::parseDevice(absl::StrCat(kind.text, ":", tok_.text));
+    if (!d.ok()) return errorAt(kind, d.status().message());
+    next();
+    return d;
+  }
+
+  absl::StatusOr<std::vector<Device>> parseDeviceList() {
+    if (absl::Status s = expectPunct("["); !s.ok()) return s;
+    std::vector<Device> out;
+    while (!isPunct("]")) {
+      if (!out.empty())
+        if (absl::Status s = expectPunct(","); !s.ok()) return s;
+      if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected a device such as cpu:0, got ", describe(tok_)));
+      Token kind = tok_;
+      next();
+      auto d = parseDeviceAfterKind(kind);
+      if (!d.ok()) return d.status();
+      for (const Device& seen : out)
+        if (seen == *d) return errorAt(kind, absl::StrCat("device ", toString(*d), " is listed twice"));
+      out.push_back(*d);
+    }
+    next();
+    return out;
+  }
+
+  absl::StatusOr<Initializer> parseInitializer() {
+    Initializer init;
+    if (isWord("zeros")) {
+      init.kind = Initializer::Kind::kZeros;
+    } else if (isWord("ones")) {
+      init.kind = Initializer::Kind::kOnes;
+    } else if (isWord("kaiming")) {
+      init.kind = Initializer::Kind::kKaiming;
+    } else if (isWord("normal")) {
+      init.kind = Initializer::Kind::kNormal;
+      next();
+      if (absl::Status s = expectPunct("("); !s.ok()) return s;
+      if (absl::Status s = expectWord("std"); !s.ok()) return s;
+      if (absl::Status s = expectPunct("="); !s.ok()) return s;
+      Token at = tok_;
+      auto std = parseFloat();
+      if (!std.ok()) return std.status();
+      if (!(*std > 0)) return errorAt(at, "normal(std=...) needs std > 0");
+      init.std = *std;
+      if (!isPunct(")")) return error(absl::StrCat("expected ')', got ", describe(tok_)));
+    } else {
+      return error(absl::StrCat("expected an initializer (zeros, ones, kaiming or normal(std=S)), got ",
+                                describe(tok_)));
+    }
+    next();
+    return init;
+  }
+
+  absl::Status parseVar(Module& m) {
+    next();  // var
+    if (tok_.kind != Tok::kAt) return error(absl::StrCat("expected '@NAME' after 'var', got ", describe(tok_)));
+    Token name = tok_;
+    next();
+    if (absl::Status s = expectPunct(":"); !s.ok()) return s;
+    auto type = parseType();
+    if (!type.ok()) return type.status();
+    if (absl::Status s = expectPunct("{"); !s.ok()) return s;
+    if (absl::Status s = expectWord("role"); !s.ok()) return s;
+    if (absl::Status s = expectPunct("="); !s.ok()) return s;
+    if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected a role, got ", describe(tok_)));
+    auto role = parseVarRole(tok_.text);
+    if (!role.ok()) return error(role.status().message());
+    next();
+    if (absl::Status s = expectPunct(","); !s.ok()) return s;
+    if (absl::Status s = expectWord("init"); !s.ok()) return s;
+    if (absl::Status s = expectPunct("="); !s.ok()) return s;
+    auto init = parseInitializer();
+    if (!init.ok()) return init.status();
+    if (absl::Status s = expectPunct("}"); !s.ok()) return s;
+    absl::Status added = m.addVar(Var{name.text, *type, *role, *init});
+    if (!added.ok()) return errorAt(name, added.message());
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<AttrValue> parseAttrValue(const AttrSpec& spec) {
+    switch (spec.kind) {
+      case AttrKind::kInt: {
+        auto v = parseInt();
+        if (!v.ok()) return v.status();
+        return AttrValue(*v);
+      }
+      case AttrKind::kFloat: {
+        auto v = parseFloat();
+        if (!v.ok()) return v.status();
+        return AttrValue(*v);
+      }
+      case AttrKind::kBool:
+        if (isWord("true") || isWord("false")) {
+          bool b = tok_.text == "true";
+          next();
+          return AttrValue(b);
+        }
+        return error(absl::StrCat("expected true or false, got ", describe(tok_)));
+      case AttrKind::kInts: {
+        if (absl::Status s = expectPunct("["); !s.ok()) return s;
+        std::vector<int64_t> out;
+        while (!isPunct("]")) {
+          if (!out.empty())
+            if (absl::Status s = expectPunct(","); !s.ok()) return s;
+          auto v = parseInt();
+          if (!v.ok()) return v.status();
+          out.push_back(*v);
+        }
+        next();
+        return AttrValue(std::move(out));
+      }
+      case AttrKind::kSymbol: {
+        if (tok_.kind != Tok::kAt) return error(absl::StrCat("expected '@NAME', got ", describe(tok_)));
+        Symbol sym{tok_.text};
+        next();
+        return AttrValue(std::move(sym));
+      }
+      case AttrKind::kDevices: {
+        auto ds = parseDeviceList();
+        if (!ds.ok()) return ds.status();
+        return AttrValue(*std::move(ds));
+      }
+      case AttrKind::kEnum: {
+        if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected one of ", spec.kindText(), ", got ", describe(tok_)));
+        EnumWord w{tok_.text};
+        if (!spec.accepts(w)) return error(absl::StrCat("'", tok_.text, "' is not one of ", spec.kindText()));
+        next();
+        return AttrValue(std::move(w));
+      }
+    }
+    return error("unknown attribute kind");
+  }
+
+  absl::StatusOr<Value*> lookup(Graph& g) {
+    if (tok_.kind != Tok::kPercent) return error(absl::StrCat("expected a value '%NAME', got ", describe(tok_)));
+    Value* v = g.findValue(tok_.text);
+    if (v == nullptr) return error(absl::StrCat("use of undefined value %", tok_.text));
+    next();
+    return v;
+  }
+
+  absl::Status parseNode(Graph& g) {
+    Token start = tok_;
+    std::vector<std::string> names;
+    std::vector<Token> name_toks;
+    if (tok_.kind == Tok::kPercent) {
+      while (true) {
+        if (tok_.kind != Tok::kPercent) return error(absl::StrCat("expected a result name '%NAME', got ", describe(tok_)));
+        if (g.findValue(tok_.text) != nullptr) return error(absl::StrCat("value %", tok_.text, " is defined twice"));
+        for (const auto& n : names)
+          if (n == tok_.text) return error(absl::StrCat("value %", tok_.text, " is defined twice"));
+        names.push_back(tok_.text);
+        name_toks.push_back(tok_);
+        next();
+        if (!isPunct(",")) break;
+        next();
+      }
+      if (absl::Status s = expectPunct("="); !s.ok()) return s;
+    }
+    if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected an op name, got ", describe(tok_)));
+    Token op_tok = tok_;
+    auto op = opByName(tok_.text);
+    if (!op) return error(absl::StrCat("unknown op '", tok_.text, "'"));
+    if (*op == Op::kInput) return error("input nodes are written in the graph header, not as nodes");
+    const OpInfo& info = opInfo(*op);
+    next();
+    NodeSpec spec;
+    spec.op = *op;
+    spec.names = names;
+    if (absl::Status s = expectPunct("("); !s.ok()) return s;
+    while (!isPunct(")")) {
+      if (!spec.operands.empty())
+        if (absl::Status s = expectPunct(","); !s.ok()) return s;
+      auto v = lookup(g);
+      if (!v.ok()) return v.status();
+      spec.operands.push_back(*v);
+    }
+    next();
+    if (isPunct("{")) {
+      next();
+      while (!isPunct("}")) {
+        if (!spec.attrs.empty())
+          if (absl::Status s = expectPunct(","); !s.ok()) return s;
+        if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected an attribute name, got ", describe(tok_)));
+        int idx = info.attrIndex(tok_.text);
+        if (idx < 0) return error(absl::StrCat(info.name, " has no attribute '", tok_.text, "'"));
+        std::string attr_name = tok_.text;
+        next();
+        if (absl::Status s = expectPunct("="); !s.ok()) return s;
+        auto value = parseAttrValue(info.attrs[idx]);
+        if (!value.ok()) return value.status();
+        spec.attrs.emplace_back(std::move(attr_name), *std::move(value));
+      }
+      next();
+    }
+    if (tok_.kind == Tok::kAt) {
+      Token kind = tok_;
+      next();
+      auto d = parseDeviceAfterKind(kind);
+      if (!d.ok()) return d.status();
+      spec.device = *d;
+    }
+    std::vector<TensorType> types;
+    if (isPunct(":")) {
+      next();
+      while (true) {
+        auto t = parseType();
+        if (!t.ok()) return t.status();
+        types.push_back(*std::move(t));
+        if (!isPunct(",")) break;
+        next();
+      }
+    }
+    if (isWord("loc")) {
+      next();
+      if (absl::Status s = expectPunct("("); !s.ok()) return s;
+      if (tok_.kind != Tok::kString) return error(absl::StrCat("expected a scope string, got ", describe(tok_)));
+      spec.scope = tok_.text;
+      next();
+      if (isPunct(",")) {
+        next();
+        if (tok_.kind != Tok::kString) return error(absl::StrCat("expected a location string, got ", describe(tok_)));
+        spec.location = tok_.text;
+        next();
+      }
+      if (absl::Status s = expectPunct(")"); !s.ok()) return s;
+    }
+    if (types.size() != names.size())
+      return errorAt(start, absl::StrCat("the node names ", names.size(), " result(s) but gives ",
+                                         types.size(), " type(s)"));
+    if (info.has(kDeclaredType)) spec.declared_types = types;
+    auto node = g.create(std::move(spec));
+    if (!node.ok()) return errorAt(op_tok, node.status().message());
+    if ((*node)->numResults() != names.size())
+      return errorAt(op_tok, absl::StrCat(info.name, " produces ", (*node)->numResults(),
+                                          " result(s) here, the text names ", names.size()));
+    for (size_t i = 0; i < names.size(); ++i)
+      if ((*node)->result(i)->type() != types[i])
+        return errorAt(name_toks[i],
+                       absl::StrCat("%", names[i], " is declared ", toString(types[i]),
+                                    " but ", info.name, " gives ",
+                                    toString((*node)->result(i)->type())));
+    return absl::OkStatus();
+  }
+
+  absl::Status parseGraph(Module& m) {
+    next();  // graph
+    if (tok_.kind != Tok::kAt) return error(absl::StrCat("expected '@NAME' after 'graph', got ", describe(tok_)));
+    Token name = tok_;
+    auto created = m.addGraph(tok_.text);
+    if (!created.ok()) return errorAt(name, created.status().message());
+    Graph& g = **created;
+    next();
+    if (absl::Status s = expectPunct("("); !s.ok()) return s;
+    bool first = true;
+    while (!isPunct(")")) {
+      if (!first)
+        if (absl::Status s = expectPunct(","); !s.ok()) return s;
+      first = false;
+      if (tok_.kind != Tok::kPercent) return error(absl::StrCat("expected an argument '%NAME: TYPE', got ", describe(tok_)));
+      if (g.findValue(tok_.text) != nullptr) return error(absl::StrCat("argument %", tok_.text, " is declared twice"));
+      NodeSpec spec;
+      spec.op = Op::kInput;
+      spec.names = {tok_.text};
+      next();
+      if (absl::Status s = expectPunct(":"); !s.ok()) return s;
+      auto t = parseType();
+      if (!t.ok()) return t.status();
+      spec.declared_types = {*t};
+      if (tok_.kind == Tok::kAt) {
+        Token kind = tok_;
+        next();
+        auto d = parseDeviceAfterKind(kind);
+        if (!d.ok()) return d.status();
+        spec.device = *d;
+      }
+      auto node = g.create(std::move(spec));
+      if (!node.ok()) return error(node.status().message());
+    }
+    next();
+    if (absl::Status s = expectPunct("{"); !s.ok()) return s;
+    while (!isWord("return")) {
+      if (tok_.kind == Tok::kEof || isPunct("}"))
+        return error(absl::StrCat("graph @", g.name(), " has no 'return'"));
+      if (absl::Status s = parseNode(g); !s.ok()) return s;
+    }
+    next();
+    std::vector<Value*> outs;
+    while (tok_.kind == Tok::kPercent || (!outs.empty() && isPunct(","))) {
+      if (!outs.empty())
+        if (absl::Status s = expectPunct(","); !s.ok()) return s;
+      auto v = lookup(g);
+      if (!v.ok()) return v.status();
+      outs.push_back(*v);
+    }
+    g.setOutputs(std::move(outs));
+    return expectPunct("}");
+  }
+
+  Lexer lex_;
+  std::string file_;
+  Token tok_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Module>> parseModule(absl::string_view text,
+                                                    absl::string_view filename) {
+  return Parser(text, filename).parse();
+}
+
+absl::StatusOr<std::unique_ptr<Module>> parseModuleFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read IR file '", path, "'"));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return absl::DataLossError(absl::StrCat("error while reading IR file '", path, "'"));
+  return parseModule(buf.str(), path);
+}
+
+}  // namespace tandem::ir

@@ -1,0 +1,107 @@
+#include "ir/types.h"
+
+#include <charconv>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "ir/number_format.h"
+
+namespace tandem::ir {
+
+absl::string_view dtypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kBF16: return "bf16";
+    case DType::kI32: return "i32";
+  }
+  return "?";
+}
+
+absl::StatusOr<DType> parseDType(absl::string_view s) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI32})
+    if (dtypeName(t) == s) return t;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype '", s, "' (expected f32, bf16 or i32)"));
+}
+
+int64_t dtypeBytes(DType t) { return t == DType::kBF16 ? 2 : 4; }
+
+int64_t TensorType::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string toString(const TensorType& t) {
+  return absl::StrCat(dtypeName(t.dtype), "[", absl::StrJoin(t.shape, ","), "]");
+}
+
+std::string toString(const Device& d) {
+  return absl::StrCat(d.kind == DeviceKind::kCpu ? "cpu" : "cuda", ":", d.index);
+}
+
+absl::StatusOr<Device> parseDevice(absl::string_view s) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown device '", s, "': ", why));
+  };
+  size_t colon = s.find(':');
+  if (colon == absl::string_view::npos) return bad("expected KIND:INDEX such as cpu:0 or cuda:1");
+  absl::string_view kind = s.substr(0, colon), index = s.substr(colon + 1);
+  Device d;
+  if (kind == "cpu") {
+    d.kind = DeviceKind::kCpu;
+  } else if (kind == "cuda") {
+    d.kind = DeviceKind::kCuda;
+  } else {
+    return bad("the device kind must be cpu or cuda");
+  }
+  auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), d.index);
+  if (index.empty() || ec != std::errc() || end != index.data() + index.size() || d.index < 0)
+    return bad("the index must be a non-negative integer");
+  return d;
+}
+
+absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s) {
+  std::vector<Device> out;
+  int count = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), count);
+  if (!s.empty() && ec == std::errc() && end == s.data() + s.size()) {
+    if (count < 1 || count > 4096)
+      return absl::InvalidArgumentError(
+          absl::StrCat("device count ", s, " is out of range (1 to 4096)"));
+    for (int i = 0; i < count; ++i) out.push_back({DeviceKind::kCpu, i});
+    return out;
+  }
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    auto d = parseDevice(part);
+    if (!d.ok()) return d.status();
+    for (const Device& seen : out)
+      if (seen == *d)
+        return absl::InvalidArgumentError(
+            absl::StrCat("device ", toString(*d), " is listed twice in '", s, "'"));
+    out.push_back(*d);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("the device list is empty");
+  return out;
+}
+
+std::string toString(const std::vector<Device>& ds) {
+  return absl::StrCat(
+      "[",
+      absl::StrJoin(ds, ", ", [](std::string* o, const Device& d) { o->append(toString(d)); }),
+      "]");
+}
+
+std::string toString(const Initializer& i) {
+  switch (i.kind) {
+    case Initializer::Kind::kZeros: return "zeros";
+    case Initializer::Kind::kOnes: return "ones";
+    case Initializer::Kind::kKaiming: return "kaiming";
+    case Initializer::Kind::kNormal: return absl::StrCat("normal(std=", formatDouble(i.std), ")");
+  }
+  return "?";
+}
+
+}  // namespace tandem::ir

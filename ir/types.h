@@ -1,0 +1,71 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tandem::ir {
+
+/// Element types a tensor can hold.
+enum class DType : uint8_t { kF32, kBF16, kI32 };
+
+/// Text name of a dtype ("f32", "bf16", "i32").
+absl::string_view dtypeName(DType t);
+/// Inverse of dtypeName; an error names the unknown word.
+absl::StatusOr<DType> parseDType(absl::string_view s);
+/// Bytes per element.
+int64_t dtypeBytes(DType t);
+
+/// A dense tensor type: element type and static shape (row-major, NCHW for images).
+/// A rank-0 shape is a scalar.
+struct TensorType {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numElements() const;
+  int64_t bytes() const { return numElements() * dtypeBytes(dtype); }
+  bool operator==(const TensorType&) const = default;
+};
+
+/// "f32[256,1,28,28]", "i32[]".
+std::string toString(const TensorType& t);
+
+/// The kinds of device a node can be placed on.
+enum class DeviceKind : uint8_t { kCpu, kCuda };
+
+/// A logical device such as cpu:0 or cuda:1. Several logical devices may share one
+/// physical device; the runtime maps them.
+struct Device {
+  DeviceKind kind = DeviceKind::kCpu;
+  int index = 0;
+  bool operator==(const Device&) const = default;
+};
+
+std::string toString(const Device& d);
+/// Parses "cpu:0" / "cuda:3"; the error names the text and the known kinds.
+absl::StatusOr<Device> parseDevice(absl::string_view s);
+/// Parses a device list: "cpu:0,cpu:1", or a count "4" meaning cpu:0..cpu:3.
+/// Rejects duplicates and empty lists.
+absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s);
+std::string toString(const std::vector<Device>& ds);  // "[cpu:0, cpu:1]"
+
+/// How a persistent variable gets its first value.
+struct Initializer {
+  enum class Kind : uint8_t { kZeros, kOnes, kNormal, kKaiming };
+  Kind kind = Kind::kZeros;
+  double std = 0;  // kNormal only
+
+  /// True when every device could compute the value itself (no randomness), so the
+  /// data-parallel init needs no broadcast.
+  bool isDeterministic() const { return kind == Kind::kZeros || kind == Kind::kOnes; }
+  bool operator==(const Initializer&) const = default;
+};
+
+/// "zeros", "ones", "normal(std=0.01)", "kaiming".
+std::string toString(const Initializer& i);
+
+}  // namespace tandem::ir

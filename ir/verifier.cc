@@ -1,0 +1,179 @@
+#include "ir/verifier.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace tandem::ir {
+namespace {
+
+class GraphVerifier {
+ public:
+  explicit GraphVerifier(const Graph& g) : g_(g), m_(*g.module()) {}
+
+  absl::Status run() {
+    for (const auto& n : g_.nodes()) {
+      if (absl::Status s = checkNode(*n); !s.ok()) return s;
+      for (size_t i = 0; i < n->numResults(); ++i) defined_.insert(n->result(i));
+    }
+    for (const Value* v : g_.outputs())
+      if (!defined_.contains(v))
+        return fail(absl::StrCat("returns %", v->name(), ", which no node of the graph defines"));
+    return checkGradients();
+  }
+
+ private:
+  absl::Status fail(absl::string_view msg) const {
+    return absl::FailedPreconditionError(absl::StrCat("graph @", g_.name(), ": ", msg));
+  }
+  absl::Status failAt(const Node& n, absl::string_view msg) const {
+    return fail(absl::StrCat(n.describe(), ": ", msg));
+  }
+
+  bool onModuleDevice(const Device& d) const {
+    for (const Device& md : m_.devices())
+      if (md == d) return true;
+    return false;
+  }
+
+  absl::Status checkNode(const Node& n) {
+    for (size_t i = 0; i < n.numOperands(); ++i)
+      if (!defined_.contains(n.operand(i)))
+        return failAt(n, absl::StrCat("operand ", i, " %", n.operand(i)->name(),
+                                      " is not defined before this node (operands must come "
+                                      "from earlier nodes of the same graph)"));
+    // Types and shapes agree: the stored result types are what the shape rule gives.
+    auto inferred = n.info().rules->infer(n);
+    if (!inferred.ok()) return failAt(n, inferred.status().message());
+    if (inferred->size() != n.numResults())
+      return failAt(n, absl::StrCat("has ", n.numResults(), " results, its shape rule gives ",
+                                    inferred->size()));
+    for (size_t i = 0; i < n.numResults(); ++i)
+      if ((*inferred)[i] != n.result(i)->type())
+        return failAt(n, absl::StrCat("result %", n.result(i)->name(), " has type ",
+                                      toString(n.result(i)->type()), ", expected ",
+                                      toString((*inferred)[i])));
+    if (absl::Status s = checkPlacement(n); !s.ok()) return s;
+    return checkState(n);
+  }
+
+  absl::Status checkPlacement(const Node& n) {
+    const OpInfo& info = n.info();
+    if (!m_.isReplicated()) {
+      if (info.has(kCollective))
+        return failAt(n, "collectives need a replicated module (run replicate first)");
+      if (n.device())
+        return failAt(n, "is placed on a device but the module is not replicated");
+      return absl::OkStatus();
+    }
+    if (info.has(kCollective)) {
+      const auto& ds = n.devicesAttr();
+      for (const Device& d : ds)
+        if (!onModuleDevice(d))
+          return failAt(n, absl::StrCat("lists ", toString(d), ", which is not a module device ",
+                                        toString(m_.devices())));
+      if (n.op() == Op::kConcat) return absl::OkStatus();
+      if (ds != m_.devices())
+        return failAt(n, absl::StrCat("spans ", toString(ds), ", expected every module device ",
+                                      toString(m_.devices())));
+      if (n.op() == Op::kAllReduce) {
+        size_t k = n.numOperands() / ds.size();
+        for (size_t i = 0; i < n.numOperands(); ++i)
+          if (n.operand(i)->device() != ds[i / k])
+            return failAt(n, absl::StrCat(
+                                 "operand ", i, " %", n.operand(i)->name(), " is on ",
+                                 n.operand(i)->device() ? toString(*n.operand(i)->device())
+                                                        : std::string("the host"),
+                                 ", expected ", toString(ds[i / k]),
+                                 " (operands are grouped by device)"));
+      }
+      if (n.op() == Op::kBroadcast && !n.operand(0)->device())
+        return failAt(n, "broadcasts from a device; its operand must be placed");
+      return absl::OkStatus();
+    }
+    if (!n.device()) {
+      if (n.op() == Op::kInput) return absl::OkStatus();  // host data, split by a collective
+      return failAt(n, absl::StrCat("is not placed; every node of a replicated module needs a "
+                                    "device from ", toString(m_.devices())));
+    }
+    if (!onModuleDevice(*n.device()))
+      return failAt(n, absl::StrCat("is placed on ", toString(*n.device()),
+                                    ", which is not a module device ", toString(m_.devices())));
+    for (size_t i = 0; i < n.numOperands(); ++i) {
+      const auto& od = n.operand(i)->device();
+      if (od == n.device()) continue;
+      return failAt(n, absl::StrCat("operand ", i, " %", n.operand(i)->name(), " is on ",
+                                    od ? toString(*od) : std::string("the host"), ", expected ",
+                                    toString(*n.device()),
+                                    " (only collectives move values between devices)"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Key of one variable replica: device index in the module plus the variable name.
+  std::string replicaKey(const Node& n, const std::string& var) const {
+    return n.device() ? absl::StrCat(toString(*n.device()), "/", var) : var;
+  }
+
+  absl::Status checkState(const Node& n) {
+    if (n.op() == Op::kParam) {
+      auto it = writes_.find(replicaKey(n, n.symbolAttr("var")));
+      if (it != writes_.end())
+        return failAt(n, absl::StrCat("reads @", n.symbolAttr("var"), " after ",
+                                      it->second->describe(),
+                                      " wrote it; reads must come before the write"));
+    }
+    if (n.info().rules->writes == nullptr) return absl::OkStatus();
+    for (const std::string& var : n.info().rules->writes(n)) {
+      auto [it, inserted] = writes_.emplace(replicaKey(n, var), &n);
+      if (!inserted)
+        return failAt(n, absl::StrCat("writes @", var, " again; ", it->second->describe(),
+                                      " already wrote it in this graph"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Each replica's gradient feeds exactly one all_reduce, and (with several devices and
+  // collectives inserted) every parameter update uses an all-reduced gradient.
+  absl::Status checkGradients() {
+    absl::flat_hash_map<const Value*, const Node*> reduced_by;
+    bool any_all_reduce = false;
+    for (const auto& n : g_.nodes()) {
+      if (n->op() != Op::kAllReduce) continue;
+      any_all_reduce = true;
+      for (const Value* v : n->operands()) {
+        auto [it, inserted] = reduced_by.emplace(v, n.get());
+        if (!inserted)
+          return failAt(*n, absl::StrCat("%", v->name(), " is all-reduced twice (also by ",
+                                         it->second->describe(), "); expected exactly one"));
+      }
+    }
+    if (!any_all_reduce || m_.devices().size() < 2) return absl::OkStatus();
+    for (const auto& n : g_.nodes()) {
+      if (n->op() != Op::kSgdUpdate) continue;
+      const Value* g = n->operand(1);
+      if (g->def() == nullptr || g->def()->op() != Op::kAllReduce)
+        return failAt(*n, absl::StrCat("its gradient %", g->name(),
+                                       " is not all-reduced across devices; expected it to "
+                                       "come from exactly one all_reduce"));
+    }
+    return absl::OkStatus();
+  }
+
+  const Graph& g_;
+  const Module& m_;
+  absl::flat_hash_set<const Value*> defined_;
+  absl::flat_hash_map<std::string, const Node*> writes_;
+};
+
+}  // namespace
+
+absl::Status verifyGraph(const Graph& g) { return GraphVerifier(g).run(); }
+
+absl::Status verifyModule(const Module& m) {
+  for (const auto& g : m.graphs())
+    if (absl::Status s = verifyGraph(*g); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::ir
