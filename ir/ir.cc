@@ -128,6 +128,15 @@ absl::Status setAttrs(Node& n, std::vector<AttrValue>& slots,
   return absl::OkStatus();
 }
 
+/// Prefixes a node-construction error with the node ("%conv1 (conv2d) in scope conv1").
+absl::Status whereIs(const Node& n, const std::vector<std::string>& names, const absl::Status& s) {
+  std::string who = names.empty() ? std::string(n.opName())
+                                  : absl::StrCat("%", names[0], " (", n.opName(), ")");
+  if (!n.scope().empty()) absl::StrAppend(&who, " in scope ", n.scope());
+  if (!n.location().empty()) absl::StrAppend(&who, " at ", n.location());
+  return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
+}
+
 }  // namespace
 
 absl::StatusOr<Node*> Graph::create(NodeSpec spec, size_t pos) {
@@ -138,39 +147,60 @@ absl::StatusOr<Node*> Graph::create(NodeSpec spec, size_t pos) {
   node->device_ = spec.device;
   node->scope_ = std::move(spec.scope);
   node->location_ = std::move(spec.location);
+  if (absl::Status s = setAttrs(*node, node->attrs_, spec.attrs); !s.ok())
+    return whereIs(*node, spec.names, s);
+  return finish(std::move(node), std::move(spec.declared_types), spec.names, pos);
+}
+
+absl::StatusOr<Node*> Graph::createClone(const Node& src, std::vector<Value*> operands,
+                                         std::optional<Device> device, absl::string_view suffix,
+                                         const std::vector<TensorType>* declared) {
+  auto node = std::make_unique<Node>();
+  node->op_ = src.op_;
+  node->graph_ = this;
+  node->operands_ = std::move(operands);
+  node->attrs_ = src.attrs_;
+  node->device_ = device;
+  node->scope_ = src.scope_;
+  node->location_ = src.location_;
+  std::vector<std::string> names;
+  std::vector<TensorType> types;
+  names.reserve(src.results_.size());
+  for (const auto& r : src.results_) {
+    names.push_back(absl::StrCat(r->name_, suffix));
+    types.push_back(r->type_);
+  }
+  return finish(std::move(node), declared ? *declared : std::move(types), names, SIZE_MAX);
+}
+
+absl::StatusOr<Node*> Graph::finish(std::unique_ptr<Node> node, std::vector<TensorType> declared,
+                                    const std::vector<std::string>& names, size_t pos) {
   const OpInfo& info = node->info();
-  auto where = [&](const absl::Status& s) {
-    std::string who = spec.names.empty() ? std::string(info.name)
-                                         : absl::StrCat("%", spec.names[0], " (", info.name, ")");
-    if (!node->scope_.empty()) absl::StrAppend(&who, " in scope ", node->scope_);
-    if (!node->location_.empty()) absl::StrAppend(&who, " at ", node->location_);
-    return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
-  };
-  if (absl::Status s = setAttrs(*node, node->attrs_, spec.attrs); !s.ok()) return where(s);
   size_t n_ops = node->operands_.size();
   if (n_ops < info.minOperands() || n_ops > info.maxOperands())
-    return where(absl::InvalidArgumentError(absl::StrCat(
-        "takes ", info.minOperands(),
-        info.maxOperands() == SIZE_MAX ? " or more"
-        : info.maxOperands() != info.minOperands()
-            ? absl::StrCat(" to ", info.maxOperands())
-            : std::string(),
-        " operands, got ", n_ops)));
+    return whereIs(*node, names,
+                   absl::InvalidArgumentError(absl::StrCat(
+                       "takes ", info.minOperands(),
+                       info.maxOperands() == SIZE_MAX ? " or more"
+                       : info.maxOperands() != info.minOperands()
+                           ? absl::StrCat(" to ", info.maxOperands())
+                           : std::string(),
+                       " operands, got ", n_ops)));
   for (size_t i = 0; i < n_ops; ++i)
     if (node->operands_[i] == nullptr)
-      return where(absl::InvalidArgumentError(absl::StrCat("operand ", i, " is missing")));
-  std::vector<TensorType> types;
+      return whereIs(*node, names,
+                     absl::InvalidArgumentError(absl::StrCat("operand ", i, " is missing")));
   if (info.has(kDeclaredType)) {
-    types = std::move(spec.declared_types);
-    for (auto& t : types) {
+    for (auto& t : declared) {
       auto v = std::make_unique<Value>();
-      v->type_ = t;
+      v->type_ = std::move(t);
       node->results_.push_back(std::move(v));
     }
   }
   auto inferred = info.rules->infer(*node);
-  if (!inferred.ok()) return where(inferred.status());
+  if (!inferred.ok()) return whereIs(*node, names, inferred.status());
   if (!info.has(kDeclaredType)) {
+    node->results_.reserve(inferred->size());
     for (auto& t : *inferred) {
       auto v = std::make_unique<Value>();
       v->type_ = std::move(t);
@@ -181,9 +211,9 @@ absl::StatusOr<Node*> Graph::create(NodeSpec spec, size_t pos) {
     Value* v = node->results_[i].get();
     v->def_ = node.get();
     v->index_ = static_cast<int>(i);
-    std::string base = i < spec.names.size()    ? spec.names[i]
-                       : !spec.names.empty()    ? absl::StrCat(spec.names[0], ".", i)
-                                                : std::string(info.name);
+    std::string base = i < names.size()    ? names[i]
+                       : !names.empty()    ? absl::StrCat(names[0], ".", i)
+                                           : std::string(info.name);
     v->name_ = uniqueName(base);
     names_[v->name_] = v;
   }

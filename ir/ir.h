@@ -137,6 +137,12 @@ class Graph {
   /// Creates a node at position `pos` (default: the end), running the shape rule. The
   /// error says which node could not be built and why.
   absl::StatusOr<Node*> create(NodeSpec spec, size_t pos = SIZE_MAX);
+  /// Copies `src` (from any graph) with new operands and device, re-running its shape
+  /// rule; result names get `suffix` appended. `declared` overrides the result types of
+  /// declared-type ops (a replica's input gets its slice of the batch).
+  absl::StatusOr<Node*> createClone(const Node& src, std::vector<Value*> operands,
+                                    std::optional<Device> device, absl::string_view suffix,
+                                    const std::vector<TensorType>* declared = nullptr);
   /// Moves a node built elsewhere (or detached) into this graph at `pos`.
   Node* insert(std::unique_ptr<Node> node, size_t pos = SIZE_MAX);
   /// Removes every node for which `dead` is true, in one linear pass. The caller makes
@@ -161,6 +167,9 @@ class Graph {
  private:
   friend class Module;
   void adopt(Node* n);
+  /// Shared tail of create and createClone: types, names, placement, insertion.
+  absl::StatusOr<Node*> finish(std::unique_ptr<Node> node, std::vector<TensorType> declared,
+                               const std::vector<std::string>& names, size_t pos);
   Module* module_;
   std::string name_;
   std::vector<std::unique_ptr<Node>> nodes_;

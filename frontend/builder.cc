@@ -1,0 +1,223 @@
+#include "frontend/builder.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tandem {
+
+using ir::AttrValue;
+using ir::Initializer;
+using ir::Op;
+using ir::TensorType;
+using ir::VarRole;
+
+const std::vector<int64_t>& Tensor::shape() const {
+  static const std::vector<int64_t> kNone;
+  return value_ ? value_->type().shape : kNone;
+}
+
+Builder::ScopeGuard Builder::scope(absl::string_view name) {
+  scopes_.emplace_back(name);
+  return ScopeGuard(*this);
+}
+
+std::string Builder::scopePath() const { return absl::StrJoin(scopes_, "."); }
+
+std::string Builder::layerPath(absl::string_view explicit_name, absl::string_view kind) {
+  std::string prefix = scopePath();
+  if (!prefix.empty()) prefix.push_back('.');
+  if (!explicit_name.empty()) return absl::StrCat(prefix, explicit_name);
+  // Numbered per scope, and reset for every graph so that the training and evaluation
+  // steps give a layer the same name (and so the same variables).
+  int n = layer_counts_[absl::StrCat(prefix, kind)]++;
+  return n == 0 ? absl::StrCat(prefix, kind) : absl::StrCat(prefix, kind, "_", n);
+}
+
+std::string Builder::where(Loc loc) {
+  absl::string_view file = loc.file_name();
+  size_t slash = file.rfind('/');
+  if (slash != absl::string_view::npos) file.remove_prefix(slash + 1);
+  return absl::StrCat(file, ":", loc.line());
+}
+
+void Builder::record(absl::Status s) {
+  if (status_.ok() && !s.ok())
+    status_ = absl::Status(s.code(), absl::StrCat("model ", module_.name(), ": ", s.message()));
+}
+
+void Builder::beginGraph(ir::Graph* g, bool training) {
+  graph_ = g;
+  training_ = training;
+  layer_counts_.clear();
+  reads_.clear();
+}
+
+Tensor Builder::addInput(absl::string_view name, TensorType type) {
+  ir::NodeSpec spec{.op = Op::kInput, .names = {std::string(name)}, .declared_types = {type}};
+  auto n = graph_->create(std::move(spec));
+  if (!n.ok()) {
+    record(n.status());
+    return Tensor();
+  }
+  return Tensor((*n)->result());
+}
+
+ir::Node* Builder::emit(Op op, std::vector<Tensor> operands,
+                        std::vector<std::pair<std::string, AttrValue>> attrs,
+                        const std::string& path, Loc loc) {
+  if (!status_.ok()) return nullptr;
+  ir::NodeSpec spec;
+  spec.op = op;
+  for (const Tensor& t : operands) {
+    if (!t.valid()) {
+      record(absl::InvalidArgumentError(
+          absl::StrCat("layer ", path, " (", ir::opInfo(op).name, ") at ", where(loc),
+                       " got an empty tensor handle")));
+      return nullptr;
+    }
+    spec.operands.push_back(t.value());
+  }
+  spec.attrs = std::move(attrs);
+  spec.names = {path};
+  spec.scope = path;
+  spec.location = where(loc);
+  auto n = graph_->create(std::move(spec));
+  if (!n.ok()) {
+    record(n.status());
+    return nullptr;
+  }
+  return *n;
+}
+
+Tensor Builder::addNode(Op op, std::vector<Tensor> operands,
+                        std::vector<std::pair<std::string, AttrValue>> attrs,
+                        absl::string_view layer, Loc loc, size_t result) {
+  ir::Node* n = emit(op, std::move(operands), std::move(attrs), std::string(layer), loc);
+  return n ? Tensor(n->result(result)) : Tensor();
+}
+
+Tensor Builder::variable(absl::string_view name, const TensorType& type, VarRole role,
+                         const Initializer& init, Loc loc) {
+  if (!status_.ok()) return Tensor();
+  std::string key(name);
+  if (auto it = reads_.find(key); it != reads_.end()) return Tensor(it->second);
+  if (const ir::Var* v = module_.findVar(key)) {
+    if (v->type != type || v->role != role) {
+      record(absl::InvalidArgumentError(absl::StrCat(
+          "variable @", key, " at ", where(loc), " is declared as ", ir::toString(type),
+          " but an earlier layer declared it as ", ir::toString(v->type))));
+      return Tensor();
+    }
+  } else if (absl::Status s = module_.addVar(ir::Var{key, type, role, init}); !s.ok()) {
+    record(s);
+    return Tensor();
+  }
+  ir::NodeSpec spec{.op = Op::kParam,
+                    .attrs = {{"var", ir::Symbol{key}}},
+                    .names = {key},
+                    .scope = scopePath(),
+                    .location = where(loc)};
+  auto n = graph_->create(std::move(spec));
+  if (!n.ok()) {
+    record(n.status());
+    return Tensor();
+  }
+  reads_[key] = (*n)->result();
+  return Tensor((*n)->result());
+}
+
+namespace {
+
+/// Channels of an NCHW tensor, or 0 for a poisoned or low-rank handle (the shape rule
+/// then reports the real problem).
+int64_t channelsOf(const Tensor& x, int axis) {
+  return x.valid() && x.shape().size() > static_cast<size_t>(axis) ? x.dim(axis) : 0;
+}
+
+ir::DType dtypeOf(const Tensor& x) { return x.valid() ? x.value()->type().dtype : ir::DType::kF32; }
+
+constexpr Initializer kZeros{Initializer::Kind::kZeros};
+constexpr Initializer kOnes{Initializer::Kind::kOnes};
+
+}  // namespace
+
+Tensor Builder::conv2d(Tensor x, const Conv2dOptions& o, Loc loc) {
+  std::string path = layerPath(o.name, "conv");
+  if (o.out_channels < 1) {
+    record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (conv2d) at ", where(loc),
+                                                   ": out_channels must be >= 1, got ",
+                                                   o.out_channels)));
+    return Tensor();
+  }
+  ir::DType dt = dtypeOf(x);
+  std::vector<Tensor> operands{
+      x, variable(path + ".w", TensorType{dt, {o.out_channels, channelsOf(x, 1), o.kernel, o.kernel}},
+                  VarRole::kParam, o.init.value_or(opts_.weight_init), loc)};
+  if (o.bias)
+    operands.push_back(
+        variable(path + ".b", TensorType{dt, {o.out_channels}}, VarRole::kParam, kZeros, loc));
+  return addNode(Op::kConv2d, std::move(operands), {{"stride", o.stride}, {"pad", o.pad}}, path,
+                 loc);
+}
+
+Tensor Builder::batchNorm(Tensor x, const BatchNormOptions& o, Loc loc) {
+  std::string path = layerPath(o.name, "bn");
+  TensorType channel{dtypeOf(x), {channelsOf(x, 1)}};
+  std::vector<Tensor> operands{
+      x,
+      variable(path + ".gamma", channel, VarRole::kParam, kOnes, loc),
+      variable(path + ".beta", channel, VarRole::kParam, kZeros, loc),
+      variable(path + ".running_mean", channel, VarRole::kBuffer, kZeros, loc),
+      variable(path + ".running_var", channel, VarRole::kBuffer, kOnes, loc),
+  };
+  return addNode(Op::kBatchNorm, std::move(operands),
+                 {{"training", training_}, {"momentum", o.momentum}, {"eps", o.eps}}, path, loc);
+}
+
+Tensor Builder::relu(Tensor x, Loc loc) {
+  return addNode(Op::kRelu, {x}, {}, layerPath("", "relu"), loc);
+}
+
+Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
+  return addNode(Op::kMaxPool2d, {x},
+                 {{"kernel", o.kernel}, {"stride", o.stride ? o.stride : o.kernel}, {"pad", o.pad}},
+                 layerPath(o.name, "maxpool"), loc);
+}
+
+Tensor Builder::avgPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
+  return addNode(Op::kAvgPool2d, {x},
+                 {{"kernel", o.kernel}, {"stride", o.stride ? o.stride : o.kernel}, {"pad", o.pad}},
+                 layerPath(o.name, "avgpool"), loc);
+}
+
+Tensor Builder::globalAvgPool(Tensor x, Loc loc) {
+  return addNode(Op::kGlobalAvgPool, {x}, {}, layerPath("", "gap"), loc);
+}
+
+Tensor Builder::flatten(Tensor x, Loc loc) {
+  return addNode(Op::kFlatten, {x}, {}, layerPath("", "flatten"), loc);
+}
+
+Tensor Builder::linear(Tensor x, const LinearOptions& o, Loc loc) {
+  std::string path = layerPath(o.name, "fc");
+  if (o.out_features < 1) {
+    record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (linear) at ", where(loc),
+                                                   ": out_features must be >= 1, got ",
+                                                   o.out_features)));
+    return Tensor();
+  }
+  ir::DType dt = dtypeOf(x);
+  std::vector<Tensor> operands{
+      x, variable(path + ".w", TensorType{dt, {o.out_features, channelsOf(x, 1)}}, VarRole::kParam,
+                  o.init.value_or(opts_.weight_init), loc)};
+  if (o.bias)
+    operands.push_back(
+        variable(path + ".b", TensorType{dt, {o.out_features}}, VarRole::kParam, kZeros, loc));
+  return addNode(Op::kLinear, std::move(operands), {}, path, loc);
+}
+
+Tensor Builder::add(Tensor a, Tensor b, Loc loc) {
+  return addNode(Op::kAdd, {a, b}, {}, layerPath("", "add"), loc);
+}
+
+}  // namespace tandem

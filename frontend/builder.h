@@ -1,0 +1,146 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "ir/ir.h"
+
+namespace tandem {
+
+/// A typed handle to a tensor while a model is being built. A handle stays valid for the
+/// graph it was made in. After a build error every handle is "poisoned": layers applied
+/// to it do nothing and the error is reported once by buildModule().
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(ir::Value* v) : value_(v) {}
+  bool valid() const { return value_ != nullptr; }
+  ir::Value* value() const { return value_; }
+  /// Shape of the tensor; empty for a poisoned handle.
+  const std::vector<int64_t>& shape() const;
+  int64_t dim(int i) const { return shape().at(static_cast<size_t>(i)); }
+
+ private:
+  ir::Value* value_ = nullptr;
+};
+
+/// Options of Builder::conv2d. Square kernels, NCHW.
+struct Conv2dOptions {
+  int64_t out_channels = 0;
+  int64_t kernel = 3;
+  int64_t stride = 1;
+  int64_t pad = 0;
+  bool bias = true;
+  std::optional<ir::Initializer> init;  // weights; unset: the build's default
+  std::string name;                     // unset: "conv", "conv_1", ...
+};
+
+struct BatchNormOptions {
+  double momentum = 0.1;  // weight of the new batch statistic in the running average
+  double eps = 1e-5;
+  std::string name;  // unset: "bn", "bn_1", ...
+};
+
+struct Pool2dOptions {
+  int64_t kernel = 2;
+  int64_t stride = 0;  // 0: same as kernel
+  int64_t pad = 0;
+  std::string name;
+};
+
+struct LinearOptions {
+  int64_t out_features = 0;
+  bool bias = true;
+  std::optional<ir::Initializer> init;
+  std::string name;  // unset: "fc", "fc_1", ...
+};
+
+/// Settings that apply to the whole build.
+struct BuildOptions {
+  /// Global batch size of the training and evaluation steps.
+  int64_t batch = 256;
+  /// Initializer of conv and linear weights that do not name their own.
+  ir::Initializer weight_init{ir::Initializer::Kind::kKaiming};
+};
+
+/// The model-building DSL. Layers create their parameters as module variables named after
+/// the layer's scope path ("stage1.block0.conv1.w"), so the same model code builds the
+/// training step (batch statistics) and the evaluation step (running statistics) over one
+/// set of variables. Shape errors are caught when the layer is added and name the layer.
+class Builder {
+ public:
+  using Loc = std::source_location;
+
+  Builder(ir::Module& module, const BuildOptions& opts) : module_(module), opts_(opts) {}
+
+  /// RAII guard returned by scope(); the scope ends when it is destroyed.
+  class ScopeGuard {
+   public:
+    ~ScopeGuard() { b_.scopes_.pop_back(); }
+    ScopeGuard(const ScopeGuard&) = delete;
+    ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+   private:
+    friend class Builder;
+    explicit ScopeGuard(Builder& b) : b_(b) {}
+    Builder& b_;
+  };
+  /// Opens a named scope ("stage1", then "block0" gives "stage1.block0").
+  [[nodiscard]] ScopeGuard scope(absl::string_view name);
+
+  /// True while building the training step (batch norm uses batch statistics).
+  bool training() const { return training_; }
+  const BuildOptions& options() const { return opts_; }
+
+  Tensor conv2d(Tensor x, const Conv2dOptions& o, Loc loc = Loc::current());
+  Tensor batchNorm(Tensor x, const BatchNormOptions& o = {}, Loc loc = Loc::current());
+  Tensor relu(Tensor x, Loc loc = Loc::current());
+  Tensor maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc = Loc::current());
+  Tensor avgPool2d(Tensor x, const Pool2dOptions& o, Loc loc = Loc::current());
+  Tensor globalAvgPool(Tensor x, Loc loc = Loc::current());
+  Tensor flatten(Tensor x, Loc loc = Loc::current());
+  Tensor linear(Tensor x, const LinearOptions& o, Loc loc = Loc::current());
+  Tensor add(Tensor a, Tensor b, Loc loc = Loc::current());
+
+  /// A persistent variable read in the current graph (created on first use; a second
+  /// declaration must agree on type and role).
+  Tensor variable(absl::string_view name, const ir::TensorType& type, ir::VarRole role,
+                  const ir::Initializer& init, Loc loc = Loc::current());
+
+  /// The first error of the build, if any.
+  const absl::Status& status() const { return status_; }
+
+  // Used by buildModule(): which graph the next layers go to.
+  void beginGraph(ir::Graph* g, bool training);
+  Tensor addInput(absl::string_view name, ir::TensorType type);
+  Tensor addNode(ir::Op op, std::vector<Tensor> operands,
+                 std::vector<std::pair<std::string, ir::AttrValue>> attrs,
+                 absl::string_view layer, Loc loc, size_t result = 0);
+
+ private:
+  std::string scopePath() const;
+  /// Full path of a new layer: explicit name, or a numbered default ("conv_1").
+  std::string layerPath(absl::string_view explicit_name, absl::string_view kind);
+  ir::Node* emit(ir::Op op, std::vector<Tensor> operands,
+                 std::vector<std::pair<std::string, ir::AttrValue>> attrs,
+                 const std::string& path, Loc loc);
+  void record(absl::Status s);
+  static std::string where(Loc loc);
+
+  ir::Module& module_;
+  BuildOptions opts_;
+  ir::Graph* graph_ = nullptr;
+  bool training_ = true;
+  std::vector<std::string> scopes_;
+  absl::flat_hash_map<std::string, int> layer_counts_;  // per graph
+  absl::flat_hash_map<std::string, ir::Value*> reads_;  // var -> param node, per graph
+  absl::Status status_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,83 @@
+#include "frontend/model.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tandem {
+
+using ir::Op;
+using ir::TensorType;
+
+namespace {
+
+/// One step graph: inputs, the network, the loss and the correct count.
+absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool training,
+                       int64_t batch) {
+  b.beginGraph(g, training);
+  std::vector<int64_t> x_shape{batch};
+  x_shape.insert(x_shape.end(), spec.image_shape.begin(), spec.image_shape.end());
+  Tensor x = b.addInput("x", TensorType{ir::DType::kF32, x_shape});
+  Tensor y = b.addInput("y", TensorType{ir::DType::kI32, {batch}});
+  Tensor logits = spec.forward(b, x);
+  if (!b.status().ok()) return b.status();
+  if (!logits.valid())
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", spec.name, ": forward returned an empty tensor handle"));
+  std::vector<int64_t> want{batch, spec.num_classes};
+  if (logits.shape() != want)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model ", spec.name, ": forward returns ", ir::toString(logits.value()->type()),
+        " but the logits must be [", absl::StrJoin(want, ","), "] (batch, classes)"));
+  // Training divides the summed loss by the global batch; the divisor stays global when
+  // replicate gives each device a slice, which keeps uneven splits exact.
+  std::vector<std::pair<std::string, ir::AttrValue>> reduction =
+      training ? std::vector<std::pair<std::string, ir::AttrValue>>{
+                     {"reduction", ir::EnumWord{"mean"}}, {"divisor", batch}}
+               : std::vector<std::pair<std::string, ir::AttrValue>>{
+                     {"reduction", ir::EnumWord{"sum"}}, {"divisor", int64_t{1}}};
+  Tensor loss = b.addNode(Op::kSoftmaxCrossEntropy, {logits, y}, reduction, "loss",
+                          std::source_location::current());
+  Tensor correct = b.addNode(Op::kAccuracy, {logits, y}, {}, "correct",
+                             std::source_location::current());
+  if (!b.status().ok()) return b.status();
+  g->setOutputs({loss.value(), correct.value()});
+  return absl::OkStatus();
+}
+
+/// init: every variable gets its initializer's value.
+absl::Status buildInit(ir::Module& m, ir::Graph* g) {
+  for (const ir::Var& v : m.vars()) {
+    auto value = g->create({.op = Op::kInitialize,
+                            .attrs = {{"var", ir::Symbol{v.name}}},
+                            .names = {v.name}});
+    if (!value.ok()) return value.status();
+    auto assign = g->create(
+        {.op = Op::kAssign, .operands = {(*value)->result()}, .attrs = {{"var", ir::Symbol{v.name}}}});
+    if (!assign.ok()) return assign.status();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
+                                                        const BuildOptions& opts) {
+  if (opts.batch < 1)
+    return absl::InvalidArgumentError(absl::StrCat("batch size must be >= 1, got ", opts.batch));
+  if (spec.image_shape.empty() || !spec.forward)
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", spec.name, " needs an image shape and a forward function"));
+  auto m = std::make_unique<ir::Module>(spec.name);
+  Builder b(*m, opts);
+  auto init = m->addGraph(std::string(ir::kInitGraph));
+  auto train = m->addGraph(std::string(ir::kTrainGraph));
+  auto eval = m->addGraph(std::string(ir::kEvalGraph));
+  if (!init.ok() || !train.ok() || !eval.ok()) return absl::InternalError("graph names clash");
+  if (absl::Status s = buildStep(spec, b, *train, /*training=*/true, opts.batch); !s.ok()) return s;
+  if (absl::Status s = buildStep(spec, b, *eval, /*training=*/false, opts.batch); !s.ok()) return s;
+  if (absl::Status s = buildInit(*m, *init); !s.ok()) return s;
+  return m;
+}
+
+}  // namespace tandem

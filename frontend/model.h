@@ -1,0 +1,34 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "frontend/builder.h"
+#include "ir/ir.h"
+
+namespace tandem {
+
+/// A classifier written with the DSL: images of one shape in, class scores out.
+struct ModelSpec {
+  std::string name;
+  /// Shape of one image, [C,H,W].
+  std::vector<int64_t> image_shape;
+  int64_t num_classes = 10;
+  /// Builds the network on a batch of images and returns the logits [N, num_classes].
+  /// Called once for the training step and once for the evaluation step.
+  std::function<Tensor(Builder&, Tensor images)> forward;
+};
+
+/// Builds the module of a classifier: variables; `init` (initialize and assign every
+/// variable); `train_step(%x, %y)` returning the mean softmax cross-entropy loss and the
+/// count of correct predictions, with batch norm in training mode; `eval_step(%x, %y)`
+/// returning the summed loss and the correct count with batch norm in inference mode.
+/// autodiff later turns train_step into a full training step. The first model error
+/// (a shape mismatch, say) is returned naming the layer and its source line.
+absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
+                                                        const BuildOptions& opts);
+
+}  // namespace tandem

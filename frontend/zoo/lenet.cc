@@ -1,0 +1,21 @@
+#include "frontend/zoo/zoo.h"
+
+namespace tandem::zoo {
+
+ModelSpec lenet() {
+  ModelSpec spec;
+  spec.name = "lenet";
+  spec.image_shape = {1, 28, 28};
+  spec.num_classes = 10;
+  spec.forward = [](Builder& b, Tensor x) {
+    Tensor h = b.avgPool2d(b.relu(b.conv2d(x, {.out_channels = 20, .kernel = 3, .name = "conv1"})),
+                           {.kernel = 2, .name = "pool1"});
+    h = b.avgPool2d(b.relu(b.conv2d(h, {.out_channels = 50, .kernel = 5, .name = "conv2"})),
+                    {.kernel = 2, .name = "pool2"});
+    h = b.relu(b.linear(b.flatten(h), {.out_features = 128, .name = "fc1"}));
+    return b.linear(h, {.out_features = 10, .name = "fc2"});
+  };
+  return spec;
+}
+
+}  // namespace tandem::zoo

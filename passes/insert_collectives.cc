@@ -1,0 +1,337 @@
+#include "passes/insert_collectives.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "passes/naming.h"
+
+namespace tandem::passes {
+
+using ir::Node;
+using ir::Op;
+using ir::Value;
+
+namespace {
+
+/// Index of a device in the module's list.
+size_t deviceIndex(const ir::Module& m, const ir::Device& d) {
+  for (size_t i = 0; i < m.devices().size(); ++i)
+    if (m.devices()[i] == d) return i;
+  return SIZE_MAX;
+}
+
+/// Nodes to add at given positions, spliced in by one linear rebuild.
+class Insertions {
+ public:
+  explicit Insertions(ir::Graph& g) : g_(g) {}
+  /// Creates a node (at the end, temporarily) to be moved after position `after`.
+  absl::StatusOr<Node*> add(size_t after, ir::NodeSpec spec) {
+    auto n = g_.create(std::move(spec));
+    if (n.ok()) pending_.emplace(after, *n);
+    return n;
+  }
+  void apply() {
+    if (pending_.empty()) return;
+    absl::flat_hash_map<const Node*, bool> moved;
+    for (const auto& [pos, n] : pending_) moved[n] = true;
+    std::vector<std::unique_ptr<Node>> old = g_.takeNodes();
+    absl::flat_hash_map<const Node*, std::unique_ptr<Node>> detached;
+    for (auto& n : old)
+      if (moved.contains(n.get())) detached[n.get()] = std::move(n);
+    std::vector<std::unique_ptr<Node>> out;
+    out.reserve(old.size());
+    auto it = pending_.begin();
+    size_t index = 0;
+    for (auto& n : old) {
+      if (n == nullptr) continue;
+      out.push_back(std::move(n));
+      for (; it != pending_.end() && it->first == index; ++it)
+        out.push_back(std::move(detached[it->second]));
+      ++index;
+    }
+    for (; it != pending_.end(); ++it) out.push_back(std::move(detached[it->second]));
+    g_.setNodes(std::move(out));
+    pending_.clear();
+  }
+
+ private:
+  ir::Graph& g_;
+  std::multimap<size_t, Node*> pending_;  // position in the original list -> node
+};
+
+/// Replaces the per-device batch inputs of a step graph by one host input and a split.
+absl::Status splitInputs(ir::Module& m, ir::Graph& g) {
+  size_t devices = m.devices().size();
+  std::vector<std::vector<Node*>> per_device(devices);
+  for (Node* in : g.inputs()) {
+    size_t d = in->device() ? deviceIndex(m, *in->device()) : SIZE_MAX;
+    if (d == SIZE_MAX)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "insert-collectives: input %", in->result()->name(), " of @", g.name(),
+          " is not on a module device (was the graph already split?)"));
+    per_device[d].push_back(in);
+  }
+  size_t k = per_device[0].size();
+  for (size_t d = 1; d < devices; ++d)
+    if (per_device[d].size() != k)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "insert-collectives: @", g.name(), " has ", k, " inputs on ",
+          ir::toString(m.devices()[0]), " but ", per_device[d].size(), " on ",
+          ir::toString(m.devices()[d])));
+  if (k == 0) return absl::OkStatus();
+
+  absl::flat_hash_map<const Value*, Value*> replace;
+  std::vector<std::unique_ptr<Node>> head;  // new host inputs and splits go first
+  for (size_t j = 0; j < k; ++j) {
+    ir::TensorType global = per_device[0][j]->result()->type();
+    global.shape[0] = 0;
+    std::vector<int64_t> sizes;
+    for (size_t d = 0; d < devices; ++d) {
+      const ir::TensorType& t = per_device[d][j]->result()->type();
+      ir::TensorType expect = per_device[0][j]->result()->type();
+      expect.shape[0] = t.rank() > 0 ? t.shape[0] : 0;
+      if (t.rank() == 0 || t != expect)
+        return absl::FailedPreconditionError(absl::StrCat(
+            "insert-collectives: input %", per_device[d][j]->result()->name(), " is ",
+            ir::toString(t), ", which does not match %", per_device[0][j]->result()->name(),
+            " outside the batch axis"));
+      sizes.push_back(t.shape[0]);
+      global.shape[0] += t.shape[0];
+    }
+    std::string base = stripReplica(per_device[0][j]->result()->name(), 0);
+    auto host = g.create({.op = Op::kInput, .names = {base}, .declared_types = {global}});
+    if (!host.ok()) return host.status();
+    std::vector<std::string> names;
+    for (size_t d = 0; d < devices; ++d) names.push_back(per_device[d][j]->result()->name());
+    // The split's results take over the replica names; free them first.
+    for (size_t d = 0; d < devices; ++d)
+      g.rename(per_device[d][j]->result(), per_device[d][j]->result()->name() + ".unsplit");
+    auto split = g.create({.op = Op::kSplit,
+                           .operands = {(*host)->result()},
+                           .attrs = {{"axis", int64_t{0}},
+                                     {"sizes", sizes},
+                                     {"devices", m.devices()}},
+                           .names = names});
+    if (!split.ok()) return split.status();
+    for (size_t d = 0; d < devices; ++d) replace[per_device[d][j]->result()] = (*split)->result(d);
+  }
+  std::vector<std::unique_ptr<Node>> old = g.takeNodes();
+  std::vector<std::unique_ptr<Node>> inputs, splits, rest;
+  for (auto& n : old) {
+    if (n->op() == Op::kInput && replace.contains(n->result())) continue;  // dropped
+    for (size_t i = 0; i < n->numOperands(); ++i)
+      if (auto it = replace.find(n->operand(i)); it != replace.end()) n->setOperand(i, it->second);
+    if (n->op() == Op::kInput) {
+      inputs.push_back(std::move(n));
+    } else if (n->op() == Op::kSplit && n->operand(0)->def()->op() == Op::kInput) {
+      splits.push_back(std::move(n));
+    } else {
+      rest.push_back(std::move(n));
+    }
+  }
+  for (auto& n : splits) inputs.push_back(std::move(n));
+  for (auto& n : rest) inputs.push_back(std::move(n));
+  g.setNodes(std::move(inputs));
+  return absl::OkStatus();
+}
+
+/// Random initial values are drawn once, on the first device, and broadcast; values
+/// every device can compute alone (zeros, ones) need no communication.
+absl::Status broadcastInit(ir::Module& m, ir::Graph& g) {
+  absl::flat_hash_map<std::string, std::vector<Node*>> inits;  // var -> per-device nodes
+  for (const auto& n : g.nodes())
+    if (n->op() == Op::kInitialize) inits[n->symbolAttr("var")].push_back(n.get());
+  absl::flat_hash_map<const Value*, Value*> replace;
+  absl::flat_hash_map<const Node*, bool> drop;
+  Insertions insert(g);
+  auto pos = g.positions();
+  for (const ir::Var& var : m.vars()) {
+    if (var.init.isDeterministic()) continue;
+    auto it = inits.find(var.name);
+    if (it == inits.end()) continue;
+    std::vector<Node*> nodes = it->second;
+    std::vector<Node*> by_device(m.devices().size(), nullptr);
+    for (Node* n : nodes)
+      if (n->device()) by_device[deviceIndex(m, *n->device())] = n;
+    Node* root = by_device[0];
+    if (root == nullptr) continue;
+    std::vector<std::string> names;
+    for (size_t d = 0; d < m.devices().size(); ++d)
+      names.push_back(replicaName(var.name + ".bcast", d));
+    auto b = insert.add(pos.at(root), {.op = Op::kBroadcast,
+                                       .operands = {root->result()},
+                                       .attrs = {{"devices", m.devices()}},
+                                       .names = names});
+    if (!b.ok()) return b.status();
+    for (size_t d = 0; d < m.devices().size(); ++d) {
+      if (by_device[d] == nullptr) continue;
+      replace[by_device[d]->result()] = (*b)->result(d);
+      if (d > 0) drop[by_device[d]] = true;
+    }
+  }
+  for (const auto& n : g.nodes())
+    if (n->op() != Op::kBroadcast)
+      for (size_t i = 0; i < n->numOperands(); ++i)
+        if (auto it = replace.find(n->operand(i)); it != replace.end()) n->setOperand(i, it->second);
+  insert.apply();
+  g.eraseIf([&](const Node& n) { return drop.contains(&n); });
+  return absl::OkStatus();
+}
+
+/// Gradient all_reduce in buckets, each right after the last gradient it carries.
+absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int64_t cap,
+                             int64_t* next_bucket) {
+  size_t devices = m.devices().size();
+  // var -> the sgd_update of each device.
+  absl::flat_hash_map<std::string, std::vector<Node*>> updates;
+  std::vector<std::string> order;
+  for (const auto& n : g.nodes()) {
+    if (n->op() != Op::kSgdUpdate) continue;
+    const Node* w = n->operand(0)->def();
+    const std::string& var = w->symbolAttr("var");
+    auto [it, inserted] = updates.try_emplace(var, devices, nullptr);
+    if (inserted) order.push_back(var);
+    size_t d = n->device() ? deviceIndex(m, *n->device()) : SIZE_MAX;
+    if (d == SIZE_MAX)
+      return absl::FailedPreconditionError(
+          absl::StrCat("insert-collectives: ", n->describe(), " is not on a module device"));
+    it->second[d] = n.get();
+  }
+  auto pos = g.positions();
+  struct Entry {
+    size_t ready;  // position of the first device's gradient
+    std::string var;
+  };
+  std::vector<Entry> entries;
+  for (const std::string& var : order) {
+    const auto& per = updates[var];
+    for (size_t d = 0; d < devices; ++d)
+      if (per[d] == nullptr)
+        return absl::FailedPreconditionError(absl::StrCat(
+            "insert-collectives: @", var, " is updated on ", ir::toString(m.devices()[0]),
+            " but not on ", ir::toString(m.devices()[d])));
+    entries.push_back({pos.at(per[0]->operand(1)->def()), var});
+  }
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.ready < b.ready; });
+
+  Insertions insert(g);
+  std::vector<const Entry*> bucket;
+  int64_t bytes = 0;
+  auto flush = [&]() -> absl::Status {
+    if (bucket.empty()) return absl::OkStatus();
+    std::vector<Value*> operands;
+    std::vector<std::string> names;
+    size_t last = 0;
+    for (size_t d = 0; d < devices; ++d)
+      for (const Entry* e : bucket) {
+        Value* grad = updates[e->var][d]->operand(1);
+        operands.push_back(grad);
+        names.push_back(tagReplica(grad->name(), d, "sum"));
+        last = std::max(last, pos.at(grad->def()));
+      }
+    auto ar = insert.add(last, {.op = Op::kAllReduce,
+                                .operands = std::move(operands),
+                                .attrs = {{"op", ir::EnumWord{"sum"}},
+                                          {"bucket", (*next_bucket)++},
+                                          {"devices", m.devices()}},
+                                .names = std::move(names)});
+    if (!ar.ok()) return ar.status();
+    for (size_t d = 0; d < devices; ++d)
+      for (size_t i = 0; i < bucket.size(); ++i)
+        updates[bucket[i]->var][d]->setOperand(1, (*ar)->result(d * bucket.size() + i));
+    bucket.clear();
+    bytes = 0;
+    return absl::OkStatus();
+  };
+  for (const Entry& e : entries) {
+    bucket.push_back(&e);
+    bytes += updates[e.var][0]->operand(1)->type().bytes();
+    if (bytes >= (*next_bucket == 0 ? first_cap : cap))
+      if (absl::Status s = flush(); !s.ok()) return s;
+  }
+  if (absl::Status s = flush(); !s.ok()) return s;
+  insert.apply();
+  return absl::OkStatus();
+}
+
+/// The step's returned values (device-major after replicate) summed across devices; the
+/// first device's sums become the graph's outputs.
+absl::Status sumOutputs(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
+  size_t devices = m.devices().size();
+  const auto& outs = g.outputs();
+  if (outs.size() % devices != 0)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "insert-collectives: @", g.name(), " returns ", outs.size(),
+        " values, not a multiple of ", devices, " devices"));
+  size_t k = outs.size() / devices;
+  std::vector<Value*> result;
+  for (size_t j = 0; j < k; ++j) {
+    std::vector<Value*> operands;
+    std::vector<std::string> names;
+    for (size_t d = 0; d < devices; ++d) {
+      operands.push_back(outs[d * k + j]);
+      names.push_back(tagReplica(outs[d * k + j]->name(), d, "sum"));
+    }
+    auto ar = g.create({.op = Op::kAllReduce,
+                        .operands = std::move(operands),
+                        .attrs = {{"op", ir::EnumWord{"sum"}},
+                                  {"bucket", (*next_bucket)++},
+                                  {"devices", m.devices()}},
+                        .names = std::move(names)});
+    if (!ar.ok()) return ar.status();
+    result.push_back((*ar)->result(0));
+  }
+  g.setOutputs(std::move(result));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<bool> InsertCollectives::run(ir::Module& m) {
+  if (!m.isReplicated())
+    return absl::FailedPreconditionError(
+        "insert-collectives: the module is not replicated (run replicate first)");
+  bool several = m.devices().size() > 1;
+  for (const auto& g : m.graphs()) {
+    for (const auto& n : g->nodes())
+      if (n->info().has(ir::kCollective))
+        return absl::FailedPreconditionError(absl::StrCat(
+            "insert-collectives: @", g->name(), " already has collectives (", n->describe(), ")"));
+    if (absl::Status s = splitInputs(m, *g); !s.ok()) return s;
+    if (!several) continue;
+    int64_t bucket = 0;
+    if (g->name() == ir::kInitGraph) {
+      if (absl::Status s = broadcastInit(m, *g); !s.ok()) return s;
+      continue;
+    }
+    if (absl::Status s = bucketGradients(m, *g, first_bucket_bytes_, bucket_bytes_, &bucket);
+        !s.ok())
+      return s;
+    if (absl::Status s = sumOutputs(m, *g, &bucket); !s.ok()) return s;
+  }
+  return true;
+}
+
+std::string InsertCollectives::optionsText() const {
+  return absl::StrCat("{bucket-mb=", static_cast<double>(bucket_bytes_) / (1 << 20),
+                      ",first-bucket-mb=", static_cast<double>(first_bucket_bytes_) / (1 << 20),
+                      "}");
+}
+
+absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opts) {
+  auto cap = opts.getDouble("bucket-mb", 25);
+  auto first = opts.getDouble("first-bucket-mb", 1);
+  if (!cap.ok()) return cap.status();
+  if (!first.ok()) return first.status();
+  if (absl::Status s = opts.finish(); !s.ok()) return s;
+  if (!(*cap > 0) || !(*first > 0))
+    return absl::InvalidArgumentError(
+        "pass insert-collectives: options 'bucket-mb' and 'first-bucket-mb' must be > 0");
+  return std::unique_ptr<Pass>(new InsertCollectives(*cap, *first));
+}
+
+}  // namespace tandem::passes

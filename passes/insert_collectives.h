@@ -1,0 +1,31 @@
+#pragma once
+
+#include "passes/pass.h"
+
+namespace tandem::passes {
+
+/// `insert-collectives{bucket-mb=25,first-bucket-mb=1}` on a replicated module:
+///  - step graphs: one host input per batch input, `split` into the per-device slices;
+///  - init: random initial values are computed on the first device and `broadcast`;
+///  - train_step: gradients are all-reduced in buckets filled in the order backward
+///    produces them (a small first bucket so communication starts early, then
+///    `bucket-mb` caps), each placed right after its last gradient;
+///  - the returned loss and correct count are summed across devices.
+/// On one device only the split (the host-to-device copy) is inserted.
+class InsertCollectives final : public Pass {
+ public:
+  static constexpr absl::string_view kName = "insert-collectives";
+  static absl::StatusOr<std::unique_ptr<Pass>> create(PassOptions& opts);
+  InsertCollectives(double bucket_mb, double first_bucket_mb)
+      : bucket_bytes_(static_cast<int64_t>(bucket_mb * (1 << 20))),
+        first_bucket_bytes_(static_cast<int64_t>(first_bucket_mb * (1 << 20))) {}
+
+  absl::string_view name() const override { return kName; }
+  absl::StatusOr<bool> run(ir::Module& m) override;
+  std::string optionsText() const override;
+
+ private:
+  int64_t bucket_bytes_, first_bucket_bytes_;
+};
+
+}  // namespace tandem::passes

@@ -1,0 +1,106 @@
+#include "passes/pipeline.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "passes/registry.h"
+
+namespace tandem::passes {
+namespace {
+
+/// Splits at top-level commas (not inside {} or []); an error on unbalanced brackets.
+absl::StatusOr<std::vector<std::string>> splitTopLevel(absl::string_view text,
+                                                       absl::string_view what) {
+  std::vector<std::string> parts;
+  std::string current;
+  int depth = 0;
+  for (char c : text) {
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') {
+      if (--depth < 0)
+        return absl::InvalidArgumentError(absl::StrCat("unbalanced '", std::string(1, c),
+                                                       "' in ", what, " '", text, "'"));
+    }
+    if (c == ',' && depth == 0) {
+      parts.push_back(std::move(current));
+      current.clear();
+    } else {
+      current.push_back(c);
+    }
+  }
+  if (depth != 0)
+    return absl::InvalidArgumentError(absl::StrCat("unclosed bracket in ", what, " '", text, "'"));
+  parts.push_back(std::move(current));
+  return parts;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::unique_ptr<Pass>>> parsePipeline(absl::string_view text) {
+  std::vector<std::unique_ptr<Pass>> out;
+  if (absl::StripAsciiWhitespace(text).empty()) return out;
+  auto items = splitTopLevel(text, "pipeline");
+  if (!items.ok()) return items.status();
+  for (const std::string& raw : *items) {
+    absl::string_view item = absl::StripAsciiWhitespace(raw);
+    if (item.empty())
+      return absl::InvalidArgumentError(absl::StrCat("empty pass name in pipeline '", text, "'"));
+    std::string name(item);
+    std::map<std::string, std::string> values;
+    if (size_t brace = item.find('{'); brace != absl::string_view::npos) {
+      if (item.back() != '}')
+        return absl::InvalidArgumentError(
+            absl::StrCat("pass options must end with '}' in '", item, "'"));
+      name = std::string(absl::StripAsciiWhitespace(item.substr(0, brace)));
+      absl::string_view body = item.substr(brace + 1, item.size() - brace - 2);
+      if (!absl::StripAsciiWhitespace(body).empty()) {
+        auto opts = splitTopLevel(body, absl::StrCat("options of ", name));
+        if (!opts.ok()) return opts.status();
+        for (const std::string& opt : *opts) {
+          size_t eq = opt.find('=');
+          if (eq == std::string::npos)
+            return absl::InvalidArgumentError(absl::StrCat(
+                "pass ", name, ": option '", absl::StripAsciiWhitespace(opt),
+                "' must be written KEY=VALUE"));
+          std::string key(absl::StripAsciiWhitespace(opt.substr(0, eq)));
+          if (values.contains(key))
+            return absl::InvalidArgumentError(
+                absl::StrCat("pass ", name, ": option '", key, "' is given twice"));
+          values[key] = std::string(absl::StripAsciiWhitespace(opt.substr(eq + 1)));
+        }
+      }
+    }
+    PassOptions opts(name, std::move(values));
+    auto pass = createPass(name, opts);
+    if (!pass.ok()) return pass.status();
+    out.push_back(*std::move(pass));
+  }
+  return out;
+}
+
+std::string defaultPipeline(const PipelineConfig& c) {
+  std::vector<std::string> passes{
+      absl::StrCat("autodiff{lr=", c.lr, ",momentum=", c.momentum, ",weight-decay=",
+                   c.weight_decay, "}"),
+      // Slot: fuse-conv-bn-relu goes here, between autodiff and replicate, once the
+      // fusion issue lands (fused forward and backward nodes, numerics unchanged).
+      absl::StrCat("replicate{devices=[",
+                   absl::StrJoin(c.devices, ",",
+                                 [](std::string* o, const ir::Device& d) {
+                                   o->append(ir::toString(d));
+                                 }),
+                   "]", c.weights.empty() ? "" : absl::StrCat(",weights=[", absl::StrJoin(c.weights, ","), "]"),
+                   "}"),
+      absl::StrCat("insert-collectives{bucket-mb=", c.bucket_mb, ",first-bucket-mb=",
+                   c.first_bucket_mb, "}"),
+      "dce",
+  };
+  return absl::StrJoin(passes, ",");
+}
+
+std::vector<std::string> defaultPassNames() {
+  return {"autodiff", "replicate", "insert-collectives", "dce"};
+}
+
+}  // namespace tandem::passes

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/types.h"
+#include "passes/pass.h"
+
+namespace tandem::passes {
+
+/// Parses "autodiff{lr=0.2},replicate{devices=[cpu:0,cpu:1]},insert-collectives,dce".
+/// Commas inside braces or brackets belong to the options. An empty text is an empty
+/// pipeline. Errors name the pass or option at fault.
+absl::StatusOr<std::vector<std::unique_ptr<Pass>>> parsePipeline(absl::string_view text);
+
+/// What the default pipeline is made for.
+struct PipelineConfig {
+  std::vector<ir::Device> devices{{ir::DeviceKind::kCpu, 0}};
+  std::vector<double> weights;  // empty: even split
+  double lr = 0.1;
+  double momentum = 0;
+  double weight_decay = 0;
+  double bucket_mb = 25;
+  double first_bucket_mb = 1;
+};
+
+/// The pipeline `tandem dump` and `tandem train` run, as text.
+std::string defaultPipeline(const PipelineConfig& config);
+
+/// The names of the default pipeline's passes, in order (for --after).
+std::vector<std::string> defaultPassNames();
+
+}  // namespace tandem::passes

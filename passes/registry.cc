@@ -1,0 +1,38 @@
+#include "passes/registry.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "passes/autodiff.h"
+#include "passes/dce.h"
+#include "passes/insert_collectives.h"
+#include "passes/replicate.h"
+
+namespace tandem::passes {
+
+const std::vector<PassInfo>& registeredPasses() {
+  static const auto* passes = new std::vector<PassInfo>{
+      {Autodiff::kName, "append backward and SGD updates to @train_step",
+       "lr=0.1, momentum=0, weight-decay=0", Autodiff::create},
+      {Replicate::kName, "one copy of each graph per device, each on its slice of the batch",
+       "devices=N|[cpu:0,...] (required), weights=[w0,...]", Replicate::create},
+      {InsertCollectives::kName,
+       "split inputs, broadcast initial values, all_reduce gradients in buckets",
+       "bucket-mb=25, first-bucket-mb=1", InsertCollectives::create},
+      {DeadCodeElimination::kName, "remove nodes whose results are unused", "", 
+       DeadCodeElimination::create},
+  };
+  return *passes;
+}
+
+absl::StatusOr<std::unique_ptr<Pass>> createPass(absl::string_view name, PassOptions& opts) {
+  for (const PassInfo& info : registeredPasses())
+    if (info.name == name) return info.create(opts);
+  return absl::NotFoundError(absl::StrCat(
+      "unknown pass '", name, "' (known: ",
+      absl::StrJoin(registeredPasses(), ", ",
+                    [](std::string* o, const PassInfo& p) { o->append(p.name.data(), p.name.size()); }),
+      ")"));
+}
+
+}  // namespace tandem::passes

@@ -1,0 +1,166 @@
+#include "passes/replicate.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "passes/naming.h"
+
+namespace tandem::passes {
+
+absl::StatusOr<std::vector<int64_t>> splitBatch(int64_t batch, size_t devices,
+                                                const std::vector<double>& weights) {
+  int64_t n = static_cast<int64_t>(devices);
+  if (batch < n)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch ", batch, " is smaller than the device count ", n,
+        ": every device needs at least one sample"));
+  std::vector<int64_t> sizes(devices, batch / n);
+  if (weights.empty()) {
+    for (int64_t i = 0; i < batch % n; ++i) ++sizes[i];
+    return sizes;
+  }
+  if (weights.size() != devices)
+    return absl::InvalidArgumentError(absl::StrCat("weights has ", weights.size(),
+                                                   " entries for ", devices, " devices"));
+  double total = 0;
+  for (double w : weights) {
+    if (!(w > 0)) return absl::InvalidArgumentError("weights must all be > 0");
+    total += w;
+  }
+  // Everyone gets one sample, the rest goes by weight with largest remainders rounding.
+  int64_t rest = batch - n;
+  std::vector<std::pair<double, size_t>> remainders;
+  int64_t given = 0;
+  for (size_t i = 0; i < devices; ++i) {
+    double exact = rest * weights[i] / total;
+    int64_t whole = static_cast<int64_t>(std::floor(exact));
+    sizes[i] = 1 + whole;
+    given += whole;
+    remainders.emplace_back(exact - whole, i);
+  }
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (int64_t i = 0; i < rest - given; ++i) ++sizes[remainders[i].second];
+  return sizes;
+}
+
+namespace {
+
+/// The batch size shared by a graph's inputs (axis 0), or 0 when it has none.
+absl::StatusOr<int64_t> graphBatch(const ir::Graph& g) {
+  int64_t batch = 0;
+  const ir::Node* first = nullptr;
+  for (const ir::Node* in : g.inputs()) {
+    const ir::TensorType& t = in->result()->type();
+    if (t.rank() == 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replicate: input %", in->result()->name(), " of @", g.name(),
+          " is a scalar; batch inputs need a batch axis 0"));
+    if (first != nullptr && t.shape[0] != batch)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "replicate: inputs %", first->result()->name(), " and %", in->result()->name(),
+          " of @", g.name(), " disagree on the batch size (", batch, " vs ", t.shape[0], ")"));
+    first = in;
+    batch = t.shape[0];
+  }
+  return batch;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> Replicate::run(ir::Module& m) {
+  if (m.isReplicated())
+    return absl::FailedPreconditionError(
+        absl::StrCat("replicate: the module is already replicated on ", ir::toString(m.devices())));
+  m.setDevices(devices_);
+  for (const auto& src : m.graphs()) {
+    auto batch = graphBatch(*src);
+    if (!batch.ok()) return batch.status();
+    std::vector<int64_t> sizes(devices_.size(), 0);
+    if (*batch > 0) {
+      auto split = splitBatch(*batch, devices_.size(), weights_);
+      if (!split.ok())
+        return absl::Status(split.status().code(),
+                            absl::StrCat("replicate @", src->name(), ": ", split.status().message()));
+      sizes = *split;
+    }
+    auto dst = std::make_unique<ir::Graph>(&m, src->name());
+    // Node-major order (each node once per device, side by side) keeps a node's replicas
+    // together, so a collective can sit right after the last replica it waits for.
+    std::vector<absl::flat_hash_map<const ir::Value*, ir::Value*>> maps(devices_.size());
+    std::vector<std::string> suffixes;
+    for (size_t d = 0; d < devices_.size(); ++d) {
+      suffixes.push_back(absl::StrCat(".", d));
+      maps[d].reserve(src->numNodes() * 2);
+    }
+    for (const auto& n : src->nodes()) {
+      for (size_t d = 0; d < devices_.size(); ++d) {
+        auto& map = maps[d];
+        std::vector<ir::Value*> operands;
+        operands.reserve(n->numOperands());
+        for (const ir::Value* v : n->operands()) operands.push_back(map.at(v));
+        std::vector<ir::TensorType> slice;
+        if (n->op() == ir::Op::kInput) {
+          slice = {n->result()->type()};
+          slice[0].shape[0] = sizes[d];
+        }
+        auto copy = dst->createClone(*n, std::move(operands), devices_[d], suffixes[d],
+                                     n->op() == ir::Op::kInput ? &slice : nullptr);
+        if (!copy.ok())
+          return absl::Status(copy.status().code(),
+                              absl::StrCat("replicate @", src->name(), " on ",
+                                           ir::toString(devices_[d]), ": ", copy.status().message()));
+        for (size_t r = 0; r < n->numResults(); ++r) map[n->result(r)] = (*copy)->result(r);
+      }
+    }
+    std::vector<ir::Value*> outputs;
+    for (size_t d = 0; d < devices_.size(); ++d)
+      for (const ir::Value* v : src->outputs()) outputs.push_back(maps[d].at(v));
+    dst->setOutputs(std::move(outputs));
+    m.replaceGraph(std::move(dst));
+  }
+  return true;
+}
+
+std::string Replicate::optionsText() const {
+  std::string out = absl::StrCat(
+      "{devices=[",
+      absl::StrJoin(devices_, ",",
+                    [](std::string* o, const ir::Device& d) { o->append(ir::toString(d)); }),
+      "]");
+  if (!weights_.empty()) absl::StrAppend(&out, ",weights=[", absl::StrJoin(weights_, ","), "]");
+  return out + "}";
+}
+
+absl::StatusOr<std::unique_ptr<Pass>> Replicate::create(PassOptions& opts) {
+  auto text = opts.getString("devices", "");
+  if (!text.ok()) return text.status();
+  auto weights = opts.getDoubleList("weights");
+  if (!weights.ok()) return weights.status();
+  if (absl::Status s = opts.finish(); !s.ok()) return s;
+  if (text->empty())
+    return absl::InvalidArgumentError(
+        "pass replicate needs option 'devices' (a count such as devices=2, or a list such as "
+        "devices=[cpu:0,cpu:1])");
+  absl::string_view list = *text;
+  absl::ConsumePrefix(&list, "[");
+  absl::ConsumeSuffix(&list, "]");
+  auto devices = ir::parseDeviceList(list);
+  if (!devices.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat("pass replicate: option 'devices': ", devices.status().message()));
+  if (!weights->empty() && weights->size() != devices->size())
+    return absl::InvalidArgumentError(absl::StrCat("pass replicate: option 'weights' has ",
+                                                   weights->size(), " entries for ",
+                                                   devices->size(), " devices"));
+  for (double w : *weights)
+    if (!(w > 0))
+      return absl::InvalidArgumentError("pass replicate: option 'weights' must all be > 0");
+  return std::unique_ptr<Pass>(new Replicate(*std::move(devices), *std::move(weights)));
+}
+
+}  // namespace tandem::passes

@@ -1,0 +1,59 @@
+#include <iostream>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/pass_manager.h"
+#include "passes/registry.h"
+#include "tools/tandem/commands.h"
+
+namespace tandem::tools {
+
+void addOptCommand(CLI::App& app, OptFlags& f) {
+  std::vector<std::string> names;
+  for (const auto& p : passes::registeredPasses())
+    names.push_back(absl::StrCat(p.name, p.options.empty() ? "" : absl::StrCat("{", p.options, "}")));
+  CLI::App* cmd = app.add_subcommand("opt", "Run a pipeline of passes over a textual IR file.");
+  cmd->add_option("file", f.file, "IR file to read ('-' for standard input)")->required();
+  cmd->add_option("--passes", f.passes,
+                  "Comma-separated pipeline, e.g. replicate{devices=2},insert-collectives. "
+                  "Passes: " + absl::StrJoin(names, "; ") + ". Empty: just parse, verify and print");
+  cmd->add_option("--format", f.format, "Output: text, dot or summary")->capture_default_str();
+  cmd->add_option("--graph", f.graph, "Print only this graph");
+  cmd->add_option("-o,--output", f.output, "Write to this file instead of standard output");
+  cmd->add_option("--print-after", f.print_after,
+                  "Print the IR to standard error after this pass (repeatable; '*' for all)");
+  cmd->add_flag("--canonical", f.canonical, "Omit source locations (the golden-file form)");
+  cmd->add_flag("--timing", f.timing, "Print the time of each pass to standard error");
+  cmd->add_flag("--no-verify", f.no_verify, "Skip the verifier (input and between passes)");
+}
+
+absl::Status runOpt(const OptFlags& f) {
+  absl::StatusOr<std::unique_ptr<ir::Module>> module;
+  if (f.file == "-") {
+    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    module = ir::parseModule(text, "<stdin>");
+  } else {
+    module = ir::parseModuleFile(f.file);
+  }
+  if (!module.ok()) return module.status();
+  if (!f.no_verify)
+    if (absl::Status s = ir::verifyModule(**module); !s.ok())
+      return absl::Status(s.code(), absl::StrCat(f.file, ": verifier: ", s.message()));
+  passes::PassManager pm({.verify = !f.no_verify,
+                          .print_after = f.print_after,
+                          .on_print = [&](const passes::Pass& p, const ir::Module& m) {
+                            std::cerr << "// ----- after " << p.name() << " -----\n"
+                                      << ir::printModule(m, {.locations = !f.canonical});
+                          }});
+  if (absl::Status s = pm.addPipeline(f.passes); !s.ok())
+    return absl::Status(s.code(), absl::StrCat("--passes: ", s.message()));
+  if (absl::Status s = pm.run(**module); !s.ok()) return s;
+  if (f.timing) std::cerr << pm.timingReport();
+  return writeModule(**module, f.format, f.graph, f.canonical, f.output);
+}
+
+}  // namespace tandem::tools

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "ir/ir.h"
+
+namespace tandem::tools {
+
+/// Flags of `tandem dump`.
+struct DumpFlags {
+  std::string model;
+  std::string devices = "cpu:0";
+  int64_t batch = 256;
+  std::string after;
+  std::string format = "text";
+  std::string graph;
+  std::string output;
+  double lr = 0.1, momentum = 0, weight_decay = 0;
+  double bucket_mb = 25, first_bucket_mb = 1;
+  std::string weights;
+  bool canonical = false;
+  bool timing = false;
+  bool no_verify = false;
+};
+
+/// Flags of `tandem opt`.
+struct OptFlags {
+  std::string file;
+  std::string passes;
+  std::string format = "text";
+  std::string graph;
+  std::string output;
+  std::vector<std::string> print_after;
+  bool canonical = false;
+  bool timing = false;
+  bool no_verify = false;
+};
+
+void addDumpCommand(CLI::App& app, DumpFlags& flags);
+void addOptCommand(CLI::App& app, OptFlags& flags);
+
+absl::Status runDump(const DumpFlags& flags);
+absl::Status runOpt(const OptFlags& flags);
+
+/// Renders a module as `format` (text, dot or summary), optionally one graph only, and
+/// writes it to `output` (stdout when empty). DOT needs one graph (train_step by default).
+absl::Status writeModule(const ir::Module& m, const std::string& format, const std::string& graph,
+                         bool canonical, const std::string& output);
+
+}  // namespace tandem::tools

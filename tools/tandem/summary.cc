@@ -1,0 +1,66 @@
+#include "tools/tandem/summary.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace tandem::tools {
+namespace {
+
+std::string mib(int64_t bytes) { return absl::StrFormat("%.2f MiB", bytes / 1048576.0); }
+
+std::string thousands(int64_t n) {
+  std::string digits = absl::StrCat(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string summarizeModule(const ir::Module& m) {
+  std::string out;
+  int64_t param_bytes = 0;
+  std::map<ir::VarRole, int> var_counts;
+  for (const ir::Var& v : m.vars()) {
+    ++var_counts[v.role];
+    if (v.role == ir::VarRole::kParam) param_bytes += v.type.bytes();
+  }
+  absl::StrAppend(&out, "model ", m.name(), ": ", thousands(m.countElements(ir::VarRole::kParam)),
+                  " parameters (", mib(param_bytes), ") in ", var_counts[ir::VarRole::kParam],
+                  " variables, ", var_counts[ir::VarRole::kBuffer], " buffers, ",
+                  var_counts[ir::VarRole::kOptimizer], " optimizer variables\n");
+  if (m.isReplicated())
+    absl::StrAppend(&out, "devices: ", ir::toString(m.devices()), "\n");
+  for (const auto& g : m.graphs()) {
+    std::map<std::string, int> ops;
+    for (const auto& n : g->nodes()) ++ops[std::string(n->opName())];
+    absl::StrAppend(&out, "\ngraph @", g->name(), ": ", g->numNodes(), " nodes\n");
+    std::vector<std::string> cells;
+    for (const auto& [op, count] : ops) cells.push_back(absl::StrCat(op, " ", count));
+    absl::StrAppend(&out, "  ", absl::StrJoin(cells, ", "), "\n");
+    for (const auto& n : g->nodes()) {
+      if (n->op() == ir::Op::kSplit) {
+        const auto& sizes = n->attrAs<std::vector<int64_t>>("sizes");
+        absl::StrAppend(&out, "  split %", n->operand(0)->name(), " ",
+                        ir::toString(n->operand(0)->type()), " -> ", absl::StrJoin(sizes, "/"),
+                        " over ", ir::toString(n->devicesAttr()), "\n");
+      }
+      if (n->op() == ir::Op::kAllReduce) {
+        size_t per_device = n->numOperands() / n->devicesAttr().size();
+        int64_t bytes = 0;
+        for (size_t i = 0; i < per_device; ++i) bytes += n->operand(i)->type().bytes();
+        absl::StrAppend(&out, "  all_reduce bucket ", n->intAttr("bucket"), ": ", per_device,
+                        per_device == 1 ? " tensor, " : " tensors, ", mib(bytes),
+                        " per device, first %", n->operand(0)->name(), "\n");
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace tandem::tools

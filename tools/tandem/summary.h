@@ -1,0 +1,14 @@
+#pragma once
+
+#include <string>
+
+#include "ir/ir.h"
+
+namespace tandem::tools {
+
+/// A human-readable overview of a (usually parallelized) module: variables and parameter
+/// count, devices and per-device batch, node counts per graph and op, and the gradient
+/// all_reduce buckets with their sizes.
+std::string summarizeModule(const ir::Module& m);
+
+}  // namespace tandem::tools

@@ -1,0 +1,53 @@
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ir/dot.h"
+#include "ir/printer.h"
+#include "tools/tandem/commands.h"
+#include "tools/tandem/summary.h"
+
+namespace tandem::tools {
+
+absl::Status writeModule(const ir::Module& m, const std::string& format, const std::string& graph,
+                         bool canonical, const std::string& output) {
+  const ir::Graph* g = nullptr;
+  if (!graph.empty()) {
+    g = m.graph(graph);
+    if (g == nullptr) {
+      std::vector<std::string> names;
+      for (const auto& x : m.graphs()) names.push_back(x->name());
+      return absl::InvalidArgumentError(absl::StrCat("--graph: module ", m.name(),
+                                                     " has no graph '", graph, "' (it has ",
+                                                     absl::StrJoin(names, ", "), ")"));
+    }
+  }
+  ir::PrintOptions opts{.locations = !canonical};
+  std::string text;
+  if (format == "text") {
+    text = g ? ir::printGraph(*g, opts) : ir::printModule(m, opts);
+  } else if (format == "dot") {
+    if (g == nullptr) g = m.graph(ir::kTrainGraph);
+    if (g == nullptr) return absl::InvalidArgumentError("--format dot needs --graph NAME");
+    text = ir::exportDot(*g);
+  } else if (format == "summary") {
+    text = summarizeModule(m);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format: unknown format '", format, "' (expected text, dot or summary)"));
+  }
+  if (output.empty() || output == "-") {
+    std::cout << text;
+    std::cout.flush();
+    if (!std::cout) return absl::DataLossError("cannot write to standard output");
+    return absl::OkStatus();
+  }
+  std::ofstream out(output, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("--output: cannot write '", output, "'"));
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::tools
