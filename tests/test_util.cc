@@ -1,0 +1,136 @@
+#include "tests/test_util.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "frontend/zoo/zoo.h"
+#include "gtest/gtest.h"
+#include "ir/printer.h"
+#include "passes/pass_manager.h"
+
+namespace tandem::testing {
+
+std::string sourcePath(const std::string& relative) {
+  return std::string(TANDEM_SOURCE_DIR) + "/" + relative;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+void writeFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+std::string compareWithGolden(const std::string& actual, const std::string& golden_relative) {
+  std::string path = sourcePath(golden_relative);
+  const char* update = std::getenv("TANDEM_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    writeFile(path, actual);
+    return "";
+  }
+  std::ifstream probe(path);
+  if (!probe) return "golden file " + golden_relative + " is missing (run with TANDEM_UPDATE_GOLDEN=1)";
+  std::string expected = readFile(path);
+  if (expected == actual) return "";
+  // First differing line, to keep failures readable.
+  std::istringstream a(actual), e(expected);
+  std::string la, le;
+  for (int line = 1;; ++line) {
+    bool ga = static_cast<bool>(std::getline(a, la)), ge = static_cast<bool>(std::getline(e, le));
+    if (!ga && !ge) break;
+    if (!ga || !ge || la != le)
+      return golden_relative + ":" + std::to_string(line) + " differs\n  expected: " +
+             (ge ? le : "<end of file>") + "\n  actual:   " + (ga ? la : "<end of file>") +
+             "\n(regenerate with TANDEM_UPDATE_GOLDEN=1 if the change is intended)";
+  }
+  return golden_relative + " differs";
+}
+
+std::unique_ptr<ir::Module> buildZooModel(const std::string& name, int64_t batch) {
+  auto spec = zoo::modelByName(name);
+  if (!spec.ok()) {
+    ADD_FAILURE() << spec.status();
+    return nullptr;
+  }
+  auto m = buildModule(*spec, {.batch = batch});
+  if (!m.ok()) {
+    ADD_FAILURE() << m.status();
+    return nullptr;
+  }
+  return *std::move(m);
+}
+
+absl::Status runPipeline(ir::Module& m, const std::string& pipeline) {
+  passes::PassManager pm;
+  if (absl::Status s = pm.addPipeline(pipeline); !s.ok()) return s;
+  return pm.run(m);
+}
+
+std::string canonical(const ir::Module& m) { return ir::printModule(m, {.locations = false}); }
+
+namespace {
+
+std::string drain(int fd) {
+  std::string out;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+}  // namespace
+
+CommandResult runProgram(const std::string& path, const std::vector<std::string>& args,
+                         const std::string& stdin_text) {
+  // Output goes to temporary files so large dumps cannot dead-lock on a full pipe.
+  char out_name[] = "/tmp/tandem_test_outXXXXXX";
+  char err_name[] = "/tmp/tandem_test_errXXXXXX";
+  char in_name[] = "/tmp/tandem_test_inXXXXXX";
+  int out_fd = mkstemp(out_name), err_fd = mkstemp(err_name), in_fd = mkstemp(in_name);
+  if (write(in_fd, stdin_text.data(), stdin_text.size()) != static_cast<ssize_t>(stdin_text.size()))
+    ADD_FAILURE() << "cannot write stdin file";
+  lseek(in_fd, 0, SEEK_SET);
+  CommandResult result;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in_fd, 0);
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(path.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(path.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  lseek(out_fd, 0, SEEK_SET);
+  lseek(err_fd, 0, SEEK_SET);
+  result.out = drain(out_fd);
+  result.err = drain(err_fd);
+  close(out_fd);
+  close(err_fd);
+  close(in_fd);
+  unlink(out_name);
+  unlink(err_name);
+  unlink(in_name);
+  return result;
+}
+
+CommandResult runTandem(const std::vector<std::string>& args, const std::string& stdin_text) {
+  return runProgram(TANDEM_CLI_PATH, args, stdin_text);
+}
+
+}  // namespace tandem::testing

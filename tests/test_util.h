@@ -1,0 +1,46 @@
+#pragma once
+
+// Helpers shared by the test programs: files, golden comparison, building and
+// transforming the zoo models, and running the tandem CLI.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/ir.h"
+
+namespace tandem::testing {
+
+/// Absolute path of a file in the source tree ("tests/golden/x.tir").
+std::string sourcePath(const std::string& relative);
+std::string readFile(const std::string& path);
+void writeFile(const std::string& path, const std::string& text);
+
+/// Compares `actual` with the golden file (path relative to the source tree) and returns
+/// "" when equal, or a diff-like message. With TANDEM_UPDATE_GOLDEN=1 in the environment
+/// it rewrites the golden file instead (and returns "").
+std::string compareWithGolden(const std::string& actual, const std::string& golden_relative);
+
+/// Builds a zoo model ("lenet", "resnet18", ...) at a global batch; aborts the test on error.
+std::unique_ptr<ir::Module> buildZooModel(const std::string& name, int64_t batch);
+
+/// Runs a pipeline text over the module (verifier on).
+absl::Status runPipeline(ir::Module& m, const std::string& pipeline);
+
+/// Canonical text (no locations) of a module.
+std::string canonical(const ir::Module& m);
+
+/// Result of running a program.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // standard output
+  std::string err;  // standard error
+};
+/// Runs the tandem CLI with the given arguments (no shell), optionally feeding stdin.
+CommandResult runTandem(const std::vector<std::string>& args, const std::string& stdin_text = "");
+/// Runs any program by path.
+CommandResult runProgram(const std::string& path, const std::vector<std::string>& args,
+                         const std::string& stdin_text = "");
+
+}  // namespace tandem::testing
