@@ -62,8 +62,10 @@ std::vector<Node*> Graph::inputs() const {
   return out;
 }
 
-std::string Graph::uniqueName(absl::string_view base) {
-  std::string name(base.empty() ? "v" : base);
+std::string Graph::uniqueName(absl::string_view base) { return claimName(std::string(base)); }
+
+std::string Graph::claimName(std::string name) {
+  if (name.empty()) name.push_back('v');
   if (!names_.contains(name)) return name;
   int& counter = name_counters_[name];
   std::string candidate;
@@ -149,12 +151,12 @@ absl::StatusOr<Node*> Graph::create(NodeSpec spec, size_t pos) {
   node->location_ = std::move(spec.location);
   if (absl::Status s = setAttrs(*node, node->attrs_, spec.attrs); !s.ok())
     return whereIs(*node, spec.names, s);
-  return finish(std::move(node), std::move(spec.declared_types), spec.names, pos);
+  return finish(std::move(node), std::move(spec.declared_types), std::move(spec.names), pos);
 }
 
 absl::StatusOr<Node*> Graph::createClone(const Node& src, std::vector<Value*> operands,
                                          std::optional<Device> device, absl::string_view suffix,
-                                         const std::vector<TensorType>* declared) {
+                                         const std::vector<TensorType>* known_types) {
   auto node = std::make_unique<Node>();
   node->op_ = src.op_;
   node->graph_ = this;
@@ -164,17 +166,55 @@ absl::StatusOr<Node*> Graph::createClone(const Node& src, std::vector<Value*> op
   node->scope_ = src.scope_;
   node->location_ = src.location_;
   std::vector<std::string> names;
-  std::vector<TensorType> types;
   names.reserve(src.results_.size());
-  for (const auto& r : src.results_) {
-    names.push_back(absl::StrCat(r->name_, suffix));
-    types.push_back(r->type_);
+  for (const auto& r : src.results_) names.push_back(absl::StrCat(r->name_, suffix));
+  std::vector<TensorType> types;
+  if (known_types != nullptr) {
+    types = *known_types;
+  } else if (src.info().has(kDeclaredType)) {
+    for (const auto& r : src.results_) types.push_back(r->type_);
   }
-  return finish(std::move(node), declared ? *declared : std::move(types), names, SIZE_MAX);
+  return finish(std::move(node), std::move(types), std::move(names), SIZE_MAX,
+                /*infer=*/known_types == nullptr);
+}
+
+absl::StatusOr<Node*> Graph::adoptRenamed(std::unique_ptr<Node> node, std::optional<Device> device,
+                                          absl::string_view suffix, bool reinfer,
+                                          const std::vector<TensorType>* declared, size_t pos) {
+  node->graph_ = this;
+  node->setDevice(device);
+  if (declared != nullptr) {
+    for (size_t i = 0; i < node->results_.size() && i < declared->size(); ++i)
+      node->results_[i]->type_ = (*declared)[i];
+  } else if (reinfer) {
+    auto inferred = node->info().rules->infer(*node);
+    if (!inferred.ok() || inferred->size() != node->results_.size()) {
+      std::vector<std::string> names;
+      if (!node->results_.empty()) names.push_back(node->results_[0]->name_);
+      return whereIs(*node, names,
+                     inferred.ok() ? absl::InternalError("result count changed")
+                                   : inferred.status());
+    }
+    for (size_t i = 0; i < inferred->size(); ++i) node->results_[i]->type_ = std::move((*inferred)[i]);
+  }
+  for (auto& r : node->results_) {
+    r->name_.append(suffix.data(), suffix.size());
+    if (!names_.try_emplace(r->name_, r.get()).second) {
+      r->name_ = claimName(std::move(r->name_));
+      names_[r->name_] = r.get();
+    }
+  }
+  Node* raw = node.get();
+  if (pos >= nodes_.size()) {
+    nodes_.push_back(std::move(node));
+  } else {
+    nodes_.insert(nodes_.begin() + static_cast<ptrdiff_t>(pos), std::move(node));
+  }
+  return raw;
 }
 
 absl::StatusOr<Node*> Graph::finish(std::unique_ptr<Node> node, std::vector<TensorType> declared,
-                                    const std::vector<std::string>& names, size_t pos) {
+                                    std::vector<std::string> names, size_t pos, bool infer) {
   const OpInfo& info = node->info();
   size_t n_ops = node->operands_.size();
   if (n_ops < info.minOperands() || n_ops > info.maxOperands())
@@ -190,16 +230,18 @@ absl::StatusOr<Node*> Graph::finish(std::unique_ptr<Node> node, std::vector<Tens
     if (node->operands_[i] == nullptr)
       return whereIs(*node, names,
                      absl::InvalidArgumentError(absl::StrCat("operand ", i, " is missing")));
-  if (info.has(kDeclaredType)) {
+  if (info.has(kDeclaredType) || !infer) {
+    node->results_.reserve(declared.size());
     for (auto& t : declared) {
       auto v = std::make_unique<Value>();
       v->type_ = std::move(t);
       node->results_.push_back(std::move(v));
     }
   }
-  auto inferred = info.rules->infer(*node);
-  if (!inferred.ok()) return whereIs(*node, names, inferred.status());
-  if (!info.has(kDeclaredType)) {
+  if (!infer) {  // the caller vouches for the types (see createClone)
+  } else if (auto inferred = info.rules->infer(*node); !inferred.ok()) {
+    return whereIs(*node, names, inferred.status());
+  } else if (!info.has(kDeclaredType)) {
     node->results_.reserve(inferred->size());
     for (auto& t : *inferred) {
       auto v = std::make_unique<Value>();
@@ -211,11 +253,15 @@ absl::StatusOr<Node*> Graph::finish(std::unique_ptr<Node> node, std::vector<Tens
     Value* v = node->results_[i].get();
     v->def_ = node.get();
     v->index_ = static_cast<int>(i);
-    std::string base = i < names.size()    ? names[i]
-                       : !names.empty()    ? absl::StrCat(names[0], ".", i)
+    std::string base = i < names.size()    ? std::move(names[i])
+                       : !names.empty()    ? absl::StrCat(node->results_[0]->name_, ".", i)
                                            : std::string(info.name);
-    v->name_ = uniqueName(base);
-    names_[v->name_] = v;
+    v->name_ = std::move(base);
+    // One hash lookup in the common case of a free name.
+    if (!names_.try_emplace(v->name_, v).second) {
+      v->name_ = claimName(std::move(v->name_));
+      names_[v->name_] = v;
+    }
   }
   placeResults(*node, node->results_);
   return insert(std::move(node), pos);
@@ -224,8 +270,9 @@ absl::StatusOr<Node*> Graph::finish(std::unique_ptr<Node> node, std::vector<Tens
 void Graph::adopt(Node* n) {
   n->graph_ = this;
   for (auto& r : n->results_) {
-    if (!names_.contains(r->name_) || names_[r->name_] != r.get()) {
-      r->name_ = uniqueName(r->name_);
+    auto it = names_.find(r->name_);
+    if (it == names_.end() || it->second != r.get()) {
+      r->name_ = claimName(std::move(r->name_));
       names_[r->name_] = r.get();
     }
   }

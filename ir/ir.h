@@ -137,12 +137,19 @@ class Graph {
   /// Creates a node at position `pos` (default: the end), running the shape rule. The
   /// error says which node could not be built and why.
   absl::StatusOr<Node*> create(NodeSpec spec, size_t pos = SIZE_MAX);
-  /// Copies `src` (from any graph) with new operands and device, re-running its shape
-  /// rule; result names get `suffix` appended. `declared` overrides the result types of
-  /// declared-type ops (a replica's input gets its slice of the batch).
+  /// Copies `src` (from any graph) with new operands and device; result names get
+  /// `suffix` appended. `known_types` are result types the caller already knows (the new
+  /// type of a declared-type op, or the source's types when the operands' types are
+  /// unchanged); null runs the shape rule.
   absl::StatusOr<Node*> createClone(const Node& src, std::vector<Value*> operands,
                                     std::optional<Device> device, absl::string_view suffix,
-                                    const std::vector<TensorType>* declared = nullptr);
+                                    const std::vector<TensorType>* known_types = nullptr);
+  /// Takes over a node of another graph (about to be discarded) in place: renames its
+  /// results with `suffix`, places it, and re-runs its shape rule when `reinfer` (or sets
+  /// `declared` as its result types). Appends it at `pos`.
+  absl::StatusOr<Node*> adoptRenamed(std::unique_ptr<Node> node, std::optional<Device> device,
+                                     absl::string_view suffix, bool reinfer,
+                                     const std::vector<TensorType>* declared, size_t pos);
   /// Moves a node built elsewhere (or detached) into this graph at `pos`.
   Node* insert(std::unique_ptr<Node> node, size_t pos = SIZE_MAX);
   /// Removes every node for which `dead` is true, in one linear pass. The caller makes
@@ -167,14 +174,17 @@ class Graph {
  private:
   friend class Module;
   void adopt(Node* n);
+  /// `base` itself when free, else a numbered variant; reuses the string's storage.
+  std::string claimName(std::string base);
   /// Shared tail of create and createClone: types, names, placement, insertion.
   absl::StatusOr<Node*> finish(std::unique_ptr<Node> node, std::vector<TensorType> declared,
-                               const std::vector<std::string>& names, size_t pos);
+                               std::vector<std::string> names, size_t pos, bool infer = true);
   Module* module_;
   std::string name_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> outputs_;
-  absl::flat_hash_map<std::string, Value*> names_;
+  // Keys view the names owned by the values (a value is renamed only through rename()).
+  absl::flat_hash_map<absl::string_view, Value*> names_;
   absl::flat_hash_map<std::string, int> name_counters_;
 };
 

@@ -19,6 +19,8 @@ absl::StatusOr<bool> DeadCodeElimination::run(ir::Module& m) {
     // One backward sweep: a node is live if it has effects or a live user.
     absl::flat_hash_set<const ir::Value*> live(g->outputs().begin(), g->outputs().end());
     absl::flat_hash_set<const ir::Node*> keep;
+    live.reserve(g->numNodes() * 2);
+    keep.reserve(g->numNodes());
     for (size_t i = g->numNodes(); i-- > 0;) {
       const ir::Node& n = *g->nodes()[i];
       bool needed = hasSideEffects(n);

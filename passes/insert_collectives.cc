@@ -141,7 +141,7 @@ absl::Status splitInputs(ir::Module& m, ir::Graph& g) {
 /// Random initial values are drawn once, on the first device, and broadcast; values
 /// every device can compute alone (zeros, ones) need no communication.
 absl::Status broadcastInit(ir::Module& m, ir::Graph& g) {
-  absl::flat_hash_map<std::string, std::vector<Node*>> inits;  // var -> per-device nodes
+  absl::flat_hash_map<absl::string_view, std::vector<Node*>> inits;  // var -> per-device nodes
   for (const auto& n : g.nodes())
     if (n->op() == Op::kInitialize) inits[n->symbolAttr("var")].push_back(n.get());
   absl::flat_hash_map<const Value*, Value*> replace;

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -91,35 +92,58 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
     auto dst = std::make_unique<ir::Graph>(&m, src->name());
     // Node-major order (each node once per device, side by side) keeps a node's replicas
     // together, so a collective can sit right after the last replica it waits for.
-    std::vector<absl::flat_hash_map<const ir::Value*, ir::Value*>> maps(devices_.size());
+    // Device 0 takes over the original node; only values that depend on the batch need
+    // their shapes re-inferred, the rest keep the source's types.
+    size_t devices = devices_.size();
+    std::vector<absl::flat_hash_map<const ir::Value*, ir::Value*>> maps(devices);
     std::vector<std::string> suffixes;
-    for (size_t d = 0; d < devices_.size(); ++d) {
+    for (size_t d = 0; d < devices; ++d) {
       suffixes.push_back(absl::StrCat(".", d));
       maps[d].reserve(src->numNodes() * 2);
     }
-    for (const auto& n : src->nodes()) {
-      for (size_t d = 0; d < devices_.size(); ++d) {
-        auto& map = maps[d];
+    absl::flat_hash_set<const ir::Value*> batch_dependent;
+    batch_dependent.reserve(src->numNodes());
+    std::vector<ir::Value*> src_outputs = src->outputs();
+    std::vector<std::unique_ptr<ir::Node>> nodes = src->takeNodes();
+    auto where = [&](const absl::Status& s, size_t d) {
+      return absl::Status(s.code(), absl::StrCat("replicate @", src->name(), " on ",
+                                                 ir::toString(devices_[d]), ": ", s.message()));
+    };
+    for (auto& n : nodes) {
+      bool is_input = n->op() == ir::Op::kInput;
+      bool dependent = is_input;
+      for (const ir::Value* v : n->operands()) dependent = dependent || batch_dependent.contains(v);
+      std::vector<ir::TensorType> same_types;
+      if (!dependent)
+        for (size_t r = 0; r < n->numResults(); ++r) same_types.push_back(n->result(r)->type());
+      for (size_t d = 1; d < devices; ++d) {
         std::vector<ir::Value*> operands;
         operands.reserve(n->numOperands());
-        for (const ir::Value* v : n->operands()) operands.push_back(map.at(v));
+        for (const ir::Value* v : n->operands()) operands.push_back(maps[d].at(v));
         std::vector<ir::TensorType> slice;
-        if (n->op() == ir::Op::kInput) {
+        if (is_input) {
           slice = {n->result()->type()};
           slice[0].shape[0] = sizes[d];
         }
         auto copy = dst->createClone(*n, std::move(operands), devices_[d], suffixes[d],
-                                     n->op() == ir::Op::kInput ? &slice : nullptr);
-        if (!copy.ok())
-          return absl::Status(copy.status().code(),
-                              absl::StrCat("replicate @", src->name(), " on ",
-                                           ir::toString(devices_[d]), ": ", copy.status().message()));
-        for (size_t r = 0; r < n->numResults(); ++r) map[n->result(r)] = (*copy)->result(r);
+                                     is_input ? &slice : dependent ? nullptr : &same_types);
+        if (!copy.ok()) return where(copy.status(), d);
+        for (size_t r = 0; r < n->numResults(); ++r) maps[d][n->result(r)] = (*copy)->result(r);
       }
+      if (dependent)
+        for (size_t r = 0; r < n->numResults(); ++r) batch_dependent.insert(n->result(r));
+      std::vector<ir::TensorType> slice;
+      if (is_input) {
+        slice = {n->result()->type()};
+        slice[0].shape[0] = sizes[0];
+      }
+      auto self = dst->adoptRenamed(std::move(n), devices_[0], suffixes[0], dependent,
+                                    is_input ? &slice : nullptr, dst->numNodes() - (devices - 1));
+      if (!self.ok()) return where(self.status(), 0);
     }
     std::vector<ir::Value*> outputs;
-    for (size_t d = 0; d < devices_.size(); ++d)
-      for (const ir::Value* v : src->outputs()) outputs.push_back(maps[d].at(v));
+    for (size_t d = 0; d < devices; ++d)
+      for (ir::Value* v : src_outputs) outputs.push_back(d == 0 ? v : maps[d].at(v));
     dst->setOutputs(std::move(outputs));
     m.replaceGraph(std::move(dst));
   }

@@ -1,0 +1,97 @@
+// Pass microbenchmarks: each pass of the default pipeline, and the whole pipeline, on
+// ResNet-18 ... ResNet-152 replicated over 1, 2, 8 and 64 devices. Each benchmark family
+// fits its cost against N = total nodes of the module the pass produces, so linear
+// passes report O(N). Timing is manual: only pass->run is measured, not the module
+// copy each iteration starts from.
+//
+//   build/bench/passes_bench --benchmark_filter=Pipeline/resnet152
+//   build/bench/passes_bench --benchmark_counters_tabular=true
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "frontend/zoo/zoo.h"
+#include "passes/pass_manager.h"
+#include "passes/pipeline.h"
+
+namespace {
+
+using tandem::ir::Module;
+namespace passes = tandem::passes;
+
+const char* const kModels[] = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"};
+const int kDevices[] = {1, 2, 8, 64};
+constexpr int64_t kBatch = 512;  // divisible by every device count above
+
+std::vector<std::unique_ptr<passes::Pass>> pipelineFor(int devices) {
+  passes::PipelineConfig config;
+  config.devices.clear();
+  for (int d = 0; d < devices; ++d) config.devices.push_back({tandem::ir::DeviceKind::kCpu, d});
+  auto pipeline = passes::parsePipeline(passes::defaultPipeline(config));
+  if (!pipeline.ok()) std::abort();
+  return *std::move(pipeline);
+}
+
+/// The model with the first `stage` passes of the default pipeline already applied.
+std::unique_ptr<Module> moduleBefore(const char* model, int devices, size_t stage) {
+  auto spec = tandem::zoo::modelByName(model);
+  auto m = tandem::buildModule(*spec, {.batch = kBatch});
+  if (!m.ok()) std::abort();
+  auto pipeline = pipelineFor(devices);
+  for (size_t i = 0; i < stage; ++i)
+    if (!pipeline[i]->run(**m).ok()) std::abort();
+  return *std::move(m);
+}
+
+/// Times passes [first, last) of the default pipeline, verifier off.
+void runStages(benchmark::State& state, size_t first, size_t last) {
+  const char* model = kModels[state.range(0)];
+  int devices = static_cast<int>(state.range(1));
+  std::unique_ptr<Module> input = moduleBefore(model, devices, first);
+  auto pipeline = pipelineFor(devices);
+  size_t nodes = 0;
+  for (auto _ : state) {
+    std::unique_ptr<Module> m = input->clone();
+    auto start = std::chrono::steady_clock::now();
+    for (size_t i = first; i < last; ++i)
+      if (!pipeline[i]->run(*m).ok()) state.SkipWithError("pass failed");
+    state.SetIterationTime(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    nodes = passes::countNodes(*m);
+    benchmark::DoNotOptimize(m);
+  }
+  state.SetComplexityN(static_cast<int64_t>(nodes));
+  state.counters["nodes"] = static_cast<double>(nodes);
+  state.counters["nodes/s"] = benchmark::Counter(static_cast<double>(nodes) * state.iterations(),
+                                                 benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(model) + " x" + std::to_string(devices));
+}
+
+void configure(benchmark::internal::Benchmark* b) {
+  for (int m = 0; m < static_cast<int>(std::size(kModels)); ++m)
+    for (int d : kDevices) b->Args({m, d});
+  b->ArgNames({"model", "devices"})
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->Complexity(benchmark::oN);
+}
+
+// Stage indices in the default pipeline: 0 autodiff, 1 replicate, 2 insert-collectives, 3 dce.
+void BM_Autodiff(benchmark::State& s) { runStages(s, 0, 1); }
+void BM_Replicate(benchmark::State& s) { runStages(s, 1, 2); }
+void BM_InsertCollectives(benchmark::State& s) { runStages(s, 2, 3); }
+void BM_Dce(benchmark::State& s) { runStages(s, 3, 4); }
+void BM_Pipeline(benchmark::State& s) { runStages(s, 0, 4); }
+
+BENCHMARK(BM_Autodiff)->Apply(configure);
+BENCHMARK(BM_Replicate)->Apply(configure);
+BENCHMARK(BM_InsertCollectives)->Apply(configure);
+BENCHMARK(BM_Dce)->Apply(configure);
+BENCHMARK(BM_Pipeline)->Apply(configure);
+
+}  // namespace
+
+BENCHMARK_MAIN();
