@@ -11,8 +11,8 @@ using ir::Op;
 using ir::TensorType;
 using ir::VarRole;
 
-const std::vector<int64_t>& Tensor::shape() const {
-  static const std::vector<int64_t> kNone;
+const ir::Shape& Tensor::shape() const {
+  static const ir::Shape kNone;
   return value_ ? value_->type().shape : kNone;
 }
 

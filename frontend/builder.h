@@ -23,7 +23,7 @@ class Tensor {
   bool valid() const { return value_ != nullptr; }
   ir::Value* value() const { return value_; }
   /// Shape of the tensor; empty for a poisoned handle.
-  const std::vector<int64_t>& shape() const;
+  const ir::Shape& shape() const;
   int64_t dim(int i) const { return shape().at(static_cast<size_t>(i)); }
 
  private:

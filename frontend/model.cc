@@ -15,7 +15,7 @@ namespace {
 absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool training,
                        int64_t batch) {
   b.beginGraph(g, training);
-  std::vector<int64_t> x_shape{batch};
+  ir::Shape x_shape{batch};
   x_shape.insert(x_shape.end(), spec.image_shape.begin(), spec.image_shape.end());
   Tensor x = b.addInput("x", TensorType{ir::DType::kF32, x_shape});
   Tensor y = b.addInput("y", TensorType{ir::DType::kI32, {batch}});
@@ -24,7 +24,7 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
   if (!logits.valid())
     return absl::InvalidArgumentError(
         absl::StrCat("model ", spec.name, ": forward returned an empty tensor handle"));
-  std::vector<int64_t> want{batch, spec.num_classes};
+  ir::Shape want{batch, spec.num_classes};
   if (logits.shape() != want)
     return absl::InvalidArgumentError(absl::StrCat(
         "model ", spec.name, ": forward returns ", ir::toString(logits.value()->type()),

@@ -62,6 +62,11 @@ std::vector<Node*> Graph::inputs() const {
   return out;
 }
 
+void Graph::reserve(size_t nodes) {
+  nodes_.reserve(nodes_.size() + nodes);
+  names_.reserve(names_.size() + nodes + nodes / 4);  // most nodes have one result
+}
+
 std::string Graph::uniqueName(absl::string_view base) { return claimName(std::string(base)); }
 
 std::string Graph::claimName(std::string name) {
@@ -165,6 +170,26 @@ absl::StatusOr<Node*> Graph::createClone(const Node& src, std::vector<Value*> op
   node->device_ = device;
   node->scope_ = src.scope_;
   node->location_ = src.location_;
+  if (known_types != nullptr && known_types->size() == src.results_.size()) {
+    // Fast path (most replicas): nothing to infer, names built in place.
+    node->results_.reserve(src.results_.size());
+    for (size_t i = 0; i < src.results_.size(); ++i) {
+      auto v = std::make_unique<Value>();
+      v->type_ = (*known_types)[i];
+      v->def_ = node.get();
+      v->index_ = static_cast<int>(i);
+      const std::string& base = src.results_[i]->name_;
+      v->name_.reserve(base.size() + suffix.size());
+      v->name_.append(base).append(suffix.data(), suffix.size());
+      if (!names_.try_emplace(v->name_, v.get()).second) {
+        v->name_ = claimName(std::move(v->name_));
+        names_[v->name_] = v.get();
+      }
+      node->results_.push_back(std::move(v));
+    }
+    placeResults(*node, node->results_);
+    return insert(std::move(node), SIZE_MAX);
+  }
   std::vector<std::string> names;
   names.reserve(src.results_.size());
   for (const auto& r : src.results_) names.push_back(absl::StrCat(r->name_, suffix));

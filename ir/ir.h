@@ -159,6 +159,8 @@ class Graph {
   void setNodes(std::vector<std::unique_ptr<Node>> nodes);
   std::vector<std::unique_ptr<Node>> takeNodes();
 
+  /// Makes room for `nodes` more nodes (passes that know how many they will add).
+  void reserve(size_t nodes);
   /// A name not yet used in this graph, derived from `base` ("x", "x_1", "x_2", ...).
   std::string uniqueName(absl::string_view base);
   /// Renames a value (keeps names unique; returns the name actually given).

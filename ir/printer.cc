@@ -8,7 +8,9 @@ namespace {
 void appendQuoted(std::string* out, absl::string_view s) {
   out->push_back('"');
   for (char c : s) {
-    if (c == '"' || c == '\\') out->push_back('\\');
+    // The lexer ends a string at an unescaped quote or line break; a backslash keeps
+    // either (and itself) literal.
+    if (c == '"' || c == '\\' || c == '\n') out->push_back('\\');
     out->push_back(c);
   }
   out->push_back('"');

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -74,8 +75,11 @@ absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s) {
     for (int i = 0; i < count; ++i) out.push_back({DeviceKind::kCpu, i});
     return out;
   }
+  if (absl::StripAsciiWhitespace(s).empty())
+    return absl::InvalidArgumentError("the device list is empty");
+  // Spaces around entries are fine: the printer writes lists as "[cpu:0, cpu:1]".
   for (absl::string_view part : absl::StrSplit(s, ',')) {
-    auto d = parseDevice(part);
+    auto d = parseDevice(absl::StripAsciiWhitespace(part));
     if (!d.ok()) return d.status();
     for (const Device& seen : out)
       if (seen == *d)
@@ -83,7 +87,6 @@ absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s) {
             absl::StrCat("device ", toString(*d), " is listed twice in '", s, "'"));
     out.push_back(*d);
   }
-  if (out.empty()) return absl::InvalidArgumentError("the device list is empty");
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 
 namespace tandem::ir {
@@ -19,11 +20,15 @@ absl::StatusOr<DType> parseDType(absl::string_view s);
 /// Bytes per element.
 int64_t dtypeBytes(DType t);
 
+/// Tensor extents. Inline storage: nearly every tensor has rank <= 4, and types are copied
+/// for every node a pass creates.
+using Shape = absl::InlinedVector<int64_t, 4>;
+
 /// A dense tensor type: element type and static shape (row-major, NCHW for images).
 /// A rank-0 shape is a scalar.
 struct TensorType {
   DType dtype = DType::kF32;
-  std::vector<int64_t> shape;
+  Shape shape;
 
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
   int64_t numElements() const;

@@ -4,6 +4,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/number_format.h"
 #include "passes/registry.h"
 
 namespace tandem::passes {
@@ -80,9 +81,12 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> parsePipeline(absl::string_vi
 }
 
 std::string defaultPipeline(const PipelineConfig& c) {
+  // Numbers are written exactly (shortest round-trip form): StrCat keeps only 6 digits,
+  // which would change an lr of 0.1234567 into 0.123457.
+  auto num = [](double v) { return ir::formatDouble(v); };
   std::vector<std::string> passes{
-      absl::StrCat("autodiff{lr=", c.lr, ",momentum=", c.momentum, ",weight-decay=",
-                   c.weight_decay, "}"),
+      absl::StrCat("autodiff{lr=", num(c.lr), ",momentum=", num(c.momentum), ",weight-decay=",
+                   num(c.weight_decay), "}"),
       // Slot: fuse-conv-bn-relu goes here, between autodiff and replicate, once the
       // fusion issue lands (fused forward and backward nodes, numerics unchanged).
       absl::StrCat("replicate{devices=[",
@@ -90,10 +94,18 @@ std::string defaultPipeline(const PipelineConfig& c) {
                                  [](std::string* o, const ir::Device& d) {
                                    o->append(ir::toString(d));
                                  }),
-                   "]", c.weights.empty() ? "" : absl::StrCat(",weights=[", absl::StrJoin(c.weights, ","), "]"),
+                   "]",
+                   c.weights.empty()
+                       ? ""
+                       : absl::StrCat(",weights=[",
+                                      absl::StrJoin(c.weights, ",",
+                                                    [&](std::string* o, double w) {
+                                                      o->append(num(w));
+                                                    }),
+                                      "]"),
                    "}"),
-      absl::StrCat("insert-collectives{bucket-mb=", c.bucket_mb, ",first-bucket-mb=",
-                   c.first_bucket_mb, "}"),
+      absl::StrCat("insert-collectives{bucket-mb=", num(c.bucket_mb), ",first-bucket-mb=",
+                   num(c.first_bucket_mb), "}"),
       "dce",
   };
   return absl::StrJoin(passes, ",");

@@ -92,8 +92,9 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
     auto dst = std::make_unique<ir::Graph>(&m, src->name());
     // Node-major order (each node once per device, side by side) keeps a node's replicas
     // together, so a collective can sit right after the last replica it waits for.
-    // Device 0 takes over the original node; only values that depend on the batch need
-    // their shapes re-inferred, the rest keep the source's types.
+    // Device 0 takes over the original node. A replica re-runs its shape rule only when
+    // one of its operands changed type (the batch flows through it); the rest, such as
+    // parameter reads and gradients of parameters, keep the source's types.
     size_t devices = devices_.size();
     std::vector<absl::flat_hash_map<const ir::Value*, ir::Value*>> maps(devices);
     std::vector<std::string> suffixes;
@@ -101,45 +102,55 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
       suffixes.push_back(absl::StrCat(".", d));
       maps[d].reserve(src->numNodes() * 2);
     }
-    absl::flat_hash_set<const ir::Value*> batch_dependent;
-    batch_dependent.reserve(src->numNodes());
+    dst->reserve(src->numNodes() * devices);
+    // Source values whose type changed when device 0 took them over: their source type.
+    absl::flat_hash_map<const ir::Value*, ir::TensorType> source_type;
+    auto typeInSource = [&](const ir::Value* v) -> const ir::TensorType& {
+      auto it = source_type.find(v);
+      return it == source_type.end() ? v->type() : it->second;
+    };
     std::vector<ir::Value*> src_outputs = src->outputs();
     std::vector<std::unique_ptr<ir::Node>> nodes = src->takeNodes();
     auto where = [&](const absl::Status& s, size_t d) {
       return absl::Status(s.code(), absl::StrCat("replicate @", src->name(), " on ",
                                                  ir::toString(devices_[d]), ": ", s.message()));
     };
+    std::vector<ir::TensorType> result_types, slice;
     for (auto& n : nodes) {
       bool is_input = n->op() == ir::Op::kInput;
-      bool dependent = is_input;
-      for (const ir::Value* v : n->operands()) dependent = dependent || batch_dependent.contains(v);
-      std::vector<ir::TensorType> same_types;
-      if (!dependent)
-        for (size_t r = 0; r < n->numResults(); ++r) same_types.push_back(n->result(r)->type());
+      result_types.clear();
+      for (size_t r = 0; r < n->numResults(); ++r) result_types.push_back(n->result(r)->type());
       for (size_t d = 1; d < devices; ++d) {
         std::vector<ir::Value*> operands;
         operands.reserve(n->numOperands());
-        for (const ir::Value* v : n->operands()) operands.push_back(maps[d].at(v));
-        std::vector<ir::TensorType> slice;
+        bool same = true;
+        for (const ir::Value* v : n->operands()) {
+          ir::Value* replica = maps[d].at(v);
+          same = same && replica->type() == typeInSource(v);
+          operands.push_back(replica);
+        }
         if (is_input) {
-          slice = {n->result()->type()};
+          slice = result_types;
           slice[0].shape[0] = sizes[d];
         }
         auto copy = dst->createClone(*n, std::move(operands), devices_[d], suffixes[d],
-                                     is_input ? &slice : dependent ? nullptr : &same_types);
+                                     is_input ? &slice : same ? &result_types : nullptr);
         if (!copy.ok()) return where(copy.status(), d);
         for (size_t r = 0; r < n->numResults(); ++r) maps[d][n->result(r)] = (*copy)->result(r);
       }
-      if (dependent)
-        for (size_t r = 0; r < n->numResults(); ++r) batch_dependent.insert(n->result(r));
-      std::vector<ir::TensorType> slice;
+      bool same = true;
+      for (const ir::Value* v : n->operands()) same = same && !source_type.contains(v);
       if (is_input) {
-        slice = {n->result()->type()};
+        slice = result_types;
         slice[0].shape[0] = sizes[0];
       }
-      auto self = dst->adoptRenamed(std::move(n), devices_[0], suffixes[0], dependent,
+      ir::Node* raw = n.get();
+      auto self = dst->adoptRenamed(std::move(n), devices_[0], suffixes[0], !same,
                                     is_input ? &slice : nullptr, dst->numNodes() - (devices - 1));
       if (!self.ok()) return where(self.status(), 0);
+      for (size_t r = 0; r < raw->numResults(); ++r)
+        if (raw->result(r)->type() != result_types[r])
+          source_type.emplace(raw->result(r), result_types[r]);
     }
     std::vector<ir::Value*> outputs;
     for (size_t d = 0; d < devices; ++d)

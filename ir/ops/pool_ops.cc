@@ -31,7 +31,11 @@ absl::StatusOr<TensorType> globalPoolOutput(const Node& n, size_t x) {
 absl::StatusOr<TensorType> flattenOutput(const Node& n, size_t x) {
   const TensorType& t = typeOf(n, x);
   if (t.rank() < 2) return fail(absl::StrCat(describeOperand(n, x), " must have rank >= 2"));
-  return TensorType{t.dtype, {t.shape[0], t.numElements() / std::max<int64_t>(t.shape[0], 1)}};
+  // The product of the trailing dims, not numElements() / N: that overflows for a huge
+  // batch and gave a wrong feature count (and so wrong parameter shapes downstream).
+  int64_t features = 1;
+  for (size_t i = 1; i < t.shape.size(); ++i) features *= t.shape[i];
+  return TensorType{t.dtype, {t.shape[0], features}};
 }
 
 using OutputFn = absl::StatusOr<TensorType> (*)(const Node&, size_t);
