@@ -15,15 +15,23 @@ namespace tandem::tools {
 void addDumpCommand(CLI::App& app, DumpFlags& f) {
   CLI::App* cmd = app.add_subcommand(
       "dump", "Build a zoo model, run the default pipeline and print the parallel graph.");
+  // Required, but checked in runDump (see main.cc for why not by CLI11).
   cmd->add_option("--model", f.model,
-                  "Model to build: " + absl::StrJoin(zoo::modelNames(), ", "))
-      ->required();
+                  "Model to build (required): " + absl::StrJoin(zoo::modelNames(), ", "));
   cmd->add_option("--devices", f.devices,
                   "Devices to replicate over: a list such as cpu:0,cpu:1 or cuda:0,cuda:1, or a "
                   "count N meaning cpu:0..cpu:N-1")
       ->capture_default_str();
-  cmd->add_option("--batch", f.batch, "Global batch size, split across the devices")
-      ->capture_default_str();
+  // Parsed by hand: CLI11 silently clamps an out-of-range integer to INT64_MAX.
+  cmd->add_option_function<std::string>(
+         "--batch",
+         [&f](const std::string& text) {
+           if (!absl::SimpleAtoi(text, &f.batch))
+             throw CLI::ValidationError("--batch", "'" + text + "' is not a 64-bit integer");
+         },
+         "Global batch size, split across the devices")
+      ->type_name("INT")
+      ->default_str(absl::StrCat(f.batch));
   cmd->add_option("--after", f.after,
                   "Stop after this pass of the default pipeline (" +
                       absl::StrJoin(passes::defaultPassNames(), ", ") +
@@ -48,6 +56,10 @@ void addDumpCommand(CLI::App& app, DumpFlags& f) {
 }
 
 absl::Status runDump(const DumpFlags& f) {
+  if (f.model.empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dump: --model is required (one of ", absl::StrJoin(zoo::modelNames(), ", "), ")"));
+  if (absl::Status s = checkFormat(f.format); !s.ok()) return s;
   auto spec = zoo::modelByName(f.model);
   if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--model: ", spec.status().message()));
   auto devices = ir::parseDeviceList(f.devices);

@@ -17,7 +17,8 @@ void addOptCommand(CLI::App& app, OptFlags& f) {
   for (const auto& p : passes::registeredPasses())
     names.push_back(absl::StrCat(p.name, p.options.empty() ? "" : absl::StrCat("{", p.options, "}")));
   CLI::App* cmd = app.add_subcommand("opt", "Run a pipeline of passes over a textual IR file.");
-  cmd->add_option("file", f.file, "IR file to read ('-' for standard input)")->required();
+  // Required, but checked in runOpt (see main.cc for why not by CLI11).
+  cmd->add_option("file", f.file, "IR file to read, required ('-' for standard input)");
   cmd->add_option("--passes", f.passes,
                   "Comma-separated pipeline, e.g. replicate{devices=2},insert-collectives. "
                   "Passes: " + absl::StrJoin(names, "; ") + ". Empty: just parse, verify and print");
@@ -32,6 +33,18 @@ void addOptCommand(CLI::App& app, OptFlags& f) {
 }
 
 absl::Status runOpt(const OptFlags& f) {
+  if (f.file.empty())
+    return absl::InvalidArgumentError("opt: missing the IR file argument ('-' for standard input)");
+  if (absl::Status s = checkFormat(f.format); !s.ok()) return s;
+  // The pipeline is checked before the (possibly large) file is read.
+  passes::PassManager pm({.verify = !f.no_verify,
+                          .print_after = f.print_after,
+                          .on_print = [&](const passes::Pass& p, const ir::Module& m) {
+                            std::cerr << "// ----- after " << p.name() << " -----\n"
+                                      << ir::printModule(m, {.locations = !f.canonical});
+                          }});
+  if (absl::Status s = pm.addPipeline(f.passes); !s.ok())
+    return absl::Status(s.code(), absl::StrCat("--passes: ", s.message()));
   absl::StatusOr<std::unique_ptr<ir::Module>> module;
   if (f.file == "-") {
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
@@ -43,14 +56,6 @@ absl::Status runOpt(const OptFlags& f) {
   if (!f.no_verify)
     if (absl::Status s = ir::verifyModule(**module); !s.ok())
       return absl::Status(s.code(), absl::StrCat(f.file, ": verifier: ", s.message()));
-  passes::PassManager pm({.verify = !f.no_verify,
-                          .print_after = f.print_after,
-                          .on_print = [&](const passes::Pass& p, const ir::Module& m) {
-                            std::cerr << "// ----- after " << p.name() << " -----\n"
-                                      << ir::printModule(m, {.locations = !f.canonical});
-                          }});
-  if (absl::Status s = pm.addPipeline(f.passes); !s.ok())
-    return absl::Status(s.code(), absl::StrCat("--passes: ", s.message()));
   if (absl::Status s = pm.run(**module); !s.ok()) return s;
   if (f.timing) std::cerr << pm.timingReport();
   return writeModule(**module, f.format, f.graph, f.canonical, f.output);

@@ -45,6 +45,9 @@ void addOptCommand(CLI::App& app, OptFlags& flags);
 absl::Status runDump(const DumpFlags& flags);
 absl::Status runOpt(const OptFlags& flags);
 
+/// OK when `format` is one writeModule knows (text, dot, summary); checked before any work.
+absl::Status checkFormat(const std::string& format);
+
 /// Renders a module as `format` (text, dot or summary), optionally one graph only, and
 /// writes it to `output` (stdout when empty). DOT needs one graph (train_step by default).
 absl::Status writeModule(const ir::Module& m, const std::string& format, const std::string& graph,

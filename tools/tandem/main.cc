@@ -1,6 +1,7 @@
 // tandem: the command-line front door. Every user error ends with one line on standard
 // error and exit code 2.
 
+#include <functional>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
@@ -22,11 +23,24 @@ int fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   CLI::App app{"Tandem: compile a network into a data-parallel training step and inspect it."};
-  app.require_subcommand(1);
+  // Required arguments are checked by hand after parsing, not by CLI11: CLI11 checks
+  // them before unknown arguments, so `tandem dump --modle x` would blame the missing
+  // --model instead of the misspelt flag.
+  app.require_subcommand(0, 1);
   tandem::tools::DumpFlags dump;
   tandem::tools::OptFlags opt;
   tandem::tools::addDumpCommand(app, dump);
   tandem::tools::addOptCommand(app, opt);
+  // CLI11 would call a misspelt subcommand an unexpected argument; name it plainly.
+  std::string names;
+  bool known = false;
+  const CLI::App& const_app = app;  // the const overload lists every subcommand
+  for (const CLI::App* sub : const_app.get_subcommands(std::function<bool(const CLI::App*)>())) {
+    names += (names.empty() ? "" : " or ") + sub->get_name();
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known)
+    return fail(std::string("unknown subcommand '") + argv[1] + "' (expected " + names + ")");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -36,6 +50,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(e.what());
   }
+  if (app.get_subcommands().empty())
+    return fail("missing subcommand (" + names + "); see tandem --help");
   absl::Status status;
   if (app.got_subcommand("dump")) status = tandem::tools::runDump(dump);
   if (app.got_subcommand("opt")) status = tandem::tools::runOpt(opt);

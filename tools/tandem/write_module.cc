@@ -10,6 +10,12 @@
 
 namespace tandem::tools {
 
+absl::Status checkFormat(const std::string& format) {
+  if (format == "text" || format == "dot" || format == "summary") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--format: unknown format '", format, "' (expected text, dot or summary)"));
+}
+
 absl::Status writeModule(const ir::Module& m, const std::string& format, const std::string& graph,
                          bool canonical, const std::string& output) {
   const ir::Graph* g = nullptr;
@@ -34,8 +40,7 @@ absl::Status writeModule(const ir::Module& m, const std::string& format, const s
   } else if (format == "summary") {
     text = summarizeModule(m);
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--format: unknown format '", format, "' (expected text, dot or summary)"));
+    return checkFormat(format);
   }
   if (output.empty() || output == "-") {
     std::cout << text;

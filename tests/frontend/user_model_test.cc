@@ -1,0 +1,134 @@
+// A model a user writes with the public DSL: blocks as functions, scopes, unnamed layers.
+// Default names must be unique and identical in train_step and eval_step, so that both
+// steps share one set of variables.
+
+#include <string>
+#include <vector>
+
+#include "frontend/model.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+
+/// conv-bn-relu twice, every layer left unnamed.
+Tensor block(Builder& b, Tensor x, int64_t channels) {
+  auto s = b.scope("block");
+  for (int i = 0; i < 2; ++i)
+    x = b.relu(b.batchNorm(b.conv2d(x, {.out_channels = channels, .pad = 1})));
+  return x;
+}
+
+ModelSpec userModel() {
+  return ModelSpec{.name = "user",
+                   .image_shape = {3, 16, 16},
+                   .num_classes = 5,
+                   .forward = [](Builder& b, Tensor x) {
+                     x = b.conv2d(x, {.out_channels = 8, .kernel = 1});  // top level: "conv"
+                     {
+                       auto s = b.scope("features");
+                       x = block(b, x, 8);  // the same scope twice: numbering goes on
+                       x = block(b, x, 8);
+                       x = b.maxPool2d(x, {.kernel = 2});
+                     }
+                     return b.linear(b.flatten(b.globalAvgPool(x)), {.out_features = 5});
+                   }};
+}
+
+std::vector<std::string> varNames(const ir::Module& m) {
+  std::vector<std::string> out;
+  for (const ir::Var& v : m.vars()) out.push_back(v.name);
+  return out;
+}
+
+/// Result names of the nodes the model's layers made (not inputs, params, loss).
+std::vector<std::string> layerNames(const ir::Graph& g) {
+  std::vector<std::string> out;
+  for (const auto& n : g.nodes()) {
+    if (n->op() == ir::Op::kInput || n->op() == ir::Op::kParam) continue;
+    out.push_back(n->result()->name() + " " + std::string(n->opName()) + " " + n->scope());
+  }
+  return out;
+}
+
+TEST(UserModelTest, UnnamedLayersGetUniqueDefaultNamesPerScope) {
+  auto m = buildModule(userModel(), {.batch = 4});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(varNames(**m), ElementsAreArray<std::string>({
+                                 "conv.w",
+                                 "conv.b",  //
+                                 "features.block.conv.w",
+                                 "features.block.conv.b",
+                                 "features.block.bn.gamma",
+                                 "features.block.bn.beta",
+                                 "features.block.bn.running_mean",
+                                 "features.block.bn.running_var",  //
+                                 "features.block.conv_1.w",
+                                 "features.block.conv_1.b",
+                                 "features.block.bn_1.gamma",
+                                 "features.block.bn_1.beta",
+                                 "features.block.bn_1.running_mean",
+                                 "features.block.bn_1.running_var",  //
+                                 "features.block.conv_2.w",
+                                 "features.block.conv_2.b",
+                                 "features.block.bn_2.gamma",
+                                 "features.block.bn_2.beta",
+                                 "features.block.bn_2.running_mean",
+                                 "features.block.bn_2.running_var",  //
+                                 "features.block.conv_3.w",
+                                 "features.block.conv_3.b",
+                                 "features.block.bn_3.gamma",
+                                 "features.block.bn_3.beta",
+                                 "features.block.bn_3.running_mean",
+                                 "features.block.bn_3.running_var",  //
+                                 "fc.w",
+                                 "fc.b",
+                             }));
+  EXPECT_EQ(ir::toString((*m)->findVar("fc.w")->type), "f32[5,8]");
+  // 8*3+8 + 4 * (8*8*9+8 + 16) + 5*8+5
+  EXPECT_EQ((*m)->countElements(ir::VarRole::kParam), 32 + 4 * (584 + 16) + 45);
+}
+
+TEST(UserModelTest, TrainAndEvalStepsNameEveryLayerTheSame) {
+  auto m = buildModule(userModel(), {.batch = 4});
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> train = layerNames(*(*m)->graph(ir::kTrainGraph));
+  std::vector<std::string> eval = layerNames(*(*m)->graph(ir::kEvalGraph));
+  EXPECT_EQ(train, eval);
+  ASSERT_GE(train.size(), 4u);
+  EXPECT_THAT(std::vector<std::string>(train.begin(), train.begin() + 4),
+              ElementsAre("conv conv2d conv", "features.block.conv conv2d features.block.conv",
+                          "features.block.bn batch_norm features.block.bn",
+                          "features.block.relu relu features.block.relu"));
+  EXPECT_EQ(train[train.size() - 3], "fc linear fc");
+  EXPECT_EQ(train[train.size() - 6], "features.maxpool max_pool2d features.maxpool");
+}
+
+TEST(UserModelTest, ExplicitNameRepeatedSharesTheWeights) {
+  // Naming two layers alike is how a model ties weights: one variable, two nodes.
+  ModelSpec spec{.name = "tied",
+                 .image_shape = {1, 8, 8},
+                 .num_classes = 2,
+                 .forward = [](Builder& b, Tensor x) {
+                   Tensor y = b.conv2d(x, {.out_channels = 1, .pad = 1, .name = "shared"});
+                   y = b.conv2d(y, {.out_channels = 1, .pad = 1, .name = "shared"});
+                   return b.linear(b.flatten(y), {.out_features = 2});
+                 }};
+  auto m = buildModule(spec, {.batch = 2});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(varNames(**m), ElementsAre("shared.w", "shared.b", "fc.w", "fc.b"));
+  std::vector<const ir::Node*> convs;
+  for (const auto& n : (*m)->graph(ir::kTrainGraph)->nodes())
+    if (n->op() == ir::Op::kConv2d) convs.push_back(n.get());
+  ASSERT_EQ(convs.size(), 2u);
+  EXPECT_EQ(convs[0]->operand(1), convs[1]->operand(1));  // one read of @shared.w
+  EXPECT_EQ(convs[0]->result()->name(), "shared");
+  EXPECT_EQ(convs[1]->result()->name(), "shared_1");
+}
+
+}  // namespace
+}  // namespace tandem

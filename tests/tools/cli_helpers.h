@@ -1,0 +1,62 @@
+#pragma once
+
+// Helpers for the tandem CLI tests: a scratch directory, and the check that a run failed
+// the way every user error must fail (exit 2, no output, one line naming the culprit).
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace tandem::testing {
+
+/// A fresh directory under /tmp, removed with everything in it when destroyed.
+class TempDir {
+ public:
+  TempDir() {
+    char name[] = "/tmp/tandem_cli_testXXXXXX";
+    if (mkdtemp(name) != nullptr) path_ = name;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  /// Path of a file inside the directory.
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  /// Writes `text` to a file inside the directory and returns its path.
+  std::string write(const std::string& name, const std::string& text) const {
+    writeFile(file(name), text);
+    return file(name);
+  }
+
+ private:
+  std::string path_;
+};
+
+/// Success when the run is a usage error: exit code 2, nothing on standard output, and
+/// exactly one line "tandem: ..." on standard error that contains every one of `parts`.
+inline ::testing::AssertionResult isUsageError(const CommandResult& r,
+                                               const std::vector<std::string>& parts) {
+  auto fail = [&](const std::string& why) {
+    return ::testing::AssertionFailure()
+           << why << "\n  exit code: " << r.exit_code << "\n  stderr: " << r.err << "\n  stdout ("
+           << r.out.size() << " bytes): " << r.out.substr(0, 200);
+  };
+  if (r.exit_code != 2) return fail("exit code is not 2");
+  if (!r.out.empty()) return fail("standard output is not empty");
+  if (r.err.rfind("tandem: ", 0) != 0) return fail("standard error does not start with 'tandem: '");
+  if (r.err.empty() || r.err.back() != '\n' || r.err.find('\n') != r.err.size() - 1)
+    return fail("standard error is not exactly one line");
+  for (const std::string& part : parts)
+    if (r.err.find(part) == std::string::npos) return fail("standard error lacks '" + part + "'");
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace tandem::testing

@@ -1,0 +1,164 @@
+// `tandem dump`: the printed IR parses back byte-identically, and every output format,
+// --after, --graph and --output do what they say.
+
+#include <unistd.h>
+
+#include <set>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "tests/tools/cli_helpers.h"
+
+namespace tandem::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::StartsWith;
+
+/// Runs tandem and expects success with nothing on standard error.
+std::string runOk(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+  CommandResult r = runTandem(args, stdin_text);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  return r.out;
+}
+
+std::set<std::string> bucketIds(const std::string& text) {
+  std::set<std::string> ids;
+  for (size_t pos = text.find("bucket="); pos != std::string::npos;
+       pos = text.find("bucket=", pos + 1))
+    ids.insert(text.substr(pos, text.find_first_of(",}", pos) - pos));
+  return ids;
+}
+
+TEST(DumpTest, Resnet18OnFourDevicesParsesBackByteIdentically) {
+  std::string dump = runOk({"dump", "--model", "resnet18", "--devices", "cpu:0,cpu:1,cpu:2,cpu:3",
+                            "--batch", "256", "--format", "text"});
+  EXPECT_THAT(dump, StartsWith("module @resnet18 devices=[cpu:0, cpu:1, cpu:2, cpu:3] {\n"));
+  EXPECT_THAT(dump, AllOf(HasSubstr(" = split(%x) {axis=0, sizes=[64,64,64,64]"),
+                          HasSubstr(" = broadcast("), HasSubstr(" = all_reduce("),
+                          HasSubstr("loc(\"stage2.block0.conv1\", \"resnet.cc:")));
+  // Gradients in several buckets (plus the loss and correct-count reductions).
+  EXPECT_GE(bucketIds(dump).size(), 4u) << "buckets: " << bucketIds(dump).size();
+
+  // An empty pipeline only parses, verifies and prints: from standard input...
+  std::string from_stdin = runOk({"opt", "-"}, dump);
+  EXPECT_TRUE(from_stdin == dump) << "opt - differs from the dump";
+  // ...and from a file.
+  TempDir dir;
+  std::string from_file = runOk({"opt", dir.write("resnet18.tir", dump), "--passes", ""});
+  EXPECT_TRUE(from_file == dump) << "opt FILE differs from the dump";
+}
+
+TEST(DumpTest, DeviceCountMeansCpuDevices) {
+  EXPECT_EQ(runOk({"dump", "--model", "lenet", "--devices", "3", "--batch", "30"}),
+            runOk({"dump", "--model", "lenet", "--devices", "cpu:0,cpu:1,cpu:2", "--batch", "30"}));
+}
+
+TEST(DumpTest, CanonicalOmitsLocations) {
+  std::string with = runOk({"dump", "--model", "lenet", "--devices", "2", "--batch", "64"});
+  std::string without =
+      runOk({"dump", "--model", "lenet", "--devices", "2", "--batch", "64", "--canonical"});
+  EXPECT_THAT(with, HasSubstr(" loc(\"conv1\", \"lenet.cc:"));
+  EXPECT_THAT(without, Not(HasSubstr("loc(")));
+  EXPECT_EQ(runOk({"opt", "-", "--canonical"}, with), without);
+}
+
+TEST(DumpTest, DotRendersWithGraphviz) {
+  std::string dot = runOk(
+      {"dump", "--model", "lenet", "--devices", "cpu:0,cpu:1", "--batch", "64", "--format", "dot"});
+  EXPECT_THAT(dot, StartsWith("digraph \"train_step\" {"));
+  EXPECT_THAT(dot, AllOf(HasSubstr("label=\"cpu:0\""), HasSubstr("label=\"cpu:1\""),
+                         HasSubstr("all_reduce")));
+  const std::string graphviz = "/usr/bin/dot";
+  if (access(graphviz.c_str(), X_OK) != 0)
+    GTEST_SKIP() << graphviz << " is not installed (Debian package graphviz); DOT not rendered";
+  TempDir dir;
+  CommandResult svg = runProgram(graphviz, {"-Tsvg", dir.write("lenet.dot", dot)});
+  EXPECT_EQ(svg.exit_code, 0) << svg.err;
+  EXPECT_EQ(svg.err, "");
+  EXPECT_THAT(svg.out, AllOf(HasSubstr("<svg"), HasSubstr("</svg>")));
+}
+
+TEST(DumpTest, SummaryShowsParametersSplitsAndBuckets) {
+  std::string summary = runOk({"dump", "--model", "lenet", "--devices", "cpu:0,cpu:1", "--batch",
+                               "256", "--format", "summary"});
+  EXPECT_THAT(summary,
+              StartsWith("model lenet: 129,068 parameters (0.49 MiB) in 8 variables, 0 buffers, "
+                         "0 optimizer variables\ndevices: [cpu:0, cpu:1]\n"));
+  EXPECT_THAT(summary,
+              AllOf(HasSubstr("\ngraph @train_step: "), HasSubstr("\ngraph @eval_step: "),
+                    HasSubstr("  split %x f32[256,1,28,28] -> 128/128 over [cpu:0, cpu:1]\n"),
+                    HasSubstr("  all_reduce bucket 0: 8 tensors, 0.49 MiB per device")));
+}
+
+TEST(DumpTest, AfterReplicateHasReplicasButNoCollectives) {
+  std::string text = runOk({"dump", "--model", "lenet", "--devices", "2", "--batch", "64",
+                            "--after", "replicate", "--canonical"});
+  EXPECT_THAT(text, StartsWith("module @lenet devices=[cpu:0, cpu:1] {"));
+  EXPECT_THAT(text, AllOf(HasSubstr("%conv1.1 = conv2d("), HasSubstr("sgd_update(")));
+  EXPECT_THAT(text, AllOf(Not(HasSubstr("all_reduce(")), Not(HasSubstr("split(")),
+                          Not(HasSubstr("broadcast("))));
+  EXPECT_EQ(runOk({"opt", "-", "--canonical"}, text), text);
+}
+
+TEST(DumpTest, AfterNoneIsTheModelAsBuilt) {
+  std::string text =
+      runOk({"dump", "--model", "lenet", "--batch", "64", "--after", "none", "--canonical"});
+  EXPECT_THAT(text, StartsWith("module @lenet {"));
+  EXPECT_THAT(text, AllOf(Not(HasSubstr("sgd_update(")), Not(HasSubstr("@cpu:")),
+                          HasSubstr("graph @train_step(%x: f32[64,1,28,28], %y: i32[64]) {")));
+}
+
+TEST(DumpTest, GraphEvalStepPrintsOnlyThatGraphInInferenceMode) {
+  std::string text = runOk({"dump", "--model", "resnet18", "--devices", "2", "--batch", "8",
+                            "--graph", "eval_step", "--canonical"});
+  EXPECT_THAT(text, StartsWith("graph @eval_step(%x: f32[8,1,28,28], %y: i32[8]) {\n"));
+  EXPECT_THAT(text, AllOf(HasSubstr("{training=false,"), Not(HasSubstr("training=true")),
+                          Not(HasSubstr("graph @train_step")), Not(HasSubstr("module @")),
+                          Not(HasSubstr("sgd_update("))));
+}
+
+TEST(DumpTest, OutputFlagWritesTheFile) {
+  TempDir dir;
+  std::string path = dir.file("lenet.tir");
+  std::string out = runOk({"dump", "--model", "lenet", "--batch", "16", "-o", path});
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(readFile(path), runOk({"dump", "--model", "lenet", "--batch", "16"}));
+}
+
+TEST(DumpTest, HelpMentionsEveryFlag) {
+  CommandResult top = runTandem({"--help"});
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_THAT(top.out, AllOf(HasSubstr("dump"), HasSubstr("opt"), HasSubstr("--help")));
+
+  CommandResult dump = runTandem({"dump", "--help"});
+  EXPECT_EQ(dump.exit_code, 0);
+  EXPECT_EQ(dump.err, "");
+  for (const char* flag :
+       {"--model", "--devices", "--batch", "--after", "--format", "--graph", "--output", "--lr",
+        "--momentum", "--weight-decay", "--bucket-mb", "--first-bucket-mb", "--weights",
+        "--canonical", "--timing", "--no-verify", "resnet152", "insert-collectives"})
+    EXPECT_THAT(dump.out, HasSubstr(flag));
+
+  CommandResult opt = runTandem({"opt", "--help"});
+  EXPECT_EQ(opt.exit_code, 0);
+  EXPECT_EQ(opt.err, "");
+  for (const char* flag : {"--passes", "--format", "--graph", "--output", "--print-after",
+                           "--canonical", "--timing", "--no-verify", "replicate{devices"})
+    EXPECT_THAT(opt.out, HasSubstr(flag));
+}
+
+TEST(DumpTest, TimingGoesToStandardError) {
+  CommandResult r = runTandem({"dump", "--model", "lenet", "--batch", "16", "--timing"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.err, AllOf(HasSubstr("autodiff"), HasSubstr("replicate"), HasSubstr("total")));
+  EXPECT_THAT(r.out, StartsWith("module @lenet"));
+}
+
+}  // namespace
+}  // namespace tandem::testing
