@@ -63,8 +63,11 @@ absl::Status buildInit(ir::Module& m, ir::Graph* g) {
 
 absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
                                                         const BuildOptions& opts) {
-  if (opts.batch < 1)
-    return absl::InvalidArgumentError(absl::StrCat("batch size must be >= 1, got ", opts.batch));
+  // The upper bound keeps every tensor's byte count far from int64 overflow.
+  constexpr int64_t kMaxBatch = int64_t{1} << 31;
+  if (opts.batch < 1 || opts.batch > kMaxBatch)
+    return absl::InvalidArgumentError(absl::StrCat("batch size must be in [1, ", kMaxBatch,
+                                                   "], got ", opts.batch));
   if (spec.image_shape.empty() || !spec.forward)
     return absl::InvalidArgumentError(
         absl::StrCat("model ", spec.name, " needs an image shape and a forward function"));
