@@ -1,6 +1,7 @@
 #include "ir/dot.h"
 
-#include <map>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -42,13 +43,18 @@ std::string exportDot(const Graph& g) {
   std::string out = absl::StrCat("digraph \"", escape(g.name()), "\" {\n",
                                  "  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
   absl::flat_hash_map<const Node*, size_t> id;
-  // Group by device in first-seen order so clusters come out in device order.
-  std::map<std::string, std::vector<const Node*>> by_device;
+  // Group by device in first-seen order so clusters come out in device order (a sorted
+  // map would put cpu:10 before cpu:2).
+  std::vector<std::pair<std::string, std::vector<const Node*>>> by_device;
+  absl::flat_hash_map<std::string, size_t> cluster_of;
   std::vector<const Node*> outside;
   for (const auto& n : g.nodes()) {
     id[n.get()] = id.size();
     if (n->device() && !n->info().has(kCollective)) {
-      by_device[toString(*n->device())].push_back(n.get());
+      std::string device = toString(*n->device());
+      auto [it, added] = cluster_of.emplace(device, by_device.size());
+      if (added) by_device.emplace_back(std::move(device), std::vector<const Node*>());
+      by_device[it->second].second.push_back(n.get());
     } else {
       outside.push_back(n.get());
     }

@@ -26,7 +26,9 @@ absl::StatusOr<Types> inferSplit(const Node& n) {
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 1) return fail("every device must get at least one slice (sizes must be >= 1)");
-    total += s;
+    if (__builtin_add_overflow(total, s, &total))
+      return fail(absl::StrCat("sizes add up to more than int64 holds but axis ", axis, " of ",
+                               describeOperand(n, 0), " has ", x.shape[axis]));
   }
   if (total != x.shape[axis])
     return fail(absl::StrCat("sizes add up to ", total, " but axis ", axis, " of ",

@@ -58,7 +58,10 @@ inline absl::StatusOr<int64_t> windowExtent(int64_t in, int64_t kernel, int64_t 
   if (kernel < 1 || stride < 1 || pad < 0)
     return fail(absl::StrCat("kernel ", kernel, ", stride ", stride, " and padding ", pad,
                              " must be >= 1, >= 1 and >= 0"));
-  int64_t span = in + 2 * pad - kernel;
+  int64_t span = 0;  // in + 2 * pad - kernel, which absurd attributes could overflow
+  if (__builtin_mul_overflow(pad, 2, &span) || __builtin_add_overflow(span, in, &span))
+    return fail(absl::StrCat("padding ", pad, " is too large for the ", axis, " extent ", in));
+  span -= kernel;
   if (span < 0)
     return fail(absl::StrCat("a ", kernel, "-wide window does not fit the ", axis, " extent ", in,
                              " with padding ", pad));

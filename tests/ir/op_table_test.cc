@@ -1,0 +1,115 @@
+// The op table (ir/ops.def) and what is derived from it: names, lookup, traits, rules.
+
+#include <set>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "ir/op_info.h"
+
+namespace tandem::ir {
+namespace {
+
+TEST(OpTable, EveryOpHasAShapeRule) {
+  for (const auto& info : allOps()) EXPECT_NE(info.rules->infer, nullptr) << info.name;
+}
+
+TEST(OpTable, TableOrderMatchesTheEnum) {
+  for (size_t i = 0; i < allOps().size(); ++i) {
+    EXPECT_EQ(static_cast<size_t>(allOps()[i].op), i) << allOps()[i].name;
+    EXPECT_EQ(&opInfo(allOps()[i].op), &allOps()[i]);
+  }
+}
+
+TEST(OpTable, NamesAreUniqueSnakeCaseAndLookUp) {
+  std::set<std::string> seen;
+  for (const auto& info : allOps()) {
+    std::string name(info.name);
+    EXPECT_TRUE(seen.insert(name).second) << name << " is listed twice";
+    EXPECT_FALSE(name.empty());
+    for (char c : name) EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') << name;
+    auto op = opByName(name);
+    ASSERT_TRUE(op.has_value()) << name;
+    EXPECT_EQ(*op, info.op) << name;
+    EXPECT_FALSE(info.doc.empty()) << name << " has no doc line";
+  }
+  EXPECT_FALSE(opByName("").has_value());
+  EXPECT_FALSE(opByName("Conv2d").has_value());
+  EXPECT_FALSE(opByName("conv2d ").has_value());
+}
+
+TEST(OpTable, BackwardOpsHaveNoGradientRule) {
+  for (const auto& info : allOps())
+    if (info.has(kBackward)) {
+      EXPECT_EQ(info.rules->grad, nullptr) << info.name;
+    }
+}
+
+TEST(OpTable, EachBackwardOpBelongsToADifferentiableForwardOp) {
+  // "conv2d_backward_filter" is part of conv2d's gradient, so conv2d must have a rule.
+  for (const auto& info : allOps()) {
+    if (!info.has(kBackward)) continue;
+    size_t cut = info.name.find("_backward");
+    ASSERT_NE(cut, absl::string_view::npos) << info.name;
+    auto forward = opByName(info.name.substr(0, cut));
+    ASSERT_TRUE(forward.has_value()) << info.name;
+    EXPECT_FALSE(opInfo(*forward).has(kBackward)) << info.name;
+    EXPECT_NE(opInfo(*forward).rules->grad, nullptr) << info.name;
+  }
+}
+
+TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
+  // The forward layers of ops.def that carry a gradient; accuracy (a count) does not.
+  const std::set<Op> differentiable = {Op::kConv2d,        Op::kBatchNorm,   Op::kRelu,
+                                       Op::kMaxPool2d,     Op::kAvgPool2d,   Op::kGlobalAvgPool,
+                                       Op::kFlatten,       Op::kLinear,      Op::kAdd,
+                                       Op::kSoftmaxCrossEntropy};
+  for (const auto& info : allOps()) {
+    bool has_rule = info.rules->grad != nullptr;
+    EXPECT_EQ(has_rule, differentiable.contains(info.op)) << info.name;
+    // Every fusible layer and every loss is part of the differentiable forward pass.
+    if (info.has(kFusible) || info.has(kLoss)) {
+      EXPECT_TRUE(has_rule) << info.name;
+    }
+  }
+}
+
+TEST(OpTable, TraitsAreConsistent) {
+  for (const auto& info : allOps()) {
+    // Collectives group operands and results by their `devices` attribute.
+    if (info.has(kCollective)) {
+      EXPECT_GE(info.attrIndex("devices"), 0) << info.name;
+    }
+    // Stateful ops say which variables they write.
+    EXPECT_EQ(info.has(kStateful), info.rules->writes != nullptr) << info.name;
+    EXPECT_FALSE(info.has(kBackward) && info.has(kCollective)) << info.name;
+    EXPECT_LE(info.minOperands(), info.maxOperands()) << info.name;
+  }
+  EXPECT_TRUE(isCollective(Op::kAllReduce));
+  EXPECT_TRUE(isCollective(Op::kSplit));
+  EXPECT_FALSE(isCollective(Op::kConv2d));
+  EXPECT_TRUE(isStateful(Op::kSgdUpdate));
+  EXPECT_TRUE(isStateful(Op::kAssign));
+  EXPECT_FALSE(isStateful(Op::kParam));
+}
+
+TEST(OpTable, OperandAndAttributeSchemas) {
+  const OpInfo& conv = opInfo(Op::kConv2d);
+  EXPECT_EQ(conv.minOperands(), 2u);
+  EXPECT_EQ(conv.maxOperands(), 3u);
+  ASSERT_EQ(conv.operands.size(), 3u);
+  EXPECT_EQ(conv.operands[2].name, "b");
+  EXPECT_TRUE(conv.operands[2].optional);
+  EXPECT_EQ(conv.attrIndex("stride"), 0);
+  EXPECT_EQ(conv.attrIndex("pad"), 1);
+  EXPECT_EQ(conv.attrIndex("dilation"), -1);
+  const OpInfo& ar = opInfo(Op::kAllReduce);
+  EXPECT_EQ(ar.minOperands(), 0u);
+  EXPECT_EQ(ar.maxOperands(), SIZE_MAX);
+  ASSERT_EQ(ar.attrs.size(), 3u);
+  EXPECT_EQ(ar.attrs[0].kindText(), "enum(sum|mean|max)");
+  EXPECT_TRUE(absl::StrContains(ar.doc, "grouped by device"));
+}
+
+}  // namespace
+}  // namespace tandem::ir

@@ -1,0 +1,122 @@
+// ir/types: dtypes, tensor types, devices and device lists, initializers.
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ir/types.h"
+
+namespace tandem::ir {
+namespace {
+
+std::string deviceError(const std::string& text) {
+  auto d = parseDevice(text);
+  EXPECT_FALSE(d.ok()) << text << " parsed as " << (d.ok() ? toString(*d) : "");
+  return std::string(d.status().message());
+}
+
+std::string deviceListError(const std::string& text) {
+  auto ds = parseDeviceList(text);
+  EXPECT_FALSE(ds.ok()) << text << " parsed as " << (ds.ok() ? toString(*ds) : "");
+  return std::string(ds.status().message());
+}
+
+TEST(Types, DTypeNamesRoundTrip) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI32}) {
+    auto parsed = parseDType(dtypeName(t));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, t);
+  }
+  EXPECT_EQ(dtypeBytes(DType::kF32), 4);
+  EXPECT_EQ(dtypeBytes(DType::kBF16), 2);
+  EXPECT_EQ(dtypeBytes(DType::kI32), 4);
+  EXPECT_EQ(parseDType("F32").status().message(),
+            "unknown dtype 'F32' (expected f32, bf16 or i32)");
+  EXPECT_EQ(parseDType("").status().message(), "unknown dtype '' (expected f32, bf16 or i32)");
+}
+
+TEST(Types, TensorTypeText) {
+  EXPECT_EQ(toString(TensorType{DType::kF32, {256, 1, 28, 28}}), "f32[256,1,28,28]");
+  EXPECT_EQ(toString(TensorType{DType::kI32, {}}), "i32[]");
+  TensorType t{DType::kBF16, {2, 3, 4}};
+  EXPECT_EQ(t.rank(), 3);
+  EXPECT_EQ(t.numElements(), 24);
+  EXPECT_EQ(t.bytes(), 48);
+  EXPECT_EQ((TensorType{DType::kF32, {}}).numElements(), 1);  // a scalar holds one element
+  EXPECT_NE((TensorType{DType::kF32, {2}}), (TensorType{DType::kI32, {2}}));
+}
+
+TEST(Types, ParseDevice) {
+  auto cpu = parseDevice("cpu:0");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(*cpu, (Device{DeviceKind::kCpu, 0}));
+  auto cuda = parseDevice("cuda:13");
+  ASSERT_TRUE(cuda.ok()) << cuda.status();
+  EXPECT_EQ(*cuda, (Device{DeviceKind::kCuda, 13}));
+  EXPECT_EQ(toString(*cuda), "cuda:13");
+}
+
+TEST(Types, ParseDeviceErrors) {
+  EXPECT_EQ(deviceError("cpu:x"), "unknown device 'cpu:x': the index must be a non-negative integer");
+  EXPECT_EQ(deviceError("tpu:0"), "unknown device 'tpu:0': the device kind must be cpu or cuda");
+  EXPECT_EQ(deviceError("gpu:0"), "unknown device 'gpu:0': the device kind must be cpu or cuda");
+  EXPECT_EQ(deviceError("CPU:0"), "unknown device 'CPU:0': the device kind must be cpu or cuda");
+  EXPECT_EQ(deviceError("cpu"), "unknown device 'cpu': expected KIND:INDEX such as cpu:0 or cuda:1");
+  EXPECT_EQ(deviceError(""), "unknown device '': expected KIND:INDEX such as cpu:0 or cuda:1");
+  EXPECT_EQ(deviceError("cpu:"), "unknown device 'cpu:': the index must be a non-negative integer");
+  EXPECT_EQ(deviceError("cpu:-1"), "unknown device 'cpu:-1': the index must be a non-negative integer");
+  EXPECT_EQ(deviceError("cpu:1x"), "unknown device 'cpu:1x': the index must be a non-negative integer");
+  EXPECT_EQ(deviceError("cpu:0:1"), "unknown device 'cpu:0:1': the index must be a non-negative integer");
+  EXPECT_EQ(deviceError("cpu:99999999999"),
+            "unknown device 'cpu:99999999999': the index must be a non-negative integer");
+}
+
+TEST(Types, ParseDeviceList) {
+  auto list = parseDeviceList("cpu:0,cuda:1,cpu:2");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(toString(*list), "[cpu:0, cuda:1, cpu:2]");
+  auto one = parseDeviceList("cuda:0");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(toString(*one), "[cuda:0]");
+}
+
+TEST(Types, ParseDeviceListCountMeansCpuDevices) {
+  auto four = parseDeviceList("4");
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(*four, (std::vector<Device>{{DeviceKind::kCpu, 0},
+                                        {DeviceKind::kCpu, 1},
+                                        {DeviceKind::kCpu, 2},
+                                        {DeviceKind::kCpu, 3}}));
+  auto max = parseDeviceList("4096");
+  ASSERT_TRUE(max.ok()) << max.status();
+  EXPECT_EQ(max->size(), 4096u);
+  EXPECT_EQ(max->back(), (Device{DeviceKind::kCpu, 4095}));
+}
+
+TEST(Types, ParseDeviceListErrors) {
+  EXPECT_EQ(deviceListError("cpu:0,cpu:0"), "device cpu:0 is listed twice in 'cpu:0,cpu:0'");
+  EXPECT_EQ(deviceListError("cuda:1,cpu:1,cuda:1"),
+            "device cuda:1 is listed twice in 'cuda:1,cpu:1,cuda:1'");
+  EXPECT_EQ(deviceListError("0"), "device count 0 is out of range (1 to 4096)");
+  EXPECT_EQ(deviceListError("4097"), "device count 4097 is out of range (1 to 4096)");
+  EXPECT_EQ(deviceListError("-2"), "device count -2 is out of range (1 to 4096)");
+  EXPECT_EQ(deviceListError("cpu:0,tpu:1"), "unknown device 'tpu:1': the device kind must be cpu or cuda");
+  EXPECT_EQ(deviceListError("cpu:0,cpu:x"),
+            "unknown device 'cpu:x': the index must be a non-negative integer");
+  EXPECT_EQ(deviceListError("cpu:0,"), "unknown device '': expected KIND:INDEX such as cpu:0 or cuda:1");
+  EXPECT_EQ(deviceListError(""), "the device list is empty");
+  EXPECT_EQ(deviceListError("4,cpu:0"), "unknown device '4': expected KIND:INDEX such as cpu:0 or cuda:1");
+}
+
+TEST(Types, InitializerText) {
+  EXPECT_EQ(toString(Initializer{Initializer::Kind::kZeros}), "zeros");
+  EXPECT_EQ(toString(Initializer{Initializer::Kind::kOnes}), "ones");
+  EXPECT_EQ(toString(Initializer{Initializer::Kind::kKaiming}), "kaiming");
+  EXPECT_EQ(toString(Initializer{Initializer::Kind::kNormal, 0.01}), "normal(std=0.01)");
+  EXPECT_TRUE((Initializer{Initializer::Kind::kOnes}).isDeterministic());
+  EXPECT_FALSE((Initializer{Initializer::Kind::kNormal, 1}).isDeterministic());
+  EXPECT_FALSE((Initializer{Initializer::Kind::kKaiming}).isDeterministic());
+}
+
+}  // namespace
+}  // namespace tandem::ir

@@ -1,0 +1,377 @@
+// The verifier: one negative test per check with its exact message, built from IR text
+// (parseModule does not verify) and, where the parser's shape rules would refuse the
+// broken form, by mutating a parsed module; and the zoo models verify at every stage.
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "gtest/gtest.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "tests/ir/zoo_stages.h"
+
+namespace tandem::ir {
+namespace {
+
+std::unique_ptr<Module> parse(const std::string& text) {
+  auto m = parseModule(text, "verifier_test.tir");
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *std::move(m) : nullptr;
+}
+
+/// The verifier's message for a module that must be rejected ("" when it is accepted).
+std::string verifyError(const Module& m) {
+  absl::Status s = verifyModule(m);
+  EXPECT_FALSE(s.ok()) << "the module verified";
+  if (!s.ok()) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  }
+  return std::string(s.message());
+}
+
+Node* definingNode(const Module& m, const std::string& graph, const std::string& value) {
+  Value* v = m.graph(graph)->findValue(value);
+  EXPECT_NE(v, nullptr) << value;
+  return v == nullptr ? nullptr : v->def();
+}
+
+// A valid replicated module that the negative tests below break in one place each.
+constexpr char kReplicated[] = R"(module @m devices=[cpu:0, cpu:1] {
+var @w : f32[3] {role=param, init=zeros}
+
+graph @init() {
+  %w.0 = initialize() {var=@w} @cpu:0 : f32[3]
+  %w.1 = initialize() {var=@w} @cpu:1 : f32[3]
+  assign(%w.0) {var=@w} @cpu:0
+  assign(%w.1) {var=@w} @cpu:1
+  return
+}
+
+graph @train_step(%x: f32[4,3]) {
+  %x.0, %x.1 = split(%x) {axis=0, sizes=[2,2], devices=[cpu:0, cpu:1]} : f32[2,3], f32[2,3]
+  %p.0 = param() {var=@w} @cpu:0 : f32[3]
+  %p.1 = param() {var=@w} @cpu:1 : f32[3]
+  %g.0 = relu(%p.0) @cpu:0 : f32[3]
+  %g.1 = relu(%p.1) @cpu:1 : f32[3]
+  %s.0, %s.1 = all_reduce(%g.0, %g.1) {op=sum, bucket=0, devices=[cpu:0, cpu:1]} : f32[3], f32[3]
+  sgd_update(%p.0, %s.0) {lr=0.1, momentum=0, weight_decay=0} @cpu:0
+  sgd_update(%p.1, %s.1) {lr=0.1, momentum=0, weight_decay=0} @cpu:1
+  return %s.0
+}
+}
+)";
+
+/// kReplicated with one exact, unique piece of text replaced.
+std::string replicatedWith(const std::string& from, const std::string& to) {
+  std::string s = kReplicated;
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  EXPECT_EQ(s.find(from, at + 1), std::string::npos) << from << " is not unique";
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+constexpr char kUnreplicated[] = R"(module @m {
+var @w : f32[3] {role=param, init=zeros}
+
+graph @g(%x: f32[2,3]) {
+  %a = relu(%x) : f32[2,3] loc("block", "net.cc:7")
+  %b = relu(%a) : f32[2,3]
+  return %b
+}
+}
+)";
+
+std::string unreplicatedWith(const std::string& from, const std::string& to) {
+  std::string s = kUnreplicated;
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+TEST(Verifier, TheBaseModulesVerify) {
+  auto replicated = parse(kReplicated);
+  ASSERT_NE(replicated, nullptr);
+  EXPECT_TRUE(verifyModule(*replicated).ok()) << verifyModule(*replicated);
+  auto unreplicated = parse(kUnreplicated);
+  ASSERT_NE(unreplicated, nullptr);
+  EXPECT_TRUE(verifyModule(*unreplicated).ok()) << verifyModule(*unreplicated);
+}
+
+// ---- types ------------------------------------------------------------------------------
+
+TEST(Verifier, ResultTypeDisagreesWithTheShapeRule) {
+  auto m = parse(kUnreplicated);
+  ASSERT_NE(m, nullptr);
+  m->graph("g")->findValue("a")->setType(TensorType{DType::kF32, {2, 4}});
+  EXPECT_EQ(verifyError(*m),
+            "graph @g: %a (relu, scope block, at net.cc:7): result %a has type f32[2,4], "
+            "expected f32[2,3]");
+}
+
+TEST(Verifier, DTypeDisagreesWithTheShapeRule) {
+  auto m = parse(kReplicated);
+  ASSERT_NE(m, nullptr);
+  m->graph("train_step")->findValue("g.1")->setType(TensorType{DType::kBF16, {3}});
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %g.1 (relu @cpu:1): result %g.1 has type bf16[3], expected "
+            "f32[3]");
+}
+
+TEST(Verifier, ShapeRuleErrorsNameTheNode) {
+  // An operand retyped after the fact makes the consumer's shape rule fail.
+  auto m = parse(kReplicated);
+  ASSERT_NE(m, nullptr);
+  m->graph("train_step")->findValue("x")->setType(TensorType{DType::kF32, {5, 3}});
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %x.0 (split): sizes add up to 4 but axis 0 of x (%x: f32[5,3]) "
+            "has 5");
+}
+
+// ---- dataflow ---------------------------------------------------------------------------
+
+TEST(Verifier, OperandUsedBeforeItIsDefined) {
+  auto m = parse(kUnreplicated);
+  ASSERT_NE(m, nullptr);
+  Graph* g = m->graph("g");
+  g->findValue("a")->def()->setOperand(0, g->findValue("b"));  // a cycle: a <- b <- a
+  EXPECT_EQ(verifyError(*m),
+            "graph @g: %a (relu, scope block, at net.cc:7): operand 0 %b is not defined before "
+            "this node (operands must come from earlier nodes of the same graph)");
+}
+
+TEST(Verifier, OperandFromAnotherGraph) {
+  auto m = parse(kReplicated);
+  ASSERT_NE(m, nullptr);
+  Node* relu = definingNode(*m, "train_step", "g.0");
+  ASSERT_NE(relu, nullptr);
+  relu->setOperand(0, m->graph("init")->findValue("w.0"));
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %g.0 (relu @cpu:0): operand 0 %w.0 is not defined before this "
+            "node (operands must come from earlier nodes of the same graph)");
+}
+
+TEST(Verifier, ReturnsAValueTheGraphDoesNotDefine) {
+  auto m = parse(kReplicated);
+  ASSERT_NE(m, nullptr);
+  m->graph("train_step")->setOutputs({m->graph("init")->findValue("w.1")});
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: returns %w.1, which no node of the graph defines");
+}
+
+TEST(Verifier, UnknownVariable) {
+  auto m = parse(kReplicated);
+  ASSERT_NE(m, nullptr);
+  Node* param = definingNode(*m, "train_step", "p.1");
+  ASSERT_NE(param, nullptr);
+  param->setAttr("var", Symbol{"nope"});
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %p.1 (param @cpu:1): refers to unknown variable @nope");
+}
+
+// ---- placement --------------------------------------------------------------------------
+
+TEST(Verifier, OperandOnAnotherDevice) {
+  auto m = parse(replicatedWith("%g.1 = relu(%p.1) @cpu:1", "%g.1 = relu(%p.0) @cpu:1"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %g.1 (relu @cpu:1): operand 0 %p.0 is on cpu:0, expected cpu:1 "
+            "(only collectives move values between devices)");
+}
+
+TEST(Verifier, HostValueConsumedByANonCollectiveNode) {
+  auto m = parse(replicatedWith("%g.0 = relu(%p.0) @cpu:0 : f32[3]",
+                                "%g.0 = relu(%p.0) @cpu:0 : f32[3]\n  %h = relu(%x) @cpu:0 : f32[4,3]"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %h (relu @cpu:0): operand 0 %x is on the host, expected cpu:0 "
+            "(only collectives move values between devices)");
+}
+
+TEST(Verifier, UnplacedNodeInAReplicatedModule) {
+  auto m = parse(replicatedWith("%g.0 = relu(%p.0) @cpu:0 : f32[3]",
+                                "%g.0 = relu(%p.0) @cpu:0 : f32[3]\n  %h = relu(%x) : f32[4,3]"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %h (relu): is not placed; every node of a replicated module "
+            "needs a device from [cpu:0, cpu:1]");
+}
+
+TEST(Verifier, NodePlacedButModuleNotReplicated) {
+  auto m = parse(unreplicatedWith("%b = relu(%a) : f32[2,3]", "%b = relu(%a) @cpu:0 : f32[2,3]"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @g: %b (relu @cpu:0): is placed on a device but the module is not replicated");
+}
+
+TEST(Verifier, InputPlacedButModuleNotReplicated) {
+  auto m = parse(unreplicatedWith("(%x: f32[2,3])", "(%x: f32[2,3] @cpu:0)"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @g: %x (input @cpu:0): is placed on a device but the module is not "
+            "replicated");
+}
+
+TEST(Verifier, CollectiveInAnUnreplicatedModule) {
+  auto m = parse(unreplicatedWith(
+      "%b = relu(%a) : f32[2,3]",
+      "%b = relu(%a) : f32[2,3]\n  %c, %d = split(%b) {axis=0, sizes=[1,1], devices=[cpu:0, "
+      "cpu:1]} : f32[1,3], f32[1,3]"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @g: %c (split): collectives need a replicated module (run replicate first)");
+}
+
+TEST(Verifier, NodeOnADeviceNotInTheModule) {
+  auto m = parse(replicatedWith("%g.1 = relu(%p.1) @cpu:1 : f32[3]",
+                                "%g.1 = relu(%p.1) @cpu:1 : f32[3]\n  %h = constant() {value=0} "
+                                "@cuda:0 : f32[]"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %h (constant @cuda:0): is placed on cuda:0, which is not a "
+            "module device [cpu:0, cpu:1]");
+}
+
+TEST(Verifier, CollectiveListsADeviceNotInTheModule) {
+  auto m = parse(replicatedWith("sizes=[2,2], devices=[cpu:0, cpu:1]",
+                                "sizes=[2,2], devices=[cpu:0, cpu:2]"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %x.0 (split): lists cpu:2, which is not a module device [cpu:0, "
+            "cpu:1]");
+}
+
+TEST(Verifier, AllReduceNotSpanningEveryModuleDevice) {
+  auto m = parse(replicatedWith(
+      "%s.0, %s.1 = all_reduce(%g.0, %g.1) {op=sum, bucket=0, devices=[cpu:0, cpu:1]} : f32[3], "
+      "f32[3]",
+      "%s.0 = all_reduce(%g.0) {op=sum, bucket=0, devices=[cpu:0]} : f32[3]\n  %s.1 = "
+      "all_reduce(%g.1) {op=sum, bucket=0, devices=[cpu:1]} : f32[3]"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %s.0 (all_reduce): spans [cpu:0], expected every module device "
+            "[cpu:0, cpu:1]");
+}
+
+TEST(Verifier, AllReduceDevicesInAnotherOrder) {
+  auto m = parse(replicatedWith("bucket=0, devices=[cpu:0, cpu:1]", "bucket=0, devices=[cpu:1, cpu:0]"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %s.0 (all_reduce): spans [cpu:1, cpu:0], expected every module "
+            "device [cpu:0, cpu:1]");
+}
+
+TEST(Verifier, AllReduceOperandOnTheWrongDeviceGroup) {
+  auto m = parse(replicatedWith("all_reduce(%g.0, %g.1)", "all_reduce(%g.1, %g.0)"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %s.0 (all_reduce): operand 0 %g.1 is on cpu:1, expected cpu:0 "
+            "(operands are grouped by device)");
+}
+
+TEST(Verifier, BroadcastFromTheHost) {
+  auto m = parse(replicatedWith(
+      "%p.0 = param() {var=@w} @cpu:0 : f32[3]",
+      "%b.0, %b.1 = broadcast(%x) {devices=[cpu:0, cpu:1]} : f32[4,3], f32[4,3]\n"
+      "  %p.0 = param() {var=@w} @cpu:0 : f32[3]"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %b.0 (broadcast): broadcasts from a device; its operand must be "
+            "placed");
+}
+
+// ---- gradients --------------------------------------------------------------------------
+
+TEST(Verifier, ValueAllReducedTwice) {
+  auto m = parse(replicatedWith(
+      "  sgd_update(%p.0, %s.0)",
+      "  %t.0, %t.1 = all_reduce(%g.0, %g.1) {op=sum, bucket=1, devices=[cpu:0, cpu:1]} : "
+      "f32[3], f32[3]\n  sgd_update(%p.0, %s.0)"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %t.0 (all_reduce): %g.0 is all-reduced twice (also by %s.0 "
+            "(all_reduce)); expected exactly one");
+}
+
+TEST(Verifier, SgdUpdateWithALocalGradient) {
+  auto m = parse(replicatedWith("sgd_update(%p.1, %s.1)", "sgd_update(%p.1, %g.1)"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: sgd_update(%p.1) (sgd_update @cpu:1): its gradient %g.1 is not "
+            "all-reduced across devices; expected it to come from exactly one all_reduce");
+}
+
+TEST(Verifier, SgdUpdateWithALocalGradientIsFineBeforeCollectivesExist) {
+  // Between replicate and insert-collectives there is no all_reduce yet.
+  auto m = parse(replicatedWith(
+      "  %s.0, %s.1 = all_reduce(%g.0, %g.1) {op=sum, bucket=0, devices=[cpu:0, cpu:1]} : "
+      "f32[3], f32[3]\n  sgd_update(%p.0, %s.0) {lr=0.1, momentum=0, weight_decay=0} @cpu:0\n  "
+      "sgd_update(%p.1, %s.1) {lr=0.1, momentum=0, weight_decay=0} @cpu:1\n  return %s.0",
+      "  sgd_update(%p.0, %g.0) {lr=0.1, momentum=0, weight_decay=0} @cpu:0\n  sgd_update(%p.1, "
+      "%g.1) {lr=0.1, momentum=0, weight_decay=0} @cpu:1\n  return %g.0"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(verifyModule(*m).ok()) << verifyModule(*m);
+}
+
+// ---- state ------------------------------------------------------------------------------
+
+TEST(Verifier, ParamReadAfterTheVariableWasWrittenOnTheSameDevice) {
+  auto m = parse(replicatedWith("  return %s.0",
+                                "  %late.0 = param() {var=@w} @cpu:0 : f32[3]\n  return %s.0"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @train_step: %late.0 (param @cpu:0): reads @w after sgd_update(%p.0) "
+            "(sgd_update @cpu:0) wrote it; reads must come before the write");
+}
+
+TEST(Verifier, ReadOnAnotherDeviceAfterAWriteIsFine) {
+  // The replica on cpu:1 is only written by the later sgd_update on cpu:1.
+  auto m = parse(replicatedWith(
+      "  sgd_update(%p.1, %s.1)",
+      "  %q.1 = param() {var=@w} @cpu:1 : f32[3]\n  sgd_update(%p.1, %s.1)"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(verifyModule(*m).ok()) << verifyModule(*m);
+}
+
+TEST(Verifier, VariableWrittenTwice) {
+  auto m = parse(replicatedWith("  assign(%w.1) {var=@w} @cpu:1",
+                                "  assign(%w.1) {var=@w} @cpu:1\n  assign(%w.0) {var=@w} @cpu:0"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @init: assign(%w.0) (assign @cpu:0): writes @w again; assign(%w.0) (assign "
+            "@cpu:0) already wrote it in this graph");
+}
+
+TEST(Verifier, VariableWrittenTwiceInAnUnreplicatedModule) {
+  auto m = parse(unreplicatedWith(
+      "  return %b",
+      "  %w = param() {var=@w} : f32[3]\n  %g = relu(%w) : f32[3]\n  sgd_update(%w, %g) {lr=0.1, "
+      "momentum=0, weight_decay=0}\n  assign(%g) {var=@w}\n  return %b"));
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(verifyError(*m),
+            "graph @g: assign(%g) (assign): writes @w again; sgd_update(%w) (sgd_update) already "
+            "wrote it in this graph");
+}
+
+// ---- the zoo at every stage -------------------------------------------------------------
+
+using CaseStage = std::pair<testing::ZooCase, size_t>;
+class VerifierZooTest : public ::testing::TestWithParam<CaseStage> {};
+
+TEST_P(VerifierZooTest, Verifies) {
+  const auto& [zoo_case, stage] = GetParam();
+  auto m = testing::buildAtStage(zoo_case, stage);
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(verifyModule(*m).ok()) << verifyModule(*m);
+  EXPECT_EQ(m->isReplicated(), stage >= 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, VerifierZooTest, ::testing::ValuesIn(testing::allCaseStages()),
+                         [](const ::testing::TestParamInfo<CaseStage>& info) {
+                           return testing::caseName(info.param.first, info.param.second);
+                         });
+
+}  // namespace
+}  // namespace tandem::ir
