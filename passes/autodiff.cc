@@ -9,7 +9,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include <cmath>
+
 #include "ir/grad.h"
+#include "ir/number_format.h"
 
 namespace tandem::passes {
 
@@ -153,21 +156,40 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
       return absl::Status(s.code(), absl::StrCat("autodiff: ", n->describe(), ": ", s.message()));
   }
 
+  // One gradient per variable: a variable read by several param nodes gets the sum of
+  // what each read receives.
+  absl::flat_hash_map<absl::string_view, std::pair<const Node*, Value*>> per_var;
+  std::vector<absl::string_view> var_order;
+  for (const Node* read : trained_reads) {
+    auto it = grads.find(read->result());
+    if (it == grads.end()) continue;  // this read does not influence the loss
+    absl::string_view var = read->symbolAttr("var");
+    auto [slot, inserted] = per_var.try_emplace(var, read, it->second);
+    if (inserted) {
+      var_order.push_back(var);
+      continue;
+    }
+    auto sum = g->create({.op = Op::kAdd,
+                          .operands = {slot->second.second, it->second},
+                          .names = {ir::gradName(slot->second.first->result())},
+                          .scope = read->scope()});
+    if (!sum.ok()) return sum.status();
+    slot->second.second = (*sum)->result();
+  }
+
   // Updates, ordered by when backward produces each gradient (the order a data-parallel
   // step can start reducing them).
   auto pos = g->positions();
-  std::vector<std::pair<size_t, const Node*>> ready;
-  for (const Node* read : trained_reads) {
-    auto it = grads.find(read->result());
-    if (it == grads.end()) continue;  // the variable does not influence the loss
-    ready.emplace_back(pos.at(it->second->def()), read);
-  }
+  std::vector<std::pair<size_t, absl::string_view>> ready;
+  for (absl::string_view var : var_order)
+    ready.emplace_back(pos.at(per_var.at(var).second->def()), var);
   std::stable_sort(ready.begin(), ready.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   ir::Graph* init = m.graph(ir::kInitGraph);
-  for (const auto& [unused, read] : ready) {
+  for (const auto& [unused, var_name] : ready) {
+    const auto& [read, grad] = per_var.at(var_name);
     Value* w = read->result();
-    std::vector<Value*> operands{w, grads.at(w)};
+    std::vector<Value*> operands{w, grad};
     if (momentum_ > 0) {
       // The momentum buffer is optimizer state: a zero-initialized variable of its own.
       const ir::Var& var = *m.findVar(read->symbolAttr("var"));
@@ -205,7 +227,8 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
 }
 
 std::string Autodiff::optionsText() const {
-  return absl::StrCat("{lr=", lr_, ",momentum=", momentum_, ",weight-decay=", weight_decay_, "}");
+  return absl::StrCat("{lr=", ir::formatDouble(lr_), ",momentum=", ir::formatDouble(momentum_),
+                      ",weight-decay=", ir::formatDouble(weight_decay_), "}");
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
@@ -215,11 +238,13 @@ absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
   for (const auto* s : {&lr, &momentum, &wd})
     if (!s->ok()) return s->status();
   if (absl::Status s = opts.finish(); !s.ok()) return s;
-  if (!(*lr > 0)) return absl::InvalidArgumentError("pass autodiff: option 'lr' must be > 0");
+  if (!(*lr > 0) || !std::isfinite(*lr))
+    return absl::InvalidArgumentError("pass autodiff: option 'lr' must be finite and > 0");
   if (!(*momentum >= 0 && *momentum < 1))
     return absl::InvalidArgumentError("pass autodiff: option 'momentum' must be in [0, 1)");
-  if (!(*wd >= 0))
-    return absl::InvalidArgumentError("pass autodiff: option 'weight-decay' must be >= 0");
+  if (!(*wd >= 0) || !std::isfinite(*wd))
+    return absl::InvalidArgumentError(
+        "pass autodiff: option 'weight-decay' must be finite and >= 0");
   return std::unique_ptr<Pass>(new Autodiff(*lr, *momentum, *wd));
 }
 

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ir/number_format.h"
 #include "passes/naming.h"
 
 namespace tandem::passes {
@@ -317,9 +318,9 @@ absl::StatusOr<bool> InsertCollectives::run(ir::Module& m) {
 }
 
 std::string InsertCollectives::optionsText() const {
-  return absl::StrCat("{bucket-mb=", static_cast<double>(bucket_bytes_) / (1 << 20),
-                      ",first-bucket-mb=", static_cast<double>(first_bucket_bytes_) / (1 << 20),
-                      "}");
+  return absl::StrCat("{bucket-mb=", ir::formatDouble(static_cast<double>(bucket_bytes_) / (1 << 20)),
+                      ",first-bucket-mb=",
+                      ir::formatDouble(static_cast<double>(first_bucket_bytes_) / (1 << 20)), "}");
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opts) {
@@ -328,9 +329,13 @@ absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opt
   if (!cap.ok()) return cap.status();
   if (!first.ok()) return first.status();
   if (absl::Status s = opts.finish(); !s.ok()) return s;
-  if (!(*cap > 0) || !(*first > 0))
-    return absl::InvalidArgumentError(
-        "pass insert-collectives: options 'bucket-mb' and 'first-bucket-mb' must be > 0");
+  // The upper bound (a petabyte) keeps the byte counts far inside int64.
+  constexpr double kMaxMb = 1e9;
+  for (auto [name, value] : {std::pair{"bucket-mb", *cap}, std::pair{"first-bucket-mb", *first}})
+    if (!(value > 0 && value <= kMaxMb))
+      return absl::InvalidArgumentError(absl::StrCat("pass insert-collectives: option '", name,
+                                                     "' must be > 0 and at most 1e9 MiB, got ",
+                                                     ir::formatDouble(value)));
   return std::unique_ptr<Pass>(new InsertCollectives(*cap, *first));
 }
 

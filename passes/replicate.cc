@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/number_format.h"
 #include "passes/naming.h"
 
 namespace tandem::passes {
@@ -27,17 +28,21 @@ absl::StatusOr<std::vector<int64_t>> splitBatch(int64_t batch, size_t devices,
   if (weights.size() != devices)
     return absl::InvalidArgumentError(absl::StrCat("weights has ", weights.size(),
                                                    " entries for ", devices, " devices"));
-  double total = 0;
+  double largest = 0;
   for (double w : weights) {
     if (!(w > 0)) return absl::InvalidArgumentError("weights must all be > 0");
-    total += w;
+    if (!std::isfinite(w)) return absl::InvalidArgumentError("weights must all be finite");
+    largest = std::max(largest, w);
   }
+  // Relative to the largest weight, so that the total cannot overflow.
+  double total = 0;
+  for (double w : weights) total += w / largest;
   // Everyone gets one sample, the rest goes by weight with largest remainders rounding.
   int64_t rest = batch - n;
   std::vector<std::pair<double, size_t>> remainders;
   int64_t given = 0;
   for (size_t i = 0; i < devices; ++i) {
-    double exact = rest * weights[i] / total;
+    double exact = rest * (weights[i] / largest) / total;
     int64_t whole = static_cast<int64_t>(std::floor(exact));
     sizes[i] = 1 + whole;
     given += whole;
@@ -167,7 +172,11 @@ std::string Replicate::optionsText() const {
       absl::StrJoin(devices_, ",",
                     [](std::string* o, const ir::Device& d) { o->append(ir::toString(d)); }),
       "]");
-  if (!weights_.empty()) absl::StrAppend(&out, ",weights=[", absl::StrJoin(weights_, ","), "]");
+  if (!weights_.empty())
+    absl::StrAppend(&out, ",weights=[",
+                    absl::StrJoin(weights_, ",",
+                                  [](std::string* o, double w) { o->append(ir::formatDouble(w)); }),
+                    "]");
   return out + "}";
 }
 
@@ -193,8 +202,9 @@ absl::StatusOr<std::unique_ptr<Pass>> Replicate::create(PassOptions& opts) {
                                                    weights->size(), " entries for ",
                                                    devices->size(), " devices"));
   for (double w : *weights)
-    if (!(w > 0))
-      return absl::InvalidArgumentError("pass replicate: option 'weights' must all be > 0");
+    if (!(w > 0) || !std::isfinite(w))
+      return absl::InvalidArgumentError(
+          "pass replicate: option 'weights' must all be finite and > 0");
   return std::unique_ptr<Pass>(new Replicate(*std::move(devices), *std::move(weights)));
 }
 

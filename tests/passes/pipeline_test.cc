@@ -126,7 +126,7 @@ TEST(ParsePipeline, WeightsMustMatchTheDevices) {
   EXPECT_EQ(parseError("replicate{devices=[cpu:0,cpu:1,cpu:2],weights=[1]}"),
             "pass replicate: option 'weights' has 1 entries for 3 devices");
   EXPECT_EQ(parseError("replicate{devices=2,weights=[1,0]}"),
-            "pass replicate: option 'weights' must all be > 0");
+            "pass replicate: option 'weights' must all be finite and > 0");
 }
 
 TEST(ParsePipeline, SpacesAndEmptyText) {

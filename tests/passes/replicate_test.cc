@@ -67,22 +67,17 @@ TEST(SplitBatch, BadWeightsAreErrors) {
 
 // Weights whose sum overflows a double: the shares must still add up to the batch.
 TEST(SplitBatch, HugeWeightsDoNotOverflow) {
-  GTEST_SKIP() << "known bug (passes/replicate.cc, splitBatch): the weight total overflows to "
-                  "inf, every share becomes 0, and the remainder loop indexes past the "
-                  "remainders array (out-of-bounds write; `tandem opt` with "
-                  "replicate{devices=2,weights=[1e308,1e308]} dies with SIGBUS)";
   EXPECT_THAT(split(256, 2, {1e308, 1e308}), ElementsAre(128, 128));
+  // Same proportions as 10:1.
+  EXPECT_THAT(split(256, 2, {1e308, 1e307}), ElementsAre(232, 24));
+  EXPECT_THAT(split(256, 2, {10, 1}), ElementsAre(232, 24));
 }
 
-// An infinite weight is not a proportion: the pass options must reject it.
+// An infinite weight is not a proportion: the pass options and splitBatch reject it.
 TEST(SplitBatch, InfiniteWeightsAreRejected) {
-  auto p = passes::parsePipeline("replicate{devices=2,weights=[inf,1]}");
-  if (p.ok())
-    GTEST_SKIP() << "known bug (passes/replicate.cc, Replicate::create and splitBatch): "
-                    "weights=[inf,1] passes the '> 0' check; splitBatch then computes "
-                    "inf/inf = NaN shares (undefined float-to-int conversion) and the split "
-                    "fails later with a shape error";
-  EXPECT_THAT(std::string(p.status().message()), ::testing::HasSubstr("weights"));
+  EXPECT_EQ(passes::parsePipeline("replicate{devices=2,weights=[inf,1]}").status().message(),
+            "pass replicate: option 'weights' must all be finite and > 0");
+  EXPECT_EQ(splitBatch(256, 2, {INFINITY, 1}).status().message(), "weights must all be finite");
 }
 
 // Over many batches, device counts and random weights: the slices cover the batch, give
