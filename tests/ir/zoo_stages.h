@@ -5,6 +5,7 @@
 // so that the tests themselves decide what is checked at each stage.
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,11 @@ struct ZooCase {
   int devices = 2;
   double momentum = 0;  // > 0 adds optimizer variables (momentum buffers)
 };
+
+/// How GoogleTest shows a case (also in ctest's test names): "resnet50 b8 x2".
+inline void PrintTo(const ZooCase& c, std::ostream* os) {
+  *os << c.model << " b" << c.batch << " x" << c.devices;
+}
 
 /// "as built" followed by the default pipeline's pass names.
 inline std::vector<std::string> stageNames() {
