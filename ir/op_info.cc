@@ -50,7 +50,7 @@ int OpInfo::attrIndex(absl::string_view attr) const {
 size_t OpInfo::minOperands() const {
   size_t n = 0;
   for (const auto& o : operands)
-    if (!o.optional && !o.variadic) ++n;
+    if (!o.optional) ++n;  // a variadic operand needs at least one value
   return n;
 }
 

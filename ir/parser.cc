@@ -155,8 +155,10 @@ class Parser {
     if (isWord("devices")) {
       next();
       if (absl::Status s = expectPunct("="); !s.ok()) return s;
+      Token at = tok_;
       auto ds = parseDeviceList();
       if (!ds.ok()) return ds.status();
+      if (ds->empty()) return errorAt(at, "the module's device list is empty");
       m->setDevices(*std::move(ds));
     }
     if (absl::Status s = expectPunct("{"); !s.ok()) return s;
@@ -478,6 +480,7 @@ class Parser {
       }
       if (absl::Status s = expectPunct(")"); !s.ok()) return s;
     }
+    if (tok_.kind == Tok::kBad) return error("");  // the lexer's complaint comes first
     if (types.size() != names.size())
       return errorAt(start, absl::StrCat("the node names ", names.size(), " result(s) but gives ",
                                          types.size(), " type(s)"));

@@ -72,7 +72,20 @@ class GraphVerifier {
         if (!onModuleDevice(d))
           return failAt(n, absl::StrCat("lists ", toString(d), ", which is not a module device ",
                                         toString(m_.devices())));
-      if (n.op() == Op::kConcat) return absl::OkStatus();
+      if (n.op() == Op::kConcat) {
+        // One slice from every module device, in module order.
+        const auto& md = m_.devices();
+        if (n.numOperands() != md.size())
+          return failAt(n, absl::StrCat("gathers ", n.numOperands(), " slices, expected one from each of ",
+                                        toString(md)));
+        for (size_t i = 0; i < md.size(); ++i)
+          if (n.operand(i)->device() != md[i])
+            return failAt(n, absl::StrCat("operand ", i, " %", n.operand(i)->name(), " is on ",
+                                          n.operand(i)->device() ? toString(*n.operand(i)->device())
+                                                                 : std::string("the host"),
+                                          ", expected ", toString(md[i])));
+        return absl::OkStatus();
+      }
       if (ds != m_.devices())
         return failAt(n, absl::StrCat("spans ", toString(ds), ", expected every module device ",
                                       toString(m_.devices())));

@@ -104,7 +104,7 @@ TEST(OpTable, OperandAndAttributeSchemas) {
   EXPECT_EQ(conv.attrIndex("pad"), 1);
   EXPECT_EQ(conv.attrIndex("dilation"), -1);
   const OpInfo& ar = opInfo(Op::kAllReduce);
-  EXPECT_EQ(ar.minOperands(), 0u);
+  EXPECT_EQ(ar.minOperands(), 1u);  // a variadic operand needs at least one value
   EXPECT_EQ(ar.maxOperands(), SIZE_MAX);
   ASSERT_EQ(ar.attrs.size(), 3u);
   EXPECT_EQ(ar.attrs[0].kindText(), "enum(sum|mean|max)");

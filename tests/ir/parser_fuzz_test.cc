@@ -513,3 +513,24 @@ TEST(ParserRoundTrip, StringsWithSpecialCharacters) {
 
 }  // namespace
 }  // namespace tandem::ir
+
+namespace tandem::ir {
+namespace {
+
+TEST(ParserErrors, LexerErrorsAreNotHiddenByCountChecks) {
+  std::string text = "module @m {\ngraph @g(%x: f32[2,3]) {\n  %r = relu(%x)";
+  text.push_back('\0');
+  text += " : f32[2,3]\n  return %r\n}\n}\n";
+  EXPECT_EQ(parseError(text), "bad.tir:3:16: unexpected byte 0x0");
+}
+
+TEST(ParserErrors, EmptyModuleDeviceListAndEmptyVariadics) {
+  EXPECT_EQ(parseError("module @m devices=[] {\n}\n"),
+            "bad.tir:1:19: the module's device list is empty");
+  EXPECT_EQ(parseError("module @m devices=[cpu:0] {\ngraph @g() {\n  all_reduce() {op=sum, "
+                       "bucket=0, devices=[cpu:0]}\n  return\n}\n}\n"),
+            "bad.tir:3:3: all_reduce: takes 1 or more operands, got 0");
+}
+
+}  // namespace
+}  // namespace tandem::ir

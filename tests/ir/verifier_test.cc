@@ -375,3 +375,31 @@ INSTANTIATE_TEST_SUITE_P(Zoo, VerifierZooTest, ::testing::ValuesIn(testing::allC
 
 }  // namespace
 }  // namespace tandem::ir
+
+namespace tandem::ir {
+namespace {
+
+TEST(Verifier, ConcatGathersOneSliceFromEachDeviceInOrder) {
+  const std::string good = "  return %s.0\n";
+  const std::string gather =
+      "  %all = concat(%g.0, %g.1) {axis=0, devices=[cpu:0]} : f32[6]\n  return %s.0\n";
+  auto ok = parse(replicatedWith(good, gather));
+  ASSERT_NE(ok, nullptr);
+  EXPECT_TRUE(verifyModule(*ok).ok()) << verifyModule(*ok);
+
+  auto swapped = parse(replicatedWith(
+      good, "  %all = concat(%g.1, %g.0) {axis=0, devices=[cpu:0]} : f32[6]\n  return %s.0\n"));
+  ASSERT_NE(swapped, nullptr);
+  EXPECT_EQ(verifyError(*swapped),
+            "graph @train_step: %all (concat): operand 0 %g.1 is on cpu:1, expected cpu:0");
+
+  auto short_by_one = parse(replicatedWith(
+      good, "  %all = concat(%g.0) {axis=0, devices=[cpu:0]} : f32[3]\n  return %s.0\n"));
+  ASSERT_NE(short_by_one, nullptr);
+  EXPECT_EQ(verifyError(*short_by_one),
+            "graph @train_step: %all (concat): gathers 1 slices, expected one from each of "
+            "[cpu:0, cpu:1]");
+}
+
+}  // namespace
+}  // namespace tandem::ir
