@@ -9,7 +9,24 @@
 
 namespace tandem::ir {
 
+// ---- StringPool -------------------------------------------------------------------------
+
+const std::string& StringPool::intern(absl::string_view s) {
+  if (s.empty()) return empty();
+  return *strings_.emplace(s).first;
+}
+
+const std::string& StringPool::empty() {
+  static const std::string* kEmpty = new std::string();
+  return *kEmpty;
+}
+
 // ---- Node -------------------------------------------------------------------------------
+
+void Node::setScope(absl::string_view s) { scope_ = &graph_->module()->strings().intern(s); }
+void Node::setLocation(absl::string_view l) {
+  location_ = &graph_->module()->strings().intern(l);
+}
 
 const AttrValue& Node::attr(absl::string_view name) const {
   int i = info().attrIndex(name);
@@ -48,8 +65,8 @@ std::string Node::describe() const {
     head = absl::StrCat(opName(), " (", opName());
   }
   if (device_) absl::StrAppend(&head, " @", toString(*device_));
-  if (!scope_.empty()) absl::StrAppend(&head, ", scope ", scope_);
-  if (!location_.empty()) absl::StrAppend(&head, ", at ", location_);
+  if (!scope().empty()) absl::StrAppend(&head, ", scope ", scope());
+  if (!location().empty()) absl::StrAppend(&head, ", at ", location());
   return head + ")";
 }
 
@@ -78,6 +95,13 @@ std::string Graph::claimName(std::string name) {
     candidate = absl::StrCat(name, "_", ++counter);
   } while (names_.contains(candidate));
   return candidate;
+}
+
+void Graph::bindName(Value* v) {
+  // One hash lookup in the common case of a free name.
+  if (names_.try_emplace(v->name_, v).second) return;
+  v->name_ = claimName(std::move(v->name_));
+  names_[v->name_] = v;
 }
 
 std::string Graph::rename(Value* v, absl::string_view base) {
@@ -152,8 +176,8 @@ absl::StatusOr<Node*> Graph::create(NodeSpec spec, size_t pos) {
   node->graph_ = this;
   node->operands_ = std::move(spec.operands);
   node->device_ = spec.device;
-  node->scope_ = std::move(spec.scope);
-  node->location_ = std::move(spec.location);
+  node->setScope(spec.scope);
+  node->setLocation(spec.location);
   if (absl::Status s = setAttrs(*node, node->attrs_, spec.attrs); !s.ok())
     return whereIs(*node, spec.names, s);
   return finish(std::move(node), std::move(spec.declared_types), std::move(spec.names), pos);
@@ -168,8 +192,13 @@ absl::StatusOr<Node*> Graph::createClone(const Node& src, std::vector<Value*> op
   node->operands_ = std::move(operands);
   node->attrs_ = src.attrs_;
   node->device_ = device;
-  node->scope_ = src.scope_;
-  node->location_ = src.location_;
+  if (&src.graph_->module()->strings() == &module_->strings()) {
+    node->scope_ = src.scope_;
+    node->location_ = src.location_;
+  } else {
+    node->setScope(src.scope());
+    node->setLocation(src.location());
+  }
   if (known_types != nullptr && known_types->size() == src.results_.size()) {
     // Fast path (most replicas): nothing to infer, names built in place.
     node->results_.reserve(src.results_.size());
@@ -181,10 +210,7 @@ absl::StatusOr<Node*> Graph::createClone(const Node& src, std::vector<Value*> op
       const std::string& base = src.results_[i]->name_;
       v->name_.reserve(base.size() + suffix.size());
       v->name_.append(base).append(suffix.data(), suffix.size());
-      if (!names_.try_emplace(v->name_, v.get()).second) {
-        v->name_ = claimName(std::move(v->name_));
-        names_[v->name_] = v.get();
-      }
+      bindName(v.get());
       node->results_.push_back(std::move(v));
     }
     placeResults(*node, node->results_);
@@ -206,7 +232,12 @@ absl::StatusOr<Node*> Graph::createClone(const Node& src, std::vector<Value*> op
 absl::StatusOr<Node*> Graph::adoptRenamed(std::unique_ptr<Node> node, std::optional<Device> device,
                                           absl::string_view suffix, bool reinfer,
                                           const std::vector<TensorType>* declared, size_t pos) {
+  bool same_pool = &node->graph_->module()->strings() == &module_->strings();
   node->graph_ = this;
+  if (!same_pool) {
+    node->setScope(std::string(node->scope()));
+    node->setLocation(std::string(node->location()));
+  }
   node->setDevice(device);
   if (declared != nullptr) {
     for (size_t i = 0; i < node->results_.size() && i < declared->size(); ++i)
@@ -224,18 +255,9 @@ absl::StatusOr<Node*> Graph::adoptRenamed(std::unique_ptr<Node> node, std::optio
   }
   for (auto& r : node->results_) {
     r->name_.append(suffix.data(), suffix.size());
-    if (!names_.try_emplace(r->name_, r.get()).second) {
-      r->name_ = claimName(std::move(r->name_));
-      names_[r->name_] = r.get();
-    }
+    bindName(r.get());
   }
-  Node* raw = node.get();
-  if (pos >= nodes_.size()) {
-    nodes_.push_back(std::move(node));
-  } else {
-    nodes_.insert(nodes_.begin() + static_cast<ptrdiff_t>(pos), std::move(node));
-  }
-  return raw;
+  return insert(std::move(node), pos);
 }
 
 absl::StatusOr<Node*> Graph::finish(std::unique_ptr<Node> node, std::vector<TensorType> declared,
@@ -282,11 +304,7 @@ absl::StatusOr<Node*> Graph::finish(std::unique_ptr<Node> node, std::vector<Tens
                        : !names.empty()    ? absl::StrCat(node->results_[0]->name_, ".", i)
                                            : std::string(info.name);
     v->name_ = std::move(base);
-    // One hash lookup in the common case of a free name.
-    if (!names_.try_emplace(v->name_, v).second) {
-      v->name_ = claimName(std::move(v->name_));
-      names_[v->name_] = v;
-    }
+    bindName(v);
   }
   placeResults(*node, node->results_);
   return insert(std::move(node), pos);
@@ -296,10 +314,7 @@ void Graph::adopt(Node* n) {
   n->graph_ = this;
   for (auto& r : n->results_) {
     auto it = names_.find(r->name_);
-    if (it == names_.end() || it->second != r.get()) {
-      r->name_ = claimName(std::move(r->name_));
-      names_[r->name_] = r.get();
-    }
+    if (it == names_.end() || it->second != r.get()) bindName(r.get());
   }
 }
 
@@ -414,6 +429,7 @@ std::unique_ptr<Module> Module::clone() const {
   m->devices_ = devices_;
   m->vars_ = vars_;
   m->var_index_ = var_index_;
+  m->strings_ = strings_;
   for (const auto& g : graphs_) {
     auto copy = std::make_unique<Graph>(m.get(), g->name());
     absl::flat_hash_map<const Value*, Value*> map;

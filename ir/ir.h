@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_set.h"
 #include "absl/status/statusor.h"
 #include "ir/attrs.h"
 #include "ir/op_info.h"
@@ -20,6 +21,19 @@ namespace tandem::ir {
 class Graph;
 class Module;
 class Node;
+
+/// Immutable strings shared by many nodes (scopes, source locations), kept once. Modules
+/// cloned from one another share their pool.
+class StringPool {
+ public:
+  /// The pooled copy of `s`; its address stays valid as long as the pool lives.
+  const std::string& intern(absl::string_view s);
+  /// The pooled empty string, the same for every pool.
+  static const std::string& empty();
+
+ private:
+  absl::node_hash_set<std::string> strings_;
+};
 
 /// An SSA value: one result of one node. Owned by its node.
 class Value {
@@ -82,10 +96,10 @@ class Node {
 
   /// The model scope the node came from ("stage2.block0"), and the DSL source location
   /// ("resnet.cc:42") when known. Both are for messages and dumps only.
-  const std::string& scope() const { return scope_; }
-  void setScope(std::string s) { scope_ = std::move(s); }
-  const std::string& location() const { return location_; }
-  void setLocation(std::string l) { location_ = std::move(l); }
+  const std::string& scope() const { return *scope_; }
+  void setScope(absl::string_view s);
+  const std::string& location() const { return *location_; }
+  void setLocation(absl::string_view l);
 
   /// "%name (conv2d @cpu:0, scope stage1.block0)": how messages refer to this node.
   std::string describe() const;
@@ -99,8 +113,9 @@ class Node {
   std::vector<std::unique_ptr<Value>> results_;
   std::vector<AttrValue> attrs_;
   std::optional<Device> device_;
-  std::string scope_;
-  std::string location_;
+  // Interned in the module's string pool: every replica of a node shares them.
+  const std::string* scope_ = &StringPool::empty();
+  const std::string* location_ = &StringPool::empty();
 };
 
 /// What a node creation needs; results get their types from the op's shape rule unless
@@ -176,6 +191,8 @@ class Graph {
  private:
   friend class Module;
   void adopt(Node* n);
+  /// Makes v's name unique in this graph (numbering it if taken) and indexes it.
+  void bindName(Value* v);
   /// `base` itself when free, else a numbered variant; reuses the string's storage.
   std::string claimName(std::string base);
   /// Shared tail of create and createClone: types, names, placement, insertion.
@@ -235,8 +252,11 @@ class Module {
   /// Replaces a graph with a rebuilt one of the same name (keeps the order).
   void replaceGraph(std::unique_ptr<Graph> g);
 
-  /// Deep copy (benchmarks run a pipeline many times on one built model).
+  /// Deep copy (benchmarks run a pipeline many times on one built model). The copy shares
+  /// this module's string pool.
   std::unique_ptr<Module> clone() const;
+
+  StringPool& strings() const { return *strings_; }
 
  private:
   std::string name_;
@@ -244,6 +264,7 @@ class Module {
   std::vector<Var> vars_;
   absl::flat_hash_map<std::string, size_t> var_index_;
   std::vector<std::unique_ptr<Graph>> graphs_;
+  std::shared_ptr<StringPool> strings_ = std::make_shared<StringPool>();
 };
 
 /// Canonical graph names.

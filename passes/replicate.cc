@@ -101,12 +101,14 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
     // one of its operands changed type (the batch flows through it); the rest, such as
     // parameter reads and gradients of parameters, keep the source's types.
     size_t devices = devices_.size();
-    std::vector<absl::flat_hash_map<const ir::Value*, ir::Value*>> maps(devices);
+    // replicas[slot[v] * devices + d] is the replica of source value v on device d
+    // (device 0's slot entry is v itself): one hash lookup per operand, not per device.
+    absl::flat_hash_map<const ir::Value*, size_t> slot;
+    slot.reserve(src->numNodes() * 2);
+    std::vector<ir::Value*> replicas;
+    replicas.reserve(src->numNodes() * devices);
     std::vector<std::string> suffixes;
-    for (size_t d = 0; d < devices; ++d) {
-      suffixes.push_back(absl::StrCat(".", d));
-      maps[d].reserve(src->numNodes() * 2);
-    }
+    for (size_t d = 0; d < devices; ++d) suffixes.push_back(absl::StrCat(".", d));
     dst->reserve(src->numNodes() * devices);
     // Source values whose type changed when device 0 took them over: their source type.
     absl::flat_hash_map<const ir::Value*, ir::TensorType> source_type;
@@ -121,17 +123,22 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
                                                  ir::toString(devices_[d]), ": ", s.message()));
     };
     std::vector<ir::TensorType> result_types, slice;
+    std::vector<size_t> operand_slots;
     for (auto& n : nodes) {
       bool is_input = n->op() == ir::Op::kInput;
       result_types.clear();
       for (size_t r = 0; r < n->numResults(); ++r) result_types.push_back(n->result(r)->type());
+      operand_slots.clear();
+      for (const ir::Value* v : n->operands()) operand_slots.push_back(slot.at(v) * devices);
+      size_t first_result_slot = replicas.size() / devices;
+      replicas.resize(replicas.size() + n->numResults() * devices);
       for (size_t d = 1; d < devices; ++d) {
         std::vector<ir::Value*> operands;
         operands.reserve(n->numOperands());
         bool same = true;
-        for (const ir::Value* v : n->operands()) {
-          ir::Value* replica = maps[d].at(v);
-          same = same && replica->type() == typeInSource(v);
+        for (size_t i = 0; i < n->numOperands(); ++i) {
+          ir::Value* replica = replicas[operand_slots[i] + d];
+          same = same && replica->type() == typeInSource(n->operand(i));
           operands.push_back(replica);
         }
         if (is_input) {
@@ -141,7 +148,12 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
         auto copy = dst->createClone(*n, std::move(operands), devices_[d], suffixes[d],
                                      is_input ? &slice : same ? &result_types : nullptr);
         if (!copy.ok()) return where(copy.status(), d);
-        for (size_t r = 0; r < n->numResults(); ++r) maps[d][n->result(r)] = (*copy)->result(r);
+        for (size_t r = 0; r < n->numResults(); ++r)
+          replicas[(first_result_slot + r) * devices + d] = (*copy)->result(r);
+      }
+      for (size_t r = 0; r < n->numResults(); ++r) {
+        slot[n->result(r)] = first_result_slot + r;
+        replicas[(first_result_slot + r) * devices] = n->result(r);
       }
       bool same = true;
       for (const ir::Value* v : n->operands()) same = same && !source_type.contains(v);
@@ -159,7 +171,7 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
     }
     std::vector<ir::Value*> outputs;
     for (size_t d = 0; d < devices; ++d)
-      for (ir::Value* v : src_outputs) outputs.push_back(d == 0 ? v : maps[d].at(v));
+      for (ir::Value* v : src_outputs) outputs.push_back(replicas[slot.at(v) * devices + d]);
     dst->setOutputs(std::move(outputs));
     m.replaceGraph(std::move(dst));
   }
