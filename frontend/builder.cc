@@ -70,9 +70,9 @@ ir::Node* Builder::emit(Op op, std::vector<Tensor> operands,
   spec.op = op;
   for (const Tensor& t : operands) {
     if (!t.valid()) {
-      record(absl::InvalidArgumentError(
-          absl::StrCat("layer ", path, " (", ir::opInfo(op).name, ") at ", where(loc),
-                       " got an empty tensor handle")));
+      record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (", ir::opInfo(op).name,
+                                                     ") at ", where(loc),
+                                                     " got an empty tensor handle")));
       return nullptr;
     }
     spec.operands.push_back(t.value());
@@ -151,8 +151,9 @@ Tensor Builder::conv2d(Tensor x, const Conv2dOptions& o, Loc loc) {
   }
   ir::DType dt = dtypeOf(x);
   std::vector<Tensor> operands{
-      x, variable(path + ".w", TensorType{dt, {o.out_channels, channelsOf(x, 1), o.kernel, o.kernel}},
-                  VarRole::kParam, o.init.value_or(opts_.weight_init), loc)};
+      x,
+      variable(path + ".w", TensorType{dt, {o.out_channels, channelsOf(x, 1), o.kernel, o.kernel}},
+               VarRole::kParam, o.init.value_or(opts_.weight_init), loc)};
   if (o.bias)
     operands.push_back(
         variable(path + ".b", TensorType{dt, {o.out_channels}}, VarRole::kParam, kZeros, loc));

@@ -120,16 +120,16 @@ class Builder {
   void beginGraph(ir::Graph* g, bool training);
   Tensor addInput(absl::string_view name, ir::TensorType type);
   Tensor addNode(ir::Op op, std::vector<Tensor> operands,
-                 std::vector<std::pair<std::string, ir::AttrValue>> attrs,
-                 absl::string_view layer, Loc loc, size_t result = 0);
+                 std::vector<std::pair<std::string, ir::AttrValue>> attrs, absl::string_view layer,
+                 Loc loc, size_t result = 0);
 
  private:
   std::string scopePath() const;
   /// Full path of a new layer: explicit name, or a numbered default ("conv_1").
   std::string layerPath(absl::string_view explicit_name, absl::string_view kind);
   ir::Node* emit(ir::Op op, std::vector<Tensor> operands,
-                 std::vector<std::pair<std::string, ir::AttrValue>> attrs,
-                 const std::string& path, Loc loc);
+                 std::vector<std::pair<std::string, ir::AttrValue>> attrs, const std::string& path,
+                 Loc loc);
   void record(absl::Status s);
   static std::string where(Loc loc);
 

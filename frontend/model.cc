@@ -32,14 +32,15 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
   // Training divides the summed loss by the global batch; the divisor stays global when
   // replicate gives each device a slice, which keeps uneven splits exact.
   std::vector<std::pair<std::string, ir::AttrValue>> reduction =
-      training ? std::vector<std::pair<std::string, ir::AttrValue>>{
-                     {"reduction", ir::EnumWord{"mean"}}, {"divisor", batch}}
-               : std::vector<std::pair<std::string, ir::AttrValue>>{
-                     {"reduction", ir::EnumWord{"sum"}}, {"divisor", int64_t{1}}};
+      training
+          ? std::vector<std::pair<std::string, ir::AttrValue>>{{"reduction", ir::EnumWord{"mean"}},
+                                                               {"divisor", batch}}
+          : std::vector<std::pair<std::string, ir::AttrValue>>{{"reduction", ir::EnumWord{"sum"}},
+                                                               {"divisor", int64_t{1}}};
   Tensor loss = b.addNode(Op::kSoftmaxCrossEntropy, {logits, y}, reduction, "loss",
                           std::source_location::current());
-  Tensor correct = b.addNode(Op::kAccuracy, {logits, y}, {}, "correct",
-                             std::source_location::current());
+  Tensor correct =
+      b.addNode(Op::kAccuracy, {logits, y}, {}, "correct", std::source_location::current());
   if (!b.status().ok()) return b.status();
   g->setOutputs({loss.value(), correct.value()});
   return absl::OkStatus();
@@ -48,12 +49,12 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
 /// init: every variable gets its initializer's value.
 absl::Status buildInit(ir::Module& m, ir::Graph* g) {
   for (const ir::Var& v : m.vars()) {
-    auto value = g->create({.op = Op::kInitialize,
-                            .attrs = {{"var", ir::Symbol{v.name}}},
-                            .names = {v.name}});
+    auto value = g->create(
+        {.op = Op::kInitialize, .attrs = {{"var", ir::Symbol{v.name}}}, .names = {v.name}});
     if (!value.ok()) return value.status();
-    auto assign = g->create(
-        {.op = Op::kAssign, .operands = {(*value)->result()}, .attrs = {{"var", ir::Symbol{v.name}}}});
+    auto assign = g->create({.op = Op::kAssign,
+                             .operands = {(*value)->result()},
+                             .attrs = {{"var", ir::Symbol{v.name}}}});
     if (!assign.ok()) return assign.status();
   }
   return absl::OkStatus();
@@ -66,8 +67,8 @@ absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
   // The upper bound keeps every tensor's byte count far from int64 overflow.
   constexpr int64_t kMaxBatch = int64_t{1} << 31;
   if (opts.batch < 1 || opts.batch > kMaxBatch)
-    return absl::InvalidArgumentError(absl::StrCat("batch size must be in [1, ", kMaxBatch,
-                                                   "], got ", opts.batch));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch size must be in [1, ", kMaxBatch, "], got ", opts.batch));
   if (spec.image_shape.empty() || !spec.forward)
     return absl::InvalidArgumentError(
         absl::StrCat("model ", spec.name, " needs an image shape and a forward function"));

@@ -3,23 +3,29 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 #include "ir/number_format.h"
 
 namespace tandem::ir {
 
 bool AttrSpec::accepts(const AttrValue& v) const {
   switch (kind) {
-    case AttrKind::kInt: return std::holds_alternative<int64_t>(v);
-    case AttrKind::kFloat: return std::holds_alternative<double>(v);
-    case AttrKind::kBool: return std::holds_alternative<bool>(v);
-    case AttrKind::kInts: return std::holds_alternative<std::vector<int64_t>>(v);
-    case AttrKind::kSymbol: return std::holds_alternative<Symbol>(v);
-    case AttrKind::kDevices: return std::holds_alternative<std::vector<Device>>(v);
+    case AttrKind::kInt:
+      return std::holds_alternative<int64_t>(v);
+    case AttrKind::kFloat:
+      return std::holds_alternative<double>(v);
+    case AttrKind::kBool:
+      return std::holds_alternative<bool>(v);
+    case AttrKind::kInts:
+      return std::holds_alternative<std::vector<int64_t>>(v);
+    case AttrKind::kSymbol:
+      return std::holds_alternative<Symbol>(v);
+    case AttrKind::kDevices:
+      return std::holds_alternative<std::vector<Device>>(v);
     case AttrKind::kEnum: {
       const auto* e = std::get_if<EnumWord>(&v);
       if (e == nullptr) return false;
@@ -33,13 +39,20 @@ bool AttrSpec::accepts(const AttrValue& v) const {
 
 std::string AttrSpec::kindText() const {
   switch (kind) {
-    case AttrKind::kInt: return "int";
-    case AttrKind::kFloat: return "float";
-    case AttrKind::kBool: return "bool";
-    case AttrKind::kInts: return "ints";
-    case AttrKind::kSymbol: return "symbol";
-    case AttrKind::kDevices: return "devices";
-    case AttrKind::kEnum: return absl::StrCat("enum(", absl::StrJoin(words, "|"), ")");
+    case AttrKind::kInt:
+      return "int";
+    case AttrKind::kFloat:
+      return "float";
+    case AttrKind::kBool:
+      return "bool";
+    case AttrKind::kInts:
+      return "ints";
+    case AttrKind::kSymbol:
+      return "symbol";
+    case AttrKind::kDevices:
+      return "devices";
+    case AttrKind::kEnum:
+      return absl::StrCat("enum(", absl::StrJoin(words, "|"), ")");
   }
   return "?";
 }
@@ -56,12 +69,18 @@ std::vector<AttrSpec> parseAttrSchema(absl::string_view schema) {
     AttrSpec spec;
     spec.name = std::string(parts[0]);
     absl::string_view kind = parts[1];
-    if (kind == "int") spec.kind = AttrKind::kInt;
-    else if (kind == "float") spec.kind = AttrKind::kFloat;
-    else if (kind == "bool") spec.kind = AttrKind::kBool;
-    else if (kind == "ints") spec.kind = AttrKind::kInts;
-    else if (kind == "symbol") spec.kind = AttrKind::kSymbol;
-    else if (kind == "devices") spec.kind = AttrKind::kDevices;
+    if (kind == "int")
+      spec.kind = AttrKind::kInt;
+    else if (kind == "float")
+      spec.kind = AttrKind::kFloat;
+    else if (kind == "bool")
+      spec.kind = AttrKind::kBool;
+    else if (kind == "ints")
+      spec.kind = AttrKind::kInts;
+    else if (kind == "symbol")
+      spec.kind = AttrKind::kSymbol;
+    else if (kind == "devices")
+      spec.kind = AttrKind::kDevices;
     else if (absl::ConsumePrefix(&kind, "enum(") && absl::ConsumeSuffix(&kind, ")")) {
       spec.kind = AttrKind::kEnum;
       spec.words = absl::StrSplit(kind, '|');

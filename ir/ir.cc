@@ -24,9 +24,7 @@ const std::string& StringPool::empty() {
 // ---- Node -------------------------------------------------------------------------------
 
 void Node::setScope(absl::string_view s) { scope_ = &graph_->module()->strings().intern(s); }
-void Node::setLocation(absl::string_view l) {
-  location_ = &graph_->module()->strings().intern(l);
-}
+void Node::setLocation(absl::string_view l) { location_ = &graph_->module()->strings().intern(l); }
 
 const AttrValue& Node::attr(absl::string_view name) const {
   int i = info().attrIndex(name);
@@ -139,8 +137,7 @@ absl::Status setAttrs(Node& n, std::vector<AttrValue>& slots,
   for (auto& [name, value] : given) {
     int i = info.attrIndex(name);
     if (i < 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat(info.name, " has no attribute '", name, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(info.name, " has no attribute '", name, "'"));
     if (!info.attrs[i].accepts(value))
       return absl::InvalidArgumentError(absl::StrCat("attribute '", name, "' of ", info.name,
                                                      " must be ", info.attrs[i].kindText(),
@@ -161,8 +158,8 @@ absl::Status setAttrs(Node& n, std::vector<AttrValue>& slots,
 
 /// Prefixes a node-construction error with the node ("%conv1 (conv2d) in scope conv1").
 absl::Status whereIs(const Node& n, const std::vector<std::string>& names, const absl::Status& s) {
-  std::string who = names.empty() ? std::string(n.opName())
-                                  : absl::StrCat("%", names[0], " (", n.opName(), ")");
+  std::string who =
+      names.empty() ? std::string(n.opName()) : absl::StrCat("%", names[0], " (", n.opName(), ")");
   if (!n.scope().empty()) absl::StrAppend(&who, " in scope ", n.scope());
   if (!n.location().empty()) absl::StrAppend(&who, " at ", n.location());
   return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
@@ -247,11 +244,12 @@ absl::StatusOr<Node*> Graph::adoptRenamed(std::unique_ptr<Node> node, std::optio
     if (!inferred.ok() || inferred->size() != node->results_.size()) {
       std::vector<std::string> names;
       if (!node->results_.empty()) names.push_back(node->results_[0]->name_);
-      return whereIs(*node, names,
-                     inferred.ok() ? absl::InternalError("result count changed")
-                                   : inferred.status());
+      return whereIs(
+          *node, names,
+          inferred.ok() ? absl::InternalError("result count changed") : inferred.status());
     }
-    for (size_t i = 0; i < inferred->size(); ++i) node->results_[i]->type_ = std::move((*inferred)[i]);
+    for (size_t i = 0; i < inferred->size(); ++i)
+      node->results_[i]->type_ = std::move((*inferred)[i]);
   }
   for (auto& r : node->results_) {
     r->name_.append(suffix.data(), suffix.size());
@@ -265,14 +263,14 @@ absl::StatusOr<Node*> Graph::finish(std::unique_ptr<Node> node, std::vector<Tens
   const OpInfo& info = node->info();
   size_t n_ops = node->operands_.size();
   if (n_ops < info.minOperands() || n_ops > info.maxOperands())
-    return whereIs(*node, names,
-                   absl::InvalidArgumentError(absl::StrCat(
-                       "takes ", info.minOperands(),
-                       info.maxOperands() == SIZE_MAX ? " or more"
-                       : info.maxOperands() != info.minOperands()
-                           ? absl::StrCat(" to ", info.maxOperands())
-                           : std::string(),
-                       " operands, got ", n_ops)));
+    return whereIs(
+        *node, names,
+        absl::InvalidArgumentError(absl::StrCat("takes ", info.minOperands(),
+                                                info.maxOperands() == SIZE_MAX ? " or more"
+                                                : info.maxOperands() != info.minOperands()
+                                                    ? absl::StrCat(" to ", info.maxOperands())
+                                                    : std::string(),
+                                                " operands, got ", n_ops)));
   for (size_t i = 0; i < n_ops; ++i)
     if (node->operands_[i] == nullptr)
       return whereIs(*node, names,
@@ -300,9 +298,9 @@ absl::StatusOr<Node*> Graph::finish(std::unique_ptr<Node> node, std::vector<Tens
     Value* v = node->results_[i].get();
     v->def_ = node.get();
     v->index_ = static_cast<int>(i);
-    std::string base = i < names.size()    ? std::move(names[i])
-                       : !names.empty()    ? absl::StrCat(node->results_[0]->name_, ".", i)
-                                           : std::string(info.name);
+    std::string base = i < names.size() ? std::move(names[i])
+                       : !names.empty() ? absl::StrCat(node->results_[0]->name_, ".", i)
+                                        : std::string(info.name);
     v->name_ = std::move(base);
     bindName(v);
   }
@@ -368,9 +366,12 @@ absl::flat_hash_map<const Value*, std::vector<Node*>> Graph::users() const {
 
 absl::string_view varRoleName(VarRole r) {
   switch (r) {
-    case VarRole::kParam: return "param";
-    case VarRole::kBuffer: return "buffer";
-    case VarRole::kOptimizer: return "optimizer";
+    case VarRole::kParam:
+      return "param";
+    case VarRole::kBuffer:
+      return "buffer";
+    case VarRole::kOptimizer:
+      return "optimizer";
   }
   return "?";
 }

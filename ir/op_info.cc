@@ -31,7 +31,7 @@ std::vector<OperandSpec> parseOperands(absl::string_view spec) {
 
 std::vector<OpInfo> buildTable() {
   std::vector<OpInfo> table;
-#define OP(Enum, name, operands, attrs, traits, doc)                                        \
+#define OP(Enum, name, operands, attrs, traits, doc)                                         \
   table.push_back(OpInfo{Op::k##Enum, name, parseOperands(operands), parseAttrSchema(attrs), \
                          static_cast<uint32_t>(traits), doc, &k##Enum##Rules});
 #include "ir/ops.def"

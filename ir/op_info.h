@@ -3,10 +3,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ir/attrs.h"
 #include "ir/types.h"
 
@@ -46,7 +46,7 @@ using WritesFn = std::vector<std::string> (*)(const Node&);
 /// The per-op behaviour that lives next to each op family in ir/ops/.
 struct OpRules {
   InferFn infer = nullptr;
-  GradFn grad = nullptr;     // null: not differentiable
+  GradFn grad = nullptr;      // null: not differentiable
   WritesFn writes = nullptr;  // null: writes no variable
 };
 

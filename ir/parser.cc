@@ -22,8 +22,8 @@ struct Token {
 };
 
 bool isNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.';
 }
 bool isDigit(char c) { return c >= '0' && c <= '9'; }
 
@@ -90,9 +90,9 @@ class Lexer {
       return t;
     }
     t.kind = Tok::kBad;
-    t.text = (c >= 32 && c < 127) ? absl::StrCat("unexpected character '", std::string(1, c), "'")
-                                  : absl::StrCat("unexpected byte 0x",
-                                                 absl::Hex(static_cast<unsigned char>(c)));
+    t.text = (c >= 32 && c < 127)
+                 ? absl::StrCat("unexpected character '", std::string(1, c), "'")
+                 : absl::StrCat("unexpected byte 0x", absl::Hex(static_cast<unsigned char>(c)));
     return t;
   }
 
@@ -131,11 +131,16 @@ class Lexer {
 
 std::string describe(const Token& t) {
   switch (t.kind) {
-    case Tok::kEof: return "end of input";
-    case Tok::kPercent: return absl::StrCat("'%", t.text, "'");
-    case Tok::kAt: return absl::StrCat("'@", t.text, "'");
-    case Tok::kString: return absl::StrCat("string \"", t.text, "\"");
-    default: return absl::StrCat("'", t.text, "'");
+    case Tok::kEof:
+      return "end of input";
+    case Tok::kPercent:
+      return absl::StrCat("'%", t.text, "'");
+    case Tok::kAt:
+      return absl::StrCat("'@", t.text, "'");
+    case Tok::kString:
+      return absl::StrCat("string \"", t.text, "\"");
+    default:
+      return absl::StrCat("'", t.text, "'");
   }
 }
 
@@ -163,10 +168,11 @@ class Parser {
     }
     if (absl::Status s = expectPunct("{"); !s.ok()) return s;
     while (!isPunct("}")) {
-      absl::Status s = isWord("var")     ? parseVar(*m)
-                       : isWord("graph") ? parseGraph(*m)
-                                         : error(absl::StrCat("expected 'var', 'graph' or '}', got ",
-                                                              describe(tok_)));
+      absl::Status s =
+          isWord("var") ? parseVar(*m)
+          : isWord("graph")
+              ? parseGraph(*m)
+              : error(absl::StrCat("expected 'var', 'graph' or '}', got ", describe(tok_)));
       if (!s.ok()) return s;
     }
     next();
@@ -203,7 +209,8 @@ class Parser {
   }
 
   absl::StatusOr<int64_t> parseInt() {
-    if (tok_.kind != Tok::kNumber) return error(absl::StrCat("expected an integer, got ", describe(tok_)));
+    if (tok_.kind != Tok::kNumber)
+      return error(absl::StrCat("expected an integer, got ", describe(tok_)));
     int64_t v = 0;
     const std::string& s = tok_.text;
     const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
@@ -214,7 +221,8 @@ class Parser {
     return v;
   }
   absl::StatusOr<double> parseFloat() {
-    if (tok_.kind != Tok::kNumber) return error(absl::StrCat("expected a number, got ", describe(tok_)));
+    if (tok_.kind != Tok::kNumber)
+      return error(absl::StrCat("expected a number, got ", describe(tok_)));
     double v = 0;
     const std::string& s = tok_.text;
     const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
@@ -227,7 +235,8 @@ class Parser {
 
   // ---- pieces -------------------------------------------------------------------------
   absl::StatusOr<TensorType> parseType() {
-    if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected a tensor type such as f32[2,3], got ", describe(tok_)));
+    if (tok_.kind != Tok::kWord)
+      return error(absl::StrCat("expected a tensor type such as f32[2,3], got ", describe(tok_)));
     auto dtype = parseDType(tok_.text);
     if (!dtype.ok()) return error(dtype.status().message());
     next();
@@ -252,7 +261,8 @@ class Parser {
 
   absl::StatusOr<Device> parseDeviceAfterKind(const Token& kind) {
     if (absl::Status s = expectPunct(":"); !s.ok()) return s;
-    if (tok_.kind != Tok::kNumber) return error(absl::StrCat("expected a device index, got ", describe(tok_)));
+    if (tok_.kind != Tok::kNumber)
+      return error(absl::StrCat("expected a device index, got ", describe(tok_)));
     auto d = ir::parseDevice(absl::StrCat(kind.text, ":", tok_.text));
     if (!d.ok()) return errorAt(kind, d.status().message());
     next();
@@ -265,13 +275,15 @@ class Parser {
     while (!isPunct("]")) {
       if (!out.empty())
         if (absl::Status s = expectPunct(","); !s.ok()) return s;
-      if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected a device such as cpu:0, got ", describe(tok_)));
+      if (tok_.kind != Tok::kWord)
+        return error(absl::StrCat("expected a device such as cpu:0, got ", describe(tok_)));
       Token kind = tok_;
       next();
       auto d = parseDeviceAfterKind(kind);
       if (!d.ok()) return d.status();
       for (const Device& seen : out)
-        if (seen == *d) return errorAt(kind, absl::StrCat("device ", toString(*d), " is listed twice"));
+        if (seen == *d)
+          return errorAt(kind, absl::StrCat("device ", toString(*d), " is listed twice"));
       out.push_back(*d);
     }
     next();
@@ -299,8 +311,8 @@ class Parser {
       init.std = *std;
       if (!isPunct(")")) return error(absl::StrCat("expected ')', got ", describe(tok_)));
     } else {
-      return error(absl::StrCat("expected an initializer (zeros, ones, kaiming or normal(std=S)), got ",
-                                describe(tok_)));
+      return error(absl::StrCat(
+          "expected an initializer (zeros, ones, kaiming or normal(std=S)), got ", describe(tok_)));
     }
     next();
     return init;
@@ -308,7 +320,8 @@ class Parser {
 
   absl::Status parseVar(Module& m) {
     next();  // var
-    if (tok_.kind != Tok::kAt) return error(absl::StrCat("expected '@NAME' after 'var', got ", describe(tok_)));
+    if (tok_.kind != Tok::kAt)
+      return error(absl::StrCat("expected '@NAME' after 'var', got ", describe(tok_)));
     Token name = tok_;
     next();
     if (absl::Status s = expectPunct(":"); !s.ok()) return s;
@@ -317,7 +330,8 @@ class Parser {
     if (absl::Status s = expectPunct("{"); !s.ok()) return s;
     if (absl::Status s = expectWord("role"); !s.ok()) return s;
     if (absl::Status s = expectPunct("="); !s.ok()) return s;
-    if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected a role, got ", describe(tok_)));
+    if (tok_.kind != Tok::kWord)
+      return error(absl::StrCat("expected a role, got ", describe(tok_)));
     auto role = parseVarRole(tok_.text);
     if (!role.ok()) return error(role.status().message());
     next();
@@ -365,7 +379,8 @@ class Parser {
         return AttrValue(std::move(out));
       }
       case AttrKind::kSymbol: {
-        if (tok_.kind != Tok::kAt) return error(absl::StrCat("expected '@NAME', got ", describe(tok_)));
+        if (tok_.kind != Tok::kAt)
+          return error(absl::StrCat("expected '@NAME', got ", describe(tok_)));
         Symbol sym{tok_.text};
         next();
         return AttrValue(std::move(sym));
@@ -376,9 +391,11 @@ class Parser {
         return AttrValue(*std::move(ds));
       }
       case AttrKind::kEnum: {
-        if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected one of ", spec.kindText(), ", got ", describe(tok_)));
+        if (tok_.kind != Tok::kWord)
+          return error(absl::StrCat("expected one of ", spec.kindText(), ", got ", describe(tok_)));
         EnumWord w{tok_.text};
-        if (!spec.accepts(w)) return error(absl::StrCat("'", tok_.text, "' is not one of ", spec.kindText()));
+        if (!spec.accepts(w))
+          return error(absl::StrCat("'", tok_.text, "' is not one of ", spec.kindText()));
         next();
         return AttrValue(std::move(w));
       }
@@ -387,7 +404,8 @@ class Parser {
   }
 
   absl::StatusOr<Value*> lookup(Graph& g) {
-    if (tok_.kind != Tok::kPercent) return error(absl::StrCat("expected a value '%NAME', got ", describe(tok_)));
+    if (tok_.kind != Tok::kPercent)
+      return error(absl::StrCat("expected a value '%NAME', got ", describe(tok_)));
     Value* v = g.findValue(tok_.text);
     if (v == nullptr) return error(absl::StrCat("use of undefined value %", tok_.text));
     next();
@@ -400,8 +418,10 @@ class Parser {
     std::vector<Token> name_toks;
     if (tok_.kind == Tok::kPercent) {
       while (true) {
-        if (tok_.kind != Tok::kPercent) return error(absl::StrCat("expected a result name '%NAME', got ", describe(tok_)));
-        if (g.findValue(tok_.text) != nullptr) return error(absl::StrCat("value %", tok_.text, " is defined twice"));
+        if (tok_.kind != Tok::kPercent)
+          return error(absl::StrCat("expected a result name '%NAME', got ", describe(tok_)));
+        if (g.findValue(tok_.text) != nullptr)
+          return error(absl::StrCat("value %", tok_.text, " is defined twice"));
         for (const auto& n : names)
           if (n == tok_.text) return error(absl::StrCat("value %", tok_.text, " is defined twice"));
         names.push_back(tok_.text);
@@ -412,11 +432,13 @@ class Parser {
       }
       if (absl::Status s = expectPunct("="); !s.ok()) return s;
     }
-    if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected an op name, got ", describe(tok_)));
+    if (tok_.kind != Tok::kWord)
+      return error(absl::StrCat("expected an op name, got ", describe(tok_)));
     Token op_tok = tok_;
     auto op = opByName(tok_.text);
     if (!op) return error(absl::StrCat("unknown op '", tok_.text, "'"));
-    if (*op == Op::kInput) return error("input nodes are written in the graph header, not as nodes");
+    if (*op == Op::kInput)
+      return error("input nodes are written in the graph header, not as nodes");
     const OpInfo& info = opInfo(*op);
     next();
     NodeSpec spec;
@@ -436,7 +458,8 @@ class Parser {
       while (!isPunct("}")) {
         if (!spec.attrs.empty())
           if (absl::Status s = expectPunct(","); !s.ok()) return s;
-        if (tok_.kind != Tok::kWord) return error(absl::StrCat("expected an attribute name, got ", describe(tok_)));
+        if (tok_.kind != Tok::kWord)
+          return error(absl::StrCat("expected an attribute name, got ", describe(tok_)));
         int idx = info.attrIndex(tok_.text);
         if (idx < 0) return error(absl::StrCat(info.name, " has no attribute '", tok_.text, "'"));
         std::string attr_name = tok_.text;
@@ -469,12 +492,14 @@ class Parser {
     if (isWord("loc")) {
       next();
       if (absl::Status s = expectPunct("("); !s.ok()) return s;
-      if (tok_.kind != Tok::kString) return error(absl::StrCat("expected a scope string, got ", describe(tok_)));
+      if (tok_.kind != Tok::kString)
+        return error(absl::StrCat("expected a scope string, got ", describe(tok_)));
       spec.scope = tok_.text;
       next();
       if (isPunct(",")) {
         next();
-        if (tok_.kind != Tok::kString) return error(absl::StrCat("expected a location string, got ", describe(tok_)));
+        if (tok_.kind != Tok::kString)
+          return error(absl::StrCat("expected a location string, got ", describe(tok_)));
         spec.location = tok_.text;
         next();
       }
@@ -493,15 +518,15 @@ class Parser {
     for (size_t i = 0; i < names.size(); ++i)
       if ((*node)->result(i)->type() != types[i])
         return errorAt(name_toks[i],
-                       absl::StrCat("%", names[i], " is declared ", toString(types[i]),
-                                    " but ", info.name, " gives ",
-                                    toString((*node)->result(i)->type())));
+                       absl::StrCat("%", names[i], " is declared ", toString(types[i]), " but ",
+                                    info.name, " gives ", toString((*node)->result(i)->type())));
     return absl::OkStatus();
   }
 
   absl::Status parseGraph(Module& m) {
     next();  // graph
-    if (tok_.kind != Tok::kAt) return error(absl::StrCat("expected '@NAME' after 'graph', got ", describe(tok_)));
+    if (tok_.kind != Tok::kAt)
+      return error(absl::StrCat("expected '@NAME' after 'graph', got ", describe(tok_)));
     Token name = tok_;
     auto created = m.addGraph(tok_.text);
     if (!created.ok()) return errorAt(name, created.status().message());
@@ -513,8 +538,10 @@ class Parser {
       if (!first)
         if (absl::Status s = expectPunct(","); !s.ok()) return s;
       first = false;
-      if (tok_.kind != Tok::kPercent) return error(absl::StrCat("expected an argument '%NAME: TYPE', got ", describe(tok_)));
-      if (g.findValue(tok_.text) != nullptr) return error(absl::StrCat("argument %", tok_.text, " is declared twice"));
+      if (tok_.kind != Tok::kPercent)
+        return error(absl::StrCat("expected an argument '%NAME: TYPE', got ", describe(tok_)));
+      if (g.findValue(tok_.text) != nullptr)
+        return error(absl::StrCat("argument %", tok_.text, " is declared twice"));
       NodeSpec spec;
       spec.op = Op::kInput;
       spec.names = {tok_.text};
@@ -570,7 +597,8 @@ absl::StatusOr<std::unique_ptr<Module>> parseModuleFile(const std::string& path)
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read IR file '", path, "'"));
   std::stringstream buf;
   buf << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("error while reading IR file '", path, "'"));
+  if (in.bad())
+    return absl::DataLossError(absl::StrCat("error while reading IR file '", path, "'"));
   return parseModule(buf.str(), path);
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 
 #include <memory>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "ir/ir.h"
 
 namespace tandem::ir {

@@ -90,8 +90,8 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
   if (m.isReplicated()) absl::StrAppend(&out, " devices=", toString(m.devices()));
   out.append(" {\n");
   for (const Var& v : m.vars())
-    absl::StrAppend(&out, "var @", v.name, " : ", toString(v.type), " {role=",
-                    varRoleName(v.role), ", init=", toString(v.init), "}\n");
+    absl::StrAppend(&out, "var @", v.name, " : ", toString(v.type), " {role=", varRoleName(v.role),
+                    ", init=", toString(v.init), "}\n");
   for (const auto& g : m.graphs()) {
     out.push_back('\n');
     appendGraph(&out, *g, opts);

@@ -13,9 +13,12 @@ namespace tandem::ir {
 
 absl::string_view dtypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kI32: return "i32";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kI32:
+      return "i32";
   }
   return "?";
 }
@@ -92,17 +95,20 @@ absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s) {
 
 std::string toString(const std::vector<Device>& ds) {
   return absl::StrCat(
-      "[",
-      absl::StrJoin(ds, ", ", [](std::string* o, const Device& d) { o->append(toString(d)); }),
+      "[", absl::StrJoin(ds, ", ", [](std::string* o, const Device& d) { o->append(toString(d)); }),
       "]");
 }
 
 std::string toString(const Initializer& i) {
   switch (i.kind) {
-    case Initializer::Kind::kZeros: return "zeros";
-    case Initializer::Kind::kOnes: return "ones";
-    case Initializer::Kind::kKaiming: return "kaiming";
-    case Initializer::Kind::kNormal: return absl::StrCat("normal(std=", formatDouble(i.std), ")");
+    case Initializer::Kind::kZeros:
+      return "zeros";
+    case Initializer::Kind::kOnes:
+      return "ones";
+    case Initializer::Kind::kKaiming:
+      return "kaiming";
+    case Initializer::Kind::kNormal:
+      return absl::StrCat("normal(std=", formatDouble(i.std), ")");
   }
   return "?";
 }

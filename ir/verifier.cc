@@ -62,8 +62,7 @@ class GraphVerifier {
     if (!m_.isReplicated()) {
       if (info.has(kCollective))
         return failAt(n, "collectives need a replicated module (run replicate first)");
-      if (n.device())
-        return failAt(n, "is placed on a device but the module is not replicated");
+      if (n.device()) return failAt(n, "is placed on a device but the module is not replicated");
       return absl::OkStatus();
     }
     if (info.has(kCollective)) {
@@ -76,8 +75,8 @@ class GraphVerifier {
         // One slice from every module device, in module order.
         const auto& md = m_.devices();
         if (n.numOperands() != md.size())
-          return failAt(n, absl::StrCat("gathers ", n.numOperands(), " slices, expected one from each of ",
-                                        toString(md)));
+          return failAt(n, absl::StrCat("gathers ", n.numOperands(),
+                                        " slices, expected one from each of ", toString(md)));
         for (size_t i = 0; i < md.size(); ++i)
           if (n.operand(i)->device() != md[i])
             return failAt(n, absl::StrCat("operand ", i, " %", n.operand(i)->name(), " is on ",
@@ -93,12 +92,11 @@ class GraphVerifier {
         size_t k = n.numOperands() / ds.size();
         for (size_t i = 0; i < n.numOperands(); ++i)
           if (n.operand(i)->device() != ds[i / k])
-            return failAt(n, absl::StrCat(
-                                 "operand ", i, " %", n.operand(i)->name(), " is on ",
-                                 n.operand(i)->device() ? toString(*n.operand(i)->device())
-                                                        : std::string("the host"),
-                                 ", expected ", toString(ds[i / k]),
-                                 " (operands are grouped by device)"));
+            return failAt(n, absl::StrCat("operand ", i, " %", n.operand(i)->name(), " is on ",
+                                          n.operand(i)->device() ? toString(*n.operand(i)->device())
+                                                                 : std::string("the host"),
+                                          ", expected ", toString(ds[i / k]),
+                                          " (operands are grouped by device)"));
       }
       if (n.op() == Op::kBroadcast && !n.operand(0)->device())
         return failAt(n, "broadcasts from a device; its operand must be placed");
@@ -107,7 +105,8 @@ class GraphVerifier {
     if (!n.device()) {
       if (n.op() == Op::kInput) return absl::OkStatus();  // host data, split by a collective
       return failAt(n, absl::StrCat("is not placed; every node of a replicated module needs a "
-                                    "device from ", toString(m_.devices())));
+                                    "device from ",
+                                    toString(m_.devices())));
     }
     if (!onModuleDevice(*n.device()))
       return failAt(n, absl::StrCat("is placed on ", toString(*n.device()),
@@ -132,9 +131,9 @@ class GraphVerifier {
     if (n.op() == Op::kParam) {
       auto it = writes_.find(replicaKey(n, n.symbolAttr("var")));
       if (it != writes_.end())
-        return failAt(n, absl::StrCat("reads @", n.symbolAttr("var"), " after ",
-                                      it->second->describe(),
-                                      " wrote it; reads must come before the write"));
+        return failAt(
+            n, absl::StrCat("reads @", n.symbolAttr("var"), " after ", it->second->describe(),
+                            " wrote it; reads must come before the write"));
     }
     if (n.info().rules->writes == nullptr) return absl::OkStatus();
     for (const std::string& var : n.info().rules->writes(n)) {

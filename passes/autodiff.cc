@@ -5,12 +5,12 @@
 
 #include "passes/autodiff.h"
 
+#include <cmath>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include <cmath>
-
 #include "ir/grad.h"
 #include "ir/number_format.h"
 
@@ -59,8 +59,8 @@ class AutodiffContext final : public ir::GradContext {
                              std::vector<std::string> names) override {
     for (Value* v : operands)
       if (v == nullptr)
-        return absl::InternalError(absl::StrCat("gradient rule of ", node_->opName(),
-                                                " used a missing gradient"));
+        return absl::InternalError(
+            absl::StrCat("gradient rule of ", node_->opName(), " used a missing gradient"));
     return g_.create({.op = op,
                       .operands = std::move(operands),
                       .attrs = std::move(attrs),
@@ -82,9 +82,8 @@ absl::StatusOr<const Node*> findLoss(const ir::Graph& g) {
   const Node* loss = nullptr;
   for (const auto& n : g.nodes()) {
     if (n->op() == Op::kSgdUpdate)
-      return absl::FailedPreconditionError(
-          absl::StrCat("autodiff: graph @", g.name(), " already has a backward pass (",
-                       n->describe(), ")"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "autodiff: graph @", g.name(), " already has a backward pass (", n->describe(), ")"));
     if (!n->info().has(ir::kLoss)) continue;
     if (loss != nullptr)
       return absl::FailedPreconditionError(
@@ -93,8 +92,8 @@ absl::StatusOr<const Node*> findLoss(const ir::Graph& g) {
     loss = n.get();
   }
   if (loss == nullptr)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "autodiff: graph @", g.name(), " has no loss (a softmax_cross_entropy node)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("autodiff: graph @", g.name(), " has no loss (a softmax_cross_entropy node)"));
   return loss;
 }
 
@@ -141,14 +140,14 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
   AutodiffContext ctx(*g, grads, needs);
   for (size_t i = loss_pos + 1; i-- > 0;) {
     const Node* n = g->nodes()[i].get();
-    if (n->op() == Op::kParam || !needs.contains(n->numResults() ? n->result() : nullptr))
-      continue;
+    if (n->op() == Op::kParam || !needs.contains(n->numResults() ? n->result() : nullptr)) continue;
     bool has_grad = false;
-    for (size_t r = 0; r < n->numResults(); ++r) has_grad = has_grad || grads.contains(n->result(r));
+    for (size_t r = 0; r < n->numResults(); ++r)
+      has_grad = has_grad || grads.contains(n->result(r));
     if (!has_grad) continue;
     if (n->info().rules->grad == nullptr)
-      return absl::UnimplementedError(absl::StrCat(
-          "autodiff: ", n->describe(), ": op ", n->opName(), " has no gradient rule"));
+      return absl::UnimplementedError(
+          absl::StrCat("autodiff: ", n->describe(), ": op ", n->opName(), " has no gradient rule"));
     ctx.reset(n);
     absl::Status s = n->info().rules->grad(ctx);
     s.Update(ctx.status());
@@ -216,11 +215,11 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
       if (!m_read.ok()) return m_read.status();
       operands.push_back((*m_read)->result());
     }
-    auto update = g->create({.op = Op::kSgdUpdate,
-                             .operands = std::move(operands),
-                             .attrs = {{"lr", lr_}, {"momentum", momentum_},
-                                       {"weight_decay", weight_decay_}},
-                             .scope = read->scope()});
+    auto update =
+        g->create({.op = Op::kSgdUpdate,
+                   .operands = std::move(operands),
+                   .attrs = {{"lr", lr_}, {"momentum", momentum_}, {"weight_decay", weight_decay_}},
+                   .scope = read->scope()});
     if (!update.ok()) return update.status();
   }
   return true;

@@ -17,7 +17,8 @@ class Autodiff final : public Pass {
   std::string optionsText() const override;
 
  private:
-  Autodiff(double lr, double momentum, double wd) : lr_(lr), momentum_(momentum), weight_decay_(wd) {}
+  Autodiff(double lr, double momentum, double wd)
+      : lr_(lr), momentum_(momentum), weight_decay_(wd) {}
   double lr_, momentum_, weight_decay_;
 };
 

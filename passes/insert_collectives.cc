@@ -70,18 +70,18 @@ absl::Status splitInputs(ir::Module& m, ir::Graph& g) {
   for (Node* in : g.inputs()) {
     size_t d = in->device() ? deviceIndex(m, *in->device()) : SIZE_MAX;
     if (d == SIZE_MAX)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "insert-collectives: input %", in->result()->name(), " of @", g.name(),
-          " is not on a module device (was the graph already split?)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("insert-collectives: input %", in->result()->name(), " of @", g.name(),
+                       " is not on a module device (was the graph already split?)"));
     per_device[d].push_back(in);
   }
   size_t k = per_device[0].size();
   for (size_t d = 1; d < devices; ++d)
     if (per_device[d].size() != k)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "insert-collectives: @", g.name(), " has ", k, " inputs on ",
-          ir::toString(m.devices()[0]), " but ", per_device[d].size(), " on ",
-          ir::toString(m.devices()[d])));
+      return absl::FailedPreconditionError(
+          absl::StrCat("insert-collectives: @", g.name(), " has ", k, " inputs on ",
+                       ir::toString(m.devices()[0]), " but ", per_device[d].size(), " on ",
+                       ir::toString(m.devices()[d])));
   if (k == 0) return absl::OkStatus();
 
   absl::flat_hash_map<const Value*, Value*> replace;
@@ -95,10 +95,10 @@ absl::Status splitInputs(ir::Module& m, ir::Graph& g) {
       ir::TensorType expect = per_device[0][j]->result()->type();
       expect.shape[0] = t.rank() > 0 ? t.shape[0] : 0;
       if (t.rank() == 0 || t != expect)
-        return absl::FailedPreconditionError(absl::StrCat(
-            "insert-collectives: input %", per_device[d][j]->result()->name(), " is ",
-            ir::toString(t), ", which does not match %", per_device[0][j]->result()->name(),
-            " outside the batch axis"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("insert-collectives: input %", per_device[d][j]->result()->name(), " is ",
+                         ir::toString(t), ", which does not match %",
+                         per_device[0][j]->result()->name(), " outside the batch axis"));
       sizes.push_back(t.shape[0]);
       global.shape[0] += t.shape[0];
     }
@@ -110,12 +110,11 @@ absl::Status splitInputs(ir::Module& m, ir::Graph& g) {
     // The split's results take over the replica names; free them first.
     for (size_t d = 0; d < devices; ++d)
       g.rename(per_device[d][j]->result(), per_device[d][j]->result()->name() + ".unsplit");
-    auto split = g.create({.op = Op::kSplit,
-                           .operands = {(*host)->result()},
-                           .attrs = {{"axis", int64_t{0}},
-                                     {"sizes", sizes},
-                                     {"devices", m.devices()}},
-                           .names = names});
+    auto split =
+        g.create({.op = Op::kSplit,
+                  .operands = {(*host)->result()},
+                  .attrs = {{"axis", int64_t{0}}, {"sizes", sizes}, {"devices", m.devices()}},
+                  .names = names});
     if (!split.ok()) return split.status();
     for (size_t d = 0; d < devices; ++d) replace[per_device[d][j]->result()] = (*split)->result(d);
   }
@@ -176,7 +175,8 @@ absl::Status broadcastInit(ir::Module& m, ir::Graph& g) {
   for (const auto& n : g.nodes())
     if (n->op() != Op::kBroadcast)
       for (size_t i = 0; i < n->numOperands(); ++i)
-        if (auto it = replace.find(n->operand(i)); it != replace.end()) n->setOperand(i, it->second);
+        if (auto it = replace.find(n->operand(i)); it != replace.end())
+          n->setOperand(i, it->second);
   insert.apply();
   g.eraseIf([&](const Node& n) { return drop.contains(&n); });
   return absl::OkStatus();
@@ -265,9 +265,9 @@ absl::Status sumOutputs(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
   size_t devices = m.devices().size();
   const auto& outs = g.outputs();
   if (outs.size() % devices != 0)
-    return absl::FailedPreconditionError(absl::StrCat(
-        "insert-collectives: @", g.name(), " returns ", outs.size(),
-        " values, not a multiple of ", devices, " devices"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("insert-collectives: @", g.name(), " returns ", outs.size(),
+                     " values, not a multiple of ", devices, " devices"));
   size_t k = outs.size() / devices;
   std::vector<Value*> result;
   for (size_t j = 0; j < k; ++j) {
@@ -318,9 +318,10 @@ absl::StatusOr<bool> InsertCollectives::run(ir::Module& m) {
 }
 
 std::string InsertCollectives::optionsText() const {
-  return absl::StrCat("{bucket-mb=", ir::formatDouble(static_cast<double>(bucket_bytes_) / (1 << 20)),
-                      ",first-bucket-mb=",
-                      ir::formatDouble(static_cast<double>(first_bucket_bytes_) / (1 << 20)), "}");
+  return absl::StrCat(
+      "{bucket-mb=", ir::formatDouble(static_cast<double>(bucket_bytes_) / (1 << 20)),
+      ",first-bucket-mb=", ir::formatDouble(static_cast<double>(first_bucket_bytes_) / (1 << 20)),
+      "}");
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opts) {

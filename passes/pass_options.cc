@@ -11,8 +11,7 @@
 namespace tandem::passes {
 
 absl::Status PassOptions::bad(absl::string_view key, absl::string_view why) const {
-  return absl::InvalidArgumentError(
-      absl::StrCat("pass ", pass_, ": option '", key, "' ", why));
+  return absl::InvalidArgumentError(absl::StrCat("pass ", pass_, ": option '", key, "' ", why));
 }
 
 absl::StatusOr<double> PassOptions::getDouble(absl::string_view key, double fallback) {

@@ -20,8 +20,8 @@ absl::StatusOr<std::vector<std::string>> splitTopLevel(absl::string_view text,
     if (c == '{' || c == '[') ++depth;
     if (c == '}' || c == ']') {
       if (--depth < 0)
-        return absl::InvalidArgumentError(absl::StrCat("unbalanced '", std::string(1, c),
-                                                       "' in ", what, " '", text, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("unbalanced '", std::string(1, c), "' in ", what, " '", text, "'"));
     }
     if (c == ',' && depth == 0) {
       parts.push_back(std::move(current));
@@ -61,9 +61,9 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> parsePipeline(absl::string_vi
         for (const std::string& opt : *opts) {
           size_t eq = opt.find('=');
           if (eq == std::string::npos)
-            return absl::InvalidArgumentError(absl::StrCat(
-                "pass ", name, ": option '", absl::StripAsciiWhitespace(opt),
-                "' must be written KEY=VALUE"));
+            return absl::InvalidArgumentError(absl::StrCat("pass ", name, ": option '",
+                                                           absl::StripAsciiWhitespace(opt),
+                                                           "' must be written KEY=VALUE"));
           std::string key(absl::StripAsciiWhitespace(opt.substr(0, eq)));
           if (values.contains(key))
             return absl::InvalidArgumentError(
@@ -85,27 +85,24 @@ std::string defaultPipeline(const PipelineConfig& c) {
   // which would change an lr of 0.1234567 into 0.123457.
   auto num = [](double v) { return ir::formatDouble(v); };
   std::vector<std::string> passes{
-      absl::StrCat("autodiff{lr=", num(c.lr), ",momentum=", num(c.momentum), ",weight-decay=",
-                   num(c.weight_decay), "}"),
+      absl::StrCat("autodiff{lr=", num(c.lr), ",momentum=", num(c.momentum),
+                   ",weight-decay=", num(c.weight_decay), "}"),
       // Slot: fuse-conv-bn-relu goes here, between autodiff and replicate, once the
       // fusion issue lands (fused forward and backward nodes, numerics unchanged).
-      absl::StrCat("replicate{devices=[",
-                   absl::StrJoin(c.devices, ",",
-                                 [](std::string* o, const ir::Device& d) {
-                                   o->append(ir::toString(d));
-                                 }),
-                   "]",
-                   c.weights.empty()
-                       ? ""
-                       : absl::StrCat(",weights=[",
-                                      absl::StrJoin(c.weights, ",",
-                                                    [&](std::string* o, double w) {
-                                                      o->append(num(w));
-                                                    }),
-                                      "]"),
-                   "}"),
-      absl::StrCat("insert-collectives{bucket-mb=", num(c.bucket_mb), ",first-bucket-mb=",
-                   num(c.first_bucket_mb), "}"),
+      absl::StrCat(
+          "replicate{devices=[",
+          absl::StrJoin(c.devices, ",",
+                        [](std::string* o, const ir::Device& d) { o->append(ir::toString(d)); }),
+          "]",
+          c.weights.empty()
+              ? ""
+              : absl::StrCat(",weights=[",
+                             absl::StrJoin(c.weights, ",",
+                                           [&](std::string* o, double w) { o->append(num(w)); }),
+                             "]"),
+          "}"),
+      absl::StrCat("insert-collectives{bucket-mb=", num(c.bucket_mb),
+                   ",first-bucket-mb=", num(c.first_bucket_mb), "}"),
       "dce",
   };
   return absl::StrJoin(passes, ",");

@@ -19,7 +19,7 @@ const std::vector<PassInfo>& registeredPasses() {
       {InsertCollectives::kName,
        "split inputs, broadcast initial values, all_reduce gradients in buckets",
        "bucket-mb=25, first-bucket-mb=1", InsertCollectives::create},
-      {DeadCodeElimination::kName, "remove nodes whose results are unused", "", 
+      {DeadCodeElimination::kName, "remove nodes whose results are unused", "",
        DeadCodeElimination::create},
   };
   return *passes;
@@ -28,11 +28,12 @@ const std::vector<PassInfo>& registeredPasses() {
 absl::StatusOr<std::unique_ptr<Pass>> createPass(absl::string_view name, PassOptions& opts) {
   for (const PassInfo& info : registeredPasses())
     if (info.name == name) return info.create(opts);
-  return absl::NotFoundError(absl::StrCat(
-      "unknown pass '", name, "' (known: ",
-      absl::StrJoin(registeredPasses(), ", ",
-                    [](std::string* o, const PassInfo& p) { o->append(p.name.data(), p.name.size()); }),
-      ")"));
+  return absl::NotFoundError(absl::StrCat("unknown pass '", name, "' (known: ",
+                                          absl::StrJoin(registeredPasses(), ", ",
+                                                        [](std::string* o, const PassInfo& p) {
+                                                          o->append(p.name.data(), p.name.size());
+                                                        }),
+                                          ")"));
 }
 
 }  // namespace tandem::passes

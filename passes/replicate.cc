@@ -17,17 +17,17 @@ absl::StatusOr<std::vector<int64_t>> splitBatch(int64_t batch, size_t devices,
                                                 const std::vector<double>& weights) {
   int64_t n = static_cast<int64_t>(devices);
   if (batch < n)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch ", batch, " is smaller than the device count ", n,
-        ": every device needs at least one sample"));
+    return absl::InvalidArgumentError(absl::StrCat("batch ", batch,
+                                                   " is smaller than the device count ", n,
+                                                   ": every device needs at least one sample"));
   std::vector<int64_t> sizes(devices, batch / n);
   if (weights.empty()) {
     for (int64_t i = 0; i < batch % n; ++i) ++sizes[i];
     return sizes;
   }
   if (weights.size() != devices)
-    return absl::InvalidArgumentError(absl::StrCat("weights has ", weights.size(),
-                                                   " entries for ", devices, " devices"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights has ", weights.size(), " entries for ", devices, " devices"));
   double largest = 0;
   for (double w : weights) {
     if (!(w > 0)) return absl::InvalidArgumentError("weights must all be > 0");
@@ -63,13 +63,13 @@ absl::StatusOr<int64_t> graphBatch(const ir::Graph& g) {
   for (const ir::Node* in : g.inputs()) {
     const ir::TensorType& t = in->result()->type();
     if (t.rank() == 0)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "replicate: input %", in->result()->name(), " of @", g.name(),
-          " is a scalar; batch inputs need a batch axis 0"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("replicate: input %", in->result()->name(), " of @", g.name(),
+                       " is a scalar; batch inputs need a batch axis 0"));
     if (first != nullptr && t.shape[0] != batch)
       return absl::InvalidArgumentError(absl::StrCat(
-          "replicate: inputs %", first->result()->name(), " and %", in->result()->name(),
-          " of @", g.name(), " disagree on the batch size (", batch, " vs ", t.shape[0], ")"));
+          "replicate: inputs %", first->result()->name(), " and %", in->result()->name(), " of @",
+          g.name(), " disagree on the batch size (", batch, " vs ", t.shape[0], ")"));
     first = in;
     batch = t.shape[0];
   }
@@ -90,8 +90,8 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
     if (*batch > 0) {
       auto split = splitBatch(*batch, devices_.size(), weights_);
       if (!split.ok())
-        return absl::Status(split.status().code(),
-                            absl::StrCat("replicate @", src->name(), ": ", split.status().message()));
+        return absl::Status(split.status().code(), absl::StrCat("replicate @", src->name(), ": ",
+                                                                split.status().message()));
       sizes = *split;
     }
     auto dst = std::make_unique<ir::Graph>(&m, src->name());
@@ -146,7 +146,9 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
           slice[0].shape[0] = sizes[d];
         }
         auto copy = dst->createClone(*n, std::move(operands), devices_[d], suffixes[d],
-                                     is_input ? &slice : same ? &result_types : nullptr);
+                                     is_input ? &slice
+                                     : same   ? &result_types
+                                              : nullptr);
         if (!copy.ok()) return where(copy.status(), d);
         for (size_t r = 0; r < n->numResults(); ++r)
           replicas[(first_result_slot + r) * devices + d] = (*copy)->result(r);

@@ -39,7 +39,8 @@ std::string compareWithGolden(const std::string& actual, const std::string& gold
     return "";
   }
   std::ifstream probe(path);
-  if (!probe) return "golden file " + golden_relative + " is missing (run with TANDEM_UPDATE_GOLDEN=1)";
+  if (!probe)
+    return "golden file " + golden_relative + " is missing (run with TANDEM_UPDATE_GOLDEN=1)";
   std::string expected = readFile(path);
   if (expected == actual) return "";
   // First differing line, to keep failures readable.
@@ -49,8 +50,9 @@ std::string compareWithGolden(const std::string& actual, const std::string& gold
     bool ga = static_cast<bool>(std::getline(a, la)), ge = static_cast<bool>(std::getline(e, le));
     if (!ga && !ge) break;
     if (!ga || !ge || la != le)
-      return golden_relative + ":" + std::to_string(line) + " differs\n  expected: " +
-             (ge ? le : "<end of file>") + "\n  actual:   " + (ga ? la : "<end of file>") +
+      return golden_relative + ":" + std::to_string(line) +
+             " differs\n  expected: " + (ge ? le : "<end of file>") +
+             "\n  actual:   " + (ga ? la : "<end of file>") +
              "\n(regenerate with TANDEM_UPDATE_GOLDEN=1 if the change is intended)";
   }
   return golden_relative + " differs";

@@ -69,7 +69,8 @@ ModelSpec imagenetResnet(std::string name, std::array<int, 4> blocks, bool use_b
       for (int i = 0; i < blocks[stage]; ++i) {
         auto blk = b.scope(absl::StrCat("block", i));
         int64_t stride = (i == 0 && stage > 0) ? 2 : 1;
-        x = use_bottleneck ? bottleneck(b, x, channels, stride) : basicBlock(b, x, channels, stride);
+        x = use_bottleneck ? bottleneck(b, x, channels, stride)
+                           : basicBlock(b, x, channels, stride);
       }
     }
     auto s = b.scope("head");
@@ -88,8 +89,8 @@ ModelSpec resnet18(int64_t in_channels, int64_t num_classes, int64_t image_size)
   spec.forward = [num_classes](Builder& b, Tensor x) {
     {
       auto s = b.scope("stem");
-      x = b.relu(b.batchNorm(b.conv2d(x, {.out_channels = 64, .pad = 1, .name = "conv"}),
-                             {.name = "bn"}));
+      x = b.relu(
+          b.batchNorm(b.conv2d(x, {.out_channels = 64, .pad = 1, .name = "conv"}), {.name = "bn"}));
     }
     for (int stage = 0; stage < 4; ++stage) {
       auto s = b.scope(absl::StrCat("stage", stage + 1));

@@ -1,6 +1,7 @@
+#include "frontend/zoo/zoo.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "frontend/zoo/zoo.h"
 
 namespace tandem::zoo {
 namespace {
@@ -13,8 +14,8 @@ struct Entry {
 ModelSpec defaultResnet18() { return resnet18(); }
 
 constexpr Entry kModels[] = {
-    {"lenet", lenet},         {"resnet18", defaultResnet18}, {"resnet34", resnet34},
-    {"resnet50", resnet50},   {"resnet101", resnet101},      {"resnet152", resnet152},
+    {"lenet", lenet},       {"resnet18", defaultResnet18}, {"resnet34", resnet34},
+    {"resnet50", resnet50}, {"resnet101", resnet101},      {"resnet152", resnet152},
 };
 
 }  // namespace
@@ -28,8 +29,8 @@ std::vector<std::string> modelNames() {
 absl::StatusOr<ModelSpec> modelByName(absl::string_view name) {
   for (const Entry& e : kModels)
     if (name == e.name) return e.make();
-  return absl::NotFoundError(absl::StrCat("unknown model '", name, "' (known: ",
-                                          absl::StrJoin(modelNames(), ", "), ")"));
+  return absl::NotFoundError(
+      absl::StrCat("unknown model '", name, "' (known: ", absl::StrJoin(modelNames(), ", "), ")"));
 }
 
 }  // namespace tandem::zoo

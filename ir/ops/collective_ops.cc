@@ -74,8 +74,8 @@ absl::StatusOr<Types> inferAllReduce(const Node& n) {
   auto d = deviceCount(n);
   if (!d.ok()) return d.status();
   if (n.numOperands() % *d != 0)
-    return fail(absl::StrCat(n.numOperands(), " operands do not split evenly over ", *d,
-                             " devices"));
+    return fail(
+        absl::StrCat(n.numOperands(), " operands do not split evenly over ", *d, " devices"));
   if (n.intAttr("bucket") < 0) return fail("bucket must be >= 0");
   size_t k = n.numOperands() / *d;
   Types out;

@@ -32,16 +32,14 @@ absl::StatusOr<Types> inferSoftmaxCrossEntropy(const Node& n) {
 absl::StatusOr<Types> inferSoftmaxCrossEntropyBackward(const Node& n) {
   if (absl::Status s = checkLogitsLabels(n); !s.ok()) return s;
   if (absl::Status s = checkReduction(n); !s.ok()) return s;
-  if (absl::Status s = expectType(n, 2, TensorType{DType::kF32, {}}, "the loss gradient");
-      !s.ok())
+  if (absl::Status s = expectType(n, 2, TensorType{DType::kF32, {}}, "the loss gradient"); !s.ok())
     return s;
   return Types{typeOf(n, 0)};
 }
 
 absl::Status gradSoftmaxCrossEntropy(GradContext& c) {
   const Node& n = c.node();
-  auto dx = c.emit(Op::kSoftmaxCrossEntropyBackward,
-                   {n.operand(0), n.operand(1), c.resultGrad(0)},
+  auto dx = c.emit(Op::kSoftmaxCrossEntropyBackward, {n.operand(0), n.operand(1), c.resultGrad(0)},
                    {{"reduction", n.attr("reduction")}, {"divisor", n.attr("divisor")}},
                    {gradName(n.operand(0))});
   if (!dx.ok()) return dx.status();

@@ -50,13 +50,12 @@ absl::StatusOr<Types> inferBatchNormBackward(const Node& n) {  // dy, x, gamma, 
 absl::Status gradBatchNorm(GradContext& c) {
   const Node& n = c.node();
   if (!n.boolAttr("training"))
-    return fail("batch_norm in inference mode has no gradient; build the training step "
-                "with training=true");
+    return fail(
+        "batch_norm in inference mode has no gradient; build the training step "
+        "with training=true");
   Value *x = n.operand(0), *gamma = n.operand(1), *beta = n.operand(2);
-  auto back = c.emit(Op::kBatchNormBackward,
-                     {c.resultGrad(0), x, gamma, n.result(1), n.result(2)},
-                     {{"eps", n.floatAttr("eps")}},
-                     {gradName(x), gradName(gamma), gradName(beta)});
+  auto back = c.emit(Op::kBatchNormBackward, {c.resultGrad(0), x, gamma, n.result(1), n.result(2)},
+                     {{"eps", n.floatAttr("eps")}}, {gradName(x), gradName(gamma), gradName(beta)});
   if (!back.ok()) return back.status();
   for (size_t i = 0; i < 3; ++i)
     if (c.needsGrad(i)) c.addOperandGrad(i, (*back)->result(i));

@@ -13,7 +13,8 @@ absl::StatusOr<TensorType> windowedOutput(const Node& n, size_t x) {
   if (absl::Status s = expectFloat(n, x); !s.ok()) return s;
   const TensorType& t = typeOf(n, x);
   int64_t k = n.intAttr("kernel"), stride = n.intAttr("stride"), pad = n.intAttr("pad");
-  if (2 * pad > k) return fail(absl::StrCat("padding ", pad, " must be at most half the kernel ", k));
+  if (2 * pad > k)
+    return fail(absl::StrCat("padding ", pad, " must be at most half the kernel ", k));
   auto h = windowExtent(t.shape[2], k, stride, pad, "height");
   if (!h.ok()) return h.status();
   auto w = windowExtent(t.shape[3], k, stride, pad, "width");

@@ -5,12 +5,12 @@
 // verifier prefix it with the node.
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "ir/ir.h"
 
 namespace tandem::ir::rules {
@@ -22,8 +22,8 @@ inline const TensorType& typeOf(const Node& n, size_t i) { return n.operand(i)->
 /// "w (%conv1.w: f32[20,1,3,3])"
 inline std::string describeOperand(const Node& n, size_t i) {
   const auto& specs = n.info().operands;
-  absl::string_view role = i < specs.size() ? absl::string_view(specs[i].name)
-                                           : absl::string_view(specs.back().name);
+  absl::string_view role =
+      i < specs.size() ? absl::string_view(specs[i].name) : absl::string_view(specs.back().name);
   return absl::StrCat(role, " (%", n.operand(i)->name(), ": ", toString(typeOf(n, i)), ")");
 }
 
@@ -53,8 +53,8 @@ inline absl::Status expectSameType(const Node& n, size_t i, size_t j) {
 }
 
 /// Output extent of a sliding window; an error when the window does not fit.
-inline absl::StatusOr<int64_t> windowExtent(int64_t in, int64_t kernel, int64_t stride,
-                                            int64_t pad, absl::string_view axis) {
+inline absl::StatusOr<int64_t> windowExtent(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                                            absl::string_view axis) {
   if (kernel < 1 || stride < 1 || pad < 0)
     return fail(absl::StrCat("kernel ", kernel, ", stride ", stride, " and padding ", pad,
                              " must be >= 1, >= 1 and >= 0"));
@@ -72,8 +72,8 @@ inline absl::StatusOr<int64_t> windowExtent(int64_t in, int64_t kernel, int64_t 
 inline absl::StatusOr<std::string> varReadBy(const Node& n, size_t i) {
   const Node* def = n.operand(i)->def();
   if (def != nullptr && def->op() == Op::kParam) return def->symbolAttr("var");
-  return fail(absl::StrCat(describeOperand(n, i),
-                           " must be read straight from a variable (a param node)"));
+  return fail(
+      absl::StrCat(describeOperand(n, i), " must be read straight from a variable (a param node)"));
 }
 
 }  // namespace tandem::ir::rules

@@ -42,11 +42,11 @@ TEST(BuildErrorsTest, SharedLinearGetsWrongInFeaturesFromAConvWithTheWrongKernel
     Tensor r = b.linear(right, {.out_features = 10, .name = "classifier"});
     return b.add(l, r);
   });
-  EXPECT_EQ(error,
-            absl::StrCat("model broken: %twin.classifier (linear) in scope twin.classifier at ",
-                         at(line),
-                         ": the input has 2304 features but the weight w (%twin.classifier.w: "
-                         "f32[10,2704]) expects 2704"));
+  EXPECT_EQ(
+      error,
+      absl::StrCat("model broken: %twin.classifier (linear) in scope twin.classifier at ", at(line),
+                   ": the input has 2304 features but the weight w (%twin.classifier.w: "
+                   "f32[10,2704]) expects 2704"));
 }
 
 TEST(BuildErrorsTest, AddOfMismatchedShapesNamesBothOperands) {

@@ -1,5 +1,7 @@
 // ir/attrs: attribute text, schema parsing, and floats that round-trip bit for bit.
 
+#include "ir/attrs.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "ir/attrs.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 
@@ -75,8 +76,9 @@ TEST(Attrs, FloatTextParsesBackToTheSameBits) {
 TEST(Attrs, FloatAttributesRoundTripThroughTheIrText) {
   // Each value goes into a constant's attribute, through print and parse, bit for bit.
   for (double d : trickyDoubles()) {
-    std::string text = "module @m {\n\ngraph @g() {\n  %c = constant() {value=" +
-                       toString(AttrValue(d)) + "} : f32[]\n  return %c\n}\n}\n";
+    std::string text =
+        "module @m {\n\ngraph @g() {\n  %c = constant() {value=" + toString(AttrValue(d)) +
+        "} : f32[]\n  return %c\n}\n}\n";
     auto m = parseModule(text);
     ASSERT_TRUE(m.ok()) << m.status();
     const Node& c = *(*m)->graph("g")->nodes().back();
@@ -98,9 +100,9 @@ TEST(Attrs, OtherKindsPrintAsTheTextSpellsThem) {
 }
 
 TEST(Attrs, SchemaParsing) {
-  std::vector<AttrSpec> specs =
-      parseAttrSchema("axis:int, lr:float, bias:bool, sizes:ints, var:symbol, devices:devices, "
-                      "op:enum(sum|mean|max)");
+  std::vector<AttrSpec> specs = parseAttrSchema(
+      "axis:int, lr:float, bias:bool, sizes:ints, var:symbol, devices:devices, "
+      "op:enum(sum|mean|max)");
   ASSERT_EQ(specs.size(), 7u);
   std::vector<std::string> kinds;
   for (const AttrSpec& s : specs) kinds.push_back(s.kindText());

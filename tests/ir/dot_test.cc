@@ -1,6 +1,8 @@
 // The DOT exporter: one cluster per device, collectives and host values outside the
 // clusters, and output that Graphviz accepts.
 
+#include "ir/dot.h"
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -12,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "ir/dot.h"
 #include "ir/printer.h"
 #include "tests/ir/zoo_stages.h"
 #include "tests/test_util.h"
@@ -22,8 +23,8 @@ namespace {
 
 /// Where each node line of a DOT text sits: the cluster label, or "" outside clusters.
 struct DotLayout {
-  std::vector<std::string> cluster_labels;        // in order of appearance
-  std::vector<std::string> cluster_of;            // indexed by node id ("" = outside)
+  std::vector<std::string> cluster_labels;  // in order of appearance
+  std::vector<std::string> cluster_of;      // indexed by node id ("" = outside)
   int node_lines = 0;
 };
 

@@ -27,7 +27,8 @@ TEST(OpTable, NamesAreUniqueSnakeCaseAndLookUp) {
     std::string name(info.name);
     EXPECT_TRUE(seen.insert(name).second) << name << " is listed twice";
     EXPECT_FALSE(name.empty());
-    for (char c : name) EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') << name;
+    for (char c : name)
+      EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') << name;
     auto op = opByName(name);
     ASSERT_TRUE(op.has_value()) << name;
     EXPECT_EQ(*op, info.op) << name;
@@ -60,10 +61,9 @@ TEST(OpTable, EachBackwardOpBelongsToADifferentiableForwardOp) {
 
 TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
   // The forward layers of ops.def that carry a gradient; accuracy (a count) does not.
-  const std::set<Op> differentiable = {Op::kConv2d,        Op::kBatchNorm,   Op::kRelu,
-                                       Op::kMaxPool2d,     Op::kAvgPool2d,   Op::kGlobalAvgPool,
-                                       Op::kFlatten,       Op::kLinear,      Op::kAdd,
-                                       Op::kSoftmaxCrossEntropy};
+  const std::set<Op> differentiable = {
+      Op::kConv2d,        Op::kBatchNorm, Op::kRelu,   Op::kMaxPool2d, Op::kAvgPool2d,
+      Op::kGlobalAvgPool, Op::kFlatten,   Op::kLinear, Op::kAdd,       Op::kSoftmaxCrossEntropy};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op)) << info.name;

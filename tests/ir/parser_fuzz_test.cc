@@ -97,7 +97,8 @@ void expectRoundTripIfParsed(const std::string& text, const std::string& what) {
     std::string printed = printModule(**m, {.locations = locations});
     auto again = parseModule(printed, "reprinted.tir");
     ASSERT_TRUE(again.ok()) << what << ": the reprinted module does not parse: " << again.status()
-                            << "\n" << printed;
+                            << "\n"
+                            << printed;
     EXPECT_EQ(printModule(**again, {.locations = locations}), printed) << what;
   }
 }
@@ -224,7 +225,8 @@ std::string mutate(const std::string& base, Rng& rng) {
         size_t from = s.rfind('\n', at == 0 ? 0 : at - 1);
         from = from == std::string::npos ? 0 : from + 1;
         size_t to = s.find('\n', from);
-        std::string line = s.substr(from, to == std::string::npos ? std::string::npos : to - from + 1);
+        std::string line =
+            s.substr(from, to == std::string::npos ? std::string::npos : to - from + 1);
         s.insert(rng.below(s.size() + 1), line);
         break;
       }
@@ -258,8 +260,7 @@ TEST(ParserFuzz, PathologicalInputsAreErrors) {
       "module @m { graph @g(%x: f32[" + std::string(10000, ',') + "]) { return } }",
       std::string(5000, '\0'),
       std::string(5000, '\xff'),
-      "module @m { var @v : f32[2] {role=param, init=normal(std=" + std::string(5000, '9') +
-          ")} }",
+      "module @m { var @v : f32[2] {role=param, init=normal(std=" + std::string(5000, '9') + ")} }",
       "module @m { graph @g(%x: f32[65536,65536,65536,65536]) { return } }",
       "module @m { graph @g(%x: f32[0,99999999999999]) { return } }",
       "module @m { graph @g() { " + std::string(20000, '/') + "\n return } }",
@@ -416,8 +417,9 @@ TEST(ParserErrors, DeclaredTypeDisagreesWithTheShapeRule) {
                                   "pad=0, bias=false} @cpu:1 : bf16[2,1,3,3]")),
             "bad.tir:48:3: %dw.1 is declared bf16[2,1,3,3] but conv2d_backward_filter gives "
             "f32[2,1,3,3]");
-  EXPECT_EQ(parseError(smallWith("%r = relu(%x) : f32[2,3]", "%r, %s = relu(%x) : f32[2,3], f32[2,3]")),
-            "bad.tir:3:12: relu produces 1 result(s) here, the text names 2");
+  EXPECT_EQ(
+      parseError(smallWith("%r = relu(%x) : f32[2,3]", "%r, %s = relu(%x) : f32[2,3], f32[2,3]")),
+      "bad.tir:3:12: relu produces 1 result(s) here, the text names 2");
   EXPECT_EQ(parseError(smallWith("%r = relu(%x) : f32[2,3]", "%r = relu(%x)")),
             "bad.tir:3:3: the node names 1 result(s) but gives 0 type(s)");
 }
@@ -441,18 +443,17 @@ TEST(ParserErrors, ShapeRulesRejectOverflowingAttributes) {
                                   "%h.0 = conv2d(%x.0, %w.0) {stride=1, pad=9223372036854775807}")),
             "bad.tir:23:10: %h.0 (conv2d) in scope conv at tiny.cc:3: padding 9223372036854775807 "
             "is too large for the height extent 4");
-  EXPECT_EQ(parseError(sampleWith("sizes=[2,2], devices=[cpu:0, cpu:1]} : f32",
-                                  "sizes=[9223372036854775807,9223372036854775807], devices=[cpu:0, "
-                                  "cpu:1]} : f32")),
-            "bad.tir:19:16: %x.0 (split): sizes add up to more than int64 holds but axis 0 of x "
-            "(%x: f32[4,1,4,4]) has 4");
+  EXPECT_EQ(
+      parseError(sampleWith("sizes=[2,2], devices=[cpu:0, cpu:1]} : f32",
+                            "sizes=[9223372036854775807,9223372036854775807], devices=[cpu:0, "
+                            "cpu:1]} : f32")),
+      "bad.tir:19:16: %x.0 (split): sizes add up to more than int64 holds but axis 0 of x "
+      "(%x: f32[4,1,4,4]) has 4");
 }
 
 TEST(ParserErrors, MissingReturn) {
-  EXPECT_EQ(parseError(smallWith("  return %r\n", "")),
-            "bad.tir:4:1: graph @g has no 'return'");
-  EXPECT_EQ(parseError(sampleWith("  return\n", "")),
-            "bad.tir:15:1: graph @init has no 'return'");
+  EXPECT_EQ(parseError(smallWith("  return %r\n", "")), "bad.tir:4:1: graph @g has no 'return'");
+  EXPECT_EQ(parseError(sampleWith("  return\n", "")), "bad.tir:15:1: graph @init has no 'return'");
 }
 
 TEST(ParserErrors, TrailingGarbage) {

@@ -30,8 +30,8 @@ void expectRoundTrip(const std::string& text, bool locations, const std::string&
     while (at < text.size() && at < again.size() && text[at] == again[at]) ++at;
     size_t line_start = text.rfind('\n', at == 0 ? 0 : at - 1);
     line_start = line_start == std::string::npos ? 0 : line_start + 1;
-    ADD_FAILURE() << "the reprinted text differs at byte " << at << "\n  printed:   "
-                  << text.substr(line_start, text.find('\n', at) - line_start)
+    ADD_FAILURE() << "the reprinted text differs at byte " << at
+                  << "\n  printed:   " << text.substr(line_start, text.find('\n', at) - line_start)
                   << "\n  reprinted: "
                   << again.substr(line_start, again.find('\n', at) - line_start);
   }

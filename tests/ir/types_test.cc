@@ -1,10 +1,11 @@
 // ir/types: dtypes, tensor types, devices and device lists, initializers.
 
+#include "ir/types.h"
+
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "ir/types.h"
 
 namespace tandem::ir {
 namespace {
@@ -57,16 +58,21 @@ TEST(Types, ParseDevice) {
 }
 
 TEST(Types, ParseDeviceErrors) {
-  EXPECT_EQ(deviceError("cpu:x"), "unknown device 'cpu:x': the index must be a non-negative integer");
+  EXPECT_EQ(deviceError("cpu:x"),
+            "unknown device 'cpu:x': the index must be a non-negative integer");
   EXPECT_EQ(deviceError("tpu:0"), "unknown device 'tpu:0': the device kind must be cpu or cuda");
   EXPECT_EQ(deviceError("gpu:0"), "unknown device 'gpu:0': the device kind must be cpu or cuda");
   EXPECT_EQ(deviceError("CPU:0"), "unknown device 'CPU:0': the device kind must be cpu or cuda");
-  EXPECT_EQ(deviceError("cpu"), "unknown device 'cpu': expected KIND:INDEX such as cpu:0 or cuda:1");
+  EXPECT_EQ(deviceError("cpu"),
+            "unknown device 'cpu': expected KIND:INDEX such as cpu:0 or cuda:1");
   EXPECT_EQ(deviceError(""), "unknown device '': expected KIND:INDEX such as cpu:0 or cuda:1");
   EXPECT_EQ(deviceError("cpu:"), "unknown device 'cpu:': the index must be a non-negative integer");
-  EXPECT_EQ(deviceError("cpu:-1"), "unknown device 'cpu:-1': the index must be a non-negative integer");
-  EXPECT_EQ(deviceError("cpu:1x"), "unknown device 'cpu:1x': the index must be a non-negative integer");
-  EXPECT_EQ(deviceError("cpu:0:1"), "unknown device 'cpu:0:1': the index must be a non-negative integer");
+  EXPECT_EQ(deviceError("cpu:-1"),
+            "unknown device 'cpu:-1': the index must be a non-negative integer");
+  EXPECT_EQ(deviceError("cpu:1x"),
+            "unknown device 'cpu:1x': the index must be a non-negative integer");
+  EXPECT_EQ(deviceError("cpu:0:1"),
+            "unknown device 'cpu:0:1': the index must be a non-negative integer");
   EXPECT_EQ(deviceError("cpu:99999999999"),
             "unknown device 'cpu:99999999999': the index must be a non-negative integer");
 }
@@ -100,12 +106,15 @@ TEST(Types, ParseDeviceListErrors) {
   EXPECT_EQ(deviceListError("0"), "device count 0 is out of range (1 to 4096)");
   EXPECT_EQ(deviceListError("4097"), "device count 4097 is out of range (1 to 4096)");
   EXPECT_EQ(deviceListError("-2"), "device count -2 is out of range (1 to 4096)");
-  EXPECT_EQ(deviceListError("cpu:0,tpu:1"), "unknown device 'tpu:1': the device kind must be cpu or cuda");
+  EXPECT_EQ(deviceListError("cpu:0,tpu:1"),
+            "unknown device 'tpu:1': the device kind must be cpu or cuda");
   EXPECT_EQ(deviceListError("cpu:0,cpu:x"),
             "unknown device 'cpu:x': the index must be a non-negative integer");
-  EXPECT_EQ(deviceListError("cpu:0,"), "unknown device '': expected KIND:INDEX such as cpu:0 or cuda:1");
+  EXPECT_EQ(deviceListError("cpu:0,"),
+            "unknown device '': expected KIND:INDEX such as cpu:0 or cuda:1");
   EXPECT_EQ(deviceListError(""), "the device list is empty");
-  EXPECT_EQ(deviceListError("4,cpu:0"), "unknown device '4': expected KIND:INDEX such as cpu:0 or cuda:1");
+  EXPECT_EQ(deviceListError("4,cpu:0"),
+            "unknown device '4': expected KIND:INDEX such as cpu:0 or cuda:1");
 }
 
 TEST(Types, InitializerText) {

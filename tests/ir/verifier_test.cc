@@ -2,13 +2,14 @@
 // (parseModule does not verify) and, where the parser's shape rules would refuse the
 // broken form, by mutating a parsed module; and the zoo models verify at every stage.
 
+#include "ir/verifier.h"
+
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "gtest/gtest.h"
 #include "ir/parser.h"
-#include "ir/verifier.h"
 #include "tests/ir/zoo_stages.h"
 
 namespace tandem::ir {
@@ -157,8 +158,7 @@ TEST(Verifier, ReturnsAValueTheGraphDoesNotDefine) {
   auto m = parse(kReplicated);
   ASSERT_NE(m, nullptr);
   m->graph("train_step")->setOutputs({m->graph("init")->findValue("w.1")});
-  EXPECT_EQ(verifyError(*m),
-            "graph @train_step: returns %w.1, which no node of the graph defines");
+  EXPECT_EQ(verifyError(*m), "graph @train_step: returns %w.1, which no node of the graph defines");
 }
 
 TEST(Verifier, UnknownVariable) {
@@ -182,8 +182,9 @@ TEST(Verifier, OperandOnAnotherDevice) {
 }
 
 TEST(Verifier, HostValueConsumedByANonCollectiveNode) {
-  auto m = parse(replicatedWith("%g.0 = relu(%p.0) @cpu:0 : f32[3]",
-                                "%g.0 = relu(%p.0) @cpu:0 : f32[3]\n  %h = relu(%x) @cpu:0 : f32[4,3]"));
+  auto m =
+      parse(replicatedWith("%g.0 = relu(%p.0) @cpu:0 : f32[3]",
+                           "%g.0 = relu(%p.0) @cpu:0 : f32[3]\n  %h = relu(%x) @cpu:0 : f32[4,3]"));
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(verifyError(*m),
             "graph @train_step: %h (relu @cpu:0): operand 0 %x is on the host, expected cpu:0 "
@@ -235,8 +236,8 @@ TEST(Verifier, NodeOnADeviceNotInTheModule) {
 }
 
 TEST(Verifier, CollectiveListsADeviceNotInTheModule) {
-  auto m = parse(replicatedWith("sizes=[2,2], devices=[cpu:0, cpu:1]",
-                                "sizes=[2,2], devices=[cpu:0, cpu:2]"));
+  auto m = parse(
+      replicatedWith("sizes=[2,2], devices=[cpu:0, cpu:1]", "sizes=[2,2], devices=[cpu:0, cpu:2]"));
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(verifyError(*m),
             "graph @train_step: %x.0 (split): lists cpu:2, which is not a module device [cpu:0, "
@@ -256,7 +257,8 @@ TEST(Verifier, AllReduceNotSpanningEveryModuleDevice) {
 }
 
 TEST(Verifier, AllReduceDevicesInAnotherOrder) {
-  auto m = parse(replicatedWith("bucket=0, devices=[cpu:0, cpu:1]", "bucket=0, devices=[cpu:1, cpu:0]"));
+  auto m =
+      parse(replicatedWith("bucket=0, devices=[cpu:0, cpu:1]", "bucket=0, devices=[cpu:1, cpu:0]"));
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(verifyError(*m),
             "graph @train_step: %s.0 (all_reduce): spans [cpu:1, cpu:0], expected every module "
@@ -272,10 +274,10 @@ TEST(Verifier, AllReduceOperandOnTheWrongDeviceGroup) {
 }
 
 TEST(Verifier, BroadcastFromTheHost) {
-  auto m = parse(replicatedWith(
-      "%p.0 = param() {var=@w} @cpu:0 : f32[3]",
-      "%b.0, %b.1 = broadcast(%x) {devices=[cpu:0, cpu:1]} : f32[4,3], f32[4,3]\n"
-      "  %p.0 = param() {var=@w} @cpu:0 : f32[3]"));
+  auto m = parse(
+      replicatedWith("%p.0 = param() {var=@w} @cpu:0 : f32[3]",
+                     "%b.0, %b.1 = broadcast(%x) {devices=[cpu:0, cpu:1]} : f32[4,3], f32[4,3]\n"
+                     "  %p.0 = param() {var=@w} @cpu:0 : f32[3]"));
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(verifyError(*m),
             "graph @train_step: %b.0 (broadcast): broadcasts from a device; its operand must be "
@@ -328,9 +330,9 @@ TEST(Verifier, ParamReadAfterTheVariableWasWrittenOnTheSameDevice) {
 
 TEST(Verifier, ReadOnAnotherDeviceAfterAWriteIsFine) {
   // The replica on cpu:1 is only written by the later sgd_update on cpu:1.
-  auto m = parse(replicatedWith(
-      "  sgd_update(%p.1, %s.1)",
-      "  %q.1 = param() {var=@w} @cpu:1 : f32[3]\n  sgd_update(%p.1, %s.1)"));
+  auto m =
+      parse(replicatedWith("  sgd_update(%p.1, %s.1)",
+                           "  %q.1 = param() {var=@w} @cpu:1 : f32[3]\n  sgd_update(%p.1, %s.1)"));
   ASSERT_NE(m, nullptr);
   EXPECT_TRUE(verifyModule(*m).ok()) << verifyModule(*m);
 }

@@ -42,8 +42,8 @@ inline std::vector<std::string> stageNames() {
 /// with the lessons' batch of 256, which splits unevenly (86/85/85).
 inline std::vector<ZooCase> zooCases() {
   return {
-      {"lenet", 256, 2, 0},     {"resnet18", 16, 2, 0.9}, {"resnet34", 8, 2, 0.9},
-      {"resnet50", 8, 2, 0.9},  {"resnet101", 8, 2, 0},   {"resnet152", 8, 2, 0.9},
+      {"lenet", 256, 2, 0},    {"resnet18", 16, 2, 0.9}, {"resnet34", 8, 2, 0.9},
+      {"resnet50", 8, 2, 0.9}, {"resnet101", 8, 2, 0},   {"resnet152", 8, 2, 0.9},
       {"lenet", 256, 3, 0.9},
   };
 }

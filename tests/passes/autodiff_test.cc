@@ -2,6 +2,8 @@
 // trained parameter with a gradient of the parameter's exact type, none for buffers,
 // optimizer state for momentum, and the errors a user can run into.
 
+#include "passes/autodiff.h"
+
 #include <map>
 #include <ostream>
 #include <string>
@@ -11,7 +13,6 @@
 #include "gtest/gtest.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
-#include "passes/autodiff.h"
 #include "passes/pipeline.h"
 #include "tests/passes/pass_test_util.h"
 #include "tests/test_util.h"
@@ -185,8 +186,7 @@ TEST(Autodiff, ModuleWithoutLossIsAnError) {
   ASSERT_TRUE(m.ok()) << m.status();
   absl::Status s = runPipeline(**m, "autodiff");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.message(),
-            "autodiff: graph @train_step has no loss (a softmax_cross_entropy node)");
+  EXPECT_EQ(s.message(), "autodiff: graph @train_step has no loss (a softmax_cross_entropy node)");
 }
 
 TEST(Autodiff, ModuleWithoutTrainStepIsAnError) {

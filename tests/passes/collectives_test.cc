@@ -213,8 +213,8 @@ TEST_P(CollectivesTest, BucketSitsRightAfterItsLastGradient) {
     // Only other buckets closing at the same gradient may sit in between.
     for (size_t i = last + 1; i < at; ++i)
       EXPECT_EQ(g.nodes()[i]->op(), ir::Op::kAllReduce)
-          << ar->describe() << " is not right after its last gradient: "
-          << g.nodes()[i]->describe() << " is in between";
+          << ar->describe() << " is not right after its last gradient: " << g.nodes()[i]->describe()
+          << " is in between";
   }
 }
 
@@ -373,8 +373,7 @@ TEST(Collectives, WeightedSplits) {
                                         ",weights=", w.weights, "},insert-collectives");
     ASSERT_TRUE(runPipeline(*m, pipeline).ok()) << pipeline;
     for (const ir::Node* s : nodesWithOp(*m->graph(ir::kTrainGraph), ir::Op::kSplit))
-      EXPECT_THAT(s->attrAs<std::vector<int64_t>>("sizes"), ElementsAreArray(w.sizes))
-          << pipeline;
+      EXPECT_THAT(s->attrAs<std::vector<int64_t>>("sizes"), ElementsAreArray(w.sizes)) << pipeline;
   }
 }
 
@@ -391,7 +390,9 @@ TEST(Collectives, LargeFirstBucketHoldsEveryGradient) {
   // 1 TiB: far more than LeNet's 0.5 MB of gradients, so one bucket.
   auto m = buildZooModel("lenet", 16);
   ASSERT_NE(m, nullptr);
-  ASSERT_TRUE(runPipeline(*m, "autodiff,replicate{devices=2},insert-collectives{first-bucket-mb=1e6}").ok());
+  ASSERT_TRUE(
+      runPipeline(*m, "autodiff,replicate{devices=2},insert-collectives{first-bucket-mb=1e6}")
+          .ok());
   EXPECT_EQ(gradientBuckets(*m), 1u);
 }
 
@@ -411,7 +412,8 @@ TEST(Collectives, HugeBucketCapIsRejected) {
 TEST(Collectives, MomentumBuffersAreNotBroadcast) {
   auto m = buildZooModel("lenet", 64);
   ASSERT_NE(m, nullptr);
-  ASSERT_TRUE(runPipeline(*m, "autodiff{momentum=0.9},replicate{devices=2},insert-collectives").ok());
+  ASSERT_TRUE(
+      runPipeline(*m, "autodiff{momentum=0.9},replicate{devices=2},insert-collectives").ok());
   for (const ir::Node* b : nodesWithOp(*m->graph(ir::kInitGraph), ir::Op::kBroadcast)) {
     const ir::Var* var = m->findVar(b->operand(0)->def()->symbolAttr("var"));
     ASSERT_NE(var, nullptr);

@@ -1,13 +1,14 @@
 // dce: what it removes (unused results, whole dead chains) and what it must keep (graph
 // inputs, nodes that write state even when nobody reads their results).
 
+#include "passes/dce.h"
+
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/verifier.h"
-#include "passes/dce.h"
 #include "passes/registry.h"
 #include "tests/passes/pass_test_util.h"
 #include "tests/test_util.h"
@@ -42,8 +43,8 @@ TEST(Dce, RemovesDeadNodesAndKeepsEffects) {
   // %dead/%dead_too (a chain), the unread param and the unused constant go; the unused
   // input %extra stays (it is the signature) and so does batch_norm (it writes state).
   EXPECT_THAT(resultNames(*m->graph(ir::kTrainGraph)),
-              ElementsAre("x", "y", "extra", "w", "h", "gamma", "beta", "mean", "var", "bn",
-                          "loss", "correct"));
+              ElementsAre("x", "y", "extra", "w", "h", "gamma", "beta", "mean", "var", "bn", "loss",
+                          "correct"));
   // @init: an initialize nobody assigns is dead.
   EXPECT_EQ(nodesWithOp(*m->graph(ir::kInitGraph), ir::Op::kInitialize).size(), 5u);
   EXPECT_EQ(m->graph(ir::kEvalGraph)->numNodes(), 6u);

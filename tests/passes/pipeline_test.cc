@@ -1,6 +1,8 @@
 // Pipeline text (parsePipeline, defaultPipeline, the registry) and the PassManager:
 // exact error messages, verification after every pass, print-after, timings.
 
+#include "passes/pipeline.h"
+
 #include <string>
 #include <vector>
 
@@ -11,7 +13,6 @@
 #include "gtest/gtest.h"
 #include "ir/printer.h"
 #include "passes/pass_manager.h"
-#include "passes/pipeline.h"
 #include "passes/registry.h"
 #include "tests/passes/pass_test_util.h"
 #include "tests/test_util.h"
@@ -79,7 +80,8 @@ TEST(ParsePipeline, UnbalancedBraces) {
 }
 
 TEST(ParsePipeline, BadNumbers) {
-  EXPECT_EQ(parseError("autodiff{lr=abc}"), "pass autodiff: option 'lr' must be a number, got 'abc'");
+  EXPECT_EQ(parseError("autodiff{lr=abc}"),
+            "pass autodiff: option 'lr' must be a number, got 'abc'");
   EXPECT_EQ(parseError("autodiff{lr=1e}"), "pass autodiff: option 'lr' must be a number, got '1e'");
   EXPECT_EQ(parseError("autodiff{lr=0.1.2}"),
             "pass autodiff: option 'lr' must be a number, got '0.1.2'");
@@ -133,7 +135,8 @@ TEST(ParsePipeline, SpacesAndEmptyText) {
   auto empty = passes::parsePipeline("  ");
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
-  auto p = passes::parsePipeline(" autodiff { lr = 0.2 } , replicate{ devices = [cpu:0, cpu:1] } ,dce ");
+  auto p =
+      passes::parsePipeline(" autodiff { lr = 0.2 } , replicate{ devices = [cpu:0, cpu:1] } ,dce ");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_THAT(passNames(*p), ElementsAre("autodiff", "replicate", "dce"));
   EXPECT_EQ((*p)[0]->optionsText(), "{lr=0.2,momentum=0,weight-decay=0}");
@@ -249,10 +252,10 @@ TEST(PassManager, PassErrorsStopTheRun) {
   auto m = parseGoldenInput("lenet.tir");
   ASSERT_NE(m, nullptr);
   std::vector<std::string> printed;
-  passes::PassManager pm({.print_after = {"*"},
-                          .on_print = [&](const passes::Pass& p, const ir::Module&) {
-                            printed.emplace_back(p.name());
-                          }});
+  passes::PassManager pm(
+      {.print_after = {"*"}, .on_print = [&](const passes::Pass& p, const ir::Module&) {
+         printed.emplace_back(p.name());
+       }});
   ASSERT_TRUE(pm.addPipeline("autodiff").ok());
   pm.add(std::make_unique<Fails>());
   ASSERT_TRUE(pm.addPipeline("dce").ok());

@@ -1,6 +1,8 @@
 // splitBatch (even, uneven and weighted slices) and the replicate pass: one copy of each
 // node per device, per-device batch slices, and its errors.
 
+#include "passes/replicate.h"
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -10,15 +12,14 @@
 #include "gtest/gtest.h"
 #include "ir/parser.h"
 #include "passes/pipeline.h"
-#include "passes/replicate.h"
 #include "tests/passes/pass_test_util.h"
 #include "tests/test_util.h"
 
 namespace tandem::testing {
 namespace {
 
-using ::testing::ElementsAre;
 using passes::splitBatch;
+using ::testing::ElementsAre;
 
 std::vector<int64_t> split(int64_t batch, size_t devices, std::vector<double> weights = {}) {
   auto s = splitBatch(batch, devices, weights);
@@ -59,7 +60,8 @@ TEST(SplitBatch, BatchSmallerThanDevicesIsAnError) {
 }
 
 TEST(SplitBatch, BadWeightsAreErrors) {
-  EXPECT_EQ(splitBatch(256, 2, {1, 2, 3}).status().message(), "weights has 3 entries for 2 devices");
+  EXPECT_EQ(splitBatch(256, 2, {1, 2, 3}).status().message(),
+            "weights has 3 entries for 2 devices");
   EXPECT_EQ(splitBatch(256, 2, {1, 0}).status().message(), "weights must all be > 0");
   EXPECT_EQ(splitBatch(256, 2, {-1, 2}).status().message(), "weights must all be > 0");
   EXPECT_EQ(splitBatch(256, 2, {NAN, 2}).status().message(), "weights must all be > 0");
@@ -117,9 +119,8 @@ TEST(Replicate, OneCopyOfEachNodePerDevice) {
   std::vector<size_t> before;
   for (const auto& g : m->graphs()) before.push_back(g->numNodes());
   ASSERT_TRUE(runPipeline(*m, "replicate{devices=[cpu:0,cuda:1,cuda:0]}").ok());
-  std::vector<ir::Device> devices{{ir::DeviceKind::kCpu, 0},
-                                  {ir::DeviceKind::kCuda, 1},
-                                  {ir::DeviceKind::kCuda, 0}};
+  std::vector<ir::Device> devices{
+      {ir::DeviceKind::kCpu, 0}, {ir::DeviceKind::kCuda, 1}, {ir::DeviceKind::kCuda, 0}};
   EXPECT_EQ(m->devices(), devices);
   for (size_t i = 0; i < m->graphs().size(); ++i) {
     const ir::Graph& g = *m->graphs()[i];
@@ -149,8 +150,8 @@ TEST(Replicate, OneCopyOfEachNodePerDevice) {
   ASSERT_EQ(train.outputs().size(), 6u);
   std::vector<std::string> outs;
   for (const ir::Value* v : train.outputs()) outs.push_back(v->name());
-  EXPECT_THAT(outs, ElementsAre("loss.0", "correct.0", "loss.1", "correct.1", "loss.2",
-                                "correct.2"));
+  EXPECT_THAT(outs,
+              ElementsAre("loss.0", "correct.0", "loss.1", "correct.1", "loss.2", "correct.2"));
   for (const ir::Node* l : nodesWithOp(train, ir::Op::kSoftmaxCrossEntropy))
     EXPECT_EQ(l->intAttr("divisor"), 256) << "the global batch, not the slice";
 }

@@ -1,7 +1,7 @@
 #include <iostream>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "frontend/zoo/zoo.h"
@@ -38,8 +38,9 @@ void addDumpCommand(CLI::App& app, DumpFlags& f) {
                       "), or 'none' for the model as built");
   cmd->add_option("--format", f.format, "Output: text (IR, parses back), dot (Graphviz) or summary")
       ->capture_default_str();
-  cmd->add_option("--graph", f.graph,
-                  "Print only this graph (init, train_step, eval_step); dot defaults to train_step");
+  cmd->add_option(
+      "--graph", f.graph,
+      "Print only this graph (init, train_step, eval_step); dot defaults to train_step");
   cmd->add_option("-o,--output", f.output, "Write to this file instead of standard output");
   cmd->add_option("--lr", f.lr, "SGD learning rate written into sgd_update")->capture_default_str();
   cmd->add_option("--momentum", f.momentum, "SGD momentum")->capture_default_str();
@@ -57,20 +58,21 @@ void addDumpCommand(CLI::App& app, DumpFlags& f) {
 
 absl::Status runDump(const DumpFlags& f) {
   if (f.model.empty())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dump: --model is required (one of ", absl::StrJoin(zoo::modelNames(), ", "), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("dump: --model is required (one of ",
+                                                   absl::StrJoin(zoo::modelNames(), ", "), ")"));
   if (absl::Status s = checkFormat(f.format); !s.ok()) return s;
   auto spec = zoo::modelByName(f.model);
-  if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--model: ", spec.status().message()));
+  if (!spec.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--model: ", spec.status().message()));
   auto devices = ir::parseDeviceList(f.devices);
   if (!devices.ok())
     return absl::InvalidArgumentError(absl::StrCat("--devices: ", devices.status().message()));
   if (f.batch < 1)
     return absl::InvalidArgumentError(absl::StrCat("--batch: must be >= 1, got ", f.batch));
   if (f.batch < static_cast<int64_t>(devices->size()))
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--batch: ", f.batch, " is smaller than the device count ", devices->size(),
-        "; every device needs at least one sample"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch: ", f.batch, " is smaller than the device count ", devices->size(),
+                     "; every device needs at least one sample"));
   passes::PipelineConfig config{.devices = *devices,
                                 .lr = f.lr,
                                 .momentum = f.momentum,

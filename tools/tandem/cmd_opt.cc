@@ -15,13 +15,15 @@ namespace tandem::tools {
 void addOptCommand(CLI::App& app, OptFlags& f) {
   std::vector<std::string> names;
   for (const auto& p : passes::registeredPasses())
-    names.push_back(absl::StrCat(p.name, p.options.empty() ? "" : absl::StrCat("{", p.options, "}")));
+    names.push_back(
+        absl::StrCat(p.name, p.options.empty() ? "" : absl::StrCat("{", p.options, "}")));
   CLI::App* cmd = app.add_subcommand("opt", "Run a pipeline of passes over a textual IR file.");
   // Required, but checked in runOpt (see main.cc for why not by CLI11).
   cmd->add_option("file", f.file, "IR file to read, required ('-' for standard input)");
   cmd->add_option("--passes", f.passes,
                   "Comma-separated pipeline, e.g. replicate{devices=2},insert-collectives. "
-                  "Passes: " + absl::StrJoin(names, "; ") + ". Empty: just parse, verify and print");
+                  "Passes: " +
+                      absl::StrJoin(names, "; ") + ". Empty: just parse, verify and print");
   cmd->add_option("--format", f.format, "Output: text, dot or summary")->capture_default_str();
   cmd->add_option("--graph", f.graph, "Print only this graph");
   cmd->add_option("-o,--output", f.output, "Write to this file instead of standard output");

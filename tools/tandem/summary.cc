@@ -34,8 +34,7 @@ std::string summarizeModule(const ir::Module& m) {
                   " parameters (", mib(param_bytes), ") in ", var_counts[ir::VarRole::kParam],
                   " variables, ", var_counts[ir::VarRole::kBuffer], " buffers, ",
                   var_counts[ir::VarRole::kOptimizer], " optimizer variables\n");
-  if (m.isReplicated())
-    absl::StrAppend(&out, "devices: ", ir::toString(m.devices()), "\n");
+  if (m.isReplicated()) absl::StrAppend(&out, "devices: ", ir::toString(m.devices()), "\n");
   for (const auto& g : m.graphs()) {
     std::map<std::string, int> ops;
     for (const auto& n : g->nodes()) ++ops[std::string(n->opName())];

@@ -51,7 +51,8 @@ absl::Status writeModule(const ir::Module& m, const std::string& format, const s
   std::ofstream out(output, std::ios::binary);
   out << text;
   out.close();
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("--output: cannot write '", output, "'"));
+  if (!out)
+    return absl::PermissionDeniedError(absl::StrCat("--output: cannot write '", output, "'"));
   return absl::OkStatus();
 }
 
