@@ -141,22 +141,32 @@ constexpr Initializer kOnes{Initializer::Kind::kOnes};
 
 }  // namespace
 
-Tensor Builder::conv2d(Tensor x, const Conv2dOptions& o, Loc loc) {
-  std::string path = layerPath(o.name, "conv");
-  if (o.out_channels < 1) {
-    record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (conv2d) at ", where(loc),
-                                                   ": out_channels must be >= 1, got ",
-                                                   o.out_channels)));
-    return Tensor();
+std::vector<Tensor> Builder::weightedOperands(Tensor x, const std::string& path,
+                                              absl::string_view op, absl::string_view count_name,
+                                              ir::Shape weight_shape, bool bias,
+                                              const std::optional<Initializer>& init, Loc loc) {
+  int64_t outputs = weight_shape[0];
+  if (outputs < 1) {
+    record(
+        absl::InvalidArgumentError(absl::StrCat("layer ", path, " (", op, ") at ", where(loc), ": ",
+                                                count_name, " must be >= 1, got ", outputs)));
+    return {};
   }
   ir::DType dt = dtypeOf(x);
-  std::vector<Tensor> operands{
-      x,
-      variable(path + ".w", TensorType{dt, {o.out_channels, channelsOf(x, 1), o.kernel, o.kernel}},
-               VarRole::kParam, o.init.value_or(opts_.weight_init), loc)};
-  if (o.bias)
+  std::vector<Tensor> operands{x, variable(path + ".w", TensorType{dt, std::move(weight_shape)},
+                                           VarRole::kParam, init.value_or(opts_.weight_init), loc)};
+  if (bias)
     operands.push_back(
-        variable(path + ".b", TensorType{dt, {o.out_channels}}, VarRole::kParam, kZeros, loc));
+        variable(path + ".b", TensorType{dt, {outputs}}, VarRole::kParam, kZeros, loc));
+  return operands;
+}
+
+Tensor Builder::conv2d(Tensor x, const Conv2dOptions& o, Loc loc) {
+  std::string path = layerPath(o.name, "conv");
+  std::vector<Tensor> operands =
+      weightedOperands(x, path, "conv2d", "out_channels",
+                       {o.out_channels, channelsOf(x, 1), o.kernel, o.kernel}, o.bias, o.init, loc);
+  if (operands.empty()) return Tensor();
   return addNode(Op::kConv2d, std::move(operands), {{"stride", o.stride}, {"pad", o.pad}}, path,
                  loc);
 }
@@ -201,19 +211,9 @@ Tensor Builder::flatten(Tensor x, Loc loc) {
 
 Tensor Builder::linear(Tensor x, const LinearOptions& o, Loc loc) {
   std::string path = layerPath(o.name, "fc");
-  if (o.out_features < 1) {
-    record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (linear) at ", where(loc),
-                                                   ": out_features must be >= 1, got ",
-                                                   o.out_features)));
-    return Tensor();
-  }
-  ir::DType dt = dtypeOf(x);
-  std::vector<Tensor> operands{
-      x, variable(path + ".w", TensorType{dt, {o.out_features, channelsOf(x, 1)}}, VarRole::kParam,
-                  o.init.value_or(opts_.weight_init), loc)};
-  if (o.bias)
-    operands.push_back(
-        variable(path + ".b", TensorType{dt, {o.out_features}}, VarRole::kParam, kZeros, loc));
+  std::vector<Tensor> operands = weightedOperands(
+      x, path, "linear", "out_features", {o.out_features, channelsOf(x, 1)}, o.bias, o.init, loc);
+  if (operands.empty()) return Tensor();
   return addNode(Op::kLinear, std::move(operands), {}, path, loc);
 }
 

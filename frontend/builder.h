@@ -125,6 +125,12 @@ class Builder {
 
  private:
   std::string scopePath() const;
+  /// {x, weight, bias?} of a conv or linear layer (weight_shape[0] outputs); empty after
+  /// recording an error when the output count is not positive.
+  std::vector<Tensor> weightedOperands(Tensor x, const std::string& path, absl::string_view op,
+                                       absl::string_view count_name, ir::Shape weight_shape,
+                                       bool bias, const std::optional<ir::Initializer>& init,
+                                       Loc loc);
   /// Full path of a new layer: explicit name, or a numbered default ("conv_1").
   std::string layerPath(absl::string_view explicit_name, absl::string_view kind);
   ir::Node* emit(ir::Op op, std::vector<Tensor> operands,

@@ -24,6 +24,20 @@ size_t deviceIndex(const ir::Module& m, const ir::Device& d) {
   return SIZE_MAX;
 }
 
+/// An all_reduce (sum) of `operands`, grouped by device with `per_device` each; results
+/// are named after their operands with ".sum" before the device number.
+ir::NodeSpec allReduceSpec(std::vector<Value*> operands, size_t per_device, int64_t bucket,
+                           const std::vector<ir::Device>& devices) {
+  std::vector<std::string> names;
+  names.reserve(operands.size());
+  for (size_t i = 0; i < operands.size(); ++i)
+    names.push_back(tagReplica(operands[i]->name(), i / per_device, "sum"));
+  return {.op = Op::kAllReduce,
+          .operands = std::move(operands),
+          .attrs = {{"op", ir::EnumWord{"sum"}}, {"bucket", bucket}, {"devices", devices}},
+          .names = std::move(names)};
+}
+
 /// Nodes to add at given positions, spliced in by one linear rebuild.
 class Insertions {
  public:
@@ -225,21 +239,15 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
   auto flush = [&]() -> absl::Status {
     if (bucket.empty()) return absl::OkStatus();
     std::vector<Value*> operands;
-    std::vector<std::string> names;
     size_t last = 0;
     for (size_t d = 0; d < devices; ++d)
       for (const Entry* e : bucket) {
         Value* grad = updates[e->var][d]->operand(1);
         operands.push_back(grad);
-        names.push_back(tagReplica(grad->name(), d, "sum"));
         last = std::max(last, pos.at(grad->def()));
       }
-    auto ar = insert.add(last, {.op = Op::kAllReduce,
-                                .operands = std::move(operands),
-                                .attrs = {{"op", ir::EnumWord{"sum"}},
-                                          {"bucket", (*next_bucket)++},
-                                          {"devices", m.devices()}},
-                                .names = std::move(names)});
+    auto ar = insert.add(
+        last, allReduceSpec(std::move(operands), bucket.size(), (*next_bucket)++, m.devices()));
     if (!ar.ok()) return ar.status();
     for (size_t d = 0; d < devices; ++d)
       for (size_t i = 0; i < bucket.size(); ++i)
@@ -272,17 +280,8 @@ absl::Status sumOutputs(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
   std::vector<Value*> result;
   for (size_t j = 0; j < k; ++j) {
     std::vector<Value*> operands;
-    std::vector<std::string> names;
-    for (size_t d = 0; d < devices; ++d) {
-      operands.push_back(outs[d * k + j]);
-      names.push_back(tagReplica(outs[d * k + j]->name(), d, "sum"));
-    }
-    auto ar = g.create({.op = Op::kAllReduce,
-                        .operands = std::move(operands),
-                        .attrs = {{"op", ir::EnumWord{"sum"}},
-                                  {"bucket", (*next_bucket)++},
-                                  {"devices", m.devices()}},
-                        .names = std::move(names)});
+    for (size_t d = 0; d < devices; ++d) operands.push_back(outs[d * k + j]);
+    auto ar = g.create(allReduceSpec(std::move(operands), 1, (*next_bucket)++, m.devices()));
     if (!ar.ok()) return ar.status();
     result.push_back((*ar)->result(0));
   }

@@ -31,6 +31,9 @@ class PassOptions {
 
  private:
   absl::Status bad(absl::string_view key, absl::string_view why) const;
+  /// Parses option `key` as a T ("a number", "an integer" name it in errors).
+  template <typename T>
+  absl::StatusOr<T> getNumber(absl::string_view key, T fallback, absl::string_view what);
   std::string pass_;
   std::map<std::string, std::string> values_;
   std::vector<std::string> used_;

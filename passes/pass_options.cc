@@ -14,28 +14,26 @@ absl::Status PassOptions::bad(absl::string_view key, absl::string_view why) cons
   return absl::InvalidArgumentError(absl::StrCat("pass ", pass_, ": option '", key, "' ", why));
 }
 
-absl::StatusOr<double> PassOptions::getDouble(absl::string_view key, double fallback) {
+template <typename T>
+absl::StatusOr<T> PassOptions::getNumber(absl::string_view key, T fallback,
+                                         absl::string_view what) {
   used_.emplace_back(key);
   auto it = values_.find(std::string(key));
   if (it == values_.end()) return fallback;
-  double v = 0;
+  T v{};
   const std::string& s = it->second;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || end != s.data() + s.size())
-    return bad(key, absl::StrCat("must be a number, got '", s, "'"));
+    return bad(key, absl::StrCat("must be ", what, ", got '", s, "'"));
   return v;
 }
 
+absl::StatusOr<double> PassOptions::getDouble(absl::string_view key, double fallback) {
+  return getNumber<double>(key, fallback, "a number");
+}
+
 absl::StatusOr<int64_t> PassOptions::getInt(absl::string_view key, int64_t fallback) {
-  used_.emplace_back(key);
-  auto it = values_.find(std::string(key));
-  if (it == values_.end()) return fallback;
-  int64_t v = 0;
-  const std::string& s = it->second;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size())
-    return bad(key, absl::StrCat("must be an integer, got '", s, "'"));
-  return v;
+  return getNumber<int64_t>(key, fallback, "an integer");
 }
 
 absl::StatusOr<std::string> PassOptions::getString(absl::string_view key, std::string fallback) {

@@ -36,12 +36,7 @@ void addDumpCommand(CLI::App& app, DumpFlags& f) {
                   "Stop after this pass of the default pipeline (" +
                       absl::StrJoin(passes::defaultPassNames(), ", ") +
                       "), or 'none' for the model as built");
-  cmd->add_option("--format", f.format, "Output: text (IR, parses back), dot (Graphviz) or summary")
-      ->capture_default_str();
-  cmd->add_option(
-      "--graph", f.graph,
-      "Print only this graph (init, train_step, eval_step); dot defaults to train_step");
-  cmd->add_option("-o,--output", f.output, "Write to this file instead of standard output");
+  addOutputFlags(cmd, f.out);
   cmd->add_option("--lr", f.lr, "SGD learning rate written into sgd_update")->capture_default_str();
   cmd->add_option("--momentum", f.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--weight-decay", f.weight_decay, "SGD weight decay")->capture_default_str();
@@ -51,16 +46,13 @@ void addDumpCommand(CLI::App& app, DumpFlags& f) {
       ->capture_default_str();
   cmd->add_option("--weights", f.weights,
                   "Split the batch in proportion to these per-device weights, e.g. 3,1");
-  cmd->add_flag("--canonical", f.canonical, "Omit source locations (the golden-file form)");
-  cmd->add_flag("--timing", f.timing, "Print the time of each pass to standard error");
-  cmd->add_flag("--no-verify", f.no_verify, "Skip the verifier between passes");
 }
 
 absl::Status runDump(const DumpFlags& f) {
   if (f.model.empty())
     return absl::InvalidArgumentError(absl::StrCat("dump: --model is required (one of ",
                                                    absl::StrJoin(zoo::modelNames(), ", "), ")"));
-  if (absl::Status s = checkFormat(f.format); !s.ok()) return s;
+  if (absl::Status s = checkFormat(f.out.format); !s.ok()) return s;
   auto spec = zoo::modelByName(f.model);
   if (!spec.ok())
     return absl::InvalidArgumentError(absl::StrCat("--model: ", spec.status().message()));
@@ -109,11 +101,11 @@ absl::Status runDump(const DumpFlags& f) {
       pipeline->resize(static_cast<size_t>(it - names.begin()) + 1);
     }
   }
-  passes::PassManager pm({.verify = !f.no_verify});
+  passes::PassManager pm({.verify = !f.out.no_verify});
   for (auto& p : *pipeline) pm.add(std::move(p));
   if (absl::Status s = pm.run(**module); !s.ok()) return s;
-  if (f.timing) std::cerr << pm.timingReport();
-  return writeModule(**module, f.format, f.graph, f.canonical, f.output);
+  if (f.out.timing) std::cerr << pm.timingReport();
+  return writeModule(**module, f.out);
 }
 
 }  // namespace tandem::tools

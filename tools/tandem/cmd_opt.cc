@@ -24,26 +24,21 @@ void addOptCommand(CLI::App& app, OptFlags& f) {
                   "Comma-separated pipeline, e.g. replicate{devices=2},insert-collectives. "
                   "Passes: " +
                       absl::StrJoin(names, "; ") + ". Empty: just parse, verify and print");
-  cmd->add_option("--format", f.format, "Output: text, dot or summary")->capture_default_str();
-  cmd->add_option("--graph", f.graph, "Print only this graph");
-  cmd->add_option("-o,--output", f.output, "Write to this file instead of standard output");
+  addOutputFlags(cmd, f.out);
   cmd->add_option("--print-after", f.print_after,
                   "Print the IR to standard error after this pass (repeatable; '*' for all)");
-  cmd->add_flag("--canonical", f.canonical, "Omit source locations (the golden-file form)");
-  cmd->add_flag("--timing", f.timing, "Print the time of each pass to standard error");
-  cmd->add_flag("--no-verify", f.no_verify, "Skip the verifier (input and between passes)");
 }
 
 absl::Status runOpt(const OptFlags& f) {
   if (f.file.empty())
     return absl::InvalidArgumentError("opt: missing the IR file argument ('-' for standard input)");
-  if (absl::Status s = checkFormat(f.format); !s.ok()) return s;
+  if (absl::Status s = checkFormat(f.out.format); !s.ok()) return s;
   // The pipeline is checked before the (possibly large) file is read.
-  passes::PassManager pm({.verify = !f.no_verify,
+  passes::PassManager pm({.verify = !f.out.no_verify,
                           .print_after = f.print_after,
                           .on_print = [&](const passes::Pass& p, const ir::Module& m) {
                             std::cerr << "// ----- after " << p.name() << " -----\n"
-                                      << ir::printModule(m, {.locations = !f.canonical});
+                                      << ir::printModule(m, {.locations = !f.out.canonical});
                           }});
   if (absl::Status s = pm.addPipeline(f.passes); !s.ok())
     return absl::Status(s.code(), absl::StrCat("--passes: ", s.message()));
@@ -55,12 +50,12 @@ absl::Status runOpt(const OptFlags& f) {
     module = ir::parseModuleFile(f.file);
   }
   if (!module.ok()) return module.status();
-  if (!f.no_verify)
+  if (!f.out.no_verify)
     if (absl::Status s = ir::verifyModule(**module); !s.ok())
       return absl::Status(s.code(), absl::StrCat(f.file, ": verifier: ", s.message()));
   if (absl::Status s = pm.run(**module); !s.ok()) return s;
-  if (f.timing) std::cerr << pm.timingReport();
-  return writeModule(**module, f.format, f.graph, f.canonical, f.output);
+  if (f.out.timing) std::cerr << pm.timingReport();
+  return writeModule(**module, f.out);
 }
 
 }  // namespace tandem::tools

@@ -9,34 +9,34 @@
 
 namespace tandem::tools {
 
+/// How a command prints its module; shared by dump and opt.
+struct OutputFlags {
+  std::string format = "text";
+  std::string graph;
+  std::string output;
+  bool canonical = false;
+  bool timing = false;
+  bool no_verify = false;
+};
+
 /// Flags of `tandem dump`.
 struct DumpFlags {
   std::string model;
   std::string devices = "cpu:0";
   int64_t batch = 256;
   std::string after;
-  std::string format = "text";
-  std::string graph;
-  std::string output;
   double lr = 0.1, momentum = 0, weight_decay = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
   std::string weights;
-  bool canonical = false;
-  bool timing = false;
-  bool no_verify = false;
+  OutputFlags out;
 };
 
 /// Flags of `tandem opt`.
 struct OptFlags {
   std::string file;
   std::string passes;
-  std::string format = "text";
-  std::string graph;
-  std::string output;
   std::vector<std::string> print_after;
-  bool canonical = false;
-  bool timing = false;
-  bool no_verify = false;
+  OutputFlags out;
 };
 
 void addDumpCommand(CLI::App& app, DumpFlags& flags);
@@ -45,12 +45,14 @@ void addOptCommand(CLI::App& app, OptFlags& flags);
 absl::Status runDump(const DumpFlags& flags);
 absl::Status runOpt(const OptFlags& flags);
 
+/// Adds --format, --graph, -o/--output, --canonical, --timing and --no-verify.
+void addOutputFlags(CLI::App* cmd, OutputFlags& f);
+
 /// OK when `format` is one writeModule knows (text, dot, summary); checked before any work.
 absl::Status checkFormat(const std::string& format);
 
-/// Renders a module as `format` (text, dot or summary), optionally one graph only, and
-/// writes it to `output` (stdout when empty). DOT needs one graph (train_step by default).
-absl::Status writeModule(const ir::Module& m, const std::string& format, const std::string& graph,
-                         bool canonical, const std::string& output);
+/// Renders a module as `f.format` (text, dot or summary), optionally one graph only, and
+/// writes it to `f.output` (stdout when empty). DOT needs one graph (train_step by default).
+absl::Status writeModule(const ir::Module& m, const OutputFlags& f);
 
 }  // namespace tandem::tools

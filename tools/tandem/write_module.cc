@@ -16,8 +16,21 @@ absl::Status checkFormat(const std::string& format) {
       absl::StrCat("--format: unknown format '", format, "' (expected text, dot or summary)"));
 }
 
-absl::Status writeModule(const ir::Module& m, const std::string& format, const std::string& graph,
-                         bool canonical, const std::string& output) {
+void addOutputFlags(CLI::App* cmd, OutputFlags& f) {
+  cmd->add_option("--format", f.format,
+                  "Output: text (the IR, parses back), dot (Graphviz) or summary")
+      ->capture_default_str();
+  cmd->add_option("--graph", f.graph,
+                  "Print only this graph (init, train_step, eval_step); dot defaults to "
+                  "train_step");
+  cmd->add_option("-o,--output", f.output, "Write to this file instead of standard output");
+  cmd->add_flag("--canonical", f.canonical, "Omit source locations (the golden-file form)");
+  cmd->add_flag("--timing", f.timing, "Print the time of each pass to standard error");
+  cmd->add_flag("--no-verify", f.no_verify, "Skip the verifier (on input and between passes)");
+}
+
+absl::Status writeModule(const ir::Module& m, const OutputFlags& f) {
+  const std::string &format = f.format, &graph = f.graph, &output = f.output;
   const ir::Graph* g = nullptr;
   if (!graph.empty()) {
     g = m.graph(graph);
@@ -29,7 +42,7 @@ absl::Status writeModule(const ir::Module& m, const std::string& format, const s
                                                      absl::StrJoin(names, ", "), ")"));
     }
   }
-  ir::PrintOptions opts{.locations = !canonical};
+  ir::PrintOptions opts{.locations = !f.canonical};
   std::string text;
   if (format == "text") {
     text = g ? ir::printGraph(*g, opts) : ir::printModule(m, opts);
