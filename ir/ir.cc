@@ -319,6 +319,7 @@ void Graph::adopt(Node* n) {
 Node* Graph::insert(std::unique_ptr<Node> node, size_t pos) {
   Node* raw = node.get();
   if (raw->graph_ != this) adopt(raw);
+  raw->id_ = next_id_++;
   if (pos >= nodes_.size()) {
     nodes_.push_back(std::move(node));
   } else {
@@ -342,16 +343,20 @@ void Graph::eraseIf(const std::function<bool(const Node&)>& dead) {
 
 void Graph::setNodes(std::vector<std::unique_ptr<Node>> nodes) {
   nodes_ = std::move(nodes);
-  for (auto& n : nodes_) n->graph_ = this;
+  for (auto& n : nodes_)
+    if (n->graph_ != this) {  // a node from elsewhere gets an id of this graph
+      n->graph_ = this;
+      n->id_ = next_id_++;
+    }
 }
 
 std::vector<std::unique_ptr<Node>> Graph::takeNodes() { return std::move(nodes_); }
 
-absl::flat_hash_map<const Node*, size_t> Graph::positions() const {
-  absl::flat_hash_map<const Node*, size_t> pos;
-  pos.reserve(nodes_.size());
-  for (size_t i = 0; i < nodes_.size(); ++i) pos[nodes_[i].get()] = i;
-  return pos;
+Graph::Positions Graph::positions() const {
+  Positions p;
+  p.pos_.assign(next_id_, SIZE_MAX);
+  for (size_t i = 0; i < nodes_.size(); ++i) p.pos_[nodes_[i]->id_] = i;
+  return p;
 }
 
 absl::flat_hash_map<const Value*, std::vector<Node*>> Graph::users() const {
@@ -443,6 +448,7 @@ std::unique_ptr<Module> Module::clone() const {
       c->device_ = n->device_;
       c->scope_ = n->scope_;
       c->location_ = n->location_;
+      c->id_ = n->id_;
       c->operands_.reserve(n->operands_.size());
       for (Value* v : n->operands_) c->operands_.push_back(map.at(v));
       for (const auto& r : n->results_) {
@@ -456,6 +462,7 @@ std::unique_ptr<Module> Module::clone() const {
     }
     for (Value* v : g->outputs()) copy->outputs_.push_back(map.at(v));
     copy->name_counters_ = g->name_counters_;
+    copy->next_id_ = g->next_id_;
     m->graphs_.push_back(std::move(copy));
   }
   return m;

@@ -66,6 +66,9 @@ class Node {
   const OpInfo& info() const { return opInfo(op_); }
   absl::string_view opName() const { return info().name; }
   Graph* graph() const { return graph_; }
+  /// A small number, unique in its graph and below Graph::idBound(), fixed while the node
+  /// stays in that graph: passes index side tables with it instead of hashing pointers.
+  uint32_t id() const { return id_; }
 
   const std::vector<Value*>& operands() const { return operands_; }
   Value* operand(size_t i) const { return operands_[i]; }
@@ -108,6 +111,7 @@ class Node {
   friend class Graph;
   friend class Module;
   Op op_ = Op::kInput;
+  uint32_t id_ = 0;
   Graph* graph_ = nullptr;
   std::vector<Value*> operands_;
   std::vector<std::unique_ptr<Value>> results_;
@@ -183,8 +187,20 @@ class Graph {
   /// Value lookup by name (parser, tests).
   Value* findValue(absl::string_view name) const;
 
-  /// Position of each node in the list (recomputed; O(nodes)).
-  absl::flat_hash_map<const Node*, size_t> positions() const;
+  /// One more than the largest node id handed out (ids of erased nodes are not reused).
+  uint32_t idBound() const { return next_id_; }
+
+  /// Position of each node in the list, looked up by node id.
+  class Positions {
+   public:
+    size_t at(const Node* n) const { return pos_[n->id()]; }
+
+   private:
+    friend class Graph;
+    std::vector<size_t> pos_;
+  };
+  /// Positions of the nodes as they are now (recomputed; O(nodes)).
+  Positions positions() const;
   /// For every value, the nodes that use it (recomputed; O(nodes + edges)).
   absl::flat_hash_map<const Value*, std::vector<Node*>> users() const;
 
@@ -205,6 +221,7 @@ class Graph {
   // Keys view the names owned by the values (a value is renamed only through rename()).
   absl::flat_hash_map<absl::string_view, Value*> names_;
   absl::flat_hash_map<std::string, int> name_counters_;
+  uint32_t next_id_ = 0;
 };
 
 /// What a persistent variable is for.

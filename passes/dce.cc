@@ -1,6 +1,7 @@
 #include "passes/dce.h"
 
-#include "absl/container/flat_hash_set.h"
+#include <cstdint>
+#include <vector>
 
 namespace tandem::passes {
 
@@ -15,23 +16,24 @@ bool hasSideEffects(const ir::Node& n) {
 
 absl::StatusOr<bool> DeadCodeElimination::run(ir::Module& m) {
   bool changed = false;
+  std::vector<uint8_t> needed;  // by node id: some result is used by a kept node or returned
   for (const auto& g : m.graphs()) {
-    // One backward sweep: a node is live if it has effects or a live user.
-    absl::flat_hash_set<const ir::Value*> live(g->outputs().begin(), g->outputs().end());
-    absl::flat_hash_set<const ir::Node*> keep;
-    live.reserve(g->numNodes() * 2);
-    keep.reserve(g->numNodes());
+    needed.assign(g->idBound(), 0);
+    for (const ir::Value* v : g->outputs())
+      if (v->def()->id() < needed.size()) needed[v->def()->id()] = 1;
+    // One backward sweep: a node stays if it has effects or a kept user.
+    size_t kept = 0;
     for (size_t i = g->numNodes(); i-- > 0;) {
       const ir::Node& n = *g->nodes()[i];
-      bool needed = hasSideEffects(n);
-      for (size_t r = 0; r < n.numResults() && !needed; ++r) needed = live.contains(n.result(r));
-      if (!needed) continue;
-      keep.insert(&n);
-      live.insert(n.operands().begin(), n.operands().end());
+      if (!needed[n.id()] && !hasSideEffects(n)) continue;
+      needed[n.id()] = 1;
+      ++kept;
+      for (const ir::Value* v : n.operands())
+        if (v->def()->id() < needed.size()) needed[v->def()->id()] = 1;
     }
-    if (keep.size() == g->numNodes()) continue;
+    if (kept == g->numNodes()) continue;
     changed = true;
-    g->eraseIf([&](const ir::Node& n) { return !keep.contains(&n); });
+    g->eraseIf([&](const ir::Node& n) { return !needed[n.id()]; });
   }
   return changed;
 }

@@ -1,7 +1,6 @@
 #include "passes/insert_collectives.h"
 
 #include <algorithm>
-#include <map>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -38,43 +37,45 @@ ir::NodeSpec allReduceSpec(std::vector<Value*> operands, size_t per_device, int6
           .names = std::move(names)};
 }
 
-/// Nodes to add at given positions, spliced in by one linear rebuild.
+/// Nodes to add at given positions, spliced in by one linear rebuild. Graph::create
+/// appends, so the pending nodes are the ones past the original end, in creation order.
 class Insertions {
  public:
-  explicit Insertions(ir::Graph& g) : g_(g) {}
-  /// Creates a node (at the end, temporarily) to be moved after position `after`.
+  explicit Insertions(ir::Graph& g) : g_(g), base_(g.numNodes()) {}
+  /// Creates a node (at the end, temporarily) to be moved after position `after` of the
+  /// original node list.
   absl::StatusOr<Node*> add(size_t after, ir::NodeSpec spec) {
     auto n = g_.create(std::move(spec));
-    if (n.ok()) pending_.emplace(after, *n);
+    if (n.ok()) pending_.push_back({after, pending_.size()});
     return n;
   }
   void apply() {
     if (pending_.empty()) return;
-    absl::flat_hash_map<const Node*, bool> moved;
-    for (const auto& [pos, n] : pending_) moved[n] = true;
+    std::stable_sort(pending_.begin(), pending_.end(),
+                     [](const Pending& a, const Pending& b) { return a.after < b.after; });
     std::vector<std::unique_ptr<Node>> old = g_.takeNodes();
-    absl::flat_hash_map<const Node*, std::unique_ptr<Node>> detached;
-    for (auto& n : old)
-      if (moved.contains(n.get())) detached[n.get()] = std::move(n);
     std::vector<std::unique_ptr<Node>> out;
     out.reserve(old.size());
-    auto it = pending_.begin();
-    size_t index = 0;
-    for (auto& n : old) {
-      if (n == nullptr) continue;
-      out.push_back(std::move(n));
-      for (; it != pending_.end() && it->first == index; ++it)
-        out.push_back(std::move(detached[it->second]));
-      ++index;
+    size_t k = 0;
+    for (size_t i = 0; i < base_; ++i) {
+      out.push_back(std::move(old[i]));
+      for (; k < pending_.size() && pending_[k].after == i; ++k)
+        out.push_back(std::move(old[base_ + pending_[k].order]));
     }
-    for (; it != pending_.end(); ++it) out.push_back(std::move(detached[it->second]));
+    for (; k < pending_.size(); ++k) out.push_back(std::move(old[base_ + pending_[k].order]));
     g_.setNodes(std::move(out));
     pending_.clear();
+    base_ = g_.numNodes();
   }
 
  private:
+  struct Pending {
+    size_t after;  // position in the original list
+    size_t order;  // creation order
+  };
   ir::Graph& g_;
-  std::multimap<size_t, Node*> pending_;  // position in the original list -> node
+  size_t base_;
+  std::vector<Pending> pending_;
 };
 
 /// Replaces the per-device batch inputs of a step graph by one host input and a split.

@@ -3,8 +3,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -101,21 +99,19 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
     // one of its operands changed type (the batch flows through it); the rest, such as
     // parameter reads and gradients of parameters, keep the source's types.
     size_t devices = devices_.size();
-    // replicas[slot[v] * devices + d] is the replica of source value v on device d
-    // (device 0's slot entry is v itself): one hash lookup per operand, not per device.
-    absl::flat_hash_map<const ir::Value*, size_t> slot;
-    slot.reserve(src->numNodes() * 2);
+    // Every source value has a slot: replicas[slot * devices + d] is its replica on device d
+    // (device 0's is the value itself, taken over) and slot_type[slot] its source type.
+    // Slots are found through the id the taken-over node has in the new graph.
     std::vector<ir::Value*> replicas;
     replicas.reserve(src->numNodes() * devices);
+    std::vector<ir::TensorType> slot_type;
+    slot_type.reserve(src->numNodes());
+    std::vector<size_t> first_slot;  // by node id in dst
+    first_slot.reserve(src->numNodes() * devices);
+    auto slotOf = [&](const ir::Value* v) { return first_slot[v->def()->id()] + v->index(); };
     std::vector<std::string> suffixes;
     for (size_t d = 0; d < devices; ++d) suffixes.push_back(absl::StrCat(".", d));
     dst->reserve(src->numNodes() * devices);
-    // Source values whose type changed when device 0 took them over: their source type.
-    absl::flat_hash_map<const ir::Value*, ir::TensorType> source_type;
-    auto typeInSource = [&](const ir::Value* v) -> const ir::TensorType& {
-      auto it = source_type.find(v);
-      return it == source_type.end() ? v->type() : it->second;
-    };
     std::vector<ir::Value*> src_outputs = src->outputs();
     std::vector<std::unique_ptr<ir::Node>> nodes = src->takeNodes();
     auto where = [&](const absl::Status& s, size_t d) {
@@ -129,16 +125,22 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
       result_types.clear();
       for (size_t r = 0; r < n->numResults(); ++r) result_types.push_back(n->result(r)->type());
       operand_slots.clear();
-      for (const ir::Value* v : n->operands()) operand_slots.push_back(slot.at(v) * devices);
-      size_t first_result_slot = replicas.size() / devices;
-      replicas.resize(replicas.size() + n->numResults() * devices);
+      bool same_on_first = true;  // device 0: no operand changed type when taken over
+      for (const ir::Value* v : n->operands()) {
+        size_t slot = slotOf(v);
+        operand_slots.push_back(slot);
+        same_on_first = same_on_first && v->type() == slot_type[slot];
+      }
+      size_t first_result_slot = slot_type.size();
+      slot_type.insert(slot_type.end(), result_types.begin(), result_types.end());
+      replicas.resize(slot_type.size() * devices);
       for (size_t d = 1; d < devices; ++d) {
         std::vector<ir::Value*> operands;
         operands.reserve(n->numOperands());
         bool same = true;
-        for (size_t i = 0; i < n->numOperands(); ++i) {
-          ir::Value* replica = replicas[operand_slots[i] + d];
-          same = same && replica->type() == typeInSource(n->operand(i));
+        for (size_t slot : operand_slots) {
+          ir::Value* replica = replicas[slot * devices + d];
+          same = same && replica->type() == slot_type[slot];
           operands.push_back(replica);
         }
         if (is_input) {
@@ -153,27 +155,21 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
         for (size_t r = 0; r < n->numResults(); ++r)
           replicas[(first_result_slot + r) * devices + d] = (*copy)->result(r);
       }
-      for (size_t r = 0; r < n->numResults(); ++r) {
-        slot[n->result(r)] = first_result_slot + r;
+      for (size_t r = 0; r < n->numResults(); ++r)
         replicas[(first_result_slot + r) * devices] = n->result(r);
-      }
-      bool same = true;
-      for (const ir::Value* v : n->operands()) same = same && !source_type.contains(v);
       if (is_input) {
         slice = result_types;
         slice[0].shape[0] = sizes[0];
       }
-      ir::Node* raw = n.get();
-      auto self = dst->adoptRenamed(std::move(n), devices_[0], suffixes[0], !same,
+      auto self = dst->adoptRenamed(std::move(n), devices_[0], suffixes[0], !same_on_first,
                                     is_input ? &slice : nullptr, dst->numNodes() - (devices - 1));
       if (!self.ok()) return where(self.status(), 0);
-      for (size_t r = 0; r < raw->numResults(); ++r)
-        if (raw->result(r)->type() != result_types[r])
-          source_type.emplace(raw->result(r), result_types[r]);
+      first_slot.resize(dst->idBound());
+      first_slot[(*self)->id()] = first_result_slot;
     }
     std::vector<ir::Value*> outputs;
     for (size_t d = 0; d < devices; ++d)
-      for (ir::Value* v : src_outputs) outputs.push_back(replicas[slot.at(v) * devices + d]);
+      for (ir::Value* v : src_outputs) outputs.push_back(replicas[slotOf(v) * devices + d]);
     dst->setOutputs(std::move(outputs));
     m.replaceGraph(std::move(dst));
   }
