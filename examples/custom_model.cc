@@ -80,11 +80,12 @@ int main() {
   const tandem::ir::Graph& step = *m.graph(tandem::ir::kTrainGraph);
   std::cout << tandem::ir::printGraph(step);
 
-  int buckets = 0;
+  // Gradient buckets and the summed loss and correct count are all all_reduce nodes.
+  int all_reduces = 0;
   for (const auto& node : step.nodes())
-    if (node->op() == tandem::ir::Op::kAllReduce) ++buckets;
+    if (node->op() == tandem::ir::Op::kAllReduce) ++all_reduces;
   std::cout << "// " << m.name() << ": " << m.countElements(tandem::ir::VarRole::kParam)
-            << " parameters, " << step.numNodes() << " nodes in @train_step, " << buckets
-            << " all_reduce buckets over " << tandem::ir::toString(m.devices()) << "\n";
+            << " parameters, " << step.numNodes() << " nodes in @train_step, " << all_reduces
+            << " all_reduce nodes over " << tandem::ir::toString(m.devices()) << "\n";
   return 0;
 }

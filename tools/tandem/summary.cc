@@ -1,5 +1,6 @@
 #include "tools/tandem/summary.h"
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -53,9 +54,13 @@ std::string summarizeModule(const ir::Module& m) {
         size_t per_device = n->numOperands() / n->devicesAttr().size();
         int64_t bytes = 0;
         for (size_t i = 0; i < per_device; ++i) bytes += n->operand(i)->type().bytes();
+        // Reductions of what the step returns (loss, correct count) are not gradients.
+        bool returned =
+            std::find(g->outputs().begin(), g->outputs().end(), n->result(0)) != g->outputs().end();
         absl::StrAppend(&out, "  all_reduce bucket ", n->intAttr("bucket"), ": ", per_device,
                         per_device == 1 ? " tensor, " : " tensors, ", mib(bytes),
-                        " per device, first %", n->operand(0)->name(), "\n");
+                        " per device, first %", n->operand(0)->name(),
+                        returned ? " (returned value)" : "", "\n");
       }
     }
   }
