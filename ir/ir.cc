@@ -26,7 +26,7 @@ const std::string& StringPool::empty() {
 void Node::setScope(absl::string_view s) { scope_ = &graph_->module()->strings().intern(s); }
 void Node::setLocation(absl::string_view l) { location_ = &graph_->module()->strings().intern(l); }
 
-const AttrValue& Node::attr(absl::string_view name) const {
+size_t Node::attrSlot(absl::string_view name) const {
   int i = info().attrIndex(name);
   if (i < 0 || static_cast<size_t>(i) >= attrs_.size()) {
     // Asking for an attribute the op table does not list is a bug in the caller.
@@ -34,18 +34,12 @@ const AttrValue& Node::attr(absl::string_view name) const {
                  std::string(opName()).c_str(), int(name.size()), name.data());
     std::abort();
   }
-  return attrs_[i];
+  return static_cast<size_t>(i);
 }
 
-void Node::setAttr(absl::string_view name, AttrValue v) {
-  int i = info().attrIndex(name);
-  if (i < 0) {
-    std::fprintf(stderr, "internal error: %s has no attribute '%.*s'\n",
-                 std::string(opName()).c_str(), int(name.size()), name.data());
-    std::abort();
-  }
-  attrs_[i] = std::move(v);
-}
+const AttrValue& Node::attr(absl::string_view name) const { return attrs_[attrSlot(name)]; }
+
+void Node::setAttr(absl::string_view name, AttrValue v) { attrs_[attrSlot(name)] = std::move(v); }
 
 void Node::setDevice(std::optional<Device> d) {
   device_ = d;
@@ -386,6 +380,12 @@ absl::StatusOr<VarRole> parseVarRole(absl::string_view s) {
     if (varRoleName(r) == s) return r;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown variable role '", s, "' (expected param, buffer or optimizer)"));
+}
+
+std::optional<size_t> Module::deviceIndex(const Device& d) const {
+  for (size_t i = 0; i < devices_.size(); ++i)
+    if (devices_[i] == d) return i;
+  return std::nullopt;
 }
 
 const Var* Module::findVar(absl::string_view name) const {

@@ -110,6 +110,8 @@ class Node {
  private:
   friend class Graph;
   friend class Module;
+  /// Index of attribute `name` in attrs_; aborts for a name the op table does not list.
+  size_t attrSlot(absl::string_view name) const;
   Op op_ = Op::kInput;
   uint32_t id_ = 0;
   Graph* graph_ = nullptr;
@@ -254,6 +256,8 @@ class Module {
   const std::vector<Device>& devices() const { return devices_; }
   void setDevices(std::vector<Device> ds) { devices_ = std::move(ds); }
   bool isReplicated() const { return !devices_.empty(); }
+  /// Position of `d` in devices(), or nullopt when it is not a module device.
+  std::optional<size_t> deviceIndex(const Device& d) const;
 
   const std::vector<Var>& vars() const { return vars_; }
   const Var* findVar(absl::string_view name) const;

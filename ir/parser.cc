@@ -208,30 +208,23 @@ class Parser {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<int64_t> parseInt() {
+  /// Reads the current number token as a T; `what` ("an integer", "a number") names it
+  /// in errors.
+  template <typename T>
+  absl::StatusOr<T> parseNumber(absl::string_view what) {
     if (tok_.kind != Tok::kNumber)
-      return error(absl::StrCat("expected an integer, got ", describe(tok_)));
-    int64_t v = 0;
+      return error(absl::StrCat("expected ", what, ", got ", describe(tok_)));
+    T v{};
     const std::string& s = tok_.text;
     const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
     auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
     if (ec != std::errc() || end != s.data() + s.size())
-      return error(absl::StrCat("expected an integer, got '", s, "'"));
+      return error(absl::StrCat("expected ", what, ", got '", s, "'"));
     next();
     return v;
   }
-  absl::StatusOr<double> parseFloat() {
-    if (tok_.kind != Tok::kNumber)
-      return error(absl::StrCat("expected a number, got ", describe(tok_)));
-    double v = 0;
-    const std::string& s = tok_.text;
-    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
-    auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size())
-      return error(absl::StrCat("expected a number, got '", s, "'"));
-    next();
-    return v;
-  }
+  absl::StatusOr<int64_t> parseInt() { return parseNumber<int64_t>("an integer"); }
+  absl::StatusOr<double> parseFloat() { return parseNumber<double>("a number"); }
 
   // ---- pieces -------------------------------------------------------------------------
   absl::StatusOr<TensorType> parseType() {

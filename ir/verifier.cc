@@ -30,12 +30,6 @@ class GraphVerifier {
     return fail(absl::StrCat(n.describe(), ": ", msg));
   }
 
-  bool onModuleDevice(const Device& d) const {
-    for (const Device& md : m_.devices())
-      if (md == d) return true;
-    return false;
-  }
-
   absl::Status checkNode(const Node& n) {
     for (size_t i = 0; i < n.numOperands(); ++i)
       if (!defined_.contains(n.operand(i)))
@@ -68,7 +62,7 @@ class GraphVerifier {
     if (info.has(kCollective)) {
       const auto& ds = n.devicesAttr();
       for (const Device& d : ds)
-        if (!onModuleDevice(d))
+        if (!m_.deviceIndex(d))
           return failAt(n, absl::StrCat("lists ", toString(d), ", which is not a module device ",
                                         toString(m_.devices())));
       if (n.op() == Op::kConcat) {
@@ -108,7 +102,7 @@ class GraphVerifier {
                                     "device from ",
                                     toString(m_.devices())));
     }
-    if (!onModuleDevice(*n.device()))
+    if (!m_.deviceIndex(*n.device()))
       return failAt(n, absl::StrCat("is placed on ", toString(*n.device()),
                                     ", which is not a module device ", toString(m_.devices())));
     for (size_t i = 0; i < n.numOperands(); ++i) {

@@ -16,13 +16,6 @@ using ir::Value;
 
 namespace {
 
-/// Index of a device in the module's list.
-size_t deviceIndex(const ir::Module& m, const ir::Device& d) {
-  for (size_t i = 0; i < m.devices().size(); ++i)
-    if (m.devices()[i] == d) return i;
-  return SIZE_MAX;
-}
-
 /// An all_reduce (sum) of `operands`, grouped by device with `per_device` each; results
 /// are named after their operands with ".sum" before the device number.
 ir::NodeSpec allReduceSpec(std::vector<Value*> operands, size_t per_device, int64_t bucket,
@@ -83,7 +76,7 @@ absl::Status splitInputs(ir::Module& m, ir::Graph& g) {
   size_t devices = m.devices().size();
   std::vector<std::vector<Node*>> per_device(devices);
   for (Node* in : g.inputs()) {
-    size_t d = in->device() ? deviceIndex(m, *in->device()) : SIZE_MAX;
+    size_t d = in->device() ? m.deviceIndex(*in->device()).value_or(SIZE_MAX) : SIZE_MAX;
     if (d == SIZE_MAX)
       return absl::FailedPreconditionError(
           absl::StrCat("insert-collectives: input %", in->result()->name(), " of @", g.name(),
@@ -170,7 +163,8 @@ absl::Status broadcastInit(ir::Module& m, ir::Graph& g) {
     std::vector<Node*> nodes = it->second;
     std::vector<Node*> by_device(m.devices().size(), nullptr);
     for (Node* n : nodes)
-      if (n->device()) by_device[deviceIndex(m, *n->device())] = n;
+      if (n->device())
+        if (auto d = m.deviceIndex(*n->device())) by_device[*d] = n;
     Node* root = by_device[0];
     if (root == nullptr) continue;
     std::vector<std::string> names;
@@ -210,7 +204,7 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
     const std::string& var = w->symbolAttr("var");
     auto [it, inserted] = updates.try_emplace(var, devices, nullptr);
     if (inserted) order.push_back(var);
-    size_t d = n->device() ? deviceIndex(m, *n->device()) : SIZE_MAX;
+    size_t d = n->device() ? m.deviceIndex(*n->device()).value_or(SIZE_MAX) : SIZE_MAX;
     if (d == SIZE_MAX)
       return absl::FailedPreconditionError(
           absl::StrCat("insert-collectives: ", n->describe(), " is not on a module device"));
