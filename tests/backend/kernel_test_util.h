@@ -1,0 +1,125 @@
+#pragma once
+
+// One node under test: a module with a graph holding an input per operand and the node,
+// host buffers for its operands and results, and a run through the CPU kernel table.
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/kernels.h"
+#include "gtest/gtest.h"
+#include "ir/ir.h"
+
+namespace tandem::testing {
+
+/// Host storage for one tensor (64-byte aligned like the runtime's arenas).
+class Buffer {
+ public:
+  explicit Buffer(ir::TensorType type) : type_(std::move(type)) {
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(type_.bytes(), 1));
+    storage_.reset(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+    std::memset(storage_.get(), 0, bytes);
+  }
+  const ir::TensorType& type() const { return type_; }
+  int64_t size() const { return type_.numElements(); }
+  float* f32() { return reinterpret_cast<float*>(storage_.get()); }
+  int32_t* i32() { return reinterpret_cast<int32_t*>(storage_.get()); }
+  backend::TensorView view() { return {storage_.get(), type_}; }
+  /// Uniform values in [lo, hi).
+  void fillUniform(std::mt19937& rng, float lo = -1, float hi = 1) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    for (int64_t i = 0; i < size(); ++i) f32()[i] = d(rng);
+  }
+  void fillInts(std::mt19937& rng, int lo, int hi) {
+    std::uniform_int_distribution<int> d(lo, hi);
+    for (int64_t i = 0; i < size(); ++i) i32()[i] = d(rng);
+  }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  ir::TensorType type_;
+  std::unique_ptr<char, Free> storage_;
+};
+
+inline ir::TensorType f32(ir::Shape shape) { return {ir::DType::kF32, std::move(shape)}; }
+inline ir::TensorType i32(ir::Shape shape) { return {ir::DType::kI32, std::move(shape)}; }
+
+/// A single node with its operands as graph inputs on cpu:0.
+class SingleOp {
+ public:
+  using Attrs = std::vector<std::pair<std::string, ir::AttrValue>>;
+
+  /// `vars` are added to the module first (for initialize/assign); `declared` gives the
+  /// result types of ops with kDeclaredType (constant).
+  SingleOp(ir::Op op, const std::vector<ir::TensorType>& operand_types, Attrs attrs = {},
+           std::vector<ir::Var> vars = {}, std::vector<ir::TensorType> declared = {})
+      : module_("kernel_test"), ctx_(ir::Device{ir::DeviceKind::kCpu, 0}, /*seed=*/1234) {
+    for (auto& v : vars) EXPECT_TRUE(module_.addVar(std::move(v)).ok());
+    ir::Graph* g = *module_.addGraph("t");
+    ir::NodeSpec spec;
+    spec.op = op;
+    spec.attrs = std::move(attrs);
+    spec.device = ctx_.device();
+    spec.declared_types = std::move(declared);
+    for (size_t i = 0; i < operand_types.size(); ++i) {
+      ir::NodeSpec in;
+      in.op = ir::Op::kInput;
+      in.names = {"in" + std::to_string(i)};
+      in.declared_types = {operand_types[i]};
+      in.device = ctx_.device();
+      auto n = g->create(std::move(in));
+      EXPECT_TRUE(n.ok()) << n.status();
+      spec.operands.push_back((*n)->result());
+      inputs_.emplace_back(operand_types[i]);
+    }
+    auto n = g->create(std::move(spec));
+    EXPECT_TRUE(n.ok()) << n.status();
+    if (!n.ok()) return;
+    node_ = *n;
+    for (size_t i = 0; i < node_->numResults(); ++i) outputs_.emplace_back(node_->result(i)->type());
+  }
+  const ir::Node& node() const { return *node_; }
+  Buffer& in(size_t i) { return inputs_[i]; }
+  Buffer& out(size_t i = 0) { return outputs_[i]; }
+  backend::cpu::CpuContext& ctx() { return ctx_; }
+
+  /// Creates the kernel (once) and runs it over the buffers.
+  void run() {
+    ASSERT_NE(node_, nullptr);
+    if (!kernel_) {
+      auto k = backend::cpu::makeKernel(*node_, ctx_);
+      ASSERT_TRUE(k.ok()) << k.status();
+      kernel_ = std::move(*k);
+    }
+    std::vector<backend::TensorView> in, out;
+    for (auto& b : inputs_) in.push_back(b.view());
+    for (auto& b : outputs_) out.push_back(b.view());
+    kernel_->run(in, out);
+  }
+
+ private:
+  ir::Module module_;
+  backend::cpu::CpuContext ctx_;
+  ir::Node* node_ = nullptr;
+  std::vector<Buffer> inputs_, outputs_;
+  std::unique_ptr<backend::Kernel> kernel_;
+};
+
+/// Largest |a-b| / max(1, |b|) over two arrays (relative error with an absolute floor
+/// for values near zero).
+inline double maxRelativeError(const float* a, const double* b, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double d = std::abs(double(a[i]) - b[i]) / std::max(1.0, std::abs(b[i]));
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+}  // namespace tandem::testing
