@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "ir/attrs.h"
 #include "ir/op_info.h"
+#include "ir/memory_plan.h"
 #include "ir/types.h"
 
 namespace tandem::ir {
@@ -192,6 +193,11 @@ class Graph {
   /// One more than the largest node id handed out (ids of erased nodes are not reused).
   uint32_t idBound() const { return next_id_; }
 
+  /// The buffer plan `plan-memory` attached, or null when there is none or the graph's
+  /// nodes changed since (adding, removing or reordering nodes drops it).
+  const MemoryPlan* memoryPlan() const { return memory_plan_.get(); }
+  void setMemoryPlan(std::shared_ptr<const MemoryPlan> plan) { memory_plan_ = std::move(plan); }
+
   /// Position of each node in the list, looked up by node id.
   class Positions {
    public:
@@ -220,6 +226,7 @@ class Graph {
   std::string name_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> outputs_;
+  std::shared_ptr<const MemoryPlan> memory_plan_;
   // Keys view the names owned by the values (a value is renamed only through rename()).
   absl::flat_hash_map<absl::string_view, Value*> names_;
   absl::flat_hash_map<std::string, int> name_counters_;

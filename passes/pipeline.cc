@@ -104,12 +104,14 @@ std::string defaultPipeline(const PipelineConfig& c) {
       absl::StrCat("insert-collectives{bucket-mb=", num(c.bucket_mb),
                    ",first-bucket-mb=", num(c.first_bucket_mb), "}"),
       "dce",
+      "schedule",
+      "plan-memory",
   };
   return absl::StrJoin(passes, ",");
 }
 
 std::vector<std::string> defaultPassNames() {
-  return {"autodiff", "replicate", "insert-collectives", "dce"};
+  return {"autodiff", "replicate", "insert-collectives", "dce", "schedule", "plan-memory"};
 }
 
 }  // namespace tandem::passes

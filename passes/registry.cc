@@ -6,7 +6,9 @@
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/insert_collectives.h"
+#include "passes/plan_memory.h"
 #include "passes/replicate.h"
+#include "passes/schedule.h"
 
 namespace tandem::passes {
 
@@ -21,6 +23,10 @@ const std::vector<PassInfo>& registeredPasses() {
        "bucket-mb=25, first-bucket-mb=1", InsertCollectives::create},
       {DeadCodeElimination::kName, "remove nodes whose results are unused", "",
        DeadCodeElimination::create},
+      {Schedule::kName, "issue order for the compute and comm streams: updates after backward",
+       "", Schedule::create},
+      {PlanMemory::kName, "per-device arenas with buffers reused by liveness", "",
+       PlanMemory::create},
   };
   return *passes;
 }

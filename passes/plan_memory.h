@@ -1,0 +1,32 @@
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "ir/memory_plan.h"
+#include "passes/pass.h"
+
+namespace tandem::passes {
+
+/// Plans one graph's memory (see PlanMemory). The graph must be in issue order (after
+/// `schedule`); the module gives the device list.
+absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& g);
+
+/// `plan-memory`: gives every value an offset in its device's arena, reusing a buffer once
+/// its last reader is done, and attaches the plan to each graph (peak bytes are known
+/// before the step runs; `tandem dump --memory` prints them).
+///
+/// Lifetimes follow the two streams per device: a compute value lives from its node to
+/// its last compute reader. A value a collective reads stays live until the first compute
+/// node of that device that waits for that collective (or a later one on the same comm
+/// stream), because the comm stream may still be reading it after the compute stream has
+/// moved on. A collective's result is live from just after the last compute node it waits
+/// for, since the comm stream may write it any time after that.
+class PlanMemory final : public Pass {
+ public:
+  static constexpr absl::string_view kName = "plan-memory";
+  static absl::StatusOr<std::unique_ptr<Pass>> create(PassOptions& opts);
+
+  absl::string_view name() const override { return kName; }
+  absl::StatusOr<bool> run(ir::Module& m) override;
+};
+
+}  // namespace tandem::passes
