@@ -132,10 +132,10 @@ absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& 
         // Written by the comm stream any time after the compute work it waits for.
         iv.start = 0;
         for (const ir::Value* o : node->operands()) {
+          if (!inArena(*o) || streamOf(*o->def()) != StreamKind::kCompute) continue;
           auto od = deviceIndex(*o);
           if (!od.ok()) return od.status();
-          if (*od == *d && streamOf(*o->def()) == StreamKind::kCompute && inArena(*o))
-            iv.start = std::max(iv.start, pos[o->def()->id()] + 1);
+          if (*od == *d) iv.start = std::max(iv.start, pos[o->def()->id()] + 1);
         }
       }
       if (auto it = users.find(&v); it != users.end())

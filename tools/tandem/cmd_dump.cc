@@ -9,6 +9,7 @@
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 #include "tools/tandem/commands.h"
+#include "tools/tandem/summary.h"
 
 namespace tandem::tools {
 
@@ -44,6 +45,8 @@ void addDumpCommand(CLI::App& app, DumpFlags& f) {
       ->capture_default_str();
   cmd->add_option("--first-bucket-mb", f.first_bucket_mb, "Cap of the first (earliest) bucket")
       ->capture_default_str();
+  cmd->add_flag("--memory", f.memory,
+                "Print each graph's arena size per device (peak bytes) instead of the module");
   cmd->add_option("--weights", f.weights,
                   "Split the batch in proportion to these per-device weights, e.g. 3,1");
 }
@@ -105,6 +108,10 @@ absl::Status runDump(const DumpFlags& f) {
   for (auto& p : *pipeline) pm.add(std::move(p));
   if (absl::Status s = pm.run(**module); !s.ok()) return s;
   if (f.out.timing) std::cerr << pm.timingReport();
+  if (f.memory) {
+    std::cout << memoryReport(**module);
+    return absl::OkStatus();
+  }
   return writeModule(**module, f.out);
 }
 

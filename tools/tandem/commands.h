@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct DumpFlags {
   double lr = 0.1, momentum = 0, weight_decay = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
   std::string weights;
+  bool memory = false;
   OutputFlags out;
 };
 
@@ -39,11 +41,30 @@ struct OptFlags {
   OutputFlags out;
 };
 
+/// Flags of `tandem train`; unset hyper-parameters take the model's defaults.
+struct TrainFlags {
+  std::string model;
+  std::string devices = "cpu:0";
+  int64_t batch = 256;
+  int epochs = 10;
+  std::optional<double> lr, momentum, weight_decay;
+  std::optional<std::string> init;
+  uint64_t seed = 0;
+  int64_t limit_train = 0, limit_test = 0;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  std::string metrics;
+  int threads_per_device = 1;
+  double bucket_mb = 25;
+};
+
 void addDumpCommand(CLI::App& app, DumpFlags& flags);
+void addTrainCommand(CLI::App& app, TrainFlags& flags);
 void addOptCommand(CLI::App& app, OptFlags& flags);
 
 absl::Status runDump(const DumpFlags& flags);
 absl::Status runOpt(const OptFlags& flags);
+/// Trains; a Ctrl-C stop returns a Cancelled status after the current step.
+absl::Status runTrain(const TrainFlags& flags);
 
 /// Adds --format, --graph, -o/--output, --canonical, --timing and --no-verify.
 void addOutputFlags(CLI::App* cmd, OutputFlags& f);

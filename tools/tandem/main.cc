@@ -10,6 +10,7 @@
 namespace {
 
 constexpr int kUsageError = 2;
+constexpr int kInterrupted = 130;  // the shell's code for a SIGINT stop
 
 int fail(const std::string& message) {
   std::string line = message;
@@ -31,6 +32,8 @@ int main(int argc, char** argv) {
   tandem::tools::OptFlags opt;
   tandem::tools::addDumpCommand(app, dump);
   tandem::tools::addOptCommand(app, opt);
+  tandem::tools::TrainFlags train;
+  tandem::tools::addTrainCommand(app, train);
   // CLI11 would call a misspelt subcommand an unexpected argument; name it plainly.
   std::string names;
   bool known = false;
@@ -55,6 +58,8 @@ int main(int argc, char** argv) {
   absl::Status status;
   if (app.got_subcommand("dump")) status = tandem::tools::runDump(dump);
   if (app.got_subcommand("opt")) status = tandem::tools::runOpt(opt);
+  if (app.got_subcommand("train")) status = tandem::tools::runTrain(train);
+  if (absl::IsCancelled(status)) return kInterrupted;  // Ctrl-C: already reported
   if (!status.ok()) return fail(std::string(status.message()));
   return 0;
 }

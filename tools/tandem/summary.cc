@@ -67,4 +67,23 @@ std::string summarizeModule(const ir::Module& m) {
   return out;
 }
 
+std::string memoryReport(const ir::Module& m) {
+  std::string out = absl::StrFormat("%-12s %-8s %12s %12s %12s\n", "graph", "device", "arena",
+                                    "live peak", "no reuse");
+  for (const auto& g : m.graphs()) {
+    const ir::MemoryPlan* plan = g->memoryPlan();
+    if (plan == nullptr) {
+      absl::StrAppend(&out, absl::StrFormat("%-12s (no plan: run plan-memory)\n", g->name()));
+      continue;
+    }
+    for (size_t d = 0; d < plan->arena_bytes.size(); ++d)
+      absl::StrAppend(
+          &out, absl::StrFormat("%-12s %-8s %12s %12s %12s\n", g->name(),
+                                m.isReplicated() ? ir::toString(m.devices()[d]) : "-",
+                                mib(plan->arena_bytes[d]), mib(plan->live_peak_bytes[d]),
+                                mib(plan->unshared_bytes[d])));
+  }
+  return out;
+}
+
 }  // namespace tandem::tools

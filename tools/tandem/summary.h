@@ -11,4 +11,8 @@ namespace tandem::tools {
 /// all_reduce buckets with their sizes.
 std::string summarizeModule(const ir::Module& m);
 
+/// Per graph and device: arena bytes of the memory plan, the bytes live at the peak, and
+/// what the values would take without reuse (`tandem dump --memory`).
+std::string memoryReport(const ir::Module& m);
+
 }  // namespace tandem::tools

@@ -1,0 +1,138 @@
+#include "passes/plan_memory.h"
+
+#include "gtest/gtest.h"
+#include "passes/streams.h"
+#include "tests/passes/pass_test_util.h"
+
+namespace tandem::testing {
+namespace {
+
+constexpr char kPipeline[] =
+    "autodiff{lr=0.1},replicate{devices=[cpu:0,cpu:1]},insert-collectives{bucket-mb=0.05,"
+    "first-bucket-mb=0.01},dce,schedule,plan-memory";
+
+struct Placed {
+  const ir::Value* value;
+  size_t device;
+  int64_t offset, bytes;
+  int64_t def, last_use;  // positions
+};
+
+// Every arena value with its offset and its plain (compute-order) lifetime.
+std::vector<Placed> placed(const ir::Module& m, const ir::Graph& g) {
+  const ir::MemoryPlan& plan = *g.memoryPlan();
+  std::vector<int64_t> pos(g.idBound());
+  for (size_t i = 0; i < g.numNodes(); ++i) pos[g.nodes()[i]->id()] = static_cast<int64_t>(i);
+  auto users = g.users();
+  std::vector<Placed> out;
+  for (const auto& n : g.nodes())
+    for (size_t r = 0; r < n->numResults(); ++r) {
+      int64_t off = plan.offsets[n->id()][r];
+      if (off == ir::MemoryPlan::kNoOffset) continue;
+      const ir::Value* v = n->result(r);
+      Placed p{v, *m.deviceIndex(passes::deviceOfValue(*v)), off, v->type().bytes(),
+               pos[n->id()], pos[n->id()]};
+      if (auto it = users.find(v); it != users.end())
+        for (const ir::Node* u : it->second) p.last_use = std::max(p.last_use, pos[u->id()]);
+      out.push_back(p);
+    }
+  return out;
+}
+
+bool overlapsInMemory(const Placed& a, const Placed& b) {
+  return a.device == b.device && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+
+TEST(PlanMemory, EveryArenaValueIsPlacedInsideItsArena) {
+  auto m = buildZooModel("lenet", 64);
+  ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
+  for (const auto& g : m->graphs()) {
+    ASSERT_NE(g->memoryPlan(), nullptr) << g->name();
+    const ir::MemoryPlan& plan = *g->memoryPlan();
+    for (const Placed& p : placed(*m, *g)) {
+      EXPECT_EQ(p.offset % 64, 0) << p.value->name();
+      EXPECT_LE(p.offset + p.bytes, plan.arena_bytes[p.device]) << p.value->name();
+    }
+    for (const auto& n : g->nodes()) {
+      bool host_or_var = n->op() == ir::Op::kInput || n->op() == ir::Op::kParam;
+      for (size_t r = 0; r < n->numResults(); ++r)
+        EXPECT_EQ(plan.offsets[n->id()][r] == ir::MemoryPlan::kNoOffset, host_or_var)
+            << n->result(r)->name();
+    }
+  }
+}
+
+TEST(PlanMemory, ValuesLiveTogetherNeverShareBytes) {
+  for (const char* model : {"lenet", "resnet18"}) {
+    auto m = buildZooModel(model, 16);
+    ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
+    for (const auto& g : m->graphs()) {
+      auto values = placed(*m, *g);
+      for (size_t i = 0; i < values.size(); ++i)
+        for (size_t j = i + 1; j < values.size(); ++j) {
+          const Placed &a = values[i], &b = values[j];
+          bool live_together = a.def <= b.last_use && b.def <= a.last_use;
+          EXPECT_FALSE(live_together && overlapsInMemory(a, b))
+              << model << " @" << g->name() << ": %" << a.value->name() << " and %"
+              << b.value->name();
+        }
+    }
+  }
+}
+
+// A gradient the comm stream reduces may still be read after the compute stream has
+// moved on, so nothing computed before the first update may take its bytes.
+TEST(PlanMemory, ReducedGradientsStayLiveUntilTheUpdatesWait) {
+  auto m = buildZooModel("lenet", 64);
+  ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
+  const ir::Graph& g = *m->graph(ir::kTrainGraph);
+  auto values = placed(*m, g);
+  int64_t first_update = 0;
+  for (size_t i = 0; i < g.numNodes(); ++i)
+    if (g.nodes()[i]->op() == ir::Op::kSgdUpdate) {
+      first_update = static_cast<int64_t>(i);
+      break;
+    }
+  int checked = 0;
+  for (const Placed& grad : values) {
+    auto users = g.users();
+    bool reduced = false;
+    for (const ir::Node* u : users[grad.value]) reduced |= u->op() == ir::Op::kAllReduce;
+    if (!reduced) continue;
+    ++checked;
+    for (const Placed& other : values) {
+      if (other.def > grad.def && other.def < first_update) {
+        EXPECT_FALSE(overlapsInMemory(grad, other))
+            << "%" << grad.value->name() << " shares bytes with %" << other.value->name();
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(PlanMemory, ReuseMakesTheArenaSmallerThanTheSumOfItsValues) {
+  auto m = buildZooModel("resnet18", 32);
+  ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
+  const ir::MemoryPlan& plan = *m->graph(ir::kTrainGraph)->memoryPlan();
+  ASSERT_EQ(plan.arena_bytes.size(), 2u);
+  for (size_t d = 0; d < 2; ++d) {
+    EXPECT_GE(plan.arena_bytes[d], plan.live_peak_bytes[d]);
+    EXPECT_LT(plan.arena_bytes[d], plan.unshared_bytes[d] / 2);
+    // Fragmentation stays modest: within 25% of what is live at the peak.
+    EXPECT_LE(plan.arena_bytes[d], plan.live_peak_bytes[d] * 5 / 4);
+  }
+}
+
+TEST(PlanMemory, AnyRewriteDropsThePlan) {
+  auto m = buildZooModel("lenet", 64);
+  ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
+  ASSERT_NE(m->graph(ir::kEvalGraph)->memoryPlan(), nullptr);
+  auto clone = m->clone();
+  EXPECT_NE(clone->graph(ir::kEvalGraph)->memoryPlan(), nullptr);
+  ASSERT_TRUE(runPipeline(*m, "dce").ok());  // eraseIf runs even when nothing dies
+  m->graph(ir::kEvalGraph)->eraseIf([](const ir::Node&) { return false; });
+  EXPECT_EQ(m->graph(ir::kEvalGraph)->memoryPlan(), nullptr);
+}
+
+}  // namespace
+}  // namespace tandem::testing

@@ -1,0 +1,82 @@
+// k devices with global batch B must give the parameters one device gets with batch B:
+// the batch split, the all_reduce and the loss divisor together compute the same SGD step.
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+#include "tests/runtime/runtime_test_util.h"
+
+namespace tandem::testing {
+namespace {
+
+runtime::TrainOptions lenetOptions(int devices, std::vector<double> weights = {}) {
+  runtime::TrainOptions o;
+  o.devices = cpus(devices);
+  o.weights = std::move(weights);
+  o.batch = 96;
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  o.weight_decay = 1e-4;
+  o.seed = 7;
+  return o;
+}
+
+// Largest difference between two tensors relative to the reference tensor's largest
+// magnitude (elementwise relative error is meaningless for entries that are ~0).
+double relativeDifference(const std::vector<float>& a, const std::vector<float>& ref) {
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::abs(double(ref[i])));
+    diff = std::max(diff, std::abs(double(a[i]) - double(ref[i])));
+  }
+  return scale == 0 ? diff : diff / scale;
+}
+
+TEST(DataParallel, OneTwoAndThreeDevicesEndWithTheSameParameters) {
+  auto batches = randomBatches(5, 96, 1);
+  auto one = trainOn("lenet", lenetOptions(1), batches);
+  auto two = trainOn("lenet", lenetOptions(2), batches);
+  auto three = trainOn("lenet", lenetOptions(3, {3, 2, 1}), batches);  // 48 + 32 + 16
+  ASSERT_TRUE(one && two && three);
+  Snapshot ref = snapshot(*one), s2 = snapshot(*two), s3 = snapshot(*three);
+  for (const auto& [name, replicas] : ref) {
+    for (const Snapshot* s : {&s2, &s3})
+      for (const auto& replica : s->at(name))
+        EXPECT_LE(relativeDifference(replica, replicas[0]), 1e-5) << name;
+    // The parameters did move: the comparison is not between untouched initial values.
+    EXPECT_GT(relativeDifference(replicas[0], std::vector<float>(replicas[0].size(), 0.f)), 0);
+  }
+}
+
+TEST(DataParallel, ReplicasStayBitIdentical) {
+  auto batches = randomBatches(3, 96, 2);
+  auto three = trainOn("lenet", lenetOptions(3, {3, 2, 1}), batches);
+  ASSERT_TRUE(three);
+  for (const auto& [name, replicas] : snapshot(*three))
+    for (size_t d = 1; d < replicas.size(); ++d)
+      EXPECT_EQ(std::memcmp(replicas[d].data(), replicas[0].data(), replicas[0].size() * 4), 0)
+          << name << " on device " << d;
+}
+
+TEST(DataParallel, SameSeedGivesBitIdenticalRuns) {
+  auto batches = randomBatches(5, 96, 3);
+  auto a = trainOn("lenet", lenetOptions(2), batches);
+  auto b = trainOn("lenet", lenetOptions(2), batches);
+  ASSERT_TRUE(a && b);
+  Snapshot sa = snapshot(*a), sb = snapshot(*b);
+  for (const auto& [name, replicas] : sa)
+    EXPECT_EQ(std::memcmp(replicas[0].data(), sb[name][0].data(), replicas[0].size() * 4), 0)
+        << name;
+}
+
+TEST(DataParallel, DifferentSeedsGiveDifferentInitialValues) {
+  auto o = lenetOptions(2);
+  auto a = trainOn("lenet", o, {});
+  o.seed = 8;
+  auto b = trainOn("lenet", o, {});
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(snapshot(*a)["conv1.w"][0], snapshot(*b)["conv1.w"][0]);
+}
+
+}  // namespace
+}  // namespace tandem::testing

@@ -1,0 +1,77 @@
+#pragma once
+
+// Synthetic batches and parameter snapshots for the executor and trainer tests.
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "frontend/zoo/zoo.h"
+#include "gtest/gtest.h"
+#include "runtime/trainer.h"
+
+namespace tandem::testing {
+
+/// A batch of random images in [0,1) and labels in [0,10) that owns its memory.
+struct OwnedBatch {
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+  runtime::data::Batch view() const {
+    return {images.data(), labels.data(), static_cast<int64_t>(labels.size()), 0};
+  }
+};
+
+inline std::vector<OwnedBatch> randomBatches(int count, int64_t batch, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  std::vector<OwnedBatch> out(static_cast<size_t>(count));
+  for (OwnedBatch& b : out) {
+    b.images.resize(static_cast<size_t>(batch * 28 * 28));
+    for (float& p : b.images) p = pixel(rng);
+    b.labels.resize(static_cast<size_t>(batch));
+    for (int32_t& l : b.labels) l = static_cast<int32_t>(rng() % 10);
+  }
+  return out;
+}
+
+inline std::vector<ir::Device> cpus(int n) {
+  std::vector<ir::Device> out;
+  for (int i = 0; i < n; ++i) out.push_back({ir::DeviceKind::kCpu, i});
+  return out;
+}
+
+/// Every parameter of every device replica: snapshot[var][device] = values.
+using Snapshot = std::map<std::string, std::vector<std::vector<float>>>;
+
+inline Snapshot snapshot(runtime::Trainer& t) {
+  Snapshot s;
+  const ir::Module& m = t.executor().module();
+  for (const ir::Var& v : m.vars())
+    for (size_t d = 0; d < m.devices().size(); ++d) {
+      auto value = t.executor().readVariable(v.name, d);
+      EXPECT_TRUE(value.ok()) << value.status();
+      if (!value.ok()) continue;
+      s[v.name].emplace_back(value->f32(), value->f32() + v.type.numElements());
+    }
+  return s;
+}
+
+/// Builds, initializes and trains `model` for the given batches; fails the test on error.
+inline std::unique_ptr<runtime::Trainer> trainOn(const std::string& model,
+                                                 const runtime::TrainOptions& o,
+                                                 const std::vector<OwnedBatch>& batches) {
+  auto spec = zoo::modelByName(model);
+  EXPECT_TRUE(spec.ok());
+  auto t = runtime::Trainer::create(*spec, o);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (!t.ok()) return nullptr;
+  EXPECT_TRUE((*t)->initialize().ok());
+  for (const OwnedBatch& b : batches) {
+    auto step = (*t)->trainStep(b.view());
+    EXPECT_TRUE(step.ok()) << step.status();
+  }
+  return std::move(*t);
+}
+
+}  // namespace tandem::testing

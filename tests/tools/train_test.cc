@@ -1,0 +1,119 @@
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "tests/tools/cli_helpers.h"
+
+namespace tandem::testing {
+namespace {
+
+constexpr char kData[] = "/usr/share/datasets/fashion-mnist";
+
+bool haveData() { return std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz"); }
+
+// Rows of a metrics CSV as column name -> value.
+std::vector<std::map<std::string, std::string>> readCsv(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::string> header;
+  std::vector<std::map<std::string, std::string>> rows;
+  auto split = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) out.push_back(cell);
+    return out;
+  };
+  if (std::getline(in, line)) header = split(line);
+  while (std::getline(in, line)) {
+    auto cells = split(line);
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < cells.size() && i < header.size(); ++i) row[header[i]] = cells[i];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// The CI bar: LeNet on 5,000 training images, two devices, a few epochs.
+TEST(Train, LenetOnAFashionMnistSubsetLearns) {
+  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  TempDir dir;
+  auto r = runTandem({"train", "--model", "lenet", "--devices", "cpu:0,cpu:1", "--batch", "128",
+                      "--epochs", "3", "--limit-train", "5000", "--limit-test", "2000",
+                      "--metrics", dir.file("m.csv")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("train_loss"), std::string::npos) << r.out;
+  auto rows = readCsv(dir.file("m.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  for (const char* column :
+       {"epoch", "train_loss", "train_acc", "test_acc", "seconds", "images_per_s"})
+    EXPECT_TRUE(rows[0].contains(column)) << column;
+  EXPECT_GE(std::stod(rows.back()["test_acc"]), 0.70) << r.out;
+  EXPECT_LT(std::stod(rows.back()["train_loss"]), std::stod(rows.front()["train_loss"]));
+  EXPECT_GT(std::stod(rows.back()["images_per_s"]), 0);
+}
+
+TEST(Train, ResNet18RunsAnEpochOnTwoDevices) {
+  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  auto r = runTandem({"train", "--model", "resnet18", "--devices", "cpu:0,cpu:1", "--batch", "64",
+                      "--limit-train", "128", "--limit-test", "64", "--epochs", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("images/s"), std::string::npos) << r.out;
+}
+
+TEST(TrainErrors, BatchSmallerThanTheDeviceCount) {
+  EXPECT_TRUE(isUsageError(
+      runTandem({"train", "--model", "lenet", "--devices", "cpu:0,cpu:1,cpu:2", "--batch", "2"}),
+      {"--batch", "2", "device count 3"}));
+}
+
+TEST(TrainErrors, UnknownDevice) {
+  EXPECT_TRUE(isUsageError(runTandem({"train", "--model", "lenet", "--devices", "tpu:0"}),
+                           {"--devices", "tpu:0"}));
+}
+
+TEST(TrainErrors, CudaDeviceWithoutACudaRuntime) {
+  if (!haveData()) GTEST_SKIP() << kData << " is missing";
+  EXPECT_TRUE(isUsageError(
+      runTandem({"train", "--model", "lenet", "--devices", "cuda:0", "--limit-train", "256",
+                 "--limit-test", "256"}),
+      {"cuda:0"}));
+}
+
+TEST(TrainErrors, MissingModelAndWrongModel) {
+  EXPECT_TRUE(isUsageError(runTandem({"train"}), {"--model"}));
+  EXPECT_TRUE(isUsageError(runTandem({"train", "--model", "resnet50"}), {"resnet50", "1x28x28"}));
+  EXPECT_TRUE(isUsageError(runTandem({"train", "--model", "vgg"}), {"--model", "vgg"}));
+}
+
+TEST(TrainErrors, BadInitializer) {
+  EXPECT_TRUE(isUsageError(runTandem({"train", "--model", "lenet", "--init", "normal:-1"}),
+                           {"--init", "normal:-1"}));
+}
+
+TEST(TrainErrors, MissingDataDirectory) {
+  EXPECT_TRUE(isUsageError(
+      runTandem({"train", "--model", "lenet", "--data", "/nonexistent/fmnist"}),
+      {"/nonexistent/fmnist"}));
+}
+
+TEST(TrainErrors, CorruptDataFileIsNamed) {
+  TempDir dir;
+  std::string bad(16, '\0');
+  bad[3] = 0x01;  // magic 0x00000001 instead of 0x00000803
+  dir.write("train-images-idx3-ubyte", bad);
+  dir.write("train-labels-idx1-ubyte", bad);
+  auto r = runTandem({"train", "--model", "lenet", "--data", dir.file("")});
+  EXPECT_TRUE(isUsageError(r, {"train-images-idx3-ubyte", "magic"}));
+}
+
+TEST(TrainErrors, UnwritableMetricsFile) {
+  if (!haveData()) GTEST_SKIP() << kData << " is missing";
+  EXPECT_TRUE(isUsageError(runTandem({"train", "--model", "lenet", "--limit-train", "256",
+                                      "--limit-test", "256", "--metrics", "/nonexistent/m.csv"}),
+                           {"--metrics", "/nonexistent/m.csv"}));
+}
+
+}  // namespace
+}  // namespace tandem::testing
