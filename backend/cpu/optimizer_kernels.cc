@@ -1,7 +1,60 @@
+// sgd_update: the in-place SGD step. It has no results; it writes its operand views w
+// (in[0]) and m (in[2], present iff momentum > 0), which point at the variables' storage.
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels.h"
 
 namespace tandem::backend::cpu {
+namespace {
 
-KernelOr makeSgdUpdateKernel(const KernelInit& init) { return absl::UnimplementedError("TODO " + init.node.describe()); }
+class SgdUpdateKernel final : public Kernel {
+ public:
+  SgdUpdateKernel(float lr, float momentum, float weight_decay)
+      : lr_(lr), momentum_(momentum), weight_decay_(weight_decay) {}
+
+  void run(absl::Span<const TensorView> in, absl::Span<const TensorView>) override {
+    int64_t n = in[0].numElements();
+    // w, g and m are distinct tensors (two variables and a gradient), so __restrict holds
+    // and the loops vectorize without alias checks.
+    float* __restrict w = in[0].f32();
+    const float* __restrict g = in[1].f32();
+    const float lr = lr_, wd = weight_decay_, mu = momentum_;
+    if (in.size() > 2) {
+      float* __restrict m = in[2].f32();
+      for (int64_t i = 0; i < n; ++i) {
+        float d = g[i] + wd * w[i];
+        float v = mu * m[i] + d;
+        m[i] = v;
+        w[i] -= lr * v;
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+    }
+  }
+
+ private:
+  float lr_, momentum_, weight_decay_;
+};
+
+}  // namespace
+
+KernelOr makeSgdUpdateKernel(const KernelInit& init) {
+  const ir::Node& node = init.node;
+  for (size_t i = 0; i < node.numOperands(); ++i)
+    if (ir::DType t = node.operand(i)->type().dtype; t != ir::DType::kF32)
+      return absl::UnimplementedError(absl::StrCat(
+          node.describe(), ": the CPU kernel supports f32 operands, not ", ir::dtypeName(t)));
+  // The shape rule ties the buffer to momentum > 0; a kernel built from an unverified node
+  // must still not read a buffer that is not there.
+  if ((node.numOperands() > 2) != (node.floatAttr("momentum") > 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat(node.describe(), ": a momentum buffer is given iff momentum > 0"));
+  return std::make_unique<SgdUpdateKernel>(static_cast<float>(node.floatAttr("lr")),
+                                           static_cast<float>(node.floatAttr("momentum")),
+                                           static_cast<float>(node.floatAttr("weight_decay")));
+}
 
 }  // namespace tandem::backend::cpu
