@@ -21,9 +21,9 @@ std::vector<std::string> lenetDump(std::vector<std::string> extra) {
 }
 
 TEST(CliErrorsTest, SubcommandErrors) {
-  EXPECT_TRUE(isUsageError(runTandem({}), {"missing subcommand (dump or opt)"}));
+  EXPECT_TRUE(isUsageError(runTandem({}), {"missing subcommand (dump, opt or train)"}));
   EXPECT_TRUE(isUsageError(runTandem({"frobnicate", "--model", "lenet"}),
-                           {"unknown subcommand 'frobnicate' (expected dump or opt)"}));
+                           {"unknown subcommand 'frobnicate' (expected dump, opt or train)"}));
 }
 
 TEST(CliErrorsTest, UnknownFlagIsNamed) {

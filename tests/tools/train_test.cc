@@ -1,4 +1,10 @@
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -101,10 +107,13 @@ TEST(TrainErrors, MissingDataDirectory) {
 TEST(TrainErrors, CorruptDataFileIsNamed) {
   TempDir dir;
   std::string bad(16, '\0');
-  bad[3] = 0x01;  // magic 0x00000001 instead of 0x00000803
+  bad[2] = 0x08;
+  bad[3] = 0x01;  // magic 0x00000801 (a labels file) where images (0x00000803) belong
   dir.write("train-images-idx3-ubyte", bad);
   dir.write("train-labels-idx1-ubyte", bad);
-  auto r = runTandem({"train", "--model", "lenet", "--data", dir.file("")});
+  std::string path = dir.file("");
+  path.pop_back();
+  auto r = runTandem({"train", "--model", "lenet", "--data", path});
   EXPECT_TRUE(isUsageError(r, {"train-images-idx3-ubyte", "magic"}));
 }
 
@@ -113,6 +122,40 @@ TEST(TrainErrors, UnwritableMetricsFile) {
   EXPECT_TRUE(isUsageError(runTandem({"train", "--model", "lenet", "--limit-train", "256",
                                       "--limit-test", "256", "--metrics", "/nonexistent/m.csv"}),
                            {"--metrics", "/nonexistent/m.csv"}));
+}
+
+}  // namespace
+}  // namespace tandem::testing
+
+namespace tandem::testing {
+namespace {
+
+// Ctrl-C ends training after the current step: exit code 130 and a line saying where it
+// stopped, not a kill by the signal.
+TEST(Train, CtrlCStopsCleanlyAfterTheCurrentStep) {
+  if (!haveData()) GTEST_SKIP() << kData << " is missing";
+  TempDir dir;
+  std::string out = dir.file("out.txt");
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    FILE* f = std::freopen(out.c_str(), "w", stdout);
+    (void)f;
+    execl(TANDEM_CLI_PATH, TANDEM_CLI_PATH, "train", "--model", "lenet", "--devices", "2",
+          "--batch", "64", "--epochs", "100", "--limit-train", "6400", "--limit-test", "64",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until the table header is printed (training has begun), then interrupt.
+  for (int i = 0; i < 600 && readFile(out).find("images/s") == std::string::npos; ++i)
+    usleep(50 * 1000);
+  ASSERT_NE(readFile(out).find("images/s"), std::string::npos) << readFile(out);
+  kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping";
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_NE(readFile(out).find("stopped by Ctrl-C"), std::string::npos) << readFile(out);
 }
 
 }  // namespace

@@ -4,11 +4,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -40,6 +42,35 @@ absl::StatusOr<ir::Initializer> parseInit(const std::string& text) {
     return ir::Initializer{K::kNormal, std};
   return absl::InvalidArgumentError(absl::StrCat(
       "--init: '", text, "' is not an initializer (kaiming, or normal:STD such as normal:0.01)"));
+}
+
+// Time per op kind summed over all steps and devices, busiest first, split by stream.
+std::string profileReport(runtime::Executor& ex) {
+  struct Total {
+    double seconds = 0;
+    int64_t runs = 0;
+  };
+  std::map<std::pair<bool, std::string>, Total> totals;
+  double compute = 0, comm = 0;
+  for (const runtime::TraceEntry& e : ex.takeTrace()) {
+    if (e.node->graph()->name() != ir::kTrainGraph) continue;
+    double s = (e.end_ns - e.start_ns) * 1e-9;
+    Total& t = totals[{e.comm, std::string(e.node->opName())}];
+    t.seconds += s;
+    ++t.runs;
+    (e.comm ? comm : compute) += s;
+  }
+  std::vector<std::pair<std::pair<bool, std::string>, Total>> rows(totals.begin(), totals.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  std::string out = absl::StrFormat("\nprofile of train_step (all devices): compute %.2f s, comm %.2f s\n%-32s %-8s %10s %8s %12s\n",
+                                    compute, comm, "op", "stream", "seconds", "share", "us per run");
+  for (const auto& [key, t] : rows)
+    absl::StrAppend(&out, absl::StrFormat("%-32s %-8s %10.3f %7.1f%% %12.1f\n", key.second,
+                                          key.first ? "comm" : "compute", t.seconds,
+                                          100 * t.seconds / (key.first ? comm : compute),
+                                          1e6 * t.seconds / t.runs));
+  return out;
 }
 
 }  // namespace
@@ -80,9 +111,17 @@ void addTrainCommand(CLI::App& app, TrainFlags& f) {
       ->capture_default_str();
   cmd->add_option("--bucket-mb", f.bucket_mb, "Gradient all_reduce bucket cap in MiB")
       ->capture_default_str();
+  cmd->add_flag("--profile", f.profile,
+                "Time every node and print, per op, where the training steps spent their time");
 }
 
 absl::Status runTrain(const TrainFlags& f) {
+  // Ctrl-C from here on finishes the current step and stops (even while data loads).
+  g_stop.store(false);
+  struct RestoreSigint {
+    void (*previous)(int) = std::signal(SIGINT, onInterrupt);
+    ~RestoreSigint() { std::signal(SIGINT, previous); }
+  } restore;
   if (f.model.empty())
     return absl::InvalidArgumentError("train: --model is required (lenet or resnet18)");
   auto spec = zoo::modelByName(f.model);
@@ -113,7 +152,8 @@ absl::Status runTrain(const TrainFlags& f) {
                           .weight_init = defaults.weight_init,
                           .seed = f.seed,
                           .threads_per_device = f.threads_per_device,
-                          .bucket_mb = f.bucket_mb};
+                          .bucket_mb = f.bucket_mb,
+                          .trace = f.profile};
   if (f.init) {
     auto init = parseInit(*f.init);
     if (!init.ok()) return init.status();
@@ -151,8 +191,6 @@ absl::Status runTrain(const TrainFlags& f) {
                                "test_acc", "seconds", "images/s");
   std::cout.flush();
 
-  g_stop.store(false);
-  auto previous = std::signal(SIGINT, onInterrupt);
   runtime::data::BatchLoader train_loader(*train, f.batch, /*shuffle=*/true, f.seed,
                                           /*drop_last=*/true);
   runtime::data::BatchLoader test_loader(*test, f.batch, /*shuffle=*/false, f.seed,
@@ -195,7 +233,7 @@ absl::Status runTrain(const TrainFlags& f) {
                              t->seconds)
           << std::flush;
   }
-  std::signal(SIGINT, previous);
+  if (f.profile && status.ok()) std::cout << profileReport((*trainer)->executor());
   return status;
 }
 

@@ -55,6 +55,7 @@ struct TrainFlags {
   std::string metrics;
   int threads_per_device = 1;
   double bucket_mb = 25;
+  bool profile = false;
 };
 
 void addDumpCommand(CLI::App& app, DumpFlags& flags);

@@ -3,6 +3,8 @@
 
 #include <functional>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "tools/tandem/commands.h"
@@ -35,13 +37,16 @@ int main(int argc, char** argv) {
   tandem::tools::TrainFlags train;
   tandem::tools::addTrainCommand(app, train);
   // CLI11 would call a misspelt subcommand an unexpected argument; name it plainly.
-  std::string names;
+  std::vector<std::string> subs;
   bool known = false;
   const CLI::App& const_app = app;  // the const overload lists every subcommand
   for (const CLI::App* sub : const_app.get_subcommands(std::function<bool(const CLI::App*)>())) {
-    names += (names.empty() ? "" : " or ") + sub->get_name();
+    subs.push_back(sub->get_name());
     known = known || (argc > 1 && sub->get_name() == argv[1]);
   }
+  std::string names;  // "dump, opt or train"
+  for (size_t i = 0; i < subs.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == subs.size() ? " or " : ", ") + subs[i];
   if (argc > 1 && argv[1][0] != '-' && !known)
     return fail(std::string("unknown subcommand '") + argv[1] + "' (expected " + names + ")");
   try {
