@@ -1,0 +1,98 @@
+#pragma once
+
+// Batches of a Dataset for training and evaluation: seeded shuffling, static batch shape
+// with padding, and a background thread that prepares batches ahead of the trainer.
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "runtime/data/idx_reader.h"
+
+namespace tandem::runtime::data {
+
+/// One batch: `batch` rows always (the graph's static shape); rows >= valid are padding
+/// with label -1 (the loss and accuracy kernels ignore negative labels) and zero images.
+struct Batch {
+  const float* images;     // [batch, 1, rows, cols]
+  const int32_t* labels;   // [batch]
+  int64_t valid;           // rows [0, valid) are real examples
+  int64_t index;           // batch number within the epoch
+};
+
+/// The permutation of [0, n) used for `epoch` of a loader seeded with `seed`. It is the
+/// same on every platform and standard library: a Fisher–Yates shuffle written out here
+/// (for i = n-1 down to 1, swap i with j uniform in [0, i]) over std::mt19937_64, whose
+/// output sequence the C++ standard fixes, seeded with splitmix64(seed ^ splitmix64(epoch)).
+/// j is r % (i+1) for the first 64-bit output r not below 2^64 mod (i+1) (rejection), so it
+/// is exactly uniform.
+/// std::shuffle and std::uniform_int_distribution are not used: their outputs are
+/// implementation-defined.
+std::vector<int64_t> epochPermutation(int64_t n, uint64_t seed, int epoch);
+
+/// Hands out the batches of a Dataset, one epoch at a time. The Dataset must outlive the
+/// loader. Single consumer: next() and startEpoch() are called from one thread.
+class BatchLoader {
+ public:
+  /// Shuffles every epoch with a generator seeded by (seed, epoch) when `shuffle` (see
+  /// epochPermutation); otherwise examples come in file order. `drop_last` drops a final
+  /// partial batch (training) instead of padding it (evaluation). A background thread
+  /// prepares up to `prefetch` batches ahead (at least 1), copying rows into batch buffers
+  /// it owns. `batch` must be positive.
+  BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed, bool drop_last,
+              int prefetch = 2);
+  /// The loader keeps a reference to the Dataset: a temporary one would dangle.
+  BatchLoader(Dataset&&, int64_t, bool, uint64_t, bool, int = 2) = delete;
+  /// Stops the thread cleanly, also mid-epoch.
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  /// Batches in one epoch: count / batch with drop_last, else rounded up.
+  int64_t batchesPerEpoch() const;
+  /// Starts (or restarts) epoch `epoch`: the batches of any epoch in progress are dropped
+  /// and earlier Batch pointers become invalid.
+  void startEpoch(int epoch);
+  /// Next batch of the epoch, or nullopt at its end (and before the first startEpoch).
+  /// The returned pointers stay valid until the next call to next() or startEpoch().
+  std::optional<Batch> next();
+
+ private:
+  struct Slot {
+    std::vector<float> images;
+    std::vector<int32_t> labels;
+    int64_t valid = 0;
+    int64_t index = 0;
+  };
+
+  void produce();
+  void fill(Slot& slot, int64_t index, const std::vector<int64_t>& order);
+
+  const Dataset& data_;
+  const int64_t batch_;
+  const bool shuffle_;
+  const uint64_t seed_;
+  const bool drop_last_;
+
+  std::mutex mu_;
+  std::condition_variable space_;  // the producer waits for a free slot or a new epoch
+  std::condition_variable ready_;  // the consumer waits for a filled slot
+  std::vector<Slot> slots_;        // a ring: prefetch slots plus the one the consumer holds
+  // All below guarded by mu_. Filled slots are head_, head_+1, ... (filled_ of them); the
+  // consumer's slot, when held_, is the one just before head_.
+  size_t head_ = 0;
+  size_t filled_ = 0;
+  bool held_ = false;
+  uint64_t generation_ = 0;  // bumped by startEpoch; 0 means no epoch started yet
+  int epoch_ = 0;
+  int64_t produced_ = 0;  // batches of this epoch put in the ring
+  int64_t consumed_ = 0;  // batches of this epoch handed out
+  bool stop_ = false;
+
+  std::thread producer_;
+};
+
+}  // namespace tandem::runtime::data

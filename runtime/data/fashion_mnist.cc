@@ -1,0 +1,45 @@
+#include "runtime/data/fashion_mnist.h"
+
+#include <sys/stat.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace tandem::runtime::data {
+namespace {
+
+constexpr const char* kHowToGetIt =
+    "install the Debian package dataset-fashion-mnist or pass --data DIR";
+
+// `dir/name.gz` if it exists, else `dir/name`; NotFound when neither does.
+absl::StatusOr<std::string> findFile(const std::string& dir, const std::string& name) {
+  const std::string plain = absl::StrCat(dir, "/", name);
+  const std::string gz = absl::StrCat(plain, ".gz");
+  struct stat st {};
+  if (::stat(gz.c_str(), &st) == 0) return gz;
+  if (::stat(plain.c_str(), &st) == 0) return plain;
+  return absl::NotFoundError(absl::StrCat("fashion-mnist: ", gz, " not found (nor ", name,
+                                          " uncompressed) (", kHowToGetIt, ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split, int64_t limit) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("fashion-mnist: directory ", dir, " does not exist (", kHowToGetIt, ")"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fashion-mnist: ", dir, " is not a directory (", kHowToGetIt, ")"));
+  }
+  const std::string prefix = split == Split::kTrain ? "train" : "t10k";
+  absl::StatusOr<std::string> images = findFile(dir, prefix + "-images-idx3-ubyte");
+  if (!images.ok()) return images.status();
+  absl::StatusOr<std::string> labels = findFile(dir, prefix + "-labels-idx1-ubyte");
+  if (!labels.ok()) return labels.status();
+  return readIdxPair(*images, *labels, limit, kFashionMnistClasses);
+}
+
+}  // namespace tandem::runtime::data
