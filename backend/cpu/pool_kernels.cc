@@ -1,12 +1,312 @@
+// Max, average and global average pooling and their backward ops, as plain loops over
+// NCHW planes.
+//
+// Not oneDNN: on plain NCHW tensors oneDNN 2.6 runs pooling in its reference-grade
+// "simple_nchw" implementation, about 2x slower than PyTorch for LeNet's 2x2 average
+// pooling, and a blocked layout would cost two reorders that each move as much memory
+// as the pooling itself. Pooling is memory-bound: a loop that reads each input once is
+// as fast as it gets. The 2x2 stride-2 window without padding (LeNet) has its own loop.
+//
+// Conventions (PyTorch's): max pooling ignores padding, returns NaN for a window holding
+// one, and its backward routes dy to the first maximum of each window in row-major
+// order, recomputed from x (the op has no workspace operand); average pooling counts
+// padding as zeros, i.e. always divides by kernel^2.
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
 
 namespace tandem::backend::cpu {
+namespace {
 
-KernelOr makeMaxPool2dKernel(const KernelInit& init) { return absl::UnimplementedError("TODO " + init.node.describe()); }
-KernelOr makeMaxPool2dBackwardKernel(const KernelInit& init) { return absl::UnimplementedError("TODO " + init.node.describe()); }
-KernelOr makeAvgPool2dKernel(const KernelInit& init) { return absl::UnimplementedError("TODO " + init.node.describe()); }
-KernelOr makeAvgPool2dBackwardKernel(const KernelInit& init) { return absl::UnimplementedError("TODO " + init.node.describe()); }
-KernelOr makeGlobalAvgPoolKernel(const KernelInit& init) { return absl::UnimplementedError("TODO " + init.node.describe()); }
-KernelOr makeGlobalAvgPoolBackwardKernel(const KernelInit& init) { return absl::UnimplementedError("TODO " + init.node.describe()); }
+enum class PoolKind { kMax, kAvg };
+
+/// The input extent [begin[i], end[i]) that output i's window covers inside the image.
+struct Ranges {
+  std::vector<int64_t> begin, end;
+  Ranges(int64_t out, int64_t in, int64_t k, int64_t stride, int64_t pad) {
+    for (int64_t i = 0; i < out; ++i) {
+      int64_t b = i * stride - pad;
+      begin.push_back(std::max<int64_t>(b, 0));
+      end.push_back(std::min(b + k, in));
+    }
+  }
+};
+
+/// One pooling over planes of H x W (all N * C of them alike).
+struct PoolGeometry {
+  int64_t planes, h, w, oh, ow, k, stride, pad;
+
+  PoolGeometry(const ir::TensorType& x, const ir::TensorType& y, int64_t k, int64_t stride,
+               int64_t pad)
+      : planes(x.shape[0] * x.shape[1]),
+        h(x.shape[2]),
+        w(x.shape[3]),
+        oh(y.shape[2]),
+        ow(y.shape[3]),
+        k(k),
+        stride(stride),
+        pad(pad) {}
+  int64_t inPlane() const { return h * w; }
+  int64_t outPlane() const { return oh * ow; }
+  /// LeNet's window: every output reads one aligned 2x2 block.
+  bool is2x2() const { return k == 2 && stride == 2 && pad == 0; }
+};
+
+/// g where `keep`, else 0, without a branch.
+inline float keepIf(bool keep, float g) {
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(g) & (0u - static_cast<uint32_t>(keep)));
+}
+
+/// True when v should replace the current maximum: larger, or NaN (which then sticks).
+inline bool takesMax(float v, float best) { return v > best || std::isnan(v); }
+
+class WindowPoolKernel final : public Kernel {
+ public:
+  WindowPoolKernel(PoolKind kind, bool backward, PoolGeometry g)
+      : kind_(kind),
+        backward_(backward),
+        g_(g),
+        rows_(g.oh, g.h, g.k, g.stride, g.pad),
+        cols_(g.ow, g.w, g.k, g.stride, g.pad) {}
+
+  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    if (!backward_) {
+      for (int64_t p = 0; p < g_.planes; ++p) {
+        const float* x = in[0].f32() + p * g_.inPlane();
+        float* y = out[0].f32() + p * g_.outPlane();
+        kind_ == PoolKind::kMax ? maxForward(x, y) : avgForward(x, y);
+      }
+      return;
+    }
+    for (int64_t p = 0; p < g_.planes; ++p) {
+      const float* dy = in[0].f32() + p * g_.outPlane();
+      const float* x = in[1].f32() + p * g_.inPlane();
+      float* dx = out[0].f32() + p * g_.inPlane();
+      kind_ == PoolKind::kMax ? maxBackward(dy, x, dx) : avgBackward(dy, dx);
+    }
+  }
+
+ private:
+  void avgForward(const float* x, float* y) const {
+    if (g_.is2x2()) {
+      for (int64_t i = 0; i < g_.oh; ++i) {
+        const float* r0 = x + 2 * i * g_.w;
+        const float* r1 = r0 + g_.w;
+        for (int64_t j = 0; j < g_.ow; ++j)
+          y[i * g_.ow + j] = ((r0[2 * j] + r0[2 * j + 1]) + (r1[2 * j] + r1[2 * j + 1])) * 0.25f;
+      }
+      return;
+    }
+    const float scale = 1.0f / static_cast<float>(g_.k * g_.k);
+    for (int64_t i = 0; i < g_.oh; ++i)
+      for (int64_t j = 0; j < g_.ow; ++j) {
+        float sum = 0;
+        for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
+          for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c) sum += x[r * g_.w + c];
+        y[i * g_.ow + j] = sum * scale;
+      }
+  }
+
+  void avgBackward(const float* dy, float* dx) const {
+    if (g_.is2x2()) {
+      for (int64_t i = 0; i < g_.oh; ++i) {
+        float* r0 = dx + 2 * i * g_.w;
+        float* r1 = r0 + g_.w;
+        for (int64_t j = 0; j < g_.ow; ++j) {
+          float v = dy[i * g_.ow + j] * 0.25f;
+          r0[2 * j] = r0[2 * j + 1] = r1[2 * j] = r1[2 * j + 1] = v;
+        }
+        if (g_.w % 2 == 1) r0[g_.w - 1] = r1[g_.w - 1] = 0;  // past the last window
+      }
+      if (g_.h % 2 == 1) std::fill(dx + (g_.h - 1) * g_.w, dx + g_.h * g_.w, 0.0f);
+      return;
+    }
+    const float scale = 1.0f / static_cast<float>(g_.k * g_.k);
+    std::memset(dx, 0, sizeof(float) * g_.inPlane());
+    for (int64_t i = 0; i < g_.oh; ++i)
+      for (int64_t j = 0; j < g_.ow; ++j) {
+        float v = dy[i * g_.ow + j] * scale;
+        for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
+          for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c) dx[r * g_.w + c] += v;
+      }
+  }
+
+  /// Index (in the plane) of the first maximum of window (i, j); NaN counts as the
+  /// largest. Plain compares, no selects: the rare-path reference for NaN windows.
+  int64_t argMaxWithNan(const float* x, int64_t i, int64_t j) const {
+    int64_t best = rows_.begin[i] * g_.w + cols_.begin[j];
+    for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
+      for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c)
+        if (takesMax(x[r * g_.w + c], x[best])) best = r * g_.w + c;
+    return best;
+  }
+
+  /// The same, written with selects rather than branches (random data makes "is this
+  /// the new maximum" unpredictable); windows holding a NaN go to argMaxWithNan.
+  int64_t argMax(const float* x, int64_t i, int64_t j) const {
+    float best_v = -std::numeric_limits<float>::infinity();
+    int64_t best = rows_.begin[i] * g_.w + cols_.begin[j];
+    bool nan = false;
+    for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
+      for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c) {
+        float v = x[r * g_.w + c];
+        nan |= std::isnan(v);
+        bool take = v > best_v;
+        best_v = take ? v : best_v;
+        best = take ? r * g_.w + c : best;
+      }
+    return nan ? argMaxWithNan(x, i, j) : best;
+  }
+
+  void maxForward(const float* x, float* y) const {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    if (g_.is2x2()) {
+      for (int64_t i = 0; i < g_.oh; ++i) {
+        const float* r0 = x + 2 * i * g_.w;
+        const float* r1 = r0 + g_.w;
+        for (int64_t j = 0; j < g_.ow; ++j) {
+          float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+          float m = std::max(std::max(a, b), std::max(c, d));
+          y[i * g_.ow + j] = std::isnan(a + b + c + d) ? nan : m;
+        }
+      }
+      return;
+    }
+    for (int64_t i = 0; i < g_.oh; ++i)
+      for (int64_t j = 0; j < g_.ow; ++j) {
+        float m = -std::numeric_limits<float>::infinity();
+        bool has_nan = false;
+        for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
+          for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c) {
+            float v = x[r * g_.w + c];
+            has_nan |= std::isnan(v);
+            m = std::max(m, v);
+          }
+        y[i * g_.ow + j] = has_nan ? nan : m;
+      }
+  }
+
+  void maxBackward(const float* dy, const float* x, float* dx) const {
+    if (g_.is2x2()) {
+      for (int64_t i = 0; i < g_.oh; ++i) {
+        const float* r0 = x + 2 * i * g_.w;
+        const float* r1 = r0 + g_.w;
+        float* d0 = dx + 2 * i * g_.w;
+        float* d1 = d0 + g_.w;
+        // Branch-free over the row (random data makes every compare unpredictable); a
+        // row with a NaN is redone with the NaN-aware search.
+        bool row_nan = false;
+        for (int64_t j = 0; j < g_.ow; ++j) {
+          float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+          float sum = a + b + c + d;
+          row_nan |= sum != sum;
+          // First maximum of (a, b), of (c, d), then of the two: ties keep the earlier.
+          bool ab = b > a, cd = d > c;
+          float m1 = ab ? b : a, m2 = cd ? d : c;
+          bool second = m2 > m1;
+          float g = dy[i * g_.ow + j];
+          d0[2 * j] = keepIf(!second && !ab, g);
+          d0[2 * j + 1] = keepIf(!second && ab, g);
+          d1[2 * j] = keepIf(second && !cd, g);
+          d1[2 * j + 1] = keepIf(second && cd, g);
+        }
+        if (row_nan) {
+          for (int64_t j = 0; j < g_.ow; ++j) {
+            d0[2 * j] = d0[2 * j + 1] = d1[2 * j] = d1[2 * j + 1] = 0;
+            dx[argMaxWithNan(x, i, j)] = dy[i * g_.ow + j];
+          }
+        }
+        if (g_.w % 2 == 1) d0[g_.w - 1] = d1[g_.w - 1] = 0;  // past the last window
+      }
+      if (g_.h % 2 == 1) std::fill(dx + (g_.h - 1) * g_.w, dx + g_.h * g_.w, 0.0f);
+      return;
+    }
+    std::memset(dx, 0, sizeof(float) * g_.inPlane());
+    for (int64_t i = 0; i < g_.oh; ++i)
+      for (int64_t j = 0; j < g_.ow; ++j) dx[argMax(x, i, j)] += dy[i * g_.ow + j];
+  }
+
+  PoolKind kind_;
+  bool backward_;
+  PoolGeometry g_;
+  Ranges rows_, cols_;
+};
+
+/// Mean over each H x W plane, and its backward (dy / HW everywhere).
+class GlobalAvgPoolKernel final : public Kernel {
+ public:
+  GlobalAvgPoolKernel(bool backward, int64_t planes, int64_t hw)
+      : backward_(backward), planes_(planes), hw_(hw) {}
+
+  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const float scale = 1.0f / static_cast<float>(hw_);
+    if (backward_) {
+      const float* dy = in[0].f32();
+      float* dx = out[0].f32();
+      for (int64_t p = 0; p < planes_; ++p)
+        std::fill(dx + p * hw_, dx + (p + 1) * hw_, dy[p] * scale);
+      return;
+    }
+    const float* x = in[0].f32();
+    float* y = out[0].f32();
+    for (int64_t p = 0; p < planes_; ++p) {
+      float sum = 0;
+      for (int64_t i = 0; i < hw_; ++i) sum += x[p * hw_ + i];
+      y[p] = sum * scale;
+    }
+  }
+
+ private:
+  bool backward_;
+  int64_t planes_, hw_;
+};
+
+/// (forward: x -> y; backward: dy, x -> dx).
+KernelOr makeWindowPool(const KernelInit& init, PoolKind kind, bool backward) {
+  const ir::Node& n = init.node;
+  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
+  const ir::TensorType& x = n.operand(backward ? 1 : 0)->type();
+  const ir::TensorType& y = backward ? n.operand(0)->type() : n.result()->type();
+  PoolGeometry g(x, y, n.intAttr("kernel"), n.intAttr("stride"), n.intAttr("pad"));
+  return std::make_unique<WindowPoolKernel>(kind, backward, g);
+}
+
+KernelOr makeGlobalPool(const KernelInit& init, bool backward) {
+  const ir::Node& n = init.node;
+  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
+  const ir::TensorType& x = n.operand(backward ? 1 : 0)->type();
+  return std::make_unique<GlobalAvgPoolKernel>(backward, x.shape[0] * x.shape[1],
+                                               x.shape[2] * x.shape[3]);
+}
+
+}  // namespace
+
+KernelOr makeMaxPool2dKernel(const KernelInit& init) {
+  return makeWindowPool(init, PoolKind::kMax, /*backward=*/false);
+}
+KernelOr makeMaxPool2dBackwardKernel(const KernelInit& init) {
+  return makeWindowPool(init, PoolKind::kMax, /*backward=*/true);
+}
+KernelOr makeAvgPool2dKernel(const KernelInit& init) {
+  return makeWindowPool(init, PoolKind::kAvg, /*backward=*/false);
+}
+KernelOr makeAvgPool2dBackwardKernel(const KernelInit& init) {
+  return makeWindowPool(init, PoolKind::kAvg, /*backward=*/true);
+}
+KernelOr makeGlobalAvgPoolKernel(const KernelInit& init) {
+  return makeGlobalPool(init, /*backward=*/false);
+}
+KernelOr makeGlobalAvgPoolBackwardKernel(const KernelInit& init) {
+  return makeGlobalPool(init, /*backward=*/true);
+}
 
 }  // namespace tandem::backend::cpu

@@ -1,0 +1,135 @@
+#pragma once
+
+// Shared plumbing of the oneDNN-backed CPU kernels: memory descriptors for IR tensor
+// types, errors as absl::Status, and DnnlProgram, a fixed sequence of primitives (and
+// the reorders around them) bound to a kernel's operands and results.
+
+#include <cstddef>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "backend/cpu/cpu_context.h"
+#include "backend/cpu/kernels.h"
+#include "backend/tensor_view.h"
+#include "ir/ir.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace tandem::backend::cpu {
+
+/// The shape of `t` as oneDNN dims.
+dnnl::memory::dims dnnlDims(const ir::TensorType& t);
+
+/// Dense row-major f32 memory of `t` (NCHW images, OIHW filters, [C] vectors): the layout
+/// every tensor has between kernels.
+dnnl::memory::desc plainDesc(const ir::TensorType& t);
+
+/// `t`'s dims with format_tag::any: the primitive picks its preferred (blocked) layout.
+dnnl::memory::desc anyDesc(const ir::TensorType& t);
+
+/// OK when every operand and result of `node` is f32, the one dtype these kernels
+/// compute in; else an error naming the node.
+absl::Status checkAllF32(const ir::Node& node);
+
+/// A primitive attribute with a user-managed scratchpad: DnnlProgram hands every
+/// primitive its scratchpad from the thread's arena instead of letting oneDNN allocate
+/// (and page-fault) a fresh one on each execution.
+dnnl::primitive_attr userScratchpadAttr();
+
+/// "<node>: oneDNN could not create the <what>: <oneDNN message> (status N)", for the
+/// dnnl::error a factory catches.
+absl::Status dnnlFailure(const ir::Node& node, absl::string_view what, const dnnl::error& e);
+
+/// How a convolution kernel runs its oneDNN primitive.
+enum class ConvStrategy {
+  kAuto,     // the kernel's rule (see conv_kernels.cc)
+  kPlain,    // the plain NCHW/OIHW tensors themselves, no reorders
+  kBlocked,  // format_tag::any, with reorders from and to the plain tensors
+};
+
+/// Conv-family factories with a forced strategy, for benchmarks and tests that compare
+/// them (the kernel table uses kAuto).
+KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);
+KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);
+KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init,
+                                                    ConvStrategy strategy);
+
+/// A fixed list of oneDNN primitives over slots: the kernel's operands and results
+/// (plain layout, pointers bound on each run) and temporaries (reordered copies,
+/// scratchpads) laid out in one per-thread arena. Built once in a factory;
+/// run() only sets data handles and executes.
+class DnnlProgram {
+ public:
+  using Slot = size_t;
+
+  explicit DnnlProgram(CpuContext& ctx) : engine_(ctx.engine()), stream_(ctx.stream()) {}
+
+  dnnl::engine& engine() { return engine_; }
+
+  /// Operand `i` (in) or result `i` (out) of the kernel, in its plain layout.
+  Slot input(size_t i, const ir::TensorType& t) { return addSlot(plainDesc(t), Kind::kIn, i); }
+  Slot output(size_t i, const ir::TensorType& t) { return addSlot(plainDesc(t), Kind::kOut, i); }
+  /// A temporary of layout `md`; its content does not survive the run.
+  Slot temp(const dnnl::memory::desc& md);
+
+  /// `s` when it already has layout `md`, else a temporary filled from `s` by a reorder
+  /// step appended now (call before adding the primitive that reads it).
+  Slot inputAs(Slot s, const dnnl::memory::desc& md);
+  /// `s` when it already has layout `md`, else a temporary for the primitive to write;
+  /// pass the pair to storeTo() after adding that primitive.
+  Slot outputAs(Slot s, const dnnl::memory::desc& md);
+  /// Appends the reorder from `from` into `to` (nothing when they are the same slot).
+  void storeTo(Slot from, Slot to);
+
+  /// Appends a primitive step. `args` maps DNNL_ARG_* to slots; the scratchpad of `pd`
+  /// (created with userScratchpadAttr()) gets a temporary.
+  void add(const dnnl::primitive_desc_base& pd, const dnnl::primitive& p,
+           const std::vector<std::pair<int, Slot>>& args);
+
+  /// Points the slots at this run's tensors and the thread's arena, submits every step
+  /// to the stream in order, and waits for them.
+  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out);
+
+  /// "impl, impl, ..." of the primitive steps (reorders included), for benchmarks.
+  const std::string& implementations() const { return impls_; }
+
+ private:
+  enum class Kind { kIn, kOut, kTemp };
+  struct SlotInfo {
+    dnnl::memory mem;
+    Kind kind;
+    size_t index;  // operand/result index, or byte offset in the arena for temporaries
+  };
+  struct Step {
+    dnnl::primitive prim;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+
+  Slot addSlot(const dnnl::memory::desc& md, Kind kind, size_t index);
+  void noteImpl(const dnnl::primitive_desc_base& pd);
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  std::vector<SlotInfo> slots_;
+  std::vector<Step> steps_;
+  size_t temp_bytes_ = 0;
+  std::string impls_;
+};
+
+/// A kernel that is one DnnlProgram and nothing else (the convolutions).
+class ProgramKernel final : public Kernel {
+ public:
+  explicit ProgramKernel(DnnlProgram program) : program_(std::move(program)) {}
+  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    program_.run(in, out);
+  }
+  const DnnlProgram& program() const { return program_; }
+
+ private:
+  DnnlProgram program_;
+};
+
+}  // namespace tandem::backend::cpu

@@ -1,0 +1,239 @@
+// The convolution, pooling and batch-norm CPU kernels on the shapes of LeNet (N=128)
+// and ResNet-18 on 28x28 inputs (N=32), single thread as the runtime runs them. Every
+// convolution pass runs with each strategy (Plain: the NCHW/OIHW tensors handed to
+// oneDNN as they are; Blocked: format_tag::any with reorders inside the kernel) and
+// with the kernel table's rule (Auto); the label names the oneDNN implementations that
+// ran (reorders included).
+//
+//   build/bench/cpu_kernels_bench --benchmark_filter=N:128
+//   ONEDNN_VERBOSE=1 build/bench/cpu_kernels_bench --benchmark_filter=Conv.*kAuto
+//
+// Convolution arguments are {N, C, H, O, K, stride, pad} (square images and filters).
+
+#include <omp.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/kernels.h"
+#include "benchmark/benchmark.h"
+#include "ir/ir.h"
+
+namespace tandem::backend::cpu {
+namespace {
+
+using Attrs = std::vector<std::pair<std::string, ir::AttrValue>>;
+using Factory = KernelOr (*)(const KernelInit&, ConvStrategy);
+
+ir::TensorType f32(ir::Shape s) { return {ir::DType::kF32, std::move(s)}; }
+
+/// One node over graph inputs (running statistics from param nodes, as batch_norm in
+/// training mode requires), its kernel and 64-byte aligned host buffers.
+class Harness {
+ public:
+  Harness(ir::Op op, const std::vector<ir::TensorType>& operands, Attrs attrs,
+          size_t param_operands = 0)
+      : module_("bench"), ctx_(ir::Device{ir::DeviceKind::kCpu, 0}, 1) {
+    omp_set_num_threads(1);
+    ir::Graph* g = *module_.addGraph("g");
+    ir::NodeSpec spec{.op = op, .attrs = std::move(attrs), .device = ctx_.device()};
+    for (size_t i = 0; i < operands.size(); ++i) {
+      ir::NodeSpec in{.device = ctx_.device()};
+      if (i + param_operands >= operands.size()) {
+        std::string var = absl::StrCat("v", i);
+        (void)module_.addVar({var, operands[i], ir::VarRole::kBuffer, {}});
+        in.op = ir::Op::kParam;
+        in.attrs = {{"var", ir::Symbol{var}}};
+      } else {
+        in.op = ir::Op::kInput;
+        in.declared_types = {operands[i]};
+      }
+      spec.operands.push_back((*g->create(std::move(in)))->result());
+    }
+    auto n = g->create(std::move(spec));
+    if (!n.ok()) {
+      std::fprintf(stderr, "%s\n", n.status().ToString().c_str());
+      std::abort();
+    }
+    node_ = *n;
+    std::mt19937 rng(1);
+    for (const ir::TensorType& t : operands) in_.push_back(buffer(t, rng));
+    for (size_t i = 0; i < node_->numResults(); ++i) out_.push_back(buffer(node_->result(i)->type(), rng));
+  }
+
+  /// Makes the kernel (the table's when `factory` is null, else with `strategy`) and
+  /// times its runs.
+  void time(benchmark::State& state, Factory factory, ConvStrategy strategy, double flops) {
+    KernelOr k = factory == nullptr ? makeKernel(*node_, ctx_)
+                                    : factory(KernelInit{*node_, ctx_}, strategy);
+    if (!k.ok()) {
+      state.SkipWithError(k.status().ToString().c_str());
+      return;
+    }
+    std::vector<TensorView> in, out;
+    for (size_t i = 0; i < in_.size(); ++i) in.push_back({in_[i].get(), node_->operand(i)->type()});
+    for (size_t i = 0; i < out_.size(); ++i) out.push_back({out_[i].get(), node_->result(i)->type()});
+    (*k)->run(in, out);  // warm-up: first-touch of the arena and buffers
+    for (auto _ : state) (*k)->run(in, out);
+    if (auto* p = dynamic_cast<ProgramKernel*>(k->get())) state.SetLabel(p->program().implementations());
+    if (flops > 0)
+      state.counters["GFLOP/s"] = benchmark::Counter(
+          flops * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  using Buf = std::unique_ptr<float, Free>;
+  static Buf buffer(const ir::TensorType& t, std::mt19937& rng) {
+    size_t n = static_cast<size_t>(t.numElements());
+    Buf b(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64)));
+    std::uniform_real_distribution<float> d(0.5f, 1.5f);  // positive: valid variances
+    for (size_t i = 0; i < n; ++i) b.get()[i] = d(rng);
+    return b;
+  }
+
+  ir::Module module_;
+  CpuContext ctx_;
+  ir::Node* node_ = nullptr;
+  std::vector<Buf> in_, out_;
+};
+
+struct Conv {
+  int64_t n, c, h, o, k, stride, pad;
+  explicit Conv(const benchmark::State& s)
+      : n(s.range(0)), c(s.range(1)), h(s.range(2)), o(s.range(3)), k(s.range(4)),
+        stride(s.range(5)), pad(s.range(6)) {}
+  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
+  ir::TensorType x() const { return f32({n, c, h, h}); }
+  ir::TensorType w() const { return f32({o, c, k, k}); }
+  ir::TensorType y() const { return f32({n, o, oh(), oh()}); }
+  double flops() const { return 2.0 * double(n * o * oh() * oh() * c * k * k); }
+  Attrs attrs() const { return {{"stride", stride}, {"pad", pad}}; }
+};
+
+template <ConvStrategy kStrategy>
+void ConvForward(benchmark::State& state) {
+  Conv c(state);
+  Harness h(ir::Op::kConv2d, {c.x(), c.w(), f32({c.o})}, c.attrs());
+  h.time(state, kStrategy == ConvStrategy::kAuto ? nullptr : makeConv2dKernelWithStrategy, kStrategy,
+         c.flops());
+}
+
+template <ConvStrategy kStrategy>
+void ConvBackwardData(benchmark::State& state) {
+  Conv c(state);
+  Harness h(ir::Op::kConv2dBackwardData, {c.y(), c.w(), c.x()}, c.attrs());
+  h.time(state, kStrategy == ConvStrategy::kAuto ? nullptr : makeConv2dBackwardDataKernelWithStrategy,
+         kStrategy, c.flops());
+}
+
+template <ConvStrategy kStrategy>
+void ConvBackwardFilter(benchmark::State& state) {
+  Conv c(state);
+  Attrs attrs = c.attrs();
+  attrs.emplace_back("bias", true);
+  Harness h(ir::Op::kConv2dBackwardFilter, {c.y(), c.x(), c.w()}, attrs);
+  h.time(state,
+         kStrategy == ConvStrategy::kAuto ? nullptr : makeConv2dBackwardFilterKernelWithStrategy,
+         kStrategy, c.flops());
+}
+
+void convShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"N", "C", "H", "O", "K", "s", "p"});
+  b->Args({128, 1, 28, 20, 3, 1, 0});    // LeNet conv1
+  b->Args({32, 1, 28, 64, 3, 1, 1});     // ResNet-18 stem (one input channel)
+  b->Args({128, 20, 13, 50, 5, 1, 0});   // LeNet conv2
+  b->Args({32, 64, 28, 64, 3, 1, 1});    // ResNet-18 stage 1
+  b->Args({32, 64, 28, 128, 3, 2, 1});   // stage 2, first conv (downsampling)
+  b->Args({32, 64, 28, 128, 1, 2, 0});   // stage 2 shortcut
+  b->Args({32, 128, 14, 128, 3, 1, 1});  // stage 2
+  b->Args({32, 256, 7, 256, 3, 1, 1});   // stage 3
+  b->Args({32, 512, 4, 512, 3, 1, 1});   // stage 4
+  b->Unit(benchmark::kMillisecond);
+}
+
+#define CONV_BENCH(Pass, Strategy) BENCHMARK_TEMPLATE(Pass, ConvStrategy::Strategy)->Apply(convShapes);
+CONV_BENCH(ConvForward, kPlain)
+CONV_BENCH(ConvForward, kBlocked)
+CONV_BENCH(ConvForward, kAuto)
+CONV_BENCH(ConvBackwardData, kPlain)
+CONV_BENCH(ConvBackwardData, kBlocked)
+CONV_BENCH(ConvBackwardData, kAuto)
+CONV_BENCH(ConvBackwardFilter, kPlain)
+CONV_BENCH(ConvBackwardFilter, kBlocked)
+CONV_BENCH(ConvBackwardFilter, kAuto)
+
+/// Arguments {N, C, H, kernel, stride, pad, backward}.
+void Pool(benchmark::State& state, ir::Op forward, ir::Op backward) {
+  int64_t n = state.range(0), c = state.range(1), hw = state.range(2), k = state.range(3),
+          s = state.range(4), p = state.range(5);
+  int64_t o = (hw + 2 * p - k) / s + 1;
+  Attrs attrs{{"kernel", k}, {"stride", s}, {"pad", p}};
+  ir::TensorType x = f32({n, c, hw, hw}), y = f32({n, c, o, o});
+  if (state.range(6) == 0) {
+    Harness(forward, {x}, attrs).time(state, nullptr, ConvStrategy::kAuto, 0);
+  } else {
+    Harness(backward, {y, x}, attrs).time(state, nullptr, ConvStrategy::kAuto, 0);
+  }
+}
+
+void poolShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"N", "C", "H", "k", "s", "p", "bwd"});
+  for (int64_t bwd : {0, 1}) {
+    b->Args({128, 20, 26, 2, 2, 0, bwd});  // LeNet pool1
+    b->Args({128, 50, 9, 2, 2, 0, bwd});   // LeNet pool2
+    b->Args({32, 64, 28, 3, 2, 1, bwd});
+  }
+  b->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_CAPTURE(Pool, Avg, ir::Op::kAvgPool2d, ir::Op::kAvgPool2dBackward)->Apply(poolShapes);
+BENCHMARK_CAPTURE(Pool, Max, ir::Op::kMaxPool2d, ir::Op::kMaxPool2dBackward)->Apply(poolShapes);
+
+void GlobalAvgPool(benchmark::State& state) {
+  ir::TensorType x = f32({32, 512, 4, 4}), y = f32({32, 512, 1, 1});
+  if (state.range(0) == 0) {
+    Harness(ir::Op::kGlobalAvgPool, {x}, {}).time(state, nullptr, ConvStrategy::kAuto, 0);
+  } else {
+    Harness(ir::Op::kGlobalAvgPoolBackward, {y, x}, {}).time(state, nullptr, ConvStrategy::kAuto, 0);
+  }
+}
+BENCHMARK(GlobalAvgPool)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+/// Arguments {N, C, H, pass}: pass 0 training forward, 1 inference, 2 backward.
+void BatchNorm(benchmark::State& state) {
+  int64_t n = state.range(0), c = state.range(1), hw = state.range(2);
+  ir::TensorType x = f32({n, c, hw, hw}), ch = f32({c});
+  switch (state.range(3)) {
+    case 0:
+      Harness(ir::Op::kBatchNorm, {x, ch, ch, ch, ch},
+              {{"training", true}, {"momentum", 0.1}, {"eps", 1e-5}}, /*param_operands=*/2)
+          .time(state, nullptr, ConvStrategy::kAuto, 0);
+      break;
+    case 1:
+      Harness(ir::Op::kBatchNorm, {x, ch, ch, ch, ch},
+              {{"training", false}, {"momentum", 0.1}, {"eps", 1e-5}})
+          .time(state, nullptr, ConvStrategy::kAuto, 0);
+      break;
+    default:
+      Harness(ir::Op::kBatchNormBackward, {x, x, ch, ch, ch}, {{"eps", 1e-5}})
+          .time(state, nullptr, ConvStrategy::kAuto, 0);
+  }
+}
+BENCHMARK(BatchNorm)
+    ->ArgNames({"N", "C", "H", "pass"})
+    ->ArgsProduct({{32}, {64}, {28}, {0, 1, 2}})
+    ->ArgsProduct({{32}, {512}, {4}, {0, 2}})
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace tandem::backend::cpu
+
+BENCHMARK_MAIN();

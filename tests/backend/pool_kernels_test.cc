@@ -1,0 +1,265 @@
+// Max, average and global average pooling and their backward ops against naive loops in
+// double precision, and the naive backward loops against central finite differences of
+// the naive forward. Inputs are random floats, so max-pool windows have no ties.
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/kernels.h"
+#include "gtest/gtest.h"
+#include "kernel_test_util.h"
+
+namespace tandem::testing {
+namespace {
+
+struct PoolCase {
+  int64_t n, c, h, w, k, stride, pad;
+
+  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+  ir::Shape x() const { return {n, c, h, w}; }
+  ir::Shape y() const { return {n, c, oh(), ow()}; }
+  int64_t xSize() const { return n * c * h * w; }
+  int64_t ySize() const { return n * c * oh() * ow(); }
+  std::string name() const {
+    return absl::StrCat("n", n, "c", c, "h", h, "w", w, "k", k, "s", stride, "p", pad);
+  }
+  SingleOp::Attrs attrs() const { return {{"kernel", k}, {"stride", stride}, {"pad", pad}}; }
+};
+
+enum class Kind { kMax, kAvg };
+
+/// For each output element, the input indices of its window that are not padding.
+std::vector<std::vector<int64_t>> windows(const PoolCase& pc) {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t nc = 0; nc < pc.n * pc.c; ++nc)
+    for (int64_t i = 0; i < pc.oh(); ++i)
+      for (int64_t j = 0; j < pc.ow(); ++j) {
+        std::vector<int64_t>& win = out.emplace_back();
+        for (int64_t r = 0; r < pc.k; ++r)
+          for (int64_t s = 0; s < pc.k; ++s) {
+            int64_t hi = i * pc.stride - pc.pad + r, wi = j * pc.stride - pc.pad + s;
+            if (hi >= 0 && hi < pc.h && wi >= 0 && wi < pc.w) win.push_back((nc * pc.h + hi) * pc.w + wi);
+          }
+      }
+  return out;
+}
+
+/// Max over the real elements (padding never wins); average over k*k (padding counts
+/// as zeros).
+std::vector<double> poolRef(Kind kind, const PoolCase& pc, const std::vector<double>& x) {
+  std::vector<double> y;
+  for (const auto& win : windows(pc)) {
+    double v = kind == Kind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
+    for (int64_t i : win) v = kind == Kind::kMax ? std::max(v, x[i]) : v + x[i];
+    y.push_back(kind == Kind::kMax ? v : v / double(pc.k * pc.k));
+  }
+  return y;
+}
+
+std::vector<double> poolBackwardRef(Kind kind, const PoolCase& pc, const std::vector<double>& dy,
+                                    const std::vector<double>& x) {
+  std::vector<double> dx(x.size(), 0.0);
+  auto wins = windows(pc);
+  for (size_t o = 0; o < wins.size(); ++o) {
+    if (kind == Kind::kAvg) {
+      for (int64_t i : wins[o]) dx[i] += dy[o] / double(pc.k * pc.k);
+      continue;
+    }
+    int64_t best = wins[o][0];
+    for (int64_t i : wins[o])
+      if (x[i] > x[best]) best = i;
+    dx[best] += dy[o];
+  }
+  return dx;
+}
+
+/// d/dx of sum(dy * f(x)) by central differences.
+template <typename F>
+std::vector<double> finiteDifference(F f, const std::vector<double>& dy, std::vector<double> x,
+                                     double h) {
+  auto loss = [&] {
+    std::vector<double> y = f(x);
+    double l = 0;
+    for (size_t i = 0; i < y.size(); ++i) l += dy[i] * y[i];
+    return l;
+  };
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double keep = x[i];
+    x[i] = keep + h;
+    double up = loss();
+    x[i] = keep - h;
+    double down = loss();
+    x[i] = keep;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+std::vector<double> toDouble(Buffer& b) { return std::vector<double>(b.f32(), b.f32() + b.size()); }
+
+double maxDiff(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1.0, std::abs(b[i])));
+  return worst;
+}
+
+const std::vector<PoolCase> kCases = {
+    {2, 3, 8, 8, 2, 2, 0},  {2, 3, 7, 7, 3, 2, 1},   {1, 4, 6, 6, 3, 1, 1},
+    {2, 2, 5, 5, 2, 2, 1},  {1, 3, 10, 10, 3, 3, 0}, {2, 5, 9, 9, 2, 2, 0},
+    {2, 3, 9, 7, 4, 2, 2},  {3, 20, 26, 26, 2, 2, 0}, {2, 16, 11, 11, 3, 2, 1},
+};
+
+void fillGarbage(SingleOp& op, std::mt19937& rng) { op.out(0).fillUniform(rng, 1e6, 2e6); }
+
+class PoolKernelTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  ir::Op forwardOp() const { return GetParam() == Kind::kMax ? ir::Op::kMaxPool2d : ir::Op::kAvgPool2d; }
+  ir::Op backwardOp() const {
+    return GetParam() == Kind::kMax ? ir::Op::kMaxPool2dBackward : ir::Op::kAvgPool2dBackward;
+  }
+};
+
+TEST_P(PoolKernelTest, ForwardMatchesReference) {
+  std::mt19937 rng(11);
+  for (const PoolCase& pc : kCases) {
+    SCOPED_TRACE(pc.name());
+    SingleOp op(forwardOp(), {f32(pc.x())}, pc.attrs());
+    op.in(0).fillUniform(rng);
+    fillGarbage(op, rng);
+    op.run();
+    std::vector<double> ref = poolRef(GetParam(), pc, toDouble(op.in(0)));
+    ASSERT_EQ(op.out(0).size(), static_cast<int64_t>(ref.size()));
+    EXPECT_LE(maxRelativeError(op.out(0).f32(), ref.data(), op.out(0).size()), 1e-5);
+  }
+}
+
+TEST_P(PoolKernelTest, BackwardMatchesReference) {
+  std::mt19937 rng(12);
+  for (const PoolCase& pc : kCases) {
+    SCOPED_TRACE(pc.name());
+    SingleOp op(backwardOp(), {f32(pc.y()), f32(pc.x())}, pc.attrs());
+    op.in(0).fillUniform(rng);
+    op.in(1).fillUniform(rng);
+    fillGarbage(op, rng);
+    op.run();
+    std::vector<double> ref = poolBackwardRef(GetParam(), pc, toDouble(op.in(0)), toDouble(op.in(1)));
+    ASSERT_EQ(op.out(0).size(), static_cast<int64_t>(ref.size()));
+    EXPECT_LE(maxRelativeError(op.out(0).f32(), ref.data(), op.out(0).size()), 1e-5);
+  }
+}
+
+TEST_P(PoolKernelTest, ReferenceBackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<double> d(-1, 1);
+  for (const PoolCase& pc : {PoolCase{2, 2, 7, 7, 3, 2, 1}, PoolCase{1, 2, 6, 5, 2, 2, 1}}) {
+    SCOPED_TRACE(pc.name());
+    std::vector<double> x(pc.xSize()), dy(pc.ySize());
+    for (double& v : x) v = d(rng);
+    for (double& v : dy) v = d(rng);
+    auto f = [&](const std::vector<double>& in) { return poolRef(GetParam(), pc, in); };
+    // Max pooling is linear around a point without ties: a small step stays on its piece.
+    EXPECT_LE(maxDiff(poolBackwardRef(GetParam(), pc, dy, x), finiteDifference(f, dy, x, 1e-6)),
+              1e-7);
+  }
+}
+
+TEST_P(PoolKernelTest, RunsTwiceIdentically) {
+  std::mt19937 rng(14);
+  PoolCase pc{2, 8, 9, 9, 3, 2, 1};
+  SingleOp op(backwardOp(), {f32(pc.y()), f32(pc.x())}, pc.attrs());
+  op.in(0).fillUniform(rng);
+  op.in(1).fillUniform(rng);
+  op.run();
+  std::vector<float> first(op.out(0).f32(), op.out(0).f32() + op.out(0).size());
+  fillGarbage(op, rng);
+  op.run();
+  EXPECT_EQ(first, std::vector<float>(op.out(0).f32(), op.out(0).f32() + op.out(0).size()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, PoolKernelTest, ::testing::Values(Kind::kMax, Kind::kAvg),
+                         [](const auto& info) {
+                           return std::string(info.param == Kind::kMax ? "Max" : "Avg");
+                         });
+
+// As in PyTorch, a window holding a NaN pools to NaN and routes its gradient there, in
+// the 2x2 loop and in the general one.
+TEST(MaxPoolKernel, NanWins) {
+  for (int64_t k : {2, 3}) {
+    SCOPED_TRACE(k);
+    PoolCase pc{1, 1, 4, 4, k, k == 2 ? 2 : 1, k == 2 ? 0 : 1};
+    SingleOp fwd(ir::Op::kMaxPool2d, {f32(pc.x())}, pc.attrs());
+    SingleOp bwd(ir::Op::kMaxPool2dBackward, {f32(pc.y()), f32(pc.x())}, pc.attrs());
+    for (int64_t i = 0; i < 16; ++i) fwd.in(0).f32()[i] = bwd.in(1).f32()[i] = float(i);
+    fwd.in(0).f32()[5] = bwd.in(1).f32()[5] = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t i = 0; i < pc.ySize(); ++i) bwd.in(0).f32()[i] = 1;
+    fwd.run();
+    bwd.run();
+    // Window (0, 0) holds x[5] for both geometries; with k=2 window (1, 1) does not.
+    EXPECT_TRUE(std::isnan(fwd.out(0).f32()[0]));
+    EXPECT_GE(bwd.out(0).f32()[5], 1.0f);
+    if (k == 2) {
+      EXPECT_EQ(fwd.out(0).f32()[3], 15.0f);
+      EXPECT_EQ(bwd.out(0).f32()[15], 1.0f);
+      EXPECT_EQ(bwd.out(0).f32()[0], 0.0f);
+    }
+  }
+}
+
+std::vector<double> globalRef(const ir::Shape& s, const std::vector<double>& x) {
+  int64_t hw = s[2] * s[3];
+  std::vector<double> y(s[0] * s[1], 0.0);
+  for (size_t i = 0; i < x.size(); ++i) y[i / hw] += x[i] / double(hw);
+  return y;
+}
+
+std::vector<double> globalBackwardRef(const ir::Shape& s, const std::vector<double>& dy) {
+  int64_t hw = s[2] * s[3];
+  std::vector<double> dx(s[0] * s[1] * hw);
+  for (size_t i = 0; i < dx.size(); ++i) dx[i] = dy[i / hw] / double(hw);
+  return dx;
+}
+
+TEST(GlobalAvgPoolKernel, MatchesReference) {
+  std::mt19937 rng(15);
+  for (const ir::Shape& s : {ir::Shape{2, 3, 5, 5}, ir::Shape{4, 512, 4, 4}, ir::Shape{1, 7, 3, 6},
+                             ir::Shape{2, 64, 1, 1}}) {
+    SCOPED_TRACE(ir::toString(f32(s)));
+    SingleOp fwd(ir::Op::kGlobalAvgPool, {f32(s)});
+    fwd.in(0).fillUniform(rng);
+    fillGarbage(fwd, rng);
+    fwd.run();
+    std::vector<double> y = globalRef(s, toDouble(fwd.in(0)));
+    ASSERT_EQ(fwd.out(0).size(), static_cast<int64_t>(y.size()));
+    EXPECT_LE(maxRelativeError(fwd.out(0).f32(), y.data(), fwd.out(0).size()), 1e-5);
+
+    SingleOp bwd(ir::Op::kGlobalAvgPoolBackward, {f32({s[0], s[1], 1, 1}), f32(s)});
+    bwd.in(0).fillUniform(rng);
+    bwd.in(1).fillUniform(rng);
+    fillGarbage(bwd, rng);
+    bwd.run();
+    std::vector<double> dx = globalBackwardRef(s, toDouble(bwd.in(0)));
+    ASSERT_EQ(bwd.out(0).size(), static_cast<int64_t>(dx.size()));
+    EXPECT_LE(maxRelativeError(bwd.out(0).f32(), dx.data(), bwd.out(0).size()), 1e-5);
+  }
+}
+
+TEST(GlobalAvgPoolReference, BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(16);
+  std::uniform_real_distribution<double> d(-1, 1);
+  ir::Shape s{2, 3, 4, 5};
+  std::vector<double> x(2 * 3 * 4 * 5), dy(2 * 3);
+  for (double& v : x) v = d(rng);
+  for (double& v : dy) v = d(rng);
+  auto f = [&](const std::vector<double>& in) { return globalRef(s, in); };
+  EXPECT_LE(maxDiff(globalBackwardRef(s, dy), finiteDifference(f, dy, x, 1e-3)), 1e-9);
+}
+
+}  // namespace
+}  // namespace tandem::testing
