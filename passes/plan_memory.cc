@@ -44,7 +44,8 @@ class ArenaSimulator {
       int64_t rest = best->second - bytes;
       free_.erase(best);
       if (rest > 0) free_[offset + bytes] = rest;
-    } else if (!free_.empty() && std::prev(free_.end())->first + std::prev(free_.end())->second == top_) {
+    } else if (!free_.empty() &&
+               std::prev(free_.end())->first + std::prev(free_.end())->second == top_) {
       auto last = std::prev(free_.end());  // grow the free block at the top
       offset = last->first;
       top_ = offset + bytes;
@@ -90,9 +91,9 @@ absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& 
     if (!m.isReplicated()) return 0;
     ir::Device d = deviceOfValue(v);
     if (auto i = m.deviceIndex(d)) return *i;
-    return absl::FailedPreconditionError(
-        absl::StrCat("plan-memory: %", v.name(), " in @", g.name(), " is on ", ir::toString(d),
-                     ", which is not a module device"));
+    return absl::FailedPreconditionError(absl::StrCat("plan-memory: %", v.name(), " in @", g.name(),
+                                                      " is on ", ir::toString(d),
+                                                      ", which is not a module device"));
   };
   std::vector<int64_t> pos(g.idBound(), 0);
   for (int64_t i = 0; i < n; ++i) pos[g.nodes()[static_cast<size_t>(i)]->id()] = i;
@@ -127,7 +128,8 @@ absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& 
       if (!inArena(v)) continue;
       auto d = deviceIndex(v);
       if (!d.ok()) return d.status();
-      Interval iv{&v, *d, pos[node->id()], pos[node->id()], alignUp(std::max<int64_t>(v.type().bytes(), 1))};
+      Interval iv{&v, *d, pos[node->id()], pos[node->id()],
+                  alignUp(std::max<int64_t>(v.type().bytes(), 1))};
       if (comm) {
         // Written by the comm stream any time after the compute work it waits for.
         iv.start = 0;
@@ -140,8 +142,8 @@ absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& 
       }
       if (auto it = users.find(&v); it != users.end())
         for (const ir::Node* u : it->second)
-          iv.end = std::max(iv.end, streamOf(*u) == StreamKind::kComm ? release[u->id()][*d]
-                                                                      : pos[u->id()]);
+          iv.end = std::max(
+              iv.end, streamOf(*u) == StreamKind::kComm ? release[u->id()][*d] : pos[u->id()]);
       if (returned[node->id()] &&
           std::find(g.outputs().begin(), g.outputs().end(), &v) != g.outputs().end())
         iv.end = n;

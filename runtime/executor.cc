@@ -40,8 +40,8 @@ struct Instr {
 
 struct Program {
   const ir::Graph* graph = nullptr;
-  std::vector<AlignedBuffer> arenas;      // by device
-  std::vector<HostTensor> staging;        // graph inputs, in order
+  std::vector<AlignedBuffer> arenas;  // by device
+  std::vector<HostTensor> staging;    // graph inputs, in order
   std::vector<std::unique_ptr<Instr>> instrs;
   std::vector<TensorView> outputs;
 };
@@ -158,8 +158,7 @@ absl::StatusOr<std::unique_ptr<Program>> Executor::Impl::load(const ir::Module& 
     const ir::Node& def = *v.def();
     if (def.op() == ir::Op::kInput) return p->staging[input_slot.at(&v)].view();
     size_t d = deviceIndexOf(v);
-    if (def.op() == ir::Op::kParam)
-      return {vars.at(def.symbolAttr("var"))[d].data(), v.type()};
+    if (def.op() == ir::Op::kParam) return {vars.at(def.symbolAttr("var"))[d].data(), v.type()};
     int64_t off = plan.offsets[def.id()][static_cast<size_t>(v.index())];
     return {p->arenas[d].data() + off, v.type()};
   };
@@ -283,12 +282,14 @@ void Executor::Impl::runWork(const Instr& ins, const Part& part) {
                   /*into_whole=*/false);
         break;
       case ir::Op::kBroadcast: {
-        int root = static_cast<int>(module->deviceIndex(passes::deviceOfValue(*n.operand(0))).value());
+        int root =
+            static_cast<int>(module->deviceIndex(passes::deviceOfValue(*n.operand(0))).value());
         communicator->broadcast(rank, root, part.in[0], part.out[0]);
         break;
       }
       case ir::Op::kConcat: {
-        int root = static_cast<int>(module->deviceIndex(passes::deviceOfValue(*n.result(0))).value());
+        int root =
+            static_cast<int>(module->deviceIndex(passes::deviceOfValue(*n.result(0))).value());
         communicator->gather(rank, root, part.in[0], part.out[0],
                              static_cast<int>(n.intAttr("axis")));
         break;
@@ -325,13 +326,13 @@ absl::StatusOr<std::vector<HostTensor>> Executor::run(absl::string_view name,
     return absl::NotFoundError(absl::StrCat("module @", module_->name(), " has no graph @", name));
   Program& p = *it->second;
   if (inputs.size() != p.staging.size())
-    return absl::InvalidArgumentError(absl::StrCat("@", name, " takes ", p.staging.size(),
-                                                   " inputs, got ", inputs.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("@", name, " takes ", p.staging.size(), " inputs, got ", inputs.size()));
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!(inputs[i].type == p.staging[i].type))
-      return absl::InvalidArgumentError(absl::StrCat(
-          "@", name, " input ", i, " must be ", ir::toString(p.staging[i].type), ", got ",
-          ir::toString(inputs[i].type)));
+      return absl::InvalidArgumentError(absl::StrCat("@", name, " input ", i, " must be ",
+                                                     ir::toString(p.staging[i].type), ", got ",
+                                                     ir::toString(inputs[i].type)));
     std::memcpy(p.staging[i].buffer.data(), inputs[i].data, static_cast<size_t>(inputs[i].bytes()));
   }
   impl_->enqueue(p);
@@ -355,7 +356,8 @@ absl::StatusOr<std::vector<HostTensor>> Executor::run(absl::string_view name,
 absl::StatusOr<HostTensor> Executor::readVariable(absl::string_view name, size_t device) const {
   const ir::Var* var = module_->findVar(name);
   if (var == nullptr)
-    return absl::NotFoundError(absl::StrCat("module @", module_->name(), " has no variable @", name));
+    return absl::NotFoundError(
+        absl::StrCat("module @", module_->name(), " has no variable @", name));
   if (device >= impl_->devices.size())
     return absl::OutOfRangeError(absl::StrCat("device index ", device, " out of range (",
                                               impl_->devices.size(), " devices)"));

@@ -8,8 +8,8 @@ namespace tandem::runtime {
 namespace {
 
 template <typename T>
-void reduceRange(const std::vector<const TensorView*>& ins, const std::vector<T*>& outs,
-                 int64_t lo, int64_t hi, ReduceOp op, int ranks) {
+void reduceRange(const std::vector<const TensorView*>& ins, const std::vector<T*>& outs, int64_t lo,
+                 int64_t hi, ReduceOp op, int ranks) {
   for (int64_t e = lo; e < hi; ++e) {
     T acc = static_cast<const T*>(ins[0]->data)[e];
     for (int r = 1; r < ranks; ++r) {
@@ -73,7 +73,8 @@ void LocalCommunicator::allReduce(int rank, absl::Span<const TensorView> in,
     const int64_t a = std::max(lo, base) - base, b = std::min(hi, base + n) - base;
     base += n;
     if (a >= b) continue;
-    for (int r = 0; r < size_; ++r) ins[static_cast<size_t>(r)] = &posted_[static_cast<size_t>(r)].in[j];
+    for (int r = 0; r < size_; ++r)
+      ins[static_cast<size_t>(r)] = &posted_[static_cast<size_t>(r)].in[j];
     if (in[j].type.dtype == ir::DType::kI32) {
       std::vector<int32_t*> outs;
       for (int r = 0; r < size_; ++r) outs.push_back(posted_[static_cast<size_t>(r)].out[j].i32());

@@ -21,8 +21,7 @@ class LocalCommunicator final : public Communicator {
   void allReduce(int rank, absl::Span<const TensorView> in, absl::Span<const TensorView> out,
                  ReduceOp op) override;
   void broadcast(int rank, int root, const TensorView& in, const TensorView& out) override;
-  void gather(int rank, int root, const TensorView& in, const TensorView& out,
-              int axis) override;
+  void gather(int rank, int root, const TensorView& in, const TensorView& out, int axis) override;
 
  private:
   struct Posted {

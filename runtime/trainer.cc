@@ -45,13 +45,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(const ModelSpec& spec,
 
   auto trainer = std::unique_ptr<Trainer>(new Trainer());
   std::vector<ir::Node*> inputs = (*module)->graph(ir::kTrainGraph)->inputs();
-  if (inputs.size() != 2)
-    return absl::InternalError("train_step must take images and labels");
+  if (inputs.size() != 2) return absl::InternalError("train_step must take images and labels");
   trainer->image_type_ = inputs[0]->result()->type();
   trainer->label_type_ = inputs[1]->result()->type();
-  auto ex = Executor::create(std::move(*module), {.seed = o.seed,
-                                                  .threads_per_device = o.threads_per_device,
-                                                  .trace = o.trace});
+  auto ex = Executor::create(
+      std::move(*module),
+      {.seed = o.seed, .threads_per_device = o.threads_per_device, .trace = o.trace});
   if (!ex.ok()) return ex.status();
   trainer->executor_ = std::move(*ex);
   return trainer;

@@ -18,7 +18,7 @@ namespace tandem::runtime {
 /// Hyper-parameters and set-up of a data-parallel training run.
 struct TrainOptions {
   std::vector<ir::Device> devices{{ir::DeviceKind::kCpu, 0}};
-  int64_t batch = 256;  // global: split across the devices
+  int64_t batch = 256;          // global: split across the devices
   std::vector<double> weights;  // per-device share of the batch; empty: even
   double lr = 0.1, momentum = 0, weight_decay = 0;
   ir::Initializer weight_init{ir::Initializer::Kind::kKaiming};
@@ -38,8 +38,8 @@ ModelDefaults defaultsFor(absl::string_view model);
 
 /// Loss and accuracy of one pass over some batches.
 struct PassResult {
-  double loss = 0;        // mean per example
-  double accuracy = 0;    // fraction correct
+  double loss = 0;      // mean per example
+  double accuracy = 0;  // fraction correct
   int64_t examples = 0;
   double seconds = 0;
 };

@@ -6,16 +6,12 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "backend/random.h"
 
 namespace tandem::backend::cpu {
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using backend::splitmix64;
 
 /// A double in [0, 1) from the top 53 bits.
 double unitInterval(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }

@@ -5,16 +5,12 @@
 #include <cstring>
 #include <random>
 
+#include "backend/random.h"
+
 namespace tandem::runtime::data {
 namespace {
 
-// Sebastiano Vigna's splitmix64 finaliser: spreads nearby seeds (0, 1, 2...) apart.
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using backend::splitmix64;
 
 // Uniform in [0, bound): reject the lowest 2^64 mod bound outputs so that what is left is
 // a whole number of copies of [0, bound).
@@ -101,8 +97,8 @@ void BatchLoader::produce() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     space_.wait(lock, [&] {
-      return stop_ || (generation_ != 0 && produced_ < total &&
-                       filled_ + (held_ ? 1 : 0) < slots_.size());
+      return stop_ ||
+             (generation_ != 0 && produced_ < total && filled_ + (held_ ? 1 : 0) < slots_.size());
     });
     if (stop_) return;
     const uint64_t generation = generation_;

@@ -30,8 +30,12 @@ std::vector<Placed> placed(const ir::Module& m, const ir::Graph& g) {
       int64_t off = plan.offsets[n->id()][r];
       if (off == ir::MemoryPlan::kNoOffset) continue;
       const ir::Value* v = n->result(r);
-      Placed p{v, *m.deviceIndex(passes::deviceOfValue(*v)), off, v->type().bytes(),
-               pos[n->id()], pos[n->id()]};
+      Placed p{v,
+               *m.deviceIndex(passes::deviceOfValue(*v)),
+               off,
+               v->type().bytes(),
+               pos[n->id()],
+               pos[n->id()]};
       if (auto it = users.find(v); it != users.end())
         for (const ir::Node* u : it->second) p.last_use = std::max(p.last_use, pos[u->id()]);
       out.push_back(p);

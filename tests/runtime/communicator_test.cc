@@ -1,10 +1,9 @@
-#include "runtime/local_communicator.h"
-
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "runtime/host_tensor.h"
+#include "runtime/local_communicator.h"
 
 namespace tandem::runtime {
 namespace {
@@ -96,7 +95,8 @@ TEST(LocalCommunicator, BroadcastAndGather) {
   for (int i = 0; i < 4; ++i) const_cast<float*>(src.f32())[i] = float(i + 1);
   std::vector<HostTensor> dst;
   for (int r = 0; r < kRanks; ++r) dst.emplace_back(f32({4}));
-  onRanks(kRanks, [&](int r) { comm.broadcast(r, 1, r == 1 ? src.view() : TensorView{}, dst[r].view()); });
+  onRanks(kRanks,
+          [&](int r) { comm.broadcast(r, 1, r == 1 ? src.view() : TensorView{}, dst[r].view()); });
   for (int r = 0; r < kRanks; ++r)
     for (int i = 0; i < 4; ++i) EXPECT_EQ(dst[r].f32()[i], float(i + 1));
 
@@ -104,7 +104,8 @@ TEST(LocalCommunicator, BroadcastAndGather) {
   std::vector<HostTensor> parts;
   for (int r = 0; r < kRanks; ++r) {
     parts.emplace_back(f32({2, r + 1}));
-    for (int i = 0; i < 2 * (r + 1); ++i) const_cast<float*>(parts[r].f32())[i] = float(100 * r + i);
+    for (int i = 0; i < 2 * (r + 1); ++i)
+      const_cast<float*>(parts[r].f32())[i] = float(100 * r + i);
   }
   HostTensor whole(f32({2, 6}));
   onRanks(kRanks, [&](int r) { comm.gather(r, 2, parts[r].view(), whole.view(), 1); });

@@ -190,15 +190,15 @@ TEST_F(IdxTest, WrongMagic) {
   writeGz(path("train-labels-idx1-ubyte.gz"), idxLabels(3, {0, 1, 2}));
   absl::StatusOr<Dataset> d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(message(d),
-            absl::StrCat(images(), ": bad magic number 0x00000802, expected 0x00000803 "
-                                   "(IDX unsigned-byte images)"));
+  EXPECT_EQ(message(d), absl::StrCat(images(),
+                                     ": bad magic number 0x00000802, expected 0x00000803 "
+                                     "(IDX unsigned-byte images)"));
   // Files swapped: the images file given as labels.
   d = readIdxPair(labels(), images());
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(message(d),
-            absl::StrCat(labels(), ": bad magic number 0x00000801, expected 0x00000803 "
-                                   "(IDX unsigned-byte images)"));
+  EXPECT_EQ(message(d), absl::StrCat(labels(),
+                                     ": bad magic number 0x00000801, expected 0x00000803 "
+                                     "(IDX unsigned-byte images)"));
 }
 
 TEST_F(IdxTest, TruncatedImages) {
@@ -229,9 +229,9 @@ TEST_F(IdxTest, TruncatedGzipStream) {
   writeGz(path("train-labels-idx1-ubyte.gz"), idxLabels(500, Bytes(500, 1)));
   absl::StatusOr<Dataset> d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());
-  EXPECT_THAT(message(d),
-              HasSubstr(absl::StrCat(images(), ": truncated: header says 500 images of 2x3 but "
-                                               "the file ends after ")));
+  EXPECT_THAT(message(d), HasSubstr(absl::StrCat(images(),
+                                                 ": truncated: header says 500 images of 2x3 but "
+                                                 "the file ends after ")));
   EXPECT_THAT(message(d), HasSubstr("(gzip: unexpected end of file)"));
 }
 
@@ -240,9 +240,9 @@ TEST_F(IdxTest, TruncatedLabels) {
   writeGz(path("train-labels-idx1-ubyte.gz"), idxLabels(3, {4}));
   absl::StatusOr<Dataset> d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(message(d),
-            absl::StrCat(labels(), ": truncated: header says 3 labels but the file ends after 1 "
-                                   "of them"));
+  EXPECT_EQ(message(d), absl::StrCat(labels(),
+                                     ": truncated: header says 3 labels but the file ends after 1 "
+                                     "of them"));
 }
 
 TEST_F(IdxTest, TruncatedHeader) {
@@ -252,8 +252,7 @@ TEST_F(IdxTest, TruncatedHeader) {
   writeGz(path("train-labels-idx1-ubyte.gz"), idxLabels(3, {0, 1, 2}));
   absl::StatusOr<Dataset> d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(message(d),
-            absl::StrCat(images(), ": truncated: the file ends inside the IDX header"));
+  EXPECT_EQ(message(d), absl::StrCat(images(), ": truncated: the file ends inside the IDX header"));
 }
 
 TEST_F(IdxTest, CountMismatch) {
@@ -261,8 +260,8 @@ TEST_F(IdxTest, CountMismatch) {
   writeGz(path("train-labels-idx1-ubyte.gz"), idxLabels(2, {0, 1}));
   absl::StatusOr<Dataset> d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(message(d), absl::StrCat("image/label count mismatch: ", images(),
-                                               " has 3 images, ", labels(), " has 2 labels"));
+  EXPECT_EQ(message(d), absl::StrCat("image/label count mismatch: ", images(), " has 3 images, ",
+                                     labels(), " has 2 labels"));
 }
 
 TEST_F(IdxTest, LabelOutOfRange) {
@@ -270,8 +269,7 @@ TEST_F(IdxTest, LabelOutOfRange) {
   writeGz(path("train-labels-idx1-ubyte.gz"), idxLabels(3, {0, 12, 3}));
   absl::StatusOr<Dataset> d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(message(d),
-            absl::StrCat(labels(), ": label 12 at index 1 is out of range [0, 10)"));
+  EXPECT_EQ(message(d), absl::StrCat(labels(), ": label 12 at index 1 is out of range [0, 10)"));
   // Beyond the limit it is not looked at.
   EXPECT_TRUE(readIdxPair(images(), labels(), 1).ok());
 }
@@ -298,8 +296,7 @@ TEST_F(IdxTest, CorruptGzipChecksum) {
   absl::StatusOr<Dataset> d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(message(d),
-            absl::StrCat(labels(), ": corrupt gzip data (incorrect data check)"));
+  EXPECT_EQ(message(d), absl::StrCat(labels(), ": corrupt gzip data (incorrect data check)"));
 
   // The same in a body larger than zlib's buffers, where it shows after the last image.
   Bytes pixels(200000 * 6);
@@ -312,8 +309,7 @@ TEST_F(IdxTest, CorruptGzipChecksum) {
   writePlain(images(), gz);
   d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(message(d),
-            absl::StrCat(images(), ": corrupt gzip data (incorrect data check)"));
+  EXPECT_EQ(message(d), absl::StrCat(images(), ": corrupt gzip data (incorrect data check)"));
 }
 
 TEST_F(IdxTest, PathIsADirectory) {

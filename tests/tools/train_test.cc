@@ -4,8 +4,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "gtest/gtest.h"
@@ -16,7 +16,9 @@ namespace {
 
 constexpr char kData[] = "/usr/share/datasets/fashion-mnist";
 
-bool haveData() { return std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz"); }
+bool haveData() {
+  return std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz");
+}
 
 // Rows of a metrics CSV as column name -> value.
 std::vector<std::map<std::string, std::string>> readCsv(const std::string& path) {
@@ -46,8 +48,8 @@ TEST(Train, LenetOnAFashionMnistSubsetLearns) {
   if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
   TempDir dir;
   auto r = runTandem({"train", "--model", "lenet", "--devices", "cpu:0,cpu:1", "--batch", "128",
-                      "--epochs", "3", "--limit-train", "5000", "--limit-test", "2000",
-                      "--metrics", dir.file("m.csv")});
+                      "--epochs", "3", "--limit-train", "5000", "--limit-test", "2000", "--metrics",
+                      dir.file("m.csv")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("train_loss"), std::string::npos) << r.out;
   auto rows = readCsv(dir.file("m.csv"));
@@ -81,10 +83,9 @@ TEST(TrainErrors, UnknownDevice) {
 
 TEST(TrainErrors, CudaDeviceWithoutACudaRuntime) {
   if (!haveData()) GTEST_SKIP() << kData << " is missing";
-  EXPECT_TRUE(isUsageError(
-      runTandem({"train", "--model", "lenet", "--devices", "cuda:0", "--limit-train", "256",
-                 "--limit-test", "256"}),
-      {"cuda:0"}));
+  EXPECT_TRUE(isUsageError(runTandem({"train", "--model", "lenet", "--devices", "cuda:0",
+                                      "--limit-train", "256", "--limit-test", "256"}),
+                           {"cuda:0"}));
 }
 
 TEST(TrainErrors, MissingModelAndWrongModel) {
@@ -99,9 +100,9 @@ TEST(TrainErrors, BadInitializer) {
 }
 
 TEST(TrainErrors, MissingDataDirectory) {
-  EXPECT_TRUE(isUsageError(
-      runTandem({"train", "--model", "lenet", "--data", "/nonexistent/fmnist"}),
-      {"/nonexistent/fmnist"}));
+  EXPECT_TRUE(
+      isUsageError(runTandem({"train", "--model", "lenet", "--data", "/nonexistent/fmnist"}),
+                   {"/nonexistent/fmnist"}));
 }
 
 TEST(TrainErrors, CorruptDataFileIsNamed) {

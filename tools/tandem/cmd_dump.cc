@@ -23,16 +23,7 @@ void addDumpCommand(CLI::App& app, DumpFlags& f) {
                   "Devices to replicate over: a list such as cpu:0,cpu:1 or cuda:0,cuda:1, or a "
                   "count N meaning cpu:0..cpu:N-1")
       ->capture_default_str();
-  // Parsed by hand: CLI11 silently clamps an out-of-range integer to INT64_MAX.
-  cmd->add_option_function<std::string>(
-         "--batch",
-         [&f](const std::string& text) {
-           if (!absl::SimpleAtoi(text, &f.batch))
-             throw CLI::ValidationError("--batch", "'" + text + "' is not a 64-bit integer");
-         },
-         "Global batch size, split across the devices")
-      ->type_name("INT")
-      ->default_str(absl::StrCat(f.batch));
+  addBatchOption(cmd, f.batch);
   cmd->add_option("--after", f.after,
                   "Stop after this pass of the default pipeline (" +
                       absl::StrJoin(passes::defaultPassNames(), ", ") +
@@ -113,6 +104,19 @@ absl::Status runDump(const DumpFlags& f) {
     return absl::OkStatus();
   }
   return writeModule(**module, f.out);
+}
+
+void addBatchOption(CLI::App* cmd, int64_t& batch) {
+  // Parsed by hand: CLI11 silently clamps an out-of-range integer to INT64_MAX.
+  cmd->add_option_function<std::string>(
+         "--batch",
+         [&batch](const std::string& text) {
+           if (!absl::SimpleAtoi(text, &batch))
+             throw CLI::ValidationError("--batch", "'" + text + "' is not a 64-bit integer");
+         },
+         "Global batch size, split across the devices")
+      ->type_name("INT")
+      ->default_str(absl::StrCat(batch));
 }
 
 }  // namespace tandem::tools

@@ -63,8 +63,10 @@ std::string profileReport(runtime::Executor& ex) {
   std::vector<std::pair<std::pair<bool, std::string>, Total>> rows(totals.begin(), totals.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
-  std::string out = absl::StrFormat("\nprofile of train_step (all devices): compute %.2f s, comm %.2f s\n%-32s %-8s %10s %8s %12s\n",
-                                    compute, comm, "op", "stream", "seconds", "share", "us per run");
+  std::string out = absl::StrFormat(
+      "\nprofile of train_step (all devices): compute %.2f s, comm %.2f s\n%-32s %-8s %10s %8s "
+      "%12s\n",
+      compute, comm, "op", "stream", "seconds", "share", "us per run");
   for (const auto& [key, t] : rows)
     absl::StrAppend(&out, absl::StrFormat("%-32s %-8s %10.3f %7.1f%% %12.1f\n", key.second,
                                           key.first ? "comm" : "compute", t.seconds,
@@ -82,15 +84,7 @@ void addTrainCommand(CLI::App& app, TrainFlags& f) {
   cmd->add_option("--devices", f.devices,
                   "Devices: a list such as cpu:0,cpu:1, or a count N meaning cpu:0..cpu:N-1")
       ->capture_default_str();
-  cmd->add_option_function<std::string>(
-         "--batch",
-         [&f](const std::string& text) {
-           if (!absl::SimpleAtoi(text, &f.batch))
-             throw CLI::ValidationError("--batch", "'" + text + "' is not a 64-bit integer");
-         },
-         "Global batch size, split across the devices")
-      ->type_name("INT")
-      ->default_str(absl::StrCat(f.batch));
+  addBatchOption(cmd, f.batch);
   cmd->add_option("--epochs", f.epochs, "Passes over the training data")->capture_default_str();
   cmd->add_option("--lr", f.lr, "SGD learning rate (default: the model's)");
   cmd->add_option("--momentum", f.momentum, "SGD momentum (default: the model's)");
@@ -139,7 +133,8 @@ absl::Status runTrain(const TrainFlags& f) {
         absl::StrCat("--batch: ", f.batch, " is smaller than the device count ", devices->size(),
                      "; every device needs at least one example"));
   if (f.epochs < 1) return absl::InvalidArgumentError("--epochs: must be >= 1");
-  if (f.threads_per_device < 1) return absl::InvalidArgumentError("--threads-per-device: must be >= 1");
+  if (f.threads_per_device < 1)
+    return absl::InvalidArgumentError("--threads-per-device: must be >= 1");
   if (f.limit_train < 0 || f.limit_test < 0)
     return absl::InvalidArgumentError("--limit-train/--limit-test: must be >= 0");
 
@@ -165,9 +160,9 @@ absl::Status runTrain(const TrainFlags& f) {
   auto test = runtime::data::loadFashionMnist(f.data, runtime::data::Split::kTest, f.limit_test);
   if (!test.ok()) return test.status();
   if (train->count < f.batch)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--batch: ", f.batch, " is more than the ", train->count,
-        " training images (drop --limit-train or lower --batch)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch: ", f.batch, " is more than the ", train->count,
+                     " training images (drop --limit-train or lower --batch)"));
 
   auto trainer = runtime::Trainer::create(*spec, o);
   if (!trainer.ok()) return trainer.status();
@@ -176,7 +171,8 @@ absl::Status runTrain(const TrainFlags& f) {
   std::ofstream csv;
   if (!f.metrics.empty()) {
     csv.open(f.metrics);
-    if (!csv) return absl::InvalidArgumentError(absl::StrCat("--metrics: cannot write ", f.metrics));
+    if (!csv)
+      return absl::InvalidArgumentError(absl::StrCat("--metrics: cannot write ", f.metrics));
     csv << "epoch,train_loss,train_acc,test_loss,test_acc,seconds,images_per_s,eval_seconds\n";
   }
   std::cout << absl::StrFormat(
@@ -228,9 +224,8 @@ absl::Status runTrain(const TrainFlags& f) {
                                  r->accuracy, t->accuracy, r->seconds, images_per_s);
     std::cout.flush();
     if (csv.is_open())
-      csv << absl::StrFormat("%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f\n", epoch, r->loss,
-                             r->accuracy, t->loss, t->accuracy, r->seconds, images_per_s,
-                             t->seconds)
+      csv << absl::StrFormat("%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f\n", epoch, r->loss, r->accuracy,
+                             t->loss, t->accuracy, r->seconds, images_per_s, t->seconds)
           << std::flush;
   }
   if (f.profile && status.ok()) std::cout << profileReport((*trainer)->executor());

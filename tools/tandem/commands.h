@@ -67,6 +67,9 @@ absl::Status runOpt(const OptFlags& flags);
 /// Trains; a Ctrl-C stop returns a Cancelled status after the current step.
 absl::Status runTrain(const TrainFlags& flags);
 
+/// Adds --batch (a 64-bit integer, checked by hand rather than clamped by CLI11).
+void addBatchOption(CLI::App* cmd, int64_t& batch);
+
 /// Adds --format, --graph, -o/--output, --canonical, --timing and --no-verify.
 void addOutputFlags(CLI::App* cmd, OutputFlags& f);
 

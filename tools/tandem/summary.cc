@@ -77,11 +77,11 @@ std::string memoryReport(const ir::Module& m) {
       continue;
     }
     for (size_t d = 0; d < plan->arena_bytes.size(); ++d)
-      absl::StrAppend(
-          &out, absl::StrFormat("%-12s %-8s %12s %12s %12s\n", g->name(),
-                                m.isReplicated() ? ir::toString(m.devices()[d]) : "-",
-                                mib(plan->arena_bytes[d]), mib(plan->live_peak_bytes[d]),
-                                mib(plan->unshared_bytes[d])));
+      absl::StrAppend(&out,
+                      absl::StrFormat("%-12s %-8s %12s %12s %12s\n", g->name(),
+                                      m.isReplicated() ? ir::toString(m.devices()[d]) : "-",
+                                      mib(plan->arena_bytes[d]), mib(plan->live_peak_bytes[d]),
+                                      mib(plan->unshared_bytes[d])));
   }
   return out;
 }
