@@ -46,14 +46,16 @@ ConvShape convShape(const ir::Node& n, const ir::TensorType& x, const ir::Tensor
 enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
 
 /// The strategy for one pass (kAuto resolved). Measured with one thread on AVX2
-/// (bench/cpu_kernels_bench.cc on LeNet and ResNet-18 shapes):
-///  - 1x1 filters: plain everywhere (GEMM needs no im2col then).
-///  - forward: the blocked JIT kernel wins 15-35% from 8 input channels on, unless the
-///    output is tiny (4x4: GEMM is as fast and skips the reorders).
-///  - backward data: blocked wins 10-40% from 32 input channels; below that the channel
-///    blocks of dx are mostly padding (1 channel: 4x slower, LeNet's 20: 15% slower).
-///  - backward filter: im2col + GEMM wins unless one image's im2col buffer outgrows the
-///    L2 cache (ResNet's 64 channels at 28x28: blocked 20% faster).
+/// (bench/cpu_kernels_bench.cc, LeNet at N=128 and ResNet-18 at N=32, best of 4):
+///  - 1x1 filters: plain everywhere (GEMM needs no im2col then; blocked 10-20% slower).
+///  - forward: the blocked JIT kernel wins 23-43% from 20 input channels on (LeNet's
+///    conv2, ResNet's 3x3s) but only ties at 4x4 outputs; with one input channel GEMM
+///    on the plain tensors wins by 10-20%.
+///  - backward data: blocked wins 23-72% from 64 input channels; below that the channel
+///    blocks of dx are mostly padding (1 channel: 5x slower, LeNet's 20: 8% slower).
+///  - backward filter: im2col + GEMM wins (by up to 2x for one input channel) unless one
+///    image's im2col buffer outgrows the L2 cache (ResNet's 64 channels at 28x28:
+///    blocked 28% faster).
 ConvStrategy chooseStrategy(ConvStrategy requested, ConvPass pass, const ConvShape& s) {
   if (requested != ConvStrategy::kAuto) return requested;
   int64_t c = s.x.shape[1], k = s.w.shape[2];
