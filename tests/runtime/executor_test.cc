@@ -126,7 +126,7 @@ TEST(Executor, ResNet18LossDecreasesOnAFixedBatch) {
   runtime::TrainOptions o;
   o.devices = cpus(2);
   o.batch = 16;
-  o.lr = 0.05;
+  o.lr = 0.01;  // higher rates overshoot on one memorized random batch (19.6 after 3.9 at 0.05)
   auto t = runtime::Trainer::create(*zoo::modelByName("resnet18"), o);
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_TRUE((*t)->initialize().ok());
