@@ -65,7 +65,7 @@ fi
 
 # --- Tandem: one epoch over the first S*256 training examples on two CPU devices.
 tandem_args=(train --model lenet --devices "cpu:0,cpu:1" --batch "$batch" --epochs 1
-             --limit-train $((steps * batch)) --metrics "$TMP/m.csv")
+             --limit-train $((steps * batch)) --limit-test "$batch" --metrics "$TMP/m.csv")
 [[ -n "$data" ]] && tandem_args+=(--data "$data")
 echo "== Tandem: ${tandem_args[*]}" >&2
 "$tandem" "${tandem_args[@]}" >&2
