@@ -3,9 +3,13 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstring>
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -52,6 +56,31 @@ TEST(DumpTest, Resnet18OnFourDevicesParsesBackByteIdentically) {
   TempDir dir;
   std::string from_file = runOk({"opt", dir.write("resnet18.tir", dump), "--passes", ""});
   EXPECT_TRUE(from_file == dump) << "opt FILE differs from the dump";
+}
+
+// --memory: one row per graph and device with the planned arena, the live peak and
+// what no reuse would take; reuse must make the training arena smaller than no reuse.
+TEST(DumpTest, MemoryPrintsTheArenaOfEveryGraphAndDevice) {
+  std::string out =
+      runOk({"dump", "--model", "lenet", "--devices", "2", "--batch", "256", "--memory"});
+  EXPECT_THAT(out, StartsWith("graph"));
+  for (const char* graph : {"init", "train_step", "eval_step"})
+    for (const char* device : {"cpu:0", "cpu:1"})
+      EXPECT_THAT(
+          out, HasSubstr(std::string(graph) + std::string(12 - strlen(graph), ' ') + " " + device))
+          << out;
+  double arena = 0, peak = 0, unshared = 0;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (!absl::StartsWith(line, "train_step   cpu:0")) continue;
+    ASSERT_EQ(std::sscanf(std::string(line).c_str(), "train_step cpu:0 %lf MiB %lf MiB %lf MiB",
+                          &arena, &peak, &unshared),
+              3)
+        << line;
+  }
+  EXPECT_GE(arena, peak);
+  EXPECT_LT(arena, unshared);
+  // LeNet at 128 images per device: the first conv's output alone is 6.6 MiB.
+  EXPECT_GT(peak, 6.6);
 }
 
 TEST(DumpTest, DeviceCountMeansCpuDevices) {
