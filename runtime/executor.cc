@@ -174,7 +174,12 @@ absl::StatusOr<std::unique_ptr<Program>> Executor::Impl::load(const ir::Module& 
     ins->comm = passes::streamOf(n) == StreamKind::kComm;
     if (!ins->comm) {
       size_t d = *m.deviceIndex(*n.device());
-      auto kernel = backend::cpu::makeKernel(n, *devices[d].ctx);
+      // Made on the device's own stream: oneDNN fixes a primitive's thread count when it
+      // is created, from the creating thread's OpenMP setting, and the stream's worker is
+      // the thread whose setting (threads_per_device) must hold.
+      absl::StatusOr<std::unique_ptr<backend::Kernel>> kernel;
+      devices[d].compute->enqueue([&] { kernel = backend::cpu::makeKernel(n, *devices[d].ctx); });
+      devices[d].compute->synchronize();
       if (!kernel.ok()) return kernel.status();
       ins->kernel = std::move(*kernel);
       Part part;
