@@ -1,5 +1,10 @@
 #include "passes/streams.h"
 
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
 namespace tandem::passes {
 
 ir::Device deviceOfValue(const ir::Value& v) {
@@ -10,6 +15,126 @@ ir::Device deviceOfValue(const ir::Value& v) {
   if (n.op() == ir::Op::kConcat) return devices.front();
   size_t per_device = n.numResults() / devices.size();
   return devices[static_cast<size_t>(v.index()) / per_device];
+}
+
+std::vector<size_t> sharesOf(const ir::Module& m, const ir::Node& n) {
+  if (n.op() == ir::Op::kInput || n.op() == ir::Op::kParam) return {};
+  if (streamOf(n) == StreamKind::kCompute) return {*m.deviceIndex(*n.device())};
+  std::vector<size_t> out;
+  for (const ir::Device& d : n.devicesAttr()) out.push_back(*m.deviceIndex(d));
+  return out;
+}
+
+std::vector<const ir::Value*> readsOf(const ir::Module& m, const ir::Node& n, size_t k) {
+  if (streamOf(n) == StreamKind::kCompute) return {n.operands().begin(), n.operands().end()};
+  const size_t shares = n.devicesAttr().size();
+  switch (n.op()) {
+    case ir::Op::kAllReduce: {
+      const size_t per = n.numOperands() / shares;
+      return {n.operands().begin() + static_cast<ptrdiff_t>(k * per),
+              n.operands().begin() + static_cast<ptrdiff_t>((k + 1) * per)};
+    }
+    case ir::Op::kConcat:
+      return {n.operand(k)};
+    case ir::Op::kBroadcast:
+      if (m.deviceIndex(deviceOfValue(*n.operand(0))) == m.deviceIndex(n.devicesAttr()[k]))
+        return {n.operand(0)};
+      return {};
+    default:
+      return {};  // split: the host's batch, staged before the step
+  }
+}
+
+std::vector<StreamWait> streamWaits(const ir::Module& m, const ir::Graph& g) {
+  // Who writes each value: the share whose device holds it, and the writer's position.
+  struct Writer {
+    StreamSlot slot;
+    size_t pos;
+  };
+  absl::flat_hash_map<const ir::Value*, Writer> writer;
+  // The last position of each stream that another stream already waits for: a stream is
+  // a FIFO, so waiting for a later node of it covers every earlier one.
+  auto key = [&](const StreamSlot& at, const StreamSlot& from) {
+    auto index = [&](const StreamSlot& s) {
+      return s.device * 2 + (s.stream == StreamKind::kComm ? 1 : 0);
+    };
+    return index(at) * m.devices().size() * 2 + index(from);
+  };
+  absl::flat_hash_map<size_t, size_t> waited_up_to;
+  std::vector<StreamWait> waits;
+  for (size_t pos = 0; pos < g.numNodes(); ++pos) {
+    const ir::Node& n = *g.nodes()[pos];
+    const StreamKind kind = streamOf(n);
+    std::vector<size_t> shares = sharesOf(m, n);
+    for (size_t k = 0; k < shares.size(); ++k) {
+      const StreamSlot at{shares[k], kind};
+      // The latest writer this share reads on each other stream.
+      absl::flat_hash_map<size_t, std::pair<Writer, const ir::Node*>> latest;
+      for (const ir::Value* v : readsOf(m, n, k)) {
+        auto it = writer.find(v);
+        if (it == writer.end() || it->second.slot == at) continue;
+        auto& l = latest[key(at, it->second.slot)];
+        if (l.second == nullptr || it->second.pos > l.first.pos) l = {it->second, v->def()};
+      }
+      std::vector<std::pair<size_t, StreamWait>> found;
+      for (const auto& [k2, l] : latest) {
+        auto done = waited_up_to.find(k2);
+        if (done != waited_up_to.end() && done->second >= l.first.pos) continue;
+        waited_up_to[k2] = l.first.pos;
+        found.push_back({l.first.pos, StreamWait{&n, at, l.second, l.first.slot}});
+      }
+      std::sort(found.begin(), found.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      for (auto& f : found) waits.push_back(f.second);
+    }
+    for (size_t r = 0; r < n.numResults() && !shares.empty(); ++r) {
+      const ir::Value* v = n.result(r);
+      StreamSlot slot{kind == StreamKind::kCompute ? shares[0] : *m.deviceIndex(deviceOfValue(*v)),
+                      kind};
+      writer[v] = {slot, pos};
+    }
+  }
+  return waits;
+}
+
+std::string printStreams(const ir::Module& m, const ir::Graph& g) {
+  auto slotName = [&](const StreamSlot& s) {
+    return absl::StrCat(ir::toString(m.devices()[s.device]), "/",
+                        s.stream == StreamKind::kComm ? "comm" : "compute");
+  };
+  // Compute work by its first result (or, for updates, what it updates); collectives by
+  // what they move, since their results are one per device.
+  auto nodeName = [](const ir::Node& n) {
+    std::string what(n.opName());
+    if (n.op() == ir::Op::kAllReduce) {
+      absl::StrAppend(&what, " bucket ", n.intAttr("bucket"));
+    } else if (streamOf(n) == StreamKind::kComm) {
+      absl::StrAppend(&what, " %", n.operand(0)->name());
+    } else if (n.numResults() > 0) {
+      absl::StrAppend(&what, " -> %", n.result(0)->name());
+    } else if (n.numOperands() > 0) {
+      absl::StrAppend(&what, " %", n.operand(0)->name());
+    }
+    return what;
+  };
+  std::vector<StreamWait> waits = streamWaits(m, g);
+  std::string out;
+  for (size_t d = 0; d < m.devices().size(); ++d)
+    for (StreamKind kind : {StreamKind::kCompute, StreamKind::kComm}) {
+      const StreamSlot slot{d, kind};
+      absl::StrAppend(&out, "stream ", slotName(slot), " of @", g.name(), ":\n");
+      for (const auto& node : g.nodes()) {
+        std::vector<size_t> shares = sharesOf(m, *node);
+        if (streamOf(*node) != kind || std::find(shares.begin(), shares.end(), d) == shares.end())
+          continue;
+        for (const StreamWait& w : waits)
+          if (w.consumer == node.get() && w.at == slot)
+            absl::StrAppend(&out, "    wait ", slotName(w.from), " after ", nodeName(*w.producer),
+                            "\n");
+        absl::StrAppend(&out, "  ", nodeName(*node), "\n");
+      }
+    }
+  return out;
 }
 
 }  // namespace tandem::passes

@@ -165,7 +165,7 @@ absl::StatusOr<std::unique_ptr<Program>> Executor::Impl::load(const ir::Module& 
 
   // Who writes each value: the instruction part, so that consumers on another stream can
   // wait for its event.
-  absl::flat_hash_map<const ir::Value*, std::pair<Part*, bool>> writer;  // part, on comm
+  absl::flat_hash_map<const ir::Node*, Instr*> instr_of;
   for (const auto& node : g.nodes()) {
     const ir::Node& n = *node;
     if (n.op() == ir::Op::kInput || n.op() == ir::Op::kParam) continue;
@@ -228,45 +228,24 @@ absl::StatusOr<std::unique_ptr<Program>> Executor::Impl::load(const ir::Module& 
         ins->parts.push_back(std::move(part));
       }
     }
-    // Waits: an operand written on another stream (or on another device's stream).
-    for (size_t k = 0; k < ins->parts.size(); ++k) {
-      Part& part = ins->parts[k];
-      std::vector<const ir::Value*> reads;
-      if (!ins->comm) {
-        for (const ir::Value* v : n.operands()) reads.push_back(v);
-      } else if (n.op() == ir::Op::kAllReduce) {
-        size_t per = n.numOperands() / ins->parts.size();
-        for (size_t j = 0; j < per; ++j) reads.push_back(n.operand(k * per + j));
-      } else if (n.op() == ir::Op::kConcat) {
-        reads.push_back(n.operand(k));
-      } else if (n.op() == ir::Op::kBroadcast) {
-        if (deviceIndexOf(*n.operand(0)) == part.device) reads.push_back(n.operand(0));
-      }  // split reads the host's staging buffer, filled before the step
-      for (const ir::Value* v : reads) {
-        auto it = writer.find(v);
-        if (it == writer.end()) continue;
-        auto [w, w_comm] = it->second;
-        if (w->device == part.device && w_comm == ins->comm) continue;  // one FIFO orders them
-        if (!w->done) {
-          DeviceState& ds = devices[w->device];
-          w->done = (w_comm ? ds.comm : ds.compute)->createEvent();
-        }
-        if (std::find(part.waits.begin(), part.waits.end(), w->done.get()) == part.waits.end())
-          part.waits.push_back(w->done.get());
-      }
-    }
-    // Writers of this node's results.
-    for (size_t r = 0; r < n.numResults(); ++r) {
-      const ir::Value* v = n.result(r);
-      Part* w = &ins->parts[0];
-      if (ins->comm) {
-        size_t d = deviceIndexOf(*v);
-        for (Part& part : ins->parts)
-          if (part.device == d) w = &part;
-      }
-      writer[v] = {w, ins->comm};
-    }
+    instr_of[&n] = ins.get();
     p->instrs.push_back(std::move(ins));
+  }
+  // Events where a value crosses streams: the producer's share records one, the
+  // consumer's share waits for it.
+  auto partOf = [&](const ir::Node* n, size_t device) -> Part& {
+    for (Part& part : instr_of.at(n)->parts)
+      if (part.device == device) return part;
+    return instr_of.at(n)->parts[0];  // unreachable: streamWaits names existing shares
+  };
+  for (const passes::StreamWait& w : passes::streamWaits(m, g)) {
+    Part& producer = partOf(w.producer, w.from.device);
+    Part& consumer = partOf(w.consumer, w.at.device);
+    if (!producer.done) {
+      DeviceState& ds = devices[w.from.device];
+      producer.done = (w.from.stream == StreamKind::kComm ? ds.comm : ds.compute)->createEvent();
+    }
+    consumer.waits.push_back(producer.done.get());
   }
   for (const ir::Value* v : g.outputs()) p->outputs.push_back(viewOf(*v));
   return p;

@@ -5,20 +5,23 @@
 #include "absl/strings/str_join.h"
 #include "ir/dot.h"
 #include "ir/printer.h"
+#include "passes/streams.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/summary.h"
 
 namespace tandem::tools {
 
 absl::Status checkFormat(const std::string& format) {
-  if (format == "text" || format == "dot" || format == "summary") return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("--format: unknown format '", format, "' (expected text, dot or summary)"));
+  if (format == "text" || format == "dot" || format == "summary" || format == "streams")
+    return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--format: unknown format '", format,
+                                                 "' (expected text, dot, summary or streams)"));
 }
 
 void addOutputFlags(CLI::App* cmd, OutputFlags& f) {
   cmd->add_option("--format", f.format,
-                  "Output: text (the IR, parses back), dot (Graphviz) or summary")
+                  "Output: text (the IR, parses back), dot (Graphviz), summary, or streams (per "
+                  "device and stream the issue order and the events waited for)")
       ->capture_default_str();
   cmd->add_option("--graph", f.graph,
                   "Print only this graph (init, train_step, eval_step); dot defaults to "
@@ -52,6 +55,13 @@ absl::Status writeModule(const ir::Module& m, const OutputFlags& f) {
     text = ir::exportDot(*g);
   } else if (format == "summary") {
     text = summarizeModule(m);
+  } else if (format == "streams") {
+    if (!m.isReplicated())
+      return absl::InvalidArgumentError(
+          "--format streams needs a replicated module (run replicate)");
+    if (g == nullptr) g = m.graph(ir::kTrainGraph);
+    if (g == nullptr) return absl::InvalidArgumentError("--format streams needs --graph NAME");
+    text = passes::printStreams(m, *g);
   } else {
     return checkFormat(format);
   }
