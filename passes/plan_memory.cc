@@ -89,10 +89,9 @@ absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& 
   const int64_t n = static_cast<int64_t>(g.numNodes());
   auto deviceIndex = [&](const ir::Value& v) -> absl::StatusOr<size_t> {
     if (!m.isReplicated()) return 0;
-    ir::Device d = deviceOfValue(v);
-    if (auto i = m.deviceIndex(d)) return *i;
+    if (auto i = deviceIndexOfValue(m, v)) return *i;
     return absl::FailedPreconditionError(absl::StrCat("plan-memory: %", v.name(), " in @", g.name(),
-                                                      " is on ", ir::toString(d),
+                                                      " is on ", ir::toString(deviceOfValue(v)),
                                                       ", which is not a module device"));
   };
   std::vector<int64_t> pos(g.idBound(), 0);

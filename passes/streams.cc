@@ -17,6 +17,10 @@ ir::Device deviceOfValue(const ir::Value& v) {
   return devices[static_cast<size_t>(v.index()) / per_device];
 }
 
+std::optional<size_t> deviceIndexOfValue(const ir::Module& m, const ir::Value& v) {
+  return m.deviceIndex(deviceOfValue(v));
+}
+
 std::vector<size_t> sharesOf(const ir::Module& m, const ir::Node& n) {
   if (n.op() == ir::Op::kInput || n.op() == ir::Op::kParam) return {};
   if (streamOf(n) == StreamKind::kCompute) return {*m.deviceIndex(*n.device())};
@@ -37,7 +41,7 @@ std::vector<const ir::Value*> readsOf(const ir::Module& m, const ir::Node& n, si
     case ir::Op::kConcat:
       return {n.operand(k)};
     case ir::Op::kBroadcast:
-      if (m.deviceIndex(deviceOfValue(*n.operand(0))) == m.deviceIndex(n.devicesAttr()[k]))
+      if (deviceIndexOfValue(m, *n.operand(0)) == m.deviceIndex(n.devicesAttr()[k]))
         return {n.operand(0)};
       return {};
     default:
@@ -89,8 +93,7 @@ std::vector<StreamWait> streamWaits(const ir::Module& m, const ir::Graph& g) {
     }
     for (size_t r = 0; r < n.numResults() && !shares.empty(); ++r) {
       const ir::Value* v = n.result(r);
-      StreamSlot slot{kind == StreamKind::kCompute ? shares[0] : *m.deviceIndex(deviceOfValue(*v)),
-                      kind};
+      StreamSlot slot{kind == StreamKind::kCompute ? shares[0] : *deviceIndexOfValue(m, *v), kind};
       writer[v] = {slot, pos};
     }
   }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ inline StreamKind streamOf(const ir::Node& n) {
 /// The device a value lives on: its own placement, or for a collective's results the
 /// device of its group (results are grouped device-major, `k` per device).
 ir::Device deviceOfValue(const ir::Value& v);
+
+/// Index of deviceOfValue(v) in Module::devices(), or nullopt when it is not one of them.
+std::optional<size_t> deviceIndexOfValue(const ir::Module& m, const ir::Value& v);
 
 /// One device's queue of one kind: where a share of a node runs.
 struct StreamSlot {

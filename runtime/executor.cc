@@ -27,6 +27,7 @@ struct Part {
   std::vector<Event*> waits;
   std::unique_ptr<Event> done;
   int64_t offset = 0;  // split: where this device's slice starts
+  int root = 0;        // broadcast: the source's rank; concat: the destination's
 };
 
 // A node as the executor runs it: one part for compute work, one per device for a
@@ -66,7 +67,6 @@ ReduceOp reduceOpOf(const ir::Node& n) {
 }  // namespace
 
 struct Executor::Impl {
-  const ir::Module* module = nullptr;
   ExecutorOptions options;
   std::vector<DeviceState> devices;
   std::unique_ptr<Communicator> communicator;
@@ -115,7 +115,6 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(std::unique_ptr<ir::M
   Impl& impl = *ex->impl_;
   const ir::Module& m = *ex->module_;
   impl.options = options;
-  impl.module = &m;
   for (const ir::Device& d : m.devices()) {
     if (d.kind != ir::DeviceKind::kCpu)
       return absl::UnimplementedError(absl::StrCat(
@@ -147,7 +146,7 @@ absl::StatusOr<std::unique_ptr<Program>> Executor::Impl::load(const ir::Module& 
   p->graph = &g;
   const ir::MemoryPlan& plan = *g.memoryPlan();
   for (int64_t bytes : plan.arena_bytes) p->arenas.emplace_back(bytes);
-  auto deviceIndexOf = [&](const ir::Value& v) { return *m.deviceIndex(passes::deviceOfValue(v)); };
+  auto deviceIndexOf = [&](const ir::Value& v) { return *passes::deviceIndexOfValue(m, v); };
 
   absl::flat_hash_map<const ir::Value*, size_t> input_slot;
   for (const ir::Node* in : g.inputs()) {
@@ -217,10 +216,12 @@ absl::StatusOr<std::unique_ptr<Program>> Executor::Impl::load(const ir::Module& 
           case ir::Op::kBroadcast:
             part.in.push_back(viewOf(*n.operand(0)));
             part.out.push_back(viewOf(*n.result(k)));
+            part.root = static_cast<int>(deviceIndexOf(*n.operand(0)));
             break;
           case ir::Op::kConcat:
             part.in.push_back(viewOf(*n.operand(k)));
             part.out.push_back(viewOf(*n.result(0)));
+            part.root = static_cast<int>(deviceIndexOf(*n.result(0)));
             break;
           default:
             return absl::UnimplementedError(absl::StrCat(n.describe(), ": unknown collective"));
@@ -265,19 +266,13 @@ void Executor::Impl::runWork(const Instr& ins, const Part& part) {
         copySlice(part.in[0], part.out[0], static_cast<int>(n.intAttr("axis")), part.offset,
                   /*into_whole=*/false);
         break;
-      case ir::Op::kBroadcast: {
-        int root =
-            static_cast<int>(module->deviceIndex(passes::deviceOfValue(*n.operand(0))).value());
-        communicator->broadcast(rank, root, part.in[0], part.out[0]);
+      case ir::Op::kBroadcast:
+        communicator->broadcast(rank, part.root, part.in[0], part.out[0]);
         break;
-      }
-      case ir::Op::kConcat: {
-        int root =
-            static_cast<int>(module->deviceIndex(passes::deviceOfValue(*n.result(0))).value());
-        communicator->gather(rank, root, part.in[0], part.out[0],
+      case ir::Op::kConcat:
+        communicator->gather(rank, part.root, part.in[0], part.out[0],
                              static_cast<int>(n.intAttr("axis")));
         break;
-      }
       default:
         ins.kernel->run(part.in, part.out);
     }
