@@ -65,7 +65,6 @@ absl::Status buildInit(ir::Module& m, ir::Graph* g) {
 absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
                                                         const BuildOptions& opts) {
   // The upper bound keeps every tensor's byte count far from int64 overflow.
-  constexpr int64_t kMaxBatch = int64_t{1} << 31;
   if (opts.batch < 1 || opts.batch > kMaxBatch)
     return absl::InvalidArgumentError(
         absl::StrCat("batch size must be in [1, ", kMaxBatch, "], got ", opts.batch));

@@ -1,8 +1,12 @@
 #include "ir/parser.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
-#include <fstream>
-#include <sstream>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -129,18 +133,26 @@ class Lexer {
   int line_ = 1, col_ = 1;
 };
 
+// A token as an error message shows it: cut with an ellipsis past 64 bytes, so that a
+// garbled multi-megabyte line gives a one-line message, not a copy of itself.
+std::string clip(absl::string_view text) {
+  constexpr size_t kMax = 64, kKeep = 48;
+  if (text.size() <= kMax) return std::string(text);
+  return absl::StrCat(text.substr(0, kKeep), "... (", text.size(), " bytes)");
+}
+
 std::string describe(const Token& t) {
   switch (t.kind) {
     case Tok::kEof:
       return "end of input";
     case Tok::kPercent:
-      return absl::StrCat("'%", t.text, "'");
+      return absl::StrCat("'%", clip(t.text), "'");
     case Tok::kAt:
-      return absl::StrCat("'@", t.text, "'");
+      return absl::StrCat("'@", clip(t.text), "'");
     case Tok::kString:
-      return absl::StrCat("string \"", t.text, "\"");
+      return absl::StrCat("string \"", clip(t.text), "\"");
     default:
-      return absl::StrCat("'", t.text, "'");
+      return absl::StrCat("'", clip(t.text), "'");
   }
 }
 
@@ -219,7 +231,7 @@ class Parser {
     const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
     auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
     if (ec != std::errc() || end != s.data() + s.size())
-      return error(absl::StrCat("expected ", what, ", got '", s, "'"));
+      return error(absl::StrCat("expected ", what, ", got '", clip(s), "'"));
     next();
     return v;
   }
@@ -256,7 +268,7 @@ class Parser {
     if (absl::Status s = expectPunct(":"); !s.ok()) return s;
     if (tok_.kind != Tok::kNumber)
       return error(absl::StrCat("expected a device index, got ", describe(tok_)));
-    auto d = ir::parseDevice(absl::StrCat(kind.text, ":", tok_.text));
+    auto d = ir::parseDevice(absl::StrCat(clip(kind.text), ":", clip(tok_.text)));
     if (!d.ok()) return errorAt(kind, d.status().message());
     next();
     return d;
@@ -388,7 +400,7 @@ class Parser {
           return error(absl::StrCat("expected one of ", spec.kindText(), ", got ", describe(tok_)));
         EnumWord w{tok_.text};
         if (!spec.accepts(w))
-          return error(absl::StrCat("'", tok_.text, "' is not one of ", spec.kindText()));
+          return error(absl::StrCat("'", clip(tok_.text), "' is not one of ", spec.kindText()));
         next();
         return AttrValue(std::move(w));
       }
@@ -400,7 +412,7 @@ class Parser {
     if (tok_.kind != Tok::kPercent)
       return error(absl::StrCat("expected a value '%NAME', got ", describe(tok_)));
     Value* v = g.findValue(tok_.text);
-    if (v == nullptr) return error(absl::StrCat("use of undefined value %", tok_.text));
+    if (v == nullptr) return error(absl::StrCat("use of undefined value %", clip(tok_.text)));
     next();
     return v;
   }
@@ -414,9 +426,9 @@ class Parser {
         if (tok_.kind != Tok::kPercent)
           return error(absl::StrCat("expected a result name '%NAME', got ", describe(tok_)));
         if (g.findValue(tok_.text) != nullptr)
-          return error(absl::StrCat("value %", tok_.text, " is defined twice"));
+          return error(absl::StrCat("value %", clip(tok_.text), " is defined twice"));
         for (const auto& n : names)
-          if (n == tok_.text) return error(absl::StrCat("value %", tok_.text, " is defined twice"));
+          if (n == tok_.text) return error(absl::StrCat("value %", clip(tok_.text), " is defined twice"));
         names.push_back(tok_.text);
         name_toks.push_back(tok_);
         next();
@@ -429,7 +441,7 @@ class Parser {
       return error(absl::StrCat("expected an op name, got ", describe(tok_)));
     Token op_tok = tok_;
     auto op = opByName(tok_.text);
-    if (!op) return error(absl::StrCat("unknown op '", tok_.text, "'"));
+    if (!op) return error(absl::StrCat("unknown op '", clip(tok_.text), "'"));
     if (*op == Op::kInput)
       return error("input nodes are written in the graph header, not as nodes");
     const OpInfo& info = opInfo(*op);
@@ -454,7 +466,7 @@ class Parser {
         if (tok_.kind != Tok::kWord)
           return error(absl::StrCat("expected an attribute name, got ", describe(tok_)));
         int idx = info.attrIndex(tok_.text);
-        if (idx < 0) return error(absl::StrCat(info.name, " has no attribute '", tok_.text, "'"));
+        if (idx < 0) return error(absl::StrCat(info.name, " has no attribute '", clip(tok_.text), "'"));
         std::string attr_name = tok_.text;
         next();
         if (absl::Status s = expectPunct("="); !s.ok()) return s;
@@ -534,7 +546,7 @@ class Parser {
       if (tok_.kind != Tok::kPercent)
         return error(absl::StrCat("expected an argument '%NAME: TYPE', got ", describe(tok_)));
       if (g.findValue(tok_.text) != nullptr)
-        return error(absl::StrCat("argument %", tok_.text, " is declared twice"));
+        return error(absl::StrCat("argument %", clip(tok_.text), " is declared twice"));
       NodeSpec spec;
       spec.op = Op::kInput;
       spec.names = {tok_.text};
@@ -585,14 +597,46 @@ absl::StatusOr<std::unique_ptr<Module>> parseModule(absl::string_view text,
   return Parser(text, filename).parse();
 }
 
+namespace {
+
+// All of `fd`, with the errno text of a failure (EBADF for a closed standard input, EISDIR
+// where a directory slipped through): plain read(2), since a stream would report only
+// "end of input".
+absl::StatusOr<std::string> readAll(int fd, absl::string_view what) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, ": ", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat(what, " is a directory, not an IR file"));
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) return text;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read ", what, ": ", std::strerror(errno)));
+    text.append(buf, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Module>> parseModuleFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read IR file '", path, "'"));
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad())
-    return absl::DataLossError(absl::StrCat("error while reading IR file '", path, "'"));
-  return parseModule(buf.str(), path);
+  if (path == "-") {
+    auto text = readAll(STDIN_FILENO, "standard input");
+    if (!text.ok()) return text.status();
+    return parseModule(*text, "<stdin>");
+  }
+  const std::string what = absl::StrCat("IR file '", path, "'");
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return absl::NotFoundError(absl::StrCat("cannot read ", what, ": ", std::strerror(errno)));
+  auto text = readAll(fd, what);
+  ::close(fd);
+  if (!text.ok()) return text.status();
+  return parseModule(*text, path);
 }
 
 }  // namespace tandem::ir

@@ -14,7 +14,8 @@ namespace tandem::ir {
 absl::StatusOr<std::unique_ptr<Module>> parseModule(absl::string_view text,
                                                     absl::string_view filename = "<input>");
 
-/// Reads and parses a file; a missing or unreadable file is an error naming it.
+/// Reads and parses a file ("-": standard input, named "<stdin>" in messages). A missing,
+/// unreadable or closed file, or a directory, is an error naming it and the reason.
 absl::StatusOr<std::unique_ptr<Module>> parseModuleFile(const std::string& path);
 
 }  // namespace tandem::ir

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "ir/verifier.h"
 #include "passes/pipeline.h"
@@ -23,7 +24,19 @@ absl::Status PassManager::addPipeline(absl::string_view text) {
   return absl::OkStatus();
 }
 
+absl::Status PassManager::checkPrintAfter() const {
+  std::vector<std::string> names;
+  for (const auto& pass : passes_) names.emplace_back(pass->name());
+  for (const std::string& want : opts_.print_after)
+    if (want != "*" && std::find(names.begin(), names.end(), want) == names.end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", want, "' is not a pass of the pipeline (",
+          names.empty() ? std::string("it is empty") : absl::StrJoin(names, ", "), ", or *)"));
+  return absl::OkStatus();
+}
+
 absl::Status PassManager::run(ir::Module& m) {
+  if (absl::Status s = checkPrintAfter(); !s.ok()) return s;
   timings_.clear();
   for (const auto& pass : passes_) {
     auto start = std::chrono::steady_clock::now();

@@ -38,7 +38,11 @@ class PassManager {
   size_t size() const { return passes_.size(); }
   const std::vector<std::unique_ptr<Pass>>& passes() const { return passes_; }
 
-  /// Runs every pass. A failing pass or verification stops the run with an error
+  /// An error naming each print_after entry that is neither "*" nor a pass of this
+  /// pipeline (a misspelt name would otherwise print nothing, silently).
+  absl::Status checkPrintAfter() const;
+
+  /// Runs every pass (after checkPrintAfter). A failing pass or verification stops the run with an error
   /// naming the pass ("after replicate: verifier: ...").
   absl::Status run(ir::Module& m);
   const std::vector<PassTiming>& timings() const { return timings_; }

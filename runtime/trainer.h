@@ -1,55 +1,43 @@
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <string>
-#include <vector>
+#include <utility>
 
 #include "absl/status/statusor.h"
-#include "frontend/model.h"
-#include "ir/types.h"
+#include "ir/ir.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/executor.h"
 
 namespace tandem::runtime {
-
-/// Hyper-parameters and set-up of a data-parallel training run.
-struct TrainOptions {
-  std::vector<ir::Device> devices{{ir::DeviceKind::kCpu, 0}};
-  int64_t batch = 256;          // global: split across the devices
-  std::vector<double> weights;  // per-device share of the batch; empty: even
-  double lr = 0.1, momentum = 0, weight_decay = 0;
-  ir::Initializer weight_init{ir::Initializer::Kind::kKaiming};
-  uint64_t seed = 0;
-  int threads_per_device = 1;
-  double bucket_mb = 25, first_bucket_mb = 1;
-  bool trace = false;  // ExecutorOptions::trace
-};
-
-/// What `tandem train` uses when a flag is not given: settings that train the model well
-/// in 10 epochs. The lessons' settings stay reachable through the flags.
-struct ModelDefaults {
-  double lr, momentum, weight_decay;
-  ir::Initializer weight_init;
-};
-ModelDefaults defaultsFor(absl::string_view model);
 
 /// Loss and accuracy of one pass over some batches.
 struct PassResult {
   double loss = 0;      // mean per example
   double accuracy = 0;  // fraction correct
   int64_t examples = 0;
+  int64_t steps = 0;
   double seconds = 0;
+  bool stopped = false;  // the callback asked to stop before the loader ran out
 };
 
-/// Compiles a model for data-parallel training (the default pipeline) and runs its steps
-/// on an Executor. Owns nothing of the data: batches come from a BatchLoader.
+/// What a training epoch reports after each step.
+struct StepReport {
+  int64_t step = 0, steps = 0;  // steps done, and in the epoch
+  int64_t examples = 0;         // images trained so far in the epoch
+  double seconds = 0;           // since the epoch started
+  double loss = 0;              // this step's mean loss
+  double mean_loss = 0;         // over the epoch so far
+};
+
+/// Runs a compiled classifier module (train_step(%x, %y) and eval_step(%x, %y) returning
+/// loss and correct count, after the default pipeline) on an Executor. Owns nothing of the
+/// data: batches come from a BatchLoader. How the module was built is not its business.
 class Trainer {
  public:
-  static absl::StatusOr<std::unique_ptr<Trainer>> create(const ModelSpec& spec,
-                                                         const TrainOptions& options);
+  static absl::StatusOr<std::unique_ptr<Trainer>> create(std::unique_ptr<ir::Module> compiled,
+                                                         ExecutorOptions options = {});
 
   /// Runs @init: parameters drawn on the first device and broadcast to all.
   absl::Status initialize();
@@ -58,16 +46,17 @@ class Trainer {
   /// count for nothing). Returns the batch's mean loss and its correct count.
   absl::StatusOr<std::pair<double, int64_t>> trainStep(const data::Batch& batch);
 
-  /// One epoch of `loader` (already started). `on_step(done, total, images_per_s)` is
-  /// called after every step; `stop` (Ctrl-C) ends the epoch after the current step.
-  absl::StatusOr<PassResult> trainEpoch(
-      data::BatchLoader& loader,
-      const std::function<void(int64_t, int64_t, double, double)>& on_step = nullptr,
-      const std::atomic<bool>* stop = nullptr);
+  /// Called after every step; returning false ends the epoch there.
+  using StepCallback = std::function<bool(const StepReport&)>;
+  /// One epoch of `loader` (already started).
+  absl::StatusOr<PassResult> trainEpoch(data::BatchLoader& loader,
+                                        const StepCallback& on_step = nullptr);
 
   /// Loss and accuracy over every example the loader hands out (eval_step, split across
-  /// the devices; padding of the last batch is ignored).
-  absl::StatusOr<PassResult> evaluate(data::BatchLoader& loader);
+  /// the devices; padding of the last batch is ignored). `keep_going` is asked after
+  /// every batch; false stops the evaluation there.
+  absl::StatusOr<PassResult> evaluate(data::BatchLoader& loader,
+                                      const std::function<bool()>& keep_going = nullptr);
 
   Executor& executor() { return *executor_; }
   const ir::TensorType& imageType() const { return image_type_; }

@@ -1,6 +1,10 @@
 #include "runtime/data/fashion_mnist.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -11,13 +15,18 @@ namespace {
 constexpr const char* kHowToGetIt =
     "install the Debian package dataset-fashion-mnist or pass --data DIR";
 
-// `dir/name.gz` if it exists, else `dir/name`; NotFound when neither does.
+// `dir/name.gz` if it exists, else `dir/name`; NotFound when neither does. Any other
+// failure (a permission, say) is reported as itself, not as a missing file.
 absl::StatusOr<std::string> findFile(const std::string& dir, const std::string& name) {
   const std::string plain = absl::StrCat(dir, "/", name);
   const std::string gz = absl::StrCat(plain, ".gz");
-  struct stat st {};
-  if (::stat(gz.c_str(), &st) == 0) return gz;
-  if (::stat(plain.c_str(), &st) == 0) return plain;
+  for (const std::string& path : {gz, plain}) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) return path;
+    if (errno != ENOENT)
+      return absl::PermissionDeniedError(
+          absl::StrCat("fashion-mnist: cannot read ", path, ": ", std::strerror(errno)));
+  }
   return absl::NotFoundError(absl::StrCat("fashion-mnist: ", gz, " not found (nor ", name,
                                           " uncompressed) (", kHowToGetIt, ")"));
 }
@@ -27,13 +36,19 @@ absl::StatusOr<std::string> findFile(const std::string& dir, const std::string& 
 absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split, int64_t limit) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
-    return absl::NotFoundError(
-        absl::StrCat("fashion-mnist: directory ", dir, " does not exist (", kHowToGetIt, ")"));
+    if (errno == ENOENT)
+      return absl::NotFoundError(
+          absl::StrCat("fashion-mnist: directory ", dir, " does not exist (", kHowToGetIt, ")"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("fashion-mnist: cannot read directory ", dir, ": ", std::strerror(errno)));
   }
   if (!S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(
         absl::StrCat("fashion-mnist: ", dir, " is not a directory (", kHowToGetIt, ")"));
   }
+  if (::access(dir.c_str(), R_OK | X_OK) != 0)
+    return absl::PermissionDeniedError(
+        absl::StrCat("fashion-mnist: cannot read directory ", dir, ": ", std::strerror(errno)));
   const std::string prefix = split == Split::kTrain ? "train" : "t10k";
   absl::StatusOr<std::string> images = findFile(dir, prefix + "-images-idx3-ubyte");
   if (!images.ok()) return images.status();

@@ -204,6 +204,7 @@ absl::StatusOr<Dataset> readIdxPair(const std::string& images_path,
   data.cols = cols;
   data.source = images_path;
   data.classes = classes;
+  data.available = count;
 
   // Division, not multiplication by 1/255, so that 255 maps to exactly 1.0f.
   std::array<float, 256> scale{};

@@ -16,7 +16,8 @@ inline constexpr int32_t kFashionMnistClasses = 10;
 /// A labelled image set held in memory.
 /// Images as f32 [count, 1, rows, cols] scaled to [0,1]; labels i32 in [0, classes).
 struct Dataset {
-  int64_t count = 0;
+  int64_t count = 0;      // examples loaded (at most the limit asked for)
+  int64_t available = 0;  // examples in the files
   int64_t rows = 0, cols = 0;
   std::vector<float> images;
   std::vector<int32_t> labels;

@@ -314,7 +314,13 @@ TEST(PassManager, PrintAfterNamedPass) {
   EXPECT_EQ(printed[1].pass, "dce");
 
   EXPECT_TRUE(runPrinting({}, nullptr).empty());
-  EXPECT_TRUE(runPrinting({"fuse-conv-bn-relu"}, nullptr).empty());
+  // A name that is not a pass of the pipeline is an error, not a silent no-print.
+  passes::PassManager pm({.print_after = {"fuse-conv-bn-relu"}, .on_print = [](auto&, auto&) {}});
+  ASSERT_TRUE(pm.addPipeline("autodiff,dce").ok());
+  auto m = parseGoldenInput("lenet.tir");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(pm.run(*m).message(),
+            "'fuse-conv-bn-relu' is not a pass of the pipeline (autodiff, dce, or *)");
 }
 
 TEST(PassManager, PrintAfterEveryPassAndTimings) {

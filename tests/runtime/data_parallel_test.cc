@@ -9,8 +9,8 @@
 namespace tandem::testing {
 namespace {
 
-runtime::TrainOptions lenetOptions(int devices, std::vector<double> weights = {}) {
-  runtime::TrainOptions o;
+TrainSetup lenetOptions(int devices, std::vector<double> weights = {}) {
+  TrainSetup o;
   o.devices = cpus(devices);
   o.weights = std::move(weights);
   o.batch = 96;

@@ -13,8 +13,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-runtime::TrainOptions smallBuckets() {
-  runtime::TrainOptions o;
+TrainSetup smallBuckets() {
+  TrainSetup o;
   o.devices = cpus(2);
   o.batch = 32;
   o.bucket_mb = 0.05;  // several gradient buckets for LeNet's 0.5 MB of parameters
@@ -37,7 +37,7 @@ const ir::Node* lastBackward(const ir::Module& m) {
 // released and the test fails at the timeout instead of passing by chance.
 TEST(Executor, FirstBucketAllReduceStartsBeforeBackwardEnds) {
   auto spec = zoo::modelByName("lenet");
-  auto t = runtime::Trainer::create(*spec, smallBuckets());
+  auto t = makeTrainer(*spec, smallBuckets());
   ASSERT_TRUE(t.ok()) << t.status();
   runtime::Trainer& trainer = **t;
   ASSERT_TRUE(trainer.initialize().ok());
@@ -81,7 +81,7 @@ TEST(Executor, FirstBucketAllReduceStartsBeforeBackwardEnds) {
 
 TEST(Executor, EveryBucketIsReducedOncePerDevicePerStep) {
   auto spec = zoo::modelByName("lenet");
-  auto t = runtime::Trainer::create(*spec, smallBuckets());
+  auto t = makeTrainer(*spec, smallBuckets());
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_TRUE((*t)->initialize().ok());
   (*t)->executor().takeTrace();
@@ -110,10 +110,10 @@ TEST(Executor, RejectsCudaDevicesInACpuBuild) {
 }
 
 TEST(Executor, ChecksInputsOfARun) {
-  runtime::TrainOptions o;
+  TrainSetup o;
   o.devices = cpus(2);
   o.batch = 8;
-  auto t = runtime::Trainer::create(*zoo::modelByName("lenet"), o);
+  auto t = makeTrainer(*zoo::modelByName("lenet"), o);
   ASSERT_TRUE(t.ok());
   auto& ex = (*t)->executor();
   EXPECT_FALSE(ex.run("train_step", {}).ok());
@@ -123,11 +123,11 @@ TEST(Executor, ChecksInputsOfARun) {
 }
 
 TEST(Executor, ResNet18LossDecreasesOnAFixedBatch) {
-  runtime::TrainOptions o;
+  TrainSetup o;
   o.devices = cpus(2);
   o.batch = 16;
   o.lr = 0.01;  // higher rates overshoot on one memorized random batch (19.6 after 3.9 at 0.05)
-  auto t = runtime::Trainer::create(*zoo::modelByName("resnet18"), o);
+  auto t = makeTrainer(*zoo::modelByName("resnet18"), o);
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_TRUE((*t)->initialize().ok());
   auto batch = randomBatches(1, 16, 9);

@@ -10,6 +10,7 @@
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
 #include "runtime/trainer.h"
+#include "tools/driver/compile.h"
 
 namespace tandem::testing {
 
@@ -41,6 +42,37 @@ inline std::vector<ir::Device> cpus(int n) {
   return out;
 }
 
+/// A training set-up in one struct: what the model compiles to and how it runs.
+struct TrainSetup {
+  std::vector<ir::Device> devices{{ir::DeviceKind::kCpu, 0}};
+  int64_t batch = 256;
+  std::vector<double> weights;  // per-device share of the batch; empty: even
+  double lr = 0.1, momentum = 0, weight_decay = 0;
+  double bucket_mb = 25, first_bucket_mb = 1;
+  uint64_t seed = 0;
+  int threads_per_device = 1;
+  bool trace = false;
+};
+
+/// Compiles `spec` with the default pipeline for `o` and loads it on a Trainer.
+inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const ModelSpec& spec,
+                                                                     const TrainSetup& o) {
+  driver::CompileOptions c;
+  c.build.batch = o.batch;
+  c.pipeline = {.devices = o.devices,
+                .weights = o.weights,
+                .lr = o.lr,
+                .momentum = o.momentum,
+                .weight_decay = o.weight_decay,
+                .bucket_mb = o.bucket_mb,
+                .first_bucket_mb = o.first_bucket_mb};
+  auto module = driver::compileModel(spec, c);
+  if (!module.ok()) return module.status();
+  return runtime::Trainer::create(
+      std::move(*module),
+      {.seed = o.seed, .threads_per_device = o.threads_per_device, .trace = o.trace});
+}
+
 /// Every parameter of every device replica: snapshot[var][device] = values.
 using Snapshot = std::map<std::string, std::vector<std::vector<float>>>;
 
@@ -59,11 +91,11 @@ inline Snapshot snapshot(runtime::Trainer& t) {
 
 /// Builds, initializes and trains `model` for the given batches; fails the test on error.
 inline std::unique_ptr<runtime::Trainer> trainOn(const std::string& model,
-                                                 const runtime::TrainOptions& o,
+                                                 const TrainSetup& o,
                                                  const std::vector<OwnedBatch>& batches) {
   auto spec = zoo::modelByName(model);
   EXPECT_TRUE(spec.ok());
-  auto t = runtime::Trainer::create(*spec, o);
+  auto t = makeTrainer(*spec, o);
   EXPECT_TRUE(t.ok()) << t.status();
   if (!t.ok()) return nullptr;
   EXPECT_TRUE((*t)->initialize().ok());

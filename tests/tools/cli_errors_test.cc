@@ -21,9 +21,9 @@ std::vector<std::string> lenetDump(std::vector<std::string> extra) {
 }
 
 TEST(CliErrorsTest, SubcommandErrors) {
-  EXPECT_TRUE(isUsageError(runTandem({}), {"missing subcommand (dump, opt or train)"}));
+  EXPECT_TRUE(isUsageError(runTandem({}), {"missing subcommand (dump, opt, train or devices)"}));
   EXPECT_TRUE(isUsageError(runTandem({"frobnicate", "--model", "lenet"}),
-                           {"unknown subcommand 'frobnicate' (expected dump, opt or train)"}));
+                           {"unknown subcommand 'frobnicate' (expected dump, opt, train or devices)"}));
 }
 
 TEST(CliErrorsTest, UnknownFlagIsNamed) {
@@ -36,7 +36,7 @@ TEST(CliErrorsTest, UnknownFlagIsNamed) {
 
 TEST(CliErrorsTest, ModelErrors) {
   EXPECT_TRUE(isUsageError(runTandem({"dump", "--batch", "8"}),
-                           {"--model is required", "lenet", "resnet152"}));
+                           {"--model: is required (one of lenet", "resnet152"}));
   EXPECT_TRUE(isUsageError(runTandem({"dump", "--model", "resnet19"}),
                            {"--model: unknown model 'resnet19'", "resnet18"}));
   EXPECT_TRUE(isUsageError(runTandem({"dump", "--model"}), {"--model"}));
@@ -54,9 +54,9 @@ TEST(CliErrorsTest, DeviceErrors) {
 
 TEST(CliErrorsTest, BatchErrors) {
   EXPECT_TRUE(
-      isUsageError(runTandem(lenetDump({"--batch", "0"})), {"--batch: must be >= 1, got 0"}));
+      isUsageError(runTandem(lenetDump({"--batch", "0"})), {"--batch: 0 is out of range: must be from 1 to 2147483648"}));
   EXPECT_TRUE(
-      isUsageError(runTandem(lenetDump({"--batch", "-4"})), {"--batch: must be >= 1, got -4"}));
+      isUsageError(runTandem(lenetDump({"--batch", "-4"})), {"--batch: -4 is out of range: must be from 1 to 2147483648"}));
   EXPECT_TRUE(isUsageError(runTandem(lenetDump({"--batch", "2", "--devices", "3"})),
                            {"--batch: 2 is smaller than the device count 3"}));
   EXPECT_TRUE(isUsageError(runTandem(lenetDump({"--batch", "12x"})), {"--batch", "'12x'"}));

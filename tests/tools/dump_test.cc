@@ -118,7 +118,7 @@ TEST(DumpTest, SummaryShowsParametersSplitsAndBuckets) {
                                "256", "--format", "summary"});
   EXPECT_THAT(summary,
               StartsWith("model lenet: 129,068 parameters (0.49 MiB) in 8 variables, 0 buffers, "
-                         "0 optimizer variables\ndevices: [cpu:0, cpu:1]\n"));
+                         "8 optimizer variables\ndevices: [cpu:0, cpu:1]\n"));  // momentum 0.9
   EXPECT_THAT(summary,
               AllOf(HasSubstr("\ngraph @train_step: "), HasSubstr("\ngraph @eval_step: "),
                     HasSubstr("  split %x f32[256,1,28,28] -> 128/128 over [cpu:0, cpu:1]\n"),

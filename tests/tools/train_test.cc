@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -131,33 +132,42 @@ TEST(TrainErrors, UnwritableMetricsFile) {
 namespace tandem::testing {
 namespace {
 
-// Ctrl-C ends training after the current step: exit code 130 and a line saying where it
-// stopped, not a kill by the signal.
-TEST(Train, CtrlCStopsCleanlyAfterTheCurrentStep) {
+// SIGINT (Ctrl-C) and SIGTERM (timeout, a batch scheduler) end training after the current
+// step: exit 128 + signal, one line on standard error saying where it stopped, the profile
+// still printed and the metrics file's header on disk. Not a kill by the signal.
+void expectCleanStop(int sig, const std::string& name) {
   if (!haveData()) GTEST_SKIP() << kData << " is missing";
   TempDir dir;
-  std::string out = dir.file("out.txt");
+  std::string out = dir.file("out.txt"), err = dir.file("err.txt"), csv = dir.file("m.csv");
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    FILE* f = std::freopen(out.c_str(), "w", stdout);
-    (void)f;
+    if (std::freopen(out.c_str(), "w", stdout) == nullptr) _exit(126);
+    if (std::freopen(err.c_str(), "w", stderr) == nullptr) _exit(126);
     execl(TANDEM_CLI_PATH, TANDEM_CLI_PATH, "train", "--model", "lenet", "--devices", "2",
           "--batch", "64", "--epochs", "100", "--limit-train", "6400", "--limit-test", "64",
-          static_cast<char*>(nullptr));
+          "--profile", "--metrics", csv.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  // Wait until the table header is printed (training has begun), then interrupt.
+  // Wait until the table header is printed (training has begun), then signal.
   for (int i = 0; i < 600 && readFile(out).find("images/s") == std::string::npos; ++i)
     usleep(50 * 1000);
   ASSERT_NE(readFile(out).find("images/s"), std::string::npos) << readFile(out);
-  kill(pid, SIGINT);
+  kill(pid, sig);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping";
-  EXPECT_EQ(WEXITSTATUS(status), 130);
-  EXPECT_NE(readFile(out).find("stopped by Ctrl-C"), std::string::npos) << readFile(out);
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
+  std::string stderr_text = readFile(err);
+  EXPECT_EQ(stderr_text.rfind("tandem: stopped by " + name + " in epoch ", 0), 0u) << stderr_text;
+  EXPECT_NE(stderr_text.find(" after step "), std::string::npos) << stderr_text;
+  EXPECT_EQ(std::count(stderr_text.begin(), stderr_text.end(), '\n'), 1) << stderr_text;
+  EXPECT_NE(readFile(out).find("profile of train_step"), std::string::npos) << readFile(out);
+  EXPECT_EQ(readFile(csv).rfind("epoch,train_loss,", 0), 0u) << readFile(csv);
 }
+
+TEST(Train, CtrlCStopsCleanlyAfterTheCurrentStep) { expectCleanStop(SIGINT, "Ctrl-C (SIGINT)"); }
+TEST(Train, SigtermStopsCleanlyAfterTheCurrentStep) { expectCleanStop(SIGTERM, "SIGTERM"); }
 
 }  // namespace
 }  // namespace tandem::testing

@@ -1,38 +1,20 @@
+// `tandem opt`: runs a pipeline of passes over a textual IR file and prints the result.
+
 #include <iostream>
-#include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
-#include "passes/registry.h"
 #include "tools/tandem/commands.h"
 
 namespace tandem::tools {
 
-void addOptCommand(CLI::App& app, OptFlags& f) {
-  std::vector<std::string> names;
-  for (const auto& p : passes::registeredPasses())
-    names.push_back(
-        absl::StrCat(p.name, p.options.empty() ? "" : absl::StrCat("{", p.options, "}")));
-  CLI::App* cmd = app.add_subcommand("opt", "Run a pipeline of passes over a textual IR file.");
-  // Required, but checked in runOpt (see main.cc for why not by CLI11).
-  cmd->add_option("file", f.file, "IR file to read, required ('-' for standard input)");
-  cmd->add_option("--passes", f.passes,
-                  "Comma-separated pipeline, e.g. replicate{devices=2},insert-collectives. "
-                  "Passes: " +
-                      absl::StrJoin(names, "; ") + ". Empty: just parse, verify and print");
-  addOutputFlags(cmd, f.out);
-  cmd->add_option("--print-after", f.print_after,
-                  "Print the IR to standard error after this pass (repeatable; '*' for all)");
-}
-
 absl::Status runOpt(const OptFlags& f) {
   if (f.file.empty())
     return absl::InvalidArgumentError("opt: missing the IR file argument ('-' for standard input)");
-  if (absl::Status s = checkFormat(f.out.format); !s.ok()) return s;
+  if (absl::Status s = checkOutputFlags(f.out, !f.print_after.empty()); !s.ok()) return s;
   // The pipeline is checked before the (possibly large) file is read.
   passes::PassManager pm({.verify = !f.out.no_verify,
                           .print_after = f.print_after,
@@ -42,13 +24,9 @@ absl::Status runOpt(const OptFlags& f) {
                           }});
   if (absl::Status s = pm.addPipeline(f.passes); !s.ok())
     return absl::Status(s.code(), absl::StrCat("--passes: ", s.message()));
-  absl::StatusOr<std::unique_ptr<ir::Module>> module;
-  if (f.file == "-") {
-    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    module = ir::parseModule(text, "<stdin>");
-  } else {
-    module = ir::parseModuleFile(f.file);
-  }
+  if (absl::Status s = pm.checkPrintAfter(); !s.ok())
+    return absl::Status(s.code(), absl::StrCat("--print-after: ", s.message()));
+  auto module = ir::parseModuleFile(f.file);
   if (!module.ok()) return module.status();
   if (!f.out.no_verify)
     if (absl::Status s = ir::verifyModule(**module); !s.ok())

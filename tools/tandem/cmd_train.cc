@@ -1,48 +1,31 @@
 // `tandem train`: compiles a zoo model for data-parallel training on the given devices
 // and trains it on Fashion-MNIST, printing one line per epoch (and a progress bar while an
-// epoch runs on a terminal), optionally writing the same figures to a CSV file.
+// epoch runs on a terminal), optionally writing the same figures to a CSV file. Every
+// line written is checked; SIGINT and SIGTERM stop after the current step.
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <csignal>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <map>
+#include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "frontend/zoo/zoo.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/trainer.h"
+#include "tools/driver/compile.h"
 #include "tools/tandem/commands.h"
+#include "tools/tandem/model_flags.h"
+#include "tools/tandem/output_file.h"
 #include "tools/tandem/progress.h"
+#include "tools/tandem/stop_signal.h"
+#include "tools/tandem/summary.h"
 
 namespace tandem::tools {
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void onInterrupt(int) { g_stop.store(true); }
-
-// "kaiming", "normal:0.01" or the IR's own spelling "normal(std=0.01)".
-absl::StatusOr<ir::Initializer> parseInit(const std::string& text) {
-  using K = ir::Initializer::Kind;
-  if (text == "kaiming") return ir::Initializer{K::kKaiming};
-  std::string std_text;
-  if (text.rfind("normal:", 0) == 0) std_text = text.substr(7);
-  if (text.rfind("normal(std=", 0) == 0 && text.back() == ')')
-    std_text = text.substr(11, text.size() - 12);
-  double std = 0;
-  if (!std_text.empty() && absl::SimpleAtod(std_text, &std) && std > 0)
-    return ir::Initializer{K::kNormal, std};
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--init: '", text, "' is not an initializer (kaiming, or normal:STD such as normal:0.01)"));
-}
 
 // Time per op kind summed over all steps and devices, busiest first, split by stream.
 std::string profileReport(runtime::Executor& ex) {
@@ -75,161 +58,202 @@ std::string profileReport(runtime::Executor& ex) {
   return out;
 }
 
-}  // namespace
-
-void addTrainCommand(CLI::App& app, TrainFlags& f) {
-  CLI::App* cmd = app.add_subcommand(
-      "train", "Train a zoo model on Fashion-MNIST, data parallel over the given devices.");
-  cmd->add_option("--model", f.model, "Model to train (required): lenet or resnet18");
-  cmd->add_option("--devices", f.devices,
-                  "Devices: a list such as cpu:0,cpu:1, or a count N meaning cpu:0..cpu:N-1")
-      ->capture_default_str();
-  addBatchOption(cmd, f.batch);
-  cmd->add_option("--epochs", f.epochs, "Passes over the training data")->capture_default_str();
-  cmd->add_option("--lr", f.lr, "SGD learning rate (default: the model's)");
-  cmd->add_option("--momentum", f.momentum, "SGD momentum (default: the model's)");
-  cmd->add_option("--weight-decay", f.weight_decay, "SGD weight decay (default: the model's)");
-  cmd->add_option("--init", f.init,
-                  "Initializer of conv and linear weights: kaiming or normal:STD (default: the "
-                  "model's; the lessons use normal:0.01)");
-  cmd->add_option("--seed", f.seed, "Seed of initialization and shuffling")->capture_default_str();
-  cmd->add_option("--limit-train", f.limit_train, "Use only the first N training images")
-      ->capture_default_str();
-  cmd->add_option("--limit-test", f.limit_test, "Use only the first N test images")
-      ->capture_default_str();
-  cmd->add_option("--data", f.data, "Directory of the Fashion-MNIST IDX files")
-      ->capture_default_str();
-  cmd->add_option("--metrics", f.metrics, "Also write the per-epoch figures to this CSV file");
-  cmd->add_option("--threads-per-device", f.threads_per_device,
-                  "CPU threads each device's kernels use")
-      ->capture_default_str();
-  cmd->add_option("--bucket-mb", f.bucket_mb, "Gradient all_reduce bucket cap in MiB")
-      ->capture_default_str();
-  cmd->add_flag("--profile", f.profile,
-                "Time every node and print, per op, where the training steps spent their time");
+// Images per device of the compiled step: the sizes of the split of the images input.
+std::vector<int64_t> perDeviceBatch(const ir::Module& m) {
+  for (const auto& n : m.graph(ir::kTrainGraph)->nodes())
+    if (n->op() == ir::Op::kSplit && n->operand(0)->def()->op() == ir::Op::kInput &&
+        n->operand(0)->type().shape.size() == 4)
+      return n->attrAs<std::vector<int64_t>>("sizes");
+  return {m.graph(ir::kTrainGraph)->inputs()[0]->result()->type().shape[0]};
 }
 
-absl::Status runTrain(const TrainFlags& f) {
-  // Ctrl-C from here on finishes the current step and stops (even while data loads).
-  g_stop.store(false);
-  struct RestoreSigint {
-    void (*previous)(int) = std::signal(SIGINT, onInterrupt);
-    ~RestoreSigint() { std::signal(SIGINT, previous); }
-  } restore;
-  if (f.model.empty())
-    return absl::InvalidArgumentError("train: --model is required (lenet or resnet18)");
-  auto spec = zoo::modelByName(f.model);
-  if (!spec.ok())
-    return absl::InvalidArgumentError(absl::StrCat("--model: ", spec.status().message()));
-  if (spec->image_shape != std::vector<int64_t>{1, 28, 28})
-    return absl::InvalidArgumentError(
-        absl::StrCat("--model: ", f.model, " takes ", absl::StrJoin(spec->image_shape, "x"),
-                     " images, but Fashion-MNIST has 1x28x28 (use lenet or resnet18)"));
-  auto devices = ir::parseDeviceList(f.devices);
-  if (!devices.ok())
-    return absl::InvalidArgumentError(absl::StrCat("--devices: ", devices.status().message()));
-  if (f.batch < static_cast<int64_t>(devices->size()))
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch: ", f.batch, " is smaller than the device count ", devices->size(),
-                     "; every device needs at least one example"));
-  if (f.epochs < 1) return absl::InvalidArgumentError("--epochs: must be >= 1");
-  if (f.threads_per_device < 1)
-    return absl::InvalidArgumentError("--threads-per-device: must be >= 1");
-  if (f.limit_train < 0 || f.limit_test < 0)
-    return absl::InvalidArgumentError("--limit-train/--limit-test: must be >= 0");
+std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Module& m,
+                      int64_t train_count, int64_t test_count) {
+  const driver::CompileOptions& o = c.compile;
+  std::vector<int64_t> split = perDeviceBatch(m);
+  bool even = std::all_of(split.begin(), split.end(), [&](int64_t s) { return s == split[0]; });
+  const int64_t batch = o.build.batch, steps = train_count / batch;
+  const int64_t dropped = train_count - steps * batch;
+  std::string line1 = absl::StrFormat(
+      "%s on %s, batch %d (%s per device), lr %g, momentum %g, weight decay %g, init %s, seed "
+      "%d\n",
+      c.spec.name, ir::toString(o.pipeline.devices), batch,
+      even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"), o.pipeline.lr,
+      o.pipeline.momentum, o.pipeline.weight_decay, ir::toString(o.build.weight_init), f.seed);
+  std::string line2 =
+      dropped == 0
+          ? absl::StrFormat("%s training images per epoch in %d steps, %s test images\n",
+                            thousands(train_count), steps, thousands(test_count))
+          : absl::StrFormat(
+                "%s of %s training images per epoch in %d steps (the %d that do not fill a "
+                "batch are left out, different ones each epoch), %s test images\n",
+                thousands(steps * batch), thousands(train_count), steps, dropped,
+                thousands(test_count));
+  return line1 + line2;
+}
 
-  runtime::ModelDefaults defaults = runtime::defaultsFor(f.model);
-  runtime::TrainOptions o{.devices = *devices,
-                          .batch = f.batch,
-                          .lr = f.lr.value_or(defaults.lr),
-                          .momentum = f.momentum.value_or(defaults.momentum),
-                          .weight_decay = f.weight_decay.value_or(defaults.weight_decay),
-                          .weight_init = defaults.weight_init,
-                          .seed = f.seed,
-                          .threads_per_device = f.threads_per_device,
-                          .bucket_mb = f.bucket_mb,
-                          .trace = f.profile};
-  if (f.init) {
-    auto init = parseInit(*f.init);
-    if (!init.ok()) return init.status();
-    o.weight_init = *init;
+// A loss for the table: fixed point, or exponent form once it has blown up, so the
+// columns stay aligned.
+std::string lossCell(double loss) {
+  return std::abs(loss) < 1e5 ? absl::StrFormat("%10.4f", loss) : absl::StrFormat("%10.3e", loss);
+}
+
+absl::Status checkLimit(const char* flag, const std::optional<int64_t>& limit,
+                        const runtime::data::Dataset& data, const char* what,
+                        const std::string& dir) {
+  if (limit && *limit > data.available)
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", *limit, " is more than the ",
+                                                   data.available, " ", what, " images in ", dir));
+  return absl::OkStatus();
+}
+
+// One core or more per device is what the kernels are tuned for; oversubscribed cores
+// make every device wait on the others (500x slower at 1000 threads on 2 cores).
+void warnAboutThreads(const TrainFlags& f, size_t devices) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t threads = static_cast<uint64_t>(f.threads_per_device) * devices;
+  if (f.threads_per_device > 1 && threads > cores)
+    std::fprintf(stderr,
+                 "tandem: warning: --threads-per-device %d on %zu devices asks for %llu threads "
+                 "but this machine has %u cores; the devices will wait on each other (use "
+                 "--threads-per-device %u)\n",
+                 f.threads_per_device, devices, static_cast<unsigned long long>(threads), cores,
+                 std::max<unsigned>(1, cores / static_cast<unsigned>(devices)));
+}
+
+}  // namespace
+
+absl::StatusOr<int> runTrain(const TrainFlags& f) {
+  // From here on SIGINT and SIGTERM stop cleanly (even while the data loads).
+  StopSignals stop;
+  auto choice = resolveModelFlags(f.model, /*for_training=*/true);
+  if (!choice.ok()) return choice.status();
+  const int64_t batch = choice->compile.build.batch;
+  warnAboutThreads(f, choice->compile.pipeline.devices.size());
+
+  // The metrics file is opened (and its header written) before anything slow, so a bad
+  // path fails at once and a run stopped in epoch 1 still leaves a header.
+  std::optional<OutputFile> csv;
+  if (f.metrics) {
+    auto opened = OutputFile::open(*f.metrics, "--metrics");
+    if (!opened.ok()) return opened.status();
+    csv.emplace(*std::move(opened));
+    if (absl::Status s = csv->write("epoch,train_loss,train_acc,test_loss,test_acc,seconds,"
+                                    "images_per_s,eval_seconds\n");
+        !s.ok())
+      return s;
   }
+  OutputFile out = OutputFile::standardOutput();
 
-  auto train = runtime::data::loadFashionMnist(f.data, runtime::data::Split::kTrain, f.limit_train);
+  using runtime::data::Split;
+  auto train = runtime::data::loadFashionMnist(f.data, Split::kTrain, f.limit_train.value_or(0));
   if (!train.ok()) return train.status();
-  auto test = runtime::data::loadFashionMnist(f.data, runtime::data::Split::kTest, f.limit_test);
+  if (absl::Status s = checkLimit("--limit-train", f.limit_train, *train, "training", f.data);
+      !s.ok())
+    return s;
+  auto test = runtime::data::loadFashionMnist(f.data, Split::kTest, f.limit_test.value_or(0));
   if (!test.ok()) return test.status();
-  if (train->count < f.batch)
+  if (absl::Status s = checkLimit("--limit-test", f.limit_test, *test, "test", f.data); !s.ok())
+    return s;
+  if (train->count < batch)
     return absl::InvalidArgumentError(
-        absl::StrCat("--batch: ", f.batch, " is more than the ", train->count,
-                     " training images (drop --limit-train or lower --batch)"));
+        absl::StrCat("--batch: ", batch, " is more than the ", train->count, " training images",
+                     f.limit_train ? " left by --limit-train" : "", " (lower --batch)"));
 
-  auto trainer = runtime::Trainer::create(*spec, o);
+  auto stoppedBeforeTraining = [&]() -> int {
+    std::fprintf(stderr, "tandem: stopped by %s before training started\n", stop.name().c_str());
+    return stop.exitCode();
+  };
+  if (stop.requested()) return stoppedBeforeTraining();
+  auto module = driver::compileModel(choice->spec, choice->compile);
+  if (!module.ok()) return module.status();
+  const std::string header = runHeader(f, *choice, **module, train->count, test->count);
+  auto trainer = runtime::Trainer::create(
+      std::move(*module),
+      {.seed = f.seed, .threads_per_device = f.threads_per_device, .trace = f.profile});
   if (!trainer.ok()) return trainer.status();
   if (absl::Status s = (*trainer)->initialize(); !s.ok()) return s;
+  if (stop.requested()) return stoppedBeforeTraining();
 
-  std::ofstream csv;
-  if (!f.metrics.empty()) {
-    csv.open(f.metrics);
-    if (!csv)
-      return absl::InvalidArgumentError(absl::StrCat("--metrics: cannot write ", f.metrics));
-    csv << "epoch,train_loss,train_acc,test_loss,test_acc,seconds,images_per_s,eval_seconds\n";
-  }
-  std::cout << absl::StrFormat(
-      "%s on %s, batch %d (%s per device), lr %g, momentum %g, weight decay %g, init %s, %d "
-      "train / %d test images\n",
-      f.model, ir::toString(*devices), f.batch,
-      f.batch % static_cast<int64_t>(devices->size()) == 0
-          ? absl::StrCat(f.batch / static_cast<int64_t>(devices->size()))
-          : std::string("uneven"),
-      o.lr, o.momentum, o.weight_decay, ir::toString(o.weight_init), train->count, test->count);
-  std::cout << absl::StrFormat("%5s %10s %9s %9s %8s %9s\n", "epoch", "train_loss", "train_acc",
-                               "test_acc", "seconds", "images/s");
-  std::cout.flush();
+  if (absl::Status s = out.write(header); !s.ok()) return s;
+  if (absl::Status s = out.write(absl::StrFormat("%5s %10s %9s %9s %8s %9s\n", "epoch",
+                                                 "train_loss", "train_acc", "test_acc",
+                                                 "seconds", "images/s"));
+      !s.ok())
+    return s;
 
-  runtime::data::BatchLoader train_loader(*train, f.batch, /*shuffle=*/true, f.seed,
+  runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,
                                           /*drop_last=*/true);
-  runtime::data::BatchLoader test_loader(*test, f.batch, /*shuffle=*/false, f.seed,
+  runtime::data::BatchLoader test_loader(*test, batch, /*shuffle=*/false, f.seed,
                                          /*drop_last=*/false);
   ProgressBar bar(isatty(fileno(stderr)) != 0);
-  absl::Status status;
-  for (int epoch = 1; epoch <= f.epochs && status.ok(); ++epoch) {
+  // How the run ended when not by finishing every epoch: the line to say, and the code.
+  std::string ending;
+  int exit_code = 0;
+  for (int epoch = 1; epoch <= f.epochs && exit_code == 0; ++epoch) {
     train_loader.startEpoch(epoch);
-    auto r = (*trainer)->trainEpoch(
-        train_loader,
-        [&](int64_t done, int64_t total, double images_per_s, double loss) {
-          bar.update(absl::StrFormat("epoch %d/%d", epoch, f.epochs), done, total,
-                     absl::StrFormat("%.0f images/s  loss %.4f", images_per_s, loss));
-        },
-        &g_stop);
+    runtime::StepReport bad_step;
+    bool nonfinite = false;
+    auto r = (*trainer)->trainEpoch(train_loader, [&](const runtime::StepReport& s) {
+      bar.update(absl::StrFormat("epoch %d/%d", epoch, f.epochs), s.step, s.steps,
+                 absl::StrFormat("%.0f images/s  loss %.4f", s.examples / s.seconds, s.mean_loss));
+      if (!std::isfinite(s.loss) && !f.allow_nonfinite) {
+        nonfinite = true;
+        bad_step = s;
+        return false;
+      }
+      return !stop.requested();
+    });
     bar.clear();
-    if (!r.ok()) {
-      status = r.status();
+    if (!r.ok()) return r.status();
+    if (nonfinite) {
+      ending = absl::StrFormat(
+          "tandem: the loss is %g at epoch %d, step %d of %d (lr %g): training diverged; lower "
+          "--lr, or pass --allow-nonfinite to keep going\n",
+          bad_step.loss, epoch, bad_step.step, bad_step.steps, choice->compile.pipeline.lr);
+      exit_code = kExitNonFinite;
       break;
     }
-    if (g_stop.load()) {
-      std::cout << absl::StrFormat("stopped by Ctrl-C in epoch %d after %d images\n", epoch,
-                                   r->examples);
-      status = absl::CancelledError("interrupted");
+    if (stop.requested()) {
+      ending = absl::StrFormat(
+          "tandem: stopped by %s in epoch %d after step %d of %d (%s images); the table has "
+          "every epoch before it\n",
+          stop.name(), epoch, r->steps, train_loader.batchesPerEpoch(), thousands(r->examples));
+      exit_code = stop.exitCode();
       break;
     }
     test_loader.startEpoch(0);
-    auto t = (*trainer)->evaluate(test_loader);
-    if (!t.ok()) {
-      status = t.status();
+    auto t = (*trainer)->evaluate(test_loader, [&] { return !stop.requested(); });
+    if (!t.ok()) return t.status();
+    if (t->stopped) {
+      ending = absl::StrFormat(
+          "tandem: stopped by %s in epoch %d while evaluating it (trained, not evaluated); the "
+          "table has every epoch before it\n",
+          stop.name(), epoch);
+      exit_code = stop.exitCode();
       break;
     }
     double images_per_s = r->examples / r->seconds;
-    std::cout << absl::StrFormat("%5d %10.4f %9.4f %9.4f %8.1f %9.0f\n", epoch, r->loss,
-                                 r->accuracy, t->accuracy, r->seconds, images_per_s);
-    std::cout.flush();
-    if (csv.is_open())
-      csv << absl::StrFormat("%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f\n", epoch, r->loss, r->accuracy,
-                             t->loss, t->accuracy, r->seconds, images_per_s, t->seconds)
-          << std::flush;
+    if (absl::Status s = out.write(absl::StrFormat("%5d %s %9.4f %9.4f %8.1f %9.0f\n", epoch,
+                                                   lossCell(r->loss), r->accuracy, t->accuracy,
+                                                   r->seconds, images_per_s));
+        !s.ok())
+      return s;
+    if (csv)
+      if (absl::Status s = csv->write(absl::StrFormat("%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f\n",
+                                                      epoch, r->loss, r->accuracy, t->loss,
+                                                      t->accuracy, r->seconds, images_per_s,
+                                                      t->seconds));
+          !s.ok())
+        return s;
   }
-  if (f.profile && status.ok()) std::cout << profileReport((*trainer)->executor());
-  return status;
+  if (f.profile)
+    if (absl::Status s = out.write(profileReport((*trainer)->executor())); !s.ok()) return s;
+  if (csv)
+    if (absl::Status s = csv->close(); !s.ok()) return s;
+  if (absl::Status s = out.close(); !s.ok()) return s;
+  if (!ending.empty()) std::fputs(ending.c_str(), stderr);
+  return exit_code;
 }
 
 }  // namespace tandem::tools

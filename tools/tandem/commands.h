@@ -1,18 +1,27 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "ir/ir.h"
+
+// The subcommands of `tandem`: their flags as plain structs (filled by flags.cc, the one
+// file that knows CLI11) and what each runs.
 
 namespace tandem::tools {
 
+/// Exit codes besides 0 and the usage error 2 (main.cc): a run stopped by a signal exits
+/// 128 + the signal, like a shell's report of a killed program.
+constexpr int kExitUsage = 2;
+constexpr int kExitNonFinite = 3;  // the loss turned NaN or infinite
+
 /// How a command prints its module; shared by dump and opt.
 struct OutputFlags {
-  std::string format = "text";
+  std::optional<std::string> format;  // unset: text
   std::string graph;
   std::string output;
   bool canonical = false;
@@ -20,16 +29,24 @@ struct OutputFlags {
   bool no_verify = false;
 };
 
-/// Flags of `tandem dump`.
-struct DumpFlags {
+/// What to compile: the model, where it runs and the training settings written into the
+/// step. dump and train share them, so both compile the same module from the same flags;
+/// unset hyper-parameters take the model's defaults (ModelSpec::defaults).
+struct ModelFlags {
   std::string model;
   std::string devices = "cpu:0";
   int64_t batch = 256;
-  std::string after;
-  double lr = 0.1, momentum = 0, weight_decay = 0;
+  std::optional<double> lr, momentum, weight_decay;
+  std::optional<std::string> init;
   double bucket_mb = 25, first_bucket_mb = 1;
   std::string weights;
-  bool memory = false;
+};
+
+/// Flags of `tandem dump`.
+struct DumpFlags {
+  ModelFlags model;
+  std::string after;
+  bool memory = false;  // --memory: the same as --format memory
   OutputFlags out;
 };
 
@@ -41,43 +58,37 @@ struct OptFlags {
   OutputFlags out;
 };
 
-/// Flags of `tandem train`; unset hyper-parameters take the model's defaults.
+/// Flags of `tandem train`.
 struct TrainFlags {
-  std::string model;
-  std::string devices = "cpu:0";
-  int64_t batch = 256;
+  ModelFlags model;
   int epochs = 10;
-  std::optional<double> lr, momentum, weight_decay;
-  std::optional<std::string> init;
   uint64_t seed = 0;
-  int64_t limit_train = 0, limit_test = 0;
+  std::optional<int64_t> limit_train, limit_test;
   std::string data = "/usr/share/datasets/fashion-mnist";
-  std::string metrics;
+  std::optional<std::string> metrics;
   int threads_per_device = 1;
-  double bucket_mb = 25;
   bool profile = false;
+  bool allow_nonfinite = false;
 };
-
-void addDumpCommand(CLI::App& app, DumpFlags& flags);
-void addTrainCommand(CLI::App& app, TrainFlags& flags);
-void addOptCommand(CLI::App& app, OptFlags& flags);
 
 absl::Status runDump(const DumpFlags& flags);
 absl::Status runOpt(const OptFlags& flags);
-/// Trains; a Ctrl-C stop returns a Cancelled status after the current step.
-absl::Status runTrain(const TrainFlags& flags);
+/// Trains. Returns the exit code of a run that ended (0; kExitNonFinite when the loss
+/// turned non-finite; 128 + signal when stopped by SIGINT or SIGTERM), each after saying
+/// so; an error for bad input.
+absl::StatusOr<int> runTrain(const TrainFlags& flags);
+/// `tandem devices`: what this build can run on.
+absl::Status runDevices();
+/// `tandem --version`.
+std::string versionText();
 
-/// Adds --batch (a 64-bit integer, checked by hand rather than clamped by CLI11).
-void addBatchOption(CLI::App* cmd, int64_t& batch);
-
-/// Adds --format, --graph, -o/--output, --canonical, --timing and --no-verify.
-void addOutputFlags(CLI::App* cmd, OutputFlags& f);
-
-/// OK when `format` is one writeModule knows (text, dot, summary); checked before any work.
-absl::Status checkFormat(const std::string& format);
-
-/// Renders a module as `f.format` (text, dot or summary), optionally one graph only, and
-/// writes it to `f.output` (stdout when empty). DOT needs one graph (train_step by default).
+/// Renders a module as `f.format` (text, dot, summary, streams or memory), optionally one
+/// graph only, and writes it to `f.output` (stdout when empty). Flags that do not apply to
+/// the format are refused rather than ignored.
 absl::Status writeModule(const ir::Module& m, const OutputFlags& f);
+/// OK when the output flags make sense together; checked before any work. `prints_ir` says
+/// whether the command prints IR besides the output (opt's --print-after), which
+/// --canonical also shapes.
+absl::Status checkOutputFlags(const OutputFlags& f, bool prints_ir = false);
 
 }  // namespace tandem::tools

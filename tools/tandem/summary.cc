@@ -12,6 +12,8 @@ namespace {
 
 std::string mib(int64_t bytes) { return absl::StrFormat("%.2f MiB", bytes / 1048576.0); }
 
+}  // namespace
+
 std::string thousands(int64_t n) {
   std::string digits = absl::StrCat(n), out;
   for (size_t i = 0; i < digits.size(); ++i) {
@@ -20,8 +22,6 @@ std::string thousands(int64_t n) {
   }
   return out;
 }
-
-}  // namespace
 
 std::string summarizeModule(const ir::Module& m) {
   std::string out;
@@ -67,15 +67,13 @@ std::string summarizeModule(const ir::Module& m) {
   return out;
 }
 
-std::string memoryReport(const ir::Module& m) {
+std::string memoryReport(const ir::Module& m, const ir::Graph* only) {
   std::string out = absl::StrFormat("%-12s %-8s %12s %12s %12s\n", "graph", "device", "arena",
                                     "live peak", "no reuse");
   for (const auto& g : m.graphs()) {
+    if (only != nullptr && only != g.get()) continue;
     const ir::MemoryPlan* plan = g->memoryPlan();
-    if (plan == nullptr) {
-      absl::StrAppend(&out, absl::StrFormat("%-12s (no plan: run plan-memory)\n", g->name()));
-      continue;
-    }
+    if (plan == nullptr) continue;  // callers check first; nothing to show
     for (size_t d = 0; d < plan->arena_bytes.size(); ++d)
       absl::StrAppend(&out,
                       absl::StrFormat("%-12s %-8s %12s %12s %12s\n", g->name(),

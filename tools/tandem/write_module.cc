@@ -1,47 +1,45 @@
-#include <fstream>
-#include <iostream>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/dot.h"
 #include "ir/printer.h"
 #include "passes/streams.h"
 #include "tools/tandem/commands.h"
+#include "tools/tandem/output_file.h"
 #include "tools/tandem/summary.h"
 
 namespace tandem::tools {
+namespace {
 
-absl::Status checkFormat(const std::string& format) {
-  if (format == "text" || format == "dot" || format == "summary" || format == "streams")
-    return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("--format: unknown format '", format,
-                                                 "' (expected text, dot, summary or streams)"));
-}
+const char* const kFormats[] = {"text", "dot", "summary", "streams", "memory"};
 
-void addOutputFlags(CLI::App* cmd, OutputFlags& f) {
-  cmd->add_option("--format", f.format,
-                  "Output: text (the IR, parses back), dot (Graphviz), summary, or streams (per "
-                  "device and stream the issue order and the events waited for)")
-      ->capture_default_str();
-  cmd->add_option("--graph", f.graph,
-                  "Print only this graph (init, train_step, eval_step); dot defaults to "
-                  "train_step");
-  cmd->add_option("-o,--output", f.output, "Write to this file instead of standard output");
-  cmd->add_flag("--canonical", f.canonical, "Omit source locations (the golden-file form)");
-  cmd->add_flag("--timing", f.timing, "Print the time of each pass to standard error");
-  cmd->add_flag("--no-verify", f.no_verify, "Skip the verifier (on input and between passes)");
+}  // namespace
+
+absl::Status checkOutputFlags(const OutputFlags& f, bool prints_ir) {
+  const std::string format = f.format.value_or("text");
+  if (std::find(std::begin(kFormats), std::end(kFormats), format) == std::end(kFormats))
+    return absl::InvalidArgumentError(absl::StrCat("--format: unknown format '", format,
+                                                   "' (expected ", absl::StrJoin(kFormats, ", "),
+                                                   ")"));
+  if (f.canonical && format != "text" && !prints_ir)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--canonical: applies to --format text only (source locations), not --format ", format));
+  if (!f.graph.empty() && format == "summary")
+    return absl::InvalidArgumentError(
+        "--graph: --format summary describes the whole module; drop --graph, or use another "
+        "format");
+  return absl::OkStatus();
 }
 
 absl::Status writeModule(const ir::Module& m, const OutputFlags& f) {
-  const std::string &format = f.format, &graph = f.graph, &output = f.output;
+  const std::string format = f.format.value_or("text");
   const ir::Graph* g = nullptr;
-  if (!graph.empty()) {
-    g = m.graph(graph);
+  if (!f.graph.empty()) {
+    g = m.graph(f.graph);
     if (g == nullptr) {
       std::vector<std::string> names;
       for (const auto& x : m.graphs()) names.push_back(x->name());
       return absl::InvalidArgumentError(absl::StrCat("--graph: module ", m.name(),
-                                                     " has no graph '", graph, "' (it has ",
+                                                     " has no graph '", f.graph, "' (it has ",
                                                      absl::StrJoin(names, ", "), ")"));
     }
   }
@@ -62,21 +60,18 @@ absl::Status writeModule(const ir::Module& m, const OutputFlags& f) {
     if (g == nullptr) g = m.graph(ir::kTrainGraph);
     if (g == nullptr) return absl::InvalidArgumentError("--format streams needs --graph NAME");
     text = passes::printStreams(m, *g);
-  } else {
-    return checkFormat(format);
+  } else {  // memory
+    for (const auto& graph : m.graphs())
+      if ((g == nullptr || g == graph.get()) && graph->memoryPlan() == nullptr)
+        return absl::InvalidArgumentError(
+            absl::StrCat("--format memory: graph @", graph->name(),
+                         " has no memory plan (plan-memory has not run over it)"));
+    text = memoryReport(m, g);
   }
-  if (output.empty() || output == "-") {
-    std::cout << text;
-    std::cout.flush();
-    if (!std::cout) return absl::DataLossError("cannot write to standard output");
-    return absl::OkStatus();
-  }
-  std::ofstream out(output, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out)
-    return absl::PermissionDeniedError(absl::StrCat("--output: cannot write '", output, "'"));
-  return absl::OkStatus();
+  auto out = OutputFile::open(f.output.empty() ? "-" : f.output, "--output");
+  if (!out.ok()) return out.status();
+  if (absl::Status s = out->write(text); !s.ok()) return s;
+  return out->close();
 }
 
 }  // namespace tandem::tools

@@ -1,0 +1,45 @@
+#include "tools/driver/compile.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tandem::driver {
+
+CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions o) {
+  o.build.weight_init = spec.defaults.weight_init;
+  o.pipeline.lr = spec.defaults.lr;
+  o.pipeline.momentum = spec.defaults.momentum;
+  o.pipeline.weight_decay = spec.defaults.weight_decay;
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
+    const ModelSpec& spec, const CompileOptions& o,
+    std::unique_ptr<passes::PassManager>* pm_out) {
+  auto pipeline = passes::parsePipeline(passes::defaultPipeline(o.pipeline));
+  if (!pipeline.ok()) return pipeline.status();
+  if (!o.stop_after.empty()) {
+    std::vector<std::string> names = passes::defaultPassNames();
+    if (o.stop_after == "none") {
+      pipeline->clear();
+    } else {
+      auto it = std::find(names.begin(), names.end(), o.stop_after);
+      if (it == names.end())
+        return absl::InvalidArgumentError(absl::StrCat("--after: '", o.stop_after,
+                                                       "' is not a pass of the default pipeline (",
+                                                       absl::StrJoin(names, ", "), ", or none)"));
+      pipeline->resize(static_cast<size_t>(it - names.begin()) + 1);
+    }
+  }
+  auto module = buildModule(spec, o.build);
+  if (!module.ok()) return module.status();
+  auto pm = std::make_unique<passes::PassManager>(passes::PassManagerOptions{.verify = o.verify});
+  for (auto& p : *pipeline) pm->add(std::move(p));
+  if (absl::Status s = pm->run(**module); !s.ok()) return s;
+  if (pm_out != nullptr) *pm_out = std::move(pm);
+  return std::move(*module);
+}
+
+}  // namespace tandem::driver

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "frontend/model.h"
+#include "ir/ir.h"
+#include "passes/pass_manager.h"
+#include "passes/pipeline.h"
+
+namespace tandem::driver {
+
+/// Everything that decides the module a model compiles to: how it is built (global batch,
+/// initializer) and the default pipeline's settings (devices, split, SGD, buckets).
+struct CompileOptions {
+  BuildOptions build;
+  passes::PipelineConfig pipeline;
+  /// Stop after this pass of the default pipeline; "" runs all of it, "none" none.
+  std::string stop_after;
+  /// Verify after every pass (off only for benchmarks).
+  bool verify = true;
+};
+
+/// The model's own training defaults (lr, momentum, weight decay, initializer) with the
+/// rest of `options` as given: what the CLI starts from before its flags.
+CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions options = {});
+
+/// Builds `spec` with the DSL and runs the default pipeline over it: the module the
+/// runtime executes. `pm_out`, when given, receives the pass manager (for timing reports).
+/// Errors name the layer, pass or option at fault.
+absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
+    const ModelSpec& spec, const CompileOptions& options,
+    std::unique_ptr<passes::PassManager>* pm_out = nullptr);
+
+}  // namespace tandem::driver

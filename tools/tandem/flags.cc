@@ -1,0 +1,248 @@
+// The shape of the `tandem` command line: subcommands, flags, their help and the range of
+// every number. The one file that includes CLI11 (a heavy header), so the commands compile
+// without it.
+
+#include "tools/tandem/flags.h"
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <type_traits>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontend/model.h"
+#include "frontend/zoo/zoo.h"
+#include "passes/pipeline.h"
+#include "passes/registry.h"
+#include "tools/tandem/model_flags.h"
+
+namespace tandem::tools {
+namespace {
+
+// ---- numbers ----------------------------------------------------------------------------
+// Parsed here rather than by CLI11, which clamps an out-of-range integer to its type's
+// limit, wraps "-1" into a huge unsigned seed and takes "nan" as a number, all silently.
+
+template <typename T>
+struct Range {
+  T min, max;
+  bool min_open = false, max_open = false;  // exclusive ends, for reals
+  std::string describe() const {
+    if constexpr (std::is_integral_v<T>) {
+      if (max == std::numeric_limits<T>::max()) return absl::StrCat("must be >= ", min);
+      return absl::StrCat("must be from ", min, " to ", max);
+    } else {
+      std::string lo = absl::StrCat(min_open ? "> " : ">= ", min);
+      if (std::isinf(max)) return absl::StrCat("must be ", lo);
+      return absl::StrCat("must be ", lo, " and ", max_open ? "< " : "<= ", max);
+    }
+  }
+  bool contains(T v) const {
+    return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);
+  }
+};
+
+template <typename T>
+Range<T> atLeast(T min) {
+  return {min, std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
+                                                    : std::numeric_limits<T>::max()};
+}
+Range<double> positive() { return {0, std::numeric_limits<double>::infinity(), true}; }
+
+template <typename T>
+T parseNumber(const std::string& flag, const std::string& text, const Range<T>& range) {
+  T value{};
+  bool ok;
+  if constexpr (std::is_floating_point_v<T>) {
+    ok = absl::SimpleAtod(text, &value) && std::isfinite(value);
+  } else {
+    ok = absl::SimpleAtoi(text, &value);
+  }
+  if (!ok)
+    throw CLI::ValidationError(
+        flag, absl::StrCat("'", text, "' is not ",
+                           std::is_floating_point_v<T> ? "a finite number"
+                           : std::is_unsigned_v<T>
+                               ? absl::StrCat("an integer from 0 to ", range.max)
+                               : absl::StrCat("an integer (", range.describe(), ")")));
+  if (!range.contains(value))
+    throw CLI::ValidationError(flag, absl::StrCat(text, " is out of range: ", range.describe()));
+  return value;
+}
+
+// Adds a number flag whose value lands in `target` (a T, or a std::optional<T> that stays
+// empty when the flag is not given).
+template <typename Target, typename T>
+CLI::Option* addNumber(CLI::App* cmd, const std::string& flag, Target& target, Range<T> range,
+                       const std::string& help) {
+  CLI::Option* o = cmd->add_option_function<std::string>(
+      flag, [&target, flag, range](const std::string& text) {
+        target = parseNumber<T>(flag, text, range);
+      },
+      help + " (" + range.describe() + ")");
+  o->type_name(std::is_floating_point_v<T> ? "NUMBER" : "INT");
+  if constexpr (std::is_same_v<Target, T>) o->default_str(absl::StrCat(target));
+  return o;
+}
+
+// ---- flags shared by subcommands --------------------------------------------------------
+
+void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>& models) {
+  // Required, but checked by resolveModelFlags: CLI11 checks required flags before unknown
+  // ones, so `tandem dump --modle x` would blame the missing --model, not the misspelling.
+  cmd->add_option("--model", f.model, "Model (required): " + absl::StrJoin(models, ", "));
+  cmd->add_option("--devices", f.devices,
+                  "Devices: a list such as cpu:0,cpu:1, or a count N meaning cpu:0..cpu:N-1 "
+                  "(at most 4096)")
+      ->capture_default_str();
+  addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
+            "Global batch size, split across the devices");
+  addNumber(cmd, "--lr", f.lr, positive(), "SGD learning rate (default: the model's)");
+  addNumber(cmd, "--momentum", f.momentum, Range<double>{0, 1, false, true},
+            "SGD momentum (default: the model's)");
+  addNumber(cmd, "--weight-decay", f.weight_decay, Range<double>{0, 1},
+            "SGD weight decay (default: the model's)");
+  cmd->add_option("--init", f.init,
+                  "Initializer of conv and linear weights: kaiming or normal:STD (default: the "
+                  "model's; the lessons use normal:0.01)");
+  addNumber(cmd, "--bucket-mb", f.bucket_mb, Range<double>{0, 1e9, true},
+            "Gradient all_reduce bucket cap in MiB");
+  addNumber(cmd, "--first-bucket-mb", f.first_bucket_mb, Range<double>{0, 1e9, true},
+            "Cap of the first (earliest) gradient bucket in MiB");
+  cmd->add_option("--weights", f.weights,
+                  "Split the batch in proportion to these per-device weights, e.g. 3,1 "
+                  "(default: even)");
+}
+
+void addOutputFlags(CLI::App* cmd, OutputFlags& f) {
+  cmd->add_option("--format", f.format,
+                  "Output: text (the IR, parses back; the default), dot (Graphviz), summary, "
+                  "streams (per device and stream the issue order and the events waited for) "
+                  "or memory (each graph's arena per device)");
+  cmd->add_option("--graph", f.graph,
+                  "Print only this graph (init, train_step, eval_step); dot and streams default "
+                  "to train_step");
+  cmd->add_option("-o,--output", f.output, "Write to this file instead of standard output");
+  cmd->add_flag("--canonical", f.canonical,
+                "Omit source locations (the golden-file form of --format text)");
+  cmd->add_flag("--timing", f.timing, "Print the time of each pass to standard error");
+  cmd->add_flag("--no-verify", f.no_verify, "Skip the verifier (on input and between passes)");
+}
+
+// ---- subcommands ------------------------------------------------------------------------
+
+void addDump(CLI::App& app, DumpFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "dump", "Build a zoo model, run the default pipeline and print the parallel graph.");
+  addModelFlags(cmd, f.model, zoo::modelNames());
+  cmd->add_option("--after", f.after,
+                  "Stop after this pass of the default pipeline (" +
+                      absl::StrJoin(passes::defaultPassNames(), ", ") +
+                      "), or 'none' for the model as built");
+  addOutputFlags(cmd, f.out);
+  cmd->add_flag("--memory", f.memory, "The same as --format memory");
+}
+
+void addOpt(CLI::App& app, OptFlags& f) {
+  std::vector<std::string> names;
+  for (const auto& p : passes::registeredPasses())
+    names.push_back(
+        absl::StrCat(p.name, p.options.empty() ? "" : absl::StrCat("{", p.options, "}")));
+  CLI::App* cmd = app.add_subcommand("opt", "Run a pipeline of passes over a textual IR file.");
+  cmd->add_option("file", f.file, "IR file to read, required ('-' for standard input)");
+  cmd->add_option("--passes", f.passes,
+                  "Comma-separated pipeline, e.g. replicate{devices=2},insert-collectives. "
+                  "Passes: " +
+                      absl::StrJoin(names, "; ") + ". Empty: just parse, verify and print");
+  addOutputFlags(cmd, f.out);
+  cmd->add_option("--print-after", f.print_after,
+                  "Print the IR to standard error after this pass of --passes (repeatable; '*' "
+                  "for all)");
+}
+
+void addTrain(CLI::App& app, TrainFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a zoo model on Fashion-MNIST, data parallel over the given devices.");
+  addModelFlags(cmd, f.model, trainableModelNames());
+  addNumber(cmd, "--epochs", f.epochs, Range<int>{1, 100000}, "Passes over the training data");
+  addNumber(cmd, "--seed", f.seed, atLeast<uint64_t>(0),
+            "Seed of initialization and shuffling");
+  addNumber(cmd, "--limit-train", f.limit_train, atLeast<int64_t>(1),
+            "Use only the first N training images (default: all)");
+  addNumber(cmd, "--limit-test", f.limit_test, atLeast<int64_t>(1),
+            "Use only the first N test images (default: all)");
+  cmd->add_option("--data", f.data, "Directory of the Fashion-MNIST IDX files")
+      ->capture_default_str();
+  cmd->add_option("--metrics", f.metrics,
+                  "Also write the per-epoch figures to this CSV file ('-': standard output), a "
+                  "row as each epoch ends");
+  addNumber(cmd, "--threads-per-device", f.threads_per_device, Range<int>{1, 1024},
+            "CPU threads each device's kernels use");
+  cmd->add_flag("--profile", f.profile,
+                "Time every node and print, per op, where the training steps spent their time");
+  cmd->add_flag("--allow-nonfinite", f.allow_nonfinite,
+                "Keep training when the loss turns NaN or infinite (default: stop, exit 3)");
+}
+
+std::string subcommandList(const std::vector<std::string>& subs) {
+  std::string names;  // "dump, opt or train"
+  for (size_t i = 0; i < subs.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == subs.size() ? " or " : ", ") + subs[i];
+  return names;
+}
+
+}  // namespace
+
+ParseOutcome parseCommandLine(int argc, char** argv) {
+  ParseOutcome result;
+  auto line = std::make_unique<CommandLine>();
+  CLI::App app{"Tandem: compile a network into a data-parallel training step and inspect it."};
+  app.require_subcommand(0, 1);
+  app.add_flag("--version", line->version, "Print the version and what this build supports");
+  addDump(app, line->dump);
+  addOpt(app, line->opt);
+  addTrain(app, line->train);
+  app.add_subcommand("devices", "List the devices this build can run on, with threads and memory");
+
+  std::vector<std::string> subs;
+  bool known = false;
+  const CLI::App& const_app = app;  // the const overload lists every subcommand
+  for (const CLI::App* sub : const_app.get_subcommands(std::function<bool(const CLI::App*)>())) {
+    subs.push_back(sub->get_name());
+    known = known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  // CLI11 would call a misspelt subcommand an unexpected argument; name it plainly.
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    result.exit_code = kExitUsage;
+    result.error = absl::StrCat("unknown subcommand '", argv[1], "' (expected ",
+                                subcommandList(subs), ")");
+    return result;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    result.exit_code = app.exit(e);
+    return result;
+  } catch (const CLI::CallForAllHelp& e) {
+    result.exit_code = app.exit(e);
+    return result;
+  } catch (const CLI::ParseError& e) {
+    result.exit_code = kExitUsage;
+    result.error = e.what();
+    return result;
+  }
+  if (!app.get_subcommands().empty()) {
+    line->subcommand = app.get_subcommands().front()->get_name();
+  } else if (!line->version) {
+    result.exit_code = kExitUsage;
+    result.error = absl::StrCat("missing subcommand (", subcommandList(subs), "); see tandem --help");
+    return result;
+  }
+  result.line = std::move(line);
+  return result;
+}
+
+}  // namespace tandem::tools

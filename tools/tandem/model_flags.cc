@@ -1,0 +1,99 @@
+#include "tools/tandem/model_flags.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "frontend/zoo/zoo.h"
+
+namespace tandem::tools {
+namespace {
+
+const std::vector<int64_t> kFashionMnistImage{1, 28, 28};
+
+absl::Status flagError(absl::string_view flag, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
+}
+
+// "kaiming", "normal:0.01" or the IR's own spelling "normal(std=0.01)".
+absl::StatusOr<ir::Initializer> parseInit(const std::string& text) {
+  using K = ir::Initializer::Kind;
+  if (text == "kaiming") return ir::Initializer{K::kKaiming};
+  std::string std_text;
+  if (text.rfind("normal:", 0) == 0) std_text = text.substr(7);
+  if (text.rfind("normal(std=", 0) == 0 && text.back() == ')')
+    std_text = text.substr(11, text.size() - 12);
+  double std = 0;
+  if (!std_text.empty() && absl::SimpleAtod(std_text, &std) && std > 0 && std <= 100)
+    return ir::Initializer{K::kNormal, std};
+  return flagError("--init", absl::StrCat("'", text,
+                                          "' is not an initializer (kaiming, or normal:STD with "
+                                          "0 < STD <= 100, such as normal:0.01)"));
+}
+
+absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t devices) {
+  std::vector<double> weights;
+  for (absl::string_view w : absl::StrSplit(text, ',')) {
+    double v = 0;
+    if (!absl::SimpleAtod(w, &v) || !(v > 0) || !std::isfinite(v))
+      return flagError("--weights", absl::StrCat("'", text,
+                                                 "' must be positive numbers such as 3,1"));
+    weights.push_back(v);
+  }
+  if (weights.size() != devices)
+    return flagError("--weights", absl::StrCat(weights.size(), " weights for ", devices,
+                                               devices == 1 ? " device" : " devices"));
+  return weights;
+}
+
+}  // namespace
+
+std::vector<std::string> trainableModelNames() {
+  std::vector<std::string> out;
+  for (const std::string& name : zoo::modelNames())
+    if (zoo::modelByName(name)->image_shape == kFashionMnistImage) out.push_back(name);
+  return out;
+}
+
+absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_training) {
+  const std::vector<std::string> choices = for_training ? trainableModelNames() : zoo::modelNames();
+  if (f.model.empty())
+    return flagError("--model",
+                     absl::StrCat("is required (one of ", absl::StrJoin(choices, ", "), ")"));
+  auto spec = zoo::modelByName(f.model);
+  if (!spec.ok()) return flagError("--model", spec.status().message());
+  if (for_training && spec->image_shape != kFashionMnistImage)
+    return flagError("--model",
+                     absl::StrCat(f.model, " takes ", absl::StrJoin(spec->image_shape, "x"),
+                                  " images, but Fashion-MNIST has 1x28x28 (train ",
+                                  absl::StrJoin(choices, " or "), ")"));
+  ModelChoice choice{.spec = *spec, .compile = driver::withModelDefaults(*spec)};
+  driver::CompileOptions& c = choice.compile;
+
+  auto devices = ir::parseDeviceList(f.devices);
+  if (!devices.ok()) return flagError("--devices", devices.status().message());
+  c.pipeline.devices = *devices;
+  if (f.batch < static_cast<int64_t>(devices->size()))
+    return flagError("--batch", absl::StrCat(f.batch, " is smaller than the device count ",
+                                             devices->size(),
+                                             "; every device needs at least one example"));
+  c.build.batch = f.batch;
+  if (!f.weights.empty()) {
+    auto weights = parseWeights(f.weights, devices->size());
+    if (!weights.ok()) return weights.status();
+    c.pipeline.weights = *weights;
+  }
+  if (f.init) {
+    auto init = parseInit(*f.init);
+    if (!init.ok()) return init.status();
+    c.build.weight_init = *init;
+  }
+  if (f.lr) c.pipeline.lr = *f.lr;
+  if (f.momentum) c.pipeline.momentum = *f.momentum;
+  if (f.weight_decay) c.pipeline.weight_decay = *f.weight_decay;
+  c.pipeline.bucket_mb = f.bucket_mb;
+  c.pipeline.first_bucket_mb = f.first_bucket_mb;
+  return choice;
+}
+
+}  // namespace tandem::tools

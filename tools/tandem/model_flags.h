@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "frontend/model.h"
+#include "tools/driver/compile.h"
+#include "tools/tandem/commands.h"
+
+namespace tandem::tools {
+
+/// A model and how to compile it, resolved from ModelFlags.
+struct ModelChoice {
+  ModelSpec spec;
+  driver::CompileOptions compile;
+};
+
+/// The zoo models `tandem train` can train: those taking Fashion-MNIST's 1x28x28 images.
+std::vector<std::string> trainableModelNames();
+
+/// Checks ModelFlags together (the model exists, devices parse, the batch covers them,
+/// weights match them, the initializer parses) and fills in the model's defaults for what
+/// was not given. `for_training` also requires a model for Fashion-MNIST images. Errors
+/// name the flag.
+absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& flags, bool for_training);
+
+}  // namespace tandem::tools

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tandem::tools {
+
+/// Where Tandem writes a result (a file, or standard output), with every write checked
+/// and flushed: a row that cannot be written is an error naming the file and the reason
+/// (the errno text), never a result lost in silence, and a run stopped later keeps every
+/// row written so far.
+class OutputFile {
+ public:
+  /// Opens `path` for writing, truncating it; "-" is standard output. `flag` is the option
+  /// that named the file ("--metrics"), for messages.
+  static absl::StatusOr<OutputFile> open(const std::string& path, const std::string& flag);
+  /// Standard output, checked the same way.
+  static OutputFile standardOutput();
+
+  OutputFile(OutputFile&& other) noexcept;
+  OutputFile& operator=(OutputFile&& other) noexcept;
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+
+  /// Writes `text` and flushes it to the operating system.
+  absl::Status write(absl::string_view text);
+  /// Closes the file; the error a delayed write reports (NFS, a full disk) comes here.
+  absl::Status close();
+
+ private:
+  OutputFile(std::FILE* file, std::string what, bool owned)
+      : file_(file), what_(std::move(what)), owned_(owned) {}
+  absl::Status failure(int err) const;
+
+  std::FILE* file_ = nullptr;
+  std::string what_;  // "--metrics: cannot write 'm.csv'" or "cannot write to standard output"
+  bool owned_ = false;
+};
+
+}  // namespace tandem::tools
