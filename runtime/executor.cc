@@ -17,7 +17,8 @@ namespace tandem::runtime {
 using backend::TensorView;
 using passes::StreamKind;
 
-namespace {
+// Named, not anonymous: Executor::Impl (external linkage) holds these types.
+namespace executor_detail {
 
 // One device's share of a node: its operand and result views, the events of other
 // streams it must wait for, and the event it records when another stream waits for it.
@@ -64,7 +65,9 @@ ReduceOp reduceOpOf(const ir::Node& n) {
   return op == "max" ? ReduceOp::kMax : op == "mean" ? ReduceOp::kMean : ReduceOp::kSum;
 }
 
-}  // namespace
+}  // namespace executor_detail
+
+using namespace executor_detail;
 
 struct Executor::Impl {
   ExecutorOptions options;
