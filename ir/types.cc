@@ -1,6 +1,7 @@
 #include "ir/types.h"
 
 #include <charconv>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -62,6 +63,8 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
     return bad("the device kind must be cpu or cuda");
   }
   auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), d.index);
+  if (ec == std::errc::result_out_of_range)
+    return bad(absl::StrCat("the index must be at most ", std::numeric_limits<int>::max()));
   if (index.empty() || ec != std::errc() || end != index.data() + index.size() || d.index < 0)
     return bad("the index must be a non-negative integer");
   return d;

@@ -229,6 +229,14 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     result.exit_code = app.exit(e);
     return result;
+  } catch (const CLI::ArgumentMismatch& e) {
+    // CLI11 says "--model: 1 required TEXT missing" for a flag given without its value.
+    std::string what = e.what();
+    result.exit_code = kExitUsage;
+    result.error = what.rfind("--", 0) == 0 && what.find(':') != std::string::npos
+                       ? absl::StrCat(what.substr(0, what.find(':')), ": needs a value")
+                       : what;
+    return result;
   } catch (const CLI::ParseError& e) {
     result.exit_code = kExitUsage;
     result.error = e.what();

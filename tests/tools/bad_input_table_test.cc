@@ -1,0 +1,332 @@
+// What a new user meets in the first hour, as a table: every bad input tried against the
+// CLI with the exact line it must give (after "tandem: ") and its exit code. Nothing on
+// standard output, exactly one line on standard error, never a crash, never exit 0.
+// "$TMP" stands for a scratch directory and "$DATA" for a small Fashion-MNIST-shaped data
+// set (100 training and 50 test images) the test writes there.
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "tests/tools/cli_helpers.h"
+
+namespace tandem::testing {
+namespace {
+
+struct BadInput {
+  std::vector<std::string> args;
+  std::string message;  // the whole line after "tandem: "
+  int exit_code = 2;
+};
+
+void putBigEndian(std::string& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+// A plain (uncompressed) IDX pair of `count` 28x28 images with labels 0..9 in turn.
+void writeSplit(const TempDir& dir, const std::string& prefix, uint32_t count) {
+  std::string images, labels;
+  putBigEndian(images, 0x803);
+  putBigEndian(images, count);
+  putBigEndian(images, 28);
+  putBigEndian(images, 28);
+  for (uint32_t i = 0; i < count * 28 * 28; ++i) images.push_back(static_cast<char>(i * 7 % 256));
+  putBigEndian(labels, 0x801);
+  putBigEndian(labels, count);
+  for (uint32_t i = 0; i < count; ++i) labels.push_back(static_cast<char>(i % 10));
+  dir.write(prefix + "-images-idx3-ubyte", images);
+  dir.write(prefix + "-labels-idx1-ubyte", labels);
+}
+
+class BadInputTable : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp_ = tmp_dir_.file("");
+    tmp_.pop_back();
+    data_ = data_dir_.file("");
+    data_.pop_back();
+    writeSplit(data_dir_, "train", 100);
+    writeSplit(data_dir_, "t10k", 50);
+  }
+  std::string expand(const std::string& s) const {
+    return absl::StrReplaceAll(s, {{"$TMP", tmp_}, {"$DATA", data_}});
+  }
+  void check(const std::vector<BadInput>& table) {
+    for (const BadInput& row : table) {
+      std::vector<std::string> args;
+      for (const std::string& a : row.args) args.push_back(expand(a));
+      CommandResult r = runTandem(args);
+      std::string shown = absl::StrJoin(args, " ");
+      EXPECT_EQ(r.err, absl::StrCat("tandem: ", expand(row.message), "\n")) << shown;
+      EXPECT_EQ(r.exit_code, row.exit_code) << shown;
+      EXPECT_EQ(r.out, "") << shown;
+    }
+  }
+
+  TempDir tmp_dir_, data_dir_;
+  std::string tmp_, data_;
+};
+
+TEST_F(BadInputTable, CommandLine) {
+  check({
+      {{}, "missing subcommand (dump, opt, train or devices); see tandem --help"},
+      {{"frobnicate"}, "unknown subcommand 'frobnicate' (expected dump, opt, train or devices)"},
+      {{"dump", "--colour"}, "The following argument was not expected: --colour"},
+      {{"dump", "--model"}, "--model: needs a value"},
+      {{"dump", "--model", "lenet", "extra"}, "The following argument was not expected: extra"},
+  });
+}
+
+TEST_F(BadInputTable, ModelAndDevices) {
+  check({
+      {{"dump"},
+       "--model: is required (one of lenet, resnet18, resnet34, resnet50, resnet101, resnet152)"},
+      {{"train"}, "--model: is required (one of lenet, resnet18)"},
+      {{"dump", "--model", "vgg"},
+       "--model: unknown model 'vgg' (known: lenet, resnet18, resnet34, resnet50, resnet101, "
+       "resnet152)"},
+      {{"train", "--model", "resnet50"},
+       "--model: resnet50 takes 3x224x224 images, but Fashion-MNIST has 1x28x28 (train lenet or "
+       "resnet18)"},
+      {{"dump", "--model", "lenet", "--devices", "cpu:-1"},
+       "--devices: unknown device 'cpu:-1': the index must be a non-negative integer"},
+      {{"dump", "--model", "lenet", "--devices", "CPU:0"},
+       "--devices: unknown device 'CPU:0': the device kind must be cpu or cuda"},
+      {{"dump", "--model", "lenet", "--devices", "cpu:99999999999"},
+       "--devices: unknown device 'cpu:99999999999': the index must be at most 2147483647"},
+      {{"dump", "--model", "lenet", "--devices", "4097"},
+       "--devices: device count 4097 is out of range (1 to 4096)"},
+      {{"dump", "--model", "lenet", "--devices", "0"},
+       "--devices: device count 0 is out of range (1 to 4096)"},
+      {{"dump", "--model", "lenet", "--devices", ""}, "--devices: the device list is empty"},
+      {{"dump", "--model", "lenet", "--batch", "2", "--devices", "3"},
+       "--batch: 2 is smaller than the device count 3; every device needs at least one example"},
+      {{"train", "--model", "lenet", "--batch", "2", "--devices", "3"},
+       "--batch: 2 is smaller than the device count 3; every device needs at least one example"},
+  });
+}
+
+TEST_F(BadInputTable, Numbers) {
+  check({
+      {{"dump", "--model", "lenet", "--batch", "0"},
+       "--batch: 0 is out of range: must be from 1 to 2147483648"},
+      {{"dump", "--model", "lenet", "--batch", "3000000000"},
+       "--batch: 3000000000 is out of range: must be from 1 to 2147483648"},
+      {{"dump", "--model", "lenet", "--batch", "12x"},
+       "--batch: '12x' is not an integer (must be from 1 to 2147483648)"},
+      {{"dump", "--model", "lenet", "--batch", "99999999999999999999"},
+       "--batch: '99999999999999999999' is not an integer (must be from 1 to 2147483648)"},
+      {{"dump", "--model", "lenet", "--lr", "-1"}, "--lr: -1 is out of range: must be > 0"},
+      {{"dump", "--model", "lenet", "--lr", "0"}, "--lr: 0 is out of range: must be > 0"},
+      {{"train", "--model", "lenet", "--lr", "nan"}, "--lr: 'nan' is not a finite number"},
+      {{"train", "--model", "lenet", "--lr", "inf"}, "--lr: 'inf' is not a finite number"},
+      {{"train", "--model", "lenet", "--lr", "1e999"}, "--lr: '1e999' is not a finite number"},
+      {{"dump", "--model", "lenet", "--lr", "abc"}, "--lr: 'abc' is not a finite number"},
+      {{"train", "--model", "lenet", "--momentum", "1"},
+       "--momentum: 1 is out of range: must be >= 0 and < 1"},
+      {{"dump", "--model", "lenet", "--momentum", "-0.1"},
+       "--momentum: -0.1 is out of range: must be >= 0 and < 1"},
+      {{"train", "--model", "lenet", "--weight-decay", "2"},
+       "--weight-decay: 2 is out of range: must be >= 0 and <= 1"},
+      {{"dump", "--model", "lenet", "--bucket-mb", "0"},
+       "--bucket-mb: 0 is out of range: must be > 0 and <= 1e+09"},
+      {{"train", "--model", "lenet", "--first-bucket-mb", "-1"},
+       "--first-bucket-mb: -1 is out of range: must be > 0 and <= 1e+09"},
+      {{"train", "--model", "lenet", "--seed", "-1"},
+       "--seed: '-1' is not an integer from 0 to 18446744073709551615"},
+      {{"train", "--model", "lenet", "--seed", "18446744073709551616"},
+       "--seed: '18446744073709551616' is not an integer from 0 to 18446744073709551615"},
+      {{"train", "--model", "lenet", "--epochs", "0"},
+       "--epochs: 0 is out of range: must be from 1 to 100000"},
+      {{"train", "--model", "lenet", "--epochs", "1.5"},
+       "--epochs: '1.5' is not an integer (must be from 1 to 100000)"},
+      {{"train", "--model", "lenet", "--threads-per-device", "0"},
+       "--threads-per-device: 0 is out of range: must be from 1 to 1024"},
+      {{"train", "--model", "lenet", "--threads-per-device", "5000"},
+       "--threads-per-device: 5000 is out of range: must be from 1 to 1024"},
+      {{"train", "--model", "lenet", "--limit-train", "0"},
+       "--limit-train: 0 is out of range: must be >= 1"},
+      {{"train", "--model", "lenet", "--limit-test", "-5"},
+       "--limit-test: -5 is out of range: must be >= 1"},
+  });
+}
+
+TEST_F(BadInputTable, SplitAndInitializer) {
+  check({
+      {{"dump", "--model", "lenet", "--devices", "2", "--weights", "3,x"},
+       "--weights: '3,x' must be positive numbers such as 3,1"},
+      {{"dump", "--model", "lenet", "--devices", "2", "--weights", "0,1"},
+       "--weights: '0,1' must be positive numbers such as 3,1"},
+      {{"train", "--model", "lenet", "--devices", "2", "--weights", "3,1,1"},
+       "--weights: 3 weights for 2 devices"},
+      {{"dump", "--model", "lenet", "--init", "normal:-1"},
+       "--init: 'normal:-1' is not an initializer (kaiming, or normal:STD with 0 < STD <= 100, "
+       "such as normal:0.01)"},
+      {{"train", "--model", "lenet", "--init", "xavier"},
+       "--init: 'xavier' is not an initializer (kaiming, or normal:STD with 0 < STD <= 100, such "
+       "as normal:0.01)"},
+  });
+}
+
+TEST_F(BadInputTable, DumpOutputSelection) {
+  check({
+      {{"dump", "--model", "lenet", "--after", "frobnicate"},
+       "--after: 'frobnicate' is not a pass of the default pipeline (autodiff, replicate, "
+       "insert-collectives, dce, schedule, plan-memory, or none)"},
+      {{"dump", "--model", "lenet", "--format", "xml"},
+       "--format: unknown format 'xml' (expected text, dot, summary, streams, memory)"},
+      {{"dump", "--model", "lenet", "--graph", "backward"},
+       "--graph: module lenet has no graph 'backward' (it has init, train_step, eval_step)"},
+      {{"dump", "--model", "lenet", "--memory", "--format", "dot"},
+       "--memory: is --format memory, and cannot go with --format dot"},
+      {{"dump", "--model", "lenet", "--format", "summary", "--canonical"},
+       "--canonical: applies to --format text only (source locations), not --format summary"},
+      {{"dump", "--model", "lenet", "--format", "summary", "--graph", "init"},
+       "--graph: --format summary describes the whole module; drop --graph, or use another "
+       "format"},
+      {{"dump", "--model", "lenet", "--after", "dce", "--memory"},
+       "--format memory: needs plan-memory, the last pass of the pipeline; --after dce stops "
+       "before it"},
+      {{"dump", "--model", "lenet", "--after", "none", "--format", "streams"},
+       "--format streams needs a replicated module (run replicate)"},
+      {{"dump", "--model", "lenet", "-o", "/nonexistent-dir/x.tir"},
+       "--output: cannot write '/nonexistent-dir/x.tir': No such file or directory"},
+      {{"dump", "--model", "lenet", "-o", "$TMP"}, "--output: cannot write '$TMP': Is a directory"},
+      {{"dump", "--model", "lenet", "-o", "/dev/full"},
+       "--output: cannot write '/dev/full': No space left on device"},
+  });
+}
+
+TEST_F(BadInputTable, OptFiles) {
+  tmp_dir_.write("good.tir", runTandem({"dump", "--model", "lenet", "--batch", "8"}).out);
+  // A 1 MiB word where 'module' belongs: the message quotes 48 bytes of it, not all.
+  tmp_dir_.write("huge.tir", std::string(1 << 20, 'a'));
+  check({
+      {{"opt"}, "opt: missing the IR file argument ('-' for standard input)"},
+      {{"opt", "$TMP"}, "IR file '$TMP' is a directory, not an IR file"},
+      {{"opt", "$TMP/missing.tir"},
+       "cannot read IR file '$TMP/missing.tir': No such file or directory"},
+      {{"opt", "$TMP/huge.tir"},
+       "$TMP/huge.tir:1:1: expected 'module', got "
+       "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (1048576 bytes)'"},
+      {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
+       "--passes: unknown pass 'frobnicate' (known: autodiff, replicate, insert-collectives, dce, "
+       "schedule, plan-memory)"},
+      {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
+       "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
+      {{"opt", "$TMP/good.tir", "--print-after", "dce"},
+       "--print-after: 'dce' is not a pass of the pipeline (it is empty, or *)"},
+  });
+}
+
+TEST_F(BadInputTable, TrainFilesAndData) {
+  check({
+      {{"train", "--model", "lenet", "--metrics", ""}, "--metrics: the file name is empty"},
+      {{"train", "--model", "lenet", "--metrics", "/dev/full"},
+       "--metrics: cannot write '/dev/full': No space left on device"},
+      {{"train", "--model", "lenet", "--metrics", "$TMP"},
+       "--metrics: cannot write '$TMP': Is a directory"},
+      {{"train", "--model", "lenet", "--data", "/nonexistent/fmnist"},
+       "fashion-mnist: directory /nonexistent/fmnist does not exist (install the Debian package "
+       "dataset-fashion-mnist or pass --data DIR)"},
+      {{"train", "--model", "lenet", "--data", "/etc/hostname"},
+       "fashion-mnist: /etc/hostname is not a directory (install the Debian package "
+       "dataset-fashion-mnist or pass --data DIR)"},
+      {{"train", "--model", "lenet", "--data", "$TMP"},
+       "fashion-mnist: $TMP/train-images-idx3-ubyte.gz not found (nor train-images-idx3-ubyte "
+       "uncompressed) (install the Debian package dataset-fashion-mnist or pass --data DIR)"},
+      {{"train", "--model", "lenet", "--data", "$DATA", "--limit-train", "101"},
+       "--limit-train: 101 is more than the 100 training images in $DATA"},
+      {{"train", "--model", "lenet", "--data", "$DATA", "--limit-test", "51"},
+       "--limit-test: 51 is more than the 50 test images in $DATA"},
+      {{"train", "--model", "lenet", "--data", "$DATA", "--batch", "101"},
+       "--batch: 101 is more than the 100 training images (lower --batch)"},
+      {{"train", "--model", "lenet", "--data", "$DATA", "--limit-train", "20", "--batch", "32"},
+       "--batch: 32 is more than the 20 training images left by --limit-train (lower --batch)"},
+  });
+}
+
+// Standard output that cannot take the result: a full disk, or closed.
+TEST_F(BadInputTable, StandardOutputThatFails) {
+  const std::string cli = TANDEM_CLI_PATH;
+  CommandResult full = runProgram(
+      "/bin/sh", {"-c", cli + " dump --model lenet --format summary > /dev/full"});
+  EXPECT_EQ(full.exit_code, 2);
+  EXPECT_EQ(full.err, "tandem: cannot write to standard output: No space left on device\n");
+  CommandResult closed =
+      runProgram("/bin/sh", {"-c", cli + " dump --model lenet --format summary >&-"});
+  EXPECT_EQ(closed.exit_code, 2);
+  EXPECT_EQ(closed.err, "tandem: cannot write to standard output: Bad file descriptor\n");
+  CommandResult stdin_closed = runProgram("/bin/sh", {"-c", cli + " opt - <&-"});
+  EXPECT_EQ(stdin_closed.exit_code, 2);
+  EXPECT_EQ(stdin_closed.err, "tandem: cannot read standard input: Bad file descriptor\n");
+  CommandResult train = runProgram(
+      "/bin/sh", {"-c", absl::StrCat(cli, " train --model lenet --data ", data_,
+                                     " --batch 50 --epochs 1 > /dev/full")});
+  EXPECT_EQ(train.exit_code, 2);
+  EXPECT_EQ(train.err, "tandem: cannot write to standard output: No space left on device\n");
+}
+
+// A loss that turns infinite stops the run with exit 3, naming the epoch and step;
+// --allow-nonfinite trains on.
+TEST_F(BadInputTable, NonFiniteLossStopsTheRun) {
+  CommandResult r = runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "10",
+                               "--epochs", "2", "--lr", "3e38"});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.err.rfind("tandem: the loss is ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(" at epoch 1, step "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(lr 3e+38): training diverged; lower --lr, or pass --allow-nonfinite"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("\n    1 "), std::string::npos) << "no epoch row after a divergence\n"
+                                                        << r.out;
+  CommandResult on = runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "10",
+                                "--epochs", "1", "--lr", "3e38", "--allow-nonfinite"});
+  EXPECT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_NE(on.out.find("\n    1 "), std::string::npos) << on.out;
+}
+
+// An unreadable data directory is reported as unreadable, not as missing. Root reads
+// everything, so the check runs as the user nobody when the test runs as root.
+TEST_F(BadInputTable, UnreadableDataDirectory) {
+  TempDir outer;
+  std::string dir = outer.file("locked");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  chmod(outer.file("").c_str(), 0755);
+  const passwd* nobody = getpwnam("nobody");
+  if (geteuid() == 0 && nobody == nullptr) GTEST_SKIP() << "running as root with no user nobody";
+  std::string err_path = absl::StrCat(tmp_, "/err.txt");
+  chmod(tmp_.c_str(), 0777);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgid(nobody->pw_gid) != 0 || setuid(nobody->pw_uid) != 0)) _exit(126);
+    if (std::freopen(err_path.c_str(), "w", stderr) == nullptr) _exit(125);
+    if (std::freopen("/dev/null", "w", stdout) == nullptr) _exit(125);
+    execl(TANDEM_CLI_PATH, TANDEM_CLI_PATH, "train", "--model", "lenet", "--data", dir.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 127) GTEST_SKIP() << "nobody cannot run " << TANDEM_CLI_PATH;
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_EQ(readFile(err_path),
+            absl::StrCat("tandem: fashion-mnist: cannot read directory ", dir,
+                         ": Permission denied\n"));
+}
+
+}  // namespace
+}  // namespace tandem::testing
