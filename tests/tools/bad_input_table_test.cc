@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -295,6 +296,34 @@ TEST_F(BadInputTable, NonFiniteLossStopsTheRun) {
                                 "--epochs", "1", "--lr", "3e38", "--allow-nonfinite"});
   EXPECT_EQ(on.exit_code, 0) << on.err;
   EXPECT_NE(on.out.find("\n    1 "), std::string::npos) << on.out;
+}
+
+// The run header says what is trained: the per-device split of an uneven batch, and how
+// many images an epoch really uses when the last partial batch is dropped.
+TEST_F(BadInputTable, RunHeaderTellsTheTruth) {
+  CommandResult r = runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "32",
+                               "--devices", "3", "--epochs", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.substr(0, r.out.find("epoch train_loss")),
+            "lenet on [cpu:0, cpu:1, cpu:2], batch 32 (11/11/10 per device), lr 0.1, momentum "
+            "0.9, weight decay 0, init kaiming, seed 0\n96 of 100 training images per epoch in 3 "
+            "steps (the 4 that do not fill a batch are left out, different ones each epoch), 50 "
+            "test images\n");
+}
+
+// Legal but surely wrong: more kernel threads than cores is a warning, and the run goes on.
+TEST_F(BadInputTable, MoreThreadsThanCoresIsAWarning) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const std::string threads = absl::StrCat(std::min<long>(1024, cores + 1));
+  CommandResult r = runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "50",
+                               "--devices", "2", "--epochs", "1", "--threads-per-device", threads});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.rfind(absl::StrCat("tandem: warning: --threads-per-device ", threads,
+                                     " on 2 devices asks for "),
+                        0),
+            0u)
+      << r.err;
+  EXPECT_NE(r.out.find("\n    1 "), std::string::npos) << r.out;
 }
 
 // An unreadable data directory is reported as unreadable, not as missing. Root reads
