@@ -74,7 +74,7 @@ TEST(Types, ParseDeviceErrors) {
   EXPECT_EQ(deviceError("cpu:0:1"),
             "unknown device 'cpu:0:1': the index must be a non-negative integer");
   EXPECT_EQ(deviceError("cpu:99999999999"),
-            "unknown device 'cpu:99999999999': the index must be a non-negative integer");
+            "unknown device 'cpu:99999999999': the index must be at most 2147483647");
 }
 
 TEST(Types, ParseDeviceList) {
