@@ -1,13 +1,22 @@
 // Pass microbenchmarks: each pass of the default pipeline, and the whole pipeline, on
-// ResNet-18 ... ResNet-152 replicated over 1, 2, 8 and 64 devices. Each benchmark family
+// ResNet-18 ... ResNet-152 and LeNet replicated over 1, 2, 8 and 64 devices, plus LeNet
+// and ResNet-18 over 1024 and 4096 devices (the most the CLI accepts). Each benchmark family
 // fits its cost against N = total nodes of the module the pass produces, so linear
 // passes report O(N). Timing is manual: only pass->run is measured, not the module
 // copy each iteration starts from.
 //
-//   build/bench/passes_bench --benchmark_filter=Pipeline/resnet152
+// The 1024 and 4096 rows are the check that no pass grows with devices faster than the
+// nodes do (plan-memory once went cubic in the device count). They stop at ResNet-18:
+// ResNet-18 x 4096 is already 2.9 M nodes (about 1.6 GB a module copy, several seconds
+// a pipeline run); the deeper ResNets there would take tens of GB and minutes a row
+// without adding a new shape to the curve.
+//
+//   build/bench/passes_bench --benchmark_filter=Pipeline/model:4
+//   build/bench/passes_bench --benchmark_filter='devices:(1024|4096)'
 //   build/bench/passes_bench --benchmark_counters_tabular=true
 //   TANDEM_BENCH_AUTO_FIT=1 build/bench/passes_bench   # best-fitting curve instead of O(N)
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -24,9 +33,16 @@ namespace {
 using tandem::ir::Module;
 namespace passes = tandem::passes;
 
-const char* const kModels[] = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"};
+const char* const kModels[] = {"resnet18",  "resnet34",  "resnet50",
+                               "resnet101", "resnet152", "lenet"};
 const int kDevices[] = {1, 2, 8, 64};
-constexpr int64_t kBatch = 512;  // divisible by every device count above
+// Model indices (into kModels) that also run at kManyDevices.
+const int kManyDeviceModels[] = {0, 5};
+const int kManyDevices[] = {1024, 4096};
+
+/// Global batch: 512, or one sample per device past that. Every device needs a sample;
+/// the batch does not change the node count, only the shapes.
+int64_t batchFor(int devices) { return std::max<int64_t>(512, devices); }
 
 std::vector<std::unique_ptr<passes::Pass>> pipelineFor(int devices) {
   passes::PipelineConfig config;
@@ -40,7 +56,7 @@ std::vector<std::unique_ptr<passes::Pass>> pipelineFor(int devices) {
 /// The model with the first `stage` passes of the default pipeline already applied.
 std::unique_ptr<Module> moduleBefore(const char* model, int devices, size_t stage) {
   auto spec = tandem::zoo::modelByName(model);
-  auto m = tandem::buildModule(*spec, {.batch = kBatch});
+  auto m = tandem::buildModule(*spec, {.batch = batchFor(devices)});
   if (!m.ok()) std::abort();
   auto pipeline = pipelineFor(devices);
   for (size_t i = 0; i < stage; ++i)
@@ -75,6 +91,8 @@ void runStages(benchmark::State& state, size_t first, size_t last) {
 void configure(benchmark::internal::Benchmark* b) {
   for (int m = 0; m < static_cast<int>(std::size(kModels)); ++m)
     for (int d : kDevices) b->Args({m, d});
+  for (int m : kManyDeviceModels)
+    for (int d : kManyDevices) b->Args({m, d});
   b->ArgNames({"model", "devices"})
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond)
@@ -83,17 +101,22 @@ void configure(benchmark::internal::Benchmark* b) {
       ->Complexity(std::getenv("TANDEM_BENCH_AUTO_FIT") ? benchmark::oAuto : benchmark::oN);
 }
 
-// Stage indices in the default pipeline: 0 autodiff, 1 replicate, 2 insert-collectives, 3 dce.
+// Stage indices in the default pipeline: 0 autodiff, 1 replicate, 2 insert-collectives,
+// 3 dce, 4 schedule, 5 plan-memory.
 void BM_Autodiff(benchmark::State& s) { runStages(s, 0, 1); }
 void BM_Replicate(benchmark::State& s) { runStages(s, 1, 2); }
 void BM_InsertCollectives(benchmark::State& s) { runStages(s, 2, 3); }
 void BM_Dce(benchmark::State& s) { runStages(s, 3, 4); }
-void BM_Pipeline(benchmark::State& s) { runStages(s, 0, 4); }
+void BM_Schedule(benchmark::State& s) { runStages(s, 4, 5); }
+void BM_PlanMemory(benchmark::State& s) { runStages(s, 5, 6); }
+void BM_Pipeline(benchmark::State& s) { runStages(s, 0, 6); }
 
 BENCHMARK(BM_Autodiff)->Apply(configure);
 BENCHMARK(BM_Replicate)->Apply(configure);
 BENCHMARK(BM_InsertCollectives)->Apply(configure);
 BENCHMARK(BM_Dce)->Apply(configure);
+BENCHMARK(BM_Schedule)->Apply(configure);
+BENCHMARK(BM_PlanMemory)->Apply(configure);
 BENCHMARK(BM_Pipeline)->Apply(configure);
 
 }  // namespace

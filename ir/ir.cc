@@ -388,10 +388,17 @@ absl::StatusOr<VarRole> parseVarRole(absl::string_view s) {
       absl::StrCat("unknown variable role '", s, "' (expected param, buffer or optimizer)"));
 }
 
+void Module::setDevices(std::vector<Device> ds) {
+  devices_ = std::move(ds);
+  device_index_.clear();
+  device_index_.reserve(devices_.size());
+  for (size_t i = 0; i < devices_.size(); ++i) device_index_.try_emplace(devices_[i], i);
+}
+
 std::optional<size_t> Module::deviceIndex(const Device& d) const {
-  for (size_t i = 0; i < devices_.size(); ++i)
-    if (devices_[i] == d) return i;
-  return std::nullopt;
+  auto it = device_index_.find(d);
+  if (it == device_index_.end()) return std::nullopt;
+  return it->second;
 }
 
 const Var* Module::findVar(absl::string_view name) const {
@@ -439,6 +446,7 @@ void Module::replaceGraph(std::unique_ptr<Graph> g) {
 std::unique_ptr<Module> Module::clone() const {
   auto m = std::make_unique<Module>(name_);
   m->devices_ = devices_;
+  m->device_index_ = device_index_;
   m->vars_ = vars_;
   m->var_index_ = var_index_;
   m->strings_ = strings_;

@@ -261,9 +261,10 @@ class Module {
 
   /// Empty until `replicate` runs; then every variable has one replica per device.
   const std::vector<Device>& devices() const { return devices_; }
-  void setDevices(std::vector<Device> ds) { devices_ = std::move(ds); }
+  void setDevices(std::vector<Device> ds);
   bool isReplicated() const { return !devices_.empty(); }
-  /// Position of `d` in devices(), or nullopt when it is not a module device.
+  /// Position of `d` in devices(), or nullopt when it is not a module device. O(1): passes
+  /// and the verifier ask it for every node and every device of a collective.
   std::optional<size_t> deviceIndex(const Device& d) const;
 
   const std::vector<Var>& vars() const { return vars_; }
@@ -289,6 +290,7 @@ class Module {
  private:
   std::string name_;
   std::vector<Device> devices_;
+  absl::flat_hash_map<Device, size_t> device_index_;  // devices_[i] -> i (first if repeated)
   std::vector<Var> vars_;
   absl::flat_hash_map<std::string, size_t> var_index_;
   std::vector<std::unique_ptr<Graph>> graphs_;

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -277,6 +278,7 @@ class Parser {
   absl::StatusOr<std::vector<Device>> parseDeviceList() {
     if (absl::Status s = expectPunct("["); !s.ok()) return s;
     std::vector<Device> out;
+    absl::flat_hash_set<Device> seen;  // a collective of a big module lists every device
     while (!isPunct("]")) {
       if (!out.empty())
         if (absl::Status s = expectPunct(","); !s.ok()) return s;
@@ -286,9 +288,12 @@ class Parser {
       next();
       auto d = parseDeviceAfterKind(kind);
       if (!d.ok()) return d.status();
-      for (const Device& seen : out)
-        if (seen == *d)
-          return errorAt(kind, absl::StrCat("device ", toString(*d), " is listed twice"));
+      if (!seen.insert(*d).second)
+        return errorAt(kind, absl::StrCat("device ", toString(*d), " is listed twice"));
+      if (out.size() == kMaxDevices)
+        return errorAt(kind,
+                       absl::StrCat("the device list has more than ", kMaxDevices, " devices (",
+                                    toString(*d), " is number ", kMaxDevices + 1, ")"));
       out.push_back(*d);
     }
     next();

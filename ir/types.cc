@@ -3,6 +3,7 @@
 #include <charconv>
 #include <limits>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -75,22 +76,27 @@ absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s) {
   int count = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), count);
   if (!s.empty() && ec == std::errc() && end == s.data() + s.size()) {
-    if (count < 1 || count > 4096)
+    if (count < 1 || static_cast<size_t>(count) > kMaxDevices)
       return absl::InvalidArgumentError(
-          absl::StrCat("device count ", s, " is out of range (1 to 4096)"));
+          absl::StrCat("device count ", s, " is out of range (1 to ", kMaxDevices, ")"));
     for (int i = 0; i < count; ++i) out.push_back({DeviceKind::kCpu, i});
     return out;
   }
   if (absl::StripAsciiWhitespace(s).empty())
     return absl::InvalidArgumentError("the device list is empty");
   // Spaces around entries are fine: the printer writes lists as "[cpu:0, cpu:1]".
+  absl::flat_hash_set<Device> seen;
   for (absl::string_view part : absl::StrSplit(s, ',')) {
     auto d = parseDevice(absl::StripAsciiWhitespace(part));
     if (!d.ok()) return d.status();
-    for (const Device& seen : out)
-      if (seen == *d)
-        return absl::InvalidArgumentError(
-            absl::StrCat("device ", toString(*d), " is listed twice in '", s, "'"));
+    if (!seen.insert(*d).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat("device ", toString(*d), " is listed twice in '", s, "'"));
+    // Checked as the list grows, so that a huge list is refused before it is all parsed.
+    if (out.size() == kMaxDevices)
+      return absl::InvalidArgumentError(absl::StrCat("the device list has more than ", kMaxDevices,
+                                                     " devices (", toString(*d), " is number ",
+                                                     kMaxDevices + 1, ")"));
     out.push_back(*d);
   }
   return out;

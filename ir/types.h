@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -48,13 +49,21 @@ struct Device {
   DeviceKind kind = DeviceKind::kCpu;
   int index = 0;
   bool operator==(const Device&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const Device& d) {
+    return H::combine(std::move(h), d.kind, d.index);
+  }
 };
+
+/// The most devices a module may span, however they are given (a count or a list): every
+/// pass stays linear in nodes x devices up to here, and the pass benchmarks check it.
+inline constexpr size_t kMaxDevices = 4096;
 
 std::string toString(const Device& d);
 /// Parses "cpu:0" / "cuda:3"; the error names the text and the known kinds.
 absl::StatusOr<Device> parseDevice(absl::string_view s);
 /// Parses a device list: "cpu:0,cpu:1", or a count "4" meaning cpu:0..cpu:3.
-/// Rejects duplicates and empty lists.
+/// Rejects duplicates, empty lists and more than kMaxDevices devices.
 absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s);
 std::string toString(const std::vector<Device>& ds);  // "[cpu:0, cpu:1]"
 

@@ -1,9 +1,12 @@
 #include "passes/plan_memory.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <set>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "passes/streams.h"
 
@@ -21,35 +24,51 @@ bool inArena(const ir::Value& v) {
   return op != ir::Op::kInput && op != ir::Op::kParam;
 }
 
+// One arena value's lifetime. It names its value by node id and result index rather than
+// by pointer: the replay then never reaches back into the graph.
 struct Interval {
-  const ir::Value* value;
+  uint32_t node_id;
+  uint32_t result;
   size_t device;
-  int64_t start, end;  // node positions, both inclusive
+  int64_t start, end;  // node positions in [0, n], both inclusive
   int64_t bytes;
+  int64_t offset = ir::MemoryPlan::kNoOffset;  // set by the replay
 };
 
-// First-fit-by-size allocation over offsets, replayed in program order: a buffer is taken
-// at its first position and given back after its last. Best fit keeps fragmentation low;
-// neighbouring free blocks merge. (A library allocator would hand out addresses, not plan
-// offsets ahead of time, hence this small one.)
+// Stable counting sort of `order` (indices) by key(i) in [0, bound): linear, where a
+// comparison sort of millions of intervals would add a log factor.
+template <typename Key>
+std::vector<uint32_t> sortedBy(const std::vector<uint32_t>& order, size_t bound, Key key) {
+  std::vector<size_t> first(bound + 1, 0);
+  for (uint32_t i : order) ++first[key(i) + 1];
+  for (size_t k = 1; k <= bound; ++k) first[k] += first[k - 1];
+  std::vector<uint32_t> out(order.size());
+  for (uint32_t i : order) out[first[key(i)]++] = i;
+  return out;
+}
+
+// Best-fit allocation over offsets, replayed in program order: a buffer is taken at its
+// first position and given back after its last. Best fit keeps fragmentation low;
+// neighbouring free blocks merge. Free blocks are indexed by offset (to merge) and by
+// size (to find the best fit in O(log blocks) rather than by scanning). (A library
+// allocator would hand out addresses, not plan offsets ahead of time, hence this one.)
 class ArenaSimulator {
  public:
   int64_t allocate(int64_t bytes) {
-    auto best = free_.end();
-    for (auto it = free_.begin(); it != free_.end(); ++it)
-      if (it->second >= bytes && (best == free_.end() || it->second < best->second)) best = it;
+    // The smallest block that fits; among equal sizes the lowest offset.
+    auto best = by_size_.lower_bound({bytes, std::numeric_limits<int64_t>::min()});
     int64_t offset;
-    if (best != free_.end()) {
-      offset = best->first;
-      int64_t rest = best->second - bytes;
-      free_.erase(best);
-      if (rest > 0) free_[offset + bytes] = rest;
+    if (best != by_size_.end()) {
+      auto [size, at] = *best;
+      offset = at;
+      erase(free_.find(at));
+      if (size > bytes) insert(offset + bytes, size - bytes);
     } else if (!free_.empty() &&
                std::prev(free_.end())->first + std::prev(free_.end())->second == top_) {
       auto last = std::prev(free_.end());  // grow the free block at the top
       offset = last->first;
       top_ = offset + bytes;
-      free_.erase(last);
+      erase(last);
     } else {
       offset = top_;
       top_ += bytes;
@@ -60,31 +79,43 @@ class ArenaSimulator {
   }
   void release(int64_t offset, int64_t bytes) {
     live_ -= bytes;
-    auto [it, inserted] = free_.emplace(offset, bytes);
-    (void)inserted;
-    if (auto next = std::next(it); next != free_.end() && offset + bytes == next->first) {
-      it->second += next->second;
-      free_.erase(next);
+    auto next = free_.lower_bound(offset);
+    if (next != free_.end() && offset + bytes == next->first) {
+      bytes += next->second;
+      next = erase(next);
     }
-    if (it != free_.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second == it->first) {
-        prev->second += it->second;
-        free_.erase(it);
+    if (next != free_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        bytes += prev->second;
+        erase(prev);
       }
     }
+    insert(offset, bytes);
   }
   int64_t top() const { return top_; }
   int64_t peakLive() const { return peak_live_; }
 
  private:
-  std::map<int64_t, int64_t> free_;  // offset -> bytes
+  void insert(int64_t offset, int64_t bytes) {
+    free_.emplace(offset, bytes);
+    by_size_.emplace(bytes, offset);
+  }
+  std::map<int64_t, int64_t>::iterator erase(std::map<int64_t, int64_t>::iterator it) {
+    by_size_.erase({it->second, it->first});
+    return free_.erase(it);
+  }
+  std::map<int64_t, int64_t> free_;                // offset -> bytes
+  std::set<std::pair<int64_t, int64_t>> by_size_;  // (bytes, offset) of the same blocks
   int64_t top_ = 0, live_ = 0, peak_live_ = 0;
 };
 
-}  // namespace
-
-absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& g) {
+// The lifetime of every arena value of `g`, in node order. Each sweep visits every node,
+// operand and result once, plus, per collective, each device once (a collective has at
+// least one operand or result per device, so that is within the graph's size too).
+absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const ir::Graph& g,
+                                                    int64_t& steps) {
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   const int64_t n = static_cast<int64_t>(g.numNodes());
   auto deviceIndex = [&](const ir::Value& v) -> absl::StatusOr<size_t> {
@@ -94,62 +125,152 @@ absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& 
                                                       " is on ", ir::toString(deviceOfValue(v)),
                                                       ", which is not a module device"));
   };
+  auto node = [&](int64_t i) -> const ir::Node& { return *g.nodes()[static_cast<size_t>(i)]; };
+  // Positions, and dense value numbers (first_value[node id] + result index) so that the
+  // sweeps index flat vectors: a hash map of users outgrows the caches at thousands of
+  // devices and makes every edge a cache miss.
   std::vector<int64_t> pos(g.idBound(), 0);
-  for (int64_t i = 0; i < n; ++i) pos[g.nodes()[static_cast<size_t>(i)]->id()] = i;
+  std::vector<size_t> first_value(g.idBound(), 0);
+  size_t num_values = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    pos[node(i).id()] = i;
+    first_value[node(i).id()] = num_values;
+    num_values += node(i).numResults();
+  }
+  auto number = [&](const ir::Value& v) {
+    return first_value[v.def()->id()] + static_cast<size_t>(v.index());
+  };
+  steps += n;
+
+  // first_read[v]: the first compute position that reads v; n when none does.
+  std::vector<int64_t> first_read(num_values, n);
+  for (int64_t i = 0; i < n; ++i) {
+    if (streamOf(node(i)) != StreamKind::kCompute) continue;
+    for (const ir::Value* o : node(i).operands())
+      first_read[number(*o)] = std::min(first_read[number(*o)], i);
+    steps += static_cast<int64_t>(node(i).numOperands());
+  }
 
   // release[c][d]: the first compute position on device d that waits for collective c or
   // a later collective on d's comm stream; n when none does.
-  auto users = g.users();
   std::vector<std::vector<int64_t>> release(g.idBound());
   std::vector<int64_t> earliest_wait(num_devices, n);
   for (int64_t i = n - 1; i >= 0; --i) {
-    const ir::Node& c = *g.nodes()[static_cast<size_t>(i)];
+    const ir::Node& c = node(i);
     if (streamOf(c) != StreamKind::kComm) continue;
     for (size_t r = 0; r < c.numResults(); ++r) {
       auto d = deviceIndex(*c.result(r));
       if (!d.ok()) return d.status();
-      auto it = users.find(c.result(r));
-      if (it == users.end()) continue;
-      for (const ir::Node* u : it->second)
-        if (streamOf(*u) == StreamKind::kCompute)
-          earliest_wait[*d] = std::min(earliest_wait[*d], pos[u->id()]);
+      earliest_wait[*d] = std::min(earliest_wait[*d], first_read[number(*c.result(r))]);
     }
     release[c.id()] = earliest_wait;
+    steps += static_cast<int64_t>(c.numResults() + num_devices);
+  }
+
+  // last_use[v]: the last position v must stay intact for: its last compute reader, or for
+  // a collective reading it, the compute work on v's device that waits for that collective.
+  std::vector<int64_t> last_use(num_values, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const ir::Node& u = node(i);
+    const bool comm = streamOf(u) == StreamKind::kComm;
+    for (const ir::Value* o : u.operands()) {
+      if (!inArena(*o)) continue;
+      int64_t end = i;
+      if (comm) {
+        auto d = deviceIndex(*o);
+        if (!d.ok()) return d.status();
+        end = release[u.id()][*d];
+      }
+      last_use[number(*o)] = std::max(last_use[number(*o)], end);
+    }
+    steps += static_cast<int64_t>(u.numOperands());
   }
 
   std::vector<Interval> intervals;
-  std::vector<uint8_t> returned(g.idBound(), 0);
-  for (const ir::Value* v : g.outputs()) returned[v->def()->id()] = 1;
-  for (const auto& node : g.nodes()) {
-    const bool comm = streamOf(*node) == StreamKind::kComm;
-    for (size_t r = 0; r < node->numResults(); ++r) {
-      const ir::Value& v = *node->result(r);
+  const absl::flat_hash_set<const ir::Value*> returned(g.outputs().begin(), g.outputs().end());
+  // For a collective: per device, just after the last compute node it reads there. One
+  // sweep over its operands serves all its results (a collective has a few per device).
+  std::vector<int64_t> comm_start(num_devices, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const ir::Node& u = node(i);
+    const bool comm = streamOf(u) == StreamKind::kComm;
+    if (comm) {
+      std::fill(comm_start.begin(), comm_start.end(), 0);
+      for (const ir::Value* o : u.operands()) {
+        if (!inArena(*o) || streamOf(*o->def()) != StreamKind::kCompute) continue;
+        auto od = deviceIndex(*o);
+        if (!od.ok()) return od.status();
+        comm_start[*od] = std::max(comm_start[*od], pos[o->def()->id()] + 1);
+      }
+      steps += static_cast<int64_t>(num_devices + u.numOperands());
+    }
+    for (size_t r = 0; r < u.numResults(); ++r) {
+      const ir::Value& v = *u.result(r);
       if (!inArena(v)) continue;
       auto d = deviceIndex(v);
       if (!d.ok()) return d.status();
-      Interval iv{&v, *d, pos[node->id()], pos[node->id()],
+      Interval iv{u.id(),
+                  static_cast<uint32_t>(r),
+                  *d,
+                  i,
+                  std::max(i, last_use[number(v)]),
                   alignUp(std::max<int64_t>(v.type().bytes(), 1))};
-      if (comm) {
-        // Written by the comm stream any time after the compute work it waits for.
-        iv.start = 0;
-        for (const ir::Value* o : node->operands()) {
-          if (!inArena(*o) || streamOf(*o->def()) != StreamKind::kCompute) continue;
-          auto od = deviceIndex(*o);
-          if (!od.ok()) return od.status();
-          if (*od == *d) iv.start = std::max(iv.start, pos[o->def()->id()] + 1);
-        }
-      }
-      if (auto it = users.find(&v); it != users.end())
-        for (const ir::Node* u : it->second)
-          iv.end = std::max(
-              iv.end, streamOf(*u) == StreamKind::kComm ? release[u->id()][*d] : pos[u->id()]);
-      if (returned[node->id()] &&
-          std::find(g.outputs().begin(), g.outputs().end(), &v) != g.outputs().end())
-        iv.end = n;
+      // Written by the comm stream any time after the compute work it waits for.
+      if (comm) iv.start = comm_start[*d];
+      if (returned.contains(&v)) iv.end = n;
       intervals.push_back(iv);
     }
+    steps += static_cast<int64_t>(u.numResults());
   }
+  return intervals;
+}
 
+// Replays the intervals in program order: at each position, free what ended before it,
+// then take what starts at it. Fills the plan's offsets and per-device sizes.
+void replay(std::vector<Interval>& intervals, const ir::Graph& g, ir::MemoryPlan& plan,
+            int64_t& steps) {
+  const size_t num_devices = plan.arena_bytes.size();
+  std::vector<uint32_t> order(intervals.size());
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+    plan.unshared_bytes[intervals[i].device] += intervals[i].bytes;
+  }
+  // Taken by (start, node id), given back by end; ties keep creation order.
+  const size_t positions = g.numNodes() + 1;
+  std::vector<uint32_t> by_start =
+      sortedBy(sortedBy(order, g.idBound(), [&](uint32_t i) { return intervals[i].node_id; }),
+               positions, [&](uint32_t i) { return static_cast<size_t>(intervals[i].start); });
+  std::vector<uint32_t> by_end =
+      sortedBy(order, positions, [&](uint32_t i) { return static_cast<size_t>(intervals[i].end); });
+  std::vector<ArenaSimulator> arenas(num_devices);
+  size_t e = 0;
+  for (uint32_t i : by_start) {
+    Interval& iv = intervals[i];
+    while (e < by_end.size() && intervals[by_end[e]].end < iv.start) {
+      const Interval& done = intervals[by_end[e++]];
+      if (done.offset != ir::MemoryPlan::kNoOffset)
+        arenas[done.device].release(done.offset, done.bytes);
+    }
+    iv.offset = arenas[iv.device].allocate(iv.bytes);
+    plan.offsets[iv.node_id][iv.result] = iv.offset;
+  }
+  for (size_t d = 0; d < num_devices; ++d) {
+    plan.arena_bytes[d] = arenas[d].top();
+    plan.live_peak_bytes[d] = arenas[d].peakLive();
+  }
+  // Three counting sorts, then one allocation and one release per interval.
+  steps += static_cast<int64_t>(3 * intervals.size() + 2 * positions + g.idBound() +
+                                2 * intervals.size() + num_devices);
+}
+
+}  // namespace
+
+absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& g,
+                                          PlanMemoryWork* work) {
+  int64_t steps = 0;
+  auto intervals = liveIntervals(m, g, steps);
+  if (!intervals.ok()) return intervals.status();
+  const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   ir::MemoryPlan plan;
   plan.planned_nodes = g.numNodes();
   plan.offsets.resize(g.idBound());
@@ -158,36 +279,8 @@ absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& 
   plan.arena_bytes.assign(num_devices, 0);
   plan.live_peak_bytes.assign(num_devices, 0);
   plan.unshared_bytes.assign(num_devices, 0);
-
-  // Replay: at each position, free what ended before it, then take what starts at it.
-  std::vector<const Interval*> by_start, by_end;
-  for (const Interval& iv : intervals) {
-    by_start.push_back(&iv);
-    by_end.push_back(&iv);
-    plan.unshared_bytes[iv.device] += iv.bytes;
-  }
-  auto key = [](const Interval* a) { return std::make_pair(a->start, a->value->def()->id()); };
-  std::stable_sort(by_start.begin(), by_start.end(),
-                   [&](const Interval* a, const Interval* b) { return key(a) < key(b); });
-  std::stable_sort(by_end.begin(), by_end.end(),
-                   [](const Interval* a, const Interval* b) { return a->end < b->end; });
-  std::vector<ArenaSimulator> arenas(num_devices);
-  absl::flat_hash_map<const Interval*, int64_t> offset_of;
-  size_t e = 0;
-  for (const Interval* iv : by_start) {
-    while (e < by_end.size() && by_end[e]->end < iv->start) {
-      const Interval* done = by_end[e++];
-      if (auto it = offset_of.find(done); it != offset_of.end())
-        arenas[done->device].release(it->second, done->bytes);
-    }
-    int64_t off = arenas[iv->device].allocate(iv->bytes);
-    offset_of[iv] = off;
-    plan.offsets[iv->value->def()->id()][static_cast<size_t>(iv->value->index())] = off;
-  }
-  for (size_t d = 0; d < num_devices; ++d) {
-    plan.arena_bytes[d] = arenas[d].top();
-    plan.live_peak_bytes[d] = arenas[d].peakLive();
-  }
+  replay(*intervals, g, plan, steps);
+  if (work != nullptr) work->steps += steps;
   return plan;
 }
 

@@ -6,9 +6,18 @@
 
 namespace tandem::passes {
 
+/// What planMemory did, counted in steps: one per node, operand and result it visits in
+/// each sweep, per device of each collective, per bucket of its counting sorts and per
+/// arena operation. Tests hold it linear in the graph's size (nodes x devices): the pass
+/// once went cubic in the device count, and a step count says so without a clock.
+struct PlanMemoryWork {
+  int64_t steps = 0;
+};
+
 /// Plans one graph's memory (see PlanMemory). The graph must be in issue order (after
-/// `schedule`); the module gives the device list.
-absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& g);
+/// `schedule`); the module gives the device list. Adds the work done to `work` if given.
+absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& g,
+                                          PlanMemoryWork* work = nullptr);
 
 /// `plan-memory`: gives every value an offset in its device's arena, reusing a buffer once
 /// its last reader is done, and attaches the plan to each graph (peak bytes are known

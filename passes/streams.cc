@@ -6,6 +6,14 @@
 #include "absl/strings/str_cat.h"
 
 namespace tandem::passes {
+namespace {
+
+// Dense number of a stream: two per device.
+size_t slotIndex(const StreamSlot& s) {
+  return s.device * 2 + (s.stream == StreamKind::kComm ? 1 : 0);
+}
+
+}  // namespace
 
 ir::Device deviceOfValue(const ir::Value& v) {
   if (v.device()) return *v.device();
@@ -59,10 +67,7 @@ std::vector<StreamWait> streamWaits(const ir::Module& m, const ir::Graph& g) {
   // The last position of each stream that another stream already waits for: a stream is
   // a FIFO, so waiting for a later node of it covers every earlier one.
   auto key = [&](const StreamSlot& at, const StreamSlot& from) {
-    auto index = [&](const StreamSlot& s) {
-      return s.device * 2 + (s.stream == StreamKind::kComm ? 1 : 0);
-    };
-    return index(at) * m.devices().size() * 2 + index(from);
+    return slotIndex(at) * m.devices().size() * 2 + slotIndex(from);
   };
   absl::flat_hash_map<size_t, size_t> waited_up_to;
   std::vector<StreamWait> waits;
@@ -120,19 +125,26 @@ std::string printStreams(const ir::Module& m, const ir::Graph& g) {
     }
     return what;
   };
-  std::vector<StreamWait> waits = streamWaits(m, g);
+  // One sweep files every node under the streams it runs on and every wait under its
+  // consumer's share, so printing is linear in the graph however many devices it spans.
+  std::vector<std::vector<const ir::Node*>> runs(m.devices().size() * 2);
+  for (const auto& node : g.nodes())
+    for (size_t d : sharesOf(m, *node)) {
+      auto& run = runs[slotIndex({d, streamOf(*node)})];
+      if (run.empty() || run.back() != node.get()) run.push_back(node.get());
+    }
+  absl::flat_hash_map<std::pair<const ir::Node*, size_t>, std::vector<const StreamWait*>> waits_at;
+  const std::vector<StreamWait> waits = streamWaits(m, g);
+  for (const StreamWait& w : waits) waits_at[{w.consumer, slotIndex(w.at)}].push_back(&w);
   std::string out;
   for (size_t d = 0; d < m.devices().size(); ++d)
     for (StreamKind kind : {StreamKind::kCompute, StreamKind::kComm}) {
       const StreamSlot slot{d, kind};
       absl::StrAppend(&out, "stream ", slotName(slot), " of @", g.name(), ":\n");
-      for (const auto& node : g.nodes()) {
-        std::vector<size_t> shares = sharesOf(m, *node);
-        if (streamOf(*node) != kind || std::find(shares.begin(), shares.end(), d) == shares.end())
-          continue;
-        for (const StreamWait& w : waits)
-          if (w.consumer == node.get() && w.at == slot)
-            absl::StrAppend(&out, "    wait ", slotName(w.from), " after ", nodeName(*w.producer),
+      for (const ir::Node* node : runs[slotIndex(slot)]) {
+        if (auto it = waits_at.find({node, slotIndex(slot)}); it != waits_at.end())
+          for (const StreamWait* w : it->second)
+            absl::StrAppend(&out, "    wait ", slotName(w->from), " after ", nodeName(*w->producer),
                             "\n");
         absl::StrAppend(&out, "  ", nodeName(*node), "\n");
       }

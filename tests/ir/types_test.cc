@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 
 namespace tandem::ir {
@@ -115,6 +117,23 @@ TEST(Types, ParseDeviceListErrors) {
   EXPECT_EQ(deviceListError(""), "the device list is empty");
   EXPECT_EQ(deviceListError("4,cpu:0"),
             "unknown device '4': expected KIND:INDEX such as cpu:0 or cuda:1");
+}
+
+// A count and a list have the same cap; the list's duplicate check is one hash lookup a
+// device, so a list of the most devices parses as fast as the count.
+TEST(Types, ParseDeviceListCapsLongListsToo) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 4096; ++i) names.push_back(absl::StrCat(i % 2 ? "cuda:" : "cpu:", i / 2));
+  auto most = parseDeviceList(absl::StrJoin(names, ","));
+  ASSERT_TRUE(most.ok()) << most.status();
+  EXPECT_EQ(most->size(), kMaxDevices);
+  EXPECT_EQ(most->back(), (Device{DeviceKind::kCuda, 2047}));
+  names.push_back("cpu:2048");
+  EXPECT_EQ(deviceListError(absl::StrJoin(names, ",")),
+            "the device list has more than 4096 devices (cpu:2048 is number 4097)");
+  names.back() = "cuda:2047";  // a duplicate is named as such, however long the list
+  EXPECT_EQ(deviceListError(absl::StrJoin(names, ",")).substr(0, 34),
+            "device cuda:2047 is listed twice i");
 }
 
 TEST(Types, InitializerText) {

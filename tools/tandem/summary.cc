@@ -1,8 +1,8 @@
 #include "tools/tandem/summary.h"
 
-#include <algorithm>
 #include <map>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -37,8 +37,9 @@ std::string summarizeModule(const ir::Module& m) {
                   var_counts[ir::VarRole::kOptimizer], " optimizer variables\n");
   if (m.isReplicated()) absl::StrAppend(&out, "devices: ", ir::toString(m.devices()), "\n");
   for (const auto& g : m.graphs()) {
-    std::map<std::string, int> ops;
-    for (const auto& n : g->nodes()) ++ops[std::string(n->opName())];
+    std::map<absl::string_view, int> ops;  // op names live in the op table
+    for (const auto& n : g->nodes()) ++ops[n->opName()];
+    const absl::flat_hash_set<const ir::Value*> returned(g->outputs().begin(), g->outputs().end());
     absl::StrAppend(&out, "\ngraph @", g->name(), ": ", g->numNodes(), " nodes\n");
     std::vector<std::string> cells;
     for (const auto& [op, count] : ops) cells.push_back(absl::StrCat(op, " ", count));
@@ -55,12 +56,10 @@ std::string summarizeModule(const ir::Module& m) {
         int64_t bytes = 0;
         for (size_t i = 0; i < per_device; ++i) bytes += n->operand(i)->type().bytes();
         // Reductions of what the step returns (loss, correct count) are not gradients.
-        bool returned =
-            std::find(g->outputs().begin(), g->outputs().end(), n->result(0)) != g->outputs().end();
         absl::StrAppend(&out, "  all_reduce bucket ", n->intAttr("bucket"), ": ", per_device,
                         per_device == 1 ? " tensor, " : " tensors, ", mib(bytes),
                         " per device, first %", n->operand(0)->name(),
-                        returned ? " (returned value)" : "", "\n");
+                        returned.contains(n->result(0)) ? " (returned value)" : "", "\n");
       }
     }
   }
