@@ -125,6 +125,16 @@ TEST(DumpTest, SummaryShowsParametersSplitsAndBuckets) {
                     HasSubstr("  all_reduce bucket 0: 8 tensors, 0.49 MiB per device")));
 }
 
+// 4096 devices, the most the CLI takes, with no --batch: one example per device, and a
+// summary that shows the ends of long lists.
+TEST(DumpTest, SummaryOfFourThousandDevices) {
+  std::string summary = runOk({"dump", "--model", "lenet", "--devices", "4096", "--format",
+                               "summary"});
+  EXPECT_THAT(summary, HasSubstr("devices: [cpu:0, cpu:1, ..., cpu:4095] (4096 devices)\n"));
+  EXPECT_THAT(summary, HasSubstr("  split %x f32[4096,1,28,28] -> 1 each over [cpu:0, cpu:1, "
+                                 "..., cpu:4095] (4096 devices)\n"));
+}
+
 TEST(DumpTest, AfterReplicateHasReplicasButNoCollectives) {
   std::string text = runOk({"dump", "--model", "lenet", "--devices", "2", "--batch", "64",
                             "--after", "replicate", "--canonical"});

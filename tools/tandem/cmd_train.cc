@@ -77,7 +77,7 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
   std::string line1 = absl::StrFormat(
       "%s on %s, batch %d (%s per device), lr %g, momentum %g, weight decay %g, init %s, seed "
       "%d\n",
-      c.spec.name, ir::toString(o.pipeline.devices), batch,
+      c.spec.name, deviceList(o.pipeline.devices), batch,
       even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"), o.pipeline.lr,
       o.pipeline.momentum, o.pipeline.weight_decay, ir::toString(o.build.weight_init), f.seed);
   std::string line2 =

@@ -35,7 +35,9 @@ struct OutputFlags {
 struct ModelFlags {
   std::string model;
   std::string devices = "cpu:0";
-  int64_t batch = 256;
+  /// Unset: 256, and for dump at least one example per device (a 4096-device dump needs
+  /// no --batch); train refuses a batch smaller than the device count instead.
+  std::optional<int64_t> batch;
   std::optional<double> lr, momentum, weight_decay;
   std::optional<std::string> init;
   double bucket_mb = 25, first_bucket_mb = 1;

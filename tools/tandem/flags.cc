@@ -99,7 +99,8 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
                   "(at most 4096)")
       ->capture_default_str();
   addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
-            "Global batch size, split across the devices");
+            "Global batch size, split across the devices (default: 256; dump: at least one "
+            "example per device)");
   addNumber(cmd, "--lr", f.lr, positive(), "SGD learning rate (default: the model's)");
   addNumber(cmd, "--momentum", f.momentum, Range<double>{0, 1, false, true},
             "SGD momentum (default: the model's)");

@@ -73,11 +73,16 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
   auto devices = ir::parseDeviceList(f.devices);
   if (!devices.ok()) return flagError("--devices", devices.status().message());
   c.pipeline.devices = *devices;
-  if (f.batch < static_cast<int64_t>(devices->size()))
-    return flagError("--batch", absl::StrCat(f.batch, " is smaller than the device count ",
+  constexpr int64_t kDefaultBatch = 256;
+  const int64_t devices_count = static_cast<int64_t>(devices->size());
+  const int64_t batch = f.batch       ? *f.batch
+                        : for_training ? kDefaultBatch
+                                       : std::max(kDefaultBatch, devices_count);
+  if (batch < devices_count)
+    return flagError("--batch", absl::StrCat(batch, " is smaller than the device count ",
                                              devices->size(),
                                              "; every device needs at least one example"));
-  c.build.batch = f.batch;
+  c.build.batch = batch;
   if (!f.weights.empty()) {
     auto weights = parseWeights(f.weights, devices->size());
     if (!weights.ok()) return weights.status();

@@ -12,7 +12,23 @@ namespace {
 
 std::string mib(int64_t bytes) { return absl::StrFormat("%.2f MiB", bytes / 1048576.0); }
 
+// A summary stays readable at 4096 devices: long lists show their ends and their length.
+constexpr size_t kListedInFull = 16;
+
+std::string sizeList(const std::vector<int64_t>& sizes) {
+  if (sizes.size() <= kListedInFull) return absl::StrJoin(sizes, "/");
+  const int64_t lo = *std::min_element(sizes.begin(), sizes.end());
+  const int64_t hi = *std::max_element(sizes.begin(), sizes.end());
+  return lo == hi ? absl::StrCat(lo, " each") : absl::StrCat(lo, " to ", hi, " each");
+}
+
 }  // namespace
+
+std::string deviceList(const std::vector<ir::Device>& ds) {
+  if (ds.size() <= kListedInFull) return ir::toString(ds);
+  return absl::StrCat("[", ir::toString(ds[0]), ", ", ir::toString(ds[1]), ", ..., ",
+                      ir::toString(ds.back()), "] (", ds.size(), " devices)");
+}
 
 std::string thousands(int64_t n) {
   std::string digits = absl::StrCat(n), out;
@@ -35,7 +51,7 @@ std::string summarizeModule(const ir::Module& m) {
                   " parameters (", mib(param_bytes), ") in ", var_counts[ir::VarRole::kParam],
                   " variables, ", var_counts[ir::VarRole::kBuffer], " buffers, ",
                   var_counts[ir::VarRole::kOptimizer], " optimizer variables\n");
-  if (m.isReplicated()) absl::StrAppend(&out, "devices: ", ir::toString(m.devices()), "\n");
+  if (m.isReplicated()) absl::StrAppend(&out, "devices: ", deviceList(m.devices()), "\n");
   for (const auto& g : m.graphs()) {
     std::map<absl::string_view, int> ops;  // op names live in the op table
     for (const auto& n : g->nodes()) ++ops[n->opName()];
@@ -48,8 +64,8 @@ std::string summarizeModule(const ir::Module& m) {
       if (n->op() == ir::Op::kSplit) {
         const auto& sizes = n->attrAs<std::vector<int64_t>>("sizes");
         absl::StrAppend(&out, "  split %", n->operand(0)->name(), " ",
-                        ir::toString(n->operand(0)->type()), " -> ", absl::StrJoin(sizes, "/"),
-                        " over ", ir::toString(n->devicesAttr()), "\n");
+                        ir::toString(n->operand(0)->type()), " -> ", sizeList(sizes), " over ",
+                        deviceList(n->devicesAttr()), "\n");
       }
       if (n->op() == ir::Op::kAllReduce) {
         size_t per_device = n->numOperands() / n->devicesAttr().size();

@@ -6,6 +6,9 @@
 
 namespace tandem::tools {
 
+/// "[cpu:0, cpu:1]", or past 16 devices "[cpu:0, cpu:1, ..., cpu:4095] (4096 devices)".
+std::string deviceList(const std::vector<ir::Device>& devices);
+
 /// "1,234,567": counts in reports are read by people.
 std::string thousands(int64_t n);
 
