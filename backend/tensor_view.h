@@ -1,17 +1,38 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ir/types.h"
 
 namespace tandem::backend {
 
-/// A tensor in a device's memory: a pointer and its IR type (dense, row-major; images
-/// NCHW, filters OIHW). Kernels and communicators see only views; the runtime owns the
-/// memory (per-device arenas and variable storage).
+/// Where a block of memory lives: plain host memory, host memory pinned for fast device
+/// copies (cudaMallocHost), or the memory of the module's device `device` (an index into
+/// Module::devices()). CPU devices' memory is host memory, but it is still "device N":
+/// the executor treats every kind alike.
+struct MemoryLocation {
+  enum class Space : uint8_t { kHost, kPinnedHost, kDevice };
+  Space space = Space::kHost;
+  int device = -1;  // with kDevice
+
+  static MemoryLocation host() { return {Space::kHost, -1}; }
+  static MemoryLocation pinnedHost() { return {Space::kPinnedHost, -1}; }
+  static MemoryLocation onDevice(int d) { return {Space::kDevice, d}; }
+  bool isHost() const { return space != Space::kDevice; }
+  bool operator==(const MemoryLocation&) const = default;
+};
+
+/// "host", "pinned host" or "device 1".
+std::string toString(const MemoryLocation& where);
+
+/// A tensor in memory: a pointer, its IR type (dense, row-major; images NCHW, filters
+/// OIHW) and where it lives. Kernels and communicators see only views; the runtime owns
+/// the memory (per-device arenas, variable storage, staging buffers).
 struct TensorView {
   void* data = nullptr;
   ir::TensorType type;
+  MemoryLocation where;
 
   float* f32() const { return static_cast<float*>(data); }
   int32_t* i32() const { return static_cast<int32_t*>(data); }

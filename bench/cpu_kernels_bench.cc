@@ -79,8 +79,11 @@ class Harness {
     std::vector<TensorView> in, out;
     for (size_t i = 0; i < in_.size(); ++i) in.push_back({in_[i].get(), node_->operand(i)->type()});
     for (size_t i = 0; i < out_.size(); ++i) out.push_back({out_[i].get(), node_->result(i)->type()});
-    (*k)->run(in, out);  // warm-up: first-touch of the arena and buffers
-    for (auto _ : state) (*k)->run(in, out);
+    if (!(*k)->runHere(in, out).ok()) {  // warm-up: first-touch of the arena and buffers
+      state.SkipWithError("kernel failed");
+      return;
+    }
+    for (auto _ : state) benchmark::DoNotOptimize((*k)->runHere(in, out));
     if (auto* p = dynamic_cast<ProgramKernel*>(k->get())) state.SetLabel(p->program().implementations());
     if (flops > 0)
       state.counters["GFLOP/s"] = benchmark::Counter(

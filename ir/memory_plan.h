@@ -24,6 +24,9 @@ struct MemoryPlan {
   std::vector<absl::InlinedVector<int64_t, 2>> offsets;
   /// The graph's node count when planned: a later rewrite makes the plan stale.
   size_t planned_nodes = 0;
+  /// Every offset (and arena size) is a multiple of this; the executor checks it against
+  /// what each device's backend needs.
+  int64_t alignment = 64;
 };
 
 }  // namespace tandem::ir

@@ -8,10 +8,15 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "passes/streams.h"
+#include "ir/placement.h"
 
 namespace tandem::passes {
 namespace {
+
+using ir::deviceIndexOfValue;
+using ir::deviceOfValue;
+using ir::StreamKind;
+using ir::streamOf;
 
 constexpr int64_t kAlignment = 64;  // cache line; also what oneDNN and AVX-512 like
 

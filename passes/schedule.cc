@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "passes/streams.h"
+#include "ir/placement.h"
 
 namespace tandem::passes {
 namespace {
@@ -20,7 +20,7 @@ bool scheduleGraph(ir::Graph& g) {
       const ir::Node& def = *v->def();
       if (after_reduce[def.id()] || def.op() == ir::Op::kAllReduce) waits = true;
     }
-    if (waits && streamOf(*n) == StreamKind::kCompute) {
+    if (waits && ir::streamOf(*n) == ir::StreamKind::kCompute) {
       after_reduce[n->id()] = 1;
       seen_tail = true;
     } else if (seen_tail) {

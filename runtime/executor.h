@@ -1,6 +1,5 @@
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -8,20 +7,22 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "backend/tensor_view.h"
 #include "ir/ir.h"
 #include "runtime/host_tensor.h"
 
 namespace tandem::runtime {
 
+struct LoadedModule;
+
 struct ExecutorOptions {
   /// Seed of `initialize` (parameter initial values).
   uint64_t seed = 0;
-  /// OpenMP threads each device's kernels may use (1: one core per device).
+  /// Threads each device's kernels may use (1: one core per CPU device).
   int threads_per_device = 1;
-  /// Record when each node starts and ends on which stream (see trace()).
+  /// Record when each node starts and ends on which stream (see takeTrace()).
   bool trace = false;
 };
 
@@ -34,21 +35,22 @@ struct TraceEntry {
 };
 
 /// Runs a compiled module (after the default pipeline: replicated, collectives inserted,
-/// scheduled, memory planned). Loading creates per device a compute stream and a comm
-/// stream, the kernels of every node, the arenas of every graph and the variables'
-/// storage. A step is enqueued whole: per node, the waits on events of the other stream,
-/// the work, and the event other streams wait for; so a bucket's all_reduce starts as soon
-/// as its last gradient is computed while the rest of backward still runs. The host then
-/// waits once, for the step's end.
+/// scheduled, memory planned) on the backends of its devices. Loading (loader.h) makes per
+/// device its streams and memory, the kernels of every node, the arenas of every graph and
+/// the variables' storage. A step is enqueued whole: per share of a node, the waits on
+/// events of other streams, the launch, and the event other streams wait for; so a
+/// bucket's all_reduce starts as soon as its last gradient is computed while the rest of
+/// backward still runs. The host then waits once, for the step's end. The executor names
+/// no device kind: everything goes through backend::Device and backend::Communicator.
 class Executor {
  public:
-  /// Takes the module (it plans memory for graphs that have no plan yet). Errors name the
-  /// node whose kernel could not be made, or the device that is not supported.
+  /// Takes the module. Errors name the device kind this build lacks, the graph whose
+  /// memory plan is missing or stale, or the node whose kernel could not be made.
   static absl::StatusOr<std::unique_ptr<Executor>> create(std::unique_ptr<ir::Module> module,
                                                           ExecutorOptions options = {});
   ~Executor();
 
-  const ir::Module& module() const { return *module_; }
+  const ir::Module& module() const;
 
   /// Runs graph `name` once. `inputs` are the graph's inputs in order (host memory, copied
   /// in before the step); returns the graph's outputs copied to the host.
@@ -61,18 +63,21 @@ class Executor {
   /// Bytes of graph `name`'s arena on each device.
   std::vector<int64_t> arenaBytes(absl::string_view name) const;
 
-  /// Called on the stream thread right before each node runs (tests use it to hold a
-  /// stream at a chosen point).
+  /// Called on the stream's host thread right before each node's share runs (tests use it
+  /// to hold a stream at a chosen point). Set before the first run.
   void setBeforeNodeHook(std::function<void(const ir::Node&, size_t device)> hook);
   /// The trace of every step since the last call (ExecutorOptions::trace).
   std::vector<TraceEntry> takeTrace();
 
-  struct Impl;
-
  private:
-  explicit Executor(std::unique_ptr<ir::Module> module);
-  std::unique_ptr<ir::Module> module_;
-  std::unique_ptr<Impl> impl_;
+  Executor(std::unique_ptr<LoadedModule> loaded, ExecutorOptions options);
+  absl::Status enqueueStep(struct Program& p);
+
+  std::unique_ptr<LoadedModule> loaded_;
+  ExecutorOptions options_;
+  std::function<void(const ir::Node&, size_t)> hook_;
+  std::mutex trace_mu_;
+  std::vector<TraceEntry> trace_;
 };
 
 }  // namespace tandem::runtime

@@ -120,10 +120,10 @@ class DnnlProgram {
 };
 
 /// A kernel that is one DnnlProgram and nothing else (the convolutions).
-class ProgramKernel final : public Kernel {
+class ProgramKernel final : public CpuKernel {
  public:
   explicit ProgramKernel(DnnlProgram program) : program_(std::move(program)) {}
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     program_.run(in, out);
   }
   const DnnlProgram& program() const { return program_; }

@@ -18,9 +18,9 @@ absl::Status expectF32(const ir::Node& node, const ir::TensorType& t) {
       absl::StrCat(node.describe(), ": the CPU kernel supports f32, not ", ir::dtypeName(t.dtype)));
 }
 
-class ReluKernel final : public Kernel {
+class ReluKernel final : public CpuKernel {
  public:
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float* x = in[0].f32();
     float* y = out[0].f32();
     int64_t n = out[0].numElements();
@@ -29,9 +29,9 @@ class ReluKernel final : public Kernel {
 };
 
 // y is relu's output: y > 0 exactly where x > 0, so the mask needs no copy of x.
-class ReluBackwardKernel final : public Kernel {
+class ReluBackwardKernel final : public CpuKernel {
  public:
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float* dy = in[0].f32();
     const float* y = in[1].f32();
     float* dx = out[0].f32();
@@ -41,9 +41,9 @@ class ReluBackwardKernel final : public Kernel {
 };
 
 template <typename T>
-class AddKernel final : public Kernel {
+class AddKernel final : public CpuKernel {
  public:
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const T* a = static_cast<const T*>(in[0].data);
     const T* b = static_cast<const T*>(in[1].data);
     T* c = static_cast<T*>(out[0].data);

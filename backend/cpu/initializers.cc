@@ -6,12 +6,12 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "backend/random.h"
+#include "ir/random.h"
 
 namespace tandem::backend::cpu {
 namespace {
 
-using backend::splitmix64;
+using ir::splitmix64;
 
 /// A double in [0, 1) from the top 53 bits.
 double unitInterval(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }

@@ -1,19 +1,42 @@
 #include "backend/cpu/kernels.h"
 
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/cpu_stream.h"
+#include "oneapi/dnnl/dnnl.hpp"
 
 namespace tandem::backend::cpu {
 
+absl::Status CpuKernel::runHere(absl::Span<const TensorView> in,
+                                absl::Span<const TensorView> out) {
+  try {
+    compute(in, out);
+  } catch (const dnnl::error& e) {  // oneDNN reports execution failures by exception
+    return absl::InternalError(absl::StrCat(what_, ": oneDNN: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuKernel::launch(Stream& stream, absl::Span<const TensorView> in,
+                               absl::Span<const TensorView> out) {
+  absl::StatusOr<CpuStream*> cpu = CpuStream::of(stream);
+  if (!cpu.ok()) return cpu.status();
+  (*cpu)->enqueue([this, in, out] { return runHere(in, out); });
+  return absl::OkStatus();
+}
+
 KernelOr makeKernel(const ir::Node& node, CpuContext& ctx) {
   KernelInit init{node, ctx};
+  KernelOr kernel = absl::InternalError(absl::StrCat("unknown op in ", node.describe()));
   switch (node.op()) {
 #define OP(Enum, name, operands, attrs, traits, doc) \
   case ir::Op::k##Enum:                              \
-    return make##Enum##Kernel(init);
+    kernel = make##Enum##Kernel(init);               \
+    break;
 #include "ir/ops.def"
 #undef OP
   }
-  return absl::InternalError(absl::StrCat("unknown op in ", node.describe()));
+  if (kernel.ok()) (*kernel)->setDescription(node.describe());
+  return kernel;
 }
 
 absl::Status notAKernel(const ir::Node& node) {

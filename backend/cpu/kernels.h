@@ -4,6 +4,7 @@
 // backend/cpu/*_kernels.cc (a missing factory is a link error, as a missing shape rule is).
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "backend/cpu/cpu_context.h"
@@ -12,6 +13,27 @@
 
 namespace tandem::backend::cpu {
 
+/// A CPU kernel: launching it enqueues its work on the CPU stream's worker thread, where
+/// compute() runs. Every CPU factory returns one, so the kernel table can name its node.
+class CpuKernel : public Kernel {
+ public:
+  absl::Status launch(Stream& stream, absl::Span<const TensorView> in,
+                      absl::Span<const TensorView> out) final;
+
+  /// Runs the work now on the calling thread (tests and benchmarks time kernels alone).
+  absl::Status runHere(absl::Span<const TensorView> in, absl::Span<const TensorView> out);
+
+  /// "%conv1.0 (conv2d @cpu:0)": prefixes errors of the work.
+  void setDescription(std::string what) { what_ = std::move(what); }
+
+ protected:
+  /// The node's work over its operands and results (host memory).
+  virtual void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) = 0;
+
+ private:
+  std::string what_;
+};
+
 /// What a factory gets: the node (operand/result types, attributes, the module's
 /// variables for `initialize`) and its device's context.
 struct KernelInit {
@@ -19,7 +41,7 @@ struct KernelInit {
   CpuContext& ctx;
 };
 
-using KernelOr = absl::StatusOr<std::unique_ptr<Kernel>>;
+using KernelOr = absl::StatusOr<std::unique_ptr<CpuKernel>>;
 
 #define OP(Enum, name, operands, attrs, traits, doc) KernelOr make##Enum##Kernel(const KernelInit&);
 #include "ir/ops.def"

@@ -44,11 +44,11 @@ double logSumExp(const float* row, int64_t classes) {
   return max + std::log(sum);
 }
 
-class SoftmaxCrossEntropyKernel final : public Kernel {
+class SoftmaxCrossEntropyKernel final : public CpuKernel {
  public:
   explicit SoftmaxCrossEntropyKernel(double divisor) : divisor_(divisor) {}
 
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float* logits = in[0].f32();
     const int32_t* labels = in[1].i32();
     int64_t rows = in[0].dim(0), classes = in[0].dim(1);
@@ -67,11 +67,11 @@ class SoftmaxCrossEntropyKernel final : public Kernel {
   double divisor_;
 };
 
-class SoftmaxCrossEntropyBackwardKernel final : public Kernel {
+class SoftmaxCrossEntropyBackwardKernel final : public CpuKernel {
  public:
   explicit SoftmaxCrossEntropyBackwardKernel(double divisor) : divisor_(divisor) {}
 
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float* logits = in[0].f32();
     const int32_t* labels = in[1].i32();
     double scale = static_cast<double>(*in[2].f32()) / divisor_;
@@ -98,9 +98,9 @@ class SoftmaxCrossEntropyBackwardKernel final : public Kernel {
   double divisor_;
 };
 
-class AccuracyKernel final : public Kernel {
+class AccuracyKernel final : public CpuKernel {
  public:
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float* logits = in[0].f32();
     const int32_t* labels = in[1].i32();
     int64_t rows = in[0].dim(0), classes = in[0].dim(1);

@@ -75,13 +75,13 @@ void affine(const ChannelLayout& l, int64_t ch, const float* x, float* y, float 
   }
 }
 
-class BatchNormTrainingKernel final : public Kernel {
+class BatchNormTrainingKernel final : public CpuKernel {
  public:
   BatchNormTrainingKernel(ChannelLayout l, double eps, double momentum)
       : l_(l), eps_(eps), momentum_(momentum) {}
 
   // in: x, gamma, beta, running_mean, running_var; out: y, save_mean, save_invstd.
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float *x = in[0].f32(), *gamma = in[1].f32(), *beta = in[2].f32();
     float *running_mean = in[3].f32(), *running_var = in[4].f32();
     float *y = out[0].f32(), *save_mean = out[1].f32(), *save_invstd = out[2].f32();
@@ -118,12 +118,12 @@ class BatchNormTrainingKernel final : public Kernel {
   double eps_, momentum_;
 };
 
-class BatchNormInferenceKernel final : public Kernel {
+class BatchNormInferenceKernel final : public CpuKernel {
  public:
   BatchNormInferenceKernel(ChannelLayout l, double eps) : l_(l), eps_(eps) {}
 
   // in: x, gamma, beta, running_mean, running_var; out: y.
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float *x = in[0].f32(), *gamma = in[1].f32(), *beta = in[2].f32();
     const float *mean = in[3].f32(), *var = in[4].f32();
     for (int64_t ch = 0; ch < l_.c; ++ch) {
@@ -138,12 +138,12 @@ class BatchNormInferenceKernel final : public Kernel {
   double eps_;
 };
 
-class BatchNormBackwardKernel final : public Kernel {
+class BatchNormBackwardKernel final : public CpuKernel {
  public:
   explicit BatchNormBackwardKernel(ChannelLayout l) : l_(l) {}
 
   // in: dy, x, gamma, save_mean, save_invstd; out: dx, dgamma, dbeta.
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float *dy = in[0].f32(), *x = in[1].f32(), *gamma = in[2].f32();
     const float *mean = in[3].f32(), *invstd = in[4].f32();
     float *dx = out[0].f32(), *dgamma = out[1].f32(), *dbeta = out[2].f32();

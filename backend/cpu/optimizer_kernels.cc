@@ -10,12 +10,12 @@
 namespace tandem::backend::cpu {
 namespace {
 
-class SgdUpdateKernel final : public Kernel {
+class SgdUpdateKernel final : public CpuKernel {
  public:
   SgdUpdateKernel(float lr, float momentum, float weight_decay)
       : lr_(lr), momentum_(momentum), weight_decay_(weight_decay) {}
 
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView>) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView>) override {
     int64_t n = in[0].numElements();
     // w, g and m are distinct tensors (two variables and a gradient), so __restrict holds
     // and the loops vectorize without alias checks.

@@ -69,7 +69,7 @@ inline float keepIf(bool keep, float g) {
 /// True when v should replace the current maximum: larger, or NaN (which then sticks).
 inline bool takesMax(float v, float best) { return v > best || std::isnan(v); }
 
-class WindowPoolKernel final : public Kernel {
+class WindowPoolKernel final : public CpuKernel {
  public:
   WindowPoolKernel(PoolKind kind, bool backward, PoolGeometry g)
       : kind_(kind),
@@ -78,7 +78,7 @@ class WindowPoolKernel final : public Kernel {
         rows_(g.oh, g.h, g.k, g.stride, g.pad),
         cols_(g.ow, g.w, g.k, g.stride, g.pad) {}
 
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     if (!backward_) {
       for (int64_t p = 0; p < g_.planes; ++p) {
         const float* x = in[0].f32() + p * g_.inPlane();
@@ -242,12 +242,12 @@ class WindowPoolKernel final : public Kernel {
 };
 
 /// Mean over each H x W plane, and its backward (dy / HW everywhere).
-class GlobalAvgPoolKernel final : public Kernel {
+class GlobalAvgPoolKernel final : public CpuKernel {
  public:
   GlobalAvgPoolKernel(bool backward, int64_t planes, int64_t hw)
       : backward_(backward), planes_(planes), hw_(hw) {}
 
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float scale = 1.0f / static_cast<float>(hw_);
     if (backward_) {
       const float* dy = in[0].f32();

@@ -9,9 +9,9 @@
 namespace tandem::backend::cpu {
 namespace {
 
-class CopyKernel final : public Kernel {
+class CopyKernel final : public CpuKernel {
  public:
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const TensorView& src = in[0];
     // A memory planner may alias the result with the operand; then there is nothing to do.
     if (src.data == out[0].data) return;

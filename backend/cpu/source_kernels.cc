@@ -17,11 +17,11 @@ namespace tandem::backend::cpu {
 namespace {
 
 template <typename T>
-class ConstantKernel final : public Kernel {
+class ConstantKernel final : public CpuKernel {
  public:
   explicit ConstantKernel(T value) : value_(value) {}
 
-  void run(absl::Span<const TensorView>, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView>, absl::Span<const TensorView> out) override {
     T* y = static_cast<T*>(out[0].data);
     int64_t n = out[0].numElements();
     for (int64_t i = 0; i < n; ++i) y[i] = value_;
@@ -33,11 +33,11 @@ class ConstantKernel final : public Kernel {
 
 // Recomputes the value on every run from (seed, name): it holds no generator state, so a
 // second run of the init graph gives the same parameters again.
-class InitializeKernel final : public Kernel {
+class InitializeKernel final : public CpuKernel {
  public:
   InitializeKernel(ir::Var var, uint64_t seed) : var_(std::move(var)), seed_(seed) {}
 
-  void run(absl::Span<const TensorView>, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView>, absl::Span<const TensorView> out) override {
     fillInitializer(var_, seed_, out[0].data);
   }
 
@@ -48,9 +48,9 @@ class InitializeKernel final : public Kernel {
 
 // assign has no results in the IR, so the runtime passes the destination as the one
 // `out` view: out[0] is the device's replica of the variable `var`, in[0] the value.
-class AssignKernel final : public Kernel {
+class AssignKernel final : public CpuKernel {
  public:
-  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     assert(out.size() == 1 && out[0].bytes() == in[0].bytes());
     if (out[0].data == in[0].data) return;
     std::memcpy(out[0].data, in[0].data, static_cast<size_t>(in[0].bytes()));

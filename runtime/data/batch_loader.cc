@@ -5,12 +5,12 @@
 #include <cstring>
 #include <random>
 
-#include "backend/random.h"
+#include "ir/random.h"
 
 namespace tandem::runtime::data {
 namespace {
 
-using backend::splitmix64;
+using ir::splitmix64;
 
 // Uniform in [0, bound): reject the lowest 2^64 mod bound outputs so that what is left is
 // a whole number of copies of [0, bound).

@@ -141,7 +141,7 @@ void runWith(SingleOp& op, Factory factory, ConvStrategy strategy, std::mt19937&
     op.out(i).fillUniform(rng, 1e6, 2e6);
     out.push_back(op.out(i).view());
   }
-  (*k)->run(in, out);
+  ASSERT_TRUE((*k)->runHere(in, out).ok());
 }
 
 /// Filters at the scale training uses (variance 1 / fan-in), so that outputs stay near
@@ -265,10 +265,10 @@ TEST(ConvKernel, RunsTwiceIdentically) {
     ASSERT_TRUE(k.ok()) << k.status();
     std::vector<backend::TensorView> in{op.in(0).view(), op.in(1).view(), op.in(2).view()};
     std::vector<backend::TensorView> out{op.out(0).view(), op.out(1).view()};
-    (*k)->run(in, out);
+    ASSERT_TRUE((*k)->runHere(in, out).ok());
     std::vector<float> first(op.out(0).f32(), op.out(0).f32() + op.out(0).size());
     op.out(0).fillUniform(rng);
-    (*k)->run(in, out);
+    ASSERT_TRUE((*k)->runHere(in, out).ok());
     EXPECT_EQ(first, std::vector<float>(op.out(0).f32(), op.out(0).f32() + op.out(0).size()));
   }
   // Through the table, forward: same inputs, same outputs.

@@ -100,7 +100,8 @@ class SingleOp {
     std::vector<backend::TensorView> in, out;
     for (auto& b : inputs_) in.push_back(b.view());
     for (auto& b : outputs_) out.push_back(b.view());
-    kernel_->run(in, out);
+    absl::Status s = kernel_->runHere(in, out);
+    ASSERT_TRUE(s.ok()) << s;
   }
 
  private:
@@ -108,7 +109,7 @@ class SingleOp {
   backend::cpu::CpuContext ctx_;
   ir::Node* node_ = nullptr;
   std::vector<Buffer> inputs_, outputs_;
-  std::unique_ptr<backend::Kernel> kernel_;
+  std::unique_ptr<backend::cpu::CpuKernel> kernel_;
 };
 
 /// Largest |a-b| / max(1, |b|) over two arrays (relative error with an absolute floor

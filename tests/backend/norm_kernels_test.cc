@@ -129,7 +129,8 @@ class TrainingBatchNorm {
     std::vector<backend::TensorView> in, out;
     for (Buffer& b : in_) in.push_back(b.view());
     for (Buffer& b : out_) out.push_back(b.view());
-    kernel_->run(in, out);
+    absl::Status s = kernel_->runHere(in, out);
+    ASSERT_TRUE(s.ok()) << s;
   }
 
  private:
@@ -137,7 +138,7 @@ class TrainingBatchNorm {
   backend::cpu::CpuContext ctx_;
   ir::Node* node_ = nullptr;
   std::vector<Buffer> in_, out_;
-  std::unique_ptr<backend::Kernel> kernel_;
+  std::unique_ptr<backend::cpu::CpuKernel> kernel_;
 };
 
 const std::vector<ir::Shape> kShapes = {

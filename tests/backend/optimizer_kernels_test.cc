@@ -48,7 +48,8 @@ class SgdOp {
     ASSERT_NE(kernel_, nullptr);
     std::vector<backend::TensorView> in;
     for (Buffer& b : buffers_) in.push_back(b.view());
-    kernel_->run(in, {});
+    absl::Status s = kernel_->runHere(in, {});
+    ASSERT_TRUE(s.ok()) << s;
   }
 
  private:
@@ -76,7 +77,7 @@ class SgdOp {
   ir::Module module_;
   backend::cpu::CpuContext ctx_;
   std::vector<Buffer> buffers_;
-  std::unique_ptr<backend::Kernel> kernel_;
+  std::unique_ptr<backend::cpu::CpuKernel> kernel_;
 };
 
 struct Hyper {

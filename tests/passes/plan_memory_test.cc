@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "passes/streams.h"
+#include "ir/placement.h"
 #include "tests/passes/pass_test_util.h"
 
 namespace tandem::testing {
@@ -32,7 +32,7 @@ std::vector<Placed> placed(const ir::Module& m, const ir::Graph& g) {
       if (off == ir::MemoryPlan::kNoOffset) continue;
       const ir::Value* v = n->result(r);
       Placed p{v,
-               *m.deviceIndex(passes::deviceOfValue(*v)),
+               *m.deviceIndex(ir::deviceOfValue(*v)),
                off,
                v->type().bytes(),
                pos[n->id()],

@@ -1,7 +1,7 @@
 #include "passes/schedule.h"
 
 #include "gtest/gtest.h"
-#include "passes/streams.h"
+#include "ir/placement.h"
 #include "tests/passes/pass_test_util.h"
 
 namespace tandem::testing {

@@ -2,7 +2,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/dot.h"
 #include "ir/printer.h"
-#include "passes/streams.h"
+#include "runtime/stream_waits.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/output_file.h"
 #include "tools/tandem/summary.h"
@@ -59,7 +59,7 @@ absl::Status writeModule(const ir::Module& m, const OutputFlags& f) {
           "--format streams needs a replicated module (run replicate)");
     if (g == nullptr) g = m.graph(ir::kTrainGraph);
     if (g == nullptr) return absl::InvalidArgumentError("--format streams needs --graph NAME");
-    text = passes::printStreams(m, *g);
+    text = runtime::printStreams(m, *g);
   } else {  // memory
     for (const auto& graph : m.graphs())
       if ((g == nullptr || g == graph.get()) && graph->memoryPlan() == nullptr)

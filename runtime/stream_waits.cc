@@ -1,12 +1,14 @@
-#include "passes/streams.h"
+#include "runtime/stream_waits.h"
 
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
-namespace tandem::passes {
+namespace tandem::runtime {
 namespace {
+
+using ir::StreamKind;
 
 // Dense number of a stream: two per device.
 size_t slotIndex(const StreamSlot& s) {
@@ -15,30 +17,16 @@ size_t slotIndex(const StreamSlot& s) {
 
 }  // namespace
 
-ir::Device deviceOfValue(const ir::Value& v) {
-  if (v.device()) return *v.device();
-  const ir::Node& n = *v.def();
-  if (n.device()) return *n.device();
-  const auto& devices = n.devicesAttr();
-  if (n.op() == ir::Op::kConcat) return devices.front();
-  size_t per_device = n.numResults() / devices.size();
-  return devices[static_cast<size_t>(v.index()) / per_device];
-}
-
-std::optional<size_t> deviceIndexOfValue(const ir::Module& m, const ir::Value& v) {
-  return m.deviceIndex(deviceOfValue(v));
-}
-
 std::vector<size_t> sharesOf(const ir::Module& m, const ir::Node& n) {
   if (n.op() == ir::Op::kInput || n.op() == ir::Op::kParam) return {};
-  if (streamOf(n) == StreamKind::kCompute) return {*m.deviceIndex(*n.device())};
+  if (ir::streamOf(n) == StreamKind::kCompute) return {*m.deviceIndex(*n.device())};
   std::vector<size_t> out;
   for (const ir::Device& d : n.devicesAttr()) out.push_back(*m.deviceIndex(d));
   return out;
 }
 
 std::vector<const ir::Value*> readsOf(const ir::Module& m, const ir::Node& n, size_t k) {
-  if (streamOf(n) == StreamKind::kCompute) return {n.operands().begin(), n.operands().end()};
+  if (ir::streamOf(n) == StreamKind::kCompute) return {n.operands().begin(), n.operands().end()};
   const size_t shares = n.devicesAttr().size();
   switch (n.op()) {
     case ir::Op::kAllReduce: {
@@ -48,10 +36,11 @@ std::vector<const ir::Value*> readsOf(const ir::Module& m, const ir::Node& n, si
     }
     case ir::Op::kConcat:
       return {n.operand(k)};
-    case ir::Op::kBroadcast:
-      if (deviceIndexOfValue(m, *n.operand(0)) == m.deviceIndex(n.devicesAttr()[k]))
-        return {n.operand(0)};
+    case ir::Op::kBroadcast: {
+      const ir::Value* source = n.operand(ir::groupOfPosition(n, k));
+      if (ir::deviceIndexOfValue(m, *source) == m.deviceIndex(n.devicesAttr()[k])) return {source};
       return {};
+    }
     default:
       return {};  // split: the host's batch, staged before the step
   }
@@ -73,7 +62,7 @@ std::vector<StreamWait> streamWaits(const ir::Module& m, const ir::Graph& g) {
   std::vector<StreamWait> waits;
   for (size_t pos = 0; pos < g.numNodes(); ++pos) {
     const ir::Node& n = *g.nodes()[pos];
-    const StreamKind kind = streamOf(n);
+    const StreamKind kind = ir::streamOf(n);
     std::vector<size_t> shares = sharesOf(m, n);
     for (size_t k = 0; k < shares.size(); ++k) {
       const StreamSlot at{shares[k], kind};
@@ -98,39 +87,40 @@ std::vector<StreamWait> streamWaits(const ir::Module& m, const ir::Graph& g) {
     }
     for (size_t r = 0; r < n.numResults() && !shares.empty(); ++r) {
       const ir::Value* v = n.result(r);
-      StreamSlot slot{kind == StreamKind::kCompute ? shares[0] : *deviceIndexOfValue(m, *v), kind};
+      StreamSlot slot{kind == StreamKind::kCompute ? shares[0] : *ir::deviceIndexOfValue(m, *v),
+                      kind};
       writer[v] = {slot, pos};
     }
   }
   return waits;
 }
 
+std::string describeWork(const ir::Node& n) {
+  std::string what(n.opName());
+  if (n.op() == ir::Op::kAllReduce) {
+    absl::StrAppend(&what, " bucket ", n.intAttr("bucket"));
+  } else if (ir::streamOf(n) == StreamKind::kComm) {
+    absl::StrAppend(&what, " %", n.operand(0)->name());
+  } else if (n.numResults() > 0) {
+    absl::StrAppend(&what, " -> %", n.result(0)->name());
+  } else if (n.numOperands() > 0) {
+    absl::StrAppend(&what, " %", n.operand(0)->name());
+  }
+  return what;
+}
+
+std::string slotName(const ir::Module& m, const StreamSlot& s) {
+  return absl::StrCat(ir::toString(m.devices()[s.device]), "/",
+                      s.stream == StreamKind::kComm ? "comm" : "compute");
+}
+
 std::string printStreams(const ir::Module& m, const ir::Graph& g) {
-  auto slotName = [&](const StreamSlot& s) {
-    return absl::StrCat(ir::toString(m.devices()[s.device]), "/",
-                        s.stream == StreamKind::kComm ? "comm" : "compute");
-  };
-  // Compute work by its first result (or, for updates, what it updates); collectives by
-  // what they move, since their results are one per device.
-  auto nodeName = [](const ir::Node& n) {
-    std::string what(n.opName());
-    if (n.op() == ir::Op::kAllReduce) {
-      absl::StrAppend(&what, " bucket ", n.intAttr("bucket"));
-    } else if (streamOf(n) == StreamKind::kComm) {
-      absl::StrAppend(&what, " %", n.operand(0)->name());
-    } else if (n.numResults() > 0) {
-      absl::StrAppend(&what, " -> %", n.result(0)->name());
-    } else if (n.numOperands() > 0) {
-      absl::StrAppend(&what, " %", n.operand(0)->name());
-    }
-    return what;
-  };
   // One sweep files every node under the streams it runs on and every wait under its
   // consumer's share, so printing is linear in the graph however many devices it spans.
   std::vector<std::vector<const ir::Node*>> runs(m.devices().size() * 2);
   for (const auto& node : g.nodes())
     for (size_t d : sharesOf(m, *node)) {
-      auto& run = runs[slotIndex({d, streamOf(*node)})];
+      auto& run = runs[slotIndex({d, ir::streamOf(*node)})];
       if (run.empty() || run.back() != node.get()) run.push_back(node.get());
     }
   absl::flat_hash_map<std::pair<const ir::Node*, size_t>, std::vector<const StreamWait*>> waits_at;
@@ -140,16 +130,16 @@ std::string printStreams(const ir::Module& m, const ir::Graph& g) {
   for (size_t d = 0; d < m.devices().size(); ++d)
     for (StreamKind kind : {StreamKind::kCompute, StreamKind::kComm}) {
       const StreamSlot slot{d, kind};
-      absl::StrAppend(&out, "stream ", slotName(slot), " of @", g.name(), ":\n");
+      absl::StrAppend(&out, "stream ", slotName(m, slot), " of @", g.name(), ":\n");
       for (const ir::Node* node : runs[slotIndex(slot)]) {
         if (auto it = waits_at.find({node, slotIndex(slot)}); it != waits_at.end())
           for (const StreamWait* w : it->second)
-            absl::StrAppend(&out, "    wait ", slotName(w->from), " after ", nodeName(*w->producer),
-                            "\n");
-        absl::StrAppend(&out, "  ", nodeName(*node), "\n");
+            absl::StrAppend(&out, "    wait ", slotName(m, w->from), " after ",
+                            describeWork(*w->producer), "\n");
+        absl::StrAppend(&out, "  ", describeWork(*node), "\n");
       }
     }
   return out;
 }
 
-}  // namespace tandem::passes
+}  // namespace tandem::runtime

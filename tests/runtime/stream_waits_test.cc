@@ -1,4 +1,4 @@
-#include "passes/streams.h"
+#include "runtime/stream_waits.h"
 
 #include <map>
 
@@ -8,7 +8,7 @@
 namespace tandem::testing {
 namespace {
 
-using passes::StreamKind;
+using ir::StreamKind;
 
 constexpr char kPipeline[] =
     "autodiff{lr=0.1},replicate{devices=[cpu:0,cpu:1]},insert-collectives{bucket-mb=0.2,"
@@ -27,13 +27,13 @@ TEST(StreamWaits, BucketsWaitForTheirOwnLastGradient) {
   auto m = buildZooModel("lenet", 64);
   ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
   const ir::Graph& g = *m->graph(ir::kTrainGraph);
-  auto waits = passes::streamWaits(*m, g);
+  auto waits = runtime::streamWaits(*m, g);
   ASSERT_FALSE(waits.empty());
   std::map<std::pair<size_t, size_t>, size_t> last;  // (at, from) stream -> producer position
-  auto index = [](const passes::StreamSlot& s) {
+  auto index = [](const runtime::StreamSlot& s) {
     return s.device * 2 + (s.stream == StreamKind::kComm);
   };
-  for (const passes::StreamWait& w : waits) {
+  for (const runtime::StreamWait& w : waits) {
     EXPECT_FALSE(w.at == w.from);
     auto key = std::make_pair(index(w.at), index(w.from));
     size_t p = position(g, w.producer);
@@ -46,9 +46,9 @@ TEST(StreamWaits, BucketsWaitForTheirOwnLastGradient) {
   for (const ir::Node* reduce : nodesWithOp(g, ir::Op::kAllReduce)) {
     for (size_t k = 0; k < 2; ++k) {
       size_t latest = 0;
-      for (const ir::Value* v : passes::readsOf(*m, *reduce, k))
+      for (const ir::Value* v : runtime::readsOf(*m, *reduce, k))
         latest = std::max(latest, position(g, v->def()));
-      for (const passes::StreamWait& w : waits)
+      for (const runtime::StreamWait& w : waits)
         if (w.consumer == reduce && w.at.device == k && w.at.stream == StreamKind::kComm) {
           ++bucket_waits;
           EXPECT_EQ(position(g, w.producer), latest) << reduce->describe();
@@ -62,7 +62,7 @@ TEST(StreamWaits, BucketsWaitForTheirOwnLastGradient) {
 TEST(StreamWaits, ComputeWaitsForSplitsAndReductionsOnly) {
   auto m = buildZooModel("lenet", 64);
   ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
-  for (const passes::StreamWait& w : passes::streamWaits(*m, *m->graph(ir::kTrainGraph)))
+  for (const runtime::StreamWait& w : runtime::streamWaits(*m, *m->graph(ir::kTrainGraph)))
     if (w.at.stream == StreamKind::kCompute) {
       EXPECT_TRUE(w.producer->op() == ir::Op::kSplit || w.producer->op() == ir::Op::kAllReduce)
           << w.producer->describe();
@@ -73,7 +73,7 @@ TEST(StreamWaits, ComputeWaitsForSplitsAndReductionsOnly) {
 TEST(StreamWaits, PrintedPerDeviceAndStream) {
   auto m = buildZooModel("lenet", 64);
   ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
-  std::string text = passes::printStreams(*m, *m->graph(ir::kTrainGraph));
+  std::string text = runtime::printStreams(*m, *m->graph(ir::kTrainGraph));
   for (const char* part :
        {"stream cpu:0/compute of @train_step:", "stream cpu:1/comm of @train_step:",
         "  all_reduce bucket 0\n", "    wait cpu:1/comm after split %x\n",

@@ -1,8 +1,11 @@
-#include "runtime/cpu_stream.h"
+#include "backend/cpu/cpu_stream.h"
 
 #include <omp.h>
 
-namespace tandem::runtime {
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/cpu_backend.h"
+
+namespace tandem::backend::cpu {
 namespace {
 
 // A CPU event counts records: `recorded` is bumped when a record is enqueued, `completed`
@@ -50,12 +53,22 @@ CpuStream::~CpuStream() {
   worker_.join();
 }
 
+const Backend& CpuStream::backend() const { return cpuBackend(); }
+
+absl::StatusOr<CpuStream*> CpuStream::of(Stream& stream) {
+  // Streams of one backend are of one class: the backend tag makes the cast safe.
+  if (&stream.backend() != &cpuBackend())
+    return absl::InternalError(
+        absl::StrCat("stream ", stream.name(), " is not a CPU stream: CPU work cannot go on it"));
+  return static_cast<CpuStream*>(&stream);
+}
+
 void CpuStream::loop(int threads) {
   // OpenMP's thread count is per calling thread: this bounds every oneDNN primitive this
   // worker runs without touching other devices' workers.
   omp_set_num_threads(threads);
   for (;;) {
-    absl::AnyInvocable<void() &&> work;
+    absl::AnyInvocable<absl::Status() &&> work;
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
@@ -63,16 +76,17 @@ void CpuStream::loop(int threads) {
       work = std::move(queue_.front());
       queue_.pop_front();
     }
-    std::move(work)();
+    absl::Status s = std::move(work)();
     {
       std::lock_guard<std::mutex> l(mu_);
+      if (error_.ok() && !s.ok()) error_ = std::move(s);
       ++done_;
     }
     idle_.notify_all();
   }
 }
 
-void CpuStream::enqueue(absl::AnyInvocable<void() &&> work) {
+void CpuStream::enqueue(absl::AnyInvocable<absl::Status() &&> work) {
   {
     std::lock_guard<std::mutex> l(mu_);
     queue_.push_back(std::move(work));
@@ -81,25 +95,39 @@ void CpuStream::enqueue(absl::AnyInvocable<void() &&> work) {
   cv_.notify_one();
 }
 
+void CpuStream::hostCallback(absl::AnyInvocable<void() &&> fn) {
+  enqueue([fn = std::move(fn)]() mutable {
+    std::move(fn)();
+    return absl::OkStatus();
+  });
+}
+
 void CpuStream::record(Event& event) {
   auto& e = static_cast<CpuEvent&>(event);
   uint64_t g = e.bumpRecorded();
-  enqueue([&e, g] { e.complete(g); });
+  enqueue([&e, g] {
+    e.complete(g);
+    return absl::OkStatus();
+  });
 }
 
 void CpuStream::wait(Event& event) {
   auto& e = static_cast<CpuEvent&>(event);
   uint64_t g = e.recorded();
   if (g == 0) return;
-  enqueue([&e, g] { e.waitFor(g); });
+  enqueue([&e, g] {
+    e.waitFor(g);
+    return absl::OkStatus();
+  });
 }
 
-void CpuStream::synchronize() {
+absl::Status CpuStream::synchronize() {
   std::unique_lock<std::mutex> l(mu_);
   uint64_t target = enqueued_;
   idle_.wait(l, [&] { return done_ >= target; });
+  return std::exchange(error_, absl::OkStatus());
 }
 
 std::unique_ptr<Event> CpuStream::createEvent() { return std::make_unique<CpuEvent>(); }
 
-}  // namespace tandem::runtime
+}  // namespace tandem::backend::cpu

@@ -2,11 +2,12 @@
 
 #include <cstdint>
 
-namespace tandem::backend {
+namespace tandem::ir {
 
 /// Sebastiano Vigna's splitmix64 finaliser: spreads nearby seeds (0, 1, 2, ...) apart.
-/// Shared by parameter initialization and data shuffling, which must give the same
-/// streams on every platform (std::hash and the std distributions do not promise that).
+/// The values `initialize` draws and the order the data loader shuffles into are defined
+/// by it (the same on every platform, which std::hash and the std distributions do not
+/// promise), so it lives with the IR that both depend on.
 inline uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -14,4 +15,4 @@ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-}  // namespace tandem::backend
+}  // namespace tandem::ir

@@ -1,33 +1,21 @@
 #pragma once
 
-#include <optional>
+// The events a replicated graph needs between streams: what the executor records and
+// waits for, derived once from the graph's issue order, and what `tandem dump --format
+// streams` prints.
+
 #include <string>
 #include <vector>
 
 #include "ir/ir.h"
+#include "ir/placement.h"
 
-namespace tandem::passes {
-
-/// The two queues of work every device has. Collectives run on the comm stream (of each
-/// device they span), everything else on the compute stream of its device; a value that
-/// crosses from one to the other is ordered by an event.
-enum class StreamKind : uint8_t { kCompute, kComm };
-
-inline StreamKind streamOf(const ir::Node& n) {
-  return n.info().has(ir::kCollective) ? StreamKind::kComm : StreamKind::kCompute;
-}
-
-/// The device a value lives on: its own placement, or for a collective's results the
-/// device of its group (results are grouped device-major, `k` per device).
-ir::Device deviceOfValue(const ir::Value& v);
-
-/// Index of deviceOfValue(v) in Module::devices(), or nullopt when it is not one of them.
-std::optional<size_t> deviceIndexOfValue(const ir::Module& m, const ir::Value& v);
+namespace tandem::runtime {
 
 /// One device's queue of one kind: where a share of a node runs.
 struct StreamSlot {
   size_t device = 0;  // index into Module::devices()
-  StreamKind stream = StreamKind::kCompute;
+  ir::StreamKind stream = ir::StreamKind::kCompute;
   bool operator==(const StreamSlot&) const = default;
 };
 
@@ -36,9 +24,9 @@ struct StreamSlot {
 /// nowhere (host data, variable storage).
 std::vector<size_t> sharesOf(const ir::Module& m, const ir::Node& n);
 
-/// The values share `k` of `n` reads: every operand for compute work; the device's group
-/// for all_reduce; the slice for concat; the source for broadcast (on its own device
-/// only); nothing for split, whose input is the host's batch.
+/// The values share `k` of `n` reads: every operand for compute work; the device's
+/// operands for all_reduce; the slice for concat; its group's source for broadcast (on
+/// the source's own device only); nothing for split, whose input is the host's batch.
 std::vector<const ir::Value*> readsOf(const ir::Module& m, const ir::Node& n, size_t k);
 
 /// A dependency between streams, which the runtime turns into an event: before the share
@@ -51,12 +39,19 @@ struct StreamWait {
 };
 
 /// Every cross-stream wait of a graph in issue order (one per consumer share and producer
-/// share, however many values pass between them). Work on one stream needs none: its
-/// FIFO orders it.
+/// share, however many values pass between them; none where an earlier wait on the same
+/// pair of streams already covers it, since a stream is a FIFO).
 std::vector<StreamWait> streamWaits(const ir::Module& m, const ir::Graph& g);
+
+/// How a stream listing names a node's work: compute work by its first result (or what it
+/// updates), collectives by what they move ("all_reduce bucket 2", "split %x").
+std::string describeWork(const ir::Node& n);
+
+/// "cpu:0/comm".
+std::string slotName(const ir::Module& m, const StreamSlot& s);
 
 /// The graph as the streams see it: per device and stream, the issue order with the waits
 /// before each node (`tandem dump --format streams`).
 std::string printStreams(const ir::Module& m, const ir::Graph& g);
 
-}  // namespace tandem::passes
+}  // namespace tandem::runtime

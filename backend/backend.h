@@ -1,0 +1,133 @@
+#pragma once
+
+// The seam between the runtime and a kind of device. A Backend makes Devices (streams,
+// memory, copies, kernels) and the Communicators that join them; the executor speaks
+// only these interfaces and never names a device kind. backend/registry.cc is the one
+// place that knows which kinds this build has.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "backend/communicator.h"
+#include "backend/kernel.h"
+#include "backend/stream.h"
+#include "backend/tensor_view.h"
+#include "ir/ir.h"
+
+namespace tandem::backend {
+
+/// Memory from a device's allocator (or host staging memory), returned to it when the
+/// buffer goes away.
+class DeviceBuffer {
+ public:
+  /// Gives memory back: std::free, cudaFree, cudaFreeHost.
+  using Release = void (*)(void*);
+
+  DeviceBuffer() = default;
+  DeviceBuffer(void* data, int64_t bytes, MemoryLocation where, Release release)
+      : data_(data), bytes_(bytes), where_(where), release_(release) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  ~DeviceBuffer();
+
+  void* data() const { return data_; }
+  int64_t bytes() const { return bytes_; }
+  const MemoryLocation& where() const { return where_; }
+  /// A view of `type` at byte `offset`.
+  TensorView view(const ir::TensorType& type, int64_t offset = 0) const {
+    return {static_cast<char*>(data_) + offset, type, where_};
+  }
+
+ private:
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
+  MemoryLocation where_;
+  Release release_ = nullptr;
+  void release();
+};
+
+/// How the executor wants a device set up.
+struct DeviceOptions {
+  /// The device's index in Module::devices(): views of its memory say "device <index>".
+  int index = 0;
+  /// Seed of the run (`initialize` derives each variable's values from it and the name).
+  uint64_t seed = 0;
+  /// Threads each kernel may use on a CPU device (one core per device by default).
+  int threads_per_device = 1;
+};
+
+/// One logical device of a module: its two streams, its memory and its kernels.
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const ir::Device& id() const = 0;
+  /// Where its allocations live: device `DeviceOptions::index`.
+  virtual MemoryLocation location() const = 0;
+  /// Kernels run on the compute stream; collectives, and copies of the batch in, on the
+  /// comm stream.
+  virtual Stream& computeStream() = 0;
+  virtual Stream& commStream() = 0;
+
+  /// `bytes` of zero-filled device memory, aligned to Backend::alignment().
+  virtual absl::StatusOr<DeviceBuffer> allocate(int64_t bytes) = 0;
+  /// Host memory this device copies to and from fastest (pinned on a GPU).
+  virtual absl::StatusOr<DeviceBuffer> allocateHost(int64_t bytes) = 0;
+
+  /// Enqueues on `stream` the copy of slice [offset, offset + part's size along `axis`)
+  /// of the host tensor `whole` into the device tensor `part` (split_and_load).
+  virtual absl::Status copySliceFromHost(const TensorView& whole, const TensorView& part, int axis,
+                                         int64_t offset, Stream& stream) = 0;
+  /// Enqueues on `stream` the copy of device tensor `src` into host tensor `dst`.
+  virtual absl::Status copyToHost(const TensorView& src, const TensorView& dst,
+                                  Stream& stream) = 0;
+
+  /// The kernel of `node` (placed on this device) for this device, made now.
+  virtual absl::StatusOr<std::unique_ptr<Kernel>> makeKernel(const ir::Node& node) = 0;
+};
+
+/// A kind of device.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual ir::DeviceKind kind() const = 0;
+  /// Alignment, in bytes, of every buffer a memory plan carves out of an arena (what the
+  /// kernels' vector loads, oneDNN or cuDNN want).
+  virtual int64_t alignment() const = 0;
+  virtual absl::StatusOr<std::unique_ptr<Device>> createDevice(
+      const ir::Device& device, const DeviceOptions& options) const = 0;
+  /// The communicators of a group of this backend's devices, in the group's order.
+  virtual absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createCommunicators(
+      absl::Span<Device* const> group) const = 0;
+  /// One paragraph for `tandem devices`: what there is to run on, with threads and memory.
+  virtual std::string describe() const = 0;
+};
+
+/// The backend of a device kind, or an error naming the kind when this build has none.
+absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind);
+
+/// The largest alignment the backends of `devices` want (for plan-memory).
+absl::StatusOr<int64_t> alignmentFor(absl::Span<const ir::Device> devices);
+
+/// What `tandem devices` prints: each kind's describe(), and the kinds this build lacks.
+std::string describeBackends();
+
+/// While alive, `backend` stands in for its kind (tests: a backend that records what the
+/// executor asks of it).
+class ScopedBackendOverride {
+ public:
+  explicit ScopedBackendOverride(const Backend& backend);
+  ~ScopedBackendOverride();
+  ScopedBackendOverride(const ScopedBackendOverride&) = delete;
+  ScopedBackendOverride& operator=(const ScopedBackendOverride&) = delete;
+
+ private:
+  ir::DeviceKind kind_;
+  const Backend* previous_;
+};
+
+}  // namespace tandem::backend

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "backend/stream.h"
+#include "backend/tensor_view.h"
+
+namespace tandem::backend {
+
+enum class ReduceOp : uint8_t { kSum, kMean, kMax };
+
+/// One rank's end of a group of devices that run collectives together (an NCCL
+/// communicator, an MPI communicator, or threads of this process). Calls enqueue the
+/// collective on the stream given (the rank's comm stream) and return, as NCCL's do;
+/// every rank of the group calls the same collectives in the same order. Views must stay
+/// valid until the stream has run the collective.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// Reduces `in` (k tensors) elementwise across the ranks into `out` (k tensors of the
+  /// same types) on every rank. `out` may alias `in`.
+  virtual absl::Status allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                                 ReduceOp op, Stream& stream) = 0;
+  /// Copies `root`'s `in` into every rank's `out` (`in` is ignored on other ranks).
+  virtual absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
+                                 Stream& stream) = 0;
+  /// Joins every rank's `in` along `axis`, in rank order, into `out` on `root` (`out` is
+  /// ignored on other ranks).
+  virtual absl::Status gather(int root, const TensorView& in, const TensorView& out, int axis,
+                              Stream& stream) = 0;
+};
+
+/// The communicators of one group of devices, made together (ncclCommInitAll,
+/// MPI_Comm_split). One host thread driving several ranks brackets the calls of one
+/// collective with groupStart/groupEnd, as NCCL requires of a process that drives several
+/// GPUs (else the first rank's call would wait for the others, which are not yet issued).
+class CommunicatorGroup {
+ public:
+  virtual ~CommunicatorGroup() = default;
+  virtual int size() const = 0;
+  virtual Communicator& rank(int r) = 0;
+  virtual absl::Status groupStart() = 0;
+  virtual absl::Status groupEnd() = 0;
+};
+
+}  // namespace tandem::backend

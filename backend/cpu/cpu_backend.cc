@@ -1,0 +1,132 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "backend/cpu/copy_slice.h"
+#include "backend/cpu/cpu_context.h"
+#include "backend/cpu/cpu_info.h"
+#include "backend/cpu/cpu_stream.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/local_communicator.h"
+
+namespace tandem::backend::cpu {
+namespace {
+
+// Cache line; also what oneDNN's and AVX-512's aligned loads like.
+constexpr int64_t kAlignment = 64;
+
+absl::StatusOr<DeviceBuffer> hostBuffer(int64_t bytes, MemoryLocation where) {
+  const size_t n = static_cast<size_t>((std::max<int64_t>(bytes, 1) + kAlignment - 1) /
+                                       kAlignment * kAlignment);
+  void* p = std::aligned_alloc(kAlignment, n);
+  if (p == nullptr)
+    return absl::ResourceExhaustedError(absl::StrFormat("out of host memory for %d bytes", bytes));
+  std::memset(p, 0, n);
+  return DeviceBuffer(p, bytes, where, [](void* q) { std::free(q); });
+}
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice(const ir::Device& id, const DeviceOptions& o)
+      : id_(id),
+        options_(o),
+        ctx_(id, o.seed),
+        compute_(absl::StrCat(ir::toString(id), "/compute"), o.threads_per_device),
+        comm_(absl::StrCat(ir::toString(id), "/comm"), 1) {}
+
+  const ir::Device& id() const override { return id_; }
+  MemoryLocation location() const override { return MemoryLocation::onDevice(options_.index); }
+  Stream& computeStream() override { return compute_; }
+  Stream& commStream() override { return comm_; }
+
+  absl::StatusOr<DeviceBuffer> allocate(int64_t bytes) override {
+    return hostBuffer(bytes, location());
+  }
+  absl::StatusOr<DeviceBuffer> allocateHost(int64_t bytes) override {
+    return hostBuffer(bytes, MemoryLocation::host());
+  }
+
+  absl::Status copySliceFromHost(const TensorView& whole, const TensorView& part, int axis,
+                                 int64_t offset, Stream& stream) override {
+    absl::StatusOr<CpuStream*> s = CpuStream::of(stream);
+    if (!s.ok()) return s.status();
+    (*s)->enqueue([whole, part, axis, offset] {
+      copySlice(whole, part, axis, offset, /*into_whole=*/false);
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  absl::Status copyToHost(const TensorView& src, const TensorView& dst, Stream& stream) override {
+    absl::StatusOr<CpuStream*> s = CpuStream::of(stream);
+    if (!s.ok()) return s.status();
+    (*s)->enqueue([src, dst] {
+      std::memcpy(dst.data, src.data, static_cast<size_t>(src.bytes()));
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<Kernel>> makeKernel(const ir::Node& node) override {
+    // oneDNN fixes a primitive's thread count when it is made, from the making thread's
+    // OpenMP setting: make it with the count this device's kernels run with.
+    const int previous = omp_get_max_threads();
+    omp_set_num_threads(options_.threads_per_device);
+    auto kernel = cpu::makeKernel(node, ctx_);
+    omp_set_num_threads(previous);
+    return kernel;
+  }
+
+ private:
+  ir::Device id_;
+  DeviceOptions options_;
+  CpuContext ctx_;
+  CpuStream compute_, comm_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  ir::DeviceKind kind() const override { return ir::DeviceKind::kCpu; }
+  int64_t alignment() const override { return kAlignment; }
+
+  absl::StatusOr<std::unique_ptr<Device>> createDevice(const ir::Device& device,
+                                                       const DeviceOptions& o) const override {
+    if (o.threads_per_device < 1)
+      return absl::InvalidArgumentError(absl::StrCat(
+          ir::toString(device), ": threads per device must be >= 1, got ", o.threads_per_device));
+    return std::make_unique<CpuDevice>(device, o);
+  }
+
+  absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createCommunicators(
+      absl::Span<Device* const> group) const override {
+    for (Device* d : group)
+      if (d->id().kind != ir::DeviceKind::kCpu)
+        return absl::InvalidArgumentError(absl::StrCat(
+            ir::toString(d->id()), " is not a CPU device: the local communicator joins CPU devices"));
+    return makeLocalCommunicators(static_cast<int>(group.size()));
+  }
+
+  std::string describe() const override {
+    CpuInfo cpu = hostCpuInfo();
+    return absl::StrFormat(
+        "%s, %d cores, %.1f GiB memory, oneDNN %s on %s%s\n  devices cpu:0 ... cpu:4095 are "
+        "logical: each gets a compute and a comm stream thread and --threads-per-device kernel "
+        "threads (default 1), all sharing these %d cores",
+        cpu.model, cpu.cores, cpu.memory_bytes / 1073741824.0, cpu.onednn, cpu.isa,
+        cpu.bf16 ? " (bf16 instructions)" : "", cpu.cores);
+  }
+};
+
+}  // namespace
+
+const Backend& cpuBackend() {
+  static const CpuBackend* backend = new CpuBackend();  // never destroyed, like the registry
+  return *backend;
+}
+
+}  // namespace tandem::backend::cpu

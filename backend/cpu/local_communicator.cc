@@ -1,0 +1,219 @@
+#include "backend/cpu/local_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/copy_slice.h"
+#include "backend/cpu/cpu_stream.h"
+
+namespace tandem::backend::cpu {
+namespace {
+
+// The largest power of two below n (n >= 2): where the pairwise tree splits n ranks.
+size_t treeSplit(size_t n) {
+  size_t p = 1;
+  while (p * 2 < n) p *= 2;
+  return p;
+}
+
+template <typename T>
+T combine(T a, T b, ReduceOp op) {
+  return op == ReduceOp::kMax ? std::max(a, b) : a + b;
+}
+
+// out[0, n) = the tree reduction of srcs[lo, hi) at [first, first + n): one level of the
+// tree per recursion, a chunk at a time so the inner loops vectorize.
+template <typename T>
+void treeReduceChunk(const std::vector<const T*>& srcs, size_t lo, size_t hi, int64_t first,
+                     int64_t n, ReduceOp op, T* out) {
+  if (hi - lo == 1) {
+    std::memcpy(out, srcs[lo] + first, static_cast<size_t>(n) * sizeof(T));
+    return;
+  }
+  if (hi - lo == 2) {
+    const T *a = srcs[lo] + first, *b = srcs[lo + 1] + first;
+    for (int64_t i = 0; i < n; ++i) out[i] = combine(a[i], b[i], op);
+    return;
+  }
+  const size_t mid = lo + treeSplit(hi - lo);
+  T right[1024];
+  treeReduceChunk(srcs, lo, mid, first, n, op, out);
+  treeReduceChunk(srcs, mid, hi, first, n, op, right);
+  for (int64_t i = 0; i < n; ++i) out[i] = combine(out[i], right[i], op);
+}
+
+template <typename T>
+void reduceRange(const std::vector<const T*>& srcs, const std::vector<T*>& dsts, int64_t lo,
+                 int64_t hi, ReduceOp op) {
+  constexpr int64_t kChunk = 1024;
+  T acc[kChunk];
+  const int ranks = static_cast<int>(srcs.size());
+  for (int64_t first = lo; first < hi; first += kChunk) {
+    const int64_t n = std::min(kChunk, hi - first);
+    treeReduceChunk(srcs, 0, srcs.size(), first, n, op, acc);
+    if (op == ReduceOp::kMean)
+      for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] / static_cast<T>(ranks));
+    for (T* d : dsts) std::memcpy(d + first, acc, static_cast<size_t>(n) * sizeof(T));
+  }
+}
+
+// What every rank of a group shares: the posted buffers and a reusable barrier.
+class Clique {
+ public:
+  explicit Clique(int size) : size_(size), posted_(static_cast<size_t>(size)) {}
+  int size() const { return size_; }
+
+  struct Posted {
+    absl::Span<const TensorView> in, out;
+    const TensorView* one = nullptr;
+  };
+  Posted& posted(int rank) { return posted_[static_cast<size_t>(rank)]; }
+
+  void arriveAndWait() {
+    std::unique_lock<std::mutex> l(mu_);
+    uint64_t gen = generation_;
+    if (++waiting_ == size_) {
+      waiting_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(l, [&] { return generation_ != gen; });
+  }
+
+  // This rank's share of an all_reduce, run on its comm stream's worker.
+  void allReduce(int rank, absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                 ReduceOp op) {
+    posted(rank) = {in, out, nullptr};
+    arriveAndWait();
+    // The k tensors form one index space; rank r reduces the r-th share of it for everyone.
+    int64_t total = 0;
+    for (const TensorView& t : in) total += t.numElements();
+    const int64_t lo = total * rank / size_, hi = total * (rank + 1) / size_;
+    int64_t base = 0;
+    for (size_t j = 0; j < in.size(); ++j) {
+      const int64_t n = in[j].numElements();
+      const int64_t a = std::max(lo, base) - base, b = std::min(hi, base + n) - base;
+      base += n;
+      if (a >= b) continue;
+      if (in[j].type.dtype == ir::DType::kI32) {
+        reduceTensor<int32_t>(j, a, b, op);
+      } else {
+        reduceTensor<float>(j, a, b, op);
+      }
+    }
+    arriveAndWait();
+  }
+
+  void broadcast(int rank, int root, const TensorView& in, const TensorView& out) {
+    posted(rank).one = &in;
+    arriveAndWait();
+    const TensorView& src = *posted(root).one;
+    if (out.data != src.data) std::memcpy(out.data, src.data, static_cast<size_t>(out.bytes()));
+    arriveAndWait();
+  }
+
+  void gather(int rank, int root, const TensorView& in, const TensorView& out, int axis) {
+    posted(rank).one = &in;
+    arriveAndWait();
+    if (rank == root) {
+      int64_t offset = 0;
+      for (int r = 0; r < size_; ++r) {
+        const TensorView& part = *posted(r).one;
+        copySlice(out, part, axis, offset, /*into_whole=*/true);
+        offset += part.dim(axis);
+      }
+    }
+    arriveAndWait();
+  }
+
+ private:
+  template <typename T>
+  void reduceTensor(size_t j, int64_t a, int64_t b, ReduceOp op) {
+    std::vector<const T*> srcs;
+    std::vector<T*> dsts;
+    for (const Posted& p : posted_) {
+      srcs.push_back(static_cast<const T*>(p.in[j].data));
+      dsts.push_back(static_cast<T*>(p.out[j].data));
+    }
+    reduceRange<T>(srcs, dsts, a, b, op);
+  }
+
+  int size_;
+  std::vector<Posted> posted_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  uint64_t generation_ = 0;
+};
+
+class LocalCommunicator final : public Communicator {
+ public:
+  LocalCommunicator(std::shared_ptr<Clique> clique, int rank)
+      : clique_(std::move(clique)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return clique_->size(); }
+
+  absl::Status allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                         ReduceOp op, Stream& stream) override {
+    return enqueue(stream, [c = clique_, r = rank_, in, out, op] { c->allReduce(r, in, out, op); });
+  }
+  absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
+                         Stream& stream) override {
+    return enqueue(stream, [c = clique_, r = rank_, root, in, out] { c->broadcast(r, root, in, out); });
+  }
+  absl::Status gather(int root, const TensorView& in, const TensorView& out, int axis,
+                      Stream& stream) override {
+    return enqueue(stream,
+                   [c = clique_, r = rank_, root, in, out, axis] { c->gather(r, root, in, out, axis); });
+  }
+
+ private:
+  template <typename Fn>
+  absl::Status enqueue(Stream& stream, Fn fn) {
+    absl::StatusOr<CpuStream*> cpu = CpuStream::of(stream);
+    if (!cpu.ok()) return cpu.status();
+    (*cpu)->enqueue([fn = std::move(fn)] {
+      fn();
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<Clique> clique_;
+  int rank_;
+};
+
+class LocalGroup final : public CommunicatorGroup {
+ public:
+  explicit LocalGroup(int size) {
+    auto clique = std::make_shared<Clique>(size);
+    for (int r = 0; r < size; ++r) ranks_.push_back(std::make_unique<LocalCommunicator>(clique, r));
+  }
+  int size() const override { return static_cast<int>(ranks_.size()); }
+  Communicator& rank(int r) override { return *ranks_[static_cast<size_t>(r)]; }
+  // Enqueueing never blocks the host here: one thread can issue every rank's share.
+  absl::Status groupStart() override { return absl::OkStatus(); }
+  absl::Status groupEnd() override { return absl::OkStatus(); }
+
+ private:
+  std::vector<std::unique_ptr<LocalCommunicator>> ranks_;
+};
+
+}  // namespace
+
+std::unique_ptr<CommunicatorGroup> makeLocalCommunicators(int size) {
+  return std::make_unique<LocalGroup>(size);
+}
+
+double treeReduce(absl::Span<const double> ranks, ReduceOp op) {
+  std::vector<const double*> srcs;
+  for (const double& v : ranks) srcs.push_back(&v);
+  double out = 0;
+  treeReduceChunk<double>(srcs, 0, srcs.size(), 0, 1, op, &out);
+  if (op == ReduceOp::kMean) out /= static_cast<double>(ranks.size());
+  return out;
+}
+
+}  // namespace tandem::backend::cpu

@@ -1,0 +1,302 @@
+#include "runtime/loader.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "ir/placement.h"
+#include "ir/status_macros.h"
+#include "runtime/executor.h"
+#include "runtime/stream_waits.h"
+
+namespace tandem::runtime {
+namespace {
+
+using backend::TensorView;
+
+absl::Status checkPlan(const ir::Module& m, const ir::Graph& g,
+                       const std::vector<std::unique_ptr<backend::Device>>& devices) {
+  const ir::MemoryPlan* plan = g.memoryPlan();
+  if (plan == nullptr)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "graph @", g.name(), " of module @", m.name(),
+        " has no memory plan: run plan-memory as the pipeline's last pass (the executor does not "
+        "plan memory itself)"));
+  if (plan->planned_nodes != g.numNodes() || plan->arena_bytes.size() != devices.size())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the memory plan of graph @", g.name(), " is stale (made for ", plan->planned_nodes,
+        " nodes, the graph has ", g.numNodes(), "): run plan-memory after the last rewrite"));
+  for (size_t d = 0; d < devices.size(); ++d) {
+    ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(devices[d]->id().kind));
+    if (plan->alignment % b->alignment() != 0)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the memory plan of graph @", g.name(), " aligns to ", plan->alignment, " bytes but ",
+          ir::toString(devices[d]->id()), " needs ", b->alignment(),
+          ": run plan-memory{alignment=", b->alignment(), "}"));
+  }
+  return absl::OkStatus();
+}
+
+class ProgramBuilder {
+ public:
+  ProgramBuilder(LoadedModule& lm, const ir::Graph& g,
+                 std::map<std::vector<size_t>, backend::CommunicatorGroup*>& groups)
+      : lm_(lm), m_(*lm.module), g_(g), plan_(*g.memoryPlan()), groups_(groups) {}
+
+  absl::StatusOr<std::unique_ptr<Program>> build() {
+    p_ = std::make_unique<Program>();
+    p_->graph = &g_;
+    for (size_t d = 0; d < lm_.devices.size(); ++d) {
+      ASSIGN_OR_RETURN(backend::DeviceBuffer arena, lm_.devices[d]->allocate(plan_.arena_bytes[d]));
+      p_->arenas.push_back(std::move(arena));
+    }
+    for (const ir::Node* in : g_.inputs()) {
+      const ir::TensorType& t = in->result()->type();
+      input_slot_[in->result()] = p_->inputs.size();
+      // Host staging for the batch, in the memory the first device copies from fastest.
+      ASSIGN_OR_RETURN(backend::DeviceBuffer buf, lm_.devices[0]->allocateHost(t.bytes()));
+      p_->inputs.push_back(std::move(buf));
+      p_->input_types.push_back(t);
+    }
+    for (const auto& node : g_.nodes()) {
+      const ir::Node& n = *node;
+      if (n.op() == ir::Op::kInput || n.op() == ir::Op::kParam) continue;
+      auto ins = std::make_unique<Instr>();
+      ins->node = &n;
+      ins->comm = ir::streamOf(n) == ir::StreamKind::kComm;
+      RETURN_IF_ERROR(ins->comm ? addCollective(n, *ins) : addCompute(n, *ins));
+      instr_of_[&n] = ins.get();
+      p_->instrs.push_back(std::move(ins));
+    }
+    RETURN_IF_ERROR(addEvents());
+    RETURN_IF_ERROR(addOutputs());
+    return std::move(p_);
+  }
+
+ private:
+  absl::StatusOr<TensorView> viewOf(const ir::Value& v) {
+    const ir::Node& def = *v.def();
+    if (def.op() == ir::Op::kInput) {
+      const size_t i = input_slot_.at(&v);
+      return p_->inputs[i].view(p_->input_types[i]);
+    }
+    std::optional<size_t> d = ir::deviceIndexOfValue(m_, v);
+    if (!d) return absl::InternalError(absl::StrCat("%", v.name(), " is on no module device"));
+    if (def.op() == ir::Op::kParam) return lm_.vars.at(def.symbolAttr("var"))[*d].view(v.type());
+    int64_t off = plan_.offsets[def.id()][static_cast<size_t>(v.index())];
+    return p_->arenas[*d].view(v.type(), off);
+  }
+
+  absl::Status addCompute(const ir::Node& n, Instr& ins) {
+    const size_t d = *m_.deviceIndex(*n.device());
+    Share share;
+    share.device = d;
+    for (const ir::Value* v : n.operands()) {
+      if (v->def()->op() == ir::Op::kInput)
+        return absl::FailedPreconditionError(absl::StrCat(
+            n.describe(), " reads the graph input %", v->name(),
+            " directly; inputs reach devices through split (run insert-collectives)"));
+      ASSIGN_OR_RETURN(TensorView view, viewOf(*v));
+      share.in.push_back(view);
+    }
+    for (size_t r = 0; r < n.numResults(); ++r) {
+      ASSIGN_OR_RETURN(TensorView view, viewOf(*n.result(r)));
+      share.out.push_back(view);
+    }
+    if (n.op() == ir::Op::kAssign)  // the variable's storage is assign's one output
+      share.out.push_back(lm_.vars.at(n.symbolAttr("var"))[d].view(n.operand(0)->type()));
+    // Made here, at load time: a kernel's primitives and descriptors are never made inside
+    // a step.
+    ASSIGN_OR_RETURN(ins.kernel, lm_.devices[d]->makeKernel(n));
+    ins.shares.push_back(std::move(share));
+    return absl::OkStatus();
+  }
+
+  absl::Status addCollective(const ir::Node& n, Instr& ins) {
+    const auto& devs = n.devicesAttr();
+    int64_t offset = 0;
+    for (const std::vector<size_t>& group : ir::collectiveGroups(n)) {
+      // group: positions in the node's device list; the group's communicators by device.
+      std::vector<size_t> key;
+      for (size_t k : group) key.push_back(*m_.deviceIndex(devs[k]));
+      ASSIGN_OR_RETURN(backend::CommunicatorGroup * comms, communicatorsFor(key));
+      for (size_t rank = 0; rank < group.size(); ++rank) {
+        const size_t k = group[rank];
+        Share share;
+        share.device = key[rank];
+        share.group = comms;
+        share.comm = &comms->rank(static_cast<int>(rank));
+        switch (n.op()) {
+          case ir::Op::kAllReduce: {
+            const size_t per = n.numOperands() / devs.size();
+            for (size_t j = 0; j < per; ++j) {
+              ASSIGN_OR_RETURN(TensorView in, viewOf(*n.operand(k * per + j)));
+              ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(k * per + j)));
+              share.in.push_back(in);
+              share.out.push_back(out);
+            }
+            break;
+          }
+          case ir::Op::kSplit: {
+            ASSIGN_OR_RETURN(TensorView in, viewOf(*n.operand(0)));
+            ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(k)));
+            share.in.push_back(in);
+            share.out.push_back(out);
+            share.offset = offset;
+            offset += n.result(k)->type().shape[static_cast<size_t>(n.intAttr("axis"))];
+            break;
+          }
+          case ir::Op::kBroadcast: {
+            // Each group's source is the operand of that group; its device is the root.
+            const ir::Value& src = *n.operand(ir::groupOfPosition(n, k));
+            ASSIGN_OR_RETURN(TensorView in, viewOf(src));
+            ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(k)));
+            share.in.push_back(in);
+            share.out.push_back(out);
+            ASSIGN_OR_RETURN(share.root, rootRank(n, key, src));
+            break;
+          }
+          case ir::Op::kConcat: {
+            ASSIGN_OR_RETURN(TensorView in, viewOf(*n.operand(k)));
+            ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(0)));
+            share.in.push_back(in);
+            share.out.push_back(out);
+            ASSIGN_OR_RETURN(share.root, rootRank(n, key, *n.result(0)));
+            break;
+          }
+          default:
+            return absl::UnimplementedError(absl::StrCat(n.describe(), ": unknown collective"));
+        }
+        ins.shares.push_back(std::move(share));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The rank, within the group of devices `key`, of the device holding `v`.
+  absl::StatusOr<int> rootRank(const ir::Node& n, const std::vector<size_t>& key,
+                               const ir::Value& v) {
+    std::optional<size_t> d = ir::deviceIndexOfValue(m_, v);
+    auto it = d ? std::find(key.begin(), key.end(), *d) : key.end();
+    if (it == key.end())
+      return absl::FailedPreconditionError(
+          absl::StrCat(n.describe(), ": %", v.name(), " is not on a device of its group"));
+    return static_cast<int>(it - key.begin());
+  }
+
+  absl::StatusOr<backend::CommunicatorGroup*> communicatorsFor(const std::vector<size_t>& key) {
+    if (auto it = groups_.find(key); it != groups_.end()) return it->second;
+    std::vector<backend::Device*> members;
+    for (size_t d : key) {
+      if (lm_.devices[d]->id().kind != lm_.devices[key[0]]->id().kind)
+        return absl::UnimplementedError(absl::StrCat(
+            "a collective joins ", ir::toString(lm_.devices[key[0]]->id()), " and ",
+            ir::toString(lm_.devices[d]->id()), ": collectives across device kinds are not supported"));
+      members.push_back(lm_.devices[d].get());
+    }
+    ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(members[0]->id().kind));
+    ASSIGN_OR_RETURN(std::unique_ptr<backend::CommunicatorGroup> group,
+                     b->createCommunicators(members));
+    backend::CommunicatorGroup* raw = group.get();
+    lm_.groups.push_back(std::move(group));
+    groups_[key] = raw;
+    return raw;
+  }
+
+  backend::Stream& streamOf(size_t device, ir::StreamKind kind) {
+    return kind == ir::StreamKind::kComm ? lm_.devices[device]->commStream()
+                                         : lm_.devices[device]->computeStream();
+  }
+
+  // Where a value crosses streams: the producer's share records an event, the consumer's
+  // share waits for it.
+  absl::Status addEvents() {
+    auto shareOf = [&](const ir::Node* n, size_t device) -> Share* {
+      for (Share& s : instr_of_.at(n)->shares)
+        if (s.device == device) return &s;
+      return nullptr;
+    };
+    for (const StreamWait& w : streamWaits(m_, g_)) {
+      Share* producer = shareOf(w.producer, w.from.device);
+      Share* consumer = shareOf(w.consumer, w.at.device);
+      if (producer == nullptr || consumer == nullptr)
+        return absl::InternalError(absl::StrCat("stream wait between ", w.producer->describe(),
+                                                " and ", w.consumer->describe(),
+                                                " names a device that runs no share"));
+      if (!producer->done) producer->done = streamOf(w.from.device, w.from.stream).createEvent();
+      consumer->waits.push_back(producer->done.get());
+    }
+    return absl::OkStatus();
+  }
+
+  // Each output is copied to host memory on the stream that writes it, after the step.
+  absl::Status addOutputs() {
+    for (const ir::Value* v : g_.outputs()) {
+      std::optional<size_t> d = ir::deviceIndexOfValue(m_, *v);
+      if (!d || v->def()->op() == ir::Op::kInput)
+        return absl::FailedPreconditionError(absl::StrCat(
+            "graph @", g_.name(), " returns %", v->name(), ", which is on no device"));
+      OutputCopy copy;
+      copy.device = *d;
+      copy.comm = ir::streamOf(*v->def()) == ir::StreamKind::kComm;
+      ASSIGN_OR_RETURN(copy.src, viewOf(*v));
+      ASSIGN_OR_RETURN(copy.host, lm_.devices[*d]->allocateHost(v->type().bytes()));
+      p_->outputs.push_back(std::move(copy));
+    }
+    return absl::OkStatus();
+  }
+
+  LoadedModule& lm_;
+  const ir::Module& m_;
+  const ir::Graph& g_;
+  const ir::MemoryPlan& plan_;
+  std::map<std::vector<size_t>, backend::CommunicatorGroup*>& groups_;
+  std::unique_ptr<Program> p_;
+  absl::flat_hash_map<const ir::Value*, size_t> input_slot_;
+  absl::flat_hash_map<const ir::Node*, Instr*> instr_of_;
+};
+
+}  // namespace
+
+LoadedModule::~LoadedModule() {
+  // Streams join their workers before the buffers their pending work points at go away.
+  devices.clear();
+}
+
+absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Module> module,
+                                                         const ExecutorOptions& options) {
+  if (!module->isReplicated())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "module @", module->name(),
+        " has no devices: run the pipeline (replicate, insert-collectives, ...) before executing"));
+  auto lm = std::make_unique<LoadedModule>();
+  lm->module = std::move(module);
+  const ir::Module& m = *lm->module;
+  for (size_t d = 0; d < m.devices().size(); ++d) {
+    const ir::Device& id = m.devices()[d];
+    absl::StatusOr<const backend::Backend*> b = backend::backendFor(id.kind);
+    if (!b.ok())
+      return absl::Status(b.status().code(), absl::StrCat(ir::toString(id), ": ", b.status().message()));
+    ASSIGN_OR_RETURN(std::unique_ptr<backend::Device> device,
+                     (*b)->createDevice(id, {.index = static_cast<int>(d),
+                                             .seed = options.seed,
+                                             .threads_per_device = options.threads_per_device}));
+    lm->devices.push_back(std::move(device));
+  }
+  for (const auto& g : m.graphs()) RETURN_IF_ERROR(checkPlan(m, *g, lm->devices));
+  for (const ir::Var& v : m.vars()) {
+    auto& replicas = lm->vars[v.name];
+    for (auto& device : lm->devices) {
+      ASSIGN_OR_RETURN(backend::DeviceBuffer buf, device->allocate(v.type.bytes()));
+      replicas.push_back(std::move(buf));
+    }
+  }
+  std::map<std::vector<size_t>, backend::CommunicatorGroup*> groups;
+  for (const auto& g : m.graphs()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Program> p, ProgramBuilder(*lm, *g, groups).build());
+    lm->programs[g->name()] = std::move(p);
+  }
+  return lm;
+}
+
+}  // namespace tandem::runtime

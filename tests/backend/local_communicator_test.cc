@@ -1,0 +1,268 @@
+// The CPU backend's local communicator: collectives enqueued on each rank's CPU stream,
+// met by the streams' workers, with one fixed reduction order.
+
+#include "backend/cpu/local_communicator.h"
+
+#include <cstring>
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/copy_slice.h"
+#include "backend/cpu/cpu_stream.h"
+#include "gtest/gtest.h"
+#include "runtime/host_tensor.h"
+
+namespace tandem::backend::cpu {
+namespace {
+
+using runtime::HostTensor;
+
+ir::TensorType f32(ir::Shape s) { return {ir::DType::kF32, std::move(s)}; }
+// Scalars are built field by field: brace-initializing an empty Shape trips a GCC 12
+// false "maybe-uninitialized" inside absl::InlinedVector.
+ir::TensorType scalar(ir::DType d) {
+  ir::TensorType t;
+  t.dtype = d;
+  return t;
+}
+
+// A comm stream per rank and the group's communicators.
+struct Ranks {
+  explicit Ranks(int n) : group(makeLocalCommunicators(n)) {
+    for (int r = 0; r < n; ++r)
+      streams.push_back(std::make_unique<CpuStream>("comm" + std::to_string(r), 1));
+  }
+  Communicator& comm(int r) { return group->rank(r); }
+  Stream& stream(int r) { return *streams[static_cast<size_t>(r)]; }
+  void synchronize() {
+    for (auto& s : streams) EXPECT_TRUE(s->synchronize().ok());
+  }
+  std::unique_ptr<CommunicatorGroup> group;
+  std::vector<std::unique_ptr<CpuStream>> streams;
+};
+
+float* data(const HostTensor& t) { return const_cast<float*>(t.f32()); }
+
+TEST(LocalCommunicator, AllReduceSumsSeveralTensorsOnEveryRank) {
+  constexpr int kRanks = 3;
+  Ranks ranks(kRanks);
+  // Per rank: a [5] f32 tensor and a scalar i32, reduced as one bucket.
+  std::vector<HostTensor> a, b, out_a, out_b;
+  for (int r = 0; r < kRanks; ++r) {
+    a.emplace_back(f32({5}));
+    b.emplace_back(scalar(ir::DType::kI32));
+    out_a.emplace_back(f32({5}));
+    out_b.emplace_back(scalar(ir::DType::kI32));
+    for (int i = 0; i < 5; ++i) data(a[r])[i] = float(10 * r + i);
+    const_cast<int32_t*>(b[r].i32())[0] = r + 1;
+  }
+  std::vector<std::vector<TensorView>> in(kRanks), out(kRanks);  // alive until synchronize
+  for (int r = 0; r < kRanks; ++r) {
+    in[r] = {a[r].view(), b[r].view()};
+    out[r] = {out_a[r].view(), out_b[r].view()};
+    ASSERT_TRUE(ranks.comm(r).allReduce(in[r], out[r], ReduceOp::kSum, ranks.stream(r)).ok());
+  }
+  ranks.synchronize();
+  for (int r = 0; r < kRanks; ++r) {
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(out_a[r].f32()[i], float(30 + 3 * i)) << r << "," << i;
+    EXPECT_EQ(out_b[r].i32()[0], 6);
+  }
+}
+
+TEST(LocalCommunicator, AllReduceInPlaceMeanAndMax) {
+  constexpr int kRanks = 4;
+  for (ReduceOp op : {ReduceOp::kMean, ReduceOp::kMax}) {
+    Ranks ranks(kRanks);
+    std::vector<HostTensor> t;
+    std::vector<std::vector<TensorView>> v(kRanks);
+    for (int r = 0; r < kRanks; ++r) {
+      t.emplace_back(f32({7}));
+      for (int i = 0; i < 7; ++i) data(t[r])[i] = float(r * i);
+    }
+    for (int r = 0; r < kRanks; ++r) {
+      v[r] = {t[r].view()};
+      ASSERT_TRUE(ranks.comm(r).allReduce(v[r], v[r], op, ranks.stream(r)).ok());  // aliasing
+    }
+    ranks.synchronize();
+    for (int r = 0; r < kRanks; ++r)
+      for (int i = 0; i < 7; ++i)
+        EXPECT_EQ(t[r].f32()[i], op == ReduceOp::kMax ? float(3 * i) : float(6 * i) / 4);
+  }
+}
+
+// The order of the tree: split at the largest power of two below the count.
+TEST(LocalCommunicator, TreeOrder) {
+  // 1e16 + 1 loses the 1 in doubles; the order decides which 1s survive.
+  EXPECT_EQ(treeReduce({1e16, 1, -1e16}, ReduceOp::kSum), 0.0);       // (1e16 + 1) - 1e16
+  EXPECT_EQ(treeReduce({1e16, -1e16, 1}, ReduceOp::kSum), 1.0);       // (1e16 - 1e16) + 1
+  EXPECT_EQ(treeReduce({1, 1e16, -1e16, 1}, ReduceOp::kSum), 0.0);    // (1 + 1e16) + (-1e16 + 1)
+  EXPECT_EQ(treeReduce({1e16, -1e16, 1, 1, 1}, ReduceOp::kSum), 3.0);  // ((a+b)+(c+d))+e
+  EXPECT_EQ(treeReduce({3, 9, 4}, ReduceOp::kMax), 9.0);
+  EXPECT_EQ(treeReduce({2, 4, 6, 8}, ReduceOp::kMean), 5.0);
+}
+
+// The fixed order, not arrival order, decides the sum: the same bits every time, on every
+// rank.
+TEST(LocalCommunicator, ReductionOrderIsFixed) {
+  constexpr int kRanks = 3;
+  const float values[kRanks] = {1e8f, 1.0f, -1e8f};  // (1e8 + 1) - 1e8 == 0 in f32
+  for (int trial = 0; trial < 20; ++trial) {
+    Ranks ranks(kRanks);
+    std::vector<HostTensor> t;
+    std::vector<std::vector<TensorView>> v(kRanks);
+    for (int r = 0; r < kRanks; ++r) {
+      t.emplace_back(scalar(ir::DType::kF32));
+      data(t[r])[0] = values[r];
+    }
+    for (int r = 0; r < kRanks; ++r) {
+      v[r] = {t[r].view()};
+      if (r == 0) {  // rank 0 arrives late
+        static_cast<CpuStream&>(ranks.stream(0)).enqueue([trial] {
+          std::this_thread::sleep_for(std::chrono::microseconds(trial * 50));
+          return absl::OkStatus();
+        });
+      }
+      ASSERT_TRUE(ranks.comm(r).allReduce(v[r], v[r], ReduceOp::kSum, ranks.stream(r)).ok());
+    }
+    ranks.synchronize();
+    for (int r = 0; r < kRanks; ++r) EXPECT_EQ(t[r].f32()[0], (1e8f + 1.0f) + -1e8f);
+  }
+}
+
+// Reducing within groups of a power-of-two size, then across the groups, then sharing back
+// inside each group gives the flat all_reduce's bits: the tree splits where groups do.
+TEST(LocalCommunicator, HierarchicalEqualsFlatBitForBit) {
+  constexpr int kRanks = 8, kGroup = 2, kN = 4096;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1e4f, 1e4f);
+  std::vector<std::vector<float>> values(kRanks, std::vector<float>(kN));
+  for (auto& v : values)
+    for (float& x : v) x = u(rng);
+
+  std::vector<HostTensor> flat, hier;
+  for (int r = 0; r < kRanks; ++r) {
+    flat.emplace_back(f32({kN}));
+    hier.emplace_back(f32({kN}));
+    std::copy(values[r].begin(), values[r].end(), data(flat[r]));
+    std::copy(values[r].begin(), values[r].end(), data(hier[r]));
+  }
+  std::vector<std::vector<TensorView>> fv(kRanks), hv(kRanks);
+  for (int r = 0; r < kRanks; ++r) fv[r] = {flat[r].view()}, hv[r] = {hier[r].view()};
+
+  Ranks all(kRanks);
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_TRUE(all.comm(r).allReduce(fv[r], fv[r], ReduceOp::kSum, all.stream(r)).ok());
+  all.synchronize();
+
+  // Within each pair, then across the pairs' first ranks, then back within each pair.
+  std::vector<std::unique_ptr<Ranks>> pairs;
+  for (int g = 0; g < kRanks / kGroup; ++g) pairs.push_back(std::make_unique<Ranks>(kGroup));
+  Ranks leaders(kRanks / kGroup);
+  for (int r = 0; r < kRanks; ++r) {
+    Ranks& p = *pairs[r / kGroup];
+    ASSERT_TRUE(p.comm(r % kGroup).allReduce(hv[r], hv[r], ReduceOp::kSum, p.stream(r % kGroup)).ok());
+  }
+  for (auto& p : pairs) p->synchronize();
+  for (int g = 0; g < kRanks / kGroup; ++g)
+    ASSERT_TRUE(leaders.comm(g).allReduce(hv[g * kGroup], hv[g * kGroup], ReduceOp::kSum,
+                                          leaders.stream(g)).ok());
+  leaders.synchronize();
+  for (int r = 0; r < kRanks; ++r) {
+    Ranks& p = *pairs[r / kGroup];
+    ASSERT_TRUE(p.comm(r % kGroup).broadcast(0, hier[r - r % kGroup].view(), hier[r].view(),
+                                              p.stream(r % kGroup)).ok());
+  }
+  for (auto& p : pairs) p->synchronize();
+
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_EQ(0, std::memcmp(flat[r].f32(), hier[r].f32(), kN * sizeof(float))) << "rank " << r;
+}
+
+TEST(LocalCommunicator, BroadcastAndGather) {
+  constexpr int kRanks = 3;
+  Ranks ranks(kRanks);
+  HostTensor src(f32({4}));
+  for (int i = 0; i < 4; ++i) data(src)[i] = float(i + 1);
+  std::vector<HostTensor> dst;
+  for (int r = 0; r < kRanks; ++r) dst.emplace_back(f32({4}));
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_TRUE(ranks.comm(r)
+                    .broadcast(1, r == 1 ? src.view() : TensorView{}, dst[r].view(), ranks.stream(r))
+                    .ok());
+  ranks.synchronize();
+  for (int r = 0; r < kRanks; ++r)
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(dst[r].f32()[i], float(i + 1));
+
+  // Gather [2,r+1] slices along axis 1 into a [2,6] tensor on rank 2.
+  std::vector<HostTensor> parts;
+  for (int r = 0; r < kRanks; ++r) {
+    parts.emplace_back(f32({2, r + 1}));
+    for (int i = 0; i < 2 * (r + 1); ++i) data(parts[r])[i] = float(100 * r + i);
+  }
+  HostTensor whole(f32({2, 6}));
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_TRUE(ranks.comm(r).gather(2, parts[r].view(), whole.view(), 1, ranks.stream(r)).ok());
+  ranks.synchronize();
+  const float expected[12] = {0, 100, 101, 200, 201, 202, 1, 102, 103, 203, 204, 205};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(whole.f32()[i], expected[i]) << i;
+}
+
+// A stream of another backend is refused with a message, never cast blindly.
+TEST(LocalCommunicator, RefusesAStreamOfAnotherBackend) {
+  class OtherBackend final : public Backend {
+   public:
+    ir::DeviceKind kind() const override { return ir::DeviceKind::kCuda; }
+    int64_t alignment() const override { return 256; }
+    absl::StatusOr<std::unique_ptr<Device>> createDevice(const ir::Device&,
+                                                         const DeviceOptions&) const override {
+      return absl::UnimplementedError("not here");
+    }
+    absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createCommunicators(
+        absl::Span<Device* const>) const override {
+      return absl::UnimplementedError("not here");
+    }
+    std::string describe() const override { return "other"; }
+  } other_backend;
+  class OtherStream final : public Stream {
+   public:
+    explicit OtherStream(const Backend& b) : backend_(b) {}
+    const Backend& backend() const override { return backend_; }
+    const std::string& name() const override { return name_; }
+    void record(Event&) override {}
+    void wait(Event&) override {}
+    std::unique_ptr<Event> createEvent() override { return nullptr; }
+    void hostCallback(absl::AnyInvocable<void() &&>) override {}
+    absl::Status synchronize() override { return absl::OkStatus(); }
+
+   private:
+    const Backend& backend_;
+    std::string name_ = "cuda:0/comm";
+  } other(other_backend);
+  Ranks ranks(1);
+  HostTensor t(f32({2}));
+  std::vector<TensorView> v{t.view()};
+  absl::Status s = ranks.comm(0).allReduce(v, v, ReduceOp::kSum, other);
+  EXPECT_EQ(s.message(), "stream cuda:0/comm is not a CPU stream: CPU work cannot go on it");
+}
+
+TEST(CopySlice, SplitsAndJoinsAlongAnyAxis) {
+  HostTensor whole(f32({2, 5, 3}));
+  for (int i = 0; i < 30; ++i) data(whole)[i] = float(i);
+  HostTensor part(f32({2, 2, 3}));
+  copySlice(whole.view(), part.view(), 1, 3, /*into_whole=*/false);  // rows 3..4 of axis 1
+  const float expected[12] = {9, 10, 11, 12, 13, 14, 24, 25, 26, 27, 28, 29};
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(part.f32()[i], expected[i]) << i;
+  HostTensor back(f32({2, 5, 3}));
+  copySlice(back.view(), part.view(), 1, 3, /*into_whole=*/true);
+  EXPECT_EQ(back.f32()[9], 9);
+  EXPECT_EQ(back.f32()[29], 29);
+  EXPECT_EQ(back.f32()[8], 0);  // untouched outside the slice
+}
+
+}  // namespace
+}  // namespace tandem::backend::cpu

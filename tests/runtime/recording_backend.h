@@ -1,0 +1,221 @@
+#pragma once
+
+// A backend that runs nothing and records what the executor asks of it: per stream, the
+// waits, launches, collectives and copies in issue order. Registered for the cpu kind by
+// a ScopedBackendOverride, it shows that the executor works through the seam alone: a
+// module loads and steps on it with no CPU code involved.
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/backend.h"
+
+namespace tandem::testing {
+
+/// What happened, stream by stream.
+class Recorder {
+ public:
+  /// Labels the next piece of work enqueued (the test's before-node hook sets it).
+  void setLabel(std::string label) { label_ = std::move(label); }
+  std::string takeLabel() { return std::exchange(label_, "?"); }
+
+  void log(const std::string& stream, std::string line) {
+    std::lock_guard<std::mutex> l(mu_);
+    lines_[stream].push_back(std::move(line));
+  }
+  std::map<std::string, std::vector<std::string>> lines() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return lines_;
+  }
+  int counter(const std::string& what) const {
+    auto it = counters_.find(what);
+    return it == counters_.end() ? 0 : it->second;
+  }
+  void count(const std::string& what) { ++counters_[what]; }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::vector<std::string>> lines_;
+  std::map<std::string, int> counters_;
+  std::string label_ = "?";
+};
+
+class RecordingBackend;
+
+/// Remembers the stream that recorded it and the work that stream had last.
+class RecordingEvent final : public backend::Event {
+ public:
+  void synchronize() override {}
+  std::string stream, after;
+};
+
+class RecordingStream final : public backend::Stream {
+ public:
+  RecordingStream(const backend::Backend& b, std::string name, Recorder& r)
+      : backend_(b), name_(std::move(name)), recorder_(r) {}
+  const backend::Backend& backend() const override { return backend_; }
+  const std::string& name() const override { return name_; }
+  void record(backend::Event& e) override {
+    auto& re = static_cast<RecordingEvent&>(e);
+    re.stream = name_;
+    re.after = last_;
+  }
+  void wait(backend::Event& e) override {
+    auto& re = static_cast<RecordingEvent&>(e);
+    recorder_.log(name_, absl::StrCat("    wait ", re.stream, " after ", re.after));
+  }
+  std::unique_ptr<backend::Event> createEvent() override {
+    return std::make_unique<RecordingEvent>();
+  }
+  // Runs at once: nothing runs later on this stream.
+  void hostCallback(absl::AnyInvocable<void() &&> fn) override { std::move(fn)(); }
+  absl::Status synchronize() override { return absl::OkStatus(); }
+
+  /// Work on this stream: logged under the label the hook set.
+  void work(const std::string& what) {
+    last_ = recorder_.takeLabel();
+    recorder_.log(name_, absl::StrCat("  ", last_));
+    recorder_.count(what);
+  }
+
+ private:
+  const backend::Backend& backend_;
+  std::string name_;
+  Recorder& recorder_;
+  std::string last_ = "?";
+};
+
+class RecordingKernel final : public backend::Kernel {
+ public:
+  absl::Status launch(backend::Stream& stream, absl::Span<const backend::TensorView>,
+                      absl::Span<const backend::TensorView>) override {
+    static_cast<RecordingStream&>(stream).work("launch");
+    return absl::OkStatus();
+  }
+};
+
+class RecordingDevice final : public backend::Device {
+ public:
+  RecordingDevice(const backend::Backend& b, const ir::Device& id, int index, Recorder& r)
+      : id_(id),
+        index_(index),
+        compute_(b, absl::StrCat(ir::toString(id), "/compute"), r),
+        comm_(b, absl::StrCat(ir::toString(id), "/comm"), r),
+        recorder_(r) {}
+  const ir::Device& id() const override { return id_; }
+  backend::MemoryLocation location() const override {
+    return backend::MemoryLocation::onDevice(index_);
+  }
+  backend::Stream& computeStream() override { return compute_; }
+  backend::Stream& commStream() override { return comm_; }
+  absl::StatusOr<backend::DeviceBuffer> allocate(int64_t bytes) override {
+    recorder_.count("allocate");
+    return buffer(bytes, location());
+  }
+  absl::StatusOr<backend::DeviceBuffer> allocateHost(int64_t bytes) override {
+    recorder_.count("allocateHost");
+    return buffer(bytes, backend::MemoryLocation::pinnedHost());
+  }
+  absl::Status copySliceFromHost(const backend::TensorView& whole, const backend::TensorView& part,
+                                 int, int64_t, backend::Stream& stream) override {
+    if (!whole.where.isHost() || part.where != location())
+      return absl::InternalError("split copies from the host into this device");
+    static_cast<RecordingStream&>(stream).work("copySliceFromHost");
+    return absl::OkStatus();
+  }
+  absl::Status copyToHost(const backend::TensorView& src, const backend::TensorView& dst,
+                          backend::Stream&) override {
+    if (src.where != location() || !dst.where.isHost())
+      return absl::InternalError("copyToHost copies from this device to the host");
+    recorder_.count("copyToHost");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::unique_ptr<backend::Kernel>> makeKernel(const ir::Node&) override {
+    recorder_.count("makeKernel");
+    return std::make_unique<RecordingKernel>();
+  }
+
+ private:
+  static backend::DeviceBuffer buffer(int64_t bytes, backend::MemoryLocation where) {
+    void* p = std::calloc(static_cast<size_t>(std::max<int64_t>(bytes, 1)), 1);
+    return backend::DeviceBuffer(p, bytes, where, [](void* q) { std::free(q); });
+  }
+  ir::Device id_;
+  int index_;
+  RecordingStream compute_, comm_;
+  Recorder& recorder_;
+};
+
+class RecordingCommunicator final : public backend::Communicator {
+ public:
+  RecordingCommunicator(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  absl::Status allReduce(absl::Span<const backend::TensorView>, absl::Span<const backend::TensorView>,
+                         backend::ReduceOp, backend::Stream& s) override {
+    static_cast<RecordingStream&>(s).work("allReduce");
+    return absl::OkStatus();
+  }
+  absl::Status broadcast(int, const backend::TensorView&, const backend::TensorView&,
+                         backend::Stream& s) override {
+    static_cast<RecordingStream&>(s).work("broadcast");
+    return absl::OkStatus();
+  }
+  absl::Status gather(int, const backend::TensorView&, const backend::TensorView&, int,
+                      backend::Stream& s) override {
+    static_cast<RecordingStream&>(s).work("gather");
+    return absl::OkStatus();
+  }
+
+ private:
+  int rank_, size_;
+};
+
+class RecordingGroup final : public backend::CommunicatorGroup {
+ public:
+  RecordingGroup(int size, Recorder& r) : recorder_(r) {
+    for (int i = 0; i < size; ++i) ranks_.push_back(std::make_unique<RecordingCommunicator>(i, size));
+  }
+  int size() const override { return static_cast<int>(ranks_.size()); }
+  backend::Communicator& rank(int r) override { return *ranks_[static_cast<size_t>(r)]; }
+  absl::Status groupStart() override {
+    recorder_.count("groupStart");
+    return absl::OkStatus();
+  }
+  absl::Status groupEnd() override {
+    recorder_.count("groupEnd");
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<std::unique_ptr<RecordingCommunicator>> ranks_;
+  Recorder& recorder_;
+};
+
+class RecordingBackend final : public backend::Backend {
+ public:
+  explicit RecordingBackend(Recorder& r) : recorder_(r) {}
+  ir::DeviceKind kind() const override { return ir::DeviceKind::kCpu; }
+  int64_t alignment() const override { return 64; }
+  absl::StatusOr<std::unique_ptr<backend::Device>> createDevice(
+      const ir::Device& d, const backend::DeviceOptions& o) const override {
+    return std::make_unique<RecordingDevice>(*this, d, o.index, recorder_);
+  }
+  absl::StatusOr<std::unique_ptr<backend::CommunicatorGroup>> createCommunicators(
+      absl::Span<backend::Device* const> group) const override {
+    recorder_.count("createCommunicators");
+    return std::make_unique<RecordingGroup>(static_cast<int>(group.size()), recorder_);
+  }
+  std::string describe() const override { return "recording"; }
+
+ private:
+  Recorder& recorder_;
+};
+
+}  // namespace tandem::testing
