@@ -82,6 +82,11 @@ class Device {
   /// of the host tensor `whole` into the device tensor `part` (split_and_load).
   virtual absl::Status copySliceFromHost(const TensorView& whole, const TensorView& part, int axis,
                                          int64_t offset, Stream& stream) = 0;
+  /// Enqueues on `stream` the copy of `part` (in this device's memory or a peer's of the
+  /// same backend) into slice [offset, offset + part's size along `axis`) of `whole`, in
+  /// this device's memory (concat: a gather by peer copies).
+  virtual absl::Status copyIntoSlice(const TensorView& part, const TensorView& whole, int axis,
+                                     int64_t offset, Stream& stream) = 0;
   /// Enqueues on `stream` the copy of device tensor `src` into host tensor `dst`.
   virtual absl::Status copyToHost(const TensorView& src, const TensorView& dst,
                                   Stream& stream) = 0;

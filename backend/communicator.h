@@ -29,10 +29,6 @@ class Communicator {
   /// Copies `root`'s `in` into every rank's `out` (`in` is ignored on other ranks).
   virtual absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
                                  Stream& stream) = 0;
-  /// Joins every rank's `in` along `axis`, in rank order, into `out` on `root` (`out` is
-  /// ignored on other ranks).
-  virtual absl::Status gather(int root, const TensorView& in, const TensorView& out, int axis,
-                              Stream& stream) = 0;
 };
 
 /// The communicators of one group of devices, made together (ncclCommInitAll,

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -69,6 +70,18 @@ std::vector<AttrSpec> parseAttrSchema(absl::string_view schema) {
     AttrSpec spec;
     spec.name = std::string(parts[0]);
     absl::string_view kind = parts[1];
+    // "name:int=1": an optional int with its default (the only kind that needs one yet).
+    std::vector<absl::string_view> with_default = absl::StrSplit(kind, absl::MaxSplits('=', 1));
+    if (with_default.size() == 2) {
+      int64_t value = 0;
+      if (with_default[0] != "int" || !absl::SimpleAtoi(with_default[1], &value)) {
+        std::fprintf(stderr, "ops.def: only int attributes take a default, in '%.*s'\n",
+                     int(item.size()), item.data());
+        std::abort();
+      }
+      spec.default_value = AttrValue{value};
+      kind = with_default[0];
+    }
     if (kind == "int")
       spec.kind = AttrKind::kInt;
     else if (kind == "float")

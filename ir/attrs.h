@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -34,6 +35,9 @@ struct AttrSpec {
   std::string name;
   AttrKind kind = AttrKind::kInt;
   std::vector<std::string> words;  // kEnum only
+  /// Set for an optional attribute ("groups:int=1"): the value a node has when the
+  /// attribute is not given, which the printer then leaves out.
+  std::optional<AttrValue> default_value;
 
   /// True when `v` holds the alternative this kind needs (and, for enums, a known word).
   bool accepts(const AttrValue& v) const;

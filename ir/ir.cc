@@ -142,11 +142,16 @@ absl::Status setAttrs(Node& n, std::vector<AttrValue>& slots,
     seen[i] = true;
     slots[i] = std::move(value);
   }
-  for (size_t i = 0; i < seen.size(); ++i)
-    if (!seen[i])
-      return absl::InvalidArgumentError(absl::StrCat(info.name, " needs attribute '",
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i]) continue;
+    if (info.attrs[i].default_value) {
+      slots[i] = *info.attrs[i].default_value;
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(info.name, " needs attribute '",
                                                      info.attrs[i].name, "' (",
                                                      info.attrs[i].kindText(), ")"));
+  }
   return absl::OkStatus();
 }
 

@@ -27,13 +27,16 @@ void appendNode(std::string* out, const Node& n, const PrintOptions& opts) {
   absl::StrAppend(out, n.opName(), "(");
   appendValueList(out, n.operands());
   out->push_back(')');
+  // Optional attributes at their default are left out, so the text reads as before they
+  // existed and parses back to the same node.
   const auto& specs = n.info().attrs;
-  if (!specs.empty()) {
-    out->append(" {");
-    for (size_t i = 0; i < specs.size(); ++i)
-      absl::StrAppend(out, i ? ", " : "", specs[i].name, "=", toString(n.attrs()[i]));
-    out->push_back('}');
+  bool first = true;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].default_value && *specs[i].default_value == n.attrs()[i]) continue;
+    absl::StrAppend(out, first ? " {" : ", ", specs[i].name, "=", toString(n.attrs()[i]));
+    first = false;
   }
+  if (!first) out->push_back('}');
   if (n.device()) absl::StrAppend(out, " @", toString(*n.device()));
   for (size_t i = 0; i < n.numResults(); ++i)
     absl::StrAppend(out, i ? ", " : " : ", toString(n.result(i)->type()));

@@ -3,6 +3,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "ir/placement.h"
 
 namespace tandem::ir {
 namespace {
@@ -61,10 +62,16 @@ class GraphVerifier {
     }
     if (info.has(kCollective)) {
       const auto& ds = n.devicesAttr();
-      for (const Device& d : ds)
+      absl::flat_hash_set<Device> listed;
+      for (const Device& d : ds) {
         if (!m_.deviceIndex(d))
           return failAt(n, absl::StrCat("lists ", toString(d), ", which is not a module device ",
                                         toString(m_.devices())));
+        if (!listed.insert(d).second)
+          return failAt(n, absl::StrCat("lists ", toString(d),
+                                        " twice; a device takes one part in a collective (device "
+                                        "groups may not overlap)"));
+      }
       if (n.op() == Op::kConcat) {
         // One slice from every module device, in module order.
         const auto& md = m_.devices();
@@ -79,9 +86,9 @@ class GraphVerifier {
                                           ", expected ", toString(md[i])));
         return absl::OkStatus();
       }
-      if (ds != m_.devices())
-        return failAt(n, absl::StrCat("spans ", toString(ds), ", expected every module device ",
-                                      toString(m_.devices())));
+      // Any set of module devices may run a collective (a group of processes, the
+      // leaders of groups): each collective is one node, so every device it spans issues
+      // it at the same point of its comm stream's order.
       if (n.op() == Op::kAllReduce) {
         size_t k = n.numOperands() / ds.size();
         for (size_t i = 0; i < n.numOperands(); ++i)
@@ -92,8 +99,25 @@ class GraphVerifier {
                                           ", expected ", toString(ds[i / k]),
                                           " (operands are grouped by device)"));
       }
-      if (n.op() == Op::kBroadcast && !n.operand(0)->device())
-        return failAt(n, "broadcasts from a device; its operand must be placed");
+      if (n.op() == Op::kBroadcast) {
+        const std::vector<std::vector<size_t>> groups = collectiveGroups(n);
+        const size_t k = n.numOperands() / groups.size();
+        for (size_t i = 0; i < n.numOperands(); ++i) {
+          const auto& group = groups[i / k];
+          const auto& od = n.operand(i)->device();
+          bool in_group = false;
+          for (size_t pos : group) in_group = in_group || (od && *od == ds[pos]);
+          if (in_group) continue;
+          std::vector<Device> members;
+          for (size_t pos : group) members.push_back(ds[pos]);
+          return failAt(n, absl::StrCat("operand ", i, " %", n.operand(i)->name(), " is on ",
+                                        od ? toString(*od) : std::string("the host"),
+                                        ", expected a device of ",
+                                        groups.size() == 1 ? std::string("the broadcast ")
+                                                           : absl::StrCat("group ", i / k, " "),
+                                        toString(members), " (its source)"));
+        }
+      }
       return absl::OkStatus();
     }
     if (!n.device()) {
@@ -139,6 +163,22 @@ class GraphVerifier {
     return absl::OkStatus();
   }
 
+  // How many devices' local values a value sums: 1 for a local value; an all_reduce result
+  // adds up its group (each member bringing what its operand sums); a broadcast passes its
+  // source on. Flat: D x 1; hierarchical: leaders x (group size x 1), shared back.
+  static size_t devicesReducedInto(const Value& v) {
+    const Node* def = v.def();
+    if (def == nullptr) return 1;
+    if (def->op() == Op::kBroadcast) {
+      const size_t k = def->numOperands() / static_cast<size_t>(numGroups(*def));
+      return devicesReducedInto(*def->operand(static_cast<size_t>(v.index()) % k));
+    }
+    if (def->op() != Op::kAllReduce) return 1;
+    const size_t per = def->numOperands() / def->devicesAttr().size();
+    const size_t group = def->devicesAttr().size() / static_cast<size_t>(numGroups(*def));
+    return group * devicesReducedInto(*def->operand(static_cast<size_t>(v.index()) % per));
+  }
+
   // Each replica's gradient feeds exactly one all_reduce, and (with several devices and
   // collectives inserted) every parameter update uses an all-reduced gradient.
   absl::Status checkGradients() {
@@ -158,10 +198,15 @@ class GraphVerifier {
     for (const auto& n : g_.nodes()) {
       if (n->op() != Op::kSgdUpdate) continue;
       const Value* g = n->operand(1);
-      if (g->def() == nullptr || g->def()->op() != Op::kAllReduce)
+      if (g->def() == nullptr || (g->def()->op() != Op::kAllReduce &&
+                                  g->def()->op() != Op::kBroadcast))
         return failAt(*n, absl::StrCat("its gradient %", g->name(),
                                        " is not all-reduced across devices; expected it to "
                                        "come from exactly one all_reduce"));
+      if (size_t covered = devicesReducedInto(*g); covered != m_.devices().size())
+        return failAt(*n, absl::StrCat("its gradient %", g->name(), " is reduced over ", covered,
+                                       " of the ", m_.devices().size(),
+                                       " devices; every device's gradient must reach it"));
     }
     return absl::OkStatus();
   }

@@ -33,10 +33,18 @@ absl::Status launchCollective(const ir::Node& n, Share& s, backend::Device& devi
       return device.copySliceFromHost(s.in[0], s.out[0], static_cast<int>(n.intAttr("axis")),
                                       s.offset, stream);
     case ir::Op::kBroadcast:
-      return s.comm->broadcast(s.root, s.in[0], s.out[0], stream);
-    case ir::Op::kConcat:
-      return s.comm->gather(s.root, s.in[0], s.out[0], static_cast<int>(n.intAttr("axis")),
-                            stream);
+      for (size_t j = 0; j < s.in.size(); ++j)
+        RETURN_IF_ERROR(s.comm->broadcast(s.root, s.in[j], s.out[j], stream));
+      return absl::OkStatus();
+    case ir::Op::kConcat: {
+      const int axis = static_cast<int>(n.intAttr("axis"));
+      int64_t offset = 0;
+      for (const backend::TensorView& part : s.in) {
+        RETURN_IF_ERROR(device.copyIntoSlice(part, s.out[0], axis, offset, stream));
+        offset += part.dim(axis);
+      }
+      return absl::OkStatus();
+    }
     default:
       return absl::InternalError(absl::StrCat(n.describe(), " is not a collective"));
   }

@@ -112,7 +112,23 @@ class ProgramBuilder {
     return absl::OkStatus();
   }
 
+  // concat: one share, on the destination, copies every device's slice in (a peer copy);
+  // no communicator is involved.
+  absl::Status addConcat(const ir::Node& n, Instr& ins) {
+    Share share;
+    share.device = *m_.deviceIndex(n.devicesAttr()[0]);
+    for (const ir::Value* v : n.operands()) {
+      ASSIGN_OR_RETURN(TensorView in, viewOf(*v));
+      share.in.push_back(in);
+    }
+    ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(0)));
+    share.out.push_back(out);
+    ins.shares.push_back(std::move(share));
+    return absl::OkStatus();
+  }
+
   absl::Status addCollective(const ir::Node& n, Instr& ins) {
+    if (n.op() == ir::Op::kConcat) return addConcat(n, ins);
     const auto& devs = n.devicesAttr();
     int64_t offset = 0;
     for (const std::vector<size_t>& group : ir::collectiveGroups(n)) {
@@ -147,21 +163,16 @@ class ProgramBuilder {
             break;
           }
           case ir::Op::kBroadcast: {
-            // Each group's source is the operand of that group; its device is the root.
-            const ir::Value& src = *n.operand(ir::groupOfPosition(n, k));
-            ASSIGN_OR_RETURN(TensorView in, viewOf(src));
-            ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(k)));
-            share.in.push_back(in);
-            share.out.push_back(out);
-            ASSIGN_OR_RETURN(share.root, rootRank(n, key, src));
-            break;
-          }
-          case ir::Op::kConcat: {
-            ASSIGN_OR_RETURN(TensorView in, viewOf(*n.operand(k)));
-            ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(0)));
-            share.in.push_back(in);
-            share.out.push_back(out);
-            ASSIGN_OR_RETURN(share.root, rootRank(n, key, *n.result(0)));
+            // k tensors per group, from the group's source device (the root).
+            const size_t per = n.numOperands() / static_cast<size_t>(ir::numGroups(n));
+            const size_t first = ir::groupOfPosition(n, k) * per;
+            for (size_t j = 0; j < per; ++j) {
+              ASSIGN_OR_RETURN(TensorView in, viewOf(*n.operand(first + j)));
+              ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(k * per + j)));
+              share.in.push_back(in);
+              share.out.push_back(out);
+            }
+            ASSIGN_OR_RETURN(share.root, rootRank(n, key, *n.operand(first)));
             break;
           }
           default:

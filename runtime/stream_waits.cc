@@ -35,11 +35,15 @@ std::vector<const ir::Value*> readsOf(const ir::Module& m, const ir::Node& n, si
               n.operands().begin() + static_cast<ptrdiff_t>((k + 1) * per)};
     }
     case ir::Op::kConcat:
-      return {n.operand(k)};
+      return {n.operands().begin(), n.operands().end()};
     case ir::Op::kBroadcast: {
-      const ir::Value* source = n.operand(ir::groupOfPosition(n, k));
-      if (ir::deviceIndexOfValue(m, *source) == m.deviceIndex(n.devicesAttr()[k])) return {source};
-      return {};
+      // The group's k sources, read by the share on their device (the root) only.
+      const size_t per = n.numOperands() / static_cast<size_t>(ir::numGroups(n));
+      const size_t first = ir::groupOfPosition(n, k) * per;
+      if (ir::deviceIndexOfValue(m, *n.operand(first)) != m.deviceIndex(n.devicesAttr()[k]))
+        return {};
+      return {n.operands().begin() + static_cast<ptrdiff_t>(first),
+              n.operands().begin() + static_cast<ptrdiff_t>(first + per)};
     }
     default:
       return {};  // split: the host's batch, staged before the step

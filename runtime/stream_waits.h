@@ -25,8 +25,9 @@ struct StreamSlot {
 std::vector<size_t> sharesOf(const ir::Module& m, const ir::Node& n);
 
 /// The values share `k` of `n` reads: every operand for compute work; the device's
-/// operands for all_reduce; the slice for concat; its group's source for broadcast (on
-/// the source's own device only); nothing for split, whose input is the host's batch.
+/// operands for all_reduce; every slice for concat (one share, on the destination); its
+/// group's sources for broadcast (on the sources' own device only); nothing for split,
+/// whose input is the host's batch.
 std::vector<const ir::Value*> readsOf(const ir::Module& m, const ir::Node& n, size_t k);
 
 /// A dependency between streams, which the runtime turns into an event: before the share

@@ -62,6 +62,17 @@ class CpuDevice final : public Device {
     return absl::OkStatus();
   }
 
+  absl::Status copyIntoSlice(const TensorView& part, const TensorView& whole, int axis,
+                             int64_t offset, Stream& stream) override {
+    absl::StatusOr<CpuStream*> s = CpuStream::of(stream);
+    if (!s.ok()) return s.status();
+    (*s)->enqueue([part, whole, axis, offset] {
+      copySlice(whole, part, axis, offset, /*into_whole=*/true);
+      return absl::OkStatus();
+    });
+    return absl::OkStatus();
+  }
+
   absl::Status copyToHost(const TensorView& src, const TensorView& dst, Stream& stream) override {
     absl::StatusOr<CpuStream*> s = CpuStream::of(stream);
     if (!s.ok()) return s.status();

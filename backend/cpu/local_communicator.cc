@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/copy_slice.h"
 #include "backend/cpu/cpu_stream.h"
 
 namespace tandem::backend::cpu {
@@ -114,19 +113,6 @@ class Clique {
     arriveAndWait();
   }
 
-  void gather(int rank, int root, const TensorView& in, const TensorView& out, int axis) {
-    posted(rank).one = &in;
-    arriveAndWait();
-    if (rank == root) {
-      int64_t offset = 0;
-      for (int r = 0; r < size_; ++r) {
-        const TensorView& part = *posted(r).one;
-        copySlice(out, part, axis, offset, /*into_whole=*/true);
-        offset += part.dim(axis);
-      }
-    }
-    arriveAndWait();
-  }
 
  private:
   template <typename T>
@@ -162,11 +148,6 @@ class LocalCommunicator final : public Communicator {
   absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
                          Stream& stream) override {
     return enqueue(stream, [c = clique_, r = rank_, root, in, out] { c->broadcast(r, root, in, out); });
-  }
-  absl::Status gather(int root, const TensorView& in, const TensorView& out, int axis,
-                      Stream& stream) override {
-    return enqueue(stream,
-                   [c = clique_, r = rank_, root, in, out, axis] { c->gather(r, root, in, out, axis); });
   }
 
  private:

@@ -13,6 +13,15 @@ absl::StatusOr<size_t> deviceCount(const Node& n) {
   return d;
 }
 
+// The number of device groups, checked to cut the devices into equal groups.
+absl::StatusOr<size_t> groupCount(const Node& n, size_t devices) {
+  const int64_t g = n.intAttr("groups");
+  if (g < 1 || static_cast<size_t>(g) > devices || devices % static_cast<size_t>(g) != 0)
+    return fail(absl::StrCat("groups=", g, " does not cut the ", devices,
+                             devices == 1 ? " device" : " devices", " into equal groups"));
+  return static_cast<size_t>(g);
+}
+
 absl::StatusOr<Types> inferSplit(const Node& n) {
   auto d = deviceCount(n);
   if (!d.ok()) return d.status();
@@ -67,7 +76,19 @@ absl::StatusOr<Types> inferConcat(const Node& n) {
 absl::StatusOr<Types> inferBroadcast(const Node& n) {
   auto d = deviceCount(n);
   if (!d.ok()) return d.status();
-  return Types(*d, typeOf(n, 0));
+  auto groups = groupCount(n, *d);
+  if (!groups.ok()) return groups.status();
+  if (n.numOperands() == 0 || n.numOperands() % *groups != 0)
+    return fail(absl::StrCat(n.numOperands(), " operands do not give the same number of "
+                             "tensors to each of the ",
+                             *groups, *groups == 1 ? " group" : " groups"));
+  const size_t k = n.numOperands() / *groups, per_group = *d / *groups;
+  for (size_t i = k; i < n.numOperands(); ++i)  // every group sends the same tensors
+    if (absl::Status s = expectSameType(n, i % k, i); !s.ok()) return s;
+  Types out;
+  for (size_t dev = 0; dev < *d; ++dev)
+    for (size_t j = 0; j < k; ++j) out.push_back(typeOf(n, (dev / per_group) * k + j));
+  return out;
 }
 
 absl::StatusOr<Types> inferAllReduce(const Node& n) {
@@ -77,6 +98,7 @@ absl::StatusOr<Types> inferAllReduce(const Node& n) {
     return fail(
         absl::StrCat(n.numOperands(), " operands do not split evenly over ", *d, " devices"));
   if (n.intAttr("bucket") < 0) return fail("bucket must be >= 0");
+  if (auto groups = groupCount(n, *d); !groups.ok()) return groups.status();
   size_t k = n.numOperands() / *d;
   Types out;
   for (size_t i = 0; i < n.numOperands(); ++i) {

@@ -106,8 +106,12 @@ TEST(OpTable, OperandAndAttributeSchemas) {
   const OpInfo& ar = opInfo(Op::kAllReduce);
   EXPECT_EQ(ar.minOperands(), 1u);  // a variadic operand needs at least one value
   EXPECT_EQ(ar.maxOperands(), SIZE_MAX);
-  ASSERT_EQ(ar.attrs.size(), 3u);
+  ASSERT_EQ(ar.attrs.size(), 4u);
   EXPECT_EQ(ar.attrs[0].kindText(), "enum(sum|mean|max)");
+  EXPECT_FALSE(ar.attrs[0].default_value.has_value());
+  ASSERT_TRUE(ar.attrs[3].default_value.has_value());  // groups:int=1, an optional attribute
+  EXPECT_EQ(ar.attrs[3].name, "groups");
+  EXPECT_EQ(std::get<int64_t>(*ar.attrs[3].default_value), 1);
   EXPECT_TRUE(absl::StrContains(ar.doc, "grouped by device"));
 }
 

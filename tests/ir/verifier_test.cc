@@ -244,7 +244,9 @@ TEST(Verifier, CollectiveListsADeviceNotInTheModule) {
             "cpu:1]");
 }
 
-TEST(Verifier, AllReduceNotSpanningEveryModuleDevice) {
+// A collective may span a subset of the devices, but a gradient reduced over fewer than
+// all of them is not a data-parallel gradient.
+TEST(Verifier, GradientReducedOverTooFewDevices) {
   auto m = parse(replicatedWith(
       "%s.0, %s.1 = all_reduce(%g.0, %g.1) {op=sum, bucket=0, devices=[cpu:0, cpu:1]} : f32[3], "
       "f32[3]",
@@ -252,17 +254,18 @@ TEST(Verifier, AllReduceNotSpanningEveryModuleDevice) {
       "all_reduce(%g.1) {op=sum, bucket=0, devices=[cpu:1]} : f32[3]"));
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(verifyError(*m),
-            "graph @train_step: %s.0 (all_reduce): spans [cpu:0], expected every module device "
-            "[cpu:0, cpu:1]");
+            "graph @train_step: sgd_update(%p.0) (sgd_update @cpu:0): its gradient %s.0 is "
+            "reduced over 1 of the 2 devices; every device's gradient must reach it");
 }
 
+// The devices list may come in any order: it orders the operands, the results and the
+// groups, not the module.
 TEST(Verifier, AllReduceDevicesInAnotherOrder) {
-  auto m =
-      parse(replicatedWith("bucket=0, devices=[cpu:0, cpu:1]", "bucket=0, devices=[cpu:1, cpu:0]"));
+  auto m = parse(replicatedWith(
+      "%s.0, %s.1 = all_reduce(%g.0, %g.1) {op=sum, bucket=0, devices=[cpu:0, cpu:1]}",
+      "%s.1, %s.0 = all_reduce(%g.1, %g.0) {op=sum, bucket=0, devices=[cpu:1, cpu:0]}"));
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(verifyError(*m),
-            "graph @train_step: %s.0 (all_reduce): spans [cpu:1, cpu:0], expected every module "
-            "device [cpu:0, cpu:1]");
+  EXPECT_TRUE(verifyModule(*m).ok()) << verifyModule(*m);
 }
 
 TEST(Verifier, AllReduceOperandOnTheWrongDeviceGroup) {
@@ -280,8 +283,8 @@ TEST(Verifier, BroadcastFromTheHost) {
                      "  %p.0 = param() {var=@w} @cpu:0 : f32[3]"));
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(verifyError(*m),
-            "graph @train_step: %b.0 (broadcast): broadcasts from a device; its operand must be "
-            "placed");
+            "graph @train_step: %b.0 (broadcast): operand 0 %x is on the host, expected a device "
+            "of the broadcast [cpu:0, cpu:1] (its source)");
 }
 
 // ---- gradients --------------------------------------------------------------------------

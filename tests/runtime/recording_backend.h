@@ -129,6 +129,12 @@ class RecordingDevice final : public backend::Device {
     static_cast<RecordingStream&>(stream).work("copySliceFromHost");
     return absl::OkStatus();
   }
+  absl::Status copyIntoSlice(const backend::TensorView&, const backend::TensorView& whole, int,
+                             int64_t, backend::Stream& stream) override {
+    if (whole.where != location()) return absl::InternalError("concat gathers into this device");
+    static_cast<RecordingStream&>(stream).work("copyIntoSlice");
+    return absl::OkStatus();
+  }
   absl::Status copyToHost(const backend::TensorView& src, const backend::TensorView& dst,
                           backend::Stream&) override {
     if (src.where != location() || !dst.where.isHost())
@@ -165,11 +171,6 @@ class RecordingCommunicator final : public backend::Communicator {
   absl::Status broadcast(int, const backend::TensorView&, const backend::TensorView&,
                          backend::Stream& s) override {
     static_cast<RecordingStream&>(s).work("broadcast");
-    return absl::OkStatus();
-  }
-  absl::Status gather(int, const backend::TensorView&, const backend::TensorView&, int,
-                      backend::Stream& s) override {
-    static_cast<RecordingStream&>(s).work("gather");
     return absl::OkStatus();
   }
 
