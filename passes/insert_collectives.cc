@@ -16,19 +16,31 @@ using ir::Value;
 
 namespace {
 
-/// An all_reduce (sum) of `operands`, grouped by device with `per_device` each; results
-/// are named after their operands with ".sum" before the device number.
+/// An all_reduce (sum) of `operands`, grouped by device with `per_device` each, over
+/// `groups` groups of `devices`; results are named after their operands with `tag` (".sum")
+/// before the device number `numbers[i / per_device]`.
 ir::NodeSpec allReduceSpec(std::vector<Value*> operands, size_t per_device, int64_t bucket,
-                           const std::vector<ir::Device>& devices) {
+                           const std::vector<ir::Device>& devices, const std::vector<size_t>& numbers,
+                           absl::string_view tag = "sum", int64_t groups = 1) {
   std::vector<std::string> names;
   names.reserve(operands.size());
   for (size_t i = 0; i < operands.size(); ++i)
-    names.push_back(tagReplica(operands[i]->name(), i / per_device, "sum"));
-  return {.op = Op::kAllReduce,
-          .operands = std::move(operands),
-          .attrs = {{"op", ir::EnumWord{"sum"}}, {"bucket", bucket}, {"devices", devices}},
-          .names = std::move(names)};
+    names.push_back(tagReplica(operands[i]->name(), numbers[i / per_device], tag));
+  ir::NodeSpec spec{.op = Op::kAllReduce,
+                    .operands = std::move(operands),
+                    .attrs = {{"op", ir::EnumWord{"sum"}}, {"bucket", bucket}, {"devices", devices}},
+                    .names = std::move(names)};
+  if (groups > 1) spec.attrs.emplace_back("groups", groups);
+  return spec;
 }
+
+/// 0, 1, ..., n-1: the replica numbers of every module device.
+std::vector<size_t> allNumbers(size_t n) {
+  std::vector<size_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = i;
+  return out;
+}
+
 
 /// Nodes to add at given positions, spliced in by one linear rebuild. Graph::create
 /// appends, so the pending nodes are the ones past the original end, in creation order.
@@ -191,9 +203,61 @@ absl::Status broadcastInit(ir::Module& m, ir::Graph& g) {
   return absl::OkStatus();
 }
 
+/// The reduction of one bucket (`grads[d][i]`: tensor i on device d) as nodes added after
+/// position `last`; returns what device d's update of tensor i reads. Flat: one all_reduce.
+/// Hierarchical (groups > 1): within each group, across the groups' first devices, then a
+/// broadcast back within each group.
+absl::StatusOr<std::vector<std::vector<Value*>>> reduceBucket(
+    ir::Module& m, Insertions& insert, size_t last, const std::vector<std::vector<Value*>>& grads,
+    int64_t bucket, int64_t groups) {
+  const size_t devices = grads.size(), k = grads[0].size();
+  std::vector<Value*> operands;
+  for (const auto& per_device : grads) operands.insert(operands.end(), per_device.begin(), per_device.end());
+  const std::vector<size_t> all = allNumbers(devices);
+  std::vector<std::vector<Value*>> out(devices, std::vector<Value*>(k));
+  if (groups <= 1) {
+    auto ar = insert.add(last, allReduceSpec(std::move(operands), k, bucket, m.devices(), all));
+    if (!ar.ok()) return ar.status();
+    for (size_t d = 0; d < devices; ++d)
+      for (size_t i = 0; i < k; ++i) out[d][i] = (*ar)->result(d * k + i);
+    return out;
+  }
+  const size_t per_group = devices / static_cast<size_t>(groups);
+  // 1. Within each group: every member gets its group's sum.
+  auto local = insert.add(
+      last, allReduceSpec(std::move(operands), k, bucket, m.devices(), all, "group", groups));
+  if (!local.ok()) return local.status();
+  // 2. Across the groups, among their first devices.
+  std::vector<Value*> leader_sums;
+  std::vector<ir::Device> leaders;
+  std::vector<size_t> leader_numbers;
+  for (size_t d = 0; d < devices; d += per_group) {
+    for (size_t i = 0; i < k; ++i) leader_sums.push_back((*local)->result(d * k + i));
+    leaders.push_back(m.devices()[d]);
+    leader_numbers.push_back(d);
+  }
+  auto cross = insert.add(
+      last, allReduceSpec(leader_sums, k, bucket, leaders, leader_numbers, "cross"));
+  if (!cross.ok()) return cross.status();
+  // 3. Back within each group, from its first device.
+  std::vector<Value*> sources;
+  for (size_t r = 0; r < (*cross)->numResults(); ++r) sources.push_back((*cross)->result(r));
+  std::vector<std::string> names;
+  for (size_t d = 0; d < devices; ++d)
+    for (size_t i = 0; i < k; ++i) names.push_back(tagReplica(grads[d][i]->name(), d, "sum"));
+  auto shared = insert.add(last, {.op = Op::kBroadcast,
+                                  .operands = std::move(sources),
+                                  .attrs = {{"devices", m.devices()}, {"groups", groups}},
+                                  .names = std::move(names)});
+  if (!shared.ok()) return shared.status();
+  for (size_t d = 0; d < devices; ++d)
+    for (size_t i = 0; i < k; ++i) out[d][i] = (*shared)->result(d * k + i);
+  return out;
+}
+
 /// Gradient all_reduce in buckets, each right after the last gradient it carries.
 absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int64_t cap,
-                             int64_t* next_bucket) {
+                             int64_t groups, int64_t* next_bucket) {
   size_t devices = m.devices().size();
   // var -> the sgd_update of each device.
   absl::flat_hash_map<std::string, std::vector<Node*>> updates;
@@ -233,20 +297,19 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
   int64_t bytes = 0;
   auto flush = [&]() -> absl::Status {
     if (bucket.empty()) return absl::OkStatus();
-    std::vector<Value*> operands;
+    std::vector<std::vector<Value*>> grads(devices);
     size_t last = 0;
     for (size_t d = 0; d < devices; ++d)
       for (const Entry* e : bucket) {
         Value* grad = updates[e->var][d]->operand(1);
-        operands.push_back(grad);
+        grads[d].push_back(grad);
         last = std::max(last, pos.at(grad->def()));
       }
-    auto ar = insert.add(
-        last, allReduceSpec(std::move(operands), bucket.size(), (*next_bucket)++, m.devices()));
-    if (!ar.ok()) return ar.status();
+    auto reduced = reduceBucket(m, insert, last, grads, (*next_bucket)++, groups);
+    if (!reduced.ok()) return reduced.status();
     for (size_t d = 0; d < devices; ++d)
       for (size_t i = 0; i < bucket.size(); ++i)
-        updates[bucket[i]->var][d]->setOperand(1, (*ar)->result(d * bucket.size() + i));
+        updates[bucket[i]->var][d]->setOperand(1, (*reduced)[d][i]);
     bucket.clear();
     bytes = 0;
     return absl::OkStatus();
@@ -276,7 +339,8 @@ absl::Status sumOutputs(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
   for (size_t j = 0; j < k; ++j) {
     std::vector<Value*> operands;
     for (size_t d = 0; d < devices; ++d) operands.push_back(outs[d * k + j]);
-    auto ar = g.create(allReduceSpec(std::move(operands), 1, (*next_bucket)++, m.devices()));
+    auto ar = g.create(
+        allReduceSpec(std::move(operands), 1, (*next_bucket)++, m.devices(), allNumbers(devices)));
     if (!ar.ok()) return ar.status();
     result.push_back((*ar)->result(0));
   }
@@ -290,6 +354,11 @@ absl::StatusOr<bool> InsertCollectives::run(ir::Module& m) {
   if (!m.isReplicated())
     return absl::FailedPreconditionError(
         "insert-collectives: the module is not replicated (run replicate first)");
+  const int64_t devices = static_cast<int64_t>(m.devices().size());
+  if (groups_ > 1 && (devices % groups_ != 0 || groups_ >= devices))
+    return absl::FailedPreconditionError(absl::StrCat(
+        "insert-collectives: groups=", groups_, " does not cut the ", devices,
+        " devices into equal groups of two or more (use a divisor of ", devices, ")"));
   bool several = m.devices().size() > 1;
   for (const auto& g : m.graphs()) {
     for (const auto& n : g->nodes())
@@ -303,7 +372,8 @@ absl::StatusOr<bool> InsertCollectives::run(ir::Module& m) {
       if (absl::Status s = broadcastInit(m, *g); !s.ok()) return s;
       continue;
     }
-    if (absl::Status s = bucketGradients(m, *g, first_bucket_bytes_, bucket_bytes_, &bucket);
+    if (absl::Status s =
+            bucketGradients(m, *g, first_bucket_bytes_, bucket_bytes_, groups_, &bucket);
         !s.ok())
       return s;
     if (absl::Status s = sumOutputs(m, *g, &bucket); !s.ok()) return s;
@@ -315,14 +385,19 @@ std::string InsertCollectives::optionsText() const {
   return absl::StrCat(
       "{bucket-mb=", ir::formatDouble(static_cast<double>(bucket_bytes_) / (1 << 20)),
       ",first-bucket-mb=", ir::formatDouble(static_cast<double>(first_bucket_bytes_) / (1 << 20)),
-      "}");
+      groups_ > 1 ? absl::StrCat(",groups=", groups_) : "", "}");
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opts) {
   auto cap = opts.getDouble("bucket-mb", 25);
   auto first = opts.getDouble("first-bucket-mb", 1);
+  auto groups = opts.getInt("groups", 1);
   if (!cap.ok()) return cap.status();
   if (!first.ok()) return first.status();
+  if (!groups.ok()) return groups.status();
+  if (*groups < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pass insert-collectives: option 'groups' must be >= 1, got ", *groups));
   if (absl::Status s = opts.finish(); !s.ok()) return s;
   // The upper bound (a petabyte) keeps the byte counts far inside int64.
   constexpr double kMaxMb = 1e9;
@@ -331,7 +406,7 @@ absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opt
       return absl::InvalidArgumentError(absl::StrCat("pass insert-collectives: option '", name,
                                                      "' must be > 0 and at most 1e9 MiB, got ",
                                                      ir::formatDouble(value)));
-  return std::unique_ptr<Pass>(new InsertCollectives(*cap, *first));
+  return std::unique_ptr<Pass>(new InsertCollectives(*cap, *first, *groups));
 }
 
 }  // namespace tandem::passes

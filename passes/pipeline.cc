@@ -102,10 +102,13 @@ std::string defaultPipeline(const PipelineConfig& c) {
                              "]"),
           "}"),
       absl::StrCat("insert-collectives{bucket-mb=", num(c.bucket_mb),
-                   ",first-bucket-mb=", num(c.first_bucket_mb), "}"),
+                   ",first-bucket-mb=", num(c.first_bucket_mb),
+                   c.allreduce_groups > 1 ? absl::StrCat(",groups=", c.allreduce_groups) : "",
+                   "}"),
       "dce",
       "schedule",
-      "plan-memory",
+      c.alignment == 64 ? std::string("plan-memory")
+                        : absl::StrCat("plan-memory{alignment=", c.alignment, "}"),
   };
   return absl::StrJoin(passes, ",");
 }

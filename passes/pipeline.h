@@ -24,6 +24,10 @@ struct PipelineConfig {
   double weight_decay = 0;
   double bucket_mb = 25;
   double first_bucket_mb = 1;
+  /// > 1: hierarchical gradient reduction over this many groups of devices.
+  int64_t allreduce_groups = 1;
+  /// Alignment of every buffer plan-memory places (the backends' largest).
+  int64_t alignment = 64;
 };
 
 /// The pipeline `tandem dump` and `tandem train` run, as text.

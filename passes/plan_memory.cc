@@ -18,9 +18,9 @@ using ir::deviceOfValue;
 using ir::StreamKind;
 using ir::streamOf;
 
-constexpr int64_t kAlignment = 64;  // cache line; also what oneDNN and AVX-512 like
-
-int64_t alignUp(int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+int64_t alignUp(int64_t bytes, int64_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
 
 // Does the runtime keep this value in an arena? Inputs are the host's batch and `param`
 // results are views of variable storage.
@@ -120,7 +120,7 @@ class ArenaSimulator {
 // operand and result once, plus, per collective, each device once (a collective has at
 // least one operand or result per device, so that is within the graph's size too).
 absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const ir::Graph& g,
-                                                    int64_t& steps) {
+                                                    int64_t& steps, int64_t alignment) {
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   const int64_t n = static_cast<int64_t>(g.numNodes());
   auto deviceIndex = [&](const ir::Value& v) -> absl::StatusOr<size_t> {
@@ -219,7 +219,7 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
                   *d,
                   i,
                   std::max(i, last_use[number(v)]),
-                  alignUp(std::max<int64_t>(v.type().bytes(), 1))};
+                  alignUp(std::max<int64_t>(v.type().bytes(), 1), alignment)};
       // Written by the comm stream any time after the compute work it waits for.
       if (comm) iv.start = comm_start[*d];
       if (returned.contains(&v)) iv.end = n;
@@ -271,13 +271,14 @@ void replay(std::vector<Interval>& intervals, const ir::Graph& g, ir::MemoryPlan
 }  // namespace
 
 absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& g,
-                                          PlanMemoryWork* work) {
+                                          PlanMemoryWork* work, int64_t alignment) {
   int64_t steps = 0;
-  auto intervals = liveIntervals(m, g, steps);
+  auto intervals = liveIntervals(m, g, steps, alignment);
   if (!intervals.ok()) return intervals.status();
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   ir::MemoryPlan plan;
   plan.planned_nodes = g.numNodes();
+  plan.alignment = alignment;
   plan.offsets.resize(g.idBound());
   for (const auto& node : g.nodes())
     plan.offsets[node->id()].assign(node->numResults(), ir::MemoryPlan::kNoOffset);
@@ -291,16 +292,27 @@ absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& 
 
 absl::StatusOr<bool> PlanMemory::run(ir::Module& m) {
   for (const auto& g : m.graphs()) {
-    auto plan = planMemory(m, *g);
+    auto plan = planMemory(m, *g, nullptr, alignment_);
     if (!plan.ok()) return plan.status();
     g->setMemoryPlan(std::make_shared<const ir::MemoryPlan>(std::move(*plan)));
   }
   return false;  // the IR itself is unchanged; the plan rides along with the graph
 }
 
+std::string PlanMemory::optionsText() const {
+  return alignment_ == 64 ? "" : absl::StrCat("{alignment=", alignment_, "}");
+}
+
 absl::StatusOr<std::unique_ptr<Pass>> PlanMemory::create(PassOptions& opts) {
+  auto alignment = opts.getInt("alignment", 64);
+  if (!alignment.ok()) return alignment.status();
   if (absl::Status s = opts.finish(); !s.ok()) return s;
-  return std::unique_ptr<Pass>(new PlanMemory());
+  // A power of two, as every allocator's alignment is; 4 KiB is a page.
+  if (*alignment < 1 || *alignment > 4096 || (*alignment & (*alignment - 1)) != 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pass plan-memory: option 'alignment' must be a power of two from 1 to 4096, got ",
+        *alignment));
+  return std::unique_ptr<Pass>(new PlanMemory(*alignment));
 }
 
 }  // namespace tandem::passes

@@ -16,10 +16,12 @@ struct PlanMemoryWork {
 
 /// Plans one graph's memory (see PlanMemory). The graph must be in issue order (after
 /// `schedule`); the module gives the device list. Adds the work done to `work` if given.
+/// Every offset is a multiple of `alignment`.
 absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& g,
-                                          PlanMemoryWork* work = nullptr);
+                                          PlanMemoryWork* work = nullptr, int64_t alignment = 64);
 
-/// `plan-memory`: gives every value an offset in its device's arena, reusing a buffer once
+/// `plan-memory{alignment=64}`: gives every value an offset in its device's arena (a
+/// multiple of `alignment`, what the devices' backends ask for), reusing a buffer once
 /// its last reader is done, and attaches the plan to each graph (peak bytes are known
 /// before the step runs; `tandem dump --memory` prints them).
 ///
@@ -34,8 +36,13 @@ class PlanMemory final : public Pass {
   static constexpr absl::string_view kName = "plan-memory";
   static absl::StatusOr<std::unique_ptr<Pass>> create(PassOptions& opts);
 
+  explicit PlanMemory(int64_t alignment) : alignment_(alignment) {}
   absl::string_view name() const override { return kName; }
   absl::StatusOr<bool> run(ir::Module& m) override;
+  std::string optionsText() const override;
+
+ private:
+  int64_t alignment_;
 };
 
 }  // namespace tandem::passes

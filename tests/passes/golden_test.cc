@@ -66,6 +66,11 @@ std::vector<GoldenCase> cases() {
       // Small caps: the ~0.5 MB of LeNet gradients fall into four buckets.
       {"LenetSmallBuckets", "lenet.replicate2.tir",
        "insert-collectives{bucket-mb=0.05,first-bucket-mb=0.001}", "lenet.small_buckets.tir"},
+      // Hierarchical reduction on 4 devices in 2 groups: all_reduce within {0,1} and {2,3}
+      // (groups=2), across cpu:0 and cpu:2, broadcast back within each group.
+      {"LenetHierarchical4", "lenet.autodiff.tir",
+       "replicate{devices=4},insert-collectives{groups=2,bucket-mb=0.3,first-bucket-mb=0.1},dce",
+       "lenet.hierarchical4.tir"},
       // One device: only the host-to-device split.
       {"LenetDefault1", "lenet.tir", defaultOn(1), "lenet.default1.tir"},
       // Hand-written module with dead nodes in @init and @train_step.

@@ -51,7 +51,7 @@ TEST(ParsePipeline, UnknownOptionListsTheKnownOnes) {
   EXPECT_EQ(parseError("replicate{devices=2,count=2}"),
             "pass replicate has no option 'count' (known: devices, weights)");
   EXPECT_EQ(parseError("insert-collectives{bucket=1}"),
-            "pass insert-collectives has no option 'bucket' (known: bucket-mb, first-bucket-mb)");
+            "pass insert-collectives has no option 'bucket' (known: bucket-mb, first-bucket-mb, groups)");
   EXPECT_EQ(parseError("dce{x=1}"), "pass dce has no option 'x' (it takes none)");
 }
 

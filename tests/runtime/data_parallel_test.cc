@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "gtest/gtest.h"
+#include "ir/placement.h"
 #include "tests/runtime/runtime_test_util.h"
 
 namespace tandem::testing {
@@ -67,6 +68,35 @@ TEST(DataParallel, SameSeedGivesBitIdenticalRuns) {
   for (const auto& [name, replicas] : sa)
     EXPECT_EQ(std::memcmp(replicas[0].data(), sb[name][0].data(), replicas[0].size() * 4), 0)
         << name;
+}
+
+// Reducing within groups, across the groups' first devices and back (insert-collectives
+// {groups=G}) adds in the local communicator's tree order, as the flat all_reduce does:
+// every parameter on every device ends bit for bit where the flat run puts it.
+void expectHierarchicalEqualsFlat(int devices, int64_t groups) {
+  auto batches = randomBatches(4, 96, 5);
+  auto flat = trainOn("lenet", lenetOptions(devices), batches);
+  auto o = lenetOptions(devices);
+  o.allreduce_groups = groups;
+  o.bucket_mb = 0.2;  // several buckets, each reduced in three steps
+  auto hier = trainOn("lenet", o, batches);
+  ASSERT_TRUE(flat && hier);
+  const ir::Graph& g = *hier->executor().module().graph(ir::kTrainGraph);
+  int grouped = 0;
+  for (const auto& n : g.nodes()) grouped += ir::numGroups(*n) == groups ? 1 : 0;
+  EXPECT_GE(grouped, 2) << "no grouped collectives in the hierarchical step";
+  Snapshot sf = snapshot(*flat), sh = snapshot(*hier);
+  for (const auto& [name, replicas] : sf)
+    for (size_t d = 0; d < replicas.size(); ++d)
+      EXPECT_EQ(std::memcmp(replicas[d].data(), sh[name][d].data(), replicas[d].size() * 4), 0)
+          << name << " on device " << d;
+}
+
+TEST(DataParallel, HierarchicalAllReduceOnFourDevicesInTwoGroupsEqualsFlat) {
+  expectHierarchicalEqualsFlat(4, 2);
+}
+TEST(DataParallel, HierarchicalAllReduceOnEightDevicesInFourGroupsEqualsFlat) {
+  expectHierarchicalEqualsFlat(8, 4);
 }
 
 TEST(DataParallel, DifferentSeedsGiveDifferentInitialValues) {

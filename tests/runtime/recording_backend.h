@@ -33,6 +33,11 @@ class Recorder {
     std::lock_guard<std::mutex> l(mu_);
     return lines_;
   }
+  void clear() {
+    std::lock_guard<std::mutex> l(mu_);
+    lines_.clear();
+    counters_.clear();
+  }
   int counter(const std::string& what) const {
     auto it = counters_.find(what);
     return it == counters_.end() ? 0 : it->second;

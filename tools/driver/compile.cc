@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "backend/backend.h"
 
 namespace tandem::driver {
 
@@ -18,7 +19,12 @@ CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions o) {
 absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
     const ModelSpec& spec, const CompileOptions& o,
     std::unique_ptr<passes::PassManager>* pm_out) {
-  auto pipeline = passes::parsePipeline(passes::defaultPipeline(o.pipeline));
+  passes::PipelineConfig config = o.pipeline;
+  // The arena alignment the devices' backends want; a kind this build lacks can still be
+  // compiled and inspected (dump --devices cuda:0), with the default.
+  if (absl::StatusOr<int64_t> a = backend::alignmentFor(config.devices); a.ok())
+    config.alignment = std::max(config.alignment, *a);
+  auto pipeline = passes::parsePipeline(passes::defaultPipeline(config));
   if (!pipeline.ok()) return pipeline.status();
   if (!o.stop_after.empty()) {
     std::vector<std::string> names = passes::defaultPassNames();

@@ -41,6 +41,7 @@ struct ModelFlags {
   std::optional<double> lr, momentum, weight_decay;
   std::optional<std::string> init;
   double bucket_mb = 25, first_bucket_mb = 1;
+  int64_t allreduce_groups = 1;
   std::string weights;
 };
 

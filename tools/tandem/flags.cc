@@ -113,6 +113,10 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
             "Gradient all_reduce bucket cap in MiB");
   addNumber(cmd, "--first-bucket-mb", f.first_bucket_mb, Range<double>{0, 1e9, true},
             "Cap of the first (earliest) gradient bucket in MiB");
+  addNumber(cmd, "--allreduce-groups", f.allreduce_groups, Range<int64_t>{1, 4096},
+            "Reduce gradients hierarchically over this many groups of consecutive devices: "
+            "within each group, across the groups' first devices, back within each group "
+            "(1: one flat all_reduce)");
   cmd->add_option("--weights", f.weights,
                   "Split the batch in proportion to these per-device weights, e.g. 3,1 "
                   "(default: even)");

@@ -97,6 +97,12 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
   if (f.momentum) c.pipeline.momentum = *f.momentum;
   if (f.weight_decay) c.pipeline.weight_decay = *f.weight_decay;
   c.pipeline.bucket_mb = f.bucket_mb;
+  if (f.allreduce_groups > 1 &&
+      (devices_count % f.allreduce_groups != 0 || f.allreduce_groups >= devices_count))
+    return flagError("--allreduce-groups",
+                     absl::StrCat(f.allreduce_groups, " does not cut the ", devices_count,
+                                  " devices into equal groups of two or more"));
+  c.pipeline.allreduce_groups = f.allreduce_groups;
   c.pipeline.first_bucket_mb = f.first_bucket_mb;
   return choice;
 }

@@ -1,0 +1,138 @@
+// Collectives over device groups (XLA's replica_groups): a collective may span any set of
+// the module's devices, cut into `groups` consecutive groups that reduce or broadcast on
+// their own, so "within each group, across the groups, back" is IR a pass can write and
+// the verifier can check.
+
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "ir/parser.h"
+#include "ir/placement.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+
+namespace tandem::ir {
+namespace {
+
+// A hierarchical all_reduce of one gradient over 4 devices in 2 groups, written by hand.
+constexpr char kHierarchical[] = R"(module @m devices=[cpu:0, cpu:1, cpu:2, cpu:3] {
+var @w : f32[3] {role=param, init=zeros}
+
+graph @train_step() {
+  %p.0 = param() {var=@w} @cpu:0 : f32[3]
+  %p.1 = param() {var=@w} @cpu:1 : f32[3]
+  %p.2 = param() {var=@w} @cpu:2 : f32[3]
+  %p.3 = param() {var=@w} @cpu:3 : f32[3]
+  %g.0 = relu(%p.0) @cpu:0 : f32[3]
+  %g.1 = relu(%p.1) @cpu:1 : f32[3]
+  %g.2 = relu(%p.2) @cpu:2 : f32[3]
+  %g.3 = relu(%p.3) @cpu:3 : f32[3]
+  %s.0, %s.1, %s.2, %s.3 = all_reduce(%g.0, %g.1, %g.2, %g.3) {op=sum, bucket=0, devices=[cpu:0, cpu:1, cpu:2, cpu:3], groups=2} : f32[3], f32[3], f32[3], f32[3]
+  %t.0, %t.2 = all_reduce(%s.0, %s.2) {op=sum, bucket=0, devices=[cpu:0, cpu:2]} : f32[3], f32[3]
+  %u.0, %u.1, %u.2, %u.3 = broadcast(%t.0, %t.2) {devices=[cpu:0, cpu:1, cpu:2, cpu:3], groups=2} : f32[3], f32[3], f32[3], f32[3]
+  sgd_update(%p.0, %u.0) {lr=0.1, momentum=0, weight_decay=0} @cpu:0
+  sgd_update(%p.1, %u.1) {lr=0.1, momentum=0, weight_decay=0} @cpu:1
+  sgd_update(%p.2, %u.2) {lr=0.1, momentum=0, weight_decay=0} @cpu:2
+  sgd_update(%p.3, %u.3) {lr=0.1, momentum=0, weight_decay=0} @cpu:3
+  return %u.0
+}
+}
+)";
+
+std::string with(const std::string& from, const std::string& to) {
+  std::string s = kHierarchical;
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  EXPECT_EQ(s.find(from, at + 1), std::string::npos) << from << " is not unique";
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+// The message of the first error, parsing or verifying ("" when the module is fine).
+std::string problem(const std::string& text) {
+  auto m = parseModule(text, "groups.tir");
+  if (!m.ok()) return std::string(m.status().message());
+  absl::Status s = verifyModule(**m);
+  return std::string(s.message());
+}
+
+TEST(DeviceGroups, HierarchicalFormVerifiesAndRoundTrips) {
+  auto m = parseModule(kHierarchical, "groups.tir");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(verifyModule(**m).ok()) << verifyModule(**m);
+  EXPECT_EQ(printModule(**m, {.locations = false}), kHierarchical);
+  const Node& local = *(*m)->graph("train_step")->findValue("s.0")->def();
+  EXPECT_EQ(numGroups(local), 2);
+  EXPECT_EQ(collectiveGroups(local), (std::vector<std::vector<size_t>>{{0, 1}, {2, 3}}));
+  EXPECT_EQ(groupOfPosition(local, 3), 1u);
+}
+
+// groups=1 is the default and is not printed: the flat text of before stays as it was.
+TEST(DeviceGroups, OneGroupIsTheDefaultAndNotPrinted) {
+  std::string text = with("%t.0, %t.2 = all_reduce(%s.0, %s.2) {op=sum, bucket=0, devices=[cpu:0, cpu:2]}",
+                          "%t.0, %t.2 = all_reduce(%s.0, %s.2) {op=sum, bucket=0, devices=[cpu:0, cpu:2], groups=1}");
+  auto m = parseModule(text, "groups.tir");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(printModule(**m, {.locations = false}), kHierarchical);
+}
+
+// The other way to go across groups: every device all-reduces with its counterparts
+// (devices listed so that the groups are {cpu:0, cpu:2} and {cpu:1, cpu:3}).
+TEST(DeviceGroups, CrossGroupsByCounterpartsVerifies) {
+  std::string text =
+      with("%t.0, %t.2 = all_reduce(%s.0, %s.2) {op=sum, bucket=0, devices=[cpu:0, cpu:2]} : f32[3], f32[3]\n"
+           "  %u.0, %u.1, %u.2, %u.3 = broadcast(%t.0, %t.2) {devices=[cpu:0, cpu:1, cpu:2, cpu:3], groups=2}",
+           "%u.0, %u.2, %u.1, %u.3 = all_reduce(%s.0, %s.2, %s.1, %s.3) {op=sum, bucket=0, devices=[cpu:0, cpu:2, cpu:1, cpu:3], groups=2}");
+  EXPECT_EQ(problem(text), "");
+}
+
+// In text the parser refuses a repeated device; a pass that builds one is stopped by the
+// verifier.
+TEST(DeviceGroups, OverlappingGroupsAreRejected) {
+  EXPECT_EQ(problem(with("all_reduce(%g.0, %g.1, %g.2, %g.3) {op=sum, bucket=0, devices=[cpu:0, "
+                         "cpu:1, cpu:2, cpu:3]",
+                         "all_reduce(%g.0, %g.1, %g.2, %g.3) {op=sum, bucket=0, devices=[cpu:0, "
+                         "cpu:1, cpu:1, cpu:3]")),
+            "groups.tir:13:105: device cpu:1 is listed twice");
+  auto m = parseModule(kHierarchical, "groups.tir");
+  ASSERT_TRUE(m.ok()) << m.status();
+  Node& local = *(*m)->graph("train_step")->findValue("s.0")->def();
+  local.setAttr("devices", std::vector<Device>{{DeviceKind::kCpu, 0},
+                                               {DeviceKind::kCpu, 1},
+                                               {DeviceKind::kCpu, 1},
+                                               {DeviceKind::kCpu, 3}});
+  EXPECT_EQ(verifyModule(**m).message(),
+            "graph @train_step: %s.0 (all_reduce): lists cpu:1 twice; a device takes one part "
+            "in a collective (device groups may not overlap)");
+}
+
+TEST(DeviceGroups, GroupsThatDoNotCoverTheDevicesEvenlyAreRejected) {
+  EXPECT_EQ(problem(with("bucket=0, devices=[cpu:0, cpu:1, cpu:2, cpu:3], groups=2",
+                         "bucket=0, devices=[cpu:0, cpu:1, cpu:2, cpu:3], groups=3")),
+            "groups.tir:13:28: %s.0 (all_reduce): groups=3 does not cut the 4 devices into "
+            "equal groups");
+  EXPECT_EQ(problem(with("bucket=0, devices=[cpu:0, cpu:1, cpu:2, cpu:3], groups=2",
+                         "bucket=0, devices=[cpu:0, cpu:1, cpu:2, cpu:3], groups=0")),
+            "groups.tir:13:28: %s.0 (all_reduce): groups=0 does not cut the 4 devices into "
+            "equal groups");
+}
+
+TEST(DeviceGroups, MismatchedBroadcastSourcesAreRejected) {
+  EXPECT_EQ(problem(with("broadcast(%t.0, %t.2)", "broadcast(%t.0)")),
+            "groups.tir:15:28: %u.0 (broadcast): 1 operands do not give the same number of "
+            "tensors to each of the 2 groups");
+  EXPECT_EQ(problem(with("broadcast(%t.0, %t.2)", "broadcast(%t.2, %t.0)")),
+            "graph @train_step: %u.0 (broadcast): operand 0 %t.2 is on cpu:2, expected a device "
+            "of group 0 [cpu:0, cpu:1] (its source)");
+}
+
+// A gradient that skipped the step across the groups reached only its own group.
+TEST(DeviceGroups, AGradientReducedWithinGroupsOnlyIsRejected) {
+  EXPECT_EQ(problem(with("broadcast(%t.0, %t.2)", "broadcast(%s.0, %s.2)")),
+            "graph @train_step: sgd_update(%p.0) (sgd_update @cpu:0): its gradient %u.0 is "
+            "reduced over 2 of the 4 devices; every device's gradient must reach it");
+}
+
+}  // namespace
+}  // namespace tandem::ir
