@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ir/status_macros.h"
 
 namespace tandem::ir {
 namespace {
@@ -166,20 +167,20 @@ class Parser {
   }
 
   absl::StatusOr<std::unique_ptr<Module>> parse() {
-    if (absl::Status s = expectWord("module"); !s.ok()) return s;
+    RETURN_IF_ERROR(expectWord("module"));
     if (tok_.kind != Tok::kAt) return error("expected the module name '@NAME' after 'module'");
     auto m = std::make_unique<Module>(tok_.text);
     next();
     if (isWord("devices")) {
       next();
-      if (absl::Status s = expectPunct("="); !s.ok()) return s;
+      RETURN_IF_ERROR(expectPunct("="));
       Token at = tok_;
       auto ds = parseDeviceList();
       if (!ds.ok()) return ds.status();
       if (ds->empty()) return errorAt(at, "the module's device list is empty");
       m->setDevices(*std::move(ds));
     }
-    if (absl::Status s = expectPunct("{"); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct("{"));
     while (!isPunct("}")) {
       absl::Status s =
           isWord("var") ? parseVar(*m)
@@ -247,11 +248,10 @@ class Parser {
     if (!dtype.ok()) return error(dtype.status().message());
     next();
     TensorType t{*dtype, {}};
-    if (absl::Status s = expectPunct("["); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct("["));
     int64_t elements = 1;
     while (!isPunct("]")) {
-      if (!t.shape.empty())
-        if (absl::Status s = expectPunct(","); !s.ok()) return s;
+      if (!t.shape.empty()) RETURN_IF_ERROR(expectPunct(","));
       Token at = tok_;
       auto d = parseInt();
       if (!d.ok()) return d.status();
@@ -266,7 +266,7 @@ class Parser {
   }
 
   absl::StatusOr<Device> parseDeviceAfterKind(const Token& kind) {
-    if (absl::Status s = expectPunct(":"); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct(":"));
     if (tok_.kind != Tok::kNumber)
       return error(absl::StrCat("expected a device index, got ", describe(tok_)));
     auto d = ir::parseDevice(absl::StrCat(clip(kind.text), ":", clip(tok_.text)));
@@ -276,12 +276,11 @@ class Parser {
   }
 
   absl::StatusOr<std::vector<Device>> parseDeviceList() {
-    if (absl::Status s = expectPunct("["); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct("["));
     std::vector<Device> out;
     absl::flat_hash_set<Device> seen;  // a collective of a big module lists every device
     while (!isPunct("]")) {
-      if (!out.empty())
-        if (absl::Status s = expectPunct(","); !s.ok()) return s;
+      if (!out.empty()) RETURN_IF_ERROR(expectPunct(","));
       if (tok_.kind != Tok::kWord)
         return error(absl::StrCat("expected a device such as cpu:0, got ", describe(tok_)));
       Token kind = tok_;
@@ -311,9 +310,9 @@ class Parser {
     } else if (isWord("normal")) {
       init.kind = Initializer::Kind::kNormal;
       next();
-      if (absl::Status s = expectPunct("("); !s.ok()) return s;
-      if (absl::Status s = expectWord("std"); !s.ok()) return s;
-      if (absl::Status s = expectPunct("="); !s.ok()) return s;
+      RETURN_IF_ERROR(expectPunct("("));
+      RETURN_IF_ERROR(expectWord("std"));
+      RETURN_IF_ERROR(expectPunct("="));
       Token at = tok_;
       auto std = parseFloat();
       if (!std.ok()) return std.status();
@@ -334,23 +333,23 @@ class Parser {
       return error(absl::StrCat("expected '@NAME' after 'var', got ", describe(tok_)));
     Token name = tok_;
     next();
-    if (absl::Status s = expectPunct(":"); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct(":"));
     auto type = parseType();
     if (!type.ok()) return type.status();
-    if (absl::Status s = expectPunct("{"); !s.ok()) return s;
-    if (absl::Status s = expectWord("role"); !s.ok()) return s;
-    if (absl::Status s = expectPunct("="); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct("{"));
+    RETURN_IF_ERROR(expectWord("role"));
+    RETURN_IF_ERROR(expectPunct("="));
     if (tok_.kind != Tok::kWord)
       return error(absl::StrCat("expected a role, got ", describe(tok_)));
     auto role = parseVarRole(tok_.text);
     if (!role.ok()) return error(role.status().message());
     next();
-    if (absl::Status s = expectPunct(","); !s.ok()) return s;
-    if (absl::Status s = expectWord("init"); !s.ok()) return s;
-    if (absl::Status s = expectPunct("="); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct(","));
+    RETURN_IF_ERROR(expectWord("init"));
+    RETURN_IF_ERROR(expectPunct("="));
     auto init = parseInitializer();
     if (!init.ok()) return init.status();
-    if (absl::Status s = expectPunct("}"); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct("}"));
     absl::Status added = m.addVar(Var{name.text, *type, *role, *init});
     if (!added.ok()) return errorAt(name, added.message());
     return absl::OkStatus();
@@ -376,11 +375,10 @@ class Parser {
         }
         return error(absl::StrCat("expected true or false, got ", describe(tok_)));
       case AttrKind::kInts: {
-        if (absl::Status s = expectPunct("["); !s.ok()) return s;
+        RETURN_IF_ERROR(expectPunct("["));
         std::vector<int64_t> out;
         while (!isPunct("]")) {
-          if (!out.empty())
-            if (absl::Status s = expectPunct(","); !s.ok()) return s;
+          if (!out.empty()) RETURN_IF_ERROR(expectPunct(","));
           auto v = parseInt();
           if (!v.ok()) return v.status();
           out.push_back(*v);
@@ -433,14 +431,15 @@ class Parser {
         if (g.findValue(tok_.text) != nullptr)
           return error(absl::StrCat("value %", clip(tok_.text), " is defined twice"));
         for (const auto& n : names)
-          if (n == tok_.text) return error(absl::StrCat("value %", clip(tok_.text), " is defined twice"));
+          if (n == tok_.text)
+            return error(absl::StrCat("value %", clip(tok_.text), " is defined twice"));
         names.push_back(tok_.text);
         name_toks.push_back(tok_);
         next();
         if (!isPunct(",")) break;
         next();
       }
-      if (absl::Status s = expectPunct("="); !s.ok()) return s;
+      RETURN_IF_ERROR(expectPunct("="));
     }
     if (tok_.kind != Tok::kWord)
       return error(absl::StrCat("expected an op name, got ", describe(tok_)));
@@ -454,10 +453,9 @@ class Parser {
     NodeSpec spec;
     spec.op = *op;
     spec.names = names;
-    if (absl::Status s = expectPunct("("); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct("("));
     while (!isPunct(")")) {
-      if (!spec.operands.empty())
-        if (absl::Status s = expectPunct(","); !s.ok()) return s;
+      if (!spec.operands.empty()) RETURN_IF_ERROR(expectPunct(","));
       auto v = lookup(g);
       if (!v.ok()) return v.status();
       spec.operands.push_back(*v);
@@ -466,15 +464,15 @@ class Parser {
     if (isPunct("{")) {
       next();
       while (!isPunct("}")) {
-        if (!spec.attrs.empty())
-          if (absl::Status s = expectPunct(","); !s.ok()) return s;
+        if (!spec.attrs.empty()) RETURN_IF_ERROR(expectPunct(","));
         if (tok_.kind != Tok::kWord)
           return error(absl::StrCat("expected an attribute name, got ", describe(tok_)));
         int idx = info.attrIndex(tok_.text);
-        if (idx < 0) return error(absl::StrCat(info.name, " has no attribute '", clip(tok_.text), "'"));
+        if (idx < 0)
+          return error(absl::StrCat(info.name, " has no attribute '", clip(tok_.text), "'"));
         std::string attr_name = tok_.text;
         next();
-        if (absl::Status s = expectPunct("="); !s.ok()) return s;
+        RETURN_IF_ERROR(expectPunct("="));
         auto value = parseAttrValue(info.attrs[idx]);
         if (!value.ok()) return value.status();
         spec.attrs.emplace_back(std::move(attr_name), *std::move(value));
@@ -501,7 +499,7 @@ class Parser {
     }
     if (isWord("loc")) {
       next();
-      if (absl::Status s = expectPunct("("); !s.ok()) return s;
+      RETURN_IF_ERROR(expectPunct("("));
       if (tok_.kind != Tok::kString)
         return error(absl::StrCat("expected a scope string, got ", describe(tok_)));
       spec.scope = tok_.text;
@@ -513,7 +511,7 @@ class Parser {
         spec.location = tok_.text;
         next();
       }
-      if (absl::Status s = expectPunct(")"); !s.ok()) return s;
+      RETURN_IF_ERROR(expectPunct(")"));
     }
     if (tok_.kind == Tok::kBad) return error("");  // the lexer's complaint comes first
     if (types.size() != names.size())
@@ -542,11 +540,10 @@ class Parser {
     if (!created.ok()) return errorAt(name, created.status().message());
     Graph& g = **created;
     next();
-    if (absl::Status s = expectPunct("("); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct("("));
     bool first = true;
     while (!isPunct(")")) {
-      if (!first)
-        if (absl::Status s = expectPunct(","); !s.ok()) return s;
+      if (!first) RETURN_IF_ERROR(expectPunct(","));
       first = false;
       if (tok_.kind != Tok::kPercent)
         return error(absl::StrCat("expected an argument '%NAME: TYPE', got ", describe(tok_)));
@@ -556,7 +553,7 @@ class Parser {
       spec.op = Op::kInput;
       spec.names = {tok_.text};
       next();
-      if (absl::Status s = expectPunct(":"); !s.ok()) return s;
+      RETURN_IF_ERROR(expectPunct(":"));
       auto t = parseType();
       if (!t.ok()) return t.status();
       spec.declared_types = {*t};
@@ -571,17 +568,16 @@ class Parser {
       if (!node.ok()) return error(node.status().message());
     }
     next();
-    if (absl::Status s = expectPunct("{"); !s.ok()) return s;
+    RETURN_IF_ERROR(expectPunct("{"));
     while (!isWord("return")) {
       if (tok_.kind == Tok::kEof || isPunct("}"))
         return error(absl::StrCat("graph @", g.name(), " has no 'return'"));
-      if (absl::Status s = parseNode(g); !s.ok()) return s;
+      RETURN_IF_ERROR(parseNode(g));
     }
     next();
     std::vector<Value*> outs;
     while (tok_.kind == Tok::kPercent || (!outs.empty() && isPunct(","))) {
-      if (!outs.empty())
-        if (absl::Status s = expectPunct(","); !s.ok()) return s;
+      if (!outs.empty()) RETURN_IF_ERROR(expectPunct(","));
       auto v = lookup(g);
       if (!v.ok()) return v.status();
       outs.push_back(*v);
@@ -610,7 +606,8 @@ namespace {
 absl::StatusOr<std::string> readAll(int fd, absl::string_view what) {
   struct stat st {};
   if (::fstat(fd, &st) != 0)
-    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, ": ", std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", what, ": ", std::strerror(errno)));
   if (S_ISDIR(st.st_mode))
     return absl::InvalidArgumentError(absl::StrCat(what, " is a directory, not an IR file"));
   std::string text;

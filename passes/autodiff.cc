@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/grad.h"
 #include "ir/number_format.h"
+#include "ir/status_macros.h"
 
 namespace tandem::passes {
 
@@ -194,10 +195,8 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
       const ir::Var& var = *m.findVar(read->symbolAttr("var"));
       std::string buffer = var.name + ".momentum";
       if (m.findVar(buffer) == nullptr) {
-        if (absl::Status s = m.addVar({buffer, var.type, ir::VarRole::kOptimizer,
-                                       ir::Initializer{ir::Initializer::Kind::kZeros}});
-            !s.ok())
-          return s;
+        RETURN_IF_ERROR(m.addVar({buffer, var.type, ir::VarRole::kOptimizer,
+                                  ir::Initializer{ir::Initializer::Kind::kZeros}}));
         if (init != nullptr) {
           auto value = init->create(
               {.op = Op::kInitialize, .attrs = {{"var", ir::Symbol{buffer}}}, .names = {buffer}});
@@ -236,7 +235,7 @@ absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
   auto wd = opts.getDouble("weight-decay", 0.0);
   for (const auto* s : {&lr, &momentum, &wd})
     if (!s->ok()) return s->status();
-  if (absl::Status s = opts.finish(); !s.ok()) return s;
+  RETURN_IF_ERROR(opts.finish());
   if (!(*lr > 0) || !std::isfinite(*lr))
     return absl::InvalidArgumentError("pass autodiff: option 'lr' must be finite and > 0");
   if (!(*momentum >= 0 && *momentum < 1))

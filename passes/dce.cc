@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ir/status_macros.h"
+
 namespace tandem::passes {
 
 namespace {
@@ -39,7 +41,7 @@ absl::StatusOr<bool> DeadCodeElimination::run(ir::Module& m) {
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> DeadCodeElimination::create(PassOptions& opts) {
-  if (absl::Status s = opts.finish(); !s.ok()) return s;
+  RETURN_IF_ERROR(opts.finish());
   return std::unique_ptr<Pass>(new DeadCodeElimination());
 }
 

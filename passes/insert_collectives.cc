@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "ir/number_format.h"
+#include "ir/status_macros.h"
 #include "passes/naming.h"
 
 namespace tandem::passes {
@@ -20,16 +21,18 @@ namespace {
 /// `groups` groups of `devices`; results are named after their operands with `tag` (".sum")
 /// before the device number `numbers[i / per_device]`.
 ir::NodeSpec allReduceSpec(std::vector<Value*> operands, size_t per_device, int64_t bucket,
-                           const std::vector<ir::Device>& devices, const std::vector<size_t>& numbers,
-                           absl::string_view tag = "sum", int64_t groups = 1) {
+                           const std::vector<ir::Device>& devices,
+                           const std::vector<size_t>& numbers, absl::string_view tag = "sum",
+                           int64_t groups = 1) {
   std::vector<std::string> names;
   names.reserve(operands.size());
   for (size_t i = 0; i < operands.size(); ++i)
     names.push_back(tagReplica(operands[i]->name(), numbers[i / per_device], tag));
-  ir::NodeSpec spec{.op = Op::kAllReduce,
-                    .operands = std::move(operands),
-                    .attrs = {{"op", ir::EnumWord{"sum"}}, {"bucket", bucket}, {"devices", devices}},
-                    .names = std::move(names)};
+  ir::NodeSpec spec{
+      .op = Op::kAllReduce,
+      .operands = std::move(operands),
+      .attrs = {{"op", ir::EnumWord{"sum"}}, {"bucket", bucket}, {"devices", devices}},
+      .names = std::move(names)};
   if (groups > 1) spec.attrs.emplace_back("groups", groups);
   return spec;
 }
@@ -40,7 +43,6 @@ std::vector<size_t> allNumbers(size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = i;
   return out;
 }
-
 
 /// Nodes to add at given positions, spliced in by one linear rebuild. Graph::create
 /// appends, so the pending nodes are the ones past the original end, in creation order.
@@ -212,7 +214,8 @@ absl::StatusOr<std::vector<std::vector<Value*>>> reduceBucket(
     int64_t bucket, int64_t groups) {
   const size_t devices = grads.size(), k = grads[0].size();
   std::vector<Value*> operands;
-  for (const auto& per_device : grads) operands.insert(operands.end(), per_device.begin(), per_device.end());
+  for (const auto& per_device : grads)
+    operands.insert(operands.end(), per_device.begin(), per_device.end());
   const std::vector<size_t> all = allNumbers(devices);
   std::vector<std::vector<Value*>> out(devices, std::vector<Value*>(k));
   if (groups <= 1) {
@@ -236,8 +239,8 @@ absl::StatusOr<std::vector<std::vector<Value*>>> reduceBucket(
     leaders.push_back(m.devices()[d]);
     leader_numbers.push_back(d);
   }
-  auto cross = insert.add(
-      last, allReduceSpec(leader_sums, k, bucket, leaders, leader_numbers, "cross"));
+  auto cross =
+      insert.add(last, allReduceSpec(leader_sums, k, bucket, leaders, leader_numbers, "cross"));
   if (!cross.ok()) return cross.status();
   // 3. Back within each group, from its first device.
   std::vector<Value*> sources;
@@ -317,10 +320,9 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
   for (const Entry& e : entries) {
     bucket.push_back(&e);
     bytes += updates[e.var][0]->operand(1)->type().bytes();
-    if (bytes >= (*next_bucket == 0 ? first_cap : cap))
-      if (absl::Status s = flush(); !s.ok()) return s;
+    if (bytes >= (*next_bucket == 0 ? first_cap : cap)) RETURN_IF_ERROR(flush());
   }
-  if (absl::Status s = flush(); !s.ok()) return s;
+  RETURN_IF_ERROR(flush());
   insert.apply();
   return absl::OkStatus();
 }
@@ -356,27 +358,24 @@ absl::StatusOr<bool> InsertCollectives::run(ir::Module& m) {
         "insert-collectives: the module is not replicated (run replicate first)");
   const int64_t devices = static_cast<int64_t>(m.devices().size());
   if (groups_ > 1 && (devices % groups_ != 0 || groups_ >= devices))
-    return absl::FailedPreconditionError(absl::StrCat(
-        "insert-collectives: groups=", groups_, " does not cut the ", devices,
-        " devices into equal groups of two or more (use a divisor of ", devices, ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("insert-collectives: groups=", groups_, " does not cut the ", devices,
+                     " devices into equal groups of two or more (use a divisor of ", devices, ")"));
   bool several = m.devices().size() > 1;
   for (const auto& g : m.graphs()) {
     for (const auto& n : g->nodes())
       if (n->info().has(ir::kCollective))
         return absl::FailedPreconditionError(absl::StrCat(
             "insert-collectives: @", g->name(), " already has collectives (", n->describe(), ")"));
-    if (absl::Status s = splitInputs(m, *g); !s.ok()) return s;
+    RETURN_IF_ERROR(splitInputs(m, *g));
     if (!several) continue;
     int64_t bucket = 0;
     if (g->name() == ir::kInitGraph) {
-      if (absl::Status s = broadcastInit(m, *g); !s.ok()) return s;
+      RETURN_IF_ERROR(broadcastInit(m, *g));
       continue;
     }
-    if (absl::Status s =
-            bucketGradients(m, *g, first_bucket_bytes_, bucket_bytes_, groups_, &bucket);
-        !s.ok())
-      return s;
-    if (absl::Status s = sumOutputs(m, *g, &bucket); !s.ok()) return s;
+    RETURN_IF_ERROR(bucketGradients(m, *g, first_bucket_bytes_, bucket_bytes_, groups_, &bucket));
+    RETURN_IF_ERROR(sumOutputs(m, *g, &bucket));
   }
   return true;
 }
@@ -396,9 +395,9 @@ absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opt
   if (!first.ok()) return first.status();
   if (!groups.ok()) return groups.status();
   if (*groups < 1)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pass insert-collectives: option 'groups' must be >= 1, got ", *groups));
-  if (absl::Status s = opts.finish(); !s.ok()) return s;
+    return absl::InvalidArgumentError(
+        absl::StrCat("pass insert-collectives: option 'groups' must be >= 1, got ", *groups));
+  RETURN_IF_ERROR(opts.finish());
   // The upper bound (a petabyte) keeps the byte counts far inside int64.
   constexpr double kMaxMb = 1e9;
   for (auto [name, value] : {std::pair{"bucket-mb", *cap}, std::pair{"first-bucket-mb", *first}})

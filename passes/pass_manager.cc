@@ -4,8 +4,9 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ir/status_macros.h"
 #include "ir/verifier.h"
 #include "passes/pipeline.h"
 
@@ -36,7 +37,7 @@ absl::Status PassManager::checkPrintAfter() const {
 }
 
 absl::Status PassManager::run(ir::Module& m) {
-  if (absl::Status s = checkPrintAfter(); !s.ok()) return s;
+  RETURN_IF_ERROR(checkPrintAfter());
   timings_.clear();
   for (const auto& pass : passes_) {
     auto start = std::chrono::steady_clock::now();

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "ir/placement.h"
+#include "ir/status_macros.h"
 
 namespace tandem::passes {
 namespace {
@@ -306,7 +307,7 @@ std::string PlanMemory::optionsText() const {
 absl::StatusOr<std::unique_ptr<Pass>> PlanMemory::create(PassOptions& opts) {
   auto alignment = opts.getInt("alignment", 64);
   if (!alignment.ok()) return alignment.status();
-  if (absl::Status s = opts.finish(); !s.ok()) return s;
+  RETURN_IF_ERROR(opts.finish());
   // A power of two, as every allocator's alignment is; 4 KiB is a page.
   if (*alignment < 1 || *alignment > 4096 || (*alignment & (*alignment - 1)) != 0)
     return absl::InvalidArgumentError(absl::StrCat(

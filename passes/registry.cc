@@ -23,8 +23,8 @@ const std::vector<PassInfo>& registeredPasses() {
        "bucket-mb=25, first-bucket-mb=1", InsertCollectives::create},
       {DeadCodeElimination::kName, "remove nodes whose results are unused", "",
        DeadCodeElimination::create},
-      {Schedule::kName, "issue order for the compute and comm streams: updates after backward",
-       "", Schedule::create},
+      {Schedule::kName, "issue order for the compute and comm streams: updates after backward", "",
+       Schedule::create},
       {PlanMemory::kName, "per-device arenas with buffers reused by liveness", "",
        PlanMemory::create},
   };

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/number_format.h"
+#include "ir/status_macros.h"
 #include "passes/naming.h"
 
 namespace tandem::passes {
@@ -195,7 +196,7 @@ absl::StatusOr<std::unique_ptr<Pass>> Replicate::create(PassOptions& opts) {
   if (!text.ok()) return text.status();
   auto weights = opts.getDoubleList("weights");
   if (!weights.ok()) return weights.status();
-  if (absl::Status s = opts.finish(); !s.ok()) return s;
+  RETURN_IF_ERROR(opts.finish());
   if (text->empty())
     return absl::InvalidArgumentError(
         "pass replicate needs option 'devices' (a count such as devices=2, or a list such as "

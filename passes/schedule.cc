@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ir/placement.h"
+#include "ir/status_macros.h"
 
 namespace tandem::passes {
 namespace {
@@ -46,7 +47,7 @@ absl::StatusOr<bool> Schedule::run(ir::Module& m) {
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> Schedule::create(PassOptions& opts) {
-  if (absl::Status s = opts.finish(); !s.ok()) return s;
+  RETURN_IF_ERROR(opts.finish());
   return std::unique_ptr<Pass>(new Schedule());
 }
 

@@ -113,6 +113,9 @@ TEST_F(BadInputTable, ModelAndDevices) {
       {{"dump", "--model", "lenet", "--devices", ""}, "--devices: the device list is empty"},
       {{"dump", "--model", "lenet", "--batch", "2", "--devices", "3"},
        "--batch: 2 is smaller than the device count 3; every device needs at least one example"},
+      {{"train", "--model", "lenet", "--devices", "cuda:0"},
+       "--devices: cuda:0: this build has no cuda backend (use cpu:N devices; docs/GPU.md says "
+       "what a CUDA build needs)"},
       {{"train", "--model", "lenet", "--batch", "2", "--devices", "3"},
        "--batch: 2 is smaller than the device count 3; every device needs at least one example"},
   });

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_info.h"
+#include "ir/status_macros.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/output_file.h"
 
@@ -17,24 +18,20 @@
 #endif
 
 namespace tandem::tools {
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 std::string versionText() {
   backend::cpu::CpuInfo cpu = backend::cpu::hostCpuInfo();
-  return absl::StrCat("tandem ", TANDEM_VERSION, " (", TANDEM_BUILD_TYPE, " build, g++ ",
-                      __VERSION__, ", C++20)\n", "cpu backend: oneDNN ", cpu.onednn, ", ",
-                      cpu.isa, "\n", "cuda backend: ",
-                      backend::backendFor(ir::DeviceKind::kCuda).ok() ? "yes" : "none in this build",
-                      "\n");
+  return absl::StrCat(
+      "tandem ", TANDEM_VERSION, " (", TANDEM_BUILD_TYPE, " build, g++ ", __VERSION__, ", C++20)\n",
+      "cpu backend: oneDNN ", cpu.onednn, ", ", cpu.isa, "\n", "cuda backend: ",
+      backend::backendFor(ir::DeviceKind::kCuda).ok() ? "yes" : "none in this build", "\n");
 }
 
 absl::Status runDevices() {
   std::string text = backend::describeBackends();
   OutputFile out = OutputFile::standardOutput();
-  if (absl::Status s = out.write(text); !s.ok()) return s;
+  RETURN_IF_ERROR(out.write(text));
   return out.close();
 }
 

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "ir/status_macros.h"
 #include "tools/driver/compile.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
@@ -14,11 +15,11 @@ absl::Status runDump(const DumpFlags& f) {
   OutputFlags out = f.out;
   if (f.memory) {
     if (out.format && *out.format != "memory")
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--memory: is --format memory, and cannot go with --format ", *out.format));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--memory: is --format memory, and cannot go with --format ", *out.format));
     out.format = "memory";
   }
-  if (absl::Status s = checkOutputFlags(out); !s.ok()) return s;
+  RETURN_IF_ERROR(checkOutputFlags(out));
   auto choice = resolveModelFlags(f.model, /*for_training=*/false);
   if (!choice.ok()) return choice.status();
   choice->compile.stop_after = f.after;

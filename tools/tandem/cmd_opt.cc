@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "ir/status_macros.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "tools/tandem/commands.h"
@@ -14,7 +15,7 @@ namespace tandem::tools {
 absl::Status runOpt(const OptFlags& f) {
   if (f.file.empty())
     return absl::InvalidArgumentError("opt: missing the IR file argument ('-' for standard input)");
-  if (absl::Status s = checkOutputFlags(f.out, !f.print_after.empty()); !s.ok()) return s;
+  RETURN_IF_ERROR(checkOutputFlags(f.out, !f.print_after.empty()));
   // The pipeline is checked before the (possibly large) file is read.
   passes::PassManager pm({.verify = !f.out.no_verify,
                           .print_after = f.print_after,
@@ -31,7 +32,7 @@ absl::Status runOpt(const OptFlags& f) {
   if (!f.out.no_verify)
     if (absl::Status s = ir::verifyModule(**module); !s.ok())
       return absl::Status(s.code(), absl::StrCat(f.file, ": verifier: ", s.message()));
-  if (absl::Status s = pm.run(**module); !s.ok()) return s;
+  RETURN_IF_ERROR(pm.run(**module));
   if (f.out.timing) std::cerr << pm.timingReport();
   return writeModule(**module, f.out);
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ir/status_macros.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/trainer.h"
 #include "tools/driver/compile.h"
@@ -78,8 +79,8 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
       "%s on %s, batch %d (%s per device), lr %g, momentum %g, weight decay %g, init %s, seed "
       "%d\n",
       c.spec.name, deviceList(o.pipeline.devices), batch,
-      even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"), o.pipeline.lr,
-      o.pipeline.momentum, o.pipeline.weight_decay, ir::toString(o.build.weight_init), f.seed);
+      even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"), o.pipeline.lr, o.pipeline.momentum,
+      o.pipeline.weight_decay, ir::toString(o.build.weight_init), f.seed);
   std::string line2 =
       dropped == 0
           ? absl::StrFormat("%s training images per epoch in %d steps, %s test images\n",
@@ -138,23 +139,19 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
     auto opened = OutputFile::open(*f.metrics, "--metrics");
     if (!opened.ok()) return opened.status();
     csv.emplace(*std::move(opened));
-    if (absl::Status s = csv->write("epoch,train_loss,train_acc,test_loss,test_acc,seconds,"
-                                    "images_per_s,eval_seconds\n");
-        !s.ok())
-      return s;
+    RETURN_IF_ERROR(
+        csv->write("epoch,train_loss,train_acc,test_loss,test_acc,seconds,"
+                   "images_per_s,eval_seconds\n"));
   }
   OutputFile out = OutputFile::standardOutput();
 
   using runtime::data::Split;
   auto train = runtime::data::loadFashionMnist(f.data, Split::kTrain, f.limit_train.value_or(0));
   if (!train.ok()) return train.status();
-  if (absl::Status s = checkLimit("--limit-train", f.limit_train, *train, "training", f.data);
-      !s.ok())
-    return s;
+  RETURN_IF_ERROR(checkLimit("--limit-train", f.limit_train, *train, "training", f.data));
   auto test = runtime::data::loadFashionMnist(f.data, Split::kTest, f.limit_test.value_or(0));
   if (!test.ok()) return test.status();
-  if (absl::Status s = checkLimit("--limit-test", f.limit_test, *test, "test", f.data); !s.ok())
-    return s;
+  RETURN_IF_ERROR(checkLimit("--limit-test", f.limit_test, *test, "test", f.data));
   if (train->count < batch)
     return absl::InvalidArgumentError(
         absl::StrCat("--batch: ", batch, " is more than the ", train->count, " training images",
@@ -172,15 +169,12 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
       std::move(*module),
       {.seed = f.seed, .threads_per_device = f.threads_per_device, .trace = f.profile});
   if (!trainer.ok()) return trainer.status();
-  if (absl::Status s = (*trainer)->initialize(); !s.ok()) return s;
+  RETURN_IF_ERROR((*trainer)->initialize());
   if (stop.requested()) return stoppedBeforeTraining();
 
-  if (absl::Status s = out.write(header); !s.ok()) return s;
-  if (absl::Status s = out.write(absl::StrFormat("%5s %10s %9s %9s %8s %9s\n", "epoch",
-                                                 "train_loss", "train_acc", "test_acc",
-                                                 "seconds", "images/s"));
-      !s.ok())
-    return s;
+  RETURN_IF_ERROR(out.write(header));
+  RETURN_IF_ERROR(out.write(absl::StrFormat("%5s %10s %9s %9s %8s %9s\n", "epoch", "train_loss",
+                                            "train_acc", "test_acc", "seconds", "images/s")));
 
   runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,
                                           /*drop_last=*/true);
@@ -234,24 +228,17 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
       break;
     }
     double images_per_s = r->examples / r->seconds;
-    if (absl::Status s = out.write(absl::StrFormat("%5d %s %9.4f %9.4f %8.1f %9.0f\n", epoch,
-                                                   lossCell(r->loss), r->accuracy, t->accuracy,
-                                                   r->seconds, images_per_s));
-        !s.ok())
-      return s;
+    RETURN_IF_ERROR(
+        out.write(absl::StrFormat("%5d %s %9.4f %9.4f %8.1f %9.0f\n", epoch, lossCell(r->loss),
+                                  r->accuracy, t->accuracy, r->seconds, images_per_s)));
     if (csv)
-      if (absl::Status s = csv->write(absl::StrFormat("%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f\n",
-                                                      epoch, r->loss, r->accuracy, t->loss,
-                                                      t->accuracy, r->seconds, images_per_s,
-                                                      t->seconds));
-          !s.ok())
-        return s;
+      RETURN_IF_ERROR(csv->write(absl::StrFormat("%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f\n", epoch,
+                                                 r->loss, r->accuracy, t->loss, t->accuracy,
+                                                 r->seconds, images_per_s, t->seconds)));
   }
-  if (f.profile)
-    if (absl::Status s = out.write(profileReport((*trainer)->executor())); !s.ok()) return s;
-  if (csv)
-    if (absl::Status s = csv->close(); !s.ok()) return s;
-  if (absl::Status s = out.close(); !s.ok()) return s;
+  if (f.profile) RETURN_IF_ERROR(out.write(profileReport((*trainer)->executor())));
+  if (csv) RETURN_IF_ERROR(csv->close());
+  RETURN_IF_ERROR(out.close());
   if (!ending.empty()) std::fputs(ending.c_str(), stderr);
   return exit_code;
 }

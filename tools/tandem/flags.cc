@@ -79,7 +79,8 @@ template <typename Target, typename T>
 CLI::Option* addNumber(CLI::App* cmd, const std::string& flag, Target& target, Range<T> range,
                        const std::string& help) {
   CLI::Option* o = cmd->add_option_function<std::string>(
-      flag, [&target, flag, range](const std::string& text) {
+      flag,
+      [&target, flag, range](const std::string& text) {
         target = parseNumber<T>(flag, text, range);
       },
       help + " (" + range.describe() + ")");
@@ -173,8 +174,7 @@ void addTrain(CLI::App& app, TrainFlags& f) {
       "train", "Train a zoo model on Fashion-MNIST, data parallel over the given devices.");
   addModelFlags(cmd, f.model, trainableModelNames());
   addNumber(cmd, "--epochs", f.epochs, Range<int>{1, 100000}, "Passes over the training data");
-  addNumber(cmd, "--seed", f.seed, atLeast<uint64_t>(0),
-            "Seed of initialization and shuffling");
+  addNumber(cmd, "--seed", f.seed, atLeast<uint64_t>(0), "Seed of initialization and shuffling");
   addNumber(cmd, "--limit-train", f.limit_train, atLeast<int64_t>(1),
             "Use only the first N training images (default: all)");
   addNumber(cmd, "--limit-test", f.limit_test, atLeast<int64_t>(1),
@@ -222,8 +222,8 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   // CLI11 would call a misspelt subcommand an unexpected argument; name it plainly.
   if (argc > 1 && argv[1][0] != '-' && !known) {
     result.exit_code = kExitUsage;
-    result.error = absl::StrCat("unknown subcommand '", argv[1], "' (expected ",
-                                subcommandList(subs), ")");
+    result.error =
+        absl::StrCat("unknown subcommand '", argv[1], "' (expected ", subcommandList(subs), ")");
     return result;
   }
   try {
@@ -251,7 +251,8 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
     line->subcommand = app.get_subcommands().front()->get_name();
   } else if (!line->version) {
     result.exit_code = kExitUsage;
-    result.error = absl::StrCat("missing subcommand (", subcommandList(subs), "); see tandem --help");
+    result.error =
+        absl::StrCat("missing subcommand (", subcommandList(subs), "); see tandem --help");
     return result;
   }
   result.line = std::move(line);

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "backend/backend.h"
 #include "frontend/zoo/zoo.h"
 
 namespace tandem::tools {
@@ -36,8 +37,8 @@ absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t
   for (absl::string_view w : absl::StrSplit(text, ',')) {
     double v = 0;
     if (!absl::SimpleAtod(w, &v) || !(v > 0) || !std::isfinite(v))
-      return flagError("--weights", absl::StrCat("'", text,
-                                                 "' must be positive numbers such as 3,1"));
+      return flagError("--weights",
+                       absl::StrCat("'", text, "' must be positive numbers such as 3,1"));
     weights.push_back(v);
   }
   if (weights.size() != devices)
@@ -73,15 +74,21 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
   auto devices = ir::parseDeviceList(f.devices);
   if (!devices.ok()) return flagError("--devices", devices.status().message());
   c.pipeline.devices = *devices;
+  // Training runs on the devices: a kind this build has no backend for is said before any
+  // data loads (dump only compiles, for any kind).
+  if (for_training)
+    for (const ir::Device& d : *devices)
+      if (absl::StatusOr<const backend::Backend*> b = backend::backendFor(d.kind); !b.ok())
+        return flagError("--devices", absl::StrCat(ir::toString(d), ": ", b.status().message()));
   constexpr int64_t kDefaultBatch = 256;
   const int64_t devices_count = static_cast<int64_t>(devices->size());
-  const int64_t batch = f.batch       ? *f.batch
+  const int64_t batch = f.batch        ? *f.batch
                         : for_training ? kDefaultBatch
                                        : std::max(kDefaultBatch, devices_count);
   if (batch < devices_count)
-    return flagError("--batch", absl::StrCat(batch, " is smaller than the device count ",
-                                             devices->size(),
-                                             "; every device needs at least one example"));
+    return flagError("--batch",
+                     absl::StrCat(batch, " is smaller than the device count ", devices->size(),
+                                  "; every device needs at least one example"));
   c.build.batch = batch;
   if (!f.weights.empty()) {
     auto weights = parseWeights(f.weights, devices->size());

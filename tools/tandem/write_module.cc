@@ -2,6 +2,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/dot.h"
 #include "ir/printer.h"
+#include "ir/status_macros.h"
 #include "runtime/stream_waits.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/output_file.h"
@@ -17,9 +18,8 @@ const char* const kFormats[] = {"text", "dot", "summary", "streams", "memory"};
 absl::Status checkOutputFlags(const OutputFlags& f, bool prints_ir) {
   const std::string format = f.format.value_or("text");
   if (std::find(std::begin(kFormats), std::end(kFormats), format) == std::end(kFormats))
-    return absl::InvalidArgumentError(absl::StrCat("--format: unknown format '", format,
-                                                   "' (expected ", absl::StrJoin(kFormats, ", "),
-                                                   ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--format: unknown format '", format, "' (expected ", absl::StrJoin(kFormats, ", "), ")"));
   if (f.canonical && format != "text" && !prints_ir)
     return absl::InvalidArgumentError(absl::StrCat(
         "--canonical: applies to --format text only (source locations), not --format ", format));
@@ -70,7 +70,7 @@ absl::Status writeModule(const ir::Module& m, const OutputFlags& f) {
   }
   auto out = OutputFile::open(f.output.empty() ? "-" : f.output, "--output");
   if (!out.ok()) return out.status();
-  if (absl::Status s = out->write(text); !s.ok()) return s;
+  RETURN_IF_ERROR(out->write(text));
   return out->close();
 }
 
