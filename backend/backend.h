@@ -88,8 +88,7 @@ class Device {
   virtual absl::Status copyIntoSlice(const TensorView& part, const TensorView& whole, int axis,
                                      int64_t offset, Stream& stream) = 0;
   /// Enqueues on `stream` the copy of device tensor `src` into host tensor `dst`.
-  virtual absl::Status copyToHost(const TensorView& src, const TensorView& dst,
-                                  Stream& stream) = 0;
+  virtual absl::Status copyToHost(const TensorView& src, const TensorView& dst, Stream& stream) = 0;
 
   /// The kernel of `node` (placed on this device) for this device, made now.
   virtual absl::StatusOr<std::unique_ptr<Kernel>> makeKernel(const ir::Node& node) = 0;

@@ -25,7 +25,8 @@ std::vector<std::vector<size_t>> collectiveGroups(const Node& n) {
   const size_t count = static_cast<size_t>(std::max<int64_t>(numGroups(n), 1));
   const size_t size = devices / count;
   std::vector<std::vector<size_t>> out(count);
-  for (size_t k = 0; k < devices; ++k) out[std::min(k / std::max<size_t>(size, 1), count - 1)].push_back(k);
+  for (size_t k = 0; k < devices; ++k)
+    out[std::min(k / std::max<size_t>(size, 1), count - 1)].push_back(k);
   return out;
 }
 

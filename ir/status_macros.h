@@ -9,10 +9,9 @@
 #include "absl/status/statusor.h"
 
 /// Returns the status of `expr` from the enclosing function when it is not OK.
-#define RETURN_IF_ERROR(expr)                                    \
-  do {                                                           \
-    if (::absl::Status tandem_status_ = (expr); !tandem_status_.ok()) \
-      return tandem_status_;                                     \
+#define RETURN_IF_ERROR(expr)                                                                \
+  do {                                                                                       \
+    if (::absl::Status tandem_status_ = (expr); !tandem_status_.ok()) return tandem_status_; \
   } while (false)
 
 #define TANDEM_STATUS_CONCAT_INNER(a, b) a##b
@@ -22,7 +21,7 @@
 /// returns its status from the enclosing function otherwise.
 #define ASSIGN_OR_RETURN(lhs, expr) \
   TANDEM_ASSIGN_OR_RETURN_IMPL(TANDEM_STATUS_CONCAT(tandem_statusor_, __LINE__), lhs, expr)
-#define TANDEM_ASSIGN_OR_RETURN_IMPL(statusor, lhs, expr) \
-  auto statusor = (expr);                                 \
+#define TANDEM_ASSIGN_OR_RETURN_IMPL(statusor, lhs, expr)  \
+  auto statusor = (expr);                                  \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = *std::move(statusor)

@@ -18,7 +18,7 @@ int64_t nowNs() {
 
 backend::ReduceOp reduceOpOf(const ir::Node& n) {
   const std::string& op = n.enumAttr("op");
-  return op == "max" ? backend::ReduceOp::kMax
+  return op == "max"    ? backend::ReduceOp::kMax
          : op == "mean" ? backend::ReduceOp::kMean
                         : backend::ReduceOp::kSum;
 }
@@ -113,8 +113,8 @@ absl::Status Executor::enqueueStep(Program& p) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<HostTensor>> Executor::run(absl::string_view name,
-                                                      absl::Span<const backend::TensorView> inputs) {
+absl::StatusOr<std::vector<HostTensor>> Executor::run(
+    absl::string_view name, absl::Span<const backend::TensorView> inputs) {
   const ir::Module& m = *loaded_->module;
   auto it = loaded_->programs.find(std::string(name));
   if (it == loaded_->programs.end())

@@ -29,10 +29,10 @@ absl::Status checkPlan(const ir::Module& m, const ir::Graph& g,
   for (size_t d = 0; d < devices.size(); ++d) {
     ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(devices[d]->id().kind));
     if (plan->alignment % b->alignment() != 0)
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the memory plan of graph @", g.name(), " aligns to ", plan->alignment, " bytes but ",
-          ir::toString(devices[d]->id()), " needs ", b->alignment(),
-          ": run plan-memory{alignment=", b->alignment(), "}"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("the memory plan of graph @", g.name(), " aligns to ", plan->alignment,
+                       " bytes but ", ir::toString(devices[d]->id()), " needs ", b->alignment(),
+                       ": run plan-memory{alignment=", b->alignment(), "}"));
   }
   return absl::OkStatus();
 }
@@ -93,9 +93,9 @@ class ProgramBuilder {
     share.device = d;
     for (const ir::Value* v : n.operands()) {
       if (v->def()->op() == ir::Op::kInput)
-        return absl::FailedPreconditionError(absl::StrCat(
-            n.describe(), " reads the graph input %", v->name(),
-            " directly; inputs reach devices through split (run insert-collectives)"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(n.describe(), " reads the graph input %", v->name(),
+                         " directly; inputs reach devices through split (run insert-collectives)"));
       ASSIGN_OR_RETURN(TensorView view, viewOf(*v));
       share.in.push_back(view);
     }
@@ -200,9 +200,10 @@ class ProgramBuilder {
     std::vector<backend::Device*> members;
     for (size_t d : key) {
       if (lm_.devices[d]->id().kind != lm_.devices[key[0]]->id().kind)
-        return absl::UnimplementedError(absl::StrCat(
-            "a collective joins ", ir::toString(lm_.devices[key[0]]->id()), " and ",
-            ir::toString(lm_.devices[d]->id()), ": collectives across device kinds are not supported"));
+        return absl::UnimplementedError(
+            absl::StrCat("a collective joins ", ir::toString(lm_.devices[key[0]]->id()), " and ",
+                         ir::toString(lm_.devices[d]->id()),
+                         ": collectives across device kinds are not supported"));
       members.push_back(lm_.devices[d].get());
     }
     ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(members[0]->id().kind));
@@ -245,8 +246,8 @@ class ProgramBuilder {
     for (const ir::Value* v : g_.outputs()) {
       std::optional<size_t> d = ir::deviceIndexOfValue(m_, *v);
       if (!d || v->def()->op() == ir::Op::kInput)
-        return absl::FailedPreconditionError(absl::StrCat(
-            "graph @", g_.name(), " returns %", v->name(), ", which is on no device"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("graph @", g_.name(), " returns %", v->name(), ", which is on no device"));
       OutputCopy copy;
       copy.device = *d;
       copy.comm = ir::streamOf(*v->def()) == ir::StreamKind::kComm;
@@ -287,7 +288,8 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
     const ir::Device& id = m.devices()[d];
     absl::StatusOr<const backend::Backend*> b = backend::backendFor(id.kind);
     if (!b.ok())
-      return absl::Status(b.status().code(), absl::StrCat(ir::toString(id), ": ", b.status().message()));
+      return absl::Status(b.status().code(),
+                          absl::StrCat(ir::toString(id), ": ", b.status().message()));
     ASSIGN_OR_RETURN(std::unique_ptr<backend::Device> device,
                      (*b)->createDevice(id, {.index = static_cast<int>(d),
                                              .seed = options.seed,

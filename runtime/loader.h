@@ -25,9 +25,9 @@ struct Share {
   std::vector<backend::TensorView> in, out;
   std::vector<backend::Event*> waits;
   std::unique_ptr<backend::Event> done;
-  int64_t offset = 0;                        // split: where this device's slice starts
-  int root = 0;                              // broadcast: the source's rank in the group
-  backend::Communicator* comm = nullptr;     // collectives: this device's communicator
+  int64_t offset = 0;                     // split: where this device's slice starts
+  int root = 0;                           // broadcast: the source's rank in the group
+  backend::Communicator* comm = nullptr;  // collectives: this device's communicator
   backend::CommunicatorGroup* group = nullptr;
 };
 

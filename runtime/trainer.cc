@@ -24,9 +24,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(std::unique_ptr<ir::Mod
   for (absl::string_view name : {ir::kTrainGraph, ir::kEvalGraph}) {
     const ir::Graph* g = compiled->graph(name);
     if (g == nullptr || g->inputs().size() != 2 || g->outputs().size() != 2)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "module ", compiled->name(), ": @", name,
-          " must take images and labels and return the loss and the correct count"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("module ", compiled->name(), ": @", name,
+                       " must take images and labels and return the loss and the correct count"));
   }
   auto trainer = std::unique_ptr<Trainer>(new Trainer());
   std::vector<ir::Node*> inputs = compiled->graph(ir::kTrainGraph)->inputs();

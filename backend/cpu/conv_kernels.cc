@@ -125,8 +125,8 @@ KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvSt
     bool blocked = strategy == ConvStrategy::kBlocked;
     auto hint = forwardPd(s, blocked, memory::desc(), p.engine());
     convolution_backward_data::desc d(algorithm::convolution_direct, layoutDesc(blocked, s.x),
-                                      layoutDesc(blocked, s.w), layoutDesc(blocked, s.y),
-                                      s.strides, s.pad_l, s.pad_r);
+                                      layoutDesc(blocked, s.w), layoutDesc(blocked, s.y), s.strides,
+                                      s.pad_l, s.pad_r);
     convolution_backward_data::primitive_desc pd(d, userScratchpadAttr(), p.engine(), hint);
     DnnlProgram::Slot dy = p.inputAs(p.input(0, s.y), pd.diff_dst_desc());
     DnnlProgram::Slot w = p.inputAs(p.input(1, s.w), pd.weights_desc());
@@ -140,8 +140,7 @@ KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvSt
   }
 }
 
-KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init,
-                                                    ConvStrategy strategy) {
+KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, ConvStrategy strategy) {
   const ir::Node& n = init.node;  // dy, x, w -> dw, db?
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   ConvShape s = convShape(n, n.operand(1)->type(), n.operand(2)->type(), n.operand(0)->type());

@@ -21,8 +21,8 @@ namespace {
 constexpr int64_t kAlignment = 64;
 
 absl::StatusOr<DeviceBuffer> hostBuffer(int64_t bytes, MemoryLocation where) {
-  const size_t n = static_cast<size_t>((std::max<int64_t>(bytes, 1) + kAlignment - 1) /
-                                       kAlignment * kAlignment);
+  const size_t n =
+      static_cast<size_t>((std::max<int64_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment);
   void* p = std::aligned_alloc(kAlignment, n);
   if (p == nullptr)
     return absl::ResourceExhaustedError(absl::StrFormat("out of host memory for %d bytes", bytes));
@@ -53,34 +53,25 @@ class CpuDevice final : public Device {
 
   absl::Status copySliceFromHost(const TensorView& whole, const TensorView& part, int axis,
                                  int64_t offset, Stream& stream) override {
-    absl::StatusOr<CpuStream*> s = CpuStream::of(stream);
-    if (!s.ok()) return s.status();
-    (*s)->enqueue([whole, part, axis, offset] {
+    return CpuStream::enqueueOn(stream, [whole, part, axis, offset] {
       copySlice(whole, part, axis, offset, /*into_whole=*/false);
       return absl::OkStatus();
     });
-    return absl::OkStatus();
   }
 
   absl::Status copyIntoSlice(const TensorView& part, const TensorView& whole, int axis,
                              int64_t offset, Stream& stream) override {
-    absl::StatusOr<CpuStream*> s = CpuStream::of(stream);
-    if (!s.ok()) return s.status();
-    (*s)->enqueue([part, whole, axis, offset] {
+    return CpuStream::enqueueOn(stream, [part, whole, axis, offset] {
       copySlice(whole, part, axis, offset, /*into_whole=*/true);
       return absl::OkStatus();
     });
-    return absl::OkStatus();
   }
 
   absl::Status copyToHost(const TensorView& src, const TensorView& dst, Stream& stream) override {
-    absl::StatusOr<CpuStream*> s = CpuStream::of(stream);
-    if (!s.ok()) return s.status();
-    (*s)->enqueue([src, dst] {
+    return CpuStream::enqueueOn(stream, [src, dst] {
       std::memcpy(dst.data, src.data, static_cast<size_t>(src.bytes()));
       return absl::OkStatus();
     });
-    return absl::OkStatus();
   }
 
   absl::StatusOr<std::unique_ptr<Kernel>> makeKernel(const ir::Node& node) override {
@@ -117,8 +108,9 @@ class CpuBackend final : public Backend {
       absl::Span<Device* const> group) const override {
     for (Device* d : group)
       if (d->id().kind != ir::DeviceKind::kCpu)
-        return absl::InvalidArgumentError(absl::StrCat(
-            ir::toString(d->id()), " is not a CPU device: the local communicator joins CPU devices"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(ir::toString(d->id()),
+                         " is not a CPU device: the local communicator joins CPU devices"));
     return makeLocalCommunicators(static_cast<int>(group.size()));
   }
 

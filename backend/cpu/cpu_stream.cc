@@ -63,6 +63,13 @@ absl::StatusOr<CpuStream*> CpuStream::of(Stream& stream) {
   return static_cast<CpuStream*>(&stream);
 }
 
+absl::Status CpuStream::enqueueOn(Stream& stream, absl::AnyInvocable<absl::Status() &&> work) {
+  absl::StatusOr<CpuStream*> cpu = of(stream);
+  if (!cpu.ok()) return cpu.status();
+  (*cpu)->enqueue(std::move(work));
+  return absl::OkStatus();
+}
+
 void CpuStream::loop(int threads) {
   // OpenMP's thread count is per calling thread: this bounds every oneDNN primitive this
   // worker runs without touching other devices' workers.

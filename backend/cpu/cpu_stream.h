@@ -36,6 +36,10 @@ class CpuStream final : public Stream {
   /// The CPU stream behind `stream`, or an error when it belongs to another backend.
   static absl::StatusOr<CpuStream*> of(Stream& stream);
 
+  /// Enqueues `work` on `stream` if it is a CPU stream: how every CPU kernel, copy and
+  /// local collective reaches its stream.
+  static absl::Status enqueueOn(Stream& stream, absl::AnyInvocable<absl::Status() &&> work);
+
  private:
   void loop(int threads);
 

@@ -70,8 +70,8 @@ dnnl::primitive_attr userScratchpadAttr() {
 
 absl::Status dnnlFailure(const ir::Node& node, absl::string_view what, const dnnl::error& e) {
   return absl::InternalError(absl::StrCat(node.describe(), ": oneDNN could not create the ", what,
-                                          ": ", e.what(), " (status ",
-                                          static_cast<int>(e.status), ")"));
+                                          ": ", e.what(), " (status ", static_cast<int>(e.status),
+                                          ")"));
 }
 
 DnnlProgram::Slot DnnlProgram::addSlot(const memory::desc& md, Kind kind, size_t index) {

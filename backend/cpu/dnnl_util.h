@@ -54,8 +54,7 @@ enum class ConvStrategy {
 /// them (the kernel table uses kAuto).
 KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);
 KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);
-KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init,
-                                                    ConvStrategy strategy);
+KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);
 
 /// A fixed list of oneDNN primitives over slots: the kernel's operands and results
 /// (plain layout, pointers bound on each run) and temporaries (reordered copies,

@@ -6,8 +6,7 @@
 
 namespace tandem::backend::cpu {
 
-absl::Status CpuKernel::runHere(absl::Span<const TensorView> in,
-                                absl::Span<const TensorView> out) {
+absl::Status CpuKernel::runHere(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
   try {
     compute(in, out);
   } catch (const dnnl::error& e) {  // oneDNN reports execution failures by exception
@@ -18,10 +17,7 @@ absl::Status CpuKernel::runHere(absl::Span<const TensorView> in,
 
 absl::Status CpuKernel::launch(Stream& stream, absl::Span<const TensorView> in,
                                absl::Span<const TensorView> out) {
-  absl::StatusOr<CpuStream*> cpu = CpuStream::of(stream);
-  if (!cpu.ok()) return cpu.status();
-  (*cpu)->enqueue([this, in, out] { return runHere(in, out); });
-  return absl::OkStatus();
+  return CpuStream::enqueueOn(stream, [this, in, out] { return runHere(in, out); });
 }
 
 KernelOr makeKernel(const ir::Node& node, CpuContext& ctx) {
@@ -40,8 +36,8 @@ KernelOr makeKernel(const ir::Node& node, CpuContext& ctx) {
 }
 
 absl::Status notAKernel(const ir::Node& node) {
-  return absl::InternalError(absl::StrCat(node.describe(),
-                                          " has no CPU kernel: the runtime executes it itself"));
+  return absl::InternalError(
+      absl::StrCat(node.describe(), " has no CPU kernel: the runtime executes it itself"));
 }
 
 }  // namespace tandem::backend::cpu

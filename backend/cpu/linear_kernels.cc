@@ -90,8 +90,8 @@ KernelOr makeLinearBackwardWeightKernel(const KernelInit& init) {
     auto hint = forwardDesc(x, dw, bias ? &db : nullptr, dy, p.engine());
     using Desc = dnnl::inner_product_backward_weights::desc;
     Desc desc = bias ? Desc(x, dw, db, dy) : Desc(x, dw, dy);
-    dnnl::inner_product_backward_weights::primitive_desc pd(desc, userScratchpadAttr(),
-                                                            p.engine(), hint);
+    dnnl::inner_product_backward_weights::primitive_desc pd(desc, userScratchpadAttr(), p.engine(),
+                                                            hint);
     std::vector<std::pair<int, DnnlProgram::Slot>> args{
         {DNNL_ARG_DIFF_DST, p.input(0, n.operand(0)->type())},
         {DNNL_ARG_SRC, p.input(1, n.operand(1)->type())},

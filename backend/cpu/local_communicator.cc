@@ -113,7 +113,6 @@ class Clique {
     arriveAndWait();
   }
 
-
  private:
   template <typename T>
   void reduceTensor(size_t j, int64_t a, int64_t b, ReduceOp op) {
@@ -147,19 +146,17 @@ class LocalCommunicator final : public Communicator {
   }
   absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
                          Stream& stream) override {
-    return enqueue(stream, [c = clique_, r = rank_, root, in, out] { c->broadcast(r, root, in, out); });
+    return enqueue(stream,
+                   [c = clique_, r = rank_, root, in, out] { c->broadcast(r, root, in, out); });
   }
 
  private:
   template <typename Fn>
   absl::Status enqueue(Stream& stream, Fn fn) {
-    absl::StatusOr<CpuStream*> cpu = CpuStream::of(stream);
-    if (!cpu.ok()) return cpu.status();
-    (*cpu)->enqueue([fn = std::move(fn)] {
+    return CpuStream::enqueueOn(stream, [fn = std::move(fn)] {
       fn();
       return absl::OkStatus();
     });
-    return absl::OkStatus();
   }
 
   std::shared_ptr<Clique> clique_;

@@ -3,9 +3,8 @@
 
 #include "backend/cpu/local_communicator.h"
 
-#include <cstring>
-
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <thread>
@@ -98,9 +97,9 @@ TEST(LocalCommunicator, AllReduceInPlaceMeanAndMax) {
 // The order of the tree: split at the largest power of two below the count.
 TEST(LocalCommunicator, TreeOrder) {
   // 1e16 + 1 loses the 1 in doubles; the order decides which 1s survive.
-  EXPECT_EQ(treeReduce({1e16, 1, -1e16}, ReduceOp::kSum), 0.0);       // (1e16 + 1) - 1e16
-  EXPECT_EQ(treeReduce({1e16, -1e16, 1}, ReduceOp::kSum), 1.0);       // (1e16 - 1e16) + 1
-  EXPECT_EQ(treeReduce({1, 1e16, -1e16, 1}, ReduceOp::kSum), 0.0);    // (1 + 1e16) + (-1e16 + 1)
+  EXPECT_EQ(treeReduce({1e16, 1, -1e16}, ReduceOp::kSum), 0.0);        // (1e16 + 1) - 1e16
+  EXPECT_EQ(treeReduce({1e16, -1e16, 1}, ReduceOp::kSum), 1.0);        // (1e16 - 1e16) + 1
+  EXPECT_EQ(treeReduce({1, 1e16, -1e16, 1}, ReduceOp::kSum), 0.0);     // (1 + 1e16) + (-1e16 + 1)
   EXPECT_EQ(treeReduce({1e16, -1e16, 1, 1, 1}, ReduceOp::kSum), 3.0);  // ((a+b)+(c+d))+e
   EXPECT_EQ(treeReduce({3, 9, 4}, ReduceOp::kMax), 9.0);
   EXPECT_EQ(treeReduce({2, 4, 6, 8}, ReduceOp::kMean), 5.0);
@@ -165,17 +164,20 @@ TEST(LocalCommunicator, HierarchicalEqualsFlatBitForBit) {
   Ranks leaders(kRanks / kGroup);
   for (int r = 0; r < kRanks; ++r) {
     Ranks& p = *pairs[r / kGroup];
-    ASSERT_TRUE(p.comm(r % kGroup).allReduce(hv[r], hv[r], ReduceOp::kSum, p.stream(r % kGroup)).ok());
+    ASSERT_TRUE(
+        p.comm(r % kGroup).allReduce(hv[r], hv[r], ReduceOp::kSum, p.stream(r % kGroup)).ok());
   }
   for (auto& p : pairs) p->synchronize();
   for (int g = 0; g < kRanks / kGroup; ++g)
-    ASSERT_TRUE(leaders.comm(g).allReduce(hv[g * kGroup], hv[g * kGroup], ReduceOp::kSum,
-                                          leaders.stream(g)).ok());
+    ASSERT_TRUE(leaders.comm(g)
+                    .allReduce(hv[g * kGroup], hv[g * kGroup], ReduceOp::kSum, leaders.stream(g))
+                    .ok());
   leaders.synchronize();
   for (int r = 0; r < kRanks; ++r) {
     Ranks& p = *pairs[r / kGroup];
-    ASSERT_TRUE(p.comm(r % kGroup).broadcast(0, hier[r - r % kGroup].view(), hier[r].view(),
-                                              p.stream(r % kGroup)).ok());
+    ASSERT_TRUE(p.comm(r % kGroup)
+                    .broadcast(0, hier[r - r % kGroup].view(), hier[r].view(), p.stream(r % kGroup))
+                    .ok());
   }
   for (auto& p : pairs) p->synchronize();
 
@@ -191,13 +193,13 @@ TEST(LocalCommunicator, Broadcast) {
   std::vector<HostTensor> dst;
   for (int r = 0; r < kRanks; ++r) dst.emplace_back(f32({4}));
   for (int r = 0; r < kRanks; ++r)
-    ASSERT_TRUE(ranks.comm(r)
-                    .broadcast(1, r == 1 ? src.view() : TensorView{}, dst[r].view(), ranks.stream(r))
-                    .ok());
+    ASSERT_TRUE(
+        ranks.comm(r)
+            .broadcast(1, r == 1 ? src.view() : TensorView{}, dst[r].view(), ranks.stream(r))
+            .ok());
   ranks.synchronize();
   for (int r = 0; r < kRanks; ++r)
     for (int i = 0; i < 4; ++i) EXPECT_EQ(dst[r].f32()[i], float(i + 1));
-
 }
 
 // A stream of another backend is refused with a message, never cast blindly.

@@ -70,8 +70,9 @@ TEST(DeviceGroups, HierarchicalFormVerifiesAndRoundTrips) {
 
 // groups=1 is the default and is not printed: the flat text of before stays as it was.
 TEST(DeviceGroups, OneGroupIsTheDefaultAndNotPrinted) {
-  std::string text = with("%t.0, %t.2 = all_reduce(%s.0, %s.2) {op=sum, bucket=0, devices=[cpu:0, cpu:2]}",
-                          "%t.0, %t.2 = all_reduce(%s.0, %s.2) {op=sum, bucket=0, devices=[cpu:0, cpu:2], groups=1}");
+  std::string text = with(
+      "%t.0, %t.2 = all_reduce(%s.0, %s.2) {op=sum, bucket=0, devices=[cpu:0, cpu:2]}",
+      "%t.0, %t.2 = all_reduce(%s.0, %s.2) {op=sum, bucket=0, devices=[cpu:0, cpu:2], groups=1}");
   auto m = parseModule(text, "groups.tir");
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(printModule(**m, {.locations = false}), kHierarchical);
@@ -80,10 +81,13 @@ TEST(DeviceGroups, OneGroupIsTheDefaultAndNotPrinted) {
 // The other way to go across groups: every device all-reduces with its counterparts
 // (devices listed so that the groups are {cpu:0, cpu:2} and {cpu:1, cpu:3}).
 TEST(DeviceGroups, CrossGroupsByCounterpartsVerifies) {
-  std::string text =
-      with("%t.0, %t.2 = all_reduce(%s.0, %s.2) {op=sum, bucket=0, devices=[cpu:0, cpu:2]} : f32[3], f32[3]\n"
-           "  %u.0, %u.1, %u.2, %u.3 = broadcast(%t.0, %t.2) {devices=[cpu:0, cpu:1, cpu:2, cpu:3], groups=2}",
-           "%u.0, %u.2, %u.1, %u.3 = all_reduce(%s.0, %s.2, %s.1, %s.3) {op=sum, bucket=0, devices=[cpu:0, cpu:2, cpu:1, cpu:3], groups=2}");
+  std::string text = with(
+      "%t.0, %t.2 = all_reduce(%s.0, %s.2) {op=sum, bucket=0, devices=[cpu:0, cpu:2]} : f32[3], "
+      "f32[3]\n"
+      "  %u.0, %u.1, %u.2, %u.3 = broadcast(%t.0, %t.2) {devices=[cpu:0, cpu:1, cpu:2, cpu:3], "
+      "groups=2}",
+      "%u.0, %u.2, %u.1, %u.3 = all_reduce(%s.0, %s.2, %s.1, %s.3) {op=sum, bucket=0, "
+      "devices=[cpu:0, cpu:2, cpu:1, cpu:3], groups=2}");
   EXPECT_EQ(problem(text), "");
 }
 

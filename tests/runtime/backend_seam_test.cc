@@ -49,14 +49,13 @@ TEST(BackendSeam, TheExecutorRunsOnARecordingBackendAsDumpSaysItWould) {
 
   auto module = lenetOn(2, 0.2);
   ASSERT_NE(module, nullptr);
-  const std::string expected =
-      runtime::printStreams(*module, *module->graph(ir::kTrainGraph));
+  const std::string expected = runtime::printStreams(*module, *module->graph(ir::kTrainGraph));
   ASSERT_NE(expected.find("    wait cpu:1/compute after "), std::string::npos) << expected;
   size_t compute_nodes = 0;
   for (const auto& g : module->graphs())
     for (const auto& n : g->nodes())
-      compute_nodes += ir::streamOf(*n) == ir::StreamKind::kCompute &&
-                       n->op() != ir::Op::kInput && n->op() != ir::Op::kParam;
+      compute_nodes += ir::streamOf(*n) == ir::StreamKind::kCompute && n->op() != ir::Op::kInput &&
+                       n->op() != ir::Op::kParam;
 
   auto ex = runtime::Executor::create(std::move(module));
   ASSERT_TRUE(ex.ok()) << ex.status();
@@ -68,9 +67,8 @@ TEST(BackendSeam, TheExecutorRunsOnARecordingBackendAsDumpSaysItWould) {
   ASSERT_TRUE((*ex)->run(ir::kInitGraph, {}).ok());
   recorder.clear();
   auto batch = randomBatches(1, 32, 1);
-  backend::TensorView in[2] = {
-      {batch[0].images.data(), {ir::DType::kF32, {32, 1, 28, 28}}},
-      {batch[0].labels.data(), {ir::DType::kI32, {32}}}};
+  backend::TensorView in[2] = {{batch[0].images.data(), {ir::DType::kF32, {32, 1, 28, 28}}},
+                               {batch[0].labels.data(), {ir::DType::kI32, {32}}}};
   auto out = (*ex)->run(ir::kTrainGraph, in);
   ASSERT_TRUE(out.ok()) << out.status();
 
@@ -87,10 +85,10 @@ TEST(BackendSeam, TheExecutorRunsOnARecordingBackendAsDumpSaysItWould) {
 // A module whose device kind this build lacks is refused at load, naming the device.
 TEST(BackendSeam, AMissingBackendIsNamed) {
   auto m = buildZooModel("lenet", 8);
-  ASSERT_TRUE(
-      runPipeline(*m, "autodiff,replicate{devices=[cuda:0]},insert-collectives,dce,schedule,"
-                      "plan-memory")
-          .ok());
+  ASSERT_TRUE(runPipeline(*m,
+                          "autodiff,replicate{devices=[cuda:0]},insert-collectives,dce,schedule,"
+                          "plan-memory")
+                  .ok());
   auto ex = runtime::Executor::create(std::move(m));
   ASSERT_FALSE(ex.ok());
   EXPECT_EQ(ex.status().message(),
@@ -102,7 +100,8 @@ TEST(BackendSeam, AMissingBackendIsNamed) {
 // is an error naming the graph.
 TEST(BackendSeam, AMissingOrStaleMemoryPlanIsAnError) {
   auto m = buildZooModel("lenet", 8);
-  ASSERT_TRUE(runPipeline(*m, "autodiff,replicate{devices=2},insert-collectives,dce,schedule").ok());
+  ASSERT_TRUE(
+      runPipeline(*m, "autodiff,replicate{devices=2},insert-collectives,dce,schedule").ok());
   auto ex = runtime::Executor::create(std::move(m));
   ASSERT_FALSE(ex.ok());
   EXPECT_EQ(ex.status().message(),

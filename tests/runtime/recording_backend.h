@@ -168,8 +168,9 @@ class RecordingCommunicator final : public backend::Communicator {
   RecordingCommunicator(int rank, int size) : rank_(rank), size_(size) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  absl::Status allReduce(absl::Span<const backend::TensorView>, absl::Span<const backend::TensorView>,
-                         backend::ReduceOp, backend::Stream& s) override {
+  absl::Status allReduce(absl::Span<const backend::TensorView>,
+                         absl::Span<const backend::TensorView>, backend::ReduceOp,
+                         backend::Stream& s) override {
     static_cast<RecordingStream&>(s).work("allReduce");
     return absl::OkStatus();
   }
@@ -186,7 +187,8 @@ class RecordingCommunicator final : public backend::Communicator {
 class RecordingGroup final : public backend::CommunicatorGroup {
  public:
   RecordingGroup(int size, Recorder& r) : recorder_(r) {
-    for (int i = 0; i < size; ++i) ranks_.push_back(std::make_unique<RecordingCommunicator>(i, size));
+    for (int i = 0; i < size; ++i)
+      ranks_.push_back(std::make_unique<RecordingCommunicator>(i, size));
   }
   int size() const override { return static_cast<int>(ranks_.size()); }
   backend::Communicator& rank(int r) override { return *ranks_[static_cast<size_t>(r)]; }

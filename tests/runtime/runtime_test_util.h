@@ -92,8 +92,7 @@ inline Snapshot snapshot(runtime::Trainer& t) {
 }
 
 /// Builds, initializes and trains `model` for the given batches; fails the test on error.
-inline std::unique_ptr<runtime::Trainer> trainOn(const std::string& model,
-                                                 const TrainSetup& o,
+inline std::unique_ptr<runtime::Trainer> trainOn(const std::string& model, const TrainSetup& o,
                                                  const std::vector<OwnedBatch>& batches) {
   auto spec = zoo::modelByName(model);
   EXPECT_TRUE(spec.ok());

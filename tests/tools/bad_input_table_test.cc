@@ -32,7 +32,8 @@ struct BadInput {
 };
 
 void putBigEndian(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<char>((v >> shift) & 0xff));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((v >> shift) & 0xff));
 }
 
 // A plain (uncompressed) IDX pair of `count` 28x28 images with labels 0..9 in turn.
@@ -264,8 +265,8 @@ TEST_F(BadInputTable, TrainFilesAndData) {
 // Standard output that cannot take the result: a full disk, or closed.
 TEST_F(BadInputTable, StandardOutputThatFails) {
   const std::string cli = TANDEM_CLI_PATH;
-  CommandResult full = runProgram(
-      "/bin/sh", {"-c", cli + " dump --model lenet --format summary > /dev/full"});
+  CommandResult full =
+      runProgram("/bin/sh", {"-c", cli + " dump --model lenet --format summary > /dev/full"});
   EXPECT_EQ(full.exit_code, 2);
   EXPECT_EQ(full.err, "tandem: cannot write to standard output: No space left on device\n");
   CommandResult closed =
@@ -275,9 +276,9 @@ TEST_F(BadInputTable, StandardOutputThatFails) {
   CommandResult stdin_closed = runProgram("/bin/sh", {"-c", cli + " opt - <&-"});
   EXPECT_EQ(stdin_closed.exit_code, 2);
   EXPECT_EQ(stdin_closed.err, "tandem: cannot read standard input: Bad file descriptor\n");
-  CommandResult train = runProgram(
-      "/bin/sh", {"-c", absl::StrCat(cli, " train --model lenet --data ", data_,
-                                     " --batch 50 --epochs 1 > /dev/full")});
+  CommandResult train =
+      runProgram("/bin/sh", {"-c", absl::StrCat(cli, " train --model lenet --data ", data_,
+                                                " --batch 50 --epochs 1 > /dev/full")});
   EXPECT_EQ(train.exit_code, 2);
   EXPECT_EQ(train.err, "tandem: cannot write to standard output: No space left on device\n");
 }
@@ -294,7 +295,7 @@ TEST_F(BadInputTable, NonFiniteLossStopsTheRun) {
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.out.find("\n    1 "), std::string::npos) << "no epoch row after a divergence\n"
-                                                        << r.out;
+                                                       << r.out;
   CommandResult on = runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "10",
                                 "--epochs", "1", "--lr", "3e38", "--allow-nonfinite"});
   EXPECT_EQ(on.exit_code, 0) << on.err;
@@ -355,9 +356,8 @@ TEST_F(BadInputTable, UnreadableDataDirectory) {
   ASSERT_TRUE(WIFEXITED(status));
   if (WEXITSTATUS(status) == 127) GTEST_SKIP() << "nobody cannot run " << TANDEM_CLI_PATH;
   EXPECT_EQ(WEXITSTATUS(status), 2);
-  EXPECT_EQ(readFile(err_path),
-            absl::StrCat("tandem: fashion-mnist: cannot read directory ", dir,
-                         ": Permission denied\n"));
+  EXPECT_EQ(readFile(err_path), absl::StrCat("tandem: fashion-mnist: cannot read directory ", dir,
+                                             ": Permission denied\n"));
 }
 
 }  // namespace

@@ -17,8 +17,7 @@ CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions o) {
 }
 
 absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
-    const ModelSpec& spec, const CompileOptions& o,
-    std::unique_ptr<passes::PassManager>* pm_out) {
+    const ModelSpec& spec, const CompileOptions& o, std::unique_ptr<passes::PassManager>* pm_out) {
   passes::PipelineConfig config = o.pipeline;
   // The arena alignment the devices' backends want; a kind this build lacks can still be
   // compiled and inspected (dump --devices cuda:0), with the default.
