@@ -1,5 +1,7 @@
 #include "passes/pipeline.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -87,8 +89,8 @@ std::string defaultPipeline(const PipelineConfig& c) {
   std::vector<std::string> passes{
       absl::StrCat("autodiff{lr=", num(c.lr), ",momentum=", num(c.momentum),
                    ",weight-decay=", num(c.weight_decay), "}"),
-      // Slot: fuse-conv-bn-relu goes here, between autodiff and replicate, once the
-      // fusion issue lands (fused forward and backward nodes, numerics unchanged).
+      // Between autodiff and replicate: it rewrites forward and backward together, once.
+      c.fuse ? "fuse-conv-bn-relu" : "",
       absl::StrCat(
           "replicate{devices=[",
           absl::StrJoin(c.devices, ",",
@@ -109,11 +111,13 @@ std::string defaultPipeline(const PipelineConfig& c) {
       c.alignment == 64 ? std::string("plan-memory")
                         : absl::StrCat("plan-memory{alignment=", c.alignment, "}"),
   };
+  passes.erase(std::remove(passes.begin(), passes.end(), ""), passes.end());
   return absl::StrJoin(passes, ",");
 }
 
 std::vector<std::string> defaultPassNames() {
-  return {"autodiff", "replicate", "insert-collectives", "dce", "schedule", "plan-memory"};
+  return {"autodiff",    "fuse-conv-bn-relu", "replicate", "insert-collectives",
+          "dce",         "schedule",          "plan-memory"};
 }
 
 }  // namespace tandem::passes

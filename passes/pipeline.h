@@ -28,12 +28,14 @@ struct PipelineConfig {
   int64_t allreduce_groups = 1;
   /// Alignment of every buffer plan-memory places (the backends' largest).
   int64_t alignment = 64;
+  /// Run fuse-conv-bn-relu (CLI --no-fuse turns it off).
+  bool fuse = true;
 };
 
 /// The pipeline `tandem dump` and `tandem train` run, as text.
 std::string defaultPipeline(const PipelineConfig& config);
 
-/// The names of the default pipeline's passes, in order (for --after).
+/// The names of the default pipeline's passes, in order (for --after), fusion included.
 std::vector<std::string> defaultPassNames();
 
 }  // namespace tandem::passes

@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
+#include "passes/fuse_conv_bn_relu.h"
 #include "passes/insert_collectives.h"
 #include "passes/plan_memory.h"
 #include "passes/replicate.h"
@@ -16,16 +17,19 @@ const std::vector<PassInfo>& registeredPasses() {
   static const auto* passes = new std::vector<PassInfo>{
       {Autodiff::kName, "append backward and SGD updates to @train_step",
        "lr=0.1, momentum=0, weight-decay=0", Autodiff::create},
+      {FuseConvBnRelu::kName,
+       "conv2d -> batch_norm [-> add] [-> relu] as fused nodes, forward and backward", "",
+       FuseConvBnRelu::create},
       {Replicate::kName, "one copy of each graph per device, each on its slice of the batch",
        "devices=N|[cpu:0,...] (required), weights=[w0,...]", Replicate::create},
       {InsertCollectives::kName,
        "split inputs, broadcast initial values, all_reduce gradients in buckets",
-       "bucket-mb=25, first-bucket-mb=1", InsertCollectives::create},
+       "bucket-mb=25, first-bucket-mb=1, groups=1", InsertCollectives::create},
       {DeadCodeElimination::kName, "remove nodes whose results are unused", "",
        DeadCodeElimination::create},
       {Schedule::kName, "issue order for the compute and comm streams: updates after backward", "",
        Schedule::create},
-      {PlanMemory::kName, "per-device arenas with buffers reused by liveness", "",
+      {PlanMemory::kName, "per-device arenas with buffers reused by liveness", "alignment=64",
        PlanMemory::create},
   };
   return *passes;

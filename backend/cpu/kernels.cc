@@ -11,6 +11,8 @@ absl::Status CpuKernel::runHere(absl::Span<const TensorView> in, absl::Span<cons
     compute(in, out);
   } catch (const dnnl::error& e) {  // oneDNN reports execution failures by exception
     return absl::InternalError(absl::StrCat(what_, ": oneDNN: ", e.what()));
+  } catch (const std::exception& e) {  // a fused kernel's inner kernel failed
+    return absl::InternalError(absl::StrCat(what_, ": ", e.what()));
   }
   return absl::OkStatus();
 }

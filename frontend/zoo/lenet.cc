@@ -22,3 +22,27 @@ ModelSpec lenet() {
 }
 
 }  // namespace tandem::zoo
+
+namespace tandem::zoo {
+
+ModelSpec lenetBn() {
+  ModelSpec spec = lenet();
+  spec.name = "lenet_bn";
+  // The lessons' batch-norm LeNet normalizes after each convolution; BN makes the
+  // network forgiving of the learning rate, so the same SGD settings serve.
+  spec.forward = [](Builder& b, Tensor x) {
+    auto block = [&b](Tensor in, int64_t channels, int64_t kernel, const char* conv,
+                      const char* bn, const char* pool) {
+      Tensor h = b.conv2d(in, {.out_channels = channels, .kernel = kernel, .name = conv});
+      h = b.relu(b.batchNorm(h, {.name = bn}));
+      return b.avgPool2d(h, {.kernel = 2, .name = pool});
+    };
+    Tensor h = block(x, 20, 3, "conv1", "bn1", "pool1");
+    h = block(h, 50, 5, "conv2", "bn2", "pool2");
+    h = b.relu(b.linear(b.flatten(h), {.out_features = 128, .name = "fc1"}));
+    return b.linear(h, {.out_features = 10, .name = "fc2"});
+  };
+  return spec;
+}
+
+}  // namespace tandem::zoo

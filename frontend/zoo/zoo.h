@@ -12,6 +12,10 @@ namespace tandem::zoo {
 /// conv 50@5x5, relu, avg-pool 2, linear 800->128, relu, linear 128->10.
 ModelSpec lenet();
 
+/// LeNet with batch norm after each convolution (conv, batch norm, relu, avg-pool), as in
+/// the lessons' batch-norm chapter: the small model that exercises fuse-conv-bn-relu.
+ModelSpec lenetBn();
+
 /// The small-image ResNet-18 of the lessons: 3x3 stride-1 stem with batch norm and relu,
 /// no max-pool, 4 stages x 2 residual blocks at 64/128/256/512 channels, 1x1 projection
 /// on downsampling blocks, global average pool, linear 512->classes. Convolutions carry

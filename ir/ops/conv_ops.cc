@@ -1,13 +1,12 @@
 // conv2d and its two backward ops.
 
 #include "ir/grad.h"
+#include "ir/ops/conv_rules.h"
 #include "ir/ops/rule_util.h"
 
 namespace tandem::ir {
-namespace {
 using namespace rules;
 
-/// Checks x, w (and b) and returns the output type of the convolution.
 absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const Value* bias) {
   for (size_t i : {x, w}) {
     if (absl::Status s = expectRank(n, i, 4, i == x ? "N,C,H,W" : "O,C,KH,KW"); !s.ok()) return s;
@@ -34,6 +33,8 @@ absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const V
   return TensorType{xt.dtype, {xt.shape[0], wt.shape[0], *h, *wd}};
 }
 
+namespace {
+
 absl::StatusOr<Types> inferConv2d(const Node& n) {
   auto y = convOutput(n, 0, 1, n.numOperands() > 2 ? n.operand(2) : nullptr);
   if (!y.ok()) return y.status();
@@ -55,6 +56,8 @@ absl::StatusOr<Types> inferConv2dBackwardFilter(const Node& n) {  // dy, x, w
   if (n.boolAttr("bias")) out.push_back(TensorType{typeOf(n, 2).dtype, {typeOf(n, 2).shape[0]}});
   return out;
 }
+
+}  // namespace
 
 absl::Status gradConv2d(GradContext& c) {
   const Node& n = c.node();
@@ -79,8 +82,6 @@ absl::Status gradConv2d(GradContext& c) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 extern const OpRules kConv2dRules{.infer = inferConv2d, .grad = gradConv2d};
 extern const OpRules kConv2dBackwardDataRules{.infer = inferConv2dBackwardData};

@@ -74,12 +74,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(ZooTest, NamesAndUnknownModel) {
   EXPECT_THAT(zoo::modelNames(),
-              ElementsAre("lenet", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152"));
+              ElementsAre("lenet", "lenet_bn", "resnet18", "resnet34", "resnet50", "resnet101",
+                          "resnet152"));
   auto spec = zoo::modelByName("resnet19");
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().message(),
-            "unknown model 'resnet19' (known: lenet, resnet18, resnet34, resnet50, resnet101, "
-            "resnet152)");
+            "unknown model 'resnet19' (known: lenet, lenet_bn, resnet18, resnet34, resnet50, "
+            "resnet101, resnet152)");
 }
 
 TEST(ZooTest, Resnet18TakesChannelsClassesAndImageSize) {

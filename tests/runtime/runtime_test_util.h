@@ -50,6 +50,7 @@ struct TrainSetup {
   double lr = 0.1, momentum = 0, weight_decay = 0;
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;
+  bool fuse = true;
   uint64_t seed = 0;
   int threads_per_device = 1;
   bool trace = false;
@@ -67,7 +68,8 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
                 .weight_decay = o.weight_decay,
                 .bucket_mb = o.bucket_mb,
                 .first_bucket_mb = o.first_bucket_mb,
-                .allreduce_groups = o.allreduce_groups};
+                .allreduce_groups = o.allreduce_groups,
+                .fuse = o.fuse};
   auto module = driver::compileModel(spec, c);
   if (!module.ok()) return module.status();
   return runtime::Trainer::create(

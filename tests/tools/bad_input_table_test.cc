@@ -93,14 +93,14 @@ TEST_F(BadInputTable, CommandLine) {
 TEST_F(BadInputTable, ModelAndDevices) {
   check({
       {{"dump"},
-       "--model: is required (one of lenet, resnet18, resnet34, resnet50, resnet101, resnet152)"},
-      {{"train"}, "--model: is required (one of lenet, resnet18)"},
+       "--model: is required (one of lenet, lenet_bn, resnet18, resnet34, resnet50, resnet101, resnet152)"},
+      {{"train"}, "--model: is required (one of lenet, lenet_bn, resnet18)"},
       {{"dump", "--model", "vgg"},
-       "--model: unknown model 'vgg' (known: lenet, resnet18, resnet34, resnet50, resnet101, "
-       "resnet152)"},
+       "--model: unknown model 'vgg' (known: lenet, lenet_bn, resnet18, resnet34, resnet50, "
+       "resnet101, resnet152)"},
       {{"train", "--model", "resnet50"},
-       "--model: resnet50 takes 3x224x224 images, but Fashion-MNIST has 1x28x28 (train lenet or "
-       "resnet18)"},
+       "--model: resnet50 takes 3x224x224 images, but Fashion-MNIST has 1x28x28 (train lenet, "
+       "lenet_bn or resnet18)"},
       {{"dump", "--model", "lenet", "--devices", "cpu:-1"},
        "--devices: unknown device 'cpu:-1': the index must be a non-negative integer"},
       {{"dump", "--model", "lenet", "--devices", "CPU:0"},
@@ -187,8 +187,8 @@ TEST_F(BadInputTable, SplitAndInitializer) {
 TEST_F(BadInputTable, DumpOutputSelection) {
   check({
       {{"dump", "--model", "lenet", "--after", "frobnicate"},
-       "--after: 'frobnicate' is not a pass of the default pipeline (autodiff, replicate, "
-       "insert-collectives, dce, schedule, plan-memory, or none)"},
+       "--after: 'frobnicate' is not a pass of the default pipeline (autodiff, "
+       "fuse-conv-bn-relu, replicate, insert-collectives, dce, schedule, plan-memory, or none)"},
       {{"dump", "--model", "lenet", "--format", "xml"},
        "--format: unknown format 'xml' (expected text, dot, summary, streams, memory)"},
       {{"dump", "--model", "lenet", "--graph", "backward"},
@@ -226,8 +226,8 @@ TEST_F(BadInputTable, OptFiles) {
        "$TMP/huge.tir:1:1: expected 'module', got "
        "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (1048576 bytes)'"},
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
-       "--passes: unknown pass 'frobnicate' (known: autodiff, replicate, insert-collectives, dce, "
-       "schedule, plan-memory)"},
+       "--passes: unknown pass 'frobnicate' (known: autodiff, fuse-conv-bn-relu, replicate, "
+       "insert-collectives, dce, schedule, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
       {{"opt", "$TMP/good.tir", "--print-after", "dce"},

@@ -155,7 +155,7 @@ TEST(DumpTest, AfterNoneIsTheModelAsBuilt) {
 
 TEST(DumpTest, GraphEvalStepPrintsOnlyThatGraphInInferenceMode) {
   std::string text = runOk({"dump", "--model", "resnet18", "--devices", "2", "--batch", "8",
-                            "--graph", "eval_step", "--canonical"});
+                            "--graph", "eval_step", "--canonical", "--no-fuse"});
   EXPECT_THAT(text, StartsWith("graph @eval_step(%x: f32[8,1,28,28], %y: i32[8]) {\n"));
   EXPECT_THAT(text, AllOf(HasSubstr("{training=false,"), Not(HasSubstr("training=true")),
                           Not(HasSubstr("graph @train_step")), Not(HasSubstr("module @")),

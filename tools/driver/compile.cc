@@ -25,18 +25,19 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
     config.alignment = std::max(config.alignment, *a);
   auto pipeline = passes::parsePipeline(passes::defaultPipeline(config));
   if (!pipeline.ok()) return pipeline.status();
-  if (!o.stop_after.empty()) {
-    std::vector<std::string> names = passes::defaultPassNames();
-    if (o.stop_after == "none") {
-      pipeline->clear();
-    } else {
-      auto it = std::find(names.begin(), names.end(), o.stop_after);
-      if (it == names.end())
-        return absl::InvalidArgumentError(absl::StrCat("--after: '", o.stop_after,
-                                                       "' is not a pass of the default pipeline (",
-                                                       absl::StrJoin(names, ", "), ", or none)"));
-      pipeline->resize(static_cast<size_t>(it - names.begin()) + 1);
+  if (o.stop_after == "none") {
+    pipeline->clear();
+  } else if (!o.stop_after.empty()) {
+    auto it = std::find_if(pipeline->begin(), pipeline->end(),
+                           [&](const auto& p) { return p->name() == o.stop_after; });
+    if (it == pipeline->end()) {
+      std::vector<std::string> names;
+      for (const auto& p : *pipeline) names.emplace_back(p->name());
+      return absl::InvalidArgumentError(absl::StrCat("--after: '", o.stop_after,
+                                                     "' is not a pass of the default pipeline (",
+                                                     absl::StrJoin(names, ", "), ", or none)"));
     }
+    pipeline->erase(it + 1, pipeline->end());
   }
   auto module = buildModule(spec, o.build);
   if (!module.ok()) return module.status();

@@ -43,6 +43,7 @@ struct ModelFlags {
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;
   std::string weights;
+  bool no_fuse = false;
 };
 
 /// Flags of `tandem dump`.
@@ -84,6 +85,14 @@ absl::StatusOr<int> runTrain(const TrainFlags& flags);
 absl::Status runDevices();
 /// `tandem --version`.
 std::string versionText();
+
+/// "a", "a or b", "a, b or c": choices in a message.
+inline std::string listWithOr(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == items.size() ? " or " : ", ") + items[i];
+  return out;
+}
 
 /// Renders a module as `f.format` (text, dot, summary, streams or memory), optionally one
 /// graph only, and writes it to `f.output` (stdout when empty). Flags that do not apply to

@@ -118,6 +118,8 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
             "Reduce gradients hierarchically over this many groups of consecutive devices: "
             "within each group, across the groups' first devices, back within each group "
             "(1: one flat all_reduce)");
+  cmd->add_flag("--no-fuse", f.no_fuse,
+                "Leave conv2d, batch_norm, add and relu unfused (no fuse-conv-bn-relu pass)");
   cmd->add_option("--weights", f.weights,
                   "Split the batch in proportion to these per-device weights, e.g. 3,1 "
                   "(default: even)");
@@ -192,13 +194,6 @@ void addTrain(CLI::App& app, TrainFlags& f) {
                 "Keep training when the loss turns NaN or infinite (default: stop, exit 3)");
 }
 
-std::string subcommandList(const std::vector<std::string>& subs) {
-  std::string names;  // "dump, opt or train"
-  for (size_t i = 0; i < subs.size(); ++i)
-    names += (i == 0 ? "" : i + 1 == subs.size() ? " or " : ", ") + subs[i];
-  return names;
-}
-
 }  // namespace
 
 ParseOutcome parseCommandLine(int argc, char** argv) {
@@ -223,7 +218,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-' && !known) {
     result.exit_code = kExitUsage;
     result.error =
-        absl::StrCat("unknown subcommand '", argv[1], "' (expected ", subcommandList(subs), ")");
+        absl::StrCat("unknown subcommand '", argv[1], "' (expected ", listWithOr(subs), ")");
     return result;
   }
   try {
@@ -252,7 +247,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   } else if (!line->version) {
     result.exit_code = kExitUsage;
     result.error =
-        absl::StrCat("missing subcommand (", subcommandList(subs), "); see tandem --help");
+        absl::StrCat("missing subcommand (", listWithOr(subs), "); see tandem --help");
     return result;
   }
   result.line = std::move(line);

@@ -67,7 +67,7 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
     return flagError("--model",
                      absl::StrCat(f.model, " takes ", absl::StrJoin(spec->image_shape, "x"),
                                   " images, but Fashion-MNIST has 1x28x28 (train ",
-                                  absl::StrJoin(choices, " or "), ")"));
+                                  listWithOr(choices), ")"));
   ModelChoice choice{.spec = *spec, .compile = driver::withModelDefaults(*spec)};
   driver::CompileOptions& c = choice.compile;
 
@@ -110,6 +110,7 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                      absl::StrCat(f.allreduce_groups, " does not cut the ", devices_count,
                                   " devices into equal groups of two or more"));
   c.pipeline.allreduce_groups = f.allreduce_groups;
+  c.pipeline.fuse = !f.no_fuse;
   c.pipeline.first_bucket_mb = f.first_bucket_mb;
   return choice;
 }

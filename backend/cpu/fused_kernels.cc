@@ -1,0 +1,356 @@
+// Kernels of the fused convolution / batch norm / relu ops (ir/ops/fused_ops.cc).
+//
+// The convolutions are the conv2d kernel itself (oneDNN, the same strategies); what the
+// fusion changes is everything around them, which runs as loops over one channel's N
+// planes of H*W contiguous values (plain NCHW, as between all kernels):
+//  - conv2d_stats: after the convolution, one pass over its output for the statistics
+//    (unfused: batch_norm reads it twice more);
+//  - batch_norm_apply: normalize, scale, shift, residual, relu in one pass (unfused:
+//    batch_norm, add and relu write three tensors);
+//  - backward: one pass for the sums and one for dy, with relu's mask taken from the
+//    output (unfused: relu_backward writes dz, batch_norm_backward reads it twice).
+// oneDNN 2.6 has no convolution that also gives batch statistics, and its batch norm on
+// plain NCHW is the slow reference code (see norm_kernels.cc), hence the loops.
+//
+// Statistics and backward sums are computed exactly as batch_norm and batch_norm_backward
+// compute them (norm_kernels.cc: the mean, then squared deviations from it, float over a
+// plane with 8 accumulators, double across planes), so fused and unfused training agree
+// to the last bit or so rather than to a rounding-sensitive 1e-6. They travel as doubles
+// split into two floats (hi = float(v), lo = float(v - hi)): additive, so all_reduce can
+// combine devices, and as exact as the double within one device. The sum of squares
+// stored is m * var + m * mean^2 (var from the two passes), from which the apply step
+// recovers var without cancellation.
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/kernels.h"
+
+namespace tandem::backend::cpu {
+namespace {
+
+constexpr int kLanes = 8;
+constexpr int64_t kStatsRows = 5;  // count, sum hi, sum lo, sum of squares hi, lo
+
+/// sum(f(i)) over i in [0, n), in float with kLanes accumulators.
+template <typename F>
+float laneSum(int64_t n, F f) {
+  float acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += f(i + l);
+  float s = 0;
+  for (; i < n; ++i) s += f(i);
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  return s;
+}
+
+/// N, C and H*W of an [N,C,H,W] tensor, and where plane (n, c) starts.
+struct Planes {
+  int64_t n, c, hw;
+  explicit Planes(const ir::TensorType& t)
+      : n(t.shape[0]), c(t.shape[1]), hw(t.shape[2] * t.shape[3]) {}
+  int64_t at(int64_t img, int64_t ch) const { return (img * c + ch) * hw; }
+};
+
+/// A double as two floats whose sum is (nearly) the double.
+void splitDouble(double v, float* hi, float* lo) {
+  *hi = static_cast<float>(v);
+  *lo = static_cast<float>(v - double(*hi));
+}
+
+/// Mean and biased variance of channel `ch` from a statistics tensor [5, C].
+struct ChannelStats {
+  double count, mean, var;
+};
+ChannelStats readStats(const float* stats, int64_t channels, int64_t ch) {
+  auto row = [&](int64_t r) { return double(stats[r * channels + ch]); };
+  const double count = row(0);
+  const double sum = row(1) + row(2), sumsq = row(3) + row(4);
+  const double mean = count > 0 ? sum / count : 0;
+  const double var = count > 0 ? std::max(0.0, sumsq / count - mean * mean) : 0;
+  return {count, mean, var};
+}
+
+/// Raised inside compute() when an inner kernel fails; CpuKernel::runHere turns it into
+/// the status of the node.
+class InnerKernelFailure : public std::runtime_error {
+ public:
+  explicit InnerKernelFailure(const absl::Status& s) : std::runtime_error(std::string(s.message())) {}
+};
+
+void runInner(CpuKernel& k, absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
+  if (absl::Status s = k.runHere(in, out); !s.ok()) throw InnerKernelFailure(s);
+}
+
+// in: x, w, b?; out: y, stats[5,C].
+class Conv2dStatsKernel final : public CpuKernel {
+ public:
+  Conv2dStatsKernel(std::unique_ptr<CpuKernel> conv, Planes p) : conv_(std::move(conv)), p_(p) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    runInner(*conv_, in, out.subspan(0, 1));
+    const float* y = out[0].f32();
+    float* stats = out[1].f32();
+    const double m = double(p_.n * p_.hw);
+    for (int64_t ch = 0; ch < p_.c; ++ch) {
+      double sum = 0;
+      for (int64_t img = 0; img < p_.n; ++img) {
+        const float* yp = y + p_.at(img, ch);
+        sum += laneSum(p_.hw, [&](int64_t i) { return yp[i]; });
+      }
+      const double mean = sum / m;
+      const float fmean = static_cast<float>(mean);
+      double sq = 0;
+      for (int64_t img = 0; img < p_.n; ++img) {
+        const float* yp = y + p_.at(img, ch);
+        sq += laneSum(p_.hw, [&](int64_t i) {
+          float d = yp[i] - fmean;
+          return d * d;
+        });
+      }
+      // Deviations were taken from the rounded mean; correct for the difference.
+      const double var = std::max(0.0, sq / m - (mean - fmean) * (mean - fmean));
+      stats[0 * p_.c + ch] = static_cast<float>(m);
+      splitDouble(sum, &stats[1 * p_.c + ch], &stats[2 * p_.c + ch]);
+      splitDouble(m * var + m * mean * mean, &stats[3 * p_.c + ch], &stats[4 * p_.c + ch]);
+    }
+  }
+
+ private:
+  std::unique_ptr<CpuKernel> conv_;
+  Planes p_;
+};
+
+// in: y, stats, gamma, beta, running_mean, running_var, residual?; out: out, save_mean,
+// save_invstd. Conventions as batch_norm's (norm_kernels.cc): biased variance to
+// normalize, unbiased into running_var.
+class BatchNormApplyKernel final : public CpuKernel {
+ public:
+  BatchNormApplyKernel(Planes p, double eps, double momentum, bool relu, bool residual)
+      : p_(p), eps_(eps), momentum_(momentum), relu_(relu), residual_(residual) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const float *y = in[0].f32(), *stats = in[1].f32(), *gamma = in[2].f32(), *beta = in[3].f32();
+    float *running_mean = in[4].f32(), *running_var = in[5].f32();
+    const float* res = residual_ ? in[6].f32() : nullptr;
+    float *o = out[0].f32(), *save_mean = out[1].f32(), *save_invstd = out[2].f32();
+    for (int64_t ch = 0; ch < p_.c; ++ch) {
+      const ChannelStats st = readStats(stats, p_.c, ch);
+      const double invstd = 1.0 / std::sqrt(st.var + eps_);
+      const double dscale = gamma[ch] * invstd;  // as batch_norm rounds them
+      const float scale = static_cast<float>(dscale);
+      const float shift = static_cast<float>(beta[ch] - st.mean * dscale);
+      for (int64_t img = 0; img < p_.n; ++img) {
+        const int64_t at = p_.at(img, ch);
+        const float* yp = y + at;
+        float* op = o + at;
+        if (res != nullptr) {
+          const float* rp = res + at;
+          for (int64_t i = 0; i < p_.hw; ++i) op[i] = yp[i] * scale + shift + rp[i];
+        } else {
+          for (int64_t i = 0; i < p_.hw; ++i) op[i] = yp[i] * scale + shift;
+        }
+        if (relu_)
+          for (int64_t i = 0; i < p_.hw; ++i) op[i] = std::max(op[i], 0.0f);
+      }
+      save_mean[ch] = static_cast<float>(st.mean);
+      save_invstd[ch] = static_cast<float>(invstd);
+      // One value per channel has no unbiased variance; keep the biased one then.
+      const double unbias = st.count > 1 ? st.count / (st.count - 1) : 1.0;
+      running_mean[ch] =
+          static_cast<float>((1 - momentum_) * running_mean[ch] + momentum_ * st.mean);
+      running_var[ch] =
+          static_cast<float>((1 - momentum_) * running_var[ch] + momentum_ * unbias * st.var);
+    }
+  }
+
+ private:
+  Planes p_;
+  double eps_, momentum_;
+  bool relu_, residual_;
+};
+
+/// dz = dout where the relu's output is positive (or dout itself without relu).
+inline float maskedGrad(const float* dout, const float* out, int64_t i) {
+  return out == nullptr || out[i] > 0 ? dout[i] : 0.0f;
+}
+
+/// Row `r` (hi) and `r + 1` (lo) of a split-double tensor, channel `ch`.
+double readSplit(const float* t, int64_t channels, int64_t r, int64_t ch) {
+  return double(t[r * channels + ch]) + double(t[(r + 1) * channels + ch]);
+}
+
+// in: dout, y, save_mean, save_invstd, out?; out: sums[4,C], dbeta, dgamma.
+class BatchNormBackwardReduceKernel final : public CpuKernel {
+ public:
+  explicit BatchNormBackwardReduceKernel(Planes p) : p_(p) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const float *dout = in[0].f32(), *y = in[1].f32(), *mean = in[2].f32(), *invstd = in[3].f32();
+    const float* relu_out = in.size() > 4 ? in[4].f32() : nullptr;
+    float *sums = out[0].f32(), *dbeta = out[1].f32(), *dgamma = out[2].f32();
+    for (int64_t ch = 0; ch < p_.c; ++ch) {
+      const float mu = mean[ch];
+      double sum_dz = 0, sum_dz_yc = 0;  // sum(dz), sum(dz * (y - mean))
+      for (int64_t img = 0; img < p_.n; ++img) {
+        const int64_t at = p_.at(img, ch);
+        const float *dp = dout + at, *yp = y + at, *rp = relu_out ? relu_out + at : nullptr;
+        sum_dz += laneSum(p_.hw, [&](int64_t i) { return maskedGrad(dp, rp, i); });
+        sum_dz_yc += laneSum(p_.hw, [&](int64_t i) { return maskedGrad(dp, rp, i) * (yp[i] - mu); });
+      }
+      // Kept as dz * (y - mean) in the sums: batch_norm_backward uses it that way.
+      splitDouble(sum_dz, &sums[0 * p_.c + ch], &sums[1 * p_.c + ch]);
+      splitDouble(sum_dz_yc, &sums[2 * p_.c + ch], &sums[3 * p_.c + ch]);
+      dbeta[ch] = static_cast<float>(sum_dz);
+      dgamma[ch] = static_cast<float>(sum_dz_yc * invstd[ch]);
+    }
+  }
+
+ private:
+  Planes p_;
+};
+
+// in: dout, y, gamma, save_mean, save_invstd, sums, stats, out?; out: dy (, dz).
+class BatchNormBackwardApplyKernel final : public CpuKernel {
+ public:
+  BatchNormBackwardApplyKernel(Planes p, bool residual) : p_(p), residual_(residual) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const float *dout = in[0].f32(), *y = in[1].f32(), *gamma = in[2].f32();
+    const float *mean = in[3].f32(), *invstd = in[4].f32(), *sums = in[5].f32();
+    const float* stats = in[6].f32();
+    const float* relu_out = in.size() > 7 ? in[7].f32() : nullptr;
+    float* dy = out[0].f32();
+    float* dz_out = residual_ ? out[1].f32() : nullptr;
+    for (int64_t ch = 0; ch < p_.c; ++ch) {
+      const double m = readStats(stats, p_.c, ch).count;
+      const double sum_dz = readSplit(sums, p_.c, 0, ch), sum_dz_yc = readSplit(sums, p_.c, 2, ch);
+      const double is = invstd[ch], a = gamma[ch] * is;
+      // dy = gamma * invstd * (dz - sum_dz / m - (y - mean) * invstd^2 * sum_dz_yc / m)
+      //    = a * dz + b * (y - mean) + c, rounded as batch_norm_backward rounds them.
+      const float fa = static_cast<float>(a);
+      const float fb = static_cast<float>(-a * is * is * sum_dz_yc / m);
+      const float fc = static_cast<float>(-a * sum_dz / m);
+      const float mu = mean[ch];
+      for (int64_t img = 0; img < p_.n; ++img) {
+        const int64_t at = p_.at(img, ch);
+        const float *dp = dout + at, *yp = y + at, *rp = relu_out ? relu_out + at : nullptr;
+        float* dyp = dy + at;
+        for (int64_t i = 0; i < p_.hw; ++i) {
+          const float dz = maskedGrad(dp, rp, i);
+          dyp[i] = fa * dz + fb * (yp[i] - mu) + fc;
+        }
+        if (dz_out != nullptr)
+          for (int64_t i = 0; i < p_.hw; ++i) dz_out[at + i] = maskedGrad(dp, rp, i);
+      }
+    }
+  }
+
+ private:
+  Planes p_;
+  bool residual_;
+};
+
+// in: w, b?, gamma, beta, running_mean, running_var; out: w', b'.
+class FoldBatchNormKernel final : public CpuKernel {
+ public:
+  FoldBatchNormKernel(int64_t out_channels, int64_t per_channel, bool bias, double eps)
+      : k_(out_channels), per_(per_channel), bias_(bias), eps_(eps) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const size_t g = bias_ ? 2 : 1;  // where gamma is
+    const float *w = in[0].f32(), *b = bias_ ? in[1].f32() : nullptr;
+    const float *gamma = in[g].f32(), *beta = in[g + 1].f32();
+    const float *mean = in[g + 2].f32(), *var = in[g + 3].f32();
+    float *wf = out[0].f32(), *bf = out[1].f32();
+    for (int64_t o = 0; o < k_; ++o) {
+      const double scale = gamma[o] / std::sqrt(double(var[o]) + eps_);
+      const float fs = static_cast<float>(scale);
+      for (int64_t i = 0; i < per_; ++i) wf[o * per_ + i] = w[o * per_ + i] * fs;
+      bf[o] = static_cast<float>(((b ? b[o] : 0.0) - mean[o]) * scale + beta[o]);
+    }
+  }
+
+ private:
+  int64_t k_, per_;
+  bool bias_;
+  double eps_;
+};
+
+// in: x, w, b, residual?; out: y. The convolution with its bias, then the residual and
+// relu in one pass over its output.
+class Conv2dBiasActKernel final : public CpuKernel {
+ public:
+  Conv2dBiasActKernel(std::unique_ptr<CpuKernel> conv, int64_t size, bool relu, bool residual)
+      : conv_(std::move(conv)), size_(size), relu_(relu), residual_(residual) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    runInner(*conv_, in.subspan(0, 3), out);
+    float* y = out[0].f32();
+    if (residual_) {
+      const float* r = in[3].f32();
+      for (int64_t i = 0; i < size_; ++i) y[i] += r[i];
+    }
+    if (relu_)
+      for (int64_t i = 0; i < size_; ++i) y[i] = std::max(y[i], 0.0f);
+  }
+
+ private:
+  std::unique_ptr<CpuKernel> conv_;
+  int64_t size_;
+  bool relu_, residual_;
+};
+
+}  // namespace
+
+KernelOr makeConv2dStatsKernel(const KernelInit& init) {
+  // The conv2d kernel reads only x, w, b?, stride, pad and result 0: it serves as is.
+  KernelOr conv = makeConv2dKernel(init);
+  if (!conv.ok()) return conv.status();
+  return std::make_unique<Conv2dStatsKernel>(*std::move(conv), Planes(init.node.result(0)->type()));
+}
+
+KernelOr makeBatchNormApplyKernel(const KernelInit& init) {
+  const ir::Node& n = init.node;
+  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
+  return std::make_unique<BatchNormApplyKernel>(Planes(n.operand(0)->type()), n.floatAttr("eps"),
+                                                n.floatAttr("momentum"), n.boolAttr("relu"),
+                                                n.numOperands() > 6);
+}
+
+KernelOr makeBatchNormBackwardReduceKernel(const KernelInit& init) {
+  const ir::Node& n = init.node;
+  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
+  return std::make_unique<BatchNormBackwardReduceKernel>(Planes(n.operand(1)->type()));
+}
+
+KernelOr makeBatchNormBackwardApplyKernel(const KernelInit& init) {
+  const ir::Node& n = init.node;
+  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
+  return std::make_unique<BatchNormBackwardApplyKernel>(Planes(n.operand(1)->type()),
+                                                        n.boolAttr("residual"));
+}
+
+KernelOr makeFoldBatchNormKernel(const KernelInit& init) {
+  const ir::Node& n = init.node;
+  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
+  const ir::TensorType& w = n.operand(0)->type();
+  return std::make_unique<FoldBatchNormKernel>(w.shape[0], w.numElements() / w.shape[0],
+                                               n.numOperands() == 6, n.floatAttr("eps"));
+}
+
+KernelOr makeConv2dBiasActKernel(const KernelInit& init) {
+  const ir::Node& n = init.node;
+  KernelOr conv = makeConv2dKernel(init);  // reads x, w, b, stride, pad and the result
+  if (!conv.ok()) return conv.status();
+  return std::make_unique<Conv2dBiasActKernel>(*std::move(conv), n.result()->type().numElements(),
+                                               n.boolAttr("relu"), n.numOperands() > 3);
+}
+
+}  // namespace tandem::backend::cpu

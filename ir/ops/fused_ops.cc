@@ -1,0 +1,161 @@
+// The fused convolution / batch norm / relu ops that fuse-conv-bn-relu writes, their shape
+// rules and (for the forward ones) gradient rules.
+//
+// Training batch norm runs in two phases: conv2d_stats gives the statistics of its output,
+// batch_norm_apply normalizes with them (plus residual and relu) in one pass. Backward
+// mirrors it: batch_norm_backward_reduce sums, batch_norm_backward_apply forms dy. Between
+// the phases, sync batch norm all-reduces the statistics and the sums.
+
+#include "ir/grad.h"
+#include "ir/ops/conv_rules.h"
+#include "ir/ops/rule_util.h"
+
+namespace tandem::ir {
+namespace {
+using namespace rules;
+
+/// Rows of the statistics tensor: count, sum (hi, lo), sum of squares (hi, lo).
+constexpr int64_t kStatsRows = 5;
+/// Rows of the backward sums: sum dz (hi, lo), sum dz * (y - mean) (hi, lo).
+constexpr int64_t kSumsRows = 4;
+
+/// y is [N,C,H,W]; the per-channel operands are [C] of y's dtype.
+absl::Status checkPerChannel(const Node& n, size_t y, std::initializer_list<size_t> per_channel) {
+  if (absl::Status s = expectRank(n, y, 4, "N,C,H,W"); !s.ok()) return s;
+  if (absl::Status s = expectFloat(n, y); !s.ok()) return s;
+  const TensorType& yt = typeOf(n, y);
+  const TensorType channel{yt.dtype, {yt.shape[1]}};
+  for (size_t i : per_channel)
+    if (absl::Status s = expectType(n, i, channel, "one value per channel"); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+TensorType statsType(int64_t channels) { return {DType::kF32, {kStatsRows, channels}}; }
+TensorType sumsType(int64_t channels) { return {DType::kF32, {kSumsRows, channels}}; }
+
+absl::StatusOr<Types> inferConv2dStats(const Node& n) {
+  auto y = convOutput(n, 0, 1, n.numOperands() > 2 ? n.operand(2) : nullptr);
+  if (!y.ok()) return y.status();
+  return Types{*y, statsType(y->shape[1])};
+}
+
+// y, stats, gamma, beta, running_mean, running_var, residual?
+absl::StatusOr<Types> inferBatchNormApply(const Node& n) {
+  if (absl::Status s = checkPerChannel(n, 0, {2, 3, 4, 5}); !s.ok()) return s;
+  const TensorType& y = typeOf(n, 0);
+  if (absl::Status s = expectType(n, 1, statsType(y.shape[1]), "count, sum and sum of squares");
+      !s.ok())
+    return s;
+  if (n.numOperands() > 6)
+    if (absl::Status s = expectSameType(n, 6, 0); !s.ok()) return s;
+  double momentum = n.floatAttr("momentum"), eps = n.floatAttr("eps");
+  if (!(momentum >= 0 && momentum <= 1)) return fail("momentum must be in [0, 1]");
+  if (!(eps > 0)) return fail("eps must be > 0");
+  for (size_t i : {4, 5})  // the running statistics are updated in place
+    if (auto var = varReadBy(n, i); !var.ok()) return var.status();
+  const TensorType channel{y.dtype, {y.shape[1]}};
+  return Types{y, channel, channel};
+}
+
+std::vector<std::string> writesBatchNormApply(const Node& n) {
+  std::vector<std::string> out;
+  for (size_t i : {4, 5})
+    if (auto var = varReadBy(n, i); var.ok()) out.push_back(*var);
+  return out;
+}
+
+// dout, y, save_mean, save_invstd, out?
+absl::StatusOr<Types> inferBatchNormBackwardReduce(const Node& n) {
+  if (absl::Status s = checkPerChannel(n, 1, {2, 3}); !s.ok()) return s;
+  if (absl::Status s = expectSameType(n, 0, 1); !s.ok()) return s;
+  if (n.numOperands() > 4)
+    if (absl::Status s = expectSameType(n, 4, 1); !s.ok()) return s;
+  const TensorType& y = typeOf(n, 1);
+  const TensorType channel{y.dtype, {y.shape[1]}};
+  return Types{sumsType(y.shape[1]), channel, channel};
+}
+
+// dout, y, gamma, save_mean, save_invstd, sums, stats, out?
+absl::StatusOr<Types> inferBatchNormBackwardApply(const Node& n) {
+  if (absl::Status s = checkPerChannel(n, 1, {2, 3, 4}); !s.ok()) return s;
+  if (absl::Status s = expectSameType(n, 0, 1); !s.ok()) return s;
+  const TensorType& y = typeOf(n, 1);
+  if (absl::Status s = expectType(n, 5, sumsType(y.shape[1]), "sum dz and sum dz * (y - mean)");
+      !s.ok())
+    return s;
+  if (absl::Status s = expectType(n, 6, statsType(y.shape[1]), "count, sum and sum of squares");
+      !s.ok())
+    return s;
+  if (n.numOperands() > 7)
+    if (absl::Status s = expectSameType(n, 7, 1); !s.ok()) return s;
+  if (n.boolAttr("residual")) return Types{y, y};
+  return Types{y};
+}
+
+// w, b?, gamma, beta, running_mean, running_var
+absl::StatusOr<Types> inferFoldBatchNorm(const Node& n) {
+  if (absl::Status s = expectRank(n, 0, 4, "O,C,KH,KW"); !s.ok()) return s;
+  if (absl::Status s = expectFloat(n, 0); !s.ok()) return s;
+  const TensorType& w = typeOf(n, 0);
+  const TensorType channel{w.dtype, {w.shape[0]}};
+  for (size_t i = 1; i < n.numOperands(); ++i)
+    if (absl::Status s = expectType(n, i, channel, "one value per output channel"); !s.ok())
+      return s;
+  if (!(n.floatAttr("eps") > 0)) return fail("eps must be > 0");
+  return Types{w, channel};
+}
+
+// x, w, b, residual?
+absl::StatusOr<Types> inferConv2dBiasAct(const Node& n) {
+  auto y = convOutput(n, 0, 1, n.operand(2));
+  if (!y.ok()) return y.status();
+  if (n.numOperands() > 3)
+    if (absl::Status s = expectType(n, 3, *y, "the convolution's output type"); !s.ok()) return s;
+  return Types{*y};
+}
+
+// The statistics carry no gradient of their own: batch_norm_apply's backward already
+// differentiates through them (the batch statistics are functions of y).
+absl::Status gradConv2dStats(GradContext& c) { return gradConv2d(c); }
+
+absl::Status gradBatchNormApply(GradContext& c) {
+  const Node& n = c.node();
+  Value *y = n.operand(0), *stats = n.operand(1), *gamma = n.operand(2), *beta = n.operand(3);
+  Value* dout = c.resultGrad(0);
+  if (dout == nullptr) return absl::OkStatus();
+  const bool relu = n.boolAttr("relu"), residual = n.numOperands() > 6;
+  std::vector<Value*> reduce_in{dout, y, n.result(1), n.result(2)};
+  if (relu) reduce_in.push_back(n.result(0));
+  auto reduce = c.emit(Op::kBatchNormBackwardReduce, reduce_in, {},
+                       {y->name() + ".bn_sums", gradName(beta), gradName(gamma)});
+  if (!reduce.ok()) return reduce.status();
+  std::vector<Value*> apply_in{dout,        y, gamma, n.result(1), n.result(2), (*reduce)->result(0),
+                               stats};
+  if (relu) apply_in.push_back(n.result(0));
+  std::vector<std::string> names{gradName(y)};
+  if (residual) names.push_back(gradName(n.operand(6)));
+  auto apply = c.emit(Op::kBatchNormBackwardApply, apply_in, {{"residual", residual}}, names);
+  if (!apply.ok()) return apply.status();
+  if (c.needsGrad(0)) c.addOperandGrad(0, (*apply)->result(0));
+  if (c.needsGrad(2)) c.addOperandGrad(2, (*reduce)->result(2));
+  if (c.needsGrad(3)) c.addOperandGrad(3, (*reduce)->result(1));
+  if (residual && c.needsGrad(6)) c.addOperandGrad(6, (*apply)->result(1));
+  return absl::OkStatus();
+}
+
+absl::Status noGradientInTraining(GradContext& c) {
+  return fail(absl::StrCat(c.node().opName(),
+                           " folds inference batch norm (eval_step); it has no gradient"));
+}
+
+}  // namespace
+
+extern const OpRules kConv2dStatsRules{.infer = inferConv2dStats, .grad = gradConv2dStats};
+extern const OpRules kBatchNormApplyRules{
+    .infer = inferBatchNormApply, .grad = gradBatchNormApply, .writes = writesBatchNormApply};
+extern const OpRules kBatchNormBackwardReduceRules{.infer = inferBatchNormBackwardReduce};
+extern const OpRules kBatchNormBackwardApplyRules{.infer = inferBatchNormBackwardApply};
+extern const OpRules kFoldBatchNormRules{.infer = inferFoldBatchNorm, .grad = noGradientInTraining};
+extern const OpRules kConv2dBiasActRules{.infer = inferConv2dBiasAct, .grad = noGradientInTraining};
+
+}  // namespace tandem::ir
