@@ -71,6 +71,10 @@ std::vector<GoldenCase> cases() {
       {"LenetHierarchical4", "lenet.autodiff.tir",
        "replicate{devices=4},insert-collectives{groups=2,bucket-mb=0.3,first-bucket-mb=0.1},dce",
        "lenet.hierarchical4.tir"},
+      // Fusion: conv -> batch_norm -> relu chains of the batch-norm LeNet, and ResNet-18's
+      // residual joins (conv -> batch_norm -> add -> relu), forward, backward and eval.
+      {"LenetBnFused", "lenet_bn.autodiff.tir", "fuse-conv-bn-relu", "lenet_bn.fused.tir"},
+      {"Resnet18Fused", "resnet18.autodiff.tir", "fuse-conv-bn-relu", "resnet18.fused.tir"},
       // One device: only the host-to-device split.
       {"LenetDefault1", "lenet.tir", defaultOn(1), "lenet.default1.tir"},
       // Hand-written module with dead nodes in @init and @train_step.

@@ -153,6 +153,24 @@ TEST(DumpTest, AfterNoneIsTheModelAsBuilt) {
                           HasSubstr("graph @train_step(%x: f32[64,1,28,28], %y: i32[64]) {")));
 }
 
+// The bar of the fusion issue: a ResNet-18 dump has no batch_norm or relu node left that
+// fuse-conv-bn-relu could have fused, each fused node names the layers it absorbed, and
+// --no-fuse shows the layers again.
+TEST(DumpTest, FusedResNet18HasNoSeparateBatchNormOrRelu) {
+  std::string fused = runOk({"dump", "--model", "resnet18", "--devices", "cpu:0,cpu:1",
+                             "--batch", "8", "--format", "text"});
+  for (const char* op : {"= batch_norm(", "= relu(", "= relu_backward(", "= batch_norm_backward("})
+    EXPECT_THAT(fused, Not(HasSubstr(op))) << op;
+  EXPECT_THAT(fused, AllOf(HasSubstr("= conv2d_stats("), HasSubstr("= batch_norm_apply("),
+                           HasSubstr("= conv2d_bias_act(")));
+  EXPECT_THAT(fused, HasSubstr("loc(\"stage1.block0.conv2 + stage1.block0.bn2 + "
+                               "stage1.block0.add + stage1.block0.relu_1\""));
+  std::string unfused = runOk({"dump", "--model", "resnet18", "--devices", "cpu:0,cpu:1",
+                               "--batch", "8", "--format", "text", "--no-fuse"});
+  EXPECT_THAT(unfused, AllOf(HasSubstr("= batch_norm("), HasSubstr("= relu("),
+                             Not(HasSubstr("conv2d_stats("))));
+}
+
 TEST(DumpTest, GraphEvalStepPrintsOnlyThatGraphInInferenceMode) {
   std::string text = runOk({"dump", "--model", "resnet18", "--devices", "2", "--batch", "8",
                             "--graph", "eval_step", "--canonical", "--no-fuse"});
