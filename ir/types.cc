@@ -21,18 +21,29 @@ absl::string_view dtypeName(DType t) {
       return "bf16";
     case DType::kI32:
       return "i32";
+    case DType::kF64:
+      return "f64";
   }
   return "?";
 }
 
 absl::StatusOr<DType> parseDType(absl::string_view s) {
-  for (DType t : {DType::kF32, DType::kBF16, DType::kI32})
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI32, DType::kF64})
     if (dtypeName(t) == s) return t;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown dtype '", s, "' (expected f32, bf16 or i32)"));
+      absl::StrCat("unknown dtype '", s, "' (expected f32, bf16, i32 or f64)"));
 }
 
-int64_t dtypeBytes(DType t) { return t == DType::kBF16 ? 2 : 4; }
+int64_t dtypeBytes(DType t) {
+  switch (t) {
+    case DType::kBF16:
+      return 2;
+    case DType::kF64:
+      return 8;
+    default:
+      return 4;
+  }
+}
 
 int64_t TensorType::numElements() const {
   int64_t n = 1;

@@ -11,10 +11,11 @@
 
 namespace tandem::ir {
 
-/// Element types a tensor can hold.
-enum class DType : uint8_t { kF32, kBF16, kI32 };
+/// Element types a tensor can hold. f64 carries statistics that must add up across
+/// devices without losing precision (batch norm's sums); compute is f32 or bf16.
+enum class DType : uint8_t { kF32, kBF16, kI32, kF64 };
 
-/// Text name of a dtype ("f32", "bf16", "i32").
+/// Text name of a dtype ("f32", "bf16", "i32", "f64").
 absl::string_view dtypeName(DType t);
 /// Inverse of dtypeName; an error names the unknown word.
 absl::StatusOr<DType> parseDType(absl::string_view s);

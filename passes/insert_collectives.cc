@@ -327,6 +327,98 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
   return absl::OkStatus();
 }
 
+/// Sync batch norm: the statistics every device's conv2d_stats gives, and the sums every
+/// batch_norm_backward_reduce gives, are all-reduced (one collective per layer and
+/// direction, right after the last device's producer), so that each device normalizes
+/// with, and differentiates through, the global batch statistics. Running statistics then
+/// stay identical on every device. The parameters' own gradients (dgamma, dbeta) stay
+/// local: the gradient buckets reduce them once, as every gradient.
+absl::Status syncBatchNorm(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
+  const size_t devices = m.devices().size();
+  for (const auto& n : g.nodes())
+    if (n->op() == Op::kBatchNorm && n->boolAttr("training"))
+      return absl::FailedPreconditionError(absl::StrCat(
+          "insert-collectives{sync-bn}: ", n->describe(),
+          " computes its batch statistics inside; sync batch norm all-reduces them between "
+          "conv2d_stats and batch_norm_apply, so run fuse-conv-bn-relu first (drop --no-fuse)"));
+  // Per batch-norm layer (its running mean's variable), each device's apply node.
+  absl::flat_hash_map<std::string, std::vector<Node*>> applies;
+  std::vector<std::string> order;
+  absl::flat_hash_map<const Node*, std::pair<std::string, size_t>> layer_of;  // apply -> (layer, d)
+  for (const auto& n : g.nodes()) {
+    if (n->op() != Op::kBatchNormApply) continue;
+    const std::string& var = n->operand(4)->def()->symbolAttr("var");
+    auto [it, inserted] = applies.try_emplace(var, devices, nullptr);
+    if (inserted) order.push_back(var);
+    size_t d = n->device() ? m.deviceIndex(*n->device()).value_or(SIZE_MAX) : SIZE_MAX;
+    if (d == SIZE_MAX)
+      return absl::FailedPreconditionError(
+          absl::StrCat("insert-collectives: ", n->describe(), " is not on a module device"));
+    it->second[d] = n.get();
+    layer_of[n.get()] = {var, d};
+  }
+  if (order.empty()) return absl::OkStatus();
+  auto pos = g.positions();
+  Insertions insert(g);
+  // Reduces one value per device (by_device[d]), placed after the last producer; returns
+  // the node whose result d is device d's reduced value.
+  auto reduceAcross = [&](const std::vector<Value*>& by_device) -> absl::StatusOr<Node*> {
+    size_t last = 0;
+    for (Value* v : by_device) last = std::max(last, pos.at(v->def()));
+    return insert.add(last, allReduceSpec(by_device, 1, (*next_bucket)++, m.devices(),
+                                          allNumbers(devices)));
+  };
+  absl::flat_hash_map<std::string, Node*> reduced_stats;
+  for (const std::string& var : order) {
+    const auto& per = applies[var];
+    std::vector<Value*> stats;
+    for (size_t d = 0; d < devices; ++d) {
+      if (per[d] == nullptr)
+        return absl::FailedPreconditionError(absl::StrCat(
+            "insert-collectives{sync-bn}: the batch norm of @", var, " runs on ",
+            ir::toString(m.devices()[0]), " but not on ", ir::toString(m.devices()[d])));
+      stats.push_back(per[d]->operand(1));
+    }
+    ASSIGN_OR_RETURN(Node * ar, reduceAcross(stats));
+    for (size_t d = 0; d < devices; ++d) per[d]->setOperand(1, ar->result(d));
+    reduced_stats[var] = ar;
+  }
+  // Backward: the sums of each layer's reduce nodes; apply nodes read the reduced sums and
+  // the reduced statistics (for the global count).
+  absl::flat_hash_map<std::string, std::vector<Node*>> reduces;
+  for (const auto& n : g.nodes()) {
+    if (n->op() != Op::kBatchNormBackwardReduce) continue;
+    auto it = layer_of.find(n->operand(2)->def());  // save_mean comes from the apply
+    if (it == layer_of.end()) continue;
+    auto& per = reduces.try_emplace(it->second.first, devices, nullptr).first->second;
+    per[it->second.second] = n.get();
+  }
+  absl::flat_hash_map<const Value*, Value*> reduced_sums;
+  for (const std::string& var : order) {
+    auto it = reduces.find(var);
+    if (it == reduces.end()) continue;
+    std::vector<Value*> sums;
+    for (Node* r : it->second) {
+      if (r == nullptr)
+        return absl::FailedPreconditionError(absl::StrCat(
+            "insert-collectives{sync-bn}: the backward of @", var, " is missing on a device"));
+      sums.push_back(r->result(0));
+    }
+    ASSIGN_OR_RETURN(Node * ar, reduceAcross(sums));
+    for (size_t d = 0; d < devices; ++d) reduced_sums[sums[d]] = ar->result(d);
+  }
+  for (const auto& n : g.nodes()) {
+    if (n->op() != Op::kBatchNormBackwardApply) continue;
+    if (auto it = reduced_sums.find(n->operand(5)); it != reduced_sums.end())
+      n->setOperand(5, it->second);
+    auto layer = layer_of.find(n->operand(3)->def());  // save_mean comes from the apply
+    if (layer != layer_of.end())
+      n->setOperand(6, reduced_stats[layer->second.first]->result(layer->second.second));
+  }
+  insert.apply();
+  return absl::OkStatus();
+}
+
 /// The step's returned values (device-major after replicate) summed across devices; the
 /// first device's sums become the graph's outputs.
 absl::Status sumOutputs(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
@@ -376,6 +468,7 @@ absl::StatusOr<bool> InsertCollectives::run(ir::Module& m) {
     }
     RETURN_IF_ERROR(bucketGradients(m, *g, first_bucket_bytes_, bucket_bytes_, groups_, &bucket));
     RETURN_IF_ERROR(sumOutputs(m, *g, &bucket));
+    if (sync_bn_ && g->name() == ir::kTrainGraph) RETURN_IF_ERROR(syncBatchNorm(m, *g, &bucket));
   }
   return true;
 }
@@ -384,13 +477,19 @@ std::string InsertCollectives::optionsText() const {
   return absl::StrCat(
       "{bucket-mb=", ir::formatDouble(static_cast<double>(bucket_bytes_) / (1 << 20)),
       ",first-bucket-mb=", ir::formatDouble(static_cast<double>(first_bucket_bytes_) / (1 << 20)),
-      groups_ > 1 ? absl::StrCat(",groups=", groups_) : "", "}");
+      groups_ > 1 ? absl::StrCat(",groups=", groups_) : "", sync_bn_ ? ",sync-bn=true" : "",
+      "}");
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opts) {
   auto cap = opts.getDouble("bucket-mb", 25);
   auto first = opts.getDouble("first-bucket-mb", 1);
   auto groups = opts.getInt("groups", 1);
+  auto sync_bn = opts.getString("sync-bn", "false");
+  if (!sync_bn.ok()) return sync_bn.status();
+  if (*sync_bn != "true" && *sync_bn != "false")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pass insert-collectives: option 'sync-bn' must be true or false, got '", *sync_bn, "'"));
   if (!cap.ok()) return cap.status();
   if (!first.ok()) return first.status();
   if (!groups.ok()) return groups.status();
@@ -405,7 +504,7 @@ absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opt
       return absl::InvalidArgumentError(absl::StrCat("pass insert-collectives: option '", name,
                                                      "' must be > 0 and at most 1e9 MiB, got ",
                                                      ir::formatDouble(value)));
-  return std::unique_ptr<Pass>(new InsertCollectives(*cap, *first, *groups));
+  return std::unique_ptr<Pass>(new InsertCollectives(*cap, *first, *groups, *sync_bn == "true"));
 }
 
 }  // namespace tandem::passes

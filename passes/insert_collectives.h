@@ -17,14 +17,17 @@ namespace tandem::passes {
 /// consecutive groups of devices, an all_reduce across the groups' first devices, and a
 /// broadcast back within each group. Per group of a power-of-two size the sums are the
 /// flat all_reduce's bit for bit (the local communicator's reduction tree, backend/cpu).
+/// With `sync-bn=true` the batch statistics of every fused batch norm (and their backward
+/// sums) are all-reduced too: sync batch norm (see syncBatchNorm in the .cc file).
 class InsertCollectives final : public Pass {
  public:
   static constexpr absl::string_view kName = "insert-collectives";
   static absl::StatusOr<std::unique_ptr<Pass>> create(PassOptions& opts);
-  InsertCollectives(double bucket_mb, double first_bucket_mb, int64_t groups)
+  InsertCollectives(double bucket_mb, double first_bucket_mb, int64_t groups, bool sync_bn)
       : bucket_bytes_(static_cast<int64_t>(bucket_mb * (1 << 20))),
         first_bucket_bytes_(static_cast<int64_t>(first_bucket_mb * (1 << 20))),
-        groups_(groups) {}
+        groups_(groups),
+        sync_bn_(sync_bn) {}
 
   absl::string_view name() const override { return kName; }
   absl::StatusOr<bool> run(ir::Module& m) override;
@@ -32,6 +35,7 @@ class InsertCollectives final : public Pass {
 
  private:
   int64_t bucket_bytes_, first_bucket_bytes_, groups_;
+  bool sync_bn_;
 };
 
 }  // namespace tandem::passes

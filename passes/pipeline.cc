@@ -105,7 +105,8 @@ std::string defaultPipeline(const PipelineConfig& c) {
           "}"),
       absl::StrCat("insert-collectives{bucket-mb=", num(c.bucket_mb),
                    ",first-bucket-mb=", num(c.first_bucket_mb),
-                   c.allreduce_groups > 1 ? absl::StrCat(",groups=", c.allreduce_groups) : "", "}"),
+                   c.allreduce_groups > 1 ? absl::StrCat(",groups=", c.allreduce_groups) : "",
+                   c.sync_bn ? ",sync-bn=true" : "", "}"),
       "dce",
       "schedule",
       c.alignment == 64 ? std::string("plan-memory")

@@ -30,6 +30,8 @@ struct PipelineConfig {
   int64_t alignment = 64;
   /// Run fuse-conv-bn-relu (CLI --no-fuse turns it off).
   bool fuse = true;
+  /// Sync batch norm: all-reduce the batch statistics across devices (CLI --sync-bn).
+  bool sync_bn = false;
 };
 
 /// The pipeline `tandem dump` and `tandem train` run, as text.

@@ -24,7 +24,7 @@ const std::vector<PassInfo>& registeredPasses() {
        "devices=N|[cpu:0,...] (required), weights=[w0,...]", Replicate::create},
       {InsertCollectives::kName,
        "split inputs, broadcast initial values, all_reduce gradients in buckets",
-       "bucket-mb=25, first-bucket-mb=1, groups=1", InsertCollectives::create},
+       "bucket-mb=25, first-bucket-mb=1, groups=1, sync-bn=false", InsertCollectives::create},
       {DeadCodeElimination::kName, "remove nodes whose results are unused", "",
        DeadCodeElimination::create},
       {Schedule::kName, "issue order for the compute and comm streams: updates after backward", "",

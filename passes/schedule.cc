@@ -10,9 +10,18 @@ namespace tandem::passes {
 namespace {
 
 // A node "waits for a reduction" when one of its operands comes, directly or through
-// other nodes, from a gradient all_reduce. Collectives themselves stay in the first part
-// (they are ordered by readiness already); only compute work behind them sinks.
+// other nodes, from an all_reduce. Collectives themselves stay in the first part (they are
+// ordered by readiness already), and so does everything a collective needs, directly or
+// through other nodes (sync batch norm's forward reads reduced statistics and feeds the
+// next layer's reduction): only compute work that no collective waits for sinks, the
+// optimizer updates above all.
 bool scheduleGraph(ir::Graph& g) {
+  std::vector<uint8_t> feeds_collective(g.idBound(), 0);
+  for (size_t i = g.numNodes(); i-- > 0;) {
+    const ir::Node& n = *g.nodes()[i];
+    if (!feeds_collective[n.id()] && ir::streamOf(n) != ir::StreamKind::kComm) continue;
+    for (const ir::Value* v : n.operands()) feeds_collective[v->def()->id()] = 1;
+  }
   std::vector<uint8_t> after_reduce(g.idBound(), 0);
   bool seen_tail = false, changed = false;
   for (const auto& n : g.nodes()) {
@@ -21,7 +30,7 @@ bool scheduleGraph(ir::Graph& g) {
       const ir::Node& def = *v->def();
       if (after_reduce[def.id()] || def.op() == ir::Op::kAllReduce) waits = true;
     }
-    if (waits && ir::streamOf(*n) == ir::StreamKind::kCompute) {
+    if (waits && ir::streamOf(*n) == ir::StreamKind::kCompute && !feeds_collective[n->id()]) {
       after_reduce[n->id()] = 1;
       seen_tail = true;
     } else if (seen_tail) {

@@ -46,7 +46,10 @@ memory::desc plainDesc(const ir::TensorType& t) {
 
 absl::Status checkAllF32(const ir::Node& node) {
   auto check = [&](const ir::Value* v) {
-    if (v->type().dtype == ir::DType::kF32) return absl::OkStatus();
+    // f64 tensors are batch norm's statistics beside f32 activations (conv2d_stats):
+    // the shape rules admit f64 nowhere else.
+    if (v->type().dtype == ir::DType::kF32 || v->type().dtype == ir::DType::kF64)
+      return absl::OkStatus();
     return absl::UnimplementedError(absl::StrCat(node.describe(), ": %", v->name(), " is ",
                                                  ir::toString(v->type()),
                                                  "; the CPU kernels compute in f32 only"));

@@ -31,7 +31,7 @@ dnnl::memory::desc plainDesc(const ir::TensorType& t);
 dnnl::memory::desc anyDesc(const ir::TensorType& t);
 
 /// OK when every operand and result of `node` is f32, the one dtype these kernels
-/// compute in; else an error naming the node.
+/// compute in (f64 statistics beside them aside); else an error naming the node.
 absl::Status checkAllF32(const ir::Node& node);
 
 /// A primitive attribute with a user-managed scratchpad: DnnlProgram hands every

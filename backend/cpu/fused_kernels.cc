@@ -15,11 +15,10 @@
 // Statistics and backward sums are computed exactly as batch_norm and batch_norm_backward
 // compute them (norm_kernels.cc: the mean, then squared deviations from it, float over a
 // plane with 8 accumulators, double across planes), so fused and unfused training agree
-// to the last bit or so rather than to a rounding-sensitive 1e-6. They travel as doubles
-// split into two floats (hi = float(v), lo = float(v - hi)): additive, so all_reduce can
-// combine devices, and as exact as the double within one device. The sum of squares
-// stored is m * var + m * mean^2 (var from the two passes), from which the apply step
-// recovers var without cancellation.
+// to the last bit or so rather than to a rounding-sensitive 1e-6. They travel as f64:
+// additive, so all_reduce can combine devices without the rounding of f32 partial sums
+// (sync batch norm), and the sum of squares stored is m * var + m * mean^2 (var from the
+// two passes), from which the apply step recovers var without cancellation.
 
 #include <algorithm>
 #include <cmath>
@@ -35,7 +34,6 @@ namespace tandem::backend::cpu {
 namespace {
 
 constexpr int kLanes = 8;
-constexpr int64_t kStatsRows = 5;  // count, sum hi, sum lo, sum of squares hi, lo
 
 /// sum(f(i)) over i in [0, n), in float with kLanes accumulators.
 template <typename F>
@@ -58,20 +56,13 @@ struct Planes {
   int64_t at(int64_t img, int64_t ch) const { return (img * c + ch) * hw; }
 };
 
-/// A double as two floats whose sum is (nearly) the double.
-void splitDouble(double v, float* hi, float* lo) {
-  *hi = static_cast<float>(v);
-  *lo = static_cast<float>(v - double(*hi));
-}
-
-/// Mean and biased variance of channel `ch` from a statistics tensor [5, C].
+/// Mean and biased variance of channel `ch` from a statistics tensor f64[3, C] (count,
+/// sum, sum of squares).
 struct ChannelStats {
   double count, mean, var;
 };
-ChannelStats readStats(const float* stats, int64_t channels, int64_t ch) {
-  auto row = [&](int64_t r) { return double(stats[r * channels + ch]); };
-  const double count = row(0);
-  const double sum = row(1) + row(2), sumsq = row(3) + row(4);
+ChannelStats readStats(const double* stats, int64_t channels, int64_t ch) {
+  const double count = stats[ch], sum = stats[channels + ch], sumsq = stats[2 * channels + ch];
   const double mean = count > 0 ? sum / count : 0;
   const double var = count > 0 ? std::max(0.0, sumsq / count - mean * mean) : 0;
   return {count, mean, var};
@@ -88,7 +79,7 @@ void runInner(CpuKernel& k, absl::Span<const TensorView> in, absl::Span<const Te
   if (absl::Status s = k.runHere(in, out); !s.ok()) throw InnerKernelFailure(s);
 }
 
-// in: x, w, b?; out: y, stats[5,C].
+// in: x, w, b?; out: y, stats f64[3,C].
 class Conv2dStatsKernel final : public CpuKernel {
  public:
   Conv2dStatsKernel(std::unique_ptr<CpuKernel> conv, Planes p) : conv_(std::move(conv)), p_(p) {}
@@ -96,7 +87,7 @@ class Conv2dStatsKernel final : public CpuKernel {
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     runInner(*conv_, in, out.subspan(0, 1));
     const float* y = out[0].f32();
-    float* stats = out[1].f32();
+    double* stats = static_cast<double*>(out[1].data);
     const double m = double(p_.n * p_.hw);
     for (int64_t ch = 0; ch < p_.c; ++ch) {
       double sum = 0;
@@ -116,9 +107,9 @@ class Conv2dStatsKernel final : public CpuKernel {
       }
       // Deviations were taken from the rounded mean; correct for the difference.
       const double var = std::max(0.0, sq / m - (mean - fmean) * (mean - fmean));
-      stats[0 * p_.c + ch] = static_cast<float>(m);
-      splitDouble(sum, &stats[1 * p_.c + ch], &stats[2 * p_.c + ch]);
-      splitDouble(m * var + m * mean * mean, &stats[3 * p_.c + ch], &stats[4 * p_.c + ch]);
+      stats[ch] = m;
+      stats[p_.c + ch] = sum;
+      stats[2 * p_.c + ch] = m * var + m * mean * mean;
     }
   }
 
@@ -136,7 +127,8 @@ class BatchNormApplyKernel final : public CpuKernel {
       : p_(p), eps_(eps), momentum_(momentum), relu_(relu), residual_(residual) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const float *y = in[0].f32(), *stats = in[1].f32(), *gamma = in[2].f32(), *beta = in[3].f32();
+    const float *y = in[0].f32(), *gamma = in[2].f32(), *beta = in[3].f32();
+    const double* stats = static_cast<const double*>(in[1].data);
     float *running_mean = in[4].f32(), *running_var = in[5].f32();
     const float* res = residual_ ? in[6].f32() : nullptr;
     float *o = out[0].f32(), *save_mean = out[1].f32(), *save_invstd = out[2].f32();
@@ -181,12 +173,7 @@ inline float maskedGrad(const float* dout, const float* out, int64_t i) {
   return out == nullptr || out[i] > 0 ? dout[i] : 0.0f;
 }
 
-/// Row `r` (hi) and `r + 1` (lo) of a split-double tensor, channel `ch`.
-double readSplit(const float* t, int64_t channels, int64_t r, int64_t ch) {
-  return double(t[r * channels + ch]) + double(t[(r + 1) * channels + ch]);
-}
-
-// in: dout, y, save_mean, save_invstd, out?; out: sums[4,C], dbeta, dgamma.
+// in: dout, y, save_mean, save_invstd, out?; out: sums f64[2,C], dbeta, dgamma.
 class BatchNormBackwardReduceKernel final : public CpuKernel {
  public:
   explicit BatchNormBackwardReduceKernel(Planes p) : p_(p) {}
@@ -194,7 +181,8 @@ class BatchNormBackwardReduceKernel final : public CpuKernel {
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float *dout = in[0].f32(), *y = in[1].f32(), *mean = in[2].f32(), *invstd = in[3].f32();
     const float* relu_out = in.size() > 4 ? in[4].f32() : nullptr;
-    float *sums = out[0].f32(), *dbeta = out[1].f32(), *dgamma = out[2].f32();
+    double* sums = static_cast<double*>(out[0].data);
+    float *dbeta = out[1].f32(), *dgamma = out[2].f32();
     for (int64_t ch = 0; ch < p_.c; ++ch) {
       const float mu = mean[ch];
       double sum_dz = 0, sum_dz_yc = 0;  // sum(dz), sum(dz * (y - mean))
@@ -205,8 +193,8 @@ class BatchNormBackwardReduceKernel final : public CpuKernel {
         sum_dz_yc += laneSum(p_.hw, [&](int64_t i) { return maskedGrad(dp, rp, i) * (yp[i] - mu); });
       }
       // Kept as dz * (y - mean) in the sums: batch_norm_backward uses it that way.
-      splitDouble(sum_dz, &sums[0 * p_.c + ch], &sums[1 * p_.c + ch]);
-      splitDouble(sum_dz_yc, &sums[2 * p_.c + ch], &sums[3 * p_.c + ch]);
+      sums[ch] = sum_dz;
+      sums[p_.c + ch] = sum_dz_yc;
       dbeta[ch] = static_cast<float>(sum_dz);
       dgamma[ch] = static_cast<float>(sum_dz_yc * invstd[ch]);
     }
@@ -223,14 +211,15 @@ class BatchNormBackwardApplyKernel final : public CpuKernel {
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float *dout = in[0].f32(), *y = in[1].f32(), *gamma = in[2].f32();
-    const float *mean = in[3].f32(), *invstd = in[4].f32(), *sums = in[5].f32();
-    const float* stats = in[6].f32();
+    const float *mean = in[3].f32(), *invstd = in[4].f32();
+    const double* sums = static_cast<const double*>(in[5].data);
+    const double* stats = static_cast<const double*>(in[6].data);
     const float* relu_out = in.size() > 7 ? in[7].f32() : nullptr;
     float* dy = out[0].f32();
     float* dz_out = residual_ ? out[1].f32() : nullptr;
     for (int64_t ch = 0; ch < p_.c; ++ch) {
       const double m = readStats(stats, p_.c, ch).count;
-      const double sum_dz = readSplit(sums, p_.c, 0, ch), sum_dz_yc = readSplit(sums, p_.c, 2, ch);
+      const double sum_dz = sums[ch], sum_dz_yc = sums[p_.c + ch];
       const double is = invstd[ch], a = gamma[ch] * is;
       // dy = gamma * invstd * (dz - sum_dz / m - (y - mean) * invstd^2 * sum_dz_yc / m)
       //    = a * dz + b * (y - mean) + c, rounded as batch_norm_backward rounds them.
@@ -310,6 +299,7 @@ class Conv2dBiasActKernel final : public CpuKernel {
 }  // namespace
 
 KernelOr makeConv2dStatsKernel(const KernelInit& init) {
+  if (absl::Status st = checkAllF32(init.node); !st.ok()) return st;
   // The conv2d kernel reads only x, w, b?, stride, pad and result 0: it serves as is.
   KernelOr conv = makeConv2dKernel(init);
   if (!conv.ok()) return conv.status();

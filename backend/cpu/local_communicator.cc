@@ -96,10 +96,15 @@ class Clique {
       const int64_t a = std::max(lo, base) - base, b = std::min(hi, base + n) - base;
       base += n;
       if (a >= b) continue;
-      if (in[j].type.dtype == ir::DType::kI32) {
-        reduceTensor<int32_t>(j, a, b, op);
-      } else {
-        reduceTensor<float>(j, a, b, op);
+      switch (in[j].type.dtype) {
+        case ir::DType::kI32:
+          reduceTensor<int32_t>(j, a, b, op);
+          break;
+        case ir::DType::kF64:
+          reduceTensor<double>(j, a, b, op);
+          break;
+        default:  // f32 (bf16 collectives come with the mixed-precision issue)
+          reduceTensor<float>(j, a, b, op);
       }
     }
     arriveAndWait();

@@ -14,10 +14,10 @@ namespace tandem::ir {
 namespace {
 using namespace rules;
 
-/// Rows of the statistics tensor: count, sum (hi, lo), sum of squares (hi, lo).
-constexpr int64_t kStatsRows = 5;
-/// Rows of the backward sums: sum dz (hi, lo), sum dz * (y - mean) (hi, lo).
-constexpr int64_t kSumsRows = 4;
+/// Rows of the statistics tensor (f64): count, sum, sum of squares.
+constexpr int64_t kStatsRows = 3;
+/// Rows of the backward sums (f64): sum dz, sum dz * (y - mean).
+constexpr int64_t kSumsRows = 2;
 
 /// y is [N,C,H,W]; the per-channel operands are [C] of y's dtype.
 absl::Status checkPerChannel(const Node& n, size_t y, std::initializer_list<size_t> per_channel) {
@@ -30,8 +30,9 @@ absl::Status checkPerChannel(const Node& n, size_t y, std::initializer_list<size
   return absl::OkStatus();
 }
 
-TensorType statsType(int64_t channels) { return {DType::kF32, {kStatsRows, channels}}; }
-TensorType sumsType(int64_t channels) { return {DType::kF32, {kSumsRows, channels}}; }
+// f64: they add up across devices (sync batch norm) and the variance is their difference.
+TensorType statsType(int64_t channels) { return {DType::kF64, {kStatsRows, channels}}; }
+TensorType sumsType(int64_t channels) { return {DType::kF64, {kSumsRows, channels}}; }
 
 absl::StatusOr<Types> inferConv2dStats(const Node& n) {
   auto y = convOutput(n, 0, 1, n.numOperands() > 2 ? n.operand(2) : nullptr);

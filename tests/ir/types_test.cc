@@ -25,7 +25,7 @@ std::string deviceListError(const std::string& text) {
 }
 
 TEST(Types, DTypeNamesRoundTrip) {
-  for (DType t : {DType::kF32, DType::kBF16, DType::kI32}) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI32, DType::kF64}) {
     auto parsed = parseDType(dtypeName(t));
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(*parsed, t);
@@ -33,9 +33,11 @@ TEST(Types, DTypeNamesRoundTrip) {
   EXPECT_EQ(dtypeBytes(DType::kF32), 4);
   EXPECT_EQ(dtypeBytes(DType::kBF16), 2);
   EXPECT_EQ(dtypeBytes(DType::kI32), 4);
+  EXPECT_EQ(dtypeBytes(DType::kF64), 8);
   EXPECT_EQ(parseDType("F32").status().message(),
-            "unknown dtype 'F32' (expected f32, bf16 or i32)");
-  EXPECT_EQ(parseDType("").status().message(), "unknown dtype '' (expected f32, bf16 or i32)");
+            "unknown dtype 'F32' (expected f32, bf16, i32 or f64)");
+  EXPECT_EQ(parseDType("").status().message(),
+            "unknown dtype '' (expected f32, bf16, i32 or f64)");
 }
 
 TEST(Types, TensorTypeText) {

@@ -53,7 +53,7 @@ TEST(ParsePipeline, UnknownOptionListsTheKnownOnes) {
             "pass replicate has no option 'count' (known: devices, weights)");
   EXPECT_EQ(
       parseError("insert-collectives{bucket=1}"),
-      "pass insert-collectives has no option 'bucket' (known: bucket-mb, first-bucket-mb, groups)");
+      "pass insert-collectives has no option 'bucket' (known: bucket-mb, first-bucket-mb, groups, sync-bn)");
   EXPECT_EQ(parseError("dce{x=1}"), "pass dce has no option 'x' (it takes none)");
 }
 

@@ -86,6 +86,56 @@ TEST(Fusion, FoldedEvaluationEqualsUnfused) {
   EXPECT_EQ((*f)[1].scalar(), (*u)[1].scalar());
 }
 
+// Like relativeDifference, but per-channel tensors (biases, batch norm's gamma and beta,
+// running statistics) count in the units of the activations, where gamma starts at 1:
+// their gradients are sums over the whole batch that nearly cancel (beta's, under batch
+// norm), so the 1e-7 by which a convolution over 32 images differs from one over 64
+// comes back as 1e-6 of a beta that is itself 1e-3.
+double unitDifference(const std::vector<float>& a, const std::vector<float>& b,
+                      const ir::Module& m, const std::string& name) {
+  double scale = m.findVar(name)->type.rank() == 1 ? 1.0 : 0.0, diff = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    scale = std::max(scale, std::abs(double(b[i])));
+    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
+  }
+  return scale == 0 ? diff : diff / scale;
+}
+
+// Sync batch norm: 2 devices normalizing with the statistics of the whole global batch
+// train as one device with that batch; without it each device's batch norm sees only its
+// half, and the runs part ways (which is why sync batch norm exists).
+TEST(SyncBatchNorm, TwoDevicesEqualOneDevice) {
+  TrainSetup o;
+  o.batch = 64;
+  o.lr = 0.01;
+  o.momentum = 0.9;
+  o.seed = 5;
+  auto batches = randomBatches(3, 64, 14);
+  auto one = trainOn("resnet18", o, batches);
+  o.devices = cpus(2);
+  o.sync_bn = true;
+  auto synced = trainOn("resnet18", o, batches);
+  o.sync_bn = false;
+  auto local = trainOn("resnet18", o, batches);
+  ASSERT_TRUE(one && synced && local);
+  Snapshot s1 = snapshot(*one), ss = snapshot(*synced), sl = snapshot(*local);
+  const ir::Module& m = one->executor().module();
+  double worst_synced = 0, worst_local = 0;
+  for (const auto& [name, replicas] : s1) {
+    if (m.findVar(name)->role == ir::VarRole::kOptimizer) continue;
+    for (size_t d = 0; d < 2; ++d) {
+      worst_synced = std::max(worst_synced, unitDifference(ss[name][d], replicas[0], m, name));
+      worst_local = std::max(worst_local, unitDifference(sl[name][d], replicas[0], m, name));
+    }
+    // Running statistics are the same on both devices, bit for bit.
+    EXPECT_EQ(ss[name][0], ss[name][1]) << name;
+  }
+  RecordProperty("synced", std::to_string(worst_synced));
+  RecordProperty("local", std::to_string(worst_local));
+  EXPECT_LE(worst_synced, 1e-4);
+  EXPECT_GT(worst_local, 1e-3);  // local batch statistics: visibly different training
+}
+
 // Backward needs the convolution's output and relu's output, fused or not (batch norm's
 // own output was never kept: the planner frees it after relu), so the peak stays where it
 // was; what fusion saves is passes over memory. The fused step adds only its small

@@ -51,6 +51,7 @@ struct TrainSetup {
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;
   bool fuse = true;
+  bool sync_bn = false;
   uint64_t seed = 0;
   int threads_per_device = 1;
   bool trace = false;
@@ -69,7 +70,8 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
                 .bucket_mb = o.bucket_mb,
                 .first_bucket_mb = o.first_bucket_mb,
                 .allreduce_groups = o.allreduce_groups,
-                .fuse = o.fuse};
+                .fuse = o.fuse,
+                .sync_bn = o.sync_bn};
   auto module = driver::compileModel(spec, c);
   if (!module.ok()) return module.status();
   return runtime::Trainer::create(

@@ -44,6 +44,7 @@ struct ModelFlags {
   int64_t allreduce_groups = 1;
   std::string weights;
   bool no_fuse = false;
+  bool sync_bn = false;
 };
 
 /// Flags of `tandem dump`.

@@ -118,6 +118,9 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
             "Reduce gradients hierarchically over this many groups of consecutive devices: "
             "within each group, across the groups' first devices, back within each group "
             "(1: one flat all_reduce)");
+  cmd->add_flag("--sync-bn", f.sync_bn,
+                "Sync batch norm: every device normalizes with the statistics of the whole "
+                "global batch (one all_reduce per layer and direction)");
   cmd->add_flag("--no-fuse", f.no_fuse,
                 "Leave conv2d, batch_norm, add and relu unfused (no fuse-conv-bn-relu pass)");
   cmd->add_option("--weights", f.weights,

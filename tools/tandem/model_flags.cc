@@ -111,6 +111,10 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                                   " devices into equal groups of two or more"));
   c.pipeline.allreduce_groups = f.allreduce_groups;
   c.pipeline.fuse = !f.no_fuse;
+  if (f.sync_bn && f.no_fuse)
+    return flagError("--sync-bn", "all-reduces the statistics that the fused batch norm "
+                                  "computes in its own step; it cannot go with --no-fuse");
+  c.pipeline.sync_bn = f.sync_bn;
   c.pipeline.first_bucket_mb = f.first_bucket_mb;
   return choice;
 }
