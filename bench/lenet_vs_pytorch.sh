@@ -56,7 +56,7 @@ trap 'rm -rf "$TMP"' EXIT
 pt_args=(--steps "$steps" --batch "$batch" --threads 2)
 [[ -n "$data" ]] && pt_args+=(--data "$data")
 echo "== PyTorch: $steps steps of batch $batch, 2 threads" >&2
-"$python" "$here/pytorch_lenet.py" "${pt_args[@]}" | tee "$TMP/pytorch.txt" >&2
+"$python" "$here/pytorch_train.py" --model lenet "${pt_args[@]}" | tee "$TMP/pytorch.txt" >&2
 pt_ips="$(tail -n 1 "$TMP/pytorch.txt" | sed -n 's/.*images_per_s=\([0-9.eE+-]*\).*/\1/p')"
 if [[ -z "$pt_ips" ]]; then
   echo "lenet_vs_pytorch: no images_per_s in PyTorch's last line" >&2

@@ -1,10 +1,15 @@
 #!/usr/bin/python3
-"""PyTorch reference for Tandem's LeNet on Fashion-MNIST (the CPU comparison in bench/).
+"""PyTorch reference for Tandem's zoo models on Fashion-MNIST (the CPU comparisons in bench/).
 
-The same network as Tandem's model zoo (the multi-GPU lesson's LeNet):
+--model lenet: the multi-GPU lesson's LeNet, as in Tandem's zoo:
   Conv2d(1,20,3) -> ReLU -> AvgPool2d(2,2) -> Conv2d(20,50,5) -> ReLU -> AvgPool2d(2,2)
   -> Flatten -> Linear(800,128) -> ReLU -> Linear(128,10)
-with PyTorch's default initialisation, plain SGD (lr 0.2) and cross-entropy loss.
+--model resnet18: the lesson's small-image ResNet-18 (3x3 stride-1 stem with batch norm
+  and ReLU, no max-pool, 4 stages x 2 residual blocks of 64/128/256/512 channels, 1x1
+  projection on downsampling blocks, global average pool, Linear(512,10); 11,175,818
+  parameters, as Tandem's).
+PyTorch's default initialisation, or N(0, STD) for conv and linear weights with
+--init normal:STD (the lesson's normal:0.01); SGD (--lr, --momentum) and cross-entropy.
 
 Throughput mode (--steps N): 5 warm-up steps, then N timed training steps over shuffled
 training data; the last line printed is machine readable:
@@ -90,6 +95,47 @@ def lenet():
         nn.Linear(128, 10))
 
 
+class Residual(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, padding=1)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.proj = nn.Conv2d(cin, cout, 1, stride=stride) if stride != 1 or cin != cout else None
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return torch.relu(y + (self.proj(x) if self.proj is not None else x))
+
+
+def resnet18(classes=10):
+    layers = [nn.Conv2d(1, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU()]
+    cin = 64
+    for stage, cout in enumerate([64, 128, 256, 512]):
+        for block in range(2):
+            stride = 2 if stage > 0 and block == 0 else 1
+            layers.append(Residual(cin, cout, stride))
+            cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, classes)]
+    return nn.Sequential(*layers)
+
+
+MODELS = {"lenet": lenet, "resnet18": resnet18}
+
+
+def initialize(model, init):
+    if init == "default":
+        return
+    if not init.startswith("normal:"):
+        sys.exit(f"--init: '{init}' is not default or normal:STD")
+    std = float(init[len("normal:"):])
+    for m in model.modules():
+        if isinstance(m, (nn.Conv2d, nn.Linear)):
+            nn.init.normal_(m.weight, std=std)
+
+
 def batches(n, batch, generator):
     """Yields index tensors for one epoch over a fresh permutation; drops a partial batch."""
     perm = torch.randperm(n, generator=generator)
@@ -112,9 +158,14 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", default=DEFAULT_DIR, help="directory of the IDX .gz files")
     p.add_argument("data_pos", nargs="?", help="same as --data")
+    p.add_argument("--model", choices=sorted(MODELS), default="lenet")
+    p.add_argument("--init", default="default", help="default or normal:STD")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.2)
+    p.add_argument("--momentum", type=float, default=0.0)
+    p.add_argument("--limit-train", type=int, default=0, help="use the first N training images")
+    p.add_argument("--limit-test", type=int, default=0, help="use the first N test images")
     p.add_argument("--seed", type=int, default=0)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--steps", type=int, help="timed training steps (default 200)")
@@ -131,14 +182,20 @@ def main():
 
     x_train, y_train = load(data_dir, "train")
     x_test, y_test = (load(data_dir, "test") if args.eval else (None, None))
+    if args.limit_train:
+        x_train, y_train = x_train[:args.limit_train], y_train[:args.limit_train]
+    if args.limit_test and x_test is not None:
+        x_test, y_test = x_test[:args.limit_test], y_test[:args.limit_test]
     n = x_train.shape[0]
     if n < args.batch:
         sys.exit(f"training set of {n} examples is smaller than one batch of {args.batch}")
 
-    model = lenet()
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
+    model = MODELS[args.model]()
+    initialize(model, args.init)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
     loss_fn = nn.CrossEntropyLoss()
-    print(f"torch {torch.__version__}, threads={torch.get_num_threads()}, batch={args.batch}, "
+    print(f"torch {torch.__version__}, {args.model}, threads={torch.get_num_threads()}, "
+          f"batch={args.batch}, "
           f"train={n}" + (f", test={x_test.shape[0]}" if args.eval else "") +
           f", blas={blas_library()}", flush=True)
 

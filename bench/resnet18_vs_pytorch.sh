@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# ResNet-18 training throughput on Fashion-MNIST, in one run: Tandem with fusion, Tandem
+# without (--no-fuse), both on two CPU devices, and PyTorch 1.13 on 2 threads (OpenBLAS,
+# mkldnn as it ships), all at one global batch for the same number of steps. Prints the
+# images/s of each and the ratios.
+#
+#   bench/resnet18_vs_pytorch.sh [--steps S] [--batch B] [--build DIR] [--data DIR]
+#
+#   --steps S    timed training steps for each side (default 20; 5 warm-up steps first)
+#   --batch B    global batch (default 64: 32 per Tandem device)
+#   --build DIR  Tandem build directory holding tools/tandem (default build)
+#   --data DIR   Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)
+#
+# PyTorch is Debian's python3-torch under /usr/bin/python3, with OpenBLAS installed
+# (apt-get install python3-torch libopenblas0-pthread).
+set -euo pipefail
+
+steps=20 batch=64 build=build data=""
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --steps) steps="${2:?--steps needs a value}"; shift 2 ;;
+    --batch) batch="${2:?--batch needs a value}"; shift 2 ;;
+    --build) build="${2:?--build needs a value}"; shift 2 ;;
+    --data) data="${2:?--data needs a value}"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "resnet18_vs_pytorch: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+for v in steps batch; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "resnet18_vs_pytorch: --$v must be a positive integer, got '${!v}'" >&2; exit 2; }
+done
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+[[ "$build" = /* ]] || build="$root/$build"
+python="${TANDEM_PYTHON:-/usr/bin/python3}"
+"$python" -c "import torch" >/dev/null 2>&1 || {
+  echo "resnet18_vs_pytorch: $python cannot import torch; install it with: apt-get install python3-torch libopenblas0-pthread" >&2
+  exit 1
+}
+tandem="$build/tools/tandem"
+[[ -x "$tandem" ]] || { echo "resnet18_vs_pytorch: $tandem not found; build it first" >&2; exit 1; }
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+warmup=5
+
+# Tandem: images/s of the timed steps only. An epoch of warm-up + timed steps, and one of
+# the warm-up steps alone, measured by the trainer; the difference is the timed part.
+tandem_rate() {
+  local extra=("$@") args=(train --model resnet18 --devices cpu:0,cpu:1 --batch "$batch" --epochs 1
+                           --limit-test "$batch" --init normal:0.01)
+  [[ -n "$data" ]] && args+=(--data "$data")
+  "$tandem" "${args[@]}" --limit-train $(((warmup + steps) * batch)) --metrics "$TMP/all.csv" "${extra[@]}" >&2
+  "$tandem" "${args[@]}" --limit-train $((warmup * batch)) --metrics "$TMP/warm.csv" "${extra[@]}" >&2
+  awk -F, -v images=$((steps * batch)) 'FNR == 2 { s[FILENAME] = $6 }
+    END { for (f in s) if (f ~ /all.csv/) a = s[f]; else w = s[f]; printf "%.1f\n", images / (a - w) }' \
+    "$TMP/all.csv" "$TMP/warm.csv"
+}
+
+echo "== Tandem fused: $steps steps of batch $batch on cpu:0,cpu:1" >&2
+fused=$(tandem_rate)
+echo "== Tandem unfused (--no-fuse)" >&2
+unfused=$(tandem_rate --no-fuse)
+echo "== PyTorch: $steps steps of batch $batch, 2 threads" >&2
+pt_args=(--model resnet18 --init normal:0.01 --lr 0.1 --steps "$steps" --batch "$batch" --threads 2)
+[[ -n "$data" ]] && pt_args+=(--data "$data")
+"$python" "$here/pytorch_train.py" "${pt_args[@]}" | tee "$TMP/pytorch.txt" >&2
+pytorch="$(tail -n 1 "$TMP/pytorch.txt" | sed -n 's/.*images_per_s=\([0-9.eE+-]*\).*/\1/p')"
+[[ -n "$pytorch" ]] || { echo "resnet18_vs_pytorch: no images_per_s from PyTorch" >&2; exit 1; }
+
+awk -v f="$fused" -v u="$unfused" -v p="$pytorch" -v steps="$steps" -v batch="$batch" 'BEGIN {
+  printf "tandem fused images_per_s=%.1f\ntandem unfused images_per_s=%.1f\npytorch images_per_s=%.1f\n", f, u, p
+  printf "ratio fused/pytorch=%.3f fused/unfused=%.3f unfused/pytorch=%.3f steps=%d batch=%d\n", f / p, f / u, u / p, steps, batch
+}'
