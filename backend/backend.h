@@ -87,6 +87,9 @@ class Device {
   /// this device's memory (concat: a gather by peer copies).
   virtual absl::Status copyIntoSlice(const TensorView& part, const TensorView& whole, int axis,
                                      int64_t offset, Stream& stream) = 0;
+  /// Enqueues on `stream` the copy of host tensor `src` into device tensor `dst`.
+  virtual absl::Status copyFromHost(const TensorView& src, const TensorView& dst,
+                                    Stream& stream) = 0;
   /// Enqueues on `stream` the copy of device tensor `src` into host tensor `dst`.
   virtual absl::Status copyToHost(const TensorView& src, const TensorView& dst, Stream& stream) = 0;
 

@@ -83,7 +83,6 @@ absl::Status Executor::enqueueStep(Program& p) {
       backend::Device& device = *loaded_->devices[s.device];
       backend::Stream& stream = ins->comm ? device.commStream() : device.computeStream();
       for (backend::Event* e : s.waits) stream.wait(*e);
-      if (hook_) stream.hostCallback([this, &n, d = s.device] { hook_(n, d); });
       size_t at = 0;
       if (options_.trace) {
         std::lock_guard<std::mutex> l(trace_mu_);
@@ -91,6 +90,7 @@ absl::Status Executor::enqueueStep(Program& p) {
         trace_.push_back({&n, s.device, ins->comm, 0, 0});
       }
       if (options_.trace) stamp(stream, at, /*start=*/true);
+      if (hook_) stream.hostCallback([this, &n, d = s.device] { hook_(n, d); });
       if (s.group != open_group) {
         if (open_group != nullptr) RETURN_IF_ERROR(open_group->groupEnd());
         open_group = s.group;
@@ -164,6 +164,24 @@ absl::StatusOr<HostTensor> Executor::readVariable(absl::string_view name, size_t
       d.copyToHost(loaded_->vars.at(var->name)[device].view(var->type), dst, d.computeStream()));
   RETURN_IF_ERROR(d.computeStream().synchronize());
   return t;
+}
+
+absl::Status Executor::writeVariable(absl::string_view name, size_t device,
+                                     const HostTensor& value) {
+  const ir::Module& m = *loaded_->module;
+  const ir::Var* var = m.findVar(name);
+  if (var == nullptr)
+    return absl::NotFoundError(absl::StrCat("module @", m.name(), " has no variable @", name));
+  if (device >= loaded_->devices.size())
+    return absl::OutOfRangeError(absl::StrCat("device index ", device, " out of range (",
+                                              loaded_->devices.size(), " devices)"));
+  if (!(value.type == var->type))
+    return absl::InvalidArgumentError(absl::StrCat("@", name, " is ", ir::toString(var->type),
+                                                   ", not ", ir::toString(value.type)));
+  backend::Device& d = *loaded_->devices[device];
+  RETURN_IF_ERROR(d.copyFromHost(value.view(), loaded_->vars.at(var->name)[device].view(var->type),
+                                 d.computeStream()));
+  return d.computeStream().synchronize();
 }
 
 std::vector<int64_t> Executor::arenaBytes(absl::string_view name) const {

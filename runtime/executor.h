@@ -59,15 +59,22 @@ class Executor {
 
   /// A copy of a variable's replica on device `device` (an index into Module::devices()).
   absl::StatusOr<HostTensor> readVariable(absl::string_view name, size_t device) const;
+  /// Overwrites a variable's replica on device `device` (carrying state into a recompiled
+  /// module); the type must be the variable's.
+  absl::Status writeVariable(absl::string_view name, size_t device, const HostTensor& value);
 
   /// Bytes of graph `name`'s arena on each device.
   std::vector<int64_t> arenaBytes(absl::string_view name) const;
 
-  /// Called on the stream's host thread right before each node's share runs (tests use it
-  /// to hold a stream at a chosen point). Set before the first run.
+  /// Called on the stream's host thread as each node's share starts, inside its traced
+  /// time (tests use it to hold a stream at a chosen point, or to slow a device down). Set
+  /// before a run.
   void setBeforeNodeHook(std::function<void(const ir::Node&, size_t device)> hook);
   /// The trace of every step since the last call (ExecutorOptions::trace).
   std::vector<TraceEntry> takeTrace();
+  /// Turns the trace on or off from the next step on.
+  void setTrace(bool on) { options_.trace = on; }
+  bool tracing() const { return options_.trace; }
 
  private:
   Executor(std::unique_ptr<LoadedModule> loaded, ExecutorOptions options);

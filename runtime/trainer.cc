@@ -35,7 +35,43 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(std::unique_ptr<ir::Mod
   auto ex = Executor::create(std::move(compiled), options);
   if (!ex.ok()) return ex.status();
   trainer->executor_ = std::move(*ex);
+  trainer->options_ = options;
   return trainer;
+}
+
+absl::Status Trainer::replaceModule(std::unique_ptr<ir::Module> compiled) {
+  const ir::Module& old = executor_->module();
+  if (compiled->devices() != old.devices())
+    return absl::InvalidArgumentError(absl::StrCat("the new module runs on ",
+                                                   ir::toString(compiled->devices()), ", not ",
+                                                   ir::toString(old.devices())));
+  for (const ir::Var& v : old.vars()) {
+    const ir::Var* mine = compiled->findVar(v.name);
+    if (mine == nullptr || !(mine->type == v.type))
+      return absl::InvalidArgumentError(
+          absl::StrCat("the new module has no variable @", v.name, " of ", ir::toString(v.type)));
+  }
+  ExecutorOptions options = options_;
+  options.trace = executor_->tracing();
+  auto ex = Executor::create(std::move(compiled), options);
+  if (!ex.ok()) return ex.status();
+  for (const ir::Var& v : old.vars())
+    for (size_t d = 0; d < old.devices().size(); ++d) {
+      auto value = executor_->readVariable(v.name, d);
+      if (!value.ok()) return value.status();
+      if (absl::Status s = (*ex)->writeVariable(v.name, d, *value); !s.ok()) return s;
+    }
+  if (hook_) (*ex)->setBeforeNodeHook(hook_);
+  executor_ = std::move(*ex);
+  std::vector<ir::Node*> inputs = executor_->module().graph(ir::kTrainGraph)->inputs();
+  image_type_ = inputs[0]->result()->type();
+  label_type_ = inputs[1]->result()->type();
+  return absl::OkStatus();
+}
+
+void Trainer::setBeforeNodeHook(std::function<void(const ir::Node&, size_t)> hook) {
+  hook_ = hook;
+  executor_->setBeforeNodeHook(std::move(hook));
 }
 
 absl::Status Trainer::initialize() { return executor_->run(ir::kInitGraph, {}).status(); }

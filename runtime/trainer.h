@@ -58,12 +58,23 @@ class Trainer {
   absl::StatusOr<PassResult> evaluate(data::BatchLoader& loader,
                                       const std::function<bool()>& keep_going = nullptr);
 
+  /// Runs `compiled` from now on, a recompilation of the same model (another split of the
+  /// batch, say): every variable's replica on every device (parameters, optimizer state,
+  /// running statistics) is carried over, and the before-node hook set through this
+  /// Trainer with it.
+  absl::Status replaceModule(std::unique_ptr<ir::Module> compiled);
+
+  /// Executor::setBeforeNodeHook, kept across replaceModule.
+  void setBeforeNodeHook(std::function<void(const ir::Node&, size_t device)> hook);
+
   Executor& executor() { return *executor_; }
   const ir::TensorType& imageType() const { return image_type_; }
   const ir::TensorType& labelType() const { return label_type_; }
 
  private:
   std::unique_ptr<Executor> executor_;
+  ExecutorOptions options_;
+  std::function<void(const ir::Node&, size_t)> hook_;
   ir::TensorType image_type_, label_type_;
 };
 

@@ -67,6 +67,11 @@ class CpuDevice final : public Device {
     });
   }
 
+  absl::Status copyFromHost(const TensorView& src, const TensorView& dst,
+                            Stream& stream) override {
+    return copyToHost(src, dst, stream);  // both host memory on a CPU device
+  }
+
   absl::Status copyToHost(const TensorView& src, const TensorView& dst, Stream& stream) override {
     return CpuStream::enqueueOn(stream, [src, dst] {
       std::memcpy(dst.data, src.data, static_cast<size_t>(src.bytes()));

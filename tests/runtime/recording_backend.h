@@ -140,6 +140,13 @@ class RecordingDevice final : public backend::Device {
     static_cast<RecordingStream&>(stream).work("copyIntoSlice");
     return absl::OkStatus();
   }
+  absl::Status copyFromHost(const backend::TensorView& src, const backend::TensorView& dst,
+                            backend::Stream&) override {
+    if (!src.where.isHost() || dst.where != location())
+      return absl::InternalError("copyFromHost copies from the host to this device");
+    recorder_.count("copyFromHost");
+    return absl::OkStatus();
+  }
   absl::Status copyToHost(const backend::TensorView& src, const backend::TensorView& dst,
                           backend::Stream&) override {
     if (src.where != location() || !dst.where.isHost())
