@@ -1,11 +1,13 @@
 // The convolution, pooling and batch-norm CPU kernels on the shapes of LeNet (N=128)
-// and ResNet-18 on 28x28 inputs (N=32), single thread as the runtime runs them. Every
-// convolution pass runs with each strategy (Plain: the NCHW/OIHW tensors handed to
-// oneDNN as they are; Blocked: format_tag::any with reorders inside the kernel) and
-// with the kernel table's rule (Auto); the label names the oneDNN implementations that
-// ran (reorders included).
+// and ResNet-18 on 28x28 inputs (N=32 and 64), single thread as the runtime runs them.
+// Every convolution pass runs with each strategy (Plain: the NCHW/OIHW tensors handed to
+// oneDNN as they are; Blocked: format_tag::any with reorders inside the kernel;
+// Winograd: the same with algorithm::convolution_winograd, skipped where oneDNN has none)
+// and with the kernel table's rule (Auto); the label names the oneDNN implementations
+// that ran (reorders included).
 //
 //   build/bench/cpu_kernels_bench --benchmark_filter=N:128
+//   build/bench/cpu_kernels_bench --benchmark_filter='Conv.*/s:1/p:[01]' --benchmark_repetitions=4
 //   ONEDNN_VERBOSE=1 build/bench/cpu_kernels_bench --benchmark_filter=Conv.*kAuto
 //
 // Convolution arguments are {N, C, H, O, K, stride, pad} (square images and filters).
@@ -64,27 +66,36 @@ class Harness {
     node_ = *n;
     std::mt19937 rng(1);
     for (const ir::TensorType& t : operands) in_.push_back(buffer(t, rng));
-    for (size_t i = 0; i < node_->numResults(); ++i) out_.push_back(buffer(node_->result(i)->type(), rng));
+    for (size_t i = 0; i < node_->numResults(); ++i)
+      out_.push_back(buffer(node_->result(i)->type(), rng));
   }
 
   /// Makes the kernel (the table's when `factory` is null, else with `strategy`) and
   /// times its runs.
   void time(benchmark::State& state, Factory factory, ConvStrategy strategy, double flops) {
-    KernelOr k = factory == nullptr ? makeKernel(*node_, ctx_)
-                                    : factory(KernelInit{*node_, ctx_}, strategy);
+    KernelOr k =
+        factory == nullptr ? makeKernel(*node_, ctx_) : factory(KernelInit{*node_, ctx_}, strategy);
     if (!k.ok()) {
       state.SkipWithError(k.status().ToString().c_str());
       return;
     }
     std::vector<TensorView> in, out;
     for (size_t i = 0; i < in_.size(); ++i) in.push_back({in_[i].get(), node_->operand(i)->type()});
-    for (size_t i = 0; i < out_.size(); ++i) out.push_back({out_[i].get(), node_->result(i)->type()});
+    for (size_t i = 0; i < out_.size(); ++i)
+      out.push_back({out_[i].get(), node_->result(i)->type()});
+    auto* program = dynamic_cast<ProgramKernel*>(k->get());
+    if (strategy == ConvStrategy::kWinograd &&
+        (program == nullptr ||
+         program->program().implementations().find("wino") == std::string::npos)) {
+      state.SkipWithError("no Winograd implementation for this shape");  // it fell back
+      return;
+    }
     if (!(*k)->runHere(in, out).ok()) {  // warm-up: first-touch of the arena and buffers
       state.SkipWithError("kernel failed");
       return;
     }
     for (auto _ : state) benchmark::DoNotOptimize((*k)->runHere(in, out));
-    if (auto* p = dynamic_cast<ProgramKernel*>(k->get())) state.SetLabel(p->program().implementations());
+    if (program != nullptr) state.SetLabel(program->program().implementations());
     if (flops > 0)
       state.counters["GFLOP/s"] = benchmark::Counter(
           flops * static_cast<double>(state.iterations()) * 1e-9, benchmark::Counter::kIsRate);
@@ -112,8 +123,13 @@ class Harness {
 struct Conv {
   int64_t n, c, h, o, k, stride, pad;
   explicit Conv(const benchmark::State& s)
-      : n(s.range(0)), c(s.range(1)), h(s.range(2)), o(s.range(3)), k(s.range(4)),
-        stride(s.range(5)), pad(s.range(6)) {}
+      : n(s.range(0)),
+        c(s.range(1)),
+        h(s.range(2)),
+        o(s.range(3)),
+        k(s.range(4)),
+        stride(s.range(5)),
+        pad(s.range(6)) {}
   int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
   ir::TensorType x() const { return f32({n, c, h, h}); }
   ir::TensorType w() const { return f32({o, c, k, k}); }
@@ -126,15 +142,16 @@ template <ConvStrategy kStrategy>
 void ConvForward(benchmark::State& state) {
   Conv c(state);
   Harness h(ir::Op::kConv2d, {c.x(), c.w(), f32({c.o})}, c.attrs());
-  h.time(state, kStrategy == ConvStrategy::kAuto ? nullptr : makeConv2dKernelWithStrategy, kStrategy,
-         c.flops());
+  h.time(state, kStrategy == ConvStrategy::kAuto ? nullptr : makeConv2dKernelWithStrategy,
+         kStrategy, c.flops());
 }
 
 template <ConvStrategy kStrategy>
 void ConvBackwardData(benchmark::State& state) {
   Conv c(state);
   Harness h(ir::Op::kConv2dBackwardData, {c.y(), c.w(), c.x()}, c.attrs());
-  h.time(state, kStrategy == ConvStrategy::kAuto ? nullptr : makeConv2dBackwardDataKernelWithStrategy,
+  h.time(state,
+         kStrategy == ConvStrategy::kAuto ? nullptr : makeConv2dBackwardDataKernelWithStrategy,
          kStrategy, c.flops());
 }
 
@@ -160,18 +177,28 @@ void convShapes(benchmark::internal::Benchmark* b) {
   b->Args({32, 128, 14, 128, 3, 1, 1});  // stage 2
   b->Args({32, 256, 7, 256, 3, 1, 1});   // stage 3
   b->Args({32, 512, 4, 512, 3, 1, 1});   // stage 4
+  // ResNet-18's stride-1 3x3 convolutions at 64 per device (Winograd's candidates).
+  b->Args({64, 1, 28, 64, 3, 1, 1});
+  b->Args({64, 64, 28, 64, 3, 1, 1});
+  b->Args({64, 128, 14, 128, 3, 1, 1});
+  b->Args({64, 256, 7, 256, 3, 1, 1});
+  b->Args({64, 512, 4, 512, 3, 1, 1});
   b->Unit(benchmark::kMillisecond);
 }
 
-#define CONV_BENCH(Pass, Strategy) BENCHMARK_TEMPLATE(Pass, ConvStrategy::Strategy)->Apply(convShapes);
+#define CONV_BENCH(Pass, Strategy) \
+  BENCHMARK_TEMPLATE(Pass, ConvStrategy::Strategy)->Apply(convShapes);
 CONV_BENCH(ConvForward, kPlain)
 CONV_BENCH(ConvForward, kBlocked)
+CONV_BENCH(ConvForward, kWinograd)
 CONV_BENCH(ConvForward, kAuto)
 CONV_BENCH(ConvBackwardData, kPlain)
 CONV_BENCH(ConvBackwardData, kBlocked)
+CONV_BENCH(ConvBackwardData, kWinograd)
 CONV_BENCH(ConvBackwardData, kAuto)
 CONV_BENCH(ConvBackwardFilter, kPlain)
 CONV_BENCH(ConvBackwardFilter, kBlocked)
+CONV_BENCH(ConvBackwardFilter, kWinograd)
 CONV_BENCH(ConvBackwardFilter, kAuto)
 
 /// Arguments {N, C, H, kernel, stride, pad, backward}.
@@ -205,7 +232,8 @@ void GlobalAvgPool(benchmark::State& state) {
   if (state.range(0) == 0) {
     Harness(ir::Op::kGlobalAvgPool, {x}, {}).time(state, nullptr, ConvStrategy::kAuto, 0);
   } else {
-    Harness(ir::Op::kGlobalAvgPoolBackward, {y, x}, {}).time(state, nullptr, ConvStrategy::kAuto, 0);
+    Harness(ir::Op::kGlobalAvgPoolBackward, {y, x}, {})
+        .time(state, nullptr, ConvStrategy::kAuto, 0);
   }
 }
 BENCHMARK(GlobalAvgPool)->ArgName("bwd")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "backend/backend.h"
 #include "backend/tensor_view.h"
 #include "ir/ir.h"
 #include "runtime/host_tensor.h"
@@ -22,6 +23,8 @@ struct ExecutorOptions {
   uint64_t seed = 0;
   /// Threads each device's kernels may use (1: one core per CPU device).
   int threads_per_device = 1;
+  /// The convolution algorithms kernels may use (kDirect: no Winograd).
+  backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
   /// Record when each node starts and ends on which stream (see takeTrace()).
   bool trace = false;
 };

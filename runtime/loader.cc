@@ -293,7 +293,8 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
     ASSIGN_OR_RETURN(std::unique_ptr<backend::Device> device,
                      (*b)->createDevice(id, {.index = static_cast<int>(d),
                                              .seed = options.seed,
-                                             .threads_per_device = options.threads_per_device}));
+                                             .threads_per_device = options.threads_per_device,
+                                             .conv_algorithm = options.conv_algorithm}));
     lm->devices.push_back(std::move(device));
   }
   for (const auto& g : m.graphs()) RETURN_IF_ERROR(checkPlan(m, *g, lm->devices));

@@ -3,8 +3,10 @@
 // Tensors between kernels are plain NCHW/OIHW. oneDNN's fast convolutions want blocked
 // layouts (nChw8c, OIhw8i8o on AVX2); given plain tensors it falls back to im2col + GEMM
 // or, for few input channels, a JIT kernel that reads NCHW directly. chooseStrategy
-// picks, per pass and shape, the cheaper of "plain tensors as they are" and "blocked
-// layouts with reorders inside the kernel"; bench/cpu_kernels_bench.cc measures both.
+// picks, per pass and shape, the cheapest of "plain tensors as they are", "blocked
+// layouts with reorders inside the kernel" and, for 3x3 stride-1 convolutions on
+// AVX-512, Winograd F(4x4, 3x3) with the same reorders; bench/cpu_kernels_bench.cc
+// measures all three.
 
 #include <algorithm>
 #include <memory>
@@ -45,26 +47,37 @@ ConvShape convShape(const ir::Node& n, const ir::TensorType& x, const ir::Tensor
 
 enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
 
-/// The strategy for one pass (kAuto resolved). Measured with one thread on AVX2
+/// Whether oneDNN's Winograd kernel (jit_wino_4x3, F(4x4, 3x3)) can take the shape: 3x3
+/// filters, stride 1, at most one row or column of padding per side. Creating the
+/// primitive says the rest (it needs AVX-512).
+bool winogradApplies(const ConvShape& s) {
+  auto atMostOne = [](const memory::dims& d) {
+    return std::all_of(d.begin(), d.end(), [](memory::dim v) { return v <= 1; });
+  };
+  return s.w.shape[2] == 3 && s.w.shape[3] == 3 && s.strides == memory::dims{1, 1} &&
+         atMostOne(s.pad_l) && atMostOne(s.pad_r);
+}
+
+/// Direct convolution, plain or blocked. Measured with one thread on AVX2
 /// (bench/cpu_kernels_bench.cc, LeNet at N=128 and ResNet-18 at N=32, best of 4):
 ///  - 1x1 filters: plain everywhere (GEMM needs no im2col then; blocked 10-20% slower).
 ///  - forward: the blocked JIT kernel wins 23-43% from 20 input channels on (LeNet's
-///    conv2, ResNet's 3x3s) but only ties at 4x4 outputs; with one input channel GEMM
-///    on the plain tensors wins by 10-20%.
+///    conv2, ResNet's 3x3s); at 4x4 outputs it ties on AVX2 and wins on AVX-512 (512
+///    channels at N=32, best of 3: 10.7 vs 13.2 ms at stride 1, 4.2 vs 7.0 ms for the
+///    stride-2 256->512); with one input channel GEMM on the plain tensors wins by 10-20%.
 ///  - backward data: blocked wins 23-72% from 64 input channels; below that the channel
 ///    blocks of dx are mostly padding (1 channel: 5x slower, LeNet's 20: 8% slower).
 ///  - backward filter: im2col + GEMM wins (by up to 2x for one input channel) unless one
 ///    image's im2col buffer outgrows the L2 cache (ResNet's 64 channels at 28x28:
 ///    blocked 28% faster).
-ConvStrategy chooseStrategy(ConvStrategy requested, ConvPass pass, const ConvShape& s) {
-  if (requested != ConvStrategy::kAuto) return requested;
+ConvStrategy directStrategy(ConvPass pass, const ConvShape& s) {
   int64_t c = s.x.shape[1], k = s.w.shape[2];
   int64_t out_hw = s.y.shape[2] * s.y.shape[3];
   if (k == 1) return ConvStrategy::kPlain;
   bool blocked = false;
   switch (pass) {
     case ConvPass::kForward:
-      blocked = c >= 8 && out_hw >= 49;
+      blocked = c >= 8;
       break;
     case ConvPass::kBackwardData:
       blocked = c >= 32;
@@ -76,17 +89,91 @@ ConvStrategy chooseStrategy(ConvStrategy requested, ConvPass pass, const ConvSha
   return blocked ? ConvStrategy::kBlocked : ConvStrategy::kPlain;
 }
 
-memory::desc layoutDesc(bool blocked, const ir::TensorType& t) {
-  return blocked ? anyDesc(t) : plainDesc(t);
+/// Winograd F(4x4, 3x3) works on 4x4 tiles of the output: their count over the batch.
+int64_t winogradTiles(const ConvShape& s) {
+  return s.y.shape[0] * ((s.y.shape[2] + 3) / 4) * ((s.y.shape[3] + 3) / 4);
+}
+
+/// The strategy for one pass (kAuto resolved); `winograd` is CpuContext::winograd().
+///
+/// Winograd against the better direct strategy, the kernel as a whole (reorders of
+/// activations and filters included), one thread, ms, best of 6 runs of
+/// bench/cpu_kernels_bench.cc (N=128: of 3) on a shared 2-core AMD EPYC with AVX-512,
+/// oneDNN 2.6 (jit_wino_4x3 against the blocked jit:avx512_core or plain GEMM):
+///
+///   C -> O      HxW    N   forward       backward data   backward filter
+///   64 -> 64    28    32    4.3 /  8.4    4.7 /  8.5      4.9 /  8.9
+///                     64    9.8 / 16.8   11.0 / 17.1     16.5 / 18.0
+///                    128   23.0 / 35.4   23.0 / 36.4     42.7 / 37.3
+///   128 -> 128  14    32    5.2 /  7.9    5.5 /  8.0      5.7 /  8.2
+///                     64   11.0 / 15.7   10.9 / 16.2     12.6 / 16.4
+///                    128   23.9 / 36.1   24.5 / 39.9     27.4 / 33.9
+///   256 -> 256   7    32    5.1 /  7.5    5.6 /  7.5      4.9 /  8.3
+///                     64    7.5 / 14.8    7.8 / 15.1      9.2 / 16.6
+///   512 -> 512   4    32   10.8 / 10.2   10.9 /  9.1      8.2 / 12.5
+///                     64   12.4 / 19.8   14.8 / 16.7     11.8 / 23.8
+///   1 -> 64     28    32    1.4 /  0.3    1.5 /  0.3      1.1 /  0.3  (ResNet-18's stem)
+///                     64    3.0 /  0.7    4.5 /  0.5      3.5 /  0.9
+///   1 -> 20     28   128    3.2 /  0.6    4.3 /  0.6      5.0 /  0.8  (LeNet's conv1)
+///
+/// So Winograd, where oneDNN has it (3x3, stride 1, pad <= 1, AVX-512), when:
+///  - both channel counts are at least 64: one input channel is 3.5-9x slower (its
+///    16-channel block is padding). Nothing between 1 and 64 was measured.
+///  - forward and backward data: at least 64 output tiles. Each run transforms the
+///    filters (4x their size), a fixed cost the tiles amortize: 512 channels at 4x4 (one
+///    tile per image) lose 6% and 20% at N=32 and win 37% and 11% at N=64.
+///  - backward filter: at most 4096 tiles. Beyond, its transformed operands outgrow the
+///    caches: 64 channels at 28x28 win 45% at N=32 (1568 tiles) and 8% at N=64 (3136),
+///    lose 14% at N=128 (6272) and 18% at N=256.
+ConvStrategy chooseStrategy(ConvStrategy requested, ConvPass pass, const ConvShape& s,
+                            bool winograd) {
+  if (requested != ConvStrategy::kAuto) return requested;
+  if (winograd && winogradApplies(s) && s.x.shape[1] >= 64 && s.w.shape[0] >= 64) {
+    int64_t tiles = winogradTiles(s);
+    if (pass == ConvPass::kBackwardFilter ? tiles <= 4096 : tiles >= 64)
+      return ConvStrategy::kWinograd;
+  }
+  return directStrategy(pass, s);
+}
+
+memory::desc layoutDesc(ConvStrategy strategy, const ir::TensorType& t) {
+  return strategy == ConvStrategy::kPlain ? plainDesc(t) : anyDesc(t);
+}
+
+algorithm convAlgorithm(ConvStrategy strategy) {
+  return strategy == ConvStrategy::kWinograd ? algorithm::convolution_winograd
+                                             : algorithm::convolution_direct;
 }
 
 /// The forward primitive descriptor (also the hint the backward ones need).
-convolution_forward::primitive_desc forwardPd(const ConvShape& s, bool blocked,
+convolution_forward::primitive_desc forwardPd(const ConvShape& s, ConvStrategy strategy,
                                               const memory::desc& bias, dnnl::engine& engine) {
-  convolution_forward::desc d(prop_kind::forward_training, algorithm::convolution_direct,
-                              layoutDesc(blocked, s.x), layoutDesc(blocked, s.w), bias,
-                              layoutDesc(blocked, s.y), s.strides, s.pad_l, s.pad_r);
+  convolution_forward::desc d(prop_kind::forward_training, convAlgorithm(strategy),
+                              layoutDesc(strategy, s.x), layoutDesc(strategy, s.w), bias,
+                              layoutDesc(strategy, s.y), s.strides, s.pad_l, s.pad_r);
   return convolution_forward::primitive_desc(d, userScratchpadAttr(), engine);
+}
+
+/// Runs `build(strategy)` (which throws dnnl::error when oneDNN cannot make a primitive).
+/// Winograd that oneDNN cannot provide here (shape, CPU) falls back to the direct rule:
+/// the strategy is an optimization, never a reason to fail.
+template <typename Build>
+KernelOr buildConv(const ir::Node& n, absl::string_view what, ConvStrategy strategy, ConvPass pass,
+                   const ConvShape& s, Build build) {
+  if (strategy == ConvStrategy::kWinograd) {
+    if (winogradApplies(s)) {
+      try {
+        return build(strategy);
+      } catch (const dnnl::error&) {
+      }
+    }
+    strategy = directStrategy(pass, s);
+  }
+  try {
+    return build(strategy);
+  } catch (const dnnl::error& e) {
+    return dnnlFailure(n, what, e);
+  }
 }
 
 }  // namespace
@@ -96,11 +183,12 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   ConvShape s = convShape(n, n.operand(0)->type(), n.operand(1)->type(), n.result()->type());
   bool bias = n.numOperands() > 2;
-  strategy = chooseStrategy(strategy, ConvPass::kForward, s);
-  try {
+  ConvPass pass = ConvPass::kForward;
+  strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
+  return buildConv(n, "convolution", strategy, pass, s, [&](ConvStrategy st) -> KernelOr {
     DnnlProgram p(init.ctx);
     memory::desc bias_md = bias ? plainDesc(n.operand(2)->type()) : memory::desc();
-    auto pd = forwardPd(s, strategy == ConvStrategy::kBlocked, bias_md, p.engine());
+    auto pd = forwardPd(s, st, bias_md, p.engine());
     std::vector<std::pair<int, DnnlProgram::Slot>> args{
         {DNNL_ARG_SRC, p.inputAs(p.input(0, s.x), pd.src_desc())},
         {DNNL_ARG_WEIGHTS, p.inputAs(p.input(1, s.w), pd.weights_desc())}};
@@ -110,34 +198,31 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
     p.add(pd, convolution_forward(pd), args);
     p.storeTo(y_prim, y);
     return std::make_unique<ProgramKernel>(std::move(p));
-  } catch (const dnnl::error& e) {
-    return dnnlFailure(n, "convolution", e);
-  }
+  });
 }
 
 KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvStrategy strategy) {
   const ir::Node& n = init.node;  // dy, w, x -> dx
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   ConvShape s = convShape(n, n.operand(2)->type(), n.operand(1)->type(), n.operand(0)->type());
-  strategy = chooseStrategy(strategy, ConvPass::kBackwardData, s);
-  try {
-    DnnlProgram p(init.ctx);
-    bool blocked = strategy == ConvStrategy::kBlocked;
-    auto hint = forwardPd(s, blocked, memory::desc(), p.engine());
-    convolution_backward_data::desc d(algorithm::convolution_direct, layoutDesc(blocked, s.x),
-                                      layoutDesc(blocked, s.w), layoutDesc(blocked, s.y), s.strides,
-                                      s.pad_l, s.pad_r);
-    convolution_backward_data::primitive_desc pd(d, userScratchpadAttr(), p.engine(), hint);
-    DnnlProgram::Slot dy = p.inputAs(p.input(0, s.y), pd.diff_dst_desc());
-    DnnlProgram::Slot w = p.inputAs(p.input(1, s.w), pd.weights_desc());
-    DnnlProgram::Slot dx = p.output(0, s.x), dx_prim = p.outputAs(dx, pd.diff_src_desc());
-    p.add(pd, convolution_backward_data(pd),
-          {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx_prim}});
-    p.storeTo(dx_prim, dx);
-    return std::make_unique<ProgramKernel>(std::move(p));
-  } catch (const dnnl::error& e) {
-    return dnnlFailure(n, "convolution backward-data", e);
-  }
+  ConvPass pass = ConvPass::kBackwardData;
+  strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
+  return buildConv(
+      n, "convolution backward-data", strategy, pass, s, [&](ConvStrategy st) -> KernelOr {
+        DnnlProgram p(init.ctx);
+        auto hint = forwardPd(s, st, memory::desc(), p.engine());
+        convolution_backward_data::desc d(convAlgorithm(st), layoutDesc(st, s.x),
+                                          layoutDesc(st, s.w), layoutDesc(st, s.y), s.strides,
+                                          s.pad_l, s.pad_r);
+        convolution_backward_data::primitive_desc pd(d, userScratchpadAttr(), p.engine(), hint);
+        DnnlProgram::Slot dy = p.inputAs(p.input(0, s.y), pd.diff_dst_desc());
+        DnnlProgram::Slot w = p.inputAs(p.input(1, s.w), pd.weights_desc());
+        DnnlProgram::Slot dx = p.output(0, s.x), dx_prim = p.outputAs(dx, pd.diff_src_desc());
+        p.add(pd, convolution_backward_data(pd),
+              {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx_prim}});
+        p.storeTo(dx_prim, dx);
+        return std::make_unique<ProgramKernel>(std::move(p));
+      });
 }
 
 KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, ConvStrategy strategy) {
@@ -145,28 +230,27 @@ KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, Conv
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   ConvShape s = convShape(n, n.operand(1)->type(), n.operand(2)->type(), n.operand(0)->type());
   bool bias = n.boolAttr("bias");
-  strategy = chooseStrategy(strategy, ConvPass::kBackwardFilter, s);
-  try {
-    DnnlProgram p(init.ctx);
-    bool blocked = strategy == ConvStrategy::kBlocked;
-    memory::desc bias_md = bias ? plainDesc(n.result(1)->type()) : memory::desc();
-    auto hint = forwardPd(s, blocked, bias_md, p.engine());
-    convolution_backward_weights::desc d(algorithm::convolution_direct, layoutDesc(blocked, s.x),
-                                         layoutDesc(blocked, s.w), bias_md,
-                                         layoutDesc(blocked, s.y), s.strides, s.pad_l, s.pad_r);
-    convolution_backward_weights::primitive_desc pd(d, userScratchpadAttr(), p.engine(), hint);
-    DnnlProgram::Slot dw = p.output(0, s.w), dw_prim = p.outputAs(dw, pd.diff_weights_desc());
-    std::vector<std::pair<int, DnnlProgram::Slot>> args{
-        {DNNL_ARG_DIFF_DST, p.inputAs(p.input(0, s.y), pd.diff_dst_desc())},
-        {DNNL_ARG_SRC, p.inputAs(p.input(1, s.x), pd.src_desc())},
-        {DNNL_ARG_DIFF_WEIGHTS, dw_prim}};
-    if (bias) args.emplace_back(DNNL_ARG_DIFF_BIAS, p.output(1, n.result(1)->type()));
-    p.add(pd, convolution_backward_weights(pd), args);
-    p.storeTo(dw_prim, dw);
-    return std::make_unique<ProgramKernel>(std::move(p));
-  } catch (const dnnl::error& e) {
-    return dnnlFailure(n, "convolution backward-filter", e);
-  }
+  ConvPass pass = ConvPass::kBackwardFilter;
+  strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
+  return buildConv(
+      n, "convolution backward-filter", strategy, pass, s, [&](ConvStrategy st) -> KernelOr {
+        DnnlProgram p(init.ctx);
+        memory::desc bias_md = bias ? plainDesc(n.result(1)->type()) : memory::desc();
+        auto hint = forwardPd(s, st, bias_md, p.engine());
+        convolution_backward_weights::desc d(convAlgorithm(st), layoutDesc(st, s.x),
+                                             layoutDesc(st, s.w), bias_md, layoutDesc(st, s.y),
+                                             s.strides, s.pad_l, s.pad_r);
+        convolution_backward_weights::primitive_desc pd(d, userScratchpadAttr(), p.engine(), hint);
+        DnnlProgram::Slot dw = p.output(0, s.w), dw_prim = p.outputAs(dw, pd.diff_weights_desc());
+        std::vector<std::pair<int, DnnlProgram::Slot>> args{
+            {DNNL_ARG_DIFF_DST, p.inputAs(p.input(0, s.y), pd.diff_dst_desc())},
+            {DNNL_ARG_SRC, p.inputAs(p.input(1, s.x), pd.src_desc())},
+            {DNNL_ARG_DIFF_WEIGHTS, dw_prim}};
+        if (bias) args.emplace_back(DNNL_ARG_DIFF_BIAS, p.output(1, n.result(1)->type()));
+        p.add(pd, convolution_backward_weights(pd), args);
+        p.storeTo(dw_prim, dw);
+        return std::make_unique<ProgramKernel>(std::move(p));
+      });
 }
 
 KernelOr makeConv2dKernel(const KernelInit& init) {

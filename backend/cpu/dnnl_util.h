@@ -48,10 +48,15 @@ enum class ConvStrategy {
   kAuto,     // the kernel's rule (see conv_kernels.cc)
   kPlain,    // the plain NCHW/OIHW tensors themselves, no reorders
   kBlocked,  // format_tag::any, with reorders from and to the plain tensors
+  // Winograd F(4x4, 3x3) (algorithm::convolution_winograd), format_tag::any with reorders
+  // like kBlocked. oneDNN has it for 3x3 filters at stride 1 with pad <= 1, on AVX-512
+  // only; elsewhere the kernel falls back to the direct rule of kAuto.
+  kWinograd,
 };
 
 /// Conv-family factories with a forced strategy, for benchmarks and tests that compare
-/// them (the kernel table uses kAuto).
+/// them (the kernel table uses kAuto). implementations() of the kernel's program says
+/// whether a forced kWinograd got Winograd ("jit_wino...") or fell back.
 KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);
 KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);
 KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);

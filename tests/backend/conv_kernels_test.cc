@@ -1,15 +1,21 @@
 // conv2d, conv2d_backward_data and conv2d_backward_filter against naive loops in double
 // precision, and the naive backward loops against central finite differences of the
-// naive forward. Every shape runs with both strategies (plain tensors, blocked layouts
-// with reorders) and with the kernel table's own choice.
+// naive forward. Every shape runs with each strategy (plain tensors, blocked layouts with
+// reorders, Winograd) and with the kernel table's own choice, with and without Winograd.
+// Direct convolution is held to 1e-5; Winograd, which rounds through its input and
+// output transforms, to kWinogradTolerance.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_info.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
 #include "gtest/gtest.h"
@@ -125,16 +131,80 @@ double maxDiff(const std::vector<double>& a, const std::vector<double>& b) {
   return worst;
 }
 
+/// Largest |a - b| over the largest |b|: Winograd's error scales with the magnitude of
+/// the whole tile it transforms, not with each output element's own.
+double errorRelativeToLargest(const float* a, const double* b, int64_t n) {
+  double worst = 0, largest = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    largest = std::max(largest, std::abs(b[i]));
+  }
+  return largest > 0 ? worst / largest : worst;
+}
+
+// Winograd F(4x4, 3x3) in f32, relative to the largest magnitude of the result. Measured
+// (DISABLED_WinogradError below; oneDNN 2.6 jit_wino_4x3 on AVX-512; x uniform in [-1, 1)
+// and, like post-ReLU activations, in [0, 1)): on the 3x3 stride-1 cases here at most
+// 2.0e-6 forward, 1.6e-6 backward data, 7.4e-7 backward filter; on ResNet-18's stride-1
+// 3x3 convolutions at N=32 at most 2.4e-6, 2.6e-6 and 1.5e-6. Direct (blocked) gives
+// 3.4e-7 and 4.0e-7 for the first two and 3.9e-6 for backward filter, whose long sums
+// dominate. Per element (maxRelativeError) Winograd reaches 1.3e-5 on these cases, as
+// small outputs share their tile's rounding: hence the bound against the largest. 1e-5
+// is 4x the worst measured and still fails a wrong transform or tile edge by far.
+constexpr double kWinogradTolerance = 1e-5;
+
+/// Whether oneDNN has its Winograd kernel on this CPU (jit_wino_4x3 needs AVX-512).
+bool haveWinograd() { return backend::cpu::hostCpuInfo().isa.rfind("avx512_core", 0) == 0; }
+
+bool usedWinograd(const backend::Kernel& k) {
+  auto* p = dynamic_cast<const backend::cpu::ProgramKernel*>(&k);
+  return p != nullptr && p->program().implementations().find("wino") != std::string::npos;
+}
+
+/// Whether oneDNN's Winograd kernel takes the case (3x3, stride 1, pad at most 1).
+bool winogradShape(const ConvCase& cc) { return cc.k == 3 && cc.stride == 1 && cc.pad <= 1; }
+
+/// How a test case gets its kernel: a forced strategy, or the kernel table (kAuto) on a
+/// context with or without Winograd.
+struct StrategyParam {
+  std::string name;
+  ConvStrategy strategy;
+  bool winograd = true;  // CpuContext::winograd() for kAuto
+  /// Winograd may run.
+  bool approximate() const {
+    return strategy == ConvStrategy::kWinograd || (strategy == ConvStrategy::kAuto && winograd);
+  }
+};
+
+/// The check of one result against its reference: kWinogradTolerance if the kernel ran
+/// Winograd, else direct convolution's 1e-5.
+void expectClose(bool winograd, const float* out, const double* ref, int64_t n) {
+  if (winograd) {
+    EXPECT_LE(errorRelativeToLargest(out, ref, n), kWinogradTolerance);
+  } else {
+    EXPECT_LE(maxRelativeError(out, ref, n), 1e-5);
+  }
+}
+
 using Factory = KernelOr (*)(const KernelInit&, ConvStrategy);
 
-/// Builds the kernel with `strategy` (kAuto goes through the kernel table) and runs it over
-/// the op's buffers; results are first filled with garbage so that a kernel which does
-/// not write every element fails.
-void runWith(SingleOp& op, Factory factory, ConvStrategy strategy, std::mt19937& rng) {
-  KernelOr k = strategy == ConvStrategy::kAuto
-                   ? backend::cpu::makeKernel(op.node(), op.ctx())
-                   : factory(KernelInit{op.node(), op.ctx()}, strategy);
+/// Builds the kernel as `p` says and runs it over the op's buffers; results are first
+/// filled with garbage so that a kernel which does not write every element fails. A forced
+/// Winograd must really be Winograd where oneDNN has it, and direct Auto never is.
+/// `winograd` (optional) says whether the kernel ran Winograd.
+void runWith(SingleOp& op, Factory factory, const StrategyParam& p, const ConvCase& cc,
+             std::mt19937& rng, bool* winograd = nullptr) {
+  backend::cpu::CpuContext ctx(op.ctx().device(), op.ctx().seed(), p.winograd);
+  KernelOr k = p.strategy == ConvStrategy::kAuto ? backend::cpu::makeKernel(op.node(), ctx)
+                                                 : factory(KernelInit{op.node(), ctx}, p.strategy);
   ASSERT_TRUE(k.ok()) << k.status();
+  if (p.strategy == ConvStrategy::kWinograd && haveWinograd()) {
+    EXPECT_EQ(usedWinograd(**k), winogradShape(cc));
+  }
+  if (!p.approximate()) {
+    EXPECT_FALSE(usedWinograd(**k));
+  }
+  if (winograd != nullptr) *winograd = usedWinograd(**k);
   std::vector<backend::TensorView> in, out;
   for (size_t i = 0; i < op.node().numOperands(); ++i) in.push_back(op.in(i).view());
   for (size_t i = 0; i < op.node().numResults(); ++i) {
@@ -162,24 +232,25 @@ const std::vector<ConvCase> kCases = {
     {1, 2, 4, 4, 3, 1, 1, 1, true},     {2, 12, 9, 9, 30, 5, 1, 2, false},
 };
 
-class ConvKernelTest : public ::testing::TestWithParam<ConvStrategy> {};
+class ConvKernelTest : public ::testing::TestWithParam<StrategyParam> {};
 
 TEST_P(ConvKernelTest, ForwardMatchesReference) {
   std::mt19937 rng(1);
   for (const ConvCase& cc : kCases) {
     SCOPED_TRACE(cc.name());
+    bool winograd = false;
     std::vector<ir::TensorType> types{f32(cc.x()), f32(cc.wt())};
     if (cc.bias) types.push_back(f32({cc.o}));
     SingleOp op(ir::Op::kConv2d, types, {{"stride", cc.stride}, {"pad", cc.pad}});
     for (size_t i = 0; i < types.size(); ++i) op.in(i).fillUniform(rng);
     fillFilter(op.in(1), cc, rng);
-    runWith(op, backend::cpu::makeConv2dKernelWithStrategy, GetParam(), rng);
+    runWith(op, backend::cpu::makeConv2dKernelWithStrategy, GetParam(), cc, rng, &winograd);
     std::vector<double> b = cc.bias ? toDouble(op.in(2).f32(), cc.o) : std::vector<double>();
-    std::vector<double> ref = convRef(cc, toDouble(op.in(0).f32(), op.in(0).size()),
-                                      toDouble(op.in(1).f32(), op.in(1).size()),
-                                      cc.bias ? &b : nullptr);
+    std::vector<double> ref =
+        convRef(cc, toDouble(op.in(0).f32(), op.in(0).size()),
+                toDouble(op.in(1).f32(), op.in(1).size()), cc.bias ? &b : nullptr);
     ASSERT_EQ(op.out(0).size(), static_cast<int64_t>(ref.size()));
-    EXPECT_LE(maxRelativeError(op.out(0).f32(), ref.data(), op.out(0).size()), 1e-5);
+    expectClose(winograd, op.out(0).f32(), ref.data(), op.out(0).size());
   }
 }
 
@@ -187,15 +258,17 @@ TEST_P(ConvKernelTest, BackwardDataMatchesReference) {
   std::mt19937 rng(2);
   for (const ConvCase& cc : kCases) {
     SCOPED_TRACE(cc.name());
+    bool winograd = false;
     SingleOp op(ir::Op::kConv2dBackwardData, {f32(cc.y()), f32(cc.wt()), f32(cc.x())},
                 {{"stride", cc.stride}, {"pad", cc.pad}});
     for (size_t i = 0; i < 3; ++i) op.in(i).fillUniform(rng);
     fillFilter(op.in(1), cc, rng);
-    runWith(op, backend::cpu::makeConv2dBackwardDataKernelWithStrategy, GetParam(), rng);
+    runWith(op, backend::cpu::makeConv2dBackwardDataKernelWithStrategy, GetParam(), cc, rng,
+            &winograd);
     std::vector<double> ref = convBackwardDataRef(cc, toDouble(op.in(0).f32(), op.in(0).size()),
                                                   toDouble(op.in(1).f32(), op.in(1).size()));
     ASSERT_EQ(op.out(0).size(), static_cast<int64_t>(ref.size()));
-    EXPECT_LE(maxRelativeError(op.out(0).f32(), ref.data(), op.out(0).size()), 1e-5);
+    expectClose(winograd, op.out(0).f32(), ref.data(), op.out(0).size());
   }
 }
 
@@ -203,32 +276,32 @@ TEST_P(ConvKernelTest, BackwardFilterMatchesReference) {
   std::mt19937 rng(3);
   for (const ConvCase& cc : kCases) {
     SCOPED_TRACE(cc.name());
+    bool winograd = false;
     SingleOp op(ir::Op::kConv2dBackwardFilter, {f32(cc.y()), f32(cc.x()), f32(cc.wt())},
                 {{"stride", cc.stride}, {"pad", cc.pad}, {"bias", cc.bias}});
     for (size_t i = 0; i < 3; ++i) op.in(i).fillUniform(rng);
-    runWith(op, backend::cpu::makeConv2dBackwardFilterKernelWithStrategy, GetParam(), rng);
+    runWith(op, backend::cpu::makeConv2dBackwardFilterKernelWithStrategy, GetParam(), cc, rng,
+            &winograd);
     std::vector<double> dy = toDouble(op.in(0).f32(), op.in(0).size());
-    std::vector<double> dw = convBackwardFilterRef(cc, dy, toDouble(op.in(1).f32(), op.in(1).size()));
+    std::vector<double> dw =
+        convBackwardFilterRef(cc, dy, toDouble(op.in(1).f32(), op.in(1).size()));
     ASSERT_EQ(op.out(0).size(), static_cast<int64_t>(dw.size()));
-    EXPECT_LE(maxRelativeError(op.out(0).f32(), dw.data(), op.out(0).size()), 1e-5);
+    expectClose(winograd, op.out(0).f32(), dw.data(), op.out(0).size());
     if (cc.bias) {
       std::vector<double> db = convBackwardBiasRef(cc, dy);
-      EXPECT_LE(maxRelativeError(op.out(1).f32(), db.data(), cc.o), 1e-5);
+      expectClose(winograd, op.out(1).f32(), db.data(), cc.o);
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ConvKernelTest,
-                         ::testing::Values(ConvStrategy::kAuto, ConvStrategy::kPlain,
-                                           ConvStrategy::kBlocked),
-                         [](const auto& info) {
-                           switch (info.param) {
-                             case ConvStrategy::kAuto: return std::string("Auto");
-                             case ConvStrategy::kPlain: return std::string("Plain");
-                             case ConvStrategy::kBlocked: return std::string("Blocked");
-                           }
-                           return std::string();
-                         });
+                         ::testing::Values(StrategyParam{"Auto", ConvStrategy::kAuto},
+                                           StrategyParam{"AutoDirect", ConvStrategy::kAuto,
+                                                         /*winograd=*/false},
+                                           StrategyParam{"Plain", ConvStrategy::kPlain},
+                                           StrategyParam{"Blocked", ConvStrategy::kBlocked},
+                                           StrategyParam{"Winograd", ConvStrategy::kWinograd}),
+                         [](const auto& info) { return info.param.name; });
 
 // The backward references are the gradients of the forward reference.
 TEST(ConvReference, BackwardMatchesFiniteDifferences) {
@@ -239,11 +312,11 @@ TEST(ConvReference, BackwardMatchesFiniteDifferences) {
     for (double& e : v) e = d(rng);
     return v;
   };
-  for (const ConvCase& cc : {ConvCase{2, 2, 5, 6, 3, 3, 2, 1, true},
-                             ConvCase{1, 3, 6, 6, 2, 3, 1, 2, true}}) {
+  for (const ConvCase& cc :
+       {ConvCase{2, 2, 5, 6, 3, 3, 2, 1, true}, ConvCase{1, 3, 6, 6, 2, 3, 1, 2, true}}) {
     SCOPED_TRACE(cc.name());
-    std::vector<double> x = random(count(cc.x())), w = random(count(cc.wt())),
-                        b = random(cc.o), dy = random(count(cc.y()));
+    std::vector<double> x = random(count(cc.x())), w = random(count(cc.wt())), b = random(cc.o),
+                        dy = random(count(cc.y()));
     EXPECT_LE(maxDiff(convBackwardDataRef(cc, dy, w), finiteDifference(cc, dy, x, w, b, 0)), 1e-8);
     EXPECT_LE(maxDiff(convBackwardFilterRef(cc, dy, x), finiteDifference(cc, dy, x, w, b, 1)),
               1e-8);
@@ -251,11 +324,139 @@ TEST(ConvReference, BackwardMatchesFiniteDifferences) {
   }
 }
 
+/// The three passes of `cc` with `p`'s kernels, filled as the tests fill them except that
+/// x is uniform in [x_lo, 1) (0: post-ReLU activations). Per pass (forward, backward
+/// data, backward filter) the result's errorRelativeToLargest against the double
+/// reference, then the three maxRelativeError.
+std::vector<double> passErrors(const ConvCase& cc, const StrategyParam& p, float x_lo,
+                               std::mt19937& rng) {
+  SingleOp::Attrs attrs{{"stride", cc.stride}, {"pad", cc.pad}};
+  std::vector<double> largest, floor1;
+  auto note = [&](Buffer& out, const std::vector<double>& ref) {
+    largest.push_back(errorRelativeToLargest(out.f32(), ref.data(), out.size()));
+    floor1.push_back(maxRelativeError(out.f32(), ref.data(), out.size()));
+  };
+  {
+    SingleOp op(ir::Op::kConv2d, {f32(cc.x()), f32(cc.wt())}, attrs);
+    op.in(0).fillUniform(rng, x_lo, 1);
+    fillFilter(op.in(1), cc, rng);
+    runWith(op, backend::cpu::makeConv2dKernelWithStrategy, p, cc, rng);
+    note(op.out(0), convRef(cc, toDouble(op.in(0).f32(), op.in(0).size()),
+                            toDouble(op.in(1).f32(), op.in(1).size()), nullptr));
+  }
+  {
+    SingleOp op(ir::Op::kConv2dBackwardData, {f32(cc.y()), f32(cc.wt()), f32(cc.x())}, attrs);
+    op.in(0).fillUniform(rng);
+    fillFilter(op.in(1), cc, rng);
+    runWith(op, backend::cpu::makeConv2dBackwardDataKernelWithStrategy, p, cc, rng);
+    note(op.out(0), convBackwardDataRef(cc, toDouble(op.in(0).f32(), op.in(0).size()),
+                                        toDouble(op.in(1).f32(), op.in(1).size())));
+  }
+  {
+    attrs.emplace_back("bias", false);
+    SingleOp op(ir::Op::kConv2dBackwardFilter, {f32(cc.y()), f32(cc.x()), f32(cc.wt())}, attrs);
+    op.in(0).fillUniform(rng);
+    op.in(1).fillUniform(rng, x_lo, 1);
+    runWith(op, backend::cpu::makeConv2dBackwardFilterKernelWithStrategy, p, cc, rng);
+    note(op.out(0), convBackwardFilterRef(cc, toDouble(op.in(0).f32(), op.in(0).size()),
+                                          toDouble(op.in(1).f32(), op.in(1).size())));
+  }
+  largest.insert(largest.end(), floor1.begin(), floor1.end());
+  return largest;
+}
+
+// The measurement behind kWinogradTolerance (slow: double loops over ResNet-18's shapes):
+//   build/tests/backend_tests --gtest_also_run_disabled_tests --gtest_filter='*WinogradError'
+TEST(ConvKernel, DISABLED_WinogradError) {
+  std::mt19937 rng(7);
+  std::vector<ConvCase> cases;
+  for (const ConvCase& cc : kCases)
+    if (winogradShape(cc)) cases.push_back(cc);
+  // ResNet-18's stride-1 3x3 convolutions: the stem and stages 1 to 4.
+  for (auto [c, hw, o] : {std::array<int64_t, 3>{1, 28, 64},
+                          {64, 28, 64},
+                          {128, 14, 128},
+                          {256, 7, 256},
+                          {512, 4, 512}})
+    cases.push_back({32, c, hw, hw, o, 3, 1, 1, false});
+  std::printf(
+      "error relative to the largest magnitude, Winograd (direct blocked); "
+      "[Winograd's maxRelativeError]\n");
+  for (float x_lo : {-1.0f, 0.0f}) {
+    std::printf("x uniform in [%g, 1)\n", x_lo);
+    for (const ConvCase& cc : cases) {
+      std::vector<double> d = passErrors(cc, {"Blocked", ConvStrategy::kBlocked}, x_lo, rng);
+      std::vector<double> w = passErrors(cc, {"Winograd", ConvStrategy::kWinograd}, x_lo, rng);
+      std::printf(
+          "%-24s fwd %.1e (%.1e) [%.1e]  bwd_data %.1e (%.1e) [%.1e]  bwd_filter %.1e (%.1e) "
+          "[%.1e]\n",
+          cc.name().c_str(), w[0], d[0], w[3], w[1], d[1], w[4], w[2], d[2], w[5]);
+    }
+  }
+}
+
+// The Winograd kernels' gradients against central differences of the forward reference.
+TEST(ConvKernel, WinogradBackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(6);
+  StrategyParam winograd{"Winograd", ConvStrategy::kWinograd};
+  for (const ConvCase& cc :
+       {ConvCase{1, 8, 6, 6, 8, 3, 1, 1, true}, ConvCase{2, 3, 7, 5, 4, 3, 1, 0, true}}) {
+    SCOPED_TRACE(cc.name());
+    SingleOp data(ir::Op::kConv2dBackwardData, {f32(cc.y()), f32(cc.wt()), f32(cc.x())},
+                  {{"stride", cc.stride}, {"pad", cc.pad}});
+    SingleOp filter(ir::Op::kConv2dBackwardFilter, {f32(cc.y()), f32(cc.x()), f32(cc.wt())},
+                    {{"stride", cc.stride}, {"pad", cc.pad}, {"bias", true}});
+    data.in(0).fillUniform(rng);
+    fillFilter(data.in(1), cc, rng);
+    data.in(2).fillUniform(rng);
+    std::copy_n(data.in(0).f32(), data.in(0).size(), filter.in(0).f32());  // dy
+    std::copy_n(data.in(2).f32(), data.in(2).size(), filter.in(1).f32());  // x
+    std::copy_n(data.in(1).f32(), data.in(1).size(), filter.in(2).f32());  // w
+    runWith(data, backend::cpu::makeConv2dBackwardDataKernelWithStrategy, winograd, cc, rng);
+    runWith(filter, backend::cpu::makeConv2dBackwardFilterKernelWithStrategy, winograd, cc, rng);
+    std::vector<double> dy = toDouble(data.in(0).f32(), data.in(0).size()),
+                        w = toDouble(data.in(1).f32(), data.in(1).size()),
+                        x = toDouble(data.in(2).f32(), data.in(2).size()), b(cc.o, 0.5);
+    std::vector<double> dx = finiteDifference(cc, dy, x, w, b, 0),
+                        dw = finiteDifference(cc, dy, x, w, b, 1),
+                        db = finiteDifference(cc, dy, x, w, b, 2);
+    EXPECT_LE(errorRelativeToLargest(data.out(0).f32(), dx.data(), data.out(0).size()),
+              kWinogradTolerance);
+    EXPECT_LE(errorRelativeToLargest(filter.out(0).f32(), dw.data(), filter.out(0).size()),
+              kWinogradTolerance);
+    EXPECT_LE(errorRelativeToLargest(filter.out(1).f32(), db.data(), cc.o), kWinogradTolerance);
+  }
+}
+
+// A CPU device's kernels take Winograd for ResNet-18's stage-1 convolution in every pass,
+// and never when DeviceOptions::conv_algorithm is kDirect.
+TEST(ConvKernel, DevicesTakeWinogradUnlessDirectIsAsked) {
+  if (!haveWinograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel on this CPU";
+  ConvCase cc{32, 64, 28, 28, 64, 3, 1, 1, false};
+  SingleOp::Attrs attrs{{"stride", cc.stride}, {"pad", cc.pad}};
+  SingleOp fwd(ir::Op::kConv2d, {f32(cc.x()), f32(cc.wt())}, attrs);
+  SingleOp data(ir::Op::kConv2dBackwardData, {f32(cc.y()), f32(cc.wt()), f32(cc.x())}, attrs);
+  attrs.emplace_back("bias", false);
+  SingleOp filter(ir::Op::kConv2dBackwardFilter, {f32(cc.y()), f32(cc.x()), f32(cc.wt())}, attrs);
+  for (SingleOp* op : {&fwd, &data, &filter}) {
+    SCOPED_TRACE(op->node().opName());
+    for (auto algorithm : {backend::ConvAlgorithm::kAuto, backend::ConvAlgorithm::kDirect}) {
+      auto device = backend::cpu::cpuBackend().createDevice(op->ctx().device(),
+                                                            {.conv_algorithm = algorithm});
+      ASSERT_TRUE(device.ok()) << device.status();
+      auto k = (*device)->makeKernel(op->node());
+      ASSERT_TRUE(k.ok()) << k.status();
+      EXPECT_EQ(usedWinograd(**k), algorithm == backend::ConvAlgorithm::kAuto);
+    }
+  }
+}
+
 // Primitives are made once and reused: a second run over the same inputs gives the same
 // bits (and a run over new inputs does not see the old ones).
 TEST(ConvKernel, RunsTwiceIdentically) {
   std::mt19937 rng(5);
-  for (ConvStrategy strategy : {ConvStrategy::kPlain, ConvStrategy::kBlocked}) {
+  for (ConvStrategy strategy :
+       {ConvStrategy::kPlain, ConvStrategy::kBlocked, ConvStrategy::kWinograd}) {
     ConvCase cc{2, 16, 9, 9, 24, 3, 1, 1, true};
     SingleOp op(ir::Op::kConv2dBackwardFilter, {f32(cc.y()), f32(cc.x()), f32(cc.wt())},
                 {{"stride", cc.stride}, {"pad", cc.pad}, {"bias", true}});
@@ -288,8 +489,7 @@ TEST(ConvKernel, OtherDtypesAreAnErrorNamingTheNode) {
   SingleOp op(ir::Op::kConv2d, {x, w}, {{"stride", int64_t{1}}, {"pad", int64_t{0}}});
   auto k = backend::cpu::makeKernel(op.node(), op.ctx());
   ASSERT_FALSE(k.ok());
-  EXPECT_NE(k.status().message().find(op.node().describe()), absl::string_view::npos)
-      << k.status();
+  EXPECT_NE(k.status().message().find(op.node().describe()), absl::string_view::npos) << k.status();
   EXPECT_NE(k.status().message().find("f32"), absl::string_view::npos) << k.status();
 }
 

@@ -82,6 +82,17 @@ TEST(BackendSeam, TheExecutorRunsOnARecordingBackendAsDumpSaysItWould) {
   EXPECT_GE(recorder.counter("allReduce"), 2 * 3);  // >= 1 gradient bucket + loss + correct
 }
 
+// ExecutorOptions reach every device (as DeviceOptions).
+TEST(BackendSeam, ExecutorOptionsReachTheDevices) {
+  Recorder recorder;
+  RecordingBackend backend(recorder);
+  backend::ScopedBackendOverride use(backend);
+  auto ex = runtime::Executor::create(lenetOn(2, 0.2),
+                                      {.conv_algorithm = backend::ConvAlgorithm::kDirect});
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  EXPECT_EQ(recorder.counter("createDevice with direct convolutions"), 2);
+}
+
 // A module whose device kind this build lacks is refused at load, naming the device.
 TEST(BackendSeam, AMissingBackendIsNamed) {
   auto m = buildZooModel("lenet", 8);

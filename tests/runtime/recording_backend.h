@@ -220,6 +220,8 @@ class RecordingBackend final : public backend::Backend {
   int64_t alignment() const override { return 64; }
   absl::StatusOr<std::unique_ptr<backend::Device>> createDevice(
       const ir::Device& d, const backend::DeviceOptions& o) const override {
+    if (o.conv_algorithm == backend::ConvAlgorithm::kDirect)
+      recorder_.count("createDevice with direct convolutions");
     return std::make_unique<RecordingDevice>(*this, d, o.index, recorder_);
   }
   absl::StatusOr<std::unique_ptr<backend::CommunicatorGroup>> createCommunicators(

@@ -184,6 +184,18 @@ TEST_F(BadInputTable, SplitAndInitializer) {
   });
 }
 
+TEST_F(BadInputTable, ConvAlgorithm) {
+  check({
+      {{"train", "--model", "resnet18", "--conv-algorithm", "winograd"},
+       "--conv-algorithm: unknown algorithm 'winograd' (expected auto, direct)"},
+      {{"train", "--model", "lenet", "--conv-algorithm", ""},
+       "--conv-algorithm: unknown algorithm '' (expected auto, direct)"},
+      {{"train", "--model", "lenet", "--conv-algorithm"}, "--conv-algorithm: needs a value"},
+      {{"dump", "--model", "lenet", "--conv-algorithm", "direct"},
+       "The following arguments were not expected: direct --conv-algorithm"},  // train only
+  });
+}
+
 TEST_F(BadInputTable, DumpOutputSelection) {
   check({
       {{"dump", "--model", "lenet", "--after", "frobnicate"},

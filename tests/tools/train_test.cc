@@ -71,6 +71,16 @@ TEST(Train, ResNet18RunsAnEpochOnTwoDevices) {
   EXPECT_NE(r.out.find("images/s"), std::string::npos) << r.out;
 }
 
+// --conv-algorithm direct trains too (no Winograd in any kernel).
+TEST(Train, DirectConvolutionsTrain) {
+  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  auto r =
+      runTandem({"train", "--model", "lenet", "--devices", "2", "--batch", "64", "--limit-train",
+                 "256", "--limit-test", "64", "--epochs", "1", "--conv-algorithm", "direct"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("images/s"), std::string::npos) << r.out;
+}
+
 TEST(TrainErrors, BatchSmallerThanTheDeviceCount) {
   EXPECT_TRUE(isUsageError(
       runTandem({"train", "--model", "lenet", "--devices", "cpu:0,cpu:1,cpu:2", "--batch", "2"}),

@@ -165,9 +165,11 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
   auto module = driver::compileModel(choice->spec, choice->compile);
   if (!module.ok()) return module.status();
   const std::string header = runHeader(f, *choice, **module, train->count, test->count);
-  auto trainer = runtime::Trainer::create(
-      std::move(*module),
-      {.seed = f.seed, .threads_per_device = f.threads_per_device, .trace = f.profile});
+  auto trainer =
+      runtime::Trainer::create(std::move(*module), {.seed = f.seed,
+                                                    .threads_per_device = f.threads_per_device,
+                                                    .conv_algorithm = f.conv_algorithm,
+                                                    .trace = f.profile});
   if (!trainer.ok()) return trainer.status();
   RETURN_IF_ERROR((*trainer)->initialize());
   if (stop.requested()) return stoppedBeforeTraining();

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "backend/backend.h"
 #include "ir/ir.h"
 
 // The subcommands of `tandem`: their flags as plain structs (filled by flags.cc, the one
@@ -72,6 +73,7 @@ struct TrainFlags {
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::optional<std::string> metrics;
   int threads_per_device = 1;
+  backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
   bool profile = false;
   bool allow_nonfinite = false;
 };
