@@ -110,6 +110,9 @@ TEST(SyncBatchNorm, TwoDevicesEqualOneDevice) {
   o.lr = 0.01;
   o.momentum = 0.9;
   o.seed = 5;
+  // Direct convolutions: Winograd's rounding depends on how the batch is cut (3e-4 after
+  // these 3 steps), and what is tested here is batch norm's synchronization.
+  o.conv_algorithm = backend::ConvAlgorithm::kDirect;
   auto batches = randomBatches(3, 64, 14);
   auto one = trainOn("resnet18", o, batches);
   o.devices = cpus(2);

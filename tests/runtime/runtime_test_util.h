@@ -52,6 +52,7 @@ struct TrainSetup {
   int64_t allreduce_groups = 1;
   bool fuse = true;
   bool sync_bn = false;
+  backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
   uint64_t seed = 0;
   int threads_per_device = 1;
   bool trace = false;
@@ -76,7 +77,10 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
   if (!module.ok()) return module.status();
   return runtime::Trainer::create(
       std::move(*module),
-      {.seed = o.seed, .threads_per_device = o.threads_per_device, .trace = o.trace});
+      {.seed = o.seed,
+       .threads_per_device = o.threads_per_device,
+       .conv_algorithm = o.conv_algorithm,
+       .trace = o.trace});
 }
 
 /// Every parameter of every device replica: snapshot[var][device] = values.
