@@ -36,7 +36,11 @@ class ReluBackwardKernel final : public CpuKernel {
     const float* y = in[1].f32();
     float* dx = out[0].f32();
     int64_t n = out[0].numElements();
-    for (int64_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    // dy loaded either way: the conditional load of `y > 0 ? dy : 0` kept the loop scalar.
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = dy[i];
+      dx[i] = y[i] > 0.0f ? g : 0.0f;
+    }
   }
 };
 

@@ -21,6 +21,8 @@
 // two passes), from which the apply step recovers var without cancellation.
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <memory>
 #include <stdexcept>
@@ -121,16 +123,17 @@ class Conv2dStatsKernel final : public CpuKernel {
 // in: y, stats, gamma, beta, running_mean, running_var, residual?; out: out, save_mean,
 // save_invstd. Conventions as batch_norm's (norm_kernels.cc): biased variance to
 // normalize, unbiased into running_var.
+template <bool kRelu, bool kResidual>
 class BatchNormApplyKernel final : public CpuKernel {
  public:
-  BatchNormApplyKernel(Planes p, double eps, double momentum, bool relu, bool residual)
-      : p_(p), eps_(eps), momentum_(momentum), relu_(relu), residual_(residual) {}
+  BatchNormApplyKernel(Planes p, double eps, double momentum)
+      : p_(p), eps_(eps), momentum_(momentum) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float *y = in[0].f32(), *gamma = in[2].f32(), *beta = in[3].f32();
     const double* stats = static_cast<const double*>(in[1].data);
     float *running_mean = in[4].f32(), *running_var = in[5].f32();
-    const float* res = residual_ ? in[6].f32() : nullptr;
+    const float* res = kResidual ? in[6].f32() : nullptr;
     float *o = out[0].f32(), *save_mean = out[1].f32(), *save_invstd = out[2].f32();
     for (int64_t ch = 0; ch < p_.c; ++ch) {
       const ChannelStats st = readStats(stats, p_.c, ch);
@@ -142,14 +145,13 @@ class BatchNormApplyKernel final : public CpuKernel {
         const int64_t at = p_.at(img, ch);
         const float* yp = y + at;
         float* op = o + at;
-        if (res != nullptr) {
-          const float* rp = res + at;
-          for (int64_t i = 0; i < p_.hw; ++i) op[i] = yp[i] * scale + shift + rp[i];
-        } else {
-          for (int64_t i = 0; i < p_.hw; ++i) op[i] = yp[i] * scale + shift;
+        // Rounded step by step as batch_norm, add and relu round them apart.
+        for (int64_t i = 0; i < p_.hw; ++i) {
+          float v = yp[i] * scale + shift;
+          if constexpr (kResidual) v = v + res[at + i];
+          if constexpr (kRelu) v = std::max(v, 0.0f);
+          op[i] = v;
         }
-        if (relu_)
-          for (int64_t i = 0; i < p_.hw; ++i) op[i] = std::max(op[i], 0.0f);
       }
       save_mean[ch] = static_cast<float>(st.mean);
       save_invstd[ch] = static_cast<float>(invstd);
@@ -165,22 +167,54 @@ class BatchNormApplyKernel final : public CpuKernel {
  private:
   Planes p_;
   double eps_, momentum_;
-  bool relu_, residual_;
 };
 
-/// dz = dout where the relu's output is positive (or dout itself without relu).
+/// dz = dout where relu's output is positive; dout itself without relu. A compile-time
+/// choice, so that the loops below vectorize (a select, no branch).
+template <bool kRelu>
 inline float maskedGrad(const float* dout, const float* out, int64_t i) {
-  return out == nullptr || out[i] > 0 ? dout[i] : 0.0f;
+  const float d = dout[i];
+  if constexpr (!kRelu) return d;
+  // out > 0 ? d : +0, as a bit mask: GCC leaves a select inside the unrolled accumulator
+  // loops as a branch, and the loop then does not vectorize.
+  const uint32_t keep = 0u - static_cast<uint32_t>(out[i] > 0.0f);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(d) & keep);
+}
+
+/// sum(dz) and sum(dz * (y - mu)) over one plane in one pass, each in float with kLanes
+/// accumulators: the same additions, in the same order, as two laneSum passes (and as
+/// batch_norm_backward's two planeSum passes), over half the memory traffic.
+template <bool kRelu>
+void planeGradSums(const float* dp, const float* yp, const float* rp, int64_t n, float mu,
+                   float* sum_dz, float* sum_dz_yc) {
+  float a[kLanes] = {}, b[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const float dz = maskedGrad<kRelu>(dp, rp, i + l);
+      a[l] += dz;
+      b[l] += dz * (yp[i + l] - mu);
+    }
+  float sa = 0, sb = 0;
+  for (; i < n; ++i) {
+    const float dz = maskedGrad<kRelu>(dp, rp, i);
+    sa += dz;
+    sb += dz * (yp[i] - mu);
+  }
+  for (int l = 0; l < kLanes; ++l) sa += a[l], sb += b[l];
+  *sum_dz = sa;
+  *sum_dz_yc = sb;
 }
 
 // in: dout, y, save_mean, save_invstd, out?; out: sums f64[2,C], dbeta, dgamma.
+template <bool kRelu>
 class BatchNormBackwardReduceKernel final : public CpuKernel {
  public:
   explicit BatchNormBackwardReduceKernel(Planes p) : p_(p) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float *dout = in[0].f32(), *y = in[1].f32(), *mean = in[2].f32(), *invstd = in[3].f32();
-    const float* relu_out = in.size() > 4 ? in[4].f32() : nullptr;
+    const float* relu_out = kRelu ? in[4].f32() : nullptr;
     double* sums = static_cast<double*>(out[0].data);
     float *dbeta = out[1].f32(), *dgamma = out[2].f32();
     for (int64_t ch = 0; ch < p_.c; ++ch) {
@@ -188,9 +222,11 @@ class BatchNormBackwardReduceKernel final : public CpuKernel {
       double sum_dz = 0, sum_dz_yc = 0;  // sum(dz), sum(dz * (y - mean))
       for (int64_t img = 0; img < p_.n; ++img) {
         const int64_t at = p_.at(img, ch);
-        const float *dp = dout + at, *yp = y + at, *rp = relu_out ? relu_out + at : nullptr;
-        sum_dz += laneSum(p_.hw, [&](int64_t i) { return maskedGrad(dp, rp, i); });
-        sum_dz_yc += laneSum(p_.hw, [&](int64_t i) { return maskedGrad(dp, rp, i) * (yp[i] - mu); });
+        float sa, sb;
+        planeGradSums<kRelu>(dout + at, y + at, kRelu ? relu_out + at : nullptr, p_.hw, mu, &sa,
+                             &sb);
+        sum_dz += sa;
+        sum_dz_yc += sb;
       }
       // Kept as dz * (y - mean) in the sums: batch_norm_backward uses it that way.
       sums[ch] = sum_dz;
@@ -205,18 +241,19 @@ class BatchNormBackwardReduceKernel final : public CpuKernel {
 };
 
 // in: dout, y, gamma, save_mean, save_invstd, sums, stats, out?; out: dy (, dz).
+template <bool kRelu, bool kResidual>
 class BatchNormBackwardApplyKernel final : public CpuKernel {
  public:
-  BatchNormBackwardApplyKernel(Planes p, bool residual) : p_(p), residual_(residual) {}
+  explicit BatchNormBackwardApplyKernel(Planes p) : p_(p) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float *dout = in[0].f32(), *y = in[1].f32(), *gamma = in[2].f32();
     const float *mean = in[3].f32(), *invstd = in[4].f32();
     const double* sums = static_cast<const double*>(in[5].data);
     const double* stats = static_cast<const double*>(in[6].data);
-    const float* relu_out = in.size() > 7 ? in[7].f32() : nullptr;
+    const float* relu_out = kRelu ? in[7].f32() : nullptr;
     float* dy = out[0].f32();
-    float* dz_out = residual_ ? out[1].f32() : nullptr;
+    float* dz_out = kResidual ? out[1].f32() : nullptr;
     for (int64_t ch = 0; ch < p_.c; ++ch) {
       const double m = readStats(stats, p_.c, ch).count;
       const double sum_dz = sums[ch], sum_dz_yc = sums[p_.c + ch];
@@ -229,21 +266,19 @@ class BatchNormBackwardApplyKernel final : public CpuKernel {
       const float mu = mean[ch];
       for (int64_t img = 0; img < p_.n; ++img) {
         const int64_t at = p_.at(img, ch);
-        const float *dp = dout + at, *yp = y + at, *rp = relu_out ? relu_out + at : nullptr;
+        const float *dp = dout + at, *yp = y + at, *rp = kRelu ? relu_out + at : nullptr;
         float* dyp = dy + at;
         for (int64_t i = 0; i < p_.hw; ++i) {
-          const float dz = maskedGrad(dp, rp, i);
+          const float dz = maskedGrad<kRelu>(dp, rp, i);
           dyp[i] = fa * dz + fb * (yp[i] - mu) + fc;
+          if constexpr (kResidual) dz_out[at + i] = dz;
         }
-        if (dz_out != nullptr)
-          for (int64_t i = 0; i < p_.hw; ++i) dz_out[at + i] = maskedGrad(dp, rp, i);
       }
     }
   }
 
  private:
   Planes p_;
-  bool residual_;
 };
 
 // in: w, b?, gamma, beta, running_mean, running_var; out: w', b'.
@@ -309,22 +344,32 @@ KernelOr makeConv2dStatsKernel(const KernelInit& init) {
 KernelOr makeBatchNormApplyKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
-  return std::make_unique<BatchNormApplyKernel>(Planes(n.operand(0)->type()), n.floatAttr("eps"),
-                                                n.floatAttr("momentum"), n.boolAttr("relu"),
-                                                n.numOperands() > 6);
+  Planes p(n.operand(0)->type());
+  const double eps = n.floatAttr("eps"), momentum = n.floatAttr("momentum");
+  const bool relu = n.boolAttr("relu"), residual = n.numOperands() > 6;
+  if (relu && residual) return std::make_unique<BatchNormApplyKernel<true, true>>(p, eps, momentum);
+  if (relu) return std::make_unique<BatchNormApplyKernel<true, false>>(p, eps, momentum);
+  if (residual) return std::make_unique<BatchNormApplyKernel<false, true>>(p, eps, momentum);
+  return std::make_unique<BatchNormApplyKernel<false, false>>(p, eps, momentum);
 }
 
 KernelOr makeBatchNormBackwardReduceKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
-  return std::make_unique<BatchNormBackwardReduceKernel>(Planes(n.operand(1)->type()));
+  Planes p(n.operand(1)->type());
+  if (n.numOperands() > 4) return std::make_unique<BatchNormBackwardReduceKernel<true>>(p);
+  return std::make_unique<BatchNormBackwardReduceKernel<false>>(p);
 }
 
 KernelOr makeBatchNormBackwardApplyKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
-  return std::make_unique<BatchNormBackwardApplyKernel>(Planes(n.operand(1)->type()),
-                                                        n.boolAttr("residual"));
+  Planes p(n.operand(1)->type());
+  const bool relu = n.numOperands() > 7, residual = n.boolAttr("residual");
+  if (relu && residual) return std::make_unique<BatchNormBackwardApplyKernel<true, true>>(p);
+  if (relu) return std::make_unique<BatchNormBackwardApplyKernel<true, false>>(p);
+  if (residual) return std::make_unique<BatchNormBackwardApplyKernel<false, true>>(p);
+  return std::make_unique<BatchNormBackwardApplyKernel<false, false>>(p);
 }
 
 KernelOr makeFoldBatchNormKernel(const KernelInit& init) {
