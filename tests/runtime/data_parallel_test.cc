@@ -38,10 +38,12 @@ TEST(DataParallel, OneTwoAndThreeDevicesEndWithTheSameParameters) {
   auto one = trainOn("lenet", lenetOptions(1), batches);
   auto two = trainOn("lenet", lenetOptions(2), batches);
   auto three = trainOn("lenet", lenetOptions(3, {3, 2, 1}), batches);  // 48 + 32 + 16
-  ASSERT_TRUE(one && two && three);
-  Snapshot ref = snapshot(*one), s2 = snapshot(*two), s3 = snapshot(*three);
+  auto split31 = trainOn("lenet", lenetOptions(2, {3, 1}), batches);    // --split 3,1: 72 + 24
+  ASSERT_TRUE(one && two && three && split31);
+  Snapshot ref = snapshot(*one), s2 = snapshot(*two), s3 = snapshot(*three),
+           s31 = snapshot(*split31);
   for (const auto& [name, replicas] : ref) {
-    for (const Snapshot* s : {&s2, &s3})
+    for (const Snapshot* s : {&s2, &s3, &s31})
       for (const auto& replica : s->at(name))
         EXPECT_LE(relativeDifference(replica, replicas[0]), 1e-5) << name;
     // The parameters did move: the comparison is not between untouched initial values.

@@ -169,12 +169,19 @@ TEST_F(BadInputTable, Numbers) {
 
 TEST_F(BadInputTable, SplitAndInitializer) {
   check({
-      {{"dump", "--model", "lenet", "--devices", "2", "--weights", "3,x"},
-       "--weights: '3,x' must be positive numbers such as 3,1"},
-      {{"dump", "--model", "lenet", "--devices", "2", "--weights", "0,1"},
-       "--weights: '0,1' must be positive numbers such as 3,1"},
-      {{"train", "--model", "lenet", "--devices", "2", "--weights", "3,1,1"},
-       "--weights: 3 weights for 2 devices"},
+      {{"dump", "--model", "lenet", "--devices", "2", "--split", "3,x"},
+       "--split: '3,x' is not even or positive weights such as 3,1"},
+      {{"dump", "--model", "lenet", "--devices", "2", "--split", "0,1"},
+       "--split: '0,1' is not even or positive weights such as 3,1"},
+      {{"train", "--model", "lenet", "--devices", "2", "--split", "3,1,1"},
+       "--split: 3 weights for 2 devices"},
+      {{"train", "--model", "lenet", "--devices", "2", "--split", "fast"},
+       "--split: 'fast' is not even, auto, or positive weights such as 3,1"},
+      {{"dump", "--model", "lenet", "--devices", "2", "--split", "auto"},
+       "--split: auto measures the devices while training; dump takes even or weights such as "
+       "3,1"},
+      {{"train", "--model", "lenet", "--devices", "2", "--split", "auto", "--profile"},
+       "--profile: cannot go with --split auto (both time every node of the step they trace)"},
       {{"dump", "--model", "lenet", "--init", "normal:-1"},
        "--init: 'normal:-1' is not an initializer (kaiming, or normal:STD with 0 < STD <= 100, "
        "such as normal:0.01)"},

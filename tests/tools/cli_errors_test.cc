@@ -73,10 +73,10 @@ TEST(CliErrorsTest, OutputSelectionErrors) {
       isUsageError(runTandem(lenetDump({"--format", "xml"})), {"--format: unknown format 'xml'"}));
   EXPECT_TRUE(isUsageError(runTandem(lenetDump({"--graph", "backward"})),
                            {"--graph: module lenet has no graph 'backward'", "eval_step"}));
-  EXPECT_TRUE(isUsageError(runTandem(lenetDump({"--weights", "3,x", "--devices", "2"})),
-                           {"--weights: '3,x'"}));
-  EXPECT_TRUE(isUsageError(runTandem(lenetDump({"--weights", "3,1,1", "--devices", "2"})),
-                           {"--weights: 3 weights for 2 devices"}));
+  EXPECT_TRUE(isUsageError(runTandem(lenetDump({"--split", "3,x", "--devices", "2"})),
+                           {"--split: '3,x'"}));
+  EXPECT_TRUE(isUsageError(runTandem(lenetDump({"--split", "3,1,1", "--devices", "2"})),
+                           {"--split: 3 weights for 2 devices"}));
   EXPECT_TRUE(isUsageError(runTandem(lenetDump({"-o", "/nonexistent-dir/x.tir"})),
                            {"--output: cannot write '/nonexistent-dir/x.tir'"}));
   EXPECT_TRUE(isUsageError(runTandem(lenetDump({"--bucket-mb", "0"})), {"bucket-mb"}));

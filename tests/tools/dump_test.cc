@@ -198,7 +198,7 @@ TEST(DumpTest, HelpMentionsEveryFlag) {
   EXPECT_EQ(dump.err, "");
   for (const char* flag :
        {"--model", "--devices", "--batch", "--after", "--format", "--graph", "--output", "--lr",
-        "--momentum", "--weight-decay", "--bucket-mb", "--first-bucket-mb", "--weights",
+        "--momentum", "--weight-decay", "--bucket-mb", "--first-bucket-mb", "--split",
         "--canonical", "--timing", "--no-verify", "resnet152", "insert-collectives"})
     EXPECT_THAT(dump.out, HasSubstr(flag));
 

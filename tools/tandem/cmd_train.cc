@@ -17,6 +17,7 @@
 #include "ir/status_macros.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/trainer.h"
+#include "tools/driver/auto_split.h"
 #include "tools/driver/compile.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
@@ -131,6 +132,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
   if (!choice.ok()) return choice.status();
   const int64_t batch = choice->compile.build.batch;
   warnAboutThreads(f, choice->compile.pipeline.devices.size());
+  if (choice->auto_split && f.profile)
+    return absl::InvalidArgumentError(
+        "--profile: cannot go with --split auto (both time every node of the step they trace)");
 
   // The metrics file is opened (and its header written) before anything slow, so a bad
   // path fails at once and a run stopped in epoch 1 still leaves a header.
@@ -183,6 +187,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
   runtime::data::BatchLoader test_loader(*test, batch, /*shuffle=*/false, f.seed,
                                          /*drop_last=*/false);
   ProgressBar bar(isatty(fileno(stderr)) != 0);
+  std::optional<driver::AutoSplit> auto_split;
+  if (choice->auto_split) auto_split.emplace(choice->spec, choice->compile, **trainer);
+  absl::Status split_status;
   // How the run ended when not by finishing every epoch: the line to say, and the code.
   std::string ending;
   int exit_code = 0;
@@ -198,10 +205,29 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
         bad_step = s;
         return false;
       }
+      if (auto_split) {
+        absl::StatusOr<std::optional<std::vector<int64_t>>> changed = auto_split->afterStep();
+        if (!changed.ok()) {
+          split_status = changed.status();
+          return false;
+        }
+        if (changed->has_value()) {
+          bar.clear();
+          std::vector<std::string> busy;
+          for (double ns : auto_split->balancer().lastBusyNs())
+            busy.push_back(absl::StrFormat("%.1f", ns * 1e-6));
+          split_status = out.write(absl::StrFormat(
+              "split re-planned after step %d of epoch %d: %s images per device (busy %s ms "
+              "per step before)\n",
+              s.step, epoch, absl::StrJoin(**changed, "/"), absl::StrJoin(busy, "/")));
+          if (!split_status.ok()) return false;
+        }
+      }
       return !stop.requested();
     });
     bar.clear();
     if (!r.ok()) return r.status();
+    if (!split_status.ok()) return split_status;
     if (nonfinite) {
       ending = absl::StrFormat(
           "tandem: the loss is %g at epoch %d, step %d of %d (lr %g): training diverged; lower "

@@ -43,7 +43,8 @@ struct ModelFlags {
   std::optional<std::string> init;
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;
-  std::string weights;
+  /// --split: "even", weights such as "3,1", or (train) "auto".
+  std::string split = "even";
   bool no_fuse = false;
   bool sync_bn = false;
 };

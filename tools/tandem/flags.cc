@@ -123,9 +123,10 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
                 "global batch (one all_reduce per layer and direction)");
   cmd->add_flag("--no-fuse", f.no_fuse,
                 "Leave conv2d, batch_norm, add and relu unfused (no fuse-conv-bn-relu pass)");
-  cmd->add_option("--weights", f.weights,
-                  "Split the batch in proportion to these per-device weights, e.g. 3,1 "
-                  "(default: even)");
+  cmd->add_option("--split", f.split,
+                  "How the batch splits across the devices: even, weights such as 3,1, or "
+                  "(train) auto: re-planned from each device's measured speed")
+      ->capture_default_str();
 }
 
 void addOutputFlags(CLI::App* cmd, OutputFlags& f) {

@@ -32,18 +32,20 @@ absl::StatusOr<ir::Initializer> parseInit(const std::string& text) {
                                           "0 < STD <= 100, such as normal:0.01)"));
 }
 
-absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t devices) {
+absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t devices,
+                                                 bool for_training) {
   std::vector<double> weights;
   for (absl::string_view w : absl::StrSplit(text, ',')) {
     double v = 0;
     if (!absl::SimpleAtod(w, &v) || !(v > 0) || !std::isfinite(v))
-      return flagError("--weights",
-                       absl::StrCat("'", text, "' must be positive numbers such as 3,1"));
+      return flagError("--split", absl::StrCat("'", text, "' is not even",
+                                               for_training ? ", auto, " : " ",
+                                               "or positive weights such as 3,1"));
     weights.push_back(v);
   }
   if (weights.size() != devices)
-    return flagError("--weights", absl::StrCat(weights.size(), " weights for ", devices,
-                                               devices == 1 ? " device" : " devices"));
+    return flagError("--split", absl::StrCat(weights.size(), " weights for ", devices,
+                                             devices == 1 ? " device" : " devices"));
   return weights;
 }
 
@@ -90,8 +92,13 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                      absl::StrCat(batch, " is smaller than the device count ", devices->size(),
                                   "; every device needs at least one example"));
   c.build.batch = batch;
-  if (!f.weights.empty()) {
-    auto weights = parseWeights(f.weights, devices->size());
+  if (f.split == "auto") {
+    if (!for_training)
+      return flagError("--split", "auto measures the devices while training; dump takes even or "
+                                  "weights such as 3,1");
+    choice.auto_split = devices->size() > 1;
+  } else if (f.split != "even") {
+    auto weights = parseWeights(f.split, devices->size(), for_training);
     if (!weights.ok()) return weights.status();
     c.pipeline.weights = *weights;
   }

@@ -14,6 +14,8 @@ namespace tandem::tools {
 struct ModelChoice {
   ModelSpec spec;
   driver::CompileOptions compile;
+  /// --split auto: start even, then re-plan from measured device speeds (train only).
+  bool auto_split = false;
 };
 
 /// The zoo models `tandem train` can train: those taking Fashion-MNIST's 1x28x28 images.

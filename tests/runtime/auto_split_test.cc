@@ -1,0 +1,62 @@
+// --split auto: with one device slowed down, the split moves images to the other device
+// within 20 steps, the step's critical path (the busiest device's measured busy time,
+// not wall-clock luck) shrinks, and the parameters stay those of the same global batch.
+
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/runtime/runtime_test_util.h"
+#include "tools/driver/auto_split.h"
+
+namespace tandem::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(AutoSplit, MovesImagesToTheFasterDevice) {
+  TrainSetup o;
+  o.devices = cpus(2);
+  o.batch = 64;
+  o.lr = 0.05;
+  auto spec = zoo::modelByName("lenet");
+  auto trainer = makeTrainer(*spec, o);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_TRUE((*trainer)->initialize().ok());
+  // Device 1 is slow: each convolution there takes 100 us more per image it holds.
+  (*trainer)->setBeforeNodeHook([](const ir::Node& n, size_t device) {
+    if (device == 1 && n.op() == ir::Op::kConv2d)
+      std::this_thread::sleep_for(n.result()->type().shape[0] * 100us);
+  });
+  driver::CompileOptions c;
+  c.build.batch = o.batch;
+  c.pipeline.devices = o.devices;
+  c.pipeline.lr = o.lr;
+  driver::AutoSplit split(*spec, c, **trainer);
+  EXPECT_EQ(split.rows(), (std::vector<int64_t>{32, 32}));
+
+  auto batches = randomBatches(20, 64, 21);
+  double first_critical_path = 0;
+  int replans = 0;
+  for (const OwnedBatch& b : batches) {
+    ASSERT_TRUE((*trainer)->trainStep(b.view()).ok());
+    auto changed = split.afterStep();
+    ASSERT_TRUE(changed.ok()) << changed.status();
+    if (changed->has_value()) {
+      if (replans++ == 0) first_critical_path = split.balancer().lastCriticalPathNs();
+    }
+  }
+  ASSERT_GE(replans, 1);
+  const std::vector<int64_t> rows = split.rows();
+  RecordProperty("split", absl::StrCat(rows[0], "/", rows[1]));
+  RecordProperty("critical_path_ms", absl::StrCat(first_critical_path * 1e-6, " -> ",
+                                                  split.balancer().lastCriticalPathNs() * 1e-6));
+  EXPECT_GT(rows[0], 3 * rows[1] / 2) << rows[0] << "/" << rows[1];  // measured 43/21
+  EXPECT_EQ(rows[0] + rows[1], 64);
+  // The last window measured the new split: its critical path is the shorter one.
+  EXPECT_LT(split.balancer().lastCriticalPathNs(), 0.8 * first_critical_path);
+}
+
+}  // namespace
+}  // namespace tandem::testing

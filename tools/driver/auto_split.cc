@@ -1,0 +1,45 @@
+#include "tools/driver/auto_split.h"
+
+#include <utility>
+
+#include "ir/status_macros.h"
+
+namespace tandem::driver {
+
+AutoSplit::AutoSplit(const ModelSpec& spec, CompileOptions options, runtime::Trainer& trainer,
+                     runtime::SplitBalancer::Options balance)
+    : spec_(spec),
+      options_(std::move(options)),
+      trainer_(trainer),
+      balancer_(options_.pipeline.devices.size(), balance) {
+  trainer_.executor().setTrace(balancer_.wantsTrace());
+}
+
+std::vector<int64_t> AutoSplit::rows() const {
+  // The sizes of the split of the images input (the first split of the step).
+  for (const auto& n : trainer_.executor().module().graph(ir::kTrainGraph)->nodes())
+    if (n->op() == ir::Op::kSplit && n->operand(0)->type().rank() == 4)
+      return n->attrAs<std::vector<int64_t>>("sizes");
+  return {};
+}
+
+absl::StatusOr<std::optional<std::vector<int64_t>>> AutoSplit::afterStep() {
+  runtime::Executor& ex = trainer_.executor();
+  std::vector<runtime::TraceEntry> trace;
+  if (ex.tracing()) {
+    for (const runtime::TraceEntry& e : ex.takeTrace())
+      if (e.node->graph()->name() == ir::kTrainGraph) trace.push_back(e);
+  }
+  std::optional<std::vector<double>> weights = balancer_.afterStep(trace, rows());
+  std::optional<std::vector<int64_t>> changed;
+  if (weights) {
+    options_.pipeline.weights = *weights;
+    ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> module, compileModel(spec_, options_));
+    RETURN_IF_ERROR(trainer_.replaceModule(std::move(module)));
+    changed = rows();
+  }
+  trainer_.executor().setTrace(balancer_.wantsTrace());
+  return changed;
+}
+
+}  // namespace tandem::driver
