@@ -31,24 +31,10 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/plane_sums.h"
 
 namespace tandem::backend::cpu {
 namespace {
-
-constexpr int kLanes = 8;
-
-/// sum(f(i)) over i in [0, n), in float with kLanes accumulators.
-template <typename F>
-float laneSum(int64_t n, F f) {
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += f(i + l);
-  float s = 0;
-  for (; i < n; ++i) s += f(i);
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
-  return s;
-}
 
 /// N, C and H*W of an [N,C,H,W] tensor, and where plane (n, c) starts.
 struct Planes {
@@ -95,15 +81,15 @@ class Conv2dStatsKernel final : public CpuKernel {
       double sum = 0;
       for (int64_t img = 0; img < p_.n; ++img) {
         const float* yp = y + p_.at(img, ch);
-        sum += laneSum(p_.hw, [&](int64_t i) { return yp[i]; });
+        sum += planeSum(yp, p_.hw, [](float v) { return v; });
       }
       const double mean = sum / m;
       const float fmean = static_cast<float>(mean);
       double sq = 0;
       for (int64_t img = 0; img < p_.n; ++img) {
         const float* yp = y + p_.at(img, ch);
-        sq += laneSum(p_.hw, [&](int64_t i) {
-          float d = yp[i] - fmean;
+        sq += planeSum(yp, p_.hw, [fmean](float v) {
+          float d = v - fmean;
           return d * d;
         });
       }
@@ -182,7 +168,7 @@ inline float maskedGrad(const float* dout, const float* out, int64_t i) {
 }
 
 /// sum(dz) and sum(dz * (y - mu)) over one plane in one pass, each in float with kLanes
-/// accumulators: the same additions, in the same order, as two laneSum passes (and as
+/// accumulators: the same additions, in the same order, as two planeSum passes (and as
 /// batch_norm_backward's two planeSum passes), over half the memory traffic.
 template <bool kRelu>
 void planeGradSums(const float* dp, const float* yp, const float* rp, int64_t n, float mu,

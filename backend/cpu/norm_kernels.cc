@@ -21,40 +21,11 @@
 #include <memory>
 
 #include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/plane_sums.h"
 #include "backend/cpu/kernels.h"
 
 namespace tandem::backend::cpu {
 namespace {
-
-constexpr int kLanes = 8;
-
-/// sum(f(p[i])) over one plane, in float with kLanes accumulators.
-template <typename F>
-float planeSum(const float* p, int64_t n, F f) {
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += f(p[i + l]);
-  float tail = 0;
-  for (; i < n; ++i) tail += f(p[i]);
-  float s = tail;
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
-  return s;
-}
-
-/// sum(f(a[i], b[i])) over one plane.
-template <typename F>
-float planeSum2(const float* a, const float* b, int64_t n, F f) {
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += f(a[i + l], b[i + l]);
-  float tail = 0;
-  for (; i < n; ++i) tail += f(a[i], b[i]);
-  float s = tail;
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
-  return s;
-}
 
 /// N, C and H*W of x, and where plane (n, c) starts.
 struct ChannelLayout {
