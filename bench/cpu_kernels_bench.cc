@@ -175,7 +175,9 @@ void convShapes(benchmark::internal::Benchmark* b) {
   b->Args({32, 64, 28, 128, 3, 2, 1});   // stage 2, first conv (downsampling)
   b->Args({32, 64, 28, 128, 1, 2, 0});   // stage 2 shortcut
   b->Args({32, 128, 14, 128, 3, 1, 1});  // stage 2
+  b->Args({32, 128, 14, 256, 3, 2, 1});  // stage 3, first conv
   b->Args({32, 256, 7, 256, 3, 1, 1});   // stage 3
+  b->Args({32, 256, 7, 512, 3, 2, 1});   // stage 4, first conv
   b->Args({32, 512, 4, 512, 3, 1, 1});   // stage 4
   // ResNet-18's stride-1 3x3 convolutions at 64 per device (Winograd's candidates).
   b->Args({64, 1, 28, 64, 3, 1, 1});
