@@ -107,6 +107,9 @@ std::string defaultPipeline(const PipelineConfig& c) {
                    ",first-bucket-mb=", num(c.first_bucket_mb),
                    c.allreduce_groups > 1 ? absl::StrCat(",groups=", c.allreduce_groups) : "",
                    c.sync_bn ? ",sync-bn=true" : "", "}"),
+      // After insert-collectives: the recompute reads the statistics the forward read,
+      // all-reduced ones under sync batch norm.
+      c.fuse && c.recompute ? "recompute-bn-relu" : "",
       "dce",
       "schedule",
       c.alignment == 64 ? std::string("plan-memory")
@@ -117,8 +120,8 @@ std::string defaultPipeline(const PipelineConfig& c) {
 }
 
 std::vector<std::string> defaultPassNames() {
-  return {"autodiff",    "fuse-conv-bn-relu", "replicate", "insert-collectives",
-          "dce",         "schedule",          "plan-memory"};
+  return {"autodiff", "fuse-conv-bn-relu", "replicate", "insert-collectives",
+          "recompute-bn-relu", "dce", "schedule", "plan-memory"};
 }
 
 }  // namespace tandem::passes

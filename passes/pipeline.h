@@ -30,6 +30,9 @@ struct PipelineConfig {
   int64_t alignment = 64;
   /// Run fuse-conv-bn-relu (CLI --no-fuse turns it off).
   bool fuse = true;
+  /// With fusion, run recompute-bn-relu: backward recomputes conv -> bn -> relu outputs
+  /// (less activation memory, one elementwise pass more per layer; CLI --no-recompute).
+  bool recompute = true;
   /// Sync batch norm: all-reduce the batch statistics across devices (CLI --sync-bn).
   bool sync_bn = false;
 };

@@ -8,6 +8,7 @@
 #include "passes/fuse_conv_bn_relu.h"
 #include "passes/insert_collectives.h"
 #include "passes/plan_memory.h"
+#include "passes/recompute_bn_relu.h"
 #include "passes/replicate.h"
 #include "passes/schedule.h"
 
@@ -25,6 +26,9 @@ const std::vector<PassInfo>& registeredPasses() {
       {InsertCollectives::kName,
        "split inputs, broadcast initial values, all_reduce gradients in buckets",
        "bucket-mb=25, first-bucket-mb=1, groups=1, sync-bn=false", InsertCollectives::create},
+      {RecomputeBnRelu::kName,
+       "backward recomputes conv -> bn -> relu outputs instead of keeping them from forward", "",
+       RecomputeBnRelu::create},
       {DeadCodeElimination::kName, "remove nodes whose results are unused", "",
        DeadCodeElimination::create},
       {Schedule::kName, "issue order for the compute and comm streams: updates after backward", "",

@@ -69,7 +69,10 @@ bool winogradApplies(const ConvShape& s) {
 ///    blocks of dx are mostly padding (1 channel: 5x slower, LeNet's 20: 8% slower).
 ///  - backward filter: im2col + GEMM wins (by up to 2x for one input channel) unless one
 ///    image's im2col buffer outgrows the L2 cache (ResNet's 64 channels at 28x28:
-///    blocked 28% faster).
+///    blocked 28% faster) or the convolution is strided with 64 or more input channels
+///    (ResNet-18's stage-opening 3x3 stride-2 convolutions at N=32 on AVX-512, median of
+///    3: 64->128 at 28x28 4.7 vs 6.7 ms, 128->256 at 14x14 4.8 vs 5.6 ms, 256->512 at
+///    7x7 6.7 vs 7.2 ms; GEMM's strided im2col copies more than it saves).
 ConvStrategy directStrategy(ConvPass pass, const ConvShape& s) {
   int64_t c = s.x.shape[1], k = s.w.shape[2];
   int64_t out_hw = s.y.shape[2] * s.y.shape[3];
@@ -83,7 +86,8 @@ ConvStrategy directStrategy(ConvPass pass, const ConvShape& s) {
       blocked = c >= 32;
       break;
     case ConvPass::kBackwardFilter:
-      blocked = c * k * k * out_hw * int64_t{sizeof(float)} > (int64_t{1} << 20);
+      blocked = c * k * k * out_hw * int64_t{sizeof(float)} > (int64_t{1} << 20) ||
+                (s.strides[0] > 1 && c >= 64);
       break;
   }
   return blocked ? ConvStrategy::kBlocked : ConvStrategy::kPlain;

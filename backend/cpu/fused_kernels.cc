@@ -106,6 +106,31 @@ class Conv2dStatsKernel final : public CpuKernel {
   Planes p_;
 };
 
+/// out = relu?(y * scale + shift + residual?) over channel `ch`'s planes, scale and shift
+/// from the statistics; returns 1/std. batch_norm_apply and batch_norm_recompute share it,
+/// so a recomputed output equals the forward one bit for bit.
+template <bool kRelu, bool kResidual>
+double normalizeChannel(const Planes& p, int64_t ch, const ChannelStats& st, float gamma,
+                        float beta, double eps, const float* y, const float* res, float* o) {
+  const double invstd = 1.0 / std::sqrt(st.var + eps);
+  const double dscale = gamma * invstd;  // as batch_norm rounds them
+  const float scale = static_cast<float>(dscale);
+  const float shift = static_cast<float>(beta - st.mean * dscale);
+  for (int64_t img = 0; img < p.n; ++img) {
+    const int64_t at = p.at(img, ch);
+    const float* yp = y + at;
+    float* op = o + at;
+    // Rounded step by step as batch_norm, add and relu round them apart.
+    for (int64_t i = 0; i < p.hw; ++i) {
+      float v = yp[i] * scale + shift;
+      if constexpr (kResidual) v = v + res[at + i];
+      if constexpr (kRelu) v = std::max(v, 0.0f);
+      op[i] = v;
+    }
+  }
+  return invstd;
+}
+
 // in: y, stats, gamma, beta, running_mean, running_var, residual?; out: out, save_mean,
 // save_invstd. Conventions as batch_norm's (norm_kernels.cc): biased variance to
 // normalize, unbiased into running_var.
@@ -123,22 +148,8 @@ class BatchNormApplyKernel final : public CpuKernel {
     float *o = out[0].f32(), *save_mean = out[1].f32(), *save_invstd = out[2].f32();
     for (int64_t ch = 0; ch < p_.c; ++ch) {
       const ChannelStats st = readStats(stats, p_.c, ch);
-      const double invstd = 1.0 / std::sqrt(st.var + eps_);
-      const double dscale = gamma[ch] * invstd;  // as batch_norm rounds them
-      const float scale = static_cast<float>(dscale);
-      const float shift = static_cast<float>(beta[ch] - st.mean * dscale);
-      for (int64_t img = 0; img < p_.n; ++img) {
-        const int64_t at = p_.at(img, ch);
-        const float* yp = y + at;
-        float* op = o + at;
-        // Rounded step by step as batch_norm, add and relu round them apart.
-        for (int64_t i = 0; i < p_.hw; ++i) {
-          float v = yp[i] * scale + shift;
-          if constexpr (kResidual) v = v + res[at + i];
-          if constexpr (kRelu) v = std::max(v, 0.0f);
-          op[i] = v;
-        }
-      }
+      const double invstd = normalizeChannel<kRelu, kResidual>(p_, ch, st, gamma[ch], beta[ch],
+                                                               eps_, y, res, o);
       save_mean[ch] = static_cast<float>(st.mean);
       save_invstd[ch] = static_cast<float>(invstd);
       // One value per channel has no unbiased variance; keep the biased one then.
@@ -153,6 +164,26 @@ class BatchNormApplyKernel final : public CpuKernel {
  private:
   Planes p_;
   double eps_, momentum_;
+};
+
+// in: y, stats, gamma, beta; out: out (batch_norm_apply's, the running statistics left
+// alone).
+template <bool kRelu>
+class BatchNormRecomputeKernel final : public CpuKernel {
+ public:
+  BatchNormRecomputeKernel(Planes p, double eps) : p_(p), eps_(eps) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const double* stats = static_cast<const double*>(in[1].data);
+    const float *gamma = in[2].f32(), *beta = in[3].f32();
+    for (int64_t ch = 0; ch < p_.c; ++ch)
+      normalizeChannel<kRelu, false>(p_, ch, readStats(stats, p_.c, ch), gamma[ch], beta[ch],
+                                     eps_, in[0].f32(), nullptr, out[0].f32());
+  }
+
+ private:
+  Planes p_;
+  double eps_;
 };
 
 /// dz = dout where relu's output is positive; dout itself without relu. A compile-time
@@ -337,6 +368,15 @@ KernelOr makeBatchNormApplyKernel(const KernelInit& init) {
   if (relu) return std::make_unique<BatchNormApplyKernel<true, false>>(p, eps, momentum);
   if (residual) return std::make_unique<BatchNormApplyKernel<false, true>>(p, eps, momentum);
   return std::make_unique<BatchNormApplyKernel<false, false>>(p, eps, momentum);
+}
+
+KernelOr makeBatchNormRecomputeKernel(const KernelInit& init) {
+  const ir::Node& n = init.node;
+  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
+  Planes p(n.operand(0)->type());
+  const double eps = n.floatAttr("eps");
+  if (n.boolAttr("relu")) return std::make_unique<BatchNormRecomputeKernel<true>>(p, eps);
+  return std::make_unique<BatchNormRecomputeKernel<false>>(p, eps);
 }
 
 KernelOr makeBatchNormBackwardReduceKernel(const KernelInit& init) {

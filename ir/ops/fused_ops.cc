@@ -93,6 +93,17 @@ absl::StatusOr<Types> inferBatchNormBackwardApply(const Node& n) {
   return Types{y};
 }
 
+// y, stats, gamma, beta
+absl::StatusOr<Types> inferBatchNormRecompute(const Node& n) {
+  if (absl::Status s = checkPerChannel(n, 0, {2, 3}); !s.ok()) return s;
+  const TensorType& y = typeOf(n, 0);
+  if (absl::Status s = expectType(n, 1, statsType(y.shape[1]), "count, sum and sum of squares");
+      !s.ok())
+    return s;
+  if (!(n.floatAttr("eps") > 0)) return fail("eps must be > 0");
+  return Types{y};
+}
+
 // w, b?, gamma, beta, running_mean, running_var
 absl::StatusOr<Types> inferFoldBatchNorm(const Node& n) {
   if (absl::Status s = expectRank(n, 0, 4, "O,C,KH,KW"); !s.ok()) return s;
@@ -156,6 +167,7 @@ extern const OpRules kBatchNormApplyRules{
     .infer = inferBatchNormApply, .grad = gradBatchNormApply, .writes = writesBatchNormApply};
 extern const OpRules kBatchNormBackwardReduceRules{.infer = inferBatchNormBackwardReduce};
 extern const OpRules kBatchNormBackwardApplyRules{.infer = inferBatchNormBackwardApply};
+extern const OpRules kBatchNormRecomputeRules{.infer = inferBatchNormRecompute};
 extern const OpRules kFoldBatchNormRules{.infer = inferFoldBatchNorm, .grad = noGradientInTraining};
 extern const OpRules kConv2dBiasActRules{.infer = inferConv2dBiasAct, .grad = noGradientInTraining};
 

@@ -180,6 +180,41 @@ TEST(BatchNormKernel, TrainingMatchesReference) {
 
 // The running statistics move a little each step and normalization does not drift: two
 // runs give the same y and compound the momentum update twice.
+// batch_norm_recompute (backward's copy of a fused batch_norm_apply with relu) from a
+// statistics tensor f64[3,C] of count, sum and sum of squares.
+TEST(BatchNormRecomputeKernel, MatchesReference) {
+  std::mt19937 rng(23);
+  const double eps = 1e-5;
+  for (const ir::Shape& s : {ir::Shape{4, 3, 5, 5}, ir::Shape{2, 16, 7, 7}}) {
+    SCOPED_TRACE(ir::toString(f32(s)));
+    const int64_t c = s[1];
+    for (bool relu : {true, false}) {
+      SingleOp op(ir::Op::kBatchNormRecompute,
+                  {f32(s), {ir::DType::kF64, {3, c}}, f32({c}), f32({c})},
+                  {{"eps", eps}, {"relu", relu}});
+      op.in(0).fillUniform(rng, -2, 3);
+      op.in(2).fillUniform(rng, 0.5, 1.5);
+      op.in(3).fillUniform(rng);
+      std::vector<double> x = toDouble(op.in(0));
+      Stats st = batchStats(s, x);
+      Layout l(s);
+      auto* stats = static_cast<double*>(op.in(1).view().data);
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const double m = double(l.count());
+        stats[ch] = m;
+        stats[c + ch] = m * st.mean[ch];
+        stats[2 * c + ch] = m * st.var[ch] + m * st.mean[ch] * st.mean[ch];
+      }
+      std::vector<double> y =
+          normalize(s, x, toDouble(op.in(2)), toDouble(op.in(3)), st.mean, st.var, eps);
+      if (relu)
+        for (double& v : y) v = std::max(v, 0.0);
+      op.run();
+      EXPECT_LE(maxRelativeError(op.out(0).f32(), y.data(), op.out(0).size()), 1e-5) << relu;
+    }
+  }
+}
+
 TEST(BatchNormKernel, TrainingRunsTwice) {
   std::mt19937 rng(22);
   ir::Shape s{4, 8, 6, 6};

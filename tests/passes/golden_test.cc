@@ -75,6 +75,11 @@ std::vector<GoldenCase> cases() {
       // residual joins (conv -> batch_norm -> add -> relu), forward, backward and eval.
       {"LenetBnFused", "lenet_bn.autodiff.tir", "fuse-conv-bn-relu", "lenet_bn.fused.tir"},
       {"Resnet18Fused", "resnet18.autodiff.tir", "fuse-conv-bn-relu", "resnet18.fused.tir"},
+      // Backward recomputes each conv -> bn -> relu output right before its first backward
+      // reader (max_pool2d_backward), from the all-reduced statistics under sync batch norm.
+      {"LenetBnRecomputedSyncBn2", "lenet_bn.fused.tir",
+       "replicate{devices=2},insert-collectives{sync-bn=true},recompute-bn-relu",
+       "lenet_bn.recomputed_sync_bn2.tir"},
       // One device: only the host-to-device split.
       {"LenetDefault1", "lenet.tir", defaultOn(1), "lenet.default1.tir"},
       // Hand-written module with dead nodes in @init and @train_step.

@@ -41,7 +41,7 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(p.status().message(),
             "unknown pass 'fuse-everything' (known: autodiff, fuse-conv-bn-relu, replicate, "
-            "insert-collectives, dce, schedule, plan-memory)");
+            "insert-collectives, recompute-bn-relu, dce, schedule, plan-memory)");
   for (const passes::PassInfo& info : passes::registeredPasses())
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(std::string(info.name)));
 }
@@ -149,7 +149,8 @@ TEST(DefaultPipeline, TextAndOrder) {
   EXPECT_EQ(
       passes::defaultPipeline({}),
       "autodiff{lr=0.1,momentum=0,weight-decay=0},fuse-conv-bn-relu,replicate{devices=[cpu:0]},"
-      "insert-collectives{bucket-mb=25,first-bucket-mb=1},dce,schedule,plan-memory");
+      "insert-collectives{bucket-mb=25,first-bucket-mb=1},recompute-bn-relu,dce,schedule,"
+      "plan-memory");
   passes::PipelineConfig config{.devices = {{ir::DeviceKind::kCuda, 0}, {ir::DeviceKind::kCuda, 1}},
                                 .weights = {3, 1},
                                 .lr = 0.2,
@@ -161,13 +162,14 @@ TEST(DefaultPipeline, TextAndOrder) {
   EXPECT_EQ(text,
             "autodiff{lr=0.2,momentum=0.9,weight-decay=0.001},fuse-conv-bn-relu,"
             "replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
-            "insert-collectives{bucket-mb=10,first-bucket-mb=0.5},dce,schedule,plan-memory");
+            "insert-collectives{bucket-mb=10,first-bucket-mb=0.5},recompute-bn-relu,dce,schedule,"
+            "plan-memory");
   auto p = passes::parsePipeline(text);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(passNames(*p), passes::defaultPassNames());
   EXPECT_THAT(passes::defaultPassNames(),
-              ElementsAre("autodiff", "fuse-conv-bn-relu", "replicate", "insert-collectives", "dce",
-                          "schedule", "plan-memory"));
+              ElementsAre("autodiff", "fuse-conv-bn-relu", "replicate", "insert-collectives",
+                          "recompute-bn-relu", "dce", "schedule", "plan-memory"));
   // Each pass prints the options it was given: the pipeline text again.
   std::vector<std::string> printed;
   for (const auto& pass : *p) printed.push_back(std::string(pass->name()) + pass->optionsText());
@@ -274,7 +276,7 @@ TEST(PassManager, BadPipelineAddsNothing) {
   passes::PassManager pm;
   EXPECT_EQ(pm.addPipeline("autodiff,nope").message(),
             "unknown pass 'nope' (known: autodiff, fuse-conv-bn-relu, replicate, "
-            "insert-collectives, dce, schedule, plan-memory)");
+            "insert-collectives, recompute-bn-relu, dce, schedule, plan-memory)");
   EXPECT_EQ(pm.size(), 0u);
 }
 
@@ -343,10 +345,10 @@ TEST(PassManager, PrintAfterEveryPassAndTimings) {
     EXPECT_EQ(timings[i].nodes_after, printed[i].nodes) << timings[i].pass;
     changed.push_back(timings[i].changed);
   }
-  // LeNet has no batch norm to fuse; dce finds nothing to remove in its step; schedule
-  // moves the loss reductions before the updates; plan-memory leaves the IR as it is (the
-  // plan rides along).
-  EXPECT_THAT(changed, ElementsAre(true, false, true, true, false, true, false));
+  // LeNet has no batch norm to fuse or recompute; dce finds nothing to remove in its step;
+  // schedule moves the loss reductions before the updates; plan-memory leaves the IR as it
+  // is (the plan rides along).
+  EXPECT_THAT(changed, ElementsAre(true, false, true, true, false, false, true, false));
 
   std::vector<std::string> lines = absl::StrSplit(pm.timingReport(), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 1 + timings.size() + 1);  // header, passes, total

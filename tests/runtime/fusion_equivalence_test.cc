@@ -53,6 +53,29 @@ void expectFusedEqualsUnfused(const std::string& model, int steps, int devices) 
   EXPECT_LE(worst, 1e-5) << "worst: " << worst_name;
 }
 
+// batch_norm_recompute shares batch_norm_apply's loop and reads the same statistics: with
+// and without recompute-bn-relu, training ends with the same parameters, bit for bit.
+TEST(Fusion, RecomputeChangesNoBit) {
+  for (const std::string model : {"resnet18", "lenet_bn"}) {
+    TrainSetup o;
+    o.devices = cpus(2);
+    o.batch = 8;
+    o.lr = 0.01;
+    o.momentum = 0.9;
+    o.sync_bn = model == "lenet_bn";
+    auto batches = randomBatches(3, 8, 5);
+    auto with = trainOn(model, o, batches);
+    o.recompute = false;
+    auto without = trainOn(model, o, batches);
+    ASSERT_TRUE(with && without) << model;
+    size_t recomputes = 0;
+    for (const auto& n : with->executor().module().graph(ir::kTrainGraph)->nodes())
+      recomputes += n->op() == ir::Op::kBatchNormRecompute;
+    EXPECT_EQ(recomputes, model == "resnet18" ? 18u : 4u) << model;  // per device: 9, 2
+    EXPECT_TRUE(snapshot(*with) == snapshot(*without)) << model;
+  }
+}
+
 TEST(Fusion, ResNet18FusedEqualsUnfusedAfterFiveSteps) {
   expectFusedEqualsUnfused("resnet18", 5, 1);
 }
@@ -139,11 +162,12 @@ TEST(SyncBatchNorm, TwoDevicesEqualOneDevice) {
   EXPECT_GT(worst_local, 1e-3);  // local batch statistics: visibly different training
 }
 
-// Backward needs the convolution's output and relu's output, fused or not (batch norm's
-// own output was never kept: the planner frees it after relu), so the peak stays where it
-// was; what fusion saves is passes over memory. The fused step adds only its small
-// statistics tensors to what is live (measured: 142,101,440 vs 142,084,800 bytes).
-TEST(Fusion, FusedStepNeedsNoMoreActivationMemory) {
+// Unfused, backward keeps each convolution's output (for batch norm) and relu's output
+// (for the next convolution's filter gradient and relu's mask). Fused, recompute-bn-relu
+// recomputes the non-residual relu outputs in backward from the first, so they die in
+// forward: the peak drops by about one activation per such layer (measured at N=32:
+// 116,414,656 vs 142,084,800 bytes, 0.82x).
+TEST(Fusion, FusedStepNeedsLessActivationMemory) {
   TrainSetup o;
   o.batch = 32;
   auto fused = makeTrainer(*zoo::modelByName("resnet18"), o);
@@ -153,7 +177,7 @@ TEST(Fusion, FusedStepNeedsNoMoreActivationMemory) {
   const ir::MemoryPlan* pf = (*fused)->executor().module().graph(ir::kTrainGraph)->memoryPlan();
   const ir::MemoryPlan* pu = (*unfused)->executor().module().graph(ir::kTrainGraph)->memoryPlan();
   ASSERT_TRUE(pf && pu);
-  EXPECT_LE(pf->live_peak_bytes[0], pu->live_peak_bytes[0] * 1.001);
+  EXPECT_LT(pf->live_peak_bytes[0], pu->live_peak_bytes[0] * 0.85);
   RecordProperty("fused_peak_bytes", std::to_string(pf->live_peak_bytes[0]));
   RecordProperty("unfused_peak_bytes", std::to_string(pu->live_peak_bytes[0]));
 }

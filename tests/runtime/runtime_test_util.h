@@ -51,6 +51,7 @@ struct TrainSetup {
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;
   bool fuse = true;
+  bool recompute = true;
   bool sync_bn = false;
   backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
   uint64_t seed = 0;
@@ -72,6 +73,7 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
                 .first_bucket_mb = o.first_bucket_mb,
                 .allreduce_groups = o.allreduce_groups,
                 .fuse = o.fuse,
+                .recompute = o.recompute,
                 .sync_bn = o.sync_bn};
   auto module = driver::compileModel(spec, c);
   if (!module.ok()) return module.status();

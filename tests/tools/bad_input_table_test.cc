@@ -207,7 +207,8 @@ TEST_F(BadInputTable, DumpOutputSelection) {
   check({
       {{"dump", "--model", "lenet", "--after", "frobnicate"},
        "--after: 'frobnicate' is not a pass of the default pipeline (autodiff, "
-       "fuse-conv-bn-relu, replicate, insert-collectives, dce, schedule, plan-memory, or none)"},
+       "fuse-conv-bn-relu, replicate, insert-collectives, recompute-bn-relu, dce, schedule, "
+       "plan-memory, or none)"},
       {{"dump", "--model", "lenet", "--format", "xml"},
        "--format: unknown format 'xml' (expected text, dot, summary, streams, memory)"},
       {{"dump", "--model", "lenet", "--graph", "backward"},
@@ -246,7 +247,7 @@ TEST_F(BadInputTable, OptFiles) {
        "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (1048576 bytes)'"},
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
        "--passes: unknown pass 'frobnicate' (known: autodiff, fuse-conv-bn-relu, replicate, "
-       "insert-collectives, dce, schedule, plan-memory)"},
+       "insert-collectives, recompute-bn-relu, dce, schedule, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
       {{"opt", "$TMP/good.tir", "--print-after", "dce"},

@@ -46,6 +46,7 @@ struct ModelFlags {
   /// --split: "even", weights such as "3,1", or (train) "auto".
   std::string split = "even";
   bool no_fuse = false;
+  bool no_recompute = false;
   bool sync_bn = false;
 };
 

@@ -123,6 +123,10 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
                 "global batch (one all_reduce per layer and direction)");
   cmd->add_flag("--no-fuse", f.no_fuse,
                 "Leave conv2d, batch_norm, add and relu unfused (no fuse-conv-bn-relu pass)");
+  cmd->add_flag("--no-recompute", f.no_recompute,
+                "Keep every fused conv -> bn -> relu output from forward to backward instead of "
+                "recomputing it in backward (no recompute-bn-relu pass: more memory, one "
+                "elementwise pass less per layer)");
   cmd->add_option("--split", f.split,
                   "How the batch splits across the devices: even, weights such as 3,1, or "
                   "(train) auto: re-planned from each device's measured speed")

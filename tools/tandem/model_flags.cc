@@ -118,6 +118,7 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                                   " devices into equal groups of two or more"));
   c.pipeline.allreduce_groups = f.allreduce_groups;
   c.pipeline.fuse = !f.no_fuse;
+  c.pipeline.recompute = !f.no_recompute;
   if (f.sync_bn && f.no_fuse)
     return flagError("--sync-bn", "all-reduces the statistics that the fused batch norm "
                                   "computes in its own step; it cannot go with --no-fuse");

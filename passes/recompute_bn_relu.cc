@@ -1,0 +1,88 @@
+#include "passes/recompute_bn_relu.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "ir/placement.h"
+#include "ir/status_macros.h"
+#include "passes/naming.h"
+
+namespace tandem::passes {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using ir::Value;
+
+/// One forward output to recompute: the apply node, its backward readers (operand slots),
+/// and where the recompute goes (the first of them).
+struct Recompute {
+  Node* apply;
+  std::vector<std::pair<Node*, size_t>> readers;
+  size_t at;
+};
+
+/// "stage1.block0.relu.1" -> "stage1.block0.relu.recomputed.1" (the replica suffix last).
+std::string recomputedName(const ir::Module& m, const Value& v) {
+  if (auto d = ir::deviceIndexOfValue(m, v); d && m.isReplicated())
+    return tagReplica(v.name(), *d, "recomputed");
+  return v.name() + ".recomputed";
+}
+
+absl::StatusOr<bool> recomputeGraph(const ir::Module& m, ir::Graph& g) {
+  const auto users = g.users();
+  const auto pos = g.positions();
+  std::vector<Recompute> todo;
+  for (const auto& n : g.nodes()) {
+    // y, stats, gamma, beta, running_mean, running_var: relu and no residual.
+    if (n->op() != Op::kBatchNormApply || !n->boolAttr("relu") || n->numOperands() != 6) continue;
+    const Value* out = n->result(0);
+    if (std::find(g.outputs().begin(), g.outputs().end(), out) != g.outputs().end()) continue;
+    auto it = users.find(out);
+    if (it == users.end()) continue;
+    Recompute r{n.get(), {}, SIZE_MAX};
+    for (Node* u : it->second) {
+      if (!u->info().has(ir::kBackward)) continue;
+      for (size_t i = 0; i < u->numOperands(); ++i)
+        if (u->operand(i) == out) r.readers.emplace_back(u, i);
+      r.at = std::min(r.at, pos.at(u));
+    }
+    if (!r.readers.empty()) todo.push_back(std::move(r));
+  }
+  if (todo.empty()) return false;
+  // Latest first, so that the positions of the ones still to place stay valid.
+  std::sort(todo.begin(), todo.end(),
+            [](const Recompute& a, const Recompute& b) { return a.at > b.at; });
+  for (const Recompute& r : todo) {
+    const Node& a = *r.apply;
+    ASSIGN_OR_RETURN(Node * again,
+                     g.create({.op = Op::kBatchNormRecompute,
+                               .operands = {a.operand(0), a.operand(1), a.operand(2), a.operand(3)},
+                               .attrs = {{"eps", a.floatAttr("eps")}, {"relu", true}},
+                               .device = a.device(),
+                               .names = {recomputedName(m, *a.result(0))},
+                               .scope = a.scope() + " (recomputed)",
+                               .location = a.location()},
+                              r.at));
+    for (auto [reader, slot] : r.readers) reader->setOperand(slot, again->result(0));
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> RecomputeBnRelu::run(ir::Module& m) {
+  bool changed = false;
+  for (const auto& g : m.graphs()) {
+    ASSIGN_OR_RETURN(bool c, recomputeGraph(m, *g));
+    changed = changed || c;
+  }
+  return changed;
+}
+
+absl::StatusOr<std::unique_ptr<Pass>> RecomputeBnRelu::create(PassOptions& opts) {
+  RETURN_IF_ERROR(opts.finish());
+  return std::unique_ptr<Pass>(new RecomputeBnRelu());
+}
+
+}  // namespace tandem::passes
