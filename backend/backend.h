@@ -68,6 +68,10 @@ struct DeviceOptions {
   int threads_per_device = 1;
   /// Which convolution algorithms the kernels may use.
   ConvAlgorithm conv_algorithm = ConvAlgorithm::kAuto;
+  /// Let the device keep activations in its preferred layout between kernels where every
+  /// kernel that touches them can (CPU: nChw16c between convolutions and fused batch
+  /// norm); false: every tensor plain NCHW, as the IR describes it.
+  bool blocked_activations = true;
 };
 
 /// One logical device of a module: its two streams, its memory and its kernels.
@@ -102,7 +106,15 @@ class Device {
   /// Enqueues on `stream` the copy of device tensor `src` into host tensor `dst`.
   virtual absl::Status copyToHost(const TensorView& src, const TensorView& dst, Stream& stream) = 0;
 
-  /// The kernel of `node` (placed on this device) for this device, made now.
+  /// Called before the kernels of graph `g` are made: the device may plan, for the whole
+  /// graph, how its kernels hand tensors to each other (the CPU device picks which
+  /// activations stay channel-blocked). The graph must outlive its kernels.
+  virtual absl::Status prepareGraph(const ir::Graph& g) {
+    (void)g;
+    return absl::OkStatus();
+  }
+  /// The kernel of `node` (placed on this device) for this device, made now, after
+  /// prepareGraph of its graph.
   virtual absl::StatusOr<std::unique_ptr<Kernel>> makeKernel(const ir::Node& node) = 0;
 };
 

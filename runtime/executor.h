@@ -25,6 +25,8 @@ struct ExecutorOptions {
   int threads_per_device = 1;
   /// The convolution algorithms kernels may use (kDirect: no Winograd).
   backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
+  /// Let devices keep activations in their preferred layout (DeviceOptions).
+  bool blocked_activations = true;
   /// Record when each node starts and ends on which stream (see takeTrace()).
   bool trace = false;
 };

@@ -47,6 +47,7 @@ class ProgramBuilder {
     p_ = std::make_unique<Program>();
     p_->graph = &g_;
     for (size_t d = 0; d < lm_.devices.size(); ++d) {
+      RETURN_IF_ERROR(lm_.devices[d]->prepareGraph(g_));
       ASSIGN_OR_RETURN(backend::DeviceBuffer arena, lm_.devices[d]->allocate(plan_.arena_bytes[d]));
       p_->arenas.push_back(std::move(arena));
     }
@@ -294,7 +295,8 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
                      (*b)->createDevice(id, {.index = static_cast<int>(d),
                                              .seed = options.seed,
                                              .threads_per_device = options.threads_per_device,
-                                             .conv_algorithm = options.conv_algorithm}));
+                                             .conv_algorithm = options.conv_algorithm,
+                                             .blocked_activations = options.blocked_activations}));
     lm->devices.push_back(std::move(device));
   }
   for (const auto& g : m.graphs()) RETURN_IF_ERROR(checkPlan(m, *g, lm->devices));

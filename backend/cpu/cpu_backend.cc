@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_info.h"
 #include "backend/cpu/cpu_stream.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/layout_plan.h"
 #include "backend/cpu/local_communicator.h"
 
 namespace tandem::backend::cpu {
@@ -79,12 +80,20 @@ class CpuDevice final : public Device {
     });
   }
 
+  absl::Status prepareGraph(const ir::Graph& g) override {
+    // Blocked only where oneDNN's convolutions use nChw16c themselves (AVX-512); on AVX2
+    // they would reorder it into nChw8c anyway.
+    blocked_.clear();
+    if (options_.blocked_activations && avx512_) blocked_ = cpu::channelBlockedValues(g);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::unique_ptr<Kernel>> makeKernel(const ir::Node& node) override {
     // oneDNN fixes a primitive's thread count when it is made, from the making thread's
     // OpenMP setting: make it with the count this device's kernels run with.
     const int previous = omp_get_max_threads();
     omp_set_num_threads(options_.threads_per_device);
-    auto kernel = cpu::makeKernel(node, ctx_);
+    auto kernel = cpu::makeKernel(node, ctx_, &blocked_);
     omp_set_num_threads(previous);
     return kernel;
   }
@@ -94,6 +103,8 @@ class CpuDevice final : public Device {
   DeviceOptions options_;
   CpuContext ctx_;
   CpuStream compute_, comm_;
+  bool avx512_ = hostCpuInfo().isa.find("avx512") != std::string::npos;
+  absl::flat_hash_set<const ir::Value*> blocked_;  // of the graph being loaded
 };
 
 class CpuBackend final : public Backend {

@@ -61,6 +61,14 @@ absl::Status checkAllF32(const ir::Node& node) {
   return absl::OkStatus();
 }
 
+memory::desc channelBlockedDesc(const ir::TensorType& t) {
+  return memory::desc(dnnlDims(t), memory::data_type::f32, memory::format_tag::nChw16c);
+}
+
+memory::desc userDesc(const KernelInit& init, const ir::Value* v) {
+  return init.isBlocked(v) ? channelBlockedDesc(v->type()) : plainDesc(v->type());
+}
+
 memory::desc anyDesc(const ir::TensorType& t) {
   return memory::desc(dnnlDims(t), memory::data_type::f32, memory::format_tag::any);
 }

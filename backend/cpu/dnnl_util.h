@@ -27,6 +27,13 @@ dnnl::memory::dims dnnlDims(const ir::TensorType& t);
 /// every tensor has between kernels.
 dnnl::memory::desc plainDesc(const ir::TensorType& t);
 
+/// nChw16c (oneDNN's aBcd16b) of an [N,C,H,W] f32 tensor whose C is a multiple of 16: the
+/// layout of the activations a CPU device keeps channel-blocked (layout_plan.h).
+dnnl::memory::desc channelBlockedDesc(const ir::TensorType& t);
+
+/// The layout `v` has between kernels: channel-blocked or plain.
+dnnl::memory::desc userDesc(const KernelInit& init, const ir::Value* v);
+
 /// `t`'s dims with format_tag::any: the primitive picks its preferred (blocked) layout.
 dnnl::memory::desc anyDesc(const ir::TensorType& t);
 
@@ -76,6 +83,9 @@ class DnnlProgram {
   /// Operand `i` (in) or result `i` (out) of the kernel, in its plain layout.
   Slot input(size_t i, const ir::TensorType& t) { return addSlot(plainDesc(t), Kind::kIn, i); }
   Slot output(size_t i, const ir::TensorType& t) { return addSlot(plainDesc(t), Kind::kOut, i); }
+  /// The same in layout `md` (an activation kept channel-blocked between kernels).
+  Slot input(size_t i, const dnnl::memory::desc& md) { return addSlot(md, Kind::kIn, i); }
+  Slot output(size_t i, const dnnl::memory::desc& md) { return addSlot(md, Kind::kOut, i); }
   /// A temporary of layout `md`; its content does not survive the run.
   Slot temp(const dnnl::memory::desc& md);
 

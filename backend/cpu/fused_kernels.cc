@@ -1,8 +1,9 @@
 // Kernels of the fused convolution / batch norm / relu ops (ir/ops/fused_ops.cc).
 //
 // The convolutions are the conv2d kernel itself (oneDNN, the same strategies); what the
-// fusion changes is everything around them, which runs as loops over one channel's N
-// planes of H*W contiguous values (plain NCHW, as between all kernels):
+// fusion changes is everything around them, which runs as loops over each channel's
+// values, in plain NCHW or, where the device keeps the activations channel-blocked
+// between kernels (layout_plan.h), in nChw16c, 16 channels at once:
 //  - conv2d_stats: after the convolution, one pass over its output for the statistics
 //    (unfused: batch_norm reads it twice more);
 //  - batch_norm_apply: normalize, scale, shift, residual, relu in one pass (unfused:
@@ -14,11 +15,12 @@
 //
 // Statistics and backward sums are computed exactly as batch_norm and batch_norm_backward
 // compute them (norm_kernels.cc: the mean, then squared deviations from it, float over a
-// plane with 8 accumulators, double across planes), so fused and unfused training agree
-// to the last bit or so rather than to a rounding-sensitive 1e-6. They travel as f64:
-// additive, so all_reduce can combine devices without the rounding of f32 partial sums
-// (sync batch norm), and the sum of squares stored is m * var + m * mean^2 (var from the
-// two passes), from which the apply step recovers var without cancellation.
+// plane with 8 accumulators, double across planes; plane_sums.h), in both layouts, so
+// fused and unfused training agree to the last bit or so rather than to a
+// rounding-sensitive 1e-6. They travel as f64: additive, so all_reduce can combine
+// devices without the rounding of f32 partial sums (sync batch norm), and the sum of
+// squares stored is m * var + m * mean^2 (var from the two passes), from which the apply
+// step recovers var without cancellation.
 
 #include <algorithm>
 #include <bit>
@@ -27,10 +29,12 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/layout_plan.h"
 #include "backend/cpu/plane_sums.h"
 
 namespace tandem::backend::cpu {
@@ -67,68 +71,140 @@ void runInner(CpuKernel& k, absl::Span<const TensorView> in, absl::Span<const Te
   if (absl::Status s = k.runHere(in, out); !s.ok()) throw InnerKernelFailure(s);
 }
 
+/// An [N,C,H,W] tensor in nChw16c (layout_plan.h): per image, C/16 blocks of H*W pixels
+/// of 16 consecutive channels. The blocked loops below run over a block's 16 channels at
+/// once (one AVX-512 register), accumulating in float over a plane and in double across
+/// images, as the plain loops do per channel.
+struct Blocks {
+  static constexpr int64_t kB = kChannelBlock;
+  int64_t n, cb, hw;
+  explicit Blocks(const ir::TensorType& t)
+      : n(t.shape[0]), cb(t.shape[1] / kB), hw(t.shape[2] * t.shape[3]) {}
+  int64_t at(int64_t img, int64_t b) const { return (img * cb + b) * hw * kB; }
+};
+constexpr int64_t kB = Blocks::kB;
+
+/// Statistics f64[3,C] of y: count, sum, and m * var + m * mean^2 with var from squared
+/// deviations from the rounded mean (two passes, as batch_norm computes them).
+void writeStats(double* stats, int64_t channels, int64_t ch, double m, double sum, double sq,
+                float fmean) {
+  const double mean = sum / m;
+  // Deviations were taken from the rounded mean; correct for the difference.
+  const double var = std::max(0.0, sq / m - (mean - fmean) * (mean - fmean));
+  stats[ch] = m;
+  stats[channels + ch] = sum;
+  stats[2 * channels + ch] = m * var + m * mean * mean;
+}
+
+void planeStats(const float* y, const Planes& p, double* stats) {
+  const double m = double(p.n * p.hw);
+  for (int64_t ch = 0; ch < p.c; ++ch) {
+    double sum = 0;
+    for (int64_t img = 0; img < p.n; ++img)
+      sum += planeSum(y + p.at(img, ch), p.hw, [](float v) { return v; });
+    const float fmean = static_cast<float>(sum / m);
+    double sq = 0;
+    for (int64_t img = 0; img < p.n; ++img)
+      sq += planeSum(y + p.at(img, ch), p.hw, [fmean](float v) {
+        float d = v - fmean;
+        return d * d;
+      });
+    writeStats(stats, p.c, ch, m, sum, sq, fmean);
+  }
+}
+
+void blockedStats(const float* y, const Blocks& q, int64_t channels, double* stats) {
+  const double m = double(q.n * q.hw);
+  for (int64_t b = 0; b < q.cb; ++b) {
+    double sum[kB] = {}, sq[kB] = {};
+    float part[1][kB];
+    for (int64_t img = 0; img < q.n; ++img) {
+      blockPlaneSums<kB, 1>(q.at(img, b), q.hw, [y](int64_t at, int64_t, float* v) { v[0] = y[at]; },
+                            part);
+      for (int64_t l = 0; l < kB; ++l) sum[l] += part[0][l];
+    }
+    float fmean[kB];
+    for (int64_t l = 0; l < kB; ++l) fmean[l] = static_cast<float>(sum[l] / m);
+    for (int64_t img = 0; img < q.n; ++img) {
+      blockPlaneSums<kB, 1>(
+          q.at(img, b), q.hw,
+          [y, &fmean](int64_t at, int64_t l, float* v) {
+            const float d = y[at] - fmean[l];
+            v[0] = d * d;
+          },
+          part);
+      for (int64_t l = 0; l < kB; ++l) sq[l] += part[0][l];
+    }
+    for (int64_t l = 0; l < kB; ++l)
+      writeStats(stats, channels, b * kB + l, m, sum[l], sq[l], fmean[l]);
+  }
+}
+
 // in: x, w, b?; out: y, stats f64[3,C].
 class Conv2dStatsKernel final : public CpuKernel {
  public:
-  Conv2dStatsKernel(std::unique_ptr<CpuKernel> conv, Planes p) : conv_(std::move(conv)), p_(p) {}
+  Conv2dStatsKernel(std::unique_ptr<CpuKernel> conv, const ir::TensorType& y, bool blocked)
+      : conv_(std::move(conv)), p_(y), q_(y), blocked_(blocked) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     runInner(*conv_, in, out.subspan(0, 1));
-    const float* y = out[0].f32();
     double* stats = static_cast<double*>(out[1].data);
-    const double m = double(p_.n * p_.hw);
-    for (int64_t ch = 0; ch < p_.c; ++ch) {
-      double sum = 0;
-      for (int64_t img = 0; img < p_.n; ++img) {
-        const float* yp = y + p_.at(img, ch);
-        sum += planeSum(yp, p_.hw, [](float v) { return v; });
-      }
-      const double mean = sum / m;
-      const float fmean = static_cast<float>(mean);
-      double sq = 0;
-      for (int64_t img = 0; img < p_.n; ++img) {
-        const float* yp = y + p_.at(img, ch);
-        sq += planeSum(yp, p_.hw, [fmean](float v) {
-          float d = v - fmean;
-          return d * d;
-        });
-      }
-      // Deviations were taken from the rounded mean; correct for the difference.
-      const double var = std::max(0.0, sq / m - (mean - fmean) * (mean - fmean));
-      stats[ch] = m;
-      stats[p_.c + ch] = sum;
-      stats[2 * p_.c + ch] = m * var + m * mean * mean;
-    }
+    if (blocked_)
+      blockedStats(out[0].f32(), q_, p_.c, stats);
+    else
+      planeStats(out[0].f32(), p_, stats);
   }
 
  private:
   std::unique_ptr<CpuKernel> conv_;
   Planes p_;
+  Blocks q_;
+  bool blocked_;
 };
 
-/// out = relu?(y * scale + shift + residual?) over channel `ch`'s planes, scale and shift
-/// from the statistics; returns 1/std. batch_norm_apply and batch_norm_recompute share it,
-/// so a recomputed output equals the forward one bit for bit.
-template <bool kRelu, bool kResidual>
-double normalizeChannel(const Planes& p, int64_t ch, const ChannelStats& st, float gamma,
-                        float beta, double eps, const float* y, const float* res, float* o) {
+/// Scale and shift of one channel from its statistics, rounded as batch_norm rounds them.
+struct Affine {
+  float scale, shift;
+  double invstd;
+};
+Affine channelAffine(const ChannelStats& st, float gamma, float beta, double eps) {
   const double invstd = 1.0 / std::sqrt(st.var + eps);
-  const double dscale = gamma * invstd;  // as batch_norm rounds them
-  const float scale = static_cast<float>(dscale);
-  const float shift = static_cast<float>(beta - st.mean * dscale);
-  for (int64_t img = 0; img < p.n; ++img) {
-    const int64_t at = p.at(img, ch);
-    const float* yp = y + at;
-    float* op = o + at;
-    // Rounded step by step as batch_norm, add and relu round them apart.
-    for (int64_t i = 0; i < p.hw; ++i) {
-      float v = yp[i] * scale + shift;
-      if constexpr (kResidual) v = v + res[at + i];
-      if constexpr (kRelu) v = std::max(v, 0.0f);
-      op[i] = v;
-    }
+  const double dscale = gamma * invstd;
+  return {static_cast<float>(dscale), static_cast<float>(beta - st.mean * dscale), invstd};
+}
+
+/// out = relu?(y * scale + shift + residual?), per channel (`scale`, `shift` have C
+/// entries), in either layout. batch_norm_apply and batch_norm_recompute share it, so a
+/// recomputed output equals the forward one bit for bit.
+template <bool kRelu, bool kResidual>
+void normalize(const Planes& p, const Blocks& q, bool blocked, const float* scale,
+               const float* shift, const float* y, const float* res, float* o) {
+  // Rounded step by step as batch_norm, add and relu round them apart. The coefficients
+  // are copied to locals first: `o` could alias the arrays as far as the compiler knows,
+  // and reloading them after every store would keep the loops from vectorizing.
+  auto one = [&](int64_t at, float sc, float sh) {
+    float v = y[at] * sc + sh;
+    if constexpr (kResidual) v = v + res[at];
+    if constexpr (kRelu) v = std::max(v, 0.0f);
+    o[at] = v;
+  };
+  if (blocked) {
+    for (int64_t img = 0; img < q.n; ++img)
+      for (int64_t b = 0; b < q.cb; ++b) {
+        float sc[kB], sh[kB];
+        std::copy_n(scale + b * kB, kB, sc);
+        std::copy_n(shift + b * kB, kB, sh);
+        for (int64_t i = 0, at = q.at(img, b); i < q.hw; ++i, at += kB)
+          for (int64_t l = 0; l < kB; ++l) one(at + l, sc[l], sh[l]);
+      }
+    return;
   }
-  return invstd;
+  for (int64_t img = 0; img < p.n; ++img)
+    for (int64_t ch = 0; ch < p.c; ++ch) {
+      const int64_t at = p.at(img, ch);
+      const float sc = scale[ch], sh = shift[ch];
+      for (int64_t i = 0; i < p.hw; ++i) one(at + i, sc, sh);
+    }
 }
 
 // in: y, stats, gamma, beta, running_mean, running_var, residual?; out: out, save_mean,
@@ -137,21 +213,22 @@ double normalizeChannel(const Planes& p, int64_t ch, const ChannelStats& st, flo
 template <bool kRelu, bool kResidual>
 class BatchNormApplyKernel final : public CpuKernel {
  public:
-  BatchNormApplyKernel(Planes p, double eps, double momentum)
-      : p_(p), eps_(eps), momentum_(momentum) {}
+  BatchNormApplyKernel(const ir::TensorType& y, bool blocked, double eps, double momentum)
+      : p_(y), q_(y), blocked_(blocked), eps_(eps), momentum_(momentum),
+        scale_(p_.c), shift_(p_.c) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const float *y = in[0].f32(), *gamma = in[2].f32(), *beta = in[3].f32();
+    const float *gamma = in[2].f32(), *beta = in[3].f32();
     const double* stats = static_cast<const double*>(in[1].data);
     float *running_mean = in[4].f32(), *running_var = in[5].f32();
-    const float* res = kResidual ? in[6].f32() : nullptr;
-    float *o = out[0].f32(), *save_mean = out[1].f32(), *save_invstd = out[2].f32();
+    float *save_mean = out[1].f32(), *save_invstd = out[2].f32();
     for (int64_t ch = 0; ch < p_.c; ++ch) {
       const ChannelStats st = readStats(stats, p_.c, ch);
-      const double invstd = normalizeChannel<kRelu, kResidual>(p_, ch, st, gamma[ch], beta[ch],
-                                                               eps_, y, res, o);
+      const Affine a = channelAffine(st, gamma[ch], beta[ch], eps_);
+      scale_[ch] = a.scale;
+      shift_[ch] = a.shift;
       save_mean[ch] = static_cast<float>(st.mean);
-      save_invstd[ch] = static_cast<float>(invstd);
+      save_invstd[ch] = static_cast<float>(a.invstd);
       // One value per channel has no unbiased variance; keep the biased one then.
       const double unbias = st.count > 1 ? st.count / (st.count - 1) : 1.0;
       running_mean[ch] =
@@ -159,11 +236,16 @@ class BatchNormApplyKernel final : public CpuKernel {
       running_var[ch] =
           static_cast<float>((1 - momentum_) * running_var[ch] + momentum_ * unbias * st.var);
     }
+    normalize<kRelu, kResidual>(p_, q_, blocked_, scale_.data(), shift_.data(), in[0].f32(),
+                                kResidual ? in[6].f32() : nullptr, out[0].f32());
   }
 
  private:
   Planes p_;
+  Blocks q_;
+  bool blocked_;
   double eps_, momentum_;
+  std::vector<float> scale_, shift_;
 };
 
 // in: y, stats, gamma, beta; out: out (batch_norm_apply's, the running statistics left
@@ -171,19 +253,27 @@ class BatchNormApplyKernel final : public CpuKernel {
 template <bool kRelu>
 class BatchNormRecomputeKernel final : public CpuKernel {
  public:
-  BatchNormRecomputeKernel(Planes p, double eps) : p_(p), eps_(eps) {}
+  BatchNormRecomputeKernel(const ir::TensorType& y, bool blocked, double eps)
+      : p_(y), q_(y), blocked_(blocked), eps_(eps), scale_(p_.c), shift_(p_.c) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const double* stats = static_cast<const double*>(in[1].data);
     const float *gamma = in[2].f32(), *beta = in[3].f32();
-    for (int64_t ch = 0; ch < p_.c; ++ch)
-      normalizeChannel<kRelu, false>(p_, ch, readStats(stats, p_.c, ch), gamma[ch], beta[ch],
-                                     eps_, in[0].f32(), nullptr, out[0].f32());
+    for (int64_t ch = 0; ch < p_.c; ++ch) {
+      const Affine a = channelAffine(readStats(stats, p_.c, ch), gamma[ch], beta[ch], eps_);
+      scale_[ch] = a.scale;
+      shift_[ch] = a.shift;
+    }
+    normalize<kRelu, false>(p_, q_, blocked_, scale_.data(), shift_.data(), in[0].f32(), nullptr,
+                            out[0].f32());
   }
 
  private:
   Planes p_;
+  Blocks q_;
+  bool blocked_;
   double eps_;
+  std::vector<float> scale_, shift_;
 };
 
 /// dz = dout where relu's output is positive; dout itself without relu. A compile-time
@@ -227,41 +317,67 @@ void planeGradSums(const float* dp, const float* yp, const float* rp, int64_t n,
 template <bool kRelu>
 class BatchNormBackwardReduceKernel final : public CpuKernel {
  public:
-  explicit BatchNormBackwardReduceKernel(Planes p) : p_(p) {}
+  BatchNormBackwardReduceKernel(const ir::TensorType& y, bool blocked)
+      : p_(y), q_(y), blocked_(blocked) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float *dout = in[0].f32(), *y = in[1].f32(), *mean = in[2].f32(), *invstd = in[3].f32();
     const float* relu_out = kRelu ? in[4].f32() : nullptr;
     double* sums = static_cast<double*>(out[0].data);
     float *dbeta = out[1].f32(), *dgamma = out[2].f32();
-    for (int64_t ch = 0; ch < p_.c; ++ch) {
-      const float mu = mean[ch];
-      double sum_dz = 0, sum_dz_yc = 0;  // sum(dz), sum(dz * (y - mean))
-      for (int64_t img = 0; img < p_.n; ++img) {
-        const int64_t at = p_.at(img, ch);
-        float sa, sb;
-        planeGradSums<kRelu>(dout + at, y + at, kRelu ? relu_out + at : nullptr, p_.hw, mu, &sa,
-                             &sb);
-        sum_dz += sa;
-        sum_dz_yc += sb;
+    // sums[ch] = sum(dz), sums[C + ch] = sum(dz * (y - mean)): batch_norm_backward's form.
+    if (blocked_) {
+      for (int64_t b = 0; b < q_.cb; ++b) {
+        double sa[kB] = {}, sb[kB] = {};
+        float mu[kB];
+        std::copy_n(mean + b * kB, kB, mu);
+        float part[2][kB];
+        for (int64_t img = 0; img < q_.n; ++img) {
+          blockPlaneSums<kB, 2>(
+              q_.at(img, b), q_.hw,
+              [&](int64_t at, int64_t l, float* v) {
+                const float dz = maskedGrad<kRelu>(dout, relu_out, at);
+                v[0] = dz;
+                v[1] = dz * (y[at] - mu[l]);
+              },
+              part);
+          for (int64_t l = 0; l < kB; ++l) sa[l] += part[0][l], sb[l] += part[1][l];
+        }
+        for (int64_t l = 0; l < kB; ++l) sums[b * kB + l] = sa[l], sums[p_.c + b * kB + l] = sb[l];
       }
-      // Kept as dz * (y - mean) in the sums: batch_norm_backward uses it that way.
-      sums[ch] = sum_dz;
-      sums[p_.c + ch] = sum_dz_yc;
-      dbeta[ch] = static_cast<float>(sum_dz);
-      dgamma[ch] = static_cast<float>(sum_dz_yc * invstd[ch]);
+    } else {
+      for (int64_t ch = 0; ch < p_.c; ++ch) {
+        double sum_dz = 0, sum_dz_yc = 0;
+        for (int64_t img = 0; img < p_.n; ++img) {
+          const int64_t at = p_.at(img, ch);
+          float sa, sb;
+          planeGradSums<kRelu>(dout + at, y + at, kRelu ? relu_out + at : nullptr, p_.hw,
+                               mean[ch], &sa, &sb);
+          sum_dz += sa;
+          sum_dz_yc += sb;
+        }
+        sums[ch] = sum_dz;
+        sums[p_.c + ch] = sum_dz_yc;
+      }
+    }
+    for (int64_t ch = 0; ch < p_.c; ++ch) {
+      dbeta[ch] = static_cast<float>(sums[ch]);
+      dgamma[ch] = static_cast<float>(sums[p_.c + ch] * invstd[ch]);
     }
   }
 
  private:
   Planes p_;
+  Blocks q_;
+  bool blocked_;
 };
 
 // in: dout, y, gamma, save_mean, save_invstd, sums, stats, out?; out: dy (, dz).
 template <bool kRelu, bool kResidual>
 class BatchNormBackwardApplyKernel final : public CpuKernel {
  public:
-  explicit BatchNormBackwardApplyKernel(Planes p) : p_(p) {}
+  BatchNormBackwardApplyKernel(const ir::TensorType& y, bool blocked)
+      : p_(y), q_(y), blocked_(blocked), fa_(p_.c), fb_(p_.c), fc_(p_.c) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float *dout = in[0].f32(), *y = in[1].f32(), *gamma = in[2].f32();
@@ -277,25 +393,41 @@ class BatchNormBackwardApplyKernel final : public CpuKernel {
       const double is = invstd[ch], a = gamma[ch] * is;
       // dy = gamma * invstd * (dz - sum_dz / m - (y - mean) * invstd^2 * sum_dz_yc / m)
       //    = a * dz + b * (y - mean) + c, rounded as batch_norm_backward rounds them.
-      const float fa = static_cast<float>(a);
-      const float fb = static_cast<float>(-a * is * is * sum_dz_yc / m);
-      const float fc = static_cast<float>(-a * sum_dz / m);
-      const float mu = mean[ch];
-      for (int64_t img = 0; img < p_.n; ++img) {
-        const int64_t at = p_.at(img, ch);
-        const float *dp = dout + at, *yp = y + at, *rp = kRelu ? relu_out + at : nullptr;
-        float* dyp = dy + at;
-        for (int64_t i = 0; i < p_.hw; ++i) {
-          const float dz = maskedGrad<kRelu>(dp, rp, i);
-          dyp[i] = fa * dz + fb * (yp[i] - mu) + fc;
-          if constexpr (kResidual) dz_out[at + i] = dz;
-        }
-      }
+      fa_[ch] = static_cast<float>(a);
+      fb_[ch] = static_cast<float>(-a * is * is * sum_dz_yc / m);
+      fc_[ch] = static_cast<float>(-a * sum_dz / m);
     }
+    // Coefficients in locals, as in normalize().
+    auto one = [&](int64_t at, float a, float b, float c, float mu) {
+      const float dz = maskedGrad<kRelu>(dout, relu_out, at);
+      dy[at] = a * dz + b * (y[at] - mu) + c;
+      if constexpr (kResidual) dz_out[at] = dz;
+    };
+    if (blocked_) {
+      for (int64_t img = 0; img < q_.n; ++img)
+        for (int64_t blk = 0; blk < q_.cb; ++blk) {
+          float a[kB], b[kB], c[kB], mu[kB];
+          std::copy_n(fa_.data() + blk * kB, kB, a);
+          std::copy_n(fb_.data() + blk * kB, kB, b);
+          std::copy_n(fc_.data() + blk * kB, kB, c);
+          std::copy_n(mean + blk * kB, kB, mu);
+          for (int64_t i = 0, at = q_.at(img, blk); i < q_.hw; ++i, at += kB)
+            for (int64_t l = 0; l < kB; ++l) one(at + l, a[l], b[l], c[l], mu[l]);
+        }
+      return;
+    }
+    for (int64_t img = 0; img < p_.n; ++img)
+      for (int64_t ch = 0; ch < p_.c; ++ch) {
+        const float a = fa_[ch], b = fb_[ch], c = fc_[ch], mu = mean[ch];
+        for (int64_t i = 0, at = p_.at(img, ch); i < p_.hw; ++i) one(at + i, a, b, c, mu);
+      }
   }
 
  private:
   Planes p_;
+  Blocks q_;
+  bool blocked_;
+  std::vector<float> fa_, fb_, fc_;
 };
 
 // in: w, b?, gamma, beta, running_mean, running_var; out: w', b'.
@@ -352,50 +484,59 @@ class Conv2dBiasActKernel final : public CpuKernel {
 
 KernelOr makeConv2dStatsKernel(const KernelInit& init) {
   if (absl::Status st = checkAllF32(init.node); !st.ok()) return st;
-  // The conv2d kernel reads only x, w, b?, stride, pad and result 0: it serves as is.
+  // The conv2d kernel reads only x, w, b?, stride, pad and result 0 (and their layouts):
+  // it serves as is.
   KernelOr conv = makeConv2dKernel(init);
   if (!conv.ok()) return conv.status();
-  return std::make_unique<Conv2dStatsKernel>(*std::move(conv), Planes(init.node.result(0)->type()));
+  const ir::Value* y = init.node.result(0);
+  return std::make_unique<Conv2dStatsKernel>(*std::move(conv), y->type(), init.isBlocked(y));
 }
 
 KernelOr makeBatchNormApplyKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
-  Planes p(n.operand(0)->type());
+  const ir::TensorType& y = n.operand(0)->type();
+  const bool blocked = init.isBlocked(n.operand(0));
   const double eps = n.floatAttr("eps"), momentum = n.floatAttr("momentum");
   const bool relu = n.boolAttr("relu"), residual = n.numOperands() > 6;
-  if (relu && residual) return std::make_unique<BatchNormApplyKernel<true, true>>(p, eps, momentum);
-  if (relu) return std::make_unique<BatchNormApplyKernel<true, false>>(p, eps, momentum);
-  if (residual) return std::make_unique<BatchNormApplyKernel<false, true>>(p, eps, momentum);
-  return std::make_unique<BatchNormApplyKernel<false, false>>(p, eps, momentum);
+  if (relu && residual)
+    return std::make_unique<BatchNormApplyKernel<true, true>>(y, blocked, eps, momentum);
+  if (relu) return std::make_unique<BatchNormApplyKernel<true, false>>(y, blocked, eps, momentum);
+  if (residual)
+    return std::make_unique<BatchNormApplyKernel<false, true>>(y, blocked, eps, momentum);
+  return std::make_unique<BatchNormApplyKernel<false, false>>(y, blocked, eps, momentum);
 }
 
 KernelOr makeBatchNormRecomputeKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
-  Planes p(n.operand(0)->type());
+  const ir::TensorType& y = n.operand(0)->type();
+  const bool blocked = init.isBlocked(n.operand(0));
   const double eps = n.floatAttr("eps");
-  if (n.boolAttr("relu")) return std::make_unique<BatchNormRecomputeKernel<true>>(p, eps);
-  return std::make_unique<BatchNormRecomputeKernel<false>>(p, eps);
+  if (n.boolAttr("relu")) return std::make_unique<BatchNormRecomputeKernel<true>>(y, blocked, eps);
+  return std::make_unique<BatchNormRecomputeKernel<false>>(y, blocked, eps);
 }
 
 KernelOr makeBatchNormBackwardReduceKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
-  Planes p(n.operand(1)->type());
-  if (n.numOperands() > 4) return std::make_unique<BatchNormBackwardReduceKernel<true>>(p);
-  return std::make_unique<BatchNormBackwardReduceKernel<false>>(p);
+  const ir::TensorType& y = n.operand(1)->type();
+  const bool blocked = init.isBlocked(n.operand(1));
+  if (n.numOperands() > 4) return std::make_unique<BatchNormBackwardReduceKernel<true>>(y, blocked);
+  return std::make_unique<BatchNormBackwardReduceKernel<false>>(y, blocked);
 }
 
 KernelOr makeBatchNormBackwardApplyKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   if (absl::Status st = checkAllF32(n); !st.ok()) return st;
-  Planes p(n.operand(1)->type());
+  const ir::TensorType& y = n.operand(1)->type();
+  const bool blocked = init.isBlocked(n.operand(1));
   const bool relu = n.numOperands() > 7, residual = n.boolAttr("residual");
-  if (relu && residual) return std::make_unique<BatchNormBackwardApplyKernel<true, true>>(p);
-  if (relu) return std::make_unique<BatchNormBackwardApplyKernel<true, false>>(p);
-  if (residual) return std::make_unique<BatchNormBackwardApplyKernel<false, true>>(p);
-  return std::make_unique<BatchNormBackwardApplyKernel<false, false>>(p);
+  if (relu && residual)
+    return std::make_unique<BatchNormBackwardApplyKernel<true, true>>(y, blocked);
+  if (relu) return std::make_unique<BatchNormBackwardApplyKernel<true, false>>(y, blocked);
+  if (residual) return std::make_unique<BatchNormBackwardApplyKernel<false, true>>(y, blocked);
+  return std::make_unique<BatchNormBackwardApplyKernel<false, false>>(y, blocked);
 }
 
 KernelOr makeFoldBatchNormKernel(const KernelInit& init) {

@@ -22,8 +22,9 @@ absl::Status CpuKernel::launch(Stream& stream, absl::Span<const TensorView> in,
   return CpuStream::enqueueOn(stream, [this, in, out] { return runHere(in, out); });
 }
 
-KernelOr makeKernel(const ir::Node& node, CpuContext& ctx) {
-  KernelInit init{node, ctx};
+KernelOr makeKernel(const ir::Node& node, CpuContext& ctx,
+                    const absl::flat_hash_set<const ir::Value*>* blocked) {
+  KernelInit init{node, ctx, blocked};
   KernelOr kernel = absl::InternalError(absl::StrCat("unknown op in ", node.describe()));
   switch (node.op()) {
 #define OP(Enum, name, operands, attrs, traits, doc) \

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "backend/cpu/cpu_context.h"
 #include "backend/kernel.h"
@@ -39,6 +40,9 @@ class CpuKernel : public Kernel {
 struct KernelInit {
   const ir::Node& node;
   CpuContext& ctx;
+  /// The values kept channel-blocked between kernels (layout_plan.h); null: all plain.
+  const absl::flat_hash_set<const ir::Value*>* blocked = nullptr;
+  bool isBlocked(const ir::Value* v) const { return blocked != nullptr && blocked->contains(v); }
 };
 
 using KernelOr = absl::StatusOr<std::unique_ptr<CpuKernel>>;
@@ -50,7 +54,8 @@ using KernelOr = absl::StatusOr<std::unique_ptr<CpuKernel>>;
 /// Creates the CPU kernel of a node. Graph inputs, `param` (an alias of variable storage)
 /// and collectives (run by a Communicator on the comm stream) have no kernel: asking for
 /// one is an internal error.
-KernelOr makeKernel(const ir::Node& node, CpuContext& ctx);
+KernelOr makeKernel(const ir::Node& node, CpuContext& ctx,
+                    const absl::flat_hash_set<const ir::Value*>* blocked = nullptr);
 
 /// The error a factory returns for ops that the runtime handles itself.
 absl::Status notAKernel(const ir::Node& node);

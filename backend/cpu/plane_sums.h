@@ -40,4 +40,35 @@ float planeSum2(const float* a, const float* b, int64_t n, F f) {
   return s;
 }
 
+/// The same sums over channel-blocked planes (nChw16c: kBlock channels interleaved per
+/// pixel), for each of a block's kBlock channels at once: out[k][l] is, for channel l of
+/// the block, the sum of the k-th of `kSums` values f gives, with the additions planeSum
+/// makes for that channel in a plain plane, in the same order (kLanes accumulators over
+/// consecutive pixels, the tail, then the accumulators), so both layouts give the same
+/// bits. f(at, l, v) fills v[0..kSums) for the element at index `at` (channel l).
+template <int kBlock, int kSums, typename F>
+void blockPlaneSums(int64_t base, int64_t hw, F f, float (&out)[kSums][kBlock]) {
+  float acc[kSums][kLanes][kBlock] = {};
+  float tail[kSums][kBlock] = {};
+  float v[kSums];
+  int64_t i = 0;
+  for (; i + kLanes <= hw; i += kLanes)
+    for (int k = 0; k < kLanes; ++k)
+      for (int l = 0; l < kBlock; ++l) {
+        f(base + (i + k) * kBlock + l, l, v);
+        for (int s = 0; s < kSums; ++s) acc[s][k][l] += v[s];
+      }
+  for (; i < hw; ++i)
+    for (int l = 0; l < kBlock; ++l) {
+      f(base + i * kBlock + l, l, v);
+      for (int s = 0; s < kSums; ++s) tail[s][l] += v[s];
+    }
+  for (int s = 0; s < kSums; ++s)
+    for (int l = 0; l < kBlock; ++l) {
+      float sum = tail[s][l];
+      for (int k = 0; k < kLanes; ++k) sum += acc[s][k][l];
+      out[s][l] = sum;
+    }
+}
+
 }  // namespace tandem::backend::cpu

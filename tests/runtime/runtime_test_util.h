@@ -54,6 +54,7 @@ struct TrainSetup {
   bool recompute = true;
   bool sync_bn = false;
   backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
+  bool blocked_activations = true;
   uint64_t seed = 0;
   int threads_per_device = 1;
   bool trace = false;
@@ -82,6 +83,7 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
       {.seed = o.seed,
        .threads_per_device = o.threads_per_device,
        .conv_algorithm = o.conv_algorithm,
+       .blocked_activations = o.blocked_activations,
        .trace = o.trace});
 }
 

@@ -173,6 +173,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
       runtime::Trainer::create(std::move(*module), {.seed = f.seed,
                                                     .threads_per_device = f.threads_per_device,
                                                     .conv_algorithm = f.conv_algorithm,
+                                                    .blocked_activations = !f.plain_layout,
                                                     .trace = f.profile});
   if (!trainer.ok()) return trainer.status();
   RETURN_IF_ERROR((*trainer)->initialize());

@@ -76,6 +76,7 @@ struct TrainFlags {
   std::optional<std::string> metrics;
   int threads_per_device = 1;
   backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
+  bool plain_layout = false;
   bool profile = false;
   bool allow_nonfinite = false;
 };

@@ -214,6 +214,10 @@ void addTrain(CLI::App& app, TrainFlags& f) {
          "Winograd)")
       ->type_name("auto|direct")
       ->default_str("auto");
+  cmd->add_flag("--plain-layout", f.plain_layout,
+                "Keep every tensor in plain NCHW between kernels (by default a CPU device with "
+                "AVX-512 keeps activations between convolutions and fused batch norm in "
+                "oneDNN's nChw16c, which saves the convolutions' reorders; same numbers)");
   cmd->add_flag("--profile", f.profile,
                 "Time every node and print, per op, where the training steps spent their time");
   cmd->add_flag("--allow-nonfinite", f.allow_nonfinite,
