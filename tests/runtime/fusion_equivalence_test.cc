@@ -57,18 +57,28 @@ void expectFusedEqualsUnfused(const std::string& model, int steps, int devices) 
 
 // batch_norm_recompute shares batch_norm_apply's loop and reads the same statistics: with
 // and without recompute-bn-relu, training ends with the same parameters, bit for bit.
+// Trains `model` 3 steps on 2 devices with a setting on (as given) and off (`off` flips
+// it); returns both trainers, or null ones after a failed assertion.
+template <typename Off>
+std::pair<std::unique_ptr<runtime::Trainer>, std::unique_ptr<runtime::Trainer>> trainBothWays(
+    const std::string& model, bool sync_bn, Off off) {
+  TrainSetup o;
+  o.devices = cpus(2);
+  o.batch = 8;
+  o.lr = 0.01;
+  o.momentum = 0.9;
+  o.sync_bn = sync_bn;
+  auto batches = randomBatches(3, 8, 5);
+  auto on = trainOn(model, o, batches);
+  off(o);
+  auto other = trainOn(model, o, batches);
+  return {std::move(on), std::move(other)};
+}
+
 TEST(Fusion, RecomputeChangesNoBit) {
   for (const std::string model : {"resnet18", "lenet_bn"}) {
-    TrainSetup o;
-    o.devices = cpus(2);
-    o.batch = 8;
-    o.lr = 0.01;
-    o.momentum = 0.9;
-    o.sync_bn = model == "lenet_bn";
-    auto batches = randomBatches(3, 8, 5);
-    auto with = trainOn(model, o, batches);
-    o.recompute = false;
-    auto without = trainOn(model, o, batches);
+    auto [with, without] = trainBothWays(model, model == "lenet_bn",
+                                         [](TrainSetup& o) { o.recompute = false; });
     ASSERT_TRUE(with && without) << model;
     size_t recomputes = 0;
     for (const auto& n : with->executor().module().graph(ir::kTrainGraph)->nodes())
@@ -85,15 +95,8 @@ TEST(Fusion, BlockedActivationsChangeNoBit) {
   if (backend::cpu::hostCpuInfo().isa.find("avx512") == std::string::npos)
     GTEST_SKIP() << "this CPU has no AVX-512 (" << backend::cpu::hostCpuInfo().isa
                  << "): its devices keep every tensor plain";
-  TrainSetup o;
-  o.devices = cpus(2);
-  o.batch = 8;
-  o.lr = 0.01;
-  o.momentum = 0.9;
-  auto batches = randomBatches(3, 8, 7);
-  auto blocked = trainOn("resnet18", o, batches);
-  o.blocked_activations = false;
-  auto plain = trainOn("resnet18", o, batches);
+  auto [blocked, plain] = trainBothWays("resnet18", /*sync_bn=*/true,
+                                        [](TrainSetup& o) { o.blocked_activations = false; });
   ASSERT_TRUE(blocked && plain);
   // Most of the step's activations are blocked (all but the last stage's residual
   // stream, which global_avg_pool reads).
