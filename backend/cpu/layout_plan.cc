@@ -1,6 +1,7 @@
 #include "backend/cpu/layout_plan.h"
 
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -105,7 +106,10 @@ absl::flat_hash_set<const ir::Value*> channelBlockedValues(const ir::Graph& g) {
       auto link = [&](const ir::Value* v) {
         if (!fourD(v)) return;
         size_t i = index.at(v);
-        if (first) groups.join(*first, i); else first = i;
+        if (first)
+          groups.join(*first, i);
+        else
+          first = i;
       };
       for (const ir::Value* v : n->operands()) link(v);
       for (size_t r = 0; r < n->numResults(); ++r) link(n->result(r));
