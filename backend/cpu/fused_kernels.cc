@@ -457,7 +457,10 @@ class FoldBatchNormKernel final : public CpuKernel {
 };
 
 // in: x, w, b, residual?; out: y. The convolution with its bias, then the residual and
-// relu in one pass over its output.
+// relu in one pass over its output. Not oneDNN post-ops: the sum post-op wants the
+// residual already in the destination, in the primitive's layout, and the blocked and
+// Winograd strategies write to a reordered temporary first, so putting it there costs the
+// same pass over memory as this loop (which the eval step alone runs).
 class Conv2dBiasActKernel final : public CpuKernel {
  public:
   Conv2dBiasActKernel(std::unique_ptr<CpuKernel> conv, int64_t size, bool relu, bool residual)
@@ -466,15 +469,25 @@ class Conv2dBiasActKernel final : public CpuKernel {
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     runInner(*conv_, in.subspan(0, 3), out);
     float* y = out[0].f32();
-    if (residual_) {
-      const float* r = in[3].f32();
-      for (int64_t i = 0; i < size_; ++i) y[i] += r[i];
-    }
-    if (relu_)
-      for (int64_t i = 0; i < size_; ++i) y[i] = std::max(y[i], 0.0f);
+    if (residual_ && relu_)
+      epilogue<true, true>(y, in[3].f32());
+    else if (residual_)
+      epilogue<true, false>(y, in[3].f32());
+    else if (relu_)
+      epilogue<false, true>(y, nullptr);
   }
 
  private:
+  template <bool kResidual, bool kRelu>
+  void epilogue(float* y, const float* r) const {
+    for (int64_t i = 0; i < size_; ++i) {
+      float v = y[i];
+      if constexpr (kResidual) v = v + r[i];
+      if constexpr (kRelu) v = std::max(v, 0.0f);
+      y[i] = v;
+    }
+  }
+
   std::unique_ptr<CpuKernel> conv_;
   int64_t size_;
   bool relu_, residual_;
