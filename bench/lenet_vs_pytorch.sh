@@ -26,31 +26,11 @@ while [[ $# -gt 0 ]]; do
     *) echo "lenet_vs_pytorch: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
-if ! [[ "$steps" =~ ^[1-9][0-9]*$ ]]; then
-  echo "lenet_vs_pytorch: --steps must be a positive integer, got '$steps'" >&2
-  exit 2
-fi
-
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(dirname "$here")"
-[[ "$build" = /* ]] || build="$root/$build"
-python="${TANDEM_PYTHON:-/usr/bin/python3}"  # the interpreter python3-torch serves
+name=lenet_vs_pytorch
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh"
+require_positive_ints steps
+find_tools
 batch=256
-
-if ! "$python" -c "import torch" >/dev/null 2>&1; then
-  echo "lenet_vs_pytorch: $python cannot import torch;" \
-       "install it with: apt-get install python3-torch libopenblas0-pthread" >&2
-  exit 1
-fi
-tandem="$build/tools/tandem"
-if [[ ! -x "$tandem" ]]; then
-  echo "lenet_vs_pytorch: $tandem not found; build it with: ninja -C $build tandem" \
-       "(or pass --build DIR)" >&2
-  exit 1
-fi
-
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
 
 # --- PyTorch: S timed steps after 5 warm-up steps; its last line is machine readable.
 pt_args=(--steps "$steps" --batch "$batch" --threads 2)

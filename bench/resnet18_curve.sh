@@ -32,21 +32,10 @@ while [[ $# -gt 0 ]]; do
     *) echo "resnet18_curve: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
-for v in epochs batch limit_train limit_test; do
-  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "resnet18_curve: --${v//_/-} must be a positive integer, got '${!v}'" >&2; exit 2; }
-done
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(dirname "$here")"
-[[ "$build" = /* ]] || build="$root/$build"
-python="${TANDEM_PYTHON:-/usr/bin/python3}"
-"$python" -c "import torch" >/dev/null 2>&1 || {
-  echo "resnet18_curve: $python cannot import torch; install it with: apt-get install python3-torch libopenblas0-pthread" >&2
-  exit 1
-}
-tandem="$build/tools/tandem"
-[[ -x "$tandem" ]] || { echo "resnet18_curve: $tandem not found; build it first" >&2; exit 1; }
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+name=resnet18_curve
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh"
+require_positive_ints epochs batch limit_train limit_test
+find_tools
 
 common=(--batch "$batch" --limit-train "$limit_train" --limit-test "$limit_test" --lr 0.1)
 tandem_args=(train --model resnet18 --devices cpu:0,cpu:1 --epochs "$epochs" --init normal:0.01

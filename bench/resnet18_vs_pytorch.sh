@@ -27,21 +27,10 @@ while [[ $# -gt 0 ]]; do
     *) echo "resnet18_vs_pytorch: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
-for v in steps batch; do
-  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "resnet18_vs_pytorch: --$v must be a positive integer, got '${!v}'" >&2; exit 2; }
-done
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(dirname "$here")"
-[[ "$build" = /* ]] || build="$root/$build"
-python="${TANDEM_PYTHON:-/usr/bin/python3}"
-"$python" -c "import torch" >/dev/null 2>&1 || {
-  echo "resnet18_vs_pytorch: $python cannot import torch; install it with: apt-get install python3-torch libopenblas0-pthread" >&2
-  exit 1
-}
-tandem="$build/tools/tandem"
-[[ -x "$tandem" ]] || { echo "resnet18_vs_pytorch: $tandem not found; build it first" >&2; exit 1; }
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+name=resnet18_vs_pytorch
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh"
+require_positive_ints steps batch
+find_tools
 warmup=5
 
 # Tandem: images/s of the timed steps only. An epoch of warm-up + timed steps, and one of
