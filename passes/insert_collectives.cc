@@ -258,40 +258,56 @@ absl::StatusOr<std::vector<std::vector<Value*>>> reduceBucket(
   return out;
 }
 
-/// Gradient all_reduce in buckets, each right after the last gradient it carries.
-absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int64_t cap,
-                             int64_t groups, int64_t* next_bucket) {
-  size_t devices = m.devices().size();
-  // var -> the sgd_update of each device.
-  absl::flat_hash_map<std::string, std::vector<Node*>> updates;
+/// Per variable, the node of `op` on each device that reads it through operand
+/// `var_operand` (sgd_update: the weight; batch_norm_apply: the running mean), the
+/// variables in the order they first appear. A device without one is the error
+/// `missing(var, device)` gives.
+struct PerVariable {
+  absl::flat_hash_map<std::string, std::vector<Node*>> nodes;  // var -> node by device
   std::vector<std::string> order;
+};
+template <typename Missing>
+absl::StatusOr<PerVariable> nodesPerVariable(const ir::Module& m, const ir::Graph& g, Op op,
+                                             size_t var_operand, Missing missing) {
+  const size_t devices = m.devices().size();
+  PerVariable out;
   for (const auto& n : g.nodes()) {
-    if (n->op() != Op::kSgdUpdate) continue;
-    const Node* w = n->operand(0)->def();
-    const std::string& var = w->symbolAttr("var");
-    auto [it, inserted] = updates.try_emplace(var, devices, nullptr);
-    if (inserted) order.push_back(var);
+    if (n->op() != op) continue;
+    const std::string& var = n->operand(var_operand)->def()->symbolAttr("var");
+    auto [it, inserted] = out.nodes.try_emplace(var, devices, nullptr);
+    if (inserted) out.order.push_back(var);
     size_t d = n->device() ? m.deviceIndex(*n->device()).value_or(SIZE_MAX) : SIZE_MAX;
     if (d == SIZE_MAX)
       return absl::FailedPreconditionError(
           absl::StrCat("insert-collectives: ", n->describe(), " is not on a module device"));
     it->second[d] = n.get();
   }
+  for (const std::string& var : out.order)
+    for (size_t d = 0; d < devices; ++d)
+      if (out.nodes[var][d] == nullptr) return missing(var, d);
+  return out;
+}
+
+/// Gradient all_reduce in buckets, each right after the last gradient it carries.
+absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int64_t cap,
+                             int64_t groups, int64_t* next_bucket) {
+  size_t devices = m.devices().size();
+  // var -> the sgd_update of each device.
+  ASSIGN_OR_RETURN(PerVariable per_var,
+                   nodesPerVariable(m, g, Op::kSgdUpdate, 0, [&](const std::string& var, size_t d) {
+                     return absl::FailedPreconditionError(absl::StrCat(
+                         "insert-collectives: @", var, " is updated on ",
+                         ir::toString(m.devices()[0]), " but not on ", ir::toString(m.devices()[d])));
+                   }));
+  auto& updates = per_var.nodes;
   auto pos = g.positions();
   struct Entry {
     size_t ready;  // position of the first device's gradient
     std::string var;
   };
   std::vector<Entry> entries;
-  for (const std::string& var : order) {
-    const auto& per = updates[var];
-    for (size_t d = 0; d < devices; ++d)
-      if (per[d] == nullptr)
-        return absl::FailedPreconditionError(absl::StrCat(
-            "insert-collectives: @", var, " is updated on ", ir::toString(m.devices()[0]),
-            " but not on ", ir::toString(m.devices()[d])));
-    entries.push_back({pos.at(per[0]->operand(1)->def()), var});
-  }
+  for (const std::string& var : per_var.order)
+    entries.push_back({pos.at(updates[var][0]->operand(1)->def()), var});
   std::stable_sort(entries.begin(), entries.end(),
                    [](const Entry& a, const Entry& b) { return a.ready < b.ready; });
 
@@ -342,22 +358,20 @@ absl::Status syncBatchNorm(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
           " computes its batch statistics inside; sync batch norm all-reduces them between "
           "conv2d_stats and batch_norm_apply, so run fuse-conv-bn-relu first (drop --no-fuse)"));
   // Per batch-norm layer (its running mean's variable), each device's apply node.
-  absl::flat_hash_map<std::string, std::vector<Node*>> applies;
-  std::vector<std::string> order;
-  absl::flat_hash_map<const Node*, std::pair<std::string, size_t>> layer_of;  // apply -> (layer, d)
-  for (const auto& n : g.nodes()) {
-    if (n->op() != Op::kBatchNormApply) continue;
-    const std::string& var = n->operand(4)->def()->symbolAttr("var");
-    auto [it, inserted] = applies.try_emplace(var, devices, nullptr);
-    if (inserted) order.push_back(var);
-    size_t d = n->device() ? m.deviceIndex(*n->device()).value_or(SIZE_MAX) : SIZE_MAX;
-    if (d == SIZE_MAX)
-      return absl::FailedPreconditionError(
-          absl::StrCat("insert-collectives: ", n->describe(), " is not on a module device"));
-    it->second[d] = n.get();
-    layer_of[n.get()] = {var, d};
-  }
+  ASSIGN_OR_RETURN(
+      PerVariable per_layer,
+      nodesPerVariable(m, g, Op::kBatchNormApply, 4, [&](const std::string& var, size_t d) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("insert-collectives{sync-bn}: the batch norm of @", var, " runs on ",
+                         ir::toString(m.devices()[0]), " but not on ",
+                         ir::toString(m.devices()[d])));
+      }));
+  const std::vector<std::string>& order = per_layer.order;
   if (order.empty()) return absl::OkStatus();
+  auto& applies = per_layer.nodes;
+  absl::flat_hash_map<const Node*, std::pair<std::string, size_t>> layer_of;  // apply -> (layer, d)
+  for (const std::string& var : order)
+    for (size_t d = 0; d < devices; ++d) layer_of[applies[var][d]] = {var, d};
   auto pos = g.positions();
   Insertions insert(g);
   // Reduces one value per device (by_device[d]), placed after the last producer; returns
@@ -372,13 +386,7 @@ absl::Status syncBatchNorm(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
   for (const std::string& var : order) {
     const auto& per = applies[var];
     std::vector<Value*> stats;
-    for (size_t d = 0; d < devices; ++d) {
-      if (per[d] == nullptr)
-        return absl::FailedPreconditionError(absl::StrCat(
-            "insert-collectives{sync-bn}: the batch norm of @", var, " runs on ",
-            ir::toString(m.devices()[0]), " but not on ", ir::toString(m.devices()[d])));
-      stats.push_back(per[d]->operand(1));
-    }
+    for (size_t d = 0; d < devices; ++d) stats.push_back(per[d]->operand(1));
     ASSIGN_OR_RETURN(Node * ar, reduceAcross(stats));
     for (size_t d = 0; d < devices; ++d) per[d]->setOperand(1, ar->result(d));
     reduced_stats[var] = ar;
