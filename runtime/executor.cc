@@ -149,14 +149,26 @@ absl::StatusOr<std::vector<HostTensor>> Executor::run(
   return out;
 }
 
-absl::StatusOr<HostTensor> Executor::readVariable(absl::string_view name, size_t device) const {
-  const ir::Module& m = *loaded_->module;
+namespace {
+
+/// Variable `name` of the loaded module, after checking that `device` is one of its
+/// devices (readVariable and writeVariable).
+absl::StatusOr<const ir::Var*> variableOn(const LoadedModule& lm, absl::string_view name,
+                                          size_t device) {
+  const ir::Module& m = *lm.module;
   const ir::Var* var = m.findVar(name);
   if (var == nullptr)
     return absl::NotFoundError(absl::StrCat("module @", m.name(), " has no variable @", name));
-  if (device >= loaded_->devices.size())
+  if (device >= lm.devices.size())
     return absl::OutOfRangeError(absl::StrCat("device index ", device, " out of range (",
-                                              loaded_->devices.size(), " devices)"));
+                                              lm.devices.size(), " devices)"));
+  return var;
+}
+
+}  // namespace
+
+absl::StatusOr<HostTensor> Executor::readVariable(absl::string_view name, size_t device) const {
+  ASSIGN_OR_RETURN(const ir::Var* var, variableOn(*loaded_, name, device));
   backend::Device& d = *loaded_->devices[device];
   HostTensor t(var->type);
   backend::TensorView dst{t.buffer.data(), var->type, backend::MemoryLocation::host()};
@@ -168,13 +180,7 @@ absl::StatusOr<HostTensor> Executor::readVariable(absl::string_view name, size_t
 
 absl::Status Executor::writeVariable(absl::string_view name, size_t device,
                                      const HostTensor& value) {
-  const ir::Module& m = *loaded_->module;
-  const ir::Var* var = m.findVar(name);
-  if (var == nullptr)
-    return absl::NotFoundError(absl::StrCat("module @", m.name(), " has no variable @", name));
-  if (device >= loaded_->devices.size())
-    return absl::OutOfRangeError(absl::StrCat("device index ", device, " out of range (",
-                                              loaded_->devices.size(), " devices)"));
+  ASSIGN_OR_RETURN(const ir::Var* var, variableOn(*loaded_, name, device));
   if (!(value.type == var->type))
     return absl::InvalidArgumentError(absl::StrCat("@", name, " is ", ir::toString(var->type),
                                                    ", not ", ir::toString(value.type)));
