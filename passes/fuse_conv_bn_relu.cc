@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_join.h"
 #include "ir/status_macros.h"
+#include "passes/insertions.h"
 
 namespace tandem::passes {
 
@@ -36,7 +37,8 @@ struct Chain {
 /// absorbed nodes erased.
 class Rewriter {
  public:
-  explicit Rewriter(ir::Graph& g) : g_(g), users_(g.users()) {}
+  explicit Rewriter(ir::Graph& g)
+      : g_(g), users_(g.users()), pos_(g.positions()), insert_(g) {}
 
   absl::StatusOr<bool> run() {
     std::vector<Chain> chains;
@@ -122,9 +124,8 @@ class Rewriter {
     spec.device = anchor.device();
     spec.scope = scope;
     spec.location = location;
-    ASSIGN_OR_RETURN(Node * n, g_.create(std::move(spec)));
-    placed_before_[anchor.id()].push_back(n);
-    return n;
+    // Anchors are never the first node (inputs come first): right after the one before.
+    return insert_.add(pos_.at(&anchor) - 1, std::move(spec));
   }
 
   /// Frees `v`'s name for the node that replaces its definition.
@@ -254,18 +255,7 @@ class Rewriter {
 
   // Places the new nodes, redirects every use of a replaced value, drops what was absorbed.
   void apply() {
-    std::vector<std::unique_ptr<Node>> old = g_.takeNodes();
-    absl::flat_hash_map<const Node*, size_t> index;
-    for (size_t i = 0; i < old.size(); ++i) index[old[i].get()] = i;
-    std::vector<std::unique_ptr<Node>> out;
-    out.reserve(old.size());
-    for (auto& n : old) {
-      if (n == nullptr) continue;  // a new node already placed
-      if (auto it = placed_before_.find(n->id()); it != placed_before_.end())
-        for (Node* fresh : it->second) out.push_back(std::move(old[index.at(fresh)]));
-      out.push_back(std::move(n));
-    }
-    g_.setNodes(std::move(out));
+    insert_.apply();
     auto resolve = [&](Value* v) {
       for (auto it = replace_.find(v); it != replace_.end(); it = replace_.find(v)) v = it->second;
       return v;
@@ -280,7 +270,8 @@ class Rewriter {
 
   ir::Graph& g_;
   absl::flat_hash_map<const Value*, std::vector<Node*>> users_;
-  absl::flat_hash_map<uint32_t, std::vector<Node*>> placed_before_;  // anchor id -> new nodes
+  ir::Graph::Positions pos_;  // of the original nodes, where the new ones are anchored
+  Insertions insert_;
   absl::flat_hash_map<Value*, Value*> replace_;
   absl::flat_hash_set<uint32_t> absorbed_;
 };

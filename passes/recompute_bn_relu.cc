@@ -5,6 +5,7 @@
 
 #include "ir/placement.h"
 #include "ir/status_macros.h"
+#include "passes/insertions.h"
 #include "passes/naming.h"
 
 namespace tandem::passes {
@@ -50,22 +51,22 @@ absl::StatusOr<bool> recomputeGraph(const ir::Module& m, ir::Graph& g) {
     if (!r.readers.empty()) todo.push_back(std::move(r));
   }
   if (todo.empty()) return false;
-  // Latest first, so that the positions of the ones still to place stay valid.
-  std::sort(todo.begin(), todo.end(),
-            [](const Recompute& a, const Recompute& b) { return a.at > b.at; });
+  // Every reader comes after its apply node, so `at` >= 1: right after position at - 1.
+  Insertions insert(g);
   for (const Recompute& r : todo) {
     const Node& a = *r.apply;
     ASSIGN_OR_RETURN(Node * again,
-                     g.create({.op = Op::kBatchNormRecompute,
-                               .operands = {a.operand(0), a.operand(1), a.operand(2), a.operand(3)},
-                               .attrs = {{"eps", a.floatAttr("eps")}, {"relu", true}},
-                               .device = a.device(),
-                               .names = {recomputedName(m, *a.result(0))},
-                               .scope = a.scope() + " (recomputed)",
-                               .location = a.location()},
-                              r.at));
+                     insert.add(r.at - 1,
+                                {.op = Op::kBatchNormRecompute,
+                                 .operands = {a.operand(0), a.operand(1), a.operand(2), a.operand(3)},
+                                 .attrs = {{"eps", a.floatAttr("eps")}, {"relu", true}},
+                                 .device = a.device(),
+                                 .names = {recomputedName(m, *a.result(0))},
+                                 .scope = a.scope() + " (recomputed)",
+                                 .location = a.location()}));
     for (auto [reader, slot] : r.readers) reader->setOperand(slot, again->result(0));
   }
+  insert.apply();
   return true;
 }
 
