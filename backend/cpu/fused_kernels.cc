@@ -86,31 +86,17 @@ constexpr int64_t kB = Blocks::kB;
 
 /// Statistics f64[3,C] of y: count, sum, and m * var + m * mean^2 with var from squared
 /// deviations from the rounded mean (two passes, as batch_norm computes them).
-void writeStats(double* stats, int64_t channels, int64_t ch, double m, double sum, double sq,
-                float fmean) {
-  const double mean = sum / m;
-  // Deviations were taken from the rounded mean; correct for the difference.
-  const double var = std::max(0.0, sq / m - (mean - fmean) * (mean - fmean));
-  stats[ch] = m;
-  stats[channels + ch] = sum;
-  stats[2 * channels + ch] = m * var + m * mean * mean;
+void writeStats(double* stats, int64_t channels, int64_t ch, const ChannelMoments& c) {
+  const double mean = c.mean(), var = c.var();
+  stats[ch] = c.m;
+  stats[channels + ch] = c.sum;
+  stats[2 * channels + ch] = c.m * var + c.m * mean * mean;
 }
 
 void planeStats(const float* y, const Planes& p, double* stats) {
-  const double m = double(p.n * p.hw);
-  for (int64_t ch = 0; ch < p.c; ++ch) {
-    double sum = 0;
-    for (int64_t img = 0; img < p.n; ++img)
-      sum += planeSum(y + p.at(img, ch), p.hw, [](float v) { return v; });
-    const float fmean = static_cast<float>(sum / m);
-    double sq = 0;
-    for (int64_t img = 0; img < p.n; ++img)
-      sq += planeSum(y + p.at(img, ch), p.hw, [fmean](float v) {
-        float d = v - fmean;
-        return d * d;
-      });
-    writeStats(stats, p.c, ch, m, sum, sq, fmean);
-  }
+  for (int64_t ch = 0; ch < p.c; ++ch)
+    writeStats(stats, p.c, ch,
+               planeMoments(p.n, p.hw, [&](int64_t img) { return y + p.at(img, ch); }));
 }
 
 void blockedStats(const float* y, const Blocks& q, int64_t channels, double* stats) {
@@ -136,7 +122,7 @@ void blockedStats(const float* y, const Blocks& q, int64_t channels, double* sta
       for (int64_t l = 0; l < kB; ++l) sq[l] += part[0][l];
     }
     for (int64_t l = 0; l < kB; ++l)
-      writeStats(stats, channels, b * kB + l, m, sum[l], sq[l], fmean[l]);
+      writeStats(stats, channels, b * kB + l, {m, sum[l], sq[l], fmean[l]});
   }
 }
 

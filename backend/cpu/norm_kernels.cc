@@ -60,19 +60,10 @@ class BatchNormTrainingKernel final : public CpuKernel {
     // One value per channel has no unbiased variance; keep the biased one (zero) then.
     const double unbias = l_.count() > 1 ? m / (m - 1) : 1.0;
     for (int64_t ch = 0; ch < l_.c; ++ch) {
-      double sum = 0;
-      for (int64_t img = 0; img < l_.n; ++img)
-        sum += planeSum(x + l_.plane(img, ch), l_.hw, [](float v) { return v; });
-      const double mean = sum / m;
-      const float fmean = static_cast<float>(mean);
-      double sq = 0;
-      for (int64_t img = 0; img < l_.n; ++img)
-        sq += planeSum(x + l_.plane(img, ch), l_.hw, [fmean](float v) {
-          float d = v - fmean;
-          return d * d;
-        });
-      // Deviations were taken from the rounded mean; correct for the difference.
-      const double var = std::max(0.0, sq / m - (mean - fmean) * (mean - fmean));
+      const ChannelMoments c =
+          planeMoments(l_.n, l_.hw, [&](int64_t img) { return x + l_.plane(img, ch); });
+      const double mean = c.mean(), var = c.var();
+      const float fmean = c.fmean;
       const double invstd = 1.0 / std::sqrt(var + eps_);
       const double scale = gamma[ch] * invstd;
       affine(l_, ch, x, y, static_cast<float>(scale), static_cast<float>(beta[ch] - mean * scale));

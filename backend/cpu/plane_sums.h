@@ -6,6 +6,7 @@
 // which the compiler turns into vector adds and which keep the rounding error of a
 // 784-value plane near 1e-7.
 
+#include <algorithm>
 #include <cstdint>
 
 namespace tandem::backend::cpu {
@@ -38,6 +39,35 @@ float planeSum2(const float* a, const float* b, int64_t n, F f) {
   float s = tail;
   for (int l = 0; l < kLanes; ++l) s += acc[l];
   return s;
+}
+
+/// A channel's batch statistics as batch norm takes them, over `m` values: the sum, the
+/// rounded mean, and the sum of squared deviations from that rounded mean.
+struct ChannelMoments {
+  double m, sum, sq;
+  float fmean;
+  double mean() const { return sum / m; }
+  /// Biased variance, corrected for the deviations having been taken from the rounded mean.
+  double var() const {
+    const double d = mean() - fmean;
+    return std::max(0.0, sq / m - d * d);
+  }
+};
+
+/// The moments of one channel of `n` planes of `hw` values each, plane(i) pointing at the
+/// i-th: two passes of planeSum (the sum, then squared deviations from the rounded mean).
+template <typename Plane>
+ChannelMoments planeMoments(int64_t n, int64_t hw, Plane plane) {
+  ChannelMoments c{double(n * hw), 0, 0, 0};
+  for (int64_t i = 0; i < n; ++i) c.sum += planeSum(plane(i), hw, [](float v) { return v; });
+  c.fmean = static_cast<float>(c.sum / c.m);
+  const float fmean = c.fmean;
+  for (int64_t i = 0; i < n; ++i)
+    c.sq += planeSum(plane(i), hw, [fmean](float v) {
+      float d = v - fmean;
+      return d * d;
+    });
+  return c;
 }
 
 /// The same sums over channel-blocked planes (nChw16c: kBlock channels interleaved per
