@@ -262,43 +262,6 @@ class BatchNormRecomputeKernel final : public CpuKernel {
   std::vector<float> scale_, shift_;
 };
 
-/// dz = dout where relu's output is positive; dout itself without relu. A compile-time
-/// choice, so that the loops below vectorize (a select, no branch).
-template <bool kRelu>
-inline float maskedGrad(const float* dout, const float* out, int64_t i) {
-  const float d = dout[i];
-  if constexpr (!kRelu) return d;
-  // out > 0 ? d : +0, as a bit mask: GCC leaves a select inside the unrolled accumulator
-  // loops as a branch, and the loop then does not vectorize.
-  const uint32_t keep = 0u - static_cast<uint32_t>(out[i] > 0.0f);
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(d) & keep);
-}
-
-/// sum(dz) and sum(dz * (y - mu)) over one plane in one pass, each in float with kLanes
-/// accumulators: the same additions, in the same order, as two planeSum passes (and as
-/// batch_norm_backward's two planeSum passes), over half the memory traffic.
-template <bool kRelu>
-void planeGradSums(const float* dp, const float* yp, const float* rp, int64_t n, float mu,
-                   float* sum_dz, float* sum_dz_yc) {
-  float a[kLanes] = {}, b[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      const float dz = maskedGrad<kRelu>(dp, rp, i + l);
-      a[l] += dz;
-      b[l] += dz * (yp[i + l] - mu);
-    }
-  float sa = 0, sb = 0;
-  for (; i < n; ++i) {
-    const float dz = maskedGrad<kRelu>(dp, rp, i);
-    sa += dz;
-    sb += dz * (yp[i] - mu);
-  }
-  for (int l = 0; l < kLanes; ++l) sa += a[l], sb += b[l];
-  *sum_dz = sa;
-  *sum_dz_yc = sb;
-}
-
 // in: dout, y, save_mean, save_invstd, out?; out: sums f64[2,C], dbeta, dgamma.
 template <bool kRelu>
 class BatchNormBackwardReduceKernel final : public CpuKernel {
@@ -374,14 +337,11 @@ class BatchNormBackwardApplyKernel final : public CpuKernel {
     float* dy = out[0].f32();
     float* dz_out = kResidual ? out[1].f32() : nullptr;
     for (int64_t ch = 0; ch < p_.c; ++ch) {
-      const double m = readStats(stats, p_.c, ch).count;
-      const double sum_dz = sums[ch], sum_dz_yc = sums[p_.c + ch];
-      const double is = invstd[ch], a = gamma[ch] * is;
-      // dy = gamma * invstd * (dz - sum_dz / m - (y - mean) * invstd^2 * sum_dz_yc / m)
-      //    = a * dz + b * (y - mean) + c, rounded as batch_norm_backward rounds them.
-      fa_[ch] = static_cast<float>(a);
-      fb_[ch] = static_cast<float>(-a * is * is * sum_dz_yc / m);
-      fc_[ch] = static_cast<float>(-a * sum_dz / m);
+      const BackwardCoefficients k = backwardCoefficients(
+          readStats(stats, p_.c, ch).count, sums[ch], sums[p_.c + ch], gamma[ch], invstd[ch]);
+      fa_[ch] = k.a;
+      fb_[ch] = k.b;
+      fc_[ch] = k.c;
     }
     // Coefficients in locals, as in normalize().
     auto one = [&](int64_t at, float a, float b, float c, float mu) {

@@ -114,25 +114,21 @@ class BatchNormBackwardKernel final : public CpuKernel {
       const float mu = mean[ch];
       double sum_dy = 0, sum_dy_xc = 0;  // sum(dy), sum(dy * (x - mean))
       for (int64_t img = 0; img < l_.n; ++img) {
-        const float* dyp = dy + l_.plane(img, ch);
-        const float* xp = x + l_.plane(img, ch);
-        sum_dy += planeSum(dyp, l_.hw, [](float v) { return v; });
-        sum_dy_xc += planeSum2(dyp, xp, l_.hw, [mu](float g, float v) { return g * (v - mu); });
+        float s, sx;
+        planeGradSums<false>(dy + l_.plane(img, ch), x + l_.plane(img, ch), nullptr, l_.hw, mu,
+                             &s, &sx);
+        sum_dy += s;
+        sum_dy_xc += sx;
       }
-      const double is = invstd[ch];
       dbeta[ch] = static_cast<float>(sum_dy);
-      dgamma[ch] = static_cast<float>(sum_dy_xc * is);
-      // dx = gamma * invstd * (dy - sum_dy / m - (x - mean) * invstd^2 * sum_dy_xc / m)
-      //    = a * dy + b * (x - mean) + c
-      const double a = gamma[ch] * is;
-      const float fa = static_cast<float>(a);
-      const float fb = static_cast<float>(-a * is * is * sum_dy_xc / m);
-      const float fc = static_cast<float>(-a * sum_dy / m);
+      dgamma[ch] = static_cast<float>(sum_dy_xc * invstd[ch]);
+      const BackwardCoefficients k =
+          backwardCoefficients(m, sum_dy, sum_dy_xc, gamma[ch], invstd[ch]);
       for (int64_t img = 0; img < l_.n; ++img) {
         const float* dyp = dy + l_.plane(img, ch);
         const float* xp = x + l_.plane(img, ch);
         float* dxp = dx + l_.plane(img, ch);
-        for (int64_t i = 0; i < l_.hw; ++i) dxp[i] = fa * dyp[i] + fb * (xp[i] - mu) + fc;
+        for (int64_t i = 0; i < l_.hw; ++i) dxp[i] = k.a * dyp[i] + k.b * (xp[i] - mu) + k.c;
       }
     }
   }

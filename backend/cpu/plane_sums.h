@@ -1,12 +1,14 @@
 #pragma once
 
-// Sums over one channel's plane of H*W contiguous floats, as batch norm's kernels take
-// them (norm_kernels.cc and fused_kernels.cc share them, so fused and unfused batch norm
-// add the same values in the same order): float with kLanes independent accumulators,
-// which the compiler turns into vector adds and which keep the rounding error of a
-// 784-value plane near 1e-7.
+// Batch norm's arithmetic, shared by norm_kernels.cc and fused_kernels.cc so that fused
+// and unfused batch norm add the same values in the same order: sums over one channel's
+// plane of H*W contiguous floats (float with kLanes independent accumulators, which the
+// compiler turns into vector adds and which keep the rounding error of a 784-value plane
+// near 1e-7), the same sums over channel-blocked planes, a channel's moments and the
+// backward's per-channel coefficients.
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 
 namespace tandem::backend::cpu {
@@ -27,18 +29,55 @@ float planeSum(const float* p, int64_t n, F f) {
   return s;
 }
 
-/// sum(f(a[i], b[i])) over one plane.
-template <typename F>
-float planeSum2(const float* a, const float* b, int64_t n, F f) {
-  float acc[kLanes] = {};
+/// dz = dout where relu's output is positive; dout itself without relu. A compile-time
+/// choice, so that the loops below vectorize (a select, no branch).
+template <bool kRelu>
+inline float maskedGrad(const float* dout, const float* out, int64_t i) {
+  const float d = dout[i];
+  if constexpr (!kRelu) return d;
+  // out > 0 ? d : +0, as a bit mask: GCC leaves a select inside the unrolled accumulator
+  // loops as a branch, and the loop then does not vectorize.
+  const uint32_t keep = 0u - static_cast<uint32_t>(out[i] > 0.0f);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(d) & keep);
+}
+
+/// sum(dz) and sum(dz * (y - mu)) over one plane in one pass, each in float with kLanes
+/// accumulators: the same additions, in the same order, as two planeSum passes, over half
+/// the memory traffic (batch_norm_backward and batch_norm_backward_reduce).
+template <bool kRelu>
+void planeGradSums(const float* dp, const float* yp, const float* rp, int64_t n, float mu,
+                   float* sum_dz, float* sum_dz_yc) {
+  float a[kLanes] = {}, b[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += f(a[i + l], b[i + l]);
-  float tail = 0;
-  for (; i < n; ++i) tail += f(a[i], b[i]);
-  float s = tail;
-  for (int l = 0; l < kLanes; ++l) s += acc[l];
-  return s;
+    for (int l = 0; l < kLanes; ++l) {
+      const float dz = maskedGrad<kRelu>(dp, rp, i + l);
+      a[l] += dz;
+      b[l] += dz * (yp[i + l] - mu);
+    }
+  float sa = 0, sb = 0;
+  for (; i < n; ++i) {
+    const float dz = maskedGrad<kRelu>(dp, rp, i);
+    sa += dz;
+    sb += dz * (yp[i] - mu);
+  }
+  for (int l = 0; l < kLanes; ++l) sa += a[l], sb += b[l];
+  *sum_dz = sa;
+  *sum_dz_yc = sb;
+}
+
+/// Batch norm's backward as dx = a * dz + b * (y - mean) + c per channel, from the sums
+/// over its m values (sum dz, sum dz * (y - mean)), gamma and 1/std:
+///   dx = gamma * invstd * (dz - sum_dz / m - (y - mean) * invstd^2 * sum_dz_yc / m),
+/// rounded to float once per channel (batch_norm_backward and batch_norm_backward_apply).
+struct BackwardCoefficients {
+  float a, b, c;
+};
+inline BackwardCoefficients backwardCoefficients(double m, double sum_dz, double sum_dz_yc,
+                                                 float gamma, float invstd) {
+  const double is = invstd, a = gamma * is;
+  return {static_cast<float>(a), static_cast<float>(-a * is * is * sum_dz_yc / m),
+          static_cast<float>(-a * sum_dz / m)};
 }
 
 /// A channel's batch statistics as batch norm takes them, over `m` values: the sum, the
