@@ -31,6 +31,12 @@ absl::StatusOr<DeviceBuffer> hostBuffer(int64_t bytes, MemoryLocation where) {
   return DeviceBuffer(p, bytes, where, [](void* q) { std::free(q); });
 }
 
+/// Whether oneDNN runs AVX-512 kernels here (read once: every device asks).
+bool hostHasAvx512() {
+  static const bool avx512 = hostCpuInfo().isa.find("avx512") != std::string::npos;
+  return avx512;
+}
+
 class CpuDevice final : public Device {
  public:
   CpuDevice(const ir::Device& id, const DeviceOptions& o)
@@ -84,7 +90,7 @@ class CpuDevice final : public Device {
     // Blocked only where oneDNN's convolutions use nChw16c themselves (AVX-512); on AVX2
     // they would reorder it into nChw8c anyway.
     blocked_.clear();
-    if (options_.blocked_activations && avx512_) blocked_ = cpu::channelBlockedValues(g);
+    if (options_.blocked_activations && hostHasAvx512()) blocked_ = cpu::channelBlockedValues(g);
     return absl::OkStatus();
   }
 
@@ -103,7 +109,6 @@ class CpuDevice final : public Device {
   DeviceOptions options_;
   CpuContext ctx_;
   CpuStream compute_, comm_;
-  bool avx512_ = hostCpuInfo().isa.find("avx512") != std::string::npos;
   absl::flat_hash_set<const ir::Value*> blocked_;  // of the graph being loaded
 };
 
