@@ -30,7 +30,10 @@ void convert(const ir::Shape& s, const float* from, float* to, bool to_blocked) 
     for (int64_t c = 0; c < s[1]; ++c)
       for (int64_t p = 0; p < s[2] * s[3]; ++p) {
         const int64_t a = plainAt(s, n, c, p), b = blockedAt(s, n, c, p);
-        if (to_blocked) to[b] = from[a]; else to[a] = from[b];
+        if (to_blocked)
+          to[b] = from[a];
+        else
+          to[a] = from[b];
       }
 }
 
@@ -50,7 +53,8 @@ void expectSameInBothLayouts(SingleOp& op, double tol, int filter_operand = -1,
     const float* p = static_cast<const float*>(b.view().data);
     plain_out.emplace_back(p, p + b.type().bytes() / sizeof(float));
   }
-  // Same node, blocked: every 4-D value.
+  // Same node, blocked: its activations (4-D, 16-channel multiples, not filters, not
+  // listed in `plain_operands`).
   absl::flat_hash_set<const ir::Value*> blocked;
   std::vector<bool> in_blocked, out_blocked;
   for (size_t i = 0; i < op.node().numOperands(); ++i) {
