@@ -200,6 +200,8 @@ TEST_F(BadInputTable, ConvAlgorithm) {
       {{"train", "--model", "lenet", "--conv-algorithm"}, "--conv-algorithm: needs a value"},
       {{"dump", "--model", "lenet", "--conv-algorithm", "direct"},
        "The following arguments were not expected: direct --conv-algorithm"},  // train only
+      {{"dump", "--model", "lenet", "--plain-layout"},
+       "The following argument was not expected: --plain-layout"},  // train only
   });
 }
 

@@ -171,6 +171,18 @@ TEST(DumpTest, FusedResNet18HasNoSeparateBatchNormOrRelu) {
                              Not(HasSubstr("conv2d_stats("))));
 }
 
+// recompute-bn-relu is in the default pipeline with fusion; --no-recompute drops it.
+TEST(DumpTest, NoRecomputeKeepsTheForwardOutputs) {
+  const std::vector<std::string> base = {"dump", "--model", "resnet18", "--batch", "8",
+                                         "--graph", "train_step", "--canonical"};
+  std::string with = runOk(base);
+  std::vector<std::string> args = base;
+  args.push_back("--no-recompute");
+  std::string without = runOk(args);
+  EXPECT_THAT(with, HasSubstr("%stage1.block0.relu.recomputed.0 = batch_norm_recompute("));
+  EXPECT_THAT(without, Not(HasSubstr("batch_norm_recompute(")));
+}
+
 TEST(DumpTest, GraphEvalStepPrintsOnlyThatGraphInInferenceMode) {
   std::string text = runOk({"dump", "--model", "resnet18", "--devices", "2", "--batch", "8",
                             "--graph", "eval_step", "--canonical", "--no-fuse"});

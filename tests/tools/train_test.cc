@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/tools/cli_helpers.h"
 
@@ -79,6 +80,29 @@ TEST(Train, DirectConvolutionsTrain) {
                  "256", "--limit-test", "64", "--epochs", "1", "--conv-algorithm", "direct"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("images/s"), std::string::npos) << r.out;
+}
+
+// --plain-layout keeps every tensor NCHW; the default nChw16c activations (on AVX-512)
+// change where bytes sit, not one figure of the run.
+TEST(Train, PlainLayoutPrintsTheSameFigures) {
+  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  auto figures = [](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"train", "--model", "resnet18", "--devices", "2", "--batch",
+                                     "32", "--limit-train", "64", "--limit-test", "32",
+                                     "--epochs", "1", "--seed", "3"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = runTandem(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    // The epoch row up to the seconds: epoch, train loss, train accuracy, test accuracy.
+    const size_t row = r.out.find("\n    1 ");
+    EXPECT_NE(row, std::string::npos) << r.out;
+    std::vector<std::string> cells = absl::StrSplit(r.out.substr(row + 1), ' ', absl::SkipEmpty());
+    cells.resize(std::min<size_t>(cells.size(), 4));
+    return cells;
+  };
+  std::vector<std::string> blocked = figures({}), plain = figures({"--plain-layout"});
+  ASSERT_EQ(blocked.size(), 4u);
+  EXPECT_EQ(blocked, plain);
 }
 
 TEST(TrainErrors, BatchSmallerThanTheDeviceCount) {
