@@ -35,6 +35,11 @@ struct TensorView {
   MemoryLocation where;
 
   float* f32() const { return static_cast<float*>(data); }
+  /// The data as elements of T (float, bf16, int32_t, double), for loops templated on it.
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
   int32_t* i32() const { return static_cast<int32_t*>(data); }
   int64_t numElements() const { return type.numElements(); }
   int64_t bytes() const { return type.bytes(); }

@@ -32,6 +32,9 @@ enum Trait : uint32_t {
   kDeclaredType = 1u << 4,  // result type is written down, not inferred
   kBackward = 1u << 5,      // emitted by autodiff as part of a gradient
   kInitOnly = 1u << 6,      // only meaningful in the init graph
+  // What mixed-precision does with the op (ops with neither follow their operands' dtype):
+  kLowPrecision = 1u << 7,   // computes in the low dtype: its activation operand is cast down
+  kFullPrecision = 1u << 8,  // takes f32 only (losses, accuracy): low operands are cast up
 };
 
 /// Shape rule: the result types of a node from its operands and attributes, or an error

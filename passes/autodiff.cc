@@ -44,6 +44,19 @@ class AutodiffContext final : public ir::GradContext {
 
   void addOperandGrad(size_t i, Value* grad) override {
     const Value* v = node_->operand(i);
+    if (grad->type().dtype != v->type().dtype) {
+      // A gradient computed in another dtype than its operand's (linear_backward_weight
+      // gives bf16 for an f32 master weight under mixed precision): cast it to the
+      // operand's, as the cast op's own gradient rule would.
+      auto cast = emit(Op::kCast, {grad},
+                       {{"dtype", ir::EnumWord{std::string(ir::dtypeName(v->type().dtype))}}},
+                       {absl::StrCat(grad->name(), ".", ir::dtypeName(v->type().dtype))});
+      if (!cast.ok()) {
+        status_.Update(cast.status());
+        return;
+      }
+      grad = (*cast)->result();
+    }
     auto [it, inserted] = grads_.emplace(v, grad);
     if (inserted) return;
     // A value used by several nodes: its gradient is the sum of what each use gives.

@@ -250,7 +250,7 @@ absl::StatusOr<PerVariable> nodesPerVariable(const ir::Module& m, const ir::Grap
 
 /// Gradient all_reduce in buckets, each right after the last gradient it carries.
 absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int64_t cap,
-                             int64_t groups, int64_t* next_bucket) {
+                             int64_t groups, ir::DType wire, int64_t* next_bucket) {
   size_t devices = m.devices().size();
   // var -> the sgd_update of each device.
   ASSIGN_OR_RETURN(PerVariable per_var,
@@ -281,8 +281,21 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
     for (size_t d = 0; d < devices; ++d)
       for (const Entry* e : bucket) {
         Value* grad = updates[e->var][d]->operand(1);
+        const size_t at = pos.at(grad->def());
+        if (grad->type().dtype != wire) {
+          // Cast right where the gradient is made: one pass over it, on its device.
+          ASSIGN_OR_RETURN(
+              Node * cast,
+              insert.add(at, {.op = Op::kCast,
+                              .operands = {grad},
+                              .attrs = {{"dtype", ir::EnumWord{std::string(ir::dtypeName(wire))}}},
+                              .device = grad->def()->device(),
+                              .names = {tagReplica(grad->name(), d, ir::dtypeName(wire))},
+                              .scope = grad->def()->scope()}));
+          grad = cast->result();
+        }
         grads[d].push_back(grad);
-        last = std::max(last, pos.at(grad->def()));
+        last = std::max(last, at);
       }
     auto reduced = reduceBucket(m, insert, last, grads, (*next_bucket)++, groups);
     if (!reduced.ok()) return reduced.status();
@@ -295,7 +308,7 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
   };
   for (const Entry& e : entries) {
     bucket.push_back(&e);
-    bytes += updates[e.var][0]->operand(1)->type().bytes();
+    bytes += updates[e.var][0]->operand(1)->type().numElements() * ir::dtypeBytes(wire);
     if (bytes >= (*next_bucket == 0 ? first_cap : cap)) RETURN_IF_ERROR(flush());
   }
   RETURN_IF_ERROR(flush());
@@ -434,7 +447,8 @@ absl::StatusOr<bool> InsertCollectives::run(ir::Module& m) {
       RETURN_IF_ERROR(broadcastInit(m, *g));
       continue;
     }
-    RETURN_IF_ERROR(bucketGradients(m, *g, first_bucket_bytes_, bucket_bytes_, groups_, &bucket));
+    RETURN_IF_ERROR(
+        bucketGradients(m, *g, first_bucket_bytes_, bucket_bytes_, groups_, wire_, &bucket));
     RETURN_IF_ERROR(sumOutputs(m, *g, &bucket));
     if (sync_bn_ && g->name() == ir::kTrainGraph) RETURN_IF_ERROR(syncBatchNorm(m, *g, &bucket));
   }
@@ -446,6 +460,7 @@ std::string InsertCollectives::optionsText() const {
       "{bucket-mb=", ir::formatDouble(static_cast<double>(bucket_bytes_) / (1 << 20)),
       ",first-bucket-mb=", ir::formatDouble(static_cast<double>(first_bucket_bytes_) / (1 << 20)),
       groups_ > 1 ? absl::StrCat(",groups=", groups_) : "", sync_bn_ ? ",sync-bn=true" : "",
+      wire_ != ir::DType::kF32 ? absl::StrCat(",allreduce-dtype=", ir::dtypeName(wire_)) : "",
       "}");
 }
 
@@ -458,6 +473,10 @@ absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opt
   if (*sync_bn != "true" && *sync_bn != "false")
     return absl::InvalidArgumentError(absl::StrCat(
         "pass insert-collectives: option 'sync-bn' must be true or false, got '", *sync_bn, "'"));
+  ASSIGN_OR_RETURN(std::string wire, opts.getString("allreduce-dtype", "f32"));
+  if (wire != "f32" && wire != "bf16")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pass insert-collectives: option 'allreduce-dtype' must be f32 or bf16, got '", wire, "'"));
   if (!cap.ok()) return cap.status();
   if (!first.ok()) return first.status();
   if (!groups.ok()) return groups.status();
@@ -472,7 +491,8 @@ absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opt
       return absl::InvalidArgumentError(absl::StrCat("pass insert-collectives: option '", name,
                                                      "' must be > 0 and at most 1e9 MiB, got ",
                                                      ir::formatDouble(value)));
-  return std::unique_ptr<Pass>(new InsertCollectives(*cap, *first, *groups, *sync_bn == "true"));
+  return std::unique_ptr<Pass>(new InsertCollectives(
+      *cap, *first, *groups, *sync_bn == "true", wire == "bf16" ? ir::DType::kBF16 : ir::DType::kF32));
 }
 
 }  // namespace tandem::passes

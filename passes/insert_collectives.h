@@ -23,11 +23,13 @@ class InsertCollectives final : public Pass {
  public:
   static constexpr absl::string_view kName = "insert-collectives";
   static absl::StatusOr<std::unique_ptr<Pass>> create(PassOptions& opts);
-  InsertCollectives(double bucket_mb, double first_bucket_mb, int64_t groups, bool sync_bn)
+  InsertCollectives(double bucket_mb, double first_bucket_mb, int64_t groups, bool sync_bn,
+                    ir::DType wire)
       : bucket_bytes_(static_cast<int64_t>(bucket_mb * (1 << 20))),
         first_bucket_bytes_(static_cast<int64_t>(first_bucket_mb * (1 << 20))),
         groups_(groups),
-        sync_bn_(sync_bn) {}
+        sync_bn_(sync_bn),
+        wire_(wire) {}
 
   absl::string_view name() const override { return kName; }
   absl::StatusOr<bool> run(ir::Module& m) override;
@@ -36,6 +38,9 @@ class InsertCollectives final : public Pass {
  private:
   int64_t bucket_bytes_, first_bucket_bytes_, groups_;
   bool sync_bn_;
+  /// The dtype gradients travel in (allreduce-dtype): f32, or bf16 for half the bytes,
+  /// as Horovod's fp16 compression does; the updates read the bf16 sums as they are.
+  ir::DType wire_;
 };
 
 }  // namespace tandem::passes

@@ -87,6 +87,8 @@ std::string defaultPipeline(const PipelineConfig& c) {
   // which would change an lr of 0.1234567 into 0.123457.
   auto num = [](double v) { return ir::formatDouble(v); };
   std::vector<std::string> passes{
+      // Before autodiff: it rewrites the forward, and autodiff derives a bf16 backward.
+      c.bf16 ? "mixed-precision{dtype=bf16}" : "",
       absl::StrCat("autodiff{lr=", num(c.lr), ",momentum=", num(c.momentum),
                    ",weight-decay=", num(c.weight_decay), "}"),
       // Between autodiff and replicate: it rewrites forward and backward together, once.
@@ -106,7 +108,8 @@ std::string defaultPipeline(const PipelineConfig& c) {
       absl::StrCat("insert-collectives{bucket-mb=", num(c.bucket_mb),
                    ",first-bucket-mb=", num(c.first_bucket_mb),
                    c.allreduce_groups > 1 ? absl::StrCat(",groups=", c.allreduce_groups) : "",
-                   c.sync_bn ? ",sync-bn=true" : "", "}"),
+                   c.sync_bn ? ",sync-bn=true" : "",
+                   c.bf16_allreduce ? ",allreduce-dtype=bf16" : "", "}"),
       // After insert-collectives: the recompute reads the statistics the forward read,
       // all-reduced ones under sync batch norm.
       c.fuse && c.recompute ? "recompute-bn-relu" : "",
@@ -120,7 +123,7 @@ std::string defaultPipeline(const PipelineConfig& c) {
 }
 
 std::vector<std::string> defaultPassNames() {
-  return {"autodiff", "fuse-conv-bn-relu", "replicate", "insert-collectives",
+  return {"mixed-precision", "autodiff", "fuse-conv-bn-relu", "replicate", "insert-collectives",
           "recompute-bn-relu", "dce", "schedule", "plan-memory"};
 }
 

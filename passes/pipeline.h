@@ -33,6 +33,10 @@ struct PipelineConfig {
   /// With fusion, run recompute-bn-relu: backward recomputes conv -> bn -> relu outputs
   /// (less activation memory, one elementwise pass more per layer; CLI --no-recompute).
   bool recompute = true;
+  /// Run mixed-precision{dtype=bf16} first (CLI --precision bf16).
+  bool bf16 = false;
+  /// Reduce gradients in bf16 (CLI --allreduce-dtype bf16): half the bytes on the wire.
+  bool bf16_allreduce = false;
   /// Sync batch norm: all-reduce the batch statistics across devices (CLI --sync-bn).
   bool sync_bn = false;
 };

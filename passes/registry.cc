@@ -7,6 +7,7 @@
 #include "passes/dce.h"
 #include "passes/fuse_conv_bn_relu.h"
 #include "passes/insert_collectives.h"
+#include "passes/mixed_precision.h"
 #include "passes/plan_memory.h"
 #include "passes/recompute_bn_relu.h"
 #include "passes/replicate.h"
@@ -16,6 +17,9 @@ namespace tandem::passes {
 
 const std::vector<PassInfo>& registeredPasses() {
   static const auto* passes = new std::vector<PassInfo>{
+      {MixedPrecision::kName,
+       "forward graphs in bf16 with f32 variables, losses and statistics (before autodiff)",
+       "dtype=bf16", MixedPrecision::create},
       {Autodiff::kName, "append backward and SGD updates to @train_step",
        "lr=0.1, momentum=0, weight-decay=0", Autodiff::create},
       {FuseConvBnRelu::kName,
@@ -25,7 +29,7 @@ const std::vector<PassInfo>& registeredPasses() {
        "devices=N|[cpu:0,...] (required), weights=[w0,...]", Replicate::create},
       {InsertCollectives::kName,
        "split inputs, broadcast initial values, all_reduce gradients in buckets",
-       "bucket-mb=25, first-bucket-mb=1, groups=1, sync-bn=false", InsertCollectives::create},
+       "bucket-mb=25, first-bucket-mb=1, groups=1, sync-bn=false, allreduce-dtype=f32", InsertCollectives::create},
       {RecomputeBnRelu::kName,
        "backward recomputes conv -> bn -> relu outputs instead of keeping them from forward", "",
        RecomputeBnRelu::create},

@@ -2,8 +2,10 @@
 
 #include <cstdlib>
 #include <memory>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/cpu_info.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -36,23 +38,49 @@ memory::dims dnnlDims(const ir::TensorType& t) {
   return memory::dims(t.shape.begin(), t.shape.end());
 }
 
+memory::data_type dnnlType(ir::DType t) {
+  switch (t) {
+    case ir::DType::kF32:
+      return memory::data_type::f32;
+    case ir::DType::kBF16:
+      return memory::data_type::bf16;
+    case ir::DType::kI32:
+      return memory::data_type::s32;
+    case ir::DType::kF64:
+      break;
+  }
+  throw std::logic_error("an f64 tensor has no oneDNN memory descriptor");
+}
+
 memory::desc plainDesc(const ir::TensorType& t) {
   // Explicit row-major strides work for any rank (and equal the a/ab/abcd tags).
   memory::dims dims = dnnlDims(t);
   memory::dims strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];
-  return memory::desc(dims, memory::data_type::f32, strides);
+  return memory::desc(dims, dnnlType(t.dtype), strides);
+}
+
+absl::Status checkBf16Support(const ir::Node& node) {
+  bool bf16 = false;
+  for (const ir::Value* v : node.operands()) bf16 = bf16 || v->type().dtype == ir::DType::kBF16;
+  for (size_t i = 0; i < node.numResults(); ++i)
+    bf16 = bf16 || node.result(i)->type().dtype == ir::DType::kBF16;
+  if (!bf16) return absl::OkStatus();
+  // Read once: the answer does not change while the process runs.
+  static const CpuInfo cpu = hostCpuInfo();
+  if (cpu.bf16) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      node.describe(), ": bf16 kernels need a CPU with AVX512_BF16 (or AMX) instructions, and "
+      "this one (", cpu.model, ") runs oneDNN at ISA ", cpu.isa,
+      "; train in f32 (--precision f32) or on a CPU with bf16"));
 }
 
 absl::Status checkAllF32(const ir::Node& node) {
   auto check = [&](const ir::Value* v) {
-    // f64 tensors are batch norm's statistics beside f32 activations (conv2d_stats):
-    // the shape rules admit f64 nowhere else.
-    if (v->type().dtype == ir::DType::kF32 || v->type().dtype == ir::DType::kF64)
-      return absl::OkStatus();
+    if (v->type().dtype != ir::DType::kBF16) return absl::OkStatus();
     return absl::UnimplementedError(absl::StrCat(node.describe(), ": %", v->name(), " is ",
                                                  ir::toString(v->type()),
-                                                 "; the CPU kernels compute in f32 only"));
+                                                 "; this CPU kernel computes in f32 only"));
   };
   for (const ir::Value* v : node.operands())
     if (absl::Status s = check(v); !s.ok()) return s;
@@ -62,7 +90,7 @@ absl::Status checkAllF32(const ir::Node& node) {
 }
 
 memory::desc channelBlockedDesc(const ir::TensorType& t) {
-  return memory::desc(dnnlDims(t), memory::data_type::f32, memory::format_tag::nChw16c);
+  return memory::desc(dnnlDims(t), dnnlType(t.dtype), memory::format_tag::nChw16c);
 }
 
 memory::desc userDesc(const KernelInit& init, const ir::Value* v) {
@@ -70,7 +98,7 @@ memory::desc userDesc(const KernelInit& init, const ir::Value* v) {
 }
 
 memory::desc anyDesc(const ir::TensorType& t) {
-  return memory::desc(dnnlDims(t), memory::data_type::f32, memory::format_tag::any);
+  return memory::desc(dnnlDims(t), dnnlType(t.dtype), memory::format_tag::any);
 }
 
 dnnl::primitive_attr userScratchpadAttr() {

@@ -23,11 +23,14 @@ namespace tandem::backend::cpu {
 /// The shape of `t` as oneDNN dims.
 dnnl::memory::dims dnnlDims(const ir::TensorType& t);
 
-/// Dense row-major f32 memory of `t` (NCHW images, OIHW filters, [C] vectors): the layout
-/// every tensor has between kernels.
+/// oneDNN's name of an f32, bf16 or i32 dtype (f64 has none in oneDNN 2.6: internal error).
+dnnl::memory::data_type dnnlType(ir::DType t);
+
+/// Dense row-major memory of `t` in its dtype (NCHW images, OIHW filters, [C] vectors): the
+/// layout every tensor has between kernels.
 dnnl::memory::desc plainDesc(const ir::TensorType& t);
 
-/// nChw16c (oneDNN's aBcd16b) of an [N,C,H,W] f32 tensor whose C is a multiple of 16: the
+/// nChw16c (oneDNN's aBcd16b) of an [N,C,H,W] tensor whose C is a multiple of 16: the
 /// layout of the activations a CPU device keeps channel-blocked (layout_plan.h).
 dnnl::memory::desc channelBlockedDesc(const ir::TensorType& t);
 
@@ -37,8 +40,11 @@ dnnl::memory::desc userDesc(const KernelInit& init, const ir::Value* v);
 /// `t`'s dims with format_tag::any: the primitive picks its preferred (blocked) layout.
 dnnl::memory::desc anyDesc(const ir::TensorType& t);
 
-/// OK when every operand and result of `node` is f32, the one dtype these kernels
-/// compute in (f64 statistics beside them aside); else an error naming the node.
+/// OK unless `node` reads or writes bf16 on a CPU without bf16 instructions; then an
+/// error naming the node and what the CPU reported (checked once per kernel, at load).
+absl::Status checkBf16Support(const ir::Node& node);
+
+/// OK when no operand or result of `node` is bf16, for kernels that compute in f32 only.
 absl::Status checkAllF32(const ir::Node& node);
 
 /// A primitive attribute with a user-managed scratchpad: DnnlProgram hands every

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/cpu_stream.h"
+#include "backend/cpu/dnnl_util.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace tandem::backend::cpu {
@@ -25,6 +26,7 @@ absl::Status CpuKernel::launch(Stream& stream, absl::Span<const TensorView> in,
 KernelOr makeKernel(const ir::Node& node, CpuContext& ctx,
                     const absl::flat_hash_set<const ir::Value*>* blocked) {
   KernelInit init{node, ctx, blocked};
+  if (absl::Status s = checkBf16Support(node); !s.ok()) return s;
   KernelOr kernel = absl::InternalError(absl::StrCat("unknown op in ", node.describe()));
   switch (node.op()) {
 #define OP(Enum, name, operands, attrs, traits, doc) \

@@ -14,17 +14,15 @@ absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const V
   }
   const TensorType& xt = typeOf(n, x);
   const TensorType& wt = typeOf(n, w);
-  if (xt.dtype != wt.dtype)
-    return fail(
-        absl::StrCat(describeOperand(n, x), " and ", describeOperand(n, w), " differ in dtype"));
+  if (absl::Status s = expectWeightDType(n, w, xt.dtype); !s.ok()) return s;
   if (xt.shape[1] != wt.shape[1])
     return fail(absl::StrCat("the input has ", xt.shape[1], " channels but the filter ",
                              describeOperand(n, w), " expects ", wt.shape[1]));
   if (wt.shape[2] != wt.shape[3])
     return fail(absl::StrCat("the filter ", describeOperand(n, w), " must be square"));
-  if (bias != nullptr && bias->type() != TensorType{xt.dtype, {wt.shape[0]}})
+  if (bias != nullptr && bias->type() != TensorType{wt.dtype, {wt.shape[0]}})
     return fail(absl::StrCat("the bias %", bias->name(), ": ", toString(bias->type()), " must be ",
-                             toString(TensorType{xt.dtype, {wt.shape[0]}})));
+                             toString(TensorType{wt.dtype, {wt.shape[0]}}), " (the filter's dtype)"));
   int64_t stride = n.intAttr("stride"), pad = n.intAttr("pad");
   auto h = windowExtent(xt.shape[2], wt.shape[2], stride, pad, "height");
   if (!h.ok()) return h.status();

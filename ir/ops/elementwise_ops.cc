@@ -1,4 +1,5 @@
-// relu, add and relu's backward op. add's gradient is the identity, so it needs no op.
+// relu, add, relu's backward op and cast. add's gradient is the identity, so it needs no op;
+// cast's is the cast back.
 
 #include "ir/grad.h"
 #include "ir/ops/rule_util.h"
@@ -37,8 +38,29 @@ absl::Status gradAdd(GradContext& c) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<Types> inferCast(const Node& n) {
+  if (absl::Status s = expectFloat(n, 0); !s.ok()) return s;
+  auto to = parseDType(n.enumAttr("dtype"));
+  if (!to.ok()) return to.status();
+  if (*to == typeOf(n, 0).dtype)
+    return fail(absl::StrCat(describeOperand(n, 0), " is already ", dtypeName(*to),
+                             "; a cast must change the dtype"));
+  return Types{TensorType{*to, typeOf(n, 0).shape}};
+}
+
+absl::Status gradCast(GradContext& c) {
+  const Node& n = c.node();
+  auto dx = c.emit(Op::kCast, {c.resultGrad(0)},
+                   {{"dtype", EnumWord{std::string(dtypeName(n.operand(0)->type().dtype))}}},
+                   {gradName(n.operand(0))});
+  if (!dx.ok()) return dx.status();
+  c.addOperandGrad(0, (*dx)->result());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+extern const OpRules kCastRules{.infer = inferCast, .grad = gradCast};
 extern const OpRules kReluRules{.infer = inferRelu, .grad = gradRelu};
 extern const OpRules kReluBackwardRules{.infer = inferReluBackward};
 extern const OpRules kAddRules{.infer = inferAdd, .grad = gradAdd};

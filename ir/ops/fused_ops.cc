@@ -19,12 +19,11 @@ constexpr int64_t kStatsRows = 3;
 /// Rows of the backward sums (f64): sum dz, sum dz * (y - mean).
 constexpr int64_t kSumsRows = 2;
 
-/// y is [N,C,H,W]; the per-channel operands are [C] of y's dtype.
+/// y is [N,C,H,W] of f32 or bf16; the per-channel operands are f32[C].
 absl::Status checkPerChannel(const Node& n, size_t y, std::initializer_list<size_t> per_channel) {
   if (absl::Status s = expectRank(n, y, 4, "N,C,H,W"); !s.ok()) return s;
   if (absl::Status s = expectFloat(n, y); !s.ok()) return s;
-  const TensorType& yt = typeOf(n, y);
-  const TensorType channel{yt.dtype, {yt.shape[1]}};
+  const TensorType channel = channelType(typeOf(n, y).shape[1]);
   for (size_t i : per_channel)
     if (absl::Status s = expectType(n, i, channel, "one value per channel"); !s.ok()) return s;
   return absl::OkStatus();
@@ -54,7 +53,7 @@ absl::StatusOr<Types> inferBatchNormApply(const Node& n) {
   if (!(eps > 0)) return fail("eps must be > 0");
   for (size_t i : {4, 5})  // the running statistics are updated in place
     if (auto var = varReadBy(n, i); !var.ok()) return var.status();
-  const TensorType channel{y.dtype, {y.shape[1]}};
+  const TensorType channel = channelType(y.shape[1]);
   return Types{y, channel, channel};
 }
 
@@ -72,7 +71,7 @@ absl::StatusOr<Types> inferBatchNormBackwardReduce(const Node& n) {
   if (n.numOperands() > 4)
     if (absl::Status s = expectSameType(n, 4, 1); !s.ok()) return s;
   const TensorType& y = typeOf(n, 1);
-  const TensorType channel{y.dtype, {y.shape[1]}};
+  const TensorType channel = channelType(y.shape[1]);
   return Types{sumsType(y.shape[1]), channel, channel};
 }
 
@@ -107,9 +106,9 @@ absl::StatusOr<Types> inferBatchNormRecompute(const Node& n) {
 // w, b?, gamma, beta, running_mean, running_var
 absl::StatusOr<Types> inferFoldBatchNorm(const Node& n) {
   if (absl::Status s = expectRank(n, 0, 4, "O,C,KH,KW"); !s.ok()) return s;
-  if (absl::Status s = expectFloat(n, 0); !s.ok()) return s;
+  if (absl::Status s = expectF32(n, 0, "f32 master weights"); !s.ok()) return s;
   const TensorType& w = typeOf(n, 0);
-  const TensorType channel{w.dtype, {w.shape[0]}};
+  const TensorType channel = channelType(w.shape[0]);
   for (size_t i = 1; i < n.numOperands(); ++i)
     if (absl::Status s = expectType(n, i, channel, "one value per output channel"); !s.ok())
       return s;

@@ -18,6 +18,7 @@ absl::Status checkMatrices(const Node& n, std::initializer_list<size_t> idx) {
 absl::StatusOr<Types> inferLinear(const Node& n) {  // x[N,I], w[O,I], b[O]
   if (absl::Status s = checkMatrices(n, {0, 1}); !s.ok()) return s;
   const TensorType &x = typeOf(n, 0), &w = typeOf(n, 1);
+  if (absl::Status s = expectWeightDType(n, 1, x.dtype); !s.ok()) return s;
   if (x.shape[1] != w.shape[1])
     return fail(absl::StrCat("the input has ", x.shape[1], " features but the weight ",
                              describeOperand(n, 1), " expects ", w.shape[1]));
@@ -31,6 +32,7 @@ absl::StatusOr<Types> inferLinear(const Node& n) {  // x[N,I], w[O,I], b[O]
 absl::StatusOr<Types> inferLinearBackwardData(const Node& n) {  // dy[N,O], w[O,I]
   if (absl::Status s = checkMatrices(n, {0, 1}); !s.ok()) return s;
   const TensorType &dy = typeOf(n, 0), &w = typeOf(n, 1);
+  if (absl::Status s = expectWeightDType(n, 1, dy.dtype); !s.ok()) return s;
   if (dy.shape[1] != w.shape[0])
     return fail(absl::StrCat(describeOperand(n, 0), " must have ", w.shape[0], " columns"));
   return Types{TensorType{dy.dtype, {dy.shape[0], w.shape[1]}}};
@@ -39,6 +41,7 @@ absl::StatusOr<Types> inferLinearBackwardData(const Node& n) {  // dy[N,O], w[O,
 absl::StatusOr<Types> inferLinearBackwardWeight(const Node& n) {  // dy[N,O], x[N,I]
   if (absl::Status s = checkMatrices(n, {0, 1}); !s.ok()) return s;
   const TensorType &dy = typeOf(n, 0), &x = typeOf(n, 1);
+  if (absl::Status s = expectSameDType(n, 0, 1); !s.ok()) return s;
   if (dy.shape[0] != x.shape[0])
     return fail(absl::StrCat(describeOperand(n, 0), " and ", describeOperand(n, 1),
                              " must have the same number of rows"));

@@ -7,13 +7,13 @@ namespace tandem::ir {
 namespace {
 using namespace rules;
 
-/// x is [N,C,H,W] or [N,C]; every per-channel operand must be [C] of x's dtype.
+/// x is [N,C,H,W] or [N,C] of f32 or bf16; every per-channel operand must be f32[C].
 absl::Status checkChannels(const Node& n, size_t x, std::initializer_list<size_t> per_channel) {
   const TensorType& xt = typeOf(n, x);
   if (xt.rank() != 4 && xt.rank() != 2)
     return fail(absl::StrCat(describeOperand(n, x), " must have rank 4 (N,C,H,W) or 2 (N,C)"));
   if (absl::Status s = expectFloat(n, x); !s.ok()) return s;
-  TensorType channel{xt.dtype, {xt.shape[1]}};
+  const TensorType channel = channelType(xt.shape[1]);
   for (size_t i : per_channel)
     if (absl::Status s = expectType(n, i, channel, "one value per channel"); !s.ok()) return s;
   return absl::OkStatus();
@@ -28,8 +28,7 @@ absl::StatusOr<Types> inferBatchNorm(const Node& n) {
   if (!n.boolAttr("training")) return Types{x};
   for (size_t i : {3, 4})  // training updates the running statistics in place
     if (auto var = varReadBy(n, i); !var.ok()) return var.status();
-  TensorType channel{x.dtype, {x.shape[1]}};
-  return Types{x, channel, channel};
+  return Types{x, channelType(x.shape[1]), channelType(x.shape[1])};
 }
 
 std::vector<std::string> writesBatchNorm(const Node& n) {

@@ -16,8 +16,11 @@ absl::StatusOr<Types> inferSgdUpdate(const Node& n) {  // w, g, m?
   if (has_buffer != (momentum > 0))
     return fail(momentum > 0 ? "momentum > 0 needs a momentum buffer operand m"
                              : "a momentum buffer m is given but momentum is 0");
-  if (absl::Status s = expectFloat(n, 0); !s.ok()) return s;
+  if (absl::Status s = expectF32(n, 0, "the update runs on f32 master weights"); !s.ok()) return s;
   for (size_t i = 0; i < n.numOperands(); ++i) {
+    // The gradient may arrive in bf16 (reduced in bf16 to halve the bytes on the wire);
+    // the update converts it as it reads it.
+    if (i == 1 && typeOf(n, 1) == TensorType{DType::kBF16, typeOf(n, 0).shape}) continue;
     if (i > 0)
       if (absl::Status s = expectSameType(n, 0, i); !s.ok()) return s;
     if (i == 1) continue;

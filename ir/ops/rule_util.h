@@ -40,6 +40,24 @@ inline absl::Status expectFloat(const Node& n, size_t i) {
   return fail(absl::StrCat(describeOperand(n, i), " must be f32 or bf16"));
 }
 
+inline absl::Status expectF32(const Node& n, size_t i, absl::string_view why) {
+  if (typeOf(n, i).dtype == DType::kF32) return absl::OkStatus();
+  return fail(absl::StrCat(describeOperand(n, i), " must be f32 (", why, ")"));
+}
+
+/// A weight beside activations of dtype `act`: of that dtype, or f32 master weights under
+/// bf16 activations (mixed precision; the kernel converts them as it reads them).
+inline absl::Status expectWeightDType(const Node& n, size_t i, DType act) {
+  DType t = typeOf(n, i).dtype;
+  if (t == act || t == DType::kF32) return absl::OkStatus();
+  return fail(absl::StrCat(describeOperand(n, i), " must be ", dtypeName(act),
+                           " or f32 (master weights) beside ", dtypeName(act), " activations"));
+}
+
+/// The [C] type of per-channel parameters and statistics: f32 whatever the activations'
+/// dtype (batch norm keeps its parameters, statistics and running averages in f32).
+inline TensorType channelType(int64_t channels) { return TensorType{DType::kF32, {channels}}; }
+
 inline absl::Status expectType(const Node& n, size_t i, const TensorType& want,
                                absl::string_view why) {
   if (typeOf(n, i) == want) return absl::OkStatus();
@@ -50,6 +68,12 @@ inline absl::Status expectSameType(const Node& n, size_t i, size_t j) {
   if (typeOf(n, i) == typeOf(n, j)) return absl::OkStatus();
   return fail(absl::StrCat(describeOperand(n, i), " and ", describeOperand(n, j),
                            " must have the same type"));
+}
+
+inline absl::Status expectSameDType(const Node& n, size_t i, size_t j) {
+  if (typeOf(n, i).dtype == typeOf(n, j).dtype) return absl::OkStatus();
+  return fail(absl::StrCat(describeOperand(n, i), " and ", describeOperand(n, j),
+                           " must have the same dtype"));
 }
 
 /// Output extent of a sliding window; an error when the window does not fit.

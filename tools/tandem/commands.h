@@ -48,6 +48,10 @@ struct ModelFlags {
   bool no_fuse = false;
   bool no_recompute = false;
   bool sync_bn = false;
+  /// --precision: f32, or bf16 (the mixed-precision pass).
+  std::string precision = "f32";
+  /// --allreduce-dtype: the dtype gradients are reduced in, f32 or bf16.
+  std::string allreduce_dtype = "f32";
 };
 
 /// Flags of `tandem dump`.

@@ -121,6 +121,15 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   cmd->add_flag("--sync-bn", f.sync_bn,
                 "Sync batch norm: every device normalizes with the statistics of the whole "
                 "global batch (one all_reduce per layer and direction)");
+  cmd->add_option("--precision", f.precision,
+                  "f32, or bf16: mixed precision (the mixed-precision pass): convolutions, "
+                  "linear layers and the activations between them in bf16; parameters, "
+                  "batch-norm statistics, the loss, the gradient all_reduce and the update in f32")
+      ->capture_default_str();
+  cmd->add_option("--allreduce-dtype", f.allreduce_dtype,
+                  "Dtype the gradients are all-reduced in: f32, or bf16 for half the bytes (the "
+                  "update reads the bf16 sums)")
+      ->capture_default_str();
   cmd->add_flag("--no-fuse", f.no_fuse,
                 "Leave conv2d, batch_norm, add and relu unfused (no fuse-conv-bn-relu pass)");
   cmd->add_flag("--no-recompute", f.no_recompute,

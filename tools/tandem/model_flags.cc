@@ -123,6 +123,12 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
     return flagError("--sync-bn", "all-reduces the statistics that the fused batch norm "
                                   "computes in its own step; it cannot go with --no-fuse");
   c.pipeline.sync_bn = f.sync_bn;
+  for (auto [flag, value] : {std::pair{"--precision", &f.precision},
+                             std::pair{"--allreduce-dtype", &f.allreduce_dtype}})
+    if (*value != "f32" && *value != "bf16")
+      return flagError(flag, absl::StrCat("'", *value, "' is not a dtype Tandem trains in: f32 or bf16"));
+  c.pipeline.bf16 = f.precision == "bf16";
+  c.pipeline.bf16_allreduce = f.allreduce_dtype == "bf16";
   c.pipeline.first_bucket_mb = f.first_bucket_mb;
   return choice;
 }
