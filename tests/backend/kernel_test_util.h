@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/kernels.h"
 #include "gtest/gtest.h"
 #include "ir/ir.h"
@@ -28,6 +29,22 @@ class Buffer {
   int64_t size() const { return type_.numElements(); }
   float* f32() { return reinterpret_cast<float*>(storage_.get()); }
   int32_t* i32() { return reinterpret_cast<int32_t*>(storage_.get()); }
+  backend::cpu::bf16* bf16() { return reinterpret_cast<backend::cpu::bf16*>(storage_.get()); }
+  double* f64() { return reinterpret_cast<double*>(storage_.get()); }
+  /// Element i as a double, whatever the float dtype (f32, bf16, f64) or i32.
+  double at(int64_t i) {
+    switch (type_.dtype) {
+      case ir::DType::kF32:
+        return f32()[i];
+      case ir::DType::kBF16:
+        return static_cast<float>(bf16()[i]);
+      case ir::DType::kF64:
+        return f64()[i];
+      case ir::DType::kI32:
+        return i32()[i];
+    }
+    return 0;
+  }
   backend::TensorView view() { return {storage_.get(), type_}; }
   /// Uniform values in [lo, hi).
   void fillUniform(std::mt19937& rng, float lo = -1, float hi = 1) {
@@ -48,6 +65,7 @@ class Buffer {
 };
 
 inline ir::TensorType f32(ir::Shape shape) { return {ir::DType::kF32, std::move(shape)}; }
+inline ir::TensorType bf16(ir::Shape shape) { return {ir::DType::kBF16, std::move(shape)}; }
 inline ir::TensorType i32(ir::Shape shape) { return {ir::DType::kI32, std::move(shape)}; }
 
 /// A single node with its operands as graph inputs on cpu:0.
@@ -121,6 +139,49 @@ inline double maxRelativeError(const float* a, const double* b, int64_t n) {
     worst = std::max(worst, d);
   }
   return worst;
+}
+
+/// Gives `low` (the node with some operands in bf16) the operands `ref` (the same node in
+/// f32) holds: bf16 operands of `low` get ref's values rounded to bf16, and ref's own copy
+/// is rounded to the same values, so both runs see identical inputs. Other operands are
+/// copied byte for byte (state operands too: both runs start from the same state).
+inline void shareInputs(SingleOp& ref, SingleOp& low) {
+  for (size_t i = 0; i < ref.node().numOperands(); ++i) {
+    Buffer &r = ref.in(i), &l = low.in(i);
+    if (l.type().dtype == ir::DType::kBF16) {
+      ASSERT_EQ(r.type().dtype, ir::DType::kF32) << "operand " << i;
+      for (int64_t k = 0; k < r.size(); ++k) {
+        l.bf16()[k] = r.f32()[k];
+        r.f32()[k] = l.bf16()[k];
+      }
+    } else {
+      ASSERT_EQ(r.type(), l.type()) << "operand " << i;
+      std::memcpy(l.view().data, r.view().data, static_cast<size_t>(r.type().bytes()));
+    }
+  }
+}
+
+/// Worst |low - ref| / max(1, |ref|) over result `r` (and, for state written in place,
+/// operand buffers are compared by the caller).
+inline double resultRelativeError(SingleOp& ref, SingleOp& low, size_t r) {
+  double worst = 0;
+  for (int64_t k = 0; k < ref.out(r).size(); ++k) {
+    const double a = low.out(r).at(k), b = ref.out(r).at(k);
+    worst = std::max(worst, std::abs(a - b) / std::max(1.0, std::abs(b)));
+  }
+  return worst;
+}
+
+/// Runs both nodes on the same inputs (shareInputs) and expects every result of the bf16
+/// one within `tol` of the f32 one (resultRelativeError).
+inline void expectBf16NearF32(SingleOp& ref, SingleOp& low, double tol = 2e-2) {
+  shareInputs(ref, low);
+  ref.run();
+  low.run();
+  ASSERT_EQ(ref.node().numResults(), low.node().numResults());
+  for (size_t r = 0; r < ref.node().numResults(); ++r)
+    EXPECT_LE(resultRelativeError(ref, low, r), tol)
+        << low.node().describe() << " result " << r << " against its f32 form";
 }
 
 }  // namespace tandem::testing
