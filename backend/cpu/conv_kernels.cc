@@ -27,6 +27,9 @@ using dnnl::memory;
 using dnnl::prop_kind;
 
 /// The tensors of one convolution and its window geometry, read off any of the three ops.
+/// `w` is the filter as the primitive takes it, in the activations' dtype: f32 master
+/// weights beside bf16 activations (mixed precision) are converted by the reorder into
+/// the primitive's layout that runs anyway, so the cast costs no pass of its own.
 struct ConvShape {
   ir::TensorType x, w, y;
   memory::dims strides, pad_l, pad_r;
@@ -42,7 +45,7 @@ ConvShape convShape(const ir::Node& n, const ir::TensorType& x, const ir::Tensor
     int64_t reach = (y.shape[axis] - 1) * stride + w.shape[axis] - x.shape[axis] - pad;
     return std::clamp<int64_t>(reach, 0, pad);
   };
-  return {x, w, y, {stride, stride}, {pad, pad}, {endPad(2), endPad(3)}};
+  return {x, {x.dtype, w.shape}, y, {stride, stride}, {pad, pad}, {endPad(2), endPad(3)}};
 }
 
 enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
@@ -138,7 +141,8 @@ int64_t winogradTiles(const ConvShape& s) {
 ConvStrategy chooseStrategy(ConvStrategy requested, ConvPass pass, const ConvShape& s,
                             bool winograd) {
   if (requested != ConvStrategy::kAuto) return requested;
-  if (winograd && winogradApplies(s) && s.x.shape[1] >= 64 && s.w.shape[0] >= 64) {
+  // oneDNN 2.6's Winograd is f32 only.
+  if (winograd && s.x.dtype == ir::DType::kF32 && winogradApplies(s) && s.x.shape[1] >= 64 && s.w.shape[0] >= 64) {
     int64_t tiles = winogradTiles(s);
     if (pass == ConvPass::kBackwardFilter ? tiles <= 4096 : tiles >= 64)
       return ConvStrategy::kWinograd;
@@ -190,7 +194,6 @@ KernelOr buildConv(const ir::Node& n, absl::string_view what, ConvStrategy strat
 
 KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strategy) {
   const ir::Node& n = init.node;  // x, w, b? -> y
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   ConvShape s = convShape(n, n.operand(0)->type(), n.operand(1)->type(), n.result()->type());
   bool bias = n.numOperands() > 2;
   ConvPass pass = ConvPass::kForward;
@@ -201,7 +204,7 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
     auto pd = forwardPd(s, st, bias_md, p.engine());
     std::vector<std::pair<int, DnnlProgram::Slot>> args{
         {DNNL_ARG_SRC, p.inputAs(p.input(0, userDesc(init, n.operand(0))), pd.src_desc())},
-        {DNNL_ARG_WEIGHTS, p.inputAs(p.input(1, s.w), pd.weights_desc())}};
+        {DNNL_ARG_WEIGHTS, p.inputAs(p.input(1, n.operand(1)->type()), pd.weights_desc())}};
     if (bias) args.emplace_back(DNNL_ARG_BIAS, p.input(2, n.operand(2)->type()));
     DnnlProgram::Slot y = p.output(0, userDesc(init, n.result(0)));
     DnnlProgram::Slot y_prim = p.outputAs(y, pd.dst_desc());
@@ -214,7 +217,6 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
 
 KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvStrategy strategy) {
   const ir::Node& n = init.node;  // dy, w, x -> dx
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   ConvShape s = convShape(n, n.operand(2)->type(), n.operand(1)->type(), n.operand(0)->type());
   ConvPass pass = ConvPass::kBackwardData;
   strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
@@ -228,7 +230,7 @@ KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvSt
         convolution_backward_data::primitive_desc pd(d, userScratchpadAttr(), p.engine(), hint);
         DnnlProgram::Slot dy =
             p.inputAs(p.input(0, userDesc(init, n.operand(0))), pd.diff_dst_desc());
-        DnnlProgram::Slot w = p.inputAs(p.input(1, s.w), pd.weights_desc());
+        DnnlProgram::Slot w = p.inputAs(p.input(1, n.operand(1)->type()), pd.weights_desc());
         DnnlProgram::Slot dx = p.output(0, userDesc(init, n.result(0)));
         DnnlProgram::Slot dx_prim = p.outputAs(dx, pd.diff_src_desc());
         p.add(pd, convolution_backward_data(pd),
@@ -240,8 +242,10 @@ KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvSt
 
 KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, ConvStrategy strategy) {
   const ir::Node& n = init.node;  // dy, x, w -> dw, db?
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   ConvShape s = convShape(n, n.operand(1)->type(), n.operand(2)->type(), n.operand(0)->type());
+  // dw in the master weights' dtype: oneDNN's bf16 backward-filter accumulates in f32 and
+  // writes f32 gradients directly.
+  const ir::TensorType& dw_t = n.result(0)->type();
   bool bias = n.boolAttr("bias");
   ConvPass pass = ConvPass::kBackwardFilter;
   strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
@@ -251,10 +255,10 @@ KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, Conv
         memory::desc bias_md = bias ? plainDesc(n.result(1)->type()) : memory::desc();
         auto hint = forwardPd(s, st, bias_md, p.engine());
         convolution_backward_weights::desc d(convAlgorithm(st), layoutDesc(st, s.x),
-                                             layoutDesc(st, s.w), bias_md, layoutDesc(st, s.y),
+                                             layoutDesc(st, dw_t), bias_md, layoutDesc(st, s.y),
                                              s.strides, s.pad_l, s.pad_r);
         convolution_backward_weights::primitive_desc pd(d, userScratchpadAttr(), p.engine(), hint);
-        DnnlProgram::Slot dw = p.output(0, s.w), dw_prim = p.outputAs(dw, pd.diff_weights_desc());
+        DnnlProgram::Slot dw = p.output(0, dw_t), dw_prim = p.outputAs(dw, pd.diff_weights_desc());
         std::vector<std::pair<int, DnnlProgram::Slot>> args{
             {DNNL_ARG_DIFF_DST,
              p.inputAs(p.input(0, userDesc(init, n.operand(0))), pd.diff_dst_desc())},

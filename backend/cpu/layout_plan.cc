@@ -91,7 +91,8 @@ absl::flat_hash_set<const ir::Value*> channelBlockedValues(const ir::Graph& g) {
   for (size_t i = 0; i < values.size(); ++i) {
     const ir::TensorType& t = values[i]->type();
     const ir::Op def = values[i]->def()->op();
-    if (t.dtype != ir::DType::kF32 || t.shape.size() != 4 || t.shape[1] % kChannelBlock != 0 ||
+    const bool floating = t.dtype == ir::DType::kF32 || t.dtype == ir::DType::kBF16;
+    if (!floating || t.shape.size() != 4 || t.shape[1] % kChannelBlock != 0 ||
         def == Op::kInput || def == Op::kParam)
       groups.markPlain(i);
   }

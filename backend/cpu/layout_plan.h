@@ -23,7 +23,7 @@ inline constexpr int64_t kChannelBlock = 16;
 
 /// The values of `g` to keep in nChw16c. Values that must share a layout (the 4-D
 /// tensors of one fused batch-norm node, the operands and result of add) form groups; a
-/// group is blocked when every member is an f32 [N,C,H,W] tensor with C a multiple of 16,
+/// group is blocked when every member is an f32 or bf16 [N,C,H,W] tensor with C a multiple of 16,
 /// made and read only by kernels that take either layout (the convolutions' activation
 /// slots, the fused batch-norm family, add) and is neither a graph input, a graph output
 /// nor variable storage. Everything else stays plain.

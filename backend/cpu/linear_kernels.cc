@@ -6,7 +6,8 @@
 // times within noise); inner product also adds the bias in the forward primitive and
 // computes the bias gradient in the weight-gradient primitive, where matmul would need a
 // second pass over dy. All memory is plain row-major (x, y: nc; w: oi), the layout the
-// runtime hands over, so no reorders run.
+// runtime hands over, so no reorders run, except to convert f32 master weights for a
+// bf16 product (mixed precision).
 
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
@@ -34,7 +35,6 @@ dnnl::inner_product_forward::primitive_desc forwardDesc(const memory::desc& x,
 /// for these shapes, out of memory) become a status naming the node.
 template <typename Build>
 KernelOr buildProgram(const KernelInit& init, Build build) {
-  if (absl::Status s = checkAllF32(init.node); !s.ok()) return s;
   try {
     DnnlProgram p(init.ctx);
     build(p);
@@ -42,6 +42,14 @@ KernelOr buildProgram(const KernelInit& init, Build build) {
   } catch (const dnnl::error& e) {
     return dnnlFailure(init.node, "inner product", e);
   }
+}
+
+/// The weight as the primitive takes it: in the activations' dtype `act`. f32 master
+/// weights beside bf16 activations are converted by a reorder into a temporary (oneDNN's
+/// bf16 inner product wants bf16 weights; the bias may stay f32).
+DnnlProgram::Slot weightIn(DnnlProgram& p, size_t operand, const ir::TensorType& w,
+                           ir::DType act) {
+  return p.inputAs(p.input(operand, w), plainDesc({act, w.shape}));
 }
 
 }  // namespace
@@ -52,11 +60,12 @@ KernelOr makeLinearKernel(const KernelInit& init) {
   return buildProgram(init, [&](DnnlProgram& p) {
     bool bias = n.numOperands() > 2;
     memory::desc b = bias ? plainDesc(n.operand(2)->type()) : memory::desc();
-    auto pd = forwardDesc(plainDesc(n.operand(0)->type()), plainDesc(n.operand(1)->type()),
-                          bias ? &b : nullptr, plainDesc(n.result()->type()), p.engine());
+    const ir::TensorType &x = n.operand(0)->type(), &w = n.operand(1)->type();
+    auto pd = forwardDesc(plainDesc(x), plainDesc({x.dtype, w.shape}), bias ? &b : nullptr,
+                          plainDesc(n.result()->type()), p.engine());
     std::vector<std::pair<int, DnnlProgram::Slot>> args{
-        {DNNL_ARG_SRC, p.input(0, n.operand(0)->type())},
-        {DNNL_ARG_WEIGHTS, p.input(1, n.operand(1)->type())},
+        {DNNL_ARG_SRC, p.input(0, x)},
+        {DNNL_ARG_WEIGHTS, weightIn(p, 1, w, x.dtype)},
         {DNNL_ARG_DST, p.output(0, n.result()->type())}};
     if (bias) args.emplace_back(DNNL_ARG_BIAS, p.input(2, n.operand(2)->type()));
     p.add(pd, dnnl::inner_product_forward(pd), args);
@@ -67,14 +76,16 @@ KernelOr makeLinearKernel(const KernelInit& init) {
 KernelOr makeLinearBackwardDataKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   return buildProgram(init, [&](DnnlProgram& p) {
-    memory::desc dy = plainDesc(n.operand(0)->type()), w = plainDesc(n.operand(1)->type()),
+    const ir::TensorType &dy_t = n.operand(0)->type(), &w_t = n.operand(1)->type();
+    memory::desc dy = plainDesc(dy_t), w = plainDesc({dy_t.dtype, w_t.shape}),
                  dx = plainDesc(n.result()->type());
     auto hint = forwardDesc(dx, w, nullptr, dy, p.engine());
     dnnl::inner_product_backward_data::primitive_desc pd({dx, w, dy}, userScratchpadAttr(),
                                                          p.engine(), hint);
+    DnnlProgram::Slot w_in = weightIn(p, 1, w_t, dy_t.dtype);
     p.add(pd, dnnl::inner_product_backward_data(pd),
-          {{DNNL_ARG_DIFF_DST, p.input(0, n.operand(0)->type())},
-           {DNNL_ARG_WEIGHTS, p.input(1, n.operand(1)->type())},
+          {{DNNL_ARG_DIFF_DST, p.input(0, dy_t)},
+           {DNNL_ARG_WEIGHTS, w_in},
            {DNNL_ARG_DIFF_SRC, p.output(0, n.result()->type())}});
   });
 }

@@ -161,15 +161,23 @@ inline void shareInputs(SingleOp& ref, SingleOp& low) {
   }
 }
 
-/// Worst |low - ref| / max(1, |ref|) over result `r` (and, for state written in place,
-/// operand buffers are compared by the caller).
-inline double resultRelativeError(SingleOp& ref, SingleOp& low, size_t r) {
-  double worst = 0;
-  for (int64_t k = 0; k < ref.out(r).size(); ++k) {
-    const double a = low.out(r).at(k), b = ref.out(r).at(k);
-    worst = std::max(worst, std::abs(a - b) / std::max(1.0, std::abs(b)));
+/// max |a - b| / max |b| over two buffers of one shape (b the f32 reference): the error
+/// relative to the tensor's scale. Per element it would be meaningless where a sum of
+/// products cancels to near zero, and bf16's 8-bit mantissa makes every product's error
+/// relative to the product, not to the sum.
+inline double scaledError(Buffer& a, Buffer& b) {
+  double worst = 0, scale = 0;
+  for (int64_t k = 0; k < b.size(); ++k) {
+    worst = std::max(worst, std::abs(a.at(k) - b.at(k)));
+    scale = std::max(scale, std::abs(b.at(k)));
   }
-  return worst;
+  return scale > 0 ? worst / scale : worst;
+}
+
+/// scaledError of result `r` of the bf16 node against the f32 one (state written in place
+/// is in operand buffers: compare those with scaledError).
+inline double resultRelativeError(SingleOp& ref, SingleOp& low, size_t r) {
+  return scaledError(low.out(r), ref.out(r));
 }
 
 /// Runs both nodes on the same inputs (shareInputs) and expects every result of the bf16
