@@ -282,7 +282,12 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
       for (const Entry* e : bucket) {
         Value* grad = updates[e->var][d]->operand(1);
         const size_t at = pos.at(grad->def());
-        if (grad->type().dtype != wire) {
+        if (const Node* def = grad->def();
+            def->op() == Op::kCast && def->operand(0)->type().dtype == wire) {
+          // Cast up from the wire dtype (a bf16 linear weight gradient): reduce the value
+          // before the cast, which casting back would give exactly.
+          grad = def->operand(0);
+        } else if (grad->type().dtype != wire) {
           // Cast right where the gradient is made: one pass over it, on its device.
           ASSIGN_OR_RETURN(
               Node * cast,

@@ -50,6 +50,9 @@ inline absl::Status expectF32(const Node& n, size_t i, absl::string_view why) {
 inline absl::Status expectWeightDType(const Node& n, size_t i, DType act) {
   DType t = typeOf(n, i).dtype;
   if (t == act || t == DType::kF32) return absl::OkStatus();
+  if (act == DType::kF32)
+    return fail(absl::StrCat(describeOperand(n, i), " must be f32 like the activations (a ",
+                             dtypeName(t), " weight needs ", dtypeName(t), " activations)"));
   return fail(absl::StrCat(describeOperand(n, i), " must be ", dtypeName(act),
                            " or f32 (master weights) beside ", dtypeName(act), " activations"));
 }

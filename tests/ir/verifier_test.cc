@@ -132,6 +132,72 @@ TEST(Verifier, ShapeRuleErrorsNameTheNode) {
             "has 5");
 }
 
+// ---- mixed precision ----------------------------------------------------------------------
+
+// bf16 activations beside f32 variables, as the mixed-precision pass writes them.
+constexpr char kMixed[] = R"(module @m {
+var @w : f32[4,3,3,3] {role=param, init=kaiming}
+var @gamma : f32[4] {role=param, init=ones}
+var @beta : f32[4] {role=param, init=zeros}
+var @mean : f32[4] {role=buffer, init=zeros}
+var @var : f32[4] {role=buffer, init=ones}
+
+graph @g(%x: f32[2,3,5,5], %r: bf16[2,4,3,3], %labels: i32[2]) {
+  %x.bf16 = cast(%x) {dtype=bf16} : bf16[2,3,5,5]
+  %w = param() {var=@w} : f32[4,3,3,3]
+  %y = conv2d(%x.bf16, %w) {stride=1, pad=0} : bf16[2,4,3,3]
+  %gamma = param() {var=@gamma} : f32[4]
+  %beta = param() {var=@beta} : f32[4]
+  %mean = param() {var=@mean} : f32[4]
+  %var = param() {var=@var} : f32[4]
+  %n, %save_mean, %save_invstd = batch_norm(%y, %gamma, %beta, %mean, %var) {training=true, momentum=0.1, eps=1e-05} : bf16[2,4,3,3], f32[4], f32[4]
+  %s = add(%n, %r) : bf16[2,4,3,3]
+  %flat = flatten(%s) : bf16[2,36]
+  %logits = cast(%flat) {dtype=f32} : f32[2,36]
+  %loss = softmax_cross_entropy(%logits, %labels) {reduction=mean, divisor=2} : f32[]
+  return %loss
+}
+}
+)";
+
+TEST(Verifier, MixedPrecisionModuleVerifies) {
+  auto m = parse(kMixed);
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(verifyModule(*m).ok()) << verifyModule(*m);
+}
+
+TEST(Verifier, AddOfBf16AndF32Activations) {
+  auto m = parse(kMixed);
+  ASSERT_NE(m, nullptr);
+  m->graph("g")->findValue("r")->setType(TensorType{DType::kF32, {2, 4, 3, 3}});
+  EXPECT_EQ(verifyError(*m),
+            "graph @g: %s (add): a (%n: bf16[2,4,3,3]) and b (%r: f32[2,4,3,3]) must have the "
+            "same type");
+}
+
+TEST(Verifier, LossOfBf16Logits) {
+  auto m = parse(kMixed);
+  ASSERT_NE(m, nullptr);
+  Node* loss = definingNode(*m, "g", "loss");
+  ASSERT_NE(loss, nullptr);
+  loss->setOperand(0, m->graph("g")->findValue("flat"));  // the logits before their cast
+  EXPECT_EQ(verifyError(*m),
+            "graph @g: %loss (softmax_cross_entropy): logits (%flat: bf16[2,36]) must be f32 "
+            "(losses and accuracy are computed in f32; cast bf16 logits up)");
+}
+
+TEST(Verifier, CastToTheSameDType) {
+  auto m = parse(kMixed);
+  ASSERT_NE(m, nullptr);
+  Node* cast = definingNode(*m, "g", "logits");
+  ASSERT_NE(cast, nullptr);
+  cast->setOperand(0, m->graph("g")->findValue("s"));
+  cast->setAttr("dtype", EnumWord{"bf16"});
+  EXPECT_EQ(verifyError(*m),
+            "graph @g: %logits (cast): x (%s: bf16[2,4,3,3]) is already bf16; a cast must change "
+            "the dtype");
+}
+
 // ---- dataflow ---------------------------------------------------------------------------
 
 TEST(Verifier, OperandUsedBeforeItIsDefined) {
@@ -371,7 +437,7 @@ TEST_P(VerifierZooTest, Verifies) {
   auto m = testing::buildAtStage(zoo_case, stage);
   ASSERT_NE(m, nullptr);
   EXPECT_TRUE(verifyModule(*m).ok()) << verifyModule(*m);
-  const auto names = testing::stageNames();
+  const auto names = testing::stageNames(zoo_case.bf16);
   const size_t replicate = std::find(names.begin(), names.end(), "replicate") - names.begin();
   EXPECT_EQ(m->isReplicated(), stage >= replicate);
 }

@@ -37,6 +37,15 @@ std::string defaultOn(int devices, std::vector<double> weights = {}) {
   return passes::defaultPipeline(config);
 }
 
+std::string bf16On(int devices, bool bf16_allreduce) {
+  passes::PipelineConfig config;
+  config.devices.clear();
+  for (int d = 0; d < devices; ++d) config.devices.push_back({ir::DeviceKind::kCpu, d});
+  config.bf16 = true;
+  config.bf16_allreduce = bf16_allreduce;
+  return passes::defaultPipeline(config);
+}
+
 std::vector<GoldenCase> cases() {
   return {
       // One pass at a time, chained.
@@ -80,6 +89,21 @@ std::vector<GoldenCase> cases() {
       {"LenetBnRecomputedSyncBn2", "lenet_bn.fused.tir",
        "replicate{devices=2},insert-collectives{sync-bn=true},recompute-bn-relu",
        "lenet_bn.recomputed_sync_bn2.tir"},
+      // Mixed precision: bf16 activations between f32 variables; casts only at the input
+      // and the logits (weights are read as f32 masters by conv2d and linear).
+      {"LenetMixedPrecision", "lenet.tir", "mixed-precision{dtype=bf16}", "lenet.bf16.tir"},
+      // Autodiff then derives a bf16 backward whose gradients reach the variables in f32.
+      {"LenetBf16Autodiff", "lenet.bf16.tir", "autodiff", "lenet.bf16.autodiff.tir"},
+      // Two devices, gradients reduced in bf16: cast where each is made, bf16 all_reduce,
+      // updates reading the bf16 sums.
+      {"LenetBf16Default2Bf16AllReduce", "lenet.tir", bf16On(2, true),
+       "lenet.bf16_default2_bf16_allreduce.tir"},
+      // Batch norm with bf16 activations keeps f32 parameters and statistics; the residual
+      // adds join two bf16 branches.
+      {"Resnet18MixedPrecision", "resnet18.tir", "mixed-precision{dtype=bf16}",
+       "resnet18.bf16.tir"},
+      {"Resnet18Bf16Fused", "resnet18.bf16.tir", "autodiff,fuse-conv-bn-relu",
+       "resnet18.bf16.fused.tir"},
       // One device: only the host-to-device split.
       {"LenetDefault1", "lenet.tir", defaultOn(1), "lenet.default1.tir"},
       // Hand-written module with dead nodes in @init and @train_step.
@@ -107,6 +131,13 @@ TEST(PassGoldenInput, LenetMatchesBuilder) {
   auto m = buildZooModel("lenet", 256);
   ASSERT_NE(m, nullptr);
   EXPECT_EQ(compareWithGolden(canonical(*m), kPassGoldenDir + "lenet.tir"), "");
+}
+
+// So is the ResNet-18 input (batch 4: the golden files stay readable).
+TEST(PassGoldenInput, Resnet18MatchesBuilder) {
+  auto m = buildZooModel("resnet18", 4);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(compareWithGolden(canonical(*m), kPassGoldenDir + "resnet18.tir"), "");
 }
 
 // Golden files are canonical text: they parse and print back byte for byte.
