@@ -21,6 +21,7 @@ Run with Debian's interpreter (/usr/bin/python3), which is the one python3-torch
 """
 
 import argparse
+import contextlib
 import gzip
 import os
 import struct
@@ -171,6 +172,9 @@ def main():
     g.add_argument("--steps", type=int, help="timed training steps (default 200)")
     g.add_argument("--epochs", type=int, help="full epochs over the training set")
     p.add_argument("--eval", action="store_true", help="test accuracy after each epoch")
+    p.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                   help="bf16: forward under torch.autocast('cpu', dtype=torch.bfloat16), "
+                        "PyTorch's own mixed precision (f32 parameters and optimizer)")
     args = p.parse_args()
     data_dir = args.data_pos or args.data
     if args.steps is None and args.epochs is None:
@@ -199,9 +203,15 @@ def main():
           f"train={n}" + (f", test={x_test.shape[0]}" if args.eval else "") +
           f", blas={blas_library()}", flush=True)
 
+    def autocast():
+        if args.autocast == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def step(idx):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x_train[idx]), y_train[idx])
+        with autocast():
+            loss = loss_fn(model(x_train[idx]), y_train[idx])
         loss.backward()
         opt.step()
         return loss
@@ -221,7 +231,7 @@ def main():
         seconds = time.perf_counter() - t0
         ips = args.steps * args.batch / seconds
         print(f"pytorch images_per_s={ips:.1f} steps={args.steps} seconds={seconds:.3f} "
-              f"batch={args.batch} threads={args.threads}")
+              f"batch={args.batch} threads={args.threads} autocast={args.autocast}")
         return
 
     total_seconds, total_images = 0.0, 0
@@ -230,8 +240,9 @@ def main():
         loss_sum, correct, seen = 0.0, 0, 0
         for idx in batches(n, args.batch, gen):
             opt.zero_grad(set_to_none=True)
-            logits = model(x_train[idx])
-            loss = loss_fn(logits, y_train[idx])
+            with autocast():
+                logits = model(x_train[idx])
+                loss = loss_fn(logits, y_train[idx])
             loss.backward()
             opt.step()
             loss_sum += loss.item() * idx.numel()

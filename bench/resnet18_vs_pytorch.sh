@@ -33,29 +33,12 @@ require_positive_ints steps batch
 find_tools
 warmup=5
 
-# Tandem: images/s of the timed steps only. An epoch of warm-up + timed steps, and one of
-# the warm-up steps alone, measured by the trainer; the difference is the timed part.
-tandem_rate() {
-  local extra=("$@") args=(train --model resnet18 --devices cpu:0,cpu:1 --batch "$batch" --epochs 1
-                           --limit-test "$batch" --init normal:0.01)
-  [[ -n "$data" ]] && args+=(--data "$data")
-  "$tandem" "${args[@]}" --limit-train $(((warmup + steps) * batch)) --metrics "$TMP/all.csv" "${extra[@]}" >&2
-  "$tandem" "${args[@]}" --limit-train $((warmup * batch)) --metrics "$TMP/warm.csv" "${extra[@]}" >&2
-  awk -F, -v images=$((steps * batch)) 'FNR == 2 { s[FILENAME] = $6 }
-    END { for (f in s) if (f ~ /all.csv/) a = s[f]; else w = s[f]; printf "%.1f\n", images / (a - w) }' \
-    "$TMP/all.csv" "$TMP/warm.csv"
-}
-
 echo "== Tandem fused: $steps steps of batch $batch on cpu:0,cpu:1" >&2
-fused=$(tandem_rate)
+fused=$(tandem_rate resnet18)
 echo "== Tandem unfused (--no-fuse)" >&2
-unfused=$(tandem_rate --no-fuse)
+unfused=$(tandem_rate resnet18 --no-fuse)
 echo "== PyTorch: $steps steps of batch $batch, 2 threads" >&2
-pt_args=(--model resnet18 --init normal:0.01 --lr 0.1 --steps "$steps" --batch "$batch" --threads 2)
-[[ -n "$data" ]] && pt_args+=(--data "$data")
-"$python" "$here/pytorch_train.py" "${pt_args[@]}" | tee "$TMP/pytorch.txt" >&2
-pytorch="$(tail -n 1 "$TMP/pytorch.txt" | sed -n 's/.*images_per_s=\([0-9.eE+-]*\).*/\1/p')"
-[[ -n "$pytorch" ]] || { echo "resnet18_vs_pytorch: no images_per_s from PyTorch" >&2; exit 1; }
+pytorch=$(pytorch_rate resnet18)
 
 awk -v f="$fused" -v u="$unfused" -v p="$pytorch" -v steps="$steps" -v batch="$batch" 'BEGIN {
   printf "tandem fused images_per_s=%.1f\ntandem unfused images_per_s=%.1f\npytorch images_per_s=%.1f\n", f, u, p
