@@ -22,17 +22,6 @@ TrainSetup lenetOptions(int devices, std::vector<double> weights = {}) {
   return o;
 }
 
-// Largest difference between two tensors relative to the reference tensor's largest
-// magnitude (elementwise relative error is meaningless for entries that are ~0).
-double relativeDifference(const std::vector<float>& a, const std::vector<float>& ref) {
-  double scale = 0, diff = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    scale = std::max(scale, std::abs(double(ref[i])));
-    diff = std::max(diff, std::abs(double(a[i]) - double(ref[i])));
-  }
-  return scale == 0 ? diff : diff / scale;
-}
-
 TEST(DataParallel, OneTwoAndThreeDevicesEndWithTheSameParameters) {
   auto batches = randomBatches(5, 96, 1);
   auto one = trainOn("lenet", lenetOptions(1), batches);

@@ -53,6 +53,8 @@ struct TrainSetup {
   bool fuse = true;
   bool recompute = true;
   bool sync_bn = false;
+  bool bf16 = false;            // --precision bf16
+  bool bf16_allreduce = false;  // --allreduce-dtype bf16
   backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
   bool blocked_activations = true;
   uint64_t seed = 0;
@@ -75,6 +77,8 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
                 .allreduce_groups = o.allreduce_groups,
                 .fuse = o.fuse,
                 .recompute = o.recompute,
+                .bf16 = o.bf16,
+                .bf16_allreduce = o.bf16_allreduce,
                 .sync_bn = o.sync_bn};
   auto module = driver::compileModel(spec, c);
   if (!module.ok()) return module.status();
@@ -101,6 +105,17 @@ inline Snapshot snapshot(runtime::Trainer& t) {
       s[v.name].emplace_back(value->f32(), value->f32() + v.type.numElements());
     }
   return s;
+}
+
+/// Largest difference between two tensors relative to the reference tensor's largest
+/// magnitude (elementwise relative error is meaningless for entries that are ~0).
+inline double relativeDifference(const std::vector<float>& a, const std::vector<float>& ref) {
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::abs(double(ref[i])));
+    diff = std::max(diff, std::abs(double(a[i]) - double(ref[i])));
+  }
+  return scale == 0 ? diff : diff / scale;
 }
 
 /// Builds, initializes and trains `model` for the given batches; fails the test on error.
