@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backend/cpu/cpu_info.h"
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
 #include "ir/printer.h"
@@ -133,6 +134,13 @@ CommandResult runProgram(const std::string& path, const std::vector<std::string>
 
 CommandResult runTandem(const std::vector<std::string>& args, const std::string& stdin_text) {
   return runProgram(TANDEM_CLI_PATH, args, stdin_text);
+}
+
+std::string whyNoBf16() {
+  const backend::cpu::CpuInfo cpu = backend::cpu::hostCpuInfo();
+  if (cpu.bf16) return "";
+  return "this CPU (" + cpu.model + ", oneDNN ISA " + cpu.isa +
+         ") has no bf16 instructions (AVX512_BF16 or AMX)";
 }
 
 }  // namespace tandem::testing

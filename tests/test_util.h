@@ -43,4 +43,13 @@ CommandResult runTandem(const std::vector<std::string>& args, const std::string&
 CommandResult runProgram(const std::string& path, const std::vector<std::string>& args,
                          const std::string& stdin_text = "");
 
+/// "" when this CPU runs the bf16 kernels, else why not (for GTEST_SKIP: the bf16 tests
+/// need AVX512_BF16 or AMX, which CI machines of another kind may lack).
+std::string whyNoBf16();
+
+/// Skips the current test, saying why, on a CPU without bf16 instructions.
+#define TANDEM_SKIP_WITHOUT_BF16()                                        \
+  if (std::string why = ::tandem::testing::whyNoBf16(); !why.empty()) \
+  GTEST_SKIP() << why
+
 }  // namespace tandem::testing

@@ -12,6 +12,7 @@
 #include "backend/cpu/dnnl_util.h"
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
+#include "tests/test_util.h"
 
 namespace tandem::testing {
 namespace {
@@ -42,6 +43,7 @@ void fill(SingleOp& op, std::mt19937& rng) {
 }
 
 TEST(Bf16Kernels, Conv2dForwardMatchesF32) {
+  TANDEM_SKIP_WITHOUT_BF16();
   std::mt19937 rng(1);
   for (const ConvCase& c : kConvs) {
     SingleOp ref(Op::kConv2d, {f32(c.x()), f32(c.w()), f32({c.o})}, c.attrs());
@@ -53,6 +55,7 @@ TEST(Bf16Kernels, Conv2dForwardMatchesF32) {
 }
 
 TEST(Bf16Kernels, Conv2dBackwardDataMatchesF32) {
+  TANDEM_SKIP_WITHOUT_BF16();
   std::mt19937 rng(2);
   for (const ConvCase& c : kConvs) {
     SingleOp ref(Op::kConv2dBackwardData, {f32(c.y()), f32(c.w()), f32(c.x())}, c.attrs());
@@ -63,6 +66,7 @@ TEST(Bf16Kernels, Conv2dBackwardDataMatchesF32) {
 }
 
 TEST(Bf16Kernels, Conv2dBackwardFilterGivesF32GradientsNearF32) {
+  TANDEM_SKIP_WITHOUT_BF16();
   std::mt19937 rng(3);
   for (const ConvCase& c : kConvs) {
     SingleOp::Attrs attrs = c.attrs();
@@ -78,6 +82,7 @@ TEST(Bf16Kernels, Conv2dBackwardFilterGivesF32GradientsNearF32) {
 }
 
 TEST(Bf16Kernels, LinearMatchesF32ForwardAndBackward) {
+  TANDEM_SKIP_WITHOUT_BF16();
   std::mt19937 rng(4);
   const int64_t n = 32, in = 800, out = 128;
   {
@@ -101,6 +106,7 @@ TEST(Bf16Kernels, LinearMatchesF32ForwardAndBackward) {
 }
 
 TEST(Bf16Kernels, ReluAddAndReluBackwardMatchF32) {
+  TANDEM_SKIP_WITHOUT_BF16();
   std::mt19937 rng(5);
   // Literal types: f32(shape) on a local shape trips GCC 12's maybe-uninitialized false
   // positive in absl::InlinedVector's move.
@@ -118,6 +124,7 @@ TEST(Bf16Kernels, ReluAddAndReluBackwardMatchF32) {
 }
 
 TEST(Bf16Kernels, CastRoundsToNearestEvenAndWidensExactly) {
+  TANDEM_SKIP_WITHOUT_BF16();
   const std::vector<float> values = {0.0f, -0.0f, 1.0f, 1.00390625f /* halfway: to even */,
                                      1.01171875f /* halfway: up */, 3.14159265f, -2.5e-3f,
                                      65504.0f, 1e30f, std::numeric_limits<float>::infinity()};
@@ -146,6 +153,7 @@ TEST(Bf16Kernels, CastRoundsToNearestEvenAndWidensExactly) {
 }
 
 TEST(Bf16Kernels, ConvolutionsConvertMasterWeightsInTheirReorder) {
+  TANDEM_SKIP_WITHOUT_BF16();
   // No separate pass over the weights: the f32 filter goes straight into the primitive's
   // bf16 layout (one reorder, which an f32 blocked convolution runs as well).
   const ConvCase c{2, 16, 32, 8, 3, 1, 1};

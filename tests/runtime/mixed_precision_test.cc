@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/runtime/runtime_test_util.h"
+#include "tests/test_util.h"
 
 namespace tandem::testing {
 namespace {
@@ -37,6 +38,7 @@ void expectNear(const Snapshot& ref, const Snapshot& s, double tol) {
 }
 
 TEST(MixedPrecision, LenetOnOneAndTwoDevicesEndsWithTheSameParameters) {
+  TANDEM_SKIP_WITHOUT_BF16();
   auto batches = randomBatches(5, 96, 3);
   auto one = trainOn("lenet", bf16Options(1, 96), batches);
   auto two = trainOn("lenet", bf16Options(2, 96), batches);
@@ -45,6 +47,7 @@ TEST(MixedPrecision, LenetOnOneAndTwoDevicesEndsWithTheSameParameters) {
 }
 
 TEST(MixedPrecision, Resnet18OnOneAndTwoDevicesEndsWithTheSameParameters) {
+  TANDEM_SKIP_WITHOUT_BF16();
   // Fused batch norm with bf16 activations and f32 statistics, channel-blocked where the
   // CPU has AVX-512.
   auto batches = randomBatches(2, 16, 4);
@@ -55,6 +58,7 @@ TEST(MixedPrecision, Resnet18OnOneAndTwoDevicesEndsWithTheSameParameters) {
 }
 
 TEST(MixedPrecision, ReplicasStayBitIdentical) {
+  TANDEM_SKIP_WITHOUT_BF16();
   auto batches = randomBatches(3, 96, 5);
   auto two = trainOn("lenet", bf16Options(2, 96), batches);
   ASSERT_TRUE(two);
@@ -64,6 +68,7 @@ TEST(MixedPrecision, ReplicasStayBitIdentical) {
 }
 
 TEST(MixedPrecision, StaysNearTheF32Run) {
+  TANDEM_SKIP_WITHOUT_BF16();
   auto batches = randomBatches(5, 96, 6);
   TrainSetup f32 = bf16Options(2, 96);
   f32.bf16 = false;
@@ -80,6 +85,7 @@ TEST(MixedPrecision, StaysNearTheF32Run) {
 }
 
 TEST(MixedPrecision, Bf16AllReduceStaysNearTheF32AllReduce) {
+  TANDEM_SKIP_WITHOUT_BF16();
   auto batches = randomBatches(5, 96, 7);
   TrainSetup wire = bf16Options(2, 96);
   wire.bf16_allreduce = true;
@@ -90,6 +96,7 @@ TEST(MixedPrecision, Bf16AllReduceStaysNearTheF32AllReduce) {
 }
 
 TEST(MixedPrecision, UnfusedStaysNearFused) {
+  TANDEM_SKIP_WITHOUT_BF16();
   auto batches = randomBatches(2, 16, 8);
   TrainSetup unfused = bf16Options(2, 16);
   unfused.fuse = false;

@@ -172,6 +172,44 @@ TEST(DumpTest, FusedResNet18HasNoSeparateBatchNormOrRelu) {
 }
 
 // recompute-bn-relu is in the default pipeline with fusion; --no-recompute drops it.
+// The bar of the mixed-precision issue: bf16 convolutions reading f32 parameters, f32
+// batch-norm statistics and an f32 gradient all_reduce, all visible in the dump.
+TEST(DumpTest, Bf16ShowsBf16ConvolutionsWithF32ParametersStatisticsAndReduction) {
+  std::string dump = runOk({"dump", "--model", "resnet18", "--devices", "cpu:0,cpu:1",
+                            "--precision", "bf16", "--format", "text", "--canonical"});
+  for (const char* line : {
+           "%x.bf16.0 = cast(%x.0) {dtype=bf16} @cpu:0 : bf16[128,1,28,28]",
+           // conv2d_stats: bf16 input and output, f32 master weights, f64 statistics.
+           "= conv2d_stats(%stage1.block0.relu.0, %stage1.block0.conv2.w.0, "
+           "%stage1.block0.conv2.b.0) {stride=1, pad=1} @cpu:0 : bf16[128,64,28,28], f64[3,64]",
+           "%stage1.block0.conv2.w.0 = param() {var=@stage1.block0.conv2.w} @cpu:0 : "
+           "f32[64,64,3,3]",
+           // batch_norm_apply: bf16 activations, f32 saved mean and 1/std.
+           "{momentum=0.1, eps=1e-05, relu=true} @cpu:0 : bf16[128,64,28,28], f32[64], f32[64]",
+           "%head.fc.f32.0 = cast(%head.fc.0) {dtype=f32} @cpu:0 : f32[128,10]"}) {
+    EXPECT_TRUE(absl::StrContains(dump, line)) << line;
+  }
+  EXPECT_FALSE(absl::StrContains(dump, "param() {var=@stem.conv.w} @cpu:0 : bf16"));
+  // Every gradient all_reduce is f32 ...
+  for (absl::string_view line : absl::StrSplit(dump, '\n')) {
+    if (absl::StrContains(line, "= all_reduce(")) {
+      EXPECT_FALSE(absl::StrContains(line, "bf16")) << line;
+    }
+  }
+  // ... unless asked for bf16 on the wire.
+  std::string wire = runOk({"dump", "--model", "resnet18", "--devices", "cpu:0,cpu:1",
+                            "--precision", "bf16", "--allreduce-dtype", "bf16", "--format",
+                            "text"});
+  EXPECT_TRUE(absl::StrContains(wire, "{op=sum, bucket=0, devices=[cpu:0, cpu:1]} : bf16["));
+}
+
+TEST(DumpTest, PrecisionIsCheckedLikeEveryFlag) {
+  EXPECT_TRUE(isUsageError(runTandem({"dump", "--model", "lenet", "--precision", "f16"}),
+                           {"--precision", "'f16'", "f32 or bf16"}));
+  EXPECT_TRUE(isUsageError(runTandem({"dump", "--model", "lenet", "--allreduce-dtype", "int8"}),
+                           {"--allreduce-dtype", "'int8'"}));
+}
+
 TEST(DumpTest, NoRecomputeKeepsTheForwardOutputs) {
   const std::vector<std::string> base = {"dump", "--model", "resnet18", "--batch", "8",
                                          "--graph", "train_step", "--canonical"};

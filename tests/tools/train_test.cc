@@ -105,6 +105,36 @@ TEST(Train, PlainLayoutPrintsTheSameFigures) {
   EXPECT_EQ(blocked, plain);
 }
 
+// Mixed precision on a subset: LeNet in bf16 ends near the f32 run of the same seed (the
+// full 10-epoch figure is in docs/PERF.md).
+TEST(Train, LenetInBf16EndsNearF32) {
+  TANDEM_SKIP_WITHOUT_BF16();
+  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  auto final_test_acc = [](const std::string& precision) {
+    TempDir dir;
+    auto r = runTandem({"train", "--model", "lenet", "--devices", "cpu:0,cpu:1", "--batch", "128",
+                        "--epochs", "3", "--limit-train", "10000", "--limit-test", "5000",
+                        "--seed", "5", "--precision", precision, "--metrics", dir.file("m.csv")});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto rows = readCsv(dir.file("m.csv"));
+    EXPECT_EQ(rows.size(), 3u);
+    return rows.empty() ? 0.0 : std::stod(rows.back()["test_acc"]);
+  };
+  const double f32 = final_test_acc("f32"), bf16 = final_test_acc("bf16");
+  EXPECT_GE(f32, 0.75);
+  EXPECT_NEAR(bf16, f32, 0.015) << "f32 " << f32 << ", bf16 " << bf16;
+}
+
+TEST(TrainErrors, Bf16OnACpuWithoutBf16Instructions) {
+  if (!haveData()) GTEST_SKIP() << kData << " is missing";
+  // oneDNN's ISA cap stands in for an older CPU: the first bf16 kernel refuses to load.
+  setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
+  auto r = runTandem({"train", "--model", "lenet", "--devices", "2", "--precision", "bf16",
+                      "--limit-train", "256", "--limit-test", "256"});
+  unsetenv("ONEDNN_MAX_CPU_ISA");
+  EXPECT_TRUE(isUsageError(r, {"%x.bf16.0 (cast @cpu:0)", "AVX512_BF16", "--precision f32"}));
+}
+
 TEST(TrainErrors, BatchSmallerThanTheDeviceCount) {
   EXPECT_TRUE(isUsageError(
       runTandem({"train", "--model", "lenet", "--devices", "cpu:0,cpu:1,cpu:2", "--batch", "2"}),
