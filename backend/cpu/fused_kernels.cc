@@ -21,6 +21,13 @@
 // devices without the rounding of f32 partial sums (sync batch norm), and the sum of
 // squares stored is m * var + m * mean^2 (var from the two passes), from which the apply
 // step recovers var without cancellation.
+//
+// The activations (y, out, dout, residual, dy, dz) are f32 or bf16 (mixed precision): the
+// kernels are templates on their element type T, reading each value into a float and
+// storing rounded; the per-channel operands stay f32 and the arithmetic float and double,
+// so for f32 nothing changes. With bf16 the statistics and sums still equal the unfused
+// ones, but batch_norm_apply rounds its output once where batch_norm, add and relu each
+// round to bf16: fused and unfused outputs then agree to bf16 rounding, not bit for bit.
 
 #include <algorithm>
 #include <bit>
@@ -29,10 +36,11 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/layout_plan.h"
 #include "backend/cpu/plane_sums.h"
@@ -71,6 +79,29 @@ void runInner(CpuKernel& k, absl::Span<const TensorView> in, absl::Span<const Te
   if (absl::Status s = k.runHere(in, out); !s.ok()) throw InnerKernelFailure(s);
 }
 
+/// f(std::bool_constant<flags>{}...): the runtime flags as compile-time ones.
+template <typename F>
+KernelOr withFlags(F f) {
+  return f();
+}
+template <typename F, typename... Flags>
+KernelOr withFlags(F f, bool flag, Flags... rest) {
+  auto bind = [&f](auto c) { return [&f, c](auto... cs) { return f(c, cs...); }; };
+  return flag ? withFlags(bind(std::true_type{}), rest...)
+              : withFlags(bind(std::false_type{}), rest...);
+}
+
+/// f(T{}, std::bool_constant<flags>{}...) with T the element type of `dtype` (float or
+/// bf16): a factory's way to pick the instance of a kernel template, e.g.
+///   instantiate(dtype, [&](auto t, auto relu) -> KernelOr {
+///     return std::make_unique<K<decltype(t), relu>>(...); }, relu);
+template <typename F, typename... Flags>
+KernelOr instantiate(ir::DType dtype, F f, Flags... flags) {
+  return withFloatType(dtype, [&](auto t) {
+    return withFlags([&](auto... cs) { return f(t, cs...); }, flags...);
+  });
+}
+
 /// An [N,C,H,W] tensor in nChw16c (layout_plan.h): per image, C/16 blocks of H*W pixels
 /// of 16 consecutive channels. The blocked loops below run over a block's 16 channels at
 /// once (one AVX-512 register), accumulating in float over a plane and in double across
@@ -93,13 +124,15 @@ void writeStats(double* stats, int64_t channels, int64_t ch, const ChannelMoment
   stats[2 * channels + ch] = c.m * var + c.m * mean * mean;
 }
 
-void planeStats(const float* y, const Planes& p, double* stats) {
+template <typename T>
+void planeStats(const T* y, const Planes& p, double* stats) {
   for (int64_t ch = 0; ch < p.c; ++ch)
     writeStats(stats, p.c, ch,
                planeMoments(p.n, p.hw, [&](int64_t img) { return y + p.at(img, ch); }));
 }
 
-void blockedStats(const float* y, const Blocks& q, int64_t channels, double* stats) {
+template <typename T>
+void blockedStats(const T* y, const Blocks& q, int64_t channels, double* stats) {
   const double m = double(q.n * q.hw);
   for (int64_t b = 0; b < q.cb; ++b) {
     double sum[kB] = {}, sq[kB] = {};
@@ -115,7 +148,8 @@ void blockedStats(const float* y, const Blocks& q, int64_t channels, double* sta
       blockPlaneSums<kB, 1>(
           q.at(img, b), q.hw,
           [y, &fmean](int64_t at, int64_t l, float* v) {
-            const float d = y[at] - fmean[l];
+            const float yv = y[at];
+            const float d = yv - fmean[l];
             v[0] = d * d;
           },
           part);
@@ -127,6 +161,7 @@ void blockedStats(const float* y, const Blocks& q, int64_t channels, double* sta
 }
 
 // in: x, w, b?; out: y, stats f64[3,C].
+template <typename T>
 class Conv2dStatsKernel final : public CpuKernel {
  public:
   Conv2dStatsKernel(std::unique_ptr<CpuKernel> conv, const ir::TensorType& y, bool blocked)
@@ -136,9 +171,9 @@ class Conv2dStatsKernel final : public CpuKernel {
     runInner(*conv_, in, out.subspan(0, 1));
     double* stats = static_cast<double*>(out[1].data);
     if (blocked_)
-      blockedStats(out[0].f32(), q_, p_.c, stats);
+      blockedStats(out[0].as<T>(), q_, p_.c, stats);
     else
-      planeStats(out[0].f32(), p_, stats);
+      planeStats(out[0].as<T>(), p_, stats);
   }
 
  private:
@@ -162,15 +197,20 @@ Affine channelAffine(const ChannelStats& st, float gamma, float beta, double eps
 /// out = relu?(y * scale + shift + residual?), per channel (`scale`, `shift` have C
 /// entries), in either layout. batch_norm_apply and batch_norm_recompute share it, so a
 /// recomputed output equals the forward one bit for bit.
-template <bool kRelu, bool kResidual>
+template <typename T, bool kRelu, bool kResidual>
 void normalize(const Planes& p, const Blocks& q, bool blocked, const float* scale,
-               const float* shift, const float* y, const float* res, float* o) {
-  // Rounded step by step as batch_norm, add and relu round them apart. The coefficients
+               const float* shift, const T* y, const T* res, T* o) {
+  // Rounded step by step as batch_norm, add and relu round them apart (in f32; a bf16
+  // output is rounded once, at the store). The coefficients
   // are copied to locals first: `o` could alias the arrays as far as the compiler knows,
   // and reloading them after every store would keep the loops from vectorizing.
   auto one = [&](int64_t at, float sc, float sh) {
-    float v = y[at] * sc + sh;
-    if constexpr (kResidual) v = v + res[at];
+    const float x = y[at];
+    float v = x * sc + sh;
+    if constexpr (kResidual) {
+      const float r = res[at];
+      v = v + r;
+    }
     if constexpr (kRelu) v = std::max(v, 0.0f);
     o[at] = v;
   };
@@ -196,7 +236,7 @@ void normalize(const Planes& p, const Blocks& q, bool blocked, const float* scal
 // in: y, stats, gamma, beta, running_mean, running_var, residual?; out: out, save_mean,
 // save_invstd. Conventions as batch_norm's (norm_kernels.cc): biased variance to
 // normalize, unbiased into running_var.
-template <bool kRelu, bool kResidual>
+template <typename T, bool kRelu, bool kResidual>
 class BatchNormApplyKernel final : public CpuKernel {
  public:
   BatchNormApplyKernel(const ir::TensorType& y, bool blocked, double eps, double momentum)
@@ -222,8 +262,8 @@ class BatchNormApplyKernel final : public CpuKernel {
       running_var[ch] =
           static_cast<float>((1 - momentum_) * running_var[ch] + momentum_ * unbias * st.var);
     }
-    normalize<kRelu, kResidual>(p_, q_, blocked_, scale_.data(), shift_.data(), in[0].f32(),
-                                kResidual ? in[6].f32() : nullptr, out[0].f32());
+    normalize<T, kRelu, kResidual>(p_, q_, blocked_, scale_.data(), shift_.data(), in[0].as<T>(),
+                                   kResidual ? in[6].as<T>() : nullptr, out[0].as<T>());
   }
 
  private:
@@ -236,7 +276,7 @@ class BatchNormApplyKernel final : public CpuKernel {
 
 // in: y, stats, gamma, beta; out: out (batch_norm_apply's, the running statistics left
 // alone).
-template <bool kRelu>
+template <typename T, bool kRelu>
 class BatchNormRecomputeKernel final : public CpuKernel {
  public:
   BatchNormRecomputeKernel(const ir::TensorType& y, bool blocked, double eps)
@@ -250,8 +290,8 @@ class BatchNormRecomputeKernel final : public CpuKernel {
       scale_[ch] = a.scale;
       shift_[ch] = a.shift;
     }
-    normalize<kRelu, false>(p_, q_, blocked_, scale_.data(), shift_.data(), in[0].f32(), nullptr,
-                            out[0].f32());
+    normalize<T, kRelu, false>(p_, q_, blocked_, scale_.data(), shift_.data(), in[0].as<T>(),
+                               nullptr, out[0].as<T>());
   }
 
  private:
@@ -263,15 +303,16 @@ class BatchNormRecomputeKernel final : public CpuKernel {
 };
 
 // in: dout, y, save_mean, save_invstd, out?; out: sums f64[2,C], dbeta, dgamma.
-template <bool kRelu>
+template <typename T, bool kRelu>
 class BatchNormBackwardReduceKernel final : public CpuKernel {
  public:
   BatchNormBackwardReduceKernel(const ir::TensorType& y, bool blocked)
       : p_(y), q_(y), blocked_(blocked) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const float *dout = in[0].f32(), *y = in[1].f32(), *mean = in[2].f32(), *invstd = in[3].f32();
-    const float* relu_out = kRelu ? in[4].f32() : nullptr;
+    const T *dout = in[0].as<T>(), *y = in[1].as<T>();
+    const float *mean = in[2].f32(), *invstd = in[3].f32();
+    const T* relu_out = kRelu ? in[4].as<T>() : nullptr;
     double* sums = static_cast<double*>(out[0].data);
     float *dbeta = out[1].f32(), *dgamma = out[2].f32();
     // sums[ch] = sum(dz), sums[C + ch] = sum(dz * (y - mean)): batch_norm_backward's form.
@@ -285,9 +326,9 @@ class BatchNormBackwardReduceKernel final : public CpuKernel {
           blockPlaneSums<kB, 2>(
               q_.at(img, b), q_.hw,
               [&](int64_t at, int64_t l, float* v) {
-                const float dz = maskedGrad<kRelu>(dout, relu_out, at);
+                const float dz = maskedGrad<kRelu>(dout, relu_out, at), yv = y[at];
                 v[0] = dz;
-                v[1] = dz * (y[at] - mu[l]);
+                v[1] = dz * (yv - mu[l]);
               },
               part);
           for (int64_t l = 0; l < kB; ++l) sa[l] += part[0][l], sb[l] += part[1][l];
@@ -322,20 +363,20 @@ class BatchNormBackwardReduceKernel final : public CpuKernel {
 };
 
 // in: dout, y, gamma, save_mean, save_invstd, sums, stats, out?; out: dy (, dz).
-template <bool kRelu, bool kResidual>
+template <typename T, bool kRelu, bool kResidual>
 class BatchNormBackwardApplyKernel final : public CpuKernel {
  public:
   BatchNormBackwardApplyKernel(const ir::TensorType& y, bool blocked)
       : p_(y), q_(y), blocked_(blocked), fa_(p_.c), fb_(p_.c), fc_(p_.c) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const float *dout = in[0].f32(), *y = in[1].f32(), *gamma = in[2].f32();
-    const float *mean = in[3].f32(), *invstd = in[4].f32();
+    const T *dout = in[0].as<T>(), *y = in[1].as<T>();
+    const float *gamma = in[2].f32(), *mean = in[3].f32(), *invstd = in[4].f32();
     const double* sums = static_cast<const double*>(in[5].data);
     const double* stats = static_cast<const double*>(in[6].data);
-    const float* relu_out = kRelu ? in[7].f32() : nullptr;
-    float* dy = out[0].f32();
-    float* dz_out = kResidual ? out[1].f32() : nullptr;
+    const T* relu_out = kRelu ? in[7].as<T>() : nullptr;
+    T* dy = out[0].as<T>();
+    T* dz_out = kResidual ? out[1].as<T>() : nullptr;
     for (int64_t ch = 0; ch < p_.c; ++ch) {
       const BackwardCoefficients k = backwardCoefficients(
           readStats(stats, p_.c, ch).count, sums[ch], sums[p_.c + ch], gamma[ch], invstd[ch]);
@@ -345,8 +386,8 @@ class BatchNormBackwardApplyKernel final : public CpuKernel {
     }
     // Coefficients in locals, as in normalize().
     auto one = [&](int64_t at, float a, float b, float c, float mu) {
-      const float dz = maskedGrad<kRelu>(dout, relu_out, at);
-      dy[at] = a * dz + b * (y[at] - mu) + c;
+      const float dz = maskedGrad<kRelu>(dout, relu_out, at), yv = y[at];
+      dy[at] = a * dz + b * (yv - mu) + c;
       if constexpr (kResidual) dz_out[at] = dz;
     };
     if (blocked_) {
@@ -407,100 +448,103 @@ class FoldBatchNormKernel final : public CpuKernel {
 // residual already in the destination, in the primitive's layout, and the blocked and
 // Winograd strategies write to a reordered temporary first, so putting it there costs the
 // same pass over memory as this loop (which the eval step alone runs).
+template <typename T, bool kRelu, bool kResidual>
 class Conv2dBiasActKernel final : public CpuKernel {
  public:
-  Conv2dBiasActKernel(std::unique_ptr<CpuKernel> conv, int64_t size, bool relu, bool residual)
-      : conv_(std::move(conv)), size_(size), relu_(relu), residual_(residual) {}
+  Conv2dBiasActKernel(std::unique_ptr<CpuKernel> conv, int64_t size)
+      : conv_(std::move(conv)), size_(size) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     runInner(*conv_, in.subspan(0, 3), out);
-    float* y = out[0].f32();
-    if (residual_ && relu_)
-      epilogue<true, true>(y, in[3].f32());
-    else if (residual_)
-      epilogue<true, false>(y, in[3].f32());
-    else if (relu_)
-      epilogue<false, true>(y, nullptr);
-  }
-
- private:
-  template <bool kResidual, bool kRelu>
-  void epilogue(float* y, const float* r) const {
-    for (int64_t i = 0; i < size_; ++i) {
-      float v = y[i];
-      if constexpr (kResidual) v = v + r[i];
-      if constexpr (kRelu) v = std::max(v, 0.0f);
-      y[i] = v;
+    if constexpr (kRelu || kResidual) {
+      T* y = out[0].as<T>();
+      const T* r = kResidual ? in[3].as<T>() : nullptr;
+      for (int64_t i = 0; i < size_; ++i) {
+        float v = y[i];
+        if constexpr (kResidual) {
+          const float ri = r[i];
+          v = v + ri;
+        }
+        if constexpr (kRelu) v = std::max(v, 0.0f);
+        y[i] = v;
+      }
     }
   }
 
+ private:
   std::unique_ptr<CpuKernel> conv_;
   int64_t size_;
-  bool relu_, residual_;
 };
 
 }  // namespace
 
 KernelOr makeConv2dStatsKernel(const KernelInit& init) {
-  if (absl::Status st = checkAllF32(init.node); !st.ok()) return st;
   // The conv2d kernel reads only x, w, b?, stride, pad and result 0 (and their layouts):
   // it serves as is.
   KernelOr conv = makeConv2dKernel(init);
   if (!conv.ok()) return conv.status();
   const ir::Value* y = init.node.result(0);
-  return std::make_unique<Conv2dStatsKernel>(*std::move(conv), y->type(), init.isBlocked(y));
+  return instantiate(y->type().dtype, [&](auto t) -> KernelOr {
+    return std::make_unique<Conv2dStatsKernel<decltype(t)>>(*std::move(conv), y->type(),
+                                                            init.isBlocked(y));
+  });
 }
 
 KernelOr makeBatchNormApplyKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   const ir::TensorType& y = n.operand(0)->type();
   const bool blocked = init.isBlocked(n.operand(0));
   const double eps = n.floatAttr("eps"), momentum = n.floatAttr("momentum");
-  const bool relu = n.boolAttr("relu"), residual = n.numOperands() > 6;
-  if (relu && residual)
-    return std::make_unique<BatchNormApplyKernel<true, true>>(y, blocked, eps, momentum);
-  if (relu) return std::make_unique<BatchNormApplyKernel<true, false>>(y, blocked, eps, momentum);
-  if (residual)
-    return std::make_unique<BatchNormApplyKernel<false, true>>(y, blocked, eps, momentum);
-  return std::make_unique<BatchNormApplyKernel<false, false>>(y, blocked, eps, momentum);
+  return instantiate(
+      y.dtype,
+      [&](auto t, auto relu, auto residual) -> KernelOr {
+        return std::make_unique<BatchNormApplyKernel<decltype(t), relu, residual>>(
+            y, blocked, eps, momentum);
+      },
+      n.boolAttr("relu"), n.numOperands() > 6);
 }
 
 KernelOr makeBatchNormRecomputeKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   const ir::TensorType& y = n.operand(0)->type();
   const bool blocked = init.isBlocked(n.operand(0));
   const double eps = n.floatAttr("eps");
-  if (n.boolAttr("relu")) return std::make_unique<BatchNormRecomputeKernel<true>>(y, blocked, eps);
-  return std::make_unique<BatchNormRecomputeKernel<false>>(y, blocked, eps);
+  return instantiate(
+      y.dtype,
+      [&](auto t, auto relu) -> KernelOr {
+        return std::make_unique<BatchNormRecomputeKernel<decltype(t), relu>>(y, blocked, eps);
+      },
+      n.boolAttr("relu"));
 }
 
 KernelOr makeBatchNormBackwardReduceKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   const ir::TensorType& y = n.operand(1)->type();
   const bool blocked = init.isBlocked(n.operand(1));
-  if (n.numOperands() > 4) return std::make_unique<BatchNormBackwardReduceKernel<true>>(y, blocked);
-  return std::make_unique<BatchNormBackwardReduceKernel<false>>(y, blocked);
+  return instantiate(
+      y.dtype,
+      [&](auto t, auto relu) -> KernelOr {
+        return std::make_unique<BatchNormBackwardReduceKernel<decltype(t), relu>>(y, blocked);
+      },
+      n.numOperands() > 4);
 }
 
 KernelOr makeBatchNormBackwardApplyKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   const ir::TensorType& y = n.operand(1)->type();
   const bool blocked = init.isBlocked(n.operand(1));
-  const bool relu = n.numOperands() > 7, residual = n.boolAttr("residual");
-  if (relu && residual)
-    return std::make_unique<BatchNormBackwardApplyKernel<true, true>>(y, blocked);
-  if (relu) return std::make_unique<BatchNormBackwardApplyKernel<true, false>>(y, blocked);
-  if (residual) return std::make_unique<BatchNormBackwardApplyKernel<false, true>>(y, blocked);
-  return std::make_unique<BatchNormBackwardApplyKernel<false, false>>(y, blocked);
+  return instantiate(
+      y.dtype,
+      [&](auto t, auto relu, auto residual) -> KernelOr {
+        return std::make_unique<BatchNormBackwardApplyKernel<decltype(t), relu, residual>>(
+            y, blocked);
+      },
+      n.numOperands() > 7, n.boolAttr("residual"));
 }
 
+// Folds into f32 master weights (fold_batch_norm's operands are all f32).
 KernelOr makeFoldBatchNormKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   const ir::TensorType& w = n.operand(0)->type();
   return std::make_unique<FoldBatchNormKernel>(w.shape[0], w.numElements() / w.shape[0],
                                                n.numOperands() == 6, n.floatAttr("eps"));
@@ -510,8 +554,14 @@ KernelOr makeConv2dBiasActKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   KernelOr conv = makeConv2dKernel(init);  // reads x, w, b, stride, pad and the result
   if (!conv.ok()) return conv.status();
-  return std::make_unique<Conv2dBiasActKernel>(*std::move(conv), n.result()->type().numElements(),
-                                               n.boolAttr("relu"), n.numOperands() > 3);
+  const ir::TensorType& y = n.result()->type();
+  return instantiate(
+      y.dtype,
+      [&](auto t, auto relu, auto residual) -> KernelOr {
+        return std::make_unique<Conv2dBiasActKernel<decltype(t), relu, residual>>(
+            *std::move(conv), y.numElements());
+      },
+      n.boolAttr("relu"), n.numOperands() > 3);
 }
 
 }  // namespace tandem::backend::cpu

@@ -15,12 +15,16 @@
 // save_mean and save_invstd = 1/sqrt(var + eps), and updates the running statistics in
 // place: running = (1 - momentum) * running + momentum * batch statistic, with the
 // unbiased variance (n/(n-1) times the biased one) for running_var.
+//
+// x, y, dy and dx are f32 or bf16 (mixed precision), the loops templated on their element
+// type T; the per-channel operands and results are f32 and the arithmetic is float and
+// double either way.
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
 
-#include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/plane_sums.h"
 #include "backend/cpu/kernels.h"
 
@@ -37,15 +41,19 @@ struct ChannelLayout {
 };
 
 /// y = x * scale + shift over channel ch.
-void affine(const ChannelLayout& l, int64_t ch, const float* x, float* y, float scale,
-            float shift) {
+template <typename T>
+void affine(const ChannelLayout& l, int64_t ch, const T* x, T* y, float scale, float shift) {
   for (int64_t img = 0; img < l.n; ++img) {
-    const float* xp = x + l.plane(img, ch);
-    float* yp = y + l.plane(img, ch);
-    for (int64_t i = 0; i < l.hw; ++i) yp[i] = xp[i] * scale + shift;
+    const T* xp = x + l.plane(img, ch);
+    T* yp = y + l.plane(img, ch);
+    for (int64_t i = 0; i < l.hw; ++i) {
+      const float v = xp[i];
+      yp[i] = v * scale + shift;
+    }
   }
 }
 
+template <typename T>
 class BatchNormTrainingKernel final : public CpuKernel {
  public:
   BatchNormTrainingKernel(ChannelLayout l, double eps, double momentum)
@@ -53,9 +61,11 @@ class BatchNormTrainingKernel final : public CpuKernel {
 
   // in: x, gamma, beta, running_mean, running_var; out: y, save_mean, save_invstd.
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const float *x = in[0].f32(), *gamma = in[1].f32(), *beta = in[2].f32();
+    const T* x = in[0].as<T>();
+    const float *gamma = in[1].f32(), *beta = in[2].f32();
     float *running_mean = in[3].f32(), *running_var = in[4].f32();
-    float *y = out[0].f32(), *save_mean = out[1].f32(), *save_invstd = out[2].f32();
+    T* y = out[0].as<T>();
+    float *save_mean = out[1].f32(), *save_invstd = out[2].f32();
     const double m = double(l_.count());
     // One value per channel has no unbiased variance; keep the biased one (zero) then.
     const double unbias = l_.count() > 1 ? m / (m - 1) : 1.0;
@@ -80,17 +90,19 @@ class BatchNormTrainingKernel final : public CpuKernel {
   double eps_, momentum_;
 };
 
+template <typename T>
 class BatchNormInferenceKernel final : public CpuKernel {
  public:
   BatchNormInferenceKernel(ChannelLayout l, double eps) : l_(l), eps_(eps) {}
 
   // in: x, gamma, beta, running_mean, running_var; out: y.
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const float *x = in[0].f32(), *gamma = in[1].f32(), *beta = in[2].f32();
+    const T* x = in[0].as<T>();
+    const float *gamma = in[1].f32(), *beta = in[2].f32();
     const float *mean = in[3].f32(), *var = in[4].f32();
     for (int64_t ch = 0; ch < l_.c; ++ch) {
       double scale = gamma[ch] / std::sqrt(double(var[ch]) + eps_);
-      affine(l_, ch, x, out[0].f32(), static_cast<float>(scale),
+      affine(l_, ch, x, out[0].as<T>(), static_cast<float>(scale),
              static_cast<float>(beta[ch] - mean[ch] * scale));
     }
   }
@@ -100,15 +112,17 @@ class BatchNormInferenceKernel final : public CpuKernel {
   double eps_;
 };
 
+template <typename T>
 class BatchNormBackwardKernel final : public CpuKernel {
  public:
   explicit BatchNormBackwardKernel(ChannelLayout l) : l_(l) {}
 
   // in: dy, x, gamma, save_mean, save_invstd; out: dx, dgamma, dbeta.
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const float *dy = in[0].f32(), *x = in[1].f32(), *gamma = in[2].f32();
-    const float *mean = in[3].f32(), *invstd = in[4].f32();
-    float *dx = out[0].f32(), *dgamma = out[1].f32(), *dbeta = out[2].f32();
+    const T *dy = in[0].as<T>(), *x = in[1].as<T>();
+    const float *gamma = in[2].f32(), *mean = in[3].f32(), *invstd = in[4].f32();
+    T* dx = out[0].as<T>();
+    float *dgamma = out[1].f32(), *dbeta = out[2].f32();
     const double m = double(l_.count());
     for (int64_t ch = 0; ch < l_.c; ++ch) {
       const float mu = mean[ch];
@@ -125,10 +139,13 @@ class BatchNormBackwardKernel final : public CpuKernel {
       const BackwardCoefficients k =
           backwardCoefficients(m, sum_dy, sum_dy_xc, gamma[ch], invstd[ch]);
       for (int64_t img = 0; img < l_.n; ++img) {
-        const float* dyp = dy + l_.plane(img, ch);
-        const float* xp = x + l_.plane(img, ch);
-        float* dxp = dx + l_.plane(img, ch);
-        for (int64_t i = 0; i < l_.hw; ++i) dxp[i] = k.a * dyp[i] + k.b * (xp[i] - mu) + k.c;
+        const T* dyp = dy + l_.plane(img, ch);
+        const T* xp = x + l_.plane(img, ch);
+        T* dxp = dx + l_.plane(img, ch);
+        for (int64_t i = 0; i < l_.hw; ++i) {
+          const float d = dyp[i], v = xp[i];
+          dxp[i] = k.a * d + k.b * (v - mu) + k.c;
+        }
       }
     }
   }
@@ -141,17 +158,22 @@ class BatchNormBackwardKernel final : public CpuKernel {
 
 KernelOr makeBatchNormKernel(const KernelInit& init) {
   const ir::Node& n = init.node;  // x, gamma, beta, running_mean, running_var
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
-  ChannelLayout l(n.operand(0)->type());
-  if (!n.boolAttr("training"))
-    return std::make_unique<BatchNormInferenceKernel>(l, n.floatAttr("eps"));
-  return std::make_unique<BatchNormTrainingKernel>(l, n.floatAttr("eps"), n.floatAttr("momentum"));
+  const ir::TensorType& x = n.operand(0)->type();
+  return withFloatType(x.dtype, [&](auto tag) -> KernelOr {
+    using T = decltype(tag);
+    if (!n.boolAttr("training"))
+      return std::make_unique<BatchNormInferenceKernel<T>>(ChannelLayout(x), n.floatAttr("eps"));
+    return std::make_unique<BatchNormTrainingKernel<T>>(ChannelLayout(x), n.floatAttr("eps"),
+                                                        n.floatAttr("momentum"));
+  });
 }
 
 KernelOr makeBatchNormBackwardKernel(const KernelInit& init) {
   const ir::Node& n = init.node;  // dy, x, gamma, save_mean, save_invstd
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
-  return std::make_unique<BatchNormBackwardKernel>(ChannelLayout(n.operand(1)->type()));
+  const ir::TensorType& x = n.operand(1)->type();
+  return withFloatType(x.dtype, [&](auto tag) -> KernelOr {
+    return std::make_unique<BatchNormBackwardKernel<decltype(tag)>>(ChannelLayout(x));
+  });
 }
 
 }  // namespace tandem::backend::cpu

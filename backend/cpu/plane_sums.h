@@ -2,22 +2,26 @@
 
 // Batch norm's arithmetic, shared by norm_kernels.cc and fused_kernels.cc so that fused
 // and unfused batch norm add the same values in the same order: sums over one channel's
-// plane of H*W contiguous floats (float with kLanes independent accumulators, which the
+// plane of H*W contiguous values (float with kLanes independent accumulators, which the
 // compiler turns into vector adds and which keep the rounding error of a 784-value plane
 // near 1e-7), the same sums over channel-blocked planes, a channel's moments and the
 // backward's per-channel coefficients.
+//
+// The activations are of element type T, float or bf16 (bf16.h); the sums run in float
+// (and double) either way, each value widened as it is read.
 
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 namespace tandem::backend::cpu {
 
 inline constexpr int kLanes = 8;
 
-/// sum(f(p[i])) over one plane.
-template <typename F>
-float planeSum(const float* p, int64_t n, F f) {
+/// sum(f(p[i])) over one plane (f takes a float).
+template <typename T, typename F>
+float planeSum(const T* p, int64_t n, F f) {
   float acc[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
@@ -31,35 +35,37 @@ float planeSum(const float* p, int64_t n, F f) {
 
 /// dz = dout where relu's output is positive; dout itself without relu. A compile-time
 /// choice, so that the loops below vectorize (a select, no branch).
-template <bool kRelu>
-inline float maskedGrad(const float* dout, const float* out, int64_t i) {
+template <bool kRelu, typename T>
+inline float maskedGrad(const T* dout, const T* out, int64_t i) {
   const float d = dout[i];
   if constexpr (!kRelu) return d;
   // out > 0 ? d : +0, as a bit mask: GCC leaves a select inside the unrolled accumulator
   // loops as a branch, and the loop then does not vectorize.
-  const uint32_t keep = 0u - static_cast<uint32_t>(out[i] > 0.0f);
+  const float o = out[i];
+  const uint32_t keep = 0u - static_cast<uint32_t>(o > 0.0f);
   return std::bit_cast<float>(std::bit_cast<uint32_t>(d) & keep);
 }
 
 /// sum(dz) and sum(dz * (y - mu)) over one plane in one pass, each in float with kLanes
 /// accumulators: the same additions, in the same order, as two planeSum passes, over half
-/// the memory traffic (batch_norm_backward and batch_norm_backward_reduce).
-template <bool kRelu>
-void planeGradSums(const float* dp, const float* yp, const float* rp, int64_t n, float mu,
-                   float* sum_dz, float* sum_dz_yc) {
+/// the memory traffic (batch_norm_backward and batch_norm_backward_reduce). `rp` (relu's
+/// output) is read with kRelu only, and may be nullptr otherwise.
+template <bool kRelu, typename T>
+void planeGradSums(const T* dp, const T* yp, const std::type_identity_t<T>* rp, int64_t n,
+                   float mu, float* sum_dz, float* sum_dz_yc) {
   float a[kLanes] = {}, b[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (int l = 0; l < kLanes; ++l) {
-      const float dz = maskedGrad<kRelu>(dp, rp, i + l);
+      const float dz = maskedGrad<kRelu>(dp, rp, i + l), y = yp[i + l];
       a[l] += dz;
-      b[l] += dz * (yp[i + l] - mu);
+      b[l] += dz * (y - mu);
     }
   float sa = 0, sb = 0;
   for (; i < n; ++i) {
-    const float dz = maskedGrad<kRelu>(dp, rp, i);
+    const float dz = maskedGrad<kRelu>(dp, rp, i), y = yp[i];
     sa += dz;
-    sb += dz * (yp[i] - mu);
+    sb += dz * (y - mu);
   }
   for (int l = 0; l < kLanes; ++l) sa += a[l], sb += b[l];
   *sum_dz = sa;
@@ -94,7 +100,8 @@ struct ChannelMoments {
 };
 
 /// The moments of one channel of `n` planes of `hw` values each, plane(i) pointing at the
-/// i-th: two passes of planeSum (the sum, then squared deviations from the rounded mean).
+/// i-th (a const T*): two passes of planeSum (the sum, then squared deviations from the
+/// rounded mean).
 template <typename Plane>
 ChannelMoments planeMoments(int64_t n, int64_t hw, Plane plane) {
   ChannelMoments c{double(n * hw), 0, 0, 0};

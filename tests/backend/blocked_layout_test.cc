@@ -1,7 +1,9 @@
 // The CPU kernels that take channel-blocked activations (backend/cpu/layout_plan.h) give,
 // in nChw16c, what they give in plain NCHW: each kernel runs once on plain tensors and
-// once on the same values blocked, and the results, unblocked, must agree.
+// once on the same values blocked, and the results, unblocked, must agree. The batch norm
+// kernels also with bf16 activations (blocked: nChw16c of bf16 elements).
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "backend/cpu/layout_plan.h"
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
+#include "tests/test_util.h"
 
 namespace tandem::testing {
 namespace {
@@ -24,17 +27,31 @@ int64_t blockedAt(const ir::Shape& s, int64_t n, int64_t c, int64_t p) {
   const int64_t hw = s[2] * s[3], cb = s[1] / kChannelBlock;
   return ((n * cb + c / kChannelBlock) * hw + p) * kChannelBlock + c % kChannelBlock;
 }
-/// Copies between layouts: to blocked when `to_blocked`, else back.
-void convert(const ir::Shape& s, const float* from, float* to, bool to_blocked) {
+/// Copies the elements of a tensor of type t (any dtype) between layouts: to blocked when
+/// `to_blocked`, else back.
+void convert(const ir::TensorType& t, Buffer& from, Buffer& to, bool to_blocked) {
+  const ir::Shape& s = t.shape;
+  const size_t size = static_cast<size_t>(ir::dtypeBytes(t.dtype));
+  const char* src = static_cast<const char*>(from.view().data);
+  char* dst = static_cast<char*>(to.view().data);
   for (int64_t n = 0; n < s[0]; ++n)
     for (int64_t c = 0; c < s[1]; ++c)
       for (int64_t p = 0; p < s[2] * s[3]; ++p) {
         const int64_t a = plainAt(s, n, c, p), b = blockedAt(s, n, c, p);
-        if (to_blocked)
-          to[b] = from[a];
-        else
-          to[a] = from[b];
+        const int64_t f = to_blocked ? a : b, d = to_blocked ? b : a;
+        std::memcpy(dst + d * size, src + f * size, size);
       }
+}
+
+void copy(Buffer& from, Buffer& to) {
+  std::memcpy(to.view().data, from.view().data, static_cast<size_t>(from.type().bytes()));
+}
+
+/// Uniform values in [lo, hi) in an f32 or bf16 buffer.
+void fill(Buffer& b, std::mt19937& rng, float lo = -1, float hi = 1) {
+  if (b.type().dtype != ir::DType::kBF16) return b.fillUniform(rng, lo, hi);
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < b.size(); ++i) b.bf16()[i] = d(rng);
 }
 
 bool blockable(const ir::TensorType& t) {
@@ -47,11 +64,10 @@ bool blockable(const ir::TensorType& t) {
 void expectSameInBothLayouts(SingleOp& op, double tol, int filter_operand = -1,
                              int filter_result = -1, std::vector<int> plain_operands = {}) {
   op.run();
-  std::vector<std::vector<float>> plain_out;
+  std::vector<Buffer> plain_out;
   for (size_t r = 0; r < op.node().numResults(); ++r) {
-    Buffer& b = op.out(r);
-    const float* p = static_cast<const float*>(b.view().data);
-    plain_out.emplace_back(p, p + b.type().bytes() / sizeof(float));
+    plain_out.emplace_back(op.out(r).type());
+    copy(op.out(r), plain_out.back());
   }
   // Same node, blocked: its activations (4-D, 16-channel multiples, not filters, not
   // listed in `plain_operands`).
@@ -76,9 +92,9 @@ void expectSameInBothLayouts(SingleOp& op, double tol, int filter_operand = -1,
     const ir::TensorType& t = op.node().operand(i)->type();
     ins.emplace_back(t);
     if (in_blocked[i])
-      convert(t.shape, op.in(i).f32(), ins.back().f32(), true);
+      convert(t, op.in(i), ins.back(), true);
     else
-      std::memcpy(ins.back().view().data, op.in(i).view().data, t.bytes());
+      copy(op.in(i), ins.back());
   }
   for (size_t r = 0; r < op.node().numResults(); ++r) outs.emplace_back(op.node().result(r)->type());
   std::vector<backend::TensorView> in, out;
@@ -87,22 +103,15 @@ void expectSameInBothLayouts(SingleOp& op, double tol, int filter_operand = -1,
   ASSERT_TRUE((*kernel)->runHere(in, out).ok());
   for (size_t r = 0; r < outs.size(); ++r) {
     const ir::TensorType& t = op.node().result(r)->type();
-    std::vector<float> got(plain_out[r].size());
+    Buffer got(t);
     if (out_blocked[r])
-      convert(t.shape, outs[r].f32(), got.data(), false);
+      convert(t, outs[r], got, false);
     else
-      std::memcpy(got.data(), outs[r].view().data, t.bytes());
+      copy(outs[r], got);
     double scale = 1e-3, diff = 0;
-    if (t.dtype == ir::DType::kF64) {
-      const double* a = reinterpret_cast<const double*>(got.data());
-      const double* b = reinterpret_cast<const double*>(plain_out[r].data());
-      for (int64_t i = 0; i < t.numElements(); ++i)
-        scale = std::max(scale, std::abs(b[i])), diff = std::max(diff, std::abs(a[i] - b[i]));
-    } else {
-      for (size_t i = 0; i < got.size(); ++i)
-        scale = std::max(scale, double(std::abs(plain_out[r][i]))),
-        diff = std::max(diff, double(std::abs(got[i] - plain_out[r][i])));
-    }
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      scale = std::max(scale, std::abs(plain_out[r].at(i))),
+      diff = std::max(diff, std::abs(got.at(i) - plain_out[r].at(i)));
     EXPECT_LE(diff / scale, tol) << op.node().describe() << " result " << r;
   }
 }
@@ -116,7 +125,7 @@ std::vector<double> statsOf(Buffer& y) {
   for (int64_t n = 0; n < s[0]; ++n)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t p = 0; p < hw; ++p) {
-        const double v = y.f32()[plainAt(s, n, ch, p)];
+        const double v = y.at(plainAt(s, n, ch, p));
         st[ch] += 1, st[c + ch] += v, st[2 * c + ch] += v * v;
       }
   return st;
@@ -161,29 +170,44 @@ TEST(BlockedLayout, ConvolutionPasses) {
   }
 }
 
-TEST(BlockedLayout, BatchNormRecompute) {
-  std::mt19937 rng(3);
-  SingleOp op(ir::Op::kBatchNormRecompute,
-              {f32(kShape), {ir::DType::kF64, {3, kShape[1]}}, f32({kShape[1]}), f32({kShape[1]})},
-              {{"eps", 1e-5}, {"relu", true}});
-  op.in(0).fillUniform(rng, -1, 2);
-  std::vector<double> st = statsOf(op.in(0));
-  std::memcpy(op.in(1).view().data, st.data(), st.size() * sizeof(double));
-  op.in(2).fillUniform(rng, 0.5, 1.5);
-  op.in(3).fillUniform(rng);
-  expectSameInBothLayouts(op, 0);  // elementwise: bit for bit
+/// batch_norm_recompute with activations of type act(shape) (f32 or bf16).
+void expectRecomputeSameInBothLayouts(ir::TensorType (*act)(ir::Shape), std::mt19937& rng) {
+  for (bool relu : {true, false}) {
+    SingleOp op(ir::Op::kBatchNormRecompute,
+                {act(kShape), {ir::DType::kF64, {3, kShape[1]}}, f32({kShape[1]}),
+                 f32({kShape[1]})},
+                {{"eps", 1e-5}, {"relu", relu}});
+    fill(op.in(0), rng, -1, 2);
+    std::vector<double> st = statsOf(op.in(0));
+    std::memcpy(op.in(1).view().data, st.data(), st.size() * sizeof(double));
+    op.in(2).fillUniform(rng, 0.5, 1.5);
+    op.in(3).fillUniform(rng);
+    expectSameInBothLayouts(op, 0);  // elementwise: bit for bit
+  }
 }
 
-TEST(BlockedLayout, BatchNormBackward) {
-  std::mt19937 rng(4);
-  for (const ir::Shape& shape : {kShape, ir::Shape{8, 512, 4, 4}, ir::Shape{4, 64, 28, 28}}) {
+TEST(BlockedLayout, BatchNormRecompute) {
+  std::mt19937 rng(3);
+  expectRecomputeSameInBothLayouts(f32, rng);
+}
+
+TEST(BlockedLayout, Bf16BatchNormRecompute) {
+  TANDEM_SKIP_WITHOUT_BF16();
+  std::mt19937 rng(3);
+  expectRecomputeSameInBothLayouts(bf16, rng);
+}
+
+/// batch_norm_backward_reduce and batch_norm_backward_apply with activations of type
+/// act(shape) (f32 or bf16), with and without relu and residual.
+void expectBackwardSameInBothLayouts(ir::TensorType (*act)(ir::Shape), const ir::Shape& shape,
+                                     std::mt19937& rng) {
   const int64_t c = shape[1];
-  const ir::TensorType y = f32(shape), ch = f32({c});
+  const ir::TensorType y = act(shape), ch = f32({c});
   for (bool relu : {false, true}) {
     std::vector<ir::TensorType> reduce_in{y, y, ch, ch};
     if (relu) reduce_in.push_back(y);
     SingleOp reduce(ir::Op::kBatchNormBackwardReduce, reduce_in);
-    for (size_t i = 0; i < reduce_in.size(); ++i) reduce.in(i).fillUniform(rng);
+    for (size_t i = 0; i < reduce_in.size(); ++i) fill(reduce.in(i), rng);
     expectSameInBothLayouts(reduce, 0);  // the same additions in the same order
 
     for (bool residual : {false, true}) {
@@ -192,7 +216,7 @@ TEST(BlockedLayout, BatchNormBackward) {
       if (relu) apply_in.push_back(y);
       SingleOp apply(ir::Op::kBatchNormBackwardApply, apply_in, {{"residual", residual}});
       for (size_t i = 0; i < apply_in.size(); ++i)
-        if (apply_in[i].dtype == ir::DType::kF32) apply.in(i).fillUniform(rng);
+        if (apply_in[i].dtype != ir::DType::kF64) fill(apply.in(i), rng);
       auto* sums = static_cast<double*>(apply.in(5).view().data);
       auto* stats = static_cast<double*>(apply.in(6).view().data);
       for (int64_t k = 0; k < c; ++k) {
@@ -202,7 +226,19 @@ TEST(BlockedLayout, BatchNormBackward) {
       expectSameInBothLayouts(apply, 0);  // elementwise with per-channel coefficients
     }
   }
-  }
+}
+
+TEST(BlockedLayout, BatchNormBackward) {
+  std::mt19937 rng(4);
+  for (const ir::Shape& shape : {kShape, ir::Shape{8, 512, 4, 4}, ir::Shape{4, 64, 28, 28}})
+    expectBackwardSameInBothLayouts(f32, shape, rng);
+}
+
+TEST(BlockedLayout, Bf16BatchNormBackward) {
+  TANDEM_SKIP_WITHOUT_BF16();
+  std::mt19937 rng(4);
+  for (const ir::Shape& shape : {kShape, ir::Shape{4, 64, 9, 9}})
+    expectBackwardSameInBothLayouts(bf16, shape, rng);
 }
 
 TEST(BlockedLayout, PlanKeepsGraphBoundariesPlain) {
