@@ -35,93 +35,11 @@ constexpr double kOneRounding = 4e-3;
 constexpr double kSameSums = 1e-6;
 constexpr double kEps = 1e-5, kMomentum = 0.1;
 
-/// A node whose operands listed in `state` come straight from variables (param nodes), as
-/// the running statistics that batch_norm and batch_norm_apply update in place must; the
-/// others are graph inputs. Buffers and run() as SingleOp's.
-class StatefulOp {
- public:
-  StatefulOp(Op op, const std::vector<ir::TensorType>& types, SingleOp::Attrs attrs,
-             const std::vector<size_t>& state)
-      : module_("bf16_norm_test"), ctx_(ir::Device{ir::DeviceKind::kCpu, 0}, /*seed=*/1234) {
-    ir::Graph* g = *module_.addGraph("t");
-    ir::NodeSpec spec;
-    spec.op = op;
-    spec.attrs = std::move(attrs);
-    spec.device = ctx_.device();
-    for (size_t i = 0; i < types.size(); ++i) {
-      ir::NodeSpec in;
-      in.device = ctx_.device();
-      if (std::find(state.begin(), state.end(), i) != state.end()) {
-        const std::string var = "state" + std::to_string(i);
-        EXPECT_TRUE(module_.addVar({var, types[i], ir::VarRole::kBuffer, {}}).ok());
-        in.op = ir::Op::kParam;
-        in.attrs = {{"var", ir::Symbol{var}}};
-      } else {
-        in.op = ir::Op::kInput;
-        in.names = {"in" + std::to_string(i)};
-        in.declared_types = {types[i]};
-      }
-      auto n = g->create(std::move(in));
-      EXPECT_TRUE(n.ok()) << n.status();
-      if (!n.ok()) return;
-      spec.operands.push_back((*n)->result());
-      inputs_.emplace_back(types[i]);
-    }
-    auto n = g->create(std::move(spec));
-    EXPECT_TRUE(n.ok()) << n.status();
-    if (!n.ok()) return;
-    node_ = *n;
-    for (size_t i = 0; i < node_->numResults(); ++i)
-      outputs_.emplace_back(node_->result(i)->type());
-  }
-  const ir::Node& node() const { return *node_; }
-  Buffer& in(size_t i) { return inputs_[i]; }
-  Buffer& out(size_t i = 0) { return outputs_[i]; }
-
-  void run() {
-    ASSERT_NE(node_, nullptr);
-    if (!kernel_) {
-      auto k = backend::cpu::makeKernel(*node_, ctx_);
-      ASSERT_TRUE(k.ok()) << k.status();
-      kernel_ = std::move(*k);
-    }
-    std::vector<backend::TensorView> in, out;
-    for (auto& b : inputs_) in.push_back(b.view());
-    for (auto& b : outputs_) out.push_back(b.view());
-    absl::Status s = kernel_->runHere(in, out);
-    ASSERT_TRUE(s.ok()) << s;
-  }
-
- private:
-  ir::Module module_;
-  backend::cpu::CpuContext ctx_;
-  ir::Node* node_ = nullptr;
-  std::vector<Buffer> inputs_, outputs_;
-  std::unique_ptr<backend::cpu::CpuKernel> kernel_;
-};
-
-/// shareInputs (kernel_test_util.h) for a SingleOp or a StatefulOp: the bf16 operands of
-/// `low` get ref's values rounded to bf16 and ref keeps the rounded values; the others
-/// (f32 per-channel operands and state, f64 statistics) are copied.
-template <typename Node>
-void shareOperands(Node& ref, Node& low) {
-  for (size_t i = 0; i < ref.node().numOperands(); ++i) {
-    Buffer &r = ref.in(i), &l = low.in(i);
-    if (l.type().dtype == ir::DType::kBF16) {
-      for (int64_t k = 0; k < r.size(); ++k) r.f32()[k] = l.bf16()[k] = r.f32()[k];
-    } else {
-      ASSERT_EQ(r.type(), l.type()) << "operand " << i;
-      std::memcpy(l.view().data, r.view().data, static_cast<size_t>(r.type().bytes()));
-    }
-  }
-}
-
 /// Runs both nodes on the same operands and compares every result (bf16 ones within one
 /// rounding, and within expectBf16NearF32's bound; the others as the same sums) and the
 /// operands listed in `state`, which the kernels update in place.
-template <typename Node>
-void expectNearF32(Node& ref, Node& low, const std::vector<size_t>& state = {}) {
-  shareOperands(ref, low);
+void expectNearF32(SingleOp& ref, SingleOp& low, const std::vector<size_t>& state = {}) {
+  shareInputs(ref, low);
   ref.run();
   low.run();
   ASSERT_EQ(ref.node().numResults(), low.node().numResults());
@@ -208,10 +126,10 @@ TEST(Bf16NormKernels, BatchNormTrainingMatchesF32) {
     SCOPED_TRACE(ir::toString(f32(s)));
     auto node = [&](TypeMaker act) {
       const ir::TensorType ch = f32({s[1]});
-      return StatefulOp(Op::kBatchNorm, {act(s), ch, ch, ch, ch},
-                        {{"training", true}, {"momentum", kMomentum}, {"eps", kEps}}, {3, 4});
+      return SingleOp(Op::kBatchNorm, {act(s), ch, ch, ch, ch},
+                      {{"training", true}, {"momentum", kMomentum}, {"eps", kEps}}, {}, {}, {3, 4});
     };
-    StatefulOp ref = node(f32), low = node(bf16);
+    SingleOp ref = node(f32), low = node(bf16);
     ref.in(0).fillUniform(rng, -2, 3);  // a mean away from zero
     ref.in(1).fillUniform(rng, 0.5, 1.5);
     ref.in(2).fillUniform(rng);
@@ -267,10 +185,10 @@ TEST(Bf16NormKernels, BatchNormApplyMatchesF32) {
         auto node = [&](TypeMaker act) {
           std::vector<ir::TensorType> in{act(s), stats(c), f32({c}), f32({c}), f32({c}), f32({c})};
           if (residual) in.push_back(act(s));
-          return StatefulOp(Op::kBatchNormApply, in,
-                            {{"eps", kEps}, {"momentum", kMomentum}, {"relu", relu}}, {4, 5});
+          return SingleOp(Op::kBatchNormApply, in,
+                          {{"eps", kEps}, {"momentum", kMomentum}, {"relu", relu}}, {}, {}, {4, 5});
         };
-        StatefulOp ref = node(f32), low = node(bf16);
+        SingleOp ref = node(f32), low = node(bf16);
         ref.in(0).fillUniform(rng, -2, 3);
         roundToBf16(ref.in(0));
         writeStats(momentsOf(ref.in(0)), ref.in(1));

@@ -3,6 +3,7 @@
 // One node under test: a module with a graph holding an input per operand and the node,
 // host buffers for its operands and results, and a run through the CPU kernel table.
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -74,9 +75,12 @@ class SingleOp {
   using Attrs = std::vector<std::pair<std::string, ir::AttrValue>>;
 
   /// `vars` are added to the module first (for initialize/assign); `declared` gives the
-  /// result types of ops with kDeclaredType (constant).
+  /// result types of ops with kDeclaredType (constant); the operands listed in `state`
+  /// are read from variables (param nodes), as the running statistics that batch_norm
+  /// and batch_norm_apply update in place must be. The buffers are the same either way.
   SingleOp(ir::Op op, const std::vector<ir::TensorType>& operand_types, Attrs attrs = {},
-           std::vector<ir::Var> vars = {}, std::vector<ir::TensorType> declared = {})
+           std::vector<ir::Var> vars = {}, std::vector<ir::TensorType> declared = {},
+           const std::vector<size_t>& state = {})
       : module_("kernel_test"), ctx_(ir::Device{ir::DeviceKind::kCpu, 0}, /*seed=*/1234) {
     for (auto& v : vars) EXPECT_TRUE(module_.addVar(std::move(v)).ok());
     ir::Graph* g = *module_.addGraph("t");
@@ -87,10 +91,18 @@ class SingleOp {
     spec.declared_types = std::move(declared);
     for (size_t i = 0; i < operand_types.size(); ++i) {
       ir::NodeSpec in;
-      in.op = ir::Op::kInput;
-      in.names = {"in" + std::to_string(i)};
-      in.declared_types = {operand_types[i]};
       in.device = ctx_.device();
+      if (std::find(state.begin(), state.end(), i) != state.end()) {
+        const std::string var = "state" + std::to_string(i);
+        EXPECT_TRUE(
+            module_.addVar({var, operand_types[i], ir::VarRole::kBuffer, ir::Initializer{}}).ok());
+        in.op = ir::Op::kParam;
+        in.attrs = {{"var", ir::Symbol{var}}};
+      } else {
+        in.op = ir::Op::kInput;
+        in.names = {"in" + std::to_string(i)};
+        in.declared_types = {operand_types[i]};
+      }
       auto n = g->create(std::move(in));
       EXPECT_TRUE(n.ok()) << n.status();
       spec.operands.push_back((*n)->result());
