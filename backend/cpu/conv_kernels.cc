@@ -101,6 +101,14 @@ int64_t winogradTiles(const ConvShape& s) {
   return s.y.shape[0] * ((s.y.shape[2] + 3) / 4) * ((s.y.shape[3] + 3) / 4);
 }
 
+/// bf16 (mixed precision): the blocked JIT kernels (jit_bf16, AVX512_BF16 dot products)
+/// for every pass. On plain tensors oneDNN 2.6 runs bf16 as im2col + a bf16 GEMM, which
+/// loses to them everywhere it was measured; only one input channel (a stem) stays plain,
+/// its 16-channel block being mostly padding.
+ConvStrategy bf16Strategy(const ConvShape& s) {
+  return s.x.shape[1] >= 8 ? ConvStrategy::kBlocked : ConvStrategy::kPlain;
+}
+
 /// The strategy for one pass (kAuto resolved); `winograd` is CpuContext::winograd().
 ///
 /// Winograd against the better direct strategy, the kernel as a whole (reorders of
@@ -141,6 +149,7 @@ int64_t winogradTiles(const ConvShape& s) {
 ConvStrategy chooseStrategy(ConvStrategy requested, ConvPass pass, const ConvShape& s,
                             bool winograd) {
   if (requested != ConvStrategy::kAuto) return requested;
+  if (s.x.dtype == ir::DType::kBF16) return bf16Strategy(s);
   // oneDNN 2.6's Winograd is f32 only.
   if (winograd && s.x.dtype == ir::DType::kF32 && winogradApplies(s) && s.x.shape[1] >= 64 && s.w.shape[0] >= 64) {
     int64_t tiles = winogradTiles(s);

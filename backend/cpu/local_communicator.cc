@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu_stream.h"
 
 namespace tandem::backend::cpu {
@@ -21,22 +23,28 @@ T combine(T a, T b, ReduceOp op) {
   return op == ReduceOp::kMax ? std::max(a, b) : a + b;
 }
 
+/// What a tensor of element type T is reduced in: T itself, but float for bf16, whose
+/// sums are rounded once, at the end (a bf16 running sum would round at every device).
+template <typename T>
+using Accumulator = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+
 // out[0, n) = the tree reduction of srcs[lo, hi) at [first, first + n): one level of the
 // tree per recursion, a chunk at a time so the inner loops vectorize.
-template <typename T>
+template <typename T, typename A = Accumulator<T>>
 void treeReduceChunk(const std::vector<const T*>& srcs, size_t lo, size_t hi, int64_t first,
-                     int64_t n, ReduceOp op, T* out) {
+                     int64_t n, ReduceOp op, A* out) {
   if (hi - lo == 1) {
-    std::memcpy(out, srcs[lo] + first, static_cast<size_t>(n) * sizeof(T));
+    const T* a = srcs[lo] + first;
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i];
     return;
   }
   if (hi - lo == 2) {
     const T *a = srcs[lo] + first, *b = srcs[lo + 1] + first;
-    for (int64_t i = 0; i < n; ++i) out[i] = combine(a[i], b[i], op);
+    for (int64_t i = 0; i < n; ++i) out[i] = combine<A>(a[i], b[i], op);
     return;
   }
   const size_t mid = lo + treeSplit(hi - lo);
-  T right[1024];
+  A right[1024];
   treeReduceChunk(srcs, lo, mid, first, n, op, out);
   treeReduceChunk(srcs, mid, hi, first, n, op, right);
   for (int64_t i = 0; i < n; ++i) out[i] = combine(out[i], right[i], op);
@@ -45,15 +53,18 @@ void treeReduceChunk(const std::vector<const T*>& srcs, size_t lo, size_t hi, in
 template <typename T>
 void reduceRange(const std::vector<const T*>& srcs, const std::vector<T*>& dsts, int64_t lo,
                  int64_t hi, ReduceOp op) {
+  using A = Accumulator<T>;
   constexpr int64_t kChunk = 1024;
-  T acc[kChunk];
+  A acc[kChunk];
+  T result[kChunk];
   const int ranks = static_cast<int>(srcs.size());
   for (int64_t first = lo; first < hi; first += kChunk) {
     const int64_t n = std::min(kChunk, hi - first);
     treeReduceChunk(srcs, 0, srcs.size(), first, n, op, acc);
     if (op == ReduceOp::kMean)
-      for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] / static_cast<T>(ranks));
-    for (T* d : dsts) std::memcpy(d + first, acc, static_cast<size_t>(n) * sizeof(T));
+      for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<A>(acc[i] / static_cast<A>(ranks));
+    for (int64_t i = 0; i < n; ++i) result[i] = static_cast<T>(acc[i]);
+    for (T* d : dsts) std::memcpy(d + first, result, static_cast<size_t>(n) * sizeof(T));
   }
 }
 
@@ -103,7 +114,10 @@ class Clique {
         case ir::DType::kF64:
           reduceTensor<double>(j, a, b, op);
           break;
-        default:  // f32 (bf16 collectives come with the mixed-precision issue)
+        case ir::DType::kBF16:
+          reduceTensor<bf16>(j, a, b, op);
+          break;
+        case ir::DType::kF32:
           reduceTensor<float>(j, a, b, op);
       }
     }

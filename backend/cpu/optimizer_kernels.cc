@@ -5,11 +5,15 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/kernels.h"
 
 namespace tandem::backend::cpu {
 namespace {
 
+// G: the gradient's element type, float, or bf16 when it was all-reduced in bf16
+// (allreduce-dtype=bf16); it is read into float, so the step itself is the f32 one.
+template <typename G>
 class SgdUpdateKernel final : public CpuKernel {
  public:
   SgdUpdateKernel(float lr, float momentum, float weight_decay)
@@ -20,18 +24,22 @@ class SgdUpdateKernel final : public CpuKernel {
     // w, g and m are distinct tensors (two variables and a gradient), so __restrict holds
     // and the loops vectorize without alias checks.
     float* __restrict w = in[0].f32();
-    const float* __restrict g = in[1].f32();
+    const G* __restrict g = in[1].as<G>();
     const float lr = lr_, wd = weight_decay_, mu = momentum_;
     if (in.size() > 2) {
       float* __restrict m = in[2].f32();
       for (int64_t i = 0; i < n; ++i) {
-        float d = g[i] + wd * w[i];
+        const float gi = g[i];
+        float d = gi + wd * w[i];
         float v = mu * m[i] + d;
         m[i] = v;
         w[i] -= lr * v;
       }
     } else {
-      for (int64_t i = 0; i < n; ++i) w[i] -= lr * (g[i] + wd * w[i]);
+      for (int64_t i = 0; i < n; ++i) {
+        const float gi = g[i];
+        w[i] -= lr * (gi + wd * w[i]);
+      }
     }
   }
 
@@ -44,17 +52,22 @@ class SgdUpdateKernel final : public CpuKernel {
 KernelOr makeSgdUpdateKernel(const KernelInit& init) {
   const ir::Node& node = init.node;
   for (size_t i = 0; i < node.numOperands(); ++i)
-    if (ir::DType t = node.operand(i)->type().dtype; t != ir::DType::kF32)
-      return absl::UnimplementedError(absl::StrCat(
-          node.describe(), ": the CPU kernel supports f32 operands, not ", ir::dtypeName(t)));
+    if (ir::DType t = node.operand(i)->type().dtype;
+        t != ir::DType::kF32 && !(i == 1 && t == ir::DType::kBF16))
+      return absl::UnimplementedError(absl::StrCat(node.describe(),
+                                                   ": the CPU kernel updates f32 weights from "
+                                                   "f32 or bf16 gradients, not ",
+                                                   ir::dtypeName(t), " operand ", i));
   // The shape rule ties the buffer to momentum > 0; a kernel built from an unverified node
   // must still not read a buffer that is not there.
   if ((node.numOperands() > 2) != (node.floatAttr("momentum") > 0))
     return absl::InvalidArgumentError(
         absl::StrCat(node.describe(), ": a momentum buffer is given iff momentum > 0"));
-  return std::make_unique<SgdUpdateKernel>(static_cast<float>(node.floatAttr("lr")),
-                                           static_cast<float>(node.floatAttr("momentum")),
-                                           static_cast<float>(node.floatAttr("weight_decay")));
+  return withFloatType(node.operand(1)->type().dtype, [&](auto g) -> KernelOr {
+    return std::make_unique<SgdUpdateKernel<decltype(g)>>(
+        static_cast<float>(node.floatAttr("lr")), static_cast<float>(node.floatAttr("momentum")),
+        static_cast<float>(node.floatAttr("weight_decay")));
+  });
 }
 
 }  // namespace tandem::backend::cpu

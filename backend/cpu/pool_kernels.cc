@@ -11,6 +11,9 @@
 // one, and its backward routes dy to the first maximum of each window in row-major
 // order, recomputed from x (the op has no workspace operand); average pooling counts
 // padding as zeros, i.e. always divides by kernel^2.
+//
+// f32 or bf16 (mixed precision): the loops are templates on the element type T and
+// compute in float; a bf16 result is rounded once, where it is stored.
 
 #include <algorithm>
 #include <bit>
@@ -19,9 +22,10 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
-#include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/kernels.h"
 
 namespace tandem::backend::cpu {
@@ -69,6 +73,7 @@ inline float keepIf(bool keep, float g) {
 /// True when v should replace the current maximum: larger, or NaN (which then sticks).
 inline bool takesMax(float v, float best) { return v > best || std::isnan(v); }
 
+template <typename T>
 class WindowPoolKernel final : public CpuKernel {
  public:
   WindowPoolKernel(PoolKind kind, bool backward, PoolGeometry g)
@@ -81,28 +86,30 @@ class WindowPoolKernel final : public CpuKernel {
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     if (!backward_) {
       for (int64_t p = 0; p < g_.planes; ++p) {
-        const float* x = in[0].f32() + p * g_.inPlane();
-        float* y = out[0].f32() + p * g_.outPlane();
+        const T* x = in[0].as<T>() + p * g_.inPlane();
+        T* y = out[0].as<T>() + p * g_.outPlane();
         kind_ == PoolKind::kMax ? maxForward(x, y) : avgForward(x, y);
       }
       return;
     }
     for (int64_t p = 0; p < g_.planes; ++p) {
-      const float* dy = in[0].f32() + p * g_.outPlane();
-      const float* x = in[1].f32() + p * g_.inPlane();
-      float* dx = out[0].f32() + p * g_.inPlane();
+      const T* dy = in[0].as<T>() + p * g_.outPlane();
+      const T* x = in[1].as<T>() + p * g_.inPlane();
+      T* dx = out[0].as<T>() + p * g_.inPlane();
       kind_ == PoolKind::kMax ? maxBackward(dy, x, dx) : avgBackward(dy, dx);
     }
   }
 
  private:
-  void avgForward(const float* x, float* y) const {
+  void avgForward(const T* x, T* y) const {
     if (g_.is2x2()) {
       for (int64_t i = 0; i < g_.oh; ++i) {
-        const float* r0 = x + 2 * i * g_.w;
-        const float* r1 = r0 + g_.w;
+        const T* r0 = x + 2 * i * g_.w;
+        const T* r1 = r0 + g_.w;
         for (int64_t j = 0; j < g_.ow; ++j)
-          y[i * g_.ow + j] = ((r0[2 * j] + r0[2 * j + 1]) + (r1[2 * j] + r1[2 * j + 1])) * 0.25f;
+          y[i * g_.ow + j] = ((float(r0[2 * j]) + float(r0[2 * j + 1])) +
+                              (float(r1[2 * j]) + float(r1[2 * j + 1]))) *
+                             0.25f;
       }
       return;
     }
@@ -116,11 +123,11 @@ class WindowPoolKernel final : public CpuKernel {
       }
   }
 
-  void avgBackward(const float* dy, float* dx) const {
+  void avgBackward(const T* dy, T* dx) {
     if (g_.is2x2()) {
       for (int64_t i = 0; i < g_.oh; ++i) {
-        float* r0 = dx + 2 * i * g_.w;
-        float* r1 = r0 + g_.w;
+        T* r0 = dx + 2 * i * g_.w;
+        T* r1 = r0 + g_.w;
         for (int64_t j = 0; j < g_.ow; ++j) {
           float v = dy[i * g_.ow + j] * 0.25f;
           r0[2 * j] = r0[2 * j + 1] = r1[2 * j] = r1[2 * j + 1] = v;
@@ -131,18 +138,35 @@ class WindowPoolKernel final : public CpuKernel {
       return;
     }
     const float scale = 1.0f / static_cast<float>(g_.k * g_.k);
-    std::memset(dx, 0, sizeof(float) * g_.inPlane());
+    float* acc = accumulator(dx);
     for (int64_t i = 0; i < g_.oh; ++i)
       for (int64_t j = 0; j < g_.ow; ++j) {
         float v = dy[i * g_.ow + j] * scale;
         for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
-          for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c) dx[r * g_.w + c] += v;
+          for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c) acc[r * g_.w + c] += v;
       }
+    store(acc, dx);
+  }
+
+  /// Where overlapping windows add up their gradients: dx itself (zeroed) for f32; for
+  /// bf16 a float plane, stored rounded once by store(), since adding in bf16 would round
+  /// every contribution.
+  float* accumulator(T* dx) {
+    float* acc;
+    if constexpr (std::is_same_v<T, float>)
+      acc = dx;
+    else
+      acc = plane_.data();
+    std::fill(acc, acc + g_.inPlane(), 0.0f);
+    return acc;
+  }
+  void store(const float* acc, T* dx) const {
+    if constexpr (!std::is_same_v<T, float>) std::copy(acc, acc + g_.inPlane(), dx);
   }
 
   /// Index (in the plane) of the first maximum of window (i, j); NaN counts as the
   /// largest. Plain compares, no selects: the rare-path reference for NaN windows.
-  int64_t argMaxWithNan(const float* x, int64_t i, int64_t j) const {
+  int64_t argMaxWithNan(const T* x, int64_t i, int64_t j) const {
     int64_t best = rows_.begin[i] * g_.w + cols_.begin[j];
     for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
       for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c)
@@ -152,7 +176,7 @@ class WindowPoolKernel final : public CpuKernel {
 
   /// The same, written with selects rather than branches (random data makes "is this
   /// the new maximum" unpredictable); windows holding a NaN go to argMaxWithNan.
-  int64_t argMax(const float* x, int64_t i, int64_t j) const {
+  int64_t argMax(const T* x, int64_t i, int64_t j) const {
     float best_v = -std::numeric_limits<float>::infinity();
     int64_t best = rows_.begin[i] * g_.w + cols_.begin[j];
     bool nan = false;
@@ -167,12 +191,12 @@ class WindowPoolKernel final : public CpuKernel {
     return nan ? argMaxWithNan(x, i, j) : best;
   }
 
-  void maxForward(const float* x, float* y) const {
+  void maxForward(const T* x, T* y) const {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     if (g_.is2x2()) {
       for (int64_t i = 0; i < g_.oh; ++i) {
-        const float* r0 = x + 2 * i * g_.w;
-        const float* r1 = r0 + g_.w;
+        const T* r0 = x + 2 * i * g_.w;
+        const T* r1 = r0 + g_.w;
         for (int64_t j = 0; j < g_.ow; ++j) {
           float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
           float m = std::max(std::max(a, b), std::max(c, d));
@@ -195,13 +219,13 @@ class WindowPoolKernel final : public CpuKernel {
       }
   }
 
-  void maxBackward(const float* dy, const float* x, float* dx) const {
+  void maxBackward(const T* dy, const T* x, T* dx) {
     if (g_.is2x2()) {
       for (int64_t i = 0; i < g_.oh; ++i) {
-        const float* r0 = x + 2 * i * g_.w;
-        const float* r1 = r0 + g_.w;
-        float* d0 = dx + 2 * i * g_.w;
-        float* d1 = d0 + g_.w;
+        const T* r0 = x + 2 * i * g_.w;
+        const T* r1 = r0 + g_.w;
+        T* d0 = dx + 2 * i * g_.w;
+        T* d1 = d0 + g_.w;
         // Branch-free over the row (random data makes every compare unpredictable); a
         // row with a NaN is redone with the NaN-aware search.
         bool row_nan = false;
@@ -230,18 +254,21 @@ class WindowPoolKernel final : public CpuKernel {
       if (g_.h % 2 == 1) std::fill(dx + (g_.h - 1) * g_.w, dx + g_.h * g_.w, 0.0f);
       return;
     }
-    std::memset(dx, 0, sizeof(float) * g_.inPlane());
+    float* acc = accumulator(dx);
     for (int64_t i = 0; i < g_.oh; ++i)
-      for (int64_t j = 0; j < g_.ow; ++j) dx[argMax(x, i, j)] += dy[i * g_.ow + j];
+      for (int64_t j = 0; j < g_.ow; ++j) acc[argMax(x, i, j)] += dy[i * g_.ow + j];
+    store(acc, dx);
   }
 
   PoolKind kind_;
   bool backward_;
   PoolGeometry g_;
   Ranges rows_, cols_;
+  std::vector<float> plane_ = std::vector<float>(std::is_same_v<T, float> ? 0 : g_.inPlane());
 };
 
 /// Mean over each H x W plane, and its backward (dy / HW everywhere).
+template <typename T>
 class GlobalAvgPoolKernel final : public CpuKernel {
  public:
   GlobalAvgPoolKernel(bool backward, int64_t planes, int64_t hw)
@@ -250,14 +277,14 @@ class GlobalAvgPoolKernel final : public CpuKernel {
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float scale = 1.0f / static_cast<float>(hw_);
     if (backward_) {
-      const float* dy = in[0].f32();
-      float* dx = out[0].f32();
+      const T* dy = in[0].as<T>();
+      T* dx = out[0].as<T>();
       for (int64_t p = 0; p < planes_; ++p)
-        std::fill(dx + p * hw_, dx + (p + 1) * hw_, dy[p] * scale);
+        std::fill(dx + p * hw_, dx + (p + 1) * hw_, T(dy[p] * scale));
       return;
     }
-    const float* x = in[0].f32();
-    float* y = out[0].f32();
+    const T* x = in[0].as<T>();
+    T* y = out[0].as<T>();
     for (int64_t p = 0; p < planes_; ++p) {
       float sum = 0;
       for (int64_t i = 0; i < hw_; ++i) sum += x[p * hw_ + i];
@@ -273,19 +300,21 @@ class GlobalAvgPoolKernel final : public CpuKernel {
 /// (forward: x -> y; backward: dy, x -> dx).
 KernelOr makeWindowPool(const KernelInit& init, PoolKind kind, bool backward) {
   const ir::Node& n = init.node;
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   const ir::TensorType& x = n.operand(backward ? 1 : 0)->type();
   const ir::TensorType& y = backward ? n.operand(0)->type() : n.result()->type();
   PoolGeometry g(x, y, n.intAttr("kernel"), n.intAttr("stride"), n.intAttr("pad"));
-  return std::make_unique<WindowPoolKernel>(kind, backward, g);
+  return withFloatType(x.dtype, [&](auto t) -> KernelOr {
+    return std::make_unique<WindowPoolKernel<decltype(t)>>(kind, backward, g);
+  });
 }
 
 KernelOr makeGlobalPool(const KernelInit& init, bool backward) {
   const ir::Node& n = init.node;
-  if (absl::Status st = checkAllF32(n); !st.ok()) return st;
   const ir::TensorType& x = n.operand(backward ? 1 : 0)->type();
-  return std::make_unique<GlobalAvgPoolKernel>(backward, x.shape[0] * x.shape[1],
-                                               x.shape[2] * x.shape[3]);
+  return withFloatType(x.dtype, [&](auto t) -> KernelOr {
+    return std::make_unique<GlobalAvgPoolKernel<decltype(t)>>(backward, x.shape[0] * x.shape[1],
+                                                              x.shape[2] * x.shape[3]);
+  });
 }
 
 }  // namespace
