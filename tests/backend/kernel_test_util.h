@@ -93,9 +93,13 @@ class SingleOp {
       ir::NodeSpec in;
       in.device = ctx_.device();
       if (std::find(state.begin(), state.end(), i) != state.end()) {
+        // Variable "state<i>": as given in `vars` (to set its role), else a buffer.
         const std::string var = "state" + std::to_string(i);
-        EXPECT_TRUE(
-            module_.addVar({var, operand_types[i], ir::VarRole::kBuffer, ir::Initializer{}}).ok());
+        if (module_.findVar(var) == nullptr) {
+          EXPECT_TRUE(
+              module_.addVar({var, operand_types[i], ir::VarRole::kBuffer, ir::Initializer{}})
+                  .ok());
+        }
         in.op = ir::Op::kParam;
         in.attrs = {{"var", ir::Symbol{var}}};
       } else {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/copy_slice.h"
 #include "backend/cpu/cpu_stream.h"
 #include "gtest/gtest.h"
@@ -70,6 +71,46 @@ TEST(LocalCommunicator, AllReduceSumsSeveralTensorsOnEveryRank) {
   for (int r = 0; r < kRanks; ++r) {
     for (int i = 0; i < 5; ++i) EXPECT_EQ(out_a[r].f32()[i], float(30 + 3 * i)) << r << "," << i;
     EXPECT_EQ(out_b[r].i32()[0], 6);
+  }
+}
+
+// bf16 (gradients reduced in bf16): summed in float in the same tree order as f32 and
+// rounded once, so the result is the f32 reduction of the same values, rounded.
+TEST(LocalCommunicator, Bf16AllReduceIsTheRoundedF32Reduction) {
+  constexpr int kRanks = 3;
+  constexpr int64_t kN = 2500;  // more than one 1024-element chunk
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax}) {
+    std::vector<HostTensor> low_in, low_out, ref_in, ref_out;
+    for (int r = 0; r < kRanks; ++r) {
+      low_in.emplace_back(ir::TensorType{ir::DType::kBF16, {kN}});
+      low_out.emplace_back(ir::TensorType{ir::DType::kBF16, {kN}});
+      ref_in.emplace_back(f32({kN}));
+      ref_out.emplace_back(f32({kN}));
+      auto* b = reinterpret_cast<bf16*>(low_in.back().view().data);
+      for (int64_t i = 0; i < kN; ++i) {
+        b[i] = u(rng);
+        data(ref_in.back())[i] = b[i];
+      }
+    }
+    auto reduce = [&](std::vector<HostTensor>& in, std::vector<HostTensor>& out) {
+      Ranks ranks(kRanks);
+      std::vector<std::vector<TensorView>> iv(kRanks), ov(kRanks);
+      for (int r = 0; r < kRanks; ++r) {
+        iv[r] = {in[r].view()};
+        ov[r] = {out[r].view()};
+        ASSERT_TRUE(ranks.comm(r).allReduce(iv[r], ov[r], op, ranks.stream(r)).ok());
+      }
+      ranks.synchronize();
+    };
+    reduce(low_in, low_out);
+    reduce(ref_in, ref_out);
+    for (int r = 0; r < kRanks; ++r) {
+      const auto* b = reinterpret_cast<const bf16*>(low_out[r].view().data);
+      for (int64_t i = 0; i < kN; ++i)
+        ASSERT_EQ(b[i].bits, bf16(ref_out[r].f32()[i]).bits) << "rank " << r << ", element " << i;
+    }
   }
 }
 
