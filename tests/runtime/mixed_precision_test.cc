@@ -23,38 +23,59 @@ TrainSetup bf16Options(int devices, int64_t batch) {
   return o;
 }
 
-// bf16 keeps 8 bits of mantissa: one rounding is up to 2^-9 relative. Different batch
-// splits round different partial sums, so 1- and 2-device runs drift apart by a few
-// roundings per step, not by f32's 1e-5.
-constexpr double kBf16Tolerance = 2e-2;
+TrainSetup f32Options(int devices, int64_t batch) {
+  TrainSetup o = bf16Options(devices, batch);
+  o.bf16 = false;
+  return o;
+}
 
-/// Expects every parameter of `s` (every replica) within `tol` of `ref`'s first replica,
-/// and that training moved the parameters at all.
-void expectNear(const Snapshot& ref, const Snapshot& s, double tol) {
-  for (const auto& [name, replicas] : ref) {
-    for (const auto& replica : s.at(name))
-      EXPECT_LE(relativeDifference(replica, replicas[0]), tol) << name;
+/// Largest |a - b| over two tensors.
+double maxAbsDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(double(a[i]) - double(b[i])));
+  return d;
+}
+
+/// Two bf16 runs that f32 arithmetic would make equal (another batch split, another
+/// reduction dtype, fused or not) differ by where bf16 rounds, and batch norm turns every
+/// flipped rounding into a gradient change of its own size. So the yardstick is bf16
+/// itself: per trained parameter (every replica of `b`), `a` and `b` may differ by twice
+/// what `a` differs from `f32`, the same run in f32 (two noisy runs against one), or by
+/// 1e-3 (the biases before batch norm, whose true gradient is zero and whose values are
+/// rounding noise around 1e-4). Momentum buffers, running sums of gradients, are left out.
+void expectWithinBf16Noise(runtime::Trainer& a, runtime::Trainer& b, runtime::Trainer& f32) {
+  const Snapshot sa = snapshot(a), sb = snapshot(b), sf = snapshot(f32);
+  for (const ir::Var& v : a.executor().module().vars()) {
+    if (v.role != ir::VarRole::kParam) continue;
+    const double noise = maxAbsDifference(sa.at(v.name)[0], sf.at(v.name)[0]);
+    for (const auto& replica : sb.at(v.name))
+      EXPECT_LE(maxAbsDifference(replica, sa.at(v.name)[0]), std::max(2 * noise, 1e-3)) << v.name;
   }
 }
 
-TEST(MixedPrecision, LenetOnOneAndTwoDevicesEndsWithTheSameParameters) {
+TEST(MixedPrecision, LenetOnOneAndTwoDevicesDifferNoMoreThanBf16FromF32) {
   TANDEM_SKIP_WITHOUT_BF16();
   auto batches = randomBatches(5, 96, 3);
   auto one = trainOn("lenet", bf16Options(1, 96), batches);
   auto two = trainOn("lenet", bf16Options(2, 96), batches);
-  ASSERT_TRUE(one && two);
-  expectNear(snapshot(*one), snapshot(*two), kBf16Tolerance);
+  auto ref = trainOn("lenet", f32Options(1, 96), batches);
+  ASSERT_TRUE(one && two && ref);
+  expectWithinBf16Noise(*one, *two, *ref);
 }
 
-TEST(MixedPrecision, Resnet18OnOneAndTwoDevicesEndsWithTheSameParameters) {
+TEST(MixedPrecision, Resnet18OnOneAndTwoDevicesDifferNoMoreThanBf16FromF32) {
   TANDEM_SKIP_WITHOUT_BF16();
   // Fused batch norm with bf16 activations and f32 statistics, channel-blocked where the
-  // CPU has AVX-512.
+  // CPU has AVX-512; sync batch norm, or per-device statistics would make 1 and 2 devices
+  // different models.
   auto batches = randomBatches(2, 16, 4);
+  TrainSetup two_devices = bf16Options(2, 16);
+  two_devices.sync_bn = true;
   auto one = trainOn("resnet18", bf16Options(1, 16), batches);
-  auto two = trainOn("resnet18", bf16Options(2, 16), batches);
-  ASSERT_TRUE(one && two);
-  expectNear(snapshot(*one), snapshot(*two), kBf16Tolerance);
+  auto two = trainOn("resnet18", two_devices, batches);
+  auto ref = trainOn("resnet18", f32Options(1, 16), batches);
+  ASSERT_TRUE(one && two && ref);
+  expectWithinBf16Noise(*one, *two, *ref);
 }
 
 TEST(MixedPrecision, ReplicasStayBitIdentical) {
@@ -70,40 +91,47 @@ TEST(MixedPrecision, ReplicasStayBitIdentical) {
 TEST(MixedPrecision, StaysNearTheF32Run) {
   TANDEM_SKIP_WITHOUT_BF16();
   auto batches = randomBatches(5, 96, 6);
-  TrainSetup f32 = bf16Options(2, 96);
-  f32.bf16 = false;
-  auto ref = trainOn("lenet", f32, batches);
+  auto ref = trainOn("lenet", f32Options(2, 96), batches);
   auto low = trainOn("lenet", bf16Options(2, 96), batches);
   ASSERT_TRUE(ref && low);
   const Snapshot a = snapshot(*ref), b = snapshot(*low);
-  expectNear(a, b, 5e-2);
-  // ... and is not the f32 run itself: the pass did change the arithmetic.
   double largest = 0;
-  for (const auto& [name, replicas] : a)
-    largest = std::max(largest, relativeDifference(b.at(name)[0], replicas[0]));
+  for (const ir::Var& v : ref->executor().module().vars()) {
+    if (v.role != ir::VarRole::kParam) continue;
+    const double d = relativeDifference(b.at(v.name)[0], a.at(v.name)[0]);
+    // Within 5% of each parameter's scale (1e-3 for the small biases).
+    double scale = 0;
+    for (float x : a.at(v.name)[0]) scale = std::max(scale, double(std::abs(x)));
+    EXPECT_LE(maxAbsDifference(b.at(v.name)[0], a.at(v.name)[0]), std::max(5e-2 * scale, 1e-3))
+        << v.name;
+    largest = std::max(largest, d);
+  }
+  // ... and is not the f32 run itself: the pass did change the arithmetic.
   EXPECT_GT(largest, 1e-5);
 }
 
-TEST(MixedPrecision, Bf16AllReduceStaysNearTheF32AllReduce) {
+TEST(MixedPrecision, Bf16AllReduceDiffersNoMoreThanBf16FromF32) {
   TANDEM_SKIP_WITHOUT_BF16();
   auto batches = randomBatches(5, 96, 7);
   TrainSetup wire = bf16Options(2, 96);
   wire.bf16_allreduce = true;
-  auto ref = trainOn("lenet", bf16Options(2, 96), batches);
-  auto low = trainOn("lenet", wire, batches);
-  ASSERT_TRUE(ref && low);
-  expectNear(snapshot(*ref), snapshot(*low), kBf16Tolerance);
+  auto f32_wire = trainOn("lenet", bf16Options(2, 96), batches);
+  auto bf16_wire = trainOn("lenet", wire, batches);
+  auto ref = trainOn("lenet", f32Options(2, 96), batches);
+  ASSERT_TRUE(f32_wire && bf16_wire && ref);
+  expectWithinBf16Noise(*f32_wire, *bf16_wire, *ref);
 }
 
-TEST(MixedPrecision, UnfusedStaysNearFused) {
+TEST(MixedPrecision, UnfusedDiffersNoMoreThanBf16FromF32) {
   TANDEM_SKIP_WITHOUT_BF16();
   auto batches = randomBatches(2, 16, 8);
   TrainSetup unfused = bf16Options(2, 16);
   unfused.fuse = false;
   auto fused = trainOn("resnet18", bf16Options(2, 16), batches);
   auto plain = trainOn("resnet18", unfused, batches);
-  ASSERT_TRUE(fused && plain);
-  expectNear(snapshot(*fused), snapshot(*plain), kBf16Tolerance);
+  auto ref = trainOn("resnet18", f32Options(2, 16), batches);
+  ASSERT_TRUE(fused && plain && ref);
+  expectWithinBf16Noise(*fused, *plain, *ref);
 }
 
 }  // namespace
