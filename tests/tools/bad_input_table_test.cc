@@ -177,6 +177,10 @@ TEST_F(BadInputTable, SplitAndInitializer) {
        "--split: 3 weights for 2 devices"},
       {{"train", "--model", "lenet", "--devices", "2", "--split", "fast"},
        "--split: 'fast' is not even, auto, or positive weights such as 3,1"},
+      {{"train", "--model", "lenet", "--precision", "fp16"},
+       "--precision: 'fp16' is not a dtype Tandem trains in: f32 or bf16"},
+      {{"dump", "--model", "lenet", "--allreduce-dtype", "fp8"},
+       "--allreduce-dtype: 'fp8' is not a dtype Tandem trains in: f32 or bf16"},
       {{"dump", "--model", "lenet", "--devices", "2", "--split", "auto"},
        "--split: auto measures the devices while training; dump takes even or weights such as "
        "3,1"},
@@ -248,8 +252,8 @@ TEST_F(BadInputTable, OptFiles) {
        "$TMP/huge.tir:1:1: expected 'module', got "
        "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (1048576 bytes)'"},
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
-       "--passes: unknown pass 'frobnicate' (known: autodiff, fuse-conv-bn-relu, replicate, "
-       "insert-collectives, recompute-bn-relu, dce, schedule, plan-memory)"},
+       "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, fuse-conv-bn-relu, "
+       "replicate, insert-collectives, recompute-bn-relu, dce, schedule, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
       {{"opt", "$TMP/good.tir", "--print-after", "dce"},

@@ -98,7 +98,7 @@ class OptErrorsTest : public ::testing::Test {
 
 TEST_F(OptErrorsTest, PipelineErrors) {
   EXPECT_TRUE(isUsageError(runTandem({"opt", good_file_, "--passes", "dce,frobnicate"}),
-                           {"--passes: unknown pass 'frobnicate'", "known: autodiff"}));
+                           {"--passes: unknown pass 'frobnicate'", "known: mixed-precision, autodiff"}));
   EXPECT_TRUE(isUsageError(runTandem({"opt", good_file_, "--passes", "replicate{devices=two}"}),
                            {"--passes: pass replicate: option 'devices'", "'two'"}));
   EXPECT_TRUE(isUsageError(runTandem({"opt", good_file_, "--passes", "replicate{devicez=2}"}),
