@@ -75,20 +75,6 @@ absl::Status checkBf16Support(const ir::Node& node) {
       "; train in f32 (--precision f32) or on a CPU with bf16"));
 }
 
-absl::Status checkAllF32(const ir::Node& node) {
-  auto check = [&](const ir::Value* v) {
-    if (v->type().dtype != ir::DType::kBF16) return absl::OkStatus();
-    return absl::UnimplementedError(absl::StrCat(node.describe(), ": %", v->name(), " is ",
-                                                 ir::toString(v->type()),
-                                                 "; this CPU kernel computes in f32 only"));
-  };
-  for (const ir::Value* v : node.operands())
-    if (absl::Status s = check(v); !s.ok()) return s;
-  for (size_t i = 0; i < node.numResults(); ++i)
-    if (absl::Status s = check(node.result(i)); !s.ok()) return s;
-  return absl::OkStatus();
-}
-
 memory::desc channelBlockedDesc(const ir::TensorType& t) {
   return memory::desc(dnnlDims(t), dnnlType(t.dtype), memory::format_tag::nChw16c);
 }

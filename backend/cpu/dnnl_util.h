@@ -44,9 +44,6 @@ dnnl::memory::desc anyDesc(const ir::TensorType& t);
 /// error naming the node and what the CPU reported (checked once per kernel, at load).
 absl::Status checkBf16Support(const ir::Node& node);
 
-/// OK when no operand or result of `node` is bf16, for kernels that compute in f32 only.
-absl::Status checkAllF32(const ir::Node& node);
-
 /// A primitive attribute with a user-managed scratchpad: DnnlProgram hands every
 /// primitive its scratchpad from the thread's arena instead of letting oneDNN allocate
 /// (and page-fault) a fresh one on each execution.

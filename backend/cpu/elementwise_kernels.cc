@@ -9,63 +9,70 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/vector_loops.h"
 
 namespace tandem::backend::cpu {
 namespace {
 
 template <typename T>
+TANDEM_VECTOR_LOOPS void relu(const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = v > 0.0f ? v : 0.0f;
+  }
+}
+
+// y is relu's output: y > 0 exactly where x > 0, so the mask needs no copy of x.
+template <typename T>
+TANDEM_VECTOR_LOOPS void reluBackward(const T* dy, const T* y, T* dx, int64_t n) {
+  // dy loaded either way: the conditional load of `y > 0 ? dy : 0` kept the loop scalar.
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = dy[i];
+    dx[i] = static_cast<float>(y[i]) > 0.0f ? g : 0.0f;
+  }
+}
+
+// In float and rounded once for bf16, as oneDNN's bf16 eltwise and binary ops do.
+template <typename T>
+TANDEM_VECTOR_LOOPS void add(const T* a, const T* b, T* c, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+}
+
+// f32 -> bf16 rounds to nearest even; bf16 -> f32 is exact.
+template <typename From, typename To>
+TANDEM_VECTOR_LOOPS void cast(const From* x, To* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
+}
+
+template <typename T>
 class ReluKernel final : public CpuKernel {
  public:
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const T* x = in[0].as<T>();
-    T* y = out[0].as<T>();
-    int64_t n = out[0].numElements();
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = x[i];
-      y[i] = v > 0.0f ? v : 0.0f;
-    }
+    relu(in[0].as<T>(), out[0].as<T>(), out[0].numElements());
   }
 };
 
-// y is relu's output: y > 0 exactly where x > 0, so the mask needs no copy of x.
 template <typename T>
 class ReluBackwardKernel final : public CpuKernel {
  public:
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const T* dy = in[0].as<T>();
-    const T* y = in[1].as<T>();
-    T* dx = out[0].as<T>();
-    int64_t n = out[0].numElements();
-    // dy loaded either way: the conditional load of `y > 0 ? dy : 0` kept the loop scalar.
-    for (int64_t i = 0; i < n; ++i) {
-      const float g = dy[i];
-      dx[i] = static_cast<float>(y[i]) > 0.0f ? g : 0.0f;
-    }
+    reluBackward(in[0].as<T>(), in[1].as<T>(), out[0].as<T>(), out[0].numElements());
   }
 };
 
-// In float and rounded once for bf16, as oneDNN's bf16 eltwise and binary ops do.
 template <typename T>
 class AddKernel final : public CpuKernel {
  public:
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const T* a = in[0].as<T>();
-    const T* b = in[1].as<T>();
-    T* c = out[0].as<T>();
-    int64_t n = out[0].numElements();
-    for (int64_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+    add(in[0].as<T>(), in[1].as<T>(), out[0].as<T>(), out[0].numElements());
   }
 };
 
-// f32 -> bf16 rounds to nearest even; bf16 -> f32 is exact.
 template <typename From, typename To>
 class CastKernel final : public CpuKernel {
  public:
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const From* x = in[0].as<From>();
-    To* y = out[0].as<To>();
-    int64_t n = out[0].numElements();
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
+    cast(in[0].as<From>(), out[0].as<To>(), out[0].numElements());
   }
 };
 
