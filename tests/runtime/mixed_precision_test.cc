@@ -53,14 +53,20 @@ void expectWithinBf16Noise(runtime::Trainer& a, runtime::Trainer& b, runtime::Tr
   }
 }
 
+/// Trains `model` on `batches` as `a`, as `b` and as `f32` (the f32 run `a` approximates)
+/// and expects a and b within bf16's noise of each other.
+void expectSameUpToBf16Noise(const char* model, const std::vector<OwnedBatch>& batches,
+                             const TrainSetup& a, const TrainSetup& b, const TrainSetup& f32) {
+  auto ta = trainOn(model, a, batches), tb = trainOn(model, b, batches),
+       tf = trainOn(model, f32, batches);
+  ASSERT_TRUE(ta && tb && tf);
+  expectWithinBf16Noise(*ta, *tb, *tf);
+}
+
 TEST(MixedPrecision, LenetOnOneAndTwoDevicesDifferNoMoreThanBf16FromF32) {
   TANDEM_SKIP_WITHOUT_BF16();
-  auto batches = randomBatches(5, 96, 3);
-  auto one = trainOn("lenet", bf16Options(1, 96), batches);
-  auto two = trainOn("lenet", bf16Options(2, 96), batches);
-  auto ref = trainOn("lenet", f32Options(1, 96), batches);
-  ASSERT_TRUE(one && two && ref);
-  expectWithinBf16Noise(*one, *two, *ref);
+  expectSameUpToBf16Noise("lenet", randomBatches(5, 96, 3), bf16Options(1, 96),
+                          bf16Options(2, 96), f32Options(1, 96));
 }
 
 TEST(MixedPrecision, Resnet18OnOneAndTwoDevicesDifferNoMoreThanBf16FromF32) {
@@ -68,14 +74,10 @@ TEST(MixedPrecision, Resnet18OnOneAndTwoDevicesDifferNoMoreThanBf16FromF32) {
   // Fused batch norm with bf16 activations and f32 statistics, channel-blocked where the
   // CPU has AVX-512; sync batch norm, or per-device statistics would make 1 and 2 devices
   // different models.
-  auto batches = randomBatches(2, 16, 4);
   TrainSetup two_devices = bf16Options(2, 16);
   two_devices.sync_bn = true;
-  auto one = trainOn("resnet18", bf16Options(1, 16), batches);
-  auto two = trainOn("resnet18", two_devices, batches);
-  auto ref = trainOn("resnet18", f32Options(1, 16), batches);
-  ASSERT_TRUE(one && two && ref);
-  expectWithinBf16Noise(*one, *two, *ref);
+  expectSameUpToBf16Noise("resnet18", randomBatches(2, 16, 4), bf16Options(1, 16),
+                          two_devices, f32Options(1, 16));
 }
 
 TEST(MixedPrecision, ReplicasStayBitIdentical) {
@@ -112,26 +114,18 @@ TEST(MixedPrecision, StaysNearTheF32Run) {
 
 TEST(MixedPrecision, Bf16AllReduceDiffersNoMoreThanBf16FromF32) {
   TANDEM_SKIP_WITHOUT_BF16();
-  auto batches = randomBatches(5, 96, 7);
   TrainSetup wire = bf16Options(2, 96);
   wire.bf16_allreduce = true;
-  auto f32_wire = trainOn("lenet", bf16Options(2, 96), batches);
-  auto bf16_wire = trainOn("lenet", wire, batches);
-  auto ref = trainOn("lenet", f32Options(2, 96), batches);
-  ASSERT_TRUE(f32_wire && bf16_wire && ref);
-  expectWithinBf16Noise(*f32_wire, *bf16_wire, *ref);
+  expectSameUpToBf16Noise("lenet", randomBatches(5, 96, 7), bf16Options(2, 96), wire,
+                          f32Options(2, 96));
 }
 
 TEST(MixedPrecision, UnfusedDiffersNoMoreThanBf16FromF32) {
   TANDEM_SKIP_WITHOUT_BF16();
-  auto batches = randomBatches(2, 16, 8);
   TrainSetup unfused = bf16Options(2, 16);
   unfused.fuse = false;
-  auto fused = trainOn("resnet18", bf16Options(2, 16), batches);
-  auto plain = trainOn("resnet18", unfused, batches);
-  auto ref = trainOn("resnet18", f32Options(2, 16), batches);
-  ASSERT_TRUE(fused && plain && ref);
-  expectWithinBf16Noise(*fused, *plain, *ref);
+  expectSameUpToBf16Noise("resnet18", randomBatches(2, 16, 8), bf16Options(2, 16), unfused,
+                          f32Options(2, 16));
 }
 
 }  // namespace
