@@ -82,8 +82,9 @@ class BadInputTable : public ::testing::Test {
 
 TEST_F(BadInputTable, CommandLine) {
   check({
-      {{}, "missing subcommand (dump, opt, train or devices); see tandem --help"},
-      {{"frobnicate"}, "unknown subcommand 'frobnicate' (expected dump, opt, train or devices)"},
+      {{}, "missing subcommand (dump, opt, train, plot or devices); see tandem --help"},
+      {{"frobnicate"},
+       "unknown subcommand 'frobnicate' (expected dump, opt, train, plot or devices)"},
       {{"dump", "--colour"}, "The following argument was not expected: --colour"},
       {{"dump", "--model"}, "--model: needs a value"},
       {{"dump", "--model", "lenet", "extra"}, "The following argument was not expected: extra"},

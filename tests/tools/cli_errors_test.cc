@@ -21,9 +21,11 @@ std::vector<std::string> lenetDump(std::vector<std::string> extra) {
 }
 
 TEST(CliErrorsTest, SubcommandErrors) {
-  EXPECT_TRUE(isUsageError(runTandem({}), {"missing subcommand (dump, opt, train or devices)"}));
-  EXPECT_TRUE(isUsageError(runTandem({"frobnicate", "--model", "lenet"}),
-                           {"unknown subcommand 'frobnicate' (expected dump, opt, train or devices)"}));
+  EXPECT_TRUE(
+      isUsageError(runTandem({}), {"missing subcommand (dump, opt, train, plot or devices)"}));
+  EXPECT_TRUE(isUsageError(
+      runTandem({"frobnicate", "--model", "lenet"}),
+      {"unknown subcommand 'frobnicate' (expected dump, opt, train, plot or devices)"}));
 }
 
 TEST(CliErrorsTest, UnknownFlagIsNamed) {

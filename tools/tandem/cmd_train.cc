@@ -22,6 +22,7 @@
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
 #include "tools/tandem/output_file.h"
+#include "tools/tandem/plot.h"
 #include "tools/tandem/progress.h"
 #include "tools/tandem/stop_signal.h"
 #include "tools/tandem/summary.h"
@@ -147,6 +148,14 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
         csv->write("epoch,train_loss,train_acc,test_loss,test_acc,seconds,"
                    "images_per_s,eval_seconds\n"));
   }
+  // So are gnuplot and the picture's directory: no training first and a failure after.
+  std::optional<PlotFile> plot;
+  if (f.plot) {
+    auto opened = PlotFile::open(*f.plot, "--plot");
+    if (!opened.ok()) return opened.status();
+    plot.emplace(*std::move(opened));
+  }
+  std::vector<EpochPoint> curves;
   OutputFile out = OutputFile::standardOutput();
 
   using runtime::data::Split;
@@ -264,6 +273,13 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
       RETURN_IF_ERROR(csv->write(absl::StrFormat("%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f\n", epoch,
                                                  r->loss, r->accuracy, t->loss, t->accuracy,
                                                  r->seconds, images_per_s, t->seconds)));
+    if (plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
+      curves.push_back({epoch, r->loss, r->accuracy, t->accuracy});
+      RETURN_IF_ERROR(plot->draw(curves, f.epochs,
+                                 absl::StrFormat("%s on %s, batch %d, lr %g", choice->spec.name,
+                                                 deviceList(choice->compile.pipeline.devices),
+                                                 batch, choice->compile.pipeline.lr)));
+    }
   }
   if (f.profile) RETURN_IF_ERROR(out.write(profileReport((*trainer)->executor())));
   if (csv) RETURN_IF_ERROR(csv->close());

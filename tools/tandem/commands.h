@@ -83,6 +83,15 @@ struct TrainFlags {
   bool plain_layout = false;
   bool profile = false;
   bool allow_nonfinite = false;
+  /// --plot: an .svg or .png of the learning curves, redrawn after every epoch.
+  std::optional<std::string> plot;
+};
+
+/// Flags of `tandem plot`.
+struct PlotFlags {
+  std::string metrics;  // the CSV of train --metrics ("-": standard input)
+  std::string output;   // -o: FILE.svg or FILE.png
+  std::optional<std::string> title;
 };
 
 absl::Status runDump(const DumpFlags& flags);
@@ -93,6 +102,8 @@ absl::Status runOpt(const OptFlags& flags);
 absl::StatusOr<int> runTrain(const TrainFlags& flags);
 /// `tandem devices`: what this build can run on.
 absl::Status runDevices();
+/// `tandem plot`: the learning curves of a --metrics CSV as a picture (plot.h).
+absl::Status runPlot(const PlotFlags& flags);
 /// `tandem --version`.
 std::string versionText();
 

@@ -231,6 +231,18 @@ void addTrain(CLI::App& app, TrainFlags& f) {
                 "Time every node and print, per op, where the training steps spent their time");
   cmd->add_flag("--allow-nonfinite", f.allow_nonfinite,
                 "Keep training when the loss turns NaN or infinite (default: stop, exit 3)");
+  cmd->add_option("--plot", f.plot,
+                  "Draw train loss, train accuracy and test accuracy per epoch to this .svg or "
+                  ".png (with gnuplot), redrawn as each epoch ends");
+}
+
+void addPlot(CLI::App& app, PlotFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "plot", "Draw the learning curves of a tandem train --metrics CSV as an SVG or PNG.");
+  cmd->add_option("metrics", f.metrics,
+                  "CSV written by tandem train --metrics ('-': standard input; required)");
+  cmd->add_option("-o,--output", f.output, "Picture to write: FILE.svg or FILE.png (required)");
+  cmd->add_option("--title", f.title, "Title on the chart (default: the CSV's file name)");
 }
 
 }  // namespace
@@ -244,6 +256,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   addDump(app, line->dump);
   addOpt(app, line->opt);
   addTrain(app, line->train);
+  addPlot(app, line->plot);
   app.add_subcommand("devices", "List the devices this build can run on, with threads and memory");
 
   std::vector<std::string> subs;

@@ -1,0 +1,319 @@
+// Learning curves drawn by gnuplot (Debian's gnuplot-nox: no X, and both terminals we
+// need built in: svg, and pngcairo for anti-aliased PNG, so PNG needs no converter).
+// Drawing is gnuplot's job, not ours: Tandem writes a script with the data inline (a
+// datablock) and runs gnuplot on it as a subprocess, checking its exit code and passing on
+// what it said.
+
+#include "tools/tandem/plot.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+extern char** environ;
+
+namespace tandem::tools {
+namespace {
+
+constexpr char kInstallHint[] = "install it with: apt-get install gnuplot-nox";
+
+// What a finished gnuplot run did: its exit status and everything it printed.
+struct RunResult {
+  int exit_code = 0;
+  std::string output;
+};
+
+// Runs gnuplot with `args` (found on PATH), standard input from /dev/null and standard
+// output and error captured together. An error only when it could not be started.
+absl::StatusOr<RunResult> runGnuplot(const std::vector<std::string>& args,
+                                     const std::string& flag) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    return absl::InternalError(absl::StrCat(flag, ": cannot start gnuplot: ", strerror(errno)));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::vector<std::string> argv_strings = {"gnuplot"};
+  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // A process group of its own: Ctrl-C at the terminal stops training cleanly after the
+  // epoch (StopSignals) instead of killing a redraw half-way and failing the run.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  pid_t pid;
+  // glibc's posix_spawnp reports a failed exec (gnuplot not on PATH) as its result.
+  int err = posix_spawnp(&pid, "gnuplot", &actions, &attributes, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  close(fds[1]);
+  if (err != 0) {
+    close(fds[0]);
+    if (err == ENOENT)
+      return absl::FailedPreconditionError(
+          absl::StrCat(flag, ": gnuplot is not installed (not found on PATH); ", kInstallHint));
+    return absl::FailedPreconditionError(
+        absl::StrCat(flag, ": cannot run gnuplot: ", strerror(err), "; ", kInstallHint));
+  }
+  RunResult result;
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buffer, sizeof buffer);
+    if (n > 0) {
+      result.output.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+// gnuplot's output as part of a one-line message: lines joined, the caret lines that
+// point into the script dropped, the end kept when long.
+std::string said(const std::string& output) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!line.empty() && line != "^") lines.push_back(std::string(line));
+  }
+  std::string text = absl::StrJoin(lines, " ");
+  if (text.size() > 600) text = "..." + text.substr(text.size() - 600);
+  return text.empty() ? "it printed nothing" : text;
+}
+
+// A gnuplot string literal: single quotes, where only a doubled quote is special.
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "''";
+    else if (c == '\n' || c == '\r')
+      out += ' ';
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+// A value in the datablock; '?' (declared missing) for NaN and infinities, which leave
+// a gap in the curve rather than stretching the axis to infinity.
+std::string cell(double v) { return std::isfinite(v) ? absl::StrFormat("%.9g", v) : "?"; }
+
+// A file in `dir` that nobody else uses, closed, for gnuplot to write into.
+absl::StatusOr<std::string> tempFileIn(const std::filesystem::path& dir, const std::string& stem,
+                                       const std::string& suffix) {
+  std::string name = (dir / absl::StrCat(stem, ".XXXXXX", suffix)).string();
+  int fd = mkstemps(name.data(), static_cast<int>(suffix.size()));
+  if (fd < 0) return absl::InvalidArgumentError(strerror(errno));
+  close(fd);
+  return name;
+}
+
+std::filesystem::path directoryOf(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return dir.empty() ? std::filesystem::path(".") : dir;
+}
+
+// Removes a file when it goes out of scope (a temporary gnuplot wrote or read).
+struct RemoveOnExit {
+  std::string path;
+  ~RemoveOnExit() {
+    if (!path.empty()) unlink(path.c_str());
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<PlotFile> PlotFile::open(const std::string& path, const std::string& flag) {
+  std::string lower = absl::AsciiStrToLower(path);
+  std::string terminal;
+  if (absl::EndsWith(lower, ".svg")) {
+    terminal = "svg";
+  } else if (absl::EndsWith(lower, ".png")) {
+    terminal = "pngcairo";
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": '", path,
+                     "' ends in neither .svg nor .png (the picture's format follows the name)"));
+  }
+  // gnuplot runs and has the terminal: its exit code says so.
+  auto run = runGnuplot({"-e", absl::StrCat("set terminal ", terminal)}, flag);
+  if (!run.ok()) return run.status();
+  if (run->exit_code != 0)
+    return absl::FailedPreconditionError(
+        absl::StrCat(flag, ": this gnuplot cannot write ", terminal == "svg" ? "SVG" : "PNG", " (",
+                     said(run->output), "); install gnuplot-nox, or name a .",
+                     terminal == "svg" ? "png" : "svg", " file"));
+  // The directory is writable: a temporary file can be made there (and the picture is
+  // written as one, then renamed over the path). The path itself is not touched yet.
+  auto probe = tempFileIn(directoryOf(path), ".tandem-plot", "");
+  if (!probe.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": cannot write '", path, "': ", probe.status().message()));
+  unlink(probe->c_str());
+  return PlotFile(path, flag, terminal);
+}
+
+std::string PlotFile::script(const std::vector<EpochPoint>& points, int64_t last_epoch,
+                             const std::string& title, const std::string& output) const {
+  const int64_t x_max = std::max(last_epoch, points.empty() ? 1 : points.back().epoch);
+  std::string s;
+  absl::StrAppend(&s, "set terminal ", terminal_,
+                  " size 800,500 font 'sans,11' noenhanced background rgb 'white'\n");
+  absl::StrAppend(&s, "set output ", quoted(output), "\n");
+  absl::StrAppend(&s, "set title ", quoted(title), "\n");
+  s += "set datafile missing '?'\n";
+  s += "set xlabel 'epoch'\nset ylabel 'loss'\nset y2label 'accuracy'\n";
+  // One epoch still gets an x range around it; up to 20 epochs a tic each.
+  if (x_max > 1) {
+    absl::StrAppend(&s, "set xrange [1:", x_max, "]\n");
+  } else {
+    s += "set xrange [0.5:1.5]\n";
+  }
+  if (x_max <= 20) s += "set xtics 1\n";
+  s += "set yrange [0:*]\nset y2range [0:1]\nset ytics nomirror\nset y2tics 0.1\n";
+  s += "set grid\nset key outside top center horizontal\n";
+  s += "$metrics << EOD\n";
+  for (const EpochPoint& p : points)
+    absl::StrAppend(&s, p.epoch, " ", cell(p.train_loss), " ", cell(p.train_acc), " ",
+                    cell(p.test_acc), "\n");
+  s += "EOD\n";
+  // A point per epoch while they are few enough to tell apart, like the Animator's marks.
+  const char* style = x_max <= 30 ? "with linespoints lw 2 pt 7 ps 0.6" : "with lines lw 2";
+  absl::StrAppend(&s, "plot $metrics using 1:2 axes x1y1 ", style, " dt 1 lc rgb '",
+                  kCurveColours[0], "' title 'train loss', \\\n");
+  absl::StrAppend(&s, "     $metrics using 1:3 axes x1y2 ", style, " dt 2 lc rgb '",
+                  kCurveColours[1], "' title 'train acc', \\\n");
+  absl::StrAppend(&s, "     $metrics using 1:4 axes x1y2 ", style, " dt 4 lc rgb '",
+                  kCurveColours[2], "' title 'test acc'\n");
+  s += "unset output\n";
+  return s;
+}
+
+absl::Status PlotFile::draw(const std::vector<EpochPoint>& points, int64_t last_epoch,
+                            const std::string& title) const {
+  if (points.empty()) return absl::InvalidArgumentError(absl::StrCat(flag_, ": no epochs to draw"));
+  // gnuplot creates the picture (so it gets the mode the umask gives, as the file itself
+  // would) beside the path, and it is renamed over the path once complete.
+  const std::string picture =
+      (directoryOf(path_) /
+       absl::StrCat(".", std::filesystem::path(path_).filename().string(), ".", getpid(), ".tmp"))
+          .string();
+  RemoveOnExit picture_guard{picture};
+  auto script_path = tempFileIn(std::filesystem::temp_directory_path(), "tandem-plot", ".gp");
+  if (!script_path.ok())
+    return absl::InternalError(absl::StrCat(flag_, ": cannot write gnuplot's script in ",
+                                            std::filesystem::temp_directory_path().string(), ": ",
+                                            script_path.status().message()));
+  RemoveOnExit script_guard{*script_path};
+  {
+    std::ofstream file(*script_path, std::ios::binary);
+    file << script(points, last_epoch, title, picture);
+    file.close();
+    if (!file)
+      return absl::InternalError(
+          absl::StrCat(flag_, ": cannot write gnuplot's script '", *script_path, "'"));
+  }
+  auto run = runGnuplot({*script_path}, flag_);
+  if (!run.ok()) return run.status();
+  if (run->exit_code != 0)
+    return absl::InternalError(absl::StrCat(flag_, ": gnuplot failed drawing '", path_,
+                                            "' (exit code ", run->exit_code,
+                                            "): ", said(run->output)));
+  if (rename(picture.c_str(), path_.c_str()) != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag_, ": cannot write '", path_, "': ", strerror(errno)));
+  picture_guard.path.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<EpochPoint>> readMetricsCsv(const std::string& path) {
+  std::string text;
+  const std::string name = path == "-" ? "standard input" : path;
+  if (path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), {});
+  } else {
+    std::ifstream file(path, std::ios::binary);
+    if (!file)
+      return absl::NotFoundError(absl::StrCat("cannot read '", path, "': ", strerror(errno)));
+    text.assign(std::istreambuf_iterator<char>(file), {});
+    if (file.bad()) return absl::DataLossError(absl::StrCat("cannot read '", path, "'"));
+  }
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  for (std::string& line : lines) absl::StripTrailingAsciiWhitespace(&line);  // CRLF files
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  const std::string expected = "(expected the CSV that tandem train --metrics writes)";
+  if (lines.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": empty ", expected));
+
+  const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
+  const char* wanted[] = {"epoch", "train_loss", "train_acc", "test_acc"};
+  size_t column[4];
+  for (int i = 0; i < 4; ++i) {
+    auto it = std::find(header.begin(), header.end(), wanted[i]);
+    if (it == header.end())
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ":1: the header has no column '", wanted[i], "' ", expected));
+    column[i] = static_cast<size_t>(it - header.begin());
+  }
+
+  std::vector<EpochPoint> points;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::string where = absl::StrCat(name, ":", i + 1, ": ");
+    if (lines[i].empty()) return absl::InvalidArgumentError(where + "empty line");
+    const std::vector<std::string> fields = absl::StrSplit(lines[i], ',');
+    if (fields.size() != header.size())
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, fields.size(), " fields, the header has ", header.size()));
+    EpochPoint p;
+    if (!absl::SimpleAtoi(fields[column[0]], &p.epoch) || p.epoch < 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "epoch '", fields[column[0]], "' is not an integer >= 1"));
+    if (!points.empty() && p.epoch <= points.back().epoch)
+      return absl::InvalidArgumentError(absl::StrCat(where, "epoch ", p.epoch, " after epoch ",
+                                                     points.back().epoch,
+                                                     " (epochs must increase: one run per file)"));
+    double* values[] = {&p.train_loss, &p.train_acc, &p.test_acc};
+    for (int k = 0; k < 3; ++k)
+      if (!absl::SimpleAtod(fields[column[k + 1]], values[k]))  // "nan" and "inf" read too
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, wanted[k + 1], " '", fields[column[k + 1]], "' is not a number"));
+    points.push_back(p);
+  }
+  if (points.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": no epochs to plot (a header and no rows)"));
+  return points;
+}
+
+}  // namespace tandem::tools
