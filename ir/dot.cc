@@ -8,26 +8,25 @@
 #include "absl/strings/str_replace.h"
 
 namespace tandem::ir {
-namespace {
 
-std::string escape(absl::string_view s) {
+std::string dotEscape(absl::string_view s) {
   return absl::StrReplaceAll(s, {{"\\", "\\\\"}, {"\"", "\\\""}});
 }
 
-std::string label(const Node& n) {
+std::string dotNodeLabel(const Node& n) {
   std::string l(n.opName());
   if (n.op() == Op::kParam || n.op() == Op::kInitialize || n.op() == Op::kAssign)
     absl::StrAppend(&l, " @", n.symbolAttr("var"));
   if (n.op() == Op::kAllReduce) absl::StrAppend(&l, " bucket ", n.intAttr("bucket"));
   if (n.numResults() > 0) {
-    absl::StrAppend(&l, "\\n%", escape(n.result()->name()));
+    absl::StrAppend(&l, "\\n%", dotEscape(n.result()->name()));
     if (n.numResults() > 1) absl::StrAppend(&l, " (+", n.numResults() - 1, ")");
     absl::StrAppend(&l, "\\n", toString(n.result()->type()));
   }
   return l;
 }
 
-std::string attributes(const Node& n) {
+std::string dotNodeStyle(const Node& n) {
   if (n.info().has(kCollective))
     return "shape=box, style=\"filled,bold\", fillcolor=orange, penwidth=2";
   if (n.op() == Op::kInput) return "shape=invhouse, style=filled, fillcolor=lightblue";
@@ -37,10 +36,8 @@ std::string attributes(const Node& n) {
   return "shape=box";
 }
 
-}  // namespace
-
 std::string exportDot(const Graph& g) {
-  std::string out = absl::StrCat("digraph \"", escape(g.name()), "\" {\n",
+  std::string out = absl::StrCat("digraph \"", dotEscape(g.name()), "\" {\n",
                                  "  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
   absl::flat_hash_map<const Node*, size_t> id;
   // Group by device in first-seen order so clusters come out in device order (a sorted
@@ -60,8 +57,8 @@ std::string exportDot(const Graph& g) {
     }
   }
   auto emit = [&](const Node* n, absl::string_view indent) {
-    absl::StrAppend(&out, indent, "n", id[n], " [label=\"", label(*n), "\", ", attributes(*n),
-                    "];\n");
+    absl::StrAppend(&out, indent, "n", id[n], " [label=\"", dotNodeLabel(*n), "\", ",
+                    dotNodeStyle(*n), "];\n");
   };
   size_t cluster = 0;
   for (const auto& [device, nodes] : by_device) {

@@ -82,9 +82,9 @@ class BadInputTable : public ::testing::Test {
 
 TEST_F(BadInputTable, CommandLine) {
   check({
-      {{}, "missing subcommand (dump, opt, train, plot or devices); see tandem --help"},
+      {{}, "missing subcommand (dump, opt, train, plot, simulate or devices); see tandem --help"},
       {{"frobnicate"},
-       "unknown subcommand 'frobnicate' (expected dump, opt, train, plot or devices)"},
+       "unknown subcommand 'frobnicate' (expected dump, opt, train, plot, simulate or devices)"},
       {{"dump", "--colour"}, "The following argument was not expected: --colour"},
       {{"dump", "--model"}, "--model: needs a value"},
       {{"dump", "--model", "lenet", "extra"}, "The following argument was not expected: extra"},
@@ -153,6 +153,10 @@ TEST_F(BadInputTable, Numbers) {
        "--seed: '-1' is not an integer from 0 to 18446744073709551615"},
       {{"train", "--model", "lenet", "--seed", "18446744073709551616"},
        "--seed: '18446744073709551616' is not an integer from 0 to 18446744073709551615"},
+      {{"train", "--model", "lenet", "--trace", "t.json", "--trace-steps", "0"},
+       "--trace-steps: 0 is out of range: must be >= 1"},
+      {{"train", "--model", "lenet", "--trace", "t.json", "--trace-steps", "two"},
+       "--trace-steps: 'two' is not an integer (must be >= 1)"},
       {{"train", "--model", "lenet", "--epochs", "0"},
        "--epochs: 0 is out of range: must be from 1 to 100000"},
       {{"train", "--model", "lenet", "--epochs", "1.5"},
@@ -187,6 +191,10 @@ TEST_F(BadInputTable, SplitAndInitializer) {
        "3,1"},
       {{"train", "--model", "lenet", "--devices", "2", "--split", "auto", "--profile"},
        "--profile: cannot go with --split auto (both time every node of the step they trace)"},
+      {{"train", "--model", "lenet", "--devices", "2", "--split", "auto", "--trace", "t.json"},
+       "--trace: cannot go with --split auto (it traces the steps it measures itself)"},
+      {{"train", "--model", "lenet", "--trace-steps", "2"},
+       "--trace-steps: goes with --trace FILE (which is not given)"},
       {{"dump", "--model", "lenet", "--init", "normal:-1"},
        "--init: 'normal:-1' is not an initializer (kaiming, or normal:STD with 0 < STD <= 100, "
        "such as normal:0.01)"},
@@ -240,6 +248,34 @@ TEST_F(BadInputTable, DumpOutputSelection) {
   });
 }
 
+TEST_F(BadInputTable, DotViews) {
+  check({
+      {{"dump", "--model", "lenet", "--collapse", "2"},
+       "--collapse: applies to --format dot only (boxes per scope), not --format text"},
+      {{"dump", "--model", "lenet", "--format", "summary", "--focus", "conv1"},
+       "--focus: applies to --format dot only (one scope drawn node by node), not --format "
+       "summary"},
+      {{"dump", "--model", "lenet", "--format", "dot", "--collapse", "-1"},
+       "--collapse: -1 is out of range: must be from 0 to 64"},
+      {{"dump", "--model", "lenet", "--format", "dot", "--collapse", "blocks"},
+       "--collapse: 'blocks' is not an integer (must be from 0 to 64)"},
+      {{"dump", "--model", "lenet", "--format", "dot", "--collapse", "0", "--focus", "conv1"},
+       "--focus: --collapse 0 draws every node already; drop --focus, or collapse the rest "
+       "with --collapse 1 or more"},
+      {{"dump", "--model", "lenet", "--format", "dot", "--focus", ""},
+       "--focus: empty scope; give one such as stage2.block0 (the error of a wrong one lists "
+       "the graph's scopes)"},
+      {{"dump", "--model", "lenet", "--format", "dot", "--focus", "conv9"},
+       "--focus: graph @train_step has no scope 'conv9' (scopes at depth 1: conv1, relu, pool1, "
+       "conv2, relu_1, pool2, flatten, fc1, ... 12 in all)"},
+      {{"dump", "--model", "resnet18", "--format", "dot", "--collapse", "2", "--focus",
+        "stage2.blk0"},
+       "--focus: graph @train_step has no scope 'stage2.blk0' (scopes at depth 2: stem, "
+       "stem.conv, stage1.block0, stage1.block1, stage2.block0, stage2.block1, stage3.block0, "
+       "stage3.block1, ... 16 in all)"},
+  });
+}
+
 TEST_F(BadInputTable, OptFiles) {
   tmp_dir_.write("good.tir", runTandem({"dump", "--model", "lenet", "--batch", "8"}).out);
   // A 1 MiB word where 'module' belongs: the message quotes 48 bytes of it, not all.
@@ -269,6 +305,13 @@ TEST_F(BadInputTable, TrainFilesAndData) {
        "--metrics: cannot write '/dev/full': No space left on device"},
       {{"train", "--model", "lenet", "--metrics", "$TMP"},
        "--metrics: cannot write '$TMP': Is a directory"},
+      {{"train", "--model", "lenet", "--trace", ""}, "--trace: the file name is empty"},
+      {{"train", "--model", "lenet", "--trace", "$TMP"},
+       "--trace: cannot write '$TMP': Is a directory"},
+      {{"train", "--model", "lenet", "--trace", "$TMP/no/such/dir/t.json"},
+       "--trace: cannot write '$TMP/no/such/dir/t.json': No such file or directory"},
+      {{"train", "--model", "lenet", "--trace", "-"},
+       "--trace: standard output carries the epoch table; name a file such as trace.json"},
       {{"train", "--model", "lenet", "--data", "/nonexistent/fmnist"},
        "fashion-mnist: directory /nonexistent/fmnist does not exist (install the Debian package "
        "dataset-fashion-mnist or pass --data DIR)"},

@@ -26,19 +26,20 @@
 #include "tools/tandem/progress.h"
 #include "tools/tandem/stop_signal.h"
 #include "tools/tandem/summary.h"
+#include "tools/tandem/trace_file.h"
 
 namespace tandem::tools {
 namespace {
 
 // Time per op kind summed over all steps and devices, busiest first, split by stream.
-std::string profileReport(runtime::Executor& ex) {
+std::string profileReport(const std::vector<runtime::TraceEntry>& trace) {
   struct Total {
     double seconds = 0;
     int64_t runs = 0;
   };
   std::map<std::pair<bool, std::string>, Total> totals;
   double compute = 0, comm = 0;
-  for (const runtime::TraceEntry& e : ex.takeTrace()) {
+  for (const runtime::TraceEntry& e : trace) {
     if (e.node->graph()->name() != ir::kTrainGraph) continue;
     double s = (e.end_ns - e.start_ns) * 1e-9;
     Total& t = totals[{e.comm, std::string(e.node->opName())}];
@@ -136,6 +137,11 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
   if (choice->auto_split && f.profile)
     return absl::InvalidArgumentError(
         "--profile: cannot go with --split auto (both time every node of the step they trace)");
+  if (choice->auto_split && f.trace)
+    return absl::InvalidArgumentError(
+        "--trace: cannot go with --split auto (it traces the steps it measures itself)");
+  if (f.trace_steps && !f.trace)
+    return absl::InvalidArgumentError("--trace-steps: goes with --trace FILE (which is not given)");
 
   // The metrics file is opened (and its header written) before anything slow, so a bad
   // path fails at once and a run stopped in epoch 1 still leaves a header.
@@ -149,6 +155,13 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
                    "images_per_s,eval_seconds\n"));
   }
   // So are gnuplot and the picture's directory: no training first and a failure after.
+  std::optional<TraceFile> trace;  // opened now too, so that a bad path fails at once
+  if (f.trace) {
+    auto opened = TraceFile::open(*f.trace, f.trace_steps.value_or(TraceFile::kDefaultSteps));
+    if (!opened.ok()) return opened.status();
+    trace.emplace(*std::move(opened));
+  }
+  std::vector<runtime::TraceEntry> profiled;  // --profile's entries, when --trace takes them
   std::optional<PlotFile> plot;
   if (f.plot) {
     auto opened = PlotFile::open(*f.plot, "--plot");
@@ -199,7 +212,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
   ProgressBar bar(isatty(fileno(stderr)) != 0);
   std::optional<driver::AutoSplit> auto_split;
   if (choice->auto_split) auto_split.emplace(choice->spec, choice->compile, **trainer);
-  absl::Status split_status;
+  absl::Status split_status, trace_status;
   // How the run ended when not by finishing every epoch: the line to say, and the code.
   std::string ending;
   int exit_code = 0;
@@ -210,6 +223,10 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
     auto r = (*trainer)->trainEpoch(train_loader, [&](const runtime::StepReport& s) {
       bar.update(absl::StrFormat("epoch %d/%d", epoch, f.epochs), s.step, s.steps,
                  absl::StrFormat("%.0f images/s  loss %.4f", s.examples / s.seconds, s.mean_loss));
+      if (trace) {  // takes each step's entries, so --profile gets them from it
+        trace_status = trace->afterStep((*trainer)->executor(), f.profile ? &profiled : nullptr);
+        if (!trace_status.ok()) return false;
+      }
       if (!std::isfinite(s.loss) && !f.allow_nonfinite) {
         nonfinite = true;
         bad_step = s;
@@ -238,6 +255,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
     bar.clear();
     if (!r.ok()) return r.status();
     if (!split_status.ok()) return split_status;
+    if (!trace_status.ok()) return trace_status;
     if (nonfinite) {
       ending = absl::StrFormat(
           "tandem: the loss is %g at epoch %d, step %d of %d (lr %g): training diverged; lower "
@@ -281,7 +299,12 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
                                                  batch, choice->compile.pipeline.lr)));
     }
   }
-  if (f.profile) RETURN_IF_ERROR(out.write(profileReport((*trainer)->executor())));
+  if (trace) RETURN_IF_ERROR(trace->finish((*trainer)->executor().module()));
+  if (f.profile) {
+    std::vector<runtime::TraceEntry> rest = (*trainer)->executor().takeTrace();
+    profiled.insert(profiled.end(), rest.begin(), rest.end());
+    RETURN_IF_ERROR(out.write(profileReport(profiled)));
+  }
   if (csv) RETURN_IF_ERROR(csv->close());
   RETURN_IF_ERROR(out.close());
   if (!ending.empty()) std::fputs(ending.c_str(), stderr);

@@ -28,6 +28,10 @@ struct OutputFlags {
   bool canonical = false;
   bool timing = false;
   bool no_verify = false;
+  /// --format dot only: scope components per box (unset: 1; 0 draws every node), and a
+  /// scope drawn node by node (ir/dot_views.h).
+  std::optional<int> collapse;
+  std::optional<std::string> focus;
 };
 
 /// What to compile: the model, where it runs and the training settings written into the
@@ -85,6 +89,9 @@ struct TrainFlags {
   bool allow_nonfinite = false;
   /// --plot: an .svg or .png of the learning curves, redrawn after every epoch.
   std::optional<std::string> plot;
+  /// --trace: a Chrome trace (Perfetto) of --trace-steps steps after the warm-up step.
+  std::optional<std::string> trace;
+  std::optional<int64_t> trace_steps;  // unset: TraceFile::kDefaultSteps
 };
 
 /// Flags of `tandem plot`.
@@ -94,7 +101,27 @@ struct PlotFlags {
   std::optional<std::string> title;
 };
 
+/// Flags of `tandem simulate` (cmd_simulate.cc). `model` carries the compile settings
+/// (--model, buckets, precision, fusion); its --devices and --batch are not used.
+struct SimulateFlags {
+  ModelFlags model;
+  /// --devices: device counts to predict, such as 8,64,512,1024 (unset: 1,8,64,512,1024;
+  /// with --gpu cpu 1,2).
+  std::optional<std::string> devices;
+  int64_t batch_per_device = 32;
+  std::string gpu = "h100";       // a GpuSpec name, or cpu: measured here
+  std::optional<std::string> link;  // intra-node[,inter-node]; unset: nvlink,ib
+  int64_t gpus_per_node = 8;
+  /// --step-ms: scale the compute costs so that one device's step computes this long.
+  std::optional<double> step_ms;
+  /// --sweep: "bucket-mb=1,5,25,100": the best bucket cap per device count.
+  std::optional<std::string> sweep;
+  int measure_steps = 10;  // --gpu cpu: steps measured after the warm-up
+};
+
 absl::Status runDump(const DumpFlags& flags);
+/// `tandem simulate`: predicted step time, exposed communication and scaling efficiency.
+absl::Status runSimulate(const SimulateFlags& flags);
 absl::Status runOpt(const OptFlags& flags);
 /// Trains. Returns the exit code of a run that ended (0; kExitNonFinite when the loss
 /// turned non-finite; 128 + signal when stopped by SIGINT or SIGTERM), each after saying

@@ -144,7 +144,8 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
 
 void addOutputFlags(CLI::App* cmd, OutputFlags& f) {
   cmd->add_option("--format", f.format,
-                  "Output: text (the IR, parses back; the default), dot (Graphviz), summary, "
+                  "Output: text (the IR, parses back; the default), dot (Graphviz, one box per "
+                  "scope: see --collapse, --focus), summary, "
                   "streams (per device and stream the issue order and the events waited for) "
                   "or memory (each graph's arena per device)");
   cmd->add_option("--graph", f.graph,
@@ -153,6 +154,13 @@ void addOutputFlags(CLI::App* cmd, OutputFlags& f) {
   cmd->add_option("-o,--output", f.output, "Write to this file instead of standard output");
   cmd->add_flag("--canonical", f.canonical,
                 "Omit source locations (the golden-file form of --format text)");
+  addNumber(cmd, "--collapse", f.collapse, Range<int>{0, 64},
+            "--format dot: one box per name scope of this many components and phase per "
+            "device (1: stage2, 2: stage2.block0; default 1), collectives drawn apart; 0 "
+            "draws every node (slow to lay out for big models)");
+  cmd->add_option("--focus", f.focus,
+                  "--format dot: draw this scope (e.g. stage2.block0) node by node, the rest "
+                  "collapsed");
   cmd->add_flag("--timing", f.timing, "Print the time of each pass to standard error");
   cmd->add_flag("--no-verify", f.no_verify, "Skip the verifier (on input and between passes)");
 }
@@ -234,6 +242,13 @@ void addTrain(CLI::App& app, TrainFlags& f) {
   cmd->add_option("--plot", f.plot,
                   "Draw train loss, train accuracy and test accuracy per epoch to this .svg or "
                   ".png (with gnuplot), redrawn as each epoch ends");
+  cmd->add_option("--trace", f.trace,
+                  "Write a timeline of a few training steps to this JSON file (Chrome trace "
+                  "format: open it in ui.perfetto.dev or chrome://tracing): per device and "
+                  "stream every node with its op, scope, bytes and time, and the waits "
+                  "between streams as arrows");
+  addNumber(cmd, "--trace-steps", f.trace_steps, atLeast<int64_t>(1),
+            "Steps --trace records, after skipping 1 warm-up step (default 3)");
 }
 
 void addPlot(CLI::App& app, PlotFlags& f) {
@@ -243,6 +258,44 @@ void addPlot(CLI::App& app, PlotFlags& f) {
                   "CSV written by tandem train --metrics ('-': standard input; required)");
   cmd->add_option("-o,--output", f.output, "Picture to write: FILE.svg or FILE.png (required)");
   cmd->add_option("--title", f.title, "Title on the chart (default: the CSV's file name)");
+}
+
+void addSimulate(CLI::App& app, SimulateFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "simulate",
+      "Predict the step time, exposed communication and scaling efficiency of a zoo model's "
+      "compiled data-parallel step on N GPUs (cost models and an event replay of its streams).");
+  addModelFlags(cmd, f.model, zoo::modelNames());
+  // Counts of simulated GPUs and a per-device batch replace the device list and global
+  // batch; the optimizer and split settings change nothing a simulation sees.
+  for (const char* name : {"--devices", "--batch", "--split", "--allreduce-groups", "--lr",
+                           "--momentum", "--weight-decay", "--init"})
+    cmd->remove_option(cmd->get_option(name));
+  cmd->add_option("--devices", f.devices,
+                  "Device counts to predict, comma separated, each from 1 to 65536 (default: "
+                  "1,8,64,512,1024; --gpu cpu: 1,2)");
+  // The global batch is compiled for up to 64 devices (--gpu cpu).
+  addNumber(cmd, "--batch-per-device", f.batch_per_device, Range<int64_t>{1, kMaxBatch / 64},
+            "Examples per device per step (weak scaling: the global batch grows with the "
+            "devices)");
+  cmd->add_option("--gpu", f.gpu,
+                  "Device to model: a100, h100, h200, p100, v100 (roofline of the datasheet's "
+                  "peak FLOP/s and memory bandwidth), or cpu: per-node times measured on this "
+                  "machine's CPU backend")
+      ->capture_default_str();
+  cmd->add_option("--link", f.link,
+                  "Links within a node and between nodes: nvlink, pcie, ib, ib-hdr or roce-25g "
+                  "(one name: both; default nvlink,ib)");
+  addNumber(cmd, "--gpus-per-node", f.gpus_per_node, Range<int64_t>{1, 1024},
+            "Devices that share the intra-node link");
+  addNumber(cmd, "--step-ms", f.step_ms, positive(),
+            "Scale the compute costs so that one device's step computes this many ms (a "
+            "published single-GPU step time)");
+  cmd->add_option("--sweep", f.sweep,
+                  "Try values of a setting and print the best per device count: "
+                  "bucket-mb=1,5,25,100 or first-bucket-mb=...");
+  addNumber(cmd, "--measure-steps", f.measure_steps, Range<int>{1, 1000},
+            "--gpu cpu: steps timed after 2 warm-up steps (medians are used)");
 }
 
 }  // namespace
@@ -257,6 +310,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   addOpt(app, line->opt);
   addTrain(app, line->train);
   addPlot(app, line->plot);
+  addSimulate(app, line->simulate);
   app.add_subcommand("devices", "List the devices this build can run on, with threads and memory");
 
   std::vector<std::string> subs;

@@ -9,12 +9,13 @@ namespace tandem::tools {
 
 /// Every subcommand's flags, filled by parse().
 struct CommandLine {
-  std::string subcommand;  // "dump", "opt", "train", "plot", "devices"; empty with --version
+  std::string subcommand;  // "dump", "opt", "train", "plot", "simulate", "devices"; or empty
   bool version = false;
   DumpFlags dump;
   OptFlags opt;
   TrainFlags train;
   PlotFlags plot;
+  SimulateFlags simulate;
 };
 
 /// The outcome of parsing argv: a command line to run, or an exit now (help printed:

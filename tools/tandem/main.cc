@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   if (line.subcommand == "opt") status = tools::runOpt(line.opt);
   if (line.subcommand == "devices") status = tools::runDevices();
   if (line.subcommand == "plot") status = tools::runPlot(line.plot);
+  if (line.subcommand == "simulate") status = tools::runSimulate(line.simulate);
   if (line.subcommand == "train") {
     absl::StatusOr<int> code = tools::runTrain(line.train);
     if (code.ok()) return *code;

@@ -1,6 +1,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "ir/dot.h"
+#include "ir/dot_views.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
 #include "runtime/stream_waits.h"
@@ -23,6 +23,22 @@ absl::Status checkOutputFlags(const OutputFlags& f, bool prints_ir) {
   if (f.canonical && format != "text" && !prints_ir)
     return absl::InvalidArgumentError(absl::StrCat(
         "--canonical: applies to --format text only (source locations), not --format ", format));
+  // The drawing's views apply to dot only: refused elsewhere rather than ignored.
+  if (f.collapse && format != "dot")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--collapse: applies to --format dot only (boxes per scope), not --format ", format));
+  if (f.focus && format != "dot")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--focus: applies to --format dot only (one scope drawn node by node), not --format ",
+        format));
+  if (f.focus && f.collapse == 0)
+    return absl::InvalidArgumentError(
+        "--focus: --collapse 0 draws every node already; drop --focus, or collapse the rest "
+        "with --collapse 1 or more");
+  if (f.focus && f.focus->empty())
+    return absl::InvalidArgumentError(
+        "--focus: empty scope; give one such as stage2.block0 (the error of a wrong one lists "
+        "the graph's scopes)");
   if (!f.graph.empty() && format == "summary")
     return absl::InvalidArgumentError(
         "--graph: --format summary describes the whole module; drop --graph, or use another "
@@ -50,7 +66,11 @@ absl::Status writeModule(const ir::Module& m, const OutputFlags& f) {
   } else if (format == "dot") {
     if (g == nullptr) g = m.graph(ir::kTrainGraph);
     if (g == nullptr) return absl::InvalidArgumentError("--format dot needs --graph NAME");
-    text = ir::exportDot(*g);
+    auto dot = ir::exportDotView(
+        *g, ir::DotView{.collapse = f.collapse.value_or(1), .focus = f.focus.value_or("")});
+    if (!dot.ok())
+      return absl::Status(dot.status().code(), absl::StrCat("--focus: ", dot.status().message()));
+    text = *std::move(dot);
   } else if (format == "summary") {
     text = summarizeModule(m);
   } else if (format == "streams") {

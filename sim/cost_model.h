@@ -1,0 +1,44 @@
+#pragma once
+
+// Alpha-beta costs of a gradient all_reduce over p devices, ring and tree, the way NCCL
+// chooses between them: the faster for the message size.
+
+#include <cstdint>
+#include <string>
+
+#include "sim/gpu_specs.h"
+
+namespace tandem::sim {
+
+/// Where the devices sit: `gpus_per_node` devices share the intra-node link; between
+/// nodes the inter-node link carries the traffic.
+struct Topology {
+  int64_t gpus_per_node = 8;
+  LinkSpec intra, inter;
+};
+
+struct CollectiveCost {
+  double ring_s = 0, tree_s = 0;
+  /// The smaller of the two, and which it was ("ring", "tree", or "none" for p = 1).
+  double seconds = 0;
+  std::string algorithm = "none";
+};
+
+/// Ring all_reduce of `bytes` per device over `p` devices:
+///   2 (p-1)/p * bytes / busbw + 2 (p-1) alpha
+/// (a reduce-scatter and an all-gather of p-1 steps each). Within one node busbw and alpha
+/// are the intra-node link's; once the ring leaves the node, every step waits for its
+/// slowest hop, so the inter-node link's alpha and the smaller busbw hold.
+double ringAllReduceSeconds(double bytes, int64_t p, const Topology& t);
+
+/// Tree all_reduce as NCCL builds it: a chain through the GPUs of a node and a (double)
+/// binary tree across the nodes, reduce up and broadcast down. Latency grows with the
+/// depth, 2 ((g-1) alpha_intra + ceil(log2 nodes) alpha_inter) for g GPUs per node; every
+/// byte goes up and down once, 2 bytes / busbw (the double tree keeps links busy both
+/// ways but not the ring's (p-1)/p saving).
+double treeAllReduceSeconds(double bytes, int64_t p, const Topology& t);
+
+/// Both, and the faster (NCCL's tuner picks per message size the same way).
+CollectiveCost allReduceCost(double bytes, int64_t p, const Topology& t);
+
+}  // namespace tandem::sim

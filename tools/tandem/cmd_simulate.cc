@@ -1,0 +1,286 @@
+// `tandem simulate`: what a model's data-parallel step would do on N GPUs. The real step is
+// compiled (the same pipeline as dump and train: buckets, schedule, overlap), one device's
+// two streams are replayed as an event simulation (sim/event_sim.h) with roofline compute
+// costs of the named GPU, or costs measured here (--gpu cpu), and alpha-beta all_reduce
+// costs over the device count, and the table says step time, exposed communication and
+// efficiency per count.
+
+#include <iostream>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "ir/placement.h"
+#include "ir/status_macros.h"
+#include "sim/cost_model.h"
+#include "sim/cpu_costs.h"
+#include "sim/event_sim.h"
+#include "sim/gpu_specs.h"
+#include "sim/roofline.h"
+#include "sim/step_replay.h"
+#include "tools/driver/compile.h"
+#include "tools/tandem/commands.h"
+#include "tools/tandem/model_flags.h"
+
+namespace tandem::tools {
+namespace {
+
+constexpr int64_t kMaxSimulatedDevices = 65536;
+// --gpu cpu runs every count here, one worker thread per device.
+constexpr int64_t kMaxCpuDevices = 64;
+constexpr int kCpuWarmupSteps = 2;
+
+// (Not model_flags.cc's flagError: the unity build joins the files.)
+absl::Status badFlag(absl::string_view flag, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
+}
+
+absl::StatusOr<std::vector<int64_t>> parseCounts(const std::string& text, bool cpu) {
+  std::vector<int64_t> counts;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(item, &n) || n < 1 || n > kMaxSimulatedDevices)
+      return badFlag("--devices", absl::StrCat("'", item, "' is not a device count from 1 to ",
+                                               kMaxSimulatedDevices,
+                                               " (simulate takes counts such as 8,64,512,1024)"));
+    if (cpu && n > kMaxCpuDevices)
+      return badFlag("--devices", absl::StrCat(n,
+                                               " devices: --gpu cpu runs every count on this "
+                                               "machine, at most ",
+                                               kMaxCpuDevices));
+    counts.push_back(n);
+  }
+  return counts;
+}
+
+struct Sweep {
+  std::string name;  // "bucket-mb" or "first-bucket-mb"
+  std::vector<double> values;
+};
+
+absl::StatusOr<Sweep> parseSweep(const std::string& text) {
+  std::pair<std::string, std::string> kv = absl::StrSplit(text, absl::MaxSplits('=', 1));
+  Sweep s{kv.first, {}};
+  if (s.name != "bucket-mb" && s.name != "first-bucket-mb")
+    return badFlag("--sweep", absl::StrCat("'", text,
+                                           "' sweeps no known setting (expected "
+                                           "bucket-mb=V1,V2,... or first-bucket-mb=V1,V2,...)"));
+  for (absl::string_view item : absl::StrSplit(kv.second, ',')) {
+    double v = 0;
+    if (!absl::SimpleAtod(item, &v) || !(v > 0) || v > 1e9)
+      return badFlag("--sweep",
+                     absl::StrCat("'", item, "' is not a size in MiB (> 0) in '", text, "'"));
+    s.values.push_back(v);
+  }
+  return s;
+}
+
+absl::StatusOr<sim::Topology> parseLinks(const std::string& text, const sim::GpuSpec& gpu,
+                                         int64_t gpus_per_node) {
+  std::vector<std::string> names = absl::StrSplit(text, ',');
+  if (names.empty() || names.size() > 2)
+    return badFlag("--link", absl::StrCat("'", text,
+                                          "' is not one link or two (within a node, between "
+                                          "nodes), such as nvlink,ib"));
+  sim::Topology t{.gpus_per_node = gpus_per_node};
+  auto intra = sim::linkByName(names[0], gpu);
+  if (!intra.ok()) return badFlag("--link", intra.status().message());
+  auto inter = sim::linkByName(names.back(), gpu);
+  if (!inter.ok()) return badFlag("--link", inter.status().message());
+  t.intra = *intra;
+  t.inter = *inter;
+  return t;
+}
+
+// One prediction: the replay of a compiled step at one device count.
+struct Row {
+  int64_t devices = 0;
+  sim::SimResult result;
+  std::optional<double> measured_s;  // --gpu cpu
+};
+
+// The collective costs for p devices: all_reduce by the alpha-beta model; the input split
+// and the broadcasts cost nothing here (the split is the host-to-device copy of the batch,
+// which data loaders prefetch during the previous step; broadcasts run only in @init).
+sim::NodeCost modelCosts(const std::vector<double>& compute_s, int64_t p,
+                         const sim::Topology& topo) {
+  return [&compute_s, p, topo](const ir::Node& n) {
+    if (ir::streamOf(n) == ir::StreamKind::kCompute) return compute_s[n.id()];
+    if (n.op() != ir::Op::kAllReduce) return 0.0;
+    return sim::allReduceCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
+  };
+}
+
+struct Setting {
+  std::string gpu_text;
+  sim::GpuSpec gpu;
+  sim::Topology topo;
+  std::optional<double> step_ms;
+};
+
+// Roofline mode: the per-device graph is the same at every device count (an even split
+// of a per-device batch; only the collectives' device lists grow), so the step is compiled
+// once, at 2 devices, and each count changes only the all_reduce costs.
+absl::StatusOr<std::vector<Row>> predictRoofline(const SimulateFlags& f, ModelFlags mf,
+                                                 const std::vector<int64_t>& counts,
+                                                 const Setting& s) {
+  mf.devices = "2";
+  mf.batch = 2 * f.batch_per_device;
+  ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
+  ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
+                   driver::compileModel(choice.spec, choice.compile));
+  const ir::Graph& g = *m->graph(ir::kTrainGraph);
+  std::vector<double> compute_s(g.idBound(), 0.0);
+  double total = 0;
+  for (const auto& n : g.nodes())
+    if (ir::streamOf(*n) == ir::StreamKind::kCompute && n->device() == m->devices()[0]) {
+      compute_s[n->id()] = sim::rooflineSeconds(sim::nodeWork(*n), s.gpu);
+      total += compute_s[n->id()];
+    }
+  if (s.step_ms && total > 0)
+    for (double& c : compute_s) c *= *s.step_ms * 1e-3 / total;
+  std::vector<Row> rows;
+  for (int64_t p : counts)
+    rows.push_back(
+        {p, sim::simulateStreams(sim::deviceSchedule(*m, g, 0, modelCosts(compute_s, p, s.topo)))});
+  return rows;
+}
+
+// CPU mode: every count is compiled for cpu:0..p-1 and run here; the replay uses the
+// measured per-node times of device 0 (collectives included: the local communicator is
+// no alpha-beta link), and the measured step stands beside it.
+absl::StatusOr<std::vector<Row>> predictCpu(const SimulateFlags& f, ModelFlags mf,
+                                            const std::vector<int64_t>& counts) {
+  std::vector<Row> rows;
+  for (int64_t p : counts) {
+    mf.devices = absl::StrCat(p);
+    mf.batch = p * f.batch_per_device;
+    ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
+    ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
+                     driver::compileModel(choice.spec, choice.compile));
+    ASSIGN_OR_RETURN(sim::CpuMeasurement measured,
+                     sim::measureCpuStep(std::move(m), kCpuWarmupSteps, f.measure_steps));
+    const ir::Module& module = measured.executor->module();
+    const std::vector<double>& times = measured.node_seconds;
+    auto cost = [&times](const ir::Node& n) { return times[n.id()]; };
+    rows.push_back(
+        {p,
+         sim::simulateStreams(sim::deviceSchedule(module, *module.graph(ir::kTrainGraph), 0, cost)),
+         measured.step_s});
+  }
+  return rows;
+}
+
+absl::StatusOr<std::vector<Row>> predict(const SimulateFlags& f, const ModelFlags& mf,
+                                         const std::vector<int64_t>& counts, const Setting& s) {
+  if (s.gpu_text == "cpu") return predictCpu(f, mf, counts);
+  return predictRoofline(f, mf, counts, s);
+}
+
+// The 1-device step time efficiency is measured against; predicted with the same costs.
+absl::StatusOr<double> oneDeviceStep(const SimulateFlags& f, const ModelFlags& mf,
+                                     const std::vector<Row>& rows, const Setting& s) {
+  for (const Row& r : rows)
+    if (r.devices == 1) return r.result.step_s;
+  ASSIGN_OR_RETURN(std::vector<Row> one, predict(f, mf, {1}, s));
+  return one[0].result.step_s;
+}
+
+std::string ms(double seconds) { return absl::StrFormat("%.2f", seconds * 1e3); }
+
+void printTable(const std::vector<Row>& rows, double one_step_s, int64_t batch, bool cpu) {
+  std::cout << absl::StrFormat("%8s %10s %11s %9s %16s %13s %12s", "devices", "step ms",
+                               "compute ms", "comm ms", "exposed comm ms", "efficiency %",
+                               "images/s");
+  if (cpu) std::cout << absl::StrFormat(" %12s %8s", "measured ms", "error %");
+  std::cout << "\n";
+  for (const Row& r : rows) {
+    const sim::SimResult& x = r.result;
+    std::cout << absl::StrFormat("%8d %10s %11s %9s %16s %13.1f %12.0f", r.devices, ms(x.step_s),
+                                 ms(x.compute_s), ms(x.comm_s), ms(x.exposed_comm_s),
+                                 100 * one_step_s / x.step_s,
+                                 static_cast<double>(r.devices * batch) / x.step_s);
+    if (r.measured_s)
+      std::cout << absl::StrFormat(" %12s %+8.1f", ms(*r.measured_s),
+                                   100 * (x.step_s - *r.measured_s) / *r.measured_s);
+    std::cout << "\n";
+  }
+}
+
+}  // namespace
+
+absl::Status runSimulate(const SimulateFlags& f) {
+  Setting s{.gpu_text = f.gpu, .step_ms = f.step_ms};
+  const bool cpu = f.gpu == "cpu";
+  if (cpu && f.step_ms)
+    return badFlag("--step-ms", "scales modelled GPU costs; --gpu cpu measures them instead");
+  if (cpu && f.link)
+    return badFlag("--link", "models GPU links; --gpu cpu measures the local communicator instead");
+  ASSIGN_OR_RETURN(std::vector<int64_t> counts,
+                   parseCounts(f.devices.value_or(cpu ? "1,2" : "1,8,64,512,1024"), cpu));
+  if (!cpu) {
+    auto gpu = sim::gpuByName(f.gpu);
+    if (!gpu.ok())
+      return badFlag("--gpu", absl::StrCat(gpu.status().message(), ", or cpu to measure here"));
+    s.gpu = *gpu;
+    ASSIGN_OR_RETURN(s.topo, parseLinks(f.link.value_or("nvlink,ib"), s.gpu, f.gpus_per_node));
+  }
+  std::optional<Sweep> sweep;
+  if (f.sweep) {
+    ASSIGN_OR_RETURN(sweep, parseSweep(*f.sweep));
+  }
+  // The model and its settings are checked once, before any work.
+  ModelFlags mf = f.model;
+  mf.devices = "1";
+  mf.batch = f.batch_per_device;
+  RETURN_IF_ERROR(resolveModelFlags(mf, /*for_training=*/false).status());
+
+  std::cout << f.model.model << ", " << f.batch_per_device << " per device, ";
+  if (cpu) {
+    std::cout << "per-node times measured on this machine's CPU devices (median of "
+              << f.measure_steps << " steps)\n";
+  } else {
+    std::cout << s.gpu.name << " roofline (" << s.gpu.source << ")"
+              << (f.step_ms ? absl::StrCat(", compute scaled to ", *f.step_ms, " ms per step")
+                            : std::string())
+              << "; all_reduce over " << s.topo.intra.name << " within " << f.gpus_per_node
+              << " devices, " << s.topo.inter.name << " between nodes\n";
+  }
+  if (!sweep) {
+    ASSIGN_OR_RETURN(std::vector<Row> rows, predict(f, mf, counts, s));
+    ASSIGN_OR_RETURN(double one, oneDeviceStep(f, mf, rows, s));
+    printTable(rows, one, f.batch_per_device, cpu);
+    return absl::OkStatus();
+  }
+  // Per value of the swept setting a table's worth of steps; per count the fastest.
+  std::vector<std::vector<Row>> tables;
+  std::vector<double> ones;
+  for (double v : sweep->values) {
+    ModelFlags swept = mf;
+    (sweep->name == "bucket-mb" ? swept.bucket_mb : swept.first_bucket_mb) = v;
+    ASSIGN_OR_RETURN(std::vector<Row> rows, predict(f, swept, counts, s));
+    ASSIGN_OR_RETURN(double one, oneDeviceStep(f, swept, rows, s));
+    tables.push_back(std::move(rows));
+    ones.push_back(one);
+  }
+  std::cout << absl::StrFormat("%8s", "devices");
+  for (double v : sweep->values)
+    std::cout << absl::StrFormat(" %14s", absl::StrCat(sweep->name, "=", v));
+  std::cout << absl::StrFormat(" %14s %13s\n", absl::StrCat("best ", sweep->name), "efficiency %");
+  for (size_t i = 0; i < counts.size(); ++i) {
+    std::cout << absl::StrFormat("%8d", counts[i]);
+    size_t best = 0;
+    for (size_t k = 0; k < tables.size(); ++k) {
+      std::cout << absl::StrFormat(" %11s ms", ms(tables[k][i].result.step_s));
+      if (tables[k][i].result.step_s < tables[best][i].result.step_s) best = k;
+    }
+    std::cout << absl::StrFormat(" %14g %13.1f\n", sweep->values[best],
+                                 100 * ones[best] / tables[best][i].result.step_s);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::tools
