@@ -72,6 +72,9 @@ struct DeviceOptions {
   /// kernel that touches them can (CPU: nChw16c between convolutions and fused batch
   /// norm); false: every tensor plain NCHW, as the IR describes it.
   bool blocked_activations = true;
+  /// Whether f32 matrix products and convolutions may round their inputs to TF32 on GPUs
+  /// with tensor cores (`--no-tf32`: false).
+  bool allow_tf32 = true;
 };
 
 /// One logical device of a module: its two streams, its memory and its kernels.

@@ -1,5 +1,6 @@
 // The one place that knows which device kinds this build has: the CPU backend always,
-// the CUDA backend when the build found nvcc (not written yet: docs/GPU.md).
+// the CUDA backend when the build found nvcc (it is there on machines without a GPU too,
+// where making a device says so).
 
 #include <algorithm>
 #include <array>
@@ -8,6 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#if defined(TANDEM_HAVE_CUDA)
+#include "backend/cuda/cuda_device.h"
+#endif
 
 namespace tandem::backend {
 namespace {
@@ -23,6 +27,9 @@ Registry& registry() {
   static Registry* r = [] {
     auto* reg = new Registry();  // never destroyed: backends outlive every executor
     reg->by_kind[static_cast<size_t>(ir::DeviceKind::kCpu)] = &cpu::cpuBackend();
+#if defined(TANDEM_HAVE_CUDA)
+    reg->by_kind[static_cast<size_t>(ir::DeviceKind::kCuda)] = &cuda::cudaBackend();
+#endif
     return reg;
   }();
   return *r;

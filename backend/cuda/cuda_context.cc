@@ -1,0 +1,50 @@
+#include "backend/cuda/cuda_context.h"
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_status.h"
+
+namespace tandem::backend::cuda {
+
+CudaContext::CudaContext(const ir::Device& device, int gpu, const DeviceOptions& options)
+    : device_(device), name_(ir::toString(device)), gpu_(gpu), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::create(const ir::Device& device,
+                                                                 int gpu,
+                                                                 const DeviceOptions& options) {
+  std::unique_ptr<CudaContext> ctx(new CudaContext(device, gpu, options));
+  const std::string& where = ctx->name();
+  CUDA_TRY(where, cudaSetDevice(gpu));
+  CUDA_TRY(where, cudnnCreate(&ctx->cudnn_));
+  CUDA_TRY(where, cublasCreate(&ctx->cublas_));
+  CUDA_TRY(where, cublasLtCreate(&ctx->cublas_lt_));
+  // TF32 for f32 GEMMs when allowed; cuBLAS otherwise keeps full f32 (the convolutions
+  // choose it per descriptor: conv_kernels.cc).
+  CUDA_TRY(where, cublasSetMathMode(ctx->cublas_, options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                     : CUBLAS_DEFAULT_MATH));
+  return ctx;
+}
+
+CudaContext::~CudaContext() {
+  cudaSetDevice(gpu_);
+  if (workspace_ != nullptr) {
+    cudaDeviceSynchronize();
+    cudaFree(workspace_);
+  }
+  if (cublas_lt_ != nullptr) cublasLtDestroy(cublas_lt_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
+}
+
+absl::StatusOr<void*> CudaContext::workspace(int64_t bytes, cudaStream_t stream) {
+  if (bytes <= workspace_bytes_) return workspace_;
+  // Earlier kernels on the stream may still use the smaller buffer.
+  CUDA_TRY(name_, cudaStreamSynchronize(stream));
+  if (workspace_ != nullptr) CUDA_TRY(name_, cudaFree(workspace_));
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  CUDA_TRY(name_, cudaMalloc(&workspace_, static_cast<size_t>(bytes)));
+  workspace_bytes_ = bytes;
+  return workspace_;
+}
+
+}  // namespace tandem::backend::cuda

@@ -1,0 +1,63 @@
+#include "backend/cuda/cuda_kernel.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_stream.h"
+
+namespace tandem::backend::cuda {
+
+absl::Status CudaKernel::launch(Stream& stream, absl::Span<const TensorView> in,
+                                absl::Span<const TensorView> out) {
+  CudaStream* s = asCudaStream(stream);
+  if (s == nullptr)
+    return absl::InternalError(
+        absl::StrCat(what_, ": launched on ", stream.name(), ", which is not a CUDA stream"));
+  CUDA_TRY(what_, cudaSetDevice(ctx_.gpu()));
+  RETURN_IF_ERROR(enqueue(s->handle(), in, out));
+  // An own kernel's bad launch (grid, resources) is reported at once, not at the next
+  // synchronize; library calls have returned their own codes already.
+  CUDA_TRY(what_, cudaGetLastError());
+  return absl::OkStatus();
+}
+
+KernelOr makeKernel(const ir::Node& node, CudaContext& ctx) {
+  KernelInit init{node, ctx};
+  KernelOr kernel = absl::InternalError(absl::StrCat("unknown op in ", node.describe()));
+  switch (node.op()) {
+#define OP(Enum, name, operands, attrs, traits, doc) \
+  case ir::Op::k##Enum:                              \
+    kernel = make##Enum##Kernel(init);               \
+    break;
+#include "ir/ops.def"
+#undef OP
+  }
+  if (kernel.ok()) (*kernel)->setDescription(node.describe());
+  return kernel;
+}
+
+absl::Status notAKernel(const ir::Node& node) {
+  return absl::InternalError(
+      absl::StrCat(node.describe(), " has no CUDA kernel: the runtime executes it itself"));
+}
+
+cudaStream_t streamHandle(Stream& stream) {
+  CudaStream* s = asCudaStream(stream);
+  return s != nullptr ? s->handle() : nullptr;
+}
+
+LaunchShape shapeFor(int64_t n, int threads) {
+  // A grid-stride loop: enough blocks to fill an H100 (132 SMs x 16 blocks), no more.
+  const int64_t blocks = std::clamp<int64_t>((n + threads - 1) / threads, 1, 132 * 16);
+  return {static_cast<unsigned>(blocks), static_cast<unsigned>(threads)};
+}
+
+// Ops the runtime executes itself: graph inputs, variable reads and collectives.
+KernelOr makeInputKernel(const KernelInit& init) { return notAKernel(init.node); }
+KernelOr makeParamKernel(const KernelInit& init) { return notAKernel(init.node); }
+KernelOr makeSplitKernel(const KernelInit& init) { return notAKernel(init.node); }
+KernelOr makeConcatKernel(const KernelInit& init) { return notAKernel(init.node); }
+KernelOr makeBroadcastKernel(const KernelInit& init) { return notAKernel(init.node); }
+KernelOr makeAllReduceKernel(const KernelInit& init) { return notAKernel(init.node); }
+
+}  // namespace tandem::backend::cuda

@@ -1,0 +1,79 @@
+#pragma once
+
+// The CUDA kernel table: one factory per op of ir/ops.def, defined next to its family in
+// backend/cuda/*_kernels.cc (a missing factory is a link error, as on CPU). Factories are
+// host code (g++); the own kernels they launch live in *.cu files behind plain launch
+// functions (backend/cuda/*_launch.h), whose per-element math is in TANDEM_HD headers
+// that the host tests compile too.
+
+#include <memory>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "backend/cuda/cuda_context.h"
+#include "backend/cuda/cuda_status.h"
+#include "backend/kernel.h"
+#include "ir/ir.h"
+
+namespace tandem::backend::cuda {
+
+/// A CUDA kernel: launching it makes its GPU current, enqueues its library calls or own
+/// kernels on the stream's cudaStream_t and returns. A launch error of an own kernel
+/// (cudaGetLastError after enqueue) is returned by launch(); errors of the work itself
+/// come back from Stream::synchronize.
+class CudaKernel : public Kernel {
+ public:
+  absl::Status launch(Stream& stream, absl::Span<const TensorView> in,
+                      absl::Span<const TensorView> out) final;
+
+  /// "%conv1.0 (conv2d @cuda:0)": what errors name (pass it as CUDA_TRY's `where`).
+  void setDescription(std::string what) { what_ = std::move(what); }
+  const std::string& what() const { return what_; }
+
+ protected:
+  explicit CudaKernel(CudaContext& ctx) : ctx_(ctx) {}
+  /// Enqueues the node's work on `stream`; views are in device memory (the node's
+  /// operands and results, in the node's order).
+  virtual absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
+                               absl::Span<const TensorView> out) = 0;
+  CudaContext& ctx() const { return ctx_; }
+
+ private:
+  CudaContext& ctx_;
+  std::string what_;
+};
+
+/// What a factory gets: the node (operand/result types, attributes, the module's
+/// variables for `initialize`) and its device's context.
+struct KernelInit {
+  const ir::Node& node;
+  CudaContext& ctx;
+};
+
+using KernelOr = absl::StatusOr<std::unique_ptr<CudaKernel>>;
+
+#define OP(Enum, name, operands, attrs, traits, doc) KernelOr make##Enum##Kernel(const KernelInit&);
+#include "ir/ops.def"
+#undef OP
+
+/// Creates the CUDA kernel of a node (its GPU must be current). Graph inputs, `param`
+/// and collectives have no kernel: asking for one is an internal error.
+KernelOr makeKernel(const ir::Node& node, CudaContext& ctx);
+
+/// The error a factory returns for ops that the runtime handles itself.
+absl::Status notAKernel(const ir::Node& node);
+
+/// The cudaStream_t of a stream of the CUDA backend.
+cudaStream_t streamHandle(Stream& stream);
+
+/// Blocks and threads for a grid-stride loop over `n` elements.
+struct LaunchShape {
+  unsigned blocks;
+  unsigned threads;
+};
+LaunchShape shapeFor(int64_t n, int threads = 256);
+
+}  // namespace tandem::backend::cuda
