@@ -121,6 +121,19 @@ class Device {
   virtual absl::StatusOr<std::unique_ptr<Kernel>> makeKernel(const ir::Node& node) = 0;
 };
 
+/// A whole step of a set of devices recorded once and replayed with one launch (CUDA
+/// graphs): after begin(), the work enqueued on the devices' streams is recorded, not
+/// run; end() makes it replayable; replay() enqueues all of it again, on the same memory.
+class StepRecorder {
+ public:
+  virtual ~StepRecorder() = default;
+  virtual absl::Status begin() = 0;
+  /// Ends recording, also after a failed enqueue (then returns that failure's status
+  /// unchanged and keeps nothing).
+  virtual absl::Status end() = 0;
+  virtual absl::Status replay() = 0;
+};
+
 /// A kind of device.
 class Backend {
  public:
@@ -136,6 +149,19 @@ class Backend {
       absl::Span<Device* const> group) const = 0;
   /// One paragraph for `tandem devices`: what there is to run on, with threads and memory.
   virtual std::string describe() const = 0;
+  /// Whether this machine can run `device` (CUDA: a GPU with that index), checked before
+  /// any data loads; the error names the device and what is missing.
+  virtual absl::Status checkDevice(const ir::Device& device) const {
+    (void)device;
+    return absl::OkStatus();
+  }
+  /// A recorder of whole steps on `devices` (all of this backend), or null where the
+  /// backend has none (CPU: enqueueing a step costs microseconds, there is nothing to save).
+  virtual absl::StatusOr<std::unique_ptr<StepRecorder>> makeStepRecorder(
+      absl::Span<Device* const> devices) const {
+    (void)devices;
+    return nullptr;
+  }
 };
 
 /// The backend of a device kind, or an error naming the kind when this build has none.

@@ -113,6 +113,35 @@ absl::Status Executor::enqueueStep(Program& p) {
   return absl::OkStatus();
 }
 
+absl::Status Executor::runStep(Program& p) {
+  // Traces and hooks stamp host callbacks per step: they need plain steps.
+  const bool plain_only = !options_.record_steps || options_.trace || hook_;
+  if (p.recorded && !plain_only) return p.recorded->replay();
+  if (plain_only || ++p.runs <= kStepsBeforeRecording) return enqueueStep(p);
+  // One backend for all devices, or no recording (a step across kinds is not one graph).
+  const auto& devices = loaded_->module->devices();
+  for (const ir::Device& d : devices)
+    if (d.kind != devices[0].kind) return enqueueStep(p);
+  ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(devices[0].kind));
+  std::vector<backend::Device*> all;
+  for (auto& d : loaded_->devices) all.push_back(d.get());
+  ASSIGN_OR_RETURN(std::unique_ptr<backend::StepRecorder> recorder, b->makeStepRecorder(all));
+  if (recorder == nullptr) {
+    options_.record_steps = false;  // this backend never records: stop asking
+    return enqueueStep(p);
+  }
+  RETURN_IF_ERROR(recorder->begin());
+  absl::Status enqueued = enqueueStep(p);
+  absl::Status ended = recorder->end();
+  if (!enqueued.ok()) return enqueued;
+  if (!ended.ok())
+    return absl::Status(ended.code(),
+                        absl::StrCat("recording one step of @", p.graph->name(), ": ",
+                                     ended.message(), " (--no-cuda-graphs runs without)"));
+  p.recorded = std::move(recorder);
+  return p.recorded->replay();
+}
+
 absl::StatusOr<std::vector<HostTensor>> Executor::run(
     absl::string_view name, absl::Span<const backend::TensorView> inputs) {
   const ir::Module& m = *loaded_->module;
@@ -132,7 +161,7 @@ absl::StatusOr<std::vector<HostTensor>> Executor::run(
     // devices copy their slices from.
     std::memcpy(p.inputs[i].data(), inputs[i].data, static_cast<size_t>(inputs[i].bytes()));
   }
-  absl::Status status = enqueueStep(p);
+  absl::Status status = runStep(p);
   // The host's one wait per step; every stream is drained even after an error, so that no
   // work still points at this step's buffers.
   for (auto& d : loaded_->devices) {

@@ -18,6 +18,11 @@ namespace tandem::runtime {
 
 struct LoadedModule;
 
+/// Plain runs of a graph before its step is recorded (ExecutorOptions::record_steps): the
+/// first runs find convolution algorithms, size workspaces and set up communicators,
+/// none of which may happen while a CUDA graph records.
+inline constexpr int kStepsBeforeRecording = 2;
+
 struct ExecutorOptions {
   /// Seed of `initialize` (parameter initial values).
   uint64_t seed = 0;
@@ -29,6 +34,11 @@ struct ExecutorOptions {
   bool blocked_activations = true;
   /// Record when each node starts and ends on which stream (see takeTrace()).
   bool trace = false;
+  /// Let f32 convolutions and matrix products use TF32 on GPUs (DeviceOptions).
+  bool allow_tf32 = true;
+  /// Record each graph's step once, after kStepsBeforeRecording plain runs, and replay it
+  /// (CUDA graphs) where the devices' backend can; never while tracing.
+  bool record_steps = true;
 };
 
 /// One node's run on one stream, for tests and profiles.
@@ -84,6 +94,8 @@ class Executor {
  private:
   Executor(std::unique_ptr<LoadedModule> loaded, ExecutorOptions options);
   absl::Status enqueueStep(struct Program& p);
+  /// Enqueues one step of `p`: plainly, or by replaying its recording (record_steps).
+  absl::Status runStep(struct Program& p);
 
   std::unique_ptr<LoadedModule> loaded_;
   ExecutorOptions options_;

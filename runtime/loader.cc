@@ -296,7 +296,8 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
                                              .seed = options.seed,
                                              .threads_per_device = options.threads_per_device,
                                              .conv_algorithm = options.conv_algorithm,
-                                             .blocked_activations = options.blocked_activations}));
+                                             .blocked_activations = options.blocked_activations,
+                                             .allow_tf32 = options.allow_tf32}));
     lm->devices.push_back(std::move(device));
   }
   for (const auto& g : m.graphs()) RETURN_IF_ERROR(checkPlan(m, *g, lm->devices));

@@ -57,6 +57,9 @@ struct Program {
   std::vector<ir::TensorType> input_types;
   std::vector<OutputCopy> outputs;
   std::vector<std::unique_ptr<Instr>> instrs;
+  /// Plain runs so far, and the recorded step once there is one (Executor::run).
+  int runs = 0;
+  std::unique_ptr<backend::StepRecorder> recorded;
 };
 
 /// A module loaded on its devices.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend/cuda/cuda_communicator.h"
+#include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/cuda_status.h"
 
@@ -60,6 +61,15 @@ class CudaBackend final : public Backend {
     return makeCommunicators(group);
   }
 
+  absl::Status checkDevice(const ir::Device& device) const override {
+    return checkGpu(device);
+  }
+
+  absl::StatusOr<std::unique_ptr<StepRecorder>> makeStepRecorder(
+      absl::Span<Device* const> devices) const override {
+    return makeCudaStepRecorder(devices);
+  }
+
   std::string describe() const override {
     absl::StatusOr<int> count = gpuCount();
     if (!count.ok()) return std::string(count.status().message());
@@ -94,9 +104,7 @@ absl::StatusOr<int> gpuCount() {
   return count;
 }
 
-absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(const Backend& backend,
-                                                               const ir::Device& device,
-                                                               const DeviceOptions& options) {
+absl::Status checkGpu(const ir::Device& device) {
   const std::string name = ir::toString(device);
   absl::StatusOr<int> count = gpuCount();
   if (!count.ok())
@@ -104,6 +112,14 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(const Backend& ba
   if (device.index < 0 || device.index >= *count)
     return absl::InvalidArgumentError(absl::StrCat(name, ": this machine has ", *count,
                                                    " CUDA GPU(s), cuda:0 to cuda:", *count - 1));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(const Backend& backend,
+                                                               const ir::Device& device,
+                                                               const DeviceOptions& options) {
+  const std::string name = ir::toString(device);
+  RETURN_IF_ERROR(checkGpu(device));
   const int gpu = device.index;
   ASSIGN_OR_RETURN(auto ctx, CudaContext::create(device, gpu, options));
   ASSIGN_OR_RETURN(auto compute, CudaStream::create(backend, absl::StrCat(name, "/compute"), gpu,

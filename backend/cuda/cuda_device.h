@@ -57,4 +57,7 @@ const Backend& cudaBackend();
 /// machine: cudaGetDeviceCount: cudaErrorNoDevice (no CUDA-capable device is detected)").
 absl::StatusOr<int> gpuCount();
 
+/// OK when this machine has the GPU `device` names; else the error naming the device.
+absl::Status checkGpu(const ir::Device& device);
+
 }  // namespace tandem::backend::cuda

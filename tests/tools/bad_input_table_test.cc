@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -115,12 +116,28 @@ TEST_F(BadInputTable, ModelAndDevices) {
       {{"dump", "--model", "lenet", "--devices", ""}, "--devices: the device list is empty"},
       {{"dump", "--model", "lenet", "--batch", "2", "--devices", "3"},
        "--batch: 2 is smaller than the device count 3; every device needs at least one example"},
-      {{"train", "--model", "lenet", "--devices", "cuda:0"},
-       "--devices: cuda:0: this build has no cuda backend (use cpu:N devices; docs/GPU.md says "
-       "what a CUDA build needs)"},
       {{"train", "--model", "lenet", "--batch", "2", "--devices", "3"},
        "--batch: 2 is smaller than the device count 3; every device needs at least one example"},
   });
+}
+
+// cuda:0 where it cannot run: a build without nvcc lacks the kind, a machine without a GPU
+// lacks the device, and CUDA's own words for why vary with the machine (no driver, no
+// device): the line names the device and says which, before any data loads.
+TEST_F(BadInputTable, CudaDeviceWithoutAGpu) {
+  CommandResult r = runTandem({"train", "--model", "lenet", "--devices", "cuda:0"});
+  if (r.exit_code == 0) GTEST_SKIP() << "this machine trains on cuda:0";
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.out, "");
+  const std::string without_kind =
+      "tandem: --devices: cuda:0: this build has no cuda backend (use cpu:N devices; "
+      "docs/GPU.md says what a CUDA build needs)\n";
+  const std::string without_gpu =
+      "tandem: --devices: cuda:0: no CUDA GPU on this machine: cudaGetDeviceCount: ";
+  if (r.err != without_kind) {
+    EXPECT_TRUE(absl::StartsWith(r.err, without_gpu)) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST_F(BadInputTable, Numbers) {

@@ -196,7 +196,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
                                                     .threads_per_device = f.threads_per_device,
                                                     .conv_algorithm = f.conv_algorithm,
                                                     .blocked_activations = !f.plain_layout,
-                                                    .trace = f.profile});
+                                                    .trace = f.profile,
+                                                    .allow_tf32 = !f.no_tf32,
+                                                    .record_steps = !f.no_cuda_graphs});
   if (!trainer.ok()) return trainer.status();
   RETURN_IF_ERROR((*trainer)->initialize());
   if (stop.requested()) return stoppedBeforeTraining();

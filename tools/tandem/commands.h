@@ -85,6 +85,8 @@ struct TrainFlags {
   int threads_per_device = 1;
   backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
   bool plain_layout = false;
+  bool no_tf32 = false;
+  bool no_cuda_graphs = false;
   bool profile = false;
   bool allow_nonfinite = false;
   /// --plot: an .svg or .png of the learning curves, redrawn after every epoch.

@@ -235,6 +235,12 @@ void addTrain(CLI::App& app, TrainFlags& f) {
                 "Keep every tensor in plain NCHW between kernels (by default a CPU device with "
                 "AVX-512 keeps activations between convolutions and fused batch norm in "
                 "oneDNN's nChw16c, which saves the convolutions' reorders; same numbers)");
+  cmd->add_flag("--no-tf32", f.no_tf32,
+                "On GPUs, keep f32 convolutions and matrix products in full f32 (by default "
+                "tensor cores may round their inputs to TF32, relative error ~1e-3)");
+  cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs,
+                "On GPUs, enqueue every step kernel by kernel (by default each graph's step is "
+                "recorded as a CUDA graph after two steps and replayed with one launch)");
   cmd->add_flag("--profile", f.profile,
                 "Time every node and print, per op, where the training steps spent their time");
   cmd->add_flag("--allow-nonfinite", f.allow_nonfinite,

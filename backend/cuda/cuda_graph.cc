@@ -1,0 +1,111 @@
+#include "backend/cuda/cuda_graph.h"
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_status.h"
+
+namespace tandem::backend::cuda {
+namespace {
+
+constexpr char kWhere[] = "CUDA graph of a step";
+
+class CudaStepRecorder final : public StepRecorder {
+ public:
+  ~CudaStepRecorder() override {
+    if (exec_ != nullptr) {
+      cudaSetDevice(origin()->gpu());
+      cudaGraphExecDestroy(exec_);
+    }
+    for (size_t i = 0; i < events_.size(); ++i) {
+      cudaSetDevice(event_gpus_[i]);
+      cudaEventDestroy(events_[i]);
+    }
+  }
+
+  /// The streams, the first device's compute stream first (the capture's origin), and
+  /// one event per stream for the fork (on the origin's GPU) and each join.
+  static absl::StatusOr<std::unique_ptr<CudaStepRecorder>> create(
+      absl::Span<Device* const> devices) {
+    auto r = std::unique_ptr<CudaStepRecorder>(new CudaStepRecorder());
+    for (Device* d : devices) {
+      auto* cd = dynamic_cast<CudaDevice*>(d);
+      if (cd == nullptr)
+        return absl::InternalError(
+            absl::StrCat(ir::toString(d->id()), " is not a CUDA device: no CUDA graph"));
+      r->streams_.push_back(&cd->cudaCompute());
+      r->streams_.push_back(&cd->cudaComm());
+    }
+    if (r->streams_.empty()) return absl::InternalError("a CUDA graph of no devices");
+    for (CudaStream* s : r->streams_) {
+      cudaEvent_t e = nullptr;
+      CUDA_TRY(kWhere, cudaSetDevice(s->gpu()));
+      CUDA_TRY(kWhere, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      r->events_.push_back(e);
+      r->event_gpus_.push_back(s->gpu());
+    }
+    return r;
+  }
+
+  absl::Status begin() override {
+    CudaStream* o = origin();
+    CUDA_TRY(kWhere, cudaSetDevice(o->gpu()));
+    // Thread-local mode: this thread may not make calls that are unsafe during capture
+    // (cudaMalloc, synchronizations), while NCCL's own threads are not held to it.
+    CUDA_TRY(kWhere, cudaStreamBeginCapture(o->handle(), cudaStreamCaptureModeThreadLocal));
+    CUDA_TRY(kWhere, cudaEventRecord(events_[0], o->handle()));
+    for (size_t i = 1; i < streams_.size(); ++i)
+      CUDA_TRY(kWhere, cudaStreamWaitEvent(streams_[i]->handle(), events_[0], 0));
+    return absl::OkStatus();
+  }
+
+  absl::Status end() override {
+    CudaStream* o = origin();
+    // Every stream rejoins the origin; then the capture ends, even after a failure, so
+    // that no stream stays in capture mode.
+    absl::Status joined = absl::OkStatus();
+    for (size_t i = 1; i < streams_.size() && joined.ok(); ++i) {
+      joined = check(cudaSetDevice(streams_[i]->gpu()), "cudaSetDevice", kWhere);
+      if (joined.ok())
+        joined = check(cudaEventRecord(events_[i], streams_[i]->handle()), "cudaEventRecord",
+                       kWhere);
+      if (joined.ok())
+        joined = check(cudaStreamWaitEvent(o->handle(), events_[i], 0), "cudaStreamWaitEvent",
+                       kWhere);
+    }
+    CUDA_TRY(kWhere, cudaSetDevice(o->gpu()));
+    cudaGraph_t graph = nullptr;
+    absl::Status ended =
+        check(cudaStreamEndCapture(o->handle(), &graph), "cudaStreamEndCapture", kWhere);
+    if (ended.ok() && joined.ok())
+      ended = check(cudaGraphInstantiate(&exec_, graph, 0), "cudaGraphInstantiate", kWhere);
+    if (graph != nullptr) cudaGraphDestroy(graph);  // the executable graph keeps its own copy
+    RETURN_IF_ERROR(joined);
+    return ended;
+  }
+
+  absl::Status replay() override {
+    if (exec_ == nullptr) return absl::InternalError("replay of a step that was not recorded");
+    CUDA_TRY(kWhere, cudaSetDevice(origin()->gpu()));
+    CUDA_TRY(kWhere, cudaGraphLaunch(exec_, origin()->handle()));
+    return absl::OkStatus();
+  }
+
+ private:
+  CudaStepRecorder() = default;
+  CudaStream* origin() const { return streams_[0]; }
+
+  std::vector<CudaStream*> streams_;
+  std::vector<cudaEvent_t> events_;
+  std::vector<int> event_gpus_;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StepRecorder>> makeCudaStepRecorder(
+    absl::Span<Device* const> devices) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaStepRecorder> r, CudaStepRecorder::create(devices));
+  return std::unique_ptr<StepRecorder>(std::move(r));
+}
+
+}  // namespace tandem::backend::cuda
