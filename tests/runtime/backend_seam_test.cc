@@ -84,6 +84,44 @@ TEST(BackendSeam, TheExecutorRunsOnARecordingBackendAsDumpSaysItWould) {
   EXPECT_GE(recorder.counter("allReduce"), 2 * 3);  // >= 1 gradient bucket + loss + correct
 }
 
+// Where the backend can record a step (CUDA graphs), the executor runs each graph plainly
+// kStepsBeforeRecording times, records the next step and replays it, and replays every
+// later step without enqueueing anything; tracing and record_steps=false run plain steps.
+TEST(BackendSeam, StepsAreRecordedOnceAndReplayed) {
+  struct Case {
+    runtime::ExecutorOptions options;
+    bool records;
+  };
+  for (const Case& c : {Case{{}, true}, Case{{.trace = true}, false},
+                        Case{{.record_steps = false}, false}}) {
+    Recorder recorder;
+    RecordingBackend backend(recorder, /*records_steps=*/true);
+    backend::ScopedBackendOverride use(backend);
+    auto ex = runtime::Executor::create(lenetOn(2, 0.2), c.options);
+    ASSERT_TRUE(ex.ok()) << ex.status();
+    ASSERT_TRUE((*ex)->run(ir::kInitGraph, {}).ok());
+    recorder.clear();
+    auto batch = randomBatches(1, 32, 1);
+    backend::TensorView in[2] = {{batch[0].images.data(), {ir::DType::kF32, {32, 1, 28, 28}}},
+                                 {batch[0].labels.data(), {ir::DType::kI32, {32}}}};
+    int launches_per_step = 0;
+    constexpr int kSteps = 6;
+    for (int step = 1; step <= kSteps; ++step) {
+      auto out = (*ex)->run(ir::kTrainGraph, in);
+      ASSERT_TRUE(out.ok()) << out.status();
+      if (step == 1) launches_per_step = recorder.counter("launch");
+    }
+    ASSERT_GT(launches_per_step, 0);
+    const int enqueued = c.records ? runtime::kStepsBeforeRecording + 1 : kSteps;
+    EXPECT_EQ(recorder.counter("launch"), enqueued * launches_per_step);
+    EXPECT_EQ(recorder.counter("record"), c.records ? 1 : 0);
+    EXPECT_EQ(recorder.counter("recorded"), c.records ? 1 : 0);
+    EXPECT_EQ(recorder.counter("replay"), c.records ? kSteps - runtime::kStepsBeforeRecording : 0);
+    // Outputs come back every step, replayed or not: the copies are part of the recording.
+    EXPECT_EQ(recorder.counter("copyToHost"), enqueued * 2);
+  }
+}
+
 // ExecutorOptions reach every device (as DeviceOptions).
 TEST(BackendSeam, ExecutorOptionsReachTheDevices) {
   Recorder recorder;

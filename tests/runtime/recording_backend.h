@@ -213,9 +213,33 @@ class RecordingGroup final : public backend::CommunicatorGroup {
   Recorder& recorder_;
 };
 
+/// Counts what the executor asks of a step recorder: "record" when it begins, "recorded"
+/// when it ends, "replay" per replay.
+class RecordingStepRecorder final : public backend::StepRecorder {
+ public:
+  explicit RecordingStepRecorder(Recorder& r) : recorder_(r) {}
+  absl::Status begin() override {
+    recorder_.count("record");
+    return absl::OkStatus();
+  }
+  absl::Status end() override {
+    recorder_.count("recorded");
+    return absl::OkStatus();
+  }
+  absl::Status replay() override {
+    recorder_.count("replay");
+    return absl::OkStatus();
+  }
+
+ private:
+  Recorder& recorder_;
+};
+
 class RecordingBackend final : public backend::Backend {
  public:
-  explicit RecordingBackend(Recorder& r) : recorder_(r) {}
+  /// `records_steps`: offers a StepRecorder, as the CUDA backend does (CUDA graphs).
+  explicit RecordingBackend(Recorder& r, bool records_steps = false)
+      : recorder_(r), records_steps_(records_steps) {}
   ir::DeviceKind kind() const override { return ir::DeviceKind::kCpu; }
   int64_t alignment() const override { return 64; }
   absl::StatusOr<std::unique_ptr<backend::Device>> createDevice(
@@ -230,9 +254,15 @@ class RecordingBackend final : public backend::Backend {
     return std::make_unique<RecordingGroup>(static_cast<int>(group.size()), recorder_);
   }
   std::string describe() const override { return "recording"; }
+  absl::StatusOr<std::unique_ptr<backend::StepRecorder>> makeStepRecorder(
+      absl::Span<backend::Device* const>) const override {
+    if (!records_steps_) return nullptr;
+    return std::make_unique<RecordingStepRecorder>(recorder_);
+  }
 
  private:
   Recorder& recorder_;
+  bool records_steps_;
 };
 
 }  // namespace tandem::testing
