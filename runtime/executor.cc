@@ -77,8 +77,23 @@ absl::Status Executor::enqueueStep(Program& p) {
   for (const auto& ins : p.instrs) {
     const ir::Node& n = *ins->node;
     // One host thread issues every device's share of a collective: each group's shares are
-    // bracketed so that a backend like NCCL sees them as one operation.
+    // bracketed so that a backend like NCCL sees them as one operation. NCCL enqueues a
+    // group's work only at ncclGroupEnd, so the events (and trace stamps) that mark a
+    // share's end are recorded after its group closes, not after its call.
     backend::CommunicatorGroup* open_group = nullptr;
+    struct Ended {
+      backend::Stream* stream;
+      Share* share;
+      size_t at;
+    };
+    std::vector<Ended> ended;
+    auto markEnds = [&] {
+      for (const Ended& e : ended) {
+        if (options_.trace) stamp(*e.stream, e.at, /*start=*/false);
+        if (e.share->done) e.stream->record(*e.share->done);
+      }
+      ended.clear();
+    };
     for (Share& s : ins->shares) {
       backend::Device& device = *loaded_->devices[s.device];
       backend::Stream& stream = ins->comm ? device.commStream() : device.computeStream();
@@ -93,6 +108,7 @@ absl::Status Executor::enqueueStep(Program& p) {
       if (hook_) stream.hostCallback([this, &n, d = s.device] { hook_(n, d); });
       if (s.group != open_group) {
         if (open_group != nullptr) RETURN_IF_ERROR(open_group->groupEnd());
+        markEnds();
         open_group = s.group;
         if (open_group != nullptr) RETURN_IF_ERROR(open_group->groupStart());
       }
@@ -100,10 +116,11 @@ absl::Status Executor::enqueueStep(Program& p) {
                                         : ins->kernel->launch(stream, s.in, s.out);
       if (!launched.ok())
         return absl::Status(launched.code(), absl::StrCat(n.describe(), ": ", launched.message()));
-      if (options_.trace) stamp(stream, at, /*start=*/false);
-      if (s.done) stream.record(*s.done);
+      ended.push_back({&stream, &s, at});
+      if (open_group == nullptr) markEnds();
     }
     if (open_group != nullptr) RETURN_IF_ERROR(open_group->groupEnd());
+    markEnds();
   }
   for (OutputCopy& o : p.outputs) {
     backend::Device& device = *loaded_->devices[o.device];

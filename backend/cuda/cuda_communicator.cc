@@ -1,13 +1,444 @@
-// Collectives between CUDA devices (not written yet).
+// Collectives between CUDA devices of this process, enqueued on the ranks' comm streams.
+//
+// Every device on a GPU of its own: NCCL, one communicator per rank from ncclCommInitAll,
+// each call grouped (ncclGroupStart/End) so that the k tensors of one all_reduce are one
+// fused launch, and the executor's groupStart/groupEnd bracket all ranks' shares.
+//
+// Logical devices sharing a GPU (cuda:0,cuda:0), which NCCL refuses: a same-process
+// group. Each rank's call is queued; a collective runs once every rank has called it and
+// no group is open (at groupEnd, or at the last rank's call). Then every rank's stream
+// records an event, the first rank's stream waits for all of them, reduces with an own
+// kernel in the CPU local communicator's fixed tree order (bit-identical runs, the same
+// bits as the CPU backend) and writes every rank's out, and the other ranks' streams wait
+// on an event recorded after that. Ranks on other GPUs than the first rank's are read and
+// written through peer access.
 
 #include "backend/cuda/cuda_communicator.h"
 
+#include <algorithm>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "backend/cuda/communicator_launch.h"
+#include "backend/cuda/communicator_plan.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_status.h"
+#include "backend/cuda/cuda_stream.h"
+
 namespace tandem::backend::cuda {
+namespace {
+
+const char* opName(ReduceOp op) {
+  return op == ReduceOp::kMax ? "max" : op == ReduceOp::kMean ? "mean" : "sum";
+}
+
+absl::StatusOr<CudaStream*> cudaStreamOf(Stream& stream, int gpu, const std::string& where) {
+  CudaStream* s = asCudaStream(stream);
+  if (s == nullptr)
+    return absl::InternalError(absl::StrCat(where, ": ", stream.name(), " is not a CUDA stream"));
+  if (s->gpu() != gpu)
+    return absl::InternalError(absl::StrCat(where, ": ", s->name(), " is on GPU ", s->gpu(),
+                                            ", this rank's device on GPU ", gpu));
+  return s;
+}
+
+absl::Status checkPairs(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                        const std::string& where) {
+  if (in.size() != out.size())
+    return absl::InternalError(
+        absl::StrCat(where, ": all_reduce of ", in.size(), " tensors into ", out.size()));
+  for (size_t j = 0; j < in.size(); ++j)
+    if (!(in[j].type == out[j].type))
+      return absl::InternalError(absl::StrCat(where, ": all_reduce of ", ir::toString(in[j].type),
+                                              " into ", ir::toString(out[j].type)));
+  return absl::OkStatus();
+}
+
+// ---- NCCL: every device on its own GPU ---------------------------------------------------
+
+ncclDataType_t ncclType(ir::DType t) {
+  switch (t) {
+    case ir::DType::kBF16:
+      return ncclBfloat16;
+    case ir::DType::kF64:
+      return ncclFloat64;
+    case ir::DType::kI32:
+      return ncclInt32;
+    case ir::DType::kF32:
+      break;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t ncclOp(ReduceOp op) {
+  return op == ReduceOp::kMax ? ncclMax : op == ReduceOp::kMean ? ncclAvg : ncclSum;
+}
+
+class NcclRank final : public Communicator {
+ public:
+  NcclRank(ncclComm_t comm, int rank, int size, int gpu, std::string what)
+      : comm_(comm), rank_(rank), size_(size), gpu_(gpu), what_(std::move(what)) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  absl::Status allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                         ReduceOp op, Stream& stream) override {
+    RETURN_IF_ERROR(checkPairs(in, out, what_));
+    ASSIGN_OR_RETURN(CudaStream * s, cudaStreamOf(stream, gpu_, what_));
+    CUDA_TRY(what_, cudaSetDevice(gpu_));
+    // The k tensors as one group: one fused launch (and a nested group when the executor
+    // brackets the ranks' shares).
+    CUDA_TRY(what_, ncclGroupStart());
+    absl::Status enqueued = absl::OkStatus();
+    for (size_t j = 0; j < in.size() && enqueued.ok(); ++j)
+      enqueued = check(
+          ncclAllReduce(in[j].data, out[j].data, static_cast<size_t>(in[j].numElements()),
+                        ncclType(in[j].type.dtype), ncclOp(op), comm_, s->handle()),
+          absl::StrCat("ncclAllReduce(", opName(op), ", ", ir::toString(in[j].type), ")"), what_);
+    // Closed even after a failure, so the thread's group depth stays balanced.
+    absl::Status ended = check(ncclGroupEnd(), "ncclGroupEnd()", what_);
+    RETURN_IF_ERROR(enqueued);
+    return ended;
+  }
+
+  absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
+                         Stream& stream) override {
+    if (root < 0 || root >= size_)
+      return absl::InternalError(absl::StrCat(what_, ": broadcast from rank ", root));
+    ASSIGN_OR_RETURN(CudaStream * s, cudaStreamOf(stream, gpu_, what_));
+    CUDA_TRY(what_, cudaSetDevice(gpu_));
+    // As bytes: any dtype, and `in` is read on the root only.
+    CUDA_TRY(what_, ncclBroadcast(in.data, out.data, static_cast<size_t>(out.bytes()), ncclUint8,
+                                  root, comm_, s->handle()));
+    return absl::OkStatus();
+  }
+
+ private:
+  ncclComm_t comm_;
+  int rank_, size_, gpu_;
+  std::string what_;
+};
+
+class NcclGroup final : public CommunicatorGroup {
+ public:
+  static absl::StatusOr<std::unique_ptr<CommunicatorGroup>> create(std::vector<int> gpus,
+                                                                   const std::string& what) {
+    std::unique_ptr<NcclGroup> g(new NcclGroup(what));
+    const int n = static_cast<int>(gpus.size());
+    g->comms_.assign(gpus.size(), nullptr);
+    absl::Status s =
+        check(ncclCommInitAll(g->comms_.data(), n, gpus.data()), "ncclCommInitAll", what);
+    if (!s.ok()) {
+      g->comms_.clear();  // nothing was made
+      return s;
+    }
+    for (int r = 0; r < n; ++r)
+      g->ranks_.push_back(std::make_unique<NcclRank>(g->comms_[static_cast<size_t>(r)], r, n,
+                                                     gpus[static_cast<size_t>(r)],
+                                                     absl::StrCat(what, " rank ", r)));
+    return std::unique_ptr<CommunicatorGroup>(std::move(g));
+  }
+
+  ~NcclGroup() override {
+    // NCCL's own example: finalize (flushes what is in flight) and destroy, rank by rank.
+    for (ncclComm_t c : comms_) {
+      if (c == nullptr) continue;
+      ncclCommFinalize(c);
+      ncclCommDestroy(c);
+    }
+  }
+
+  int size() const override { return static_cast<int>(ranks_.size()); }
+  Communicator& rank(int r) override { return *ranks_[static_cast<size_t>(r)]; }
+  absl::Status groupStart() override {
+    CUDA_TRY(what_, ncclGroupStart());
+    return absl::OkStatus();
+  }
+  absl::Status groupEnd() override {
+    CUDA_TRY(what_, ncclGroupEnd());
+    return absl::OkStatus();
+  }
+
+ private:
+  explicit NcclGroup(std::string what) : what_(std::move(what)) {}
+
+  std::string what_;
+  std::vector<ncclComm_t> comms_;
+  std::vector<std::unique_ptr<NcclRank>> ranks_;
+};
+
+// ---- Same process, devices sharing GPUs ------------------------------------------------
+
+ReduceKind reduceKind(ReduceOp op) {
+  return op == ReduceOp::kMax    ? ReduceKind::kMax
+         : op == ReduceOp::kMean ? ReduceKind::kMean
+                                 : ReduceKind::kSum;
+}
+
+ElementKind elementKind(ir::DType t) {
+  switch (t) {
+    case ir::DType::kBF16:
+      return ElementKind::kBF16;
+    case ir::DType::kF64:
+      return ElementKind::kF64;
+    case ir::DType::kI32:
+      return ElementKind::kI32;
+    case ir::DType::kF32:
+      break;
+  }
+  return ElementKind::kF32;
+}
+
+/// One rank's call of a collective, kept until every rank has made it.
+struct Posted {
+  enum class Kind : uint8_t { kAllReduce, kBroadcast } kind;
+  std::vector<TensorView> in, out;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  CudaStream* stream = nullptr;
+};
+
+class SharedGroup;
+
+class SharedRank final : public Communicator {
+ public:
+  SharedRank(SharedGroup& group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override;
+  absl::Status allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                         ReduceOp op, Stream& stream) override;
+  absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
+                         Stream& stream) override;
+
+ private:
+  SharedGroup& group_;
+  int rank_;
+};
+
+class SharedGroup final : public CommunicatorGroup {
+ public:
+  static absl::StatusOr<std::unique_ptr<CommunicatorGroup>> create(std::vector<int> gpus,
+                                                                   const std::string& what) {
+    ASSIGN_OR_RETURN(TreePlan plan, treePlan(static_cast<int>(gpus.size())));
+    std::unique_ptr<SharedGroup> g(new SharedGroup(std::move(gpus), plan, what));
+    RETURN_IF_ERROR(g->init());
+    return std::unique_ptr<CommunicatorGroup>(std::move(g));
+  }
+
+  ~SharedGroup() override {
+    for (size_t r = 0; r < events_.size(); ++r) {
+      if (events_[r] == nullptr) continue;
+      cudaSetDevice(gpus_[r]);
+      cudaEventDestroy(events_[r]);
+    }
+  }
+
+  int size() const override { return static_cast<int>(gpus_.size()); }
+  Communicator& rank(int r) override { return *ranks_[static_cast<size_t>(r)]; }
+  absl::Status groupStart() override {
+    ++depth_;
+    return absl::OkStatus();
+  }
+  absl::Status groupEnd() override {
+    if (depth_ == 0)
+      return absl::InternalError(absl::StrCat(what_, ": groupEnd without groupStart"));
+    --depth_;
+    return flush();
+  }
+
+  absl::Status post(int rank, Posted p, Stream& stream) {
+    const std::string where = absl::StrCat(what_, " rank ", rank);
+    ASSIGN_OR_RETURN(p.stream, cudaStreamOf(stream, gpus_[static_cast<size_t>(rank)], where));
+    queued_[static_cast<size_t>(rank)].push_back(std::move(p));
+    return flush();
+  }
+
+ private:
+  SharedGroup(std::vector<int> gpus, const TreePlan& plan, std::string what)
+      : gpus_(std::move(gpus)), plan_(plan), what_(std::move(what)), queued_(gpus_.size()) {
+    for (int r = 0; r < size(); ++r) ranks_.push_back(std::make_unique<SharedRank>(*this, r));
+  }
+
+  // Events (events_[0]: the first rank's "done", the others' "ready"), and peer access from
+  // the first rank's GPU to every other GPU of the group.
+  absl::Status init() {
+    events_.assign(gpus_.size(), nullptr);
+    for (size_t r = 0; r < gpus_.size(); ++r) {
+      CUDA_TRY(what_, cudaSetDevice(gpus_[r]));
+      CUDA_TRY(what_, cudaEventCreateWithFlags(&events_[r], cudaEventDisableTiming));
+    }
+    const int lead = gpus_[0];
+    std::vector<int> peers;
+    for (int g : gpus_)
+      if (g != lead && std::find(peers.begin(), peers.end(), g) == peers.end()) peers.push_back(g);
+    for (int g : peers) {
+      int can = 0;
+      CUDA_TRY(what_, cudaDeviceCanAccessPeer(&can, lead, g));
+      if (can == 0)
+        return absl::FailedPreconditionError(absl::StrCat(
+            what_, ": GPU ", lead, " cannot access GPU ", g,
+            "'s memory (no peer access), which devices that share GPUs reduce through; give "
+            "every device a GPU of its own (NCCL) or put them all on one GPU"));
+      CUDA_TRY(what_, cudaSetDevice(lead));
+      const cudaError_t e = cudaDeviceEnablePeerAccess(g, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();  // not an error here; clear it for later checks
+      else
+        RETURN_IF_ERROR(check(e, "cudaDeviceEnablePeerAccess", what_));
+    }
+    return absl::OkStatus();
+  }
+
+  /// Runs every collective that all ranks have called, unless a group is open.
+  absl::Status flush() {
+    while (depth_ == 0) {
+      size_t ready = queued_[0].size();
+      for (const auto& q : queued_) ready = std::min(ready, q.size());
+      if (ready == 0) return absl::OkStatus();
+      // One fan-in and fan-out for the collectives whose ranks keep their streams.
+      size_t batch = 1;
+      while (batch < ready && std::all_of(queued_.begin(), queued_.end(), [&](const auto& q) {
+               return q[batch].stream == q[0].stream;
+             }))
+        ++batch;
+      std::vector<std::vector<Posted>> calls(queued_.size());
+      for (size_t r = 0; r < queued_.size(); ++r)
+        for (size_t c = 0; c < batch; ++c) {
+          calls[r].push_back(std::move(queued_[r].front()));
+          queued_[r].pop_front();
+        }
+      RETURN_IF_ERROR(run(calls, batch));
+    }
+    return absl::OkStatus();
+  }
+
+  /// The c-th collective of `calls` agrees across the ranks (else the executor and the
+  /// graph disagree: an internal error naming both calls).
+  absl::Status validate(const std::vector<std::vector<Posted>>& calls, size_t c) const {
+    const Posted& first = calls[0][c];
+    for (size_t r = 1; r < calls.size(); ++r) {
+      const Posted& p = calls[r][c];
+      bool same = p.kind == first.kind && p.in.size() == first.in.size() &&
+                  p.out.size() == first.out.size();
+      if (same && first.kind == Posted::Kind::kAllReduce) {
+        same = p.op == first.op;
+        for (size_t j = 0; same && j < p.in.size(); ++j)
+          same = p.in[j].type == first.in[j].type && p.out[j].type == first.in[j].type;
+      } else if (same) {
+        same = p.root == first.root && p.out[0].bytes() == first.out[0].bytes();
+      }
+      if (!same)
+        return absl::InternalError(
+            absl::StrCat(what_, ": rank ", r, "'s collective does not match rank 0's"));
+    }
+    if (first.kind == Posted::Kind::kAllReduce) {
+      for (size_t j = 0; j < first.in.size(); ++j)
+        if (!(first.out[j].type == first.in[j].type))
+          return absl::InternalError(absl::StrCat(what_, ": all_reduce of ",
+                                                  ir::toString(first.in[j].type), " into ",
+                                                  ir::toString(first.out[j].type)));
+    } else if (first.root < 0 || first.root >= size() ||
+               calls[static_cast<size_t>(first.root)][c].in[0].bytes() != first.out[0].bytes()) {
+      return absl::InternalError(
+          absl::StrCat(what_, ": broadcast from rank ", first.root, " does not fit its outputs"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status run(const std::vector<std::vector<Posted>>& calls, size_t batch) {
+    for (size_t c = 0; c < batch; ++c) RETURN_IF_ERROR(validate(calls, c));
+    const size_t n = calls.size();
+    cudaStream_t lead = calls[0][0].stream->handle();
+    // Fan in: the first rank's stream waits until every rank's earlier work is done.
+    for (size_t r = 1; r < n; ++r) {
+      CUDA_TRY(what_, cudaSetDevice(gpus_[r]));
+      CUDA_TRY(what_, cudaEventRecord(events_[r], calls[r][0].stream->handle()));
+      CUDA_TRY(what_, cudaSetDevice(gpus_[0]));
+      CUDA_TRY(what_, cudaStreamWaitEvent(lead, events_[r], 0));
+    }
+    CUDA_TRY(what_, cudaSetDevice(gpus_[0]));
+    for (size_t c = 0; c < batch; ++c) {
+      const Posted& first = calls[0][c];
+      if (first.kind == Posted::Kind::kAllReduce) {
+        for (size_t j = 0; j < first.in.size(); ++j) {
+          const void* srcs[kMaxSharedRanks];
+          void* dsts[kMaxSharedRanks];
+          for (size_t r = 0; r < n; ++r) {
+            srcs[r] = calls[r][c].in[j].data;
+            dsts[r] = calls[r][c].out[j].data;
+          }
+          launchSharedAllReduce(plan_, reduceKind(first.op), elementKind(first.in[j].type.dtype),
+                                srcs, dsts, first.in[j].numElements(), lead);
+          CUDA_TRY(what_, cudaGetLastError());
+        }
+      } else {
+        const TensorView& src = calls[static_cast<size_t>(first.root)][c].in[0];
+        for (size_t r = 0; r < n; ++r) {
+          const TensorView& dst = calls[r][c].out[0];
+          if (dst.data == src.data || dst.bytes() == 0) continue;
+          CUDA_TRY(what_, cudaMemcpyAsync(dst.data, src.data, static_cast<size_t>(dst.bytes()),
+                                          cudaMemcpyDefault, lead));
+        }
+      }
+    }
+    // Fan out: every other rank's stream waits for the results.
+    if (n > 1) CUDA_TRY(what_, cudaEventRecord(events_[0], lead));
+    for (size_t r = 1; r < n; ++r) {
+      CUDA_TRY(what_, cudaSetDevice(gpus_[r]));
+      CUDA_TRY(what_, cudaStreamWaitEvent(calls[r][0].stream->handle(), events_[0], 0));
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<int> gpus_;
+  TreePlan plan_;
+  std::string what_;
+  std::vector<std::deque<Posted>> queued_;  // per rank, in call order
+  std::vector<std::unique_ptr<SharedRank>> ranks_;
+  std::vector<cudaEvent_t> events_;
+  int depth_ = 0;
+};
+
+int SharedRank::size() const { return group_.size(); }
+
+absl::Status SharedRank::allReduce(absl::Span<const TensorView> in,
+                                   absl::Span<const TensorView> out, ReduceOp op, Stream& stream) {
+  Posted p{
+      Posted::Kind::kAllReduce, {in.begin(), in.end()}, {out.begin(), out.end()}, op, 0, nullptr};
+  return group_.post(rank_, std::move(p), stream);
+}
+
+absl::Status SharedRank::broadcast(int root, const TensorView& in, const TensorView& out,
+                                   Stream& stream) {
+  Posted p{Posted::Kind::kBroadcast, {in}, {out}, ReduceOp::kSum, root, nullptr};
+  return group_.post(rank_, std::move(p), stream);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<CommunicatorGroup>> makeCommunicators(
     absl::Span<Device* const> group) {
-  (void)group;
-  return absl::UnimplementedError("collectives between CUDA devices are not written yet");
+  std::vector<int> gpus;
+  std::vector<std::string> names;
+  for (Device* d : group) {
+    auto* cd = dynamic_cast<CudaDevice*>(d);
+    if (cd == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat(
+          ir::toString(d->id()), " is not a CUDA device: CUDA collectives join CUDA devices only"));
+    gpus.push_back(cd->gpu());
+    names.push_back(ir::toString(cd->id()));
+  }
+  if (gpus.empty()) return absl::InvalidArgumentError("a collective group without devices");
+  std::vector<int> sorted = gpus;
+  std::sort(sorted.begin(), sorted.end());
+  const bool own_gpus = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+  const std::string what = absl::StrCat(own_gpus ? "NCCL group" : "same-GPU group", " (",
+                                        absl::StrJoin(names, ", "), ")");
+  if (own_gpus) return NcclGroup::create(std::move(gpus), what);
+  return SharedGroup::create(std::move(gpus), what);
 }
 
 }  // namespace tandem::backend::cuda
