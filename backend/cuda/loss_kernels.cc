@@ -1,20 +1,91 @@
-// Softmax cross-entropy and accuracy: CUDA kernels (not written yet: every factory says so).
+// Softmax cross-entropy, its backward op and accuracy on CUDA: own kernels (loss.cu) that
+// compute as the CPU does (backend/cpu/loss_kernels.cc: a max-shifted log-sum-exp in
+// double, the loss summed in double), the scalar results reduced in a fixed order so that
+// every run gives the same bits. f32 logits, i32 labels; a negative label is padding.
+
+#include <cstdint>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
+#include "backend/cuda/loss_launch.h"
 
 namespace tandem::backend::cuda {
 namespace {
 
-absl::Status unwritten(const KernelInit& init) {
-  return absl::UnimplementedError(
-      absl::StrCat(init.node.describe(), " has no CUDA kernel yet"));
+enum class LossOp { kForward, kBackward, kAccuracy };
+
+class LossKernel final : public CudaKernel {
+ public:
+  LossKernel(CudaContext& ctx, LossOp op, double divisor)
+      : CudaKernel(ctx), op_(op), divisor_(divisor) {}
+
+ protected:
+  absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out) override {
+    const float* logits = in[0].f32();
+    const int32_t* labels = in[1].i32();
+    const int64_t rows = in[0].dim(0), classes = in[0].dim(1);
+    switch (op_) {
+      case LossOp::kForward:
+        launchSoftmaxCrossEntropy(logits, labels, rows, classes, divisor_, out[0].f32(), stream);
+        break;
+      case LossOp::kBackward:
+        launchSoftmaxCrossEntropyBackward(logits, labels, in[2].f32(), rows, classes, divisor_,
+                                          out[0].f32(), stream);
+        break;
+      case LossOp::kAccuracy:
+        launchAccuracy(logits, labels, rows, classes, out[0].i32(), stream);
+        break;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  LossOp op_;
+  double divisor_;
+};
+
+absl::Status checkOperands(const ir::Node& node) {
+  const ir::TensorType& t = node.operand(0)->type();
+  if (t.dtype != ir::DType::kF32)
+    return absl::UnimplementedError(absl::StrCat(
+        node.describe(), ": the CUDA kernel supports f32 logits, not ", ir::dtypeName(t.dtype)));
+  if (t.shape.size() != 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat(node.describe(), ": the logits are ", ir::toString(t), ", not [N,C]"));
+  // Every row needs a maximum.
+  if (t.shape[1] < 1)
+    return absl::InvalidArgumentError(
+        absl::StrCat(node.describe(), ": the logits have no classes"));
+  if (node.operand(1)->type().dtype != ir::DType::kI32)
+    return absl::UnimplementedError(absl::StrCat(node.describe(),
+                                                 ": the CUDA kernel takes i32 labels, not ",
+                                                 ir::dtypeName(node.operand(1)->type().dtype)));
+  return absl::OkStatus();
+}
+
+/// What a reduction divides the summed loss by: `divisor` (the global batch) for mean.
+double lossScale(const ir::Node& node) {
+  return node.enumAttr("reduction") == "mean" ? static_cast<double>(node.intAttr("divisor")) : 1.0;
+}
+
+KernelOr makeLoss(const KernelInit& init, LossOp op) {
+  RETURN_IF_ERROR(checkOperands(init.node));
+  const double divisor = op == LossOp::kAccuracy ? 1.0 : lossScale(init.node);
+  return std::unique_ptr<CudaKernel>(new LossKernel(init.ctx, op, divisor));
 }
 
 }  // namespace
 
-KernelOr makeSoftmaxCrossEntropyKernel(const KernelInit& init) { return unwritten(init); }
-KernelOr makeSoftmaxCrossEntropyBackwardKernel(const KernelInit& init) { return unwritten(init); }
-KernelOr makeAccuracyKernel(const KernelInit& init) { return unwritten(init); }
+KernelOr makeSoftmaxCrossEntropyKernel(const KernelInit& init) {
+  return makeLoss(init, LossOp::kForward);
+}
+
+KernelOr makeSoftmaxCrossEntropyBackwardKernel(const KernelInit& init) {
+  return makeLoss(init, LossOp::kBackward);
+}
+
+KernelOr makeAccuracyKernel(const KernelInit& init) { return makeLoss(init, LossOp::kAccuracy); }
 
 }  // namespace tandem::backend::cuda

@@ -1,0 +1,127 @@
+// Own kernels of the elementwise family: fills, relu and its backward, add, casts and
+// global average pooling. Memory bound: grid-stride loops that move 16 bytes per access
+// (elementwise_map.cuh); the math is elementwise_math.h's, as the host tests check it.
+
+#include "backend/cuda/elementwise_launch.h"
+#include "backend/cuda/elementwise_map.cuh"
+#include "backend/cuda/elementwise_math.h"
+
+namespace tandem::backend::cuda {
+namespace {
+
+template <typename T>
+struct Fill {
+  T value;
+  __device__ T operator()() const { return value; }
+};
+
+struct Relu {
+  __device__ float operator()(float x) const { return reluValue(x); }
+};
+
+struct ReluBackward {
+  __device__ float operator()(float dy, float y) const { return reluBackwardValue(dy, y); }
+};
+
+struct Add {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    return addValue(a, b);
+  }
+};
+
+struct Identity {
+  __device__ float operator()(float x) const { return x; }
+};
+
+// One thread per plane, summing it in index order as the CPU does (the same bits); the
+// planes of a global pool are small (7 x 7 in ResNets) and many (N x C).
+template <typename T>
+__global__ void globalAvgPoolKernel(const T* x, T* y, int64_t planes, int64_t hw, float scale) {
+  for (int64_t p = gridStart(); p < planes; p += gridStride())
+    store(y, p, planeMean(x, p, hw, scale));
+}
+
+template <typename T>
+__global__ void globalAvgPoolBackwardKernel(const T* dy, T* dx, int64_t n, int64_t hw,
+                                            float scale) {
+  for (int64_t i = gridStart(); i < n; i += gridStride())
+    store(dx, i, globalPoolGrad(dy, i, hw, scale));
+}
+
+template <typename T>
+void globalAvgPool(const T* x, T* y, int64_t planes, int64_t hw, cudaStream_t stream) {
+  if (planes <= 0 || hw <= 0) return;
+  globalAvgPoolKernel<<<mapBlocks(planes), kMapThreads, 0, stream>>>(x, y, planes, hw,
+                                                                     globalPoolScale(hw));
+}
+
+template <typename T>
+void globalAvgPoolBackward(const T* dy, T* dx, int64_t planes, int64_t hw, cudaStream_t stream) {
+  const int64_t n = planes * hw;
+  if (n <= 0) return;
+  globalAvgPoolBackwardKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(dy, dx, n, hw,
+                                                                        globalPoolScale(hw));
+}
+
+}  // namespace
+
+void launchFill(float* y, int64_t n, float value, cudaStream_t stream) {
+  launchMap0(y, n, Fill<float>{value}, stream);
+}
+void launchFill(int32_t* y, int64_t n, int32_t value, cudaStream_t stream) {
+  launchMap0(y, n, Fill<int32_t>{value}, stream);
+}
+
+void launchRelu(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  launchMap1(x, y, n, Relu{}, stream);
+}
+void launchRelu(const uint16_t* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+  launchMap1(x, y, n, Relu{}, stream);
+}
+
+void launchReluBackward(const float* dy, const float* y, float* dx, int64_t n,
+                        cudaStream_t stream) {
+  launchMap2(dy, y, dx, n, ReluBackward{}, stream);
+}
+void launchReluBackward(const uint16_t* dy, const uint16_t* y, uint16_t* dx, int64_t n,
+                        cudaStream_t stream) {
+  launchMap2(dy, y, dx, n, ReluBackward{}, stream);
+}
+
+void launchAdd(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream) {
+  launchMap2(a, b, c, n, Add{}, stream);
+}
+void launchAdd(const uint16_t* a, const uint16_t* b, uint16_t* c, int64_t n, cudaStream_t stream) {
+  launchMap2(a, b, c, n, Add{}, stream);
+}
+void launchAdd(const int32_t* a, const int32_t* b, int32_t* c, int64_t n, cudaStream_t stream) {
+  launchMap2(a, b, c, n, Add{}, stream);
+}
+
+void launchCast(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+  launchMap1(x, y, n, Identity{}, stream);
+}
+void launchCast(const uint16_t* x, float* y, int64_t n, cudaStream_t stream) {
+  launchMap1(x, y, n, Identity{}, stream);
+}
+
+void launchGlobalAvgPool(const float* x, float* y, int64_t planes, int64_t hw,
+                         cudaStream_t stream) {
+  globalAvgPool(x, y, planes, hw, stream);
+}
+void launchGlobalAvgPool(const uint16_t* x, uint16_t* y, int64_t planes, int64_t hw,
+                         cudaStream_t stream) {
+  globalAvgPool(x, y, planes, hw, stream);
+}
+
+void launchGlobalAvgPoolBackward(const float* dy, float* dx, int64_t planes, int64_t hw,
+                                 cudaStream_t stream) {
+  globalAvgPoolBackward(dy, dx, planes, hw, stream);
+}
+void launchGlobalAvgPoolBackward(const uint16_t* dy, uint16_t* dx, int64_t planes, int64_t hw,
+                                 cudaStream_t stream) {
+  globalAvgPoolBackward(dy, dx, planes, hw, stream);
+}
+
+}  // namespace tandem::backend::cuda

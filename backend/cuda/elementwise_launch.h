@@ -1,0 +1,46 @@
+#pragma once
+
+// Own kernels of the elementwise family (elementwise.cu), enqueued on `stream`; callers
+// check cudaGetLastError. Element types: float (f32), uint16_t (bf16 bits), int32_t (i32).
+// Per-element math in elementwise_math.h. A result may be its operand's buffer.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tandem::backend::cuda {
+
+/// y[i] = value for i < n (constant).
+void launchFill(float* y, int64_t n, float value, cudaStream_t stream);
+void launchFill(int32_t* y, int64_t n, int32_t value, cudaStream_t stream);
+
+/// y = relu(x).
+void launchRelu(const float* x, float* y, int64_t n, cudaStream_t stream);
+void launchRelu(const uint16_t* x, uint16_t* y, int64_t n, cudaStream_t stream);
+
+/// dx = dy where y > 0, else 0.
+void launchReluBackward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t stream);
+void launchReluBackward(const uint16_t* dy, const uint16_t* y, uint16_t* dx, int64_t n,
+                        cudaStream_t stream);
+
+/// c = a + b.
+void launchAdd(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream);
+void launchAdd(const uint16_t* a, const uint16_t* b, uint16_t* c, int64_t n, cudaStream_t stream);
+void launchAdd(const int32_t* a, const int32_t* b, int32_t* c, int64_t n, cudaStream_t stream);
+
+/// f32 -> bf16 (round to nearest even) and bf16 -> f32 (exact).
+void launchCast(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
+void launchCast(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
+
+/// y[p] = planeMean(x, p, hw) for each of `planes` planes of hw values (global_avg_pool).
+void launchGlobalAvgPool(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t stream);
+void launchGlobalAvgPool(const uint16_t* x, uint16_t* y, int64_t planes, int64_t hw,
+                         cudaStream_t stream);
+
+/// dx[i] = dy[i / hw] / hw over planes * hw elements (global_avg_pool_backward).
+void launchGlobalAvgPoolBackward(const float* dy, float* dx, int64_t planes, int64_t hw,
+                                 cudaStream_t stream);
+void launchGlobalAvgPoolBackward(const uint16_t* dy, uint16_t* dx, int64_t planes, int64_t hw,
+                                 cudaStream_t stream);
+
+}  // namespace tandem::backend::cuda

@@ -1,0 +1,21 @@
+#pragma once
+
+// The SGD update's own kernel (optimizer.cu), enqueued on `stream`; callers check
+// cudaGetLastError. In place on w (and m): f32 weights and momentum, an f32 or bf16
+// (uint16_t bits) gradient, n elements each. Math in optimizer_math.h.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/cuda/optimizer_math.h"
+
+namespace tandem::backend::cuda {
+
+/// One parameter's step; `m` is null without momentum.
+void launchSgdUpdate(float* w, const float* g, float* m, int64_t n, const SgdParams& p,
+                     cudaStream_t stream);
+void launchSgdUpdate(float* w, const uint16_t* g, float* m, int64_t n, const SgdParams& p,
+                     cudaStream_t stream);
+
+}  // namespace tandem::backend::cuda
