@@ -1,0 +1,233 @@
+// Whole training steps on the GPU: the compiled module trained on cuda:0 (or on several
+// logical devices of it) ends with the parameters the CPU backend or one device gets.
+// Without a GPU every test skips, saying what CUDA reported.
+//
+// Both sides start from the same values (the CPU trainer's @init, written into every GPU
+// replica), so a difference is the steps', not the initializers'. f32 with TF32 off
+// (ExecutorOptions::allow_tf32 = false, `--no-tf32`): cuDNN and cuBLAS then round like
+// the CPU's oneDNN up to summation order, so 1e-3 relative holds with a wide margin.
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/cuda/cuda_test_util.h"
+#include "tests/runtime/runtime_test_util.h"
+
+namespace tandem::testing {
+namespace {
+
+std::vector<ir::Device> gpus(int logical) {
+  return std::vector<ir::Device>(static_cast<size_t>(logical), {ir::DeviceKind::kCuda, 0});
+}
+
+// Largest |a - b| relative to the largest |b| of the tensor, or to 1e-3 when the tensor
+// stays smaller: a convolution's bias before batch norm has a gradient that is zero but
+// for rounding, so it stays near zero and is compared in absolute terms.
+double difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 1e-3, diff = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    scale = std::max(scale, std::abs(double(b[i])));
+    diff = std::max(diff, std::abs(double(a[i]) - double(b[i])));
+  }
+  return std::isfinite(diff) ? diff / scale : HUGE_VAL;
+}
+
+struct Trained {
+  std::unique_ptr<runtime::Trainer> trainer;
+  std::vector<double> losses;
+};
+
+// Compiles `model` for `o`, loads it with the given executor options, initializes it,
+// overwrites every replica with `start` (when given), and trains one step per batch.
+Trained train(const std::string& model, const TrainSetup& o, const std::vector<OwnedBatch>& batches,
+          runtime::ExecutorOptions exec, const Snapshot* start = nullptr) {
+  Trained r;
+  auto spec = zoo::modelByName(model);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  if (!spec.ok()) return r;
+  driver::CompileOptions c;
+  c.build.batch = o.batch;
+  c.pipeline = {.devices = o.devices,
+                .weights = o.weights,
+                .lr = o.lr,
+                .momentum = o.momentum,
+                .weight_decay = o.weight_decay,
+                .sync_bn = o.sync_bn};
+  auto module = driver::compileModel(*spec, c);
+  EXPECT_TRUE(module.ok()) << module.status();
+  if (!module.ok()) return r;
+  exec.seed = o.seed;
+  auto t = runtime::Trainer::create(std::move(*module), exec);
+  EXPECT_TRUE(t.ok()) << t.status();
+  if (!t.ok()) return r;
+  absl::Status init = (*t)->initialize();
+  EXPECT_TRUE(init.ok()) << init;
+  if (!init.ok()) return r;
+  if (start) {
+    const ir::Module& m = (*t)->executor().module();
+    for (const auto& [name, replicas] : *start) {
+      const ir::Var* v = m.findVar(name);
+      EXPECT_NE(v, nullptr) << name;
+      if (!v) return r;
+      runtime::HostTensor value(v->type);
+      std::copy(replicas[0].begin(), replicas[0].end(),
+                reinterpret_cast<float*>(value.buffer.data()));
+      for (size_t d = 0; d < m.devices().size(); ++d) {
+        absl::Status s = (*t)->executor().writeVariable(name, d, value);
+        EXPECT_TRUE(s.ok()) << name << ": " << s;
+        if (!s.ok()) return r;
+      }
+    }
+  }
+  for (const OwnedBatch& b : batches) {
+    auto step = (*t)->trainStep(b.view());
+    EXPECT_TRUE(step.ok()) << step.status();
+    if (!step.ok()) return r;
+    r.losses.push_back(step->first);
+  }
+  r.trainer = std::move(*t);
+  return r;
+}
+
+runtime::ExecutorOptions cpuOptions() { return {}; }
+// TF32 off: the comparisons below are between f32 computations.
+runtime::ExecutorOptions gpuOptions(bool record_steps = true) {
+  runtime::ExecutorOptions e;
+  e.allow_tf32 = false;
+  e.record_steps = record_steps;
+  return e;
+}
+
+// The values @init gives on one CPU device, as a snapshot to start other runs from.
+Snapshot initialValues(const std::string& model, const TrainSetup& o) {
+  TrainSetup one = o;
+  one.devices = cpus(1);
+  one.weights.clear();
+  Trained r = train(model, one, {}, cpuOptions());
+  return r.trainer ? snapshot(*r.trainer) : Snapshot{};
+}
+
+// Every variable of every replica of `got` within `tol` of replica 0 of `want`
+// (parameters, running statistics and momentum buffers alike), and the parameters moved
+// away from `start`.
+void expectSameVariables(const Snapshot& got, const Snapshot& want, const Snapshot& start,
+                         double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double worst = 0;
+  std::string worst_name;
+  size_t moved = 0;
+  for (const auto& [name, replicas] : want) {
+    auto it = got.find(name);
+    ASSERT_NE(it, got.end()) << what << ": " << name;
+    for (const auto& replica : it->second) {
+      double d = difference(replica, replicas[0]);
+      if (d > worst) worst = d, worst_name = name;
+    }
+    moved += replicas[0] != start.at(name)[0];
+  }
+  EXPECT_LE(worst, tol) << what << ": worst variable " << worst_name;
+  EXPECT_GT(moved, want.size() / 2) << what << ": the steps left most variables untouched";
+}
+
+TrainSetup setup(std::vector<ir::Device> devices, int64_t batch) {
+  TrainSetup o;
+  o.devices = std::move(devices);
+  o.batch = batch;
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  o.weight_decay = 1e-4;
+  o.seed = 5;
+  return o;
+}
+
+// Two steps of `model` at `batch` on cuda:0 against the CPU backend from the same values.
+void expectGpuStepsEqualCpu(const std::string& model, int64_t batch) {
+  auto batches = randomBatches(2, batch, 21);
+  TrainSetup o = setup(cpus(1), batch);
+  Snapshot start = initialValues(model, o);
+  ASSERT_FALSE(start.empty());
+  Trained cpu = train(model, o, batches, cpuOptions(), &start);
+  o.devices = gpus(1);
+  Trained gpu = train(model, o, batches, gpuOptions(), &start);
+  ASSERT_TRUE(cpu.trainer && gpu.trainer);
+  for (size_t i = 0; i < batches.size(); ++i)
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::abs(cpu.losses[i])) << "step " << i;
+  expectSameVariables(snapshot(*gpu.trainer), snapshot(*cpu.trainer), start, 1e-3,
+                      model + " on cuda:0 vs cpu:0");
+}
+
+TEST(CudaTraining, LenetTwoStepsEqualCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  expectGpuStepsEqualCpu("lenet", 32);
+}
+
+TEST(CudaTraining, Resnet18TwoStepsEqualCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  expectGpuStepsEqualCpu("resnet18", 16);
+}
+
+// k logical devices of one GPU at global batch B against one device at B: the split, the
+// same-GPU all_reduce and the loss divisor compute the same SGD step; every replica ends
+// bit for bit equal to the others (one reduced sum, broadcast).
+void expectLogicalDevicesEqualOne(const std::string& model, int logical, int64_t batch,
+                                  bool sync_bn) {
+  SCOPED_TRACE(model + " on " + std::to_string(logical) + " logical devices, batch " +
+               std::to_string(batch));
+  auto batches = randomBatches(3, batch, 33);
+  TrainSetup o = setup(gpus(1), batch);
+  o.sync_bn = sync_bn;
+  Snapshot start = initialValues(model, o);
+  ASSERT_FALSE(start.empty());
+  Trained one = train(model, o, batches, gpuOptions(), &start);
+  o.devices = gpus(logical);
+  Trained many = train(model, o, batches, gpuOptions(), &start);
+  ASSERT_TRUE(one.trainer && many.trainer);
+  Snapshot s = snapshot(*many.trainer);
+  for (const auto& [name, replicas] : s)
+    for (size_t d = 1; d < replicas.size(); ++d)
+      EXPECT_TRUE(replicas[d] == replicas[0]) << name << ": replica " << d << " differs from 0";
+  expectSameVariables(s, snapshot(*one.trainer), start, 1e-4, "logical devices vs one");
+}
+
+TEST(CudaTraining, TwoLogicalDevicesOnOneGpuEqualOneDevice) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  expectLogicalDevicesEqualOne("lenet", 2, 32, /*sync_bn=*/false);
+  // Batch norm over the whole global batch: one all_reduce per layer and direction.
+  expectLogicalDevicesEqualOne("lenet_bn", 2, 32, /*sync_bn=*/true);
+}
+
+TEST(CudaTraining, UnevenSplitBatch10OnThreeLogicalDevicesEqualsOne) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  expectLogicalDevicesEqualOne("lenet", 3, 10, /*sync_bn=*/false);  // 4 + 3 + 3
+}
+
+// Steps recorded as CUDA graphs after kStepsBeforeRecording plain runs and replayed end
+// where plain steps do (cuDNN's backward algorithms may add in another order from run to
+// run, so not bit for bit). Two logical devices: the recording forks every device's
+// streams from the first's capture and joins them back.
+TEST(CudaTraining, RecordedStepsEqualPlainSteps) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  for (const auto& [model, logical] :
+       std::vector<std::pair<std::string, int>>{{"lenet", 2}, {"resnet18", 1}}) {
+    SCOPED_TRACE(model);
+    auto batches = randomBatches(runtime::kStepsBeforeRecording + 3, 16, 45);
+    TrainSetup o = setup(gpus(logical), 16);
+    Snapshot start = initialValues(model, o);
+    ASSERT_FALSE(start.empty());
+    Trained plain = train(model, o, batches, gpuOptions(/*record_steps=*/false), &start);
+    Trained recorded = train(model, o, batches, gpuOptions(/*record_steps=*/true), &start);
+    ASSERT_TRUE(plain.trainer && recorded.trainer);
+    for (size_t i = 0; i < batches.size(); ++i)
+      EXPECT_NEAR(recorded.losses[i], plain.losses[i], 1e-4 * std::abs(plain.losses[i]))
+          << "step " << i;
+    expectSameVariables(snapshot(*recorded.trainer), snapshot(*plain.trainer), start, 1e-4,
+                        "recorded vs plain");
+  }
+}
+
+}  // namespace
+}  // namespace tandem::testing
