@@ -84,13 +84,16 @@ absl::StatusOr<std::pair<double, int64_t>> Trainer::trainStep(const data::Batch&
   return std::make_pair((*out)[0].scalar(), static_cast<int64_t>((*out)[1].scalar()));
 }
 
-absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader,
+absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const EpochProgress& from,
                                                const StepCallback& on_step) {
   PassResult r;
-  double loss_sum = 0;
-  int64_t correct = 0;
+  r.steps = from.steps;
+  r.examples = from.examples;
+  double loss_sum = from.loss_sum;
+  int64_t correct = from.correct;
   const int64_t total = loader.batchesPerEpoch();
   auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return from.seconds + secondsSince(start); };
   while (auto batch = loader.next()) {
     auto step = trainStep(*batch);
     if (!step.ok()) return step.status();
@@ -99,18 +102,20 @@ absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader,
     correct += step->second;
     r.examples += batch->valid;
     ++r.steps;
-    r.seconds = secondsSince(start);
+    r.seconds = seconds();
     if (on_step && !on_step({.step = r.steps,
                              .steps = total,
                              .examples = r.examples,
                              .seconds = r.seconds,
                              .loss = step->first,
-                             .mean_loss = loss_sum / static_cast<double>(r.examples)})) {
+                             .mean_loss = loss_sum / static_cast<double>(r.examples),
+                             .loss_sum = loss_sum,
+                             .correct = correct})) {
       r.stopped = r.steps < total;
       break;
     }
   }
-  r.seconds = secondsSince(start);
+  r.seconds = seconds();
   finish(r, loss_sum, correct);
   return r;
 }

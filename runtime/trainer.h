@@ -29,6 +29,16 @@ struct StepReport {
   double seconds = 0;           // since the epoch started
   double loss = 0;              // this step's mean loss
   double mean_loss = 0;         // over the epoch so far
+  double loss_sum = 0;          // the epoch's summed loss so far (what mean_loss divides)
+  int64_t correct = 0;          // correct predictions so far in the epoch
+};
+
+/// An epoch's steps done and their sums: what a checkpoint taken inside an epoch carries,
+/// so that the resumed epoch ends with the same figures, bit for bit.
+struct EpochProgress {
+  int64_t steps = 0, examples = 0, correct = 0;
+  double loss_sum = 0;
+  double seconds = 0;
 };
 
 /// Runs a compiled classifier module (train_step(%x, %y) and eval_step(%x, %y) returning
@@ -50,6 +60,12 @@ class Trainer {
   using StepCallback = std::function<bool(const StepReport&)>;
   /// One epoch of `loader` (already started).
   absl::StatusOr<PassResult> trainEpoch(data::BatchLoader& loader,
+                                        const StepCallback& on_step = nullptr) {
+    return trainEpoch(loader, EpochProgress{}, on_step);
+  }
+  /// The rest of an epoch: `from` is the part done before (a resumed checkpoint's), and
+  /// the loader must have been started at its step. Steps and sums go on from it.
+  absl::StatusOr<PassResult> trainEpoch(data::BatchLoader& loader, const EpochProgress& from,
                                         const StepCallback& on_step = nullptr);
 
   /// Loss and accuracy over every example the loader hands out (eval_step, split across

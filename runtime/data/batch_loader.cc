@@ -60,7 +60,7 @@ int64_t BatchLoader::batchesPerEpoch() const {
   return drop_last_ ? data_.count / batch_ : (data_.count + batch_ - 1) / batch_;
 }
 
-void BatchLoader::startEpoch(int epoch) {
+void BatchLoader::startEpoch(int epoch, int64_t first_batch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++generation_;
@@ -68,8 +68,9 @@ void BatchLoader::startEpoch(int epoch) {
     head_ = 0;
     filled_ = 0;
     held_ = false;
-    produced_ = 0;
-    consumed_ = 0;
+    // Batch i of an epoch depends only on (seed, epoch, i), so skipping is counting.
+    produced_ = std::clamp<int64_t>(first_batch, 0, batchesPerEpoch());
+    consumed_ = produced_;
   }
   space_.notify_one();
 }

@@ -54,8 +54,9 @@ class BatchLoader {
   /// Batches in one epoch: count / batch with drop_last, else rounded up.
   int64_t batchesPerEpoch() const;
   /// Starts (or restarts) epoch `epoch`: the batches of any epoch in progress are dropped
-  /// and earlier Batch pointers become invalid.
-  void startEpoch(int epoch);
+  /// and earlier Batch pointers become invalid. `first_batch` skips that many batches of
+  /// the epoch's order without preparing them (a run resumed inside the epoch).
+  void startEpoch(int epoch, int64_t first_batch = 0);
   /// Next batch of the epoch, or nullopt at its end (and before the first startEpoch).
   /// The returned pointers stay valid until the next call to next() or startEpoch().
   std::optional<Batch> next();

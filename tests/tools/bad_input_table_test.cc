@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
@@ -347,6 +349,75 @@ TEST_F(BadInputTable, TrainFilesAndData) {
       {{"train", "--model", "lenet", "--data", "$DATA", "--limit-train", "20", "--batch", "32"},
        "--batch: 32 is more than the 20 training images left by --limit-train (lower --batch)"},
   });
+}
+
+// Checkpoints that cannot be resumed, and checkpoint directories that cannot be written.
+// "$TMP/good" holds a 2-epoch LeNet checkpoint; the others are damaged copies of it.
+TEST_F(BadInputTable, TrainCheckpoints) {
+  ASSERT_EQ(runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "10", "--epochs",
+                       "2", "--checkpoint", expand("$TMP/good")})
+                .exit_code,
+            0);
+  const std::string good = readFile(expand("$TMP/good/checkpoint"));
+  auto damaged = [&](const std::string& name, const std::string& bytes) {
+    ASSERT_EQ(mkdir(expand("$TMP/" + name).c_str(), 0755), 0);
+    tmp_dir_.write(name + "/checkpoint", bytes);
+  };
+  damaged("cut", good.substr(0, 100));
+  std::string v9 = good;
+  v9[8] = 9;  // the format version, after the 8-byte magic
+  damaged("v9", v9);
+  std::string flipped = good;
+  flipped[good.size() / 2] ^= 0x04;
+  damaged("flipped", flipped);
+  damaged("text", "epoch 3\n");
+  uint32_t stored = 0;
+  for (int i = 3; i >= 0; --i)
+    stored = stored << 8 | static_cast<unsigned char>(good[good.size() - 4 + i]);
+  const auto computed = static_cast<uint32_t>(
+      crc32(0, reinterpret_cast<const Bytef*>(flipped.data()), static_cast<uInt>(good.size() - 4)));
+  const std::vector<std::string> lenet = {"train", "--model", "lenet", "--data", "$DATA",
+                                          "--batch", "10"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = lenet;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  check({
+      {with({"--resume", "$TMP/none"}),
+       "--resume: cannot read '$TMP/none/checkpoint': No such file or directory (no checkpoint "
+       "was written in that directory)"},
+      {with({"--resume", "$TMP/cut"}),
+       absl::StrCat("--resume: '$TMP/cut/checkpoint' is truncated: 100 of its ", good.size(),
+                    " bytes")},
+      {with({"--resume", "$TMP/flipped"}),
+       absl::StrFormat("--resume: '$TMP/flipped/checkpoint' is corrupt: its content has crc32 "
+                       "%08x, but %08x is stored (flipped bytes)",
+                       computed, stored)},
+      {with({"--resume", "$TMP/v9"}),
+       "--resume: '$TMP/v9/checkpoint' has checkpoint format version 9; this tandem reads "
+       "version 1"},
+      {with({"--resume", "$TMP/text"}),
+       "--resume: '$TMP/text/checkpoint' is not a Tandem checkpoint (it does not start with "
+       "TNDMCKPT)"},
+      {{"train", "--model", "resnet18", "--data", "$DATA", "--batch", "10", "--resume",
+        "$TMP/good"},
+       "--resume: '$TMP/good/checkpoint' is a checkpoint of lenet, not of resnet18 (--model)"},
+      {{"train", "--model", "lenet", "--data", "$DATA", "--batch", "20", "--resume", "$TMP/good"},
+       "--resume: '$TMP/good/checkpoint' was written with --batch 10; this run has --batch 20 "
+       "(resume with the value it was written with)"},
+      {with({"--resume", "$TMP/good", "--epochs", "1"}),
+       "--epochs: 1 is fewer than the 2 epochs '$TMP/good/checkpoint' has finished already"},
+      {with({"--checkpoint", "$TMP/good"}),
+       "--checkpoint: '$TMP/good/checkpoint' exists already; continue that run with --resume "
+       "$TMP/good, or write to another directory"},
+      {with({"--checkpoint", "/etc/hostname"}), "--checkpoint: '/etc/hostname' is not a directory"},
+      {with({"--checkpoint", "$TMP/no/such/dir"}),
+       "--checkpoint: cannot create directory '$TMP/no/such/dir': No such file or directory"},
+      {with({"--checkpoint-every", "5"}),
+       "--checkpoint-every: goes with --checkpoint DIR (which is not given)"},
+  });
+  EXPECT_EQ(readFile(expand("$TMP/good/checkpoint")), good) << "a refused run wrote over it";
 }
 
 // Standard output that cannot take the result: a full disk, or closed.

@@ -1,13 +1,18 @@
 // `tandem train`: compiles a zoo model for data-parallel training on the given devices
 // and trains it on Fashion-MNIST, printing one line per epoch (and a progress bar while an
 // epoch runs on a terminal), optionally writing the same figures to a CSV file. Every
-// line written is checked; SIGINT and SIGTERM stop after the current step.
+// line written is checked; SIGINT and SIGTERM stop after the current step. With
+// --checkpoint it writes a checkpoint after every epoch; --resume continues one.
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -15,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "ir/status_macros.h"
+#include "runtime/checkpoint.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/trainer.h"
 #include "tools/driver/auto_split.h"
@@ -125,6 +131,52 @@ void warnAboutThreads(const TrainFlags& f, size_t devices) {
                  std::max<unsigned>(1, cores / static_cast<unsigned>(devices)));
 }
 
+// The shortest text that reads back as the same double, so that settings compare exactly.
+std::string exactNumber(double v) {
+  char text[32];
+  auto [end, ec] = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, end);
+}
+
+// The flags a resumed run must share with the run that wrote its checkpoint: each changes
+// what a step computes (the batch and the mean over it, the update's hyper-parameters,
+// the arithmetic, whether batch-norm statistics are global) or which examples come in
+// which order (the seed, the training images). The rest may change: devices (every device
+// then starts from the first device's values; another count or split adds in another
+// order, so the figures are close, not the same bits), buckets, layouts, kernels, --init
+// (the checkpoint's values replace the initial ones) and --epochs (to train on).
+std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags& f,
+                                                                const ModelChoice& c,
+                                                                int64_t train_count) {
+  const driver::CompileOptions& o = c.compile;
+  return {{"--batch", absl::StrCat(o.build.batch)},
+          {"--seed", absl::StrCat(f.seed)},
+          {"--limit-train", absl::StrCat(train_count)},
+          {"--lr", exactNumber(o.pipeline.lr)},
+          {"--momentum", exactNumber(o.pipeline.momentum)},
+          {"--weight-decay", exactNumber(o.pipeline.weight_decay)},
+          {"--precision", f.model.precision},
+          {"--allreduce-dtype", f.model.allreduce_dtype},
+          {"--sync-bn", f.model.sync_bn ? "on" : "off"}};
+}
+
+// The tests of a killed or stopped run need the signal at a known step, not wherever one
+// sent from outside lands: TANDEM_TEST_SIGNAL_AFTER=EPOCH:STEP:SIGNAL makes the process
+// raise SIGNAL (9: SIGKILL) after that step, after any checkpoint the step writes.
+struct SignalPoint {
+  int epoch = 0;
+  int64_t step = 0;
+  int signal = 0;
+};
+std::optional<SignalPoint> signalPointForTests() {
+  const char* text = std::getenv("TANDEM_TEST_SIGNAL_AFTER");
+  int epoch = 0, signal = 0;
+  long long step = 0;
+  if (text == nullptr || std::sscanf(text, "%d:%lld:%d", &epoch, &step, &signal) != 3)
+    return std::nullopt;
+  return SignalPoint{epoch, static_cast<int64_t>(step), signal};
+}
+
 }  // namespace
 
 absl::StatusOr<int> runTrain(const TrainFlags& f) {
@@ -142,6 +194,39 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
         "--trace: cannot go with --split auto (it traces the steps it measures itself)");
   if (f.trace_steps && !f.trace)
     return absl::InvalidArgumentError("--trace-steps: goes with --trace FILE (which is not given)");
+  if (f.checkpoint_every && !f.checkpoint && !f.resume)
+    return absl::InvalidArgumentError(
+        "--checkpoint-every: goes with --checkpoint DIR (which is not given)");
+  // The checkpoint to continue is read and verified first: a bad one fails at once.
+  std::optional<runtime::Checkpoint> resumed;
+  std::string resumed_path;
+  if (f.resume) {
+    resumed_path = runtime::checkpointPath(*f.resume);
+    auto read = runtime::readCheckpointFile(*f.resume);
+    if (!read.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--resume: ", read.status().message()));
+    resumed.emplace(*std::move(read));
+    if (resumed->epoch - 1 > f.epochs)
+      return absl::InvalidArgumentError(absl::StrCat("--epochs: ", f.epochs, " is fewer than the ",
+                                                     resumed->epoch - 1, " epochs '", resumed_path,
+                                                     "' has finished already"));
+    if (resumed->epoch > f.epochs && resumed->progress.steps > 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--epochs: ", f.epochs, " ends before epoch ", resumed->epoch, ", which '",
+                       resumed_path, "' is in already (step ", resumed->progress.steps, ")"));
+  }
+  // Only one process writes checkpoints: rank 0 of a multi-process run (all of them call
+  // the writer, which does nothing on the others).
+  const bool writes_checkpoints = true;
+  std::optional<runtime::CheckpointWriter> checkpoints;
+  if (f.checkpoint || f.resume) {
+    const std::string dir = f.checkpoint.value_or(*f.resume);
+    std::error_code ignored;
+    const bool same_as_resumed =
+        f.resume && (dir == *f.resume || std::filesystem::equivalent(dir, *f.resume, ignored));
+    checkpoints.emplace(dir, writes_checkpoints);
+    RETURN_IF_ERROR(checkpoints->prepare(/*replacing=*/same_as_resumed));
+  }
 
   // The metrics file is opened (and its header written) before anything slow, so a bad
   // path fails at once and a run stopped in epoch 1 still leaves a header.
@@ -183,6 +268,17 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
         absl::StrCat("--batch: ", batch, " is more than the ", train->count, " training images",
                      f.limit_train ? " left by --limit-train" : "", " (lower --batch)"));
 
+  if (resumed) {
+    if (absl::Status s = runtime::checkCompatible(
+            *resumed, choice->spec.name, resumeSettings(f, *choice, train->count), resumed_path);
+        !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--resume: ", s.message()));
+    // --split auto goes on from the split it had reached (the balancer measures afresh).
+    const size_t devices = choice->compile.pipeline.devices.size();
+    if (choice->auto_split && resumed->devices == devices && resumed->split.size() == devices)
+      choice->compile.pipeline.weights.assign(resumed->split.begin(), resumed->split.end());
+  }
+
   auto stoppedBeforeTraining = [&]() -> int {
     std::fprintf(stderr, "tandem: stopped by %s before training started\n", stop.name().c_str());
     return stop.exitCode();
@@ -201,28 +297,83 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
                                                     .record_steps = !f.no_cuda_graphs});
   if (!trainer.ok()) return trainer.status();
   RETURN_IF_ERROR((*trainer)->initialize());
+  if (resumed)
+    if (absl::Status s = runtime::restoreVariables(*resumed, (*trainer)->executor(), resumed_path);
+        !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--resume: ", s.message()));
   if (stop.requested()) return stoppedBeforeTraining();
 
   RETURN_IF_ERROR(out.write(header));
-  RETURN_IF_ERROR(out.write(absl::StrFormat("%5s %10s %9s %9s %8s %9s\n", "epoch", "train_loss",
-                                            "train_acc", "test_acc", "seconds", "images/s")));
-
   runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,
                                           /*drop_last=*/true);
+  if (resumed)
+    RETURN_IF_ERROR(
+        out.write(resumed->progress.steps == 0
+                      ? absl::StrFormat("resumed from '%s' after epoch %d\n", resumed_path,
+                                        resumed->epoch - 1)
+                      : absl::StrFormat("resumed from '%s' at epoch %d, step %d of %d\n",
+                                        resumed_path, resumed->epoch, resumed->progress.steps,
+                                        train_loader.batchesPerEpoch())));
+  RETURN_IF_ERROR(out.write(absl::StrFormat("%5s %10s %9s %9s %8s %9s\n", "epoch", "train_loss",
+                                            "train_acc", "test_acc", "seconds", "images/s")));
+  // A finished epoch's row, CSV line and curve point (a resumed run's earlier epochs too).
+  auto showEpoch = [&](const runtime::EpochFigures& e) -> absl::Status {
+    RETURN_IF_ERROR(out.write(absl::StrFormat("%5d %s %9.4f %9.4f %8.1f %9.0f\n", e.epoch,
+                                              lossCell(e.train_loss), e.train_accuracy,
+                                              e.test_accuracy, e.seconds, e.images_per_second)));
+    if (csv)
+      RETURN_IF_ERROR(csv->write(absl::StrFormat(
+          "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f\n", e.epoch, e.train_loss, e.train_accuracy,
+          e.test_loss, e.test_accuracy, e.seconds, e.images_per_second, e.eval_seconds)));
+    if (plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
+      curves.push_back({e.epoch, e.train_loss, e.train_accuracy, e.test_accuracy});
+      RETURN_IF_ERROR(plot->draw(curves, f.epochs,
+                                 absl::StrFormat("%s on %s, batch %d, lr %g", choice->spec.name,
+                                                 deviceList(choice->compile.pipeline.devices),
+                                                 batch, choice->compile.pipeline.lr)));
+    }
+    return absl::OkStatus();
+  };
+  std::vector<runtime::EpochFigures> history;
+  if (resumed)
+    for (const runtime::EpochFigures& e : resumed->history) {
+      RETURN_IF_ERROR(showEpoch(e));
+      history.push_back(e);
+    }
+  // The run as it stands after `progress` of `epoch` (at an epoch's end: the next epoch,
+  // at step 0).
+  auto saveCheckpoint = [&](int epoch, const runtime::EpochProgress& progress) -> absl::Status {
+    if (!checkpoints) return absl::OkStatus();
+    const runtime::Executor& ex = (*trainer)->executor();
+    return checkpoints->save(ex, {.model = choice->spec.name,
+                                  .settings = resumeSettings(f, *choice, train->count),
+                                  .seed = f.seed,
+                                  .epoch = epoch,
+                                  .progress = progress,
+                                  .steps_per_epoch = train_loader.batchesPerEpoch(),
+                                  .devices = static_cast<uint32_t>(ex.module().devices().size()),
+                                  .split = perDeviceBatch(ex.module()),
+                                  .history = history});
+  };
+  const std::optional<SignalPoint> signal_point = signalPointForTests();
   runtime::data::BatchLoader test_loader(*test, batch, /*shuffle=*/false, f.seed,
                                          /*drop_last=*/false);
   ProgressBar bar(isatty(fileno(stderr)) != 0);
   std::optional<driver::AutoSplit> auto_split;
   if (choice->auto_split) auto_split.emplace(choice->spec, choice->compile, **trainer);
-  absl::Status split_status, trace_status;
+  absl::Status split_status, trace_status, checkpoint_status;
   // How the run ended when not by finishing every epoch: the line to say, and the code.
   std::string ending;
   int exit_code = 0;
-  for (int epoch = 1; epoch <= f.epochs && exit_code == 0; ++epoch) {
-    train_loader.startEpoch(epoch);
+  for (int epoch = resumed ? resumed->epoch : 1; epoch <= f.epochs && exit_code == 0; ++epoch) {
+    // A resumed epoch goes on from the checkpoint's step with its sums so far.
+    const runtime::EpochProgress from =
+        resumed && epoch == resumed->epoch ? resumed->progress : runtime::EpochProgress{};
+    runtime::EpochProgress done = from;  // what a checkpoint written now would hold
+    train_loader.startEpoch(epoch, from.steps);
     runtime::StepReport bad_step;
     bool nonfinite = false;
-    auto r = (*trainer)->trainEpoch(train_loader, [&](const runtime::StepReport& s) {
+    auto r = (*trainer)->trainEpoch(train_loader, from, [&](const runtime::StepReport& s) {
       bar.update(absl::StrFormat("epoch %d/%d", epoch, f.epochs), s.step, s.steps,
                  absl::StrFormat("%.0f images/s  loss %.4f", s.examples / s.seconds, s.mean_loss));
       if (trace) {  // takes each step's entries, so --profile gets them from it
@@ -252,12 +403,31 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
           if (!split_status.ok()) return false;
         }
       }
+      done = {.steps = s.step,
+              .examples = s.examples,
+              .correct = s.correct,
+              .loss_sum = s.loss_sum,
+              .seconds = s.seconds};
+      // The epoch's last step is followed by the epoch's own checkpoint.
+      if (f.checkpoint_every && s.step % *f.checkpoint_every == 0 && s.step < s.steps) {
+        checkpoint_status = saveCheckpoint(epoch, done);
+        if (!checkpoint_status.ok()) return false;
+      }
+      if (signal_point && signal_point->epoch == epoch && signal_point->step == s.step)
+        std::raise(signal_point->signal);
       return !stop.requested();
     });
     bar.clear();
     if (!r.ok()) return r.status();
     if (!split_status.ok()) return split_status;
     if (!trace_status.ok()) return trace_status;
+    if (!checkpoint_status.ok()) return checkpoint_status;
+    // Stopped by a signal: the checkpoint takes the run as it stands, for --resume.
+    std::string resume_hint;
+    if (stop.requested() && !nonfinite && checkpoints && checkpoints->writes()) {
+      RETURN_IF_ERROR(saveCheckpoint(epoch, done));
+      resume_hint = absl::StrCat("; --resume ", checkpoints->dir(), " continues from there");
+    }
     if (nonfinite) {
       ending = absl::StrFormat(
           "tandem: the loss is %g at epoch %d, step %d of %d (lr %g): training diverged; lower "
@@ -269,8 +439,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
     if (stop.requested()) {
       ending = absl::StrFormat(
           "tandem: stopped by %s in epoch %d after step %d of %d (%s images); the table has "
-          "every epoch before it\n",
-          stop.name(), epoch, r->steps, train_loader.batchesPerEpoch(), thousands(r->examples));
+          "every epoch before it%s\n",
+          stop.name(), epoch, r->steps, train_loader.batchesPerEpoch(), thousands(r->examples),
+          resume_hint);
       exit_code = stop.exitCode();
       break;
     }
@@ -278,28 +449,27 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
     auto t = (*trainer)->evaluate(test_loader, [&] { return !stop.requested(); });
     if (!t.ok()) return t.status();
     if (t->stopped) {
+      if (checkpoints && checkpoints->writes()) {  // trained: the resumed run evaluates it
+        RETURN_IF_ERROR(saveCheckpoint(epoch, done));
+        resume_hint = absl::StrCat("; --resume ", checkpoints->dir(), " continues from there");
+      }
       ending = absl::StrFormat(
           "tandem: stopped by %s in epoch %d while evaluating it (trained, not evaluated); the "
-          "table has every epoch before it\n",
-          stop.name(), epoch);
+          "table has every epoch before it%s\n",
+          stop.name(), epoch, resume_hint);
       exit_code = stop.exitCode();
       break;
     }
-    double images_per_s = r->examples / r->seconds;
-    RETURN_IF_ERROR(
-        out.write(absl::StrFormat("%5d %s %9.4f %9.4f %8.1f %9.0f\n", epoch, lossCell(r->loss),
-                                  r->accuracy, t->accuracy, r->seconds, images_per_s)));
-    if (csv)
-      RETURN_IF_ERROR(csv->write(absl::StrFormat("%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f\n", epoch,
-                                                 r->loss, r->accuracy, t->loss, t->accuracy,
-                                                 r->seconds, images_per_s, t->seconds)));
-    if (plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
-      curves.push_back({epoch, r->loss, r->accuracy, t->accuracy});
-      RETURN_IF_ERROR(plot->draw(curves, f.epochs,
-                                 absl::StrFormat("%s on %s, batch %d, lr %g", choice->spec.name,
-                                                 deviceList(choice->compile.pipeline.devices),
-                                                 batch, choice->compile.pipeline.lr)));
-    }
+    history.push_back({.epoch = epoch,
+                       .train_loss = r->loss,
+                       .train_accuracy = r->accuracy,
+                       .test_loss = t->loss,
+                       .test_accuracy = t->accuracy,
+                       .seconds = r->seconds,
+                       .images_per_second = r->examples / r->seconds,
+                       .eval_seconds = t->seconds});
+    RETURN_IF_ERROR(showEpoch(history.back()));
+    RETURN_IF_ERROR(saveCheckpoint(epoch + 1, {}));
   }
   if (trace) RETURN_IF_ERROR(trace->finish((*trainer)->executor().module()));
   if (f.profile) {

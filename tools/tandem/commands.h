@@ -94,6 +94,11 @@ struct TrainFlags {
   /// --trace: a Chrome trace (Perfetto) of --trace-steps steps after the warm-up step.
   std::optional<std::string> trace;
   std::optional<int64_t> trace_steps;  // unset: TraceFile::kDefaultSteps
+  /// --checkpoint: the directory a checkpoint is written to after every epoch (and every
+  /// --checkpoint-every steps); --resume: the one a run continues from (and writes to,
+  /// unless --checkpoint names another).
+  std::optional<std::string> checkpoint, resume;
+  std::optional<int64_t> checkpoint_every;
 };
 
 /// Flags of `tandem plot`.

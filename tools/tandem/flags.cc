@@ -255,6 +255,18 @@ void addTrain(CLI::App& app, TrainFlags& f) {
                   "between streams as arrows");
   addNumber(cmd, "--trace-steps", f.trace_steps, atLeast<int64_t>(1),
             "Steps --trace records, after skipping 1 warm-up step (default 3)");
+  cmd->add_option("--checkpoint", f.checkpoint,
+                  "Write a checkpoint (parameters, optimizer and batch-norm state, data "
+                  "position, figures so far) to DIR/checkpoint after every epoch, atomically: "
+                  "a run killed at any moment leaves the last complete one")
+      ->type_name("DIR");
+  addNumber(cmd, "--checkpoint-every", f.checkpoint_every, atLeast<int64_t>(1),
+            "Also write the checkpoint every N steps within an epoch");
+  cmd->add_option("--resume", f.resume,
+                  "Continue the run whose checkpoint is in DIR (same model, batch, seed and "
+                  "training settings) so that it ends as if never stopped; checkpoints go on "
+                  "being written there unless --checkpoint names another directory")
+      ->type_name("DIR");
 }
 
 void addPlot(CLI::App& app, PlotFlags& f) {

@@ -1,0 +1,131 @@
+#pragma once
+
+// Checkpoints of a training run: every module variable, where the data order stands, the
+// figures so far and the settings a resumed run must share, in one file written
+// atomically (DIR/checkpoint.tmp, fsync, rename to DIR/checkpoint, fsync of DIR) with a
+// crc32 over its whole content. A run killed at any moment leaves the last complete
+// checkpoint in place. Format (docs/DESIGN.md section 6), little-endian:
+//
+//   "TNDMCKPT"  u32 version (1)  u64 file bytes
+//   str model  u64 seed  i32 epoch  i64 steps_per_epoch  u32 devices
+//   progress: i64 steps, examples, correct; f64 loss_sum, seconds
+//   u32 n, n x (str flag, str value)            settings that must match on resume
+//   u32 n, n x i64                              images per device of the step
+//   u32 n, n x (i32 epoch, 7 x f64)             finished epochs' figures
+//   u32 n, n x (str name, u32 replica, str dtype, u32 rank, rank x i64, u64 bytes, bytes)
+//   u32 crc32 of everything before it
+//
+// (str: u32 length and the bytes; f64: the IEEE bits, so figures come back exactly.)
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/types.h"
+#include "runtime/executor.h"
+#include "runtime/trainer.h"
+
+namespace tandem::runtime {
+
+/// The version this build writes and the only one it reads.
+inline constexpr uint32_t kCheckpointVersion = 1;
+
+/// One tensor of a checkpoint: a module variable's replica on one device of the run that
+/// wrote it. Replica 0 is always there; another replica only where its bytes differ from
+/// replica 0's (batch-norm running statistics without --sync-bn: each device's own batch).
+struct CheckpointTensor {
+  std::string name;  // the variable
+  uint32_t replica = 0;
+  ir::TensorType type;
+  std::string bytes;  // type.bytes() of them
+};
+
+/// One finished epoch's figures as the table and the metrics file print them, so that a
+/// resumed run prints the whole table.
+struct EpochFigures {
+  int32_t epoch = 0;
+  double train_loss = 0, train_accuracy = 0, test_loss = 0, test_accuracy = 0;
+  double seconds = 0, images_per_second = 0, eval_seconds = 0;
+  bool operator==(const EpochFigures&) const = default;
+};
+
+/// What a checkpoint holds.
+struct Checkpoint {
+  std::string model;
+  /// Flags whose values a resumed run must share, as (flag, value): what they change is
+  /// what the step computes or the order of the data.
+  std::vector<std::pair<std::string, std::string>> settings;
+  uint64_t seed = 0;
+  /// The epoch the run is in (1-based) and its steps done with their sums; at an epoch's
+  /// end the next epoch at step 0.
+  int32_t epoch = 1;
+  EpochProgress progress;
+  int64_t steps_per_epoch = 0;
+  /// Device count of the writing run, and its images per device of the step.
+  uint32_t devices = 0;
+  std::vector<int64_t> split;
+  std::vector<EpochFigures> history;  // every finished epoch, in order
+  std::vector<CheckpointTensor> tensors;
+};
+
+/// The bytes of a checkpoint file.
+std::string encodeCheckpoint(const Checkpoint& c);
+/// Parses and verifies checkpoint bytes; `path` names the file in errors, which say what
+/// is wrong: not a checkpoint, a version this build does not read, truncated, extra bytes,
+/// a checksum mismatch, or a malformed table.
+absl::StatusOr<Checkpoint> decodeCheckpoint(absl::string_view bytes, const std::string& path);
+
+/// DIR/checkpoint, and the temporary file it is written through.
+std::string checkpointPath(const std::string& dir);
+std::string checkpointTempPath(const std::string& dir);
+
+/// Writes `c` to DIR/checkpoint atomically (see the top of this file). `after_half` (for
+/// tests) runs when half of the temporary file is written, before its fsync.
+absl::Status writeCheckpointFile(const std::string& dir, const Checkpoint& c,
+                                 const std::function<void()>& after_half = nullptr);
+/// Reads and verifies DIR/checkpoint; errors name the file.
+absl::StatusOr<Checkpoint> readCheckpointFile(const std::string& dir);
+
+/// Every variable of the executor's module: replica 0 from device 0, and each other
+/// device's replica whose bytes differ from it.
+absl::StatusOr<std::vector<CheckpointTensor>> captureVariables(const Executor& ex);
+/// Writes the checkpoint's variables into every device of `ex`: device d gets replica d
+/// when the checkpoint has it and was written on as many devices, else replica 0 (so
+/// another device count works: every device starts from the first device's values). The
+/// module and the checkpoint must have the same variables with the same types; errors
+/// name `path` and the variable.
+absl::Status restoreVariables(const Checkpoint& c, Executor& ex, const std::string& path);
+
+/// OK when the checkpoint was written for `model` with the same values of `settings`;
+/// else an error naming `path`, the flag and both values.
+absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
+                             const std::vector<std::pair<std::string, std::string>>& settings,
+                             const std::string& path);
+
+/// Writes a run's checkpoints into one directory. Only the process for which `writes` is
+/// true writes (rank 0 of a multi-process run); on the others every call does nothing, so
+/// every rank runs the same code.
+class CheckpointWriter {
+ public:
+  CheckpointWriter(std::string dir, bool writes) : dir_(std::move(dir)), writes_(writes) {}
+
+  /// Creates the directory if missing and checks that a file can be written in it, before
+  /// any training. An existing DIR/checkpoint is refused unless `replacing` (a run
+  /// resumed from it): a new run must not destroy another run's checkpoint.
+  absl::Status prepare(bool replacing) const;
+  /// Captures the executor's variables into `c` and writes it.
+  absl::Status save(const Executor& ex, Checkpoint c) const;
+
+  const std::string& dir() const { return dir_; }
+  bool writes() const { return writes_; }
+
+ private:
+  std::string dir_;
+  bool writes_;
+};
+
+}  // namespace tandem::runtime
