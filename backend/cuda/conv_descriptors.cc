@@ -1,0 +1,79 @@
+#include "backend/cuda/conv_descriptors.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::backend::cuda {
+
+absl::StatusOr<ConvGeometry> convGeometry(const ir::TensorType& x, const ir::TensorType& w,
+                                          int64_t stride, int64_t pad) {
+  if (x.shape.size() != 4 || w.shape.size() != 4)
+    return absl::InvalidArgumentError("a convolution takes x[N,C,H,W] and w[O,C,K,K]");
+  if (x.shape[1] != w.shape[1] || w.shape[2] != w.shape[3])
+    return absl::InvalidArgumentError(
+        absl::StrCat("filter ", ir::toString(w), " does not fit input ", ir::toString(x)));
+  if (stride < 1 || pad < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("stride ", stride, " and padding ", pad, " must be >= 1 and >= 0"));
+  ConvGeometry g{x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0],
+                 w.shape[2], 0,          0,          stride,     pad};
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  for (int64_t v : {g.n, g.c, g.h, g.w, g.o, g.k, g.stride, g.pad})
+    if (v > kIntMax) return absl::InvalidArgumentError("a convolution size exceeds cuDNN's int");
+  if (g.h + 2 * g.pad < g.k || g.w + 2 * g.pad < g.k)
+    return absl::InvalidArgumentError(absl::StrCat("a ", g.k, "-wide window does not fit ",
+                                                   ir::toString(x), " with padding ", pad));
+  g.oh = (g.h + 2 * g.pad - g.k) / g.stride + 1;
+  g.ow = (g.w + 2 * g.pad - g.k) / g.stride + 1;
+  // cuDNN's 4-d descriptors take int strides: every tensor's element count must fit too.
+  if (x.numElements() > kIntMax || w.numElements() > kIntMax || g.n * g.o * g.oh * g.ow > kIntMax)
+    return absl::InvalidArgumentError(
+        absl::StrCat("a tensor of the convolution of ", ir::toString(x),
+                     " holds more elements than cuDNN's 4-d descriptors can stride over"));
+  return g;
+}
+
+absl::StatusOr<ConvTypes> convTypes(ir::DType act, ir::DType weight, bool allow_tf32) {
+  if (act == ir::DType::kF32 && weight == ir::DType::kF32)
+    return ConvTypes{act, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
+                     allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH};
+  if (act == ir::DType::kBF16 && (weight == ir::DType::kBF16 || weight == ir::DType::kF32)) {
+    const bool master = weight == ir::DType::kF32;
+    return ConvTypes{act,   CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, CUDNN_DEFAULT_MATH, master,
+                     master};
+  }
+  return absl::UnimplementedError(absl::StrCat("no CUDA convolution of ", ir::dtypeName(act),
+                                               " activations with a ", ir::dtypeName(weight),
+                                               " filter"));
+}
+
+absl::StatusOr<AlgoChoice> chooseAlgo(const std::vector<AlgoCandidate>& candidates,
+                                      const ConvTypes& types) {
+  const bool fma = types.math == CUDNN_FMA_MATH;
+  auto usable = [&](const AlgoCandidate& c) {
+    if (c.status != CUDNN_STATUS_SUCCESS || c.memory > kMaxConvWorkspace) return false;
+    return !fma ||
+           (c.math != CUDNN_TENSOR_OP_MATH && c.math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+  };
+  // Deterministic first; a shape that has none still runs (only its bits may vary).
+  for (bool need_deterministic : {true, false})
+    for (const AlgoCandidate& c : candidates)
+      if (usable(c) && (!need_deterministic || c.determinism == CUDNN_DETERMINISTIC))
+        return AlgoChoice{c.algo, fma ? CUDNN_FMA_MATH : c.math};
+  return absl::NotFoundError(absl::StrCat("cuDNN's heuristics list no supported algorithm within ",
+                                          kMaxConvWorkspace >> 20, " MiB of workspace among ",
+                                          candidates.size(), fma ? " (f32 without TF32)" : ""));
+}
+
+std::string algoCacheKey(ConvPass pass, const ConvGeometry& g, const ConvTypes& t, int gpu) {
+  const char* p = pass == ConvPass::kForward        ? "fwd"
+                  : pass == ConvPass::kBackwardData ? "bwd-data"
+                                                    : "bwd-filter";
+  return absl::StrCat(p, " data", static_cast<int>(t.data), " compute", static_cast<int>(t.compute),
+                      " math", static_cast<int>(t.math), " x", g.n, "x", g.c, "x", g.h, "x", g.w,
+                      " w", g.o, "x", g.c, "x", g.k, "x", g.k, " y", g.n, "x", g.o, "x", g.oh, "x",
+                      g.ow, " s", g.stride, " p", g.pad, " gpu", gpu);
+}
+
+}  // namespace tandem::backend::cuda

@@ -1,0 +1,89 @@
+#pragma once
+
+// What a convolution node asks of cuDNN, as pure functions of the node's types and the
+// run's settings (no GPU, no handle): the 4-d shapes of its descriptors, the data and
+// compute types and math mode, where mixed precision needs a conversion, the rule that
+// picks an algorithm from cuDNN's heuristic list, and the key under which the choice is
+// cached process-wide. conv_kernels.cc turns these into descriptors; the host tests check
+// them for several convolutions.
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/types.h"
+
+namespace tandem::backend::cuda {
+
+enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
+
+/// The geometry of one convolution: x[n, c, h, w] * w[o, c, k, k] -> y[n, o, oh, ow],
+/// symmetric padding `pad` and stride `stride` in both directions.
+struct ConvGeometry {
+  int64_t n, c, h, w, o, k, oh, ow, stride, pad;
+  bool operator==(const ConvGeometry&) const = default;
+};
+
+/// The geometry of x (activations), w (filter) with `stride` and `pad`, the output
+/// extent rounded down as the IR rounds it (cuDNN's cudnnGetConvolution2dForwardOutputDim
+/// rounds the same way). An error when a window does not fit or a size does not fit the
+/// int that cuDNN's 4-d descriptors take.
+absl::StatusOr<ConvGeometry> convGeometry(const ir::TensorType& x, const ir::TensorType& w,
+                                          int64_t stride, int64_t pad);
+
+/// The types one convolution runs in.
+struct ConvTypes {
+  ir::DType act;            // x, y, dy, dx: f32 or bf16
+  cudnnDataType_t data;     // x, w, y descriptors (cuDNN wants one type for all three)
+  cudnnDataType_t compute;  // the convolution descriptor's: f32 accumulation always
+  cudnnMathType_t math;     // FMA when f32 must not round through TF32
+  bool convert_w = false;   // f32 master weights converted to bf16 before the call
+  bool widen_dw = false;    // backward filter: cuDNN's bf16 dw widened to the f32 master dtype
+  bool operator==(const ConvTypes&) const = default;
+};
+
+/// Types for activations `act` beside a filter (and its gradient) of dtype `weight`
+/// (equal, or f32 master weights under bf16 activations). TF32 applies to f32 only:
+/// CUDNN_DEFAULT_MATH lets cuDNN use tensor cores (rounding f32 inputs to TF32),
+/// CUDNN_FMA_MATH keeps f32 products exact (--no-tf32). bf16 runs as cuDNN's
+/// PSEUDO_BFLOAT16 configuration: bf16 data, f32 compute.
+absl::StatusOr<ConvTypes> convTypes(ir::DType act, ir::DType weight, bool allow_tf32);
+
+/// One entry of cuDNN's heuristic list (cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t
+/// reduced to what the choice reads).
+struct AlgoCandidate {
+  int algo;
+  cudnnStatus_t status;
+  cudnnDeterminism_t determinism;
+  cudnnMathType_t math;
+  int64_t memory = 0;  // workspace bytes it needs
+};
+
+/// The most workspace an algorithm may need to be chosen (some FFT variants ask for
+/// gigabytes; the next one in the list is rarely much slower).
+constexpr int64_t kMaxConvWorkspace = int64_t{1} << 30;
+
+/// What a kernel runs: the algorithm and the math type its descriptor gets.
+struct AlgoChoice {
+  int algo;
+  cudnnMathType_t math;
+  bool operator==(const AlgoChoice&) const = default;
+};
+
+/// The first usable candidate (cuDNN lists them best first): supported, within
+/// kMaxConvWorkspace, without tensor-core math when the types ask for FMA, and
+/// deterministic (runs stay bit-identical) unless no usable one is.
+/// With FMA the descriptor keeps FMA whatever the entry says; otherwise it takes the
+/// entry's math type (cuDNN's heuristics may list tensor-op variants). An error when
+/// nothing qualifies.
+absl::StatusOr<AlgoChoice> chooseAlgo(const std::vector<AlgoCandidate>& candidates,
+                                      const ConvTypes& types);
+
+/// The process-wide cache key of an algorithm choice: pass, geometry, types, math mode
+/// and GPU ordinal, as a readable string ("fwd bf16/f32 x2x16x8x8 w32x3 s1 p1 ...").
+std::string algoCacheKey(ConvPass pass, const ConvGeometry& g, const ConvTypes& t, int gpu);
+
+}  // namespace tandem::backend::cuda

@@ -1,0 +1,159 @@
+#pragma once
+
+// Per-element math of the pooling kernels (pool.cu), compiled for the device and for the
+// host tests, which compare it with backend/cpu/pool_kernels.cc bit for bit. It follows
+// the CPU's conventions exactly, its two code paths included:
+//  - max pooling ignores padding and gives NaN for a window holding one; its backward
+//    sends each window's dy to the window's first maximum in row-major order (a NaN
+//    counts as the largest, and a later NaN takes over from an earlier one);
+//  - average pooling counts padding as zeros (divides by kernel^2);
+//  - the 2x2 stride-2 unpadded window has its own expression order on the CPU (pairs
+//    first), and its backward assigns instead of accumulating: so here too.
+// Forward kernels compute one output element per thread; backward kernels one input
+// element per thread, gathering the windows that cover it in the order the CPU's loop
+// adds them (row-major over windows), so sums round alike. Values are computed in float;
+// a bf16 result is rounded once, where it is stored.
+
+#include <cstdint>
+
+#include "backend/cuda/host_device.h"
+
+namespace tandem::backend::cuda {
+
+/// One pooling over `planes` planes of h x w (N * C of them), giving oh x ow each.
+struct PoolParams {
+  int64_t planes, h, w, oh, ow, k, stride, pad;
+};
+
+TANDEM_HD int64_t poolMax64(int64_t a, int64_t b) { return a > b ? a : b; }
+TANDEM_HD int64_t poolMin64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/// LeNet's window: every output reads one aligned 2x2 block.
+TANDEM_HD bool poolIs2x2(const PoolParams& p) { return p.k == 2 && p.stride == 2 && p.pad == 0; }
+
+/// The input rows (or columns) [begin, end) that window i covers inside the image.
+TANDEM_HD int64_t windowBegin(int64_t i, int64_t stride, int64_t pad) {
+  return poolMax64(i * stride - pad, 0);
+}
+TANDEM_HD int64_t windowEnd(int64_t i, int64_t in, int64_t k, int64_t stride, int64_t pad) {
+  return poolMin64(i * stride - pad + k, in);
+}
+
+/// The windows [first, last] (inclusive; empty when last < first) whose extent holds
+/// input row (or column) r.
+TANDEM_HD int64_t firstWindow(int64_t r, int64_t k, int64_t stride, int64_t pad) {
+  const int64_t lo = r + pad - k + 1;  // window i covers r when i * stride > r + pad - k
+  return lo <= 0 ? 0 : (lo + stride - 1) / stride;
+}
+TANDEM_HD int64_t lastWindow(int64_t r, int64_t out, int64_t stride, int64_t pad) {
+  return poolMin64((r + pad) / stride, out - 1);
+}
+
+TANDEM_HD bool isNan(float v) { return v != v; }
+TANDEM_HD float quietNan() { return bitsFloat(0x7fc00000u); }
+/// std::max(a, b): b only when a < b, so ties (and a NaN b) keep a.
+TANDEM_HD float stdMax(float a, float b) { return a < b ? b : a; }
+/// -inf, the start of the CPU's running maximum.
+TANDEM_HD float negInf() { return bitsFloat(0xff800000u); }
+
+/// max_pool2d's output (i, j) of plane `x` (h x w).
+template <typename T>
+TANDEM_HD float maxPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j) {
+  if (poolIs2x2(p)) {
+    const int64_t r0 = 2 * i * p.w, r1 = r0 + p.w;
+    const float a = load(x, r0 + 2 * j), b = load(x, r0 + 2 * j + 1);
+    const float c = load(x, r1 + 2 * j), d = load(x, r1 + 2 * j + 1);
+    const float m = stdMax(stdMax(a, b), stdMax(c, d));
+    return isNan(a + b + c + d) ? quietNan() : m;
+  }
+  float m = negInf();
+  bool has_nan = false;
+  const int64_t re = windowEnd(i, p.h, p.k, p.stride, p.pad);
+  const int64_t ce = windowEnd(j, p.w, p.k, p.stride, p.pad);
+  for (int64_t r = windowBegin(i, p.stride, p.pad); r < re; ++r)
+    for (int64_t c = windowBegin(j, p.stride, p.pad); c < ce; ++c) {
+      const float v = load(x, r * p.w + c);
+      has_nan |= isNan(v);
+      m = stdMax(m, v);
+    }
+  return has_nan ? quietNan() : m;
+}
+
+/// avg_pool2d's output (i, j) of plane `x`.
+template <typename T>
+TANDEM_HD float avgPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j) {
+  if (poolIs2x2(p)) {
+    const int64_t r0 = 2 * i * p.w, r1 = r0 + p.w;
+    return ((load(x, r0 + 2 * j) + load(x, r0 + 2 * j + 1)) +
+            (load(x, r1 + 2 * j) + load(x, r1 + 2 * j + 1))) *
+           0.25f;
+  }
+  const float scale = 1.0f / static_cast<float>(p.k * p.k);
+  float sum = 0;
+  const int64_t re = windowEnd(i, p.h, p.k, p.stride, p.pad);
+  const int64_t ce = windowEnd(j, p.w, p.k, p.stride, p.pad);
+  for (int64_t r = windowBegin(i, p.stride, p.pad); r < re; ++r)
+    for (int64_t c = windowBegin(j, p.stride, p.pad); c < ce; ++c) sum += load(x, r * p.w + c);
+  return sum * scale;
+}
+
+/// Index in the plane of window (i, j)'s first maximum, a NaN counting as the largest:
+/// the CPU's argMaxWithNan, which agrees with its branch-free search wherever that runs.
+template <typename T>
+TANDEM_HD int64_t windowArgMax(const T* x, const PoolParams& p, int64_t i, int64_t j) {
+  const int64_t rb = windowBegin(i, p.stride, p.pad), cb = windowBegin(j, p.stride, p.pad);
+  const int64_t re = windowEnd(i, p.h, p.k, p.stride, p.pad);
+  const int64_t ce = windowEnd(j, p.w, p.k, p.stride, p.pad);
+  int64_t best = rb * p.w + cb;
+  float best_v = load(x, best);
+  for (int64_t r = rb; r < re; ++r)
+    for (int64_t c = cb; c < ce; ++c) {
+      const float v = load(x, r * p.w + c);
+      if (v > best_v || isNan(v)) {
+        best = r * p.w + c;
+        best_v = v;
+      }
+    }
+  return best;
+}
+
+/// max_pool2d_backward's dx at input (r, c) of one plane: dy of every window whose first
+/// maximum is (r, c), added in window order.
+template <typename T>
+TANDEM_HD float maxPoolBackwardAt(const T* dy, const T* x, const PoolParams& p, int64_t r,
+                                  int64_t c) {
+  const int64_t here = r * p.w + c;
+  if (poolIs2x2(p)) {
+    const int64_t i = r / 2, j = c / 2;  // the one window over (r, c), if any
+    if (i >= p.oh || j >= p.ow) return 0.0f;
+    return windowArgMax(x, p, i, j) == here ? load(dy, i * p.ow + j) : 0.0f;
+  }
+  float acc = 0.0f;
+  const int64_t il = lastWindow(r, p.oh, p.stride, p.pad);
+  const int64_t jl = lastWindow(c, p.ow, p.stride, p.pad);
+  for (int64_t i = firstWindow(r, p.k, p.stride, p.pad); i <= il; ++i)
+    for (int64_t j = firstWindow(c, p.k, p.stride, p.pad); j <= jl; ++j)
+      if (windowArgMax(x, p, i, j) == here) acc += load(dy, i * p.ow + j);
+  return acc;
+}
+
+/// avg_pool2d_backward's dx at input (r, c) of one plane: dy / kernel^2 of every window
+/// over (r, c), added in window order.
+template <typename T>
+TANDEM_HD float avgPoolBackwardAt(const T* dy, const PoolParams& p, int64_t r, int64_t c) {
+  if (poolIs2x2(p)) {
+    const int64_t i = r / 2, j = c / 2;
+    if (i >= p.oh || j >= p.ow) return 0.0f;
+    return load(dy, i * p.ow + j) * 0.25f;
+  }
+  const float scale = 1.0f / static_cast<float>(p.k * p.k);
+  float acc = 0.0f;
+  const int64_t il = lastWindow(r, p.oh, p.stride, p.pad);
+  const int64_t jl = lastWindow(c, p.ow, p.stride, p.pad);
+  for (int64_t i = firstWindow(r, p.k, p.stride, p.pad); i <= il; ++i)
+    for (int64_t j = firstWindow(c, p.k, p.stride, p.pad); j <= jl; ++j)
+      acc += load(dy, i * p.ow + j) * scale;
+  return acc;
+}
+
+}  // namespace tandem::backend::cuda

@@ -1,0 +1,217 @@
+// Pooling on CUDA. Without a GPU: pool_math.h driven over whole tensors by a host loop
+// that mirrors pool.cu (one output per thread forward, one input per thread backward),
+// against the CPU kernels bit for bit: tie rule, NaN, overlapping windows, padding, the
+// 2x2 path, f32 and bf16. With a GPU: every op through the CUDA kernel table against the
+// CPU backend, exactly.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/pool_math.h"
+#include "gtest/gtest.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace tandem::testing {
+namespace {
+
+using backend::cuda::PoolParams;
+using ir::Op;
+
+struct PoolCase {
+  int64_t n, c, h, w, k, stride, pad;
+  ir::Shape x() const { return {n, c, h, w}; }
+  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
+  int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+  ir::Shape y() const { return {n, c, oh(), ow()}; }
+  SingleOp::Attrs attrs() const { return {{"kernel", k}, {"stride", stride}, {"pad", pad}}; }
+  PoolParams params() const { return {n * c, h, w, oh(), ow(), k, stride, pad}; }
+};
+
+// LeNet's 2x2 (even and odd extents), ResNet's 3x3 stride 2 pad 1 (overlapping), 3x3
+// stride 1 pad 1, a window without padding that leaves a border unread, 2x2 stride 1.
+const PoolCase kCases[] = {{2, 3, 8, 8, 2, 2, 0},  {2, 3, 9, 7, 2, 2, 0}, {2, 4, 9, 9, 3, 2, 1},
+                           {1, 3, 8, 10, 3, 2, 1}, {2, 2, 7, 7, 3, 1, 1}, {1, 2, 11, 9, 3, 3, 0},
+                           {1, 3, 6, 5, 2, 1, 0}};
+
+/// Small integers (ties within windows are common) or uniform values, f32 or bf16 bits.
+void fill(Buffer& b, std::mt19937& rng, bool ties) {
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int> small(-2, 2);
+  for (int64_t i = 0; i < b.size(); ++i) {
+    const float v = ties ? static_cast<float>(small(rng)) : u(rng);
+    if (b.type().dtype == ir::DType::kBF16)
+      reinterpret_cast<uint16_t*>(b.view().data)[i] = backend::cuda::floatToBf16(v);
+    else
+      b.f32()[i] = v;
+  }
+}
+
+/// What pool.cu computes, element by element (plane-major, like its grid-stride loops).
+template <typename T>
+void hostPool(Op op, const PoolParams& p, const T* in0, const T* in1, T* out) {
+  namespace cu = backend::cuda;
+  const bool backward = op == Op::kMaxPool2dBackward || op == Op::kAvgPool2dBackward;
+  if (!backward) {
+    for (int64_t pl = 0; pl < p.planes; ++pl)
+      for (int64_t i = 0; i < p.oh; ++i)
+        for (int64_t j = 0; j < p.ow; ++j) {
+          const T* x = in0 + pl * p.h * p.w;
+          const float v =
+              op == Op::kMaxPool2d ? cu::maxPoolAt(x, p, i, j) : cu::avgPoolAt(x, p, i, j);
+          cu::store(out, (pl * p.oh + i) * p.ow + j, v);
+        }
+    return;
+  }
+  for (int64_t pl = 0; pl < p.planes; ++pl)
+    for (int64_t r = 0; r < p.h; ++r)
+      for (int64_t c = 0; c < p.w; ++c) {
+        const T* dy = in0 + pl * p.oh * p.ow;
+        const float v = op == Op::kMaxPool2dBackward
+                            ? cu::maxPoolBackwardAt(dy, in1 + pl * p.h * p.w, p, r, c)
+                            : cu::avgPoolBackwardAt(dy, p, r, c);
+        cu::store(out, (pl * p.h + r) * p.w + c, v);
+      }
+}
+
+/// The operand types of `op` on case `c` in `dtype`.
+std::vector<ir::TensorType> operands(Op op, const PoolCase& c, ir::DType dtype) {
+  if (op == Op::kMaxPool2d || op == Op::kAvgPool2d) return {{dtype, c.x()}};
+  return {{dtype, c.y()}, {dtype, c.x()}};
+}
+
+/// Runs the host mirror and the CPU kernel on the same inputs; expects the same bytes.
+void expectHostMatchesCpu(Op op, const PoolCase& c, ir::DType dtype, bool ties, std::mt19937& rng,
+                          float nan_at = -1) {
+  SingleOp cpu(op, operands(op, c, dtype), c.attrs());
+  for (size_t i = 0; i < cpu.node().numOperands(); ++i) fill(cpu.in(i), rng, ties);
+  if (nan_at >= 0) {  // a NaN in x (the last operand) at a fraction of its extent
+    Buffer& x = cpu.in(cpu.node().numOperands() - 1);
+    const int64_t at = static_cast<int64_t>(nan_at * static_cast<float>(x.size()));
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    if (dtype == ir::DType::kBF16)
+      reinterpret_cast<uint16_t*>(x.view().data)[at] = backend::cuda::floatToBf16(nan);
+    else
+      x.f32()[at] = nan;
+  }
+  cpu.run();
+  Buffer mine(cpu.out(0).type());
+  const bool two = cpu.node().numOperands() > 1;
+  if (dtype == ir::DType::kBF16) {
+    auto bits = [](Buffer& b) { return reinterpret_cast<uint16_t*>(b.view().data); };
+    hostPool(op, c.params(), bits(cpu.in(0)), two ? bits(cpu.in(1)) : nullptr, bits(mine));
+  } else {
+    hostPool(op, c.params(), cpu.in(0).f32(), two ? cpu.in(1).f32() : nullptr, mine.f32());
+  }
+  ASSERT_EQ(mine.type().bytes(), cpu.out(0).type().bytes());
+  const auto* a = static_cast<const unsigned char*>(mine.view().data);
+  const auto* b = static_cast<const unsigned char*>(cpu.out(0).view().data);
+  const size_t elem = dtype == ir::DType::kBF16 ? 2 : 4;
+  int64_t first_diff = -1;
+  for (int64_t i = 0; i < mine.size() && first_diff < 0; ++i)
+    if (std::memcmp(a + i * elem, b + i * elem, elem) != 0) first_diff = i;
+  EXPECT_EQ(first_diff, -1) << cpu.node().describe() << " k" << c.k << " s" << c.stride << " p"
+                            << c.pad << (ties ? " ties" : "") << ": element " << first_diff
+                            << " is " << mine.at(first_diff) << ", the CPU's "
+                            << cpu.out(0).at(first_diff);
+}
+
+const Op kOps[] = {Op::kMaxPool2d, Op::kAvgPool2d, Op::kMaxPool2dBackward, Op::kAvgPool2dBackward};
+
+TEST(CudaPoolMath, MatchesCpuBitForBitF32) {
+  std::mt19937 rng(11);
+  for (Op op : kOps)
+    for (const PoolCase& c : kCases)
+      for (bool ties : {false, true}) expectHostMatchesCpu(op, c, ir::DType::kF32, ties, rng);
+}
+
+TEST(CudaPoolMath, MatchesCpuBitForBitBf16) {
+  std::mt19937 rng(12);
+  for (Op op : kOps)
+    for (const PoolCase& c : kCases)
+      for (bool ties : {false, true}) expectHostMatchesCpu(op, c, ir::DType::kBF16, ties, rng);
+}
+
+TEST(CudaPoolMath, NanWindowsMatchCpu) {
+  // Max pooling propagates NaN and its backward routes to the NaN; average pooling just
+  // adds it. One NaN early and one late in x, for every case and both dtypes.
+  std::mt19937 rng(13);
+  for (ir::DType dtype : {ir::DType::kF32, ir::DType::kBF16})
+    for (Op op : kOps)
+      for (const PoolCase& c : kCases)
+        for (float at : {0.1f, 0.77f}) expectHostMatchesCpu(op, c, dtype, true, rng, at);
+}
+
+TEST(CudaPoolMath, GatherVisitsEveryWindowOverAnInput) {
+  // firstWindow/lastWindow against the windows' own extents, for overlapping, strided and
+  // padded windows: each input row is covered by exactly the windows they name.
+  for (int64_t k : {1, 2, 3, 5})
+    for (int64_t stride : {1, 2, 3})
+      for (int64_t pad = 0; 2 * pad <= k; ++pad)
+        for (int64_t in : {5, 8, 13}) {
+          if (in + 2 * pad < k) continue;
+          const int64_t out = (in + 2 * pad - k) / stride + 1;
+          for (int64_t r = 0; r < in; ++r) {
+            std::vector<int64_t> want;
+            for (int64_t i = 0; i < out; ++i)
+              if (backend::cuda::windowBegin(i, stride, pad) <= r &&
+                  r < backend::cuda::windowEnd(i, in, k, stride, pad))
+                want.push_back(i);
+            std::vector<int64_t> got;
+            for (int64_t i = backend::cuda::firstWindow(r, k, stride, pad);
+                 i <= backend::cuda::lastWindow(r, out, stride, pad); ++i)
+              got.push_back(i);
+            EXPECT_EQ(got, want) << "k" << k << " s" << stride << " p" << pad << " in" << in
+                                 << " row " << r;
+          }
+        }
+}
+
+// --- on a GPU ---------------------------------------------------------------------------
+
+void expectGpuMatchesCpu(Op op, ir::DType dtype, std::mt19937& rng) {
+  for (const PoolCase& c : kCases)
+    for (bool ties : {false, true}) {
+      SingleOp op_(op, operands(op, c, dtype), c.attrs());
+      for (size_t i = 0; i < op_.node().numOperands(); ++i) fill(op_.in(i), rng, ties);
+      // The same math in the same order as the CPU's: the same bits.
+      expectCudaMatchesCpu(op_, 0.0);
+    }
+}
+
+TEST(CudaPoolKernels, ForwardMatchesCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(21);
+  for (ir::DType dtype : {ir::DType::kF32, ir::DType::kBF16}) {
+    expectGpuMatchesCpu(Op::kMaxPool2d, dtype, rng);
+    expectGpuMatchesCpu(Op::kAvgPool2d, dtype, rng);
+  }
+}
+
+TEST(CudaPoolKernels, BackwardMatchesCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(22);
+  for (ir::DType dtype : {ir::DType::kF32, ir::DType::kBF16}) {
+    expectGpuMatchesCpu(Op::kMaxPool2dBackward, dtype, rng);
+    expectGpuMatchesCpu(Op::kAvgPool2dBackward, dtype, rng);
+  }
+}
+
+TEST(CudaPoolKernels, LargeTensorCoversEveryElement) {
+  // More elements than one grid covers (132 * 16 blocks of 256 threads): the grid-stride
+  // loops must reach the end (results are poisoned before the run).
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(23);
+  const PoolCase c{8, 64, 57, 57, 3, 2, 1};
+  for (Op op : kOps) {
+    SingleOp op_(op, operands(op, c, ir::DType::kF32), c.attrs());
+    for (size_t i = 0; i < op_.node().numOperands(); ++i) fill(op_.in(i), rng, false);
+    expectCudaMatchesCpu(op_, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::testing
