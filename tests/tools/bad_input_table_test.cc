@@ -34,25 +34,6 @@ struct BadInput {
   int exit_code = 2;
 };
 
-void putBigEndian(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-
-// A plain (uncompressed) IDX pair of `count` 28x28 images with labels 0..9 in turn.
-void writeSplit(const TempDir& dir, const std::string& prefix, uint32_t count) {
-  std::string images, labels;
-  putBigEndian(images, 0x803);
-  putBigEndian(images, count);
-  putBigEndian(images, 28);
-  putBigEndian(images, 28);
-  for (uint32_t i = 0; i < count * 28 * 28; ++i) images.push_back(static_cast<char>(i * 7 % 256));
-  putBigEndian(labels, 0x801);
-  putBigEndian(labels, count);
-  for (uint32_t i = 0; i < count; ++i) labels.push_back(static_cast<char>(i % 10));
-  dir.write(prefix + "-images-idx3-ubyte", images);
-  dir.write(prefix + "-labels-idx1-ubyte", labels);
-}
 
 class BadInputTable : public ::testing::Test {
  protected:
@@ -61,8 +42,8 @@ class BadInputTable : public ::testing::Test {
     tmp_.pop_back();
     data_ = data_dir_.file("");
     data_.pop_back();
-    writeSplit(data_dir_, "train", 100);
-    writeSplit(data_dir_, "t10k", 50);
+    writeIdxSplit(data_dir_, "train", 100);
+    writeIdxSplit(data_dir_, "t10k", 50);
   }
   std::string expand(const std::string& s) const {
     return absl::StrReplaceAll(s, {{"$TMP", tmp_}, {"$DATA", data_}});

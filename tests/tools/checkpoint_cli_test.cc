@@ -21,26 +21,6 @@
 namespace tandem::testing {
 namespace {
 
-void putBigEndian(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-
-// A plain IDX pair of `count` 28x28 images with labels 0..9 in turn (as the bad-input
-// table's data set).
-void writeSplit(const TempDir& dir, const std::string& prefix, uint32_t count) {
-  std::string images, labels;
-  putBigEndian(images, 0x803);
-  putBigEndian(images, count);
-  putBigEndian(images, 28);
-  putBigEndian(images, 28);
-  for (uint32_t i = 0; i < count * 28 * 28; ++i) images.push_back(static_cast<char>(i * 7 % 256));
-  putBigEndian(labels, 0x801);
-  putBigEndian(labels, count);
-  for (uint32_t i = 0; i < count; ++i) labels.push_back(static_cast<char>(i % 10));
-  dir.write(prefix + "-images-idx3-ubyte", images);
-  dir.write(prefix + "-labels-idx1-ubyte", labels);
-}
 
 // The epoch rows of a run's table without the timing columns: epoch, train loss, train
 // accuracy, test accuracy.
@@ -88,8 +68,8 @@ std::vector<std::string> withFlag(std::vector<std::string> args, const std::stri
 class CheckpointCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    writeSplit(data_, "train", 100);
-    writeSplit(data_, "t10k", 50);
+    writeIdxSplit(data_, "train", 100);
+    writeIdxSplit(data_, "t10k", 50);
   }
   std::string dataDir() const {
     std::string d = data_.file("");

@@ -263,28 +263,11 @@ TEST(Plot, GnuplotFailuresArePassedOn) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("c.svg")));
 }
 
-void putBigEndian(std::string& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>((v >> shift) & 0xff));
-}
-
-// A plain IDX pair of `count` 28x28 images with labels 0..9 in turn.
-void writeSplit(const TempDir& dir, const std::string& prefix, uint32_t count) {
-  std::string images, labels;
-  for (uint32_t v : {0x803u, count, 28u, 28u}) putBigEndian(images, v);
-  for (uint32_t i = 0; i < count * 28 * 28; ++i) images.push_back(static_cast<char>(i * 7 % 256));
-  putBigEndian(labels, 0x801);
-  putBigEndian(labels, count);
-  for (uint32_t i = 0; i < count; ++i) labels.push_back(static_cast<char>(i % 10));
-  dir.write(prefix + "-images-idx3-ubyte", images);
-  dir.write(prefix + "-labels-idx1-ubyte", labels);
-}
-
 // train --plot draws the epochs it has run, the same picture as plot over its --metrics.
 TEST(Plot, TrainDrawsEveryEpoch) {
   TempDir dir;
-  writeSplit(dir, "train", 100);
-  writeSplit(dir, "t10k", 50);
+  writeIdxSplit(dir, "train", 100);
+  writeIdxSplit(dir, "t10k", 50);
   std::string data = dir.file("train").substr(0, dir.file("train").size() - 6);
   CommandResult r =
       runTandem({"train", "--model", "lenet", "--devices", "2", "--batch", "50", "--epochs", "3",
