@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/kernels.h"
+#include "backend/sgd_checks.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -51,18 +52,7 @@ class SgdUpdateKernel final : public CpuKernel {
 
 KernelOr makeSgdUpdateKernel(const KernelInit& init) {
   const ir::Node& node = init.node;
-  for (size_t i = 0; i < node.numOperands(); ++i)
-    if (ir::DType t = node.operand(i)->type().dtype;
-        t != ir::DType::kF32 && !(i == 1 && t == ir::DType::kBF16))
-      return absl::UnimplementedError(absl::StrCat(node.describe(),
-                                                   ": the CPU kernel updates f32 weights from "
-                                                   "f32 or bf16 gradients, not ",
-                                                   ir::dtypeName(t), " operand ", i));
-  // The shape rule ties the buffer to momentum > 0; a kernel built from an unverified node
-  // must still not read a buffer that is not there.
-  if ((node.numOperands() > 2) != (node.floatAttr("momentum") > 0))
-    return absl::InvalidArgumentError(
-        absl::StrCat(node.describe(), ": a momentum buffer is given iff momentum > 0"));
+  RETURN_IF_ERROR(checkSgdUpdate(node, "CPU"));
   return withFloatType(node.operand(1)->type().dtype, [&](auto g) -> KernelOr {
     return std::make_unique<SgdUpdateKernel<decltype(g)>>(
         static_cast<float>(node.floatAttr("lr")), static_cast<float>(node.floatAttr("momentum")),

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <cstdint>
 #include <string>
 #include <vector>
 

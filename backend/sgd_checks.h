@@ -1,0 +1,32 @@
+#pragma once
+
+// What every backend's sgd_update kernel checks of its node before it is made: the dtypes
+// the kernels take and the momentum buffer's presence (the shape rule ties it to
+// momentum > 0; a kernel built from an unverified node must still not touch a buffer that
+// is not there).
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "ir/ir.h"
+#include "ir/status_macros.h"
+
+namespace tandem::backend {
+
+/// OK for f32 weights (and momentum) with an f32 or bf16 gradient and a momentum buffer
+/// exactly when momentum > 0; else the error naming the node and `kind` ("CPU", "CUDA").
+inline absl::Status checkSgdUpdate(const ir::Node& node, absl::string_view kind) {
+  for (size_t i = 0; i < node.numOperands(); ++i)
+    if (ir::DType t = node.operand(i)->type().dtype;
+        t != ir::DType::kF32 && !(i == 1 && t == ir::DType::kBF16))
+      return absl::UnimplementedError(absl::StrCat(node.describe(), ": the ", kind,
+                                                   " kernel updates f32 weights from f32 or bf16 "
+                                                   "gradients, not ",
+                                                   ir::dtypeName(t), " operand ", i));
+  if ((node.numOperands() > 2) != (node.floatAttr("momentum") > 0))
+    return absl::InvalidArgumentError(
+        absl::StrCat(node.describe(), ": a momentum buffer is given iff momentum > 0"));
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::backend
