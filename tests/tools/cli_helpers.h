@@ -5,8 +5,8 @@
 
 #include <stdlib.h>
 
-#include <filesystem>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
