@@ -13,8 +13,10 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "absl/strings/str_cat.h"
 #include "backend/communicator.h"
 #include "backend/kernel.h"
+#include "backend/processes.h"
 #include "backend/stream.h"
 #include "backend/tensor_view.h"
 #include "ir/ir.h"
@@ -147,6 +149,19 @@ class Backend {
   /// The communicators of a group of this backend's devices, in the group's order.
   virtual absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createCommunicators(
       absl::Span<Device* const> group) const = 0;
+  /// The communicators of this process's members of a group that spans processes
+  /// (processes.h): `members` is every device of the group in its order, with the rank
+  /// that owns it; `local` this process's members, in that order; `processes` joins the
+  /// processes that own members (ascending ranks). The group's rank(i) is local[i].
+  virtual absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createProcessCommunicators(
+      absl::Span<Device* const> local, absl::Span<const ir::Device> members,
+      std::shared_ptr<ProcessComm> processes) const {
+    (void)local;
+    (void)processes;
+    return absl::UnimplementedError(
+        absl::StrCat("a collective joins ", ir::toString(members[0]), " and devices of other "
+                     "processes: this device kind has no communicator across processes yet"));
+  }
   /// One paragraph for `tandem devices`: what there is to run on, with threads and memory.
   virtual std::string describe() const = 0;
   /// Whether this machine can run `device` (CUDA: a GPU with that index), checked before

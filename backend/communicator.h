@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -29,6 +30,10 @@ class Communicator {
   /// Copies `root`'s `in` into every rank's `out` (`in` is ignored on other ranks).
   virtual absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
                                  Stream& stream) = 0;
+  /// What the collective this rank enqueues next is ("all_reduce %g.sum.0 (bucket 3)"),
+  /// for the line a rank prints when it waits in it too long (processes.h); a
+  /// communicator that cannot wait on another process ignores it.
+  virtual void labelNext(std::string label) { (void)label; }
 };
 
 /// The communicators of one group of devices, made together (ncclCommInitAll,

@@ -269,9 +269,16 @@ class Parser {
     RETURN_IF_ERROR(expectPunct(":"));
     if (tok_.kind != Tok::kNumber)
       return error(absl::StrCat("expected a device index, got ", describe(tok_)));
-    auto d = ir::parseDevice(absl::StrCat(clip(kind.text), ":", clip(tok_.text)));
-    if (!d.ok()) return errorAt(kind, d.status().message());
+    std::string text = absl::StrCat(clip(kind.text), ":", clip(tok_.text));
     next();
+    // "cpu:0@1": the lexer reads "@1" as an '@' name; a device's rank is digits right after
+    // its index (a graph name never starts with a digit).
+    if (tok_.kind == Tok::kAt && !tok_.text.empty() && isDigit(tok_.text[0])) {
+      absl::StrAppend(&text, "@", clip(tok_.text));
+      next();
+    }
+    auto d = ir::parseDevice(text);
+    if (!d.ok()) return errorAt(kind, d.status().message());
     return d;
   }
 

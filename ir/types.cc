@@ -1,5 +1,6 @@
 #include "ir/types.h"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 
@@ -56,7 +57,19 @@ std::string toString(const TensorType& t) {
 }
 
 std::string toString(const Device& d) {
-  return absl::StrCat(d.kind == DeviceKind::kCpu ? "cpu" : "cuda", ":", d.index);
+  return absl::StrCat(d.kind == DeviceKind::kCpu ? "cpu" : "cuda", ":", d.index,
+                      d.rank == 0 ? "" : absl::StrCat("@", d.rank));
+}
+
+std::vector<Device> devicesAcrossRanks(const std::vector<Device>& local, int ranks) {
+  std::vector<Device> out;
+  out.reserve(local.size() * static_cast<size_t>(std::max(ranks, 0)));
+  for (int r = 0; r < ranks; ++r)
+    for (Device d : local) {
+      d.rank = r;
+      out.push_back(d);
+    }
+  return out;
 }
 
 absl::StatusOr<Device> parseDevice(absl::string_view s) {
@@ -65,7 +78,12 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
   };
   size_t colon = s.find(':');
   if (colon == absl::string_view::npos) return bad("expected KIND:INDEX such as cpu:0 or cuda:1");
-  absl::string_view kind = s.substr(0, colon), index = s.substr(colon + 1);
+  absl::string_view kind = s.substr(0, colon), index = s.substr(colon + 1), rank;
+  const size_t at = index.find('@');
+  if (at != absl::string_view::npos) {
+    rank = index.substr(at + 1);
+    index = index.substr(0, at);
+  }
   Device d;
   if (kind == "cpu") {
     d.kind = DeviceKind::kCpu;
@@ -79,6 +97,12 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
     return bad(absl::StrCat("the index must be at most ", std::numeric_limits<int>::max()));
   if (index.empty() || ec != std::errc() || end != index.data() + index.size() || d.index < 0)
     return bad("the index must be a non-negative integer");
+  if (at != absl::string_view::npos) {
+    auto [rank_end, rank_ec] = std::from_chars(rank.data(), rank.data() + rank.size(), d.rank);
+    if (rank.empty() || rank_ec != std::errc() || rank_end != rank.data() + rank.size() ||
+        d.rank < 0)
+      return bad("the rank after '@' must be a non-negative integer (cpu:0@1: rank 1's cpu:0)");
+  }
   return d;
 }
 

@@ -45,14 +45,17 @@ std::string toString(const TensorType& t);
 enum class DeviceKind : uint8_t { kCpu, kCuda };
 
 /// A logical device such as cpu:0 or cuda:1. Several logical devices may share one
-/// physical device; the runtime maps them.
+/// physical device; the runtime maps them. `rank` is the process (MPI rank) that drives
+/// the device in a multi-process run: cpu:0@1 is process 1's cpu:0. Rank 0 is written
+/// without it, so a one-process module reads and prints as before ranks existed.
 struct Device {
   DeviceKind kind = DeviceKind::kCpu;
   int index = 0;
+  int rank = 0;
   bool operator==(const Device&) const = default;
   template <typename H>
   friend H AbslHashValue(H h, const Device& d) {
-    return H::combine(std::move(h), d.kind, d.index);
+    return H::combine(std::move(h), d.kind, d.index, d.rank);
   }
 };
 
@@ -61,12 +64,17 @@ struct Device {
 inline constexpr size_t kMaxDevices = 4096;
 
 std::string toString(const Device& d);
-/// Parses "cpu:0" / "cuda:3"; the error names the text and the known kinds.
+/// Parses "cpu:0" / "cuda:3" / "cpu:1@2" (rank 2's cpu:1); the error names the text and
+/// the known kinds.
 absl::StatusOr<Device> parseDevice(absl::string_view s);
 /// Parses a device list: "cpu:0,cpu:1", or a count "4" meaning cpu:0..cpu:3.
 /// Rejects duplicates, empty lists and more than kMaxDevices devices.
 absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s);
 std::string toString(const std::vector<Device>& ds);  // "[cpu:0, cpu:1]"
+/// The devices of `ranks` processes that each drive `local` (given without ranks), rank
+/// by rank: cpu:0,cpu:1 over 2 ranks is cpu:0, cpu:1, cpu:0@1, cpu:1@1. Rank-major, so
+/// each process's devices are contiguous (groups=ranks maps one group to a process).
+std::vector<Device> devicesAcrossRanks(const std::vector<Device>& local, int ranks);
 
 /// How a persistent variable gets its first value.
 struct Initializer {

@@ -26,6 +26,7 @@ backend::ReduceOp reduceOpOf(const ir::Node& n) {
 // Enqueues one share of a collective on its comm stream.
 absl::Status launchCollective(const ir::Node& n, Share& s, backend::Device& device,
                               backend::Stream& stream) {
+  if (!s.label.empty() && s.comm != nullptr) s.comm->labelNext(s.label);
   switch (n.op()) {
     case ir::Op::kAllReduce:
       return s.comm->allReduce(s.in, s.out, reduceOpOf(n), stream);
@@ -140,8 +141,9 @@ absl::Status Executor::runStep(Program& p) {
   for (const ir::Device& d : devices)
     if (d.kind != devices[0].kind) return enqueueStep(p);
   ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(devices[0].kind));
-  std::vector<backend::Device*> all;
-  for (auto& d : loaded_->devices) all.push_back(d.get());
+  std::vector<backend::Device*> all;  // this process's
+  for (auto& d : loaded_->devices)
+    if (d != nullptr) all.push_back(d.get());
   ASSIGN_OR_RETURN(std::unique_ptr<backend::StepRecorder> recorder, b->makeStepRecorder(all));
   if (recorder == nullptr) {
     options_.record_steps = false;  // this backend never records: stop asking
@@ -182,6 +184,7 @@ absl::StatusOr<std::vector<HostTensor>> Executor::run(
   // The host's one wait per step; every stream is drained even after an error, so that no
   // work still points at this step's buffers.
   for (auto& d : loaded_->devices) {
+    if (d == nullptr) continue;  // another process's
     absl::Status compute = d->computeStream().synchronize();
     absl::Status comm = d->commStream().synchronize();
     if (status.ok()) status = !compute.ok() ? compute : comm;
@@ -208,6 +211,10 @@ absl::StatusOr<const ir::Var*> variableOn(const LoadedModule& lm, absl::string_v
   if (device >= lm.devices.size())
     return absl::OutOfRangeError(absl::StrCat("device index ", device, " out of range (",
                                               lm.devices.size(), " devices)"));
+  if (lm.devices[device] == nullptr)
+    return absl::FailedPreconditionError(
+        absl::StrCat(ir::toString(m.devices()[device]), " is another process's device: its @",
+                     name, " is there"));
   return var;
 }
 

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "backend/processes.h"
 #include "ir/placement.h"
 #include "ir/status_macros.h"
 #include "runtime/executor.h"
@@ -27,6 +29,7 @@ absl::Status checkPlan(const ir::Module& m, const ir::Graph& g,
         "the memory plan of graph @", g.name(), " is stale (made for ", plan->planned_nodes,
         " nodes, the graph has ", g.numNodes(), "): run plan-memory after the last rewrite"));
   for (size_t d = 0; d < devices.size(); ++d) {
+    if (devices[d] == nullptr) continue;  // another process's
     ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(devices[d]->id().kind));
     if (plan->alignment % b->alignment() != 0)
       return absl::FailedPreconditionError(
@@ -47,6 +50,11 @@ class ProgramBuilder {
     p_ = std::make_unique<Program>();
     p_->graph = &g_;
     for (size_t d = 0; d < lm_.devices.size(); ++d) {
+      if (lm_.devices[d] == nullptr) {  // another process's: no memory here
+        p_->arenas.emplace_back();
+        continue;
+      }
+      if (!first_local_) first_local_ = d;
       RETURN_IF_ERROR(lm_.devices[d]->prepareGraph(g_));
       ASSIGN_OR_RETURN(backend::DeviceBuffer arena, lm_.devices[d]->allocate(plan_.arena_bytes[d]));
       p_->arenas.push_back(std::move(arena));
@@ -55,7 +63,8 @@ class ProgramBuilder {
       const ir::TensorType& t = in->result()->type();
       input_slot_[in->result()] = p_->inputs.size();
       // Host staging for the batch, in the memory the first device copies from fastest.
-      ASSIGN_OR_RETURN(backend::DeviceBuffer buf, lm_.devices[0]->allocateHost(t.bytes()));
+      ASSIGN_OR_RETURN(backend::DeviceBuffer buf,
+                       lm_.devices[*first_local_]->allocateHost(t.bytes()));
       p_->inputs.push_back(std::move(buf));
       p_->input_types.push_back(t);
     }
@@ -83,6 +92,8 @@ class ProgramBuilder {
     }
     std::optional<size_t> d = ir::deviceIndexOfValue(m_, v);
     if (!d) return absl::InternalError(absl::StrCat("%", v.name(), " is on no module device"));
+    // Another process's value: its type only (a broadcast's root, read there).
+    if (lm_.devices[*d] == nullptr) return TensorView{nullptr, v.type(), {}};
     if (def.op() == ir::Op::kParam) return lm_.vars.at(def.symbolAttr("var"))[*d].view(v.type());
     int64_t off = plan_.offsets[def.id()][static_cast<size_t>(v.index())];
     return p_->arenas[*d].view(v.type(), off);
@@ -90,6 +101,7 @@ class ProgramBuilder {
 
   absl::Status addCompute(const ir::Node& n, Instr& ins) {
     const size_t d = *m_.deviceIndex(*n.device());
+    if (lm_.devices[d] == nullptr) return absl::OkStatus();  // another process runs it
     Share share;
     share.device = d;
     for (const ir::Value* v : n.operands()) {
@@ -118,6 +130,14 @@ class ProgramBuilder {
   absl::Status addConcat(const ir::Node& n, Instr& ins) {
     Share share;
     share.device = *m_.deviceIndex(n.devicesAttr()[0]);
+    for (const ir::Value* v : n.operands())
+      if (std::optional<size_t> d = ir::deviceIndexOfValue(m_, *v);
+          d && m_.devices()[*d].rank != m_.devices()[share.device].rank)
+        return absl::UnimplementedError(
+            absl::StrCat(n.describe(), " gathers from ", ir::toString(m_.devices()[*d]), " onto ",
+                         ir::toString(m_.devices()[share.device]),
+                         ": concat across processes is not supported"));
+    if (lm_.devices[share.device] == nullptr) return absl::OkStatus();
     for (const ir::Value* v : n.operands()) {
       ASSIGN_OR_RETURN(TensorView in, viewOf(*v));
       share.in.push_back(in);
@@ -136,13 +156,27 @@ class ProgramBuilder {
       // group: positions in the node's device list; the group's communicators by device.
       std::vector<size_t> key;
       for (size_t k : group) key.push_back(*m_.deviceIndex(devs[k]));
-      ASSIGN_OR_RETURN(backend::CommunicatorGroup * comms, communicatorsFor(key));
+      // A split only copies the host's batch in: it needs no communicator across
+      // processes (one of this process's devices alone still gets the local one, as before).
+      const bool spans = spansProcesses(key);
+      backend::CommunicatorGroup* comms = nullptr;
+      if (!spans || n.op() != ir::Op::kSplit) {
+        ASSIGN_OR_RETURN(comms, communicatorsFor(key));
+      }
+      int local_rank = 0;  // this share's rank in `comms`, which has only local members
       for (size_t rank = 0; rank < group.size(); ++rank) {
         const size_t k = group[rank];
+        if (lm_.devices[key[rank]] == nullptr) {  // another process's share
+          if (n.op() == ir::Op::kSplit) {
+            offset += n.result(k)->type().shape[static_cast<size_t>(n.intAttr("axis"))];
+          }
+          continue;
+        }
         Share share;
         share.device = key[rank];
         share.group = comms;
-        share.comm = &comms->rank(static_cast<int>(rank));
+        if (comms != nullptr) share.comm = &comms->rank(local_rank++);
+        if (spans && n.op() != ir::Op::kSplit) share.label = collectiveLabel(n);
         switch (n.op()) {
           case ir::Op::kAllReduce: {
             const size_t per = n.numOperands() / devs.size();
@@ -185,6 +219,20 @@ class ProgramBuilder {
     return absl::OkStatus();
   }
 
+  bool spansProcesses(const std::vector<size_t>& key) const {
+    for (size_t d : key)
+      if (m_.devices()[d].rank != m_.devices()[key[0]].rank) return true;
+    return false;
+  }
+
+  // "all_reduce %fc1.w.grad.sum.0 (bucket 2)": a collective in a timeout's message.
+  static std::string collectiveLabel(const ir::Node& n) {
+    std::string label = absl::StrCat(n.opName(), " %", n.result(0)->name());
+    if (n.numResults() > 1) absl::StrAppend(&label, ", ...");
+    if (n.op() == ir::Op::kAllReduce) absl::StrAppend(&label, " (bucket ", n.intAttr("bucket"), ")");
+    return label;
+  }
+
   // The rank, within the group of devices `key`, of the device holding `v`.
   absl::StatusOr<int> rootRank(const ir::Node& n, const std::vector<size_t>& key,
                                const ir::Value& v) {
@@ -198,6 +246,7 @@ class ProgramBuilder {
 
   absl::StatusOr<backend::CommunicatorGroup*> communicatorsFor(const std::vector<size_t>& key) {
     if (auto it = groups_.find(key); it != groups_.end()) return it->second;
+    if (spansProcesses(key)) return processCommunicatorsFor(key);
     std::vector<backend::Device*> members;
     for (size_t d : key) {
       if (lm_.devices[d]->id().kind != lm_.devices[key[0]]->id().kind)
@@ -210,6 +259,47 @@ class ProgramBuilder {
     ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(members[0]->id().kind));
     ASSIGN_OR_RETURN(std::unique_ptr<backend::CommunicatorGroup> group,
                      b->createCommunicators(members));
+    backend::CommunicatorGroup* raw = group.get();
+    lm_.groups.push_back(std::move(group));
+    groups_[key] = raw;
+    return raw;
+  }
+
+  // A group across processes: this process's members talk to the others through the
+  // backend's communicators across processes, over an MPI communicator of the processes
+  // involved, made here by each of them in the same order (every process loads the same
+  // module).
+  absl::StatusOr<backend::CommunicatorGroup*> processCommunicatorsFor(
+      const std::vector<size_t>& key) {
+    std::vector<ir::Device> members;
+    std::vector<backend::Device*> local;
+    std::vector<int> ranks;
+    for (size_t d : key) {
+      const ir::Device& id = m_.devices()[d];
+      if (id.kind != m_.devices()[key[0]].kind)
+        return absl::UnimplementedError(absl::StrCat(
+            "a collective joins ", ir::toString(m_.devices()[key[0]]), " and ", ir::toString(id),
+            ": collectives across device kinds are not supported"));
+      members.push_back(id);
+      ranks.push_back(id.rank);
+      if (lm_.devices[d] != nullptr) local.push_back(lm_.devices[d].get());
+    }
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    // Every collective across processes runs on one thread per process, its first
+    // device's comm-stream worker, so that MPI's blocking calls come in the same order on
+    // every process (processes.h). The pipeline's groups always lead with it.
+    if (local.front()->id() != lm_.devices[*first_local_]->id())
+      return absl::UnimplementedError(absl::StrCat(
+          "a collective across processes has ", ir::toString(local.front()->id()),
+          " as its first device of rank ", local.front()->id().rank, ", not ",
+          ir::toString(lm_.devices[*first_local_]->id()),
+          ": the rank's collectives across processes must all run on its first device"));
+    ASSIGN_OR_RETURN(std::shared_ptr<backend::ProcessComm> procs,
+                     backend::Processes::current().communicator(ranks));
+    ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(members[0].kind));
+    ASSIGN_OR_RETURN(std::unique_ptr<backend::CommunicatorGroup> group,
+                     b->createProcessCommunicators(local, members, std::move(procs)));
     backend::CommunicatorGroup* raw = group.get();
     lm_.groups.push_back(std::move(group));
     groups_[key] = raw;
@@ -230,6 +320,8 @@ class ProgramBuilder {
       return nullptr;
     };
     for (const StreamWait& w : streamWaits(m_, g_)) {
+      // Across processes the collectives themselves order the work.
+      if (lm_.devices[w.from.device] == nullptr || lm_.devices[w.at.device] == nullptr) continue;
       Share* producer = shareOf(w.producer, w.from.device);
       Share* consumer = shareOf(w.consumer, w.at.device);
       if (producer == nullptr || consumer == nullptr)
@@ -249,6 +341,10 @@ class ProgramBuilder {
       if (!d || v->def()->op() == ir::Op::kInput)
         return absl::FailedPreconditionError(
             absl::StrCat("graph @", g_.name(), " returns %", v->name(), ", which is on no device"));
+      if (lm_.devices[*d] == nullptr) {
+        ASSIGN_OR_RETURN(v, localCopyOf(*v));
+      }
+      d = ir::deviceIndexOfValue(m_, *v);
       OutputCopy copy;
       copy.device = *d;
       copy.comm = ir::streamOf(*v->def()) == ir::StreamKind::kComm;
@@ -259,6 +355,23 @@ class ProgramBuilder {
     return absl::OkStatus();
   }
 
+  // An output on another process's device: an all_reduce gives every device the same
+  // bits, so this process returns its own first device's result of it.
+  absl::StatusOr<const ir::Value*> localCopyOf(const ir::Value& v) {
+    const ir::Node& n = *v.def();
+    if (n.op() == ir::Op::kAllReduce) {
+      const auto& devs = n.devicesAttr();
+      const size_t per = n.numResults() / devs.size();
+      const size_t j = static_cast<size_t>(v.index()) % per;
+      for (size_t k = 0; k < devs.size(); ++k)
+        if (lm_.devices[*m_.deviceIndex(devs[k])] != nullptr) return n.result(k * per + j);
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("graph @", g_.name(), " returns %", v.name(), ", which is on ",
+                     ir::toString(m_.devices()[*ir::deviceIndexOfValue(m_, v)]),
+                     " of another process (only an all_reduce's results are on every process)"));
+  }
+
   LoadedModule& lm_;
   const ir::Module& m_;
   const ir::Graph& g_;
@@ -267,6 +380,7 @@ class ProgramBuilder {
   std::unique_ptr<Program> p_;
   absl::flat_hash_map<const ir::Value*, size_t> input_slot_;
   absl::flat_hash_map<const ir::Node*, Instr*> instr_of_;
+  std::optional<size_t> first_local_;  // this process's first device
 };
 
 }  // namespace
@@ -285,8 +399,21 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
   auto lm = std::make_unique<LoadedModule>();
   lm->module = std::move(module);
   const ir::Module& m = *lm->module;
+  const backend::Processes& procs = backend::Processes::current();
+  bool any_local = false;
   for (size_t d = 0; d < m.devices().size(); ++d) {
     const ir::Device& id = m.devices()[d];
+    if (id.rank >= procs.size())
+      return absl::FailedPreconditionError(absl::StrCat(
+          ir::toString(id), " belongs to rank ", id.rank, ", but this run has ", procs.size(),
+          procs.size() == 1 ? " process (start one per rank with mpirun -np "
+                            : " processes (start one per rank with mpirun -np ",
+          id.rank + 1, " or more)"));
+    if (id.rank != procs.rank()) {  // another process's device
+      lm->devices.push_back(nullptr);
+      continue;
+    }
+    any_local = true;
     absl::StatusOr<const backend::Backend*> b = backend::backendFor(id.kind);
     if (!b.ok())
       return absl::Status(b.status().code(),
@@ -300,10 +427,18 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
                                              .allow_tf32 = options.allow_tf32}));
     lm->devices.push_back(std::move(device));
   }
+  if (!any_local)
+    return absl::FailedPreconditionError(absl::StrCat("module @", m.name(), " has no device of rank ",
+                                                      procs.rank(), " (its devices are ",
+                                                      ir::toString(m.devices()), ")"));
   for (const auto& g : m.graphs()) RETURN_IF_ERROR(checkPlan(m, *g, lm->devices));
   for (const ir::Var& v : m.vars()) {
     auto& replicas = lm->vars[v.name];
     for (auto& device : lm->devices) {
+      if (device == nullptr) {
+        replicas.emplace_back();
+        continue;
+      }
       ASSIGN_OR_RETURN(backend::DeviceBuffer buf, device->allocate(v.type.bytes()));
       replicas.push_back(std::move(buf));
     }

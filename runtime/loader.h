@@ -29,6 +29,9 @@ struct Share {
   int root = 0;                           // broadcast: the source's rank in the group
   backend::Communicator* comm = nullptr;  // collectives: this device's communicator
   backend::CommunicatorGroup* group = nullptr;
+  /// A collective across processes: what it is, for the line a rank that waits in it too
+  /// long prints ("all_reduce %g.sum.0 (bucket 2)"); empty otherwise.
+  std::string label;
 };
 
 /// A node as the executor runs it: one share for compute work, one per device for a
@@ -65,7 +68,9 @@ struct Program {
 /// A module loaded on its devices.
 struct LoadedModule {
   std::unique_ptr<ir::Module> module;
-  std::vector<std::unique_ptr<backend::Device>> devices;  // like Module::devices()
+  /// Like Module::devices(); null for another process's device (a module spanning
+  /// processes: each loads only the devices of its own rank).
+  std::vector<std::unique_ptr<backend::Device>> devices;
   absl::flat_hash_map<std::string, std::vector<backend::DeviceBuffer>> vars;  // by device
   std::vector<std::unique_ptr<backend::CommunicatorGroup>> groups;
   absl::flat_hash_map<std::string, std::unique_ptr<Program>> programs;
@@ -75,7 +80,9 @@ struct LoadedModule {
 };
 
 /// Loads `module` (compiled: replicated, collectives inserted, scheduled, memory planned)
-/// on the backends of its devices. Errors name the device, graph or node at fault: a
+/// on the backends of its devices: those of this process's rank (backend/processes.h),
+/// every device in a one-process run. Work on other ranks' devices is left to them, and
+/// a collective that spans processes gets its backend's communicators across processes. Errors name the device, graph or node at fault: a
 /// device kind this build lacks, a missing or stale memory plan, a kernel that cannot be
 /// made.
 absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Module> module,

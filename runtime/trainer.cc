@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "backend/processes.h"
 
 namespace tandem::runtime {
 namespace {
@@ -72,6 +73,36 @@ absl::Status Trainer::replaceModule(std::unique_ptr<ir::Module> compiled) {
 void Trainer::setBeforeNodeHook(std::function<void(const ir::Node&, size_t)> hook) {
   hook_ = hook;
   executor_->setBeforeNodeHook(std::move(hook));
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::rowsOfThisProcess(
+    absl::string_view name) const {
+  const ir::Module& m = executor_->module();
+  const ir::Graph* g = m.graph(name);
+  const int rank = backend::Processes::current().rank();
+  const int64_t batch = g->inputs()[0]->result()->type().shape[0];
+  for (const auto& n : g->nodes()) {
+    if (n->op() != ir::Op::kSplit || n->operand(0) != g->inputs()[0]->result()) continue;
+    const auto sizes = n->attrAs<std::vector<int64_t>>("sizes");
+    const auto& devices = n->devicesAttr();
+    int64_t at = 0, first = -1, end = -1;
+    for (size_t k = 0; k < devices.size(); ++k) {
+      if (devices[k].rank == rank) {
+        if (first < 0) first = at;
+        if (end >= 0 && end != at)
+          return absl::FailedPreconditionError(absl::StrCat(
+              "@", name, ": the batch rows of rank ", rank, " are not contiguous in ",
+              n->describe()));
+        end = at + sizes[k];
+      }
+      at += sizes[k];
+    }
+    if (first < 0)
+      return absl::FailedPreconditionError(
+          absl::StrCat("@", name, ": rank ", rank, " has no device in ", n->describe()));
+    return std::make_pair(first, end);
+  }
+  return std::make_pair(int64_t{0}, batch);  // one device: no split
 }
 
 absl::Status Trainer::initialize() { return executor_->run(ir::kInitGraph, {}).status(); }

@@ -83,6 +83,11 @@ class Trainer {
   /// Executor::setBeforeNodeHook, kept across replaceModule.
   void setBeforeNodeHook(std::function<void(const ir::Node&, size_t device)> hook);
 
+  /// The rows [first, end) of graph `name`'s batch that this process's devices take (its
+  /// split's slices for them, which are contiguous: devices are numbered rank by rank),
+  /// for BatchLoader::setRows; the whole batch in a one-process run.
+  absl::StatusOr<std::pair<int64_t, int64_t>> rowsOfThisProcess(absl::string_view name) const;
+
   Executor& executor() { return *executor_; }
   const ir::TensorType& imageType() const { return image_type_; }
   const ir::TensorType& labelType() const { return label_type_; }

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -14,6 +15,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/layout_plan.h"
 #include "backend/cpu/local_communicator.h"
+#include "backend/cpu/process_communicator.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -133,6 +135,35 @@ class CpuBackend final : public Backend {
             absl::StrCat(ir::toString(d->id()),
                          " is not a CPU device: the local communicator joins CPU devices"));
     return makeLocalCommunicators(static_cast<int>(group.size()));
+  }
+
+  absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createProcessCommunicators(
+      absl::Span<Device* const> local, absl::Span<const ir::Device> members,
+      std::shared_ptr<ProcessComm> processes) const override {
+    std::vector<int> ranks;  // the processes that own members, ascending
+    for (const ir::Device& d : members) {
+      if (d.kind != ir::DeviceKind::kCpu)
+        return absl::InvalidArgumentError(absl::StrCat(
+            ir::toString(d), " is not a CPU device: the CPU communicator joins CPU devices"));
+      ranks.push_back(d.rank);
+    }
+    std::sort(ranks.begin(), ranks.end());
+    ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+    std::vector<int> owner, positions;
+    std::vector<std::string> names;
+    for (size_t p = 0; p < members.size(); ++p) {
+      owner.push_back(static_cast<int>(
+          std::lower_bound(ranks.begin(), ranks.end(), members[p].rank) - ranks.begin()));
+      for (Device* d : local)
+        if (d->id() == members[p]) {
+          positions.push_back(static_cast<int>(p));
+          names.push_back(ir::toString(d->id()));
+        }
+    }
+    if (positions.size() != local.size() || local.empty())
+      return absl::InvalidArgumentError("the local members of a group are not in it");
+    return makeProcessCommunicators(std::move(owner), std::move(positions), std::move(names),
+                                    std::move(processes));
   }
 
   std::string describe() const override {

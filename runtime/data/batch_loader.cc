@@ -75,6 +75,12 @@ void BatchLoader::startEpoch(int epoch, int64_t first_batch) {
   space_.notify_one();
 }
 
+void BatchLoader::setRows(int64_t first, int64_t end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  row_first_ = std::clamp<int64_t>(first, 0, batch_);
+  row_end_ = std::clamp<int64_t>(end, row_first_, batch_);
+}
+
 std::optional<Batch> BatchLoader::next() {
   std::unique_lock<std::mutex> lock(mu_);
   if (held_) {
@@ -115,8 +121,9 @@ void BatchLoader::produce() {
     // invariant in the header), and only this thread writes slots, so it is filled unlocked.
     const int64_t index = produced_;
     Slot& slot = slots_[(head_ + filled_) % slots_.size()];
+    const int64_t row_first = row_first_, row_end = row_end_ < 0 ? batch_ : row_end_;
     lock.unlock();
-    fill(slot, index, order);
+    fill(slot, index, order, row_first, row_end);
     lock.lock();
     if (generation_ != generation) continue;  // a restarted epoch: this batch is stale
     ++filled_;
@@ -125,10 +132,27 @@ void BatchLoader::produce() {
   }
 }
 
-void BatchLoader::fill(Slot& slot, int64_t index, const std::vector<int64_t>& order) {
+void BatchLoader::fill(Slot& slot, int64_t index, const std::vector<int64_t>& order,
+                       int64_t row_first, int64_t row_end) {
   const int64_t size = data_.exampleSize();
   const int64_t first = index * batch_;
   const int64_t valid = std::min(batch_, data_.count - first);
+  if (row_first > 0 || row_end < batch_) {  // one process's rows: the rest are never read
+    for (int64_t r = row_first; r < row_end; ++r) {
+      if (r < valid) {
+        const int64_t src = order.empty() ? first + r : order[first + r];
+        std::memcpy(slot.images.data() + r * size, data_.images.data() + src * size,
+                    sizeof(float) * size);
+        slot.labels[r] = data_.labels[src];
+      } else {
+        std::fill(slot.images.begin() + r * size, slot.images.begin() + (r + 1) * size, 0.0f);
+        slot.labels[r] = -1;
+      }
+    }
+    slot.valid = valid;
+    slot.index = index;
+    return;
+  }
   for (int64_t r = 0; r < valid; ++r) {
     const int64_t src = order.empty() ? first + r : order[first + r];
     std::memcpy(slot.images.data() + r * size, data_.images.data() + src * size,

@@ -57,6 +57,12 @@ class BatchLoader {
   /// and earlier Batch pointers become invalid. `first_batch` skips that many batches of
   /// the epoch's order without preparing them (a run resumed inside the epoch).
   void startEpoch(int epoch, int64_t first_batch = 0);
+  /// Fills only rows [first, end) of every batch (the others stay zero images with label
+  /// -1): one process's share of the global batch in a multi-process run, like PyTorch's
+  /// DistributedSampler, except that every rank keeps the same shuffled order (from the
+  /// seed) and takes its rows of each batch, so the processes together see exactly the
+  /// batches of one process. `valid` stays the whole batch's. Call before startEpoch.
+  void setRows(int64_t first, int64_t end);
   /// Next batch of the epoch, or nullopt at its end (and before the first startEpoch).
   /// The returned pointers stay valid until the next call to next() or startEpoch().
   std::optional<Batch> next();
@@ -70,7 +76,8 @@ class BatchLoader {
   };
 
   void produce();
-  void fill(Slot& slot, int64_t index, const std::vector<int64_t>& order);
+  void fill(Slot& slot, int64_t index, const std::vector<int64_t>& order, int64_t row_first,
+            int64_t row_end);
 
   const Dataset& data_;
   const int64_t batch_;
@@ -92,6 +99,7 @@ class BatchLoader {
   int64_t produced_ = 0;  // batches of this epoch put in the ring
   int64_t consumed_ = 0;  // batches of this epoch handed out
   bool stop_ = false;
+  int64_t row_first_ = 0, row_end_ = -1;  // setRows; -1: the whole batch
 
   std::thread producer_;
 };

@@ -81,6 +81,39 @@ TEST(Types, ParseDeviceErrors) {
             "unknown device 'cpu:99999999999': the index must be at most 2147483647");
 }
 
+TEST(Types, DeviceRanks) {
+  auto d = parseDevice("cpu:1@2");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(*d, (Device{DeviceKind::kCpu, 1, 2}));
+  EXPECT_EQ(toString(*d), "cpu:1@2");
+  // Rank 0 is written without it: one-process text stays as it was.
+  auto zero = parseDevice("cuda:3@0");
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(*zero, (Device{DeviceKind::kCuda, 3, 0}));
+  EXPECT_EQ(toString(*zero), "cuda:3");
+  EXPECT_NE((Device{DeviceKind::kCpu, 0, 1}), (Device{DeviceKind::kCpu, 0, 0}));
+  const std::string rank_error =
+      "the rank after '@' must be a non-negative integer (cpu:0@1: rank 1's cpu:0)";
+  EXPECT_EQ(deviceError("cpu:0@"), "unknown device 'cpu:0@': " + rank_error);
+  EXPECT_EQ(deviceError("cpu:0@x"), "unknown device 'cpu:0@x': " + rank_error);
+  EXPECT_EQ(deviceError("cpu:0@-1"), "unknown device 'cpu:0@-1': " + rank_error);
+  EXPECT_EQ(deviceError("cpu:0@1@2"), "unknown device 'cpu:0@1@2': " + rank_error);
+  EXPECT_EQ(deviceError("cpu:@1"),
+            "unknown device 'cpu:@1': the index must be a non-negative integer");
+  auto list = parseDeviceList("cpu:0,cpu:0@1");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(toString(*list), "[cpu:0, cpu:0@1]");
+  EXPECT_EQ(deviceListError("cpu:0@1,cpu:0@1"), "device cpu:0@1 is listed twice in 'cpu:0@1,cpu:0@1'");
+}
+
+TEST(Types, DevicesAcrossRanksAreRankMajor) {
+  auto local = parseDeviceList("cpu:0,cpu:1");
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(toString(devicesAcrossRanks(*local, 3)),
+            "[cpu:0, cpu:1, cpu:0@1, cpu:1@1, cpu:0@2, cpu:1@2]");
+  EXPECT_EQ(devicesAcrossRanks(*local, 1), *local);
+}
+
 TEST(Types, ParseDeviceList) {
   auto list = parseDeviceList("cpu:0,cuda:1,cpu:2");
   ASSERT_TRUE(list.ok()) << list.status();

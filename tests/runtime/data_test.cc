@@ -400,6 +400,31 @@ TEST(BatchLoader, PadsTheLastBatchInFileOrder) {
               ElementsAre(ElementsAre(0, 1, 2, 3), ElementsAre(4, 5, 6, 7), ElementsAre(8, 9)));
 }
 
+// One process's rows of every batch (multi-process runs): the same examples in the same
+// rows as the whole batch's, the rest never filled; valid stays the whole batch's.
+TEST(BatchLoader, RowsOfOneProcess) {
+  Dataset d = idDataset(10);
+  BatchLoader whole(d, 4, /*shuffle=*/true, 7, /*drop_last=*/false);
+  BatchLoader part(d, 4, /*shuffle=*/true, 7, /*drop_last=*/false);
+  part.setRows(1, 3);
+  whole.startEpoch(2);
+  part.startEpoch(2);
+  int batches = 0;
+  while (std::optional<Batch> w = whole.next()) {
+    std::optional<Batch> p = part.next();
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->valid, w->valid);
+    for (int64_t r = 0; r < 4; ++r) {
+      const bool mine = r >= 1 && r < 3;
+      EXPECT_EQ(p->labels[r], mine ? w->labels[r] : -1) << "batch " << batches << " row " << r;
+      EXPECT_EQ(p->images[r * 4], mine ? w->images[r * 4] : 0.0f);
+    }
+    ++batches;
+  }
+  EXPECT_EQ(batches, 3);
+  EXPECT_FALSE(part.next().has_value());
+}
+
 TEST(BatchLoader, DropLastDropsThePartialBatch) {
   Dataset d = idDataset(10);
   BatchLoader loader(d, 4, /*shuffle=*/false, 1, /*drop_last=*/true);

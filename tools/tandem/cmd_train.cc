@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "backend/processes.h"
 #include "ir/status_macros.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data/fashion_mnist.h"
@@ -177,15 +179,58 @@ std::optional<SignalPoint> signalPointForTests() {
   return SignalPoint{epoch, static_cast<int64_t>(step), signal};
 }
 
+// FNV-1a over the bytes of every variable on this process's first device.
+absl::StatusOr<std::string> variablesDigest(const runtime::Executor& ex) {
+  const ir::Module& m = ex.module();
+  size_t device = 0;
+  while (m.devices()[device].rank != backend::Processes::current().rank()) ++device;
+  uint64_t h = 1469598103934665603ull;
+  for (const ir::Var& v : m.vars()) {
+    ASSIGN_OR_RETURN(runtime::HostTensor t, ex.readVariable(v.name, device));
+    for (int64_t i = 0; i < t.type.bytes(); ++i) {
+      h ^= static_cast<unsigned char>(t.buffer.data()[i]);
+      h *= 1099511628211ull;
+    }
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+// The flags as rank `procs.rank()` runs them: the module spans every rank's --devices, and
+// only rank 0 writes the run's files (the figures are the same on every rank).
+TrainFlags flagsOfRank(const TrainFlags& given, const backend::Processes& procs) {
+  TrainFlags f = given;
+  f.model.ranks = procs.size();
+  if (procs.rank() != 0) {
+    f.metrics.reset();
+    f.plot.reset();
+    f.trace.reset();
+    f.trace_steps.reset();
+    f.profile = false;
+  }
+  return f;
+}
+
 }  // namespace
 
-absl::StatusOr<int> runTrain(const TrainFlags& f) {
+absl::StatusOr<int> runTrain(const TrainFlags& given) {
   // From here on SIGINT and SIGTERM stop cleanly (even while the data loads).
   StopSignals stop;
+  // Under mpirun: one process per rank, each driving --devices (backend/processes.h).
+  ASSIGN_OR_RETURN(backend::Processes * procs, backend::Processes::start());
+  procs->setTimeout(given.collective_timeout, &StopSignals::pending);
+  const TrainFlags f = flagsOfRank(given, *procs);
   auto choice = resolveModelFlags(f.model, /*for_training=*/true);
   if (!choice.ok()) return choice.status();
   const int64_t batch = choice->compile.build.batch;
-  warnAboutThreads(f, choice->compile.pipeline.devices.size());
+  warnAboutThreads(f, choice->compile.pipeline.devices.size() / static_cast<size_t>(procs->size()));
+  if (procs->several() && choice->auto_split)
+    return absl::InvalidArgumentError(
+        "--split: auto re-plans the split within one process; under mpirun give even or weights");
+  if (procs->several() && (f.checkpoint || f.resume))
+    return absl::InvalidArgumentError(absl::StrCat(
+        f.checkpoint ? "--checkpoint" : "--resume",
+        ": checkpoints of a multi-process run are not written yet (rank 0 holds only its own "
+        "devices' state); run one process"));
   if (choice->auto_split && f.profile)
     return absl::InvalidArgumentError(
         "--profile: cannot go with --split auto (both time every node of the step they trace)");
@@ -254,7 +299,11 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
     plot.emplace(*std::move(opened));
   }
   std::vector<EpochPoint> curves;
+  // Rank 0 prints the run; the other ranks' figures are the same (every sum is all-reduced).
   OutputFile out = OutputFile::standardOutput();
+  if (procs->rank() != 0) {
+    ASSIGN_OR_RETURN(out, OutputFile::open("/dev/null", "standard output of rank > 0"));
+  }
 
   using runtime::data::Split;
   auto train = runtime::data::loadFashionMnist(f.data, Split::kTrain, f.limit_train.value_or(0));
@@ -306,6 +355,10 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
   RETURN_IF_ERROR(out.write(header));
   runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,
                                           /*drop_last=*/true);
+  if (procs->several()) {  // each rank reads its devices' rows of every batch
+    ASSIGN_OR_RETURN(auto rows, (*trainer)->rowsOfThisProcess(ir::kTrainGraph));
+    train_loader.setRows(rows.first, rows.second);
+  }
   if (resumed)
     RETURN_IF_ERROR(
         out.write(resumed->progress.steps == 0
@@ -358,7 +411,11 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
   const std::optional<SignalPoint> signal_point = signalPointForTests();
   runtime::data::BatchLoader test_loader(*test, batch, /*shuffle=*/false, f.seed,
                                          /*drop_last=*/false);
-  ProgressBar bar(isatty(fileno(stderr)) != 0);
+  if (procs->several()) {
+    ASSIGN_OR_RETURN(auto rows, (*trainer)->rowsOfThisProcess(ir::kEvalGraph));
+    test_loader.setRows(rows.first, rows.second);
+  }
+  ProgressBar bar(isatty(fileno(stderr)) != 0 && procs->rank() == 0);
   std::optional<driver::AutoSplit> auto_split;
   if (choice->auto_split) auto_split.emplace(choice->spec, choice->compile, **trainer);
   absl::Status split_status, trace_status, checkpoint_status;
@@ -477,8 +534,16 @@ absl::StatusOr<int> runTrain(const TrainFlags& f) {
     profiled.insert(profiled.end(), rest.begin(), rest.end());
     RETURN_IF_ERROR(out.write(profileReport(profiled)));
   }
+  // Tests compare runs bit for bit (mpirun -np 2 against one process): a digest of every
+  // variable as this rank's first device holds it.
+  if (std::getenv("TANDEM_TEST_DIGEST") != nullptr && procs->rank() == 0) {
+    ASSIGN_OR_RETURN(std::string digest, variablesDigest((*trainer)->executor()));
+    std::fprintf(stderr, "tandem: variables digest %s\n", digest.c_str());
+  }
   if (csv) RETURN_IF_ERROR(csv->close());
   RETURN_IF_ERROR(out.close());
+  // "tandem: rank 1: stopped ...": every rank says how it ended, and which it is.
+  if (!ending.empty()) ending.insert(std::strlen("tandem: "), procs->prefix());
   if (!ending.empty()) std::fputs(ending.c_str(), stderr);
   return exit_code;
 }

@@ -56,6 +56,9 @@ struct ModelFlags {
   std::string precision = "f32";
   /// --allreduce-dtype: the dtype gradients are reduced in, f32 or bf16.
   std::string allreduce_dtype = "f32";
+  /// Processes that each drive --devices (dump --ranks P; train: the processes mpirun
+  /// started): the module's devices are these ranks' devices, rank by rank.
+  int ranks = 1;
 };
 
 /// Flags of `tandem dump`.
@@ -99,6 +102,9 @@ struct TrainFlags {
   /// unless --checkpoint names another).
   std::optional<std::string> checkpoint, resume;
   std::optional<int64_t> checkpoint_every;
+  /// --collective-timeout: seconds a rank of a multi-process run waits in one collective
+  /// before it says where and stops every rank (a rank that died or stalls).
+  double collective_timeout = 60;
 };
 
 /// Flags of `tandem plot`.

@@ -177,6 +177,9 @@ void addDump(CLI::App& app, DumpFlags& f) {
                       "), or 'none' for the model as built");
   addOutputFlags(cmd, f.out);
   cmd->add_flag("--memory", f.memory, "The same as --format memory");
+  addNumber(cmd, "--ranks", f.model.ranks, Range<int>{1, 4096},
+            "Processes (mpirun -np) that each drive --devices: the module spans every rank's "
+            "devices, printed as cpu:0@1 for rank 1's cpu:0");
 }
 
 void addOpt(CLI::App& app, OptFlags& f) {
@@ -262,6 +265,9 @@ void addTrain(CLI::App& app, TrainFlags& f) {
       ->type_name("DIR");
   addNumber(cmd, "--checkpoint-every", f.checkpoint_every, atLeast<int64_t>(1),
             "Also write the checkpoint every N steps within an epoch");
+  addNumber(cmd, "--collective-timeout", f.collective_timeout, Range<double>{0, 86400, true},
+            "Under mpirun: seconds a rank waits in one collective before it names the rank, "
+            "device and collective and stops every rank (a rank died or stalls)");
   cmd->add_option("--resume", f.resume,
                   "Continue the run whose checkpoint is in DIR (same model, batch, seed and "
                   "training settings) so that it ends as if never stopped; checkpoints go on "

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "backend/processes.h"
 #include "tools/tandem/flags.h"
 
 namespace {
@@ -20,7 +21,8 @@ int fail(const std::string& message) {
   if (line.size() > kMaxBytes)
     line = absl::StrCat(line.substr(0, kMaxBytes - 100), "... (", line.size() - (kMaxBytes - 100),
                         " more bytes)");
-  std::cerr << "tandem: " << line << "\n";
+  // Under mpirun each rank says which it is (backend/processes.h).
+  std::cerr << "tandem: " << tandem::backend::Processes::current().prefix() << line << "\n";
   return tandem::tools::kExitUsage;
 }
 
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
   if (line.subcommand == "simulate") status = tools::runSimulate(line.simulate);
   if (line.subcommand == "train") {
     absl::StatusOr<int> code = tools::runTrain(line.train);
+    // A rank that fails leaves MPI without finalizing: mpirun then ends the other ranks.
+    if (code.ok()) tandem::backend::Processes::finish();
     if (code.ok()) return *code;
     status = code.status();
   }

@@ -75,11 +75,25 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
 
   auto devices = ir::parseDeviceList(f.devices);
   if (!devices.ok()) return flagError("--devices", devices.status().message());
+  if (f.ranks > 1) {
+    // Every process gets the same --devices: its own. The module spans all ranks'.
+    for (const ir::Device& d : *devices)
+      if (d.rank != 0)
+        return flagError("--devices",
+                         absl::StrCat(ir::toString(d), " names a rank; with ", f.ranks,
+                                      " processes --devices lists each process's own devices "
+                                      "(cpu:0,cpu:1), and rank r's are cpu:0@r, cpu:1@r"));
+    *devices = ir::devicesAcrossRanks(*devices, f.ranks);
+    if (devices->size() > ir::kMaxDevices)
+      return flagError("--devices", absl::StrCat(f.ranks, " ranks of ", devices->size() / f.ranks,
+                                                 " devices are more than ", ir::kMaxDevices));
+  }
   c.pipeline.devices = *devices;
   // Training runs on the devices: a kind this build has no backend for is said before any
   // data loads (dump only compiles, for any kind).
   if (for_training) {
     for (const ir::Device& d : *devices) {
+      if (d.rank != 0) continue;  // another process's, checked there
       absl::StatusOr<const backend::Backend*> b = backend::backendFor(d.kind);
       if (!b.ok())
         return flagError("--devices", absl::StrCat(ir::toString(d), ": ", b.status().message()));

@@ -32,6 +32,7 @@ StopSignals::~StopSignals() {
 
 bool StopSignals::requested() const { return g_signal.load() != 0; }
 int StopSignals::signal() const { return g_signal.load(); }
+int StopSignals::pending() { return g_signal.load(); }
 
 std::string StopSignals::name() const {
   switch (signal()) {

@@ -24,6 +24,9 @@ class StopSignals {
   std::string name() const;
   /// 128 + signal: 130 for SIGINT, 143 for SIGTERM.
   int exitCode() const { return 128 + signal(); }
+  /// signal() without an object, for a thread that may outlive it (the watchdog of
+  /// backend/processes.h): 0 when none arrived or no StopSignals is installed.
+  static int pending();
 };
 
 }  // namespace tandem::tools

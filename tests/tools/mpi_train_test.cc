@@ -1,0 +1,210 @@
+// Multi-process training through mpirun on the built tandem binary (loopback only, a few
+// seconds a run): P processes give the bits of one process driving all the devices, for
+// even and uneven splits; a rank killed or stopped mid-epoch never leaves the others
+// hanging past --collective-timeout, and the rank that notices says where it waited.
+// `tandem dump --ranks P` shows every rank's devices, and the text reads back.
+// The mpirun tests skip, saying so, where mpirun is missing (scripts/setup installs it).
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "tests/tools/cli_helpers.h"
+
+namespace tandem::testing {
+namespace {
+
+const char* const kData = "/usr/share/datasets/fashion-mnist";
+
+// mpirun on PATH, or "" when there is none.
+std::string mpirun() {
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "", ':')) {
+    const std::string candidate = absl::StrCat(dir, "/mpirun");
+    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+#define SKIP_WITHOUT_MPIRUN_OR_DATA()                                                     \
+  if (mpirun().empty())                                                                   \
+    GTEST_SKIP() << "mpirun is missing (scripts/setup installs openmpi-bin): multi-process " \
+                    "runs are not tested here";                                           \
+  if (!std::filesystem::exists(kData))                                                    \
+  GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)"
+
+// What mpirun needs here: we run as root in containers, and the ranks may outnumber cores.
+std::vector<std::string> mpirunArgs(int ranks) {
+  return {"--allow-run-as-root", "--oversubscribe", "-np", absl::StrCat(ranks)};
+}
+
+// The epoch rows without the timing columns, and the digest line of every variable.
+struct Figures {
+  std::vector<std::string> rows;
+  std::string digest;
+};
+Figures figuresOf(const CommandResult& r) {
+  Figures f;
+  bool table = false;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    if (absl::StrContains(line, "train_loss")) {
+      table = true;
+      continue;
+    }
+    std::vector<std::string> cells = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (table && cells.size() >= 4)
+      f.rows.push_back(absl::StrCat(cells[0], " ", cells[1], " ", cells[2], " ", cells[3]));
+  }
+  for (absl::string_view line : absl::StrSplit(r.err, '\n'))
+    if (absl::StartsWith(line, "tandem: variables digest ")) f.digest = std::string(line);
+  return f;
+}
+
+std::vector<std::string> trainArgs(const std::string& devices, const std::string& batch) {
+  return {"train",         "--model",      "lenet", "--devices", devices,      "--batch",
+          batch,           "--epochs",     "1",     "--seed",    "3",          "--limit-train",
+          "1500",          "--limit-test", "300"};
+}
+
+// Trains once in one process on `one` and once under mpirun with `ranks` processes on
+// `each`, and expects the same figures and the same bits of every variable.
+void expectSameRun(const std::string& one, int ranks, const std::string& each,
+                   const std::string& batch, const std::vector<std::string>& extra = {}) {
+  SCOPED_TRACE(absl::StrCat("1 x ", one, " against ", ranks, " x ", each));
+  ::setenv("TANDEM_TEST_DIGEST", "1", 1);  // mpirun passes the environment on
+  std::vector<std::string> single = trainArgs(one, batch);
+  single.insert(single.end(), extra.begin(), extra.end());
+  const CommandResult a = runTandem(single);
+  std::vector<std::string> multi = mpirunArgs(ranks);
+  multi.push_back(TANDEM_CLI_PATH);
+  std::vector<std::string> args = trainArgs(each, batch);
+  multi.insert(multi.end(), args.begin(), args.end());
+  multi.insert(multi.end(), extra.begin(), extra.end());
+  const CommandResult b = runProgram(mpirun(), multi);
+  ::unsetenv("TANDEM_TEST_DIGEST");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const Figures fa = figuresOf(a), fb = figuresOf(b);
+  ASSERT_EQ(fa.rows.size(), 1u) << a.out;
+  EXPECT_EQ(fa.rows, fb.rows) << b.out;
+  ASSERT_FALSE(fa.digest.empty()) << a.err;
+  EXPECT_EQ(fa.digest, fb.digest) << b.err;
+  // Only rank 0 prints the table.
+  size_t tables = 0;
+  for (size_t at = b.out.find("train_loss"); at != std::string::npos;
+       at = b.out.find("train_loss", at + 1))
+    ++tables;
+  EXPECT_EQ(tables, 1u) << b.out;
+}
+
+TEST(MpiTrain, TwoProcessesOfOneDeviceAreOneProcessOfTwo) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  expectSameRun("cpu:0,cpu:1", 2, "cpu:0", "256");
+}
+
+TEST(MpiTrain, TwoProcessesOfTwoDevicesAreOneProcessOfFour) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  expectSameRun("4", 2, "cpu:0,cpu:1", "256");
+}
+
+// Three devices a process (not a power of two: a reduction within each process and then
+// across would add in another order than the flat one) and a batch that splits 42/42/
+// 42/42/41/41; then weights that give rank 0 three quarters of the batch.
+TEST(MpiTrain, UnevenSplitsAcrossRanks) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  expectSameRun("6", 2, "cpu:0,cpu:1,cpu:2", "250");
+  expectSameRun("cpu:0,cpu:1", 2, "cpu:0", "256", {"--split", "3,1"});
+  expectSameRun("3", 3, "cpu:0", "250");
+}
+
+// Rank 1 raises `signal` after its second step (TANDEM_TEST_SIGNAL_AFTER, given to rank 1
+// only through mpirun's second app context); returns the run and its seconds.
+std::pair<CommandResult, double> runWithRankOneSignalled(int signal, int timeout) {
+  std::vector<std::string> args = mpirunArgs(1);
+  std::vector<std::string> train = trainArgs("cpu:0", "256");
+  train[train.size() - 3] = "4096";  // enough steps to be mid-epoch
+  train.push_back("--collective-timeout");
+  train.push_back(absl::StrCat(timeout));
+  args.push_back(TANDEM_CLI_PATH);
+  args.insert(args.end(), train.begin(), train.end());
+  args.insert(args.end(), {":", "-np", "1", "-x",
+                           absl::StrCat("TANDEM_TEST_SIGNAL_AFTER=1:2:", signal), TANDEM_CLI_PATH});
+  args.insert(args.end(), train.begin(), train.end());
+  const auto start = std::chrono::steady_clock::now();
+  CommandResult r = runProgram(mpirun(), args);
+  return {r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
+TEST(MpiTrain, KilledRankStopsTheOthersNamingWhereTheyWaited) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  constexpr int kTimeout = 20;
+  auto [r, seconds] = runWithRankOneSignalled(SIGKILL, kTimeout);
+  EXPECT_NE(r.exit_code, 0);
+  // mpirun sees the death first and sends SIGTERM: rank 0, waiting in the step's first
+  // gradient all_reduce, says so well before its own timeout.
+  EXPECT_LT(seconds, kTimeout) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "tandem: rank 0: stopped by SIGTERM while waiting"))
+      << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "in all_reduce %")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "(bucket ")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, " on cpu:0: another rank died")) << r.err;
+}
+
+TEST(MpiTrain, StalledRankTimesOutAndStopsEveryRank) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  constexpr int kTimeout = 3;
+  auto [r, seconds] = runWithRankOneSignalled(SIGSTOP, kTimeout);
+  // Nobody dies: only rank 0's watchdog ends the job, after the timeout.
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_GE(seconds, kTimeout);
+  EXPECT_LT(seconds, kTimeout + 30);
+  EXPECT_TRUE(absl::StrContains(
+      r.err, "tandem: rank 0: waited 3.0 s (--collective-timeout 3) in all_reduce %"))
+      << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, " on cpu:0: a rank died or stalls; stopping every rank"))
+      << r.err;
+}
+
+TEST(MpiTrain, RankOptionsAreChecked) {
+  // One process: a device of rank 1 has nobody to drive it.
+  TempDir dir;
+  writeIdxSplit(dir, "train", 64);
+  writeIdxSplit(dir, "t10k", 16);
+  EXPECT_TRUE(isUsageError(runTandem({"train", "--model", "lenet", "--devices", "cpu:0,cpu:0@1",
+                                      "--batch", "32", "--epochs", "1", "--data", dir.file("")}),
+                           {"cpu:0@1 belongs to rank 1, but this run has 1 process",
+                            "mpirun -np 2"}));
+  EXPECT_TRUE(isUsageError(
+      runTandem({"dump", "--model", "lenet", "--ranks", "2", "--devices", "cpu:0@1"}),
+      {"--devices: cpu:0@1 names a rank; with 2 processes --devices lists each process's own"}));
+  EXPECT_TRUE(isUsageError(runTandem({"dump", "--model", "lenet", "--ranks", "0"}),
+                           {"--ranks", "0 is out of range"}));
+}
+
+TEST(MpiDump, RanksShowEveryProcessesDevicesAndTheTextReadsBack) {
+  const CommandResult dump = runTandem(
+      {"dump", "--model", "lenet", "--ranks", "2", "--devices", "cpu:0,cpu:1", "--canonical"});
+  ASSERT_EQ(dump.exit_code, 0) << dump.err;
+  EXPECT_TRUE(absl::StrContains(dump.out, "devices=[cpu:0, cpu:1, cpu:0@1, cpu:1@1]")) << dump.out;
+  EXPECT_TRUE(absl::StrContains(dump.out, "%x.3 = ")) << dump.out;
+  EXPECT_TRUE(absl::StrContains(dump.out, " @cpu:1@1")) << dump.out;
+  // parse -> verify -> print gives the same text.
+  const CommandResult again = runTandem({"opt", "-", "--canonical"}, dump.out);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, dump.out);
+  // One rank is the one-process module, character for character.
+  const CommandResult one = runTandem({"dump", "--model", "lenet", "--devices", "cpu:0,cpu:1",
+                                       "--canonical"});
+  const CommandResult ranks1 = runTandem({"dump", "--model", "lenet", "--ranks", "1",
+                                          "--devices", "cpu:0,cpu:1", "--canonical"});
+  EXPECT_EQ(one.out, ranks1.out);
+}
+
+}  // namespace
+}  // namespace tandem::testing
