@@ -5,6 +5,7 @@
 // split the same way (reduce, all_reduce, apply). One family of own kernels serves the
 // fused and the plain ops alike, so both give the same results.
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,9 @@ struct Planes {
 /// the kernel is made (never during a step, so never during a CUDA graph capture).
 class Scratch {
  public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
   ~Scratch() {
     if (data_ != nullptr) cudaFree(data_);
   }

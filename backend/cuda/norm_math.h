@@ -14,6 +14,62 @@
 
 namespace tandem::backend::cuda {
 
+/// Threads of a block of a per-channel reduction (norm.cu): one block per channel, so as
+/// many threads as a block may have, to keep loads in flight on the few SMs a layer of 64
+/// channels occupies. The order of a channel's additions depends on it.
+inline constexpr int kNormReduceThreads = 1024;
+
+/// The values of channel `ch` of an [N,C,HW] tensor in the order k = img * hw + i, as one
+/// thread of a per-channel reduction visits them: from k0 in steps of `step` (its block's
+/// thread count), with no division per element (a 64-bit division costs as much as the
+/// memory traffic). `at` is the element's index, `i` its place in its plane. hw > 0.
+struct ChannelWalk {
+  int64_t hw, i, at, di, dat, wrap;
+  TANDEM_HD ChannelWalk(int64_t k0, int64_t ch, int64_t c, int64_t hw_, int64_t step) {
+    hw = hw_;
+    i = k0 % hw;
+    at = ((k0 / hw) * c + ch) * hw + i;
+    di = step % hw;
+    dat = (step / hw) * c * hw + di;
+    wrap = (c - 1) * hw;
+  }
+  /// `step` values on: step / hw planes of the channel (c * hw elements each) and di
+  /// places, carrying into the next plane when the place passes hw.
+  TANDEM_HD void next() {
+    i += di;
+    at += dat;
+    if (i >= hw) {
+      i -= hw;
+      at += wrap;
+    }
+  }
+};
+
+/// The channel of element l of an [N,C,HW] tensor for a grid-stride loop, from l0 in steps
+/// of `step`, again without a division per element. c > 0, hw > 0.
+struct ChannelOf {
+  int64_t c, hw, ch, i, dch, di;
+  TANDEM_HD ChannelOf(int64_t l0, int64_t c_, int64_t hw_, int64_t step) {
+    c = c_;
+    hw = hw_;
+    i = l0 % hw;
+    ch = (l0 / hw) % c;
+    di = step % hw;
+    dch = (step / hw) % c;
+  }
+  /// ch + dch + carry < 2c, so one subtraction wraps it.
+  TANDEM_HD void next() {
+    i += di;
+    int64_t carry = 0;
+    if (i >= hw) {
+      i -= hw;
+      carry = 1;
+    }
+    ch += dch + carry;
+    if (ch >= c) ch -= c;
+  }
+};
+
 /// A channel's count, mean and biased variance from a statistics tensor f64[3, C].
 struct NormStats {
   double count, mean, var;
