@@ -7,26 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu_stream.h"
+#include "backend/cpu/reduction_tree.h"
 
 namespace tandem::backend::cpu {
 namespace {
-
-// The largest power of two below n (n >= 2): where the pairwise tree splits n ranks.
-size_t treeSplit(size_t n) {
-  size_t p = 1;
-  while (p * 2 < n) p *= 2;
-  return p;
-}
-
-template <typename T>
-T combine(T a, T b, ReduceOp op) {
-  return op == ReduceOp::kMax ? std::max(a, b) : a + b;
-}
-
-/// What a tensor of element type T is reduced in: T itself, but float for bf16, whose
-/// sums are rounded once, at the end (a bf16 running sum would round at every device).
-template <typename T>
-using Accumulator = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
 
 // out[0, n) = the tree reduction of srcs[lo, hi) at [first, first + n): one level of the
 // tree per recursion, a chunk at a time so the inner loops vectorize.
@@ -54,7 +38,7 @@ template <typename T>
 void reduceRange(const std::vector<const T*>& srcs, const std::vector<T*>& dsts, int64_t lo,
                  int64_t hi, ReduceOp op) {
   using A = Accumulator<T>;
-  constexpr int64_t kChunk = 1024;
+  constexpr int64_t kChunk = kReduceChunk;
   A acc[kChunk];
   T result[kChunk];
   const int ranks = static_cast<int>(srcs.size());

@@ -9,29 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/cpu_stream.h"
+#include "backend/cpu/reduction_tree.h"
 
 namespace tandem::backend::cpu {
 namespace {
 
-// The local communicator's tree (local_communicator.cc), written once more over two kinds
-// of leaves: ranks' tensors (a process's own subtrees) and gathered subtree sums (the rest
-// of the tree). The arithmetic must stay exactly that of treeReduceChunk there: split at
-// the largest power of two below the count, pairs combined directly.
-size_t treeSplit(size_t n) {
-  size_t p = 1;
-  while (p * 2 < n) p *= 2;
-  return p;
-}
-
-template <typename A>
-A combine(A a, A b, ReduceOp op) {
-  return op == ReduceOp::kMax ? std::max(a, b) : a + b;
-}
-
-template <typename T>
-using Accumulator = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
-
-constexpr int64_t kChunk = 1024;
+// The local communicator's tree (reduction_tree.h) over two kinds of leaves: ranks'
+// tensors (a process's own subtrees) and gathered subtree sums (the rest of the tree).
+constexpr int64_t kChunk = kReduceChunk;
 
 // out[0, n) = the tree over ranks [lo, hi) of srcs at [first, first + n).
 template <typename T, typename A>
