@@ -12,28 +12,6 @@
 namespace tandem::backend::cpu {
 namespace {
 
-// out[0, n) = the tree reduction of srcs[lo, hi) at [first, first + n): one level of the
-// tree per recursion, a chunk at a time so the inner loops vectorize.
-template <typename T, typename A = Accumulator<T>>
-void treeReduceChunk(const std::vector<const T*>& srcs, size_t lo, size_t hi, int64_t first,
-                     int64_t n, ReduceOp op, A* out) {
-  if (hi - lo == 1) {
-    const T* a = srcs[lo] + first;
-    for (int64_t i = 0; i < n; ++i) out[i] = a[i];
-    return;
-  }
-  if (hi - lo == 2) {
-    const T *a = srcs[lo] + first, *b = srcs[lo + 1] + first;
-    for (int64_t i = 0; i < n; ++i) out[i] = combine<A>(a[i], b[i], op);
-    return;
-  }
-  const size_t mid = lo + treeSplit(hi - lo);
-  A right[1024];
-  treeReduceChunk(srcs, lo, mid, first, n, op, out);
-  treeReduceChunk(srcs, mid, hi, first, n, op, right);
-  for (int64_t i = 0; i < n; ++i) out[i] = combine(out[i], right[i], op);
-}
-
 template <typename T>
 void reduceRange(const std::vector<const T*>& srcs, const std::vector<T*>& dsts, int64_t lo,
                  int64_t hi, ReduceOp op) {

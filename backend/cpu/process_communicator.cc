@@ -18,27 +18,6 @@ namespace {
 // tensors (a process's own subtrees) and gathered subtree sums (the rest of the tree).
 constexpr int64_t kChunk = kReduceChunk;
 
-// out[0, n) = the tree over ranks [lo, hi) of srcs at [first, first + n).
-template <typename T, typename A>
-void treeOverRanks(const std::vector<const T*>& srcs, size_t lo, size_t hi, int64_t first,
-                   int64_t n, ReduceOp op, A* out) {
-  if (hi - lo == 1) {
-    const T* a = srcs[lo] + first;
-    for (int64_t i = 0; i < n; ++i) out[i] = a[i];
-    return;
-  }
-  if (hi - lo == 2) {
-    const T *a = srcs[lo] + first, *b = srcs[lo + 1] + first;
-    for (int64_t i = 0; i < n; ++i) out[i] = combine<A>(a[i], b[i], op);
-    return;
-  }
-  const size_t mid = lo + treeSplit(hi - lo);
-  A right[kChunk];
-  treeOverRanks(srcs, lo, mid, first, n, op, out);
-  treeOverRanks(srcs, mid, hi, first, n, op, right);
-  for (int64_t i = 0; i < n; ++i) out[i] = combine(out[i], right[i], op);
-}
-
 // A subtree of the group's tree whose ranks one process owns.
 struct Block {
   size_t lo, hi;
@@ -235,7 +214,7 @@ class Shared {
         A* dst = reinterpret_cast<A*>(send_.data() + static_cast<int64_t>(m) * block_bytes_ +
                                       offsets_[j]);
         for (int64_t first = a; first < b; first += kChunk)
-          treeOverRanks<T, A>(srcs, blk.lo, blk.hi, first, std::min(kChunk, b - first), op,
+          treeReduceChunk<T, A>(srcs, blk.lo, blk.hi, first, std::min(kChunk, b - first), op,
                               dst + first);
       }
     });

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "backend/communicator.h"
 #include "backend/cpu/bf16.h"
@@ -34,5 +35,27 @@ using Accumulator = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
 
 /// Elements reduced at a time, so that the inner loops vectorize over a stack buffer.
 inline constexpr int64_t kReduceChunk = 1024;
+
+// out[0, n) = the tree reduction of srcs[lo, hi) at [first, first + n): one level of the
+// tree per recursion, a chunk at a time so the inner loops vectorize.
+template <typename T, typename A = Accumulator<T>>
+void treeReduceChunk(const std::vector<const T*>& srcs, size_t lo, size_t hi, int64_t first,
+                     int64_t n, ReduceOp op, A* out) {
+  if (hi - lo == 1) {
+    const T* a = srcs[lo] + first;
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i];
+    return;
+  }
+  if (hi - lo == 2) {
+    const T *a = srcs[lo] + first, *b = srcs[lo + 1] + first;
+    for (int64_t i = 0; i < n; ++i) out[i] = combine<A>(a[i], b[i], op);
+    return;
+  }
+  const size_t mid = lo + treeSplit(hi - lo);
+  A right[kReduceChunk];
+  treeReduceChunk(srcs, lo, mid, first, n, op, out);
+  treeReduceChunk(srcs, mid, hi, first, n, op, right);
+  for (int64_t i = 0; i < n; ++i) out[i] = combine(out[i], right[i], op);
+}
 
 }  // namespace tandem::backend::cpu
