@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/status_macros.h"
 
 #ifdef TANDEM_HAVE_MPI
 #include <mpi.h>
@@ -224,20 +226,99 @@ absl::StatusOr<std::shared_ptr<ProcessComm>> Processes::communicator(const std::
 }
 
 absl::StatusOr<bool> Processes::anyRank(bool mine, absl::string_view what) {
+  ASSIGN_OR_RETURN(int any, maxOverRanks(mine ? 1 : 0, what));
+  return any != 0;
+}
+
+absl::StatusOr<int> Processes::maxOverRanks(int mine, absl::string_view what) {
   if (!several()) return mine;
 #ifdef TANDEM_HAVE_MPI
-  int flag = mine ? 1 : 0;
   std::lock_guard<std::mutex> l(state_->mpi);
   const WaitLabel label{std::string(what), "the host thread"};
   beginWait(label);
-  const int rc = MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   endWait();
   if (rc != MPI_SUCCESS)
     abortAll(absl::StrCat(what, " on the host thread failed: ", mpiError(rc), " (a rank died?)"));
-  return flag != 0;
+  return mine;
 #else
   (void)what;
   return mine;
+#endif
+}
+
+#ifdef TANDEM_HAVE_MPI
+namespace {
+// Host-thread messages of a checkpoint's size go in pieces MPI's int count can hold.
+constexpr int64_t kMessagePiece = int64_t{1} << 30;
+constexpr int kGatherTag = 7001;
+}  // namespace
+#endif
+
+absl::StatusOr<std::vector<std::string>> Processes::gatherOnFirst(std::string mine,
+                                                                  absl::string_view what) {
+  std::vector<std::string> all;
+  if (!several()) {
+    all.push_back(std::move(mine));
+    return all;
+  }
+#ifdef TANDEM_HAVE_MPI
+  std::lock_guard<std::mutex> l(state_->mpi);
+  const WaitLabel label{std::string(what), "the host thread"};
+  beginWait(label);
+  int rc = MPI_SUCCESS;
+  // Point to point rather than MPI_Gatherv: its displacements are ints, and a model's
+  // variables on all ranks together may pass 2 GiB.
+  if (rank_ == 0) {
+    all.resize(static_cast<size_t>(size_));
+    all[0] = std::move(mine);
+    for (int r = 1; r < size_ && rc == MPI_SUCCESS; ++r) {
+      int64_t bytes = 0;
+      rc = MPI_Recv(&bytes, 1, MPI_INT64_T, r, kGatherTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      std::string& into = all[static_cast<size_t>(r)];
+      into.resize(static_cast<size_t>(rc == MPI_SUCCESS ? bytes : 0));
+      for (int64_t at = 0; at < static_cast<int64_t>(into.size()) && rc == MPI_SUCCESS;
+           at += kMessagePiece)
+        rc = MPI_Recv(into.data() + at,
+                      static_cast<int>(std::min<int64_t>(kMessagePiece, bytes - at)), MPI_BYTE, r,
+                      kGatherTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+  } else {
+    const int64_t bytes = static_cast<int64_t>(mine.size());
+    rc = MPI_Send(&bytes, 1, MPI_INT64_T, 0, kGatherTag, MPI_COMM_WORLD);
+    for (int64_t at = 0; at < bytes && rc == MPI_SUCCESS; at += kMessagePiece)
+      rc = MPI_Send(mine.data() + at, static_cast<int>(std::min<int64_t>(kMessagePiece, bytes - at)),
+                    MPI_BYTE, 0, kGatherTag, MPI_COMM_WORLD);
+  }
+  endWait();
+  if (rc != MPI_SUCCESS)
+    abortAll(absl::StrCat(what, " on the host thread failed: ", mpiError(rc), " (a rank died?)"));
+  return all;
+#else
+  (void)what;
+  return absl::FailedPreconditionError("several processes, but this tandem was built without MPI");
+#endif
+}
+
+absl::Status Processes::broadcastFromFirst(std::string& bytes, absl::string_view what) {
+  if (!several()) return absl::OkStatus();
+#ifdef TANDEM_HAVE_MPI
+  std::lock_guard<std::mutex> l(state_->mpi);
+  const WaitLabel label{std::string(what), "the host thread"};
+  beginWait(label);
+  int64_t size = static_cast<int64_t>(bytes.size());
+  int rc = MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  if (rc == MPI_SUCCESS) bytes.resize(static_cast<size_t>(size));
+  for (int64_t at = 0; at < size && rc == MPI_SUCCESS; at += kMessagePiece)
+    rc = MPI_Bcast(bytes.data() + at, static_cast<int>(std::min<int64_t>(kMessagePiece, size - at)),
+                   MPI_BYTE, 0, MPI_COMM_WORLD);
+  endWait();
+  if (rc != MPI_SUCCESS)
+    abortAll(absl::StrCat(what, " on the host thread failed: ", mpiError(rc), " (a rank died?)"));
+  return absl::OkStatus();
+#else
+  (void)what;
+  return absl::FailedPreconditionError("several processes, but this tandem was built without MPI");
 #endif
 }
 

@@ -74,6 +74,17 @@ class Processes {
   /// Whether any rank passes true (an all_reduce of one flag over the world), on the host
   /// thread between steps: ranks stop at the same step whichever got the signal.
   absl::StatusOr<bool> anyRank(bool mine, absl::string_view what);
+  /// The largest of every rank's `mine` (an all_reduce over the world), on the host thread
+  /// between steps: which stop signal the ranks agree on (0: none), whoever got it.
+  absl::StatusOr<int> maxOverRanks(int mine, absl::string_view what);
+
+  /// Every rank's `mine`, in rank order, on rank 0; an empty list on the others. Host
+  /// thread only (a checkpoint's variables): point-to-point messages of at most 1 GiB, so
+  /// no size overflows MPI's int counts. One process: {mine}.
+  absl::StatusOr<std::vector<std::string>> gatherOnFirst(std::string mine,
+                                                         absl::string_view what);
+  /// Rank 0's `bytes` into every rank's `bytes` (its length first), host thread only.
+  absl::Status broadcastFromFirst(std::string& bytes, absl::string_view what);
 
   /// Bounds every wait of a collective (and of anyRank): one that lasts `seconds` makes
   /// the watchdog print "tandem: rank R: waited S s in COLLECTIVE on DEVICE ..." and stop

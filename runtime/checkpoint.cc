@@ -20,6 +20,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "backend/processes.h"
+#include "ir/status_macros.h"
 
 namespace tandem::runtime {
 namespace {
@@ -325,8 +327,10 @@ absl::Status writeCheckpointFile(const std::string& dir, const Checkpoint& c,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Checkpoint> readCheckpointFile(const std::string& dir) {
-  const std::string path = checkpointPath(dir);
+namespace {
+
+/// The bytes of the file at `path`; errors name it.
+absl::StatusOr<std::string> readWholeFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return absl::InvalidArgumentError(
@@ -346,25 +350,70 @@ absl::StatusOr<Checkpoint> readCheckpointFile(const std::string& dir) {
     bytes.append(buffer, static_cast<size_t>(n));
   }
   ::close(fd);
-  return decodeCheckpoint(bytes, path);
+  return bytes;
+}
+
+}  // namespace
+
+absl::StatusOr<Checkpoint> readCheckpointFile(const std::string& dir) {
+  const std::string path = checkpointPath(dir);
+  backend::Processes& procs = backend::Processes::current();
+  if (!procs.several()) {
+    ASSIGN_OR_RETURN(std::string bytes, readWholeFile(path));
+    return decodeCheckpoint(bytes, path);
+  }
+  // Rank 0 reads the file (the others' disks need not have it) and sends every rank
+  // either "1" and its bytes or "0" and why it could not: every rank then decides alike.
+  std::string message;
+  if (procs.rank() == 0) {
+    absl::StatusOr<std::string> bytes = readWholeFile(path);
+    message = bytes.ok() ? absl::StrCat("1", *bytes) : absl::StrCat("0", bytes.status().message());
+  }
+  RETURN_IF_ERROR(procs.broadcastFromFirst(message, "the checkpoint's bytes from rank 0"));
+  if (message.empty() || message[0] != '1')
+    return absl::InvalidArgumentError(message.empty() ? "rank 0 sent no checkpoint"
+                                                      : message.substr(1));
+  return decodeCheckpoint(absl::string_view(message).substr(1), path);
 }
 
 absl::StatusOr<std::vector<CheckpointTensor>> captureVariables(const Executor& ex) {
   const ir::Module& m = ex.module();
-  std::vector<CheckpointTensor> out;
-  for (const ir::Var& v : m.vars()) {
-    auto first = ex.readVariable(v.name, 0);
-    if (!first.ok()) return first.status();
-    const absl::string_view first_bytes(first->buffer.data(),
-                                        static_cast<size_t>(first->type.bytes()));
-    out.push_back({v.name, 0, first->type, std::string(first_bytes)});
-    for (size_t d = 1; d < m.devices().size(); ++d) {
-      auto other = ex.readVariable(v.name, d);
-      if (!other.ok()) return other.status();
-      const absl::string_view bytes(other->buffer.data(), static_cast<size_t>(other->type.bytes()));
-      if (bytes != first_bytes)
-        out.push_back({v.name, static_cast<uint32_t>(d), other->type, std::string(bytes)});
+  backend::Processes& procs = backend::Processes::current();
+  // Each process reads its own devices' variables (devices in order, variables in module
+  // order, back to back), and rank 0 gets every process's: the sizes follow from the
+  // module, which every rank compiled alike.
+  std::string mine;
+  for (size_t d = 0; d < m.devices().size(); ++d) {
+    if (m.devices()[d].rank != procs.rank()) continue;
+    for (const ir::Var& v : m.vars()) {
+      ASSIGN_OR_RETURN(HostTensor t, ex.readVariable(v.name, d));
+      mine.append(t.buffer.data(), static_cast<size_t>(t.type.bytes()));
     }
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> ranks,
+                   procs.gatherOnFirst(std::move(mine), "gathering the checkpoint's variables"));
+  std::vector<CheckpointTensor> out;
+  if (ranks.empty()) return out;  // not rank 0: it writes the file
+  // bytes[d][i]: variable i on device d.
+  std::vector<std::vector<absl::string_view>> bytes(m.devices().size());
+  std::vector<size_t> read(ranks.size(), 0);
+  for (size_t d = 0; d < m.devices().size(); ++d) {
+    const size_t r = static_cast<size_t>(m.devices()[d].rank);
+    for (const ir::Var& v : m.vars()) {
+      const size_t n = static_cast<size_t>(v.type.bytes());
+      if (r >= ranks.size() || read[r] + n > ranks[r].size())
+        return absl::InternalError(absl::StrCat("rank ", r, " sent fewer variable bytes than ",
+                                                m.name(), " has on its devices"));
+      bytes[d].push_back(absl::string_view(ranks[r]).substr(read[r], n));
+      read[r] += n;
+    }
+  }
+  for (size_t i = 0; i < m.vars().size(); ++i) {
+    const ir::Var& v = m.vars()[i];
+    out.push_back({v.name, 0, v.type, std::string(bytes[0][i])});
+    for (size_t d = 1; d < m.devices().size(); ++d)
+      if (bytes[d][i] != bytes[0][i])
+        out.push_back({v.name, static_cast<uint32_t>(d), v.type, std::string(bytes[d][i])});
   }
   return out;
 }
@@ -393,6 +442,7 @@ absl::Status restoreVariables(const Checkpoint& c, Executor& ex, const std::stri
   for (const ir::Var& v : m.vars()) {
     const auto& replicas = stored.at(v.name);
     for (size_t d = 0; d < m.devices().size(); ++d) {
+      if (m.devices()[d].rank != backend::Processes::current().rank()) continue;  // its own
       auto it = same_devices ? replicas.find(static_cast<uint32_t>(d)) : replicas.end();
       const CheckpointTensor& t = *(it != replicas.end() ? it->second : replicas.at(0));
       HostTensor value(t.type);
@@ -421,8 +471,27 @@ absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
   return absl::OkStatus();
 }
 
+namespace {
+
+/// In a multi-process run only rank 0 touches the checkpoint file; the others learn from
+/// it whether that worked, so that every rank stops alike. `mine` is rank 0's result (OK
+/// elsewhere); `what` says what rank 0 could not do, for the other ranks' line.
+absl::Status agreeWithFirst(absl::Status mine, absl::string_view what) {
+  backend::Processes& procs = backend::Processes::current();
+  if (!procs.several()) return mine;
+  ASSIGN_OR_RETURN(bool failed, procs.anyRank(!mine.ok(), what));
+  if (!failed || !mine.ok()) return mine;
+  return absl::AbortedError(absl::StrCat("rank 0 could not ", what, " (its line says why)"));
+}
+
+}  // namespace
+
 absl::Status CheckpointWriter::prepare(bool replacing) const {
-  if (!writes_) return absl::OkStatus();
+  return agreeWithFirst(writes_ ? prepareDirectory(replacing) : absl::OkStatus(),
+                        "prepare the checkpoint directory");
+}
+
+absl::Status CheckpointWriter::prepareDirectory(bool replacing) const {
   if (dir_.empty()) return absl::InvalidArgumentError("--checkpoint: the directory name is empty");
   if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST)
     return absl::InvalidArgumentError(
@@ -448,11 +517,12 @@ absl::Status CheckpointWriter::prepare(bool replacing) const {
 }
 
 absl::Status CheckpointWriter::save(const Executor& ex, Checkpoint c) const {
-  if (!writes_) return absl::OkStatus();
+  // Every rank takes part (rank 0 gathers the others' devices); rank 0 writes.
   auto tensors = captureVariables(ex);
   if (!tensors.ok()) return tensors.status();
+  if (!writes_) return agreeWithFirst(absl::OkStatus(), "write the checkpoint");
   c.tensors = std::move(*tensors);
-  return writeCheckpointFile(dir_, c);
+  return agreeWithFirst(writeCheckpointFile(dir_, c), "write the checkpoint");
 }
 
 }  // namespace tandem::runtime

@@ -87,15 +87,18 @@ std::string checkpointTempPath(const std::string& dir);
 /// tests) runs when half of the temporary file is written, before its fsync.
 absl::Status writeCheckpointFile(const std::string& dir, const Checkpoint& c,
                                  const std::function<void()>& after_half = nullptr);
-/// Reads and verifies DIR/checkpoint; errors name the file.
+/// Reads and verifies DIR/checkpoint; errors name the file. Across processes every rank
+/// must call it: rank 0 reads the file and sends its bytes (or its error) to the others.
 absl::StatusOr<Checkpoint> readCheckpointFile(const std::string& dir);
 
 /// Every variable of the executor's module: replica 0 from device 0, and each other
-/// device's replica whose bytes differ from it.
+/// device's replica whose bytes differ from it. Across processes every rank must call it
+/// (each reads its own devices, rank 0 gathers them all); the list is empty elsewhere.
 absl::StatusOr<std::vector<CheckpointTensor>> captureVariables(const Executor& ex);
 /// Writes the checkpoint's variables into every device of `ex`: device d gets replica d
 /// when the checkpoint has it and was written on as many devices, else replica 0 (so
-/// another device count works: every device starts from the first device's values). The
+/// another device count works: every device starts from the first device's values); a
+/// process writes only its own devices. The
 /// module and the checkpoint must have the same variables with the same types; errors
 /// name `path` and the variable.
 absl::Status restoreVariables(const Checkpoint& c, Executor& ex, const std::string& path);
@@ -107,8 +110,8 @@ absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
                              const std::string& path);
 
 /// Writes a run's checkpoints into one directory. Only the process for which `writes` is
-/// true writes (rank 0 of a multi-process run); on the others every call does nothing, so
-/// every rank runs the same code.
+/// true touches the directory (rank 0 of a multi-process run); every rank makes the same
+/// calls, and those are collective across processes (see save).
 class CheckpointWriter {
  public:
   CheckpointWriter(std::string dir, bool writes) : dir_(std::move(dir)), writes_(writes) {}
@@ -118,12 +121,16 @@ class CheckpointWriter {
   /// resumed from it): a new run must not destroy another run's checkpoint.
   absl::Status prepare(bool replacing) const;
   /// Captures the executor's variables into `c` and writes it.
+  /// In a multi-process run every rank calls it at the same point (rank 0 gathers the
+  /// other ranks' devices); when rank 0 cannot write, every rank gets an error.
   absl::Status save(const Executor& ex, Checkpoint c) const;
 
   const std::string& dir() const { return dir_; }
   bool writes() const { return writes_; }
 
  private:
+  absl::Status prepareDirectory(bool replacing) const;
+
   std::string dir_;
   bool writes_;
 };

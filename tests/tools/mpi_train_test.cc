@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -169,6 +170,125 @@ TEST(MpiTrain, StalledRankTimesOutAndStopsEveryRank) {
       << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, " on cpu:0: a rank died or stalls; stopping every rank"))
       << r.err;
+}
+
+// Checkpoints of a multi-process run: rank 0 gathers every rank's devices and writes one
+// file; every rank resumes from rank 0's bytes.
+std::vector<std::string> threeEpochs(const std::string& devices = "cpu:0") {
+  std::vector<std::string> args = trainArgs(devices, "256");
+  *(std::find(args.begin(), args.end(), "--epochs") + 1) = "3";
+  return args;
+}
+
+// `mpirun -np 1 tandem ARGS : -np 1 -x ENV tandem ARGS`: rank 1 alone gets ENV.
+CommandResult runTwoRanksWithRankOneEnv(const std::vector<std::string>& train,
+                                        const std::string& env) {
+  std::vector<std::string> args = mpirunArgs(1);
+  args.push_back(TANDEM_CLI_PATH);
+  args.insert(args.end(), train.begin(), train.end());
+  args.insert(args.end(), {":", "-np", "1", "-x", env, TANDEM_CLI_PATH});
+  args.insert(args.end(), train.begin(), train.end());
+  return runProgram(mpirun(), args);
+}
+
+CommandResult runTwoRanks(const std::vector<std::string>& train) {
+  std::vector<std::string> args = mpirunArgs(2);
+  args.push_back(TANDEM_CLI_PATH);
+  args.insert(args.end(), train.begin(), train.end());
+  return runProgram(mpirun(), args);
+}
+
+std::vector<std::string> with(std::vector<std::string> args,
+                              const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// The bar: a run whose rank 1 is killed (SIGKILL) in its third epoch stops every
+// rank within the timeout, naming where rank 0 waited; resumed under mpirun from the last
+// checkpoint (written by rank 0, every 2 steps) it ends with the figures and the bits of a
+// run never interrupted, and so does one process driving both devices.
+TEST(MpiTrain, KilledInTheThirdEpochAndResumedEqualsTheUninterruptedRun) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  ::setenv("TANDEM_TEST_DIGEST", "1", 1);
+  const CommandResult whole = runTwoRanks(threeEpochs());
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  constexpr int kTimeout = 20;
+  const std::vector<std::string> checkpointed =
+      with(threeEpochs(), {"--checkpoint", ckpt, "--checkpoint-every", "2",
+                           "--collective-timeout", absl::StrCat(kTimeout)});
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult killed =
+      runTwoRanksWithRankOneEnv(checkpointed, "TANDEM_TEST_SIGNAL_AFTER=3:3:9");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const CommandResult resumed = runTwoRanks(with(threeEpochs(), {"--resume", ckpt}));
+  const CommandResult one_process = runTandem(with(threeEpochs("cpu:0,cpu:1"), {"--resume", ckpt}));
+  ::unsetenv("TANDEM_TEST_DIGEST");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_NE(killed.exit_code, 0);
+  EXPECT_LT(seconds, kTimeout) << killed.err;
+  EXPECT_TRUE(absl::StrContains(killed.err, "tandem: rank 0: stopped by SIGTERM while waiting"))
+      << killed.err;
+  EXPECT_TRUE(absl::StrContains(killed.err, " in all_reduce %")) << killed.err;
+  // Killed mid-epoch 3: its table stops after epoch 2.
+  EXPECT_EQ(figuresOf(killed).rows.size(), 2u) << killed.out;
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(absl::StrContains(resumed.out, "at epoch 3, step 2 of 5")) << resumed.out;
+  const Figures expected = figuresOf(whole);
+  ASSERT_EQ(expected.rows.size(), 3u) << whole.out;
+  EXPECT_EQ(figuresOf(resumed).rows, expected.rows) << resumed.out;
+  EXPECT_EQ(figuresOf(resumed).digest, expected.digest) << resumed.err;
+  ASSERT_EQ(one_process.exit_code, 0) << one_process.err;
+  EXPECT_EQ(figuresOf(one_process).rows, expected.rows) << one_process.out;
+  EXPECT_EQ(figuresOf(one_process).digest, expected.digest) << one_process.err;
+}
+
+// SIGTERM reaches rank 1 alone: both ranks stop after the same step (they agree after
+// every step), rank 0 writes the one checkpoint, and the resumed run equals the whole run.
+TEST(MpiTrain, ASignalToOneRankStopsEveryRankAtTheSameStep) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  ::setenv("TANDEM_TEST_DIGEST", "1", 1);
+  const CommandResult whole = runTwoRanks(threeEpochs());
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  const CommandResult stopped = runTwoRanksWithRankOneEnv(
+      with(threeEpochs(), {"--checkpoint", ckpt}), "TANDEM_TEST_SIGNAL_AFTER=2:3:15");
+  const CommandResult resumed = runTwoRanks(with(threeEpochs(), {"--resume", ckpt}));
+  ::unsetenv("TANDEM_TEST_DIGEST");
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.err;
+  for (const char* rank : {"rank 0", "rank 1"})
+    EXPECT_TRUE(absl::StrContains(
+        stopped.err, absl::StrCat("tandem: ", rank,
+                                  ": stopped by SIGTERM in epoch 2 after step 3 of 5")))
+        << stopped.err;
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(absl::StrContains(resumed.out, "at epoch 2, step 3 of 5")) << resumed.out;
+  EXPECT_EQ(figuresOf(resumed).rows, figuresOf(whole).rows) << resumed.out;
+  EXPECT_EQ(figuresOf(resumed).digest, figuresOf(whole).digest) << resumed.err;
+}
+
+// Rank 0 reads the checkpoint and sends its bytes: a corrupt one is refused by every rank
+// alike (exit 2, the file named), and nothing is written over it.
+TEST(MpiTrain, CorruptCheckpointIsRefusedByEveryRank) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  std::vector<std::string> one_epoch = trainArgs("cpu:0", "256");
+  ASSERT_EQ(runTwoRanks(with(one_epoch, {"--checkpoint", ckpt})).exit_code, 0);
+  const std::string file = ckpt + "/checkpoint";
+  std::string bytes = readFile(file);
+  ASSERT_GT(bytes.size(), 1000u);
+  bytes[bytes.size() / 2] ^= 0x40;
+  writeFile(file, bytes);
+  const CommandResult r = runTwoRanks(with(threeEpochs(), {"--resume", ckpt}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  for (const char* rank : {"rank 0", "rank 1"})
+    EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat("tandem: ", rank, ": --resume: '", file,
+                                                      "' is corrupt")))
+        << r.err;
+  EXPECT_EQ(readFile(file), bytes);
 }
 
 TEST(MpiTrain, RankOptionsAreChecked) {

@@ -164,7 +164,9 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags
 
 // The tests of a killed or stopped run need the signal at a known step, not wherever one
 // sent from outside lands: TANDEM_TEST_SIGNAL_AFTER=EPOCH:STEP:SIGNAL makes the process
-// raise SIGNAL (9: SIGKILL) after that step, after any checkpoint the step writes.
+// raise SIGNAL after that step, after any checkpoint the step writes. SIGKILL and SIGSTOP
+// stand for a crash or a hang, which strike mid-step: they come at the next step's first
+// kernel, so that in a multi-process run the other ranks wait in that step's collectives.
 struct SignalPoint {
   int epoch = 0;
   int64_t step = 0;
@@ -226,11 +228,6 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   if (procs->several() && choice->auto_split)
     return absl::InvalidArgumentError(
         "--split: auto re-plans the split within one process; under mpirun give even or weights");
-  if (procs->several() && (f.checkpoint || f.resume))
-    return absl::InvalidArgumentError(absl::StrCat(
-        f.checkpoint ? "--checkpoint" : "--resume",
-        ": checkpoints of a multi-process run are not written yet (rank 0 holds only its own "
-        "devices' state); run one process"));
   if (choice->auto_split && f.profile)
     return absl::InvalidArgumentError(
         "--profile: cannot go with --split auto (both time every node of the step they trace)");
@@ -261,8 +258,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
                        resumed_path, "' is in already (step ", resumed->progress.steps, ")"));
   }
   // Only one process writes checkpoints: rank 0 of a multi-process run (all of them call
-  // the writer, which does nothing on the others).
-  const bool writes_checkpoints = true;
+  // the writer: it gathers every rank's devices on rank 0).
+  const bool writes_checkpoints = procs->rank() == 0;
   std::optional<runtime::CheckpointWriter> checkpoints;
   if (f.checkpoint || f.resume) {
     const std::string dir = f.checkpoint.value_or(*f.resume);
@@ -418,7 +415,21 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   ProgressBar bar(isatty(fileno(stderr)) != 0 && procs->rank() == 0);
   std::optional<driver::AutoSplit> auto_split;
   if (choice->auto_split) auto_split.emplace(choice->spec, choice->compile, **trainer);
-  absl::Status split_status, trace_status, checkpoint_status;
+  absl::Status split_status, trace_status, checkpoint_status, stop_status;
+  // The stop signal every rank acts on (0: none yet). Under mpirun a signal may reach one
+  // rank alone, or the ranks at different steps; they agree after every step on the
+  // largest signal any got, so all stop at the same step and write one checkpoint.
+  int stop_signal = 0;
+  auto stopAgreed = [&]() -> bool {
+    if (stop_signal != 0) return true;
+    absl::StatusOr<int> agreed = procs->maxOverRanks(stop.signal(), "agreeing whether to stop");
+    if (!agreed.ok()) {
+      stop_status = agreed.status();
+      return true;
+    }
+    stop_signal = *agreed;
+    return stop_signal != 0;
+  };
   // How the run ended when not by finishing every epoch: the line to say, and the code.
   std::string ending;
   int exit_code = 0;
@@ -470,18 +481,24 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
         checkpoint_status = saveCheckpoint(epoch, done);
         if (!checkpoint_status.ok()) return false;
       }
-      if (signal_point && signal_point->epoch == epoch && signal_point->step == s.step)
-        std::raise(signal_point->signal);
-      return !stop.requested();
+      if (signal_point && signal_point->epoch == epoch && signal_point->step == s.step) {
+        if (signal_point->signal == SIGKILL || signal_point->signal == SIGSTOP)
+          (*trainer)->executor().setBeforeNodeHook(
+              [sig = signal_point->signal](const ir::Node&, size_t) { std::raise(sig); });
+        else
+          std::raise(signal_point->signal);
+      }
+      return !stopAgreed();
     });
     bar.clear();
     if (!r.ok()) return r.status();
     if (!split_status.ok()) return split_status;
     if (!trace_status.ok()) return trace_status;
     if (!checkpoint_status.ok()) return checkpoint_status;
+    if (!stop_status.ok()) return stop_status;
     // Stopped by a signal: the checkpoint takes the run as it stands, for --resume.
     std::string resume_hint;
-    if (stop.requested() && !nonfinite && checkpoints && checkpoints->writes()) {
+    if (stop_signal != 0 && !nonfinite && checkpoints) {
       RETURN_IF_ERROR(saveCheckpoint(epoch, done));
       resume_hint = absl::StrCat("; --resume ", checkpoints->dir(), " continues from there");
     }
@@ -493,28 +510,29 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
       exit_code = kExitNonFinite;
       break;
     }
-    if (stop.requested()) {
+    if (stop_signal != 0) {
       ending = absl::StrFormat(
           "tandem: stopped by %s in epoch %d after step %d of %d (%s images); the table has "
           "every epoch before it%s\n",
-          stop.name(), epoch, r->steps, train_loader.batchesPerEpoch(), thousands(r->examples),
-          resume_hint);
-      exit_code = stop.exitCode();
+          StopSignals::nameOf(stop_signal), epoch, r->steps, train_loader.batchesPerEpoch(),
+          thousands(r->examples), resume_hint);
+      exit_code = 128 + stop_signal;
       break;
     }
     test_loader.startEpoch(0);
-    auto t = (*trainer)->evaluate(test_loader, [&] { return !stop.requested(); });
+    auto t = (*trainer)->evaluate(test_loader, [&] { return !stopAgreed(); });
     if (!t.ok()) return t.status();
+    if (!stop_status.ok()) return stop_status;
     if (t->stopped) {
-      if (checkpoints && checkpoints->writes()) {  // trained: the resumed run evaluates it
+      if (checkpoints) {  // trained: the resumed run evaluates it
         RETURN_IF_ERROR(saveCheckpoint(epoch, done));
         resume_hint = absl::StrCat("; --resume ", checkpoints->dir(), " continues from there");
       }
       ending = absl::StrFormat(
           "tandem: stopped by %s in epoch %d while evaluating it (trained, not evaluated); the "
           "table has every epoch before it%s\n",
-          stop.name(), epoch, resume_hint);
-      exit_code = stop.exitCode();
+          StopSignals::nameOf(stop_signal), epoch, resume_hint);
+      exit_code = 128 + stop_signal;
       break;
     }
     history.push_back({.epoch = epoch,

@@ -34,14 +34,14 @@ bool StopSignals::requested() const { return g_signal.load() != 0; }
 int StopSignals::signal() const { return g_signal.load(); }
 int StopSignals::pending() { return g_signal.load(); }
 
-std::string StopSignals::name() const {
-  switch (signal()) {
+std::string StopSignals::nameOf(int signal) {
+  switch (signal) {
     case SIGINT:
       return "Ctrl-C (SIGINT)";
     case SIGTERM:
       return "SIGTERM";
     default:
-      return "signal " + std::to_string(signal());
+      return "signal " + std::to_string(signal);
   }
 }
 

@@ -21,7 +21,8 @@ class StopSignals {
   /// The first signal that arrived (0 if none).
   int signal() const;
   /// "Ctrl-C (SIGINT)" or "SIGTERM".
-  std::string name() const;
+  std::string name() const { return nameOf(signal()); }
+  static std::string nameOf(int signal);
   /// 128 + signal: 130 for SIGINT, 143 for SIGTERM.
   int exitCode() const { return 128 + signal(); }
   /// signal() without an object, for a thread that may outlive it (the watchdog of
