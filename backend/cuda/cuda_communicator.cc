@@ -2,7 +2,10 @@
 //
 // Every device on a GPU of its own: NCCL, one communicator per rank from ncclCommInitAll,
 // each call grouped (ncclGroupStart/End) so that the k tensors of one all_reduce are one
-// fused launch, and the executor's groupStart/groupEnd bracket all ranks' shares.
+// fused launch, and the executor's groupStart/groupEnd bracket all ranks' shares. A group
+// that spans processes is one NCCL communicator too: rank 0 makes its unique id, MPI
+// carries it to the other processes, and each initializes its own GPUs' ranks
+// (ncclCommInitRank in one NCCL group), rank i being the group's device i.
 //
 // Logical devices sharing a GPU (cuda:0,cuda:0), which NCCL refuses: a same-process
 // group. Each rank's call is queued; a collective runs once every rank has called it and
@@ -124,10 +127,13 @@ class NcclRank final : public Communicator {
 
 class NcclGroup final : public CommunicatorGroup {
  public:
+  // One process, every rank: ncclCommInitAll.
   static absl::StatusOr<std::unique_ptr<CommunicatorGroup>> create(std::vector<int> gpus,
                                                                    const std::string& what) {
-    std::unique_ptr<NcclGroup> g(new NcclGroup(what));
     const int n = static_cast<int>(gpus.size());
+    std::vector<int> ranks(gpus.size());
+    for (int r = 0; r < n; ++r) ranks[static_cast<size_t>(r)] = r;
+    std::unique_ptr<NcclGroup> g(new NcclGroup(what));
     g->comms_.assign(gpus.size(), nullptr);
     absl::Status s =
         check(ncclCommInitAll(g->comms_.data(), n, gpus.data()), "ncclCommInitAll", what);
@@ -135,20 +141,40 @@ class NcclGroup final : public CommunicatorGroup {
       g->comms_.clear();  // nothing was made
       return s;
     }
-    for (int r = 0; r < n; ++r)
-      g->ranks_.push_back(std::make_unique<NcclRank>(g->comms_[static_cast<size_t>(r)], r, n,
-                                                     gpus[static_cast<size_t>(r)],
-                                                     absl::StrCat(what, " rank ", r)));
+    g->makeRanks(gpus, ranks, n);
+    return std::unique_ptr<CommunicatorGroup>(std::move(g));
+  }
+
+  // This process's ranks `ranks` (on `gpus`) of an `n`-rank communicator whose unique id
+  // the processes share over MPI. One thread initializes several GPUs, so the inits are
+  // one NCCL group (NCCL's documented way; nccl-tests' initComms does the same).
+  static absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createAcrossProcesses(
+      std::vector<int> gpus, std::vector<int> ranks, int n, ProcessComm& processes,
+      const std::string& what) {
+    ASSIGN_OR_RETURN(ncclUniqueId id, shareUniqueId(processes, what));
+    std::unique_ptr<NcclGroup> g(new NcclGroup(what));
+    g->comms_.assign(gpus.size(), nullptr);
+    absl::Status s = check(ncclGroupStart(), "ncclGroupStart", what);
+    for (size_t i = 0; i < gpus.size() && s.ok(); ++i) {
+      s = check(cudaSetDevice(gpus[i]), absl::StrCat("cudaSetDevice(", gpus[i], ")"), what);
+      if (s.ok())
+        s = check(ncclCommInitRank(&g->comms_[i], n, id, ranks[i]),
+                  absl::StrCat("ncclCommInitRank(rank ", ranks[i], " of ", n, ")"), what);
+    }
+    // Closed even after a failure, so the thread's group depth stays balanced.
+    absl::Status ended = check(ncclGroupEnd(), "ncclGroupEnd (ncclCommInitRank)", what);
+    if (s.ok()) s = ended;
+    if (!s.ok()) return s;  // the destructor frees whichever were made
+    g->makeRanks(gpus, ranks, n);
     return std::unique_ptr<CommunicatorGroup>(std::move(g));
   }
 
   ~NcclGroup() override {
-    // NCCL's own example: finalize (flushes what is in flight) and destroy, rank by rank.
-    for (ncclComm_t c : comms_) {
-      if (c == nullptr) continue;
-      ncclCommFinalize(c);
-      ncclCommDestroy(c);
-    }
+    // ncclCommDestroy alone, rank by rank, as nccl-tests does: the streams are drained by
+    // now, and ncclCommFinalize waits for every rank's finalize, which one thread calling
+    // it rank by rank would never see.
+    for (ncclComm_t c : comms_)
+      if (c != nullptr) ncclCommDestroy(c);
   }
 
   int size() const override { return static_cast<int>(ranks_.size()); }
@@ -164,6 +190,12 @@ class NcclGroup final : public CommunicatorGroup {
 
  private:
   explicit NcclGroup(std::string what) : what_(std::move(what)) {}
+
+  void makeRanks(const std::vector<int>& gpus, const std::vector<int>& ranks, int n) {
+    for (size_t i = 0; i < gpus.size(); ++i)
+      ranks_.push_back(std::make_unique<NcclRank>(comms_[i], ranks[i], n, gpus[i],
+                                                  absl::StrCat(what_, " rank ", ranks[i])));
+  }
 
   std::string what_;
   std::vector<ncclComm_t> comms_;
@@ -439,6 +471,52 @@ absl::StatusOr<std::unique_ptr<CommunicatorGroup>> makeCommunicators(
                                         absl::StrJoin(names, ", "), ")");
   if (own_gpus) return NcclGroup::create(std::move(gpus), what);
   return SharedGroup::create(std::move(gpus), what);
+}
+
+absl::StatusOr<ncclUniqueId> shareUniqueId(ProcessComm& processes, const std::string& what) {
+  ncclUniqueId id{};
+  if (processes.rank() == 0) CUDA_TRY(what, ncclGetUniqueId(&id));
+  RETURN_IF_ERROR(processes.broadcast(&id, sizeof id, /*root=*/0,
+                                      {absl::StrCat("the NCCL unique id of ", what),
+                                       "the host thread"}));
+  return id;
+}
+
+absl::StatusOr<std::unique_ptr<CommunicatorGroup>> makeProcessCommunicators(
+    absl::Span<Device* const> local, absl::Span<const ir::Device> members,
+    std::shared_ptr<ProcessComm> processes) {
+  std::vector<int> gpus, ranks;
+  std::vector<std::string> names;
+  for (const ir::Device& m : members)
+    if (m.kind != ir::DeviceKind::kCuda)
+      return absl::InvalidArgumentError(absl::StrCat(
+          ir::toString(m), " is not a CUDA device: NCCL joins CUDA devices only"));
+  for (Device* d : local) {
+    auto* cd = dynamic_cast<CudaDevice*>(d);
+    if (cd == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat(
+          ir::toString(d->id()), " is not a CUDA device: NCCL joins CUDA devices only"));
+    const auto at = std::find(members.begin(), members.end(), cd->id());
+    if (at == members.end())
+      return absl::InternalError(
+          absl::StrCat(ir::toString(cd->id()), " is not a member of its collective group"));
+    gpus.push_back(cd->gpu());
+    ranks.push_back(static_cast<int>(at - members.begin()));
+    names.push_back(ir::toString(cd->id()));
+  }
+  if (gpus.empty()) return absl::InvalidArgumentError("a collective group without devices here");
+  // NCCL takes one rank per GPU, across processes too; this process can check its own.
+  std::vector<int> sorted = gpus;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return absl::InvalidArgumentError(absl::StrCat(
+        absl::StrJoin(names, ", "), " share a GPU: across processes NCCL takes one rank per GPU "
+        "(give each process's devices GPUs of their own)"));
+  std::vector<std::string> all;
+  for (const ir::Device& m : members) all.push_back(ir::toString(m));
+  const std::string what = absl::StrCat("NCCL group (", absl::StrJoin(all, ", "), ")");
+  return NcclGroup::createAcrossProcesses(std::move(gpus), std::move(ranks),
+                                          static_cast<int>(members.size()), *processes, what);
 }
 
 }  // namespace tandem::backend::cuda

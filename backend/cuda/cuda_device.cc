@@ -61,6 +61,12 @@ class CudaBackend final : public Backend {
     return makeCommunicators(group);
   }
 
+  absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createProcessCommunicators(
+      absl::Span<Device* const> local, absl::Span<const ir::Device> members,
+      std::shared_ptr<ProcessComm> processes) const override {
+    return makeProcessCommunicators(local, members, std::move(processes));
+  }
+
   absl::Status checkDevice(const ir::Device& device) const override {
     return checkGpu(device);
   }
