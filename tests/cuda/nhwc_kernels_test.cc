@@ -437,13 +437,15 @@ std::vector<Buffer> runWithLayout(SingleOp& op, const absl::flat_hash_set<const 
   return results;
 }
 
-/// Every 4-D operand and result of op's node.
+/// Every 4-D operand and result of op's node in a slot that takes NHWC (nhwcRules).
 absl::flat_hash_set<const ir::Value*> all4d(SingleOp& op) {
   absl::flat_hash_set<const ir::Value*> s;
-  for (size_t i = 0; i < op.node().numOperands(); ++i)
-    if (op.node().operand(i)->type().rank() == 4) s.insert(op.node().operand(i));
-  for (size_t r = 0; r < op.node().numResults(); ++r)
-    if (op.node().result(r)->type().rank() == 4) s.insert(op.node().result(r));
+  const ir::Node& n = op.node();
+  const auto& slot = cu::nhwcRules().slot;
+  for (size_t i = 0; i < n.numOperands(); ++i)
+    if (n.operand(i)->type().rank() == 4 && slot(n.op(), false, i)) s.insert(n.operand(i));
+  for (size_t r = 0; r < n.numResults(); ++r)
+    if (n.result(r)->type().rank() == 4 && slot(n.op(), true, r)) s.insert(n.result(r));
   return s;
 }
 
