@@ -9,7 +9,9 @@
 // have loops for both layouts, so between fused layers the tensors can stay blocked and
 // the reorders disappear. The layout is the backend's choice, not the IR's: the IR stays
 // device-neutral (a GPU backend would pick NHWC for its tensor cores), and every value a
-// collective, the host or a variable sees stays plain.
+// collective, the host or a variable sees stays plain. The union-find over the graph is
+// backend/activation_layout.h, shared with the CUDA backend's NHWC plan; this file says
+// what the CPU kernels take.
 
 #include <cstdint>
 

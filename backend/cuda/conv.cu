@@ -3,6 +3,7 @@
 // fixed tree, so runs are bit-identical). Math in conv_math.h.
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/conv_launch.h"
 #include "backend/cuda/conv_math.h"
@@ -40,6 +41,30 @@ __global__ void __launch_bounds__(kBiasGradThreads)
     if (t == 0) store(db, c, partial[0]);
     __syncthreads();  // partial[0] is read before the next channel overwrites it
   }
+}
+
+/// One element per thread over the NCHW index i: reads coalesced going to NHWC, writes
+/// coalesced coming back. Only tensors at the plan's border and filters pass here.
+template <typename S, typename D>
+__global__ void relayoutKernel(const S* src, D* dst, int64_t total, int64_t c, int64_t hw,
+                               bool to_nhwc) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = nhwcIndexOf(i, c, hw);
+    const int64_t from = to_nhwc ? i : o, to = to_nhwc ? o : i;
+    if constexpr (std::is_same_v<S, D>)
+      dst[to] = src[from];  // the bits as they are
+    else
+      store(dst, to, load(src, from));
+  }
+}
+
+template <typename S, typename D>
+void relayout(const S* src, D* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc,
+              cudaStream_t stream) {
+  const int64_t total = n * c * hw;
+  if (total <= 0) return;
+  relayoutKernel<<<blocksFor(total), kThreads, 0, stream>>>(src, dst, total, c, hw, to_nhwc);
 }
 
 template <typename T, typename B>
@@ -84,6 +109,23 @@ void launchBiasGrad(const uint16_t* dy, float* db, int64_t n, int64_t channels, 
 void launchBiasGrad(const uint16_t* dy, uint16_t* db, int64_t n, int64_t channels, int64_t hw,
                     cudaStream_t stream) {
   biasGrad(dy, db, n, channels, hw, stream);
+}
+
+void launchRelayout(const float* src, float* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc,
+                    cudaStream_t stream) {
+  relayout(src, dst, n, c, hw, to_nhwc, stream);
+}
+void launchRelayout(const uint16_t* src, uint16_t* dst, int64_t n, int64_t c, int64_t hw,
+                    bool to_nhwc, cudaStream_t stream) {
+  relayout(src, dst, n, c, hw, to_nhwc, stream);
+}
+void launchRelayout(const float* src, uint16_t* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc,
+                    cudaStream_t stream) {
+  relayout(src, dst, n, c, hw, to_nhwc, stream);
+}
+void launchRelayout(const uint16_t* src, float* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc,
+                    cudaStream_t stream) {
+  relayout(src, dst, n, c, hw, to_nhwc, stream);
 }
 
 }  // namespace tandem::backend::cuda

@@ -73,7 +73,7 @@ std::string algoCacheKey(ConvPass pass, const ConvGeometry& g, const ConvTypes& 
   return absl::StrCat(p, " data", static_cast<int>(t.data), " compute", static_cast<int>(t.compute),
                       " math", static_cast<int>(t.math), " x", g.n, "x", g.c, "x", g.h, "x", g.w,
                       " w", g.o, "x", g.c, "x", g.k, "x", g.k, " y", g.n, "x", g.o, "x", g.oh, "x",
-                      g.ow, " s", g.stride, " p", g.pad, " gpu", gpu);
+                      g.ow, " s", g.stride, " p", g.pad, t.nhwc ? " nhwc" : " nchw", " gpu", gpu);
 }
 
 }  // namespace tandem::backend::cuda

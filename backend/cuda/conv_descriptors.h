@@ -42,6 +42,9 @@ struct ConvTypes {
   cudnnMathType_t math;     // FMA when f32 must not round through TF32
   bool convert_w = false;   // f32 master weights converted to bf16 before the call
   bool widen_dw = false;    // backward filter: cuDNN's bf16 dw widened to the f32 master dtype
+  // cuDNN's tensors NHWC and its filter KRSC (layout_plan.h), else NCHW and KCRS; set by
+  // the kernel from the plan, not by convTypes.
+  bool nhwc = false;
   bool operator==(const ConvTypes&) const = default;
 };
 
@@ -82,8 +85,8 @@ struct AlgoChoice {
 absl::StatusOr<AlgoChoice> chooseAlgo(const std::vector<AlgoCandidate>& candidates,
                                       const ConvTypes& types);
 
-/// The process-wide cache key of an algorithm choice: pass, geometry, types, math mode
-/// and GPU ordinal, as a readable string ("fwd bf16/f32 x2x16x8x8 w32x3 s1 p1 ...").
+/// The process-wide cache key of an algorithm choice: pass, geometry, types, math mode,
+/// layout and GPU ordinal, as a readable string ("fwd bf16/f32 x2x16x8x8 w32x3 s1 p1 ...").
 std::string algoCacheKey(ConvPass pass, const ConvGeometry& g, const ConvTypes& t, int gpu);
 
 }  // namespace tandem::backend::cuda

@@ -17,6 +17,17 @@
 // type, so the weights are converted to bf16 in the workspace before each call, and the
 // backward-filter pass writes a bf16 dw there that is widened to the f32 gradient the CPU
 // backend returns (as PyTorch's autocast does: a bf16 weight gradient, cast to f32).
+//
+// Layouts (layout_plan.h): cuDNN runs in NHWC with a KRSC filter when the plan gives the
+// x side (x, dx) or the y side (y, dy) NHWC, else in NCHW with KCRS. Channels-last filters
+// beside channels-last data are what cuDNN's NHWC tensor-core kernels read (as PyTorch's
+// channels_last and TensorFlow's NHWC paths pass them); an NCHW filter there would be
+// transposed by cuDNN inside or refused. Variables stay KCRS (checkpoints, SGD and the CPU
+// backend see one layout): the kernel reorders the filter into KRSC in its workspace,
+// in the same pass that converts f32 master weights to bf16, and the backward-filter pass
+// writes a KRSC dw there that one pass reorders (and widens) into the KCRS gradient. A
+// side the plan keeps NCHW beside an NHWC one (the stem convolution reads the NCHW image)
+// is transposed through the workspace too; cuDNN's descriptors always share one format.
 
 #include <algorithm>
 #include <map>
@@ -96,6 +107,7 @@ class ConvKernel final : public CudaKernel {
   static KernelOr create(const KernelInit& init, const ConvSpec& spec) {
     std::unique_ptr<ConvKernel> k(new ConvKernel(init.ctx, spec));
     k->setDescription(init.node.describe());
+    k->nhwc_plan_ = init.nhwc;
     RETURN_IF_ERROR(k->build(init.node));
     return std::unique_ptr<CudaKernel>(std::move(k));
   }
@@ -106,48 +118,58 @@ class ConvKernel final : public CudaKernel {
     cudnnHandle_t h = ctx().cudnn();
     CUDA_TRY(what(), cudnnSetStream(h, stream));
     ASSIGN_OR_RETURN(void* ws, ctx().workspace(total_bytes_, stream));
-    char* scratch = static_cast<char*>(ws) + scratch_offset_;
+    char* base = static_cast<char*>(ws);
+    void* w_scratch = base + w_offset_;
+    void* x_scratch = x_offset_ >= 0 ? base + x_offset_ : nullptr;
+    void* y_scratch = y_offset_ >= 0 ? base + y_offset_ : nullptr;
     const float one = 1.0f, zero = 0.0f;
-    const int64_t w_elems = g_.o * g_.c * g_.k * g_.k;
     switch (spec_.pass) {
       case ConvPass::kForward: {  // x, w, b?, residual? -> y, stats?
-        const void* w = in[1].data;
-        if (types_.convert_w) {
-          auto* w16 = reinterpret_cast<uint16_t*>(scratch);
-          launchCast(in[1].as<const float>(), w16, w_elems, stream);
-          w = w16;
-        }
-        CUDA_TRY(what(), cudnnConvolutionForward(
-                             h, &one, d_.x, in[0].data, d_.w, w, d_.conv,
-                             static_cast<cudnnConvolutionFwdAlgo_t>(choice_.algo), ws,
-                             static_cast<size_t>(cudnn_bytes_), &zero, d_.y, out[0].data));
+        const void* x = in[0].data;
+        if (x_scratch != nullptr)
+          x = toNhwc(in[0].data, x_scratch, g_.n, g_.c, g_.h * g_.w, stream);
+        const void* w = filter(in[1], w_scratch, stream);
+        void* y = y_scratch != nullptr ? y_scratch : out[0].data;
+        CUDA_TRY(what(),
+                 cudnnConvolutionForward(h, &one, d_.x, x, d_.w, w, d_.conv,
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(choice_.algo), ws,
+                                         static_cast<size_t>(cudnn_bytes_), &zero, d_.y, y));
+        if (y_scratch != nullptr) toNchw(y_scratch, out[0].data, g_.n, g_.o, g_.oh * g_.ow, stream);
         if (spec_.bias) epilogue(stream, in, out);
-        if (spec_.stats)
-          launchChannelStats(out[0].data, bf16(), g_.n, g_.o, g_.oh * g_.ow,
-                             static_cast<double*>(out[1].data), stream);
+        if (spec_.stats) {
+          const Planes p = yPlanes();
+          launchChannelStats(out[0].data, bf16(), p.n, p.c, p.hw, static_cast<double*>(out[1].data),
+                             stream);
+        }
         return absl::OkStatus();
       }
       case ConvPass::kBackwardData: {  // dy, w, x -> dx
-        const void* w = in[1].data;
-        if (types_.convert_w) {
-          auto* w16 = reinterpret_cast<uint16_t*>(scratch);
-          launchCast(in[1].as<const float>(), w16, w_elems, stream);
-          w = w16;
-        }
+        const void* dy = in[0].data;
+        if (y_scratch != nullptr)
+          dy = toNhwc(in[0].data, y_scratch, g_.n, g_.o, g_.oh * g_.ow, stream);
+        const void* w = filter(in[1], w_scratch, stream);
+        void* dx = x_scratch != nullptr ? x_scratch : out[0].data;
         CUDA_TRY(what(), cudnnConvolutionBackwardData(
-                             h, &one, d_.w, w, d_.y, in[0].data, d_.conv,
+                             h, &one, d_.w, w, d_.y, dy, d_.conv,
                              static_cast<cudnnConvolutionBwdDataAlgo_t>(choice_.algo), ws,
-                             static_cast<size_t>(cudnn_bytes_), &zero, d_.x, out[0].data));
+                             static_cast<size_t>(cudnn_bytes_), &zero, d_.x, dx));
+        if (x_scratch != nullptr) toNchw(x_scratch, out[0].data, g_.n, g_.c, g_.h * g_.w, stream);
         return absl::OkStatus();
       }
       case ConvPass::kBackwardFilter: {  // dy, x, w -> dw, db?
-        void* dw = types_.widen_dw ? static_cast<void*>(scratch) : out[0].data;
+        const void* dy = in[0].data;
+        if (y_scratch != nullptr)
+          dy = toNhwc(in[0].data, y_scratch, g_.n, g_.o, g_.oh * g_.ow, stream);
+        const void* x = in[1].data;
+        if (x_scratch != nullptr)
+          x = toNhwc(in[1].data, x_scratch, g_.n, g_.c, g_.h * g_.w, stream);
+        const bool via_scratch = types_.widen_dw || types_.nhwc;
+        void* dw = via_scratch ? w_scratch : out[0].data;
         CUDA_TRY(what(), cudnnConvolutionBackwardFilter(
-                             h, &one, d_.x, in[1].data, d_.y, in[0].data, d_.conv,
+                             h, &one, d_.x, x, d_.y, dy, d_.conv,
                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice_.algo), ws,
                              static_cast<size_t>(cudnn_bytes_), &zero, d_.w, dw));
-        if (types_.widen_dw)
-          launchCast(static_cast<const uint16_t*>(dw), out[0].as<float>(), w_elems, stream);
+        if (via_scratch) filterGradient(dw, out[0], stream);
         if (spec_.bias) biasGrad(stream, in[0], out[1]);
         return absl::OkStatus();
       }
@@ -179,16 +201,34 @@ class ConvKernel final : public CudaKernel {
     if (spec_.bias && spec_.pass == ConvPass::kForward) bias_dtype_ = n.operand(2)->type().dtype;
     if (spec_.bias && spec_.pass == ConvPass::kBackwardFilter)
       bias_dtype_ = n.result(1)->type().dtype;
+    // The plan's layouts of the x side (x, or backward data's dx) and the y side (y, dy;
+    // conv2d_bias_act's residual shares y's).
+    const ir::Value* x_side =
+        spec_.pass == ConvPass::kBackwardData ? n.result(0) : n.operand(spec_.x_index);
+    const ir::Value* y_side = spec_.pass == ConvPass::kForward ? n.result(0) : n.operand(0);
+    x_nhwc_ = nhwc_plan_ != nullptr && nhwc_plan_->contains(x_side);
+    y_nhwc_ = nhwc_plan_ != nullptr && nhwc_plan_->contains(y_side);
+    types_.nhwc = x_nhwc_ || y_nhwc_;
 
     RETURN_IF_ERROR(makeDescriptors());
     RETURN_IF_ERROR(chooseAlgorithm());
     CUDA_TRY(what(), cudnnSetConvolutionMathType(d_.conv, choice_.math));
     RETURN_IF_ERROR(queryWorkspace());
-    // Converted weights (forward, backward data) or the bf16 dw (backward filter).
-    const int64_t w_elems = g_.o * g_.c * g_.k * g_.k;
-    scratch_offset_ = alignUp(cudnn_bytes_);
-    const bool scratch = types_.convert_w || types_.widen_dw;
-    total_bytes_ = scratch_offset_ + (scratch ? alignUp(w_elems * int64_t{sizeof(uint16_t)}) : 0);
+    // After cuDNN's workspace: the filter as cuDNN reads it (bf16 and/or KRSC) or the dw it
+    // writes, then the side the plan keeps NCHW when cuDNN runs NHWC.
+    const int64_t elem = bf16() ? 2 : 4;
+    w_offset_ = alignUp(cudnn_bytes_);
+    const bool w_scratch = types_.convert_w || types_.widen_dw || types_.nhwc;
+    int64_t end = w_offset_ + (w_scratch ? alignUp(g_.o * g_.c * g_.k * g_.k * elem) : 0);
+    if (types_.nhwc && !x_nhwc_) {
+      x_offset_ = end;
+      end += alignUp(g_.n * g_.c * g_.h * g_.w * elem);
+    }
+    if (types_.nhwc && !y_nhwc_) {
+      y_offset_ = end;
+      end += alignUp(g_.n * g_.o * g_.oh * g_.ow * elem);
+    }
+    total_bytes_ = end;
     return absl::OkStatus();
   }
 
@@ -205,12 +245,14 @@ class ConvKernel final : public CudaKernel {
     CUDA_TRY(what(), cudnnCreateTensorDescriptor(&d_.y));
     CUDA_TRY(what(), cudnnCreateFilterDescriptor(&d_.w));
     CUDA_TRY(what(), cudnnCreateConvolutionDescriptor(&d_.conv));
-    CUDA_TRY(what(), cudnnSetTensor4dDescriptor(d_.x, CUDNN_TENSOR_NCHW, types_.data, i(g_.n),
-                                                i(g_.c), i(g_.h), i(g_.w)));
-    CUDA_TRY(what(), cudnnSetTensor4dDescriptor(d_.y, CUDNN_TENSOR_NCHW, types_.data, i(g_.n),
-                                                i(g_.o), i(g_.oh), i(g_.ow)));
-    CUDA_TRY(what(), cudnnSetFilter4dDescriptor(d_.w, types_.data, CUDNN_TENSOR_NCHW, i(g_.o),
-                                                i(g_.c), i(g_.k), i(g_.k)));
+    // The dimensions are given as N, C, H, W (K, C, R, S) in either format.
+    const cudnnTensorFormat_t format = types_.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    CUDA_TRY(what(), cudnnSetTensor4dDescriptor(d_.x, format, types_.data, i(g_.n), i(g_.c),
+                                                i(g_.h), i(g_.w)));
+    CUDA_TRY(what(), cudnnSetTensor4dDescriptor(d_.y, format, types_.data, i(g_.n), i(g_.o),
+                                                i(g_.oh), i(g_.ow)));
+    CUDA_TRY(what(), cudnnSetFilter4dDescriptor(d_.w, types_.data, format, i(g_.o), i(g_.c),
+                                                i(g_.k), i(g_.k)));
     CUDA_TRY(what(), cudnnSetConvolution2dDescriptor(d_.conv, i(g_.pad), i(g_.pad), i(g_.stride),
                                                      i(g_.stride), 1, 1, CUDNN_CROSS_CORRELATION,
                                                      types_.compute));
@@ -302,32 +344,104 @@ class ConvKernel final : public CudaKernel {
     return absl::OkStatus();
   }
 
+  /// y or dy as the per-channel kernels take it: [N, O, OH*OW], or NHWC as
+  /// [N*OH*OW, O, 1] (the same order of each channel's values: conv_math.h).
+  struct Planes {
+    int64_t n, c, hw;
+  };
+  Planes yPlanes() const {
+    const int64_t hw = g_.oh * g_.ow;
+    return y_nhwc_ ? Planes{g_.n * hw, g_.o, 1} : Planes{g_.n, g_.o, hw};
+  }
+
+  /// An activation of `n` x `c` x `hw` from NCHW `src` into NHWC `dst`; returns dst.
+  const void* toNhwc(const void* src, void* dst, int64_t n, int64_t c, int64_t hw,
+                     cudaStream_t stream) const {
+    if (bf16())
+      launchRelayout(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), n, c, hw, true,
+                     stream);
+    else
+      launchRelayout(static_cast<const float*>(src), static_cast<float*>(dst), n, c, hw, true,
+                     stream);
+    return dst;
+  }
+  /// Back from NHWC `src` into NCHW `dst`.
+  void toNchw(const void* src, void* dst, int64_t n, int64_t c, int64_t hw,
+              cudaStream_t stream) const {
+    if (bf16())
+      launchRelayout(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), n, c, hw,
+                     false, stream);
+    else
+      launchRelayout(static_cast<const float*>(src), static_cast<float*>(dst), n, c, hw, false,
+                     stream);
+  }
+
+  /// The filter as cuDNN reads it: the variable itself, or in `scratch` converted to bf16
+  /// and/or reordered KCRS -> KRSC in one pass.
+  const void* filter(const TensorView& w, void* scratch, cudaStream_t stream) const {
+    const int64_t kk = g_.k * g_.k;
+    if (types_.nhwc) {
+      if (types_.convert_w)
+        launchRelayout(w.as<const float>(), static_cast<uint16_t*>(scratch), g_.o, g_.c, kk, true,
+                       stream);
+      else if (bf16())
+        launchRelayout(w.as<const uint16_t>(), static_cast<uint16_t*>(scratch), g_.o, g_.c, kk,
+                       true, stream);
+      else
+        launchRelayout(w.as<const float>(), static_cast<float*>(scratch), g_.o, g_.c, kk, true,
+                       stream);
+      return scratch;
+    }
+    if (!types_.convert_w) return w.data;
+    launchCast(w.as<const float>(), static_cast<uint16_t*>(scratch), g_.o * g_.c * kk, stream);
+    return scratch;
+  }
+
+  /// The KCRS gradient `dw_out` from cuDNN's dw in the workspace (bf16 when widened,
+  /// KRSC when NHWC).
+  void filterGradient(const void* dw, const TensorView& dw_out, cudaStream_t stream) const {
+    const int64_t kk = g_.k * g_.k;
+    if (!types_.nhwc) {
+      launchCast(static_cast<const uint16_t*>(dw), dw_out.as<float>(), g_.o * g_.c * kk, stream);
+      return;
+    }
+    if (types_.widen_dw)
+      launchRelayout(static_cast<const uint16_t*>(dw), dw_out.as<float>(), g_.o, g_.c, kk, false,
+                     stream);
+    else if (bf16())
+      launchRelayout(static_cast<const uint16_t*>(dw), dw_out.as<uint16_t>(), g_.o, g_.c, kk, false,
+                     stream);
+    else
+      launchRelayout(static_cast<const float*>(dw), dw_out.as<float>(), g_.o, g_.c, kk, false,
+                     stream);
+  }
+
   /// y (the convolution) += bias, then residual and relu where asked, in place.
   void epilogue(cudaStream_t stream, absl::Span<const TensorView> in,
                 absl::Span<const TensorView> out) const {
-    const int64_t hw = g_.oh * g_.ow;
+    const Planes p = yPlanes();
     const void* res = spec_.residual ? in[3].data : nullptr;
     if (!bf16()) {
       launchConvEpilogue(out[0].as<float>(), in[2].as<const float>(),
-                         static_cast<const float*>(res), spec_.relu, g_.n, g_.o, hw, stream);
+                         static_cast<const float*>(res), spec_.relu, p.n, p.c, p.hw, stream);
     } else if (bias_dtype_ == ir::DType::kF32) {
       launchConvEpilogue(out[0].as<uint16_t>(), in[2].as<const float>(),
-                         static_cast<const uint16_t*>(res), spec_.relu, g_.n, g_.o, hw, stream);
+                         static_cast<const uint16_t*>(res), spec_.relu, p.n, p.c, p.hw, stream);
     } else {
       launchConvEpilogue(out[0].as<uint16_t>(), in[2].as<const uint16_t>(),
-                         static_cast<const uint16_t*>(res), spec_.relu, g_.n, g_.o, hw, stream);
+                         static_cast<const uint16_t*>(res), spec_.relu, p.n, p.c, p.hw, stream);
     }
   }
 
   /// db = the sums of dy over the batch and the plane, in the bias's dtype.
   void biasGrad(cudaStream_t stream, const TensorView& dy, const TensorView& db) const {
-    const int64_t hw = g_.oh * g_.ow;
+    const Planes p = yPlanes();
     if (!bf16())
-      launchBiasGrad(dy.as<const float>(), db.as<float>(), g_.n, g_.o, hw, stream);
+      launchBiasGrad(dy.as<const float>(), db.as<float>(), p.n, p.c, p.hw, stream);
     else if (bias_dtype_ == ir::DType::kF32)
-      launchBiasGrad(dy.as<const uint16_t>(), db.as<float>(), g_.n, g_.o, hw, stream);
+      launchBiasGrad(dy.as<const uint16_t>(), db.as<float>(), p.n, p.c, p.hw, stream);
     else
-      launchBiasGrad(dy.as<const uint16_t>(), db.as<uint16_t>(), g_.n, g_.o, hw, stream);
+      launchBiasGrad(dy.as<const uint16_t>(), db.as<uint16_t>(), p.n, p.c, p.hw, stream);
   }
 
   ConvSpec spec_;
@@ -336,8 +450,12 @@ class ConvKernel final : public CudaKernel {
   ir::DType bias_dtype_ = ir::DType::kF32;
   Descriptors d_;
   AlgoChoice choice_{};
-  int64_t cudnn_bytes_ = 0;     // cuDNN's workspace, at the start of ours
-  int64_t scratch_offset_ = 0;  // converted weights or the bf16 dw, after it
+  const absl::flat_hash_set<const ir::Value*>* nhwc_plan_ = nullptr;
+  bool x_nhwc_ = false, y_nhwc_ = false;  // the plan's layouts of the two sides
+  int64_t cudnn_bytes_ = 0;               // cuDNN's workspace, at the start of ours
+  int64_t w_offset_ = 0;                  // the filter cuDNN reads, or the dw it writes, after it
+  int64_t x_offset_ = -1;                 // an NCHW x side transposed for cuDNN (-1: none)
+  int64_t y_offset_ = -1;                 // an NCHW y side transposed for cuDNN (-1: none)
   int64_t total_bytes_ = 0;
 };
 

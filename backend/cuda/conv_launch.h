@@ -29,4 +29,17 @@ void launchBiasGrad(const uint16_t* dy, float* db, int64_t n, int64_t channels, 
 void launchBiasGrad(const uint16_t* dy, uint16_t* db, int64_t n, int64_t channels, int64_t hw,
                     cudaStream_t stream);
 
+/// dst = src between layouts: NCHW [n, c, hw] -> NHWC [n, hw, c] (to_nhwc) or back
+/// (nhwcIndexOf), converting the element type on the way where the two differ (f32 master
+/// weights to bf16, rounded to nearest even; a bf16 dw widened to f32): activations at the
+/// border of the layout plan, and filters KCRS <-> KRSC (n = k, hw = r * s).
+void launchRelayout(const float* src, float* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc,
+                    cudaStream_t stream);
+void launchRelayout(const uint16_t* src, uint16_t* dst, int64_t n, int64_t c, int64_t hw,
+                    bool to_nhwc, cudaStream_t stream);
+void launchRelayout(const float* src, uint16_t* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc,
+                    cudaStream_t stream);
+void launchRelayout(const uint16_t* src, float* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc,
+                    cudaStream_t stream);
+
 }  // namespace tandem::backend::cuda

@@ -44,5 +44,16 @@ TANDEM_HD float biasGradPartial(const T* dy, int64_t n, int64_t channels, int64_
 }
 // The block then adds its partials in a tree: p[t] += p[t + s] for t < s, s = 128, 64,
 // ..., 1; p[0] is the channel's gradient (the host tests repeat the same tree).
+// An NHWC tensor (layout_plan.h) goes to convEpilogueAt and biasGradPartial as
+// [N*H*W, C, 1]: the channel of element i is i % C, and a channel's values come in the
+// same order e = image * H*W + pixel, so both layouts add the same numbers in the same order.
+
+/// Where element i of an [n, c, hw] (NCHW) tensor sits in the same tensor stored
+/// [n, hw, c] (NHWC). A filter [k, c, r, s] is the case n = k, hw = r * s: KCRS -> KRSC,
+/// the filter layout cuDNN's channels-last kernels read beside NHWC data.
+TANDEM_HD int64_t nhwcIndexOf(int64_t i, int64_t c, int64_t hw) {
+  const int64_t pixel = i % hw, rest = i / hw;  // rest = image * c + channel
+  return (rest / c * hw + pixel) * c + rest % c;
+}
 
 }  // namespace tandem::backend::cuda

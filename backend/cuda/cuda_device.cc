@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/cuda_status.h"
+#include "backend/cuda/layout_plan.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -196,9 +197,15 @@ absl::Status CudaDevice::copyToHost(const TensorView& src, const TensorView& dst
   return copyFromHost(src, dst, stream);  // cudaMemcpyDefault finds the direction
 }
 
+absl::Status CudaDevice::prepareGraph(const ir::Graph& g) {
+  nhwc_.clear();
+  if (ctx_->options().blocked_activations) nhwc_ = nhwcValues(g);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Kernel>> CudaDevice::makeKernel(const ir::Node& node) {
   CUDA_TRY(ctx_->name(), cudaSetDevice(gpu()));
-  ASSIGN_OR_RETURN(std::unique_ptr<CudaKernel> k, cuda::makeKernel(node, *ctx_));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaKernel> k, cuda::makeKernel(node, *ctx_, &nhwc_));
   return std::unique_ptr<Kernel>(std::move(k));
 }
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "absl/container/flat_hash_set.h"
 #include "backend/backend.h"
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/cuda_stream.h"
@@ -31,6 +32,8 @@ class CudaDevice final : public Device {
                              int64_t offset, Stream& stream) override;
   absl::Status copyFromHost(const TensorView& src, const TensorView& dst, Stream& stream) override;
   absl::Status copyToHost(const TensorView& src, const TensorView& dst, Stream& stream) override;
+  /// Plans which activations of `g` stay NHWC (layout_plan.h; none with --plain-layout).
+  absl::Status prepareGraph(const ir::Graph& g) override;
   absl::StatusOr<std::unique_ptr<Kernel>> makeKernel(const ir::Node& node) override;
 
   /// The physical GPU (logical devices cuda:0,cuda:0 share GPU 0).
@@ -47,6 +50,7 @@ class CudaDevice final : public Device {
   int index_;
   std::unique_ptr<CudaContext> ctx_;
   std::unique_ptr<CudaStream> compute_, comm_;
+  absl::flat_hash_set<const ir::Value*> nhwc_;  // of the graph being loaded
 };
 
 /// The CUDA backend (registered when the build found nvcc). It exists on machines

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/layout_plan.h"
 
 namespace tandem::backend::cuda {
 
@@ -21,8 +22,10 @@ absl::Status CudaKernel::launch(Stream& stream, absl::Span<const TensorView> in,
   return absl::OkStatus();
 }
 
-KernelOr makeKernel(const ir::Node& node, CudaContext& ctx) {
-  KernelInit init{node, ctx};
+KernelOr makeKernel(const ir::Node& node, CudaContext& ctx,
+                    const absl::flat_hash_set<const ir::Value*>* nhwc) {
+  if (nhwc != nullptr) RETURN_IF_ERROR(checkNhwcSlots(node, *nhwc));
+  KernelInit init{node, ctx, nhwc};
   KernelOr kernel = absl::InternalError(absl::StrCat("unknown op in ", node.describe()));
   switch (node.op()) {
 #define OP(Enum, name, operands, attrs, traits, doc) \

@@ -6,11 +6,12 @@
 // functions (backend/cuda/*_launch.h), whose per-element math is in TANDEM_HD headers
 // that the host tests compile too.
 
+#include <cuda_runtime_api.h>
+
 #include <memory>
 #include <string>
 
-#include <cuda_runtime_api.h>
-
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "backend/cuda/cuda_context.h"
@@ -47,10 +48,13 @@ class CudaKernel : public Kernel {
 };
 
 /// What a factory gets: the node (operand/result types, attributes, the module's
-/// variables for `initialize`) and its device's context.
+/// variables for `initialize`), its device's context and the device's layout plan.
 struct KernelInit {
   const ir::Node& node;
   CudaContext& ctx;
+  /// The values kept NHWC between kernels (layout_plan.h); null: all NCHW.
+  const absl::flat_hash_set<const ir::Value*>* nhwc = nullptr;
+  bool isNhwc(const ir::Value* v) const { return nhwc != nullptr && nhwc->contains(v); }
 };
 
 using KernelOr = absl::StatusOr<std::unique_ptr<CudaKernel>>;
@@ -59,9 +63,12 @@ using KernelOr = absl::StatusOr<std::unique_ptr<CudaKernel>>;
 #include "ir/ops.def"
 #undef OP
 
-/// Creates the CUDA kernel of a node (its GPU must be current). Graph inputs, `param`
+/// Creates the CUDA kernel of a node (its GPU must be current), taking its tensors in the
+/// layouts `nhwc` gives them (null: all NCHW); a layout the kernel cannot take is an
+/// internal error naming the node (layout_plan.h's checkNhwcSlots). Graph inputs, `param`
 /// and collectives have no kernel: asking for one is an internal error.
-KernelOr makeKernel(const ir::Node& node, CudaContext& ctx);
+KernelOr makeKernel(const ir::Node& node, CudaContext& ctx,
+                    const absl::flat_hash_set<const ir::Value*>* nhwc = nullptr);
 
 /// The error a factory returns for ops that the runtime handles itself.
 absl::Status notAKernel(const ir::Node& node);

@@ -37,31 +37,34 @@ struct Identity {
 // One thread per plane, summing it in index order as the CPU does (the same bits); the
 // planes of a global pool are small (7 x 7 in ResNets) and many (N x C).
 template <typename T>
-__global__ void globalAvgPoolKernel(const T* x, T* y, int64_t planes, int64_t hw, float scale) {
+__global__ void globalAvgPoolKernel(const T* x, T* y, int64_t planes, int64_t hw, float scale,
+                                    int64_t step) {
   for (int64_t p = gridStart(); p < planes; p += gridStride())
-    store(y, p, planeMean(x, p, hw, scale));
+    store(y, p, planeMean(x, p, hw, scale, step));
 }
 
 template <typename T>
-__global__ void globalAvgPoolBackwardKernel(const T* dy, T* dx, int64_t n, int64_t hw,
-                                            float scale) {
+__global__ void globalAvgPoolBackwardKernel(const T* dy, T* dx, int64_t n, int64_t hw, float scale,
+                                            int64_t step) {
   for (int64_t i = gridStart(); i < n; i += gridStride())
-    store(dx, i, globalPoolGrad(dy, i, hw, scale));
+    store(dx, i, globalPoolGrad(dy, i, hw, scale, step));
 }
 
 template <typename T>
-void globalAvgPool(const T* x, T* y, int64_t planes, int64_t hw, cudaStream_t stream) {
+void globalAvgPool(const T* x, T* y, int64_t planes, int64_t hw, int64_t step,
+                   cudaStream_t stream) {
   if (planes <= 0 || hw <= 0) return;
   globalAvgPoolKernel<<<mapBlocks(planes), kMapThreads, 0, stream>>>(x, y, planes, hw,
-                                                                     globalPoolScale(hw));
+                                                                     globalPoolScale(hw), step);
 }
 
 template <typename T>
-void globalAvgPoolBackward(const T* dy, T* dx, int64_t planes, int64_t hw, cudaStream_t stream) {
+void globalAvgPoolBackward(const T* dy, T* dx, int64_t planes, int64_t hw, int64_t step,
+                           cudaStream_t stream) {
   const int64_t n = planes * hw;
   if (n <= 0) return;
   globalAvgPoolBackwardKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(dy, dx, n, hw,
-                                                                        globalPoolScale(hw));
+                                                                        globalPoolScale(hw), step);
 }
 
 }  // namespace
@@ -106,22 +109,22 @@ void launchCast(const uint16_t* x, float* y, int64_t n, cudaStream_t stream) {
   launchMap1(x, y, n, Identity{}, stream);
 }
 
-void launchGlobalAvgPool(const float* x, float* y, int64_t planes, int64_t hw,
+void launchGlobalAvgPool(const float* x, float* y, int64_t planes, int64_t hw, int64_t step,
                          cudaStream_t stream) {
-  globalAvgPool(x, y, planes, hw, stream);
+  globalAvgPool(x, y, planes, hw, step, stream);
 }
-void launchGlobalAvgPool(const uint16_t* x, uint16_t* y, int64_t planes, int64_t hw,
+void launchGlobalAvgPool(const uint16_t* x, uint16_t* y, int64_t planes, int64_t hw, int64_t step,
                          cudaStream_t stream) {
-  globalAvgPool(x, y, planes, hw, stream);
+  globalAvgPool(x, y, planes, hw, step, stream);
 }
 
 void launchGlobalAvgPoolBackward(const float* dy, float* dx, int64_t planes, int64_t hw,
-                                 cudaStream_t stream) {
-  globalAvgPoolBackward(dy, dx, planes, hw, stream);
+                                 int64_t step, cudaStream_t stream) {
+  globalAvgPoolBackward(dy, dx, planes, hw, step, stream);
 }
 void launchGlobalAvgPoolBackward(const uint16_t* dy, uint16_t* dx, int64_t planes, int64_t hw,
-                                 cudaStream_t stream) {
-  globalAvgPoolBackward(dy, dx, planes, hw, stream);
+                                 int64_t step, cudaStream_t stream) {
+  globalAvgPoolBackward(dy, dx, planes, hw, step, stream);
 }
 
 }  // namespace tandem::backend::cuda

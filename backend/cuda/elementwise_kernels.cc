@@ -135,17 +135,19 @@ KernelOr makeGlobalPool(const KernelInit& init, bool backward) {
         absl::StrCat(n.describe(), ": x is ", ir::toString(x), ", not [N,C,H,W]"));
   const int64_t planes = x.shape[0] * x.shape[1], hw = x.shape[2] * x.shape[3];
   const bool bf16 = x.dtype == ir::DType::kBF16;
+  // x (and the backward's dx, which layout_plan.h gives x's layout) NHWC: pixels C apart.
+  const int64_t step = init.isNhwc(n.operand(backward ? 1 : 0)) ? x.shape[1] : 1;
   return fnKernel(
       init, [=](cudaStream_t s, absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
         if (backward) {
           if (bf16)
-            launchGlobalAvgPoolBackward(bf16In(in[0]), bf16Out(out[0]), planes, hw, s);
+            launchGlobalAvgPoolBackward(bf16In(in[0]), bf16Out(out[0]), planes, hw, step, s);
           else
-            launchGlobalAvgPoolBackward(in[0].f32(), out[0].f32(), planes, hw, s);
+            launchGlobalAvgPoolBackward(in[0].f32(), out[0].f32(), planes, hw, step, s);
         } else if (bf16) {
-          launchGlobalAvgPool(bf16In(in[0]), bf16Out(out[0]), planes, hw, s);
+          launchGlobalAvgPool(bf16In(in[0]), bf16Out(out[0]), planes, hw, step, s);
         } else {
-          launchGlobalAvgPool(in[0].f32(), out[0].f32(), planes, hw, s);
+          launchGlobalAvgPool(in[0].f32(), out[0].f32(), planes, hw, step, s);
         }
         return absl::OkStatus();
       });

@@ -32,15 +32,18 @@ void launchAdd(const int32_t* a, const int32_t* b, int32_t* c, int64_t n, cudaSt
 void launchCast(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 void launchCast(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
 
-/// y[p] = planeMean(x, p, hw) for each of `planes` planes of hw values (global_avg_pool).
-void launchGlobalAvgPool(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t stream);
-void launchGlobalAvgPool(const uint16_t* x, uint16_t* y, int64_t planes, int64_t hw,
+/// y[p] = planeMean(x, p, hw) for each of `planes` planes of hw values (global_avg_pool);
+/// `step` 1: x is NCHW, C: NHWC (y [N,C,1,1] is the same either way).
+void launchGlobalAvgPool(const float* x, float* y, int64_t planes, int64_t hw, int64_t step,
+                         cudaStream_t stream);
+void launchGlobalAvgPool(const uint16_t* x, uint16_t* y, int64_t planes, int64_t hw, int64_t step,
                          cudaStream_t stream);
 
-/// dx[i] = dy[i / hw] / hw over planes * hw elements (global_avg_pool_backward).
+/// dx = dy of each element's plane / hw over planes * hw elements (global_avg_pool_backward),
+/// dx NCHW (step 1) or NHWC (step C).
 void launchGlobalAvgPoolBackward(const float* dy, float* dx, int64_t planes, int64_t hw,
-                                 cudaStream_t stream);
+                                 int64_t step, cudaStream_t stream);
 void launchGlobalAvgPoolBackward(const uint16_t* dy, uint16_t* dx, int64_t planes, int64_t hw,
-                                 cudaStream_t stream);
+                                 int64_t step, cudaStream_t stream);
 
 }  // namespace tandem::backend::cuda

@@ -30,19 +30,22 @@ TANDEM_HD int32_t addValue(int32_t a, int32_t b) {
 TANDEM_HD float globalPoolScale(int64_t hw) { return 1.0f / static_cast<float>(hw); }
 
 /// global_avg_pool of one H x W plane `p` (hw values): summed in float in index order,
-/// then scaled, exactly the CPU's loop (one GPU thread per plane).
+/// then scaled, exactly the CPU's loop (one GPU thread per plane). `step`: elements
+/// between neighbouring pixels, 1 in NCHW, C in NHWC (plane p is image p / C, channel
+/// p % C): the same values in the same order, so the same bits.
 template <typename T>
-TANDEM_HD float planeMean(const T* x, int64_t p, int64_t hw, float scale) {
-  const T* plane = x + p * hw;
+TANDEM_HD float planeMean(const T* x, int64_t p, int64_t hw, float scale, int64_t step = 1) {
+  const T* plane = x + p / step * hw * step + p % step;
   float sum = 0.0f;
-  for (int64_t i = 0; i < hw; ++i) sum += load(plane, i);
+  for (int64_t i = 0; i < hw; ++i) sum += load(plane, i * step);
   return sum * scale;
 }
 
-/// global_avg_pool_backward at element i of dx: dy of its plane, scaled.
+/// global_avg_pool_backward at element i of dx (in NCHW, or NHWC with step = C): dy of
+/// its plane, scaled.
 template <typename T>
-TANDEM_HD float globalPoolGrad(const T* dy, int64_t i, int64_t hw, float scale) {
-  return load(dy, i / hw) * scale;
+TANDEM_HD float globalPoolGrad(const T* dy, int64_t i, int64_t hw, float scale, int64_t step = 1) {
+  return load(dy, i / step / hw * step + i % step) * scale;
 }
 
 }  // namespace tandem::backend::cuda

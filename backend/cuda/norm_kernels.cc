@@ -15,11 +15,17 @@
 namespace tandem::backend::cuda {
 namespace {
 
-/// N, C and H*W of an [N,C,H,W] or [N,C] tensor.
+/// N, C and H*W of an [N,C,H,W] or [N,C] tensor as the launch functions take them. An
+/// NHWC tensor is [N*H*W, C, 1]: element l is in channel l % C, and channel ch's values
+/// come in the same order k = image * H*W + pixel as in NCHW, so the per-channel sums add
+/// the same numbers in the same order and both layouts give the same bits.
 struct Planes {
   int64_t n, c, hw;
-  explicit Planes(const ir::TensorType& t)
-      : n(t.shape[0]), c(t.shape[1]), hw(t.rank() == 4 ? t.shape[2] * t.shape[3] : 1) {}
+  Planes(const ir::TensorType& t, bool nhwc) : c(t.shape[1]) {
+    const int64_t pixels = t.rank() == 4 ? t.shape[2] * t.shape[3] : 1;
+    n = nhwc ? t.shape[0] * pixels : t.shape[0];
+    hw = nhwc ? 1 : pixels;
+  }
 };
 
 /// Device memory a kernel owns for its per-channel coefficients and sums, allocated when
@@ -54,8 +60,10 @@ absl::Status checkActivations(const ir::Node& n, const ir::TensorType& t) {
 /// The base of the family: the node's planes, its activations' dtype and its scratch.
 class NormKernel : public CudaKernel {
  protected:
-  NormKernel(const KernelInit& init, const ir::TensorType& act)
-      : CudaKernel(init.ctx), p_(act), bf16_(act.dtype == ir::DType::kBF16) {}
+  NormKernel(const KernelInit& init, const ir::Value* act)
+      : CudaKernel(init.ctx),
+        p_(act->type(), init.isNhwc(act)),
+        bf16_(act->type().dtype == ir::DType::kBF16) {}
   absl::Status reserve(int64_t bytes, const ir::Node& n) {
     return scratch_.allocate(bytes, n.describe());
   }
@@ -68,7 +76,7 @@ class NormKernel : public CudaKernel {
 class BatchNormKernel final : public NormKernel {
  public:
   BatchNormKernel(const KernelInit& init, bool training)
-      : NormKernel(init, init.node.operand(0)->type()),
+      : NormKernel(init, init.node.operand(0)),
         training_(training),
         eps_(init.node.floatAttr("eps")),
         momentum_(init.node.floatAttr("momentum")) {}
@@ -99,7 +107,7 @@ class BatchNormKernel final : public NormKernel {
 class BatchNormBackwardKernel final : public NormKernel {
  public:
   explicit BatchNormBackwardKernel(const KernelInit& init)
-      : NormKernel(init, init.node.operand(1)->type()) {}
+      : NormKernel(init, init.node.operand(1)) {}
   absl::Status init(const ir::Node& n) {
     return reserve(2 * p_.c * sizeof(double) + 3 * p_.c * sizeof(float), n);
   }
@@ -124,7 +132,7 @@ class BatchNormBackwardKernel final : public NormKernel {
 class BatchNormApplyKernel final : public NormKernel {
  public:
   explicit BatchNormApplyKernel(const KernelInit& init)
-      : NormKernel(init, init.node.operand(0)->type()),
+      : NormKernel(init, init.node.operand(0)),
         eps_(init.node.floatAttr("eps")),
         momentum_(init.node.floatAttr("momentum")),
         relu_(init.node.boolAttr("relu")),
@@ -152,7 +160,7 @@ class BatchNormApplyKernel final : public NormKernel {
 class BatchNormRecomputeKernel final : public NormKernel {
  public:
   explicit BatchNormRecomputeKernel(const KernelInit& init)
-      : NormKernel(init, init.node.operand(0)->type()),
+      : NormKernel(init, init.node.operand(0)),
         eps_(init.node.floatAttr("eps")),
         relu_(init.node.boolAttr("relu")) {}
   absl::Status init(const ir::Node& n) { return reserve(2 * p_.c * sizeof(float), n); }
@@ -176,7 +184,7 @@ class BatchNormRecomputeKernel final : public NormKernel {
 class BatchNormBackwardReduceKernel final : public NormKernel {
  public:
   explicit BatchNormBackwardReduceKernel(const KernelInit& init)
-      : NormKernel(init, init.node.operand(1)->type()), relu_(init.node.numOperands() > 4) {}
+      : NormKernel(init, init.node.operand(1)), relu_(init.node.numOperands() > 4) {}
 
  protected:
   absl::Status enqueue(cudaStream_t s, absl::Span<const TensorView> in,
@@ -195,7 +203,7 @@ class BatchNormBackwardReduceKernel final : public NormKernel {
 class BatchNormBackwardApplyKernel final : public NormKernel {
  public:
   explicit BatchNormBackwardApplyKernel(const KernelInit& init)
-      : NormKernel(init, init.node.operand(1)->type()),
+      : NormKernel(init, init.node.operand(1)),
         relu_(init.node.numOperands() > 7),
         residual_(init.node.boolAttr("residual")) {}
   absl::Status init(const ir::Node& n) { return reserve(3 * p_.c * sizeof(float), n); }

@@ -1,10 +1,12 @@
 #pragma once
 
 // Launch functions of the batch-norm family's own kernels (norm.cu). Tensors are
-// [N,C,HW] planes in NCHW order; `bf16` says activations are bf16 bits, else f32; the
-// per-channel operands are f32 and statistics f64. Per-channel reductions run one block
-// per channel with a fixed reduction tree: runs are bit-identical. Errors of a launch are
-// picked up by the caller (cudaGetLastError).
+// [N,C,HW] planes in NCHW order; an NHWC tensor (layout_plan.h) is passed as
+// [N*H*W, C, 1], which visits each channel's values in the same order (k = image * H*W +
+// pixel), so both layouts give the same bits. `bf16` says activations are bf16 bits, else
+// f32; the per-channel operands are f32 and statistics f64. Per-channel reductions run one
+// block per channel with a fixed reduction tree: runs are bit-identical. Errors of a
+// launch are picked up by the caller (cudaGetLastError).
 
 #include <cstdint>
 

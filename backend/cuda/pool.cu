@@ -22,9 +22,9 @@ __global__ void poolKernel(const T* x, T* y, PoolParams p) {
   const int64_t per_plane = p.oh * p.ow, n = p.planes * per_plane;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t plane = e / per_plane, ij = e % per_plane;
-    const T* xp = x + plane * p.h * p.w;
-    const int64_t i = ij / p.ow, j = ij % p.ow;
+    const PlanePixel at = poolElement(p, e, per_plane);
+    const T* xp = x + poolPlaneBase(p, at.plane, p.h * p.w);
+    const int64_t i = at.pixel / p.ow, j = at.pixel % p.ow;
     store(y, e, kMax ? maxPoolAt(xp, p, i, j) : avgPoolAt(xp, p, i, j));
   }
 }
@@ -34,11 +34,11 @@ __global__ void poolBackwardKernel(const T* dy, const T* x, T* dx, PoolParams p)
   const int64_t per_plane = p.h * p.w, n = p.planes * per_plane;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t plane = e / per_plane, rc = e % per_plane;
-    const T* dyp = dy + plane * p.oh * p.ow;
-    const int64_t r = rc / p.w, c = rc % p.w;
+    const PlanePixel at = poolElement(p, e, per_plane);
+    const T* dyp = dy + poolPlaneBase(p, at.plane, p.oh * p.ow);
+    const int64_t r = at.pixel / p.w, c = at.pixel % p.w;
     store(dx, e,
-          kMax ? maxPoolBackwardAt(dyp, x + plane * per_plane, p, r, c)
+          kMax ? maxPoolBackwardAt(dyp, x + poolPlaneBase(p, at.plane, per_plane), p, r, c)
                : avgPoolBackwardAt(dyp, p, r, c));
   }
 }

@@ -65,6 +65,9 @@ KernelOr makePool(const KernelInit& init, PoolKind kind, bool backward) {
   PoolParams p{
       x.shape[0] * x.shape[1], x.shape[2],          x.shape[3],      y.shape[2], y.shape[3],
       n.intAttr("kernel"),     n.intAttr("stride"), n.intAttr("pad")};
+  // NHWC (layout_plan.h gives all of a pooling node's tensors one layout): a plane's
+  // pixels are C elements apart.
+  if (init.isNhwc(n.operand(0))) p.step = x.shape[1];
   return std::make_unique<PoolKernel>(init.ctx, kind, backward, x.dtype == ir::DType::kBF16, p);
 }
 

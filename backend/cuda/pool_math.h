@@ -20,10 +20,28 @@
 
 namespace tandem::backend::cuda {
 
-/// One pooling over `planes` planes of h x w (N * C of them), giving oh x ow each.
+/// One pooling over `planes` planes of h x w (N * C of them), giving oh x ow each. `step`:
+/// elements between neighbouring pixels of a plane, 1 in NCHW, C in NHWC (layout_plan.h:
+/// input and output share the layout); plane `p` is image p / step, channel p % step.
 struct PoolParams {
   int64_t planes, h, w, oh, ow, k, stride, pad;
+  int64_t step = 1;
 };
+
+/// Where plane `plane` starts in a tensor of `pixels` pixels per plane.
+TANDEM_HD int64_t poolPlaneBase(const PoolParams& p, int64_t plane, int64_t pixels) {
+  return plane / p.step * pixels * p.step + plane % p.step;
+}
+
+/// The plane and the pixel (in the plane, row-major) of element e of a tensor of `pixels`
+/// pixels per plane, e counted in memory order.
+struct PlanePixel {
+  int64_t plane, pixel;
+};
+TANDEM_HD PlanePixel poolElement(const PoolParams& p, int64_t e, int64_t pixels) {
+  const int64_t rest = e / p.step;
+  return {rest / pixels * p.step + e % p.step, rest % pixels};
+}
 
 TANDEM_HD int64_t poolMax64(int64_t a, int64_t b) { return a > b ? a : b; }
 TANDEM_HD int64_t poolMin64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -56,13 +74,16 @@ TANDEM_HD float stdMax(float a, float b) { return a < b ? b : a; }
 /// -inf, the start of the CPU's running maximum.
 TANDEM_HD float negInf() { return bitsFloat(0xff800000u); }
 
+// The functions below take `x` / `dy` at the start of one plane (poolPlaneBase) and
+// index its pixels times p.step.
+
 /// max_pool2d's output (i, j) of plane `x` (h x w).
 template <typename T>
 TANDEM_HD float maxPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j) {
   if (poolIs2x2(p)) {
-    const int64_t r0 = 2 * i * p.w, r1 = r0 + p.w;
-    const float a = load(x, r0 + 2 * j), b = load(x, r0 + 2 * j + 1);
-    const float c = load(x, r1 + 2 * j), d = load(x, r1 + 2 * j + 1);
+    const int64_t r0 = 2 * i * p.w, r1 = r0 + p.w, s = p.step;
+    const float a = load(x, (r0 + 2 * j) * s), b = load(x, (r0 + 2 * j + 1) * s);
+    const float c = load(x, (r1 + 2 * j) * s), d = load(x, (r1 + 2 * j + 1) * s);
     const float m = stdMax(stdMax(a, b), stdMax(c, d));
     return isNan(a + b + c + d) ? quietNan() : m;
   }
@@ -72,7 +93,7 @@ TANDEM_HD float maxPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j)
   const int64_t ce = windowEnd(j, p.w, p.k, p.stride, p.pad);
   for (int64_t r = windowBegin(i, p.stride, p.pad); r < re; ++r)
     for (int64_t c = windowBegin(j, p.stride, p.pad); c < ce; ++c) {
-      const float v = load(x, r * p.w + c);
+      const float v = load(x, (r * p.w + c) * p.step);
       has_nan |= isNan(v);
       m = stdMax(m, v);
     }
@@ -83,9 +104,9 @@ TANDEM_HD float maxPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j)
 template <typename T>
 TANDEM_HD float avgPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j) {
   if (poolIs2x2(p)) {
-    const int64_t r0 = 2 * i * p.w, r1 = r0 + p.w;
-    return ((load(x, r0 + 2 * j) + load(x, r0 + 2 * j + 1)) +
-            (load(x, r1 + 2 * j) + load(x, r1 + 2 * j + 1))) *
+    const int64_t r0 = 2 * i * p.w, r1 = r0 + p.w, s = p.step;
+    return ((load(x, (r0 + 2 * j) * s) + load(x, (r0 + 2 * j + 1) * s)) +
+            (load(x, (r1 + 2 * j) * s) + load(x, (r1 + 2 * j + 1) * s))) *
            0.25f;
   }
   const float scale = 1.0f / static_cast<float>(p.k * p.k);
@@ -93,7 +114,8 @@ TANDEM_HD float avgPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j)
   const int64_t re = windowEnd(i, p.h, p.k, p.stride, p.pad);
   const int64_t ce = windowEnd(j, p.w, p.k, p.stride, p.pad);
   for (int64_t r = windowBegin(i, p.stride, p.pad); r < re; ++r)
-    for (int64_t c = windowBegin(j, p.stride, p.pad); c < ce; ++c) sum += load(x, r * p.w + c);
+    for (int64_t c = windowBegin(j, p.stride, p.pad); c < ce; ++c)
+      sum += load(x, (r * p.w + c) * p.step);
   return sum * scale;
 }
 
@@ -105,10 +127,10 @@ TANDEM_HD int64_t windowArgMax(const T* x, const PoolParams& p, int64_t i, int64
   const int64_t re = windowEnd(i, p.h, p.k, p.stride, p.pad);
   const int64_t ce = windowEnd(j, p.w, p.k, p.stride, p.pad);
   int64_t best = rb * p.w + cb;
-  float best_v = load(x, best);
+  float best_v = load(x, best * p.step);
   for (int64_t r = rb; r < re; ++r)
     for (int64_t c = cb; c < ce; ++c) {
-      const float v = load(x, r * p.w + c);
+      const float v = load(x, (r * p.w + c) * p.step);
       if (v > best_v || isNan(v)) {
         best = r * p.w + c;
         best_v = v;
@@ -126,14 +148,14 @@ TANDEM_HD float maxPoolBackwardAt(const T* dy, const T* x, const PoolParams& p, 
   if (poolIs2x2(p)) {
     const int64_t i = r / 2, j = c / 2;  // the one window over (r, c), if any
     if (i >= p.oh || j >= p.ow) return 0.0f;
-    return windowArgMax(x, p, i, j) == here ? load(dy, i * p.ow + j) : 0.0f;
+    return windowArgMax(x, p, i, j) == here ? load(dy, (i * p.ow + j) * p.step) : 0.0f;
   }
   float acc = 0.0f;
   const int64_t il = lastWindow(r, p.oh, p.stride, p.pad);
   const int64_t jl = lastWindow(c, p.ow, p.stride, p.pad);
   for (int64_t i = firstWindow(r, p.k, p.stride, p.pad); i <= il; ++i)
     for (int64_t j = firstWindow(c, p.k, p.stride, p.pad); j <= jl; ++j)
-      if (windowArgMax(x, p, i, j) == here) acc += load(dy, i * p.ow + j);
+      if (windowArgMax(x, p, i, j) == here) acc += load(dy, (i * p.ow + j) * p.step);
   return acc;
 }
 
@@ -144,7 +166,7 @@ TANDEM_HD float avgPoolBackwardAt(const T* dy, const PoolParams& p, int64_t r, i
   if (poolIs2x2(p)) {
     const int64_t i = r / 2, j = c / 2;
     if (i >= p.oh || j >= p.ow) return 0.0f;
-    return load(dy, i * p.ow + j) * 0.25f;
+    return load(dy, (i * p.ow + j) * p.step) * 0.25f;
   }
   const float scale = 1.0f / static_cast<float>(p.k * p.k);
   float acc = 0.0f;
@@ -152,7 +174,7 @@ TANDEM_HD float avgPoolBackwardAt(const T* dy, const PoolParams& p, int64_t r, i
   const int64_t jl = lastWindow(c, p.ow, p.stride, p.pad);
   for (int64_t i = firstWindow(r, p.k, p.stride, p.pad); i <= il; ++i)
     for (int64_t j = firstWindow(c, p.k, p.stride, p.pad); j <= jl; ++j)
-      acc += load(dy, i * p.ow + j) * scale;
+      acc += load(dy, (i * p.ow + j) * p.step) * scale;
   return acc;
 }
 

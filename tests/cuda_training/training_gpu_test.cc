@@ -229,5 +229,26 @@ TEST(CudaTraining, RecordedStepsEqualPlainSteps) {
   }
 }
 
+// The NHWC plan (backend/cuda/layout_plan.h) against --plain-layout: the own kernels add
+// in the same order in both layouts, but cuDNN picks other algorithms for NHWC
+// convolutions, which add in another order; f32 without TF32, so after two steps the two
+// agree to the 1e-3 the comparison with the CPU allows (summation order only).
+TEST(CudaTraining, Resnet18NhwcEqualsPlainLayout) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto batches = randomBatches(2, 16, 47);
+  TrainSetup o = setup(gpus(1), 16);
+  Snapshot start = initialValues("resnet18", o);
+  ASSERT_FALSE(start.empty());
+  Trained nhwc = train("resnet18", o, batches, gpuOptions(), &start);
+  runtime::ExecutorOptions plain_options = gpuOptions();
+  plain_options.blocked_activations = false;
+  Trained plain = train("resnet18", o, batches, plain_options, &start);
+  ASSERT_TRUE(nhwc.trainer && plain.trainer);
+  for (size_t i = 0; i < batches.size(); ++i)
+    EXPECT_NEAR(nhwc.losses[i], plain.losses[i], 1e-3 * std::abs(plain.losses[i])) << "step " << i;
+  expectSameVariables(snapshot(*nhwc.trainer), snapshot(*plain.trainer), start, 1e-3,
+                      "NHWC plan vs --plain-layout");
+}
+
 }  // namespace
 }  // namespace tandem::testing
