@@ -66,7 +66,9 @@ TEST(CudaPrefetch, EveryStepReadsExactlyItsBatchsSlice) {
     ASSERT_TRUE(d.copyIntoSlice(slices[slot].view(part), arena->view(part), 0, 0, comm).ok());
     ASSERT_TRUE(d.copyToHost(arena->view(part), out->view(part), comm).ok());
     // The next batch, handed over while the step runs, into the other slot.
-    if (k + 1 < kSteps) ASSERT_TRUE(handOver(1 - slot, k + 1).ok());
+    if (k + 1 < kSteps) {
+      ASSERT_TRUE(handOver(1 - slot, k + 1).ok());
+    }
     ASSERT_TRUE(comm.synchronize().ok());
     ASSERT_TRUE(prefetch.synchronize().ok());
     const float* got = static_cast<const float*>(out->data());
