@@ -223,13 +223,13 @@ absl::Status Executor::prefetch(absl::string_view name,
                           : 0;
     if (hook_) stream.hostCallback([this, n = c.split, d = c.device] { hook_(*n, d); });
     absl::Status copied = device.copySliceFromHost(c.whole, c.slice, c.axis, c.offset, stream);
+    if (options_.trace) traceEnd(stream, at);
     if (!copied.ok()) {
-      status = absl::Status(copied.code(),
-                            absl::StrCat(c.split->describe(), ": copying the next batch's slice in on ",
-                                         stream.name(), ": ", copied.message()));
+      status = absl::Status(copied.code(), absl::StrCat(c.split->describe(),
+                                                        ": copying the next batch's slice in on ",
+                                                        stream.name(), ": ", copied.message()));
       break;
     }
-    if (options_.trace) traceEnd(stream, at);
   }
   // Recorded even after a failure, so that the next prefetch into this slot waits for
   // what was enqueued.
@@ -253,7 +253,8 @@ absl::Status Executor::launch(absl::string_view name) {
   ASSIGN_OR_RETURN(Program * p, program(name));
   if (!p->pending && !p->input_types.empty())
     return absl::FailedPreconditionError(absl::StrCat(
-        "@", name, " has no inputs handed over: prefetch them before launching it (run does both)"));
+        "@", name,
+        " has no inputs handed over: prefetch them before launching it (run does both)"));
   const int t = p->nextSlot();
   p->pending = false;
   p->last_read = t;

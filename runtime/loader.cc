@@ -255,8 +255,7 @@ class ProgramBuilder {
                              .slice = slice,
                              .axis = static_cast<int>(n.intAttr("axis")),
                              .offset = share.offset});
-      if (slot.copied[share.device] == nullptr)
-        slot.copied[share.device] = prefetch->createEvent();
+      if (slot.copied[share.device] == nullptr) slot.copied[share.device] = prefetch->createEvent();
       share.sources[t] = {slice, true};
     }
     return absl::OkStatus();
@@ -424,7 +423,7 @@ class ProgramBuilder {
   absl::flat_hash_map<const ir::Value*, size_t> input_slot_;
   absl::flat_hash_map<const ir::Node*, Instr*> instr_of_;
   std::optional<size_t> first_local_;  // this process's first device
-  bool prefetch_inputs_;                // ExecutorOptions::prefetch_inputs
+  bool prefetch_inputs_;               // ExecutorOptions::prefetch_inputs
 };
 
 }  // namespace
@@ -489,7 +488,8 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
   }
   std::map<std::vector<size_t>, backend::CommunicatorGroup*> groups;
   for (const auto& g : m.graphs()) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Program> p, ProgramBuilder(*lm, *g, groups, options.prefetch_inputs).build());
+    ASSIGN_OR_RETURN(std::unique_ptr<Program> p,
+                     ProgramBuilder(*lm, *g, groups, options.prefetch_inputs).build());
     lm->programs[g->name()] = std::move(p);
   }
   return lm;

@@ -138,7 +138,8 @@ absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const 
   // to the devices, whose copies of it overlap step k. The first batch is handed over
   // here, whatever an earlier pass that stopped early left waiting.
   std::optional<data::Batch> batch = loader.next();
-  if (batch) RETURN_IF_ERROR(handOver(*executor_, ir::kTrainGraph, *batch, image_type_, label_type_));
+  if (batch)
+    RETURN_IF_ERROR(handOver(*executor_, ir::kTrainGraph, *batch, image_type_, label_type_));
   while (batch) {
     // A callback that replaced the module (--split auto) left the batch with the old one.
     if (!executor_->prefetched(ir::kTrainGraph))
@@ -184,7 +185,8 @@ absl::StatusOr<PassResult> Trainer::evaluate(data::BatchLoader& loader,
   auto start = std::chrono::steady_clock::now();
   // Batch k+1 handed over while step k runs, as in trainEpoch.
   std::optional<data::Batch> batch = loader.next();
-  if (batch) RETURN_IF_ERROR(handOver(*executor_, ir::kEvalGraph, *batch, image_type_, label_type_));
+  if (batch)
+    RETURN_IF_ERROR(handOver(*executor_, ir::kEvalGraph, *batch, image_type_, label_type_));
   while (batch) {
     RETURN_IF_ERROR(executor_->launch(ir::kEvalGraph));
     const int64_t valid = batch->valid;

@@ -250,8 +250,8 @@ struct Passes {
 
 // Two epochs through the Trainer's pipelined passes (batch k+1 handed over while step k
 // runs) from `start`, then an evaluation whose last batch is padded.
-Passes trainPipelined(const std::string& model, const TrainSetup& o,
-                      runtime::ExecutorOptions exec, const Snapshot& start) {
+Passes trainPipelined(const std::string& model, const TrainSetup& o, runtime::ExecutorOptions exec,
+                      const Snapshot& start) {
   Passes p;
   Trained t = train(model, o, {}, exec, &start);
   if (!t.trainer) return p;

@@ -13,8 +13,8 @@
 #include "runtime/chrome_trace.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/executor.h"
-#include "runtime/trainer.h"
 #include "runtime/stream_waits.h"
+#include "runtime/trainer.h"
 #include "tests/runtime/recording_backend.h"
 #include "tests/runtime/runtime_test_util.h"
 #include "tests/test_util.h"
@@ -232,8 +232,8 @@ std::string pipelineShape(const std::vector<std::string>& sequence) {
   std::string out;
   for (const std::string& line : sequence) {
     const char c = absl::EndsWith(line.substr(0, line.find(": ")), "/prefetch") ? 'P'
-                   : absl::StrContains(line, "/prefetch after ")                 ? 'W'
-                                                                                 : 'S';
+                   : absl::StrContains(line, "/prefetch after ")                ? 'W'
+                                                                                : 'S';
     if (c != 'S' || out.empty() || out.back() != 'S') out.push_back(c);
   }
   return out;
@@ -343,8 +343,7 @@ TEST(BackendSeam, InputPipelineErrorsAreNamed) {
   ASSERT_TRUE((*ex)->prefetch(ir::kTrainGraph, in).ok());
   ASSERT_TRUE((*ex)->launch(ir::kTrainGraph).ok());
   s = (*ex)->launch(ir::kInitGraph);
-  EXPECT_EQ(s.message(),
-            "a step of @train_step is in flight: wait for it before launching @init");
+  EXPECT_EQ(s.message(), "a step of @train_step is in flight: wait for it before launching @init");
   ASSERT_TRUE((*ex)->wait().ok());
 
   recorder.failCopiesOn("cpu:1/prefetch");
@@ -384,8 +383,8 @@ TEST(BackendSeam, PrefetchCopiesAreTracedOnTheirStream) {
   EXPECT_EQ(copies[0], 2);
   EXPECT_EQ(copies[1], 2);
   const ir::Module& m = (*ex)->module();
-  const std::string json = runtime::chromeTrace(
-      m, trace, runtime::streamWaits(m, *m.graph(ir::kTrainGraph)));
+  const std::string json =
+      runtime::chromeTrace(m, trace, runtime::streamWaits(m, *m.graph(ir::kTrainGraph)));
   EXPECT_TRUE(absl::StrContains(json, R"("args":{"name":"prefetch"})")) << json.substr(0, 2000);
   EXPECT_TRUE(absl::StrContains(json, R"("name":"prefetch: split)")) << json.substr(0, 2000);
 }

@@ -144,7 +144,8 @@ class RecordingDevice final : public backend::Device {
         comm_(b, absl::StrCat(ir::toString(id), "/comm"), r),
         recorder_(r) {
     if (prefetches)
-      prefetch_ = std::make_unique<RecordingStream>(b, absl::StrCat(ir::toString(id), "/prefetch"), r);
+      prefetch_ =
+          std::make_unique<RecordingStream>(b, absl::StrCat(ir::toString(id), "/prefetch"), r);
   }
   const ir::Device& id() const override { return id_; }
   backend::MemoryLocation location() const override {
@@ -171,8 +172,8 @@ class RecordingDevice final : public backend::Device {
     recorder_.note(absl::StrCat("into ", stream.name()), part.data);
     return absl::OkStatus();
   }
-  absl::Status copyIntoSlice(const backend::TensorView& part, const backend::TensorView& whole,
-                             int, int64_t, backend::Stream& stream) override {
+  absl::Status copyIntoSlice(const backend::TensorView& part, const backend::TensorView& whole, int,
+                             int64_t, backend::Stream& stream) override {
     if (whole.where != location()) return absl::InternalError("concat gathers into this device");
     static_cast<RecordingStream&>(stream).work("copyIntoSlice");
     recorder_.note(absl::StrCat("device copy on ", stream.name()), part.data);
