@@ -90,6 +90,16 @@ class Device {
   /// comm stream.
   virtual Stream& computeStream() = 0;
   virtual Stream& commStream() = 0;
+  /// The input pipeline's stream, or null (the default) where overlapping the batch's copy
+  /// with the step before buys nothing. With one, the executor gives the device two
+  /// buffers per split of a graph input, which no step value aliases, and copies the next
+  /// batch's slice into one of them on this stream (copySliceFromHost, from pinned
+  /// staging) while the step in flight reads the other; the step's split then copies the
+  /// slice from that buffer into the arena (copyIntoSlice on the comm stream, device to
+  /// device, from a fixed address that a recorded step keeps). Without one, the split
+  /// copies from host staging itself, within its step (CPU: that copy is a memcpy on the
+  /// cores the step uses, so a second one ahead of it would only cost).
+  virtual Stream* prefetchStream() { return nullptr; }
 
   /// `bytes` of zero-filled device memory, aligned to Backend::alignment().
   virtual absl::StatusOr<DeviceBuffer> allocate(int64_t bytes) = 0;
@@ -124,8 +134,10 @@ class Device {
 };
 
 /// A whole step of a set of devices recorded once and replayed with one launch (CUDA
-/// graphs): after begin(), the work enqueued on the devices' streams is recorded, not
-/// run; end() makes it replayable; replay() enqueues all of it again, on the same memory.
+/// graphs): after begin(), the work enqueued on the devices' compute and comm streams is
+/// recorded, not run; end() makes it replayable; replay() enqueues all of it again, on the
+/// same memory, after the work enqueued before it on any of those streams (as a plain
+/// step would be: the input pipeline's waits on the comm streams come before it).
 class StepRecorder {
  public:
   virtual ~StepRecorder() = default;

@@ -15,8 +15,13 @@ namespace {
 
 using nlohmann::json;
 
-// The thread id of a stream in the trace: compute above comm, as `dump --format streams`.
+// The thread id of a stream in the trace: compute above comm, as `dump --format streams`,
+// and the input pipeline's prefetch stream below them.
 int chromeThreadOf(bool comm) { return comm ? 1 : 0; }
+int chromeThreadOf(const TraceEntry& e) { return e.prefetch ? 2 : chromeThreadOf(e.comm); }
+const char* chromeStreamName(int tid) {
+  return tid == 2 ? "prefetch" : tid == 1 ? "comm" : "compute";
+}
 
 // Bytes a share writes: the node's results that live on the share's device (a collective
 // has results on every device it spans).
@@ -42,13 +47,16 @@ std::string chromeTrace(const ir::Module& m, absl::Span<const TraceEntry> entrie
                           {"name", "process_sort_index"},
                           {"pid", pid},
                           {"args", {{"sort_index", pid}}}});
-    for (bool comm : {false, true}) {
-      const int tid = chromeThreadOf(comm);
+    // The prefetch thread only where the trace has copies on it (devices with the stream).
+    const bool prefetches = std::any_of(entries.begin(), entries.end(), [&](const TraceEntry& e) {
+      return e.prefetch && e.device == d;
+    });
+    for (int tid = 0; tid < (prefetches ? 3 : 2); ++tid) {
       events.push_back(json{{"ph", "M"},
                             {"name", "thread_name"},
                             {"pid", pid},
                             {"tid", tid},
-                            {"args", {{"name", comm ? "comm" : "compute"}}}});
+                            {"args", {{"name", chromeStreamName(tid)}}}});
       events.push_back(json{{"ph", "M"},
                             {"name", "thread_sort_index"},
                             {"pid", pid},
@@ -65,16 +73,18 @@ std::string chromeTrace(const ir::Module& m, absl::Span<const TraceEntry> entrie
   auto middle = [&](const TraceEntry& e) { return us(0.5 * double(e.start_ns + e.end_ns)); };
 
   // The runs of each (node, device, stream), in issue order: run k of a wait's consumer
-  // pairs with run k of its producer.
-  using Key = std::tuple<const ir::Node*, size_t, bool>;
+  // pairs with run k of its producer. A prefetch copy is no node's run on a step stream.
+  using Key = std::tuple<const ir::Node*, size_t, int>;
   std::map<Key, std::vector<const TraceEntry*>> runs;
   for (const TraceEntry& e : entries) {
-    std::vector<const TraceEntry*>& list = runs[{e.node, e.device, e.comm}];
+    const int tid = chromeThreadOf(e);
+    std::vector<const TraceEntry*>& list = runs[{e.node, e.device, tid}];
     events.push_back(json{{"ph", "X"},
-                          {"name", describeWork(*e.node)},
-                          {"cat", e.comm ? "comm" : "compute"},
+                          {"name", e.prefetch ? absl::StrCat("prefetch: ", describeWork(*e.node))
+                                              : describeWork(*e.node)},
+                          {"cat", chromeStreamName(tid)},
                           {"pid", static_cast<int>(e.device)},
-                          {"tid", chromeThreadOf(e.comm)},
+                          {"tid", tid},
                           {"ts", us(double(e.start_ns))},
                           {"dur", (e.end_ns - e.start_ns) / 1000.0},
                           {"args",
@@ -90,8 +100,8 @@ std::string chromeTrace(const ir::Module& m, absl::Span<const TraceEntry> entrie
   for (const StreamWait& w : waits) {
     const bool from_comm = w.from.stream == ir::StreamKind::kComm;
     const bool at_comm = w.at.stream == ir::StreamKind::kComm;
-    auto producers = runs.find({w.producer, w.from.device, from_comm});
-    auto consumers = runs.find({w.consumer, w.at.device, at_comm});
+    auto producers = runs.find({w.producer, w.from.device, chromeThreadOf(from_comm)});
+    auto consumers = runs.find({w.consumer, w.at.device, chromeThreadOf(at_comm)});
     if (producers == runs.end() || consumers == runs.end()) continue;
     const size_t steps = std::min(producers->second.size(), consumers->second.size());
     const std::string name =

@@ -16,7 +16,9 @@ namespace tandem::runtime {
 /// The JSON object {"traceEvents": [...], ...} of `entries` (Executor::takeTrace() of one
 /// or more runs of a graph of `m`, in the order the executor issued them):
 /// - "M" metadata naming process `d` after device `d` ("cpu:0") and its threads 0 and 1
-///   "compute" and "comm";
+///   "compute" and "comm", and 2 "prefetch" where the entries have copies of the input
+///   pipeline on the device (TraceEntry::prefetch; their slices are named "prefetch: "
+///   and the split's work, and no wait arrow ends at them);
 /// - per entry an "X" slice (ts and dur in microseconds from the first start) named as
 ///   `tandem dump --format streams` names the work, with args op, scope, node, bytes (of
 ///   the results the share writes on its device) and step (0 for the first run traced);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "ir/status_macros.h"
@@ -23,16 +24,21 @@ backend::ReduceOp reduceOpOf(const ir::Node& n) {
                         : backend::ReduceOp::kSum;
 }
 
-// Enqueues one share of a collective on its comm stream.
-absl::Status launchCollective(const ir::Node& n, Share& s, backend::Device& device,
+// Enqueues one share of a collective on its comm stream; a split reads input slot `slot`.
+absl::Status launchCollective(const ir::Node& n, Share& s, int slot, backend::Device& device,
                               backend::Stream& stream) {
   if (!s.label.empty() && s.comm != nullptr) s.comm->labelNext(s.label);
   switch (n.op()) {
     case ir::Op::kAllReduce:
       return s.comm->allReduce(s.in, s.out, reduceOpOf(n), stream);
-    case ir::Op::kSplit:
-      return device.copySliceFromHost(s.in[0], s.out[0], static_cast<int>(n.intAttr("axis")),
-                                      s.offset, stream);
+    case ir::Op::kSplit: {
+      const SplitSource& from = s.sources[static_cast<size_t>(slot)];
+      const int axis = static_cast<int>(n.intAttr("axis"));
+      // A prefetched slice is already the share's part: a copy on the device (peer copy
+      // of a whole tensor, offset 0).
+      return from.prefetched ? device.copyIntoSlice(from.in, s.out[0], axis, 0, stream)
+                             : device.copySliceFromHost(from.in, s.out[0], axis, s.offset, stream);
+    }
     case ir::Op::kBroadcast:
       for (size_t j = 0; j < s.in.size(); ++j)
         RETURN_IF_ERROR(s.comm->broadcast(s.root, s.in[j], s.out[j], stream));
@@ -66,15 +72,38 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::create(std::unique_ptr<ir::M
 
 const ir::Module& Executor::module() const { return *loaded_->module; }
 
-absl::Status Executor::enqueueStep(Program& p) {
-  // Trace entries are filled by host callbacks on the streams, found by index: the vector
-  // may grow while earlier entries are being stamped.
-  auto stamp = [this](backend::Stream& stream, size_t at, bool start) {
-    stream.hostCallback([this, at, start] {
-      std::lock_guard<std::mutex> l(trace_mu_);
-      (start ? trace_[at].start_ns : trace_[at].end_ns) = nowNs();
-    });
-  };
+absl::StatusOr<Program*> Executor::program(absl::string_view name) const {
+  auto it = loaded_->programs.find(std::string(name));
+  if (it == loaded_->programs.end())
+    return absl::NotFoundError(
+        absl::StrCat("module @", loaded_->module->name(), " has no graph @", name));
+  return it->second.get();
+}
+
+// Trace entries are filled by host callbacks on the streams, found by index: the vector
+// may grow while earlier entries are being stamped.
+size_t Executor::traceStart(backend::Stream& stream, TraceEntry entry) {
+  size_t at = 0;
+  {
+    std::lock_guard<std::mutex> l(trace_mu_);
+    at = trace_.size();
+    trace_.push_back(entry);
+  }
+  stream.hostCallback([this, at] {
+    std::lock_guard<std::mutex> l(trace_mu_);
+    trace_[at].start_ns = nowNs();
+  });
+  return at;
+}
+
+void Executor::traceEnd(backend::Stream& stream, size_t at) {
+  stream.hostCallback([this, at] {
+    std::lock_guard<std::mutex> l(trace_mu_);
+    trace_[at].end_ns = nowNs();
+  });
+}
+
+absl::Status Executor::enqueueStep(Program& p, int slot) {
   for (const auto& ins : p.instrs) {
     const ir::Node& n = *ins->node;
     // One host thread issues every device's share of a collective: each group's shares are
@@ -90,7 +119,7 @@ absl::Status Executor::enqueueStep(Program& p) {
     std::vector<Ended> ended;
     auto markEnds = [&] {
       for (const Ended& e : ended) {
-        if (options_.trace) stamp(*e.stream, e.at, /*start=*/false);
+        if (options_.trace) traceEnd(*e.stream, e.at);
         if (e.share->done) e.stream->record(*e.share->done);
       }
       ended.clear();
@@ -99,13 +128,7 @@ absl::Status Executor::enqueueStep(Program& p) {
       backend::Device& device = *loaded_->devices[s.device];
       backend::Stream& stream = ins->comm ? device.commStream() : device.computeStream();
       for (backend::Event* e : s.waits) stream.wait(*e);
-      size_t at = 0;
-      if (options_.trace) {
-        std::lock_guard<std::mutex> l(trace_mu_);
-        at = trace_.size();
-        trace_.push_back({&n, s.device, ins->comm, 0, 0});
-      }
-      if (options_.trace) stamp(stream, at, /*start=*/true);
+      const size_t at = options_.trace ? traceStart(stream, {&n, s.device, ins->comm, 0, 0}) : 0;
       if (hook_) stream.hostCallback([this, &n, d = s.device] { hook_(n, d); });
       if (s.group != open_group) {
         if (open_group != nullptr) RETURN_IF_ERROR(open_group->groupEnd());
@@ -113,7 +136,7 @@ absl::Status Executor::enqueueStep(Program& p) {
         open_group = s.group;
         if (open_group != nullptr) RETURN_IF_ERROR(open_group->groupStart());
       }
-      absl::Status launched = ins->comm ? launchCollective(n, s, device, stream)
+      absl::Status launched = ins->comm ? launchCollective(n, s, slot, device, stream)
                                         : ins->kernel->launch(stream, s.in, s.out);
       if (!launched.ok())
         return absl::Status(launched.code(), absl::StrCat(n.describe(), ": ", launched.message()));
@@ -131,15 +154,17 @@ absl::Status Executor::enqueueStep(Program& p) {
   return absl::OkStatus();
 }
 
-absl::Status Executor::runStep(Program& p) {
+absl::Status Executor::runStep(Program& p, int slot) {
   // Traces and hooks stamp host callbacks per step: they need plain steps.
   const bool plain_only = !options_.record_steps || options_.trace || hook_;
-  if (p.recorded && !plain_only) return p.recorded->replay();
-  if (plain_only || ++p.runs <= kStepsBeforeRecording) return enqueueStep(p);
+  // A recording holds its slot's addresses (the split's sources): one per slot.
+  std::unique_ptr<backend::StepRecorder>& recorded = p.slots[static_cast<size_t>(slot)].recorded;
+  if (recorded && !plain_only) return recorded->replay();
+  if (plain_only || ++p.runs <= kStepsBeforeRecording) return enqueueStep(p, slot);
   // One backend for all devices, or no recording (a step across kinds is not one graph).
   const auto& devices = loaded_->module->devices();
   for (const ir::Device& d : devices)
-    if (d.kind != devices[0].kind) return enqueueStep(p);
+    if (d.kind != devices[0].kind) return enqueueStep(p, slot);
   ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(devices[0].kind));
   std::vector<backend::Device*> all;  // this process's
   for (auto& d : loaded_->devices)
@@ -147,49 +172,125 @@ absl::Status Executor::runStep(Program& p) {
   ASSIGN_OR_RETURN(std::unique_ptr<backend::StepRecorder> recorder, b->makeStepRecorder(all));
   if (recorder == nullptr) {
     options_.record_steps = false;  // this backend never records: stop asking
-    return enqueueStep(p);
+    return enqueueStep(p, slot);
   }
   RETURN_IF_ERROR(recorder->begin());
-  absl::Status enqueued = enqueueStep(p);
+  absl::Status enqueued = enqueueStep(p, slot);
   absl::Status ended = recorder->end();
   if (!enqueued.ok()) return enqueued;
   if (!ended.ok())
     return absl::Status(ended.code(),
                         absl::StrCat("recording one step of @", p.graph->name(), ": ",
                                      ended.message(), " (--no-cuda-graphs runs without)"));
-  p.recorded = std::move(recorder);
-  return p.recorded->replay();
+  recorded = std::move(recorder);
+  return recorded->replay();
 }
 
 absl::StatusOr<std::vector<HostTensor>> Executor::run(
     absl::string_view name, absl::Span<const backend::TensorView> inputs) {
-  const ir::Module& m = *loaded_->module;
-  auto it = loaded_->programs.find(std::string(name));
-  if (it == loaded_->programs.end())
-    return absl::NotFoundError(absl::StrCat("module @", m.name(), " has no graph @", name));
-  Program& p = *it->second;
-  if (inputs.size() != p.inputs.size())
+  RETURN_IF_ERROR(prefetch(name, inputs));
+  RETURN_IF_ERROR(launch(name));
+  return wait();
+}
+
+absl::Status Executor::prefetch(absl::string_view name,
+                                absl::Span<const backend::TensorView> inputs) {
+  ASSIGN_OR_RETURN(Program * p, program(name));
+  if (inputs.size() != p->input_types.size())
     return absl::InvalidArgumentError(
-        absl::StrCat("@", name, " takes ", p.inputs.size(), " inputs, got ", inputs.size()));
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!(inputs[i].type == p.input_types[i]))
+        absl::StrCat("@", name, " takes ", p->input_types.size(), " inputs, got ", inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!(inputs[i].type == p->input_types[i]))
       return absl::InvalidArgumentError(absl::StrCat("@", name, " input ", i, " must be ",
-                                                     ir::toString(p.input_types[i]), ", got ",
+                                                     ir::toString(p->input_types[i]), ", got ",
                                                      ir::toString(inputs[i].type)));
-    // The caller's batch may be anywhere in host memory; the staging buffer is what the
-    // devices copy their slices from.
-    std::memcpy(p.inputs[i].data(), inputs[i].data, static_cast<size_t>(inputs[i].bytes()));
+  InputSlot& slot = p->slots[static_cast<size_t>(p->nextSlot())];
+  // The step in flight reads the other slot, and the last step that read this one is
+  // done (the host waited for it); only this slot's own copies may still read its
+  // staging, when inputs are handed over twice before a launch.
+  for (const auto& copied : slot.copied)
+    if (copied != nullptr) copied->synchronize();
+  // The caller's batch may be anywhere in host memory; the staging is what the devices
+  // copy their slices from.
+  for (size_t i = 0; i < inputs.size(); ++i)
+    std::memcpy(slot.staging[i].data(), inputs[i].data, static_cast<size_t>(inputs[i].bytes()));
+  absl::Status status;
+  for (const PrefetchCopy& c : slot.copies) {
+    backend::Device& device = *loaded_->devices[c.device];
+    backend::Stream& stream = *device.prefetchStream();
+    const size_t at = options_.trace
+                          ? traceStart(stream, {c.split, c.device, false, 0, 0, /*prefetch=*/true})
+                          : 0;
+    if (hook_) stream.hostCallback([this, n = c.split, d = c.device] { hook_(*n, d); });
+    absl::Status copied = device.copySliceFromHost(c.whole, c.slice, c.axis, c.offset, stream);
+    if (options_.trace) traceEnd(stream, at);
+    if (!copied.ok()) {
+      status = absl::Status(copied.code(), absl::StrCat(c.split->describe(),
+                                                        ": copying the next batch's slice in on ",
+                                                        stream.name(), ": ", copied.message()));
+      break;
+    }
   }
-  absl::Status status = runStep(p);
-  // The host's one wait per step; every stream is drained even after an error, so that no
-  // work still points at this step's buffers.
+  // Recorded even after a failure, so that the next prefetch into this slot waits for
+  // what was enqueued.
+  for (size_t d = 0; d < slot.copied.size(); ++d)
+    if (slot.copied[d] != nullptr) loaded_->devices[d]->prefetchStream()->record(*slot.copied[d]);
+  p->pending = status.ok();
+  return status;
+}
+
+bool Executor::prefetched(absl::string_view name) const {
+  absl::StatusOr<Program*> p = program(name);
+  return p.ok() && (*p)->pending;
+}
+
+absl::Status Executor::launch(absl::string_view name) {
+  if (in_flight_ != nullptr)
+    return absl::FailedPreconditionError(absl::StrCat("a step of @", in_flight_->graph->name(),
+                                                      " is in flight: wait for it before "
+                                                      "launching @",
+                                                      name));
+  ASSIGN_OR_RETURN(Program * p, program(name));
+  if (!p->pending && !p->input_types.empty())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "@", name,
+        " has no inputs handed over: prefetch them before launching it (run does both)"));
+  const int t = p->nextSlot();
+  p->pending = false;
+  p->last_read = t;
+  InputSlot& slot = p->slots[static_cast<size_t>(t)];
+  // Each device's splits read what its prefetch stream copied: its comm stream waits for
+  // that before the step, outside the step (a recorded step replays after it).
+  for (size_t d = 0; d < slot.copied.size(); ++d)
+    if (slot.copied[d] != nullptr) loaded_->devices[d]->commStream().wait(*slot.copied[d]);
+  absl::Status status = runStep(*p, t);
+  if (!status.ok()) return drain(status);  // nothing may still point at the step's buffers
+  in_flight_ = p;
+  return absl::OkStatus();
+}
+
+absl::Status Executor::drain(absl::Status status) {
+  // Every stream is drained even after an error, so that no work still points at the
+  // step's buffers.
   for (auto& d : loaded_->devices) {
     if (d == nullptr) continue;  // another process's
     absl::Status compute = d->computeStream().synchronize();
     absl::Status comm = d->commStream().synchronize();
-    if (status.ok()) status = !compute.ok() ? compute : comm;
+    absl::Status prefetch =
+        d->prefetchStream() != nullptr ? d->prefetchStream()->synchronize() : absl::OkStatus();
+    for (absl::Status* s : {&compute, &comm, &prefetch})
+      if (status.ok()) status = *s;
   }
-  if (!status.ok()) return status;
+  return status;
+}
+
+absl::StatusOr<std::vector<HostTensor>> Executor::wait() {
+  if (in_flight_ == nullptr)
+    return absl::FailedPreconditionError("no step in flight to wait for: launch one first");
+  const Program& p = *std::exchange(in_flight_, nullptr);
+  // The host's one wait per step; it also takes in the copies handed over meanwhile
+  // (enqueued while the step ran, so the wait is for the later of the two).
+  RETURN_IF_ERROR(drain(absl::OkStatus()));
   std::vector<HostTensor> out;
   for (const OutputCopy& o : p.outputs) {
     HostTensor& t = out.emplace_back(o.src.type);

@@ -36,9 +36,13 @@ struct ExecutorOptions {
   bool trace = false;
   /// Let f32 convolutions and matrix products use TF32 on GPUs (DeviceOptions).
   bool allow_tf32 = true;
-  /// Record each graph's step once, after kStepsBeforeRecording plain runs, and replay it
-  /// (CUDA graphs) where the devices' backend can; never while tracing.
+  /// Record each graph's step once per input slot, after kStepsBeforeRecording plain
+  /// runs, and replay it (CUDA graphs) where the devices' backend can; never while tracing.
   bool record_steps = true;
+  /// Copy each batch's slices in on the prefetch streams of the devices that have one
+  /// (Device::prefetchStream), so that the copy of the next batch overlaps the step in
+  /// flight; false: every split copies from host staging within its step, as on a CPU.
+  bool prefetch_inputs = true;
 };
 
 /// One node's run on one stream, for tests and profiles.
@@ -47,6 +51,9 @@ struct TraceEntry {
   size_t device;  // index into Module::devices()
   bool comm;      // ran on the comm stream
   int64_t start_ns, end_ns;
+  /// A split's copy of the next batch's slice in, on the device's prefetch stream (comm
+  /// is false): input pipeline work, issued while the step before runs, not the step's.
+  bool prefetch = false;
 };
 
 /// Runs a compiled module (after the default pipeline: replicated, collectives inserted,
@@ -57,6 +64,12 @@ struct TraceEntry {
 /// bucket's all_reduce starts as soon as its last gradient is computed while the rest of
 /// backward still runs. The host then waits once, for the step's end. The executor names
 /// no device kind: everything goes through backend::Device and backend::Communicator.
+///
+/// The input pipeline: a graph's inputs go through one of its two input slots (host
+/// staging, and on devices with a prefetch stream a buffer per split slice). prefetch()
+/// fills the slot the last step did not read; launch() runs a step on it; wait() waits.
+/// Handing the next batch over between launch() and wait() overlaps its copies with the
+/// step in flight; run() is the three in a row.
 class Executor {
  public:
   /// Takes the module. Errors name the device kind this build lacks, the graph whose
@@ -71,6 +84,23 @@ class Executor {
   /// in before the step); returns the graph's outputs copied to the host.
   absl::StatusOr<std::vector<HostTensor>> run(absl::string_view name,
                                               absl::Span<const backend::TensorView> inputs);
+
+  /// Hands `inputs` (host memory, free to reuse once this returns) to graph `name`'s next
+  /// launch: copies them into the staging of its free input slot and, on each device with
+  /// a prefetch stream, enqueues there the copy of the device's slice into its buffer of
+  /// that slot. Inputs handed over before and not launched yet are replaced. Allowed while
+  /// a step is in flight (that is the point: the copies overlap it).
+  absl::Status prefetch(absl::string_view name, absl::Span<const backend::TensorView> inputs);
+  /// Whether inputs handed over by prefetch wait for graph `name`'s next launch.
+  bool prefetched(absl::string_view name) const;
+  /// Enqueues one step of graph `name` on the inputs handed over last (a graph without
+  /// inputs needs none) and returns without waiting for it. One step at a time: the step
+  /// in flight must be waited for first. On an error the streams are drained and nothing
+  /// is left in flight.
+  absl::Status launch(absl::string_view name);
+  /// Waits for the step in flight, and for copies handed over meanwhile (the host's one
+  /// wait per step), and returns its outputs copied to the host.
+  absl::StatusOr<std::vector<HostTensor>> wait();
 
   /// A copy of a variable's replica on device `device` (an index into Module::devices()).
   absl::StatusOr<HostTensor> readVariable(absl::string_view name, size_t device) const;
@@ -93,15 +123,24 @@ class Executor {
 
  private:
   Executor(std::unique_ptr<LoadedModule> loaded, ExecutorOptions options);
-  absl::Status enqueueStep(struct Program& p);
-  /// Enqueues one step of `p`: plainly, or by replaying its recording (record_steps).
-  absl::Status runStep(struct Program& p);
+  absl::StatusOr<struct Program*> program(absl::string_view name) const;
+  absl::Status enqueueStep(struct Program& p, int slot);
+  /// Enqueues one step of `p` reading input slot `slot`: plainly, or by replaying its
+  /// recording (record_steps).
+  absl::Status runStep(struct Program& p, int slot);
+  /// Waits for every stream of this process's devices; returns `status` if it is an error,
+  /// else the first error a stream reports.
+  absl::Status drain(absl::Status status);
+  /// Adds `entry` to the trace and stamps its start on `stream`; returns its index.
+  size_t traceStart(backend::Stream& stream, TraceEntry entry);
+  void traceEnd(backend::Stream& stream, size_t at);
 
   std::unique_ptr<LoadedModule> loaded_;
   ExecutorOptions options_;
   std::function<void(const ir::Node&, size_t)> hook_;
   std::mutex trace_mu_;
   std::vector<TraceEntry> trace_;
+  struct Program* in_flight_ = nullptr;  // the step launched and not yet waited for
 };
 
 }  // namespace tandem::runtime

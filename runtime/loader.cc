@@ -43,8 +43,14 @@ absl::Status checkPlan(const ir::Module& m, const ir::Graph& g,
 class ProgramBuilder {
  public:
   ProgramBuilder(LoadedModule& lm, const ir::Graph& g,
-                 std::map<std::vector<size_t>, backend::CommunicatorGroup*>& groups)
-      : lm_(lm), m_(*lm.module), g_(g), plan_(*g.memoryPlan()), groups_(groups) {}
+                 std::map<std::vector<size_t>, backend::CommunicatorGroup*>& groups,
+                 bool prefetch_inputs)
+      : lm_(lm),
+        m_(*lm.module),
+        g_(g),
+        plan_(*g.memoryPlan()),
+        groups_(groups),
+        prefetch_inputs_(prefetch_inputs) {}
 
   absl::StatusOr<std::unique_ptr<Program>> build() {
     p_ = std::make_unique<Program>();
@@ -61,13 +67,16 @@ class ProgramBuilder {
     }
     for (const ir::Node* in : g_.inputs()) {
       const ir::TensorType& t = in->result()->type();
-      input_slot_[in->result()] = p_->inputs.size();
-      // Host staging for the batch, in the memory the first device copies from fastest.
-      ASSIGN_OR_RETURN(backend::DeviceBuffer buf,
-                       lm_.devices[*first_local_]->allocateHost(t.bytes()));
-      p_->inputs.push_back(std::move(buf));
+      input_slot_[in->result()] = p_->input_types.size();
       p_->input_types.push_back(t);
+      // Host staging for the batch, in the memory the first device copies from fastest.
+      for (InputSlot& slot : p_->slots) {
+        ASSIGN_OR_RETURN(backend::DeviceBuffer buf,
+                         lm_.devices[*first_local_]->allocateHost(t.bytes()));
+        slot.staging.push_back(std::move(buf));
+      }
     }
+    for (InputSlot& slot : p_->slots) slot.copied.resize(lm_.devices.size());
     for (const auto& node : g_.nodes()) {
       const ir::Node& n = *node;
       if (n.op() == ir::Op::kInput || n.op() == ir::Op::kParam) continue;
@@ -86,10 +95,9 @@ class ProgramBuilder {
  private:
   absl::StatusOr<TensorView> viewOf(const ir::Value& v) {
     const ir::Node& def = *v.def();
-    if (def.op() == ir::Op::kInput) {
-      const size_t i = input_slot_.at(&v);
-      return p_->inputs[i].view(p_->input_types[i]);
-    }
+    if (def.op() == ir::Op::kInput)  // its staging depends on the slot: addSplitSources
+      return absl::FailedPreconditionError(
+          absl::StrCat("%", v.name(), " is a graph input: only split reads one"));
     std::optional<size_t> d = ir::deviceIndexOfValue(m_, v);
     if (!d) return absl::InternalError(absl::StrCat("%", v.name(), " is on no module device"));
     // Another process's value: its type only (a broadcast's root, read there).
@@ -189,11 +197,10 @@ class ProgramBuilder {
             break;
           }
           case ir::Op::kSplit: {
-            ASSIGN_OR_RETURN(TensorView in, viewOf(*n.operand(0)));
             ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(k)));
-            share.in.push_back(in);
             share.out.push_back(out);
             share.offset = offset;
+            RETURN_IF_ERROR(addSplitSources(n, share));
             offset += n.result(k)->type().shape[static_cast<size_t>(n.intAttr("axis"))];
             break;
           }
@@ -215,6 +222,41 @@ class ProgramBuilder {
         }
         ins.shares.push_back(std::move(share));
       }
+    }
+    return absl::OkStatus();
+  }
+
+  // What a split's share reads in each input slot: the slot's staging of the whole batch,
+  // or, on a device with a prefetch stream, a buffer of the device's own (outside the
+  // arena, so no step value aliases it) that the slot's prefetch copy fills.
+  absl::Status addSplitSources(const ir::Node& n, Share& share) {
+    const ir::Value& whole = *n.operand(0);
+    if (whole.def()->op() != ir::Op::kInput)
+      return absl::FailedPreconditionError(
+          absl::StrCat(n.describe(), " splits %", whole.name(),
+                       ", which is not a graph input: split copies the host's batch in"));
+    const size_t i = input_slot_.at(&whole);
+    backend::Device& device = *lm_.devices[share.device];
+    backend::Stream* prefetch = prefetch_inputs_ ? device.prefetchStream() : nullptr;
+    const TensorView& part = share.out[0];
+    for (size_t t = 0; t < p_->slots.size(); ++t) {
+      InputSlot& slot = p_->slots[t];
+      const TensorView staging = slot.staging[i].view(p_->input_types[i]);
+      if (prefetch == nullptr) {
+        share.sources[t] = {staging, false};
+        continue;
+      }
+      ASSIGN_OR_RETURN(backend::DeviceBuffer buf, device.allocate(part.bytes()));
+      const TensorView slice = buf.view(part.type);
+      slot.slices.push_back(std::move(buf));
+      slot.copies.push_back({.split = &n,
+                             .device = share.device,
+                             .whole = staging,
+                             .slice = slice,
+                             .axis = static_cast<int>(n.intAttr("axis")),
+                             .offset = share.offset});
+      if (slot.copied[share.device] == nullptr) slot.copied[share.device] = prefetch->createEvent();
+      share.sources[t] = {slice, true};
     }
     return absl::OkStatus();
   }
@@ -381,6 +423,7 @@ class ProgramBuilder {
   absl::flat_hash_map<const ir::Value*, size_t> input_slot_;
   absl::flat_hash_map<const ir::Node*, Instr*> instr_of_;
   std::optional<size_t> first_local_;  // this process's first device
+  bool prefetch_inputs_;               // ExecutorOptions::prefetch_inputs
 };
 
 }  // namespace
@@ -445,7 +488,8 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
   }
   std::map<std::vector<size_t>, backend::CommunicatorGroup*> groups;
   for (const auto& g : m.graphs()) {
-    ASSIGN_OR_RETURN(std::unique_ptr<Program> p, ProgramBuilder(*lm, *g, groups).build());
+    ASSIGN_OR_RETURN(std::unique_ptr<Program> p,
+                     ProgramBuilder(*lm, *g, groups, options.prefetch_inputs).build());
     lm->programs[g->name()] = std::move(p);
   }
   return lm;

@@ -5,6 +5,7 @@
 // node with their views, the events between streams), variable storage and the
 // communicators of every device group. The executor (executor.cc) only runs Programs.
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,14 @@
 namespace tandem::runtime {
 
 struct ExecutorOptions;
+
+/// What a split's share reads in one input slot: the slot's host staging of the whole
+/// batch (its rows from Share::offset on), or, where `prefetched`, the device's own buffer
+/// holding just its slice, filled by the slot's prefetch copy.
+struct SplitSource {
+  backend::TensorView in;
+  bool prefetched = false;
+};
 
 /// One device's share of a node: the views it reads and writes, the events of other
 /// streams it waits for, and the event it records when another stream waits for it.
@@ -32,6 +41,8 @@ struct Share {
   /// A collective across processes: what it is, for the line a rank that waits in it too
   /// long prints ("all_reduce %g.sum.0 (bucket 2)"); empty otherwise.
   std::string label;
+  /// split: what the share reads in each of its Program's input slots.
+  std::array<SplitSource, 2> sources;
 };
 
 /// A node as the executor runs it: one share for compute work, one per device for a
@@ -52,17 +63,46 @@ struct OutputCopy {
   backend::DeviceBuffer host;
 };
 
+/// The copy of a device's slice of a graph input, from an input slot's host staging into
+/// the device's buffer of that slot, on the device's prefetch stream (Executor::prefetch).
+struct PrefetchCopy {
+  const ir::Node* split = nullptr;
+  size_t device = 0;          // index into Module::devices()
+  backend::TensorView whole;  // the slot's staging of the input
+  backend::TensorView slice;  // the device's buffer, the split's result type
+  int axis = 0;
+  int64_t offset = 0;
+};
+
+/// One of a Program's two input slots. While a step reads one, the next inputs go into
+/// the other, so their copies never touch what the step in flight reads.
+struct InputSlot {
+  std::vector<backend::DeviceBuffer> staging;  // host memory, one per graph input
+  std::vector<backend::DeviceBuffer> slices;   // on devices with a prefetch stream
+  std::vector<PrefetchCopy> copies;
+  /// By device: recorded on its prefetch stream after the slot's copies; the step's
+  /// comm stream waits for it. Null for a device without copies.
+  std::vector<std::unique_ptr<backend::Event>> copied;
+  /// The step recorded on this slot's addresses (record_steps).
+  std::unique_ptr<backend::StepRecorder> recorded;
+};
+
 /// A graph ready to run.
 struct Program {
   const ir::Graph* graph = nullptr;
   std::vector<backend::DeviceBuffer> arenas;  // by device
-  std::vector<backend::DeviceBuffer> inputs;  // host staging, one per graph input
   std::vector<ir::TensorType> input_types;
+  std::array<InputSlot, 2> slots;
   std::vector<OutputCopy> outputs;
   std::vector<std::unique_ptr<Instr>> instrs;
-  /// Plain runs so far, and the recorded step once there is one (Executor::run).
+  /// Plain runs so far (Executor::runStep).
   int runs = 0;
-  std::unique_ptr<backend::StepRecorder> recorded;
+  /// The slot the last launched step read, and whether inputs wait in the other.
+  int last_read = 1;
+  bool pending = false;
+  /// The slot the next inputs go into and the next step reads: the one the last step did
+  /// not read (always 0 for a graph without inputs: one recording does).
+  int nextSlot() const { return input_types.empty() ? 0 : 1 - last_read; }
 };
 
 /// A module loaded on its devices.

@@ -24,7 +24,8 @@ std::optional<std::vector<double>> SplitBalancer::afterStep(const std::vector<Tr
   if (!measured) return std::nullopt;
   // Compute streams only: the comm streams wait for each other by design.
   for (const TraceEntry& e : trace)
-    if (!e.comm && e.device < devices_) busy_ns_[e.device] += double(e.end_ns - e.start_ns);
+    if (!e.comm && !e.prefetch && e.device < devices_)
+      busy_ns_[e.device] += double(e.end_ns - e.start_ns);
   for (size_t d = 0; d < devices_ && d < rows.size(); ++d) rows_[d] += double(rows[d]);
   if (step_ < options_.warmup_steps + options_.measure_steps) return std::nullopt;
 

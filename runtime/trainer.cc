@@ -4,12 +4,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/processes.h"
+#include "ir/status_macros.h"
 
 namespace tandem::runtime {
 namespace {
 
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Hands `batch` to graph `name`'s next launch.
+absl::Status handOver(Executor& ex, absl::string_view name, const data::Batch& b,
+                      const ir::TensorType& images, const ir::TensorType& labels) {
+  backend::TensorView in[2] = {{const_cast<float*>(b.images), images},
+                               {const_cast<int32_t*>(b.labels), labels}};
+  return ex.prefetch(name, in);
 }
 
 void finish(PassResult& r, double loss_sum, int64_t correct) {
@@ -125,20 +134,37 @@ absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const 
   const int64_t total = loader.batchesPerEpoch();
   auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return from.seconds + secondsSince(start); };
-  while (auto batch = loader.next()) {
-    auto step = trainStep(*batch);
-    if (!step.ok()) return step.status();
+  // The input pipeline: while step k runs, batch k+1 is taken from the loader and handed
+  // to the devices, whose copies of it overlap step k. The first batch is handed over
+  // here, whatever an earlier pass that stopped early left waiting.
+  std::optional<data::Batch> batch = loader.next();
+  if (batch)
+    RETURN_IF_ERROR(handOver(*executor_, ir::kTrainGraph, *batch, image_type_, label_type_));
+  while (batch) {
+    // A callback that replaced the module (--split auto) left the batch with the old one.
+    if (!executor_->prefetched(ir::kTrainGraph))
+      RETURN_IF_ERROR(handOver(*executor_, ir::kTrainGraph, *batch, image_type_, label_type_));
+    RETURN_IF_ERROR(executor_->launch(ir::kTrainGraph));
+    const int64_t valid = batch->valid;
+    batch = loader.next();  // the step's batch is in staging: the loader may reuse its slot
+    const absl::Status handed =
+        batch ? handOver(*executor_, ir::kTrainGraph, *batch, image_type_, label_type_)
+              : absl::OkStatus();
+    auto out = executor_->wait();
+    if (!out.ok()) return out.status();
+    RETURN_IF_ERROR(handed);
+    const double loss = (*out)[0].scalar();
     // The step's loss is a mean over the global batch; padding rows add nothing to it.
-    loss_sum += step->first * static_cast<double>(image_type_.shape[0]);
-    correct += step->second;
-    r.examples += batch->valid;
+    loss_sum += loss * static_cast<double>(image_type_.shape[0]);
+    correct += static_cast<int64_t>((*out)[1].scalar());
+    r.examples += valid;
     ++r.steps;
     r.seconds = seconds();
     if (on_step && !on_step({.step = r.steps,
                              .steps = total,
                              .examples = r.examples,
                              .seconds = r.seconds,
-                             .loss = step->first,
+                             .loss = loss,
                              .mean_loss = loss_sum / static_cast<double>(r.examples),
                              .loss_sum = loss_sum,
                              .correct = correct})) {
@@ -157,14 +183,23 @@ absl::StatusOr<PassResult> Trainer::evaluate(data::BatchLoader& loader,
   double loss_sum = 0;
   int64_t correct = 0;
   auto start = std::chrono::steady_clock::now();
-  while (auto b = loader.next()) {
-    backend::TensorView in[2] = {{const_cast<float*>(b->images), image_type_},
-                                 {const_cast<int32_t*>(b->labels), label_type_}};
-    auto out = executor_->run(ir::kEvalGraph, in);
+  // Batch k+1 handed over while step k runs, as in trainEpoch.
+  std::optional<data::Batch> batch = loader.next();
+  if (batch)
+    RETURN_IF_ERROR(handOver(*executor_, ir::kEvalGraph, *batch, image_type_, label_type_));
+  while (batch) {
+    RETURN_IF_ERROR(executor_->launch(ir::kEvalGraph));
+    const int64_t valid = batch->valid;
+    batch = loader.next();
+    const absl::Status handed =
+        batch ? handOver(*executor_, ir::kEvalGraph, *batch, image_type_, label_type_)
+              : absl::OkStatus();
+    auto out = executor_->wait();
     if (!out.ok()) return out.status();
+    RETURN_IF_ERROR(handed);
     loss_sum += (*out)[0].scalar();  // eval_step sums the loss
     correct += static_cast<int64_t>((*out)[1].scalar());
-    r.examples += b->valid;
+    r.examples += valid;
     ++r.steps;
     if (keep_going && !keep_going()) {
       r.stopped = true;

@@ -41,7 +41,7 @@ absl::StatusOr<CpuMeasurement> measureCpuStep(std::unique_ptr<ir::Module> module
     if (!measured) continue;
     walls.push_back(std::chrono::duration<double>(t1 - t0).count());
     for (const runtime::TraceEntry& e : exec.takeTrace())
-      if (e.device == 0 && e.node->graph() == g)
+      if (e.device == 0 && e.node->graph() == g && !e.prefetch)
         per_node[e.node->id()].push_back(static_cast<double>(e.end_ns - e.start_ns) * 1e-9);
   }
   out.node_seconds.resize(per_node.size());

@@ -133,8 +133,11 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(const Backend& ba
                                                     /*high_priority=*/false));
   ASSIGN_OR_RETURN(auto comm, CudaStream::create(backend, absl::StrCat(name, "/comm"), gpu,
                                                  /*high_priority=*/true));
-  return std::unique_ptr<CudaDevice>(
-      new CudaDevice(options.index, std::move(ctx), std::move(compute), std::move(comm)));
+  // Low priority: the copy engine does the work, and the step's kernels come first.
+  ASSIGN_OR_RETURN(auto prefetch, CudaStream::create(backend, absl::StrCat(name, "/prefetch"), gpu,
+                                                     /*high_priority=*/false));
+  return std::unique_ptr<CudaDevice>(new CudaDevice(
+      options.index, std::move(ctx), std::move(compute), std::move(comm), std::move(prefetch)));
 }
 
 absl::StatusOr<DeviceBuffer> CudaDevice::allocate(int64_t bytes) {

@@ -1,8 +1,9 @@
 #pragma once
 
 // The CUDA backend: logical devices cuda:N, each with a compute and a (higher-priority)
-// comm stream, a context (cuDNN/cuBLAS handles, workspace), device memory from
-// cudaMalloc, pinned host staging, copies as cudaMemcpy*Async, and the kernel table.
+// comm stream, a prefetch stream for the next batch's copy in, a context (cuDNN/cuBLAS
+// handles, workspace), device memory from cudaMalloc, pinned host staging, copies as
+// cudaMemcpy*Async, and the kernel table.
 
 #include <memory>
 
@@ -23,6 +24,9 @@ class CudaDevice final : public Device {
   MemoryLocation location() const override { return MemoryLocation::onDevice(index_); }
   Stream& computeStream() override { return *compute_; }
   Stream& commStream() override { return *comm_; }
+  /// The next batch's host-to-device copies run here, on the copy engine, while the
+  /// step before runs on the other two streams.
+  Stream* prefetchStream() override { return prefetch_.get(); }
 
   absl::StatusOr<DeviceBuffer> allocate(int64_t bytes) override;
   absl::StatusOr<DeviceBuffer> allocateHost(int64_t bytes) override;
@@ -44,12 +48,16 @@ class CudaDevice final : public Device {
 
  private:
   CudaDevice(int index, std::unique_ptr<CudaContext> ctx, std::unique_ptr<CudaStream> compute,
-             std::unique_ptr<CudaStream> comm)
-      : index_(index), ctx_(std::move(ctx)), compute_(std::move(compute)), comm_(std::move(comm)) {}
+             std::unique_ptr<CudaStream> comm, std::unique_ptr<CudaStream> prefetch)
+      : index_(index),
+        ctx_(std::move(ctx)),
+        compute_(std::move(compute)),
+        comm_(std::move(comm)),
+        prefetch_(std::move(prefetch)) {}
 
   int index_;
   std::unique_ptr<CudaContext> ctx_;
-  std::unique_ptr<CudaStream> compute_, comm_;
+  std::unique_ptr<CudaStream> compute_, comm_, prefetch_;
   absl::flat_hash_set<const ir::Value*> nhwc_;  // of the graph being loaded
 };
 

@@ -19,11 +19,13 @@ class CudaStepRecorder final : public StepRecorder {
     for (size_t i = 0; i < events_.size(); ++i) {
       cudaSetDevice(event_gpus_[i]);
       cudaEventDestroy(events_[i]);
+      cudaEventDestroy(joins_[i]);
     }
   }
 
-  /// The streams, the first device's compute stream first (the capture's origin), and
-  /// one event per stream for the fork (on the origin's GPU) and each join.
+  /// The streams, the first device's compute stream first (the capture's origin), one
+  /// event per stream for the fork (on the origin's GPU) and each join, and one per
+  /// stream for the joins before each replay.
   static absl::StatusOr<std::unique_ptr<CudaStepRecorder>> create(
       absl::Span<Device* const> devices) {
     auto r = std::unique_ptr<CudaStepRecorder>(new CudaStepRecorder());
@@ -37,11 +39,15 @@ class CudaStepRecorder final : public StepRecorder {
     }
     if (r->streams_.empty()) return absl::InternalError("a CUDA graph of no devices");
     for (CudaStream* s : r->streams_) {
-      cudaEvent_t e = nullptr;
+      cudaEvent_t e = nullptr, join = nullptr;
       CUDA_TRY(kWhere, cudaSetDevice(s->gpu()));
       CUDA_TRY(kWhere, cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       r->events_.push_back(e);
       r->event_gpus_.push_back(s->gpu());
+      absl::Status made = check(cudaEventCreateWithFlags(&join, cudaEventDisableTiming),
+                                "cudaEventCreateWithFlags", kWhere);
+      r->joins_.push_back(join);  // null after a failure: destroying it is a harmless error
+      RETURN_IF_ERROR(made);
     }
     return r;
   }
@@ -85,6 +91,14 @@ class CudaStepRecorder final : public StepRecorder {
 
   absl::Status replay() override {
     if (exec_ == nullptr) return absl::InternalError("replay of a step that was not recorded");
+    // The graph launches on the origin alone: it waits for what the other streams were
+    // given before (the comm streams' waits for the input pipeline's copies), as the
+    // plain step would.
+    for (size_t i = 1; i < streams_.size(); ++i) {
+      CUDA_TRY(kWhere, cudaSetDevice(streams_[i]->gpu()));
+      CUDA_TRY(kWhere, cudaEventRecord(joins_[i], streams_[i]->handle()));
+      CUDA_TRY(kWhere, cudaStreamWaitEvent(origin()->handle(), joins_[i], 0));
+    }
     CUDA_TRY(kWhere, cudaSetDevice(origin()->gpu()));
     CUDA_TRY(kWhere, cudaGraphLaunch(exec_, origin()->handle()));
     return absl::OkStatus();
@@ -96,6 +110,7 @@ class CudaStepRecorder final : public StepRecorder {
 
   std::vector<CudaStream*> streams_;
   std::vector<cudaEvent_t> events_;
+  std::vector<cudaEvent_t> joins_;  // per stream, recorded before each replay
   std::vector<int> event_gpus_;
   cudaGraphExec_t exec_ = nullptr;
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/data/batch_loader.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/runtime/runtime_test_util.h"
 
@@ -248,6 +249,77 @@ TEST(CudaTraining, Resnet18NhwcEqualsPlainLayout) {
     EXPECT_NEAR(nhwc.losses[i], plain.losses[i], 1e-3 * std::abs(plain.losses[i])) << "step " << i;
   expectSameVariables(snapshot(*nhwc.trainer), snapshot(*plain.trainer), start, 1e-3,
                       "NHWC plan vs --plain-layout");
+}
+
+// `count` distinct 28x28 images with labels 0..9 in turn.
+runtime::data::Dataset syntheticData(int64_t count, int salt) {
+  runtime::data::Dataset d;
+  d.count = d.available = count;
+  d.rows = d.cols = 28;
+  d.images.resize(static_cast<size_t>(count * 28 * 28));
+  for (size_t i = 0; i < d.images.size(); ++i)
+    d.images[i] = static_cast<float>((i * 7 + static_cast<size_t>(salt)) % 256) / 255;
+  for (int64_t i = 0; i < count; ++i) d.labels.push_back(static_cast<int32_t>((i + salt) % 10));
+  return d;
+}
+
+struct Passes {
+  std::vector<double> losses;
+  runtime::PassResult eval;
+  Snapshot variables;
+};
+
+// Two epochs through the Trainer's pipelined passes (batch k+1 handed over while step k
+// runs) from `start`, then an evaluation whose last batch is padded.
+Passes trainPipelined(const std::string& model, const TrainSetup& o, runtime::ExecutorOptions exec,
+                      const Snapshot& start) {
+  Passes p;
+  Trained t = train(model, o, {}, exec, &start);
+  if (!t.trainer) return p;
+  const runtime::data::Dataset train_data = syntheticData(7 * o.batch + 3, 1);
+  const runtime::data::Dataset test_data = syntheticData(o.batch + o.batch / 2, 2);
+  runtime::data::BatchLoader train_loader(train_data, o.batch, true, 9, /*drop_last=*/true);
+  runtime::data::BatchLoader test_loader(test_data, o.batch, false, 9, /*drop_last=*/false);
+  for (int epoch = 1; epoch <= 2; ++epoch) {
+    train_loader.startEpoch(epoch);
+    auto r = t.trainer->trainEpoch(train_loader, [&](const runtime::StepReport& s) {
+      p.losses.push_back(s.loss);
+      return true;
+    });
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return p;
+  }
+  test_loader.startEpoch(0);
+  auto e = t.trainer->evaluate(test_loader);
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (e.ok()) p.eval = *e;
+  p.variables = snapshot(*t.trainer);
+  return p;
+}
+
+// The input pipeline on the GPU: 14 steps whose batches were copied in on the prefetch
+// streams while the step before ran (each slot's step recorded as a CUDA graph after the
+// plain runs, so both recordings replay) end where the same passes with every batch
+// copied within its own step do (ExecutorOptions::prefetch_inputs = false). Not bit for
+// bit: cuDNN's backward algorithms may add in another order from run to run.
+TEST(CudaTraining, PrefetchedBatchesEqualBatchesCopiedInTheirStep) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  TrainSetup o = setup(gpus(2), 16);
+  Snapshot start = initialValues("lenet", o);
+  ASSERT_FALSE(start.empty());
+  runtime::ExecutorOptions without = gpuOptions();
+  without.prefetch_inputs = false;
+  Passes plain = trainPipelined("lenet", o, without, start);
+  Passes prefetched = trainPipelined("lenet", o, gpuOptions(), start);
+  ASSERT_EQ(plain.losses.size(), 14u);
+  ASSERT_EQ(prefetched.losses.size(), plain.losses.size());
+  for (size_t i = 0; i < plain.losses.size(); ++i)
+    EXPECT_NEAR(prefetched.losses[i], plain.losses[i], 1e-4 * std::abs(plain.losses[i]))
+        << "step " << i;
+  EXPECT_NEAR(prefetched.eval.loss, plain.eval.loss, 1e-4 * std::abs(plain.eval.loss));
+  EXPECT_EQ(prefetched.eval.examples, plain.eval.examples);
+  expectSameVariables(prefetched.variables, plain.variables, start, 1e-4,
+                      "prefetched vs copied in the step");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
 
 // A backend that runs nothing and records what the executor asks of it: per stream, the
-// waits, launches, collectives and copies in issue order. Registered for the cpu kind by
+// waits, launches, collectives and copies in issue order (and all streams together in the
+// order the host issued them). Registered for the cpu kind by
 // a ScopedBackendOverride, it shows that the executor works through the seam alone: a
 // module loads and steps on it with no CPU code involved.
 
@@ -23,21 +24,46 @@ class Recorder {
  public:
   /// Labels the next piece of work enqueued (the test's before-node hook sets it).
   void setLabel(std::string label) { label_ = std::move(label); }
-  std::string takeLabel() { return std::exchange(label_, "?"); }
+  std::string takeLabel() {
+    std::string label = std::move(label_);
+    label_ = std::string(1, '?');  // not exchange(label_, "?"): GCC 12 warns (-Wrestrict)
+    return label;
+  }
 
   void log(const std::string& stream, std::string line) {
     std::lock_guard<std::mutex> l(mu_);
+    sequence_.push_back(absl::StrCat(stream, ": ", line));
     lines_[stream].push_back(std::move(line));
   }
   std::map<std::string, std::vector<std::string>> lines() const {
     std::lock_guard<std::mutex> l(mu_);
     return lines_;
   }
+  /// Every line of every stream, "stream: line", in the order the host issued them.
+  std::vector<std::string> sequence() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return sequence_;
+  }
   void clear() {
     std::lock_guard<std::mutex> l(mu_);
     lines_.clear();
+    sequence_.clear();
     counters_.clear();
+    addresses_.clear();
   }
+  /// Addresses a kind of copy touched, in order ("prefetch into cpu:0" -> the slices).
+  void note(const std::string& what, const void* p) {
+    std::lock_guard<std::mutex> l(mu_);
+    addresses_[what].push_back(p);
+  }
+  std::vector<const void*> addresses(const std::string& what) const {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = addresses_.find(what);
+    return it == addresses_.end() ? std::vector<const void*>{} : it->second;
+  }
+  /// Copies enqueued on `stream` from now on fail (a copy engine that reports an error).
+  void failCopiesOn(std::string stream) { failing_stream_ = std::move(stream); }
+  bool copiesFailOn(const std::string& stream) const { return stream == failing_stream_; }
   int counter(const std::string& what) const {
     auto it = counters_.find(what);
     return it == counters_.end() ? 0 : it->second;
@@ -47,7 +73,10 @@ class Recorder {
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::vector<std::string>> lines_;
+  std::vector<std::string> sequence_;
   std::map<std::string, int> counters_;
+  std::map<std::string, std::vector<const void*>> addresses_;
+  std::string failing_stream_;
   std::string label_ = "?";
 };
 
@@ -107,18 +136,24 @@ class RecordingKernel final : public backend::Kernel {
 
 class RecordingDevice final : public backend::Device {
  public:
-  RecordingDevice(const backend::Backend& b, const ir::Device& id, int index, Recorder& r)
+  RecordingDevice(const backend::Backend& b, const ir::Device& id, int index, Recorder& r,
+                  bool prefetches)
       : id_(id),
         index_(index),
         compute_(b, absl::StrCat(ir::toString(id), "/compute"), r),
         comm_(b, absl::StrCat(ir::toString(id), "/comm"), r),
-        recorder_(r) {}
+        recorder_(r) {
+    if (prefetches)
+      prefetch_ =
+          std::make_unique<RecordingStream>(b, absl::StrCat(ir::toString(id), "/prefetch"), r);
+  }
   const ir::Device& id() const override { return id_; }
   backend::MemoryLocation location() const override {
     return backend::MemoryLocation::onDevice(index_);
   }
   backend::Stream& computeStream() override { return compute_; }
   backend::Stream& commStream() override { return comm_; }
+  backend::Stream* prefetchStream() override { return prefetch_.get(); }
   absl::StatusOr<backend::DeviceBuffer> allocate(int64_t bytes) override {
     recorder_.count("allocate");
     return buffer(bytes, location());
@@ -131,13 +166,17 @@ class RecordingDevice final : public backend::Device {
                                  int, int64_t, backend::Stream& stream) override {
     if (!whole.where.isHost() || part.where != location())
       return absl::InternalError("split copies from the host into this device");
+    if (recorder_.copiesFailOn(stream.name())) return absl::UnavailableError("copy engine lost");
     static_cast<RecordingStream&>(stream).work("copySliceFromHost");
+    recorder_.note(absl::StrCat("from host on ", stream.name()), whole.data);
+    recorder_.note(absl::StrCat("into ", stream.name()), part.data);
     return absl::OkStatus();
   }
-  absl::Status copyIntoSlice(const backend::TensorView&, const backend::TensorView& whole, int,
+  absl::Status copyIntoSlice(const backend::TensorView& part, const backend::TensorView& whole, int,
                              int64_t, backend::Stream& stream) override {
     if (whole.where != location()) return absl::InternalError("concat gathers into this device");
     static_cast<RecordingStream&>(stream).work("copyIntoSlice");
+    recorder_.note(absl::StrCat("device copy on ", stream.name()), part.data);
     return absl::OkStatus();
   }
   absl::Status copyFromHost(const backend::TensorView& src, const backend::TensorView& dst,
@@ -167,6 +206,7 @@ class RecordingDevice final : public backend::Device {
   ir::Device id_;
   int index_;
   RecordingStream compute_, comm_;
+  std::unique_ptr<RecordingStream> prefetch_;
   Recorder& recorder_;
 };
 
@@ -237,16 +277,17 @@ class RecordingStepRecorder final : public backend::StepRecorder {
 
 class RecordingBackend final : public backend::Backend {
  public:
-  /// `records_steps`: offers a StepRecorder, as the CUDA backend does (CUDA graphs).
-  explicit RecordingBackend(Recorder& r, bool records_steps = false)
-      : recorder_(r), records_steps_(records_steps) {}
+  /// `records_steps`: offers a StepRecorder, as the CUDA backend does (CUDA graphs);
+  /// `prefetches`: its devices have a prefetch stream, as CUDA devices do.
+  explicit RecordingBackend(Recorder& r, bool records_steps = false, bool prefetches = false)
+      : recorder_(r), records_steps_(records_steps), prefetches_(prefetches) {}
   ir::DeviceKind kind() const override { return ir::DeviceKind::kCpu; }
   int64_t alignment() const override { return 64; }
   absl::StatusOr<std::unique_ptr<backend::Device>> createDevice(
       const ir::Device& d, const backend::DeviceOptions& o) const override {
     if (o.conv_algorithm == backend::ConvAlgorithm::kDirect)
       recorder_.count("createDevice with direct convolutions");
-    return std::make_unique<RecordingDevice>(*this, d, o.index, recorder_);
+    return std::make_unique<RecordingDevice>(*this, d, o.index, recorder_, prefetches_);
   }
   absl::StatusOr<std::unique_ptr<backend::CommunicatorGroup>> createCommunicators(
       absl::Span<backend::Device* const> group) const override {
@@ -263,6 +304,7 @@ class RecordingBackend final : public backend::Backend {
  private:
   Recorder& recorder_;
   bool records_steps_;
+  bool prefetches_;
 };
 
 }  // namespace tandem::testing

@@ -48,7 +48,8 @@ std::string profileReport(const std::vector<runtime::TraceEntry>& trace) {
   std::map<std::pair<bool, std::string>, Total> totals;
   double compute = 0, comm = 0;
   for (const runtime::TraceEntry& e : trace) {
-    if (e.node->graph()->name() != ir::kTrainGraph) continue;
+    // The input pipeline's copies overlap the step before: not the step's stream time.
+    if (e.node->graph()->name() != ir::kTrainGraph || e.prefetch) continue;
     double s = (e.end_ns - e.start_ns) * 1e-9;
     Total& t = totals[{e.comm, std::string(e.node->opName())}];
     t.seconds += s;
