@@ -21,8 +21,12 @@ int fail(const std::string& message) {
   if (line.size() > kMaxBytes)
     line = absl::StrCat(line.substr(0, kMaxBytes - 100), "... (", line.size() - (kMaxBytes - 100),
                         " more bytes)");
-  // Under mpirun each rank says which it is (backend/processes.h).
-  std::cerr << "tandem: " << tandem::backend::Processes::current().prefix() << line << "\n";
+  // Under mpirun each rank says which it is (backend/processes.h), in one write so that
+  // the ranks' lines do not interleave.
+  const std::string whole =
+      absl::StrCat("tandem: ", tandem::backend::Processes::current().prefix(), line, "\n");
+  std::cerr.write(whole.data(), static_cast<std::streamsize>(whole.size()));
+  std::cerr.flush();
   return tandem::tools::kExitUsage;
 }
 
