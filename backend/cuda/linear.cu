@@ -16,12 +16,6 @@ unsigned blocksFor(int64_t n) {
   return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 132 * 16));
 }
 
-__global__ void f32ToBf16Kernel(const float* src, uint16_t* dst, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[i] = floatToBf16(src[i]);
-}
-
 // One thread per column: neighbouring threads read neighbouring elements of a row.
 template <typename T>
 __global__ void columnSumsKernel(const T* m, T* sums, int64_t rows, int64_t cols) {
@@ -31,11 +25,6 @@ __global__ void columnSumsKernel(const T* m, T* sums, int64_t rows, int64_t cols
 }
 
 }  // namespace
-
-void launchF32ToBf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
-  f32ToBf16Kernel<<<blocksFor(n), kThreads, 0, stream>>>(src, dst, n);
-}
 
 void launchColumnSums(const float* m, float* sums, int64_t rows, int64_t cols,
                       cudaStream_t stream) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
+#include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/linear_launch.h"
 #include "backend/cuda/linear_plan.h"
 
@@ -65,7 +66,7 @@ class GemmKernel final : public CudaKernel {
     const void* a = in[static_cast<size_t>(p.a)].data;
     if (spec_.convert_a) {
       auto* a16 = reinterpret_cast<uint16_t*>(scratch + a_offset_);
-      launchF32ToBf16(static_cast<const float*>(a), a16, p.m * p.k, stream);
+      launchCast(static_cast<const float*>(a), a16, p.m * p.k, stream);
       a = a16;
     }
     const void* b = in[static_cast<size_t>(p.b)].data;
@@ -77,7 +78,7 @@ class GemmKernel final : public CudaKernel {
       const void* bias = in[static_cast<size_t>(spec_.bias)].data;
       if (spec_.convert_bias) {
         auto* b16 = reinterpret_cast<uint16_t*>(scratch + bias_offset_);
-        launchF32ToBf16(static_cast<const float*>(bias), b16, p.m, stream);
+        launchCast(static_cast<const float*>(bias), b16, p.m, stream);
         bias = b16;
       }
       RETURN_IF_ERROR(checkAligned(bias, "bias"));

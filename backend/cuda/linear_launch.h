@@ -9,9 +9,6 @@
 
 namespace tandem::backend::cuda {
 
-/// dst[i] = bf16(src[i]) for i < n: f32 master weights (and biases) for a bf16 product.
-void launchF32ToBf16(const float* src, uint16_t* dst, int64_t n, cudaStream_t stream);
-
 /// sums[c] = columnSum(m, rows, cols, c) for c < cols (linear_math.h), stored as the
 /// element type (f32, or bf16 bits).
 void launchColumnSums(const float* m, float* sums, int64_t rows, int64_t cols, cudaStream_t stream);
