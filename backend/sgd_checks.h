@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "ir/ir.h"
 #include "ir/status_macros.h"
+#include "ir/updates.h"
 
 namespace tandem::backend {
 
@@ -26,6 +27,30 @@ inline absl::Status checkSgdUpdate(const ir::Node& node, absl::string_view kind)
   if ((node.numOperands() > 2) != (node.floatAttr("momentum") > 0))
     return absl::InvalidArgumentError(
         absl::StrCat(node.describe(), ": a momentum buffer is given iff momentum > 0"));
+  return absl::OkStatus();
+}
+
+/// checkSgdUpdate for sgd_update_group: a layout that fits the momentum attribute, f32
+/// weights and buffers, and one gradient dtype (f32 or bf16) for the whole group, which
+/// the kernels are instantiated for.
+inline absl::Status checkSgdUpdateGroup(const ir::Node& node, absl::string_view kind) {
+  const ir::SgdGroupLayout layout = ir::sgdGroupLayout(node);
+  if (layout.k == 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        node.describe(), ": ", node.numOperands(), " operands do not make k weights, k gradients",
+        layout.momentum ? " and k momentum buffers" : "", " (momentum is ",
+        node.floatAttr("momentum"), ")"));
+  const ir::DType grad = node.operand(layout.gradient(0))->type().dtype;
+  for (size_t i = 0; i < node.numOperands(); ++i) {
+    const bool gradient = i >= layout.gradient(0) && i < layout.gradient(0) + layout.k;
+    const ir::DType t = node.operand(i)->type().dtype;
+    if (gradient ? (t != grad || (t != ir::DType::kF32 && t != ir::DType::kBF16))
+                 : t != ir::DType::kF32)
+      return absl::UnimplementedError(absl::StrCat(
+          node.describe(), ": the ", kind, " kernel updates f32 weights from gradients of one "
+          "dtype, f32 or bf16, not ", ir::dtypeName(t), " operand ", i, " (%",
+          node.operand(i)->name(), ") beside ", ir::dtypeName(grad), " gradient 1"));
+  }
   return absl::OkStatus();
 }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ir/dot.h"
+#include "ir/updates.h"
 
 namespace tandem::ir {
 namespace {
@@ -56,12 +57,15 @@ absl::string_view ownPath(const Node& n) {
 /// The layer path of every node, by id. Nodes the builder made outside any layer take it
 /// from what they touch: params, initializers and assigns from their variable ("conv1.w"
 /// is in conv1), others (the updates) from their first operand with a path.
+/// sgd_update_group keeps its own scope, the layers its members share.
 std::vector<std::string> layerPaths(const Graph& g) {
   std::vector<std::string> paths(g.idBound());
   for (const auto& n : g.nodes()) {
     std::string& path = paths[n->id()];
     path = std::string(ownPath(*n));
-    if (!path.empty()) continue;
+    // A group of updates across layers belongs to none of them (its scope is what its
+    // members share, group-sgd-updates).
+    if (!path.empty() || n->op() == Op::kSgdUpdateGroup) continue;
     if (n->op() == Op::kParam || n->op() == Op::kInitialize || n->op() == Op::kAssign) {
       absl::string_view var = n->symbolAttr("var");
       path = std::string(var.substr(0, std::min(var.rfind('.'), var.size())));
@@ -197,7 +201,7 @@ absl::StatusOr<std::string> exportDotView(const Graph& g, const DotView& view) {
     Phase p = n->info().has(kBackward) ? Phase::kBackward : Phase::kForward;
     for (const Value* v : n->operands())
       if (v->def() != nullptr && phase[v->def()->id()] != Phase::kForward) p = Phase::kBackward;
-    if (n->op() == Op::kSgdUpdate) p = Phase::kUpdate;
+    if (isUpdate(n->op())) p = Phase::kUpdate;
     phase[n->id()] = p;
   }
 

@@ -4,6 +4,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "ir/placement.h"
+#include "ir/updates.h"
 
 namespace tandem::ir {
 namespace {
@@ -195,19 +196,18 @@ class GraphVerifier {
       }
     }
     if (!any_all_reduce || m_.devices().size() < 2) return absl::OkStatus();
-    for (const auto& n : g_.nodes()) {
-      if (n->op() != Op::kSgdUpdate) continue;
-      const Value* g = n->operand(1);
-      if (g->def() == nullptr || (g->def()->op() != Op::kAllReduce &&
-                                  g->def()->op() != Op::kBroadcast))
-        return failAt(*n, absl::StrCat("its gradient %", g->name(),
-                                       " is not all-reduced across devices; expected it to "
-                                       "come from exactly one all_reduce"));
-      if (size_t covered = devicesReducedInto(*g); covered != m_.devices().size())
-        return failAt(*n, absl::StrCat("its gradient %", g->name(), " is reduced over ", covered,
-                                       " of the ", m_.devices().size(),
-                                       " devices; every device's gradient must reach it"));
-    }
+    for (const auto& n : g_.nodes())
+      for (const Value* g : updateGradients(*n)) {
+        if (g->def() == nullptr || (g->def()->op() != Op::kAllReduce &&
+                                    g->def()->op() != Op::kBroadcast))
+          return failAt(*n, absl::StrCat("its gradient %", g->name(),
+                                         " is not all-reduced across devices; expected it to "
+                                         "come from exactly one all_reduce"));
+        if (size_t covered = devicesReducedInto(*g); covered != m_.devices().size())
+          return failAt(*n, absl::StrCat("its gradient %", g->name(), " is reduced over ",
+                                         covered, " of the ", m_.devices().size(),
+                                         " devices; every device's gradient must reach it"));
+      }
     return absl::OkStatus();
   }
 

@@ -14,6 +14,7 @@
 #include "ir/grad.h"
 #include "ir/number_format.h"
 #include "ir/status_macros.h"
+#include "ir/updates.h"
 
 namespace tandem::passes {
 
@@ -95,7 +96,7 @@ class AutodiffContext final : public ir::GradContext {
 absl::StatusOr<const Node*> findLoss(const ir::Graph& g) {
   const Node* loss = nullptr;
   for (const auto& n : g.nodes()) {
-    if (n->op() == Op::kSgdUpdate)
+    if (ir::isUpdate(n->op()))
       return absl::FailedPreconditionError(absl::StrCat(
           "autodiff: graph @", g.name(), " already has a backward pass (", n->describe(), ")"));
     if (!n->info().has(ir::kLoss)) continue;

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "ir/status_macros.h"
+#include "ir/updates.h"
 #include "passes/insertions.h"
 
 namespace tandem::passes {
@@ -114,7 +115,7 @@ absl::StatusOr<bool> MixedPrecision::run(ir::Module& m) {
     ir::Graph* g = m.graph(name);
     if (g == nullptr) continue;
     for (const auto& n : g->nodes())
-      if (n->op() == Op::kSgdUpdate || n->info().has(ir::kBackward))
+      if (ir::isUpdate(n->op()) || n->info().has(ir::kBackward))
         return absl::FailedPreconditionError(absl::StrCat(
             "mixed-precision: graph @", name, " already has a backward pass (", n->describe(),
             "); run mixed-precision before autodiff, which then derives a ",

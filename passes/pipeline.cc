@@ -115,6 +115,13 @@ std::string defaultPipeline(const PipelineConfig& c) {
       c.fuse && c.recompute ? "recompute-bn-relu" : "",
       "dce",
       "schedule",
+      // After schedule: each bucket's group takes the place of the bucket's last update.
+      c.group_updates.value_or(std::any_of(c.devices.begin(), c.devices.end(),
+                                           [](const ir::Device& d) {
+                                             return d.kind == ir::DeviceKind::kCuda;
+                                           }))
+          ? "group-sgd-updates"
+          : "",
       c.alignment == 64 ? std::string("plan-memory")
                         : absl::StrCat("plan-memory{alignment=", c.alignment, "}"),
   };
@@ -124,7 +131,8 @@ std::string defaultPipeline(const PipelineConfig& c) {
 
 std::vector<std::string> defaultPassNames() {
   return {"mixed-precision", "autodiff", "fuse-conv-bn-relu", "replicate", "insert-collectives",
-          "recompute-bn-relu", "dce", "schedule", "plan-memory"};
+          "recompute-bn-relu", "dce", "schedule", "group-sgd-updates",
+          "plan-memory"};
 }
 
 }  // namespace tandem::passes

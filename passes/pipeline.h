@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ struct PipelineConfig {
   bool bf16_allreduce = false;
   /// Sync batch norm: all-reduce the batch statistics across devices (CLI --sync-bn).
   bool sync_bn = false;
+  /// Run group-sgd-updates: one sgd_update_group per device and bucket. Unset: when any
+  /// device is a CUDA one, where it saves a launch per parameter (CPU devices run the
+  /// same loop either way; CLI --group-updates).
+  std::optional<bool> group_updates;
 };
 
 /// The pipeline `tandem dump` and `tandem train` run, as text.

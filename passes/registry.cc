@@ -6,6 +6,7 @@
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/fuse_conv_bn_relu.h"
+#include "passes/group_sgd_updates.h"
 #include "passes/insert_collectives.h"
 #include "passes/mixed_precision.h"
 #include "passes/plan_memory.h"
@@ -37,6 +38,9 @@ const std::vector<PassInfo>& registeredPasses() {
        DeadCodeElimination::create},
       {Schedule::kName, "issue order for the compute and comm streams: updates after backward", "",
        Schedule::create},
+      {GroupSgdUpdates::kName,
+       "one sgd_update_group per device and gradient bucket: one multi-tensor launch on GPUs",
+       "", GroupSgdUpdates::create},
       {PlanMemory::kName, "per-device arenas with buffers reused by liveness", "alignment=64",
        PlanMemory::create},
   };

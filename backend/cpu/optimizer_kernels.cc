@@ -1,5 +1,6 @@
-// sgd_update: the in-place SGD step. It has no results; it writes its operand views w
-// (in[0]) and m (in[2], present iff momentum > 0), which point at the variables' storage.
+// sgd_update and sgd_update_group: the in-place SGD step. They have no results; they
+// write their weight and momentum operand views, which point at the variables' storage
+// (sgd_update: w in[0] and m in[2], present iff momentum > 0; the group: ir/updates.h).
 
 #include <cstdint>
 #include <memory>
@@ -12,40 +13,72 @@
 namespace tandem::backend::cpu {
 namespace {
 
-// G: the gradient's element type, float, or bf16 when it was all-reduced in bf16
-// (allreduce-dtype=bf16); it is read into float, so the step itself is the f32 one.
+// The step over one parameter's n values. G: the gradient's element type, float, or bf16
+// when it was all-reduced in bf16 (allreduce-dtype=bf16); it is read into float, so the
+// step itself is the f32 one. m is null without momentum.
+template <typename G>
+void sgdStep(float* __restrict w, const G* __restrict g, float* __restrict m, int64_t n,
+             float lr, float mu, float wd) {
+  // w, g and m are distinct tensors (two variables and a gradient), so __restrict holds
+  // and the loops vectorize without alias checks.
+  if (m != nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i];
+      float d = gi + wd * w[i];
+      float v = mu * m[i] + d;
+      m[i] = v;
+      w[i] -= lr * v;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i];
+      w[i] -= lr * (gi + wd * w[i]);
+    }
+  }
+}
+
+/// Hyperparameters as the node's attributes rounded to f32.
+struct Hyper {
+  explicit Hyper(const ir::Node& node)
+      : lr(static_cast<float>(node.floatAttr("lr"))),
+        momentum(static_cast<float>(node.floatAttr("momentum"))),
+        weight_decay(static_cast<float>(node.floatAttr("weight_decay"))) {}
+  float lr, momentum, weight_decay;
+};
+
 template <typename G>
 class SgdUpdateKernel final : public CpuKernel {
  public:
-  SgdUpdateKernel(float lr, float momentum, float weight_decay)
-      : lr_(lr), momentum_(momentum), weight_decay_(weight_decay) {}
+  explicit SgdUpdateKernel(Hyper h) : h_(h) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView>) override {
-    int64_t n = in[0].numElements();
-    // w, g and m are distinct tensors (two variables and a gradient), so __restrict holds
-    // and the loops vectorize without alias checks.
-    float* __restrict w = in[0].f32();
-    const G* __restrict g = in[1].as<G>();
-    const float lr = lr_, wd = weight_decay_, mu = momentum_;
-    if (in.size() > 2) {
-      float* __restrict m = in[2].f32();
-      for (int64_t i = 0; i < n; ++i) {
-        const float gi = g[i];
-        float d = gi + wd * w[i];
-        float v = mu * m[i] + d;
-        m[i] = v;
-        w[i] -= lr * v;
-      }
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        const float gi = g[i];
-        w[i] -= lr * (gi + wd * w[i]);
-      }
+    sgdStep(in[0].f32(), in[1].as<G>(), in.size() > 2 ? in[2].f32() : nullptr,
+            in[0].numElements(), h_.lr, h_.momentum, h_.weight_decay);
+  }
+
+ private:
+  Hyper h_;
+};
+
+/// sgd_update_group: the same step over each of its k parameters in turn (on a CPU the
+/// group saves only the executor's per-node work; the GPU's saves launches).
+template <typename G>
+class SgdUpdateGroupKernel final : public CpuKernel {
+ public:
+  SgdUpdateGroupKernel(Hyper h, ir::SgdGroupLayout layout) : h_(h), layout_(layout) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView>) override {
+    for (size_t j = 0; j < layout_.k; ++j) {
+      const TensorView& w = in[layout_.weight(j)];
+      sgdStep(w.f32(), in[layout_.gradient(j)].as<G>(),
+              layout_.momentum ? in[layout_.buffer(j)].f32() : nullptr, w.numElements(), h_.lr,
+              h_.momentum, h_.weight_decay);
     }
   }
 
  private:
-  float lr_, momentum_, weight_decay_;
+  Hyper h_;
+  ir::SgdGroupLayout layout_;
 };
 
 }  // namespace
@@ -54,9 +87,16 @@ KernelOr makeSgdUpdateKernel(const KernelInit& init) {
   const ir::Node& node = init.node;
   RETURN_IF_ERROR(checkSgdUpdate(node, "CPU"));
   return withFloatType(node.operand(1)->type().dtype, [&](auto g) -> KernelOr {
-    return std::make_unique<SgdUpdateKernel<decltype(g)>>(
-        static_cast<float>(node.floatAttr("lr")), static_cast<float>(node.floatAttr("momentum")),
-        static_cast<float>(node.floatAttr("weight_decay")));
+    return std::make_unique<SgdUpdateKernel<decltype(g)>>(Hyper(node));
+  });
+}
+
+KernelOr makeSgdUpdateGroupKernel(const KernelInit& init) {
+  const ir::Node& node = init.node;
+  RETURN_IF_ERROR(checkSgdUpdateGroup(node, "CPU"));
+  const ir::SgdGroupLayout layout = ir::sgdGroupLayout(node);
+  return withFloatType(node.operand(layout.gradient(0))->type().dtype, [&](auto g) -> KernelOr {
+    return std::make_unique<SgdUpdateGroupKernel<decltype(g)>>(Hyper(node), layout);
   });
 }
 

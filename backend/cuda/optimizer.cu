@@ -1,6 +1,7 @@
-// The SGD update's own kernel: one launch per parameter (the IR has one sgd_update node per
-// parameter), a grid-stride loop moving 16 bytes of w, m and the gradient per access where
-// the pointers allow it (elementwise_map.cuh). Math in optimizer_math.h.
+// The SGD update's own kernels: sgd_update's, one launch per parameter, a grid-stride loop
+// moving 16 bytes of w, m and the gradient per access where the pointers allow it
+// (elementwise_map.cuh); and sgd_update_group's, one launch per table of up to 48
+// parameters (optimizer_plan.h). Math in optimizer_math.h.
 
 #include <algorithm>
 
@@ -57,7 +58,44 @@ void sgdUpdate(float* w, const G* g, float* m, int64_t n, const SgdParams& p, cu
     launchPacked<1>(w, g, m, n, p, stream);
 }
 
+// Block b steps kGroupChunk values of the table's parameter that owns b, one value per
+// thread and pass (coalesced; a chunk is 16 passes of 256 threads).
+template <bool kMomentum, typename G>
+__global__ void sgdGroupKernel(SgdGroupTable t, SgdParams p) {
+  const int64_t block = blockIdx.x;
+  const int j = groupTensorOf(t.first_block, t.count, block);
+  const GroupRange r = groupRangeOf(t.first_block, t.n, j, block);
+  float* w = t.w[j];
+  const G* g = static_cast<const G*>(t.g[j]);
+  float* m = t.m[j];
+  for (int64_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
+    if constexpr (kMomentum)
+      sgdStep(w[i], widen(g[i]), m[i], p);
+    else
+      sgdStep(w[i], widen(g[i]), p);
+  }
+}
+
+template <typename G>
+void sgdGroup(const SgdGroupTable& t, int64_t blocks, bool momentum, const SgdParams& p,
+              cudaStream_t stream) {
+  if (t.count == 0 || blocks <= 0) return;
+  const unsigned grid = static_cast<unsigned>(blocks);
+  if (momentum)
+    sgdGroupKernel<true, G><<<grid, kMapThreads, 0, stream>>>(t, p);
+  else
+    sgdGroupKernel<false, G><<<grid, kMapThreads, 0, stream>>>(t, p);
+}
+
 }  // namespace
+
+void launchSgdUpdateGroup(const SgdGroupTable& table, int64_t blocks, bool momentum,
+                          bool bf16_grad, const SgdParams& p, cudaStream_t stream) {
+  if (bf16_grad)
+    sgdGroup<uint16_t>(table, blocks, momentum, p, stream);
+  else
+    sgdGroup<float>(table, blocks, momentum, p, stream);
+}
 
 void launchSgdUpdate(float* w, const float* g, float* m, int64_t n, const SgdParams& p,
                      cudaStream_t stream) {

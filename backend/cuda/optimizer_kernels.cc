@@ -4,12 +4,14 @@
 // it was all-reduced in bf16 (allreduce-dtype=bf16); it is widened exactly, so the step
 // itself is the f32 one, the CPU's to the bit.
 //
-// One launch per parameter: the IR has one sgd_update node per parameter. A multi-tensor
-// launch over all parameters of a device would need the IR (or the executor) to group
-// them into one node.
+// sgd_update_group (group-sgd-updates, on by default for CUDA devices) steps k parameters
+// of a device in one launch per 48 (optimizer_plan.h) instead of one launch each.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
@@ -42,16 +44,65 @@ class SgdUpdateKernel final : public CudaKernel {
   SgdParams params_;
 };
 
+class SgdUpdateGroupKernel final : public CudaKernel {
+ public:
+  SgdUpdateGroupKernel(CudaContext& ctx, ir::SgdGroupLayout layout, bool bf16_grad,
+                       const SgdParams& p, std::vector<SgdGroupLaunch> plan)
+      : CudaKernel(ctx), layout_(layout), bf16_grad_(bf16_grad), params_(p),
+        plan_(std::move(plan)) {}
+
+ protected:
+  absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView>) override {
+    // The sizes were planned from the node's types; the pointers are this run's views.
+    for (const SgdGroupLaunch& launch : plan_) {
+      SgdGroupTable table{};
+      table.count = launch.count;
+      std::copy(launch.first_block, launch.first_block + launch.count + 1, table.first_block);
+      for (int t = 0; t < launch.count; ++t) {
+        const size_t j = static_cast<size_t>(launch.first + t);
+        table.w[t] = in[layout_.weight(j)].f32();
+        table.g[t] = in[layout_.gradient(j)].data;
+        table.m[t] = layout_.momentum ? in[layout_.buffer(j)].f32() : nullptr;
+        table.n[t] = in[layout_.weight(j)].numElements();
+      }
+      launchSgdUpdateGroup(table, launch.blocks(), layout_.momentum, bf16_grad_, params_, stream);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  ir::SgdGroupLayout layout_;
+  bool bf16_grad_;
+  SgdParams params_;
+  std::vector<SgdGroupLaunch> plan_;
+};
+
+SgdParams hyperparameters(const ir::Node& node) {
+  return SgdParams{static_cast<float>(node.floatAttr("lr")),
+                   static_cast<float>(node.floatAttr("momentum")),
+                   static_cast<float>(node.floatAttr("weight_decay"))};
+}
+
 }  // namespace
 
 KernelOr makeSgdUpdateKernel(const KernelInit& init) {
   const ir::Node& node = init.node;
   RETURN_IF_ERROR(checkSgdUpdate(node, "CUDA"));
-  const SgdParams p{static_cast<float>(node.floatAttr("lr")),
-                    static_cast<float>(node.floatAttr("momentum")),
-                    static_cast<float>(node.floatAttr("weight_decay"))};
-  return std::unique_ptr<CudaKernel>(
-      new SgdUpdateKernel(init.ctx, node.operand(1)->type().dtype == ir::DType::kBF16, p));
+  return std::unique_ptr<CudaKernel>(new SgdUpdateKernel(
+      init.ctx, node.operand(1)->type().dtype == ir::DType::kBF16, hyperparameters(node)));
+}
+
+KernelOr makeSgdUpdateGroupKernel(const KernelInit& init) {
+  const ir::Node& node = init.node;
+  RETURN_IF_ERROR(checkSgdUpdateGroup(node, "CUDA"));
+  const ir::SgdGroupLayout layout = ir::sgdGroupLayout(node);
+  std::vector<int64_t> sizes;
+  for (size_t j = 0; j < layout.k; ++j)
+    sizes.push_back(node.operand(layout.weight(j))->type().numElements());
+  return std::unique_ptr<CudaKernel>(new SgdUpdateGroupKernel(
+      init.ctx, layout, node.operand(layout.gradient(0))->type().dtype == ir::DType::kBF16,
+      hyperparameters(node), planSgdGroupLaunches(sizes)));
 }
 
 }  // namespace tandem::backend::cuda

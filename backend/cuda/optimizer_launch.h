@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/cuda/optimizer_math.h"
+#include "backend/cuda/optimizer_plan.h"
 
 namespace tandem::backend::cuda {
 
@@ -17,5 +18,11 @@ void launchSgdUpdate(float* w, const float* g, float* m, int64_t n, const SgdPar
                      cudaStream_t stream);
 void launchSgdUpdate(float* w, const uint16_t* g, float* m, int64_t n, const SgdParams& p,
                      cudaStream_t stream);
+
+/// One launch of sgd_update_group's multi-tensor kernel: the table's parameters (gradients
+/// f32, or bf16 when `bf16_grad`; momentum buffers read when `momentum`), `blocks` of them
+/// (the table's last prefix sum).
+void launchSgdUpdateGroup(const SgdGroupTable& table, int64_t blocks, bool momentum,
+                          bool bf16_grad, const SgdParams& p, cudaStream_t stream);
 
 }  // namespace tandem::backend::cuda

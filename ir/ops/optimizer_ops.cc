@@ -1,50 +1,119 @@
-// sgd_update: the in-place optimizer step.
+// sgd_update and sgd_update_group: the in-place optimizer step, for one parameter or for
+// k parameters of one device in one node (one multi-tensor launch on GPUs).
+
+#include <cstdint>
+#include <utility>
 
 #include "ir/ops/rule_util.h"
+#include "ir/status_macros.h"
+#include "ir/updates.h"
 
 namespace tandem::ir {
 namespace {
 using namespace rules;
 
-absl::StatusOr<Types> inferSgdUpdate(const Node& n) {  // w, g, m?
+absl::Status checkHyperparameters(const Node& n) {
   double lr = n.floatAttr("lr"), momentum = n.floatAttr("momentum"),
          wd = n.floatAttr("weight_decay");
   if (!(lr >= 0)) return fail("lr must be >= 0");
   if (!(momentum >= 0 && momentum < 1)) return fail("momentum must be in [0, 1)");
   if (!(wd >= 0)) return fail("weight_decay must be >= 0");
-  bool has_buffer = n.numOperands() > 2;
-  if (has_buffer != (momentum > 0))
-    return fail(momentum > 0 ? "momentum > 0 needs a momentum buffer operand m"
-                             : "a momentum buffer m is given but momentum is 0");
-  if (absl::Status s = expectF32(n, 0, "the update runs on f32 master weights"); !s.ok()) return s;
-  for (size_t i = 0; i < n.numOperands(); ++i) {
-    // The gradient may arrive in bf16 (reduced in bf16 to halve the bytes on the wire);
-    // the update converts it as it reads it.
-    if (i == 1 && typeOf(n, 1) == TensorType{DType::kBF16, typeOf(n, 0).shape}) continue;
-    if (i > 0)
-      if (absl::Status s = expectSameType(n, 0, i); !s.ok()) return s;
-    if (i == 1) continue;
-    auto var = varReadBy(n, i);
-    if (!var.ok()) return var.status();
-    const Var* decl = n.graph()->module()->findVar(*var);
-    VarRole want = i == 0 ? VarRole::kParam : VarRole::kOptimizer;
+  return absl::OkStatus();
+}
+
+/// The operand indices of one parameter's step: its weight, its gradient and, with
+/// momentum, its buffer (SIZE_MAX without).
+struct UpdateOperands {
+  size_t w, g, m;
+};
+
+/// The checks of one step: f32 weights read from a param variable, a gradient of the
+/// weight's type (or its bf16 twin: reduced in bf16 to halve the bytes on the wire, and
+/// widened as the update reads it), a momentum buffer of the weight's type read from an
+/// optimizer variable. `describe` names an operand in the messages.
+template <typename Describe>
+absl::Status checkUpdate(const Node& n, UpdateOperands u, Describe describe) {
+  const TensorType& w = typeOf(n, u.w);
+  if (w.dtype != DType::kF32)
+    return fail(absl::StrCat(describe(u.w), " must be f32 (the update runs on f32 master weights)"));
+  const TensorType& g = typeOf(n, u.g);
+  if (g != w && g != TensorType{DType::kBF16, w.shape})
+    return fail(absl::StrCat(describe(u.g), " must have the type of ", describe(u.w),
+                             " (or be its bf16 twin)"));
+  if (u.m != SIZE_MAX && typeOf(n, u.m) != w)
+    return fail(absl::StrCat(describe(u.m), " and ", describe(u.w), " must have the same type"));
+  for (auto [i, want] : {std::pair{u.w, VarRole::kParam}, std::pair{u.m, VarRole::kOptimizer}}) {
+    if (i == SIZE_MAX) continue;
+    const Node* def = n.operand(i)->def();
+    if (def == nullptr || def->op() != Op::kParam)
+      return fail(absl::StrCat(describe(i), " must be read straight from a variable (a param node)"));
+    const std::string var = def->symbolAttr("var");
+    const Var* decl = n.graph()->module()->findVar(var);
     if (decl != nullptr && decl->role != want)
-      return fail(absl::StrCat(describeOperand(n, i), " reads @", *var, " whose role is ",
+      return fail(absl::StrCat(describe(i), " reads @", var, " whose role is ",
                                varRoleName(decl->role), ", expected ", varRoleName(want)));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> inferSgdUpdate(const Node& n) {  // w, g, m?
+  RETURN_IF_ERROR(checkHyperparameters(n));
+  bool has_buffer = n.numOperands() > 2;
+  if (has_buffer != (n.floatAttr("momentum") > 0))
+    return fail(has_buffer ? "a momentum buffer m is given but momentum is 0"
+                           : "momentum > 0 needs a momentum buffer operand m");
+  RETURN_IF_ERROR(checkUpdate(n, {0, 1, has_buffer ? size_t{2} : SIZE_MAX},
+                              [&](size_t i) { return describeOperand(n, i); }));
   return Types{};
 }
 
-std::vector<std::string> writesSgdUpdate(const Node& n) {
+absl::StatusOr<Types> inferSgdUpdateGroup(const Node& n) {  // ws..., gs..., ms...
+  RETURN_IF_ERROR(checkHyperparameters(n));
+  const SgdGroupLayout layout = sgdGroupLayout(n);
+  if (layout.k == 0)
+    return fail(absl::StrCat(
+        n.numOperands(), " operands are not ", SgdGroupLayout::streams(layout.momentum),
+        " x k (k weights, their k gradients",
+        layout.momentum ? " and their k momentum buffers, as momentum > 0)"
+                        : "; no momentum buffers, as momentum is 0)"));
+  static constexpr const char* kRoles[] = {"weight", "gradient", "momentum buffer"};
+  const size_t k = layout.k;
+  auto describe = [&](size_t i) {
+    return absl::StrCat(kRoles[i / k], " ", i % k + 1, " of ", k, " (%", n.operand(i)->name(),
+                        ": ", toString(typeOf(n, i)), ")");
+  };
+  for (size_t j = 0; j < k; ++j)
+    RETURN_IF_ERROR(checkUpdate(
+        n, {layout.weight(j), layout.gradient(j), layout.momentum ? layout.buffer(j) : SIZE_MAX},
+        describe));
+  return Types{};
+}
+
+/// The variables written: the weights' and the momentum buffers'.
+std::vector<std::string> writesVarsAt(const Node& n, std::vector<size_t> operands) {
   std::vector<std::string> out;
-  for (size_t i : {size_t{0}, size_t{2}})
+  for (size_t i : operands)
     if (i < n.numOperands())
       if (auto var = varReadBy(n, i); var.ok()) out.push_back(*var);
   return out;
 }
 
+std::vector<std::string> writesSgdUpdate(const Node& n) { return writesVarsAt(n, {0, 2}); }
+
+std::vector<std::string> writesSgdUpdateGroup(const Node& n) {
+  const SgdGroupLayout layout = sgdGroupLayout(n);
+  std::vector<size_t> written;
+  for (size_t j = 0; j < layout.k; ++j) {
+    written.push_back(layout.weight(j));
+    if (layout.momentum) written.push_back(layout.buffer(j));
+  }
+  return writesVarsAt(n, std::move(written));
+}
+
 }  // namespace
 
 extern const OpRules kSgdUpdateRules{.infer = inferSgdUpdate, .writes = writesSgdUpdate};
+extern const OpRules kSgdUpdateGroupRules{.infer = inferSgdUpdateGroup,
+                                          .writes = writesSgdUpdateGroup};
 
 }  // namespace tandem::ir

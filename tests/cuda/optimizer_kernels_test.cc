@@ -1,8 +1,10 @@
-// sgd_update on CUDA. Without a GPU: the step the kernel runs (optimizer_math.h),
-// compiled here, against the CPU kernel bit for bit, with and without momentum, from f32
-// and bf16 gradients, over several steps. With a GPU: the kernel against the CPU backend
-// bit for bit (w and m are written in place), at sizes with a tail after the 16-byte
-// packs and from unaligned pointers.
+// sgd_update and sgd_update_group on CUDA. Without a GPU: the step the kernels run
+// (optimizer_math.h), compiled here, against the CPU kernel bit for bit, with and without
+// momentum, from f32 and bf16 gradients, over several steps; the group's launch plan
+// (optimizer_plan.h) and its block-to-values mapping, run here over the plan, against the
+// CPU's group kernel. With a GPU: both kernels against the CPU backend bit for bit (w and
+// m are written in place), at sizes with a tail after the 16-byte packs, from unaligned
+// pointers, and a group of more parameters than one launch's table holds.
 
 #include <cstdint>
 #include <cstring>
@@ -12,6 +14,8 @@
 
 #include "backend/cuda/optimizer_launch.h"
 #include "backend/cuda/optimizer_math.h"
+#include "backend/cuda/optimizer_plan.h"
+#include "ir/updates.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -97,7 +101,142 @@ TEST(CudaOptimizerMath, SgdStepIsTheCpuKernelToTheBit) {
     }
 }
 
+/// sgd_update_group over parameters of `sizes` values: weights and momentum buffers read
+/// from variables, gradients of dtype `g`.
+SingleOp sgdGroupOp(const std::vector<int64_t>& sizes, ir::DType g, double momentum) {
+  const size_t k = sizes.size(), streams = momentum > 0 ? 3 : 2;
+  std::vector<ir::TensorType> operands;
+  std::vector<ir::Var> vars;
+  std::vector<size_t> state;
+  for (size_t s = 0; s < streams; ++s)
+    for (size_t j = 0; j < k; ++j) {
+      const size_t i = s * k + j;
+      operands.push_back(s == 1 ? ir::TensorType{g, {sizes[j]}} : f32({sizes[j]}));
+      if (s == 1) continue;
+      vars.push_back(ir::Var{"state" + std::to_string(i), f32({sizes[j]}),
+                             s == 0 ? ir::VarRole::kParam : ir::VarRole::kOptimizer, {}});
+      state.push_back(i);
+    }
+  return SingleOp(Op::kSgdUpdateGroup, operands,
+                  {{"lr", kLr}, {"momentum", momentum}, {"weight_decay", kWeightDecay}}, vars, {},
+                  state);
+}
+
+/// The sizes of a group that needs three launches: 100 parameters (48 per table) of sizes
+/// around and across kGroupChunk, ones of a single value among them.
+std::vector<int64_t> groupSizes() {
+  std::vector<int64_t> sizes;
+  for (int j = 0; j < 100; ++j)
+    sizes.push_back(j % 7 == 0 ? 1 : (j * 977) % (3 * cu::kGroupChunk) + cu::kGroupChunk / 2);
+  return sizes;
+}
+
+TEST(CudaOptimizerPlan, TablesHoldAtMost48ParametersInOrder) {
+  const std::vector<int64_t> sizes = groupSizes();
+  const std::vector<cu::SgdGroupLaunch> plan = cu::planSgdGroupLaunches(sizes);
+  ASSERT_EQ(plan.size(), 3u);
+  int next = 0;
+  for (const cu::SgdGroupLaunch& l : plan) {
+    EXPECT_EQ(l.first, next);
+    EXPECT_LE(l.count, cu::kGroupTensorsPerLaunch);
+    EXPECT_EQ(l.first_block[0], 0);
+    for (int t = 0; t < l.count; ++t)
+      EXPECT_EQ(l.first_block[t + 1] - l.first_block[t], cu::groupBlocks(sizes[l.first + t]));
+    next += l.count;
+  }
+  EXPECT_EQ(next, 100);
+  EXPECT_EQ(plan[0].count, 48);
+  EXPECT_EQ(plan[2].count, 4);
+  EXPECT_TRUE(cu::planSgdGroupLaunches({}).empty());
+}
+
+TEST(CudaOptimizerPlan, EveryValueIsSteppedByExactlyOneBlockThread) {
+  const std::vector<int64_t> sizes = groupSizes();
+  std::vector<std::vector<int>> hits(sizes.size());
+  for (size_t j = 0; j < sizes.size(); ++j) hits[j].assign(static_cast<size_t>(sizes[j]), 0);
+  for (const cu::SgdGroupLaunch& l : cu::planSgdGroupLaunches(sizes)) {
+    std::vector<int64_t> n(sizes.begin() + l.first, sizes.begin() + l.first + l.count);
+    for (int64_t b = 0; b < l.blocks(); ++b) {
+      const int t = cu::groupTensorOf(l.first_block, l.count, b);
+      ASSERT_GE(b, l.first_block[t]);
+      ASSERT_LT(b, l.first_block[t + 1]);
+      const cu::GroupRange r = cu::groupRangeOf(l.first_block, n.data(), t, b);
+      for (int64_t i = r.begin; i < r.end; ++i) ++hits[static_cast<size_t>(l.first + t)][i];
+    }
+  }
+  for (size_t j = 0; j < sizes.size(); ++j)
+    for (size_t i = 0; i < hits[j].size(); ++i)
+      ASSERT_EQ(hits[j][i], 1) << "parameter " << j << " value " << i;
+}
+
+// The group kernel's body, run here block by block over the plan, steps every parameter
+// as the CPU's group kernel does, to the bit.
+TEST(CudaOptimizerMath, GroupStepOverThePlanIsTheCpuGroupKernelToTheBit) {
+  std::mt19937 rng(5);
+  const std::vector<int64_t> sizes = groupSizes();
+  for (ir::DType g : {ir::DType::kF32, ir::DType::kBF16})
+    for (double momentum : {0.0, 0.9}) {
+      SCOPED_TRACE(std::string(ir::dtypeName(g)) + " momentum " + std::to_string(momentum));
+      SingleOp op = sgdGroupOp(sizes, g, momentum);
+      fillSgd(op, rng);
+      const ir::SgdGroupLayout layout = ir::sgdGroupLayout(op.node());
+      ASSERT_EQ(layout.k, sizes.size());
+      std::vector<std::vector<float>> w(layout.k), m(layout.k);
+      for (size_t j = 0; j < layout.k; ++j) {
+        Buffer& bw = op.in(layout.weight(j));
+        w[j].assign(bw.f32(), bw.f32() + bw.size());
+        if (momentum > 0) m[j].assign(op.in(layout.buffer(j)).f32(), op.in(layout.buffer(j)).f32() + bw.size());
+      }
+      const cu::SgdParams p = params(momentum);
+      for (const cu::SgdGroupLaunch& l : cu::planSgdGroupLaunches(sizes)) {
+        std::vector<int64_t> n(sizes.begin() + l.first, sizes.begin() + l.first + l.count);
+        for (int64_t b = 0; b < l.blocks(); ++b) {
+          const int t = cu::groupTensorOf(l.first_block, l.count, b);
+          const size_t j = static_cast<size_t>(l.first + t);
+          const cu::GroupRange r = cu::groupRangeOf(l.first_block, n.data(), t, b);
+          for (int64_t i = r.begin; i < r.end; ++i) {
+            const float gi = gradAt(op.in(layout.gradient(j)), i);
+            if (momentum > 0)
+              cu::sgdStep(w[j][i], gi, m[j][i], p);
+            else
+              cu::sgdStep(w[j][i], gi, p);
+          }
+        }
+      }
+      op.run();
+      for (size_t j = 0; j < layout.k; ++j) {
+        const size_t bytes = w[j].size() * sizeof(float);
+        EXPECT_EQ(std::memcmp(w[j].data(), op.in(layout.weight(j)).f32(), bytes), 0) << j;
+        if (momentum > 0) {
+          EXPECT_EQ(std::memcmp(m[j].data(), op.in(layout.buffer(j)).f32(), bytes), 0) << j;
+        }
+      }
+    }
+}
+
 // ---- GPU ------------------------------------------------------------------------------
+
+TEST(CudaOptimizerKernels, SgdUpdateGroupMatchesCpuToTheBit) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(13);
+  for (ir::DType g : {ir::DType::kF32, ir::DType::kBF16})
+    for (double momentum : {0.0, 0.9}) {
+      SCOPED_TRACE(std::string(ir::dtypeName(g)) + " momentum " + std::to_string(momentum));
+      SingleOp op = sgdGroupOp(groupSizes(), g, momentum);
+      fillSgd(op, rng);
+      std::vector<Buffer> inputs;
+      for (size_t i = 0; i < op.node().numOperands(); ++i) inputs.push_back(cloneBuffer(op.in(i)));
+      CudaRun gpu = runOnCuda(op, inputs, /*runs=*/3);  // the state carries over
+      for (int s = 0; s < 3; ++s) op.run();
+      ASSERT_EQ(gpu.operands.size(), op.node().numOperands());
+      for (size_t i = 0; i < gpu.operands.size(); ++i)
+        EXPECT_EQ(std::memcmp(gpu.operands[i].view().data, op.in(i).view().data,
+                              static_cast<size_t>(op.in(i).type().bytes())),
+                  0)
+            << "operand " << i;
+    }
+}
+
 
 TEST(CudaOptimizerKernels, SgdUpdateMatchesCpuToTheBit) {
   TANDEM_SKIP_WITHOUT_GPU();

@@ -52,7 +52,8 @@ inline std::vector<ZooCase> zooCases() {
   };
 }
 
-/// The pipeline configuration of a case: cpu:0..cpu:N-1.
+/// The pipeline configuration of a case: cpu:0..cpu:N-1, with every default pass
+/// (group-sgd-updates too, which only CUDA devices get unasked).
 inline passes::PipelineConfig pipelineConfig(const ZooCase& c) {
   passes::PipelineConfig config;
   config.devices.clear();
@@ -60,6 +61,7 @@ inline passes::PipelineConfig pipelineConfig(const ZooCase& c) {
   config.momentum = c.momentum;
   config.weight_decay = c.momentum > 0 ? 5e-4 : 0;
   config.bf16 = c.bf16;
+  config.group_updates = true;
   return config;
 }
 

@@ -104,6 +104,19 @@ std::vector<GoldenCase> cases() {
        "resnet18.bf16.tir"},
       {"Resnet18Bf16Fused", "resnet18.bf16.tir", "autodiff,fuse-conv-bn-relu",
        "resnet18.bf16.fused.tir"},
+      // group-sgd-updates: each device's updates of one bucket as one sgd_update_group at
+      // the place of the last; fc2.w, alone in bucket 0, stays an sgd_update.
+      {"LenetSmallBucketsGrouped", "lenet.small_buckets.tir", "schedule,group-sgd-updates",
+       "lenet.small_buckets_grouped.tir"},
+      // With momentum: weights, gradients, then momentum buffers.
+      {"LenetMomentumGrouped2", "lenet.default2_momentum.tir", "schedule,group-sgd-updates",
+       "lenet.default2_momentum_grouped.tir"},
+      // Gradients reduced in bf16: the group reads the bf16 sums.
+      {"LenetBf16AllReduceGrouped", "lenet.bf16_default2_bf16_allreduce.tir",
+       "group-sgd-updates", "lenet.bf16_default2_bf16_allreduce_grouped.tir"},
+      // One device, no all_reduce: every update in one group.
+      {"LenetDefault1Grouped", "lenet.default1.tir", "group-sgd-updates",
+       "lenet.default1_grouped.tir"},
       // One device: only the host-to-device split.
       {"LenetDefault1", "lenet.tir", defaultOn(1), "lenet.default1.tir"},
       // Hand-written module with dead nodes in @init and @train_step.

@@ -22,6 +22,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 std::string parseError(absl::string_view text) {
@@ -41,7 +42,8 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(p.status().message(),
             "unknown pass 'fuse-everything' (known: mixed-precision, autodiff, fuse-conv-bn-relu, "
-            "replicate, insert-collectives, recompute-bn-relu, dce, schedule, plan-memory)");
+            "replicate, insert-collectives, recompute-bn-relu, dce, schedule, group-sgd-updates, "
+            "plan-memory)");
   for (const passes::PassInfo& info : passes::registeredPasses())
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(std::string(info.name)));
 }
@@ -165,14 +167,19 @@ TEST(DefaultPipeline, TextAndOrder) {
             "mixed-precision{dtype=bf16},autodiff{lr=0.2,momentum=0.9,weight-decay=0.001},"
             "fuse-conv-bn-relu,replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
             "insert-collectives{bucket-mb=10,first-bucket-mb=0.5,allreduce-dtype=bf16},"
-            "recompute-bn-relu,dce,schedule,plan-memory");
+            "recompute-bn-relu,dce,schedule,group-sgd-updates,plan-memory");
   auto p = passes::parsePipeline(text);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(passNames(*p), passes::defaultPassNames());
   EXPECT_THAT(passes::defaultPassNames(),
               ElementsAre("mixed-precision", "autodiff", "fuse-conv-bn-relu", "replicate",
                           "insert-collectives", "recompute-bn-relu", "dce", "schedule",
-                          "plan-memory"));
+                          "group-sgd-updates", "plan-memory"));
+  // CUDA devices group the updates unless told not to; CPU devices only when told to.
+  config.group_updates = false;
+  EXPECT_THAT(passes::defaultPipeline(config), Not(HasSubstr("group-sgd-updates")));
+  EXPECT_THAT(passes::defaultPipeline({.group_updates = true}),
+              HasSubstr(",schedule,group-sgd-updates,plan-memory"));
   // Each pass prints the options it was given: the pipeline text again.
   std::vector<std::string> printed;
   for (const auto& pass : *p) printed.push_back(std::string(pass->name()) + pass->optionsText());
@@ -279,7 +286,8 @@ TEST(PassManager, BadPipelineAddsNothing) {
   passes::PassManager pm;
   EXPECT_EQ(pm.addPipeline("autodiff,nope").message(),
             "unknown pass 'nope' (known: mixed-precision, autodiff, fuse-conv-bn-relu, replicate, "
-            "insert-collectives, recompute-bn-relu, dce, schedule, plan-memory)");
+            "insert-collectives, recompute-bn-relu, dce, schedule, group-sgd-updates, "
+            "plan-memory)");
   EXPECT_EQ(pm.size(), 0u);
 }
 
@@ -337,9 +345,11 @@ TEST(PassManager, PrintAfterEveryPassAndTimings) {
   auto printed = runPrinting({"*"}, &pm);
   std::vector<std::string> names;
   for (const Printed& p : printed) names.push_back(p.pass);
-  // Every default pass but mixed-precision, which runs only for bf16.
+  // Every default pass but mixed-precision, which runs only for bf16, and
+  // group-sgd-updates, which runs for CUDA devices.
   std::vector<std::string> f32_passes = passes::defaultPassNames();
   f32_passes.erase(f32_passes.begin());
+  std::erase(f32_passes, "group-sgd-updates");
   EXPECT_EQ(names, f32_passes);
 
   const auto& timings = pm.timings();

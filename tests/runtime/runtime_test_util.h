@@ -55,6 +55,7 @@ struct TrainSetup {
   bool sync_bn = false;
   bool bf16 = false;            // --precision bf16
   bool bf16_allreduce = false;  // --allreduce-dtype bf16
+  bool group_updates = false;   // --group-updates on
   backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
   bool blocked_activations = true;
   uint64_t seed = 0;
@@ -79,7 +80,8 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
                 .recompute = o.recompute,
                 .bf16 = o.bf16,
                 .bf16_allreduce = o.bf16_allreduce,
-                .sync_bn = o.sync_bn};
+                .sync_bn = o.sync_bn,
+                .group_updates = o.group_updates};
   auto module = driver::compileModel(spec, c);
   if (!module.ok()) return module.status();
   return runtime::Trainer::create(

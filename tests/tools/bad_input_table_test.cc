@@ -194,6 +194,8 @@ TEST_F(BadInputTable, SplitAndInitializer) {
        "--precision: 'fp16' is not a dtype Tandem trains in: f32 or bf16"},
       {{"dump", "--model", "lenet", "--allreduce-dtype", "fp8"},
        "--allreduce-dtype: 'fp8' is not a dtype Tandem trains in: f32 or bf16"},
+      {{"dump", "--model", "lenet", "--group-updates", "yes"},
+       "--group-updates: 'yes' is not auto, on or off"},
       {{"dump", "--model", "lenet", "--devices", "2", "--split", "auto"},
        "--split: auto measures the devices while training; dump takes even or weights such as "
        "3,1"},
@@ -298,7 +300,8 @@ TEST_F(BadInputTable, OptFiles) {
        "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (1048576 bytes)'"},
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
        "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, fuse-conv-bn-relu, "
-       "replicate, insert-collectives, recompute-bn-relu, dce, schedule, plan-memory)"},
+       "replicate, insert-collectives, recompute-bn-relu, dce, schedule, group-sgd-updates, "
+       "plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
       {{"opt", "$TMP/good.tir", "--print-after", "dce"},

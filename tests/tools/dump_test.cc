@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
@@ -143,6 +144,21 @@ TEST(DumpTest, AfterReplicateHasReplicasButNoCollectives) {
   EXPECT_THAT(text, AllOf(Not(HasSubstr("all_reduce(")), Not(HasSubstr("split(")),
                           Not(HasSubstr("broadcast("))));
   EXPECT_EQ(runOk({"opt", "-", "--canonical"}, text), text);
+}
+
+// CUDA devices get one sgd_update_group per device and bucket (the dump compiles for any
+// device kind); --group-updates on asks for it on CPU devices, off leaves it out.
+TEST(DumpTest, GroupedUpdatesForCudaDevicesAndOnRequest) {
+  for (auto [devices, flag, grouped] :
+       {std::tuple{"cuda:0,cuda:1", "auto", true}, std::tuple{"cuda:0,cuda:1", "off", false},
+        std::tuple{"cpu:0,cpu:1", "auto", false}, std::tuple{"cpu:0,cpu:1", "on", true}}) {
+    SCOPED_TRACE(std::string(devices) + " " + flag);
+    std::string text = runOk({"dump", "--model", "lenet", "--devices", devices, "--batch", "64",
+                              "--group-updates", flag, "--canonical"});
+    EXPECT_EQ(text.find("sgd_update_group(") != std::string::npos, grouped);
+    EXPECT_EQ(text.find("  sgd_update(") != std::string::npos, !grouped);
+    EXPECT_EQ(runOk({"opt", "-", "--canonical"}, text), text);
+  }
 }
 
 TEST(DumpTest, AfterNoneIsTheModelAsBuilt) {

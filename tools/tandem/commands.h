@@ -52,6 +52,8 @@ struct ModelFlags {
   bool no_fuse = false;
   bool no_recompute = false;
   bool sync_bn = false;
+  /// --group-updates: auto (for CUDA devices), on or off.
+  std::string group_updates = "auto";
   /// --precision: f32, or bf16 (the mixed-precision pass).
   std::string precision = "f32";
   /// --allreduce-dtype: the dtype gradients are reduced in, f32 or bf16.

@@ -142,6 +142,12 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
     return flagError("--sync-bn", "all-reduces the statistics that the fused batch norm "
                                   "computes in its own step; it cannot go with --no-fuse");
   c.pipeline.sync_bn = f.sync_bn;
+  // auto leaves it unset: the default pipeline decides by the device kinds.
+  if (f.group_updates == "on" || f.group_updates == "off")
+    c.pipeline.group_updates = f.group_updates == "on";
+  else if (f.group_updates != "auto")
+    return flagError("--group-updates",
+                     absl::StrCat("'", f.group_updates, "' is not auto, on or off"));
   for (auto [flag, value] : {std::pair{"--precision", &f.precision},
                              std::pair{"--allreduce-dtype", &f.allreduce_dtype}})
     if (*value != "f32" && *value != "bf16")
