@@ -46,10 +46,12 @@ inline absl::Status checkSgdUpdateGroup(const ir::Node& node, absl::string_view 
     const ir::DType t = node.operand(i)->type().dtype;
     if (gradient ? (t != grad || (t != ir::DType::kF32 && t != ir::DType::kBF16))
                  : t != ir::DType::kF32)
-      return absl::UnimplementedError(absl::StrCat(
-          node.describe(), ": the ", kind, " kernel updates f32 weights from gradients of one "
-          "dtype, f32 or bf16, not ", ir::dtypeName(t), " operand ", i, " (%",
-          node.operand(i)->name(), ") beside ", ir::dtypeName(grad), " gradient 1"));
+      return absl::UnimplementedError(
+          absl::StrCat(node.describe(), ": the ", kind,
+                       " kernel updates f32 weights from gradients of one "
+                       "dtype, f32 or bf16, not ",
+                       ir::dtypeName(t), " operand ", i, " (%", node.operand(i)->name(),
+                       ") beside ", ir::dtypeName(grad), " gradient 1"));
   }
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -58,6 +59,7 @@ std::string toString(const TensorType& t) {
 
 std::string toString(const Device& d) {
   return absl::StrCat(d.kind == DeviceKind::kCpu ? "cpu" : "cuda", ":", d.index,
+                      d.share == 0 ? "" : absl::StrCat(".", d.share),
                       d.rank == 0 ? "" : absl::StrCat("@", d.rank));
 }
 
@@ -78,11 +80,16 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
   };
   size_t colon = s.find(':');
   if (colon == absl::string_view::npos) return bad("expected KIND:INDEX such as cpu:0 or cuda:1");
-  absl::string_view kind = s.substr(0, colon), index = s.substr(colon + 1), rank;
+  absl::string_view kind = s.substr(0, colon), index = s.substr(colon + 1), rank, share;
   const size_t at = index.find('@');
   if (at != absl::string_view::npos) {
     rank = index.substr(at + 1);
     index = index.substr(0, at);
+  }
+  const size_t dot = index.find('.');
+  if (dot != absl::string_view::npos) {
+    share = index.substr(dot + 1);
+    index = index.substr(0, dot);
   }
   Device d;
   if (kind == "cpu") {
@@ -97,6 +104,16 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
     return bad(absl::StrCat("the index must be at most ", std::numeric_limits<int>::max()));
   if (index.empty() || ec != std::errc() || end != index.data() + index.size() || d.index < 0)
     return bad("the index must be a non-negative integer");
+  if (dot != absl::string_view::npos) {
+    if (d.kind != DeviceKind::kCuda)
+      return bad("only CUDA devices share a GPU (cuda:0.1); CPU devices are separate already "
+                 "(cpu:0, cpu:1)");
+    auto [share_end, share_ec] = std::from_chars(share.data(), share.data() + share.size(), d.share);
+    if (share.empty() || share_ec != std::errc() || share_end != share.data() + share.size() ||
+        d.share < 0)
+      return bad("the share after '.' must be a non-negative integer (cuda:0.1: GPU 0's second "
+                 "logical device)");
+  }
   if (at != absl::string_view::npos) {
     auto [rank_end, rank_ec] = std::from_chars(rank.data(), rank.data() + rank.size(), d.rank);
     if (rank.empty() || rank_ec != std::errc() || rank_end != rank.data() + rank.size() ||
@@ -122,8 +139,12 @@ absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s) {
   // Spaces around entries are fine: the printer writes lists as "[cpu:0, cpu:1]".
   absl::flat_hash_set<Device> seen;
   for (absl::string_view part : absl::StrSplit(s, ',')) {
-    auto d = parseDevice(absl::StripAsciiWhitespace(part));
+    absl::string_view text = absl::StripAsciiWhitespace(part);
+    auto d = parseDevice(text);
     if (!d.ok()) return d.status();
+    // "cuda:0,cuda:0": the second is GPU 0's next logical device (cuda:0.1).
+    const bool implicit_share = d->kind == DeviceKind::kCuda && !absl::StrContains(text, '.');
+    while (implicit_share && seen.contains(*d)) ++d->share;
     if (!seen.insert(*d).second)
       return absl::InvalidArgumentError(
           absl::StrCat("device ", toString(*d), " is listed twice in '", s, "'"));

@@ -44,18 +44,21 @@ std::string toString(const TensorType& t);
 /// The kinds of device a node can be placed on.
 enum class DeviceKind : uint8_t { kCpu, kCuda };
 
-/// A logical device such as cpu:0 or cuda:1. Several logical devices may share one
-/// physical device; the runtime maps them. `rank` is the process (MPI rank) that drives
-/// the device in a multi-process run: cpu:0@1 is process 1's cpu:0. Rank 0 is written
-/// without it, so a one-process module reads and prints as before ranks existed.
+/// A logical device such as cpu:0 or cuda:1. `share` tells apart logical devices that
+/// run on one GPU: cuda:0.1 is the second logical device on GPU 0 (cuda:0 is cuda:0.0),
+/// so that the multi-device path runs on a one-GPU machine (CPU devices are logical
+/// already: cpu:0, cpu:1 are two worker threads). `rank` is the process (MPI rank) that
+/// drives the device in a multi-process run: cpu:0@1 is process 1's cpu:0. Share and rank
+/// 0 are written without them, so a module reads and prints as before either existed.
 struct Device {
   DeviceKind kind = DeviceKind::kCpu;
   int index = 0;
   int rank = 0;
+  int share = 0;
   bool operator==(const Device&) const = default;
   template <typename H>
   friend H AbslHashValue(H h, const Device& d) {
-    return H::combine(std::move(h), d.kind, d.index, d.rank);
+    return H::combine(std::move(h), d.kind, d.index, d.rank, d.share);
   }
 };
 
@@ -64,11 +67,13 @@ struct Device {
 inline constexpr size_t kMaxDevices = 4096;
 
 std::string toString(const Device& d);
-/// Parses "cpu:0" / "cuda:3" / "cpu:1@2" (rank 2's cpu:1); the error names the text and
-/// the known kinds.
+/// Parses "cpu:0" / "cuda:3" / "cuda:0.1" (GPU 0's second logical device) / "cpu:1@2"
+/// (rank 2's cpu:1); the error names the text and the known kinds.
 absl::StatusOr<Device> parseDevice(absl::string_view s);
-/// Parses a device list: "cpu:0,cpu:1", or a count "4" meaning cpu:0..cpu:3.
-/// Rejects duplicates, empty lists and more than kMaxDevices devices.
+/// Parses a device list: "cpu:0,cpu:1", or a count "4" meaning cpu:0..cpu:3. A CUDA
+/// device written again without a share is the GPU's next logical device: "cuda:0,cuda:0"
+/// is cuda:0, cuda:0.1. Rejects other duplicates, empty lists and more than kMaxDevices
+/// devices.
 absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s);
 std::string toString(const std::vector<Device>& ds);  // "[cpu:0, cpu:1]"
 /// The devices of `ranks` processes that each drive `local` (given without ranks), rank

@@ -13,7 +13,7 @@ namespace tandem::ir {
 
 /// Where parameter j's operands are in an sgd_update_group node.
 struct SgdGroupLayout {
-  size_t k = 0;          // parameters
+  size_t k = 0;           // parameters
   bool momentum = false;  // m_1..m_k follow the gradients
 
   /// 3 operand streams with momentum buffers, else 2.

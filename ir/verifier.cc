@@ -198,14 +198,14 @@ class GraphVerifier {
     if (!any_all_reduce || m_.devices().size() < 2) return absl::OkStatus();
     for (const auto& n : g_.nodes())
       for (const Value* g : updateGradients(*n)) {
-        if (g->def() == nullptr || (g->def()->op() != Op::kAllReduce &&
-                                    g->def()->op() != Op::kBroadcast))
+        if (g->def() == nullptr ||
+            (g->def()->op() != Op::kAllReduce && g->def()->op() != Op::kBroadcast))
           return failAt(*n, absl::StrCat("its gradient %", g->name(),
                                          " is not all-reduced across devices; expected it to "
                                          "come from exactly one all_reduce"));
         if (size_t covered = devicesReducedInto(*g); covered != m_.devices().size())
-          return failAt(*n, absl::StrCat("its gradient %", g->name(), " is reduced over ",
-                                         covered, " of the ", m_.devices().size(),
+          return failAt(*n, absl::StrCat("its gradient %", g->name(), " is reduced over ", covered,
+                                         " of the ", m_.devices().size(),
                                          " devices; every device's gradient must reach it"));
       }
     return absl::OkStatus();

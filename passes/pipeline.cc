@@ -116,10 +116,9 @@ std::string defaultPipeline(const PipelineConfig& c) {
       "dce",
       "schedule",
       // After schedule: each bucket's group takes the place of the bucket's last update.
-      c.group_updates.value_or(std::any_of(c.devices.begin(), c.devices.end(),
-                                           [](const ir::Device& d) {
-                                             return d.kind == ir::DeviceKind::kCuda;
-                                           }))
+      c.group_updates.value_or(
+          std::any_of(c.devices.begin(), c.devices.end(),
+                      [](const ir::Device& d) { return d.kind == ir::DeviceKind::kCuda; }))
           ? "group-sgd-updates"
           : "",
       c.alignment == 64 ? std::string("plan-memory")
@@ -130,8 +129,15 @@ std::string defaultPipeline(const PipelineConfig& c) {
 }
 
 std::vector<std::string> defaultPassNames() {
-  return {"mixed-precision", "autodiff", "fuse-conv-bn-relu", "replicate", "insert-collectives",
-          "recompute-bn-relu", "dce", "schedule", "group-sgd-updates",
+  return {"mixed-precision",
+          "autodiff",
+          "fuse-conv-bn-relu",
+          "replicate",
+          "insert-collectives",
+          "recompute-bn-relu",
+          "dce",
+          "schedule",
+          "group-sgd-updates",
           "plan-memory"};
 }
 

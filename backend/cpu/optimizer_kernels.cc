@@ -17,8 +17,8 @@ namespace {
 // when it was all-reduced in bf16 (allreduce-dtype=bf16); it is read into float, so the
 // step itself is the f32 one. m is null without momentum.
 template <typename G>
-void sgdStep(float* __restrict w, const G* __restrict g, float* __restrict m, int64_t n,
-             float lr, float mu, float wd) {
+void sgdStep(float* __restrict w, const G* __restrict g, float* __restrict m, int64_t n, float lr,
+             float mu, float wd) {
   // w, g and m are distinct tensors (two variables and a gradient), so __restrict holds
   // and the loops vectorize without alias checks.
   if (m != nullptr) {
@@ -52,8 +52,8 @@ class SgdUpdateKernel final : public CpuKernel {
   explicit SgdUpdateKernel(Hyper h) : h_(h) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView>) override {
-    sgdStep(in[0].f32(), in[1].as<G>(), in.size() > 2 ? in[2].f32() : nullptr,
-            in[0].numElements(), h_.lr, h_.momentum, h_.weight_decay);
+    sgdStep(in[0].f32(), in[1].as<G>(), in.size() > 2 ? in[2].f32() : nullptr, in[0].numElements(),
+            h_.lr, h_.momentum, h_.weight_decay);
   }
 
  private:

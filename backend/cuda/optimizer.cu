@@ -89,8 +89,8 @@ void sgdGroup(const SgdGroupTable& t, int64_t blocks, bool momentum, const SgdPa
 
 }  // namespace
 
-void launchSgdUpdateGroup(const SgdGroupTable& table, int64_t blocks, bool momentum,
-                          bool bf16_grad, const SgdParams& p, cudaStream_t stream) {
+void launchSgdUpdateGroup(const SgdGroupTable& table, int64_t blocks, bool momentum, bool bf16_grad,
+                          const SgdParams& p, cudaStream_t stream) {
   if (bf16_grad)
     sgdGroup<uint16_t>(table, blocks, momentum, p, stream);
   else

@@ -48,7 +48,10 @@ class SgdUpdateGroupKernel final : public CudaKernel {
  public:
   SgdUpdateGroupKernel(CudaContext& ctx, ir::SgdGroupLayout layout, bool bf16_grad,
                        const SgdParams& p, std::vector<SgdGroupLaunch> plan)
-      : CudaKernel(ctx), layout_(layout), bf16_grad_(bf16_grad), params_(p),
+      : CudaKernel(ctx),
+        layout_(layout),
+        bf16_grad_(bf16_grad),
+        params_(p),
         plan_(std::move(plan)) {}
 
  protected:

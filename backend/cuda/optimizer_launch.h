@@ -22,7 +22,7 @@ void launchSgdUpdate(float* w, const uint16_t* g, float* m, int64_t n, const Sgd
 /// One launch of sgd_update_group's multi-tensor kernel: the table's parameters (gradients
 /// f32, or bf16 when `bf16_grad`; momentum buffers read when `momentum`), `blocks` of them
 /// (the table's last prefix sum).
-void launchSgdUpdateGroup(const SgdGroupTable& table, int64_t blocks, bool momentum,
-                          bool bf16_grad, const SgdParams& p, cudaStream_t stream);
+void launchSgdUpdateGroup(const SgdGroupTable& table, int64_t blocks, bool momentum, bool bf16_grad,
+                          const SgdParams& p, cudaStream_t stream);
 
 }  // namespace tandem::backend::cuda

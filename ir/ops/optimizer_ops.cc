@@ -35,7 +35,8 @@ template <typename Describe>
 absl::Status checkUpdate(const Node& n, UpdateOperands u, Describe describe) {
   const TensorType& w = typeOf(n, u.w);
   if (w.dtype != DType::kF32)
-    return fail(absl::StrCat(describe(u.w), " must be f32 (the update runs on f32 master weights)"));
+    return fail(
+        absl::StrCat(describe(u.w), " must be f32 (the update runs on f32 master weights)"));
   const TensorType& g = typeOf(n, u.g);
   if (g != w && g != TensorType{DType::kBF16, w.shape})
     return fail(absl::StrCat(describe(u.g), " must have the type of ", describe(u.w),
@@ -46,7 +47,8 @@ absl::Status checkUpdate(const Node& n, UpdateOperands u, Describe describe) {
     if (i == SIZE_MAX) continue;
     const Node* def = n.operand(i)->def();
     if (def == nullptr || def->op() != Op::kParam)
-      return fail(absl::StrCat(describe(i), " must be read straight from a variable (a param node)"));
+      return fail(
+          absl::StrCat(describe(i), " must be read straight from a variable (a param node)"));
     const std::string var = def->symbolAttr("var");
     const Var* decl = n.graph()->module()->findVar(var);
     if (decl != nullptr && decl->role != want)
@@ -71,16 +73,16 @@ absl::StatusOr<Types> inferSgdUpdateGroup(const Node& n) {  // ws..., gs..., ms.
   RETURN_IF_ERROR(checkHyperparameters(n));
   const SgdGroupLayout layout = sgdGroupLayout(n);
   if (layout.k == 0)
-    return fail(absl::StrCat(
-        n.numOperands(), " operands are not ", SgdGroupLayout::streams(layout.momentum),
-        " x k (k weights, their k gradients",
-        layout.momentum ? " and their k momentum buffers, as momentum > 0)"
-                        : "; no momentum buffers, as momentum is 0)"));
+    return fail(absl::StrCat(n.numOperands(), " operands are not ",
+                             SgdGroupLayout::streams(layout.momentum),
+                             " x k (k weights, their k gradients",
+                             layout.momentum ? " and their k momentum buffers, as momentum > 0)"
+                                             : "; no momentum buffers, as momentum is 0)"));
   static constexpr const char* kRoles[] = {"weight", "gradient", "momentum buffer"};
   const size_t k = layout.k;
   auto describe = [&](size_t i) {
-    return absl::StrCat(kRoles[i / k], " ", i % k + 1, " of ", k, " (%", n.operand(i)->name(),
-                        ": ", toString(typeOf(n, i)), ")");
+    return absl::StrCat(kRoles[i / k], " ", i % k + 1, " of ", k, " (%", n.operand(i)->name(), ": ",
+                        toString(typeOf(n, i)), ")");
   };
   for (size_t j = 0; j < k; ++j)
     RETURN_IF_ERROR(checkUpdate(

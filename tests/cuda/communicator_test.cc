@@ -4,6 +4,7 @@
 // broadcast exactly as the host math says; NCCL with one rank, and across GPUs when the
 // machine has two.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -181,8 +182,10 @@ struct Ranks {
     for (size_t r = 0; r < gpus.size(); ++r) {
       backend::DeviceOptions o;
       o.index = static_cast<int>(r);
-      auto d =
-          backend::cuda::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, gpus[r]}, o);
+      // cuda:G, cuda:G.1, ...: each logical device on GPU G its own share.
+      const int share = static_cast<int>(std::count(gpus.begin(), gpus.begin() + r, gpus[r]));
+      auto d = backend::cuda::cudaBackend().createDevice(
+          ir::Device{.kind = ir::DeviceKind::kCuda, .index = gpus[r], .share = share}, o);
       EXPECT_TRUE(d.ok()) << d.status();
       if (!d.ok()) return;
       devices.push_back(std::move(*d));

@@ -15,8 +15,8 @@
 #include "backend/cuda/optimizer_launch.h"
 #include "backend/cuda/optimizer_math.h"
 #include "backend/cuda/optimizer_plan.h"
-#include "ir/updates.h"
 #include "gtest/gtest.h"
+#include "ir/updates.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace tandem::testing {
@@ -113,8 +113,10 @@ SingleOp sgdGroupOp(const std::vector<int64_t>& sizes, ir::DType g, double momen
       const size_t i = s * k + j;
       operands.push_back(s == 1 ? ir::TensorType{g, {sizes[j]}} : f32({sizes[j]}));
       if (s == 1) continue;
-      vars.push_back(ir::Var{"state" + std::to_string(i), f32({sizes[j]}),
-                             s == 0 ? ir::VarRole::kParam : ir::VarRole::kOptimizer, {}});
+      vars.push_back(ir::Var{"state" + std::to_string(i),
+                             f32({sizes[j]}),
+                             s == 0 ? ir::VarRole::kParam : ir::VarRole::kOptimizer,
+                             {}});
       state.push_back(i);
     }
   return SingleOp(Op::kSgdUpdateGroup, operands,
@@ -185,7 +187,8 @@ TEST(CudaOptimizerMath, GroupStepOverThePlanIsTheCpuGroupKernelToTheBit) {
       for (size_t j = 0; j < layout.k; ++j) {
         Buffer& bw = op.in(layout.weight(j));
         w[j].assign(bw.f32(), bw.f32() + bw.size());
-        if (momentum > 0) m[j].assign(op.in(layout.buffer(j)).f32(), op.in(layout.buffer(j)).f32() + bw.size());
+        if (momentum > 0)
+          m[j].assign(op.in(layout.buffer(j)).f32(), op.in(layout.buffer(j)).f32() + bw.size());
       }
       const cu::SgdParams p = params(momentum);
       for (const cu::SgdGroupLaunch& l : cu::planSgdGroupLaunches(sizes)) {
@@ -216,6 +219,21 @@ TEST(CudaOptimizerMath, GroupStepOverThePlanIsTheCpuGroupKernelToTheBit) {
 
 // ---- GPU ------------------------------------------------------------------------------
 
+/// Three steps of `op` on the GPU and on the CPU from the same operands: every operand
+/// (w and m are written in place, the state carries over) equal to the bit.
+void expectThreeStepsEqualCpu(SingleOp& op) {
+  std::vector<Buffer> inputs;
+  for (size_t i = 0; i < op.node().numOperands(); ++i) inputs.push_back(cloneBuffer(op.in(i)));
+  CudaRun gpu = runOnCuda(op, inputs, /*runs=*/3);
+  for (int s = 0; s < 3; ++s) op.run();
+  ASSERT_EQ(gpu.operands.size(), op.node().numOperands());
+  for (size_t i = 0; i < gpu.operands.size(); ++i)
+    EXPECT_EQ(std::memcmp(gpu.operands[i].view().data, op.in(i).view().data,
+                          static_cast<size_t>(op.in(i).type().bytes())),
+              0)
+        << "operand " << i;
+}
+
 TEST(CudaOptimizerKernels, SgdUpdateGroupMatchesCpuToTheBit) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(13);
@@ -224,19 +242,9 @@ TEST(CudaOptimizerKernels, SgdUpdateGroupMatchesCpuToTheBit) {
       SCOPED_TRACE(std::string(ir::dtypeName(g)) + " momentum " + std::to_string(momentum));
       SingleOp op = sgdGroupOp(groupSizes(), g, momentum);
       fillSgd(op, rng);
-      std::vector<Buffer> inputs;
-      for (size_t i = 0; i < op.node().numOperands(); ++i) inputs.push_back(cloneBuffer(op.in(i)));
-      CudaRun gpu = runOnCuda(op, inputs, /*runs=*/3);  // the state carries over
-      for (int s = 0; s < 3; ++s) op.run();
-      ASSERT_EQ(gpu.operands.size(), op.node().numOperands());
-      for (size_t i = 0; i < gpu.operands.size(); ++i)
-        EXPECT_EQ(std::memcmp(gpu.operands[i].view().data, op.in(i).view().data,
-                              static_cast<size_t>(op.in(i).type().bytes())),
-                  0)
-            << "operand " << i;
+      expectThreeStepsEqualCpu(op);
     }
 }
-
 
 TEST(CudaOptimizerKernels, SgdUpdateMatchesCpuToTheBit) {
   TANDEM_SKIP_WITHOUT_GPU();
@@ -249,17 +257,7 @@ TEST(CudaOptimizerKernels, SgdUpdateMatchesCpuToTheBit) {
                      std::to_string(momentum));
         SingleOp op = sgdOp(n, g, momentum);
         fillSgd(op, rng);
-        std::vector<Buffer> inputs;
-        for (size_t i = 0; i < op.node().numOperands(); ++i)
-          inputs.push_back(cloneBuffer(op.in(i)));
-        CudaRun gpu = runOnCuda(op, inputs, /*runs=*/3);  // the state carries over
-        for (int s = 0; s < 3; ++s) op.run();
-        ASSERT_EQ(gpu.operands.size(), op.node().numOperands());
-        for (size_t i = 0; i < gpu.operands.size(); ++i)
-          EXPECT_EQ(std::memcmp(gpu.operands[i].view().data, op.in(i).view().data,
-                                static_cast<size_t>(op.in(i).type().bytes())),
-                    0)
-              << "operand " << i;
+        expectThreeStepsEqualCpu(op);
       }
 }
 

@@ -21,8 +21,11 @@
 namespace tandem::testing {
 namespace {
 
+/// cuda:0, cuda:0.1, ...: `logical` devices on GPU 0.
 std::vector<ir::Device> gpus(int logical) {
-  return std::vector<ir::Device>(static_cast<size_t>(logical), {ir::DeviceKind::kCuda, 0});
+  std::vector<ir::Device> out;
+  for (int s = 0; s < logical; ++s) out.push_back({.kind = ir::DeviceKind::kCuda, .share = s});
+  return out;
 }
 
 // Largest |a - b| relative to the largest |b| of the tensor, or to 1e-3 when the tensor

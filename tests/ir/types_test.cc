@@ -106,6 +106,38 @@ TEST(Types, DeviceRanks) {
   EXPECT_EQ(deviceListError("cpu:0@1,cpu:0@1"), "device cpu:0@1 is listed twice in 'cpu:0@1,cpu:0@1'");
 }
 
+// Logical devices on one GPU: cuda:0.1 is GPU 0's second; a CUDA device written again
+// without a share takes the GPU's next one, so `--devices cuda:0,cuda:0` is two devices.
+TEST(Types, LogicalDevicesShareAGpu) {
+  auto shared = parseDevice("cuda:0.1@2");
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_EQ(*shared, (Device{.kind = DeviceKind::kCuda, .index = 0, .rank = 2, .share = 1}));
+  EXPECT_EQ(toString(*shared), "cuda:0.1@2");
+  EXPECT_EQ(toString(*parseDevice("cuda:3.0")), "cuda:3");
+  EXPECT_NE((Device{.kind = DeviceKind::kCuda, .share = 1}), (Device{.kind = DeviceKind::kCuda}));
+  auto list = parseDeviceList("cuda:0,cuda:0,cuda:1,cuda:0");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(toString(*list), "[cuda:0, cuda:0.1, cuda:1, cuda:0.2]");
+  auto reparsed = parseDeviceList("cuda:0,cuda:0.1,cuda:1,cuda:0.2");
+  ASSERT_TRUE(reparsed.ok());
+  EXPECT_EQ(*reparsed, *list);
+  EXPECT_EQ(toString(devicesAcrossRanks(*parseDeviceList("cuda:0,cuda:0"), 2)),
+            "[cuda:0, cuda:0.1, cuda:0@1, cuda:0.1@1]");
+  EXPECT_EQ(deviceListError("cuda:0.1,cuda:0.1"),
+            "device cuda:0.1 is listed twice in 'cuda:0.1,cuda:0.1'");
+  EXPECT_EQ(deviceError("cpu:0.1"),
+            "unknown device 'cpu:0.1': only CUDA devices share a GPU (cuda:0.1); CPU devices "
+            "are separate already (cpu:0, cpu:1)");
+  const std::string share_error =
+      "the share after '.' must be a non-negative integer (cuda:0.1: GPU 0's second logical "
+      "device)";
+  EXPECT_EQ(deviceError("cuda:0."), "unknown device 'cuda:0.': " + share_error);
+  EXPECT_EQ(deviceError("cuda:0.x"), "unknown device 'cuda:0.x': " + share_error);
+  EXPECT_EQ(deviceError("cuda:0.-1"), "unknown device 'cuda:0.-1': " + share_error);
+  EXPECT_EQ(deviceError("cuda:.1"),
+            "unknown device 'cuda:.1': the index must be a non-negative integer");
+}
+
 TEST(Types, DevicesAcrossRanksAreRankMajor) {
   auto local = parseDeviceList("cpu:0,cpu:1");
   ASSERT_TRUE(local.ok());
@@ -138,8 +170,8 @@ TEST(Types, ParseDeviceListCountMeansCpuDevices) {
 
 TEST(Types, ParseDeviceListErrors) {
   EXPECT_EQ(deviceListError("cpu:0,cpu:0"), "device cpu:0 is listed twice in 'cpu:0,cpu:0'");
-  EXPECT_EQ(deviceListError("cuda:1,cpu:1,cuda:1"),
-            "device cuda:1 is listed twice in 'cuda:1,cpu:1,cuda:1'");
+  EXPECT_EQ(deviceListError("cuda:1,cpu:1,cuda:1.1,cuda:1.1"),
+            "device cuda:1.1 is listed twice in 'cuda:1,cpu:1,cuda:1.1,cuda:1.1'");
   EXPECT_EQ(deviceListError("0"), "device count 0 is out of range (1 to 4096)");
   EXPECT_EQ(deviceListError("4097"), "device count 4097 is out of range (1 to 4096)");
   EXPECT_EQ(deviceListError("-2"), "device count -2 is out of range (1 to 4096)");
@@ -166,9 +198,9 @@ TEST(Types, ParseDeviceListCapsLongListsToo) {
   names.push_back("cpu:2048");
   EXPECT_EQ(deviceListError(absl::StrJoin(names, ",")),
             "the device list has more than 4096 devices (cpu:2048 is number 4097)");
-  names.back() = "cuda:2047";  // a duplicate is named as such, however long the list
-  EXPECT_EQ(deviceListError(absl::StrJoin(names, ",")).substr(0, 34),
-            "device cuda:2047 is listed twice i");
+  names.back() = "cpu:2047";  // a duplicate is named as such, however long the list
+  EXPECT_EQ(deviceListError(absl::StrJoin(names, ",")).substr(0, 33),
+            "device cpu:2047 is listed twice i");
 }
 
 TEST(Types, InitializerText) {

@@ -112,8 +112,8 @@ std::vector<GoldenCase> cases() {
       {"LenetMomentumGrouped2", "lenet.default2_momentum.tir", "schedule,group-sgd-updates",
        "lenet.default2_momentum_grouped.tir"},
       // Gradients reduced in bf16: the group reads the bf16 sums.
-      {"LenetBf16AllReduceGrouped", "lenet.bf16_default2_bf16_allreduce.tir",
-       "group-sgd-updates", "lenet.bf16_default2_bf16_allreduce_grouped.tir"},
+      {"LenetBf16AllReduceGrouped", "lenet.bf16_default2_bf16_allreduce.tir", "group-sgd-updates",
+       "lenet.bf16_default2_bf16_allreduce_grouped.tir"},
       // One device, no all_reduce: every update in one group.
       {"LenetDefault1Grouped", "lenet.default1.tir", "group-sgd-updates",
        "lenet.default1_grouped.tir"},

@@ -73,14 +73,14 @@ TEST(GroupSgdUpdates, Resnet18GetsOneGroupPerDeviceAndBucket) {
     } else {
       EXPECT_EQ(bucket_params[bucket], 1u) << n->describe() << " could have been grouped";
     }
-    const ir::SgdGroupLayout layout = n->op() == ir::Op::kSgdUpdateGroup
-                                          ? ir::sgdGroupLayout(*n)
-                                          : ir::SgdGroupLayout{1, true};
+    const ir::SgdGroupLayout layout =
+        n->op() == ir::Op::kSgdUpdateGroup ? ir::sgdGroupLayout(*n) : ir::SgdGroupLayout{1, true};
     EXPECT_TRUE(layout.momentum);
     for (size_t j = 0; j < layout.k; ++j) {
       const int d = deviceNumber(*m, n->device());
       EXPECT_TRUE(written[d].insert(varOf(n->operand(layout.weight(j)))).second);
-      EXPECT_EQ(varOf(n->operand(layout.buffer(j))), varOf(n->operand(layout.weight(j))) + ".momentum")
+      EXPECT_EQ(varOf(n->operand(layout.buffer(j))),
+                varOf(n->operand(layout.weight(j))) + ".momentum")
           << n->describe();
     }
   }
