@@ -106,13 +106,16 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
     return bad("the index must be a non-negative integer");
   if (dot != absl::string_view::npos) {
     if (d.kind != DeviceKind::kCuda)
-      return bad("only CUDA devices share a GPU (cuda:0.1); CPU devices are separate already "
-                 "(cpu:0, cpu:1)");
-    auto [share_end, share_ec] = std::from_chars(share.data(), share.data() + share.size(), d.share);
+      return bad(
+          "only CUDA devices share a GPU (cuda:0.1); CPU devices are separate already "
+          "(cpu:0, cpu:1)");
+    auto [share_end, share_ec] =
+        std::from_chars(share.data(), share.data() + share.size(), d.share);
     if (share.empty() || share_ec != std::errc() || share_end != share.data() + share.size() ||
         d.share < 0)
-      return bad("the share after '.' must be a non-negative integer (cuda:0.1: GPU 0's second "
-                 "logical device)");
+      return bad(
+          "the share after '.' must be a non-negative integer (cuda:0.1: GPU 0's second "
+          "logical device)");
   }
   if (at != absl::string_view::npos) {
     auto [rank_end, rank_ec] = std::from_chars(rank.data(), rank.data() + rank.size(), d.rank);

@@ -164,8 +164,8 @@ TEST(DumpTest, GroupedUpdatesForCudaDevicesAndOnRequest) {
 // --devices cuda:0,cuda:0: two logical devices on GPU 0, cuda:0 and cuda:0.1 in the IR;
 // the text parses back.
 TEST(DumpTest, LogicalDevicesOnOneGpu) {
-  std::string text = runOk({"dump", "--model", "lenet", "--devices", "cuda:0,cuda:0", "--batch",
-                            "64", "--canonical"});
+  std::string text = runOk(
+      {"dump", "--model", "lenet", "--devices", "cuda:0,cuda:0", "--batch", "64", "--canonical"});
   EXPECT_THAT(text, StartsWith("module @lenet devices=[cuda:0, cuda:0.1] {"));
   EXPECT_THAT(text, AllOf(HasSubstr(") {lr=0.1, momentum=0.9, weight_decay=0} @cuda:0.1\n"),
                           HasSubstr("devices=[cuda:0, cuda:0.1]}")));
