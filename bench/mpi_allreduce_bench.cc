@@ -8,7 +8,8 @@
 // Each rank's bucket is MIB MiB of f32 (default 25, DDP's bucket cap); prints the median
 // and the fastest of REPS (default 20) all_reduces after 3 warm-up ones, from the enqueue
 // to the end of every rank's comm stream (rank 0's figures under mpirun, after a barrier
-// of one all_reduce so that both start together).
+// of one all_reduce so that both start together). Under mpirun it also times the per-step
+// stop agreement that `train` makes (Processes::anyRank).
 
 #include <algorithm>
 #include <chrono>
@@ -96,6 +97,25 @@ int main(int argc, char** argv) {
                 "(%d runs)\n",
                 procs->several() ? "2 processes x 1 device (MPI)" : "1 process x 2 devices (local)",
                 mib, ms[ms.size() / 2], ms.front(), reps);
+  if (procs->several()) {
+    // What `train` adds to every step under mpirun: the ranks agree whether any of them
+    // was asked to stop (Processes::anyRank, one MPI_Allreduce of an int).
+    constexpr int kAgreements = 2000;
+    std::vector<double> us;
+    for (int i = 0; i < kAgreements; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      if (absl::StatusOr<bool> any = procs->anyRank(false, "stop agreement"); !any.ok())
+        die(any.status());
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
+                                                             start)
+                       .count());
+    }
+    std::sort(us.begin(), us.end());
+    if (procs->rank() == 0)
+      std::printf("2 processes: the per-step stop agreement (anyRank): median %.1f us, 99th "
+                  "percentile %.1f us (%d runs)\n",
+                  us[us.size() / 2], us[us.size() * 99 / 100], kAgreements);
+  }
   group.reset();
   devices.clear();
   be::Processes::finish();
