@@ -32,6 +32,10 @@ struct SgdGroupTable {
   int64_t first_block[kGroupTensorsPerLaunch + 1];
 };
 
+// The table and the hyperparameters (12 bytes) are the kernel's parameters: within the
+// 4 KiB that every CUDA version and architecture takes.
+static_assert(sizeof(SgdGroupTable) + 16 <= 4096, "SgdGroupTable outgrows kernel parameters");
+
 /// Blocks that cover n values (at least one, so that an empty tensor costs nothing but a
 /// block that returns: the prefix sums then never repeat).
 TANDEM_HD int64_t groupBlocks(int64_t n) {
