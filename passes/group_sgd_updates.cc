@@ -5,10 +5,10 @@
 #include <tuple>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "ir/status_macros.h"
 #include "ir/updates.h"
+#include "passes/insertions.h"
 
 namespace tandem::passes {
 namespace {
@@ -47,8 +47,8 @@ std::string commonScope(const std::vector<Node*>& members) {
   return common;
 }
 
-/// sgd_update_group of `members` (in graph order), appended to `g`.
-absl::StatusOr<Node*> createGroup(ir::Graph& g, const std::vector<Node*>& members) {
+/// The sgd_update_group of `members` (in graph order).
+ir::NodeSpec groupSpec(const std::vector<Node*>& members) {
   const Node& first = *members.front();
   const bool momentum = first.numOperands() > 2;
   ir::NodeSpec spec{
@@ -59,7 +59,7 @@ absl::StatusOr<Node*> createGroup(ir::Graph& g, const std::vector<Node*>& member
   }
   for (absl::string_view attr : {"lr", "momentum", "weight_decay"})
     spec.attrs.emplace_back(std::string(attr), first.attr(attr));
-  return g.create(std::move(spec));
+  return spec;
 }
 
 absl::StatusOr<bool> groupGraph(ir::Graph& g) {
@@ -73,36 +73,19 @@ absl::StatusOr<bool> groupGraph(ir::Graph& g) {
     if (inserted) groups.emplace_back();
     groups[it->second].push_back(n.get());
   }
-  // The group node of each group of two or more, by the id of its last member.
-  absl::flat_hash_map<uint32_t, Node*> group_at;
-  absl::flat_hash_set<uint32_t> grouped;  // member ids
+  // Each group of two or more goes right after its last member; the members (no results,
+  // so no users) go.
+  const ir::Graph::Positions pos = g.positions();
+  Insertions insert(g);
+  absl::flat_hash_set<const Node*> grouped;
   for (const std::vector<Node*>& members : groups) {
     if (members.size() < 2) continue;
-    ASSIGN_OR_RETURN(Node * group, createGroup(g, members));
-    group_at[members.back()->id()] = group;
-    for (const Node* u : members) grouped.insert(u->id());
+    RETURN_IF_ERROR(insert.add(pos.at(members.back()), groupSpec(members)).status());
+    grouped.insert(members.begin(), members.end());
   }
-  if (group_at.empty()) return false;
-  std::vector<std::unique_ptr<Node>> nodes = g.takeNodes();
-  // The group nodes were appended; take them out to place them.
-  absl::flat_hash_map<const Node*, std::unique_ptr<Node>> created;
-  for (size_t i = nodes.size() - group_at.size(); i < nodes.size(); ++i) {
-    const Node* group = nodes[i].get();
-    created[group] = std::move(nodes[i]);
-  }
-  std::vector<std::unique_ptr<Node>> order;
-  order.reserve(nodes.size());
-  for (auto& n : nodes) {
-    if (n == nullptr) continue;  // a group node, placed at its last member
-    if (!grouped.contains(n->id())) {
-      order.push_back(std::move(n));
-      continue;
-    }
-    if (auto it = group_at.find(n->id()); it != group_at.end())
-      order.push_back(std::move(created.at(it->second)));
-    // The member itself has no results and no users: it is dropped here.
-  }
-  g.setNodes(std::move(order));
+  if (grouped.empty()) return false;
+  insert.apply();
+  g.eraseIf([&](const Node& n) { return grouped.contains(&n); });
   return true;
 }
 
