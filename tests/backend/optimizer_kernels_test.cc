@@ -138,3 +138,28 @@ TEST(SgdUpdate, OneElementByHand) {
 
 }  // namespace
 }  // namespace tandem::testing
+
+namespace tandem::testing {
+namespace {
+
+// sgd_update_group's shape rule takes each gradient in f32 or as its bf16 twin, but a
+// kernel is made for one gradient dtype: a group that mixes them is refused, naming the
+// node and the operand.
+TEST(SgdUpdateGroup, MixedGradientDtypesAreRefusedNamingTheOperand) {
+  const ir::TensorType w = f32({3});
+  SingleOp op(ir::Op::kSgdUpdateGroup, {w, w, w, ir::TensorType{ir::DType::kBF16, {3}}},
+              {{"lr", 0.1}, {"momentum", 0.0}, {"weight_decay", 0.0}},
+              {ir::Var{"state0", w, ir::VarRole::kParam, {}},
+               ir::Var{"state1", w, ir::VarRole::kParam, {}}},
+              {}, {0, 1});
+  auto k = backend::cpu::makeKernel(op.node(), op.ctx());
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(k.status().message(),
+            op.node().describe() +
+                ": the CPU kernel updates f32 weights from gradients of one dtype, f32 or "
+                "bf16, not bf16 operand 3 (%in3) beside f32 gradient 1");
+}
+
+}  // namespace
+}  // namespace tandem::testing
