@@ -1,14 +1,20 @@
 #pragma once
 
 // A dense tensor seen as [outer, axis, inner] around one of its dimensions: what an op
-// over an axis (softmax, a reduction) needs to know of its shape, on any backend.
+// over an axis (softmax, a reduction) needs to know of its shape, on any backend. The
+// struct is plain C++17, which nvcc compiles into the kernels (rows.cu); the rules that
+// make one from an IR shape are host code.
 
 #include <cstdint>
 
+#include "backend/host_device.h"
+
+#if !defined(__CUDACC__)
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "ir/types.h"
+#endif
 
 namespace tandem::backend {
 
@@ -17,9 +23,10 @@ struct AxisSplit {
   int64_t axis = 1;   // the axis' length
   int64_t inner = 1;  // product of the dimensions after it
 
-  int64_t numElements() const { return outer * axis * inner; }
-  bool operator==(const AxisSplit&) const = default;
+  TANDEM_HD int64_t numElements() const { return outer * axis * inner; }
 };
+
+#if !defined(__CUDACC__)
 
 /// `shape` split at dimension `axis` (negative counts from the end, as in PyTorch); an
 /// error names `where`, `what` (the op) and the axis when the tensor has no such
@@ -46,5 +53,7 @@ inline absl::Status checkNotEmpty(const AxisSplit& s, absl::string_view where,
                                                  s.axis, ", ", s.inner,
                                                  "] (outer, axis, inner): a dimension is empty"));
 }
+
+#endif  // !defined(__CUDACC__)
 
 }  // namespace tandem::backend

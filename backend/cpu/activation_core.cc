@@ -6,20 +6,6 @@ namespace tandem::backend::cpu {
 
 using dnnl::algorithm;
 
-absl::string_view activationName(Activation a) {
-  switch (a) {
-    case Activation::kGeluErf:
-      return "gelu_erf";
-    case Activation::kGeluTanh:
-      return "gelu_tanh";
-    case Activation::kTanh:
-      return "tanh";
-    case Activation::kSigmoid:
-      return "sigmoid";
-  }
-  return "?";
-}
-
 algorithm forwardAlgorithm(Activation a) {
   switch (a) {
     case Activation::kGeluErf:
@@ -37,10 +23,6 @@ algorithm forwardAlgorithm(Activation a) {
 // The *_use_dst_for_bwd forms compute the same forward values as eltwise_tanh and
 // eltwise_logistic; naming them in the forward pass too keeps one algorithm per kind.
 algorithm backwardAlgorithm(Activation a) { return forwardAlgorithm(a); }
-
-bool backwardReadsOutput(Activation a) {
-  return a == Activation::kTanh || a == Activation::kSigmoid;
-}
 
 namespace {
 

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "backend/activation.h"
 #include "backend/cpu/cpu_context.h"
 #include "backend/cpu/dnnl_util.h"
 #include "ir/types.h"
@@ -21,22 +22,13 @@
 
 namespace tandem::backend::cpu {
 
-enum class Activation : uint8_t {
-  kGeluErf,   // x/2 (1 + erf(x / sqrt 2)): nn.GELU(), the ViT's
-  kGeluTanh,  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): nn.GELU(approximate="tanh")
-  kTanh,
-  kSigmoid,
-};
-
-/// "gelu_erf", "gelu_tanh", "tanh", "sigmoid".
-absl::string_view activationName(Activation a);
+/// The kind (backend/activation.h, shared with the CUDA kernels).
+using backend::Activation;
 
 /// The oneDNN algorithm of `a`'s forward pass, and of its backward pass (which reads y
 /// for tanh and sigmoid, x for gelu).
 dnnl::algorithm forwardAlgorithm(Activation a);
 dnnl::algorithm backwardAlgorithm(Activation a);
-/// Whether `a`'s backward reads the forward's output (else its input).
-bool backwardReadsOutput(Activation a);
 
 /// y = a(x) over n elements of `type` (f32 or bf16).
 class ActivationForward {

@@ -1,0 +1,69 @@
+#pragma once
+
+// Batched matrix products with transpose flags (backend/matmul_shape.h) on cuBLASLt:
+// the CUDA side of the CPU's MatmulCore (backend/cpu/matmul_core.h), for the forward
+// product and matmulGradA/B's backward ones. A thin layer: descriptors, layouts (strided
+// batches, matmul_plan.h's row-major -> column-major mapping) and the algorithm are
+// chosen once, when the op's kernel is made; run() only enqueues cublasLtMatmul. Every
+// cuBLASLt return code becomes a Status naming the caller (`where`) and the call.
+//
+// Types: A and B of one type (f32 or bf16; a caller with an f32 master weight beside bf16
+// activations converts it first, as the linear kernels do), C f32 or bf16, f32
+// accumulation (TF32 allowed for f32 unless the device forbids it); a bias of n values
+// of C's type (cuBLASLt's bias epilogue), a scale of the product (alpha).
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "backend/matmul_shape.h"
+#include "ir/types.h"
+
+namespace tandem::backend::cuda {
+
+struct MatmulLtSpec {
+  MatmulShape shape;
+  ir::DType ab = ir::DType::kF32;  // A and B
+  ir::DType c = ir::DType::kF32;
+  bool bias = false;  // n values of C's type added to every row of C
+  float scale = 1.0f;
+  bool allow_tf32 = true;
+};
+
+class MatmulLt {
+ public:
+  static absl::StatusOr<std::unique_ptr<MatmulLt>> make(cublasLtHandle_t handle,
+                                                        const MatmulLtSpec& spec,
+                                                        absl::string_view where);
+  ~MatmulLt();
+  MatmulLt(const MatmulLt&) = delete;
+  MatmulLt& operator=(const MatmulLt&) = delete;
+
+  /// Device workspace run() needs (the algorithm's; often 0), 256-byte aligned.
+  int64_t workspaceBytes() const { return workspace_bytes_; }
+
+  /// Enqueues c = scale * op(a) op(b) (+ bias) on `stream`. Pointers must be 256-byte
+  /// aligned (as the arena and cudaMalloc give), which the algorithm chosen assumes.
+  absl::Status run(cublasLtHandle_t handle, const void* a, const void* b, const void* bias, void* c,
+                   void* workspace, cudaStream_t stream) const;
+
+  const MatmulLtSpec& spec() const { return spec_; }
+
+ private:
+  MatmulLt(const MatmulLtSpec& spec, absl::string_view where) : spec_(spec), where_(where) {}
+  absl::Status build(cublasLtHandle_t handle);
+
+  MatmulLtSpec spec_;
+  std::string where_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_layout_ = nullptr, b_layout_ = nullptr, d_layout_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  int64_t workspace_bytes_ = 0;
+};
+
+}  // namespace tandem::backend::cuda
