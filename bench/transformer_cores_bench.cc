@@ -86,6 +86,10 @@ const Layer kLayers[] = {
     {"proj", {1, kRows, kWidth, kWidth, false, true}, true, 1.0f},
     {"mlp_up", {1, kRows, kMlp, kWidth, false, true}, true, 1.0f},
     {"mlp_down", {1, kRows, kWidth, kMlp, false, true}, true, 1.0f},
+    // The same linear layers with the weight stored [in, out] (no transpose), to compare
+    // oneDNN's handling of the transposed weight (docs/PERF.md).
+    {"qkv_w_in_out", {1, kRows, 3 * kWidth, kWidth}, true, 1.0f},
+    {"mlp_up_w_in_out", {1, kRows, kMlp, kWidth}, true, 1.0f},
 };
 
 enum class Pass { kForward, kGradA, kGradB };

@@ -4,6 +4,7 @@
 // tensors of either float type filled from reference values.
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "backend/cpu/bf16.h"
@@ -17,6 +18,15 @@ namespace tandem::testing {
 inline backend::cpu::CpuContext& coreContext() {
   static backend::cpu::CpuContext ctx(ir::Device{}, /*seed=*/1);
   return ctx;
+}
+
+/// n values drawn from N(0, scale^2) with a fixed seed.
+inline std::vector<double> randomValues(int64_t n, uint32_t seed, double scale = 1.0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> d(0.0, scale);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (double& x : v) x = d(rng);
+  return v;
 }
 
 /// A host tensor of f32 or bf16 values.

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <stdexcept>
@@ -21,6 +22,7 @@
 #include "backend/matmul_shape.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/backend/kernel_test_util.h"
 #include "tests/cores/core_test_util.h"
 
 namespace tandem::testing {
@@ -33,11 +35,8 @@ using ::testing::HasSubstr;
 constexpr ir::DType kF32 = ir::DType::kF32;
 
 std::vector<float> randomVector(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
+  const std::vector<double> v = randomValues(n, seed, scale);
+  return std::vector<float>(v.begin(), v.end());
 }
 
 // ---- Finite differences ---------------------------------------------------------------
@@ -341,6 +340,32 @@ TEST(TransformerCores, EmbeddingIndexOutsideTheTableThrowsNamingTheToken) {
   EXPECT_EQ(y, std::vector<float>(6, -7.0f)) << "nothing written";
   const std::vector<int32_t> negative = {1, 2, -1};
   EXPECT_THROW(embeddingBackward(s, y.data(), negative.data(), dtable.data()), std::out_of_range);
+}
+
+TEST(TransformerCores, CrossEntropyWithoutSmoothingIsTheSoftmaxCrossEntropyKernelsBits) {
+  // So the wiring can retire softmax_cross_entropy's own loops for this core: at
+  // smoothing 0 the loss and its gradient are the existing kernels' bits.
+  const int64_t rows = 9, classes = 10;
+  SingleOp fwd(ir::Op::kSoftmaxCrossEntropy, {f32({rows, classes}), i32({rows})},
+               {{"reduction", ir::EnumWord{"mean"}}, {"divisor", int64_t{16}}});
+  // The scalar's type spelled out: f32({}) trips GCC 12's maybe-uninitialized.
+  const ir::TensorType scalar{ir::DType::kF32, {}};
+  SingleOp bwd(ir::Op::kSoftmaxCrossEntropyBackward, {f32({rows, classes}), i32({rows}), scalar},
+               {{"reduction", ir::EnumWord{"mean"}}, {"divisor", int64_t{16}}});
+  std::mt19937 rng(3);
+  fwd.in(0).fillUniform(rng, -4, 4);
+  fwd.in(1).fillInts(rng, -1, int(classes) - 1);
+  std::memcpy(bwd.in(0).f32(), fwd.in(0).f32(), sizeof(float) * rows * classes);
+  std::memcpy(bwd.in(1).i32(), fwd.in(1).i32(), sizeof(int32_t) * rows);
+  *bwd.in(2).f32() = 0.75f;
+  fwd.run();
+  bwd.run();
+  const CrossEntropySpec s{rows, classes, 0.0, 16.0};
+  const float loss = crossEntropyForward(s, fwd.in(0).f32(), fwd.in(1).i32());
+  EXPECT_EQ(loss, *fwd.out(0).f32());
+  std::vector<float> grad(size_t(rows * classes));
+  crossEntropyBackward(s, bwd.in(0).f32(), bwd.in(1).i32(), 0.75f, grad.data());
+  EXPECT_EQ(grad, std::vector<float>(bwd.out(0).f32(), bwd.out(0).f32() + rows * classes));
 }
 
 TEST(TransformerCores, CrossEntropyLabelPastTheClassesIsANanLoss) {

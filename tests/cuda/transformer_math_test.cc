@@ -58,14 +58,6 @@ constexpr ir::DType kF32 = ir::DType::kF32, kBF16 = ir::DType::kBF16;
 constexpr double kF32Tol = 1e-5, kBf16Tol = 1.0 / 128;
 constexpr int kLanes = 32;
 
-std::vector<double> randomValues(int64_t n, uint32_t seed, double scale = 1.0) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> d(0.0, scale);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (double& x : v) x = d(rng);
-  return v;
-}
-
 /// A Typed tensor's storage as the CUDA math reads it (uint16_t bits for bf16).
 template <typename T>
 T* raw(Typed& t) {
