@@ -59,8 +59,9 @@ std::vector<GoldenCase> cases() {
        "lenet.replicate2.tir"},
       {"LenetDefault2", "lenet.tir", defaultOn(2), "lenet.default2.tir"},
       // schedule: the loss and correct-count reductions move ahead of the updates, which
-      // wait for the gradient reductions and so go last.
-      {"LenetSchedule2", "lenet.collectives2.tir", "schedule", "lenet.default2.tir"},
+      // wait for the gradient reductions and so go last; then the execution plan.
+      {"LenetSchedule2", "lenet.collectives2.tir",
+       "schedule,assign-streams,plan-events,plan-memory", "lenet.default2.tir"},
       // 256 on 3 devices: 86/85/85, divisor still 256.
       {"LenetDefault3", "lenet.tir", defaultOn(3), "lenet.default3.tir"},
       // Uneven device speeds: 3:1 gives 192/64.

@@ -1,4 +1,4 @@
-#include "sim/cpu_costs.h"
+#include "runtime/measure_step.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include "ir/status_macros.h"
 #include "runtime/host_tensor.h"
 
-namespace tandem::sim {
+namespace tandem::runtime {
 namespace {
 
 double median(std::vector<double> v) {
@@ -17,18 +17,18 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-absl::StatusOr<CpuMeasurement> measureCpuStep(std::unique_ptr<ir::Module> module, int warmup,
-                                              int steps) {
-  CpuMeasurement out;
-  ASSIGN_OR_RETURN(out.executor, runtime::Executor::create(std::move(module)));
-  runtime::Executor& exec = *out.executor;
+absl::StatusOr<StepMeasurement> measureStep(std::unique_ptr<ir::Module> module, int warmup,
+                                            int steps) {
+  StepMeasurement out;
+  ASSIGN_OR_RETURN(out.executor, Executor::create(std::move(module)));
+  Executor& exec = *out.executor;
   RETURN_IF_ERROR(exec.run(ir::kInitGraph, {}).status());
   const ir::Graph* g = exec.module().graph(ir::kTrainGraph);
   if (g == nullptr) return absl::InternalError("the compiled module has no train_step graph");
-  std::vector<runtime::HostTensor> inputs;
+  std::vector<HostTensor> inputs;
   std::vector<backend::TensorView> views;
   for (const ir::Node* in : g->inputs()) inputs.emplace_back(in->result()->type());
-  for (const runtime::HostTensor& t : inputs) views.push_back(t.view());
+  for (const HostTensor& t : inputs) views.push_back(t.view());
 
   std::vector<std::vector<double>> per_node(g->idBound());
   std::vector<double> walls;
@@ -40,7 +40,7 @@ absl::StatusOr<CpuMeasurement> measureCpuStep(std::unique_ptr<ir::Module> module
     auto t1 = std::chrono::steady_clock::now();
     if (!measured) continue;
     walls.push_back(std::chrono::duration<double>(t1 - t0).count());
-    for (const runtime::TraceEntry& e : exec.takeTrace())
+    for (const TraceEntry& e : exec.takeTrace())
       if (e.device == 0 && e.node->graph() == g && !e.prefetch)
         per_node[e.node->id()].push_back(static_cast<double>(e.end_ns - e.start_ns) * 1e-9);
   }
@@ -50,4 +50,4 @@ absl::StatusOr<CpuMeasurement> measureCpuStep(std::unique_ptr<ir::Module> module
   return out;
 }
 
-}  // namespace tandem::sim
+}  // namespace tandem::runtime

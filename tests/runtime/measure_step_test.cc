@@ -1,7 +1,8 @@
 // Measured per-node costs on the CPU backend: every piece of device 0's work gets a time,
-// and the replay of those times is a step no shorter than the compute stream's work.
+// and the simulator's replay of those times is a step no shorter than the compute
+// stream's work.
 
-#include "sim/cpu_costs.h"
+#include "runtime/measure_step.h"
 
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
@@ -9,10 +10,10 @@
 #include "sim/step_replay.h"
 #include "tools/driver/compile.h"
 
-namespace tandem::sim {
+namespace tandem::runtime {
 namespace {
 
-TEST(CpuCosts, EveryNodeOfDeviceZeroIsTimed) {
+TEST(MeasureStep, EveryNodeOfDeviceZeroIsTimed) {
   auto spec = zoo::modelByName("lenet");
   ASSERT_TRUE(spec.ok());
   driver::CompileOptions o = driver::withModelDefaults(*spec);
@@ -20,7 +21,7 @@ TEST(CpuCosts, EveryNodeOfDeviceZeroIsTimed) {
   o.pipeline.devices = *ir::parseDeviceList("2");
   auto m = driver::compileModel(*spec, o);
   ASSERT_TRUE(m.ok()) << m.status();
-  auto measured = measureCpuStep(std::move(*m), /*warmup=*/1, /*steps=*/2);
+  auto measured = measureStep(std::move(*m), /*warmup=*/1, /*steps=*/2);
   ASSERT_TRUE(measured.ok()) << measured.status();
   const ir::Module& module = measured->executor->module();
   const ir::Graph& g = *module.graph(ir::kTrainGraph);
@@ -37,11 +38,11 @@ TEST(CpuCosts, EveryNodeOfDeviceZeroIsTimed) {
   EXPECT_EQ(timed, 2 + 8 + 3);  // 2 convolutions, 8 variables' updates, 3 all_reduces
   EXPECT_GT(measured->step_s, 0);
   const std::vector<double>& t = measured->node_seconds;
-  SimResult r =
-      simulateStreams(deviceSchedule(module, g, 0, [&t](const ir::Node& n) { return t[n.id()]; }));
+  sim::SimResult r =
+      sim::simulateStreams(sim::deviceSchedule(module, g, 0, [&t](const ir::Node& n) { return t[n.id()]; }));
   EXPECT_GE(r.step_s, r.compute_s);
   EXPECT_GT(r.compute_s, 0);
 }
 
 }  // namespace
-}  // namespace tandem::sim
+}  // namespace tandem::runtime
