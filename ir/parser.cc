@@ -458,7 +458,8 @@ class Parser {
           if (part == PlanPart{})
             return error(absl::StrCat("expected a plan part (streams, events or memory), got ",
                                       describe(tok_)));
-          if (plan->has(part)) return error(absl::StrCat("plan part '", tok_.text, "' is listed twice"));
+          if (plan->has(part))
+            return error(absl::StrCat("plan part '", tok_.text, "' is listed twice"));
           plan->add(part);
           next();
         }
@@ -476,18 +477,22 @@ class Parser {
     while (isWord("arena")) {
       next();
       if (tok_.kind != Tok::kWord)
-        return error(absl::StrCat("expected a device such as cpu:0 after 'arena', got ",
-                                  describe(tok_)));
+        return error(
+            absl::StrCat("expected a device such as cpu:0 after 'arena', got ", describe(tok_)));
       Token kind = tok_;
       next();
       ASSIGN_OR_RETURN(Device d, parseDeviceAfterKind(kind));
       std::optional<size_t> index = m.deviceIndex(d);
-      if (!index) return errorAt(kind, absl::StrCat("arena of ", toString(d), ", which is not a module device"));
+      if (!index)
+        return errorAt(kind,
+                       absl::StrCat("arena of ", toString(d), ", which is not a module device"));
       if (*index != plan->arenas.size())
-        return errorAt(kind, absl::StrCat("arena of ", toString(d), " out of order: arenas follow the module's devices, expected ",
-                                          plan->arenas.size() < m.devices().size()
-                                              ? toString(m.devices()[plan->arenas.size()])
-                                              : std::string("no more")));
+        return errorAt(kind,
+                       absl::StrCat("arena of ", toString(d),
+                                    " out of order: arenas follow the module's devices, expected ",
+                                    plan->arenas.size() < m.devices().size()
+                                        ? toString(m.devices()[plan->arenas.size()])
+                                        : std::string("no more")));
       ArenaPlan& a = plan->arenas.emplace_back();
       RETURN_IF_ERROR(expectPunct("{"));
       for (auto [name, field] : {std::pair<const char*, int64_t*>{"bytes", &a.bytes},
@@ -517,8 +522,9 @@ class Parser {
   // A node's `plan{stream=S, wait=[%v, ...], offset=[N, ...]}`.
   absl::StatusOr<NodePlan> parseNodePlan(Graph& g, const GraphPlan* plan) {
     if (plan == nullptr)
-      return error("this node has a plan but its graph has none (a planned graph begins with "
-                   "its 'plan {...}' line)");
+      return error(
+          "this node has a plan but its graph has none (a planned graph begins with "
+          "its 'plan {...}' line)");
     next();  // plan
     RETURN_IF_ERROR(expectPunct("{"));
     NodePlan p;
@@ -529,10 +535,12 @@ class Parser {
       first = false;
       Token key_tok = tok_;
       ASSIGN_OR_RETURN(std::string key, planKey("a node's plan"));
-      if (!seen.insert(key).second) return errorAt(key_tok, absl::StrCat("plan field '", key, "' is given twice"));
+      if (!seen.insert(key).second)
+        return errorAt(key_tok, absl::StrCat("plan field '", key, "' is given twice"));
       auto needs = [&](PlanPart part, absl::string_view what) -> absl::Status {
         if (plan->has(part)) return absl::OkStatus();
-        return errorAt(key_tok, absl::StrCat("plan field '", key, "' but the graph's plan has no ", what));
+        return errorAt(key_tok,
+                       absl::StrCat("plan field '", key, "' but the graph's plan has no ", what));
       };
       if (key == "stream") {
         RETURN_IF_ERROR(needs(PlanPart::kStreams, "streams"));
@@ -561,8 +569,8 @@ class Parser {
         }
         next();
       } else {
-        return errorAt(key_tok, absl::StrCat("a node's plan has no field '", key,
-                                             "' (stream, wait, offset)"));
+        return errorAt(
+            key_tok, absl::StrCat("a node's plan has no field '", key, "' (stream, wait, offset)"));
       }
     }
     next();

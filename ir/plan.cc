@@ -102,8 +102,8 @@ absl::Status checkPlanFor(const Graph& g, PlanPart part, absl::string_view pass)
                      : part == PlanPart::kEvents ? "events"
                                                  : "memory";
   if (plan == nullptr || !plan->has(part))
-    return absl::FailedPreconditionError(absl::StrCat("graph @", g.name(), " has no ", what,
-                                                      " in its plan: run ", pass, " first"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("graph @", g.name(), " has no ", what, " in its plan: run ", pass, " first"));
   if (const uint64_t now = graphFingerprint(g); now != plan->fingerprint)
     return absl::FailedPreconditionError(absl::StrFormat(
         "the plan of graph @%s is stale: it was made for fingerprint %016x, the graph now has "
@@ -132,9 +132,9 @@ std::vector<StreamWait> streamWaits(const Module& m, const Graph& g) {
       if (producer == nullptr || r.result >= producer->numResults()) continue;
       std::optional<size_t> from = deviceIndexOfValue(m, *producer->result(r.result));
       if (!from) continue;
-      std::optional<size_t> at =
-          shares.size() == 1 ? std::optional<size_t>(shares[0])
-                             : (runs[*from] ? from : std::optional<size_t>());
+      std::optional<size_t> at = shares.size() == 1
+                                     ? std::optional<size_t>(shares[0])
+                                     : (runs[*from] ? from : std::optional<size_t>());
       if (!at) continue;
       const NodePlan& q = plan->of(*producer);
       if (!p.stream || !q.stream) continue;

@@ -86,7 +86,8 @@ class PlanVerifier {
   }
 
   absl::Status checkHeader() {
-    if (!m_.isReplicated()) return fail("the module is not replicated: a plan places work on devices");
+    if (!m_.isReplicated())
+      return fail("the module is not replicated: a plan places work on devices");
     if (plan_.nodes.size() < g_.idBound())
       return fail(absl::StrCat("it covers ", plan_.nodes.size(), " node ids, the graph has ",
                                g_.idBound()));
@@ -180,15 +181,15 @@ class PlanVerifier {
                                         " writes later (waits look back in issue order)"));
         const uint32_t writer = writerOf(v);
         if (writer == kNone)
-          return failAt(n, absl::StrCat("waits for %", v.name(),
-                                        ", which no stream writes (host data or variable storage)"));
+          return failAt(n,
+                        absl::StrCat("waits for %", v.name(),
+                                     ", which no stream writes (host data or variable storage)"));
         const size_t device = share_stream_[writer] / 2;
-        const uint32_t waiting =
-            shares.size() == 1 ? first_share_[n.id()] : share_on[device];
+        const uint32_t waiting = shares.size() == 1 ? first_share_[n.id()] : share_on[device];
         if (waiting == kNone)
-          return failAt(n, absl::StrCat("waits for %", v.name(), " on ",
-                                        toString(m_.devices()[device]),
-                                        ", where it runs no share"));
+          return failAt(
+              n, absl::StrCat("waits for %", v.name(), " on ", toString(m_.devices()[device]),
+                              ", where it runs no share"));
         if (share_stream_[waiting] == share_stream_[writer])
           return failAt(n, absl::StrCat("waits for %", v.name(), " on its own stream ",
                                         onSlot(waiting), " (the stream's order covers it)"));
@@ -209,7 +210,9 @@ class PlanVerifier {
   }
 
   // Dense number of each value (first_value_[node id] + result index).
-  size_t numberOf(const Value& v) const { return first_value_[v.def()->id()] + static_cast<size_t>(v.index()); }
+  size_t numberOf(const Value& v) const {
+    return first_value_[v.def()->id()] + static_cast<size_t>(v.index());
+  }
 
   // The clocks in issue order, checking each read as its share comes; and, per value, its
   // last reader on each stream (what the arena sweep must see done before reuse).
@@ -259,16 +262,16 @@ class PlanVerifier {
       const NodePlan& p = plan_.of(n);
       if (!inArena(n) || n.numResults() == 0) continue;
       if (p.offsets.size() != n.numResults())
-        return failAt(n, absl::StrCat("has ", p.offsets.size(), " offsets for ", n.numResults(),
-                                      " results"));
+        return failAt(
+            n, absl::StrCat("has ", p.offsets.size(), " offsets for ", n.numResults(), " results"));
       for (size_t r = 0; r < n.numResults(); ++r) {
         const Value& v = *n.result(r);
         const size_t d = share_stream_[writerOf(v)] / 2;
         const int64_t off = p.offsets[r];
         if (off % plan_.alignment != 0)
-          return failAt(n, absl::StrCat("%", v.name(), " is at offset ", off,
-                                        ", not a multiple of the plan's alignment ",
-                                        plan_.alignment));
+          return failAt(n,
+                        absl::StrCat("%", v.name(), " is at offset ", off,
+                                     ", not a multiple of the plan's alignment ", plan_.alignment));
         if (off < 0 || off + v.type().bytes() > plan_.arenas[d].bytes)
           return failAt(n, absl::StrCat("%", v.name(), " at [", off, ", ", off + v.type().bytes(),
                                         ") lies outside ", toString(m_.devices()[d]),
@@ -316,7 +319,8 @@ class PlanVerifier {
       }
       for (const auto& [begin, piece] : displaced) {
         const Buffer& old = buffers[piece.buffer];
-        RETURN_IF_ERROR(checkReuse(old, nb, std::max(begin, nb.begin), std::min(piece.end, nb.end)));
+        RETURN_IF_ERROR(
+            checkReuse(old, nb, std::max(begin, nb.begin), std::min(piece.end, nb.end)));
         if (begin < nb.begin) arena[begin] = {nb.begin, piece.buffer};
         if (piece.end > nb.end) arena[nb.end] = {piece.end, piece.buffer};
       }
@@ -337,28 +341,27 @@ class PlanVerifier {
                                          ", a value the graph returns (it must stay until the "
                                          "step ends)"));
     if (!before(old.writer, now.writer))
-      return failAt(writer,
-                    absl::StrCat("and ", old.value->def()->describe(), " may run at once (",
-                                 onSlot(now.writer), " and ", onSlot(old.writer),
-                                 ", no event orders them) and both write ", bytes, " (%",
-                                 now.value->name(), ", %", old.value->name(), ")"));
+      return failAt(writer, absl::StrCat("and ", old.value->def()->describe(), " may run at once (",
+                                         onSlot(now.writer), " and ", onSlot(old.writer),
+                                         ", no event orders them) and both write ", bytes, " (%",
+                                         now.value->name(), ", %", old.value->name(), ")"));
     for (uint32_t r : last_readers_[numberOf(*old.value)]) {
       const Node& reader = *share_node_[r];
       if (r == now.writer)
-        return failAt(writer, absl::StrCat("writes %", now.value->name(), " over ", bytes,
-                                           ", which hold %", old.value->name(),
-                                           " that it reads itself"));
+        return failAt(writer,
+                      absl::StrCat("writes %", now.value->name(), " over ", bytes, ", which hold %",
+                                   old.value->name(), " that it reads itself"));
       if (before(r, now.writer)) continue;
       if (before(now.writer, r))
         return failAt(writer, absl::StrCat("writes %", now.value->name(), " over ", bytes,
                                            " while %", old.value->name(), " still has a reader ",
                                            "after it: ", reader.describe(), " on ", onSlot(r),
                                            " (the bytes are released before their last reader)"));
-      return failAt(writer, absl::StrCat("and ", reader.describe(), " may run at once (",
-                                         onSlot(now.writer), " and ", onSlot(r),
-                                         ", no event orders them) and touch ", bytes, " (it writes %",
-                                         now.value->name(), ", the other reads %",
-                                         old.value->name(), ")"));
+      return failAt(
+          writer,
+          absl::StrCat("and ", reader.describe(), " may run at once (", onSlot(now.writer), " and ",
+                       onSlot(r), ", no event orders them) and touch ", bytes, " (it writes %",
+                       now.value->name(), ", the other reads %", old.value->name(), ")"));
     }
     return absl::OkStatus();
   }
@@ -370,10 +373,10 @@ class PlanVerifier {
   std::vector<const Node*> by_id_;     // by node id
   std::vector<uint32_t> first_share_;  // by node id
   std::vector<const Node*> share_node_;
-  std::vector<uint32_t> share_stream_;  // device * 2 + (comm ? 1 : 0)
-  std::vector<std::vector<uint32_t>> waits_;  // by waiting share: writer shares
-  std::vector<Clock> clock_;                  // by share: as it completes
-  std::vector<size_t> first_value_;           // by node id
+  std::vector<uint32_t> share_stream_;                          // device * 2 + (comm ? 1 : 0)
+  std::vector<std::vector<uint32_t>> waits_;                    // by waiting share: writer shares
+  std::vector<Clock> clock_;                                    // by share: as it completes
+  std::vector<size_t> first_value_;                             // by node id
   std::vector<absl::InlinedVector<uint32_t, 2>> last_readers_;  // by value: one per stream
   absl::flat_hash_set<const Value*> returned_;
 };

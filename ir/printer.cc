@@ -68,14 +68,15 @@ void appendNodePlan(std::string* out, const Node& n, const PlanContext& ctx) {
       const Node* def = r.node < ctx.by_id.size() ? ctx.by_id[r.node] : nullptr;
       // A dangling reference (a plan built wrongly in memory) prints as one, and the
       // parser refuses it.
-      absl::StrAppend(out, i ? ", %" : "%",
-                      def != nullptr && r.result < def->numResults() ? def->result(r.result)->name()
-                                                                     : "?");
+      absl::StrAppend(
+          out, i ? ", %" : "%",
+          def != nullptr && r.result < def->numResults() ? def->result(r.result)->name() : "?");
     }
     out->push_back(']');
     sep = ", ";
   }
-  if (!p.offsets.empty()) absl::StrAppend(out, sep, "offset=[", absl::StrJoin(p.offsets, ", "), "]");
+  if (!p.offsets.empty())
+    absl::StrAppend(out, sep, "offset=[", absl::StrJoin(p.offsets, ", "), "]");
   out->push_back('}');
 }
 

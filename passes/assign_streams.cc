@@ -8,9 +8,9 @@ namespace tandem::passes {
 
 absl::StatusOr<bool> AssignStreams::run(ir::Module& m) {
   if (!m.isReplicated())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "assign-streams: module @", m.name(),
-        " has no devices: streams belong to devices (run replicate first)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("assign-streams: module @", m.name(),
+                     " has no devices: streams belong to devices (run replicate first)"));
   for (const auto& g : m.graphs()) {
     auto plan = std::make_shared<ir::GraphPlan>();
     plan->fingerprint = ir::graphFingerprint(*g);

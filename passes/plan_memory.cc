@@ -174,9 +174,9 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
     for (const ir::ValueRef& r : plan.of(u).waits) {
       const ir::Node* c = r.node < by_id.size() ? by_id[r.node] : nullptr;
       if (c == nullptr || r.result >= c->numResults())
-        return absl::FailedPreconditionError(absl::StrCat(
-            "plan-memory: ", u.describe(), " waits for a value that is not in @", g.name(),
-            " (the plan verifier names it)"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("plan-memory: ", u.describe(), " waits for a value that is not in @",
+                         g.name(), " (the plan verifier names it)"));
       if (!onComm(*c)) continue;
       auto d = deviceIndex(*c->result(r.result));
       if (!d.ok()) return d.status();

@@ -79,20 +79,21 @@ std::string chromeTrace(const ir::Module& m, absl::Span<const TraceEntry> entrie
   for (const TraceEntry& e : entries) {
     const int tid = chromeThreadOf(e);
     std::vector<const TraceEntry*>& list = runs[{e.node, e.device, tid}];
-    events.push_back(json{{"ph", "X"},
-                          {"name", e.prefetch ? absl::StrCat("prefetch: ", ir::describeWork(*e.node))
-                                              : ir::describeWork(*e.node)},
-                          {"cat", chromeStreamName(tid)},
-                          {"pid", static_cast<int>(e.device)},
-                          {"tid", tid},
-                          {"ts", us(double(e.start_ns))},
-                          {"dur", (e.end_ns - e.start_ns) / 1000.0},
-                          {"args",
-                           {{"op", std::string(e.node->opName())},
-                            {"scope", e.node->scope()},
-                            {"node", e.node->describe()},
-                            {"bytes", chromeShareBytes(m, *e.node, e.device)},
-                            {"step", list.size()}}}});
+    events.push_back(
+        json{{"ph", "X"},
+             {"name", e.prefetch ? absl::StrCat("prefetch: ", ir::describeWork(*e.node))
+                                 : ir::describeWork(*e.node)},
+             {"cat", chromeStreamName(tid)},
+             {"pid", static_cast<int>(e.device)},
+             {"tid", tid},
+             {"ts", us(double(e.start_ns))},
+             {"dur", (e.end_ns - e.start_ns) / 1000.0},
+             {"args",
+              {{"op", std::string(e.node->opName())},
+               {"scope", e.node->scope()},
+               {"node", e.node->describe()},
+               {"bytes", chromeShareBytes(m, *e.node, e.device)},
+               {"step", list.size()}}}});
     list.push_back(&e);
   }
 

@@ -64,7 +64,8 @@ class ProgramBuilder {
       }
       if (!first_local_) first_local_ = d;
       RETURN_IF_ERROR(lm_.devices[d]->prepareGraph(g_));
-      ASSIGN_OR_RETURN(backend::DeviceBuffer arena, lm_.devices[d]->allocate(plan_.arenas[d].bytes));
+      ASSIGN_OR_RETURN(backend::DeviceBuffer arena,
+                       lm_.devices[d]->allocate(plan_.arenas[d].bytes));
       p_->arenas.push_back(std::move(arena));
     }
     for (const ir::Node* in : g_.inputs()) {

@@ -222,7 +222,8 @@ std::vector<Corruption> corruptions() {
        {"writes %", "a value the graph returns (it must stay until the step ends)"}},
       {"MisalignedOffset",
        [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "pool1.0")).offsets[0] += 4; },
-       {"%pool1.0 (avg_pool2d @cpu:0", "is at offset", "not a multiple of the plan's alignment 64"}},
+       {"%pool1.0 (avg_pool2d @cpu:0", "is at offset",
+        "not a multiple of the plan's alignment 64"}},
       {"OffsetPastTheArena",
        [](Module&, Graph& g, GraphPlan& p) {
          p.of(nodeOf(g, "pool1.1")).offsets[0] = p.arenas[1].bytes;
@@ -253,9 +254,7 @@ std::vector<Corruption> corruptions() {
        [](Module&, Graph&, GraphPlan& p) { p.fingerprint ^= 1; },
        {"the plan of graph @train_step is stale: it was made for fingerprint"}},
       {"GraphRewrittenAfterPlanning",
-       [](Module&, Graph& g, GraphPlan&) {
-         firstNode(g, Op::kSgdUpdate).setAttr("lr", 0.25);
-       },
+       [](Module&, Graph& g, GraphPlan&) { firstNode(g, Op::kSgdUpdate).setAttr("lr", 0.25); },
        {"the plan of graph @train_step is stale", "run assign-streams and the plan passes"}},
   };
 }
@@ -340,13 +339,12 @@ TEST_P(ZooPlan, IsAccepted) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, ZooPlan, ::testing::ValuesIn(zooPlanCases()),
-                         [](const auto& info) {
-                           const ZooPlanCase& c = info.param;
-                           return absl::StrCat(c.model, "_", c.devices, "dev",
-                                               c.groups > 1 ? absl::StrCat("_groups", c.groups) : "",
-                                               c.sync_bn ? "_syncbn" : "", c.bf16 ? "_bf16" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooPlan, ::testing::ValuesIn(zooPlanCases()), [](const auto& info) {
+  const ZooPlanCase& c = info.param;
+  return absl::StrCat(c.model, "_", c.devices, "dev",
+                      c.groups > 1 ? absl::StrCat("_groups", c.groups) : "",
+                      c.sync_bn ? "_syncbn" : "", c.bf16 ? "_bf16" : "");
+});
 
 }  // namespace
 }  // namespace tandem::ir

@@ -441,9 +441,10 @@ TEST(BackendSeam, AMissingOrStalePlanIsAnError) {
     if (n->op() == ir::Op::kSgdUpdate) n->setAttr("lr", 0.5);
   ex = runtime::Executor::create(std::move(planned));
   ASSERT_FALSE(ex.ok());
-  EXPECT_THAT(std::string(ex.status().message()),
-              ::testing::MatchesRegex("the plan of graph @train_step is stale: it was made for "
-                                      "fingerprint [0-9a-f]{16}, the graph now has [0-9a-f]{16} .*"));
+  EXPECT_THAT(
+      std::string(ex.status().message()),
+      ::testing::MatchesRegex("the plan of graph @train_step is stale: it was made for "
+                              "fingerprint [0-9a-f]{16}, the graph now has [0-9a-f]{16} .*"));
 }
 
 }  // namespace

@@ -38,8 +38,8 @@ TEST(MeasureStep, EveryNodeOfDeviceZeroIsTimed) {
   EXPECT_EQ(timed, 2 + 8 + 3);  // 2 convolutions, 8 variables' updates, 3 all_reduces
   EXPECT_GT(measured->step_s, 0);
   const std::vector<double>& t = measured->node_seconds;
-  sim::SimResult r =
-      sim::simulateStreams(sim::deviceSchedule(module, g, 0, [&t](const ir::Node& n) { return t[n.id()]; }));
+  sim::SimResult r = sim::simulateStreams(
+      sim::deviceSchedule(module, g, 0, [&t](const ir::Node& n) { return t[n.id()]; }));
   EXPECT_GE(r.step_s, r.compute_s);
   EXPECT_GT(r.compute_s, 0);
 }

@@ -20,8 +20,8 @@ bool haveData() {
   return std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz");
 }
 
-const std::vector<std::string> kModelFlags = {"--model",    "lenet", "--devices", "cpu:0,cpu:1",
-                                              "--batch",    "64",    "--momentum", "0.9"};
+const std::vector<std::string> kModelFlags = {"--model", "lenet", "--devices",  "cpu:0,cpu:1",
+                                              "--batch", "64",    "--momentum", "0.9"};
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -30,12 +30,12 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 
 // LeNet's step planned from text: compiled up to schedule, then the plan passes by opt.
 std::string plannedFromText(const TempDir& dir) {
-  auto dumped = runTandem(with({"dump"}, with(kModelFlags, {"--after", "schedule", "--output",
-                                                              dir.file("scheduled.tir")})));
+  auto dumped = runTandem(with(
+      {"dump"}, with(kModelFlags, {"--after", "schedule", "--output", dir.file("scheduled.tir")})));
   EXPECT_EQ(dumped.exit_code, 0) << dumped.err;
-  auto planned = runTandem({"opt", dir.file("scheduled.tir"), "--passes",
-                            "assign-streams,plan-events,plan-memory", "--output",
-                            dir.file("planned.tir")});
+  auto planned =
+      runTandem({"opt", dir.file("scheduled.tir"), "--passes",
+                 "assign-streams,plan-events,plan-memory", "--output", dir.file("planned.tir")});
   EXPECT_EQ(planned.exit_code, 0) << planned.err;
   return dir.file("planned.tir");
 }
@@ -51,8 +51,8 @@ std::string figures(const std::string& out) {
   return rows;
 }
 
-const std::vector<std::string> kRun = {"--epochs", "1", "--limit-train", "640", "--limit-test",
-                                       "128", "--seed", "5"};
+const std::vector<std::string> kRun = {"--epochs",     "1",   "--limit-train", "640",
+                                       "--limit-test", "128", "--seed",        "5"};
 
 TEST(TrainModule, APlanMadeFromTextTrainsAsTheCompiledOne) {
   if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
@@ -77,8 +77,8 @@ TEST(TrainModule, AStalePlanIsRefused) {
   text.replace(at, 7, "lr=0.2,");
   const std::string edited = dir.write("edited.tir", text);
   auto r = runTandem(with({"train"}, with(kModelFlags, with(kRun, {"--module", edited}))));
-  EXPECT_TRUE(isUsageError(r, {"--module " + edited + ": verifier: the plan of graph @",
-                               "is stale"}));
+  EXPECT_TRUE(
+      isUsageError(r, {"--module " + edited + ": verifier: the plan of graph @", "is stale"}));
 }
 
 TEST(TrainModule, AModuleOfOtherDevicesIsRefused) {
@@ -95,8 +95,8 @@ TEST(TrainModule, AModuleOfOtherDevicesIsRefused) {
 TEST(TrainModule, AModuleWithoutAPlanIsRefused) {
   if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
   TempDir dir;
-  auto dumped = runTandem(with({"dump"}, with(kModelFlags, {"--after", "schedule", "--output",
-                                                              dir.file("scheduled.tir")})));
+  auto dumped = runTandem(with(
+      {"dump"}, with(kModelFlags, {"--after", "schedule", "--output", dir.file("scheduled.tir")})));
   ASSERT_EQ(dumped.exit_code, 0) << dumped.err;
   auto r = runTandem(
       with({"train"}, with(kModelFlags, with(kRun, {"--module", dir.file("scheduled.tir")}))));

@@ -56,8 +56,8 @@ absl::StatusOr<std::unique_ptr<ir::Module>> readModuleToTrain(const std::string&
     return absl::InvalidArgumentError(absl::StrCat(what, diff));
   for (const auto& g : (*m)->graphs())
     if (absl::Status s = ir::checkPlanFor(*g, ir::PlanPart::kMemory, "plan-memory"); !s.ok())
-      return absl::Status(s.code(), absl::StrCat(what, s.message(),
-                                                 " (dump the module after the whole pipeline)"));
+      return absl::Status(
+          s.code(), absl::StrCat(what, s.message(), " (dump the module after the whole pipeline)"));
   return std::move(*m);
 }
 

@@ -91,11 +91,11 @@ std::string memoryReport(const ir::Module& m, const ir::Graph* only) {
     const ir::GraphPlan* plan = g->plan();
     if (plan == nullptr) continue;  // callers check first; nothing to show
     for (size_t d = 0; d < plan->arenas.size(); ++d)
-      absl::StrAppend(&out,
-                      absl::StrFormat("%-12s %-8s %12s %12s %12s\n", g->name(),
-                                      m.isReplicated() ? ir::toString(m.devices()[d]) : "-",
-                                      mib(plan->arenas[d].bytes), mib(plan->arenas[d].live_peak_bytes),
-                                      mib(plan->arenas[d].unshared_bytes)));
+      absl::StrAppend(
+          &out, absl::StrFormat("%-12s %-8s %12s %12s %12s\n", g->name(),
+                                m.isReplicated() ? ir::toString(m.devices()[d]) : "-",
+                                mib(plan->arenas[d].bytes), mib(plan->arenas[d].live_peak_bytes),
+                                mib(plan->arenas[d].unshared_bytes)));
   }
   return out;
 }
