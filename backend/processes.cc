@@ -37,6 +37,7 @@ struct Processes::State {
   bool stop = false;
   std::thread watchdog;
   bool mpi_started = false;
+  std::vector<AsyncWaits*> async;  // polled by the watchdog
 };
 
 namespace {
@@ -153,7 +154,8 @@ absl::StatusOr<Processes*> Processes::start() {
   MPI_Comm_rank(MPI_COMM_WORLD, &p.rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &p.size_);
   State* s = p.state_.get();
-  s->watchdog = std::thread([&p] { p.watch(); });
+  std::lock_guard<std::mutex> l(s->mu);
+  if (!s->watchdog.joinable()) s->watchdog = std::thread([&p] { p.watch(); });
   return &p;
 #else
   return absl::UnavailableError(
@@ -174,13 +176,17 @@ Processes& Processes::current() {
 void Processes::finish() {
   Processes& p = current();
   State* s = p.state_.get();
-  if (!s->mpi_started) return;
-  {
+  if (s->watchdog.joinable()) {
+    {
+      std::lock_guard<std::mutex> l(s->mu);
+      s->stop = true;
+    }
+    s->cv.notify_all();
+    s->watchdog.join();
     std::lock_guard<std::mutex> l(s->mu);
-    s->stop = true;
+    s->stop = false;  // a later watchAsync may start it again
   }
-  s->cv.notify_all();
-  if (s->watchdog.joinable()) s->watchdog.join();
+  if (!s->mpi_started) return;
 #ifdef TANDEM_HAVE_MPI
   std::lock_guard<std::mutex> l(s->mpi);
   MPI_Finalize();
@@ -340,6 +346,18 @@ void Processes::endWait() {
   --state_->depth;
 }
 
+void Processes::watchAsync(AsyncWaits* waits) {
+  std::lock_guard<std::mutex> l(state_->mu);
+  state_->async.push_back(waits);
+  if (!state_->watchdog.joinable()) state_->watchdog = std::thread([this] { watch(); });
+}
+
+void Processes::unwatchAsync(AsyncWaits* waits) {
+  std::lock_guard<std::mutex> l(state_->mu);
+  auto& a = state_->async;
+  a.erase(std::remove(a.begin(), a.end(), waits), a.end());
+}
+
 void Processes::abortAll(const std::string& message, int code) {
   // One write, so that the line is not interleaved with another rank's.
   const std::string line = absl::StrCat("tandem: ", prefix(), message, "\n");
@@ -362,15 +380,40 @@ void Processes::watch() {
   std::unique_lock<std::mutex> l(s.mu);
   bool signalled = false;  // a signal came during the wait in progress, at signal_seen
   Clock::time_point signal_seen = Clock::now();
+  // Every GPU collective stops waiting before the process ends (ncclCommAbort).
+  auto abortSources = [&] {
+    for (AsyncWaits* a : s.async) a->abort();
+  };
   while (!s.stop) {
     s.cv.wait_for(l, std::chrono::milliseconds(20));
     if (s.stop) break;
     const int sig = s.signal != nullptr ? s.signal() : 0;
-    if (s.depth == 0) {
+    // The longest wait in progress: a blocking call (MPI), or a collective on a GPU.
+    bool waiting = false;
+    WaitLabel label;
+    double waited = 0;
+    if (s.depth > 0) {
+      waiting = true;
+      label = s.label;
+      waited = std::chrono::duration<double>(Clock::now() - s.since).count();
+    }
+    for (AsyncWaits* a : s.async) {
+      AsyncWaits::State st = a->poll();
+      if (!st.error.empty()) {
+        abortSources();
+        l.unlock();
+        abortAll(absl::StrCat(st.error, "; stopping every rank"));
+      }
+      if (st.seconds > 0 && (!waiting || st.seconds > waited)) {
+        waiting = true;
+        label = st.label;
+        waited = st.seconds;
+      }
+    }
+    if (!waiting) {
       signalled = false;
       continue;
     }
-    const double waited = std::chrono::duration<double>(Clock::now() - s.since).count();
     if (sig != 0 && !signalled) {
       signalled = true;
       signal_seen = Clock::now();
@@ -380,8 +423,11 @@ void Processes::watch() {
       const std::string message = absl::StrFormat(
           "stopped by %s while waiting %.1f s in %s on %s: another rank died or exited, and "
           "mpirun ends the job",
-          sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : absl::StrCat("signal ", sig),
-          waited, s.label.collective, s.label.device);
+          sig == SIGTERM  ? "SIGTERM"
+          : sig == SIGINT ? "SIGINT"
+                          : absl::StrCat("signal ", sig),
+          waited, label.collective, label.device);
+      abortSources();
       l.unlock();
       const std::string line = absl::StrCat("tandem: ", prefix(), message, "\n");
       (void)!::write(STDERR_FILENO, line.data(), line.size());
@@ -391,7 +437,8 @@ void Processes::watch() {
       const std::string message = absl::StrFormat(
           "waited %.1f s (--collective-timeout %g) in %s on %s: a rank died or stalls; "
           "stopping every rank",
-          waited, s.timeout, s.label.collective, s.label.device);
+          waited, s.timeout, label.collective, label.device);
+      abortSources();
       l.unlock();
       abortAll(message);
     }

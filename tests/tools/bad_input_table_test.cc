@@ -217,9 +217,9 @@ TEST_F(BadInputTable, SplitAndInitializer) {
 TEST_F(BadInputTable, ConvAlgorithm) {
   check({
       {{"train", "--model", "resnet18", "--conv-algorithm", "winograd"},
-       "--conv-algorithm: unknown algorithm 'winograd' (expected auto, direct)"},
+       "--conv-algorithm: unknown algorithm 'winograd' (expected auto, direct, measure)"},
       {{"train", "--model", "lenet", "--conv-algorithm", ""},
-       "--conv-algorithm: unknown algorithm '' (expected auto, direct)"},
+       "--conv-algorithm: unknown algorithm '' (expected auto, direct, measure)"},
       {{"train", "--model", "lenet", "--conv-algorithm"}, "--conv-algorithm: needs a value"},
       {{"dump", "--model", "lenet", "--conv-algorithm", "direct"},
        "The following arguments were not expected: direct --conv-algorithm"},  // train only

@@ -1,5 +1,6 @@
 // Checkpoints through the CLI: a run killed with SIGKILL in its third epoch (at a chosen
-// step, through TANDEM_TEST_SIGNAL_AFTER, so that the test is deterministic) and resumed
+// step, through TANDEM_TEST_SIGNAL_AFTER of the CLI built with test hooks, so that the
+// test is deterministic) and resumed
 // prints the same epoch figures and ends with the same parameters as a run never
 // interrupted; so does a run stopped by SIGTERM; a bad checkpoint is one line, exit 2,
 // and nothing is overwritten.
@@ -86,7 +87,7 @@ class CheckpointCli : public ::testing::Test {
   }
   CommandResult runWithSignal(const std::string& point, std::vector<std::string> extra) const {
     setenv("TANDEM_TEST_SIGNAL_AFTER", point.c_str(), 1);
-    CommandResult r = runTandem(args(std::move(extra)));
+    CommandResult r = runHookedTandem(args(std::move(extra)));
     unsetenv("TANDEM_TEST_SIGNAL_AFTER");
     return r;
   }
@@ -166,9 +167,7 @@ TEST_F(CheckpointCli, StoppedBySigtermWritesACheckpointToResume) {
 // The bar on the real data set: LeNet killed in its third epoch and resumed ends
 // with the same test accuracy (and every other figure) as the run never interrupted.
 TEST(CheckpointCliFashionMnist, KilledInEpochThreeEndsWithTheSameTestAccuracy) {
-  const std::string data = "/usr/share/datasets/fashion-mnist";
-  if (!std::filesystem::exists(data + "/train-images-idx3-ubyte.gz"))
-    GTEST_SKIP() << data << " is missing (apt-get install dataset-fashion-mnist)";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   TempDir work;
   const std::vector<std::string> base = {
       "train", "--model",      "lenet", "--devices", "2", "--batch", "128", "--limit-train",
@@ -182,7 +181,7 @@ TEST(CheckpointCliFashionMnist, KilledInEpochThreeEndsWithTheSameTestAccuracy) {
   ASSERT_EQ(straight.exit_code, 0) << straight.err;
   setenv("TANDEM_TEST_SIGNAL_AFTER", "3:13:9", 1);
   CommandResult killed =
-      runTandem(with({"--checkpoint", work.file("k"), "--checkpoint-every", "5"}));
+      runHookedTandem(with({"--checkpoint", work.file("k"), "--checkpoint-every", "5"}));
   unsetenv("TANDEM_TEST_SIGNAL_AFTER");
   ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
   CommandResult resumed =

@@ -35,6 +35,7 @@
 #include "tools/tandem/stop_signal.h"
 #include "tools/tandem/summary.h"
 #include "tools/tandem/trace_file.h"
+#include "tools/tandem/train_hooks.h"
 
 namespace tandem::tools {
 namespace {
@@ -163,39 +164,9 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags
           {"--sync-bn", f.model.sync_bn ? "on" : "off"}};
 }
 
-// The tests of a killed or stopped run need the signal at a known step, not wherever one
-// sent from outside lands: TANDEM_TEST_SIGNAL_AFTER=EPOCH:STEP:SIGNAL makes the process
-// raise SIGNAL after that step, after any checkpoint the step writes. SIGKILL and SIGSTOP
-// stand for a crash or a hang, which strike mid-step: they come at the next step's first
-// kernel, so that in a multi-process run the other ranks wait in that step's collectives.
-struct SignalPoint {
-  int epoch = 0;
-  int64_t step = 0;
-  int signal = 0;
-};
-std::optional<SignalPoint> signalPointForTests() {
-  const char* text = std::getenv("TANDEM_TEST_SIGNAL_AFTER");
-  int epoch = 0, signal = 0;
-  long long step = 0;
-  if (text == nullptr || std::sscanf(text, "%d:%lld:%d", &epoch, &step, &signal) != 3)
-    return std::nullopt;
-  return SignalPoint{epoch, static_cast<int64_t>(step), signal};
-}
-
-// FNV-1a over the bytes of every variable on this process's first device.
-absl::StatusOr<std::string> variablesDigest(const runtime::Executor& ex) {
-  const ir::Module& m = ex.module();
-  size_t device = 0;
-  while (m.devices()[device].rank != backend::Processes::current().rank()) ++device;
-  uint64_t h = 1469598103934665603ull;
-  for (const ir::Var& v : m.vars()) {
-    ASSIGN_OR_RETURN(runtime::HostTensor t, ex.readVariable(v.name, device));
-    for (int64_t i = 0; i < t.type.bytes(); ++i) {
-      h ^= static_cast<unsigned char>(t.buffer.data()[i]);
-      h *= 1099511628211ull;
-    }
-  }
-  return absl::StrFormat("%016x", h);
+TrainHooks*& hooks() {
+  static TrainHooks* installed = nullptr;
+  return installed;
 }
 
 // The flags as rank `procs.rank()` runs them: the module spans every rank's --devices, and
@@ -406,7 +377,6 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
                                   .split = perDeviceBatch(ex.module()),
                                   .history = history});
   };
-  const std::optional<SignalPoint> signal_point = signalPointForTests();
   runtime::data::BatchLoader test_loader(*test, batch, /*shuffle=*/false, f.seed,
                                          /*drop_last=*/false);
   if (procs->several()) {
@@ -482,13 +452,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
         checkpoint_status = saveCheckpoint(epoch, done);
         if (!checkpoint_status.ok()) return false;
       }
-      if (signal_point && signal_point->epoch == epoch && signal_point->step == s.step) {
-        if (signal_point->signal == SIGKILL || signal_point->signal == SIGSTOP)
-          (*trainer)->executor().setBeforeNodeHook(
-              [sig = signal_point->signal](const ir::Node&, size_t) { std::raise(sig); });
-        else
-          std::raise(signal_point->signal);
-      }
+      if (hooks() != nullptr) hooks()->afterStep(epoch, s.step, (*trainer)->executor());
       return !stopAgreed();
     });
     bar.clear();
@@ -553,12 +517,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     profiled.insert(profiled.end(), rest.begin(), rest.end());
     RETURN_IF_ERROR(out.write(profileReport(profiled)));
   }
-  // Tests compare runs bit for bit (mpirun -np 2 against one process): a digest of every
-  // variable as this rank's first device holds it.
-  if (std::getenv("TANDEM_TEST_DIGEST") != nullptr && procs->rank() == 0) {
-    ASSIGN_OR_RETURN(std::string digest, variablesDigest((*trainer)->executor()));
-    std::fprintf(stderr, "tandem: variables digest %s\n", digest.c_str());
-  }
+  if (hooks() != nullptr) RETURN_IF_ERROR(hooks()->atEnd((*trainer)->executor()));
   if (csv) RETURN_IF_ERROR(csv->close());
   RETURN_IF_ERROR(out.close());
   // "tandem: rank 1: stopped ...": every rank says how it ended, and which it is.
@@ -566,5 +525,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   if (!ending.empty()) std::fputs(ending.c_str(), stderr);
   return exit_code;
 }
+
+void setTrainHooks(TrainHooks* h) { hooks() = h; }
+TrainHooks* trainHooks() { return hooks(); }
 
 }  // namespace tandem::tools
