@@ -11,6 +11,8 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/strings/str_cat.h"
+
 namespace tandem::testing::fake_cuda {
 namespace {
 
@@ -23,7 +25,7 @@ double clock_ms = 0;
 std::string streamName(cudaStream_t s) {
   if (s == nullptr) return "s0";
   auto it = stream_ids.find(s);
-  return it == stream_ids.end() ? "s?" : "s" + std::to_string(it->second);
+  return it == stream_ids.end() ? "s?" : absl::StrCat("s", it->second);
 }
 
 void log(std::string line) { calls().push_back(std::move(line)); }
@@ -89,7 +91,7 @@ cudaError_t cudaDeviceSynchronize() {
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   std::lock_guard<std::mutex> l(mu);
   *p = std::malloc(bytes);
-  log("cudaMalloc " + std::to_string(bytes));
+  log(absl::StrCat("cudaMalloc ", bytes));
   return cudaSuccess;
 }
 cudaError_t cudaFree(void* p) {

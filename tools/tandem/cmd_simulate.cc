@@ -127,7 +127,7 @@ struct Setting {
 absl::StatusOr<std::vector<Row>> predictRoofline(const SimulateFlags& f, ModelFlags mf,
                                                  const std::vector<int64_t>& counts,
                                                  const Setting& s) {
-  mf.devices = "2";
+  mf.devices = std::string("2");  // not = "2": GCC 12's -Wrestrict misfires on it (PR 105329)
   mf.batch = 2 * f.batch_per_device;
   ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
   ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
@@ -234,7 +234,7 @@ absl::Status runSimulate(const SimulateFlags& f) {
   }
   // The model and its settings are checked once, before any work.
   ModelFlags mf = f.model;
-  mf.devices = "1";
+  mf.devices = std::string("1");  // not = "1": GCC 12's -Wrestrict misfires on it (PR 105329)
   mf.batch = f.batch_per_device;
   RETURN_IF_ERROR(resolveModelFlags(mf, /*for_training=*/false).status());
 
