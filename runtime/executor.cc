@@ -198,39 +198,40 @@ absl::Status Executor::runStep(Program& p, int slot) {
   std::vector<backend::Device*> all;  // this process's
   for (auto& d : loaded_->devices)
     if (d != nullptr) all.push_back(d.get());
-  // Recording only saves the host's launch cost: where it cannot be had, the run goes on
-  // with plain steps after one warning rather than ending.
-  const std::string what = absl::StrCat("recording one step of @", p.graph->name());
-  absl::StatusOr<std::unique_ptr<backend::StepRecorder>> recorder = b->makeStepRecorder(all);
-  if (!recorder.ok()) {
-    stopRecording(absl::StrCat(what, " is not possible here: ", recorder.status().message()));
-    return enqueueStep(p, slot);
-  }
-  if (*recorder == nullptr) {
+  absl::StatusOr<std::unique_ptr<backend::StepRecorder>> made = b->makeStepRecorder(all);
+  if (made.ok() && *made == nullptr) {
     options_.record_steps = false;  // this backend never records: stop asking
     return enqueueStep(p, slot);
   }
-  absl::Status begun = (*recorder)->begin();
-  if (!begun.ok()) {
-    stopRecording(absl::StrCat(what, " failed: ", begun.message()));
+  // Recording only saves the host's launch cost: where it cannot be had, the run goes on
+  // with plain steps after one warning rather than ending. Nothing of a failed recording
+  // ran, so the step then runs plainly (a real error of the step comes back from that).
+  const std::string what = absl::StrCat("recording one step of @", p.graph->name());
+  absl::Status recorded_here =
+      made.ok() ? record(**made, p, slot)
+                : absl::Status(made.status().code(),
+                               absl::StrCat("not possible here: ", made.status().message()));
+  // Whether a step's collectives are recorded must be the same on every rank (NCCL: a
+  // captured collective's launch is collective), so the ranks agree before any replay.
+  ASSIGN_OR_RETURN(bool failed_somewhere,
+                   backend::Processes::current().anyRank(!recorded_here.ok(),
+                                                         "agreeing whether a step was recorded"));
+  if (failed_somewhere) {
+    stopRecording(recorded_here.ok()
+                      ? absl::StrCat(what, ": another rank could not record it")
+                      : absl::StrCat(what, " failed: ", recorded_here.message()));
     return enqueueStep(p, slot);
   }
+  recorded = *std::move(made);
+  return recorded->replay();
+}
+
+absl::Status Executor::record(backend::StepRecorder& recorder, Program& p, int slot) {
+  RETURN_IF_ERROR(recorder.begin());
   absl::Status enqueued = enqueueStep(p, slot);
-  absl::Status ended = (*recorder)->end();
-  // Nothing of a failed recording ran: the step runs plainly now (a real error of the step
-  // comes back from that run).
-  if (!enqueued.ok() || !ended.ok()) {
-    stopRecording(absl::StrCat(what, " failed: ", (!enqueued.ok() ? enqueued : ended).message()));
-    return enqueueStep(p, slot);
-  }
-  absl::Status replayed = (*recorder)->replay();
-  if (!replayed.ok()) {
-    stopRecording(absl::StrCat("replaying the recorded step of @", p.graph->name(),
-                               " failed: ", replayed.message()));
-    return enqueueStep(p, slot);
-  }
-  recorded = *std::move(recorder);
-  return absl::OkStatus();
+  absl::Status ended = recorder.end();  // also after a failed enqueue
+  RETURN_IF_ERROR(enqueued);
+  return ended;
 }
 
 absl::StatusOr<std::vector<HostTensor>> Executor::run(

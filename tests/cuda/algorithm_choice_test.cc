@@ -64,6 +64,8 @@ TEST(CudaAlgorithmChoice, ConvolutionWalksPastAnAlgorithmThatRefuses) {
   cudnn.heuristic = {ok(1, CUDNN_TENSOR_OP_MATH), ok(6), ok(0),
                      ok(2, CUDNN_DEFAULT_MATH, CUDNN_NON_DETERMINISTIC)};
   cudnn.refusing = {6};
+  // Taking the first usable candidate, as the kernels did, picks the one that refuses.
+  EXPECT_EQ(cu::chooseAlgo(cudnn.heuristic, exact)->algo, 6);
   auto choice = cu::chooseRunnableAlgo(cudnn, exact, /*measure=*/false);
   ASSERT_TRUE(choice.ok()) << choice.status();
   // 1 is tensor-op (not usable without TF32); 6 refuses; 0 runs, with FMA math.
