@@ -147,8 +147,8 @@ absl::Status Executor::enqueueStep(Program& p, int slot) {
           open_group = s.group;
         }
       }
-      absl::Status launched = ins->comm ? launchCollective(n, s, slot, device, stream)
-                                        : ins->kernel->launch(stream, s.in, s.out);
+      absl::Status launched = ins->kernel == nullptr ? launchCollective(n, s, slot, device, stream)
+                                                     : ins->kernel->launch(stream, s.in, s.out);
       if (!launched.ok()) {
         (void)closeGroup();  // the launch's error is the one to report
         return absl::Status(launched.code(), absl::StrCat(n.describe(), ": ", launched.message()));
