@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -124,7 +126,18 @@ class CpuBackend final : public Backend {
     if (o.threads_per_device < 1)
       return absl::InvalidArgumentError(absl::StrCat(
           ir::toString(device), ": threads per device must be >= 1, got ", o.threads_per_device));
-    return std::make_unique<CpuDevice>(device, o);
+    // A device starts two worker threads: a process or memory limit (ulimit -u, -v) makes
+    // std::thread throw, which is the device's error, not a crash.
+    try {
+      return std::make_unique<CpuDevice>(device, o);
+    } catch (const std::system_error& e) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          ir::toString(device), ": cannot start its stream threads: ", e.what(),
+          " (a limit on threads or memory: ulimit -u, ulimit -v)"));
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(ir::toString(device), ": out of memory starting the device"));
+    }
   }
 
   absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createCommunicators(

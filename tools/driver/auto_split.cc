@@ -15,6 +15,11 @@ AutoSplit::AutoSplit(const ModelSpec& spec, CompileOptions options, runtime::Tra
   trainer_.executor().setTrace(balancer_.wantsTrace());
 }
 
+void AutoSplit::restore(const runtime::SplitBalancer::State& state) {
+  balancer_.restore(state);
+  trainer_.executor().setTrace(balancer_.wantsTrace());
+}
+
 std::vector<int64_t> AutoSplit::rows() const {
   // The sizes of the split of the images input (the first split of the step).
   for (const auto& n : trainer_.executor().module().graph(ir::kTrainGraph)->nodes())
