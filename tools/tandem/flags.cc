@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "frontend/model.h"
 #include "frontend/zoo/zoo.h"
+#include "ir/types.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
 #include "passes/sgd_hyperparameters.h"
@@ -129,8 +130,9 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   // ones, so `tandem dump --modle x` would blame the missing --model, not the misspelling.
   cmd->add_option("--model", f.model, "Model (required): " + absl::StrJoin(models, ", "));
   cmd->add_option("--devices", f.devices,
-                  "Devices: a list such as cpu:0,cpu:1, or a count N meaning cpu:0..cpu:N-1 "
-                  "(at most 4096)")
+                  absl::StrCat("Devices: a list such as cpu:0,cpu:1, or a count N meaning "
+                               "cpu:0..cpu:N-1 (at most ",
+                               ir::kMaxDevices, ")"))
       ->capture_default_str();
   addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
             "Global batch size, split across the devices (default: 256; dump: at least one "
@@ -147,7 +149,8 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
             "Gradient all_reduce bucket cap in MiB");
   addNumber(cmd, "--first-bucket-mb", f.first_bucket_mb, Range<double>{0, 1e9, true},
             "Cap of the first (earliest) gradient bucket in MiB");
-  addNumber(cmd, "--allreduce-groups", f.allreduce_groups, Range<int64_t>{1, 4096},
+  addNumber(cmd, "--allreduce-groups", f.allreduce_groups,
+            Range<int64_t>{1, static_cast<int64_t>(ir::kMaxDevices)},
             "Reduce gradients hierarchically over this many groups of consecutive devices: "
             "within each group, across the groups' first devices, back within each group "
             "(1: one flat all_reduce)");
@@ -215,7 +218,7 @@ void addDump(CLI::App& app, DumpFlags& f) {
                       "), or 'none' for the model as built");
   addOutputFlags(cmd, f.out);
   cmd->add_flag("--memory", f.memory, "The same as --format memory");
-  addNumber(cmd, "--ranks", f.model.ranks, Range<int>{1, 4096},
+  addNumber(cmd, "--ranks", f.model.ranks, Range<int>{1, static_cast<int>(ir::kMaxDevices)},
             "Processes (mpirun -np) that each drive --devices: the module spans every rank's "
             "devices, printed as cpu:0@1 for rank 1's cpu:0");
 }
