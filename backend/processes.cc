@@ -185,8 +185,8 @@ struct TrackedComm {
       if (m.sequence != mine.sequence || m.what != mine.what)
         procs.abortAll(absl::StrCat(
             label.collective, " on ", label.device, ": rank ", world[static_cast<size_t>(p)],
-            " is at its exchange #", m.sequence, m.what != mine.what ? " of another collective" : "",
-            ", this rank at #", mine.sequence,
+            " is at its exchange #", m.sequence,
+            m.what != mine.what ? " of another collective" : "", ", this rank at #", mine.sequence,
             ": the ranks run different steps (another model, devices or build?)"));
     }
     std::vector<uint64_t> values;
@@ -520,9 +520,9 @@ absl::Status Processes::agree(const std::vector<std::pair<std::string, std::stri
           " on rank 0: every rank must run with the same settings (mpirun gives each app "
           "context its own arguments)"));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      who, " has other settings than rank 0 (", what,
-      "): every rank must run with the same settings and the same tandem build"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(who, " has other settings than rank 0 (", what,
+                   "): every rank must run with the same settings and the same tandem build"));
 #else
   (void)what;
   (void)digest;
@@ -579,8 +579,7 @@ std::string rankList(const std::vector<int>& ranks) {
 // Who the wait in progress is for, from its arrival markers: the rank(s) that did not
 // arrive (it died or stalls), or that every rank did and the transfer itself stalls.
 std::string whoIsMissing(const std::optional<std::vector<int>>& missing, const char* dead) {
-  if (!missing)
-    return "; this process's own devices had not all reached it (one of them stalls)";
+  if (!missing) return "; this process's own devices had not all reached it (one of them stalls)";
   if (missing->empty())
     return "; every rank had arrived, so one died or stalls inside the transfer";
   return absl::StrCat(" for ", rankList(*missing), ", which did not arrive (", dead, ")");
@@ -621,9 +620,10 @@ void Processes::watch() {
     if (signalled && std::chrono::duration<double>(now - signal_seen).count() >= kSignalGrace) {
       const std::string message = absl::StrFormat(
           "stopped by %s while waiting %.1f s in %s on %s%s, and mpirun ends the job",
-          sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT" : absl::StrCat("signal ", sig),
-          waited, s.label.collective, s.label.device,
-          whoIsMissing(s.missing, "it died or exited"));
+          sig == SIGTERM  ? "SIGTERM"
+          : sig == SIGINT ? "SIGINT"
+                          : absl::StrCat("signal ", sig),
+          waited, s.label.collective, s.label.device, whoIsMissing(s.missing, "it died or exited"));
       l.unlock();
       const std::string line = absl::StrCat("tandem: ", prefix(), message, "\n");
       (void)!::write(STDERR_FILENO, line.data(), line.size());

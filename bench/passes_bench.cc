@@ -1,7 +1,7 @@
 // Pass microbenchmarks: each pass of the default pipeline, and the whole pipeline, on
 // ResNet-18 ... ResNet-152 and LeNet replicated over 1, 2, 8 and 64 devices, plus LeNet
-// and ResNet-18 over 256 and 1024 devices (the most the CLI accepts: ir::kMaxDevices). Each benchmark family
-// fits its cost against N = total nodes of the module the pass produces, so linear
+// and ResNet-18 over 256 and 1024 devices (the most the CLI accepts: ir::kMaxDevices). Each
+// benchmark family fits its cost against N = total nodes of the module the pass produces, so linear
 // passes report O(N). Timing is manual: only pass->run is measured, not the module
 // copy each iteration starts from.
 //
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "ir/types.h"
 #include "frontend/zoo/zoo.h"
+#include "ir/types.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 

@@ -46,9 +46,9 @@ absl::StatusOr<int> openRegularFile(const std::string& path, const InputName& na
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    return absl::Status(err == ENOENT ? absl::StatusCode::kNotFound
-                                      : absl::StatusCode::kInvalidArgument,
-                        absl::StrCat("cannot read ", name.what, ": ", std::strerror(err)));
+    return absl::Status(
+        err == ENOENT ? absl::StatusCode::kNotFound : absl::StatusCode::kInvalidArgument,
+        absl::StrCat("cannot read ", name.what, ": ", std::strerror(err)));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {

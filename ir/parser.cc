@@ -605,9 +605,9 @@ absl::StatusOr<std::unique_ptr<Module>> parseModuleFile(const std::string& path)
   // Bounded, and regular files only (ir/file_input.h): a FIFO or /dev/zero named as the
   // file would otherwise block or be read forever.
   constexpr int64_t kMaxIrBytes = int64_t{4} << 30;
-  const InputName name{path == "-" ? std::string("standard input")
-                                   : absl::StrCat("IR file '", path, "'"),
-                       "an IR file"};
+  const InputName name{
+      path == "-" ? std::string("standard input") : absl::StrCat("IR file '", path, "'"),
+      "an IR file"};
   absl::StatusOr<std::string> text = readInputFile(path, name, kMaxIrBytes);
   if (!text.ok()) return text.status();
   return parseModule(*text, path == "-" ? "<stdin>" : path);

@@ -254,9 +254,9 @@ absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
   RETURN_IF_ERROR(opts.finish());
   // The ranges `train` takes too (sgd_hyperparameters.h).
   using H = SgdHyperparameter;
-  for (auto [name, which, value] : {std::tuple{"lr", H::kLr, *lr},
-                                    std::tuple{"momentum", H::kMomentum, *momentum},
-                                    std::tuple{"weight-decay", H::kWeightDecay, *wd}})
+  for (auto [name, which, value] :
+       {std::tuple{"lr", H::kLr, *lr}, std::tuple{"momentum", H::kMomentum, *momentum},
+        std::tuple{"weight-decay", H::kWeightDecay, *wd}})
     if (std::string problem = sgdValueProblem(which, value); !problem.empty())
       return absl::InvalidArgumentError(
           absl::StrCat("pass autodiff: option '", name, "' ", problem));

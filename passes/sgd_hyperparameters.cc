@@ -46,11 +46,10 @@ std::string sgdValueProblem(SgdHyperparameter which, double v) {
   const double smallest = std::numeric_limits<float>::min();  // 1.17549e-38
   if (std::isinf(f)) return "rounds to infinity in f32 (the update's arithmetic)";
   if (v > 0 && f < smallest)
-    return absl::StrFormat("rounds to %s in f32 (the update's arithmetic)%s; give %s %g",
-                           f == 0 ? "0" : "a denormal",
-                           which == SgdHyperparameter::kLr ? ", which trains nothing" : "",
-                           which == SgdHyperparameter::kLr ? "at least" : "0 or at least",
-                           smallest);
+    return absl::StrFormat(
+        "rounds to %s in f32 (the update's arithmetic)%s; give %s %g", f == 0 ? "0" : "a denormal",
+        which == SgdHyperparameter::kLr ? ", which trains nothing" : "",
+        which == SgdHyperparameter::kLr ? "at least" : "0 or at least", smallest);
   if (!inside(r, f))
     return absl::StrFormat("rounds to %g in f32 (the update's arithmetic), which %s", f,
                            sgdRangeText(which));

@@ -15,8 +15,8 @@
 #include <zlib.h>
 
 #include <bit>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -351,8 +351,7 @@ absl::StatusOr<Checkpoint> decodeCheckpoint(absl::string_view bytes, const std::
   for (EpochFigures& h : c.history)
     if (!d.i32(h.epoch) || !d.f64(h.train_loss) || !d.f64(h.train_accuracy) ||
         !d.f64(h.test_loss) || !d.f64(h.test_accuracy) || !d.f64(h.seconds) ||
-        !d.f64(h.images_per_second) || !d.f64(h.eval_seconds) ||
-        (version >= 2 && !rows(h.split)))
+        !d.f64(h.images_per_second) || !d.f64(h.eval_seconds) || (version >= 2 && !rows(h.split)))
       return malformed("the epoch figures end early");
   if (version >= 2) {
     if (!d.count(n, 4 + 8 + 4)) return malformed("the split's re-plans end early");
@@ -467,9 +466,8 @@ namespace {
 absl::StatusOr<std::string> readWholeFile(const std::string& path) {
   // No checkpoint comes near this; a bound keeps a mistaken path from filling memory.
   constexpr int64_t kMaxCheckpointBytes = int64_t{1} << 40;
-  absl::StatusOr<std::string> bytes =
-      ir::readInputFile(path, {absl::StrCat("'", path, "'"), "a checkpoint file"},
-                        kMaxCheckpointBytes);
+  absl::StatusOr<std::string> bytes = ir::readInputFile(
+      path, {absl::StrCat("'", path, "'"), "a checkpoint file"}, kMaxCheckpointBytes);
   if (bytes.status().code() == absl::StatusCode::kNotFound)
     return absl::InvalidArgumentError(
         absl::StrCat(bytes.status().message(), " (no checkpoint was written in that directory)"));
@@ -638,10 +636,10 @@ absl::Status CheckpointWriter::lockDirectory() {
           absl::StrCat("--checkpoint: cannot lock '", path, "': ", errnoText(err)));
     std::string who(holder, static_cast<size_t>(std::max<ssize_t>(n, 0)));
     while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--checkpoint: '", dir_, "' is in use by another run (",
-        who.empty() ? "which has not written its pid yet" : who,
-        "); wait for it to end, or write to another directory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint: '", dir_, "' is in use by another run (",
+                     who.empty() ? "which has not written its pid yet" : who,
+                     "); wait for it to end, or write to another directory"));
   }
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
@@ -679,8 +677,8 @@ absl::Status CheckpointWriter::prepareDirectory(bool replacing) {
   std::string probe = absl::StrCat(dir_, "/", kCheckpointTempPrefix, "XXXXXX");
   const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
   if (fd < 0)
-    return absl::InvalidArgumentError(absl::StrCat("--checkpoint: cannot write a file in '", dir_,
-                                                   "': ", errnoText(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint: cannot write a file in '", dir_, "': ", errnoText(errno)));
   ::close(fd);
   ::unlink(probe.c_str());
   return absl::OkStatus();

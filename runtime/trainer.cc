@@ -151,20 +151,19 @@ absl::Status Trainer::checkData(const data::BatchLoader& loader, absl::string_vi
       images.type().dtype != ir::DType::kF32)
     return absl::InvalidArgumentError(absl::StrCat(
         d.source, " holds ", d.count, " images of ", shapeText(example), ", but ", model,
-        " takes images of ", shapeText(absl::MakeConstSpan(shape).subspan(std::min<size_t>(
-                                  1, shape.size()))),
-        " (@", name, "'s input %", images.name(), ": ", ir::toString(images.type()), ")"));
+        " takes images of ",
+        shapeText(absl::MakeConstSpan(shape).subspan(std::min<size_t>(1, shape.size()))), " (@",
+        name, "'s input %", images.name(), ": ", ir::toString(images.type()), ")"));
   if (shape[0] != loader.batch() || labels.type().shape.size() != 1 ||
-      labels.type().shape[0] != loader.batch() ||
-      labels.type().dtype != ir::DType::kI32)
+      labels.type().shape[0] != loader.batch() || labels.type().dtype != ir::DType::kI32)
     return absl::InvalidArgumentError(absl::StrCat(
         "batches of ", loader.batch(), " images and labels from ", d.source, ", but @", name,
         " of ", model, " takes %", images.name(), ": ", ir::toString(images.type()), " and %",
         labels.name(), ": ", ir::toString(labels.type())));
   if (const int64_t classes = classesOf(*g); classes > 0 && d.classes > classes)
-    return absl::InvalidArgumentError(absl::StrCat(
-        d.labels_source, " holds labels of ", d.classes, " classes, but ", model,
-        " tells apart ", classes, " (its logits in @", name, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(d.labels_source, " holds labels of ", d.classes,
+                                                   " classes, but ", model, " tells apart ",
+                                                   classes, " (its logits in @", name, ")"));
   return absl::OkStatus();
 }
 

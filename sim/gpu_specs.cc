@@ -24,10 +24,8 @@ constexpr double kT = 1e12, kG = 1e9;
 const std::vector<GpuSpec>& gpus() {
   static const auto* specs = new std::vector<GpuSpec>{
       {"a100", 156 * kT, 312 * kT, 2039 * kG, 230 * kG, "NVIDIA A100 80GB SXM datasheet", 80 * kG},
-      {"h100", 494.7 * kT, 989.4 * kT, 3350 * kG, 460 * kG, "NVIDIA H100 SXM5 datasheet",
-       80 * kG},
-      {"h200", 494.7 * kT, 989.4 * kT, 4800 * kG, 460 * kG, "NVIDIA H200 SXM datasheet",
-       141 * kG},
+      {"h100", 494.7 * kT, 989.4 * kT, 3350 * kG, 460 * kG, "NVIDIA H100 SXM5 datasheet", 80 * kG},
+      {"h200", 494.7 * kT, 989.4 * kT, 4800 * kG, 460 * kG, "NVIDIA H200 SXM datasheet", 141 * kG},
       {"p100", 10.6 * kT, 21.2 * kT, 732 * kG, 65 * kG, "NVIDIA Tesla P100 SXM2 datasheet",
        16 * kG},
       {"v100", 15.7 * kT, 125 * kT, 900 * kG, 130 * kG, "NVIDIA V100 SXM2 datasheet", 32 * kG},

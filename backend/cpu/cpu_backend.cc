@@ -178,9 +178,9 @@ class CpuBackend final : public Backend {
     try {
       return std::make_unique<CpuDevice>(device, o);
     } catch (const std::system_error& e) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          ir::toString(device), ": cannot start its stream threads: ", e.what(),
-          " (a limit on threads or memory: ulimit -u, ulimit -v)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(ir::toString(device), ": cannot start its stream threads: ", e.what(),
+                       " (a limit on threads or memory: ulimit -u, ulimit -v)"));
     } catch (const std::bad_alloc&) {
       return absl::ResourceExhaustedError(
           absl::StrCat(ir::toString(device), ": out of memory starting the device"));

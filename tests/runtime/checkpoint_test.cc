@@ -62,8 +62,15 @@ Checkpoint sample() {
   c.devices = 2;
   c.split = {6, 4};
   c.history = {{1, 2.30258509299, 0.1, 2.3, 0.12, 0.5, 200, 0.01, {5, 5}},
-               {2, std::numeric_limits<double>::quiet_NaN(), -0.0,
-                std::numeric_limits<double>::denorm_min(), 1, 1e300, 3, 4, {6, 4}}};
+               {2,
+                std::numeric_limits<double>::quiet_NaN(),
+                -0.0,
+                std::numeric_limits<double>::denorm_min(),
+                1,
+                1e300,
+                3,
+                4,
+                {6, 4}}};
   c.replans = {{1, 7, {6, 4}}, {3, 2, {6, 4}}};
   c.balancer = runtime::SplitBalancer::State{3, false, {1.5e6, 2.5e6}, {6, 4}};
   c.tensors = {{"w", 0, f32({2, 3}), bytesOf({1, 2, 3, 4, 5, 6})},

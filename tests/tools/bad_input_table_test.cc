@@ -88,7 +88,8 @@ TEST_F(BadInputTable, CommandLine) {
 TEST_F(BadInputTable, ModelAndDevices) {
   check({
       {{"dump"},
-       "--model: is required (one of lenet, lenet_bn, resnet18, resnet34, resnet50, resnet101, resnet152)"},
+       "--model: is required (one of lenet, lenet_bn, resnet18, resnet34, resnet50, resnet101, "
+       "resnet152)"},
       {{"train"}, "--model: is required (one of lenet, lenet_bn, resnet18)"},
       {{"dump", "--model", "vgg"},
        "--model: unknown model 'vgg' (known: lenet, lenet_bn, resnet18, resnet34, resnet50, "
@@ -558,30 +559,35 @@ TEST_F(BadInputTable, DataThatDoesNotFitTheModel) {
     return p;
   };
   auto train = [&](const TempDir& d, const std::string& model) {
-    return std::vector<std::string>{"train", "--model", model,  "--data",
-                                    dir(d),  "--batch", "10",   "--epochs", "1"};
+    return std::vector<std::string>{"train",   "--model", model,      "--data", dir(d),
+                                    "--batch", "10",      "--epochs", "1"};
   };
   check({
       {train(small, "lenet"),
-       absl::StrCat(dir(small), "/train-images-idx3-ubyte holds 100 images of 1x14x14, but lenet "
-                                "takes images of 1x28x28 (@train_step's input %x: "
-                                "f32[10,1,28,28])")},
+       absl::StrCat(dir(small),
+                    "/train-images-idx3-ubyte holds 100 images of 1x14x14, but lenet "
+                    "takes images of 1x28x28 (@train_step's input %x: "
+                    "f32[10,1,28,28])")},
       {train(one, "lenet"),
-       absl::StrCat(dir(one), "/train-images-idx3-ubyte holds 100 images of 1x1x1, but lenet "
-                              "takes images of 1x28x28 (@train_step's input %x: "
-                              "f32[10,1,28,28])")},
+       absl::StrCat(dir(one),
+                    "/train-images-idx3-ubyte holds 100 images of 1x1x1, but lenet "
+                    "takes images of 1x28x28 (@train_step's input %x: "
+                    "f32[10,1,28,28])")},
       {train(wide, "resnet18"),
-       absl::StrCat(dir(wide), "/train-images-idx3-ubyte holds 100 images of 1x32x32, but "
-                               "resnet18 takes images of 1x28x28 (@train_step's input %x: "
-                               "f32[10,1,28,28])")},
+       absl::StrCat(dir(wide),
+                    "/train-images-idx3-ubyte holds 100 images of 1x32x32, but "
+                    "resnet18 takes images of 1x28x28 (@train_step's input %x: "
+                    "f32[10,1,28,28])")},
       {train(tall_test, "lenet"),
-       absl::StrCat(dir(tall_test), "/t10k-images-idx3-ubyte holds 50 images of 1x27x29, but "
-                                    "lenet takes images of 1x28x28 (@eval_step's input %x: "
-                                    "f32[10,1,28,28])")},
+       absl::StrCat(dir(tall_test),
+                    "/t10k-images-idx3-ubyte holds 50 images of 1x27x29, but "
+                    "lenet takes images of 1x28x28 (@eval_step's input %x: "
+                    "f32[10,1,28,28])")},
       // Class 10: no test images is no accuracy to report (it read 0.0000).
       {train(empty_test, "lenet"),
-       absl::StrCat(dir(empty_test), "/t10k-images-idx3-ubyte holds no images: nothing to "
-                                     "evaluate")},
+       absl::StrCat(dir(empty_test),
+                    "/t10k-images-idx3-ubyte holds no images: nothing to "
+                    "evaluate")},
   });
 }
 
@@ -618,8 +624,8 @@ TEST_F(BadInputTable, InputsThatAreNotRegularFiles) {
 TEST_F(BadInputTable, OutputsThatWouldLoseData) {
   ASSERT_EQ(mkdir(expand("$TMP/sub").c_str(), 0755), 0);
   const std::string up = "$TMP/sub/../m.json";  // the same file by another name
-  const std::vector<std::string> lenet = {"train", "--model", "lenet", "--data", "$DATA",
-                                          "--batch", "10", "--epochs", "1"};
+  const std::vector<std::string> lenet = {"train",   "--model", "lenet",    "--data", "$DATA",
+                                          "--batch", "10",      "--epochs", "1"};
   auto with = [&](std::vector<std::string> more) {
     std::vector<std::string> args = lenet;
     args.insert(args.end(), more.begin(), more.end());
@@ -680,10 +686,10 @@ TEST_F(BadInputTable, FlagsThatChangeNothingAreWarnings) {
       {{"simulate", "--model", "resnet50", "--step-ms", "1e300"},
        "--step-ms: 1e300 is out of range: must be > 0 and <= 1e+06"},
   });
-  EXPECT_TRUE(isUsageError(
-      runTandem({"simulate", "--model", "resnet50", "--batch-per-device", "100000"}),
-      {"--batch-per-device: 100000 images of resnet50 need ", " GB per device (",
-       "more than an h100's 80 GB; lower --batch-per-device"}));
+  EXPECT_TRUE(
+      isUsageError(runTandem({"simulate", "--model", "resnet50", "--batch-per-device", "100000"}),
+                   {"--batch-per-device: 100000 images of resnet50 need ", " GB per device (",
+                    "more than an h100's 80 GB; lower --batch-per-device"}));
 }
 
 }  // namespace

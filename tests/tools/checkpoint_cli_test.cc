@@ -282,15 +282,15 @@ TEST_F(CheckpointCli, ADirectoryInUseByAnotherRunIsRefusedNamingTheHolder) {
 TEST_F(CheckpointCli, AFullDiskLeavesNoPartialFiles) {
   auto limited = [&](const std::vector<std::string>& more) {
     std::string command = "trap '' XFSZ; ulimit -f 100; exec " + std::string(TANDEM_CLI_PATH);
-    for (const std::string& arg : withFlag(args(more), "--epochs", "1")) command += " '" + arg + "'";
+    for (const std::string& arg : withFlag(args(more), "--epochs", "1"))
+      command += " '" + arg + "'";
     return runProgram("/bin/sh", {"-c", command});  // 100 blocks of 512 bytes
   };
   const std::string dir = work_.file("full");
   const CommandResult checkpoint = limited({"--checkpoint", dir});
   EXPECT_EQ(checkpoint.exit_code, 2) << checkpoint.err;
-  EXPECT_TRUE(absl::StartsWith(checkpoint.err,
-                               absl::StrCat("tandem: --checkpoint: cannot write '", dir,
-                                            "/checkpoint.tmp.")))
+  EXPECT_TRUE(absl::StartsWith(checkpoint.err, absl::StrCat("tandem: --checkpoint: cannot write '",
+                                                            dir, "/checkpoint.tmp.")))
       << checkpoint.err;
   EXPECT_TRUE(absl::EndsWith(checkpoint.err, "': File too large\n")) << checkpoint.err;
   EXPECT_TRUE(runtime::checkpointTempFiles(dir).empty());
@@ -298,13 +298,12 @@ TEST_F(CheckpointCli, AFullDiskLeavesNoPartialFiles) {
   const std::string trace = work_.file("t.json");
   const CommandResult traced = limited({"--trace", trace});
   EXPECT_EQ(traced.exit_code, 2) << traced.err;
-  EXPECT_TRUE(absl::EndsWith(traced.err, absl::StrCat("tandem: --trace: cannot write '", trace,
-                                                      "': File too large\n")))
+  EXPECT_TRUE(absl::EndsWith(
+      traced.err, absl::StrCat("tandem: --trace: cannot write '", trace, "': File too large\n")))
       << traced.err;
   EXPECT_FALSE(std::filesystem::exists(trace));
   for (const auto& entry : std::filesystem::directory_iterator(work_.file("")))
-    EXPECT_EQ(entry.path().filename().string().find(".t.json."), std::string::npos)
-        << entry.path();
+    EXPECT_EQ(entry.path().filename().string().find(".t.json."), std::string::npos) << entry.path();
 }
 
 // Issue 21, class 8: --split auto re-plans from measured speeds, which vary run to run.
@@ -347,8 +346,9 @@ TEST_F(CheckpointCli, SplitAutoReplansAreKeptAndReplayedOnResume) {
       runTandem(split({"--resume", work_.file("k"), "--metrics", work_.file("r.csv")}));
   unsetenv("TANDEM_TEST_DEVICE_SPEEDS");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
-  EXPECT_TRUE(absl::StrContains(resumed.out, "split re-planned after step 6 of epoch 1: 9/3 "
-                                             "images per device (in the run resumed)"))
+  EXPECT_TRUE(absl::StrContains(resumed.out,
+                                "split re-planned after step 6 of epoch 1: 9/3 "
+                                "images per device (in the run resumed)"))
       << resumed.out;
   EXPECT_EQ(epochFigures(resumed.out), epochFigures(straight.out)) << resumed.out;
   EXPECT_EQ(csvFigures(readFile(work_.file("r.csv"))), csvFigures(readFile(work_.file("s.csv"))));

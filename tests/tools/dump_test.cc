@@ -129,8 +129,8 @@ TEST(DumpTest, SummaryShowsParametersSplitsAndBuckets) {
 // 1024 devices, the most the CLI takes (ir::kMaxDevices), with no --batch: one example per
 // device, and a summary that shows the ends of long lists.
 TEST(DumpTest, SummaryOfAThousandDevices) {
-  std::string summary = runOk({"dump", "--model", "lenet", "--devices", "1024", "--format",
-                               "summary"});
+  std::string summary =
+      runOk({"dump", "--model", "lenet", "--devices", "1024", "--format", "summary"});
   EXPECT_THAT(summary, HasSubstr("devices: [cpu:0, cpu:1, ..., cpu:1023] (1024 devices)\n"));
   EXPECT_THAT(summary, HasSubstr("  split %x f32[1024,1,28,28] -> 1 each over [cpu:0, cpu:1, "
                                  "..., cpu:1023] (1024 devices)\n"));

@@ -156,8 +156,9 @@ TEST(MpiTrain, KilledRankStopsTheOthersNamingWhereTheyWaited) {
   EXPECT_TRUE(absl::StrContains(r.err, "(bucket ")) << r.err;
   // The rank that did not arrive is named (issue 21: the line named only rank 0 itself).
   EXPECT_TRUE(absl::StrContains(
-      r.err, " on cpu:0 for rank 1, which did not arrive (it died or exited), and mpirun ends "
-             "the job"))
+      r.err,
+      " on cpu:0 for rank 1, which did not arrive (it died or exited), and mpirun ends "
+      "the job"))
       << r.err;
 }
 
@@ -357,13 +358,13 @@ TEST(MpiTrain, RanksStartedWithOtherSettingsAreRefused) {
       EXPECT_TRUE(absl::StrContains(r.err, " on rank 1 but ")) << r.err;
       continue;
     }
-    EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat("tandem: rank 1: ", c.name, " is ",
-                                                      c.on_rank1, " on this rank but ", c.on_rank0,
-                                                      suffix)))
+    EXPECT_TRUE(
+        absl::StrContains(r.err, absl::StrCat("tandem: rank 1: ", c.name, " is ", c.on_rank1,
+                                              " on this rank but ", c.on_rank0, suffix)))
         << r.err;
-    EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat("tandem: rank 0: ", c.name, " is ",
-                                                      c.on_rank1, " on rank 1 but ", c.on_rank0,
-                                                      suffix)))
+    EXPECT_TRUE(
+        absl::StrContains(r.err, absl::StrCat("tandem: rank 0: ", c.name, " is ", c.on_rank1,
+                                              " on rank 1 but ", c.on_rank0, suffix)))
         << r.err;
   }
 }

@@ -53,10 +53,10 @@ const char* signalName(int sig) {
 // Async-signal-safe: write(2) of fixed pieces, then the default action (the shell sees
 // the signal as before).
 void onCrash(int sig) {
-  const char* parts[] = {"tandem: crashed with ", signalName(sig), " while ",
-                         activityForSignalHandler()[0] != '\0' ? activityForSignalHandler()
-                                                               : "starting",
-                         ": a bug in tandem; please report it with the command line\n"};
+  const char* parts[] = {
+      "tandem: crashed with ", signalName(sig), " while ",
+      activityForSignalHandler()[0] != '\0' ? activityForSignalHandler() : "starting",
+      ": a bug in tandem; please report it with the command line\n"};
   for (const char* p : parts) (void)!::write(STDERR_FILENO, p, std::strlen(p));
   std::signal(sig, SIG_DFL);
   std::raise(sig);

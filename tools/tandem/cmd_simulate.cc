@@ -133,13 +133,13 @@ absl::Status checkFitsTheGpu(const ir::Module& m, const SimulateFlags& f, const 
   for (const ir::Var& v : m.vars()) variables += static_cast<double>(v.type.bytes());
   const double activations = static_cast<double>(plan->arena_bytes[0]);
   if (activations + variables <= gpu.memory_bytes) return absl::OkStatus();
-  return badFlag("--batch-per-device",
-                 absl::StrFormat("%d images of %s need %.1f GB per device (%.1f GB of "
-                                 "activations, %.2f GB of variables), more than an %s's %.0f GB; "
-                                 "lower --batch-per-device",
-                                 f.batch_per_device, f.model.model, (activations + variables) / 1e9,
-                                 activations / 1e9, variables / 1e9, gpu.name,
-                                 gpu.memory_bytes / 1e9));
+  return badFlag(
+      "--batch-per-device",
+      absl::StrFormat("%d images of %s need %.1f GB per device (%.1f GB of "
+                      "activations, %.2f GB of variables), more than an %s's %.0f GB; "
+                      "lower --batch-per-device",
+                      f.batch_per_device, f.model.model, (activations + variables) / 1e9,
+                      activations / 1e9, variables / 1e9, gpu.name, gpu.memory_bytes / 1e9));
 }
 
 // Roofline mode: the per-device graph is the same at every device count (an even split

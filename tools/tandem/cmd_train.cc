@@ -18,11 +18,11 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/numbers.h"
 #include "backend/processes.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
@@ -106,10 +106,9 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
       o.pipeline.weight_decay, ir::toString(o.build.weight_init), f.seed);
   std::string line2 =
       dropped == 0
-          ? absl::StrFormat("%s training %s per epoch in %s, %s test %s\n",
-                            thousands(train_count), train_count == 1 ? "image" : "images",
-                            counted(steps, "step"), thousands(test_count),
-                            test_count == 1 ? "image" : "images")
+          ? absl::StrFormat("%s training %s per epoch in %s, %s test %s\n", thousands(train_count),
+                            train_count == 1 ? "image" : "images", counted(steps, "step"),
+                            thousands(test_count), test_count == 1 ? "image" : "images")
           : absl::StrFormat(
                 "%s of %s training images per epoch in %s (%s not fill a batch %s left out, "
                 "different ones each epoch), %s test %s\n",
@@ -130,9 +129,9 @@ absl::Status checkLimit(const char* flag, const std::optional<int64_t>& limit,
                         const runtime::data::Dataset& data, const char* what,
                         const std::string& dir) {
   if (data.available == 0)  // the figures of no images would read as accuracy 0
-    return absl::InvalidArgumentError(absl::StrCat(data.source, " holds no images: nothing to ",
-                                                   std::string(what) == "test" ? "evaluate"
-                                                                               : "train on"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(data.source, " holds no images: nothing to ",
+                     std::string(what) == "test" ? "evaluate" : "train on"));
   if (limit && *limit > data.available)
     return absl::InvalidArgumentError(absl::StrCat(flag, ": ", *limit, " is more than the ",
                                                    data.available, " ", what, " images in ", dir));
@@ -149,18 +148,21 @@ void warn(const std::string& text) {
 
 // Flags that apply to what this run does not have: said rather than ignored in silence.
 void warnAboutInertFlags(const TrainFlags& f, const ir::Module& m, bool several_processes) {
-  const bool any_cuda = std::any_of(m.devices().begin(), m.devices().end(), [](const ir::Device& d) {
-    return d.kind == ir::DeviceKind::kCuda;
-  });
+  const bool any_cuda =
+      std::any_of(m.devices().begin(), m.devices().end(),
+                  [](const ir::Device& d) { return d.kind == ir::DeviceKind::kCuda; });
   if (f.no_tf32 && !any_cuda)
-    warn("--no-tf32: only CUDA devices round f32 to TF32; the CPU devices compute in full f32 "
-         "anyway");
+    warn(
+        "--no-tf32: only CUDA devices round f32 to TF32; the CPU devices compute in full f32 "
+        "anyway");
   if (f.no_cuda_graphs && !any_cuda)
-    warn("--no-cuda-graphs: only CUDA devices record steps as CUDA graphs; it changes nothing "
-         "on CPU devices");
+    warn(
+        "--no-cuda-graphs: only CUDA devices record steps as CUDA graphs; it changes nothing "
+        "on CPU devices");
   if (f.collective_timeout && !several_processes)
-    warn("--collective-timeout: bounds waits for other processes under mpirun; this run is one "
-         "process");
+    warn(
+        "--collective-timeout: bounds waits for other processes under mpirun; this run is one "
+        "process");
 }
 
 // One core or more per device is what the kernels are tuned for; oversubscribed cores
@@ -224,46 +226,45 @@ std::string digestOf(absl::string_view bytes) {
 // --threads-per-device, --plain-layout (the same bits), --data's path (its contents are
 // compared after loading), --collective-timeout, and the outputs (rank 0 writes them).
 std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const TrainFlags& f,
-                                                                       const ModelChoice& c,
-                                                                       int ranks) {
+                                                                         const ModelChoice& c,
+                                                                         int ranks) {
   const driver::CompileOptions& o = c.compile;
   const passes::PipelineConfig& p = o.pipeline;
-  const std::vector<ir::Device> local(p.devices.begin(),
-                                      p.devices.begin() + static_cast<std::ptrdiff_t>(
-                                                              p.devices.size() / ranks));
+  const std::vector<ir::Device> local(
+      p.devices.begin(), p.devices.begin() + static_cast<std::ptrdiff_t>(p.devices.size() / ranks));
   std::string build = versionText();
   std::replace(build.begin(), build.end(), '\n', ' ');
   auto given = [](bool on) { return std::string(on ? "given" : "not given"); };
   auto number = [](const auto& v) { return v ? absl::StrCat(*v) : std::string("unset"); };
-  return {{"the tandem build", build},
-          {"--model", c.spec.name},
-          {"--devices", deviceList(local)},
-          {"--batch", absl::StrCat(o.build.batch)},
-          {"--split", f.model.split},
-          {"--lr", exactNumber(p.lr)},
-          {"--momentum", exactNumber(p.momentum)},
-          {"--weight-decay", exactNumber(p.weight_decay)},
-          {"--init", ir::toString(o.build.weight_init)},
-          {"--bucket-mb", exactNumber(p.bucket_mb)},
-          {"--first-bucket-mb", exactNumber(p.first_bucket_mb)},
-          {"--allreduce-groups", absl::StrCat(p.allreduce_groups)},
-          {"--sync-bn", f.model.sync_bn ? "on" : "off"},
-          {"--no-fuse", given(f.model.no_fuse)},
-          {"--no-recompute", given(f.model.no_recompute)},
-          {"--group-updates", f.model.group_updates},
-          {"--precision", f.model.precision},
-          {"--allreduce-dtype", f.model.allreduce_dtype},
-          {"--conv-algorithm",
-           f.conv_algorithm == backend::ConvAlgorithm::kDirect ? "direct" : "auto"},
-          {"--no-tf32", given(f.no_tf32)},
-          {"--epochs", absl::StrCat(f.epochs)},
-          {"--seed", absl::StrCat(f.seed)},
-          {"--limit-train", number(f.limit_train)},
-          {"--limit-test", number(f.limit_test)},
-          {"--allow-nonfinite", given(f.allow_nonfinite)},
-          {"--checkpoint", given(f.checkpoint.has_value())},
-          {"--checkpoint-every", number(f.checkpoint_every)},
-          {"--resume", given(f.resume.has_value())}};
+  return {
+      {"the tandem build", build},
+      {"--model", c.spec.name},
+      {"--devices", deviceList(local)},
+      {"--batch", absl::StrCat(o.build.batch)},
+      {"--split", f.model.split},
+      {"--lr", exactNumber(p.lr)},
+      {"--momentum", exactNumber(p.momentum)},
+      {"--weight-decay", exactNumber(p.weight_decay)},
+      {"--init", ir::toString(o.build.weight_init)},
+      {"--bucket-mb", exactNumber(p.bucket_mb)},
+      {"--first-bucket-mb", exactNumber(p.first_bucket_mb)},
+      {"--allreduce-groups", absl::StrCat(p.allreduce_groups)},
+      {"--sync-bn", f.model.sync_bn ? "on" : "off"},
+      {"--no-fuse", given(f.model.no_fuse)},
+      {"--no-recompute", given(f.model.no_recompute)},
+      {"--group-updates", f.model.group_updates},
+      {"--precision", f.model.precision},
+      {"--allreduce-dtype", f.model.allreduce_dtype},
+      {"--conv-algorithm", f.conv_algorithm == backend::ConvAlgorithm::kDirect ? "direct" : "auto"},
+      {"--no-tf32", given(f.no_tf32)},
+      {"--epochs", absl::StrCat(f.epochs)},
+      {"--seed", absl::StrCat(f.seed)},
+      {"--limit-train", number(f.limit_train)},
+      {"--limit-test", number(f.limit_test)},
+      {"--allow-nonfinite", given(f.allow_nonfinite)},
+      {"--checkpoint", given(f.checkpoint.has_value())},
+      {"--checkpoint-every", number(f.checkpoint_every)},
+      {"--resume", given(f.resume.has_value())}};
 }
 
 // What the ranks compare once the module is compiled and the data read: a rank of
@@ -304,7 +305,8 @@ absl::Status claimFiles(const TrainFlags& f) {
     for (const char* kind : {"images-idx3-ubyte", "labels-idx1-ubyte"})
       for (const char* suffix : {".gz", ""}) {
         const std::string file = absl::StrCat(f.data, "/", split, "-", kind, suffix);
-        if (std::filesystem::exists(file)) RETURN_IF_ERROR(claims.claim("--data", file, Use::kReads));
+        if (std::filesystem::exists(file))
+          RETURN_IF_ERROR(claims.claim("--data", file, Use::kReads));
       }
   if (f.resume && !sameCheckpointDirectory(f))
     RETURN_IF_ERROR(claims.claim("--resume", runtime::checkpointPath(*f.resume), Use::kReads));
@@ -516,9 +518,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     return stop.exitCode();
   };
   if (stop.requested()) return stoppedBeforeTraining();
-  setActivity(absl::StrCat("compiling ", choice->spec.name, " for ",
-                           counted(static_cast<int64_t>(choice->compile.pipeline.devices.size()),
-                                   "device")));
+  setActivity(absl::StrCat(
+      "compiling ", choice->spec.name, " for ",
+      counted(static_cast<int64_t>(choice->compile.pipeline.devices.size()), "device")));
   auto module = driver::compileModel(choice->spec, choice->compile);
   if (!module.ok()) return module.status();
   // ... and the same module and data: a difference would corrupt the first collective.
@@ -579,12 +581,13 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
                                               e.test_accuracy, e.seconds, e.images_per_second)));
     std::vector<std::string> replanned;
     for (const runtime::SplitReplan& r : replans)
-      if (r.epoch == e.epoch) replanned.push_back(absl::StrCat(r.step, ":", absl::StrJoin(r.rows, "/")));
+      if (r.epoch == e.epoch)
+        replanned.push_back(absl::StrCat(r.step, ":", absl::StrJoin(r.rows, "/")));
     if (csv)
       RETURN_IF_ERROR(csv->write(absl::StrFormat(
-          "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s\n", e.epoch, e.train_loss,
-          e.train_accuracy, e.test_loss, e.test_accuracy, e.seconds, e.images_per_second,
-          e.eval_seconds, absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "))));
+          "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s\n", e.epoch, e.train_loss, e.train_accuracy,
+          e.test_loss, e.test_accuracy, e.seconds, e.images_per_second, e.eval_seconds,
+          absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "))));
     if (plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
       curves.push_back({e.epoch, e.train_loss, e.train_accuracy, e.test_accuracy});
       const absl::Status drawn =
@@ -600,9 +603,10 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   };
   // A re-plan's line in the table (one replayed from the checkpoint has no busy times).
   auto showReplan = [&](const runtime::SplitReplan& r, const std::string& why) {
-    return out.write(absl::StrFormat("split re-planned after step %d of epoch %d: %s images per "
-                                     "device (%s)\n",
-                                     r.step, r.epoch, absl::StrJoin(r.rows, "/"), why));
+    return out.write(
+        absl::StrFormat("split re-planned after step %d of epoch %d: %s images per "
+                        "device (%s)\n",
+                        r.step, r.epoch, absl::StrJoin(r.rows, "/"), why));
   };
   std::vector<runtime::EpochFigures> history;
   if (resumed) {
@@ -627,18 +631,19 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   auto saveCheckpoint = [&](int epoch, const runtime::EpochProgress& progress) -> absl::Status {
     if (!checkpoints) return absl::OkStatus();
     const runtime::Executor& ex = (*trainer)->executor();
-    return checkpoints->save(ex, {.model = choice->spec.name,
-                                  .settings = resumeSettings(f, *choice, train->count),
-                                  .seed = f.seed,
-                                  .epoch = epoch,
-                                  .progress = progress,
-                                  .steps_per_epoch = train_loader.batchesPerEpoch(),
-                                  .devices = static_cast<uint32_t>(ex.module().devices().size()),
-                                  .split = perDeviceBatch(ex.module()),
-                                  .history = history,
-                                  .replans = replans,
-                                  .balancer = auto_split ? std::optional(auto_split->balancer().state())
-                                                         : std::nullopt});
+    return checkpoints->save(
+        ex,
+        {.model = choice->spec.name,
+         .settings = resumeSettings(f, *choice, train->count),
+         .seed = f.seed,
+         .epoch = epoch,
+         .progress = progress,
+         .steps_per_epoch = train_loader.batchesPerEpoch(),
+         .devices = static_cast<uint32_t>(ex.module().devices().size()),
+         .split = perDeviceBatch(ex.module()),
+         .history = history,
+         .replans = replans,
+         .balancer = auto_split ? std::optional(auto_split->balancer().state()) : std::nullopt});
   };
   const std::optional<SignalPoint> signal_point = signalPointForTests();
   if (procs->several()) {
@@ -697,8 +702,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
           for (double ns : auto_split->balancer().lastBusyNs())
             busy.push_back(absl::StrFormat("%.1f", ns * 1e-6));
           replans.push_back({.epoch = epoch, .step = s.step, .rows = **changed});
-          split_status = showReplan(
-              replans.back(), absl::StrCat("busy ", absl::StrJoin(busy, "/"), " ms per step before"));
+          split_status = showReplan(replans.back(), absl::StrCat("busy ", absl::StrJoin(busy, "/"),
+                                                                 " ms per step before"));
           if (!split_status.ok()) return false;
         }
       }

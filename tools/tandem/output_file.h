@@ -23,8 +23,7 @@ class OutputFile {
   /// file destroyed before close() removes the temporary, so `path` holds its old content
   /// or nothing, never half a file. A path that is not a regular file (/dev/null, a FIFO)
   /// is written in place, as open() does.
-  static absl::StatusOr<OutputFile> openReplacing(const std::string& path,
-                                                  const std::string& flag);
+  static absl::StatusOr<OutputFile> openReplacing(const std::string& path, const std::string& flag);
   /// Standard output, checked the same way.
   static OutputFile standardOutput();
 

@@ -69,8 +69,8 @@ absl::Status PathClaims::add(Claim c) {
                                                      "' is a file ", other.flag,
                                                      " writes too; give each output its own "
                                                      "file"));
-    return absl::InvalidArgumentError(absl::StrCat(writer.flag, ": '", writer.shown,
-                                                   "' is a file ", other.flag,
+    return absl::InvalidArgumentError(absl::StrCat(writer.flag, ": '", writer.shown, "' is a file ",
+                                                   other.flag,
                                                    " reads; writing it would destroy that input"));
   }
   claims_.push_back(std::move(c));

@@ -16,9 +16,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -329,12 +329,11 @@ absl::StatusOr<std::vector<EpochPoint>> readMetricsCsv(const std::string& path) 
   // Regular files (or standard input) of a bounded size only: a directory, a FIFO or
   // /dev/zero named as the CSV is refused rather than read forever (ir/file_input.h).
   constexpr int64_t kMaxCsvBytes = int64_t{256} << 20;
-  ASSIGN_OR_RETURN(
-      std::string text,
-      ir::readInputFile(path,
-                        {path == "-" ? name : absl::StrCat("'", path, "'"),
-                         "a metrics CSV (tandem train --metrics writes one)"},
-                        kMaxCsvBytes));
+  ASSIGN_OR_RETURN(std::string text,
+                   ir::readInputFile(path,
+                                     {path == "-" ? name : absl::StrCat("'", path, "'"),
+                                      "a metrics CSV (tandem train --metrics writes one)"},
+                                     kMaxCsvBytes));
   std::vector<std::string> lines = absl::StrSplit(text, '\n');
   for (std::string& line : lines) absl::StripTrailingAsciiWhitespace(&line);  // CRLF files
   while (!lines.empty() && lines.back().empty()) lines.pop_back();
