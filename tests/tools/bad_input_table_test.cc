@@ -619,6 +619,34 @@ TEST_F(BadInputTable, InputsThatAreNotRegularFiles) {
   check(rows);
 }
 
+// Issue 21, class 5: what the machine refuses is one line naming it and exit 5, not an
+// uncaught exception (std::system_error from a thread that cannot start aborted with exit
+// 134 and no message). Stacks of 1 GiB under a 2.5 GB address space leave room for two
+// stream threads; a third of the 8 devices' cannot start.
+TEST_F(BadInputTable, WhatTheMachineRefusesIsOneLine) {
+  const std::string cli = TANDEM_CLI_PATH;
+  const CommandResult threads = runProgram(
+      "/bin/sh", {"-c", absl::StrCat("ulimit -s 1048576; ulimit -v 2500000; exec ", cli,
+                                     " train --model lenet --data ", data_,
+                                     " --batch 10 --epochs 1 --devices 8")});
+  EXPECT_EQ(threads.exit_code, 5) << threads.err;
+  EXPECT_EQ(threads.out, "");
+  EXPECT_TRUE(absl::StartsWith(threads.err, "tandem: cpu:")) << threads.err;
+  EXPECT_TRUE(absl::EndsWith(threads.err,
+                             ": cannot start its stream threads: Resource temporarily unavailable "
+                             "(a limit on threads or memory: ulimit -u, ulimit -v)\n"))
+      << threads.err;
+  // A device's arena that does not fit is named with its device and graph.
+  const CommandResult arena = runProgram(
+      "/bin/sh", {"-c", absl::StrCat("ulimit -v 400000; exec ", cli,
+                                     " train --model resnet18 --batch 100 --epochs 1 --data ",
+                                     data_)});
+  EXPECT_EQ(arena.exit_code, 5) << arena.err;
+  EXPECT_TRUE(absl::StartsWith(arena.err, "tandem: cpu:0: the arena of @")) << arena.err;
+  EXPECT_NE(arena.err.find(": out of host memory for "), std::string::npos) << arena.err;
+  EXPECT_EQ(std::count(arena.err.begin(), arena.err.end(), '\n'), 1) << arena.err;
+}
+
 // Issue 21, class 6: two outputs on one path, or an output on an input, are refused before
 // anything is written (--metrics m.json --trace m.json kept only the trace).
 TEST_F(BadInputTable, OutputsThatWouldLoseData) {
