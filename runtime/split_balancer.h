@@ -50,6 +50,10 @@ class SplitBalancer {
   std::optional<std::vector<double>> afterStep(const std::vector<TraceEntry>& trace,
                                                const std::vector<int64_t>& rows);
 
+  /// Stops measuring, as a window within the threshold does (the caller found the proposed
+  /// split is the one running already).
+  void settle() { settled_ = true; }
+
   State state() const { return {step_, settled_, busy_ns_, rows_}; }
   /// Goes on from `s` (of a balancer over as many devices; another is ignored).
   void restore(const State& s);

@@ -278,7 +278,7 @@ class HungGnuplot : public ::testing::Test {
     std::filesystem::create_directory(dir_.file("bin"));
     dir_.write("bin/gnuplot",
                absl::StrCat("#!/bin/sh\n[ \"$1\" = -e ] && exit 0\necho $$ > ", dir_.file("pid"),
-                            "\ntrap '' TERM INT\nwhile :; do sleep 1; done\n"));
+                            "\ntrap '' TERM INT\nwhile :; do /bin/sleep 1; done\n"));
     chmod(dir_.file("bin/gnuplot").c_str(), 0755);
   }
   // Whether the fake gnuplot whose pid it wrote is gone.
@@ -321,7 +321,7 @@ TEST_F(HungGnuplot, IsKilledAtItsDeadline) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 5) << r.err;
-  EXPECT_EQ(r.err, "tandem: -o: gnuplot did not finish within 1 s (killed; it printed: nothing)\n");
+  EXPECT_EQ(r.err, "tandem: -o: gnuplot did not finish within 1 s (killed; it printed nothing)\n");
   EXPECT_LT(seconds, 10);
   EXPECT_TRUE(gnuplotGone());
   EXPECT_FALSE(std::filesystem::exists(dir_.file("c.svg")));

@@ -265,20 +265,24 @@ absl::Status runSimulate(const SimulateFlags& f) {
   mf.batch = f.batch_per_device;
   RETURN_IF_ERROR(resolveModelFlags(mf, /*for_training=*/false).status());
 
-  std::cout << f.model.model << ", " << f.batch_per_device << " per device, ";
-  if (cpu) {
-    std::cout << "per-node times measured on this machine's CPU devices (median of "
-              << f.measure_steps.value_or(kDefaultMeasureSteps) << " steps)\n";
-  } else {
-    std::cout << s.gpu.name << " roofline (" << s.gpu.source << ")"
-              << (f.step_ms ? absl::StrCat(", compute scaled to ", *f.step_ms, " ms per step")
-                            : std::string())
-              << "; all_reduce over " << s.topo.intra.name << " within " << f.gpus_per_node
-              << " devices, " << s.topo.inter.name << " between nodes\n";
-  }
+  // Printed once the predictions are made: a step that cannot be predicted (it does not
+  // fit the GPU) is one line on standard error and nothing on standard output.
+  const std::string heading =
+      absl::StrCat(f.model.model, ", ", f.batch_per_device, " per device, ",
+                   cpu ? absl::StrCat("per-node times measured on this machine's CPU devices "
+                                      "(median of ",
+                                      f.measure_steps.value_or(kDefaultMeasureSteps), " steps)\n")
+                       : absl::StrCat(s.gpu.name, " roofline (", s.gpu.source, ")",
+                                      f.step_ms ? absl::StrCat(", compute scaled to ", *f.step_ms,
+                                                               " ms per step")
+                                                : std::string(),
+                                      "; all_reduce over ", s.topo.intra.name, " within ",
+                                      f.gpus_per_node, " devices, ", s.topo.inter.name,
+                                      " between nodes\n"));
   if (!sweep) {
     ASSIGN_OR_RETURN(std::vector<Row> rows, predict(f, mf, counts, s));
     ASSIGN_OR_RETURN(double one, oneDeviceStep(f, mf, rows, s));
+    std::cout << heading;
     printTable(rows, one, f.batch_per_device, cpu);
     return absl::OkStatus();
   }
@@ -293,7 +297,7 @@ absl::Status runSimulate(const SimulateFlags& f) {
     tables.push_back(std::move(rows));
     ones.push_back(one);
   }
-  std::cout << absl::StrFormat("%8s", "devices");
+  std::cout << heading << absl::StrFormat("%8s", "devices");
   for (double v : sweep->values)
     std::cout << absl::StrFormat(" %14s", absl::StrCat(sweep->name, "=", v));
   std::cout << absl::StrFormat(" %14s %13s\n", absl::StrCat("best ", sweep->name), "efficiency %");

@@ -305,7 +305,8 @@ absl::Status claimFiles(const TrainFlags& f) {
     for (const char* kind : {"images-idx3-ubyte", "labels-idx1-ubyte"})
       for (const char* suffix : {".gz", ""}) {
         const std::string file = absl::StrCat(f.data, "/", split, "-", kind, suffix);
-        if (std::filesystem::exists(file))
+        std::error_code unreadable;  // the data's own check says why, later
+        if (std::filesystem::exists(file, unreadable))
           RETURN_IF_ERROR(claims.claim("--data", file, Use::kReads));
       }
   if (f.resume && !sameCheckpointDirectory(f))

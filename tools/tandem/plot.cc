@@ -49,6 +49,8 @@ struct RunResult {
   std::string output;
 };
 
+std::string said(const std::string& output);
+
 // How long one gnuplot run may take: a redraw takes about 0.1 s, so a minute means it
 // hangs (a broken terminal driver, a font server). TANDEM_TEST_CHILD_DEADLINE_S shortens
 // it for the tests of a gnuplot that never returns.
@@ -155,9 +157,10 @@ absl::StatusOr<RunResult> runGnuplot(const std::vector<std::string>& args,
     if (waited >= deadline) {
       endChild(pid, /*at_once=*/true);
       close(fds[0]);
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "%s: gnuplot did not finish within %g s (killed; it printed: %s)", flag, deadline,
-          result.output.empty() ? "nothing" : result.output.substr(0, 300)));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("%s: gnuplot did not finish within %g s (killed; %s)", flag, deadline,
+                          result.output.empty() ? "it printed nothing"
+                                                : absl::StrCat("it printed: ", said(result.output))));
     }
   }
   close(fds[0]);
