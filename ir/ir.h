@@ -14,7 +14,6 @@
 #include "absl/strings/string_view.h"
 #include "ir/attrs.h"
 #include "ir/op_info.h"
-#include "ir/memory_plan.h"
 #include "ir/types.h"
 
 namespace tandem::ir {
@@ -22,6 +21,7 @@ namespace tandem::ir {
 class Graph;
 class Module;
 class Node;
+struct GraphPlan;
 
 /// Immutable strings shared by many nodes (scopes, source locations), kept once. Modules
 /// cloned from one another share their pool.
@@ -197,10 +197,14 @@ class Graph {
   /// memory plan, the key of what a backend derives from a graph once for all its devices.
   uint64_t serial() const { return serial_; }
 
-  /// The buffer plan `plan-memory` attached, or null when there is none or the graph's
-  /// nodes changed since (adding, removing or reordering nodes drops it).
-  const MemoryPlan* memoryPlan() const { return memory_plan_.get(); }
-  void setMemoryPlan(std::shared_ptr<const MemoryPlan> plan) { memory_plan_ = std::move(plan); }
+  /// The execution plan the plan passes attached (ir/plan.h), or null when there is none
+  /// or the graph's nodes changed since (adding, removing or reordering nodes drops it; any
+  /// other change makes it stale, which its fingerprint tells).
+  const GraphPlan* plan() const { return plan_.get(); }
+  void setPlan(std::shared_ptr<GraphPlan> plan) { plan_ = std::move(plan); }
+  /// The plan to extend in place (a plan pass), copied first when a clone of the module
+  /// shares it; null when there is none.
+  GraphPlan* mutablePlan();
 
   /// Position of each node in the list, looked up by node id.
   class Positions {
@@ -230,7 +234,7 @@ class Graph {
   std::string name_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> outputs_;
-  std::shared_ptr<const MemoryPlan> memory_plan_;
+  std::shared_ptr<GraphPlan> plan_;
   // Keys view the names owned by the values (a value is renamed only through rename()).
   absl::flat_hash_map<absl::string_view, Value*> names_;
   absl::flat_hash_map<std::string, int> name_counters_;

@@ -36,4 +36,37 @@ size_t groupOfPosition(const Node& n, size_t k) {
   return std::min(k / size, count - 1);
 }
 
+std::vector<size_t> sharesOf(const Module& m, const Node& n) {
+  if (n.op() == Op::kInput || n.op() == Op::kParam) return {};
+  if (streamOf(n) == StreamKind::kCompute) return {*m.deviceIndex(*n.device())};
+  std::vector<size_t> out;
+  out.reserve(n.devicesAttr().size());
+  for (const Device& d : n.devicesAttr()) out.push_back(*m.deviceIndex(d));
+  return out;
+}
+
+std::vector<const Value*> readsOf(const Module& m, const Node& n, size_t k) {
+  if (streamOf(n) == StreamKind::kCompute) return {n.operands().begin(), n.operands().end()};
+  const size_t shares = n.devicesAttr().size();
+  switch (n.op()) {
+    case Op::kAllReduce: {
+      const size_t per = n.numOperands() / shares;
+      return {n.operands().begin() + static_cast<ptrdiff_t>(k * per),
+              n.operands().begin() + static_cast<ptrdiff_t>((k + 1) * per)};
+    }
+    case Op::kConcat:
+      return {n.operands().begin(), n.operands().end()};
+    case Op::kBroadcast: {
+      // The group's k sources, read by the share on their device (the root) only.
+      const size_t per = n.numOperands() / static_cast<size_t>(numGroups(n));
+      const size_t first = groupOfPosition(n, k) * per;
+      if (deviceIndexOfValue(m, *n.operand(first)) != m.deviceIndex(n.devicesAttr()[k])) return {};
+      return {n.operands().begin() + static_cast<ptrdiff_t>(first),
+              n.operands().begin() + static_cast<ptrdiff_t>(first + per)};
+    }
+    default:
+      return {};  // split: the host's batch, staged before the step
+  }
+}
+
 }  // namespace tandem::ir

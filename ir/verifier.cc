@@ -4,6 +4,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "ir/placement.h"
+#include "ir/plan_verifier.h"
 #include "ir/updates.h"
 
 namespace tandem::ir {
@@ -224,6 +225,9 @@ absl::Status verifyGraph(const Graph& g) { return GraphVerifier(g).run(); }
 absl::Status verifyModule(const Module& m) {
   for (const auto& g : m.graphs())
     if (absl::Status s = verifyGraph(*g); !s.ok()) return s;
+  // The plans after the graphs: they are checked against graphs known to be sound.
+  for (const auto& g : m.graphs())
+    if (absl::Status s = verifyPlan(*g); !s.ok()) return s;
   return absl::OkStatus();
 }
 

@@ -71,16 +71,16 @@ std::shared_ptr<const absl::flat_hash_set<const ir::Value*>> sharedBlockedValues
     const ir::Graph& g) {
   struct Cached {
     uint64_t serial = 0;
-    const ir::MemoryPlan* plan = nullptr;
+    const ir::GraphPlan* plan = nullptr;
     size_t nodes = 0;
     std::shared_ptr<const absl::flat_hash_set<const ir::Value*>> blocked;
   };
   static std::mutex mu;
   static Cached cached;
   std::lock_guard<std::mutex> l(mu);
-  if (!cached.blocked || cached.serial != g.serial() || cached.plan != g.memoryPlan() ||
+  if (!cached.blocked || cached.serial != g.serial() || cached.plan != g.plan() ||
       cached.nodes != g.numNodes())
-    cached = {g.serial(), g.memoryPlan(), g.numNodes(),
+    cached = {g.serial(), g.plan(), g.numNodes(),
               std::make_shared<const absl::flat_hash_set<const ir::Value*>>(
                   cpu::channelBlockedValues(g))};
   return cached.blocked;

@@ -13,11 +13,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "ir/memory_plan.h"
+#include "ir/plan.h"
 #include "ir/placement.h"
 #include "ir/status_macros.h"
+#include "runtime/measure_step.h"
 #include "sim/cost_model.h"
-#include "sim/cpu_costs.h"
 #include "sim/event_sim.h"
 #include "sim/gpu_specs.h"
 #include "sim/roofline.h"
@@ -127,11 +127,11 @@ struct Setting {
 // that could run: refused, naming what it needs (the memory plan of device 0's training
 // step, and every variable's replica).
 absl::Status checkFitsTheGpu(const ir::Module& m, const SimulateFlags& f, const sim::GpuSpec& gpu) {
-  const ir::MemoryPlan* plan = m.graph(ir::kTrainGraph)->memoryPlan();
-  if (plan == nullptr || plan->arena_bytes.empty()) return absl::OkStatus();
+  const ir::GraphPlan* plan = m.graph(ir::kTrainGraph)->plan();
+  if (plan == nullptr || plan->arenas.empty()) return absl::OkStatus();
   double variables = 0;
   for (const ir::Var& v : m.vars()) variables += static_cast<double>(v.type.bytes());
-  const double activations = static_cast<double>(plan->arena_bytes[0]);
+  const double activations = static_cast<double>(plan->arenas[0].bytes);
   if (activations + variables <= gpu.memory_bytes) return absl::OkStatus();
   return badFlag(
       "--batch-per-device",
@@ -148,7 +148,9 @@ absl::Status checkFitsTheGpu(const ir::Module& m, const SimulateFlags& f, const 
 absl::StatusOr<std::vector<Row>> predictRoofline(const SimulateFlags& f, ModelFlags mf,
                                                  const std::vector<int64_t>& counts,
                                                  const Setting& s) {
-  mf.devices = std::to_string(2);  // not = "2": GCC 12 warns falsely (-Wrestrict) here
+  // (A std::string, not a literal: GCC 12's -Wrestrict misfires on a literal assigned
+  // here, its bug 105329.)
+  mf.devices = std::string("2");
   mf.batch = 2 * f.batch_per_device;
   ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
   ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
@@ -183,9 +185,8 @@ absl::StatusOr<std::vector<Row>> predictCpu(const SimulateFlags& f, ModelFlags m
     ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
     ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
                      driver::compileModel(choice.spec, choice.compile));
-    ASSIGN_OR_RETURN(sim::CpuMeasurement measured,
-                     sim::measureCpuStep(std::move(m), kCpuWarmupSteps,
-                                         f.measure_steps.value_or(kDefaultMeasureSteps)));
+    ASSIGN_OR_RETURN(runtime::StepMeasurement measured,
+                     runtime::measureStep(std::move(m), kCpuWarmupSteps, f.measure_steps.value_or(kDefaultMeasureSteps)));
     const ir::Module& module = measured.executor->module();
     const std::vector<double>& times = measured.node_seconds;
     auto cost = [&times](const ir::Node& n) { return times[n.id()]; };
@@ -261,7 +262,7 @@ absl::Status runSimulate(const SimulateFlags& f) {
   }
   // The model and its settings are checked once, before any work.
   ModelFlags mf = f.model;
-  mf.devices = std::to_string(1);  // not = "1": GCC 12 warns falsely (-Wrestrict) here
+  mf.devices = std::string("1");
   mf.batch = f.batch_per_device;
   RETURN_IF_ERROR(resolveModelFlags(mf, /*for_training=*/false).status());
 

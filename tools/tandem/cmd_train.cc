@@ -34,6 +34,7 @@
 #include "tools/tandem/activity.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
+#include "tools/tandem/module_file.h"
 #include "tools/tandem/output_file.h"
 #include "tools/tandem/path_claims.h"
 #include "tools/tandem/plot.h"
@@ -422,6 +423,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   if (choice->auto_split && f.trace)
     return absl::InvalidArgumentError(
         "--trace: cannot go with --split auto (it traces the steps it measures itself)");
+  if (choice->auto_split && f.module)
+    return absl::InvalidArgumentError(
+        "--module: cannot go with --split auto (it recompiles the step it re-plans)");
   if (f.trace_steps && !f.trace)
     return absl::InvalidArgumentError("--trace-steps: goes with --trace FILE (which is not given)");
   if (f.checkpoint_every && !f.checkpoint && !f.resume)
@@ -524,6 +528,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
       counted(static_cast<int64_t>(choice->compile.pipeline.devices.size()), "device")));
   auto module = driver::compileModel(choice->spec, choice->compile);
   if (!module.ok()) return module.status();
+  if (f.module) {
+    ASSIGN_OR_RETURN(*module, readModuleToTrain(*f.module, **module));
+  }
   // ... and the same module and data: a difference would corrupt the first collective.
   if (procs->several())
     RETURN_IF_ERROR(procs->agree(contentsEveryRankShares(**module, *train, *test),

@@ -110,6 +110,9 @@ struct TrainFlags {
   /// --collective-timeout: seconds a rank of a multi-process run waits in one collective
   /// before it says where and stops every rank (a rank that died or stalls); unset: 60.
   std::optional<double> collective_timeout;
+  /// --module: train this compiled module (textual IR with its execution plan) instead of
+  /// the one the model flags compile to; it must be that module's kind (module_file.h).
+  std::optional<std::string> module;
 };
 
 /// Flags of `tandem plot`.
