@@ -40,7 +40,7 @@ struct CommandResult {
 /// Runs the tandem CLI with the given arguments (no shell), optionally feeding stdin.
 CommandResult runTandem(const std::vector<std::string>& args, const std::string& stdin_text = "");
 /// Runs the CLI built with the tests' hooks (tests/tools/tandem_with_test_hooks.cc), which
-/// reads TANDEM_TEST_SIGNAL_AFTER and TANDEM_TEST_DIGEST: the shipped binary does not.
+/// reads the TANDEM_TEST_* settings listed there: the shipped binary reads none.
 CommandResult runHookedTandem(const std::vector<std::string>& args);
 /// Its path, for mpirun's command lines.
 std::string hookedCliPath();

@@ -183,7 +183,7 @@ TEST_F(IdxTest, MissingFile) {
   d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(message(d), HasSubstr(labels() + ": cannot open: "));
+  EXPECT_THAT(message(d), HasSubstr("cannot read " + labels() + ": No such file"));
 }
 
 TEST_F(IdxTest, WrongMagic) {

@@ -9,14 +9,20 @@
 //       multi-process run the other ranks wait in that step's collectives.
 //   TANDEM_TEST_DIGEST=1  rank 0 prints "tandem: variables digest H" at the end: FNV-1a over
 //       the bytes of every variable on its first device.
+//   TANDEM_TEST_DEVICE_SPEEDS=A,B,...  --split auto sees device d busy (its weight) ms per
+//       image instead of what the trace measured, so that its re-plans are deterministic.
+//   TANDEM_TEST_CHILD_DEADLINE_S=S  a child process (gnuplot) may run S seconds, not 60.
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "backend/processes.h"
 #include "ir/status_macros.h"
 #include "tools/tandem/commands.h"
@@ -71,6 +77,26 @@ class EnvironmentHooks final : public TrainHooks {
     ASSIGN_OR_RETURN(std::string digest, variablesDigest(executor));
     std::fprintf(stderr, "tandem: variables digest %s\n", digest.c_str());
     return absl::OkStatus();
+  }
+  void adjustBalancer(runtime::SplitBalancer::Options& o) override {
+    const char* text = std::getenv("TANDEM_TEST_DEVICE_SPEEDS");
+    if (text == nullptr) return;
+    std::vector<double> ms_per_image;
+    for (absl::string_view part : absl::StrSplit(text, ',')) {
+      double v = 0;
+      if (!absl::SimpleAtod(part, &v)) return;
+      ms_per_image.push_back(v);
+    }
+    o.busy_for_test = [ms_per_image](size_t device, int64_t rows) {
+      return device < ms_per_image.size() ? 1e6 * ms_per_image[device] * static_cast<double>(rows)
+                                          : 0.0;
+    };
+  }
+  std::optional<double> childDeadlineSeconds() override {
+    double seconds = 0;
+    const char* text = std::getenv("TANDEM_TEST_CHILD_DEADLINE_S");
+    if (text == nullptr || !absl::SimpleAtod(text, &seconds)) return std::nullopt;
+    return seconds;
   }
 
  private:

@@ -19,6 +19,8 @@ TEST(TestHooks, TheShippedBinaryHoldsNoTestOnlySetting) {
   const std::string hooked = readFile(hookedCliPath());
   EXPECT_NE(hooked.find("TANDEM_TEST_SIGNAL_AFTER"), std::string::npos);
   EXPECT_NE(hooked.find("TANDEM_TEST_DIGEST"), std::string::npos);
+  EXPECT_NE(hooked.find("TANDEM_TEST_DEVICE_SPEEDS"), std::string::npos);
+  EXPECT_NE(hooked.find("TANDEM_TEST_CHILD_DEADLINE_S"), std::string::npos);
 }
 
 }  // namespace
