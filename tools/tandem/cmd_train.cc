@@ -612,8 +612,6 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
          .replans = replans,
          .balancer = auto_split ? std::optional(auto_split->balancer().state()) : std::nullopt});
   };
-  runtime::data::BatchLoader test_loader(*test, batch, /*shuffle=*/false, f.seed,
-                                         /*drop_last=*/false);
   if (procs->several()) {
     ASSIGN_OR_RETURN(auto rows, (*trainer)->rowsOfThisProcess(ir::kEvalGraph));
     test_loader.setRows(rows.first, rows.second);
