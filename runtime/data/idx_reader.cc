@@ -66,8 +66,11 @@ GzError gzErrorOf(gzFile f, const std::string& path) {
     return e;
   }
   e.text = msg != nullptr ? msg : "unknown zlib error";
+  // zlib prefixes the name it was opened with: the path, or "<fd:N>" for gzdopen's.
   const std::string prefix = path + ": ";
   if (e.text.compare(0, prefix.size(), prefix) == 0) e.text.erase(0, prefix.size());
+  if (e.text.compare(0, 4, "<fd:") == 0)
+    if (size_t end = e.text.find(">: "); end != std::string::npos) e.text.erase(0, end + 3);
   return e;
 }
 

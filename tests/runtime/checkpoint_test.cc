@@ -49,6 +49,28 @@ std::string bytesOf(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
 }
 
+// A checkpoint of a run on `devices` devices at the start of its first epoch: the position
+// and split that decoding checks (impossible contents are refused), nothing else set.
+Checkpoint startOfRun(uint32_t devices) {
+  Checkpoint c;
+  c.devices = devices;
+  c.steps_per_epoch = 1;
+  c.split.assign(devices, 1);
+  return c;
+}
+
+// The sample's figures one epoch further on: epoch `epoch`, with the figures of every
+// epoch before it (a checkpoint's history is its finished epochs).
+Checkpoint advanceTo(Checkpoint c, int32_t epoch) {
+  while (static_cast<int32_t>(c.history.size()) < epoch - 1) {
+    runtime::EpochFigures next = c.history.back();
+    next.epoch = static_cast<int32_t>(c.history.size()) + 1;
+    c.history.push_back(next);
+  }
+  c.epoch = epoch;
+  return c;
+}
+
 // A small checkpoint with every field set, figures that only exact bits preserve
 // included (a NaN, -0, the smallest subnormal).
 Checkpoint sample() {
@@ -155,8 +177,7 @@ TEST(CheckpointFormat, FileRoundTripLeavesNoTemporaryFile) {
   ASSERT_TRUE(back.ok()) << back.status();
   expectSame(sample(), *back);
   // A second write replaces the first.
-  Checkpoint next = sample();
-  next.epoch = 4;
+  Checkpoint next = advanceTo(sample(), 4);
   ASSERT_TRUE(runtime::writeCheckpointFile(dir.path(), next).ok());
   EXPECT_EQ(runtime::readCheckpointFile(dir.path())->epoch, 4);
 }
@@ -296,8 +317,7 @@ TEST(CheckpointFormat, WriteKilledHalfwayLeavesTheLastCheckpoint) {
   ScratchDir dir;
   const Checkpoint first = sample();
   ASSERT_TRUE(runtime::writeCheckpointFile(dir.path(), first).ok());
-  Checkpoint second = sample();
-  second.epoch = 7;
+  Checkpoint second = advanceTo(sample(), 7);
   second.tensors[0].bytes = bytesOf({9, 9, 9, 9, 9, 9});
   EXPECT_EXIT(
       {
@@ -372,8 +392,7 @@ TEST(CheckpointVariables, RestoredTrainerStepsLikeTheOriginal) {
   ASSERT_TRUE(original);
   auto tensors = runtime::captureVariables(original->executor());
   ASSERT_TRUE(tensors.ok()) << tensors.status();
-  Checkpoint c;
-  c.devices = 2;
+  Checkpoint c = startOfRun(2);
   c.tensors = *tensors;
   for (const CheckpointTensor& t : c.tensors) EXPECT_EQ(t.replica, 0u) << t.name;  // no BN
   auto decoded = runtime::decodeCheckpoint(runtime::encodeCheckpoint(c), "p");
@@ -393,8 +412,7 @@ TEST(CheckpointVariables, RestoredTrainerStepsLikeTheOriginal) {
 TEST(CheckpointVariables, AnotherModelOrShapeIsRefused) {
   auto lenet = trainOn("lenet", lenetSetup(1), {});
   ASSERT_TRUE(lenet);
-  Checkpoint c;
-  c.devices = 1;
+  Checkpoint c = startOfRun(1);
   c.tensors = *runtime::captureVariables(lenet->executor());
   ASSERT_FALSE(c.tensors.empty());
 
@@ -431,9 +449,8 @@ TEST(CheckpointVariables, BatchNormReplicasThatDifferAreKeptPerDevice) {
   auto start = std::chrono::steady_clock::now();
   auto tensors = runtime::captureVariables(resnet->executor());
   ASSERT_TRUE(tensors.ok()) << tensors.status();
-  Checkpoint c;
+  Checkpoint c = startOfRun(2);
   c.model = "resnet18";
-  c.devices = 2;
   c.tensors = *tensors;
   ScratchDir dir;
   ASSERT_TRUE(runtime::writeCheckpointFile(dir.path(), c).ok());
@@ -552,7 +569,13 @@ TEST(CheckpointResume, AnEpochResumedMidwayEndsWithTheSameBits) {
   ASSERT_TRUE(part.ok());
   ASSERT_TRUE(part->stopped);
   ScratchDir dir;
-  Checkpoint c{.model = "lenet", .epoch = 2, .progress = at, .steps_per_epoch = 6, .devices = 2};
+  Checkpoint c{.model = "lenet",
+               .epoch = 2,
+               .progress = at,
+               .steps_per_epoch = 6,
+               .devices = 2,
+               .split = {o.batch / 2, o.batch - o.batch / 2},
+               .history = {{.epoch = 1}}};
   ASSERT_TRUE(runtime::CheckpointWriter(dir.path(), true).save((*first)->executor(), c).ok());
   first->reset();  // the first run is gone
 

@@ -625,10 +625,10 @@ TEST_F(BadInputTable, InputsThatAreNotRegularFiles) {
 // stream threads; a third of the 8 devices' cannot start.
 TEST_F(BadInputTable, WhatTheMachineRefusesIsOneLine) {
   const std::string cli = TANDEM_CLI_PATH;
-  const CommandResult threads = runProgram(
-      "/bin/sh", {"-c", absl::StrCat("ulimit -s 1048576; ulimit -v 2500000; exec ", cli,
-                                     " train --model lenet --data ", data_,
-                                     " --batch 10 --epochs 1 --devices 8")});
+  const CommandResult threads =
+      runProgram("/bin/sh", {"-c", absl::StrCat("ulimit -s 1048576; ulimit -v 2500000; exec ", cli,
+                                                " train --model lenet --data ", data_,
+                                                " --batch 10 --epochs 1 --devices 8")});
   EXPECT_EQ(threads.exit_code, 5) << threads.err;
   EXPECT_EQ(threads.out, "");
   EXPECT_TRUE(absl::StartsWith(threads.err, "tandem: cpu:")) << threads.err;
@@ -638,9 +638,9 @@ TEST_F(BadInputTable, WhatTheMachineRefusesIsOneLine) {
       << threads.err;
   // A device's arena that does not fit is named with its device and graph.
   const CommandResult arena = runProgram(
-      "/bin/sh", {"-c", absl::StrCat("ulimit -v 400000; exec ", cli,
-                                     " train --model resnet18 --batch 100 --epochs 1 --data ",
-                                     data_)});
+      "/bin/sh",
+      {"-c", absl::StrCat("ulimit -v 400000; exec ", cli,
+                          " train --model resnet18 --batch 100 --epochs 1 --data ", data_)});
   EXPECT_EQ(arena.exit_code, 5) << arena.err;
   EXPECT_TRUE(absl::StartsWith(arena.err, "tandem: cpu:0: the arena of @")) << arena.err;
   EXPECT_NE(arena.err.find(": out of host memory for "), std::string::npos) << arena.err;

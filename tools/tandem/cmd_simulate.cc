@@ -13,8 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "ir/plan.h"
 #include "ir/placement.h"
+#include "ir/plan.h"
 #include "ir/status_macros.h"
 #include "runtime/measure_step.h"
 #include "sim/cost_model.h"
@@ -186,7 +186,8 @@ absl::StatusOr<std::vector<Row>> predictCpu(const SimulateFlags& f, ModelFlags m
     ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
                      driver::compileModel(choice.spec, choice.compile));
     ASSIGN_OR_RETURN(runtime::StepMeasurement measured,
-                     runtime::measureStep(std::move(m), kCpuWarmupSteps, f.measure_steps.value_or(kDefaultMeasureSteps)));
+                     runtime::measureStep(std::move(m), kCpuWarmupSteps,
+                                          f.measure_steps.value_or(kDefaultMeasureSteps)));
     const ir::Module& module = measured.executor->module();
     const std::vector<double>& times = measured.node_seconds;
     auto cost = [&times](const ir::Node& n) { return times[n.id()]; };
@@ -268,18 +269,17 @@ absl::Status runSimulate(const SimulateFlags& f) {
 
   // Printed once the predictions are made: a step that cannot be predicted (it does not
   // fit the GPU) is one line on standard error and nothing on standard output.
-  const std::string heading =
-      absl::StrCat(f.model.model, ", ", f.batch_per_device, " per device, ",
-                   cpu ? absl::StrCat("per-node times measured on this machine's CPU devices "
-                                      "(median of ",
-                                      f.measure_steps.value_or(kDefaultMeasureSteps), " steps)\n")
-                       : absl::StrCat(s.gpu.name, " roofline (", s.gpu.source, ")",
-                                      f.step_ms ? absl::StrCat(", compute scaled to ", *f.step_ms,
-                                                               " ms per step")
-                                                : std::string(),
-                                      "; all_reduce over ", s.topo.intra.name, " within ",
-                                      f.gpus_per_node, " devices, ", s.topo.inter.name,
-                                      " between nodes\n"));
+  const std::string heading = absl::StrCat(
+      f.model.model, ", ", f.batch_per_device, " per device, ",
+      cpu ? absl::StrCat("per-node times measured on this machine's CPU devices "
+                         "(median of ",
+                         f.measure_steps.value_or(kDefaultMeasureSteps), " steps)\n")
+          : absl::StrCat(s.gpu.name, " roofline (", s.gpu.source, ")",
+                         f.step_ms
+                             ? absl::StrCat(", compute scaled to ", *f.step_ms, " ms per step")
+                             : std::string(),
+                         "; all_reduce over ", s.topo.intra.name, " within ", f.gpus_per_node,
+                         " devices, ", s.topo.inter.name, " between nodes\n"));
   if (!sweep) {
     ASSIGN_OR_RETURN(std::vector<Row> rows, predict(f, mf, counts, s));
     ASSIGN_OR_RETURN(double one, oneDeviceStep(f, mf, rows, s));

@@ -158,10 +158,10 @@ absl::StatusOr<RunResult> runGnuplot(const std::vector<std::string>& args,
     if (waited >= deadline) {
       endChild(pid, /*at_once=*/true);
       close(fds[0]);
-      return absl::DeadlineExceededError(
-          absl::StrFormat("%s: gnuplot did not finish within %g s (killed; %s)", flag, deadline,
-                          result.output.empty() ? "it printed nothing"
-                                                : absl::StrCat("it printed: ", said(result.output))));
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%s: gnuplot did not finish within %g s (killed; %s)", flag, deadline,
+          result.output.empty() ? "it printed nothing"
+                                : absl::StrCat("it printed: ", said(result.output))));
     }
   }
   close(fds[0]);
