@@ -217,9 +217,8 @@ absl::Status Executor::runStep(Program& p, int slot) {
                    backend::Processes::current().anyRank(!recorded_here.ok(),
                                                          "agreeing whether a step was recorded"));
   if (failed_somewhere) {
-    stopRecording(recorded_here.ok()
-                      ? absl::StrCat(what, ": another rank could not record it")
-                      : absl::StrCat(what, " failed: ", recorded_here.message()));
+    stopRecording(recorded_here.ok() ? absl::StrCat(what, ": another rank could not record it")
+                                     : absl::StrCat(what, " failed: ", recorded_here.message()));
     return enqueueStep(p, slot);
   }
   recorded = *std::move(made);

@@ -54,7 +54,8 @@ TEST(AsyncWaits, AWaitPastTheTimeoutAbortsTheSourceAndStopsTheRun) {
       },
       ::testing::ExitedWithCode(backend::kExitCollectiveTimeout),
       "source aborted\ntandem: waited 0\\.[3-9] s \\(--collective-timeout 0\\.3\\) in all_reduce "
-      "%g\\.sum\\.0 \\(bucket 2\\) on cuda:0@1: a rank died or stalls \\(NCCL does not say which\\); stopping every rank");
+      "%g\\.sum\\.0 \\(bucket 2\\) on cuda:0@1: a rank died or stalls \\(NCCL does not say "
+      "which\\); stopping every rank");
 }
 
 TEST(AsyncWaits, AnAsynchronousErrorStopsTheRunAtOnce) {

@@ -624,8 +624,8 @@ TEST_F(BadInputTable, InputsThatAreNotRegularFiles) {
 // tenth of that. The limits below are this much plus what each case needs.
 int64_t addressSpaceToStart(const std::string& cli) {
   auto starts = [&cli](int64_t kib) {
-    return runProgram("/bin/sh", {"-c", absl::StrCat("ulimit -v ", kib, "; exec ", cli,
-                                                     " --version")})
+    return runProgram("/bin/sh",
+                      {"-c", absl::StrCat("ulimit -v ", kib, "; exec ", cli, " --version")})
                .exit_code == 0;
   };
   int64_t fails = 25'000, runs = 16'000'000;
@@ -644,10 +644,10 @@ int64_t addressSpaceToStart(const std::string& cli) {
 TEST_F(BadInputTable, WhatTheMachineRefusesIsOneLine) {
   const std::string cli = TANDEM_CLI_PATH;
   const int64_t base = addressSpaceToStart(cli);
-  const CommandResult threads = runProgram(
-      "/bin/sh", {"-c", absl::StrCat("ulimit -s 1048576; ulimit -v ", base + 2'400'000, "; exec ",
-                                     cli, " train --model lenet --data ", data_,
-                                     " --batch 10 --epochs 1 --devices 8")});
+  const CommandResult threads =
+      runProgram("/bin/sh", {"-c", absl::StrCat("ulimit -s 1048576; ulimit -v ", base + 2'400'000,
+                                                "; exec ", cli, " train --model lenet --data ",
+                                                data_, " --batch 10 --epochs 1 --devices 8")});
   EXPECT_EQ(threads.exit_code, 5) << threads.err;
   EXPECT_EQ(threads.out, "");
   EXPECT_TRUE(absl::StartsWith(threads.err, "tandem: cpu:")) << threads.err;

@@ -308,9 +308,9 @@ TEST_F(CheckpointCli, AFullDiskLeavesNoPartialFiles) {
 // Issue 21, class 8: --split auto re-plans from measured speeds, which vary run to run.
 // Every re-plan is in the table, the CSV (its step and split) and the checkpoint, with the
 // balancer's state, so that a resumed run re-plans where the run it continues would: with
-// the speeds fixed (TANDEM_TEST_DEVICE_SPEEDS of the CLI built with test hooks: device 1 twice as slow), a run killed
-// between the two decisions and resumed ends with the figures and bits of the run never
-// stopped.
+// the speeds fixed (TANDEM_TEST_DEVICE_SPEEDS of the CLI built with test hooks: device 1 twice as
+// slow), a run killed between the two decisions and resumed ends with the figures and bits of the
+// run never stopped.
 TEST_F(CheckpointCli, SplitAutoReplansAreKeptAndReplayedOnResume) {
   setenv("TANDEM_TEST_DEVICE_SPEEDS", "1,2", 1);
   auto split = [&](std::vector<std::string> more) {

@@ -4,9 +4,9 @@
 // run (a crash, a hang or a stop that must strike at a known point for the test to be
 // deterministic), a digest of the variables at the end (bit-for-bit comparisons of runs),
 // devices' speeds fixed for --split auto (its re-plans known in advance, not timing's) and a
-// shorter deadline for a child process (a gnuplot that never returns). The shipped `tandem` installs none: it reads no test-only setting and holds
-// none of their names. The tests' build (tests/tools/tandem_with_test_hooks.cc) installs
-// hooks before calling the same entry point.
+// shorter deadline for a child process (a gnuplot that never returns). The shipped `tandem`
+// installs none: it reads no test-only setting and holds none of their names. The tests' build
+// (tests/tools/tandem_with_test_hooks.cc) installs hooks before calling the same entry point.
 
 #include <cstdint>
 #include <optional>
