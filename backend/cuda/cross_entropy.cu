@@ -4,11 +4,11 @@
 // in warp order, as loss.cu does for the unsmoothed loss. No atomics: the same bits every
 // run. Math in backend/cross_entropy_math.h.
 
-#include <algorithm>
 #include <cmath>
 
 #include "backend/cross_entropy_math.h"
 #include "backend/cuda/cross_entropy_launch.h"
+#include "backend/cuda/grid.h"
 #include "backend/cuda/warp_reduce.cuh"
 
 namespace tandem::backend::cuda {
@@ -86,9 +86,9 @@ void launchSmoothedCrossEntropyBackward(const float* logits, const int32_t* labe
                                         double smoothing, double divisor, float* dlogits,
                                         cudaStream_t stream) {
   if (rows <= 0) return;
-  constexpr int64_t kWarpsPerBlock = kBackwardThreads / kWarpLanes;
-  const int64_t blocks = std::min<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 132 * 16);
-  lossBackwardKernel<<<static_cast<unsigned>(blocks), kBackwardThreads, 0, stream>>>(
+  // One warp per row: as many blocks as rows need, up to what fills this GPU (grid.h).
+  const unsigned blocks = gridBlocks(rows, kBackwardThreads / kWarpLanes);
+  lossBackwardKernel<<<blocks, kBackwardThreads, 0, stream>>>(
       logits, labels, dloss, rows, classes, smoothing, divisor, dlogits);
 }
 

@@ -4,9 +4,8 @@
 // and sum and mean over an axis (one thread per output, the axis in order). No atomics:
 // every run gives the same bits. Math in row_math.h, as the host tests check it.
 
-#include <algorithm>
-
 #include "backend/cuda/elementwise_map.cuh"
+#include "backend/cuda/grid.h"
 #include "backend/cuda/row_math.h"
 #include "backend/cuda/rows_launch.h"
 #include "backend/cuda/warp_reduce.cuh"
@@ -16,11 +15,9 @@ namespace {
 
 constexpr int kRowThreads = 256;  // 8 warps, 8 rows at a time per block
 
-/// Blocks for one warp per row (grid-stride beyond a full H100).
-unsigned rowBlocks(int64_t rows) {
-  constexpr int64_t kWarps = kRowThreads / kWarpLanes;
-  return static_cast<unsigned>(std::clamp<int64_t>((rows + kWarps - 1) / kWarps, 1, 132 * 16));
-}
+/// Blocks for one warp per row: as many as rows need, up to what fills this GPU (grid.h;
+/// the warps stride over the rest).
+unsigned rowBlocks(int64_t rows) { return gridBlocks(rows, kRowThreads / kWarpLanes); }
 
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
