@@ -670,8 +670,9 @@ TEST(CudaTransformerKernels, AdamWAndEmbeddingBackwardAreTheCpuBits) {
 
 TEST(CudaTransformerKernels, MatmulLtMatchesTheCpuCore) {
   TANDEM_SKIP_WITHOUT_GPU();
-  cublasLtHandle_t handle = nullptr;
-  ASSERT_EQ(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  cu::BlasHandles handles;
+  ASSERT_EQ(cublasLtCreate(&handles.lt), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasCreate(&handles.blas), CUBLAS_STATUS_SUCCESS);
   for (const MatmulShape& s :
        {MatmulShape{512, 50, 50, 16, false, true}, MatmulShape{512, 50, 16, 50},
         MatmulShape{1, 6400, 192, 64, false, true},
@@ -685,18 +686,20 @@ TEST(CudaTransformerKernels, MatmulLtMatchesTheCpuCore) {
     ASSERT_TRUE(core.ok());
     Typed c(kF32, s.batch * s.m * s.n), hc(kF32, s.batch * s.m * s.n);
     core->run(a.data(), b.data(), nullptr, c.data());
-    auto lt = cu::MatmulLt::make(handle, {s, kF32, kF32, false, 1.0f, /*allow_tf32=*/false}, "t");
+    auto lt = cu::MatmulLt::make(handles, {s, kF32, kF32, false, 1.0f, /*allow_tf32=*/false}, "t");
     ASSERT_TRUE(lt.ok()) << lt.status();
+    SCOPED_TRACE(cu::describeGemm((*lt)->choice()));
     DeviceCopy ga(a), gb(b), gc(nullptr, DeviceCopy::bytesOf(c)),
         ws(nullptr, size_t((*lt)->workspaceBytes()));
-    absl::Status st = (*lt)->run(handle, ga.as<void>(), gb.as<void>(), nullptr, gc.as<void>(),
+    absl::Status st = (*lt)->run(handles, ga.as<void>(), gb.as<void>(), nullptr, gc.as<void>(),
                                  ws.as<void>(), nullptr);
     EXPECT_TRUE(st.ok()) << st;
     expectKernelsRan();
     gc.copyTo(hc.data());
     EXPECT_LE(scaledError(hc, c), kF32Tol);
   }
-  cublasLtDestroy(handle);
+  cublasDestroy(handles.blas);
+  cublasLtDestroy(handles.lt);
 }
 
 }  // namespace
