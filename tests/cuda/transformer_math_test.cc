@@ -673,26 +673,37 @@ TEST(CudaTransformerKernels, MatmulLtMatchesTheCpuCore) {
   cu::BlasHandles handles;
   ASSERT_EQ(cublasLtCreate(&handles.lt), CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(cublasCreate(&handles.blas), CUBLAS_STATUS_SUCCESS);
-  for (const MatmulShape& s :
-       {MatmulShape{512, 50, 50, 16, false, true}, MatmulShape{512, 50, 16, 50},
-        MatmulShape{1, 6400, 192, 64, false, true},
-        MatmulShape{4, 7, 5, 3, true, false, false, true}}) {
+  // The attention products (scale on the scores), the MLP's with its bias, a broadcast B.
+  struct Case {
+    MatmulShape s;
+    bool bias;
+    float scale;
+  };
+  for (const auto& [s, with_bias, scale] :
+       {Case{{512, 50, 50, 16, false, true}, false, 0.25f}, Case{{512, 50, 16, 50}, false, 1.0f},
+        Case{{1, 6400, 192, 64, false, true}, true, 1.0f},
+        Case{{4, 7, 5, 3, true, false, false, true}, true, 1.0f}}) {
     SCOPED_TRACE(backend::describe(s));
     const Typed a(kF32, randomValues(s.aBatch() * s.aRows() * s.aCols(), 41));
     const Typed b(kF32, randomValues(s.bBatch() * s.bRows() * s.bCols(), 42));
+    const Typed bias(kF32, randomValues(s.n, 43));
     cpu::MatmulSpec spec;
     spec.shape = s;
+    if (with_bias) spec.bias = kF32;
+    spec.scale = scale;
     auto core = cpu::MatmulCore::make(coreContext(), spec, "t");
     ASSERT_TRUE(core.ok());
     Typed c(kF32, s.batch * s.m * s.n), hc(kF32, s.batch * s.m * s.n);
-    core->run(a.data(), b.data(), nullptr, c.data());
-    auto lt = cu::MatmulLt::make(handles, {s, kF32, kF32, false, 1.0f, /*allow_tf32=*/false}, "t");
+    core->run(a.data(), b.data(), with_bias ? bias.data() : nullptr, c.data());
+    auto lt =
+        cu::MatmulLt::make(handles, {s, kF32, kF32, with_bias, scale, /*allow_tf32=*/false}, "t");
     ASSERT_TRUE(lt.ok()) << lt.status();
     SCOPED_TRACE(cu::describeGemm((*lt)->choice()));
-    DeviceCopy ga(a), gb(b), gc(nullptr, DeviceCopy::bytesOf(c)),
+    DeviceCopy ga(a), gb(b), gbias(bias), gc(nullptr, DeviceCopy::bytesOf(c)),
         ws(nullptr, size_t((*lt)->workspaceBytes()));
-    absl::Status st = (*lt)->run(handles, ga.as<void>(), gb.as<void>(), nullptr, gc.as<void>(),
-                                 ws.as<void>(), nullptr);
+    absl::Status st =
+        (*lt)->run(handles, ga.as<void>(), gb.as<void>(), with_bias ? gbias.as<void>() : nullptr,
+                   gc.as<void>(), ws.as<void>(), nullptr);
     EXPECT_TRUE(st.ok()) << st;
     expectKernelsRan();
     gc.copyTo(hc.data());
