@@ -1,15 +1,15 @@
 #include "ir/placement.h"
 
+#include "ir/interfaces.h"
+
 namespace tandem::ir {
 
 Device deviceOfValue(const Value& v) {
   if (v.device()) return *v.device();
   const Node& n = *v.def();
   if (n.device()) return *n.device();
-  const auto& devices = n.devicesAttr();
-  if (n.op() == Op::kConcat) return devices.front();
-  size_t per_device = n.numResults() / devices.size();
-  return devices[static_cast<size_t>(v.index()) / per_device];
+  const CollectiveView c(n);
+  return c.devices()[c.positionOfResult(static_cast<size_t>(v.index()))];
 }
 
 std::optional<size_t> deviceIndexOfValue(const Module& m, const Value& v) {
@@ -17,23 +17,14 @@ std::optional<size_t> deviceIndexOfValue(const Module& m, const Value& v) {
 }
 
 int64_t numGroups(const Node& n) {
-  return n.info().attrIndex("groups") >= 0 ? n.intAttr("groups") : 1;
+  std::optional<CollectiveView> c = CollectiveView::of(n);
+  return c ? c->numGroups() : 1;
 }
 
 std::vector<std::vector<size_t>> collectiveGroups(const Node& n) {
-  const size_t devices = n.devicesAttr().size();
-  const size_t count = static_cast<size_t>(std::max<int64_t>(numGroups(n), 1));
-  const size_t size = devices / count;
-  std::vector<std::vector<size_t>> out(count);
-  for (size_t k = 0; k < devices; ++k)
-    out[std::min(k / std::max<size_t>(size, 1), count - 1)].push_back(k);
-  return out;
+  return CollectiveView(n).groups();
 }
 
-size_t groupOfPosition(const Node& n, size_t k) {
-  const size_t count = static_cast<size_t>(std::max<int64_t>(numGroups(n), 1));
-  const size_t size = std::max<size_t>(n.devicesAttr().size() / count, 1);
-  return std::min(k / size, count - 1);
-}
+size_t groupOfPosition(const Node& n, size_t k) { return CollectiveView(n).groupOf(k); }
 
 }  // namespace tandem::ir

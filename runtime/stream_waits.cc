@@ -4,6 +4,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 
 namespace tandem::runtime {
 namespace {
@@ -21,33 +23,20 @@ std::vector<size_t> sharesOf(const ir::Module& m, const ir::Node& n) {
   if (n.op() == ir::Op::kInput || n.op() == ir::Op::kParam) return {};
   if (ir::streamOf(n) == StreamKind::kCompute) return {*m.deviceIndex(*n.device())};
   std::vector<size_t> out;
-  for (const ir::Device& d : n.devicesAttr()) out.push_back(*m.deviceIndex(d));
+  for (const ir::Device& d : ir::CollectiveView(n).devices()) out.push_back(*m.deviceIndex(d));
   return out;
 }
 
 std::vector<const ir::Value*> readsOf(const ir::Module& m, const ir::Node& n, size_t k) {
   if (ir::streamOf(n) == StreamKind::kCompute) return {n.operands().begin(), n.operands().end()};
-  const size_t shares = n.devicesAttr().size();
-  switch (n.op()) {
-    case ir::Op::kAllReduce: {
-      const size_t per = n.numOperands() / shares;
-      return {n.operands().begin() + static_cast<ptrdiff_t>(k * per),
-              n.operands().begin() + static_cast<ptrdiff_t>((k + 1) * per)};
-    }
-    case ir::Op::kConcat:
-      return {n.operands().begin(), n.operands().end()};
-    case ir::Op::kBroadcast: {
-      // The group's k sources, read by the share on their device (the root) only.
-      const size_t per = n.numOperands() / static_cast<size_t>(ir::numGroups(n));
-      const size_t first = ir::groupOfPosition(n, k) * per;
-      if (ir::deviceIndexOfValue(m, *n.operand(first)) != m.deviceIndex(n.devicesAttr()[k]))
-        return {};
-      return {n.operands().begin() + static_cast<ptrdiff_t>(first),
-              n.operands().begin() + static_cast<ptrdiff_t>(first + per)};
-    }
-    default:
-      return {};  // split: the host's batch, staged before the step
-  }
+  const ir::CollectiveView c(n);
+  const ir::IndexRange in = c.readsAt(k);
+  // A group's sources are read by the share on their device (the root) only.
+  if (c.info().reads == ir::CollectiveReads::kGroupSource &&
+      ir::deviceIndexOfValue(m, *n.operand(in.begin)) != m.deviceIndex(c.devices()[k]))
+    return {};
+  return {n.operands().begin() + static_cast<ptrdiff_t>(in.begin),
+          n.operands().begin() + static_cast<ptrdiff_t>(in.end)};
 }
 
 std::vector<StreamWait> streamWaits(const ir::Module& m, const ir::Graph& g) {
@@ -101,8 +90,8 @@ std::vector<StreamWait> streamWaits(const ir::Module& m, const ir::Graph& g) {
 
 std::string describeWork(const ir::Node& n) {
   std::string what(n.opName());
-  if (n.op() == ir::Op::kAllReduce) {
-    absl::StrAppend(&what, " bucket ", n.intAttr("bucket"));
+  if (ir::AllReduceView::is(n)) {
+    absl::StrAppend(&what, " bucket ", ir::AllReduceView(n).bucket());
   } else if (ir::streamOf(n) == StreamKind::kComm) {
     absl::StrAppend(&what, " %", n.operand(0)->name());
   } else if (n.numResults() > 0) {

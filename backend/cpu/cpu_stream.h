@@ -8,6 +8,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "backend/stream.h"
 
 namespace tandem::backend::cpu {

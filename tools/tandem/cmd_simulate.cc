@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "ir/interfaces.h"
 #include "ir/placement.h"
 #include "ir/status_macros.h"
 #include "sim/cost_model.h"
@@ -109,7 +110,7 @@ sim::NodeCost modelCosts(const std::vector<double>& compute_s, int64_t p,
                          const sim::Topology& topo) {
   return [&compute_s, p, topo](const ir::Node& n) {
     if (ir::streamOf(n) == ir::StreamKind::kCompute) return compute_s[n.id()];
-    if (n.op() != ir::Op::kAllReduce) return 0.0;
+    if (ir::collectiveKind(n) != ir::CollectiveKind::kReduce) return 0.0;
     return sim::allReduceCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
   };
 }
@@ -127,7 +128,8 @@ struct Setting {
 absl::StatusOr<std::vector<Row>> predictRoofline(const SimulateFlags& f, ModelFlags mf,
                                                  const std::vector<int64_t>& counts,
                                                  const Setting& s) {
-  mf.devices = "2";
+  // Moved in: assigning the literal in place trips a false -Wrestrict of GCC 12 here.
+  mf.devices = std::string("2");
   mf.batch = 2 * f.batch_per_device;
   ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
   ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
@@ -234,7 +236,7 @@ absl::Status runSimulate(const SimulateFlags& f) {
   }
   // The model and its settings are checked once, before any work.
   ModelFlags mf = f.model;
-  mf.devices = "1";
+  mf.devices = std::string("1");  // moved in, as in predictRoofline
   mf.batch = f.batch_per_device;
   RETURN_IF_ERROR(resolveModelFlags(mf, /*for_training=*/false).status());
 
