@@ -101,21 +101,40 @@ void configure(benchmark::internal::Benchmark* b) {
       ->Complexity(std::getenv("TANDEM_BENCH_AUTO_FIT") ? benchmark::oAuto : benchmark::oN);
 }
 
-// Stage indices in the default pipeline: 0 autodiff, 1 replicate, 2 insert-collectives,
-// 3 dce, 4 schedule, 5 plan-memory.
-void BM_Autodiff(benchmark::State& s) { runStages(s, 0, 1); }
-void BM_Replicate(benchmark::State& s) { runStages(s, 1, 2); }
-void BM_InsertCollectives(benchmark::State& s) { runStages(s, 2, 3); }
-void BM_Dce(benchmark::State& s) { runStages(s, 3, 4); }
-void BM_Schedule(benchmark::State& s) { runStages(s, 4, 5); }
-void BM_PlanMemory(benchmark::State& s) { runStages(s, 5, 6); }
-void BM_Pipeline(benchmark::State& s) { runStages(s, 0, 6); }
+// Position of a pass in the default pipeline (as the CPU devices' pipeline has it); the
+// whole pipeline is every position.
+size_t stageOf(const char* pass) {
+  std::vector<std::unique_ptr<passes::Pass>> pipeline = pipelineFor(2);
+  for (size_t i = 0; i < pipeline.size(); ++i)
+    if (pipeline[i]->name() == pass) return i;
+  std::abort();
+}
+void runPass(benchmark::State& s, const char* pass) {
+  const size_t stage = stageOf(pass);
+  runStages(s, stage, stage + 1);
+}
+
+void BM_Autodiff(benchmark::State& s) { runPass(s, "autodiff"); }
+void BM_FuseConvBnRelu(benchmark::State& s) { runPass(s, "fuse-conv-bn-relu"); }
+void BM_Replicate(benchmark::State& s) { runPass(s, "replicate"); }
+void BM_InsertCollectives(benchmark::State& s) { runPass(s, "insert-collectives"); }
+void BM_RecomputeBnRelu(benchmark::State& s) { runPass(s, "recompute-bn-relu"); }
+void BM_Dce(benchmark::State& s) { runPass(s, "dce"); }
+void BM_Schedule(benchmark::State& s) { runPass(s, "schedule"); }
+void BM_AssignStreams(benchmark::State& s) { runPass(s, "assign-streams"); }
+void BM_PlanEvents(benchmark::State& s) { runPass(s, "plan-events"); }
+void BM_PlanMemory(benchmark::State& s) { runPass(s, "plan-memory"); }
+void BM_Pipeline(benchmark::State& s) { runStages(s, 0, pipelineFor(2).size()); }
 
 BENCHMARK(BM_Autodiff)->Apply(configure);
+BENCHMARK(BM_FuseConvBnRelu)->Apply(configure);
 BENCHMARK(BM_Replicate)->Apply(configure);
 BENCHMARK(BM_InsertCollectives)->Apply(configure);
+BENCHMARK(BM_RecomputeBnRelu)->Apply(configure);
 BENCHMARK(BM_Dce)->Apply(configure);
 BENCHMARK(BM_Schedule)->Apply(configure);
+BENCHMARK(BM_AssignStreams)->Apply(configure);
+BENCHMARK(BM_PlanEvents)->Apply(configure);
 BENCHMARK(BM_PlanMemory)->Apply(configure);
 BENCHMARK(BM_Pipeline)->Apply(configure);
 

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "ir/interfaces.h"
+#include "ir/plan.h"
 
 namespace tandem::ir {
 
@@ -331,8 +332,13 @@ void Graph::adopt(Node* n) {
   }
 }
 
+GraphPlan* Graph::mutablePlan() {
+  if (plan_ != nullptr && plan_.use_count() > 1) plan_ = std::make_shared<GraphPlan>(*plan_);
+  return plan_.get();
+}
+
 Node* Graph::insert(std::unique_ptr<Node> node, size_t pos) {
-  memory_plan_.reset();
+  plan_.reset();
   Node* raw = node.get();
   if (raw->graph_ != this) adopt(raw);
   raw->id_ = next_id_++;
@@ -345,7 +351,7 @@ Node* Graph::insert(std::unique_ptr<Node> node, size_t pos) {
 }
 
 void Graph::eraseIf(const std::function<bool(const Node&)>& dead) {
-  memory_plan_.reset();
+  plan_.reset();
   std::vector<std::unique_ptr<Node>> kept;
   kept.reserve(nodes_.size());
   for (auto& n : nodes_) {
@@ -359,7 +365,7 @@ void Graph::eraseIf(const std::function<bool(const Node&)>& dead) {
 }
 
 void Graph::setNodes(std::vector<std::unique_ptr<Node>> nodes) {
-  memory_plan_.reset();
+  plan_.reset();
   nodes_ = std::move(nodes);
   for (auto& n : nodes_)
     if (n->graph_ != this) {  // a node from elsewhere gets an id of this graph
@@ -369,7 +375,7 @@ void Graph::setNodes(std::vector<std::unique_ptr<Node>> nodes) {
 }
 
 std::vector<std::unique_ptr<Node>> Graph::takeNodes() {
-  memory_plan_.reset();
+  plan_.reset();
   return std::move(nodes_);
 }
 
@@ -498,7 +504,7 @@ std::unique_ptr<Module> Module::clone() const {
     for (Value* v : g->outputs()) copy->outputs_.push_back(map.at(v));
     copy->name_counters_ = g->name_counters_;
     copy->next_id_ = g->next_id_;
-    copy->memory_plan_ = g->memory_plan_;  // node ids are kept, so the plan still fits
+    copy->plan_ = g->plan_;  // node ids are kept, so the plan still fits
     m->graphs_.push_back(std::move(copy));
   }
   return m;

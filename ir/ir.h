@@ -14,7 +14,6 @@
 #include "absl/strings/string_view.h"
 #include "ir/attrs.h"
 #include "ir/op_info.h"
-#include "ir/memory_plan.h"
 #include "ir/types.h"
 
 namespace tandem::ir {
@@ -22,6 +21,7 @@ namespace tandem::ir {
 class Graph;
 class Module;
 class Node;
+struct GraphPlan;
 
 /// Immutable strings shared by many nodes (scopes, source locations), kept once. Modules
 /// cloned from one another share their pool.
@@ -79,7 +79,7 @@ class Node {
   size_t numResults() const { return results_.size(); }
   Value* result(size_t i = 0) const { return results_[i].get(); }
 
-  /// Attributes, in the order of the op's schema (ops.def).
+  /// Attributes, in the order of the op's schema (ir/ops.td).
   const std::vector<AttrValue>& attrs() const { return attrs_; }
   const AttrValue& attr(absl::string_view name) const;
   template <typename T>
@@ -198,10 +198,14 @@ class Graph {
   /// One more than the largest node id handed out (ids of erased nodes are not reused).
   uint32_t idBound() const { return next_id_; }
 
-  /// The buffer plan `plan-memory` attached, or null when there is none or the graph's
-  /// nodes changed since (adding, removing or reordering nodes drops it).
-  const MemoryPlan* memoryPlan() const { return memory_plan_.get(); }
-  void setMemoryPlan(std::shared_ptr<const MemoryPlan> plan) { memory_plan_ = std::move(plan); }
+  /// The execution plan the plan passes attached (ir/plan.h), or null when there is none
+  /// or the graph's nodes changed since (adding, removing or reordering nodes drops it; any
+  /// other change makes it stale, which its fingerprint tells).
+  const GraphPlan* plan() const { return plan_.get(); }
+  void setPlan(std::shared_ptr<GraphPlan> plan) { plan_ = std::move(plan); }
+  /// The plan to extend in place (a plan pass), copied first when a clone of the module
+  /// shares it; null when there is none.
+  GraphPlan* mutablePlan();
 
   /// Position of each node in the list, looked up by node id.
   class Positions {
@@ -231,7 +235,7 @@ class Graph {
   std::string name_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> outputs_;
-  std::shared_ptr<const MemoryPlan> memory_plan_;
+  std::shared_ptr<GraphPlan> plan_;
   // Keys view the names owned by the values (a value is renamed only through rename()).
   absl::flat_hash_map<absl::string_view, Value*> names_;
   absl::flat_hash_map<std::string, int> name_counters_;

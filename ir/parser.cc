@@ -10,7 +10,9 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ir/plan.h"
 #include "ir/status_macros.h"
 
 namespace tandem::ir {
@@ -427,7 +429,155 @@ class Parser {
     return v;
   }
 
-  absl::Status parseNode(Graph& g) {
+  // ---- the execution plan (docs/IR.md) ----------------------------------------------
+  // Its graph lines: `plan {fingerprint="...", parts=[...], alignment=N}` and one
+  // `arena DEVICE {bytes=..., peak=..., unshared=...}` per device.
+  absl::StatusOr<std::shared_ptr<GraphPlan>> parseGraphPlan(const Module& m) {
+    auto plan = std::make_shared<GraphPlan>();
+    next();  // plan
+    RETURN_IF_ERROR(expectPunct("{"));
+    bool first = true;
+    while (!isPunct("}")) {
+      if (!first) RETURN_IF_ERROR(expectPunct(","));
+      first = false;
+      ASSIGN_OR_RETURN(std::string key, planKey("the plan"));
+      if (key == "fingerprint") {
+        if (tok_.kind != Tok::kString || tok_.text.empty() || tok_.text.size() > 16 ||
+            !absl::SimpleHexAtoi(tok_.text, &plan->fingerprint))
+          return error(absl::StrCat("expected the fingerprint as 16 hex digits in quotes, got ",
+                                    describe(tok_)));
+        next();
+      } else if (key == "parts") {
+        RETURN_IF_ERROR(expectPunct("["));
+        while (!isPunct("]")) {
+          if (plan->parts != 0) RETURN_IF_ERROR(expectPunct(","));
+          const PlanPart part = isWord("streams")  ? PlanPart::kStreams
+                                : isWord("events") ? PlanPart::kEvents
+                                : isWord("memory") ? PlanPart::kMemory
+                                                   : PlanPart{};
+          if (part == PlanPart{})
+            return error(absl::StrCat("expected a plan part (streams, events or memory), got ",
+                                      describe(tok_)));
+          if (plan->has(part))
+            return error(absl::StrCat("plan part '", tok_.text, "' is listed twice"));
+          plan->add(part);
+          next();
+        }
+        next();
+      } else if (key == "alignment") {
+        Token at = tok_;
+        ASSIGN_OR_RETURN(plan->alignment, parseInt());
+        if (plan->alignment < 1) return errorAt(at, "the plan's alignment must be at least 1");
+      } else {
+        return errorAt(tok_, absl::StrCat("the plan has no field '", key,
+                                          "' (fingerprint, parts, alignment)"));
+      }
+    }
+    next();
+    while (isWord("arena")) {
+      next();
+      if (tok_.kind != Tok::kWord)
+        return error(
+            absl::StrCat("expected a device such as cpu:0 after 'arena', got ", describe(tok_)));
+      Token kind = tok_;
+      next();
+      ASSIGN_OR_RETURN(Device d, parseDeviceAfterKind(kind));
+      std::optional<size_t> index = m.deviceIndex(d);
+      if (!index)
+        return errorAt(kind,
+                       absl::StrCat("arena of ", toString(d), ", which is not a module device"));
+      if (*index != plan->arenas.size())
+        return errorAt(kind,
+                       absl::StrCat("arena of ", toString(d),
+                                    " out of order: arenas follow the module's devices, expected ",
+                                    plan->arenas.size() < m.devices().size()
+                                        ? toString(m.devices()[plan->arenas.size()])
+                                        : std::string("no more")));
+      ArenaPlan& a = plan->arenas.emplace_back();
+      RETURN_IF_ERROR(expectPunct("{"));
+      for (auto [name, field] : {std::pair<const char*, int64_t*>{"bytes", &a.bytes},
+                                 {"peak", &a.live_peak_bytes},
+                                 {"unshared", &a.unshared_bytes}}) {
+        if (field != &a.bytes) RETURN_IF_ERROR(expectPunct(","));
+        RETURN_IF_ERROR(expectWord(name));
+        RETURN_IF_ERROR(expectPunct("="));
+        Token at = tok_;
+        ASSIGN_OR_RETURN(*field, parseInt());
+        if (*field < 0) return errorAt(at, absl::StrCat("arena ", name, " must not be negative"));
+      }
+      RETURN_IF_ERROR(expectPunct("}"));
+    }
+    return plan;
+  }
+
+  absl::StatusOr<std::string> planKey(absl::string_view where) {
+    if (tok_.kind != Tok::kWord)
+      return error(absl::StrCat("expected a field of ", where, ", got ", describe(tok_)));
+    std::string key = tok_.text;
+    next();
+    RETURN_IF_ERROR(expectPunct("="));
+    return key;
+  }
+
+  // A node's `plan{stream=S, wait=[%v, ...], offset=[N, ...]}`.
+  absl::StatusOr<NodePlan> parseNodePlan(Graph& g, const GraphPlan* plan) {
+    if (plan == nullptr)
+      return error(
+          "this node has a plan but its graph has none (a planned graph begins with "
+          "its 'plan {...}' line)");
+    next();  // plan
+    RETURN_IF_ERROR(expectPunct("{"));
+    NodePlan p;
+    bool first = true;
+    absl::flat_hash_set<std::string> seen;
+    while (!isPunct("}")) {
+      if (!first) RETURN_IF_ERROR(expectPunct(","));
+      first = false;
+      Token key_tok = tok_;
+      ASSIGN_OR_RETURN(std::string key, planKey("a node's plan"));
+      if (!seen.insert(key).second)
+        return errorAt(key_tok, absl::StrCat("plan field '", key, "' is given twice"));
+      auto needs = [&](PlanPart part, absl::string_view what) -> absl::Status {
+        if (plan->has(part)) return absl::OkStatus();
+        return errorAt(key_tok,
+                       absl::StrCat("plan field '", key, "' but the graph's plan has no ", what));
+      };
+      if (key == "stream") {
+        RETURN_IF_ERROR(needs(PlanPart::kStreams, "streams"));
+        if (!isWord("compute") && !isWord("comm"))
+          return error(absl::StrCat("expected a stream (compute or comm), got ", describe(tok_)));
+        p.stream = isWord("comm") ? StreamKind::kComm : StreamKind::kCompute;
+        next();
+      } else if (key == "wait") {
+        RETURN_IF_ERROR(needs(PlanPart::kEvents, "events"));
+        RETURN_IF_ERROR(expectPunct("["));
+        while (!isPunct("]")) {
+          if (!p.waits.empty()) RETURN_IF_ERROR(expectPunct(","));
+          ASSIGN_OR_RETURN(Value * v, lookup(g));
+          p.waits.push_back({v->def()->id(), static_cast<uint32_t>(v->index())});
+        }
+        next();
+      } else if (key == "offset") {
+        RETURN_IF_ERROR(needs(PlanPart::kMemory, "memory"));
+        RETURN_IF_ERROR(expectPunct("["));
+        while (!isPunct("]")) {
+          if (!p.offsets.empty()) RETURN_IF_ERROR(expectPunct(","));
+          Token at = tok_;
+          ASSIGN_OR_RETURN(int64_t off, parseInt());
+          if (off < 0) return errorAt(at, absl::StrCat("offset ", off, " is negative"));
+          p.offsets.push_back(off);
+        }
+        next();
+      } else {
+        return errorAt(
+            key_tok, absl::StrCat("a node's plan has no field '", key, "' (stream, wait, offset)"));
+      }
+    }
+    next();
+    return p;
+  }
+
+  absl::Status parseNode(Graph& g, GraphPlan* plan) {
     Token start = tok_;
     std::vector<std::string> names;
     std::vector<Token> name_toks;
@@ -504,6 +654,10 @@ class Parser {
         next();
       }
     }
+    std::optional<NodePlan> node_plan;
+    if (isWord("plan")) {
+      ASSIGN_OR_RETURN(node_plan, parseNodePlan(g, plan));
+    }
     if (isWord("loc")) {
       next();
       RETURN_IF_ERROR(expectPunct("("));
@@ -535,6 +689,10 @@ class Parser {
         return errorAt(name_toks[i],
                        absl::StrCat("%", names[i], " is declared ", toString(types[i]), " but ",
                                     info.name, " gives ", toString((*node)->result(i)->type())));
+    if (node_plan) {
+      if (plan->nodes.size() <= (*node)->id()) plan->nodes.resize((*node)->id() + 1);
+      plan->nodes[(*node)->id()] = *std::move(node_plan);
+    }
     return absl::OkStatus();
   }
 
@@ -576,10 +734,14 @@ class Parser {
     }
     next();
     RETURN_IF_ERROR(expectPunct("{"));
+    std::shared_ptr<GraphPlan> plan;
+    if (isWord("plan")) {
+      ASSIGN_OR_RETURN(plan, parseGraphPlan(m));
+    }
     while (!isWord("return")) {
       if (tok_.kind == Tok::kEof || isPunct("}"))
         return error(absl::StrCat("graph @", g.name(), " has no 'return'"));
-      RETURN_IF_ERROR(parseNode(g));
+      RETURN_IF_ERROR(parseNode(g, plan.get()));
     }
     next();
     std::vector<Value*> outs;
@@ -590,6 +752,10 @@ class Parser {
       outs.push_back(*v);
     }
     g.setOutputs(std::move(outs));
+    if (plan != nullptr) {
+      plan->nodes.resize(g.idBound());
+      g.setPlan(std::move(plan));  // after the last node: adding a node drops a graph's plan
+    }
     return expectPunct("}");
   }
 

@@ -33,6 +33,25 @@ std::optional<size_t> deviceIndexOfValue(const Module& m, const Value& v);
 /// one, else 1.
 int64_t numGroups(const Node& n);
 
+/// One device's queue of one kind: where a share of a node runs.
+struct StreamSlot {
+  size_t device = 0;  // index into Module::devices()
+  StreamKind stream = StreamKind::kCompute;
+  bool operator==(const StreamSlot&) const = default;
+};
+
+/// The devices (indices into Module::devices()) that run a share of `n`: its own device,
+/// or each device of a collective in its `devices` order (concat lists its destination
+/// only).
+/// Graph inputs and `param` run nowhere (host data, variable storage).
+std::vector<size_t> sharesOf(const Module& m, const Node& n);
+
+/// The values share `k` of `n` (k indexes sharesOf(m, n)) reads: every operand for compute
+/// work; the device's operands for all_reduce; every slice for concat (one share, on the
+/// destination); its group's sources for broadcast (on the sources' own device only);
+/// nothing for split, whose input is the host's batch.
+std::vector<const Value*> readsOf(const Module& m, const Node& n, size_t k);
+
 /// The groups of a collective as positions in its `devices` list: `groups=G` cuts the
 /// list into G consecutive runs of equal length, each reducing (or broadcasting) on its
 /// own, as XLA's replica_groups do. One group of every position by default.

@@ -1,6 +1,9 @@
 #include "ir/printer.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "ir/plan.h"
 
 namespace tandem::ir {
 namespace {
@@ -20,7 +23,65 @@ void appendValueList(std::string* out, const std::vector<Value*>& vs) {
   for (size_t i = 0; i < vs.size(); ++i) absl::StrAppend(out, i ? ", %" : "%", vs[i]->name());
 }
 
-void appendNode(std::string* out, const Node& n, const PrintOptions& opts) {
+// What a node's plan clause refers to: the graph's plan and its nodes by id.
+struct PlanContext {
+  const GraphPlan* plan = nullptr;
+  std::vector<const Node*> by_id;
+};
+
+std::string partsText(const GraphPlan& p) {
+  std::vector<absl::string_view> parts;
+  if (p.has(PlanPart::kStreams)) parts.push_back("streams");
+  if (p.has(PlanPart::kEvents)) parts.push_back("events");
+  if (p.has(PlanPart::kMemory)) parts.push_back("memory");
+  return absl::StrJoin(parts, ", ");
+}
+
+// The plan lines at the top of a planned graph's body.
+void appendGraphPlan(std::string* out, const Module& m, const GraphPlan& p) {
+  absl::StrAppendFormat(out, "  plan {fingerprint=\"%016x\", parts=[%s]", p.fingerprint,
+                        partsText(p));
+  if (p.has(PlanPart::kMemory)) absl::StrAppend(out, ", alignment=", p.alignment);
+  out->append("}\n");
+  for (size_t d = 0; d < p.arenas.size(); ++d)
+    absl::StrAppend(out, "  arena ",
+                    d < m.devices().size() ? toString(m.devices()[d]) : absl::StrCat("?", d),
+                    " {bytes=", p.arenas[d].bytes, ", peak=", p.arenas[d].live_peak_bytes,
+                    ", unshared=", p.arenas[d].unshared_bytes, "}\n");
+}
+
+// " plan{stream=compute, wait=[%a.0], offset=[0]}": what the plan says of one node.
+void appendNodePlan(std::string* out, const Node& n, const PlanContext& ctx) {
+  if (n.id() >= ctx.plan->nodes.size()) return;
+  const NodePlan& p = ctx.plan->of(n);
+  if (!p.stream && p.waits.empty() && p.offsets.empty()) return;
+  const char* sep = "";
+  out->append(" plan{");
+  if (p.stream) {
+    absl::StrAppend(out, "stream=", streamName(*p.stream));
+    sep = ", ";
+  }
+  if (!p.waits.empty()) {
+    absl::StrAppend(out, sep, "wait=[");
+    for (size_t i = 0; i < p.waits.size(); ++i) {
+      const ValueRef& r = p.waits[i];
+      const Node* def = r.node < ctx.by_id.size() ? ctx.by_id[r.node] : nullptr;
+      // A dangling reference (a plan built wrongly in memory) prints as one, and the
+      // parser refuses it.
+      absl::StrAppend(
+          out, i ? ", %" : "%",
+          def != nullptr && r.result < def->numResults() ? def->result(r.result)->name() : "?");
+    }
+    out->push_back(']');
+    sep = ", ";
+  }
+  if (!p.offsets.empty())
+    absl::StrAppend(out, sep, "offset=[", absl::StrJoin(p.offsets, ", "), "]");
+  out->push_back('}');
+}
+
+void appendNode(std::string* out, const Node& n, const PrintOptions& opts,
+                const PlanContext* plan = nullptr) {
   for (size_t i = 0; i < n.numResults(); ++i)
     absl::StrAppend(out, i ? ", %" : "%", n.result(i)->name());
   if (n.numResults() > 0) out->append(" = ");
@@ -40,6 +101,7 @@ void appendNode(std::string* out, const Node& n, const PrintOptions& opts) {
   if (n.device()) absl::StrAppend(out, " @", toString(*n.device()));
   for (size_t i = 0; i < n.numResults(); ++i)
     absl::StrAppend(out, i ? ", " : " : ", toString(n.result(i)->type()));
+  if (plan != nullptr) appendNodePlan(out, n, *plan);
   if (opts.locations && (!n.scope().empty() || !n.location().empty())) {
     out->append(" loc(");
     appendQuoted(out, n.scope());
@@ -62,10 +124,16 @@ void appendGraph(std::string* out, const Graph& g, const PrintOptions& opts) {
     first = false;
   }
   out->append(") {\n");
+  PlanContext ctx{.plan = g.plan()};
+  if (ctx.plan != nullptr) {
+    appendGraphPlan(out, *g.module(), *ctx.plan);
+    ctx.by_id.assign(g.idBound(), nullptr);
+    for (const auto& n : g.nodes()) ctx.by_id[n->id()] = n.get();
+  }
   for (const auto& n : g.nodes()) {
     if (n->op() == Op::kInput) continue;
     out->append("  ");
-    appendNode(out, *n, opts);
+    appendNode(out, *n, opts, ctx.plan != nullptr ? &ctx : nullptr);
     out->push_back('\n');
   }
   out->append("  return");

@@ -8,6 +8,7 @@
 #include "ir/interfaces.h"
 #include "ir/op_views.h"
 #include "ir/placement.h"
+#include "ir/plan_verifier.h"
 
 namespace tandem::ir {
 namespace {
@@ -231,6 +232,9 @@ absl::Status verifyGraph(const Graph& g) { return GraphVerifier(g).run(); }
 absl::Status verifyModule(const Module& m) {
   for (const auto& g : m.graphs())
     if (absl::Status s = verifyGraph(*g); !s.ok()) return s;
+  // The plans after the graphs: they are checked against graphs known to be sound.
+  for (const auto& g : m.graphs())
+    if (absl::Status s = verifyPlan(*g); !s.ok()) return s;
   return absl::OkStatus();
 }
 

@@ -17,6 +17,7 @@ namespace tandem::ir {
 ///    sgd_update takes an all-reduced gradient once any all_reduce exists;
 ///  - collectives span all module devices with one operand group per device; being single
 ///    nodes, they are issued in the same order on every device by construction.
+/// verifyModule also checks each graph's execution plan (ir/plan_verifier.h).
 absl::Status verifyModule(const Module& m);
 absl::Status verifyGraph(const Graph& g);
 

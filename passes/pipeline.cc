@@ -121,6 +121,9 @@ std::string defaultPipeline(const PipelineConfig& c) {
                       [](const ir::Device& d) { return d.kind == ir::DeviceKind::kCuda; }))
           ? "group-sgd-updates"
           : "",
+      // The execution plan, on the graph as it will run.
+      "assign-streams",
+      "plan-events",
       c.alignment == 64 ? std::string("plan-memory")
                         : absl::StrCat("plan-memory{alignment=", c.alignment, "}"),
   };
@@ -138,6 +141,8 @@ std::vector<std::string> defaultPassNames() {
           "dce",
           "schedule",
           "group-sgd-updates",
+          "assign-streams",
+          "plan-events",
           "plan-memory"};
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -17,7 +18,6 @@ namespace {
 using ir::deviceIndexOfValue;
 using ir::deviceOfValue;
 using ir::StreamKind;
-using ir::streamOf;
 
 int64_t alignUp(int64_t bytes, int64_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
@@ -38,7 +38,7 @@ struct Interval {
   size_t device;
   int64_t start, end;  // node positions in [0, n], both inclusive
   int64_t bytes;
-  int64_t offset = ir::MemoryPlan::kNoOffset;  // set by the replay
+  int64_t offset = ir::GraphPlan::kNoOffset;  // set by the replay
 };
 
 // Stable counting sort of `order` (indices) by key(i) in [0, bound): linear, where a
@@ -121,7 +121,8 @@ class ArenaSimulator {
 // operand and result once, plus, per collective, each device once (a collective has at
 // least one operand or result per device, so that is within the graph's size too).
 absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const ir::Graph& g,
-                                                    int64_t& steps, int64_t alignment) {
+                                                    const ir::GraphPlan& plan, int64_t& steps,
+                                                    int64_t alignment) {
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   const int64_t n = static_cast<int64_t>(g.numNodes());
   auto deviceIndex = [&](const ir::Value& v) -> absl::StatusOr<size_t> {
@@ -136,10 +137,12 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
   // sweeps index flat vectors: a hash map of users outgrows the caches at thousands of
   // devices and makes every edge a cache miss.
   std::vector<int64_t> pos(g.idBound(), 0);
+  std::vector<const ir::Node*> by_id(g.idBound(), nullptr);
   std::vector<size_t> first_value(g.idBound(), 0);
   size_t num_values = 0;
   for (int64_t i = 0; i < n; ++i) {
     pos[node(i).id()] = i;
+    by_id[node(i).id()] = &node(i);
     first_value[node(i).id()] = num_values;
     num_values += node(i).numResults();
   }
@@ -148,29 +151,41 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
   };
   steps += n;
 
-  // first_read[v]: the first compute position that reads v; n when none does.
-  std::vector<int64_t> first_read(num_values, n);
-  for (int64_t i = 0; i < n; ++i) {
-    if (streamOf(node(i)) != StreamKind::kCompute) continue;
-    for (const ir::Value* o : node(i).operands())
-      first_read[number(*o)] = std::min(first_read[number(*o)], i);
-    steps += static_cast<int64_t>(node(i).numOperands());
-  }
+  auto onComm = [&](const ir::Node& u) { return plan.of(u).stream == StreamKind::kComm; };
+  auto onCompute = [&](const ir::Node& u) { return plan.of(u).stream == StreamKind::kCompute; };
 
-  // release[c][d]: the first compute position on device d that waits for collective c or
-  // a later collective on d's comm stream; n when none does.
+  // release[c][d]: the first compute position on device d that waits for c's share on d or
+  // a later share of d's comm stream (the events of plan-events); n when none does. Each
+  // device's comm shares in issue order, released front to back as the compute stream's
+  // waits reach them.
   std::vector<std::vector<int64_t>> release(g.idBound());
-  std::vector<int64_t> earliest_wait(num_devices, n);
-  for (int64_t i = n - 1; i >= 0; --i) {
-    const ir::Node& c = node(i);
-    if (streamOf(c) != StreamKind::kComm) continue;
-    for (size_t r = 0; r < c.numResults(); ++r) {
-      auto d = deviceIndex(*c.result(r));
-      if (!d.ok()) return d.status();
-      earliest_wait[*d] = std::min(earliest_wait[*d], first_read[number(*c.result(r))]);
+  std::vector<std::vector<const ir::Node*>> comm_on(num_devices);
+  std::vector<size_t> released(num_devices, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const ir::Node& u = node(i);
+    if (onComm(u)) {
+      for (size_t d : ir::sharesOf(m, u)) comm_on[d].push_back(&u);
+      release[u.id()].assign(num_devices, n);
+      steps += static_cast<int64_t>(2 * num_devices);
+      continue;
     }
-    release[c.id()] = earliest_wait;
-    steps += static_cast<int64_t>(c.numResults() + num_devices);
+    if (!onCompute(u)) continue;
+    const size_t du = *m.deviceIndex(*u.device());
+    for (const ir::ValueRef& r : plan.of(u).waits) {
+      const ir::Node* c = r.node < by_id.size() ? by_id[r.node] : nullptr;
+      if (c == nullptr || r.result >= c->numResults())
+        return absl::FailedPreconditionError(
+            absl::StrCat("plan-memory: ", u.describe(), " waits for a value that is not in @",
+                         g.name(), " (the plan verifier names it)"));
+      if (!onComm(*c)) continue;
+      auto d = deviceIndex(*c->result(r.result));
+      if (!d.ok()) return d.status();
+      if (*d != du) continue;  // another device's stream orders nothing here
+      auto& queue = comm_on[*d];
+      while (released[*d] < queue.size() && pos[queue[released[*d]]->id()] <= pos[c->id()])
+        release[queue[released[*d]++]->id()][*d] = i;
+    }
+    steps += static_cast<int64_t>(plan.of(u).waits.size());
   }
 
   // last_use[v]: the last position v must stay intact for: its last compute reader, or for
@@ -178,14 +193,20 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
   std::vector<int64_t> last_use(num_values, 0);
   for (int64_t i = 0; i < n; ++i) {
     const ir::Node& u = node(i);
-    const bool comm = streamOf(u) == StreamKind::kComm;
+    const bool comm = onComm(u);
+    // A one-share collective (concat's gather) reads other devices' values: nothing on
+    // their streams waits for it, so those bytes stay until the step ends.
+    std::optional<size_t> only_share;
+    if (comm)
+      if (std::vector<size_t> shares = ir::sharesOf(m, u); shares.size() == 1)
+        only_share = shares[0];
     for (const ir::Value* o : u.operands()) {
       if (!inArena(*o)) continue;
       int64_t end = i;
       if (comm) {
         auto d = deviceIndex(*o);
         if (!d.ok()) return d.status();
-        end = release[u.id()][*d];
+        end = !only_share || *only_share == *d ? release[u.id()][*d] : n;
       }
       last_use[number(*o)] = std::max(last_use[number(*o)], end);
     }
@@ -199,11 +220,11 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
   std::vector<int64_t> comm_start(num_devices, 0);
   for (int64_t i = 0; i < n; ++i) {
     const ir::Node& u = node(i);
-    const bool comm = streamOf(u) == StreamKind::kComm;
+    const bool comm = onComm(u);
     if (comm) {
       std::fill(comm_start.begin(), comm_start.end(), 0);
       for (const ir::Value* o : u.operands()) {
-        if (!inArena(*o) || streamOf(*o->def()) != StreamKind::kCompute) continue;
+        if (!inArena(*o) || !onCompute(*o->def())) continue;
         auto od = deviceIndex(*o);
         if (!od.ok()) return od.status();
         comm_start[*od] = std::max(comm_start[*od], pos[o->def()->id()] + 1);
@@ -221,8 +242,15 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
                   i,
                   std::max(i, last_use[number(v)]),
                   alignUp(std::max<int64_t>(v.type().bytes(), 1), alignment)};
-      // Written by the comm stream any time after the compute work it waits for.
-      if (comm) iv.start = comm_start[*d];
+      // Written by the comm stream any time after the compute work it waits for, and
+      // possibly still being written until the compute stream waits for it (or a later
+      // comm share): a result nothing reads (a hierarchical reduction's group sum on a
+      // device that is not its group's first) must not hand its bytes to compute work
+      // before then.
+      if (comm) {
+        iv.start = comm_start[*d];
+        iv.end = std::max(iv.end, release[u.id()][*d]);
+      }
       if (returned.contains(&v)) iv.end = n;
       intervals.push_back(iv);
     }
@@ -233,13 +261,13 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
 
 // Replays the intervals in program order: at each position, free what ended before it,
 // then take what starts at it. Fills the plan's offsets and per-device sizes.
-void replay(std::vector<Interval>& intervals, const ir::Graph& g, ir::MemoryPlan& plan,
+void replay(std::vector<Interval>& intervals, const ir::Graph& g, ir::GraphPlan& plan,
             int64_t& steps) {
-  const size_t num_devices = plan.arena_bytes.size();
+  const size_t num_devices = plan.arenas.size();
   std::vector<uint32_t> order(intervals.size());
   for (uint32_t i = 0; i < order.size(); ++i) {
     order[i] = i;
-    plan.unshared_bytes[intervals[i].device] += intervals[i].bytes;
+    plan.arenas[intervals[i].device].unshared_bytes += intervals[i].bytes;
   }
   // Taken by (start, node id), given back by end; ties keep creation order.
   const size_t positions = g.numNodes() + 1;
@@ -254,15 +282,15 @@ void replay(std::vector<Interval>& intervals, const ir::Graph& g, ir::MemoryPlan
     Interval& iv = intervals[i];
     while (e < by_end.size() && intervals[by_end[e]].end < iv.start) {
       const Interval& done = intervals[by_end[e++]];
-      if (done.offset != ir::MemoryPlan::kNoOffset)
+      if (done.offset != ir::GraphPlan::kNoOffset)
         arenas[done.device].release(done.offset, done.bytes);
     }
     iv.offset = arenas[iv.device].allocate(iv.bytes);
-    plan.offsets[iv.node_id][iv.result] = iv.offset;
+    plan.nodes[iv.node_id].offsets[iv.result] = iv.offset;
   }
   for (size_t d = 0; d < num_devices; ++d) {
-    plan.arena_bytes[d] = arenas[d].top();
-    plan.live_peak_bytes[d] = arenas[d].peakLive();
+    plan.arenas[d].bytes = arenas[d].top();
+    plan.arenas[d].live_peak_bytes = arenas[d].peakLive();
   }
   // Three counting sorts, then one allocation and one release per interval.
   steps += static_cast<int64_t>(3 * intervals.size() + 2 * positions + g.idBound() +
@@ -271,33 +299,31 @@ void replay(std::vector<Interval>& intervals, const ir::Graph& g, ir::MemoryPlan
 
 }  // namespace
 
-absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& g,
-                                          PlanMemoryWork* work, int64_t alignment) {
+absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& plan,
+                        PlanMemoryWork* work, int64_t alignment) {
   int64_t steps = 0;
-  auto intervals = liveIntervals(m, g, steps, alignment);
-  if (!intervals.ok()) return intervals.status();
+  ASSIGN_OR_RETURN(std::vector<Interval> intervals, liveIntervals(m, g, plan, steps, alignment));
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
-  ir::MemoryPlan plan;
-  plan.planned_nodes = g.numNodes();
   plan.alignment = alignment;
-  plan.offsets.resize(g.idBound());
-  for (const auto& node : g.nodes())
-    plan.offsets[node->id()].assign(node->numResults(), ir::MemoryPlan::kNoOffset);
-  plan.arena_bytes.assign(num_devices, 0);
-  plan.live_peak_bytes.assign(num_devices, 0);
-  plan.unshared_bytes.assign(num_devices, 0);
-  replay(*intervals, g, plan, steps);
+  for (const auto& node : g.nodes()) {
+    ir::NodePlan& p = plan.of(*node);
+    p.offsets.clear();
+    if (node->op() != ir::Op::kInput && node->op() != ir::Op::kParam)
+      p.offsets.assign(node->numResults(), ir::GraphPlan::kNoOffset);
+  }
+  plan.arenas.assign(num_devices, {});
+  replay(intervals, g, plan, steps);
+  plan.add(ir::PlanPart::kMemory);
   if (work != nullptr) work->steps += steps;
-  return plan;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> PlanMemory::run(ir::Module& m) {
   for (const auto& g : m.graphs()) {
-    auto plan = planMemory(m, *g, nullptr, alignment_);
-    if (!plan.ok()) return plan.status();
-    g->setMemoryPlan(std::make_shared<const ir::MemoryPlan>(std::move(*plan)));
+    RETURN_IF_ERROR(ir::checkPlanFor(*g, ir::PlanPart::kEvents, "plan-events"));
+    RETURN_IF_ERROR(planMemory(m, *g, *g->mutablePlan(), nullptr, alignment_));
   }
-  return false;  // the IR itself is unchanged; the plan rides along with the graph
+  return true;
 }
 
 std::string PlanMemory::optionsText() const {

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
-#include "ir/memory_plan.h"
+#include "ir/plan.h"
 #include "passes/pass.h"
 
 namespace tandem::passes {
@@ -14,23 +14,26 @@ struct PlanMemoryWork {
   int64_t steps = 0;
 };
 
-/// Plans one graph's memory (see PlanMemory). The graph must be in issue order (after
-/// `schedule`); the module gives the device list. Adds the work done to `work` if given.
-/// Every offset is a multiple of `alignment`.
-absl::StatusOr<ir::MemoryPlan> planMemory(const ir::Module& m, const ir::Graph& g,
-                                          PlanMemoryWork* work = nullptr, int64_t alignment = 64);
+/// Plans one graph's memory (see PlanMemory) into `plan`, which holds the graph's streams
+/// and events (the graph is in issue order). Adds the work done to `work` if given. Every
+/// offset is a multiple of `alignment`.
+absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& plan,
+                        PlanMemoryWork* work = nullptr, int64_t alignment = 64);
 
 /// `plan-memory{alignment=64}`: gives every value an offset in its device's arena (a
 /// multiple of `alignment`, what the devices' backends ask for), reusing a buffer once
-/// its last reader is done, and attaches the plan to each graph (peak bytes are known
-/// before the step runs; `tandem dump --memory` prints them).
+/// its last reader is done, and completes each graph's plan with them and the arenas'
+/// sizes (peak bytes are known before the step runs; `tandem dump --format memory`
+/// prints them).
 ///
-/// Lifetimes follow the two streams per device: a compute value lives from its node to
-/// its last compute reader. A value a collective reads stays live until the first compute
-/// node of that device that waits for that collective (or a later one on the same comm
-/// stream), because the comm stream may still be reading it after the compute stream has
-/// moved on. A collective's result is live from just after the last compute node it waits
-/// for, since the comm stream may write it any time after that.
+/// Lifetimes follow the plan's streams and events (plan-events): a value read on its own
+/// device's compute stream lives from its node to its last such reader. A value a comm
+/// share reads stays live until the first compute node of its device that waits for that
+/// share or a later one of the comm stream (the events say which), because the comm
+/// stream may still be reading it after the compute stream has moved on; one read on
+/// another device's stream, until the step ends. A comm share's result is live from just
+/// after the last compute node of its device it reads from, since the comm stream may
+/// write it any time after that.
 class PlanMemory final : public Pass {
  public:
   static constexpr absl::string_view kName = "plan-memory";

@@ -3,12 +3,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/assign_streams.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
 #include "passes/fuse_conv_bn_relu.h"
 #include "passes/group_sgd_updates.h"
 #include "passes/insert_collectives.h"
 #include "passes/mixed_precision.h"
+#include "passes/plan_events.h"
 #include "passes/plan_memory.h"
 #include "passes/recompute_bn_relu.h"
 #include "passes/replicate.h"
@@ -42,6 +44,11 @@ const std::vector<PassInfo>& registeredPasses() {
       {GroupSgdUpdates::kName,
        "one sgd_update_group per device and gradient bucket: one multi-tensor launch on GPUs", "",
        GroupSgdUpdates::create},
+      {AssignStreams::kName,
+       "the execution plan begins: the stream of its device each node runs on", "",
+       AssignStreams::create},
+      {PlanEvents::kName, "the waits between streams (the runtime's events)", "",
+       PlanEvents::create},
       {PlanMemory::kName, "per-device arenas with buffers reused by liveness", "alignment=64",
        PlanMemory::create},
   };

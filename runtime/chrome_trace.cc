@@ -35,7 +35,7 @@ int64_t chromeShareBytes(const ir::Module& m, const ir::Node& n, size_t device) 
 }  // namespace
 
 std::string chromeTrace(const ir::Module& m, absl::Span<const TraceEntry> entries,
-                        absl::Span<const StreamWait> waits) {
+                        absl::Span<const ir::StreamWait> waits) {
   json events = json::array();
   for (size_t d = 0; d < m.devices().size(); ++d) {
     const int pid = static_cast<int>(d);
@@ -79,25 +79,26 @@ std::string chromeTrace(const ir::Module& m, absl::Span<const TraceEntry> entrie
   for (const TraceEntry& e : entries) {
     const int tid = chromeThreadOf(e);
     std::vector<const TraceEntry*>& list = runs[{e.node, e.device, tid}];
-    events.push_back(json{{"ph", "X"},
-                          {"name", e.prefetch ? absl::StrCat("prefetch: ", describeWork(*e.node))
-                                              : describeWork(*e.node)},
-                          {"cat", chromeStreamName(tid)},
-                          {"pid", static_cast<int>(e.device)},
-                          {"tid", tid},
-                          {"ts", us(double(e.start_ns))},
-                          {"dur", (e.end_ns - e.start_ns) / 1000.0},
-                          {"args",
-                           {{"op", std::string(e.node->opName())},
-                            {"scope", e.node->scope()},
-                            {"node", e.node->describe()},
-                            {"bytes", chromeShareBytes(m, *e.node, e.device)},
-                            {"step", list.size()}}}});
+    events.push_back(
+        json{{"ph", "X"},
+             {"name", e.prefetch ? absl::StrCat("prefetch: ", ir::describeWork(*e.node))
+                                 : ir::describeWork(*e.node)},
+             {"cat", chromeStreamName(tid)},
+             {"pid", static_cast<int>(e.device)},
+             {"tid", tid},
+             {"ts", us(double(e.start_ns))},
+             {"dur", (e.end_ns - e.start_ns) / 1000.0},
+             {"args",
+              {{"op", std::string(e.node->opName())},
+               {"scope", e.node->scope()},
+               {"node", e.node->describe()},
+               {"bytes", chromeShareBytes(m, *e.node, e.device)},
+               {"step", list.size()}}}});
     list.push_back(&e);
   }
 
   int64_t flow_id = 0;
-  for (const StreamWait& w : waits) {
+  for (const ir::StreamWait& w : waits) {
     const bool from_comm = w.from.stream == ir::StreamKind::kComm;
     const bool at_comm = w.at.stream == ir::StreamKind::kComm;
     auto producers = runs.find({w.producer, w.from.device, chromeThreadOf(from_comm)});
@@ -105,7 +106,7 @@ std::string chromeTrace(const ir::Module& m, absl::Span<const TraceEntry> entrie
     if (producers == runs.end() || consumers == runs.end()) continue;
     const size_t steps = std::min(producers->second.size(), consumers->second.size());
     const std::string name =
-        absl::StrCat("wait ", slotName(m, w.at), " after ", slotName(m, w.from));
+        absl::StrCat("wait ", ir::slotName(m, w.at), " after ", ir::slotName(m, w.from));
     for (size_t k = 0; k < steps; ++k) {
       ++flow_id;
       events.push_back(json{{"ph", "s"},

@@ -8,8 +8,8 @@
 
 #include "absl/types/span.h"
 #include "ir/ir.h"
+#include "ir/plan.h"
 #include "runtime/executor.h"
-#include "runtime/stream_waits.h"
 
 namespace tandem::runtime {
 
@@ -22,12 +22,12 @@ namespace tandem::runtime {
 /// - per entry an "X" slice (ts and dur in microseconds from the first start) named as
 ///   `tandem dump --format streams` names the work, with args op, scope, node, bytes (of
 ///   the results the share writes on its device) and step (0 for the first run traced);
-/// - per wait of `waits` (streamWaits of that graph) and run, a flow "s" inside the
+/// - per wait of `waits` (ir::streamWaits of that graph: its plan's) and run, a flow "s" inside the
 ///   producer's slice and "f" inside the consumer's (both bound to the enclosing slice),
 ///   sharing an id. A run's k-th share of a node on a stream is matched with the k-th of
 ///   the others, since the executor issues every run whole; a wait whose shares were not
 ///   both traced gets no arrow.
 std::string chromeTrace(const ir::Module& m, absl::Span<const TraceEntry> entries,
-                        absl::Span<const StreamWait> waits);
+                        absl::Span<const ir::StreamWait> waits);
 
 }  // namespace tandem::runtime

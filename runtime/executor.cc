@@ -132,8 +132,8 @@ absl::Status Executor::enqueueStep(Program& p, int slot) {
         open_group = s.group;
         if (open_group != nullptr) RETURN_IF_ERROR(open_group->groupStart());
       }
-      absl::Status launched = ins->comm ? launchCollective(n, s, slot, device, stream)
-                                        : ins->kernel->launch(stream, s.in, s.out);
+      absl::Status launched = ins->kernel == nullptr ? launchCollective(n, s, slot, device, stream)
+                                                     : ins->kernel->launch(stream, s.in, s.out);
       if (!launched.ok())
         return absl::Status(launched.code(), absl::StrCat(n.describe(), ": ", launched.message()));
       ended.push_back({&stream, &s, at});

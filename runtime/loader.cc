@@ -9,33 +9,35 @@
 #include "ir/interfaces.h"
 #include "ir/op_views.h"
 #include "ir/placement.h"
+#include "ir/plan.h"
+#include "ir/plan_verifier.h"
 #include "ir/status_macros.h"
 #include "runtime/executor.h"
-#include "runtime/stream_waits.h"
 
 namespace tandem::runtime {
 namespace {
 
 using backend::TensorView;
 
+// The plan is the compiler's; the loader only checks that it is there, fresh, sound and
+// aligned for these devices, then follows it.
 absl::Status checkPlan(const ir::Module& m, const ir::Graph& g,
                        const std::vector<std::unique_ptr<backend::Device>>& devices) {
-  const ir::MemoryPlan* plan = g.memoryPlan();
+  const ir::GraphPlan* plan = g.plan();
   if (plan == nullptr)
     return absl::FailedPreconditionError(absl::StrCat(
         "graph @", g.name(), " of module @", m.name(),
-        " has no memory plan: run plan-memory as the pipeline's last pass (the executor does not "
-        "plan memory itself)"));
-  if (plan->planned_nodes != g.numNodes() || plan->arena_bytes.size() != devices.size())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the memory plan of graph @", g.name(), " is stale (made for ", plan->planned_nodes,
-        " nodes, the graph has ", g.numNodes(), "): run plan-memory after the last rewrite"));
+        " has no execution plan: run assign-streams, plan-events and plan-memory as the "
+        "pipeline's last passes (the executor plans nothing itself)"));
+  RETURN_IF_ERROR(ir::checkPlanFor(g, ir::PlanPart::kEvents, "plan-events"));
+  RETURN_IF_ERROR(ir::checkPlanFor(g, ir::PlanPart::kMemory, "plan-memory"));
+  RETURN_IF_ERROR(ir::verifyPlan(g));
   for (size_t d = 0; d < devices.size(); ++d) {
     if (devices[d] == nullptr) continue;  // another process's
     ASSIGN_OR_RETURN(const backend::Backend* b, backend::backendFor(devices[d]->id().kind));
     if (plan->alignment % b->alignment() != 0)
       return absl::FailedPreconditionError(
-          absl::StrCat("the memory plan of graph @", g.name(), " aligns to ", plan->alignment,
+          absl::StrCat("the plan of graph @", g.name(), " aligns to ", plan->alignment,
                        " bytes but ", ir::toString(devices[d]->id()), " needs ", b->alignment(),
                        ": run plan-memory{alignment=", b->alignment(), "}"));
   }
@@ -50,7 +52,7 @@ class ProgramBuilder {
       : lm_(lm),
         m_(*lm.module),
         g_(g),
-        plan_(*g.memoryPlan()),
+        plan_(*g.plan()),
         groups_(groups),
         prefetch_inputs_(prefetch_inputs) {}
 
@@ -64,7 +66,8 @@ class ProgramBuilder {
       }
       if (!first_local_) first_local_ = d;
       RETURN_IF_ERROR(lm_.devices[d]->prepareGraph(g_));
-      ASSIGN_OR_RETURN(backend::DeviceBuffer arena, lm_.devices[d]->allocate(plan_.arena_bytes[d]));
+      ASSIGN_OR_RETURN(backend::DeviceBuffer arena,
+                       lm_.devices[d]->allocate(plan_.arenas[d].bytes));
       p_->arenas.push_back(std::move(arena));
     }
     for (const ir::Node* in : g_.inputs()) {
@@ -84,8 +87,8 @@ class ProgramBuilder {
       if (n.op() == ir::Op::kInput || n.op() == ir::Op::kParam) continue;
       auto ins = std::make_unique<Instr>();
       ins->node = &n;
-      ins->comm = ir::streamOf(n) == ir::StreamKind::kComm;
-      RETURN_IF_ERROR(ins->comm ? addCollective(n, *ins) : addCompute(n, *ins));
+      ins->comm = plan_.of(n).stream == ir::StreamKind::kComm;
+      RETURN_IF_ERROR(n.info().has(ir::kCollective) ? addCollective(n, *ins) : addCompute(n, *ins));
       instr_of_[&n] = ins.get();
       p_->instrs.push_back(std::move(ins));
     }
@@ -105,8 +108,7 @@ class ProgramBuilder {
     // Another process's value: its type only (a broadcast's root, read there).
     if (lm_.devices[*d] == nullptr) return TensorView{nullptr, v.type(), {}};
     if (ir::ParamView::is(def)) return lm_.vars.at(ir::ParamView(def).var())[*d].view(v.type());
-    int64_t off = plan_.offsets[def.id()][static_cast<size_t>(v.index())];
-    return p_->arenas[*d].view(v.type(), off);
+    return p_->arenas[*d].view(v.type(), plan_.offset(v));
   }
 
   absl::Status addCompute(const ir::Node& n, Instr& ins) {
@@ -345,15 +347,15 @@ class ProgramBuilder {
                                          : lm_.devices[device]->computeStream();
   }
 
-  // Where a value crosses streams: the producer's share records an event, the consumer's
-  // share waits for it.
+  // The plan's waits: the producer's share records an event, the consumer's share waits
+  // for it.
   absl::Status addEvents() {
     auto shareOf = [&](const ir::Node* n, size_t device) -> Share* {
       for (Share& s : instr_of_.at(n)->shares)
         if (s.device == device) return &s;
       return nullptr;
     };
-    for (const StreamWait& w : streamWaits(m_, g_)) {
+    for (const ir::StreamWait& w : ir::streamWaits(m_, g_)) {
       // Across processes the collectives themselves order the work.
       if (lm_.devices[w.from.device] == nullptr || lm_.devices[w.at.device] == nullptr) continue;
       Share* producer = shareOf(w.producer, w.from.device);
@@ -381,7 +383,7 @@ class ProgramBuilder {
       d = ir::deviceIndexOfValue(m_, *v);
       OutputCopy copy;
       copy.device = *d;
-      copy.comm = ir::streamOf(*v->def()) == ir::StreamKind::kComm;
+      copy.comm = plan_.of(*v->def()).stream == ir::StreamKind::kComm;
       ASSIGN_OR_RETURN(copy.src, viewOf(*v));
       ASSIGN_OR_RETURN(copy.host, lm_.devices[*d]->allocateHost(v->type().bytes()));
       p_->outputs.push_back(std::move(copy));
@@ -410,7 +412,7 @@ class ProgramBuilder {
   LoadedModule& lm_;
   const ir::Module& m_;
   const ir::Graph& g_;
-  const ir::MemoryPlan& plan_;
+  const ir::GraphPlan& plan_;
   std::map<std::vector<size_t>, backend::CommunicatorGroup*>& groups_;
   std::unique_ptr<Program> p_;
   absl::flat_hash_map<const ir::Value*, size_t> input_slot_;

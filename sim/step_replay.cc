@@ -4,7 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "ir/placement.h"
-#include "runtime/stream_waits.h"
+#include "ir/plan.h"
 
 namespace tandem::sim {
 
@@ -13,14 +13,14 @@ std::vector<SimOp> deviceSchedule(const ir::Module& m, const ir::Graph& g, size_
   std::vector<SimOp> ops;
   absl::flat_hash_map<const ir::Node*, size_t> index;
   for (const auto& n : g.nodes()) {
-    std::vector<size_t> shares = runtime::sharesOf(m, *n);
+    std::vector<size_t> shares = ir::sharesOf(m, *n);
     if (std::find(shares.begin(), shares.end(), device) == shares.end()) continue;
     index[n.get()] = ops.size();
-    ops.push_back({.name = runtime::describeWork(*n),
-                   .comm = ir::streamOf(*n) == ir::StreamKind::kComm,
+    ops.push_back({.name = ir::describeWork(*n),
+                   .comm = g.plan()->of(*n).stream == ir::StreamKind::kComm,
                    .seconds = cost(*n)});
   }
-  for (const runtime::StreamWait& w : runtime::streamWaits(m, g)) {
+  for (const ir::StreamWait& w : ir::streamWaits(m, g)) {
     if (w.at.device != device) continue;
     auto consumer = index.find(w.consumer);
     auto producer = index.find(w.producer);

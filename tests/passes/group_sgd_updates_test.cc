@@ -45,7 +45,7 @@ TEST(GroupSgdUpdates, Resnet18GetsOneGroupPerDeviceAndBucket) {
   config.bucket_mb = 8;
   config.group_updates = true;
   const std::string pipeline = passes::defaultPipeline(config);
-  ASSERT_THAT(pipeline, HasSubstr(",schedule,group-sgd-updates,plan-memory"));
+  ASSERT_THAT(pipeline, HasSubstr(",schedule,group-sgd-updates,assign-streams,"));
   ASSERT_TRUE(runPipeline(*m, pipeline).ok());
   const ir::Graph& g = *m->graph(ir::kTrainGraph);
 

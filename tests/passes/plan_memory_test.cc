@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ir/placement.h"
+#include "ir/plan.h"
 #include "tests/passes/pass_test_util.h"
 
 namespace tandem::testing {
@@ -10,7 +11,7 @@ namespace {
 
 constexpr char kPipeline[] =
     "autodiff{lr=0.1},replicate{devices=[cpu:0,cpu:1]},insert-collectives{bucket-mb=0.05,"
-    "first-bucket-mb=0.01},dce,schedule,plan-memory";
+    "first-bucket-mb=0.01},dce,schedule,assign-streams,plan-events,plan-memory";
 
 struct Placed {
   const ir::Value* value;
@@ -21,15 +22,15 @@ struct Placed {
 
 // Every arena value with its offset and its plain (compute-order) lifetime.
 std::vector<Placed> placed(const ir::Module& m, const ir::Graph& g) {
-  const ir::MemoryPlan& plan = *g.memoryPlan();
+  const ir::GraphPlan& plan = *g.plan();
   std::vector<int64_t> pos(g.idBound());
   for (size_t i = 0; i < g.numNodes(); ++i) pos[g.nodes()[i]->id()] = static_cast<int64_t>(i);
   auto users = g.users();
   std::vector<Placed> out;
   for (const auto& n : g.nodes())
     for (size_t r = 0; r < n->numResults(); ++r) {
-      int64_t off = plan.offsets[n->id()][r];
-      if (off == ir::MemoryPlan::kNoOffset) continue;
+      int64_t off = plan.offset(*n->result(r));
+      if (off == ir::GraphPlan::kNoOffset) continue;
       const ir::Value* v = n->result(r);
       Placed p{v,
                *m.deviceIndex(ir::deviceOfValue(*v)),
@@ -52,16 +53,16 @@ TEST(PlanMemory, EveryArenaValueIsPlacedInsideItsArena) {
   auto m = buildZooModel("lenet", 64);
   ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
   for (const auto& g : m->graphs()) {
-    ASSERT_NE(g->memoryPlan(), nullptr) << g->name();
-    const ir::MemoryPlan& plan = *g->memoryPlan();
+    ASSERT_NE(g->plan(), nullptr) << g->name();
+    const ir::GraphPlan& plan = *g->plan();
     for (const Placed& p : placed(*m, *g)) {
       EXPECT_EQ(p.offset % 64, 0) << p.value->name();
-      EXPECT_LE(p.offset + p.bytes, plan.arena_bytes[p.device]) << p.value->name();
+      EXPECT_LE(p.offset + p.bytes, plan.arenas[p.device].bytes) << p.value->name();
     }
     for (const auto& n : g->nodes()) {
       bool host_or_var = n->op() == ir::Op::kInput || n->op() == ir::Op::kParam;
       for (size_t r = 0; r < n->numResults(); ++r)
-        EXPECT_EQ(plan.offsets[n->id()][r] == ir::MemoryPlan::kNoOffset, host_or_var)
+        EXPECT_EQ(plan.offset(*n->result(r)) == ir::GraphPlan::kNoOffset, host_or_var)
             << n->result(r)->name();
     }
   }
@@ -118,25 +119,25 @@ TEST(PlanMemory, ReducedGradientsStayLiveUntilTheUpdatesWait) {
 TEST(PlanMemory, ReuseMakesTheArenaSmallerThanTheSumOfItsValues) {
   auto m = buildZooModel("resnet18", 32);
   ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
-  const ir::MemoryPlan& plan = *m->graph(ir::kTrainGraph)->memoryPlan();
-  ASSERT_EQ(plan.arena_bytes.size(), 2u);
-  for (size_t d = 0; d < 2; ++d) {
-    EXPECT_GE(plan.arena_bytes[d], plan.live_peak_bytes[d]);
-    EXPECT_LT(plan.arena_bytes[d], plan.unshared_bytes[d] / 2);
+  const ir::GraphPlan& plan = *m->graph(ir::kTrainGraph)->plan();
+  ASSERT_EQ(plan.arenas.size(), 2u);
+  for (const ir::ArenaPlan& a : plan.arenas) {
+    EXPECT_GE(a.bytes, a.live_peak_bytes);
+    EXPECT_LT(a.bytes, a.unshared_bytes / 2);
     // Fragmentation stays modest: within 25% of what is live at the peak.
-    EXPECT_LE(plan.arena_bytes[d], plan.live_peak_bytes[d] * 5 / 4);
+    EXPECT_LE(a.bytes, a.live_peak_bytes * 5 / 4);
   }
 }
 
 TEST(PlanMemory, AnyRewriteDropsThePlan) {
   auto m = buildZooModel("lenet", 64);
   ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
-  ASSERT_NE(m->graph(ir::kEvalGraph)->memoryPlan(), nullptr);
+  ASSERT_NE(m->graph(ir::kEvalGraph)->plan(), nullptr);
   auto clone = m->clone();
-  EXPECT_NE(clone->graph(ir::kEvalGraph)->memoryPlan(), nullptr);
+  EXPECT_NE(clone->graph(ir::kEvalGraph)->plan(), nullptr);
   ASSERT_TRUE(runPipeline(*m, "dce").ok());  // eraseIf runs even when nothing dies
   m->graph(ir::kEvalGraph)->eraseIf([](const ir::Node&) { return false; });
-  EXPECT_EQ(m->graph(ir::kEvalGraph)->memoryPlan(), nullptr);
+  EXPECT_EQ(m->graph(ir::kEvalGraph)->plan(), nullptr);
 }
 
 // Not a timing test: planMemory counts its steps, and per node, operand and result they
@@ -148,14 +149,15 @@ TEST(PlanMemory, WorkGrowsWithTheGraphNotWithDevicesSquared) {
   for (int devices : {8, 64, 512}) {
     auto m = buildZooModel("lenet", 512);
     ASSERT_TRUE(runPipeline(*m, absl::StrCat("autodiff{lr=0.1},replicate{devices=", devices,
-                                             "},insert-collectives,dce,schedule"))
+                                             "},insert-collectives,dce,schedule,assign-streams,"
+                                             "plan-events"))
                     .ok());
     int64_t size = 0;
     passes::PlanMemoryWork work;
     for (const auto& g : m->graphs()) {
       for (const auto& n : g->nodes())
         size += static_cast<int64_t>(1 + n->numOperands() + n->numResults());
-      ASSERT_TRUE(passes::planMemory(*m, *g, &work).ok());
+      ASSERT_TRUE(passes::planMemory(*m, *g, *g->mutablePlan(), &work).ok());
     }
     double ratio = static_cast<double>(work.steps) / static_cast<double>(size);
     if (first_ratio == 0) first_ratio = ratio;

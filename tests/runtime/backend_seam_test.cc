@@ -9,11 +9,12 @@
 #include "absl/strings/match.h"
 #include "backend/backend.h"
 #include "frontend/zoo/zoo.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/plan.h"
 #include "runtime/chrome_trace.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/executor.h"
-#include "runtime/stream_waits.h"
 #include "runtime/trainer.h"
 #include "tests/runtime/recording_backend.h"
 #include "tests/runtime/runtime_test_util.h"
@@ -54,7 +55,7 @@ TEST(BackendSeam, TheExecutorRunsOnARecordingBackendAsDumpSaysItWould) {
 
   auto module = lenetOn(2, 0.2);
   ASSERT_NE(module, nullptr);
-  const std::string expected = runtime::printStreams(*module, *module->graph(ir::kTrainGraph));
+  const std::string expected = ir::printStreams(*module, *module->graph(ir::kTrainGraph));
   ASSERT_NE(expected.find("    wait cpu:1/compute after "), std::string::npos) << expected;
   size_t compute_nodes = 0;
   for (const auto& g : module->graphs())
@@ -65,7 +66,7 @@ TEST(BackendSeam, TheExecutorRunsOnARecordingBackendAsDumpSaysItWould) {
   auto ex = runtime::Executor::create(std::move(module));
   ASSERT_TRUE(ex.ok()) << ex.status();
   (*ex)->setBeforeNodeHook(
-      [&](const ir::Node& n, size_t) { recorder.setLabel(runtime::describeWork(n)); });
+      [&](const ir::Node& n, size_t) { recorder.setLabel(ir::describeWork(n)); });
   EXPECT_EQ(recorder.counter("makeKernel"), static_cast<int>(compute_nodes));
   EXPECT_EQ(recorder.counter("createCommunicators"), 1);  // one group: both devices
 
@@ -139,12 +140,12 @@ TEST(BackendSeam, TheNextBatchIsCopiedInOnThePrefetchStreamsWhileTheStepRuns) {
   auto ex = runtime::Executor::create(lenetOn(2, 0.2));
   ASSERT_TRUE(ex.ok()) << ex.status();
   (*ex)->setBeforeNodeHook(
-      [&](const ir::Node& n, size_t) { recorder.setLabel(runtime::describeWork(n)); });
+      [&](const ir::Node& n, size_t) { recorder.setLabel(ir::describeWork(n)); });
   ASSERT_TRUE((*ex)->run(ir::kInitGraph, {}).ok());
   const ir::Module& m = (*ex)->module();
   std::vector<std::string> splits;  // how the streams name the images' and labels' splits
   for (const auto& n : m.graph(ir::kTrainGraph)->nodes())
-    if (n->op() == ir::Op::kSplit) splits.push_back(runtime::describeWork(*n));
+    if (n->op() == ir::Op::kSplit) splits.push_back(ir::describeWork(*n));
   ASSERT_EQ(splits.size(), 2u);
   recorder.clear();
 
@@ -384,7 +385,7 @@ TEST(BackendSeam, PrefetchCopiesAreTracedOnTheirStream) {
   EXPECT_EQ(copies[1], 2);
   const ir::Module& m = (*ex)->module();
   const std::string json =
-      runtime::chromeTrace(m, trace, runtime::streamWaits(m, *m.graph(ir::kTrainGraph)));
+      runtime::chromeTrace(m, trace, ir::streamWaits(m, *m.graph(ir::kTrainGraph)));
   EXPECT_TRUE(absl::StrContains(json, R"("args":{"name":"prefetch"})")) << json.substr(0, 2000);
   EXPECT_TRUE(absl::StrContains(json, R"("name":"prefetch: split)")) << json.substr(0, 2000);
 }
@@ -405,7 +406,7 @@ TEST(BackendSeam, AMissingBackendIsNamed) {
   auto m = buildZooModel("lenet", 8);
   ASSERT_TRUE(runPipeline(*m,
                           "autodiff,replicate{devices=[cuda:0]},insert-collectives,dce,schedule,"
-                          "plan-memory")
+                          "assign-streams,plan-events,plan-memory")
                   .ok());
   auto ex = runtime::Executor::create(std::move(m));
   if (backend::backendFor(ir::DeviceKind::kCuda).ok()) {
@@ -421,17 +422,29 @@ TEST(BackendSeam, AMissingBackendIsNamed) {
             "CUDA build needs)");
 }
 
-// The executor never plans memory itself: a plan missing or made before the last rewrite
-// is an error naming the graph.
-TEST(BackendSeam, AMissingOrStaleMemoryPlanIsAnError) {
+// The executor plans nothing itself: a plan missing, or made before the last rewrite, is
+// an error naming the graph.
+TEST(BackendSeam, AMissingOrStalePlanIsAnError) {
   auto m = buildZooModel("lenet", 8);
   ASSERT_TRUE(
       runPipeline(*m, "autodiff,replicate{devices=2},insert-collectives,dce,schedule").ok());
+  auto planned = m->clone();
   auto ex = runtime::Executor::create(std::move(m));
   ASSERT_FALSE(ex.ok());
   EXPECT_EQ(ex.status().message(),
-            "graph @init of module @lenet has no memory plan: run plan-memory as the pipeline's "
-            "last pass (the executor does not plan memory itself)");
+            "graph @init of module @lenet has no execution plan: run assign-streams, plan-events "
+            "and plan-memory as the pipeline's last passes (the executor plans nothing itself)");
+
+  ASSERT_TRUE(runPipeline(*planned, "assign-streams,plan-events,plan-memory").ok());
+  // A rewrite that keeps the node list (so the plan stays attached) but changes what runs.
+  for (const auto& n : planned->graph(ir::kTrainGraph)->nodes())
+    if (n->op() == ir::Op::kSgdUpdate) n->setAttr("lr", 0.5);
+  ex = runtime::Executor::create(std::move(planned));
+  ASSERT_FALSE(ex.ok());
+  EXPECT_THAT(
+      std::string(ex.status().message()),
+      ::testing::MatchesRegex("the plan of graph @train_step is stale: it was made for "
+                              "fingerprint [0-9a-f]{16}, the graph now has [0-9a-f]{16} .*"));
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
 #include <tuple>
 
 #include "gtest/gtest.h"
+#include "ir/plan.h"
 #include "nlohmann/json.hpp"
-#include "runtime/stream_waits.h"
 #include "tests/runtime/runtime_test_util.h"
 
 namespace tandem::testing {
@@ -45,7 +45,7 @@ std::set<int64_t> earlyBuckets(const ir::Module& m, size_t device) {
   const ir::Node* last = lastBackwardOn(m, device);
   for (const auto& n : m.graph(ir::kTrainGraph)->nodes()) {
     if (n->op() != ir::Op::kAllReduce) continue;
-    for (const ir::Value* v : runtime::readsOf(m, *n, device))
+    for (const ir::Value* v : ir::readsOf(m, *n, device))
       if (v->def() == last) return out;
     out.insert(n->intAttr("bucket"));
   }
@@ -95,7 +95,7 @@ Traced traceSteps() {
     EXPECT_TRUE(trainer.trainStep(b.view()).ok());
   std::vector<runtime::TraceEntry> entries = trainer.executor().takeTrace();
   std::string text =
-      runtime::chromeTrace(m, entries, runtime::streamWaits(m, *m.graph(ir::kTrainGraph)));
+      runtime::chromeTrace(m, entries, ir::streamWaits(m, *m.graph(ir::kTrainGraph)));
   out.trace = json::parse(text, nullptr, /*allow_exceptions=*/false);
   EXPECT_FALSE(out.trace.is_discarded()) << "not JSON: " << text.substr(0, 300);
   return out;
@@ -148,7 +148,7 @@ TEST(ChromeTrace, EveryShareOncePerStep) {
   size_t shares = 0;
   for (const auto& n : m.graph(ir::kTrainGraph)->nodes()) {
     const int tid = ir::streamOf(*n) == ir::StreamKind::kComm ? 1 : 0;
-    for (size_t d : runtime::sharesOf(m, *n))
+    for (size_t d : ir::sharesOf(m, *n))
       for (int step = 0; step < kSteps; ++step) {
         ++shares;
         auto it = seen.find({n->describe(), static_cast<int>(d), tid, step});
@@ -206,7 +206,7 @@ TEST(ChromeTrace, WaitsAreFlowArrowsBetweenTheirSlices) {
   Traced t = traceSteps();
   ASSERT_TRUE(t.trace.is_object());
   const ir::Module& m = t.trainer->executor().module();
-  auto waits = runtime::streamWaits(m, *m.graph(ir::kTrainGraph));
+  auto waits = ir::streamWaits(m, *m.graph(ir::kTrainGraph));
   std::map<int64_t, json> starts, finishes;
   for (const json& e : eventsWithPhase(t.trace, "s")) starts[e["id"]] = e;
   for (const json& e : eventsWithPhase(t.trace, "f")) finishes[e["id"]] = e;

@@ -139,7 +139,7 @@ graph @step(%x: f32[3,2]) {
 )";
   auto m = ir::parseModule(kText, "gather.tir");
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_TRUE(runPipeline(**m, "schedule,plan-memory").ok());
+  ASSERT_TRUE(runPipeline(**m, "schedule,assign-streams,plan-events,plan-memory").ok());
   auto ex = runtime::Executor::create(*std::move(m));
   ASSERT_TRUE(ex.ok()) << ex.status();
   float x[6] = {1, -2, -3, 4, 5, -6};

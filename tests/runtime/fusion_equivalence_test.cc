@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_info.h"
 #include "backend/cpu/layout_plan.h"
 #include "gtest/gtest.h"
+#include "ir/plan.h"
 #include "tests/runtime/runtime_test_util.h"
 
 namespace tandem::testing {
@@ -248,12 +249,12 @@ TEST(Fusion, FusedStepNeedsLessActivationMemory) {
   o.fuse = false;
   auto unfused = makeTrainer(*zoo::modelByName("resnet18"), o);
   ASSERT_TRUE(fused.ok() && unfused.ok());
-  const ir::MemoryPlan* pf = (*fused)->executor().module().graph(ir::kTrainGraph)->memoryPlan();
-  const ir::MemoryPlan* pu = (*unfused)->executor().module().graph(ir::kTrainGraph)->memoryPlan();
+  const ir::GraphPlan* pf = (*fused)->executor().module().graph(ir::kTrainGraph)->plan();
+  const ir::GraphPlan* pu = (*unfused)->executor().module().graph(ir::kTrainGraph)->plan();
   ASSERT_TRUE(pf && pu);
-  EXPECT_LT(pf->live_peak_bytes[0], pu->live_peak_bytes[0] * 0.85);
-  RecordProperty("fused_peak_bytes", std::to_string(pf->live_peak_bytes[0]));
-  RecordProperty("unfused_peak_bytes", std::to_string(pu->live_peak_bytes[0]));
+  EXPECT_LT(pf->arenas[0].live_peak_bytes, pu->arenas[0].live_peak_bytes * 0.85);
+  RecordProperty("fused_peak_bytes", std::to_string(pf->arenas[0].live_peak_bytes));
+  RecordProperty("unfused_peak_bytes", std::to_string(pu->arenas[0].live_peak_bytes));
 }
 
 }  // namespace

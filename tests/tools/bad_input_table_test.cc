@@ -233,7 +233,7 @@ TEST_F(BadInputTable, DumpOutputSelection) {
       {{"dump", "--model", "lenet", "--after", "frobnicate"},
        "--after: 'frobnicate' is not a pass of the default pipeline (autodiff, "
        "fuse-conv-bn-relu, replicate, insert-collectives, recompute-bn-relu, dce, schedule, "
-       "plan-memory, or none)"},
+       "assign-streams, plan-events, plan-memory, or none)"},
       {{"dump", "--model", "lenet", "--format", "xml"},
        "--format: unknown format 'xml' (expected text, dot, summary, streams, memory)"},
       {{"dump", "--model", "lenet", "--graph", "backward"},
@@ -301,7 +301,7 @@ TEST_F(BadInputTable, OptFiles) {
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
        "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, fuse-conv-bn-relu, "
        "replicate, insert-collectives, recompute-bn-relu, dce, schedule, group-sgd-updates, "
-       "plan-memory)"},
+       "assign-streams, plan-events, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
       {{"opt", "$TMP/good.tir", "--print-after", "dce"},

@@ -167,7 +167,7 @@ TEST(DumpTest, LogicalDevicesOnOneGpu) {
   std::string text = runOk(
       {"dump", "--model", "lenet", "--devices", "cuda:0,cuda:0", "--batch", "64", "--canonical"});
   EXPECT_THAT(text, StartsWith("module @lenet devices=[cuda:0, cuda:0.1] {"));
-  EXPECT_THAT(text, AllOf(HasSubstr(") {lr=0.1, momentum=0.9, weight_decay=0} @cuda:0.1\n"),
+  EXPECT_THAT(text, AllOf(HasSubstr(") {lr=0.1, momentum=0.9, weight_decay=0} @cuda:0.1 plan{"),
                           HasSubstr("devices=[cuda:0, cuda:0.1]}")));
   EXPECT_EQ(runOk({"opt", "-", "--canonical"}, text), text);
 }

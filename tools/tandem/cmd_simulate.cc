@@ -16,8 +16,8 @@
 #include "ir/interfaces.h"
 #include "ir/placement.h"
 #include "ir/status_macros.h"
+#include "runtime/measure_step.h"
 #include "sim/cost_model.h"
-#include "sim/cpu_costs.h"
 #include "sim/event_sim.h"
 #include "sim/gpu_specs.h"
 #include "sim/roofline.h"
@@ -128,7 +128,8 @@ struct Setting {
 absl::StatusOr<std::vector<Row>> predictRoofline(const SimulateFlags& f, ModelFlags mf,
                                                  const std::vector<int64_t>& counts,
                                                  const Setting& s) {
-  // Moved in: assigning the literal in place trips a false -Wrestrict of GCC 12 here.
+  // (A std::string, not a literal: GCC 12's -Wrestrict misfires on a literal assigned
+  // here, its bug 105329.)
   mf.devices = std::string("2");
   mf.batch = 2 * f.batch_per_device;
   ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
@@ -163,8 +164,8 @@ absl::StatusOr<std::vector<Row>> predictCpu(const SimulateFlags& f, ModelFlags m
     ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
     ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
                      driver::compileModel(choice.spec, choice.compile));
-    ASSIGN_OR_RETURN(sim::CpuMeasurement measured,
-                     sim::measureCpuStep(std::move(m), kCpuWarmupSteps, f.measure_steps));
+    ASSIGN_OR_RETURN(runtime::StepMeasurement measured,
+                     runtime::measureStep(std::move(m), kCpuWarmupSteps, f.measure_steps));
     const ir::Module& module = measured.executor->module();
     const std::vector<double>& times = measured.node_seconds;
     auto cost = [&times](const ir::Node& n) { return times[n.id()]; };
@@ -236,7 +237,7 @@ absl::Status runSimulate(const SimulateFlags& f) {
   }
   // The model and its settings are checked once, before any work.
   ModelFlags mf = f.model;
-  mf.devices = std::string("1");  // moved in, as in predictRoofline
+  mf.devices = std::string("1");
   mf.batch = f.batch_per_device;
   RETURN_IF_ERROR(resolveModelFlags(mf, /*for_training=*/false).status());
 

@@ -31,6 +31,7 @@
 #include "tools/driver/compile.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
+#include "tools/tandem/module_file.h"
 #include "tools/tandem/output_file.h"
 #include "tools/tandem/plot.h"
 #include "tools/tandem/progress.h"
@@ -237,6 +238,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   if (choice->auto_split && f.trace)
     return absl::InvalidArgumentError(
         "--trace: cannot go with --split auto (it traces the steps it measures itself)");
+  if (choice->auto_split && f.module)
+    return absl::InvalidArgumentError(
+        "--module: cannot go with --split auto (it recompiles the step it re-plans)");
   if (f.trace_steps && !f.trace)
     return absl::InvalidArgumentError("--trace-steps: goes with --trace FILE (which is not given)");
   if (f.checkpoint_every && !f.checkpoint && !f.resume)
@@ -335,6 +339,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   if (stop.requested()) return stoppedBeforeTraining();
   auto module = driver::compileModel(choice->spec, choice->compile);
   if (!module.ok()) return module.status();
+  if (f.module) {
+    ASSIGN_OR_RETURN(*module, readModuleToTrain(*f.module, **module));
+  }
   const std::string header = runHeader(f, *choice, **module, train->count, test->count);
   auto trainer =
       runtime::Trainer::create(std::move(*module), {.seed = f.seed,

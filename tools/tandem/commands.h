@@ -107,6 +107,9 @@ struct TrainFlags {
   /// --collective-timeout: seconds a rank of a multi-process run waits in one collective
   /// before it says where and stops every rank (a rank that died or stalls).
   double collective_timeout = 60;
+  /// --module: train this compiled module (textual IR with its execution plan) instead of
+  /// the one the model flags compile to; it must be that module's kind (module_file.h).
+  std::optional<std::string> module;
 };
 
 /// Flags of `tandem plot`.

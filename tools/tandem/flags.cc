@@ -246,6 +246,11 @@ void addTrain(CLI::App& app, TrainFlags& f) {
   cmd->add_flag("--no-tf32", f.no_tf32,
                 "On GPUs, keep f32 convolutions and matrix products in full f32 (by default "
                 "tensor cores may round their inputs to TF32, relative error ~1e-3)");
+  cmd->add_option("--module", f.module,
+                  "Train the compiled module in this IR file (tandem dump's text, its execution "
+                  "plan included, possibly edited or run through tandem opt) instead of "
+                  "compiling --model; it must have the devices and batch the flags give")
+      ->type_name("FILE.tir");
   cmd->add_flag("--no-cuda-graphs", f.no_cuda_graphs,
                 "On GPUs, enqueue every step kernel by kernel (by default each graph's step is "
                 "recorded as a CUDA graph after two steps and replayed with one launch)");

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/interfaces.h"
 #include "ir/op_views.h"
+#include "ir/plan.h"
 
 namespace tandem::tools {
 namespace {
@@ -89,14 +90,14 @@ std::string memoryReport(const ir::Module& m, const ir::Graph* only) {
                                     "live peak", "no reuse");
   for (const auto& g : m.graphs()) {
     if (only != nullptr && only != g.get()) continue;
-    const ir::MemoryPlan* plan = g->memoryPlan();
+    const ir::GraphPlan* plan = g->plan();
     if (plan == nullptr) continue;  // callers check first; nothing to show
-    for (size_t d = 0; d < plan->arena_bytes.size(); ++d)
-      absl::StrAppend(&out,
-                      absl::StrFormat("%-12s %-8s %12s %12s %12s\n", g->name(),
-                                      m.isReplicated() ? ir::toString(m.devices()[d]) : "-",
-                                      mib(plan->arena_bytes[d]), mib(plan->live_peak_bytes[d]),
-                                      mib(plan->unshared_bytes[d])));
+    for (size_t d = 0; d < plan->arenas.size(); ++d)
+      absl::StrAppend(
+          &out, absl::StrFormat("%-12s %-8s %12s %12s %12s\n", g->name(),
+                                m.isReplicated() ? ir::toString(m.devices()[d]) : "-",
+                                mib(plan->arenas[d].bytes), mib(plan->arenas[d].live_peak_bytes),
+                                mib(plan->arenas[d].unshared_bytes)));
   }
   return out;
 }

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ir/plan.h"
 #include "ir/status_macros.h"
 #include "runtime/chrome_trace.h"
-#include "runtime/stream_waits.h"
 
 namespace tandem::tools {
 
@@ -53,8 +53,8 @@ absl::Status TraceFile::finish(const ir::Module& m) {
 
 absl::Status TraceFile::write(const ir::Module& m) {
   written_ = true;
-  RETURN_IF_ERROR(file_.write(
-      runtime::chromeTrace(m, kept_, runtime::streamWaits(m, *m.graph(ir::kTrainGraph)))));
+  RETURN_IF_ERROR(
+      file_.write(runtime::chromeTrace(m, kept_, ir::streamWaits(m, *m.graph(ir::kTrainGraph)))));
   kept_.clear();
   kept_.shrink_to_fit();
   return file_.close();

@@ -1,9 +1,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/dot_views.h"
+#include "ir/plan.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
-#include "runtime/stream_waits.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/output_file.h"
 #include "tools/tandem/summary.h"
@@ -79,10 +79,16 @@ absl::Status writeModule(const ir::Module& m, const OutputFlags& f) {
           "--format streams needs a replicated module (run replicate)");
     if (g == nullptr) g = m.graph(ir::kTrainGraph);
     if (g == nullptr) return absl::InvalidArgumentError("--format streams needs --graph NAME");
-    text = runtime::printStreams(m, *g);
+    if (g->plan() == nullptr || !g->plan()->has(ir::PlanPart::kEvents))
+      return absl::InvalidArgumentError(
+          absl::StrCat("--format streams: graph @", g->name(),
+                       " has no events in its plan (assign-streams and plan-events have not "
+                       "run over it)"));
+    text = ir::printStreams(m, *g);
   } else {  // memory
     for (const auto& graph : m.graphs())
-      if ((g == nullptr || g == graph.get()) && graph->memoryPlan() == nullptr)
+      if ((g == nullptr || g == graph.get()) &&
+          (graph->plan() == nullptr || !graph->plan()->has(ir::PlanPart::kMemory)))
         return absl::InvalidArgumentError(
             absl::StrCat("--format memory: graph @", graph->name(),
                          " has no memory plan (plan-memory has not run over it)"));

@@ -1,0 +1,202 @@
+#include "ir/plan.h"
+
+#include <bit>
+#include <cstring>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ir/op_views.h"
+
+namespace tandem::ir {
+namespace {
+
+// A 64-bit hash over 8-byte words: multiply-rotate mixing with a splitmix64 finish. Not a
+// library's: absl::Hash is seeded per process (a printed fingerprint must read back the
+// same in another one), and zlib's crc32 is 32 bits and byte-at-a-time, slow on the
+// millions of nodes of a 4096-device module.
+class Hasher {
+ public:
+  void word(uint64_t w) {
+    h_ ^= w * 0x9e3779b97f4a7c15ull;
+    h_ = std::rotl(h_, 29) * 0xbf58476d1ce4e5b9ull;
+  }
+  void text(absl::string_view s) {
+    word(s.size());
+    for (size_t i = 0; i < s.size(); i += 8) {
+      uint64_t w = 0;
+      std::memcpy(&w, s.data() + i, std::min<size_t>(8, s.size() - i));
+      word(w);
+    }
+  }
+  uint64_t value() const {
+    uint64_t z = h_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  uint64_t h_ = 0x6a09e667f3bcc908ull;
+};
+
+constexpr uint64_t kNowhere = ~uint64_t{0};
+
+}  // namespace
+
+int64_t GraphPlan::offset(const Value& v) const {
+  const NodePlan& p = nodes[v.def()->id()];
+  const size_t r = static_cast<size_t>(v.index());
+  return r < p.offsets.size() ? p.offsets[r] : kNoOffset;
+}
+
+uint64_t graphFingerprint(const Graph& g) {
+  const Module& m = *g.module();
+  Hasher h;
+  h.word(m.devices().size());
+  for (const Device& d : m.devices()) h.text(toString(d));
+  auto device = [&](const Device& d) -> uint64_t {
+    std::optional<size_t> i = m.deviceIndex(d);
+    return i ? *i : kNowhere;
+  };
+  std::vector<uint32_t> position(g.idBound(), 0);
+  for (size_t i = 0; i < g.numNodes(); ++i) position[g.nodes()[i]->id()] = static_cast<uint32_t>(i);
+  auto ref = [&](const Value& v) {
+    return (uint64_t{position[v.def()->id()]} << 32) | static_cast<uint32_t>(v.index());
+  };
+  // Ops, dtypes and attributes by the words the text spells them with, not by enum
+  // values: a fingerprint printed in a file stays valid when the op table grows.
+  h.word(g.numNodes());
+  for (const auto& node : g.nodes()) {
+    const Node& n = *node;
+    h.text(n.opName());
+    h.word(n.device() ? device(*n.device()) : kNowhere);
+    h.word(n.numOperands());
+    for (const Value* v : n.operands()) h.word(ref(*v));
+    h.word(n.numResults());
+    for (size_t r = 0; r < n.numResults(); ++r) {
+      const TensorType& t = n.result(r)->type();
+      h.text(dtypeName(t.dtype));
+      h.word(t.shape.size());
+      for (int64_t d : t.shape) h.word(static_cast<uint64_t>(d));
+    }
+    h.word(n.attrs().size());
+    for (const AttrValue& a : n.attrs()) {
+      // Device lists (thousands of devices on a collective) by module position; the rest
+      // as printed.
+      if (const auto* devices = std::get_if<std::vector<Device>>(&a)) {
+        h.word(devices->size());
+        for (const Device& d : *devices) h.word(device(d));
+      } else {
+        h.text(toString(a));
+      }
+    }
+  }
+  h.word(g.outputs().size());
+  for (const Value* v : g.outputs()) h.word(ref(*v));
+  return h.value();
+}
+
+absl::Status checkPlanFor(const Graph& g, PlanPart part, absl::string_view pass) {
+  const GraphPlan* plan = g.plan();
+  const char* what = part == PlanPart::kStreams  ? "streams"
+                     : part == PlanPart::kEvents ? "events"
+                                                 : "memory";
+  if (plan == nullptr || !plan->has(part))
+    return absl::FailedPreconditionError(
+        absl::StrCat("graph @", g.name(), " has no ", what, " in its plan: run ", pass, " first"));
+  if (const uint64_t now = graphFingerprint(g); now != plan->fingerprint)
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the plan of graph @%s is stale: it was made for fingerprint %016x, the graph now has "
+        "%016x (it changed after the plan was made): run assign-streams and the plan passes "
+        "after the last rewrite",
+        g.name(), plan->fingerprint, now));
+  return absl::OkStatus();
+}
+
+std::vector<StreamWait> streamWaits(const Module& m, const Graph& g) {
+  std::vector<StreamWait> out;
+  const GraphPlan* plan = g.plan();
+  if (plan == nullptr || !plan->has(PlanPart::kEvents)) return out;
+  std::vector<const Node*> by_id(g.idBound(), nullptr);
+  for (const auto& n : g.nodes()) by_id[n->id()] = n.get();
+  // Which devices run a share of the node at hand: one sweep per node, so that a
+  // collective over thousands of devices resolves each of its waits in O(1).
+  std::vector<bool> runs(m.devices().size(), false);
+  for (const auto& node : g.nodes()) {
+    const NodePlan& p = plan->of(*node);
+    if (p.waits.empty()) continue;
+    std::vector<size_t> shares = sharesOf(m, *node);
+    for (size_t d : shares) runs[d] = true;
+    for (const ValueRef& r : p.waits) {
+      const Node* producer = r.node < by_id.size() ? by_id[r.node] : nullptr;
+      if (producer == nullptr || r.result >= producer->numResults()) continue;
+      std::optional<size_t> from = deviceIndexOfValue(m, *producer->result(r.result));
+      if (!from) continue;
+      std::optional<size_t> at = shares.size() == 1
+                                     ? std::optional<size_t>(shares[0])
+                                     : (runs[*from] ? from : std::optional<size_t>());
+      if (!at) continue;
+      const NodePlan& q = plan->of(*producer);
+      if (!p.stream || !q.stream) continue;
+      out.push_back({node.get(), {*at, *p.stream}, producer, {*from, *q.stream}});
+    }
+    for (size_t d : shares) runs[d] = false;
+  }
+  return out;
+}
+
+std::string describeWork(const Node& n) {
+  std::string what(n.opName());
+  if (AllReduceView::is(n)) {
+    absl::StrAppend(&what, " bucket ", AllReduceView(n).bucket());
+  } else if (streamOf(n) == StreamKind::kComm) {
+    absl::StrAppend(&what, " %", n.operand(0)->name());
+  } else if (n.numResults() > 0) {
+    absl::StrAppend(&what, " -> %", n.result(0)->name());
+  } else if (n.numOperands() > 0) {
+    absl::StrAppend(&what, " %", n.operand(0)->name());
+  }
+  return what;
+}
+
+absl::string_view streamName(StreamKind s) { return s == StreamKind::kComm ? "comm" : "compute"; }
+
+std::string slotName(const Module& m, const StreamSlot& s) {
+  return absl::StrCat(toString(m.devices()[s.device]), "/", streamName(s.stream));
+}
+
+std::string printStreams(const Module& m, const Graph& g) {
+  // Dense number of a stream: two per device.
+  auto slotIndex = [](const StreamSlot& s) {
+    return s.device * 2 + (s.stream == StreamKind::kComm ? 1 : 0);
+  };
+  // One sweep files every node under the streams it runs on and every wait under its
+  // consumer's share, so printing is linear in the graph however many devices it spans.
+  const GraphPlan& plan = *g.plan();
+  std::vector<std::vector<const Node*>> runs(m.devices().size() * 2);
+  for (const auto& node : g.nodes())
+    for (size_t d : sharesOf(m, *node)) {
+      auto& run = runs[slotIndex({d, plan.of(*node).stream.value_or(StreamKind::kCompute)})];
+      if (run.empty() || run.back() != node.get()) run.push_back(node.get());
+    }
+  absl::flat_hash_map<std::pair<const Node*, size_t>, std::vector<const StreamWait*>> waits_at;
+  const std::vector<StreamWait> waits = streamWaits(m, g);
+  for (const StreamWait& w : waits) waits_at[{w.consumer, slotIndex(w.at)}].push_back(&w);
+  std::string out;
+  for (size_t d = 0; d < m.devices().size(); ++d)
+    for (StreamKind kind : {StreamKind::kCompute, StreamKind::kComm}) {
+      const StreamSlot slot{d, kind};
+      absl::StrAppend(&out, "stream ", slotName(m, slot), " of @", g.name(), ":\n");
+      for (const Node* node : runs[slotIndex(slot)]) {
+        if (auto it = waits_at.find({node, slotIndex(slot)}); it != waits_at.end())
+          for (const StreamWait* w : it->second)
+            absl::StrAppend(&out, "    wait ", slotName(m, w->from), " after ",
+                            describeWork(*w->producer), "\n");
+        absl::StrAppend(&out, "  ", describeWork(*node), "\n");
+      }
+    }
+  return out;
+}
+
+}  // namespace tandem::ir

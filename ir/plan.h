@@ -1,0 +1,124 @@
+#pragma once
+
+// The execution plan of a replicated graph: what the last passes of the pipeline decide
+// and the runtime carries out, held beside the graph and printed and parsed with it
+// (docs/IR.md, "The execution plan"):
+//   assign-streams  which stream of its device runs each node's shares;
+//   plan-events     the waits between streams: before a share runs, its stream waits for an
+//                   event recorded after the share that wrote a value;
+//   plan-memory     where each value lives in its device's arena, and each arena's size.
+// The loader and the simulator turn it into objects and derive nothing; the plan verifier
+// (ir/plan_verifier.h) checks it after every pass and on every parsed module.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "ir/ir.h"
+#include "ir/placement.h"
+
+namespace tandem::ir {
+
+/// A value of the plan's graph, by its defining node's id and result index: ids survive
+/// Module::clone, pointers would not.
+struct ValueRef {
+  uint32_t node = 0;
+  uint32_t result = 0;
+  bool operator==(const ValueRef&) const = default;
+};
+
+/// One device's arena: one allocation per device and graph, reused every step.
+struct ArenaPlan {
+  /// What the loader allocates.
+  int64_t bytes = 0;
+  /// The most bytes live at once (a lower bound for any placement; the arena exceeds it
+  /// only by fragmentation).
+  int64_t live_peak_bytes = 0;
+  /// What the arena's buffers would take without reuse.
+  int64_t unshared_bytes = 0;
+  bool operator==(const ArenaPlan&) const = default;
+};
+
+/// The plan of one node. Nodes that run nowhere (graph inputs, `param`) have an empty one.
+struct NodePlan {
+  /// assign-streams: the stream of its device each share runs on (unset for a node that
+  /// runs nowhere, or one that came in without it: the plan verifier refuses those).
+  std::optional<StreamKind> stream;
+  /// plan-events: before each share runs, its stream waits for the share that wrote each
+  /// of these values. A value names its writer's share (the one on the value's device),
+  /// and the waiting share is the node's only share, or else its share on that device.
+  std::vector<ValueRef> waits;
+  /// plan-memory: the arena offset of each result; empty when its results are not arena
+  /// memory (graph inputs come from the host, `param` results are variable storage).
+  absl::InlinedVector<int64_t, 1> offsets;
+};
+
+/// The parts of a plan, in the order the pipeline fills them.
+enum class PlanPart : uint8_t { kStreams = 1, kEvents = 2, kMemory = 4 };
+
+/// The plan of one graph (Graph::plan()).
+struct GraphPlan {
+  /// graphFingerprint() of the graph when the plan was made: a different one now means
+  /// the graph changed since, and the plan is stale.
+  uint64_t fingerprint = 0;
+  /// Which PlanParts it holds (bits).
+  uint8_t parts = 0;
+  /// Every offset is a multiple of this (what every device's backend needs); 0 before
+  /// plan-memory.
+  int64_t alignment = 0;
+  /// By Node::id().
+  std::vector<NodePlan> nodes;
+  /// By device index (Module::devices()); empty before plan-memory.
+  std::vector<ArenaPlan> arenas;
+
+  bool has(PlanPart p) const { return (parts & static_cast<uint8_t>(p)) != 0; }
+  void add(PlanPart p) { parts |= static_cast<uint8_t>(p); }
+  const NodePlan& of(const Node& n) const { return nodes[n.id()]; }
+  NodePlan& of(const Node& n) { return nodes[n.id()]; }
+  /// The arena offset of `v`, or kNoOffset when it has none.
+  int64_t offset(const Value& v) const;
+
+  static constexpr int64_t kNoOffset = -1;
+};
+
+/// A stable hash of what a plan is computed from: the module's devices and, in order,
+/// every node's op, attributes, placement, operands and result types, and the graph's
+/// outputs, each as the text spells it. Names, scopes and source locations are left out
+/// (they change nothing that runs). Stable across processes and builds, unlike
+/// absl::Hash, so that it can be printed and read back.
+uint64_t graphFingerprint(const Graph& g);
+
+/// OK when `g` has a plan holding `part` that was made for the graph as it is now; else an
+/// error naming the graph and `pass`, the pass that must run again (or first).
+absl::Status checkPlanFor(const Graph& g, PlanPart part, absl::string_view pass);
+
+/// The wait of one share of a node, as the executor makes it: before the share of
+/// `consumer` on `at` runs, the share of `producer` on `from` must be done.
+struct StreamWait {
+  const Node* consumer;
+  StreamSlot at;
+  const Node* producer;
+  StreamSlot from;
+};
+
+/// Every wait of the plan of `g` (which must hold events), in issue order. A wait whose
+/// value or devices do not resolve is left out: the plan verifier reports those.
+std::vector<StreamWait> streamWaits(const Module& m, const Graph& g);
+
+/// How a stream listing names a node's work: compute work by its first result (or what it
+/// updates), collectives by what they move ("all_reduce bucket 2", "split %x").
+std::string describeWork(const Node& n);
+
+/// "cpu:0/comm".
+std::string slotName(const Module& m, const StreamSlot& s);
+/// "compute", "comm".
+absl::string_view streamName(StreamKind s);
+
+/// The graph as the streams see it: per device and stream, the issue order with the waits
+/// before each node (`tandem dump --format streams`). Needs a plan with events.
+std::string printStreams(const Module& m, const Graph& g);
+
+}  // namespace tandem::ir

@@ -1,0 +1,350 @@
+// The plan verifier: a correct plan of LeNet's step on two devices, corrupted one field at
+// a time (a wait, a stream, an offset, an arena, the fingerprint, ...), must be refused
+// with a message naming the nodes, values and bytes involved; and every plan the pipeline
+// makes for the zoo, at device counts from 1 to 64, is accepted.
+
+#include "ir/plan_verifier.h"
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ir/plan.h"
+#include "ir/verifier.h"
+#include "passes/pass_manager.h"
+#include "passes/pipeline.h"
+#include "tests/test_util.h"
+
+namespace tandem::ir {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// LeNet on two devices with momentum and small buckets (several all_reduces, each with
+// several tensors), planned by the default pipeline.
+std::unique_ptr<Module> plannedLenet() {
+  auto m = testing::buildZooModel("lenet", 64);
+  passes::PipelineConfig config;
+  config.devices = {{DeviceKind::kCpu, 0}, {DeviceKind::kCpu, 1}};
+  config.momentum = 0.9;
+  config.bucket_mb = 0.1;
+  config.first_bucket_mb = 0.02;
+  absl::Status s = testing::runPipeline(*m, passes::defaultPipeline(config));
+  EXPECT_TRUE(s.ok()) << s;
+  return m;
+}
+
+const Module& base() {
+  static const Module* m = plannedLenet().release();
+  return *m;
+}
+
+// One corruption of the base's @train_step plan.
+struct Corruption {
+  std::string name;
+  std::function<void(Module&, Graph&, GraphPlan&)> corrupt;
+  std::vector<std::string> expected;  // substrings of the verifier's message
+};
+
+Node& nodeOf(Graph& g, const std::string& value) {
+  Value* v = g.findValue(value);
+  if (v == nullptr) {
+    ADD_FAILURE() << "no value %" << value;
+    std::abort();
+  }
+  return *v->def();
+}
+
+ValueRef refOf(Graph& g, const std::string& value) {
+  Value* v = g.findValue(value);
+  return {v->def()->id(), static_cast<uint32_t>(v->index())};
+}
+
+Node& firstNode(Graph& g, Op op, size_t skip = 0) {
+  for (const auto& n : g.nodes())
+    if (n->op() == op && skip-- == 0) return *n;
+  ADD_FAILURE() << "no node of op " << opInfo(op).name;
+  std::abort();
+}
+
+// Removes the wait for `value` from `node`'s plan.
+void dropWait(Graph& g, GraphPlan& p, Node& node, const std::string& value) {
+  auto& waits = p.of(node).waits;
+  const ValueRef r = refOf(g, value);
+  auto it = std::find(waits.begin(), waits.end(), r);
+  ASSERT_NE(it, waits.end()) << node.describe() << " does not wait for %" << value;
+  waits.erase(it);
+}
+
+// The value `node` waits for on its share of `device` (its first such wait).
+std::string waitedOn(const Module& m, Graph& g, GraphPlan& p, Node& node, size_t device) {
+  for (const ValueRef& r : p.of(node).waits)
+    for (const auto& n : g.nodes())
+      if (n->id() == r.node && deviceIndexOfValue(m, *n->result(r.result)) == device)
+        return n->result(r.result)->name();
+  ADD_FAILURE() << node.describe() << " has no wait on device " << device;
+  return "";
+}
+
+std::vector<Corruption> corruptions() {
+  return {
+      // ---- events -------------------------------------------------------------------
+      {"BucketStopsWaitingForItsGradients",
+       [](Module& m, Graph& g, GraphPlan& p) {
+         Node& reduce = firstNode(g, Op::kAllReduce);
+         dropWait(g, p, reduce, waitedOn(m, g, p, reduce, 0));
+       },
+       {"(all_reduce)", "on cpu:0/comm, but", "writes it on cpu:0/compute",
+        "no wait orders that before the read"}},
+      {"UpdateStopsWaitingForItsSum",
+       [](Module& m, Graph& g, GraphPlan& p) {
+         Node& update = firstNode(g, Op::kSgdUpdate);
+         dropWait(g, p, update, waitedOn(m, g, p, update, 0));
+       },
+       {"(sgd_update @cpu:0", ".sum.0 on cpu:0/compute, but", "(all_reduce)",
+        "writes it on cpu:0/comm and no wait orders that before the read"}},
+      {"FirstConvolutionStopsWaitingForTheSplit",
+       [](Module&, Graph& g, GraphPlan& p) { dropWait(g, p, nodeOf(g, "conv1.1"), "x.1"); },
+       {"%conv1.1 (conv2d @cpu:1", "reads %x.1 on cpu:1/compute, but %x.0 (split)",
+        "writes it on cpu:1/comm"}},
+      {"BucketWaitsForAnEarlierGradientOnly",
+       [](Module& m, Graph& g, GraphPlan& p) {
+         Node& reduce = firstNode(g, Op::kAllReduce);
+         const std::string last = waitedOn(m, g, p, reduce, 1);
+         dropWait(g, p, reduce, last);
+         p.of(reduce).waits.push_back(refOf(g, "conv1.1"));  // long before any gradient
+       },
+       {"(all_reduce)", "on cpu:1/comm, but", "no wait orders that before the read"}},
+      {"WaitForALaterNode",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "conv1.0")).waits.push_back(refOf(g, "relu.0"));
+       },
+       {"%conv1.0 (conv2d @cpu:0", "waits for %relu.0, which %relu.0 (relu @cpu:0",
+        "writes later"}},
+      {"WaitOnItsOwnStream",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "relu.0")).waits.push_back(refOf(g, "conv1.0"));
+       },
+       {"%relu.0 (relu @cpu:0", "waits for %conv1.0 on its own stream cpu:0/compute"}},
+      {"WaitForVariableStorage",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "conv1.0")).waits.push_back(refOf(g, "conv1.w.0"));
+       },
+       {"%conv1.0 (conv2d @cpu:0", "waits for %conv1.w.0, which no stream writes"}},
+      {"WaitForANodeNotInTheGraph",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "conv1.0")).waits.push_back({g.idBound() + 7, 0});
+       },
+       {"%conv1.0 (conv2d @cpu:0", "which is not in the graph"}},
+      // ---- streams ------------------------------------------------------------------
+      {"ReluMovedToTheCommStream",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "relu.0")).stream = StreamKind::kComm;
+       },
+       {"%relu.0 (relu @cpu:0", "reads %conv1.0 on cpu:0/comm, but %conv1.0 (conv2d @cpu:0",
+        "writes it on cpu:0/compute and no wait orders that"}},
+      {"NodeWithoutAStream",
+       [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "pool1.1")).stream.reset(); },
+       {"%pool1.1 (avg_pool2d @cpu:1", "has no stream"}},
+      {"VariableReadGetsAStream",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "conv1.w.0")).stream = StreamKind::kCompute;
+       },
+       {"%conv1.w.0 (param @cpu:0", "runs nowhere", "but has a plan"}},
+      // ---- memory -------------------------------------------------------------------
+      {"ResultOverItsOwnOperand",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "relu.0")).offsets[0] = p.of(nodeOf(g, "conv1.0")).offsets[0];
+       },
+       {"%relu.0 (relu @cpu:0", "writes %relu.0 over bytes [",
+        "of cpu:0's arena, which hold %conv1.0 that it reads itself"}},
+      {"ActivationReleasedBeforeItsBackwardReader",
+       [](Module&, Graph& g, GraphPlan& p) {
+         // relu.0 is read again in backward; conv2.0 is made in forward, after it.
+         p.of(nodeOf(g, "conv2.0")).offsets[0] = p.of(nodeOf(g, "relu.0")).offsets[0];
+       },
+       {"%conv2.0 (conv2d @cpu:0", "writes %conv2.0 over bytes [",
+        "while %relu.0 still has a reader after it:",
+        "(the bytes are released before their last reader)"}},
+      {"GradientTakenWhileTheCommStreamReducesIt",
+       [](Module& m, Graph& g, GraphPlan& p) {
+         // The gradient the first bucket waits for on cpu:0, and the next compute value
+         // made after it: nothing orders that compute work with the bucket's reduction.
+         Node& reduce = firstNode(g, Op::kAllReduce);
+         const Value& grad = *g.findValue(waitedOn(m, g, p, reduce, 0));
+         bool after = false;
+         for (const auto& n : g.nodes()) {
+           if (n.get() == grad.def()) {
+             after = true;
+             continue;
+           }
+           if (!after || n->numResults() == 0 || p.of(*n).stream != StreamKind::kCompute ||
+               deviceIndexOfValue(m, *n->result(0)) != 0 || p.of(*n).offsets.empty() ||
+               p.offset(grad) + n->result(0)->type().bytes() > p.arenas[0].bytes)
+             continue;
+           p.of(*n).offsets[0] = p.offset(grad);
+           return;
+         }
+         ADD_FAILURE() << "no compute value after %" << grad.name();
+       },
+       {"may run at once (cpu:0/compute and cpu:0/comm, no event orders them) and touch bytes [",
+        "the other reads %"}},
+      {"SumWrittenOverALiveActivation",
+       [](Module&, Graph& g, GraphPlan& p) {
+         // The first bucket's sums on cpu:0 over relu.0, which backward still reads.
+         Node& reduce = firstNode(g, Op::kAllReduce);
+         p.of(reduce).offsets[0] = p.of(nodeOf(g, "relu.0")).offsets[0];
+       },
+       {"(all_reduce)", "bytes [", "of cpu:0's arena", "%relu.0"}},
+      {"TwoResultsOfOneNodeShareBytes",
+       [](Module&, Graph& g, GraphPlan& p) {
+         for (const auto& n : g.nodes())
+           if (n->op() == Op::kAllReduce && n->numResults() >= 4) {
+             p.of(*n).offsets[1] = p.of(*n).offsets[0];
+             return;
+           }
+         ADD_FAILURE() << "no bucket of two tensors";
+       },
+       {"(all_reduce)", "its results %", "share bytes ["}},
+      {"ReturnedLossOverwritten",
+       [](Module&, Graph& g, GraphPlan& p) {
+         // The correct count's sum is reduced after the loss's: it takes the loss's bytes.
+         const Value& loss = *g.outputs()[0];
+         const Value& correct = *g.outputs()[1];
+         p.of(*correct.def()).offsets[static_cast<size_t>(correct.index())] = p.offset(loss);
+       },
+       {"writes %", "a value the graph returns (it must stay until the step ends)"}},
+      {"MisalignedOffset",
+       [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "pool1.0")).offsets[0] += 4; },
+       {"%pool1.0 (avg_pool2d @cpu:0", "is at offset",
+        "not a multiple of the plan's alignment 64"}},
+      {"OffsetPastTheArena",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "pool1.1")).offsets[0] = p.arenas[1].bytes;
+       },
+       {"%pool1.1 (avg_pool2d @cpu:1", "lies outside cpu:1's arena of"}},
+      {"ArenaShrunk",
+       [](Module&, Graph&, GraphPlan& p) { p.arenas[0].bytes = 4096; },
+       {"lies outside cpu:0's arena of 4096 bytes"}},
+      {"OffsetsMissing",
+       [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "conv2.1")).offsets.clear(); },
+       {"%conv2.1 (conv2d @cpu:1", "has 0 offsets for 1 results"}},
+      {"AnOffsetTooMany",
+       [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "conv2.1")).offsets.push_back(0); },
+       {"%conv2.1 (conv2d @cpu:1", "has 2 offsets for 1 results"}},
+      {"AlignmentNotAPowerOfTwo",
+       [](Module&, Graph&, GraphPlan& p) { p.alignment = 48; },
+       {"its alignment 48 is not a power of two"}},
+      {"AnArenaMissing",
+       [](Module&, Graph&, GraphPlan& p) { p.arenas.pop_back(); },
+       {"it has 1 arenas for 2 devices"}},
+      {"MemoryWithoutEvents",
+       [](Module&, Graph&, GraphPlan& p) {
+         p.parts &= static_cast<uint8_t>(~static_cast<uint8_t>(PlanPart::kEvents));
+       },
+       {"it has memory but no events"}},
+      // ---- staleness ----------------------------------------------------------------
+      {"FingerprintOfAnotherGraph",
+       [](Module&, Graph&, GraphPlan& p) { p.fingerprint ^= 1; },
+       {"the plan of graph @train_step is stale: it was made for fingerprint"}},
+      {"GraphRewrittenAfterPlanning",
+       [](Module&, Graph& g, GraphPlan&) { firstNode(g, Op::kSgdUpdate).setAttr("lr", 0.25); },
+       {"the plan of graph @train_step is stale", "run assign-streams and the plan passes"}},
+  };
+}
+
+void PrintTo(const Corruption& c, std::ostream* os) { *os << c.name; }
+
+class PlanCorruption : public ::testing::TestWithParam<Corruption> {};
+
+TEST_P(PlanCorruption, IsNamed) {
+  const Corruption& c = GetParam();
+  ASSERT_TRUE(verifyModule(base()).ok()) << verifyModule(base());
+  std::unique_ptr<Module> m = base().clone();
+  Graph& g = *m->graph(kTrainGraph);
+  c.corrupt(*m, g, *g.mutablePlan());
+  absl::Status s = verifyModule(*m);
+  ASSERT_FALSE(s.ok()) << c.name << ": the corrupted plan verified";
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  for (const std::string& part : c.expected) EXPECT_THAT(std::string(s.message()), HasSubstr(part));
+  // The base plan is untouched: the clone's plan was copied before the corruption.
+  EXPECT_TRUE(verifyModule(base()).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Lenet2, PlanCorruption, ::testing::ValuesIn(corruptions()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(PlanCorruption, AtLeastTwentyKinds) { EXPECT_GE(corruptions().size(), 20u); }
+
+// ---- every plan the pipeline makes --------------------------------------------------
+
+struct ZooPlanCase {
+  std::string model;
+  int devices;
+  int64_t groups = 1;
+  bool sync_bn = false;
+  bool bf16 = false;
+};
+
+void PrintTo(const ZooPlanCase& c, std::ostream* os) {
+  *os << c.model << " x" << c.devices << (c.groups > 1 ? " groups" : "")
+      << (c.sync_bn ? " sync-bn" : "") << (c.bf16 ? " bf16" : "");
+}
+
+// Each zoo model at 1 and 64 devices and at two counts between, drawn with a fixed seed
+// (so a failure reproduces; the draw is in the test's name), plus the hierarchical
+// reduction, sync batch norm and mixed precision, whose collectives and casts differ.
+std::vector<ZooPlanCase> zooPlanCases() {
+  std::mt19937 rng(23);
+  std::uniform_int_distribution<int> between(2, 63);
+  std::vector<ZooPlanCase> out;
+  for (const char* model : {"lenet", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152"})
+    for (int devices : {1, between(rng), between(rng), 64}) out.push_back({model, devices});
+  out.push_back({"lenet", 64, 8});
+  out.push_back({"resnet18", 8, 2, true});
+  out.push_back({"resnet50", 6, 3, false, true});
+  return out;
+}
+
+class ZooPlan : public ::testing::TestWithParam<ZooPlanCase> {};
+
+TEST_P(ZooPlan, IsAccepted) {
+  const ZooPlanCase& c = GetParam();
+  // Two images per device (the ImageNet ResNets are shapes only here: nothing runs).
+  auto m = testing::buildZooModel(c.model, 2 * c.devices);
+  ASSERT_NE(m, nullptr);
+  passes::PipelineConfig config;
+  config.devices.clear();
+  for (int d = 0; d < c.devices; ++d) config.devices.push_back({DeviceKind::kCpu, d});
+  config.momentum = 0.9;
+  config.allreduce_groups = c.groups;
+  config.sync_bn = c.sync_bn;
+  config.bf16 = c.bf16;
+  config.group_updates = c.devices % 2 == 0;  // both forms of the update
+  // The verifier once, at the end (after every pass it would cost minutes at 64 devices).
+  passes::PassManager pm({.verify = false});
+  ASSERT_TRUE(pm.addPipeline(passes::defaultPipeline(config)).ok());
+  ASSERT_TRUE(pm.run(*m).ok());
+  for (const auto& g : m->graphs()) {
+    ASSERT_NE(g->plan(), nullptr) << g->name();
+    EXPECT_TRUE(g->plan()->has(PlanPart::kMemory)) << g->name();
+  }
+  absl::Status s = verifyModule(*m);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooPlan, ::testing::ValuesIn(zooPlanCases()), [](const auto& info) {
+  const ZooPlanCase& c = info.param;
+  return absl::StrCat(c.model, "_", c.devices, "dev",
+                      c.groups > 1 ? absl::StrCat("_groups", c.groups) : "",
+                      c.sync_bn ? "_syncbn" : "", c.bf16 ? "_bf16" : "");
+});
+
+}  // namespace
+}  // namespace tandem::ir
