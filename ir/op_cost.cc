@@ -5,8 +5,8 @@
 namespace tandem::ir {
 namespace {
 
-const Value& valueAt(const Node& n, ValueRef r) {
-  return r.side == ValueRef::kOperand ? *n.operand(r.index) : *n.result(r.index);
+const Value& valueAt(const Node& n, CostArg r) {
+  return r.side == CostArg::kOperand ? *n.operand(r.index) : *n.result(r.index);
 }
 
 double elements(const Value& v) { return static_cast<double>(v.type().numElements()); }

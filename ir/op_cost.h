@@ -12,7 +12,7 @@ class Node;
 struct CostSpec;
 
 /// An operand or a result of a node, by position.
-struct ValueRef {
+struct CostArg {
   enum Side : uint8_t { kOperand, kResult };
   Side side = kOperand;
   uint8_t index = 0;
@@ -30,7 +30,7 @@ struct CostSpec {
   /// elementwise: flops per result element.
   double per_element = 1;
   /// gemm: the filter and the (forward) output; matmul: the two matrices.
-  ValueRef a, b;
+  CostArg a, b;
 };
 
 /// The arithmetic and memory traffic of one node (one device's share).

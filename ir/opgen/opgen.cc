@@ -692,8 +692,8 @@ struct Required {
 
 std::string valueRef(const Op& op, const std::string& name) {
   int i = op.operandIndex(name);
-  if (i >= 0) return "ValueRef{ValueRef::kOperand, " + std::to_string(i) + "}";
-  return "ValueRef{ValueRef::kResult, " + std::to_string(op.resultIndex(name)) + "}";
+  if (i >= 0) return "CostArg{CostArg::kOperand, " + std::to_string(i) + "}";
+  return "CostArg{CostArg::kResult, " + std::to_string(op.resultIndex(name)) + "}";
 }
 
 void writeTable(const Spec& spec, std::ostream& o) {
