@@ -349,7 +349,7 @@ op sgd_update
   operands w, g, m?
   attr lr: float >= 0
   attr momentum: float in [0, 1)
-  attr weight_decay: float >= 0
+  attr weight_decay: float in [0, 1]
   traits stateful optimizer
   optimizer param=w grad=g grouped=sgd_update_group
   state m init=zeros var=momentum when=momentum>0
@@ -361,7 +361,7 @@ op sgd_update_group
   operands xs...
   attr lr: float >= 0
   attr momentum: float in [0, 1)
-  attr weight_decay: float >= 0
+  attr weight_decay: float in [0, 1]
   traits stateful optimizer
   optimizer grouped_of=sgd_update
   cost elementwise

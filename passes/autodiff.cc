@@ -6,11 +6,14 @@
 #include "passes/autodiff.h"
 
 #include <cmath>
+#include <limits>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "ir/grad.h"
 #include "ir/interfaces.h"
@@ -250,6 +253,45 @@ std::optional<double> defaultOf(absl::string_view attr) {
 
 constexpr absl::string_view kDefaultOptimizer = "sgd_update";
 
+// The values option `a` takes: the attribute's range, where a learning rate must also be
+// > 0 (0 trains nothing, although the update op itself allows it).
+ir::AttrRange optionRange(const ir::AttrSpec& a) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  ir::AttrRange r = a.range.value_or(ir::AttrRange{.lo = -kInf, .hi = kInf});
+  if (a.name == "lr" && r.lo <= 0) r.lo = 0, r.lo_open = true;
+  return r;
+}
+
+// The range in the words `train`'s flags use ("must be >= 0 and < 1"), so that `opt` and
+// `train` say the same.
+std::string mustBe(const ir::AttrSpec& a) {
+  const ir::AttrRange r = optionRange(a);
+  std::string lo = std::isinf(r.lo) ? "" : absl::StrCat(r.lo_open ? "> " : ">= ", r.lo);
+  std::string hi = std::isinf(r.hi) ? "" : absl::StrCat(r.hi_open ? "< " : "<= ", r.hi);
+  if (lo.empty() && hi.empty()) return "must be finite";
+  return absl::StrCat("must be ", lo, !lo.empty() && !hi.empty() ? " and " : "", hi);
+}
+
+// "" when `v` is a valid value of optimizer attribute `a`, else what is wrong. Optimizer
+// updates compute in f32, so a float is also checked as f32 rounds it: an lr below f32's
+// smallest normal number would be 0 there and train nothing, a momentum of 0.99999999 would
+// be 1 and never forget, a positive weight decay below it would be none.
+std::string optionValueProblem(const ir::AttrSpec& a, double v) {
+  const ir::AttrRange r = optionRange(a);
+  if (!std::isfinite(v) || !r.contains(v)) return mustBe(a);
+  if (a.kind != ir::AttrKind::kFloat) return "";
+  const float f = static_cast<float>(v);
+  const double smallest = std::numeric_limits<float>::min();  // 1.17549e-38
+  if (std::isinf(f)) return "rounds to infinity in f32 (the update's arithmetic)";
+  if (v > 0 && f < smallest)
+    return absl::StrFormat("rounds to %s in f32 (the update's arithmetic)%s; give %s %g",
+                           f == 0 ? "0" : "a denormal", a.name == "lr" ? ", which trains nothing" : "",
+                           a.name == "lr" ? "at least" : "0 or at least", smallest);
+  if (!r.contains(f))
+    return absl::StrFormat("rounds to %g in f32 (the update's arithmetic), which %s", f, mustBe(a));
+  return "";
+}
+
 }  // namespace
 
 std::string Autodiff::optionsText() const {
@@ -294,19 +336,9 @@ absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
     const ir::AttrSpec& a = info.attrs[i];
     const double v = a.kind == ir::AttrKind::kInt ? static_cast<double>(std::get<int64_t>(hyper[i]))
                                                   : std::get<double>(hyper[i]);
-    auto bad = [&](absl::string_view why) {
+    if (std::string problem = optionValueProblem(a, v); !problem.empty())
       return absl::InvalidArgumentError(
-          absl::StrCat("pass autodiff: option '", optionName(a.name), "' must be ", why));
-    };
-    // A learning rate of 0 trains nothing, although the update op itself allows it.
-    if (a.name == "lr" && !(v > 0 && std::isfinite(v))) return bad("finite and > 0");
-    if (!a.range) {
-      if (!std::isfinite(v)) return bad("finite");
-      continue;
-    }
-    const bool bounded = std::isfinite(a.range->hi);
-    if (!a.range->contains(v) || !std::isfinite(v))
-      return bad(bounded ? std::string(a.range->text) : absl::StrCat("finite and ", a.range->text));
+          absl::StrCat("pass autodiff: option '", optionName(a.name), "' ", problem));
   }
   return std::unique_ptr<Pass>(new Autodiff(*op, std::move(hyper)));
 }

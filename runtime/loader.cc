@@ -66,9 +66,12 @@ class ProgramBuilder {
       }
       if (!first_local_) first_local_ = d;
       RETURN_IF_ERROR(lm_.devices[d]->prepareGraph(g_));
-      ASSIGN_OR_RETURN(backend::DeviceBuffer arena,
-                       lm_.devices[d]->allocate(plan_.arenas[d].bytes));
-      p_->arenas.push_back(std::move(arena));
+      absl::StatusOr<backend::DeviceBuffer> arena = lm_.devices[d]->allocate(plan_.arenas[d].bytes);
+      if (!arena.ok())  // the device's words, with which arena it was
+        return absl::Status(arena.status().code(),
+                            absl::StrCat(ir::toString(lm_.devices[d]->id()), ": the arena of @",
+                                         g_.name(), ": ", arena.status().message()));
+      p_->arenas.push_back(*std::move(arena));
     }
     for (const ir::Node* in : g_.inputs()) {
       const ir::TensorType& t = in->result()->type();
@@ -81,6 +84,7 @@ class ProgramBuilder {
         slot.staging.push_back(std::move(buf));
       }
     }
+    p_->label_checks = labelChecks(g_);
     for (InputSlot& slot : p_->slots) slot.copied.resize(lm_.devices.size());
     for (const auto& node : g_.nodes()) {
       const ir::Node& n = *node;
@@ -424,7 +428,18 @@ class ProgramBuilder {
 }  // namespace
 
 LoadedModule::~LoadedModule() {
-  // Streams join their workers before the buffers their pending work points at go away.
+  // In dependency order. First every stream finishes its work (a CPU worker's pending
+  // kernels point at arenas and variables); then what was made on the devices goes:
+  // recorded steps (a CUDA graph's teardown uses its streams), kernels and events, the
+  // communicators, the memory; the devices (streams, library handles) last.
+  for (auto& d : devices) {
+    if (d == nullptr) continue;  // another process's
+    for (backend::Stream* s : {&d->computeStream(), &d->commStream(), d->prefetchStream()})
+      if (s != nullptr) (void)s->synchronize();  // an error has been reported, or cannot be now
+  }
+  programs.clear();
+  groups.clear();
+  vars.clear();
   devices.clear();
 }
 
@@ -477,8 +492,12 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
         replicas.emplace_back();
         continue;
       }
-      ASSIGN_OR_RETURN(backend::DeviceBuffer buf, device->allocate(v.type.bytes()));
-      replicas.push_back(std::move(buf));
+      absl::StatusOr<backend::DeviceBuffer> buf = device->allocate(v.type.bytes());
+      if (!buf.ok())
+        return absl::Status(buf.status().code(),
+                            absl::StrCat(ir::toString(device->id()), ": variable @", v.name, ": ",
+                                         buf.status().message()));
+      replicas.push_back(*std::move(buf));
     }
   }
   std::map<std::vector<size_t>, backend::CommunicatorGroup*> groups;
