@@ -9,7 +9,10 @@
 // once (a process-wide mutex serializes them), and during a step all of a process's
 // cross-process collectives run on one thread, its first device's comm-stream worker, in
 // the same order on every process (the loader checks that), so blocking calls cannot
-// deadlock. A watchdog thread bounds every wait: see Processes::setTimeout.
+// deadlock. A watchdog thread bounds every wait: see Processes::setTimeout. Every
+// collective and host-thread exchange starts with arrival markers (each process sends the
+// others the collective's sequence number, non-blocking, on a duplicate communicator),
+// so that a wait that lasts knows which ranks have not arrived, and names them.
 
 #include <cstdint>
 #include <memory>
@@ -85,6 +88,18 @@ class Processes {
                                                          absl::string_view what);
   /// Rank 0's `bytes` into every rank's `bytes` (its length first), host thread only.
   absl::Status broadcastFromFirst(std::string& bytes, absl::string_view what);
+  /// The same from rank `root`.
+  absl::Status broadcastFrom(int root, std::string& bytes, absl::string_view what);
+
+  /// Start-up agreement (host thread, every rank at the same point): OK when every rank
+  /// has the same `settings` (name, value) as rank 0, compared as one digest exchanged
+  /// with the arrival markers; else an error naming the first setting that differs and
+  /// its values, on this rank's line ("--lr is 0.2 on this rank but 0.1 on rank 0") or, on
+  /// a rank that agrees with rank 0, the first rank that does not ("--lr is 0.2 on rank 1
+  /// but 0.1 on rank 0"). Every rank returns the error, so all stop before a collective
+  /// that different settings would corrupt. One process: always OK.
+  absl::Status agree(const std::vector<std::pair<std::string, std::string>>& settings,
+                     absl::string_view what);
 
   /// Bounds every wait of a collective (and of anyRank): one that lasts `seconds` makes
   /// the watchdog print "tandem: rank R: waited S s in COLLECTIVE on DEVICE ..." and stop
@@ -98,6 +113,10 @@ class Processes {
   /// outermost.
   void beginWait(const WaitLabel& label);
   void endWait();
+  /// Within a wait: the world ranks whose arrival markers have not come yet (empty: every
+  /// rank arrived), for the watchdog's line. A wait without it (the local rendezvous of
+  /// this process's devices) says so instead.
+  void setMissing(std::vector<int> world_ranks);
   /// Prints `message` as this rank's one line and stops every rank (MPI_Abort).
   [[noreturn]] void abortAll(const std::string& message, int code = kExitCollectiveTimeout);
 

@@ -1,5 +1,6 @@
 #include "ir/ir.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -9,6 +10,12 @@
 #include "ir/plan.h"
 
 namespace tandem::ir {
+
+Graph::Graph(Module* module, std::string name)
+    : module_(module), name_(std::move(name)), serial_([] {
+        static std::atomic<uint64_t> next{1};
+        return next.fetch_add(1, std::memory_order_relaxed);
+      }()) {}
 
 // ---- StringPool -------------------------------------------------------------------------
 

@@ -143,7 +143,7 @@ struct NodeSpec {
 /// Input nodes come first; every operand is defined by an earlier node.
 class Graph {
  public:
-  Graph(Module* module, std::string name) : module_(module), name_(std::move(name)) {}
+  Graph(Module* module, std::string name);
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
@@ -193,6 +193,10 @@ class Graph {
   /// One more than the largest node id handed out (ids of erased nodes are not reused).
   uint32_t idBound() const { return next_id_; }
 
+  /// A number no other graph of this process has had (a copy gets its own): with the
+  /// memory plan, the key of what a backend derives from a graph once for all its devices.
+  uint64_t serial() const { return serial_; }
+
   /// The execution plan the plan passes attached (ir/plan.h), or null when there is none
   /// or the graph's nodes changed since (adding, removing or reordering nodes drops it; any
   /// other change makes it stale, which its fingerprint tells).
@@ -235,6 +239,7 @@ class Graph {
   absl::flat_hash_map<absl::string_view, Value*> names_;
   absl::flat_hash_map<std::string, int> name_counters_;
   uint32_t next_id_ = 0;
+  uint64_t serial_;
 };
 
 /// What a persistent variable is for.

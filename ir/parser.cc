@@ -1,10 +1,5 @@
 #include "ir/parser.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
 #include <cstring>
 
@@ -12,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ir/file_input.h"
 #include "ir/plan.h"
 #include "ir/status_macros.h"
 
@@ -771,47 +767,16 @@ absl::StatusOr<std::unique_ptr<Module>> parseModule(absl::string_view text,
   return Parser(text, filename).parse();
 }
 
-namespace {
-
-// All of `fd`, with the errno text of a failure (EBADF for a closed standard input, EISDIR
-// where a directory slipped through): plain read(2), since a stream would report only
-// "end of input".
-absl::StatusOr<std::string> readAll(int fd, absl::string_view what) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", what, ": ", std::strerror(errno)));
-  if (S_ISDIR(st.st_mode))
-    return absl::InvalidArgumentError(absl::StrCat(what, " is a directory, not an IR file"));
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n == 0) return text;
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot read ", what, ": ", std::strerror(errno)));
-    text.append(buf, static_cast<size_t>(n));
-  }
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Module>> parseModuleFile(const std::string& path) {
-  if (path == "-") {
-    auto text = readAll(STDIN_FILENO, "standard input");
-    if (!text.ok()) return text.status();
-    return parseModule(*text, "<stdin>");
-  }
-  const std::string what = absl::StrCat("IR file '", path, "'");
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return absl::NotFoundError(absl::StrCat("cannot read ", what, ": ", std::strerror(errno)));
-  auto text = readAll(fd, what);
-  ::close(fd);
+  // Bounded, and regular files only (ir/file_input.h): a FIFO or /dev/zero named as the
+  // file would otherwise block or be read forever.
+  constexpr int64_t kMaxIrBytes = int64_t{4} << 30;
+  const InputName name{
+      path == "-" ? std::string("standard input") : absl::StrCat("IR file '", path, "'"),
+      "an IR file"};
+  absl::StatusOr<std::string> text = readInputFile(path, name, kMaxIrBytes);
   if (!text.ok()) return text.status();
-  return parseModule(*text, path);
+  return parseModule(*text, path == "-" ? "<stdin>" : path);
 }
 
 }  // namespace tandem::ir

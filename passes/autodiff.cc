@@ -6,6 +6,7 @@
 #include "passes/autodiff.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -15,6 +16,7 @@
 #include "ir/number_format.h"
 #include "ir/status_macros.h"
 #include "ir/updates.h"
+#include "passes/sgd_hyperparameters.h"
 
 namespace tandem::passes {
 
@@ -250,13 +252,14 @@ absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
   for (const auto* s : {&lr, &momentum, &wd})
     if (!s->ok()) return s->status();
   RETURN_IF_ERROR(opts.finish());
-  if (!(*lr > 0) || !std::isfinite(*lr))
-    return absl::InvalidArgumentError("pass autodiff: option 'lr' must be finite and > 0");
-  if (!(*momentum >= 0 && *momentum < 1))
-    return absl::InvalidArgumentError("pass autodiff: option 'momentum' must be in [0, 1)");
-  if (!(*wd >= 0) || !std::isfinite(*wd))
-    return absl::InvalidArgumentError(
-        "pass autodiff: option 'weight-decay' must be finite and >= 0");
+  // The ranges `train` takes too (sgd_hyperparameters.h).
+  using H = SgdHyperparameter;
+  for (auto [name, which, value] :
+       {std::tuple{"lr", H::kLr, *lr}, std::tuple{"momentum", H::kMomentum, *momentum},
+        std::tuple{"weight-decay", H::kWeightDecay, *wd}})
+    if (std::string problem = sgdValueProblem(which, value); !problem.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("pass autodiff: option '", name, "' ", problem));
   return std::unique_ptr<Pass>(new Autodiff(*lr, *momentum, *wd));
 }
 

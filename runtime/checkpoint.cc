@@ -9,18 +9,23 @@
 // ~150 lines below, and tests corrupt it byte by byte.
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backend/processes.h"
+#include "ir/file_input.h"
 #include "ir/status_macros.h"
 
 namespace tandem::runtime {
@@ -48,6 +53,7 @@ uint32_t crc32Of(absl::string_view bytes) {
 
 class CheckpointEncoder {
  public:
+  void u8(uint8_t v) { fixed(v, 1); }
   void u32(uint32_t v) { fixed(v, 4); }
   void u64(uint64_t v) { fixed(v, 8); }
   void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
@@ -73,6 +79,7 @@ class CheckpointDecoder {
  public:
   CheckpointDecoder(absl::string_view bytes, size_t at) : bytes_(bytes), at_(at) {}
 
+  bool u8(uint8_t& v) { return fixed(v, 1); }
   bool u32(uint32_t& v) { return fixed(v, 4); }
   bool u64(uint64_t& v) { return fixed(v, 8); }
   bool i32(int32_t& v) {
@@ -151,12 +158,21 @@ bool writeAll(int fd, const char* data, size_t n) {
 }  // namespace
 
 std::string checkpointPath(const std::string& dir) { return dir + "/checkpoint"; }
-std::string checkpointTempPath(const std::string& dir) { return dir + "/checkpoint.tmp"; }
+std::string checkpointLockPath(const std::string& dir) { return dir + "/checkpoint.lock"; }
 
-std::string encodeCheckpoint(const Checkpoint& c) {
+std::vector<std::string> checkpointTempFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.path().filename().string().rfind(kCheckpointTempPrefix, 0) == 0)
+      out.push_back(entry.path().string());
+  return out;
+}
+
+std::string encodeCheckpoint(const Checkpoint& c, uint32_t version) {
   CheckpointEncoder e;
   e.raw(absl::string_view(kCheckpointMagic, sizeof kCheckpointMagic));
-  e.u32(kCheckpointVersion);
+  e.u32(version);
   e.u64(0);  // the file's size, filled in below
   e.str(c.model);
   e.u64(c.seed);
@@ -175,12 +191,33 @@ std::string encodeCheckpoint(const Checkpoint& c) {
   }
   e.u32(static_cast<uint32_t>(c.split.size()));
   for (int64_t rows : c.split) e.i64(rows);
+  auto rows = [&e](const std::vector<int64_t>& v) {
+    e.u32(static_cast<uint32_t>(v.size()));
+    for (int64_t x : v) e.i64(x);
+  };
   e.u32(static_cast<uint32_t>(c.history.size()));
   for (const EpochFigures& h : c.history) {
     e.i32(h.epoch);
     for (double v : {h.train_loss, h.train_accuracy, h.test_loss, h.test_accuracy, h.seconds,
                      h.images_per_second, h.eval_seconds})
       e.f64(v);
+    if (version >= 2) rows(h.split);
+  }
+  if (version >= 2) {
+    e.u32(static_cast<uint32_t>(c.replans.size()));
+    for (const SplitReplan& r : c.replans) {
+      e.i32(r.epoch);
+      e.i64(r.step);
+      rows(r.rows);
+    }
+    e.u8(c.balancer.has_value());
+    if (c.balancer) {
+      e.i32(c.balancer->step);
+      e.u8(c.balancer->settled);
+      e.u32(static_cast<uint32_t>(c.balancer->busy_ns.size()));
+      for (double v : c.balancer->busy_ns) e.f64(v);
+      for (double v : c.balancer->rows) e.f64(v);
+    }
   }
   e.u32(static_cast<uint32_t>(c.tensors.size()));
   for (const CheckpointTensor& t : c.tensors) {
@@ -199,6 +236,56 @@ std::string encodeCheckpoint(const Checkpoint& c) {
   return std::move(out);
 }
 
+namespace {
+
+// "" when `c` could have been written by a run; else what cannot be. A checksum only says
+// the bytes are the ones written: these say the values make sense together, so that a
+// resumed run never starts from a position or figures no run could have reached.
+std::string impossibleContents(const Checkpoint& c) {
+  int64_t batch = 0;
+  for (int64_t rows : c.split) {
+    if (rows < 1) return absl::StrCat("the split gives a device ", rows, " images");
+    batch += rows;
+  }
+  const EpochProgress& p = c.progress;
+  if (c.epoch < 1) return absl::StrCat("its epoch is ", c.epoch);
+  if (c.devices < 1) return "it was written by a run on no device";
+  if (c.split.size() != c.devices)
+    return absl::StrCat("its split has ", c.split.size(), " entries for ", c.devices, " devices");
+  if (c.steps_per_epoch < 1) return absl::StrCat("an epoch of ", c.steps_per_epoch, " steps");
+  if (p.steps < 0 || p.steps > c.steps_per_epoch)
+    return absl::StrCat("step ", p.steps, " of an epoch of ", c.steps_per_epoch);
+  if (p.examples < 0 || p.examples > p.steps * batch)
+    return absl::StrCat(p.examples, " examples in ", p.steps, " steps of ", batch);
+  if (p.correct < 0 || p.correct > p.examples)
+    return absl::StrCat("a correct count of ", p.correct, " for ", p.examples, " examples");
+  if (!(p.seconds >= 0) || !std::isfinite(p.seconds))
+    return absl::StrCat("the epoch has run ", p.seconds, " seconds");
+  if (c.history.size() != static_cast<size_t>(c.epoch - 1))
+    return absl::StrCat("figures of ", c.history.size(), " finished epochs at epoch ", c.epoch);
+  for (size_t i = 0; i < c.history.size(); ++i) {
+    const EpochFigures& h = c.history[i];
+    if (h.epoch != static_cast<int32_t>(i + 1))
+      return absl::StrCat("the figures of epoch ", h.epoch, " where epoch ", i + 1, " belongs");
+    for (double a : {h.train_accuracy, h.test_accuracy})
+      if (!(a >= 0 && a <= 1)) return absl::StrCat("an accuracy of ", a, " in epoch ", h.epoch);
+  }
+  for (const SplitReplan& r : c.replans) {
+    int64_t total = 0;
+    for (int64_t rows : r.rows) total += rows < 1 ? -batch : rows;
+    if (r.epoch < 1 || r.epoch > c.epoch || r.step < 1 || r.step > c.steps_per_epoch ||
+        r.rows.size() != c.devices || total != batch)
+      return absl::StrCat("a re-plan of the split after step ", r.step, " of epoch ", r.epoch,
+                          " that no run of ", c.devices, " devices and batch ", batch,
+                          " could make");
+  }
+  if (c.balancer && (c.balancer->step < 0 || c.balancer->busy_ns.size() != c.devices))
+    return "a --split auto balancer of another shape";
+  return "";
+}
+
+}  // namespace
+
 absl::StatusOr<Checkpoint> decodeCheckpoint(absl::string_view bytes, const std::string& path) {
   const absl::string_view magic(kCheckpointMagic, sizeof kCheckpointMagic);
   if (bytes.size() < magic.size() && magic.substr(0, bytes.size()) == bytes)
@@ -212,9 +299,10 @@ absl::StatusOr<Checkpoint> decodeCheckpoint(absl::string_view bytes, const std::
   if (!header.u32(version) || !header.u64(size))
     return ckptError(path, absl::StrCat("is truncated: ", bytes.size(), " bytes, less than the ",
                                         kCheckpointHeaderBytes, "-byte header"));
-  if (version != kCheckpointVersion)
+  if (version < kOldestCheckpointVersion || version > kCheckpointVersion)
     return ckptError(path, absl::StrCat("has checkpoint format version ", version,
-                                        "; this tandem reads version ", kCheckpointVersion));
+                                        "; this tandem reads versions ", kOldestCheckpointVersion,
+                                        " to ", kCheckpointVersion));
   if (bytes.size() < size)
     return ckptError(path,
                      absl::StrCat("is truncated: ", bytes.size(), " of its ", size, " bytes"));
@@ -250,13 +338,43 @@ absl::StatusOr<Checkpoint> decodeCheckpoint(absl::string_view bytes, const std::
   c.split.resize(n);
   for (int64_t& rows : c.split)
     if (!d.i64(rows)) return malformed("the split ends early");
+  auto rows = [&d](std::vector<int64_t>& v) {
+    uint32_t k = 0;
+    if (!d.count(k, 8)) return false;
+    v.resize(k);
+    for (int64_t& x : v)
+      if (!d.i64(x)) return false;
+    return true;
+  };
   if (!d.count(n, 4 + 7 * 8)) return malformed("the epoch figures end early");
   c.history.resize(n);
   for (EpochFigures& h : c.history)
     if (!d.i32(h.epoch) || !d.f64(h.train_loss) || !d.f64(h.train_accuracy) ||
         !d.f64(h.test_loss) || !d.f64(h.test_accuracy) || !d.f64(h.seconds) ||
-        !d.f64(h.images_per_second) || !d.f64(h.eval_seconds))
+        !d.f64(h.images_per_second) || !d.f64(h.eval_seconds) || (version >= 2 && !rows(h.split)))
       return malformed("the epoch figures end early");
+  if (version >= 2) {
+    if (!d.count(n, 4 + 8 + 4)) return malformed("the split's re-plans end early");
+    c.replans.resize(n);
+    for (SplitReplan& r : c.replans)
+      if (!d.i32(r.epoch) || !d.i64(r.step) || !rows(r.rows))
+        return malformed("the split's re-plans end early");
+    uint8_t has_balancer = 0;
+    if (!d.u8(has_balancer)) return malformed("the balancer's state ends early");
+    if (has_balancer != 0) {
+      SplitBalancer::State& b = c.balancer.emplace();
+      uint8_t settled = 0;
+      uint32_t k = 0;
+      if (!d.i32(b.step) || !d.u8(settled) || !d.count(k, 16))
+        return malformed("the balancer's state ends early");
+      b.settled = settled != 0;
+      b.busy_ns.resize(k);
+      b.rows.resize(k);
+      for (std::vector<double>* v : {&b.busy_ns, &b.rows})
+        for (double& x : *v)
+          if (!d.f64(x)) return malformed("the balancer's state ends early");
+    }
+  }
   if (!d.count(n, 4 + 4 + 4 + 4 + 8)) return malformed("the tensor table ends early");
   c.tensors.resize(n);
   for (CheckpointTensor& t : c.tensors) {
@@ -287,20 +405,27 @@ absl::StatusOr<Checkpoint> decodeCheckpoint(absl::string_view bytes, const std::
   if (d.at() != content.size())
     return ckptError(path, absl::StrCat("is malformed: ", content.size() - d.at(),
                                         " bytes after the tensor table"));
+  if (std::string why = impossibleContents(c); !why.empty())
+    return ckptError(path, absl::StrCat("holds impossible contents: ", why,
+                                        " (its checksum matches: written by a broken tandem, or "
+                                        "edited)"));
   return c;
 }
 
 absl::Status writeCheckpointFile(const std::string& dir, const Checkpoint& c,
                                  const std::function<void()>& after_half) {
   const std::string bytes = encodeCheckpoint(c);
-  const std::string tmp = checkpointTempPath(dir), final_path = checkpointPath(dir);
+  const std::string final_path = checkpointPath(dir);
   auto failure = [&](const std::string& what, int err) {
     return absl::InvalidArgumentError(
         absl::StrCat("--checkpoint: cannot ", what, ": ", errnoText(err)));
   };
-  // O_TRUNC: a temporary file left by a killed run is simply written over.
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return failure(absl::StrCat("write '", tmp, "'"), errno);
+  // A name of its own per write (mkstemp), so that no other writer's bytes can be renamed
+  // into place; removed again when the write fails.
+  std::string tmp = absl::StrCat(dir, "/", kCheckpointTempPrefix, "XXXXXX");
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return failure(absl::StrCat("write a temporary file in '", dir, "'"), errno);
+  ::fchmod(fd, 0644);  // mkstemp's 0600 would hide the checkpoint from a group
   const size_t half = bytes.size() / 2;
   errno = 0;
   bool ok = writeAll(fd, bytes.data(), half);
@@ -314,9 +439,16 @@ absl::Status writeCheckpointFile(const std::string& dir, const Checkpoint& c,
     ok = false;
     err = errno;
   }
-  if (!ok) return failure(absl::StrCat("write '", tmp, "'"), err);
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0)
-    return failure(absl::StrCat("rename '", tmp, "' to '", final_path, "'"), errno);
+  // A full disk (ENOSPC, EFBIG) leaves no partial file behind, and the last checkpoint.
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return failure(absl::StrCat("write '", tmp, "'"), err);
+  }
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    err = errno;
+    ::unlink(tmp.c_str());
+    return failure(absl::StrCat("rename '", tmp, "' to '", final_path, "'"), err);
+  }
   // The rename lives in the directory: fsync it so that the new name survives a crash.
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return failure(absl::StrCat("open directory '", dir, "'"), errno);
@@ -329,27 +461,17 @@ absl::Status writeCheckpointFile(const std::string& dir, const Checkpoint& c,
 
 namespace {
 
-/// The bytes of the file at `path`; errors name it.
+/// The bytes of the file at `path`, a regular file (a FIFO or a device named as the
+/// checkpoint would block or never end: ir/file_input.h); errors name it.
 absl::StatusOr<std::string> readWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  // No checkpoint comes near this; a bound keeps a mistaken path from filling memory.
+  constexpr int64_t kMaxCheckpointBytes = int64_t{1} << 40;
+  absl::StatusOr<std::string> bytes = ir::readInputFile(
+      path, {absl::StrCat("'", path, "'"), "a checkpoint file"}, kMaxCheckpointBytes);
+  if (bytes.status().code() == absl::StatusCode::kNotFound)
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot read '", path, "': ", errnoText(errno),
-                     errno == ENOENT ? " (no checkpoint was written in that directory)" : ""));
-  std::string bytes;
-  char buffer[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return absl::InvalidArgumentError(absl::StrCat("cannot read '", path, "': ", errnoText(err)));
-    }
-    if (n == 0) break;
-    bytes.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
+        absl::StrCat(bytes.status().message(), " (no checkpoint was written in that directory)"));
+  if (!bytes.ok()) return absl::InvalidArgumentError(bytes.status().message());
   return bytes;
 }
 
@@ -486,12 +608,53 @@ absl::Status agreeWithFirst(absl::Status mine, absl::string_view what) {
 
 }  // namespace
 
-absl::Status CheckpointWriter::prepare(bool replacing) const {
+CheckpointWriter::~CheckpointWriter() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+absl::Status CheckpointWriter::prepare(bool replacing) {
   return agreeWithFirst(writes_ ? prepareDirectory(replacing) : absl::OkStatus(),
                         "prepare the checkpoint directory");
 }
 
-absl::Status CheckpointWriter::prepareDirectory(bool replacing) const {
+absl::Status CheckpointWriter::lockDirectory() {
+  // flock, not a file that exists or not: the kernel releases it when the process ends,
+  // however it ends, so a killed run never leaves the directory locked. The file holds
+  // who has it, for the refusal's line.
+  const std::string path = checkpointLockPath(dir_);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint: cannot write '", path, "': ", errnoText(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[256] = {};
+    const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK)
+      return absl::InvalidArgumentError(
+          absl::StrCat("--checkpoint: cannot lock '", path, "': ", errnoText(err)));
+    std::string who(holder, static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint: '", dir_, "' is in use by another run (",
+                     who.empty() ? "which has not written its pid yet" : who,
+                     "); wait for it to end, or write to another directory"));
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string who = absl::StrCat("pid ", ::getpid(), " on ", host, "\n");
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, who.data(), who.size(), 0) < 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint: cannot write '", path, "': ", errnoText(err)));
+  }
+  lock_fd_ = fd;
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointWriter::prepareDirectory(bool replacing) {
   if (dir_.empty()) return absl::InvalidArgumentError("--checkpoint: the directory name is empty");
   if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST)
     return absl::InvalidArgumentError(
@@ -500,29 +663,47 @@ absl::Status CheckpointWriter::prepareDirectory(bool replacing) const {
   if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return absl::InvalidArgumentError(
         absl::StrCat("--checkpoint: '", dir_, "' is not a directory"));
+  // Locked before anything is looked at: two runs that both found no checkpoint would
+  // otherwise both go on and write over each other.
+  if (lock_fd_ < 0) RETURN_IF_ERROR(lockDirectory());
   if (!replacing && ::access(checkpointPath(dir_).c_str(), F_OK) == 0)
     return absl::InvalidArgumentError(
         absl::StrCat("--checkpoint: '", checkpointPath(dir_),
                      "' exists already; continue that run with --resume ", dir_,
                      ", or write to another directory"));
+  // The lock is ours: a temporary file in the directory is a killed run's.
+  for (const std::string& stale : checkpointTempFiles(dir_)) ::unlink(stale.c_str());
   // A directory that cannot take the file fails now, not after an epoch of training.
-  const std::string tmp = checkpointTempPath(dir_);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string probe = absl::StrCat(dir_, "/", kCheckpointTempPrefix, "XXXXXX");
+  const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
   if (fd < 0)
     return absl::InvalidArgumentError(
-        absl::StrCat("--checkpoint: cannot write '", tmp, "': ", errnoText(errno)));
+        absl::StrCat("--checkpoint: cannot write a file in '", dir_, "': ", errnoText(errno)));
   ::close(fd);
-  ::unlink(tmp.c_str());
+  ::unlink(probe.c_str());
   return absl::OkStatus();
 }
 
 absl::Status CheckpointWriter::save(const Executor& ex, Checkpoint c) const {
-  // Every rank takes part (rank 0 gathers the others' devices); rank 0 writes.
-  auto tensors = captureVariables(ex);
-  if (!tensors.ok()) return tensors.status();
-  if (!writes_) return agreeWithFirst(absl::OkStatus(), "write the checkpoint");
-  c.tensors = std::move(*tensors);
-  return agreeWithFirst(writeCheckpointFile(dir_, c), "write the checkpoint");
+  // Every rank takes part (rank 0 gathers the others' devices); rank 0 writes. The file is
+  // put together in memory (the variables twice over at most): under a memory limit that
+  // fails as one line naming the checkpoint, and the last complete one stays.
+  absl::Status status;
+  try {
+    auto tensors = captureVariables(ex);
+    if (!tensors.ok()) return tensors.status();
+    if (!writes_) return agreeWithFirst(absl::OkStatus(), "write the checkpoint");
+    c.tensors = std::move(*tensors);
+    status = writeCheckpointFile(dir_, c);
+  } catch (const std::bad_alloc&) {
+    int64_t bytes = 0;
+    for (const ir::Var& v : ex.module().vars()) bytes += v.type.bytes();
+    status = absl::ResourceExhaustedError(absl::StrFormat(
+        "--checkpoint: out of memory writing '%s' (about %.1f MB of variables per device, held "
+        "twice while the file is put together); the last complete checkpoint is kept",
+        checkpointPath(dir_), bytes / 1e6));
+  }
+  return agreeWithFirst(status, "write the checkpoint");
 }
 
 }  // namespace tandem::runtime

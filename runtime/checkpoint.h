@@ -2,23 +2,29 @@
 
 // Checkpoints of a training run: every module variable, where the data order stands, the
 // figures so far and the settings a resumed run must share, in one file written
-// atomically (DIR/checkpoint.tmp, fsync, rename to DIR/checkpoint, fsync of DIR) with a
+// atomically (DIR/checkpoint.tmp.XXXXXX, fsync, rename to DIR/checkpoint, fsync of DIR) with a
 // crc32 over its whole content. A run killed at any moment leaves the last complete
 // checkpoint in place. Format (docs/DESIGN.md section 6), little-endian:
 //
-//   "TNDMCKPT"  u32 version (1)  u64 file bytes
+//   "TNDMCKPT"  u32 version (2)  u64 file bytes
 //   str model  u64 seed  i32 epoch  i64 steps_per_epoch  u32 devices
 //   progress: i64 steps, examples, correct; f64 loss_sum, seconds
 //   u32 n, n x (str flag, str value)            settings that must match on resume
 //   u32 n, n x i64                              images per device of the step
-//   u32 n, n x (i32 epoch, 7 x f64)             finished epochs' figures
+//   u32 n, n x (i32 epoch, 7 x f64, [v2] u32 k, k x i64 split at the epoch's end)
+//                                               finished epochs' figures
+//   [v2] u32 n, n x (i32 epoch, i64 step, u32 k, k x i64)   --split auto's re-plans
+//   [v2] u8 has balancer; i32 step, u8 settled, u32 k, k x f64 busy, k x f64 rows
 //   u32 n, n x (str name, u32 replica, str dtype, u32 rank, rank x i64, u64 bytes, bytes)
 //   u32 crc32 of everything before it
 //
 // (str: u32 length and the bytes; f64: the IEEE bits, so figures come back exactly.)
+// Version 1 (before --split auto's re-plans were kept) still reads: no re-plans, no
+// balancer state, no split per epoch.
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,12 +33,14 @@
 #include "absl/strings/string_view.h"
 #include "ir/types.h"
 #include "runtime/executor.h"
+#include "runtime/split_balancer.h"
 #include "runtime/trainer.h"
 
 namespace tandem::runtime {
 
-/// The version this build writes and the only one it reads.
-inline constexpr uint32_t kCheckpointVersion = 1;
+/// The version this build writes; it reads it and every one before (1).
+inline constexpr uint32_t kCheckpointVersion = 2;
+inline constexpr uint32_t kOldestCheckpointVersion = 1;
 
 /// One tensor of a checkpoint: a module variable's replica on one device of the run that
 /// wrote it. Replica 0 is always there; another replica only where its bytes differ from
@@ -50,7 +58,18 @@ struct EpochFigures {
   int32_t epoch = 0;
   double train_loss = 0, train_accuracy = 0, test_loss = 0, test_accuracy = 0;
   double seconds = 0, images_per_second = 0, eval_seconds = 0;
+  /// Images per device when the epoch ended (--split auto may have re-planned it).
+  std::vector<int64_t> split;
   bool operator==(const EpochFigures&) const = default;
+};
+
+/// A re-plan of --split auto: after `step` of `epoch`, the step ran with `rows` images
+/// per device.
+struct SplitReplan {
+  int32_t epoch = 0;
+  int64_t step = 0;
+  std::vector<int64_t> rows;
+  bool operator==(const SplitReplan&) const = default;
 };
 
 /// What a checkpoint holds.
@@ -69,22 +88,33 @@ struct Checkpoint {
   uint32_t devices = 0;
   std::vector<int64_t> split;
   std::vector<EpochFigures> history;  // every finished epoch, in order
+  /// --split auto: every re-plan so far, and the balancer as it stands (so that the
+  /// resumed run re-plans where the run it continues would).
+  std::vector<SplitReplan> replans;
+  std::optional<SplitBalancer::State> balancer;
   std::vector<CheckpointTensor> tensors;
 };
 
-/// The bytes of a checkpoint file.
-std::string encodeCheckpoint(const Checkpoint& c);
+/// The bytes of a checkpoint file; `version` (tests) writes an older format, leaving out
+/// what it did not have.
+std::string encodeCheckpoint(const Checkpoint& c, uint32_t version = kCheckpointVersion);
 /// Parses and verifies checkpoint bytes; `path` names the file in errors, which say what
 /// is wrong: not a checkpoint, a version this build does not read, truncated, extra bytes,
 /// a checksum mismatch, or a malformed table.
 absl::StatusOr<Checkpoint> decodeCheckpoint(absl::string_view bytes, const std::string& path);
 
-/// DIR/checkpoint, and the temporary file it is written through.
+/// DIR/checkpoint; the lock file of the run that writes in DIR; the name every temporary
+/// file a checkpoint is written through starts with (DIR/checkpoint.tmp.XXXXXX, unique
+/// per write), and the ones DIR holds now (a killed run's).
 std::string checkpointPath(const std::string& dir);
-std::string checkpointTempPath(const std::string& dir);
+std::string checkpointLockPath(const std::string& dir);
+inline constexpr char kCheckpointTempPrefix[] = "checkpoint.tmp.";
+std::vector<std::string> checkpointTempFiles(const std::string& dir);
 
-/// Writes `c` to DIR/checkpoint atomically (see the top of this file). `after_half` (for
-/// tests) runs when half of the temporary file is written, before its fsync.
+/// Writes `c` to DIR/checkpoint atomically (see the top of this file) through a temporary
+/// file of a unique name, removed when the write fails (a full disk leaves nothing
+/// behind). `after_half` (for tests) runs when half of the temporary file is written,
+/// before its fsync.
 absl::Status writeCheckpointFile(const std::string& dir, const Checkpoint& c,
                                  const std::function<void()>& after_half = nullptr);
 /// Reads and verifies DIR/checkpoint; errors name the file. Across processes every rank
@@ -115,11 +145,17 @@ absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
 class CheckpointWriter {
  public:
   CheckpointWriter(std::string dir, bool writes) : dir_(std::move(dir)), writes_(writes) {}
+  ~CheckpointWriter();
+  CheckpointWriter(const CheckpointWriter&) = delete;
+  CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
-  /// Creates the directory if missing and checks that a file can be written in it, before
-  /// any training. An existing DIR/checkpoint is refused unless `replacing` (a run
-  /// resumed from it): a new run must not destroy another run's checkpoint.
-  absl::Status prepare(bool replacing) const;
+  /// Creates the directory if missing, locks it for this run (flock on DIR/checkpoint.lock,
+  /// which holds the holder's pid and host: a second run given the same directory is
+  /// refused naming it, as long as this writer lives) and checks that a file can be
+  /// written in it, before any training; temporary files a killed run left are removed.
+  /// An existing DIR/checkpoint is refused unless `replacing` (a run resumed from it): a
+  /// new run must not destroy another run's checkpoint.
+  absl::Status prepare(bool replacing);
   /// Captures the executor's variables into `c` and writes it.
   /// In a multi-process run every rank calls it at the same point (rank 0 gathers the
   /// other ranks' devices); when rank 0 cannot write, every rank gets an error.
@@ -129,10 +165,12 @@ class CheckpointWriter {
   bool writes() const { return writes_; }
 
  private:
-  absl::Status prepareDirectory(bool replacing) const;
+  absl::Status prepareDirectory(bool replacing);
+  absl::Status lockDirectory();
 
   std::string dir_;
   bool writes_;
+  int lock_fd_ = -1;
 };
 
 }  // namespace tandem::runtime

@@ -64,9 +64,12 @@ class ProgramBuilder {
       }
       if (!first_local_) first_local_ = d;
       RETURN_IF_ERROR(lm_.devices[d]->prepareGraph(g_));
-      ASSIGN_OR_RETURN(backend::DeviceBuffer arena,
-                       lm_.devices[d]->allocate(plan_.arenas[d].bytes));
-      p_->arenas.push_back(std::move(arena));
+      absl::StatusOr<backend::DeviceBuffer> arena = lm_.devices[d]->allocate(plan_.arenas[d].bytes);
+      if (!arena.ok())  // the device's words, with which arena it was
+        return absl::Status(arena.status().code(),
+                            absl::StrCat(ir::toString(lm_.devices[d]->id()), ": the arena of @",
+                                         g_.name(), ": ", arena.status().message()));
+      p_->arenas.push_back(*std::move(arena));
     }
     for (const ir::Node* in : g_.inputs()) {
       const ir::TensorType& t = in->result()->type();
@@ -484,8 +487,12 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
         replicas.emplace_back();
         continue;
       }
-      ASSIGN_OR_RETURN(backend::DeviceBuffer buf, device->allocate(v.type.bytes()));
-      replicas.push_back(std::move(buf));
+      absl::StatusOr<backend::DeviceBuffer> buf = device->allocate(v.type.bytes());
+      if (!buf.ok())
+        return absl::Status(buf.status().code(),
+                            absl::StrCat(ir::toString(device->id()), ": variable @", v.name, ": ",
+                                         buf.status().message()));
+      replicas.push_back(*std::move(buf));
     }
   }
   std::map<std::vector<size_t>, backend::CommunicatorGroup*> groups;

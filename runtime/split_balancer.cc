@@ -12,6 +12,14 @@ bool SplitBalancer::wantsTrace() const {
          step_ < options_.warmup_steps + options_.measure_steps;
 }
 
+void SplitBalancer::restore(const State& s) {
+  if (s.busy_ns.size() != devices_ || s.rows.size() != devices_) return;
+  step_ = s.step;
+  settled_ = s.settled;
+  busy_ns_ = s.busy_ns;
+  rows_ = s.rows;
+}
+
 double SplitBalancer::lastCriticalPathNs() const {
   return last_busy_.empty() ? 0 : *std::max_element(last_busy_.begin(), last_busy_.end());
 }
@@ -23,9 +31,14 @@ std::optional<std::vector<double>> SplitBalancer::afterStep(const std::vector<Tr
   ++step_;
   if (!measured) return std::nullopt;
   // Compute streams only: the comm streams wait for each other by design.
-  for (const TraceEntry& e : trace)
-    if (!e.comm && !e.prefetch && e.device < devices_)
-      busy_ns_[e.device] += double(e.end_ns - e.start_ns);
+  if (options_.busy_for_test) {
+    for (size_t d = 0; d < devices_ && d < rows.size(); ++d)
+      busy_ns_[d] += options_.busy_for_test(d, rows[d]);
+  } else {
+    for (const TraceEntry& e : trace)
+      if (!e.comm && !e.prefetch && e.device < devices_)
+        busy_ns_[e.device] += double(e.end_ns - e.start_ns);
+  }
   for (size_t d = 0; d < devices_ && d < rows.size(); ++d) rows_[d] += double(rows[d]);
   if (step_ < options_.warmup_steps + options_.measure_steps) return std::nullopt;
 

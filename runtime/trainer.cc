@@ -1,8 +1,11 @@
 #include "runtime/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "backend/processes.h"
 #include "ir/status_macros.h"
 
@@ -19,6 +22,19 @@ absl::Status handOver(Executor& ex, absl::string_view name, const data::Batch& b
   backend::TensorView in[2] = {{const_cast<float*>(b.images), images},
                                {const_cast<int32_t*>(b.labels), labels}};
   return ex.prefetch(name, in);
+}
+
+// "1x28x28"
+std::string shapeText(absl::Span<const int64_t> shape) { return absl::StrJoin(shape, "x"); }
+
+// The class count of graph `g`'s logits (the loss's or the accuracy's first operand), or
+// 0 when it has neither.
+int64_t classesOf(const ir::Graph& g) {
+  for (const auto& n : g.nodes())
+    if ((n->op() == ir::Op::kSoftmaxCrossEntropy || n->op() == ir::Op::kAccuracy) &&
+        n->operand(0)->type().rank() == 2)
+      return n->operand(0)->type().shape[1];
+  return 0;
 }
 
 void finish(PassResult& r, double loss_sum, int64_t correct) {
@@ -114,6 +130,43 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::rowsOfThisProcess(
   return std::make_pair(int64_t{0}, batch);  // one device: no split
 }
 
+absl::Status Trainer::checkData(const data::BatchLoader& loader, absl::string_view name) const {
+  const data::Dataset& d = loader.data();
+  const ir::Graph* g = executor_->module().graph(name);
+  if (g == nullptr || g->inputs().size() != 2)
+    return absl::InvalidArgumentError(absl::StrCat("module ", executor_->module().name(),
+                                                   " has no @", name, " of images and labels"));
+  const ir::Value& images = *g->inputs()[0]->result();
+  const ir::Value& labels = *g->inputs()[1]->result();
+  const std::string model = executor_->module().name();
+  const std::string purpose = name == ir::kTrainGraph ? "train on" : "evaluate";
+  if (d.count == 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(d.source, " holds no images: nothing to ", purpose));
+  // Every dimension of an example against the module: channels, height, width.
+  const ir::Shape& shape = images.type().shape;
+  const std::vector<int64_t> example = d.exampleShape();
+  if (shape.size() != example.size() + 1 ||
+      !std::equal(example.begin(), example.end(), shape.begin() + 1) ||
+      images.type().dtype != ir::DType::kF32)
+    return absl::InvalidArgumentError(absl::StrCat(
+        d.source, " holds ", d.count, " images of ", shapeText(example), ", but ", model,
+        " takes images of ",
+        shapeText(absl::MakeConstSpan(shape).subspan(std::min<size_t>(1, shape.size()))), " (@",
+        name, "'s input %", images.name(), ": ", ir::toString(images.type()), ")"));
+  if (shape[0] != loader.batch() || labels.type().shape.size() != 1 ||
+      labels.type().shape[0] != loader.batch() || labels.type().dtype != ir::DType::kI32)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batches of ", loader.batch(), " images and labels from ", d.source, ", but @", name,
+        " of ", model, " takes %", images.name(), ": ", ir::toString(images.type()), " and %",
+        labels.name(), ": ", ir::toString(labels.type())));
+  if (const int64_t classes = classesOf(*g); classes > 0 && d.classes > classes)
+    return absl::InvalidArgumentError(absl::StrCat(d.labels_source, " holds labels of ", d.classes,
+                                                   " classes, but ", model, " tells apart ",
+                                                   classes, " (its logits in @", name, ")"));
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::initialize() { return executor_->run(ir::kInitGraph, {}).status(); }
 
 absl::StatusOr<std::pair<double, int64_t>> Trainer::trainStep(const data::Batch& b) {
@@ -126,6 +179,7 @@ absl::StatusOr<std::pair<double, int64_t>> Trainer::trainStep(const data::Batch&
 
 absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const EpochProgress& from,
                                                const StepCallback& on_step) {
+  RETURN_IF_ERROR(checkData(loader, ir::kTrainGraph));
   PassResult r;
   r.steps = from.steps;
   r.examples = from.examples;
@@ -179,6 +233,7 @@ absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const 
 
 absl::StatusOr<PassResult> Trainer::evaluate(data::BatchLoader& loader,
                                              const std::function<bool()>& keep_going) {
+  RETURN_IF_ERROR(checkData(loader, ir::kEvalGraph));
   PassResult r;
   double loss_sum = 0;
   int64_t correct = 0;

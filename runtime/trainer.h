@@ -83,6 +83,14 @@ class Trainer {
   /// Executor::setBeforeNodeHook, kept across replaceModule.
   void setBeforeNodeHook(std::function<void(const ir::Node&, size_t device)> hook);
 
+  /// OK when the loader's batches fit graph `name` (@train_step or @eval_step): as many
+  /// rows as its inputs, each example of the shape of its images input ([N, C, H, W]: C, H
+  /// and W), labels within the classes of its logits, and at least one example in the
+  /// data. Else an error naming the data's file, what it holds and what the module takes.
+  /// trainEpoch and evaluate check this before their first step; a caller may check first
+  /// (before anything runs).
+  absl::Status checkData(const data::BatchLoader& loader, absl::string_view name) const;
+
   /// The rows [first, end) of graph `name`'s batch that this process's devices take (its
   /// split's slices for them, which are contiguous: devices are numbered rank by rank),
   /// for BatchLoader::setRows; the whole batch in a one-process run.

@@ -10,7 +10,8 @@ constexpr double kT = 1e12, kG = 1e9;
 
 // Datasheet figures, dense (no 2:4 sparsity), SXM parts:
 // - A100 80GB SXM: NVIDIA A100 Tensor Core GPU datasheet (2021): TF32 156 TFLOPS, BF16
-//   312 TFLOPS, HBM2e 2,039 GB/s.
+//   312 TFLOPS, HBM2e 2,039 GB/s. Memory: A100 and H100 80 GB, H200 141 GB, P100 16 GB,
+//   V100 32 GB (the datasheets' SXM parts).
 // - H100 SXM5: NVIDIA H100 Tensor Core GPU datasheet (2023): TF32 494.7 (989 sparse),
 //   BF16 989.4 (1,979 sparse) TFLOPS, HBM3 3.35 TB/s.
 // - H200 SXM: NVIDIA H200 datasheet (2024): H100's compute, HBM3e 4.8 TB/s.
@@ -22,11 +23,12 @@ constexpr double kT = 1e12, kG = 1e9;
 // in NVIDIA's DGX-1 NCCL 2 results.
 const std::vector<GpuSpec>& gpus() {
   static const auto* specs = new std::vector<GpuSpec>{
-      {"a100", 156 * kT, 312 * kT, 2039 * kG, 230 * kG, "NVIDIA A100 80GB SXM datasheet"},
-      {"h100", 494.7 * kT, 989.4 * kT, 3350 * kG, 460 * kG, "NVIDIA H100 SXM5 datasheet"},
-      {"h200", 494.7 * kT, 989.4 * kT, 4800 * kG, 460 * kG, "NVIDIA H200 SXM datasheet"},
-      {"p100", 10.6 * kT, 21.2 * kT, 732 * kG, 65 * kG, "NVIDIA Tesla P100 SXM2 datasheet"},
-      {"v100", 15.7 * kT, 125 * kT, 900 * kG, 130 * kG, "NVIDIA V100 SXM2 datasheet"},
+      {"a100", 156 * kT, 312 * kT, 2039 * kG, 230 * kG, "NVIDIA A100 80GB SXM datasheet", 80 * kG},
+      {"h100", 494.7 * kT, 989.4 * kT, 3350 * kG, 460 * kG, "NVIDIA H100 SXM5 datasheet", 80 * kG},
+      {"h200", 494.7 * kT, 989.4 * kT, 4800 * kG, 460 * kG, "NVIDIA H200 SXM datasheet", 141 * kG},
+      {"p100", 10.6 * kT, 21.2 * kT, 732 * kG, 65 * kG, "NVIDIA Tesla P100 SXM2 datasheet",
+       16 * kG},
+      {"v100", 15.7 * kT, 125 * kT, 900 * kG, 130 * kG, "NVIDIA V100 SXM2 datasheet", 32 * kG},
   };
   return *specs;
 }

@@ -24,6 +24,8 @@ struct GpuSpec {
   /// nccl-tests reports it, and the node's GPU count.
   double nvlink_busbw = 0;
   std::string source;
+  /// Device memory, bytes: what one device's step (activations and variables) must fit.
+  double memory_bytes = 0;
 };
 
 /// A link between devices in the alpha-beta model: a fixed latency per message step and a

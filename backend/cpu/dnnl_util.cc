@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,12 @@ char* threadArena(size_t bytes) {
     arena.reset();  // free first: the old contents are not needed
     capacity = (bytes + 4095) / 4096 * 4096;
     arena.reset(static_cast<char*>(std::aligned_alloc(4096, capacity)));
+    // A kernel's compute has no error path: out of memory here (a ulimit -v, say) is the
+    // bad_alloc the CLI's terminate handler names in one line, not a null arena to crash on.
+    if (arena == nullptr) {
+      capacity = 0;
+      throw std::bad_alloc();
+    }
   }
   return arena.get();
 }

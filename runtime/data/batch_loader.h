@@ -53,6 +53,9 @@ class BatchLoader {
 
   /// Batches in one epoch: count / batch with drop_last, else rounded up.
   int64_t batchesPerEpoch() const;
+  /// The data set, and the rows of every batch.
+  const Dataset& data() const { return data_; }
+  int64_t batch() const { return batch_; }
   /// Starts (or restarts) epoch `epoch`: the batches of any epoch in progress are dropped
   /// and earlier Batch pointers become invalid. `first_batch` skips that many batches of
   /// the epoch's order without preparing them (a run resumed inside the epoch).

@@ -1,5 +1,6 @@
 #include "runtime/data/idx_reader.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/file_input.h"
 
 namespace tandem::runtime::data {
 namespace {
@@ -64,8 +66,11 @@ GzError gzErrorOf(gzFile f, const std::string& path) {
     return e;
   }
   e.text = msg != nullptr ? msg : "unknown zlib error";
+  // zlib prefixes the name it was opened with: the path, or "<fd:N>" for gzdopen's.
   const std::string prefix = path + ": ";
   if (e.text.compare(0, prefix.size(), prefix) == 0) e.text.erase(0, prefix.size());
+  if (e.text.compare(0, 4, "<fd:") == 0)
+    if (size_t end = e.text.find(">: "); end != std::string::npos) e.text.erase(0, end + 3);
   return e;
 }
 
@@ -90,10 +95,15 @@ struct IdxHeader {
 
 // Opens an IDX file (gzip or plain) and checks its magic number and dimensions.
 absl::StatusOr<IdxHeader> openIdx(const std::string& path, uint32_t expected_magic) {
+  // Regular files only, opened without blocking (ir/file_input.h): a FIFO or a device
+  // named as a data file would block at open or never end.
+  const absl::StatusOr<int> fd = ir::openRegularFile(path, {path, "an IDX file"});
+  if (!fd.ok()) return fd.status();
   errno = 0;
-  GzFile file(gzopen(path.c_str(), "rb"));
+  GzFile file(gzdopen(*fd, "rb"));
   if (file == nullptr) {
     const int err = errno;
+    ::close(*fd);
     if (err == 0) return absl::ResourceExhaustedError(absl::StrCat(path, ": cannot open"));
     return absl::Status(absl::ErrnoToStatusCode(err),
                         absl::StrCat(path, ": cannot open: ", std::strerror(err)));
@@ -203,6 +213,7 @@ absl::StatusOr<Dataset> readIdxPair(const std::string& images_path,
   data.rows = rows;
   data.cols = cols;
   data.source = images_path;
+  data.labels_source = labels_path;
   data.classes = classes;
   data.available = count;
 

@@ -21,13 +21,15 @@ struct Dataset {
   int64_t rows = 0, cols = 0;
   std::vector<float> images;
   std::vector<int32_t> labels;
-  /// Where the data came from (the images file), for messages.
-  std::string source;
+  /// Where the data came from (the images file, and the labels file), for messages.
+  std::string source, labels_source;
   /// Labels are in [0, classes).
   int32_t classes = kFashionMnistClasses;
 
   /// Floats per example (rows * cols, one channel).
   int64_t exampleSize() const { return rows * cols; }
+  /// The shape of one example: [1, rows, cols] (channels, height, width).
+  std::vector<int64_t> exampleShape() const { return {1, rows, cols}; }
 };
 
 /// Reads one IDX unsigned-byte images file (magic 0x00000803, [count, rows, cols]) and one

@@ -162,19 +162,19 @@ TEST(Types, ParseDeviceListCountMeansCpuDevices) {
                                         {DeviceKind::kCpu, 1},
                                         {DeviceKind::kCpu, 2},
                                         {DeviceKind::kCpu, 3}}));
-  auto max = parseDeviceList("4096");
+  auto max = parseDeviceList("1024");
   ASSERT_TRUE(max.ok()) << max.status();
-  EXPECT_EQ(max->size(), 4096u);
-  EXPECT_EQ(max->back(), (Device{DeviceKind::kCpu, 4095}));
+  EXPECT_EQ(max->size(), 1024u);
+  EXPECT_EQ(max->back(), (Device{DeviceKind::kCpu, 1023}));
 }
 
 TEST(Types, ParseDeviceListErrors) {
   EXPECT_EQ(deviceListError("cpu:0,cpu:0"), "device cpu:0 is listed twice in 'cpu:0,cpu:0'");
   EXPECT_EQ(deviceListError("cuda:1,cpu:1,cuda:1.1,cuda:1.1"),
             "device cuda:1.1 is listed twice in 'cuda:1,cpu:1,cuda:1.1,cuda:1.1'");
-  EXPECT_EQ(deviceListError("0"), "device count 0 is out of range (1 to 4096)");
-  EXPECT_EQ(deviceListError("4097"), "device count 4097 is out of range (1 to 4096)");
-  EXPECT_EQ(deviceListError("-2"), "device count -2 is out of range (1 to 4096)");
+  EXPECT_EQ(deviceListError("0"), "device count 0 is out of range (1 to 1024)");
+  EXPECT_EQ(deviceListError("1025"), "device count 1025 is out of range (1 to 1024)");
+  EXPECT_EQ(deviceListError("-2"), "device count -2 is out of range (1 to 1024)");
   EXPECT_EQ(deviceListError("cpu:0,tpu:1"),
             "unknown device 'tpu:1': the device kind must be cpu or cuda");
   EXPECT_EQ(deviceListError("cpu:0,cpu:x"),
@@ -190,17 +190,17 @@ TEST(Types, ParseDeviceListErrors) {
 // device, so a list of the most devices parses as fast as the count.
 TEST(Types, ParseDeviceListCapsLongListsToo) {
   std::vector<std::string> names;
-  for (int i = 0; i < 4096; ++i) names.push_back(absl::StrCat(i % 2 ? "cuda:" : "cpu:", i / 2));
+  for (int i = 0; i < 1024; ++i) names.push_back(absl::StrCat(i % 2 ? "cuda:" : "cpu:", i / 2));
   auto most = parseDeviceList(absl::StrJoin(names, ","));
   ASSERT_TRUE(most.ok()) << most.status();
   EXPECT_EQ(most->size(), kMaxDevices);
-  EXPECT_EQ(most->back(), (Device{DeviceKind::kCuda, 2047}));
-  names.push_back("cpu:2048");
+  EXPECT_EQ(most->back(), (Device{DeviceKind::kCuda, 511}));
+  names.push_back("cpu:512");
   EXPECT_EQ(deviceListError(absl::StrJoin(names, ",")),
-            "the device list has more than 4096 devices (cpu:2048 is number 4097)");
-  names.back() = "cpu:2047";  // a duplicate is named as such, however long the list
-  EXPECT_EQ(deviceListError(absl::StrJoin(names, ",")).substr(0, 33),
-            "device cpu:2047 is listed twice i");
+            "the device list has more than 1024 devices (cpu:512 is number 1025)");
+  names.back() = "cpu:511";  // a duplicate is named as such, however long the list
+  EXPECT_EQ(deviceListError(absl::StrJoin(names, ",")).substr(0, 32),
+            "device cpu:511 is listed twice i");
 }
 
 TEST(Types, InitializerText) {

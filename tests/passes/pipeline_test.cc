@@ -118,7 +118,7 @@ TEST(ParsePipeline, BadDevices) {
   EXPECT_EQ(parseError("replicate{devices=[cpu:0,cpu:0]}"),
             "pass replicate: option 'devices': device cpu:0 is listed twice in 'cpu:0,cpu:0'");
   EXPECT_EQ(parseError("replicate{devices=0}"),
-            "pass replicate: option 'devices': device count 0 is out of range (1 to 4096)");
+            "pass replicate: option 'devices': device count 0 is out of range (1 to 1024)");
   EXPECT_EQ(parseError("replicate{devices=[]}"),
             "pass replicate: option 'devices': the device list is empty");
   EXPECT_EQ(parseError("replicate{devices=[cpu:0,]}"),

@@ -49,6 +49,28 @@ std::string bytesOf(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
 }
 
+// A checkpoint of a run on `devices` devices at the start of its first epoch: the position
+// and split that decoding checks (impossible contents are refused), nothing else set.
+Checkpoint startOfRun(uint32_t devices) {
+  Checkpoint c;
+  c.devices = devices;
+  c.steps_per_epoch = 1;
+  c.split.assign(devices, 1);
+  return c;
+}
+
+// The sample's figures one epoch further on: epoch `epoch`, with the figures of every
+// epoch before it (a checkpoint's history is its finished epochs).
+Checkpoint advanceTo(Checkpoint c, int32_t epoch) {
+  while (static_cast<int32_t>(c.history.size()) < epoch - 1) {
+    runtime::EpochFigures next = c.history.back();
+    next.epoch = static_cast<int32_t>(c.history.size()) + 1;
+    c.history.push_back(next);
+  }
+  c.epoch = epoch;
+  return c;
+}
+
 // A small checkpoint with every field set, figures that only exact bits preserve
 // included (a NaN, -0, the smallest subnormal).
 Checkpoint sample() {
@@ -61,9 +83,18 @@ Checkpoint sample() {
   c.steps_per_epoch = 10;
   c.devices = 2;
   c.split = {6, 4};
-  c.history = {{1, 2.30258509299, 0.1, 2.3, 0.12, 0.5, 200, 0.01},
-               {2, std::numeric_limits<double>::quiet_NaN(), -0.0,
-                std::numeric_limits<double>::denorm_min(), 1, 1e300, 3, 4}};
+  c.history = {{1, 2.30258509299, 0.1, 2.3, 0.12, 0.5, 200, 0.01, {5, 5}},
+               {2,
+                std::numeric_limits<double>::quiet_NaN(),
+                -0.0,
+                std::numeric_limits<double>::denorm_min(),
+                1,
+                1e300,
+                3,
+                4,
+                {6, 4}}};
+  c.replans = {{1, 7, {6, 4}}, {3, 2, {6, 4}}};
+  c.balancer = runtime::SplitBalancer::State{3, false, {1.5e6, 2.5e6}, {6, 4}};
   c.tensors = {{"w", 0, f32({2, 3}), bytesOf({1, 2, 3, 4, 5, 6})},
                {"bn.mean", 0, f32({2}), bytesOf({0.5f, -0.5f})},
                {"bn.mean", 1, f32({2}), bytesOf({0.25f, -0.25f})},
@@ -116,6 +147,9 @@ void expectSame(const Checkpoint& a, const Checkpoint& b) {
                        &runtime::EpochFigures::eval_seconds})
       expectSameBits(x.*field, y.*field);
   }
+  for (size_t i = 0; i < a.history.size(); ++i) EXPECT_EQ(a.history[i].split, b.history[i].split);
+  EXPECT_EQ(a.replans, b.replans);
+  EXPECT_EQ(a.balancer, b.balancer);
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (size_t i = 0; i < a.tensors.size(); ++i) {
     EXPECT_EQ(a.tensors[i].name, b.tensors[i].name);
@@ -138,13 +172,12 @@ TEST(CheckpointFormat, RoundTripsEveryFieldExactly) {
 TEST(CheckpointFormat, FileRoundTripLeavesNoTemporaryFile) {
   ScratchDir dir;
   ASSERT_TRUE(runtime::writeCheckpointFile(dir.path(), sample()).ok());
-  EXPECT_FALSE(std::filesystem::exists(runtime::checkpointTempPath(dir.path())));
+  EXPECT_TRUE(runtime::checkpointTempFiles(dir.path()).empty());
   auto back = runtime::readCheckpointFile(dir.path());
   ASSERT_TRUE(back.ok()) << back.status();
   expectSame(sample(), *back);
   // A second write replaces the first.
-  Checkpoint next = sample();
-  next.epoch = 4;
+  Checkpoint next = advanceTo(sample(), 4);
   ASSERT_TRUE(runtime::writeCheckpointFile(dir.path(), next).ok());
   EXPECT_EQ(runtime::readCheckpointFile(dir.path())->epoch, 4);
 }
@@ -195,10 +228,14 @@ TEST(CheckpointFormat, HeaderErrorsSayWhatIsWrong) {
   EXPECT_EQ(message("module @m {}\n"),
             "'d/checkpoint' is not a Tandem checkpoint (it does not start with TNDMCKPT)");
   EXPECT_EQ(message(""), "'d/checkpoint' is truncated: 0 bytes, not even the 8-byte magic");
-  std::string v2 = bytes;
-  v2[8] = 2;
-  EXPECT_EQ(message(v2),
-            "'d/checkpoint' has checkpoint format version 2; this tandem reads version 1");
+  std::string v3 = bytes;
+  v3[8] = 3;
+  EXPECT_EQ(message(v3),
+            "'d/checkpoint' has checkpoint format version 3; this tandem reads versions 1 to 2");
+  std::string v0 = bytes;
+  v0[8] = 0;
+  EXPECT_EQ(message(v0),
+            "'d/checkpoint' has checkpoint format version 0; this tandem reads versions 1 to 2");
   EXPECT_EQ(message(bytes + "x"),
             absl::StrCat("'d/checkpoint' has ", bytes.size() + 1, " bytes, but its header says ",
                          bytes.size(), " (appended to, or a corrupt header)"));
@@ -206,6 +243,60 @@ TEST(CheckpointFormat, HeaderErrorsSayWhatIsWrong) {
   flipped[40] ^= 1;
   EXPECT_EQ(message(flipped).rfind("'d/checkpoint' is corrupt: its content has crc32 ", 0), 0u);
   EXPECT_NE(message(flipped).find("is stored (flipped bytes)"), std::string::npos);
+}
+
+// Version 1 (before --split auto's re-plans were kept) still reads: the same run's
+// position, figures and tensors, without re-plans or balancer state.
+TEST(CheckpointFormat, VersionOneStillReads) {
+  Checkpoint old = sample();
+  old.replans.clear();
+  old.balancer.reset();
+  for (runtime::EpochFigures& h : old.history) h.split.clear();
+  const std::string bytes = runtime::encodeCheckpoint(old, /*version=*/1);
+  EXPECT_EQ(bytes[8], 1);
+  EXPECT_LT(bytes.size(), runtime::encodeCheckpoint(old).size());
+  auto back = runtime::decodeCheckpoint(bytes, "v1/checkpoint");
+  ASSERT_TRUE(back.ok()) << back.status();
+  expectSame(old, *back);
+}
+
+// Issue 21, class 10: a checksum says the bytes are the ones written, not that they make
+// sense: values no run could reach are refused, naming what is impossible.
+TEST(CheckpointFormat, ImpossibleContentsBehindAValidChecksum) {
+  auto message = [](const Checkpoint& c) {
+    return std::string(
+        runtime::decodeCheckpoint(runtime::encodeCheckpoint(c), "d/checkpoint").status().message());
+  };
+  const std::string prefix = "'d/checkpoint' holds impossible contents: ";
+  const std::string suffix = " (its checksum matches: written by a broken tandem, or edited)";
+  Checkpoint c = sample();
+  c.epoch = -5;
+  EXPECT_EQ(message(c), prefix + "its epoch is -5" + suffix);
+  c = sample();
+  c.progress.correct = 41;
+  EXPECT_EQ(message(c), prefix + "a correct count of 41 for 40 examples" + suffix);
+  c = sample();
+  c.progress.examples = 1000;
+  c.progress.correct = 10;
+  EXPECT_EQ(message(c), prefix + "1000 examples in 4 steps of 10" + suffix);
+  c = sample();
+  c.split = {12, -2};
+  EXPECT_EQ(message(c), prefix + "the split gives a device -2 images" + suffix);
+  c = sample();
+  c.progress.steps = 11;
+  EXPECT_EQ(message(c), prefix + "step 11 of an epoch of 10" + suffix);
+  c = sample();
+  c.history.pop_back();
+  EXPECT_EQ(message(c), prefix + "figures of 1 finished epochs at epoch 3" + suffix);
+  c = sample();
+  c.history[0].test_accuracy = 1.5;
+  EXPECT_EQ(message(c), prefix + "an accuracy of 1.5 in epoch 1" + suffix);
+  c = sample();
+  c.replans[0].rows = {7, 4};
+  EXPECT_EQ(message(c), prefix +
+                            "a re-plan of the split after step 7 of epoch 1 that no run of 2 "
+                            "devices and batch 10 could make" +
+                            suffix);
 }
 
 // A table that does not add up behind a valid checksum (a broken writer) is still an
@@ -226,8 +317,7 @@ TEST(CheckpointFormat, WriteKilledHalfwayLeavesTheLastCheckpoint) {
   ScratchDir dir;
   const Checkpoint first = sample();
   ASSERT_TRUE(runtime::writeCheckpointFile(dir.path(), first).ok());
-  Checkpoint second = sample();
-  second.epoch = 7;
+  Checkpoint second = advanceTo(sample(), 7);
   second.tensors[0].bytes = bytesOf({9, 9, 9, 9, 9, 9});
   EXPECT_EXIT(
       {
@@ -235,15 +325,20 @@ TEST(CheckpointFormat, WriteKilledHalfwayLeavesTheLastCheckpoint) {
         _exit(0);
       },
       ::testing::KilledBySignal(SIGKILL), "");
-  const std::string tmp = runtime::checkpointTempPath(dir.path());
-  ASSERT_TRUE(std::filesystem::exists(tmp));
-  EXPECT_EQ(std::filesystem::file_size(tmp), runtime::encodeCheckpoint(second).size() / 2);
+  const std::vector<std::string> temps = runtime::checkpointTempFiles(dir.path());
+  ASSERT_EQ(temps.size(), 1u);
+  EXPECT_EQ(std::filesystem::file_size(temps[0]), runtime::encodeCheckpoint(second).size() / 2);
   auto kept = runtime::readCheckpointFile(dir.path());
   ASSERT_TRUE(kept.ok()) << kept.status();
   expectSame(first, *kept);
   ASSERT_TRUE(runtime::writeCheckpointFile(dir.path(), second).ok());
   expectSame(second, *runtime::readCheckpointFile(dir.path()));
-  EXPECT_FALSE(std::filesystem::exists(tmp));
+  // The killed write's file is left (its own name: nothing renames it into place) until
+  // a writer that holds the directory's lock clears it.
+  EXPECT_TRUE(std::filesystem::exists(temps[0]));
+  runtime::CheckpointWriter writer(dir.path(), /*writes=*/true);
+  ASSERT_TRUE(writer.prepare(/*replacing=*/true).ok());
+  EXPECT_TRUE(runtime::checkpointTempFiles(dir.path()).empty());
 }
 
 TEST(CheckpointWriter, RefusesAnotherRunsCheckpointAndDoesNothingOffRankZero) {
@@ -297,8 +392,7 @@ TEST(CheckpointVariables, RestoredTrainerStepsLikeTheOriginal) {
   ASSERT_TRUE(original);
   auto tensors = runtime::captureVariables(original->executor());
   ASSERT_TRUE(tensors.ok()) << tensors.status();
-  Checkpoint c;
-  c.devices = 2;
+  Checkpoint c = startOfRun(2);
   c.tensors = *tensors;
   for (const CheckpointTensor& t : c.tensors) EXPECT_EQ(t.replica, 0u) << t.name;  // no BN
   auto decoded = runtime::decodeCheckpoint(runtime::encodeCheckpoint(c), "p");
@@ -318,8 +412,7 @@ TEST(CheckpointVariables, RestoredTrainerStepsLikeTheOriginal) {
 TEST(CheckpointVariables, AnotherModelOrShapeIsRefused) {
   auto lenet = trainOn("lenet", lenetSetup(1), {});
   ASSERT_TRUE(lenet);
-  Checkpoint c;
-  c.devices = 1;
+  Checkpoint c = startOfRun(1);
   c.tensors = *runtime::captureVariables(lenet->executor());
   ASSERT_FALSE(c.tensors.empty());
 
@@ -356,9 +449,8 @@ TEST(CheckpointVariables, BatchNormReplicasThatDifferAreKeptPerDevice) {
   auto start = std::chrono::steady_clock::now();
   auto tensors = runtime::captureVariables(resnet->executor());
   ASSERT_TRUE(tensors.ok()) << tensors.status();
-  Checkpoint c;
+  Checkpoint c = startOfRun(2);
   c.model = "resnet18";
-  c.devices = 2;
   c.tensors = *tensors;
   ScratchDir dir;
   ASSERT_TRUE(runtime::writeCheckpointFile(dir.path(), c).ok());
@@ -477,7 +569,13 @@ TEST(CheckpointResume, AnEpochResumedMidwayEndsWithTheSameBits) {
   ASSERT_TRUE(part.ok());
   ASSERT_TRUE(part->stopped);
   ScratchDir dir;
-  Checkpoint c{.model = "lenet", .epoch = 2, .progress = at, .steps_per_epoch = 6, .devices = 2};
+  Checkpoint c{.model = "lenet",
+               .epoch = 2,
+               .progress = at,
+               .steps_per_epoch = 6,
+               .devices = 2,
+               .split = {o.batch / 2, o.batch - o.batch / 2},
+               .history = {{.epoch = 1}}};
   ASSERT_TRUE(runtime::CheckpointWriter(dir.path(), true).save((*first)->executor(), c).ok());
   first->reset();  // the first run is gone
 

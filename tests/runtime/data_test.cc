@@ -182,7 +182,7 @@ TEST_F(IdxTest, MissingFile) {
   d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(message(d), HasSubstr(labels() + ": cannot open: "));
+  EXPECT_THAT(message(d), HasSubstr("cannot read " + labels() + ": No such file"));
 }
 
 TEST_F(IdxTest, WrongMagic) {
@@ -316,7 +316,7 @@ TEST_F(IdxTest, PathIsADirectory) {
   writeGoodPair("train");
   absl::StatusOr<Dataset> d = readIdxPair(dir_, labels());
   ASSERT_FALSE(d.ok());
-  EXPECT_THAT(message(d), HasSubstr(dir_ + ": "));
+  EXPECT_EQ(message(d), dir_ + " is a directory, not an IDX file");
 }
 
 TEST(FashionMnistRealData, LoadsBothSplits) {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -69,7 +70,16 @@ TEST_F(BadInputTable, CommandLine) {
       {{}, "missing subcommand (dump, opt, train, plot, simulate or devices); see tandem --help"},
       {{"frobnicate"},
        "unknown subcommand 'frobnicate' (expected dump, opt, train, plot, simulate or devices)"},
-      {{"dump", "--colour"}, "The following argument was not expected: --colour"},
+      {{"dump", "--colour"}, "--colour: not a flag of tandem dump (see tandem dump --help)"},
+      // Issue 21: a misspelt flag gets the nearest one, a flag of another subcommand says
+      // which, and a flag given twice says so (not "needs a value").
+      {{"dump", "--modle", "lenet"}, "--modle: not a flag of tandem dump; did you mean --model?"},
+      {{"train", "--model", "lenet", "--epoch", "3"},
+       "--epoch: not a flag of tandem train; did you mean --epochs?"},
+      {{"dump", "--model", "lenet", "--lr", "0.1", "--lr", "0.2"},
+       "--lr: given 2 times; give it once (no value silently wins)"},
+      {{"train", "--model", "lenet", "--seed", "1", "--seed=2", "--seed", "3"},
+       "--seed: given 3 times; give it once (no value silently wins)"},
       {{"dump", "--model"}, "--model: needs a value"},
       {{"dump", "--model", "lenet", "extra"}, "The following argument was not expected: extra"},
   });
@@ -78,7 +88,8 @@ TEST_F(BadInputTable, CommandLine) {
 TEST_F(BadInputTable, ModelAndDevices) {
   check({
       {{"dump"},
-       "--model: is required (one of lenet, lenet_bn, resnet18, resnet34, resnet50, resnet101, resnet152)"},
+       "--model: is required (one of lenet, lenet_bn, resnet18, resnet34, resnet50, resnet101, "
+       "resnet152)"},
       {{"train"}, "--model: is required (one of lenet, lenet_bn, resnet18)"},
       {{"dump", "--model", "vgg"},
        "--model: unknown model 'vgg' (known: lenet, lenet_bn, resnet18, resnet34, resnet50, "
@@ -92,10 +103,10 @@ TEST_F(BadInputTable, ModelAndDevices) {
        "--devices: unknown device 'CPU:0': the device kind must be cpu or cuda"},
       {{"dump", "--model", "lenet", "--devices", "cpu:99999999999"},
        "--devices: unknown device 'cpu:99999999999': the index must be at most 2147483647"},
-      {{"dump", "--model", "lenet", "--devices", "4097"},
-       "--devices: device count 4097 is out of range (1 to 4096)"},
+      {{"dump", "--model", "lenet", "--devices", "1025"},
+       "--devices: device count 1025 is out of range (1 to 1024)"},
       {{"dump", "--model", "lenet", "--devices", "0"},
-       "--devices: device count 0 is out of range (1 to 4096)"},
+       "--devices: device count 0 is out of range (1 to 1024)"},
       {{"dump", "--model", "lenet", "--devices", ""}, "--devices: the device list is empty"},
       {{"dump", "--model", "lenet", "--batch", "2", "--devices", "3"},
        "--batch: 2 is smaller than the device count 3; every device needs at least one example"},
@@ -132,7 +143,9 @@ TEST_F(BadInputTable, Numbers) {
       {{"dump", "--model", "lenet", "--batch", "12x"},
        "--batch: '12x' is not an integer (must be from 1 to 2147483648)"},
       {{"dump", "--model", "lenet", "--batch", "99999999999999999999"},
-       "--batch: '99999999999999999999' is not an integer (must be from 1 to 2147483648)"},
+       "--batch: 99999999999999999999 is out of range: must be from 1 to 2147483648"},
+      {{"train", "--model", "lenet", "--epochs", "-99999999999999999999"},
+       "--epochs: -99999999999999999999 is out of range: must be from 1 to 100000"},
       {{"dump", "--model", "lenet", "--lr", "-1"}, "--lr: -1 is out of range: must be > 0"},
       {{"dump", "--model", "lenet", "--lr", "0"}, "--lr: 0 is out of range: must be > 0"},
       {{"train", "--model", "lenet", "--lr", "nan"}, "--lr: 'nan' is not a finite number"},
@@ -145,6 +158,18 @@ TEST_F(BadInputTable, Numbers) {
        "--momentum: -0.1 is out of range: must be >= 0 and < 1"},
       {{"train", "--model", "lenet", "--weight-decay", "2"},
        "--weight-decay: 2 is out of range: must be >= 0 and <= 1"},
+      // Issue 21: values that f32, the update's arithmetic, rounds to refused or no-op ones.
+      {{"train", "--model", "lenet", "--lr", "1e-320"},
+       "--lr: 1e-320 rounds to 0 in f32 (the update's arithmetic), which trains nothing; give at "
+       "least 1.17549e-38"},
+      {{"dump", "--model", "lenet", "--lr", "1e39"},
+       "--lr: 1e39 rounds to infinity in f32 (the update's arithmetic)"},
+      {{"train", "--model", "lenet", "--momentum", "0.99999999"},
+       "--momentum: 0.99999999 rounds to 1 in f32 (the update's arithmetic), which must be >= 0 "
+       "and < 1"},
+      {{"dump", "--model", "lenet", "--weight-decay", "1e-50"},
+       "--weight-decay: 1e-50 rounds to 0 in f32 (the update's arithmetic); give 0 or at least "
+       "1.17549e-38"},
       {{"dump", "--model", "lenet", "--bucket-mb", "0"},
        "--bucket-mb: 0 is out of range: must be > 0 and <= 1e+09"},
       {{"train", "--model", "lenet", "--first-bucket-mb", "-1"},
@@ -157,10 +182,10 @@ TEST_F(BadInputTable, Numbers) {
        "--collective-timeout: 0 is out of range: must be > 0 and <= 86400"},
       {{"train", "--model", "lenet", "--collective-timeout", "soon"},
        "--collective-timeout: 'soon' is not a finite number"},
-      {{"dump", "--model", "lenet", "--ranks", "4097"},
-       "--ranks: 4097 is out of range: must be from 1 to 4096"},
-      {{"dump", "--model", "lenet", "--ranks", "3", "--devices", "2048"},
-       "--devices: 3 ranks of 2048 devices are more than 4096"},
+      {{"dump", "--model", "lenet", "--ranks", "1025"},
+       "--ranks: 1025 is out of range: must be from 1 to 1024"},
+      {{"dump", "--model", "lenet", "--ranks", "3", "--devices", "512"},
+       "--devices: 3 ranks of 512 devices are more than 1024"},
       {{"train", "--model", "lenet", "--trace", "t.json", "--trace-steps", "0"},
        "--trace-steps: 0 is out of range: must be >= 1"},
       {{"train", "--model", "lenet", "--trace", "t.json", "--trace-steps", "two"},
@@ -222,9 +247,11 @@ TEST_F(BadInputTable, ConvAlgorithm) {
        "--conv-algorithm: unknown algorithm '' (expected auto, direct)"},
       {{"train", "--model", "lenet", "--conv-algorithm"}, "--conv-algorithm: needs a value"},
       {{"dump", "--model", "lenet", "--conv-algorithm", "direct"},
-       "The following arguments were not expected: direct --conv-algorithm"},  // train only
+       "--conv-algorithm: not a flag of tandem dump (tandem train takes it; see tandem dump "
+       "--help)"},
       {{"dump", "--model", "lenet", "--plain-layout"},
-       "The following argument was not expected: --plain-layout"},  // train only
+       "--plain-layout: not a flag of tandem dump (tandem train takes it; see tandem dump "
+       "--help)"},
   });
 }
 
@@ -388,7 +415,7 @@ TEST_F(BadInputTable, TrainCheckpoints) {
                        computed, stored)},
       {with({"--resume", "$TMP/v9"}),
        "--resume: '$TMP/v9/checkpoint' has checkpoint format version 9; this tandem reads "
-       "version 1"},
+       "versions 1 to 2"},
       {with({"--resume", "$TMP/text"}),
        "--resume: '$TMP/text/checkpoint' is not a Tandem checkpoint (it does not start with "
        "TNDMCKPT)"},
@@ -508,6 +535,189 @@ TEST_F(BadInputTable, UnreadableDataDirectory) {
   EXPECT_EQ(WEXITSTATUS(status), 2);
   EXPECT_EQ(readFile(err_path), absl::StrCat("tandem: fashion-mnist: cannot read directory ", dir,
                                              ": Permission denied\n"));
+}
+
+// Issue 21, class 1: data whose images are not the model's. Every dimension of every
+// input is checked against the compiled module before anything runs (the old loader read
+// batch x 784 floats from a smaller or larger image and crashed or trained on misaligned
+// pixels), and the line names the file, what it holds and what the model takes.
+TEST_F(BadInputTable, DataThatDoesNotFitTheModel) {
+  TempDir small, one, wide, tall_test, empty_test;
+  writeIdxSplit(small, "train", 100, 14, 14);
+  writeIdxSplit(small, "t10k", 50, 14, 14);
+  writeIdxSplit(one, "train", 100, 1, 1);
+  writeIdxSplit(one, "t10k", 50, 1, 1);
+  writeIdxSplit(wide, "train", 100, 32, 32);
+  writeIdxSplit(wide, "t10k", 50, 32, 32);
+  writeIdxSplit(tall_test, "train", 100);
+  writeIdxSplit(tall_test, "t10k", 50, 27, 29);
+  writeIdxSplit(empty_test, "train", 100);
+  writeIdxSplit(empty_test, "t10k", 0);
+  auto dir = [](const TempDir& d) {
+    std::string p = d.file("");
+    p.pop_back();
+    return p;
+  };
+  auto train = [&](const TempDir& d, const std::string& model) {
+    return std::vector<std::string>{"train",   "--model", model,      "--data", dir(d),
+                                    "--batch", "10",      "--epochs", "1"};
+  };
+  check({
+      {train(small, "lenet"),
+       absl::StrCat(dir(small),
+                    "/train-images-idx3-ubyte holds 100 images of 1x14x14, but lenet "
+                    "takes images of 1x28x28 (@train_step's input %x: "
+                    "f32[10,1,28,28])")},
+      {train(one, "lenet"),
+       absl::StrCat(dir(one),
+                    "/train-images-idx3-ubyte holds 100 images of 1x1x1, but lenet "
+                    "takes images of 1x28x28 (@train_step's input %x: "
+                    "f32[10,1,28,28])")},
+      {train(wide, "resnet18"),
+       absl::StrCat(dir(wide),
+                    "/train-images-idx3-ubyte holds 100 images of 1x32x32, but "
+                    "resnet18 takes images of 1x28x28 (@train_step's input %x: "
+                    "f32[10,1,28,28])")},
+      {train(tall_test, "lenet"),
+       absl::StrCat(dir(tall_test),
+                    "/t10k-images-idx3-ubyte holds 50 images of 1x27x29, but "
+                    "lenet takes images of 1x28x28 (@eval_step's input %x: "
+                    "f32[10,1,28,28])")},
+      // Class 10: no test images is no accuracy to report (it read 0.0000).
+      {train(empty_test, "lenet"),
+       absl::StrCat(dir(empty_test),
+                    "/t10k-images-idx3-ubyte holds no images: nothing to "
+                    "evaluate")},
+  });
+}
+
+// Issue 21, classes 5 and 10: files that are not regular files are refused rather than
+// read forever (a FIFO blocked, /dev/zero never ended) or thrown about (a directory read
+// as the metrics CSV aborted with std::ios_failure).
+TEST_F(BadInputTable, InputsThatAreNotRegularFiles) {
+  const std::string fifo_data = tmp_ + "/fifo-data";
+  ASSERT_EQ(mkdir(fifo_data.c_str(), 0755), 0);
+  ASSERT_EQ(mkfifo((fifo_data + "/train-images-idx3-ubyte").c_str(), 0644), 0);
+  ASSERT_EQ(mkfifo(expand("$TMP/fifo.tir").c_str(), 0644), 0);
+  ASSERT_EQ(mkdir(expand("$TMP/zero").c_str(), 0755), 0);
+  ASSERT_EQ(symlink("/dev/zero", expand("$TMP/zero/checkpoint").c_str()), 0);
+  tmp_dir_.write("fifo-data/train-labels-idx1-ubyte", std::string("\0\0\x08\x01\0\0\0\0", 8));
+  std::vector<BadInput> rows = {
+      {{"train", "--model", "lenet", "--data", "$TMP/fifo-data"},
+       "$TMP/fifo-data/train-images-idx3-ubyte is a FIFO (named pipe), not an IDX file"},
+      {{"opt", "$TMP/fifo.tir"}, "IR file '$TMP/fifo.tir' is a FIFO (named pipe), not an IR file"},
+      {{"opt", "/dev/zero"},
+       "IR file '/dev/zero' is a character device (such as /dev/zero), not an IR file"},
+      {{"train", "--model", "lenet", "--data", "$DATA", "--resume", "$TMP/zero"},
+       "--resume: '$TMP/zero/checkpoint' is a character device (such as /dev/zero), not a "
+       "checkpoint file"},
+  };
+  if (::access("/usr/bin/gnuplot", X_OK) == 0)
+    rows.push_back({{"plot", "$TMP", "-o", "$TMP/o.svg"},
+                    "'$TMP' is a directory, not a metrics CSV (tandem train --metrics writes "
+                    "one)"});
+  check(rows);
+}
+
+// Issue 21, class 5: what the machine refuses is one line naming it and exit 5, not an
+// uncaught exception (std::system_error from a thread that cannot start aborted with exit
+// 134 and no message). Stacks of 1 GiB under a 2.5 GB address space leave room for two
+// stream threads; a third of the 8 devices' cannot start.
+TEST_F(BadInputTable, WhatTheMachineRefusesIsOneLine) {
+  const std::string cli = TANDEM_CLI_PATH;
+  const CommandResult threads =
+      runProgram("/bin/sh", {"-c", absl::StrCat("ulimit -s 1048576; ulimit -v 2500000; exec ", cli,
+                                                " train --model lenet --data ", data_,
+                                                " --batch 10 --epochs 1 --devices 8")});
+  EXPECT_EQ(threads.exit_code, 5) << threads.err;
+  EXPECT_EQ(threads.out, "");
+  EXPECT_TRUE(absl::StartsWith(threads.err, "tandem: cpu:")) << threads.err;
+  EXPECT_TRUE(absl::EndsWith(threads.err,
+                             ": cannot start its stream threads: Resource temporarily unavailable "
+                             "(a limit on threads or memory: ulimit -u, ulimit -v)\n"))
+      << threads.err;
+  // A device's arena that does not fit is named with its device and graph.
+  const CommandResult arena = runProgram(
+      "/bin/sh",
+      {"-c", absl::StrCat("ulimit -v 400000; exec ", cli,
+                          " train --model resnet18 --batch 100 --epochs 1 --data ", data_)});
+  EXPECT_EQ(arena.exit_code, 5) << arena.err;
+  EXPECT_TRUE(absl::StartsWith(arena.err, "tandem: cpu:0: the arena of @")) << arena.err;
+  EXPECT_NE(arena.err.find(": out of host memory for "), std::string::npos) << arena.err;
+  EXPECT_EQ(std::count(arena.err.begin(), arena.err.end(), '\n'), 1) << arena.err;
+}
+
+// Issue 21, class 6: two outputs on one path, or an output on an input, are refused before
+// anything is written (--metrics m.json --trace m.json kept only the trace).
+TEST_F(BadInputTable, OutputsThatWouldLoseData) {
+  ASSERT_EQ(mkdir(expand("$TMP/sub").c_str(), 0755), 0);
+  const std::string up = "$TMP/sub/../m.json";  // the same file by another name
+  const std::vector<std::string> lenet = {"train",   "--model", "lenet",    "--data", "$DATA",
+                                          "--batch", "10",      "--epochs", "1"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = lenet;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  check({
+      {with({"--metrics", "$TMP/m.json", "--trace", "$TMP/m.json"}),
+       "--trace: '$TMP/m.json' is a file --metrics writes too; give each output its own file"},
+      {with({"--metrics", "$TMP/m.json", "--trace", up}),
+       "--trace: '$TMP/sub/../m.json' is a file --metrics writes too; give each output its own "
+       "file"},
+      {with({"--metrics", "$TMP/x.svg", "--plot", "$TMP/x.svg"}),
+       "--plot: '$TMP/x.svg' is a file --metrics writes too; give each output its own file"},
+      {with({"--checkpoint", "$TMP/ck", "--metrics", "$TMP/ck/checkpoint"}),
+       "--metrics: '$TMP/ck/checkpoint' is a file --checkpoint writes too; give each output its "
+       "own file"},
+      {with({"--checkpoint", "$TMP/ck", "--trace", "$TMP/ck/checkpoint.tmp.x"}),
+       "--trace: '$TMP/ck/checkpoint.tmp.x' is a file --checkpoint writes too; give each output "
+       "its own file"},
+      {with({"--metrics", "$DATA/train-labels-idx1-ubyte"}),
+       "--metrics: '$DATA/train-labels-idx1-ubyte' is a file --data reads; writing it would "
+       "destroy that input"},
+  });
+  EXPECT_FALSE(std::filesystem::exists(expand("$TMP/m.json")));
+  EXPECT_FALSE(std::filesystem::exists(expand("$TMP/ck")));
+  EXPECT_EQ(std::filesystem::file_size(expand("$DATA/train-labels-idx1-ubyte")), 108u);
+}
+
+// Issue 21, class 9: flags that change nothing here say so, one line each, and the run
+// goes on; the run header counts in the singular when it should.
+TEST_F(BadInputTable, FlagsThatChangeNothingAreWarnings) {
+  CommandResult r = runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "100",
+                               "--epochs", "1", "--sync-bn", "--devices", "2", "--no-tf32",
+                               "--no-cuda-graphs", "--collective-timeout", "5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "tandem: warning: --sync-bn: lenet has no batch norm, so there are no statistics to "
+            "all-reduce; it changes nothing\n"
+            "tandem: warning: --no-tf32: only CUDA devices round f32 to TF32; the CPU devices "
+            "compute in full f32 anyway\n"
+            "tandem: warning: --no-cuda-graphs: only CUDA devices record steps as CUDA graphs; it "
+            "changes nothing on CPU devices\n"
+            "tandem: warning: --collective-timeout: bounds waits for other processes under "
+            "mpirun; this run is one process\n");
+  EXPECT_NE(r.out.find("100 training images per epoch in 1 step, 50 test images\n"),
+            std::string::npos)
+      << r.out;
+  CommandResult one = runTandem(
+      {"dump", "--model", "resnet18", "--devices", "1", "--sync-bn", "--format", "summary"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(one.err,
+            "tandem: warning: --sync-bn: one device normalizes with the whole batch's statistics "
+            "already; it changes nothing\n");
+  check({
+      {{"simulate", "--model", "resnet50", "--measure-steps", "5"},
+       "--measure-steps: times steps on this CPU (--gpu cpu); --gpu h100 predicts from the GPU's "
+       "datasheet without running any"},
+      {{"simulate", "--model", "resnet50", "--step-ms", "1e300"},
+       "--step-ms: 1e300 is out of range: must be > 0 and <= 1e+06"},
+  });
+  EXPECT_TRUE(
+      isUsageError(runTandem({"simulate", "--model", "resnet50", "--batch-per-device", "100000"}),
+                   {"--batch-per-device: 100000 images of resnet50 need ", " GB per device (",
+                    "more than an h100's 80 GB; lower --batch-per-device"}));
 }
 
 }  // namespace

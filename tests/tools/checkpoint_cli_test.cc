@@ -4,9 +4,15 @@
 // interrupted; so does a run stopped by SIGTERM; a bad checkpoint is one line, exit 2,
 // and nothing is overwritten.
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -209,6 +215,153 @@ TEST_F(CheckpointCli, ResumesOnAnotherDeviceCount) {
   EXPECT_EQ(runtime::readCheckpointFile(dir)->devices, 1u);
 }
 
+// Issue 21, class 7: a directory another run writes checkpoints to is locked (flock on
+// DIR/checkpoint.lock, which names the holder): a second run is refused naming it, before
+// anything is written. Two runs started together on one new directory: one trains, the
+// other is refused, and the checkpoint is whole (they used to share checkpoint.tmp).
+TEST_F(CheckpointCli, ADirectoryInUseByAnotherRunIsRefusedNamingTheHolder) {
+  const std::string dir = work_.file("shared");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const int fd = open(runtime::checkpointLockPath(dir).c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  const std::string holder = "pid 4242 on elsewhere\n";
+  ASSERT_EQ(write(fd, holder.data(), holder.size()), static_cast<ssize_t>(holder.size()));
+  EXPECT_TRUE(isUsageError(runTandem(args({"--checkpoint", dir})),
+                           {absl::StrCat("--checkpoint: '", dir,
+                                         "' is in use by another run (pid 4242 on elsewhere); wait "
+                                         "for it to end, or write to another directory")}));
+  EXPECT_FALSE(std::filesystem::exists(runtime::checkpointPath(dir)));
+  close(fd);  // released (as by the holder's exit, however it ends): the directory is free
+  const CommandResult free_now = runTandem(withFlag(args({"--checkpoint", dir}), "--epochs", "1"));
+  EXPECT_EQ(free_now.exit_code, 0) << free_now.err;
+
+  const std::string both = work_.file("both");
+  const std::vector<std::string> a = withFlag(args({"--checkpoint", both}), "--epochs", "2");
+  std::vector<std::pair<pid_t, std::string>> runs;
+  for (int i = 0; i < 2; ++i) {
+    const std::string err = work_.file(absl::StrCat("err", i));
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      if (std::freopen(err.c_str(), "w", stderr) == nullptr) _exit(126);
+      if (std::freopen("/dev/null", "w", stdout) == nullptr) _exit(126);
+      std::vector<char*> argv = {const_cast<char*>(TANDEM_CLI_PATH)};
+      for (const std::string& arg : a) argv.push_back(const_cast<char*>(arg.c_str()));
+      argv.push_back(nullptr);
+      execv(TANDEM_CLI_PATH, argv.data());
+      _exit(127);
+    }
+    runs.push_back({pid, err});
+  }
+  int succeeded = 0;
+  for (const auto& [pid, err] : runs) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 0) {
+      ++succeeded;
+      continue;
+    }
+    EXPECT_EQ(WEXITSTATUS(status), 2);
+    const std::string text = readFile(err);
+    EXPECT_TRUE(absl::StrContains(text, "is in use by another run (pid ") ||
+                absl::StrContains(text, "exists already"))
+        << text;
+  }
+  EXPECT_EQ(succeeded, 1);
+  auto whole = runtime::readCheckpointFile(both);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->epoch, 3);
+  EXPECT_TRUE(runtime::checkpointTempFiles(both).empty());
+}
+
+// Issue 21, class 10: a full disk (here a file-size limit: the same EFBIG/ENOSPC to the
+// writer) fails the run naming the file, and leaves neither a partial checkpoint
+// temporary nor a truncated trace behind.
+TEST_F(CheckpointCli, AFullDiskLeavesNoPartialFiles) {
+  auto limited = [&](const std::vector<std::string>& more) {
+    std::string command = "trap '' XFSZ; ulimit -f 100; exec " + std::string(TANDEM_CLI_PATH);
+    for (const std::string& arg : withFlag(args(more), "--epochs", "1"))
+      command += " '" + arg + "'";
+    return runProgram("/bin/sh", {"-c", command});  // 100 blocks of 512 bytes
+  };
+  const std::string dir = work_.file("full");
+  const CommandResult checkpoint = limited({"--checkpoint", dir});
+  EXPECT_EQ(checkpoint.exit_code, 2) << checkpoint.err;
+  EXPECT_TRUE(absl::StartsWith(checkpoint.err, absl::StrCat("tandem: --checkpoint: cannot write '",
+                                                            dir, "/checkpoint.tmp.")))
+      << checkpoint.err;
+  EXPECT_TRUE(absl::EndsWith(checkpoint.err, "': File too large\n")) << checkpoint.err;
+  EXPECT_TRUE(runtime::checkpointTempFiles(dir).empty());
+  EXPECT_FALSE(std::filesystem::exists(runtime::checkpointPath(dir)));
+  const std::string trace = work_.file("t.json");
+  const CommandResult traced = limited({"--trace", trace});
+  EXPECT_EQ(traced.exit_code, 2) << traced.err;
+  EXPECT_TRUE(absl::EndsWith(
+      traced.err, absl::StrCat("tandem: --trace: cannot write '", trace, "': File too large\n")))
+      << traced.err;
+  EXPECT_FALSE(std::filesystem::exists(trace));
+  for (const auto& entry : std::filesystem::directory_iterator(work_.file("")))
+    EXPECT_EQ(entry.path().filename().string().find(".t.json."), std::string::npos) << entry.path();
+}
+
+// Issue 21, class 8: --split auto re-plans from measured speeds, which vary run to run.
+// Every re-plan is in the table, the CSV (its step and split) and the checkpoint, with the
+// balancer's state, so that a resumed run re-plans where the run it continues would: with
+// the speeds fixed (TANDEM_TEST_DEVICE_SPEEDS: device 1 twice as slow), a run killed
+// between the two decisions and resumed ends with the figures and bits of the run never
+// stopped.
+TEST_F(CheckpointCli, SplitAutoReplansAreKeptAndReplayedOnResume) {
+  setenv("TANDEM_TEST_DEVICE_SPEEDS", "1,2", 1);
+  auto split = [&](std::vector<std::string> more) {
+    std::vector<std::string> a =
+        withFlag(withFlag(args({"--split", "auto"}), "--batch", "12"), "--epochs", "3");
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  const CommandResult straight =
+      runTandem(split({"--checkpoint", work_.file("s"), "--metrics", work_.file("s.csv")}));
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  EXPECT_TRUE(absl::StrContains(
+      straight.out, "split re-planned after step 6 of epoch 1: 8/4 images per device (busy "))
+      << straight.out;
+  const std::vector<std::string> csv = absl::StrSplit(readFile(work_.file("s.csv")), '\n');
+  ASSERT_GE(csv.size(), 4u);
+  EXPECT_TRUE(absl::EndsWith(csv[0], ",split,replans")) << csv[0];
+  EXPECT_TRUE(absl::EndsWith(csv[1], ",8/4,6:8/4")) << csv[1];
+  EXPECT_TRUE(absl::EndsWith(csv[2], ",8/4,")) << csv[2];  // measured even: settled
+  setenv("TANDEM_TEST_SIGNAL_AFTER", "2:2:9", 1);
+  const CommandResult killed =
+      runTandem(split({"--checkpoint", work_.file("k"), "--checkpoint-every", "1"}));
+  unsetenv("TANDEM_TEST_SIGNAL_AFTER");
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  auto saved = runtime::readCheckpointFile(work_.file("k"));
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_EQ(saved->replans.size(), 1u);
+  EXPECT_EQ(saved->replans[0], (runtime::SplitReplan{1, 6, {8, 4}}));
+  ASSERT_TRUE(saved->balancer.has_value());
+  EXPECT_FALSE(saved->balancer->settled);
+  const CommandResult resumed =
+      runTandem(split({"--resume", work_.file("k"), "--metrics", work_.file("r.csv")}));
+  unsetenv("TANDEM_TEST_DEVICE_SPEEDS");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(absl::StrContains(resumed.out,
+                                "split re-planned after step 6 of epoch 1: 8/4 "
+                                "images per device (in the run resumed)"))
+      << resumed.out;
+  EXPECT_EQ(epochFigures(resumed.out), epochFigures(straight.out)) << resumed.out;
+  EXPECT_EQ(csvFigures(readFile(work_.file("r.csv"))), csvFigures(readFile(work_.file("s.csv"))));
+  auto a = runtime::readCheckpointFile(work_.file("s"));
+  auto b = runtime::readCheckpointFile(work_.file("k"));
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  EXPECT_EQ(a->replans, b->replans);
+  EXPECT_EQ(a->balancer, b->balancer);
+  ASSERT_EQ(a->tensors.size(), b->tensors.size());
+  for (size_t i = 0; i < a->tensors.size(); ++i)
+    EXPECT_TRUE(a->tensors[i].bytes == b->tensors[i].bytes) << a->tensors[i].name;
+}
+
 // A checkpoint that cannot be resumed: one line, exit 2, and the file left as it was.
 TEST_F(CheckpointCli, BadCheckpointsAreRefusedAndLeftAlone) {
   const std::string dir = work_.file("c");
@@ -223,7 +376,7 @@ TEST_F(CheckpointCli, BadCheckpointsAreRefusedAndLeftAlone) {
     CommandResult r = runTandem(a);
     EXPECT_TRUE(isUsageError(r, parts));
     EXPECT_TRUE(readFile(path) == bytes) << "the checkpoint was overwritten";
-    EXPECT_FALSE(std::filesystem::exists(runtime::checkpointTempPath(dir)));
+    EXPECT_TRUE(runtime::checkpointTempFiles(dir).empty());
   };
   std::string flipped = good;
   flipped[good.size() / 2] ^= 0x10;

@@ -60,17 +60,19 @@ inline ::testing::AssertionResult isUsageError(const CommandResult& r,
   return ::testing::AssertionSuccess();
 }
 
-/// Writes a plain (uncompressed) IDX pair of `count` 28x28 images with labels 0..9 in turn
-/// into `dir` as PREFIX-images-idx3-ubyte and PREFIX-labels-idx1-ubyte: a small
-/// Fashion-MNIST-shaped data set for CLI tests.
-inline void writeIdxSplit(const TempDir& dir, const std::string& prefix, uint32_t count) {
+/// Writes a plain (uncompressed) IDX pair of `count` 28x28 images (or rows x cols) with
+/// labels 0..9 in turn into `dir` as PREFIX-images-idx3-ubyte and PREFIX-labels-idx1-ubyte:
+/// a small Fashion-MNIST-shaped data set for CLI tests.
+inline void writeIdxSplit(const TempDir& dir, const std::string& prefix, uint32_t count,
+                          uint32_t rows = 28, uint32_t cols = 28) {
   auto putBigEndian = [](std::string& out, uint32_t v) {
     for (int shift = 24; shift >= 0; shift -= 8)
       out.push_back(static_cast<char>((v >> shift) & 0xff));
   };
   std::string images, labels;
-  for (uint32_t v : {0x803u, count, 28u, 28u}) putBigEndian(images, v);
-  for (uint32_t i = 0; i < count * 28 * 28; ++i) images.push_back(static_cast<char>(i * 7 % 256));
+  for (uint32_t v : {0x803u, count, rows, cols}) putBigEndian(images, v);
+  for (uint32_t i = 0; i < count * rows * cols; ++i)
+    images.push_back(static_cast<char>(i * 7 % 256));
   for (uint32_t v : {0x801u, count}) putBigEndian(labels, v);
   for (uint32_t i = 0; i < count; ++i) labels.push_back(static_cast<char>(i % 10));
   dir.write(prefix + "-images-idx3-ubyte", images);

@@ -154,7 +154,12 @@ TEST(MpiTrain, KilledRankStopsTheOthersNamingWhereTheyWaited) {
       << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "in all_reduce %")) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "(bucket ")) << r.err;
-  EXPECT_TRUE(absl::StrContains(r.err, " on cpu:0: another rank died")) << r.err;
+  // The rank that did not arrive is named (issue 21: the line named only rank 0 itself).
+  EXPECT_TRUE(absl::StrContains(
+      r.err,
+      " on cpu:0 for rank 1, which did not arrive (it died or exited), and mpirun ends "
+      "the job"))
+      << r.err;
 }
 
 TEST(MpiTrain, StalledRankTimesOutAndStopsEveryRank) {
@@ -168,7 +173,8 @@ TEST(MpiTrain, StalledRankTimesOutAndStopsEveryRank) {
   EXPECT_TRUE(absl::StrContains(
       r.err, "tandem: rank 0: waited 3.0 s (--collective-timeout 3) in all_reduce %"))
       << r.err;
-  EXPECT_TRUE(absl::StrContains(r.err, " on cpu:0: a rank died or stalls; stopping every rank"))
+  EXPECT_TRUE(absl::StrContains(
+      r.err, " on cpu:0 for rank 1, which did not arrive (it died or stalls); stopping every rank"))
       << r.err;
 }
 
@@ -232,6 +238,7 @@ TEST(MpiTrain, KilledInTheThirdEpochAndResumedEqualsTheUninterruptedRun) {
   EXPECT_TRUE(absl::StrContains(killed.err, "tandem: rank 0: stopped by SIGTERM while waiting"))
       << killed.err;
   EXPECT_TRUE(absl::StrContains(killed.err, " in all_reduce %")) << killed.err;
+  EXPECT_TRUE(absl::StrContains(killed.err, " for rank 1, which did not arrive")) << killed.err;
   // Killed mid-epoch 3: its table stops after epoch 2.
   EXPECT_EQ(figuresOf(killed).rows.size(), 2u) << killed.out;
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
@@ -289,6 +296,77 @@ TEST(MpiTrain, CorruptCheckpointIsRefusedByEveryRank) {
                                                       "' is corrupt")))
         << r.err;
   EXPECT_EQ(readFile(file), bytes);
+}
+
+// mpirun's MPMD line (`-np 1 tandem ARGS : -np 1 tandem OTHER`) with one setting changed
+// on rank 1: every rank stops within seconds, exit non-zero, each with one line naming
+// rank 1 and the setting (issue 21: another --lr or --seed trained silently wrong, another
+// --model corrupted the heap, another --batch, --epochs or --resume hit MPI_ERR_TRUNCATE
+// or a 60 s wait). The data's contents are compared too, once read.
+TEST(MpiTrain, RanksStartedWithOtherSettingsAreRefused) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  TempDir dir;
+  writeIdxSplit(dir, "train", 1500);
+  writeIdxSplit(dir, "t10k", 300);
+  std::string other_data = dir.file("");
+  other_data.pop_back();
+  struct Case {
+    std::vector<std::string> flag;  // set on rank 1 only
+    std::string name, on_rank1, on_rank0;
+  };
+  const std::vector<Case> cases = {
+      {{"--lr", "0.2"}, "--lr", "0.2", "0.1"},
+      {{"--model", "lenet_bn"}, "--model", "lenet_bn", "lenet"},
+      {{"--batch", "128"}, "--batch", "128", "256"},
+      {{"--seed", "4"}, "--seed", "4", "3"},
+      {{"--devices", "cpu:0,cpu:1"}, "--devices", "[cpu:0, cpu:1]", "[cpu:0]"},
+      {{"--epochs", "2"}, "--epochs", "2", "1"},
+      {{"--precision", "bf16"}, "--precision", "bf16", "f32"},
+      {{"--resume", dir.file("none")}, "--resume", "given", "not given"},
+      {{"--data", other_data}, "the training data's digest", "", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.flag[0]);
+    std::vector<std::string> args = mpirunArgs(1);
+    const std::vector<std::string> train = trainArgs("cpu:0", "256");
+    args.push_back(TANDEM_CLI_PATH);
+    args.insert(args.end(), train.begin(), train.end());
+    args.insert(args.end(), {":", "-np", "1", TANDEM_CLI_PATH});
+    std::vector<std::string> other = train;
+    auto at = std::find(other.begin(), other.end(), c.flag[0]);
+    if (at != other.end()) {
+      *(at + 1) = c.flag[1];
+    } else {
+      other.insert(other.end(), c.flag.begin(), c.flag.end());
+    }
+    args.insert(args.end(), other.begin(), other.end());
+    const auto start = std::chrono::steady_clock::now();
+    const CommandResult r = runProgram(mpirun(), args);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_LT(seconds, 10) << r.err;
+    EXPECT_EQ(r.out.find("train_loss"), std::string::npos) << "trained anyway\n" << r.out;
+    const std::string suffix =
+        " on rank 0: every rank must run with the same settings (mpirun gives each app context "
+        "its own arguments)\n";
+    if (c.on_rank1.empty()) {  // a digest: its value is what it is
+      EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat("tandem: rank 1: ", c.name, " is ")))
+          << r.err;
+      EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat("tandem: rank 0: ", c.name, " is ")))
+          << r.err;
+      EXPECT_TRUE(absl::StrContains(r.err, " on rank 1 but ")) << r.err;
+      continue;
+    }
+    EXPECT_TRUE(
+        absl::StrContains(r.err, absl::StrCat("tandem: rank 1: ", c.name, " is ", c.on_rank1,
+                                              " on this rank but ", c.on_rank0, suffix)))
+        << r.err;
+    EXPECT_TRUE(
+        absl::StrContains(r.err, absl::StrCat("tandem: rank 0: ", c.name, " is ", c.on_rank1,
+                                              " on rank 1 but ", c.on_rank0, suffix)))
+        << r.err;
+  }
 }
 
 TEST(MpiTrain, RankOptionsAreChecked) {

@@ -5,8 +5,12 @@
 #include "tools/tandem/plot.h"
 
 #include <png.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -261,6 +265,98 @@ TEST(Plot, GnuplotFailuresArePassedOn) {
                                "c.svg' (exit code 1): line 9: "
                                "out of memory"}));
   EXPECT_FALSE(std::filesystem::exists(dir.file("c.svg")));
+}
+
+// Issue 21, class 4: a gnuplot that never returns (and ignores SIGTERM). Past its deadline
+// it is killed and the command fails naming it; SIGTERM to tandem ends gnuplot's process
+// group too, and tandem exits 128 + the signal with one line. It used to wait forever, in a
+// process group the terminal's signals never reach, killable only with kill -9.
+class HungGnuplot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    csv_ = dir_.write("m.csv", metricsCsv(2, 0.5));
+    std::filesystem::create_directory(dir_.file("bin"));
+    dir_.write("bin/gnuplot",
+               absl::StrCat("#!/bin/sh\n[ \"$1\" = -e ] && exit 0\necho $$ > ", dir_.file("pid"),
+                            "\ntrap '' TERM INT\nwhile :; do /bin/sleep 1; done\n"));
+    chmod(dir_.file("bin/gnuplot").c_str(), 0755);
+  }
+  // Whether the fake gnuplot whose pid it wrote is gone.
+  bool gnuplotGone() const {
+    const std::string pid = readFile(dir_.file("pid"));
+    return !pid.empty() && !std::filesystem::exists("/proc/" + pid.substr(0, pid.find('\n')));
+  }
+  // Starts tandem with PATH at the fake gnuplot; signals it once gnuplot runs.
+  void runAndSignal(const std::vector<std::string>& args, int sig, int* status, double* seconds) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      setenv("PATH", dir_.file("bin").c_str(), 1);
+      if (std::freopen(dir_.file("err").c_str(), "w", stderr) == nullptr) _exit(126);
+      if (std::freopen(dir_.file("out").c_str(), "w", stdout) == nullptr) _exit(126);
+      std::vector<char*> argv = {const_cast<char*>(TANDEM_CLI_PATH)};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(TANDEM_CLI_PATH, argv.data());
+      _exit(127);
+    }
+    // The drawing gnuplot has started when it wrote its pid (the terminal check does not).
+    for (int i = 0; i < 1200 && readFile(dir_.file("pid")).empty(); ++i) usleep(50 * 1000);
+    ASSERT_FALSE(readFile(dir_.file("pid")).empty()) << readFile(dir_.file("err"));
+    const auto start = std::chrono::steady_clock::now();
+    kill(pid, sig);
+    ASSERT_EQ(waitpid(pid, status, 0), pid);
+    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  TempDir dir_;
+  std::string csv_;
+};
+
+TEST_F(HungGnuplot, IsKilledAtItsDeadline) {
+  const auto start = std::chrono::steady_clock::now();
+  const CommandResult r =
+      runProgram("/usr/bin/env", {"PATH=" + dir_.file("bin"), "TANDEM_TEST_CHILD_DEADLINE_S=1",
+                                  TANDEM_CLI_PATH, "plot", csv_, "-o", dir_.file("c.svg")});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_EQ(r.err, "tandem: -o: gnuplot did not finish within 1 s (killed; it printed nothing)\n");
+  EXPECT_LT(seconds, 10);
+  EXPECT_TRUE(gnuplotGone());
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("c.svg")));
+}
+
+TEST_F(HungGnuplot, SigtermEndsPlotAndGnuplot) {
+  int status = 0;
+  double seconds = 0;
+  runAndSignal({"plot", csv_, "-o", dir_.file("c.svg")}, SIGTERM, &status, &seconds);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping";
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_LT(seconds, 5);
+  EXPECT_EQ(readFile(dir_.file("err")),
+            "tandem: -o: stopped by SIGTERM while gnuplot drew (gnuplot ended); nothing was "
+            "written\n");
+  EXPECT_TRUE(gnuplotGone());
+}
+
+TEST_F(HungGnuplot, CtrlCStopsTrainingWhileItRedraws) {
+  writeIdxSplit(dir_, "train", 100);
+  writeIdxSplit(dir_, "t10k", 50);
+  std::string data = dir_.file("");
+  data.pop_back();
+  int status = 0;
+  double seconds = 0;
+  runAndSignal({"train", "--model", "lenet", "--data", data, "--batch", "50", "--epochs", "3",
+                "--plot", dir_.file("t.svg")},
+               SIGINT, &status, &seconds);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping";
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  EXPECT_LT(seconds, 5);
+  EXPECT_EQ(readFile(dir_.file("err")),
+            "tandem: stopped by Ctrl-C (SIGINT) after epoch 1; the table has every epoch\n");
+  EXPECT_NE(readFile(dir_.file("out")).find("\n    1 "), std::string::npos);
+  EXPECT_TRUE(gnuplotGone());
 }
 
 // train --plot draws the epochs it has run, the same picture as plot over its --metrics.

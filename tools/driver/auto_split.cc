@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "ir/status_macros.h"
+#include "passes/replicate.h"
 
 namespace tandem::driver {
 
@@ -12,6 +13,11 @@ AutoSplit::AutoSplit(const ModelSpec& spec, CompileOptions options, runtime::Tra
       options_(std::move(options)),
       trainer_(trainer),
       balancer_(options_.pipeline.devices.size(), balance) {
+  trainer_.executor().setTrace(balancer_.wantsTrace());
+}
+
+void AutoSplit::restore(const runtime::SplitBalancer::State& state) {
+  balancer_.restore(state);
   trainer_.executor().setTrace(balancer_.wantsTrace());
 }
 
@@ -30,8 +36,19 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> AutoSplit::afterStep() {
     for (const runtime::TraceEntry& e : ex.takeTrace())
       if (e.node->graph()->name() == ir::kTrainGraph) trace.push_back(e);
   }
-  std::optional<std::vector<double>> weights = balancer_.afterStep(trace, rows());
+  const std::vector<int64_t> now = rows();
+  std::optional<std::vector<double>> weights = balancer_.afterStep(trace, now);
   std::optional<std::vector<int64_t>> changed;
+  // Weights that round to the split already running cannot do better at this batch's
+  // granularity: the balancer settles instead of recompiling the same step again.
+  if (weights) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> proposed,
+                     passes::splitBatch(options_.build.batch, now.size(), *weights));
+    if (proposed == now) {
+      balancer_.settle();
+      weights.reset();
+    }
+  }
   if (weights) {
     options_.pipeline.weights = *weights;
     ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> module, compileModel(spec_, options_));

@@ -25,6 +25,8 @@ class AutoSplit {
   absl::StatusOr<std::optional<std::vector<int64_t>>> afterStep();
 
   const runtime::SplitBalancer& balancer() const { return balancer_; }
+  /// Goes on from a checkpoint's balancer state (the split itself is compiled in already).
+  void restore(const runtime::SplitBalancer::State& state);
   /// Images per device of the module running now.
   std::vector<int64_t> rows() const;
 

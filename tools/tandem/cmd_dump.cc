@@ -32,6 +32,8 @@ absl::Status runDump(const DumpFlags& f) {
   std::unique_ptr<passes::PassManager> pm;
   auto module = driver::compileModel(choice->spec, choice->compile, &pm);
   if (!module.ok()) return module.status();
+  if (const std::string w = inertModelFlagWarning(f.model, **module); !w.empty())
+    std::cerr << "tandem: warning: " << w << "\n";
   if (out.timing) std::cerr << pm->timingReport();
   return writeModule(**module, out);
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ir/placement.h"
+#include "ir/plan.h"
 #include "ir/status_macros.h"
 #include "runtime/measure_step.h"
 #include "sim/cost_model.h"
@@ -32,6 +33,7 @@ constexpr int64_t kMaxSimulatedDevices = 65536;
 // --gpu cpu runs every count here, one worker thread per device.
 constexpr int64_t kMaxCpuDevices = 64;
 constexpr int kCpuWarmupSteps = 2;
+constexpr int kDefaultMeasureSteps = 10;  // --measure-steps unset
 
 // (Not model_flags.cc's flagError: the unity build joins the files.)
 absl::Status badFlag(absl::string_view flag, absl::string_view message) {
@@ -121,6 +123,25 @@ struct Setting {
   std::optional<double> step_ms;
 };
 
+// A step whose activations and variables cannot fit one GPU's memory predicts nothing
+// that could run: refused, naming what it needs (the memory plan of device 0's training
+// step, and every variable's replica).
+absl::Status checkFitsTheGpu(const ir::Module& m, const SimulateFlags& f, const sim::GpuSpec& gpu) {
+  const ir::GraphPlan* plan = m.graph(ir::kTrainGraph)->plan();
+  if (plan == nullptr || plan->arenas.empty()) return absl::OkStatus();
+  double variables = 0;
+  for (const ir::Var& v : m.vars()) variables += static_cast<double>(v.type.bytes());
+  const double activations = static_cast<double>(plan->arenas[0].bytes);
+  if (activations + variables <= gpu.memory_bytes) return absl::OkStatus();
+  return badFlag(
+      "--batch-per-device",
+      absl::StrFormat("%d images of %s need %.1f GB per device (%.1f GB of "
+                      "activations, %.2f GB of variables), more than an %s's %.0f GB; "
+                      "lower --batch-per-device",
+                      f.batch_per_device, f.model.model, (activations + variables) / 1e9,
+                      activations / 1e9, variables / 1e9, gpu.name, gpu.memory_bytes / 1e9));
+}
+
 // Roofline mode: the per-device graph is the same at every device count (an even split
 // of a per-device batch; only the collectives' device lists grow), so the step is compiled
 // once, at 2 devices, and each count changes only the all_reduce costs.
@@ -135,6 +156,7 @@ absl::StatusOr<std::vector<Row>> predictRoofline(const SimulateFlags& f, ModelFl
   ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
                    driver::compileModel(choice.spec, choice.compile));
   const ir::Graph& g = *m->graph(ir::kTrainGraph);
+  RETURN_IF_ERROR(checkFitsTheGpu(*m, f, s.gpu));
   std::vector<double> compute_s(g.idBound(), 0.0);
   double total = 0;
   for (const auto& n : g.nodes())
@@ -164,7 +186,8 @@ absl::StatusOr<std::vector<Row>> predictCpu(const SimulateFlags& f, ModelFlags m
     ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
                      driver::compileModel(choice.spec, choice.compile));
     ASSIGN_OR_RETURN(runtime::StepMeasurement measured,
-                     runtime::measureStep(std::move(m), kCpuWarmupSteps, f.measure_steps));
+                     runtime::measureStep(std::move(m), kCpuWarmupSteps,
+                                          f.measure_steps.value_or(kDefaultMeasureSteps)));
     const ir::Module& module = measured.executor->module();
     const std::vector<double>& times = measured.node_seconds;
     auto cost = [&times](const ir::Node& n) { return times[n.id()]; };
@@ -221,6 +244,10 @@ absl::Status runSimulate(const SimulateFlags& f) {
     return badFlag("--step-ms", "scales modelled GPU costs; --gpu cpu measures them instead");
   if (cpu && f.link)
     return badFlag("--link", "models GPU links; --gpu cpu measures the local communicator instead");
+  if (!cpu && f.measure_steps)
+    return badFlag("--measure-steps",
+                   absl::StrCat("times steps on this CPU (--gpu cpu); --gpu ", f.gpu,
+                                " predicts from the GPU's datasheet without running any"));
   ASSIGN_OR_RETURN(std::vector<int64_t> counts,
                    parseCounts(f.devices.value_or(cpu ? "1,2" : "1,8,64,512,1024"), cpu));
   if (!cpu) {
@@ -240,20 +267,23 @@ absl::Status runSimulate(const SimulateFlags& f) {
   mf.batch = f.batch_per_device;
   RETURN_IF_ERROR(resolveModelFlags(mf, /*for_training=*/false).status());
 
-  std::cout << f.model.model << ", " << f.batch_per_device << " per device, ";
-  if (cpu) {
-    std::cout << "per-node times measured on this machine's CPU devices (median of "
-              << f.measure_steps << " steps)\n";
-  } else {
-    std::cout << s.gpu.name << " roofline (" << s.gpu.source << ")"
-              << (f.step_ms ? absl::StrCat(", compute scaled to ", *f.step_ms, " ms per step")
-                            : std::string())
-              << "; all_reduce over " << s.topo.intra.name << " within " << f.gpus_per_node
-              << " devices, " << s.topo.inter.name << " between nodes\n";
-  }
+  // Printed once the predictions are made: a step that cannot be predicted (it does not
+  // fit the GPU) is one line on standard error and nothing on standard output.
+  const std::string heading = absl::StrCat(
+      f.model.model, ", ", f.batch_per_device, " per device, ",
+      cpu ? absl::StrCat("per-node times measured on this machine's CPU devices "
+                         "(median of ",
+                         f.measure_steps.value_or(kDefaultMeasureSteps), " steps)\n")
+          : absl::StrCat(s.gpu.name, " roofline (", s.gpu.source, ")",
+                         f.step_ms
+                             ? absl::StrCat(", compute scaled to ", *f.step_ms, " ms per step")
+                             : std::string(),
+                         "; all_reduce over ", s.topo.intra.name, " within ", f.gpus_per_node,
+                         " devices, ", s.topo.inter.name, " between nodes\n"));
   if (!sweep) {
     ASSIGN_OR_RETURN(std::vector<Row> rows, predict(f, mf, counts, s));
     ASSIGN_OR_RETURN(double one, oneDeviceStep(f, mf, rows, s));
+    std::cout << heading;
     printTable(rows, one, f.batch_per_device, cpu);
     return absl::OkStatus();
   }
@@ -268,7 +298,7 @@ absl::Status runSimulate(const SimulateFlags& f) {
     tables.push_back(std::move(rows));
     ones.push_back(one);
   }
-  std::cout << absl::StrFormat("%8s", "devices");
+  std::cout << heading << absl::StrFormat("%8s", "devices");
   for (double v : sweep->values)
     std::cout << absl::StrFormat(" %14s", absl::StrCat(sweep->name, "=", v));
   std::cout << absl::StrFormat(" %14s %13s\n", absl::StrCat("best ", sweep->name), "efficiency %");

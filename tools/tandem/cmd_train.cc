@@ -5,6 +5,7 @@
 // --checkpoint it writes a checkpoint after every epoch; --resume continues one.
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <charconv>
@@ -17,20 +18,25 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "backend/processes.h"
+#include "ir/printer.h"
 #include "ir/status_macros.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/trainer.h"
 #include "tools/driver/auto_split.h"
 #include "tools/driver/compile.h"
+#include "tools/tandem/activity.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
 #include "tools/tandem/module_file.h"
 #include "tools/tandem/output_file.h"
+#include "tools/tandem/path_claims.h"
 #include "tools/tandem/plot.h"
 #include "tools/tandem/progress.h"
 #include "tools/tandem/stop_signal.h"
@@ -81,6 +87,11 @@ std::vector<int64_t> perDeviceBatch(const ir::Module& m) {
   return {m.graph(ir::kTrainGraph)->inputs()[0]->result()->type().shape[0]};
 }
 
+// "1 step", "3 steps".
+std::string counted(int64_t n, const std::string& noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+}
+
 std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Module& m,
                       int64_t train_count, int64_t test_count) {
   const driver::CompileOptions& o = c.compile;
@@ -96,13 +107,16 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
       o.pipeline.weight_decay, ir::toString(o.build.weight_init), f.seed);
   std::string line2 =
       dropped == 0
-          ? absl::StrFormat("%s training images per epoch in %d steps, %s test images\n",
-                            thousands(train_count), steps, thousands(test_count))
+          ? absl::StrFormat("%s training %s per epoch in %s, %s test %s\n", thousands(train_count),
+                            train_count == 1 ? "image" : "images", counted(steps, "step"),
+                            thousands(test_count), test_count == 1 ? "image" : "images")
           : absl::StrFormat(
-                "%s of %s training images per epoch in %d steps (the %d that do not fill a "
-                "batch are left out, different ones each epoch), %s test images\n",
-                thousands(steps * batch), thousands(train_count), steps, dropped,
-                thousands(test_count));
+                "%s of %s training images per epoch in %s (%s not fill a batch %s left out, "
+                "different ones each epoch), %s test %s\n",
+                thousands(steps * batch), thousands(train_count), counted(steps, "step"),
+                dropped == 1 ? "the 1 that does" : absl::StrCat("the ", dropped, " that do"),
+                dropped == 1 ? "is" : "are", thousands(test_count),
+                test_count == 1 ? "image" : "images");
   return line1 + line2;
 }
 
@@ -115,10 +129,41 @@ std::string lossCell(double loss) {
 absl::Status checkLimit(const char* flag, const std::optional<int64_t>& limit,
                         const runtime::data::Dataset& data, const char* what,
                         const std::string& dir) {
+  if (data.available == 0)  // the figures of no images would read as accuracy 0
+    return absl::InvalidArgumentError(
+        absl::StrCat(data.source, " holds no images: nothing to ",
+                     std::string(what) == "test" ? "evaluate" : "train on"));
   if (limit && *limit > data.available)
     return absl::InvalidArgumentError(absl::StrCat(flag, ": ", *limit, " is more than the ",
                                                    data.available, " ", what, " images in ", dir));
   return absl::OkStatus();
+}
+
+// "tandem: warning: ...": a legal setting that is surely a mistake or changes nothing. One
+// line each, from rank 0 only (every rank has the same flags).
+void warn(const std::string& text) {
+  if (backend::Processes::current().rank() != 0) return;
+  const std::string line = absl::StrCat("tandem: warning: ", text, "\n");
+  std::fputs(line.c_str(), stderr);
+}
+
+// Flags that apply to what this run does not have: said rather than ignored in silence.
+void warnAboutInertFlags(const TrainFlags& f, const ir::Module& m, bool several_processes) {
+  const bool any_cuda =
+      std::any_of(m.devices().begin(), m.devices().end(),
+                  [](const ir::Device& d) { return d.kind == ir::DeviceKind::kCuda; });
+  if (f.no_tf32 && !any_cuda)
+    warn(
+        "--no-tf32: only CUDA devices round f32 to TF32; the CPU devices compute in full f32 "
+        "anyway");
+  if (f.no_cuda_graphs && !any_cuda)
+    warn(
+        "--no-cuda-graphs: only CUDA devices record steps as CUDA graphs; it changes nothing "
+        "on CPU devices");
+  if (f.collective_timeout && !several_processes)
+    warn(
+        "--collective-timeout: bounds waits for other processes under mpirun; this run is one "
+        "process");
 }
 
 // One core or more per device is what the kernels are tuned for; oversubscribed cores
@@ -162,6 +207,142 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags
           {"--precision", f.model.precision},
           {"--allreduce-dtype", f.model.allreduce_dtype},
           {"--sync-bn", f.model.sync_bn ? "on" : "off"}};
+}
+
+// FNV-1a of bytes, as hex: digests the ranks of a multi-process run compare.
+std::string digestOf(absl::string_view bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return absl::StrFormat("%016x", h);
+}
+
+// The settings every rank of a multi-process run must share: all that decide the module
+// it compiles, the data order, the run's length and which collectives it makes (the
+// checkpoints, a stop on a non-finite loss). mpirun's MPMD lines give each rank its own
+// flags, so they are compared at start-up (Processes::agree), before any collective that
+// a difference would corrupt. Per-rank choices that change no result may differ:
+// --threads-per-device, --plain-layout (the same bits), --data's path (its contents are
+// compared after loading), --collective-timeout, and the outputs (rank 0 writes them).
+std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const TrainFlags& f,
+                                                                         const ModelChoice& c,
+                                                                         int ranks) {
+  const driver::CompileOptions& o = c.compile;
+  const passes::PipelineConfig& p = o.pipeline;
+  const std::vector<ir::Device> local(
+      p.devices.begin(), p.devices.begin() + static_cast<std::ptrdiff_t>(p.devices.size() / ranks));
+  std::string build = versionText();
+  std::replace(build.begin(), build.end(), '\n', ' ');
+  auto given = [](bool on) { return std::string(on ? "given" : "not given"); };
+  auto number = [](const auto& v) { return v ? absl::StrCat(*v) : std::string("unset"); };
+  return {
+      {"the tandem build", build},
+      {"--model", c.spec.name},
+      {"--devices", deviceList(local)},
+      {"--batch", absl::StrCat(o.build.batch)},
+      {"--split", f.model.split},
+      {"--lr", exactNumber(p.lr)},
+      {"--momentum", exactNumber(p.momentum)},
+      {"--weight-decay", exactNumber(p.weight_decay)},
+      {"--init", ir::toString(o.build.weight_init)},
+      {"--bucket-mb", exactNumber(p.bucket_mb)},
+      {"--first-bucket-mb", exactNumber(p.first_bucket_mb)},
+      {"--allreduce-groups", absl::StrCat(p.allreduce_groups)},
+      {"--sync-bn", f.model.sync_bn ? "on" : "off"},
+      {"--no-fuse", given(f.model.no_fuse)},
+      {"--no-recompute", given(f.model.no_recompute)},
+      {"--group-updates", f.model.group_updates},
+      {"--precision", f.model.precision},
+      {"--allreduce-dtype", f.model.allreduce_dtype},
+      {"--conv-algorithm", f.conv_algorithm == backend::ConvAlgorithm::kDirect ? "direct" : "auto"},
+      {"--no-tf32", given(f.no_tf32)},
+      {"--epochs", absl::StrCat(f.epochs)},
+      {"--seed", absl::StrCat(f.seed)},
+      {"--limit-train", number(f.limit_train)},
+      {"--limit-test", number(f.limit_test)},
+      {"--allow-nonfinite", given(f.allow_nonfinite)},
+      {"--checkpoint", given(f.checkpoint.has_value())},
+      {"--checkpoint-every", number(f.checkpoint_every)},
+      {"--resume", given(f.resume.has_value())}};
+}
+
+// What the ranks compare once the module is compiled and the data read: a rank of
+// another build, or one whose --data holds other files, would train another step.
+std::vector<std::pair<std::string, std::string>> contentsEveryRankShares(
+    const ir::Module& m, const runtime::data::Dataset& train, const runtime::data::Dataset& test) {
+  // zlib's crc32 (a few GB/s) rather than FNV: the training images are 188 MB of floats.
+  auto dataDigest = [](const runtime::data::Dataset& d) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    auto add = [&crc](const void* data, size_t bytes) {
+      const auto* p = static_cast<const Bytef*>(data);
+      for (size_t at = 0; at < bytes; at += 1u << 30)
+        crc = crc32(crc, p + at, static_cast<uInt>(std::min<size_t>(bytes - at, 1u << 30)));
+    };
+    add(d.images.data(), d.images.size() * sizeof(float));
+    add(d.labels.data(), d.labels.size() * sizeof(int32_t));
+    return absl::StrFormat("%08x (%d images)", crc, d.count);
+  };
+  return {{"the compiled module's digest", digestOf(ir::printModule(m, {.locations = false}))},
+          {"the training data's digest", dataDigest(train)},
+          {"the test data's digest", dataDigest(test)}};
+}
+
+// Whether --checkpoint names the directory --resume reads (the run goes on writing there).
+bool sameCheckpointDirectory(const TrainFlags& f) {
+  if (!f.resume) return false;
+  const std::string dir = f.checkpoint.value_or(*f.resume);
+  std::error_code ignored;
+  return dir == *f.resume || std::filesystem::equivalent(dir, *f.resume, ignored);
+}
+
+// The files the run reads (the data, a checkpoint to resume) and writes (the metrics,
+// trace, picture and checkpoint files), each claimed by its flag (path_claims.h).
+absl::Status claimFiles(const TrainFlags& f) {
+  PathClaims claims;
+  using Use = PathClaims::Use;
+  for (const char* split : {"train", "t10k"})
+    for (const char* kind : {"images-idx3-ubyte", "labels-idx1-ubyte"})
+      for (const char* suffix : {".gz", ""}) {
+        const std::string file = absl::StrCat(f.data, "/", split, "-", kind, suffix);
+        std::error_code unreadable;  // the data's own check says why, later
+        if (std::filesystem::exists(file, unreadable))
+          RETURN_IF_ERROR(claims.claim("--data", file, Use::kReads));
+      }
+  if (f.resume && !sameCheckpointDirectory(f))
+    RETURN_IF_ERROR(claims.claim("--resume", runtime::checkpointPath(*f.resume), Use::kReads));
+  if (f.checkpoint || f.resume) {
+    const std::string dir = f.checkpoint.value_or(*f.resume);
+    const std::string flag = f.checkpoint ? "--checkpoint" : "--resume";
+    RETURN_IF_ERROR(claims.claim(flag, runtime::checkpointPath(dir), Use::kWrites));
+    RETURN_IF_ERROR(claims.claim(flag, runtime::checkpointLockPath(dir), Use::kWrites));
+    RETURN_IF_ERROR(claims.claimPrefix(flag, dir, runtime::kCheckpointTempPrefix));
+  }
+  for (const auto& [flag, path] : {std::pair{"--metrics", &f.metrics},
+                                   std::pair{"--trace", &f.trace}, std::pair{"--plot", &f.plot}})
+    if (*path) RETURN_IF_ERROR(claims.claim(flag, **path, Use::kWrites));
+  return absl::OkStatus();
+}
+
+// The tests of --split auto need its decisions known in advance, not timing's:
+// TANDEM_TEST_DEVICE_SPEEDS=A,B,... makes device d busy (its weight) ms per image in the
+// balancer's eyes instead of what the trace measured.
+runtime::SplitBalancer::Options balancerOptionsForTests() {
+  runtime::SplitBalancer::Options o;
+  const char* text = std::getenv("TANDEM_TEST_DEVICE_SPEEDS");
+  if (text == nullptr) return o;
+  std::vector<double> ms_per_image;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    double v = 0;
+    if (!absl::SimpleAtod(part, &v)) return o;
+    ms_per_image.push_back(v);
+  }
+  o.busy_for_test = [ms_per_image](size_t device, int64_t rows) {
+    return device < ms_per_image.size() ? 1e6 * ms_per_image[device] * static_cast<double>(rows)
+                                        : 0.0;
+  };
+  return o;
 }
 
 // The tests of a killed or stopped run need the signal at a known step, not wherever one
@@ -219,12 +400,18 @@ TrainFlags flagsOfRank(const TrainFlags& given, const backend::Processes& procs)
 absl::StatusOr<int> runTrain(const TrainFlags& given) {
   // From here on SIGINT and SIGTERM stop cleanly (even while the data loads).
   StopSignals stop;
+  setActivity("starting the run");
   // Under mpirun: one process per rank, each driving --devices (backend/processes.h).
   ASSIGN_OR_RETURN(backend::Processes * procs, backend::Processes::start());
-  procs->setTimeout(given.collective_timeout, &StopSignals::pending);
+  constexpr double kDefaultCollectiveTimeout = 60;
+  procs->setTimeout(given.collective_timeout.value_or(kDefaultCollectiveTimeout),
+                    &StopSignals::pending);
   const TrainFlags f = flagsOfRank(given, *procs);
   auto choice = resolveModelFlags(f.model, /*for_training=*/true);
   if (!choice.ok()) return choice.status();
+  // Under mpirun: the same settings on every rank, before any collective.
+  RETURN_IF_ERROR(procs->agree(settingsEveryRankShares(given, *choice, procs->size()),
+                               "comparing the ranks' settings"));
   const int64_t batch = choice->compile.build.batch;
   warnAboutThreads(f, choice->compile.pipeline.devices.size() / static_cast<size_t>(procs->size()));
   if (procs->several() && choice->auto_split)
@@ -265,14 +452,14 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   // Only one process writes checkpoints: rank 0 of a multi-process run (all of them call
   // the writer: it gathers every rank's devices on rank 0).
   const bool writes_checkpoints = procs->rank() == 0;
+  // Every file the run reads and writes, claimed before any is opened: two outputs on one
+  // path, or an output on an input, would lose one of them.
+  if (writes_checkpoints) RETURN_IF_ERROR(claimFiles(f));
   std::optional<runtime::CheckpointWriter> checkpoints;
   if (f.checkpoint || f.resume) {
     const std::string dir = f.checkpoint.value_or(*f.resume);
-    std::error_code ignored;
-    const bool same_as_resumed =
-        f.resume && (dir == *f.resume || std::filesystem::equivalent(dir, *f.resume, ignored));
     checkpoints.emplace(dir, writes_checkpoints);
-    RETURN_IF_ERROR(checkpoints->prepare(/*replacing=*/same_as_resumed));
+    RETURN_IF_ERROR(checkpoints->prepare(/*replacing=*/sameCheckpointDirectory(f)));
   }
 
   // The metrics file is opened (and its header written) before anything slow, so a bad
@@ -284,7 +471,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     csv.emplace(*std::move(opened));
     RETURN_IF_ERROR(
         csv->write("epoch,train_loss,train_acc,test_loss,test_acc,seconds,"
-                   "images_per_s,eval_seconds\n"));
+                   "images_per_s,eval_seconds,split,replans\n"));
   }
   // So are gnuplot and the picture's directory: no training first and a failure after.
   std::optional<TraceFile> trace;  // opened now too, so that a bad path fails at once
@@ -308,6 +495,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   }
 
   using runtime::data::Split;
+  setActivity(absl::StrCat("reading the data in ", f.data));
   auto train = runtime::data::loadFashionMnist(f.data, Split::kTrain, f.limit_train.value_or(0));
   if (!train.ok()) return train.status();
   RETURN_IF_ERROR(checkLimit("--limit-train", f.limit_train, *train, "training", f.data));
@@ -335,12 +523,22 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     return stop.exitCode();
   };
   if (stop.requested()) return stoppedBeforeTraining();
+  setActivity(absl::StrCat(
+      "compiling ", choice->spec.name, " for ",
+      counted(static_cast<int64_t>(choice->compile.pipeline.devices.size()), "device")));
   auto module = driver::compileModel(choice->spec, choice->compile);
   if (!module.ok()) return module.status();
   if (f.module) {
     ASSIGN_OR_RETURN(*module, readModuleToTrain(*f.module, **module));
   }
+  // ... and the same module and data: a difference would corrupt the first collective.
+  if (procs->several())
+    RETURN_IF_ERROR(procs->agree(contentsEveryRankShares(**module, *train, *test),
+                                 "comparing the compiled module and the data"));
+  if (const std::string w = inertModelFlagWarning(f.model, **module); !w.empty()) warn(w);
+  warnAboutInertFlags(f, **module, procs->several());
   const std::string header = runHeader(f, *choice, **module, train->count, test->count);
+  setActivity(absl::StrCat("loading ", choice->spec.name, " onto its devices"));
   auto trainer =
       runtime::Trainer::create(std::move(*module), {.seed = f.seed,
                                                     .threads_per_device = f.threads_per_device,
@@ -350,6 +548,14 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
                                                     .allow_tf32 = !f.no_tf32,
                                                     .record_steps = !f.no_cuda_graphs});
   if (!trainer.ok()) return trainer.status();
+  runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,
+                                          /*drop_last=*/true);
+  runtime::data::BatchLoader test_loader(*test, batch, /*shuffle=*/false, f.seed,
+                                         /*drop_last=*/false);
+  // Every dimension of the data against the compiled module, before anything runs.
+  RETURN_IF_ERROR((*trainer)->checkData(train_loader, ir::kTrainGraph));
+  RETURN_IF_ERROR((*trainer)->checkData(test_loader, ir::kEvalGraph));
+  setActivity("initializing the variables");
   RETURN_IF_ERROR((*trainer)->initialize());
   if (resumed)
     if (absl::Status s = runtime::restoreVariables(*resumed, (*trainer)->executor(), resumed_path);
@@ -358,8 +564,6 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   if (stop.requested()) return stoppedBeforeTraining();
 
   RETURN_IF_ERROR(out.write(header));
-  runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,
-                                          /*drop_last=*/true);
   if (procs->several()) {  // each rank reads its devices' rows of every batch
     ASSIGN_OR_RETURN(auto rows, (*trainer)->rowsOfThisProcess(ir::kTrainGraph));
     train_loader.setRows(rows.first, rows.second);
@@ -375,54 +579,86 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   RETURN_IF_ERROR(out.write(absl::StrFormat("%5s %10s %9s %9s %8s %9s\n", "epoch", "train_loss",
                                             "train_acc", "test_acc", "seconds", "images/s")));
   // A finished epoch's row, CSV line and curve point (a resumed run's earlier epochs too).
+  // --split auto's re-plans so far (a resumed run's too): each is in the table, the
+  // checkpoint and the epoch's CSV row (its "replans" column: STEP:ROWS ...).
+  std::vector<runtime::SplitReplan> replans;
+  if (resumed) replans = resumed->replans;
   auto showEpoch = [&](const runtime::EpochFigures& e) -> absl::Status {
     RETURN_IF_ERROR(out.write(absl::StrFormat("%5d %s %9.4f %9.4f %8.1f %9.0f\n", e.epoch,
                                               lossCell(e.train_loss), e.train_accuracy,
                                               e.test_accuracy, e.seconds, e.images_per_second)));
+    std::vector<std::string> replanned;
+    for (const runtime::SplitReplan& r : replans)
+      if (r.epoch == e.epoch)
+        replanned.push_back(absl::StrCat(r.step, ":", absl::StrJoin(r.rows, "/")));
     if (csv)
       RETURN_IF_ERROR(csv->write(absl::StrFormat(
-          "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f\n", e.epoch, e.train_loss, e.train_accuracy,
-          e.test_loss, e.test_accuracy, e.seconds, e.images_per_second, e.eval_seconds)));
+          "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s\n", e.epoch, e.train_loss, e.train_accuracy,
+          e.test_loss, e.test_accuracy, e.seconds, e.images_per_second, e.eval_seconds,
+          absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "))));
     if (plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
       curves.push_back({e.epoch, e.train_loss, e.train_accuracy, e.test_accuracy});
-      RETURN_IF_ERROR(plot->draw(curves, f.epochs,
-                                 absl::StrFormat("%s on %s, batch %d, lr %g", choice->spec.name,
-                                                 deviceList(choice->compile.pipeline.devices),
-                                                 batch, choice->compile.pipeline.lr)));
+      const absl::Status drawn =
+          plot->draw(curves, f.epochs,
+                     absl::StrFormat("%s on %s, batch %d, lr %g", choice->spec.name,
+                                     deviceList(choice->compile.pipeline.devices), batch,
+                                     choice->compile.pipeline.lr));
+      // A stop signal ended gnuplot: the picture keeps the epochs before, and the run
+      // stops at the end of this epoch, as the signal asks.
+      if (!(absl::IsCancelled(drawn) && stop.requested())) RETURN_IF_ERROR(drawn);
     }
     return absl::OkStatus();
   };
+  // A re-plan's line in the table (one replayed from the checkpoint has no busy times).
+  auto showReplan = [&](const runtime::SplitReplan& r, const std::string& why) {
+    return out.write(
+        absl::StrFormat("split re-planned after step %d of epoch %d: %s images per "
+                        "device (%s)\n",
+                        r.step, r.epoch, absl::StrJoin(r.rows, "/"), why));
+  };
   std::vector<runtime::EpochFigures> history;
-  if (resumed)
+  if (resumed) {
     for (const runtime::EpochFigures& e : resumed->history) {
+      for (const runtime::SplitReplan& r : replans)
+        if (r.epoch == e.epoch) RETURN_IF_ERROR(showReplan(r, "in the run resumed"));
       RETURN_IF_ERROR(showEpoch(e));
       history.push_back(e);
     }
+    for (const runtime::SplitReplan& r : replans)
+      if (r.epoch == resumed->epoch) RETURN_IF_ERROR(showReplan(r, "in the run resumed"));
+  }
+  // --split auto: a resumed run goes on from the balancer's state, so that it re-plans
+  // where the run it continues would (with the same measurements).
+  std::optional<driver::AutoSplit> auto_split;
+  if (choice->auto_split) {
+    auto_split.emplace(choice->spec, choice->compile, **trainer, balancerOptionsForTests());
+    if (resumed && resumed->balancer) auto_split->restore(*resumed->balancer);
+  }
   // The run as it stands after `progress` of `epoch` (at an epoch's end: the next epoch,
   // at step 0).
   auto saveCheckpoint = [&](int epoch, const runtime::EpochProgress& progress) -> absl::Status {
     if (!checkpoints) return absl::OkStatus();
     const runtime::Executor& ex = (*trainer)->executor();
-    return checkpoints->save(ex, {.model = choice->spec.name,
-                                  .settings = resumeSettings(f, *choice, train->count),
-                                  .seed = f.seed,
-                                  .epoch = epoch,
-                                  .progress = progress,
-                                  .steps_per_epoch = train_loader.batchesPerEpoch(),
-                                  .devices = static_cast<uint32_t>(ex.module().devices().size()),
-                                  .split = perDeviceBatch(ex.module()),
-                                  .history = history});
+    return checkpoints->save(
+        ex,
+        {.model = choice->spec.name,
+         .settings = resumeSettings(f, *choice, train->count),
+         .seed = f.seed,
+         .epoch = epoch,
+         .progress = progress,
+         .steps_per_epoch = train_loader.batchesPerEpoch(),
+         .devices = static_cast<uint32_t>(ex.module().devices().size()),
+         .split = perDeviceBatch(ex.module()),
+         .history = history,
+         .replans = replans,
+         .balancer = auto_split ? std::optional(auto_split->balancer().state()) : std::nullopt});
   };
   const std::optional<SignalPoint> signal_point = signalPointForTests();
-  runtime::data::BatchLoader test_loader(*test, batch, /*shuffle=*/false, f.seed,
-                                         /*drop_last=*/false);
   if (procs->several()) {
     ASSIGN_OR_RETURN(auto rows, (*trainer)->rowsOfThisProcess(ir::kEvalGraph));
     test_loader.setRows(rows.first, rows.second);
   }
   ProgressBar bar(isatty(fileno(stderr)) != 0 && procs->rank() == 0);
-  std::optional<driver::AutoSplit> auto_split;
-  if (choice->auto_split) auto_split.emplace(choice->spec, choice->compile, **trainer);
   absl::Status split_status, trace_status, checkpoint_status, stop_status;
   // The stop signal every rank acts on (0: none yet). Under mpirun a signal may reach one
   // rank alone, or the ranks at different steps; they agree after every step on the
@@ -447,6 +683,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
         resumed && epoch == resumed->epoch ? resumed->progress : runtime::EpochProgress{};
     runtime::EpochProgress done = from;  // what a checkpoint written now would hold
     train_loader.startEpoch(epoch, from.steps);
+    setActivity(absl::StrCat("training ", choice->spec.name, ", epoch ", epoch));
     runtime::StepReport bad_step;
     bool nonfinite = false;
     auto r = (*trainer)->trainEpoch(train_loader, from, [&](const runtime::StepReport& s) {
@@ -472,10 +709,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
           std::vector<std::string> busy;
           for (double ns : auto_split->balancer().lastBusyNs())
             busy.push_back(absl::StrFormat("%.1f", ns * 1e-6));
-          split_status = out.write(absl::StrFormat(
-              "split re-planned after step %d of epoch %d: %s images per device (busy %s ms "
-              "per step before)\n",
-              s.step, epoch, absl::StrJoin(**changed, "/"), absl::StrJoin(busy, "/")));
+          replans.push_back({.epoch = epoch, .step = s.step, .rows = **changed});
+          split_status = showReplan(replans.back(), absl::StrCat("busy ", absl::StrJoin(busy, "/"),
+                                                                 " ms per step before"));
           if (!split_status.ok()) return false;
         }
       }
@@ -528,6 +764,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
       break;
     }
     test_loader.startEpoch(0);
+    setActivity(absl::StrCat("evaluating ", choice->spec.name, " after epoch ", epoch));
     auto t = (*trainer)->evaluate(test_loader, [&] { return !stopAgreed(); });
     if (!t.ok()) return t.status();
     if (!stop_status.ok()) return stop_status;
@@ -550,9 +787,22 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
                        .test_accuracy = t->accuracy,
                        .seconds = r->seconds,
                        .images_per_second = r->examples / r->seconds,
-                       .eval_seconds = t->seconds});
+                       .eval_seconds = t->seconds,
+                       .split = perDeviceBatch((*trainer)->executor().module())});
     RETURN_IF_ERROR(showEpoch(history.back()));
+    setActivity(absl::StrCat("writing the checkpoint after epoch ", epoch));
     RETURN_IF_ERROR(saveCheckpoint(epoch + 1, {}));
+    // A signal that came while the epoch's row was written (or its picture drawn) stops
+    // the run here, rather than one step into the next epoch.
+    if (epoch < f.epochs && stopAgreed()) {
+      if (!stop_status.ok()) return stop_status;
+      ending = absl::StrFormat(
+          "tandem: stopped by %s after epoch %d; the table has every epoch%s\n",
+          StopSignals::nameOf(stop_signal), epoch,
+          checkpoints ? absl::StrCat("; --resume ", checkpoints->dir(), " continues from there")
+                      : "");
+      exit_code = 128 + stop_signal;
+    }
   }
   if (trace) RETURN_IF_ERROR(trace->finish((*trainer)->executor().module()));
   if (f.profile) {

@@ -15,10 +15,13 @@
 
 namespace tandem::tools {
 
-/// Exit codes besides 0 and the usage error 2 (main.cc): a run stopped by a signal exits
-/// 128 + the signal, like a shell's report of a killed program.
-constexpr int kExitUsage = 2;
+/// Exit codes besides 0 (README's table, main.cc): a run stopped by a signal exits 128 +
+/// the signal, like a shell's report of a killed program; a rank that stops every rank
+/// of a multi-process run exits backend::kExitCollectiveTimeout (4).
+constexpr int kExitUsage = 2;      // bad input: a flag, a model, a device, a file
 constexpr int kExitNonFinite = 3;  // the loss turned NaN or infinite
+/// The machine refused what the run needs (memory, a thread), or an unexpected failure.
+constexpr int kExitResources = 5;
 
 /// How a command prints its module; shared by dump and opt.
 struct OutputFlags {
@@ -105,8 +108,8 @@ struct TrainFlags {
   std::optional<std::string> checkpoint, resume;
   std::optional<int64_t> checkpoint_every;
   /// --collective-timeout: seconds a rank of a multi-process run waits in one collective
-  /// before it says where and stops every rank (a rank that died or stalls).
-  double collective_timeout = 60;
+  /// before it says where and stops every rank (a rank that died or stalls); unset: 60.
+  std::optional<double> collective_timeout;
   /// --module: train this compiled module (textual IR with its execution plan) instead of
   /// the one the model flags compile to; it must be that module's kind (module_file.h).
   std::optional<std::string> module;
@@ -134,7 +137,7 @@ struct SimulateFlags {
   std::optional<double> step_ms;
   /// --sweep: "bucket-mb=1,5,25,100": the best bucket cap per device count.
   std::optional<std::string> sweep;
-  int measure_steps = 10;  // --gpu cpu: steps measured after the warm-up
+  std::optional<int> measure_steps;  // --gpu cpu: steps measured after the warm-up (10)
 };
 
 absl::Status runDump(const DumpFlags& flags);
@@ -147,8 +150,9 @@ absl::Status runOpt(const OptFlags& flags);
 absl::StatusOr<int> runTrain(const TrainFlags& flags);
 /// `tandem devices`: what this build can run on.
 absl::Status runDevices();
-/// `tandem plot`: the learning curves of a --metrics CSV as a picture (plot.h).
-absl::Status runPlot(const PlotFlags& flags);
+/// `tandem plot`: the learning curves of a --metrics CSV as a picture (plot.h). Returns
+/// 0, or 128 + the signal when SIGINT or SIGTERM stopped gnuplot; an error for bad input.
+absl::StatusOr<int> runPlot(const PlotFlags& flags);
 /// `tandem --version`.
 std::string versionText();
 

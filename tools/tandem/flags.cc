@@ -4,19 +4,23 @@
 
 #include "tools/tandem/flags.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <type_traits>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/model.h"
 #include "frontend/zoo/zoo.h"
+#include "ir/types.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
+#include "passes/sgd_hyperparameters.h"
 #include "tools/tandem/model_flags.h"
 
 namespace tandem::tools {
@@ -50,7 +54,12 @@ Range<T> atLeast(T min) {
   return {min, std::numeric_limits<T>::has_infinity ? std::numeric_limits<T>::infinity()
                                                     : std::numeric_limits<T>::max()};
 }
-Range<double> positive() { return {0, std::numeric_limits<double>::infinity(), true}; }
+
+// An optional sign and one or more digits.
+bool isWholeNumber(const std::string& text) {
+  const size_t digits = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+  return text.size() > digits && text.find_first_not_of("0123456789", digits) == std::string::npos;
+}
 
 template <typename T>
 T parseNumber(const std::string& flag, const std::string& text, const Range<T>& range) {
@@ -61,6 +70,10 @@ T parseNumber(const std::string& flag, const std::string& text, const Range<T>& 
   } else {
     ok = absl::SimpleAtoi(text, &value);
   }
+  // Digits too many for the type are a number out of range, not "not an integer" (the
+  // unsigned message states the range already).
+  if (!ok && std::is_integral_v<T> && std::is_signed_v<T> && isWholeNumber(text))
+    throw CLI::ValidationError(flag, absl::StrCat(text, " is out of range: ", range.describe()));
   if (!ok)
     throw CLI::ValidationError(
         flag, absl::StrCat("'", text, "' is not ",
@@ -89,6 +102,27 @@ CLI::Option* addNumber(CLI::App* cmd, const std::string& flag, Target& target, R
   return o;
 }
 
+// An SGD hyper-parameter: the ranges and f32 rounding the autodiff pass checks too
+// (passes/sgd_hyperparameters.h), so that train and opt take the same values.
+CLI::Option* addSgdNumber(CLI::App* cmd, const std::string& flag, std::optional<double>& target,
+                          passes::SgdHyperparameter which, const std::string& help) {
+  CLI::Option* o = cmd->add_option_function<std::string>(
+      flag,
+      [&target, flag, which](const std::string& text) {
+        double value = 0;
+        if (!absl::SimpleAtod(text, &value) || !std::isfinite(value))
+          throw CLI::ValidationError(flag, absl::StrCat("'", text, "' is not a finite number"));
+        const std::string problem = passes::sgdValueProblem(which, value);
+        if (absl::StartsWith(problem, "must "))
+          throw CLI::ValidationError(flag, absl::StrCat(text, " is out of range: ", problem));
+        if (!problem.empty()) throw CLI::ValidationError(flag, absl::StrCat(text, " ", problem));
+        target = value;
+      },
+      help + " (" + passes::sgdRangeText(which) + ")");
+  o->type_name("NUMBER");
+  return o;
+}
+
 // ---- flags shared by subcommands --------------------------------------------------------
 
 void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>& models) {
@@ -96,17 +130,18 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   // ones, so `tandem dump --modle x` would blame the missing --model, not the misspelling.
   cmd->add_option("--model", f.model, "Model (required): " + absl::StrJoin(models, ", "));
   cmd->add_option("--devices", f.devices,
-                  "Devices: a list such as cpu:0,cpu:1, or a count N meaning cpu:0..cpu:N-1 "
-                  "(at most 4096)")
+                  absl::StrCat("Devices: a list such as cpu:0,cpu:1, or a count N meaning "
+                               "cpu:0..cpu:N-1 (at most ",
+                               ir::kMaxDevices, ")"))
       ->capture_default_str();
   addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
             "Global batch size, split across the devices (default: 256; dump: at least one "
             "example per device)");
-  addNumber(cmd, "--lr", f.lr, positive(), "SGD learning rate (default: the model's)");
-  addNumber(cmd, "--momentum", f.momentum, Range<double>{0, 1, false, true},
-            "SGD momentum (default: the model's)");
-  addNumber(cmd, "--weight-decay", f.weight_decay, Range<double>{0, 1},
-            "SGD weight decay (default: the model's)");
+  using H = passes::SgdHyperparameter;
+  addSgdNumber(cmd, "--lr", f.lr, H::kLr, "SGD learning rate (default: the model's)");
+  addSgdNumber(cmd, "--momentum", f.momentum, H::kMomentum, "SGD momentum (default: the model's)");
+  addSgdNumber(cmd, "--weight-decay", f.weight_decay, H::kWeightDecay,
+               "SGD weight decay (default: the model's)");
   cmd->add_option("--init", f.init,
                   "Initializer of conv and linear weights: kaiming or normal:STD (default: the "
                   "model's; the lessons use normal:0.01)");
@@ -114,7 +149,8 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
             "Gradient all_reduce bucket cap in MiB");
   addNumber(cmd, "--first-bucket-mb", f.first_bucket_mb, Range<double>{0, 1e9, true},
             "Cap of the first (earliest) gradient bucket in MiB");
-  addNumber(cmd, "--allreduce-groups", f.allreduce_groups, Range<int64_t>{1, 4096},
+  addNumber(cmd, "--allreduce-groups", f.allreduce_groups,
+            Range<int64_t>{1, static_cast<int64_t>(ir::kMaxDevices)},
             "Reduce gradients hierarchically over this many groups of consecutive devices: "
             "within each group, across the groups' first devices, back within each group "
             "(1: one flat all_reduce)");
@@ -182,7 +218,7 @@ void addDump(CLI::App& app, DumpFlags& f) {
                       "), or 'none' for the model as built");
   addOutputFlags(cmd, f.out);
   cmd->add_flag("--memory", f.memory, "The same as --format memory");
-  addNumber(cmd, "--ranks", f.model.ranks, Range<int>{1, 4096},
+  addNumber(cmd, "--ranks", f.model.ranks, Range<int>{1, static_cast<int>(ir::kMaxDevices)},
             "Processes (mpirun -np) that each drive --devices: the module spans every rank's "
             "devices, printed as cpu:0@1 for rank 1's cpu:0");
 }
@@ -276,8 +312,8 @@ void addTrain(CLI::App& app, TrainFlags& f) {
   addNumber(cmd, "--checkpoint-every", f.checkpoint_every, atLeast<int64_t>(1),
             "Also write the checkpoint every N steps within an epoch");
   addNumber(cmd, "--collective-timeout", f.collective_timeout, Range<double>{0, 86400, true},
-            "Under mpirun: seconds a rank waits in one collective before it names the rank, "
-            "device and collective and stops every rank (a rank died or stalls)");
+            "Under mpirun: seconds a rank waits in one collective before it names the rank "
+            "that did not arrive and stops every rank (default 60)");
   cmd->add_option("--resume", f.resume,
                   "Continue the run whose checkpoint is in DIR (same model, batch, seed and "
                   "training settings) so that it ends as if never stopped; checkpoints go on "
@@ -322,14 +358,83 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
                   "(one name: both; default nvlink,ib)");
   addNumber(cmd, "--gpus-per-node", f.gpus_per_node, Range<int64_t>{1, 1024},
             "Devices that share the intra-node link");
-  addNumber(cmd, "--step-ms", f.step_ms, positive(),
+  // Bounded: a figure beyond 1000 s is a typo, and prints numbers of hundreds of digits.
+  addNumber(cmd, "--step-ms", f.step_ms, Range<double>{0, 1e6, true},
             "Scale the compute costs so that one device's step computes this many ms (a "
             "published single-GPU step time)");
   cmd->add_option("--sweep", f.sweep,
                   "Try values of a setting and print the best per device count: "
                   "bucket-mb=1,5,25,100 or first-bucket-mb=...");
   addNumber(cmd, "--measure-steps", f.measure_steps, Range<int>{1, 1000},
-            "--gpu cpu: steps timed after 2 warm-up steps (medians are used)");
+            "--gpu cpu: steps timed after 2 warm-up steps (medians are used; default 10)");
+}
+
+// How often `flag` (--lr, or --lr=X) is on the command line.
+int givenCount(int argc, char** argv, const std::string& flag) {
+  int n = 0;
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] == flag || absl::StartsWith(argv[i], flag + "=")) ++n;
+  return n;
+}
+
+// Levenshtein distance, for "did you mean": a few dozen flags of a few letters each, so
+// the plain quadratic table (CLI11 has no suggestion of its own).
+size_t editDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The long names (--model) of a subcommand's flags.
+std::vector<std::string> flagNames(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : cmd.get_options())
+    for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+  return names;
+}
+
+// The line for arguments CLI11 did not expect ("The following arguments were not
+// expected: --modle x"): the first flag among them, with the nearest flag of the
+// subcommand when one is close, or the subcommand that has it.
+std::string unexpectedArguments(const CLI::App& app, const std::string& what, int argc,
+                                char** argv) {
+  const CLI::App* cmd = nullptr;
+  for (const CLI::App* sub : app.get_subcommands())
+    if (sub->parsed()) cmd = sub;
+  std::string extra;
+  for (int i = 1; i < argc && extra.empty(); ++i) {
+    const std::string arg = argv[i];
+    if (absl::StrContains(what, arg) && arg.rfind("-", 0) == 0 && arg != "-") extra = arg;
+  }
+  if (cmd == nullptr || extra.empty()) return what;
+  const std::string name = absl::StrCat("tandem ", cmd->get_name());
+  const std::string flag = extra.substr(0, extra.find('='));
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, flag.size() / 3) + 1;
+  for (const std::string& candidate : flagNames(*cmd))
+    if (const size_t d = editDistance(flag, candidate); d < best_distance) {
+      best = candidate;
+      best_distance = d;
+    }
+  if (!best.empty())
+    return absl::StrCat(flag, ": not a flag of ", name, "; did you mean ", best, "?");
+  for (const CLI::App* other : app.get_subcommands(std::function<bool(const CLI::App*)>()))
+    if (other != cmd) {
+      const std::vector<std::string> names = flagNames(*other);
+      if (std::find(names.begin(), names.end(), flag) != names.end())
+        return absl::StrCat(flag, ": not a flag of ", name, " (tandem ", other->get_name(),
+                            " takes it; see ", name, " --help)");
+    }
+  return absl::StrCat(flag, ": not a flag of ", name, " (see ", name, " --help)");
 }
 
 }  // namespace
@@ -370,12 +475,22 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
     result.exit_code = app.exit(e);
     return result;
   } catch (const CLI::ArgumentMismatch& e) {
-    // CLI11 says "--model: 1 required TEXT missing" for a flag given without its value.
+    // CLI11 says "--model: 1 required TEXT missing" for a flag given without its value,
+    // and "--lr: At Most 1 required but received 2" for one given twice.
     std::string what = e.what();
     result.exit_code = kExitUsage;
-    result.error = what.rfind("--", 0) == 0 && what.find(':') != std::string::npos
-                       ? absl::StrCat(what.substr(0, what.find(':')), ": needs a value")
-                       : what;
+    const std::string flag = what.substr(0, what.find(':'));
+    if (what.rfind("--", 0) != 0 || what.find(':') == std::string::npos)
+      result.error = what;
+    else if (absl::StrContains(what, "At Most"))
+      result.error = absl::StrCat(flag, ": given ", givenCount(argc, argv, flag),
+                                  " times; give it once (no value silently wins)");
+    else
+      result.error = absl::StrCat(flag, ": needs a value");
+    return result;
+  } catch (const CLI::ExtrasError& e) {
+    result.exit_code = kExitUsage;
+    result.error = unexpectedArguments(app, e.what(), argc, argv);
     return result;
   } catch (const CLI::ParseError& e) {
     result.exit_code = kExitUsage;

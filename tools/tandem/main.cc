@@ -1,19 +1,23 @@
-// tandem: the command-line front door. Every user error ends with one line on standard
-// error and exit code 2; training also exits 3 when the loss turns non-finite and 128 +
-// the signal when SIGINT or SIGTERM stopped it (commands.h).
+// tandem: the command-line front door. Every way out is one line on standard error and an
+// exit code of README's table (commands.h): 2 for bad input, 3 when the loss turns
+// non-finite, 4 when a rank of a multi-process run stops them all, 5 when the machine
+// refuses memory or a thread (or anything unexpected is thrown), 128 + the signal when
+// SIGINT or SIGTERM stopped a run; a crash says so before the signal ends the process.
 
+#include <exception>
 #include <iostream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "backend/processes.h"
+#include "tools/tandem/activity.h"
 #include "tools/tandem/flags.h"
 
 namespace {
 
 // One line on standard error, however long or multi-line the message: a message quoting
 // a huge input is cut with an ellipsis.
-int fail(const std::string& message) {
+int fail(const std::string& message, int code = tandem::tools::kExitUsage) {
   constexpr size_t kMaxBytes = 2000;
   std::string line = message;
   for (char& c : line)
@@ -27,12 +31,19 @@ int fail(const std::string& message) {
       absl::StrCat("tandem: ", tandem::backend::Processes::current().prefix(), line, "\n");
   std::cerr.write(whole.data(), static_cast<std::streamsize>(whole.size()));
   std::cerr.flush();
-  return tandem::tools::kExitUsage;
+  return code;
 }
 
-}  // namespace
+// The exit code of a failed command: a resource the machine refused, or a child process
+// that hung past its deadline, is not bad input.
+int exitCodeOf(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted ||
+                 status.code() == absl::StatusCode::kDeadlineExceeded
+             ? tandem::tools::kExitResources
+             : tandem::tools::kExitUsage;
+}
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   namespace tools = tandem::tools;
   tools::ParseOutcome parsed = tools::parseCommandLine(argc, argv);
   if (!parsed.error.empty()) return fail(parsed.error);
@@ -46,7 +57,11 @@ int main(int argc, char** argv) {
   if (line.subcommand == "dump") status = tools::runDump(line.dump);
   if (line.subcommand == "opt") status = tools::runOpt(line.opt);
   if (line.subcommand == "devices") status = tools::runDevices();
-  if (line.subcommand == "plot") status = tools::runPlot(line.plot);
+  if (line.subcommand == "plot") {
+    absl::StatusOr<int> code = tools::runPlot(line.plot);
+    if (code.ok()) return *code;
+    status = code.status();
+  }
   if (line.subcommand == "simulate") status = tools::runSimulate(line.simulate);
   if (line.subcommand == "train") {
     absl::StatusOr<int> code = tools::runTrain(line.train);
@@ -55,6 +70,19 @@ int main(int argc, char** argv) {
     if (code.ok()) return *code;
     status = code.status();
   }
-  if (!status.ok()) return fail(std::string(status.message()));
+  if (!status.ok()) return fail(std::string(status.message()), exitCodeOf(status));
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace tools = tandem::tools;
+  // Other threads' exceptions reach std::terminate; the handler names them too.
+  tools::installFailureHandlers();
+  try {
+    return run(argc, argv);
+  } catch (...) {
+    return fail(tools::describeException(std::current_exception()), tools::kExitResources);
+  }
 }

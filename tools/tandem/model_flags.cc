@@ -1,5 +1,7 @@
 #include "tools/tandem/model_flags.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,6 +58,23 @@ std::vector<std::string> trainableModelNames() {
   for (const std::string& name : zoo::modelNames())
     if (zoo::modelByName(name)->image_shape == kFashionMnistImage) out.push_back(name);
   return out;
+}
+
+std::string inertModelFlagWarning(const ModelFlags& f, const ir::Module& compiled) {
+  if (!f.sync_bn) return "";
+  const ir::Graph* step = compiled.graph(ir::kTrainGraph);
+  const bool batch_norm =
+      step != nullptr && std::any_of(step->nodes().begin(), step->nodes().end(), [](const auto& n) {
+        return n->op() == ir::Op::kBatchNorm || n->op() == ir::Op::kBatchNormApply;
+      });
+  if (!batch_norm)
+    return absl::StrCat("--sync-bn: ", compiled.name(),
+                        " has no batch norm, so there are no statistics to all-reduce; it changes "
+                        "nothing");
+  if (compiled.devices().size() == 1)
+    return "--sync-bn: one device normalizes with the whole batch's statistics already; it "
+           "changes nothing";
+  return "";
 }
 
 absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_training) {

@@ -27,4 +27,8 @@ std::vector<std::string> trainableModelNames();
 /// name the flag.
 absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& flags, bool for_training);
 
+/// What to say about a flag of `flags` that changes nothing in `compiled` ("" when each
+/// does something): --sync-bn with one device in all, or with a model without batch norm.
+std::string inertModelFlagWarning(const ModelFlags& flags, const ir::Module& compiled);
+
 }  // namespace tandem::tools

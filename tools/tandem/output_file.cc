@@ -1,7 +1,12 @@
 #include "tools/tandem/output_file.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +23,36 @@ absl::StatusOr<OutputFile> OutputFile::open(const std::string& path, const std::
   return out;
 }
 
+absl::StatusOr<OutputFile> OutputFile::openReplacing(const std::string& path,
+                                                     const std::string& flag) {
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (path.empty() || path == "-" || (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)))
+    return open(path, flag);
+  OutputFile out(nullptr, absl::StrCat(flag, ": cannot write '", path, "'"), true);
+  if (exists && S_ISDIR(st.st_mode)) return out.failure(EISDIR);
+  const std::filesystem::path target(path);
+  std::string temporary =
+      (target.parent_path() / absl::StrCat(".", target.filename().string(), ".XXXXXX")).string();
+  if (target.parent_path().empty()) temporary = absl::StrCat(".", path, ".XXXXXX");
+  const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
+  if (fd < 0) return out.failure(errno);
+  // The mode a plain open would give (0666 less the umask), not mkstemp's 0600.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  out.file_ = ::fdopen(fd, "w");
+  if (out.file_ == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    return out.failure(err);
+  }
+  out.temporary_ = std::move(temporary);
+  out.final_path_ = path;
+  return out;
+}
+
 OutputFile OutputFile::standardOutput() {
   return OutputFile(stdout, "cannot write to standard output", false);
 }
@@ -25,21 +60,38 @@ OutputFile OutputFile::standardOutput() {
 OutputFile::OutputFile(OutputFile&& other) noexcept
     : file_(std::exchange(other.file_, nullptr)),
       what_(std::move(other.what_)),
-      owned_(other.owned_) {}
+      owned_(other.owned_),
+      temporary_(std::exchange(other.temporary_, "")),
+      final_path_(std::move(other.final_path_)) {}
 
 OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
   if (this != &other) {
+    discardTemporary();
     (void)close();
     file_ = std::exchange(other.file_, nullptr);
     what_ = std::move(other.what_);
     owned_ = other.owned_;
+    temporary_ = std::exchange(other.temporary_, "");
+    final_path_ = std::move(other.final_path_);
   }
   return *this;
 }
 
-OutputFile::~OutputFile() { (void)close(); }
+OutputFile::~OutputFile() {
+  // Not closed: a replacing file was not finished, and its path keeps what it had.
+  discardTemporary();
+  (void)close();
+}
 
-absl::Status OutputFile::failure(int err) const {
+void OutputFile::discardTemporary() {
+  if (temporary_.empty()) return;
+  if (file_ != nullptr) std::fclose(std::exchange(file_, nullptr));
+  ::unlink(temporary_.c_str());
+  temporary_.clear();
+}
+
+absl::Status OutputFile::failure(int err) {
+  discardTemporary();
   // ENOSPC and EIO are the disk's fault, EACCES and ENOENT the path's: all a user can fix.
   return absl::InvalidArgumentError(
       absl::StrCat(what_, ": ", err != 0 ? std::strerror(err) : "write failed"));
@@ -63,7 +115,12 @@ absl::Status OutputFile::close() {
     ok = false;
     err = errno;
   }
-  return ok ? absl::OkStatus() : failure(err);
+  if (!ok) return failure(err);
+  if (!temporary_.empty()) {
+    if (::rename(temporary_.c_str(), final_path_.c_str()) != 0) return failure(errno);
+    temporary_.clear();
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::tools

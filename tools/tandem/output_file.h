@@ -18,6 +18,12 @@ class OutputFile {
   /// Opens `path` for writing, truncating it; "-" is standard output. `flag` is the option
   /// that named the file ("--metrics"), for messages.
   static absl::StatusOr<OutputFile> open(const std::string& path, const std::string& flag);
+  /// Opens `path` to be written whole and replaced at once: the bytes go to a temporary
+  /// file beside it, which close() renames over `path`; a failed write (a full disk) or a
+  /// file destroyed before close() removes the temporary, so `path` holds its old content
+  /// or nothing, never half a file. A path that is not a regular file (/dev/null, a FIFO)
+  /// is written in place, as open() does.
+  static absl::StatusOr<OutputFile> openReplacing(const std::string& path, const std::string& flag);
   /// Standard output, checked the same way.
   static OutputFile standardOutput();
 
@@ -35,11 +41,14 @@ class OutputFile {
  private:
   OutputFile(std::FILE* file, std::string what, bool owned)
       : file_(file), what_(std::move(what)), owned_(owned) {}
-  absl::Status failure(int err) const;
+  absl::Status failure(int err);
+  void discardTemporary();
 
   std::FILE* file_ = nullptr;
   std::string what_;  // "--metrics: cannot write 'm.csv'" or "cannot write to standard output"
   bool owned_ = false;
+  // openReplacing: the temporary file written, and the path close() renames it to.
+  std::string temporary_, final_path_;
 };
 
 }  // namespace tandem::tools

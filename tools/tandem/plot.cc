@@ -7,6 +7,7 @@
 #include "tools/tandem/plot.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -14,12 +15,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
-#include <iterator>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -30,6 +32,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "ir/file_input.h"
+#include "ir/status_macros.h"
+#include "tools/tandem/stop_signal.h"
 
 extern char** environ;
 
@@ -44,8 +49,37 @@ struct RunResult {
   std::string output;
 };
 
+std::string said(const std::string& output);
+
+// How long one gnuplot run may take: a redraw takes about 0.1 s, so a minute means it
+// hangs (a broken terminal driver, a font server). TANDEM_TEST_CHILD_DEADLINE_S shortens
+// it for the tests of a gnuplot that never returns.
+double childDeadlineSeconds() {
+  double seconds = 60;
+  if (const char* text = std::getenv("TANDEM_TEST_CHILD_DEADLINE_S"))
+    if (!absl::SimpleAtod(text, &seconds) || !(seconds > 0)) seconds = 60;
+  return seconds;
+}
+
+// Ends gnuplot's process group: SIGTERM, then SIGKILL if it is still there after a grace;
+// waits for it either way (no zombie is left behind).
+void endChild(pid_t pid, bool at_once) {
+  if (!at_once) {
+    ::kill(-pid, SIGTERM);
+    for (int i = 0; i < 20; ++i) {  // 1 s
+      if (::waitpid(pid, nullptr, WNOHANG) == pid) return;
+      ::usleep(50000);
+    }
+  }
+  ::kill(-pid, SIGKILL);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
 // Runs gnuplot with `args` (found on PATH), standard input from /dev/null and standard
-// output and error captured together. An error only when it could not be started.
+// output and error captured together. An error when it could not be started, when it ran
+// past the deadline (it is killed), and a Cancelled error when SIGINT or SIGTERM came
+// meanwhile (it is ended too: its own process group does not see the terminal's Ctrl-C).
 absl::StatusOr<RunResult> runGnuplot(const std::vector<std::string>& args,
                                      const std::string& flag) {
   int fds[2];
@@ -62,7 +96,8 @@ absl::StatusOr<RunResult> runGnuplot(const std::vector<std::string>& args,
   for (std::string& a : argv_strings) argv.push_back(a.data());
   argv.push_back(nullptr);
   // A process group of its own: Ctrl-C at the terminal stops training cleanly after the
-  // epoch (StopSignals) instead of killing a redraw half-way and failing the run.
+  // epoch (StopSignals) instead of killing a redraw half-way and failing the run; the
+  // signal is passed on to the group below.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
@@ -81,20 +116,54 @@ absl::StatusOr<RunResult> runGnuplot(const std::vector<std::string>& args,
     return absl::FailedPreconditionError(
         absl::StrCat(flag, ": cannot run gnuplot: ", strerror(err), "; ", kInstallHint));
   }
+  // Output and exit are waited for in slices of 50 ms, between which the deadline and
+  // the stop signals are looked at.
+  // Non-blocking: a process gnuplot started may keep the pipe open after gnuplot exits.
+  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  const double deadline = childDeadlineSeconds();
+  const auto start = std::chrono::steady_clock::now();
   RunResult result;
-  char buffer[4096];
-  for (;;) {
-    ssize_t n = read(fds[0], buffer, sizeof buffer);
-    if (n > 0) {
-      result.output.append(buffer, static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
+  bool reading = true, exited = false;
+  int status = 0;
+  while (!exited) {
+    if (reading) {
+      pollfd p{fds[0], POLLIN, 0};
+      if (::poll(&p, 1, 50) > 0) {
+        char buffer[4096];
+        const ssize_t n = read(fds[0], buffer, sizeof buffer);
+        if (n > 0) result.output.append(buffer, static_cast<size_t>(n));
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) reading = false;
+      }
+    } else {
+      ::usleep(20000);
+    }
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    exited = done == pid;
+    if (exited && reading) {  // what it printed last is still in the pipe
+      char buffer[4096];
+      ssize_t n;
+      while ((n = read(fds[0], buffer, sizeof buffer)) > 0)
+        result.output.append(buffer, static_cast<size_t>(n));
+    }
+    if (exited) break;
+    if (const int sig = StopSignals::pending(); sig != 0) {
+      endChild(pid, /*at_once=*/false);
+      close(fds[0]);
+      return absl::CancelledError(absl::StrCat(flag, ": stopped by ", StopSignals::nameOf(sig),
+                                               " while gnuplot drew (gnuplot ended)"));
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited >= deadline) {
+      endChild(pid, /*at_once=*/true);
+      close(fds[0]);
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "%s: gnuplot did not finish within %g s (killed; %s)", flag, deadline,
+          result.output.empty() ? "it printed nothing"
+                                : absl::StrCat("it printed: ", said(result.output))));
     }
   }
   close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
 }
@@ -259,17 +328,15 @@ absl::Status PlotFile::draw(const std::vector<EpochPoint>& points, int64_t last_
 }
 
 absl::StatusOr<std::vector<EpochPoint>> readMetricsCsv(const std::string& path) {
-  std::string text;
   const std::string name = path == "-" ? "standard input" : path;
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), {});
-  } else {
-    std::ifstream file(path, std::ios::binary);
-    if (!file)
-      return absl::NotFoundError(absl::StrCat("cannot read '", path, "': ", strerror(errno)));
-    text.assign(std::istreambuf_iterator<char>(file), {});
-    if (file.bad()) return absl::DataLossError(absl::StrCat("cannot read '", path, "'"));
-  }
+  // Regular files (or standard input) of a bounded size only: a directory, a FIFO or
+  // /dev/zero named as the CSV is refused rather than read forever (ir/file_input.h).
+  constexpr int64_t kMaxCsvBytes = int64_t{256} << 20;
+  ASSIGN_OR_RETURN(std::string text,
+                   ir::readInputFile(path,
+                                     {path == "-" ? name : absl::StrCat("'", path, "'"),
+                                      "a metrics CSV (tandem train --metrics writes one)"},
+                                     kMaxCsvBytes));
   std::vector<std::string> lines = absl::StrSplit(text, '\n');
   for (std::string& line : lines) absl::StripTrailingAsciiWhitespace(&line);  // CRLF files
   while (!lines.empty() && lines.back().empty()) lines.pop_back();

@@ -14,7 +14,8 @@ absl::StatusOr<TraceFile> TraceFile::open(const std::string& path, int64_t steps
   if (path == "-")
     return absl::InvalidArgumentError(
         "--trace: standard output carries the epoch table; name a file such as trace.json");
-  ASSIGN_OR_RETURN(OutputFile file, OutputFile::open(path, "--trace"));
+  // Replaced whole when written: a full disk leaves no truncated trace behind.
+  ASSIGN_OR_RETURN(OutputFile file, OutputFile::openReplacing(path, "--trace"));
   return TraceFile(std::move(file), path, steps);
 }
 
