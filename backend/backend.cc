@@ -1,5 +1,6 @@
 #include "backend/backend.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,16 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 DeviceBuffer::~DeviceBuffer() { release(); }
+
+int64_t steadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void Stream::stamp(absl::AnyInvocable<void(int64_t ns) &&> done) {
+  hostCallback([done = std::move(done)]() mutable { std::move(done)(steadyNowNs()); });
+}
 
 std::string toString(const MemoryLocation& where) {
   switch (where.space) {

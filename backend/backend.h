@@ -55,9 +55,10 @@ class DeviceBuffer {
 
 /// The convolution algorithms a device's kernels may choose from.
 enum class ConvAlgorithm {
-  kAuto,    // the fastest measured; on CPU that includes Winograd for many 3x3 stride-1
-            // convolutions (errors up to ~3e-6 of the largest magnitude; direct: ~4e-7)
-  kDirect,  // direct convolution only (no Winograd)
+  kAuto,     // the fastest measured; on CPU that includes Winograd for many 3x3 stride-1
+             // convolutions (errors up to ~3e-6 of the largest magnitude; direct: ~4e-7)
+  kDirect,   // direct convolution only (no Winograd)
+  kMeasure,  // GPU: every cuDNN algorithm timed once per shape (cudnnFind); CPU: as kAuto
 };
 
 /// How the executor wants a device set up.

@@ -49,6 +49,7 @@ struct Processes::State {
   bool stop = false;
   std::thread watchdog;
   bool mpi_started = false;
+  std::vector<AsyncWaits*> async;  // polled by the watchdog
 #ifdef TANDEM_HAVE_MPI
   // The world, with its markers, for the host thread's exchanges (TrackedComm below).
   std::unique_ptr<TrackedComm> world;
@@ -286,11 +287,14 @@ absl::StatusOr<Processes*> Processes::start() {
   std::vector<int> everyone(static_cast<size_t>(p.size_));
   for (int r = 0; r < p.size_; ++r) everyone[static_cast<size_t>(r)] = r;
   s->world = std::make_unique<TrackedComm>(MPI_COMM_WORLD, everyone);
-  try {
-    s->watchdog = std::thread([&p] { p.watch(); });
-  } catch (const std::system_error& e) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot start the watchdog thread of this rank: ", e.what()));
+  std::lock_guard<std::mutex> l(s->mu);
+  if (!s->watchdog.joinable()) {
+    try {
+      s->watchdog = std::thread([&p] { p.watch(); });
+    } catch (const std::system_error& e) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot start the watchdog thread of this rank: ", e.what()));
+    }
   }
   return &p;
 #else
@@ -312,13 +316,17 @@ Processes& Processes::current() {
 void Processes::finish() {
   Processes& p = current();
   State* s = p.state_.get();
-  if (!s->mpi_started) return;
-  {
+  if (s->watchdog.joinable()) {
+    {
+      std::lock_guard<std::mutex> l(s->mu);
+      s->stop = true;
+    }
+    s->cv.notify_all();
+    s->watchdog.join();
     std::lock_guard<std::mutex> l(s->mu);
-    s->stop = true;
+    s->stop = false;  // a later watchAsync may start it again
   }
-  s->cv.notify_all();
-  if (s->watchdog.joinable()) s->watchdog.join();
+  if (!s->mpi_started) return;
 #ifdef TANDEM_HAVE_MPI
   std::lock_guard<std::mutex> l(s->mpi);
   if (s->world) s->world->free(/*also_comm=*/false);
@@ -553,6 +561,18 @@ void Processes::setMissing(std::vector<int> world_ranks) {
   state_->missing = std::move(world_ranks);
 }
 
+void Processes::watchAsync(AsyncWaits* waits) {
+  std::lock_guard<std::mutex> l(state_->mu);
+  state_->async.push_back(waits);
+  if (!state_->watchdog.joinable()) state_->watchdog = std::thread([this] { watch(); });
+}
+
+void Processes::unwatchAsync(AsyncWaits* waits) {
+  std::lock_guard<std::mutex> l(state_->mu);
+  auto& a = state_->async;
+  a.erase(std::remove(a.begin(), a.end(), waits), a.end());
+}
+
 void Processes::abortAll(const std::string& message, int code) {
   // One write, so that the line is not interleaved with another rank's.
   const std::string line = absl::StrCat("tandem: ", prefix(), message, "\n");
@@ -601,6 +621,10 @@ void Processes::watch() {
   std::unique_lock<std::mutex> l(s.mu);
   bool signalled = false;  // a signal came during the wait in progress, at signal_seen
   Clock::time_point signal_seen = Clock::now(), last_tick = Clock::now();
+  // Every GPU collective stops waiting before the process ends (ncclCommAbort).
+  auto abortSources = [&] {
+    for (AsyncWaits* a : s.async) a->abort();
+  };
   while (!s.stop) {
     s.cv.wait_for(l, kTick);
     if (s.stop) break;
@@ -608,11 +632,38 @@ void Processes::watch() {
     if (now - last_tick > kNotRunning && s.depth > 0) s.since += now - last_tick - kTick;
     last_tick = now;
     const int sig = s.signal != nullptr ? s.signal() : 0;
-    if (s.depth == 0) {
+    // The longest wait in progress: a blocking call (MPI), or a collective on a GPU.
+    bool waiting = false, on_gpu = false;
+    WaitLabel label;
+    double waited = 0;
+    if (s.depth > 0) {
+      waiting = true;
+      label = s.label;
+      waited = std::chrono::duration<double>(now - s.since).count();
+    }
+    for (AsyncWaits* a : s.async) {
+      AsyncWaits::State st = a->poll();
+      if (!st.error.empty()) {
+        abortSources();
+        l.unlock();
+        abortAll(absl::StrCat(st.error, "; stopping every rank"));
+      }
+      if (st.seconds > 0 && (!waiting || st.seconds > waited)) {
+        waiting = true;
+        on_gpu = true;
+        label = st.label;
+        waited = st.seconds;
+      }
+    }
+    if (!waiting) {
       signalled = false;
       continue;
     }
-    const double waited = std::chrono::duration<double>(now - s.since).count();
+    // The arrival markers name the ranks an MPI exchange misses; NCCL cannot say.
+    auto who = [&](const char* dead) {
+      return on_gpu ? std::string(": a rank died or stalls (NCCL does not say which)")
+                    : whoIsMissing(s.missing, dead);
+    };
     if (sig != 0 && !signalled) {
       signalled = true;
       signal_seen = now;
@@ -623,7 +674,8 @@ void Processes::watch() {
           sig == SIGTERM  ? "SIGTERM"
           : sig == SIGINT ? "SIGINT"
                           : absl::StrCat("signal ", sig),
-          waited, s.label.collective, s.label.device, whoIsMissing(s.missing, "it died or exited"));
+          waited, label.collective, label.device, who("it died or exited"));
+      abortSources();
       l.unlock();
       const std::string line = absl::StrCat("tandem: ", prefix(), message, "\n");
       (void)!::write(STDERR_FILENO, line.data(), line.size());
@@ -632,8 +684,8 @@ void Processes::watch() {
     if (s.timeout > 0 && waited >= s.timeout) {
       const std::string message = absl::StrFormat(
           "waited %.1f s (--collective-timeout %g) in %s on %s%s; stopping every rank", waited,
-          s.timeout, s.label.collective, s.label.device,
-          whoIsMissing(s.missing, "it died or stalls"));
+          s.timeout, label.collective, label.device, who("it died or stalls"));
+      abortSources();
       l.unlock();
       abortAll(message);
     }

@@ -35,6 +35,28 @@ struct WaitLabel {
   std::string device;      // "cpu:0@1"
 };
 
+/// Waits that no host thread blocks in: a GPU collective's kernels wait on the GPU (NCCL)
+/// while the host goes on enqueueing, and only a later synchronize would hang. The
+/// watchdog polls every registered source as it checks the blocking waits, and bounds
+/// them by the same --collective-timeout.
+class AsyncWaits {
+ public:
+  virtual ~AsyncWaits() = default;
+  struct State {
+    /// The longest wait in progress (label and seconds so far); seconds 0: none.
+    WaitLabel label;
+    double seconds = 0;
+    /// A failure the source saw (NCCL's asynchronous error), one line naming the rank,
+    /// the collective and the device; "" when none.
+    std::string error;
+  };
+  /// Called every 20 ms on the watchdog thread.
+  virtual State poll() = 0;
+  /// Stops every wait of the source (ncclCommAbort), on the watchdog thread, just before
+  /// the process ends: what waits on the GPU for a rank that will not come stops waiting.
+  virtual void abort() = 0;
+};
+
 /// A set of processes that run collectives together (an MPI communicator).
 class ProcessComm {
  public:
@@ -119,6 +141,13 @@ class Processes {
   void setMissing(std::vector<int> world_ranks);
   /// Prints `message` as this rank's one line and stops every rank (MPI_Abort).
   [[noreturn]] void abortAll(const std::string& message, int code = kExitCollectiveTimeout);
+
+  /// Puts `waits` under the watchdog until unwatchAsync (starting the watchdog if this
+  /// process has none yet: a one-process run with NCCL between its GPUs). A failure it
+  /// reports, or a wait that lasts the timeout, aborts every source and stops every rank
+  /// with the line the blocking waits print (exit kExitCollectiveTimeout).
+  void watchAsync(AsyncWaits* waits);
+  void unwatchAsync(AsyncWaits* waits);
 
  private:
   Processes() = default;

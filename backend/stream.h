@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,10 +44,22 @@ class Stream {
   /// the runtime uses it only for bookkeeping: traces and test hooks.
   virtual void hostCallback(absl::AnyInvocable<void() &&> fn) = 0;
 
+  /// Marks the current end of the queue in time: once the work enqueued before it is
+  /// done, `done` gets that moment on the host's steady clock (nanoseconds since its
+  /// epoch), on some host thread, at the latest when this stream's next synchronize()
+  /// returns. Traces and profiles use it. The default is a host callback, right where
+  /// the work runs on the host (CPU); a GPU stream times with its own events instead and
+  /// reads them after the step, because a host callback per node would make the stream
+  /// wait for a round trip through the host at every node.
+  virtual void stamp(absl::AnyInvocable<void(int64_t ns) &&> done);
+
   /// Blocks the host until everything enqueued so far has run, and returns the first
   /// error any of it reported since the last synchronize (asynchronous errors of
   /// kernels and copies land here, as CUDA's do).
   virtual absl::Status synchronize() = 0;
 };
+
+/// Now on the host's steady clock, in nanoseconds: what Stream::stamp reports.
+int64_t steadyNowNs();
 
 }  // namespace tandem::backend

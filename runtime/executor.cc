@@ -1,21 +1,17 @@
 #include "runtime/executor.h"
 
-#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "backend/processes.h"
 #include "ir/status_macros.h"
+#include "runtime/label_check.h"
 #include "runtime/loader.h"
 
 namespace tandem::runtime {
 namespace {
-
-int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 backend::ReduceOp reduceOpOf(const ir::Node& n) {
   const std::string& op = n.enumAttr("op");
@@ -80,8 +76,8 @@ absl::StatusOr<Program*> Executor::program(absl::string_view name) const {
   return it->second.get();
 }
 
-// Trace entries are filled by host callbacks on the streams, found by index: the vector
-// may grow while earlier entries are being stamped.
+// Trace entries are filled by the streams' stamps, found by index: the vector may grow
+// while earlier entries are being stamped.
 size_t Executor::traceStart(backend::Stream& stream, TraceEntry entry) {
   size_t at = 0;
   {
@@ -89,17 +85,17 @@ size_t Executor::traceStart(backend::Stream& stream, TraceEntry entry) {
     at = trace_.size();
     trace_.push_back(entry);
   }
-  stream.hostCallback([this, at] {
+  stream.stamp([this, at](int64_t ns) {
     std::lock_guard<std::mutex> l(trace_mu_);
-    trace_[at].start_ns = nowNs();
+    trace_[at].start_ns = ns;
   });
   return at;
 }
 
 void Executor::traceEnd(backend::Stream& stream, size_t at) {
-  stream.hostCallback([this, at] {
+  stream.stamp([this, at](int64_t ns) {
     std::lock_guard<std::mutex> l(trace_mu_);
-    trace_[at].end_ns = nowNs();
+    trace_[at].end_ns = ns;
   });
 }
 
@@ -124,6 +120,16 @@ absl::Status Executor::enqueueStep(Program& p, int slot) {
       }
       ended.clear();
     };
+    // A group is closed on every path, errors included: an open one would leave NCCL's
+    // group depth unbalanced (every later call of this thread queued, never launched) and
+    // a same-GPU group waiting for a groupEnd that never comes.
+    auto closeGroup = [&]() -> absl::Status {
+      if (open_group == nullptr) return absl::OkStatus();
+      absl::Status closed = std::exchange(open_group, nullptr)->groupEnd();
+      if (!closed.ok())
+        return absl::Status(closed.code(), absl::StrCat(n.describe(), ": ", closed.message()));
+      return absl::OkStatus();
+    };
     for (Share& s : ins->shares) {
       backend::Device& device = *loaded_->devices[s.device];
       backend::Stream& stream = ins->comm ? device.commStream() : device.computeStream();
@@ -131,19 +137,26 @@ absl::Status Executor::enqueueStep(Program& p, int slot) {
       const size_t at = options_.trace ? traceStart(stream, {&n, s.device, ins->comm, 0, 0}) : 0;
       if (hook_) stream.hostCallback([this, &n, d = s.device] { hook_(n, d); });
       if (s.group != open_group) {
-        if (open_group != nullptr) RETURN_IF_ERROR(open_group->groupEnd());
+        RETURN_IF_ERROR(closeGroup());
         markEnds();
-        open_group = s.group;
-        if (open_group != nullptr) RETURN_IF_ERROR(open_group->groupStart());
+        if (s.group != nullptr) {
+          absl::Status started = s.group->groupStart();
+          if (!started.ok())
+            return absl::Status(started.code(),
+                                absl::StrCat(n.describe(), ": ", started.message()));
+          open_group = s.group;
+        }
       }
       absl::Status launched = ins->kernel == nullptr ? launchCollective(n, s, slot, device, stream)
                                                      : ins->kernel->launch(stream, s.in, s.out);
-      if (!launched.ok())
+      if (!launched.ok()) {
+        (void)closeGroup();  // the launch's error is the one to report
         return absl::Status(launched.code(), absl::StrCat(n.describe(), ": ", launched.message()));
+      }
       ended.push_back({&stream, &s, at});
       if (open_group == nullptr) markEnds();
     }
-    if (open_group != nullptr) RETURN_IF_ERROR(open_group->groupEnd());
+    RETURN_IF_ERROR(closeGroup());
     markEnds();
   }
   for (OutputCopy& o : p.outputs) {
@@ -154,8 +167,24 @@ absl::Status Executor::enqueueStep(Program& p, int slot) {
   return absl::OkStatus();
 }
 
+void Executor::stopRecording(const std::string& why) {
+  options_.record_steps = false;
+  for (auto& [name, program] : loaded_->programs)
+    for (InputSlot& slot : program->slots) slot.recorded.reset();
+  const std::string line = absl::StrCat(why, "; running plain steps from now on");
+  if (options_.warn) {
+    options_.warn(line);
+  } else {
+    // One write, so that two ranks' lines never interleave.
+    const std::string out =
+        absl::StrCat("tandem: ", backend::Processes::current().prefix(), "warning: ", line, "\n");
+    std::fwrite(out.data(), 1, out.size(), stderr);
+  }
+}
+
 absl::Status Executor::runStep(Program& p, int slot) {
-  // Traces and hooks stamp host callbacks per step: they need plain steps.
+  // Traces stamp every node of the step and hooks are host callbacks: they need plain
+  // steps (a replay enqueues neither).
   const bool plain_only = !options_.record_steps || options_.trace || hook_;
   // A recording holds its slot's addresses (the split's sources): one per slot.
   std::unique_ptr<backend::StepRecorder>& recorded = p.slots[static_cast<size_t>(slot)].recorded;
@@ -169,21 +198,39 @@ absl::Status Executor::runStep(Program& p, int slot) {
   std::vector<backend::Device*> all;  // this process's
   for (auto& d : loaded_->devices)
     if (d != nullptr) all.push_back(d.get());
-  ASSIGN_OR_RETURN(std::unique_ptr<backend::StepRecorder> recorder, b->makeStepRecorder(all));
-  if (recorder == nullptr) {
+  absl::StatusOr<std::unique_ptr<backend::StepRecorder>> made = b->makeStepRecorder(all);
+  if (made.ok() && *made == nullptr) {
     options_.record_steps = false;  // this backend never records: stop asking
     return enqueueStep(p, slot);
   }
-  RETURN_IF_ERROR(recorder->begin());
-  absl::Status enqueued = enqueueStep(p, slot);
-  absl::Status ended = recorder->end();
-  if (!enqueued.ok()) return enqueued;
-  if (!ended.ok())
-    return absl::Status(ended.code(),
-                        absl::StrCat("recording one step of @", p.graph->name(), ": ",
-                                     ended.message(), " (--no-cuda-graphs runs without)"));
-  recorded = std::move(recorder);
+  // Recording only saves the host's launch cost: where it cannot be had, the run goes on
+  // with plain steps after one warning rather than ending. Nothing of a failed recording
+  // ran, so the step then runs plainly (a real error of the step comes back from that).
+  const std::string what = absl::StrCat("recording one step of @", p.graph->name());
+  absl::Status recorded_here =
+      made.ok() ? record(**made, p, slot)
+                : absl::Status(made.status().code(),
+                               absl::StrCat("not possible here: ", made.status().message()));
+  // Whether a step's collectives are recorded must be the same on every rank (NCCL: a
+  // captured collective's launch is collective), so the ranks agree before any replay.
+  ASSIGN_OR_RETURN(bool failed_somewhere,
+                   backend::Processes::current().anyRank(!recorded_here.ok(),
+                                                         "agreeing whether a step was recorded"));
+  if (failed_somewhere) {
+    stopRecording(recorded_here.ok() ? absl::StrCat(what, ": another rank could not record it")
+                                     : absl::StrCat(what, " failed: ", recorded_here.message()));
+    return enqueueStep(p, slot);
+  }
+  recorded = *std::move(made);
   return recorded->replay();
+}
+
+absl::Status Executor::record(backend::StepRecorder& recorder, Program& p, int slot) {
+  RETURN_IF_ERROR(recorder.begin());
+  absl::Status enqueued = enqueueStep(p, slot);
+  absl::Status ended = recorder.end();  // also after a failed enqueue
+  RETURN_IF_ERROR(enqueued);
+  return ended;
 }
 
 absl::StatusOr<std::vector<HostTensor>> Executor::run(
@@ -204,6 +251,8 @@ absl::Status Executor::prefetch(absl::string_view name,
       return absl::InvalidArgumentError(absl::StrCat("@", name, " input ", i, " must be ",
                                                      ir::toString(p->input_types[i]), ", got ",
                                                      ir::toString(inputs[i].type)));
+  for (const LabelCheck& check : p->label_checks)
+    RETURN_IF_ERROR(checkLabels(check, *p->graph, inputs[check.input]));
   InputSlot& slot = p->slots[static_cast<size_t>(p->nextSlot())];
   // The step in flight reads the other slot, and the last step that read this one is
   // done (the host waited for it); only this slot's own copies may still read its

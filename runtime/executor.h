@@ -38,11 +38,16 @@ struct ExecutorOptions {
   bool allow_tf32 = true;
   /// Record each graph's step once per input slot, after kStepsBeforeRecording plain
   /// runs, and replay it (CUDA graphs) where the devices' backend can; never while tracing.
+  /// Where recording fails or the backend declines (on any rank: the ranks agree), every
+  /// later step runs plainly after one warning.
   bool record_steps = true;
   /// Copy each batch's slices in on the prefetch streams of the devices that have one
   /// (Device::prefetchStream), so that the copy of the next batch overlaps the step in
   /// flight; false: every split copies from host staging within its step, as on a CPU.
   bool prefetch_inputs = true;
+  /// Where the executor's warnings go (one line each, without "tandem: warning: "); unset:
+  /// standard error, as "tandem: [rank R: ]warning: LINE".
+  std::function<void(const std::string&)> warn;
 };
 
 /// One node's run on one stream, for tests and profiles.
@@ -128,6 +133,11 @@ class Executor {
   /// Enqueues one step of `p` reading input slot `slot`: plainly, or by replaying its
   /// recording (record_steps).
   absl::Status runStep(struct Program& p, int slot);
+  /// Records one step of `p` on `recorder` (begin, the step's enqueue, end).
+  absl::Status record(backend::StepRecorder& recorder, struct Program& p, int slot);
+  /// Turns recording off for the rest of the run (every recording dropped) and warns once,
+  /// saying `why`.
+  void stopRecording(const std::string& why);
   /// Waits for every stream of this process's devices; returns `status` if it is an error,
   /// else the first error a stream reports.
   absl::Status drain(absl::Status status);

@@ -82,6 +82,7 @@ class ProgramBuilder {
         slot.staging.push_back(std::move(buf));
       }
     }
+    p_->label_checks = labelChecks(g_);
     for (InputSlot& slot : p_->slots) slot.copied.resize(lm_.devices.size());
     for (const auto& node : g_.nodes()) {
       const ir::Node& n = *node;
@@ -434,7 +435,18 @@ class ProgramBuilder {
 }  // namespace
 
 LoadedModule::~LoadedModule() {
-  // Streams join their workers before the buffers their pending work points at go away.
+  // In dependency order. First every stream finishes its work (a CPU worker's pending
+  // kernels point at arenas and variables); then what was made on the devices goes:
+  // recorded steps (a CUDA graph's teardown uses its streams), kernels and events, the
+  // communicators, the memory; the devices (streams, library handles) last.
+  for (auto& d : devices) {
+    if (d == nullptr) continue;  // another process's
+    for (backend::Stream* s : {&d->computeStream(), &d->commStream(), d->prefetchStream()})
+      if (s != nullptr) (void)s->synchronize();  // an error has been reported, or cannot be now
+  }
+  programs.clear();
+  groups.clear();
+  vars.clear();
   devices.clear();
 }
 

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
 #include "ir/ir.h"
+#include "runtime/label_check.h"
 
 namespace tandem::runtime {
 
@@ -92,6 +93,8 @@ struct Program {
   const ir::Graph* graph = nullptr;
   std::vector<backend::DeviceBuffer> arenas;  // by device
   std::vector<ir::TensorType> input_types;
+  /// The inputs that are a loss's labels, checked as each batch is handed over.
+  std::vector<LabelCheck> label_checks;
   std::array<InputSlot, 2> slots;
   std::vector<OutputCopy> outputs;
   std::vector<std::unique_ptr<Instr>> instrs;
@@ -115,7 +118,8 @@ struct LoadedModule {
   std::vector<std::unique_ptr<backend::CommunicatorGroup>> groups;
   absl::flat_hash_map<std::string, std::unique_ptr<Program>> programs;
 
-  /// Streams wind down before the memory their work points at: devices go first.
+  /// Waits for every stream, then destroys what was made on the devices (programs,
+  /// communicators, variables) before the devices themselves.
   ~LoadedModule();
 };
 

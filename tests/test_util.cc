@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "backend/cpu/cpu_info.h"
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
@@ -134,6 +136,37 @@ CommandResult runProgram(const std::string& path, const std::vector<std::string>
 
 CommandResult runTandem(const std::vector<std::string>& args, const std::string& stdin_text) {
   return runProgram(TANDEM_CLI_PATH, args, stdin_text);
+}
+
+CommandResult runHookedTandem(const std::vector<std::string>& args) {
+  return runProgram(TANDEM_HOOKED_CLI_PATH, args);
+}
+
+std::string hookedCliPath() { return TANDEM_HOOKED_CLI_PATH; }
+
+bool setupInstalledEverything() {
+  const char* v = std::getenv("TANDEM_TESTS_AFTER_SETUP");
+  return v != nullptr && std::string(v) == "1";
+}
+
+std::string whyNoFashionMnist() {
+  const std::string file = absl::StrCat(kFashionMnistDir, "/train-images-idx3-ubyte.gz");
+  if (::access(file.c_str(), R_OK) == 0) return "";
+  return absl::StrCat(kFashionMnistDir, " is missing (Debian package dataset-fashion-mnist)");
+}
+
+std::string whyNoMpirun() {
+  const char* path = std::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path ? path : "", ':')) {
+    const std::string candidate = absl::StrCat(dir, "/mpirun");
+    if (!dir.empty() && ::access(candidate.c_str(), X_OK) == 0) return "";
+  }
+  return "mpirun is missing (Debian package openmpi-bin): multi-process runs are not tested";
+}
+
+std::string whyNoGraphviz() {
+  if (::access("/usr/bin/dot", X_OK) == 0) return "";
+  return "/usr/bin/dot is not installed (Debian package graphviz): DOT output is not rendered";
 }
 
 std::string whyNoBf16() {

@@ -39,9 +39,41 @@ struct CommandResult {
 };
 /// Runs the tandem CLI with the given arguments (no shell), optionally feeding stdin.
 CommandResult runTandem(const std::vector<std::string>& args, const std::string& stdin_text = "");
+/// Runs the CLI built with the tests' hooks (tests/tools/tandem_with_test_hooks.cc), which
+/// reads the TANDEM_TEST_* settings listed there: the shipped binary reads none.
+CommandResult runHookedTandem(const std::vector<std::string>& args);
+/// Its path, for mpirun's command lines.
+std::string hookedCliPath();
 /// Runs any program by path.
 CommandResult runProgram(const std::string& path, const std::vector<std::string>& args,
                          const std::string& stdin_text = "");
+
+/// Whether the tests run where scripts/setup has installed everything they use
+/// (TANDEM_TESTS_AFTER_SETUP=1, which scripts/test and so CI set): there a missing data
+/// set or tool is a failure of the machine, not a reason to skip.
+bool setupInstalledEverything();
+
+/// The Fashion-MNIST files the CLI reads by default (Debian's dataset-fashion-mnist).
+inline constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
+/// "" when they are there, else why a test that trains on them cannot.
+std::string whyNoFashionMnist();
+/// "" when mpirun is on PATH, else why multi-process runs cannot be tested.
+std::string whyNoMpirun();
+/// "" when Graphviz's dot is at /usr/bin/dot, else why DOT output cannot be rendered.
+std::string whyNoGraphviz();
+
+/// For a test that needs what scripts/setup installs (the Fashion-MNIST files, mpirun,
+/// graphviz): `why_missing` is "" when it is there. Missing, the test is skipped saying
+/// why, or fails where setup ran (setupInstalledEverything): a green run then means it ran.
+#define TANDEM_NEED_INSTALLED(why_missing)                                   \
+  if (const std::string tandem_why = (why_missing); !tandem_why.empty()) {   \
+    if (::tandem::testing::setupInstalledEverything())                       \
+      GTEST_FAIL() << tandem_why                                             \
+                   << " (scripts/setup installs it; under scripts/test its " \
+                      "absence is a failure, not a skip)";                   \
+    else                                                                     \
+      GTEST_SKIP() << tandem_why;                                            \
+  }
 
 /// "" when this CPU runs the bf16 kernels, else why not (for GTEST_SKIP: the bf16 tests
 /// need AVX512_BF16 or AMX, which CI machines of another kind may lack).

@@ -91,7 +91,7 @@ class CpuDevice final : public Device {
   CpuDevice(const ir::Device& id, const DeviceOptions& o)
       : id_(id),
         options_(o),
-        ctx_(id, o.seed, /*winograd=*/o.conv_algorithm == ConvAlgorithm::kAuto),
+        ctx_(id, o.seed, /*winograd=*/o.conv_algorithm != ConvAlgorithm::kDirect),
         compute_(absl::StrCat(ir::toString(id), "/compute"), o.threads_per_device),
         comm_(absl::StrCat(ir::toString(id), "/comm"), 1) {}
 

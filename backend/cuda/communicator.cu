@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/grid.h"
 #include "backend/cuda/communicator_launch.h"
 #include "backend/cuda/communicator_math.h"
 
@@ -37,9 +38,7 @@ void launchTyped(const TreePlan& plan, ReduceKind op, const void* const* srcs, v
     args.srcs[r] = static_cast<const T*>(srcs[r]);
     args.dsts[r] = static_cast<T*>(dsts[r]);
   }
-  // A grid-stride loop: enough blocks to fill an H100 (132 SMs x 16), no more.
-  const auto blocks =
-      static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 132 * 16));
+  const unsigned blocks = gridBlocks(n, kThreads);
   sharedAllReduceKernel<T><<<blocks, kThreads, 0, stream>>>(args, n);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "backend/cuda/grid.h"
 #include "backend/cuda/conv_launch.h"
 #include "backend/cuda/conv_math.h"
 
@@ -13,10 +14,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-unsigned blocksFor(int64_t n) {
-  // A grid-stride loop: enough blocks to fill an H100 (132 SMs x 16), no more.
-  return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 132 * 16));
-}
+unsigned blocksFor(int64_t n) { return gridBlocks(n, kThreads); }
 
 template <typename T, typename B>
 __global__ void epilogueKernel(T* y, const B* bias, const T* residual, bool relu, int64_t total,

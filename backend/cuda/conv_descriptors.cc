@@ -1,8 +1,10 @@
 #include "backend/cuda/conv_descriptors.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cuda/algo_walk.h"
 
 namespace tandem::backend::cuda {
 
@@ -48,22 +50,68 @@ absl::StatusOr<ConvTypes> convTypes(ir::DType act, ir::DType weight, bool allow_
                                                " filter"));
 }
 
-absl::StatusOr<AlgoChoice> chooseAlgo(const std::vector<AlgoCandidate>& candidates,
-                                      const ConvTypes& types) {
+std::vector<AlgoChoice> usableAlgos(const std::vector<AlgoCandidate>& candidates,
+                                    const ConvTypes& types) {
   const bool fma = types.math == CUDNN_FMA_MATH;
   auto usable = [&](const AlgoCandidate& c) {
     if (c.status != CUDNN_STATUS_SUCCESS || c.memory > kMaxConvWorkspace) return false;
     return !fma ||
            (c.math != CUDNN_TENSOR_OP_MATH && c.math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
   };
+  std::vector<AlgoChoice> out;
   // Deterministic first; a shape that has none still runs (only its bits may vary).
-  for (bool need_deterministic : {true, false})
-    for (const AlgoCandidate& c : candidates)
-      if (usable(c) && (!need_deterministic || c.determinism == CUDNN_DETERMINISTIC))
-        return AlgoChoice{c.algo, fma ? CUDNN_FMA_MATH : c.math};
-  return absl::NotFoundError(absl::StrCat("cuDNN's heuristics list no supported algorithm within ",
-                                          kMaxConvWorkspace >> 20, " MiB of workspace among ",
-                                          candidates.size(), fma ? " (f32 without TF32)" : ""));
+  for (bool deterministic : {true, false})
+    for (const AlgoCandidate& c : candidates) {
+      if (!usable(c) || (c.determinism == CUDNN_DETERMINISTIC) != deterministic) continue;
+      const AlgoChoice choice{c.algo, fma ? CUDNN_FMA_MATH : c.math};
+      if (std::find(out.begin(), out.end(), choice) == out.end()) out.push_back(choice);
+    }
+  return out;
+}
+
+absl::StatusOr<AlgoChoice> chooseAlgo(const std::vector<AlgoCandidate>& candidates,
+                                      const ConvTypes& types) {
+  const std::vector<AlgoChoice> usable = usableAlgos(candidates, types);
+  if (!usable.empty()) return usable.front();
+  return absl::NotFoundError(
+      absl::StrCat("cuDNN's heuristics list no supported algorithm within ",
+                   kMaxConvWorkspace >> 20, " MiB of workspace among ", candidates.size(),
+                   types.math == CUDNN_FMA_MATH ? " (f32 without TF32)" : ""));
+}
+
+std::string describeAlgo(const AlgoChoice& choice) {
+  const char* math = choice.math == CUDNN_FMA_MATH         ? "FMA math"
+                     : choice.math == CUDNN_TENSOR_OP_MATH ? "tensor-op math"
+                     : choice.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                         ? "tensor-op math, converting"
+                         : "default math";
+  return absl::StrCat("algorithm ", choice.algo, " (", math, ")");
+}
+
+absl::StatusOr<AlgoChoice> chooseRunnableAlgo(ConvAlgoTrials& trials, const ConvTypes& types,
+                                              bool measure) {
+  std::string refusals;
+  // Heuristics first unless measuring was asked; the measured list is the fallback (it
+  // times every algorithm, so it is paid only where the heuristics' all refuse).
+  for (bool from_measurements : {measure, !measure}) {
+    absl::StatusOr<std::vector<AlgoCandidate>> listed =
+        from_measurements ? trials.measured() : trials.heuristics();
+    const char* source = from_measurements ? "cudnnFind's measurements" : "cuDNN's heuristics";
+    if (!listed.ok()) {
+      absl::StrAppend(&refusals, refusals.empty() ? "" : "; ", source, ": ",
+                      listed.status().message());
+      continue;
+    }
+    const std::vector<AlgoChoice> usable = usableAlgos(*listed, types);
+    absl::StatusOr<size_t> ran = firstThatRuns(
+        usable, describeAlgo, [&](const AlgoChoice& c) { return trials.tryRun(c); },
+        absl::StrCat(source, " (", listed->size(), " listed, ", usable.size(), " usable)"));
+    if (ran.ok()) return usable[*ran];
+    absl::StrAppend(&refusals, refusals.empty() ? "" : "; ", ran.status().message());
+  }
+  return absl::UnimplementedError(absl::StrCat("no cuDNN algorithm runs this convolution",
+                                               types.math == CUDNN_FMA_MATH ? " without TF32" : "",
+                                               ": ", refusals));
 }
 
 std::string algoCacheKey(ConvPass pass, const ConvGeometry& g, const ConvTypes& t, int gpu) {

@@ -76,14 +76,44 @@ struct AlgoChoice {
   bool operator==(const AlgoChoice&) const = default;
 };
 
-/// The first usable candidate (cuDNN lists them best first): supported, within
-/// kMaxConvWorkspace, without tensor-core math when the types ask for FMA, and
-/// deterministic (runs stay bit-identical) unless no usable one is.
-/// With FMA the descriptor keeps FMA whatever the entry says; otherwise it takes the
-/// entry's math type (cuDNN's heuristics may list tensor-op variants). An error when
-/// nothing qualifies.
+/// The usable candidates in the order to try them (cuDNN lists them best first):
+/// supported, within kMaxConvWorkspace, without tensor-core math when the types ask for
+/// FMA; the deterministic ones first (runs stay bit-identical), then the others. With FMA
+/// the descriptor keeps FMA whatever the entry says; otherwise it takes the entry's math
+/// type (cuDNN's heuristics may list tensor-op variants). An algorithm listed twice (two
+/// math types) is tried with each.
+std::vector<AlgoChoice> usableAlgos(const std::vector<AlgoCandidate>& candidates,
+                                    const ConvTypes& types);
+
+/// The first of usableAlgos; an error when nothing qualifies.
 absl::StatusOr<AlgoChoice> chooseAlgo(const std::vector<AlgoCandidate>& candidates,
                                       const ConvTypes& types);
+
+/// What choosing an algorithm asks of cuDNN for one convolution. The kernel's own is a
+/// thin pass-through to cuDNN on scratch tensors of the convolution's sizes; the host
+/// tests give one that refuses chosen algorithms.
+class ConvAlgoTrials {
+ public:
+  virtual ~ConvAlgoTrials() = default;
+  /// cuDNN's heuristic list (cudnnGet*Algorithm_v7), best first.
+  virtual absl::StatusOr<std::vector<AlgoCandidate>> heuristics() = 0;
+  /// Every algorithm run and timed once on the scratch tensors (cudnnFind*AlgorithmEx),
+  /// fastest first.
+  virtual absl::StatusOr<std::vector<AlgoCandidate>> measured() = 0;
+  /// One run of `choice` on the scratch tensors with its own workspace, waited for: OK
+  /// when it ran, else cuDNN's (or CUDA's) refusal.
+  virtual absl::Status tryRun(const AlgoChoice& choice) = 0;
+};
+
+/// The algorithm a convolution runs, as PyTorch chooses: candidates tried in
+/// usableAlgos' order until one runs, from cuDNN's heuristics, or first from cudnnFind's
+/// measurements when `measure` (--conv-algorithm measure). Where no heuristic candidate
+/// runs, the measured ones are tried too. An error names every refusal.
+absl::StatusOr<AlgoChoice> chooseRunnableAlgo(ConvAlgoTrials& trials, const ConvTypes& types,
+                                              bool measure);
+
+/// "algorithm 6 (tensor-op math)": a choice as errors name it.
+std::string describeAlgo(const AlgoChoice& choice);
 
 /// The process-wide cache key of an algorithm choice: pass, geometry, types, math mode,
 /// layout and GPU ordinal, as a readable string ("fwd bf16/f32 x2x16x8x8 w32x3 s1 p1 ...").

@@ -2,10 +2,14 @@
 // conv2d_bias_act. Descriptors, the algorithm and the workspace size are settled when the
 // kernel is made (conv_descriptors.h has the pure rules); a launch only enqueues.
 //
-// The algorithm is cuDNN's heuristic choice (cudnnGet*Algorithm_v7), not a timed search:
-// the same shape gets the same algorithm in every run, a deterministic one wherever cuDNN
-// lists one, so runs stay bit-identical; it is cached process-wide per shape, types, math
-// mode and GPU (conv_descriptors.h's chooseAlgo and algoCacheKey).
+// The algorithm comes from cuDNN's heuristic list (cudnnGet*Algorithm_v7), or from its
+// measurements (cudnnFind*AlgorithmEx) with --conv-algorithm measure: candidates are
+// tried in order, a deterministic one first wherever cuDNN lists one (runs stay
+// bit-identical), each once on scratch tensors of the convolution's sizes, and the first
+// that runs is taken, as PyTorch does: cuDNN's list may name an algorithm that then refuses
+// the call (FMA-only NHWC and the one-channel bf16 stem have few that run). The choice is
+// made when the kernel is made, never during a step, and cached process-wide per shape,
+// types, math mode, layout and GPU (conv_descriptors.h's chooseRunnableAlgo, algoCacheKey).
 //
 // Bias, residual and relu are an own epilogue kernel after the convolution (conv.cu), in
 // the CPU's order of rounding; cudnnConvolutionBiasActivationForward would tie the
@@ -117,7 +121,7 @@ class ConvKernel final : public CudaKernel {
                        absl::Span<const TensorView> out) override {
     cudnnHandle_t h = ctx().cudnn();
     CUDA_TRY(what(), cudnnSetStream(h, stream));
-    ASSIGN_OR_RETURN(void* ws, ctx().workspace(total_bytes_, stream));
+    ASSIGN_OR_RETURN(void* ws, ctx().workspace(total_bytes_, what()));
     char* base = static_cast<char*>(ws);
     void* w_scratch = base + w_offset_;
     void* x_scratch = x_offset_ >= 0 ? base + x_offset_ : nullptr;
@@ -229,7 +233,7 @@ class ConvKernel final : public CudaKernel {
       end += alignUp(g_.n * g_.o * g_.oh * g_.ow * elem);
     }
     total_bytes_ = end;
-    return absl::OkStatus();
+    return ctx().reserveWorkspace(total_bytes_, what());
   }
 
   /// `v`, or its error naming the node.
@@ -267,55 +271,213 @@ class ConvKernel final : public CudaKernel {
     return absl::OkStatus();
   }
 
-  /// cuDNN's heuristic list for this pass, reduced to AlgoCandidates.
+  /// cuDNN's list for this pass (heuristic or measured), reduced to AlgoCandidates.
   template <typename Perf>
   static std::vector<AlgoCandidate> candidates(const std::vector<Perf>& perf, int returned) {
     std::vector<AlgoCandidate> out;
-    for (int i = 0; i < returned && i < static_cast<int>(perf.size()); ++i)
-      out.push_back({static_cast<int>(perf[static_cast<size_t>(i)].algo),
-                     perf[static_cast<size_t>(i)].status, perf[static_cast<size_t>(i)].determinism,
-                     perf[static_cast<size_t>(i)].mathType,
-                     static_cast<int64_t>(perf[static_cast<size_t>(i)].memory)});
+    for (int i = 0; i < returned && i < static_cast<int>(perf.size()); ++i) {
+      const Perf& p = perf[static_cast<size_t>(i)];
+      out.push_back({static_cast<int>(p.algo), p.status, p.determinism, p.mathType,
+                     static_cast<int64_t>(p.memory)});
+    }
     return out;
   }
 
-  absl::Status chooseAlgorithm() {
-    const std::string key = algoCacheKey(spec_.pass, g_, types_, ctx().gpu());
-    if (AlgoCache::get().find(key, &choice_)) return absl::OkStatus();
-    cudnnHandle_t h = ctx().cudnn();
-    int max = 0, returned = 0;
-    std::vector<AlgoCandidate> list;
-    switch (spec_.pass) {
-      case ConvPass::kForward: {
-        CUDA_TRY(what(), cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
-        std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max, 1)));
-        CUDA_TRY(what(), cudnnGetConvolutionForwardAlgorithm_v7(h, d_.x, d_.w, d_.conv, d_.y,
-                                                                static_cast<int>(perf.size()),
-                                                                &returned, perf.data()));
-        list = candidates(perf, returned);
-        break;
-      }
-      case ConvPass::kBackwardData: {
-        CUDA_TRY(what(), cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
-        std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(static_cast<size_t>(std::max(max, 1)));
-        CUDA_TRY(what(), cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d_.w, d_.y, d_.conv, d_.x,
+  /// ConvAlgoTrials over cuDNN: the descriptors of this kernel, and scratch x, w and y of
+  /// its sizes (zeros: cuDNN's choice never depends on the values) on a stream of its own,
+  /// freed when the choice is made.
+  class CudnnTrials final : public ConvAlgoTrials {
+   public:
+    explicit CudnnTrials(const ConvKernel& k) : k_(k) {}
+    ~CudnnTrials() override {
+      cudnnSetStream(k_.ctx().cudnn(), nullptr);  // the kernels set theirs at each launch
+      for (void* p : {x_, w_, y_, ws_})
+        if (p != nullptr) cudaFree(p);
+      if (stream_ != nullptr) cudaStreamDestroy(stream_);
+      (void)cudaGetLastError();  // a refused trial is not a later kernel's error
+    }
+
+    absl::StatusOr<std::vector<AlgoCandidate>> heuristics() override {
+      cudnnHandle_t h = k_.ctx().cudnn();
+      const Descriptors& d = k_.d_;
+      int max = 0, returned = 0;
+      switch (k_.spec_.pass) {
+        case ConvPass::kForward: {
+          CUDA_TRY(k_.what(), cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
+          std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max, 1)));
+          CUDA_TRY(k_.what(), cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
                                                                      static_cast<int>(perf.size()),
                                                                      &returned, perf.data()));
-        list = candidates(perf, returned);
-        break;
+          return candidates(perf, returned);
+        }
+        case ConvPass::kBackwardData: {
+          CUDA_TRY(k_.what(), cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
+          std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(
+              static_cast<size_t>(std::max(max, 1)));
+          CUDA_TRY(k_.what(), cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                  h, d.w, d.y, d.conv, d.x, static_cast<int>(perf.size()),
+                                  &returned, perf.data()));
+          return candidates(perf, returned);
+        }
+        case ConvPass::kBackwardFilter: {
+          CUDA_TRY(k_.what(), cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
+          std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(
+              static_cast<size_t>(std::max(max, 1)));
+          CUDA_TRY(k_.what(), cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                                  h, d.x, d.y, d.conv, d.w, static_cast<int>(perf.size()),
+                                  &returned, perf.data()));
+          return candidates(perf, returned);
+        }
       }
-      case ConvPass::kBackwardFilter: {
-        CUDA_TRY(what(), cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
-        std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(
-            static_cast<size_t>(std::max(max, 1)));
-        CUDA_TRY(what(), cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                             h, d_.x, d_.y, d_.conv, d_.w, static_cast<int>(perf.size()), &returned,
-                             perf.data()));
-        list = candidates(perf, returned);
-        break;
-      }
+      return absl::InternalError(absl::StrCat(k_.what(), ": unknown convolution pass"));
     }
-    ASSIGN_OR_RETURN(choice_, named(chooseAlgo(list, types_)));
+
+    absl::StatusOr<std::vector<AlgoCandidate>> measured() override {
+      RETURN_IF_ERROR(prepare());
+      RETURN_IF_ERROR(reserve(kFindWorkspace));
+      cudnnHandle_t h = k_.ctx().cudnn();
+      const Descriptors& d = k_.d_;
+      CUDA_TRY(k_.what(), cudnnSetStream(h, stream_));
+      CUDA_TRY(k_.what(), cudnnSetConvolutionMathType(d.conv, k_.types_.math));
+      const size_t ws = static_cast<size_t>(ws_bytes_);
+      int max = 0, returned = 0;
+      std::vector<AlgoCandidate> out;
+      switch (k_.spec_.pass) {
+        case ConvPass::kForward: {
+          CUDA_TRY(k_.what(), cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
+          std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max, 1)));
+          CUDA_TRY(k_.what(), cudnnFindConvolutionForwardAlgorithmEx(
+                                  h, d.x, x_, d.w, w_, d.conv, d.y, y_,
+                                  static_cast<int>(perf.size()), &returned, perf.data(), ws_, ws));
+          out = candidates(perf, returned);
+          break;
+        }
+        case ConvPass::kBackwardData: {
+          CUDA_TRY(k_.what(), cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
+          std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(
+              static_cast<size_t>(std::max(max, 1)));
+          CUDA_TRY(k_.what(), cudnnFindConvolutionBackwardDataAlgorithmEx(
+                                  h, d.w, w_, d.y, y_, d.conv, d.x, x_,
+                                  static_cast<int>(perf.size()), &returned, perf.data(), ws_, ws));
+          out = candidates(perf, returned);
+          break;
+        }
+        case ConvPass::kBackwardFilter: {
+          CUDA_TRY(k_.what(), cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
+          std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(
+              static_cast<size_t>(std::max(max, 1)));
+          CUDA_TRY(k_.what(), cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                                  h, d.x, x_, d.y, y_, d.conv, d.w, w_,
+                                  static_cast<int>(perf.size()), &returned, perf.data(), ws_, ws));
+          out = candidates(perf, returned);
+          break;
+        }
+      }
+      CUDA_TRY(k_.what(), cudaStreamSynchronize(stream_));
+      return out;
+    }
+
+    absl::Status tryRun(const AlgoChoice& c) override {
+      RETURN_IF_ERROR(prepare());
+      cudnnHandle_t h = k_.ctx().cudnn();
+      const Descriptors& d = k_.d_;
+      CUDA_TRY(k_.what(), cudnnSetConvolutionMathType(d.conv, c.math));
+      size_t bytes = 0;
+      switch (k_.spec_.pass) {
+        case ConvPass::kForward:
+          CUDA_TRY(k_.what(), cudnnGetConvolutionForwardWorkspaceSize(
+                                  h, d.x, d.w, d.conv, d.y,
+                                  static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &bytes));
+          break;
+        case ConvPass::kBackwardData:
+          CUDA_TRY(k_.what(), cudnnGetConvolutionBackwardDataWorkspaceSize(
+                                  h, d.w, d.y, d.conv, d.x,
+                                  static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &bytes));
+          break;
+        case ConvPass::kBackwardFilter:
+          CUDA_TRY(k_.what(), cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                                  h, d.x, d.y, d.conv, d.w,
+                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &bytes));
+          break;
+      }
+      RETURN_IF_ERROR(reserve(static_cast<int64_t>(bytes)));
+      CUDA_TRY(k_.what(), cudnnSetStream(h, stream_));
+      const float one = 1.0f, zero = 0.0f;
+      switch (k_.spec_.pass) {
+        case ConvPass::kForward:
+          RETURN_IF_ERROR(
+              refused(cudnnConvolutionForward(h, &one, d.x, x_, d.w, w_, d.conv,
+                                              static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws_,
+                                              bytes, &zero, d.y, y_),
+                      "cudnnConvolutionForward"));
+          break;
+        case ConvPass::kBackwardData:
+          RETURN_IF_ERROR(refused(
+              cudnnConvolutionBackwardData(h, &one, d.w, w_, d.y, y_, d.conv,
+                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws_,
+                                           bytes, &zero, d.x, x_),
+              "cudnnConvolutionBackwardData"));
+          break;
+        case ConvPass::kBackwardFilter:
+          RETURN_IF_ERROR(refused(
+              cudnnConvolutionBackwardFilter(h, &one, d.x, x_, d.y, y_, d.conv,
+                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
+                                             ws_, bytes, &zero, d.w, w_),
+              "cudnnConvolutionBackwardFilter"));
+          break;
+      }
+      // A launch that fails on the GPU, not at the call, is a refusal too.
+      RETURN_IF_ERROR(check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize",
+                            "after the call on scratch tensors"));
+      return absl::OkStatus();
+    }
+
+   private:
+    /// A refusal of the call on trial, said briefly (the walk's error lists them all).
+    static absl::Status refused(cudnnStatus_t code, const char* call) {
+      return check(code, call, "on scratch tensors");
+    }
+    // The workspace cudnnFind may use: algorithms that need more are left out of its list.
+    static constexpr int64_t kFindWorkspace = int64_t{256} << 20;
+
+    absl::Status prepare() {
+      if (stream_ != nullptr) return absl::OkStatus();
+      CUDA_TRY(k_.what(), cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      const ConvGeometry& g = k_.g_;
+      const int64_t elem = k_.bf16() ? 2 : 4;
+      for (auto [p, count] :
+           {std::pair{&x_, g.n * g.c * g.h * g.w}, std::pair{&w_, g.o * g.c * g.k * g.k},
+            std::pair{&y_, g.n * g.o * g.oh * g.ow}}) {
+        CUDA_TRY(k_.what(), cudaMalloc(p, static_cast<size_t>(count * elem)));
+        CUDA_TRY(k_.what(), cudaMemsetAsync(*p, 0, static_cast<size_t>(count * elem), stream_));
+      }
+      CUDA_TRY(k_.what(), cudaStreamSynchronize(stream_));
+      return absl::OkStatus();
+    }
+
+    absl::Status reserve(int64_t bytes) {
+      if (bytes <= ws_bytes_) return absl::OkStatus();
+      if (ws_ != nullptr) CUDA_TRY(k_.what(), cudaFree(ws_));
+      ws_ = nullptr;
+      ws_bytes_ = 0;
+      CUDA_TRY(k_.what(), cudaMalloc(&ws_, static_cast<size_t>(bytes)));
+      ws_bytes_ = bytes;
+      return absl::OkStatus();
+    }
+
+    const ConvKernel& k_;
+    cudaStream_t stream_ = nullptr;
+    void *x_ = nullptr, *w_ = nullptr, *y_ = nullptr, *ws_ = nullptr;
+    int64_t ws_bytes_ = 0;
+  };
+
+  absl::Status chooseAlgorithm() {
+    const bool measure = ctx().options().conv_algorithm == ConvAlgorithm::kMeasure;
+    const std::string key =
+        absl::StrCat(algoCacheKey(spec_.pass, g_, types_, ctx().gpu()), measure ? " measured" : "");
+    if (AlgoCache::get().find(key, &choice_)) return absl::OkStatus();
+    CudnnTrials trials(*this);
+    ASSIGN_OR_RETURN(choice_, named(chooseRunnableAlgo(trials, types_, measure)));
     AlgoCache::get().put(key, choice_);
     return absl::OkStatus();
   }

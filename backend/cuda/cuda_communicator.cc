@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/cuda_stream.h"
+#include "backend/cuda/nccl_watch.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -80,55 +82,48 @@ ncclRedOp_t ncclOp(ReduceOp op) {
   return op == ReduceOp::kMax ? ncclMax : op == ReduceOp::kMean ? ncclAvg : ncclSum;
 }
 
+class NcclGroup;
+
 class NcclRank final : public Communicator {
  public:
-  NcclRank(ncclComm_t comm, int rank, int size, int gpu, std::string what)
-      : comm_(comm), rank_(rank), size_(size), gpu_(gpu), what_(std::move(what)) {}
+  NcclRank(NcclGroup& group, size_t local, ncclComm_t comm, int rank, int size, int gpu,
+           std::string what)
+      : group_(group),
+        local_(local),
+        comm_(comm),
+        rank_(rank),
+        size_(size),
+        gpu_(gpu),
+        what_(std::move(what)) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  void labelNext(std::string label) override { next_label_ = std::move(label); }
 
   absl::Status allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
-                         ReduceOp op, Stream& stream) override {
-    RETURN_IF_ERROR(checkPairs(in, out, what_));
-    ASSIGN_OR_RETURN(CudaStream * s, cudaStreamOf(stream, gpu_, what_));
-    CUDA_TRY(what_, cudaSetDevice(gpu_));
-    // The k tensors as one group: one fused launch (and a nested group when the executor
-    // brackets the ranks' shares).
-    CUDA_TRY(what_, ncclGroupStart());
-    absl::Status enqueued = absl::OkStatus();
-    for (size_t j = 0; j < in.size() && enqueued.ok(); ++j)
-      enqueued = check(
-          ncclAllReduce(in[j].data, out[j].data, static_cast<size_t>(in[j].numElements()),
-                        ncclType(in[j].type.dtype), ncclOp(op), comm_, s->handle()),
-          absl::StrCat("ncclAllReduce(", opName(op), ", ", ir::toString(in[j].type), ")"), what_);
-    // Closed even after a failure, so the thread's group depth stays balanced.
-    absl::Status ended = check(ncclGroupEnd(), "ncclGroupEnd()", what_);
-    RETURN_IF_ERROR(enqueued);
-    return ended;
-  }
-
+                         ReduceOp op, Stream& stream) override;
   absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
-                         Stream& stream) override {
-    if (root < 0 || root >= size_)
-      return absl::InternalError(absl::StrCat(what_, ": broadcast from rank ", root));
-    ASSIGN_OR_RETURN(CudaStream * s, cudaStreamOf(stream, gpu_, what_));
-    CUDA_TRY(what_, cudaSetDevice(gpu_));
-    // As bytes: any dtype, and `in` is read on the root only.
-    CUDA_TRY(what_, ncclBroadcast(in.data, out.data, static_cast<size_t>(out.bytes()), ncclUint8,
-                                  root, comm_, s->handle()));
-    return absl::OkStatus();
-  }
+                         Stream& stream) override;
 
  private:
+  /// What the watchdog calls the collective this rank enqueues now.
+  std::string label(absl::string_view kind) {
+    std::string l = std::exchange(next_label_, std::string());
+    return l.empty() ? absl::StrCat(kind, " of ", what_) : l;
+  }
+
+  NcclGroup& group_;
+  size_t local_;  // this process's rank number within the group
   ncclComm_t comm_;
   int rank_, size_, gpu_;
   std::string what_;
+  std::string next_label_;
 };
 
 class NcclGroup final : public CommunicatorGroup {
  public:
   // One process, every rank: ncclCommInitAll.
   static absl::StatusOr<std::unique_ptr<CommunicatorGroup>> create(std::vector<int> gpus,
+                                                                   std::vector<std::string> devices,
                                                                    const std::string& what) {
     const int n = static_cast<int>(gpus.size());
     std::vector<int> ranks(gpus.size());
@@ -141,7 +136,7 @@ class NcclGroup final : public CommunicatorGroup {
       g->comms_.clear();  // nothing was made
       return s;
     }
-    g->makeRanks(gpus, ranks, n);
+    g->makeRanks(gpus, devices, ranks, n);
     return std::unique_ptr<CommunicatorGroup>(std::move(g));
   }
 
@@ -149,8 +144,8 @@ class NcclGroup final : public CommunicatorGroup {
   // the processes share over MPI. One thread initializes several GPUs, so the inits are
   // one NCCL group (NCCL's documented way; nccl-tests' initComms does the same).
   static absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createAcrossProcesses(
-      std::vector<int> gpus, std::vector<int> ranks, int n, ProcessComm& processes,
-      const std::string& what) {
+      std::vector<int> gpus, std::vector<std::string> devices, std::vector<int> ranks, int n,
+      ProcessComm& processes, const std::string& what) {
     ASSIGN_OR_RETURN(ncclUniqueId id, shareUniqueId(processes, what));
     std::unique_ptr<NcclGroup> g(new NcclGroup(what));
     g->comms_.assign(gpus.size(), nullptr);
@@ -165,11 +160,14 @@ class NcclGroup final : public CommunicatorGroup {
     absl::Status ended = check(ncclGroupEnd(), "ncclGroupEnd (ncclCommInitRank)", what);
     if (s.ok()) s = ended;
     if (!s.ok()) return s;  // the destructor frees whichever were made
-    g->makeRanks(gpus, ranks, n);
+    g->makeRanks(gpus, devices, ranks, n);
     return std::unique_ptr<CommunicatorGroup>(std::move(g));
   }
 
   ~NcclGroup() override {
+    // Out of the watchdog's sight before the communicators go.
+    if (watch_ != nullptr) Processes::current().unwatchAsync(watch_.get());
+    watch_.reset();
     // ncclCommDestroy alone, rank by rank, as nccl-tests does: the streams are drained by
     // now, and ncclCommFinalize waits for every rank's finalize, which one thread calling
     // it rank by rank would never see.
@@ -181,26 +179,94 @@ class NcclGroup final : public CommunicatorGroup {
   Communicator& rank(int r) override { return *ranks_[static_cast<size_t>(r)]; }
   absl::Status groupStart() override {
     CUDA_TRY(what_, ncclGroupStart());
+    ++depth_;
     return absl::OkStatus();
   }
   absl::Status groupEnd() override {
+    --depth_;
     CUDA_TRY(what_, ncclGroupEnd());
-    return absl::OkStatus();
+    return endCollectives();
+  }
+
+  /// Around one rank's collective: the watchdog's start event before it, and its end
+  /// event once NCCL has enqueued it (at the outermost ncclGroupEnd).
+  absl::StatusOr<size_t> beginCollective(size_t local, const std::string& label,
+                                         cudaStream_t stream) {
+    return watch_->begin(local, label, stream);
+  }
+  absl::Status collectiveEnqueued(size_t collective, cudaStream_t stream) {
+    ended_.push_back({collective, stream});
+    return depth_ == 0 ? endCollectives() : absl::OkStatus();
   }
 
  private:
   explicit NcclGroup(std::string what) : what_(std::move(what)) {}
 
-  void makeRanks(const std::vector<int>& gpus, const std::vector<int>& ranks, int n) {
-    for (size_t i = 0; i < gpus.size(); ++i)
-      ranks_.push_back(std::make_unique<NcclRank>(comms_[i], ranks[i], n, gpus[i],
+  void makeRanks(const std::vector<int>& gpus, const std::vector<std::string>& devices,
+                 const std::vector<int>& ranks, int n) {
+    std::vector<NcclWatch::Rank> watched;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      ranks_.push_back(std::make_unique<NcclRank>(*this, i, comms_[i], ranks[i], n, gpus[i],
                                                   absl::StrCat(what_, " rank ", ranks[i])));
+      watched.push_back({comms_[i], gpus[i], devices[i], ranks[i]});
+    }
+    watch_ = std::make_unique<NcclWatch>(what_, std::move(watched), realNcclProbe());
+    Processes::current().watchAsync(watch_.get());
+  }
+
+  absl::Status endCollectives() {
+    absl::Status s = absl::OkStatus();
+    for (auto [collective, stream] : ended_) {
+      absl::Status e = watch_->end(collective, stream);
+      if (s.ok()) s = e;
+    }
+    ended_.clear();
+    return s;
   }
 
   std::string what_;
   std::vector<ncclComm_t> comms_;
   std::vector<std::unique_ptr<NcclRank>> ranks_;
+  std::unique_ptr<NcclWatch> watch_;
+  int depth_ = 0;                                       // the executor's groups open now
+  std::vector<std::pair<size_t, cudaStream_t>> ended_;  // collectives whose end waits
 };
+
+absl::Status NcclRank::allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                                 ReduceOp op, Stream& stream) {
+  RETURN_IF_ERROR(checkPairs(in, out, what_));
+  ASSIGN_OR_RETURN(CudaStream * s, cudaStreamOf(stream, gpu_, what_));
+  CUDA_TRY(what_, cudaSetDevice(gpu_));
+  ASSIGN_OR_RETURN(size_t watched,
+                   group_.beginCollective(local_, label("all_reduce"), s->handle()));
+  // The k tensors as one group: one fused launch (and a nested group when the executor
+  // brackets the ranks' shares).
+  CUDA_TRY(what_, ncclGroupStart());
+  absl::Status enqueued = absl::OkStatus();
+  for (size_t j = 0; j < in.size() && enqueued.ok(); ++j)
+    enqueued = check(
+        ncclAllReduce(in[j].data, out[j].data, static_cast<size_t>(in[j].numElements()),
+                      ncclType(in[j].type.dtype), ncclOp(op), comm_, s->handle()),
+        absl::StrCat("ncclAllReduce(", opName(op), ", ", ir::toString(in[j].type), ")"), what_);
+  // Closed even after a failure, so the thread's group depth stays balanced.
+  absl::Status ended = check(ncclGroupEnd(), "ncclGroupEnd()", what_);
+  RETURN_IF_ERROR(enqueued);
+  RETURN_IF_ERROR(ended);
+  return group_.collectiveEnqueued(watched, s->handle());
+}
+
+absl::Status NcclRank::broadcast(int root, const TensorView& in, const TensorView& out,
+                                 Stream& stream) {
+  if (root < 0 || root >= size_)
+    return absl::InternalError(absl::StrCat(what_, ": broadcast from rank ", root));
+  ASSIGN_OR_RETURN(CudaStream * s, cudaStreamOf(stream, gpu_, what_));
+  CUDA_TRY(what_, cudaSetDevice(gpu_));
+  ASSIGN_OR_RETURN(size_t watched, group_.beginCollective(local_, label("broadcast"), s->handle()));
+  // As bytes: any dtype, and `in` is read on the root only.
+  CUDA_TRY(what_, ncclBroadcast(in.data, out.data, static_cast<size_t>(out.bytes()), ncclUint8,
+                                root, comm_, s->handle()));
+  return group_.collectiveEnqueued(watched, s->handle());
+}
 
 // ---- Same process, devices sharing GPUs ------------------------------------------------
 
@@ -278,7 +344,17 @@ class SharedGroup final : public CommunicatorGroup {
     if (depth_ == 0)
       return absl::InternalError(absl::StrCat(what_, ": groupEnd without groupStart"));
     --depth_;
-    return flush();
+    RETURN_IF_ERROR(flush());
+    if (depth_ > 0) return absl::OkStatus();
+    // A group brackets every rank's share of its collectives (the executor's): a share
+    // still queued now had a partner whose enqueue failed. It is dropped, so that the next
+    // step's collectives pair up again rather than with it.
+    size_t left = 0;
+    for (auto& q : queued_) left += std::exchange(q, {}).size();
+    if (left == 0) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat(what_, ": ", left,
+                                            " share(s) of a collective whose other ranks never "
+                                            "came were dropped at the end of their group"));
   }
 
   absl::Status post(int rank, Posted p, Stream& stream) {
@@ -469,7 +545,7 @@ absl::StatusOr<std::unique_ptr<CommunicatorGroup>> makeCommunicators(
   const bool own_gpus = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
   const std::string what = absl::StrCat(own_gpus ? "NCCL group" : "same-GPU group", " (",
                                         absl::StrJoin(names, ", "), ")");
-  if (own_gpus) return NcclGroup::create(std::move(gpus), what);
+  if (own_gpus) return NcclGroup::create(std::move(gpus), std::move(names), what);
   return SharedGroup::create(std::move(gpus), what);
 }
 
@@ -515,7 +591,7 @@ absl::StatusOr<std::unique_ptr<CommunicatorGroup>> makeProcessCommunicators(
   std::vector<std::string> all;
   for (const ir::Device& m : members) all.push_back(ir::toString(m));
   const std::string what = absl::StrCat("NCCL group (", absl::StrJoin(all, ", "), ")");
-  return NcclGroup::createAcrossProcesses(std::move(gpus), std::move(ranks),
+  return NcclGroup::createAcrossProcesses(std::move(gpus), std::move(names), std::move(ranks),
                                           static_cast<int>(members.size()), *processes, what);
 }
 

@@ -6,7 +6,27 @@
 namespace tandem::backend::cuda {
 
 CudaContext::CudaContext(const ir::Device& device, int gpu, const DeviceOptions& options)
-    : device_(device), name_(ir::toString(device)), gpu_(gpu), options_(options) {}
+    : device_(device),
+      name_(ir::toString(device)),
+      gpu_(gpu),
+      options_(options),
+      workspace_(name_, Workspace::Memory{
+                            .allocate = [gpu](int64_t bytes) -> absl::StatusOr<void*> {
+                              void* p = nullptr;
+                              CUDA_TRY("cudaMalloc", cudaSetDevice(gpu));
+                              CUDA_TRY("cudaMalloc", cudaMalloc(&p, static_cast<size_t>(bytes)));
+                              return p;
+                            },
+                            .release =
+                                [gpu](void* p) {
+                                  cudaSetDevice(gpu);
+                                  cudaFree(p);
+                                },
+                            .idle = [gpu]() -> absl::Status {
+                              CUDA_TRY("the old workspace", cudaSetDevice(gpu));
+                              CUDA_TRY("the old workspace", cudaDeviceSynchronize());
+                              return absl::OkStatus();
+                            }}) {}
 
 absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::create(const ir::Device& device,
                                                                  int gpu,
@@ -26,25 +46,9 @@ absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::create(const ir::Devic
 
 CudaContext::~CudaContext() {
   cudaSetDevice(gpu_);
-  if (workspace_ != nullptr) {
-    cudaDeviceSynchronize();
-    cudaFree(workspace_);
-  }
   if (cublas_lt_ != nullptr) cublasLtDestroy(cublas_lt_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
-}
-
-absl::StatusOr<void*> CudaContext::workspace(int64_t bytes, cudaStream_t stream) {
-  if (bytes <= workspace_bytes_) return workspace_;
-  // Earlier kernels on the stream may still use the smaller buffer.
-  CUDA_TRY(name_, cudaStreamSynchronize(stream));
-  if (workspace_ != nullptr) CUDA_TRY(name_, cudaFree(workspace_));
-  workspace_ = nullptr;
-  workspace_bytes_ = 0;
-  CUDA_TRY(name_, cudaMalloc(&workspace_, static_cast<size_t>(bytes)));
-  workspace_bytes_ = bytes;
-  return workspace_;
 }
 
 }  // namespace tandem::backend::cuda

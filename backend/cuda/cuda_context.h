@@ -5,16 +5,17 @@
 // used only from the host thread that enqueues the device's work (the executor's), so it
 // needs no locking; the kernels that use it run in the order of the compute stream.
 
-#include <cstdint>
-#include <string>
-
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <cstdint>
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
+#include "backend/cuda/workspace.h"
 #include "ir/types.h"
 
 namespace tandem::backend::cuda {
@@ -45,11 +46,17 @@ class CudaContext {
   cublasHandle_t cublas() const { return cublas_; }
   cublasLtHandle_t cublasLt() const { return cublas_lt_; }
 
-  /// Scratch memory for one kernel at a time (cuDNN and cuBLASLt workspaces): the
-  /// kernels of a device run in its compute stream's order, so one buffer serves them
-  /// all. It grows to the largest request, synchronizing `stream` before it frees the
-  /// smaller one; that happens in the first step only, never while a CUDA graph captures.
-  absl::StatusOr<void*> workspace(int64_t bytes, cudaStream_t stream);
+  /// Scratch memory for one kernel at a time (workspace.h): each kernel reserves its need
+  /// when it is made, so the buffer has its final size once the module is loaded; a
+  /// launch only looks it up (an error naming the kernel when it reserved less).
+  absl::Status reserveWorkspace(int64_t bytes, const std::string& what) {
+    return workspace_.reserve(bytes, what);
+  }
+  absl::StatusOr<void*> workspace(int64_t bytes, const std::string& what) const {
+    return workspace_.get(bytes, what);
+  }
+  /// A step is being recorded: the workspace never moves again.
+  void freezeWorkspace() { workspace_.freeze(); }
 
  private:
   CudaContext(const ir::Device& device, int gpu, const DeviceOptions& options);
@@ -61,8 +68,7 @@ class CudaContext {
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublas_lt_ = nullptr;
-  void* workspace_ = nullptr;
-  int64_t workspace_bytes_ = 0;
+  Workspace workspace_;
 };
 
 }  // namespace tandem::backend::cuda

@@ -148,7 +148,14 @@ absl::StatusOr<DeviceBuffer> CudaDevice::allocate(int64_t bytes) {
     absl::Status s = check(cudaMalloc(&p, static_cast<size_t>(bytes)), "cudaMalloc", where);
     if (!s.ok())
       return absl::ResourceExhaustedError(absl::StrCat(s.message(), " (", bytes, " bytes)"));
-    CUDA_TRY(where, cudaMemset(p, 0, static_cast<size_t>(bytes)));
+    DeviceBuffer buffer(p, bytes, location(), freeDevice);  // freed on any error below
+    // Zeroed on the compute stream and waited for, so that every stream sees zeros: a
+    // plain cudaMemset runs on the legacy default stream, which Tandem's non-blocking
+    // streams do not wait for, and may return before it has run. (Buffers are allocated
+    // while a module loads, when nothing runs: the wait costs nothing.)
+    CUDA_TRY(where, cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), compute_->handle()));
+    CUDA_TRY(where, cudaStreamSynchronize(compute_->handle()));
+    return buffer;
   }
   return DeviceBuffer(p, bytes, location(), freeDevice);
 }

@@ -1,7 +1,5 @@
 #include "backend/cuda/cuda_kernel.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/layout_plan.h"
@@ -47,12 +45,6 @@ absl::Status notAKernel(const ir::Node& node) {
 cudaStream_t streamHandle(Stream& stream) {
   CudaStream* s = asCudaStream(stream);
   return s != nullptr ? s->handle() : nullptr;
-}
-
-LaunchShape shapeFor(int64_t n, int threads) {
-  // A grid-stride loop: enough blocks to fill an H100 (132 SMs x 16 blocks), no more.
-  const int64_t blocks = std::clamp<int64_t>((n + threads - 1) / threads, 1, 132 * 16);
-  return {static_cast<unsigned>(blocks), static_cast<unsigned>(threads)};
 }
 
 // Ops the runtime executes itself: graph inputs, variable reads and collectives.

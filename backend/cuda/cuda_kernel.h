@@ -76,11 +76,4 @@ absl::Status notAKernel(const ir::Node& node);
 /// The cudaStream_t of a stream of the CUDA backend.
 cudaStream_t streamHandle(Stream& stream);
 
-/// Blocks and threads for a grid-stride loop over `n` elements.
-struct LaunchShape {
-  unsigned blocks;
-  unsigned threads;
-};
-LaunchShape shapeFor(int64_t n, int threads = 256);
-
 }  // namespace tandem::backend::cuda

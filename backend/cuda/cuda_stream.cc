@@ -33,6 +33,8 @@ absl::StatusOr<std::unique_ptr<CudaStream>> CudaStream::create(const Backend& ba
 CudaStream::~CudaStream() {
   cudaSetDevice(gpu_);
   cudaStreamSynchronize(stream_);
+  resolveStamps();
+  for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
   cudaStreamDestroy(stream_);
 }
 
@@ -78,8 +80,47 @@ void CudaStream::hostCallback(absl::AnyInvocable<void() &&> fn) {
   noteError(std::move(s));
 }
 
+void CudaStream::stamp(absl::AnyInvocable<void(int64_t ns) &&> done) {
+  cudaEvent_t e = nullptr;
+  absl::Status s = check(cudaSetDevice(gpu_), "cudaSetDevice", name_);
+  if (s.ok() && !free_events_.empty()) {
+    e = free_events_.back();
+    free_events_.pop_back();
+  } else if (s.ok()) {
+    s = check(cudaEventCreate(&e), "cudaEventCreate (timing)", name_);
+  }
+  if (s.ok()) s = check(cudaEventRecord(e, stream_), "cudaEventRecord (timing)", name_);
+  if (!s.ok()) {
+    if (e != nullptr) free_events_.push_back(e);
+    noteError(std::move(s));
+    std::move(done)(steadyNowNs());  // an entry without a time of its own, not a lost one
+    return;
+  }
+  stamps_.push_back({e, std::move(done)});
+}
+
+void CudaStream::resolveStamps() {
+  if (stamps_.empty()) return;
+  cudaEvent_t now = nullptr;
+  bool timed = cudaSetDevice(gpu_) == cudaSuccess && cudaEventCreate(&now) == cudaSuccess &&
+               cudaEventRecord(now, stream_) == cudaSuccess &&
+               cudaEventSynchronize(now) == cudaSuccess;
+  const int64_t host_now = steadyNowNs();
+  for (Stamp& st : stamps_) {
+    float ms = 0;
+    const bool read = timed && cudaEventElapsedTime(&ms, st.event, now) == cudaSuccess;
+    std::move(st.done)(read ? host_now - static_cast<int64_t>(static_cast<double>(ms) * 1e6)
+                            : host_now);
+    free_events_.push_back(st.event);
+  }
+  stamps_.clear();
+  if (now != nullptr) cudaEventDestroy(now);
+  (void)cudaGetLastError();  // a failed read is the trace's loss, not the next kernel's error
+}
+
 absl::Status CudaStream::synchronize() {
   absl::Status s = check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", name_);
+  resolveStamps();
   if (!pending_.ok()) s = std::exchange(pending_, absl::OkStatus());
   return s;
 }

@@ -13,18 +13,16 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/grid.h"
 #include "backend/cuda/host_device.h"
 
 namespace tandem::backend::cuda {
 
 inline constexpr int kMapThreads = 256;
 
-/// Blocks of kMapThreads for a grid-stride loop over `work` items: enough to fill an H100
-/// (132 SMs x 16 blocks), no more.
-inline unsigned mapBlocks(int64_t work) {
-  return static_cast<unsigned>(
-      std::clamp<int64_t>((work + kMapThreads - 1) / kMapThreads, 1, 132 * 16));
-}
+/// Blocks of kMapThreads for a grid-stride loop over `work` items: enough to fill this
+/// GPU, no more (grid.h).
+inline unsigned mapBlocks(int64_t work) { return gridBlocks(work, kMapThreads); }
 
 /// V consecutive elements, loaded and stored as one access.
 template <typename T, int V>

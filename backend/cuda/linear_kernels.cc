@@ -1,17 +1,24 @@
 // linear and its backward ops as one cuBLASLt matmul each (row-major products mapped onto
 // column-major ones: linear_plan.h). Descriptors, layouts and the algorithm are made once,
-// when the kernel is made; a launch only enqueues. The forward bias is cuBLASLt's bias
-// epilogue; the bias gradient is an own kernel (column sums of dy in a fixed order, so
-// runs are bit-identical). Under mixed precision (bf16 activations, f32 master weights)
-// the weight and bias are converted to bf16 in the workspace first: cuBLASLt wants A and
-// B of one type, and its bias the output's type.
+// when the kernel is made; a launch only enqueues. The algorithm is the first of
+// cuBLASLt's heuristic results that runs on scratch matrices, or plain cuBLAS where none
+// does (gemm_choice.h). The forward bias is cuBLASLt's bias epilogue (on the cuBLAS path:
+// the bias copied into every row of the output by an own kernel, then added through
+// beta = 1, the same f32 sum rounded once); the bias gradient is an own kernel (column
+// sums of dy in a fixed order, so runs are bit-identical). Under mixed precision (bf16
+// activations, f32 master weights) the weight and bias are converted to bf16 in the
+// workspace first: cuBLASLt wants A and B of one type, and its bias the output's type.
 
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/elementwise_launch.h"
+#include "backend/cuda/gemm_choice.h"
 #include "backend/cuda/linear_launch.h"
 #include "backend/cuda/linear_plan.h"
 
@@ -19,8 +26,10 @@ namespace tandem::backend::cuda {
 namespace {
 
 // The most workspace cuBLASLt may ask for (NVIDIA recommends 32 MiB on Hopper); what it
-// takes is what the chosen algorithm needs, often nothing.
+// takes is what the chosen algorithm needs, often nothing. Plain cuBLAS gets as much of
+// ours (cublasSetWorkspace), so that it never allocates its own during a recording.
 constexpr uint64_t kMaxLtWorkspace = uint64_t{32} << 20;
+constexpr int64_t kCublasWorkspace = int64_t{32} << 20;
 // cuBLASLt's heuristic assumes 256-byte aligned pointers unless told otherwise; the
 // memory plan, cudaMalloc and the workspace carving below all give that.
 constexpr int64_t kAlign = 256;
@@ -61,7 +70,7 @@ class GemmKernel final : public CudaKernel {
   absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out) override {
     const GemmPlan& p = spec_.plan;
-    ASSIGN_OR_RETURN(void* ws, ctx().workspace(workspace_bytes_, stream));
+    ASSIGN_OR_RETURN(void* ws, ctx().workspace(workspace_bytes_, what()));
     char* scratch = static_cast<char*>(ws);
     const void* a = in[static_cast<size_t>(p.a)].data;
     if (spec_.convert_a) {
@@ -74,23 +83,29 @@ class GemmKernel final : public CudaKernel {
     RETURN_IF_ERROR(checkAligned(a, "A"));
     RETURN_IF_ERROR(checkAligned(b, "B"));
     RETURN_IF_ERROR(checkAligned(d, "D"));
+    const void* bias = nullptr;
     if (spec_.bias >= 0) {
-      const void* bias = in[static_cast<size_t>(spec_.bias)].data;
+      bias = in[static_cast<size_t>(spec_.bias)].data;
       if (spec_.convert_bias) {
         auto* b16 = reinterpret_cast<uint16_t*>(scratch + bias_offset_);
         launchCast(static_cast<const float*>(bias), b16, p.m, stream);
         bias = b16;
       }
       RETURN_IF_ERROR(checkAligned(bias, "bias"));
-      // Read when the matmul is enqueued: setting it per launch follows the views given.
-      CUDA_TRY(what(), cublasLtMatmulDescSetAttribute(
-                           desc_.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
-    const float alpha = 1.0f, beta = 0.0f;
     void* lt_ws = lt_bytes_ > 0 ? scratch + lt_offset_ : nullptr;
-    CUDA_TRY(what(), cublasLtMatmul(ctx().cublasLt(), desc_.get(), &alpha, a, a_layout_.get(), b,
-                                    b_layout_.get(), &beta, d, d_layout_.get(), d, d_layout_.get(),
-                                    &algo_, lt_ws, static_cast<size_t>(lt_bytes_), stream));
+    if (choice_.cublas()) {
+      RETURN_IF_ERROR(enqueueCublas(a, b, bias, d, lt_ws, stream));
+    } else {
+      if (bias != nullptr)  // read when the matmul is enqueued: set per launch, from the views
+        CUDA_TRY(what(), cublasLtMatmulDescSetAttribute(
+                             desc_.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+      const float alpha = 1.0f, beta = 0.0f;
+      CUDA_TRY(what(),
+               cublasLtMatmul(ctx().cublasLt(), desc_.get(), &alpha, a, a_layout_.get(), b,
+                              b_layout_.get(), &beta, d, d_layout_.get(), d, d_layout_.get(),
+                              &algo_, lt_ws, static_cast<size_t>(lt_bytes_), stream));
+    }
     if (spec_.bias_grad) {
       // dy[N,O] is operand 0 = B; db[O] is result 1 (both in the activations' dtype).
       const TensorView& dy = in[0];
@@ -121,14 +136,14 @@ class GemmKernel final : public CudaKernel {
       return absl::InvalidArgumentError(
           absl::StrCat(what(), ": empty matrix product (", p.m, " x ", p.k, " by ", p.k, " x ", p.n,
                        "): the CUDA kernel needs every dimension at least 1"));
+    // cuBLAS's fallback takes int sizes.
+    for (int64_t v : {p.m, p.n, p.k, p.lda, p.ldb, p.ldd})
+      if (v > std::numeric_limits<int>::max())
+        return absl::InvalidArgumentError(absl::StrCat(what(), ": a matrix dimension of ", v,
+                                                       " exceeds what cuBLAS takes (an int)"));
     const cudaDataType_t ab = cudaType(spec_.act);
-    // f32 products may round their inputs to TF32 unless --no-tf32; bf16 products
-    // accumulate in f32 either way.
-    const cublasComputeType_t compute = spec_.act == ir::DType::kF32 && ctx().allowTf32()
-                                            ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                            : CUBLAS_COMPUTE_32F;
     cublasLtMatmulDesc_t desc = nullptr;
-    CUDA_TRY(what(), cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+    CUDA_TRY(what(), cublasLtMatmulDescCreate(&desc, computeType(), CUDA_R_32F));
     desc_.reset(desc);
     const int32_t ta = p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int32_t tb = p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -155,23 +170,20 @@ class GemmKernel final : public CudaKernel {
                                                 static_cast<uint64_t>(p.n), p.ldd));
     d_layout_.reset(layout);
 
-    cublasLtMatmulPreference_t pref = nullptr;
-    CUDA_TRY(what(), cublasLtMatmulPreferenceCreate(&pref));
-    Preference preference(pref);
-    const uint64_t max_ws = kMaxLtWorkspace;
-    CUDA_TRY(what(), cublasLtMatmulPreferenceSetAttribute(
-                         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws));
-    cublasLtMatmulHeuristicResult_t result{};
-    int found = 0;
-    CUDA_TRY(what(), cublasLtMatmulAlgoGetHeuristic(ctx().cublasLt(), desc, a_layout_.get(),
-                                                    b_layout_.get(), d_layout_.get(),
-                                                    d_layout_.get(), pref, 1, &result, &found));
-    if (found == 0)
-      return absl::UnimplementedError(absl::StrCat(
-          what(), ": cuBLASLt has no algorithm for this product (", p.m, " x ", p.n, " x ", p.k,
-          ", ", ir::dtypeName(spec_.act), spec_.bias >= 0 ? ", bias epilogue" : "", ")"));
-    algo_ = result.algo;
-    lt_bytes_ = static_cast<int64_t>(result.workspaceSize);
+    LtTrials trials(*this);
+    absl::StatusOr<GemmCandidate> choice = chooseRunnableGemm(trials);
+    if (!choice.ok())
+      return absl::Status(
+          choice.status().code(),
+          absl::StrCat(what(), " (", p.m, " x ", p.n, " x ", p.k, ", ", ir::dtypeName(spec_.act),
+                       spec_.bias >= 0 ? ", bias epilogue" : "", "): ", choice.status().message()));
+    choice_ = *choice;
+    if (choice_.cublas()) {
+      lt_bytes_ = kCublasWorkspace;
+    } else {
+      algo_ = trials.result(choice_.lt).algo;
+      lt_bytes_ = choice_.workspace;
+    }
 
     // Workspace: [A in bf16][bias in bf16][cuBLASLt's], each 256-byte aligned.
     int64_t at = 0;
@@ -185,13 +197,149 @@ class GemmKernel final : public CudaKernel {
     }
     lt_offset_ = at;
     workspace_bytes_ = at + lt_bytes_;
-    return absl::OkStatus();
+    return ctx().reserveWorkspace(workspace_bytes_, what());
   }
+
+  /// The product through plain cuBLAS (the fallback): the bias first copied into every row
+  /// of D, then D = A B + D.
+  absl::Status enqueueCublas(const void* a, const void* b, const void* bias, void* d, void* ws,
+                             cudaStream_t stream) const {
+    const GemmPlan& p = spec_.plan;
+    if (bias != nullptr) {
+      if (spec_.act == ir::DType::kBF16)
+        launchBroadcastRows(static_cast<const uint16_t*>(bias), static_cast<uint16_t*>(d), p.n, p.m,
+                            stream);
+      else
+        launchBroadcastRows(static_cast<const float*>(bias), static_cast<float*>(d), p.n, p.m,
+                            stream);
+    }
+    cublasHandle_t h = ctx().cublas();
+    CUDA_TRY(what(), cublasSetStream(h, stream));
+    CUDA_TRY(what(), cublasSetWorkspace(h, ws, static_cast<size_t>(lt_bytes_)));
+    return check(callGemmEx(h, a, b, d, bias != nullptr), "cublasGemmEx", what());
+  }
+
+  /// cublasGemmEx of the plan on A, B into D (+ D when `accumulate`).
+  cublasStatus_t callGemmEx(cublasHandle_t h, const void* a, const void* b, void* d,
+                            bool accumulate) const {
+    const GemmPlan& p = spec_.plan;
+    const cudaDataType_t t = cudaType(spec_.act);
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    auto i = [](int64_t v) { return static_cast<int>(v); };  // build() checked the range
+    return cublasGemmEx(h, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, i(p.m), i(p.n), i(p.k), &alpha, a, t,
+                        i(p.lda), b, t, i(p.ldb), &beta, d, t, i(p.ldd), computeType(),
+                        CUBLAS_GEMM_DEFAULT);
+  }
+
+  /// f32 products may round their inputs to TF32 unless --no-tf32; bf16 products
+  /// accumulate in f32 either way.
+  cublasComputeType_t computeType() const {
+    return spec_.act == ir::DType::kF32 && ctx().allowTf32() ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                             : CUBLAS_COMPUTE_32F;
+  }
+
+  /// GemmTrials over cuBLASLt and cuBLAS: this kernel's descriptors, and scratch A, B, D
+  /// and bias of its sizes (zeros) on a stream of their own, freed once the choice is made.
+  class LtTrials final : public GemmTrials {
+   public:
+    explicit LtTrials(const GemmKernel& k) : k_(k) {}
+    ~LtTrials() override {
+      for (void* p : {a_, b_, d_, bias_, ws_})
+        if (p != nullptr) cudaFree(p);
+      if (stream_ != nullptr) cudaStreamDestroy(stream_);
+      (void)cudaGetLastError();  // a refused trial is not a later kernel's error
+    }
+    const cublasLtMatmulHeuristicResult_t& result(int i) const {
+      return results_[static_cast<size_t>(i)];
+    }
+
+    absl::StatusOr<std::vector<GemmCandidate>> heuristics() override {
+      cublasLtMatmulPreference_t pref = nullptr;
+      CUDA_TRY(k_.what(), cublasLtMatmulPreferenceCreate(&pref));
+      Preference preference(pref);
+      const uint64_t max_ws = kMaxLtWorkspace;
+      CUDA_TRY(k_.what(),
+               cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &max_ws, sizeof max_ws));
+      results_.assign(kLtCandidates, cublasLtMatmulHeuristicResult_t{});
+      int found = 0;
+      const cublasStatus_t listed = cublasLtMatmulAlgoGetHeuristic(
+          k_.ctx().cublasLt(), k_.desc_.get(), k_.a_layout_.get(), k_.b_layout_.get(),
+          k_.d_layout_.get(), k_.d_layout_.get(), pref, kLtCandidates, results_.data(), &found);
+      std::vector<GemmCandidate> out;
+      // NOT_SUPPORTED: cuBLASLt has nothing for this product (plain cuBLAS may).
+      if (listed == CUBLAS_STATUS_NOT_SUPPORTED) return out;
+      CUDA_TRY(k_.what(), listed);
+      for (int i = 0; i < found && i < kLtCandidates; ++i)
+        if (results_[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
+          out.push_back({i, static_cast<int64_t>(results_[static_cast<size_t>(i)].workspaceSize)});
+      return out;
+    }
+
+    absl::Status tryRun(const GemmCandidate& c) override {
+      RETURN_IF_ERROR(prepare());
+      const int64_t ws_bytes = c.cublas() ? kCublasWorkspace : c.workspace;
+      if (ws_bytes > ws_bytes_) {
+        if (ws_ != nullptr) CUDA_TRY(k_.what(), cudaFree(ws_));
+        ws_ = nullptr;
+        ws_bytes_ = 0;
+        CUDA_TRY(k_.what(), cudaMalloc(&ws_, static_cast<size_t>(ws_bytes)));
+        ws_bytes_ = ws_bytes;
+      }
+      if (c.cublas()) {
+        cublasHandle_t h = k_.ctx().cublas();
+        CUDA_TRY(k_.what(), cublasSetStream(h, stream_));
+        CUDA_TRY(k_.what(), cublasSetWorkspace(h, ws_, static_cast<size_t>(ws_bytes)));
+        RETURN_IF_ERROR(check(k_.callGemmEx(h, a_, b_, d_, bias_ != nullptr), "cublasGemmEx",
+                              "on scratch matrices"));
+      } else {
+        if (bias_ != nullptr)
+          CUDA_TRY(k_.what(),
+                   cublasLtMatmulDescSetAttribute(k_.desc_.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                  &bias_, sizeof bias_));
+        const float alpha = 1.0f, beta = 0.0f;
+        RETURN_IF_ERROR(check(
+            cublasLtMatmul(k_.ctx().cublasLt(), k_.desc_.get(), &alpha, a_, k_.a_layout_.get(), b_,
+                           k_.b_layout_.get(), &beta, d_, k_.d_layout_.get(), d_,
+                           k_.d_layout_.get(), &result(c.lt).algo, ws_bytes > 0 ? ws_ : nullptr,
+                           static_cast<size_t>(ws_bytes), stream_),
+            "cublasLtMatmul", "on scratch matrices"));
+      }
+      // A launch that fails on the GPU, not at the call, is a refusal too.
+      return check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize",
+                   "after the call on scratch matrices");
+    }
+
+   private:
+    absl::Status prepare() {
+      if (stream_ != nullptr) return absl::OkStatus();
+      CUDA_TRY(k_.what(), cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      const GemmPlan& p = k_.spec_.plan;
+      const int64_t elem = k_.spec_.act == ir::DType::kBF16 ? 2 : 4;
+      std::vector<std::pair<void**, int64_t>> buffers = {
+          {&a_, p.m * p.k}, {&b_, p.k * p.n}, {&d_, p.m * p.n}};
+      if (k_.spec_.bias >= 0) buffers.push_back({&bias_, p.m});
+      for (auto [ptr, count] : buffers) {
+        CUDA_TRY(k_.what(), cudaMalloc(ptr, static_cast<size_t>(count * elem)));
+        CUDA_TRY(k_.what(), cudaMemsetAsync(*ptr, 0, static_cast<size_t>(count * elem), stream_));
+      }
+      CUDA_TRY(k_.what(), cudaStreamSynchronize(stream_));
+      return absl::OkStatus();
+    }
+
+    const GemmKernel& k_;
+    std::vector<cublasLtMatmulHeuristicResult_t> results_;
+    cudaStream_t stream_ = nullptr;
+    void *a_ = nullptr, *b_ = nullptr, *d_ = nullptr, *bias_ = nullptr, *ws_ = nullptr;
+    int64_t ws_bytes_ = 0;
+  };
 
   GemmSpec spec_;
   MatmulDesc desc_;
   Layout a_layout_, b_layout_, d_layout_;
   cublasLtMatmulAlgo_t algo_{};
+  GemmCandidate choice_;
   int64_t a_offset_ = 0, bias_offset_ = 0, lt_offset_ = 0;
   int64_t lt_bytes_ = 0, workspace_bytes_ = 0;
 };

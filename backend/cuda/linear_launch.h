@@ -15,4 +15,11 @@ void launchColumnSums(const float* m, float* sums, int64_t rows, int64_t cols, c
 void launchColumnSums(const uint16_t* m, uint16_t* sums, int64_t rows, int64_t cols,
                       cudaStream_t stream);
 
+/// m[r * cols + c] = row[c] for every r < rows, c < cols (the bias in every row of the
+/// output, before cuBLAS adds the product to it), as the element type.
+void launchBroadcastRows(const float* row, float* m, int64_t rows, int64_t cols,
+                         cudaStream_t stream);
+void launchBroadcastRows(const uint16_t* row, uint16_t* m, int64_t rows, int64_t cols,
+                         cudaStream_t stream);
+
 }  // namespace tandem::backend::cuda

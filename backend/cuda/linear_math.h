@@ -18,4 +18,8 @@ TANDEM_HD float columnSum(const T* m, int64_t rows, int64_t cols, int64_t col) {
   return s;
 }
 
+/// The column of element `i` of a row-major matrix `cols` wide: where a broadcast row's
+/// value comes from.
+TANDEM_HD int64_t rowColumn(int64_t i, int64_t cols) { return i % cols; }
+
 }  // namespace tandem::backend::cuda

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cuda/grid.h"
 #include "backend/cuda/loss_launch.h"
 #include "backend/cuda/loss_math.h"
 
@@ -18,7 +19,7 @@ constexpr unsigned kAllLanes = 0xffffffffu;
 // The single block of the reductions: 32 warps.
 constexpr int kReduceThreads = 1024;
 constexpr int kReduceWarps = kReduceThreads / kWarp;
-// The backward's blocks: 8 warps, as many blocks as rows need (up to a full H100).
+// The backward's blocks: 8 warps, as many blocks as rows need (up to what fills the GPU).
 constexpr int kBackwardThreads = 256;
 
 // Butterflies: every lane ends with the same bits (each step adds or compares the same
@@ -130,9 +131,10 @@ void launchSoftmaxCrossEntropyBackward(const float* logits, const int32_t* label
                                        const float* dloss, int64_t rows, int64_t classes,
                                        double divisor, float* dlogits, cudaStream_t stream) {
   if (rows <= 0) return;
-  constexpr int64_t kWarpsPerBlock = kBackwardThreads / kWarp;
-  const int64_t blocks = std::min<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 132 * 16);
-  softmaxCrossEntropyBackwardKernel<<<static_cast<unsigned>(blocks), kBackwardThreads, 0, stream>>>(
+  // One warp per row: as many blocks as rows need, up to what fills this GPU.
+  constexpr int kWarpsPerBlock = kBackwardThreads / kWarp;
+  const unsigned blocks = gridBlocks(rows, kWarpsPerBlock);
+  softmaxCrossEntropyBackwardKernel<<<blocks, kBackwardThreads, 0, stream>>>(
       logits, labels, dloss, rows, classes, divisor, dlogits);
 }
 

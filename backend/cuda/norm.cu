@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/grid.h"
 #include "backend/cuda/norm_launch.h"
 #include "backend/cuda/norm_math.h"
 
@@ -215,10 +216,8 @@ __global__ void foldKernel(const float* w, const float* b, const float* gamma, c
   });
 }
 
-/// Blocks for a grid-stride loop over `n` elements (enough to fill a large GPU).
-unsigned gridFor(int64_t n) {
-  return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 132 * 16));
-}
+/// Blocks for a grid-stride loop over `n` elements (enough to fill this GPU: grid.h).
+unsigned gridFor(int64_t n) { return gridBlocks(n, kThreads); }
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/grid.h"
 #include "backend/cuda/pool_launch.h"
 #include "backend/cuda/pool_math.h"
 
@@ -12,10 +13,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-unsigned blocksFor(int64_t n) {
-  // A grid-stride loop: enough blocks to fill an H100 (132 SMs x 16), no more.
-  return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 132 * 16));
-}
+unsigned blocksFor(int64_t n) { return gridBlocks(n, kThreads); }
 
 template <typename T, bool kMax>
 __global__ void poolKernel(const T* x, T* y, PoolParams p) {

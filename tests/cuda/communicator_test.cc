@@ -359,6 +359,28 @@ TEST(CudaCommunicatorsOnOneGpu, MismatchedCallsAreAnErrorNamingTheGroup) {
   EXPECT_NE(s.message().find("same-GPU group (cuda:0, cuda:0)"), std::string::npos) << s;
 }
 
+// A step whose enqueue failed between two ranks' shares (the executor closes the group
+// then): the share left without its partner is dropped at the group's end, with an error
+// naming the group, and the next collective pairs up as if it never was.
+TEST(CudaCommunicatorsOnOneGpu, AShareWhosePartnerNeverCameIsDroppedAtGroupEnd) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(6);
+  Ranks ranks({0, 0});
+  ASSERT_TRUE(ranks.ok());
+  Buffer lonely(f32({8}));
+  TensorView v = ranks.upload(0, lonely);
+  ASSERT_TRUE(ranks.group->groupStart().ok());
+  ASSERT_TRUE(
+      ranks.group->rank(0).allReduce({v}, {v}, ReduceOp::kSum, ranks.device(0).commStream()).ok());
+  absl::Status ended = ranks.group->groupEnd();
+  EXPECT_FALSE(ended.ok());
+  EXPECT_NE(ended.message().find("never came"), std::string::npos) << ended;
+  std::vector<Buffer> in = randomRanks(rng, 2, f32({33}));
+  std::vector<Buffer> got = deviceAllReduce(ranks, in, ReduceOp::kSum, /*grouped=*/true, false);
+  std::vector<Buffer> want = hostAllReduce(in, ReduceOp::kSum);
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(sameBytes(got[r], want[r])) << "rank " << r;
+}
+
 TEST(CudaCommunicatorsNccl, OneRankKeepsItsValues) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(6);

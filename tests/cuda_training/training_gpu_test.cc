@@ -273,9 +273,11 @@ struct Passes {
 };
 
 // Two epochs through the Trainer's pipelined passes (batch k+1 handed over while step k
-// runs) from `start`, then an evaluation whose last batch is padded.
+// runs) from `start`, then an evaluation whose last batch is padded; with
+// `evaluate_between`, an evaluation after epoch 1 too (the evaluation graph then runs for
+// the first time after the training step was recorded).
 Passes trainPipelined(const std::string& model, const TrainSetup& o, runtime::ExecutorOptions exec,
-                      const Snapshot& start) {
+                      const Snapshot& start, bool evaluate_between = false) {
   Passes p;
   Trained t = train(model, o, {}, exec, &start);
   if (!t.trainer) return p;
@@ -291,6 +293,13 @@ Passes trainPipelined(const std::string& model, const TrainSetup& o, runtime::Ex
     });
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return p;
+    if (evaluate_between && epoch == 1) {
+      test_loader.startEpoch(0);
+      auto between = t.trainer->evaluate(test_loader);
+      EXPECT_TRUE(between.ok()) << between.status();
+      if (!between.ok()) return p;
+      p.losses.push_back(between->loss);
+    }
   }
   test_loader.startEpoch(0);
   auto e = t.trainer->evaluate(test_loader);
@@ -323,6 +332,126 @@ TEST(CudaTraining, PrefetchedBatchesEqualBatchesCopiedInTheirStep) {
   EXPECT_EQ(prefetched.eval.examples, plain.eval.examples);
   expectSameVariables(prefetched.variables, plain.variables, start, 1e-4,
                       "prefetched vs copied in the step");
+}
+
+// An evaluation between epochs (issue 26): the evaluation graph runs for the first time
+// after the training step was recorded, and epoch 2 replays that recording. When the
+// first evaluation could still grow the kernels' workspace (cudaFree of the buffer the
+// recording points into), epoch 2 replayed into freed memory. Now every kernel reserves
+// its workspace when it is made; the run equals one without recorded steps.
+TEST(CudaTraining, EvaluationBetweenEpochsEqualsPlainSteps) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  for (const auto& [model, logical] :
+       std::vector<std::pair<std::string, int>>{{"resnet18", 1}, {"lenet", 2}}) {
+    SCOPED_TRACE(model);
+    TrainSetup o = setup(gpus(logical), 16);
+    Snapshot start = initialValues(model, o);
+    ASSERT_FALSE(start.empty());
+    Passes plain = trainPipelined(model, o, gpuOptions(/*record_steps=*/false), start,
+                                  /*evaluate_between=*/true);
+    Passes recorded = trainPipelined(model, o, gpuOptions(/*record_steps=*/true), start,
+                                     /*evaluate_between=*/true);
+    ASSERT_EQ(plain.losses.size(), 15u);  // 14 steps and the evaluation after epoch 1
+    ASSERT_EQ(recorded.losses.size(), plain.losses.size());
+    for (size_t i = 0; i < plain.losses.size(); ++i)
+      EXPECT_NEAR(recorded.losses[i], plain.losses[i], 1e-4 * std::abs(plain.losses[i]))
+          << "loss " << i;
+    EXPECT_NEAR(recorded.eval.loss, plain.eval.loss, 1e-4 * std::abs(plain.eval.loss));
+    expectSameVariables(recorded.variables, plain.variables, start, 1e-4,
+                        "recorded with evaluations between epochs vs plain");
+  }
+}
+
+// A module with recorded steps comes apart in order (the recordings before the streams
+// they used: a use after free at every exit before), and the GPU is fine afterwards: a
+// second module on it trains.
+TEST(CudaTraining, RecordedStepsTearDownCleanly) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  auto batches = randomBatches(runtime::kStepsBeforeRecording + 3, 16, 51);
+  TrainSetup o = setup(gpus(2), 16);
+  Snapshot start = initialValues("lenet", o);
+  ASSERT_FALSE(start.empty());
+  for (int round = 0; round < 3; ++round) {
+    Trained t = train("lenet", o, batches, gpuOptions(), &start);
+    ASSERT_TRUE(t.trainer) << "round " << round;
+    t.trainer.reset();  // the executor, its recordings, kernels, communicators, devices
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaGetLastError());
+  }
+}
+
+// Traced steps take their times from CUDA events read after the step, not from host
+// callbacks (two per node, which made every stream wait for a round trip through the
+// host): bucket 0's all_reduce on the comm stream starts while device 0's backward still
+// runs on the compute stream, as in an untraced step.
+TEST(CudaTraining, TracedStepsKeepTheirStreamsOverlapped) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  TrainSetup o = setup(gpus(2), 256);
+  o.bucket_mb = 0.05;  // several buckets for LeNet's 0.5 MB of gradients
+  o.first_bucket_mb = 0.01;
+  o.trace = true;
+  auto t = makeTrainer(*zoo::modelByName("lenet"), o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE((*t)->initialize().ok());
+  auto batches = randomBatches(4, 256, 53);
+  for (const OwnedBatch& b : batches) ASSERT_TRUE((*t)->trainStep(b.view()).ok());
+  const std::vector<runtime::TraceEntry> trace = (*t)->executor().takeTrace();
+  ASSERT_FALSE(trace.empty());
+  ASSERT_EQ(trace.size() % batches.size(), 0u);
+  const size_t per_step = trace.size() / batches.size();
+  int64_t first_reduce_start = -1, last_backward_end = -1;
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const runtime::TraceEntry& e = trace[i];
+    EXPECT_GT(e.end_ns, 0) << e.node->describe();
+    EXPECT_GE(e.end_ns, e.start_ns) << e.node->describe();
+    if (i < trace.size() - per_step) continue;  // the last step's entries only
+    if (e.node->op() == ir::Op::kAllReduce && e.device == 0 && first_reduce_start < 0)
+      first_reduce_start = e.start_ns;
+    if (e.node->info().has(ir::kBackward) && e.device == 0 && !e.comm)
+      last_backward_end = std::max(last_backward_end, e.end_ns);
+  }
+  ASSERT_GE(first_reduce_start, 0);
+  EXPECT_LT(first_reduce_start, last_backward_end)
+      << "the first bucket's all_reduce waited for the end of backward";
+}
+
+// A label past the last class is refused before the step, naming the sample, on the GPU
+// too (the loss kernel made it a NaN loss before; the CPU kernel read past its row).
+TEST(CudaTraining, ALabelPastTheLastClassIsNamed) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  TrainSetup o = setup(gpus(1), 32);
+  auto t = makeTrainer(*zoo::modelByName("lenet"), o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE((*t)->initialize().ok());
+  OwnedBatch b = randomBatches(1, 32, 55)[0];
+  b.labels[5] = 12;
+  auto step = (*t)->trainStep(b.view());
+  ASSERT_FALSE(step.ok());
+  EXPECT_NE(step.status().message().find("sample 5 of the batch has label 12"), std::string::npos)
+      << step.status();
+}
+
+// Two GPUs driven by one process: NCCL's guide warns that capturing their collectives
+// from one thread may deadlock, so the steps run plainly, after one warning saying so: the
+// same steps as with recording off.
+TEST(CudaTraining, SeveralGpusInOneProcessRunPlainStepsWithOneWarning) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  if (count < 2) GTEST_SKIP() << "needs 2 GPUs: this machine has " << count;
+  auto batches = randomBatches(runtime::kStepsBeforeRecording + 3, 16, 57);
+  TrainSetup o = setup({{ir::DeviceKind::kCuda, 0}, {ir::DeviceKind::kCuda, 1}}, 16);
+  Snapshot start = initialValues("lenet", o);
+  ASSERT_FALSE(start.empty());
+  std::vector<std::string> warnings;
+  runtime::ExecutorOptions exec = gpuOptions();
+  exec.warn = [&](const std::string& line) { warnings.push_back(line); };
+  Trained asked = train("lenet", o, batches, exec, &start);
+  Trained plain = train("lenet", o, batches, gpuOptions(/*record_steps=*/false), &start);
+  ASSERT_TRUE(asked.trainer && plain.trainer);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("NCCL"), std::string::npos) << warnings[0];
+  for (size_t i = 0; i < batches.size(); ++i)
+    EXPECT_EQ(asked.losses[i], plain.losses[i]) << "step " << i;
 }
 
 }  // namespace

@@ -124,8 +124,7 @@ TEST(Dot, UnreplicatedGraphHasNoClusters) {
 
 TEST(Dot, GraphvizAcceptsTheOutput) {
   const std::string dot_path = "/usr/bin/dot";
-  if (access(dot_path.c_str(), X_OK) != 0)
-    GTEST_SKIP() << dot_path << " is not installed (Debian package graphviz); cannot render";
+  TANDEM_NEED_INSTALLED(testing::whyNoGraphviz());
   auto m = lenetOn(2, 64);
   ASSERT_NE(m, nullptr);
   for (const auto& g : m->graphs()) {

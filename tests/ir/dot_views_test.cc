@@ -182,8 +182,7 @@ TEST(DotView, CollapseZeroIsTheFullDrawing) {
 // Every zoo model on eight devices through the CLI: tests/tools/dump_dot_test.cc.
 TEST(DotView, GraphvizRendersTheViews) {
   const std::string dot_path = "/usr/bin/dot";
-  if (access(dot_path.c_str(), X_OK) != 0)
-    GTEST_SKIP() << dot_path << " is not installed (Debian package graphviz); cannot render";
+  TANDEM_NEED_INSTALLED(testing::whyNoGraphviz());
   auto m = modelOn("resnet18", 2, 8);
   ASSERT_NE(m, nullptr);
   for (DotView v : {DotView{.collapse = 1}, DotView{.collapse = 2},

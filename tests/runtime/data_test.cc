@@ -18,6 +18,7 @@
 #include "runtime/data/batch_loader.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/data/idx_reader.h"
+#include "tests/test_util.h"
 
 namespace tandem::runtime::data {
 namespace {
@@ -320,11 +321,7 @@ TEST_F(IdxTest, PathIsADirectory) {
 }
 
 TEST(FashionMnistRealData, LoadsBothSplits) {
-  struct stat st {};
-  if (::stat(kDefaultFashionMnistDir, &st) != 0) {
-    GTEST_SKIP() << kDefaultFashionMnistDir
-                 << " is absent (Debian package dataset-fashion-mnist not installed)";
-  }
+  TANDEM_NEED_INSTALLED(tandem::testing::whyNoFashionMnist());
   absl::StatusOr<Dataset> train = loadFashionMnist(kDefaultFashionMnistDir, Split::kTrain);
   ASSERT_TRUE(train.ok()) << train.status();
   EXPECT_EQ(train->count, 60000);

@@ -6,6 +6,7 @@
 // a ScopedBackendOverride, it shows that the executor works through the seam alone: a
 // module loads and steps on it with no CPU code involved.
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -46,6 +47,7 @@ class Recorder {
   }
   void clear() {
     std::lock_guard<std::mutex> l(mu_);
+    failing_calls_.clear();
     lines_.clear();
     sequence_.clear();
     counters_.clear();
@@ -65,10 +67,53 @@ class Recorder {
   void failCopiesOn(std::string stream) { failing_stream_ = std::move(stream); }
   bool copiesFailOn(const std::string& stream) const { return stream == failing_stream_; }
   int counter(const std::string& what) const {
+    std::lock_guard<std::mutex> l(mu_);
     auto it = counters_.find(what);
     return it == counters_.end() ? 0 : it->second;
   }
-  void count(const std::string& what) { ++counters_[what]; }
+  void count(const std::string& what) {
+    std::lock_guard<std::mutex> l(mu_);
+    ++counters_[what];
+  }
+
+  /// Makes the named call fail from now on: "allReduce on rank 1", "record",
+  /// "recorded", "replay" or "makeStepRecorder" (what a CUDA graph capture or NCCL may
+  /// refuse).
+  void fail(std::string call) {
+    std::lock_guard<std::mutex> l(mu_);
+    failing_calls_.push_back(std::move(call));
+  }
+  bool fails(const std::string& call) const {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const std::string& f : failing_calls_)
+      if (f == call) return true;
+    return false;
+  }
+
+  /// Streams register while they exist, so that what outlives them can tell (a step
+  /// recorder destroyed after its streams is the use after free a CUDA graph's teardown
+  /// had: ASan sees the read, this sees the order).
+  void born(const void* stream) {
+    std::lock_guard<std::mutex> l(mu_);
+    alive_.push_back(stream);
+  }
+  void died(const void* stream) {
+    std::lock_guard<std::mutex> l(mu_);
+    alive_.erase(std::remove(alive_.begin(), alive_.end(), stream), alive_.end());
+  }
+  bool alive(const void* stream) const {
+    std::lock_guard<std::mutex> l(mu_);
+    return std::find(alive_.begin(), alive_.end(), stream) != alive_.end();
+  }
+  /// What was destroyed after something it needed ("step recorder after cpu:0/compute").
+  void outlived(std::string what) {
+    std::lock_guard<std::mutex> l(mu_);
+    outlived_.push_back(std::move(what));
+  }
+  std::vector<std::string> outlivedList() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return outlived_;
+  }
 
  private:
   mutable std::mutex mu_;
@@ -78,6 +123,9 @@ class Recorder {
   std::map<std::string, std::vector<const void*>> addresses_;
   std::string failing_stream_;
   std::string label_ = "?";
+  std::vector<std::string> failing_calls_;
+  std::vector<const void*> alive_;
+  std::vector<std::string> outlived_;
 };
 
 class RecordingBackend;
@@ -92,7 +140,10 @@ class RecordingEvent final : public backend::Event {
 class RecordingStream final : public backend::Stream {
  public:
   RecordingStream(const backend::Backend& b, std::string name, Recorder& r)
-      : backend_(b), name_(std::move(name)), recorder_(r) {}
+      : backend_(b), name_(std::move(name)), recorder_(r) {
+    recorder_.born(this);
+  }
+  ~RecordingStream() override { recorder_.died(this); }
   const backend::Backend& backend() const override { return backend_; }
   const std::string& name() const override { return name_; }
   void record(backend::Event& e) override {
@@ -108,7 +159,16 @@ class RecordingStream final : public backend::Stream {
     return std::make_unique<RecordingEvent>();
   }
   // Runs at once: nothing runs later on this stream.
-  void hostCallback(absl::AnyInvocable<void() &&> fn) override { std::move(fn)(); }
+  void hostCallback(absl::AnyInvocable<void() &&> fn) override {
+    recorder_.count("hostCallback");
+    std::move(fn)();
+  }
+  // A timestamp as a GPU stream takes it (an event, read after the step): no host
+  // callback. The time is the host's now, at once.
+  void stamp(absl::AnyInvocable<void(int64_t) &&> done) override {
+    recorder_.count("stamp");
+    std::move(done)(backend::steadyNowNs());
+  }
   absl::Status synchronize() override { return absl::OkStatus(); }
 
   /// Work on this stream: logged under the label the hook set.
@@ -212,12 +272,14 @@ class RecordingDevice final : public backend::Device {
 
 class RecordingCommunicator final : public backend::Communicator {
  public:
-  RecordingCommunicator(int rank, int size) : rank_(rank), size_(size) {}
+  RecordingCommunicator(int rank, int size, Recorder& r) : rank_(rank), size_(size), recorder_(r) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   absl::Status allReduce(absl::Span<const backend::TensorView>,
                          absl::Span<const backend::TensorView>, backend::ReduceOp,
                          backend::Stream& s) override {
+    if (recorder_.fails(absl::StrCat("allReduce on rank ", rank_)))
+      return absl::InternalError(absl::StrCat("rank ", rank_, " refused its all_reduce"));
     static_cast<RecordingStream&>(s).work("allReduce");
     return absl::OkStatus();
   }
@@ -229,13 +291,14 @@ class RecordingCommunicator final : public backend::Communicator {
 
  private:
   int rank_, size_;
+  Recorder& recorder_;
 };
 
 class RecordingGroup final : public backend::CommunicatorGroup {
  public:
   RecordingGroup(int size, Recorder& r) : recorder_(r) {
     for (int i = 0; i < size; ++i)
-      ranks_.push_back(std::make_unique<RecordingCommunicator>(i, size));
+      ranks_.push_back(std::make_unique<RecordingCommunicator>(i, size, r));
   }
   int size() const override { return static_cast<int>(ranks_.size()); }
   backend::Communicator& rank(int r) override { return *ranks_[static_cast<size_t>(r)]; }
@@ -254,25 +317,46 @@ class RecordingGroup final : public backend::CommunicatorGroup {
 };
 
 /// Counts what the executor asks of a step recorder: "record" when it begins, "recorded"
-/// when it ends, "replay" per replay.
+/// when it ends, "replay" per replay. Like a CUDA graph, it keeps its devices' streams
+/// and touches them when it goes away.
 class RecordingStepRecorder final : public backend::StepRecorder {
  public:
-  explicit RecordingStepRecorder(Recorder& r) : recorder_(r) {}
+  RecordingStepRecorder(Recorder& r, std::vector<backend::Stream*> streams)
+      : recorder_(r), streams_(std::move(streams)) {}
+  ~RecordingStepRecorder() override {
+    for (backend::Stream* s : streams_) {
+      const bool alive = recorder_.alive(s);
+      if (!alive) recorder_.outlived("a step recorder outlived a stream it recorded");
+#ifdef __SANITIZE_ADDRESS__
+      // Under AddressSanitizer the read itself is the check: a freed stream is a
+      // heap-use-after-free report, as cudaSetDevice(origin()->gpu()) was.
+      (void)s->name().size();
+#endif
+      if (alive) recorder_.count(absl::StrCat("released ", s->name()));
+    }
+  }
   absl::Status begin() override {
     recorder_.count("record");
+    if (recorder_.fails("record")) return absl::UnavailableError("capture refused to begin");
     return absl::OkStatus();
   }
   absl::Status end() override {
     recorder_.count("recorded");
+    if (recorder_.fails("recorded"))
+      return absl::UnavailableError(
+          "cudaStreamEndCapture: operation not permitted when stream "
+          "is capturing");
     return absl::OkStatus();
   }
   absl::Status replay() override {
     recorder_.count("replay");
+    if (recorder_.fails("replay")) return absl::UnavailableError("graph launch refused");
     return absl::OkStatus();
   }
 
  private:
   Recorder& recorder_;
+  std::vector<backend::Stream*> streams_;
 };
 
 class RecordingBackend final : public backend::Backend {
@@ -296,9 +380,16 @@ class RecordingBackend final : public backend::Backend {
   }
   std::string describe() const override { return "recording"; }
   absl::StatusOr<std::unique_ptr<backend::StepRecorder>> makeStepRecorder(
-      absl::Span<backend::Device* const>) const override {
+      absl::Span<backend::Device* const> devices) const override {
     if (!records_steps_) return nullptr;
-    return std::make_unique<RecordingStepRecorder>(recorder_);
+    if (recorder_.fails("makeStepRecorder"))
+      return absl::UnimplementedError("these devices' collectives cannot be recorded");
+    std::vector<backend::Stream*> streams;
+    for (backend::Device* d : devices) {
+      streams.push_back(&d->computeStream());
+      streams.push_back(&d->commStream());
+    }
+    return std::make_unique<RecordingStepRecorder>(recorder_, std::move(streams));
   }
 
  private:

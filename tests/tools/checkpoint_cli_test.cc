@@ -1,5 +1,6 @@
 // Checkpoints through the CLI: a run killed with SIGKILL in its third epoch (at a chosen
-// step, through TANDEM_TEST_SIGNAL_AFTER, so that the test is deterministic) and resumed
+// step, through TANDEM_TEST_SIGNAL_AFTER of the CLI built with test hooks, so that the
+// test is deterministic) and resumed
 // prints the same epoch figures and ends with the same parameters as a run never
 // interrupted; so does a run stopped by SIGTERM; a bad checkpoint is one line, exit 2,
 // and nothing is overwritten.
@@ -92,7 +93,7 @@ class CheckpointCli : public ::testing::Test {
   }
   CommandResult runWithSignal(const std::string& point, std::vector<std::string> extra) const {
     setenv("TANDEM_TEST_SIGNAL_AFTER", point.c_str(), 1);
-    CommandResult r = runTandem(args(std::move(extra)));
+    CommandResult r = runHookedTandem(args(std::move(extra)));
     unsetenv("TANDEM_TEST_SIGNAL_AFTER");
     return r;
   }
@@ -172,9 +173,7 @@ TEST_F(CheckpointCli, StoppedBySigtermWritesACheckpointToResume) {
 // The issue's bar on the real data set: LeNet killed in its third epoch and resumed ends
 // with the same test accuracy (and every other figure) as the run never interrupted.
 TEST(CheckpointCliFashionMnist, KilledInEpochThreeEndsWithTheSameTestAccuracy) {
-  const std::string data = "/usr/share/datasets/fashion-mnist";
-  if (!std::filesystem::exists(data + "/train-images-idx3-ubyte.gz"))
-    GTEST_SKIP() << data << " is missing (apt-get install dataset-fashion-mnist)";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   TempDir work;
   const std::vector<std::string> base = {
       "train", "--model",      "lenet", "--devices", "2", "--batch", "128", "--limit-train",
@@ -188,7 +187,7 @@ TEST(CheckpointCliFashionMnist, KilledInEpochThreeEndsWithTheSameTestAccuracy) {
   ASSERT_EQ(straight.exit_code, 0) << straight.err;
   setenv("TANDEM_TEST_SIGNAL_AFTER", "3:13:9", 1);
   CommandResult killed =
-      runTandem(with({"--checkpoint", work.file("k"), "--checkpoint-every", "5"}));
+      runHookedTandem(with({"--checkpoint", work.file("k"), "--checkpoint-every", "5"}));
   unsetenv("TANDEM_TEST_SIGNAL_AFTER");
   ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
   CommandResult resumed =
@@ -309,9 +308,9 @@ TEST_F(CheckpointCli, AFullDiskLeavesNoPartialFiles) {
 // Issue 21, class 8: --split auto re-plans from measured speeds, which vary run to run.
 // Every re-plan is in the table, the CSV (its step and split) and the checkpoint, with the
 // balancer's state, so that a resumed run re-plans where the run it continues would: with
-// the speeds fixed (TANDEM_TEST_DEVICE_SPEEDS: device 1 twice as slow), a run killed
-// between the two decisions and resumed ends with the figures and bits of the run never
-// stopped.
+// the speeds fixed (TANDEM_TEST_DEVICE_SPEEDS of the CLI built with test hooks: device 1 twice as
+// slow), a run killed between the two decisions and resumed ends with the figures and bits of the
+// run never stopped.
 TEST_F(CheckpointCli, SplitAutoReplansAreKeptAndReplayedOnResume) {
   setenv("TANDEM_TEST_DEVICE_SPEEDS", "1,2", 1);
   auto split = [&](std::vector<std::string> more) {
@@ -321,7 +320,7 @@ TEST_F(CheckpointCli, SplitAutoReplansAreKeptAndReplayedOnResume) {
     return a;
   };
   const CommandResult straight =
-      runTandem(split({"--checkpoint", work_.file("s"), "--metrics", work_.file("s.csv")}));
+      runHookedTandem(split({"--checkpoint", work_.file("s"), "--metrics", work_.file("s.csv")}));
   ASSERT_EQ(straight.exit_code, 0) << straight.err;
   EXPECT_TRUE(absl::StrContains(
       straight.out, "split re-planned after step 6 of epoch 1: 8/4 images per device (busy "))
@@ -333,7 +332,7 @@ TEST_F(CheckpointCli, SplitAutoReplansAreKeptAndReplayedOnResume) {
   EXPECT_TRUE(absl::EndsWith(csv[2], ",8/4,")) << csv[2];  // measured even: settled
   setenv("TANDEM_TEST_SIGNAL_AFTER", "2:2:9", 1);
   const CommandResult killed =
-      runTandem(split({"--checkpoint", work_.file("k"), "--checkpoint-every", "1"}));
+      runHookedTandem(split({"--checkpoint", work_.file("k"), "--checkpoint-every", "1"}));
   unsetenv("TANDEM_TEST_SIGNAL_AFTER");
   ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
   auto saved = runtime::readCheckpointFile(work_.file("k"));
@@ -343,7 +342,7 @@ TEST_F(CheckpointCli, SplitAutoReplansAreKeptAndReplayedOnResume) {
   ASSERT_TRUE(saved->balancer.has_value());
   EXPECT_FALSE(saved->balancer->settled);
   const CommandResult resumed =
-      runTandem(split({"--resume", work_.file("k"), "--metrics", work_.file("r.csv")}));
+      runHookedTandem(split({"--resume", work_.file("k"), "--metrics", work_.file("r.csv")}));
   unsetenv("TANDEM_TEST_DEVICE_SPEEDS");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_TRUE(absl::StrContains(resumed.out,

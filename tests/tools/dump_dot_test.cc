@@ -42,8 +42,7 @@ void expectRenders(const std::string& dot) {
 }
 
 TEST(DumpDot, ReadmeCommandRenders) {
-  if (access(kGraphviz.c_str(), X_OK) != 0)
-    GTEST_SKIP() << kGraphviz << " is not installed (Debian package graphviz); not rendered";
+  TANDEM_NEED_INSTALLED(testing::whyNoGraphviz());
   // The README's command: four devices, the default view.
   std::string dot = dumpDot({"--model", "resnet18", "--devices", "cpu:0,cpu:1,cpu:2,cpu:3"});
   EXPECT_THAT(dot, AllOf(StartsWith("digraph \"train_step\" {"), HasSubstr("label=\"cpu:3\""),
@@ -52,8 +51,7 @@ TEST(DumpDot, ReadmeCommandRenders) {
 }
 
 TEST(DumpDot, DefaultViewRendersForEveryZooModelOnEightDevices) {
-  if (access(kGraphviz.c_str(), X_OK) != 0)
-    GTEST_SKIP() << kGraphviz << " is not installed (Debian package graphviz); not rendered";
+  TANDEM_NEED_INSTALLED(testing::whyNoGraphviz());
   for (const std::string& model : zoo::modelNames()) {
     SCOPED_TRACE(model);
     expectRenders(dumpDot({"--model", model, "--devices", "8"}));

@@ -105,8 +105,7 @@ TEST(DumpTest, DotRendersWithGraphviz) {
   EXPECT_THAT(dot, AllOf(HasSubstr("label=\"cpu:0\""), HasSubstr("label=\"cpu:1\""),
                          HasSubstr("all_reduce")));
   const std::string graphviz = "/usr/bin/dot";
-  if (access(graphviz.c_str(), X_OK) != 0)
-    GTEST_SKIP() << graphviz << " is not installed (Debian package graphviz); DOT not rendered";
+  TANDEM_NEED_INSTALLED(testing::whyNoGraphviz());
   TempDir dir;
   CommandResult svg = runProgram(graphviz, {"-Tsvg", dir.write("lenet.dot", dot)});
   EXPECT_EQ(svg.exit_code, 0) << svg.err;

@@ -21,8 +21,6 @@
 namespace tandem::testing {
 namespace {
 
-const char* const kData = "/usr/share/datasets/fashion-mnist";
-
 // mpirun on PATH, or "" when there is none.
 std::string mpirun() {
   const char* path = std::getenv("PATH");
@@ -33,12 +31,9 @@ std::string mpirun() {
   return "";
 }
 
-#define SKIP_WITHOUT_MPIRUN_OR_DATA()                                                     \
-  if (mpirun().empty())                                                                   \
-    GTEST_SKIP() << "mpirun is missing (scripts/setup installs openmpi-bin): multi-process " \
-                    "runs are not tested here";                                           \
-  if (!std::filesystem::exists(kData))                                                    \
-  GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)"
+#define SKIP_WITHOUT_MPIRUN_OR_DATA()   \
+  TANDEM_NEED_INSTALLED(whyNoMpirun()); \
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist())
 
 // What mpirun needs here: we run as root in containers, and the ranks may outnumber cores.
 std::vector<std::string> mpirunArgs(int ranks) {
@@ -81,9 +76,9 @@ void expectSameRun(const std::string& one, int ranks, const std::string& each,
   ::setenv("TANDEM_TEST_DIGEST", "1", 1);  // mpirun passes the environment on
   std::vector<std::string> single = trainArgs(one, batch);
   single.insert(single.end(), extra.begin(), extra.end());
-  const CommandResult a = runTandem(single);
+  const CommandResult a = runHookedTandem(single);
   std::vector<std::string> multi = mpirunArgs(ranks);
-  multi.push_back(TANDEM_CLI_PATH);
+  multi.push_back(hookedCliPath());
   std::vector<std::string> args = trainArgs(each, batch);
   multi.insert(multi.end(), args.begin(), args.end());
   multi.insert(multi.end(), extra.begin(), extra.end());
@@ -124,18 +119,19 @@ TEST(MpiTrain, UnevenSplitsAcrossRanks) {
   expectSameRun("3", 3, "cpu:0", "250");
 }
 
-// Rank 1 raises `signal` after its second step (TANDEM_TEST_SIGNAL_AFTER, given to rank 1
-// only through mpirun's second app context); returns the run and its seconds.
+// Rank 1 raises `signal` after its second step (TANDEM_TEST_SIGNAL_AFTER of the CLI built
+// with test hooks, given to rank 1 only through mpirun's second app context); returns the
+// run and its seconds.
 std::pair<CommandResult, double> runWithRankOneSignalled(int signal, int timeout) {
   std::vector<std::string> args = mpirunArgs(1);
   std::vector<std::string> train = trainArgs("cpu:0", "256");
   train[train.size() - 3] = "4096";  // enough steps to be mid-epoch
   train.push_back("--collective-timeout");
   train.push_back(absl::StrCat(timeout));
-  args.push_back(TANDEM_CLI_PATH);
+  args.push_back(hookedCliPath());
   args.insert(args.end(), train.begin(), train.end());
   args.insert(args.end(), {":", "-np", "1", "-x",
-                           absl::StrCat("TANDEM_TEST_SIGNAL_AFTER=1:2:", signal), TANDEM_CLI_PATH});
+                           absl::StrCat("TANDEM_TEST_SIGNAL_AFTER=1:2:", signal), hookedCliPath()});
   args.insert(args.end(), train.begin(), train.end());
   const auto start = std::chrono::steady_clock::now();
   CommandResult r = runProgram(mpirun(), args);
@@ -186,20 +182,22 @@ std::vector<std::string> threeEpochs(const std::string& devices = "cpu:0") {
   return args;
 }
 
-// `mpirun -np 1 tandem ARGS : -np 1 -x ENV tandem ARGS`: rank 1 alone gets ENV.
+// `mpirun -np 1 tandem ARGS : -np 1 -x ENV tandem ARGS` (the CLI built with test hooks):
+// rank 1 alone gets ENV.
 CommandResult runTwoRanksWithRankOneEnv(const std::vector<std::string>& train,
                                         const std::string& env) {
   std::vector<std::string> args = mpirunArgs(1);
-  args.push_back(TANDEM_CLI_PATH);
+  args.push_back(hookedCliPath());
   args.insert(args.end(), train.begin(), train.end());
-  args.insert(args.end(), {":", "-np", "1", "-x", env, TANDEM_CLI_PATH});
+  args.insert(args.end(), {":", "-np", "1", "-x", env, hookedCliPath()});
   args.insert(args.end(), train.begin(), train.end());
   return runProgram(mpirun(), args);
 }
 
+// Two ranks of the CLI built with test hooks (the digest, when TANDEM_TEST_DIGEST is set).
 CommandResult runTwoRanks(const std::vector<std::string>& train) {
   std::vector<std::string> args = mpirunArgs(2);
-  args.push_back(TANDEM_CLI_PATH);
+  args.push_back(hookedCliPath());
   args.insert(args.end(), train.begin(), train.end());
   return runProgram(mpirun(), args);
 }
@@ -230,7 +228,8 @@ TEST(MpiTrain, KilledInTheThirdEpochAndResumedEqualsTheUninterruptedRun) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const CommandResult resumed = runTwoRanks(with(threeEpochs(), {"--resume", ckpt}));
-  const CommandResult one_process = runTandem(with(threeEpochs("cpu:0,cpu:1"), {"--resume", ckpt}));
+  const CommandResult one_process =
+      runHookedTandem(with(threeEpochs("cpu:0,cpu:1"), {"--resume", ckpt}));
   ::unsetenv("TANDEM_TEST_DIGEST");
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   EXPECT_NE(killed.exit_code, 0);

@@ -317,7 +317,7 @@ TEST_F(HungGnuplot, IsKilledAtItsDeadline) {
   const auto start = std::chrono::steady_clock::now();
   const CommandResult r =
       runProgram("/usr/bin/env", {"PATH=" + dir_.file("bin"), "TANDEM_TEST_CHILD_DEADLINE_S=1",
-                                  TANDEM_CLI_PATH, "plot", csv_, "-o", dir_.file("c.svg")});
+                                  hookedCliPath(), "plot", csv_, "-o", dir_.file("c.svg")});
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.exit_code, 5) << r.err;

@@ -15,12 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kData[] = "/usr/share/datasets/fashion-mnist";
-
-bool haveData() {
-  return std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz");
-}
-
 json readJson(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
@@ -57,7 +51,7 @@ Summary summarize(const json& trace) {
 
 // The bar of the issue: LeNet on two devices, one epoch of 2,560 images (10 steps).
 TEST(Trace, LenetOnTwoDevicesWritesAPerfettoTimeline) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   TempDir dir;
   auto r = runTandem({"train", "--model", "lenet", "--devices", "cpu:0,cpu:1", "--epochs", "1",
                       "--limit-train", "2560", "--trace", dir.file("t.json")});
@@ -77,7 +71,7 @@ TEST(Trace, LenetOnTwoDevicesWritesAPerfettoTimeline) {
 
 // --profile reads the same entries: both come out of one run, the profile over every step.
 TEST(Trace, GoesWithProfile) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   TempDir dir;
   auto r = runTandem({"train", "--model", "lenet", "--devices", "2", "--epochs", "1",
                       "--limit-train", "1024", "--limit-test", "256", "--trace", dir.file("t.json"),
@@ -92,7 +86,7 @@ TEST(Trace, GoesWithProfile) {
 
 // A run with fewer steps than the window writes what it traced and says so.
 TEST(Trace, ShortRunWritesWhatItHasAndWarns) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   TempDir dir;
   auto r = runTandem({"train", "--model", "lenet", "--epochs", "1", "--limit-train", "512",
                       "--limit-test", "256", "--trace", dir.file("t.json")});

@@ -16,12 +16,6 @@
 namespace tandem::testing {
 namespace {
 
-constexpr char kData[] = "/usr/share/datasets/fashion-mnist";
-
-bool haveData() {
-  return std::filesystem::exists(std::string(kData) + "/train-images-idx3-ubyte.gz");
-}
-
 // Rows of a metrics CSV as column name -> value.
 std::vector<std::map<std::string, std::string>> readCsv(const std::string& path) {
   std::ifstream in(path);
@@ -47,7 +41,7 @@ std::vector<std::map<std::string, std::string>> readCsv(const std::string& path)
 
 // The CI bar: LeNet on 5,000 training images, two devices, a few epochs.
 TEST(Train, LenetOnAFashionMnistSubsetLearns) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   TempDir dir;
   auto r = runTandem({"train", "--model", "lenet", "--devices", "cpu:0,cpu:1", "--batch", "128",
                       "--epochs", "3", "--limit-train", "5000", "--limit-test", "2000", "--metrics",
@@ -65,7 +59,7 @@ TEST(Train, LenetOnAFashionMnistSubsetLearns) {
 }
 
 TEST(Train, ResNet18RunsAnEpochOnTwoDevices) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   auto r = runTandem({"train", "--model", "resnet18", "--devices", "cpu:0,cpu:1", "--batch", "64",
                       "--limit-train", "128", "--limit-test", "64", "--epochs", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -74,7 +68,7 @@ TEST(Train, ResNet18RunsAnEpochOnTwoDevices) {
 
 // --conv-algorithm direct trains too (no Winograd in any kernel).
 TEST(Train, DirectConvolutionsTrain) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   auto r =
       runTandem({"train", "--model", "lenet", "--devices", "2", "--batch", "64", "--limit-train",
                  "256", "--limit-test", "64", "--epochs", "1", "--conv-algorithm", "direct"});
@@ -85,7 +79,7 @@ TEST(Train, DirectConvolutionsTrain) {
 // --plain-layout keeps every tensor NCHW; the default nChw16c activations (on AVX-512)
 // change where bytes sit, not one figure of the run.
 TEST(Train, PlainLayoutPrintsTheSameFigures) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   auto figures = [](std::vector<std::string> extra) {
     std::vector<std::string> args = {"train", "--model", "resnet18", "--devices", "2", "--batch",
                                      "32", "--limit-train", "64", "--limit-test", "32",
@@ -109,7 +103,7 @@ TEST(Train, PlainLayoutPrintsTheSameFigures) {
 // full 10-epoch figure is in docs/PERF.md).
 TEST(Train, LenetInBf16EndsNearF32) {
   TANDEM_SKIP_WITHOUT_BF16();
-  if (!haveData()) GTEST_SKIP() << kData << " is missing (apt-get install dataset-fashion-mnist)";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   auto final_test_acc = [](const std::string& precision) {
     TempDir dir;
     auto r = runTandem({"train", "--model", "lenet", "--devices", "cpu:0,cpu:1", "--batch", "128",
@@ -126,7 +120,7 @@ TEST(Train, LenetInBf16EndsNearF32) {
 }
 
 TEST(TrainErrors, Bf16OnACpuWithoutBf16Instructions) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   // oneDNN's ISA cap stands in for an older CPU: the first bf16 kernel refuses to load.
   setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
   auto r = runTandem({"train", "--model", "lenet", "--devices", "2", "--precision", "bf16",
@@ -147,7 +141,7 @@ TEST(TrainErrors, UnknownDevice) {
 }
 
 TEST(TrainErrors, CudaDeviceWithoutACudaRuntime) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   EXPECT_TRUE(isUsageError(runTandem({"train", "--model", "lenet", "--devices", "cuda:0",
                                       "--limit-train", "256", "--limit-test", "256"}),
                            {"cuda:0"}));
@@ -184,7 +178,7 @@ TEST(TrainErrors, CorruptDataFileIsNamed) {
 }
 
 TEST(TrainErrors, UnwritableMetricsFile) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   EXPECT_TRUE(isUsageError(runTandem({"train", "--model", "lenet", "--limit-train", "256",
                                       "--limit-test", "256", "--metrics", "/nonexistent/m.csv"}),
                            {"--metrics", "/nonexistent/m.csv"}));
@@ -200,7 +194,7 @@ namespace {
 // step: exit 128 + signal, one line on standard error saying where it stopped, the profile
 // still printed and the metrics file's header on disk. Not a kill by the signal.
 void expectCleanStop(int sig, const std::string& name) {
-  if (!haveData()) GTEST_SKIP() << kData << " is missing";
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   TempDir dir;
   std::string out = dir.file("out.txt"), err = dir.file("err.txt"), csv = dir.file("m.csv");
   pid_t pid = fork();

@@ -42,6 +42,7 @@
 #include "tools/tandem/stop_signal.h"
 #include "tools/tandem/summary.h"
 #include "tools/tandem/trace_file.h"
+#include "tools/tandem/train_hooks.h"
 
 namespace tandem::tools {
 namespace {
@@ -209,6 +210,11 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags
           {"--sync-bn", f.model.sync_bn ? "on" : "off"}};
 }
 
+TrainHooks*& hooks() {
+  static TrainHooks* installed = nullptr;
+  return installed;
+}
+
 // FNV-1a of bytes, as hex: digests the ranks of a multi-process run compare.
 std::string digestOf(absl::string_view bytes) {
   uint64_t h = 1469598103934665603ull;
@@ -325,59 +331,12 @@ absl::Status claimFiles(const TrainFlags& f) {
   return absl::OkStatus();
 }
 
-// The tests of --split auto need its decisions known in advance, not timing's:
-// TANDEM_TEST_DEVICE_SPEEDS=A,B,... makes device d busy (its weight) ms per image in the
-// balancer's eyes instead of what the trace measured.
-runtime::SplitBalancer::Options balancerOptionsForTests() {
+// The balancer's options: the test build's hooks may fix the devices' speeds, so that its
+// re-plans are known in advance rather than timing's.
+runtime::SplitBalancer::Options balancerOptions() {
   runtime::SplitBalancer::Options o;
-  const char* text = std::getenv("TANDEM_TEST_DEVICE_SPEEDS");
-  if (text == nullptr) return o;
-  std::vector<double> ms_per_image;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    double v = 0;
-    if (!absl::SimpleAtod(part, &v)) return o;
-    ms_per_image.push_back(v);
-  }
-  o.busy_for_test = [ms_per_image](size_t device, int64_t rows) {
-    return device < ms_per_image.size() ? 1e6 * ms_per_image[device] * static_cast<double>(rows)
-                                        : 0.0;
-  };
+  if (hooks() != nullptr) hooks()->adjustBalancer(o);
   return o;
-}
-
-// The tests of a killed or stopped run need the signal at a known step, not wherever one
-// sent from outside lands: TANDEM_TEST_SIGNAL_AFTER=EPOCH:STEP:SIGNAL makes the process
-// raise SIGNAL after that step, after any checkpoint the step writes. SIGKILL and SIGSTOP
-// stand for a crash or a hang, which strike mid-step: they come at the next step's first
-// kernel, so that in a multi-process run the other ranks wait in that step's collectives.
-struct SignalPoint {
-  int epoch = 0;
-  int64_t step = 0;
-  int signal = 0;
-};
-std::optional<SignalPoint> signalPointForTests() {
-  const char* text = std::getenv("TANDEM_TEST_SIGNAL_AFTER");
-  int epoch = 0, signal = 0;
-  long long step = 0;
-  if (text == nullptr || std::sscanf(text, "%d:%lld:%d", &epoch, &step, &signal) != 3)
-    return std::nullopt;
-  return SignalPoint{epoch, static_cast<int64_t>(step), signal};
-}
-
-// FNV-1a over the bytes of every variable on this process's first device.
-absl::StatusOr<std::string> variablesDigest(const runtime::Executor& ex) {
-  const ir::Module& m = ex.module();
-  size_t device = 0;
-  while (m.devices()[device].rank != backend::Processes::current().rank()) ++device;
-  uint64_t h = 1469598103934665603ull;
-  for (const ir::Var& v : m.vars()) {
-    ASSIGN_OR_RETURN(runtime::HostTensor t, ex.readVariable(v.name, device));
-    for (int64_t i = 0; i < t.type.bytes(); ++i) {
-      h ^= static_cast<unsigned char>(t.buffer.data()[i]);
-      h *= 1099511628211ull;
-    }
-  }
-  return absl::StrFormat("%016x", h);
 }
 
 // The flags as rank `procs.rank()` runs them: the module spans every rank's --devices, and
@@ -631,7 +590,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   // where the run it continues would (with the same measurements).
   std::optional<driver::AutoSplit> auto_split;
   if (choice->auto_split) {
-    auto_split.emplace(choice->spec, choice->compile, **trainer, balancerOptionsForTests());
+    auto_split.emplace(choice->spec, choice->compile, **trainer, balancerOptions());
     if (resumed && resumed->balancer) auto_split->restore(*resumed->balancer);
   }
   // The run as it stands after `progress` of `epoch` (at an epoch's end: the next epoch,
@@ -653,7 +612,6 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
          .replans = replans,
          .balancer = auto_split ? std::optional(auto_split->balancer().state()) : std::nullopt});
   };
-  const std::optional<SignalPoint> signal_point = signalPointForTests();
   if (procs->several()) {
     ASSIGN_OR_RETURN(auto rows, (*trainer)->rowsOfThisProcess(ir::kEvalGraph));
     test_loader.setRows(rows.first, rows.second);
@@ -725,13 +683,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
         checkpoint_status = saveCheckpoint(epoch, done);
         if (!checkpoint_status.ok()) return false;
       }
-      if (signal_point && signal_point->epoch == epoch && signal_point->step == s.step) {
-        if (signal_point->signal == SIGKILL || signal_point->signal == SIGSTOP)
-          (*trainer)->executor().setBeforeNodeHook(
-              [sig = signal_point->signal](const ir::Node&, size_t) { std::raise(sig); });
-        else
-          std::raise(signal_point->signal);
-      }
+      if (hooks() != nullptr) hooks()->afterStep(epoch, s.step, (*trainer)->executor());
       return !stopAgreed();
     });
     bar.clear();
@@ -810,12 +762,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     profiled.insert(profiled.end(), rest.begin(), rest.end());
     RETURN_IF_ERROR(out.write(profileReport(profiled)));
   }
-  // Tests compare runs bit for bit (mpirun -np 2 against one process): a digest of every
-  // variable as this rank's first device holds it.
-  if (std::getenv("TANDEM_TEST_DIGEST") != nullptr && procs->rank() == 0) {
-    ASSIGN_OR_RETURN(std::string digest, variablesDigest((*trainer)->executor()));
-    std::fprintf(stderr, "tandem: variables digest %s\n", digest.c_str());
-  }
+  if (hooks() != nullptr) RETURN_IF_ERROR(hooks()->atEnd((*trainer)->executor()));
   if (csv) RETURN_IF_ERROR(csv->close());
   RETURN_IF_ERROR(out.close());
   // "tandem: rank 1: stopped ...": every rank says how it ended, and which it is.
@@ -823,5 +770,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   if (!ending.empty()) std::fputs(ending.c_str(), stderr);
   return exit_code;
 }
+
+void setTrainHooks(TrainHooks* h) { hooks() = h; }
+TrainHooks* trainHooks() { return hooks(); }
 
 }  // namespace tandem::tools

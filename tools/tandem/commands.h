@@ -15,6 +15,10 @@
 
 namespace tandem::tools {
 
+/// The whole command line: parses argv, runs the subcommand, prints an error as one line,
+/// and returns the exit code (main.cc's main is this call).
+int runCommandLine(int argc, char** argv);
+
 /// Exit codes besides 0 (README's table, main.cc): a run stopped by a signal exits 128 +
 /// the signal, like a shell's report of a killed program; a rank that stops every rank
 /// of a multi-process run exits backend::kExitCollectiveTimeout (4).

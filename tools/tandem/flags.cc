@@ -264,16 +264,19 @@ void addTrain(CLI::App& app, TrainFlags& f) {
              f.conv_algorithm = backend::ConvAlgorithm::kAuto;
            } else if (text == "direct") {
              f.conv_algorithm = backend::ConvAlgorithm::kDirect;
+           } else if (text == "measure") {
+             f.conv_algorithm = backend::ConvAlgorithm::kMeasure;
            } else {
              throw CLI::ValidationError(
                  "--conv-algorithm",
-                 absl::StrCat("unknown algorithm '", text, "' (expected auto, direct)"));
+                 absl::StrCat("unknown algorithm '", text, "' (expected auto, direct, measure)"));
            }
          },
          "Convolution algorithms: auto (the fastest measured: Winograd for many 3x3 "
-         "convolutions on AVX-512, errors up to ~3e-6 of the largest value) or direct (no "
-         "Winograd)")
-      ->type_name("auto|direct")
+         "convolutions on AVX-512, errors up to ~3e-6 of the largest value; on a GPU cuDNN's "
+         "heuristic choice), direct (no Winograd) or measure (on a GPU every cuDNN algorithm "
+         "timed once per shape, cudnnFind, as torch.backends.cudnn.benchmark; on a CPU as auto)")
+      ->type_name("auto|direct|measure")
       ->default_str("auto");
   cmd->add_flag("--plain-layout", f.plain_layout,
                 "Keep every tensor in plain NCHW between kernels (by default a CPU device with "

@@ -35,6 +35,7 @@
 #include "ir/file_input.h"
 #include "ir/status_macros.h"
 #include "tools/tandem/stop_signal.h"
+#include "tools/tandem/train_hooks.h"
 
 extern char** environ;
 
@@ -52,13 +53,13 @@ struct RunResult {
 std::string said(const std::string& output);
 
 // How long one gnuplot run may take: a redraw takes about 0.1 s, so a minute means it
-// hangs (a broken terminal driver, a font server). TANDEM_TEST_CHILD_DEADLINE_S shortens
-// it for the tests of a gnuplot that never returns.
+// hangs (a broken terminal driver, a font server). The test build's hooks shorten it for
+// the tests of a gnuplot that never returns.
 double childDeadlineSeconds() {
-  double seconds = 60;
-  if (const char* text = std::getenv("TANDEM_TEST_CHILD_DEADLINE_S"))
-    if (!absl::SimpleAtod(text, &seconds) || !(seconds > 0)) seconds = 60;
-  return seconds;
+  constexpr double kDeadline = 60;
+  if (TrainHooks* hooks = trainHooks())
+    if (std::optional<double> s = hooks->childDeadlineSeconds(); s && *s > 0) return *s;
+  return kDeadline;
 }
 
 // Ends gnuplot's process group: SIGTERM, then SIGKILL if it is still there after a grace;

@@ -1,0 +1,91 @@
+// tandem's command line, from argv to the exit code (main.cc calls it; so does the tests'
+// build with test hooks). Every way out is one line on standard error and an exit code of
+// README's table (commands.h): 2 for bad input, 3 when the loss turns non-finite, 4 when a
+// rank of a multi-process run stops them all, 5 when the machine refuses memory or a thread
+// (or anything unexpected is thrown), 128 + the signal when SIGINT or SIGTERM stopped a run;
+// a crash says so before the signal ends the process.
+
+#include <exception>
+#include <iostream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "backend/processes.h"
+#include "tools/tandem/activity.h"
+#include "tools/tandem/commands.h"
+#include "tools/tandem/flags.h"
+
+namespace tandem::tools {
+namespace {
+
+// One line on standard error, however long or multi-line the message: a message quoting
+// a huge input is cut with an ellipsis.
+int fail(const std::string& message, int code = kExitUsage) {
+  constexpr size_t kMaxBytes = 2000;
+  std::string line = message;
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  if (line.size() > kMaxBytes)
+    line = absl::StrCat(line.substr(0, kMaxBytes - 100), "... (", line.size() - (kMaxBytes - 100),
+                        " more bytes)");
+  // Under mpirun each rank says which it is (backend/processes.h), in one write so that
+  // the ranks' lines do not interleave.
+  const std::string whole =
+      absl::StrCat("tandem: ", backend::Processes::current().prefix(), line, "\n");
+  std::cerr.write(whole.data(), static_cast<std::streamsize>(whole.size()));
+  std::cerr.flush();
+  return code;
+}
+
+// The exit code of a failed command: a resource the machine refused, or a child process
+// that hung past its deadline, is not bad input.
+int exitCodeOf(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted ||
+                 status.code() == absl::StatusCode::kDeadlineExceeded
+             ? kExitResources
+             : kExitUsage;
+}
+
+int run(int argc, char** argv) {
+  ParseOutcome parsed = parseCommandLine(argc, argv);
+  if (!parsed.error.empty()) return fail(parsed.error);
+  if (!parsed.line) return parsed.exit_code;  // --help
+  const CommandLine& line = *parsed.line;
+  if (line.version) {
+    std::cout << versionText();
+    return std::cout.flush() ? 0 : fail("cannot write to standard output");
+  }
+  absl::Status status;
+  if (line.subcommand == "dump") status = runDump(line.dump);
+  if (line.subcommand == "opt") status = runOpt(line.opt);
+  if (line.subcommand == "devices") status = runDevices();
+  if (line.subcommand == "plot") {
+    absl::StatusOr<int> code = runPlot(line.plot);
+    if (code.ok()) return *code;
+    status = code.status();
+  }
+  if (line.subcommand == "simulate") status = runSimulate(line.simulate);
+  if (line.subcommand == "train") {
+    absl::StatusOr<int> code = runTrain(line.train);
+    // A rank that fails leaves MPI without finalizing: mpirun then ends the other ranks.
+    if (code.ok()) backend::Processes::finish();
+    if (code.ok()) return *code;
+    status = code.status();
+  }
+  if (!status.ok()) return fail(std::string(status.message()), exitCodeOf(status));
+  return 0;
+}
+
+}  // namespace
+
+int runCommandLine(int argc, char** argv) {
+  // Other threads' exceptions reach std::terminate; the handler names them too.
+  installFailureHandlers();
+  try {
+    return run(argc, argv);
+  } catch (...) {
+    return fail(describeException(std::current_exception()), kExitResources);
+  }
+}
+
+}  // namespace tandem::tools
