@@ -33,8 +33,7 @@ class WaitPlanner {
       position_[n.id()] = static_cast<uint32_t>(i);
       const std::optional<ir::StreamKind>& stream = plan.of(n).stream;
       collective_[n.id()] = stream && !n.device();
-      if (stream && n.device())
-        slot_[n.id()] = slotIndex(*device_index(*n.device()), *stream);
+      if (stream && n.device()) slot_[n.id()] = slotIndex(*device_index(*n.device()), *stream);
     }
   }
 

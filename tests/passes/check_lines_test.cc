@@ -15,7 +15,8 @@ namespace {
 TEST(CheckLines, EveryPassHasItsFile) {
   for (const passes::PassInfo& info : passes::registeredPasses()) {
     const std::string name(info.name);
-    const std::string file = "tests/checks/passes/" + absl::StrReplaceAll(name, {{"-", "_"}}) + ".tir";
+    const std::string file =
+        "tests/checks/passes/" + absl::StrReplaceAll(name, {{"-", "_"}}) + ".tir";
     ASSERT_TRUE(std::filesystem::exists(sourcePath(file))) << name << ": no " << file;
     const std::string text = readFile(sourcePath(file));
     EXPECT_NE(text.find("// RUN: tandem opt %s --passes"), std::string::npos) << file;
