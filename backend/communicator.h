@@ -7,10 +7,12 @@
 #include "absl/types/span.h"
 #include "backend/stream.h"
 #include "backend/tensor_view.h"
+#include "ir/op_enum.h"
 
 namespace tandem::backend {
 
-enum class ReduceOp : uint8_t { kSum, kMean, kMax };
+/// How all_reduce combines: the op spec's ReduceOp enum (ir/ops.td), used as is.
+using ReduceOp = ir::ReduceOp;
 
 /// One rank's end of a group of devices that run collectives together (an NCCL
 /// communicator, an MPI communicator, or threads of this process). Calls enqueue the

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "ir/ir.h"
+#include "ir/op_views.h"
 #include "ir/status_macros.h"
 #include "ir/updates.h"
 
@@ -24,7 +25,7 @@ inline absl::Status checkSgdUpdate(const ir::Node& node, absl::string_view kind)
                                                    " kernel updates f32 weights from f32 or bf16 "
                                                    "gradients, not ",
                                                    ir::dtypeName(t), " operand ", i));
-  if ((node.numOperands() > 2) != (node.floatAttr("momentum") > 0))
+  if ((node.numOperands() > 2) != (ir::attr::momentum(node) > 0))
     return absl::InvalidArgumentError(
         absl::StrCat(node.describe(), ": a momentum buffer is given iff momentum > 0"));
   return absl::OkStatus();
@@ -39,7 +40,7 @@ inline absl::Status checkSgdUpdateGroup(const ir::Node& node, absl::string_view 
     return absl::InvalidArgumentError(absl::StrCat(
         node.describe(), ": ", node.numOperands(), " operands do not make k weights, k gradients",
         layout.momentum ? " and k momentum buffers" : "", " (momentum is ",
-        node.floatAttr("momentum"), ")"));
+        ir::attr::momentum(node), ")"));
   const ir::DType grad = node.operand(layout.gradient(0))->type().dtype;
   for (size_t i = 0; i < node.numOperands(); ++i) {
     const bool gradient = i >= layout.gradient(0) && i < layout.gradient(0) + layout.k;

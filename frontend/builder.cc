@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/op_views.h"
 
 namespace tandem {
 
@@ -53,7 +54,8 @@ void Builder::beginGraph(ir::Graph* g, bool training) {
 }
 
 Tensor Builder::addInput(absl::string_view name, TensorType type) {
-  ir::NodeSpec spec{.op = Op::kInput, .names = {std::string(name)}, .declared_types = {type}};
+  ir::NodeSpec spec =
+      ir::InputArgs{}.spec({.names = {std::string(name)}, .declared_types = {type}});
   auto n = graph_->create(std::move(spec));
   if (!n.ok()) {
     record(n.status());
@@ -62,22 +64,16 @@ Tensor Builder::addInput(absl::string_view name, TensorType type) {
   return Tensor((*n)->result());
 }
 
-ir::Node* Builder::emit(Op op, std::vector<Tensor> operands,
-                        std::vector<std::pair<std::string, AttrValue>> attrs,
-                        const std::string& path, Loc loc) {
+ir::Node* Builder::emit(ir::NodeSpec spec, const std::string& path, Loc loc) {
   if (!status_.ok()) return nullptr;
-  ir::NodeSpec spec;
-  spec.op = op;
-  for (const Tensor& t : operands) {
-    if (!t.valid()) {
-      record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (", ir::opInfo(op).name,
+  for (const ir::Value* v : spec.operands) {
+    if (v == nullptr) {
+      record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (", ir::opInfo(spec.op).name,
                                                      ") at ", where(loc),
                                                      " got an empty tensor handle")));
       return nullptr;
     }
-    spec.operands.push_back(t.value());
   }
-  spec.attrs = std::move(attrs);
   spec.names = {path};
   spec.scope = path;
   spec.location = where(loc);
@@ -89,10 +85,8 @@ ir::Node* Builder::emit(Op op, std::vector<Tensor> operands,
   return *n;
 }
 
-Tensor Builder::addNode(Op op, std::vector<Tensor> operands,
-                        std::vector<std::pair<std::string, AttrValue>> attrs,
-                        absl::string_view layer, Loc loc, size_t result) {
-  ir::Node* n = emit(op, std::move(operands), std::move(attrs), std::string(layer), loc);
+Tensor Builder::addNode(ir::NodeSpec spec, absl::string_view layer, Loc loc, size_t result) {
+  ir::Node* n = emit(std::move(spec), std::string(layer), loc);
   return n ? Tensor(n->result(result)) : Tensor();
 }
 
@@ -112,11 +106,8 @@ Tensor Builder::variable(absl::string_view name, const TensorType& type, VarRole
     record(s);
     return Tensor();
   }
-  ir::NodeSpec spec{.op = Op::kParam,
-                    .attrs = {{"var", ir::Symbol{key}}},
-                    .names = {key},
-                    .scope = scopePath(),
-                    .location = where(loc)};
+  ir::NodeSpec spec = ir::ParamArgs{.var = key}.spec(
+      {.names = {key}, .scope = scopePath(), .location = where(loc)});
   auto n = graph_->create(std::move(spec));
   if (!n.ok()) {
     record(n.status());
@@ -167,46 +158,59 @@ Tensor Builder::conv2d(Tensor x, const Conv2dOptions& o, Loc loc) {
       weightedOperands(x, path, "conv2d", "out_channels",
                        {o.out_channels, channelsOf(x, 1), o.kernel, o.kernel}, o.bias, o.init, loc);
   if (operands.empty()) return Tensor();
-  return addNode(Op::kConv2d, std::move(operands), {{"stride", o.stride}, {"pad", o.pad}}, path,
-                 loc);
+  return addNode(ir::Conv2dArgs{.x = operands[0].value(),
+                                .w = operands[1].value(),
+                                .b = o.bias ? operands[2].value() : nullptr,
+                                .stride = o.stride,
+                                .pad = o.pad}
+                     .spec(),
+                 path, loc);
 }
 
 Tensor Builder::batchNorm(Tensor x, const BatchNormOptions& o, Loc loc) {
   std::string path = layerPath(o.name, "bn");
   TensorType channel{dtypeOf(x), {channelsOf(x, 1)}};
-  std::vector<Tensor> operands{
-      x,
-      variable(path + ".gamma", channel, VarRole::kParam, kOnes, loc),
-      variable(path + ".beta", channel, VarRole::kParam, kZeros, loc),
-      variable(path + ".running_mean", channel, VarRole::kBuffer, kZeros, loc),
-      variable(path + ".running_var", channel, VarRole::kBuffer, kOnes, loc),
-  };
-  return addNode(Op::kBatchNorm, std::move(operands),
-                 {{"training", training_}, {"momentum", o.momentum}, {"eps", o.eps}}, path, loc);
+  ir::BatchNormArgs args{
+      .x = x.value(),
+      .gamma = variable(path + ".gamma", channel, VarRole::kParam, kOnes, loc).value(),
+      .beta = variable(path + ".beta", channel, VarRole::kParam, kZeros, loc).value(),
+      .running_mean =
+          variable(path + ".running_mean", channel, VarRole::kBuffer, kZeros, loc).value(),
+      .running_var = variable(path + ".running_var", channel, VarRole::kBuffer, kOnes, loc).value(),
+      .training = training_,
+      .momentum = o.momentum,
+      .eps = o.eps};
+  return addNode(args.spec(), path, loc);
 }
 
 Tensor Builder::relu(Tensor x, Loc loc) {
-  return addNode(Op::kRelu, {x}, {}, layerPath("", "relu"), loc);
+  return addNode(ir::ReluArgs{.x = x.value()}.spec(), layerPath("", "relu"), loc);
 }
 
 Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
-  return addNode(Op::kMaxPool2d, {x},
-                 {{"kernel", o.kernel}, {"stride", o.stride ? o.stride : o.kernel}, {"pad", o.pad}},
+  return addNode(ir::MaxPool2dArgs{.x = x.value(),
+                                   .kernel = o.kernel,
+                                   .stride = o.stride ? o.stride : o.kernel,
+                                   .pad = o.pad}
+                     .spec(),
                  layerPath(o.name, "maxpool"), loc);
 }
 
 Tensor Builder::avgPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
-  return addNode(Op::kAvgPool2d, {x},
-                 {{"kernel", o.kernel}, {"stride", o.stride ? o.stride : o.kernel}, {"pad", o.pad}},
+  return addNode(ir::AvgPool2dArgs{.x = x.value(),
+                                   .kernel = o.kernel,
+                                   .stride = o.stride ? o.stride : o.kernel,
+                                   .pad = o.pad}
+                     .spec(),
                  layerPath(o.name, "avgpool"), loc);
 }
 
 Tensor Builder::globalAvgPool(Tensor x, Loc loc) {
-  return addNode(Op::kGlobalAvgPool, {x}, {}, layerPath("", "gap"), loc);
+  return addNode(ir::GlobalAvgPoolArgs{.x = x.value()}.spec(), layerPath("", "gap"), loc);
 }
 
 Tensor Builder::flatten(Tensor x, Loc loc) {
-  return addNode(Op::kFlatten, {x}, {}, layerPath("", "flatten"), loc);
+  return addNode(ir::FlattenArgs{.x = x.value()}.spec(), layerPath("", "flatten"), loc);
 }
 
 Tensor Builder::linear(Tensor x, const LinearOptions& o, Loc loc) {
@@ -214,11 +218,15 @@ Tensor Builder::linear(Tensor x, const LinearOptions& o, Loc loc) {
   std::vector<Tensor> operands = weightedOperands(
       x, path, "linear", "out_features", {o.out_features, channelsOf(x, 1)}, o.bias, o.init, loc);
   if (operands.empty()) return Tensor();
-  return addNode(Op::kLinear, std::move(operands), {}, path, loc);
+  return addNode(ir::LinearArgs{.x = operands[0].value(),
+                                .w = operands[1].value(),
+                                .b = o.bias ? operands[2].value() : nullptr}
+                     .spec(),
+                 path, loc);
 }
 
 Tensor Builder::add(Tensor a, Tensor b, Loc loc) {
-  return addNode(Op::kAdd, {a, b}, {}, layerPath("", "add"), loc);
+  return addNode(ir::AddArgs{.a = a.value(), .b = b.value()}.spec(), layerPath("", "add"), loc);
 }
 
 }  // namespace tandem

@@ -119,9 +119,11 @@ class Builder {
   // Used by buildModule(): which graph the next layers go to.
   void beginGraph(ir::Graph* g, bool training);
   Tensor addInput(absl::string_view name, ir::TensorType type);
-  Tensor addNode(ir::Op op, std::vector<Tensor> operands,
-                 std::vector<std::pair<std::string, ir::AttrValue>> attrs, absl::string_view layer,
-                 Loc loc, size_t result = 0);
+  /// Adds the node `spec` describes (an op's typed creator fills it in:
+  /// `b.addNode(ir::SigmoidArgs{.x = x.value()}.spec(), "sigmoid", loc)`) in the current
+  /// scope, named after `layer`; returns its result `result`. A null operand (an empty
+  /// handle's value) is an error naming the layer.
+  Tensor addNode(ir::NodeSpec spec, absl::string_view layer, Loc loc, size_t result = 0);
 
  private:
   std::string scopePath() const;
@@ -133,9 +135,7 @@ class Builder {
                                        Loc loc);
   /// Full path of a new layer: explicit name, or a numbered default ("conv_1").
   std::string layerPath(absl::string_view explicit_name, absl::string_view kind);
-  ir::Node* emit(ir::Op op, std::vector<Tensor> operands,
-                 std::vector<std::pair<std::string, ir::AttrValue>> attrs, const std::string& path,
-                 Loc loc);
+  ir::Node* emit(ir::NodeSpec spec, const std::string& path, Loc loc);
   void record(absl::Status s);
   static std::string where(Loc loc);
 

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/op_views.h"
 
 namespace tandem {
 
@@ -31,16 +32,15 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
         " but the logits must be [", absl::StrJoin(want, ","), "] (batch, classes)"));
   // Training divides the summed loss by the global batch; the divisor stays global when
   // replicate gives each device a slice, which keeps uneven splits exact.
-  std::vector<std::pair<std::string, ir::AttrValue>> reduction =
-      training
-          ? std::vector<std::pair<std::string, ir::AttrValue>>{{"reduction", ir::EnumWord{"mean"}},
-                                                               {"divisor", batch}}
-          : std::vector<std::pair<std::string, ir::AttrValue>>{{"reduction", ir::EnumWord{"sum"}},
-                                                               {"divisor", int64_t{1}}};
-  Tensor loss = b.addNode(Op::kSoftmaxCrossEntropy, {logits, y}, reduction, "loss",
-                          std::source_location::current());
-  Tensor correct =
-      b.addNode(Op::kAccuracy, {logits, y}, {}, "correct", std::source_location::current());
+  Tensor loss = b.addNode(ir::SoftmaxCrossEntropyArgs{.logits = logits.value(),
+                                                      .labels = y.value(),
+                                                      .reduction = training ? ir::Reduction::kMean
+                                                                            : ir::Reduction::kSum,
+                                                      .divisor = training ? batch : int64_t{1}}
+                              .spec(),
+                          "loss", std::source_location::current());
+  Tensor correct = b.addNode(ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(),
+                             "correct", std::source_location::current());
   if (!b.status().ok()) return b.status();
   g->setOutputs({loss.value(), correct.value()});
   return absl::OkStatus();
@@ -49,12 +49,9 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
 /// init: every variable gets its initializer's value.
 absl::Status buildInit(ir::Module& m, ir::Graph* g) {
   for (const ir::Var& v : m.vars()) {
-    auto value = g->create(
-        {.op = Op::kInitialize, .attrs = {{"var", ir::Symbol{v.name}}}, .names = {v.name}});
+    auto value = g->create(ir::InitializeArgs{.var = v.name}.spec({.names = {v.name}}));
     if (!value.ok()) return value.status();
-    auto assign = g->create({.op = Op::kAssign,
-                             .operands = {(*value)->result()},
-                             .attrs = {{"var", ir::Symbol{v.name}}}});
+    auto assign = g->create(ir::AssignArgs{.value = (*value)->result(), .var = v.name}.spec());
     if (!assign.ok()) return assign.status();
   }
   return absl::OkStatus();

@@ -58,55 +58,6 @@ std::string AttrSpec::kindText() const {
   return "?";
 }
 
-std::vector<AttrSpec> parseAttrSchema(absl::string_view schema) {
-  std::vector<AttrSpec> out;
-  if (absl::StripAsciiWhitespace(schema).empty()) return out;
-  for (absl::string_view item : absl::StrSplit(schema, ", ")) {
-    std::vector<absl::string_view> parts = absl::StrSplit(item, absl::MaxSplits(':', 1));
-    if (parts.size() != 2) {
-      std::fprintf(stderr, "ops.def: malformed attribute '%.*s'\n", int(item.size()), item.data());
-      std::abort();
-    }
-    AttrSpec spec;
-    spec.name = std::string(parts[0]);
-    absl::string_view kind = parts[1];
-    // "name:int=1": an optional int with its default (the only kind that needs one yet).
-    std::vector<absl::string_view> with_default = absl::StrSplit(kind, absl::MaxSplits('=', 1));
-    if (with_default.size() == 2) {
-      int64_t value = 0;
-      if (with_default[0] != "int" || !absl::SimpleAtoi(with_default[1], &value)) {
-        std::fprintf(stderr, "ops.def: only int attributes take a default, in '%.*s'\n",
-                     int(item.size()), item.data());
-        std::abort();
-      }
-      spec.default_value = AttrValue{value};
-      kind = with_default[0];
-    }
-    if (kind == "int")
-      spec.kind = AttrKind::kInt;
-    else if (kind == "float")
-      spec.kind = AttrKind::kFloat;
-    else if (kind == "bool")
-      spec.kind = AttrKind::kBool;
-    else if (kind == "ints")
-      spec.kind = AttrKind::kInts;
-    else if (kind == "symbol")
-      spec.kind = AttrKind::kSymbol;
-    else if (kind == "devices")
-      spec.kind = AttrKind::kDevices;
-    else if (absl::ConsumePrefix(&kind, "enum(") && absl::ConsumeSuffix(&kind, ")")) {
-      spec.kind = AttrKind::kEnum;
-      spec.words = absl::StrSplit(kind, '|');
-    } else {
-      std::fprintf(stderr, "ops.def: unknown attribute kind in '%.*s'\n", int(item.size()),
-                   item.data());
-      std::abort();
-    }
-    out.push_back(std::move(spec));
-  }
-  return out;
-}
-
 std::string toString(const AttrValue& v) {
   struct Printer {
     std::string operator()(int64_t i) const { return absl::StrCat(i); }

@@ -30,7 +30,18 @@ using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, Symb
 
 enum class AttrKind : uint8_t { kInt, kFloat, kBool, kInts, kSymbol, kDevices, kEnum };
 
-/// One entry of an op's attribute schema, parsed from the op table ("reduction:enum(mean|sum)").
+/// The range an int or float attribute must lie in (`attr stride: int >= 1` in the spec).
+struct AttrRange {
+  double lo = 0, hi = 0;  // hi: infinity when unbounded
+  bool lo_open = false, hi_open = false;
+  absl::string_view text;  // ">= 1", "in [0, 1)": the verifier says "stride must be >= 1"
+
+  bool contains(double v) const {
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+};
+
+/// One entry of an op's attribute schema (generated from the op spec, ir/ops.td).
 struct AttrSpec {
   std::string name;
   AttrKind kind = AttrKind::kInt;
@@ -38,16 +49,14 @@ struct AttrSpec {
   /// Set for an optional attribute ("groups:int=1"): the value a node has when the
   /// attribute is not given, which the printer then leaves out.
   std::optional<AttrValue> default_value;
+  /// Set where the spec declares a range, which the verifier checks before the shape rule.
+  std::optional<AttrRange> range;
 
   /// True when `v` holds the alternative this kind needs (and, for enums, a known word).
   bool accepts(const AttrValue& v) const;
   /// "int", "enum(mean|sum)", ... for error messages.
   std::string kindText() const;
 };
-
-/// Parses the attribute column of the op table. The table is compiled in, so a malformed
-/// entry is a programming error and aborts with the offending text.
-std::vector<AttrSpec> parseAttrSchema(absl::string_view schema);
 
 /// Prints a value the way the IR text spells it: 3, 0.01, true, [1,2], @w, [cpu:0, cpu:1], mean.
 std::string toString(const AttrValue& v);

@@ -6,6 +6,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 
 namespace tandem::ir {
 
@@ -15,9 +17,8 @@ std::string dotEscape(absl::string_view s) {
 
 std::string dotNodeLabel(const Node& n) {
   std::string l(n.opName());
-  if (n.op() == Op::kParam || n.op() == Op::kInitialize || n.op() == Op::kAssign)
-    absl::StrAppend(&l, " @", n.symbolAttr("var"));
-  if (n.op() == Op::kAllReduce) absl::StrAppend(&l, " bucket ", n.intAttr("bucket"));
+  if (const std::string* var = variableOf(n)) absl::StrAppend(&l, " @", *var);
+  if (AllReduceView::is(n)) absl::StrAppend(&l, " bucket ", AllReduceView(n).bucket());
   if (n.numResults() > 0) {
     absl::StrAppend(&l, "\\n%", dotEscape(n.result()->name()));
     if (n.numResults() > 1) absl::StrAppend(&l, " (+", n.numResults() - 1, ")");

@@ -15,7 +15,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ir/dot.h"
-#include "ir/updates.h"
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 
 namespace tandem::ir {
 namespace {
@@ -65,9 +66,9 @@ std::vector<std::string> layerPaths(const Graph& g) {
     path = std::string(ownPath(*n));
     // A group of updates across layers belongs to none of them (its scope is what its
     // members share, group-sgd-updates).
-    if (!path.empty() || n->op() == Op::kSgdUpdateGroup) continue;
-    if (n->op() == Op::kParam || n->op() == Op::kInitialize || n->op() == Op::kAssign) {
-      absl::string_view var = n->symbolAttr("var");
+    if (!path.empty() || (UpdateView::is(*n) && UpdateView::of(*n)->grouped())) continue;
+    if (const std::string* name = variableOf(*n)) {
+      absl::string_view var = *name;
       path = std::string(var.substr(0, std::min(var.rfind('.'), var.size())));
       if (path == var) path.clear();  // a variable outside any layer
       continue;
@@ -116,16 +117,16 @@ std::string deviceList(const std::vector<Device>& ds) {
 
 std::string collectiveLabel(const Node& n) {
   std::string l(n.opName());
-  if (n.op() == Op::kAllReduce) absl::StrAppend(&l, " bucket ", n.intAttr("bucket"));
-  const std::vector<Device>& ds = n.devicesAttr();
+  if (AllReduceView::is(n)) absl::StrAppend(&l, " bucket ", AllReduceView(n).bucket());
+  const CollectiveView c(n);
+  const std::vector<Device>& ds = c.devices();
   int64_t bytes = 0;
   for (size_t i = 0; i < n.numResults(); ++i) bytes += n.result(i)->type().bytes();
   const size_t per_device = ds.empty() ? n.numResults() : n.numResults() / ds.size();
   absl::StrAppend(&l, "\\n", per_device, per_device == 1 ? " tensor, " : " tensors, ",
                   humanBytes(ds.empty() ? bytes : bytes / static_cast<int64_t>(ds.size())),
                   " per device\\n", deviceList(ds));
-  if ((n.op() == Op::kAllReduce || n.op() == Op::kBroadcast) && n.intAttr("groups") != 1)
-    absl::StrAppend(&l, " in ", n.intAttr("groups"), " groups");
+  if (c.numGroups() != 1) absl::StrAppend(&l, " in ", c.numGroups(), " groups");
   return l;
 }
 
@@ -201,7 +202,7 @@ absl::StatusOr<std::string> exportDotView(const Graph& g, const DotView& view) {
     Phase p = n->info().has(kBackward) ? Phase::kBackward : Phase::kForward;
     for (const Value* v : n->operands())
       if (v->def() != nullptr && phase[v->def()->id()] != Phase::kForward) p = Phase::kBackward;
-    if (isUpdate(n->op())) p = Phase::kUpdate;
+    if (UpdateView::is(*n)) p = Phase::kUpdate;
     phase[n->id()] = p;
   }
 

@@ -24,11 +24,18 @@ class GradContext {
   virtual bool needsGrad(size_t operand) const = 0;
   /// Contributes `grad` to the gradient of operand `i`.
   virtual void addOperandGrad(size_t operand, Value* grad) = 0;
-  /// Emits a backward node on the forward node's device and scope; `names` are result
-  /// base names.
-  virtual absl::StatusOr<Node*> emit(Op op, std::vector<Value*> operands,
-                                     std::vector<std::pair<std::string, AttrValue>> attrs,
-                                     std::vector<std::string> names) = 0;
+  /// Emits a backward node on the forward node's device, scope and location (those of
+  /// `spec` are ignored): `c.emit(ReluBackwardArgs{.dy = dy, .y = y}.spec({.names = ...}))`.
+  virtual absl::StatusOr<Node*> emit(NodeSpec spec) = 0;
+  /// The same with attributes by name, for generic code.
+  absl::StatusOr<Node*> emit(Op op, std::vector<Value*> operands,
+                             std::vector<std::pair<std::string, AttrValue>> attrs,
+                             std::vector<std::string> names) {
+    return emit(NodeSpec{.op = op,
+                         .operands = std::move(operands),
+                         .attrs = std::move(attrs),
+                         .names = std::move(names)});
+  }
 };
 
 /// The conventional name of the gradient of value `v`.

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ir/interfaces.h"
 #include "ir/plan.h"
 
 namespace tandem::ir {
@@ -119,21 +120,36 @@ Value* Graph::findValue(absl::string_view name) const {
 namespace {
 
 void placeResults(Node& n, const std::vector<std::unique_ptr<Value>>& results) {
-  if (!n.info().has(kCollective)) {
+  std::optional<CollectiveView> c = CollectiveView::of(n);
+  if (!c) {
     for (const auto& r : results) r->setDevice(n.device());
     return;
   }
-  const auto& devices = n.devicesAttr();
-  if (devices.empty()) return;
-  size_t per_device = results.size() / devices.size();
-  if (per_device == 0) return;
+  // Before the shape rule has checked it, a collective may list no devices or fewer
+  // results than devices: those results stay unplaced and the rule reports why.
+  if (c->devices().empty() ||
+      (c->info().writes == CollectiveWrites::kPerDevice && results.size() < c->devices().size()))
+    return;
   for (size_t i = 0; i < results.size(); ++i)
-    results[i]->setDevice(devices[std::min(i / per_device, devices.size() - 1)]);
+    results[i]->setDevice(c->devices()[c->positionOfResult(i)]);
 }
 
 absl::Status setAttrs(Node& n, std::vector<AttrValue>& slots,
-                      std::vector<std::pair<std::string, AttrValue>>& given) {
+                      std::vector<std::pair<std::string, AttrValue>>& given,
+                      std::vector<AttrValue>& in_order) {
   const OpInfo& info = n.info();
+  if (given.empty() && !in_order.empty()) {  // a typed creator: every attribute, in order
+    if (in_order.size() != info.attrs.size())
+      return absl::InvalidArgumentError(absl::StrCat(info.name, " takes ", info.attrs.size(),
+                                                     " attributes, got ", in_order.size()));
+    for (size_t i = 0; i < in_order.size(); ++i)
+      if (!info.attrs[i].accepts(in_order[i]))
+        return absl::InvalidArgumentError(
+            absl::StrCat("attribute '", info.attrs[i].name, "' of ", info.name, " must be ",
+                         info.attrs[i].kindText(), ", got ", toString(in_order[i])));
+    slots = std::move(in_order);
+    return absl::OkStatus();
+  }
   std::vector<bool> seen(info.attrs.size(), false);
   slots.assign(info.attrs.size(), AttrValue{});
   for (auto& [name, value] : given) {
@@ -182,7 +198,7 @@ absl::StatusOr<Node*> Graph::create(NodeSpec spec, size_t pos) {
   node->device_ = spec.device;
   node->setScope(spec.scope);
   node->setLocation(spec.location);
-  if (absl::Status s = setAttrs(*node, node->attrs_, spec.attrs); !s.ok())
+  if (absl::Status s = setAttrs(*node, node->attrs_, spec.attrs, spec.attr_values); !s.ok())
     return whereIs(*node, spec.names, s);
   return finish(std::move(node), std::move(spec.declared_types), std::move(spec.names), pos);
 }
@@ -247,7 +263,7 @@ absl::StatusOr<Node*> Graph::adoptRenamed(std::unique_ptr<Node> node, std::optio
     for (size_t i = 0; i < node->results_.size() && i < declared->size(); ++i)
       node->results_[i]->type_ = (*declared)[i];
   } else if (reinfer) {
-    auto inferred = node->info().rules->infer(*node);
+    auto inferred = inferTypes(*node);
     if (!inferred.ok() || inferred->size() != node->results_.size()) {
       std::vector<std::string> names;
       if (!node->results_.empty()) names.push_back(node->results_[0]->name_);
@@ -291,7 +307,7 @@ absl::StatusOr<Node*> Graph::finish(std::unique_ptr<Node> node, std::vector<Tens
     }
   }
   if (!infer) {  // the caller vouches for the types (see createClone)
-  } else if (auto inferred = info.rules->infer(*node); !inferred.ok()) {
+  } else if (auto inferred = inferTypes(*node); !inferred.ok()) {
     return whereIs(*node, names, inferred.status());
   } else if (!info.has(kDeclaredType)) {
     node->results_.reserve(inferred->size());

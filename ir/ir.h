@@ -79,7 +79,7 @@ class Node {
   size_t numResults() const { return results_.size(); }
   Value* result(size_t i = 0) const { return results_[i].get(); }
 
-  /// Attributes, in the order of the op's schema (ops.def).
+  /// Attributes, in the order of the op's schema (ir/ops.td).
   const std::vector<AttrValue>& attrs() const { return attrs_; }
   const AttrValue& attr(absl::string_view name) const;
   template <typename T>
@@ -126,11 +126,16 @@ class Node {
 };
 
 /// What a node creation needs; results get their types from the op's shape rule unless
-/// the op has kDeclaredType (then `declared_types` is used).
+/// the op has kDeclaredType (then `declared_types` is used). Passes and the frontend fill
+/// it with an op's typed creator: `Conv2dArgs{.x = x, ...}.spec({.names = {"y"}})`.
 struct NodeSpec {
   Op op = Op::kInput;
   std::vector<Value*> operands;
+  /// Attributes by name (the parser, generic code) ...
   std::vector<std::pair<std::string, AttrValue>> attrs;
+  /// ... or every attribute in the schema's order (what the typed creators of
+  /// ir/op_views.h fill in); used when `attrs` is empty.
+  std::vector<AttrValue> attr_values;
   std::optional<Device> device;
   /// Base names of the results; made unique within the graph.
   std::vector<std::string> names;

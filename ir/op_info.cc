@@ -1,45 +1,15 @@
 #include "ir/op_info.h"
 
 #include <cstdint>
+#include <variant>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "ir/ir.h"
+
+// The table itself (allOps) is generated from ir/ops.td into op_table.cc.
 
 namespace tandem::ir {
-
-// Each op family file defines the rules its ops name here; a missing definition is a
-// link error, so an op cannot be added without its shape rule.
-#define OP(Enum, name, operands, attrs, traits, doc) extern const OpRules k##Enum##Rules;
-#include "ir/ops.def"
-#undef OP
-
-namespace {
-
-std::vector<OperandSpec> parseOperands(absl::string_view spec) {
-  std::vector<OperandSpec> out;
-  if (spec.empty()) return out;
-  for (absl::string_view item : absl::StrSplit(spec, ", ")) {
-    OperandSpec o;
-    o.optional = absl::ConsumeSuffix(&item, "?");
-    o.variadic = absl::ConsumeSuffix(&item, "...");
-    o.name = std::string(item);
-    out.push_back(std::move(o));
-  }
-  return out;
-}
-
-std::vector<OpInfo> buildTable() {
-  std::vector<OpInfo> table;
-#define OP(Enum, name, operands, attrs, traits, doc)                                         \
-  table.push_back(OpInfo{Op::k##Enum, name, parseOperands(operands), parseAttrSchema(attrs), \
-                         static_cast<uint32_t>(traits), doc, &k##Enum##Rules});
-#include "ir/ops.def"
-#undef OP
-  return table;
-}
-
-}  // namespace
 
 int OpInfo::attrIndex(absl::string_view attr) const {
   for (size_t i = 0; i < attrs.size(); ++i)
@@ -60,11 +30,6 @@ size_t OpInfo::maxOperands() const {
   return operands.size();
 }
 
-const std::vector<OpInfo>& allOps() {
-  static const std::vector<OpInfo>* table = new std::vector<OpInfo>(buildTable());
-  return *table;
-}
-
 const OpInfo& opInfo(Op op) { return allOps()[static_cast<size_t>(op)]; }
 
 std::optional<Op> opByName(absl::string_view name) {
@@ -76,6 +41,21 @@ std::optional<Op> opByName(absl::string_view name) {
   auto it = index->find(name);
   if (it == index->end()) return std::nullopt;
   return it->second;
+}
+
+absl::StatusOr<std::vector<TensorType>> inferTypes(const Node& n) {
+  const OpInfo& info = n.info();
+  for (size_t i = 0; i < info.attrs.size() && i < n.attrs().size(); ++i) {
+    const AttrSpec& spec = info.attrs[i];
+    if (!spec.range) continue;
+    const AttrValue& v = n.attrs()[i];
+    const double x = std::holds_alternative<int64_t>(v)  ? static_cast<double>(std::get<int64_t>(v))
+                     : std::holds_alternative<double>(v) ? std::get<double>(v)
+                                                         : 0;
+    if (!spec.range->contains(x))  // NaN is in no range
+      return absl::InvalidArgumentError(absl::StrCat(spec.name, " must be ", spec.range->text));
+  }
+  return info.rules->infer(n);
 }
 
 }  // namespace tandem::ir

@@ -4,6 +4,7 @@
 // device's two streams runs each node, and how a collective's devices split into groups.
 // Facts of the IR that plan-memory, the verifier, the runtime and `tandem dump` all use.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -28,6 +29,31 @@ Device deviceOfValue(const Value& v);
 
 /// Index of deviceOfValue(v) in Module::devices(), or nullopt when it is not one of them.
 std::optional<size_t> deviceIndexOfValue(const Module& m, const Value& v);
+
+/// Module::deviceIndex behind a small direct-mapped cache: the sweeps that ask it for every
+/// node of a replicated graph (whose placements cycle through the devices) then skip the
+/// hash lookup.
+class DeviceIndexCache {
+ public:
+  explicit DeviceIndexCache(const Module& m) : m_(m) {}
+  std::optional<size_t> operator()(const Device& d) {
+    Entry& e = entries_[(static_cast<size_t>(d.index) + 31 * static_cast<size_t>(d.rank) +
+                         7 * static_cast<size_t>(d.share)) %
+                        kEntries];
+    if (!e.filled || !(e.device == d)) e = {d, m_.deviceIndex(d), true};
+    return e.index;
+  }
+
+ private:
+  static constexpr size_t kEntries = 64;
+  struct Entry {
+    Device device;
+    std::optional<size_t> index;
+    bool filled = false;
+  };
+  const Module& m_;
+  std::array<Entry, kEntries> entries_{};
+};
 
 /// The number of device groups of a collective: its `groups` attribute where the op has
 /// one, else 1.

@@ -6,20 +6,19 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/op_views.h"
 
 namespace tandem::ir {
 namespace {
 
-// A 64-bit hash over 8-byte words: multiply-rotate mixing with a splitmix64 finish. Not a
-// library's: absl::Hash is seeded per process (a printed fingerprint must read back the
-// same in another one), and zlib's crc32 is 32 bits and byte-at-a-time, slow on the
-// millions of nodes of a 4096-device module.
+// A 64-bit hash over 8-byte words: FNV-1a's xor-multiply a word at a time (each step a
+// bijection of the state, so any one changed word changes the result) with splitmix64's
+// finish to spread the bits. Not a library's: absl::Hash is seeded per process (a printed
+// fingerprint must read back the same in another one), and zlib's crc32 is 32 bits and
+// byte-at-a-time, slow on the millions of nodes of a 4096-device module.
 class Hasher {
  public:
-  void word(uint64_t w) {
-    h_ ^= w * 0x9e3779b97f4a7c15ull;
-    h_ = std::rotl(h_, 29) * 0xbf58476d1ce4e5b9ull;
-  }
+  void word(uint64_t w) { h_ = (h_ ^ w) * 0x100000001b3ull; }
   void text(absl::string_view s) {
     word(s.size());
     for (size_t i = 0; i < s.size(); i += 8) {
@@ -36,10 +35,31 @@ class Hasher {
   }
 
  private:
-  uint64_t h_ = 0x6a09e667f3bcc908ull;
+  uint64_t h_ = 0xcbf29ce484222325ull;
 };
 
 constexpr uint64_t kNowhere = ~uint64_t{0};
+
+// The hash of each op's name, by Op: the fingerprint hashes ops as their text spells
+// them, so that it stays valid when the op table grows, without hashing a string per node.
+const std::vector<uint64_t>& opNameHashes() {
+  static const std::vector<uint64_t>* hashes = [] {
+    auto* out = new std::vector<uint64_t>;
+    for (const OpInfo& info : allOps()) {
+      Hasher h;
+      h.text(info.name);
+      out->push_back(h.value());
+    }
+    return out;
+  }();
+  return *hashes;
+}
+
+uint64_t dtypeNameHash(DType t) {
+  Hasher h;
+  h.text(dtypeName(t));
+  return h.value();
+}
 
 }  // namespace
 
@@ -51,11 +71,15 @@ int64_t GraphPlan::offset(const Value& v) const {
 
 uint64_t graphFingerprint(const Graph& g) {
   const Module& m = *g.module();
+  const std::vector<uint64_t>& op_hashes = opNameHashes();
+  static const uint64_t dtype_hashes[] = {dtypeNameHash(DType::kF32), dtypeNameHash(DType::kBF16),
+                                          dtypeNameHash(DType::kI32), dtypeNameHash(DType::kF64)};
   Hasher h;
   h.word(m.devices().size());
   for (const Device& d : m.devices()) h.text(toString(d));
+  DeviceIndexCache index(m);
   auto device = [&](const Device& d) -> uint64_t {
-    std::optional<size_t> i = m.deviceIndex(d);
+    std::optional<size_t> i = index(d);
     return i ? *i : kNowhere;
   };
   std::vector<uint32_t> position(g.idBound(), 0);
@@ -63,47 +87,64 @@ uint64_t graphFingerprint(const Graph& g) {
   auto ref = [&](const Value& v) {
     return (uint64_t{position[v.def()->id()]} << 32) | static_cast<uint32_t>(v.index());
   };
-  // Ops, dtypes and attributes by the words the text spells them with, not by enum
-  // values: a fingerprint printed in a file stays valid when the op table grows.
+  // Ops and dtypes by the words the text spells them with, attributes by value (device
+  // lists by module position), not by enum values or variant indices: a fingerprint printed
+  // in a file stays valid when the op table or the attribute kinds grow.
   h.word(g.numNodes());
   for (const auto& node : g.nodes()) {
     const Node& n = *node;
-    h.text(n.opName());
+    h.word(op_hashes[static_cast<size_t>(n.op())]);
     h.word(n.device() ? device(*n.device()) : kNowhere);
     h.word(n.numOperands());
     for (const Value* v : n.operands()) h.word(ref(*v));
     h.word(n.numResults());
     for (size_t r = 0; r < n.numResults(); ++r) {
       const TensorType& t = n.result(r)->type();
-      h.text(dtypeName(t.dtype));
+      h.word(dtype_hashes[static_cast<size_t>(t.dtype)]);
       h.word(t.shape.size());
       for (int64_t d : t.shape) h.word(static_cast<uint64_t>(d));
     }
     h.word(n.attrs().size());
-    for (const AttrValue& a : n.attrs()) {
-      // Device lists (thousands of devices on a collective) by module position; the rest
-      // as printed.
-      if (const auto* devices = std::get_if<std::vector<Device>>(&a)) {
-        h.word(devices->size());
-        for (const Device& d : *devices) h.word(device(d));
-      } else {
-        h.text(toString(a));
-      }
-    }
+    for (const AttrValue& a : n.attrs())
+      std::visit(
+          [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
+              h.word(static_cast<uint64_t>(x));
+            } else if constexpr (std::is_same_v<T, double>) {
+              h.word(std::bit_cast<uint64_t>(x));
+            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+              h.word(x.size());
+              for (int64_t i : x) h.word(static_cast<uint64_t>(i));
+            } else if constexpr (std::is_same_v<T, Symbol>) {
+              h.text(x.name);
+            } else if constexpr (std::is_same_v<T, EnumWord>) {
+              h.text(x.word);
+            } else {
+              h.word(x.size());
+              for (const Device& d : x) h.word(device(d));
+            }
+          },
+          a);
   }
   h.word(g.outputs().size());
   for (const Value* v : g.outputs()) h.word(ref(*v));
   return h.value();
 }
 
-absl::Status checkPlanFor(const Graph& g, PlanPart part, absl::string_view pass) {
+absl::Status requirePlanPart(const Graph& g, PlanPart part, absl::string_view pass) {
   const GraphPlan* plan = g.plan();
+  if (plan != nullptr && plan->has(part)) return absl::OkStatus();
   const char* what = part == PlanPart::kStreams  ? "streams"
                      : part == PlanPart::kEvents ? "events"
                                                  : "memory";
-  if (plan == nullptr || !plan->has(part))
-    return absl::FailedPreconditionError(
-        absl::StrCat("graph @", g.name(), " has no ", what, " in its plan: run ", pass, " first"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("graph @", g.name(), " has no ", what, " in its plan: run ", pass, " first"));
+}
+
+absl::Status checkPlanFresh(const Graph& g) {
+  const GraphPlan* plan = g.plan();
+  if (plan == nullptr) return absl::OkStatus();
   if (const uint64_t now = graphFingerprint(g); now != plan->fingerprint)
     return absl::FailedPreconditionError(absl::StrFormat(
         "the plan of graph @%s is stale: it was made for fingerprint %016x, the graph now has "
@@ -111,6 +152,11 @@ absl::Status checkPlanFor(const Graph& g, PlanPart part, absl::string_view pass)
         "after the last rewrite",
         g.name(), plan->fingerprint, now));
   return absl::OkStatus();
+}
+
+absl::Status checkPlanFor(const Graph& g, PlanPart part, absl::string_view pass) {
+  if (absl::Status s = requirePlanPart(g, part, pass); !s.ok()) return s;
+  return checkPlanFresh(g);
 }
 
 std::vector<StreamWait> streamWaits(const Module& m, const Graph& g) {
@@ -147,8 +193,8 @@ std::vector<StreamWait> streamWaits(const Module& m, const Graph& g) {
 
 std::string describeWork(const Node& n) {
   std::string what(n.opName());
-  if (n.op() == Op::kAllReduce) {
-    absl::StrAppend(&what, " bucket ", n.intAttr("bucket"));
+  if (AllReduceView::is(n)) {
+    absl::StrAppend(&what, " bucket ", AllReduceView(n).bucket());
   } else if (streamOf(n) == StreamKind::kComm) {
     absl::StrAppend(&what, " %", n.operand(0)->name());
   } else if (n.numResults() > 0) {

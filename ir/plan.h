@@ -91,8 +91,14 @@ struct GraphPlan {
 /// absl::Hash, so that it can be printed and read back.
 uint64_t graphFingerprint(const Graph& g);
 
-/// OK when `g` has a plan holding `part` that was made for the graph as it is now; else an
-/// error naming the graph and `pass`, the pass that must run again (or first).
+/// OK when `g` has a plan holding `part`; else an error naming the graph and `pass`, the
+/// pass that must run first. (The plan passes ask only this: whether the plan is still
+/// the graph's is the verifier's question after every pass, and the loader's.)
+absl::Status requirePlanPart(const Graph& g, PlanPart part, absl::string_view pass);
+/// OK when the plan of `g` was made for the graph as it is now (its fingerprint); else a
+/// "stale" error naming the graph.
+absl::Status checkPlanFresh(const Graph& g);
+/// Both: the plan holds `part` and is fresh.
 absl::Status checkPlanFor(const Graph& g, PlanPart part, absl::string_view pass);
 
 /// The wait of one share of a node, as the executor makes it: before the share of

@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "ir/interfaces.h"
 #include "ir/plan.h"
 #include "ir/status_macros.h"
 
@@ -153,10 +154,9 @@ class PlanVerifier {
   uint32_t writerOf(const Value& v) const {
     const Node& def = *v.def();
     const uint32_t first = first_share_[def.id()];
-    if (first == kNone || def.op() == Op::kConcat || streamOf(def) != StreamKind::kComm)
-      return first;
-    const size_t per = def.numResults() / def.devicesAttr().size();
-    return first + static_cast<uint32_t>(static_cast<size_t>(v.index()) / per);
+    if (first == kNone || streamOf(def) != StreamKind::kComm) return first;
+    return first + static_cast<uint32_t>(
+                       CollectiveView(def).positionOfResult(static_cast<size_t>(v.index())));
   }
 
   // Resolves every wait into (waiting share, writer share), checking what it names.

@@ -1,11 +1,14 @@
 #include "ir/verifier.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 #include "ir/placement.h"
 #include "ir/plan_verifier.h"
-#include "ir/updates.h"
 
 namespace tandem::ir {
 namespace {
@@ -40,7 +43,7 @@ class GraphVerifier {
                                       " is not defined before this node (operands must come "
                                       "from earlier nodes of the same graph)"));
     // Types and shapes agree: the stored result types are what the shape rule gives.
-    auto inferred = n.info().rules->infer(n);
+    auto inferred = inferTypes(n);
     if (!inferred.ok()) return failAt(n, inferred.status().message());
     if (inferred->size() != n.numResults())
       return failAt(n, absl::StrCat("has ", n.numResults(), " results, its shape rule gives ",
@@ -62,8 +65,8 @@ class GraphVerifier {
       if (n.device()) return failAt(n, "is placed on a device but the module is not replicated");
       return absl::OkStatus();
     }
-    if (info.has(kCollective)) {
-      const auto& ds = n.devicesAttr();
+    if (std::optional<CollectiveView> c = CollectiveView::of(n)) {
+      const auto& ds = c->devices();
       absl::flat_hash_set<Device> listed;
       for (const Device& d : ds) {
         if (!m_.deviceIndex(d))
@@ -74,7 +77,7 @@ class GraphVerifier {
                                         " twice; a device takes one part in a collective (device "
                                         "groups may not overlap)"));
       }
-      if (n.op() == Op::kConcat) {
+      if (c->info().reads == CollectiveReads::kModuleDevices) {
         // One slice from every module device, in module order.
         const auto& md = m_.devices();
         if (n.numOperands() != md.size())
@@ -91,7 +94,7 @@ class GraphVerifier {
       // Any set of module devices may run a collective (a group of processes, the
       // leaders of groups): each collective is one node, so every device it spans issues
       // it at the same point of its comm stream's order.
-      if (n.op() == Op::kAllReduce) {
+      if (c->info().reads == CollectiveReads::kPerDevice) {
         size_t k = n.numOperands() / ds.size();
         for (size_t i = 0; i < n.numOperands(); ++i)
           if (n.operand(i)->device() != ds[i / k])
@@ -101,8 +104,8 @@ class GraphVerifier {
                                           ", expected ", toString(ds[i / k]),
                                           " (operands are grouped by device)"));
       }
-      if (n.op() == Op::kBroadcast) {
-        const std::vector<std::vector<size_t>> groups = collectiveGroups(n);
+      if (c->info().reads == CollectiveReads::kGroupSource) {
+        const std::vector<std::vector<size_t>> groups = c->groups();
         const size_t k = n.numOperands() / groups.size();
         for (size_t i = 0; i < n.numOperands(); ++i) {
           const auto& group = groups[i / k];
@@ -148,12 +151,12 @@ class GraphVerifier {
   }
 
   absl::Status checkState(const Node& n) {
-    if (n.op() == Op::kParam) {
-      auto it = writes_.find(replicaKey(n, n.symbolAttr("var")));
+    if (ParamView::is(n)) {
+      const std::string& var = ParamView(n).var();
+      auto it = writes_.find(replicaKey(n, var));
       if (it != writes_.end())
-        return failAt(
-            n, absl::StrCat("reads @", n.symbolAttr("var"), " after ", it->second->describe(),
-                            " wrote it; reads must come before the write"));
+        return failAt(n, absl::StrCat("reads @", var, " after ", it->second->describe(),
+                                      " wrote it; reads must come before the write"));
     }
     if (n.info().rules->writes == nullptr) return absl::OkStatus();
     for (const std::string& var : n.info().rules->writes(n)) {
@@ -170,16 +173,21 @@ class GraphVerifier {
   // source on. Flat: D x 1; hierarchical: leaders x (group size x 1), shared back.
   static size_t devicesReducedInto(const Value& v) {
     const Node* def = v.def();
-    if (def == nullptr) return 1;
-    if (def->op() == Op::kBroadcast) {
-      const size_t k = def->numOperands() / static_cast<size_t>(numGroups(*def));
-      return devicesReducedInto(*def->operand(static_cast<size_t>(v.index()) % k));
-    }
-    if (def->op() != Op::kAllReduce) return 1;
-    const size_t per = def->numOperands() / def->devicesAttr().size();
-    const size_t group = def->devicesAttr().size() / static_cast<size_t>(numGroups(*def));
-    return group * devicesReducedInto(*def->operand(static_cast<size_t>(v.index()) % per));
+    std::optional<CollectiveView> c = def != nullptr ? CollectiveView::of(*def) : std::nullopt;
+    if (!c || (c->kind() != CollectiveKind::kReduce && c->kind() != CollectiveKind::kBroadcast))
+      return 1;
+    // The operand that result v is made of: the same place in what its share reads.
+    const size_t pos = c->positionOfResult(static_cast<size_t>(v.index()));
+    const IndexRange in = c->readsAt(pos);
+    const size_t j = static_cast<size_t>(v.index()) - c->writesAt(pos).begin;
+    const size_t from =
+        devicesReducedInto(*def->operand(in.begin + j % std::max<size_t>(in.size(), 1)));
+    if (c->kind() == CollectiveKind::kBroadcast) return from;
+    return c->devices().size() / static_cast<size_t>(c->numGroups()) * from;
   }
+
+  static bool isReduction(const Node& n) { return collectiveKind(n) == CollectiveKind::kReduce; }
+  static bool isBroadcast(const Node& n) { return collectiveKind(n) == CollectiveKind::kBroadcast; }
 
   // Each replica's gradient feeds exactly one all_reduce, and (with several devices and
   // collectives inserted) every parameter update uses an all-reduced gradient.
@@ -187,7 +195,7 @@ class GraphVerifier {
     absl::flat_hash_map<const Value*, const Node*> reduced_by;
     bool any_all_reduce = false;
     for (const auto& n : g_.nodes()) {
-      if (n->op() != Op::kAllReduce) continue;
+      if (!isReduction(*n)) continue;
       any_all_reduce = true;
       for (const Value* v : n->operands()) {
         auto [it, inserted] = reduced_by.emplace(v, n.get());
@@ -199,8 +207,7 @@ class GraphVerifier {
     if (!any_all_reduce || m_.devices().size() < 2) return absl::OkStatus();
     for (const auto& n : g_.nodes())
       for (const Value* g : updateGradients(*n)) {
-        if (g->def() == nullptr ||
-            (g->def()->op() != Op::kAllReduce && g->def()->op() != Op::kBroadcast))
+        if (g->def() == nullptr || (!isReduction(*g->def()) && !isBroadcast(*g->def())))
           return failAt(*n, absl::StrCat("its gradient %", g->name(),
                                          " is not all-reduced across devices; expected it to "
                                          "come from exactly one all_reduce"));

@@ -1,22 +1,25 @@
 // autodiff: turns the forward train_step into a training step. It walks the graph
 // backwards from the loss, asks each op's gradient rule (ir/ops/) for the gradients of
-// its operands, sums gradients that meet at one value, and ends with one sgd_update per
-// trained variable, in the order backward produces their gradients.
+// its operands, sums gradients that meet at one value, and ends with one optimizer update
+// per trained variable, in the order backward produces their gradients.
 
 #include "passes/autodiff.h"
 
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "ir/grad.h"
+#include "ir/interfaces.h"
 #include "ir/number_format.h"
+#include "ir/op_views.h"
 #include "ir/status_macros.h"
-#include "ir/updates.h"
-#include "passes/sgd_hyperparameters.h"
 
 namespace tandem::passes {
 
@@ -51,9 +54,9 @@ class AutodiffContext final : public ir::GradContext {
       // A gradient computed in another dtype than its operand's (linear_backward_weight
       // gives bf16 for an f32 master weight under mixed precision): cast it to the
       // operand's, as the cast op's own gradient rule would.
-      auto cast = emit(Op::kCast, {grad},
-                       {{"dtype", ir::EnumWord{std::string(ir::dtypeName(v->type().dtype))}}},
-                       {absl::StrCat(grad->name(), ".", ir::dtypeName(v->type().dtype))});
+      auto cast = emit(
+          ir::CastArgs{.x = grad, .dtype = *ir::parseFloatType(ir::dtypeName(v->type().dtype))}
+              .spec({.names = {absl::StrCat(grad->name(), ".", ir::dtypeName(v->type().dtype))}}));
       if (!cast.ok()) {
         status_.Update(cast.status());
         return;
@@ -63,7 +66,7 @@ class AutodiffContext final : public ir::GradContext {
     auto [it, inserted] = grads_.emplace(v, grad);
     if (inserted) return;
     // A value used by several nodes: its gradient is the sum of what each use gives.
-    auto sum = emit(Op::kAdd, {it->second, grad}, {}, {ir::gradName(v)});
+    auto sum = emit(ir::AddArgs{.a = it->second, .b = grad}.spec({.names = {ir::gradName(v)}}));
     if (!sum.ok()) {
       status_.Update(sum.status());
       return;
@@ -71,20 +74,16 @@ class AutodiffContext final : public ir::GradContext {
     it->second = (*sum)->result();
   }
 
-  absl::StatusOr<Node*> emit(Op op, std::vector<Value*> operands,
-                             std::vector<std::pair<std::string, ir::AttrValue>> attrs,
-                             std::vector<std::string> names) override {
-    for (Value* v : operands)
+  using ir::GradContext::emit;
+  absl::StatusOr<Node*> emit(ir::NodeSpec spec) override {
+    for (Value* v : spec.operands)
       if (v == nullptr)
         return absl::InternalError(
             absl::StrCat("gradient rule of ", node_->opName(), " used a missing gradient"));
-    return g_.create({.op = op,
-                      .operands = std::move(operands),
-                      .attrs = std::move(attrs),
-                      .device = node_->device(),
-                      .names = std::move(names),
-                      .scope = node_->scope(),
-                      .location = node_->location()});
+    spec.device = node_->device();
+    spec.scope = node_->scope();
+    spec.location = node_->location();
+    return g_.create(std::move(spec));
   }
 
  private:
@@ -95,10 +94,29 @@ class AutodiffContext final : public ir::GradContext {
   absl::Status status_;
 };
 
+/// Reads optimizer state `s` of parameter `var` in : the variable
+/// "<var>.<suffix>" of var's type, created on first use with its init (in  too).
+absl::StatusOr<Value*> readState(ir::Module& m, ir::Graph& g, ir::Graph* init, const ir::Var& var,
+                                 const ir::OptimizerStateSpec& s, const std::string& scope) {
+  const std::string name = absl::StrCat(var.name, ".", s.var_suffix);
+  if (m.findVar(name) == nullptr) {
+    RETURN_IF_ERROR(m.addVar({name, var.type, ir::VarRole::kOptimizer, ir::Initializer{s.init}}));
+    if (init != nullptr) {
+      ASSIGN_OR_RETURN(Node * value,
+                       init->create(ir::InitializeArgs{.var = name}.spec({.names = {name}})));
+      RETURN_IF_ERROR(
+          init->create(ir::AssignArgs{.value = value->result(), .var = name}.spec()).status());
+    }
+  }
+  ASSIGN_OR_RETURN(Node * state,
+                   g.create(ir::ParamArgs{.var = name}.spec({.names = {name}, .scope = scope})));
+  return state->result();
+}
+
 absl::StatusOr<const Node*> findLoss(const ir::Graph& g) {
   const Node* loss = nullptr;
   for (const auto& n : g.nodes()) {
-    if (ir::isUpdate(n->op()))
+    if (ir::UpdateView::is(*n))
       return absl::FailedPreconditionError(absl::StrCat(
           "autodiff: graph @", g.name(), " already has a backward pass (", n->describe(), ")"));
     if (!n->info().has(ir::kLoss)) continue;
@@ -133,8 +151,8 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
     const Node* n = g->nodes()[i].get();
     if (n == *loss) loss_pos = i;
     bool depends = false;
-    if (n->op() == Op::kParam) {
-      const ir::Var* var = m.findVar(n->symbolAttr("var"));
+    if (ir::ParamView::is(*n)) {
+      const ir::Var* var = m.findVar(ir::ParamView(*n).var());
       depends = var != nullptr && var->role == ir::VarRole::kParam;
       if (depends) trained_reads.push_back(n);
     } else {
@@ -147,17 +165,15 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
   // Backward sweep from the loss, seeded with d(loss)/d(loss) = 1.
   absl::flat_hash_map<const Value*, Value*> grads;
   const Value* loss_value = (*loss)->result();
-  auto seed = g->create({.op = Op::kConstant,
-                         .attrs = {{"value", 1.0}},
-                         .names = {ir::gradName(loss_value)},
-                         .declared_types = {loss_value->type()},
-                         .scope = (*loss)->scope()});
+  auto seed = g->create(ir::ConstantArgs{.value = 1.0}.spec({.names = {ir::gradName(loss_value)},
+                                                             .declared_types = {loss_value->type()},
+                                                             .scope = (*loss)->scope()}));
   if (!seed.ok()) return seed.status();
   grads[loss_value] = (*seed)->result();
   AutodiffContext ctx(*g, grads, needs);
   for (size_t i = loss_pos + 1; i-- > 0;) {
     const Node* n = g->nodes()[i].get();
-    if (n->op() == Op::kParam || !needs.contains(n->numResults() ? n->result() : nullptr)) continue;
+    if (ir::ParamView::is(*n) || !needs.contains(n->numResults() ? n->result() : nullptr)) continue;
     bool has_grad = false;
     for (size_t r = 0; r < n->numResults(); ++r)
       has_grad = has_grad || grads.contains(n->result(r));
@@ -179,16 +195,14 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
   for (const Node* read : trained_reads) {
     auto it = grads.find(read->result());
     if (it == grads.end()) continue;  // this read does not influence the loss
-    absl::string_view var = read->symbolAttr("var");
+    absl::string_view var = ir::ParamView(*read).var();
     auto [slot, inserted] = per_var.try_emplace(var, read, it->second);
     if (inserted) {
       var_order.push_back(var);
       continue;
     }
-    auto sum = g->create({.op = Op::kAdd,
-                          .operands = {slot->second.second, it->second},
-                          .names = {ir::gradName(slot->second.first->result())},
-                          .scope = read->scope()});
+    auto sum = g->create(ir::AddArgs{.a = slot->second.second, .b = it->second}.spec(
+        {.names = {ir::gradName(slot->second.first->result())}, .scope = read->scope()}));
     if (!sum.ok()) return sum.status();
     slot->second.second = (*sum)->result();
   }
@@ -202,65 +216,131 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
   std::stable_sort(ready.begin(), ready.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   ir::Graph* init = m.graph(ir::kInitGraph);
+  const ir::OptimizerInfo& opt = *ir::opInfo(optimizer_).optimizer;
   for (const auto& [unused, var_name] : ready) {
     const auto& [read, grad] = per_var.at(var_name);
-    Value* w = read->result();
-    std::vector<Value*> operands{w, grad};
-    if (momentum_ > 0) {
-      // The momentum buffer is optimizer state: a zero-initialized variable of its own.
-      const ir::Var& var = *m.findVar(read->symbolAttr("var"));
-      std::string buffer = var.name + ".momentum";
-      if (m.findVar(buffer) == nullptr) {
-        RETURN_IF_ERROR(m.addVar({buffer, var.type, ir::VarRole::kOptimizer,
-                                  ir::Initializer{ir::Initializer::Kind::kZeros}}));
-        if (init != nullptr) {
-          auto value = init->create(
-              {.op = Op::kInitialize, .attrs = {{"var", ir::Symbol{buffer}}}, .names = {buffer}});
-          if (!value.ok()) return value.status();
-          auto assign = init->create({.op = Op::kAssign,
-                                      .operands = {(*value)->result()},
-                                      .attrs = {{"var", ir::Symbol{buffer}}}});
-          if (!assign.ok()) return assign.status();
-        }
-      }
-      auto m_read = g->create({.op = Op::kParam,
-                               .attrs = {{"var", ir::Symbol{buffer}}},
-                               .names = {buffer},
-                               .scope = read->scope()});
-      if (!m_read.ok()) return m_read.status();
-      operands.push_back((*m_read)->result());
+    const ir::Var& var = *m.findVar(ir::ParamView(*read).var());
+    // The single form's operands by position: weight, gradient, and each state present
+    // under these attributes (absent optional states are the trailing ones).
+    std::vector<Value*> operands(opt.operands, nullptr);
+    operands[opt.param] = read->result();
+    operands[opt.grad] = grad;
+    for (const ir::OptimizerStateSpec& s : opt.states) {
+      if (!ir::UpdateView::statePresent(s, hyper_)) continue;
+      ASSIGN_OR_RETURN(operands[s.operand], readState(m, *g, init, var, s, read->scope()));
     }
-    auto update =
-        g->create({.op = Op::kSgdUpdate,
-                   .operands = std::move(operands),
-                   .attrs = {{"lr", lr_}, {"momentum", momentum_}, {"weight_decay", weight_decay_}},
-                   .scope = read->scope()});
+    operands.erase(std::remove(operands.begin(), operands.end(), nullptr), operands.end());
+    auto update = g->create({.op = optimizer_,
+                             .operands = std::move(operands),
+                             .attr_values = hyper_,
+                             .scope = read->scope()});
     if (!update.ok()) return update.status();
   }
   return true;
 }
 
+namespace {
+
+/// The option naming an attribute: weight_decay -> weight-decay.
+std::string optionName(absl::string_view attr) { return absl::StrReplaceAll(attr, {{"_", "-"}}); }
+
+/// Defaults of the hyperparameters the CLI passes to every optimizer that has them.
+std::optional<double> defaultOf(absl::string_view attr) {
+  if (attr == "lr") return 0.1;
+  if (attr == "momentum" || attr == "weight_decay") return 0.0;
+  return std::nullopt;
+}
+
+constexpr absl::string_view kDefaultOptimizer = "sgd_update";
+
+// The values option `a` takes: the attribute's range, where a learning rate must also be
+// > 0 (0 trains nothing, although the update op itself allows it).
+ir::AttrRange optionRange(const ir::AttrSpec& a) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  ir::AttrRange r = a.range.value_or(ir::AttrRange{.lo = -kInf, .hi = kInf});
+  if (a.name == "lr" && r.lo <= 0) r.lo = 0, r.lo_open = true;
+  return r;
+}
+
+// The range in the words `train`'s flags use ("must be >= 0 and < 1"), so that `opt` and
+// `train` say the same.
+std::string mustBe(const ir::AttrSpec& a) {
+  const ir::AttrRange r = optionRange(a);
+  std::string lo = std::isinf(r.lo) ? "" : absl::StrCat(r.lo_open ? "> " : ">= ", r.lo);
+  std::string hi = std::isinf(r.hi) ? "" : absl::StrCat(r.hi_open ? "< " : "<= ", r.hi);
+  if (lo.empty() && hi.empty()) return "must be finite";
+  return absl::StrCat("must be ", lo, !lo.empty() && !hi.empty() ? " and " : "", hi);
+}
+
+// "" when `v` is a valid value of optimizer attribute `a`, else what is wrong. Optimizer
+// updates compute in f32, so a float is also checked as f32 rounds it: an lr below f32's
+// smallest normal number would be 0 there and train nothing, a momentum of 0.99999999 would
+// be 1 and never forget, a positive weight decay below it would be none.
+std::string optionValueProblem(const ir::AttrSpec& a, double v) {
+  const ir::AttrRange r = optionRange(a);
+  if (!std::isfinite(v) || !r.contains(v)) return mustBe(a);
+  if (a.kind != ir::AttrKind::kFloat) return "";
+  const float f = static_cast<float>(v);
+  const double smallest = std::numeric_limits<float>::min();  // 1.17549e-38
+  if (std::isinf(f)) return "rounds to infinity in f32 (the update's arithmetic)";
+  if (v > 0 && f < smallest)
+    return absl::StrFormat("rounds to %s in f32 (the update's arithmetic)%s; give %s %g",
+                           f == 0 ? "0" : "a denormal", a.name == "lr" ? ", which trains nothing" : "",
+                           a.name == "lr" ? "at least" : "0 or at least", smallest);
+  if (!r.contains(f))
+    return absl::StrFormat("rounds to %g in f32 (the update's arithmetic), which %s", f, mustBe(a));
+  return "";
+}
+
+}  // namespace
+
 std::string Autodiff::optionsText() const {
-  return absl::StrCat("{lr=", ir::formatDouble(lr_), ",momentum=", ir::formatDouble(momentum_),
-                      ",weight-decay=", ir::formatDouble(weight_decay_), "}");
+  const ir::OpInfo& info = ir::opInfo(optimizer_);
+  std::string out = "{";
+  if (info.name != kDefaultOptimizer) absl::StrAppend(&out, "optimizer=", info.name, ",");
+  for (size_t i = 0; i < hyper_.size(); ++i)
+    absl::StrAppend(&out, i ? "," : "", optionName(info.attrs[i].name), "=",
+                    ir::toString(hyper_[i]));
+  return out + "}";
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
-  auto lr = opts.getDouble("lr", 0.1);
-  auto momentum = opts.getDouble("momentum", 0.0);
-  auto wd = opts.getDouble("weight-decay", 0.0);
-  for (const auto* s : {&lr, &momentum, &wd})
-    if (!s->ok()) return s->status();
-  RETURN_IF_ERROR(opts.finish());
-  // The ranges `train` takes too (sgd_hyperparameters.h).
-  using H = SgdHyperparameter;
-  for (auto [name, which, value] :
-       {std::tuple{"lr", H::kLr, *lr}, std::tuple{"momentum", H::kMomentum, *momentum},
-        std::tuple{"weight-decay", H::kWeightDecay, *wd}})
-    if (std::string problem = sgdValueProblem(which, value); !problem.empty())
+  ASSIGN_OR_RETURN(std::string name, opts.getString("optimizer", std::string(kDefaultOptimizer)));
+  std::optional<ir::Op> op = ir::opByName(name);
+  if (!op || ir::opInfo(*op).optimizer == nullptr || ir::opInfo(*op).optimizer->grouped_of)
+    return absl::InvalidArgumentError(
+        absl::StrCat("pass autodiff: option 'optimizer' must name an optimizer update op (such as ",
+                     kDefaultOptimizer, "), got '", name, "'"));
+  // Every attribute of the optimizer is an option: numbers (a float or an int).
+  const ir::OpInfo& info = ir::opInfo(*op);
+  std::vector<ir::AttrValue> hyper;
+  for (const ir::AttrSpec& a : info.attrs) {
+    const std::string key = optionName(a.name);
+    if (a.kind != ir::AttrKind::kFloat && a.kind != ir::AttrKind::kInt)
+      return absl::InternalError(absl::StrCat("pass autodiff: ", info.name, "'s attribute ", a.name,
+                                              " is no number, which options cannot set"));
+    const std::optional<double> fallback = defaultOf(a.name);
+    if (!fallback && !opts.values().contains(key))
       return absl::InvalidArgumentError(
-          absl::StrCat("pass autodiff: option '", name, "' ", problem));
-  return std::unique_ptr<Pass>(new Autodiff(*lr, *momentum, *wd));
+          absl::StrCat("pass autodiff: option '", key, "' is required by ", info.name));
+    if (a.kind == ir::AttrKind::kInt) {
+      ASSIGN_OR_RETURN(int64_t v, opts.getInt(key, static_cast<int64_t>(fallback.value_or(0))));
+      hyper.emplace_back(v);
+    } else {
+      ASSIGN_OR_RETURN(double v, opts.getDouble(key, fallback.value_or(0)));
+      hyper.emplace_back(v);
+    }
+  }
+  RETURN_IF_ERROR(opts.finish());
+  for (size_t i = 0; i < hyper.size(); ++i) {
+    const ir::AttrSpec& a = info.attrs[i];
+    const double v = a.kind == ir::AttrKind::kInt ? static_cast<double>(std::get<int64_t>(hyper[i]))
+                                                  : std::get<double>(hyper[i]);
+    if (std::string problem = optionValueProblem(a, v); !problem.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("pass autodiff: option '", optionName(a.name), "' ", problem));
+  }
+  return std::unique_ptr<Pass>(new Autodiff(*op, std::move(hyper)));
 }
 
 }  // namespace tandem::passes

@@ -1,12 +1,18 @@
 #pragma once
 
+#include <vector>
+
+#include "ir/ir.h"
 #include "passes/pass.h"
 
 namespace tandem::passes {
 
-/// `autodiff{lr=0.1,momentum=0,weight-decay=0}`: appends the backward pass and an SGD
-/// update per trained variable to @train_step. Momentum > 0 adds a zero-initialized
-/// optimizer variable "<var>.momentum" per parameter (and its init).
+/// `autodiff{lr=0.1,momentum=0,weight-decay=0}`: appends the backward pass and an optimizer
+/// update per trained variable to @train_step. `optimizer=OP` names the update op (default
+/// sgd_update; any op whose spec declares it an optimizer, ir/interfaces.h), and every
+/// other option is one of its attributes (weight-decay for weight_decay). Each state the
+/// optimizer declares gets an optimizer variable "<var>.<suffix>" per parameter with its
+/// init (SGD: "<var>.momentum", zeros, when momentum > 0).
 class Autodiff final : public Pass {
  public:
   static constexpr absl::string_view kName = "autodiff";
@@ -17,9 +23,10 @@ class Autodiff final : public Pass {
   std::string optionsText() const override;
 
  private:
-  Autodiff(double lr, double momentum, double wd)
-      : lr_(lr), momentum_(momentum), weight_decay_(wd) {}
-  double lr_, momentum_, weight_decay_;
+  Autodiff(ir::Op optimizer, std::vector<ir::AttrValue> hyper)
+      : optimizer_(optimizer), hyper_(std::move(hyper)) {}
+  ir::Op optimizer_;
+  std::vector<ir::AttrValue> hyper_;  // the optimizer's attributes, in its spec's order
 };
 
 }  // namespace tandem::passes

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_join.h"
+#include "ir/op_views.h"
 #include "ir/status_macros.h"
 #include "passes/insertions.h"
 
@@ -43,11 +44,11 @@ class Rewriter {
   absl::StatusOr<bool> run() {
     std::vector<Chain> chains;
     for (const auto& n : g_.nodes())
-      if (n->op() == Op::kBatchNorm)
+      if (ir::BatchNormView::is(*n))
         if (auto c = match(*n)) chains.push_back(*c);
     if (chains.empty()) return false;
     for (const Chain& c : chains)
-      RETURN_IF_ERROR(c.bn->boolAttr("training") ? fuseTraining(c) : fuseInference(c));
+      RETURN_IF_ERROR(ir::BatchNormView(*c.bn).training() ? fuseTraining(c) : fuseInference(c));
     apply();
     return true;
   }
@@ -76,32 +77,35 @@ class Rewriter {
   std::optional<Chain> match(Node& bn) const {
     Chain c;
     c.bn = &bn;
-    c.conv = bn.operand(0)->def();
-    if (c.conv == nullptr || c.conv->op() != Op::kConv2d) return std::nullopt;
-    const bool training = bn.boolAttr("training");
+    c.conv = ir::BatchNormView(bn).x()->def();
+    if (c.conv == nullptr || !ir::Conv2dView::is(*c.conv)) return std::nullopt;
+    const bool training = ir::BatchNormView(bn).training();
     // Inference folds the batch norm into the convolution's weights: the convolution's
     // raw output must have no other reader.
     if (!training && onlyUser(c.conv->result()) != &bn) return std::nullopt;
     if (Node* next = onlyUser(bn.result()); next != nullptr) {
-      if (next->op() == Op::kRelu) {
+      if (ir::ReluView::is(*next)) {
         c.relu = next;
-      } else if (next->op() == Op::kAdd && next->operand(0) == bn.result() &&
-                 next->operand(1) != bn.result()) {
-        if (Node* r = onlyUser(next->result()); r != nullptr && r->op() == Op::kRelu) {
+      } else if (ir::AddView::is(*next) && ir::AddView(*next).a() == bn.result() &&
+                 ir::AddView(*next).b() != bn.result()) {
+        if (Node* r = onlyUser(next->result()); r != nullptr && ir::ReluView::is(*r)) {
           c.add = next;
-          c.residual = next->operand(1);
+          c.residual = ir::AddView(*next).b();
           c.relu = r;
         }
       }
     }
     if (!training) return c;
     for (Node* u : usersOf(bn.result(1)))
-      if (u->op() == Op::kBatchNormBackward && u->operand(3) == bn.result(1)) c.bn_backward = u;
+      if (ir::BatchNormBackwardView::is(*u) &&
+          ir::BatchNormBackwardView(*u).save_mean() == bn.result(1))
+        c.bn_backward = u;
     if (c.relu != nullptr && c.bn_backward != nullptr) {
       // relu's backward must be what feeds batch norm's backward; anything else (a model
       // that reads batch norm's output twice) keeps the unfused backward.
-      Node* rb = c.bn_backward->operand(0)->def();
-      if (rb == nullptr || rb->op() != Op::kReluBackward || rb->operand(1) != c.relu->result())
+      Node* rb = ir::BatchNormBackwardView(*c.bn_backward).dy()->def();
+      if (rb == nullptr || !ir::ReluBackwardView::is(*rb) ||
+          ir::ReluBackwardView(*rb).y() != c.relu->result())
         return std::nullopt;
       c.relu_backward = rb;
     }
@@ -141,113 +145,117 @@ class Rewriter {
   }
 
   absl::Status fuseTraining(const Chain& c) {
-    const Node& conv = *c.conv;
-    const Node& bn = *c.bn;
+    const ir::Conv2dView conv(*c.conv);
+    const ir::BatchNormView bn(*c.bn);
     const std::string scope = absorbedScopes({c.conv, c.bn, c.add, c.relu});
     // conv2d_stats where the convolution was.
-    std::vector<Value*> conv_in(conv.operands().begin(), conv.operands().end());
-    std::string y_name = takeName(conv.result());
-    ASSIGN_OR_RETURN(
-        Node * stats,
-        add(conv,
-            {.op = Op::kConv2dStats,
-             .operands = conv_in,
-             .attrs = {{"stride", conv.intAttr("stride")}, {"pad", conv.intAttr("pad")}},
-             .names = {y_name, y_name + ".stats"}},
-            scope, conv.location()));
-    replace_[conv.result()] = stats->result(0);
+    std::string y_name = takeName(conv.y());
+    ASSIGN_OR_RETURN(Node * stats, add(*c.conv,
+                                       ir::Conv2dStatsArgs{.x = conv.x(),
+                                                           .w = conv.w(),
+                                                           .b = conv.b(),
+                                                           .stride = conv.stride(),
+                                                           .pad = conv.pad()}
+                                           .spec({.names = {y_name, y_name + ".stats"}}),
+                                       scope, c.conv->location()));
+    replace_[conv.y()] = stats->result(0);
     // batch_norm_apply where the chain's last forward node was.
-    const Node& last = c.relu ? *c.relu : bn;
-    std::vector<Value*> apply_in{stats->result(0), stats->result(1), bn.operand(1),
-                                 bn.operand(2),    bn.operand(3),    bn.operand(4)};
-    if (c.residual != nullptr) apply_in.push_back(c.residual);
+    const Node& last = c.relu ? *c.relu : *c.bn;
     Value* out = c.output();
-    std::vector<std::string> names{takeName(out), takeName(bn.result(1)), takeName(bn.result(2))};
-    ASSIGN_OR_RETURN(Node * apply,
-                     add(last,
-                         {.op = Op::kBatchNormApply,
-                          .operands = apply_in,
-                          .attrs = {{"momentum", bn.floatAttr("momentum")},
-                                    {"eps", bn.floatAttr("eps")},
-                                    {"relu", c.relu != nullptr}},
-                          .names = names},
-                         scope, bn.location()));
+    std::vector<std::string> names{takeName(out), takeName(bn.save_mean()),
+                                   takeName(bn.save_invstd())};
+    ASSIGN_OR_RETURN(Node * apply, add(last,
+                                       ir::BatchNormApplyArgs{.y = stats->result(0),
+                                                              .stats = stats->result(1),
+                                                              .gamma = bn.gamma(),
+                                                              .beta = bn.beta(),
+                                                              .running_mean = bn.running_mean(),
+                                                              .running_var = bn.running_var(),
+                                                              .residual = c.residual,
+                                                              .momentum = bn.momentum(),
+                                                              .eps = bn.eps(),
+                                                              .relu = c.relu != nullptr}
+                                           .spec({.names = names}),
+                                       scope, c.bn->location()));
     replace_[out] = apply->result(0);
-    replace_[bn.result(1)] = apply->result(1);
-    replace_[bn.result(2)] = apply->result(2);
+    replace_[bn.save_mean()] = apply->result(1);
+    replace_[bn.save_invstd()] = apply->result(2);
     absorb({c.conv, c.bn, c.add, c.relu});
     if (c.bn_backward == nullptr) return absl::OkStatus();
 
     // Backward, where relu's backward was (or batch norm's, without relu): everything it
     // reads is defined by then, and the residual's other readers may come before batch
     // norm's backward.
-    const Node& bb = *c.bn_backward;
-    const Node& anchor = c.relu_backward ? *c.relu_backward : bb;
-    Value* dout = c.relu_backward ? c.relu_backward->operand(0) : bb.operand(0);
-    std::vector<Value*> reduce_in{dout, stats->result(0), apply->result(1), apply->result(2)};
-    if (c.relu != nullptr) reduce_in.push_back(apply->result(0));
+    const ir::BatchNormBackwardView bb(*c.bn_backward);
+    const Node& anchor = c.relu_backward ? *c.relu_backward : *c.bn_backward;
+    Value* dout = c.relu_backward ? ir::ReluBackwardView(*c.relu_backward).dy() : bb.dy();
+    // With relu, the fused output says where the gradient passes (out > 0).
+    Value* relu_out = c.relu != nullptr ? apply->result(0) : nullptr;
     const std::string bscope = absl::StrCat(scope, " (backward)");
-    ASSIGN_OR_RETURN(Node * reduce, add(anchor,
-                                        {.op = Op::kBatchNormBackwardReduce,
-                                         .operands = reduce_in,
-                                         .names = {y_name + ".bn_sums", takeName(bb.result(2)),
-                                                   takeName(bb.result(1))}},
-                                        bscope, bb.location()));
-    std::vector<Value*> apply_grad_in{dout,
-                                      stats->result(0),
-                                      bn.operand(1),
-                                      apply->result(1),
-                                      apply->result(2),
-                                      reduce->result(0),
-                                      stats->result(1)};
-    if (c.relu != nullptr) apply_grad_in.push_back(apply->result(0));
-    std::vector<std::string> grad_names{takeName(bb.result(0))};
-    const bool residual = c.residual != nullptr && !usersBut(bb.operand(0), &bb).empty();
-    if (residual) grad_names.push_back(takeName(bb.operand(0)));
-    ASSIGN_OR_RETURN(Node * grad, add(anchor,
-                                      {.op = Op::kBatchNormBackwardApply,
-                                       .operands = apply_grad_in,
-                                       .attrs = {{"residual", residual}},
-                                       .names = grad_names},
-                                      bscope, bb.location()));
-    replace_[bb.result(0)] = grad->result(0);
-    replace_[bb.result(1)] = reduce->result(2);
-    replace_[bb.result(2)] = reduce->result(1);
+    ASSIGN_OR_RETURN(Node * reduce,
+                     add(anchor,
+                         ir::BatchNormBackwardReduceArgs{.dout = dout,
+                                                         .y = stats->result(0),
+                                                         .save_mean = apply->result(1),
+                                                         .save_invstd = apply->result(2),
+                                                         .out = relu_out}
+                             .spec({.names = {y_name + ".bn_sums", takeName(bb.dbeta()),
+                                              takeName(bb.dgamma())}}),
+                         bscope, c.bn_backward->location()));
+    std::vector<std::string> grad_names{takeName(bb.dx())};
+    const bool residual = c.residual != nullptr && !usersBut(bb.dy(), c.bn_backward).empty();
+    if (residual) grad_names.push_back(takeName(bb.dy()));
+    ASSIGN_OR_RETURN(Node * grad,
+                     add(anchor,
+                         ir::BatchNormBackwardApplyArgs{.dout = dout,
+                                                        .y = stats->result(0),
+                                                        .gamma = bn.gamma(),
+                                                        .save_mean = apply->result(1),
+                                                        .save_invstd = apply->result(2),
+                                                        .sums = reduce->result(0),
+                                                        .stats = stats->result(1),
+                                                        .out = relu_out,
+                                                        .residual = residual}
+                             .spec({.names = grad_names}),
+                         bscope, c.bn_backward->location()));
+    replace_[bb.dx()] = grad->result(0);
+    replace_[bb.dgamma()] = reduce->result(2);
+    replace_[bb.dbeta()] = reduce->result(1);
     // The residual's gradient is relu's masked gradient, which the add passed on as is.
-    if (residual) replace_[bb.operand(0)] = grad->result(1);
+    if (residual) replace_[bb.dy()] = grad->result(1);
     absorb({c.relu_backward, c.bn_backward});
     return absl::OkStatus();
   }
 
   absl::Status fuseInference(const Chain& c) {
-    const Node& conv = *c.conv;
-    const Node& bn = *c.bn;
+    const ir::Conv2dView conv(*c.conv);
+    const ir::BatchNormView bn(*c.bn);
     const std::string scope = absorbedScopes({c.conv, c.bn, c.add, c.relu});
     // Both at the chain's last node: batch norm's parameters may be read after the conv.
-    const Node& last = c.relu ? *c.relu : bn;
-    std::vector<Value*> fold_in{conv.operand(1)};
-    if (conv.numOperands() > 2) fold_in.push_back(conv.operand(2));
-    for (size_t i = 1; i <= 4; ++i) fold_in.push_back(bn.operand(i));
-    const std::string base = conv.result()->name();
-    ASSIGN_OR_RETURN(Node * fold, add(last,
-                                      {.op = Op::kFoldBatchNorm,
-                                       .operands = fold_in,
-                                       .attrs = {{"eps", bn.floatAttr("eps")}},
-                                       .names = {base + ".w.folded", base + ".b.folded"}},
-                                      scope, bn.location()));
-    std::vector<Value*> conv_in{conv.operand(0), fold->result(0), fold->result(1)};
-    if (c.residual != nullptr) conv_in.push_back(c.residual);
+    const Node& last = c.relu ? *c.relu : *c.bn;
+    const std::string base = conv.y()->name();
+    ASSIGN_OR_RETURN(Node * fold,
+                     add(last,
+                         ir::FoldBatchNormArgs{.w = conv.w(),
+                                               .b = conv.b(),
+                                               .gamma = bn.gamma(),
+                                               .beta = bn.beta(),
+                                               .running_mean = bn.running_mean(),
+                                               .running_var = bn.running_var(),
+                                               .eps = bn.eps()}
+                             .spec({.names = {base + ".w.folded", base + ".b.folded"}}),
+                         scope, c.bn->location()));
     Value* out = c.output();
-    ASSIGN_OR_RETURN(
-        Node * fused,
-        add(last,
-            {.op = Op::kConv2dBiasAct,
-             .operands = conv_in,
-             .attrs = {{"stride", conv.intAttr("stride")},
-                       {"pad", conv.intAttr("pad")},
-                       {"relu", c.relu != nullptr}},
-             .names = {takeName(out)}},
-            scope, conv.location()));
+    ASSIGN_OR_RETURN(Node * fused, add(last,
+                                       ir::Conv2dBiasActArgs{.x = conv.x(),
+                                                             .w = fold->result(0),
+                                                             .b = fold->result(1),
+                                                             .residual = c.residual,
+                                                             .stride = conv.stride(),
+                                                             .pad = conv.pad(),
+                                                             .relu = c.relu != nullptr}
+                                           .spec({.names = {takeName(out)}}),
+                                       scope, c.conv->location()));
     replace_[out] = fused->result(0);
     absorb({c.conv, c.bn, c.add, c.relu});
     return absl::OkStatus();

@@ -6,29 +6,29 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "ir/interfaces.h"
 #include "ir/status_macros.h"
-#include "ir/updates.h"
 #include "passes/insertions.h"
 
 namespace tandem::passes {
 namespace {
 
 using ir::Node;
-using ir::Op;
 
-/// What updates must share to run in one launch: device, the collective their gradient
-/// comes from (null: a local gradient), hyperparameters and gradient dtype.
-using GroupKey = std::tuple<std::string, const Node*, double, double, double, ir::DType>;
+/// What updates must share to run in one launch: optimizer, device, the collective their
+/// gradient comes from (null: a local gradient), gradient dtype and hyperparameters (every
+/// attribute; printed, so that the key orders groups the same on every run).
+using GroupKey = std::tuple<ir::Op, std::string, const Node*, ir::DType, std::string>;
 
-GroupKey keyOf(const Node& u) {
-  const Node* def = u.operand(1)->def();
+GroupKey keyOf(const ir::UpdateView& u) {
+  const Node& n = u.node();
+  const Node* def = u.grad(0)->def();
   const bool collective = def != nullptr && def->info().has(ir::kCollective);
-  return {u.device() ? ir::toString(*u.device()) : std::string(),
-          collective ? def : nullptr,
-          u.floatAttr("lr"),
-          u.floatAttr("momentum"),
-          u.floatAttr("weight_decay"),
-          u.operand(1)->type().dtype};
+  std::string attrs;
+  for (const ir::AttrValue& a : n.attrs()) absl::StrAppend(&attrs, ir::toString(a), ",");
+  return {n.op(), n.device() ? ir::toString(*n.device()) : std::string(),
+          collective ? def : nullptr, u.grad(0)->type().dtype, std::move(attrs)};
 }
 
 /// The longest dotted prefix of every member's scope ("stage1.block0" and "stage1.block1"
@@ -47,18 +47,19 @@ std::string commonScope(const std::vector<Node*>& members) {
   return common;
 }
 
-/// The sgd_update_group of `members` (in graph order).
+/// The grouped form of `members` (in graph order): their weights, then their gradients,
+/// then each present state of all of them; the first member's attributes (all share them).
 ir::NodeSpec groupSpec(const std::vector<Node*>& members) {
   const Node& first = *members.front();
-  const bool momentum = first.numOperands() > 2;
-  ir::NodeSpec spec{
-      .op = Op::kSgdUpdateGroup, .device = first.device(), .scope = commonScope(members)};
-  for (size_t operand : {0, 1, 2}) {
-    if (operand == 2 && !momentum) break;
-    for (const Node* u : members) spec.operands.push_back(u->operand(operand));
-  }
-  for (absl::string_view attr : {"lr", "momentum", "weight_decay"})
-    spec.attrs.emplace_back(std::string(attr), first.attr(attr));
+  const ir::UpdateView u = *ir::UpdateView::of(first);
+  ir::NodeSpec spec{.op = *u.info().grouped,
+                    .attr_values = first.attrs(),
+                    .device = first.device(),
+                    .scope = commonScope(members)};
+  std::vector<size_t> streams{u.paramOperand(0), u.gradOperand(0)};
+  for (size_t s = 0; s < u.presentStates().size(); ++s) streams.push_back(u.stateOperand(0, s));
+  for (size_t operand : streams)
+    for (const Node* m : members) spec.operands.push_back(m->operand(operand));
   return spec;
 }
 
@@ -68,8 +69,9 @@ absl::StatusOr<bool> groupGraph(ir::Graph& g) {
   std::vector<std::vector<Node*>> groups;
   std::map<GroupKey, size_t> group_of_key;
   for (const auto& n : g.nodes()) {
-    if (n->op() != Op::kSgdUpdate) continue;
-    auto [it, inserted] = group_of_key.emplace(keyOf(*n), groups.size());
+    std::optional<ir::UpdateView> u = ir::UpdateView::of(*n);
+    if (!u || u->grouped() || !u->info().grouped) continue;  // no multi-tensor form
+    auto [it, inserted] = group_of_key.emplace(keyOf(*u), groups.size());
     if (inserted) groups.emplace_back();
     groups[it->second].push_back(n.get());
   }

@@ -5,7 +5,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ir/interfaces.h"
 #include "ir/number_format.h"
+#include "ir/op_views.h"
 #include "ir/status_macros.h"
 #include "passes/insertions.h"
 #include "passes/naming.h"
@@ -29,13 +31,12 @@ ir::NodeSpec allReduceSpec(std::vector<Value*> operands, size_t per_device, int6
   names.reserve(operands.size());
   for (size_t i = 0; i < operands.size(); ++i)
     names.push_back(tagReplica(operands[i]->name(), numbers[i / per_device], tag));
-  ir::NodeSpec spec{
-      .op = Op::kAllReduce,
-      .operands = std::move(operands),
-      .attrs = {{"op", ir::EnumWord{"sum"}}, {"bucket", bucket}, {"devices", devices}},
-      .names = std::move(names)};
-  if (groups > 1) spec.attrs.emplace_back("groups", groups);
-  return spec;
+  return ir::AllReduceArgs{.xs = std::move(operands),
+                           .op = ir::ReduceOp::kSum,
+                           .bucket = bucket,
+                           .devices = devices,
+                           .groups = groups}
+      .spec({.names = std::move(names)});
 }
 
 /// 0, 1, ..., n-1: the replica numbers of every module device.
@@ -85,30 +86,28 @@ absl::Status splitInputs(ir::Module& m, ir::Graph& g) {
       global.shape[0] += t.shape[0];
     }
     std::string base = stripReplica(per_device[0][j]->result()->name(), 0);
-    auto host = g.create({.op = Op::kInput, .names = {base}, .declared_types = {global}});
+    auto host = g.create(ir::InputArgs{}.spec({.names = {base}, .declared_types = {global}}));
     if (!host.ok()) return host.status();
     std::vector<std::string> names;
     for (size_t d = 0; d < devices; ++d) names.push_back(per_device[d][j]->result()->name());
     // The split's results take over the replica names; free them first.
     for (size_t d = 0; d < devices; ++d)
       g.rename(per_device[d][j]->result(), per_device[d][j]->result()->name() + ".unsplit");
-    auto split =
-        g.create({.op = Op::kSplit,
-                  .operands = {(*host)->result()},
-                  .attrs = {{"axis", int64_t{0}}, {"sizes", sizes}, {"devices", m.devices()}},
-                  .names = names});
+    auto split = g.create(
+        ir::SplitArgs{.x = (*host)->result(), .axis = 0, .sizes = sizes, .devices = m.devices()}
+            .spec({.names = names}));
     if (!split.ok()) return split.status();
     for (size_t d = 0; d < devices; ++d) replace[per_device[d][j]->result()] = (*split)->result(d);
   }
   std::vector<std::unique_ptr<Node>> old = g.takeNodes();
   std::vector<std::unique_ptr<Node>> inputs, splits, rest;
   for (auto& n : old) {
-    if (n->op() == Op::kInput && replace.contains(n->result())) continue;  // dropped
+    if (ir::InputView::is(*n) && replace.contains(n->result())) continue;  // dropped
     for (size_t i = 0; i < n->numOperands(); ++i)
       if (auto it = replace.find(n->operand(i)); it != replace.end()) n->setOperand(i, it->second);
-    if (n->op() == Op::kInput) {
+    if (ir::InputView::is(*n)) {
       inputs.push_back(std::move(n));
-    } else if (n->op() == Op::kSplit && n->operand(0)->def()->op() == Op::kInput) {
+    } else if (ir::SplitView::is(*n) && ir::InputView::is(*ir::SplitView(*n).x()->def())) {
       splits.push_back(std::move(n));
     } else {
       rest.push_back(std::move(n));
@@ -125,7 +124,7 @@ absl::Status splitInputs(ir::Module& m, ir::Graph& g) {
 absl::Status broadcastInit(ir::Module& m, ir::Graph& g) {
   absl::flat_hash_map<absl::string_view, std::vector<Node*>> inits;  // var -> per-device nodes
   for (const auto& n : g.nodes())
-    if (n->op() == Op::kInitialize) inits[n->symbolAttr("var")].push_back(n.get());
+    if (ir::InitializeView::is(*n)) inits[ir::InitializeView(*n).var()].push_back(n.get());
   absl::flat_hash_map<const Value*, Value*> replace;
   absl::flat_hash_map<const Node*, bool> drop;
   Insertions insert(g);
@@ -144,10 +143,9 @@ absl::Status broadcastInit(ir::Module& m, ir::Graph& g) {
     std::vector<std::string> names;
     for (size_t d = 0; d < m.devices().size(); ++d)
       names.push_back(replicaName(var.name + ".bcast", d));
-    auto b = insert.add(pos.at(root), {.op = Op::kBroadcast,
-                                       .operands = {root->result()},
-                                       .attrs = {{"devices", m.devices()}},
-                                       .names = names});
+    auto b = insert.add(
+        pos.at(root),
+        ir::BroadcastArgs{.xs = {root->result()}, .devices = m.devices()}.spec({.names = names}));
     if (!b.ok()) return b.status();
     for (size_t d = 0; d < m.devices().size(); ++d) {
       if (by_device[d] == nullptr) continue;
@@ -156,7 +154,7 @@ absl::Status broadcastInit(ir::Module& m, ir::Graph& g) {
     }
   }
   for (const auto& n : g.nodes())
-    if (n->op() != Op::kBroadcast)
+    if (!ir::BroadcastView::is(*n))
       for (size_t i = 0; i < n->numOperands(); ++i)
         if (auto it = replace.find(n->operand(i)); it != replace.end())
           n->setOperand(i, it->second);
@@ -208,34 +206,34 @@ absl::StatusOr<std::vector<std::vector<Value*>>> reduceBucket(
   std::vector<std::string> names;
   for (size_t d = 0; d < devices; ++d)
     for (size_t i = 0; i < k; ++i) names.push_back(tagReplica(grads[d][i]->name(), d, "sum"));
-  auto shared = insert.add(last, {.op = Op::kBroadcast,
-                                  .operands = std::move(sources),
-                                  .attrs = {{"devices", m.devices()}, {"groups", groups}},
-                                  .names = std::move(names)});
+  auto shared = insert.add(
+      last,
+      ir::BroadcastArgs{.xs = std::move(sources), .devices = m.devices(), .groups = groups}.spec(
+          {.names = std::move(names)}));
   if (!shared.ok()) return shared.status();
   for (size_t d = 0; d < devices; ++d)
     for (size_t i = 0; i < k; ++i) out[d][i] = (*shared)->result(d * k + i);
   return out;
 }
 
-/// Per variable, the node of `op` on each device that reads it through operand
-/// `var_operand` (sgd_update: the weight; batch_norm_apply: the running mean), the
-/// variables in the order they first appear. A device without one is the error
+/// Per variable, the node on each device that `varOf` says acts on it (an optimizer update:
+/// its weight's; batch_norm_apply: its running mean's; nullopt: not a node of interest),
+/// the variables in the order they first appear. A device without one is the error
 /// `missing(var, device)` gives.
 struct PerVariable {
   absl::flat_hash_map<std::string, std::vector<Node*>> nodes;  // var -> node by device
   std::vector<std::string> order;
 };
-template <typename Missing>
-absl::StatusOr<PerVariable> nodesPerVariable(const ir::Module& m, const ir::Graph& g, Op op,
-                                             size_t var_operand, Missing missing) {
+template <typename VarOf, typename Missing>
+absl::StatusOr<PerVariable> nodesPerVariable(const ir::Module& m, const ir::Graph& g, VarOf varOf,
+                                             Missing missing) {
   const size_t devices = m.devices().size();
   PerVariable out;
   for (const auto& n : g.nodes()) {
-    if (n->op() != op) continue;
-    const std::string& var = n->operand(var_operand)->def()->symbolAttr("var");
-    auto [it, inserted] = out.nodes.try_emplace(var, devices, nullptr);
-    if (inserted) out.order.push_back(var);
+    std::optional<std::string> var = varOf(*n);
+    if (!var) continue;
+    auto [it, inserted] = out.nodes.try_emplace(*var, devices, nullptr);
+    if (inserted) out.order.push_back(*var);
     size_t d = n->device() ? m.deviceIndex(*n->device()).value_or(SIZE_MAX) : SIZE_MAX;
     if (d == SIZE_MAX)
       return absl::FailedPreconditionError(
@@ -248,13 +246,25 @@ absl::StatusOr<PerVariable> nodesPerVariable(const ir::Module& m, const ir::Grap
   return out;
 }
 
+/// The gradient an optimizer update (single form) reads, and setting it.
+Value* gradientOf(const Node& update) { return ir::UpdateView::of(update)->grad(0); }
+void setGradient(Node& update, Value* g) {
+  update.setOperand(ir::UpdateView::of(update)->gradOperand(0), g);
+}
+
 /// Gradient all_reduce in buckets, each right after the last gradient it carries.
 absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int64_t cap,
                              int64_t groups, ir::DType wire, int64_t* next_bucket) {
   size_t devices = m.devices().size();
-  // var -> the sgd_update of each device.
+  // var -> the optimizer update of each device (the single-parameter form: grouping comes
+  // later, group-updates).
+  auto updated = [](const Node& n) -> std::optional<std::string> {
+    std::optional<ir::UpdateView> u = ir::UpdateView::of(n);
+    if (!u || u->grouped() || !ir::ParamView::is(*u->param(0)->def())) return std::nullopt;
+    return ir::ParamView(*u->param(0)->def()).var();
+  };
   ASSIGN_OR_RETURN(PerVariable per_var,
-                   nodesPerVariable(m, g, Op::kSgdUpdate, 0, [&](const std::string& var, size_t d) {
+                   nodesPerVariable(m, g, updated, [&](const std::string& var, size_t d) {
                      return absl::FailedPreconditionError(absl::StrCat(
                          "insert-collectives: @", var, " is updated on ",
                          ir::toString(m.devices()[0]), " but not on ", ir::toString(m.devices()[d])));
@@ -267,7 +277,7 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
   };
   std::vector<Entry> entries;
   for (const std::string& var : per_var.order)
-    entries.push_back({pos.at(updates[var][0]->operand(1)->def()), var});
+    entries.push_back({pos.at(gradientOf(*updates[var][0])->def()), var});
   std::stable_sort(entries.begin(), entries.end(),
                    [](const Entry& a, const Entry& b) { return a.ready < b.ready; });
 
@@ -280,23 +290,23 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
     size_t last = 0;
     for (size_t d = 0; d < devices; ++d)
       for (const Entry* e : bucket) {
-        Value* grad = updates[e->var][d]->operand(1);
+        Value* grad = gradientOf(*updates[e->var][d]);
         const size_t at = pos.at(grad->def());
         if (const Node* def = grad->def();
-            def->op() == Op::kCast && def->operand(0)->type().dtype == wire) {
+            ir::CastView::is(*def) && ir::CastView(*def).x()->type().dtype == wire) {
           // Cast up from the wire dtype (a bf16 linear weight gradient): reduce the value
           // before the cast, which casting back would give exactly.
-          grad = def->operand(0);
+          grad = ir::CastView(*def).x();
         } else if (grad->type().dtype != wire) {
           // Cast right where the gradient is made: one pass over it, on its device.
           ASSIGN_OR_RETURN(
               Node * cast,
-              insert.add(at, {.op = Op::kCast,
-                              .operands = {grad},
-                              .attrs = {{"dtype", ir::EnumWord{std::string(ir::dtypeName(wire))}}},
-                              .device = grad->def()->device(),
-                              .names = {tagReplica(grad->name(), d, ir::dtypeName(wire))},
-                              .scope = grad->def()->scope()}));
+              insert.add(
+                  at,
+                  ir::CastArgs{.x = grad, .dtype = *ir::parseFloatType(ir::dtypeName(wire))}.spec(
+                      {.device = grad->def()->device(),
+                       .names = {tagReplica(grad->name(), d, ir::dtypeName(wire))},
+                       .scope = grad->def()->scope()})));
           grad = cast->result();
         }
         grads[d].push_back(grad);
@@ -306,14 +316,14 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
     if (!reduced.ok()) return reduced.status();
     for (size_t d = 0; d < devices; ++d)
       for (size_t i = 0; i < bucket.size(); ++i)
-        updates[bucket[i]->var][d]->setOperand(1, (*reduced)[d][i]);
+        setGradient(*updates[bucket[i]->var][d], (*reduced)[d][i]);
     bucket.clear();
     bytes = 0;
     return absl::OkStatus();
   };
   for (const Entry& e : entries) {
     bucket.push_back(&e);
-    bytes += updates[e.var][0]->operand(1)->type().numElements() * ir::dtypeBytes(wire);
+    bytes += gradientOf(*updates[e.var][0])->type().numElements() * ir::dtypeBytes(wire);
     if (bytes >= (*next_bucket == 0 ? first_cap : cap)) RETURN_IF_ERROR(flush());
   }
   RETURN_IF_ERROR(flush());
@@ -330,7 +340,7 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
 absl::Status syncBatchNorm(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
   const size_t devices = m.devices().size();
   for (const auto& n : g.nodes())
-    if (n->op() == Op::kBatchNorm && n->boolAttr("training"))
+    if (ir::BatchNormView::is(*n) && ir::BatchNormView(*n).training())
       return absl::FailedPreconditionError(absl::StrCat(
           "insert-collectives{sync-bn}: ", n->describe(),
           " computes its batch statistics inside; sync batch norm all-reduces them between "
@@ -338,12 +348,19 @@ absl::Status syncBatchNorm(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
   // Per batch-norm layer (its running mean's variable), each device's apply node.
   ASSIGN_OR_RETURN(
       PerVariable per_layer,
-      nodesPerVariable(m, g, Op::kBatchNormApply, 4, [&](const std::string& var, size_t d) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("insert-collectives{sync-bn}: the batch norm of @", var, " runs on ",
-                         ir::toString(m.devices()[0]), " but not on ",
-                         ir::toString(m.devices()[d])));
-      }));
+      nodesPerVariable(
+          m, g,
+          [](const Node& n) -> std::optional<std::string> {
+            if (!ir::BatchNormApplyView::is(n)) return std::nullopt;
+            const Node* def = ir::BatchNormApplyView(n).running_mean()->def();
+            if (def == nullptr || !ir::ParamView::is(*def)) return std::nullopt;
+            return ir::ParamView(*def).var();
+          },
+          [&](const std::string& var, size_t d) {
+            return absl::FailedPreconditionError(absl::StrCat(
+                "insert-collectives{sync-bn}: the batch norm of @", var, " runs on ",
+                ir::toString(m.devices()[0]), " but not on ", ir::toString(m.devices()[d])));
+          }));
   const std::vector<std::string>& order = per_layer.order;
   if (order.empty()) return absl::OkStatus();
   auto& applies = per_layer.nodes;
@@ -364,17 +381,19 @@ absl::Status syncBatchNorm(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
   for (const std::string& var : order) {
     const auto& per = applies[var];
     std::vector<Value*> stats;
-    for (size_t d = 0; d < devices; ++d) stats.push_back(per[d]->operand(1));
+    for (size_t d = 0; d < devices; ++d) stats.push_back(ir::BatchNormApplyView(*per[d]).stats());
     ASSIGN_OR_RETURN(Node * ar, reduceAcross(stats));
-    for (size_t d = 0; d < devices; ++d) per[d]->setOperand(1, ar->result(d));
+    for (size_t d = 0; d < devices; ++d)
+      per[d]->setOperand(ir::BatchNormApplyView::kStats, ar->result(d));
     reduced_stats[var] = ar;
   }
   // Backward: the sums of each layer's reduce nodes; apply nodes read the reduced sums and
   // the reduced statistics (for the global count).
   absl::flat_hash_map<std::string, std::vector<Node*>> reduces;
   for (const auto& n : g.nodes()) {
-    if (n->op() != Op::kBatchNormBackwardReduce) continue;
-    auto it = layer_of.find(n->operand(2)->def());  // save_mean comes from the apply
+    if (!ir::BatchNormBackwardReduceView::is(*n)) continue;
+    // save_mean comes from the apply
+    auto it = layer_of.find(ir::BatchNormBackwardReduceView(*n).save_mean()->def());
     if (it == layer_of.end()) continue;
     auto& per = reduces.try_emplace(it->second.first, devices, nullptr).first->second;
     per[it->second.second] = n.get();
@@ -388,18 +407,19 @@ absl::Status syncBatchNorm(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
       if (r == nullptr)
         return absl::FailedPreconditionError(absl::StrCat(
             "insert-collectives{sync-bn}: the backward of @", var, " is missing on a device"));
-      sums.push_back(r->result(0));
+      sums.push_back(ir::BatchNormBackwardReduceView(*r).sums());
     }
     ASSIGN_OR_RETURN(Node * ar, reduceAcross(sums));
     for (size_t d = 0; d < devices; ++d) reduced_sums[sums[d]] = ar->result(d);
   }
   for (const auto& n : g.nodes()) {
-    if (n->op() != Op::kBatchNormBackwardApply) continue;
-    if (auto it = reduced_sums.find(n->operand(5)); it != reduced_sums.end())
-      n->setOperand(5, it->second);
-    auto layer = layer_of.find(n->operand(3)->def());  // save_mean comes from the apply
+    if (!ir::BatchNormBackwardApplyView::is(*n)) continue;
+    const ir::BatchNormBackwardApplyView apply(*n);
+    if (auto it = reduced_sums.find(apply.sums()); it != reduced_sums.end())
+      n->setOperand(apply.kSums, it->second);
+    auto layer = layer_of.find(apply.save_mean()->def());  // save_mean comes from the apply
     if (layer != layer_of.end())
-      n->setOperand(6, reduced_stats[layer->second.first]->result(layer->second.second));
+      n->setOperand(apply.kStats, reduced_stats[layer->second.first]->result(layer->second.second));
   }
   insert.apply();
   return absl::OkStatus();

@@ -7,8 +7,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 #include "ir/status_macros.h"
-#include "ir/updates.h"
 #include "passes/insertions.h"
 
 namespace tandem::passes {
@@ -22,7 +23,7 @@ using ir::Value;
 bool isFloat(DType t) { return t == DType::kF32 || t == DType::kBF16; }
 
 /// Variables stay f32 masters: an operand read straight from one is never cast.
-bool isVariableRead(const Value* v) { return v->def() != nullptr && v->def()->op() == Op::kParam; }
+bool isVariableRead(const Value* v) { return v->def() != nullptr && ir::ParamView::is(*v->def()); }
 
 class GraphRewrite {
  public:
@@ -34,8 +35,7 @@ class GraphRewrite {
     const size_t count = g_.numNodes();
     for (size_t i = 0; i < count; ++i) {
       Node& n = *g_.nodes()[i];
-      if (n.info().has(ir::kDeclaredType) || n.op() == Op::kParam || n.numOperands() == 0)
-        continue;
+      if (n.info().has(ir::kDeclaredType) || ir::ParamView::is(n) || n.numOperands() == 0) continue;
       bool touched = false;
       for (size_t k = 0; k < n.numOperands(); ++k) {
         std::optional<DType> want = wanted(n, k);
@@ -70,21 +70,20 @@ class GraphRewrite {
     auto [it, inserted] = casts_.try_emplace(std::make_pair(v, to), nullptr);
     if (!inserted) return it->second;
     const Node* def = v->def();
-    ASSIGN_OR_RETURN(Node * cast,
-                     insert_.add(reader - 1,
-                                 {.op = Op::kCast,
-                                  .operands = {v},
-                                  .attrs = {{"dtype", ir::EnumWord{std::string(ir::dtypeName(to))}}},
-                                  .device = def != nullptr ? def->device() : std::nullopt,
-                                  .names = {absl::StrCat(v->name(), ".", ir::dtypeName(to))},
-                                  .scope = def != nullptr ? def->scope() : std::string()}));
+    ASSIGN_OR_RETURN(
+        Node * cast,
+        insert_.add(reader - 1,
+                    ir::CastArgs{.x = v, .dtype = *ir::parseFloatType(ir::dtypeName(to))}.spec(
+                        {.device = def != nullptr ? def->device() : std::nullopt,
+                         .names = {absl::StrCat(v->name(), ".", ir::dtypeName(to))},
+                         .scope = def != nullptr ? def->scope() : std::string()})));
     changed_ = true;
     return it->second = cast->result();
   }
 
   /// Runs `n`'s shape rule again over its (possibly retyped) operands.
   absl::Status retype(Node& n) {
-    auto types = n.info().rules->infer(n);
+    auto types = ir::inferTypes(n);
     if (!types.ok())
       return absl::Status(types.status().code(),
                           absl::StrCat("mixed-precision: ", n.describe(), ": ", types.status().message()));
@@ -115,7 +114,7 @@ absl::StatusOr<bool> MixedPrecision::run(ir::Module& m) {
     ir::Graph* g = m.graph(name);
     if (g == nullptr) continue;
     for (const auto& n : g->nodes())
-      if (ir::isUpdate(n->op()) || n->info().has(ir::kBackward))
+      if (ir::UpdateView::is(*n) || n->info().has(ir::kBackward))
         return absl::FailedPreconditionError(absl::StrCat(
             "mixed-precision: graph @", name, " already has a backward pass (", n->describe(),
             "); run mixed-precision before autodiff, which then derives a ",

@@ -151,8 +151,14 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
   };
   steps += n;
 
-  auto onComm = [&](const ir::Node& u) { return plan.of(u).stream == StreamKind::kComm; };
-  auto onCompute = [&](const ir::Node& u) { return plan.of(u).stream == StreamKind::kCompute; };
+  // The plan's stream of each node, dense (the sweeps below ask it for every operand).
+  enum : uint8_t { kNowhere, kComputeStream, kCommStream };
+  std::vector<uint8_t> stream(g.idBound(), kNowhere);
+  for (int64_t i = 0; i < n; ++i)
+    if (const std::optional<StreamKind>& s = plan.of(node(i)).stream)
+      stream[node(i).id()] = *s == StreamKind::kComm ? kCommStream : kComputeStream;
+  auto onComm = [&](const ir::Node& u) { return stream[u.id()] == kCommStream; };
+  auto onCompute = [&](const ir::Node& u) { return stream[u.id()] == kComputeStream; };
 
   // release[c][d]: the first compute position on device d that waits for c's share on d or
   // a later share of d's comm stream (the events of plan-events); n when none does. Each
@@ -320,7 +326,7 @@ absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& 
 
 absl::StatusOr<bool> PlanMemory::run(ir::Module& m) {
   for (const auto& g : m.graphs()) {
-    RETURN_IF_ERROR(ir::checkPlanFor(*g, ir::PlanPart::kEvents, "plan-events"));
+    RETURN_IF_ERROR(ir::requirePlanPart(*g, ir::PlanPart::kEvents, "plan-events"));
     RETURN_IF_ERROR(planMemory(m, *g, *g->mutablePlan(), nullptr, alignment_));
   }
   return true;

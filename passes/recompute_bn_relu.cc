@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ir/op_views.h"
 #include "ir/placement.h"
 #include "ir/status_macros.h"
 #include "passes/insertions.h"
@@ -36,7 +37,9 @@ absl::StatusOr<bool> recomputeGraph(const ir::Module& m, ir::Graph& g) {
   std::vector<Recompute> todo;
   for (const auto& n : g.nodes()) {
     // y, stats, gamma, beta, running_mean, running_var: relu and no residual.
-    if (n->op() != Op::kBatchNormApply || !n->boolAttr("relu") || n->numOperands() != 6) continue;
+    if (!ir::BatchNormApplyView::is(*n)) continue;
+    const ir::BatchNormApplyView apply(*n);
+    if (!apply.relu() || apply.residual() != nullptr) continue;
     const Value* out = n->result(0);
     if (std::find(g.outputs().begin(), g.outputs().end(), out) != g.outputs().end()) continue;
     auto it = users.find(out);
@@ -55,15 +58,18 @@ absl::StatusOr<bool> recomputeGraph(const ir::Module& m, ir::Graph& g) {
   Insertions insert(g);
   for (const Recompute& r : todo) {
     const Node& a = *r.apply;
+    const ir::BatchNormApplyView apply(a);
     ASSIGN_OR_RETURN(Node * again,
-                     insert.add(r.at - 1,
-                                {.op = Op::kBatchNormRecompute,
-                                 .operands = {a.operand(0), a.operand(1), a.operand(2), a.operand(3)},
-                                 .attrs = {{"eps", a.floatAttr("eps")}, {"relu", true}},
-                                 .device = a.device(),
-                                 .names = {recomputedName(m, *a.result(0))},
-                                 .scope = a.scope() + " (recomputed)",
-                                 .location = a.location()}));
+                     insert.add(r.at - 1, ir::BatchNormRecomputeArgs{.y = apply.y(),
+                                                                     .stats = apply.stats(),
+                                                                     .gamma = apply.gamma(),
+                                                                     .beta = apply.beta(),
+                                                                     .eps = apply.eps(),
+                                                                     .relu = true}
+                                              .spec({.device = a.device(),
+                                                     .names = {recomputedName(m, *apply.out())},
+                                                     .scope = a.scope() + " (recomputed)",
+                                                     .location = a.location()})));
     for (auto [reader, slot] : r.readers) reader->setOperand(slot, again->result(0));
   }
   insert.apply();

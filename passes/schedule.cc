@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ir/interfaces.h"
 #include "ir/placement.h"
 #include "ir/status_macros.h"
 
@@ -28,7 +29,8 @@ bool scheduleGraph(ir::Graph& g) {
     bool waits = false;
     for (const ir::Value* v : n->operands()) {
       const ir::Node& def = *v->def();
-      if (after_reduce[def.id()] || def.op() == ir::Op::kAllReduce) waits = true;
+      if (after_reduce[def.id()] || ir::collectiveKind(def) == ir::CollectiveKind::kReduce)
+        waits = true;
     }
     if (waits && ir::streamOf(*n) == ir::StreamKind::kCompute && !feeds_collective[n->id()]) {
       after_reduce[n->id()] = 1;

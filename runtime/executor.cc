@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/processes.h"
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 #include "ir/status_macros.h"
 #include "runtime/label_check.h"
 #include "runtime/loader.h"
@@ -13,34 +15,29 @@
 namespace tandem::runtime {
 namespace {
 
-backend::ReduceOp reduceOpOf(const ir::Node& n) {
-  const std::string& op = n.enumAttr("op");
-  return op == "max"    ? backend::ReduceOp::kMax
-         : op == "mean" ? backend::ReduceOp::kMean
-                        : backend::ReduceOp::kSum;
-}
-
-// Enqueues one share of a collective on its comm stream; a split reads input slot `slot`.
+// Enqueues one share of a collective on its comm stream, by the communicator call its spec
+// names (a new collective's call is a case here); a copy from the host reads input slot
+// `slot`.
 absl::Status launchCollective(const ir::Node& n, Share& s, int slot, backend::Device& device,
                               backend::Stream& stream) {
   if (!s.label.empty() && s.comm != nullptr) s.comm->labelNext(s.label);
-  switch (n.op()) {
-    case ir::Op::kAllReduce:
-      return s.comm->allReduce(s.in, s.out, reduceOpOf(n), stream);
-    case ir::Op::kSplit: {
+  switch (ir::CollectiveView(n).call()) {
+    case ir::CollectiveCall::kAllReduce:
+      return s.comm->allReduce(s.in, s.out, ir::AllReduceView(n).op(), stream);
+    case ir::CollectiveCall::kCopyFromHost: {
       const SplitSource& from = s.sources[static_cast<size_t>(slot)];
-      const int axis = static_cast<int>(n.intAttr("axis"));
+      const int axis = static_cast<int>(ir::SplitView(n).axis());
       // A prefetched slice is already the share's part: a copy on the device (peer copy
       // of a whole tensor, offset 0).
       return from.prefetched ? device.copyIntoSlice(from.in, s.out[0], axis, 0, stream)
                              : device.copySliceFromHost(from.in, s.out[0], axis, s.offset, stream);
     }
-    case ir::Op::kBroadcast:
+    case ir::CollectiveCall::kBroadcast:
       for (size_t j = 0; j < s.in.size(); ++j)
         RETURN_IF_ERROR(s.comm->broadcast(s.root, s.in[j], s.out[j], stream));
       return absl::OkStatus();
-    case ir::Op::kConcat: {
-      const int axis = static_cast<int>(n.intAttr("axis"));
+    case ir::CollectiveCall::kCopyToPeer: {
+      const int axis = static_cast<int>(ir::ConcatView(n).axis());
       int64_t offset = 0;
       for (const backend::TensorView& part : s.in) {
         RETURN_IF_ERROR(device.copyIntoSlice(part, s.out[0], axis, offset, stream));
@@ -48,9 +45,8 @@ absl::Status launchCollective(const ir::Node& n, Share& s, int slot, backend::De
       }
       return absl::OkStatus();
     }
-    default:
-      return absl::InternalError(absl::StrCat(n.describe(), " is not a collective"));
   }
+  return absl::InternalError(absl::StrCat(n.describe(), ": unknown communicator call"));
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/processes.h"
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 #include "ir/placement.h"
 #include "ir/plan.h"
 #include "ir/plan_verifier.h"
@@ -109,7 +111,7 @@ class ProgramBuilder {
     if (!d) return absl::InternalError(absl::StrCat("%", v.name(), " is on no module device"));
     // Another process's value: its type only (a broadcast's root, read there).
     if (lm_.devices[*d] == nullptr) return TensorView{nullptr, v.type(), {}};
-    if (def.op() == ir::Op::kParam) return lm_.vars.at(def.symbolAttr("var"))[*d].view(v.type());
+    if (ir::ParamView::is(def)) return lm_.vars.at(ir::ParamView(def).var())[*d].view(v.type());
     return p_->arenas[*d].view(v.type(), plan_.offset(v));
   }
 
@@ -130,8 +132,8 @@ class ProgramBuilder {
       ASSIGN_OR_RETURN(TensorView view, viewOf(*n.result(r)));
       share.out.push_back(view);
     }
-    if (n.op() == ir::Op::kAssign)  // the variable's storage is assign's one output
-      share.out.push_back(lm_.vars.at(n.symbolAttr("var"))[d].view(n.operand(0)->type()));
+    if (ir::AssignView::is(n))  // the variable's storage is assign's one output
+      share.out.push_back(lm_.vars.at(ir::AssignView(n).var())[d].view(n.operand(0)->type()));
     // Made here, at load time: a kernel's primitives and descriptors are never made inside
     // a step.
     ASSIGN_OR_RETURN(ins.kernel, lm_.devices[d]->makeKernel(n));
@@ -143,7 +145,7 @@ class ProgramBuilder {
   // no communicator is involved.
   absl::Status addConcat(const ir::Node& n, Instr& ins) {
     Share share;
-    share.device = *m_.deviceIndex(n.devicesAttr()[0]);
+    share.device = *m_.deviceIndex(ir::CollectiveView(n).devices()[0]);
     for (const ir::Value* v : n.operands())
       if (std::optional<size_t> d = ir::deviceIndexOfValue(m_, *v);
           d && m_.devices()[*d].rank != m_.devices()[share.device].rank)
@@ -162,11 +164,20 @@ class ProgramBuilder {
     return absl::OkStatus();
   }
 
+  // The shares of a collective: per device of its list, the operands it reads and the
+  // results it writes (ir/interfaces.h), and what its communicator call needs besides.
   absl::Status addCollective(const ir::Node& n, Instr& ins) {
-    if (n.op() == ir::Op::kConcat) return addConcat(n, ins);
-    const auto& devs = n.devicesAttr();
+    const ir::CollectiveView c(n);
+    if (c.call() == ir::CollectiveCall::kCopyToPeer) return addConcat(n, ins);
+    const auto& devs = c.devices();
+    // A copy of the host's batch in: no communicator across processes, and each share's
+    // slice starts where the previous one's ends.
+    const bool from_host = c.call() == ir::CollectiveCall::kCopyFromHost;
+    auto extent = [&](size_t k) {
+      return n.result(k)->type().shape[static_cast<size_t>(ir::SplitView(n).axis())];
+    };
     int64_t offset = 0;
-    for (const std::vector<size_t>& group : ir::collectiveGroups(n)) {
+    for (const std::vector<size_t>& group : c.groups()) {
       // group: positions in the node's device list; the group's communicators by device.
       std::vector<size_t> key;
       for (size_t k : group) key.push_back(*m_.deviceIndex(devs[k]));
@@ -174,57 +185,37 @@ class ProgramBuilder {
       // processes (one of this process's devices alone still gets the local one, as before).
       const bool spans = spansProcesses(key);
       backend::CommunicatorGroup* comms = nullptr;
-      if (!spans || n.op() != ir::Op::kSplit) {
+      if (!spans || !from_host) {
         ASSIGN_OR_RETURN(comms, communicatorsFor(key));
       }
       int local_rank = 0;  // this share's rank in `comms`, which has only local members
       for (size_t rank = 0; rank < group.size(); ++rank) {
         const size_t k = group[rank];
         if (lm_.devices[key[rank]] == nullptr) {  // another process's share
-          if (n.op() == ir::Op::kSplit) {
-            offset += n.result(k)->type().shape[static_cast<size_t>(n.intAttr("axis"))];
-          }
+          if (from_host) offset += extent(k);
           continue;
         }
         Share share;
         share.device = key[rank];
         share.group = comms;
         if (comms != nullptr) share.comm = &comms->rank(local_rank++);
-        if (spans && n.op() != ir::Op::kSplit) share.label = collectiveLabel(n);
-        switch (n.op()) {
-          case ir::Op::kAllReduce: {
-            const size_t per = n.numOperands() / devs.size();
-            for (size_t j = 0; j < per; ++j) {
-              ASSIGN_OR_RETURN(TensorView in, viewOf(*n.operand(k * per + j)));
-              ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(k * per + j)));
-              share.in.push_back(in);
-              share.out.push_back(out);
-            }
-            break;
-          }
-          case ir::Op::kSplit: {
-            ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(k)));
-            share.out.push_back(out);
-            share.offset = offset;
-            RETURN_IF_ERROR(addSplitSources(n, share));
-            offset += n.result(k)->type().shape[static_cast<size_t>(n.intAttr("axis"))];
-            break;
-          }
-          case ir::Op::kBroadcast: {
-            // k tensors per group, from the group's source device (the root).
-            const size_t per = n.numOperands() / static_cast<size_t>(ir::numGroups(n));
-            const size_t first = ir::groupOfPosition(n, k) * per;
-            for (size_t j = 0; j < per; ++j) {
-              ASSIGN_OR_RETURN(TensorView in, viewOf(*n.operand(first + j)));
-              ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(k * per + j)));
-              share.in.push_back(in);
-              share.out.push_back(out);
-            }
-            ASSIGN_OR_RETURN(share.root, rootRank(n, key, *n.operand(first)));
-            break;
-          }
-          default:
-            return absl::UnimplementedError(absl::StrCat(n.describe(), ": unknown collective"));
+        if (spans && !from_host) share.label = collectiveLabel(n);
+        const ir::IndexRange reads = c.readsAt(k), writes = c.writesAt(k);
+        for (size_t i = reads.begin; i < reads.end; ++i) {
+          ASSIGN_OR_RETURN(TensorView in, viewOf(*n.operand(i)));
+          share.in.push_back(in);
+        }
+        for (size_t i = writes.begin; i < writes.end; ++i) {
+          ASSIGN_OR_RETURN(TensorView out, viewOf(*n.result(i)));
+          share.out.push_back(out);
+        }
+        if (c.call() == ir::CollectiveCall::kBroadcast) {  // from the group's source (root)
+          ASSIGN_OR_RETURN(share.root, rootRank(n, key, *n.operand(reads.begin)));
+        }
+        if (from_host) {
+          share.offset = offset;
+          RETURN_IF_ERROR(addSplitSources(n, share));
+          offset += extent(k);
         }
         ins.shares.push_back(std::move(share));
       }
@@ -237,7 +228,7 @@ class ProgramBuilder {
   // arena, so no step value aliases it) that the slot's prefetch copy fills.
   absl::Status addSplitSources(const ir::Node& n, Share& share) {
     const ir::Value& whole = *n.operand(0);
-    if (whole.def()->op() != ir::Op::kInput)
+    if (!ir::InputView::is(*whole.def()))
       return absl::FailedPreconditionError(
           absl::StrCat(n.describe(), " splits %", whole.name(),
                        ", which is not a graph input: split copies the host's batch in"));
@@ -259,7 +250,7 @@ class ProgramBuilder {
                              .device = share.device,
                              .whole = staging,
                              .slice = slice,
-                             .axis = static_cast<int>(n.intAttr("axis")),
+                             .axis = static_cast<int>(ir::SplitView(n).axis()),
                              .offset = share.offset});
       if (slot.copied[share.device] == nullptr) slot.copied[share.device] = prefetch->createEvent();
       share.sources[t] = {slice, true};
@@ -277,7 +268,8 @@ class ProgramBuilder {
   static std::string collectiveLabel(const ir::Node& n) {
     std::string label = absl::StrCat(n.opName(), " %", n.result(0)->name());
     if (n.numResults() > 1) absl::StrAppend(&label, ", ...");
-    if (n.op() == ir::Op::kAllReduce) absl::StrAppend(&label, " (bucket ", n.intAttr("bucket"), ")");
+    if (ir::AllReduceView::is(n))
+      absl::StrAppend(&label, " (bucket ", ir::AllReduceView(n).bucket(), ")");
     return label;
   }
 
@@ -403,16 +395,17 @@ class ProgramBuilder {
     return absl::OkStatus();
   }
 
-  // An output on another process's device: an all_reduce gives every device the same
-  // bits, so this process returns its own first device's result of it.
+  // An output on another process's device: a reduction gives every device the same bits,
+  // so this process returns its own first device's result of it.
   absl::StatusOr<const ir::Value*> localCopyOf(const ir::Value& v) {
     const ir::Node& n = *v.def();
-    if (n.op() == ir::Op::kAllReduce) {
-      const auto& devs = n.devicesAttr();
-      const size_t per = n.numResults() / devs.size();
-      const size_t j = static_cast<size_t>(v.index()) % per;
-      for (size_t k = 0; k < devs.size(); ++k)
-        if (lm_.devices[*m_.deviceIndex(devs[k])] != nullptr) return n.result(k * per + j);
+    if (ir::collectiveKind(n) == ir::CollectiveKind::kReduce) {
+      const ir::CollectiveView c(n);
+      const size_t at = c.positionOfResult(static_cast<size_t>(v.index()));
+      const size_t j = static_cast<size_t>(v.index()) - c.writesAt(at).begin;
+      for (size_t k = 0; k < c.devices().size(); ++k)
+        if (lm_.devices[*m_.deviceIndex(c.devices()[k])] != nullptr)
+          return n.result(c.writesAt(k).begin + j);
     }
     return absl::FailedPreconditionError(
         absl::StrCat("graph @", g_.name(), " returns %", v.name(), ", which is on ",

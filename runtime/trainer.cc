@@ -7,6 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "backend/processes.h"
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 #include "ir/status_macros.h"
 
 namespace tandem::runtime {
@@ -107,9 +109,10 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::rowsOfThisProcess(
   const int rank = backend::Processes::current().rank();
   const int64_t batch = g->inputs()[0]->result()->type().shape[0];
   for (const auto& n : g->nodes()) {
-    if (n->op() != ir::Op::kSplit || n->operand(0) != g->inputs()[0]->result()) continue;
-    const auto sizes = n->attrAs<std::vector<int64_t>>("sizes");
-    const auto& devices = n->devicesAttr();
+    if (!ir::SplitView::is(*n) || ir::SplitView(*n).x() != g->inputs()[0]->result()) continue;
+    const ir::SplitView split(*n);
+    const auto& sizes = split.sizes();
+    const auto& devices = split.devices();
     int64_t at = 0, first = -1, end = -1;
     for (size_t k = 0; k < devices.size(); ++k) {
       if (devices[k].rank == rank) {

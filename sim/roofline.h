@@ -7,16 +7,13 @@
 
 namespace tandem::sim {
 
-struct NodeWork {
-  double flops = 0;            // multiply-adds count 2
-  double bytes = 0;            // every operand read once, every result written once
-  bool low_precision = false;  // a bf16 operand: the bf16 peak applies
-};
+/// The work of one node (ir/op_cost.h: flops by the formula its op spec names).
+using NodeWork = ir::OpWork;
 
-/// The arithmetic and memory traffic of one compute node (one device's share). Convolution
-/// and linear passes count 2 * output elements * (filter elements per output channel);
-/// every other op is elementwise-like and memory bound, counted one flop per result element.
-/// Graph inputs, params and constants do no work.
+/// The arithmetic and memory traffic of one compute node (one device's share), by the cost
+/// formula its op's spec names (ir/ops.td): convolution and linear passes count 2 * output
+/// elements * (filter elements per output channel), memory-bound ops their flops per result
+/// element; graph inputs, params, constants and collectives do no work here.
 NodeWork nodeWork(const ir::Node& n);
 
 /// The roofline time of `w` on `gpu`.

@@ -15,6 +15,7 @@
 
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -37,7 +38,7 @@ struct ConvShape {
 
 ConvShape convShape(const ir::Node& n, const ir::TensorType& x, const ir::TensorType& w,
                     const ir::TensorType& y) {
-  int64_t stride = n.intAttr("stride"), pad = n.intAttr("pad");
+  int64_t stride = ir::attr::stride(n), pad = ir::attr::pad(n);
   // The IR rounds the output extent down, so with a symmetric pad the last rows of
   // bottom/right padding may never be read: give oneDNN the end padding the last window
   // actually reaches (never negative), which keeps its shape check exact.
@@ -255,7 +256,7 @@ KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, Conv
   // dw in the master weights' dtype: oneDNN's bf16 backward-filter accumulates in f32 and
   // writes f32 gradients directly.
   const ir::TensorType& dw_t = n.result(0)->type();
-  bool bias = n.boolAttr("bias");
+  bool bias = ir::attr::bias(n);
   ConvPass pass = ConvPass::kBackwardFilter;
   strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
   return buildConv(

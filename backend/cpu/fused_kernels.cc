@@ -31,8 +31,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -45,6 +45,7 @@
 #include "backend/cpu/layout_plan.h"
 #include "backend/cpu/plane_sums.h"
 #include "backend/cpu/vector_loops.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -521,27 +522,27 @@ KernelOr makeBatchNormApplyKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   const ir::TensorType& y = n.operand(0)->type();
   const bool blocked = init.isBlocked(n.operand(0));
-  const double eps = n.floatAttr("eps"), momentum = n.floatAttr("momentum");
+  const double eps = ir::attr::eps(n), momentum = ir::attr::momentum(n);
   return instantiate(
       y.dtype,
       [&](auto t, auto relu, auto residual) -> KernelOr {
         return std::make_unique<BatchNormApplyKernel<decltype(t), relu, residual>>(
             y, blocked, eps, momentum);
       },
-      n.boolAttr("relu"), n.numOperands() > 6);
+      ir::attr::relu(n), n.numOperands() > 6);
 }
 
 KernelOr makeBatchNormRecomputeKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   const ir::TensorType& y = n.operand(0)->type();
   const bool blocked = init.isBlocked(n.operand(0));
-  const double eps = n.floatAttr("eps");
+  const double eps = ir::attr::eps(n);
   return instantiate(
       y.dtype,
       [&](auto t, auto relu) -> KernelOr {
         return std::make_unique<BatchNormRecomputeKernel<decltype(t), relu>>(y, blocked, eps);
       },
-      n.boolAttr("relu"));
+      ir::attr::relu(n));
 }
 
 KernelOr makeBatchNormBackwardReduceKernel(const KernelInit& init) {
@@ -566,7 +567,7 @@ KernelOr makeBatchNormBackwardApplyKernel(const KernelInit& init) {
         return std::make_unique<BatchNormBackwardApplyKernel<decltype(t), relu, residual>>(
             y, blocked);
       },
-      n.numOperands() > 7, n.boolAttr("residual"));
+      n.numOperands() > 7, ir::attr::residual(n));
 }
 
 // Folds into f32 master weights (fold_batch_norm's operands are all f32).
@@ -574,7 +575,7 @@ KernelOr makeFoldBatchNormKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   const ir::TensorType& w = n.operand(0)->type();
   return std::make_unique<FoldBatchNormKernel>(w.shape[0], w.numElements() / w.shape[0],
-                                               n.numOperands() == 6, n.floatAttr("eps"));
+                                               n.numOperands() == 6, ir::attr::eps(n));
 }
 
 KernelOr makeConv2dBiasActKernel(const KernelInit& init) {
@@ -588,7 +589,7 @@ KernelOr makeConv2dBiasActKernel(const KernelInit& init) {
         return std::make_unique<Conv2dBiasActKernel<decltype(t), relu, residual>>(
             *std::move(conv), y.numElements());
       },
-      n.boolAttr("relu"), n.numOperands() > 3);
+      ir::attr::relu(n), n.numOperands() > 3);
 }
 
 }  // namespace tandem::backend::cpu

@@ -27,22 +27,24 @@ KernelOr makeKernel(const ir::Node& node, CpuContext& ctx,
                     const absl::flat_hash_set<const ir::Value*>* blocked) {
   KernelInit init{node, ctx, blocked};
   if (absl::Status s = checkBf16Support(node); !s.ok()) return s;
-  KernelOr kernel = absl::InternalError(absl::StrCat("unknown op in ", node.describe()));
-  switch (node.op()) {
-#define OP(Enum, name, operands, attrs, traits, doc) \
-  case ir::Op::k##Enum:                              \
-    kernel = make##Enum##Kernel(init);               \
-    break;
-#include "ir/ops.def"
-#undef OP
-  }
+  KernelOr kernel = kernelTable().make(node, init);
   if (kernel.ok()) (*kernel)->setDescription(node.describe());
   return kernel;
 }
 
-absl::Status notAKernel(const ir::Node& node) {
-  return absl::InternalError(
-      absl::StrCat(node.describe(), " has no CPU kernel: the runtime executes it itself"));
+namespace {
+// The ops the CPU backend has no kernel for (none): loading one is an error naming it.
+constexpr bool lacks(ir::Op) { return false; }
+}  // namespace
+
+const KernelTable<KernelInit, std::unique_ptr<CpuKernel>>& kernelTable() {
+  static const auto* filled = [] {
+    auto* t = new KernelTable<KernelInit, std::unique_ptr<CpuKernel>>("CPU");
+    auto& table = *t;
+    TANDEM_FILL_KERNEL_TABLE()
+    return t;
+  }();
+  return *filled;
 }
 
 }  // namespace tandem::backend::cpu

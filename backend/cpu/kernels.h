@@ -1,7 +1,8 @@
 #pragma once
 
-// The CPU kernel table: one factory per op of ir/ops.def, defined next to its family in
-// backend/cpu/*_kernels.cc (a missing factory is a link error, as a missing shape rule is).
+// The CPU kernel table (backend/kernel_table.h): one factory per kernel slot of the op
+// spec, defined next to its family in backend/cpu/*_kernels.cc (a missing factory is a
+// link error, as a missing shape rule is).
 
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "backend/cpu/cpu_context.h"
 #include "backend/kernel.h"
+#include "backend/kernel_table.h"
 #include "ir/ir.h"
 
 namespace tandem::backend::cpu {
@@ -47,17 +49,15 @@ struct KernelInit {
 
 using KernelOr = absl::StatusOr<std::unique_ptr<CpuKernel>>;
 
-#define OP(Enum, name, operands, attrs, traits, doc) KernelOr make##Enum##Kernel(const KernelInit&);
-#include "ir/ops.def"
-#undef OP
+TANDEM_DECLARE_KERNEL_FACTORIES()
 
-/// Creates the CPU kernel of a node. Graph inputs, `param` (an alias of variable storage)
-/// and collectives (run by a Communicator on the comm stream) have no kernel: asking for
-/// one is an internal error.
+/// The CPU backend's kernel table.
+const KernelTable<KernelInit, std::unique_ptr<CpuKernel>>& kernelTable();
+
+/// Creates the CPU kernel of a node. Ops the runtime executes itself (graph inputs,
+/// `param`, collectives: the `runtime` trait) have no kernel: asking for one is an
+/// internal error.
 KernelOr makeKernel(const ir::Node& node, CpuContext& ctx,
                     const absl::flat_hash_set<const ir::Value*>* blocked = nullptr);
-
-/// The error a factory returns for ops that the runtime handles itself.
-absl::Status notAKernel(const ir::Node& node);
 
 }  // namespace tandem::backend::cpu

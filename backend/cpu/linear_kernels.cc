@@ -11,6 +11,7 @@
 
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
+#include "ir/op_views.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace tandem::backend::cpu {
@@ -94,7 +95,7 @@ KernelOr makeLinearBackwardDataKernel(const KernelInit& init) {
 KernelOr makeLinearBackwardWeightKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   return buildProgram(init, [&](DnnlProgram& p) {
-    bool bias = n.boolAttr("bias");
+    bool bias = ir::attr::bias(n);
     memory::desc dy = plainDesc(n.operand(0)->type()), x = plainDesc(n.operand(1)->type()),
                  dw = plainDesc(n.result(0)->type());
     memory::desc db = bias ? plainDesc(n.result(1)->type()) : memory::desc();

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -32,7 +33,9 @@ absl::Status checkLogits(const ir::Node& node) {
 
 /// What a reduction divides the summed loss by: `divisor` (the global batch) for mean.
 double lossScale(const ir::Node& node) {
-  return node.enumAttr("reduction") == "mean" ? static_cast<double>(node.intAttr("divisor")) : 1.0;
+  return ir::attr::reduction(node) == ir::Reduction::kMean
+             ? static_cast<double>(ir::attr::divisor(node))
+             : 1.0;
 }
 
 /// log(sum(exp(row))), shifted by the row's maximum so that exp never overflows.

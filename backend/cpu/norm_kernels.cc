@@ -25,8 +25,9 @@
 #include <memory>
 
 #include "backend/cpu/bf16.h"
-#include "backend/cpu/plane_sums.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/plane_sums.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -161,10 +162,10 @@ KernelOr makeBatchNormKernel(const KernelInit& init) {
   const ir::TensorType& x = n.operand(0)->type();
   return withFloatType(x.dtype, [&](auto tag) -> KernelOr {
     using T = decltype(tag);
-    if (!n.boolAttr("training"))
-      return std::make_unique<BatchNormInferenceKernel<T>>(ChannelLayout(x), n.floatAttr("eps"));
-    return std::make_unique<BatchNormTrainingKernel<T>>(ChannelLayout(x), n.floatAttr("eps"),
-                                                        n.floatAttr("momentum"));
+    if (!ir::attr::training(n))
+      return std::make_unique<BatchNormInferenceKernel<T>>(ChannelLayout(x), ir::attr::eps(n));
+    return std::make_unique<BatchNormTrainingKernel<T>>(ChannelLayout(x), ir::attr::eps(n),
+                                                        ir::attr::momentum(n));
   });
 }
 

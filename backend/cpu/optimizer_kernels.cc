@@ -9,6 +9,7 @@
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/kernels.h"
 #include "backend/sgd_checks.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -40,9 +41,9 @@ void sgdStep(float* __restrict w, const G* __restrict g, float* __restrict m, in
 /// Hyperparameters as the node's attributes rounded to f32.
 struct Hyper {
   explicit Hyper(const ir::Node& node)
-      : lr(static_cast<float>(node.floatAttr("lr"))),
-        momentum(static_cast<float>(node.floatAttr("momentum"))),
-        weight_decay(static_cast<float>(node.floatAttr("weight_decay"))) {}
+      : lr(static_cast<float>(ir::attr::lr(node))),
+        momentum(static_cast<float>(ir::attr::momentum(node))),
+        weight_decay(static_cast<float>(ir::attr::weight_decay(node))) {}
   float lr, momentum, weight_decay;
 };
 

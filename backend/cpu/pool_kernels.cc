@@ -27,6 +27,7 @@
 
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/kernels.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -302,7 +303,7 @@ KernelOr makeWindowPool(const KernelInit& init, PoolKind kind, bool backward) {
   const ir::Node& n = init.node;
   const ir::TensorType& x = n.operand(backward ? 1 : 0)->type();
   const ir::TensorType& y = backward ? n.operand(0)->type() : n.result()->type();
-  PoolGeometry g(x, y, n.intAttr("kernel"), n.intAttr("stride"), n.intAttr("pad"));
+  PoolGeometry g(x, y, ir::attr::kernel(n), ir::attr::stride(n), ir::attr::pad(n));
   return withFloatType(x.dtype, [&](auto t) -> KernelOr {
     return std::make_unique<WindowPoolKernel<decltype(t)>>(kind, backward, g);
   });

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/initializers.h"
 #include "backend/cpu/kernels.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -58,7 +59,7 @@ class AssignKernel final : public CpuKernel {
 };
 
 absl::StatusOr<const ir::Var*> findVar(const ir::Node& node) {
-  const std::string& name = node.symbolAttr("var");
+  const std::string& name = ir::attr::var(node);
   const ir::Var* var = node.graph()->module()->findVar(name);
   if (var == nullptr)
     return absl::InvalidArgumentError(
@@ -69,7 +70,7 @@ absl::StatusOr<const ir::Var*> findVar(const ir::Node& node) {
 }  // namespace
 
 KernelOr makeConstantKernel(const KernelInit& init) {
-  double value = init.node.floatAttr("value");
+  double value = ir::attr::value(init.node);
   switch (ir::DType t = init.node.result()->type().dtype) {
     case ir::DType::kF32:
       return std::make_unique<ConstantKernel<float>>(static_cast<float>(value));

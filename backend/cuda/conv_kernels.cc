@@ -46,6 +46,7 @@
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/norm_launch.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -189,7 +190,7 @@ class ConvKernel final : public CudaKernel {
   absl::Status build(const ir::Node& n) {
     const ir::TensorType& x = n.operand(spec_.x_index)->type();
     const ir::TensorType& w = n.operand(spec_.w_index)->type();
-    ASSIGN_OR_RETURN(g_, named(convGeometry(x, w, n.intAttr("stride"), n.intAttr("pad"))));
+    ASSIGN_OR_RETURN(g_, named(convGeometry(x, w, ir::attr::stride(n), ir::attr::pad(n))));
     ASSIGN_OR_RETURN(types_, named(convTypes(x.dtype, w.dtype, ctx().allowTf32())));
     // Forward and backward data read the weights; backward filter writes their gradient.
     if (spec_.pass == ConvPass::kBackwardFilter)
@@ -644,7 +645,7 @@ KernelOr makeConv2dBiasActKernel(const KernelInit& init) {  // x, w, b, residual
                                    .w_index = 1,
                                    .bias = true,
                                    .residual = init.node.numOperands() > 3,
-                                   .relu = init.node.boolAttr("relu")});
+                                   .relu = ir::attr::relu(init.node)});
 }
 
 KernelOr makeConv2dBackwardDataKernel(const KernelInit& init) {  // dy, w, x -> dx
@@ -655,7 +656,7 @@ KernelOr makeConv2dBackwardFilterKernel(const KernelInit& init) {  // dy, x, w -
   return ConvKernel::create(init, {.pass = ConvPass::kBackwardFilter,
                                    .x_index = 1,
                                    .w_index = 2,
-                                   .bias = init.node.boolAttr("bias")});
+                                   .bias = ir::attr::bias(init.node)});
 }
 
 }  // namespace tandem::backend::cuda

@@ -1,7 +1,8 @@
 #pragma once
 
-// The CUDA kernel table: one factory per op of ir/ops.def, defined next to its family in
-// backend/cuda/*_kernels.cc (a missing factory is a link error, as on CPU). Factories are
+// The CUDA kernel table (backend/kernel_table.h): one factory per kernel slot of the op
+// spec, defined next to its family in backend/cuda/*_kernels.cc (a missing factory is a
+// link error, as on CPU). Factories are
 // host code (g++); the own kernels they launch live in *.cu files behind plain launch
 // functions (backend/cuda/*_launch.h), whose per-element math is in TANDEM_HD headers
 // that the host tests compile too.
@@ -17,6 +18,7 @@
 #include "backend/cuda/cuda_context.h"
 #include "backend/cuda/cuda_status.h"
 #include "backend/kernel.h"
+#include "backend/kernel_table.h"
 #include "ir/ir.h"
 
 namespace tandem::backend::cuda {
@@ -59,19 +61,17 @@ struct KernelInit {
 
 using KernelOr = absl::StatusOr<std::unique_ptr<CudaKernel>>;
 
-#define OP(Enum, name, operands, attrs, traits, doc) KernelOr make##Enum##Kernel(const KernelInit&);
-#include "ir/ops.def"
-#undef OP
+TANDEM_DECLARE_KERNEL_FACTORIES()
+
+/// The CUDA backend's kernel table.
+const KernelTable<KernelInit, std::unique_ptr<CudaKernel>>& kernelTable();
 
 /// Creates the CUDA kernel of a node (its GPU must be current), taking its tensors in the
 /// layouts `nhwc` gives them (null: all NCHW); a layout the kernel cannot take is an
-/// internal error naming the node (layout_plan.h's checkNhwcSlots). Graph inputs, `param`
-/// and collectives have no kernel: asking for one is an internal error.
+/// internal error naming the node (layout_plan.h's checkNhwcSlots). Ops the runtime
+/// executes itself (the `runtime` trait) have no kernel: asking for one is an internal error.
 KernelOr makeKernel(const ir::Node& node, CudaContext& ctx,
                     const absl::flat_hash_set<const ir::Value*>* nhwc = nullptr);
-
-/// The error a factory returns for ops that the runtime handles itself.
-absl::Status notAKernel(const ir::Node& node);
 
 /// The cudaStream_t of a stream of the CUDA backend.
 cudaStream_t streamHandle(Stream& stream);

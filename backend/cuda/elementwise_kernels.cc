@@ -20,6 +20,7 @@
 #include "backend/cpu/initializers.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/elementwise_launch.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -106,7 +107,7 @@ class InitializeKernel final : public CudaKernel {
 };
 
 absl::StatusOr<const ir::Var*> findVar(const ir::Node& node) {
-  const std::string& name = node.symbolAttr("var");
+  const std::string& name = ir::attr::var(node);
   const ir::Var* var = node.graph()->module()->findVar(name);
   if (var == nullptr)
     return absl::InvalidArgumentError(
@@ -157,7 +158,7 @@ KernelOr makeGlobalPool(const KernelInit& init, bool backward) {
 
 KernelOr makeConstantKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
-  const double value = n.floatAttr("value");
+  const double value = ir::attr::value(n);
   switch (ir::DType t = n.result()->type().dtype) {
     case ir::DType::kF32: {
       const float v = static_cast<float>(value);

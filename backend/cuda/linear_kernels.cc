@@ -21,6 +21,7 @@
 #include "backend/cuda/gemm_choice.h"
 #include "backend/cuda/linear_launch.h"
 #include "backend/cuda/linear_plan.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -392,7 +393,7 @@ KernelOr makeLinearBackwardWeightKernel(const KernelInit& init) {
     return absl::InvalidArgumentError(absl::StrCat(n.describe(), ": dy and x must have one dtype"));
   GemmSpec spec{.plan = linearBackwardWeightPlan(dy.shape[0], x.shape[1], dy.shape[1]),
                 .act = dy.dtype};
-  spec.bias_grad = n.boolAttr("bias");
+  spec.bias_grad = ir::attr::bias(n);
   return GemmKernel::create(init, spec);
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/loss_launch.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -67,7 +68,9 @@ absl::Status checkOperands(const ir::Node& node) {
 
 /// What a reduction divides the summed loss by: `divisor` (the global batch) for mean.
 double lossScale(const ir::Node& node) {
-  return node.enumAttr("reduction") == "mean" ? static_cast<double>(node.intAttr("divisor")) : 1.0;
+  return ir::attr::reduction(node) == ir::Reduction::kMean
+             ? static_cast<double>(ir::attr::divisor(node))
+             : 1.0;
 }
 
 KernelOr makeLoss(const KernelInit& init, LossOp op) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/norm_launch.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -78,8 +79,8 @@ class BatchNormKernel final : public NormKernel {
   BatchNormKernel(const KernelInit& init, bool training)
       : NormKernel(init, init.node.operand(0)),
         training_(training),
-        eps_(init.node.floatAttr("eps")),
-        momentum_(init.node.floatAttr("momentum")) {}
+        eps_(ir::attr::eps(init.node)),
+        momentum_(ir::attr::momentum(init.node)) {}
   absl::Status init(const ir::Node& n) { return reserve(2 * p_.c * sizeof(float), n); }
 
  protected:
@@ -133,9 +134,9 @@ class BatchNormApplyKernel final : public NormKernel {
  public:
   explicit BatchNormApplyKernel(const KernelInit& init)
       : NormKernel(init, init.node.operand(0)),
-        eps_(init.node.floatAttr("eps")),
-        momentum_(init.node.floatAttr("momentum")),
-        relu_(init.node.boolAttr("relu")),
+        eps_(ir::attr::eps(init.node)),
+        momentum_(ir::attr::momentum(init.node)),
+        relu_(ir::attr::relu(init.node)),
         residual_(init.node.numOperands() > 6) {}
   absl::Status init(const ir::Node& n) { return reserve(2 * p_.c * sizeof(float), n); }
 
@@ -161,8 +162,8 @@ class BatchNormRecomputeKernel final : public NormKernel {
  public:
   explicit BatchNormRecomputeKernel(const KernelInit& init)
       : NormKernel(init, init.node.operand(0)),
-        eps_(init.node.floatAttr("eps")),
-        relu_(init.node.boolAttr("relu")) {}
+        eps_(ir::attr::eps(init.node)),
+        relu_(ir::attr::relu(init.node)) {}
   absl::Status init(const ir::Node& n) { return reserve(2 * p_.c * sizeof(float), n); }
 
  protected:
@@ -205,7 +206,7 @@ class BatchNormBackwardApplyKernel final : public NormKernel {
   explicit BatchNormBackwardApplyKernel(const KernelInit& init)
       : NormKernel(init, init.node.operand(1)),
         relu_(init.node.numOperands() > 7),
-        residual_(init.node.boolAttr("residual")) {}
+        residual_(ir::attr::residual(init.node)) {}
   absl::Status init(const ir::Node& n) { return reserve(3 * p_.c * sizeof(float), n); }
 
  protected:
@@ -233,7 +234,7 @@ class FoldBatchNormKernel final : public CudaKernel {
         bias_(init.node.numOperands() > 5),
         k_(init.node.operand(0)->type().shape[0]),
         per_(init.node.operand(0)->type().numElements() / std::max<int64_t>(k_, 1)),
-        eps_(init.node.floatAttr("eps")) {}
+        eps_(ir::attr::eps(init.node)) {}
 
  protected:
   absl::Status enqueue(cudaStream_t s, absl::Span<const TensorView> in,
@@ -266,7 +267,7 @@ KernelOr makeNorm(const KernelInit& init, size_t act) {
 KernelOr makeBatchNormKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   RETURN_IF_ERROR(checkActivations(n, n.operand(0)->type()));
-  auto k = std::make_unique<BatchNormKernel>(init, n.boolAttr("training"));
+  auto k = std::make_unique<BatchNormKernel>(init, ir::attr::training(n));
   RETURN_IF_ERROR(k->init(n));
   return std::unique_ptr<CudaKernel>(std::move(k));
 }

@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/optimizer_launch.h"
 #include "backend/sgd_checks.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -82,9 +83,9 @@ class SgdUpdateGroupKernel final : public CudaKernel {
 };
 
 SgdParams hyperparameters(const ir::Node& node) {
-  return SgdParams{static_cast<float>(node.floatAttr("lr")),
-                   static_cast<float>(node.floatAttr("momentum")),
-                   static_cast<float>(node.floatAttr("weight_decay"))};
+  return SgdParams{static_cast<float>(ir::attr::lr(node)),
+                   static_cast<float>(ir::attr::momentum(node)),
+                   static_cast<float>(ir::attr::weight_decay(node))};
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/pool_launch.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -64,7 +65,7 @@ KernelOr makePool(const KernelInit& init, PoolKind kind, bool backward) {
         absl::StrCat(n.describe(), ": pooling takes f32 or bf16, not ", ir::dtypeName(x.dtype)));
   PoolParams p{
       x.shape[0] * x.shape[1], x.shape[2],          x.shape[3],      y.shape[2], y.shape[3],
-      n.intAttr("kernel"),     n.intAttr("stride"), n.intAttr("pad")};
+      ir::attr::kernel(n),     ir::attr::stride(n), ir::attr::pad(n)};
   // NHWC (layout_plan.h gives all of a pooling node's tensors one layout): a plane's
   // pixels are C elements apart.
   if (init.isNhwc(n.operand(0))) p.step = x.shape[1];

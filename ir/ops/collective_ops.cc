@@ -1,6 +1,8 @@
 // Collectives. Their operands and results are grouped by the `devices` attribute; the
 // verifier checks that each group really lives on its device.
 
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
 
 namespace tandem::ir {
@@ -8,14 +10,14 @@ namespace {
 using namespace rules;
 
 absl::StatusOr<size_t> deviceCount(const Node& n) {
-  size_t d = n.devicesAttr().size();
+  size_t d = CollectiveView(n).devices().size();
   if (d == 0) return fail("the devices list is empty");
   return d;
 }
 
 // The number of device groups, checked to cut the devices into equal groups.
 absl::StatusOr<size_t> groupCount(const Node& n, size_t devices) {
-  const int64_t g = n.intAttr("groups");
+  const int64_t g = CollectiveView(n).numGroups();
   if (g < 1 || static_cast<size_t>(g) > devices || devices % static_cast<size_t>(g) != 0)
     return fail(absl::StrCat("groups=", g, " does not cut the ", devices,
                              devices == 1 ? " device" : " devices", " into equal groups"));
@@ -26,10 +28,10 @@ absl::StatusOr<Types> inferSplit(const Node& n) {
   auto d = deviceCount(n);
   if (!d.ok()) return d.status();
   const TensorType& x = typeOf(n, 0);
-  int64_t axis = n.intAttr("axis");
+  int64_t axis = SplitView(n).axis();
   if (axis < 0 || axis >= x.rank())
     return fail(absl::StrCat("axis ", axis, " is out of range for ", describeOperand(n, 0)));
-  const auto& sizes = n.attrAs<std::vector<int64_t>>("sizes");
+  const auto& sizes = SplitView(n).sizes();
   if (sizes.size() != *d)
     return fail(absl::StrCat("sizes has ", sizes.size(), " entries for ", *d, " devices"));
   int64_t total = 0;
@@ -56,7 +58,7 @@ absl::StatusOr<Types> inferConcat(const Node& n) {
   if (!d.ok()) return d.status();
   if (*d != 1) return fail("concat gathers onto exactly one device");
   TensorType out = typeOf(n, 0);
-  int64_t axis = n.intAttr("axis");
+  int64_t axis = ConcatView(n).axis();
   if (axis < 0 || axis >= out.rank())
     return fail(absl::StrCat("axis ", axis, " is out of range for ", describeOperand(n, 0)));
   for (size_t i = 1; i < n.numOperands(); ++i) {
@@ -97,7 +99,6 @@ absl::StatusOr<Types> inferAllReduce(const Node& n) {
   if (n.numOperands() % *d != 0)
     return fail(
         absl::StrCat(n.numOperands(), " operands do not split evenly over ", *d, " devices"));
-  if (n.intAttr("bucket") < 0) return fail("bucket must be >= 0");
   if (auto groups = groupCount(n, *d); !groups.ok()) return groups.status();
   size_t k = n.numOperands() / *d;
   Types out;

@@ -1,13 +1,15 @@
 // conv2d and its two backward ops.
 
 #include "ir/grad.h"
+#include "ir/op_views.h"
 #include "ir/ops/conv_rules.h"
 #include "ir/ops/rule_util.h"
 
 namespace tandem::ir {
 using namespace rules;
 
-absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const Value* bias) {
+absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const Value* bias,
+                                      int64_t stride, int64_t pad) {
   for (size_t i : {x, w}) {
     if (absl::Status s = expectRank(n, i, 4, i == x ? "N,C,H,W" : "O,C,KH,KW"); !s.ok()) return s;
     if (absl::Status s = expectFloat(n, i); !s.ok()) return s;
@@ -22,8 +24,8 @@ absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const V
     return fail(absl::StrCat("the filter ", describeOperand(n, w), " must be square"));
   if (bias != nullptr && bias->type() != TensorType{wt.dtype, {wt.shape[0]}})
     return fail(absl::StrCat("the bias %", bias->name(), ": ", toString(bias->type()), " must be ",
-                             toString(TensorType{wt.dtype, {wt.shape[0]}}), " (the filter's dtype)"));
-  int64_t stride = n.intAttr("stride"), pad = n.intAttr("pad");
+                             toString(TensorType{wt.dtype, {wt.shape[0]}}),
+                             " (the filter's dtype)"));
   auto h = windowExtent(xt.shape[2], wt.shape[2], stride, pad, "height");
   if (!h.ok()) return h.status();
   auto wd = windowExtent(xt.shape[3], wt.shape[3], stride, pad, "width");
@@ -34,46 +36,52 @@ absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const V
 namespace {
 
 absl::StatusOr<Types> inferConv2d(const Node& n) {
-  auto y = convOutput(n, 0, 1, n.numOperands() > 2 ? n.operand(2) : nullptr);
+  const Conv2dView v(n);
+  auto y = convOutput(n, v.kX, v.kW, v.b(), v.stride(), v.pad());
   if (!y.ok()) return y.status();
   return Types{*y};
 }
 
-absl::StatusOr<Types> inferConv2dBackwardData(const Node& n) {  // dy, w, x
-  auto y = convOutput(n, 2, 1, nullptr);
+absl::StatusOr<Types> inferConv2dBackwardData(const Node& n) {
+  const Conv2dBackwardDataView v(n);
+  auto y = convOutput(n, v.kX, v.kW, nullptr, v.stride(), v.pad());
   if (!y.ok()) return y.status();
-  if (absl::Status s = expectType(n, 0, *y, "the forward output type"); !s.ok()) return s;
-  return Types{typeOf(n, 2)};
+  if (absl::Status s = expectType(n, v.kDy, *y, "the forward output type"); !s.ok()) return s;
+  return Types{v.x()->type()};
 }
 
-absl::StatusOr<Types> inferConv2dBackwardFilter(const Node& n) {  // dy, x, w
-  auto y = convOutput(n, 1, 2, nullptr);
+absl::StatusOr<Types> inferConv2dBackwardFilter(const Node& n) {
+  const Conv2dBackwardFilterView v(n);
+  auto y = convOutput(n, v.kX, v.kW, nullptr, v.stride(), v.pad());
   if (!y.ok()) return y.status();
-  if (absl::Status s = expectType(n, 0, *y, "the forward output type"); !s.ok()) return s;
-  Types out{typeOf(n, 2)};
-  if (n.boolAttr("bias")) out.push_back(TensorType{typeOf(n, 2).dtype, {typeOf(n, 2).shape[0]}});
+  if (absl::Status s = expectType(n, v.kDy, *y, "the forward output type"); !s.ok()) return s;
+  const TensorType& w = v.w()->type();
+  Types out{w};
+  if (v.bias()) out.push_back(TensorType{w.dtype, {w.shape[0]}});
   return out;
 }
 
 }  // namespace
 
-absl::Status gradConv2d(GradContext& c) {
+absl::Status gradConv2d(GradContext& c, int64_t stride, int64_t pad) {
   const Node& n = c.node();
   Value* dy = c.resultGrad(0);
   Value *x = n.operand(0), *w = n.operand(1);
-  AttrValue stride = n.intAttr("stride"), pad = n.intAttr("pad");
+  Value* b = n.numOperands() > 2 ? n.operand(2) : nullptr;
   if (c.needsGrad(0)) {
-    auto dx = c.emit(Op::kConv2dBackwardData, {dy, w, x}, {{"stride", stride}, {"pad", pad}},
-                     {gradName(x)});
+    auto dx =
+        c.emit(Conv2dBackwardDataArgs{.dy = dy, .w = w, .x = x, .stride = stride, .pad = pad}.spec(
+            {.names = {gradName(x)}}));
     if (!dx.ok()) return dx.status();
     c.addOperandGrad(0, (*dx)->result());
   }
-  bool bias = n.numOperands() > 2;
+  const bool bias = b != nullptr;
   if (c.needsGrad(1) || (bias && c.needsGrad(2))) {
     std::vector<std::string> names{gradName(w)};
-    if (bias) names.push_back(gradName(n.operand(2)));
-    auto dw = c.emit(Op::kConv2dBackwardFilter, {dy, x, w},
-                     {{"stride", stride}, {"pad", pad}, {"bias", bias}}, names);
+    if (bias) names.push_back(gradName(b));
+    auto dw = c.emit(Conv2dBackwardFilterArgs{
+        .dy = dy, .x = x, .w = w, .stride = stride, .pad = pad, .bias = bias}
+                         .spec({.names = names}));
     if (!dw.ok()) return dw.status();
     if (c.needsGrad(1)) c.addOperandGrad(1, (*dw)->result(0));
     if (bias && c.needsGrad(2)) c.addOperandGrad(2, (*dw)->result(1));
@@ -81,7 +89,14 @@ absl::Status gradConv2d(GradContext& c) {
   return absl::OkStatus();
 }
 
-extern const OpRules kConv2dRules{.infer = inferConv2d, .grad = gradConv2d};
+namespace {
+absl::Status gradConv2dOp(GradContext& c) {
+  const Conv2dView v(c.node());
+  return gradConv2d(c, v.stride(), v.pad());
+}
+}  // namespace
+
+extern const OpRules kConv2dRules{.infer = inferConv2d, .grad = gradConv2dOp};
 extern const OpRules kConv2dBackwardDataRules{.infer = inferConv2dBackwardData};
 extern const OpRules kConv2dBackwardFilterRules{.infer = inferConv2dBackwardFilter};
 

@@ -1,31 +1,50 @@
-// relu, add, relu's backward op and cast. add's gradient is the identity, so it needs no op;
-// cast's is the cast back.
+// Elementwise ops: the unary float ops (relu, ...) with their backward ops, add and cast.
+// add's gradient is the identity, so it needs no op; cast's is the cast back.
+//
+// A unary float op y = f(x) keeps x's type; its gradient is one backward op dx = f'(dy, v)
+// of v = y (relu: the output says where x > 0) or v = x, which also keeps the type. So a
+// new one is two lines below: its rules from unaryRules and its backward op's from
+// kUnaryBackwardRules.
 
 #include "ir/grad.h"
+#include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
 
 namespace tandem::ir {
 namespace {
 using namespace rules;
 
-absl::StatusOr<Types> inferRelu(const Node& n) {
+absl::StatusOr<Types> inferUnary(const Node& n) {  // x
   if (absl::Status s = expectFloat(n, 0); !s.ok()) return s;
   return Types{typeOf(n, 0)};
 }
 
-absl::Status gradRelu(GradContext& c) {
+absl::StatusOr<Types> inferUnaryBackward(const Node& n) {  // dy, y or x
+  if (absl::Status s = expectFloat(n, 1); !s.ok()) return s;
+  if (absl::Status s = expectSameType(n, 0, 1); !s.ok()) return s;
+  return Types{typeOf(n, 1)};
+}
+
+/// Which value a unary op's backward op reads beside dy.
+enum class Reads { kOutput, kInput };
+
+template <Op kBackward, Reads kReads>
+absl::Status gradUnary(GradContext& c) {
   const Node& n = c.node();
-  auto dx = c.emit(Op::kReluBackward, {c.resultGrad(0), n.result()}, {}, {gradName(n.operand(0))});
+  Value* v = kReads == Reads::kOutput ? n.result() : n.operand(0);
+  auto dx = c.emit(NodeSpec{
+      .op = kBackward, .operands = {c.resultGrad(0), v}, .names = {gradName(n.operand(0))}});
   if (!dx.ok()) return dx.status();
   c.addOperandGrad(0, (*dx)->result());
   return absl::OkStatus();
 }
 
-absl::StatusOr<Types> inferReluBackward(const Node& n) {  // dy, y
-  if (absl::Status s = expectFloat(n, 1); !s.ok()) return s;
-  if (absl::Status s = expectSameType(n, 0, 1); !s.ok()) return s;
-  return Types{typeOf(n, 1)};
+/// The rules of a unary float op whose gradient is `kBackward`(dy, output or input).
+template <Op kBackward, Reads kReads>
+constexpr OpRules unaryRules() {
+  return OpRules{.infer = inferUnary, .grad = gradUnary<kBackward, kReads>};
 }
+constexpr OpRules kUnaryBackwardRules{.infer = inferUnaryBackward};
 
 absl::StatusOr<Types> inferAdd(const Node& n) {
   if (absl::Status s = expectSameType(n, 0, 1); !s.ok()) return s;
@@ -38,21 +57,24 @@ absl::Status gradAdd(GradContext& c) {
   return absl::OkStatus();
 }
 
+DType dtypeOf(FloatType t) { return t == FloatType::kBf16 ? DType::kBF16 : DType::kF32; }
+
 absl::StatusOr<Types> inferCast(const Node& n) {
   if (absl::Status s = expectFloat(n, 0); !s.ok()) return s;
-  auto to = parseDType(n.enumAttr("dtype"));
-  if (!to.ok()) return to.status();
-  if (*to == typeOf(n, 0).dtype)
-    return fail(absl::StrCat(describeOperand(n, 0), " is already ", dtypeName(*to),
+  const DType to = dtypeOf(CastView(n).dtype());
+  if (to == typeOf(n, 0).dtype)
+    return fail(absl::StrCat(describeOperand(n, 0), " is already ", dtypeName(to),
                              "; a cast must change the dtype"));
-  return Types{TensorType{*to, typeOf(n, 0).shape}};
+  return Types{TensorType{to, typeOf(n, 0).shape}};
 }
 
 absl::Status gradCast(GradContext& c) {
   const Node& n = c.node();
-  auto dx = c.emit(Op::kCast, {c.resultGrad(0)},
-                   {{"dtype", EnumWord{std::string(dtypeName(n.operand(0)->type().dtype))}}},
-                   {gradName(n.operand(0))});
+  auto back = parseFloatType(dtypeName(n.operand(0)->type().dtype));
+  if (!back)
+    return fail(absl::StrCat("cannot cast back to ", dtypeName(n.operand(0)->type().dtype)));
+  auto dx = c.emit(
+      CastArgs{.x = c.resultGrad(0), .dtype = *back}.spec({.names = {gradName(n.operand(0))}}));
   if (!dx.ok()) return dx.status();
   c.addOperandGrad(0, (*dx)->result());
   return absl::OkStatus();
@@ -61,8 +83,8 @@ absl::Status gradCast(GradContext& c) {
 }  // namespace
 
 extern const OpRules kCastRules{.infer = inferCast, .grad = gradCast};
-extern const OpRules kReluRules{.infer = inferRelu, .grad = gradRelu};
-extern const OpRules kReluBackwardRules{.infer = inferReluBackward};
+extern const OpRules kReluRules = unaryRules<Op::kReluBackward, Reads::kOutput>();
+extern const OpRules kReluBackwardRules = kUnaryBackwardRules;
 extern const OpRules kAddRules{.infer = inferAdd, .grad = gradAdd};
 
 }  // namespace tandem::ir

@@ -7,6 +7,7 @@
 // the phases, sync batch norm all-reduces the statistics and the sums.
 
 #include "ir/grad.h"
+#include "ir/op_views.h"
 #include "ir/ops/conv_rules.h"
 #include "ir/ops/rule_util.h"
 
@@ -34,7 +35,8 @@ TensorType statsType(int64_t channels) { return {DType::kF64, {kStatsRows, chann
 TensorType sumsType(int64_t channels) { return {DType::kF64, {kSumsRows, channels}}; }
 
 absl::StatusOr<Types> inferConv2dStats(const Node& n) {
-  auto y = convOutput(n, 0, 1, n.numOperands() > 2 ? n.operand(2) : nullptr);
+  const Conv2dStatsView v(n);
+  auto y = convOutput(n, v.kX, v.kW, v.b(), v.stride(), v.pad());
   if (!y.ok()) return y.status();
   return Types{*y, statsType(y->shape[1])};
 }
@@ -48,9 +50,6 @@ absl::StatusOr<Types> inferBatchNormApply(const Node& n) {
     return s;
   if (n.numOperands() > 6)
     if (absl::Status s = expectSameType(n, 6, 0); !s.ok()) return s;
-  double momentum = n.floatAttr("momentum"), eps = n.floatAttr("eps");
-  if (!(momentum >= 0 && momentum <= 1)) return fail("momentum must be in [0, 1]");
-  if (!(eps > 0)) return fail("eps must be > 0");
   for (size_t i : {4, 5})  // the running statistics are updated in place
     if (auto var = varReadBy(n, i); !var.ok()) return var.status();
   const TensorType channel = channelType(y.shape[1]);
@@ -88,7 +87,7 @@ absl::StatusOr<Types> inferBatchNormBackwardApply(const Node& n) {
     return s;
   if (n.numOperands() > 7)
     if (absl::Status s = expectSameType(n, 7, 1); !s.ok()) return s;
-  if (n.boolAttr("residual")) return Types{y, y};
+  if (BatchNormBackwardApplyView(n).residual()) return Types{y, y};
   return Types{y};
 }
 
@@ -99,7 +98,6 @@ absl::StatusOr<Types> inferBatchNormRecompute(const Node& n) {
   if (absl::Status s = expectType(n, 1, statsType(y.shape[1]), "count, sum and sum of squares");
       !s.ok())
     return s;
-  if (!(n.floatAttr("eps") > 0)) return fail("eps must be > 0");
   return Types{y};
 }
 
@@ -112,13 +110,13 @@ absl::StatusOr<Types> inferFoldBatchNorm(const Node& n) {
   for (size_t i = 1; i < n.numOperands(); ++i)
     if (absl::Status s = expectType(n, i, channel, "one value per output channel"); !s.ok())
       return s;
-  if (!(n.floatAttr("eps") > 0)) return fail("eps must be > 0");
   return Types{w, channel};
 }
 
 // x, w, b, residual?
 absl::StatusOr<Types> inferConv2dBiasAct(const Node& n) {
-  auto y = convOutput(n, 0, 1, n.operand(2));
+  const Conv2dBiasActView v(n);
+  auto y = convOutput(n, v.kX, v.kW, v.b(), v.stride(), v.pad());
   if (!y.ok()) return y.status();
   if (n.numOperands() > 3)
     if (absl::Status s = expectType(n, 3, *y, "the convolution's output type"); !s.ok()) return s;
@@ -127,30 +125,42 @@ absl::StatusOr<Types> inferConv2dBiasAct(const Node& n) {
 
 // The statistics carry no gradient of their own: batch_norm_apply's backward already
 // differentiates through them (the batch statistics are functions of y).
-absl::Status gradConv2dStats(GradContext& c) { return gradConv2d(c); }
+absl::Status gradConv2dStats(GradContext& c) {
+  const Conv2dStatsView v(c.node());
+  return gradConv2d(c, v.stride(), v.pad());
+}
 
 absl::Status gradBatchNormApply(GradContext& c) {
-  const Node& n = c.node();
-  Value *y = n.operand(0), *stats = n.operand(1), *gamma = n.operand(2), *beta = n.operand(3);
+  const BatchNormApplyView v(c.node());
+  Value *y = v.y(), *stats = v.stats(), *gamma = v.gamma(), *beta = v.beta();
   Value* dout = c.resultGrad(0);
   if (dout == nullptr) return absl::OkStatus();
-  const bool relu = n.boolAttr("relu"), residual = n.numOperands() > 6;
-  std::vector<Value*> reduce_in{dout, y, n.result(1), n.result(2)};
-  if (relu) reduce_in.push_back(n.result(0));
-  auto reduce = c.emit(Op::kBatchNormBackwardReduce, reduce_in, {},
-                       {y->name() + ".bn_sums", gradName(beta), gradName(gamma)});
+  const bool relu = v.relu(), residual = v.residual() != nullptr;
+  // With relu, the output says where the gradient passes (out > 0).
+  Value* out = relu ? v.out() : nullptr;
+  auto reduce = c.emit(BatchNormBackwardReduceArgs{
+      .dout = dout, .y = y, .save_mean = v.save_mean(), .save_invstd = v.save_invstd(), .out = out}
+                           .spec({.names = {y->name() + ".bn_sums", gradName(beta),
+                                            gradName(gamma)}}));
   if (!reduce.ok()) return reduce.status();
-  std::vector<Value*> apply_in{dout,        y, gamma, n.result(1), n.result(2), (*reduce)->result(0),
-                               stats};
-  if (relu) apply_in.push_back(n.result(0));
   std::vector<std::string> names{gradName(y)};
-  if (residual) names.push_back(gradName(n.operand(6)));
-  auto apply = c.emit(Op::kBatchNormBackwardApply, apply_in, {{"residual", residual}}, names);
+  if (residual) names.push_back(gradName(v.residual()));
+  BatchNormBackwardApplyArgs args{.dout = dout,
+                                  .y = y,
+                                  .gamma = gamma,
+                                  .save_mean = v.save_mean(),
+                                  .save_invstd = v.save_invstd(),
+                                  .sums = (*reduce)->result(0),
+                                  .stats = stats,
+                                  .out = out,
+                                  .residual = residual};
+  auto apply = c.emit(args.spec({.names = std::move(names)}));
   if (!apply.ok()) return apply.status();
   if (c.needsGrad(0)) c.addOperandGrad(0, (*apply)->result(0));
   if (c.needsGrad(2)) c.addOperandGrad(2, (*reduce)->result(2));
   if (c.needsGrad(3)) c.addOperandGrad(3, (*reduce)->result(1));
-  if (residual && c.needsGrad(6)) c.addOperandGrad(6, (*apply)->result(1));
+  if (residual && c.needsGrad(6))
+    c.addOperandGrad(BatchNormApplyView::kResidual, (*apply)->result(1));
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 // linear (fully connected) and its backward ops.
 
 #include "ir/grad.h"
+#include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
 
 namespace tandem::ir {
@@ -46,7 +47,7 @@ absl::StatusOr<Types> inferLinearBackwardWeight(const Node& n) {  // dy[N,O], x[
     return fail(absl::StrCat(describeOperand(n, 0), " and ", describeOperand(n, 1),
                              " must have the same number of rows"));
   Types out{TensorType{dy.dtype, {dy.shape[1], x.shape[1]}}};
-  if (n.boolAttr("bias")) out.push_back(TensorType{dy.dtype, {dy.shape[1]}});
+  if (LinearBackwardWeightView(n).bias()) out.push_back(TensorType{dy.dtype, {dy.shape[1]}});
   return out;
 }
 
@@ -54,7 +55,7 @@ absl::Status gradLinear(GradContext& c) {
   const Node& n = c.node();
   Value *dy = c.resultGrad(0), *x = n.operand(0), *w = n.operand(1);
   if (c.needsGrad(0)) {
-    auto dx = c.emit(Op::kLinearBackwardData, {dy, w}, {}, {gradName(x)});
+    auto dx = c.emit(LinearBackwardDataArgs{.dy = dy, .w = w}.spec({.names = {gradName(x)}}));
     if (!dx.ok()) return dx.status();
     c.addOperandGrad(0, (*dx)->result());
   }
@@ -62,7 +63,8 @@ absl::Status gradLinear(GradContext& c) {
   if (c.needsGrad(1) || (bias && c.needsGrad(2))) {
     std::vector<std::string> names{gradName(w)};
     if (bias) names.push_back(gradName(n.operand(2)));
-    auto dw = c.emit(Op::kLinearBackwardWeight, {dy, x}, {{"bias", bias}}, names);
+    auto dw =
+        c.emit(LinearBackwardWeightArgs{.dy = dy, .x = x, .bias = bias}.spec({.names = names}));
     if (!dw.ok()) return dw.status();
     if (c.needsGrad(1)) c.addOperandGrad(1, (*dw)->result(0));
     if (bias && c.needsGrad(2)) c.addOperandGrad(2, (*dw)->result(1));

@@ -1,6 +1,7 @@
 // softmax_cross_entropy (with its backward op) and accuracy.
 
 #include "ir/grad.h"
+#include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
 
 namespace tandem::ir {
@@ -18,33 +19,36 @@ absl::Status checkLogitsLabels(const Node& n) {
                     "one class index per row of the logits");
 }
 
-absl::Status checkReduction(const Node& n) {
-  int64_t divisor = n.intAttr("divisor");
-  if (n.enumAttr("reduction") == "sum" && divisor != 1)
+absl::Status checkReduction(Reduction reduction, int64_t divisor) {
+  if (reduction == Reduction::kSum && divisor != 1)
     return fail("divisor must be 1 when reduction=sum");
-  if (divisor < 1) return fail("divisor must be >= 1");
   return absl::OkStatus();
 }
 
 absl::StatusOr<Types> inferSoftmaxCrossEntropy(const Node& n) {
   if (absl::Status s = checkLogitsLabels(n); !s.ok()) return s;
-  if (absl::Status s = checkReduction(n); !s.ok()) return s;
+  const SoftmaxCrossEntropyView v(n);
+  if (absl::Status s = checkReduction(v.reduction(), v.divisor()); !s.ok()) return s;
   return Types{TensorType{DType::kF32, {}}};
 }
 
 absl::StatusOr<Types> inferSoftmaxCrossEntropyBackward(const Node& n) {
   if (absl::Status s = checkLogitsLabels(n); !s.ok()) return s;
-  if (absl::Status s = checkReduction(n); !s.ok()) return s;
+  const SoftmaxCrossEntropyBackwardView v(n);
+  if (absl::Status s = checkReduction(v.reduction(), v.divisor()); !s.ok()) return s;
   if (absl::Status s = expectType(n, 2, TensorType{DType::kF32, {}}, "the loss gradient"); !s.ok())
     return s;
   return Types{typeOf(n, 0)};
 }
 
 absl::Status gradSoftmaxCrossEntropy(GradContext& c) {
-  const Node& n = c.node();
-  auto dx = c.emit(Op::kSoftmaxCrossEntropyBackward, {n.operand(0), n.operand(1), c.resultGrad(0)},
-                   {{"reduction", n.attr("reduction")}, {"divisor", n.attr("divisor")}},
-                   {gradName(n.operand(0))});
+  const SoftmaxCrossEntropyView v(c.node());
+  auto dx = c.emit(SoftmaxCrossEntropyBackwardArgs{.logits = v.logits(),
+                                                   .labels = v.labels(),
+                                                   .dloss = c.resultGrad(0),
+                                                   .reduction = v.reduction(),
+                                                   .divisor = v.divisor()}
+                       .spec({.names = {gradName(v.logits())}}));
   if (!dx.ok()) return dx.status();
   c.addOperandGrad(0, (*dx)->result());
   return absl::OkStatus();

@@ -1,6 +1,7 @@
 // batch_norm and its backward op.
 
 #include "ir/grad.h"
+#include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
 
 namespace tandem::ir {
@@ -21,18 +22,15 @@ absl::Status checkChannels(const Node& n, size_t x, std::initializer_list<size_t
 
 absl::StatusOr<Types> inferBatchNorm(const Node& n) {
   if (absl::Status s = checkChannels(n, 0, {1, 2, 3, 4}); !s.ok()) return s;
-  double momentum = n.floatAttr("momentum"), eps = n.floatAttr("eps");
-  if (!(momentum >= 0 && momentum <= 1)) return fail("momentum must be in [0, 1]");
-  if (!(eps > 0)) return fail("eps must be > 0");
   const TensorType& x = typeOf(n, 0);
-  if (!n.boolAttr("training")) return Types{x};
+  if (!BatchNormView(n).training()) return Types{x};
   for (size_t i : {3, 4})  // training updates the running statistics in place
     if (auto var = varReadBy(n, i); !var.ok()) return var.status();
   return Types{x, channelType(x.shape[1]), channelType(x.shape[1])};
 }
 
 std::vector<std::string> writesBatchNorm(const Node& n) {
-  if (!n.boolAttr("training")) return {};
+  if (!BatchNormView(n).training()) return {};
   std::vector<std::string> out;
   for (size_t i : {3, 4})
     if (auto var = varReadBy(n, i); var.ok()) out.push_back(*var);
@@ -42,19 +40,24 @@ std::vector<std::string> writesBatchNorm(const Node& n) {
 absl::StatusOr<Types> inferBatchNormBackward(const Node& n) {  // dy, x, gamma, mean, invstd
   if (absl::Status s = checkChannels(n, 1, {2, 3, 4}); !s.ok()) return s;
   if (absl::Status s = expectSameType(n, 0, 1); !s.ok()) return s;
-  if (!(n.floatAttr("eps") > 0)) return fail("eps must be > 0");
   return Types{typeOf(n, 1), typeOf(n, 2), typeOf(n, 2)};
 }
 
 absl::Status gradBatchNorm(GradContext& c) {
   const Node& n = c.node();
-  if (!n.boolAttr("training"))
+  const BatchNormView v(n);
+  if (!v.training())
     return fail(
         "batch_norm in inference mode has no gradient; build the training step "
         "with training=true");
   Value *x = n.operand(0), *gamma = n.operand(1), *beta = n.operand(2);
-  auto back = c.emit(Op::kBatchNormBackward, {c.resultGrad(0), x, gamma, n.result(1), n.result(2)},
-                     {{"eps", n.floatAttr("eps")}}, {gradName(x), gradName(gamma), gradName(beta)});
+  auto back = c.emit(BatchNormBackwardArgs{.dy = c.resultGrad(0),
+                                           .x = x,
+                                           .gamma = gamma,
+                                           .save_mean = v.save_mean(),
+                                           .save_invstd = v.save_invstd(),
+                                           .eps = v.eps()}
+                         .spec({.names = {gradName(x), gradName(gamma), gradName(beta)}}));
   if (!back.ok()) return back.status();
   for (size_t i = 0; i < 3; ++i)
     if (c.needsGrad(i)) c.addOperandGrad(i, (*back)->result(i));

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
 #include "ir/status_macros.h"
 #include "ir/updates.h"
@@ -11,15 +12,6 @@
 namespace tandem::ir {
 namespace {
 using namespace rules;
-
-absl::Status checkHyperparameters(const Node& n) {
-  double lr = n.floatAttr("lr"), momentum = n.floatAttr("momentum"),
-         wd = n.floatAttr("weight_decay");
-  if (!(lr >= 0)) return fail("lr must be >= 0");
-  if (!(momentum >= 0 && momentum < 1)) return fail("momentum must be in [0, 1)");
-  if (!(wd >= 0)) return fail("weight_decay must be >= 0");
-  return absl::OkStatus();
-}
 
 /// The operand indices of one parameter's step: its weight, its gradient and, with
 /// momentum, its buffer (SIZE_MAX without).
@@ -49,7 +41,7 @@ absl::Status checkUpdate(const Node& n, UpdateOperands u, Describe describe) {
     if (def == nullptr || def->op() != Op::kParam)
       return fail(
           absl::StrCat(describe(i), " must be read straight from a variable (a param node)"));
-    const std::string var = def->symbolAttr("var");
+    const std::string& var = ParamView(*def).var();
     const Var* decl = n.graph()->module()->findVar(var);
     if (decl != nullptr && decl->role != want)
       return fail(absl::StrCat(describe(i), " reads @", var, " whose role is ",
@@ -59,9 +51,9 @@ absl::Status checkUpdate(const Node& n, UpdateOperands u, Describe describe) {
 }
 
 absl::StatusOr<Types> inferSgdUpdate(const Node& n) {  // w, g, m?
-  RETURN_IF_ERROR(checkHyperparameters(n));
-  bool has_buffer = n.numOperands() > 2;
-  if (has_buffer != (n.floatAttr("momentum") > 0))
+  const SgdUpdateView v(n);
+  const bool has_buffer = v.m() != nullptr;
+  if (has_buffer != (v.momentum() > 0))
     return fail(has_buffer ? "a momentum buffer m is given but momentum is 0"
                            : "momentum > 0 needs a momentum buffer operand m");
   RETURN_IF_ERROR(checkUpdate(n, {0, 1, has_buffer ? size_t{2} : SIZE_MAX},
@@ -70,7 +62,6 @@ absl::StatusOr<Types> inferSgdUpdate(const Node& n) {  // w, g, m?
 }
 
 absl::StatusOr<Types> inferSgdUpdateGroup(const Node& n) {  // ws..., gs..., ms...
-  RETURN_IF_ERROR(checkHyperparameters(n));
   const SgdGroupLayout layout = sgdGroupLayout(n);
   if (layout.k == 0)
     return fail(absl::StrCat(n.numOperands(), " operands are not ",
@@ -100,7 +91,9 @@ std::vector<std::string> writesVarsAt(const Node& n, std::vector<size_t> operand
   return out;
 }
 
-std::vector<std::string> writesSgdUpdate(const Node& n) { return writesVarsAt(n, {0, 2}); }
+std::vector<std::string> writesSgdUpdate(const Node& n) {
+  return writesVarsAt(n, {SgdUpdateView::kW, SgdUpdateView::kM});
+}
 
 std::vector<std::string> writesSgdUpdateGroup(const Node& n) {
   const SgdGroupLayout layout = sgdGroupLayout(n);

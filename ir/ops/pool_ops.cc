@@ -2,17 +2,22 @@
 // returns a tensor of x's type, so one shape rule and one gradient rule serve them all.
 
 #include "ir/grad.h"
+#include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
 
 namespace tandem::ir {
 namespace {
 using namespace rules;
 
+/// The output of a window of the attributes of `View` (max or average pooling, or their
+/// backward ops) over operand x.
+template <typename View>
 absl::StatusOr<TensorType> windowedOutput(const Node& n, size_t x) {
   if (absl::Status s = expectRank(n, x, 4, "N,C,H,W"); !s.ok()) return s;
   if (absl::Status s = expectFloat(n, x); !s.ok()) return s;
   const TensorType& t = typeOf(n, x);
-  int64_t k = n.intAttr("kernel"), stride = n.intAttr("stride"), pad = n.intAttr("pad");
+  const View v(n);
+  const int64_t k = v.kernel(), stride = v.stride(), pad = v.pad();
   if (2 * pad > k)
     return fail(absl::StrCat("padding ", pad, " must be at most half the kernel ", k));
   auto h = windowExtent(t.shape[2], k, stride, pad, "height");
@@ -56,15 +61,15 @@ absl::StatusOr<Types> inferBackward(const Node& n) {  // dy, x
   return Types{typeOf(n, 1)};
 }
 
-/// dx = <backward op>(dy, x) with the forward node's attributes.
+/// dx = <backward op>(dy, x) with the forward node's attributes (the backward ops of this
+/// family declare the same attributes as their forward op, in the same order).
 template <Op kBackwardOp>
 absl::Status gradFromInput(GradContext& c) {
   const Node& n = c.node();
-  std::vector<std::pair<std::string, AttrValue>> attrs;
-  for (size_t i = 0; i < n.attrs().size(); ++i)
-    attrs.emplace_back(n.info().attrs[i].name, n.attrs()[i]);
-  auto dx = c.emit(kBackwardOp, {c.resultGrad(0), n.operand(0)}, std::move(attrs),
-                   {gradName(n.operand(0))});
+  auto dx = c.emit(NodeSpec{.op = kBackwardOp,
+                            .operands = {c.resultGrad(0), n.operand(0)},
+                            .attr_values = n.attrs(),
+                            .names = {gradName(n.operand(0))}});
   if (!dx.ok()) return dx.status();
   c.addOperandGrad(0, (*dx)->result());
   return absl::OkStatus();
@@ -72,12 +77,14 @@ absl::Status gradFromInput(GradContext& c) {
 
 }  // namespace
 
-extern const OpRules kMaxPool2dRules{.infer = inferForward<windowedOutput>,
+extern const OpRules kMaxPool2dRules{.infer = inferForward<windowedOutput<MaxPool2dView>>,
                                      .grad = gradFromInput<Op::kMaxPool2dBackward>};
-extern const OpRules kMaxPool2dBackwardRules{.infer = inferBackward<windowedOutput>};
-extern const OpRules kAvgPool2dRules{.infer = inferForward<windowedOutput>,
+extern const OpRules kMaxPool2dBackwardRules{
+    .infer = inferBackward<windowedOutput<MaxPool2dBackwardView>>};
+extern const OpRules kAvgPool2dRules{.infer = inferForward<windowedOutput<AvgPool2dView>>,
                                      .grad = gradFromInput<Op::kAvgPool2dBackward>};
-extern const OpRules kAvgPool2dBackwardRules{.infer = inferBackward<windowedOutput>};
+extern const OpRules kAvgPool2dBackwardRules{
+    .infer = inferBackward<windowedOutput<AvgPool2dBackwardView>>};
 extern const OpRules kGlobalAvgPoolRules{.infer = inferForward<globalPoolOutput>,
                                          .grad = gradFromInput<Op::kGlobalAvgPoolBackward>};
 extern const OpRules kGlobalAvgPoolBackwardRules{.infer = inferBackward<globalPoolOutput>};

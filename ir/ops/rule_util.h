@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "ir/ir.h"
+#include "ir/op_views.h"
 
 namespace tandem::ir::rules {
 
@@ -98,7 +99,7 @@ inline absl::StatusOr<int64_t> windowExtent(int64_t in, int64_t kernel, int64_t 
 /// The variable operand `i` reads; an error unless it comes straight from a param node.
 inline absl::StatusOr<std::string> varReadBy(const Node& n, size_t i) {
   const Node* def = n.operand(i)->def();
-  if (def != nullptr && def->op() == Op::kParam) return def->symbolAttr("var");
+  if (def != nullptr && ParamView::is(*def)) return ParamView(*def).var();
   return fail(
       absl::StrCat(describeOperand(n, i), " must be read straight from a variable (a param node)"));
 }

@@ -11,6 +11,11 @@ config.name = "tandem checks"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".tir"]
 config.test_source_root = os.path.dirname(__file__)
+# lit writes its Output/ folders and a file of test times under the exec root: a folder
+# of the build per check file (ctest runs them in parallel), never the source tree.
+config.test_exec_root = lit_config.params.get("exec_root")
+if not config.test_exec_root:
+    lit_config.fatal("give --param exec_root=DIR (where lit writes its outputs), as ctest does")
 
 tandem_dir = lit_config.params.get("tandem_dir")
 llvm_bin = lit_config.params.get("llvm_bin")

@@ -1,4 +1,5 @@
-// The op table (ir/ops.def) and what is derived from it: names, lookup, traits, rules.
+// The op table (generated from ir/ops.td) and what is derived from it: names, lookup,
+// traits, rules.
 
 #include <set>
 #include <string>
@@ -60,7 +61,7 @@ TEST(OpTable, EachBackwardOpBelongsToADifferentiableForwardOp) {
 }
 
 TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
-  // The forward layers of ops.def that carry a gradient; accuracy (a count) does not.
+  // The forward layers of the spec that carry a gradient; accuracy (a count) does not.
   // The fused forward ops differentiate too (fold_batch_norm and conv2d_bias_act, for
   // inference only, have a rule that says so).
   const std::set<Op> differentiable = {

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 #include "ir/status_macros.h"
 #include "passes/replicate.h"
 
@@ -24,8 +26,8 @@ void AutoSplit::restore(const runtime::SplitBalancer::State& state) {
 std::vector<int64_t> AutoSplit::rows() const {
   // The sizes of the split of the images input (the first split of the step).
   for (const auto& n : trainer_.executor().module().graph(ir::kTrainGraph)->nodes())
-    if (n->op() == ir::Op::kSplit && n->operand(0)->type().rank() == 4)
-      return n->attrAs<std::vector<int64_t>>("sizes");
+    if (ir::SplitView::is(*n) && n->operand(0)->type().rank() == 4)
+      return ir::SplitView(*n).sizes();
   return {};
 }
 

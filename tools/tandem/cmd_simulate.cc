@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "ir/interfaces.h"
 #include "ir/placement.h"
 #include "ir/plan.h"
 #include "ir/status_macros.h"
@@ -111,7 +112,7 @@ sim::NodeCost modelCosts(const std::vector<double>& compute_s, int64_t p,
                          const sim::Topology& topo) {
   return [&compute_s, p, topo](const ir::Node& n) {
     if (ir::streamOf(n) == ir::StreamKind::kCompute) return compute_s[n.id()];
-    if (n.op() != ir::Op::kAllReduce) return 0.0;
+    if (ir::collectiveKind(n) != ir::CollectiveKind::kReduce) return 0.0;
     return sim::allReduceCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
   };
 }

@@ -24,6 +24,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "backend/processes.h"
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
 #include "runtime/checkpoint.h"
@@ -82,9 +84,9 @@ std::string profileReport(const std::vector<runtime::TraceEntry>& trace) {
 // Images per device of the compiled step: the sizes of the split of the images input.
 std::vector<int64_t> perDeviceBatch(const ir::Module& m) {
   for (const auto& n : m.graph(ir::kTrainGraph)->nodes())
-    if (n->op() == ir::Op::kSplit && n->operand(0)->def()->op() == ir::Op::kInput &&
+    if (ir::SplitView::is(*n) && ir::InputView::is(*n->operand(0)->def()) &&
         n->operand(0)->type().shape.size() == 4)
-      return n->attrAs<std::vector<int64_t>>("sizes");
+      return ir::SplitView(*n).sizes();
   return {m.graph(ir::kTrainGraph)->inputs()[0]->result()->type().shape[0]};
 }
 

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ir/interfaces.h"
+#include "ir/op_views.h"
 #include "ir/plan.h"
 
 namespace tandem::tools {
@@ -62,19 +64,19 @@ std::string summarizeModule(const ir::Module& m) {
     for (const auto& [op, count] : ops) cells.push_back(absl::StrCat(op, " ", count));
     absl::StrAppend(&out, "  ", absl::StrJoin(cells, ", "), "\n");
     for (const auto& n : g->nodes()) {
-      if (n->op() == ir::Op::kSplit) {
-        const auto& sizes = n->attrAs<std::vector<int64_t>>("sizes");
-        absl::StrAppend(&out, "  split %", n->operand(0)->name(), " ",
-                        ir::toString(n->operand(0)->type()), " -> ", sizeList(sizes), " over ",
-                        deviceList(n->devicesAttr()), "\n");
+      if (ir::SplitView::is(*n)) {
+        const ir::SplitView split(*n);
+        absl::StrAppend(&out, "  split %", split.x()->name(), " ", ir::toString(split.x()->type()),
+                        " -> ", sizeList(split.sizes()), " over ", deviceList(split.devices()),
+                        "\n");
       }
-      if (n->op() == ir::Op::kAllReduce) {
-        size_t per_device = n->numOperands() / n->devicesAttr().size();
+      if (ir::AllReduceView::is(*n)) {
+        size_t per_device = n->numOperands() / ir::AllReduceView(*n).devices().size();
         int64_t bytes = 0;
         for (size_t i = 0; i < per_device; ++i) bytes += n->operand(i)->type().bytes();
         // Reductions of what the step returns (loss, correct count) are not gradients.
-        absl::StrAppend(&out, "  all_reduce bucket ", n->intAttr("bucket"), ": ", per_device,
-                        per_device == 1 ? " tensor, " : " tensors, ", mib(bytes),
+        absl::StrAppend(&out, "  all_reduce bucket ", ir::AllReduceView(*n).bucket(), ": ",
+                        per_device, per_device == 1 ? " tensor, " : " tensors, ", mib(bytes),
                         " per device, first %", n->operand(0)->name(),
                         returned.contains(n->result(0)) ? " (returned value)" : "", "\n");
       }

@@ -1,0 +1,51 @@
+#include "ir/op_cost.h"
+
+#include "ir/ir.h"
+
+namespace tandem::ir {
+namespace {
+
+const Value& valueAt(const Node& n, CostArg r) {
+  return r.side == CostArg::kOperand ? *n.operand(r.index) : *n.result(r.index);
+}
+
+double elements(const Value& v) { return static_cast<double>(v.type().numElements()); }
+
+}  // namespace
+
+OpWork opWork(const Node& n) {
+  const CostSpec& c = n.info().cost;
+  OpWork w;
+  if (!c.work) return w;
+  for (const Value* v : n.operands()) {
+    w.bytes += static_cast<double>(v->type().bytes());
+    w.low_precision = w.low_precision || v->type().dtype == DType::kBF16;
+  }
+  for (size_t i = 0; i < n.numResults(); ++i)
+    w.bytes += static_cast<double>(n.result(i)->type().bytes());
+  w.flops = c.flops(n, c);
+  return w;
+}
+
+namespace cost {
+
+double none(const Node&, const CostSpec&) { return 0; }
+
+double elementwise(const Node& n, const CostSpec& c) {
+  double out = 0;
+  for (size_t i = 0; i < n.numResults(); ++i) out += elements(*n.result(i));
+  return c.per_element * out;
+}
+
+double gemm(const Node& n, const CostSpec& c) {
+  const Value& filter = valueAt(n, c.a);
+  const double per_output = elements(filter) / static_cast<double>(filter.type().shape[0]);
+  return 2 * elements(valueAt(n, c.b)) * per_output;
+}
+
+double matmul(const Node& n, const CostSpec& c) {
+  return 2 * elements(valueAt(n, c.a)) * static_cast<double>(valueAt(n, c.b).type().shape.back());
+}
+
+}  // namespace cost
+}  // namespace tandem::ir

@@ -1,0 +1,58 @@
+#pragma once
+
+// The cost-model entry of every op: the spec (ir/ops.td) names a formula per op and the
+// generated table points at one of the functions below, so an op without a formula, or
+// with one that does not exist, does not build. sim/roofline.cc turns the work into time.
+
+#include <cstdint>
+
+namespace tandem::ir {
+
+class Node;
+struct CostSpec;
+
+/// An operand or a result of a node, by position.
+struct CostArg {
+  enum Side : uint8_t { kOperand, kResult };
+  Side side = kOperand;
+  uint8_t index = 0;
+};
+
+/// The flops of one node under a formula.
+using CostFn = double (*)(const Node&, const CostSpec&);
+
+/// One op's cost-model entry.
+struct CostSpec {
+  CostFn flops = nullptr;
+  /// False for ops that do no work (graph inputs, variable reads, constants, collectives,
+  /// which the communication model costs): no flops, no bytes.
+  bool work = true;
+  /// elementwise: flops per result element.
+  double per_element = 1;
+  /// gemm: the filter and the (forward) output; matmul: the two matrices.
+  CostArg a, b;
+};
+
+/// The arithmetic and memory traffic of one node (one device's share).
+struct OpWork {
+  double flops = 0;            // multiply-adds count 2
+  double bytes = 0;            // every operand read once, every result written once
+  bool low_precision = false;  // a bf16 operand: the bf16 peak applies
+};
+
+/// The work of `n` by its op's formula; bytes are every operand and result once.
+OpWork opWork(const Node& n);
+
+namespace cost {
+/// No work.
+double none(const Node& n, const CostSpec& c);
+/// `per_element` flops per result element (memory-bound ops).
+double elementwise(const Node& n, const CostSpec& c);
+/// 2 * elements(b) * (elements(a) / a.shape[0]): a convolution or linear pass with filter a
+/// and (forward) output b.
+double gemm(const Node& n, const CostSpec& c);
+/// 2 * elements(a) * b.shape.back(): a^T b of [N,O] and [N,I] matrices.
+double matmul(const Node& n, const CostSpec& c);
+}  // namespace cost
+
+}  // namespace tandem::ir

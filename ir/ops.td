@@ -1,0 +1,418 @@
+# The op spec: every Tandem op, once. ir/opgen/opgen.cc reads it when Tandem builds and
+# writes the Op enum and OpInfo table, a typed view and a typed creator per op
+# (ir/op_views.h), the verifier's attribute checks, the cost-model table, the kernel-table
+# slots every backend fills, and docs/IR.md's op table. docs/DESIGN.md section 2 shows
+# every file a new op touches.
+#
+# Grammar (one statement a line; `#` starts a comment; an indented line belongs to the
+# `op` above it):
+#   trait NAME: DOC                 a property passes ask (`traits` below); C++ kNameInCamel
+#   enum NAME: WORD WORD ...        the words of an enum attribute; C++ `enum class NAME`
+#   op NAME                         snake_case text name; the C++ names are its CamelCase
+#     operands A, B?, XS...         `?` optional (trailing only), `...` variadic (last)
+#     results  Y, Z?, YS...         the same marks; names for views, costs and docs
+#     attr NAME: KIND [= DEFAULT] [CHECK]
+#                                   KIND: int, float, bool, ints, symbol, devices or an
+#                                   enum; CHECK (int, float): `>= N`, `> N`, or `in [A, B)`
+#                                   with [ or ( and ] or ): the verifier's "NAME must be ..."
+#     traits T T ...                trait names declared above
+#     cost FORMULA[(ARG, ...)]      the roofline's flops (ir/op_cost.h): none,
+#                                   elementwise[(FLOPS per result element)], gemm(FILTER,
+#                                   OUT), matmul(A, B); ARGs name operands or results
+#     optimizer param=P grad=G [grouped=OP | grouped_of=OP]
+#                                   an optimizer update (ir/interfaces.h): operand P is the
+#                                   trained weight, G its gradient; its multi-tensor form
+#     state S init=INIT var=SUFFIX [when=ATTR>0]
+#                                   optimizer state operand S: a variable "<param>.SUFFIX"
+#                                   of the weight's type, initialized INIT (zeros, ones)
+#     collective kind=K reads=R writes=W call=C
+#                                   K: reduce, broadcast, scatter, gather; R: per_device,
+#                                   group_source, host, module_devices; W: per_device,
+#                                   first_device; C: the communicator call (runtime)
+#     doc TEXT                      one line or more, joined with spaces
+
+trait collective: operands and results span devices, grouped by the `devices` attribute
+trait stateful: writes persistent variables (OpRules::writes names them)
+trait fusible: candidate for conv-bn-relu style fusion
+trait loss: produces the scalar autodiff differentiates
+trait declared_type: the result type is written down, not inferred
+trait backward: emitted by autodiff as part of a gradient
+trait init_only: only meaningful in the init graph
+trait low_precision: computes in the low dtype under mixed precision (its activation operand is cast down)
+trait full_precision: takes f32 only under mixed precision (low operands are cast up)
+trait runtime: executed by the runtime itself (no kernel): graph inputs, variable reads, collectives
+trait optimizer: an optimizer update: the `optimizer` line says which operands are what
+
+enum ReduceOp: sum mean max
+enum Reduction: mean sum
+enum FloatType: f32 bf16
+
+# --- values that come from outside the dataflow -----------------------------------------
+op input
+  results x
+  traits declared_type runtime
+  cost none
+  doc A graph argument (a batch of data); printed in the graph header.
+
+op param
+  results value
+  attr var: symbol
+  traits runtime
+  cost none
+  doc Reads the device's replica of a persistent variable (its initializer is on the var).
+
+op constant
+  results tensor
+  attr value: float
+  traits declared_type
+  cost none
+  doc A tensor of the declared type filled with one value.
+
+op initialize
+  results value
+  attr var: symbol
+  traits init_only
+  cost elementwise
+  doc Computes a variable's initial value from its initializer (init graph).
+
+op assign
+  operands value
+  attr var: symbol
+  traits stateful
+  cost elementwise
+  doc Writes a value into the device's replica of a variable.
+
+# --- forward layers ---------------------------------------------------------------------
+op conv2d
+  operands x, w, b?
+  results y
+  attr stride: int >= 1
+  attr pad: int >= 0
+  traits fusible low_precision
+  cost gemm(w, y)
+  doc 2-D convolution: x[N,C,H,W] * w[O,C,K,K] (+ b[O]) -> [N,O,H',W'] in x's dtype. Under
+  doc bf16 x, w and b may be f32 master weights, which the kernel converts as it reads them.
+
+op batch_norm
+  operands x, gamma, beta, running_mean, running_var
+  results y, save_mean?, save_invstd?
+  attr training: bool
+  attr momentum: float in [0, 1]
+  attr eps: float > 0
+  traits fusible stateful
+  cost elementwise
+  doc Per-channel batch normalization. Training mode normalizes with batch statistics,
+  doc updates the running ones and also returns the saved mean and 1/std for backward.
+
+op relu
+  operands x
+  results y
+  traits fusible
+  cost elementwise
+  doc max(x, 0).
+
+op max_pool2d
+  operands x
+  results y
+  attr kernel: int >= 1
+  attr stride: int >= 1
+  attr pad: int >= 0
+  cost elementwise
+  doc Max pooling.
+
+op avg_pool2d
+  operands x
+  results y
+  attr kernel: int >= 1
+  attr stride: int >= 1
+  attr pad: int >= 0
+  cost elementwise
+  doc Average pooling (padding counts as zeros).
+
+op global_avg_pool
+  operands x
+  results y
+  cost elementwise
+  doc Mean over H and W: [N,C,H,W] -> [N,C,1,1].
+
+op cast
+  operands x
+  results y
+  attr dtype: FloatType
+  cost elementwise
+  doc Converts x to another dtype (to bf16: rounded to nearest, ties to even). Written by
+  doc mixed-precision; its gradient is the cast back.
+
+op flatten
+  operands x
+  results y
+  cost elementwise
+  doc [N, ...] -> [N, product of the rest].
+
+op linear
+  operands x, w, b?
+  results y
+  traits low_precision
+  cost gemm(w, y)
+  doc x[N,I] * w[O,I]^T (+ b[O]) -> [N,O] in x's dtype (w and b may be f32 under bf16 x).
+
+op add
+  operands a, b
+  results y
+  traits fusible
+  cost elementwise
+  doc Elementwise sum of two tensors of one type.
+
+op softmax_cross_entropy
+  operands logits, labels
+  results loss
+  attr reduction: Reduction
+  attr divisor: int >= 1
+  traits loss full_precision
+  cost elementwise
+  doc Cross entropy of softmax(logits) against integer labels; mean divides the sum by
+  doc `divisor` (the global batch, so that per-device losses add up exactly). Rows whose
+  doc label is negative (padding of a last partial batch) count for nothing.
+
+op accuracy
+  operands logits, labels
+  results correct
+  traits full_precision
+  cost elementwise
+  doc Number of rows whose arg-max equals the label (i32 scalar); negative labels never match.
+
+# --- backward ops (emitted by autodiff from the gradient rules) -------------------------
+op conv2d_backward_data
+  operands dy, w, x
+  results dx
+  attr stride: int >= 1
+  attr pad: int >= 0
+  traits backward
+  cost gemm(w, dy)
+  doc Gradient of conv2d with respect to its input (x gives the shape).
+
+op conv2d_backward_filter
+  operands dy, x, w
+  results dw, db?
+  attr stride: int >= 1
+  attr pad: int >= 0
+  attr bias: bool
+  traits backward
+  cost gemm(w, dy)
+  doc Gradient of conv2d with respect to its filter (and bias when bias=true).
+
+op batch_norm_backward
+  operands dy, x, gamma, save_mean, save_invstd
+  results dx, dgamma, dbeta
+  attr eps: float > 0
+  traits backward
+  cost elementwise
+  doc Gradients of training-mode batch_norm: dx, dgamma, dbeta.
+
+op relu_backward
+  operands dy, y
+  results dx
+  traits backward
+  cost elementwise
+  doc dy where relu's output y > 0.
+
+op max_pool2d_backward
+  operands dy, x
+  results dx
+  attr kernel: int >= 1
+  attr stride: int >= 1
+  attr pad: int >= 0
+  traits backward
+  cost elementwise
+  doc Routes dy to the arg-max of each window.
+
+op avg_pool2d_backward
+  operands dy, x
+  results dx
+  attr kernel: int >= 1
+  attr stride: int >= 1
+  attr pad: int >= 0
+  traits backward
+  cost elementwise
+  doc Spreads dy evenly over each window.
+
+op global_avg_pool_backward
+  operands dy, x
+  results dx
+  traits backward
+  cost elementwise
+  doc Spreads dy[N,C,1,1] evenly over H and W.
+
+op flatten_backward
+  operands dy, x
+  results dx
+  traits backward
+  cost elementwise
+  doc Reshapes dy to x's shape.
+
+op linear_backward_data
+  operands dy, w
+  results dx
+  traits backward
+  cost gemm(w, dy)
+  doc dy * w -> dx[N,I].
+
+op linear_backward_weight
+  operands dy, x
+  results dw, db?
+  attr bias: bool
+  traits backward
+  cost matmul(dy, x)
+  doc dy^T * x -> dw[O,I] (and the bias gradient, the column sums of dy, when bias=true).
+
+op softmax_cross_entropy_backward
+  operands logits, labels, dloss
+  results dlogits
+  attr reduction: Reduction
+  attr divisor: int >= 1
+  traits backward
+  cost elementwise
+  doc (softmax(logits) - onehot(labels)) * dloss / divisor.
+
+# --- fused conv / batch norm / relu (written by fuse-conv-bn-relu) -----------------------
+# Training batch norm in two phases, statistics then normalization, so that sync batch
+# norm can all_reduce the statistics (and the backward sums) between them.
+op conv2d_stats
+  operands x, w, b?
+  results y, stats
+  attr stride: int >= 1
+  attr pad: int >= 0
+  cost gemm(w, y)
+  doc conv2d that also returns its output's per-channel statistics stats: f64[3,C] of the
+  doc count, the sum and the sum of squares, which all_reduce adds across devices for sync
+  doc batch norm.
+
+op batch_norm_apply
+  operands y, stats, gamma, beta, running_mean, running_var, residual?
+  results out, save_mean, save_invstd
+  attr momentum: float in [0, 1]
+  attr eps: float > 0
+  attr relu: bool
+  traits stateful
+  cost elementwise
+  doc Training batch norm from given statistics in one pass over y: normalize, scale, shift,
+  doc add the residual if given, relu if asked. Returns the output, save_mean and
+  doc save_invstd, and updates the running statistics in place.
+
+op batch_norm_backward_reduce
+  operands dout, y, save_mean, save_invstd, out?
+  results sums, dbeta, dgamma
+  traits backward
+  cost elementwise
+  doc The sums batch norm's backward needs, with dz = dout (where out > 0, when relu's output
+  doc is given): sums = f64[2,C] of sum dz and sum dz * (y - mean); and dbeta and dgamma,
+  doc the parameters' gradients on this device.
+
+op batch_norm_backward_apply
+  operands dout, y, gamma, save_mean, save_invstd, sums, stats, out?
+  results dy, dresidual?
+  attr residual: bool
+  traits backward
+  cost elementwise
+  doc dy of batch_norm_apply from sums and statistics (all-reduced under sync batch norm);
+  doc with residual=true also dz, the residual's gradient.
+
+op batch_norm_recompute
+  operands y, stats, gamma, beta
+  results out
+  attr eps: float > 0
+  attr relu: bool
+  cost elementwise
+  doc batch_norm_apply's output computed again from the same y and statistics, bit for bit,
+  doc without touching the running statistics: backward reads it (written by
+  doc recompute-bn-relu) instead of keeping the forward output alive across the step.
+
+op fold_batch_norm
+  operands w, b?, gamma, beta, running_mean, running_var
+  results w_folded, b_folded
+  attr eps: float > 0
+  cost elementwise
+  doc Inference batch norm folded into the convolution before it: w' = w * gamma /
+  doc sqrt(var + eps) per output channel, b' = (b - mean) * gamma / sqrt(var + eps) + beta.
+
+op conv2d_bias_act
+  operands x, w, b, residual?
+  results y
+  attr stride: int >= 1
+  attr pad: int >= 0
+  attr relu: bool
+  cost gemm(w, y)
+  doc conv2d with bias, then + residual if given, then relu if asked, as one kernel.
+
+# --- optimizer ---------------------------------------------------------------------------
+op sgd_update
+  operands w, g, m?
+  attr lr: float >= 0
+  attr momentum: float in [0, 1)
+  attr weight_decay: float in [0, 1]
+  traits stateful optimizer
+  optimizer param=w grad=g grouped=sgd_update_group
+  state m init=zeros var=momentum when=momentum>0
+  cost elementwise
+  doc In-place SGD step on the variables that w (and the momentum buffer m) read:
+  doc d = g + weight_decay*w; m = momentum*m + d; w -= lr*(momentum > 0 ? m : d).
+
+op sgd_update_group
+  operands xs...
+  attr lr: float >= 0
+  attr momentum: float in [0, 1)
+  attr weight_decay: float in [0, 1]
+  traits stateful optimizer
+  optimizer grouped_of=sgd_update
+  cost elementwise
+  doc sgd_update of k parameters of one device as one node (one multi-tensor launch):
+  doc operands are k weights, their k gradients and, when momentum > 0, their k momentum
+  doc buffers. Made by group-sgd-updates.
+
+# --- collectives (the only ops whose operands and results span devices) ----------------
+op split
+  operands x
+  results xs...
+  attr axis: int
+  attr sizes: ints
+  attr devices: devices
+  traits collective runtime
+  collective kind=scatter reads=host writes=per_device call=copy_from_host
+  cost none
+  doc Cuts a host tensor along `axis` into one slice per device.
+
+op concat
+  operands xs...
+  results y
+  attr axis: int
+  attr devices: devices
+  traits collective runtime
+  collective kind=gather reads=module_devices writes=first_device call=copy_to_peer
+  cost none
+  doc Joins one slice per device along `axis` onto the single device listed.
+
+op broadcast
+  operands xs...
+  results ys...
+  attr devices: devices
+  attr groups: int = 1
+  traits collective runtime
+  collective kind=broadcast reads=group_source writes=per_device call=broadcast
+  cost none
+  doc Copies k tensors from a source device to every listed device. With groups=G the
+  doc devices split into G consecutive groups, each with its own source: operands are
+  doc grouped by group (k each, on a device of that group), results by device.
+
+op all_reduce
+  operands xs...
+  results ys...
+  attr op: ReduceOp
+  attr bucket: int >= 0
+  attr devices: devices
+  attr groups: int = 1
+  traits collective runtime
+  collective kind=reduce reads=per_device writes=per_device call=all_reduce
+  cost none
+  doc Reduces k tensors across devices. Operands and results are grouped by device
+  doc (k per device, in `devices` order); each device gets the reduced k tensors. With
+  doc groups=G the devices split into G consecutive groups that reduce on their own.
