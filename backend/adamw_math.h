@@ -9,8 +9,10 @@
 //   w += -lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 //
 // with eps outside the square root, after the bias correction, and t the update's number
-// counted from 1. The per-step scalars are computed on the host in double and rounded to
-// float once, as PyTorch passes Python floats to its f32 tensor ops; the per-element work
+// counted from 1. The per-step scalars are computed in double and rounded to float once,
+// as PyTorch passes Python floats to its f32 tensor ops (on the host for the CPU; on the
+// GPU from the step count in device memory, with CUDA's pow: within 2 ulp of the host's
+// in double, which the rounding to float almost always absorbs); the per-element work
 // is float, operation for operation in PyTorch's order, without fused multiply-adds
 // (CMakeLists.txt), so the CPU loop and the CUDA kernel step to the same bits. The state
 // (m, v) and the weight are f32 whatever the gradient's type (bf16 under mixed precision
@@ -40,18 +42,24 @@ struct AdamWScalars {
   float neg_step_size;  // -lr / (1 - beta1^t)
 };
 
-/// The scalars of update number `step` (1 for the first update). Host code: the lr may
-/// change every step (a schedule), so these are made per launch, not per kernel.
-inline AdamWScalars adamwScalars(const AdamWHyper& h, int64_t step) {
+/// The scalars of update number `step` (1 for the first update), made per launch (the lr
+/// may change every step under a schedule; the step does). Host and device: adamw_update's
+/// CUDA kernel makes them from the step count it keeps in device memory.
+TANDEM_HD AdamWScalars adamwScalars(const AdamWHyper& h, int64_t step) {
   const double t = static_cast<double>(step);
+#if defined(__CUDA_ARCH__)
+  const double bias1 = 1.0 - ::pow(h.beta1, t);
+  const double bias2_sqrt = ::sqrt(1.0 - ::pow(h.beta2, t));
+#else
   const double bias1 = 1.0 - std::pow(h.beta1, t);
-  const double bias2 = 1.0 - std::pow(h.beta2, t);
+  const double bias2_sqrt = std::sqrt(1.0 - std::pow(h.beta2, t));
+#endif
   return {static_cast<float>(1.0 - h.lr * h.weight_decay),
           static_cast<float>(h.beta1),
           static_cast<float>(1.0 - h.beta1),
           static_cast<float>(h.beta2),
           static_cast<float>(1.0 - h.beta2),
-          static_cast<float>(std::sqrt(bias2)),
+          static_cast<float>(bias2_sqrt),
           static_cast<float>(h.eps),
           static_cast<float>(-(h.lr / bias1))};
 }

@@ -1,13 +1,14 @@
 #pragma once
 
-// What every backend's sgd_update kernel checks of its node before it is made: the dtypes
-// the kernels take and the momentum buffer's presence (the shape rule ties it to
-// momentum > 0; a kernel built from an unverified node must still not touch a buffer that
-// is not there).
+// What every backend's optimizer-update kernels check of their node before they are made:
+// the dtypes the kernels take, sgd_update's momentum buffer's presence (the shape rule
+// ties it to momentum > 0; a kernel built from an unverified node must still not touch a
+// buffer that is not there) and adamw_update's operand count and step count.
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "backend/adamw_math.h"
 #include "ir/ir.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
@@ -55,6 +56,37 @@ inline absl::Status checkSgdUpdateGroup(const ir::Node& node, absl::string_view 
                        ") beside ", ir::dtypeName(grad), " gradient 1"));
   }
   return absl::OkStatus();
+}
+
+/// OK for adamw_update's five operands: f32 weight, moments and step count (one element),
+/// an f32 or bf16 gradient; else the error naming the node and `kind`.
+inline absl::Status checkAdamwUpdate(const ir::Node& node, absl::string_view kind) {
+  using V = ir::AdamwUpdateView;
+  if (node.numOperands() != 5)
+    return absl::InvalidArgumentError(absl::StrCat(node.describe(), ": ", node.numOperands(),
+                                                   " operands; expected w, g, m, v and step"));
+  for (size_t i = 0; i < node.numOperands(); ++i)
+    if (ir::DType t = node.operand(i)->type().dtype;
+        t != ir::DType::kF32 && !(i == V::kG && t == ir::DType::kBF16))
+      return absl::UnimplementedError(absl::StrCat(node.describe(), ": the ", kind,
+                                                   " kernel updates f32 weights from f32 or bf16 "
+                                                   "gradients, not ",
+                                                   ir::dtypeName(t), " operand ", i));
+  if (node.operand(V::kStep)->type().numElements() != 1)
+    return absl::InvalidArgumentError(absl::StrCat(node.describe(),
+                                                   ": the step count must be one element, not ",
+                                                   ir::toString(node.operand(V::kStep)->type())));
+  return absl::OkStatus();
+}
+
+/// adamw_update's attributes as the AdamW cores take them.
+inline AdamWHyper adamwHyper(const ir::Node& node) {
+  const ir::AdamwUpdateView v(node);
+  return {.lr = v.lr(),
+          .beta1 = v.beta1(),
+          .beta2 = v.beta2(),
+          .eps = v.eps(),
+          .weight_decay = v.weight_decay()};
 }
 
 }  // namespace tandem::backend

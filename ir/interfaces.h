@@ -33,6 +33,14 @@ struct OptimizerStateSpec {
   /// Index of a float attribute: the state exists only where it is > 0 (SGD's momentum);
   /// -1: always.
   int when_attr = -1;
+  /// An f32[1] per parameter instead of the weight's type: a count (AdamW's step, kept per
+  /// parameter as PyTorch 1.13 keeps state['step'], so that a checkpoint carries it).
+  bool scalar = false;
+
+  /// The state variable's type for a parameter of type `param`.
+  TensorType typeFor(const TensorType& param) const {
+    return scalar ? TensorType{DType::kF32, {1}} : param;
+  }
 };
 
 /// What the spec's `optimizer` line says. A grouped form carries its single form's facts.

@@ -22,9 +22,10 @@
 #     optimizer param=P grad=G [grouped=OP | grouped_of=OP]
 #                                   an optimizer update (ir/interfaces.h): operand P is the
 #                                   trained weight, G its gradient; its multi-tensor form
-#     state S init=INIT var=SUFFIX [when=ATTR>0]
+#     state S init=INIT var=SUFFIX [when=ATTR>0] [shape=scalar]
 #                                   optimizer state operand S: a variable "<param>.SUFFIX"
-#                                   of the weight's type, initialized INIT (zeros, ones)
+#                                   of the weight's type (shape=scalar: an f32[1], such as
+#                                   an update count), initialized INIT (zeros, ones)
 #     collective kind=K reads=R writes=W call=C
 #                                   K: reduce, broadcast, scatter, gather; R: per_device,
 #                                   group_source, host, module_devices; W: per_device,
@@ -368,6 +369,25 @@ op sgd_update_group
   doc sgd_update of k parameters of one device as one node (one multi-tensor launch):
   doc operands are k weights, their k gradients and, when momentum > 0, their k momentum
   doc buffers. Made by group-sgd-updates.
+
+op adamw_update
+  operands w, g, m, v, step
+  attr lr: float >= 0
+  attr beta1: float in [0, 1)
+  attr beta2: float in [0, 1)
+  attr eps: float >= 0
+  attr weight_decay: float in [0, 1]
+  traits stateful optimizer
+  optimizer param=w grad=g
+  state m init=zeros var=exp_avg
+  state v init=zeros var=exp_avg_sq
+  state step init=zeros var=step shape=scalar
+  cost elementwise
+  doc In-place AdamW step (PyTorch 1.13's torch.optim.AdamW, amsgrad off) on the variables
+  doc that w, m, v and step read: step += 1; w *= 1 - lr*weight_decay; m = beta1*m +
+  doc (1-beta1)*g; v = beta2*v + (1-beta2)*g*g; w -= lr/(1-beta1^step) * m /
+  doc (sqrt(v)/sqrt(1-beta2^step) + eps). step is the parameter's update count, an f32[1]
+  doc as PyTorch keeps state['step'], so a checkpoint carries it with the moments.
 
 # --- collectives (the only ops whose operands and results span devices) ----------------
 op split

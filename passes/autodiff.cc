@@ -20,6 +20,7 @@
 #include "ir/number_format.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
+#include "passes/optimizer_options.h"
 
 namespace tandem::passes {
 
@@ -95,12 +96,14 @@ class AutodiffContext final : public ir::GradContext {
 };
 
 /// Reads optimizer state `s` of parameter `var` in : the variable
-/// "<var>.<suffix>" of var's type, created on first use with its init (in  too).
+/// "<var>.<suffix>" of var's type (an f32[1] for a scalar state), created on first use with
+/// its init (in  too).
 absl::StatusOr<Value*> readState(ir::Module& m, ir::Graph& g, ir::Graph* init, const ir::Var& var,
                                  const ir::OptimizerStateSpec& s, const std::string& scope) {
   const std::string name = absl::StrCat(var.name, ".", s.var_suffix);
   if (m.findVar(name) == nullptr) {
-    RETURN_IF_ERROR(m.addVar({name, var.type, ir::VarRole::kOptimizer, ir::Initializer{s.init}}));
+    RETURN_IF_ERROR(
+        m.addVar({name, s.typeFor(var.type), ir::VarRole::kOptimizer, ir::Initializer{s.init}}));
     if (init != nullptr) {
       ASSIGN_OR_RETURN(Node * value,
                        init->create(ir::InitializeArgs{.var = name}.spec({.names = {name}})));
@@ -241,63 +244,15 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
 
 namespace {
 
-/// The option naming an attribute: weight_decay -> weight-decay.
-std::string optionName(absl::string_view attr) { return absl::StrReplaceAll(attr, {{"_", "-"}}); }
-
-/// Defaults of the hyperparameters the CLI passes to every optimizer that has them.
-std::optional<double> defaultOf(absl::string_view attr) {
-  if (attr == "lr") return 0.1;
-  if (attr == "momentum" || attr == "weight_decay") return 0.0;
-  return std::nullopt;
-}
-
 constexpr absl::string_view kDefaultOptimizer = "sgd_update";
-
-// The values option `a` takes: the attribute's range, where a learning rate must also be
-// > 0 (0 trains nothing, although the update op itself allows it).
-ir::AttrRange optionRange(const ir::AttrSpec& a) {
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  ir::AttrRange r = a.range.value_or(ir::AttrRange{.lo = -kInf, .hi = kInf});
-  if (a.name == "lr" && r.lo <= 0) r.lo = 0, r.lo_open = true;
-  return r;
-}
-
-// The range in the words `train`'s flags use ("must be >= 0 and < 1"), so that `opt` and
-// `train` say the same.
-std::string mustBe(const ir::AttrSpec& a) {
-  const ir::AttrRange r = optionRange(a);
-  std::string lo = std::isinf(r.lo) ? "" : absl::StrCat(r.lo_open ? "> " : ">= ", r.lo);
-  std::string hi = std::isinf(r.hi) ? "" : absl::StrCat(r.hi_open ? "< " : "<= ", r.hi);
-  if (lo.empty() && hi.empty()) return "must be finite";
-  return absl::StrCat("must be ", lo, !lo.empty() && !hi.empty() ? " and " : "", hi);
-}
-
-// "" when `v` is a valid value of optimizer attribute `a`, else what is wrong. Optimizer
-// updates compute in f32, so a float is also checked as f32 rounds it: an lr below f32's
-// smallest normal number would be 0 there and train nothing, a momentum of 0.99999999 would
-// be 1 and never forget, a positive weight decay below it would be none.
-std::string optionValueProblem(const ir::AttrSpec& a, double v) {
-  const ir::AttrRange r = optionRange(a);
-  if (!std::isfinite(v) || !r.contains(v)) return mustBe(a);
-  if (a.kind != ir::AttrKind::kFloat) return "";
-  const float f = static_cast<float>(v);
-  const double smallest = std::numeric_limits<float>::min();  // 1.17549e-38
-  if (std::isinf(f)) return "rounds to infinity in f32 (the update's arithmetic)";
-  if (v > 0 && f < smallest)
-    return absl::StrFormat("rounds to %s in f32 (the update's arithmetic)%s; give %s %g",
-                           f == 0 ? "0" : "a denormal", a.name == "lr" ? ", which trains nothing" : "",
-                           a.name == "lr" ? "at least" : "0 or at least", smallest);
-  if (!r.contains(f))
-    return absl::StrFormat("rounds to %g in f32 (the update's arithmetic), which %s", f, mustBe(a));
-  return "";
-}
 
 }  // namespace
 
 std::string Autodiff::optionsText() const {
   const ir::OpInfo& info = ir::opInfo(optimizer_);
   std::string out = "{";
-  if (info.name != kDefaultOptimizer) absl::StrAppend(&out, "optimizer=", info.name, ",");
+  if (info.name != kDefaultOptimizer)
+    absl::StrAppend(&out, "optimizer=", optimizerShortName(optimizer_), ",");
   for (size_t i = 0; i < hyper_.size(); ++i)
     absl::StrAppend(&out, i ? "," : "", optionName(info.attrs[i].name), "=",
                     ir::toString(hyper_[i]));
@@ -306,11 +261,11 @@ std::string Autodiff::optionsText() const {
 
 absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
   ASSIGN_OR_RETURN(std::string name, opts.getString("optimizer", std::string(kDefaultOptimizer)));
-  std::optional<ir::Op> op = ir::opByName(name);
-  if (!op || ir::opInfo(*op).optimizer == nullptr || ir::opInfo(*op).optimizer->grouped_of)
-    return absl::InvalidArgumentError(
-        absl::StrCat("pass autodiff: option 'optimizer' must name an optimizer update op (such as ",
-                     kDefaultOptimizer, "), got '", name, "'"));
+  absl::StatusOr<ir::Op> op = optimizerByName(name);
+  if (!op.ok())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pass autodiff: option 'optimizer' must name an optimizer update op (", optimizerNames(),
+        ", or their ops such as ", kDefaultOptimizer, "), got '", name, "'"));
   // Every attribute of the optimizer is an option: numbers (a float or an int).
   const ir::OpInfo& info = ir::opInfo(*op);
   std::vector<ir::AttrValue> hyper;
@@ -319,7 +274,7 @@ absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
     if (a.kind != ir::AttrKind::kFloat && a.kind != ir::AttrKind::kInt)
       return absl::InternalError(absl::StrCat("pass autodiff: ", info.name, "'s attribute ", a.name,
                                               " is no number, which options cannot set"));
-    const std::optional<double> fallback = defaultOf(a.name);
+    const std::optional<double> fallback = optimizerDefault(*op, a.name);
     if (!fallback && !opts.values().contains(key))
       return absl::InvalidArgumentError(
           absl::StrCat("pass autodiff: option '", key, "' is required by ", info.name));
@@ -336,7 +291,7 @@ absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
     const ir::AttrSpec& a = info.attrs[i];
     const double v = a.kind == ir::AttrKind::kInt ? static_cast<double>(std::get<int64_t>(hyper[i]))
                                                   : std::get<double>(hyper[i]);
-    if (std::string problem = optionValueProblem(a, v); !problem.empty())
+    if (std::string problem = optimizerValueProblem(a, v); !problem.empty())
       return absl::InvalidArgumentError(
           absl::StrCat("pass autodiff: option '", optionName(a.name), "' ", problem));
   }

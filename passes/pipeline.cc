@@ -89,8 +89,12 @@ std::string defaultPipeline(const PipelineConfig& c) {
   std::vector<std::string> passes{
       // Before autodiff: it rewrites the forward, and autodiff derives a bf16 backward.
       c.bf16 ? "mixed-precision{dtype=bf16}" : "",
-      absl::StrCat("autodiff{lr=", num(c.lr), ",momentum=", num(c.momentum),
-                   ",weight-decay=", num(c.weight_decay), "}"),
+      c.optimizer == "sgd"
+          ? absl::StrCat("autodiff{lr=", num(c.lr), ",momentum=", num(c.momentum),
+                         ",weight-decay=", num(c.weight_decay), "}")
+          : absl::StrCat("autodiff{optimizer=", c.optimizer, ",lr=", num(c.lr),
+                         ",beta1=", num(c.beta1), ",beta2=", num(c.beta2), ",eps=", num(c.eps),
+                         ",weight-decay=", num(c.weight_decay), "}"),
       // Between autodiff and replicate: it rewrites forward and backward together, once.
       c.fuse ? "fuse-conv-bn-relu" : "",
       absl::StrCat(

@@ -20,9 +20,13 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> parsePipeline(absl::string_vi
 struct PipelineConfig {
   std::vector<ir::Device> devices{{ir::DeviceKind::kCpu, 0}};
   std::vector<double> weights;  // empty: even split
+  /// The optimizer (sgd or adamw: passes/optimizer_options.h) and its hyper-parameters;
+  /// momentum is SGD's, the betas and eps AdamW's.
+  std::string optimizer = "sgd";
   double lr = 0.1;
   double momentum = 0;
   double weight_decay = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double bucket_mb = 25;
   double first_bucket_mb = 1;
   /// > 1: hierarchical gradient reduction over this many groups of devices.

@@ -23,8 +23,10 @@ const std::vector<PassInfo>& registeredPasses() {
       {MixedPrecision::kName,
        "forward graphs in bf16 with f32 variables, losses and statistics (before autodiff)",
        "dtype=bf16", MixedPrecision::create},
-      {Autodiff::kName, "append backward and SGD updates to @train_step",
-       "lr=0.1, momentum=0, weight-decay=0", Autodiff::create},
+      {Autodiff::kName, "append backward and optimizer updates to @train_step",
+       "optimizer=sgd|adamw, lr=0.1, momentum=0, weight-decay=0 (sgd); adamw: "
+       "beta1=0.9, beta2=0.999, eps=1e-08",
+       Autodiff::create},
       {FuseConvBnRelu::kName,
        "conv2d -> batch_norm [-> add] [-> relu] as fused nodes, forward and backward", "",
        FuseConvBnRelu::create},

@@ -1,11 +1,14 @@
 // sgd_update and sgd_update_group: the in-place SGD step. They have no results; they
 // write their weight and momentum operand views, which point at the variables' storage
 // (sgd_update: w in[0] and m in[2], present iff momentum > 0; the group: ir/updates.h).
+// adamw_update: AdamW's step over the AdamW core (backend/cpu/adamw_core.h), in place on
+// w, m, v and the step count.
 
 #include <cstdint>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/adamw_core.h"
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/kernels.h"
 #include "backend/sgd_checks.h"
@@ -82,7 +85,36 @@ class SgdUpdateGroupKernel final : public CpuKernel {
   ir::SgdGroupLayout layout_;
 };
 
+/// adamw_update: the step count (an f32[1] variable, in[4]) goes up by one, and the
+/// update's scalars are made from it on the host each launch, in double as PyTorch makes
+/// them from its Python floats (backend/adamw_math.h).
+template <typename G>
+class AdamwUpdateKernel final : public CpuKernel {
+ public:
+  explicit AdamwUpdateKernel(AdamWHyper h) : h_(h) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView>) override {
+    using V = ir::AdamwUpdateView;
+    float& step = in[V::kStep].f32()[0];
+    step += 1;  // f32 as PyTorch's state['step'] (exact up to 2^24 updates)
+    adamwUpdate(in[V::kW].f32(), in[V::kG].as<G>(), in[V::kM].f32(), in[V::kV].f32(),
+                in[V::kW].numElements(), adamwScalars(h_, static_cast<int64_t>(step)));
+  }
+
+ private:
+  AdamWHyper h_;
+};
+
 }  // namespace
+
+KernelOr makeAdamwUpdateKernel(const KernelInit& init) {
+  const ir::Node& node = init.node;
+  RETURN_IF_ERROR(checkAdamwUpdate(node, "CPU"));
+  return withFloatType(node.operand(ir::AdamwUpdateView::kG)->type().dtype,
+                       [&](auto g) -> KernelOr {
+                         return std::make_unique<AdamwUpdateKernel<decltype(g)>>(adamwHyper(node));
+                       });
+}
 
 KernelOr makeSgdUpdateKernel(const KernelInit& init) {
   const ir::Node& node = init.node;

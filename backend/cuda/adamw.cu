@@ -25,7 +25,45 @@ void update(float* w, const G* g, float* m, float* v, int64_t n, const AdamWScal
   adamwKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(w, g, m, v, n, s);
 }
 
+// adamw_update's kernel: the scalars come from the step count in device memory (the
+// update's number is *step + 1), made once per block in double (adamwScalars) so that the
+// host never waits for the count.
+template <typename G>
+__global__ void adamwCountedKernel(float* w, const G* g, float* m, float* v, int64_t n,
+                                   const float* step, AdamWHyper h) {
+  __shared__ AdamWScalars s;
+  if (threadIdx.x == 0) s = adamwScalars(h, static_cast<int64_t>(*step) + 1);
+  __syncthreads();
+  for (int64_t i = gridStart(); i < n; i += gridStride()) {
+    float wi = w[i], mi = m[i], vi = v[i];
+    adamwStep(wi, load(g, i), mi, vi, s);
+    w[i] = wi;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+// The count goes up after every block has read it: a kernel of its own, which the stream
+// runs after the update.
+__global__ void countStep(float* step) { *step += 1; }
+
+template <typename G>
+void countedUpdate(float* w, const G* g, float* m, float* v, int64_t n, float* step,
+                   const AdamWHyper& h, cudaStream_t stream) {
+  if (n > 0) adamwCountedKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(w, g, m, v, n, step, h);
+  countStep<<<1, 1, 0, stream>>>(step);
+}
+
 }  // namespace
+
+void launchAdamWUpdate(float* w, const float* g, float* m, float* v, int64_t n, float* step,
+                       const AdamWHyper& h, cudaStream_t stream) {
+  countedUpdate(w, g, m, v, n, step, h, stream);
+}
+void launchAdamWUpdate(float* w, const uint16_t* g, float* m, float* v, int64_t n, float* step,
+                       const AdamWHyper& h, cudaStream_t stream) {
+  countedUpdate(w, g, m, v, n, step, h, stream);
+}
 
 void launchAdamWUpdate(float* w, const float* g, float* m, float* v, int64_t n,
                        const AdamWScalars& s, cudaStream_t stream) {

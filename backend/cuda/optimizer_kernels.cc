@@ -6,6 +6,8 @@
 //
 // sgd_update_group (group-sgd-updates, on by default for CUDA devices) steps k parameters
 // of a device in one launch per 48 (optimizer_plan.h) instead of one launch each.
+//
+// adamw_update: AdamW's step (adamw.cu) with its count in device memory.
 
 #include <algorithm>
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cuda/adamw_launch.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/optimizer_launch.h"
 #include "backend/sgd_checks.h"
@@ -82,6 +85,35 @@ class SgdUpdateGroupKernel final : public CudaKernel {
   std::vector<SgdGroupLaunch> plan_;
 };
 
+// adamw_update: AdamW's own kernel (adamw.cu) and the step count's increment, both on the
+// stream; the scalars are made on the GPU from the count (no host round trip per step).
+class AdamwUpdateKernel final : public CudaKernel {
+ public:
+  AdamwUpdateKernel(CudaContext& ctx, bool bf16_grad, const AdamWHyper& h)
+      : CudaKernel(ctx), bf16_grad_(bf16_grad), hyper_(h) {}
+
+ protected:
+  absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView>) override {
+    using V = ir::AdamwUpdateView;
+    float* w = in[V::kW].f32();
+    float* m = in[V::kM].f32();
+    float* v = in[V::kV].f32();
+    float* step = in[V::kStep].f32();
+    const int64_t n = in[V::kW].numElements();
+    if (bf16_grad_)
+      launchAdamWUpdate(w, static_cast<const uint16_t*>(in[V::kG].data), m, v, n, step, hyper_,
+                        stream);
+    else
+      launchAdamWUpdate(w, in[V::kG].f32(), m, v, n, step, hyper_, stream);
+    return absl::OkStatus();
+  }
+
+ private:
+  bool bf16_grad_;
+  AdamWHyper hyper_;
+};
+
 SgdParams hyperparameters(const ir::Node& node) {
   return SgdParams{static_cast<float>(ir::attr::lr(node)),
                    static_cast<float>(ir::attr::momentum(node)),
@@ -95,6 +127,14 @@ KernelOr makeSgdUpdateKernel(const KernelInit& init) {
   RETURN_IF_ERROR(checkSgdUpdate(node, "CUDA"));
   return std::unique_ptr<CudaKernel>(new SgdUpdateKernel(
       init.ctx, node.operand(1)->type().dtype == ir::DType::kBF16, hyperparameters(node)));
+}
+
+KernelOr makeAdamwUpdateKernel(const KernelInit& init) {
+  const ir::Node& node = init.node;
+  RETURN_IF_ERROR(checkAdamwUpdate(node, "CUDA"));
+  return std::unique_ptr<CudaKernel>(new AdamwUpdateKernel(
+      init.ctx, node.operand(ir::AdamwUpdateView::kG)->type().dtype == ir::DType::kBF16,
+      adamwHyper(node)));
 }
 
 KernelOr makeSgdUpdateGroupKernel(const KernelInit& init) {

@@ -102,7 +102,7 @@ struct Attr {
 };
 
 struct State {
-  std::string operand, init, var, when;
+  std::string operand, init, var, when, shape;
   int line = 0;
 };
 
@@ -356,8 +356,8 @@ Spec parse(std::istream& in) {
     } else if (key == "state") {
       std::vector<std::string> ws = words(rest);
       if (ws.empty()) die(line, "`state` needs an operand");
-      auto kv = keyValues(rest.substr(ws[0].size()), line, {"init", "var", "when"});
-      op->states.push_back({ws[0], kv["init"], kv["var"], kv["when"], line});
+      auto kv = keyValues(rest.substr(ws[0].size()), line, {"init", "var", "when", "shape"});
+      op->states.push_back({ws[0], kv["init"], kv["var"], kv["when"], kv["shape"], line});
     } else if (key == "collective") {
       auto kv = keyValues(rest, line, {"kind", "reads", "writes", "call"});
       op->kind = kv["kind"], op->reads = kv["reads"], op->writes = kv["writes"];
@@ -443,6 +443,8 @@ void validate(Spec& spec) {
       if (o.operandIndex(s.operand) < 0) die(s.line, "'" + s.operand + "' is no operand");
       if (!kInits.count(s.init)) die(s.line, "init must be zeros or ones");
       if (!isIdent(s.var)) die(s.line, "var must name the variable's suffix");
+      if (!s.shape.empty() && s.shape != "param" && s.shape != "scalar")
+        die(s.line, "shape must be param (the weight's type, the default) or scalar");
       if (!s.when.empty()) {
         size_t gt = s.when.find(">0");
         std::string attr = s.when.substr(0, gt);
@@ -722,7 +724,8 @@ namespace tandem::ir {
     for (const State& s : single.states)
       o << "{.operand = " << single.operandIndex(s.operand) << ", .init = Initializer::Kind::k"
         << camel(s.init) << ", .var_suffix = \"" << s.var << "\", .when_attr = "
-        << (s.when.empty() ? -1 : single.attrIndex(s.when.substr(0, s.when.find('>')))) << "}, ";
+        << (s.when.empty() ? -1 : single.attrIndex(s.when.substr(0, s.when.find('>'))))
+        << ", .scalar = " << (s.shape == "scalar" ? "true" : "false") << "}, ";
     o << "},\n    .operands = " << single.operands.size() << ",\n";
     if (!op.grouped.empty()) o << "    .grouped = Op::k" << camel(op.grouped) << ",\n";
     if (!op.grouped_of.empty()) o << "    .grouped_of = Op::k" << camel(op.grouped_of) << ",\n";

@@ -1,5 +1,6 @@
 // sgd_update and sgd_update_group: the in-place optimizer step, for one parameter or for
-// k parameters of one device in one node (one multi-tensor launch on GPUs).
+// k parameters of one device in one node (one multi-tensor launch on GPUs); adamw_update,
+// AdamW's step for one parameter.
 
 #include <cstdint>
 #include <utility>
@@ -19,6 +20,20 @@ struct UpdateOperands {
   size_t w, g, m;
 };
 
+/// Operand `i` is read straight from a variable of role `want` (an update writes it in place).
+template <typename Describe>
+absl::Status checkReadsVariable(const Node& n, size_t i, VarRole want, Describe describe) {
+  const Node* def = n.operand(i)->def();
+  if (def == nullptr || def->op() != Op::kParam)
+    return fail(absl::StrCat(describe(i), " must be read straight from a variable (a param node)"));
+  const std::string& var = ParamView(*def).var();
+  const Var* decl = n.graph()->module()->findVar(var);
+  if (decl != nullptr && decl->role != want)
+    return fail(absl::StrCat(describe(i), " reads @", var, " whose role is ",
+                             varRoleName(decl->role), ", expected ", varRoleName(want)));
+  return absl::OkStatus();
+}
+
 /// The checks of one step: f32 weights read from a param variable, a gradient of the
 /// weight's type (or its bf16 twin: reduced in bf16 to halve the bytes on the wire, and
 /// widened as the update reads it), a momentum buffer of the weight's type read from an
@@ -35,18 +50,8 @@ absl::Status checkUpdate(const Node& n, UpdateOperands u, Describe describe) {
                              " (or be its bf16 twin)"));
   if (u.m != SIZE_MAX && typeOf(n, u.m) != w)
     return fail(absl::StrCat(describe(u.m), " and ", describe(u.w), " must have the same type"));
-  for (auto [i, want] : {std::pair{u.w, VarRole::kParam}, std::pair{u.m, VarRole::kOptimizer}}) {
-    if (i == SIZE_MAX) continue;
-    const Node* def = n.operand(i)->def();
-    if (def == nullptr || def->op() != Op::kParam)
-      return fail(
-          absl::StrCat(describe(i), " must be read straight from a variable (a param node)"));
-    const std::string& var = ParamView(*def).var();
-    const Var* decl = n.graph()->module()->findVar(var);
-    if (decl != nullptr && decl->role != want)
-      return fail(absl::StrCat(describe(i), " reads @", var, " whose role is ",
-                               varRoleName(decl->role), ", expected ", varRoleName(want)));
-  }
+  RETURN_IF_ERROR(checkReadsVariable(n, u.w, VarRole::kParam, describe));
+  if (u.m != SIZE_MAX) RETURN_IF_ERROR(checkReadsVariable(n, u.m, VarRole::kOptimizer, describe));
   return absl::OkStatus();
 }
 
@@ -82,6 +87,22 @@ absl::StatusOr<Types> inferSgdUpdateGroup(const Node& n) {  // ws..., gs..., ms.
   return Types{};
 }
 
+absl::StatusOr<Types> inferAdamwUpdate(const Node& n) {  // w, g, m, v, step
+  auto describe = [&](size_t i) { return describeOperand(n, i); };
+  RETURN_IF_ERROR(
+      checkUpdate(n, {AdamwUpdateView::kW, AdamwUpdateView::kG, AdamwUpdateView::kM}, describe));
+  if (typeOf(n, AdamwUpdateView::kV) != typeOf(n, AdamwUpdateView::kW))
+    return fail(absl::StrCat(describe(AdamwUpdateView::kV), " and ", describe(AdamwUpdateView::kW),
+                             " must have the same type"));
+  RETURN_IF_ERROR(checkReadsVariable(n, AdamwUpdateView::kV, VarRole::kOptimizer, describe));
+  // The update count: f32 counts every step exactly up to 2^24, more than a run takes.
+  if (typeOf(n, AdamwUpdateView::kStep) != TensorType{DType::kF32, {1}})
+    return fail(absl::StrCat(describe(AdamwUpdateView::kStep),
+                             " must be f32[1] (the parameter's update count)"));
+  RETURN_IF_ERROR(checkReadsVariable(n, AdamwUpdateView::kStep, VarRole::kOptimizer, describe));
+  return Types{};
+}
+
 /// The variables written: the weights' and the momentum buffers'.
 std::vector<std::string> writesVarsAt(const Node& n, std::vector<size_t> operands) {
   std::vector<std::string> out;
@@ -93,6 +114,11 @@ std::vector<std::string> writesVarsAt(const Node& n, std::vector<size_t> operand
 
 std::vector<std::string> writesSgdUpdate(const Node& n) {
   return writesVarsAt(n, {SgdUpdateView::kW, SgdUpdateView::kM});
+}
+
+std::vector<std::string> writesAdamwUpdate(const Node& n) {
+  return writesVarsAt(
+      n, {AdamwUpdateView::kW, AdamwUpdateView::kM, AdamwUpdateView::kV, AdamwUpdateView::kStep});
 }
 
 std::vector<std::string> writesSgdUpdateGroup(const Node& n) {
@@ -108,6 +134,7 @@ std::vector<std::string> writesSgdUpdateGroup(const Node& n) {
 }  // namespace
 
 extern const OpRules kSgdUpdateRules{.infer = inferSgdUpdate, .writes = writesSgdUpdate};
+extern const OpRules kAdamwUpdateRules{.infer = inferAdamwUpdate, .writes = writesAdamwUpdate};
 extern const OpRules kSgdUpdateGroupRules{.infer = inferSgdUpdateGroup,
                                           .writes = writesSgdUpdateGroup};
 

@@ -1,8 +1,11 @@
-// sgd_update against a hand loop, with and without momentum and weight decay.
+// sgd_update against a hand loop, with and without momentum and weight decay; adamw_update
+// against PyTorch's formula in double.
 
+#include <cmath>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -159,6 +162,105 @@ TEST(SgdUpdateGroup, MixedGradientDtypesAreRefusedNamingTheOperand) {
             op.node().describe() +
                 ": the CPU kernel updates f32 weights from gradients of one dtype, f32 or "
                 "bf16, not bf16 operand 3 (%in3) beside f32 gradient 1");
+}
+
+}  // namespace
+}  // namespace tandem::testing
+
+namespace tandem::testing {
+namespace {
+
+// adamw_update against PyTorch 1.13's formula (torch.optim.AdamW, _single_tensor_adamw)
+// in double, three steps: the moments and the step count carry over, and the bias
+// correction reads the count. Tolerance: the kernel works in f32 (a few roundings per
+// element and step), so 1e-5 of max(1, |w|); a wrong bias correction is off by 1e-2.
+struct AdamwCase {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool bf16_grad;
+};
+
+class AdamwUpdateTest : public ::testing::TestWithParam<AdamwCase> {};
+
+TEST_P(AdamwUpdateTest, MatchesPyTorchsFormulaInDouble) {
+  const AdamwCase& p = GetParam();
+  const ir::TensorType w_type = f32({4, 33});
+  const ir::TensorType g_type{p.bf16_grad ? ir::DType::kBF16 : ir::DType::kF32, w_type.shape};
+  const ir::TensorType count = f32({1});
+  SingleOp op(ir::Op::kAdamwUpdate, {w_type, g_type, w_type, w_type, count},
+              {{"lr", p.lr},
+               {"beta1", p.beta1},
+               {"beta2", p.beta2},
+               {"eps", p.eps},
+               {"weight_decay", p.weight_decay}},
+              {ir::Var{"state0", w_type, ir::VarRole::kParam, {}},
+               ir::Var{"state2", w_type, ir::VarRole::kOptimizer, {}},
+               ir::Var{"state3", w_type, ir::VarRole::kOptimizer, {}},
+               ir::Var{"state4", count, ir::VarRole::kOptimizer, {}}},
+              {}, {0, 2, 3, 4});
+  const int64_t n = w_type.numElements();
+  std::mt19937 rng(7);
+  op.in(0).fillUniform(rng);
+  std::vector<double> w(op.in(0).f32(), op.in(0).f32() + n), m(size_t(n)), v(size_t(n));
+  for (int t = 1; t <= 3; ++t) {
+    op.in(1).fillUniform(rng);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = size_t(i);
+      const double g = op.in(1).at(i);
+      w[k] *= 1 - p.lr * p.weight_decay;
+      m[k] = p.beta1 * m[k] + (1 - p.beta1) * g;
+      v[k] = p.beta2 * v[k] + (1 - p.beta2) * g * g;
+      const double denom = std::sqrt(v[k]) / std::sqrt(1 - std::pow(p.beta2, t)) + p.eps;
+      w[k] -= p.lr / (1 - std::pow(p.beta1, t)) * m[k] / denom;
+    }
+    op.run();
+    EXPECT_EQ(op.in(4).f32()[0], float(t));
+    EXPECT_LE(maxRelativeError(op.in(0).f32(), w.data(), n), 1e-5) << "step " << t;
+    EXPECT_LE(maxRelativeError(op.in(2).f32(), m.data(), n), 1e-5) << "step " << t;
+    EXPECT_LE(maxRelativeError(op.in(3).f32(), v.data(), n), 1e-5) << "step " << t;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Hyper, AdamwUpdateTest,
+                         ::testing::Values(AdamwCase{1e-3, 0.9, 0.999, 1e-8, 1e-2, false},
+                                           AdamwCase{0.05, 0.8, 0.99, 1e-6, 0.1, false},
+                                           AdamwCase{2e-3, 0.9, 0.999, 1e-8, 0, true},
+                                           AdamwCase{1e-2, 0, 0, 1e-3, 0.5, false}));
+
+// The shape rule: the step count is an f32[1] optimizer variable, the moments have the
+// weight's type; each error names the operand.
+TEST(AdamwUpdate, ShapeRuleNamesTheOperandAtFault) {
+  const ir::TensorType w = f32({3});
+  auto vars = [&](ir::TensorType m, ir::TensorType step) {
+    return std::vector<ir::Var>{ir::Var{"state0", w, ir::VarRole::kParam, {}},
+                                ir::Var{"state2", m, ir::VarRole::kOptimizer, {}},
+                                ir::Var{"state3", w, ir::VarRole::kOptimizer, {}},
+                                ir::Var{"state4", step, ir::VarRole::kOptimizer, {}}};
+  };
+  for (auto [m, step, expected] :
+       {std::tuple{w, f32({3}), "must be f32[1] (the parameter's update count)"},
+        std::tuple{f32({4}), f32({1}), "must have the same type"}}) {
+    ir::Module module("t");
+    for (ir::Var& v : vars(m, step)) ASSERT_TRUE(module.addVar(v).ok());
+    ir::Graph* g = *module.addGraph("t");
+    auto read = [&](const std::string& var) {
+      return (*g->create(ir::ParamArgs{.var = var}.spec()))->result();
+    };
+    auto grad = g->create({.op = ir::Op::kInput, .names = {"g"}, .declared_types = {w}});
+    ASSERT_TRUE(grad.ok());
+    auto n = g->create(ir::AdamwUpdateArgs{.w = read("state0"),
+                                           .g = (*grad)->result(),
+                                           .m = read("state2"),
+                                           .v = read("state3"),
+                                           .step = read("state4"),
+                                           .lr = 1e-3,
+                                           .beta1 = 0.9,
+                                           .beta2 = 0.999,
+                                           .eps = 1e-8,
+                                           .weight_decay = 0.0}
+                           .spec());
+    ASSERT_FALSE(n.ok());
+    EXPECT_NE(n.status().message().find(expected), std::string::npos) << n.status();
+  }
 }
 
 }  // namespace

@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/adamw_math.h"
 #include "backend/cuda/optimizer_launch.h"
 #include "backend/cuda/optimizer_math.h"
 #include "backend/cuda/optimizer_plan.h"
+#include "backend/sgd_checks.h"
 #include "gtest/gtest.h"
 #include "ir/updates.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -290,6 +292,87 @@ TEST(CudaOptimizerKernels, UnalignedSgdUpdateMatchesTheMath) {
   cudaFree(dm);
   EXPECT_EQ(std::memcmp(got_w.data(), w.data(), bytes), 0);
   EXPECT_EQ(std::memcmp(got_m.data(), m.data(), bytes), 0);
+}
+
+}  // namespace
+}  // namespace tandem::testing
+
+namespace tandem::testing {
+namespace {
+
+// adamw_update on CUDA: adamw.cu's counted kernel makes the step's scalars on the GPU from
+// the count in device memory (adamwScalars, TANDEM_HD) and steps each element with
+// adamwStep. Here: that math, host-compiled, over the count as the kernel reads it,
+// against the CPU kernel bit for bit; on a GPU: the kernel against the CPU kernel.
+
+SingleOp adamwOp(int64_t n, ir::DType g) {
+  const ir::TensorType w = f32({n});
+  return SingleOp(
+      Op::kAdamwUpdate, {w, ir::TensorType{g, {n}}, w, w, f32({1})},
+      {{"lr", 2e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"eps", 1e-8}, {"weight_decay", 0.05}},
+      {ir::Var{"state0", w, ir::VarRole::kParam, {}},
+       ir::Var{"state2", w, ir::VarRole::kOptimizer, {}},
+       ir::Var{"state3", w, ir::VarRole::kOptimizer, {}},
+       ir::Var{"state4", f32({1}), ir::VarRole::kOptimizer, {}}},
+      {}, {0, 2, 3, 4});
+}
+
+// Moments as a run leaves them (v >= 0) and a count of 5 updates so far.
+void fillAdamw(SingleOp& op, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1, 1), positive(0, 1e-2f);
+  for (int64_t k = 0; k < op.in(0).size(); ++k) {
+    op.in(0).f32()[k] = d(rng);
+    if (op.in(1).type().dtype == ir::DType::kBF16)
+      op.in(1).bf16()[k] = d(rng);
+    else
+      op.in(1).f32()[k] = d(rng);
+    op.in(2).f32()[k] = 0.1f * d(rng);
+    op.in(3).f32()[k] = positive(rng);
+  }
+  op.in(4).f32()[0] = 5;
+}
+
+TEST(CudaOptimizerMath, CountedAdamwStepIsTheCpuKernelToTheBit) {
+  std::mt19937 rng(21);
+  for (ir::DType g : {ir::DType::kF32, ir::DType::kBF16}) {
+    SCOPED_TRACE(ir::dtypeName(g));
+    SingleOp op = adamwOp(257, g);
+    fillAdamw(op, rng);
+    const int64_t n = op.in(0).size();
+    std::vector<float> w(op.in(0).f32(), op.in(0).f32() + n), m(op.in(2).f32(), op.in(2).f32() + n),
+        v(op.in(3).f32(), op.in(3).f32() + n);
+    float count = op.in(4).f32()[0];
+    const backend::AdamWHyper h = backend::adamwHyper(op.node());
+    for (int s = 0; s < 3; ++s) {
+      // As the kernel: every block makes the scalars from the count, then countStep adds 1.
+      const backend::AdamWScalars sc = backend::adamwScalars(h, static_cast<int64_t>(count) + 1);
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        backend::adamwStep(w[k], gradAt(op.in(1), i), m[k], v[k], sc);
+      }
+      count += 1;
+      op.run();
+    }
+    EXPECT_EQ(op.in(4).f32()[0], count);
+    EXPECT_EQ(std::memcmp(w.data(), op.in(0).f32(), w.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(m.data(), op.in(2).f32(), m.size() * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(v.data(), op.in(3).f32(), v.size() * sizeof(float)), 0);
+  }
+}
+
+// On the GPU the scalars come from CUDA's pow in double (within 2 ulp of the host's),
+// which rounding to float almost always absorbs: bit for bit is expected, and a
+// difference here would name that.
+TEST(CudaOptimizerKernels, AdamwUpdateMatchesCpuToTheBit) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(22);
+  for (int64_t n : {int64_t{1155}, int64_t{3000001}})
+    for (ir::DType g : {ir::DType::kF32, ir::DType::kBF16}) {
+      SCOPED_TRACE(std::to_string(n) + " " + std::string(ir::dtypeName(g)));
+      SingleOp op = adamwOp(n, g);
+      fillAdamw(op, rng);
+      expectThreeStepsEqualCpu(op);
+    }
 }
 
 }  // namespace

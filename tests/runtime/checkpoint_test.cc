@@ -536,10 +536,8 @@ TEST(CheckpointDataOrder, StartingAnEpochAtABatchSkipsExactlyThoseBatches) {
 // Two epochs straight, against one and a half epochs, a checkpoint through the file
 // format, and a fresh trainer that restores it and finishes: the same epoch figures and
 // parameters, bit for bit.
-TEST(CheckpointResume, AnEpochResumedMidwayEndsWithTheSameBits) {
+void expectResumedMidwayEndsWithTheSameBits(TrainSetup o) {
   const runtime::data::Dataset data = syntheticData(120);
-  TrainSetup o = lenetSetup(2);
-  o.batch = 20;
   auto spec = zoo::modelByName("lenet");
   ASSERT_TRUE(spec.ok());
 
@@ -596,6 +594,24 @@ TEST(CheckpointResume, AnEpochResumedMidwayEndsWithTheSameBits) {
   expectSameBits(rest->loss, straight_epoch2.loss);
   expectSameBits(rest->accuracy, straight_epoch2.accuracy);
   EXPECT_TRUE(sameBits(snapshot(**second), snapshot(**straight)));
+}
+
+TEST(CheckpointResume, AnEpochResumedMidwayEndsWithTheSameBits) {
+  TrainSetup o = lenetSetup(2);
+  o.batch = 20;
+  expectResumedMidwayEndsWithTheSameBits(o);
+}
+
+// AdamW's moments and per-parameter step counts (which the bias correction reads) are
+// variables like the weights: the resumed run steps as the uninterrupted one, bit for bit.
+TEST(CheckpointResume, AdamwResumedMidwayEndsWithTheSameBits) {
+  TrainSetup o = lenetSetup(2);
+  o.batch = 20;
+  o.optimizer = "adamw";
+  o.lr = 2e-3;
+  o.weight_decay = 0.05;
+  o.beta2 = 0.99;
+  expectResumedMidwayEndsWithTheSameBits(o);
 }
 
 }  // namespace

@@ -47,7 +47,9 @@ struct TrainSetup {
   std::vector<ir::Device> devices{{ir::DeviceKind::kCpu, 0}};
   int64_t batch = 256;
   std::vector<double> weights;  // per-device share of the batch; empty: even
+  std::string optimizer = "sgd";  // or adamw
   double lr = 0.1, momentum = 0, weight_decay = 0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw's
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;
   bool fuse = true;
@@ -70,9 +72,13 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
   c.build.batch = o.batch;
   c.pipeline = {.devices = o.devices,
                 .weights = o.weights,
+                .optimizer = o.optimizer,
                 .lr = o.lr,
                 .momentum = o.momentum,
                 .weight_decay = o.weight_decay,
+                .beta1 = o.beta1,
+                .beta2 = o.beta2,
+                .eps = o.eps,
                 .bucket_mb = o.bucket_mb,
                 .first_bucket_mb = o.first_bucket_mb,
                 .allreduce_groups = o.allreduce_groups,

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -88,6 +89,8 @@ class CheckpointCli : public ::testing::Test {
     std::vector<std::string> a = {"train",   "--model", "lenet",     "--data", dataDir(),
                                   "--batch", "10",      "--devices", "2",      "--epochs",
                                   "5",       "--seed",  "3",         "--lr",   "0.05"};
+    for (size_t i = 0; i + 1 < optimizer_.size(); i += 2)
+      a = withFlag(std::move(a), optimizer_[i], optimizer_[i + 1]);
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
   }
@@ -127,6 +130,8 @@ class CheckpointCli : public ::testing::Test {
 
   TempDir data_, work_;
   CommandResult straight_;
+  /// Flag-value pairs that replace or extend the base flags (another optimizer).
+  std::vector<std::string> optimizer_;
 };
 
 // Killed after step 6 of epoch 3 with a checkpoint every 4 steps: the last complete one is
@@ -144,6 +149,44 @@ TEST_F(CheckpointCli, KilledInEpochThreeAndResumedInsideTheEpoch) {
   EXPECT_EQ(last->history.size(), 2u);
   expectResumeEqualsStraight(
       dir, absl::StrCat("resumed from '", dir, "/checkpoint' at epoch 3, step 4 of 10\n"));
+}
+
+// AdamW's state (both moments and the per-parameter step count, which its bias correction
+// reads) comes back bit for bit from a checkpoint taken mid-epoch: the resumed run prints
+// and ends as the uninterrupted one.
+TEST_F(CheckpointCli, AdamwKilledMidEpochResumesBitForBit) {
+  optimizer_ = {"--optimizer", "adamw", "--lr",           "0.002",
+                "--beta2",     "0.99",  "--weight-decay", "0.05"};
+  runStraight();
+  EXPECT_NE(straight_.out.find("adamw lr 0.002, betas 0.9/0.99, eps 1e-08, weight decay 0.05"),
+            std::string::npos)
+      << straight_.out;
+  const std::string dir = work_.file("killed");
+  CommandResult killed = runWithSignal("3:6:9", {"--checkpoint", dir, "--checkpoint-every", "4"});
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  auto last = runtime::readCheckpointFile(dir);
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->progress.steps, 4);
+  // 2 epochs of 10 steps and 4 more: every parameter's count says 24.
+  size_t counts = 0;
+  for (const runtime::CheckpointTensor& t : last->tensors)
+    if (absl::EndsWith(t.name, ".step")) {
+      ++counts;
+      float step = 0;
+      ASSERT_EQ(t.bytes.size(), sizeof step) << t.name;
+      std::memcpy(&step, t.bytes.data(), sizeof step);
+      EXPECT_EQ(step, 24.0f) << t.name;
+    }
+  EXPECT_EQ(counts, 8u);  // LeNet's 8 parameters (4 layers' weights and biases)
+  expectResumeEqualsStraight(
+      dir, absl::StrCat("resumed from '", dir, "/checkpoint' at epoch 3, step 4 of 10\n"));
+
+  // Resuming with other AdamW settings is refused, naming the setting.
+  CommandResult other = runTandem(withFlag(args({"--resume", dir}), "--beta2", "0.999"));
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_NE(other.err.find("was written with --beta2 0.99; this run has --beta2 0.999"),
+            std::string::npos)
+      << other.err;
 }
 
 // Killed in epoch 3 with a checkpoint per epoch only: resumed from the end of epoch 2.

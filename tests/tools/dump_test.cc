@@ -273,9 +273,10 @@ TEST(DumpTest, HelpMentionsEveryFlag) {
   EXPECT_EQ(dump.exit_code, 0);
   EXPECT_EQ(dump.err, "");
   for (const char* flag :
-       {"--model", "--devices", "--batch", "--after", "--format", "--graph", "--output", "--lr",
-        "--momentum", "--weight-decay", "--bucket-mb", "--first-bucket-mb", "--split",
-        "--canonical", "--timing", "--no-verify", "resnet152", "insert-collectives"})
+       {"--model",  "--devices",   "--batch",     "--after",           "--format",    "--graph",
+        "--output", "--lr",        "--momentum",  "--weight-decay",    "--optimizer", "--beta1",
+        "--beta2",  "--eps",       "--bucket-mb", "--first-bucket-mb", "--split",     "--canonical",
+        "--timing", "--no-verify", "resnet152",   "insert-collectives"})
     EXPECT_THAT(dump.out, HasSubstr(flag));
 
   CommandResult opt = runTandem({"opt", "--help"});

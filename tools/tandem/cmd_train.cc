@@ -102,12 +102,16 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
   bool even = std::all_of(split.begin(), split.end(), [&](int64_t s) { return s == split[0]; });
   const int64_t batch = o.build.batch, steps = train_count / batch;
   const int64_t dropped = train_count - steps * batch;
-  std::string line1 = absl::StrFormat(
-      "%s on %s, batch %d (%s per device), lr %g, momentum %g, weight decay %g, init %s, seed "
-      "%d\n",
-      c.spec.name, deviceList(o.pipeline.devices), batch,
-      even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"), o.pipeline.lr, o.pipeline.momentum,
-      o.pipeline.weight_decay, ir::toString(o.build.weight_init), f.seed);
+  const passes::PipelineConfig& p = o.pipeline;
+  const std::string optimizer =
+      p.optimizer == "sgd"
+          ? absl::StrFormat("lr %g, momentum %g, weight decay %g", p.lr, p.momentum, p.weight_decay)
+          : absl::StrFormat("%s lr %g, betas %g/%g, eps %g, weight decay %g", p.optimizer, p.lr,
+                            p.beta1, p.beta2, p.eps, p.weight_decay);
+  std::string line1 = absl::StrFormat("%s on %s, batch %d (%s per device), %s, init %s, seed %d\n",
+                                      c.spec.name, deviceList(p.devices), batch,
+                                      even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"),
+                                      optimizer, ir::toString(o.build.weight_init), f.seed);
   std::string line2 =
       dropped == 0
           ? absl::StrFormat("%s training %s per epoch in %s, %s test %s\n", thousands(train_count),
@@ -197,19 +201,33 @@ std::string exactNumber(double v) {
 // then starts from the first device's values; another count or split adds in another
 // order, so the figures are close, not the same bits), buckets, layouts, kernels, --init
 // (the checkpoint's values replace the initial ones) and --epochs (to train on).
+// The optimizer's settings as flags and exact values. SGD's are the three it always had
+// (so that a checkpoint from before --optimizer resumes); another optimizer's name comes
+// first, then its own.
+std::vector<std::pair<std::string, std::string>> optimizerSettings(
+    const passes::PipelineConfig& p) {
+  if (p.optimizer == "sgd")
+    return {{"--lr", exactNumber(p.lr)},
+            {"--momentum", exactNumber(p.momentum)},
+            {"--weight-decay", exactNumber(p.weight_decay)}};
+  return {{"--optimizer", p.optimizer},      {"--lr", exactNumber(p.lr)},
+          {"--beta1", exactNumber(p.beta1)}, {"--beta2", exactNumber(p.beta2)},
+          {"--eps", exactNumber(p.eps)},     {"--weight-decay", exactNumber(p.weight_decay)}};
+}
+
 std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags& f,
                                                                 const ModelChoice& c,
                                                                 int64_t train_count) {
   const driver::CompileOptions& o = c.compile;
-  return {{"--batch", absl::StrCat(o.build.batch)},
-          {"--seed", absl::StrCat(f.seed)},
-          {"--limit-train", absl::StrCat(train_count)},
-          {"--lr", exactNumber(o.pipeline.lr)},
-          {"--momentum", exactNumber(o.pipeline.momentum)},
-          {"--weight-decay", exactNumber(o.pipeline.weight_decay)},
-          {"--precision", f.model.precision},
-          {"--allreduce-dtype", f.model.allreduce_dtype},
-          {"--sync-bn", f.model.sync_bn ? "on" : "off"}};
+  std::vector<std::pair<std::string, std::string>> out{
+      {"--batch", absl::StrCat(o.build.batch)},
+      {"--seed", absl::StrCat(f.seed)},
+      {"--limit-train", absl::StrCat(train_count)}};
+  for (auto& setting : optimizerSettings(o.pipeline)) out.push_back(std::move(setting));
+  out.insert(out.end(), {{"--precision", f.model.precision},
+                         {"--allreduce-dtype", f.model.allreduce_dtype},
+                         {"--sync-bn", f.model.sync_bn ? "on" : "off"}});
+  return out;
 }
 
 TrainHooks*& hooks() {
@@ -251,9 +269,13 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
       {"--devices", deviceList(local)},
       {"--batch", absl::StrCat(o.build.batch)},
       {"--split", f.model.split},
+      {"--optimizer", p.optimizer},
       {"--lr", exactNumber(p.lr)},
       {"--momentum", exactNumber(p.momentum)},
       {"--weight-decay", exactNumber(p.weight_decay)},
+      {"--beta1", exactNumber(p.beta1)},
+      {"--beta2", exactNumber(p.beta2)},
+      {"--eps", exactNumber(p.eps)},
       {"--init", ir::toString(o.build.weight_init)},
       {"--bucket-mb", exactNumber(p.bucket_mb)},
       {"--first-bucket-mb", exactNumber(p.first_bucket_mb)},

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,7 +51,17 @@ struct ModelFlags {
   /// Unset: 256, and for dump at least one example per device (a 4096-device dump needs
   /// no --batch); train refuses a batch smaller than the device count instead.
   std::optional<int64_t> batch;
-  std::optional<double> lr, momentum, weight_decay;
+  /// --optimizer: sgd or adamw (an optimizer update op of ir/ops.td).
+  std::string optimizer = "sgd";
+  /// The optimizer's hyper-parameters as given (--lr, --momentum, --weight-decay, --beta1,
+  /// --beta2, --eps), by attribute name (weight_decay), with the text typed: checked
+  /// against the chosen optimizer's attribute ranges in ir/ops.td when the flags are
+  /// resolved. Unset ones take the model's defaults (SGD) or PyTorch's (AdamW).
+  struct Hyper {
+    double value = 0;
+    std::string text;
+  };
+  std::map<std::string, Hyper> hyper;
   std::optional<std::string> init;
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;

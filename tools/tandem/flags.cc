@@ -18,9 +18,9 @@
 #include "frontend/model.h"
 #include "frontend/zoo/zoo.h"
 #include "ir/types.h"
+#include "passes/optimizer_options.h"
 #include "passes/pipeline.h"
 #include "passes/registry.h"
-#include "passes/sgd_hyperparameters.h"
 #include "tools/tandem/model_flags.h"
 
 namespace tandem::tools {
@@ -102,23 +102,21 @@ CLI::Option* addNumber(CLI::App* cmd, const std::string& flag, Target& target, R
   return o;
 }
 
-// An SGD hyper-parameter: the ranges and f32 rounding the autodiff pass checks too
-// (passes/sgd_hyperparameters.h), so that train and opt take the same values.
-CLI::Option* addSgdNumber(CLI::App* cmd, const std::string& flag, std::optional<double>& target,
-                          passes::SgdHyperparameter which, const std::string& help) {
+// An optimizer hyper-parameter, attribute `attr` of the optimizer ops that have it: a finite
+// number here; its range is the chosen optimizer's, checked by resolveModelFlags against
+// ir/ops.td (passes/optimizer_options.h), so that train and opt take the same values.
+CLI::Option* addOptimizerNumber(CLI::App* cmd, ModelFlags& f, const std::string& attr,
+                                const std::string& help) {
+  const std::string flag = "--" + passes::optionName(attr);
   CLI::Option* o = cmd->add_option_function<std::string>(
       flag,
-      [&target, flag, which](const std::string& text) {
+      [&f, flag, attr](const std::string& text) {
         double value = 0;
         if (!absl::SimpleAtod(text, &value) || !std::isfinite(value))
           throw CLI::ValidationError(flag, absl::StrCat("'", text, "' is not a finite number"));
-        const std::string problem = passes::sgdValueProblem(which, value);
-        if (absl::StartsWith(problem, "must "))
-          throw CLI::ValidationError(flag, absl::StrCat(text, " is out of range: ", problem));
-        if (!problem.empty()) throw CLI::ValidationError(flag, absl::StrCat(text, " ", problem));
-        target = value;
+        f.hyper[attr] = {value, text};
       },
-      help + " (" + passes::sgdRangeText(which) + ")");
+      absl::StrCat(help, " (", passes::optimizerRangeHelp(attr), ")"));
   o->type_name("NUMBER");
   return o;
 }
@@ -137,11 +135,19 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
             "Global batch size, split across the devices (default: 256; dump: at least one "
             "example per device)");
-  using H = passes::SgdHyperparameter;
-  addSgdNumber(cmd, "--lr", f.lr, H::kLr, "SGD learning rate (default: the model's)");
-  addSgdNumber(cmd, "--momentum", f.momentum, H::kMomentum, "SGD momentum (default: the model's)");
-  addSgdNumber(cmd, "--weight-decay", f.weight_decay, H::kWeightDecay,
-               "SGD weight decay (default: the model's)");
+  cmd->add_option("--optimizer", f.optimizer,
+                  absl::StrCat("Optimizer: ", passes::optimizerNames(),
+                               " (PyTorch's torch.optim.AdamW: decoupled weight decay, bias "
+                               "correction; its state is checkpointed)"))
+      ->capture_default_str();
+  addOptimizerNumber(cmd, f, "lr", "Learning rate (default: the model's for sgd, 0.001 for adamw)");
+  addOptimizerNumber(cmd, f, "momentum", "SGD momentum (default: the model's)");
+  addOptimizerNumber(cmd, f, "weight_decay",
+                     "Weight decay (default: the model's for sgd, 0.01 for adamw, decoupled)");
+  addOptimizerNumber(cmd, f, "beta1", "AdamW's first-moment decay (default: 0.9)");
+  addOptimizerNumber(cmd, f, "beta2", "AdamW's second-moment decay (default: 0.999)");
+  addOptimizerNumber(cmd, f, "eps",
+                     "AdamW's epsilon, added outside the square root (default: 1e-08)");
   cmd->add_option("--init", f.init,
                   "Initializer of conv and linear weights: kaiming or normal:STD (default: the "
                   "model's; the lessons use normal:0.01)");
@@ -341,8 +347,9 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
   addModelFlags(cmd, f.model, zoo::modelNames());
   // Counts of simulated GPUs and a per-device batch replace the device list and global
   // batch; the optimizer and split settings change nothing a simulation sees.
-  for (const char* name : {"--devices", "--batch", "--split", "--allreduce-groups", "--lr",
-                           "--momentum", "--weight-decay", "--init"})
+  for (const char* name :
+       {"--devices", "--batch", "--split", "--allreduce-groups", "--optimizer", "--lr",
+        "--momentum", "--weight-decay", "--beta1", "--beta2", "--eps", "--init"})
     cmd->remove_option(cmd->get_option(name));
   cmd->add_option("--devices", f.devices,
                   "Device counts to predict, comma separated, each from 1 to 65536 (default: "

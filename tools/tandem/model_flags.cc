@@ -2,12 +2,15 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "backend/backend.h"
 #include "frontend/zoo/zoo.h"
+#include "ir/status_macros.h"
+#include "passes/optimizer_options.h"
 
 namespace tandem::tools {
 namespace {
@@ -49,6 +52,42 @@ absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t
     return flagError("--split", absl::StrCat(weights.size(), " weights for ", devices,
                                              devices == 1 ? " device" : " devices"));
   return weights;
+}
+
+// --optimizer and its hyper-parameters: each given one must be an attribute of the chosen
+// optimizer's update op, within the range ir/ops.td declares for it. Unset ones keep the
+// model's defaults (SGD's lessons) or, for another optimizer, take PyTorch's.
+absl::Status resolveOptimizer(const ModelFlags& f, passes::PipelineConfig& p) {
+  absl::StatusOr<ir::Op> op = passes::optimizerByName(f.optimizer);
+  if (!op.ok()) return flagError("--optimizer", op.status().message());
+  const ir::OpInfo& info = ir::opInfo(*op);
+  p.optimizer = passes::optimizerShortName(*op);
+  for (const auto& [attr, given] : f.hyper) {
+    const std::string flag = "--" + passes::optionName(attr);
+    const int i = info.attrIndex(attr);
+    if (i < 0) {
+      std::vector<std::string> takes;
+      for (const ir::AttrSpec& a : info.attrs) takes.push_back("--" + passes::optionName(a.name));
+      return flagError(flag, absl::StrCat("is no setting of --optimizer ", p.optimizer,
+                                          " (it takes ", absl::StrJoin(takes, ", "), ")"));
+    }
+    const std::string problem =
+        passes::optimizerValueProblem(info.attrs[static_cast<size_t>(i)], given.value);
+    if (absl::StartsWith(problem, "must "))
+      return flagError(flag, absl::StrCat(given.text, " is out of range: ", problem));
+    if (!problem.empty()) return flagError(flag, absl::StrCat(given.text, " ", problem));
+  }
+  const std::pair<absl::string_view, double*> fields[] = {
+      {"lr", &p.lr},       {"momentum", &p.momentum}, {"weight_decay", &p.weight_decay},
+      {"beta1", &p.beta1}, {"beta2", &p.beta2},       {"eps", &p.eps}};
+  for (const auto& [attr, field] : fields) {
+    // The model's defaults are SGD's; another optimizer starts from PyTorch's.
+    if (p.optimizer != "sgd")
+      if (std::optional<double> d = passes::optimizerDefault(*op, attr)) *field = *d;
+    if (auto given = f.hyper.find(std::string(attr)); given != f.hyper.end())
+      *field = given->second.value;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -145,9 +184,7 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
     if (!init.ok()) return init.status();
     c.build.weight_init = *init;
   }
-  if (f.lr) c.pipeline.lr = *f.lr;
-  if (f.momentum) c.pipeline.momentum = *f.momentum;
-  if (f.weight_decay) c.pipeline.weight_decay = *f.weight_decay;
+  RETURN_IF_ERROR(resolveOptimizer(f, c.pipeline));
   c.pipeline.bucket_mb = f.bucket_mb;
   if (f.allreduce_groups > 1 &&
       (devices_count % f.allreduce_groups != 0 || f.allreduce_groups >= devices_count))

@@ -1,0 +1,121 @@
+#include "passes/optimizer_options.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+#include "ir/interfaces.h"
+
+namespace tandem::passes {
+namespace {
+
+constexpr absl::string_view kUpdateSuffix = "_update";
+
+/// The single-form optimizer ops, in spec order.
+std::vector<const ir::OpInfo*> optimizers() {
+  std::vector<const ir::OpInfo*> out;
+  for (const ir::OpInfo& info : ir::allOps())
+    if (info.optimizer != nullptr && !info.optimizer->grouped_of) out.push_back(&info);
+  return out;
+}
+
+// The values option `a` takes: the attribute's range, where a learning rate must also be
+// > 0 (0 trains nothing, although the update op itself allows it).
+ir::AttrRange optionRange(const ir::AttrSpec& a) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  ir::AttrRange r = a.range.value_or(ir::AttrRange{.lo = -kInf, .hi = kInf});
+  if (a.name == "lr" && r.lo <= 0) r.lo = 0, r.lo_open = true;
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<ir::Op> optimizerByName(absl::string_view name) {
+  for (const ir::OpInfo* info : optimizers())
+    if (info->name == name || optimizerShortName(info->op) == name) return info->op;
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", name, "' is no optimizer (", optimizerNames(), ")"));
+}
+
+std::string optimizerShortName(ir::Op op) {
+  absl::string_view name = ir::opInfo(op).name;
+  absl::ConsumeSuffix(&name, kUpdateSuffix);
+  return std::string(name);
+}
+
+std::string optimizerNames() {
+  std::vector<std::string> names;
+  for (const ir::OpInfo* info : optimizers()) names.push_back(optimizerShortName(info->op));
+  std::sort(names.begin(), names.end());
+  return absl::StrJoin(names, ", ");
+}
+
+std::string optionName(absl::string_view attr) { return absl::StrReplaceAll(attr, {{"_", "-"}}); }
+
+std::optional<double> optimizerDefault(ir::Op op, absl::string_view attr) {
+  const bool adamw = optimizerShortName(op) == "adamw";
+  if (attr == "lr") return adamw ? 1e-3 : 0.1;
+  if (attr == "weight_decay") return adamw ? 1e-2 : 0.0;
+  if (attr == "momentum") return 0.0;
+  if (attr == "beta1") return 0.9;
+  if (attr == "beta2") return 0.999;
+  if (attr == "eps") return 1e-8;
+  return std::nullopt;
+}
+
+std::string optimizerRangeText(const ir::AttrSpec& a) {
+  const ir::AttrRange r = optionRange(a);
+  std::string lo = std::isinf(r.lo) ? "" : absl::StrCat(r.lo_open ? "> " : ">= ", r.lo);
+  std::string hi = std::isinf(r.hi) ? "" : absl::StrCat(r.hi_open ? "< " : "<= ", r.hi);
+  if (lo.empty() && hi.empty()) return "must be finite";
+  return absl::StrCat("must be ", lo, !lo.empty() && !hi.empty() ? " and " : "", hi);
+}
+
+std::string optimizerRangeHelp(absl::string_view attr) {
+  std::vector<std::pair<std::string, std::string>> ranges;  // optimizer, range
+  const std::vector<const ir::OpInfo*> all = optimizers();
+  for (const ir::OpInfo* info : all)
+    if (int i = info->attrIndex(attr); i >= 0)
+      ranges.emplace_back(optimizerShortName(info->op),
+                          optimizerRangeText(info->attrs[static_cast<size_t>(i)]));
+  const bool same = std::all_of(ranges.begin(), ranges.end(),
+                                [&](const auto& r) { return r.second == ranges[0].second; });
+  if (ranges.empty()) return "";
+  if (same)
+    return ranges.size() == all.size()
+               ? ranges[0].second
+               : absl::StrCat(
+                     absl::StrJoin(ranges, ", ",
+                                   [](std::string* o, const auto& r) { o->append(r.first); }),
+                     " only: ", ranges[0].second);
+  return absl::StrJoin(ranges, "; ", [](std::string* o, const auto& r) {
+    absl::StrAppend(o, r.first, ": ", r.second);
+  });
+}
+
+std::string optimizerValueProblem(const ir::AttrSpec& a, double v) {
+  const ir::AttrRange r = optionRange(a);
+  if (!std::isfinite(v) || !r.contains(v)) return optimizerRangeText(a);
+  if (a.kind != ir::AttrKind::kFloat) return "";
+  const float f = static_cast<float>(v);
+  const double smallest = std::numeric_limits<float>::min();  // 1.17549e-38
+  if (std::isinf(f)) return "rounds to infinity in f32 (the update's arithmetic)";
+  if (v > 0 && f < smallest)
+    return absl::StrFormat("rounds to %s in f32 (the update's arithmetic)%s; give %s %g",
+                           f == 0 ? "0" : "a denormal",
+                           a.name == "lr" ? ", which trains nothing" : "",
+                           a.name == "lr" ? "at least" : "0 or at least", smallest);
+  if (!r.contains(f))
+    return absl::StrFormat("rounds to %g in f32 (the update's arithmetic), which %s", f,
+                           optimizerRangeText(a));
+  return "";
+}
+
+}  // namespace tandem::passes
