@@ -170,6 +170,21 @@ TEST_F(BadInputTable, Numbers) {
       {{"dump", "--model", "lenet", "--weight-decay", "1e-50"},
        "--weight-decay: 1e-50 rounds to 0 in f32 (the update's arithmetic); give 0 or at least "
        "1.17549e-38"},
+      // The optimizer's settings: the ranges of its update op's attributes (ir/ops.td).
+      {{"train", "--model", "lenet", "--optimizer", "adam"},
+       "--optimizer: 'adam' is no optimizer (adamw, sgd)"},
+      {{"dump", "--model", "lenet", "--optimizer", "adamw", "--beta1", "1"},
+       "--beta1: 1 is out of range: must be >= 0 and < 1"},
+      {{"train", "--model", "lenet", "--optimizer", "adamw", "--beta2", "0.999999999"},
+       "--beta2: 0.999999999 rounds to 1 in f32 (the update's arithmetic), which must be >= 0 "
+       "and < 1"},
+      {{"dump", "--model", "lenet", "--optimizer", "adamw", "--eps", "-1e-8"},
+       "--eps: -1e-8 is out of range: must be >= 0"},
+      {{"train", "--model", "lenet", "--optimizer", "adamw", "--momentum", "0.9"},
+       "--momentum: not a setting of --optimizer adamw (it takes --lr, --beta1, --beta2, --eps, "
+       "--weight-decay)"},
+      {{"dump", "--model", "lenet", "--beta1", "0.9"},
+       "--beta1: not a setting of --optimizer sgd (it takes --lr, --momentum, --weight-decay)"},
       {{"dump", "--model", "lenet", "--bucket-mb", "0"},
        "--bucket-mb: 0 is out of range: must be > 0 and <= 1e+09"},
       {{"train", "--model", "lenet", "--first-bucket-mb", "-1"},

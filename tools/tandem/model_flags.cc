@@ -68,7 +68,7 @@ absl::Status resolveOptimizer(const ModelFlags& f, passes::PipelineConfig& p) {
     if (i < 0) {
       std::vector<std::string> takes;
       for (const ir::AttrSpec& a : info.attrs) takes.push_back("--" + passes::optionName(a.name));
-      return flagError(flag, absl::StrCat("is no setting of --optimizer ", p.optimizer,
+      return flagError(flag, absl::StrCat("not a setting of --optimizer ", p.optimizer,
                                           " (it takes ", absl::StrJoin(takes, ", "), ")"));
     }
     const std::string problem =
