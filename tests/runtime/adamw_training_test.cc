@@ -1,17 +1,18 @@
 // AdamW as training runs it (autodiff's adamw_update per parameter, the gradient
 // all_reduce, the step count) against an outside oracle: PyTorch 1.13's torch.optim.AdamW
 // training the same MLP from the same weights on the same batches
-// (tests/data/gen_adamw_training_ref.py wrote the reference). And its state in a
-// checkpoint: a run resumed mid-epoch ends with the uninterrupted run's bits.
+// (tests/data/gen_adamw_training_ref.py wrote the reference). Its resume from a checkpoint
+// is tested with the others' (checkpoint_test.cc, tests/tools/checkpoint_cli_test.cc).
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "runtime/checkpoint.h"
-#include "runtime/data/batch_loader.h"
 #include "tests/cores/ref_case.h"
 #include "tests/runtime/runtime_test_util.h"
 
