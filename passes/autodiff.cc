@@ -222,7 +222,8 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
   const ir::OptimizerInfo& opt = *ir::opInfo(optimizer_).optimizer;
   for (const auto& [unused, var_name] : ready) {
     const auto& [read, grad] = per_var.at(var_name);
-    const ir::Var& var = *m.findVar(ir::ParamView(*read).var());
+    // A copy: readState adds variables to the module, which moves its vector's elements.
+    const ir::Var var = *m.findVar(ir::ParamView(*read).var());
     // The single form's operands by position: weight, gradient, and each state present
     // under these attributes (absent optional states are the trailing ones).
     std::vector<Value*> operands(opt.operands, nullptr);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ir/op_views.h"
 #include "kernel_test_util.h"
 
 namespace tandem::testing {
@@ -200,9 +201,14 @@ TEST_P(AdamwUpdateTest, MatchesPyTorchsFormulaInDouble) {
   const int64_t n = w_type.numElements();
   std::mt19937 rng(7);
   op.in(0).fillUniform(rng);
-  std::vector<double> w(op.in(0).f32(), op.in(0).f32() + n), m(size_t(n)), v(size_t(n));
+  std::vector<double> w(op.in(0).f32(), op.in(0).f32() + n), m(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+  std::uniform_real_distribution<float> uniform(-1, 1);
   for (int t = 1; t <= 3; ++t) {
-    op.in(1).fillUniform(rng);
+    for (int64_t i = 0; i < n; ++i)  // fillUniform writes f32
+      if (p.bf16_grad)
+        op.in(1).bf16()[i] = uniform(rng);
+      else
+        op.in(1).f32()[i] = uniform(rng);
     for (int64_t i = 0; i < n; ++i) {
       const size_t k = size_t(i);
       const double g = op.in(1).at(i);
