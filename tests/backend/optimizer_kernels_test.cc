@@ -201,7 +201,8 @@ TEST_P(AdamwUpdateTest, MatchesPyTorchsFormulaInDouble) {
   const int64_t n = w_type.numElements();
   std::mt19937 rng(7);
   op.in(0).fillUniform(rng);
-  std::vector<double> w(op.in(0).f32(), op.in(0).f32() + n), m(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+  std::vector<double> w(op.in(0).f32(), op.in(0).f32() + n), m(static_cast<size_t>(n)),
+      v(static_cast<size_t>(n));
   std::uniform_real_distribution<float> uniform(-1, 1);
   for (int t = 1; t <= 3; ++t) {
     for (int64_t i = 0; i < n; ++i)  // fillUniform writes f32
