@@ -7,8 +7,10 @@
 namespace tandem::backend::cuda {
 namespace {
 
+// This thread's elements of the grid-stride loop.
 template <typename G>
-__global__ void adamwKernel(float* w, const G* g, float* m, float* v, int64_t n, AdamWScalars s) {
+__device__ __forceinline__ void adamwElements(float* w, const G* g, float* m, float* v, int64_t n,
+                                              const AdamWScalars& s) {
   for (int64_t i = gridStart(); i < n; i += gridStride()) {
     float wi = w[i], mi = m[i], vi = v[i];
     adamwStep(wi, load(g, i), mi, vi, s);
@@ -16,6 +18,11 @@ __global__ void adamwKernel(float* w, const G* g, float* m, float* v, int64_t n,
     m[i] = mi;
     v[i] = vi;
   }
+}
+
+template <typename G>
+__global__ void adamwKernel(float* w, const G* g, float* m, float* v, int64_t n, AdamWScalars s) {
+  adamwElements(w, g, m, v, n, s);
 }
 
 template <typename G>
@@ -34,13 +41,7 @@ __global__ void adamwCountedKernel(float* w, const G* g, float* m, float* v, int
   __shared__ AdamWScalars s;
   if (threadIdx.x == 0) s = adamwScalars(h, static_cast<int64_t>(*step) + 1);
   __syncthreads();
-  for (int64_t i = gridStart(); i < n; i += gridStride()) {
-    float wi = w[i], mi = m[i], vi = v[i];
-    adamwStep(wi, load(g, i), mi, vi, s);
-    w[i] = wi;
-    m[i] = mi;
-    v[i] = vi;
-  }
+  adamwElements(w, g, m, v, n, s);
 }
 
 // The count goes up after every block has read it: a kernel of its own, which the stream
