@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/targets.h"
 #include "benchmark/benchmark.h"
 #include "frontend/zoo/zoo.h"
 #include "ir/types.h"
@@ -32,6 +33,8 @@ namespace {
 
 using tandem::ir::Module;
 namespace passes = tandem::passes;
+namespace backend = tandem::backend;
+namespace ir = tandem::ir;
 
 const char* const kModels[] = {"resnet18",  "resnet34",  "resnet50",
                                "resnet101", "resnet152", "lenet"};
@@ -47,7 +50,8 @@ int64_t batchFor(int devices) { return std::max<int64_t>(512, devices); }
 std::vector<std::unique_ptr<passes::Pass>> pipelineFor(int devices) {
   passes::PipelineConfig config;
   config.devices.clear();
-  for (int d = 0; d < devices; ++d) config.devices.push_back({tandem::ir::DeviceKind::kCpu, d});
+  backend::registerTargets();  // what the pipeline asks of cpu devices (ir/target.h)
+  for (int d = 0; d < devices; ++d) config.devices.push_back({ir::DeviceKind(), d});  // cpu:d
   auto pipeline = passes::parsePipeline(passes::defaultPipeline(config));
   if (!pipeline.ok()) std::abort();
   return *std::move(pipeline);

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/target.h"
 #include "ir/number_format.h"
 #include "ir/status_macros.h"
 #include "passes/naming.h"
@@ -204,7 +205,7 @@ absl::StatusOr<std::unique_ptr<Pass>> Replicate::create(PassOptions& opts) {
   absl::string_view list = *text;
   absl::ConsumePrefix(&list, "[");
   absl::ConsumeSuffix(&list, "]");
-  auto devices = ir::parseDeviceList(list);
+  auto devices = ir::parseTargetDevices(list);
   if (!devices.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("pass replicate: option 'devices': ", devices.status().message()));

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/initializers.h"
+#include "backend/initializers.h"
 #include "backend/cpu/kernels.h"
 #include "ir/op_views.h"
 

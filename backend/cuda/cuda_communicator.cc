@@ -17,6 +17,7 @@
 // written through peer access.
 
 #include "backend/cuda/cuda_communicator.h"
+#include "backend/cuda/target_info.h"
 
 #include <algorithm>
 #include <deque>
@@ -564,7 +565,7 @@ absl::StatusOr<std::unique_ptr<CommunicatorGroup>> makeProcessCommunicators(
   std::vector<int> gpus, ranks;
   std::vector<std::string> names;
   for (const ir::Device& m : members)
-    if (m.kind != ir::DeviceKind::kCuda)
+    if (m.kind != targetInfo().kind)
       return absl::InvalidArgumentError(absl::StrCat(
           ir::toString(m), " is not a CUDA device: NCCL joins CUDA devices only"));
   for (Device* d : local) {

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -73,7 +74,7 @@ class SgdOp {
     return n.ok() ? (*n)->result() : nullptr;
   }
 
-  ir::Device device_{ir::DeviceKind::kCpu, 0};
+  ir::Device device_{::tandem::testing::kind("cpu"), 0};
   ir::Module module_;
   backend::cpu::CpuContext ctx_;
   std::vector<Buffer> buffers_;

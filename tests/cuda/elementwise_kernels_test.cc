@@ -13,11 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/initializers.h"
+#include "backend/initializers.h"
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/elementwise_math.h"
+#include "backend/cuda/unary_math.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -296,7 +298,7 @@ TEST(CudaElementwiseKernels, ConstantFillsF32AndI32) {
 TEST(CudaElementwiseKernels, ConstantRejectsFractionForI32) {
   TANDEM_SKIP_WITHOUT_GPU();
   SingleOp op(Op::kConstant, {}, {{"value", 0.5}}, {}, {i32({4})});
-  auto device = cu::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto device = cu::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(device.ok()) << device.status();
   auto k = (*device)->makeKernel(op.node());
   ASSERT_FALSE(k.ok());
@@ -343,7 +345,7 @@ TEST(CudaElementwiseKernels, InitializeIsTheCpuValueToTheBit) {
 TEST(CudaElementwiseKernels, InitializeNamesTheVariableItCannotFill) {
   TANDEM_SKIP_WITHOUT_GPU();
   SingleOp op = initOp("fc.b", f32({10}), ir::Initializer::Kind::kKaiming);
-  auto device = cu::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto device = cu::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(device.ok()) << device.status();
   auto k = (*device)->makeKernel(op.node());
   ASSERT_FALSE(k.ok());
@@ -384,7 +386,7 @@ TEST(CudaElementwiseKernels, AssignCopiesIntoVariableStorage) {
               {ir::Var{"w", t, ir::VarRole::kParam, {}}});
   std::mt19937 rng(17);
   fill(op.in(0), rng);
-  auto device = cu::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto device = cu::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(device.ok()) << device.status();
   backend::Device& d = **device;
   auto k = d.makeKernel(op.node());
@@ -425,7 +427,7 @@ TEST(CudaElementwiseKernels, UnalignedAndInPlaceLaunches) {
               cudaSuccess);
     ASSERT_EQ(cudaMemcpy(pb, b.f32(), static_cast<size_t>(n) * 4, cudaMemcpyHostToDevice),
               cudaSuccess);
-    cu::launchRelu(pa, pc, n, nullptr);
+    cu::launchUnary<cu::ReluMath>(pa, pc, n, nullptr);
     cu::launchAdd(pa, pb, pa, n, nullptr);  // in place: a = a + b
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     Buffer relu(f32({n})), sum(f32({n})), want_relu(f32({n})), want_sum(f32({n}));
@@ -446,7 +448,7 @@ TEST(CudaElementwiseKernels, UnalignedAndInPlaceLaunches) {
   uint16_t* ph = da.at<uint16_t>(2);
   ASSERT_EQ(cudaMemcpy(ph, bits16(h), static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice),
             cudaSuccess);
-  cu::launchRelu(ph, ph, n, nullptr);
+  cu::launchUnary<cu::ReluMath>(ph, ph, n, nullptr);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   Buffer got(bf16({n})), want(bf16({n}));
   ASSERT_EQ(cudaMemcpy(bits16(got), ph, static_cast<size_t>(n) * 2, cudaMemcpyDeviceToHost),

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/plan.h"
+#include "tests/device_kinds.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
@@ -31,7 +32,7 @@ using ::testing::HasSubstr;
 std::unique_ptr<Module> plannedLenet() {
   auto m = testing::buildZooModel("lenet", 64);
   passes::PipelineConfig config;
-  config.devices = {{DeviceKind::kCpu, 0}, {DeviceKind::kCpu, 1}};
+  config.devices = {{::tandem::testing::kind("cpu"), 0}, {::tandem::testing::kind("cpu"), 1}};
   config.momentum = 0.9;
   config.bucket_mb = 0.1;
   config.first_bucket_mb = 0.02;
@@ -321,7 +322,7 @@ TEST_P(ZooPlan, IsAccepted) {
   ASSERT_NE(m, nullptr);
   passes::PipelineConfig config;
   config.devices.clear();
-  for (int d = 0; d < c.devices; ++d) config.devices.push_back({DeviceKind::kCpu, d});
+  for (int d = 0; d < c.devices; ++d) config.devices.push_back({::tandem::testing::kind("cpu"), d});
   config.momentum = 0.9;
   config.allreduce_groups = c.groups;
   config.sync_bn = c.sync_bn;

@@ -23,6 +23,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "backend/cpu/cpu_options.h"
+#include "backend/cuda/cuda_options.h"
 #include "backend/processes.h"
 #include "ir/interfaces.h"
 #include "ir/op_views.h"
@@ -48,6 +50,15 @@
 
 namespace tandem::tools {
 namespace {
+
+/// The flags each backend reads, as its own options (the CPU's threads and convolution
+/// algorithms, TF32 on GPUs).
+std::map<std::string, std::any> backendOptions(const TrainFlags& f) {
+  return {{"cpu", backend::cpu::CpuOptions{.threads_per_device = f.threads_per_device,
+                                           .conv_algorithm = f.conv_algorithm}},
+          {"cuda", backend::cuda::CudaOptions{.allow_tf32 = !f.no_tf32,
+                                             .conv_algorithm = f.conv_algorithm}}};
+}
 
 // Time per op kind summed over all steps and devices, busiest first, split by stream.
 std::string profileReport(const std::vector<runtime::TraceEntry>& trace) {
@@ -154,7 +165,7 @@ void warn(const std::string& text) {
 void warnAboutInertFlags(const TrainFlags& f, const ir::Module& m, bool several_processes) {
   const bool any_cuda =
       std::any_of(m.devices().begin(), m.devices().end(),
-                  [](const ir::Device& d) { return d.kind == ir::DeviceKind::kCuda; });
+                  [](const ir::Device& d) { return d.kind.name() == "cuda"; });
   if (f.no_tf32 && !any_cuda)
     warn(
         "--no-tf32: only CUDA devices round f32 to TF32; the CPU devices compute in full f32 "
@@ -502,11 +513,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   setActivity(absl::StrCat("loading ", choice->spec.name, " onto its devices"));
   auto trainer =
       runtime::Trainer::create(std::move(*module), {.seed = f.seed,
-                                                    .threads_per_device = f.threads_per_device,
-                                                    .conv_algorithm = f.conv_algorithm,
                                                     .blocked_activations = !f.plain_layout,
+                                                    .backend_options = backendOptions(f),
                                                     .trace = f.profile,
-                                                    .allow_tf32 = !f.no_tf32,
                                                     .record_steps = !f.no_cuda_graphs});
   if (!trainer.ok()) return trainer.status();
   runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,
