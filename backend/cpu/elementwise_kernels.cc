@@ -80,6 +80,9 @@ class CastKernel final : public CpuKernel {
   }
 };
 
+// oneDNN's algorithms of the ops below ("use_dst": the backward op reads the output).
+constexpr dnnl::algorithm kLogistic = dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
+
 /// Whether oneDNN's backward of `alg` reads the forward output (dst) rather than its input.
 constexpr bool backwardReadsOutput(dnnl::algorithm alg) {
   using dnnl::algorithm;
@@ -140,6 +143,10 @@ KernelOr makeReluBackwardKernel(const KernelInit& init) {
     return std::make_unique<ReluBackwardKernel<decltype(tag)>>();
   });
 }
+
+// The unary ops that are oneDNN eltwise primitives: a factory pair each.
+KernelOr makeSigmoidKernel(const KernelInit& i) { return eltwiseKernel<kLogistic>(i); }
+KernelOr makeSigmoidBackwardKernel(const KernelInit& i) { return eltwiseBackwardKernel<kLogistic>(i); }
 
 KernelOr makeAddKernel(const KernelInit& init) {
   switch (ir::DType t = init.node.result()->type().dtype) {

@@ -20,7 +20,13 @@ struct ReluMath {
   static TANDEM_HD float backward(float dy, float y) { return reluBackwardValue(dy, y); }
 };
 
+/// sigmoid: 1 / (1 + exp(-x)); its backward dy * y * (1 - y) from the output.
+struct SigmoidMath {
+  static TANDEM_HD float forward(float x) { return 1.0f / (1.0f + expf(-x)); }
+  static TANDEM_HD float backward(float dy, float y) { return dy * y * (1.0f - y); }
+};
+
 /// X(Name) for every unary op NameMath above; the spec's ops are `name` and `name_backward`.
-#define TANDEM_CUDA_UNARY_OPS(X) X(Relu)
+#define TANDEM_CUDA_UNARY_OPS(X) X(Relu) X(Sigmoid)
 
 }  // namespace tandem::backend::cuda

@@ -1,4 +1,5 @@
-// The elementwise family on CUDA (constant, initialize, assign, relu, relu_backward, add,
+// The elementwise family on CUDA (constant, initialize, assign, relu, relu_backward,
+// sigmoid and its backward (within ulps: the CPU's exp is oneDNN's), add,
 // cast, flatten, flatten_backward, global_avg_pool and its backward). Without a GPU: the
 // per-element math the kernels run (elementwise_math.h), compiled here, against the CPU
 // kernels bit for bit, special values included. With a GPU: every op against the CPU
@@ -151,6 +152,45 @@ TEST(CudaElementwiseMath, ReluBackwardIsTheCpuKernel) {
   });
 }
 
+// sigmoid: the CPU kernel is oneDNN's logistic (its own vectorized exp), the CUDA one
+// expf, so they agree to a few f32 ulps, not to the bit; the specials (infinities, NaN,
+// the largest float) must still come out the same.
+TEST(CudaElementwiseMath, SigmoidIsTheCpuKernelWithinUlps) {
+  std::mt19937 rng(4);
+  SingleOp f(Op::kSigmoid, {f32({97})});
+  fillAll(f, rng);
+  f.run();
+  for (int64_t i = 0; i < f.out(0).size(); ++i) {
+    const float x = f.in(0).f32()[i], cpu = f.out(0).f32()[i];
+    const float mine = cu::SigmoidMath::forward(x);
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(mine) && std::isnan(cpu)) << "x = " << x;
+      continue;
+    }
+    if (std::isinf(x)) {
+      EXPECT_EQ(mine, cpu) << "x = " << x;
+    }
+    EXPECT_NEAR(mine, cpu, 4 * std::numeric_limits<float>::epsilon()) << "x = " << x;
+  }
+  SingleOp b(Op::kSigmoidBackward, {f32({97}), f32({97})});
+  fillAll(b, rng);
+  b.run();
+  for (int64_t i = 0; i < b.out(0).size(); ++i) {
+    const float dy = b.in(0).f32()[i], y = b.in(1).f32()[i], cpu = b.out(0).f32()[i];
+    const float mine = cu::SigmoidMath::backward(dy, y);
+    if (std::isnan(cpu)) {
+      EXPECT_TRUE(std::isnan(mine)) << "dy = " << dy << ", y = " << y;
+      continue;
+    }
+    if (std::isinf(cpu)) {
+      EXPECT_EQ(mine, cpu) << "dy = " << dy << ", y = " << y;
+      continue;
+    }
+    EXPECT_NEAR(mine, cpu, 4 * std::numeric_limits<float>::epsilon() * std::max(1.0f, std::abs(cpu)))
+        << "dy = " << dy << ", y = " << y;
+  }
+}
+
 TEST(CudaElementwiseMath, AddIsTheCpuKernel) {
   std::mt19937 rng(3);
   SingleOp f(Op::kAdd, {f32({97}), f32({97})});
@@ -232,6 +272,33 @@ TEST(CudaElementwiseKernels, ReluAndBackwardMatchCpu) {
     SingleOp back(Op::kReluBackward, {type, type});
     fillAll(back, rng);
     expectCudaBitsMatchCpu(back);
+  }
+}
+
+TEST(CudaElementwiseKernels, SigmoidAndBackwardMatchCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(12);
+  for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
+    SCOPED_TRACE(ir::dtypeName(t));
+    const ir::TensorType type{t, kOdd};
+    // Finite values only: scaledError compares magnitudes (the specials are the host
+    // test's).
+    auto finite = [&rng](SingleOp& op) {
+      std::uniform_real_distribution<float> d(-8.0f, 8.0f);
+      for (size_t k = 0; k < op.node().numOperands(); ++k)
+        for (int64_t i = 0; i < op.in(k).size(); ++i) {
+          if (op.in(k).type().dtype == ir::DType::kBF16)
+            op.in(k).bf16()[i] = d(rng);
+          else
+            op.in(k).f32()[i] = d(rng);
+        }
+    };
+    SingleOp sigmoid(Op::kSigmoid, {type});
+    finite(sigmoid);
+    expectCudaMatchesCpu(sigmoid, t == ir::DType::kBF16 ? 8e-3 : 1e-6);
+    SingleOp back(Op::kSigmoidBackward, {type, type});
+    finite(back);
+    expectCudaMatchesCpu(back, t == ir::DType::kBF16 ? 8e-3 : 1e-6);
   }
 }
 
