@@ -100,7 +100,8 @@ std::string describeBackends() {
   for (const ir::TargetInfo* t : ir::registeredTargets()) {
     auto b = backendFor(t->kind);
     absl::StrAppend(&out, t->kind.name(), ": ",
-                    b.ok() ? (*b)->describe() : std::string(b.status().message()), "\n");
+                    b.ok() ? (*b)->describe() : std::string(b.status().message()), "\n",
+                    "  compiles for: ", ir::describeTarget(*t), "\n");
   }
   return out;
 }

@@ -94,4 +94,27 @@ absl::StatusOr<int64_t> targetAlignment(const std::vector<Device>& devices) {
   return alignment;
 }
 
+std::string describeTarget(const TargetInfo& t) {
+  auto layout = [](ActivationLayout l) -> absl::string_view {
+    switch (l) {
+      case ActivationLayout::kPlain:
+        return "activations plain NCHW";
+      case ActivationLayout::kChannelBlocked:
+        return "activations nChw16c between the kernels that take it";
+      case ActivationLayout::kChannelsLast:
+        return "activations NHWC between the kernels that take it";
+    }
+    return "";
+  };
+  std::vector<std::string> dtypes;
+  for (DType d : t.dtypes) dtypes.emplace_back(dtypeName(d));
+  return absl::StrCat(
+      "arenas aligned to ", t.alignment, " B; ", layout(t.preferred_layout), "; computes in ",
+      absl::StrJoin(dtypes, ", "), "; optimizer updates ",
+      t.multi_tensor_update ? "grouped into one launch" : "one kernel per tensor", "; ",
+      t.step_recording ? "steps recorded once and replayed" : "steps run kernel by kernel",
+      t.cross_process_collectives ? "; collectives across processes (mpirun)" : "",
+      t.shares_devices ? "; logical devices may share one (cuda:0.1)" : "");
+}
+
 }  // namespace tandem::ir

@@ -70,6 +70,10 @@ absl::Status checkTargetDevice(const Device& d);
 /// kind that shares devices, then checkTargetDevice on each.
 absl::StatusOr<std::vector<Device>> parseTargetDevices(absl::string_view text);
 
+/// The facts of `t` in a line for `tandem devices`: "arenas aligned to 64 B; activations
+/// nChw16c between kernels that take it; computes in f32, bf16, ...".
+std::string describeTarget(const TargetInfo& t);
+
 /// The largest alignment the kinds of `devices` want; an error names a device of a kind
 /// no backend registered.
 absl::StatusOr<int64_t> targetAlignment(const std::vector<Device>& devices);

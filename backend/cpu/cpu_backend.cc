@@ -230,11 +230,11 @@ class CpuBackend final : public Backend {
   std::string describe() const override {
     CpuInfo cpu = hostCpuInfo();
     return absl::StrFormat(
-        "%s, %d cores, %.1f GiB memory, oneDNN %s on %s%s\n  devices cpu:0 ... cpu:4095 are "
+        "%s, %d cores, %.1f GiB memory, oneDNN %s on %s%s\n  devices cpu:0 ... cpu:%d are "
         "logical: each gets a compute and a comm stream thread and --threads-per-device kernel "
         "threads (default 1), all sharing these %d cores",
         cpu.model, cpu.cores, cpu.memory_bytes / 1073741824.0, cpu.onednn, cpu.isa,
-        cpu.bf16 ? " (bf16 instructions)" : "", cpu.cores);
+        cpu.bf16 ? " (bf16 instructions)" : "", static_cast<int>(ir::kMaxDevices) - 1, cpu.cores);
   }
 
   std::string version() const override {

@@ -26,6 +26,15 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
   backend::registerBackends();
   ASSIGN_OR_RETURN(const int64_t alignment, ir::targetAlignment(config.devices));
   config.alignment = std::max(config.alignment, alignment);
+  // Mixed precision needs kernels that compute in bf16 on every device (its facts again).
+  if (config.bf16)
+    for (const ir::Device& d : config.devices)
+      if (const ir::TargetInfo* t = ir::findTarget(d.kind);
+          t != nullptr &&
+          std::find(t->dtypes.begin(), t->dtypes.end(), ir::DType::kBF16) == t->dtypes.end())
+        return absl::InvalidArgumentError(
+            absl::StrCat("--precision bf16: ", ir::toString(d), " is a ", t->display_name,
+                         " device, whose kernels do not compute in bf16"));
   auto pipeline = passes::parsePipeline(passes::defaultPipeline(config));
   if (!pipeline.ok()) return pipeline.status();
   if (o.stop_after == "none") {

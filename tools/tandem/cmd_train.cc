@@ -30,6 +30,7 @@
 #include "ir/op_views.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
+#include "ir/target.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/trainer.h"
@@ -170,10 +171,15 @@ void warnAboutInertFlags(const TrainFlags& f, const ir::Module& m, bool several_
     warn(
         "--no-tf32: only CUDA devices round f32 to TF32; the CPU devices compute in full f32 "
         "anyway");
-  if (f.no_cuda_graphs && !any_cuda)
+  const bool any_recording =
+      std::any_of(m.devices().begin(), m.devices().end(), [](const ir::Device& d) {
+        const ir::TargetInfo* t = ir::findTarget(d.kind);
+        return t != nullptr && t->step_recording;
+      });
+  if (f.no_cuda_graphs && !any_recording)
     warn(
-        "--no-cuda-graphs: only CUDA devices record steps as CUDA graphs; it changes nothing "
-        "on CPU devices");
+        "--no-cuda-graphs: only devices that record steps (CUDA graphs) have steps to record; "
+        "it changes nothing on these devices");
   if (f.collective_timeout && !several_processes)
     warn(
         "--collective-timeout: bounds waits for other processes under mpirun; this run is one "
@@ -386,6 +392,13 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
                                "comparing the ranks' settings"));
   const int64_t batch = choice->compile.build.batch;
   warnAboutThreads(f, choice->compile.pipeline.devices.size() / static_cast<size_t>(procs->size()));
+  if (procs->several())  // under mpirun, the kinds must talk across processes
+    for (const ir::Device& d : choice->compile.pipeline.devices)
+      if (const ir::TargetInfo* t = ir::findTarget(d.kind);
+          t != nullptr && !t->cross_process_collectives)
+        return absl::InvalidArgumentError(
+            absl::StrCat("--devices: ", ir::toString(d), " is a ", t->display_name,
+                         " device, which has no collectives across processes (mpirun)"));
   if (procs->several() && choice->auto_split)
     return absl::InvalidArgumentError(
         "--split: auto re-plans the split within one process; under mpirun give even or weights");
