@@ -178,8 +178,8 @@ void warnAboutInertFlags(const TrainFlags& f, const ir::Module& m, bool several_
       });
   if (f.no_cuda_graphs && !any_recording)
     warn(
-        "--no-cuda-graphs: only devices that record steps (CUDA graphs) have steps to record; "
-        "it changes nothing on these devices");
+        "--no-cuda-graphs: only CUDA devices record steps as CUDA graphs; it changes nothing "
+        "on CPU devices");
   if (f.collective_timeout && !several_processes)
     warn(
         "--collective-timeout: bounds waits for other processes under mpirun; this run is one "
