@@ -13,8 +13,8 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "backend/communicator.h"
 #include "backend/kernel.h"
 #include "backend/processes.h"

@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend/communicator.h"
 #include "backend/bf16.h"
+#include "backend/communicator.h"
 
 namespace tandem::backend {
 

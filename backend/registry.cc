@@ -64,10 +64,9 @@ void registerBackends() {
 absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind) {
   if (const Backend* b = find(kind)) return b;
   if (const ir::TargetInfo* t = ir::findTarget(kind))
-    return absl::UnimplementedError(absl::StrCat("this build has no ", kind.name(), " backend",
-                                                 t->missing_backend_hint.empty() ? "" : " (",
-                                                 t->missing_backend_hint,
-                                                 t->missing_backend_hint.empty() ? "" : ")"));
+    return absl::UnimplementedError(absl::StrCat(
+        "this build has no ", kind.name(), " backend", t->missing_backend_hint.empty() ? "" : " (",
+        t->missing_backend_hint, t->missing_backend_hint.empty() ? "" : ")"));
   std::vector<std::string> known;
   for (const Backend* b : registeredBackends()) known.emplace_back(b->kind().name());
   return absl::UnimplementedError(absl::StrCat("no backend for device kind '", kind.name(),
@@ -111,8 +110,8 @@ std::string backendVersions() {
   std::string out;
   for (const ir::TargetInfo* t : ir::registeredTargets()) {
     auto b = backendFor(t->kind);
-    absl::StrAppend(&out, t->kind.name(), " backend: ", b.ok() ? (*b)->version() : "none in this build",
-                    "\n");
+    absl::StrAppend(&out, t->kind.name(),
+                    " backend: ", b.ok() ? (*b)->version() : "none in this build", "\n");
   }
   return out;
 }

@@ -58,8 +58,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < procs->size(); ++r)
     for (int d = 0; d < local; ++d) members.push_back({cpu_kind, d, r});
   for (int d = 0; d < local; ++d) {
-    devices.push_back(orDie(cpu->createDevice({cpu_kind, d, procs->rank()},
-                                              {.index = d})));
+    devices.push_back(orDie(cpu->createDevice({cpu_kind, d, procs->rank()}, {.index = d})));
     raw.push_back(devices.back().get());
   }
   std::unique_ptr<be::CommunicatorGroup> group =

@@ -14,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "backend/targets.h"
 #include "frontend/model.h"
-#include "ir/target.h"
 #include "ir/printer.h"
+#include "ir/target.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 

@@ -109,8 +109,7 @@ absl::string_view DeviceKind::name() const {
 }
 
 std::string toString(const Device& d) {
-  return absl::StrCat(d.kind.name(), ":", d.index,
-                      d.share == 0 ? "" : absl::StrCat(".", d.share),
+  return absl::StrCat(d.kind.name(), ":", d.index, d.share == 0 ? "" : absl::StrCat(".", d.share),
                       d.rank == 0 ? "" : absl::StrCat("@", d.rank));
 }
 
@@ -173,7 +172,8 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
   return d;
 }
 
-absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s, const SharesDevices& shares) {
+absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s,
+                                                    const SharesDevices& shares) {
   std::vector<Device> out;
   int count = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), count);

@@ -6,9 +6,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "ir/target.h"
 #include "ir/number_format.h"
 #include "ir/status_macros.h"
+#include "ir/target.h"
 #include "passes/naming.h"
 
 namespace tandem::passes {

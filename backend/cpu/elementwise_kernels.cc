@@ -100,9 +100,10 @@ KernelOr eltwiseKernel(const KernelInit& init) {
   try {
     DnnlProgram p(init.ctx);
     const dnnl::memory::desc md = plainDesc(init.node.result()->type());
-    const dnnl::eltwise_forward::primitive_desc pd(
-        {dnnl::prop_kind::forward_training, kAlg, md}, userScratchpadAttr(), init.ctx.engine());
-    p.add(pd, dnnl::eltwise_forward(pd), {{DNNL_ARG_SRC, p.input(0, md)}, {DNNL_ARG_DST, p.output(0, md)}});
+    const dnnl::eltwise_forward::primitive_desc pd({dnnl::prop_kind::forward_training, kAlg, md},
+                                                   userScratchpadAttr(), init.ctx.engine());
+    p.add(pd, dnnl::eltwise_forward(pd),
+          {{DNNL_ARG_SRC, p.input(0, md)}, {DNNL_ARG_DST, p.output(0, md)}});
     return std::make_unique<ProgramKernel>(std::move(p));
   } catch (const dnnl::error& e) {
     return dnnlFailure(init.node, "eltwise primitive", e);
@@ -146,7 +147,9 @@ KernelOr makeReluBackwardKernel(const KernelInit& init) {
 
 // The unary ops that are oneDNN eltwise primitives: a factory pair each.
 KernelOr makeSigmoidKernel(const KernelInit& i) { return eltwiseKernel<kLogistic>(i); }
-KernelOr makeSigmoidBackwardKernel(const KernelInit& i) { return eltwiseBackwardKernel<kLogistic>(i); }
+KernelOr makeSigmoidBackwardKernel(const KernelInit& i) {
+  return eltwiseBackwardKernel<kLogistic>(i);
+}
 
 KernelOr makeAddKernel(const KernelInit& init) {
   switch (ir::DType t = init.node.result()->type().dtype) {

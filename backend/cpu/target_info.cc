@@ -16,8 +16,9 @@ ir::TargetInfo targetInfo() {
       .cross_process_collectives = true,  // process_communicator.h, over MPI
       .dtypes = {ir::DType::kF32, ir::DType::kBF16, ir::DType::kI32, ir::DType::kF64},
       .shares_devices = false,
-      .no_shares_reason = "only CUDA devices share a GPU (cuda:0.1); CPU devices are separate "
-                          "already (cpu:0, cpu:1)",
+      .no_shares_reason =
+          "only CUDA devices share a GPU (cuda:0.1); CPU devices are separate "
+          "already (cpu:0, cpu:1)",
   };
 }
 

@@ -17,7 +17,6 @@
 // written through peer access.
 
 #include "backend/cuda/cuda_communicator.h"
-#include "backend/cuda/target_info.h"
 
 #include <algorithm>
 #include <deque>
@@ -33,6 +32,7 @@
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/nccl_watch.h"
+#include "backend/cuda/target_info.h"
 
 namespace tandem::backend::cuda {
 namespace {

@@ -43,7 +43,7 @@ absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::create(const ir::Devic
   // TF32 for f32 GEMMs when allowed; cuBLAS otherwise keeps full f32 (the convolutions
   // choose it per descriptor: conv_kernels.cc).
   CUDA_TRY(where, cublasSetMathMode(ctx->cublas_, ctx->own_.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                     : CUBLAS_DEFAULT_MATH));
+                                                                       : CUBLAS_DEFAULT_MATH));
   return ctx;
 }
 

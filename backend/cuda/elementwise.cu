@@ -1,6 +1,7 @@
 // Own kernels of the elementwise family: fills, the unary ops of unary_math.h (relu, ...)
-// and their backward ops, add, casts and global average pooling. Memory bound: grid-stride loops that move 16 bytes per access
-// (elementwise_map.cuh); the math is elementwise_math.h's, as the host tests check it.
+// and their backward ops, add, casts and global average pooling. Memory bound: grid-stride loops
+// that move 16 bytes per access (elementwise_map.cuh); the math is elementwise_math.h's, as the
+// host tests check it.
 
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/elementwise_map.cuh"
@@ -100,12 +101,12 @@ void launchUnaryBackward(const uint16_t* dy, const uint16_t* v, uint16_t* dx, in
 }
 
 // The launches of every unary op of unary_math.h's list, f32 and bf16.
-#define TANDEM_INSTANTIATE_UNARY(Name)                                                         \
-  template void launchUnary<Name##Math>(const float*, float*, int64_t, cudaStream_t);          \
-  template void launchUnary<Name##Math>(const uint16_t*, uint16_t*, int64_t, cudaStream_t);    \
-  template void launchUnaryBackward<Name##Math>(const float*, const float*, float*, int64_t,   \
-                                                cudaStream_t);                                 \
-  template void launchUnaryBackward<Name##Math>(const uint16_t*, const uint16_t*, uint16_t*,   \
+#define TANDEM_INSTANTIATE_UNARY(Name)                                                       \
+  template void launchUnary<Name##Math>(const float*, float*, int64_t, cudaStream_t);        \
+  template void launchUnary<Name##Math>(const uint16_t*, uint16_t*, int64_t, cudaStream_t);  \
+  template void launchUnaryBackward<Name##Math>(const float*, const float*, float*, int64_t, \
+                                                cudaStream_t);                               \
+  template void launchUnaryBackward<Name##Math>(const uint16_t*, const uint16_t*, uint16_t*, \
                                                 int64_t, cudaStream_t);
 TANDEM_CUDA_UNARY_OPS(TANDEM_INSTANTIATE_UNARY)
 #undef TANDEM_INSTANTIATE_UNARY

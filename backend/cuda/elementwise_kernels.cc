@@ -6,8 +6,9 @@
 // into a pinned buffer the kernel owns; a launch copies it over. assign, flatten and
 // flatten_backward are device-to-device copies (nothing when the memory plan gave the
 // result the operand's buffer), as on the CPU. The unary ops (unary_math.h: relu, ...)
-// and their backward ops, add, cast and the global pools are own kernels (elementwise.cu) on f32 and bf16 (add also i32), computing
-// in float and rounding a bf16 result once, as the CPU kernels do.
+// and their backward ops, add, cast and the global pools are own kernels (elementwise.cu) on f32
+// and bf16 (add also i32), computing in float and rounding a bf16 result once, as the CPU kernels
+// do.
 
 #include <cmath>
 #include <cstdint>
@@ -17,10 +18,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "backend/initializers.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/unary_math.h"
+#include "backend/initializers.h"
 #include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
@@ -242,12 +243,10 @@ KernelOr unaryBackwardKernel(const KernelInit& init) {  // dy, v
 
 }  // namespace
 
-#define TANDEM_UNARY_FACTORIES(Name)                                         \
-  KernelOr make##Name##Kernel(const KernelInit& init) {                      \
-    return unaryKernel<Name##Math>(init);                                    \
-  }                                                                          \
-  KernelOr make##Name##BackwardKernel(const KernelInit& init) {              \
-    return unaryBackwardKernel<Name##Math>(init);                            \
+#define TANDEM_UNARY_FACTORIES(Name)                                                            \
+  KernelOr make##Name##Kernel(const KernelInit& init) { return unaryKernel<Name##Math>(init); } \
+  KernelOr make##Name##BackwardKernel(const KernelInit& init) {                                 \
+    return unaryBackwardKernel<Name##Math>(init);                                               \
   }
 TANDEM_CUDA_UNARY_OPS(TANDEM_UNARY_FACTORIES)
 #undef TANDEM_UNARY_FACTORIES

@@ -79,7 +79,8 @@ TEST(Sigmoid, MatchesReference) {
     op.run();
     std::vector<double> want(static_cast<size_t>(op.in(0).size()));
     for (size_t i = 0; i < want.size(); ++i) want[i] = sigmoidRef(op.in(0).f32()[i]);
-    EXPECT_LE(maxRelativeError(op.out().f32(), want.data(), op.out().size()), 1e-6) << ir::toString(t);
+    EXPECT_LE(maxRelativeError(op.out().f32(), want.data(), op.out().size()), 1e-6)
+        << ir::toString(t);
   }
   // Saturation and the tails stay in [0, 1] and finite, as torch.sigmoid's do.
   SingleOp op(ir::Op::kSigmoid, {f32({4})});

@@ -61,7 +61,8 @@ TEST(BackendRegistry, BackendsAnswerByName) {
   ASSERT_FALSE(tpu.ok());
   EXPECT_TRUE(absl::StartsWith(tpu.status().message(), "no backend for device kind 'tpu'"))
       << tpu.status();
-  EXPECT_TRUE(absl::StartsWith(backend::describeBackends(), "cpu: ")) << backend::describeBackends();
+  EXPECT_TRUE(absl::StartsWith(backend::describeBackends(), "cpu: "))
+      << backend::describeBackends();
   EXPECT_TRUE(absl::StrContains(backend::describeBackends(), "\ncuda: "));
   EXPECT_TRUE(absl::StartsWith(backend::backendVersions(), "cpu backend: oneDNN "));
   EXPECT_TRUE(absl::StrContains(backend::backendVersions(), "\ncuda backend: "));

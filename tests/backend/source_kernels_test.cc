@@ -111,7 +111,8 @@ TEST(Initialize, DeterministicPerSeedAndName) {
   }
 
   // Another seed gives other values.
-  backend::cpu::CpuContext reseeded(ir::Device{::tandem::testing::kind("cpu"), 0}, a.ctx().seed() + 1);
+  backend::cpu::CpuContext reseeded(ir::Device{::tandem::testing::kind("cpu"), 0},
+                                    a.ctx().seed() + 1);
   auto r = backend::cpu::makeKernel(a.node(), reseeded);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE((*r)->runHere({}, {again.view()}).ok());

@@ -164,7 +164,8 @@ TEST(CudaCommunicatorMath, ElementsReduceAsTheCpuLocalCommunicator) {
 }
 
 TEST(CudaCommunicators, JoinCudaDevicesOnly) {
-  auto cpu = backend::cpu::cpuBackend().createDevice(ir::Device{::tandem::testing::kind("cpu"), 0}, {});
+  auto cpu =
+      backend::cpu::cpuBackend().createDevice(ir::Device{::tandem::testing::kind("cpu"), 0}, {});
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   backend::Device* group[] = {cpu->get()};
   auto comms = backend::cuda::makeCommunicators(group);

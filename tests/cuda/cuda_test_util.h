@@ -54,8 +54,8 @@ inline backend::DeviceOptions tf32Options(bool allow) {
 inline CudaRun runOnCuda(SingleOp& op, std::vector<Buffer>& inputs, int runs = 1,
                          backend::DeviceOptions options = {}) {
   CudaRun out;
-  auto device = backend::cuda::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0},
-                                                          options);
+  auto device = backend::cuda::cudaBackend().createDevice(
+      ir::Device{::tandem::testing::kind("cuda"), 0}, options);
   EXPECT_TRUE(device.ok()) << device.status();
   if (!device.ok()) return out;
   backend::Device& d = **device;

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/initializers.h"
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/elementwise_math.h"
 #include "backend/cuda/unary_math.h"
+#include "backend/initializers.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/device_kinds.h"
@@ -186,7 +186,8 @@ TEST(CudaElementwiseMath, SigmoidIsTheCpuKernelWithinUlps) {
       EXPECT_EQ(mine, cpu) << "dy = " << dy << ", y = " << y;
       continue;
     }
-    EXPECT_NEAR(mine, cpu, 4 * std::numeric_limits<float>::epsilon() * std::max(1.0f, std::abs(cpu)))
+    EXPECT_NEAR(mine, cpu,
+                4 * std::numeric_limits<float>::epsilon() * std::max(1.0f, std::abs(cpu)))
         << "dy = " << dy << ", y = " << y;
   }
 }

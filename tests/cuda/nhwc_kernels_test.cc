@@ -397,8 +397,8 @@ Buffer relayout(Buffer& b, bool to_nhwc) {
 std::vector<Buffer> runWithLayout(SingleOp& op, const absl::flat_hash_set<const ir::Value*>& nhwc,
                                   backend::DeviceOptions options) {
   std::vector<Buffer> results;
-  auto device =
-      backend::cuda::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, options);
+  auto device = backend::cuda::cudaBackend().createDevice(
+      ir::Device{::tandem::testing::kind("cuda"), 0}, options);
   EXPECT_TRUE(device.ok()) << device.status();
   if (!device.ok()) return results;
   auto& d = static_cast<cu::CudaDevice&>(**device);

@@ -22,7 +22,8 @@ using backend::DeviceBuffer;
 
 TEST(CudaPrefetch, EveryStepReadsExactlyItsBatchsSlice) {
   TANDEM_SKIP_WITHOUT_GPU();
-  auto made = backend::cuda::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
+  auto made =
+      backend::cuda::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(made.ok()) << made.status();
   backend::Device& d = **made;
   ASSERT_NE(d.prefetchStream(), nullptr);

@@ -29,7 +29,8 @@ TEST(CudaKernelTable, LacksNoOp) {
 
 TEST(CudaBackend, WithoutAGpuMakingADeviceSaysWhatCudaReported) {
   if (whyNoGpu().empty()) GTEST_SKIP() << "this machine has a GPU";
-  auto d = backend::cuda::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
+  auto d =
+      backend::cuda::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(d.status().message().find("cuda:0: no CUDA GPU on this machine: cudaGetDeviceCount"),

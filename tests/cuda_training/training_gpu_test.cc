@@ -17,8 +17,8 @@
 #include "gtest/gtest.h"
 #include "runtime/data/batch_loader.h"
 #include "tests/cuda/cuda_test_util.h"
-#include "tests/runtime/runtime_test_util.h"
 #include "tests/device_kinds.h"
+#include "tests/runtime/runtime_test_util.h"
 
 namespace tandem::testing {
 namespace {
@@ -26,7 +26,8 @@ namespace {
 /// cuda:0, cuda:0.1, ...: `logical` devices on GPU 0.
 std::vector<ir::Device> gpus(int logical) {
   std::vector<ir::Device> out;
-  for (int s = 0; s < logical; ++s) out.push_back({.kind = ::tandem::testing::kind("cuda"), .share = s});
+  for (int s = 0; s < logical; ++s)
+    out.push_back({.kind = ::tandem::testing::kind("cuda"), .share = s});
   return out;
 }
 
@@ -441,7 +442,8 @@ TEST(CudaTraining, SeveralGpusInOneProcessRunPlainStepsWithOneWarning) {
   ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
   if (count < 2) GTEST_SKIP() << "needs 2 GPUs: this machine has " << count;
   auto batches = randomBatches(runtime::kStepsBeforeRecording + 3, 16, 57);
-  TrainSetup o = setup({{::tandem::testing::kind("cuda"), 0}, {::tandem::testing::kind("cuda"), 1}}, 16);
+  TrainSetup o =
+      setup({{::tandem::testing::kind("cuda"), 0}, {::tandem::testing::kind("cuda"), 1}}, 16);
   Snapshot start = initialValues("lenet", o);
   ASSERT_FALSE(start.empty());
   std::vector<std::string> warnings;

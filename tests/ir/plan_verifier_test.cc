@@ -15,10 +15,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/plan.h"
-#include "tests/device_kinds.h"
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
+#include "tests/device_kinds.h"
 #include "tests/test_util.h"
 
 namespace tandem::ir {

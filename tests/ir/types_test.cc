@@ -2,14 +2,13 @@
 
 #include "ir/types.h"
 
-#include "ir/target.h"
-
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "ir/target.h"
 #include "tests/device_kinds.h"
 
 namespace tandem::ir {
@@ -77,7 +76,7 @@ TEST(Types, TheIrNamesAnyKind) {
   EXPECT_EQ(toString(*tpu), "tpu:3");
   EXPECT_EQ(tpu->kind, ::tandem::testing::kind("tpu"));
   EXPECT_NE(tpu->kind, ::tandem::testing::kind("cpu"));
-  EXPECT_EQ(Device{}.kind.name(), "cpu");  // what a device count means
+  EXPECT_EQ(Device{}.kind.name(), "cpu");    // what a device count means
   EXPECT_TRUE(parseDevice("cpu:0.1").ok());  // whether cpu devices share is the target's say
   EXPECT_EQ(parseDevice("2cpu:0").status().message(),
             "unknown device '2cpu:0': the device kind must be a word such as cpu or cuda");
@@ -115,7 +114,8 @@ TEST(Types, DeviceRanks) {
   ASSERT_TRUE(zero.ok()) << zero.status();
   EXPECT_EQ(*zero, (Device{::tandem::testing::kind("cuda"), 3, 0}));
   EXPECT_EQ(toString(*zero), "cuda:3");
-  EXPECT_NE((Device{::tandem::testing::kind("cpu"), 0, 1}), (Device{::tandem::testing::kind("cpu"), 0, 0}));
+  EXPECT_NE((Device{::tandem::testing::kind("cpu"), 0, 1}),
+            (Device{::tandem::testing::kind("cpu"), 0, 0}));
   const std::string rank_error =
       "the rank after '@' must be a non-negative integer (cpu:0@1: rank 1's cpu:0)";
   EXPECT_EQ(deviceError("cpu:0@"), "unknown device 'cpu:0@': " + rank_error);
@@ -135,10 +135,12 @@ TEST(Types, DeviceRanks) {
 TEST(Types, LogicalDevicesShareAGpu) {
   auto shared = parseDevice("cuda:0.1@2");
   ASSERT_TRUE(shared.ok()) << shared.status();
-  EXPECT_EQ(*shared, (Device{.kind = ::tandem::testing::kind("cuda"), .index = 0, .rank = 2, .share = 1}));
+  EXPECT_EQ(*shared,
+            (Device{.kind = ::tandem::testing::kind("cuda"), .index = 0, .rank = 2, .share = 1}));
   EXPECT_EQ(toString(*shared), "cuda:0.1@2");
   EXPECT_EQ(toString(*parseDevice("cuda:3.0")), "cuda:3");
-  EXPECT_NE((Device{.kind = ::tandem::testing::kind("cuda"), .share = 1}), (Device{.kind = ::tandem::testing::kind("cuda")}));
+  EXPECT_NE((Device{.kind = ::tandem::testing::kind("cuda"), .share = 1}),
+            (Device{.kind = ::tandem::testing::kind("cuda")}));
   auto list = parseTargetDevices("cuda:0,cuda:0,cuda:1,cuda:0");
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_EQ(toString(*list), "[cuda:0, cuda:0.1, cuda:1, cuda:0.2]");

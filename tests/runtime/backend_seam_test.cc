@@ -397,8 +397,8 @@ TEST(BackendSeam, ExecutorOptionsReachTheDevices) {
   backend::ScopedBackendOverride use(backend);
   auto ex = runtime::Executor::create(
       lenetOn(2, 0.2),
-      {.backend_options = {{"cpu", backend::cpu::CpuOptions{
-                                       .conv_algorithm = backend::ConvAlgorithm::kDirect}}}});
+      {.backend_options = {
+           {"cpu", backend::cpu::CpuOptions{.conv_algorithm = backend::ConvAlgorithm::kDirect}}}});
   ASSERT_TRUE(ex.ok()) << ex.status();
   EXPECT_EQ(recorder.counter("createDevice with direct convolutions"), 2);
 }

@@ -16,8 +16,8 @@
 #include "gtest/gtest.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/trainer.h"
-#include "tests/runtime/runtime_test_util.h"
 #include "tests/device_kinds.h"
+#include "tests/runtime/runtime_test_util.h"
 
 namespace tandem::testing {
 namespace {

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_options.h"
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
 #include "runtime/trainer.h"
-#include "backend/cpu/cpu_options.h"
-#include "tools/driver/compile.h"
 #include "tests/device_kinds.h"
+#include "tools/driver/compile.h"
 
 namespace tandem::testing {
 
@@ -90,8 +90,9 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
       std::move(*module),
       {.seed = o.seed,
        .blocked_activations = o.blocked_activations,
-       .backend_options = {{"cpu", backend::cpu::CpuOptions{.threads_per_device = o.threads_per_device,
-                                                            .conv_algorithm = o.conv_algorithm}}},
+       .backend_options = {{"cpu",
+                            backend::cpu::CpuOptions{.threads_per_device = o.threads_per_device,
+                                                     .conv_algorithm = o.conv_algorithm}}},
        .trace = o.trace});
 }
 

@@ -58,7 +58,7 @@ std::map<std::string, std::any> backendOptions(const TrainFlags& f) {
   return {{"cpu", backend::cpu::CpuOptions{.threads_per_device = f.threads_per_device,
                                            .conv_algorithm = f.conv_algorithm}},
           {"cuda", backend::cuda::CudaOptions{.allow_tf32 = !f.no_tf32,
-                                             .conv_algorithm = f.conv_algorithm}}};
+                                              .conv_algorithm = f.conv_algorithm}}};
 }
 
 // Time per op kind summed over all steps and devices, busiest first, split by stream.
@@ -164,9 +164,8 @@ void warn(const std::string& text) {
 
 // Flags that apply to what this run does not have: said rather than ignored in silence.
 void warnAboutInertFlags(const TrainFlags& f, const ir::Module& m, bool several_processes) {
-  const bool any_cuda =
-      std::any_of(m.devices().begin(), m.devices().end(),
-                  [](const ir::Device& d) { return d.kind.name() == "cuda"; });
+  const bool any_cuda = std::any_of(m.devices().begin(), m.devices().end(),
+                                    [](const ir::Device& d) { return d.kind.name() == "cuda"; });
   if (f.no_tf32 && !any_cuda)
     warn(
         "--no-tf32: only CUDA devices round f32 to TF32; the CPU devices compute in full f32 "
