@@ -122,7 +122,7 @@ class ArenaSimulator {
 // operand once more (a collective has at least one operand or result per device, so that
 // is within the graph's size too); the rest runs over flat arrays.
 absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const ir::Graph& g,
-                                                    const ir::GraphPlan& plan, int64_t& steps,
+                                                    ir::GraphPlan& plan, int64_t& steps,
                                                     int64_t alignment) {
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   const int64_t n = static_cast<int64_t>(g.numNodes());
@@ -171,7 +171,12 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
     pos[u.id()] = i;
     first_value[u.id()] = static_cast<uint32_t>(last_use.size());
     last_use.resize(last_use.size() + u.numResults(), 0);
-    const std::optional<StreamKind>& s = plan.of(u).stream;
+    ir::NodePlan& p = plan.of(u);
+    // Its offsets, one per arena result, set by the replay.
+    p.offsets.clear();
+    if (u.op() != ir::Op::kInput && u.op() != ir::Op::kParam)
+      p.offsets.assign(u.numResults(), ir::GraphPlan::kNoOffset);
+    const std::optional<StreamKind>& s = p.stream;
     const bool comm = s == StreamKind::kComm;
     stream[u.id()] = !s ? kNowhere : comm ? kCommStream : kComputeStream;
     steps += 1;
@@ -194,7 +199,7 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
     }
     if (stream[u.id()] == kComputeStream) {
       const size_t du = *device_index(*u.device());
-      for (const ir::ValueRef& r : plan.of(u).waits) {
+      for (const ir::ValueRef& r : p.waits) {
         const ir::Node* c = r.node < pos.size() && pos[r.node] >= 0
                                 ? g.nodes()[static_cast<size_t>(pos[r.node])].get()
                                 : nullptr;
@@ -210,7 +215,7 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
         while (released[d] < queue.size() && pos[queue[released[d]]->id()] <= pos[c->id()])
           release_at[release_base[queue[released[d]++]->id()] + d] = i;
       }
-      steps += static_cast<int64_t>(plan.of(u).waits.size());
+      steps += static_cast<int64_t>(p.waits.size());
     }
     for (size_t r = 0; r < u.numResults(); ++r) {
       const ir::Value& v = *u.result(r);
@@ -302,12 +307,6 @@ absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& 
   ASSIGN_OR_RETURN(std::vector<Interval> intervals, liveIntervals(m, g, plan, steps, alignment));
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   plan.alignment = alignment;
-  for (const auto& node : g.nodes()) {
-    ir::NodePlan& p = plan.of(*node);
-    p.offsets.clear();
-    if (node->op() != ir::Op::kInput && node->op() != ir::Op::kParam)
-      p.offsets.assign(node->numResults(), ir::GraphPlan::kNoOffset);
-  }
   plan.arenas.assign(num_devices, {});
   replay(intervals, g, plan, steps);
   plan.add(ir::PlanPart::kMemory);
