@@ -1,17 +1,12 @@
 #pragma once
 
-// Functions marked TANDEM_HD are compiled by nvcc for the device and by the host compiler
-// for the host: an own kernel's per-element math lives in such a function, so the tests
-// that run without a GPU check the very code the GPU runs against the CPU backend.
+// Bit-level helpers for the own kernels' per-element math (TANDEM_HD: backend/host_device.h),
+// compiled for the GPU and by the host tests.
 
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define TANDEM_HD __host__ __device__ __forceinline__
-#else
-#define TANDEM_HD inline
-#endif
+#include "backend/host_device.h"
 
 namespace tandem::backend::cuda {
 

@@ -1,0 +1,71 @@
+#pragma once
+
+// Dropout masks that do not depend on how the batch is split over devices. Whether
+// element e of sample s is kept in step t is a pure function of (seed, t, s, e) and of
+// which dropout of the model it is (its stream): Philox4x32-10 (philox.h) keyed by the
+// run's seed, at the counter (e / 4, s, t, stream), word e % 4 of the result. `s` is the
+// sample's index in the GLOBAL batch, so a device holding samples [a, b) computes exactly
+// rows a..b-1 of the mask the whole batch would get on one device: 1, 2 or 3 devices, an
+// even or uneven split, give the same masks and so the same figures. (PyTorch and JAX
+// draw from a per-device generator state, so their masks change with the split.)
+//
+// Kept when the 32-bit word is at least threshold = round(p * 2^32): P(kept) = 1 - p to
+// within 2^-32. Kept values are scaled by 1 / (1 - p) (inverted dropout, as PyTorch's
+// nn.Dropout), so evaluation needs no rescaling; p = 1 drops everything and scales by 0.
+//
+// Every function is TANDEM_HD: the CPU loops (backend/cpu/dropout_core.h) and the CUDA
+// kernels call the same code, so both backends draw the same masks bit for bit.
+
+#include <cstdint>
+
+#include "backend/host_device.h"
+#include "backend/philox.h"
+
+namespace tandem::backend {
+
+/// One dropout's mask in one step. Make it with dropoutMask(); the limits: at most 2^32
+/// samples in the global batch and 2^34 elements per sample (the counter's words).
+struct DropoutMask {
+  Philox4x32Key key;   // the run's seed
+  uint32_t step;       // the training step (counter word 2)
+  uint32_t stream;     // which dropout of the model (counter word 3)
+  uint64_t threshold;  // a word below it drops its element; 2^32 drops all
+  float scale;         // 1 / (1 - p) as float; 0 when p = 1
+
+  /// The four words that decide elements 4g .. 4g+3 of sample `sample`.
+  TANDEM_HD Philox4x32Block block(uint64_t sample, uint64_t group) const {
+    return philox4x32<10>(
+        {static_cast<uint32_t>(group), static_cast<uint32_t>(sample), step, stream}, key);
+  }
+
+  TANDEM_HD bool keeps(uint32_t word) const { return word >= threshold; }
+
+  /// Whether element `element` of the global batch's sample `sample` is kept.
+  TANDEM_HD bool kept(uint64_t sample, uint64_t element) const {
+    const Philox4x32Block b = block(sample, element >> 2);
+    // Selects, not an array indexed at run time (which a GPU keeps in local memory).
+    const unsigned w = static_cast<unsigned>(element & 3);
+    return keeps(w == 0 ? b.x0 : w == 1 ? b.x1 : w == 2 ? b.x2 : b.x3);
+  }
+
+  /// x as dropout passes it: x * scale where kept, else 0 (also the backward: dy in, dx out).
+  TANDEM_HD float apply(float x, bool kept) const { return kept ? x * scale : 0.0f; }
+};
+
+/// The mask of dropout `stream` with drop probability p (0 <= p <= 1) in step `step`
+/// of a run seeded with `seed`. The threshold and scale are computed in double and
+/// rounded once, so every backend and device gets the same ones.
+TANDEM_HD DropoutMask dropoutMask(uint64_t seed, uint64_t step, uint32_t stream, double p) {
+  DropoutMask m;
+  m.key = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
+  m.step = static_cast<uint32_t>(step);
+  m.stream = stream;
+  // p * 2^32 is exact in double for p with <= 21 significant bits, and rounded to the
+  // nearest word otherwise; p = 1 gives 2^32, which no 32-bit word reaches.
+  const double t = p * 4294967296.0 + 0.5;
+  m.threshold = p <= 0.0 ? 0 : p >= 1.0 ? (uint64_t{1} << 32) : static_cast<uint64_t>(t);
+  m.scale = p >= 1.0 ? 0.0f : static_cast<float>(1.0 / (1.0 - p));
+  return m;
+}
+
+}  // namespace tandem::backend
