@@ -42,8 +42,8 @@ class Harness {
   Harness(ir::Op op, const std::vector<ir::TensorType>& operands, Attrs attrs,
           size_t param_operands = 0)
       : module_("bench"),
-        ctx_(ir::Device{}, 1)  // cpu:0 {
-        omp_set_num_threads(1);
+        ctx_(ir::Device{}, 1) {  // cpu:0
+    omp_set_num_threads(1);
   ir::Graph* g = *module_.addGraph("g");
   ir::NodeSpec spec{.op = op, .attrs = std::move(attrs), .device = ctx_.device()};
   for (size_t i = 0; i < operands.size(); ++i) {
