@@ -5,6 +5,7 @@
 // only these interfaces and never names a device kind. backend/registry.cc is the one
 // place that knows which kinds this build has.
 
+#include <any>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,14 +13,15 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "backend/communicator.h"
 #include "backend/kernel.h"
 #include "backend/processes.h"
 #include "backend/stream.h"
 #include "backend/tensor_view.h"
 #include "ir/ir.h"
+#include "ir/target.h"
 
 namespace tandem::backend {
 
@@ -53,31 +55,28 @@ class DeviceBuffer {
   void release();
 };
 
-/// The convolution algorithms a device's kernels may choose from.
-enum class ConvAlgorithm {
-  kAuto,     // the fastest measured; on CPU that includes Winograd for many 3x3 stride-1
-             // convolutions (errors up to ~3e-6 of the largest magnitude; direct: ~4e-7)
-  kDirect,   // direct convolution only (no Winograd)
-  kMeasure,  // GPU: every cuDNN algorithm timed once per shape (cudnnFind); CPU: as kAuto
-};
-
-/// How the executor wants a device set up.
+/// How the executor wants a device set up: what every backend takes. A backend's own
+/// settings (CPU threads and convolution algorithms, TF32 on GPUs) are its options type
+/// (cpu::CpuOptions, cuda::CudaOptions), handed over in `backend`.
 struct DeviceOptions {
   /// The device's index in Module::devices(): views of its memory say "device <index>".
   int index = 0;
   /// Seed of the run (`initialize` derives each variable's values from it and the name).
   uint64_t seed = 0;
-  /// Threads each kernel may use on a CPU device (one core per device by default).
-  int threads_per_device = 1;
-  /// Which convolution algorithms the kernels may use.
-  ConvAlgorithm conv_algorithm = ConvAlgorithm::kAuto;
   /// Let the device keep activations in its preferred layout between kernels where every
   /// kernel that touches them can (CPU: nChw16c between convolutions and fused batch
-  /// norm); false: every tensor plain NCHW, as the IR describes it.
+  /// norm; CUDA: NHWC); false: every tensor plain NCHW, as the IR describes it.
   bool blocked_activations = true;
-  /// Whether f32 matrix products and convolutions may round their inputs to TF32 on GPUs
-  /// with tensor cores (`--no-tf32`: false).
-  bool allow_tf32 = true;
+  /// The backend's own options (an std::any holding its options type), or null for its
+  /// defaults; a backend reads only its own type.
+  const std::any* backend = nullptr;
+
+  /// The backend's options of type T: those given, else T's defaults.
+  template <typename T>
+  T own() const {
+    const T* o = backend != nullptr ? std::any_cast<T>(backend) : nullptr;
+    return o != nullptr ? *o : T{};
+  }
 };
 
 /// One logical device of a module: its two streams, its memory and its kernels.
@@ -149,14 +148,18 @@ class StepRecorder {
   virtual absl::Status replay() = 0;
 };
 
-/// A kind of device.
+/// A kind of device, registered under its kind's name (registry.cc) with the facts the
+/// compiler may know about it (ir/target.h: alignment, multi-tensor updates, preferred
+/// layout, step recording, processes, dtypes, shared devices).
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual ir::DeviceKind kind() const = 0;
+  /// What the compiler may know about this kind (registered with the backend).
+  virtual const ir::TargetInfo& target() const = 0;
+  ir::DeviceKind kind() const { return target().kind; }
   /// Alignment, in bytes, of every buffer a memory plan carves out of an arena (what the
-  /// kernels' vector loads, oneDNN or cuDNN want).
-  virtual int64_t alignment() const = 0;
+  /// kernels' vector loads, oneDNN or cuDNN want): the target's.
+  int64_t alignment() const { return target().alignment; }
   virtual absl::StatusOr<std::unique_ptr<Device>> createDevice(
       const ir::Device& device, const DeviceOptions& options) const = 0;
   /// The communicators of a group of this backend's devices, in the group's order.
@@ -177,6 +180,8 @@ class Backend {
   }
   /// One paragraph for `tandem devices`: what there is to run on, with threads and memory.
   virtual std::string describe() const = 0;
+  /// One line for `tandem --version`: the libraries it was built with.
+  virtual std::string version() const = 0;
   /// Whether this machine can run `device` (CUDA: a GPU with that index), checked before
   /// any data loads; the error names the device and what is missing.
   virtual absl::Status checkDevice(const ir::Device& device) const {
@@ -192,14 +197,29 @@ class Backend {
   }
 };
 
+/// Registers every backend this build has, each under its kind's name with its target
+/// facts (ir/target.h): the CPU backend, and the CUDA backend when the build has it; the
+/// CUDA target's facts also without it (the compiler compiles for cuda devices
+/// anywhere). The one place that knows the kinds of a build (registry.cc), explicit rather
+/// than static registration objects, which a static library drops. Idempotent; the
+/// registry calls it on first use, and programs call it before they compile.
+void registerBackends();
+
 /// The backend of a device kind, or an error naming the kind when this build has none.
 absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind);
+
+/// The backends this build has, in registration order.
+std::vector<const Backend*> registeredBackends();
 
 /// The largest alignment the backends of `devices` want (for plan-memory).
 absl::StatusOr<int64_t> alignmentFor(absl::Span<const ir::Device> devices);
 
-/// What `tandem devices` prints: each kind's describe(), and the kinds this build lacks.
+/// What `tandem devices` prints: each registered kind's describe(), and the kinds this
+/// build knows but has no backend for.
 std::string describeBackends();
+
+/// What `tandem --version` prints of the backends: "<kind> backend: <version()>" a line.
+std::string backendVersions();
 
 /// While alive, `backend` stands in for its kind (tests: a backend that records what the
 /// executor asks of it).

@@ -1,14 +1,19 @@
-// The one place that knows which device kinds this build has: the CPU backend always,
-// the CUDA backend when the build found nvcc (it is there on machines without a GPU too,
-// where making a device says so).
+// The one place that knows which device kinds this build has: registerBackends registers
+// the CPU backend always and the CUDA backend when the build found nvcc (it is there on
+// machines without a GPU too, where making a device says so), each under its kind's name
+// with its target facts (ir/target.h); the CUDA target's facts are registered in every
+// build, so that the compiler compiles for cuda devices anywhere. Explicit calls, not
+// static registration objects, which a static library's unreferenced files would drop.
 
 #include <algorithm>
-#include <array>
 #include <mutex>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/targets.h"
 #if defined(TANDEM_HAVE_CUDA)
 #include "backend/cuda/cuda_device.h"
 #endif
@@ -16,36 +21,64 @@
 namespace tandem::backend {
 namespace {
 
-constexpr size_t kKinds = 2;  // ir::DeviceKind: cpu, cuda
-
 struct Registry {
   std::mutex mu;
-  std::array<const Backend*, kKinds> by_kind{};
+  std::vector<const Backend*> by_kind;  // indexed by kind id; null: none in this build
+  std::vector<const Backend*> order;    // registration order
 };
 
 Registry& registry() {
-  static Registry* r = [] {
-    auto* reg = new Registry();  // never destroyed: backends outlive every executor
-    reg->by_kind[static_cast<size_t>(ir::DeviceKind::kCpu)] = &cpu::cpuBackend();
-#if defined(TANDEM_HAVE_CUDA)
-    reg->by_kind[static_cast<size_t>(ir::DeviceKind::kCuda)] = &cuda::cudaBackend();
-#endif
-    return reg;
-  }();
+  static Registry* r = new Registry();  // never destroyed: backends outlive every executor
   return *r;
 }
 
-const char* kindName(ir::DeviceKind kind) { return kind == ir::DeviceKind::kCpu ? "cpu" : "cuda"; }
+void add(const Backend& b) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  const size_t id = b.kind().id();
+  if (r.by_kind.size() <= id) r.by_kind.resize(id + 1, nullptr);
+  if (r.by_kind[id] == nullptr) r.order.push_back(&b);
+  r.by_kind[id] = &b;
+}
+
+const Backend* find(ir::DeviceKind kind) {
+  registerBackends();
+  Registry& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  return kind.id() < r.by_kind.size() ? r.by_kind[kind.id()] : nullptr;
+}
 
 }  // namespace
 
+void registerBackends() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    registerTargets();
+    add(cpu::cpuBackend());
+#if defined(TANDEM_HAVE_CUDA)
+    add(cuda::cudaBackend());
+#endif
+  });
+}
+
 absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind) {
+  if (const Backend* b = find(kind)) return b;
+  if (const ir::TargetInfo* t = ir::findTarget(kind))
+    return absl::UnimplementedError(absl::StrCat(
+        "this build has no ", kind.name(), " backend", t->missing_backend_hint.empty() ? "" : " (",
+        t->missing_backend_hint, t->missing_backend_hint.empty() ? "" : ")"));
+  std::vector<std::string> known;
+  for (const Backend* b : registeredBackends()) known.emplace_back(b->kind().name());
+  return absl::UnimplementedError(absl::StrCat("no backend for device kind '", kind.name(),
+                                               "' (this build has ", absl::StrJoin(known, ", "),
+                                               ")"));
+}
+
+std::vector<const Backend*> registeredBackends() {
+  registerBackends();
   Registry& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
-  if (const Backend* b = r.by_kind[static_cast<size_t>(kind)]) return b;
-  return absl::UnimplementedError(
-      absl::StrCat("this build has no ", kindName(kind),
-                   " backend (use cpu:N devices; docs/GPU.md says what a CUDA build needs)"));
+  return r.order;
 }
 
 absl::StatusOr<int64_t> alignmentFor(absl::Span<const ir::Device> devices) {
@@ -61,25 +94,41 @@ absl::StatusOr<int64_t> alignmentFor(absl::Span<const ir::Device> devices) {
 }
 
 std::string describeBackends() {
+  registerBackends();
   std::string out;
-  for (ir::DeviceKind kind : {ir::DeviceKind::kCpu, ir::DeviceKind::kCuda}) {
-    auto b = backendFor(kind);
-    absl::StrAppend(&out, kindName(kind), ": ",
-                    b.ok() ? (*b)->describe() : std::string(b.status().message()), "\n");
+  for (const ir::TargetInfo* t : ir::registeredTargets()) {
+    auto b = backendFor(t->kind);
+    absl::StrAppend(&out, t->kind.name(), ": ",
+                    b.ok() ? (*b)->describe() : std::string(b.status().message()), "\n",
+                    "  compiles for: ", ir::describeTarget(*t), "\n");
+  }
+  return out;
+}
+
+std::string backendVersions() {
+  registerBackends();
+  std::string out;
+  for (const ir::TargetInfo* t : ir::registeredTargets()) {
+    auto b = backendFor(t->kind);
+    absl::StrAppend(&out, t->kind.name(),
+                    " backend: ", b.ok() ? (*b)->version() : "none in this build", "\n");
   }
   return out;
 }
 
 ScopedBackendOverride::ScopedBackendOverride(const Backend& backend) : kind_(backend.kind()) {
+  registerBackends();
   Registry& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
-  previous_ = std::exchange(r.by_kind[static_cast<size_t>(kind_)], &backend);
+  const size_t id = kind_.id();
+  if (r.by_kind.size() <= id) r.by_kind.resize(id + 1, nullptr);
+  previous_ = std::exchange(r.by_kind[id], &backend);
 }
 
 ScopedBackendOverride::~ScopedBackendOverride() {
   Registry& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
-  r.by_kind[static_cast<size_t>(kind_)] = previous_;
+  r.by_kind[kind_.id()] = previous_;
 }
 
 }  // namespace tandem::backend

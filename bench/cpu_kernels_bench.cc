@@ -41,22 +41,23 @@ class Harness {
  public:
   Harness(ir::Op op, const std::vector<ir::TensorType>& operands, Attrs attrs,
           size_t param_operands = 0)
-      : module_("bench"), ctx_(ir::Device{ir::DeviceKind::kCpu, 0}, 1) {
+      : module_("bench"),
+        ctx_(ir::Device{}, 1) {  // cpu:0
     omp_set_num_threads(1);
-    ir::Graph* g = *module_.addGraph("g");
-    ir::NodeSpec spec{.op = op, .attrs = std::move(attrs), .device = ctx_.device()};
-    for (size_t i = 0; i < operands.size(); ++i) {
-      ir::NodeSpec in{.device = ctx_.device()};
-      if (i + param_operands >= operands.size()) {
-        std::string var = absl::StrCat("v", i);
-        (void)module_.addVar({var, operands[i], ir::VarRole::kBuffer, {}});
-        in.op = ir::Op::kParam;
-        in.attrs = {{"var", ir::Symbol{var}}};
-      } else {
-        in.op = ir::Op::kInput;
-        in.declared_types = {operands[i]};
-      }
-      spec.operands.push_back((*g->create(std::move(in)))->result());
+  ir::Graph* g = *module_.addGraph("g");
+  ir::NodeSpec spec{.op = op, .attrs = std::move(attrs), .device = ctx_.device()};
+  for (size_t i = 0; i < operands.size(); ++i) {
+    ir::NodeSpec in{.device = ctx_.device()};
+    if (i + param_operands >= operands.size()) {
+      std::string var = absl::StrCat("v", i);
+      (void)module_.addVar({var, operands[i], ir::VarRole::kBuffer, {}});
+      in.op = ir::Op::kParam;
+      in.attrs = {{"var", ir::Symbol{var}}};
+    } else {
+      in.op = ir::Op::kInput;
+      in.declared_types = {operands[i]};
+    }
+    spec.operands.push_back((*g->create(std::move(in)))->result());
     }
     auto n = g->create(std::move(spec));
     if (!n.ok()) {

@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   be::Processes* procs = orDie(be::Processes::start());
-  const be::Backend* cpu = orDie(be::backendFor(ir::DeviceKind::kCpu));
+  const ir::DeviceKind cpu_kind = orDie(ir::DeviceKind::named("cpu"));
+  const be::Backend* cpu = orDie(be::backendFor(cpu_kind));
   const int local = procs->several() ? 1 : 2;
   const int64_t elements = static_cast<int64_t>(mib * (1 << 20) / 4);
   const ir::TensorType type{ir::DType::kF32, {elements}};
@@ -55,10 +56,9 @@ int main(int argc, char** argv) {
   std::vector<Device*> raw;
   std::vector<ir::Device> members;
   for (int r = 0; r < procs->size(); ++r)
-    for (int d = 0; d < local; ++d) members.push_back({ir::DeviceKind::kCpu, d, r});
+    for (int d = 0; d < local; ++d) members.push_back({cpu_kind, d, r});
   for (int d = 0; d < local; ++d) {
-    devices.push_back(orDie(cpu->createDevice({ir::DeviceKind::kCpu, d, procs->rank()},
-                                              {.index = d})));
+    devices.push_back(orDie(cpu->createDevice({cpu_kind, d, procs->rank()}, {.index = d})));
     raw.push_back(devices.back().get());
   }
   std::unique_ptr<be::CommunicatorGroup> group =

@@ -14,6 +14,7 @@
 //   build/bench/passes_bench --benchmark_filter='devices:(256|1024)'
 //   build/bench/passes_bench --benchmark_counters_tabular=true
 //   TANDEM_BENCH_AUTO_FIT=1 build/bench/passes_bench   # best-fitting curve instead of O(N)
+//   TANDEM_BENCH_PASS_TIMES=1 build/bench/passes_bench --benchmark_filter=Pipeline  # + each pass
 
 #include <algorithm>
 #include <chrono>
@@ -22,8 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/targets.h"
 #include "benchmark/benchmark.h"
 #include "frontend/zoo/zoo.h"
+#include "ir/ir.h"
 #include "ir/types.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
@@ -32,6 +35,8 @@ namespace {
 
 using tandem::ir::Module;
 namespace passes = tandem::passes;
+namespace backend = tandem::backend;
+namespace ir = tandem::ir;
 
 const char* const kModels[] = {"resnet18",  "resnet34",  "resnet50",
                                "resnet101", "resnet152", "lenet"};
@@ -47,7 +52,8 @@ int64_t batchFor(int devices) { return std::max<int64_t>(512, devices); }
 std::vector<std::unique_ptr<passes::Pass>> pipelineFor(int devices) {
   passes::PipelineConfig config;
   config.devices.clear();
-  for (int d = 0; d < devices; ++d) config.devices.push_back({tandem::ir::DeviceKind::kCpu, d});
+  backend::registerTargets();  // what the pipeline asks of cpu devices (ir/target.h)
+  for (int d = 0; d < devices; ++d) config.devices.push_back({ir::DeviceKind(), d});  // cpu:d
   auto pipeline = passes::parsePipeline(passes::defaultPipeline(config));
   if (!pipeline.ok()) std::abort();
   return *std::move(pipeline);
@@ -70,17 +76,36 @@ void runStages(benchmark::State& state, size_t first, size_t last) {
   int devices = static_cast<int>(state.range(1));
   std::unique_ptr<Module> input = moduleBefore(model, devices, first);
   auto pipeline = pipelineFor(devices);
+  // With TANDEM_BENCH_PASS_TIMES=1 a row of several passes also reports each one's mean
+  // time inside it (counters "ms:PASS"): a pass's own row runs it on a fresh clone, which
+  // can differ from its cost in the pipeline.
+  const bool pass_times = last - first > 1 && std::getenv("TANDEM_BENCH_PASS_TIMES") != nullptr;
+  std::vector<double> seconds(last - first, 0.0);
   size_t nodes = 0;
   for (auto _ : state) {
     std::unique_ptr<Module> m = input->clone();
+    // A clone shares its graphs' plans; a plan pass would copy it on its first write.
+    // Copy here, untimed, so that a plan pass's row times the pass, as in the pipeline.
+    for (const auto& g : m->graphs()) g->mutablePlan();
     auto start = std::chrono::steady_clock::now();
-    for (size_t i = first; i < last; ++i)
+    auto pass_start = start;
+    for (size_t i = first; i < last; ++i) {
       if (!pipeline[i]->run(*m).ok()) state.SkipWithError("pass failed");
+      if (pass_times) {
+        auto now = std::chrono::steady_clock::now();
+        seconds[i - first] += std::chrono::duration<double>(now - pass_start).count();
+        pass_start = now;
+      }
+    }
     state.SetIterationTime(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     nodes = passes::countNodes(*m);
     benchmark::DoNotOptimize(m);
   }
+  if (pass_times)
+    for (size_t i = first; i < last; ++i)
+      state.counters["ms:" + std::string(pipeline[i]->name())] =
+          1e3 * seconds[i - first] / static_cast<double>(state.iterations());
   state.SetComplexityN(static_cast<int64_t>(nodes));
   state.counters["nodes"] = static_cast<double>(nodes);
   state.counters["nodes/s"] = benchmark::Counter(static_cast<double>(nodes) * state.iterations(),

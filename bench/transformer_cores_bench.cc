@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/activation_core.h"
 #include "backend/cpu/adamw_core.h"
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/cpu_context.h"
 #include "backend/cpu/dropout_core.h"
 #include "backend/cpu/layer_norm_core.h"

@@ -12,8 +12,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "backend/targets.h"
 #include "frontend/model.h"
 #include "ir/printer.h"
+#include "ir/target.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 
@@ -68,7 +70,11 @@ int main() {
   // 4. Compile for two devices with the pipeline `tandem dump` runs: autodiff (backward
   //    and SGD update), replicate (one copy per device), insert-collectives (split the
   //    batch, broadcast the initial weights, all_reduce the gradients in buckets), dce.
-  auto devices = tandem::ir::parseDeviceList("cpu:0,cpu:1");
+  //    The device kinds the compiler knows are registered by the program, as LLVM's tools
+  //    call InitializeAllTargetInfos: their facts (alignment, layouts, dtypes) are asked by
+  //    the passes, and a device list is checked against them.
+  tandem::backend::registerTargets();
+  auto devices = tandem::ir::parseTargetDevices("cpu:0,cpu:1");
   if (!devices.ok()) return fail(devices.status());
   std::string pipeline = tandem::passes::defaultPipeline({.devices = *devices});
   tandem::passes::PassManager pm;  // verifies the IR after every pass

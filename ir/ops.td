@@ -112,6 +112,12 @@ op relu
   cost elementwise
   doc max(x, 0).
 
+op sigmoid
+  operands x
+  results y
+  cost elementwise(4)
+  doc 1 / (1 + exp(-x)).
+
 op max_pool2d
   operands x
   results y
@@ -216,6 +222,13 @@ op relu_backward
   traits backward
   cost elementwise
   doc dy where relu's output y > 0.
+
+op sigmoid_backward
+  operands dy, y
+  results dx
+  traits backward
+  cost elementwise(3)
+  doc dy * y * (1 - y), from sigmoid's output y.
 
 op max_pool2d_backward
   operands dy, x

@@ -70,66 +70,88 @@ int64_t GraphPlan::offset(const Value& v) const {
 }
 
 uint64_t graphFingerprint(const Graph& g) {
+  return graphFingerprint(g, [](const Node&) {});
+}
+
+uint64_t graphFingerprint(const Graph& g, absl::FunctionRef<void(const Node&)> visit) {
   const Module& m = *g.module();
   const std::vector<uint64_t>& op_hashes = opNameHashes();
   static const uint64_t dtype_hashes[] = {dtypeNameHash(DType::kF32), dtypeNameHash(DType::kBF16),
                                           dtypeNameHash(DType::kI32), dtypeNameHash(DType::kF64)};
-  Hasher h;
-  h.word(m.devices().size());
-  for (const Device& d : m.devices()) h.text(toString(d));
   DeviceIndexCache index(m);
   auto device = [&](const Device& d) -> uint64_t {
     std::optional<size_t> i = index(d);
     return i ? *i : kNowhere;
   };
-  std::vector<uint32_t> position(g.idBound(), 0);
-  for (size_t i = 0; i < g.numNodes(); ++i) position[g.nodes()[i]->id()] = static_cast<uint32_t>(i);
-  auto ref = [&](const Value& v) {
-    return (uint64_t{position[v.def()->id()]} << 32) | static_cast<uint32_t>(v.index());
-  };
-  // Ops and dtypes by the words the text spells them with, attributes by value (device
-  // lists by module position), not by enum values or variant indices: a fingerprint printed
-  // in a file stays valid when the op table or the attribute kinds grow.
-  h.word(g.numNodes());
-  for (const auto& node : g.nodes()) {
-    const Node& n = *node;
-    h.word(op_hashes[static_cast<size_t>(n.op())]);
-    h.word(n.device() ? device(*n.device()) : kNowhere);
-    h.word(n.numOperands());
-    for (const Value* v : n.operands()) h.word(ref(*v));
-    h.word(n.numResults());
-    for (size_t r = 0; r < n.numResults(); ++r) {
-      const TensorType& t = n.result(r)->type();
-      h.word(dtype_hashes[static_cast<size_t>(t.dtype)]);
-      h.word(t.shape.size());
-      for (int64_t d : t.shape) h.word(static_cast<uint64_t>(d));
+  // Operands by their definer's position, filled in as the sweep reaches each node (an
+  // operand's definer comes before it): each node is visited once, and a visit, a walk
+  // through the graph's pointers, is most of what hashing a large graph costs. A graph out
+  // of order (which the verifier refuses) is hashed again with every position known first.
+  constexpr uint32_t kUnseen = ~uint32_t{0};
+  std::vector<uint32_t> position(g.idBound(), kUnseen);
+  bool out_of_order = false;
+  auto hashAll = [&](bool first_time) {
+    auto ref = [&](const Value& v) {
+      const uint32_t p = position[v.def()->id()];
+      out_of_order |= p == kUnseen;
+      return (uint64_t{p} << 32) | static_cast<uint32_t>(v.index());
+    };
+    Hasher h;
+    h.word(m.devices().size());
+    for (const Device& d : m.devices()) h.text(toString(d));
+    // Ops and dtypes by the words the text spells them with, attributes by value (device
+    // lists by module position), not by enum values or variant indices: a fingerprint
+    // printed in a file stays valid when the op table or the attribute kinds grow.
+    h.word(g.numNodes());
+    for (size_t i = 0; i < g.numNodes(); ++i) {
+      const Node& n = *g.nodes()[i];
+      if (first_time) {
+        position[n.id()] = static_cast<uint32_t>(i);
+        visit(n);
+      }
+      h.word(op_hashes[static_cast<size_t>(n.op())]);
+      h.word(n.device() ? device(*n.device()) : kNowhere);
+      h.word(n.numOperands());
+      for (const Value* v : n.operands()) h.word(ref(*v));
+      h.word(n.numResults());
+      for (size_t r = 0; r < n.numResults(); ++r) {
+        const TensorType& t = n.result(r)->type();
+        h.word(dtype_hashes[static_cast<size_t>(t.dtype)]);
+        h.word(t.shape.size());
+        for (int64_t d : t.shape) h.word(static_cast<uint64_t>(d));
+      }
+      h.word(n.attrs().size());
+      for (const AttrValue& a : n.attrs())
+        std::visit(
+            [&](const auto& x) {
+              using T = std::decay_t<decltype(x)>;
+              if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
+                h.word(static_cast<uint64_t>(x));
+              } else if constexpr (std::is_same_v<T, double>) {
+                h.word(std::bit_cast<uint64_t>(x));
+              } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+                h.word(x.size());
+                for (int64_t i : x) h.word(static_cast<uint64_t>(i));
+              } else if constexpr (std::is_same_v<T, Symbol>) {
+                h.text(x.name);
+              } else if constexpr (std::is_same_v<T, EnumWord>) {
+                h.text(x.word);
+              } else {
+                h.word(x.size());
+                for (const Device& d : x) h.word(device(d));
+              }
+            },
+            a);
     }
-    h.word(n.attrs().size());
-    for (const AttrValue& a : n.attrs())
-      std::visit(
-          [&](const auto& x) {
-            using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
-              h.word(static_cast<uint64_t>(x));
-            } else if constexpr (std::is_same_v<T, double>) {
-              h.word(std::bit_cast<uint64_t>(x));
-            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-              h.word(x.size());
-              for (int64_t i : x) h.word(static_cast<uint64_t>(i));
-            } else if constexpr (std::is_same_v<T, Symbol>) {
-              h.text(x.name);
-            } else if constexpr (std::is_same_v<T, EnumWord>) {
-              h.text(x.word);
-            } else {
-              h.word(x.size());
-              for (const Device& d : x) h.word(device(d));
-            }
-          },
-          a);
-  }
-  h.word(g.outputs().size());
-  for (const Value* v : g.outputs()) h.word(ref(*v));
-  return h.value();
+    h.word(g.outputs().size());
+    for (const Value* v : g.outputs()) h.word(ref(*v));
+    return h.value();
+  };
+  const uint64_t hash = hashAll(true);
+  if (!out_of_order) return hash;
+  std::fill(position.begin(), position.end(), 0);
+  for (size_t i = 0; i < g.numNodes(); ++i) position[g.nodes()[i]->id()] = static_cast<uint32_t>(i);
+  return hashAll(false);
 }
 
 absl::Status requirePlanPart(const Graph& g, PlanPart part, absl::string_view pass) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "ir/ir.h"
 #include "ir/placement.h"
@@ -90,6 +91,9 @@ struct GraphPlan {
 /// (they change nothing that runs). Stable across processes and builds, unlike
 /// absl::Hash, so that it can be printed and read back.
 uint64_t graphFingerprint(const Graph& g);
+/// The same, handing `visit` each node in order as it hashes it: a pass that needs one
+/// sweep over the nodes besides the fingerprint (assign-streams) makes it the same sweep.
+uint64_t graphFingerprint(const Graph& g, absl::FunctionRef<void(const Node&)> visit);
 
 /// OK when `g` has a plan holding `part`; else an error naming the graph and `pass`, the
 /// pass that must run first. (The plan passes ask only this: whether the plan is still

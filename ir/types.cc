@@ -1,8 +1,12 @@
 #include "ir/types.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <charconv>
 #include <limits>
+#include <mutex>
+#include <optional>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -12,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "ir/number_format.h"
+#include "ir/status_macros.h"
 
 namespace tandem::ir {
 
@@ -57,9 +62,54 @@ std::string toString(const TensorType& t) {
   return absl::StrCat(dtypeName(t.dtype), "[", absl::StrJoin(t.shape, ","), "]");
 }
 
+namespace {
+
+// The interned kind names: slot i holds kind i's name once set; names are never removed,
+// so name() reads without a lock. Kind 0 is "cpu", the kind of a device count.
+struct KindNames {
+  std::mutex mu;  // held while adding
+  std::array<std::atomic<const std::string*>, DeviceKind::kMaxKinds> names{};
+  std::atomic<size_t> count{0};
+  KindNames() {
+    names[0] = new std::string("cpu");
+    count = 1;
+  }
+};
+
+KindNames& kindNames() {
+  static KindNames* k = new KindNames();  // never destroyed: devices outlive static teardown
+  return *k;
+}
+
+}  // namespace
+
+absl::StatusOr<DeviceKind> DeviceKind::named(absl::string_view name) {
+  KindNames& k = kindNames();
+  auto find = [&]() -> std::optional<DeviceKind> {
+    const size_t n = k.count.load(std::memory_order_acquire);
+    for (size_t i = 0; i < n; ++i)
+      if (*k.names[i].load(std::memory_order_acquire) == name)
+        return DeviceKind(static_cast<uint16_t>(i));
+    return std::nullopt;
+  };
+  if (auto found = find()) return *found;
+  std::lock_guard<std::mutex> l(k.mu);
+  if (auto found = find()) return *found;
+  const size_t n = k.count.load(std::memory_order_relaxed);
+  if (n == kMaxKinds)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "device kind '", name, "' is one more than the ", kMaxKinds, " kinds a process names"));
+  k.names[n].store(new std::string(name), std::memory_order_release);
+  k.count.store(n + 1, std::memory_order_release);
+  return DeviceKind(static_cast<uint16_t>(n));
+}
+
+absl::string_view DeviceKind::name() const {
+  return *kindNames().names[id_].load(std::memory_order_acquire);
+}
+
 std::string toString(const Device& d) {
-  return absl::StrCat(d.kind == DeviceKind::kCpu ? "cpu" : "cuda", ":", d.index,
-                      d.share == 0 ? "" : absl::StrCat(".", d.share),
+  return absl::StrCat(d.kind.name(), ":", d.index, d.share == 0 ? "" : absl::StrCat(".", d.share),
                       d.rank == 0 ? "" : absl::StrCat("@", d.rank));
 }
 
@@ -91,24 +141,20 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
     share = index.substr(dot + 1);
     index = index.substr(0, dot);
   }
+  // Any word names a kind: the kinds' registry (ir/target.h) says which exist.
+  const bool word = !kind.empty() && absl::ascii_isalpha(static_cast<unsigned char>(kind[0])) &&
+                    std::all_of(kind.begin(), kind.end(), [](char c) {
+                      return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+                    });
+  if (!word) return bad("the device kind must be a word such as cpu or cuda");
   Device d;
-  if (kind == "cpu") {
-    d.kind = DeviceKind::kCpu;
-  } else if (kind == "cuda") {
-    d.kind = DeviceKind::kCuda;
-  } else {
-    return bad("the device kind must be cpu or cuda");
-  }
+  ASSIGN_OR_RETURN(d.kind, DeviceKind::named(kind));
   auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), d.index);
   if (ec == std::errc::result_out_of_range)
     return bad(absl::StrCat("the index must be at most ", std::numeric_limits<int>::max()));
   if (index.empty() || ec != std::errc() || end != index.data() + index.size() || d.index < 0)
     return bad("the index must be a non-negative integer");
   if (dot != absl::string_view::npos) {
-    if (d.kind != DeviceKind::kCuda)
-      return bad(
-          "only CUDA devices share a GPU (cuda:0.1); CPU devices are separate already "
-          "(cpu:0, cpu:1)");
     auto [share_end, share_ec] =
         std::from_chars(share.data(), share.data() + share.size(), d.share);
     if (share.empty() || share_ec != std::errc() || share_end != share.data() + share.size() ||
@@ -126,7 +172,8 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
   return d;
 }
 
-absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s) {
+absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s,
+                                                    const SharesDevices& shares) {
   std::vector<Device> out;
   int count = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), count);
@@ -134,7 +181,7 @@ absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s) {
     if (count < 1 || static_cast<size_t>(count) > kMaxDevices)
       return absl::InvalidArgumentError(
           absl::StrCat("device count ", s, " is out of range (1 to ", kMaxDevices, ")"));
-    for (int i = 0; i < count; ++i) out.push_back({DeviceKind::kCpu, i});
+    for (int i = 0; i < count; ++i) out.push_back({DeviceKind(), i});  // cpu:i
     return out;
   }
   if (absl::StripAsciiWhitespace(s).empty())
@@ -146,7 +193,7 @@ absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s) {
     auto d = parseDevice(text);
     if (!d.ok()) return d.status();
     // "cuda:0,cuda:0": the second is GPU 0's next logical device (cuda:0.1).
-    const bool implicit_share = d->kind == DeviceKind::kCuda && !absl::StrContains(text, '.');
+    const bool implicit_share = shares && shares(d->kind) && !absl::StrContains(text, '.');
     while (implicit_share && seen.contains(*d)) ++d->share;
     if (!seen.insert(*d).second)
       return absl::InvalidArgumentError(

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,8 +42,30 @@ struct TensorType {
 /// "f32[256,1,28,28]", "i32[]".
 std::string toString(const TensorType& t);
 
-/// The kinds of device a node can be placed on.
-enum class DeviceKind : uint8_t { kCpu, kCuda };
+/// The kind of a device, by name: "cpu", "cuda", ... The IR does not interpret it: a
+/// backend registers under its kind's name (backend/registry.cc) and tells the compiler
+/// what its devices can do (ir/target.h). Interned as a small id, so that a Device stays
+/// cheap to copy, compare and hash.
+class DeviceKind {
+ public:
+  /// "cpu": the kind of a device count ("4" is cpu:0 .. cpu:3).
+  constexpr DeviceKind() = default;
+  /// The kind named `name`, interned on first use; an error past kMaxKinds names.
+  static absl::StatusOr<DeviceKind> named(absl::string_view name);
+  absl::string_view name() const;
+  uint16_t id() const { return id_; }
+  bool operator==(const DeviceKind&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, DeviceKind k) {
+    return H::combine(std::move(h), k.id_);
+  }
+  /// How many kind names one process interns at most.
+  static constexpr size_t kMaxKinds = 64;
+
+ private:
+  explicit constexpr DeviceKind(uint16_t id) : id_(id) {}
+  uint16_t id_ = 0;
+};
 
 /// A logical device such as cpu:0 or cuda:1. `share` tells apart logical devices that
 /// run on one GPU: cuda:0.1 is the second logical device on GPU 0 (cuda:0 is cuda:0.0),
@@ -51,7 +74,7 @@ enum class DeviceKind : uint8_t { kCpu, kCuda };
 /// drives the device in a multi-process run: cpu:0@1 is process 1's cpu:0. Share and rank
 /// 0 are written without them, so a module reads and prints as before either existed.
 struct Device {
-  DeviceKind kind = DeviceKind::kCpu;
+  DeviceKind kind;
   int index = 0;
   int rank = 0;
   int share = 0;
@@ -71,14 +94,19 @@ struct Device {
 inline constexpr size_t kMaxDevices = 1024;
 
 std::string toString(const Device& d);
-/// Parses "cpu:0" / "cuda:3" / "cuda:0.1" (GPU 0's second logical device) / "cpu:1@2"
-/// (rank 2's cpu:1); the error names the text and the known kinds.
+/// Parses KIND:INDEX[.SHARE][@RANK]: "cpu:0", "cuda:3", "cuda:0.1" (GPU 0's second logical
+/// device), "cpu:1@2" (rank 2's cpu:1). Any kind word parses: whether a kind exists, and
+/// whether its devices take a share, is for the kinds' registry to say (ir/target.h).
 absl::StatusOr<Device> parseDevice(absl::string_view s);
-/// Parses a device list: "cpu:0,cpu:1", or a count "4" meaning cpu:0..cpu:3. A CUDA
-/// device written again without a share is the GPU's next logical device: "cuda:0,cuda:0"
-/// is cuda:0, cuda:0.1. Rejects other duplicates, empty lists and more than kMaxDevices
-/// devices.
-absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s);
+/// Whether a kind's devices may share one physical device (ir/target.h knows).
+using SharesDevices = std::function<bool(DeviceKind)>;
+/// Parses a device list: "cpu:0,cpu:1", or a count "4" meaning cpu:0..cpu:3. A device of
+/// a kind that `shares` says shares devices, written again without a share, is that
+/// device's next share: "cuda:0,cuda:0" is cuda:0, cuda:0.1. Rejects other duplicates,
+/// empty lists and more than kMaxDevices devices. (parseTargetDevices in ir/target.h also
+/// checks the kinds.)
+absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s,
+                                                    const SharesDevices& shares = nullptr);
 std::string toString(const std::vector<Device>& ds);  // "[cpu:0, cpu:1]"
 /// The devices of `ranks` processes that each drive `local` (given without ranks), rank
 /// by rank: cpu:0,cpu:1 over 2 ranks is cpu:0, cpu:1, cpu:0@1, cpu:1@1. Rank-major, so

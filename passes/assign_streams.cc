@@ -13,12 +13,13 @@ absl::StatusOr<bool> AssignStreams::run(ir::Module& m) {
                      " has no devices: streams belong to devices (run replicate first)"));
   for (const auto& g : m.graphs()) {
     auto plan = std::make_shared<ir::GraphPlan>();
-    plan->fingerprint = ir::graphFingerprint(*g);
     plan->add(ir::PlanPart::kStreams);
     plan->nodes.resize(g->idBound());
-    for (const auto& n : g->nodes())
-      if (n->op() != ir::Op::kInput && n->op() != ir::Op::kParam)
-        plan->of(*n).stream = ir::streamOf(*n);
+    // The streams in the fingerprint's sweep: one visit of each node.
+    plan->fingerprint = ir::graphFingerprint(*g, [&](const ir::Node& n) {
+      if (n.op() != ir::Op::kInput && n.op() != ir::Op::kParam)
+        plan->of(n).stream = ir::streamOf(n);
+    });
     g->setPlan(std::move(plan));
   }
   return true;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/number_format.h"
+#include "ir/target.h"
 #include "passes/registry.h"
 
 namespace tandem::passes {
@@ -120,9 +121,13 @@ std::string defaultPipeline(const PipelineConfig& c) {
       "dce",
       "schedule",
       // After schedule: each bucket's group takes the place of the bucket's last update.
-      c.group_updates.value_or(
-          std::any_of(c.devices.begin(), c.devices.end(),
-                      [](const ir::Device& d) { return d.kind == ir::DeviceKind::kCuda; }))
+      // By default where a device runs an optimizer's grouped form as one launch (the
+      // target's facts, ir/target.h).
+      c.group_updates.value_or(std::any_of(c.devices.begin(), c.devices.end(),
+                                           [](const ir::Device& d) {
+                                             const ir::TargetInfo* t = ir::findTarget(d.kind);
+                                             return t != nullptr && t->multi_tensor_update;
+                                           }))
           ? "group-sgd-updates"
           : "",
       // The execution plan, on the graph as it will run.

@@ -18,7 +18,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> parsePipeline(absl::string_vi
 
 /// What the default pipeline is made for.
 struct PipelineConfig {
-  std::vector<ir::Device> devices{{ir::DeviceKind::kCpu, 0}};
+  std::vector<ir::Device> devices{ir::Device{}};  // the default device: cpu:0
   std::vector<double> weights;  // empty: even split
   /// The optimizer (sgd or adamw: passes/optimizer_options.h) and its hyper-parameters;
   /// momentum is SGD's, the betas and eps AdamW's.
@@ -31,7 +31,8 @@ struct PipelineConfig {
   double first_bucket_mb = 1;
   /// > 1: hierarchical gradient reduction over this many groups of devices.
   int64_t allreduce_groups = 1;
-  /// Alignment of every buffer plan-memory places (the backends' largest).
+  /// Alignment of every buffer plan-memory places (the devices' targets' largest,
+  /// ir::targetAlignment).
   int64_t alignment = 64;
   /// Run fuse-conv-bn-relu (CLI --no-fuse turns it off).
   bool fuse = true;

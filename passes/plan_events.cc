@@ -23,25 +23,24 @@ uint32_t slotIndex(size_t device, ir::StreamKind stream) {
 class WaitPlanner {
  public:
   WaitPlanner(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& plan)
-      : m_(m), g_(g), plan_(plan), waited_(m.devices().size() * 2) {
-    ir::DeviceIndexCache device_index(m);
+      : m_(m), g_(g), plan_(plan), device_index_(m), waited_(m.devices().size() * 2) {
     position_.assign(g.idBound(), 0);
     slot_.assign(g.idBound(), kNone);
     collective_.assign(g.idBound(), false);
-    for (size_t i = 0; i < g.numNodes(); ++i) {
-      const ir::Node& n = *g.nodes()[i];
-      position_[n.id()] = static_cast<uint32_t>(i);
-      const std::optional<ir::StreamKind>& stream = plan.of(n).stream;
-      collective_[n.id()] = stream && !n.device();
-      if (stream && n.device()) slot_[n.id()] = slotIndex(*device_index(*n.device()), *stream);
-    }
   }
 
+  // One sweep: each node's own entries are filled as it is reached, since what it reads was
+  // written by earlier nodes (each visit of a node is a walk through the graph's pointers,
+  // the most of what this pass costs).
   void run() {
-    for (const auto& node : g_.nodes()) {
-      const ir::Node& n = *node;
+    for (size_t i = 0; i < g_.numNodes(); ++i) {
+      const ir::Node& n = *g_.nodes()[i];
       ir::NodePlan& p = plan_.of(n);
+      position_[n.id()] = static_cast<uint32_t>(i);
       if (!p.stream) continue;  // runs nowhere
+      // A collective's results lie on the devices of its list.
+      collective_[n.id()] = !n.device();
+      if (n.device()) slot_[n.id()] = slotIndex(*device_index_(*n.device()), *p.stream);
       if (!n.info().has(ir::kCollective)) {
         // One share, on its device, reading every operand: no lists to build.
         share(p, slot_[n.id()], n.operands());
@@ -105,6 +104,7 @@ class WaitPlanner {
   const ir::Module& m_;
   const ir::Graph& g_;
   ir::GraphPlan& plan_;
+  ir::DeviceIndexCache device_index_;
   std::vector<uint32_t> position_;  // by node id
   // By node id: the stream a placed node runs on (kNone where it runs nowhere), and
   // whether it is a collective, whose results lie on the devices of its list.

@@ -7,7 +7,6 @@
 #include <set>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "ir/placement.h"
 #include "ir/status_macros.h"
@@ -117,151 +116,148 @@ class ArenaSimulator {
   int64_t top_ = 0, live_ = 0, peak_live_ = 0;
 };
 
-// The lifetime of every arena value of `g`, in node order. Each sweep visits every node,
-// operand and result once, plus, per collective, each device once (a collective has at
-// least one operand or result per device, so that is within the graph's size too).
+// The lifetime of every arena value of `g`, in node order. One sweep visits every node,
+// operand and result once (each visit is a walk through the graph's pointers, what a pass
+// over a large graph spends most of its time on), plus, per collective, each device and
+// operand once more (a collective has at least one operand or result per device, so that
+// is within the graph's size too); the rest runs over flat arrays.
 absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const ir::Graph& g,
-                                                    const ir::GraphPlan& plan, int64_t& steps,
+                                                    ir::GraphPlan& plan, int64_t& steps,
                                                     int64_t alignment) {
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   const int64_t n = static_cast<int64_t>(g.numNodes());
+  ir::DeviceIndexCache device_index(m);
   auto deviceIndex = [&](const ir::Value& v) -> absl::StatusOr<size_t> {
     if (!m.isReplicated()) return 0;
-    if (auto i = deviceIndexOfValue(m, v)) return *i;
+    const ir::Device d = deviceOfValue(v);
+    if (auto i = device_index(d)) return *i;
     return absl::FailedPreconditionError(absl::StrCat("plan-memory: %", v.name(), " in @", g.name(),
-                                                      " is on ", ir::toString(deviceOfValue(v)),
+                                                      " is on ", ir::toString(d),
                                                       ", which is not a module device"));
   };
-  auto node = [&](int64_t i) -> const ir::Node& { return *g.nodes()[static_cast<size_t>(i)]; };
-  // Positions, and dense value numbers (first_value[node id] + result index) so that the
-  // sweeps index flat vectors: a hash map of users outgrows the caches at thousands of
-  // devices and makes every edge a cache miss.
-  std::vector<int64_t> pos(g.idBound(), 0);
-  std::vector<const ir::Node*> by_id(g.idBound(), nullptr);
-  std::vector<size_t> first_value(g.idBound(), 0);
-  size_t num_values = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    pos[node(i).id()] = i;
-    by_id[node(i).id()] = &node(i);
-    first_value[node(i).id()] = num_values;
-    num_values += node(i).numResults();
-  }
+  // By node id: position, the plan's stream, and the dense number of its first result
+  // (first_value[node id] + result index), so that the lifetimes live in flat vectors: a
+  // hash map of users outgrows the caches at thousands of devices and makes every edge a
+  // cache miss. Filled as the sweep reaches each node: operands and waits name earlier ones.
+  std::vector<int64_t> pos(g.idBound(), -1);
+  std::vector<uint32_t> first_value(g.idBound(), 0);
+  enum : uint8_t { kNowhere, kComputeStream, kCommStream };
+  std::vector<uint8_t> stream(g.idBound(), kNowhere);
+  // last_use[v]: the last position v must stay intact for: its last compute reader, or for
+  // a collective reading it, the compute work on v's device that waits for that collective.
+  std::vector<int64_t> last_use;
+  last_use.reserve(g.numNodes() * 2);
   auto number = [&](const ir::Value& v) {
     return first_value[v.def()->id()] + static_cast<size_t>(v.index());
   };
-  steps += n;
 
-  // The plan's stream of each node, dense (the sweeps below ask it for every operand).
-  enum : uint8_t { kNowhere, kComputeStream, kCommStream };
-  std::vector<uint8_t> stream(g.idBound(), kNowhere);
-  for (int64_t i = 0; i < n; ++i)
-    if (const std::optional<StreamKind>& s = plan.of(node(i)).stream)
-      stream[node(i).id()] = *s == StreamKind::kComm ? kCommStream : kComputeStream;
-  auto onComm = [&](const ir::Node& u) { return stream[u.id()] == kCommStream; };
-  auto onCompute = [&](const ir::Node& u) { return stream[u.id()] == kComputeStream; };
-
-  // release[c][d]: the first compute position on device d that waits for c's share on d or
-  // a later share of d's comm stream (the events of plan-events); n when none does. Each
-  // device's comm shares in issue order, released front to back as the compute stream's
-  // waits reach them.
-  std::vector<std::vector<int64_t>> release(g.idBound());
+  // release[c][d] = release_at[release_base[c] + d]: the first compute position on device d
+  // that waits for collective c's share on d or a later share of d's comm stream (the
+  // events of plan-events); n when none does. Each device's comm shares in issue order,
+  // released front to back as the compute stream's waits reach them.
+  std::vector<uint32_t> release_base(g.idBound(), 0);
+  std::vector<int64_t> release_at;
   std::vector<std::vector<const ir::Node*>> comm_on(num_devices);
   std::vector<size_t> released(num_devices, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    const ir::Node& u = node(i);
-    if (onComm(u)) {
-      for (size_t d : ir::sharesOf(m, u)) comm_on[d].push_back(&u);
-      release[u.id()].assign(num_devices, n);
-      steps += static_cast<int64_t>(2 * num_devices);
-      continue;
-    }
-    if (!onCompute(u)) continue;
-    const size_t du = *m.deviceIndex(*u.device());
-    for (const ir::ValueRef& r : plan.of(u).waits) {
-      const ir::Node* c = r.node < by_id.size() ? by_id[r.node] : nullptr;
-      if (c == nullptr || r.result >= c->numResults())
-        return absl::FailedPreconditionError(
-            absl::StrCat("plan-memory: ", u.describe(), " waits for a value that is not in @",
-                         g.name(), " (the plan verifier names it)"));
-      if (!onComm(*c)) continue;
-      auto d = deviceIndex(*c->result(r.result));
-      if (!d.ok()) return d.status();
-      if (*d != du) continue;  // another device's stream orders nothing here
-      auto& queue = comm_on[*d];
-      while (released[*d] < queue.size() && pos[queue[released[*d]]->id()] <= pos[c->id()])
-        release[queue[released[*d]++]->id()][*d] = i;
-    }
-    steps += static_cast<int64_t>(plan.of(u).waits.size());
-  }
-
-  // last_use[v]: the last position v must stay intact for: its last compute reader, or for
-  // a collective reading it, the compute work on v's device that waits for that collective.
-  std::vector<int64_t> last_use(num_values, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    const ir::Node& u = node(i);
-    const bool comm = onComm(u);
-    // A one-share collective (concat's gather) reads other devices' values: nothing on
-    // their streams waits for it, so those bytes stay until the step ends.
-    std::optional<size_t> only_share;
-    if (comm)
-      if (std::vector<size_t> shares = ir::sharesOf(m, u); shares.size() == 1)
-        only_share = shares[0];
-    for (const ir::Value* o : u.operands()) {
-      if (!inArena(*o)) continue;
-      int64_t end = i;
-      if (comm) {
-        auto d = deviceIndex(*o);
-        if (!d.ok()) return d.status();
-        end = !only_share || *only_share == *d ? release[u.id()][*d] : n;
-      }
-      last_use[number(*o)] = std::max(last_use[number(*o)], end);
-    }
-    steps += static_cast<int64_t>(u.numOperands());
-  }
-
-  std::vector<Interval> intervals;
-  const absl::flat_hash_set<const ir::Value*> returned(g.outputs().begin(), g.outputs().end());
+  std::vector<const ir::Node*> comms;  // the collectives, in order
   // For a collective: per device, just after the last compute node it reads there. One
   // sweep over its operands serves all its results (a collective has a few per device).
   std::vector<int64_t> comm_start(num_devices, 0);
+
+  std::vector<Interval> intervals;
+  intervals.reserve(g.numNodes() * 2);
   for (int64_t i = 0; i < n; ++i) {
-    const ir::Node& u = node(i);
-    const bool comm = onComm(u);
+    const ir::Node& u = *g.nodes()[static_cast<size_t>(i)];
+    pos[u.id()] = i;
+    first_value[u.id()] = static_cast<uint32_t>(last_use.size());
+    last_use.resize(last_use.size() + u.numResults(), 0);
+    ir::NodePlan& p = plan.of(u);
+    // Its offsets, one per arena result, set by the replay.
+    p.offsets.clear();
+    if (u.op() != ir::Op::kInput && u.op() != ir::Op::kParam)
+      p.offsets.assign(u.numResults(), ir::GraphPlan::kNoOffset);
+    const std::optional<StreamKind>& s = p.stream;
+    const bool comm = s == StreamKind::kComm;
+    stream[u.id()] = !s ? kNowhere : comm ? kCommStream : kComputeStream;
+    steps += 1;
     if (comm) {
+      for (size_t d : ir::sharesOf(m, u)) comm_on[d].push_back(&u);
+      release_base[u.id()] = static_cast<uint32_t>(release_at.size());
+      release_at.resize(release_at.size() + num_devices, n);
+      comms.push_back(&u);
       std::fill(comm_start.begin(), comm_start.end(), 0);
       for (const ir::Value* o : u.operands()) {
-        if (!inArena(*o) || !onCompute(*o->def())) continue;
-        auto od = deviceIndex(*o);
-        if (!od.ok()) return od.status();
-        comm_start[*od] = std::max(comm_start[*od], pos[o->def()->id()] + 1);
+        if (!inArena(*o) || stream[o->def()->id()] != kComputeStream) continue;
+        ASSIGN_OR_RETURN(size_t od, deviceIndex(*o));
+        comm_start[od] = std::max(comm_start[od], pos[o->def()->id()] + 1);
       }
-      steps += static_cast<int64_t>(num_devices + u.numOperands());
+      steps += static_cast<int64_t>(3 * num_devices + u.numOperands());
+    } else {
+      for (const ir::Value* o : u.operands())
+        if (inArena(*o)) last_use[number(*o)] = std::max(last_use[number(*o)], i);
+      steps += static_cast<int64_t>(u.numOperands());
+    }
+    if (stream[u.id()] == kComputeStream) {
+      const size_t du = *device_index(*u.device());
+      for (const ir::ValueRef& r : p.waits) {
+        const ir::Node* c = r.node < pos.size() && pos[r.node] >= 0
+                                ? g.nodes()[static_cast<size_t>(pos[r.node])].get()
+                                : nullptr;
+        if (c == nullptr || r.result >= c->numResults())
+          return absl::FailedPreconditionError(
+              absl::StrCat("plan-memory: ", u.describe(),
+                           " waits for a value that is not written before it in @", g.name(),
+                           " (the plan verifier names it)"));
+        if (stream[c->id()] != kCommStream) continue;
+        ASSIGN_OR_RETURN(size_t d, deviceIndex(*c->result(r.result)));
+        if (d != du) continue;  // another device's stream orders nothing here
+        auto& queue = comm_on[d];
+        while (released[d] < queue.size() && pos[queue[released[d]]->id()] <= pos[c->id()])
+          release_at[release_base[queue[released[d]++]->id()] + d] = i;
+      }
+      steps += static_cast<int64_t>(p.waits.size());
     }
     for (size_t r = 0; r < u.numResults(); ++r) {
       const ir::Value& v = *u.result(r);
       if (!inArena(v)) continue;
-      auto d = deviceIndex(v);
-      if (!d.ok()) return d.status();
-      Interval iv{u.id(),
-                  static_cast<uint32_t>(r),
-                  *d,
-                  i,
-                  std::max(i, last_use[number(v)]),
-                  alignUp(std::max<int64_t>(v.type().bytes(), 1), alignment)};
-      // Written by the comm stream any time after the compute work it waits for, and
-      // possibly still being written until the compute stream waits for it (or a later
-      // comm share): a result nothing reads (a hierarchical reduction's group sum on a
-      // device that is not its group's first) must not hand its bytes to compute work
-      // before then.
-      if (comm) {
-        iv.start = comm_start[*d];
-        iv.end = std::max(iv.end, release[u.id()][*d]);
-      }
-      if (returned.contains(&v)) iv.end = n;
-      intervals.push_back(iv);
+      ASSIGN_OR_RETURN(size_t d, deviceIndex(v));
+      // Until its last use (filled in below). A collective's result is written by the comm
+      // stream any time after the compute work it waits for.
+      intervals.push_back({u.id(), static_cast<uint32_t>(r), d, comm ? comm_start[d] : i, i,
+                           alignUp(std::max<int64_t>(v.type().bytes(), 1), alignment)});
     }
     steps += static_cast<int64_t>(u.numResults());
   }
+
+  // What the collectives read stays until the compute work on its device waits for them
+  // (release, now complete). A one-share collective (concat's gather) reads other devices'
+  // values: nothing on their streams waits for it, so those bytes stay until the step ends.
+  for (const ir::Node* c : comms) {
+    std::optional<size_t> only_share;
+    if (std::vector<size_t> shares = ir::sharesOf(m, *c); shares.size() == 1)
+      only_share = shares[0];
+    const int64_t* release = &release_at[release_base[c->id()]];
+    for (const ir::Value* o : c->operands()) {
+      if (!inArena(*o)) continue;
+      ASSIGN_OR_RETURN(size_t d, deviceIndex(*o));
+      const int64_t end = !only_share || *only_share == d ? release[d] : n;
+      last_use[number(*o)] = std::max(last_use[number(*o)], end);
+    }
+    steps += static_cast<int64_t>(c->numOperands());
+  }
+  for (const ir::Value* v : g.outputs())
+    if (inArena(*v)) last_use[number(*v)] = n;
+
+  for (Interval& iv : intervals) {
+    iv.end = std::max(iv.end, last_use[first_value[iv.node_id] + iv.result]);
+    // A collective's result may still be being written until the compute stream waits for
+    // it (or for a later comm share): a result nothing reads (a hierarchical reduction's
+    // group sum on a device that is not its group's first) must not hand its bytes to
+    // compute work before then.
+    if (stream[iv.node_id] == kCommStream)
+      iv.end = std::max(iv.end, release_at[release_base[iv.node_id] + iv.device]);
+  }
+  steps += static_cast<int64_t>(intervals.size());
   return intervals;
 }
 
@@ -311,12 +307,6 @@ absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& 
   ASSIGN_OR_RETURN(std::vector<Interval> intervals, liveIntervals(m, g, plan, steps, alignment));
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   plan.alignment = alignment;
-  for (const auto& node : g.nodes()) {
-    ir::NodePlan& p = plan.of(*node);
-    p.offsets.clear();
-    if (node->op() != ir::Op::kInput && node->op() != ir::Op::kParam)
-      p.offsets.assign(node->numResults(), ir::GraphPlan::kNoOffset);
-  }
   plan.arenas.assign(num_devices, {});
   replay(intervals, g, plan, steps);
   plan.add(ir::PlanPart::kMemory);

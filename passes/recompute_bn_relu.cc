@@ -32,9 +32,12 @@ std::string recomputedName(const ir::Module& m, const Value& v) {
 }
 
 absl::StatusOr<bool> recomputeGraph(const ir::Module& m, ir::Graph& g) {
-  const auto users = g.users();
-  const auto pos = g.positions();
+  // The candidates first, then one sweep over every operand files the backward readers of
+  // each: users() would index every value of the graph (a hash map of vectors, millions of
+  // allocations at thousands of devices) to ask about a few hundred.
   std::vector<Recompute> todo;
+  constexpr uint32_t kNotACandidate = ~uint32_t{0};
+  std::vector<uint32_t> candidate(g.idBound(), kNotACandidate);  // by node id: index in todo
   for (const auto& n : g.nodes()) {
     // y, stats, gamma, beta, running_mean, running_var: relu and no residual.
     if (!ir::BatchNormApplyView::is(*n)) continue;
@@ -42,17 +45,22 @@ absl::StatusOr<bool> recomputeGraph(const ir::Module& m, ir::Graph& g) {
     if (!apply.relu() || apply.residual() != nullptr) continue;
     const Value* out = n->result(0);
     if (std::find(g.outputs().begin(), g.outputs().end(), out) != g.outputs().end()) continue;
-    auto it = users.find(out);
-    if (it == users.end()) continue;
-    Recompute r{n.get(), {}, SIZE_MAX};
-    for (Node* u : it->second) {
-      if (!u->info().has(ir::kBackward)) continue;
-      for (size_t i = 0; i < u->numOperands(); ++i)
-        if (u->operand(i) == out) r.readers.emplace_back(u, i);
-      r.at = std::min(r.at, pos.at(u));
-    }
-    if (!r.readers.empty()) todo.push_back(std::move(r));
+    candidate[n->id()] = static_cast<uint32_t>(todo.size());
+    todo.push_back({n.get(), {}, SIZE_MAX});
   }
+  for (size_t i = 0; i < g.numNodes(); ++i) {
+    Node* u = g.nodes()[i].get();
+    if (!u->info().has(ir::kBackward)) continue;
+    for (size_t k = 0; k < u->numOperands(); ++k) {
+      const Value* o = u->operand(k);
+      if (o->index() != 0) continue;
+      const uint32_t c = candidate[o->def()->id()];
+      if (c == kNotACandidate) continue;
+      todo[c].readers.emplace_back(u, k);
+      todo[c].at = std::min(todo[c].at, i);
+    }
+  }
+  std::erase_if(todo, [](const Recompute& r) { return r.readers.empty(); });
   if (todo.empty()) return false;
   // Every reader comes after its apply node, so `at` >= 1: right after position at - 1.
   Insertions insert(g);

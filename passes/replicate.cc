@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/number_format.h"
 #include "ir/status_macros.h"
+#include "ir/target.h"
 #include "passes/naming.h"
 
 namespace tandem::passes {
@@ -204,7 +205,7 @@ absl::StatusOr<std::unique_ptr<Pass>> Replicate::create(PassOptions& opts) {
   absl::string_view list = *text;
   absl::ConsumePrefix(&list, "[");
   absl::ConsumeSuffix(&list, "]");
-  auto devices = ir::parseDeviceList(list);
+  auto devices = ir::parseTargetDevices(list);
   if (!devices.ok())
     return absl::InvalidArgumentError(
         absl::StrCat("pass replicate: option 'devices': ", devices.status().message()));

@@ -1,7 +1,9 @@
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,16 +28,13 @@ inline constexpr int kStepsBeforeRecording = 2;
 struct ExecutorOptions {
   /// Seed of `initialize` (parameter initial values).
   uint64_t seed = 0;
-  /// Threads each device's kernels may use (1: one core per CPU device).
-  int threads_per_device = 1;
-  /// The convolution algorithms kernels may use (kDirect: no Winograd).
-  backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
   /// Let devices keep activations in their preferred layout (DeviceOptions).
   bool blocked_activations = true;
+  /// Each backend's own options by its kind's name ("cpu": cpu::CpuOptions, "cuda":
+  /// cuda::CudaOptions); a kind without an entry gets its backend's defaults.
+  std::map<std::string, std::any> backend_options;
   /// Record when each node starts and ends on which stream (see takeTrace()).
   bool trace = false;
-  /// Let f32 convolutions and matrix products use TF32 on GPUs (DeviceOptions).
-  bool allow_tf32 = true;
   /// Record each graph's step once per input slot, after kStepsBeforeRecording plain
   /// runs, and replay it (CUDA graphs) where the devices' backend can; never while tracing.
   /// Where recording fails or the backend declines (on any rank: the ranks agree), every

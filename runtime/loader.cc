@@ -471,13 +471,14 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
     if (!b.ok())
       return absl::Status(b.status().code(),
                           absl::StrCat(ir::toString(id), ": ", b.status().message()));
-    ASSIGN_OR_RETURN(std::unique_ptr<backend::Device> device,
-                     (*b)->createDevice(id, {.index = static_cast<int>(d),
-                                             .seed = options.seed,
-                                             .threads_per_device = options.threads_per_device,
-                                             .conv_algorithm = options.conv_algorithm,
-                                             .blocked_activations = options.blocked_activations,
-                                             .allow_tf32 = options.allow_tf32}));
+    const auto own = options.backend_options.find(std::string(id.kind.name()));
+    ASSIGN_OR_RETURN(
+        std::unique_ptr<backend::Device> device,
+        (*b)->createDevice(
+            id, {.index = static_cast<int>(d),
+                 .seed = options.seed,
+                 .blocked_activations = options.blocked_activations,
+                 .backend = own != options.backend_options.end() ? &own->second : nullptr}));
     lm->devices.push_back(std::move(device));
   }
   if (!any_local)

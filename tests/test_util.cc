@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "backend/backend.h"
 #include "backend/cpu/cpu_info.h"
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
@@ -17,6 +18,12 @@
 #include "passes/pass_manager.h"
 
 namespace tandem::testing {
+
+namespace {
+// Every test program knows the kinds this build has before its first test, as the CLI
+// does (backend::registerBackends): compiling for a device asks its target's facts.
+[[maybe_unused]] const bool kBackendsRegistered = (backend::registerBackends(), true);
+}  // namespace
 
 std::string sourcePath(const std::string& relative) {
   return std::string(TANDEM_SOURCE_DIR) + "/" + relative;

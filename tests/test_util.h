@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "ir/ir.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 

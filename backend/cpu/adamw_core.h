@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "backend/adamw_math.h"
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 
 namespace tandem::backend::cpu {
 

@@ -25,9 +25,6 @@
 namespace tandem::backend::cpu {
 namespace {
 
-// Cache line; also what oneDNN's and AVX-512's aligned loads like.
-constexpr int64_t kAlignment = 64;
-
 absl::StatusOr<DeviceBuffer> hostBuffer(int64_t bytes, MemoryLocation where) {
   const size_t n =
       static_cast<size_t>((std::max<int64_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment);
@@ -88,12 +85,15 @@ std::shared_ptr<const absl::flat_hash_set<const ir::Value*>> sharedBlockedValues
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice(const ir::Device& id, const DeviceOptions& o)
+  CpuDevice(const ir::Device& id, const DeviceOptions& o, const CpuOptions& own)
       : id_(id),
         options_(o),
-        ctx_(id, o.seed, /*winograd=*/o.conv_algorithm != ConvAlgorithm::kDirect),
-        compute_(absl::StrCat(ir::toString(id), "/compute"), o.threads_per_device),
-        comm_(absl::StrCat(ir::toString(id), "/comm"), 1) {}
+        own_(own),
+        ctx_(id, o.seed, /*winograd=*/own.conv_algorithm != ConvAlgorithm::kDirect),
+        compute_(absl::StrCat(ir::toString(id), "/compute"), own.threads_per_device),
+        comm_(absl::StrCat(ir::toString(id), "/comm"), 1) {
+    options_.backend = nullptr;  // the caller's, valid only during creation: own_ has it
+  }
 
   const ir::Device& id() const override { return id_; }
   MemoryLocation location() const override { return MemoryLocation::onDevice(options_.index); }
@@ -147,7 +147,7 @@ class CpuDevice final : public Device {
     // oneDNN fixes a primitive's thread count when it is made, from the making thread's
     // OpenMP setting: make it with the count this device's kernels run with.
     const int previous = omp_get_max_threads();
-    omp_set_num_threads(options_.threads_per_device);
+    omp_set_num_threads(own_.threads_per_device);
     static const absl::flat_hash_set<const ir::Value*> kNone;
     auto kernel = cpu::makeKernel(node, ctx_, blocked_ ? blocked_.get() : &kNone);
     omp_set_num_threads(previous);
@@ -157,6 +157,7 @@ class CpuDevice final : public Device {
  private:
   ir::Device id_;
   DeviceOptions options_;
+  CpuOptions own_;
   CpuContext ctx_;
   CpuStream compute_, comm_;
   // Of the graph being loaded, shared with the other devices that load it.
@@ -165,18 +166,18 @@ class CpuDevice final : public Device {
 
 class CpuBackend final : public Backend {
  public:
-  ir::DeviceKind kind() const override { return ir::DeviceKind::kCpu; }
-  int64_t alignment() const override { return kAlignment; }
+  const ir::TargetInfo& target() const override { return target_; }
 
   absl::StatusOr<std::unique_ptr<Device>> createDevice(const ir::Device& device,
                                                        const DeviceOptions& o) const override {
-    if (o.threads_per_device < 1)
+    const CpuOptions own = o.own<CpuOptions>();
+    if (own.threads_per_device < 1)
       return absl::InvalidArgumentError(absl::StrCat(
-          ir::toString(device), ": threads per device must be >= 1, got ", o.threads_per_device));
+          ir::toString(device), ": threads per device must be >= 1, got ", own.threads_per_device));
     // A device starts two worker threads: a process or memory limit (ulimit -u, -v) makes
     // std::thread throw, which is the device's error, not a crash.
     try {
-      return std::make_unique<CpuDevice>(device, o);
+      return std::make_unique<CpuDevice>(device, o, own);
     } catch (const std::system_error& e) {
       return absl::ResourceExhaustedError(
           absl::StrCat(ir::toString(device), ": cannot start its stream threads: ", e.what(),
@@ -190,7 +191,7 @@ class CpuBackend final : public Backend {
   absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createCommunicators(
       absl::Span<Device* const> group) const override {
     for (Device* d : group)
-      if (d->id().kind != ir::DeviceKind::kCpu)
+      if (d->id().kind != kind())
         return absl::InvalidArgumentError(
             absl::StrCat(ir::toString(d->id()),
                          " is not a CPU device: the local communicator joins CPU devices"));
@@ -202,7 +203,7 @@ class CpuBackend final : public Backend {
       std::shared_ptr<ProcessComm> processes) const override {
     std::vector<int> ranks;  // the processes that own members, ascending
     for (const ir::Device& d : members) {
-      if (d.kind != ir::DeviceKind::kCpu)
+      if (d.kind != kind())
         return absl::InvalidArgumentError(absl::StrCat(
             ir::toString(d), " is not a CPU device: the CPU communicator joins CPU devices"));
       ranks.push_back(d.rank);
@@ -229,12 +230,20 @@ class CpuBackend final : public Backend {
   std::string describe() const override {
     CpuInfo cpu = hostCpuInfo();
     return absl::StrFormat(
-        "%s, %d cores, %.1f GiB memory, oneDNN %s on %s%s\n  devices cpu:0 ... cpu:4095 are "
+        "%s, %d cores, %.1f GiB memory, oneDNN %s on %s%s\n  devices cpu:0 ... cpu:%d are "
         "logical: each gets a compute and a comm stream thread and --threads-per-device kernel "
         "threads (default 1), all sharing these %d cores",
         cpu.model, cpu.cores, cpu.memory_bytes / 1073741824.0, cpu.onednn, cpu.isa,
-        cpu.bf16 ? " (bf16 instructions)" : "", cpu.cores);
+        cpu.bf16 ? " (bf16 instructions)" : "", static_cast<int>(ir::kMaxDevices) - 1, cpu.cores);
   }
+
+  std::string version() const override {
+    const CpuInfo cpu = hostCpuInfo();
+    return absl::StrCat("oneDNN ", cpu.onednn, ", ", cpu.isa);
+  }
+
+ private:
+  const ir::TargetInfo target_ = targetInfo();
 };
 
 }  // namespace

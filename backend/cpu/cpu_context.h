@@ -24,7 +24,7 @@ class CpuContext {
   /// variable's name, so a value does not depend on the device count or node order.
   uint64_t seed() const { return seed_; }
   /// Whether the convolution kernels' rule may choose Winograd (less exact than direct
-  /// convolution; DeviceOptions::conv_algorithm kDirect turns it off).
+  /// convolution; CpuOptions::conv_algorithm kDirect turns it off).
   bool winograd() const { return winograd_; }
   dnnl::engine& engine() { return engine_; }
   dnnl::stream& stream() { return stream_; }

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/dropout_mask.h"
 
 namespace tandem::backend::cpu {

@@ -1,5 +1,8 @@
 // relu, relu_backward, add and cast: plain loops over contiguous arrays. They are memory bound,
-// so a oneDNN eltwise primitive would buy nothing over what the compiler vectorizes.
+// so a oneDNN eltwise primitive would buy nothing over what the compiler vectorizes. Unary
+// ops with transcendental math (sigmoid, ...) are oneDNN eltwise primitives instead: its
+// vectorized exp and friends, f32 and bf16, and the backward from the output where the
+// algorithm allows; a new one is its two factories below, one line each.
 // No __restrict: each element reads only its own position, so a result may share an
 // operand's buffer (in-place reuse by a memory planner) and the loops stay correct.
 
@@ -7,7 +10,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
+#include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/vector_loops.h"
 
@@ -76,6 +80,57 @@ class CastKernel final : public CpuKernel {
   }
 };
 
+// oneDNN's algorithms of the ops below ("use_dst": the backward op reads the output).
+constexpr dnnl::algorithm kLogistic = dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
+
+/// Whether oneDNN's backward of `alg` reads the forward output (dst) rather than its input.
+constexpr bool backwardReadsOutput(dnnl::algorithm alg) {
+  using dnnl::algorithm;
+  return alg == algorithm::eltwise_logistic_use_dst_for_bwd ||
+         alg == algorithm::eltwise_tanh_use_dst_for_bwd ||
+         alg == algorithm::eltwise_relu_use_dst_for_bwd ||
+         alg == algorithm::eltwise_elu_use_dst_for_bwd ||
+         alg == algorithm::eltwise_sqrt_use_dst_for_bwd ||
+         alg == algorithm::eltwise_exp_use_dst_for_bwd;
+}
+
+/// A unary op y = f(x) as the oneDNN eltwise primitive `kAlg`, in the result's dtype.
+template <dnnl::algorithm kAlg>
+KernelOr eltwiseKernel(const KernelInit& init) {
+  try {
+    DnnlProgram p(init.ctx);
+    const dnnl::memory::desc md = plainDesc(init.node.result()->type());
+    const dnnl::eltwise_forward::primitive_desc pd({dnnl::prop_kind::forward_training, kAlg, md},
+                                                   userScratchpadAttr(), init.ctx.engine());
+    p.add(pd, dnnl::eltwise_forward(pd),
+          {{DNNL_ARG_SRC, p.input(0, md)}, {DNNL_ARG_DST, p.output(0, md)}});
+    return std::make_unique<ProgramKernel>(std::move(p));
+  } catch (const dnnl::error& e) {
+    return dnnlFailure(init.node, "eltwise primitive", e);
+  }
+}
+
+/// Its backward op dx(dy, v): v is the forward output where backwardReadsOutput(kAlg) (the
+/// spec's backward op then reads y), else the input.
+template <dnnl::algorithm kAlg>
+KernelOr eltwiseBackwardKernel(const KernelInit& init) {
+  try {
+    DnnlProgram p(init.ctx);
+    const dnnl::memory::desc md = plainDesc(init.node.result()->type());
+    const dnnl::eltwise_forward::primitive_desc hint({dnnl::prop_kind::forward_training, kAlg, md},
+                                                     init.ctx.engine());
+    const dnnl::eltwise_backward::primitive_desc pd({kAlg, md, md}, userScratchpadAttr(),
+                                                    init.ctx.engine(), hint);
+    p.add(pd, dnnl::eltwise_backward(pd),
+          {{DNNL_ARG_DIFF_DST, p.input(0, md)},
+           {backwardReadsOutput(kAlg) ? DNNL_ARG_DST : DNNL_ARG_SRC, p.input(1, md)},
+           {DNNL_ARG_DIFF_SRC, p.output(0, md)}});
+    return std::make_unique<ProgramKernel>(std::move(p));
+  } catch (const dnnl::error& e) {
+    return dnnlFailure(init.node, "eltwise backward primitive", e);
+  }
+}
+
 }  // namespace
 
 KernelOr makeReluKernel(const KernelInit& init) {
@@ -88,6 +143,12 @@ KernelOr makeReluBackwardKernel(const KernelInit& init) {
   return withFloatType(init.node.result()->type().dtype, [](auto tag) -> KernelOr {
     return std::make_unique<ReluBackwardKernel<decltype(tag)>>();
   });
+}
+
+// The unary ops that are oneDNN eltwise primitives: a factory pair each.
+KernelOr makeSigmoidKernel(const KernelInit& i) { return eltwiseKernel<kLogistic>(i); }
+KernelOr makeSigmoidBackwardKernel(const KernelInit& i) {
+  return eltwiseBackwardKernel<kLogistic>(i);
 }
 
 KernelOr makeAddKernel(const KernelInit& init) {

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 
 namespace tandem::backend::cpu {
 

@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/layout_plan.h"
 #include "backend/cpu/plane_sums.h"

@@ -5,9 +5,9 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/cpu_stream.h"
-#include "backend/cpu/reduction_tree.h"
+#include "backend/reduction_tree.h"
 
 namespace tandem::backend::cpu {
 namespace {

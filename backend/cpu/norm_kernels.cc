@@ -24,7 +24,7 @@
 #include <cmath>
 #include <memory>
 
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/plane_sums.h"
 #include "ir/op_views.h"

@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "backend/bf16.h"
 #include "backend/cpu/adamw_core.h"
-#include "backend/cpu/bf16.h"
 #include "backend/cpu/kernels.h"
 #include "backend/sgd_checks.h"
 #include "ir/op_views.h"

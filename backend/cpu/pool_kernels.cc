@@ -25,7 +25,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/kernels.h"
 #include "ir/op_views.h"
 

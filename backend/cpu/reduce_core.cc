@@ -1,6 +1,6 @@
 #include "backend/cpu/reduce_core.h"
 
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/dnnl_core.h"
 #include "backend/cpu/vector_loops.h"
 

@@ -10,8 +10,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/initializers.h"
 #include "backend/cpu/kernels.h"
+#include "backend/initializers.h"
 #include "ir/op_views.h"
 
 namespace tandem::backend::cpu {

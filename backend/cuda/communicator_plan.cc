@@ -1,13 +1,13 @@
 #include "backend/cuda/communicator_plan.h"
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/reduction_tree.h"
+#include "backend/reduction_tree.h"
 
 namespace tandem::backend::cuda {
 namespace {
 
 // Where the CPU's tree splits n ranks (the same function: the same order).
-int treeSplit(int n) { return static_cast<int>(cpu::treeSplit(static_cast<size_t>(n))); }
+int treeSplit(int n) { return static_cast<int>(backend::treeSplit(static_cast<size_t>(n))); }
 
 // Ranks [lo, hi) reduced into slot lo: both halves first, then the left combined with the
 // right (local_communicator.cc's treeReduceChunk, step for step).

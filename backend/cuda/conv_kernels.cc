@@ -473,7 +473,7 @@ class ConvKernel final : public CudaKernel {
   };
 
   absl::Status chooseAlgorithm() {
-    const bool measure = ctx().options().conv_algorithm == ConvAlgorithm::kMeasure;
+    const bool measure = ctx().measureConvAlgorithms();
     const std::string key =
         absl::StrCat(algoCacheKey(spec_.pass, g_, types_, ctx().gpu()), measure ? " measured" : "");
     if (AlgoCache::get().find(key, &choice_)) return absl::OkStatus();

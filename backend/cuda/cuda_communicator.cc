@@ -32,6 +32,7 @@
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/nccl_watch.h"
+#include "backend/cuda/target_info.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -564,7 +565,7 @@ absl::StatusOr<std::unique_ptr<CommunicatorGroup>> makeProcessCommunicators(
   std::vector<int> gpus, ranks;
   std::vector<std::string> names;
   for (const ir::Device& m : members)
-    if (m.kind != ir::DeviceKind::kCuda)
+    if (m.kind != targetInfo().kind)
       return absl::InvalidArgumentError(absl::StrCat(
           ir::toString(m), " is not a CUDA device: NCCL joins CUDA devices only"));
   for (Device* d : local) {

@@ -10,6 +10,7 @@ CudaContext::CudaContext(const ir::Device& device, int gpu, const DeviceOptions&
       name_(ir::toString(device)),
       gpu_(gpu),
       options_(options),
+      own_(options.own<CudaOptions>()),
       workspace_(name_, Workspace::Memory{
                             .allocate = [gpu](int64_t bytes) -> absl::StatusOr<void*> {
                               void* p = nullptr;
@@ -26,7 +27,9 @@ CudaContext::CudaContext(const ir::Device& device, int gpu, const DeviceOptions&
                               CUDA_TRY("the old workspace", cudaSetDevice(gpu));
                               CUDA_TRY("the old workspace", cudaDeviceSynchronize());
                               return absl::OkStatus();
-                            }}) {}
+                            }}) {
+  options_.backend = nullptr;  // the caller's, valid only during creation: own_ has it
+}
 
 absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::create(const ir::Device& device,
                                                                  int gpu,
@@ -39,8 +42,8 @@ absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::create(const ir::Devic
   CUDA_TRY(where, cublasLtCreate(&ctx->cublas_lt_));
   // TF32 for f32 GEMMs when allowed; cuBLAS otherwise keeps full f32 (the convolutions
   // choose it per descriptor: conv_kernels.cc).
-  CUDA_TRY(where, cublasSetMathMode(ctx->cublas_, options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                     : CUBLAS_DEFAULT_MATH));
+  CUDA_TRY(where, cublasSetMathMode(ctx->cublas_, ctx->own_.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                       : CUBLAS_DEFAULT_MATH));
   return ctx;
 }
 

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
+#include "backend/cuda/cuda_options.h"
 #include "backend/cuda/workspace.h"
 #include "ir/types.h"
 
@@ -38,7 +39,9 @@ class CudaContext {
   const DeviceOptions& options() const { return options_; }
   /// Whether f32 matrix products and convolutions may use TF32 tensor cores
   /// (`--no-tf32` forbids it).
-  bool allowTf32() const { return options_.allow_tf32; }
+  bool allowTf32() const { return own_.allow_tf32; }
+  /// kMeasure: time every cuDNN algorithm once per shape (`--conv-algorithm measure`).
+  bool measureConvAlgorithms() const { return own_.conv_algorithm == ConvAlgorithm::kMeasure; }
 
   /// Handles bound to this GPU. A kernel sets the stream it enqueues on before each call
   /// (cudnnSetStream, cublasSetStream): setting it is a cheap field store.
@@ -64,7 +67,8 @@ class CudaContext {
   ir::Device device_;
   std::string name_;
   int gpu_;
-  DeviceOptions options_;
+  DeviceOptions options_;  // its `backend` pointer cleared: own_ holds what it gave
+  CudaOptions own_;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublas_lt_ = nullptr;

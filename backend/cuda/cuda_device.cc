@@ -9,13 +9,13 @@
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/cuda_status.h"
 #include "backend/cuda/layout_plan.h"
+#include "backend/cuda/target_info.h"
 
 namespace tandem::backend::cuda {
 namespace {
 
 // cudaMalloc returns 256-byte aligned memory; the memory plan keeps every tensor of an
 // arena at that alignment too, which cuDNN's and cuBLAS's vectorized paths want.
-constexpr int64_t kAlignment = 256;
 
 void freeDevice(void* p) { cudaFree(p); }
 void freePinned(void* p) { cudaFreeHost(p); }
@@ -44,8 +44,7 @@ absl::StatusOr<SliceCopy> sliceCopy(const TensorView& whole, const TensorView& p
 
 class CudaBackend final : public Backend {
  public:
-  ir::DeviceKind kind() const override { return ir::DeviceKind::kCuda; }
-  int64_t alignment() const override { return kAlignment; }
+  const ir::TargetInfo& target() const override { return target_; }
 
   absl::StatusOr<std::unique_ptr<Device>> createDevice(const ir::Device& device,
                                                        const DeviceOptions& o) const override {
@@ -56,7 +55,7 @@ class CudaBackend final : public Backend {
   absl::StatusOr<std::unique_ptr<CommunicatorGroup>> createCommunicators(
       absl::Span<Device* const> group) const override {
     for (Device* d : group)
-      if (d->id().kind != ir::DeviceKind::kCuda)
+      if (d->id().kind != kind())
         return absl::InvalidArgumentError(absl::StrCat(
             ir::toString(d->id()), " is not a CUDA device: NCCL joins CUDA devices only"));
     return makeCommunicators(group);
@@ -96,6 +95,15 @@ class CudaBackend final : public Backend {
                     "\n  several logical devices may share one GPU (--devices cuda:0,cuda:0)");
     return out;
   }
+
+  std::string version() const override {
+    return absl::StrFormat("CUDA %d.%d, cuDNN %d, NCCL %d.%d.%d", CUDART_VERSION / 1000,
+                           CUDART_VERSION % 1000 / 10, CUDNN_VERSION, NCCL_MAJOR, NCCL_MINOR,
+                           NCCL_PATCH);
+  }
+
+ private:
+  const ir::TargetInfo target_ = targetInfo();
 };
 
 }  // namespace

@@ -1,10 +1,12 @@
-// Own kernels of the elementwise family: fills, relu and its backward, add, casts and
-// global average pooling. Memory bound: grid-stride loops that move 16 bytes per access
-// (elementwise_map.cuh); the math is elementwise_math.h's, as the host tests check it.
+// Own kernels of the elementwise family: fills, the unary ops of unary_math.h (relu, ...)
+// and their backward ops, add, casts and global average pooling. Memory bound: grid-stride loops
+// that move 16 bytes per access (elementwise_map.cuh); the math is elementwise_math.h's, as the
+// host tests check it.
 
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/elementwise_map.cuh"
 #include "backend/cuda/elementwise_math.h"
+#include "backend/cuda/unary_math.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -15,12 +17,14 @@ struct Fill {
   __device__ T operator()() const { return value; }
 };
 
-struct Relu {
-  __device__ float operator()(float x) const { return reluValue(x); }
+template <typename Op>
+struct UnaryForward {
+  __device__ float operator()(float x) const { return Op::forward(x); }
 };
 
-struct ReluBackward {
-  __device__ float operator()(float dy, float y) const { return reluBackwardValue(dy, y); }
+template <typename Op>
+struct UnaryBackward {
+  __device__ float operator()(float dy, float v) const { return Op::backward(dy, v); }
 };
 
 struct Add {
@@ -76,21 +80,36 @@ void launchFill(int32_t* y, int64_t n, int32_t value, cudaStream_t stream) {
   launchMap0(y, n, Fill<int32_t>{value}, stream);
 }
 
-void launchRelu(const float* x, float* y, int64_t n, cudaStream_t stream) {
-  launchMap1(x, y, n, Relu{}, stream);
+template <typename Op>
+void launchUnary(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  launchMap1(x, y, n, UnaryForward<Op>{}, stream);
 }
-void launchRelu(const uint16_t* x, uint16_t* y, int64_t n, cudaStream_t stream) {
-  launchMap1(x, y, n, Relu{}, stream);
+template <typename Op>
+void launchUnary(const uint16_t* x, uint16_t* y, int64_t n, cudaStream_t stream) {
+  launchMap1(x, y, n, UnaryForward<Op>{}, stream);
 }
 
-void launchReluBackward(const float* dy, const float* y, float* dx, int64_t n,
-                        cudaStream_t stream) {
-  launchMap2(dy, y, dx, n, ReluBackward{}, stream);
+template <typename Op>
+void launchUnaryBackward(const float* dy, const float* v, float* dx, int64_t n,
+                         cudaStream_t stream) {
+  launchMap2(dy, v, dx, n, UnaryBackward<Op>{}, stream);
 }
-void launchReluBackward(const uint16_t* dy, const uint16_t* y, uint16_t* dx, int64_t n,
-                        cudaStream_t stream) {
-  launchMap2(dy, y, dx, n, ReluBackward{}, stream);
+template <typename Op>
+void launchUnaryBackward(const uint16_t* dy, const uint16_t* v, uint16_t* dx, int64_t n,
+                         cudaStream_t stream) {
+  launchMap2(dy, v, dx, n, UnaryBackward<Op>{}, stream);
 }
+
+// The launches of every unary op of unary_math.h's list, f32 and bf16.
+#define TANDEM_INSTANTIATE_UNARY(Name)                                                       \
+  template void launchUnary<Name##Math>(const float*, float*, int64_t, cudaStream_t);        \
+  template void launchUnary<Name##Math>(const uint16_t*, uint16_t*, int64_t, cudaStream_t);  \
+  template void launchUnaryBackward<Name##Math>(const float*, const float*, float*, int64_t, \
+                                                cudaStream_t);                               \
+  template void launchUnaryBackward<Name##Math>(const uint16_t*, const uint16_t*, uint16_t*, \
+                                                int64_t, cudaStream_t);
+TANDEM_CUDA_UNARY_OPS(TANDEM_INSTANTIATE_UNARY)
+#undef TANDEM_INSTANTIATE_UNARY
 
 void launchAdd(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream) {
   launchMap2(a, b, c, n, Add{}, stream);

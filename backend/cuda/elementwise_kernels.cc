@@ -5,9 +5,10 @@
 // only on the seed and the variable's name, so both backends start from the same bits),
 // into a pinned buffer the kernel owns; a launch copies it over. assign, flatten and
 // flatten_backward are device-to-device copies (nothing when the memory plan gave the
-// result the operand's buffer), as on the CPU. relu, relu_backward, add, cast and the
-// global pools are own kernels (elementwise.cu) on f32 and bf16 (add also i32), computing
-// in float and rounding a bf16 result once, as the CPU kernels do.
+// result the operand's buffer), as on the CPU. The unary ops (unary_math.h: relu, ...)
+// and their backward ops, add, cast and the global pools are own kernels (elementwise.cu) on f32
+// and bf16 (add also i32), computing in float and rounding a bf16 result once, as the CPU kernels
+// do.
 
 #include <cmath>
 #include <cstdint>
@@ -17,9 +18,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/initializers.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/elementwise_launch.h"
+#include "backend/cuda/unary_math.h"
+#include "backend/initializers.h"
 #include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
@@ -187,14 +189,14 @@ KernelOr makeConstantKernel(const KernelInit& init) {
 
 KernelOr makeInitializeKernel(const KernelInit& init) {
   ASSIGN_OR_RETURN(const ir::Var* var, findVar(init.node));
-  if (absl::Status s = cpu::checkInitializer(*var); !s.ok())
+  if (absl::Status s = checkInitializer(*var); !s.ok())
     return absl::Status(s.code(), absl::StrCat(init.node.describe(), ": ", s.message()));
   const int64_t bytes = var->type.bytes();
   void* host = nullptr;
   if (bytes > 0) {
     // The factory runs with the kernel's GPU current: the buffer is pinned for it.
     CUDA_TRY(init.node.describe(), cudaMallocHost(&host, static_cast<size_t>(bytes)));
-    cpu::fillInitializer(*var, init.ctx.seed(), host);
+    fillInitializer(*var, init.ctx.seed(), host);
   }
   return std::unique_ptr<CudaKernel>(new InitializeKernel(init.ctx, host, bytes));
 }
@@ -206,33 +208,48 @@ KernelOr makeAssignKernel(const KernelInit& init) {
   return std::unique_ptr<CudaKernel>(new CopyKernel(init.ctx));
 }
 
-KernelOr makeReluKernel(const KernelInit& init) {
+// The unary ops of unary_math.h: one forward and one backward factory each, from its list.
+namespace {
+
+template <typename Op>
+KernelOr unaryKernel(const KernelInit& init) {
   const ir::DType t = init.node.result()->type().dtype;
   RETURN_IF_ERROR(checkFloat(init.node, t));
   return fnKernel(
       init, [t](cudaStream_t s, absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
         const int64_t n = out[0].numElements();
         if (t == ir::DType::kBF16)
-          launchRelu(bf16In(in[0]), bf16Out(out[0]), n, s);
+          launchUnary<Op>(bf16In(in[0]), bf16Out(out[0]), n, s);
         else
-          launchRelu(in[0].f32(), out[0].f32(), n, s);
+          launchUnary<Op>(in[0].f32(), out[0].f32(), n, s);
         return absl::OkStatus();
       });
 }
 
-KernelOr makeReluBackwardKernel(const KernelInit& init) {
+template <typename Op>
+KernelOr unaryBackwardKernel(const KernelInit& init) {  // dy, v
   const ir::DType t = init.node.result()->type().dtype;
   RETURN_IF_ERROR(checkFloat(init.node, t));
   return fnKernel(
       init, [t](cudaStream_t s, absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
         const int64_t n = out[0].numElements();
         if (t == ir::DType::kBF16)
-          launchReluBackward(bf16In(in[0]), bf16In(in[1]), bf16Out(out[0]), n, s);
+          launchUnaryBackward<Op>(bf16In(in[0]), bf16In(in[1]), bf16Out(out[0]), n, s);
         else
-          launchReluBackward(in[0].f32(), in[1].f32(), out[0].f32(), n, s);
+          launchUnaryBackward<Op>(in[0].f32(), in[1].f32(), out[0].f32(), n, s);
         return absl::OkStatus();
       });
 }
+
+}  // namespace
+
+#define TANDEM_UNARY_FACTORIES(Name)                                                            \
+  KernelOr make##Name##Kernel(const KernelInit& init) { return unaryKernel<Name##Math>(init); } \
+  KernelOr make##Name##BackwardKernel(const KernelInit& init) {                                 \
+    return unaryBackwardKernel<Name##Math>(init);                                               \
+  }
+TANDEM_CUDA_UNARY_OPS(TANDEM_UNARY_FACTORIES)
+#undef TANDEM_UNARY_FACTORIES
 
 KernelOr makeAddKernel(const KernelInit& init) {
   const ir::DType t = init.node.result()->type().dtype;

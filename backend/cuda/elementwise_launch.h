@@ -14,14 +14,19 @@ namespace tandem::backend::cuda {
 void launchFill(float* y, int64_t n, float value, cudaStream_t stream);
 void launchFill(int32_t* y, int64_t n, int32_t value, cudaStream_t stream);
 
-/// y = relu(x).
-void launchRelu(const float* x, float* y, int64_t n, cudaStream_t stream);
-void launchRelu(const uint16_t* x, uint16_t* y, int64_t n, cudaStream_t stream);
+/// y = Op::forward(x) for a unary op of unary_math.h (instantiated for each in its list).
+template <typename Op>
+void launchUnary(const float* x, float* y, int64_t n, cudaStream_t stream);
+template <typename Op>
+void launchUnary(const uint16_t* x, uint16_t* y, int64_t n, cudaStream_t stream);
 
-/// dx = dy where y > 0, else 0.
-void launchReluBackward(const float* dy, const float* y, float* dx, int64_t n, cudaStream_t stream);
-void launchReluBackward(const uint16_t* dy, const uint16_t* y, uint16_t* dx, int64_t n,
-                        cudaStream_t stream);
+/// dx = Op::backward(dy, v), v the forward output or input its backward op reads.
+template <typename Op>
+void launchUnaryBackward(const float* dy, const float* v, float* dx, int64_t n,
+                         cudaStream_t stream);
+template <typename Op>
+void launchUnaryBackward(const uint16_t* dy, const uint16_t* v, uint16_t* dx, int64_t n,
+                         cudaStream_t stream);
 
 /// c = a + b.
 void launchAdd(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream);

@@ -36,7 +36,7 @@ TANDEM_HD float bitsFloat(uint32_t u) {
 TANDEM_HD float bf16ToFloat(uint16_t bits) { return bitsFloat(static_cast<uint32_t>(bits) << 16); }
 
 /// f32 -> bf16, round to nearest even, NaN stays a quiet NaN: the rounding of
-/// backend/cpu/bf16.h, so both backends round alike.
+/// backend/bf16.h, so both backends round alike.
 TANDEM_HD uint16_t floatToBf16(float f) {
   const uint32_t u = floatBits(f);
   const bool nan = static_cast<int32_t>(u & 0x7fffffffu) > 0x7f800000;

@@ -85,6 +85,8 @@ absl::Status gradCast(GradContext& c) {
 extern const OpRules kCastRules{.infer = inferCast, .grad = gradCast};
 extern const OpRules kReluRules = unaryRules<Op::kReluBackward, Reads::kOutput>();
 extern const OpRules kReluBackwardRules = kUnaryBackwardRules;
+extern const OpRules kSigmoidRules = unaryRules<Op::kSigmoidBackward, Reads::kOutput>();
+extern const OpRules kSigmoidBackwardRules = kUnaryBackwardRules;
 extern const OpRules kAddRules{.infer = inferAdd, .grad = gradAdd};
 
 }  // namespace tandem::ir

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/dnnl_util.h"
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
@@ -17,7 +17,7 @@
 namespace tandem::testing {
 namespace {
 
-using Bf16 = backend::cpu::bf16;  // bf16(shape) is kernel_test_util's type maker
+using Bf16 = backend::bf16;  // bf16(shape) is kernel_test_util's type maker
 using ir::Op;
 
 /// One convolution geometry; the activations' dtype is chosen per case.

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/kernels.h"
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
@@ -25,7 +25,7 @@
 namespace tandem::testing {
 namespace {
 
-using Bf16 = backend::cpu::bf16;  // bf16(shape) is kernel_test_util's type maker
+using Bf16 = backend::bf16;  // bf16(shape) is kernel_test_util's type maker
 using ir::Op;
 
 /// An activation result against f32: one rounding to bf16, at most half an ulp of its 8

@@ -30,7 +30,7 @@ void expectRoundedF32(Buffer& low, Buffer& ref, const std::string& what) {
       ASSERT_TRUE(std::isnan(float(low.bf16()[k]))) << what << ", element " << k;
       continue;
     }
-    ASSERT_EQ(low.bf16()[k].bits, backend::cpu::bf16(r).bits)
+    ASSERT_EQ(low.bf16()[k].bits, backend::bf16(r).bits)
         << what << ", element " << k << ": " << float(low.bf16()[k]) << " vs f32 " << r;
   }
 }

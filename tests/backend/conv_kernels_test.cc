@@ -429,7 +429,7 @@ TEST(ConvKernel, WinogradBackwardMatchesFiniteDifferences) {
 }
 
 // A CPU device's kernels take Winograd for ResNet-18's stage-1 convolution in every pass,
-// and never when DeviceOptions::conv_algorithm is kDirect.
+// and never when the CPU options' conv_algorithm is kDirect.
 TEST(ConvKernel, DevicesTakeWinogradUnlessDirectIsAsked) {
   if (!haveWinograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel on this CPU";
   ConvCase cc{32, 64, 28, 28, 64, 3, 1, 1, false};
@@ -441,8 +441,8 @@ TEST(ConvKernel, DevicesTakeWinogradUnlessDirectIsAsked) {
   for (SingleOp* op : {&fwd, &data, &filter}) {
     SCOPED_TRACE(op->node().opName());
     for (auto algorithm : {backend::ConvAlgorithm::kAuto, backend::ConvAlgorithm::kDirect}) {
-      auto device = backend::cpu::cpuBackend().createDevice(op->ctx().device(),
-                                                            {.conv_algorithm = algorithm});
+      const std::any own = backend::cpu::CpuOptions{.conv_algorithm = algorithm};
+      auto device = backend::cpu::cpuBackend().createDevice(op->ctx().device(), {.backend = &own});
       ASSERT_TRUE(device.ok()) << device.status();
       auto k = (*device)->makeKernel(op->node());
       ASSERT_TRUE(k.ok()) << k.status();

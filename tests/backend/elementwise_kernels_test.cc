@@ -1,7 +1,9 @@
-// relu, relu_backward, add, flatten and flatten_backward against naive loops; relu's
-// backward op also against central finite differences of the naive relu.
+// relu, relu_backward, sigmoid, sigmoid_backward, add, flatten and flatten_backward against
+// naive loops in double; the backward ops also against central finite differences of the
+// naive forward; bf16 sigmoid against f32.
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -65,6 +67,62 @@ TEST(ReluBackward, MatchesFiniteDifferences) {
     want[static_cast<size_t>(i)] = dy * (std::max(0.0, xi + h) - std::max(0.0, xi - h)) / (2 * h);
   }
   EXPECT_LE(maxRelativeError(op.out().f32(), want.data(), n), 1e-5);
+}
+
+double sigmoidRef(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+TEST(Sigmoid, MatchesReference) {
+  std::mt19937 rng(34);
+  for (const ir::TensorType& t : kTypes) {
+    SingleOp op(ir::Op::kSigmoid, {t});
+    op.in(0).fillUniform(rng, -12, 12);
+    op.run();
+    std::vector<double> want(static_cast<size_t>(op.in(0).size()));
+    for (size_t i = 0; i < want.size(); ++i) want[i] = sigmoidRef(op.in(0).f32()[i]);
+    EXPECT_LE(maxRelativeError(op.out().f32(), want.data(), op.out().size()), 1e-6)
+        << ir::toString(t);
+  }
+  // Saturation and the tails stay in [0, 1] and finite, as torch.sigmoid's do.
+  SingleOp op(ir::Op::kSigmoid, {f32({4})});
+  const float x[] = {-100.0f, 100.0f, -88.0f, 0.0f};
+  std::memcpy(op.in(0).f32(), x, sizeof x);
+  op.run();
+  EXPECT_LT(op.out().f32()[0], 1e-30f);
+  EXPECT_GE(op.out().f32()[0], 0.0f);
+  EXPECT_EQ(op.out().f32()[1], 1.0f);
+  EXPECT_EQ(op.out().f32()[3], 0.5f);
+}
+
+// sigmoid_backward(dy, sigmoid(x)) is the gradient of <dy, sigmoid(x)> with respect to x.
+TEST(SigmoidBackward, MatchesFiniteDifferences) {
+  std::mt19937 rng(35);
+  const int64_t n = 64;
+  Buffer x(f32({n}));
+  x.fillUniform(rng, -6, 6);
+  SingleOp op(ir::Op::kSigmoidBackward, {f32({n}), f32({n})});
+  op.in(0).fillUniform(rng);
+  for (int64_t i = 0; i < n; ++i) op.in(1).f32()[i] = static_cast<float>(sigmoidRef(x.f32()[i]));
+  op.run();
+  std::vector<double> want(n);
+  constexpr double h = 1e-5;
+  for (int64_t i = 0; i < n; ++i) {
+    const double xi = x.f32()[i], dy = op.in(0).f32()[i];
+    want[static_cast<size_t>(i)] = dy * (sigmoidRef(xi + h) - sigmoidRef(xi - h)) / (2 * h);
+  }
+  EXPECT_LE(maxRelativeError(op.out().f32(), want.data(), n), 1e-6);
+}
+
+TEST(Sigmoid, Bf16IsF32RoundedOnce) {
+  std::mt19937 rng(36);
+  const ir::Shape shape{3, 5, 7, 11};
+  SingleOp ref(ir::Op::kSigmoid, {f32(shape)}), low(ir::Op::kSigmoid, {bf16(shape)});
+  ref.in(0).fillUniform(rng, -8, 8);
+  expectBf16NearF32(ref, low, 8e-3);  // bf16 keeps 8 bits: half an ulp is 2^-9
+  SingleOp back_ref(ir::Op::kSigmoidBackward, {f32(shape), f32(shape)});
+  SingleOp back_low(ir::Op::kSigmoidBackward, {bf16(shape), bf16(shape)});
+  back_ref.in(0).fillUniform(rng);
+  back_ref.in(1).fillUniform(rng, 0, 1);
+  expectBf16NearF32(back_ref, back_low, 2e-2);
 }
 
 TEST(Add, MatchesReference) {

@@ -11,10 +11,11 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/kernels.h"
 #include "gtest/gtest.h"
 #include "ir/ir.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 
@@ -30,7 +31,7 @@ class Buffer {
   int64_t size() const { return type_.numElements(); }
   float* f32() { return reinterpret_cast<float*>(storage_.get()); }
   int32_t* i32() { return reinterpret_cast<int32_t*>(storage_.get()); }
-  backend::cpu::bf16* bf16() { return reinterpret_cast<backend::cpu::bf16*>(storage_.get()); }
+  backend::bf16* bf16() { return reinterpret_cast<backend::bf16*>(storage_.get()); }
   double* f64() { return reinterpret_cast<double*>(storage_.get()); }
   /// Element i as a double, whatever the float dtype (f32, bf16, f64) or i32.
   double at(int64_t i) {
@@ -81,7 +82,7 @@ class SingleOp {
   SingleOp(ir::Op op, const std::vector<ir::TensorType>& operand_types, Attrs attrs = {},
            std::vector<ir::Var> vars = {}, std::vector<ir::TensorType> declared = {},
            const std::vector<size_t>& state = {})
-      : module_("kernel_test"), ctx_(ir::Device{ir::DeviceKind::kCpu, 0}, /*seed=*/1234) {
+      : module_("kernel_test"), ctx_(ir::Device{::tandem::testing::kind("cpu"), 0}, /*seed=*/1234) {
     for (auto& v : vars) EXPECT_TRUE(module_.addVar(std::move(v)).ok());
     ir::Graph* g = *module_.addGraph("t");
     ir::NodeSpec spec;

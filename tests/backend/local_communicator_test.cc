@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/copy_slice.h"
 #include "backend/cpu/cpu_stream.h"
 #include "gtest/gtest.h"
 #include "runtime/host_tensor.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -311,8 +312,7 @@ TEST(LocalCommunicator, Broadcast) {
 TEST(LocalCommunicator, RefusesAStreamOfAnotherBackend) {
   class OtherBackend final : public Backend {
    public:
-    ir::DeviceKind kind() const override { return ir::DeviceKind::kCuda; }
-    int64_t alignment() const override { return 256; }
+    const ir::TargetInfo& target() const override { return target_; }
     absl::StatusOr<std::unique_ptr<Device>> createDevice(const ir::Device&,
                                                          const DeviceOptions&) const override {
       return absl::UnimplementedError("not here");
@@ -322,6 +322,8 @@ TEST(LocalCommunicator, RefusesAStreamOfAnotherBackend) {
       return absl::UnimplementedError("not here");
     }
     std::string describe() const override { return "other"; }
+    std::string version() const override { return "other"; }
+    const ir::TargetInfo target_{.kind = ::tandem::testing::kind("cuda"), .alignment = 256};
   } other_backend;
   class OtherStream final : public Stream {
    public:

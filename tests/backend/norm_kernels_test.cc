@@ -11,6 +11,7 @@
 #include "backend/cpu/kernels.h"
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -85,7 +86,7 @@ std::vector<double> toDouble(Buffer& b) { return toDouble(b.f32(), b.size()); }
 class TrainingBatchNorm {
  public:
   TrainingBatchNorm(const ir::Shape& x_shape, double momentum, double eps)
-      : module_("bn_test"), ctx_(ir::Device{ir::DeviceKind::kCpu, 0}, 1) {
+      : module_("bn_test"), ctx_(ir::Device{::tandem::testing::kind("cpu"), 0}, 1) {
     ir::TensorType x = f32(x_shape), channel = f32({x_shape[1]});
     for (const char* var : {"running_mean", "running_var"})
       EXPECT_TRUE(module_.addVar({var, channel, ir::VarRole::kBuffer, {}}).ok());

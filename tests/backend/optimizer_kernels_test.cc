@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "ir/op_views.h"
 #include "kernel_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -77,7 +78,7 @@ class SgdOp {
     return n.ok() ? (*n)->result() : nullptr;
   }
 
-  ir::Device device_{ir::DeviceKind::kCpu, 0};
+  ir::Device device_{::tandem::testing::kind("cpu"), 0};
   ir::Module module_;
   backend::cpu::CpuContext ctx_;
   std::vector<Buffer> buffers_;

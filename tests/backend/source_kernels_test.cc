@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/initializers.h"
+#include "backend/initializers.h"
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -100,7 +101,7 @@ TEST(Initialize, DeterministicPerSeedAndName) {
   EXPECT_NE(contents(a.out()), contents(other.out()));
 
   // Another device with the same seed, and a second run of the same kernel.
-  backend::cpu::CpuContext device1(ir::Device{ir::DeviceKind::kCpu, 1}, a.ctx().seed());
+  backend::cpu::CpuContext device1(ir::Device{::tandem::testing::kind("cpu"), 1}, a.ctx().seed());
   auto k = backend::cpu::makeKernel(a.node(), device1);
   ASSERT_TRUE(k.ok()) << k.status();
   Buffer again(t);
@@ -110,7 +111,8 @@ TEST(Initialize, DeterministicPerSeedAndName) {
   }
 
   // Another seed gives other values.
-  backend::cpu::CpuContext reseeded(ir::Device{ir::DeviceKind::kCpu, 0}, a.ctx().seed() + 1);
+  backend::cpu::CpuContext reseeded(ir::Device{::tandem::testing::kind("cpu"), 0},
+                                    a.ctx().seed() + 1);
   auto r = backend::cpu::makeKernel(a.node(), reseeded);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE((*r)->runHere({}, {again.view()}).ok());
@@ -118,7 +120,7 @@ TEST(Initialize, DeterministicPerSeedAndName) {
 }
 
 TEST(Initialize, VariableSeedMixesSeedAndName) {
-  using backend::cpu::variableSeed;
+  using backend::variableSeed;
   EXPECT_EQ(variableSeed(1, "w"), variableSeed(1, "w"));
   EXPECT_NE(variableSeed(1, "w"), variableSeed(2, "w"));
   EXPECT_NE(variableSeed(1, "w"), variableSeed(1, "b"));

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "backend/cpu/cpu_context.h"
 #include "ir/types.h"
 #include "tests/cores/ref_case.h"
@@ -34,7 +34,7 @@ class Typed {
  public:
   Typed(ir::DType type, int64_t n) : type_(type) {
     if (type == ir::DType::kBF16)
-      h_.assign(static_cast<size_t>(n), backend::cpu::bf16(0.0f));
+      h_.assign(static_cast<size_t>(n), backend::bf16(0.0f));
     else
       f_.assign(static_cast<size_t>(n), 0.0f);
   }
@@ -67,7 +67,7 @@ class Typed {
  private:
   ir::DType type_;
   std::vector<float> f_;
-  std::vector<backend::cpu::bf16> h_;
+  std::vector<backend::bf16> h_;
 };
 
 /// Loads a reference case or fails the test.

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "gtest/gtest.h"
 
 namespace tandem::backend::cpu {

@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/bf16.h"
+#include "backend/bf16.h"
 #include "gtest/gtest.h"
 
 namespace tandem::testing {
@@ -32,8 +32,8 @@ struct RefTensor {
     for (double x : values) v.push_back(static_cast<int32_t>(x));
     return v;
   }
-  std::vector<backend::cpu::bf16> bf16() const {
-    std::vector<backend::cpu::bf16> v;
+  std::vector<backend::bf16> bf16() const {
+    std::vector<backend::bf16> v;
     for (double x : values) v.emplace_back(static_cast<float>(x));
     return v;
   }

@@ -44,6 +44,7 @@ using backend::AxisSplit;
 using backend::MatmulGradProduct;
 using backend::MatmulShape;
 using backend::MatmulTensor;
+using backend::bf16;
 using namespace backend::cpu;  // NOLINT: the cores under test
 constexpr ir::DType kF32 = ir::DType::kF32, kBF16 = ir::DType::kBF16;
 

@@ -21,6 +21,7 @@
 #include "backend/cuda/cuda_communicator.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -163,7 +164,8 @@ TEST(CudaCommunicatorMath, ElementsReduceAsTheCpuLocalCommunicator) {
 }
 
 TEST(CudaCommunicators, JoinCudaDevicesOnly) {
-  auto cpu = backend::cpu::cpuBackend().createDevice(ir::Device{ir::DeviceKind::kCpu, 0}, {});
+  auto cpu =
+      backend::cpu::cpuBackend().createDevice(ir::Device{::tandem::testing::kind("cpu"), 0}, {});
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   backend::Device* group[] = {cpu->get()};
   auto comms = backend::cuda::makeCommunicators(group);
@@ -185,7 +187,7 @@ struct Ranks {
       // cuda:G, cuda:G.1, ...: each logical device on GPU G its own share.
       const int share = static_cast<int>(std::count(gpus.begin(), gpus.begin() + r, gpus[r]));
       auto d = backend::cuda::cudaBackend().createDevice(
-          ir::Device{.kind = ir::DeviceKind::kCuda, .index = gpus[r], .share = share}, o);
+          ir::Device{.kind = ::tandem::testing::kind("cuda"), .index = gpus[r], .share = share}, o);
       EXPECT_TRUE(d.ok()) << d.status();
       if (!d.ok()) return;
       devices.push_back(std::move(*d));

@@ -335,7 +335,7 @@ const Precision kPrecisions[] = {{"f32", DType::kF32, false, 1e-4},
 void check(SingleOp& op, const Precision& p, std::mt19937& rng) {
   fillAll(op, rng);
   SCOPED_TRACE(p.name);
-  expectCudaMatchesCpu(op, p.tol, backend::DeviceOptions{.allow_tf32 = p.allow_tf32});
+  expectCudaMatchesCpu(op, p.tol, tf32Options(p.allow_tf32));
 }
 
 std::vector<ConvCase> gpuCases() {

@@ -10,8 +10,10 @@
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_kernel.h"
+#include "backend/cuda/cuda_options.h"
 #include "gtest/gtest.h"
 #include "tests/backend/kernel_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 
@@ -39,14 +41,21 @@ struct CudaRun {
   std::vector<Buffer> operands;
 };
 
+/// Device options with TF32 allowed or not (the CUDA options they point at live as long as
+/// the program).
+inline backend::DeviceOptions tf32Options(bool allow) {
+  static const std::any kNoTf32 = backend::cuda::CudaOptions{.allow_tf32 = false};
+  return allow ? backend::DeviceOptions{} : backend::DeviceOptions{.backend = &kNoTf32};
+}
+
 /// Runs `op`'s node on cuda:0 from `inputs` (one buffer per operand): operands copied
 /// in, results poisoned with 0xFF bytes (NaN in f32 and bf16) so that an element the
 /// kernel forgets shows, launched `runs` times, synchronized, everything copied back.
 inline CudaRun runOnCuda(SingleOp& op, std::vector<Buffer>& inputs, int runs = 1,
                          backend::DeviceOptions options = {}) {
   CudaRun out;
-  auto device = backend::cuda::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0},
-                                                          options);
+  auto device = backend::cuda::cudaBackend().createDevice(
+      ir::Device{::tandem::testing::kind("cuda"), 0}, options);
   EXPECT_TRUE(device.ok()) << device.status();
   if (!device.ok()) return out;
   backend::Device& d = **device;

@@ -14,6 +14,7 @@
 #include "backend/cuda/workspace.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -109,7 +110,7 @@ TEST(CudaGrid, AsksTheGpuItRunsOn) {
 // runs on the legacy stream, which the non-blocking streams do not wait for).
 TEST(CudaDeviceMemory, NewBuffersAreZeroOnEveryStream) {
   TANDEM_SKIP_WITHOUT_GPU();
-  auto device = cu::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto device = cu::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(device.ok()) << device.status();
   constexpr int64_t kBytes = int64_t{256} << 20;  // large enough for a fill to take a while
   for (int round = 0; round < 4; ++round) {

@@ -1,4 +1,5 @@
-// The elementwise family on CUDA (constant, initialize, assign, relu, relu_backward, add,
+// The elementwise family on CUDA (constant, initialize, assign, relu, relu_backward,
+// sigmoid and its backward (within ulps: the CPU's exp is oneDNN's), add,
 // cast, flatten, flatten_backward, global_avg_pool and its backward). Without a GPU: the
 // per-element math the kernels run (elementwise_math.h), compiled here, against the CPU
 // kernels bit for bit, special values included. With a GPU: every op against the CPU
@@ -13,11 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/initializers.h"
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/elementwise_math.h"
+#include "backend/cuda/unary_math.h"
+#include "backend/initializers.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -149,6 +152,46 @@ TEST(CudaElementwiseMath, ReluBackwardIsTheCpuKernel) {
   });
 }
 
+// sigmoid: the CPU kernel is oneDNN's logistic (its own vectorized exp), the CUDA one
+// expf, so they agree to a few f32 ulps, not to the bit; the specials (infinities, NaN,
+// the largest float) must still come out the same.
+TEST(CudaElementwiseMath, SigmoidIsTheCpuKernelWithinUlps) {
+  std::mt19937 rng(4);
+  SingleOp f(Op::kSigmoid, {f32({97})});
+  fillAll(f, rng);
+  f.run();
+  for (int64_t i = 0; i < f.out(0).size(); ++i) {
+    const float x = f.in(0).f32()[i], cpu = f.out(0).f32()[i];
+    const float mine = cu::SigmoidMath::forward(x);
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(mine) && std::isnan(cpu)) << "x = " << x;
+      continue;
+    }
+    if (std::isinf(x)) {
+      EXPECT_EQ(mine, cpu) << "x = " << x;
+    }
+    EXPECT_NEAR(mine, cpu, 4 * std::numeric_limits<float>::epsilon()) << "x = " << x;
+  }
+  SingleOp b(Op::kSigmoidBackward, {f32({97}), f32({97})});
+  fillAll(b, rng);
+  b.run();
+  for (int64_t i = 0; i < b.out(0).size(); ++i) {
+    const float dy = b.in(0).f32()[i], y = b.in(1).f32()[i], cpu = b.out(0).f32()[i];
+    const float mine = cu::SigmoidMath::backward(dy, y);
+    if (std::isnan(cpu)) {
+      EXPECT_TRUE(std::isnan(mine)) << "dy = " << dy << ", y = " << y;
+      continue;
+    }
+    if (std::isinf(cpu)) {
+      EXPECT_EQ(mine, cpu) << "dy = " << dy << ", y = " << y;
+      continue;
+    }
+    EXPECT_NEAR(mine, cpu,
+                4 * std::numeric_limits<float>::epsilon() * std::max(1.0f, std::abs(cpu)))
+        << "dy = " << dy << ", y = " << y;
+  }
+}
+
 TEST(CudaElementwiseMath, AddIsTheCpuKernel) {
   std::mt19937 rng(3);
   SingleOp f(Op::kAdd, {f32({97}), f32({97})});
@@ -233,6 +276,33 @@ TEST(CudaElementwiseKernels, ReluAndBackwardMatchCpu) {
   }
 }
 
+TEST(CudaElementwiseKernels, SigmoidAndBackwardMatchCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(12);
+  for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
+    SCOPED_TRACE(ir::dtypeName(t));
+    const ir::TensorType type{t, kOdd};
+    // Finite values only: scaledError compares magnitudes (the specials are the host
+    // test's).
+    auto finite = [&rng](SingleOp& op) {
+      std::uniform_real_distribution<float> d(-8.0f, 8.0f);
+      for (size_t k = 0; k < op.node().numOperands(); ++k)
+        for (int64_t i = 0; i < op.in(k).size(); ++i) {
+          if (op.in(k).type().dtype == ir::DType::kBF16)
+            op.in(k).bf16()[i] = d(rng);
+          else
+            op.in(k).f32()[i] = d(rng);
+        }
+    };
+    SingleOp sigmoid(Op::kSigmoid, {type});
+    finite(sigmoid);
+    expectCudaMatchesCpu(sigmoid, t == ir::DType::kBF16 ? 8e-3 : 1e-6);
+    SingleOp back(Op::kSigmoidBackward, {type, type});
+    finite(back);
+    expectCudaMatchesCpu(back, t == ir::DType::kBF16 ? 8e-3 : 1e-6);
+  }
+}
+
 TEST(CudaElementwiseKernels, LargeReluWrapsTheGridStrideLoop) {
   TANDEM_SKIP_WITHOUT_GPU();
   // 5,000,007 f32: more packs than the grid has threads (2112 blocks x 256), and a tail.
@@ -296,7 +366,7 @@ TEST(CudaElementwiseKernels, ConstantFillsF32AndI32) {
 TEST(CudaElementwiseKernels, ConstantRejectsFractionForI32) {
   TANDEM_SKIP_WITHOUT_GPU();
   SingleOp op(Op::kConstant, {}, {{"value", 0.5}}, {}, {i32({4})});
-  auto device = cu::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto device = cu::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(device.ok()) << device.status();
   auto k = (*device)->makeKernel(op.node());
   ASSERT_FALSE(k.ok());
@@ -343,7 +413,7 @@ TEST(CudaElementwiseKernels, InitializeIsTheCpuValueToTheBit) {
 TEST(CudaElementwiseKernels, InitializeNamesTheVariableItCannotFill) {
   TANDEM_SKIP_WITHOUT_GPU();
   SingleOp op = initOp("fc.b", f32({10}), ir::Initializer::Kind::kKaiming);
-  auto device = cu::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto device = cu::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(device.ok()) << device.status();
   auto k = (*device)->makeKernel(op.node());
   ASSERT_FALSE(k.ok());
@@ -384,7 +454,7 @@ TEST(CudaElementwiseKernels, AssignCopiesIntoVariableStorage) {
               {ir::Var{"w", t, ir::VarRole::kParam, {}}});
   std::mt19937 rng(17);
   fill(op.in(0), rng);
-  auto device = cu::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto device = cu::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(device.ok()) << device.status();
   backend::Device& d = **device;
   auto k = d.makeKernel(op.node());
@@ -425,7 +495,7 @@ TEST(CudaElementwiseKernels, UnalignedAndInPlaceLaunches) {
               cudaSuccess);
     ASSERT_EQ(cudaMemcpy(pb, b.f32(), static_cast<size_t>(n) * 4, cudaMemcpyHostToDevice),
               cudaSuccess);
-    cu::launchRelu(pa, pc, n, nullptr);
+    cu::launchUnary<cu::ReluMath>(pa, pc, n, nullptr);
     cu::launchAdd(pa, pb, pa, n, nullptr);  // in place: a = a + b
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     Buffer relu(f32({n})), sum(f32({n})), want_relu(f32({n})), want_sum(f32({n}));
@@ -446,7 +516,7 @@ TEST(CudaElementwiseKernels, UnalignedAndInPlaceLaunches) {
   uint16_t* ph = da.at<uint16_t>(2);
   ASSERT_EQ(cudaMemcpy(ph, bits16(h), static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice),
             cudaSuccess);
-  cu::launchRelu(ph, ph, n, nullptr);
+  cu::launchUnary<cu::ReluMath>(ph, ph, n, nullptr);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   Buffer got(bf16({n})), want(bf16({n}));
   ASSERT_EQ(cudaMemcpy(bits16(got), ph, static_cast<size_t>(n) * 2, cudaMemcpyDeviceToHost),

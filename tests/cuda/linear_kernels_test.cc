@@ -121,11 +121,7 @@ TEST(CudaLinearMath, Bf16ColumnSumsAccumulateInF32AndRoundOnce) {
 
 // ---- GPU ------------------------------------------------------------------------------
 
-backend::DeviceOptions noTf32() {
-  backend::DeviceOptions o;
-  o.allow_tf32 = false;
-  return o;
-}
+backend::DeviceOptions noTf32() { return tf32Options(false); }
 
 /// `low` (bf16 activations, maybe f32 weights) on the GPU against `ref` (the same node in
 /// f32) on the CPU, from the same bf16-rounded inputs: the CPU's bf16 kernels need

@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda_communicator.h"
 #include "backend/processes.h"
 #include "gtest/gtest.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -97,8 +98,8 @@ TEST(NcclAcrossProcesses, UniqueIdReachesEveryRankOverMpi) {
 
 // What NCCL cannot join is refused before any NCCL call, naming the device.
 TEST(NcclAcrossProcesses, GroupsOfOtherKindsAreRefused) {
-  const std::vector<ir::Device> members = {{ir::DeviceKind::kCuda, 0, 0},
-                                           {ir::DeviceKind::kCpu, 0, 1}};
+  const std::vector<ir::Device> members = {{::tandem::testing::kind("cuda"), 0, 0},
+                                           {::tandem::testing::kind("cpu"), 0, 1}};
   absl::StatusOr<std::unique_ptr<backend::CommunicatorGroup>> g =
       backend::cuda::makeProcessCommunicators({}, members, nullptr);
   ASSERT_FALSE(g.ok());

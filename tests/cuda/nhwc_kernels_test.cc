@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "tests/backend/kernel_test_util.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -396,8 +397,8 @@ Buffer relayout(Buffer& b, bool to_nhwc) {
 std::vector<Buffer> runWithLayout(SingleOp& op, const absl::flat_hash_set<const ir::Value*>& nhwc,
                                   backend::DeviceOptions options) {
   std::vector<Buffer> results;
-  auto device =
-      backend::cuda::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, options);
+  auto device = backend::cuda::cudaBackend().createDevice(
+      ir::Device{::tandem::testing::kind("cuda"), 0}, options);
   EXPECT_TRUE(device.ok()) << device.status();
   if (!device.ok()) return results;
   auto& d = static_cast<cu::CudaDevice&>(**device);
@@ -495,7 +496,7 @@ TEST(CudaNhwcKernels, ConvolutionsMatchCpu) {
         absl::flat_hash_set<const ir::Value*> nhwc;
         if (combo & 1) nhwc.insert(x_side);
         if (combo & 2) nhwc.insert(y_side);
-        std::vector<Buffer> got = runWithLayout(op, nhwc, {.allow_tf32 = false});
+        std::vector<Buffer> got = runWithLayout(op, nhwc, tf32Options(false));
         ASSERT_EQ(got.size(), n.numResults());
         for (size_t r = 0; r < got.size(); ++r)
           EXPECT_LE(scaledError(got[r], op.out(r)), tol)

@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -21,7 +22,8 @@ using backend::DeviceBuffer;
 
 TEST(CudaPrefetch, EveryStepReadsExactlyItsBatchsSlice) {
   TANDEM_SKIP_WITHOUT_GPU();
-  auto made = backend::cuda::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto made =
+      backend::cuda::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(made.ok()) << made.status();
   backend::Device& d = **made;
   ASSERT_NE(d.prefetchStream(), nullptr);

@@ -2,23 +2,35 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/cuda_status.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
 
 TEST(CudaBackend, IsRegisteredInABuildWithNvcc) {
-  auto b = backend::backendFor(ir::DeviceKind::kCuda);
+  auto b = backend::backendFor(::tandem::testing::kind("cuda"));
   ASSERT_TRUE(b.ok()) << b.status();
-  EXPECT_EQ((*b)->kind(), ir::DeviceKind::kCuda);
+  EXPECT_EQ((*b)->kind(), ::tandem::testing::kind("cuda"));
   EXPECT_EQ((*b)->alignment() % 256, 0);
+  EXPECT_TRUE((*b)->target().multi_tensor_update);
+  EXPECT_TRUE((*b)->target().shares_devices);
+}
+
+// Exactly the ops the CUDA backend has no kernel for: none.
+TEST(CudaKernelTable, LacksNoOp) {
+  EXPECT_EQ(backend::cuda::kernelTable().lacking(), std::vector<ir::Op>{});
+  for (const ir::OpInfo& info : ir::allOps())
+    EXPECT_EQ(backend::cuda::kernelTable().has(info.op), !info.has(ir::kRuntime)) << info.name;
 }
 
 TEST(CudaBackend, WithoutAGpuMakingADeviceSaysWhatCudaReported) {
   if (whyNoGpu().empty()) GTEST_SKIP() << "this machine has a GPU";
-  auto d = backend::cuda::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto d =
+      backend::cuda::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(d.status().message().find("cuda:0: no CUDA GPU on this machine: cudaGetDeviceCount"),

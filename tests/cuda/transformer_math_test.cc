@@ -196,7 +196,7 @@ TEST(CudaTransformerMath, DropoutGroupsAreTheCpuLoopBitForBit) {
     const Typed x(type, randomValues(samples * per, 3));
     Typed cpu_y(type, samples * per), gpu_y(type, samples * per);
     if (type == kBF16) {
-      cpu::dropoutApply(mask, {first, samples, per}, raw<cpu::bf16>(x), raw<cpu::bf16>(cpu_y));
+      cpu::dropoutApply(mask, {first, samples, per}, raw<backend::bf16>(x), raw<backend::bf16>(cpu_y));
       for (int64_t r = 0; r < samples; ++r)
         for (int64_t g = 0; g < groups; ++g)
           cu::dropoutGroup(mask, first, per, r, g, raw<uint16_t>(x), raw<uint16_t>(gpu_y));

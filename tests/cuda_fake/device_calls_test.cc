@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "gtest/gtest.h"
 #include "tests/cuda_fake/fake_runtime.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 namespace {
@@ -20,7 +21,7 @@ namespace cu = backend::cuda;
 // non-blocking comm and prefetch streams included, sees zeros. A plain cudaMemset ran on
 // the legacy default stream, which the non-blocking streams do not wait for.
 TEST(CudaDeviceCalls, AllocationsAreZeroedOnTheComputeStreamAndWaitedFor) {
-  auto device = cu::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto device = cu::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(device.ok()) << device.status();
   fake_cuda::reset();
   auto buffer = (*device)->allocate(4096);
@@ -41,7 +42,7 @@ TEST(CudaDeviceCalls, AllocationsAreZeroedOnTheComputeStreamAndWaitedFor) {
 // node of a traced step). Its time is the host clock at the synchronize, less the GPU
 // time from the stamp to then.
 TEST(CudaDeviceCalls, StampsAreTimingEventsReadAtSynchronize) {
-  auto device = cu::cudaBackend().createDevice(ir::Device{ir::DeviceKind::kCuda, 0}, {});
+  auto device = cu::cudaBackend().createDevice(ir::Device{::tandem::testing::kind("cuda"), 0}, {});
   ASSERT_TRUE(device.ok()) << device.status();
   backend::Stream& compute = (*device)->computeStream();
   fake_cuda::reset();

@@ -8,6 +8,7 @@
 #include "backend/cuda/layout_plan.h"
 #include "gtest/gtest.h"
 #include "ir/op_info.h"
+#include "tests/device_kinds.h"
 #include "tests/runtime/runtime_test_util.h"
 
 namespace tandem::testing {
@@ -21,7 +22,8 @@ std::unique_ptr<ir::Module> compileFor(const std::string& model, int devices, bo
   driver::CompileOptions c;
   c.build.batch = 8 * devices;
   c.pipeline.devices.clear();
-  for (int d = 0; d < devices; ++d) c.pipeline.devices.push_back({ir::DeviceKind::kCuda, d});
+  for (int d = 0; d < devices; ++d)
+    c.pipeline.devices.push_back({::tandem::testing::kind("cuda"), d});
   c.pipeline.bf16 = bf16;
   c.pipeline.sync_bn = sync_bn;
   auto module = driver::compileModel(*spec, c);

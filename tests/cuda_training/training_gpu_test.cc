@@ -4,7 +4,7 @@
 //
 // Both sides start from the same values (the CPU trainer's @init, written into every GPU
 // replica), so a difference is the steps', not the initializers'. f32 with TF32 off
-// (ExecutorOptions::allow_tf32 = false, `--no-tf32`): cuDNN and cuBLAS then round like
+// (cuda::CudaOptions::allow_tf32 = false, `--no-tf32`): cuDNN and cuBLAS then round like
 // the CPU's oneDNN up to summation order, so 1e-3 relative holds with a wide margin.
 
 #include <algorithm>
@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_options.h"
 #include "gtest/gtest.h"
 #include "runtime/data/batch_loader.h"
 #include "tests/cuda/cuda_test_util.h"
+#include "tests/device_kinds.h"
 #include "tests/runtime/runtime_test_util.h"
 
 namespace tandem::testing {
@@ -24,7 +26,8 @@ namespace {
 /// cuda:0, cuda:0.1, ...: `logical` devices on GPU 0.
 std::vector<ir::Device> gpus(int logical) {
   std::vector<ir::Device> out;
-  for (int s = 0; s < logical; ++s) out.push_back({.kind = ir::DeviceKind::kCuda, .share = s});
+  for (int s = 0; s < logical; ++s)
+    out.push_back({.kind = ::tandem::testing::kind("cuda"), .share = s});
   return out;
 }
 
@@ -101,7 +104,7 @@ runtime::ExecutorOptions cpuOptions() { return {}; }
 // TF32 off: the comparisons below are between f32 computations.
 runtime::ExecutorOptions gpuOptions(bool record_steps = true) {
   runtime::ExecutorOptions e;
-  e.allow_tf32 = false;
+  e.backend_options["cuda"] = backend::cuda::CudaOptions{.allow_tf32 = false};
   e.record_steps = record_steps;
   return e;
 }
@@ -439,7 +442,8 @@ TEST(CudaTraining, SeveralGpusInOneProcessRunPlainStepsWithOneWarning) {
   ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
   if (count < 2) GTEST_SKIP() << "needs 2 GPUs: this machine has " << count;
   auto batches = randomBatches(runtime::kStepsBeforeRecording + 3, 16, 57);
-  TrainSetup o = setup({{ir::DeviceKind::kCuda, 0}, {ir::DeviceKind::kCuda, 1}}, 16);
+  TrainSetup o =
+      setup({{::tandem::testing::kind("cuda"), 0}, {::tandem::testing::kind("cuda"), 1}}, 16);
   Snapshot start = initialValues("lenet", o);
   ASSERT_FALSE(start.empty());
   std::vector<std::string> warnings;

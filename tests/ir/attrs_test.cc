@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::ir {
 namespace {
@@ -94,7 +95,8 @@ TEST(Attrs, OtherKindsPrintAsTheTextSpellsThem) {
   EXPECT_EQ(toString(AttrValue(std::vector<int64_t>{86, 85, 85})), "[86,85,85]");
   EXPECT_EQ(toString(AttrValue(std::vector<int64_t>{})), "[]");
   EXPECT_EQ(toString(AttrValue(Symbol{"conv1.w"})), "@conv1.w");
-  EXPECT_EQ(toString(AttrValue(std::vector<Device>{{DeviceKind::kCpu, 0}, {DeviceKind::kCuda, 1}})),
+  EXPECT_EQ(toString(AttrValue(std::vector<Device>{{::tandem::testing::kind("cpu"), 0},
+                                                   {::tandem::testing::kind("cuda"), 1}})),
             "[cpu:0, cuda:1]");
   EXPECT_EQ(toString(AttrValue(EnumWord{"mean"})), "mean");
 }

@@ -11,6 +11,7 @@
 #include "ir/placement.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::ir {
 namespace {
@@ -102,10 +103,10 @@ TEST(DeviceGroups, OverlappingGroupsAreRejected) {
   auto m = parseModule(kHierarchical, "groups.tir");
   ASSERT_TRUE(m.ok()) << m.status();
   Node& local = *(*m)->graph("train_step")->findValue("s.0")->def();
-  local.setAttr("devices", std::vector<Device>{{DeviceKind::kCpu, 0},
-                                               {DeviceKind::kCpu, 1},
-                                               {DeviceKind::kCpu, 1},
-                                               {DeviceKind::kCpu, 3}});
+  local.setAttr("devices", std::vector<Device>{{::tandem::testing::kind("cpu"), 0},
+                                               {::tandem::testing::kind("cpu"), 1},
+                                               {::tandem::testing::kind("cpu"), 1},
+                                               {::tandem::testing::kind("cpu"), 3}});
   EXPECT_EQ(verifyModule(**m).message(),
             "graph @train_step: %s.0 (all_reduce): lists cpu:1 twice; a device takes one part "
             "in a collective (device groups may not overlap)");

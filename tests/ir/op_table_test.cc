@@ -65,10 +65,10 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
   // The fused forward ops differentiate too (fold_batch_norm and conv2d_bias_act, for
   // inference only, have a rule that says so).
   const std::set<Op> differentiable = {
-      Op::kConv2d,        Op::kBatchNorm,          Op::kRelu,          Op::kMaxPool2d,
-      Op::kAvgPool2d,     Op::kGlobalAvgPool,      Op::kFlatten,       Op::kLinear,
-      Op::kAdd,           Op::kSoftmaxCrossEntropy, Op::kConv2dStats,   Op::kBatchNormApply,
-      Op::kFoldBatchNorm, Op::kConv2dBiasAct, Op::kCast};
+      Op::kConv2d,        Op::kBatchNorm,           Op::kRelu,        Op::kMaxPool2d,
+      Op::kAvgPool2d,     Op::kGlobalAvgPool,       Op::kFlatten,     Op::kLinear,
+      Op::kAdd,           Op::kSoftmaxCrossEntropy, Op::kConv2dStats, Op::kBatchNormApply,
+      Op::kFoldBatchNorm, Op::kConv2dBiasAct,       Op::kCast,        Op::kSigmoid};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op)) << info.name;

@@ -18,6 +18,7 @@
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
+#include "tests/device_kinds.h"
 #include "tests/test_util.h"
 
 namespace tandem::ir {
@@ -31,7 +32,7 @@ using ::testing::HasSubstr;
 std::unique_ptr<Module> plannedLenet() {
   auto m = testing::buildZooModel("lenet", 64);
   passes::PipelineConfig config;
-  config.devices = {{DeviceKind::kCpu, 0}, {DeviceKind::kCpu, 1}};
+  config.devices = {{::tandem::testing::kind("cpu"), 0}, {::tandem::testing::kind("cpu"), 1}};
   config.momentum = 0.9;
   config.bucket_mb = 0.1;
   config.first_bucket_mb = 0.02;
@@ -282,6 +283,33 @@ INSTANTIATE_TEST_SUITE_P(Lenet2, PlanCorruption, ::testing::ValuesIn(corruptions
 
 TEST(PlanCorruption, AtLeastTwentyKinds) { EXPECT_GE(corruptions().size(), 20u); }
 
+// The fingerprint's one sweep (assign-streams' visit rides along) hashes operands by their
+// definer's position, filled in as it goes. A graph out of order (the verifier refuses it,
+// yet staleness is asked of it) must still tell which later node an operand names.
+TEST(GraphFingerprint, VisitsEachNodeOnceAndTellsLaterDefiners) {
+  const Graph& planned = *base().graph(kTrainGraph);
+  std::vector<const Node*> visited;
+  EXPECT_EQ(graphFingerprint(planned, [&](const Node& n) { visited.push_back(&n); }),
+            graphFingerprint(planned));
+  ASSERT_EQ(visited.size(), planned.numNodes());
+  for (size_t i = 0; i < visited.size(); ++i) EXPECT_EQ(visited[i], planned.nodes()[i].get());
+
+  // Operand 0 of the first node that has one, pointed at result 0 of one of two later nodes.
+  auto rerouted = [](size_t from_end) {
+    std::unique_ptr<Module> m = base().clone();
+    Graph& g = *m->graph(kTrainGraph);
+    Node* reader = nullptr;
+    for (const auto& n : g.nodes())
+      if (n->numOperands() > 0 && reader == nullptr) reader = n.get();
+    std::vector<Node*> writers;
+    for (const auto& n : g.nodes())
+      if (n->numResults() > 0) writers.push_back(n.get());
+    reader->setOperand(0, writers[writers.size() - from_end]->result(0));
+    return graphFingerprint(g);
+  };
+  EXPECT_NE(rerouted(1), rerouted(2));
+}
+
 // ---- every plan the pipeline makes --------------------------------------------------
 
 struct ZooPlanCase {
@@ -321,7 +349,7 @@ TEST_P(ZooPlan, IsAccepted) {
   ASSERT_NE(m, nullptr);
   passes::PipelineConfig config;
   config.devices.clear();
-  for (int d = 0; d < c.devices; ++d) config.devices.push_back({DeviceKind::kCpu, d});
+  for (int d = 0; d < c.devices; ++d) config.devices.push_back({::tandem::testing::kind("cpu"), d});
   config.momentum = 0.9;
   config.allreduce_groups = c.groups;
   config.sync_bn = c.sync_bn;

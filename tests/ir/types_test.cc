@@ -8,18 +8,26 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "ir/target.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::ir {
 namespace {
 
+// Devices as the CLI and passes take them: parsed, then checked against the kinds this
+// build registered (ir/target.h). The IR itself names any kind.
 std::string deviceError(const std::string& text) {
   auto d = parseDevice(text);
-  EXPECT_FALSE(d.ok()) << text << " parsed as " << (d.ok() ? toString(*d) : "");
+  if (d.ok()) {
+    absl::Status s = checkTargetDevice(*d);
+    EXPECT_FALSE(s.ok()) << text << " parsed as " << toString(*d);
+    return std::string(s.message());
+  }
   return std::string(d.status().message());
 }
 
 std::string deviceListError(const std::string& text) {
-  auto ds = parseDeviceList(text);
+  auto ds = parseTargetDevices(text);
   EXPECT_FALSE(ds.ok()) << text << " parsed as " << (ds.ok() ? toString(*ds) : "");
   return std::string(ds.status().message());
 }
@@ -54,11 +62,26 @@ TEST(Types, TensorTypeText) {
 TEST(Types, ParseDevice) {
   auto cpu = parseDevice("cpu:0");
   ASSERT_TRUE(cpu.ok()) << cpu.status();
-  EXPECT_EQ(*cpu, (Device{DeviceKind::kCpu, 0}));
+  EXPECT_EQ(*cpu, (Device{::tandem::testing::kind("cpu"), 0}));
   auto cuda = parseDevice("cuda:13");
   ASSERT_TRUE(cuda.ok()) << cuda.status();
-  EXPECT_EQ(*cuda, (Device{DeviceKind::kCuda, 13}));
+  EXPECT_EQ(*cuda, (Device{::tandem::testing::kind("cuda"), 13}));
   EXPECT_EQ(toString(*cuda), "cuda:13");
+}
+
+// The IR does not interpret kinds: any word names one; the registry says which exist.
+TEST(Types, TheIrNamesAnyKind) {
+  auto tpu = parseDevice("tpu:3");
+  ASSERT_TRUE(tpu.ok()) << tpu.status();
+  EXPECT_EQ(toString(*tpu), "tpu:3");
+  EXPECT_EQ(tpu->kind, ::tandem::testing::kind("tpu"));
+  EXPECT_NE(tpu->kind, ::tandem::testing::kind("cpu"));
+  EXPECT_EQ(Device{}.kind.name(), "cpu");    // what a device count means
+  EXPECT_TRUE(parseDevice("cpu:0.1").ok());  // whether cpu devices share is the target's say
+  EXPECT_EQ(parseDevice("2cpu:0").status().message(),
+            "unknown device '2cpu:0': the device kind must be a word such as cpu or cuda");
+  EXPECT_EQ(checkTargetDevice(*tpu).message(),
+            "unknown device 'tpu:3': the device kind must be cpu or cuda");
 }
 
 TEST(Types, ParseDeviceErrors) {
@@ -84,14 +107,15 @@ TEST(Types, ParseDeviceErrors) {
 TEST(Types, DeviceRanks) {
   auto d = parseDevice("cpu:1@2");
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(*d, (Device{DeviceKind::kCpu, 1, 2}));
+  EXPECT_EQ(*d, (Device{::tandem::testing::kind("cpu"), 1, 2}));
   EXPECT_EQ(toString(*d), "cpu:1@2");
   // Rank 0 is written without it: one-process text stays as it was.
   auto zero = parseDevice("cuda:3@0");
   ASSERT_TRUE(zero.ok()) << zero.status();
-  EXPECT_EQ(*zero, (Device{DeviceKind::kCuda, 3, 0}));
+  EXPECT_EQ(*zero, (Device{::tandem::testing::kind("cuda"), 3, 0}));
   EXPECT_EQ(toString(*zero), "cuda:3");
-  EXPECT_NE((Device{DeviceKind::kCpu, 0, 1}), (Device{DeviceKind::kCpu, 0, 0}));
+  EXPECT_NE((Device{::tandem::testing::kind("cpu"), 0, 1}),
+            (Device{::tandem::testing::kind("cpu"), 0, 0}));
   const std::string rank_error =
       "the rank after '@' must be a non-negative integer (cpu:0@1: rank 1's cpu:0)";
   EXPECT_EQ(deviceError("cpu:0@"), "unknown device 'cpu:0@': " + rank_error);
@@ -100,7 +124,7 @@ TEST(Types, DeviceRanks) {
   EXPECT_EQ(deviceError("cpu:0@1@2"), "unknown device 'cpu:0@1@2': " + rank_error);
   EXPECT_EQ(deviceError("cpu:@1"),
             "unknown device 'cpu:@1': the index must be a non-negative integer");
-  auto list = parseDeviceList("cpu:0,cpu:0@1");
+  auto list = parseTargetDevices("cpu:0,cpu:0@1");
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_EQ(toString(*list), "[cpu:0, cpu:0@1]");
   EXPECT_EQ(deviceListError("cpu:0@1,cpu:0@1"), "device cpu:0@1 is listed twice in 'cpu:0@1,cpu:0@1'");
@@ -111,17 +135,19 @@ TEST(Types, DeviceRanks) {
 TEST(Types, LogicalDevicesShareAGpu) {
   auto shared = parseDevice("cuda:0.1@2");
   ASSERT_TRUE(shared.ok()) << shared.status();
-  EXPECT_EQ(*shared, (Device{.kind = DeviceKind::kCuda, .index = 0, .rank = 2, .share = 1}));
+  EXPECT_EQ(*shared,
+            (Device{.kind = ::tandem::testing::kind("cuda"), .index = 0, .rank = 2, .share = 1}));
   EXPECT_EQ(toString(*shared), "cuda:0.1@2");
   EXPECT_EQ(toString(*parseDevice("cuda:3.0")), "cuda:3");
-  EXPECT_NE((Device{.kind = DeviceKind::kCuda, .share = 1}), (Device{.kind = DeviceKind::kCuda}));
-  auto list = parseDeviceList("cuda:0,cuda:0,cuda:1,cuda:0");
+  EXPECT_NE((Device{.kind = ::tandem::testing::kind("cuda"), .share = 1}),
+            (Device{.kind = ::tandem::testing::kind("cuda")}));
+  auto list = parseTargetDevices("cuda:0,cuda:0,cuda:1,cuda:0");
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_EQ(toString(*list), "[cuda:0, cuda:0.1, cuda:1, cuda:0.2]");
-  auto reparsed = parseDeviceList("cuda:0,cuda:0.1,cuda:1,cuda:0.2");
+  auto reparsed = parseTargetDevices("cuda:0,cuda:0.1,cuda:1,cuda:0.2");
   ASSERT_TRUE(reparsed.ok());
   EXPECT_EQ(*reparsed, *list);
-  EXPECT_EQ(toString(devicesAcrossRanks(*parseDeviceList("cuda:0,cuda:0"), 2)),
+  EXPECT_EQ(toString(devicesAcrossRanks(*parseTargetDevices("cuda:0,cuda:0"), 2)),
             "[cuda:0, cuda:0.1, cuda:0@1, cuda:0.1@1]");
   EXPECT_EQ(deviceListError("cuda:0.1,cuda:0.1"),
             "device cuda:0.1 is listed twice in 'cuda:0.1,cuda:0.1'");
@@ -139,7 +165,7 @@ TEST(Types, LogicalDevicesShareAGpu) {
 }
 
 TEST(Types, DevicesAcrossRanksAreRankMajor) {
-  auto local = parseDeviceList("cpu:0,cpu:1");
+  auto local = parseTargetDevices("cpu:0,cpu:1");
   ASSERT_TRUE(local.ok());
   EXPECT_EQ(toString(devicesAcrossRanks(*local, 3)),
             "[cpu:0, cpu:1, cpu:0@1, cpu:1@1, cpu:0@2, cpu:1@2]");
@@ -147,25 +173,25 @@ TEST(Types, DevicesAcrossRanksAreRankMajor) {
 }
 
 TEST(Types, ParseDeviceList) {
-  auto list = parseDeviceList("cpu:0,cuda:1,cpu:2");
+  auto list = parseTargetDevices("cpu:0,cuda:1,cpu:2");
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_EQ(toString(*list), "[cpu:0, cuda:1, cpu:2]");
-  auto one = parseDeviceList("cuda:0");
+  auto one = parseTargetDevices("cuda:0");
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(toString(*one), "[cuda:0]");
 }
 
 TEST(Types, ParseDeviceListCountMeansCpuDevices) {
-  auto four = parseDeviceList("4");
+  auto four = parseTargetDevices("4");
   ASSERT_TRUE(four.ok()) << four.status();
-  EXPECT_EQ(*four, (std::vector<Device>{{DeviceKind::kCpu, 0},
-                                        {DeviceKind::kCpu, 1},
-                                        {DeviceKind::kCpu, 2},
-                                        {DeviceKind::kCpu, 3}}));
-  auto max = parseDeviceList("1024");
+  EXPECT_EQ(*four, (std::vector<Device>{{::tandem::testing::kind("cpu"), 0},
+                                        {::tandem::testing::kind("cpu"), 1},
+                                        {::tandem::testing::kind("cpu"), 2},
+                                        {::tandem::testing::kind("cpu"), 3}}));
+  auto max = parseTargetDevices("1024");
   ASSERT_TRUE(max.ok()) << max.status();
   EXPECT_EQ(max->size(), 1024u);
-  EXPECT_EQ(max->back(), (Device{DeviceKind::kCpu, 1023}));
+  EXPECT_EQ(max->back(), (Device{::tandem::testing::kind("cpu"), 1023}));
 }
 
 TEST(Types, ParseDeviceListErrors) {
@@ -191,10 +217,10 @@ TEST(Types, ParseDeviceListErrors) {
 TEST(Types, ParseDeviceListCapsLongListsToo) {
   std::vector<std::string> names;
   for (int i = 0; i < 1024; ++i) names.push_back(absl::StrCat(i % 2 ? "cuda:" : "cpu:", i / 2));
-  auto most = parseDeviceList(absl::StrJoin(names, ","));
+  auto most = parseTargetDevices(absl::StrJoin(names, ","));
   ASSERT_TRUE(most.ok()) << most.status();
   EXPECT_EQ(most->size(), kMaxDevices);
-  EXPECT_EQ(most->back(), (Device{DeviceKind::kCuda, 511}));
+  EXPECT_EQ(most->back(), (Device{::tandem::testing::kind("cuda"), 511}));
   names.push_back("cpu:512");
   EXPECT_EQ(deviceListError(absl::StrJoin(names, ",")),
             "the device list has more than 1024 devices (cpu:512 is number 1025)");

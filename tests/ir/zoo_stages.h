@@ -57,7 +57,7 @@ inline std::vector<ZooCase> zooCases() {
 inline passes::PipelineConfig pipelineConfig(const ZooCase& c) {
   passes::PipelineConfig config;
   config.devices.clear();
-  for (int i = 0; i < c.devices; ++i) config.devices.push_back({ir::DeviceKind::kCpu, i});
+  for (int i = 0; i < c.devices; ++i) config.devices.push_back({::tandem::testing::kind("cpu"), i});
   config.momentum = c.momentum;
   config.weight_decay = c.momentum > 0 ? 5e-4 : 0;
   config.bf16 = c.bf16;

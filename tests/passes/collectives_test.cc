@@ -127,7 +127,8 @@ class CollectivesTest : public ::testing::TestWithParam<Case> {
     params_ = varsWithRole(*m_, ir::VarRole::kParam);
     passes::PipelineConfig config;
     config.devices.clear();
-    for (int d = 0; d < c.devices; ++d) config.devices.push_back({ir::DeviceKind::kCpu, d});
+    for (int d = 0; d < c.devices; ++d)
+      config.devices.push_back({::tandem::testing::kind("cpu"), d});
     config.bucket_mb = c.bucket_mb;
     config.first_bucket_mb = c.first_bucket_mb;
     // The rest of the default pipeline, after its autodiff.

@@ -30,14 +30,14 @@ void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name << ": " << c
 std::string defaultOn(int devices) {
   passes::PipelineConfig config;
   config.devices.clear();
-  for (int d = 0; d < devices; ++d) config.devices.push_back({ir::DeviceKind::kCpu, d});
+  for (int d = 0; d < devices; ++d) config.devices.push_back({::tandem::testing::kind("cpu"), d});
   return passes::defaultPipeline(config);
 }
 
 std::string bf16On(int devices, bool bf16_allreduce) {
   passes::PipelineConfig config;
   config.devices.clear();
-  for (int d = 0; d < devices; ++d) config.devices.push_back({ir::DeviceKind::kCpu, d});
+  for (int d = 0; d < devices; ++d) config.devices.push_back({::tandem::testing::kind("cpu"), d});
   config.bf16 = true;
   config.bf16_allreduce = bf16_allreduce;
   return passes::defaultPipeline(config);

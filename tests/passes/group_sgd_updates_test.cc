@@ -40,7 +40,7 @@ TEST(GroupSgdUpdates, Resnet18GetsOneGroupPerDeviceAndBucket) {
   auto m = buildZooModel("resnet18", 8);
   ASSERT_NE(m, nullptr);
   passes::PipelineConfig config;
-  config.devices = {{ir::DeviceKind::kCuda, 0}, {ir::DeviceKind::kCuda, 1}};
+  config.devices = {{::tandem::testing::kind("cuda"), 0}, {::tandem::testing::kind("cuda"), 1}};
   config.momentum = 0.9;
   config.bucket_mb = 8;
   config.group_updates = true;

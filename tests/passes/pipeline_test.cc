@@ -154,15 +154,16 @@ TEST(DefaultPipeline, TextAndOrder) {
       "autodiff{lr=0.1,momentum=0,weight-decay=0},fuse-conv-bn-relu,replicate{devices=[cpu:0]},"
       "insert-collectives{bucket-mb=25,first-bucket-mb=1},recompute-bn-relu,dce,schedule,"
       "assign-streams,plan-events,plan-memory");
-  passes::PipelineConfig config{.devices = {{ir::DeviceKind::kCuda, 0}, {ir::DeviceKind::kCuda, 1}},
-                                .weights = {3, 1},
-                                .lr = 0.2,
-                                .momentum = 0.9,
-                                .weight_decay = 0.001,
-                                .bucket_mb = 10,
-                                .first_bucket_mb = 0.5,
-                                .bf16 = true,
-                                .bf16_allreduce = true};
+  passes::PipelineConfig config{
+      .devices = {{::tandem::testing::kind("cuda"), 0}, {::tandem::testing::kind("cuda"), 1}},
+      .weights = {3, 1},
+      .lr = 0.2,
+      .momentum = 0.9,
+      .weight_decay = 0.001,
+      .bucket_mb = 10,
+      .first_bucket_mb = 0.5,
+      .bf16 = true,
+      .bf16_allreduce = true};
   std::string text = passes::defaultPipeline(config);
   EXPECT_EQ(text,
             "mixed-precision{dtype=bf16},autodiff{lr=0.2,momentum=0.9,weight-decay=0.001},"
@@ -306,7 +307,7 @@ std::vector<Printed> runPrinting(std::vector<std::string> print_after, passes::P
   auto m = parseGoldenInput("lenet.tir");
   if (m == nullptr) return printed;
   passes::PipelineConfig config;
-  config.devices = {{ir::DeviceKind::kCpu, 0}, {ir::DeviceKind::kCpu, 1}};
+  config.devices = {{::tandem::testing::kind("cpu"), 0}, {::tandem::testing::kind("cpu"), 1}};
   passes::PassManager pm({.print_after = std::move(print_after),
                           .on_print = [&](const passes::Pass& p, const ir::Module& mod) {
                             printed.push_back({std::string(p.name()), mod.isReplicated(),

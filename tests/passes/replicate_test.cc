@@ -119,8 +119,9 @@ TEST(Replicate, OneCopyOfEachNodePerDevice) {
   std::vector<size_t> before;
   for (const auto& g : m->graphs()) before.push_back(g->numNodes());
   ASSERT_TRUE(runPipeline(*m, "replicate{devices=[cpu:0,cuda:1,cuda:0]}").ok());
-  std::vector<ir::Device> devices{
-      {ir::DeviceKind::kCpu, 0}, {ir::DeviceKind::kCuda, 1}, {ir::DeviceKind::kCuda, 0}};
+  std::vector<ir::Device> devices{{::tandem::testing::kind("cpu"), 0},
+                                  {::tandem::testing::kind("cuda"), 1},
+                                  {::tandem::testing::kind("cuda"), 0}};
   EXPECT_EQ(m->devices(), devices);
   for (size_t i = 0; i < m->graphs().size(); ++i) {
     const ir::Graph& g = *m->graphs()[i];

@@ -390,13 +390,15 @@ TEST(BackendSeam, PrefetchCopiesAreTracedOnTheirStream) {
   EXPECT_TRUE(absl::StrContains(json, R"("name":"prefetch: split)")) << json.substr(0, 2000);
 }
 
-// ExecutorOptions reach every device (as DeviceOptions).
+// ExecutorOptions reach every device (as DeviceOptions, a backend's own options included).
 TEST(BackendSeam, ExecutorOptionsReachTheDevices) {
   Recorder recorder;
   RecordingBackend backend(recorder);
   backend::ScopedBackendOverride use(backend);
-  auto ex = runtime::Executor::create(lenetOn(2, 0.2),
-                                      {.conv_algorithm = backend::ConvAlgorithm::kDirect});
+  auto ex = runtime::Executor::create(
+      lenetOn(2, 0.2),
+      {.backend_options = {
+           {"cpu", backend::cpu::CpuOptions{.conv_algorithm = backend::ConvAlgorithm::kDirect}}}});
   ASSERT_TRUE(ex.ok()) << ex.status();
   EXPECT_EQ(recorder.counter("createDevice with direct convolutions"), 2);
 }
@@ -409,7 +411,7 @@ TEST(BackendSeam, AMissingBackendIsNamed) {
                           "assign-streams,plan-events,plan-memory")
                   .ok());
   auto ex = runtime::Executor::create(std::move(m));
-  if (backend::backendFor(ir::DeviceKind::kCuda).ok()) {
+  if (backend::backendFor(::tandem::testing::kind("cuda")).ok()) {
     // A build with nvcc has the kind; a machine without a GPU lacks the device.
     if (ex.ok()) GTEST_SKIP() << "this machine runs cuda:0";
     EXPECT_TRUE(absl::StartsWith(ex.status().message(), "cuda:0: no CUDA GPU on this machine"))

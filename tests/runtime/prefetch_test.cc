@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/trainer.h"
+#include "tests/device_kinds.h"
 #include "tests/runtime/runtime_test_util.h"
 
 namespace tandem::testing {
@@ -67,8 +68,7 @@ class PrefetchingCpuDevice final : public backend::Device {
 
 class PrefetchingCpuBackend final : public backend::Backend {
  public:
-  ir::DeviceKind kind() const override { return ir::DeviceKind::kCpu; }
-  int64_t alignment() const override { return cpu().alignment(); }
+  const ir::TargetInfo& target() const override { return cpu().target(); }
   absl::StatusOr<std::unique_ptr<backend::Device>> createDevice(
       const ir::Device& d, const backend::DeviceOptions& o) const override {
     auto device = cpu().createDevice(d, o);
@@ -80,6 +80,7 @@ class PrefetchingCpuBackend final : public backend::Backend {
     return cpu().createCommunicators(group);
   }
   std::string describe() const override { return "CPU devices with prefetch streams"; }
+  std::string version() const override { return "prefetching"; }
 
  private:
   static const backend::Backend& cpu() { return backend::cpu::cpuBackend(); }

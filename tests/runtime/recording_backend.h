@@ -17,6 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "tests/device_kinds.h"
 
 namespace tandem::testing {
 
@@ -365,11 +367,11 @@ class RecordingBackend final : public backend::Backend {
   /// `prefetches`: its devices have a prefetch stream, as CUDA devices do.
   explicit RecordingBackend(Recorder& r, bool records_steps = false, bool prefetches = false)
       : recorder_(r), records_steps_(records_steps), prefetches_(prefetches) {}
-  ir::DeviceKind kind() const override { return ir::DeviceKind::kCpu; }
-  int64_t alignment() const override { return 64; }
+  // Stands in for the CPU kind, with its facts.
+  const ir::TargetInfo& target() const override { return target_; }
   absl::StatusOr<std::unique_ptr<backend::Device>> createDevice(
       const ir::Device& d, const backend::DeviceOptions& o) const override {
-    if (o.conv_algorithm == backend::ConvAlgorithm::kDirect)
+    if (o.own<backend::cpu::CpuOptions>().conv_algorithm == backend::ConvAlgorithm::kDirect)
       recorder_.count("createDevice with direct convolutions");
     return std::make_unique<RecordingDevice>(*this, d, o.index, recorder_, prefetches_);
   }
@@ -379,6 +381,9 @@ class RecordingBackend final : public backend::Backend {
     return std::make_unique<RecordingGroup>(static_cast<int>(group.size()), recorder_);
   }
   std::string describe() const override { return "recording"; }
+  std::string version() const override { return "recording"; }
+  // The CPU kind's facts (registered with the CPU backend), for the kind it stands in for.
+  const ir::TargetInfo target_ = backend::cpu::targetInfo();
   absl::StatusOr<std::unique_ptr<backend::StepRecorder>> makeStepRecorder(
       absl::Span<backend::Device* const> devices) const override {
     if (!records_steps_) return nullptr;

@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/cpu_options.h"
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
 #include "runtime/trainer.h"
+#include "tests/device_kinds.h"
 #include "tools/driver/compile.h"
 
 namespace tandem::testing {
@@ -38,13 +40,13 @@ inline std::vector<OwnedBatch> randomBatches(int count, int64_t batch, uint32_t 
 
 inline std::vector<ir::Device> cpus(int n) {
   std::vector<ir::Device> out;
-  for (int i = 0; i < n; ++i) out.push_back({ir::DeviceKind::kCpu, i});
+  for (int i = 0; i < n; ++i) out.push_back({::tandem::testing::kind("cpu"), i});
   return out;
 }
 
 /// A training set-up in one struct: what the model compiles to and how it runs.
 struct TrainSetup {
-  std::vector<ir::Device> devices{{ir::DeviceKind::kCpu, 0}};
+  std::vector<ir::Device> devices{{::tandem::testing::kind("cpu"), 0}};
   int64_t batch = 256;
   std::vector<double> weights;  // per-device share of the batch; empty: even
   std::string optimizer = "sgd";  // or adamw
@@ -93,9 +95,10 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
   return runtime::Trainer::create(
       std::move(*module),
       {.seed = o.seed,
-       .threads_per_device = o.threads_per_device,
-       .conv_algorithm = o.conv_algorithm,
        .blocked_activations = o.blocked_activations,
+       .backend_options = {{"cpu",
+                            backend::cpu::CpuOptions{.threads_per_device = o.threads_per_device,
+                                                     .conv_algorithm = o.conv_algorithm}}},
        .trace = o.trace});
 }
 

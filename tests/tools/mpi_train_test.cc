@@ -217,7 +217,10 @@ std::vector<std::string> with(std::vector<std::string> args,
 TEST(MpiTrain, KilledInTheThirdEpochAndResumedEqualsTheUninterruptedRun) {
   SKIP_WITHOUT_MPIRUN_OR_DATA();
   ::setenv("TANDEM_TEST_DIGEST", "1", 1);
+  const auto whole_start = std::chrono::steady_clock::now();
   const CommandResult whole = runTwoRanks(threeEpochs());
+  const double whole_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - whole_start).count();
   TempDir dir;
   const std::string ckpt = dir.file("ckpt");
   constexpr int kTimeout = 20;
@@ -235,7 +238,10 @@ TEST(MpiTrain, KilledInTheThirdEpochAndResumedEqualsTheUninterruptedRun) {
   ::unsetenv("TANDEM_TEST_DIGEST");
   ASSERT_EQ(whole.exit_code, 0) << whole.err;
   EXPECT_NE(killed.exit_code, 0);
-  EXPECT_LT(seconds, kTimeout) << killed.err;
+  // Stopped within the timeout of the kill: at most the uninterrupted run's time (which
+  // it never reaches, killed in its third epoch) plus the timeout. The run's own time is
+  // the machine's: under load two epochs alone took 38 s.
+  EXPECT_LT(seconds, whole_seconds + kTimeout) << killed.err;
   EXPECT_TRUE(absl::StrContains(killed.err, "tandem: rank 0: stopped by SIGTERM while waiting"))
       << killed.err;
   EXPECT_TRUE(absl::StrContains(killed.err, " in all_reduce %")) << killed.err;
@@ -376,7 +382,9 @@ TEST(MpiTrain, RanksStartedWithOtherSettingsAreRefused) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_NE(r.exit_code, 0) << r.err;
-    EXPECT_LT(seconds, 10) << r.err;
+    // Refused at start-up, not after the 60 s collective timeout (a loaded machine starts
+    // two CUDA-linked processes in 10-20 s).
+    EXPECT_LT(seconds, 40) << r.err;
     EXPECT_EQ(r.out.find("train_loss"), std::string::npos) << "trained anyway\n" << r.out;
     const std::string suffix =
         " on rank 0: every rank must run with the same settings (mpirun gives each app context "

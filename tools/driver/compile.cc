@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backend/backend.h"
+#include "ir/status_macros.h"
+#include "ir/target.h"
 
 namespace tandem::driver {
 
@@ -19,10 +21,20 @@ CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions o) {
 absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
     const ModelSpec& spec, const CompileOptions& o, std::unique_ptr<passes::PassManager>* pm_out) {
   passes::PipelineConfig config = o.pipeline;
-  // The arena alignment the devices' backends want; a kind this build lacks can still be
-  // compiled and inspected (dump --devices cuda:0), with the default.
-  if (absl::StatusOr<int64_t> a = backend::alignmentFor(config.devices); a.ok())
-    config.alignment = std::max(config.alignment, *a);
+  // The arena alignment the devices' targets want (ir/target.h): known for every kind this
+  // build knows, also where it has no backend for it (dump --devices cuda:0).
+  backend::registerBackends();
+  ASSIGN_OR_RETURN(const int64_t alignment, ir::targetAlignment(config.devices));
+  config.alignment = std::max(config.alignment, alignment);
+  // Mixed precision needs kernels that compute in bf16 on every device (its facts again).
+  if (config.bf16)
+    for (const ir::Device& d : config.devices)
+      if (const ir::TargetInfo* t = ir::findTarget(d.kind);
+          t != nullptr &&
+          std::find(t->dtypes.begin(), t->dtypes.end(), ir::DType::kBF16) == t->dtypes.end())
+        return absl::InvalidArgumentError(
+            absl::StrCat("--precision bf16: ", ir::toString(d), " is a ", t->display_name,
+                         " device, whose kernels do not compute in bf16"));
   auto pipeline = passes::parsePipeline(passes::defaultPipeline(config));
   if (!pipeline.ok()) return pipeline.status();
   if (o.stop_after == "none") {

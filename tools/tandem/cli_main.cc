@@ -55,6 +55,9 @@ int run(int argc, char** argv) {
     std::cout << versionText();
     return std::cout.flush() ? 0 : fail("cannot write to standard output");
   }
+  // The device kinds this build has and their facts, which every command's device lists,
+  // pass options (replicate{devices=...}) and modules read from text are checked against.
+  backend::registerBackends();
   absl::Status status;
   if (line.subcommand == "dump") status = runDump(line.dump);
   if (line.subcommand == "opt") status = runOpt(line.opt);

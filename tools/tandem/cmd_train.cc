@@ -23,11 +23,14 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "backend/cpu/cpu_options.h"
+#include "backend/cuda/cuda_options.h"
 #include "backend/processes.h"
 #include "ir/interfaces.h"
 #include "ir/op_views.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
+#include "ir/target.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/trainer.h"
@@ -48,6 +51,15 @@
 
 namespace tandem::tools {
 namespace {
+
+/// The flags each backend reads, as its own options (the CPU's threads and convolution
+/// algorithms, TF32 on GPUs).
+std::map<std::string, std::any> backendOptions(const TrainFlags& f) {
+  return {{"cpu", backend::cpu::CpuOptions{.threads_per_device = f.threads_per_device,
+                                           .conv_algorithm = f.conv_algorithm}},
+          {"cuda", backend::cuda::CudaOptions{.allow_tf32 = !f.no_tf32,
+                                              .conv_algorithm = f.conv_algorithm}}};
+}
 
 // Time per op kind summed over all steps and devices, busiest first, split by stream.
 std::string profileReport(const std::vector<runtime::TraceEntry>& trace) {
@@ -156,14 +168,18 @@ void warn(const std::string& text) {
 
 // Flags that apply to what this run does not have: said rather than ignored in silence.
 void warnAboutInertFlags(const TrainFlags& f, const ir::Module& m, bool several_processes) {
-  const bool any_cuda =
-      std::any_of(m.devices().begin(), m.devices().end(),
-                  [](const ir::Device& d) { return d.kind == ir::DeviceKind::kCuda; });
+  const bool any_cuda = std::any_of(m.devices().begin(), m.devices().end(),
+                                    [](const ir::Device& d) { return d.kind.name() == "cuda"; });
   if (f.no_tf32 && !any_cuda)
     warn(
         "--no-tf32: only CUDA devices round f32 to TF32; the CPU devices compute in full f32 "
         "anyway");
-  if (f.no_cuda_graphs && !any_cuda)
+  const bool any_recording =
+      std::any_of(m.devices().begin(), m.devices().end(), [](const ir::Device& d) {
+        const ir::TargetInfo* t = ir::findTarget(d.kind);
+        return t != nullptr && t->step_recording;
+      });
+  if (f.no_cuda_graphs && !any_recording)
     warn(
         "--no-cuda-graphs: only CUDA devices record steps as CUDA graphs; it changes nothing "
         "on CPU devices");
@@ -397,6 +413,13 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
                                "comparing the ranks' settings"));
   const int64_t batch = choice->compile.build.batch;
   warnAboutThreads(f, choice->compile.pipeline.devices.size() / static_cast<size_t>(procs->size()));
+  if (procs->several())  // under mpirun, the kinds must talk across processes
+    for (const ir::Device& d : choice->compile.pipeline.devices)
+      if (const ir::TargetInfo* t = ir::findTarget(d.kind);
+          t != nullptr && !t->cross_process_collectives)
+        return absl::InvalidArgumentError(
+            absl::StrCat("--devices: ", ir::toString(d), " is a ", t->display_name,
+                         " device, which has no collectives across processes (mpirun)"));
   if (procs->several() && choice->auto_split)
     return absl::InvalidArgumentError(
         "--split: auto re-plans the split within one process; under mpirun give even or weights");
@@ -524,11 +547,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   setActivity(absl::StrCat("loading ", choice->spec.name, " onto its devices"));
   auto trainer =
       runtime::Trainer::create(std::move(*module), {.seed = f.seed,
-                                                    .threads_per_device = f.threads_per_device,
-                                                    .conv_algorithm = f.conv_algorithm,
                                                     .blocked_activations = !f.plain_layout,
+                                                    .backend_options = backendOptions(f),
                                                     .trace = f.profile,
-                                                    .allow_tf32 = !f.no_tf32,
                                                     .record_steps = !f.no_cuda_graphs});
   if (!trainer.ok()) return trainer.status();
   runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,

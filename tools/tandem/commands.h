@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
+#include "backend/cpu/cpu_options.h"
 #include "ir/ir.h"
 
 // The subcommands of `tandem`: their flags as plain structs (filled by flags.cc, the one

@@ -131,7 +131,8 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
   ModelChoice choice{.spec = *spec, .compile = driver::withModelDefaults(*spec)};
   driver::CompileOptions& c = choice.compile;
 
-  auto devices = ir::parseDeviceList(f.devices);
+  backend::registerBackends();  // the kinds this build knows, and what they can do
+  auto devices = ir::parseTargetDevices(f.devices);
   if (!devices.ok()) return flagError("--devices", devices.status().message());
   if (f.ranks > 1) {
     // Every process gets the same --devices: its own. The module spans all ranks'.

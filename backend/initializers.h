@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "ir/ir.h"
 
-namespace tandem::backend::cpu {
+namespace tandem::backend {
 
 /// Seed of one variable's random stream: FNV-1a 64 of the name, mixed with the run's seed
 /// through splitmix64. Written out rather than std::hash so it is the same everywhere.
@@ -30,4 +30,4 @@ double initializerStd(const ir::Var& var);
 /// value. `var` must have passed checkInitializer.
 void fillInitializer(const ir::Var& var, uint64_t run_seed, void* data);
 
-}  // namespace tandem::backend::cpu
+}  // namespace tandem::backend

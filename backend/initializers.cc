@@ -1,4 +1,4 @@
-#include "backend/cpu/initializers.h"
+#include "backend/initializers.h"
 
 #include <cmath>
 #include <cstring>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/random.h"
 
-namespace tandem::backend::cpu {
+namespace tandem::backend {
 namespace {
 
 using ir::splitmix64;
@@ -102,4 +102,4 @@ void fillInitializer(const ir::Var& var, uint64_t run_seed, void* data) {
   }
 }
 
-}  // namespace tandem::backend::cpu
+}  // namespace tandem::backend

@@ -11,10 +11,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/bf16.h"
 #include "backend/communicator.h"
-#include "backend/cpu/bf16.h"
 
-namespace tandem::backend::cpu {
+namespace tandem::backend {
 
 /// The largest power of two below n (n >= 2): where the pairwise tree splits n ranks.
 inline size_t treeSplit(size_t n) {
@@ -58,4 +58,4 @@ void treeReduceChunk(const std::vector<const T*>& srcs, size_t lo, size_t hi, in
   for (int64_t i = 0; i < n; ++i) out[i] = combine(out[i], right[i], op);
 }
 
-}  // namespace tandem::backend::cpu
+}  // namespace tandem::backend

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "ir/types.h"
 
-namespace tandem::backend::cpu {
+namespace tandem::backend {
 
 struct bf16 {
   uint16_t bits;
@@ -44,4 +44,4 @@ auto withFloatType(ir::DType t, F f) {
   return t == ir::DType::kBF16 ? f(bf16{}) : f(float{});
 }
 
-}  // namespace tandem::backend::cpu
+}  // namespace tandem::backend

@@ -1,0 +1,81 @@
+#pragma once
+
+// What the compiler may know about a kind of device: the target-info registry. The IR
+// keeps a device's kind as a name it does not interpret (ir::DeviceKind); each backend
+// registers its kind's facts here when it registers (backend/registry.cc), and passes,
+// the pipeline and the CLI ask them instead of naming kinds: which devices are valid,
+// the alignment arenas keep, whether an optimizer's grouped form runs as one launch, the
+// activation layout the kernels prefer (and later the layout rules of assign-layouts).
+// Facts only: nothing here runs on a device, so the CUDA target is known (tandem dump
+// --devices cuda:0) in a build without the CUDA backend.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/types.h"
+
+namespace tandem::ir {
+
+/// How a target's kernels like activations laid out between them (the backend's layout
+/// plan keeps them so where every kernel that touches them can).
+enum class ActivationLayout : uint8_t {
+  kPlain,           // NCHW as the IR describes it
+  kChannelBlocked,  // oneDNN's nChw16c (CPU, AVX-512)
+  kChannelsLast,    // NHWC (CUDA tensor cores)
+};
+
+/// The facts of one device kind.
+struct TargetInfo {
+  DeviceKind kind;
+  /// How messages name it ("CPU", "CUDA").
+  std::string display_name;
+  /// Bytes every buffer of a memory plan is aligned to: what its kernels' vector loads,
+  /// oneDNN or cuDNN want (plan-memory{alignment} takes the largest of a module's kinds).
+  int64_t alignment = 64;
+  /// Runs an optimizer's grouped form (sgd_update_group) as one multi-tensor launch, so
+  /// the default pipeline groups updates (group-sgd-updates) for its devices.
+  bool multi_tensor_update = false;
+  ActivationLayout preferred_layout = ActivationLayout::kPlain;
+  /// Records a whole step once and replays it with one launch (CUDA graphs).
+  bool step_recording = false;
+  /// Has communicators between devices of different processes (mpirun).
+  bool cross_process_collectives = false;
+  /// The dtypes its kernels compute in.
+  std::vector<DType> dtypes;
+  /// Several logical devices may share one physical device (cuda:0.1 is GPU 0's second);
+  /// a device given twice in a device list is then the next share.
+  bool shares_devices = false;
+  /// Why not, when it cannot (what `--devices cpu:0.1` is refused with).
+  std::string no_shares_reason;
+  /// What to do when a build has no backend for the kind (loading a module on it says so).
+  std::string missing_backend_hint;
+};
+
+/// Adds `info`, or replaces the facts of its kind (tests stand in their own).
+void registerTarget(TargetInfo info);
+/// The facts of `kind`, or null when no backend registered it.
+const TargetInfo* findTarget(DeviceKind kind);
+/// Every registered kind, in registration order.
+std::vector<const TargetInfo*> registeredTargets();
+
+/// OK when `d` is a device a registered kind has: its kind is known and, with a share
+/// (cuda:0.1), the kind shares devices. The errors read "unknown device 'tpu:0': the device
+/// kind must be cpu or cuda".
+absl::Status checkTargetDevice(const Device& d);
+/// A device list ("cpu:0,cpu:1", "cuda:0,cuda:0", or a count "4") checked against the
+/// registered kinds: parseDeviceList with the next share for a device given again of a
+/// kind that shares devices, then checkTargetDevice on each.
+absl::StatusOr<std::vector<Device>> parseTargetDevices(absl::string_view text);
+
+/// The facts of `t` in a line for `tandem devices`: "arenas aligned to 64 B; activations
+/// nChw16c between kernels that take it; computes in f32, bf16, ...".
+std::string describeTarget(const TargetInfo& t);
+
+/// The largest alignment the kinds of `devices` want; an error names a device of a kind
+/// no backend registered.
+absl::StatusOr<int64_t> targetAlignment(const std::vector<Device>& devices);
+
+}  // namespace tandem::ir
