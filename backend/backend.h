@@ -211,8 +211,6 @@ absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind);
 /// The backends this build has, in registration order.
 std::vector<const Backend*> registeredBackends();
 
-/// The largest alignment the backends of `devices` want (for plan-memory).
-absl::StatusOr<int64_t> alignmentFor(absl::Span<const ir::Device> devices);
 
 /// What `tandem devices` prints: each registered kind's describe(), and the kinds this
 /// build knows but has no backend for.

@@ -81,18 +81,6 @@ std::vector<const Backend*> registeredBackends() {
   return r.order;
 }
 
-absl::StatusOr<int64_t> alignmentFor(absl::Span<const ir::Device> devices) {
-  int64_t alignment = 1;
-  for (const ir::Device& d : devices) {
-    auto b = backendFor(d.kind);
-    if (!b.ok())
-      return absl::Status(b.status().code(),
-                          absl::StrCat(ir::toString(d), ": ", b.status().message()));
-    alignment = std::max(alignment, (*b)->alignment());
-  }
-  return alignment;
-}
-
 std::string describeBackends() {
   registerBackends();
   std::string out;
