@@ -407,6 +407,16 @@ op adamw_update
   doc as PyTorch keeps state['step'], so a checkpoint carries it with the moments. With
   doc lr_scale (an f32[1], the schedule's factor fed every step), lr is lr*lr_scale.
 
+op clip_grad_norm
+  operands gs...
+  results ys...
+  attr max_norm: float > 0
+  cost elementwise(3)
+  doc Gradient clipping by global norm, as torch.nn.utils.clip_grad_norm_ (2-norm): with
+  doc n the 2-norm of all k gradients together, y_i = g_i * min(1, max_norm / (n + 1e-6)),
+  doc each y_i of g_i's type. clip-grad-norm makes one per device after the gradients'
+  doc all_reduce, so that every device clips by the same factor.
+
 # --- collectives (the only ops whose operands and results span devices) ----------------
 op split
   operands x

@@ -190,7 +190,8 @@ class GraphVerifier {
   static bool isBroadcast(const Node& n) { return collectiveKind(n) == CollectiveKind::kBroadcast; }
 
   // Each replica's gradient feeds exactly one all_reduce, and (with several devices and
-  // collectives inserted) every parameter update uses an all-reduced gradient.
+  // collectives inserted) every parameter update uses an all-reduced gradient (clipped by
+  // clip_grad_norm or not).
   absl::Status checkGradients() {
     absl::flat_hash_map<const Value*, const Node*> reduced_by;
     bool any_all_reduce = false;
@@ -207,6 +208,9 @@ class GraphVerifier {
     if (!any_all_reduce || m_.devices().size() < 2) return absl::OkStatus();
     for (const auto& n : g_.nodes())
       for (const Value* g : updateGradients(*n)) {
+        // Seen through clip_grad_norm: its result i is its operand i, scaled.
+        if (g->def() != nullptr && g->def()->op() == Op::kClipGradNorm)
+          g = g->def()->operand(static_cast<size_t>(g->index()));
         if (g->def() == nullptr || (!isReduction(*g->def()) && !isBroadcast(*g->def())))
           return failAt(*n, absl::StrCat("its gradient %", g->name(),
                                          " is not all-reduced across devices; expected it to "

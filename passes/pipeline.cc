@@ -116,6 +116,9 @@ std::string defaultPipeline(const PipelineConfig& c) {
                    c.allreduce_groups > 1 ? absl::StrCat(",groups=", c.allreduce_groups) : "",
                    c.sync_bn ? ",sync-bn=true" : "",
                    c.bf16_allreduce ? ",allreduce-dtype=bf16" : "", "}"),
+      // After insert-collectives: every device clips the all-reduced gradients alike.
+      c.clip_grad_norm > 0 ? absl::StrCat("clip-grad-norm{max-norm=", num(c.clip_grad_norm), "}")
+                           : "",
       // After insert-collectives: the recompute reads the statistics the forward read,
       // all-reduced ones under sync batch norm.
       c.fuse && c.recompute ? "recompute-bn-relu" : "",
@@ -148,6 +151,7 @@ std::vector<std::string> defaultPassNames() {
           "fuse-conv-bn-relu",
           "replicate",
           "insert-collectives",
+          "clip-grad-norm",
           "recompute-bn-relu",
           "dce",
           "schedule",

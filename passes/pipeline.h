@@ -30,6 +30,8 @@ struct PipelineConfig {
   /// Run feed-learning-rate: the updates read a factor the runtime writes every step (CLI
   /// --schedule other than constant, or --warmup).
   bool lr_schedule = false;
+  /// > 0: run clip-grad-norm with this max norm (CLI --clip-grad-norm).
+  double clip_grad_norm = 0;
   double bucket_mb = 25;
   double first_bucket_mb = 1;
   /// > 1: hierarchical gradient reduction over this many groups of devices.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "passes/assign_streams.h"
 #include "passes/autodiff.h"
+#include "passes/clip_grad_norm.h"
 #include "passes/dce.h"
 #include "passes/feed_learning_rate.h"
 #include "passes/fuse_conv_bn_relu.h"
@@ -40,6 +41,9 @@ const std::vector<PassInfo>& registeredPasses() {
        "split inputs, broadcast initial values, all_reduce gradients in buckets",
        "bucket-mb=25, first-bucket-mb=1, groups=1, sync-bn=false, allreduce-dtype=f32",
        InsertCollectives::create},
+      {ClipGradNorm::kName,
+       "gradient clipping by global norm: one clip_grad_norm per device after the all_reduce",
+       "max-norm=X (required)", ClipGradNorm::create},
       {RecomputeBnRelu::kName,
        "backward recomputes conv -> bn -> relu outputs instead of keeping them from forward", "",
        RecomputeBnRelu::create},

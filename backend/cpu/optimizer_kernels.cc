@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/bf16.h"
+#include "backend/clip_math.h"
 #include "backend/cpu/adamw_core.h"
 #include "backend/cpu/kernels.h"
 #include "backend/sgd_checks.h"
@@ -120,6 +121,41 @@ class AdamwUpdateKernel final : public CpuKernel {
   size_t lr_scale_;
 };
 
+/// clip_grad_norm: the squares summed in double in element order (one thread: the sum's
+/// order is the factor's bits, and every device must make the same), then each gradient
+/// scaled by the factor into its result, in its dtype.
+class ClipGradNormKernel final : public CpuKernel {
+ public:
+  explicit ClipGradNormKernel(double max_norm) : max_norm_(max_norm) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    double sum = 0;
+    for (const TensorView& g : in)
+      withFloatType(g.type.dtype, [&](auto t) {
+        using T = decltype(t);
+        const T* x = g.as<T>();
+        for (int64_t i = 0, n = g.numElements(); i < n; ++i) {
+          const double v = static_cast<float>(x[i]);
+          sum += v * v;
+        }
+        return 0;
+      });
+    const float factor = clipFactor(max_norm_, sum);
+    for (size_t k = 0; k < in.size(); ++k)
+      withFloatType(in[k].type.dtype, [&](auto t) {
+        using T = decltype(t);
+        const T* x = in[k].as<T>();
+        T* y = out[k].as<T>();
+        for (int64_t i = 0, n = in[k].numElements(); i < n; ++i)
+          y[i] = T(static_cast<float>(x[i]) * factor);
+        return 0;
+      });
+  }
+
+ private:
+  double max_norm_;
+};
+
 }  // namespace
 
 KernelOr makeAdamwUpdateKernel(const KernelInit& init) {
@@ -148,6 +184,20 @@ KernelOr makeSgdUpdateGroupKernel(const KernelInit& init) {
     return std::make_unique<SgdUpdateGroupKernel<decltype(g)>>(Hyper(node), layout,
                                                                 lrScaleOperand(node));
   });
+}
+
+}  // namespace tandem::backend::cpu
+
+namespace tandem::backend::cpu {
+
+KernelOr makeClipGradNormKernel(const KernelInit& init) {
+  for (const ir::Value* g : init.node.operands())
+    if (g->type().dtype != ir::DType::kF32 && g->type().dtype != ir::DType::kBF16)
+      return absl::UnimplementedError(absl::StrCat(init.node.describe(),
+                                                   ": the CPU kernel clips f32 or bf16 "
+                                                   "gradients, not %",
+                                                   g->name(), " of ", ir::dtypeName(g->type().dtype)));
+  return std::make_unique<ClipGradNormKernel>(ir::ClipGradNormView(init.node).max_norm());
 }
 
 }  // namespace tandem::backend::cpu

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/adamw_launch.h"
+#include "backend/cuda/clip_launch.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/optimizer_launch.h"
 #include "backend/sgd_checks.h"
@@ -131,6 +132,41 @@ class AdamwUpdateKernel final : public CudaKernel {
   size_t lr_scale_;
 };
 
+// clip_grad_norm: per gradient its partial sums of squares (a fixed grid), the factor from
+// all partials in order, then the scaled copies; the partials and the factor live in the
+// device's workspace, reserved when the kernel is made.
+class ClipGradNormKernel final : public CudaKernel {
+ public:
+  ClipGradNormKernel(CudaContext& ctx, double max_norm, std::vector<int64_t> first_partial)
+      : CudaKernel(ctx), max_norm_(max_norm), first_partial_(std::move(first_partial)) {}
+
+  /// The partials (one double per block of every gradient) and the factor after them.
+  int64_t workspaceBytes() const {
+    return first_partial_.back() * static_cast<int64_t>(sizeof(double)) +
+           static_cast<int64_t>(sizeof(float));
+  }
+
+ protected:
+  absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out) override {
+    ASSIGN_OR_RETURN(void* ws, ctx().workspace(workspaceBytes(), what()));
+    double* partials = static_cast<double*>(ws);
+    float* factor = reinterpret_cast<float*>(partials + first_partial_.back());
+    for (size_t k = 0; k < in.size(); ++k)
+      launchSumOfSquares(in[k].data, in[k].type.dtype == ir::DType::kBF16, in[k].numElements(),
+                         partials + first_partial_[k], stream);
+    launchClipFactor(partials, first_partial_.back(), max_norm_, factor, stream);
+    for (size_t k = 0; k < in.size(); ++k)
+      launchClipScale(in[k].data, out[k].data, in[k].type.dtype == ir::DType::kBF16,
+                      in[k].numElements(), factor, stream);
+    return absl::OkStatus();
+  }
+
+ private:
+  double max_norm_;
+  std::vector<int64_t> first_partial_;  // per gradient, and the total last
+};
+
 SgdHyper hyperparameters(const ir::Node& node) {
   return SgdHyper{ir::attr::lr(node), static_cast<float>(ir::attr::momentum(node)),
                   static_cast<float>(ir::attr::weight_decay(node)), nullptr};
@@ -164,6 +200,24 @@ KernelOr makeSgdUpdateGroupKernel(const KernelInit& init) {
   return std::unique_ptr<CudaKernel>(new SgdUpdateGroupKernel(
       init.ctx, layout, node.operand(layout.gradient(0))->type().dtype == ir::DType::kBF16,
       hyperparameters(node), lrScaleOperand(node), planSgdGroupLaunches(sizes)));
+}
+
+KernelOr makeClipGradNormKernel(const KernelInit& init) {
+  const ir::Node& node = init.node;
+  std::vector<int64_t> first_partial{0};
+  for (const ir::Value* g : node.operands()) {
+    if (g->type().dtype != ir::DType::kF32 && g->type().dtype != ir::DType::kBF16)
+      return absl::UnimplementedError(absl::StrCat(node.describe(),
+                                                   ": the CUDA kernel clips f32 or bf16 "
+                                                   "gradients, not %",
+                                                   g->name(), " of ", ir::dtypeName(g->type().dtype)));
+    first_partial.push_back(first_partial.back() + clipBlocks(g->type().numElements()));
+  }
+  auto k = std::make_unique<ClipGradNormKernel>(init.ctx, ir::ClipGradNormView(node).max_norm(),
+                                                std::move(first_partial));
+  k->setDescription(node.describe());
+  RETURN_IF_ERROR(init.ctx.reserveWorkspace(k->workspaceBytes(), k->what()));
+  return std::unique_ptr<CudaKernel>(std::move(k));
 }
 
 }  // namespace tandem::backend::cuda

@@ -1,6 +1,7 @@
 // sgd_update and sgd_update_group: the in-place optimizer step, for one parameter or for
 // k parameters of one device in one node (one multi-tensor launch on GPUs); adamw_update,
-// AdamW's step for one parameter.
+// AdamW's step for one parameter; clip_grad_norm, the gradients the updates read scaled
+// to a global norm.
 
 #include <cstdint>
 #include <utility>
@@ -134,6 +135,20 @@ absl::StatusOr<Types> inferAdamwUpdate(const Node& n) {  // w, g, m, v, step
   return Types{};
 }
 
+absl::StatusOr<Types> inferClipGradNorm(const Node& n) {  // gs... -> ys...
+  if (n.numOperands() == 0) return fail("takes at least one gradient");
+  Types out;
+  out.reserve(n.numOperands());
+  for (size_t i = 0; i < n.numOperands(); ++i) {
+    const TensorType& g = typeOf(n, i);
+    if (g.dtype != DType::kF32 && g.dtype != DType::kBF16)
+      return fail(absl::StrCat("gradient ", i + 1, " of ", n.numOperands(), " (%",
+                               n.operand(i)->name(), ": ", toString(g), ") must be f32 or bf16"));
+    out.push_back(g);
+  }
+  return out;
+}
+
 /// The variables written: the weights' and the momentum buffers'.
 std::vector<std::string> writesVarsAt(const Node& n, std::vector<size_t> operands) {
   std::vector<std::string> out;
@@ -168,6 +183,7 @@ std::vector<std::string> writesSgdUpdateGroup(const Node& n) {
 
 extern const OpRules kSgdUpdateRules{.infer = inferSgdUpdate, .writes = writesSgdUpdate};
 extern const OpRules kAdamwUpdateRules{.infer = inferAdamwUpdate, .writes = writesAdamwUpdate};
+extern const OpRules kClipGradNormRules{.infer = inferClipGradNorm};
 extern const OpRules kSgdUpdateGroupRules{.infer = inferSgdUpdateGroup,
                                           .writes = writesSgdUpdateGroup};
 

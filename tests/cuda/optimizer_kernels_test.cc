@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "backend/adamw_math.h"
+#include "backend/clip_math.h"
+#include "backend/cuda/clip_launch.h"
+#include "backend/cuda/clip_math.h"
 #include "backend/cuda/optimizer_launch.h"
 #include "backend/cuda/optimizer_math.h"
 #include "backend/cuda/optimizer_plan.h"
@@ -29,8 +32,9 @@ using ir::Op;
 
 constexpr double kLr = 0.05, kWeightDecay = 5e-4;
 
-/// sgd_update of n elements: w (and m) read from variables, the gradient in `g`.
-SingleOp sgdOp(int64_t n, ir::DType g, double momentum) {
+/// sgd_update of n elements: w (and m) read from variables, the gradient in `g`; when
+/// `scheduled`, the learning-rate factor last, read from a fed variable.
+SingleOp sgdOp(int64_t n, ir::DType g, double momentum, bool scheduled = false) {
   std::vector<ir::TensorType> operands{f32({n}), ir::TensorType{g, {n}}};
   std::vector<ir::Var> vars{ir::Var{"state0", f32({n}), ir::VarRole::kParam, {}}};
   std::vector<size_t> state{0};
@@ -38,6 +42,12 @@ SingleOp sgdOp(int64_t n, ir::DType g, double momentum) {
     operands.push_back(f32({n}));
     vars.push_back(ir::Var{"state2", f32({n}), ir::VarRole::kOptimizer, {}});
     state.push_back(2);
+  }
+  if (scheduled) {
+    const size_t factor = operands.size();
+    operands.push_back(f32({1}));
+    vars.push_back(ir::Var{"state" + std::to_string(factor), f32({1}), ir::VarRole::kFed, {}});
+    state.push_back(factor);
   }
   return SingleOp(Op::kSgdUpdate, operands,
                   {{"lr", kLr}, {"momentum", momentum}, {"weight_decay", kWeightDecay}}, vars, {},
@@ -103,32 +113,13 @@ TEST(CudaOptimizerMath, SgdStepIsTheCpuKernelToTheBit) {
     }
 }
 
-/// sgd_update with the schedule's factor, its last operand, read from a fed variable.
-SingleOp scheduledSgdOp(int64_t n, double momentum) {
-  std::vector<ir::TensorType> operands{f32({n}), f32({n})};
-  std::vector<ir::Var> vars{ir::Var{"state0", f32({n}), ir::VarRole::kParam, {}}};
-  std::vector<size_t> state{0};
-  if (momentum > 0) {
-    operands.push_back(f32({n}));
-    vars.push_back(ir::Var{"state2", f32({n}), ir::VarRole::kOptimizer, {}});
-    state.push_back(2);
-  }
-  const size_t factor = operands.size();
-  operands.push_back(f32({1}));
-  vars.push_back(ir::Var{"state" + std::to_string(factor), f32({1}), ir::VarRole::kFed, {}});
-  state.push_back(factor);
-  return SingleOp(Op::kSgdUpdate, operands,
-                  {{"lr", kLr}, {"momentum", momentum}, {"weight_decay", kWeightDecay}}, vars, {},
-                  state);
-}
-
 // Under a schedule the kernel makes lr * factor where it runs (sgdParamsAt): the CPU
 // kernel's scaledLr, bit for bit, for a factor that is no power of two.
 TEST(CudaOptimizerMath, ScheduledSgdStepIsTheCpuKernelToTheBit) {
   std::mt19937 rng(3);
   for (double momentum : {0.0, 0.9}) {
     SCOPED_TRACE("momentum " + std::to_string(momentum));
-    SingleOp op = scheduledSgdOp(513, momentum);
+    SingleOp op = sgdOp(513, ir::DType::kF32, momentum, /*scheduled=*/true);
     fillSgd(op, rng);
     const size_t at = op.node().numOperands() - 1;
     const float factor = 0.3721f;
@@ -455,6 +446,69 @@ TEST(CudaOptimizerKernels, AdamwUpdateMatchesCpuToTheBit) {
       fillAdamw(op, rng);
       expectThreeStepsEqualCpu(op);
     }
+}
+
+}  // namespace
+}  // namespace tandem::testing
+
+namespace tandem::testing {
+namespace {
+
+// clip_grad_norm on CUDA: clip.cu adds the squares in clip_math.h's order (a fixed grid,
+// a tree per block, the partials in order), so every GPU makes the same factor from the
+// same all-reduced gradients. Here: that order, host-compiled, against the CPU kernel's
+// element order: the factors agree to a float's rounding (the sums differ in their last
+// bits of a double); on a GPU: the kernel against the CPU kernel.
+
+SingleOp clipOp(const std::vector<int64_t>& sizes, double max_norm) {
+  std::vector<ir::TensorType> operands;
+  for (int64_t n : sizes) operands.push_back(f32({n}));
+  return SingleOp(Op::kClipGradNorm, operands, {{"max_norm", max_norm}});
+}
+
+void fillClip(SingleOp& op, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (size_t i = 0; i < op.node().numOperands(); ++i)
+    for (int64_t k = 0; k < op.in(i).size(); ++k) op.in(i).f32()[k] = d(rng);
+}
+
+TEST(CudaOptimizerMath, ClipSumOrderGivesTheCpuKernelsFactor) {
+  std::mt19937 rng(31);
+  // 1 and 255: one block; 300,000: more elements than the 512 blocks' threads.
+  SingleOp op = clipOp({1, 255, 300000}, 40.0);
+  fillClip(op, rng);
+  double sum = 0;
+  for (size_t k = 0; k < op.node().numOperands(); ++k) {
+    const float* g = op.in(k).f32();
+    const int64_t n = op.in(k).size(), blocks = cu::clipBlocks(n);
+    for (int64_t b = 0; b < blocks; ++b) {
+      std::vector<double> sums(cu::kClipThreads);
+      for (int t = 0; t < cu::kClipThreads; ++t)
+        sums[static_cast<size_t>(t)] = cu::clipThreadSum(
+            [g](int64_t i) { return static_cast<double>(g[i]); }, n, blocks, cu::kClipThreads, b, t);
+      cu::clipTreeSum(sums.data(), cu::kClipThreads);
+      sum += sums[0];
+    }
+  }
+  const float factor = backend::clipFactor(40.0, sum);
+  ASSERT_LT(factor, 1.0f);  // sqrt(300256 / 3) is about 316: the gradients are clipped
+  op.run();
+  // The CPU kernel's factor, read back from its first result.
+  const float cpu_factor = op.out(0).f32()[0] / op.in(0).f32()[0];
+  EXPECT_NEAR(factor, cpu_factor, 4e-7 * cpu_factor);
+  for (int64_t i = 0; i < op.in(2).size(); i += 997)
+    EXPECT_NEAR(op.out(2).f32()[i], op.in(2).f32()[i] * factor, 1e-6) << i;
+}
+
+TEST(CudaOptimizerKernels, ClipGradNormMatchesCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(32);
+  for (double max_norm : {40.0, 1e6}) {  // clipped, and left as they are (factor 1)
+    SCOPED_TRACE(max_norm);
+    SingleOp op = clipOp({1, 255, 300000, 3000001}, max_norm);
+    fillClip(op, rng);
+    expectCudaMatchesCpu(op, 1e-6);
+  }
 }
 
 }  // namespace

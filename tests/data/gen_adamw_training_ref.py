@@ -30,6 +30,7 @@ from gen_transformer_refs import Case  # noqa: E402
 
 BATCH, STEPS, HIDDEN = 16, 4, 32
 LR, BETAS, EPS, WEIGHT_DECAY = 1e-2, (0.9, 0.99), 1e-8, 0.05
+SGD_LR, SGD_MOMENTUM = 0.1, 0.9
 # (name, shape, scale): PyTorch's names and [out, in] layout, which Tandem shares.
 PARAMS = [("fc1.w", (HIDDEN, 784), 0.0625), ("fc1.b", (HIDDEN,), 0.125),
           ("fc2.w", (10, HIDDEN), 0.25), ("fc2.b", (10,), 0.125)]
@@ -50,14 +51,19 @@ def batch(step):
     return images, labels
 
 
-def train(name, steps, warmup=None):
+def train(name, steps, warmup=None, clip=None, sgd=False):
     """`steps` updates; with `warmup`, the lr follows Tandem's --schedule cosine --warmup
-    (LinearLR for the warmup, then CosineAnnealingLR over the rest, stepped per update)."""
+    (LinearLR for the warmup, then CosineAnnealingLR over the rest, stepped per update);
+    with `clip`, torch.nn.utils.clip_grad_norm_ before each step (Tandem's
+    --clip-grad-norm); `sgd`: torch.optim.SGD with momentum 0.9 in place of AdamW."""
     torch.set_num_threads(1)
     params = {name: torch.nn.Parameter(hashed(l, shape, scale))
               for l, (name, shape, scale) in enumerate(PARAMS)}
-    opt = torch.optim.AdamW(list(params.values()), lr=LR, betas=BETAS, eps=EPS,
-                            weight_decay=WEIGHT_DECAY)
+    if sgd:
+        opt = torch.optim.SGD(list(params.values()), lr=SGD_LR, momentum=SGD_MOMENTUM)
+    else:
+        opt = torch.optim.AdamW(list(params.values()), lr=LR, betas=BETAS, eps=EPS,
+                                weight_decay=WEIGHT_DECAY)
     sched = None
     if warmup is not None:
         S = torch.optim.lr_scheduler
@@ -69,12 +75,18 @@ def train(name, steps, warmup=None):
                 "torch.optim.AdamW training flatten-fc1-relu-fc2 (gen_adamw_training_ref.py)")
     case.lines[1] = (f"# written by tests/data/gen_adamw_training_ref.py with PyTorch "
                      f"{torch.__version__}; do not edit")
-    case.attr("batch", BATCH).attr("steps", steps).attr("hidden", HIDDEN).attr("lr", LR)
-    case.attr("beta1", BETAS[0]).attr("beta2", BETAS[1]).attr("eps", EPS)
-    case.attr("weight_decay", WEIGHT_DECAY)
+    case.attr("batch", BATCH).attr("steps", steps).attr("hidden", HIDDEN)
+    if sgd:
+        case.attr("optimizer", "sgd").attr("lr", SGD_LR).attr("momentum", SGD_MOMENTUM)
+    else:
+        case.attr("optimizer", "adamw").attr("lr", LR)
+        case.attr("beta1", BETAS[0]).attr("beta2", BETAS[1]).attr("eps", EPS)
+        case.attr("weight_decay", WEIGHT_DECAY)
+    if clip is not None:
+        case.attr("clip_grad_norm", clip)
     if warmup is not None:
         case.attr("schedule", "cosine").attr("warmup", warmup)
-    losses = []
+    losses, norms = [], []
     for step in range(steps):
         images, labels = batch(step)
         h = torch.relu(images.reshape(BATCH, -1) @ params["fc1.w"].t() + params["fc1.b"])
@@ -82,6 +94,9 @@ def train(name, steps, warmup=None):
         loss = torch.nn.functional.cross_entropy(logits, labels)
         opt.zero_grad()
         loss.backward()
+        if clip is not None:
+            norm = torch.nn.utils.clip_grad_norm_(list(params.values()), clip)
+            norms.append(float(norm))
         opt.step()
         if sched is not None:
             sched.step()
@@ -90,12 +105,14 @@ def train(name, steps, warmup=None):
     for name, _, _ in PARAMS:
         case.tensor(name, params[name])
     case.write()
-    print(f"{case.name}: losses {losses}")
+    print(f"{case.name}: losses {losses}" + (f", gradient norms {norms}" if norms else ""))
 
 
 def main():
     train("adamw_mlp_training", STEPS)
     train("adamw_mlp_training_cosine", 6, warmup=2)
+    train("sgd_mlp_training_clip", 4, clip=0.5, sgd=True)
+    train("adamw_mlp_training_clip", 4, clip=0.5)
 
 
 if __name__ == "__main__":

@@ -43,8 +43,8 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
   EXPECT_EQ(p.status().message(),
             "unknown pass 'fuse-everything' (known: mixed-precision, autodiff, feed-learning-rate, "
             "fuse-conv-bn-relu, "
-            "replicate, insert-collectives, recompute-bn-relu, dce, schedule, group-sgd-updates, "
-            "assign-streams, plan-events, plan-memory)");
+            "replicate, insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
+            "group-sgd-updates, assign-streams, plan-events, plan-memory)");
   for (const passes::PassInfo& info : passes::registeredPasses())
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(std::string(info.name)));
 }
@@ -162,6 +162,7 @@ TEST(DefaultPipeline, TextAndOrder) {
       .momentum = 0.9,
       .weight_decay = 0.001,
       .lr_schedule = true,
+      .clip_grad_norm = 1.5,
       .bucket_mb = 10,
       .first_bucket_mb = 0.5,
       .bf16 = true,
@@ -171,15 +172,15 @@ TEST(DefaultPipeline, TextAndOrder) {
             "mixed-precision{dtype=bf16},autodiff{lr=0.2,momentum=0.9,weight-decay=0.001},"
             "feed-learning-rate,fuse-conv-bn-relu,replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
             "insert-collectives{bucket-mb=10,first-bucket-mb=0.5,allreduce-dtype=bf16},"
-            "recompute-bn-relu,dce,schedule,group-sgd-updates,assign-streams,plan-events,"
+            "clip-grad-norm{max-norm=1.5},recompute-bn-relu,dce,schedule,group-sgd-updates,assign-streams,plan-events,"
             "plan-memory");
   auto p = passes::parsePipeline(text);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(passNames(*p), passes::defaultPassNames());
   EXPECT_THAT(passes::defaultPassNames(),
               ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
-                          "replicate",
-                          "insert-collectives", "recompute-bn-relu", "dce", "schedule",
+                          "replicate", "insert-collectives", "clip-grad-norm",
+                          "recompute-bn-relu", "dce", "schedule",
                           "group-sgd-updates", "assign-streams", "plan-events", "plan-memory"));
   // CUDA devices group the updates unless told not to; CPU devices only when told to.
   config.group_updates = false;
@@ -293,8 +294,8 @@ TEST(PassManager, BadPipelineAddsNothing) {
   EXPECT_EQ(pm.addPipeline("autodiff,nope").message(),
             "unknown pass 'nope' (known: mixed-precision, autodiff, feed-learning-rate, "
             "fuse-conv-bn-relu, replicate, "
-            "insert-collectives, recompute-bn-relu, dce, schedule, group-sgd-updates, "
-            "assign-streams, plan-events, plan-memory)");
+            "insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
+            "group-sgd-updates, assign-streams, plan-events, plan-memory)");
   EXPECT_EQ(pm.size(), 0u);
 }
 
@@ -360,6 +361,7 @@ TEST(PassManager, PrintAfterEveryPassAndTimings) {
   std::vector<std::string> f32_passes = passes::defaultPassNames();
   f32_passes.erase(f32_passes.begin());
   std::erase(f32_passes, "feed-learning-rate");
+  std::erase(f32_passes, "clip-grad-norm");
   std::erase(f32_passes, "group-sgd-updates");
   EXPECT_EQ(names, f32_passes);
 

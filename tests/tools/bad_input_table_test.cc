@@ -350,8 +350,8 @@ TEST_F(BadInputTable, OptFiles) {
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
        "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, "
        "feed-learning-rate, fuse-conv-bn-relu, "
-       "replicate, insert-collectives, recompute-bn-relu, dce, schedule, group-sgd-updates, "
-       "assign-streams, plan-events, plan-memory)"},
+       "replicate, insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
+       "group-sgd-updates, assign-streams, plan-events, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
       {{"opt", "$TMP/good.tir", "--print-after", "dce"},

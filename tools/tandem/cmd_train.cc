@@ -127,10 +127,12 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
                                                                      " warmup steps")
                                                       : "")
                     : "";
+  const std::string clip =
+      p.clip_grad_norm > 0 ? absl::StrCat(", gradients clipped to norm ", p.clip_grad_norm) : "";
   std::string line1 = absl::StrFormat(
-      "%s on %s, batch %d (%s per device), %s%s, init %s, seed %d\n", c.spec.name,
+      "%s on %s, batch %d (%s per device), %s%s%s, init %s, seed %d\n", c.spec.name,
       deviceList(p.devices), batch, even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"),
-      optimizer, schedule, ir::toString(o.build.weight_init), f.seed);
+      optimizer, schedule, clip, ir::toString(o.build.weight_init), f.seed);
   std::string line2 =
       dropped == 0
           ? absl::StrFormat("%s training %s per epoch in %s, %s test %s\n", thousands(train_count),
@@ -247,7 +249,9 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags
       {"--seed", absl::StrCat(f.seed)},
       {"--limit-train", absl::StrCat(train_count)}};
   for (auto& setting : optimizerSettings(o.pipeline)) out.push_back(std::move(setting));
-  // Listed only under a schedule, so that checkpoints from before --schedule resume.
+  // Listed only when given, so that checkpoints from before these flags resume.
+  if (o.pipeline.clip_grad_norm > 0)
+    out.push_back({"--clip-grad-norm", exactNumber(o.pipeline.clip_grad_norm)});
   if (o.pipeline.lr_schedule)
     out.insert(out.end(),
                {{"--schedule", f.model.schedule}, {"--warmup", absl::StrCat(f.model.warmup)}});
@@ -305,6 +309,7 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
       {"--eps", exactNumber(p.eps)},
       {"--schedule", f.model.schedule},
       {"--warmup", absl::StrCat(f.model.warmup)},
+      {"--clip-grad-norm", exactNumber(p.clip_grad_norm)},
       {"--init", ir::toString(o.build.weight_init)},
       {"--bucket-mb", exactNumber(p.bucket_mb)},
       {"--first-bucket-mb", exactNumber(p.first_bucket_mb)},

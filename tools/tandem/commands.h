@@ -67,6 +67,8 @@ struct ModelFlags {
   /// constant without warmup compiles the step with feed-learning-rate (runtime/lr_schedule.h).
   std::string schedule = "constant";
   int64_t warmup = 0;
+  /// --clip-grad-norm: the max global norm of the gradients (clip-grad-norm); unset: none.
+  std::optional<double> clip_grad_norm;
   std::optional<std::string> init;
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;

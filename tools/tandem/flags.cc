@@ -155,6 +155,9 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
       ->capture_default_str();
   addNumber(cmd, "--warmup", f.warmup, Range<int64_t>{0, int64_t{1} << 40},
             "Steps of linear learning-rate warmup before the schedule (default: 0)");
+  addNumber(cmd, "--clip-grad-norm", f.clip_grad_norm, Range<double>{0, 1e9, true},
+            "Clip the gradients to this global 2-norm after their all_reduce, as "
+            "torch.nn.utils.clip_grad_norm_ (default: no clipping)");
   cmd->add_option("--init", f.init,
                   "Initializer of conv and linear weights: kaiming or normal:STD (default: the "
                   "model's; the lessons use normal:0.01)");
@@ -357,7 +360,7 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
   for (const char* name :
        {"--devices", "--batch", "--split", "--allreduce-groups", "--optimizer", "--lr",
         "--momentum", "--weight-decay", "--beta1", "--beta2", "--eps", "--schedule", "--warmup",
-        "--init"})
+        "--clip-grad-norm", "--init"})
     cmd->remove_option(cmd->get_option(name));
   cmd->add_option("--devices", f.devices,
                   "Device counts to predict, comma separated, each from 1 to 65536 (default: "
