@@ -10,6 +10,7 @@
 #include "ir/number_format.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
+#include "passes/insertions.h"
 
 namespace tandem::passes {
 
@@ -38,10 +39,13 @@ absl::StatusOr<bool> ClipGradNorm::run(ir::Module& m) {
   if (updates.empty())
     return absl::FailedPreconditionError(absl::StrCat(
         "clip-grad-norm: @", ir::kTrainGraph, " has no optimizer update (run autodiff first)"));
+  // Positions in the graph as it was: the clips are spliced in by one rebuild at the end
+  // (a positions() per device would be quadratic at a thousand devices).
+  const ir::Graph::Positions pos = g->positions();
+  Insertions insert(*g);
   for (const std::string& device : device_order) {
     const std::vector<ir::Node*>& mine = updates.at(device);
     // One clip before the device's first update, after every gradient it reads.
-    const ir::Graph::Positions pos = g->positions();
     const size_t first = pos.at(mine.front());
     std::vector<ir::Value*> grads;
     std::vector<std::string> names;
@@ -54,13 +58,15 @@ absl::StatusOr<bool> ClipGradNorm::run(ir::Module& m) {
       grads.push_back(grad);
       names.push_back(absl::StrCat(grad->name(), ".clipped"));
     }
+    // `first` > 0: the gradients come before it.
     ASSIGN_OR_RETURN(ir::Node * clip,
-                     g->create(ir::ClipGradNormArgs{.gs = grads, .max_norm = max_norm_}.spec(
-                                   {.device = mine.front()->device(), .names = std::move(names)}),
-                               first));
+                     insert.add(first - 1, ir::ClipGradNormArgs{.gs = grads, .max_norm = max_norm_}
+                                               .spec({.device = mine.front()->device(),
+                                                      .names = std::move(names)})));
     for (size_t j = 0; j < mine.size(); ++j)
       mine[j]->setOperand(ir::UpdateView::of(*mine[j])->gradOperand(0), clip->result(j));
   }
+  insert.apply();
   return true;
 }
 
