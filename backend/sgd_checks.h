@@ -9,7 +9,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "backend/adamw_math.h"
+#include "backend/tensor_view.h"
 #include "ir/ir.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
@@ -27,6 +29,12 @@ inline size_t lrScaleOperand(const ir::Node& node) {
 /// multiplies a Python float base lr by a LambdaLR factor.
 inline double scaledLr(double lr, const float* factor) {
   return factor == nullptr ? lr : lr * static_cast<double>(*factor);
+}
+
+/// The schedule's factor a launch reads (operand `at`, from lrScaleOperand; host memory on
+/// a CPU, device memory on a GPU), or null without one.
+inline const float* lrFactor(absl::Span<const TensorView> in, size_t at) {
+  return at == SIZE_MAX ? nullptr : in[at].f32();
 }
 
 /// OK for f32 weights (and momentum) with an f32 or bf16 gradient and a momentum buffer

@@ -53,11 +53,6 @@ struct Hyper {
   double lr, momentum, weight_decay;
 };
 
-/// The schedule's factor a launch reads (operand `at`), or null without one.
-const float* lrFactor(absl::Span<const TensorView> in, size_t at) {
-  return at == SIZE_MAX ? nullptr : in[at].f32();
-}
-
 template <typename G>
 class SgdUpdateKernel final : public CpuKernel {
  public:

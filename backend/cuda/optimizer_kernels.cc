@@ -29,11 +29,6 @@
 namespace tandem::backend::cuda {
 namespace {
 
-/// The schedule's factor a launch reads (operand `at`, device memory), or null.
-const float* lrFactor(absl::Span<const TensorView> in, size_t at) {
-  return at == SIZE_MAX ? nullptr : in[at].f32();
-}
-
 class SgdUpdateKernel final : public CudaKernel {
  public:
   SgdUpdateKernel(CudaContext& ctx, bool bf16_grad, const SgdHyper& p, size_t lr_scale)
