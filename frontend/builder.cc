@@ -187,6 +187,16 @@ Tensor Builder::relu(Tensor x, Loc loc) {
   return addNode(ir::ReluArgs{.x = x.value()}.spec(), layerPath("", "relu"), loc);
 }
 
+Tensor Builder::gelu(Tensor x, Gelu form, Loc loc) {
+  if (form == Gelu::kTanh)
+    return addNode(ir::GeluTanhArgs{.x = x.value()}.spec(), layerPath("", "gelu"), loc);
+  return addNode(ir::GeluArgs{.x = x.value()}.spec(), layerPath("", "gelu"), loc);
+}
+
+Tensor Builder::tanh(Tensor x, Loc loc) {
+  return addNode(ir::TanhArgs{.x = x.value()}.spec(), layerPath("", "tanh"), loc);
+}
+
 Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
   return addNode(ir::MaxPool2dArgs{.x = x.value(),
                                    .kernel = o.kernel,

@@ -101,6 +101,10 @@ class Builder {
   Tensor conv2d(Tensor x, const Conv2dOptions& o, Loc loc = Loc::current());
   Tensor batchNorm(Tensor x, const BatchNormOptions& o = {}, Loc loc = Loc::current());
   Tensor relu(Tensor x, Loc loc = Loc::current());
+  /// GELU, exact (erf) or PyTorch's approximate="tanh" form.
+  enum class Gelu { kErf, kTanh };
+  Tensor gelu(Tensor x, Gelu form = Gelu::kErf, Loc loc = Loc::current());
+  Tensor tanh(Tensor x, Loc loc = Loc::current());
   Tensor maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc = Loc::current());
   Tensor avgPool2d(Tensor x, const Pool2dOptions& o, Loc loc = Loc::current());
   Tensor globalAvgPool(Tensor x, Loc loc = Loc::current());

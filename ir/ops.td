@@ -118,6 +118,24 @@ op sigmoid
   cost elementwise(4)
   doc 1 / (1 + exp(-x)).
 
+op gelu
+  operands x
+  results y
+  cost elementwise(8)
+  doc x/2 (1 + erf(x / sqrt 2)): the exact GELU (PyTorch's nn.GELU()).
+
+op gelu_tanh
+  operands x
+  results y
+  cost elementwise(8)
+  doc x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh form (nn.GELU(approximate="tanh")).
+
+op tanh
+  operands x
+  results y
+  cost elementwise(4)
+  doc tanh(x).
+
 op max_pool2d
   operands x
   results y
@@ -229,6 +247,27 @@ op sigmoid_backward
   traits backward
   cost elementwise(3)
   doc dy * y * (1 - y), from sigmoid's output y.
+
+op gelu_backward
+  operands dy, x
+  results dx
+  traits backward
+  cost elementwise(10)
+  doc dy * (Phi(x) + x phi(x)), from gelu's input x.
+
+op gelu_tanh_backward
+  operands dy, x
+  results dx
+  traits backward
+  cost elementwise(10)
+  doc gelu_tanh's derivative times dy, from its input x.
+
+op tanh_backward
+  operands dy, y
+  results dx
+  traits backward
+  cost elementwise(3)
+  doc dy * (1 - y^2), from tanh's output y.
 
 op max_pool2d_backward
   operands dy, x
