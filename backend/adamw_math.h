@@ -64,6 +64,14 @@ TANDEM_HD AdamWScalars adamwScalars(const AdamWHyper& h, int64_t step) {
           static_cast<float>(-(h.lr / bias1))};
 }
 
+/// adamw_update's scalars from its state as a launch reads it: `count` the parameter's
+/// update count before this update (the f32[1] state), `lr_factor` the schedule's
+/// learning-rate factor or null (lr times it in double, as the CPU kernel does).
+TANDEM_HD AdamWScalars adamwScalarsAt(AdamWHyper h, const float* lr_factor, float count) {
+  if (lr_factor != nullptr) h.lr *= static_cast<double>(*lr_factor);
+  return adamwScalars(h, static_cast<int64_t>(count) + 1);
+}
+
 /// One element's update, in place.
 TANDEM_HD void adamwStep(float& w, float g, float& m, float& v, const AdamWScalars& s) {
   w = w * s.decay;

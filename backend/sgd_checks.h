@@ -3,7 +3,8 @@
 // What every backend's optimizer-update kernels check of their node before they are made:
 // the dtypes the kernels take, sgd_update's momentum buffer's presence (the shape rule
 // ties it to momentum > 0; a kernel built from an unverified node must still not touch a
-// buffer that is not there) and adamw_update's operand count and step count.
+// buffer that is not there) and adamw_update's operand count and step count; and the
+// learning rate a launch uses under a schedule.
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,18 @@
 
 namespace tandem::backend {
 
+/// The operand index of an update's learning-rate factor (ir/interfaces.h), or SIZE_MAX.
+inline size_t lrScaleOperand(const ir::Node& node) {
+  return ir::UpdateView::of(node)->lrScaleOperand();
+}
+
+/// The learning rate a launch uses: the attribute's, times the schedule's factor when the
+/// node reads one (`at`, from lrScaleOperand). In double, then rounded once, as PyTorch
+/// multiplies a Python float base lr by a LambdaLR factor.
+inline double scaledLr(double lr, const float* factor) {
+  return factor == nullptr ? lr : lr * static_cast<double>(*factor);
+}
+
 /// OK for f32 weights (and momentum) with an f32 or bf16 gradient and a momentum buffer
 /// exactly when momentum > 0; else the error naming the node and `kind` ("CPU", "CUDA").
 inline absl::Status checkSgdUpdate(const ir::Node& node, absl::string_view kind) {
@@ -26,7 +39,8 @@ inline absl::Status checkSgdUpdate(const ir::Node& node, absl::string_view kind)
                                                    " kernel updates f32 weights from f32 or bf16 "
                                                    "gradients, not ",
                                                    ir::dtypeName(t), " operand ", i));
-  if ((node.numOperands() > 2) != (ir::attr::momentum(node) > 0))
+  const size_t per_param = node.numOperands() - (lrScaleOperand(node) == SIZE_MAX ? 0 : 1);
+  if ((per_param > 2) != (ir::attr::momentum(node) > 0))
     return absl::InvalidArgumentError(
         absl::StrCat(node.describe(), ": a momentum buffer is given iff momentum > 0"));
   return absl::OkStatus();
@@ -62,9 +76,10 @@ inline absl::Status checkSgdUpdateGroup(const ir::Node& node, absl::string_view 
 /// an f32 or bf16 gradient; else the error naming the node and `kind`.
 inline absl::Status checkAdamwUpdate(const ir::Node& node, absl::string_view kind) {
   using V = ir::AdamwUpdateView;
-  if (node.numOperands() != 5)
-    return absl::InvalidArgumentError(absl::StrCat(node.describe(), ": ", node.numOperands(),
-                                                   " operands; expected w, g, m, v and step"));
+  if (node.numOperands() != 5 && node.numOperands() != 6)
+    return absl::InvalidArgumentError(
+        absl::StrCat(node.describe(), ": ", node.numOperands(),
+                     " operands; expected w, g, m, v, step and an optional lr_scale"));
   for (size_t i = 0; i < node.numOperands(); ++i)
     if (ir::DType t = node.operand(i)->type().dtype;
         t != ir::DType::kF32 && !(i == V::kG && t == ir::DType::kBF16))

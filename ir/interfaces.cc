@@ -13,7 +13,27 @@ bool UpdateView::statePresent(const OptimizerStateSpec& s, const std::vector<Att
 UpdateView::UpdateView(const Node& n) : n_(&n), info_(n.info().optimizer) {
   for (size_t s = 0; s < info_->states.size(); ++s)
     if (statePresent(info_->states[s], n.attrs())) present_.push_back(s);
-  if (grouped()) k_ = n.numOperands() % streams() == 0 ? n.numOperands() / streams() : 0;
+  // The learning-rate factor is one operand past the per-parameter ones (every parameter
+  // takes at least two, weight and gradient, so the count tells it apart) and is read from
+  // a fed variable: an operand too many of another kind is no factor, and the shape rule
+  // names it.
+  const size_t count = n.numOperands();
+  const size_t per = streams();
+  const bool scaled = info_->lr_scale && count % per == 1 && count > per &&
+                      readsFedVariable(*n.operand(count - 1));
+  if (grouped()) {
+    const size_t rest = count - (scaled ? 1 : 0);
+    k_ = rest % per == 0 ? rest / per : 0;
+  }
+  if (scaled) lr_scale_ = count - 1;
+}
+
+bool readsFedVariable(const Value& v) {
+  const Node* def = v.def();
+  if (def == nullptr || def->op() != Op::kParam || def->graph() == nullptr) return false;
+  const std::string* name = variableOf(*def);
+  const Var* var = name == nullptr ? nullptr : def->graph()->module()->findVar(*name);
+  return var != nullptr && var->role == VarRole::kFed;
 }
 
 std::optional<UpdateView> UpdateView::of(const Node& n) {

@@ -48,6 +48,9 @@ struct OptimizerInfo {
   size_t param = 0, grad = 1;  // operand indices in the single form
   std::vector<OptimizerStateSpec> states;
   size_t operands = 0;           // of the single form
+  /// Takes an optional f32[1] learning-rate factor (the schedule's, fed every step) after
+  /// every per-parameter operand: the update uses lr * factor.
+  bool lr_scale = false;
   std::optional<Op> grouped;     // the multi-tensor form of a single-parameter op
   std::optional<Op> grouped_of;  // set on the grouped form: the op it groups
 };
@@ -79,6 +82,9 @@ class UpdateView {
   }
   Value* param(size_t j) const { return n_->operand(paramOperand(j)); }
   Value* grad(size_t j) const { return n_->operand(gradOperand(j)); }
+  /// The learning-rate factor operand (the last one), or SIZE_MAX / null without it.
+  size_t lrScaleOperand() const { return lr_scale_; }
+  Value* lrScale() const { return lr_scale_ == SIZE_MAX ? nullptr : n_->operand(lr_scale_); }
 
   /// Whether state `s` of the spec exists on a node with attributes `attrs`.
   static bool statePresent(const OptimizerStateSpec& s, const std::vector<AttrValue>& attrs);
@@ -89,7 +95,11 @@ class UpdateView {
   const OptimizerInfo* info_;
   std::vector<size_t> present_;
   size_t k_ = 1;
+  size_t lr_scale_ = SIZE_MAX;
 };
+
+/// Whether `v` is a param read of a variable of role fed (such as @lr_scale).
+bool readsFedVariable(const Value& v);
 
 /// The gradients an optimizer update reads (k of them); none for any other node.
 std::vector<const Value*> updateGradients(const Node& n);

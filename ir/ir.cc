@@ -411,15 +411,17 @@ absl::string_view varRoleName(VarRole r) {
       return "buffer";
     case VarRole::kOptimizer:
       return "optimizer";
+    case VarRole::kFed:
+      return "fed";
   }
   return "?";
 }
 
 absl::StatusOr<VarRole> parseVarRole(absl::string_view s) {
-  for (VarRole r : {VarRole::kParam, VarRole::kBuffer, VarRole::kOptimizer})
+  for (VarRole r : {VarRole::kParam, VarRole::kBuffer, VarRole::kOptimizer, VarRole::kFed})
     if (varRoleName(r) == s) return r;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown variable role '", s, "' (expected param, buffer or optimizer)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown variable role '", s, "' (expected param, buffer, optimizer or fed)"));
 }
 
 void Module::setDevices(std::vector<Device> ds) {

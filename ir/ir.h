@@ -252,6 +252,8 @@ enum class VarRole : uint8_t {
   kParam,      // trained: autodiff gives it a gradient and an sgd_update
   kBuffer,     // state such as batch-norm running statistics
   kOptimizer,  // optimizer state such as SGD momentum
+  kFed,        // written by the runtime before every step (the learning-rate schedule's
+               // factor): a step reads it, nothing in a graph writes it
 };
 absl::string_view varRoleName(VarRole r);
 absl::StatusOr<VarRole> parseVarRole(absl::string_view s);
@@ -314,6 +316,12 @@ class Module {
 /// Canonical graph names.
 inline constexpr absl::string_view kInitGraph = "init";
 inline constexpr absl::string_view kTrainGraph = "train_step";
+/// The fed variable the optimizer updates read the learning-rate schedule's factor from
+/// (passes/feed_learning_rate.h); the runtime writes it before every step.
+inline constexpr absl::string_view kLrScaleVar = "lr_scale";
+/// The fed variable (i32[1]) that holds the index of the step's update in the whole run,
+/// written by the runtime before every step when a module has it (dropout's masks).
+inline constexpr absl::string_view kStepVar = "step";
 inline constexpr absl::string_view kEvalGraph = "eval_step";
 
 }  // namespace tandem::ir

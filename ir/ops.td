@@ -19,9 +19,10 @@
 #     cost FORMULA[(ARG, ...)]      the roofline's flops (ir/op_cost.h): none,
 #                                   elementwise[(FLOPS per result element)], gemm(FILTER,
 #                                   OUT), matmul(A, B); ARGs name operands or results
-#     optimizer param=P grad=G [grouped=OP | grouped_of=OP]
+#     optimizer param=P grad=G [grouped=OP | grouped_of=OP] [lr_scale=S]
 #                                   an optimizer update (ir/interfaces.h): operand P is the
-#                                   trained weight, G its gradient; its multi-tensor form
+#                                   trained weight, G its gradient; its multi-tensor form;
+#                                   S its last, optional operand: the learning-rate factor
 #     state S init=INIT var=SUFFIX [when=ATTR>0] [shape=scalar]
 #                                   optimizer state operand S: a variable "<param>.SUFFIX"
 #                                   of the weight's type (shape=scalar: an f32[1], such as
@@ -399,16 +400,18 @@ op conv2d_bias_act
 
 # --- optimizer ---------------------------------------------------------------------------
 op sgd_update
-  operands w, g, m?
+  operands w, g, m?, lr_scale?
   attr lr: float >= 0
   attr momentum: float in [0, 1)
   attr weight_decay: float in [0, 1]
   traits stateful optimizer
-  optimizer param=w grad=g grouped=sgd_update_group
+  optimizer param=w grad=g grouped=sgd_update_group lr_scale=lr_scale
   state m init=zeros var=momentum when=momentum>0
   cost elementwise
   doc In-place SGD step on the variables that w (and the momentum buffer m) read:
-  doc d = g + weight_decay*w; m = momentum*m + d; w -= lr*(momentum > 0 ? m : d).
+  doc d = g + weight_decay*w; m = momentum*m + d; w -= lr*(momentum > 0 ? m : d). With
+  doc lr_scale (an f32[1], the learning-rate schedule's factor fed every step), lr is
+  doc lr*lr_scale.
 
 op sgd_update_group
   operands xs...
@@ -420,17 +423,18 @@ op sgd_update_group
   cost elementwise
   doc sgd_update of k parameters of one device as one node (one multi-tensor launch):
   doc operands are k weights, their k gradients and, when momentum > 0, their k momentum
-  doc buffers. Made by group-sgd-updates.
+  doc buffers, then the lr_scale of sgd_update if its updates have one. Made by
+  doc group-sgd-updates.
 
 op adamw_update
-  operands w, g, m, v, step
+  operands w, g, m, v, step, lr_scale?
   attr lr: float >= 0
   attr beta1: float in [0, 1)
   attr beta2: float in [0, 1)
   attr eps: float >= 0
   attr weight_decay: float in [0, 1]
   traits stateful optimizer
-  optimizer param=w grad=g
+  optimizer param=w grad=g lr_scale=lr_scale
   state m init=zeros var=exp_avg
   state v init=zeros var=exp_avg_sq
   state step init=zeros var=step shape=scalar
@@ -439,7 +443,8 @@ op adamw_update
   doc that w, m, v and step read: step += 1; w *= 1 - lr*weight_decay; m = beta1*m +
   doc (1-beta1)*g; v = beta2*v + (1-beta2)*g*g; w -= lr/(1-beta1^step) * m /
   doc (sqrt(v)/sqrt(1-beta2^step) + eps). step is the parameter's update count, an f32[1]
-  doc as PyTorch keeps state['step'], so a checkpoint carries it with the moments.
+  doc as PyTorch keeps state['step'], so a checkpoint carries it with the moments. With
+  doc lr_scale (an f32[1], the schedule's factor fed every step), lr is lr*lr_scale.
 
 # --- collectives (the only ops whose operands and results span devices) ----------------
 op split

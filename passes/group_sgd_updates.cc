@@ -17,9 +17,10 @@ namespace {
 using ir::Node;
 
 /// What updates must share to run in one launch: optimizer, device, the collective their
-/// gradient comes from (null: a local gradient), gradient dtype and hyperparameters (every
-/// attribute; printed, so that the key orders groups the same on every run).
-using GroupKey = std::tuple<ir::Op, std::string, const Node*, ir::DType, std::string>;
+/// gradient comes from (null: a local gradient), gradient dtype, hyperparameters (every
+/// attribute, printed) and learning-rate factor (null: none).
+using GroupKey =
+    std::tuple<ir::Op, std::string, const Node*, ir::DType, std::string, const ir::Value*>;
 
 GroupKey keyOf(const ir::UpdateView& u) {
   const Node& n = u.node();
@@ -27,8 +28,9 @@ GroupKey keyOf(const ir::UpdateView& u) {
   const bool collective = def != nullptr && def->info().has(ir::kCollective);
   std::string attrs;
   for (const ir::AttrValue& a : n.attrs()) absl::StrAppend(&attrs, ir::toString(a), ",");
-  return {n.op(), n.device() ? ir::toString(*n.device()) : std::string(),
-          collective ? def : nullptr, u.grad(0)->type().dtype, std::move(attrs)};
+  return {n.op(),           n.device() ? ir::toString(*n.device()) : std::string(),
+          collective ? def : nullptr, u.grad(0)->type().dtype,
+          std::move(attrs), u.lrScale()};
 }
 
 /// The longest dotted prefix of every member's scope ("stage1.block0" and "stage1.block1"
@@ -48,7 +50,8 @@ std::string commonScope(const std::vector<Node*>& members) {
 }
 
 /// The grouped form of `members` (in graph order): their weights, then their gradients,
-/// then each present state of all of them; the first member's attributes (all share them).
+/// then each present state of all of them, then their shared learning-rate factor; the
+/// first member's attributes (all share them).
 ir::NodeSpec groupSpec(const std::vector<Node*>& members) {
   const Node& first = *members.front();
   const ir::UpdateView u = *ir::UpdateView::of(first);
@@ -60,6 +63,7 @@ ir::NodeSpec groupSpec(const std::vector<Node*>& members) {
   for (size_t s = 0; s < u.presentStates().size(); ++s) streams.push_back(u.stateOperand(0, s));
   for (size_t operand : streams)
     for (const Node* m : members) spec.operands.push_back(m->operand(operand));
+  if (u.lrScale() != nullptr) spec.operands.push_back(u.lrScale());
   return spec;
 }
 

@@ -96,6 +96,7 @@ std::string defaultPipeline(const PipelineConfig& c) {
           : absl::StrCat("autodiff{optimizer=", c.optimizer, ",lr=", num(c.lr),
                          ",beta1=", num(c.beta1), ",beta2=", num(c.beta2), ",eps=", num(c.eps),
                          ",weight-decay=", num(c.weight_decay), "}"),
+      c.lr_schedule ? "feed-learning-rate" : "",
       // Between autodiff and replicate: it rewrites forward and backward together, once.
       c.fuse ? "fuse-conv-bn-relu" : "",
       absl::StrCat(
@@ -143,6 +144,7 @@ std::string defaultPipeline(const PipelineConfig& c) {
 std::vector<std::string> defaultPassNames() {
   return {"mixed-precision",
           "autodiff",
+          "feed-learning-rate",
           "fuse-conv-bn-relu",
           "replicate",
           "insert-collectives",

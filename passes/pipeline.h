@@ -27,6 +27,9 @@ struct PipelineConfig {
   double momentum = 0;
   double weight_decay = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// Run feed-learning-rate: the updates read a factor the runtime writes every step (CLI
+  /// --schedule other than constant, or --warmup).
+  bool lr_schedule = false;
   double bucket_mb = 25;
   double first_bucket_mb = 1;
   /// > 1: hierarchical gradient reduction over this many groups of devices.

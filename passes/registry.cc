@@ -6,6 +6,7 @@
 #include "passes/assign_streams.h"
 #include "passes/autodiff.h"
 #include "passes/dce.h"
+#include "passes/feed_learning_rate.h"
 #include "passes/fuse_conv_bn_relu.h"
 #include "passes/group_sgd_updates.h"
 #include "passes/insert_collectives.h"
@@ -27,6 +28,9 @@ const std::vector<PassInfo>& registeredPasses() {
        "optimizer=sgd|adamw, lr=0.1, momentum=0, weight-decay=0 (sgd); adamw: "
        "beta1=0.9, beta2=0.999, eps=1e-08",
        Autodiff::create},
+      {FeedLearningRate::kName,
+       "optimizer updates read the learning-rate schedule's factor, @lr_scale, fed every step",
+       "", FeedLearningRate::create},
       {FuseConvBnRelu::kName,
        "conv2d -> batch_norm [-> add] [-> relu] as fused nodes, forward and backward", "",
        FuseConvBnRelu::create},

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -170,6 +172,43 @@ absl::Status Trainer::checkData(const data::BatchLoader& loader, absl::string_vi
   return absl::OkStatus();
 }
 
+absl::Status Trainer::writeOnThisProcess(const std::string& name, const HostTensor& value) {
+  const ir::Module& m = executor_->module();
+  for (size_t d = 0; d < m.devices().size(); ++d)
+    if (m.devices()[d].rank == backend::Processes::current().rank())
+      RETURN_IF_ERROR(executor_->writeVariable(name, d, value));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::feedStep(int64_t step) {
+  const ir::Module& m = executor_->module();
+  if (schedule_) {
+    const std::string var(ir::kLrScaleVar);
+    if (m.findVar(var) == nullptr)
+      return absl::FailedPreconditionError(
+          absl::StrCat("module @", m.name(), " has no variable @", var,
+                       " for the learning-rate schedule (compile it with feed-learning-rate)"));
+    HostTensor value(ir::TensorType{ir::DType::kF32, {1}});
+    const float factor = static_cast<float>(schedule_->factor(step));
+    std::memcpy(value.buffer.data(), &factor, sizeof factor);
+    RETURN_IF_ERROR(writeOnThisProcess(var, value));
+  }
+  if (const ir::Var* counter = m.findVar(ir::kStepVar); counter != nullptr) {
+    HostTensor value(counter->type);
+    if (counter->type != ir::TensorType{ir::DType::kI32, {1}})
+      return absl::FailedPreconditionError(absl::StrCat(
+          "variable @", ir::kStepVar, " of module @", m.name(), " is ",
+          ir::toString(counter->type), "; the update's index it is fed is an i32[1]"));
+    if (step > INT32_MAX)
+      return absl::OutOfRangeError(absl::StrCat("update ", step, " is past @", ir::kStepVar,
+                                                "'s i32 range"));
+    const int32_t index = static_cast<int32_t>(step);
+    std::memcpy(value.buffer.data(), &index, sizeof index);
+    RETURN_IF_ERROR(writeOnThisProcess(counter->name, value));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::initialize() { return executor_->run(ir::kInitGraph, {}).status(); }
 
 absl::StatusOr<std::pair<double, int64_t>> Trainer::trainStep(const data::Batch& b) {
@@ -201,6 +240,8 @@ absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const 
     // A callback that replaced the module (--split auto) left the batch with the old one.
     if (!executor_->prefetched(ir::kTrainGraph))
       RETURN_IF_ERROR(handOver(*executor_, ir::kTrainGraph, *batch, image_type_, label_type_));
+    // The step before has ended (waited for below), so no kernel reads @lr_scale now.
+    RETURN_IF_ERROR(feedStep(first_step_ + r.steps));
     RETURN_IF_ERROR(executor_->launch(ir::kTrainGraph));
     const int64_t valid = batch->valid;
     batch = loader.next();  // the step's batch is in staging: the loader may reuse its slot

@@ -3,12 +3,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/status/statusor.h"
 #include "ir/ir.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/executor.h"
+#include "runtime/lr_schedule.h"
 
 namespace tandem::runtime {
 
@@ -80,6 +82,17 @@ class Trainer {
   /// Trainer with it.
   absl::Status replaceModule(std::unique_ptr<ir::Module> compiled);
 
+  /// The index in the whole run of the epoch's first update (the epochs before it times
+  /// the steps per epoch), for the next trainEpoch, which counts on from
+  /// it (a resumed epoch's steps done included) for the variables it feeds before each update (role `fed`, ir/ir.h): @lr_scale,
+  /// the schedule's factor, when a schedule is set, and @step, the update's index, when
+  /// the module has it (dropout's masks draw from it).
+  void setFirstStep(int64_t step) { first_step_ = step; }
+  /// The learning-rate schedule; unset (the default): @lr_scale is not written.
+  void setLearningRateSchedule(std::optional<LrSchedule> schedule) {
+    schedule_ = std::move(schedule);
+  }
+
   /// Executor::setBeforeNodeHook, kept across replaceModule.
   void setBeforeNodeHook(std::function<void(const ir::Node&, size_t device)> hook);
 
@@ -103,7 +116,14 @@ class Trainer {
  private:
   std::unique_ptr<Executor> executor_;
   ExecutorOptions options_;
+  /// Writes the fed variables of update `step` on every device of this process.
+  absl::Status feedStep(int64_t step);
+  /// Writes `value` to variable `name`'s replica on every device of this process.
+  absl::Status writeOnThisProcess(const std::string& name, const HostTensor& value);
+
   std::function<void(const ir::Node&, size_t)> hook_;
+  int64_t first_step_ = 0;
+  std::optional<LrSchedule> schedule_;
   ir::TensorType image_type_, label_type_;
 };
 

@@ -37,9 +37,9 @@ void update(float* w, const G* g, float* m, float* v, int64_t n, const AdamWScal
 // host never waits for the count.
 template <typename G>
 __global__ void adamwCountedKernel(float* w, const G* g, float* m, float* v, int64_t n,
-                                   const float* step, AdamWHyper h) {
+                                   const float* step, AdamWHyper h, const float* lr_factor) {
   __shared__ AdamWScalars s;
-  if (threadIdx.x == 0) s = adamwScalars(h, static_cast<int64_t>(*step) + 1);
+  if (threadIdx.x == 0) s = adamwScalarsAt(h, lr_factor, *step);
   __syncthreads();
   adamwElements(w, g, m, v, n, s);
 }
@@ -50,20 +50,22 @@ __global__ void countStep(float* step) { *step += 1; }
 
 template <typename G>
 void countedUpdate(float* w, const G* g, float* m, float* v, int64_t n, float* step,
-                   const AdamWHyper& h, cudaStream_t stream) {
-  if (n > 0) adamwCountedKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(w, g, m, v, n, step, h);
+                   const AdamWHyper& h, const float* lr_factor, cudaStream_t stream) {
+  if (n > 0)
+    adamwCountedKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(w, g, m, v, n, step, h,
+                                                                 lr_factor);
   countStep<<<1, 1, 0, stream>>>(step);
 }
 
 }  // namespace
 
 void launchAdamWUpdate(float* w, const float* g, float* m, float* v, int64_t n, float* step,
-                       const AdamWHyper& h, cudaStream_t stream) {
-  countedUpdate(w, g, m, v, n, step, h, stream);
+                       const AdamWHyper& h, const float* lr_factor, cudaStream_t stream) {
+  countedUpdate(w, g, m, v, n, step, h, lr_factor, stream);
 }
 void launchAdamWUpdate(float* w, const uint16_t* g, float* m, float* v, int64_t n, float* step,
-                       const AdamWHyper& h, cudaStream_t stream) {
-  countedUpdate(w, g, m, v, n, step, h, stream);
+                       const AdamWHyper& h, const float* lr_factor, cudaStream_t stream) {
+  countedUpdate(w, g, m, v, n, step, h, lr_factor, stream);
 }
 
 void launchAdamWUpdate(float* w, const float* g, float* m, float* v, int64_t n,

@@ -18,10 +18,11 @@ void launchAdamWUpdate(float* w, const uint16_t* g, float* m, float* v, int64_t 
                        const AdamWScalars& s, cudaStream_t stream);
 
 /// adamw_update's step: the update's number is *step + 1 (step: the parameter's f32[1]
-/// count in device memory, which it then increments), its scalars made on the device.
+/// count in device memory, which it then increments), its scalars made on the device
+/// (adamwScalarsAt), with the lr times *lr_factor when that is not null.
 void launchAdamWUpdate(float* w, const float* g, float* m, float* v, int64_t n, float* step,
-                       const AdamWHyper& h, cudaStream_t stream);
+                       const AdamWHyper& h, const float* lr_factor, cudaStream_t stream);
 void launchAdamWUpdate(float* w, const uint16_t* g, float* m, float* v, int64_t n, float* step,
-                       const AdamWHyper& h, cudaStream_t stream);
+                       const AdamWHyper& h, const float* lr_factor, cudaStream_t stream);
 
 }  // namespace tandem::backend::cuda

@@ -13,7 +13,8 @@ namespace {
 
 // kMomentum: m is read and written; else it is null and never touched.
 template <int V, bool kMomentum, typename G>
-__global__ void sgdUpdateKernel(float* w, const G* g, float* m, int64_t n, SgdParams p) {
+__global__ void sgdUpdateKernel(float* w, const G* g, float* m, int64_t n, SgdHyper h) {
+  const SgdParams p = sgdParamsAt(h);
   const int64_t start = gridStart(), stride = gridStride(), packs = n / V;
   for (int64_t c = start; c < packs; c += stride) {
     Pack<float, V> pw = reinterpret_cast<const Pack<float, V>*>(w)[c];
@@ -38,7 +39,7 @@ __global__ void sgdUpdateKernel(float* w, const G* g, float* m, int64_t n, SgdPa
 }
 
 template <int V, typename G>
-void launchPacked(float* w, const G* g, float* m, int64_t n, const SgdParams& p,
+void launchPacked(float* w, const G* g, float* m, int64_t n, const SgdHyper& p,
                   cudaStream_t stream) {
   const unsigned blocks = mapBlocks(std::max<int64_t>(n / V, 1));
   if (m != nullptr)
@@ -48,7 +49,7 @@ void launchPacked(float* w, const G* g, float* m, int64_t n, const SgdParams& p,
 }
 
 template <typename G>
-void sgdUpdate(float* w, const G* g, float* m, int64_t n, const SgdParams& p, cudaStream_t stream) {
+void sgdUpdate(float* w, const G* g, float* m, int64_t n, const SgdHyper& p, cudaStream_t stream) {
   // 4 values per access: 16 bytes of w and m, 16 or 8 of the gradient.
   constexpr int V = 4;
   if (n <= 0) return;
@@ -61,7 +62,8 @@ void sgdUpdate(float* w, const G* g, float* m, int64_t n, const SgdParams& p, cu
 // Block b steps kGroupChunk values of the table's parameter that owns b, one value per
 // thread and pass (coalesced; a chunk is 16 passes of 256 threads).
 template <bool kMomentum, typename G>
-__global__ void sgdGroupKernel(SgdGroupTable t, SgdParams p) {
+__global__ void sgdGroupKernel(SgdGroupTable t, SgdHyper h) {
+  const SgdParams p = sgdParamsAt(h);
   const int64_t block = blockIdx.x;
   const int j = groupTensorOf(t.first_block, t.count, block);
   const GroupRange r = groupRangeOf(t.first_block, t.n, j, block);
@@ -77,7 +79,7 @@ __global__ void sgdGroupKernel(SgdGroupTable t, SgdParams p) {
 }
 
 template <typename G>
-void sgdGroup(const SgdGroupTable& t, int64_t blocks, bool momentum, const SgdParams& p,
+void sgdGroup(const SgdGroupTable& t, int64_t blocks, bool momentum, const SgdHyper& p,
               cudaStream_t stream) {
   if (t.count == 0 || blocks <= 0) return;
   const unsigned grid = static_cast<unsigned>(blocks);
@@ -90,19 +92,19 @@ void sgdGroup(const SgdGroupTable& t, int64_t blocks, bool momentum, const SgdPa
 }  // namespace
 
 void launchSgdUpdateGroup(const SgdGroupTable& table, int64_t blocks, bool momentum, bool bf16_grad,
-                          const SgdParams& p, cudaStream_t stream) {
+                          const SgdHyper& p, cudaStream_t stream) {
   if (bf16_grad)
     sgdGroup<uint16_t>(table, blocks, momentum, p, stream);
   else
     sgdGroup<float>(table, blocks, momentum, p, stream);
 }
 
-void launchSgdUpdate(float* w, const float* g, float* m, int64_t n, const SgdParams& p,
+void launchSgdUpdate(float* w, const float* g, float* m, int64_t n, const SgdHyper& p,
                      cudaStream_t stream) {
   sgdUpdate(w, g, m, n, p, stream);
 }
 
-void launchSgdUpdate(float* w, const uint16_t* g, float* m, int64_t n, const SgdParams& p,
+void launchSgdUpdate(float* w, const uint16_t* g, float* m, int64_t n, const SgdHyper& p,
                      cudaStream_t stream) {
   sgdUpdate(w, g, m, n, p, stream);
 }

@@ -14,15 +14,15 @@
 namespace tandem::backend::cuda {
 
 /// One parameter's step; `m` is null without momentum.
-void launchSgdUpdate(float* w, const float* g, float* m, int64_t n, const SgdParams& p,
+void launchSgdUpdate(float* w, const float* g, float* m, int64_t n, const SgdHyper& p,
                      cudaStream_t stream);
-void launchSgdUpdate(float* w, const uint16_t* g, float* m, int64_t n, const SgdParams& p,
+void launchSgdUpdate(float* w, const uint16_t* g, float* m, int64_t n, const SgdHyper& p,
                      cudaStream_t stream);
 
 /// One launch of sgd_update_group's multi-tensor kernel: the table's parameters (gradients
 /// f32, or bf16 when `bf16_grad`; momentum buffers read when `momentum`), `blocks` of them
 /// (the table's last prefix sum).
 void launchSgdUpdateGroup(const SgdGroupTable& table, int64_t blocks, bool momentum, bool bf16_grad,
-                          const SgdParams& p, cudaStream_t stream);
+                          const SgdHyper& p, cudaStream_t stream);
 
 }  // namespace tandem::backend::cuda

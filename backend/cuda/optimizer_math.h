@@ -14,6 +14,22 @@ struct SgdParams {
   float lr, momentum, weight_decay;
 };
 
+/// What a launch is given: the attributes, and the device address of the schedule's
+/// learning-rate factor when the node reads one (null: none). The factor changes every
+/// step, so it is read where the kernel runs, not baked into a recorded launch.
+struct SgdHyper {
+  double lr;
+  float momentum, weight_decay;
+  const float* lr_factor;
+};
+
+/// The step's parameters: lr times the factor in double, rounded once (the CPU kernel's
+/// scaledLr, backend/sgd_checks.h).
+TANDEM_HD SgdParams sgdParamsAt(const SgdHyper& h) {
+  const double lr = h.lr_factor == nullptr ? h.lr : h.lr * static_cast<double>(*h.lr_factor);
+  return SgdParams{static_cast<float>(lr), h.momentum, h.weight_decay};
+}
+
 /// d = g + weight_decay * w; m = momentum * m + d; w -= lr * m (with a momentum buffer).
 TANDEM_HD void sgdStep(float& w, float g, float& m, const SgdParams& p) {
   const float d = g + p.weight_decay * w;

@@ -90,6 +90,9 @@ std::string quote(const std::string& s) {
 struct Slot {  // an operand or a result
   std::string name;
   bool optional = false, variadic = false;
+  // An optional operand that is an optimizer state present only `when` ATTR > 0: its
+  // presence is the attribute, not the count, so optional operands may follow it.
+  std::string when_attr;
 };
 
 struct Attr {
@@ -116,7 +119,7 @@ struct Op {
   std::vector<std::string> cost_args;
   std::string doc;
   // optimizer
-  std::string param, grad, grouped, grouped_of;
+  std::string param, grad, grouped, grouped_of, lr_scale;
   std::vector<State> states;
   int optimizer_line = 0;
   // collective
@@ -349,8 +352,8 @@ Spec parse(std::istream& in) {
     } else if (key == "doc") {
       op->doc += (op->doc.empty() ? "" : " ") + rest;
     } else if (key == "optimizer") {
-      auto kv = keyValues(rest, line, {"param", "grad", "grouped", "grouped_of"});
-      op->param = kv["param"], op->grad = kv["grad"];
+      auto kv = keyValues(rest, line, {"param", "grad", "grouped", "grouped_of", "lr_scale"});
+      op->param = kv["param"], op->grad = kv["grad"], op->lr_scale = kv["lr_scale"];
       op->grouped = kv["grouped"], op->grouped_of = kv["grouped_of"];
       op->optimizer_line = line;
     } else if (key == "state") {
@@ -437,6 +440,13 @@ void validate(Spec& spec) {
     }
     for (const std::string* r : {&o.param, &o.grad})
       if (o.operandIndex(*r) < 0) die(l, "'" + *r + "' is no operand of " + o.name);
+    // The learning-rate factor follows every per-parameter operand (UpdateView finds it
+    // there, in the grouped form too).
+    if (!o.lr_scale.empty() &&
+        (o.operandIndex(o.lr_scale) != static_cast<int>(o.operands.size()) - 1 ||
+         !o.operands.back().optional))
+      die(l, "lr_scale '" + o.lr_scale + "' must be the last operand of " + o.name +
+                 ", an optional one");
     if (!o.grouped.empty() && spec.find(o.grouped) == nullptr)
       die(l, "grouped form '" + o.grouped + "' is no op (declare it too)");
     for (const State& s : o.states) {
@@ -453,9 +463,33 @@ void validate(Spec& spec) {
           die(s.line, "when must be ATTR>0 for a float attribute");
         if (!o.operands[o.operandIndex(s.operand)].optional)
           die(s.line, "a state present only `when` must be an optional operand");
+        o.operands[o.operandIndex(s.operand)].when_attr = attr;
       }
     }
   }
+  // Only the last optional operand may be told by the count; the ones before it are told
+  // by their `when` attribute.
+  for (Op& o : spec.ops)
+    for (size_t i = 0; i + 1 < o.operands.size(); ++i)
+      if (o.operands[i].optional && o.operands[i + 1].optional && o.operands[i].when_attr.empty())
+        die(o.line, "op " + o.name + ": optional operand '" + o.operands[i].name +
+                        "' is followed by another optional one, so its presence needs a "
+                        "`state ... when=ATTR>0` line");
+}
+
+/// Where optional operand `i` of `op` is when operands before it are optional and told
+/// by their `when` attribute (a view's C++ expression over its attribute accessors), or
+/// "" when it has a fixed index.
+std::string whenShiftedIndexExpr(const Op& op, size_t i) {
+  // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on `"(" + s + ...`.
+  std::string expr;
+  for (size_t j = 0; j < i; ++j)
+    if (!op.operands[j].when_attr.empty())
+      expr.append(" - (").append(op.operands[j].when_attr).append("() > 0 ? 0u : 1u)");
+  if (expr.empty()) return expr;
+  std::string out("(size_t{");
+  out.append(std::to_string(i)).append("}").append(expr).append(")");
+  return out;
 }
 
 // ---- writers --------------------------------------------------------------------------
@@ -599,7 +633,8 @@ struct Required {
       << "  const Node& node() const { return *n_; }\n";
     for (size_t i = 0; i < op.operands.size(); ++i) {
       const Slot& s = op.operands[i];
-      const std::string moved = slotIndexExpr(op.operands, i, "n_->numOperands()");
+      std::string moved = slotIndexExpr(op.operands, i, "n_->numOperands()");
+      if (moved.empty()) moved = whenShiftedIndexExpr(op, i);
       const std::string at = moved.empty() ? std::to_string(i) : moved;
       // An operand after a middle optional one has no fixed index (its accessor knows).
       if (moved.empty()) o << "  static constexpr size_t k" << camel(s.name) << " = " << i << ";\n";
@@ -609,9 +644,13 @@ struct Required {
       if (s.variadic)
         o << "  absl::Span<Value* const> " << s.name << "() const { return absl::MakeConstSpan("
           << "n_->operands()).subspan(" << i << "); }\n";
+      else if (s.optional && !s.when_attr.empty())
+        o << "  Value* " << s.name << "() const { return " << s.when_attr
+          << "() > 0 ? n_->operand(" << at << ") : nullptr; }\n";
       else if (s.optional)
         o << "  Value* " << s.name << "() const { return n_->numOperands() > "
-          << (middle ? required : i) << " ? n_->operand(" << i << ") : nullptr; }\n";
+          << (middle ? std::to_string(required) : at) << " ? n_->operand(" << at
+          << ") : nullptr; }\n";
       else
         o << "  Value* " << s.name << "() const { return n_->operand(" << at << "); }\n";
     }
@@ -726,7 +765,8 @@ namespace tandem::ir {
         << camel(s.init) << ", .var_suffix = \"" << s.var << "\", .when_attr = "
         << (s.when.empty() ? -1 : single.attrIndex(s.when.substr(0, s.when.find('>'))))
         << ", .scalar = " << (s.shape == "scalar" ? "true" : "false") << "}, ";
-    o << "},\n    .operands = " << single.operands.size() << ",\n";
+    o << "},\n    .operands = " << single.operands.size() << ",\n    .lr_scale = "
+      << (single.lr_scale.empty() ? "false" : "true") << ",\n";
     if (!op.grouped.empty()) o << "    .grouped = Op::k" << camel(op.grouped) << ",\n";
     if (!op.grouped_of.empty()) o << "    .grouped_of = Op::k" << camel(op.grouped_of) << ",\n";
     o << "};\n";

@@ -55,14 +55,35 @@ absl::Status checkUpdate(const Node& n, UpdateOperands u, Describe describe) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Types> inferSgdUpdate(const Node& n) {  // w, g, m?
+/// The learning-rate factor, when the update has one: an f32[1] read from a fed variable
+/// (the runtime writes it before every step).
+template <typename Describe>
+absl::Status checkLrScale(const Node& n, Describe describe) {
+  const UpdateView u = *UpdateView::of(n);
+  if (u.lrScale() == nullptr) return absl::OkStatus();
+  if (typeOf(n, u.lrScaleOperand()) != TensorType{DType::kF32, {1}})
+    return fail(absl::StrCat(describe(u.lrScaleOperand()),
+                             " must be f32[1] (the learning-rate schedule's factor)"));
+  return checkReadsVariable(n, u.lrScaleOperand(), VarRole::kFed, describe);
+}
+
+absl::StatusOr<Types> inferSgdUpdate(const Node& n) {  // w, g, m?, lr_scale?
   const SgdUpdateView v(n);
+  // m is there exactly when momentum > 0; lr_scale may follow.
+  const size_t per = v.momentum() > 0 ? 3 : 2;
+  if (n.numOperands() != per && n.numOperands() != per + 1)
+    return fail(v.momentum() > 0
+                    ? "momentum > 0 needs a momentum buffer operand m (w, g, m, lr_scale?)"
+                    : "momentum is 0, so the operands are w, g and an optional lr_scale (no "
+                      "momentum buffer)");
+  auto describe = [&](size_t i) { return describeOperand(n, i); };
+  if (n.numOperands() == per + 1 && v.lr_scale() != nullptr &&
+      UpdateView::of(n)->lrScale() == nullptr)
+    return fail(absl::StrCat(describe(per), " must be read straight from a variable of role "
+                             "fed (the learning-rate schedule's factor)"));
   const bool has_buffer = v.m() != nullptr;
-  if (has_buffer != (v.momentum() > 0))
-    return fail(has_buffer ? "a momentum buffer m is given but momentum is 0"
-                           : "momentum > 0 needs a momentum buffer operand m");
-  RETURN_IF_ERROR(checkUpdate(n, {0, 1, has_buffer ? size_t{2} : SIZE_MAX},
-                              [&](size_t i) { return describeOperand(n, i); }));
+  RETURN_IF_ERROR(checkUpdate(n, {0, 1, has_buffer ? size_t{2} : SIZE_MAX}, describe));
+  RETURN_IF_ERROR(checkLrScale(n, describe));
   return Types{};
 }
 
@@ -72,18 +93,23 @@ absl::StatusOr<Types> inferSgdUpdateGroup(const Node& n) {  // ws..., gs..., ms.
     return fail(absl::StrCat(n.numOperands(), " operands are not ",
                              SgdGroupLayout::streams(layout.momentum),
                              " x k (k weights, their k gradients",
-                             layout.momentum ? " and their k momentum buffers, as momentum > 0)"
-                                             : "; no momentum buffers, as momentum is 0)"));
+                             layout.momentum ? " and their k momentum buffers, as momentum > 0"
+                                             : "; no momentum buffers, as momentum is 0",
+                             "; then an optional lr_scale)"));
   static constexpr const char* kRoles[] = {"weight", "gradient", "momentum buffer"};
   const size_t k = layout.k;
   auto describe = [&](size_t i) {
-    return absl::StrCat(kRoles[i / k], " ", i % k + 1, " of ", k, " (%", n.operand(i)->name(), ": ",
-                        toString(typeOf(n, i)), ")");
+    const std::string role =
+        i / k < SgdGroupLayout::streams(layout.momentum)
+            ? absl::StrCat(kRoles[i / k], " ", i % k + 1, " of ", k)
+            : std::string("lr_scale");
+    return absl::StrCat(role, " (%", n.operand(i)->name(), ": ", toString(typeOf(n, i)), ")");
   };
   for (size_t j = 0; j < k; ++j)
     RETURN_IF_ERROR(checkUpdate(
         n, {layout.weight(j), layout.gradient(j), layout.momentum ? layout.buffer(j) : SIZE_MAX},
         describe));
+  RETURN_IF_ERROR(checkLrScale(n, describe));
   return Types{};
 }
 
@@ -100,6 +126,11 @@ absl::StatusOr<Types> inferAdamwUpdate(const Node& n) {  // w, g, m, v, step
     return fail(absl::StrCat(describe(AdamwUpdateView::kStep),
                              " must be f32[1] (the parameter's update count)"));
   RETURN_IF_ERROR(checkReadsVariable(n, AdamwUpdateView::kStep, VarRole::kOptimizer, describe));
+  if (AdamwUpdateView(n).lr_scale() != nullptr && UpdateView::of(n)->lrScale() == nullptr)
+    return fail(absl::StrCat(describe(n.numOperands() - 1),
+                             " must be read straight from a variable of role fed (the "
+                             "learning-rate schedule's factor)"));
+  RETURN_IF_ERROR(checkLrScale(n, describe));
   return Types{};
 }
 
@@ -113,7 +144,9 @@ std::vector<std::string> writesVarsAt(const Node& n, std::vector<size_t> operand
 }
 
 std::vector<std::string> writesSgdUpdate(const Node& n) {
-  return writesVarsAt(n, {SgdUpdateView::kW, SgdUpdateView::kM});
+  if (SgdUpdateView(n).momentum() > 0)
+    return writesVarsAt(n, {SgdUpdateView::kW, SgdUpdateView::kM});
+  return writesVarsAt(n, {SgdUpdateView::kW});
 }
 
 std::vector<std::string> writesAdamwUpdate(const Node& n) {

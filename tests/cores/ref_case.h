@@ -90,6 +90,7 @@ class RefCase {
 
   const std::string& name() const { return name_; }
   bool has(const std::string& tensor) const { return tensors_.count(tensor) > 0; }
+  bool hasAttr(const std::string& key) const { return attrs_.count(key) > 0; }
   const RefTensor& tensor(const std::string& key) const {
     static const RefTensor kMissing;
     auto it = tensors_.find(key);

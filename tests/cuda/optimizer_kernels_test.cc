@@ -103,6 +103,57 @@ TEST(CudaOptimizerMath, SgdStepIsTheCpuKernelToTheBit) {
     }
 }
 
+/// sgd_update with the schedule's factor, its last operand, read from a fed variable.
+SingleOp scheduledSgdOp(int64_t n, double momentum) {
+  std::vector<ir::TensorType> operands{f32({n}), f32({n})};
+  std::vector<ir::Var> vars{ir::Var{"state0", f32({n}), ir::VarRole::kParam, {}}};
+  std::vector<size_t> state{0};
+  if (momentum > 0) {
+    operands.push_back(f32({n}));
+    vars.push_back(ir::Var{"state2", f32({n}), ir::VarRole::kOptimizer, {}});
+    state.push_back(2);
+  }
+  const size_t factor = operands.size();
+  operands.push_back(f32({1}));
+  vars.push_back(ir::Var{"state" + std::to_string(factor), f32({1}), ir::VarRole::kFed, {}});
+  state.push_back(factor);
+  return SingleOp(Op::kSgdUpdate, operands,
+                  {{"lr", kLr}, {"momentum", momentum}, {"weight_decay", kWeightDecay}}, vars, {},
+                  state);
+}
+
+// Under a schedule the kernel makes lr * factor where it runs (sgdParamsAt): the CPU
+// kernel's scaledLr, bit for bit, for a factor that is no power of two.
+TEST(CudaOptimizerMath, ScheduledSgdStepIsTheCpuKernelToTheBit) {
+  std::mt19937 rng(3);
+  for (double momentum : {0.0, 0.9}) {
+    SCOPED_TRACE("momentum " + std::to_string(momentum));
+    SingleOp op = scheduledSgdOp(513, momentum);
+    fillSgd(op, rng);
+    const size_t at = op.node().numOperands() - 1;
+    const float factor = 0.3721f;
+    op.in(at).f32()[0] = factor;
+    const int64_t n = op.in(0).size();
+    std::vector<float> w(op.in(0).f32(), op.in(0).f32() + n), m;
+    if (momentum > 0) m.assign(op.in(2).f32(), op.in(2).f32() + n);
+    const cu::SgdParams p = cu::sgdParamsAt(
+        {kLr, static_cast<float>(momentum), static_cast<float>(kWeightDecay), &factor});
+    EXPECT_NE(p.lr, static_cast<float>(kLr));
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      if (momentum > 0)
+        cu::sgdStep(w[k], op.in(1).f32()[i], m[k], p);
+      else
+        cu::sgdStep(w[k], op.in(1).f32()[i], p);
+    }
+    op.run();
+    EXPECT_EQ(std::memcmp(w.data(), op.in(0).f32(), w.size() * sizeof(float)), 0);
+    if (momentum > 0) {
+      EXPECT_EQ(std::memcmp(m.data(), op.in(2).f32(), m.size() * sizeof(float)), 0);
+    }
+  }
+}
+
 /// sgd_update_group over parameters of `sizes` values: weights and momentum buffers read
 /// from variables, gradients of dtype `g`.
 SingleOp sgdGroupOp(const std::vector<int64_t>& sizes, ir::DType g, double momentum) {
@@ -281,8 +332,8 @@ TEST(CudaOptimizerKernels, UnalignedSgdUpdateMatchesTheMath) {
   ASSERT_EQ(cudaMemcpy(pw, op.in(0).f32(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dg, op.in(1).f32(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(dm, op.in(2).f32(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
-  cu::launchSgdUpdate(pw, static_cast<const float*>(dg), static_cast<float*>(dm), n, params(0.9),
-                      nullptr);
+  cu::launchSgdUpdate(pw, static_cast<const float*>(dg), static_cast<float*>(dm), n,
+                      cu::SgdHyper{kLr, 0.9f, static_cast<float>(kWeightDecay), nullptr}, nullptr);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   std::vector<float> got_w(static_cast<size_t>(n)), got_m(static_cast<size_t>(n));
   ASSERT_EQ(cudaMemcpy(got_w.data(), pw, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -330,6 +381,37 @@ void fillAdamw(SingleOp& op, std::mt19937& rng) {
     op.in(3).f32()[k] = positive(rng);
   }
   op.in(4).f32()[0] = 5;
+}
+
+// The counted kernel under a schedule: adamwScalarsAt scales the lr by the factor it reads,
+// as the CPU kernel does.
+TEST(CudaOptimizerMath, ScheduledAdamwStepIsTheCpuKernelToTheBit) {
+  std::mt19937 rng(22);
+  const ir::TensorType w32 = f32({300});
+  SingleOp op(Op::kAdamwUpdate, {w32, w32, w32, w32, f32({1}), f32({1})},
+              {{"lr", 2e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"eps", 1e-8}, {"weight_decay", 0.05}},
+              {ir::Var{"state0", w32, ir::VarRole::kParam, {}},
+               ir::Var{"state2", w32, ir::VarRole::kOptimizer, {}},
+               ir::Var{"state3", w32, ir::VarRole::kOptimizer, {}},
+               ir::Var{"state4", f32({1}), ir::VarRole::kOptimizer, {}},
+               ir::Var{"state5", f32({1}), ir::VarRole::kFed, {}}},
+              {}, {0, 2, 3, 4, 5});
+  fillAdamw(op, rng);
+  const float factor = 0.61f;
+  op.in(5).f32()[0] = factor;
+  const int64_t n = op.in(0).size();
+  std::vector<float> w(op.in(0).f32(), op.in(0).f32() + n), m(op.in(2).f32(), op.in(2).f32() + n),
+      v(op.in(3).f32(), op.in(3).f32() + n);
+  const backend::AdamWScalars sc =
+      backend::adamwScalarsAt(backend::adamwHyper(op.node()), &factor, op.in(4).f32()[0]);
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    backend::adamwStep(w[k], op.in(1).f32()[i], m[k], v[k], sc);
+  }
+  op.run();
+  EXPECT_EQ(op.in(4).f32()[0], 6.0f);
+  EXPECT_EQ(std::memcmp(w.data(), op.in(0).f32(), w.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(v.data(), op.in(3).f32(), v.size() * sizeof(float)), 0);
 }
 
 TEST(CudaOptimizerMath, CountedAdamwStepIsTheCpuKernelToTheBit) {

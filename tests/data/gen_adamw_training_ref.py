@@ -17,7 +17,7 @@ integer hashes that the C++ test computes bit for bit the same (no weights in th
     label k of step s:           (7 * k + 3 * s) mod 10
 
 The file holds the hyper-parameters, each step's loss and every parameter after the last
-step.
+step. adamw_mlp_training_cosine trains 6 steps under --schedule cosine --warmup 2.
 """
 
 import os
@@ -50,21 +50,32 @@ def batch(step):
     return images, labels
 
 
-def main():
+def train(name, steps, warmup=None):
+    """`steps` updates; with `warmup`, the lr follows Tandem's --schedule cosine --warmup
+    (LinearLR for the warmup, then CosineAnnealingLR over the rest, stepped per update)."""
     torch.set_num_threads(1)
     params = {name: torch.nn.Parameter(hashed(l, shape, scale))
               for l, (name, shape, scale) in enumerate(PARAMS)}
     opt = torch.optim.AdamW(list(params.values()), lr=LR, betas=BETAS, eps=EPS,
                             weight_decay=WEIGHT_DECAY)
-    case = Case("adamw_mlp_training",
+    sched = None
+    if warmup is not None:
+        S = torch.optim.lr_scheduler
+        sched = S.SequentialLR(opt, [S.LinearLR(opt, start_factor=1 / warmup,
+                                                total_iters=warmup - 1),
+                                     S.CosineAnnealingLR(opt, T_max=steps - warmup)],
+                               milestones=[warmup])
+    case = Case(name,
                 "torch.optim.AdamW training flatten-fc1-relu-fc2 (gen_adamw_training_ref.py)")
     case.lines[1] = (f"# written by tests/data/gen_adamw_training_ref.py with PyTorch "
                      f"{torch.__version__}; do not edit")
-    case.attr("batch", BATCH).attr("steps", STEPS).attr("hidden", HIDDEN).attr("lr", LR)
+    case.attr("batch", BATCH).attr("steps", steps).attr("hidden", HIDDEN).attr("lr", LR)
     case.attr("beta1", BETAS[0]).attr("beta2", BETAS[1]).attr("eps", EPS)
     case.attr("weight_decay", WEIGHT_DECAY)
+    if warmup is not None:
+        case.attr("schedule", "cosine").attr("warmup", warmup)
     losses = []
-    for step in range(STEPS):
+    for step in range(steps):
         images, labels = batch(step)
         h = torch.relu(images.reshape(BATCH, -1) @ params["fc1.w"].t() + params["fc1.b"])
         logits = h @ params["fc2.w"].t() + params["fc2.b"]
@@ -72,12 +83,19 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if sched is not None:
+            sched.step()
         losses.append(loss.item())
     case.tensor("losses", torch.tensor(losses))
     for name, _, _ in PARAMS:
         case.tensor(name, params[name])
     case.write()
-    print(f"losses {losses}")
+    print(f"{case.name}: losses {losses}")
+
+
+def main():
+    train("adamw_mlp_training", STEPS)
+    train("adamw_mlp_training_cosine", 6, warmup=2)
 
 
 if __name__ == "__main__":

@@ -506,7 +506,7 @@ TEST(ParserErrors, BadInitializerAndRole) {
             "bad.tir:3:40: expected an initializer (zeros, ones, kaiming or normal(std=S)), got "
             "'uniform'");
   EXPECT_EQ(parseError(sampleWith("role=optimizer", "role=state")),
-            "bad.tir:4:37: unknown variable role 'state' (expected param, buffer or optimizer)");
+            "bad.tir:4:37: unknown variable role 'state' (expected param, buffer, optimizer or fed)");
 }
 
 TEST(ParserErrors, FileNameDefaultsToInput) {

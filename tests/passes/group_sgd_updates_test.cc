@@ -144,10 +144,10 @@ TEST(GroupSgdUpdates, ShapeRuleNamesTheOperandAtFault) {
   for (const Case& c : std::vector<Case>{
            {"  sgd_update_group(%a, %c, %ga) {lr=0.1, momentum=0, weight_decay=0}",
             "3 operands are not 2 x k (k weights, their k gradients; no momentum buffers, as "
-            "momentum is 0)"},
+            "momentum is 0; then an optional lr_scale)"},
            {"  sgd_update_group(%a, %c, %ga, %gc) {lr=0.1, momentum=0.9, weight_decay=0}",
             "4 operands are not 3 x k (k weights, their k gradients and their k momentum "
-            "buffers, as momentum > 0)"},
+            "buffers, as momentum > 0; then an optional lr_scale)"},
            {"  sgd_update_group(%a, %gb, %ga, %gc) {lr=0.1, momentum=0, weight_decay=0}",
             "weight 2 of 2 (%gb: f32[3]) must be read straight from a variable (a param node)"},
            {"  sgd_update_group(%a, %c, %ga, %gc) {lr=-1, momentum=0, weight_decay=0}",

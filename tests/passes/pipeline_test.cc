@@ -41,7 +41,8 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
   auto p = passes::parsePipeline("autodiff,fuse-everything");
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(p.status().message(),
-            "unknown pass 'fuse-everything' (known: mixed-precision, autodiff, fuse-conv-bn-relu, "
+            "unknown pass 'fuse-everything' (known: mixed-precision, autodiff, feed-learning-rate, "
+            "fuse-conv-bn-relu, "
             "replicate, insert-collectives, recompute-bn-relu, dce, schedule, group-sgd-updates, "
             "assign-streams, plan-events, plan-memory)");
   for (const passes::PassInfo& info : passes::registeredPasses())
@@ -160,6 +161,7 @@ TEST(DefaultPipeline, TextAndOrder) {
       .lr = 0.2,
       .momentum = 0.9,
       .weight_decay = 0.001,
+      .lr_schedule = true,
       .bucket_mb = 10,
       .first_bucket_mb = 0.5,
       .bf16 = true,
@@ -167,7 +169,7 @@ TEST(DefaultPipeline, TextAndOrder) {
   std::string text = passes::defaultPipeline(config);
   EXPECT_EQ(text,
             "mixed-precision{dtype=bf16},autodiff{lr=0.2,momentum=0.9,weight-decay=0.001},"
-            "fuse-conv-bn-relu,replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
+            "feed-learning-rate,fuse-conv-bn-relu,replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
             "insert-collectives{bucket-mb=10,first-bucket-mb=0.5,allreduce-dtype=bf16},"
             "recompute-bn-relu,dce,schedule,group-sgd-updates,assign-streams,plan-events,"
             "plan-memory");
@@ -175,7 +177,8 @@ TEST(DefaultPipeline, TextAndOrder) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(passNames(*p), passes::defaultPassNames());
   EXPECT_THAT(passes::defaultPassNames(),
-              ElementsAre("mixed-precision", "autodiff", "fuse-conv-bn-relu", "replicate",
+              ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
+                          "replicate",
                           "insert-collectives", "recompute-bn-relu", "dce", "schedule",
                           "group-sgd-updates", "assign-streams", "plan-events", "plan-memory"));
   // CUDA devices group the updates unless told not to; CPU devices only when told to.
@@ -288,7 +291,8 @@ TEST(PassManager, PassErrorsStopTheRun) {
 TEST(PassManager, BadPipelineAddsNothing) {
   passes::PassManager pm;
   EXPECT_EQ(pm.addPipeline("autodiff,nope").message(),
-            "unknown pass 'nope' (known: mixed-precision, autodiff, fuse-conv-bn-relu, replicate, "
+            "unknown pass 'nope' (known: mixed-precision, autodiff, feed-learning-rate, "
+            "fuse-conv-bn-relu, replicate, "
             "insert-collectives, recompute-bn-relu, dce, schedule, group-sgd-updates, "
             "assign-streams, plan-events, plan-memory)");
   EXPECT_EQ(pm.size(), 0u);
@@ -351,10 +355,11 @@ TEST(PassManager, PrintAfterEveryPassAndTimings) {
   auto printed = runPrinting({"*"}, &pm);
   std::vector<std::string> names;
   for (const Printed& p : printed) names.push_back(p.pass);
-  // Every default pass but mixed-precision, which runs only for bf16, and
-  // group-sgd-updates, which runs for CUDA devices.
+  // Every default pass but mixed-precision, which runs only for bf16, feed-learning-rate,
+  // only under a schedule, and group-sgd-updates, which runs for CUDA devices.
   std::vector<std::string> f32_passes = passes::defaultPassNames();
   f32_passes.erase(f32_passes.begin());
+  std::erase(f32_passes, "feed-learning-rate");
   std::erase(f32_passes, "group-sgd-updates");
   EXPECT_EQ(names, f32_passes);
 

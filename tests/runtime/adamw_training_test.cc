@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "runtime/lr_schedule.h"
 #include "tests/cores/ref_case.h"
 #include "tests/runtime/runtime_test_util.h"
 
@@ -69,8 +71,12 @@ double updateError(const std::vector<float>& got, const RefTensor& want,
 // barely move (measured: 1.3e-7 to 2.4e-7 on one and two devices), and which beta2 0.999
 // in place of 0.99 moves to 2e-3 (tried), as would a wrong bias correction, a missing
 // weight decay or a step count off by one. The losses agree to 1e-5.
-void expectPyTorchsAdamw(int devices) {
-  absl::StatusOr<RefCase> ref = RefCase::load("adamw_mlp_training");
+//
+// A case with a schedule (adamw_mlp_training_cosine: PyTorch's SequentialLR of LinearLR and
+// CosineAnnealingLR) compiles with feed-learning-rate and writes each update's factor to
+// @lr_scale before the step, as Trainer::trainEpoch does.
+void expectPyTorchsAdamw(int devices, const std::string& name = "adamw_mlp_training") {
+  absl::StatusOr<RefCase> ref = RefCase::load(name);
   ASSERT_TRUE(ref.ok()) << ref.status();
   TrainSetup o;
   o.devices = cpus(devices);
@@ -81,6 +87,14 @@ void expectPyTorchsAdamw(int devices) {
   o.beta2 = ref->num("beta2");
   o.eps = ref->num("eps");
   o.weight_decay = ref->num("weight_decay");
+  std::optional<runtime::LrSchedule> schedule;
+  if (ref->hasAttr("schedule")) {
+    auto parsed = runtime::LrSchedule::parse(ref->text("schedule"), ref->integer("warmup"),
+                                             ref->integer("steps"), 1);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    schedule = *parsed;
+    o.lr_schedule = true;
+  }
   auto t = makeTrainer(mlp(ref->integer("hidden")), o);
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_TRUE((*t)->initialize().ok());
@@ -101,6 +115,15 @@ void expectPyTorchsAdamw(int devices) {
   const RefTensor& losses = ref->tensor("losses");
   for (int step = 0; step < ref->integer("steps"); ++step) {
     OwnedBatch b = hashedBatch(o.batch, step);
+    if (schedule) {
+      runtime::HostTensor factor(ir::TensorType{ir::DType::kF32, {1}});
+      const float f = static_cast<float>(schedule->factor(step));
+      std::memcpy(factor.buffer.data(), &f, sizeof f);
+      for (int d = 0; d < devices; ++d)
+        ASSERT_TRUE((*t)->executor()
+                        .writeVariable(std::string(ir::kLrScaleVar), static_cast<size_t>(d), factor)
+                        .ok());
+    }
     auto r = (*t)->trainStep(b.view());
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_NEAR(r->first, losses.values[size_t(step)], 1e-5 * losses.values[size_t(step)])
@@ -124,6 +147,12 @@ TEST(AdamwTraining, MatchesPyTorchsAdamwOnOneDevice) { expectPyTorchsAdamw(1); }
 
 // Two devices: each takes half the batch, the gradients are all-reduced before the update.
 TEST(AdamwTraining, MatchesPyTorchsAdamwOnTwoDevices) { expectPyTorchsAdamw(2); }
+
+// Warmup then cosine: the factor each update reads from @lr_scale scales the lr in the
+// decoupled decay and the step, as PyTorch's scheduler sets the group's lr.
+TEST(AdamwTraining, MatchesPyTorchsAdamwUnderWarmupAndCosine) {
+  expectPyTorchsAdamw(2, "adamw_mlp_training_cosine");
+}
 
 }  // namespace
 }  // namespace tandem::testing

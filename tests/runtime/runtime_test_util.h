@@ -52,6 +52,7 @@ struct TrainSetup {
   std::string optimizer = "sgd";  // or adamw
   double lr = 0.1, momentum = 0, weight_decay = 0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adamw's
+  bool lr_schedule = false;  // feed-learning-rate: the updates read @lr_scale
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;
   bool fuse = true;
@@ -81,6 +82,7 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
                 .beta1 = o.beta1,
                 .beta2 = o.beta2,
                 .eps = o.eps,
+                .lr_schedule = o.lr_schedule,
                 .bucket_mb = o.bucket_mb,
                 .first_bucket_mb = o.first_bucket_mb,
                 .allreduce_groups = o.allreduce_groups,

@@ -185,6 +185,13 @@ TEST_F(BadInputTable, Numbers) {
        "--weight-decay)"},
       {{"dump", "--model", "lenet", "--beta1", "0.9"},
        "--beta1: not a setting of --optimizer sgd (it takes --lr, --momentum, --weight-decay)"},
+      // The learning-rate schedule (runtime/lr_schedule.h).
+      {{"dump", "--model", "lenet", "--schedule", "linear"},
+       "--schedule 'linear': unknown schedule (it takes constant, step:EPOCHS:GAMMA such as "
+       "step:30:0.1, or cosine)"},
+      {{"train", "--model", "lenet", "--schedule", "step:2:1.5"},
+       "--schedule 'step:2:1.5': GAMMA must be a number in (0, 1] (it takes constant, "
+       "step:EPOCHS:GAMMA such as step:30:0.1, or cosine)"},
       {{"dump", "--model", "lenet", "--bucket-mb", "0"},
        "--bucket-mb: 0 is out of range: must be > 0 and <= 1e+09"},
       {{"train", "--model", "lenet", "--first-bucket-mb", "-1"},
@@ -341,7 +348,8 @@ TEST_F(BadInputTable, OptFiles) {
        "$TMP/huge.tir:1:1: expected 'module', got "
        "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (1048576 bytes)'"},
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
-       "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, fuse-conv-bn-relu, "
+       "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, "
+       "feed-learning-rate, fuse-conv-bn-relu, "
        "replicate, insert-collectives, recompute-bn-relu, dce, schedule, group-sgd-updates, "
        "assign-streams, plan-events, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},

@@ -189,6 +189,29 @@ TEST_F(CheckpointCli, AdamwKilledMidEpochResumesBitForBit) {
       << other.err;
 }
 
+// Under a learning-rate schedule (warmup, then cosine over the run) the factor of every
+// update is a function of its index in the run: a run killed mid-epoch and resumed feeds
+// the factors the uninterrupted run did, so it prints (lr column included) and ends the same.
+TEST_F(CheckpointCli, ScheduledRunKilledMidEpochResumesBitForBit) {
+  optimizer_ = {"--optimizer", "adamw", "--lr", "0.002", "--schedule", "cosine", "--warmup", "7"};
+  runStraight();
+  EXPECT_NE(straight_.out.find("schedule cosine after 7 warmup steps"), std::string::npos)
+      << straight_.out;
+  EXPECT_NE(straight_.out.find(" lr\n"), std::string::npos) << straight_.out;
+  const std::string dir = work_.file("killed");
+  CommandResult killed = runWithSignal("3:6:9", {"--checkpoint", dir, "--checkpoint-every", "4"});
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  expectResumeEqualsStraight(
+      dir, absl::StrCat("resumed from '", dir, "/checkpoint' at epoch 3, step 4 of 10\n"));
+
+  // Another schedule is refused, naming the flag.
+  CommandResult other = runTandem(withFlag(args({"--resume", dir}), "--warmup", "3"));
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_NE(other.err.find("was written with --warmup 7; this run has --warmup 3"),
+            std::string::npos)
+      << other.err;
+}
+
 // Killed in epoch 3 with a checkpoint per epoch only: resumed from the end of epoch 2.
 TEST_F(CheckpointCli, KilledInEpochThreeAndResumedFromTheEpochBefore) {
   runStraight();

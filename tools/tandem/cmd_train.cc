@@ -33,6 +33,7 @@
 #include "ir/target.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data/fashion_mnist.h"
+#include "runtime/lr_schedule.h"
 #include "runtime/trainer.h"
 #include "tools/driver/auto_split.h"
 #include "tools/driver/compile.h"
@@ -120,10 +121,16 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
           ? absl::StrFormat("lr %g, momentum %g, weight decay %g", p.lr, p.momentum, p.weight_decay)
           : absl::StrFormat("%s lr %g, betas %g/%g, eps %g, weight decay %g", p.optimizer, p.lr,
                             p.beta1, p.beta2, p.eps, p.weight_decay);
-  std::string line1 = absl::StrFormat("%s on %s, batch %d (%s per device), %s, init %s, seed %d\n",
-                                      c.spec.name, deviceList(p.devices), batch,
-                                      even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"),
-                                      optimizer, ir::toString(o.build.weight_init), f.seed);
+  const std::string schedule =
+      p.lr_schedule ? absl::StrCat(", schedule ", f.model.schedule,
+                                   f.model.warmup > 0 ? absl::StrCat(" after ", f.model.warmup,
+                                                                     " warmup steps")
+                                                      : "")
+                    : "";
+  std::string line1 = absl::StrFormat(
+      "%s on %s, batch %d (%s per device), %s%s, init %s, seed %d\n", c.spec.name,
+      deviceList(p.devices), batch, even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"),
+      optimizer, schedule, ir::toString(o.build.weight_init), f.seed);
   std::string line2 =
       dropped == 0
           ? absl::StrFormat("%s training %s per epoch in %s, %s test %s\n", thousands(train_count),
@@ -240,6 +247,10 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags
       {"--seed", absl::StrCat(f.seed)},
       {"--limit-train", absl::StrCat(train_count)}};
   for (auto& setting : optimizerSettings(o.pipeline)) out.push_back(std::move(setting));
+  // Listed only under a schedule, so that checkpoints from before --schedule resume.
+  if (o.pipeline.lr_schedule)
+    out.insert(out.end(),
+               {{"--schedule", f.model.schedule}, {"--warmup", absl::StrCat(f.model.warmup)}});
   out.insert(out.end(), {{"--precision", f.model.precision},
                          {"--allreduce-dtype", f.model.allreduce_dtype},
                          {"--sync-bn", f.model.sync_bn ? "on" : "off"}});
@@ -292,6 +303,8 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
       {"--beta1", exactNumber(p.beta1)},
       {"--beta2", exactNumber(p.beta2)},
       {"--eps", exactNumber(p.eps)},
+      {"--schedule", f.model.schedule},
+      {"--warmup", absl::StrCat(f.model.warmup)},
       {"--init", ir::toString(o.build.weight_init)},
       {"--bucket-mb", exactNumber(p.bucket_mb)},
       {"--first-bucket-mb", exactNumber(p.first_bucket_mb)},
@@ -476,8 +489,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     if (!opened.ok()) return opened.status();
     csv.emplace(*std::move(opened));
     RETURN_IF_ERROR(
-        csv->write("epoch,train_loss,train_acc,test_loss,test_acc,seconds,"
-                   "images_per_s,eval_seconds,split,replans\n"));
+        csv->write(absl::StrCat("epoch,train_loss,train_acc,test_loss,test_acc,seconds,"
+                                "images_per_s,eval_seconds,split,replans",
+                                choice->compile.pipeline.lr_schedule ? ",lr" : "", "\n")));
   }
   // So are gnuplot and the picture's directory: no training first and a failure after.
   std::optional<TraceFile> trace;  // opened now too, so that a bad path fails at once
@@ -512,6 +526,17 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     return absl::InvalidArgumentError(
         absl::StrCat("--batch: ", batch, " is more than the ", train->count, " training images",
                      f.limit_train ? " left by --limit-train" : "", " (lower --batch)"));
+
+  // The learning-rate schedule over the run's steps (checked before anything slow).
+  const int64_t steps_per_epoch = train->count / batch;
+  ASSIGN_OR_RETURN(const runtime::LrSchedule schedule,
+                   runtime::LrSchedule::parse(f.model.schedule, f.model.warmup, steps_per_epoch,
+                                              f.epochs));
+  const bool scheduled = choice->compile.pipeline.lr_schedule;
+  // The learning rate of epoch `epoch`'s last update, as the table shows it.
+  auto lrOfEpoch = [&](int epoch) {
+    return choice->compile.pipeline.lr * schedule.factor(epoch * steps_per_epoch - 1);
+  };
 
   if (resumed) {
     if (absl::Status s = runtime::checkCompatible(
@@ -552,6 +577,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
                                                     .trace = f.profile,
                                                     .record_steps = !f.no_cuda_graphs});
   if (!trainer.ok()) return trainer.status();
+  if (scheduled) (*trainer)->setLearningRateSchedule(schedule);
   runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,
                                           /*drop_last=*/true);
   runtime::data::BatchLoader test_loader(*test, batch, /*shuffle=*/false, f.seed,
@@ -580,26 +606,32 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
                       : absl::StrFormat("resumed from '%s' at epoch %d, step %d of %d\n",
                                         resumed_path, resumed->epoch, resumed->progress.steps,
                                         train_loader.batchesPerEpoch())));
-  RETURN_IF_ERROR(out.write(absl::StrFormat("%5s %10s %9s %9s %8s %9s\n", "epoch", "train_loss",
-                                            "train_acc", "test_acc", "seconds", "images/s")));
+  RETURN_IF_ERROR(out.write(absl::StrFormat("%5s %10s %9s %9s %8s %9s%s\n", "epoch", "train_loss",
+                                            "train_acc", "test_acc", "seconds", "images/s",
+                                            scheduled ? absl::StrFormat(" %10s", "lr") : "")));
   // A finished epoch's row, CSV line and curve point (a resumed run's earlier epochs too).
   // --split auto's re-plans so far (a resumed run's too): each is in the table, the
   // checkpoint and the epoch's CSV row (its "replans" column: STEP:ROWS ...).
   std::vector<runtime::SplitReplan> replans;
   if (resumed) replans = resumed->replans;
   auto showEpoch = [&](const runtime::EpochFigures& e) -> absl::Status {
-    RETURN_IF_ERROR(out.write(absl::StrFormat("%5d %s %9.4f %9.4f %8.1f %9.0f\n", e.epoch,
+    // Under a schedule, the lr of the epoch's last update ends the row.
+    const std::string lr_cell =
+        scheduled ? absl::StrFormat(" %10.4g", lrOfEpoch(e.epoch)) : std::string();
+    RETURN_IF_ERROR(out.write(absl::StrFormat("%5d %s %9.4f %9.4f %8.1f %9.0f%s\n", e.epoch,
                                               lossCell(e.train_loss), e.train_accuracy,
-                                              e.test_accuracy, e.seconds, e.images_per_second)));
+                                              e.test_accuracy, e.seconds, e.images_per_second,
+                                              lr_cell)));
     std::vector<std::string> replanned;
     for (const runtime::SplitReplan& r : replans)
       if (r.epoch == e.epoch)
         replanned.push_back(absl::StrCat(r.step, ":", absl::StrJoin(r.rows, "/")));
     if (csv)
       RETURN_IF_ERROR(csv->write(absl::StrFormat(
-          "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s\n", e.epoch, e.train_loss, e.train_accuracy,
-          e.test_loss, e.test_accuracy, e.seconds, e.images_per_second, e.eval_seconds,
-          absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "))));
+          "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s%s\n", e.epoch, e.train_loss,
+          e.train_accuracy, e.test_loss, e.test_accuracy, e.seconds, e.images_per_second,
+          e.eval_seconds, absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "),
+          scheduled ? absl::StrFormat(",%.9g", lrOfEpoch(e.epoch)) : std::string())));
     if (plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
       curves.push_back({e.epoch, e.train_loss, e.train_accuracy, e.test_accuracy});
       const absl::Status drawn =
@@ -686,6 +718,9 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
         resumed && epoch == resumed->epoch ? resumed->progress : runtime::EpochProgress{};
     runtime::EpochProgress done = from;  // what a checkpoint written now would hold
     train_loader.startEpoch(epoch, from.steps);
+    // Each update's factor from its index in the whole run: a resumed epoch gets the ones
+    // the uninterrupted run had.
+    (*trainer)->setFirstStep((epoch - 1) * steps_per_epoch);
     setActivity(absl::StrCat("training ", choice->spec.name, ", epoch ", epoch));
     runtime::StepReport bad_step;
     bool nonfinite = false;

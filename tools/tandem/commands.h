@@ -63,6 +63,10 @@ struct ModelFlags {
     std::string text;
   };
   std::map<std::string, Hyper> hyper;
+  /// --schedule (constant, step:EPOCHS:GAMMA, cosine) and --warmup (steps): any but
+  /// constant without warmup compiles the step with feed-learning-rate (runtime/lr_schedule.h).
+  std::string schedule = "constant";
+  int64_t warmup = 0;
   std::optional<std::string> init;
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;

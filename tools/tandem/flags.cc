@@ -148,6 +148,13 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   addOptimizerNumber(cmd, f, "beta2", "AdamW's second-moment decay (default: 0.999)");
   addOptimizerNumber(cmd, f, "eps",
                      "AdamW's epsilon, added outside the square root (default: 1e-08)");
+  cmd->add_option("--schedule", f.schedule,
+                  "Learning-rate schedule: constant, step:EPOCHS:GAMMA (lr times GAMMA every "
+                  "EPOCHS epochs) or cosine (to 0 at the end of --epochs); the factor is fed "
+                  "to the step each iteration")
+      ->capture_default_str();
+  addNumber(cmd, "--warmup", f.warmup, Range<int64_t>{0, int64_t{1} << 40},
+            "Steps of linear learning-rate warmup before the schedule (default: 0)");
   cmd->add_option("--init", f.init,
                   "Initializer of conv and linear weights: kaiming or normal:STD (default: the "
                   "model's; the lessons use normal:0.01)");
@@ -349,7 +356,8 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
   // batch; the optimizer and split settings change nothing a simulation sees.
   for (const char* name :
        {"--devices", "--batch", "--split", "--allreduce-groups", "--optimizer", "--lr",
-        "--momentum", "--weight-decay", "--beta1", "--beta2", "--eps", "--init"})
+        "--momentum", "--weight-decay", "--beta1", "--beta2", "--eps", "--schedule", "--warmup",
+        "--init"})
     cmd->remove_option(cmd->get_option(name));
   cmd->add_option("--devices", f.devices,
                   "Device counts to predict, comma separated, each from 1 to 65536 (default: "

@@ -11,6 +11,7 @@
 #include "frontend/zoo/zoo.h"
 #include "ir/status_macros.h"
 #include "passes/optimizer_options.h"
+#include "runtime/lr_schedule.h"
 
 namespace tandem::tools {
 namespace {
@@ -186,6 +187,10 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
     c.build.weight_init = *init;
   }
   RETURN_IF_ERROR(resolveOptimizer(f, c.pipeline));
+  // The schedule's words here; its steps against the run's length in `tandem train`.
+  ASSIGN_OR_RETURN(runtime::LrSchedule schedule,
+                   runtime::LrSchedule::parse(f.schedule, f.warmup, f.warmup + 2, 1));
+  c.pipeline.lr_schedule = !schedule.isConstant();
   c.pipeline.bucket_mb = f.bucket_mb;
   if (f.allreduce_groups > 1 &&
       (devices_count % f.allreduce_groups != 0 || f.allreduce_groups >= devices_count))

@@ -1,0 +1,81 @@
+#include "runtime/lr_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace tandem::runtime {
+
+absl::StatusOr<LrSchedule> LrSchedule::parse(absl::string_view text, int64_t warmup_steps,
+                                             int64_t steps_per_epoch, int64_t epochs) {
+  LrSchedule s;
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--schedule '", text, "': ", why,
+                     " (it takes constant, step:EPOCHS:GAMMA such as step:30:0.1, or cosine)"));
+  };
+  if (parts[0] == "constant" && parts.size() == 1) {
+    s.kind_ = Kind::kConstant;
+  } else if (parts[0] == "cosine" && parts.size() == 1) {
+    s.kind_ = Kind::kCosine;
+  } else if (parts[0] == "step") {
+    if (parts.size() != 3) return bad("step needs EPOCHS and GAMMA");
+    if (!absl::SimpleAtoi(parts[1], &s.step_epochs_) || s.step_epochs_ < 1)
+      return bad("EPOCHS must be a whole number of epochs >= 1");
+    if (!absl::SimpleAtod(parts[2], &s.gamma_) || !std::isfinite(s.gamma_) || s.gamma_ <= 0 ||
+        s.gamma_ > 1)
+      return bad("GAMMA must be a number in (0, 1]");
+    s.kind_ = Kind::kStep;
+  } else {
+    return bad("unknown schedule");
+  }
+  if (warmup_steps < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--warmup ", warmup_steps, ": must be a number of steps >= 0"));
+  s.steps_per_epoch_ = std::max<int64_t>(steps_per_epoch, 1);
+  s.total_ = std::max<int64_t>(steps_per_epoch * epochs, 1);
+  if (warmup_steps >= s.total_ && s.kind_ == Kind::kCosine)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--warmup ", warmup_steps, ": the run has ", s.total_,
+                     " steps, so cosine would have none left after the warmup"));
+  s.warmup_ = warmup_steps;
+  return s;
+}
+
+double LrSchedule::factor(int64_t step) const {
+  double f = 1;
+  switch (kind_) {
+    case Kind::kConstant:
+      break;
+    case Kind::kStep:
+      f = std::pow(gamma_, static_cast<double>(step / steps_per_epoch_ / step_epochs_));
+      break;
+    case Kind::kCosine: {
+      const double span = static_cast<double>(total_ - warmup_);
+      const double t = std::clamp(static_cast<double>(step - warmup_), 0.0, span);
+      f = 0.5 * (1 + std::cos(std::numbers::pi * t / span));
+      break;
+    }
+  }
+  if (step < warmup_) f *= static_cast<double>(step + 1) / static_cast<double>(warmup_);
+  return f;
+}
+
+std::string LrSchedule::describe() const {
+  std::string out = kind_ == Kind::kConstant ? "constant"
+                    : kind_ == Kind::kCosine
+                        ? "cosine"
+                        : absl::StrFormat("step (x%g every %d epochs)", gamma_, step_epochs_);
+  if (warmup_ > 0) absl::StrAppend(&out, ", warmup ", warmup_, " steps");
+  return out;
+}
+
+}  // namespace tandem::runtime
