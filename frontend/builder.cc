@@ -197,6 +197,23 @@ Tensor Builder::tanh(Tensor x, Loc loc) {
   return addNode(ir::TanhArgs{.x = x.value()}.spec(), layerPath("", "tanh"), loc);
 }
 
+Tensor Builder::matmul(Tensor a, Tensor b, const MatmulOptions& o, Loc loc) {
+  return addNode(ir::MatmulArgs{.a = a.value(), .b = b.value(), .trans_a = o.trans_a,
+                                .trans_b = o.trans_b}
+                     .spec(),
+                 layerPath("", "matmul"), loc);
+}
+
+Tensor Builder::reshape(Tensor x, std::vector<int64_t> shape, Loc loc) {
+  return addNode(ir::ReshapeArgs{.x = x.value(), .shape = std::move(shape)}.spec(),
+                 layerPath("", "reshape"), loc);
+}
+
+Tensor Builder::transpose(Tensor x, std::vector<int64_t> perm, Loc loc) {
+  return addNode(ir::TransposeArgs{.x = x.value(), .perm = std::move(perm)}.spec(),
+                 layerPath("", "transpose"), loc);
+}
+
 Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
   return addNode(ir::MaxPool2dArgs{.x = x.value(),
                                    .kernel = o.kernel,

@@ -111,6 +111,15 @@ class Builder {
   Tensor flatten(Tensor x, Loc loc = Loc::current());
   Tensor linear(Tensor x, const LinearOptions& o, Loc loc = Loc::current());
   Tensor add(Tensor a, Tensor b, Loc loc = Loc::current());
+  /// op(a) * op(b) over the last two axes, batched over the leading ones (a plain matrix
+  /// beside a batched operand is shared by the batch); op(x) = x^T when trans_x.
+  struct MatmulOptions {
+    bool trans_a = false, trans_b = false;
+  };
+  Tensor matmul(Tensor a, Tensor b, const MatmulOptions& o = {}, Loc loc = Loc::current());
+  Tensor reshape(Tensor x, std::vector<int64_t> shape, Loc loc = Loc::current());
+  /// Permutes the axes: result.shape[i] = x.shape[perm[i]] (PyTorch's permute).
+  Tensor transpose(Tensor x, std::vector<int64_t> perm, Loc loc = Loc::current());
 
   /// A persistent variable read in the current graph (created on first use; a second
   /// declaration must agree on type and role).

@@ -18,7 +18,9 @@
 #     traits T T ...                trait names declared above
 #     cost FORMULA[(ARG, ...)]      the roofline's flops (ir/op_cost.h): none,
 #                                   elementwise[(FLOPS per result element)], gemm(FILTER,
-#                                   OUT), matmul(A, B); ARGs name operands or results
+#                                   OUT), matmul(A, B), contraction(A, OUT) (a batched
+#                                   product, K from A and trans_a); ARGs name operands or
+#                                   results
 #     optimizer param=P grad=G [grouped=OP | grouped_of=OP] [lr_scale=S]
 #                                   an optimizer update (ir/interfaces.h): operand P is the
 #                                   trained weight, G its gradient; its multi-tensor form;
@@ -181,6 +183,29 @@ op linear
   traits low_precision
   cost gemm(w, y)
   doc x[N,I] * w[O,I]^T (+ b[O]) -> [N,O] in x's dtype (w and b may be f32 under bf16 x).
+
+op matmul
+  operands a, b
+  results c
+  attr trans_a: bool = false
+  attr trans_b: bool = false
+  traits low_precision
+  cost contraction(a, c)
+  doc Batched matrix product c[..., M, N] = op(a)[..., M, K] * op(b)[..., K, N], op(x) = x^T (its last two axes) when trans_x. The leading (batch) axes of a and b agree, or one operand is a plain matrix shared by the whole batch (a weight). bf16 when either operand is (an f32 one beside it is a master weight, converted as it is read).
+
+op reshape
+  operands x
+  results y
+  attr shape: ints
+  cost elementwise(0)
+  doc The same elements, row-major, in another shape of the same element count.
+
+op transpose
+  operands x
+  results y
+  attr perm: ints
+  cost elementwise(0)
+  doc Permutes the axes: y.shape[i] = x.shape[perm[i]] (PyTorch's permute).
 
 op add
   operands a, b

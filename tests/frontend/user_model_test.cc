@@ -128,6 +128,27 @@ TEST(UserModelTest, MlpWithGeluAndTanhNamesItsActivations) {
                                               "mlp.tanh tanh mlp.tanh"}));
 }
 
+TEST(UserModelTest, RowsAttendingToRowsUseMatmulReshapeAndTranspose) {
+  // Each image's 4 rows of 4 pixels as tokens: scores = rows rows^T, then the scores
+  // transposed and flattened into a linear head.
+  ModelSpec spec{.name = "rows",
+                 .image_shape = {1, 4, 4},
+                 .num_classes = 3,
+                 .forward = [](Builder& b, Tensor x) {
+                   Tensor rows = b.reshape(x, {2, 4, 4});
+                   Tensor scores = b.matmul(rows, rows, {.trans_b = true});
+                   Tensor t = b.transpose(scores, {0, 2, 1});
+                   return b.linear(b.reshape(t, {2, 16}), {.out_features = 3});
+                 }};
+  auto m = buildModule(spec, {.batch = 2});
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> train = layerNames(*(*m)->graph(ir::kTrainGraph));
+  EXPECT_EQ(train, layerNames(*(*m)->graph(ir::kEvalGraph)));
+  EXPECT_THAT(train, ::testing::IsSupersetOf({"reshape reshape reshape", "matmul matmul matmul",
+                                              "transpose transpose transpose",
+                                              "reshape_1 reshape reshape_1"}));
+}
+
 TEST(UserModelTest, ExplicitNameRepeatedSharesTheWeights) {
   // Naming two layers alike is how a model ties weights: one variable, two nodes.
   ModelSpec spec{.name = "tied",

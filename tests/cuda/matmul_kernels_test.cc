@@ -1,0 +1,85 @@
+// matmul, reshape and transpose on CUDA. Without a GPU: transpose's index math
+// (permute_math.h), compiled here, against the CPU kernel (a oneDNN reorder) bit for bit.
+// With a GPU: every op against the CPU backend (matmul within f32 rounding of another
+// order of sums: cuBLASLt's; TF32 off).
+
+#include <any>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_options.h"
+#include "backend/cuda/permute_math.h"
+#include "gtest/gtest.h"
+#include "tests/cuda/cuda_test_util.h"
+
+namespace tandem::testing {
+namespace {
+
+namespace cu = backend::cuda;
+using ir::Op;
+
+void fillRandom(SingleOp& op, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  for (size_t k = 0; k < op.node().numOperands(); ++k)
+    for (int64_t i = 0; i < op.in(k).size(); ++i) {
+      if (op.in(k).type().dtype == ir::DType::kBF16)
+        op.in(k).bf16()[i] = d(rng);
+      else
+        op.in(k).f32()[i] = d(rng);
+    }
+}
+
+TEST(CudaMatmulMath, PermuteIsTheCpuTransposeBitForBit) {
+  std::mt19937 rng(7);
+  const std::vector<int64_t> shape{2, 3, 4, 5};
+  for (const std::vector<int64_t>& perm :
+       {std::vector<int64_t>{0, 2, 1, 3}, {3, 2, 1, 0}, {1, 0, 3, 2}, {0, 1, 2, 3}, {2, 0, 3, 1}}) {
+    SingleOp t(Op::kTranspose, {f32({2, 3, 4, 5})}, {{"perm", perm}});
+    fillRandom(t, rng);
+    t.run();
+    const cu::PermutePlan plan = cu::permutePlan(shape.data(), perm.data(), 4);
+    for (int64_t i = 0; i < t.out().size(); ++i)
+      ASSERT_EQ(t.out().f32()[i], t.in(0).f32()[cu::permuteSource(plan, i)]) << "element " << i;
+  }
+}
+
+TEST(CudaMatmulKernels, MatmulMatchesCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(8);
+  const std::any own = backend::cuda::CudaOptions{.allow_tf32 = false};
+  const backend::DeviceOptions no_tf32{.backend = &own};
+  struct Shapes {
+    ir::Shape a, b;
+    bool trans_a, trans_b;
+  };
+  for (const Shapes& s : {Shapes{{2, 3, 33, 17}, {2, 3, 17, 9}, false, false},
+                          Shapes{{6, 17, 33}, {6, 9, 17}, true, true},
+                          Shapes{{4, 50, 64}, {64, 96}, false, false},
+                          Shapes{{64, 50}, {4, 96, 64}, true, true}}) {
+    for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
+      SingleOp op(Op::kMatmul, {ir::TensorType{t, s.a}, ir::TensorType{t, s.b}},
+                  {{"trans_a", s.trans_a}, {"trans_b", s.trans_b}});
+      fillRandom(op, rng);
+      expectCudaMatchesCpu(op, t == ir::DType::kBF16 ? 8e-3 : 1e-5, no_tf32);
+    }
+  }
+}
+
+TEST(CudaMatmulKernels, TransposeAndReshapeMatchCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(9);
+  for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
+    SingleOp tr(Op::kTranspose, {ir::TensorType{t, {2, 50, 4, 16}}},
+                {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
+    fillRandom(tr, rng);
+    expectCudaMatchesCpu(tr, 0);
+    SingleOp re(Op::kReshape, {ir::TensorType{t, {2, 50, 64}}},
+                {{"shape", std::vector<int64_t>{100, 64}}});
+    fillRandom(re, rng);
+    expectCudaMatchesCpu(re, 0);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::testing
