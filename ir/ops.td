@@ -11,7 +11,7 @@
 #   op NAME                         snake_case text name; the C++ names are its CamelCase
 #     operands A, B?, XS...         `?` optional (trailing only), `...` variadic (last)
 #     results  Y, Z?, YS...         the same marks; names for views, costs and docs
-#     attr NAME: KIND [= DEFAULT] [CHECK]
+#     attr NAME: KIND [= DEFAULT] [CHECK]  (defaults: int and bool attributes)
 #                                   KIND: int, float, bool, ints, symbol, devices or an
 #                                   enum; CHECK (int, float): `>= N`, `> N`, or `in [A, B)`
 #                                   with [ or ( and ] or ): the verifier's "NAME must be ..."

@@ -240,8 +240,10 @@ Attr parseAttr(const std::string& text, int line, const Spec& spec) {
   if (i < rest.size() && rest[i] == "=") {
     if (i + 1 >= rest.size()) die(line, "`=` needs a default value");
     a.default_value = rest[i + 1];
-    if (a.kind != "int" || !isNumber(a.default_value))
-      die(line, "only int attributes take a default (an integer), got '" + a.default_value + "'");
+    const bool is_bool = a.default_value == "true" || a.default_value == "false";
+    if (!(a.kind == "int" && isNumber(a.default_value)) && !(a.kind == "bool" && is_bool))
+      die(line, "only int and bool attributes take a default (an integer, true or false), got '" +
+                    a.default_value + "'");
     i += 2;
   }
   if (i < rest.size()) {
@@ -803,7 +805,8 @@ namespace tandem::ir {
         o << "}";
       }
       if (!a.default_value.empty())
-        o << ", .default_value = AttrValue{int64_t{" << a.default_value << "}}";
+        o << ", .default_value = AttrValue{" << (a.kind == "bool" ? "bool{" : "int64_t{")
+          << a.default_value << "}}";
       if (!a.range_text.empty())
         o << ", .range = AttrRange{.lo = " << a.lo
           << ", .hi = " << (a.hi.empty() ? "std::numeric_limits<double>::infinity()" : a.hi)
