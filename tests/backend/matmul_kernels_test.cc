@@ -105,7 +105,9 @@ TEST(Matmul, ForwardAndGradientRuleMatchPyTorch) {
                            "matmul_batched_trans_both", "matmul_shared_b_trans_b",
                            "matmul_attention_scores", "matmul_attention_values"}) {
     SCOPED_TRACE(name);
-    TANDEM_LOAD_REF(c, name);
+    auto loaded = RefCase::load(name);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    const RefCase& c = *loaded;
     if (c.flag("bias") || c.num("scale") != 1.0 || c.flag("bf16_inputs")) continue;
     auto shapeOf = [&](const char* t, bool shared) {
       std::vector<int64_t> s = c.tensor(t).shape;
