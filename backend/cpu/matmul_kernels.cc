@@ -7,11 +7,13 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/matmul_core.h"
 #include "backend/matmul_node.h"
 #include "ir/op_views.h"
+#include "ir/status_macros.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -67,6 +69,9 @@ KernelOr makeTransposeKernel(const KernelInit& init) {
     strides.push_back(x_strides[static_cast<size_t>(p)]);
   }
   if (rank == 0 || y.numElements() == 0) return std::make_unique<CopyKernel>();
+  if (x.dtype == ir::DType::kF64)  // oneDNN has no f64 memory
+    return absl::UnimplementedError(
+        absl::StrCat(init.node.describe(), ": the CPU transpose takes f32, bf16 and i32, not f64"));
   try {
     DnnlProgram p(init.ctx);
     const DnnlProgram::Slot src = p.input(0, dnnl::memory::desc(dims, dnnlType(x.dtype), strides));

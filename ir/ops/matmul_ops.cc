@@ -7,7 +7,9 @@
 // contraction: the other operand and dC are brought to [batch*rows, cols] by a reshape
 // (a transpose first where the batch axis is not outermost), so the sum is one product.
 
+#include <functional>
 #include <numeric>
+#include <utility>
 
 #include "ir/grad.h"
 #include "ir/op_views.h"
@@ -135,7 +137,9 @@ absl::Status gradMatmul(GradContext& c) {
       // B' = the op(B_i)^T stacked: [batch*N, K].
       ASSIGN_OR_RETURN(Value * dcg, g.foldColumns(dc));
       Value* bt = b;
-      if (!tb) ASSIGN_OR_RETURN(bt, g.swapLast(b));
+      if (!tb) {
+        ASSIGN_OR_RETURN(bt, g.swapLast(b));
+      }
       ASSIGN_OR_RETURN(Value * bg, g.foldRows(bt));
       ASSIGN_OR_RETURN(da, ta ? g.matmul(bg, dcg, true, true, name) : g.matmul(dcg, bg, false, false, name));
     }
@@ -151,7 +155,9 @@ absl::Status gradMatmul(GradContext& c) {
       // Shared B: sum_i op(A_i)^T dC_i = A'^T dC' with A' = the op(A_i) stacked:
       // [batch*M, K], dC' = [batch*M, N].
       Value* at = a;
-      if (ta) ASSIGN_OR_RETURN(at, g.swapLast(a));
+      if (ta) {
+        ASSIGN_OR_RETURN(at, g.swapLast(a));
+      }
       ASSIGN_OR_RETURN(Value * af, g.foldRows(at));
       ASSIGN_OR_RETURN(Value * dcf, g.foldRows(dc));
       ASSIGN_OR_RETURN(db, tb ? g.matmul(dcf, af, true, false, name) : g.matmul(af, dcf, true, false, name));
@@ -168,11 +174,11 @@ absl::StatusOr<Types> inferReshape(const Node& n) {
   int64_t count = 1;
   for (int64_t s : shape) {
     if (s < 1 || __builtin_mul_overflow(count, s, &count))
-      return fail(absl::StrCat("shape=", printAttr(AttrValue(shape)),
+      return fail(absl::StrCat("shape=", toString(AttrValue(shape)),
                                " must list sizes >= 1 whose product fits in 64 bits"));
   }
   if (count != typeOf(n, 0).numElements())
-    return fail(absl::StrCat("shape=", printAttr(AttrValue(shape)), " holds ", count,
+    return fail(absl::StrCat("shape=", toString(AttrValue(shape)), " holds ", count,
                              " elements but ", describeOperand(n, 0), " has ",
                              typeOf(n, 0).numElements()));
   return Types{TensorType{typeOf(n, 0).dtype, Shape(shape.begin(), shape.end())}};
@@ -198,7 +204,7 @@ absl::StatusOr<Types> inferTranspose(const Node& n) {
     if (ok) seen[static_cast<size_t>(p)] = true;
   }
   if (!ok)
-    return fail(absl::StrCat("perm=", printAttr(AttrValue(perm)),
+    return fail(absl::StrCat("perm=", toString(AttrValue(perm)),
                              " must list every axis of ", describeOperand(n, 0), " once (0 to ",
                              x.rank() - 1, ")"));
   Shape y;
