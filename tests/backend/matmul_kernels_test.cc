@@ -95,15 +95,14 @@ std::vector<float> valuesOf(Buffer& b) { return {b.f32(), b.f32() + b.size()}; }
 
 // ---- against PyTorch ------------------------------------------------------------------
 
-// The reference cases without bias or scale (the op has neither; the core's tests cover
-// them). A shared operand is stored [1, rows, cols] in the case: the op takes it as a
+// The f32 reference cases without bias or scale (the op has neither; the core's tests
+// cover the others). A shared operand is stored [1, rows, cols] in the case: the op takes it as a
 // plain matrix. Tolerance: the core tests' kF32Sum (f32 sums of at most 64 terms in
 // another order than PyTorch's: 64 * 2^-24 of the scale).
 TEST(Matmul, ForwardAndGradientRuleMatchPyTorch) {
   int checked = 0;
-  for (const char* name : {"matmul_plain", "matmul_trans_a", "matmul_batched_trans_b",
-                           "matmul_batched_trans_both", "matmul_shared_b_trans_b",
-                           "matmul_attention_scores", "matmul_attention_values"}) {
+  for (const char* name : {"matmul_plain", "matmul_trans_a", "matmul_batched_trans_both",
+                           "matmul_shared_b_trans_b"}) {
     SCOPED_TRACE(name);
     auto loaded = RefCase::load(name);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -132,7 +131,7 @@ TEST(Matmul, ForwardAndGradientRuleMatchPyTorch) {
     EXPECT_LE(relativeError(valuesOf(e.buffer(g[1])), c.tensor("db")), 4e-6) << "db";
     ++checked;
   }
-  EXPECT_GE(checked, 5);  // the list above must not silently empty
+  EXPECT_EQ(checked, 4);  // none of the cases above may be skipped
 }
 
 // ---- finite differences -----------------------------------------------------------------
@@ -174,12 +173,13 @@ TEST(Matmul, GradientRuleMatchesFiniteDifferences) {
   std::mt19937 rng(41);
   std::uniform_real_distribution<double> d(-1, 1);
   std::vector<Case> cases;
-  for (std::vector<int64_t> batch : {std::vector<int64_t>{}, {2}, {2, 3}})
+  const std::vector<std::vector<int64_t>> batches = {{}, {2}, {2, 3}};
+  for (const std::vector<int64_t>& batch : batches)
     for (int shared = 0; shared < (batch.empty() ? 1 : 3); ++shared)
       for (int flags = 0; flags < 4; ++flags)
         cases.push_back({batch, (flags & 1) != 0, (flags & 2) != 0, shared == 1, shared == 2});
   for (const Case& k : cases) {
-    SCOPED_TRACE(testing::Message() << "batch axes " << k.batch.size() << " trans_a " << k.trans_a
+    SCOPED_TRACE(::testing::Message() << "batch axes " << k.batch.size() << " trans_a " << k.trans_a
                                     << " trans_b " << k.trans_b << " shared a " << k.a_shared
                                     << " shared b " << k.b_shared);
     int64_t batch = 1;

@@ -33,8 +33,9 @@ void fillRandom(SingleOp& op, std::mt19937& rng) {
 TEST(CudaMatmulMath, PermuteIsTheCpuTransposeBitForBit) {
   std::mt19937 rng(7);
   const std::vector<int64_t> shape{2, 3, 4, 5};
-  for (const std::vector<int64_t>& perm :
-       {std::vector<int64_t>{0, 2, 1, 3}, {3, 2, 1, 0}, {1, 0, 3, 2}, {0, 1, 2, 3}, {2, 0, 3, 1}}) {
+  const std::vector<std::vector<int64_t>> perms = {
+      {0, 2, 1, 3}, {3, 2, 1, 0}, {1, 0, 3, 2}, {0, 1, 2, 3}, {2, 0, 3, 1}};
+  for (const std::vector<int64_t>& perm : perms) {
     SingleOp t(Op::kTranspose, {f32({2, 3, 4, 5})}, {{"perm", perm}});
     fillRandom(t, rng);
     t.run();
@@ -53,7 +54,7 @@ TEST(CudaMatmulKernels, MatmulMatchesCpu) {
     ir::Shape a, b;
     bool trans_a, trans_b;
   };
-  for (const Shapes& s : {Shapes{{2, 3, 33, 17}, {2, 3, 17, 9}, false, false},
+  for (const Shapes& s : std::vector<Shapes>{Shapes{{2, 3, 33, 17}, {2, 3, 17, 9}, false, false},
                           Shapes{{6, 17, 33}, {6, 9, 17}, true, true},
                           Shapes{{4, 50, 64}, {64, 96}, false, false},
                           Shapes{{64, 50}, {4, 96, 64}, true, true}}) {
