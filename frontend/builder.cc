@@ -183,6 +183,18 @@ Tensor Builder::batchNorm(Tensor x, const BatchNormOptions& o, Loc loc) {
   return addNode(args.spec(), path, loc);
 }
 
+Tensor Builder::layerNorm(Tensor x, const LayerNormOptions& o, Loc loc) {
+  std::string path = layerPath(o.name, "ln");
+  const int64_t width = x.valid() && !x.shape().empty() ? x.shape().back() : 0;
+  TensorType row{ir::DType::kF32, {width}};  // f32 whatever x's dtype (mixed precision)
+  ir::LayerNormArgs args{
+      .x = x.value(),
+      .gamma = variable(path + ".gamma", row, VarRole::kParam, kOnes, loc).value(),
+      .beta = variable(path + ".beta", row, VarRole::kParam, kZeros, loc).value(),
+      .eps = o.eps};
+  return addNode(args.spec(), path, loc);
+}
+
 Tensor Builder::relu(Tensor x, Loc loc) {
   return addNode(ir::ReluArgs{.x = x.value()}.spec(), layerPath("", "relu"), loc);
 }

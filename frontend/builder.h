@@ -47,6 +47,11 @@ struct BatchNormOptions {
   std::string name;  // unset: "bn", "bn_1", ...
 };
 
+struct LayerNormOptions {
+  double eps = 1e-5;  // nn.LayerNorm's default
+  std::string name;   // unset: "ln", "ln_1", ...
+};
+
 struct Pool2dOptions {
   int64_t kernel = 2;
   int64_t stride = 0;  // 0: same as kernel
@@ -100,6 +105,9 @@ class Builder {
 
   Tensor conv2d(Tensor x, const Conv2dOptions& o, Loc loc = Loc::current());
   Tensor batchNorm(Tensor x, const BatchNormOptions& o = {}, Loc loc = Loc::current());
+  /// Layer normalization over the last axis with a learned scale (ones) and shift
+  /// (zeros): nn.LayerNorm(x.shape[-1]); variables "<name>.gamma", "<name>.beta".
+  Tensor layerNorm(Tensor x, const LayerNormOptions& o = {}, Loc loc = Loc::current());
   Tensor relu(Tensor x, Loc loc = Loc::current());
   /// GELU, exact (erf) or PyTorch's approximate="tanh" form.
   enum class Gelu { kErf, kTanh };

@@ -108,6 +108,16 @@ op batch_norm
   doc Per-channel batch normalization. Training mode normalizes with batch statistics,
   doc updates the running ones and also returns the saved mean and 1/std for backward.
 
+op layer_norm
+  operands x, gamma, beta
+  results y, mean, var
+  attr eps: float > 0
+  cost elementwise(8)
+  doc Layer normalization over the last axis (nn.LayerNorm, affine): y = (x - mean) /
+  doc sqrt(var + eps) * gamma + beta per row, var biased; also returns each row's mean and
+  doc var (f32, x's shape without its last axis) for the backward. x f32 or bf16; gamma,
+  doc beta and the statistics f32.
+
 op relu
   operands x
   results y
@@ -259,6 +269,15 @@ op batch_norm_backward
   traits backward
   cost elementwise
   doc Gradients of training-mode batch_norm: dx, dgamma, dbeta.
+
+op layer_norm_backward
+  operands dy, x, mean, var, gamma
+  results dx, dgamma, dbeta
+  attr eps: float > 0
+  traits backward
+  cost elementwise(10)
+  doc Gradients of layer_norm from its saved statistics: dx, and dgamma, dbeta summed over
+  doc the rows (f32).
 
 op relu_backward
   operands dy, y
