@@ -195,6 +195,16 @@ Tensor Builder::layerNorm(Tensor x, const LayerNormOptions& o, Loc loc) {
   return addNode(args.spec(), path, loc);
 }
 
+Tensor Builder::softmax(Tensor x, int64_t axis, Loc loc) {
+  return addNode(ir::SoftmaxArgs{.x = x.value(), .axis = axis}.spec(), layerPath("", "softmax"),
+                 loc);
+}
+
+Tensor Builder::logSoftmax(Tensor x, int64_t axis, Loc loc) {
+  return addNode(ir::LogSoftmaxArgs{.x = x.value(), .axis = axis}.spec(),
+                 layerPath("", "log_softmax"), loc);
+}
+
 Tensor Builder::relu(Tensor x, Loc loc) {
   return addNode(ir::ReluArgs{.x = x.value()}.spec(), layerPath("", "relu"), loc);
 }

@@ -109,6 +109,9 @@ class Builder {
   /// (zeros): nn.LayerNorm(x.shape[-1]); variables "<name>.gamma", "<name>.beta".
   Tensor layerNorm(Tensor x, const LayerNormOptions& o = {}, Loc loc = Loc::current());
   Tensor relu(Tensor x, Loc loc = Loc::current());
+  /// softmax / log-softmax over `axis` (negative counts from the end, as in PyTorch).
+  Tensor softmax(Tensor x, int64_t axis = -1, Loc loc = Loc::current());
+  Tensor logSoftmax(Tensor x, int64_t axis = -1, Loc loc = Loc::current());
   /// GELU, exact (erf) or PyTorch's approximate="tanh" form.
   enum class Gelu { kErf, kTanh };
   Tensor gelu(Tensor x, Gelu form = Gelu::kErf, Loc loc = Loc::current());

@@ -118,6 +118,20 @@ op layer_norm
   doc var (f32, x's shape without its last axis) for the backward. x f32 or bf16; gamma,
   doc beta and the statistics f32.
 
+op softmax
+  operands x
+  results y
+  attr axis: int
+  cost elementwise(5)
+  doc exp(x) / sum(exp(x)) over `axis` (negative counts from the end, as in PyTorch).
+
+op log_softmax
+  operands x
+  results y
+  attr axis: int
+  cost elementwise(5)
+  doc x - log(sum(exp(x))) over `axis` (negative counts from the end).
+
 op relu
   operands x
   results y
@@ -278,6 +292,22 @@ op layer_norm_backward
   cost elementwise(10)
   doc Gradients of layer_norm from its saved statistics: dx, and dgamma, dbeta summed over
   doc the rows (f32).
+
+op softmax_backward
+  operands dy, y
+  results dx
+  attr axis: int
+  traits backward
+  cost elementwise(4)
+  doc y (dy - sum(dy y)) over `axis`, from softmax's output y.
+
+op log_softmax_backward
+  operands dy, y
+  results dx
+  attr axis: int
+  traits backward
+  cost elementwise(4)
+  doc dy - exp(y) sum(dy) over `axis`, from log_softmax's output y.
 
 op relu_backward
   operands dy, y
