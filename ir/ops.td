@@ -222,7 +222,9 @@ op reshape
   results y
   attr shape: ints
   cost elementwise(0)
-  doc The same elements, row-major, in another shape of the same element count.
+  doc The same elements, row-major, in another shape of the same element count; one size
+  doc may be -1, inferred (as in PyTorch: write the batch axis so, and replicate's slices
+  doc reshape alike).
 
 op transpose
   operands x

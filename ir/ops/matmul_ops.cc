@@ -98,12 +98,8 @@ class MatmulGrad {
     std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
     return transpose(x, std::move(perm), ".t");
   }
-  /// x[batch..., r, c] as [batch*r, c].
-  absl::StatusOr<Value*> foldRows(Value* x) {
-    const Shape& s = x->type().shape;
-    const int64_t cols = s.back();
-    return reshape(x, {x->type().numElements() / cols, cols});
-  }
+  /// x[batch..., r, c] as [batch*r, c] (the batch left to -1: replicate slices it).
+  absl::StatusOr<Value*> foldRows(Value* x) { return reshape(x, {-1, x->type().shape.back()}); }
   /// x[batch..., r, c] as [r, batch*c] (the batch axes moved between r and c).
   absl::StatusOr<Value*> foldColumns(Value* x) {
     const size_t rank = static_cast<size_t>(x->type().rank());
@@ -111,8 +107,7 @@ class MatmulGrad {
     for (size_t i = 0; i + 2 < rank; ++i) perm.push_back(static_cast<int64_t>(i));
     perm.push_back(static_cast<int64_t>(rank - 1));
     ASSIGN_OR_RETURN(Value * moved, transpose(x, std::move(perm), ".rows_first"));
-    const int64_t rows = x->type().shape[rank - 2];
-    return reshape(moved, {rows, x->type().numElements() / rows});
+    return reshape(moved, {x->type().shape[rank - 2], -1});
   }
 
  private:
@@ -171,24 +166,43 @@ absl::Status gradMatmul(GradContext& c) {
 
 absl::StatusOr<Types> inferReshape(const Node& n) {
   const std::vector<int64_t>& shape = ReshapeView(n).shape();
-  int64_t count = 1;
-  for (int64_t s : shape) {
-    if (s < 1 || __builtin_mul_overflow(count, s, &count))
-      return fail(absl::StrCat("shape=", toString(AttrValue(shape)),
-                               " must list sizes >= 1 whose product fits in 64 bits"));
+  const int64_t count = typeOf(n, 0).numElements();
+  auto bad = [&](absl::string_view why) {
+    return fail(absl::StrCat("shape=", toString(AttrValue(shape)), " ", why, " for ",
+                             describeOperand(n, 0), " (", count, " elements)"));
+  };
+  // One size may be -1, inferred from the element count as in PyTorch: a model writes its
+  // batch axis so, and replicate's slices of the batch then reshape alike.
+  int64_t known = 1, inferred = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1 && inferred < 0) {
+      inferred = static_cast<int64_t>(i);
+      continue;
+    }
+    if (shape[i] < 1 || __builtin_mul_overflow(known, shape[i], &known))
+      return bad("must list sizes >= 1 (and at most one -1) whose product fits in 64 bits");
   }
-  if (count != typeOf(n, 0).numElements())
-    return fail(absl::StrCat("shape=", toString(AttrValue(shape)), " holds ", count,
-                             " elements but ", describeOperand(n, 0), " has ",
-                             typeOf(n, 0).numElements()));
-  return Types{TensorType{typeOf(n, 0).dtype, Shape(shape.begin(), shape.end())}};
+  Shape out(shape.begin(), shape.end());
+  if (inferred >= 0) {
+    if (count % known != 0 || count == 0) return bad("cannot infer its -1");
+    out[static_cast<size_t>(inferred)] = count / known;
+  } else if (known != count) {
+    return bad(absl::StrCat("holds ", known, " elements"));
+  }
+  return Types{TensorType{typeOf(n, 0).dtype, out}};
+}
+
+/// reshape's gradient and the matmul gradient's folds reshape values whose leading axis
+/// may be the batch, which replicate slices after autodiff: they leave it to -1.
+std::vector<int64_t> batchFree(const Shape& s) {
+  std::vector<int64_t> out(s.begin(), s.end());
+  if (!out.empty()) out[0] = -1;
+  return out;
 }
 
 absl::Status gradReshape(GradContext& c) {
   Value* x = c.node().operand(0);
-  const Shape& s = x->type().shape;
-  ASSIGN_OR_RETURN(Node * dx, c.emit(ReshapeArgs{.x = c.resultGrad(0),
-                                                 .shape = std::vector<int64_t>(s.begin(), s.end())}
+  ASSIGN_OR_RETURN(Node * dx, c.emit(ReshapeArgs{.x = c.resultGrad(0), .shape = batchFree(x->type().shape)}
                                          .spec({.names = {gradName(x)}})));
   c.addOperandGrad(0, dx->result());
   return absl::OkStatus();

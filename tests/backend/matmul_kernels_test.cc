@@ -191,8 +191,9 @@ TEST(Transpose, MovesEveryElementAndItsGradientMovesThemBack) {
 TEST(Reshape, KeepsTheBytesAndItsGradientTakesTheInputsShape) {
   GraphEval e;
   ir::Value* x = e.input("x", f32Of({2, 3, 4}));
-  auto r = e.add(ir::ReshapeArgs{.x = x, .shape = {6, 4}}.spec({.names = {"y"}}));
+  auto r = e.add(ir::ReshapeArgs{.x = x, .shape = {-1, 4}}.spec({.names = {"y"}}));
   ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(ir::toString((*r)->result()->type()), "f32[6,4]");  // -1 inferred
   ir::Value* dy = e.input("dy", (*r)->result()->type());
   std::vector<ir::Value*> g = e.grad(**r, dy);
   ASSERT_EQ(ir::toString(g[0]->type()), "f32[2,3,4]");
@@ -252,8 +253,10 @@ TEST(Matmul, BadOperandsAreErrorsNamingTheNodeAndOperand) {
        {"%outside", "perm=[0,1,3]", "0 to 2"}},
       {ir::ReshapeArgs{.x = act, .shape = {7, 4}}.spec({.names = {"count"}}),
        {"%count", "shape=[7,4]", "28 elements", "x (%act: f32[2,3,5])", "30"}},
-      {ir::ReshapeArgs{.x = act, .shape = {-1, 30}}.spec({.names = {"inferred"}}),
-       {"%inferred", "shape=[-1,30]", ">= 1"}},
+      {ir::ReshapeArgs{.x = act, .shape = {-1, -1}}.spec({.names = {"twice"}}),
+       {"%twice", "shape=[-1,-1]", "at most one -1"}},
+      {ir::ReshapeArgs{.x = act, .shape = {-1, 7}}.spec({.names = {"inferred"}}),
+       {"%inferred", "shape=[-1,7]", "cannot infer", "x (%act: f32[2,3,5])", "30 elements"}},
   };
   for (const Bad& b : bad) {
     const std::string err = createError(e, b.spec);

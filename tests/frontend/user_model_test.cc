@@ -135,10 +135,10 @@ TEST(UserModelTest, RowsAttendingToRowsUseMatmulReshapeAndTranspose) {
                  .image_shape = {1, 4, 4},
                  .num_classes = 3,
                  .forward = [](Builder& b, Tensor x) {
-                   Tensor rows = b.reshape(x, {2, 4, 4});
+                   Tensor rows = b.reshape(x, {-1, 4, 4});
                    Tensor scores = b.matmul(rows, rows, {.trans_b = true});
                    Tensor t = b.transpose(scores, {0, 2, 1});
-                   return b.linear(b.reshape(t, {2, 16}), {.out_features = 3});
+                   return b.linear(b.reshape(t, {-1, 16}), {.out_features = 3});
                  }};
   auto m = buildModule(spec, {.batch = 2});
   ASSERT_TRUE(m.ok()) << m.status();
