@@ -1,4 +1,4 @@
-// matmul, reshape and transpose on CUDA. Without a GPU: transpose's index math
+// matmul, reshape, transpose, layer_norm and (log_)softmax on CUDA. Without a GPU: transpose's index math
 // (permute_math.h), compiled here, against the CPU kernel (a oneDNN reorder) bit for bit.
 // With a GPU: every op against the CPU backend (matmul within f32 rounding of another
 // order of sums: cuBLASLt's; TF32 off).
@@ -79,6 +79,34 @@ TEST(CudaMatmulKernels, TransposeAndReshapeMatchCpu) {
                 {{"shape", std::vector<int64_t>{100, 64}}});
     fillRandom(re, rng);
     expectCudaMatchesCpu(re, 0);
+  }
+}
+
+// layer_norm, softmax, log_softmax and their backward ops: rows.cu's kernels, whose math
+// CudaTransformerMath.* checks on the host against the same CPU cores; here the op kernels
+// around them (operand order, bf16 storage, the axis split) on a GPU.
+TEST(CudaRowsKernels, LayerNormAndSoftmaxMatchCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(10);
+  const ir::TensorType f32_row{ir::DType::kF32, {64}}, stats{ir::DType::kF32, {4, 50}};
+  for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
+    const double tol = t == ir::DType::kBF16 ? 8e-3 : 1e-5;
+    const ir::TensorType x{t, {4, 50, 64}};
+    SingleOp ln(Op::kLayerNorm, {x, f32_row, f32_row}, {{"eps", 1e-6}});
+    fillRandom(ln, rng);
+    expectCudaMatchesCpu(ln, tol);
+    SingleOp lnb(Op::kLayerNormBackward, {x, x, stats, stats, f32_row}, {{"eps", 1e-6}});
+    fillRandom(lnb, rng);
+    for (int64_t i = 0; i < 200; ++i) lnb.in(3).f32()[i] = 0.5f + 0.25f * lnb.in(3).f32()[i];
+    expectCudaMatchesCpu(lnb, tol);
+    for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kSoftmaxBackward, Op::kLogSoftmaxBackward})
+      for (int64_t axis : {-1, 1}) {
+        const bool backward = op == Op::kSoftmaxBackward || op == Op::kLogSoftmaxBackward;
+        SingleOp s(op, backward ? std::vector<ir::TensorType>{x, x} : std::vector<ir::TensorType>{x},
+                   {{"axis", axis}});
+        fillRandom(s, rng);
+        expectCudaMatchesCpu(s, tol);
+      }
   }
 }
 
