@@ -207,8 +207,8 @@ void expectUnaryMathNearCpu(Op op, Op backward, bool backward_reads_output) {
   const int64_t n = 301;
   auto near = [](float mine, float cpu) {
     if (std::isnan(cpu)) return std::isnan(mine);
-    return std::abs(mine - cpu) <= 8 * std::numeric_limits<float>::epsilon() *
-                                       std::max(1.0f, std::abs(cpu));
+    return std::abs(mine - cpu) <=
+           8 * std::numeric_limits<float>::epsilon() * std::max(1.0f, std::abs(cpu));
   };
   SingleOp f(op, {f32({n})});
   for (int64_t i = 0; i < n; ++i) f.in(0).f32()[i] = d(rng);
