@@ -3,8 +3,8 @@
 // The unary float ops' per-element math, compiled for the GPU (elementwise.cu) and by the
 // host tests, which check it against the CPU kernels: forward y = f(x), and the backward
 // op's dx = g(dy, v), where v is what the spec's backward op reads beside dy (the forward
-// output for relu, sigmoid and tanh; the input for gelu). Each computes in float (bf16 operands widened exactly, a
-// bf16 result rounded once where it is stored: host_device.h).
+// output for relu, sigmoid and tanh; the input for gelu). Each computes in float (bf16
+// operands widened exactly, a bf16 result rounded once where it is stored: host_device.h).
 //
 // A new unary op is its struct here and its line in TANDEM_CUDA_UNARY_OPS: elementwise.cu
 // instantiates its kernels and elementwise_kernels.cc its two factories from the list.

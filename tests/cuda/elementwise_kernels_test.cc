@@ -207,8 +207,8 @@ void expectUnaryMathNearCpu(Op op, Op backward, bool backward_reads_output) {
   const int64_t n = 301;
   auto near = [](float mine, float cpu) {
     if (std::isnan(cpu)) return std::isnan(mine);
-    return std::abs(mine - cpu) <= 8 * std::numeric_limits<float>::epsilon() *
-                                       std::max(1.0f, std::abs(cpu));
+    return std::abs(mine - cpu) <=
+           8 * std::numeric_limits<float>::epsilon() * std::max(1.0f, std::abs(cpu));
   };
   SingleOp f(op, {f32({n})});
   for (int64_t i = 0; i < n; ++i) f.in(0).f32()[i] = d(rng);
@@ -324,29 +324,30 @@ TEST(CudaElementwiseKernels, ReluAndBackwardMatchCpu) {
   }
 }
 
+/// Finite values in [-8, 8) in every operand: the GPU tests compare by scaledError, which
+/// needs magnitudes (the specials are the host tests').
+void fillFinite(SingleOp& op, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-8.0f, 8.0f);
+  for (size_t k = 0; k < op.node().numOperands(); ++k)
+    for (int64_t i = 0; i < op.in(k).size(); ++i) {
+      if (op.in(k).type().dtype == ir::DType::kBF16)
+        op.in(k).bf16()[i] = d(rng);
+      else
+        op.in(k).f32()[i] = d(rng);
+    }
+}
+
 TEST(CudaElementwiseKernels, SigmoidAndBackwardMatchCpu) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(12);
   for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
     SCOPED_TRACE(ir::dtypeName(t));
     const ir::TensorType type{t, kOdd};
-    // Finite values only: scaledError compares magnitudes (the specials are the host
-    // test's).
-    auto finite = [&rng](SingleOp& op) {
-      std::uniform_real_distribution<float> d(-8.0f, 8.0f);
-      for (size_t k = 0; k < op.node().numOperands(); ++k)
-        for (int64_t i = 0; i < op.in(k).size(); ++i) {
-          if (op.in(k).type().dtype == ir::DType::kBF16)
-            op.in(k).bf16()[i] = d(rng);
-          else
-            op.in(k).f32()[i] = d(rng);
-        }
-    };
     SingleOp sigmoid(Op::kSigmoid, {type});
-    finite(sigmoid);
+    fillFinite(sigmoid, rng);
     expectCudaMatchesCpu(sigmoid, t == ir::DType::kBF16 ? 8e-3 : 1e-6);
     SingleOp back(Op::kSigmoidBackward, {type, type});
-    finite(back);
+    fillFinite(back, rng);
     expectCudaMatchesCpu(back, t == ir::DType::kBF16 ? 8e-3 : 1e-6);
   }
 }
@@ -361,22 +362,12 @@ TEST(CudaElementwiseKernels, GeluGeluTanhAndTanhMatchCpu) {
     for (const auto& [op, backward] : ops) {
       SCOPED_TRACE(std::string(ir::dtypeName(t)) + " " + std::string(ir::opInfo(op).name));
       const ir::TensorType type{t, kOdd};
-      auto finite = [&rng](SingleOp& s) {
-        std::uniform_real_distribution<float> d(-8.0f, 8.0f);
-        for (size_t k = 0; k < s.node().numOperands(); ++k)
-          for (int64_t i = 0; i < s.in(k).size(); ++i) {
-            if (s.in(k).type().dtype == ir::DType::kBF16)
-              s.in(k).bf16()[i] = d(rng);
-            else
-              s.in(k).f32()[i] = d(rng);
-          }
-      };
       SingleOp f(op, {type});
-      finite(f);
+      fillFinite(f, rng);
       // libdevice's erff/tanhf against oneDNN's polynomials (the host test's bound, with room).
       expectCudaMatchesCpu(f, t == ir::DType::kBF16 ? 8e-3 : 1e-5);
       SingleOp b(backward, {type, type});
-      finite(b);
+      fillFinite(b, rng);
       expectCudaMatchesCpu(b, t == ir::DType::kBF16 ? 8e-3 : 1e-5);
     }
   }

@@ -123,9 +123,9 @@ TEST(UserModelTest, MlpWithGeluAndTanhNamesItsActivations) {
   ASSERT_TRUE(m.ok()) << m.status();
   std::vector<std::string> train = layerNames(*(*m)->graph(ir::kTrainGraph));
   EXPECT_EQ(train, layerNames(*(*m)->graph(ir::kEvalGraph)));
-  EXPECT_THAT(train, ::testing::IsSupersetOf({"mlp.gelu gelu mlp.gelu",
-                                              "mlp.gelu_1 gelu_tanh mlp.gelu_1",
-                                              "mlp.tanh tanh mlp.tanh"}));
+  EXPECT_THAT(train,
+              ::testing::IsSupersetOf({"mlp.gelu gelu mlp.gelu", "mlp.gelu_1 gelu_tanh mlp.gelu_1",
+                                       "mlp.tanh tanh mlp.tanh"}));
 }
 
 TEST(UserModelTest, RowsAttendingToRowsUseMatmulReshapeAndTranspose) {
