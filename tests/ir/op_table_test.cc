@@ -68,7 +68,8 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
       Op::kConv2d,        Op::kBatchNorm,           Op::kRelu,        Op::kMaxPool2d,
       Op::kAvgPool2d,     Op::kGlobalAvgPool,       Op::kFlatten,     Op::kLinear,
       Op::kAdd,           Op::kSoftmaxCrossEntropy, Op::kConv2dStats, Op::kBatchNormApply,
-      Op::kFoldBatchNorm, Op::kConv2dBiasAct,       Op::kCast,        Op::kSigmoid};
+      Op::kFoldBatchNorm, Op::kConv2dBiasAct,       Op::kCast,        Op::kSigmoid,
+      Op::kGelu,          Op::kGeluTanh,            Op::kTanh};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op)) << info.name;
