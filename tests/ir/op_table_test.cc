@@ -69,7 +69,9 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
       Op::kAvgPool2d,     Op::kGlobalAvgPool,       Op::kFlatten,     Op::kLinear,
       Op::kAdd,           Op::kSoftmaxCrossEntropy, Op::kConv2dStats, Op::kBatchNormApply,
       Op::kFoldBatchNorm, Op::kConv2dBiasAct,       Op::kCast,        Op::kSigmoid,
-      Op::kGelu,          Op::kGeluTanh,            Op::kTanh};
+      Op::kGelu,          Op::kGeluTanh,            Op::kTanh,        Op::kMatmul,
+      Op::kReshape,       Op::kTranspose,           Op::kLayerNorm,   Op::kSoftmax,
+      Op::kLogSoftmax};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op)) << info.name;
