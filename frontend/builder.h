@@ -47,6 +47,10 @@ struct BatchNormOptions {
   std::string name;  // unset: "bn", "bn_1", ...
 };
 
+struct MatmulOptions {
+  bool trans_a = false, trans_b = false;
+};
+
 struct LayerNormOptions {
   double eps = 1e-5;  // nn.LayerNorm's default
   std::string name;   // unset: "ln", "ln_1", ...
@@ -124,9 +128,6 @@ class Builder {
   Tensor add(Tensor a, Tensor b, Loc loc = Loc::current());
   /// op(a) * op(b) over the last two axes, batched over the leading ones (a plain matrix
   /// beside a batched operand is shared by the batch); op(x) = x^T when trans_x.
-  struct MatmulOptions {
-    bool trans_a = false, trans_b = false;
-  };
   Tensor matmul(Tensor a, Tensor b, const MatmulOptions& o = {}, Loc loc = Loc::current());
   Tensor reshape(Tensor x, std::vector<int64_t> shape, Loc loc = Loc::current());
   /// Permutes the axes: result.shape[i] = x.shape[perm[i]] (PyTorch's permute).
