@@ -324,19 +324,6 @@ TEST(CudaElementwiseKernels, ReluAndBackwardMatchCpu) {
   }
 }
 
-/// Finite values in [-8, 8) in every operand: the GPU tests compare by scaledError, which
-/// needs magnitudes (the specials are the host tests').
-void fillFinite(SingleOp& op, std::mt19937& rng) {
-  std::uniform_real_distribution<float> d(-8.0f, 8.0f);
-  for (size_t k = 0; k < op.node().numOperands(); ++k)
-    for (int64_t i = 0; i < op.in(k).size(); ++i) {
-      if (op.in(k).type().dtype == ir::DType::kBF16)
-        op.in(k).bf16()[i] = d(rng);
-      else
-        op.in(k).f32()[i] = d(rng);
-    }
-}
-
 TEST(CudaElementwiseKernels, SigmoidAndBackwardMatchCpu) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(12);

@@ -19,17 +19,6 @@ namespace {
 namespace cu = backend::cuda;
 using ir::Op;
 
-void fillRandom(SingleOp& op, std::mt19937& rng) {
-  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
-  for (size_t k = 0; k < op.node().numOperands(); ++k)
-    for (int64_t i = 0; i < op.in(k).size(); ++i) {
-      if (op.in(k).type().dtype == ir::DType::kBF16)
-        op.in(k).bf16()[i] = d(rng);
-      else
-        op.in(k).f32()[i] = d(rng);
-    }
-}
-
 TEST(CudaMatmulMath, PermuteIsTheCpuTransposeBitForBit) {
   std::mt19937 rng(7);
   const std::vector<int64_t> shape{2, 3, 4, 5};
@@ -37,7 +26,7 @@ TEST(CudaMatmulMath, PermuteIsTheCpuTransposeBitForBit) {
       {0, 2, 1, 3}, {3, 2, 1, 0}, {1, 0, 3, 2}, {0, 1, 2, 3}, {2, 0, 3, 1}};
   for (const std::vector<int64_t>& perm : perms) {
     SingleOp t(Op::kTranspose, {f32({2, 3, 4, 5})}, {{"perm", perm}});
-    fillRandom(t, rng);
+    fillFinite(t, rng, 2.0f);
     t.run();
     const cu::PermutePlan plan = cu::permutePlan(shape.data(), perm.data(), 4);
     for (int64_t i = 0; i < t.out().size(); ++i)
@@ -61,7 +50,7 @@ TEST(CudaMatmulKernels, MatmulMatchesCpu) {
     for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
       SingleOp op(Op::kMatmul, {ir::TensorType{t, s.a}, ir::TensorType{t, s.b}},
                   {{"trans_a", s.trans_a}, {"trans_b", s.trans_b}});
-      fillRandom(op, rng);
+      fillFinite(op, rng, 2.0f);
       expectCudaMatchesCpu(op, t == ir::DType::kBF16 ? 8e-3 : 1e-5, no_tf32);
     }
   }
@@ -73,11 +62,11 @@ TEST(CudaMatmulKernels, TransposeAndReshapeMatchCpu) {
   for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
     SingleOp tr(Op::kTranspose, {ir::TensorType{t, {2, 50, 4, 16}}},
                 {{"perm", std::vector<int64_t>{0, 2, 1, 3}}});
-    fillRandom(tr, rng);
+    fillFinite(tr, rng, 2.0f);
     expectCudaMatchesCpu(tr, 0);
     SingleOp re(Op::kReshape, {ir::TensorType{t, {2, 50, 64}}},
                 {{"shape", std::vector<int64_t>{100, 64}}});
-    fillRandom(re, rng);
+    fillFinite(re, rng, 2.0f);
     expectCudaMatchesCpu(re, 0);
   }
 }
@@ -93,10 +82,10 @@ TEST(CudaRowsKernels, LayerNormAndSoftmaxMatchCpu) {
     const double tol = t == ir::DType::kBF16 ? 8e-3 : 1e-5;
     const ir::TensorType x{t, {4, 50, 64}};
     SingleOp ln(Op::kLayerNorm, {x, f32_row, f32_row}, {{"eps", 1e-6}});
-    fillRandom(ln, rng);
+    fillFinite(ln, rng, 2.0f);
     expectCudaMatchesCpu(ln, tol);
     SingleOp lnb(Op::kLayerNormBackward, {x, x, stats, stats, f32_row}, {{"eps", 1e-6}});
-    fillRandom(lnb, rng);
+    fillFinite(lnb, rng, 2.0f);
     for (int64_t i = 0; i < 200; ++i) lnb.in(3).f32()[i] = 0.5f + 0.25f * lnb.in(3).f32()[i];
     expectCudaMatchesCpu(lnb, tol);
     for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kSoftmaxBackward, Op::kLogSoftmaxBackward})
@@ -104,7 +93,7 @@ TEST(CudaRowsKernels, LayerNormAndSoftmaxMatchCpu) {
         const bool backward = op == Op::kSoftmaxBackward || op == Op::kLogSoftmaxBackward;
         SingleOp s(op, backward ? std::vector<ir::TensorType>{x, x} : std::vector<ir::TensorType>{x},
                    {{"axis", axis}});
-        fillRandom(s, rng);
+        fillFinite(s, rng, 2.0f);
         expectCudaMatchesCpu(s, tol);
       }
   }
