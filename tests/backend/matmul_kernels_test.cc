@@ -167,7 +167,7 @@ TEST(Matmul, GradientRuleMatchesFiniteDifferences) {
 TEST(Transpose, MovesEveryElementAndItsGradientMovesThemBack) {
   GraphEval e;
   ir::Value* x = e.input("x", f32Of({2, 3, 4, 5}));
-  auto t = e.add(ir::TransposeArgs{.x = x, .perm = {0, 2, 1, 3}}.spec({.names = {"y"}}));
+  auto t = e.add(ir::TransposeArgs{.x = x, .perm = std::vector<int64_t>{0, 2, 1, 3}}.spec({.names = {"y"}}));
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_EQ(ir::toString((*t)->result()->type()), "f32[2,4,3,5]");
   ir::Value* dy = e.input("dy", (*t)->result()->type());
@@ -191,7 +191,7 @@ TEST(Transpose, MovesEveryElementAndItsGradientMovesThemBack) {
 TEST(Reshape, KeepsTheBytesAndItsGradientTakesTheInputsShape) {
   GraphEval e;
   ir::Value* x = e.input("x", f32Of({2, 3, 4}));
-  auto r = e.add(ir::ReshapeArgs{.x = x, .shape = {-1, 4}}.spec({.names = {"y"}}));
+  auto r = e.add(ir::ReshapeArgs{.x = x, .shape = std::vector<int64_t>{-1, 4}}.spec({.names = {"y"}}));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(ir::toString((*r)->result()->type()), "f32[6,4]");  // -1 inferred
   ir::Value* dy = e.input("dy", (*r)->result()->type());
@@ -245,17 +245,17 @@ TEST(Matmul, BadOperandsAreErrorsNamingTheNodeAndOperand) {
        {"%flat", "a (%vec: f32[5])", "rank 2 or more"}},
       {ir::MatmulArgs{.a = act, .b = labels}.spec({.names = {"ints"}}),
        {"%ints", "b (%labels: i32[5,7])", "f32 or bf16"}},
-      {ir::TransposeArgs{.x = act, .perm = {0, 2}}.spec({.names = {"short"}}),
+      {ir::TransposeArgs{.x = act, .perm = std::vector<int64_t>{0, 2}}.spec({.names = {"short"}}),
        {"%short", "perm=[0,2]", "x (%act: f32[2,3,5])", "every axis"}},
-      {ir::TransposeArgs{.x = act, .perm = {0, 1, 1}}.spec({.names = {"twice"}}),
+      {ir::TransposeArgs{.x = act, .perm = std::vector<int64_t>{0, 1, 1}}.spec({.names = {"twice"}}),
        {"%twice", "perm=[0,1,1]", "once"}},
-      {ir::TransposeArgs{.x = act, .perm = {0, 1, 3}}.spec({.names = {"outside"}}),
+      {ir::TransposeArgs{.x = act, .perm = std::vector<int64_t>{0, 1, 3}}.spec({.names = {"outside"}}),
        {"%outside", "perm=[0,1,3]", "0 to 2"}},
-      {ir::ReshapeArgs{.x = act, .shape = {7, 4}}.spec({.names = {"count"}}),
+      {ir::ReshapeArgs{.x = act, .shape = std::vector<int64_t>{7, 4}}.spec({.names = {"count"}}),
        {"%count", "shape=[7,4]", "28 elements", "x (%act: f32[2,3,5])", "30"}},
-      {ir::ReshapeArgs{.x = act, .shape = {-1, -1}}.spec({.names = {"twice"}}),
+      {ir::ReshapeArgs{.x = act, .shape = std::vector<int64_t>{-1, -1}}.spec({.names = {"twice"}}),
        {"%twice", "shape=[-1,-1]", "at most one -1"}},
-      {ir::ReshapeArgs{.x = act, .shape = {-1, 7}}.spec({.names = {"inferred"}}),
+      {ir::ReshapeArgs{.x = act, .shape = std::vector<int64_t>{-1, 7}}.spec({.names = {"inferred"}}),
        {"%inferred", "shape=[-1,7]", "cannot infer", "x (%act: f32[2,3,5])", "30 elements"}},
   };
   for (const Bad& b : bad) {
