@@ -220,10 +220,10 @@ Tensor Builder::tanh(Tensor x, Loc loc) {
 }
 
 Tensor Builder::matmul(Tensor a, Tensor b, const MatmulOptions& o, Loc loc) {
-  return addNode(ir::MatmulArgs{.a = a.value(), .b = b.value(), .trans_a = o.trans_a,
-                                .trans_b = o.trans_b}
-                     .spec(),
-                 layerPath("", "matmul"), loc);
+  return addNode(
+      ir::MatmulArgs{.a = a.value(), .b = b.value(), .trans_a = o.trans_a, .trans_b = o.trans_b}
+          .spec(),
+      layerPath("", "matmul"), loc);
 }
 
 Tensor Builder::reshape(Tensor x, std::vector<int64_t> shape, Loc loc) {

@@ -50,17 +50,17 @@ class LayerNormBackwardKernel final : public CpuKernel {
 
 KernelOr makeLayerNormKernel(const KernelInit& init) {
   const ir::LayerNormView v(init.node);
-  ASSIGN_OR_RETURN(LayerNormForward core,
-                   LayerNormForward::make(init.ctx, specOf(v.x()->type(), v.eps()),
-                                          init.node.describe()));
+  ASSIGN_OR_RETURN(
+      LayerNormForward core,
+      LayerNormForward::make(init.ctx, specOf(v.x()->type(), v.eps()), init.node.describe()));
   return std::make_unique<LayerNormKernel>(std::move(core));
 }
 
 KernelOr makeLayerNormBackwardKernel(const KernelInit& init) {
   const ir::LayerNormBackwardView v(init.node);
-  ASSIGN_OR_RETURN(LayerNormBackward core,
-                   LayerNormBackward::make(init.ctx, specOf(v.x()->type(), v.eps()),
-                                           init.node.describe()));
+  ASSIGN_OR_RETURN(
+      LayerNormBackward core,
+      LayerNormBackward::make(init.ctx, specOf(v.x()->type(), v.eps()), init.node.describe()));
   return std::make_unique<LayerNormBackwardKernel>(std::move(core));
 }
 

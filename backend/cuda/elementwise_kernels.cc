@@ -5,10 +5,10 @@
 // only on the seed and the variable's name, so both backends start from the same bits),
 // into a pinned buffer the kernel owns; a launch copies it over. assign, flatten,
 // flatten_backward and reshape are device-to-device copies (nothing when the memory plan
-// gave the result the operand's buffer), as on the CPU; transpose a gather (permute.cu). The unary ops (unary_math.h: relu, ...)
-// and their backward ops, add, cast and the global pools are own kernels (elementwise.cu) on f32
-// and bf16 (add also i32), computing in float and rounding a bf16 result once, as the CPU kernels
-// do.
+// gave the result the operand's buffer), as on the CPU; transpose a gather (permute.cu). The unary
+// ops (unary_math.h: relu, ...) and their backward ops, add, cast and the global pools are own
+// kernels (elementwise.cu) on f32 and bf16 (add also i32), computing in float and rounding a bf16
+// result once, as the CPU kernels do.
 
 #include <cmath>
 #include <cstdint>
@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/elementwise_launch.h"
-#include "backend/cuda/unary_math.h"
 #include "backend/cuda/permute_launch.h"
+#include "backend/cuda/unary_math.h"
 #include "backend/initializers.h"
 #include "ir/op_views.h"
 
@@ -313,8 +313,7 @@ KernelOr makeTransposeKernel(const KernelInit& init) {
                                                  " axes; the CUDA transpose takes at most ",
                                                  kMaxPermuteRank));
   const std::vector<int64_t> shape(x.shape.begin(), x.shape.end());
-  const PermutePlan plan =
-      permutePlan(shape.data(), v.perm().data(), static_cast<int>(x.rank()));
+  const PermutePlan plan = permutePlan(shape.data(), v.perm().data(), static_cast<int>(x.rank()));
   const int bytes = static_cast<int>(ir::dtypeBytes(x.dtype));
   return fnKernel(init, [plan, bytes](cudaStream_t s, absl::Span<const TensorView> in,
                                       absl::Span<const TensorView> out) {

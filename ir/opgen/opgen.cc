@@ -349,7 +349,7 @@ Spec parse(std::istream& in) {
       op->cost = trim(rest.substr(0, paren));
       if (!kCosts.count(op->cost))
         die(line, "unknown cost formula '" + op->cost +
-                     "' (none, elementwise, gemm, matmul, contraction)");
+                      "' (none, elementwise, gemm, matmul, contraction)");
       if (paren != std::string::npos) {
         if (rest.back() != ')') die(line, "unclosed '(' in cost");
         op->cost_args = split(rest.substr(paren + 1, rest.size() - paren - 2), ',');
@@ -392,9 +392,7 @@ void validate(Spec& spec) {
     for (const Attr& a : o.attrs)
       if (!names.insert(a.name).second)
         die(a.line, "op " + o.name + ": attribute '" + a.name + "' shares a name with a value");
-    const size_t want = kTwoValueCosts.count(o.cost) ? 2
-                        : o.cost == "elementwise"              ? 1
-                                                               : 0;
+    const size_t want = kTwoValueCosts.count(o.cost) ? 2 : o.cost == "elementwise" ? 1 : 0;
     if (o.cost == "elementwise" ? o.cost_args.size() > 1 : o.cost_args.size() != want)
       die(o.line,
           "cost " + o.cost + " of " + o.name + " takes " + std::to_string(want) + " argument(s)");

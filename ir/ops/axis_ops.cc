@@ -43,7 +43,8 @@ absl::Status gradSoftmax(GradContext& c) {
 
 }  // namespace
 
-extern const OpRules kSoftmaxRules{.infer = inferSoftmax, .grad = gradSoftmax<Op::kSoftmaxBackward>};
+extern const OpRules kSoftmaxRules{.infer = inferSoftmax,
+                                   .grad = gradSoftmax<Op::kSoftmaxBackward>};
 extern const OpRules kLogSoftmaxRules{.infer = inferSoftmax,
                                       .grad = gradSoftmax<Op::kLogSoftmaxBackward>};
 extern const OpRules kSoftmaxBackwardRules{.infer = inferSoftmaxBackward};

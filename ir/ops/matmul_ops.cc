@@ -34,7 +34,8 @@ absl::StatusOr<MatmulDims> matmulDims(const Node& n) {
   const MatmulView v(n);
   for (size_t i : {size_t{0}, size_t{1}}) {
     if (typeOf(n, i).rank() < 2)
-      return fail(absl::StrCat(describeOperand(n, i), " must have rank 2 or more ([..., rows, columns])"));
+      return fail(
+          absl::StrCat(describeOperand(n, i), " must have rank 2 or more ([..., rows, columns])"));
     RETURN_IF_ERROR(expectFloat(n, i));
   }
   const Shape &a = typeOf(n, 0).shape, &b = typeOf(n, 1).shape;
@@ -75,15 +76,16 @@ class MatmulGrad {
 
   absl::StatusOr<Value*> matmul(Value* a, Value* b, bool trans_a, bool trans_b,
                                 const std::string& name) {
-    ASSIGN_OR_RETURN(Node * n, c_.emit(MatmulArgs{.a = a, .b = b, .trans_a = trans_a,
-                                                  .trans_b = trans_b}
-                                           .spec({.names = {name}})));
+    ASSIGN_OR_RETURN(
+        Node * n, c_.emit(MatmulArgs{.a = a, .b = b, .trans_a = trans_a, .trans_b = trans_b}.spec(
+                      {.names = {name}})));
     return n->result();
   }
   absl::StatusOr<Value*> reshape(Value* x, Shape shape) {
-    ASSIGN_OR_RETURN(Node * n, c_.emit(ReshapeArgs{.x = x, .shape = std::vector<int64_t>(
-                                                                  shape.begin(), shape.end())}
-                                           .spec({.names = {x->name() + ".rows"}})));
+    ASSIGN_OR_RETURN(
+        Node * n,
+        c_.emit(ReshapeArgs{.x = x, .shape = std::vector<int64_t>(shape.begin(), shape.end())}.spec(
+            {.names = {x->name() + ".rows"}})));
     return n->result();
   }
   absl::StatusOr<Value*> transpose(Value* x, std::vector<int64_t> perm, const std::string& suffix) {
@@ -126,7 +128,8 @@ absl::Status gradMatmul(GradContext& c) {
     Value* da = nullptr;
     if (!d.a_shared) {
       // dA = dC op(B)^T, or its transpose op(B) dC^T when A is stored transposed.
-      ASSIGN_OR_RETURN(da, ta ? g.matmul(b, dc, tb, true, name) : g.matmul(dc, b, false, !tb, name));
+      ASSIGN_OR_RETURN(da,
+                       ta ? g.matmul(b, dc, tb, true, name) : g.matmul(dc, b, false, !tb, name));
     } else {
       // Shared A[M,K]: sum_i dC_i op(B_i)^T = dC' B' with dC' = [M, batch*N] and
       // B' = the op(B_i)^T stacked: [batch*N, K].
@@ -136,7 +139,8 @@ absl::Status gradMatmul(GradContext& c) {
         ASSIGN_OR_RETURN(bt, g.swapLast(b));
       }
       ASSIGN_OR_RETURN(Value * bg, g.foldRows(bt));
-      ASSIGN_OR_RETURN(da, ta ? g.matmul(bg, dcg, true, true, name) : g.matmul(dcg, bg, false, false, name));
+      ASSIGN_OR_RETURN(
+          da, ta ? g.matmul(bg, dcg, true, true, name) : g.matmul(dcg, bg, false, false, name));
     }
     c.addOperandGrad(0, da);
   }
@@ -145,7 +149,8 @@ absl::Status gradMatmul(GradContext& c) {
     Value* db = nullptr;
     if (!d.b_shared) {
       // dB = op(A)^T dC, or its transpose dC^T op(A) when B is stored transposed.
-      ASSIGN_OR_RETURN(db, tb ? g.matmul(dc, a, true, ta, name) : g.matmul(a, dc, !ta, false, name));
+      ASSIGN_OR_RETURN(db,
+                       tb ? g.matmul(dc, a, true, ta, name) : g.matmul(a, dc, !ta, false, name));
     } else {
       // Shared B: sum_i op(A_i)^T dC_i = A'^T dC' with A' = the op(A_i) stacked:
       // [batch*M, K], dC' = [batch*M, N].
@@ -155,7 +160,8 @@ absl::Status gradMatmul(GradContext& c) {
       }
       ASSIGN_OR_RETURN(Value * af, g.foldRows(at));
       ASSIGN_OR_RETURN(Value * dcf, g.foldRows(dc));
-      ASSIGN_OR_RETURN(db, tb ? g.matmul(dcf, af, true, false, name) : g.matmul(af, dcf, true, false, name));
+      ASSIGN_OR_RETURN(
+          db, tb ? g.matmul(dcf, af, true, false, name) : g.matmul(af, dcf, true, false, name));
     }
     c.addOperandGrad(1, db);
   }
@@ -202,8 +208,9 @@ std::vector<int64_t> batchFree(const Shape& s) {
 
 absl::Status gradReshape(GradContext& c) {
   Value* x = c.node().operand(0);
-  ASSIGN_OR_RETURN(Node * dx, c.emit(ReshapeArgs{.x = c.resultGrad(0), .shape = batchFree(x->type().shape)}
-                                         .spec({.names = {gradName(x)}})));
+  ASSIGN_OR_RETURN(
+      Node * dx, c.emit(ReshapeArgs{.x = c.resultGrad(0), .shape = batchFree(x->type().shape)}.spec(
+                     {.names = {gradName(x)}})));
   c.addOperandGrad(0, dx->result());
   return absl::OkStatus();
 }
@@ -218,9 +225,8 @@ absl::StatusOr<Types> inferTranspose(const Node& n) {
     if (ok) seen[static_cast<size_t>(p)] = true;
   }
   if (!ok)
-    return fail(absl::StrCat("perm=", toString(AttrValue(perm)),
-                             " must list every axis of ", describeOperand(n, 0), " once (0 to ",
-                             x.rank() - 1, ")"));
+    return fail(absl::StrCat("perm=", toString(AttrValue(perm)), " must list every axis of ",
+                             describeOperand(n, 0), " once (0 to ", x.rank() - 1, ")"));
   Shape y;
   for (int64_t p : perm) y.push_back(x.shape[static_cast<size_t>(p)]);
   return Types{TensorType{x.dtype, y}};
@@ -229,10 +235,12 @@ absl::StatusOr<Types> inferTranspose(const Node& n) {
 absl::Status gradTranspose(GradContext& c) {
   const std::vector<int64_t>& perm = TransposeView(c.node()).perm();
   std::vector<int64_t> inverse(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
   Value* x = c.node().operand(0);
-  ASSIGN_OR_RETURN(Node * dx, c.emit(TransposeArgs{.x = c.resultGrad(0), .perm = inverse}.spec(
-                                  {.names = {gradName(x)}})));
+  ASSIGN_OR_RETURN(
+      Node * dx,
+      c.emit(TransposeArgs{.x = c.resultGrad(0), .perm = inverse}.spec({.names = {gradName(x)}})));
   c.addOperandGrad(0, dx->result());
   return absl::OkStatus();
 }

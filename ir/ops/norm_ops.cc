@@ -90,15 +90,15 @@ absl::StatusOr<Types> inferLayerNorm(const Node& n) {  // x, gamma, beta
 absl::Status gradLayerNorm(GradContext& c) {
   const Node& n = c.node();
   const LayerNormView v(n);
-  ASSIGN_OR_RETURN(Node * back,
-                   c.emit(LayerNormBackwardArgs{.dy = c.resultGrad(0),
-                                                .x = v.x(),
-                                                .mean = v.mean(),
-                                                .var = v.var(),
-                                                .gamma = v.gamma(),
-                                                .eps = v.eps()}
-                              .spec({.names = {gradName(v.x()), gradName(v.gamma()),
-                                               gradName(v.beta())}})));
+  ASSIGN_OR_RETURN(
+      Node * back,
+      c.emit(LayerNormBackwardArgs{.dy = c.resultGrad(0),
+                                   .x = v.x(),
+                                   .mean = v.mean(),
+                                   .var = v.var(),
+                                   .gamma = v.gamma(),
+                                   .eps = v.eps()}
+                 .spec({.names = {gradName(v.x()), gradName(v.gamma()), gradName(v.beta())}})));
   for (size_t i = 0; i < 3; ++i)
     if (c.needsGrad(i)) c.addOperandGrad(i, back->result(i));
   return absl::OkStatus();

@@ -25,8 +25,8 @@ class GraphEval {
   }
 
   ir::Value* input(const std::string& name, const ir::TensorType& t) {
-    auto n = graph_->create(ir::NodeSpec{.op = ir::Op::kInput, .device = ctx_.device(),
-                                         .names = {name}, .declared_types = {t}});
+    auto n = graph_->create(ir::NodeSpec{
+        .op = ir::Op::kInput, .device = ctx_.device(), .names = {name}, .declared_types = {t}});
     EXPECT_TRUE(n.ok()) << n.status();
     return (*n)->result();
   }
@@ -46,7 +46,9 @@ class GraphEval {
       ir::Value* resultGrad(size_t i) const override { return i == 0 ? dc : nullptr; }
       bool needsGrad(size_t) const override { return true; }
       void addOperandGrad(size_t i, ir::Value* g) override { grads[i] = g; }
-      absl::StatusOr<ir::Node*> emit(ir::NodeSpec spec) override { return eval->add(std::move(spec)); }
+      absl::StatusOr<ir::Node*> emit(ir::NodeSpec spec) override {
+        return eval->add(std::move(spec));
+      }
     } c;
     c.eval = this, c.fwd = &n, c.dc = dc, c.grads.assign(n.numOperands(), nullptr);
     absl::Status s = n.info().rules->grad(c);

@@ -127,14 +127,14 @@ TEST(LayerNorm, BadOperandsAreErrorsNamingTheNodeAndOperand) {
   ir::Value* x = e.input("tokens", f32Of({4, 8}));
   ir::Value* wide = e.input("wide", f32Of({9}));
   ir::Value* ok = e.input("ok", f32Of({8}));
-  auto n = e.add(ir::LayerNormArgs{.x = x, .gamma = wide, .beta = ok, .eps = 1e-5}.spec(
-      {.names = {"ln1"}}));
+  auto n = e.add(
+      ir::LayerNormArgs{.x = x, .gamma = wide, .beta = ok, .eps = 1e-5}.spec({.names = {"ln1"}}));
   ASSERT_FALSE(n.ok());
   const std::string err(n.status().message());
   for (const char* want : {"%ln1", "gamma (%wide: f32[9])", "f32[8]"})
     EXPECT_NE(err.find(want), std::string::npos) << err << "\nlacks: " << want;
-  auto bad_eps = e.add(ir::LayerNormArgs{.x = x, .gamma = ok, .beta = ok, .eps = 0}.spec(
-      {.names = {"ln2"}}));
+  auto bad_eps =
+      e.add(ir::LayerNormArgs{.x = x, .gamma = ok, .beta = ok, .eps = 0}.spec({.names = {"ln2"}}));
   ASSERT_FALSE(bad_eps.ok());
   EXPECT_NE(std::string(bad_eps.status().message()).find("eps"), std::string::npos)
       << bad_eps.status();

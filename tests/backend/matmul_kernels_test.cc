@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "graph_eval.h"
 #include "gtest/gtest.h"
 #include "ir/grad.h"
 #include "ir/op_views.h"
-#include "graph_eval.h"
 #include "kernel_test_util.h"
 #include "tests/cores/ref_case.h"
 
@@ -29,8 +29,8 @@ namespace {
 // another order than PyTorch's: 64 * 2^-24 of the scale).
 TEST(Matmul, ForwardAndGradientRuleMatchPyTorch) {
   int checked = 0;
-  for (const char* name : {"matmul_plain", "matmul_trans_a", "matmul_batched_trans_both",
-                           "matmul_shared_b_trans_b"}) {
+  for (const char* name :
+       {"matmul_plain", "matmul_trans_a", "matmul_batched_trans_both", "matmul_shared_b_trans_b"}) {
     SCOPED_TRACE(name);
     auto loaded = RefCase::load(name);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
@@ -44,9 +44,9 @@ TEST(Matmul, ForwardAndGradientRuleMatchPyTorch) {
     GraphEval e;
     ir::Value* a = e.input("a", f32Of(shapeOf("a", c.flag("a_broadcast"))));
     ir::Value* b = e.input("b", f32Of(shapeOf("b", c.flag("b_broadcast"))));
-    auto mm = e.add(ir::MatmulArgs{.a = a, .b = b, .trans_a = c.flag("trans_a"),
-                                   .trans_b = c.flag("trans_b")}
-                        .spec({.names = {"c"}}));
+    auto mm = e.add(
+        ir::MatmulArgs{.a = a, .b = b, .trans_a = c.flag("trans_a"), .trans_b = c.flag("trans_b")}
+            .spec({.names = {"c"}}));
     ASSERT_TRUE(mm.ok()) << mm.status();
     ir::Value* dc = e.input("dc", (*mm)->result()->type());
     std::vector<ir::Value*> g = e.grad(**mm, dc);
@@ -107,20 +107,21 @@ TEST(Matmul, GradientRuleMatchesFiniteDifferences) {
       for (int flags = 0; flags < 4; ++flags)
         cases.push_back({batch, (flags & 1) != 0, (flags & 2) != 0, shared == 1, shared == 2});
   for (const Case& k : cases) {
-    SCOPED_TRACE(::testing::Message() << "batch axes " << k.batch.size() << " trans_a " << k.trans_a
-                                    << " trans_b " << k.trans_b << " shared a " << k.a_shared
-                                    << " shared b " << k.b_shared);
+    SCOPED_TRACE(::testing::Message()
+                 << "batch axes " << k.batch.size() << " trans_a " << k.trans_a << " trans_b "
+                 << k.trans_b << " shared a " << k.a_shared << " shared b " << k.b_shared);
     int64_t batch = 1;
     for (int64_t s : k.batch) batch *= s;
-    std::vector<int64_t> as = k.a_shared ? std::vector<int64_t>{} : k.batch, bs = k.b_shared ? std::vector<int64_t>{} : k.batch, cs = k.batch;
+    std::vector<int64_t> as = k.a_shared ? std::vector<int64_t>{} : k.batch,
+                         bs = k.b_shared ? std::vector<int64_t>{} : k.batch, cs = k.batch;
     as.push_back(k.trans_a ? kk : m), as.push_back(k.trans_a ? m : kk);
     bs.push_back(k.trans_b ? n : kk), bs.push_back(k.trans_b ? kk : n);
     cs.push_back(m), cs.push_back(n);
     GraphEval e;
     ir::Value* a = e.input("a", f32Of(as));
     ir::Value* b = e.input("b", f32Of(bs));
-    auto mm = e.add(ir::MatmulArgs{.a = a, .b = b, .trans_a = k.trans_a, .trans_b = k.trans_b}
-                        .spec({.names = {"c"}}));
+    auto mm = e.add(ir::MatmulArgs{.a = a, .b = b, .trans_a = k.trans_a, .trans_b = k.trans_b}.spec(
+        {.names = {"c"}}));
     ASSERT_TRUE(mm.ok()) << mm.status();
     ASSERT_EQ(ir::toString((*mm)->result()->type()), ir::toString(f32Of(cs)));
     ir::Value* dc = e.input("dc", (*mm)->result()->type());
@@ -167,7 +168,8 @@ TEST(Matmul, GradientRuleMatchesFiniteDifferences) {
 TEST(Transpose, MovesEveryElementAndItsGradientMovesThemBack) {
   GraphEval e;
   ir::Value* x = e.input("x", f32Of({2, 3, 4, 5}));
-  auto t = e.add(ir::TransposeArgs{.x = x, .perm = std::vector<int64_t>{0, 2, 1, 3}}.spec({.names = {"y"}}));
+  auto t = e.add(
+      ir::TransposeArgs{.x = x, .perm = std::vector<int64_t>{0, 2, 1, 3}}.spec({.names = {"y"}}));
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_EQ(ir::toString((*t)->result()->type()), "f32[2,4,3,5]");
   ir::Value* dy = e.input("dy", (*t)->result()->type());
@@ -191,7 +193,8 @@ TEST(Transpose, MovesEveryElementAndItsGradientMovesThemBack) {
 TEST(Reshape, KeepsTheBytesAndItsGradientTakesTheInputsShape) {
   GraphEval e;
   ir::Value* x = e.input("x", f32Of({2, 3, 4}));
-  auto r = e.add(ir::ReshapeArgs{.x = x, .shape = std::vector<int64_t>{-1, 4}}.spec({.names = {"y"}}));
+  auto r =
+      e.add(ir::ReshapeArgs{.x = x, .shape = std::vector<int64_t>{-1, 4}}.spec({.names = {"y"}}));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(ir::toString((*r)->result()->type()), "f32[6,4]");  // -1 inferred
   ir::Value* dy = e.input("dy", (*r)->result()->type());
@@ -238,7 +241,8 @@ TEST(Matmul, BadOperandsAreErrorsNamingTheNodeAndOperand) {
   };
   const Bad bad[] = {
       {ir::MatmulArgs{.a = act, .b = weight}.spec({.names = {"scores"}}),
-       {"%scores", "inner sizes differ", "a (%act: f32[2,3,5])", "b (%weight: f32[4,7])", "5", "4"}},
+       {"%scores", "inner sizes differ", "a (%act: f32[2,3,5])", "b (%weight: f32[4,7])", "5",
+        "4"}},
       {ir::MatmulArgs{.a = act, .b = other}.spec({.names = {"mixed"}}),
        {"%mixed", "batch axes", "a (%act", "b (%other"}},
       {ir::MatmulArgs{.a = vec, .b = weight}.spec({.names = {"flat"}}),
@@ -247,20 +251,24 @@ TEST(Matmul, BadOperandsAreErrorsNamingTheNodeAndOperand) {
        {"%ints", "b (%labels: i32[5,7])", "f32 or bf16"}},
       {ir::TransposeArgs{.x = act, .perm = std::vector<int64_t>{0, 2}}.spec({.names = {"short"}}),
        {"%short", "perm=[0,2]", "x (%act: f32[2,3,5])", "every axis"}},
-      {ir::TransposeArgs{.x = act, .perm = std::vector<int64_t>{0, 1, 1}}.spec({.names = {"twice"}}),
+      {ir::TransposeArgs{.x = act, .perm = std::vector<int64_t>{0, 1, 1}}.spec(
+           {.names = {"twice"}}),
        {"%twice", "perm=[0,1,1]", "once"}},
-      {ir::TransposeArgs{.x = act, .perm = std::vector<int64_t>{0, 1, 3}}.spec({.names = {"outside"}}),
+      {ir::TransposeArgs{.x = act, .perm = std::vector<int64_t>{0, 1, 3}}.spec(
+           {.names = {"outside"}}),
        {"%outside", "perm=[0,1,3]", "0 to 2"}},
       {ir::ReshapeArgs{.x = act, .shape = std::vector<int64_t>{7, 4}}.spec({.names = {"count"}}),
        {"%count", "shape=[7,4]", "28 elements", "x (%act: f32[2,3,5])", "30"}},
       {ir::ReshapeArgs{.x = act, .shape = std::vector<int64_t>{-1, -1}}.spec({.names = {"twice"}}),
        {"%twice", "shape=[-1,-1]", "at most one -1"}},
-      {ir::ReshapeArgs{.x = act, .shape = std::vector<int64_t>{-1, 7}}.spec({.names = {"inferred"}}),
+      {ir::ReshapeArgs{.x = act, .shape = std::vector<int64_t>{-1, 7}}.spec(
+           {.names = {"inferred"}}),
        {"%inferred", "shape=[-1,7]", "cannot infer", "x (%act: f32[2,3,5])", "30 elements"}},
   };
   for (const Bad& b : bad) {
     const std::string err = createError(e, b.spec);
-    for (const std::string& want : b.says) EXPECT_NE(err.find(want), std::string::npos) << err << "\nlacks: " << want;
+    for (const std::string& want : b.says)
+      EXPECT_NE(err.find(want), std::string::npos) << err << "\nlacks: " << want;
   }
 }
 

@@ -80,8 +80,10 @@ TEST(Softmax, GradientRuleMatchesFiniteDifferences) {
           const int64_t idx = static_cast<int64_t>(i), pos = idx / inner % len,
                         first = idx - pos * inner;
           double mx = -1e300, sum = 0;
-          for (int64_t j = 0; j < len; ++j) mx = std::max(mx, v[static_cast<size_t>(first + j * inner)]);
-          for (int64_t j = 0; j < len; ++j) sum += std::exp(v[static_cast<size_t>(first + j * inner)] - mx);
+          for (int64_t j = 0; j < len; ++j)
+            mx = std::max(mx, v[static_cast<size_t>(first + j * inner)]);
+          for (int64_t j = 0; j < len; ++j)
+            sum += std::exp(v[static_cast<size_t>(first + j * inner)] - mx);
           const double y = log ? v[i] - mx - std::log(sum) : std::exp(v[i] - mx) / sum;
           s += dy[i] * y;
         }
@@ -108,8 +110,8 @@ TEST(Softmax, AnAxisOutsideTheRankIsAnErrorNamingNodeAndOperand) {
     auto n = e.add(ir::SoftmaxArgs{.x = x, .axis = axis}.spec({.names = {"attn"}}));
     ASSERT_FALSE(n.ok());
     const std::string err(n.status().message());
-    for (const std::string& want :
-         {std::string("%attn"), "axis=" + std::to_string(axis), std::string("x (%scores: f32[2,3])")})
+    for (const std::string& want : {std::string("%attn"), "axis=" + std::to_string(axis),
+                                    std::string("x (%scores: f32[2,3])")})
       EXPECT_NE(err.find(want), std::string::npos) << err << "\nlacks: " << want;
   }
 }

@@ -5,8 +5,8 @@
 // compared. Without a GPU they skip, saying what CUDA reported.
 
 #include <cstring>
-#include <string>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"

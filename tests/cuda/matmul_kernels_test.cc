@@ -1,7 +1,7 @@
-// matmul, reshape, transpose, layer_norm and (log_)softmax on CUDA. Without a GPU: transpose's index math
-// (permute_math.h), compiled here, against the CPU kernel (a oneDNN reorder) bit for bit.
-// With a GPU: every op against the CPU backend (matmul within f32 rounding of another
-// order of sums: cuBLASLt's; TF32 off).
+// matmul, reshape, transpose, layer_norm and (log_)softmax on CUDA. Without a GPU: transpose's
+// index math (permute_math.h), compiled here, against the CPU kernel (a oneDNN reorder) bit for
+// bit. With a GPU: every op against the CPU backend (matmul within f32 rounding of another order of
+// sums: cuBLASLt's; TF32 off).
 
 #include <any>
 #include <cstdint>
@@ -44,9 +44,9 @@ TEST(CudaMatmulKernels, MatmulMatchesCpu) {
     bool trans_a, trans_b;
   };
   for (const Shapes& s : std::vector<Shapes>{Shapes{{2, 3, 33, 17}, {2, 3, 17, 9}, false, false},
-                          Shapes{{6, 17, 33}, {6, 9, 17}, true, true},
-                          Shapes{{4, 50, 64}, {64, 96}, false, false},
-                          Shapes{{64, 50}, {4, 96, 64}, true, true}}) {
+                                             Shapes{{6, 17, 33}, {6, 9, 17}, true, true},
+                                             Shapes{{4, 50, 64}, {64, 96}, false, false},
+                                             Shapes{{64, 50}, {4, 96, 64}, true, true}}) {
     for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
       SingleOp op(Op::kMatmul, {ir::TensorType{t, s.a}, ir::TensorType{t, s.b}},
                   {{"trans_a", s.trans_a}, {"trans_b", s.trans_b}});
@@ -91,7 +91,8 @@ TEST(CudaRowsKernels, LayerNormAndSoftmaxMatchCpu) {
     for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kSoftmaxBackward, Op::kLogSoftmaxBackward})
       for (int64_t axis : {-1, 1}) {
         const bool backward = op == Op::kSoftmaxBackward || op == Op::kLogSoftmaxBackward;
-        SingleOp s(op, backward ? std::vector<ir::TensorType>{x, x} : std::vector<ir::TensorType>{x},
+        SingleOp s(op,
+                   backward ? std::vector<ir::TensorType>{x, x} : std::vector<ir::TensorType>{x},
                    {{"axis", axis}});
         fillFinite(s, rng, 2.0f);
         expectCudaMatchesCpu(s, tol);
