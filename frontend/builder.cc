@@ -183,8 +183,57 @@ Tensor Builder::batchNorm(Tensor x, const BatchNormOptions& o, Loc loc) {
   return addNode(args.spec(), path, loc);
 }
 
+Tensor Builder::layerNorm(Tensor x, const LayerNormOptions& o, Loc loc) {
+  std::string path = layerPath(o.name, "ln");
+  const int64_t width = x.valid() && !x.shape().empty() ? x.shape().back() : 0;
+  TensorType row{ir::DType::kF32, {width}};  // f32 whatever x's dtype (mixed precision)
+  ir::LayerNormArgs args{
+      .x = x.value(),
+      .gamma = variable(path + ".gamma", row, VarRole::kParam, kOnes, loc).value(),
+      .beta = variable(path + ".beta", row, VarRole::kParam, kZeros, loc).value(),
+      .eps = o.eps};
+  return addNode(args.spec(), path, loc);
+}
+
+Tensor Builder::softmax(Tensor x, int64_t axis, Loc loc) {
+  return addNode(ir::SoftmaxArgs{.x = x.value(), .axis = axis}.spec(), layerPath("", "softmax"),
+                 loc);
+}
+
+Tensor Builder::logSoftmax(Tensor x, int64_t axis, Loc loc) {
+  return addNode(ir::LogSoftmaxArgs{.x = x.value(), .axis = axis}.spec(),
+                 layerPath("", "log_softmax"), loc);
+}
+
 Tensor Builder::relu(Tensor x, Loc loc) {
   return addNode(ir::ReluArgs{.x = x.value()}.spec(), layerPath("", "relu"), loc);
+}
+
+Tensor Builder::gelu(Tensor x, Gelu form, Loc loc) {
+  if (form == Gelu::kTanh)
+    return addNode(ir::GeluTanhArgs{.x = x.value()}.spec(), layerPath("", "gelu"), loc);
+  return addNode(ir::GeluArgs{.x = x.value()}.spec(), layerPath("", "gelu"), loc);
+}
+
+Tensor Builder::tanh(Tensor x, Loc loc) {
+  return addNode(ir::TanhArgs{.x = x.value()}.spec(), layerPath("", "tanh"), loc);
+}
+
+Tensor Builder::matmul(Tensor a, Tensor b, const MatmulOptions& o, Loc loc) {
+  return addNode(
+      ir::MatmulArgs{.a = a.value(), .b = b.value(), .trans_a = o.trans_a, .trans_b = o.trans_b}
+          .spec(),
+      layerPath("", "matmul"), loc);
+}
+
+Tensor Builder::reshape(Tensor x, std::vector<int64_t> shape, Loc loc) {
+  return addNode(ir::ReshapeArgs{.x = x.value(), .shape = std::move(shape)}.spec(),
+                 layerPath("", "reshape"), loc);
+}
+
+Tensor Builder::transpose(Tensor x, std::vector<int64_t> perm, Loc loc) {
+  return addNode(ir::TransposeArgs{.x = x.value(), .perm = std::move(perm)}.spec(),
+                 layerPath("", "transpose"), loc);
 }
 
 Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {

@@ -47,6 +47,15 @@ struct BatchNormOptions {
   std::string name;  // unset: "bn", "bn_1", ...
 };
 
+struct MatmulOptions {
+  bool trans_a = false, trans_b = false;
+};
+
+struct LayerNormOptions {
+  double eps = 1e-5;  // nn.LayerNorm's default
+  std::string name;   // unset: "ln", "ln_1", ...
+};
+
 struct Pool2dOptions {
   int64_t kernel = 2;
   int64_t stride = 0;  // 0: same as kernel
@@ -100,13 +109,29 @@ class Builder {
 
   Tensor conv2d(Tensor x, const Conv2dOptions& o, Loc loc = Loc::current());
   Tensor batchNorm(Tensor x, const BatchNormOptions& o = {}, Loc loc = Loc::current());
+  /// Layer normalization over the last axis with a learned scale (ones) and shift
+  /// (zeros): nn.LayerNorm(x.shape[-1]); variables "<name>.gamma", "<name>.beta".
+  Tensor layerNorm(Tensor x, const LayerNormOptions& o = {}, Loc loc = Loc::current());
   Tensor relu(Tensor x, Loc loc = Loc::current());
+  /// softmax / log-softmax over `axis` (negative counts from the end, as in PyTorch).
+  Tensor softmax(Tensor x, int64_t axis = -1, Loc loc = Loc::current());
+  Tensor logSoftmax(Tensor x, int64_t axis = -1, Loc loc = Loc::current());
+  /// GELU, exact (erf) or PyTorch's approximate="tanh" form.
+  enum class Gelu { kErf, kTanh };
+  Tensor gelu(Tensor x, Gelu form = Gelu::kErf, Loc loc = Loc::current());
+  Tensor tanh(Tensor x, Loc loc = Loc::current());
   Tensor maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc = Loc::current());
   Tensor avgPool2d(Tensor x, const Pool2dOptions& o, Loc loc = Loc::current());
   Tensor globalAvgPool(Tensor x, Loc loc = Loc::current());
   Tensor flatten(Tensor x, Loc loc = Loc::current());
   Tensor linear(Tensor x, const LinearOptions& o, Loc loc = Loc::current());
   Tensor add(Tensor a, Tensor b, Loc loc = Loc::current());
+  /// op(a) * op(b) over the last two axes, batched over the leading ones (a plain matrix
+  /// beside a batched operand is shared by the batch); op(x) = x^T when trans_x.
+  Tensor matmul(Tensor a, Tensor b, const MatmulOptions& o = {}, Loc loc = Loc::current());
+  Tensor reshape(Tensor x, std::vector<int64_t> shape, Loc loc = Loc::current());
+  /// Permutes the axes: result.shape[i] = x.shape[perm[i]] (PyTorch's permute).
+  Tensor transpose(Tensor x, std::vector<int64_t> perm, Loc loc = Loc::current());
 
   /// A persistent variable read in the current graph (created on first use; a second
   /// declaration must agree on type and role).

@@ -47,5 +47,13 @@ double matmul(const Node& n, const CostSpec& c) {
   return 2 * elements(valueAt(n, c.a)) * static_cast<double>(valueAt(n, c.b).type().shape.back());
 }
 
+double contraction(const Node& n, const CostSpec& c) {
+  // A matmul's a is [..., M, K], or [..., K, M] under trans_a: K is the axis summed over.
+  const Shape& a = valueAt(n, c.a).type().shape;
+  const bool trans = n.info().attrIndex("trans_a") >= 0 && n.boolAttr("trans_a");
+  const int64_t k = a.size() < 2 ? 1 : a[a.size() - (trans ? 2 : 1)];
+  return 2 * elements(valueAt(n, c.b)) * static_cast<double>(k);
+}
+
 }  // namespace cost
 }  // namespace tandem::ir

@@ -53,6 +53,9 @@ double elementwise(const Node& n, const CostSpec& c);
 double gemm(const Node& n, const CostSpec& c);
 /// 2 * elements(a) * b.shape.back(): a^T b of [N,O] and [N,I] matrices.
 double matmul(const Node& n, const CostSpec& c);
+/// 2 * elements(b) * K: a (batched) product with output b whose operand a is [..., M, K],
+/// or [..., K, M] when the node's trans_a is set.
+double contraction(const Node& n, const CostSpec& c);
 }  // namespace cost
 
 }  // namespace tandem::ir

@@ -11,14 +11,16 @@
 #   op NAME                         snake_case text name; the C++ names are its CamelCase
 #     operands A, B?, XS...         `?` optional (trailing only), `...` variadic (last)
 #     results  Y, Z?, YS...         the same marks; names for views, costs and docs
-#     attr NAME: KIND [= DEFAULT] [CHECK]
+#     attr NAME: KIND [= DEFAULT] [CHECK]  (defaults: int and bool attributes)
 #                                   KIND: int, float, bool, ints, symbol, devices or an
 #                                   enum; CHECK (int, float): `>= N`, `> N`, or `in [A, B)`
 #                                   with [ or ( and ] or ): the verifier's "NAME must be ..."
 #     traits T T ...                trait names declared above
 #     cost FORMULA[(ARG, ...)]      the roofline's flops (ir/op_cost.h): none,
 #                                   elementwise[(FLOPS per result element)], gemm(FILTER,
-#                                   OUT), matmul(A, B); ARGs name operands or results
+#                                   OUT), matmul(A, B), contraction(A, OUT) (a batched
+#                                   product, K from A and trans_a); ARGs name operands or
+#                                   results
 #     optimizer param=P grad=G [grouped=OP | grouped_of=OP] [lr_scale=S]
 #                                   an optimizer update (ir/interfaces.h): operand P is the
 #                                   trained weight, G its gradient; its multi-tensor form;
@@ -106,6 +108,30 @@ op batch_norm
   doc Per-channel batch normalization. Training mode normalizes with batch statistics,
   doc updates the running ones and also returns the saved mean and 1/std for backward.
 
+op layer_norm
+  operands x, gamma, beta
+  results y, mean, var
+  attr eps: float > 0
+  cost elementwise(8)
+  doc Layer normalization over the last axis (nn.LayerNorm, affine): y = (x - mean) /
+  doc sqrt(var + eps) * gamma + beta per row, var biased; also returns each row's mean and
+  doc var (f32, x's shape without its last axis) for the backward. x f32 or bf16; gamma,
+  doc beta and the statistics f32.
+
+op softmax
+  operands x
+  results y
+  attr axis: int
+  cost elementwise(5)
+  doc exp(x) / sum(exp(x)) over `axis` (negative counts from the end, as in PyTorch).
+
+op log_softmax
+  operands x
+  results y
+  attr axis: int
+  cost elementwise(5)
+  doc x - log(sum(exp(x))) over `axis` (negative counts from the end).
+
 op relu
   operands x
   results y
@@ -118,6 +144,24 @@ op sigmoid
   results y
   cost elementwise(4)
   doc 1 / (1 + exp(-x)).
+
+op gelu
+  operands x
+  results y
+  cost elementwise(8)
+  doc x/2 (1 + erf(x / sqrt 2)): the exact GELU (PyTorch's nn.GELU()).
+
+op gelu_tanh
+  operands x
+  results y
+  cost elementwise(8)
+  doc x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh form (nn.GELU(approximate="tanh")).
+
+op tanh
+  operands x
+  results y
+  cost elementwise(4)
+  doc tanh(x).
 
 op max_pool2d
   operands x
@@ -163,6 +207,31 @@ op linear
   traits low_precision
   cost gemm(w, y)
   doc x[N,I] * w[O,I]^T (+ b[O]) -> [N,O] in x's dtype (w and b may be f32 under bf16 x).
+
+op matmul
+  operands a, b
+  results c
+  attr trans_a: bool = false
+  attr trans_b: bool = false
+  traits low_precision
+  cost contraction(a, c)
+  doc Batched matrix product c[..., M, N] = op(a)[..., M, K] * op(b)[..., K, N], op(x) = x^T (its last two axes) when trans_x. The leading (batch) axes of a and b agree, or one operand is a plain matrix shared by the whole batch (a weight). bf16 when either operand is (an f32 one beside it is a master weight, converted as it is read).
+
+op reshape
+  operands x
+  results y
+  attr shape: ints
+  cost elementwise(0)
+  doc The same elements, row-major, in another shape of the same element count; one size
+  doc may be -1, inferred (as in PyTorch: write the batch axis so, and replicate's slices
+  doc reshape alike).
+
+op transpose
+  operands x
+  results y
+  attr perm: ints
+  cost elementwise(0)
+  doc Permutes the axes: y.shape[i] = x.shape[perm[i]] (PyTorch's permute).
 
 op add
   operands a, b
@@ -217,6 +286,31 @@ op batch_norm_backward
   cost elementwise
   doc Gradients of training-mode batch_norm: dx, dgamma, dbeta.
 
+op layer_norm_backward
+  operands dy, x, mean, var, gamma
+  results dx, dgamma, dbeta
+  attr eps: float > 0
+  traits backward
+  cost elementwise(10)
+  doc Gradients of layer_norm from its saved statistics: dx, and dgamma, dbeta summed over
+  doc the rows (f32).
+
+op softmax_backward
+  operands dy, y
+  results dx
+  attr axis: int
+  traits backward
+  cost elementwise(4)
+  doc y (dy - sum(dy y)) over `axis`, from softmax's output y.
+
+op log_softmax_backward
+  operands dy, y
+  results dx
+  attr axis: int
+  traits backward
+  cost elementwise(4)
+  doc dy - exp(y) sum(dy) over `axis`, from log_softmax's output y.
+
 op relu_backward
   operands dy, y
   results dx
@@ -230,6 +324,27 @@ op sigmoid_backward
   traits backward
   cost elementwise(3)
   doc dy * y * (1 - y), from sigmoid's output y.
+
+op gelu_backward
+  operands dy, x
+  results dx
+  traits backward
+  cost elementwise(10)
+  doc dy * (Phi(x) + x phi(x)), from gelu's input x.
+
+op gelu_tanh_backward
+  operands dy, x
+  results dx
+  traits backward
+  cost elementwise(10)
+  doc gelu_tanh's derivative times dy, from its input x.
+
+op tanh_backward
+  operands dy, y
+  results dx
+  traits backward
+  cost elementwise(3)
+  doc dy * (1 - y^2), from tanh's output y.
 
 op max_pool2d_backward
   operands dy, x

@@ -82,6 +82,9 @@ class CastKernel final : public CpuKernel {
 
 // oneDNN's algorithms of the ops below ("use_dst": the backward op reads the output).
 constexpr dnnl::algorithm kLogistic = dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
+constexpr dnnl::algorithm kGeluErf = dnnl::algorithm::eltwise_gelu_erf;
+constexpr dnnl::algorithm kGeluTanh = dnnl::algorithm::eltwise_gelu_tanh;
+constexpr dnnl::algorithm kTanh = dnnl::algorithm::eltwise_tanh_use_dst_for_bwd;
 
 /// Whether oneDNN's backward of `alg` reads the forward output (dst) rather than its input.
 constexpr bool backwardReadsOutput(dnnl::algorithm alg) {
@@ -150,6 +153,14 @@ KernelOr makeSigmoidKernel(const KernelInit& i) { return eltwiseKernel<kLogistic
 KernelOr makeSigmoidBackwardKernel(const KernelInit& i) {
   return eltwiseBackwardKernel<kLogistic>(i);
 }
+KernelOr makeGeluKernel(const KernelInit& i) { return eltwiseKernel<kGeluErf>(i); }
+KernelOr makeGeluBackwardKernel(const KernelInit& i) { return eltwiseBackwardKernel<kGeluErf>(i); }
+KernelOr makeGeluTanhKernel(const KernelInit& i) { return eltwiseKernel<kGeluTanh>(i); }
+KernelOr makeGeluTanhBackwardKernel(const KernelInit& i) {
+  return eltwiseBackwardKernel<kGeluTanh>(i);
+}
+KernelOr makeTanhKernel(const KernelInit& i) { return eltwiseKernel<kTanh>(i); }
+KernelOr makeTanhBackwardKernel(const KernelInit& i) { return eltwiseBackwardKernel<kTanh>(i); }
 
 KernelOr makeAddKernel(const KernelInit& init) {
   switch (ir::DType t = init.node.result()->type().dtype) {

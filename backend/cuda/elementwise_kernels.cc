@@ -3,12 +3,12 @@
 // constant is an own fill kernel. initialize computes the variable's value on the host
 // when the kernel is made, with the CPU backend's own initializer code (the values depend
 // only on the seed and the variable's name, so both backends start from the same bits),
-// into a pinned buffer the kernel owns; a launch copies it over. assign, flatten and
-// flatten_backward are device-to-device copies (nothing when the memory plan gave the
-// result the operand's buffer), as on the CPU. The unary ops (unary_math.h: relu, ...)
-// and their backward ops, add, cast and the global pools are own kernels (elementwise.cu) on f32
-// and bf16 (add also i32), computing in float and rounding a bf16 result once, as the CPU kernels
-// do.
+// into a pinned buffer the kernel owns; a launch copies it over. assign, flatten,
+// flatten_backward and reshape are device-to-device copies (nothing when the memory plan
+// gave the result the operand's buffer), as on the CPU; transpose a gather (permute.cu). The unary
+// ops (unary_math.h: relu, ...) and their backward ops, add, cast and the global pools are own
+// kernels (elementwise.cu) on f32 and bf16 (add also i32), computing in float and rounding a bf16
+// result once, as the CPU kernels do.
 
 #include <cmath>
 #include <cstdint>
@@ -16,10 +16,12 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/elementwise_launch.h"
+#include "backend/cuda/permute_launch.h"
 #include "backend/cuda/unary_math.h"
 #include "backend/initializers.h"
 #include "ir/op_views.h"
@@ -296,6 +298,28 @@ KernelOr makeFlattenKernel(const KernelInit& init) {
 // flatten_backward(dy, x): x only gives the shape; the bytes are dy's.
 KernelOr makeFlattenBackwardKernel(const KernelInit& init) {
   return std::unique_ptr<CudaKernel>(new CopyKernel(init.ctx));
+}
+
+KernelOr makeReshapeKernel(const KernelInit& init) {
+  return std::unique_ptr<CudaKernel>(new CopyKernel(init.ctx));
+}
+
+// transpose: a gather through the permutation (permute.cu).
+KernelOr makeTransposeKernel(const KernelInit& init) {
+  const ir::TransposeView v(init.node);
+  const ir::TensorType& x = v.x()->type();
+  if (x.rank() > kMaxPermuteRank)
+    return absl::UnimplementedError(absl::StrCat(init.node.describe(), ": x has ", x.rank(),
+                                                 " axes; the CUDA transpose takes at most ",
+                                                 kMaxPermuteRank));
+  const std::vector<int64_t> shape(x.shape.begin(), x.shape.end());
+  const PermutePlan plan = permutePlan(shape.data(), v.perm().data(), static_cast<int>(x.rank()));
+  const int bytes = static_cast<int>(ir::dtypeBytes(x.dtype));
+  return fnKernel(init, [plan, bytes](cudaStream_t s, absl::Span<const TensorView> in,
+                                      absl::Span<const TensorView> out) {
+    launchPermute(in[0].data, out[0].data, out[0].numElements(), bytes, plan, s);
+    return absl::OkStatus();
+  });
 }
 
 KernelOr makeGlobalAvgPoolKernel(const KernelInit& init) {

@@ -161,7 +161,9 @@ struct Spec {
 };
 
 const std::set<std::string> kPlainKinds = {"int", "float", "bool", "ints", "symbol", "devices"};
-const std::set<std::string> kCosts = {"none", "elementwise", "gemm", "matmul"};
+const std::set<std::string> kCosts = {"none", "elementwise", "gemm", "matmul", "contraction"};
+/// The formulas that take two operands or results (CostSpec::a, b).
+const std::set<std::string> kTwoValueCosts = {"gemm", "matmul", "contraction"};
 const std::set<std::string> kCollectiveKinds = {"reduce", "broadcast", "scatter", "gather"};
 const std::set<std::string> kReads = {"per_device", "group_source", "host", "module_devices"};
 const std::set<std::string> kWrites = {"per_device", "first_device"};
@@ -238,8 +240,10 @@ Attr parseAttr(const std::string& text, int line, const Spec& spec) {
   if (i < rest.size() && rest[i] == "=") {
     if (i + 1 >= rest.size()) die(line, "`=` needs a default value");
     a.default_value = rest[i + 1];
-    if (a.kind != "int" || !isNumber(a.default_value))
-      die(line, "only int attributes take a default (an integer), got '" + a.default_value + "'");
+    const bool is_bool = a.default_value == "true" || a.default_value == "false";
+    if (!(a.kind == "int" && isNumber(a.default_value)) && !(a.kind == "bool" && is_bool))
+      die(line, "only int and bool attributes take a default (an integer, true or false), got '" +
+                    a.default_value + "'");
     i += 2;
   }
   if (i < rest.size()) {
@@ -344,7 +348,8 @@ Spec parse(std::istream& in) {
       size_t paren = rest.find('(');
       op->cost = trim(rest.substr(0, paren));
       if (!kCosts.count(op->cost))
-        die(line, "unknown cost formula '" + op->cost + "' (none, elementwise, gemm, matmul)");
+        die(line, "unknown cost formula '" + op->cost +
+                      "' (none, elementwise, gemm, matmul, contraction)");
       if (paren != std::string::npos) {
         if (rest.back() != ')') die(line, "unclosed '(' in cost");
         op->cost_args = split(rest.substr(paren + 1, rest.size() - paren - 2), ',');
@@ -387,15 +392,13 @@ void validate(Spec& spec) {
     for (const Attr& a : o.attrs)
       if (!names.insert(a.name).second)
         die(a.line, "op " + o.name + ": attribute '" + a.name + "' shares a name with a value");
-    const size_t want = o.cost == "gemm" || o.cost == "matmul" ? 2
-                        : o.cost == "elementwise"              ? 1
-                                                               : 0;
+    const size_t want = kTwoValueCosts.count(o.cost) ? 2 : o.cost == "elementwise" ? 1 : 0;
     if (o.cost == "elementwise" ? o.cost_args.size() > 1 : o.cost_args.size() != want)
       die(o.line,
           "cost " + o.cost + " of " + o.name + " takes " + std::to_string(want) + " argument(s)");
     if (o.cost == "elementwise" && !o.cost_args.empty() && !isNumber(o.cost_args[0]))
       die(o.line, "elementwise takes the flops per result element, a number");
-    if (o.cost == "gemm" || o.cost == "matmul")
+    if (kTwoValueCosts.count(o.cost))
       for (const std::string& arg : o.cost_args)
         if (o.operandIndex(arg) < 0 && o.resultIndex(arg) < 0)
           die(o.line, "cost argument '" + arg + "' is no operand or result of " + o.name);
@@ -800,7 +803,8 @@ namespace tandem::ir {
         o << "}";
       }
       if (!a.default_value.empty())
-        o << ", .default_value = AttrValue{int64_t{" << a.default_value << "}}";
+        o << ", .default_value = AttrValue{" << (a.kind == "bool" ? "bool{" : "int64_t{")
+          << a.default_value << "}}";
       if (!a.range_text.empty())
         o << ", .range = AttrRange{.lo = " << a.lo
           << ", .hi = " << (a.hi.empty() ? "std::numeric_limits<double>::infinity()" : a.hi)
@@ -816,7 +820,7 @@ namespace tandem::ir {
     if (op.cost == "none") o << ", .work = false";
     if (op.cost == "elementwise" && !op.cost_args.empty())
       o << ", .per_element = " << op.cost_args[0];
-    if (op.cost == "gemm" || op.cost == "matmul")
+    if (kTwoValueCosts.count(op.cost))
       o << ", .a = " << valueRef(op, op.cost_args[0]) << ", .b = " << valueRef(op, op.cost_args[1]);
     o << "},\n";
     if (op.has("optimizer")) o << "      .optimizer = &k" << C << "Optimizer,\n";

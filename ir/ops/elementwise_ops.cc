@@ -87,6 +87,12 @@ extern const OpRules kReluRules = unaryRules<Op::kReluBackward, Reads::kOutput>(
 extern const OpRules kReluBackwardRules = kUnaryBackwardRules;
 extern const OpRules kSigmoidRules = unaryRules<Op::kSigmoidBackward, Reads::kOutput>();
 extern const OpRules kSigmoidBackwardRules = kUnaryBackwardRules;
+extern const OpRules kGeluRules = unaryRules<Op::kGeluBackward, Reads::kInput>();
+extern const OpRules kGeluBackwardRules = kUnaryBackwardRules;
+extern const OpRules kGeluTanhRules = unaryRules<Op::kGeluTanhBackward, Reads::kInput>();
+extern const OpRules kGeluTanhBackwardRules = kUnaryBackwardRules;
+extern const OpRules kTanhRules = unaryRules<Op::kTanhBackward, Reads::kOutput>();
+extern const OpRules kTanhBackwardRules = kUnaryBackwardRules;
 extern const OpRules kAddRules{.infer = inferAdd, .grad = gradAdd};
 
 }  // namespace tandem::ir

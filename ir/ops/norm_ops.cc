@@ -1,8 +1,11 @@
-// batch_norm and its backward op.
+// batch_norm and layer_norm with their backward ops.
+
+#include <cstdint>
 
 #include "ir/grad.h"
 #include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
+#include "ir/status_macros.h"
 
 namespace tandem::ir {
 namespace {
@@ -64,10 +67,58 @@ absl::Status gradBatchNorm(GradContext& c) {
   return absl::OkStatus();
 }
 
+// ---- layer_norm ----------------------------------------------------------------------
+
+/// x[..., W] of f32 or bf16 with gamma, beta f32[W]: the type of the rows' statistics,
+/// f32[...] (x's shape without its last axis).
+absl::StatusOr<TensorType> rowStatsType(const Node& n, size_t x, size_t gamma, size_t beta) {
+  const TensorType& xt = typeOf(n, x);
+  if (xt.rank() < 1)
+    return fail(absl::StrCat(describeOperand(n, x), " must have rank 1 or more ([..., width])"));
+  RETURN_IF_ERROR(expectFloat(n, x));
+  const TensorType width{DType::kF32, {xt.shape.back()}};
+  for (size_t i : {gamma, beta})
+    if (i != SIZE_MAX) RETURN_IF_ERROR(expectType(n, i, width, "one value per element of a row"));
+  return TensorType{DType::kF32, Shape(xt.shape.begin(), xt.shape.end() - 1)};
+}
+
+absl::StatusOr<Types> inferLayerNorm(const Node& n) {  // x, gamma, beta
+  ASSIGN_OR_RETURN(TensorType stats, rowStatsType(n, 0, 1, 2));
+  return Types{typeOf(n, 0), stats, stats};
+}
+
+absl::Status gradLayerNorm(GradContext& c) {
+  const Node& n = c.node();
+  const LayerNormView v(n);
+  ASSIGN_OR_RETURN(
+      Node * back,
+      c.emit(LayerNormBackwardArgs{.dy = c.resultGrad(0),
+                                   .x = v.x(),
+                                   .mean = v.mean(),
+                                   .var = v.var(),
+                                   .gamma = v.gamma(),
+                                   .eps = v.eps()}
+                 .spec({.names = {gradName(v.x()), gradName(v.gamma()), gradName(v.beta())}})));
+  for (size_t i = 0; i < 3; ++i)
+    if (c.needsGrad(i)) c.addOperandGrad(i, back->result(i));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> inferLayerNormBackward(const Node& n) {  // dy, x, mean, var, gamma
+  ASSIGN_OR_RETURN(TensorType stats, rowStatsType(n, 1, 4, SIZE_MAX));
+  RETURN_IF_ERROR(expectSameType(n, 0, 1));
+  for (size_t i : {size_t{2}, size_t{3}})
+    RETURN_IF_ERROR(expectType(n, i, stats, "the forward's statistics, one per row"));
+  const TensorType width{DType::kF32, {typeOf(n, 1).shape.back()}};
+  return Types{typeOf(n, 1), width, width};
+}
+
 }  // namespace
 
 extern const OpRules kBatchNormRules{
     .infer = inferBatchNorm, .grad = gradBatchNorm, .writes = writesBatchNorm};
 extern const OpRules kBatchNormBackwardRules{.infer = inferBatchNormBackward};
+extern const OpRules kLayerNormRules{.infer = inferLayerNorm, .grad = gradLayerNorm};
+extern const OpRules kLayerNormBackwardRules{.infer = inferLayerNormBackward};
 
 }  // namespace tandem::ir

@@ -1,15 +1,18 @@
-// relu, relu_backward, sigmoid, sigmoid_backward, add, flatten and flatten_backward against
-// naive loops in double; the backward ops also against central finite differences of the
-// naive forward; bf16 sigmoid against f32.
+// relu, relu_backward, sigmoid, sigmoid_backward, gelu, gelu_tanh, tanh (and their
+// backward ops), add, flatten and flatten_backward against naive loops in double; the
+// backward ops also against central finite differences of the naive forward; gelu, gelu_tanh
+// and tanh against PyTorch 1.13 (tests/data/transformer_refs); bf16 against f32.
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
+#include "tests/cores/ref_case.h"
 
 namespace tandem::testing {
 namespace {
@@ -123,6 +126,121 @@ TEST(Sigmoid, Bf16IsF32RoundedOnce) {
   back_ref.in(0).fillUniform(rng);
   back_ref.in(1).fillUniform(rng, 0, 1);
   expectBf16NearF32(back_ref, back_low, 2e-2);
+}
+
+// gelu (erf form), gelu_tanh and tanh: oneDNN eltwise primitives, as the core tests'
+// ActivationForward/Backward are; here through the ops' kernel slots.
+struct ActivationOp {
+  ir::Op op, backward;
+  double (*ref)(double);  // the forward in double
+  bool backward_reads_output;
+  const char* pytorch_case;  // tests/data/transformer_refs/<case>.ref
+};
+
+double geluErfRef(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+double geluTanhRef(double x) {
+  const double k = std::sqrt(2.0 / 3.14159265358979323846);
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+double tanhRef(double x) { return std::tanh(x); }
+
+const ActivationOp kActivationOps[] = {
+    {ir::Op::kGelu, ir::Op::kGeluBackward, geluErfRef, false, "activation_gelu_erf"},
+    {ir::Op::kGeluTanh, ir::Op::kGeluTanhBackward, geluTanhRef, false, "activation_gelu_tanh"},
+    {ir::Op::kTanh, ir::Op::kTanhBackward, tanhRef, true, "activation_tanh"},
+};
+
+std::string nameOf(ir::Op op) { return std::string(ir::opInfo(op).name); }
+
+std::vector<float> valuesOf(Buffer& b) { return {b.f32(), b.f32() + b.size()}; }
+
+// Against the double forward: oneDNN's jit erf/tanh are polynomials accurate to a few
+// f32 ulps, so 1e-6 of max(1, |y|) (8 ulps near 1) bounds them with room; the tails of
+// [-12, 12] (gelu(-12) underflows towards 0, tanh saturates) are in the range.
+TEST(Activations, MatchTheDoubleReference) {
+  std::mt19937 rng(37);
+  for (const ActivationOp& a : kActivationOps) {
+    SCOPED_TRACE(nameOf(a.op));
+    for (const ir::TensorType& t : kTypes) {
+      SingleOp op(a.op, {t});
+      op.in(0).fillUniform(rng, -12, 12);
+      op.run();
+      std::vector<double> want(static_cast<size_t>(op.in(0).size()));
+      for (size_t i = 0; i < want.size(); ++i) want[i] = a.ref(op.in(0).f32()[i]);
+      EXPECT_LE(maxRelativeError(op.out().f32(), want.data(), op.out().size()), 1e-6)
+          << ir::toString(t);
+    }
+  }
+}
+
+// The backward op applied to dy is the gradient of <dy, f(x)>: central differences of the
+// double forward with h = 1e-5 are exact to about h^2 max|f'''| / 6 < 1e-10 (|f'''| < 2
+// for all three), far below the f32 kernel's few ulps, so 2e-6 of max(1, |dx|).
+TEST(Activations, BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(38);
+  const int64_t n = 257;
+  for (const ActivationOp& a : kActivationOps) {
+    SCOPED_TRACE(nameOf(a.op));
+    Buffer x(f32({n}));
+    x.fillUniform(rng, -6, 6);
+    SingleOp op(a.backward, {f32({n}), f32({n})});
+    op.in(0).fillUniform(rng);
+    for (int64_t i = 0; i < n; ++i) {
+      const double xi = x.f32()[i];
+      op.in(1).f32()[i] = a.backward_reads_output ? static_cast<float>(a.ref(xi)) : x.f32()[i];
+    }
+    op.run();
+    std::vector<double> want(n);
+    constexpr double h = 1e-5;
+    for (int64_t i = 0; i < n; ++i) {
+      const double xi = x.f32()[i], dy = op.in(0).f32()[i];
+      want[static_cast<size_t>(i)] = dy * (a.ref(xi + h) - a.ref(xi - h)) / (2 * h);
+    }
+    EXPECT_LE(maxRelativeError(op.out().f32(), want.data(), n), 2e-6);
+  }
+}
+
+// The ops' kernels against PyTorch 1.13's forward and backward (the .ref cases the cores
+// are tested on): 1e-5 of the tensor's scale, the core tests' kF32Math (oneDNN's and
+// PyTorch's transcendental approximations differ by a few ulps).
+TEST(Activations, MatchPyTorch) {
+  for (const ActivationOp& a : kActivationOps) {
+    SCOPED_TRACE(a.pytorch_case);
+    auto loaded = RefCase::load(a.pytorch_case);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    const RefCase& c = *loaded;
+    const RefTensor &x = c.tensor("x"), &dy = c.tensor("dy");
+    const ir::TensorType t = f32({x.size()});
+    SingleOp fwd(a.op, {t});
+    for (int64_t i = 0; i < x.size(); ++i) fwd.in(0).f32()[i] = static_cast<float>(x.values[i]);
+    fwd.run();
+    EXPECT_LE(relativeError(valuesOf(fwd.out()), c.tensor("y")), 1e-5) << "y";
+    SingleOp back(a.backward, {t, t});
+    for (int64_t i = 0; i < x.size(); ++i) {
+      back.in(0).f32()[i] = static_cast<float>(dy.values[i]);
+      back.in(1).f32()[i] = a.backward_reads_output ? fwd.out().f32()[i] : fwd.in(0).f32()[i];
+    }
+    back.run();
+    EXPECT_LE(relativeError(valuesOf(back.out()), c.tensor("dx")), 1e-5) << "dx";
+  }
+}
+
+// bf16: the f32 result rounded once (half an ulp is 2^-9 of the value), as sigmoid's.
+TEST(Activations, Bf16IsF32RoundedOnce) {
+  std::mt19937 rng(39);
+  const ir::Shape shape{3, 5, 7, 11};
+  for (const ActivationOp& a : kActivationOps) {
+    SCOPED_TRACE(nameOf(a.op));
+    SingleOp ref(a.op, {f32(shape)}), low(a.op, {bf16(shape)});
+    ref.in(0).fillUniform(rng, -6, 6);
+    expectBf16NearF32(ref, low, 8e-3);
+    SingleOp back_ref(a.backward, {f32(shape), f32(shape)});
+    SingleOp back_low(a.backward, {bf16(shape), bf16(shape)});
+    back_ref.in(0).fillUniform(rng);
+    const float bound = a.backward_reads_output ? 1 : 6;  // y of tanh, or x of gelu
+    back_ref.in(1).fillUniform(rng, -bound, bound);
+    expectBf16NearF32(back_ref, back_low, 2e-2);
+  }
 }
 
 TEST(Add, MatchesReference) {

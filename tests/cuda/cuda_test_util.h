@@ -5,6 +5,7 @@
 // compared. Without a GPU they skip, saying what CUDA reported.
 
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,19 @@ inline CudaRun runOnCuda(SingleOp& op, std::vector<Buffer>& inputs, int runs = 1
   absl::Status s = d.computeStream().synchronize();
   EXPECT_TRUE(s.ok()) << s;
   return out;
+}
+
+/// Finite values uniform in [-bound, bound) in every operand of `op` (f32 or bf16): the GPU
+/// tests compare by scaledError, which needs magnitudes (the specials are the host tests').
+inline void fillFinite(SingleOp& op, std::mt19937& rng, float bound = 8.0f) {
+  std::uniform_real_distribution<float> d(-bound, bound);
+  for (size_t k = 0; k < op.node().numOperands(); ++k)
+    for (int64_t i = 0; i < op.in(k).size(); ++i) {
+      if (op.in(k).type().dtype == ir::DType::kBF16)
+        op.in(k).bf16()[i] = d(rng);
+      else
+        op.in(k).f32()[i] = d(rng);
+    }
 }
 
 /// Runs `op` on cuda:0 and on the CPU from the same inputs (the ones in op's buffers),

@@ -1,11 +1,13 @@
 // The elementwise family on CUDA (constant, initialize, assign, relu, relu_backward,
-// sigmoid and its backward (within ulps: the CPU's exp is oneDNN's), add,
+// sigmoid, gelu, gelu_tanh, tanh and their backward ops (within ulps: the CPU's exp, erf
+// and tanh are oneDNN's), add,
 // cast, flatten, flatten_backward, global_avg_pool and its backward). Without a GPU: the
 // per-element math the kernels run (elementwise_math.h), compiled here, against the CPU
 // kernels bit for bit, special values included. With a GPU: every op against the CPU
 // backend, bit for bit (a NaN matches any NaN: the hardware's payloads differ), at sizes
 // with a tail after the 16-byte packs, from unaligned pointers and in place.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -192,6 +194,52 @@ TEST(CudaElementwiseMath, SigmoidIsTheCpuKernelWithinUlps) {
   }
 }
 
+// gelu, gelu_tanh and tanh: the CPU kernels are oneDNN's eltwise primitives (jit
+// polynomials for erf, tanh and exp), the CUDA math libdevice's erff/tanhf/expf, so they
+// agree within ulps, not to the bit: 8 f32 ulps of max(1, |cpu|), as the core tests'
+// CudaTransformerMath.ActivationsMatchTheCpuCores bound the same functions. Finite values
+// over the range where they bend ([-8, 8]), plus NaN, which must stay NaN.
+template <typename Math>
+void expectUnaryMathNearCpu(Op op, Op backward, bool backward_reads_output) {
+  SCOPED_TRACE(std::string(ir::opInfo(op).name));
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-8.0f, 8.0f);
+  const int64_t n = 301;
+  auto near = [](float mine, float cpu) {
+    if (std::isnan(cpu)) return std::isnan(mine);
+    return std::abs(mine - cpu) <=
+           8 * std::numeric_limits<float>::epsilon() * std::max(1.0f, std::abs(cpu));
+  };
+  SingleOp f(op, {f32({n})});
+  for (int64_t i = 0; i < n; ++i) f.in(0).f32()[i] = d(rng);
+  f.in(0).f32()[0] = std::numeric_limits<float>::quiet_NaN();
+  f.in(0).f32()[1] = 0.0f;
+  f.run();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = f.in(0).f32()[i];
+    EXPECT_TRUE(near(Math::forward(x), f.out(0).f32()[i]))
+        << "x = " << x << ": " << Math::forward(x) << " vs " << f.out(0).f32()[i];
+  }
+  SingleOp b(backward, {f32({n}), f32({n})});
+  for (int64_t i = 0; i < n; ++i) {
+    b.in(0).f32()[i] = d(rng) / 8;
+    b.in(1).f32()[i] = backward_reads_output ? f.out(0).f32()[i] : f.in(0).f32()[i];
+  }
+  b.run();
+  for (int64_t i = 0; i < n; ++i) {
+    const float dy = b.in(0).f32()[i], v = b.in(1).f32()[i];
+    EXPECT_TRUE(near(Math::backward(dy, v), b.out(0).f32()[i]))
+        << "dy = " << dy << ", v = " << v << ": " << Math::backward(dy, v) << " vs "
+        << b.out(0).f32()[i];
+  }
+}
+
+TEST(CudaElementwiseMath, GeluGeluTanhAndTanhAreTheCpuKernelsWithinUlps) {
+  expectUnaryMathNearCpu<cu::GeluMath>(Op::kGelu, Op::kGeluBackward, false);
+  expectUnaryMathNearCpu<cu::GeluTanhMath>(Op::kGeluTanh, Op::kGeluTanhBackward, false);
+  expectUnaryMathNearCpu<cu::TanhMath>(Op::kTanh, Op::kTanhBackward, true);
+}
+
 TEST(CudaElementwiseMath, AddIsTheCpuKernel) {
   std::mt19937 rng(3);
   SingleOp f(Op::kAdd, {f32({97}), f32({97})});
@@ -282,24 +330,33 @@ TEST(CudaElementwiseKernels, SigmoidAndBackwardMatchCpu) {
   for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
     SCOPED_TRACE(ir::dtypeName(t));
     const ir::TensorType type{t, kOdd};
-    // Finite values only: scaledError compares magnitudes (the specials are the host
-    // test's).
-    auto finite = [&rng](SingleOp& op) {
-      std::uniform_real_distribution<float> d(-8.0f, 8.0f);
-      for (size_t k = 0; k < op.node().numOperands(); ++k)
-        for (int64_t i = 0; i < op.in(k).size(); ++i) {
-          if (op.in(k).type().dtype == ir::DType::kBF16)
-            op.in(k).bf16()[i] = d(rng);
-          else
-            op.in(k).f32()[i] = d(rng);
-        }
-    };
     SingleOp sigmoid(Op::kSigmoid, {type});
-    finite(sigmoid);
+    fillFinite(sigmoid, rng);
     expectCudaMatchesCpu(sigmoid, t == ir::DType::kBF16 ? 8e-3 : 1e-6);
     SingleOp back(Op::kSigmoidBackward, {type, type});
-    finite(back);
+    fillFinite(back, rng);
     expectCudaMatchesCpu(back, t == ir::DType::kBF16 ? 8e-3 : 1e-6);
+  }
+}
+
+TEST(CudaElementwiseKernels, GeluGeluTanhAndTanhMatchCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(13);
+  const Op ops[][2] = {{Op::kGelu, Op::kGeluBackward},
+                       {Op::kGeluTanh, Op::kGeluTanhBackward},
+                       {Op::kTanh, Op::kTanhBackward}};
+  for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
+    for (const auto& [op, backward] : ops) {
+      SCOPED_TRACE(std::string(ir::dtypeName(t)) + " " + std::string(ir::opInfo(op).name));
+      const ir::TensorType type{t, kOdd};
+      SingleOp f(op, {type});
+      fillFinite(f, rng);
+      // libdevice's erff/tanhf against oneDNN's polynomials (the host test's bound, with room).
+      expectCudaMatchesCpu(f, t == ir::DType::kBF16 ? 8e-3 : 1e-5);
+      SingleOp b(backward, {type, type});
+      fillFinite(b, rng);
+      expectCudaMatchesCpu(b, t == ir::DType::kBF16 ? 8e-3 : 1e-5);
+    }
   }
 }
 

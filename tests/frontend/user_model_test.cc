@@ -108,6 +108,47 @@ TEST(UserModelTest, TrainAndEvalStepsNameEveryLayerTheSame) {
   EXPECT_EQ(train[train.size() - 6], "features.maxpool max_pool2d features.maxpool");
 }
 
+TEST(UserModelTest, MlpWithGeluAndTanhNamesItsActivations) {
+  // The activations of an MLP since 2020: exact GELU, its tanh form, tanh.
+  ModelSpec spec{.name = "mlp",
+                 .image_shape = {1, 4, 4},
+                 .num_classes = 3,
+                 .forward = [](Builder& b, Tensor x) {
+                   auto s = b.scope("mlp");
+                   x = b.gelu(b.linear(b.flatten(x), {.out_features = 8}));
+                   x = b.gelu(b.linear(x, {.out_features = 8}), Builder::Gelu::kTanh);
+                   return b.linear(b.tanh(x), {.out_features = 3});
+                 }};
+  auto m = buildModule(spec, {.batch = 2});
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> train = layerNames(*(*m)->graph(ir::kTrainGraph));
+  EXPECT_EQ(train, layerNames(*(*m)->graph(ir::kEvalGraph)));
+  EXPECT_THAT(train,
+              ::testing::IsSupersetOf({"mlp.gelu gelu mlp.gelu", "mlp.gelu_1 gelu_tanh mlp.gelu_1",
+                                       "mlp.tanh tanh mlp.tanh"}));
+}
+
+TEST(UserModelTest, RowsAttendingToRowsUseMatmulReshapeAndTranspose) {
+  // Each image's 4 rows of 4 pixels as tokens: scores = rows rows^T, then the scores
+  // transposed and flattened into a linear head.
+  ModelSpec spec{.name = "rows",
+                 .image_shape = {1, 4, 4},
+                 .num_classes = 3,
+                 .forward = [](Builder& b, Tensor x) {
+                   Tensor rows = b.reshape(x, {-1, 4, 4});
+                   Tensor scores = b.matmul(rows, rows, {.trans_b = true});
+                   Tensor t = b.transpose(scores, {0, 2, 1});
+                   return b.linear(b.reshape(t, {-1, 16}), {.out_features = 3});
+                 }};
+  auto m = buildModule(spec, {.batch = 2});
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> train = layerNames(*(*m)->graph(ir::kTrainGraph));
+  EXPECT_EQ(train, layerNames(*(*m)->graph(ir::kEvalGraph)));
+  EXPECT_THAT(train, ::testing::IsSupersetOf({"reshape reshape reshape", "matmul matmul matmul",
+                                              "transpose transpose transpose",
+                                              "reshape_1 reshape reshape_1"}));
+}
+
 TEST(UserModelTest, ExplicitNameRepeatedSharesTheWeights) {
   // Naming two layers alike is how a model ties weights: one variable, two nodes.
   ModelSpec spec{.name = "tied",

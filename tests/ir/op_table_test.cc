@@ -64,11 +64,19 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
   // The forward layers of the spec that carry a gradient; accuracy (a count) does not.
   // The fused forward ops differentiate too (fold_batch_norm and conv2d_bias_act, for
   // inference only, have a rule that says so).
-  const std::set<Op> differentiable = {
-      Op::kConv2d,        Op::kBatchNorm,           Op::kRelu,        Op::kMaxPool2d,
-      Op::kAvgPool2d,     Op::kGlobalAvgPool,       Op::kFlatten,     Op::kLinear,
-      Op::kAdd,           Op::kSoftmaxCrossEntropy, Op::kConv2dStats, Op::kBatchNormApply,
-      Op::kFoldBatchNorm, Op::kConv2dBiasAct,       Op::kCast,        Op::kSigmoid};
+  const std::set<Op> differentiable = {Op::kConv2d,        Op::kBatchNorm,
+                                       Op::kRelu,          Op::kMaxPool2d,
+                                       Op::kAvgPool2d,     Op::kGlobalAvgPool,
+                                       Op::kFlatten,       Op::kLinear,
+                                       Op::kAdd,           Op::kSoftmaxCrossEntropy,
+                                       Op::kConv2dStats,   Op::kBatchNormApply,
+                                       Op::kFoldBatchNorm, Op::kConv2dBiasAct,
+                                       Op::kCast,          Op::kSigmoid,
+                                       Op::kGelu,          Op::kGeluTanh,
+                                       Op::kTanh,          Op::kMatmul,
+                                       Op::kReshape,       Op::kTranspose,
+                                       Op::kLayerNorm,     Op::kSoftmax,
+                                       Op::kLogSoftmax};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op)) << info.name;
