@@ -75,7 +75,7 @@ absl::StatusOr<AlgoChoice> chooseAlgo(const std::vector<AlgoCandidate>& candidat
   if (!usable.empty()) return usable.front();
   return absl::NotFoundError(
       absl::StrCat("cuDNN's heuristics list no supported algorithm within ",
-                   max_workspace >> 20, " MiB of workspace among ", candidates.size(),
+                   max_workspace, " bytes of workspace among ", candidates.size(),
                    types.math == CUDNN_FMA_MATH ? " (f32 without TF32)" : ""));
 }
 

@@ -5,6 +5,7 @@
 
 #include "ir/plan_verifier.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <random>
@@ -382,16 +383,18 @@ struct ZooPlanCase {
   int64_t groups = 1;
   bool sync_bn = false;
   bool bf16 = false;
+  std::string kind = "cpu";  // cuda: its kernels declare workspaces
 };
 
 void PrintTo(const ZooPlanCase& c, std::ostream* os) {
   *os << c.model << " x" << c.devices << (c.groups > 1 ? " groups" : "")
-      << (c.sync_bn ? " sync-bn" : "") << (c.bf16 ? " bf16" : "");
+      << (c.sync_bn ? " sync-bn" : "") << (c.bf16 ? " bf16" : "") << " " << c.kind;
 }
 
 // Each zoo model at 1 and 64 devices and at two counts between, drawn with a fixed seed
 // (so a failure reproduces; the draw is in the test's name), plus the hierarchical
-// reduction, sync batch norm and mixed precision, whose collectives and casts differ.
+// reduction, sync batch norm and mixed precision, whose collectives and casts differ; and
+// on CUDA devices, whose convolutions and matrix products have workspaces.
 std::vector<ZooPlanCase> zooPlanCases() {
   std::mt19937 rng(23);
   std::uniform_int_distribution<int> between(2, 63);
@@ -401,6 +404,8 @@ std::vector<ZooPlanCase> zooPlanCases() {
   out.push_back({"lenet", 64, 8});
   out.push_back({"resnet18", 8, 2, true});
   out.push_back({"resnet50", 6, 3, false, true});
+  out.push_back({"resnet50", 8, 1, false, true, "cuda"});
+  out.push_back({"resnet152", 2, 1, false, false, "cuda"});
   return out;
 }
 
@@ -413,7 +418,7 @@ TEST_P(ZooPlan, IsAccepted) {
   ASSERT_NE(m, nullptr);
   passes::PipelineConfig config;
   config.devices.clear();
-  for (int d = 0; d < c.devices; ++d) config.devices.push_back({::tandem::testing::kind("cpu"), d});
+  for (int d = 0; d < c.devices; ++d) config.devices.push_back({::tandem::testing::kind(c.kind), d});
   config.momentum = 0.9;
   config.allreduce_groups = c.groups;
   config.sync_bn = c.sync_bn;
@@ -427,6 +432,12 @@ TEST_P(ZooPlan, IsAccepted) {
     ASSERT_NE(g->plan(), nullptr) << g->name();
     EXPECT_TRUE(g->plan()->has(PlanPart::kMemory)) << g->name();
   }
+  if (c.kind == "cuda") {
+    const Graph& step = *m->graph(kTrainGraph);
+    EXPECT_TRUE(std::any_of(step.nodes().begin(), step.nodes().end(), [&](const auto& n) {
+      return step.plan()->of(*n).workspace.has_value();
+    })) << "no workspace planned on " << c.kind;
+  }
   absl::Status s = verifyModule(*m);
   EXPECT_TRUE(s.ok()) << s;
 }
@@ -435,7 +446,8 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ZooPlan, ::testing::ValuesIn(zooPlanCases()), [](c
   const ZooPlanCase& c = info.param;
   return absl::StrCat(c.model, "_", c.devices, "dev",
                       c.groups > 1 ? absl::StrCat("_groups", c.groups) : "",
-                      c.sync_bn ? "_syncbn" : "", c.bf16 ? "_bf16" : "");
+                      c.sync_bn ? "_syncbn" : "", c.bf16 ? "_bf16" : "",
+                      c.kind == "cpu" ? "" : absl::StrCat("_", c.kind));
 });
 
 }  // namespace
