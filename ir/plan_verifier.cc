@@ -270,8 +270,9 @@ class PlanVerifier {
       if (inArena(n) && *p.stream == StreamKind::kCompute)
         RETURN_IF_ERROR(checkWorkspace(n, targets[share_stream_[first_share_[n.id()]] / 2]));
       if (p.workspace && *p.stream != StreamKind::kCompute)
-        return failAt(n, "runs on the comm stream but has a workspace (a collective's library "
-                         "brings its own buffers)");
+        return failAt(n,
+                      "runs on the comm stream but has a workspace (a collective's library "
+                      "brings its own buffers)");
       if (!inArena(n) || n.numResults() == 0) continue;
       if (p.offsets.size() != n.numResults())
         return failAt(
@@ -346,8 +347,8 @@ class PlanVerifier {
       // After its results: the sweep then finds a workspace over its own results as such.
       if (const std::optional<WorkspacePlan>& ws = plan_.of(*node).workspace) {
         const uint32_t w = first_share_[node->id()];
-        buffers.push_back({nullptr, node.get(), w, share_stream_[w] / 2, ws->offset,
-                           ws->offset + ws->bytes});
+        buffers.push_back(
+            {nullptr, node.get(), w, share_stream_[w] / 2, ws->offset, ws->offset + ws->bytes});
       }
     }
     std::stable_sort(buffers.begin(), buffers.end(),
@@ -384,17 +385,17 @@ class PlanVerifier {
     const std::string writes =
         now.value != nullptr ? absl::StrCat("writes %", now.value->name()) : "puts its workspace";
     if (old.writer == now.writer)
-      return failAt(writer, old.value != nullptr && now.value != nullptr
-                                ? absl::StrCat("its results %", old.value->name(), " and %",
-                                               now.value->name(), " share ", bytes)
-                                : absl::StrCat("its workspace and its result ",
-                                               nameOf(old.value != nullptr ? old : now),
-                                               " share ", bytes));
+      return failAt(writer,
+                    old.value != nullptr && now.value != nullptr
+                        ? absl::StrCat("its results %", old.value->name(), " and %",
+                                       now.value->name(), " share ", bytes)
+                        : absl::StrCat("its workspace and its result ",
+                                       nameOf(old.value != nullptr ? old : now), " share ", bytes));
     if (old.value != nullptr && returned_.contains(old.value))
-      return failAt(writer, absl::StrCat(writes, " over ", bytes, ", which hold %",
-                                         old.value->name(),
-                                         ", a value the graph returns (it must stay until the "
-                                         "step ends)"));
+      return failAt(writer,
+                    absl::StrCat(writes, " over ", bytes, ", which hold %", old.value->name(),
+                                 ", a value the graph returns (it must stay until the "
+                                 "step ends)"));
     if (!before(old.writer, now.writer))
       return failAt(writer, absl::StrCat("and ", old.node->describe(), " may run at once (",
                                          onSlot(now.writer), " and ", onSlot(old.writer),
@@ -409,15 +410,15 @@ class PlanVerifier {
                                            old.value->name(), " that it reads itself"));
       if (before(r, now.writer)) continue;
       if (before(now.writer, r))
-        return failAt(writer, absl::StrCat(writes, " over ", bytes, " while %", old.value->name(),
-                                           " still has a reader ", "after it: ", reader.describe(),
-                                           " on ", onSlot(r),
-                                           " (the bytes are released before their last reader)"));
-      return failAt(writer,
-                    absl::StrCat("and ", reader.describe(), " may run at once (", onSlot(now.writer),
-                                 " and ", onSlot(r), ", no event orders them) and touch ", bytes,
-                                 " (", now.value != nullptr ? "it " + writes : "its workspace",
-                                 ", the other reads %", old.value->name(), ")"));
+        return failAt(
+            writer, absl::StrCat(writes, " over ", bytes, " while %", old.value->name(),
+                                 " still has a reader ", "after it: ", reader.describe(), " on ",
+                                 onSlot(r), " (the bytes are released before their last reader)"));
+      return failAt(
+          writer, absl::StrCat("and ", reader.describe(), " may run at once (", onSlot(now.writer),
+                               " and ", onSlot(r), ", no event orders them) and touch ", bytes,
+                               " (", now.value != nullptr ? "it " + writes : "its workspace",
+                               ", the other reads %", old.value->name(), ")"));
     }
     return absl::OkStatus();
   }

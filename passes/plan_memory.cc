@@ -33,8 +33,9 @@ bool inArena(const ir::Value& v) {
 // The result index an interval of a node's workspace carries (a value's is its result's).
 constexpr uint32_t kWorkspace = ~uint32_t{0};
 
-// One arena buffer's lifetime: a value's, or a kernel's workspace (kWorkspace). It names its value by node id and result index rather than
-// by pointer: the replay then never reaches back into the graph.
+// One arena buffer's lifetime: a value's, or a kernel's workspace (kWorkspace). It names its value
+// by node id and result index rather than by pointer: the replay then never reaches back into the
+// graph.
 struct Interval {
   uint32_t node_id;
   uint32_t result;
@@ -241,8 +242,7 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
     if (stream[u.id()] == kComputeStream && u.device()) {
       const size_t du = *device_index(*u.device());
       ASSIGN_OR_RETURN(int64_t need, ir::declaredWorkspace(targets[du], u));
-      if (need > 0)
-        intervals.push_back({u.id(), kWorkspace, du, i, i, alignUp(need, alignment)});
+      if (need > 0) intervals.push_back({u.id(), kWorkspace, du, i, i, alignUp(need, alignment)});
     }
   }
 

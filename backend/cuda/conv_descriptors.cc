@@ -74,8 +74,8 @@ absl::StatusOr<AlgoChoice> chooseAlgo(const std::vector<AlgoCandidate>& candidat
   const std::vector<AlgoChoice> usable = usableAlgos(candidates, types, max_workspace);
   if (!usable.empty()) return usable.front();
   return absl::NotFoundError(
-      absl::StrCat("cuDNN's heuristics list no supported algorithm within ",
-                   max_workspace, " bytes of workspace among ", candidates.size(),
+      absl::StrCat("cuDNN's heuristics list no supported algorithm within ", max_workspace,
+                   " bytes of workspace among ", candidates.size(),
                    types.math == CUDNN_FMA_MATH ? " (f32 without TF32)" : ""));
 }
 

@@ -234,8 +234,9 @@ class ConvKernel final : public CudaKernel {
     // so that cuDNN's part rounded up still fits).
     const int64_t planned = plannedWorkspace(n);
     const int64_t cudnn_limit =
-        planned < 0 ? kMaxConvWorkspace
-                    : std::min(kMaxConvWorkspace, std::max<int64_t>(planned - extras, 0) / kAlign * kAlign);
+        planned < 0
+            ? kMaxConvWorkspace
+            : std::min(kMaxConvWorkspace, std::max<int64_t>(planned - extras, 0) / kAlign * kAlign);
     RETURN_IF_ERROR(chooseAlgorithm(cudnn_limit));
     CUDA_TRY(what(), cudnnSetConvolutionMathType(d_.conv, choice_.math));
     RETURN_IF_ERROR(queryWorkspace());
@@ -489,8 +490,7 @@ class ConvKernel final : public CudaKernel {
                                          measure ? " measured" : "", " ws", max_workspace);
     if (AlgoCache::get().find(key, &choice_)) return absl::OkStatus();
     CudnnTrials trials(*this);
-    ASSIGN_OR_RETURN(choice_,
-                     named(chooseRunnableAlgo(trials, types_, measure, max_workspace)));
+    ASSIGN_OR_RETURN(choice_, named(chooseRunnableAlgo(trials, types_, measure, max_workspace)));
     AlgoCache::get().put(key, choice_);
     return absl::OkStatus();
   }

@@ -41,11 +41,9 @@ absl::Status CudaKernel::needWorkspace(const ir::Node& n, int64_t bytes) {
 
 absl::Status CudaKernel::bindWorkspace(const TensorView& workspace) {
   if (workspace.bytes() < need_)
-    return absl::FailedPreconditionError(
-        absl::StrCat(what_, ": needs ", need_, " bytes of workspace, the plan gives it ",
-                     workspace.bytes()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        what_, ": needs ", need_, " bytes of workspace, the plan gives it ", workspace.bytes()));
   bound_ = workspace.data;
-  bound_bytes_ = workspace.bytes();
   return absl::OkStatus();
 }
 

@@ -61,10 +61,9 @@ class CudaKernel : public Kernel {
  private:
   CudaContext& ctx_;
   std::string what_;
-  int64_t need_ = 0;               // needWorkspace's bytes
-  bool planned_ = false;           // the plan gives the node a workspace
-  void* bound_ = nullptr;          // bindWorkspace's bytes
-  int64_t bound_bytes_ = 0;
+  int64_t need_ = 0;       // needWorkspace's bytes
+  bool planned_ = false;   // the plan gives the node a workspace
+  void* bound_ = nullptr;  // bindWorkspace's bytes
 };
 
 /// What a factory gets: the node (operand/result types, attributes, the module's

@@ -294,7 +294,8 @@ std::vector<Corruption> corruptions() {
          NodePlan& last = p.of(nodeOf(g, "conv1.w.grad.0"));
          last.workspace->offset = p.of(nodeOf(g, "fc2.w.grad.0")).offsets[0];
        },
-       {"%conv1.w.grad.0 (conv2d_backward_filter @cuda:0", "may run at once (cuda:0/compute and "
+       {"%conv1.w.grad.0 (conv2d_backward_filter @cuda:0",
+        "may run at once (cuda:0/compute and "
         "cuda:0/comm, no event orders them)"},
        true},
       {"MisalignedWorkspace",
@@ -418,7 +419,8 @@ TEST_P(ZooPlan, IsAccepted) {
   ASSERT_NE(m, nullptr);
   passes::PipelineConfig config;
   config.devices.clear();
-  for (int d = 0; d < c.devices; ++d) config.devices.push_back({::tandem::testing::kind(c.kind), d});
+  for (int d = 0; d < c.devices; ++d)
+    config.devices.push_back({::tandem::testing::kind(c.kind), d});
   config.momentum = 0.9;
   config.allreduce_groups = c.groups;
   config.sync_bn = c.sync_bn;
@@ -434,9 +436,10 @@ TEST_P(ZooPlan, IsAccepted) {
   }
   if (c.kind == "cuda") {
     const Graph& step = *m->graph(kTrainGraph);
-    EXPECT_TRUE(std::any_of(step.nodes().begin(), step.nodes().end(), [&](const auto& n) {
-      return step.plan()->of(*n).workspace.has_value();
-    })) << "no workspace planned on " << c.kind;
+    EXPECT_TRUE(
+        std::any_of(step.nodes().begin(), step.nodes().end(),
+                    [&](const auto& n) { return step.plan()->of(*n).workspace.has_value(); }))
+        << "no workspace planned on " << c.kind;
   }
   absl::Status s = verifyModule(*m);
   EXPECT_TRUE(s.ok()) << s;
