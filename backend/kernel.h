@@ -22,6 +22,16 @@ class Kernel {
   /// a failure while the work runs comes back from Stream::synchronize.
   virtual absl::Status launch(Stream& stream, absl::Span<const TensorView> in,
                               absl::Span<const TensorView> out) = 0;
+
+  /// Hands the kernel its workspace: the bytes of its device's arena the plan gives the
+  /// node (`plan{workspace=[OFFSET, BYTES]}`), once, by the loader, after the kernel is made
+  /// and before its first launch. The kernel uses them instead of allocating, so nothing
+  /// allocates once a step may be recorded; a need beyond them (known once the kernel has
+  /// chosen its algorithm) is an error naming the node. Kernels that need none ignore it.
+  virtual absl::Status bindWorkspace(const TensorView& workspace) {
+    (void)workspace;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace tandem::backend

@@ -564,9 +564,24 @@ class Parser {
           p.offsets.push_back(off);
         }
         next();
+      } else if (key == "workspace") {
+        // [OFFSET, BYTES]: the kernel's scratch bytes in its device's arena.
+        RETURN_IF_ERROR(needs(PlanPart::kMemory, "memory"));
+        RETURN_IF_ERROR(expectPunct("["));
+        Token at = tok_;
+        ASSIGN_OR_RETURN(int64_t off, parseInt());
+        RETURN_IF_ERROR(expectPunct(","));
+        Token bytes_at = tok_;
+        ASSIGN_OR_RETURN(int64_t bytes, parseInt());
+        RETURN_IF_ERROR(expectPunct("]"));
+        if (off < 0) return errorAt(at, absl::StrCat("workspace offset ", off, " is negative"));
+        if (bytes <= 0)
+          return errorAt(bytes_at, absl::StrCat("workspace of ", bytes,
+                                                " bytes: a planned workspace has at least one"));
+        p.workspace = WorkspacePlan{off, bytes};
       } else {
-        return errorAt(
-            key_tok, absl::StrCat("a node's plan has no field '", key, "' (stream, wait, offset)"));
+        return errorAt(key_tok, absl::StrCat("a node's plan has no field '", key,
+                                             "' (stream, wait, offset, workspace)"));
       }
     }
     next();

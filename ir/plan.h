@@ -6,7 +6,8 @@
 //   assign-streams  which stream of its device runs each node's shares;
 //   plan-events     the waits between streams: before a share runs, its stream waits for an
 //                   event recorded after the share that wrote a value;
-//   plan-memory     where each value lives in its device's arena, and each arena's size.
+//   plan-memory     where each value lives in its device's arena, each arena's size, and
+//                   each kernel's workspace (the scratch bytes its target declares).
 // The loader and the simulator turn it into objects and derive nothing; the plan verifier
 // (ir/plan_verifier.h) checks it after every pass and on every parsed module.
 
@@ -43,6 +44,16 @@ struct ArenaPlan {
   bool operator==(const ArenaPlan&) const = default;
 };
 
+/// A kernel's planned scratch memory (cuDNN/cuBLASLt workspaces, oneDNN scratchpads): bytes
+/// of its device's arena that are its own only while the node runs, so the plan verifier's
+/// race rules hold for them as for values, and the loader hands the kernel a view of them
+/// instead of the kernel allocating (nothing allocates once a step may be recorded).
+struct WorkspacePlan {
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  bool operator==(const WorkspacePlan&) const = default;
+};
+
 /// The plan of one node. Nodes that run nowhere (graph inputs, `param`) have an empty one.
 struct NodePlan {
   /// assign-streams: the stream of its device each share runs on (unset for a node that
@@ -55,6 +66,9 @@ struct NodePlan {
   /// plan-memory: the arena offset of each result; empty when its results are not arena
   /// memory (graph inputs come from the host, `param` results are variable storage).
   absl::InlinedVector<int64_t, 1> offsets;
+  /// plan-memory: the node's workspace, when its target declares one (ir/target.h,
+  /// TargetInfo::workspace_bytes).
+  std::optional<WorkspacePlan> workspace;
 };
 
 /// The parts of a plan, in the order the pipeline fills them.

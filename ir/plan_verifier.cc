@@ -10,6 +10,7 @@
 #include "ir/interfaces.h"
 #include "ir/plan.h"
 #include "ir/status_macros.h"
+#include "ir/target.h"
 
 namespace tandem::ir {
 namespace {
@@ -48,9 +49,11 @@ void advance(Clock& c, uint32_t stream, uint32_t share) {
   }
 }
 
-// One buffer of a device's arena in the race sweep: a value's bytes.
+// One buffer of a device's arena in the race sweep: a value's bytes, or a kernel's
+// workspace (value null), which only its own node touches.
 struct Buffer {
   const Value* value = nullptr;
+  const Node* node = nullptr;  // the writer's node
   uint32_t writer = kNone;  // share index
   size_t device = 0;
   int64_t begin = 0, end = 0;
@@ -117,13 +120,15 @@ class PlanVerifier {
       by_id_[n.id()] = &n;
       const NodePlan& p = plan_.of(n);
       const bool runs = n.op() != Op::kInput && n.op() != Op::kParam;
-      if (!runs && (p.stream || !p.waits.empty() || !p.offsets.empty()))
+      if (!runs && (p.stream || !p.waits.empty() || !p.offsets.empty() || p.workspace))
         return failAt(n, "runs nowhere (host data or variable storage) but has a plan");
       if (runs && !p.stream) return failAt(n, "has no stream");
       if (!plan_.has(PlanPart::kEvents) && !p.waits.empty())
         return failAt(n, "has waits but the plan has no events");
       if (!plan_.has(PlanPart::kMemory) && !p.offsets.empty())
         return failAt(n, "has offsets but the plan has no memory");
+      if (!plan_.has(PlanPart::kMemory) && p.workspace)
+        return failAt(n, "has a workspace but the plan has no memory");
     }
     return absl::OkStatus();
   }
@@ -257,9 +262,17 @@ class PlanVerifier {
   static bool inArena(const Node& n) { return n.op() != Op::kInput && n.op() != Op::kParam; }
 
   absl::Status checkOffsets() {
+    std::vector<const TargetInfo*> targets;  // by device: asked what each kernel declares
+    for (const Device& d : m_.devices()) targets.push_back(findTarget(d.kind));
     for (const auto& node : g_.nodes()) {
       const Node& n = *node;
       const NodePlan& p = plan_.of(n);
+      if (inArena(n) && *p.stream == StreamKind::kCompute)
+        RETURN_IF_ERROR(checkWorkspace(n, targets[share_stream_[first_share_[n.id()]] / 2]));
+      if (p.workspace && *p.stream != StreamKind::kCompute)
+        return failAt(n,
+                      "runs on the comm stream but has a workspace (a collective's library "
+                      "brings its own buffers)");
       if (!inArena(n) || n.numResults() == 0) continue;
       if (p.offsets.size() != n.numResults())
         return failAt(
@@ -281,6 +294,36 @@ class PlanVerifier {
     return absl::OkStatus();
   }
 
+  // A compute node's workspace: at least what its target declares (when the target is
+  // known: a module planned for a kind this build lacks keeps what its text says), aligned,
+  // inside the arena. A collective has none: its library brings its own buffers.
+  absl::Status checkWorkspace(const Node& n, const TargetInfo* target) {
+    const std::optional<WorkspacePlan>& w = plan_.of(n).workspace;
+    const size_t d = share_stream_[first_share_[n.id()]] / 2;
+    absl::StatusOr<int64_t> declared = declaredWorkspace(target, n);
+    if (!declared.ok()) return failAt(n, declared.status().message());
+    const int64_t planned = w ? w->bytes : 0;
+    if (planned < *declared)
+      return failAt(n, absl::StrCat("its kernel declares ", *declared, " bytes of workspace on ",
+                                    toString(m_.devices()[d]), ", the plan gives it ", planned,
+                                    " (run plan-memory again)"));
+    if (!w) return absl::OkStatus();
+    if (w->offset % plan_.alignment != 0)
+      return failAt(n, absl::StrCat("its workspace is at offset ", w->offset,
+                                    ", not a multiple of the plan's alignment ", plan_.alignment));
+    if (w->offset < 0 || w->bytes <= 0 || w->offset + w->bytes > plan_.arenas[d].bytes)
+      return failAt(n, absl::StrCat("its workspace at [", w->offset, ", ", w->offset + w->bytes,
+                                    ") lies outside ", toString(m_.devices()[d]), "'s arena of ",
+                                    plan_.arenas[d].bytes, " bytes"));
+    return absl::OkStatus();
+  }
+
+  // How messages name a buffer: "%v", or "the workspace of %x (conv2d @cuda:0)".
+  static std::string nameOf(const Buffer& b) {
+    return b.value != nullptr ? absl::StrCat("%", b.value->name())
+                              : absl::StrCat("the workspace of ", b.node->describe());
+  }
+
   std::string bytesOn(size_t device, int64_t begin, int64_t end) const {
     return absl::StrCat("bytes [", begin, ", ", end, ") of ", toString(m_.devices()[device]),
                         "'s arena");
@@ -299,7 +342,13 @@ class PlanVerifier {
         if (v.type().bytes() == 0) continue;
         const uint32_t w = writerOf(v);
         const int64_t off = plan_.of(*node).offsets[r];
-        buffers.push_back({&v, w, share_stream_[w] / 2, off, off + v.type().bytes()});
+        buffers.push_back({&v, node.get(), w, share_stream_[w] / 2, off, off + v.type().bytes()});
+      }
+      // After its results: the sweep then finds a workspace over its own results as such.
+      if (const std::optional<WorkspacePlan>& ws = plan_.of(*node).workspace) {
+        const uint32_t w = first_share_[node->id()];
+        buffers.push_back(
+            {nullptr, node.get(), w, share_stream_[w] / 2, ws->offset, ws->offset + ws->bytes});
       }
     }
     std::stable_sort(buffers.begin(), buffers.end(),
@@ -330,38 +379,46 @@ class PlanVerifier {
   }
 
   absl::Status checkReuse(const Buffer& old, const Buffer& now, int64_t begin, int64_t end) {
-    const Node& writer = *share_node_[now.writer];
+    const Node& writer = *now.node;
     const std::string bytes = bytesOn(now.device, begin, end);
+    // "writes %v" or "puts its workspace": what the later buffer's node does to the bytes.
+    const std::string writes =
+        now.value != nullptr ? absl::StrCat("writes %", now.value->name()) : "puts its workspace";
     if (old.writer == now.writer)
-      return failAt(writer, absl::StrCat("its results %", old.value->name(), " and %",
-                                         now.value->name(), " share ", bytes));
-    if (returned_.contains(old.value))
-      return failAt(writer, absl::StrCat("writes %", now.value->name(), " over ", bytes,
-                                         ", which hold %", old.value->name(),
-                                         ", a value the graph returns (it must stay until the "
-                                         "step ends)"));
+      return failAt(writer,
+                    old.value != nullptr && now.value != nullptr
+                        ? absl::StrCat("its results %", old.value->name(), " and %",
+                                       now.value->name(), " share ", bytes)
+                        : absl::StrCat("its workspace and its result ",
+                                       nameOf(old.value != nullptr ? old : now), " share ", bytes));
+    if (old.value != nullptr && returned_.contains(old.value))
+      return failAt(writer,
+                    absl::StrCat(writes, " over ", bytes, ", which hold %", old.value->name(),
+                                 ", a value the graph returns (it must stay until the "
+                                 "step ends)"));
     if (!before(old.writer, now.writer))
-      return failAt(writer, absl::StrCat("and ", old.value->def()->describe(), " may run at once (",
+      return failAt(writer, absl::StrCat("and ", old.node->describe(), " may run at once (",
                                          onSlot(now.writer), " and ", onSlot(old.writer),
-                                         ", no event orders them) and both write ", bytes, " (%",
-                                         now.value->name(), ", %", old.value->name(), ")"));
+                                         ", no event orders them) and both write ", bytes, " (",
+                                         nameOf(now), ", ", nameOf(old), ")"));
+    // A workspace has no reader but its own node, which the check above ordered.
+    if (old.value == nullptr) return absl::OkStatus();
     for (uint32_t r : last_readers_[numberOf(*old.value)]) {
       const Node& reader = *share_node_[r];
       if (r == now.writer)
-        return failAt(writer,
-                      absl::StrCat("writes %", now.value->name(), " over ", bytes, ", which hold %",
-                                   old.value->name(), " that it reads itself"));
+        return failAt(writer, absl::StrCat(writes, " over ", bytes, ", which hold %",
+                                           old.value->name(), " that it reads itself"));
       if (before(r, now.writer)) continue;
       if (before(now.writer, r))
-        return failAt(writer, absl::StrCat("writes %", now.value->name(), " over ", bytes,
-                                           " while %", old.value->name(), " still has a reader ",
-                                           "after it: ", reader.describe(), " on ", onSlot(r),
-                                           " (the bytes are released before their last reader)"));
+        return failAt(
+            writer, absl::StrCat(writes, " over ", bytes, " while %", old.value->name(),
+                                 " still has a reader ", "after it: ", reader.describe(), " on ",
+                                 onSlot(r), " (the bytes are released before their last reader)"));
       return failAt(
-          writer,
-          absl::StrCat("and ", reader.describe(), " may run at once (", onSlot(now.writer), " and ",
-                       onSlot(r), ", no event orders them) and touch ", bytes, " (it writes %",
-                       now.value->name(), ", the other reads %", old.value->name(), ")"));
+          writer, absl::StrCat("and ", reader.describe(), " may run at once (", onSlot(now.writer),
+                               " and ", onSlot(r), ", no event orders them) and touch ", bytes,
+                               " (", now.value != nullptr ? "it " + writes : "its workspace",
+                               ", the other reads %", old.value->name(), ")"));
     }
     return absl::OkStatus();
   }

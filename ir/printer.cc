@@ -50,11 +50,12 @@ void appendGraphPlan(std::string* out, const Module& m, const GraphPlan& p) {
                     ", unshared=", p.arenas[d].unshared_bytes, "}\n");
 }
 
-// " plan{stream=compute, wait=[%a.0], offset=[0]}": what the plan says of one node.
+// " plan{stream=compute, wait=[%a.0], offset=[0], workspace=[4096, 512]}": what the plan
+// says of one node.
 void appendNodePlan(std::string* out, const Node& n, const PlanContext& ctx) {
   if (n.id() >= ctx.plan->nodes.size()) return;
   const NodePlan& p = ctx.plan->of(n);
-  if (!p.stream && p.waits.empty() && p.offsets.empty()) return;
+  if (!p.stream && p.waits.empty() && p.offsets.empty() && !p.workspace) return;
   const char* sep = "";
   out->append(" plan{");
   if (p.stream) {
@@ -75,8 +76,12 @@ void appendNodePlan(std::string* out, const Node& n, const PlanContext& ctx) {
     out->push_back(']');
     sep = ", ";
   }
-  if (!p.offsets.empty())
+  if (!p.offsets.empty()) {
     absl::StrAppend(out, sep, "offset=[", absl::StrJoin(p.offsets, ", "), "]");
+    sep = ", ";
+  }
+  if (p.workspace)
+    absl::StrAppend(out, sep, "workspace=[", p.workspace->offset, ", ", p.workspace->bytes, "]");
   out->push_back('}');
 }
 

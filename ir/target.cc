@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/ir.h"
 
 namespace tandem::ir {
 namespace {
@@ -92,6 +93,16 @@ absl::StatusOr<int64_t> targetAlignment(const std::vector<Device>& devices) {
     alignment = std::max(alignment, t->alignment);
   }
   return alignment;
+}
+
+absl::StatusOr<int64_t> declaredWorkspace(const TargetInfo* t, const Node& n) {
+  if (t == nullptr || !t->workspace_bytes) return 0;
+  const int64_t bytes = t->workspace_bytes(n);
+  if (bytes > t->max_workspace_bytes)
+    return absl::InvalidArgumentError(absl::StrCat(
+        n.describe(), ": its kernel needs ", bytes, " bytes of workspace, more than ",
+        t->display_name, "'s budget of ", t->max_workspace_bytes, " bytes per kernel"));
+  return std::max<int64_t>(bytes, 0);
 }
 
 std::string describeTarget(const TargetInfo& t) {

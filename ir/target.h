@@ -10,6 +10,7 @@
 // --devices cuda:0) in a build without the CUDA backend.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@
 #include "ir/types.h"
 
 namespace tandem::ir {
+
+class Node;
 
 /// How a target's kernels like activations laid out between them (the backend's layout
 /// plan keeps them so where every kernel that touches them can).
@@ -50,6 +53,14 @@ struct TargetInfo {
   bool shares_devices = false;
   /// Why not, when it cannot (what `--devices cpu:0.1` is refused with).
   std::string no_shares_reason;
+  /// The most scratch bytes one kernel may be planned (plan-memory's budget per node): a
+  /// kernel that could use more (cuDNN's faster algorithms) picks among those that fit.
+  int64_t max_workspace_bytes = 0;
+  /// The scratch bytes the kernel of `n` (a node on a device of this kind) needs besides its
+  /// operands and results, from the node alone: its op, attributes and types. Asked by
+  /// plan-memory and the plan verifier; nothing is made or run to answer. Null, or 0 for a
+  /// node: none. A capability rather than a number, since it differs per op and shape.
+  std::function<int64_t(const Node& n)> workspace_bytes;
   /// What to do when a build has no backend for the kind (loading a module on it says so).
   std::string missing_backend_hint;
 };
@@ -73,6 +84,12 @@ absl::StatusOr<std::vector<Device>> parseTargetDevices(absl::string_view text);
 /// The facts of `t` in a line for `tandem devices`: "arenas aligned to 64 B; activations
 /// nChw16c between kernels that take it; computes in f32, bf16, ...".
 std::string describeTarget(const TargetInfo& t);
+
+/// The workspace `n`'s target declares for it (0 when none, or its kind is not registered
+/// or declares none); an error names the node when the need passes the target's budget.
+/// `t` is the target of n's device (findTarget), looked up once per device by callers
+/// that ask for many nodes.
+absl::StatusOr<int64_t> declaredWorkspace(const TargetInfo* t, const Node& n);
 
 /// The largest alignment the kinds of `devices` want; an error names a device of a kind
 /// no backend registered.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/placement.h"
 #include "ir/status_macros.h"
+#include "ir/target.h"
 
 namespace tandem::passes {
 namespace {
@@ -29,8 +30,12 @@ bool inArena(const ir::Value& v) {
   return op != ir::Op::kInput && op != ir::Op::kParam;
 }
 
-// One arena value's lifetime. It names its value by node id and result index rather than
-// by pointer: the replay then never reaches back into the graph.
+// The result index an interval of a node's workspace carries (a value's is its result's).
+constexpr uint32_t kWorkspace = ~uint32_t{0};
+
+// One arena buffer's lifetime: a value's, or a kernel's workspace (kWorkspace). It names its value
+// by node id and result index rather than by pointer: the replay then never reaches back into the
+// graph.
 struct Interval {
   uint32_t node_id;
   uint32_t result;
@@ -163,6 +168,10 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
   // For a collective: per device, just after the last compute node it reads there. One
   // sweep over its operands serves all its results (a collective has a few per device).
   std::vector<int64_t> comm_start(num_devices, 0);
+  // Each device's target, asked for the workspace of each compute node there (looked up
+  // once: the registry takes a lock).
+  std::vector<const ir::TargetInfo*> targets(num_devices, nullptr);
+  for (size_t d = 0; d < m.devices().size(); ++d) targets[d] = ir::findTarget(m.devices()[d].kind);
 
   std::vector<Interval> intervals;
   intervals.reserve(g.numNodes() * 2);
@@ -174,6 +183,7 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
     ir::NodePlan& p = plan.of(u);
     // Its offsets, one per arena result, set by the replay.
     p.offsets.clear();
+    p.workspace.reset();
     if (u.op() != ir::Op::kInput && u.op() != ir::Op::kParam)
       p.offsets.assign(u.numResults(), ir::GraphPlan::kNoOffset);
     const std::optional<StreamKind>& s = p.stream;
@@ -227,6 +237,13 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
                            alignUp(std::max<int64_t>(v.type().bytes(), 1), alignment)});
     }
     steps += static_cast<int64_t>(u.numResults());
+    // Its workspace: live only while it runs, so every workspace of a device shares the
+    // bytes that no value holds at that position.
+    if (stream[u.id()] == kComputeStream && u.device()) {
+      const size_t du = *device_index(*u.device());
+      ASSIGN_OR_RETURN(int64_t need, ir::declaredWorkspace(targets[du], u));
+      if (need > 0) intervals.push_back({u.id(), kWorkspace, du, i, i, alignUp(need, alignment)});
+    }
   }
 
   // What the collectives read stays until the compute work on its device waits for them
@@ -249,6 +266,7 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
     if (inArena(*v)) last_use[number(*v)] = n;
 
   for (Interval& iv : intervals) {
+    if (iv.result == kWorkspace) continue;
     iv.end = std::max(iv.end, last_use[first_value[iv.node_id] + iv.result]);
     // A collective's result may still be being written until the compute stream waits for
     // it (or for a later comm share): a result nothing reads (a hierarchical reduction's
@@ -288,7 +306,11 @@ void replay(std::vector<Interval>& intervals, const ir::Graph& g, ir::GraphPlan&
         arenas[done.device].release(done.offset, done.bytes);
     }
     iv.offset = arenas[iv.device].allocate(iv.bytes);
-    plan.nodes[iv.node_id].offsets[iv.result] = iv.offset;
+    if (iv.result == kWorkspace) {
+      plan.nodes[iv.node_id].workspace = ir::WorkspacePlan{iv.offset, iv.bytes};
+    } else {
+      plan.nodes[iv.node_id].offsets[iv.result] = iv.offset;
+    }
   }
   for (size_t d = 0; d < num_devices; ++d) {
     plan.arenas[d].bytes = arenas[d].top();

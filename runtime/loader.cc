@@ -137,6 +137,12 @@ class ProgramBuilder {
     // Made here, at load time: a kernel's primitives and descriptors are never made inside
     // a step.
     ASSIGN_OR_RETURN(ins.kernel, lm_.devices[d]->makeKernel(n));
+    // Its workspace is bytes of the arena the plan gives it (plan-memory): the kernel
+    // allocates none, so the arena, made before any step, is all a recording points into.
+    if (const std::optional<ir::WorkspacePlan>& ws = plan_.of(n).workspace) {
+      const ir::TensorType bytes{ir::DType::kF32, ir::Shape{ws->bytes / 4}};
+      RETURN_IF_ERROR(ins.kernel->bindWorkspace(p_->arenas[d].view(bytes, ws->offset)));
+    }
     ins.shares.push_back(std::move(share));
     return absl::OkStatus();
   }

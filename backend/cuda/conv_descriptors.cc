@@ -51,10 +51,10 @@ absl::StatusOr<ConvTypes> convTypes(ir::DType act, ir::DType weight, bool allow_
 }
 
 std::vector<AlgoChoice> usableAlgos(const std::vector<AlgoCandidate>& candidates,
-                                    const ConvTypes& types) {
+                                    const ConvTypes& types, int64_t max_workspace) {
   const bool fma = types.math == CUDNN_FMA_MATH;
   auto usable = [&](const AlgoCandidate& c) {
-    if (c.status != CUDNN_STATUS_SUCCESS || c.memory > kMaxConvWorkspace) return false;
+    if (c.status != CUDNN_STATUS_SUCCESS || c.memory > max_workspace) return false;
     return !fma ||
            (c.math != CUDNN_TENSOR_OP_MATH && c.math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
   };
@@ -70,12 +70,12 @@ std::vector<AlgoChoice> usableAlgos(const std::vector<AlgoCandidate>& candidates
 }
 
 absl::StatusOr<AlgoChoice> chooseAlgo(const std::vector<AlgoCandidate>& candidates,
-                                      const ConvTypes& types) {
-  const std::vector<AlgoChoice> usable = usableAlgos(candidates, types);
+                                      const ConvTypes& types, int64_t max_workspace) {
+  const std::vector<AlgoChoice> usable = usableAlgos(candidates, types, max_workspace);
   if (!usable.empty()) return usable.front();
   return absl::NotFoundError(
-      absl::StrCat("cuDNN's heuristics list no supported algorithm within ",
-                   kMaxConvWorkspace >> 20, " MiB of workspace among ", candidates.size(),
+      absl::StrCat("cuDNN's heuristics list no supported algorithm within ", max_workspace,
+                   " bytes of workspace among ", candidates.size(),
                    types.math == CUDNN_FMA_MATH ? " (f32 without TF32)" : ""));
 }
 
@@ -89,7 +89,7 @@ std::string describeAlgo(const AlgoChoice& choice) {
 }
 
 absl::StatusOr<AlgoChoice> chooseRunnableAlgo(ConvAlgoTrials& trials, const ConvTypes& types,
-                                              bool measure) {
+                                              bool measure, int64_t max_workspace) {
   std::string refusals;
   // Heuristics first unless measuring was asked; the measured list is the fallback (it
   // times every algorithm, so it is paid only where the heuristics' all refuse).
@@ -102,7 +102,7 @@ absl::StatusOr<AlgoChoice> chooseRunnableAlgo(ConvAlgoTrials& trials, const Conv
                       listed.status().message());
       continue;
     }
-    const std::vector<AlgoChoice> usable = usableAlgos(*listed, types);
+    const std::vector<AlgoChoice> usable = usableAlgos(*listed, types, max_workspace);
     absl::StatusOr<size_t> ran = firstThatRuns(
         usable, describeAlgo, [&](const AlgoChoice& c) { return trials.tryRun(c); },
         absl::StrCat(source, " (", listed->size(), " listed, ", usable.size(), " usable)"));

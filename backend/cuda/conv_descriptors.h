@@ -77,17 +77,19 @@ struct AlgoChoice {
 };
 
 /// The usable candidates in the order to try them (cuDNN lists them best first):
-/// supported, within kMaxConvWorkspace, without tensor-core math when the types ask for
+/// supported, within `max_workspace` bytes, without tensor-core math when the types ask for
 /// FMA; the deterministic ones first (runs stay bit-identical), then the others. With FMA
 /// the descriptor keeps FMA whatever the entry says; otherwise it takes the entry's math
 /// type (cuDNN's heuristics may list tensor-op variants). An algorithm listed twice (two
 /// math types) is tried with each.
 std::vector<AlgoChoice> usableAlgos(const std::vector<AlgoCandidate>& candidates,
-                                    const ConvTypes& types);
+                                    const ConvTypes& types,
+                                    int64_t max_workspace = kMaxConvWorkspace);
 
 /// The first of usableAlgos; an error when nothing qualifies.
 absl::StatusOr<AlgoChoice> chooseAlgo(const std::vector<AlgoCandidate>& candidates,
-                                      const ConvTypes& types);
+                                      const ConvTypes& types,
+                                      int64_t max_workspace = kMaxConvWorkspace);
 
 /// What choosing an algorithm asks of cuDNN for one convolution. The kernel's own is a
 /// thin pass-through to cuDNN on scratch tensors of the convolution's sizes; the host
@@ -108,9 +110,11 @@ class ConvAlgoTrials {
 /// The algorithm a convolution runs, as PyTorch chooses: candidates tried in
 /// usableAlgos' order until one runs, from cuDNN's heuristics, or first from cudnnFind's
 /// measurements when `measure` (--conv-algorithm measure). Where no heuristic candidate
-/// runs, the measured ones are tried too. An error names every refusal.
+/// runs, the measured ones are tried too. An error names every refusal. Only algorithms
+/// within `max_workspace` bytes qualify (what the plan leaves cuDNN, or kMaxConvWorkspace).
 absl::StatusOr<AlgoChoice> chooseRunnableAlgo(ConvAlgoTrials& trials, const ConvTypes& types,
-                                              bool measure);
+                                              bool measure,
+                                              int64_t max_workspace = kMaxConvWorkspace);
 
 /// "algorithm 6 (tensor-op math)": a choice as errors name it.
 std::string describeAlgo(const AlgoChoice& choice);

@@ -122,7 +122,7 @@ class ConvKernel final : public CudaKernel {
                        absl::Span<const TensorView> out) override {
     cudnnHandle_t h = ctx().cudnn();
     CUDA_TRY(what(), cudnnSetStream(h, stream));
-    ASSIGN_OR_RETURN(void* ws, ctx().workspace(total_bytes_, what()));
+    ASSIGN_OR_RETURN(void* ws, workspace());
     char* base = static_cast<char*>(ws);
     void* w_scratch = base + w_offset_;
     void* x_scratch = x_offset_ >= 0 ? base + x_offset_ : nullptr;
@@ -216,25 +216,35 @@ class ConvKernel final : public CudaKernel {
     types_.nhwc = x_nhwc_ || y_nhwc_;
 
     RETURN_IF_ERROR(makeDescriptors());
-    RETURN_IF_ERROR(chooseAlgorithm());
-    CUDA_TRY(what(), cudnnSetConvolutionMathType(d_.conv, choice_.math));
-    RETURN_IF_ERROR(queryWorkspace());
     // After cuDNN's workspace: the filter as cuDNN reads it (bf16 and/or KRSC) or the dw it
-    // writes, then the side the plan keeps NCHW when cuDNN runs NHWC.
+    // writes, then the side the plan keeps NCHW when cuDNN runs NHWC. Known before the
+    // algorithm, so that cuDNN gets what the plan leaves.
     const int64_t elem = bf16() ? 2 : 4;
-    w_offset_ = alignUp(cudnn_bytes_);
     const bool w_scratch = types_.convert_w || types_.widen_dw || types_.nhwc;
-    int64_t end = w_offset_ + (w_scratch ? alignUp(g_.o * g_.c * g_.k * g_.k * elem) : 0);
+    int64_t extras = w_scratch ? alignUp(g_.o * g_.c * g_.k * g_.k * elem) : 0;
     if (types_.nhwc && !x_nhwc_) {
-      x_offset_ = end;
-      end += alignUp(g_.n * g_.c * g_.h * g_.w * elem);
+      x_offset_ = extras;
+      extras += alignUp(g_.n * g_.c * g_.h * g_.w * elem);
     }
     if (types_.nhwc && !y_nhwc_) {
-      y_offset_ = end;
-      end += alignUp(g_.n * g_.o * g_.oh * g_.ow * elem);
+      y_offset_ = extras;
+      extras += alignUp(g_.n * g_.o * g_.oh * g_.ow * elem);
     }
-    total_bytes_ = end;
-    return ctx().reserveWorkspace(total_bytes_, what());
+    // Algorithms needing more than the plan leaves are passed over (a multiple of kAlign,
+    // so that cuDNN's part rounded up still fits).
+    const int64_t planned = plannedWorkspace(n);
+    const int64_t cudnn_limit =
+        planned < 0
+            ? kMaxConvWorkspace
+            : std::min(kMaxConvWorkspace, std::max<int64_t>(planned - extras, 0) / kAlign * kAlign);
+    RETURN_IF_ERROR(chooseAlgorithm(cudnn_limit));
+    CUDA_TRY(what(), cudnnSetConvolutionMathType(d_.conv, choice_.math));
+    RETURN_IF_ERROR(queryWorkspace());
+    w_offset_ = alignUp(cudnn_bytes_);
+    if (x_offset_ >= 0) x_offset_ += w_offset_;
+    if (y_offset_ >= 0) y_offset_ += w_offset_;
+    total_bytes_ = w_offset_ + extras;
+    return needWorkspace(n, total_bytes_);
   }
 
   /// `v`, or its error naming the node.
@@ -472,13 +482,15 @@ class ConvKernel final : public CudaKernel {
     int64_t ws_bytes_ = 0;
   };
 
-  absl::Status chooseAlgorithm() {
+  // Among the algorithms within `max_workspace` bytes (part of the key: another plan may
+  // leave another amount).
+  absl::Status chooseAlgorithm(int64_t max_workspace) {
     const bool measure = ctx().measureConvAlgorithms();
-    const std::string key =
-        absl::StrCat(algoCacheKey(spec_.pass, g_, types_, ctx().gpu()), measure ? " measured" : "");
+    const std::string key = absl::StrCat(algoCacheKey(spec_.pass, g_, types_, ctx().gpu()),
+                                         measure ? " measured" : "", " ws", max_workspace);
     if (AlgoCache::get().find(key, &choice_)) return absl::OkStatus();
     CudnnTrials trials(*this);
-    ASSIGN_OR_RETURN(choice_, named(chooseRunnableAlgo(trials, types_, measure)));
+    ASSIGN_OR_RETURN(choice_, named(chooseRunnableAlgo(trials, types_, measure, max_workspace)));
     AlgoCache::get().put(key, choice_);
     return absl::OkStatus();
   }

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/layout_plan.h"
+#include "ir/plan.h"
 
 namespace tandem::backend::cuda {
 
@@ -18,6 +19,40 @@ absl::Status CudaKernel::launch(Stream& stream, absl::Span<const TensorView> in,
   // synchronize; library calls have returned their own codes already.
   CUDA_TRY(what_, cudaGetLastError());
   return absl::OkStatus();
+}
+
+int64_t CudaKernel::plannedWorkspace(const ir::Node& n) {
+  const ir::GraphPlan* plan = n.graph() != nullptr ? n.graph()->plan() : nullptr;
+  if (plan == nullptr || n.id() >= plan->nodes.size() || !plan->of(n).workspace) return -1;
+  return plan->of(n).workspace->bytes;
+}
+
+absl::Status CudaKernel::needWorkspace(const ir::Node& n, int64_t bytes) {
+  need_ = bytes;
+  const int64_t planned = plannedWorkspace(n);
+  planned_ = planned >= 0;
+  if (!planned_) return ctx_.reserveWorkspace(bytes, what_);
+  if (bytes > planned)
+    return absl::FailedPreconditionError(absl::StrCat(
+        what_, ": needs ", bytes, " bytes of workspace, the plan gives it ", planned,
+        " (the CUDA target declares less than this kernel uses: backend/cuda/target_info.cc)"));
+  return absl::OkStatus();
+}
+
+absl::Status CudaKernel::bindWorkspace(const TensorView& workspace) {
+  if (workspace.bytes() < need_)
+    return absl::FailedPreconditionError(absl::StrCat(
+        what_, ": needs ", need_, " bytes of workspace, the plan gives it ", workspace.bytes()));
+  bound_ = workspace.data;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> CudaKernel::workspace() const {
+  if (!planned_) return ctx_.workspace(need_, what_);
+  if (bound_ == nullptr && need_ > 0)
+    return absl::InternalError(absl::StrCat(
+        what_, ": launched before the loader bound its planned workspace (bindWorkspace)"));
+  return bound_;
 }
 
 KernelOr makeKernel(const ir::Node& node, CudaContext& ctx,

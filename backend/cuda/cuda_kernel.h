@@ -36,6 +36,10 @@ class CudaKernel : public Kernel {
   void setDescription(std::string what) { what_ = std::move(what); }
   const std::string& what() const { return what_; }
 
+  /// The planned workspace (Kernel::bindWorkspace): refused, naming the node, when the
+  /// need the kernel declared when it was made (needWorkspace) is larger.
+  absl::Status bindWorkspace(const TensorView& workspace) final;
+
  protected:
   explicit CudaKernel(CudaContext& ctx) : ctx_(ctx) {}
   /// Enqueues the node's work on `stream`; views are in device memory (the node's
@@ -44,9 +48,22 @@ class CudaKernel : public Kernel {
                                absl::Span<const TensorView> out) = 0;
   CudaContext& ctx() const { return ctx_; }
 
+  /// The bytes the plan of n's graph gives it as workspace, or -1 when it plans none (a
+  /// kernel made outside a planned module: the kernel tests).
+  static int64_t plannedWorkspace(const ir::Node& n);
+  /// Called once when the kernel is made, with what its launches will use. With a planned
+  /// workspace: checked against it (the loader binds the bytes next); without one: reserved
+  /// in the device's shared buffer (workspace.h), which only grows at load.
+  absl::Status needWorkspace(const ir::Node& n, int64_t bytes);
+  /// The workspace of a launch (of the bytes given to needWorkspace).
+  absl::StatusOr<void*> workspace() const;
+
  private:
   CudaContext& ctx_;
   std::string what_;
+  int64_t need_ = 0;       // needWorkspace's bytes
+  bool planned_ = false;   // the plan gives the node a workspace
+  void* bound_ = nullptr;  // bindWorkspace's bytes
 };
 
 /// What a factory gets: the node (operand/result types, attributes, the module's

@@ -63,7 +63,7 @@ class GemmKernel final : public CudaKernel {
   static KernelOr create(const KernelInit& init, const GemmSpec& spec) {
     std::unique_ptr<GemmKernel> k(new GemmKernel(init.ctx, spec));
     k->setDescription(init.node.describe());
-    RETURN_IF_ERROR(k->build());
+    RETURN_IF_ERROR(k->build(init.node));
     return std::unique_ptr<CudaKernel>(std::move(k));
   }
 
@@ -71,7 +71,7 @@ class GemmKernel final : public CudaKernel {
   absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out) override {
     const GemmPlan& p = spec_.plan;
-    ASSIGN_OR_RETURN(void* ws, ctx().workspace(workspace_bytes_, what()));
+    ASSIGN_OR_RETURN(void* ws, workspace());
     char* scratch = static_cast<char*>(ws);
     const void* a = in[static_cast<size_t>(p.a)].data;
     if (spec_.convert_a) {
@@ -131,7 +131,7 @@ class GemmKernel final : public CudaKernel {
                                             "load time assumes"));
   }
 
-  absl::Status build() {
+  absl::Status build(const ir::Node& n) {
     const GemmPlan& p = spec_.plan;
     if (p.m <= 0 || p.n <= 0 || p.k <= 0)
       return absl::InvalidArgumentError(
@@ -198,7 +198,7 @@ class GemmKernel final : public CudaKernel {
     }
     lt_offset_ = at;
     workspace_bytes_ = at + lt_bytes_;
-    return ctx().reserveWorkspace(workspace_bytes_, what());
+    return needWorkspace(n, workspace_bytes_);
   }
 
   /// The product through plain cuBLAS (the fallback): the bias first copied into every row

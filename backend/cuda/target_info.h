@@ -11,6 +11,16 @@ namespace tandem::backend::cuda {
 /// What cudaMalloc gives and cuDNN's and the vector kernels' loads want.
 inline constexpr int64_t kAlignment = 256;
 
+/// cuDNN's algorithm workspace for one convolution: at least this, or more as the call's
+/// tensors grow, up to the most: the algorithm walk takes only those that fit the plan.
+inline constexpr int64_t kConvAlgorithmWorkspace = int64_t{32} << 20;
+inline constexpr int64_t kMaxConvAlgorithmWorkspace = int64_t{256} << 20;
+/// cuBLASLt's workspace for one matrix product (and plain cuBLAS's, the fallback).
+inline constexpr int64_t kMatmulWorkspace = int64_t{32} << 20;
+/// The budget of one kernel (TargetInfo::max_workspace_bytes): a convolution's copies of
+/// its tensors count in it, so it is far above cuDNN's own share.
+inline constexpr int64_t kMaxWorkspace = int64_t{4} << 30;
+
 /// What the compiler may know about CUDA devices.
 ir::TargetInfo targetInfo();
 

@@ -7,8 +7,10 @@
 // and never moves afterwards: a recorded step (a CUDA graph) points into it, and a graph
 // run for the first time after another was recorded (an evaluation after epoch 1) must
 // not free memory that recording replays into. A need found later is an error naming the
-// kernel, never a reallocation. (Issue 23 makes workspaces planned buffers of the memory
-// plan; this is the same rule kept by the device until then.)
+// kernel, never a reallocation. Kernels of a planned module do not use it: their workspace
+// is the bytes of the arena the plan gives them (plan{workspace=[...]}, bound by the
+// loader: CudaKernel::needWorkspace). It serves kernels made outside a module's plan (the
+// kernel tests), and the same rule holds for it.
 
 #include <cstdint>
 #include <string>

@@ -73,6 +73,28 @@ TEST(CudaAlgorithmChoice, ConvolutionWalksPastAnAlgorithmThatRefuses) {
   EXPECT_EQ(cudnn.calls, (std::vector<std::string>{"heuristics", "run 6", "run 0"}));
 }
 
+// A planned workspace bounds the walk: an algorithm that needs more than the plan leaves
+// cuDNN is passed over even when it would run, and with nothing within it the error says
+// how much there was.
+TEST(CudaAlgorithmChoice, ConvolutionTakesOnlyAlgorithmsWithinThePlannedWorkspace) {
+  const auto exact = *cu::convTypes(DType::kF32, DType::kF32, /*allow_tf32=*/false);
+  FakeCudnn cudnn;
+  AlgoCandidate big = ok(6), small = ok(0);
+  big.memory = int64_t{64} << 20;
+  small.memory = int64_t{1} << 20;
+  cudnn.heuristic = {big, small};
+  auto choice = cu::chooseRunnableAlgo(cudnn, exact, /*measure=*/false, int64_t{32} << 20);
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->algo, 0);
+  EXPECT_EQ(cudnn.calls, (std::vector<std::string>{"heuristics", "run 0"}));
+  // Unbounded (no plan: the kernel tests), the faster one is taken.
+  EXPECT_EQ(cu::chooseAlgo(cudnn.heuristic, exact)->algo, 6);
+  absl::StatusOr<AlgoChoice> none = cu::chooseAlgo(cudnn.heuristic, exact, int64_t{512} << 10);
+  ASSERT_FALSE(none.ok());
+  EXPECT_TRUE(absl::StrContains(none.status().message(), "within 524288 bytes of workspace"))
+      << none.status();
+}
+
 // Deterministic algorithms are tried first; a nondeterministic one only when none of them
 // runs.
 TEST(CudaAlgorithmChoice, ConvolutionTriesDeterministicAlgorithmsFirst) {

@@ -5,6 +5,7 @@
 
 #include "ir/plan_verifier.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <random>
@@ -29,10 +30,12 @@ using ::testing::HasSubstr;
 
 // LeNet on two devices with momentum and small buckets (several all_reduces, each with
 // several tensors), planned by the default pipeline.
-std::unique_ptr<Module> plannedLenet() {
+// On CUDA devices (target facts only: nothing runs) its kernels declare workspaces
+// (backend/cuda/target_info.cc), which plan-memory plans.
+std::unique_ptr<Module> plannedLenet(const char* kind = "cpu") {
   auto m = testing::buildZooModel("lenet", 64);
   passes::PipelineConfig config;
-  config.devices = {{::tandem::testing::kind("cpu"), 0}, {::tandem::testing::kind("cpu"), 1}};
+  config.devices = {{::tandem::testing::kind(kind), 0}, {::tandem::testing::kind(kind), 1}};
   config.momentum = 0.9;
   config.bucket_mb = 0.1;
   config.first_bucket_mb = 0.02;
@@ -46,11 +49,17 @@ const Module& base() {
   return *m;
 }
 
+const Module& cudaBase() {
+  static const Module* m = plannedLenet("cuda").release();
+  return *m;
+}
+
 // One corruption of the base's @train_step plan.
 struct Corruption {
   std::string name;
   std::function<void(Module&, Graph&, GraphPlan&)> corrupt;
   std::vector<std::string> expected;  // substrings of the verifier's message
+  bool on_cuda = false;               // corrupts cudaBase(), whose kernels have workspaces
 };
 
 Node& nodeOf(Graph& g, const std::string& value) {
@@ -250,6 +259,62 @@ std::vector<Corruption> corruptions() {
          p.parts &= static_cast<uint8_t>(~static_cast<uint8_t>(PlanPart::kEvents));
        },
        {"it has memory but no events"}},
+      // ---- workspaces (on cuda devices) -----------------------------------------------
+      {"WorkspaceTooSmall",
+       [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "conv1.0")).workspace->bytes = 256; },
+       {"%conv1.0 (conv2d @cuda:0", "its kernel declares ",
+        " bytes of workspace on cuda:0, the plan gives it 256"},
+       true},
+      {"WorkspaceMissing",
+       [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "fc1.0")).workspace.reset(); },
+       {"%fc1.0 (linear @cuda:0", "bytes of workspace on cuda:0, the plan gives it 0"},
+       true},
+      {"WorkspaceOverItsOwnResult",
+       [](Module&, Graph& g, GraphPlan& p) {
+         NodePlan& conv2 = p.of(nodeOf(g, "conv2.0"));
+         conv2.workspace->offset = conv2.offsets[0];
+       },
+       {"%conv2.0 (conv2d @cuda:0", "its workspace and its result %conv2.0 share bytes ["},
+       true},
+      {"WorkspaceOverALiveActivation",
+       [](Module&, Graph& g, GraphPlan& p) {
+         // %pool1.0 stays for conv2's backward; the arena grows so that only the overlap is
+         // wrong.
+         NodePlan& conv2 = p.of(nodeOf(g, "conv2.0"));
+         conv2.workspace->offset = p.of(nodeOf(g, "pool1.0")).offsets[0];
+         p.arenas[0].bytes =
+             std::max(p.arenas[0].bytes, conv2.workspace->offset + conv2.workspace->bytes);
+       },
+       {"%conv2.0 (conv2d @cuda:0", "puts its workspace over bytes [",
+        "while %pool1.0 still has a reader after it"},
+       true},
+      {"WorkspaceWhileTheCommStreamReducesAGradient",
+       [](Module&, Graph& g, GraphPlan& p) {
+         // The last backward kernel runs while the comm stream sums the first gradients.
+         NodePlan& last = p.of(nodeOf(g, "conv1.w.grad.0"));
+         last.workspace->offset = p.of(nodeOf(g, "fc2.w.grad.0")).offsets[0];
+       },
+       {"%conv1.w.grad.0 (conv2d_backward_filter @cuda:0",
+        "may run at once (cuda:0/compute and "
+        "cuda:0/comm, no event orders them)"},
+       true},
+      {"MisalignedWorkspace",
+       [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "fc2.0")).workspace->offset += 4; },
+       {"%fc2.0 (linear @cuda:0", "its workspace is at offset",
+        "not a multiple of the plan's alignment"},
+       true},
+      {"WorkspacePastTheArena",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "fc2.1")).workspace->offset = p.arenas[1].bytes - 256;
+       },
+       {"%fc2.1 (linear @cuda:1", "its workspace at [", "lies outside cuda:1's arena of"},
+       true},
+      {"WorkspaceOnACollective",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(firstNode(g, Op::kAllReduce)).workspace = WorkspacePlan{0, 256};
+       },
+       {"(all_reduce)", "runs on the comm stream but has a workspace"},
+       true},
       // ---- staleness ----------------------------------------------------------------
       {"FingerprintOfAnotherGraph",
        [](Module&, Graph&, GraphPlan& p) { p.fingerprint ^= 1; },
@@ -266,8 +331,9 @@ class PlanCorruption : public ::testing::TestWithParam<Corruption> {};
 
 TEST_P(PlanCorruption, IsNamed) {
   const Corruption& c = GetParam();
-  ASSERT_TRUE(verifyModule(base()).ok()) << verifyModule(base());
-  std::unique_ptr<Module> m = base().clone();
+  const Module& planned = c.on_cuda ? cudaBase() : base();
+  ASSERT_TRUE(verifyModule(planned).ok()) << verifyModule(planned);
+  std::unique_ptr<Module> m = planned.clone();
   Graph& g = *m->graph(kTrainGraph);
   c.corrupt(*m, g, *g.mutablePlan());
   absl::Status s = verifyModule(*m);
@@ -275,7 +341,7 @@ TEST_P(PlanCorruption, IsNamed) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   for (const std::string& part : c.expected) EXPECT_THAT(std::string(s.message()), HasSubstr(part));
   // The base plan is untouched: the clone's plan was copied before the corruption.
-  EXPECT_TRUE(verifyModule(base()).ok());
+  EXPECT_TRUE(verifyModule(planned).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Lenet2, PlanCorruption, ::testing::ValuesIn(corruptions()),
@@ -318,16 +384,18 @@ struct ZooPlanCase {
   int64_t groups = 1;
   bool sync_bn = false;
   bool bf16 = false;
+  std::string kind = "cpu";  // cuda: its kernels declare workspaces
 };
 
 void PrintTo(const ZooPlanCase& c, std::ostream* os) {
   *os << c.model << " x" << c.devices << (c.groups > 1 ? " groups" : "")
-      << (c.sync_bn ? " sync-bn" : "") << (c.bf16 ? " bf16" : "");
+      << (c.sync_bn ? " sync-bn" : "") << (c.bf16 ? " bf16" : "") << " " << c.kind;
 }
 
 // Each zoo model at 1 and 64 devices and at two counts between, drawn with a fixed seed
 // (so a failure reproduces; the draw is in the test's name), plus the hierarchical
-// reduction, sync batch norm and mixed precision, whose collectives and casts differ.
+// reduction, sync batch norm and mixed precision, whose collectives and casts differ; and
+// on CUDA devices, whose convolutions and matrix products have workspaces.
 std::vector<ZooPlanCase> zooPlanCases() {
   std::mt19937 rng(23);
   std::uniform_int_distribution<int> between(2, 63);
@@ -337,6 +405,8 @@ std::vector<ZooPlanCase> zooPlanCases() {
   out.push_back({"lenet", 64, 8});
   out.push_back({"resnet18", 8, 2, true});
   out.push_back({"resnet50", 6, 3, false, true});
+  out.push_back({"resnet50", 8, 1, false, true, "cuda"});
+  out.push_back({"resnet152", 2, 1, false, false, "cuda"});
   return out;
 }
 
@@ -349,7 +419,8 @@ TEST_P(ZooPlan, IsAccepted) {
   ASSERT_NE(m, nullptr);
   passes::PipelineConfig config;
   config.devices.clear();
-  for (int d = 0; d < c.devices; ++d) config.devices.push_back({::tandem::testing::kind("cpu"), d});
+  for (int d = 0; d < c.devices; ++d)
+    config.devices.push_back({::tandem::testing::kind(c.kind), d});
   config.momentum = 0.9;
   config.allreduce_groups = c.groups;
   config.sync_bn = c.sync_bn;
@@ -363,6 +434,13 @@ TEST_P(ZooPlan, IsAccepted) {
     ASSERT_NE(g->plan(), nullptr) << g->name();
     EXPECT_TRUE(g->plan()->has(PlanPart::kMemory)) << g->name();
   }
+  if (c.kind == "cuda") {
+    const Graph& step = *m->graph(kTrainGraph);
+    EXPECT_TRUE(
+        std::any_of(step.nodes().begin(), step.nodes().end(),
+                    [&](const auto& n) { return step.plan()->of(*n).workspace.has_value(); }))
+        << "no workspace planned on " << c.kind;
+  }
   absl::Status s = verifyModule(*m);
   EXPECT_TRUE(s.ok()) << s;
 }
@@ -371,7 +449,8 @@ INSTANTIATE_TEST_SUITE_P(Zoo, ZooPlan, ::testing::ValuesIn(zooPlanCases()), [](c
   const ZooPlanCase& c = info.param;
   return absl::StrCat(c.model, "_", c.devices, "dev",
                       c.groups > 1 ? absl::StrCat("_groups", c.groups) : "",
-                      c.sync_bn ? "_syncbn" : "", c.bf16 ? "_bf16" : "");
+                      c.sync_bn ? "_syncbn" : "", c.bf16 ? "_bf16" : "",
+                      c.kind == "cpu" ? "" : absl::StrCat("_", c.kind));
 });
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/plan.h"
+#include "ir/target.h"
 #include "runtime/chrome_trace.h"
 #include "runtime/data/batch_loader.h"
 #include "runtime/executor.h"
@@ -86,6 +87,43 @@ TEST(BackendSeam, TheExecutorRunsOnARecordingBackendAsDumpSaysItWould) {
   // Each collective's shares are issued between a group start and end.
   EXPECT_EQ(recorder.counter("groupStart"), recorder.counter("groupEnd"));
   EXPECT_GE(recorder.counter("allReduce"), 2 * 3);  // >= 1 gradient bucket + loss + correct
+}
+
+// A kernel whose target declares a workspace gets the plan's bytes of its device's arena
+// from the loader (Kernel::bindWorkspace), once, when the module loads: it allocates none.
+TEST(BackendSeam, EachKernelIsHandedItsPlannedWorkspace) {
+  const ir::TargetInfo cpu = *ir::findTarget(kind("cpu"));
+  ir::TargetInfo declaring = cpu;  // cpu's facts, with a workspace for every convolution
+  declaring.max_workspace_bytes = 1 << 20;
+  declaring.workspace_bytes = [](const ir::Node& n) -> int64_t {
+    return n.op() == ir::Op::kConv2d ? 1000 : 0;
+  };
+  ir::registerTarget(declaring);
+  struct Restore {
+    const ir::TargetInfo& facts;
+    ~Restore() { ir::registerTarget(facts); }
+  } restore{cpu};
+  Recorder recorder;
+  RecordingBackend backend(recorder);
+  backend::ScopedBackendOverride use(backend);
+
+  auto module = lenetOn(2, 0.2);
+  ASSERT_NE(module, nullptr);
+  int planned = 0;
+  for (const auto& g : module->graphs()) {
+    if (g->plan() == nullptr) continue;
+    for (const auto& n : g->nodes())
+      if (const auto& ws = g->plan()->of(*n).workspace) {
+        EXPECT_EQ(n->op(), ir::Op::kConv2d) << n->describe();
+        EXPECT_EQ(ws->bytes, 1024) << n->describe();  // 1000 rounded up to the alignment
+        ++planned;
+      }
+  }
+  EXPECT_GT(planned, 0);
+  auto ex = runtime::Executor::create(std::move(module));
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  EXPECT_EQ(recorder.counter("bindWorkspace 1024"), planned);
+  for (const void* p : recorder.addresses("workspace")) EXPECT_NE(p, nullptr);
 }
 
 // Where the backend can record a step (CUDA graphs), the executor runs each graph plainly

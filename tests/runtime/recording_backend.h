@@ -189,11 +189,21 @@ class RecordingStream final : public backend::Stream {
 
 class RecordingKernel final : public backend::Kernel {
  public:
+  explicit RecordingKernel(Recorder& r) : recorder_(r) {}
   absl::Status launch(backend::Stream& stream, absl::Span<const backend::TensorView>,
                       absl::Span<const backend::TensorView>) override {
     static_cast<RecordingStream&>(stream).work("launch");
     return absl::OkStatus();
   }
+  /// Counted by its bytes ("bindWorkspace 1024"); its address noted under "workspace".
+  absl::Status bindWorkspace(const backend::TensorView& workspace) override {
+    recorder_.count(absl::StrCat("bindWorkspace ", workspace.bytes()));
+    recorder_.note("workspace", workspace.data);
+    return absl::OkStatus();
+  }
+
+ private:
+  Recorder& recorder_;
 };
 
 class RecordingDevice final : public backend::Device {
@@ -257,7 +267,7 @@ class RecordingDevice final : public backend::Device {
   }
   absl::StatusOr<std::unique_ptr<backend::Kernel>> makeKernel(const ir::Node&) override {
     recorder_.count("makeKernel");
-    return std::make_unique<RecordingKernel>();
+    return std::make_unique<RecordingKernel>(recorder_);
   }
 
  private:
