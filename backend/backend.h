@@ -63,10 +63,6 @@ struct DeviceOptions {
   int index = 0;
   /// Seed of the run (`initialize` derives each variable's values from it and the name).
   uint64_t seed = 0;
-  /// Let the device keep activations in its preferred layout between kernels where every
-  /// kernel that touches them can (CPU: nChw16c between convolutions and fused batch
-  /// norm; CUDA: NHWC); false: every tensor plain NCHW, as the IR describes it.
-  bool blocked_activations = true;
   /// The backend's own options (an std::any holding its options type), or null for its
   /// defaults; a backend reads only its own type.
   const std::any* backend = nullptr;

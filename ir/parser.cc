@@ -447,13 +447,14 @@ class Parser {
         RETURN_IF_ERROR(expectPunct("["));
         while (!isPunct("]")) {
           if (plan->parts != 0) RETURN_IF_ERROR(expectPunct(","));
-          const PlanPart part = isWord("streams")  ? PlanPart::kStreams
-                                : isWord("events") ? PlanPart::kEvents
-                                : isWord("memory") ? PlanPart::kMemory
-                                                   : PlanPart{};
+          PlanPart part{};
+          for (PlanPart p :
+               {PlanPart::kStreams, PlanPart::kEvents, PlanPart::kLayouts, PlanPart::kMemory})
+            if (isWord(planPartName(p))) part = p;
           if (part == PlanPart{})
-            return error(absl::StrCat("expected a plan part (streams, events or memory), got ",
-                                      describe(tok_)));
+            return error(absl::StrCat(
+                "expected a plan part (streams, events, layouts or memory), got ",
+                describe(tok_)));
           if (plan->has(part))
             return error(absl::StrCat("plan part '", tok_.text, "' is listed twice"));
           plan->add(part);
@@ -515,8 +516,9 @@ class Parser {
     return key;
   }
 
-  // A node's `plan{stream=S, wait=[%v, ...], offset=[N, ...]}`.
-  absl::StatusOr<NodePlan> parseNodePlan(Graph& g, const GraphPlan* plan) {
+  // A node's `plan{stream=S, wait=[%v, ...], layout=[L, ...], offset=[N, ...]}`, where the
+  // text names `results` results.
+  absl::StatusOr<NodePlan> parseNodePlan(Graph& g, const GraphPlan* plan, size_t results) {
     if (plan == nullptr)
       return error(
           "this node has a plan but its graph has none (a planned graph begins with "
@@ -553,6 +555,25 @@ class Parser {
           p.waits.push_back({v->def()->id(), static_cast<uint32_t>(v->index())});
         }
         next();
+      } else if (key == "layout") {
+        // One layout per result, in order.
+        RETURN_IF_ERROR(needs(PlanPart::kLayouts, "layouts"));
+        RETURN_IF_ERROR(expectPunct("["));
+        while (!isPunct("]")) {
+          if (!p.layouts.empty()) RETURN_IF_ERROR(expectPunct(","));
+          std::optional<ActivationLayout> l =
+              tok_.kind == Tok::kWord ? layoutNamed(tok_.text) : std::nullopt;
+          if (!l)
+            return error(absl::StrCat("expected a layout (nchw, nChw16c or nhwc), got ",
+                                      describe(tok_)));
+          p.layouts.push_back(*l);
+          next();
+        }
+        if (p.layouts.size() != results)
+          return errorAt(key_tok, absl::StrCat("the layout list gives ", p.layouts.size(),
+                                               " layout(s) for the node's ", results,
+                                               " result(s)"));
+        next();
       } else if (key == "offset") {
         RETURN_IF_ERROR(needs(PlanPart::kMemory, "memory"));
         RETURN_IF_ERROR(expectPunct("["));
@@ -581,7 +602,7 @@ class Parser {
         p.workspace = WorkspacePlan{off, bytes};
       } else {
         return errorAt(key_tok, absl::StrCat("a node's plan has no field '", key,
-                                             "' (stream, wait, offset, workspace)"));
+                                             "' (stream, wait, layout, offset, workspace)"));
       }
     }
     next();
@@ -667,7 +688,7 @@ class Parser {
     }
     std::optional<NodePlan> node_plan;
     if (isWord("plan")) {
-      ASSIGN_OR_RETURN(node_plan, parseNodePlan(g, plan));
+      ASSIGN_OR_RETURN(node_plan, parseNodePlan(g, plan, names.size()));
     }
     if (isWord("loc")) {
       next();

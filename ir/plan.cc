@@ -69,6 +69,26 @@ int64_t GraphPlan::offset(const Value& v) const {
   return r < p.offsets.size() ? p.offsets[r] : kNoOffset;
 }
 
+ActivationLayout GraphPlan::layout(const Value& v) const {
+  const size_t id = v.def()->id();
+  return id < nodes.size() ? nodes[id].layout(static_cast<size_t>(v.index()))
+                           : ActivationLayout::kPlain;
+}
+
+absl::string_view planPartName(PlanPart p) {
+  switch (p) {
+    case PlanPart::kStreams:
+      return "streams";
+    case PlanPart::kEvents:
+      return "events";
+    case PlanPart::kLayouts:
+      return "layouts";
+    case PlanPart::kMemory:
+      return "memory";
+  }
+  return "?";
+}
+
 uint64_t graphFingerprint(const Graph& g) {
   return graphFingerprint(g, [](const Node&) {});
 }
@@ -157,11 +177,9 @@ uint64_t graphFingerprint(const Graph& g, absl::FunctionRef<void(const Node&)> v
 absl::Status requirePlanPart(const Graph& g, PlanPart part, absl::string_view pass) {
   const GraphPlan* plan = g.plan();
   if (plan != nullptr && plan->has(part)) return absl::OkStatus();
-  const char* what = part == PlanPart::kStreams  ? "streams"
-                     : part == PlanPart::kEvents ? "events"
-                                                 : "memory";
-  return absl::FailedPreconditionError(
-      absl::StrCat("graph @", g.name(), " has no ", what, " in its plan: run ", pass, " first"));
+  return absl::FailedPreconditionError(absl::StrCat("graph @", g.name(), " has no ",
+                                                    planPartName(part),
+                                                    " in its plan: run ", pass, " first"));
 }
 
 absl::Status checkPlanFresh(const Graph& g) {

@@ -6,6 +6,8 @@
 //   assign-streams  which stream of its device runs each node's shares;
 //   plan-events     the waits between streams: before a share runs, its stream waits for an
 //                   event recorded after the share that wrote a value;
+//   assign-layouts  which activations stay in their device's preferred layout (nChw16c on
+//                   CPU, NHWC on CUDA) between the kernels that take it;
 //   plan-memory     where each value lives in its device's arena, each arena's size, and
 //                   each kernel's workspace (the scratch bytes its target declares).
 // The loader and the simulator turn it into objects and derive nothing; the plan verifier
@@ -21,6 +23,7 @@
 #include "absl/status/status.h"
 #include "ir/ir.h"
 #include "ir/placement.h"
+#include "ir/target.h"
 
 namespace tandem::ir {
 
@@ -69,10 +72,20 @@ struct NodePlan {
   /// plan-memory: the node's workspace, when its target declares one (ir/target.h,
   /// TargetInfo::workspace_bytes).
   std::optional<WorkspacePlan> workspace;
+  /// assign-layouts: the layout of each result; empty when every result is plain NCHW
+  /// (most nodes, and every node of a plan without layouts).
+  absl::InlinedVector<ActivationLayout, 8> layouts;
+
+  /// The layout of result `r` (plain when none is planned).
+  ActivationLayout layout(size_t r) const {
+    return r < layouts.size() ? layouts[r] : ActivationLayout::kPlain;
+  }
 };
 
 /// The parts of a plan, in the order the pipeline fills them.
-enum class PlanPart : uint8_t { kStreams = 1, kEvents = 2, kMemory = 4 };
+enum class PlanPart : uint8_t { kStreams = 1, kEvents = 2, kLayouts = 8, kMemory = 4 };
+/// "streams", "events", "layouts", "memory": how the text lists a part.
+absl::string_view planPartName(PlanPart p);
 
 /// The plan of one graph (Graph::plan()).
 struct GraphPlan {
@@ -95,6 +108,8 @@ struct GraphPlan {
   NodePlan& of(const Node& n) { return nodes[n.id()]; }
   /// The arena offset of `v`, or kNoOffset when it has none.
   int64_t offset(const Value& v) const;
+  /// The layout of `v` (plain when the plan has no layouts).
+  ActivationLayout layout(const Value& v) const;
 
   static constexpr int64_t kNoOffset = -1;
 };

@@ -8,6 +8,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "ir/interfaces.h"
+#include "ir/layout_rules.h"
 #include "ir/plan.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
@@ -72,6 +73,7 @@ class PlanVerifier {
   absl::Status run() {
     RETURN_IF_ERROR(checkHeader());
     RETURN_IF_ERROR(checkStreams());
+    if (plan_.has(PlanPart::kLayouts)) RETURN_IF_ERROR(checkLayouts());
     if (!plan_.has(PlanPart::kEvents)) return absl::OkStatus();
     numberShares();
     RETURN_IF_ERROR(checkWaits());
@@ -120,16 +122,44 @@ class PlanVerifier {
       by_id_[n.id()] = &n;
       const NodePlan& p = plan_.of(n);
       const bool runs = n.op() != Op::kInput && n.op() != Op::kParam;
-      if (!runs && (p.stream || !p.waits.empty() || !p.offsets.empty() || p.workspace))
+      if (!runs && (p.stream || !p.waits.empty() || !p.layouts.empty() || !p.offsets.empty() ||
+                    p.workspace))
         return failAt(n, "runs nowhere (host data or variable storage) but has a plan");
       if (runs && !p.stream) return failAt(n, "has no stream");
       if (!plan_.has(PlanPart::kEvents) && !p.waits.empty())
         return failAt(n, "has waits but the plan has no events");
+      if (!plan_.has(PlanPart::kLayouts) && !p.layouts.empty())
+        return failAt(n, "has layouts but the plan has none");
       if (!plan_.has(PlanPart::kMemory) && !p.offsets.empty())
         return failAt(n, "has offsets but the plan has no memory");
       if (!plan_.has(PlanPart::kMemory) && p.workspace)
         return failAt(n, "has a workspace but the plan has no memory");
     }
+    return absl::OkStatus();
+  }
+
+  // Every layout is one its kernels take: each result's on its own (eligible, the device's
+  // layout, not a graph output), then each node's slots (a collective, the host and every
+  // kernel outside the rules see plain tensors; linked slots share one layout).
+  absl::Status checkLayouts() {
+    LayoutTargets targets;
+    auto layout_of = [&](const Value& v) { return plan_.layout(v); };
+    for (const auto& node : g_.nodes()) {
+      const Node& n = *node;
+      const NodePlan& p = plan_.of(n);
+      if (!p.layouts.empty() && p.layouts.size() != n.numResults())
+        return failAt(n, absl::StrCat("it has ", p.layouts.size(), " layouts for ",
+                                      n.numResults(), " results"));
+      const TargetInfo* t = targets.of(n);
+      for (size_t r = 0; r < p.layouts.size(); ++r)
+        if (absl::Status s = checkValueLayout(*n.result(r), t, p.layouts[r]); !s.ok())
+          return failAt(n, s.message());
+      if (absl::Status s = checkNodeLayouts(n, t, layout_of); !s.ok()) return fail(s.message());
+    }
+    for (const Value* v : g_.outputs())
+      if (const ActivationLayout l = plan_.layout(*v); l != ActivationLayout::kPlain)
+        return fail(absl::StrCat("graph output %", v->name(), " is planned ", layoutName(l),
+                                 ": the host reads outputs plain"));
     return absl::OkStatus();
   }
 

@@ -1,5 +1,7 @@
 #include "ir/printer.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -31,9 +33,9 @@ struct PlanContext {
 
 std::string partsText(const GraphPlan& p) {
   std::vector<absl::string_view> parts;
-  if (p.has(PlanPart::kStreams)) parts.push_back("streams");
-  if (p.has(PlanPart::kEvents)) parts.push_back("events");
-  if (p.has(PlanPart::kMemory)) parts.push_back("memory");
+  for (PlanPart part :
+       {PlanPart::kStreams, PlanPart::kEvents, PlanPart::kLayouts, PlanPart::kMemory})
+    if (p.has(part)) parts.push_back(planPartName(part));
   return absl::StrJoin(parts, ", ");
 }
 
@@ -50,12 +52,14 @@ void appendGraphPlan(std::string* out, const Module& m, const GraphPlan& p) {
                     ", unshared=", p.arenas[d].unshared_bytes, "}\n");
 }
 
-// " plan{stream=compute, wait=[%a.0], offset=[0], workspace=[4096, 512]}": what the plan
-// says of one node.
+// " plan{stream=compute, wait=[%a.0], layout=[nChw16c], offset=[0], workspace=[4096, 512]}":
+// what the plan says of one node (a layout list only where a result is not plain).
 void appendNodePlan(std::string* out, const Node& n, const PlanContext& ctx) {
   if (n.id() >= ctx.plan->nodes.size()) return;
   const NodePlan& p = ctx.plan->of(n);
-  if (!p.stream && p.waits.empty() && p.offsets.empty() && !p.workspace) return;
+  const bool layouts = std::any_of(p.layouts.begin(), p.layouts.end(),
+                                   [](ActivationLayout l) { return l != ActivationLayout::kPlain; });
+  if (!p.stream && p.waits.empty() && !layouts && p.offsets.empty() && !p.workspace) return;
   const char* sep = "";
   out->append(" plan{");
   if (p.stream) {
@@ -73,6 +77,13 @@ void appendNodePlan(std::string* out, const Node& n, const PlanContext& ctx) {
           out, i ? ", %" : "%",
           def != nullptr && r.result < def->numResults() ? def->result(r.result)->name() : "?");
     }
+    out->push_back(']');
+    sep = ", ";
+  }
+  if (layouts) {
+    absl::StrAppend(out, sep, "layout=[");
+    for (size_t r = 0; r < n.numResults(); ++r)
+      absl::StrAppend(out, r ? ", " : "", layoutName(p.layout(r)));
     out->push_back(']');
     sep = ", ";
   }

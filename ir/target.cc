@@ -105,6 +105,25 @@ absl::StatusOr<int64_t> declaredWorkspace(const TargetInfo* t, const Node& n) {
   return std::max<int64_t>(bytes, 0);
 }
 
+absl::string_view layoutName(ActivationLayout l) {
+  switch (l) {
+    case ActivationLayout::kPlain:
+      return "nchw";
+    case ActivationLayout::kChannelBlocked:
+      return "nChw16c";
+    case ActivationLayout::kChannelsLast:
+      return "nhwc";
+  }
+  return "?";
+}
+
+std::optional<ActivationLayout> layoutNamed(absl::string_view name) {
+  for (ActivationLayout l : {ActivationLayout::kPlain, ActivationLayout::kChannelBlocked,
+                             ActivationLayout::kChannelsLast})
+    if (layoutName(l) == name) return l;
+  return std::nullopt;
+}
+
 std::string describeTarget(const TargetInfo& t) {
   auto layout = [](ActivationLayout l) -> absl::string_view {
     switch (l) {

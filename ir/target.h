@@ -5,12 +5,13 @@
 // registers its kind's facts here when it registers (backend/registry.cc), and passes,
 // the pipeline and the CLI ask them instead of naming kinds: which devices are valid,
 // the alignment arenas keep, whether an optimizer's grouped form runs as one launch, the
-// activation layout the kernels prefer (and later the layout rules of assign-layouts).
+// activation layout the kernels prefer and the slots that take it (assign-layouts).
 // Facts only: nothing here runs on a device, so the CUDA target is known (tandem dump
 // --devices cuda:0) in a build without the CUDA backend.
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 namespace tandem::ir {
 
 class Node;
+class Value;
 
 /// How a target's kernels like activations laid out between them (the backend's layout
 /// plan keeps them so where every kernel that touches them can).
@@ -28,6 +30,25 @@ enum class ActivationLayout : uint8_t {
   kPlain,           // NCHW as the IR describes it
   kChannelBlocked,  // oneDNN's nChw16c (CPU, AVX-512)
   kChannelsLast,    // NHWC (CUDA tensor cores)
+};
+
+/// How a layout is spelled in the plan's text (`layout=[nChw16c]`): nchw, nChw16c, nhwc.
+absl::string_view layoutName(ActivationLayout l);
+/// The layout spelled `name`, or nullopt.
+std::optional<ActivationLayout> layoutNamed(absl::string_view name);
+
+/// Which values a target's kernels take in its preferred layout, as data for
+/// assign-layouts (passes/assign_layouts.h), which plans them, and the plan verifier, which
+/// checks a plan against them.
+struct LayoutRules {
+  /// Whether value `v` may be kept in the preferred layout at all (dtype, channels); a
+  /// value that is not 4-D never is, whatever this says.
+  std::function<bool(const Value& v)> eligible;
+  /// Which layout the kernel of `n` takes in operand (result == false) or result slot
+  /// `index`: nullopt, plain only; else a link: the 4-D values in slots of one node with
+  /// the same link share a layout, and a slot whose link no other slot has takes either
+  /// layout on its own. (Non-4-D values in a linked slot are plain and join nothing.)
+  std::function<std::optional<int>(const Node& n, bool result, size_t index)> slot;
 };
 
 /// The facts of one device kind.
@@ -42,6 +63,8 @@ struct TargetInfo {
   /// the default pipeline groups updates (group-sgd-updates) for its devices.
   bool multi_tensor_update = false;
   ActivationLayout preferred_layout = ActivationLayout::kPlain;
+  /// Which slots of its kernels take preferred_layout (unused when that is kPlain).
+  LayoutRules layout_rules;
   /// Records a whole step once and replays it with one launch (CUDA graphs).
   bool step_recording = false;
   /// Has communicators between devices of different processes (mpirun).

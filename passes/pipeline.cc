@@ -137,6 +137,7 @@ std::string defaultPipeline(const PipelineConfig& c) {
       // The execution plan, on the graph as it will run.
       "assign-streams",
       "plan-events",
+      c.layouts ? "assign-layouts" : "",
       c.alignment == 64 ? std::string("plan-memory")
                         : absl::StrCat("plan-memory{alignment=", c.alignment, "}"),
   };
@@ -158,6 +159,7 @@ std::vector<std::string> defaultPassNames() {
           "group-sgd-updates",
           "assign-streams",
           "plan-events",
+          "assign-layouts",
           "plan-memory"};
 }
 

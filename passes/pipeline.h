@@ -44,6 +44,9 @@ struct PipelineConfig {
   /// With fusion, run recompute-bn-relu: backward recomputes conv -> bn -> relu outputs
   /// (less activation memory, one elementwise pass more per layer; CLI --no-recompute).
   bool recompute = true;
+  /// Run assign-layouts: activations in each device's preferred layout between the kernels
+  /// that take it (CLI --plain-layout turns it off: every tensor NCHW).
+  bool layouts = true;
   /// Run mixed-precision{dtype=bf16} first (CLI --precision bf16).
   bool bf16 = false;
   /// Reduce gradients in bf16 (CLI --allreduce-dtype bf16): half the bytes on the wire.

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "passes/assign_layouts.h"
 #include "passes/assign_streams.h"
 #include "passes/autodiff.h"
 #include "passes/clip_grad_norm.h"
@@ -59,6 +60,10 @@ const std::vector<PassInfo>& registeredPasses() {
        AssignStreams::create},
       {PlanEvents::kName, "the waits between streams (the runtime's events)", "",
        PlanEvents::create},
+      {AssignLayouts::kName,
+       "activations kept in each device's preferred layout (nChw16c, NHWC) where kernels take "
+       "it",
+       "", AssignLayouts::create},
       {PlanMemory::kName, "per-device arenas with buffers reused by liveness", "alignment=64",
        PlanMemory::create},
   };

@@ -28,8 +28,6 @@ inline constexpr int kStepsBeforeRecording = 2;
 struct ExecutorOptions {
   /// Seed of `initialize` (parameter initial values).
   uint64_t seed = 0;
-  /// Let devices keep activations in their preferred layout (DeviceOptions).
-  bool blocked_activations = true;
   /// Each backend's own options by its kind's name ("cpu": cpu::CpuOptions, "cuda":
   /// cuda::CudaOptions); a kind without an entry gets its backend's defaults.
   std::map<std::string, std::any> backend_options;

@@ -483,7 +483,6 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
         (*b)->createDevice(
             id, {.index = static_cast<int>(d),
                  .seed = options.seed,
-                 .blocked_activations = options.blocked_activations,
                  .backend = own != options.backend_options.end() ? &own->second : nullptr}));
     lm->devices.push_back(std::move(device));
   }

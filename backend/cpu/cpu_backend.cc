@@ -53,17 +53,11 @@ absl::StatusOr<DeviceBuffer> hostBuffer(int64_t bytes, MemoryLocation where) {
   return DeviceBuffer(p, bytes, where, [](void* q) { std::free(q); });
 }
 
-/// Whether oneDNN runs AVX-512 kernels here (read once: every device asks).
-bool hostHasAvx512() {
-  static const bool avx512 = hostCpuInfo().isa.find("avx512") != std::string::npos;
-  return avx512;
-}
-
-// The layout plan of graph `g`, made once for all the devices that load it: the plan is a
-// union-find over the whole graph (every device's nodes), so making it per device made
-// loading quadratic in devices (40 s of 64 at 512 LeNet devices). Keyed by the graph's
-// serial and its memory plan, which together change whenever the graph does; the last
-// graph's plan is kept (the loader prepares every device for one graph, then the next).
+// The blocked values of graph `g`'s plan, read once for all the devices that load it: the
+// plan covers the whole graph (every device's nodes), so reading it per device made loading
+// quadratic in devices (40 s of 64 at 512 LeNet devices). Keyed by the graph's serial and
+// its plan, which together change whenever the graph does; the last graph's set is kept
+// (the loader prepares every device for one graph, then the next).
 std::shared_ptr<const absl::flat_hash_set<const ir::Value*>> sharedBlockedValues(
     const ir::Graph& g) {
   struct Cached {
@@ -136,10 +130,8 @@ class CpuDevice final : public Device {
   }
 
   absl::Status prepareGraph(const ir::Graph& g) override {
-    // Blocked only where oneDNN's convolutions use nChw16c themselves (AVX-512); on AVX2
-    // they would reorder it into nChw8c anyway.
-    blocked_.reset();
-    if (options_.blocked_activations && hostHasAvx512()) blocked_ = sharedBlockedValues(g);
+    // The plan's layouts (assign-layouts; nChw16c only on AVX-512 hosts, backend/targets.cc).
+    blocked_ = sharedBlockedValues(g);
     return absl::OkStatus();
   }
 

@@ -12,7 +12,12 @@ namespace tandem::backend::cpu {
 /// Cache line; also what oneDNN's and AVX-512's aligned loads like.
 inline constexpr int64_t kAlignment = 64;
 
-/// What the compiler may know about CPU devices.
+/// Channels per block of the blocked layout, nChw16c (AVX-512's 16 floats).
+inline constexpr int64_t kChannelBlock = 16;
+
+/// What the compiler may know about CPU devices. Its activations are nChw16c between the
+/// kernels that take it (the layout rules); registerTargets makes them plain on a host
+/// without AVX-512, where oneDNN would reorder nChw16c into nChw8c anyway.
 ir::TargetInfo targetInfo();
 
 }  // namespace tandem::backend::cpu

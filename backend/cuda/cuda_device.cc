@@ -216,8 +216,7 @@ absl::Status CudaDevice::copyToHost(const TensorView& src, const TensorView& dst
 }
 
 absl::Status CudaDevice::prepareGraph(const ir::Graph& g) {
-  nhwc_.clear();
-  if (ctx_->options().blocked_activations) nhwc_ = nhwcValues(g);
+  nhwc_ = nhwcValues(g);  // the plan's (assign-layouts)
   return absl::OkStatus();
 }
 

@@ -36,7 +36,7 @@ class CudaDevice final : public Device {
                              int64_t offset, Stream& stream) override;
   absl::Status copyFromHost(const TensorView& src, const TensorView& dst, Stream& stream) override;
   absl::Status copyToHost(const TensorView& src, const TensorView& dst, Stream& stream) override;
-  /// Plans which activations of `g` stay NHWC (layout_plan.h; none with --plain-layout).
+  /// Reads which activations of `g` its plan keeps NHWC (layout_plan.h).
   absl::Status prepareGraph(const ir::Graph& g) override;
   absl::StatusOr<std::unique_ptr<Kernel>> makeKernel(const ir::Node& node) override;
 

@@ -10,6 +10,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/layout_plan.h"
+#include "backend/cpu/target_info.h"
+#include "passes/assign_layouts.h"
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
 #include "tests/test_util.h"
@@ -258,7 +260,7 @@ TEST(BlockedLayout, PlanKeepsGraphBoundariesPlain) {
   ir::Value* r = (*g->create({.op = ir::Op::kRelu, .operands = {y2}}))->result();
   ir::Value* y3 = (*g->create({.op = ir::Op::kConv2d, .operands = {r, w}, .attrs = a}))->result();
   g->setOutputs({y3});
-  auto blocked = backend::cpu::channelBlockedValues(*g);
+  auto blocked = passes::valuesKeptUnder(*g, backend::cpu::targetInfo());
   EXPECT_FALSE(blocked.contains(x));   // graph input
   EXPECT_FALSE(blocked.contains(w));   // a filter
   EXPECT_TRUE(blocked.contains(y1));   // conv -> conv

@@ -19,6 +19,8 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/elementwise_math.h"
 #include "backend/cuda/layout_plan.h"
+#include "backend/cuda/target_info.h"
+#include "passes/assign_layouts.h"
 #include "backend/cuda/norm_math.h"
 #include "backend/cuda/pool_math.h"
 #include "gtest/gtest.h"
@@ -331,7 +333,7 @@ TEST(CudaNhwcPlan, KeepsBordersAndNchwOnlyKernelsPlain) {
   ir::Value* gp = s.node(Op::kGlobalAvgPool, {sum})->result();
   ir::Value* f = s.node(Op::kFlatten, {gp})->result();
   s.g->setOutputs({f});
-  const auto nhwc = cu::nhwcValues(*s.g);
+  const auto nhwc = passes::valuesKeptUnder(*s.g, cu::targetInfo());
   EXPECT_FALSE(nhwc.contains(x));  // graph input (and 3 channels)
   EXPECT_FALSE(nhwc.contains(w1));
   for (const ir::Value* v : {y1, r, p, y2, sum}) EXPECT_TRUE(nhwc.contains(v));
@@ -353,7 +355,7 @@ TEST(CudaNhwcPlan, NarrowChannelsAndNchwReadersStayPlain) {
   ir::Value* fl = s.node(Op::kFlatten, {s.node(Op::kRelu, {y8})->result()})->result();
   ir::Value* z = s.node(Op::kRelu, {y4})->result();
   s.g->setOutputs({fl, s.node(Op::kFlatten, {s.node(Op::kRelu, {z})->result()})->result()});
-  const auto nhwc = cu::nhwcValues(*s.g);
+  const auto nhwc = passes::valuesKeptUnder(*s.g, cu::targetInfo());
   EXPECT_TRUE(nhwc.empty()) << "bf16 with 4 channels is narrower than 16 bytes; flatten reads NCHW";
 }
 
@@ -369,7 +371,7 @@ TEST(CudaNhwcPlan, KernelsRefuseALayoutTheyCannotTake) {
   EXPECT_NE(mixed.message().find(add->describe()), std::string::npos) << mixed;
   absl::Status nchw_only = cu::checkNhwcSlots(*flat, bad);
   EXPECT_EQ(nchw_only.code(), absl::StatusCode::kInternal);
-  EXPECT_NE(nchw_only.message().find("operand 0 in NHWC"), std::string::npos) << nchw_only;
+  EXPECT_NE(nchw_only.message().find("operand 0 %a in nhwc"), std::string::npos) << nchw_only;
   bad.insert(b);
   bad.insert(add->result());
   EXPECT_TRUE(cu::checkNhwcSlots(*add, bad).ok());
@@ -438,15 +440,16 @@ std::vector<Buffer> runWithLayout(SingleOp& op, const absl::flat_hash_set<const 
   return results;
 }
 
-/// Every 4-D operand and result of op's node in a slot that takes NHWC (nhwcRules).
+/// Every 4-D operand and result of op's node in a slot that takes NHWC (the CUDA rules).
 absl::flat_hash_set<const ir::Value*> all4d(SingleOp& op) {
   absl::flat_hash_set<const ir::Value*> s;
   const ir::Node& n = op.node();
-  const auto& slot = cu::nhwcRules().slot;
+  static const ir::TargetInfo target = cu::targetInfo();
+  const auto& slot = target.layout_rules.slot;
   for (size_t i = 0; i < n.numOperands(); ++i)
-    if (n.operand(i)->type().rank() == 4 && slot(n.op(), false, i)) s.insert(n.operand(i));
+    if (n.operand(i)->type().rank() == 4 && slot(n, false, i)) s.insert(n.operand(i));
   for (size_t r = 0; r < n.numResults(); ++r)
-    if (n.result(r)->type().rank() == 4 && slot(n.op(), true, r)) s.insert(n.result(r));
+    if (n.result(r)->type().rank() == 4 && slot(n, true, r)) s.insert(n.result(r));
   return s;
 }
 

@@ -63,6 +63,7 @@ Trained train(const std::string& model, const TrainSetup& o, const std::vector<O
                 .lr = o.lr,
                 .momentum = o.momentum,
                 .weight_decay = o.weight_decay,
+                .layouts = o.layouts,
                 .sync_bn = o.sync_bn};
   auto module = driver::compileModel(*spec, c);
   EXPECT_TRUE(module.ok()) << module.status();
@@ -247,9 +248,9 @@ TEST(CudaTraining, Resnet18NhwcEqualsPlainLayout) {
   Snapshot start = initialValues("resnet18", o);
   ASSERT_FALSE(start.empty());
   Trained nhwc = train("resnet18", o, batches, gpuOptions(), &start);
-  runtime::ExecutorOptions plain_options = gpuOptions();
-  plain_options.blocked_activations = false;
-  Trained plain = train("resnet18", o, batches, plain_options, &start);
+  TrainSetup plain_setup = o;
+  plain_setup.layouts = false;
+  Trained plain = train("resnet18", plain_setup, batches, gpuOptions(), &start);
   ASSERT_TRUE(nhwc.trainer && plain.trainer);
   for (size_t i = 0; i < batches.size(); ++i)
     EXPECT_NEAR(nhwc.losses[i], plain.losses[i], 1e-3 * std::abs(plain.losses[i])) << "step " << i;

@@ -315,6 +315,63 @@ std::vector<Corruption> corruptions() {
        },
        {"(all_reduce)", "runs on the comm stream but has a workspace"},
        true},
+      // ---- layouts (on cuda devices: LeNet's first block is NHWC) ---------------------
+      {"LayoutOnAnIneligibleValue",  // conv2's 50 f32 channels are not whole 16-byte vectors
+       [](Module&, Graph& g, GraphPlan& p) {
+         Node& pool2 = nodeOf(g, "pool2.0");
+         p.of(pool2).layouts.assign(pool2.numResults(), ActivationLayout::kPlain);
+         p.of(pool2).layouts[0] = ActivationLayout::kChannelsLast;
+       },
+       {"%pool2.0 cannot be kept in nhwc: its type f32[", "is not one CUDA kernels take in it"},
+       true},
+      {"LayoutSplitAcrossLinkedSlots",
+       [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "relu.0")).layouts.clear(); },
+       {"%relu.0 (relu @cuda:0", "result 0 %relu.0 is nchw but operand 0 %conv1.0, which its "
+                                 "kernel takes in the same layout, is nhwc"},
+       true},
+      {"LayoutOfAnotherTarget",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "conv1.0")).layouts = {ActivationLayout::kChannelBlocked};
+       },
+       {"%conv1.0 (conv2d @cuda:0", "%conv1.0 cannot be kept in nChw16c: CUDA devices keep nhwc"},
+       true},
+      {"LayoutInAPlainOnlySlot",  // conv2's dw is eligible, but the all_reduce takes NCHW
+       [](Module&, Graph& g, GraphPlan& p) {
+         Node& dw = nodeOf(g, "conv2.w.grad.0");
+         p.of(dw).layouts.assign(dw.numResults(), ActivationLayout::kPlain);
+         p.of(dw).layouts[0] = ActivationLayout::kChannelsLast;
+       },
+       {"(conv2d_backward_filter @cuda:0", "its kernel cannot take result 0 %conv2.w.grad.0 in "
+                                           "nhwc (that slot takes only nchw)"},
+       true},
+      {"LayoutOnACollectiveResult",
+       [](Module&, Graph& g, GraphPlan& p) {
+         Node& reduce = nodeOf(g, "conv2.w.grad.sum.0");
+         p.of(reduce).layouts.assign(reduce.numResults(), ActivationLayout::kPlain);
+         p.of(reduce).layouts[g.findValue("conv2.w.grad.sum.0")->index()] =
+             ActivationLayout::kChannelsLast;
+       },
+       {"(all_reduce)", "%conv2.w.grad.sum.0 cannot be kept in nhwc: collectives move plain "
+                        "tensors"},
+       true},
+      {"LayoutOnAVariable",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "conv2.w.0")).layouts = {ActivationLayout::kChannelsLast};
+       },
+       {"%conv2.w.0 (param @cuda:0", "runs nowhere (host data or variable storage) but has a plan"},
+       true},
+      {"LayoutsCountedWrong",
+       [](Module&, Graph& g, GraphPlan& p) {
+         p.of(nodeOf(g, "conv1.0")).layouts.push_back(ActivationLayout::kPlain);
+       },
+       {"%conv1.0 (conv2d @cuda:0", "it has 2 layouts for 1 results"},
+       true},
+      {"LayoutsWithoutTheirPart",
+       [](Module&, Graph&, GraphPlan& p) {
+         p.parts &= static_cast<uint8_t>(~static_cast<uint8_t>(PlanPart::kLayouts));
+       },
+       {"(conv2d @cuda:0", "has layouts but the plan has none"},
+       true},
       // ---- staleness ----------------------------------------------------------------
       {"FingerprintOfAnotherGraph",
        [](Module&, Graph&, GraphPlan& p) { p.fingerprint ^= 1; },

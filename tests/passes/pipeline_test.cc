@@ -44,7 +44,7 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
             "unknown pass 'fuse-everything' (known: mixed-precision, autodiff, feed-learning-rate, "
             "fuse-conv-bn-relu, "
             "replicate, insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
-            "group-sgd-updates, assign-streams, plan-events, plan-memory)");
+            "group-sgd-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
   for (const passes::PassInfo& info : passes::registeredPasses())
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(std::string(info.name)));
 }
@@ -154,7 +154,7 @@ TEST(DefaultPipeline, TextAndOrder) {
       passes::defaultPipeline({}),
       "autodiff{lr=0.1,momentum=0,weight-decay=0},fuse-conv-bn-relu,replicate{devices=[cpu:0]},"
       "insert-collectives{bucket-mb=25,first-bucket-mb=1},recompute-bn-relu,dce,schedule,"
-      "assign-streams,plan-events,plan-memory");
+      "assign-streams,plan-events,assign-layouts,plan-memory");
   passes::PipelineConfig config{
       .devices = {{::tandem::testing::kind("cuda"), 0}, {::tandem::testing::kind("cuda"), 1}},
       .weights = {3, 1},
@@ -173,7 +173,7 @@ TEST(DefaultPipeline, TextAndOrder) {
             "feed-learning-rate,fuse-conv-bn-relu,replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
             "insert-collectives{bucket-mb=10,first-bucket-mb=0.5,allreduce-dtype=bf16},"
             "clip-grad-norm{max-norm=1.5},recompute-bn-relu,dce,schedule,group-sgd-updates,assign-streams,plan-events,"
-            "plan-memory");
+            "assign-layouts,plan-memory");
   auto p = passes::parsePipeline(text);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(passNames(*p), passes::defaultPassNames());
@@ -181,7 +181,8 @@ TEST(DefaultPipeline, TextAndOrder) {
               ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
                           "replicate", "insert-collectives", "clip-grad-norm",
                           "recompute-bn-relu", "dce", "schedule",
-                          "group-sgd-updates", "assign-streams", "plan-events", "plan-memory"));
+                          "group-sgd-updates", "assign-streams", "plan-events", "assign-layouts",
+                          "plan-memory"));
   // CUDA devices group the updates unless told not to; CPU devices only when told to.
   config.group_updates = false;
   EXPECT_THAT(passes::defaultPipeline(config), Not(HasSubstr("group-sgd-updates")));
@@ -295,7 +296,7 @@ TEST(PassManager, BadPipelineAddsNothing) {
             "unknown pass 'nope' (known: mixed-precision, autodiff, feed-learning-rate, "
             "fuse-conv-bn-relu, replicate, "
             "insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
-            "group-sgd-updates, assign-streams, plan-events, plan-memory)");
+            "group-sgd-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
   EXPECT_EQ(pm.size(), 0u);
 }
 

@@ -97,7 +97,7 @@ TEST(Fusion, BlockedActivationsChangeNoBit) {
     GTEST_SKIP() << "this CPU has no AVX-512 (" << backend::cpu::hostCpuInfo().isa
                  << "): its devices keep every tensor plain";
   auto [blocked, plain] = trainBothWays("resnet18", /*sync_bn=*/true,
-                                        [](TrainSetup& o) { o.blocked_activations = false; });
+                                        [](TrainSetup& o) { o.layouts = false; });
   ASSERT_TRUE(blocked && plain);
   // Most of the step's activations are blocked (all but the last stage's residual
   // stream, which global_avg_pool reads).

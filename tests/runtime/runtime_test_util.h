@@ -63,7 +63,7 @@ struct TrainSetup {
   bool bf16_allreduce = false;  // --allreduce-dtype bf16
   bool group_updates = false;   // --group-updates on
   backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
-  bool blocked_activations = true;
+  bool layouts = true;  // false: --plain-layout (no assign-layouts)
   uint64_t seed = 0;
   int threads_per_device = 1;
   bool trace = false;
@@ -90,6 +90,7 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
                 .allreduce_groups = o.allreduce_groups,
                 .fuse = o.fuse,
                 .recompute = o.recompute,
+                .layouts = o.layouts,
                 .bf16 = o.bf16,
                 .bf16_allreduce = o.bf16_allreduce,
                 .sync_bn = o.sync_bn,
@@ -99,7 +100,6 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
   return runtime::Trainer::create(
       std::move(*module),
       {.seed = o.seed,
-       .blocked_activations = o.blocked_activations,
        .backend_options = {{"cpu",
                             backend::cpu::CpuOptions{.threads_per_device = o.threads_per_device,
                                                      .conv_algorithm = o.conv_algorithm}}},

@@ -271,9 +271,6 @@ TEST_F(BadInputTable, ConvAlgorithm) {
       {{"dump", "--model", "lenet", "--conv-algorithm", "direct"},
        "--conv-algorithm: not a flag of tandem dump (tandem train takes it; see tandem dump "
        "--help)"},
-      {{"dump", "--model", "lenet", "--plain-layout"},
-       "--plain-layout: not a flag of tandem dump (tandem train takes it; see tandem dump "
-       "--help)"},
   });
 }
 
@@ -282,7 +279,7 @@ TEST_F(BadInputTable, DumpOutputSelection) {
       {{"dump", "--model", "lenet", "--after", "frobnicate"},
        "--after: 'frobnicate' is not a pass of the default pipeline (autodiff, "
        "fuse-conv-bn-relu, replicate, insert-collectives, recompute-bn-relu, dce, schedule, "
-       "assign-streams, plan-events, plan-memory, or none)"},
+       "assign-streams, plan-events, assign-layouts, plan-memory, or none)"},
       {{"dump", "--model", "lenet", "--format", "xml"},
        "--format: unknown format 'xml' (expected text, dot, summary, streams, memory)"},
       {{"dump", "--model", "lenet", "--graph", "backward"},
@@ -351,7 +348,7 @@ TEST_F(BadInputTable, OptFiles) {
        "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, "
        "feed-learning-rate, fuse-conv-bn-relu, "
        "replicate, insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
-       "group-sgd-updates, assign-streams, plan-events, plan-memory)"},
+       "group-sgd-updates, assign-streams, plan-events, assign-layouts, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
       {{"opt", "$TMP/good.tir", "--print-after", "dce"},

@@ -281,7 +281,7 @@ std::string digestOf(absl::string_view bytes) {
 // checkpoints, a stop on a non-finite loss). mpirun's MPMD lines give each rank its own
 // flags, so they are compared at start-up (Processes::agree), before any collective that
 // a difference would corrupt. Per-rank choices that change no result may differ:
-// --threads-per-device, --plain-layout (the same bits), --data's path (its contents are
+// --threads-per-device, --data's path (its contents are
 // compared after loading), --collective-timeout, and the outputs (rank 0 writes them).
 std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const TrainFlags& f,
                                                                          const ModelChoice& c,
@@ -316,6 +316,7 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
       {"--allreduce-groups", absl::StrCat(p.allreduce_groups)},
       {"--sync-bn", f.model.sync_bn ? "on" : "off"},
       {"--no-fuse", given(f.model.no_fuse)},
+      {"--plain-layout", given(f.model.plain_layout)},
       {"--no-recompute", given(f.model.no_recompute)},
       {"--group-updates", f.model.group_updates},
       {"--precision", f.model.precision},
@@ -577,7 +578,6 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   setActivity(absl::StrCat("loading ", choice->spec.name, " onto its devices"));
   auto trainer =
       runtime::Trainer::create(std::move(*module), {.seed = f.seed,
-                                                    .blocked_activations = !f.plain_layout,
                                                     .backend_options = backendOptions(f),
                                                     .trace = f.profile,
                                                     .record_steps = !f.no_cuda_graphs});

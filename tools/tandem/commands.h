@@ -76,6 +76,7 @@ struct ModelFlags {
   std::string split = "even";
   bool no_fuse = false;
   bool no_recompute = false;
+  bool plain_layout = false;
   bool sync_bn = false;
   /// --group-updates: auto (for CUDA devices), on or off.
   std::string group_updates = "auto";
@@ -114,7 +115,6 @@ struct TrainFlags {
   std::optional<std::string> metrics;
   int threads_per_device = 1;
   backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;
-  bool plain_layout = false;
   bool no_tf32 = false;
   bool no_cuda_graphs = false;
   bool profile = false;

@@ -184,6 +184,11 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
       ->capture_default_str();
   cmd->add_flag("--no-fuse", f.no_fuse,
                 "Leave conv2d, batch_norm, add and relu unfused (no fuse-conv-bn-relu pass)");
+  cmd->add_flag("--plain-layout", f.plain_layout,
+                "Keep every tensor in plain NCHW between kernels (no assign-layouts pass; by "
+                "default a CPU device with AVX-512 keeps activations between convolutions and "
+                "fused batch norm in oneDNN's nChw16c, which saves the convolutions' reorders, "
+                "and a GPU keeps them NHWC; same numbers)");
   cmd->add_flag("--no-recompute", f.no_recompute,
                 "Keep every fused conv -> bn -> relu output from forward to backward instead of "
                 "recomputing it in backward (no recompute-bn-relu pass: more memory, one "
@@ -294,10 +299,6 @@ void addTrain(CLI::App& app, TrainFlags& f) {
          "timed once per shape, cudnnFind, as torch.backends.cudnn.benchmark; on a CPU as auto)")
       ->type_name("auto|direct|measure")
       ->default_str("auto");
-  cmd->add_flag("--plain-layout", f.plain_layout,
-                "Keep every tensor in plain NCHW between kernels (by default a CPU device with "
-                "AVX-512 keeps activations between convolutions and fused batch norm in "
-                "oneDNN's nChw16c, which saves the convolutions' reorders; same numbers)");
   cmd->add_flag("--no-tf32", f.no_tf32,
                 "On GPUs, keep f32 convolutions and matrix products in full f32 (by default "
                 "tensor cores may round their inputs to TF32, relative error ~1e-3)");

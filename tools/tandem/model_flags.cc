@@ -201,6 +201,7 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
   c.pipeline.allreduce_groups = f.allreduce_groups;
   c.pipeline.fuse = !f.no_fuse;
   c.pipeline.recompute = !f.no_recompute;
+  c.pipeline.layouts = !f.plain_layout;
   if (f.sync_bn && f.no_fuse)
     return flagError("--sync-bn", "all-reduces the statistics that the fused batch norm "
                                   "computes in its own step; it cannot go with --no-fuse");
