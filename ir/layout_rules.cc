@@ -75,8 +75,8 @@ absl::Status checkNodeLayouts(const Node& n, const TargetInfo* t,
 
 bool mayKeepLayout(const Value& v, const TargetInfo* t) {
   const Op def = v.def()->op();
-  return t != nullptr && def != Op::kInput && def != Op::kParam &&
-         v.type().shape.size() == 4 && t->layout_rules.eligible(v);
+  return t != nullptr && def != Op::kInput && def != Op::kParam && v.type().shape.size() == 4 &&
+         t->layout_rules.eligible(v);
 }
 
 absl::Status checkValueLayout(const Value& v, const TargetInfo* t, ActivationLayout layout) {
@@ -89,8 +89,8 @@ absl::Status checkValueLayout(const Value& v, const TargetInfo* t, ActivationLay
   if (def == Op::kInput || def == Op::kParam)
     return bad("graph inputs and variables stay plain (the host and the optimizer see them)");
   if (t == nullptr || t->preferred_layout != layout)
-    return bad(t != nullptr ? absl::StrCat(t->display_name, " devices keep ",
-                                           layoutName(t->preferred_layout))
+    return bad(t != nullptr        ? absl::StrCat(t->display_name, " devices keep ",
+                                                  layoutName(t->preferred_layout))
                : v.def()->device() ? std::string("its device keeps every tensor plain")
                                    : std::string("collectives move plain tensors"));
   if (v.type().shape.size() != 4 || !t->layout_rules.eligible(v))

@@ -453,8 +453,7 @@ class Parser {
             if (isWord(planPartName(p))) part = p;
           if (part == PlanPart{})
             return error(absl::StrCat(
-                "expected a plan part (streams, events, layouts or memory), got ",
-                describe(tok_)));
+                "expected a plan part (streams, events, layouts or memory), got ", describe(tok_)));
           if (plan->has(part))
             return error(absl::StrCat("plan part '", tok_.text, "' is listed twice"));
           plan->add(part);
@@ -564,15 +563,15 @@ class Parser {
           std::optional<ActivationLayout> l =
               tok_.kind == Tok::kWord ? layoutNamed(tok_.text) : std::nullopt;
           if (!l)
-            return error(absl::StrCat("expected a layout (nchw, nChw16c or nhwc), got ",
-                                      describe(tok_)));
+            return error(
+                absl::StrCat("expected a layout (nchw, nChw16c or nhwc), got ", describe(tok_)));
           p.layouts.push_back(*l);
           next();
         }
         if (p.layouts.size() != results)
-          return errorAt(key_tok, absl::StrCat("the layout list gives ", p.layouts.size(),
-                                               " layout(s) for the node's ", results,
-                                               " result(s)"));
+          return errorAt(key_tok,
+                         absl::StrCat("the layout list gives ", p.layouts.size(),
+                                      " layout(s) for the node's ", results, " result(s)"));
         next();
       } else if (key == "offset") {
         RETURN_IF_ERROR(needs(PlanPart::kMemory, "memory"));

@@ -177,9 +177,8 @@ uint64_t graphFingerprint(const Graph& g, absl::FunctionRef<void(const Node&)> v
 absl::Status requirePlanPart(const Graph& g, PlanPart part, absl::string_view pass) {
   const GraphPlan* plan = g.plan();
   if (plan != nullptr && plan->has(part)) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat("graph @", g.name(), " has no ",
-                                                    planPartName(part),
-                                                    " in its plan: run ", pass, " first"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "graph @", g.name(), " has no ", planPartName(part), " in its plan: run ", pass, " first"));
 }
 
 absl::Status checkPlanFresh(const Graph& g) {

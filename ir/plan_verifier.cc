@@ -122,8 +122,8 @@ class PlanVerifier {
       by_id_[n.id()] = &n;
       const NodePlan& p = plan_.of(n);
       const bool runs = n.op() != Op::kInput && n.op() != Op::kParam;
-      if (!runs && (p.stream || !p.waits.empty() || !p.layouts.empty() || !p.offsets.empty() ||
-                    p.workspace))
+      if (!runs &&
+          (p.stream || !p.waits.empty() || !p.layouts.empty() || !p.offsets.empty() || p.workspace))
         return failAt(n, "runs nowhere (host data or variable storage) but has a plan");
       if (runs && !p.stream) return failAt(n, "has no stream");
       if (!plan_.has(PlanPart::kEvents) && !p.waits.empty())
@@ -148,8 +148,8 @@ class PlanVerifier {
       const Node& n = *node;
       const NodePlan& p = plan_.of(n);
       if (!p.layouts.empty() && p.layouts.size() != n.numResults())
-        return failAt(n, absl::StrCat("it has ", p.layouts.size(), " layouts for ",
-                                      n.numResults(), " results"));
+        return failAt(n, absl::StrCat("it has ", p.layouts.size(), " layouts for ", n.numResults(),
+                                      " results"));
       const TargetInfo* t = targets.of(n);
       for (size_t r = 0; r < p.layouts.size(); ++r)
         if (absl::Status s = checkValueLayout(*n.result(r), t, p.layouts[r]); !s.ok())

@@ -57,8 +57,9 @@ void appendGraphPlan(std::string* out, const Module& m, const GraphPlan& p) {
 void appendNodePlan(std::string* out, const Node& n, const PlanContext& ctx) {
   if (n.id() >= ctx.plan->nodes.size()) return;
   const NodePlan& p = ctx.plan->of(n);
-  const bool layouts = std::any_of(p.layouts.begin(), p.layouts.end(),
-                                   [](ActivationLayout l) { return l != ActivationLayout::kPlain; });
+  const bool layouts = std::any_of(p.layouts.begin(), p.layouts.end(), [](ActivationLayout l) {
+    return l != ActivationLayout::kPlain;
+  });
   if (!p.stream && p.waits.empty() && !layouts && p.offsets.empty() && !p.workspace) return;
   const char* sep = "";
   out->append(" plan{");

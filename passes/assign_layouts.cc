@@ -119,8 +119,7 @@ absl::StatusOr<bool> AssignLayouts::run(ir::Module& m) {
   return true;
 }
 
-absl::flat_hash_set<const ir::Value*> valuesKeptUnder(const ir::Graph& g,
-                                                      const ir::TargetInfo& t) {
+absl::flat_hash_set<const ir::Value*> valuesKeptUnder(const ir::Graph& g, const ir::TargetInfo& t) {
   const Solution s = solve(g, [&](const ir::Node&) { return &t; });
   absl::flat_hash_set<const ir::Value*> kept;
   for (const auto& n : g.nodes())

@@ -28,7 +28,6 @@ class AssignLayouts final : public Pass {
 
 /// The values assign-layouts keeps in `t`'s preferred layout when every node of `g` runs
 /// under t's rules, whatever its device: a target's rules tried on a small graph (tests).
-absl::flat_hash_set<const ir::Value*> valuesKeptUnder(const ir::Graph& g,
-                                                      const ir::TargetInfo& t);
+absl::flat_hash_set<const ir::Value*> valuesKeptUnder(const ir::Graph& g, const ir::TargetInfo& t);
 
 }  // namespace tandem::passes

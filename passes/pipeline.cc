@@ -146,21 +146,11 @@ std::string defaultPipeline(const PipelineConfig& c) {
 }
 
 std::vector<std::string> defaultPassNames() {
-  return {"mixed-precision",
-          "autodiff",
-          "feed-learning-rate",
-          "fuse-conv-bn-relu",
-          "replicate",
-          "insert-collectives",
-          "clip-grad-norm",
-          "recompute-bn-relu",
-          "dce",
-          "schedule",
-          "group-sgd-updates",
-          "assign-streams",
-          "plan-events",
-          "assign-layouts",
-          "plan-memory"};
+  return {"mixed-precision",   "autodiff",          "feed-learning-rate",
+          "fuse-conv-bn-relu", "replicate",         "insert-collectives",
+          "clip-grad-norm",    "recompute-bn-relu", "dce",
+          "schedule",          "group-sgd-updates", "assign-streams",
+          "plan-events",       "assign-layouts",    "plan-memory"};
 }
 
 }  // namespace tandem::passes

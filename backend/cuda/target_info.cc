@@ -141,8 +141,8 @@ ir::TargetInfo targetInfo() {
       .multi_tensor_update = true,  // sgd_update_group: one launch per 48 parameters
       .preferred_layout = ir::ActivationLayout::kChannelsLast,  // NHWC
       .layout_rules = {.eligible = eligible, .slot = slot},
-      .step_recording = true,                                   // CUDA graphs
-      .cross_process_collectives = true,                        // NCCL over MPI
+      .step_recording = true,             // CUDA graphs
+      .cross_process_collectives = true,  // NCCL over MPI
       .dtypes = {ir::DType::kF32, ir::DType::kBF16, ir::DType::kI32, ir::DType::kF64},
       .shares_devices = true,  // cuda:0.1: GPU 0's second logical device
       .max_workspace_bytes = kMaxWorkspace,

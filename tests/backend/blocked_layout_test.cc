@@ -11,9 +11,9 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/layout_plan.h"
 #include "backend/cpu/target_info.h"
-#include "passes/assign_layouts.h"
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
+#include "passes/assign_layouts.h"
 #include "tests/test_util.h"
 
 namespace tandem::testing {

@@ -326,8 +326,9 @@ std::vector<Corruption> corruptions() {
        true},
       {"LayoutSplitAcrossLinkedSlots",
        [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "relu.0")).layouts.clear(); },
-       {"%relu.0 (relu @cuda:0", "result 0 %relu.0 is nchw but operand 0 %conv1.0, which its "
-                                 "kernel takes in the same layout, is nhwc"},
+       {"%relu.0 (relu @cuda:0",
+        "result 0 %relu.0 is nchw but operand 0 %conv1.0, which its "
+        "kernel takes in the same layout, is nhwc"},
        true},
       {"LayoutOfAnotherTarget",
        [](Module&, Graph& g, GraphPlan& p) {
@@ -341,8 +342,9 @@ std::vector<Corruption> corruptions() {
          p.of(dw).layouts.assign(dw.numResults(), ActivationLayout::kPlain);
          p.of(dw).layouts[0] = ActivationLayout::kChannelsLast;
        },
-       {"(conv2d_backward_filter @cuda:0", "its kernel cannot take result 0 %conv2.w.grad.0 in "
-                                           "nhwc (that slot takes only nchw)"},
+       {"(conv2d_backward_filter @cuda:0",
+        "its kernel cannot take result 0 %conv2.w.grad.0 in "
+        "nhwc (that slot takes only nchw)"},
        true},
       {"LayoutOnACollectiveResult",
        [](Module&, Graph& g, GraphPlan& p) {
@@ -351,8 +353,9 @@ std::vector<Corruption> corruptions() {
          p.of(reduce).layouts[g.findValue("conv2.w.grad.sum.0")->index()] =
              ActivationLayout::kChannelsLast;
        },
-       {"(all_reduce)", "%conv2.w.grad.sum.0 cannot be kept in nhwc: collectives move plain "
-                        "tensors"},
+       {"(all_reduce)",
+        "%conv2.w.grad.sum.0 cannot be kept in nhwc: collectives move plain "
+        "tensors"},
        true},
       {"LayoutOnAVariable",
        [](Module&, Graph& g, GraphPlan& p) {

@@ -172,17 +172,17 @@ TEST(DefaultPipeline, TextAndOrder) {
             "mixed-precision{dtype=bf16},autodiff{lr=0.2,momentum=0.9,weight-decay=0.001},"
             "feed-learning-rate,fuse-conv-bn-relu,replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
             "insert-collectives{bucket-mb=10,first-bucket-mb=0.5,allreduce-dtype=bf16},"
-            "clip-grad-norm{max-norm=1.5},recompute-bn-relu,dce,schedule,group-sgd-updates,assign-streams,plan-events,"
+            "clip-grad-norm{max-norm=1.5},recompute-bn-relu,dce,schedule,group-sgd-updates,assign-"
+            "streams,plan-events,"
             "assign-layouts,plan-memory");
   auto p = passes::parsePipeline(text);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(passNames(*p), passes::defaultPassNames());
   EXPECT_THAT(passes::defaultPassNames(),
               ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
-                          "replicate", "insert-collectives", "clip-grad-norm",
-                          "recompute-bn-relu", "dce", "schedule",
-                          "group-sgd-updates", "assign-streams", "plan-events", "assign-layouts",
-                          "plan-memory"));
+                          "replicate", "insert-collectives", "clip-grad-norm", "recompute-bn-relu",
+                          "dce", "schedule", "group-sgd-updates", "assign-streams", "plan-events",
+                          "assign-layouts", "plan-memory"));
   // CUDA devices group the updates unless told not to; CPU devices only when told to.
   config.group_updates = false;
   EXPECT_THAT(passes::defaultPipeline(config), Not(HasSubstr("group-sgd-updates")));

@@ -96,8 +96,8 @@ TEST(Fusion, BlockedActivationsChangeNoBit) {
   if (backend::cpu::hostCpuInfo().isa.find("avx512") == std::string::npos)
     GTEST_SKIP() << "this CPU has no AVX-512 (" << backend::cpu::hostCpuInfo().isa
                  << "): its devices keep every tensor plain";
-  auto [blocked, plain] = trainBothWays("resnet18", /*sync_bn=*/true,
-                                        [](TrainSetup& o) { o.layouts = false; });
+  auto [blocked, plain] =
+      trainBothWays("resnet18", /*sync_bn=*/true, [](TrainSetup& o) { o.layouts = false; });
   ASSERT_TRUE(blocked && plain);
   // Most of the step's activations are blocked (all but the last stage's residual
   // stream, which global_avg_pool reads).

@@ -576,11 +576,10 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   warnAboutInertFlags(f, **module, procs->several());
   const std::string header = runHeader(f, *choice, **module, train->count, test->count);
   setActivity(absl::StrCat("loading ", choice->spec.name, " onto its devices"));
-  auto trainer =
-      runtime::Trainer::create(std::move(*module), {.seed = f.seed,
-                                                    .backend_options = backendOptions(f),
-                                                    .trace = f.profile,
-                                                    .record_steps = !f.no_cuda_graphs});
+  auto trainer = runtime::Trainer::create(std::move(*module), {.seed = f.seed,
+                                                               .backend_options = backendOptions(f),
+                                                               .trace = f.profile,
+                                                               .record_steps = !f.no_cuda_graphs});
   if (!trainer.ok()) return trainer.status();
   if (scheduled) (*trainer)->setLearningRateSchedule(schedule);
   runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,
