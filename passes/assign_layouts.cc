@@ -68,13 +68,20 @@ Solution solve(const ir::Graph& g,
   for (const ir::Value* v : g.outputs()) groups.markPlain(index(*v));
   for (const auto& n : g.nodes()) {
     const ir::TargetInfo* t = out.target[n->id()];
+    if (t == nullptr) {  // a collective: every 4-D value it touches stays plain
+      for (const ir::Value* v : n->operands())
+        if (v->type().shape.size() == 4) groups.markPlain(index(*v));
+      continue;  // its results are plain from the first sweep
+    }
     // The first 4-D value of each link of this node; later ones join it.
     absl::InlinedVector<std::pair<int, uint32_t>, 4> linked;
     auto visit = [&](const ir::Value& v, bool result, size_t slot) {
+      // A value that is not 4-D is plain from the first sweep and binds no other slot:
+      // skipping it first spares the lookups (half the values of a training step).
+      if (v.type().shape.size() != 4) return;
       const uint32_t i = index(v);
       const std::optional<int> link = ir::layoutSlot(t, *n, result, slot);
       if (!link) return groups.markPlain(i);
-      if (v.type().shape.size() != 4) return;  // plain already, and binds no other slot
       for (const auto& [l, j] : linked)
         if (l == *link) return groups.join(j, i);
       linked.push_back({*link, i});
