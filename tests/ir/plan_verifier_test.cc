@@ -102,6 +102,13 @@ std::string waitedOn(const Module& m, Graph& g, GraphPlan& p, Node& node, size_t
   return "";
 }
 
+// Plans `value` in `layout`, its node's other results plain.
+void plan(GraphPlan& p, Graph& g, const std::string& value, ActivationLayout layout) {
+  Node& n = nodeOf(g, value);
+  p.of(n).layouts.assign(n.numResults(), ActivationLayout::kPlain);
+  p.of(n).layouts[static_cast<size_t>(g.findValue(value)->index())] = layout;
+}
+
 std::vector<Corruption> corruptions() {
   return {
       // ---- events -------------------------------------------------------------------
@@ -318,9 +325,7 @@ std::vector<Corruption> corruptions() {
       // ---- layouts (on cuda devices: LeNet's first block is NHWC) ---------------------
       {"LayoutOnAnIneligibleValue",  // conv2's 50 f32 channels are not whole 16-byte vectors
        [](Module&, Graph& g, GraphPlan& p) {
-         Node& pool2 = nodeOf(g, "pool2.0");
-         p.of(pool2).layouts.assign(pool2.numResults(), ActivationLayout::kPlain);
-         p.of(pool2).layouts[0] = ActivationLayout::kChannelsLast;
+         plan(p, g, "pool2.0", ActivationLayout::kChannelsLast);
        },
        {"%pool2.0 cannot be kept in nhwc: its type f32[", "is not one CUDA kernels take in it"},
        true},
@@ -338,9 +343,7 @@ std::vector<Corruption> corruptions() {
        true},
       {"LayoutInAPlainOnlySlot",  // conv2's dw is eligible, but the all_reduce takes NCHW
        [](Module&, Graph& g, GraphPlan& p) {
-         Node& dw = nodeOf(g, "conv2.w.grad.0");
-         p.of(dw).layouts.assign(dw.numResults(), ActivationLayout::kPlain);
-         p.of(dw).layouts[0] = ActivationLayout::kChannelsLast;
+         plan(p, g, "conv2.w.grad.0", ActivationLayout::kChannelsLast);
        },
        {"(conv2d_backward_filter @cuda:0",
         "its kernel cannot take result 0 %conv2.w.grad.0 in "
@@ -348,10 +351,7 @@ std::vector<Corruption> corruptions() {
        true},
       {"LayoutOnACollectiveResult",
        [](Module&, Graph& g, GraphPlan& p) {
-         Node& reduce = nodeOf(g, "conv2.w.grad.sum.0");
-         p.of(reduce).layouts.assign(reduce.numResults(), ActivationLayout::kPlain);
-         p.of(reduce).layouts[g.findValue("conv2.w.grad.sum.0")->index()] =
-             ActivationLayout::kChannelsLast;
+         plan(p, g, "conv2.w.grad.sum.0", ActivationLayout::kChannelsLast);
        },
        {"(all_reduce)",
         "%conv2.w.grad.sum.0 cannot be kept in nhwc: collectives move plain "
