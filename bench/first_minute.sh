@@ -35,21 +35,21 @@ totals=()
 printf '%4s %8s %10s %8s %14s %8s\n' run apt-get configure build "data+epoch 1" total
 for ((r = 1; r <= runs; r++)); do
   log=$out/run-$r.txt
-  "$tool" --keep --repo "$(pwd)" -- "./scripts/train ${train_args[*]}" >"$log" 2>&1 || {
-    echo "first_minute: run $r failed (see $log)" >&2
-    exit 1
-  }
+  rc=0
+  "$tool" --keep --repo "$(pwd)" -- "./scripts/train ${train_args[*]}" >"$log" 2>&1 || rc=$?
   root=$(sed -n 's/^fresh-machine: root kept at //p' "$log")
+  [[ -n $root ]] || { echo "first_minute: run $r kept no root (see $log)" >&2; exit 1; }
   work=$(dirname "$root")
-  times=$work/log-1.txt.times
-  cp "$times" "$out/run-$r.times"
-  cp "$root/project/$(basename "$(pwd)")/build/.ninja_log" "$out/run-$r.ninja_log"
+  times=$out/run-$r.times
+  cp "$work/log-1.txt.times" "$times"
+  cp "$root/project/$(basename "$(pwd)")/build/.ninja_log" "$out/run-$r.ninja_log" 2>/dev/null || true
   # fresh-machine unmounted /proc and /tmp of the root before it kept it.
   if grep -q " $work/" /proc/mounts; then
     echo "first_minute: something is still mounted under $work; left in place" >&2
   else
     rm -rf --one-file-system "$work"
   fi
+  ((rc == 0)) || { echo "first_minute: run $r failed (see $log and $times)" >&2; exit 1; }
   configure=$(at "$times" '^setup: configuring')
   build=$(at "$times" '^\[[0-9]+/[0-9]+\] ')
   built=$(at "$times" '^lenet on ')
