@@ -154,7 +154,7 @@ absl::StatusOr<Types> inferSliceAxis(const Node& n) {  // x
   ASSIGN_OR_RETURN(size_t axis, axisOf(n, 0));
   const SliceAxisView v(n);
   TensorType y = typeOf(n, 0);
-  if (v.start() >= v.end() || v.end() > y.shape[axis])
+  if (v.start() < 0 || v.start() >= v.end() || v.end() > y.shape[axis])
     return fail(absl::StrCat("start=", v.start(), " end=", v.end(), " must satisfy 0 <= start < ",
                              "end <= ", y.shape[axis], ", the size of axis ", axis, " of ",
                              describeOperand(n, 0)));
@@ -168,7 +168,7 @@ absl::StatusOr<Types> inferSliceAxisBackward(const Node& n) {  // dy, x
   ASSIGN_OR_RETURN(size_t axis, axisOf(n, 1));
   const Shape &dy = typeOf(n, 0).shape, &x = typeOf(n, 1).shape;
   const int64_t start = SliceAxisBackwardView(n).start();
-  bool fits = dy.size() == x.size() && start + dy[axis] <= x[axis];
+  bool fits = dy.size() == x.size() && start >= 0 && start + dy[axis] <= x[axis];
   for (size_t i = 0; fits && i < x.size(); ++i) fits = i == axis || dy[i] == x[i];
   if (!fits)
     return fail(absl::StrCat(describeOperand(n, 0), " must be a slice of ", describeOperand(n, 1),

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/axis_split.h"
 #include "backend/broadcast_index.h"
 #include "backend/cuda/broadcast_math.h"
 #include "gtest/gtest.h"
