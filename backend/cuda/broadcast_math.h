@@ -14,10 +14,11 @@
 
 namespace tandem::backend::cuda {
 
-/// scale: y[i] = factor * x[i].
+/// scale: y[i] = factor * x[i] + 0, as the CPU's oneDNN eltwise_linear computes alpha x +
+/// beta with beta = 0: the same bits, a -0 product included (it becomes +0 on both).
 template <typename X, typename Y>
 TANDEM_HD void scaleAt(const X* x, Y* y, float factor, int64_t i) {
-  store(y, i, factor * load(x, i));
+  store(y, i, factor * load(x, i) + 0.0f);
 }
 
 /// add_bcast (mul = false) or mul_bcast (mul = true): y[i] = a[ma(i)] op b[mb(i)].
