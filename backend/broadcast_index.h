@@ -51,16 +51,14 @@ struct BroadcastMap {
 
 /// Element t of the block [outer, len, inner] that a slice (or one concat operand) covers,
 /// as an index into the tensor [outer, size, inner] whose axis holds it from `start`.
-TANDEM_HD int64_t blockToWhole(int64_t t, int64_t len, int64_t inner, int64_t size,
-                               int64_t start) {
+TANDEM_HD int64_t blockToWhole(int64_t t, int64_t len, int64_t inner, int64_t size, int64_t start) {
   const int64_t o = t / (len * inner), r = t % (len * inner);
   return o * size * inner + start * inner + r;
 }
 
 /// The inverse for slice_axis_backward: element t of the whole [outer, size, inner] as an
 /// index into the block [outer, len, inner] from `start`, or -1 outside it (a zero).
-TANDEM_HD int64_t wholeToBlock(int64_t t, int64_t len, int64_t inner, int64_t size,
-                               int64_t start) {
+TANDEM_HD int64_t wholeToBlock(int64_t t, int64_t len, int64_t inner, int64_t size, int64_t start) {
   const int64_t o = t / (size * inner), a = (t / inner) % size, i = t % inner;
   if (a < start || a >= start + len) return -1;
   return (o * len + (a - start)) * inner + i;
@@ -70,8 +68,7 @@ TANDEM_HD int64_t wholeToBlock(int64_t t, int64_t len, int64_t inner, int64_t si
 
 /// The map of an operand of shape `operand` broadcast to `result` (numpy's rules, which
 /// the shape rules checked); an error naming `where` beyond kMaxBroadcastRank axes.
-inline absl::StatusOr<BroadcastMap> broadcastMap(const ir::Shape& operand,
-                                                 const ir::Shape& result,
+inline absl::StatusOr<BroadcastMap> broadcastMap(const ir::Shape& operand, const ir::Shape& result,
                                                  absl::string_view where) {
   if (result.size() > static_cast<size_t>(kMaxBroadcastRank) || operand.size() > result.size())
     return absl::InvalidArgumentError(

@@ -269,9 +269,8 @@ Tensor Builder::concat(std::vector<Tensor> xs, int64_t axis, Loc loc) {
 }
 
 Tensor Builder::slice(Tensor x, int64_t axis, int64_t start, int64_t end, Loc loc) {
-  return addNode(
-      ir::SliceAxisArgs{.x = x.value(), .axis = axis, .start = start, .end = end}.spec(),
-      layerPath("", "slice"), loc);
+  return addNode(ir::SliceAxisArgs{.x = x.value(), .axis = axis, .start = start, .end = end}.spec(),
+                 layerPath("", "slice"), loc);
 }
 
 Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {

@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -128,8 +128,8 @@ KernelOr concatAxisKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   const ir::TensorType& y = n.result()->type();
   ASSIGN_OR_RETURN(AxisSplit out, splitAtAxis(y.shape, n.intAttr("axis"), n.describe(), "concat"));
-  const size_t axis = static_cast<size_t>(n.intAttr("axis") < 0 ? n.intAttr("axis") + y.rank()
-                                                                 : n.intAttr("axis"));
+  const size_t axis =
+      static_cast<size_t>(n.intAttr("axis") < 0 ? n.intAttr("axis") + y.rank() : n.intAttr("axis"));
   std::vector<ConcatPart> parts;
   int64_t start = 0;
   for (size_t k = 0; k < n.numOperands(); ++k) {
@@ -138,8 +138,9 @@ KernelOr concatAxisKernel(const KernelInit& init) {
     block[axis] = x.shape[axis];
     ConcatPart p{.len = x.shape[axis], .start = start, .dtype = x.dtype};
     ASSIGN_OR_RETURN(p.map, broadcastMap(x.shape, block, n.describe()));
-    p.rows_contiguous = std::equal(x.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1,
-                                   x.shape.end(), y.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1);
+    p.rows_contiguous =
+        std::equal(x.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.shape.end(),
+                   y.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1);
     parts.push_back(p);
     start += p.len;
   }

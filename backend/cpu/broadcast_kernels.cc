@@ -96,8 +96,8 @@ KernelOr broadcastKernel(const KernelInit& init) {
     const auto src0 = plainDesc(n.operand(full)->type());
     const auto src1 = alignedPlainDesc(n.operand(other)->type(), y.shape.size());
     const auto dst = plainDesc(y);
-    const auto alg = kOp == BinaryOp::kAdd ? dnnl::algorithm::binary_add
-                                           : dnnl::algorithm::binary_mul;
+    const auto alg =
+        kOp == BinaryOp::kAdd ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul;
     const dnnl::binary::primitive_desc pd({alg, src0, src1, dst}, userScratchpadAttr(),
                                           init.ctx.engine());
     p.add(pd, dnnl::binary(pd),

@@ -79,8 +79,7 @@ void launchBroadcastBinary(const void* a, bool a_bf16, const void* b, bool b_bf1
         using B = Elem<decltype(tb)>;
         using Y = Elem<decltype(ty)>;
         broadcastBinaryKernel<<<mapBlocks(n), kMapThreads, 0, stream>>>(
-            static_cast<const A*>(a), static_cast<const B*>(b), static_cast<Y*>(y), ma, mb, mul,
-            n);
+            static_cast<const A*>(a), static_cast<const B*>(b), static_cast<Y*>(y), ma, mb, mul, n);
       });
     });
   });

@@ -32,8 +32,8 @@ TANDEM_HD void broadcastBinaryAt(const A* a, const B* b, Y* y, const BroadcastMa
 /// One concat_axis operand's element t of its block [outer, len, inner] of the result
 /// [outer, total, inner] at `start`, read through `map` (broadcast to the block's shape).
 template <typename X, typename Y>
-TANDEM_HD void concatPartAt(const X* x, Y* y, const BroadcastMap& map, int64_t len,
-                            int64_t inner, int64_t total, int64_t start, int64_t t) {
+TANDEM_HD void concatPartAt(const X* x, Y* y, const BroadcastMap& map, int64_t len, int64_t inner,
+                            int64_t total, int64_t start, int64_t t) {
   store(y, blockToWhole(t, len, inner, total, start), load(x, map.source(t)));
 }
 

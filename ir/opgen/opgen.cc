@@ -394,7 +394,7 @@ void validate(Spec& spec) {
     for (const Attr& a : o.attrs)
       if (!names.insert(a.name).second)
         die(a.line, "op " + o.name + ": attribute '" + a.name + "' shares a name with a value");
-    const size_t want = kTwoValueCosts.count(o.cost)                                ? 2
+    const size_t want = kTwoValueCosts.count(o.cost)                              ? 2
                         : o.cost == "elementwise" || kOneValueCosts.count(o.cost) ? 1
                                                                                   : 0;
     if (o.cost == "elementwise" ? o.cost_args.size() > 1 : o.cost_args.size() != want)

@@ -47,7 +47,6 @@ absl::Status gradSoftmax(GradContext& c) {
   return absl::OkStatus();
 }
 
-
 /// The axis attribute of `n` as an index of operand `operand`'s shape.
 absl::StatusOr<size_t> axisOf(const Node& n, size_t operand) {
   RETURN_IF_ERROR(checkAxis(n, operand));
@@ -134,11 +133,11 @@ absl::Status gradConcatAxis(GradContext& c) {
     if (c.needsGrad(k)) {
       Value* g = dy;
       if (n.numOperands() > 1) {
-        ASSIGN_OR_RETURN(Node * slice, c.emit(SliceAxisArgs{.x = dy,
-                                                            .axis = static_cast<int64_t>(axis),
-                                                            .start = start,
-                                                            .end = end}
-                                                  .spec({.names = {gradName(x) + ".slice"}})));
+        ASSIGN_OR_RETURN(
+            Node * slice,
+            c.emit(SliceAxisArgs{
+                .x = dy, .axis = static_cast<int64_t>(axis), .start = start, .end = end}
+                       .spec({.names = {gradName(x) + ".slice"}})));
         g = slice->result();
       }
       ASSIGN_OR_RETURN(Value * dx, sumToShape(c, g, x->type().shape, gradName(x)));
@@ -179,11 +178,10 @@ absl::StatusOr<Types> inferSliceAxisBackward(const Node& n) {  // dy, x
 absl::Status gradSliceAxis(GradContext& c) {
   const Node& n = c.node();
   const SliceAxisView v(n);
-  ASSIGN_OR_RETURN(Node * dx, c.emit(SliceAxisBackwardArgs{.dy = c.resultGrad(0),
-                                                           .x = n.operand(0),
-                                                           .axis = v.axis(),
-                                                           .start = v.start()}
-                                         .spec({.names = {gradName(n.operand(0))}})));
+  ASSIGN_OR_RETURN(
+      Node * dx, c.emit(SliceAxisBackwardArgs{
+                     .dy = c.resultGrad(0), .x = n.operand(0), .axis = v.axis(), .start = v.start()}
+                            .spec({.names = {gradName(n.operand(0))}})));
   c.addOperandGrad(0, dx->result());
   return absl::OkStatus();
 }
@@ -196,7 +194,8 @@ extern const OpRules kLogSoftmaxRules{.infer = inferSoftmax,
                                       .grad = gradSoftmax<Op::kLogSoftmaxBackward>};
 extern const OpRules kSoftmaxBackwardRules{.infer = inferSoftmaxBackward};
 extern const OpRules kLogSoftmaxBackwardRules{.infer = inferSoftmaxBackward};
-extern const OpRules kReduceSumRules{.infer = inferReduce, .grad = gradReduce<Op::kReduceSumBackward>};
+extern const OpRules kReduceSumRules{.infer = inferReduce,
+                                     .grad = gradReduce<Op::kReduceSumBackward>};
 extern const OpRules kReduceMeanRules{.infer = inferReduce,
                                       .grad = gradReduce<Op::kReduceMeanBackward>};
 extern const OpRules kReduceSumBackwardRules{.infer = inferReduceBackward};

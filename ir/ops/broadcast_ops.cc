@@ -25,8 +25,8 @@ absl::StatusOr<Value*> sumToShape(GradContext& c, Value* g, const Shape& target,
   const Shape& s = g->type().shape;
   if (s.size() < target.size())
     return absl::InternalError(absl::StrCat("sumToShape: ", toString(g->type()),
-                                            " has fewer axes than ", toString(TensorType{
-                                                                         g->type().dtype, target})));
+                                            " has fewer axes than ",
+                                            toString(TensorType{g->type().dtype, target})));
   // The axes to sum: the leading ones target lacks (dropped), then those where target is 1
   // and g is not (kept, size 1). One reduce_sum each, the last one named `name`.
   const size_t lead = s.size() - target.size();
@@ -37,10 +37,10 @@ absl::StatusOr<Value*> sumToShape(GradContext& c, Value* g, const Shape& target,
   Value* v = g;
   for (size_t k = 0; k < sums.size(); ++k) {
     const std::string n = k + 1 == sums.size() ? name : absl::StrCat(name, ".sum", k);
-    ASSIGN_OR_RETURN(Node * sum, c.emit(ReduceSumArgs{.x = v,
-                                                      .axis = sums[k].first,
-                                                      .keepdim = sums[k].second}
-                                            .spec({.names = {n}})));
+    ASSIGN_OR_RETURN(
+        Node * sum,
+        c.emit(ReduceSumArgs{.x = v, .axis = sums[k].first, .keepdim = sums[k].second}.spec(
+            {.names = {n}})));
     v = sum->result();
   }
   return v;
@@ -56,9 +56,9 @@ absl::StatusOr<Types> inferScale(const Node& n) {  // x
 
 absl::Status gradScale(GradContext& c) {
   const Node& n = c.node();
-  ASSIGN_OR_RETURN(Node * dx, c.emit(ScaleArgs{.x = c.resultGrad(0),
-                                               .factor = ScaleView(n).factor()}
-                                         .spec({.names = {gradName(n.operand(0))}})));
+  ASSIGN_OR_RETURN(Node * dx,
+                   c.emit(ScaleArgs{.x = c.resultGrad(0), .factor = ScaleView(n).factor()}.spec(
+                       {.names = {gradName(n.operand(0))}})));
   c.addOperandGrad(0, dx->result());
   return absl::OkStatus();
 }

@@ -56,9 +56,8 @@ ir::NodeSpec specOf(const RefCase& c, const std::string& kind, const std::vector
         .x = xs[0], .axis = c.integer("axis"), .start = c.integer("start"), .end = c.integer("end")}
         .spec();
   // the reduction cases of gen_transformer_refs.py
-  return c.text("kind") == "sum"
-             ? ir::ReduceSumArgs{.x = xs[0], .axis = c.integer("axis")}.spec()
-             : ir::ReduceMeanArgs{.x = xs[0], .axis = c.integer("axis")}.spec();
+  return c.text("kind") == "sum" ? ir::ReduceSumArgs{.x = xs[0], .axis = c.integer("axis")}.spec()
+                                 : ir::ReduceMeanArgs{.x = xs[0], .axis = c.integer("axis")}.spec();
 }
 
 // The forward results are one rounding of the same float operation (a product, a sum of
@@ -124,7 +123,9 @@ struct FdCase {
 std::vector<FdCase> fdCases() {
   using V = const std::vector<ir::Value*>&;
   return {
-      {"scale", {f32Of({2, 3, 4})}, [](V x) { return ir::ScaleArgs{.x = x[0], .factor = -0.375}.spec(); }},
+      {"scale",
+       {f32Of({2, 3, 4})},
+       [](V x) { return ir::ScaleArgs{.x = x[0], .factor = -0.375}.spec(); }},
       {"add_bcast [2,3,4] + [1,3,1]",
        {f32Of({2, 3, 4}), f32Of({1, 3, 1})},
        [](V x) { return ir::AddBcastArgs{.a = x[0], .b = x[1]}.spec(); }},
@@ -256,9 +257,8 @@ TEST(AxisOps, Bf16IsF32RoundedOnceAndMasterWeightsAreReadAsTheyAre) {
     for (int64_t n = 0; n < 2; ++n)
       for (int64_t t = 0; t < 4; ++t)
         for (int64_t c = 0; c < 4; ++c) {
-          const float want =
-              t == 0 ? float(backend::bf16(op.in(0).f32()[c]))
-                     : float(op.in(1).bf16()[(n * 3 + t - 1) * 4 + c]);
+          const float want = t == 0 ? float(backend::bf16(op.in(0).f32()[c]))
+                                    : float(op.in(1).bf16()[(n * 3 + t - 1) * 4 + c]);
           ASSERT_EQ(float(op.out(0).bf16()[(n * 4 + t) * 4 + c]), want) << n << t << c;
         }
   }

@@ -7,6 +7,8 @@
 // CudaTransformerMath.AxisSumsMatchTheCpuCoreAndSpreadsAreItsBits.) With a GPU: every op
 // through the CUDA kernel table against the CPU backend.
 
+#include "backend/cuda/broadcast_math.h"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,7 +19,6 @@
 
 #include "backend/axis_split.h"
 #include "backend/broadcast_index.h"
-#include "backend/cuda/broadcast_math.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -81,9 +82,8 @@ TEST(CudaAxisMath, ScaleIsTheCpuKernel) {
     fillOperands(op, rng);
     const auto factor = static_cast<float>(1 / std::sqrt(8.0));
     expectMathIsTheCpuKernel(op, [&](Buffer& y, int64_t i) {
-      typed(op.in(0), [&](auto* x) {
-        typed(y, [&](auto* out) { cu::scaleAt(x, out, factor, i); });
-      });
+      typed(op.in(0),
+            [&](auto* x) { typed(y, [&](auto* out) { cu::scaleAt(x, out, factor, i); }); });
     });
   }
 }
@@ -126,8 +126,8 @@ TEST(CudaAxisMath, ConcatIsTheCpuKernel) {
     int64_t axis;
   };
   const std::vector<Case> cases = {
-      {{f32({1, 1, 8}), f32({3, 4, 8})}, 1},             // a class token before patches
-      {{f32({1, 1, 8}), bf16({3, 4, 8})}, 1},            // an f32 one before bf16 tokens
+      {{f32({1, 1, 8}), f32({3, 4, 8})}, 1},   // a class token before patches
+      {{f32({1, 1, 8}), bf16({3, 4, 8})}, 1},  // an f32 one before bf16 tokens
       {{f32({2, 3, 4}), f32({2, 1, 4}), f32({2, 2, 4})}, -2},
       {{bf16({2, 2}), bf16({2, 1}), bf16({1, 3})}, -1},  // repeated on the outer axis
       {{f32({3, 1, 2}), f32({3, 4, 1})}, 1},             // repeated on the inner axis
@@ -212,9 +212,11 @@ TEST(CudaAxisKernels, EveryOpMatchesTheCpu) {
       {Op::kReduceMean, {bf16({8, 50, 64})}, {{"axis", int64_t{1}}}},
       {Op::kReduceMeanBackward, {bf16({8, 64}), bf16({8, 50, 64})}, {{"axis", int64_t{1}}}},
       {Op::kConcatAxis, {f32({1, 1, 64}), bf16({8, 49, 64})}, {{"axis", int64_t{1}}}},
-      {Op::kSliceAxis, {bf16({8, 50, 64})},
+      {Op::kSliceAxis,
+       {bf16({8, 50, 64})},
        {{"axis", int64_t{1}}, {"start", int64_t{0}}, {"end", int64_t{1}}}},
-      {Op::kSliceAxisBackward, {bf16({8, 1, 64}), bf16({8, 50, 64})},
+      {Op::kSliceAxisBackward,
+       {bf16({8, 1, 64}), bf16({8, 50, 64})},
        {{"axis", int64_t{1}}, {"start", int64_t{0}}}},
   };
   for (const Case& c : cases) {
