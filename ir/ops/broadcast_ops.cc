@@ -105,9 +105,12 @@ absl::Status gradMulBcast(GradContext& c) {
   for (size_t i = 0; i < 2; ++i) {
     if (!c.needsGrad(i)) continue;
     Value *x = n.operand(i), *other = n.operand(1 - i);
-    // d a = sum over a's broadcast axes of dy * b (and the same for b).
-    ASSIGN_OR_RETURN(Node * prod, c.emit(MulBcastArgs{.a = c.resultGrad(0), .b = other}.spec(
-                                      {.names = {gradName(x) + ".full"}})));
+    // d a = sum over a's broadcast axes of dy * b (and the same for b); the product is the
+    // gradient itself where a was not broadcast.
+    const bool whole = x->type().shape == n.result()->type().shape;
+    ASSIGN_OR_RETURN(Node * prod,
+                     c.emit(MulBcastArgs{.a = c.resultGrad(0), .b = other}.spec(
+                         {.names = {whole ? gradName(x) : gradName(x) + ".full"}})));
     ASSIGN_OR_RETURN(Value * dx, sumToShape(c, prod->result(), x->type().shape, gradName(x)));
     c.addOperandGrad(i, dx);
   }
