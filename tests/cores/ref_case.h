@@ -41,12 +41,10 @@ struct RefTensor {
 
 class RefCase {
  public:
-  /// tests/data/<dir>/<name>.ref (gen_transformer_refs.py writes transformer_refs,
-  /// gen_axis_op_refs.py axis_op_refs).
-  static absl::StatusOr<RefCase> load(const std::string& name,
-                                      const std::string& dir = "transformer_refs") {
+  /// tests/data/transformer_refs/<name>.ref.
+  static absl::StatusOr<RefCase> load(const std::string& name) {
     const std::string path =
-        absl::StrCat(TANDEM_SOURCE_DIR, "/tests/data/", dir, "/", name, ".ref");
+        absl::StrCat(TANDEM_SOURCE_DIR, "/tests/data/transformer_refs/", name, ".ref");
     std::ifstream in(path);
     if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
     RefCase c;

@@ -177,10 +177,12 @@ TEST(UserModelTest, ClassTokenAndPositionEmbeddingUseTheAxisOps) {
                                               "slice slice_axis slice", "mean reduce_mean mean",
                                               "sum reduce_sum sum"}));
   for (const auto& n : (*m)->graph(ir::kTrainGraph)->nodes()) {
-    if (n->op() == ir::Op::kConcatAxis)
+    if (n->op() == ir::Op::kConcatAxis) {
       EXPECT_EQ(n->result()->type(), (ir::TensorType{ir::DType::kF32, {2, 5, 4}}));
-    if (n->op() == ir::Op::kSliceAxis)
+    }
+    if (n->op() == ir::Op::kSliceAxis) {
       EXPECT_EQ(n->result()->type(), (ir::TensorType{ir::DType::kF32, {2, 1, 4}}));
+    }
   }
 }
 
