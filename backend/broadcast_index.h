@@ -10,6 +10,8 @@
 #include "backend/host_device.h"
 
 #if !defined(__CUDACC__)
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -85,6 +87,32 @@ inline absl::StatusOr<BroadcastMap> broadcastMap(const ir::Shape& operand, const
     stride *= size;
   }
   return m;
+}
+
+/// One concat_axis operand's place in the result [outer, total, inner]: its block
+/// [outer, len, inner] from `start` along the axis, read through `map` (the operand
+/// broadcast to the block's shape).
+struct ConcatPart {
+  BroadcastMap map;
+  int64_t len = 0, start = 0;
+};
+
+/// The parts of concat_axis's operands `xs` in its result `y`, joined along `axis` (an
+/// index into y's shape), in operand order; both backends' kernels are these blocks.
+inline absl::StatusOr<std::vector<ConcatPart>> concatParts(const std::vector<ir::Shape>& xs,
+                                                           const ir::Shape& y, size_t axis,
+                                                           absl::string_view where) {
+  std::vector<ConcatPart> parts;
+  int64_t start = 0;
+  for (const ir::Shape& x : xs) {
+    ir::Shape block = y;
+    block[axis] = x[axis];
+    absl::StatusOr<BroadcastMap> map = broadcastMap(x, block, where);
+    if (!map.ok()) return map.status();
+    parts.push_back(ConcatPart{.map = *map, .len = x[axis], .start = start});
+    start += x[axis];
+  }
+  return parts;
 }
 
 #endif  // !defined(__CUDACC__)

@@ -82,21 +82,20 @@ void copyRun(const From* src, To* dst, int64_t n) {
   }
 }
 
-/// One operand's block of the result [outer, total, inner]: [outer, len, inner] at
-/// `start`, read through `map` (the operand broadcast to the block's shape).
-struct ConcatPart {
-  BroadcastMap map;
-  int64_t len = 0, start = 0;
+/// A concat operand's block (broadcast_index.h) and how the loop copies it.
+struct CopyPart {
+  ConcatPart part;
   bool rows_contiguous = false;  // the operand has every axis after the concat axis whole
   ir::DType dtype = ir::DType::kF32;
 };
 
 template <typename From, typename To>
-void copyPart(const ConcatPart& p, const From* x, To* y, const AxisSplit& out) {
+void copyPart(const CopyPart& c, const From* x, To* y, const AxisSplit& out) {
+  const ConcatPart& p = c.part;
   const int64_t rows = out.outer * p.len;
   for (int64_t r = 0; r < rows; ++r) {
     To* dst = y + blockToWhole(r * out.inner, p.len, out.inner, out.axis, p.start);
-    if (p.rows_contiguous) {
+    if (c.rows_contiguous) {
       copyRun(x + p.map.source(r * out.inner), dst, out.inner);
     } else {
       for (int64_t i = 0; i < out.inner; ++i)
@@ -107,7 +106,7 @@ void copyPart(const ConcatPart& p, const From* x, To* y, const AxisSplit& out) {
 
 class ConcatAxisKernel final : public CpuKernel {
  public:
-  ConcatAxisKernel(std::vector<ConcatPart> parts, AxisSplit out, ir::DType dtype)
+  ConcatAxisKernel(std::vector<CopyPart> parts, AxisSplit out, ir::DType dtype)
       : parts_(std::move(parts)), out_(out), dtype_(dtype) {}
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     for (size_t k = 0; k < parts_.size(); ++k)
@@ -119,7 +118,7 @@ class ConcatAxisKernel final : public CpuKernel {
   }
 
  private:
-  std::vector<ConcatPart> parts_;
+  std::vector<CopyPart> parts_;
   AxisSplit out_;
   ir::DType dtype_;
 };
@@ -128,21 +127,18 @@ KernelOr concatAxisKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   const ir::TensorType& y = n.result()->type();
   ASSIGN_OR_RETURN(AxisSplit out, splitAtAxis(y.shape, n.intAttr("axis"), n.describe(), "concat"));
-  const size_t axis =
-      static_cast<size_t>(n.intAttr("axis") < 0 ? n.intAttr("axis") + y.rank() : n.intAttr("axis"));
-  std::vector<ConcatPart> parts;
-  int64_t start = 0;
-  for (size_t k = 0; k < n.numOperands(); ++k) {
-    const ir::TensorType& x = n.operand(k)->type();
-    ir::Shape block = y.shape;
-    block[axis] = x.shape[axis];
-    ConcatPart p{.len = x.shape[axis], .start = start, .dtype = x.dtype};
-    ASSIGN_OR_RETURN(p.map, broadcastMap(x.shape, block, n.describe()));
-    p.rows_contiguous =
-        std::equal(x.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, x.shape.end(),
-                   y.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1);
-    parts.push_back(p);
-    start += p.len;
+  const int64_t a = n.intAttr("axis") < 0 ? n.intAttr("axis") + y.rank() : n.intAttr("axis");
+  std::vector<ir::Shape> shapes;
+  for (const ir::Value* x : n.operands()) shapes.push_back(x->type().shape);
+  ASSIGN_OR_RETURN(std::vector<ConcatPart> blocks,
+                   concatParts(shapes, y.shape, static_cast<size_t>(a), n.describe()));
+  std::vector<CopyPart> parts;
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    const ir::Shape& x = shapes[k];
+    parts.push_back(
+        {.part = blocks[k],
+         .rows_contiguous = std::equal(x.begin() + a + 1, x.end(), y.shape.begin() + a + 1),
+         .dtype = n.operand(k)->type().dtype});
   }
   return std::make_unique<ConcatAxisKernel>(std::move(parts), out, y.dtype);
 }

@@ -95,33 +95,23 @@ KernelOr reduceKernel(const KernelInit& init, bool mean, bool backward) {
   });
 }
 
-struct ConcatPart {
-  BroadcastMap map;
-  int64_t len = 0, start = 0;
-  bool bf16 = false;
-};
-
 KernelOr concatAxisKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   const ir::TensorType& y = n.result()->type();
   ASSIGN_OR_RETURN(AxisSplit out, splitAtAxis(y.shape, n.intAttr("axis"), n.describe(), "concat"));
-  const size_t axis = axisIn(n, y);
-  std::vector<ConcatPart> parts;
-  int64_t start = 0;
-  for (size_t k = 0; k < n.numOperands(); ++k) {
-    const ir::TensorType& x = n.operand(k)->type();
-    ir::Shape block = y.shape;
-    block[axis] = x.shape[axis];
-    ConcatPart p{.len = x.shape[axis], .start = start, .bf16 = isBf16(n.operand(k))};
-    ASSIGN_OR_RETURN(p.map, broadcastMap(x.shape, block, n.describe()));
-    parts.push_back(p);
-    start += p.len;
+  std::vector<ir::Shape> shapes;
+  std::vector<bool> bf16;
+  for (const ir::Value* x : n.operands()) {
+    shapes.push_back(x->type().shape);
+    bf16.push_back(isBf16(x));
   }
+  ASSIGN_OR_RETURN(std::vector<ConcatPart> parts,
+                   concatParts(shapes, y.shape, axisIn(n, y), n.describe()));
   const bool y16 = y.dtype == ir::DType::kBF16;
-  return launchKernel(init, [parts, out, y16](cudaStream_t s, auto in, auto res) {
+  return launchKernel(init, [parts, bf16, out, y16](cudaStream_t s, auto in, auto res) {
     for (size_t k = 0; k < parts.size(); ++k)
-      launchConcatPart(in[k].data, parts[k].bf16, res[0].data, y16, parts[k].map, out.outer,
-                       parts[k].len, out.inner, out.axis, parts[k].start, s);
+      launchConcatPart(in[k].data, bf16[k], res[0].data, y16, parts[k].map, out.outer, parts[k].len,
+                       out.inner, out.axis, parts[k].start, s);
   });
 }
 
