@@ -149,6 +149,28 @@ TEST(UserModelTest, RowsAttendingToRowsUseMatmulReshapeAndTranspose) {
                                               "reshape_1 reshape reshape_1"}));
 }
 
+TEST(UserModelTest, ExplicitNameRepeatedSharesTheWeights) {
+  // Naming two layers alike is how a model ties weights: one variable, two nodes.
+  ModelSpec spec{.name = "tied",
+                 .image_shape = {1, 8, 8},
+                 .num_classes = 2,
+                 .forward = [](Builder& b, Tensor x) {
+                   Tensor y = b.conv2d(x, {.out_channels = 1, .pad = 1, .name = "shared"});
+                   y = b.conv2d(y, {.out_channels = 1, .pad = 1, .name = "shared"});
+                   return b.linear(b.flatten(y), {.out_features = 2});
+                 }};
+  auto m = buildModule(spec, {.batch = 2});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_THAT(varNames(**m), ElementsAre("shared.w", "shared.b", "fc.w", "fc.b"));
+  std::vector<const ir::Node*> convs;
+  for (const auto& n : (*m)->graph(ir::kTrainGraph)->nodes())
+    if (n->op() == ir::Op::kConv2d) convs.push_back(n.get());
+  ASSERT_EQ(convs.size(), 2u);
+  EXPECT_EQ(convs[0]->operand(1), convs[1]->operand(1));  // one read of @shared.w
+  EXPECT_EQ(convs[0]->result()->name(), "shared");
+  EXPECT_EQ(convs[1]->result()->name(), "shared_1");
+}
+
 TEST(UserModelTest, ClassTokenAndPositionEmbeddingUseTheAxisOps) {
   // A ViT's embedding and head on 4 rows of 4 pixels: a class token [1,1,4] prepended to
   // the rows (concat repeats it over the batch), a position embedding [1,5,4] added with
@@ -184,28 +206,6 @@ TEST(UserModelTest, ClassTokenAndPositionEmbeddingUseTheAxisOps) {
       EXPECT_EQ(n->result()->type(), (ir::TensorType{ir::DType::kF32, {2, 1, 4}}));
     }
   }
-}
-
-TEST(UserModelTest, ExplicitNameRepeatedSharesTheWeights) {
-  // Naming two layers alike is how a model ties weights: one variable, two nodes.
-  ModelSpec spec{.name = "tied",
-                 .image_shape = {1, 8, 8},
-                 .num_classes = 2,
-                 .forward = [](Builder& b, Tensor x) {
-                   Tensor y = b.conv2d(x, {.out_channels = 1, .pad = 1, .name = "shared"});
-                   y = b.conv2d(y, {.out_channels = 1, .pad = 1, .name = "shared"});
-                   return b.linear(b.flatten(y), {.out_features = 2});
-                 }};
-  auto m = buildModule(spec, {.batch = 2});
-  ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_THAT(varNames(**m), ElementsAre("shared.w", "shared.b", "fc.w", "fc.b"));
-  std::vector<const ir::Node*> convs;
-  for (const auto& n : (*m)->graph(ir::kTrainGraph)->nodes())
-    if (n->op() == ir::Op::kConv2d) convs.push_back(n.get());
-  ASSERT_EQ(convs.size(), 2u);
-  EXPECT_EQ(convs[0]->operand(1), convs[1]->operand(1));  // one read of @shared.w
-  EXPECT_EQ(convs[0]->result()->name(), "shared");
-  EXPECT_EQ(convs[1]->result()->name(), "shared_1");
 }
 
 }  // namespace
