@@ -2,7 +2,7 @@
 //
 // Broadcasting is ops of their own rather than a wider `add` because add is fusible:
 // fuse-conv-bn-relu takes it as a residual join and the layout rules of both backends
-// (backend/{cpu,cuda}/target_info.cc) keep its operands blocked (nChw16c, NHWC) like its
+// (backend/{cpu,cuda}/layout_plan.cc) keep its operands blocked (nChw16c, NHWC) like its
 // result, all of which read both operands at the result's shape. Same-shape add keeps its
 // rules and kernels; a broadcast operand never reaches them.
 //
