@@ -49,25 +49,13 @@ TrainSetup options(int devices, std::vector<double> weights = {}) {
   return o;
 }
 
-std::unique_ptr<runtime::Trainer> train(const TrainSetup& o, const std::vector<OwnedBatch>& bs) {
-  auto t = makeTrainer(tokenModel(), o);
-  EXPECT_TRUE(t.ok()) << t.status();
-  if (!t.ok()) return nullptr;
-  EXPECT_TRUE((*t)->initialize().ok());
-  for (const OwnedBatch& b : bs) {
-    auto step = (*t)->trainStep(b.view());
-    EXPECT_TRUE(step.ok()) << step.status();
-  }
-  return std::move(*t);
-}
-
 // 1e-5 of each tensor's scale, as DataParallel.OneTwoAndThreeDevicesEndWithTheSameParameters:
 // the shares add their gradients in another order than one device does.
 TEST(AxisOpsTraining, OneTwoAndUnevenDevicesEndWithTheSameParameters) {
   auto batches = randomBatches(4, 48, 3);
-  auto one = train(options(1), batches);
-  auto two = train(options(2), batches);
-  auto uneven = train(options(2, {3, 1}), batches);  // 36 + 12
+  auto one = trainOn(tokenModel(), options(1), batches);
+  auto two = trainOn(tokenModel(), options(2), batches);
+  auto uneven = trainOn(tokenModel(), options(2, {3, 1}), batches);  // 36 + 12
   ASSERT_TRUE(one && two && uneven);
   Snapshot ref = snapshot(*one), s2 = snapshot(*two), s31 = snapshot(*uneven);
   for (const char* name : {"cls", "pos", "gain", "embed"}) {
@@ -94,8 +82,8 @@ TEST(AxisOpsTraining, Bf16TrainsNearF32OnTwoDevices) {
   auto batches = randomBatches(4, 48, 4);
   TrainSetup low = options(2);
   low.bf16 = true;
-  auto f32 = train(options(1), batches);
-  auto bf16 = train(low, batches);
+  auto f32 = trainOn(tokenModel(), options(1), batches);
+  auto bf16 = trainOn(tokenModel(), low, batches);
   ASSERT_TRUE(f32 && bf16);
   // The tokens are bf16 indeed: the f32 class token joins bf16 patch tokens.
   bool bf16_tokens = false;
