@@ -236,6 +236,43 @@ Tensor Builder::transpose(Tensor x, std::vector<int64_t> perm, Loc loc) {
                  layerPath("", "transpose"), loc);
 }
 
+Tensor Builder::scale(Tensor x, double factor, Loc loc) {
+  return addNode(ir::ScaleArgs{.x = x.value(), .factor = factor}.spec(), layerPath("", "scale"),
+                 loc);
+}
+
+Tensor Builder::addBroadcast(Tensor a, Tensor b, Loc loc) {
+  return addNode(ir::AddBcastArgs{.a = a.value(), .b = b.value()}.spec(), layerPath("", "add"),
+                 loc);
+}
+
+Tensor Builder::mulBroadcast(Tensor a, Tensor b, Loc loc) {
+  return addNode(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec(), layerPath("", "mul"),
+                 loc);
+}
+
+Tensor Builder::sum(Tensor x, int64_t axis, bool keepdim, Loc loc) {
+  return addNode(ir::ReduceSumArgs{.x = x.value(), .axis = axis, .keepdim = keepdim}.spec(),
+                 layerPath("", "sum"), loc);
+}
+
+Tensor Builder::mean(Tensor x, int64_t axis, bool keepdim, Loc loc) {
+  return addNode(ir::ReduceMeanArgs{.x = x.value(), .axis = axis, .keepdim = keepdim}.spec(),
+                 layerPath("", "mean"), loc);
+}
+
+Tensor Builder::concat(std::vector<Tensor> xs, int64_t axis, Loc loc) {
+  std::vector<ir::Value*> values;
+  for (const Tensor& x : xs) values.push_back(x.value());
+  return addNode(ir::ConcatAxisArgs{.xs = std::move(values), .axis = axis}.spec(),
+                 layerPath("", "concat"), loc);
+}
+
+Tensor Builder::slice(Tensor x, int64_t axis, int64_t start, int64_t end, Loc loc) {
+  return addNode(ir::SliceAxisArgs{.x = x.value(), .axis = axis, .start = start, .end = end}.spec(),
+                 layerPath("", "slice"), loc);
+}
+
 Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
   return addNode(ir::MaxPool2dArgs{.x = x.value(),
                                    .kernel = o.kernel,

@@ -132,6 +132,20 @@ class Builder {
   Tensor reshape(Tensor x, std::vector<int64_t> shape, Loc loc = Loc::current());
   /// Permutes the axes: result.shape[i] = x.shape[perm[i]] (PyTorch's permute).
   Tensor transpose(Tensor x, std::vector<int64_t> perm, Loc loc = Loc::current());
+  /// factor * x (attention's 1/sqrt(d)).
+  Tensor scale(Tensor x, double factor, Loc loc = Loc::current());
+  /// a + b and a * b under numpy's broadcasting (a position embedding [1,T,D] added to
+  /// [N,T,D]); add() is the same-shape sum that fusion and layouts know.
+  Tensor addBroadcast(Tensor a, Tensor b, Loc loc = Loc::current());
+  Tensor mulBroadcast(Tensor a, Tensor b, Loc loc = Loc::current());
+  /// Sum / mean over `axis`; keepdim keeps it with size 1 (PyTorch's keepdim, default off).
+  Tensor sum(Tensor x, int64_t axis, bool keepdim = false, Loc loc = Loc::current());
+  Tensor mean(Tensor x, int64_t axis, bool keepdim = false, Loc loc = Loc::current());
+  /// torch.cat(xs, axis) within the device; a size-1 axis off `axis` repeats (a class
+  /// token [1,1,D] prepended to [N,T,D]).
+  Tensor concat(std::vector<Tensor> xs, int64_t axis, Loc loc = Loc::current());
+  /// x[start:end] along `axis` (end exclusive).
+  Tensor slice(Tensor x, int64_t axis, int64_t start, int64_t end, Loc loc = Loc::current());
 
   /// A persistent variable read in the current graph (created on first use; a second
   /// declaration must agree on type and role).

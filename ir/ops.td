@@ -19,8 +19,8 @@
 #     cost FORMULA[(ARG, ...)]      the roofline's flops (ir/op_cost.h): none,
 #                                   elementwise[(FLOPS per result element)], gemm(FILTER,
 #                                   OUT), matmul(A, B), contraction(A, OUT) (a batched
-#                                   product, K from A and trans_a); ARGs name operands or
-#                                   results
+#                                   product, K from A and trans_a), reduction(X) (one flop
+#                                   per element of X); ARGs name operands or results
 #     optimizer param=P grad=G [grouped=OP | grouped_of=OP] [lr_scale=S]
 #                                   an optimizer update (ir/interfaces.h): operand P is the
 #                                   trained weight, G its gradient; its multi-tensor form;
@@ -233,12 +233,80 @@ op transpose
   cost elementwise(0)
   doc Permutes the axes: y.shape[i] = x.shape[perm[i]] (PyTorch's permute).
 
+op scale
+  operands x
+  results y
+  attr factor: float
+  cost elementwise
+  doc factor * x (attention's 1/sqrt(d)), in x's dtype (computed in float, a bf16 result
+  doc rounded once). Its gradient is scale by the same factor.
+
 op add
   operands a, b
   results y
   traits fusible
   cost elementwise
   doc Elementwise sum of two tensors of one type.
+
+# Broadcasting is an op of its own rather than a wider `add`: add is fusible, and
+# fuse-conv-bn-relu's residual join, the CPU nChw16c and CUDA NHWC layout rules and their
+# kernels all take its operands to have the result's shape; a broadcast operand reaching
+# any of them would be read past its end. Same-shape add keeps its rules and kernels as
+# they were.
+op add_bcast
+  operands a, b
+  results y
+  cost elementwise
+  doc a + b under numpy's broadcasting rules: shapes are aligned from the last axis, and an
+  doc axis that is 1 (or missing) in one operand repeats along the other's (a learned
+  doc position embedding [1,T,D] added to [N,T,D]). bf16 when either operand is (an f32
+  doc one beside it is a master weight, read as it is). The gradient of a broadcast operand
+  doc sums over the axes it was repeated along. Same-shape sums of one type are `add`.
+
+op mul_bcast
+  operands a, b
+  results y
+  cost elementwise
+  doc a * b under numpy's broadcasting rules (as add_bcast; same shapes included).
+
+op reduce_sum
+  operands x
+  results y
+  attr axis: int
+  attr keepdim: bool = false
+  cost reduction(x)
+  doc Sum over `axis` (negative counts from the end), accumulated in f32 and stored in x's
+  doc dtype. keepdim=false (PyTorch's default) drops the axis; keepdim=true keeps it with
+  doc size 1, so that the result broadcasts back against x.
+
+op reduce_mean
+  operands x
+  results y
+  attr axis: int
+  attr keepdim: bool = false
+  cost reduction(x)
+  doc Mean over `axis`, as reduce_sum. Over the batch axis of a replicated step it is each
+  doc device's mean of its share, as unsynchronized batch norm's statistics are.
+
+op concat_axis
+  operands xs...
+  results y
+  attr axis: int
+  cost elementwise(0)
+  doc Joins tensors of one rank along `axis` within one device (torch.cat; the collective
+  doc `concat` joins devices' slices). On every other axis they agree, or a size 1
+  doc repeats (numpy broadcasting: a class token [1,1,D] prepended to patch tokens
+  doc [N,T,D] gives [N,T+1,D]). bf16 when any operand is (f32 ones are master weights).
+
+op slice_axis
+  operands x
+  results y
+  attr axis: int
+  attr start: int >= 0
+  attr end: int >= 1
+  cost elementwise(0)
+  doc x[start:end] along `axis` (end exclusive, start < end <= the axis' size; the
+  doc class token taken back out for the head).
 
 op softmax_cross_entropy
   operands logits, labels
@@ -310,6 +378,34 @@ op log_softmax_backward
   traits backward
   cost elementwise(4)
   doc dy - exp(y) sum(dy) over `axis`, from log_softmax's output y.
+
+op reduce_sum_backward
+  operands dy, x
+  results dx
+  attr axis: int
+  attr keepdim: bool = false
+  traits backward
+  cost elementwise
+  doc dy repeated along reduce_sum's `axis` of x (x gives the shape, so that each device's
+  doc share of the batch gets its own).
+
+op reduce_mean_backward
+  operands dy, x
+  results dx
+  attr axis: int
+  attr keepdim: bool = false
+  traits backward
+  cost elementwise
+  doc dy / (the axis' size) repeated along reduce_mean's `axis` of x.
+
+op slice_axis_backward
+  operands dy, x
+  results dx
+  attr axis: int
+  attr start: int >= 0
+  traits backward
+  cost elementwise(0)
+  doc Zeros of x's shape with dy written at [start, start + dy's size) along `axis`.
 
 op relu_backward
   operands dy, y

@@ -161,9 +161,11 @@ struct Spec {
 };
 
 const std::set<std::string> kPlainKinds = {"int", "float", "bool", "ints", "symbol", "devices"};
-const std::set<std::string> kCosts = {"none", "elementwise", "gemm", "matmul", "contraction"};
-/// The formulas that take two operands or results (CostSpec::a, b).
+const std::set<std::string> kCosts = {"none",   "elementwise", "gemm",
+                                      "matmul", "contraction", "reduction"};
+/// The formulas that take two operands or results (CostSpec::a, b), and one (CostSpec::a).
 const std::set<std::string> kTwoValueCosts = {"gemm", "matmul", "contraction"};
+const std::set<std::string> kOneValueCosts = {"reduction"};
 const std::set<std::string> kCollectiveKinds = {"reduce", "broadcast", "scatter", "gather"};
 const std::set<std::string> kReads = {"per_device", "group_source", "host", "module_devices"};
 const std::set<std::string> kWrites = {"per_device", "first_device"};
@@ -392,13 +394,15 @@ void validate(Spec& spec) {
     for (const Attr& a : o.attrs)
       if (!names.insert(a.name).second)
         die(a.line, "op " + o.name + ": attribute '" + a.name + "' shares a name with a value");
-    const size_t want = kTwoValueCosts.count(o.cost) ? 2 : o.cost == "elementwise" ? 1 : 0;
+    const size_t want = kTwoValueCosts.count(o.cost)                              ? 2
+                        : o.cost == "elementwise" || kOneValueCosts.count(o.cost) ? 1
+                                                                                  : 0;
     if (o.cost == "elementwise" ? o.cost_args.size() > 1 : o.cost_args.size() != want)
       die(o.line,
           "cost " + o.cost + " of " + o.name + " takes " + std::to_string(want) + " argument(s)");
     if (o.cost == "elementwise" && !o.cost_args.empty() && !isNumber(o.cost_args[0]))
       die(o.line, "elementwise takes the flops per result element, a number");
-    if (kTwoValueCosts.count(o.cost))
+    if (kTwoValueCosts.count(o.cost) || kOneValueCosts.count(o.cost))
       for (const std::string& arg : o.cost_args)
         if (o.operandIndex(arg) < 0 && o.resultIndex(arg) < 0)
           die(o.line, "cost argument '" + arg + "' is no operand or result of " + o.name);
@@ -822,6 +826,7 @@ namespace tandem::ir {
       o << ", .per_element = " << op.cost_args[0];
     if (kTwoValueCosts.count(op.cost))
       o << ", .a = " << valueRef(op, op.cost_args[0]) << ", .b = " << valueRef(op, op.cost_args[1]);
+    if (kOneValueCosts.count(op.cost)) o << ", .a = " << valueRef(op, op.cost_args[0]);
     o << "},\n";
     if (op.has("optimizer")) o << "      .optimizer = &k" << C << "Optimizer,\n";
     if (op.has("collective")) o << "      .collective = &k" << C << "Collective,\n";

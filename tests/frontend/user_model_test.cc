@@ -171,5 +171,42 @@ TEST(UserModelTest, ExplicitNameRepeatedSharesTheWeights) {
   EXPECT_EQ(convs[1]->result()->name(), "shared_1");
 }
 
+TEST(UserModelTest, ClassTokenAndPositionEmbeddingUseTheAxisOps) {
+  // A ViT's embedding and head on 4 rows of 4 pixels: a class token [1,1,4] prepended to
+  // the rows (concat repeats it over the batch), a position embedding [1,5,4] added with
+  // broadcasting, scaled, the class token taken back out beside the rows' mean.
+  ModelSpec spec{
+      .name = "tokens",
+      .image_shape = {1, 4, 4},
+      .num_classes = 3,
+      .forward = [](Builder& b, Tensor x) {
+        const ir::Initializer normal{ir::Initializer::Kind::kNormal, 0.02};
+        Tensor rows = b.reshape(x, {-1, 4, 4});
+        Tensor cls = b.variable("cls", {ir::DType::kF32, {1, 1, 4}}, ir::VarRole::kParam, normal);
+        Tensor pos = b.variable("pos", {ir::DType::kF32, {1, 5, 4}}, ir::VarRole::kParam, normal);
+        Tensor t = b.addBroadcast(b.concat({cls, rows}, 1), pos);
+        t = b.mulBroadcast(b.scale(t, 0.5), t);
+        Tensor head = b.reshape(b.slice(t, 1, 0, 1), {-1, 4});
+        Tensor z = b.add(head, b.mean(t, 1));
+        return b.linear(b.add(z, b.sum(t, -2)), {.out_features = 3});
+      }};
+  auto m = buildModule(spec, {.batch = 2});
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> train = layerNames(*(*m)->graph(ir::kTrainGraph));
+  EXPECT_EQ(train, layerNames(*(*m)->graph(ir::kEvalGraph)));
+  EXPECT_THAT(train, ::testing::IsSupersetOf({"concat concat_axis concat", "add add_bcast add",
+                                              "scale scale scale", "mul mul_bcast mul",
+                                              "slice slice_axis slice", "mean reduce_mean mean",
+                                              "sum reduce_sum sum"}));
+  for (const auto& n : (*m)->graph(ir::kTrainGraph)->nodes()) {
+    if (n->op() == ir::Op::kConcatAxis) {
+      EXPECT_EQ(n->result()->type(), (ir::TensorType{ir::DType::kF32, {2, 5, 4}}));
+    }
+    if (n->op() == ir::Op::kSliceAxis) {
+      EXPECT_EQ(n->result()->type(), (ir::TensorType{ir::DType::kF32, {2, 1, 4}}));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem

@@ -133,12 +133,10 @@ inline double relativeDifference(const std::vector<float>& a, const std::vector<
   return scale == 0 ? diff : diff / scale;
 }
 
-/// Builds, initializes and trains `model` for the given batches; fails the test on error.
-inline std::unique_ptr<runtime::Trainer> trainOn(const std::string& model, const TrainSetup& o,
+/// Builds, initializes and trains `spec` for the given batches; fails the test on error.
+inline std::unique_ptr<runtime::Trainer> trainOn(const ModelSpec& spec, const TrainSetup& o,
                                                  const std::vector<OwnedBatch>& batches) {
-  auto spec = zoo::modelByName(model);
-  EXPECT_TRUE(spec.ok());
-  auto t = makeTrainer(*spec, o);
+  auto t = makeTrainer(spec, o);
   EXPECT_TRUE(t.ok()) << t.status();
   if (!t.ok()) return nullptr;
   EXPECT_TRUE((*t)->initialize().ok());
@@ -147,6 +145,15 @@ inline std::unique_ptr<runtime::Trainer> trainOn(const std::string& model, const
     EXPECT_TRUE(step.ok()) << step.status();
   }
   return std::move(*t);
+}
+
+/// The same for the zoo model named `model`.
+inline std::unique_ptr<runtime::Trainer> trainOn(const std::string& model, const TrainSetup& o,
+                                                 const std::vector<OwnedBatch>& batches) {
+  auto spec = zoo::modelByName(model);
+  EXPECT_TRUE(spec.ok());
+  if (!spec.ok()) return nullptr;
+  return trainOn(*spec, o, batches);
 }
 
 }  // namespace tandem::testing
