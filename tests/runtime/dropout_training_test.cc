@@ -69,7 +69,7 @@ std::map<std::string, std::vector<const ir::Node*>> dropoutCopies(const ir::Modu
   for (const auto& n : m.graph(ir::kTrainGraph)->nodes()) {
     if (!ir::DropoutView::is(*n)) continue;
     const std::string& name = n->result()->name();
-    out[name.substr(0, name.rfind('.'))].push_back(n.get());
+    out[m.isReplicated() ? name.substr(0, name.rfind('.')) : name].push_back(n.get());
   }
   return out;
 }
@@ -120,6 +120,7 @@ TEST(SplitIndependentDropout, EverySplitDrawsTheOneDeviceMasksBitForBit) {
     for (const auto& [name, ref] : reference) {
       SCOPED_TRACE(name);
       ASSERT_EQ(ref.size(), 1u);
+      ASSERT_TRUE(copies.contains(name));
       ASSERT_EQ(copies.at(name).size(), split.o.devices.size());
       const ir::TensorType& whole = ref[0]->operand(0)->type();
       const int64_t per_row = whole.numElements() / whole.shape[0];
