@@ -61,7 +61,9 @@ TEST(Dropout, KernelDrawsTheCoresMaskAtTheStepItReadsWhenItRuns) {
     ASSERT_TRUE((*k)->runHere({x.view(), step.view()}, {y.view()}).ok());
     const std::vector<float> got(y.f32(), y.f32() + y.size());
     EXPECT_EQ(got, expected(xs, s, 0.3)) << "step " << s;
-    if (!previous.empty()) EXPECT_NE(got, previous) << "step " << s << " drew its neighbour's mask";
+    if (!previous.empty()) {
+      EXPECT_NE(got, previous) << "step " << s << " drew its neighbour's mask";
+    }
     previous = got;
   }
 }

@@ -33,7 +33,9 @@ class GraphEval {
   }
   /// A read of variable `var` (declared on the first read); the test fills its buffer.
   ir::Value* variable(const ir::Var& var) {
-    if (module_.findVar(var.name) == nullptr) EXPECT_TRUE(module_.addVar(var).ok());
+    if (module_.findVar(var.name) == nullptr) {
+      EXPECT_TRUE(module_.addVar(var).ok());
+    }
     auto n = graph_->create(ir::ParamArgs{.var = var.name}.spec(
         {.device = ctx_.device(), .names = {var.name}}));
     EXPECT_TRUE(n.ok()) << n.status();

@@ -181,8 +181,11 @@ TEST(UserModelTest, DropoutReadsStepInTrainingAndIsTheIdentityInEvaluation) {
   // Evaluation: no dropout, no @step; the layers after it read what dropout read.
   std::vector<std::string> eval = layerNames(*(*m)->graph(ir::kEvalGraph));
   EXPECT_THAT(eval, ::testing::Not(::testing::Contains(::testing::HasSubstr("dropout"))));
-  for (const auto& n : (*m)->graph(ir::kEvalGraph)->nodes())
-    if (ir::ParamView::is(*n)) EXPECT_NE(ir::ParamView(*n).var(), ir::kStepVar);
+  for (const auto& n : (*m)->graph(ir::kEvalGraph)->nodes()) {
+    if (ir::ParamView::is(*n)) {
+      EXPECT_NE(ir::ParamView(*n).var(), ir::kStepVar);
+    }
+  }
   EXPECT_THAT(eval, ::testing::Contains("mlp.fc_1 linear mlp.fc_1"));
 }
 
