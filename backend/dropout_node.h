@@ -8,6 +8,9 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "backend/dropout_mask.h"
 #include "ir/op_views.h"
 
@@ -23,9 +26,17 @@ inline DropoutRows dropoutRowsOf(const ir::Node& node) {
   const ir::DropoutView v(node);
   const ir::TensorType& x = v.x()->type();
   const int64_t rows = x.rank() == 0 ? 1 : x.shape[0];
-  return {.first = v.sample_offset(),
-          .rows = rows,
-          .per_row = rows == 0 ? 0 : x.numElements() / rows};
+  return {
+      .first = v.sample_offset(), .rows = rows, .per_row = rows == 0 ? 0 : x.numElements() / rows};
+}
+
+/// Whether the node's x (and y) is bf16; an error naming the node and `backend` ("CPU",
+/// "CUDA") unless it is f32 or bf16, the dtypes both kernels take.
+inline absl::StatusOr<bool> dropoutIsBf16(const ir::Node& node, absl::string_view backend) {
+  const ir::DType t = ir::DropoutView(node).x()->type().dtype;
+  if (t == ir::DType::kF32 || t == ir::DType::kBF16) return t == ir::DType::kBF16;
+  return absl::UnimplementedError(absl::StrCat(
+      node.describe(), ": the ", backend, " kernel supports f32 and bf16, not ", ir::dtypeName(t)));
 }
 
 /// The node's mask at step 0: a kernel sets `step` from @step each time it runs.

@@ -223,7 +223,8 @@ Tensor Builder::tanh(Tensor x, Loc loc) {
 Tensor Builder::dropout(Tensor x, double p, Loc loc) {
   std::string path = layerPath("", "dropout");  // named in both graphs alike
   if (!training_) return x;
-  Tensor step = variable(ir::kStepVar, TensorType{ir::DType::kI32, {1}}, VarRole::kFed, kZeros, loc);
+  Tensor step =
+      variable(ir::kStepVar, TensorType{ir::DType::kI32, {1}}, VarRole::kFed, kZeros, loc);
   // Each dropout of the model its own masks: the mask_id counter word, in build order.
   return addNode(
       ir::DropoutArgs{.x = x.value(), .step = step.value(), .p = p, .mask_id = dropouts_++}.spec(),

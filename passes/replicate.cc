@@ -89,15 +89,14 @@ absl::Status setSampleOffset(ir::Node& copy, const ir::TensorType& whole, int64_
                              int64_t share, int64_t first) {
   const ir::TensorType& part = copy.operand(0)->type();
   if (part == whole) return absl::OkStatus();  // no batch flows through it: no offset
-  const bool rows_scale = whole.rank() >= 1 && part.rank() == whole.rank() && batch > 0 &&
-                          whole.shape[0] % batch == 0 &&
-                          part.shape[0] == whole.shape[0] / batch * share &&
-                          std::equal(part.shape.begin() + 1, part.shape.end(),
-                                     whole.shape.begin() + 1);
+  const bool rows_scale =
+      whole.rank() >= 1 && part.rank() == whole.rank() && batch > 0 &&
+      whole.shape[0] % batch == 0 && part.shape[0] == whole.shape[0] / batch * share &&
+      std::equal(part.shape.begin() + 1, part.shape.end(), whole.shape.begin() + 1);
   if (!rows_scale)
     return absl::InvalidArgumentError(absl::StrCat(
-        copy.describe(), ": its operand is ", ir::toString(part), " here and ",
-        ir::toString(whole), " for the whole batch of ", batch,
+        copy.describe(), ": its operand is ", ir::toString(part), " here and ", ir::toString(whole),
+        " for the whole batch of ", batch,
         "; a sample-indexed op needs the batch on axis 0 (rows in proportion to the device's "
         "share) to compute the rows one device would"));
   const int64_t offset = copy.intAttr(kSampleOffset) + first * (whole.shape[0] / batch);
@@ -186,8 +185,8 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
                                               : nullptr);
         if (!copy.ok()) return where(copy.status(), d);
         if ((*copy)->info().has(ir::kSampleIndexed))
-          if (absl::Status s = setSampleOffset(**copy, slot_type[operand_slots[0]], *batch,
-                                               sizes[d], firsts[d]);
+          if (absl::Status s =
+                  setSampleOffset(**copy, slot_type[operand_slots[0]], *batch, sizes[d], firsts[d]);
               !s.ok())
             return where(s, d);
         for (size_t r = 0; r < n->numResults(); ++r)

@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "absl/strings/str_cat.h"
 #include "backend/cpu/dropout_core.h"
 #include "backend/cpu/kernels.h"
 #include "backend/dropout_node.h"
 #include "ir/op_views.h"
+#include "ir/status_macros.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -38,15 +38,10 @@ class DropoutKernel final : public CpuKernel {
 }  // namespace
 
 KernelOr makeDropoutKernel(const KernelInit& init) {
-  const ir::DropoutView v(init.node);
-  const ir::DType t = v.x()->type().dtype;
-  if (t != ir::DType::kF32 && t != ir::DType::kBF16)
-    return absl::UnimplementedError(absl::StrCat(
-        init.node.describe(), ": the CPU kernel supports f32 and bf16, not ", ir::dtypeName(t)));
+  ASSIGN_OR_RETURN(const bool bf16, dropoutIsBf16(init.node, "CPU"));
   const DropoutRows r = dropoutRowsOf(init.node);
   return std::make_unique<DropoutKernel>(dropoutMaskOf(init.node, init.ctx.seed()),
-                                         DropoutSlice{r.first, r.rows, r.per_row},
-                                         t == ir::DType::kBF16);
+                                         DropoutSlice{r.first, r.rows, r.per_row}, bf16);
 }
 
 }  // namespace tandem::backend::cpu

@@ -13,6 +13,7 @@
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/dropout_node.h"
 #include "ir/op_views.h"
+#include "ir/status_macros.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -35,8 +36,8 @@ class DropoutKernel final : public CudaKernel {
                     static_cast<const uint16_t*>(in[0].data), static_cast<uint16_t*>(out[0].data),
                     stream);
     else
-      launchDropout(mask_, step, rows_.first, rows_.rows, rows_.per_row, in[0].f32(),
-                    out[0].f32(), stream);
+      launchDropout(mask_, step, rows_.first, rows_.rows, rows_.per_row, in[0].f32(), out[0].f32(),
+                    stream);
     return absl::OkStatus();
   }
 
@@ -49,15 +50,9 @@ class DropoutKernel final : public CudaKernel {
 }  // namespace
 
 KernelOr makeDropoutKernel(const KernelInit& init) {
-  const ir::DropoutView v(init.node);
-  const ir::DType t = v.x()->type().dtype;
-  if (t != ir::DType::kF32 && t != ir::DType::kBF16)
-    return absl::UnimplementedError(absl::StrCat(
-        init.node.describe(), ": the CUDA kernel supports f32 and bf16, not ", ir::dtypeName(t)));
-  return std::unique_ptr<CudaKernel>(new DropoutKernel(init.ctx,
-                                                       dropoutMaskOf(init.node, init.ctx.seed()),
-                                                       dropoutRowsOf(init.node),
-                                                       t == ir::DType::kBF16));
+  ASSIGN_OR_RETURN(const bool bf16, dropoutIsBf16(init.node, "CUDA"));
+  return std::unique_ptr<CudaKernel>(new DropoutKernel(
+      init.ctx, dropoutMaskOf(init.node, init.ctx.seed()), dropoutRowsOf(init.node), bf16));
 }
 
 }  // namespace tandem::backend::cuda
