@@ -211,5 +211,52 @@ TEST(SplitIndependentDropout, TrainingOnAnySplitEndsWhereOneDeviceDoes) {
   EXPECT_GT(largest, 1e-3);
 }
 
+// A run stopped after two updates and resumed by a fresh trainer (every variable carried
+// over, as a checkpoint carries them; the loader skipping the batches done) is fed @step 2
+// and 3, so it draws the uninterrupted run's masks: the same parameters and epoch loss,
+// bit for bit, on an uneven split.
+TEST(SplitIndependentDropout, AResumedEpochDrawsTheUninterruptedRunsMasks) {
+  const runtime::data::Dataset data = fourBatches();
+  const TrainSetup o = setup(2, {3, 1});
+  const Trained straight = train(o, data);
+  auto first = makeTrainer(dropoutMlp(), o);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE((*first)->initialize().ok());
+  runtime::data::BatchLoader loader(data, kBatch, /*shuffle=*/true, /*seed=*/3,
+                                    /*drop_last=*/true);
+  loader.startEpoch(1);
+  runtime::EpochProgress at;
+  auto part = (*first)->trainEpoch(loader, [&](const runtime::StepReport& s) {
+    at = {s.step, s.examples, s.correct, s.loss_sum, s.seconds};
+    return s.step < 2;
+  });
+  ASSERT_TRUE(part.ok()) << part.status();
+  ASSERT_TRUE(part->stopped);
+  ASSERT_EQ(at.steps, 2);
+
+  auto resumed = makeTrainer(dropoutMlp(), o);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_TRUE((*resumed)->initialize().ok());
+  const ir::Module& m = (*first)->executor().module();
+  for (const ir::Var& v : m.vars())
+    for (size_t d = 0; d < m.devices().size(); ++d) {
+      auto value = (*first)->executor().readVariable(v.name, d);
+      ASSERT_TRUE(value.ok()) << value.status();
+      ASSERT_TRUE((*resumed)->executor().writeVariable(v.name, d, *value).ok());
+    }
+  first->reset();
+  loader.startEpoch(1, at.steps);
+  auto rest = (*resumed)->trainEpoch(loader, at);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_EQ(rest->steps, 4);
+  EXPECT_EQ(rest->loss, straight.loss);
+  for (const auto& [name, replicas] : snapshot(**resumed))
+    for (size_t d = 0; d < replicas.size(); ++d)
+      EXPECT_EQ(std::memcmp(replicas[d].data(), straight.params.at(name)[d].data(),
+                            replicas[d].size() * 4),
+                0)
+          << name << " on device " << d;
+}
+
 }  // namespace
 }  // namespace tandem::testing
