@@ -19,8 +19,8 @@ namespace {
 
 constexpr uint64_t kSeed = 1;  // GraphEval's CPU context's seed
 
-const ir::Var kStep{std::string(ir::kStepVar), ir::TensorType{ir::DType::kI32, {1}},
-                    ir::VarRole::kFed, {}};
+const ir::Var kStep{
+    std::string(ir::kStepVar), ir::TensorType{ir::DType::kI32, {1}}, ir::VarRole::kFed, {}};
 
 /// x[6, 5, 7] (rows of 35: not a multiple of 4) dropped from row 4 of the whole batch.
 struct DropoutGraph {
@@ -31,8 +31,9 @@ struct DropoutGraph {
   explicit DropoutGraph(ir::DType dtype = ir::DType::kF32, double p = 0.3) {
     x = e.input("x", ir::TensorType{dtype, {6, 5, 7}});
     step = e.variable(kStep);
-    auto n = e.add(ir::DropoutArgs{.x = x, .step = step, .p = p, .mask_id = 2, .sample_offset = 4}
-                       .spec({.names = {"drop"}}));
+    auto n =
+        e.add(ir::DropoutArgs{.x = x, .step = step, .p = p, .mask_id = 2, .sample_offset = 4}.spec(
+            {.names = {"drop"}}));
     EXPECT_TRUE(n.ok()) << n.status();
     node = *n;
   }
@@ -143,8 +144,8 @@ TEST(Dropout, BadOperandsAndAttributesAreErrorsNamingTheNode) {
   ir::Value* step = e.variable(kStep);
   ir::Value* f32_step = e.input("f32_step", f32Of({1}));
   ir::Value* fed_step = e.input("fed_step", ir::TensorType{ir::DType::kI32, {1}});
-  ir::Value* other = e.variable(
-      ir::Var{"other", ir::TensorType{ir::DType::kI32, {1}}, ir::VarRole::kFed, {}});
+  ir::Value* other =
+      e.variable(ir::Var{"other", ir::TensorType{ir::DType::kI32, {1}}, ir::VarRole::kFed, {}});
   struct Bad {
     ir::NodeSpec spec;
     std::vector<std::string> says;
@@ -165,8 +166,8 @@ TEST(Dropout, BadOperandsAndAttributesAreErrorsNamingTheNode) {
       {ir::DropoutArgs{.x = x, .step = step, .p = 0.1, .mask_id = 0, .sample_offset = -2}.spec(
            {.names = {"offset"}}),
        {"%offset", "sample_offset"}},
-      {ir::DropoutArgs{.x = x, .step = step, .p = 0.1, .mask_id = 0,
-                       .sample_offset = (int64_t{1} << 32) - 2}
+      {ir::DropoutArgs{
+           .x = x, .step = step, .p = 0.1, .mask_id = 0, .sample_offset = (int64_t{1} << 32) - 2}
            .spec({.names = {"past"}}),
        {"%past", "counter", "x (%x: f32[4,3])"}},
   };
@@ -176,13 +177,13 @@ TEST(Dropout, BadOperandsAndAttributesAreErrorsNamingTheNode) {
       EXPECT_NE(err.find(want), std::string::npos) << err << "\nlacks: " << want;
   }
   // The largest offset whose rows the counter still holds is fine.
-  EXPECT_EQ(createError(e, ir::DropoutArgs{.x = x,
-                                           .step = step,
-                                           .p = 0.1,
-                                           .mask_id = 0,
-                                           .sample_offset = (int64_t{1} << 32) - 4}
-                               .spec({.names = {"last"}})),
-            "no error");
+  EXPECT_EQ(
+      createError(
+          e,
+          ir::DropoutArgs{
+              .x = x, .step = step, .p = 0.1, .mask_id = 0, .sample_offset = (int64_t{1} << 32) - 4}
+              .spec({.names = {"last"}})),
+      "no error");
 }
 
 }  // namespace

@@ -36,8 +36,8 @@ class GraphEval {
     if (module_.findVar(var.name) == nullptr) {
       EXPECT_TRUE(module_.addVar(var).ok());
     }
-    auto n = graph_->create(ir::ParamArgs{.var = var.name}.spec(
-        {.device = ctx_.device(), .names = {var.name}}));
+    auto n = graph_->create(
+        ir::ParamArgs{.var = var.name}.spec({.device = ctx_.device(), .names = {var.name}}));
     EXPECT_TRUE(n.ok()) << n.status();
     return (*n)->result();
   }

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "frontend/model.h"
-#include "ir/op_views.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/op_views.h"
 
 namespace tandem {
 namespace {

@@ -58,7 +58,8 @@ struct Split {
   TrainSetup o;
 };
 std::vector<Split> splits() {
-  return {{"2 devices", setup(2)}, {"3 devices 3:2:1", setup(3, {3, 2, 1})},
+  return {{"2 devices", setup(2)},
+          {"3 devices 3:2:1", setup(3, {3, 2, 1})},
           {"2 devices 3:1", setup(2, {3, 1})}};
 }
 
@@ -96,8 +97,7 @@ std::vector<float> drawn(const std::vector<const ir::Node*>& copies, const std::
     std::vector<float> y(in.size());
     int32_t s = step;
     const ir::TensorType step_type{ir::DType::kI32, {1}};
-    EXPECT_TRUE(
-        (*kernel)->runHere({{in.data(), t}, {&s, step_type}}, {{y.data(), t}}).ok());
+    EXPECT_TRUE((*kernel)->runHere({{in.data(), t}, {&s, step_type}}, {{y.data(), t}}).ok());
     std::copy(y.begin(), y.end(), out.begin() + first * per_row);
   }
   for (size_t r = 0; r < drawn_rows.size(); ++r)
