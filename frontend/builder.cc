@@ -51,6 +51,7 @@ void Builder::beginGraph(ir::Graph* g, bool training) {
   training_ = training;
   layer_counts_.clear();
   reads_.clear();
+  dropouts_ = 0;
 }
 
 Tensor Builder::addInput(absl::string_view name, TensorType type) {
@@ -217,6 +218,17 @@ Tensor Builder::gelu(Tensor x, Gelu form, Loc loc) {
 
 Tensor Builder::tanh(Tensor x, Loc loc) {
   return addNode(ir::TanhArgs{.x = x.value()}.spec(), layerPath("", "tanh"), loc);
+}
+
+Tensor Builder::dropout(Tensor x, double p, Loc loc) {
+  std::string path = layerPath("", "dropout");  // named in both graphs alike
+  if (!training_) return x;
+  Tensor step =
+      variable(ir::kStepVar, TensorType{ir::DType::kI32, {1}}, VarRole::kFed, kZeros, loc);
+  // Each dropout of the model its own masks: the mask_id counter word, in build order.
+  return addNode(
+      ir::DropoutArgs{.x = x.value(), .step = step.value(), .p = p, .mask_id = dropouts_++}.spec(),
+      path, loc);
 }
 
 Tensor Builder::matmul(Tensor a, Tensor b, const MatmulOptions& o, Loc loc) {

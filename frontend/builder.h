@@ -120,6 +120,10 @@ class Builder {
   enum class Gelu { kErf, kTanh };
   Tensor gelu(Tensor x, Gelu form = Gelu::kErf, Loc loc = Loc::current());
   Tensor tanh(Tensor x, Loc loc = Loc::current());
+  /// Inverted dropout with drop probability p in [0, 1) (nn.Dropout): in the training step
+  /// a dropout node reading @step, whose masks depend on the sample, not on the split of
+  /// the batch over devices; in the evaluation step x itself.
+  Tensor dropout(Tensor x, double p, Loc loc = Loc::current());
   Tensor maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc = Loc::current());
   Tensor avgPool2d(Tensor x, const Pool2dOptions& o, Loc loc = Loc::current());
   Tensor globalAvgPool(Tensor x, Loc loc = Loc::current());
@@ -185,6 +189,7 @@ class Builder {
   std::vector<std::string> scopes_;
   absl::flat_hash_map<std::string, int> layer_counts_;  // per graph
   absl::flat_hash_map<std::string, ir::Value*> reads_;  // var -> param node, per graph
+  int64_t dropouts_ = 0;  // dropouts of the graph so far: the next one's mask_id
   absl::Status status_;
 };
 

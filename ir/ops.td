@@ -46,6 +46,7 @@ trait low_precision: computes in the low dtype under mixed precision (its activa
 trait full_precision: takes f32 only under mixed precision (low operands are cast up)
 trait runtime: executed by the runtime itself (no kernel): graph inputs, variable reads, collectives
 trait optimizer: an optimizer update: the `optimizer` line says which operands are what
+trait sample_indexed: computes per row of its first operand by the row's index in the whole batch: replicate sets attribute `sample_offset` of each device's copy to the index of the device's first row
 
 enum ReduceOp: sum mean max
 enum Reduction: mean sum
@@ -162,6 +163,22 @@ op tanh
   results y
   cost elementwise(4)
   doc tanh(x).
+
+op dropout
+  operands x, step
+  results y
+  attr p: float in [0, 1)
+  attr mask_id: int in [0, 4294967296)
+  attr sample_offset: int = 0 >= 0
+  traits sample_indexed
+  cost elementwise(27)
+  doc Inverted dropout (nn.Dropout in training): y = x / (1 - p) where kept, else 0. Whether
+  doc element e of row r is kept is a pure function of (the run's seed, step, mask_id,
+  doc sample_offset + r, e): Philox4x32-10 (backend/dropout_mask.h), so every split of the
+  doc batch over devices draws the rows one device would. step is the i32[1] variable @step
+  doc (role fed: the update's index in the run, written by the runtime); mask_id tells the
+  doc model's dropouts apart. Its gradient is dropout of dy with the same counters. x f32
+  doc or bf16 (y alike); the builder leaves it out of the eval graph (identity).
 
 op max_pool2d
   operands x

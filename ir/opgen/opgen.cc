@@ -424,6 +424,10 @@ void validate(Spec& spec) {
       if (std::find(spec.calls.begin(), spec.calls.end(), o.call) == spec.calls.end())
         spec.calls.push_back(o.call);
     }
+    // replicate writes the offset by this name on every op with the trait.
+    if (o.has("sample_indexed") &&
+        (o.attrIndex("sample_offset") < 0 || o.attrs[o.attrIndex("sample_offset")].kind != "int"))
+      die(o.line, "op " + o.name + ": the `sample_indexed` trait needs `attr sample_offset: int`");
     const bool optimizer = o.has("optimizer");
     if (optimizer != (o.optimizer_line != 0))
       die(o.line, "op " + o.name + ": the `optimizer` trait and an `optimizer` line go together");

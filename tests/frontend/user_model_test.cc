@@ -8,6 +8,7 @@
 #include "frontend/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/op_views.h"
 
 namespace tandem {
 namespace {
@@ -147,6 +148,62 @@ TEST(UserModelTest, RowsAttendingToRowsUseMatmulReshapeAndTranspose) {
   EXPECT_THAT(train, ::testing::IsSupersetOf({"reshape reshape reshape", "matmul matmul matmul",
                                               "transpose transpose transpose",
                                               "reshape_1 reshape reshape_1"}));
+}
+
+TEST(UserModelTest, DropoutReadsStepInTrainingAndIsTheIdentityInEvaluation) {
+  ModelSpec spec{.name = "dropped",
+                 .image_shape = {1, 4, 4},
+                 .num_classes = 3,
+                 .forward = [](Builder& b, Tensor x) {
+                   auto s = b.scope("mlp");
+                   x = b.dropout(b.linear(b.flatten(x), {.out_features = 8}), 0.1);
+                   return b.linear(b.dropout(x, 0.3), {.out_features = 3});
+                 }};
+  auto m = buildModule(spec, {.batch = 2});
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ir::Var* step = (*m)->findVar(ir::kStepVar);
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->type, (ir::TensorType{ir::DType::kI32, {1}}));
+  EXPECT_EQ(step->role, ir::VarRole::kFed);
+  std::vector<const ir::Node*> drops;
+  for (const auto& n : (*m)->graph(ir::kTrainGraph)->nodes())
+    if (ir::DropoutView::is(*n)) drops.push_back(n.get());
+  ASSERT_EQ(drops.size(), 2u);
+  // Each its own masks (mask_id in build order), both from the one read of @step.
+  EXPECT_EQ(drops[0]->result()->name(), "mlp.dropout");
+  EXPECT_EQ(drops[1]->result()->name(), "mlp.dropout_1");
+  EXPECT_EQ(ir::DropoutView(*drops[0]).mask_id(), 0);
+  EXPECT_EQ(ir::DropoutView(*drops[1]).mask_id(), 1);
+  EXPECT_EQ(ir::DropoutView(*drops[0]).p(), 0.1);
+  EXPECT_EQ(ir::DropoutView(*drops[1]).p(), 0.3);
+  EXPECT_EQ(drops[0]->operand(1), drops[1]->operand(1));
+  EXPECT_EQ(ir::ParamView(*drops[0]->operand(1)->def()).var(), ir::kStepVar);
+  // Evaluation: no dropout, no @step; the layers after it read what dropout read.
+  std::vector<std::string> eval = layerNames(*(*m)->graph(ir::kEvalGraph));
+  EXPECT_THAT(eval, ::testing::Not(::testing::Contains(::testing::HasSubstr("dropout"))));
+  for (const auto& n : (*m)->graph(ir::kEvalGraph)->nodes()) {
+    if (ir::ParamView::is(*n)) {
+      EXPECT_NE(ir::ParamView(*n).var(), ir::kStepVar);
+    }
+  }
+  EXPECT_THAT(eval, ::testing::Contains("mlp.fc_1 linear mlp.fc_1"));
+}
+
+TEST(UserModelTest, DropoutWithPOutsideZeroToOneIsAnErrorNamingTheLayer) {
+  for (double p : {1.0, -0.5}) {
+    ModelSpec spec{.name = "dropped",
+                   .image_shape = {1, 4, 4},
+                   .num_classes = 3,
+                   .forward = [p](Builder& b, Tensor x) {
+                     return b.linear(b.dropout(b.flatten(x), p), {.out_features = 3});
+                   }};
+    auto m = buildModule(spec, {.batch = 2});
+    ASSERT_FALSE(m.ok());
+    EXPECT_THAT(std::string(m.status().message()),
+                ::testing::AllOf(::testing::HasSubstr("model dropped"),
+                                 ::testing::HasSubstr("%dropout"), ::testing::HasSubstr("p")))
+        << m.status();
+  }
 }
 
 TEST(UserModelTest, ExplicitNameRepeatedSharesTheWeights) {

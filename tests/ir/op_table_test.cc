@@ -79,7 +79,7 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
                                        Op::kTanh,          Op::kMatmul,
                                        Op::kReshape,       Op::kTranspose,
                                        Op::kLayerNorm,     Op::kSoftmax,
-                                       Op::kLogSoftmax};
+                                       Op::kLogSoftmax,    Op::kDropout};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op))

@@ -69,9 +69,8 @@ struct TrainSetup {
   bool trace = false;
 };
 
-/// Compiles `spec` with the default pipeline for `o` and loads it on a Trainer.
-inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const ModelSpec& spec,
-                                                                     const TrainSetup& o) {
+/// What the default pipeline compiles for `o`.
+inline driver::CompileOptions compileOptions(const TrainSetup& o) {
   driver::CompileOptions c;
   c.build.batch = o.batch;
   c.pipeline = {.devices = o.devices,
@@ -95,7 +94,13 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
                 .bf16_allreduce = o.bf16_allreduce,
                 .sync_bn = o.sync_bn,
                 .group_updates = o.group_updates};
-  auto module = driver::compileModel(spec, c);
+  return c;
+}
+
+/// Compiles `spec` with the default pipeline for `o` and loads it on a Trainer.
+inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const ModelSpec& spec,
+                                                                     const TrainSetup& o) {
+  auto module = driver::compileModel(spec, compileOptions(o));
   if (!module.ok()) return module.status();
   return runtime::Trainer::create(
       std::move(*module),
