@@ -11,10 +11,15 @@
 
 namespace tandem {
 
-/// SGD settings that train a model well in about 10 epochs; what `tandem train` and
+/// Settings that train a model well in about 10 epochs; what `tandem train` and
 /// `tandem dump` use where a flag is not given. The lessons' settings stay a flag away.
 struct TrainingDefaults {
+  /// --optimizer: sgd or adamw (AdamW's betas and eps: PyTorch's unless given).
+  std::string optimizer = "sgd";
   double lr = 0.1, momentum = 0, weight_decay = 0;
+  /// --schedule and --warmup, the warmup in epochs (the CLI turns it into steps).
+  std::string schedule = "constant";
+  int64_t warmup_epochs = 0;
   ir::Initializer weight_init{ir::Initializer::Kind::kKaiming};
 };
 
