@@ -122,10 +122,11 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
           : absl::StrFormat("%s lr %g, betas %g/%g, eps %g, weight decay %g", p.optimizer, p.lr,
                             p.beta1, p.beta2, p.eps, p.weight_decay);
   const std::string schedule =
-      p.lr_schedule ? absl::StrCat(", schedule ", f.model.schedule,
-                                   f.model.warmup > 0 ? absl::StrCat(" after ", f.model.warmup,
-                                                                     " warmup steps")
-                                                      : "")
+      p.lr_schedule ? absl::StrCat(", schedule ", c.schedule,
+                                   c.warmupSteps(steps) > 0
+                                       ? absl::StrCat(" after ", c.warmupSteps(steps),
+                                                      " warmup steps")
+                                       : "")
                     : "";
   const std::string clip =
       p.clip_grad_norm > 0 ? absl::StrCat(", gradients clipped to norm ", p.clip_grad_norm) : "";
@@ -254,7 +255,8 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags
     out.push_back({"--clip-grad-norm", exactNumber(o.pipeline.clip_grad_norm)});
   if (o.pipeline.lr_schedule)
     out.insert(out.end(),
-               {{"--schedule", f.model.schedule}, {"--warmup", absl::StrCat(f.model.warmup)}});
+               {{"--schedule", c.schedule},
+                {"--warmup", absl::StrCat(c.warmupSteps(train_count / o.build.batch))}});
   out.insert(out.end(), {{"--precision", f.model.precision},
                          {"--allreduce-dtype", f.model.allreduce_dtype},
                          {"--sync-bn", f.model.sync_bn ? "on" : "off"}});
@@ -307,8 +309,8 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
       {"--beta1", exactNumber(p.beta1)},
       {"--beta2", exactNumber(p.beta2)},
       {"--eps", exactNumber(p.eps)},
-      {"--schedule", f.model.schedule},
-      {"--warmup", absl::StrCat(f.model.warmup)},
+      {"--schedule", c.schedule},
+      {"--warmup", c.warmupText()},
       {"--clip-grad-norm", exactNumber(p.clip_grad_norm)},
       {"--init", ir::toString(o.build.weight_init)},
       {"--bucket-mb", exactNumber(p.bucket_mb)},
@@ -536,7 +538,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   // The learning-rate schedule over the run's steps (checked before anything slow).
   const int64_t steps_per_epoch = train->count / batch;
   ASSIGN_OR_RETURN(const runtime::LrSchedule schedule,
-                   runtime::LrSchedule::parse(f.model.schedule, f.model.warmup, steps_per_epoch,
+                   runtime::LrSchedule::parse(choice->schedule,
+                                              choice->warmupSteps(steps_per_epoch), steps_per_epoch,
                                               f.epochs));
   const bool scheduled = choice->compile.pipeline.lr_schedule;
   // The learning rate of epoch `epoch`'s last update, as the table shows it.

@@ -138,8 +138,8 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   cmd->add_option("--optimizer", f.optimizer,
                   absl::StrCat("Optimizer: ", passes::optimizerNames(),
                                " (PyTorch's torch.optim.AdamW: decoupled weight decay, bias "
-                               "correction; its state is checkpointed)"))
-      ->capture_default_str();
+                               "correction; its state is checkpointed; default: the model's, "
+                               "sgd for the CNNs, adamw for vit and mlp)"));
   addOptimizerNumber(cmd, f, "lr", "Learning rate (default: the model's for sgd, 0.001 for adamw)");
   addOptimizerNumber(cmd, f, "momentum", "SGD momentum (default: the model's)");
   addOptimizerNumber(cmd, f, "weight_decay",
@@ -151,10 +151,11 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   cmd->add_option("--schedule", f.schedule,
                   "Learning-rate schedule: constant, step:EPOCHS:GAMMA (lr times GAMMA every "
                   "EPOCHS epochs) or cosine (to 0 at the end of --epochs); the factor is fed "
-                  "to the step each iteration")
-      ->capture_default_str();
+                  "to the step each iteration (default: the model's, constant for the CNNs, "
+                  "cosine for vit and mlp)");
   addNumber(cmd, "--warmup", f.warmup, Range<int64_t>{0, int64_t{1} << 40},
-            "Steps of linear learning-rate warmup before the schedule (default: 0)");
+            "Steps of linear learning-rate warmup before the schedule (default: the model's, "
+            "none for the CNNs, one epoch for vit and mlp)");
   addNumber(cmd, "--clip-grad-norm", f.clip_grad_norm, Range<double>{0, 1e9, true},
             "Clip the gradients to this global 2-norm after their all_reduce, as "
             "torch.nn.utils.clip_grad_norm_ (default: no clipping)");
