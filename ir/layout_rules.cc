@@ -93,7 +93,7 @@ absl::Status checkValueLayout(const Value& v, const TargetInfo* t, ActivationLay
                                                   layoutName(t->preferred_layout))
                : v.def()->device() ? std::string("its device keeps every tensor plain")
                                    : std::string("collectives move plain tensors"));
-  if (v.type().shape.size() != 4 || !t->layout_rules.eligible(v))
+  if (!mayKeepLayout(v, t))  // not 4-D, or not eligible under t's rules
     return bad(absl::StrCat("its type ", toString(v.type()), " is not one ", t->display_name,
                             " kernels take in it"));
   return absl::OkStatus();
