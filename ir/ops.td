@@ -613,7 +613,7 @@ op sgd_update_group
   doc sgd_update of k parameters of one device as one node (one multi-tensor launch):
   doc operands are k weights, their k gradients and, when momentum > 0, their k momentum
   doc buffers, then the lr_scale of sgd_update if its updates have one. Made by
-  doc group-sgd-updates.
+  doc group-updates.
 
 op adamw_update
   operands w, g, m, v, step, lr_scale?
@@ -623,7 +623,7 @@ op adamw_update
   attr eps: float >= 0
   attr weight_decay: float in [0, 1]
   traits stateful optimizer
-  optimizer param=w grad=g lr_scale=lr_scale
+  optimizer param=w grad=g grouped=adamw_update_group lr_scale=lr_scale
   state m init=zeros var=exp_avg
   state v init=zeros var=exp_avg_sq
   state step init=zeros var=step shape=scalar
@@ -634,6 +634,22 @@ op adamw_update
   doc (sqrt(v)/sqrt(1-beta2^step) + eps). step is the parameter's update count, an f32[1]
   doc as PyTorch keeps state['step'], so a checkpoint carries it with the moments. With
   doc lr_scale (an f32[1], the schedule's factor fed every step), lr is lr*lr_scale.
+
+op adamw_update_group
+  operands xs...
+  attr lr: float >= 0
+  attr beta1: float in [0, 1)
+  attr beta2: float in [0, 1)
+  attr eps: float >= 0
+  attr weight_decay: float in [0, 1]
+  traits stateful optimizer
+  optimizer grouped_of=adamw_update
+  cost elementwise
+  doc adamw_update of k parameters of one device as one node (one multi-tensor launch):
+  doc operands are k weights, their k gradients, k first moments m, k second moments v
+  doc and k update counts, then the lr_scale of adamw_update if its updates have one.
+  doc Each parameter keeps its own count, so grouping changes no number. Made by
+  doc group-updates.
 
 op clip_grad_norm
   operands gs...

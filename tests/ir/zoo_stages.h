@@ -55,7 +55,7 @@ inline std::vector<ZooCase> zooCases() {
 }
 
 /// The pipeline configuration of a case: cpu:0..cpu:N-1, with every default pass
-/// (group-sgd-updates too, which only CUDA devices get unasked).
+/// (group-updates too, which only CUDA devices get unasked).
 inline passes::PipelineConfig pipelineConfig(const ZooCase& c) {
   passes::PipelineConfig config;
   config.devices.clear();

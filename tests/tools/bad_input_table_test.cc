@@ -348,7 +348,7 @@ TEST_F(BadInputTable, OptFiles) {
        "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, "
        "feed-learning-rate, fuse-conv-bn-relu, "
        "replicate, insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
-       "group-sgd-updates, assign-streams, plan-events, assign-layouts, plan-memory)"},
+       "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
       {{"opt", "$TMP/good.tir", "--print-after", "dce"},

@@ -195,9 +195,9 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
                 "recomputing it in backward (no recompute-bn-relu pass: more memory, one "
                 "elementwise pass less per layer)");
   cmd->add_option("--group-updates", f.group_updates,
-                  "One sgd_update_group per device and gradient bucket (group-sgd-updates "
-                  "pass): auto (on for CUDA devices, where it is one multi-tensor launch "
-                  "instead of one per parameter), on or off")
+                  "One grouped optimizer update (sgd_update_group, adamw_update_group) per "
+                  "device and gradient bucket (group-updates pass): auto (on for CUDA devices, "
+                  "where it is one multi-tensor launch instead of one per parameter), on or off")
       ->capture_default_str();
   cmd->add_option("--split", f.split,
                   "How the batch splits across the devices: even, weights such as 3,1, or "
