@@ -387,6 +387,10 @@ TEST_F(BadInputTable, TrainFilesAndData) {
        "--batch: 101 is more than the 100 training images (lower --batch)"},
       {{"train", "--model", "lenet", "--data", "$DATA", "--limit-train", "20", "--batch", "32"},
        "--batch: 32 is more than the 20 training images left by --limit-train (lower --batch)"},
+      // The warmup is vit's own (one epoch), not a flag: the message says so.
+      {{"train", "--model", "vit", "--data", "$DATA", "--batch", "10", "--epochs", "1"},
+       "--epochs 1: vit's warmup of 1 epoch (10 steps) leaves its cosine schedule no steps; "
+       "train for more epochs or give --warmup"},
   });
 }
 
