@@ -36,7 +36,10 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
                                                       .labels = y.value(),
                                                       .reduction = training ? ir::Reduction::kMean
                                                                             : ir::Reduction::kSum,
-                                                      .divisor = training ? batch : int64_t{1}}
+                                                      .divisor = training ? batch : int64_t{1},
+                                                      .label_smoothing =
+                                                          training ? b.options().label_smoothing
+                                                                   : 0.0}
                               .spec(),
                           "loss", std::source_location::current());
   Tensor correct = b.addNode(ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(),
@@ -65,6 +68,10 @@ absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
   if (opts.batch < 1 || opts.batch > kMaxBatch)
     return absl::InvalidArgumentError(
         absl::StrCat("batch size must be in [1, ", kMaxBatch, "], got ", opts.batch));
+  // Written so that NaN fails too.
+  if (!(opts.label_smoothing >= 0 && opts.label_smoothing < 1))
+    return absl::InvalidArgumentError(
+        absl::StrCat("label smoothing must be in [0, 1), got ", opts.label_smoothing));
   if (spec.image_shape.empty() || !spec.forward)
     return absl::InvalidArgumentError(
         absl::StrCat("model ", spec.name, " needs an image shape and a forward function"));
