@@ -597,9 +597,9 @@ absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
     const bool here = std::any_of(settings.begin(), settings.end(),
                                   [&](const auto& s) { return s.first == flag; });
     if (!here)
-      return ckptError(path, absl::StrCat("was written with ", flag, " ", value,
-                                          "; this run has no ", flag,
-                                          " (resume with the value it was written with)"));
+      return ckptError(
+          path, absl::StrCat("was written with ", flag, " ", value, "; this run has no ", flag,
+                             " (resume with the value it was written with)"));
   }
   return absl::OkStatus();
 }

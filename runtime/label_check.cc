@@ -72,20 +72,19 @@ absl::Status checkLabels(const LabelCheck& check, const ir::Graph& g,
   const int32_t* l = labels.i32();
   const int64_t n = labels.numElements();
   const bool ids = check.kind == LabelCheck::Kind::kEmbeddingIds;
-  const int32_t* bad = std::find_if(
-      l, l + n, [&](int32_t v) { return v >= check.classes || (ids && v < 0); });
+  const int32_t* bad =
+      std::find_if(l, l + n, [&](int32_t v) { return v >= check.classes || (ids && v < 0); });
   if (bad == l + n) return absl::OkStatus();
-  const std::string input = absl::StrCat("@", g.name(), " input %",
-                                         g.inputs()[check.input]->result()->name(), ": ");
+  const std::string input =
+      absl::StrCat("@", g.name(), " input %", g.inputs()[check.input]->result()->name(), ": ");
   if (ids)
     return absl::InvalidArgumentError(absl::StrCat(
         input, "element ", bad - l, " of the batch is id ", *bad, ", but ", check.loss->describe(),
-        " looks ids up in a table of ", check.classes, " rows (ids 0 to ", check.classes - 1,
-        ")"));
-  return absl::InvalidArgumentError(absl::StrCat(
-      input, "sample ", bad - l, " of the batch has label ", *bad, ", but ", check.loss->describe(),
-      " has ", check.classes, " classes (labels 0 to ", check.classes - 1,
-      "; a negative label is padding)"));
+        " looks ids up in a table of ", check.classes, " rows (ids 0 to ", check.classes - 1, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(input, "sample ", bad - l, " of the batch has label ", *bad, ", but ",
+                   check.loss->describe(), " has ", check.classes, " classes (labels 0 to ",
+                   check.classes - 1, "; a negative label is padding)"));
 }
 
 }  // namespace tandem::runtime

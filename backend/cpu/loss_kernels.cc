@@ -35,13 +35,12 @@ absl::Status checkLogits(const ir::Node& node) {
 /// `divisor` (the global batch) for mean.
 CrossEntropySpec specOf(const ir::Node& node) {
   const ir::TensorType& logits = node.operand(0)->type();
-  return CrossEntropySpec{
-      .rows = logits.shape[0],
-      .classes = logits.shape[1],
-      .smoothing = ir::attr::label_smoothing(node),
-      .divisor = ir::attr::reduction(node) == ir::Reduction::kMean
-                     ? static_cast<double>(ir::attr::divisor(node))
-                     : 1.0};
+  return CrossEntropySpec{.rows = logits.shape[0],
+                          .classes = logits.shape[1],
+                          .smoothing = ir::attr::label_smoothing(node),
+                          .divisor = ir::attr::reduction(node) == ir::Reduction::kMean
+                                         ? static_cast<double>(ir::attr::divisor(node))
+                                         : 1.0};
 }
 
 // Both are the cross-entropy core's loops (cross_entropy_core.h: double sums of the

@@ -48,8 +48,8 @@ class EmbeddingBackwardKernel final : public CudaKernel {
       launchEmbeddingBackward(static_cast<const uint16_t*>(in[0].data), in[1].i32(), out[0].f32(),
                               s_.vocab, s_.width, s_.tokens, stream);
     else
-      launchEmbeddingBackward(in[0].f32(), in[1].i32(), out[0].f32(), s_.vocab, s_.width,
-                              s_.tokens, stream);
+      launchEmbeddingBackward(in[0].f32(), in[1].i32(), out[0].f32(), s_.vocab, s_.width, s_.tokens,
+                              stream);
     return absl::OkStatus();
   }
 

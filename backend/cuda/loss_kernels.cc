@@ -81,8 +81,8 @@ KernelOr makeLoss(const KernelInit& init, LossOp op) {
   RETURN_IF_ERROR(checkOperands(init.node));
   if (op == LossOp::kAccuracy)
     return std::unique_ptr<CudaKernel>(new LossKernel(init.ctx, op, 1.0, 0.0));
-  return std::unique_ptr<CudaKernel>(new LossKernel(init.ctx, op, lossScale(init.node),
-                                                    ir::attr::label_smoothing(init.node)));
+  return std::unique_ptr<CudaKernel>(
+      new LossKernel(init.ctx, op, lossScale(init.node), ir::attr::label_smoothing(init.node)));
 }
 
 }  // namespace

@@ -814,7 +814,9 @@ namespace tandem::ir {
       }
       if (!a.default_value.empty())
         o << ", .default_value = AttrValue{"
-          << (a.kind == "bool" ? "bool{" : a.kind == "float" ? "double{" : "int64_t{")
+          << (a.kind == "bool"    ? "bool{"
+              : a.kind == "float" ? "double{"
+                                  : "int64_t{")
           << a.default_value << "}}";
       if (!a.range_text.empty())
         o << ", .range = AttrRange{.lo = " << a.lo

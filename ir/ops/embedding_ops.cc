@@ -51,9 +51,8 @@ absl::Status gradEmbedding(GradContext& c) {
   const EmbeddingView v(c.node());
   if (!c.needsGrad(1)) return absl::OkStatus();
   ASSIGN_OR_RETURN(Node * back,
-                   c.emit(EmbeddingBackwardArgs{.dy = c.resultGrad(0),
-                                                .ids = v.ids(),
-                                                .vocab = v.table()->type().shape[0]}
+                   c.emit(EmbeddingBackwardArgs{
+                       .dy = c.resultGrad(0), .ids = v.ids(), .vocab = v.table()->type().shape[0]}
                               .spec({.names = {gradName(v.table())}})));
   c.addOperandGrad(1, back->result());
   return absl::OkStatus();

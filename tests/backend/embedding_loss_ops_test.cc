@@ -176,8 +176,7 @@ TEST(Embedding, BadOperandsAreErrorsNamingTheNodeAndTheOperand) {
   ir::Value* table = e.input("table", f32Of({7, 4}));
   ir::Value* itable = e.input("itable", ir::TensorType{ir::DType::kI32, {7, 4}});
   ir::Value* flat = e.input("flat", f32Of({28}));
-  ir::Value* btable =
-      e.input("btable", ir::TensorType{ir::DType::kBF16, {7, 4}});
+  ir::Value* btable = e.input("btable", ir::TensorType{ir::DType::kBF16, {7, 4}});
   ir::Value* dy = e.input("dy", f32Of({2, 3, 4}));
   ir::Value* short_dy = e.input("short_dy", f32Of({2, 4}));
   ir::Value* idy = e.input("idy", ir::TensorType{ir::DType::kI32, {2, 3, 4}});
@@ -185,8 +184,7 @@ TEST(Embedding, BadOperandsAreErrorsNamingTheNodeAndTheOperand) {
     return ir::EmbeddingArgs{.ids = ids, .table = table}.spec({.names = {name}});
   };
   auto back = [](ir::Value* dy, ir::Value* ids, int64_t vocab, const char* name) {
-    return ir::EmbeddingBackwardArgs{.dy = dy, .ids = ids, .vocab = vocab}.spec(
-        {.names = {name}});
+    return ir::EmbeddingBackwardArgs{.dy = dy, .ids = ids, .vocab = vocab}.spec({.names = {name}});
   };
   struct Bad {
     ir::NodeSpec spec;
@@ -297,8 +295,8 @@ TEST(LabelSmoothing, GradientMatchesFiniteDifferences) {
     g.e.run();
     const double minus = g.e.buffer(g.loss->result()).f32()[0];
     logits.f32()[i] = keep;
-    const double fd = (plus - minus) / (double(static_cast<float>(keep + h)) -
-                                        double(static_cast<float>(keep - h)));
+    const double fd = (plus - minus) /
+                      (double(static_cast<float>(keep + h)) - double(static_cast<float>(keep - h)));
     EXPECT_NEAR(d[static_cast<size_t>(i)], fd, 2e-4) << "logit " << i;
   }
 }
@@ -309,13 +307,13 @@ TEST(LabelSmoothing, OutOfRangeSmoothingIsAnErrorNamingTheNode) {
     GraphEval e;
     ir::Value* logits = e.input("logits", f32Of({4, 3}));
     ir::Value* labels = e.input("labels", ir::TensorType{ir::DType::kI32, {4}});
-    const std::string err = createError(e, ir::SoftmaxCrossEntropyArgs{.logits = logits,
-                                                                        .labels = labels,
-                                                                        .reduction =
-                                                                            ir::Reduction::kMean,
-                                                                        .divisor = 4,
-                                                                        .label_smoothing = eps}
-                                               .spec({.names = {"smoothed"}}));
+    const std::string err =
+        createError(e, ir::SoftmaxCrossEntropyArgs{.logits = logits,
+                                                   .labels = labels,
+                                                   .reduction = ir::Reduction::kMean,
+                                                   .divisor = 4,
+                                                   .label_smoothing = eps}
+                           .spec({.names = {"smoothed"}}));
     EXPECT_NE(err.find("%smoothed"), std::string::npos) << err;
     EXPECT_NE(err.find("label_smoothing"), std::string::npos) << err;
     EXPECT_NE(err.find("[0, 1)"), std::string::npos) << err;

@@ -30,9 +30,8 @@ constexpr int kWarps = 32;  // the reduction block's warps (loss.cu)
 const ir::TensorType kScalar{ir::DType::kF32, {}};
 
 SingleOp::Attrs lossAttrs(const std::string& reduction, int64_t divisor, double smoothing) {
-  return {{"reduction", ir::EnumWord{reduction}},
-          {"divisor", divisor},
-          {"label_smoothing", smoothing}};
+  return {
+      {"reduction", ir::EnumWord{reduction}}, {"divisor", divisor}, {"label_smoothing", smoothing}};
 }
 
 /// Logits in [-4, 4), labels in [0, classes) with every 7th row padding (-1).
@@ -132,8 +131,8 @@ struct Case {
 // 1 class (the loss is 0), 10 (LeNet), 33 (one lane takes two), 1000 (ImageNet); more
 // rows than the block has warps; a divisor that is the global batch of 4 devices; label
 // smoothing off and on.
-const Case kCases[] = {{37, 10, "mean", 37, 0.0},   {300, 10, "mean", 1200, 0.1},
-                       {64, 33, "sum", 1, 0.3},     {70, 1000, "mean", 70, 0.0},
+const Case kCases[] = {{37, 10, "mean", 37, 0.0},    {300, 10, "mean", 1200, 0.1},
+                       {64, 33, "sum", 1, 0.3},      {70, 1000, "mean", 70, 0.0},
                        {70, 1000, "mean", 70, 0.05}, {5, 1, "mean", 5, 0.2}};
 
 double divisorOf(const Case& c) { return c.reduction == "mean" ? double(c.divisor) : 1.0; }
@@ -170,7 +169,8 @@ TEST(CudaLossMath, WarpLanesAreTheCpuKernelWithinDoubleRounding) {
     fillLossInputs(fwd, rng);
     fwd.run();
     const double want = fwd.out(0).f32()[0];
-    EXPECT_NEAR(hostLoss(fwd, divisorOf(c), c.smoothing, kLanes), want, 1e-6 * std::max(1.0, std::abs(want)));
+    EXPECT_NEAR(hostLoss(fwd, divisorOf(c), c.smoothing, kLanes), want,
+                1e-6 * std::max(1.0, std::abs(want)));
 
     SingleOp back(Op::kSoftmaxCrossEntropyBackward,
                   {f32({c.rows, c.classes}), i32({c.rows}), kScalar},

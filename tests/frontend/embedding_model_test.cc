@@ -49,8 +49,8 @@ TEST(EmbeddingModelTest, BadSizesAndFloatIdsAreErrorsNamingTheLayer) {
   {
     TokenGraph t;
     t.b.embedding(t.ids, 0, 4, "empty");
-    EXPECT_THAT(std::string(t.b.status().message()),
-                AllOf(HasSubstr("layer empty (embedding)"), HasSubstr("vocab and dim must be >= 1")))
+    EXPECT_THAT(std::string(t.b.status().message()), AllOf(HasSubstr("layer empty (embedding)"),
+                                                           HasSubstr("vocab and dim must be >= 1")))
         << t.b.status();
   }
   {
@@ -58,17 +58,17 @@ TEST(EmbeddingModelTest, BadSizesAndFloatIdsAreErrorsNamingTheLayer) {
     Tensor x = t.b.addInput("x", ir::TensorType{ir::DType::kF32, {2, 3}});
     t.b.embedding(x, 5, 4, "floaty");
     EXPECT_THAT(std::string(t.b.status().message()),
-                AllOf(HasSubstr("floaty"), HasSubstr("must be i32"))) << t.b.status();
+                AllOf(HasSubstr("floaty"), HasSubstr("must be i32")))
+        << t.b.status();
   }
 }
 
 ModelSpec smallModel() {
-  return ModelSpec{.name = "small",
-                   .image_shape = {1, 2, 2},
-                   .num_classes = 3,
-                   .forward = [](Builder& b, Tensor x) {
-                     return b.linear(b.flatten(x), {.out_features = 3});
-                   }};
+  return ModelSpec{
+      .name = "small",
+      .image_shape = {1, 2, 2},
+      .num_classes = 3,
+      .forward = [](Builder& b, Tensor x) { return b.linear(b.flatten(x), {.out_features = 3}); }};
 }
 
 const ir::Node* lossOf(const ir::Module& m, absl::string_view graph) {

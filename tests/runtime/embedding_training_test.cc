@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backend/backend.h"
 #include "frontend/builder.h"
 #include "gtest/gtest.h"
-#include "backend/backend.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
@@ -44,14 +44,15 @@ absl::Status buildStep(Builder& b, ir::Graph* g, bool training, const RefCase& c
   Tensor y = b.addInput("y", {ir::DType::kI32, {batch}});
   Tensor pooled = b.mean(b.embedding(ids, c.integer("vocab"), c.integer("width"), "emb"), 1);
   Tensor logits = b.linear(pooled, {.out_features = c.integer("classes"), .name = "fc"});
-  Tensor loss = b.addNode(
-      ir::SoftmaxCrossEntropyArgs{.logits = logits.value(),
-                                  .labels = y.value(),
-                                  .reduction = training ? ir::Reduction::kMean : ir::Reduction::kSum,
-                                  .divisor = training ? batch : 1,
-                                  .label_smoothing = training ? c.num("smoothing") : 0.0}
-          .spec(),
-      "loss", std::source_location::current());
+  Tensor loss =
+      b.addNode(ir::SoftmaxCrossEntropyArgs{.logits = logits.value(),
+                                            .labels = y.value(),
+                                            .reduction = training ? ir::Reduction::kMean
+                                                                  : ir::Reduction::kSum,
+                                            .divisor = training ? batch : 1,
+                                            .label_smoothing = training ? c.num("smoothing") : 0.0}
+                    .spec(),
+                "loss", std::source_location::current());
   Tensor correct = b.addNode(ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(),
                              "correct", std::source_location::current());
   RETURN_IF_ERROR(b.status());
@@ -108,8 +109,8 @@ std::unique_ptr<runtime::Executor> loaded(const std::vector<ir::Device>& devices
   EXPECT_TRUE((*e)->run(ir::kInitGraph, {}).ok());
   const RefCase& c = reference();
   for (size_t d = 0; d < devices.size(); ++d)
-    for (auto [var, ref] : {std::pair{"emb.table", "table0"}, std::pair{"fc.w", "w0"},
-                            std::pair{"fc.b", "b0"}}) {
+    for (auto [var, ref] :
+         {std::pair{"emb.table", "table0"}, std::pair{"fc.w", "w0"}, std::pair{"fc.b", "b0"}}) {
       absl::Status s = (*e)->writeVariable(var, d, hostTensor(c.tensor(ref), ir::DType::kF32));
       EXPECT_TRUE(s.ok()) << s;
     }
@@ -133,7 +134,8 @@ TEST(EmbeddingTraining, TwoStepsMatchPyTorchOnOneTwoAndUnevenDevices) {
     std::unique_ptr<runtime::Executor> e = loaded(s.devices, s.weights);
     ASSERT_NE(e, nullptr);
     for (int64_t step = 0; step < c.integer("steps"); ++step) {
-      const runtime::HostTensor ids = hostTensor(c.tensor(absl::StrCat("ids", step)), ir::DType::kI32);
+      const runtime::HostTensor ids =
+          hostTensor(c.tensor(absl::StrCat("ids", step)), ir::DType::kI32);
       const runtime::HostTensor y =
           hostTensor(c.tensor(absl::StrCat("labels", step)), ir::DType::kI32);
       auto out = e->run(ir::kTrainGraph, {ids.view(), y.view()});
@@ -143,8 +145,8 @@ TEST(EmbeddingTraining, TwoStepsMatchPyTorchOnOneTwoAndUnevenDevices) {
                 1e-5)
           << "step " << step;
       for (size_t d = 0; d < s.devices.size(); ++d)
-        for (auto [var, ref] : {std::pair{"emb.table", "table"}, std::pair{"fc.w", "w"},
-                                std::pair{"fc.b", "b"}}) {
+        for (auto [var, ref] :
+             {std::pair{"emb.table", "table"}, std::pair{"fc.w", "w"}, std::pair{"fc.b", "b"}}) {
           auto v = e->readVariable(var, d);
           ASSERT_TRUE(v.ok()) << v.status();
           const std::vector<float> got(v->f32(), v->f32() + v->type.numElements());
