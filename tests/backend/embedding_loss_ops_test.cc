@@ -259,10 +259,12 @@ TEST(LabelSmoothing, LossAndGradientMatchPyTorchForSeveralEps) {
     // Padding rows (label -1): no gradient at all.
     const std::vector<int32_t> labels = c.tensor("labels").i32();
     const std::vector<float> d = valuesOf(g.e.buffer(g.dlogits));
-    for (size_t r = 0; r < labels.size(); ++r)
-      if (labels[r] < 0)
-        for (int64_t j = 0; j < logits.shape[1]; ++j)
-          EXPECT_EQ(d[r * static_cast<size_t>(logits.shape[1]) + static_cast<size_t>(j)], 0.0f);
+    for (size_t r = 0; r < labels.size(); ++r) {
+      if (labels[r] >= 0) continue;
+      for (int64_t j = 0; j < logits.shape[1]; ++j) {
+        EXPECT_EQ(d[r * static_cast<size_t>(logits.shape[1]) + static_cast<size_t>(j)], 0.0f);
+      }
+    }
   }
 }
 
