@@ -323,6 +323,20 @@ Tensor Builder::linear(Tensor x, const LinearOptions& o, Loc loc) {
                  path, loc);
 }
 
+Tensor Builder::embedding(Tensor ids, int64_t vocab, int64_t dim, std::string name, Loc loc) {
+  std::string path = layerPath(name, "embedding");
+  if (vocab < 1 || dim < 1) {
+    record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (embedding) at ", where(loc),
+                                                   ": vocab and dim must be >= 1, got ", vocab,
+                                                   " and ", dim)));
+    return Tensor();
+  }
+  // f32 whatever the activations' dtype: the table is the master copy (mixed precision).
+  const Tensor table = variable(path + ".table", TensorType{ir::DType::kF32, {vocab, dim}},
+                                VarRole::kParam, Initializer{Initializer::Kind::kNormal, 1.0}, loc);
+  return addNode(ir::EmbeddingArgs{.ids = ids.value(), .table = table.value()}.spec(), path, loc);
+}
+
 Tensor Builder::add(Tensor a, Tensor b, Loc loc) {
   return addNode(ir::AddArgs{.a = a.value(), .b = b.value()}.spec(), layerPath("", "add"), loc);
 }

@@ -76,6 +76,10 @@ struct BuildOptions {
   int64_t batch = 256;
   /// Initializer of conv and linear weights that do not name their own.
   ir::Initializer weight_init{ir::Initializer::Kind::kKaiming};
+  /// The training loss's label smoothing in [0, 1) (nn.CrossEntropyLoss(label_smoothing)).
+  /// The evaluation loss stays the plain cross-entropy, as timm's validation is, so test
+  /// losses compare across settings.
+  double label_smoothing = 0;
 };
 
 /// The model-building DSL. Layers create their parameters as module variables named after
@@ -129,6 +133,11 @@ class Builder {
   Tensor globalAvgPool(Tensor x, Loc loc = Loc::current());
   Tensor flatten(Tensor x, Loc loc = Loc::current());
   Tensor linear(Tensor x, const LinearOptions& o, Loc loc = Loc::current());
+  /// nn.Embedding(vocab, dim): the rows of a learned table f32[vocab, dim] (variable
+  /// "<name>.table", initialized N(0, 1) as PyTorch's is) that the i32 ids (any shape)
+  /// pick: [ids..., dim]. Unnamed layers are "embedding", "embedding_1", ...
+  Tensor embedding(Tensor ids, int64_t vocab, int64_t dim, std::string name = "",
+                   Loc loc = Loc::current());
   Tensor add(Tensor a, Tensor b, Loc loc = Loc::current());
   /// op(a) * op(b) over the last two axes, batched over the leading ones (a plain matrix
   /// beside a batched operand is shared by the batch); op(x) = x^T when trans_x.

@@ -21,6 +21,8 @@ struct TrainingDefaults {
   std::string schedule = "constant";
   int64_t warmup_epochs = 0;
   ir::Initializer weight_init{ir::Initializer::Kind::kKaiming};
+  /// --label-smoothing: the training loss's (BuildOptions::label_smoothing).
+  double label_smoothing = 0;
 };
 
 /// A classifier written with the DSL: images of one shape in, class scores out.

@@ -11,7 +11,7 @@
 #   op NAME                         snake_case text name; the C++ names are its CamelCase
 #     operands A, B?, XS...         `?` optional (trailing only), `...` variadic (last)
 #     results  Y, Z?, YS...         the same marks; names for views, costs and docs
-#     attr NAME: KIND [= DEFAULT] [CHECK]  (defaults: int and bool attributes)
+#     attr NAME: KIND [= DEFAULT] [CHECK]  (defaults: int, float and bool attributes)
 #                                   KIND: int, float, bool, ints, symbol, devices or an
 #                                   enum; CHECK (int, float): `>= N`, `> N`, or `in [A, B)`
 #                                   with [ or ( and ] or ): the verifier's "NAME must be ..."
@@ -325,16 +325,31 @@ op slice_axis
   doc x[start:end] along `axis` (end exclusive, start < end <= the axis' size; the
   doc class token taken back out for the head).
 
+op embedding
+  operands ids, table
+  results y
+  cost elementwise(0)
+  doc The rows of `table` f32[V,D] that the i32 ids (any shape) pick: y f32[ids..., D]
+  doc (nn.Embedding). An id outside [0, V) is an error naming the node: the runtime checks
+  doc a graph input's ids as each batch is handed over (as labels), the CPU kernel every
+  doc id it reads, and the CUDA kernel writes NaN rows rather than read past the table.
+  doc f32 under mixed precision too, as PyTorch's autocast leaves embedding in the table's
+  doc dtype: the first low-precision reader casts it down.
+
 op softmax_cross_entropy
   operands logits, labels
   results loss
   attr reduction: Reduction
   attr divisor: int >= 1
+  attr label_smoothing: float = 0 in [0, 1)
   traits loss full_precision
   cost elementwise
   doc Cross entropy of softmax(logits) against integer labels; mean divides the sum by
   doc `divisor` (the global batch, so that per-device losses add up exactly). Rows whose
-  doc label is negative (padding of a last partial batch) count for nothing.
+  doc label is negative (padding of a last partial batch) count for nothing. With
+  doc label_smoothing eps the target is (1 - eps) onehot + eps / classes
+  doc (nn.CrossEntropyLoss(label_smoothing=eps)): a row's loss is (1 - eps) nll + eps mean
+  doc over the classes of -log softmax.
 
 op accuracy
   operands logits, labels
@@ -508,14 +523,26 @@ op linear_backward_weight
   cost matmul(dy, x)
   doc dy^T * x -> dw[O,I] (and the bias gradient, the column sums of dy, when bias=true).
 
+op embedding_backward
+  operands dy, ids
+  results dtable
+  attr vocab: int >= 1
+  traits backward
+  cost reduction(dy)
+  doc The table's gradient f32[vocab, D]: zeros, then row i of dy (f32 or bf16) added to
+  doc row ids[i] for i = 0, 1, ... in order, so every backend, device count and run adds
+  doc each element's terms in the same order (a scatter-add with atomics would not).
+
 op softmax_cross_entropy_backward
   operands logits, labels, dloss
   results dlogits
   attr reduction: Reduction
   attr divisor: int >= 1
+  attr label_smoothing: float = 0 in [0, 1)
   traits backward
   cost elementwise
-  doc (softmax(logits) - onehot(labels)) * dloss / divisor.
+  doc (softmax(logits) - ((1 - eps) onehot(labels) + eps / classes)) * dloss / divisor, eps
+  doc = label_smoothing; zero in padding rows.
 
 # --- fused conv / batch norm / relu (written by fuse-conv-bn-relu) -----------------------
 # Training batch norm in two phases, statistics then normalization, so that sync batch

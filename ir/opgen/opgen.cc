@@ -243,9 +243,11 @@ Attr parseAttr(const std::string& text, int line, const Spec& spec) {
     if (i + 1 >= rest.size()) die(line, "`=` needs a default value");
     a.default_value = rest[i + 1];
     const bool is_bool = a.default_value == "true" || a.default_value == "false";
-    if (!(a.kind == "int" && isNumber(a.default_value)) && !(a.kind == "bool" && is_bool))
-      die(line, "only int and bool attributes take a default (an integer, true or false), got '" +
-                    a.default_value + "'");
+    if (!((a.kind == "int" || a.kind == "float") && isNumber(a.default_value)) &&
+        !(a.kind == "bool" && is_bool))
+      die(line,
+          "only int, float and bool attributes take a default (a number, true or false), got '" +
+              a.default_value + "'");
     i += 2;
   }
   if (i < rest.size()) {
@@ -811,7 +813,10 @@ namespace tandem::ir {
         o << "}";
       }
       if (!a.default_value.empty())
-        o << ", .default_value = AttrValue{" << (a.kind == "bool" ? "bool{" : "int64_t{")
+        o << ", .default_value = AttrValue{"
+          << (a.kind == "bool"    ? "bool{"
+              : a.kind == "float" ? "double{"
+                                  : "int64_t{")
           << a.default_value << "}}";
       if (!a.range_text.empty())
         o << ", .range = AttrRange{.lo = " << a.lo

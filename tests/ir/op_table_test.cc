@@ -82,7 +82,8 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
                                        Op::kLogSoftmax,    Op::kDropout};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
-    EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op))
+    EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op) ||
+                            info.op == Op::kEmbedding)
         << info.name;
     // Every fusible layer and every loss is part of the differentiable forward pass.
     if (info.has(kFusible) || info.has(kLoss)) {
@@ -130,6 +131,22 @@ TEST(OpTable, OperandAndAttributeSchemas) {
   EXPECT_EQ(ar.attrs[3].name, "groups");
   EXPECT_EQ(std::get<int64_t>(*ar.attrs[3].default_value), 1);
   EXPECT_TRUE(absl::StrContains(ar.doc, "grouped by device"));
+  // A float attribute with a default and a range: printed only when not 0, so loss nodes
+  // written before label smoothing read the same.
+  for (Op op : {Op::kSoftmaxCrossEntropy, Op::kSoftmaxCrossEntropyBackward}) {
+    const OpInfo& loss = opInfo(op);
+    const int i = loss.attrIndex("label_smoothing");
+    ASSERT_GE(i, 0) << loss.name;
+    const AttrSpec& a = loss.attrs[static_cast<size_t>(i)];
+    EXPECT_EQ(a.kindText(), "float");
+    ASSERT_TRUE(a.default_value.has_value()) << loss.name;
+    EXPECT_EQ(std::get<double>(*a.default_value), 0.0);
+    ASSERT_TRUE(a.range.has_value());
+    EXPECT_TRUE(a.range->contains(0.0));
+    EXPECT_TRUE(a.range->contains(0.999));
+    EXPECT_FALSE(a.range->contains(1.0));
+    EXPECT_FALSE(a.range->contains(-0.1));
+  }
 }
 
 }  // namespace

@@ -185,6 +185,13 @@ TEST_F(BadInputTable, Numbers) {
        "--weight-decay)"},
       {{"dump", "--model", "lenet", "--beta1", "0.9"},
        "--beta1: not a setting of --optimizer sgd (it takes --lr, --momentum, --weight-decay)"},
+      // Label smoothing: nn.CrossEntropyLoss's range, [0, 1).
+      {{"train", "--model", "lenet", "--label-smoothing", "1"},
+       "--label-smoothing: 1 is out of range: must be >= 0 and < 1"},
+      {{"dump", "--model", "lenet", "--label-smoothing", "-0.1"},
+       "--label-smoothing: -0.1 is out of range: must be >= 0 and < 1"},
+      {{"train", "--model", "lenet", "--label-smoothing", "nan"},
+       "--label-smoothing: 'nan' is not a finite number"},
       // The learning-rate schedule (runtime/lr_schedule.h).
       {{"dump", "--model", "lenet", "--schedule", "linear"},
        "--schedule 'linear': unknown schedule (it takes constant, step:EPOCHS:GAMMA such as "

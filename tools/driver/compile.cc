@@ -12,6 +12,7 @@ namespace tandem::driver {
 
 CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions o) {
   o.build.weight_init = spec.defaults.weight_init;
+  o.build.label_smoothing = spec.defaults.label_smoothing;
   o.pipeline.optimizer = spec.defaults.optimizer;
   o.pipeline.lr = spec.defaults.lr;
   o.pipeline.momentum = spec.defaults.momentum;

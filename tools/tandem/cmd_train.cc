@@ -128,8 +128,10 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
                                                       " warmup steps")
                                        : "")
                     : "";
-  const std::string clip =
+  std::string clip =
       p.clip_grad_norm > 0 ? absl::StrCat(", gradients clipped to norm ", p.clip_grad_norm) : "";
+  if (o.build.label_smoothing > 0)
+    absl::StrAppend(&clip, ", label smoothing ", o.build.label_smoothing);
   std::string line1 = absl::StrFormat(
       "%s on %s, batch %d (%s per device), %s%s%s, init %s, seed %d\n", c.spec.name,
       deviceList(p.devices), batch, even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"),
@@ -253,6 +255,8 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags
   // Listed only when given, so that checkpoints from before these flags resume.
   if (o.pipeline.clip_grad_norm > 0)
     out.push_back({"--clip-grad-norm", exactNumber(o.pipeline.clip_grad_norm)});
+  if (o.build.label_smoothing > 0)
+    out.push_back({"--label-smoothing", exactNumber(o.build.label_smoothing)});
   if (o.pipeline.lr_schedule)
     out.insert(out.end(),
                {{"--schedule", c.schedule},
@@ -312,6 +316,7 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
       {"--schedule", c.schedule},
       {"--warmup", c.warmupText()},
       {"--clip-grad-norm", exactNumber(p.clip_grad_norm)},
+      {"--label-smoothing", exactNumber(o.build.label_smoothing)},
       {"--init", ir::toString(o.build.weight_init)},
       {"--bucket-mb", exactNumber(p.bucket_mb)},
       {"--first-bucket-mb", exactNumber(p.first_bucket_mb)},

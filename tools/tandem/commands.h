@@ -70,6 +70,8 @@ struct ModelFlags {
   std::optional<int64_t> warmup;
   /// --clip-grad-norm: the max global norm of the gradients (clip-grad-norm); unset: none.
   std::optional<double> clip_grad_norm;
+  /// --label-smoothing: the training loss's, in [0, 1); unset: the model's (0 for all).
+  std::optional<double> label_smoothing;
   std::optional<std::string> init;
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;

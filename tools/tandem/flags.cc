@@ -159,6 +159,10 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   addNumber(cmd, "--clip-grad-norm", f.clip_grad_norm, Range<double>{0, 1e9, true},
             "Clip the gradients to this global 2-norm after their all_reduce, as "
             "torch.nn.utils.clip_grad_norm_ (default: no clipping)");
+  addNumber(cmd, "--label-smoothing", f.label_smoothing, Range<double>{0, 1, false, true},
+            "Label smoothing of the training loss, as nn.CrossEntropyLoss(label_smoothing): "
+            "the target is (1 - X) on the label plus X spread over the classes (default: the "
+            "model's, 0; the test loss stays the plain cross-entropy)");
   cmd->add_option("--init", f.init,
                   "Initializer of conv and linear weights: kaiming or normal:STD (default: the "
                   "model's; the lessons use normal:0.01)");
@@ -362,7 +366,7 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
   for (const char* name :
        {"--devices", "--batch", "--split", "--allreduce-groups", "--optimizer", "--lr",
         "--momentum", "--weight-decay", "--beta1", "--beta2", "--eps", "--schedule", "--warmup",
-        "--clip-grad-norm", "--init"})
+        "--clip-grad-norm", "--label-smoothing", "--init"})
     cmd->remove_option(cmd->get_option(name));
   cmd->add_option("--devices", f.devices,
                   "Device counts to predict, comma separated, each from 1 to 65536 (default: "

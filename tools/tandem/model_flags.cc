@@ -203,6 +203,7 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                    runtime::LrSchedule::parse(choice.schedule, warmup, warmup + 2, 1));
   c.pipeline.lr_schedule = !schedule.isConstant();
   c.pipeline.clip_grad_norm = f.clip_grad_norm.value_or(0);
+  c.build.label_smoothing = f.label_smoothing.value_or(choice.spec.defaults.label_smoothing);
   c.pipeline.bucket_mb = f.bucket_mb;
   if (f.allreduce_groups > 1 &&
       (devices_count % f.allreduce_groups != 0 || f.allreduce_groups >= devices_count))
