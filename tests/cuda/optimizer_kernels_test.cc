@@ -450,7 +450,7 @@ TEST(CudaOptimizerKernels, AdamwUpdateMatchesCpuToTheBit) {
 
 // adamw_update_group: k parameters' w, g, m, v and counts as five operand streams, random
 // moments (v >= 0) and a different count per parameter (each keeps its own).
-SingleOp adamwGroupOp(const std::vector<int64_t>& sizes, ir::DType g, std::mt19937& rng) {
+SingleOp adamwGroupOp(const std::vector<int64_t>& sizes, ir::DType g) {
   const size_t k = sizes.size();
   std::vector<ir::TensorType> operands;
   std::vector<ir::Var> vars;
@@ -465,15 +465,20 @@ SingleOp adamwGroupOp(const std::vector<int64_t>& sizes, ir::DType g, std::mt199
                              s == 0 ? ir::VarRole::kParam : ir::VarRole::kOptimizer, {}});
       state.push_back(i);
     }
-  SingleOp op(
+  return SingleOp(
       Op::kAdamwUpdateGroup, operands,
       {{"lr", 2e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"eps", 1e-8}, {"weight_decay", 0.05}},
       vars, {}, state);
+}
+
+void fillAdamwGroup(SingleOp& op, const std::vector<int64_t>& sizes, std::mt19937& rng) {
+  const size_t k = sizes.size();
+  const bool bf16 = op.in(k).type().dtype == ir::DType::kBF16;
   std::uniform_real_distribution<float> d(-1, 1), positive(0, 1e-2f);
   for (size_t j = 0; j < k; ++j) {
     for (int64_t i = 0; i < sizes[j]; ++i) {
       op.in(j).f32()[i] = d(rng);
-      if (g == ir::DType::kBF16)
+      if (bf16)
         op.in(k + j).bf16()[i] = d(rng);
       else
         op.in(k + j).f32()[i] = d(rng);
@@ -482,7 +487,6 @@ SingleOp adamwGroupOp(const std::vector<int64_t>& sizes, ir::DType g, std::mt199
     }
     op.in(4 * k + j).f32()[0] = static_cast<float>(j % 4);
   }
-  return op;
 }
 
 // The group kernel's body, run here block by block over the plan (each block's scalars
@@ -494,7 +498,8 @@ TEST(CudaOptimizerMath, AdamwGroupStepOverThePlanIsTheCpuGroupKernelToTheBit) {
   const size_t k = sizes.size();
   for (ir::DType g : {ir::DType::kF32, ir::DType::kBF16}) {
     SCOPED_TRACE(ir::dtypeName(g));
-    SingleOp op = adamwGroupOp(sizes, g, rng);
+    SingleOp op = adamwGroupOp(sizes, g);
+    fillAdamwGroup(op, sizes, rng);
     std::vector<std::vector<float>> w(k), m(k), v(k);
     std::vector<float> count(k);
     for (size_t j = 0; j < k; ++j) {
@@ -535,7 +540,8 @@ TEST(CudaOptimizerKernels, AdamwUpdateGroupMatchesCpuToTheBit) {
   std::mt19937 rng(24);
   for (ir::DType g : {ir::DType::kF32, ir::DType::kBF16}) {
     SCOPED_TRACE(ir::dtypeName(g));
-    SingleOp op = adamwGroupOp(groupSizes(), g, rng);
+    SingleOp op = adamwGroupOp(groupSizes(), g);
+    fillAdamwGroup(op, groupSizes(), rng);
     expectThreeStepsEqualCpu(op);
   }
 }

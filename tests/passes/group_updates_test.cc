@@ -163,7 +163,7 @@ TEST(GroupUpdates, ShapeRuleNamesTheOperandAtFault) {
 
 // AdamW's updates group as SGD's do: five operand streams (weights, gradients, both
 // moments, the counts), each parameter keeping its own count.
-constexpr const char* kAdamw = R"(module {
+constexpr const char* kAdamw = R"(module @m {
 var @a : f32[3] {role=param, init=zeros}
 var @a.exp_avg : f32[3] {role=optimizer, init=zeros}
 var @a.exp_avg_sq : f32[3] {role=optimizer, init=zeros}
@@ -185,7 +185,7 @@ graph @train_step() {
   %gc = relu(%c) : f32[2]
   adamw_update(%a, %ga, %am, %av, %as) {lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0.05}
   adamw_update(%c, %gc, %cm, %cv, %cs) {lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0.05}
-  return
+  return %ga
 }
 }
 )";
@@ -221,7 +221,7 @@ TEST(GroupUpdates, AdamwGroupShapeRuleNamesTheOperandAtFault) {
     SCOPED_TRACE(c.update);
     std::string text = kAdamw;
     const size_t at = text.find("  adamw_update(%a");
-    text.replace(at, text.find("  return") - at, c.update + "\n");
+    text.replace(at, text.find("  return %ga") - at, c.update + "\n");
     auto m = ir::parseModule(text, "bad.tir");
     ASSERT_FALSE(m.ok());
     EXPECT_THAT(m.status().message(), HasSubstr(c.error));
