@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Training throughput of issue 24's transformer models on Fashion-MNIST, Tandem (two CPU
-# devices, data parallel) against PyTorch 1.13 (2 threads), in one run: the same
+# devices, data parallel) against PyTorch 1.13 (2 threads unless --threads), in one run: the same
 # architecture (parameter counts checked equal), global batch, optimizer and schedule (each
 # model's recipe: AdamW lr 1e-3, betas 0.9/0.999, weight decay 0.05, warmup then cosine;
 # dropout 0.1) and initialization (each side's model default). Prints per model both
 # images/s and the ratio.
 #
 #   bench/vit_vs_pytorch.sh [--model vit|mlp|all] [--steps S] [--batch B] [--attention A]
-#                           [--build DIR] [--data DIR]
+#                           [--threads T] [--build DIR] [--data DIR]
 #
 #   --model M      vit, mlp or all (default all: vit, then mlp)
 #   --steps S      timed training steps per side (default 100 for vit, 400 for mlp;
@@ -16,6 +16,8 @@
 #   --attention A  PyTorch's attention for vit: mha (nn.MultiheadAttention, default) or
 #                  manual (q, k, v nn.Linear and softmax(q k^T / sqrt(d)) v written out;
 #                  PyTorch 1.13 has no F.scaled_dot_product_attention)
+#   --threads T    PyTorch's threads (default 2, the bar's; under other load PyTorch's
+#                  OpenMP threads wait for each other, and 1 may be faster)
 #   --build DIR    Tandem build directory holding tools/tandem (default build)
 #   --data DIR     Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)
 #
@@ -27,14 +29,15 @@
 # pytorch_rate_blas), against the faster.
 set -euo pipefail
 
-models=all steps="" batch=256 attention=mha build=build data=""
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+models=all steps="" batch=256 attention=mha threads=2 build=build data=""
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) models="${2:?--model needs a value}"; shift 2 ;;
     --steps) steps="${2:?--steps needs a value}"; shift 2 ;;
     --batch) batch="${2:?--batch needs a value}"; shift 2 ;;
     --attention) attention="${2:?--attention needs a value}"; shift 2 ;;
+    --threads) threads="${2:?--threads needs a value}"; shift 2 ;;
     --build) build="${2:?--build needs a value}"; shift 2 ;;
     --data) data="${2:?--data needs a value}"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -54,7 +57,7 @@ case "$attention" in
 esac
 fixed_steps="$steps"
 [[ -z "$fixed_steps" ]] || require_positive_ints steps
-require_positive_ints batch
+require_positive_ints batch threads
 find_tools
 warmup=5
 model_recipe=1  # each side's own initializer, optimizer and schedule (bench_common.sh)
@@ -62,7 +65,7 @@ model_recipe=1  # each side's own initializer, optimizer and schedule (bench_com
 results=()
 for model in $models; do
   steps="${fixed_steps:-$([[ $model == vit ]] && echo 100 || echo 400)}"
-  pt_flags=()
+  pt_flags=(--threads "$threads")
   [[ $model == vit ]] && pt_flags+=(--attention "$attention")
 
   # The same architecture: Tandem's parameter count against the PyTorch module's.
@@ -71,15 +74,15 @@ for model in $models; do
 
   echo "== $model: Tandem, $steps steps of batch $batch on cpu:0,cpu:1 (model defaults, --warmup 1)" >&2
   td=$(tandem_rate "$model" --warmup 1)
-  echo "== $model: PyTorch, $steps steps of batch $batch, 2 threads" >&2
+  echo "== $model: PyTorch, $steps steps of batch $batch, $threads threads" >&2
   pt=$(pytorch_rate_blas "$model" "${pt_flags[@]}")
   pt_params="$(sed -n 's/.* params=\([0-9]*\),.*/\1/p' "$TMP/pytorch.txt" | head -n 1)"
   if [[ -z "$td_params" || "$td_params" != "$pt_params" ]]; then
     echo "$name: $model has ${td_params:-?} parameters in Tandem but ${pt_params:-?} in PyTorch: not the same architecture" >&2
     exit 1
   fi
-  results+=("$(awk -v m="$model" -v td="$td" -v pt="$pt" -v s="$steps" -v b="$batch" -v p="$td_params" \
+  results+=("$(awk -v m="$model" -v td="$td" -v pt="$pt" -v s="$steps" -v b="$batch" -v p="$td_params" -v t="$threads" \
     -v a="$([[ $model == vit ]] && echo " attention=$attention")" 'BEGIN {
-      printf "%s tandem images_per_s=%.1f pytorch images_per_s=%.1f ratio tandem/pytorch=%.3f steps=%d batch=%d params=%d%s", m, td, pt, td / pt, s, b, p, a }')")
+      printf "%s tandem images_per_s=%.1f pytorch images_per_s=%.1f ratio tandem/pytorch=%.3f steps=%d batch=%d params=%d pytorch_threads=%d%s", m, td, pt, td / pt, s, b, p, t, a }')")
 done
 printf '%s\n' "${results[@]}"
