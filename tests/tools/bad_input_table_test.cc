@@ -89,14 +89,14 @@ TEST_F(BadInputTable, ModelAndDevices) {
   check({
       {{"dump"},
        "--model: is required (one of lenet, lenet_bn, resnet18, resnet34, resnet50, resnet101, "
-       "resnet152)"},
-      {{"train"}, "--model: is required (one of lenet, lenet_bn, resnet18)"},
+       "resnet152, vit, mlp)"},
+      {{"train"}, "--model: is required (one of lenet, lenet_bn, resnet18, vit, mlp)"},
       {{"dump", "--model", "vgg"},
        "--model: unknown model 'vgg' (known: lenet, lenet_bn, resnet18, resnet34, resnet50, "
-       "resnet101, resnet152)"},
+       "resnet101, resnet152, vit, mlp)"},
       {{"train", "--model", "resnet50"},
        "--model: resnet50 takes 3x224x224 images, but Fashion-MNIST has 1x28x28 (train lenet, "
-       "lenet_bn or resnet18)"},
+       "lenet_bn, resnet18, vit or mlp)"},
       {{"dump", "--model", "lenet", "--devices", "cpu:-1"},
        "--devices: unknown device 'cpu:-1': the index must be a non-negative integer"},
       {{"dump", "--model", "lenet", "--devices", "CPU:0"},
@@ -387,6 +387,10 @@ TEST_F(BadInputTable, TrainFilesAndData) {
        "--batch: 101 is more than the 100 training images (lower --batch)"},
       {{"train", "--model", "lenet", "--data", "$DATA", "--limit-train", "20", "--batch", "32"},
        "--batch: 32 is more than the 20 training images left by --limit-train (lower --batch)"},
+      // The warmup is vit's own (one epoch), not a flag: the message says so.
+      {{"train", "--model", "vit", "--data", "$DATA", "--batch", "10", "--epochs", "1"},
+       "--epochs 1: vit's warmup of 1 epoch (10 steps) leaves its cosine schedule no steps; "
+       "train for more epochs or give --warmup"},
   });
 }
 

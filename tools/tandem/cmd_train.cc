@@ -537,10 +537,17 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
 
   // The learning-rate schedule over the run's steps (checked before anything slow).
   const int64_t steps_per_epoch = train->count / batch;
-  ASSIGN_OR_RETURN(const runtime::LrSchedule schedule,
-                   runtime::LrSchedule::parse(choice->schedule,
-                                              choice->warmupSteps(steps_per_epoch), steps_per_epoch,
-                                              f.epochs));
+  absl::StatusOr<runtime::LrSchedule> parsed = runtime::LrSchedule::parse(
+      choice->schedule, choice->warmupSteps(steps_per_epoch), steps_per_epoch, f.epochs);
+  if (!parsed.ok() && !choice->warmup_steps && choice->warmup_epochs > 0)
+    // The warmup is the model's, not a flag the user gave: say where it comes from.
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epochs ", f.epochs, ": ", choice->spec.name, "'s warmup of ",
+                     choice->warmupText(), " (", choice->warmupSteps(steps_per_epoch),
+                     " steps) leaves its ", choice->schedule,
+                     " schedule no steps; train for more epochs or give --warmup"));
+  RETURN_IF_ERROR(parsed.status());
+  const runtime::LrSchedule& schedule = *parsed;
   const bool scheduled = choice->compile.pipeline.lr_schedule;
   // The learning rate of epoch `epoch`'s last update, as the table shows it.
   auto lrOfEpoch = [&](int epoch) {
