@@ -53,8 +53,12 @@ tandem_rate() {
               --limit-test "$batch")
   [[ -n "${model_recipe:-}" ]] || args+=(--init normal:0.01)
   [[ -n "${data:-}" ]] && args+=(--data "$data")
-  "$tandem" "${args[@]}" --limit-train $(((warmup + steps) * batch)) --metrics "$TMP/all.csv" "$@" >&2
-  "$tandem" "${args[@]}" --limit-train $((warmup * batch)) --metrics "$TMP/warm.csv" "$@" >&2
+  # A failed run must stop the script: `set -e` does not reach into $(tandem_rate ...).
+  rm -f "$TMP/all.csv" "$TMP/warm.csv"
+  "$tandem" "${args[@]}" --limit-train $(((warmup + steps) * batch)) --metrics "$TMP/all.csv" "$@" >&2 ||
+    { echo "$name: tandem train failed (see above)" >&2; exit 1; }
+  "$tandem" "${args[@]}" --limit-train $((warmup * batch)) --metrics "$TMP/warm.csv" "$@" >&2 ||
+    { echo "$name: tandem train failed (see above)" >&2; exit 1; }
   awk -F, -v images=$((steps * batch)) 'FNR == 2 { s[FILENAME] = $6 }
     END { for (f in s) if (f ~ /all.csv/) a = s[f]; else w = s[f]; printf "%.1f\n", images / (a - w) }' \
     "$TMP/all.csv" "$TMP/warm.csv"

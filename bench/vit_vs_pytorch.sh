@@ -10,8 +10,9 @@
 #                           [--threads T] [--build DIR] [--data DIR]
 #
 #   --model M      vit, mlp or all (default all: vit, then mlp)
-#   --steps S      timed training steps per side (default 100 for vit, 400 for mlp;
-#                  5 warm-up steps first)
+#   --steps S      timed training steps per side (default 100 for vit, 200 for mlp;
+#                  5 warm-up steps first; Tandem's run is one epoch, so (5 + S) x B must
+#                  fit in the 60,000 training images)
 #   --batch B      global batch (default 256: 128 per Tandem device)
 #   --attention A  PyTorch's attention for vit: mha (nn.MultiheadAttention, default) or
 #                  manual (q, k, v nn.Linear and softmax(q k^T / sqrt(d)) v written out;
@@ -30,7 +31,7 @@
 set -euo pipefail
 
 models=all steps="" batch=256 attention=mha threads=2 build=build data=""
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --model) models="${2:?--model needs a value}"; shift 2 ;;
@@ -64,7 +65,11 @@ model_recipe=1  # each side's own initializer, optimizer and schedule (bench_com
 
 results=()
 for model in $models; do
-  steps="${fixed_steps:-$([[ $model == vit ]] && echo 100 || echo 400)}"
+  steps="${fixed_steps:-$([[ $model == vit ]] && echo 100 || echo 200)}"
+  if (((warmup + steps) * batch > 60000)); then
+    echo "$name: $warmup + $steps steps of batch $batch need $(((warmup + steps) * batch)) training images; Fashion-MNIST has 60,000 (lower --steps)" >&2
+    exit 2
+  fi
   pt_flags=(--threads "$threads")
   [[ $model == vit ]] && pt_flags+=(--attention "$attention")
 
