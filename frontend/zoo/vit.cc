@@ -71,14 +71,20 @@ TrainingDefaults transformerDefaults() {
   return d;
 }
 
-}  // namespace
-
-ModelSpec vit() {
+// A Fashion-MNIST model (1x28x28 images, 10 classes) with the transformer defaults.
+ModelSpec fashionMnistSpec(const char* name) {
   ModelSpec spec;
-  spec.name = "vit";
+  spec.name = name;
   spec.image_shape = {1, 28, 28};
   spec.num_classes = 10;
   spec.defaults = transformerDefaults();
+  return spec;
+}
+
+}  // namespace
+
+ModelSpec vit() {
+  ModelSpec spec = fashionMnistSpec("vit");
   spec.forward = [](Builder& b, Tensor x) {
     const VitShape s;
     const int64_t grid = 28 / s.patch, patches = grid * grid, tokens = patches + 1;
@@ -104,11 +110,7 @@ ModelSpec vit() {
 }
 
 ModelSpec mlp() {
-  ModelSpec spec;
-  spec.name = "mlp";
-  spec.image_shape = {1, 28, 28};
-  spec.num_classes = 10;
-  spec.defaults = transformerDefaults();
+  ModelSpec spec = fashionMnistSpec("mlp");
   spec.forward = [](Builder& b, Tensor x) {
     Tensor h = b.flatten(x);
     for (const char* name : {"fc1", "fc2"})

@@ -57,7 +57,8 @@ absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t
 
 // --optimizer and its hyper-parameters: each given one must be an attribute of the chosen
 // optimizer's update op, within the range ir/ops.td declares for it. Unset ones keep the
-// model's defaults (SGD's lessons) or, for another optimizer, take PyTorch's.
+// model's defaults (SGD for the lessons' CNNs, AdamW for vit and mlp) or, for an optimizer
+// other than the model's, take PyTorch's.
 absl::Status resolveOptimizer(const ModelFlags& f, const TrainingDefaults& model,
                               passes::PipelineConfig& p) {
   absl::StatusOr<ir::Op> op = passes::optimizerByName(f.optimizer.value_or(model.optimizer));
