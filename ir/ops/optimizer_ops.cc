@@ -27,7 +27,7 @@ absl::Status checkReadsVariable(const Node& n, size_t i, VarRole want, Describe 
   const Node* def = n.operand(i)->def();
   if (def == nullptr || def->op() != Op::kParam)
     return fail(absl::StrCat(describe(i), " must be read straight from a variable (a param node)"));
-  const std::string& var = ParamView(*def).var();
+  const std::string var = ParamView(*def).var();
   const Var* decl = n.graph()->module()->findVar(var);
   if (decl != nullptr && decl->role != want)
     return fail(absl::StrCat(describe(i), " reads @", var, " whose role is ",
