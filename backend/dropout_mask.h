@@ -50,6 +50,15 @@ struct DropoutMask {
 
   /// x as dropout passes it: x * scale where kept, else 0 (also the backward: dy in, dx out).
   TANDEM_HD float apply(float x, bool kept) const { return kept ? x * scale : 0.0f; }
+
+  /// This mask at the step in `*step` (@step, the i32[1] the runtime writes before every
+  /// update), read where the kernel runs: on a GPU in the kernel, so that a recorded step
+  /// (a CUDA graph) replays with the step of the day, not the one it was recorded with.
+  TANDEM_HD DropoutMask atStep(const int32_t* step_value) const {
+    DropoutMask m = *this;
+    m.step = static_cast<uint32_t>(*step_value);
+    return m;
+  }
 };
 
 /// The mask of dropout `stream` with drop probability p (0 <= p <= 1) in step `step`

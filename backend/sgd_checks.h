@@ -6,6 +6,8 @@
 // buffer that is not there) and adamw_update's operand count and step count; and the
 // learning rate a launch uses under a schedule.
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -54,19 +56,20 @@ inline absl::Status checkSgdUpdate(const ir::Node& node, absl::string_view kind)
   return absl::OkStatus();
 }
 
-/// checkSgdUpdate for sgd_update_group: a layout that fits the momentum attribute, f32
-/// weights and buffers, and one gradient dtype (f32 or bf16) for the whole group, which
-/// the kernels are instantiated for.
-inline absl::Status checkSgdUpdateGroup(const ir::Node& node, absl::string_view kind) {
-  const ir::SgdGroupLayout layout = ir::sgdGroupLayout(node);
-  if (layout.k == 0)
-    return absl::InvalidArgumentError(absl::StrCat(
-        node.describe(), ": ", node.numOperands(), " operands do not make k weights, k gradients",
-        layout.momentum ? " and k momentum buffers" : "", " (momentum is ",
-        ir::attr::momentum(node), ")"));
-  const ir::DType grad = node.operand(layout.gradient(0))->type().dtype;
+/// The checks of a grouped update (sgd_update_group, adamw_update_group): operands that make
+/// k parameters' streams, f32 weights and states, and one gradient dtype (f32 or bf16) for
+/// the whole group, which the kernels are instantiated for; one-element update counts.
+inline absl::Status checkUpdateGroup(const ir::Node& node, absl::string_view kind) {
+  const ir::UpdateView u = *ir::UpdateView::of(node);
+  const size_t k = u.numParams();
+  if (k == 0)
+    return absl::InvalidArgumentError(absl::StrCat(node.describe(), ": ", node.numOperands(),
+                                                   " operands do not make ", u.streams(),
+                                                   " x k (k weights, k gradients and their ",
+                                                   u.presentStates().size(), " states each)"));
+  const ir::DType grad = u.grad(0)->type().dtype;
   for (size_t i = 0; i < node.numOperands(); ++i) {
-    const bool gradient = i >= layout.gradient(0) && i < layout.gradient(0) + layout.k;
+    const bool gradient = i >= u.gradOperand(0) && i < u.gradOperand(0) + k;
     const ir::DType t = node.operand(i)->type().dtype;
     if (gradient ? (t != grad || (t != ir::DType::kF32 && t != ir::DType::kBF16))
                  : t != ir::DType::kF32)
@@ -76,6 +79,14 @@ inline absl::Status checkSgdUpdateGroup(const ir::Node& node, absl::string_view 
                        "dtype, f32 or bf16, not ",
                        ir::dtypeName(t), " operand ", i, " (%", node.operand(i)->name(),
                        ") beside ", ir::dtypeName(grad), " gradient 1"));
+  }
+  for (size_t s = 0; s < u.presentStates().size(); ++s) {
+    if (!u.info().states[u.presentStates()[s]].scalar) continue;
+    for (size_t j = 0; j < k; ++j)
+      if (const ir::Value* c = node.operand(u.stateOperand(j, s)); c->type().numElements() != 1)
+        return absl::InvalidArgumentError(absl::StrCat(node.describe(), ": state %", c->name(),
+                                                       " must be one element, not ",
+                                                       ir::toString(c->type())));
   }
   return absl::OkStatus();
 }
@@ -102,14 +113,28 @@ inline absl::Status checkAdamwUpdate(const ir::Node& node, absl::string_view kin
   return absl::OkStatus();
 }
 
-/// adamw_update's attributes as the AdamW cores take them.
+/// Where one parameter's operands are in an adamw_update_group node.
+struct AdamwGroupOperands {
+  size_t w, g, m, v, step;
+};
+
+/// Each parameter's operands of a checked adamw_update_group (checkUpdateGroup).
+inline std::vector<AdamwGroupOperands> adamwGroupOperands(const ir::Node& node) {
+  const ir::UpdateView u = *ir::UpdateView::of(node);
+  std::vector<AdamwGroupOperands> out;
+  for (size_t j = 0; j < u.numParams(); ++j)  // states m, v, step: ops.td's order
+    out.push_back({u.paramOperand(j), u.gradOperand(j), u.stateOperand(j, 0),
+                   u.stateOperand(j, 1), u.stateOperand(j, 2)});
+  return out;
+}
+
+/// The attributes of adamw_update or adamw_update_group as the AdamW cores take them.
 inline AdamWHyper adamwHyper(const ir::Node& node) {
-  const ir::AdamwUpdateView v(node);
-  return {.lr = v.lr(),
-          .beta1 = v.beta1(),
-          .beta2 = v.beta2(),
-          .eps = v.eps(),
-          .weight_decay = v.weight_decay()};
+  return {.lr = ir::attr::lr(node),
+          .beta1 = ir::attr::beta1(node),
+          .beta2 = ir::attr::beta2(node),
+          .eps = ir::attr::eps(node),
+          .weight_decay = ir::attr::weight_decay(node)};
 }
 
 }  // namespace tandem::backend

@@ -8,12 +8,26 @@
   and ReLU, no max-pool, 4 stages x 2 residual blocks of 64/128/256/512 channels, 1x1
   projection on downsampling blocks, global average pool, Linear(512,10); 11,175,818
   parameters, as Tandem's).
-PyTorch's default initialisation, or N(0, STD) for conv and linear weights with
---init normal:STD (the lesson's normal:0.01); SGD (--lr, --momentum) and cross-entropy.
+--model vit: issue 24's Vision Transformer, as frontend/zoo/vit.cc builds it: 4x4 stride-4
+  patch convolution (49 tokens of width 64), class token and learned position embedding,
+  6 pre-norm blocks (LayerNorm, nn.MultiheadAttention with 4 heads, or with --attention
+  manual the same attention written out; dropout 0.1 after the output projection; LayerNorm,
+  Linear(64,128), erf GELU, dropout, Linear(128,64), dropout), final LayerNorm, Linear(64,10)
+  on the class token; 205,962 parameters, as Tandem's.
+--model mlp: Flatten, 2 x (Linear to 256, erf GELU, dropout 0.1), Linear(256,10); 269,322
+  parameters.
+Initialisation: PyTorch's default, N(0, STD) for conv and linear weights with --init
+normal:STD (the lesson's normal:0.01), or --init kaiming (Tandem's default: N(0, 2/fan_in)
+for conv and linear weights, attention's included, biases zero). The ViT's class token and
+position embedding always start at trunc_normal(0.02), as timm's and Tandem's do.
+Optimizer and schedule: each model's recipe unless flags say otherwise: lenet and resnet18
+SGD lr 0.2; vit and mlp AdamW lr 1e-3, betas 0.9/0.999, weight decay 0.05, one epoch of
+linear warmup then cosine to 0 per step (Tandem's runtime/lr_schedule.cc, same formula).
+Loss: cross-entropy.
 
 Throughput mode (--steps N): 5 warm-up steps, then N timed training steps over shuffled
-training data; the last line printed is machine readable:
-  pytorch images_per_s=1234.5 steps=200 seconds=41.47 batch=256 threads=2
+training data; the last line printed is machine readable (loss: the last step's):
+  pytorch images_per_s=1234.5 steps=200 seconds=41.47 batch=256 threads=2 autocast=off loss=0.412345
 Epoch mode (--epochs E): E full epochs (a final partial batch is dropped, as Tandem's
 training loader does); with --eval, test accuracy and seconds per epoch are printed.
 
@@ -23,6 +37,7 @@ Run with Debian's interpreter (/usr/bin/python3), which is the one python3-torch
 import argparse
 import contextlib
 import gzip
+import math
 import os
 import struct
 import sys
@@ -123,18 +138,132 @@ def resnet18(classes=10):
     return nn.Sequential(*layers)
 
 
-MODELS = {"lenet": lenet, "resnet18": resnet18}
+class SelfAttention(nn.Module):
+    """Multi-head self-attention written out (--attention manual): q, k, v and output
+    projections as nn.Linear, softmax(q k^T / sqrt(d)) v per head. PyTorch 1.13 has no
+    F.scaled_dot_product_attention (it came with 2.0)."""
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        split = lambda y: y.view(n, t, self.heads, d // self.heads).transpose(1, 2)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(d // self.heads))
+        mixed = torch.softmax(scores, dim=-1) @ v  # [N, H, T, d]
+        return self.proj(mixed.transpose(1, 2).reshape(n, t, d))
+
+
+class VitBlock(nn.Module):
+    """Pre-norm transformer block; dropout where frontend/zoo/vit.cc has it (none on the
+    attention weights)."""
+
+    def __init__(self, width, heads, mlp, p, attention):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(width)
+        if attention == "mha":
+            self.attn = nn.MultiheadAttention(width, heads, dropout=0.0, batch_first=True)
+        else:
+            self.attn = SelfAttention(width, heads)
+        self.drop = nn.Dropout(p)
+        self.ln2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, mlp), nn.GELU(), nn.Dropout(p),
+                                 nn.Linear(mlp, width), nn.Dropout(p))
+
+    def forward(self, x):
+        h = self.ln1(x)
+        if isinstance(self.attn, nn.MultiheadAttention):
+            a = self.attn(h, h, h, need_weights=False)[0]
+        else:
+            a = self.attn(h)
+        x = x + self.drop(a)
+        return x + self.mlp(self.ln2(x))
+
+
+class Vit(nn.Module):
+    def __init__(self, attention="mha", patch=4, width=64, depth=6, heads=4, mlp=128, p=0.1,
+                 classes=10):
+        super().__init__()
+        tokens = (28 // patch) ** 2 + 1
+        self.patch = nn.Conv2d(1, width, patch, stride=patch)
+        self.cls = nn.Parameter(torch.zeros(1, 1, width))
+        self.pos = nn.Parameter(torch.zeros(1, tokens, width))
+        nn.init.trunc_normal_(self.cls, std=0.02)
+        nn.init.trunc_normal_(self.pos, std=0.02)
+        self.blocks = nn.Sequential(
+            *(VitBlock(width, heads, mlp, p, attention) for _ in range(depth)))
+        self.ln = nn.LayerNorm(width)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x):
+        p = self.patch(x).flatten(2).transpose(1, 2)  # [N, 49, D]
+        h = torch.cat([self.cls.expand(x.shape[0], -1, -1), p], dim=1) + self.pos
+        return self.head(self.ln(self.blocks(h))[:, 0])
+
+
+def mlp(classes=10, hidden=256, p=0.1):
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(784, hidden), nn.GELU(), nn.Dropout(p),
+        nn.Linear(hidden, hidden), nn.GELU(), nn.Dropout(p),
+        nn.Linear(hidden, classes))
+
+
+MODELS = {"lenet": lenet, "resnet18": resnet18, "vit": Vit, "mlp": mlp}
+
+# Each model's training recipe, as Tandem's zoo gives it (frontend/zoo/*.cc), except the
+# CNNs' lr, which keeps these scripts' lesson setting.
+SGD_RECIPE = dict(optimizer="sgd", lr=0.2, weight_decay=0.0, schedule="constant",
+                  warmup_epochs=0)
+ADAMW_RECIPE = dict(optimizer="adamw", lr=1e-3, weight_decay=0.05, schedule="cosine",
+                    warmup_epochs=1)
+RECIPES = {"lenet": SGD_RECIPE, "resnet18": SGD_RECIPE, "vit": ADAMW_RECIPE,
+           "mlp": ADAMW_RECIPE}
 
 
 def initialize(model, init):
     if init == "default":
         return
+    if init == "kaiming":
+        # Tandem's default (backend/initializers.cc): N(0, 2 / fan_in), fan_in the product of
+        # all dimensions but the first; biases zero. nn.MultiheadAttention packs q, k and v
+        # into in_proj_weight [3D, D]: each row's fan-in is D, the same as three Linears.
+        for m in model.modules():
+            weights = []
+            if isinstance(m, (nn.Conv2d, nn.Linear)):
+                weights = [(m.weight, m.bias)]
+            elif isinstance(m, nn.MultiheadAttention):
+                weights = [(m.in_proj_weight, m.in_proj_bias)]
+            for w, b in weights:
+                nn.init.kaiming_normal_(w, mode="fan_in", nonlinearity="relu")
+                if b is not None:
+                    nn.init.zeros_(b)
+        return
     if not init.startswith("normal:"):
-        sys.exit(f"--init: '{init}' is not default or normal:STD")
+        sys.exit(f"--init: '{init}' is not default, kaiming or normal:STD")
     std = float(init[len("normal:"):])
     for m in model.modules():
         if isinstance(m, (nn.Conv2d, nn.Linear)):
             nn.init.normal_(m.weight, std=std)
+        elif isinstance(m, nn.MultiheadAttention):
+            nn.init.normal_(m.in_proj_weight, std=std)
+
+
+def lr_factor(step, schedule, warmup, total):
+    """Tandem's LrSchedule::factor (runtime/lr_schedule.cc): update `step` (from 0) of
+    `total`; linear warmup (step + 1) / warmup, cosine from 1 to 0 after it."""
+    f = 1.0
+    if schedule == "cosine":
+        span = max(total - warmup, 1)
+        t = min(max(step - warmup, 0), span)
+        f = 0.5 * (1 + math.cos(math.pi * t / span))
+    if step < warmup:
+        f *= (step + 1) / warmup
+    return f
 
 
 def batches(n, batch, generator):
@@ -163,8 +292,18 @@ def main():
     p.add_argument("--init", default="default", help="default or normal:STD")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--lr", type=float, default=0.2)
-    p.add_argument("--momentum", type=float, default=0.0)
+    p.add_argument("--attention", choices=["mha", "manual"], default="mha",
+                   help="vit: nn.MultiheadAttention (default) or the attention written out")
+    p.add_argument("--optimizer", choices=["sgd", "adamw"], help="default: the model's recipe")
+    p.add_argument("--lr", type=float, help="default: the model's recipe")
+    p.add_argument("--momentum", type=float, default=0.0, help="sgd")
+    p.add_argument("--weight-decay", type=float, help="default: the model's recipe")
+    p.add_argument("--beta1", type=float, default=0.9, help="adamw")
+    p.add_argument("--beta2", type=float, default=0.999, help="adamw")
+    p.add_argument("--eps", type=float, default=1e-8, help="adamw")
+    p.add_argument("--schedule", choices=["constant", "cosine"],
+                   help="per-step lr factor; default: the model's recipe")
+    p.add_argument("--warmup-epochs", type=int, help="linear warmup; default: the model's recipe")
     p.add_argument("--limit-train", type=int, default=0, help="use the first N training images")
     p.add_argument("--limit-test", type=int, default=0, help="use the first N test images")
     p.add_argument("--seed", type=int, default=0)
@@ -194,12 +333,35 @@ def main():
     if n < args.batch:
         sys.exit(f"training set of {n} examples is smaller than one batch of {args.batch}")
 
-    model = MODELS[args.model]()
+    recipe = dict(RECIPES[args.model])
+    for key in recipe:
+        if getattr(args, key) is not None:
+            recipe[key] = getattr(args, key)
+    model = MODELS[args.model](attention=args.attention) if args.model == "vit" \
+        else MODELS[args.model]()
     initialize(model, args.init)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    if recipe["optimizer"] == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=recipe["lr"],
+                                betas=(args.beta1, args.beta2), eps=args.eps,
+                                weight_decay=recipe["weight_decay"])
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=recipe["lr"], momentum=args.momentum,
+                              weight_decay=recipe["weight_decay"])
+    steps_per_epoch = n // args.batch
+    total_steps = (WARMUP_STEPS + args.steps) if args.steps is not None \
+        else args.epochs * steps_per_epoch
+    warmup = min(recipe["warmup_epochs"] * steps_per_epoch, total_steps - 1)
+    sched = None
+    if recipe["schedule"] != "constant" or warmup > 0:
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: lr_factor(s, recipe["schedule"], warmup, total_steps))
     loss_fn = nn.CrossEntropyLoss()
-    print(f"torch {torch.__version__}, {args.model}, threads={torch.get_num_threads()}, "
-          f"batch={args.batch}, "
+    params = sum(p.numel() for p in model.parameters())
+    print(f"torch {torch.__version__}, {args.model}"
+          + (f" ({args.attention} attention)" if args.model == "vit" else "")
+          + f", params={params}, threads={torch.get_num_threads()}, batch={args.batch}, "
+          f"{recipe['optimizer']} lr={recipe['lr']:g} wd={recipe['weight_decay']:g}, "
+          f"schedule={recipe['schedule']} warmup={warmup} steps, init={args.init}, "
           f"train={n}" + (f", test={x_test.shape[0]}" if args.eval else "") +
           f", blas={blas_library()}", flush=True)
 
@@ -214,6 +376,8 @@ def main():
             loss = loss_fn(model(x_train[idx]), y_train[idx])
         loss.backward()
         opt.step()
+        if sched is not None:
+            sched.step()
         return loss
 
     def index_stream():
@@ -227,11 +391,12 @@ def main():
         t0 = time.perf_counter()
         for _ in range(args.steps):
             loss = step(next(stream))
-        loss.item()
+        final_loss = loss.item()
         seconds = time.perf_counter() - t0
         ips = args.steps * args.batch / seconds
         print(f"pytorch images_per_s={ips:.1f} steps={args.steps} seconds={seconds:.3f} "
-              f"batch={args.batch} threads={args.threads} autocast={args.autocast}")
+              f"batch={args.batch} threads={args.threads} autocast={args.autocast} "
+              f"loss={final_loss:.6f}")
         return
 
     total_seconds, total_images = 0.0, 0
@@ -245,6 +410,8 @@ def main():
                 loss = loss_fn(logits, y_train[idx])
             loss.backward()
             opt.step()
+            if sched is not None:
+                sched.step()
             loss_sum += loss.item() * idx.numel()
             correct += (logits.argmax(1) == y_train[idx]).sum().item()
             seen += idx.numel()

@@ -51,6 +51,7 @@ void Builder::beginGraph(ir::Graph* g, bool training) {
   training_ = training;
   layer_counts_.clear();
   reads_.clear();
+  dropouts_ = 0;
 }
 
 Tensor Builder::addInput(absl::string_view name, TensorType type) {
@@ -219,6 +220,17 @@ Tensor Builder::tanh(Tensor x, Loc loc) {
   return addNode(ir::TanhArgs{.x = x.value()}.spec(), layerPath("", "tanh"), loc);
 }
 
+Tensor Builder::dropout(Tensor x, double p, Loc loc) {
+  std::string path = layerPath("", "dropout");  // named in both graphs alike
+  if (!training_) return x;
+  Tensor step =
+      variable(ir::kStepVar, TensorType{ir::DType::kI32, {1}}, VarRole::kFed, kZeros, loc);
+  // Each dropout of the model its own masks: the mask_id counter word, in build order.
+  return addNode(
+      ir::DropoutArgs{.x = x.value(), .step = step.value(), .p = p, .mask_id = dropouts_++}.spec(),
+      path, loc);
+}
+
 Tensor Builder::matmul(Tensor a, Tensor b, const MatmulOptions& o, Loc loc) {
   return addNode(
       ir::MatmulArgs{.a = a.value(), .b = b.value(), .trans_a = o.trans_a, .trans_b = o.trans_b}
@@ -234,6 +246,43 @@ Tensor Builder::reshape(Tensor x, std::vector<int64_t> shape, Loc loc) {
 Tensor Builder::transpose(Tensor x, std::vector<int64_t> perm, Loc loc) {
   return addNode(ir::TransposeArgs{.x = x.value(), .perm = std::move(perm)}.spec(),
                  layerPath("", "transpose"), loc);
+}
+
+Tensor Builder::scale(Tensor x, double factor, Loc loc) {
+  return addNode(ir::ScaleArgs{.x = x.value(), .factor = factor}.spec(), layerPath("", "scale"),
+                 loc);
+}
+
+Tensor Builder::addBroadcast(Tensor a, Tensor b, Loc loc) {
+  return addNode(ir::AddBcastArgs{.a = a.value(), .b = b.value()}.spec(), layerPath("", "add"),
+                 loc);
+}
+
+Tensor Builder::mulBroadcast(Tensor a, Tensor b, Loc loc) {
+  return addNode(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec(), layerPath("", "mul"),
+                 loc);
+}
+
+Tensor Builder::sum(Tensor x, int64_t axis, bool keepdim, Loc loc) {
+  return addNode(ir::ReduceSumArgs{.x = x.value(), .axis = axis, .keepdim = keepdim}.spec(),
+                 layerPath("", "sum"), loc);
+}
+
+Tensor Builder::mean(Tensor x, int64_t axis, bool keepdim, Loc loc) {
+  return addNode(ir::ReduceMeanArgs{.x = x.value(), .axis = axis, .keepdim = keepdim}.spec(),
+                 layerPath("", "mean"), loc);
+}
+
+Tensor Builder::concat(std::vector<Tensor> xs, int64_t axis, Loc loc) {
+  std::vector<ir::Value*> values;
+  for (const Tensor& x : xs) values.push_back(x.value());
+  return addNode(ir::ConcatAxisArgs{.xs = std::move(values), .axis = axis}.spec(),
+                 layerPath("", "concat"), loc);
+}
+
+Tensor Builder::slice(Tensor x, int64_t axis, int64_t start, int64_t end, Loc loc) {
+  return addNode(ir::SliceAxisArgs{.x = x.value(), .axis = axis, .start = start, .end = end}.spec(),
+                 layerPath("", "slice"), loc);
 }
 
 Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
@@ -272,6 +321,20 @@ Tensor Builder::linear(Tensor x, const LinearOptions& o, Loc loc) {
                                 .b = o.bias ? operands[2].value() : nullptr}
                      .spec(),
                  path, loc);
+}
+
+Tensor Builder::embedding(Tensor ids, int64_t vocab, int64_t dim, std::string name, Loc loc) {
+  std::string path = layerPath(name, "embedding");
+  if (vocab < 1 || dim < 1) {
+    record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (embedding) at ", where(loc),
+                                                   ": vocab and dim must be >= 1, got ", vocab,
+                                                   " and ", dim)));
+    return Tensor();
+  }
+  // f32 whatever the activations' dtype: the table is the master copy (mixed precision).
+  const Tensor table = variable(path + ".table", TensorType{ir::DType::kF32, {vocab, dim}},
+                                VarRole::kParam, Initializer{Initializer::Kind::kNormal, 1.0}, loc);
+  return addNode(ir::EmbeddingArgs{.ids = ids.value(), .table = table.value()}.spec(), path, loc);
 }
 
 Tensor Builder::add(Tensor a, Tensor b, Loc loc) {

@@ -76,6 +76,10 @@ struct BuildOptions {
   int64_t batch = 256;
   /// Initializer of conv and linear weights that do not name their own.
   ir::Initializer weight_init{ir::Initializer::Kind::kKaiming};
+  /// The training loss's label smoothing in [0, 1) (nn.CrossEntropyLoss(label_smoothing)).
+  /// The evaluation loss stays the plain cross-entropy, as timm's validation is, so test
+  /// losses compare across settings.
+  double label_smoothing = 0;
 };
 
 /// The model-building DSL. Layers create their parameters as module variables named after
@@ -120,11 +124,20 @@ class Builder {
   enum class Gelu { kErf, kTanh };
   Tensor gelu(Tensor x, Gelu form = Gelu::kErf, Loc loc = Loc::current());
   Tensor tanh(Tensor x, Loc loc = Loc::current());
+  /// Inverted dropout with drop probability p in [0, 1) (nn.Dropout): in the training step
+  /// a dropout node reading @step, whose masks depend on the sample, not on the split of
+  /// the batch over devices; in the evaluation step x itself.
+  Tensor dropout(Tensor x, double p, Loc loc = Loc::current());
   Tensor maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc = Loc::current());
   Tensor avgPool2d(Tensor x, const Pool2dOptions& o, Loc loc = Loc::current());
   Tensor globalAvgPool(Tensor x, Loc loc = Loc::current());
   Tensor flatten(Tensor x, Loc loc = Loc::current());
   Tensor linear(Tensor x, const LinearOptions& o, Loc loc = Loc::current());
+  /// nn.Embedding(vocab, dim): the rows of a learned table f32[vocab, dim] (variable
+  /// "<name>.table", initialized N(0, 1) as PyTorch's is) that the i32 ids (any shape)
+  /// pick: [ids..., dim]. Unnamed layers are "embedding", "embedding_1", ...
+  Tensor embedding(Tensor ids, int64_t vocab, int64_t dim, std::string name = "",
+                   Loc loc = Loc::current());
   Tensor add(Tensor a, Tensor b, Loc loc = Loc::current());
   /// op(a) * op(b) over the last two axes, batched over the leading ones (a plain matrix
   /// beside a batched operand is shared by the batch); op(x) = x^T when trans_x.
@@ -132,6 +145,20 @@ class Builder {
   Tensor reshape(Tensor x, std::vector<int64_t> shape, Loc loc = Loc::current());
   /// Permutes the axes: result.shape[i] = x.shape[perm[i]] (PyTorch's permute).
   Tensor transpose(Tensor x, std::vector<int64_t> perm, Loc loc = Loc::current());
+  /// factor * x (attention's 1/sqrt(d)).
+  Tensor scale(Tensor x, double factor, Loc loc = Loc::current());
+  /// a + b and a * b under numpy's broadcasting (a position embedding [1,T,D] added to
+  /// [N,T,D]); add() is the same-shape sum that fusion and layouts know.
+  Tensor addBroadcast(Tensor a, Tensor b, Loc loc = Loc::current());
+  Tensor mulBroadcast(Tensor a, Tensor b, Loc loc = Loc::current());
+  /// Sum / mean over `axis`; keepdim keeps it with size 1 (PyTorch's keepdim, default off).
+  Tensor sum(Tensor x, int64_t axis, bool keepdim = false, Loc loc = Loc::current());
+  Tensor mean(Tensor x, int64_t axis, bool keepdim = false, Loc loc = Loc::current());
+  /// torch.cat(xs, axis) within the device; a size-1 axis off `axis` repeats (a class
+  /// token [1,1,D] prepended to [N,T,D]).
+  Tensor concat(std::vector<Tensor> xs, int64_t axis, Loc loc = Loc::current());
+  /// x[start:end] along `axis` (end exclusive).
+  Tensor slice(Tensor x, int64_t axis, int64_t start, int64_t end, Loc loc = Loc::current());
 
   /// A persistent variable read in the current graph (created on first use; a second
   /// declaration must agree on type and role).
@@ -171,6 +198,7 @@ class Builder {
   std::vector<std::string> scopes_;
   absl::flat_hash_map<std::string, int> layer_counts_;  // per graph
   absl::flat_hash_map<std::string, ir::Value*> reads_;  // var -> param node, per graph
+  int64_t dropouts_ = 0;  // dropouts of the graph so far: the next one's mask_id
   absl::Status status_;
 };
 

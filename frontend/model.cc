@@ -32,13 +32,15 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
         " but the logits must be [", absl::StrJoin(want, ","), "] (batch, classes)"));
   // Training divides the summed loss by the global batch; the divisor stays global when
   // replicate gives each device a slice, which keeps uneven splits exact.
-  Tensor loss = b.addNode(ir::SoftmaxCrossEntropyArgs{.logits = logits.value(),
-                                                      .labels = y.value(),
-                                                      .reduction = training ? ir::Reduction::kMean
-                                                                            : ir::Reduction::kSum,
-                                                      .divisor = training ? batch : int64_t{1}}
-                              .spec(),
-                          "loss", std::source_location::current());
+  Tensor loss = b.addNode(
+      ir::SoftmaxCrossEntropyArgs{
+          .logits = logits.value(),
+          .labels = y.value(),
+          .reduction = training ? ir::Reduction::kMean : ir::Reduction::kSum,
+          .divisor = training ? batch : int64_t{1},
+          .label_smoothing = training ? b.options().label_smoothing : 0.0}
+          .spec(),
+      "loss", std::source_location::current());
   Tensor correct = b.addNode(ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(),
                              "correct", std::source_location::current());
   if (!b.status().ok()) return b.status();
@@ -65,6 +67,10 @@ absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
   if (opts.batch < 1 || opts.batch > kMaxBatch)
     return absl::InvalidArgumentError(
         absl::StrCat("batch size must be in [1, ", kMaxBatch, "], got ", opts.batch));
+  // Written so that NaN fails too.
+  if (!(opts.label_smoothing >= 0 && opts.label_smoothing < 1))
+    return absl::InvalidArgumentError(
+        absl::StrCat("label smoothing must be in [0, 1), got ", opts.label_smoothing));
   if (spec.image_shape.empty() || !spec.forward)
     return absl::InvalidArgumentError(
         absl::StrCat("model ", spec.name, " needs an image shape and a forward function"));

@@ -11,11 +11,18 @@
 
 namespace tandem {
 
-/// SGD settings that train a model well in about 10 epochs; what `tandem train` and
+/// Settings that train a model well in about 10 epochs; what `tandem train` and
 /// `tandem dump` use where a flag is not given. The lessons' settings stay a flag away.
 struct TrainingDefaults {
+  /// --optimizer: sgd or adamw (AdamW's betas and eps: PyTorch's unless given).
+  std::string optimizer = "sgd";
   double lr = 0.1, momentum = 0, weight_decay = 0;
+  /// --schedule and --warmup, the warmup in epochs (the CLI turns it into steps).
+  std::string schedule = "constant";
+  int64_t warmup_epochs = 0;
   ir::Initializer weight_init{ir::Initializer::Kind::kKaiming};
+  /// --label-smoothing: the training loss's (BuildOptions::label_smoothing).
+  double label_smoothing = 0;
 };
 
 /// A classifier written with the DSL: images of one shape in, class scores out.

@@ -65,7 +65,7 @@ std::vector<std::string> layerPaths(const Graph& g) {
     std::string& path = paths[n->id()];
     path = std::string(ownPath(*n));
     // A group of updates across layers belongs to none of them (its scope is what its
-    // members share, group-sgd-updates).
+    // members share, group-updates).
     if (!path.empty() || (UpdateView::is(*n) && UpdateView::of(*n)->grouped())) continue;
     if (const std::string* name = variableOf(*n)) {
       absl::string_view var = *name;

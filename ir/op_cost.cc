@@ -55,5 +55,7 @@ double contraction(const Node& n, const CostSpec& c) {
   return 2 * elements(valueAt(n, c.b)) * static_cast<double>(k);
 }
 
+double reduction(const Node& n, const CostSpec& c) { return elements(valueAt(n, c.a)); }
+
 }  // namespace cost
 }  // namespace tandem::ir

@@ -56,6 +56,9 @@ double matmul(const Node& n, const CostSpec& c);
 /// 2 * elements(b) * K: a (batched) product with output b whose operand a is [..., M, K],
 /// or [..., K, M] when the node's trans_a is set.
 double contraction(const Node& n, const CostSpec& c);
+/// elements(a): one flop per element of the reduced value a (a sum or mean over an axis,
+/// whose result is smaller than what it reads).
+double reduction(const Node& n, const CostSpec& c);
 }  // namespace cost
 
 }  // namespace tandem::ir

@@ -11,7 +11,7 @@
 #   op NAME                         snake_case text name; the C++ names are its CamelCase
 #     operands A, B?, XS...         `?` optional (trailing only), `...` variadic (last)
 #     results  Y, Z?, YS...         the same marks; names for views, costs and docs
-#     attr NAME: KIND [= DEFAULT] [CHECK]  (defaults: int and bool attributes)
+#     attr NAME: KIND [= DEFAULT] [CHECK]  (defaults: int, float and bool attributes)
 #                                   KIND: int, float, bool, ints, symbol, devices or an
 #                                   enum; CHECK (int, float): `>= N`, `> N`, or `in [A, B)`
 #                                   with [ or ( and ] or ): the verifier's "NAME must be ..."
@@ -19,8 +19,8 @@
 #     cost FORMULA[(ARG, ...)]      the roofline's flops (ir/op_cost.h): none,
 #                                   elementwise[(FLOPS per result element)], gemm(FILTER,
 #                                   OUT), matmul(A, B), contraction(A, OUT) (a batched
-#                                   product, K from A and trans_a); ARGs name operands or
-#                                   results
+#                                   product, K from A and trans_a), reduction(X) (one flop
+#                                   per element of X); ARGs name operands or results
 #     optimizer param=P grad=G [grouped=OP | grouped_of=OP] [lr_scale=S]
 #                                   an optimizer update (ir/interfaces.h): operand P is the
 #                                   trained weight, G its gradient; its multi-tensor form;
@@ -46,6 +46,7 @@ trait low_precision: computes in the low dtype under mixed precision (its activa
 trait full_precision: takes f32 only under mixed precision (low operands are cast up)
 trait runtime: executed by the runtime itself (no kernel): graph inputs, variable reads, collectives
 trait optimizer: an optimizer update: the `optimizer` line says which operands are what
+trait sample_indexed: computes per row of its first operand by the row's index in the whole batch: replicate sets attribute `sample_offset` of each device's copy to the index of the device's first row
 
 enum ReduceOp: sum mean max
 enum Reduction: mean sum
@@ -163,6 +164,22 @@ op tanh
   cost elementwise(4)
   doc tanh(x).
 
+op dropout
+  operands x, step
+  results y
+  attr p: float in [0, 1)
+  attr mask_id: int in [0, 4294967296)
+  attr sample_offset: int = 0 >= 0
+  traits sample_indexed
+  cost elementwise(27)
+  doc Inverted dropout (nn.Dropout in training): y = x / (1 - p) where kept, else 0. Whether
+  doc element e of row r is kept is a pure function of (the run's seed, step, mask_id,
+  doc sample_offset + r, e): Philox4x32-10 (backend/dropout_mask.h), so every split of the
+  doc batch over devices draws the rows one device would. step is the i32[1] variable @step
+  doc (role fed: the update's index in the run, written by the runtime); mask_id tells the
+  doc model's dropouts apart. Its gradient is dropout of dy with the same counters. x f32
+  doc or bf16 (y alike); the builder leaves it out of the eval graph (identity).
+
 op max_pool2d
   operands x
   results y
@@ -233,6 +250,14 @@ op transpose
   cost elementwise(0)
   doc Permutes the axes: y.shape[i] = x.shape[perm[i]] (PyTorch's permute).
 
+op scale
+  operands x
+  results y
+  attr factor: float
+  cost elementwise
+  doc factor * x (attention's 1/sqrt(d)), in x's dtype (computed in float, a bf16 result
+  doc rounded once). Its gradient is scale by the same factor.
+
 op add
   operands a, b
   results y
@@ -240,16 +265,91 @@ op add
   cost elementwise
   doc Elementwise sum of two tensors of one type.
 
+# Broadcasting is an op of its own rather than a wider `add`: add is fusible, and
+# fuse-conv-bn-relu's residual join, the CPU nChw16c and CUDA NHWC layout rules and their
+# kernels all take its operands to have the result's shape; a broadcast operand reaching
+# any of them would be read past its end. Same-shape add keeps its rules and kernels as
+# they were.
+op add_bcast
+  operands a, b
+  results y
+  cost elementwise
+  doc a + b under numpy's broadcasting rules: shapes are aligned from the last axis, and an
+  doc axis that is 1 (or missing) in one operand repeats along the other's (a learned
+  doc position embedding [1,T,D] added to [N,T,D]). bf16 when either operand is (an f32
+  doc one beside it is a master weight, read as it is). The gradient of a broadcast operand
+  doc sums over the axes it was repeated along. Same-shape sums of one type are `add`.
+
+op mul_bcast
+  operands a, b
+  results y
+  cost elementwise
+  doc a * b under numpy's broadcasting rules (as add_bcast; same shapes included).
+
+op reduce_sum
+  operands x
+  results y
+  attr axis: int
+  attr keepdim: bool = false
+  cost reduction(x)
+  doc Sum over `axis` (negative counts from the end), accumulated in f32 and stored in x's
+  doc dtype. keepdim=false (PyTorch's default) drops the axis; keepdim=true keeps it with
+  doc size 1, so that the result broadcasts back against x.
+
+op reduce_mean
+  operands x
+  results y
+  attr axis: int
+  attr keepdim: bool = false
+  cost reduction(x)
+  doc Mean over `axis`, as reduce_sum. Over the batch axis of a replicated step it is each
+  doc device's mean of its share, as unsynchronized batch norm's statistics are.
+
+op concat_axis
+  operands xs...
+  results y
+  attr axis: int
+  cost elementwise(0)
+  doc Joins tensors of one rank along `axis` within one device (torch.cat; the collective
+  doc `concat` joins devices' slices). On every other axis they agree, or a size 1
+  doc repeats (numpy broadcasting: a class token [1,1,D] prepended to patch tokens
+  doc [N,T,D] gives [N,T+1,D]). bf16 when any operand is (f32 ones are master weights).
+
+op slice_axis
+  operands x
+  results y
+  attr axis: int
+  attr start: int >= 0
+  attr end: int >= 1
+  cost elementwise(0)
+  doc x[start:end] along `axis` (end exclusive, start < end <= the axis' size; the
+  doc class token taken back out for the head).
+
+op embedding
+  operands ids, table
+  results y
+  cost elementwise(0)
+  doc The rows of `table` f32[V,D] that the i32 ids (any shape) pick: y f32[ids..., D]
+  doc (nn.Embedding). An id outside [0, V) is an error naming the node: the runtime checks
+  doc a graph input's ids as each batch is handed over (as labels), the CPU kernel every
+  doc id it reads, and the CUDA kernel writes NaN rows rather than read past the table.
+  doc f32 under mixed precision too, as PyTorch's autocast leaves embedding in the table's
+  doc dtype: the first low-precision reader casts it down.
+
 op softmax_cross_entropy
   operands logits, labels
   results loss
   attr reduction: Reduction
   attr divisor: int >= 1
+  attr label_smoothing: float = 0 in [0, 1)
   traits loss full_precision
   cost elementwise
   doc Cross entropy of softmax(logits) against integer labels; mean divides the sum by
   doc `divisor` (the global batch, so that per-device losses add up exactly). Rows whose
-  doc label is negative (padding of a last partial batch) count for nothing.
+  doc label is negative (padding of a last partial batch) count for nothing. With
+  doc label_smoothing eps the target is (1 - eps) onehot + eps / classes
+  doc (nn.CrossEntropyLoss(label_smoothing=eps)): a row's loss is (1 - eps) nll + eps mean
+  doc over the classes of -log softmax.
 
 op accuracy
   operands logits, labels
@@ -310,6 +410,34 @@ op log_softmax_backward
   traits backward
   cost elementwise(4)
   doc dy - exp(y) sum(dy) over `axis`, from log_softmax's output y.
+
+op reduce_sum_backward
+  operands dy, x
+  results dx
+  attr axis: int
+  attr keepdim: bool = false
+  traits backward
+  cost elementwise
+  doc dy repeated along reduce_sum's `axis` of x (x gives the shape, so that each device's
+  doc share of the batch gets its own).
+
+op reduce_mean_backward
+  operands dy, x
+  results dx
+  attr axis: int
+  attr keepdim: bool = false
+  traits backward
+  cost elementwise
+  doc dy / (the axis' size) repeated along reduce_mean's `axis` of x.
+
+op slice_axis_backward
+  operands dy, x
+  results dx
+  attr axis: int
+  attr start: int >= 0
+  traits backward
+  cost elementwise(0)
+  doc Zeros of x's shape with dy written at [start, start + dy's size) along `axis`.
 
 op relu_backward
   operands dy, y
@@ -395,14 +523,26 @@ op linear_backward_weight
   cost matmul(dy, x)
   doc dy^T * x -> dw[O,I] (and the bias gradient, the column sums of dy, when bias=true).
 
+op embedding_backward
+  operands dy, ids
+  results dtable
+  attr vocab: int >= 1
+  traits backward
+  cost reduction(dy)
+  doc The table's gradient f32[vocab, D]: zeros, then row i of dy (f32 or bf16) added to
+  doc row ids[i] for i = 0, 1, ... in order, so every backend, device count and run adds
+  doc each element's terms in the same order (a scatter-add with atomics would not).
+
 op softmax_cross_entropy_backward
   operands logits, labels, dloss
   results dlogits
   attr reduction: Reduction
   attr divisor: int >= 1
+  attr label_smoothing: float = 0 in [0, 1)
   traits backward
   cost elementwise
-  doc (softmax(logits) - onehot(labels)) * dloss / divisor.
+  doc (softmax(logits) - ((1 - eps) onehot(labels) + eps / classes)) * dloss / divisor, eps
+  doc = label_smoothing; zero in padding rows.
 
 # --- fused conv / batch norm / relu (written by fuse-conv-bn-relu) -----------------------
 # Training batch norm in two phases, statistics then normalization, so that sync batch
@@ -500,7 +640,7 @@ op sgd_update_group
   doc sgd_update of k parameters of one device as one node (one multi-tensor launch):
   doc operands are k weights, their k gradients and, when momentum > 0, their k momentum
   doc buffers, then the lr_scale of sgd_update if its updates have one. Made by
-  doc group-sgd-updates.
+  doc group-updates.
 
 op adamw_update
   operands w, g, m, v, step, lr_scale?
@@ -510,7 +650,7 @@ op adamw_update
   attr eps: float >= 0
   attr weight_decay: float in [0, 1]
   traits stateful optimizer
-  optimizer param=w grad=g lr_scale=lr_scale
+  optimizer param=w grad=g grouped=adamw_update_group lr_scale=lr_scale
   state m init=zeros var=exp_avg
   state v init=zeros var=exp_avg_sq
   state step init=zeros var=step shape=scalar
@@ -521,6 +661,22 @@ op adamw_update
   doc (sqrt(v)/sqrt(1-beta2^step) + eps). step is the parameter's update count, an f32[1]
   doc as PyTorch keeps state['step'], so a checkpoint carries it with the moments. With
   doc lr_scale (an f32[1], the schedule's factor fed every step), lr is lr*lr_scale.
+
+op adamw_update_group
+  operands xs...
+  attr lr: float >= 0
+  attr beta1: float in [0, 1)
+  attr beta2: float in [0, 1)
+  attr eps: float >= 0
+  attr weight_decay: float in [0, 1]
+  traits stateful optimizer
+  optimizer grouped_of=adamw_update
+  cost elementwise
+  doc adamw_update of k parameters of one device as one node (one multi-tensor launch):
+  doc operands are k weights, their k gradients, k first moments m, k second moments v
+  doc and k update counts, then the lr_scale of adamw_update if its updates have one.
+  doc Each parameter keeps its own count, so grouping changes no number. Made by
+  doc group-updates.
 
 op clip_grad_norm
   operands gs...

@@ -30,7 +30,7 @@ size_t groupOfPosition(const Node& n, size_t k) { return CollectiveView(n).group
 std::vector<size_t> sharesOf(const Module& m, const Node& n) {
   if (n.op() == Op::kInput || n.op() == Op::kParam) return {};
   if (streamOf(n) == StreamKind::kCompute) return {*m.deviceIndex(*n.device())};
-  const std::vector<Device>& devices = CollectiveView(n).devices();
+  const std::vector<Device> devices = CollectiveView(n).devices();
   std::vector<size_t> out;
   out.reserve(devices.size());
   for (const Device& d : devices) out.push_back(*m.deviceIndex(d));

@@ -59,8 +59,8 @@ struct TargetInfo {
   /// Bytes every buffer of a memory plan is aligned to: what its kernels' vector loads,
   /// oneDNN or cuDNN want (plan-memory{alignment} takes the largest of a module's kinds).
   int64_t alignment = 64;
-  /// Runs an optimizer's grouped form (sgd_update_group) as one multi-tensor launch, so
-  /// the default pipeline groups updates (group-sgd-updates) for its devices.
+  /// Runs an optimizer's grouped form (sgd_update_group, adamw_update_group) as one multi-tensor launch, so
+  /// the default pipeline groups updates (group-updates) for its devices.
   bool multi_tensor_update = false;
   ActivationLayout preferred_layout = ActivationLayout::kPlain;
   /// Which slots of its kernels take preferred_layout (unused when that is kPlain).

@@ -152,7 +152,7 @@ class GraphVerifier {
 
   absl::Status checkState(const Node& n) {
     if (ParamView::is(n)) {
-      const std::string& var = ParamView(n).var();
+      const std::string var = ParamView(n).var();
       auto it = writes_.find(replicaKey(n, var));
       if (it != writes_.end())
         return failAt(n, absl::StrCat("reads @", var, " after ", it->second->describe(),

@@ -30,7 +30,7 @@ absl::StatusOr<bool> ClipGradNorm::run(ir::Module& m) {
     if (!u) continue;
     if (u->grouped())
       return absl::FailedPreconditionError(absl::StrCat(
-          "clip-grad-norm: ", n->describe(), " is grouped; run clip-grad-norm before group-sgd-updates"));
+          "clip-grad-norm: ", n->describe(), " is grouped; run clip-grad-norm before group-updates"));
     const std::string device = n->device() ? ir::toString(*n->device()) : std::string();
     auto [it, inserted] = updates.try_emplace(device);
     if (inserted) device_order.push_back(device);

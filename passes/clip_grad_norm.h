@@ -9,7 +9,7 @@ namespace tandem::passes {
 /// the updates read its results: gradient clipping by global norm, as
 /// torch.nn.utils.clip_grad_norm_ before optimizer.step(). After insert-collectives, so
 /// that every device clips the same sums by the same factor; before schedule and
-/// group-sgd-updates, which order and group the updates as they read the clipped values.
+/// group-updates, which order and group the updates as they read the clipped values.
 class ClipGradNorm final : public Pass {
  public:
   static constexpr absl::string_view kName = "clip-grad-norm";

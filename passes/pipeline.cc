@@ -132,7 +132,7 @@ std::string defaultPipeline(const PipelineConfig& c) {
                                              const ir::TargetInfo* t = ir::findTarget(d.kind);
                                              return t != nullptr && t->multi_tensor_update;
                                            }))
-          ? "group-sgd-updates"
+          ? "group-updates"
           : "",
       // The execution plan, on the graph as it will run.
       "assign-streams",
@@ -149,7 +149,7 @@ std::vector<std::string> defaultPassNames() {
   return {"mixed-precision",   "autodiff",          "feed-learning-rate",
           "fuse-conv-bn-relu", "replicate",         "insert-collectives",
           "clip-grad-norm",    "recompute-bn-relu", "dce",
-          "schedule",          "group-sgd-updates", "assign-streams",
+          "schedule",          "group-updates", "assign-streams",
           "plan-events",       "assign-layouts",    "plan-memory"};
 }
 

@@ -53,7 +53,7 @@ struct PipelineConfig {
   bool bf16_allreduce = false;
   /// Sync batch norm: all-reduce the batch statistics across devices (CLI --sync-bn).
   bool sync_bn = false;
-  /// Run group-sgd-updates: one sgd_update_group per device and bucket. Unset: when any
+  /// Run group-updates: one grouped update (sgd_update_group, adamw_update_group) per device and bucket. Unset: when any
   /// device is a CUDA one, where it saves a launch per parameter (CPU devices run the
   /// same loop either way; CLI --group-updates).
   std::optional<bool> group_updates;

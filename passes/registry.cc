@@ -10,7 +10,7 @@
 #include "passes/dce.h"
 #include "passes/feed_learning_rate.h"
 #include "passes/fuse_conv_bn_relu.h"
-#include "passes/group_sgd_updates.h"
+#include "passes/group_updates.h"
 #include "passes/insert_collectives.h"
 #include "passes/mixed_precision.h"
 #include "passes/plan_events.h"
@@ -52,9 +52,10 @@ const std::vector<PassInfo>& registeredPasses() {
        DeadCodeElimination::create},
       {Schedule::kName, "issue order for the compute and comm streams: updates after backward", "",
        Schedule::create},
-      {GroupSgdUpdates::kName,
-       "one sgd_update_group per device and gradient bucket: one multi-tensor launch on GPUs", "",
-       GroupSgdUpdates::create},
+      {GroupUpdates::kName,
+       "one grouped update (sgd_update_group, adamw_update_group) per device and gradient bucket: "
+       "one multi-tensor launch on GPUs",
+       "", GroupUpdates::create},
       {AssignStreams::kName,
        "the execution plan begins: the stream of its device each node runs on", "",
        AssignStreams::create},

@@ -1,5 +1,6 @@
 #include "passes/replicate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -76,6 +77,33 @@ absl::StatusOr<int64_t> graphBatch(const ir::Graph& g) {
   return batch;
 }
 
+// opgen requires this int attribute of every op with the sample_indexed trait.
+constexpr absl::string_view kSampleOffset = "sample_offset";
+
+/// Points a sample-indexed node's copy at its device's rows: its first operand is `part`
+/// on the device and `whole` for the whole batch of `batch` samples, of which the device
+/// holds `share` from sample `first` on. With the batch on axis 0 (k rows a sample: one,
+/// or a sequence's tokens), the device's rows are rows [k * first, k * (first + share)) of
+/// the whole tensor, and the copy computes exactly those rows of what one device would.
+absl::Status setSampleOffset(ir::Node& copy, const ir::TensorType& whole, int64_t batch,
+                             int64_t share, int64_t first) {
+  const ir::TensorType& part = copy.operand(0)->type();
+  if (part == whole) return absl::OkStatus();  // no batch flows through it: no offset
+  const bool rows_scale =
+      whole.rank() >= 1 && part.rank() == whole.rank() && batch > 0 &&
+      whole.shape[0] % batch == 0 && part.shape[0] == whole.shape[0] / batch * share &&
+      std::equal(part.shape.begin() + 1, part.shape.end(), whole.shape.begin() + 1);
+  if (!rows_scale)
+    return absl::InvalidArgumentError(absl::StrCat(
+        copy.describe(), ": its operand is ", ir::toString(part), " here and ", ir::toString(whole),
+        " for the whole batch of ", batch,
+        "; a sample-indexed op needs the batch on axis 0 (rows in proportion to the device's "
+        "share) to compute the rows one device would"));
+  const int64_t offset = copy.intAttr(kSampleOffset) + first * (whole.shape[0] / batch);
+  copy.setAttr(kSampleOffset, offset);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<bool> Replicate::run(ir::Module& m) {
@@ -94,6 +122,8 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
                                                                 split.status().message()));
       sizes = *split;
     }
+    std::vector<int64_t> firsts(devices_.size(), 0);  // each device's first sample
+    for (size_t d = 1; d < devices_.size(); ++d) firsts[d] = firsts[d - 1] + sizes[d - 1];
     auto dst = std::make_unique<ir::Graph>(&m, src->name());
     // Node-major order (each node once per device, side by side) keeps a node's replicas
     // together, so a collective can sit right after the last replica it waits for.
@@ -154,6 +184,11 @@ absl::StatusOr<bool> Replicate::run(ir::Module& m) {
                                      : same   ? &result_types
                                               : nullptr);
         if (!copy.ok()) return where(copy.status(), d);
+        if ((*copy)->info().has(ir::kSampleIndexed))
+          if (absl::Status s =
+                  setSampleOffset(**copy, slot_type[operand_slots[0]], *batch, sizes[d], firsts[d]);
+              !s.ok())
+            return where(s, d);
         for (size_t r = 0; r < n->numResults(); ++r)
           replicas[(first_result_slot + r) * devices + d] = (*copy)->result(r);
       }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -589,6 +590,16 @@ absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
       return ckptError(
           path, absl::StrCat("was written with ", flag, " ", theirs, "; this run has ", flag, " ",
                              value, " (resume with the value it was written with)"));
+  }
+  // A setting listed only when given (--clip-grad-norm, --label-smoothing, a schedule's)
+  // that the checkpoint has and this run leaves out.
+  for (const auto& [flag, value] : c.settings) {
+    const bool here = std::any_of(settings.begin(), settings.end(),
+                                  [&](const auto& s) { return s.first == flag; });
+    if (!here)
+      return ckptError(
+          path, absl::StrCat("was written with ", flag, " ", value, "; this run has no ", flag,
+                             " (resume with the value it was written with)"));
   }
   return absl::OkStatus();
 }

@@ -1,8 +1,12 @@
 #include "runtime/label_check.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ir/op_views.h"
 
 namespace tandem::runtime {
 namespace {
@@ -10,6 +14,22 @@ namespace {
 bool readsLabels(const ir::Node& n) {
   return n.op() == ir::Op::kSoftmaxCrossEntropy || n.op() == ir::Op::kSoftmaxCrossEntropyBackward ||
          n.op() == ir::Op::kAccuracy;
+}
+
+/// What reader `u` allows of `v`, if it reads it as indices: the count they stay below.
+std::optional<std::pair<LabelCheck::Kind, int64_t>> indexLimit(const ir::Node& u,
+                                                               const ir::Value* v) {
+  if (readsLabels(u) && u.numOperands() > 1 && u.operand(1) == v) {
+    const ir::TensorType& logits = u.operand(0)->type();
+    if (logits.shape.size() != 2) return std::nullopt;
+    return std::pair{LabelCheck::Kind::kLabels, logits.shape[1]};
+  }
+  if (ir::EmbeddingView::is(u) && u.operand(0) == v) {
+    const ir::TensorType& table = ir::EmbeddingView(u).table()->type();
+    if (table.shape.size() != 2) return std::nullopt;
+    return std::pair{LabelCheck::Kind::kEmbeddingIds, table.shape[0]};
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -24,23 +44,25 @@ std::vector<LabelCheck> labelChecks(const ir::Graph& g) {
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const ir::Value* input = g.inputs()[i]->result();
     if (input->type().dtype != ir::DType::kI32) continue;
-    LabelCheck check{.input = i};
+    LabelCheck checks[] = {{.input = i, .kind = LabelCheck::Kind::kLabels},
+                           {.input = i, .kind = LabelCheck::Kind::kEmbeddingIds}};
     // The input itself (an unreplicated graph) or the slices a split made of it.
     std::vector<const ir::Value*> reaching = {input};
     for (const ir::Node* u : usersOf(input))
       if (u->op() == ir::Op::kSplit)
         for (size_t r = 0; r < u->numResults(); ++r) reaching.push_back(u->result(r));
     for (const ir::Value* v : reaching)
-      for (const ir::Node* u : usersOf(v))
-        if (readsLabels(*u) && u->numOperands() > 1 && u->operand(1) == v) {
-          const ir::TensorType& logits = u->operand(0)->type();
-          if (logits.shape.size() != 2) continue;
-          if (check.loss == nullptr || logits.shape[1] < check.classes) {
-            check.classes = logits.shape[1];
-            check.loss = u;
-          }
+      for (const ir::Node* u : usersOf(v)) {
+        const auto limit = indexLimit(*u, v);
+        if (!limit) continue;
+        LabelCheck& check = checks[limit->first == LabelCheck::Kind::kLabels ? 0 : 1];
+        if (check.loss == nullptr || limit->second < check.classes) {
+          check.classes = limit->second;
+          check.loss = u;
         }
-    if (check.loss != nullptr) out.push_back(check);
+      }
+    for (const LabelCheck& check : checks)
+      if (check.loss != nullptr) out.push_back(check);
   }
   return out;
 }
@@ -49,13 +71,20 @@ absl::Status checkLabels(const LabelCheck& check, const ir::Graph& g,
                          const backend::TensorView& labels) {
   const int32_t* l = labels.i32();
   const int64_t n = labels.numElements();
+  const bool ids = check.kind == LabelCheck::Kind::kEmbeddingIds;
   const int32_t* bad =
-      std::find_if(l, l + n, [&](int32_t label) { return label >= check.classes; });
+      std::find_if(l, l + n, [&](int32_t v) { return v >= check.classes || (ids && v < 0); });
   if (bad == l + n) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "@", g.name(), " input %", g.inputs()[check.input]->result()->name(), ": sample ", bad - l,
-      " of the batch has label ", *bad, ", but ", check.loss->describe(), " has ", check.classes,
-      " classes (labels 0 to ", check.classes - 1, "; a negative label is padding)"));
+  const std::string input =
+      absl::StrCat("@", g.name(), " input %", g.inputs()[check.input]->result()->name(), ": ");
+  if (ids)
+    return absl::InvalidArgumentError(absl::StrCat(
+        input, "element ", bad - l, " of the batch is id ", *bad, ", but ", check.loss->describe(),
+        " looks ids up in a table of ", check.classes, " rows (ids 0 to ", check.classes - 1, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(input, "sample ", bad - l, " of the batch has label ", *bad, ", but ",
+                   check.loss->describe(), " has ", check.classes, " classes (labels 0 to ",
+                   check.classes - 1, "; a negative label is padding)"));
 }
 
 }  // namespace tandem::runtime

@@ -49,6 +49,10 @@ struct KernelInit {
 
 using KernelOr = absl::StatusOr<std::unique_ptr<CpuKernel>>;
 
+/// The kernel of every op whose result is its operand's bytes (reshape, flatten and its
+/// gradient, a transpose that moves nothing): one copy, none when the plan aliases them.
+std::unique_ptr<CpuKernel> makeByteCopyKernel();
+
 TANDEM_DECLARE_KERNEL_FACTORIES()
 
 /// The CPU backend's kernel table.

@@ -1,18 +1,18 @@
-// softmax_cross_entropy, its backward op and accuracy: plain loops over the [N,C] logits.
-// C is small (10 classes) and N a per-device batch, so these cost nothing next to the
-// layers; they are written for exactness (max-subtracted log-sum-exp, double sums).
+// softmax_cross_entropy (label smoothing included), its backward op and accuracy: plain
+// loops over the [N,C] logits. C is small (10 classes) and N a per-device batch, so these
+// cost nothing next to the layers; they are written for exactness (max-subtracted
+// log-sum-exp, double sums).
 //
 // Rows with a negative label are padding of a last partial batch: they add no loss, get a
 // zero gradient and never count as correct. A label >= C is a bug in the data pipeline
-// (the loader checks labels), so it is only asserted.
+// (the runtime checks every batch's labels, runtime/label_check.h): the loss core makes
+// its row's loss NaN rather than read past the row.
 
-#include <algorithm>
-#include <cassert>
-#include <cmath>
 #include <cstdint>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/cross_entropy_core.h"
 #include "backend/cpu/kernels.h"
 #include "ir/op_views.h"
 
@@ -31,74 +31,42 @@ absl::Status checkLogits(const ir::Node& node) {
   return absl::OkStatus();
 }
 
-/// What a reduction divides the summed loss by: `divisor` (the global batch) for mean.
-double lossScale(const ir::Node& node) {
-  return ir::attr::reduction(node) == ir::Reduction::kMean
-             ? static_cast<double>(ir::attr::divisor(node))
-             : 1.0;
+/// The loss's rows, classes, smoothing and what a reduction divides the summed loss by:
+/// `divisor` (the global batch) for mean.
+CrossEntropySpec specOf(const ir::Node& node) {
+  const ir::TensorType& logits = node.operand(0)->type();
+  return CrossEntropySpec{.rows = logits.shape[0],
+                          .classes = logits.shape[1],
+                          .smoothing = ir::attr::label_smoothing(node),
+                          .divisor = ir::attr::reduction(node) == ir::Reduction::kMean
+                                         ? static_cast<double>(ir::attr::divisor(node))
+                                         : 1.0};
 }
 
-/// log(sum(exp(row))), shifted by the row's maximum so that exp never overflows.
-double logSumExp(const float* row, int64_t classes) {
-  double max = row[0];
-  for (int64_t j = 1; j < classes; ++j) max = std::max(max, static_cast<double>(row[j]));
-  double sum = 0;
-  for (int64_t j = 0; j < classes; ++j) sum += std::exp(static_cast<double>(row[j]) - max);
-  return max + std::log(sum);
-}
-
+// Both are the cross-entropy core's loops (cross_entropy_core.h: double sums of the
+// max-shifted log-sum-exp), with label_smoothing = 0 the plain loss's exact bits.
 class SoftmaxCrossEntropyKernel final : public CpuKernel {
  public:
-  explicit SoftmaxCrossEntropyKernel(double divisor) : divisor_(divisor) {}
+  explicit SoftmaxCrossEntropyKernel(const CrossEntropySpec& spec) : spec_(spec) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const float* logits = in[0].f32();
-    const int32_t* labels = in[1].i32();
-    int64_t rows = in[0].dim(0), classes = in[0].dim(1);
-    double loss = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      int32_t label = labels[r];
-      if (label < 0) continue;
-      assert(label < classes);
-      const float* row = logits + r * classes;
-      loss += logSumExp(row, classes) - static_cast<double>(row[label]);
-    }
-    *out[0].f32() = static_cast<float>(loss / divisor_);
+    *out[0].f32() = crossEntropyForward(spec_, in[0].f32(), in[1].i32());
   }
 
  private:
-  double divisor_;
+  CrossEntropySpec spec_;
 };
 
 class SoftmaxCrossEntropyBackwardKernel final : public CpuKernel {
  public:
-  explicit SoftmaxCrossEntropyBackwardKernel(double divisor) : divisor_(divisor) {}
+  explicit SoftmaxCrossEntropyBackwardKernel(const CrossEntropySpec& spec) : spec_(spec) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const float* logits = in[0].f32();
-    const int32_t* labels = in[1].i32();
-    double scale = static_cast<double>(*in[2].f32()) / divisor_;
-    float* dlogits = out[0].f32();
-    int64_t rows = in[0].dim(0), classes = in[0].dim(1);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = logits + r * classes;
-      float* drow = dlogits + r * classes;
-      int32_t label = labels[r];
-      if (label < 0) {
-        for (int64_t j = 0; j < classes; ++j) drow[j] = 0.0f;
-        continue;
-      }
-      assert(label < classes);
-      double lse = logSumExp(row, classes);
-      for (int64_t j = 0; j < classes; ++j) {
-        double p = std::exp(static_cast<double>(row[j]) - lse);
-        drow[j] = static_cast<float>((p - (j == label ? 1.0 : 0.0)) * scale);
-      }
-    }
+    crossEntropyBackward(spec_, in[0].f32(), in[1].i32(), *in[2].f32(), out[0].f32());
   }
 
  private:
-  double divisor_;
+  CrossEntropySpec spec_;
 };
 
 class AccuracyKernel final : public CpuKernel {
@@ -124,12 +92,12 @@ class AccuracyKernel final : public CpuKernel {
 
 KernelOr makeSoftmaxCrossEntropyKernel(const KernelInit& init) {
   if (absl::Status s = checkLogits(init.node); !s.ok()) return s;
-  return std::make_unique<SoftmaxCrossEntropyKernel>(lossScale(init.node));
+  return std::make_unique<SoftmaxCrossEntropyKernel>(specOf(init.node));
 }
 
 KernelOr makeSoftmaxCrossEntropyBackwardKernel(const KernelInit& init) {
   if (absl::Status s = checkLogits(init.node); !s.ok()) return s;
-  return std::make_unique<SoftmaxCrossEntropyBackwardKernel>(lossScale(init.node));
+  return std::make_unique<SoftmaxCrossEntropyBackwardKernel>(specOf(init.node));
 }
 
 KernelOr makeAccuracyKernel(const KernelInit& init) {

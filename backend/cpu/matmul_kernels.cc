@@ -3,7 +3,6 @@
 // the shape ops: reshape (a row-major reshape keeps every byte where it is: one copy) and
 // transpose (a oneDNN reorder from the input read through permuted strides).
 
-#include <cstring>
 #include <memory>
 #include <utility>
 
@@ -29,15 +28,6 @@ class MatmulKernel final : public CpuKernel {
   MatmulCore core_;
 };
 
-class CopyKernel final : public CpuKernel {
- public:
-  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    // A memory planner may alias the result with the operand; then there is nothing to do.
-    if (in[0].data == out[0].data) return;
-    std::memcpy(out[0].data, in[0].data, static_cast<size_t>(out[0].bytes()));
-  }
-};
-
 }  // namespace
 
 KernelOr makeMatmulKernel(const KernelInit& init) {
@@ -49,8 +39,6 @@ KernelOr makeMatmulKernel(const KernelInit& init) {
   ASSIGN_OR_RETURN(MatmulCore core, MatmulCore::make(init.ctx, spec, init.node.describe()));
   return std::make_unique<MatmulKernel>(std::move(core));
 }
-
-KernelOr makeReshapeKernel(const KernelInit&) { return std::make_unique<CopyKernel>(); }
 
 // y[i0, i1, ...] = x at index i along axis perm[0], ...: the input's memory described in
 // y's axis order (its strides permuted), reordered into y's plain layout.
@@ -68,7 +56,7 @@ KernelOr makeTransposeKernel(const KernelInit& init) {
     dims.push_back(x.shape[static_cast<size_t>(p)]);
     strides.push_back(x_strides[static_cast<size_t>(p)]);
   }
-  if (rank == 0 || y.numElements() == 0) return std::make_unique<CopyKernel>();
+  if (rank == 0 || y.numElements() == 0) return makeByteCopyKernel();
   if (x.dtype == ir::DType::kF64)  // oneDNN has no f64 memory
     return absl::UnimplementedError(
         absl::StrCat(init.node.describe(), ": the CPU transpose takes f32, bf16 and i32, not f64"));

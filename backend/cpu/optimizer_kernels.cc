@@ -2,11 +2,13 @@
 // write their weight and momentum operand views, which point at the variables' storage
 // (sgd_update: w in[0] and m in[2], present iff momentum > 0; the group: ir/updates.h),
 // and read the schedule's learning-rate factor, their last operand when they have one.
-// adamw_update: AdamW's step over the AdamW core (backend/cpu/adamw_core.h), in place on
-// w, m, v and the step count.
+// adamw_update and adamw_update_group: AdamW's step over the AdamW core
+// (backend/cpu/adamw_core.h), in place on w, m, v and the step count.
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "backend/bf16.h"
@@ -116,6 +118,31 @@ class AdamwUpdateKernel final : public CpuKernel {
   size_t lr_scale_;
 };
 
+/// adamw_update_group: adamw_update's step over each of its k parameters in turn, each
+/// with its own count (the group saves the executor's per-node work, and changes no bit).
+template <typename G>
+class AdamwUpdateGroupKernel final : public CpuKernel {
+ public:
+  AdamwUpdateGroupKernel(AdamWHyper h, std::vector<AdamwGroupOperands> params, size_t lr_scale)
+      : h_(h), params_(std::move(params)), lr_scale_(lr_scale) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView>) override {
+    const float* factor = lrFactor(in, lr_scale_);
+    for (const AdamwGroupOperands& p : params_) {
+      float& step = in[p.step].f32()[0];
+      const AdamWScalars s = adamwScalarsAt(h_, factor, step);
+      step += 1;
+      adamwUpdate(in[p.w].f32(), in[p.g].as<G>(), in[p.m].f32(), in[p.v].f32(),
+                  in[p.w].numElements(), s);
+    }
+  }
+
+ private:
+  AdamWHyper h_;
+  std::vector<AdamwGroupOperands> params_;
+  size_t lr_scale_;
+};
+
 /// clip_grad_norm: the squares summed in double in element order (one thread: the sum's
 /// order is the factor's bits, and every device must make the same), then each gradient
 /// scaled by the factor into its result, in its dtype.
@@ -163,6 +190,16 @@ KernelOr makeAdamwUpdateKernel(const KernelInit& init) {
                        });
 }
 
+KernelOr makeAdamwUpdateGroupKernel(const KernelInit& init) {
+  const ir::Node& node = init.node;
+  RETURN_IF_ERROR(checkUpdateGroup(node, "CPU"));
+  std::vector<AdamwGroupOperands> params = adamwGroupOperands(node);
+  return withFloatType(node.operand(params[0].g)->type().dtype, [&](auto g) -> KernelOr {
+    return std::make_unique<AdamwUpdateGroupKernel<decltype(g)>>(
+        adamwHyper(node), std::move(params), lrScaleOperand(node));
+  });
+}
+
 KernelOr makeSgdUpdateKernel(const KernelInit& init) {
   const ir::Node& node = init.node;
   RETURN_IF_ERROR(checkSgdUpdate(node, "CPU"));
@@ -173,7 +210,7 @@ KernelOr makeSgdUpdateKernel(const KernelInit& init) {
 
 KernelOr makeSgdUpdateGroupKernel(const KernelInit& init) {
   const ir::Node& node = init.node;
-  RETURN_IF_ERROR(checkSgdUpdateGroup(node, "CPU"));
+  RETURN_IF_ERROR(checkUpdateGroup(node, "CPU"));
   const ir::SgdGroupLayout layout = ir::sgdGroupLayout(node);
   return withFloatType(node.operand(layout.gradient(0))->type().dtype, [&](auto g) -> KernelOr {
     return std::make_unique<SgdUpdateGroupKernel<decltype(g)>>(Hyper(node), layout,

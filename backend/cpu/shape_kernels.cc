@@ -21,9 +21,13 @@ class CopyKernel final : public CpuKernel {
 
 }  // namespace
 
-KernelOr makeFlattenKernel(const KernelInit&) { return std::make_unique<CopyKernel>(); }
+std::unique_ptr<CpuKernel> makeByteCopyKernel() { return std::make_unique<CopyKernel>(); }
+
+KernelOr makeReshapeKernel(const KernelInit&) { return makeByteCopyKernel(); }
+
+KernelOr makeFlattenKernel(const KernelInit&) { return makeByteCopyKernel(); }
 
 // flatten_backward(dy, x): x only gives the shape; the bytes are dy's.
-KernelOr makeFlattenBackwardKernel(const KernelInit&) { return std::make_unique<CopyKernel>(); }
+KernelOr makeFlattenBackwardKernel(const KernelInit&) { return makeByteCopyKernel(); }
 
 }  // namespace tandem::backend::cpu

@@ -60,21 +60,22 @@ void backward(Activation a, const T* saved, const T* dy, T* dx, int64_t n, cudaS
 }
 
 template <typename T>
-__global__ void dropoutKernel(DropoutMask mask, int64_t first_sample, int64_t samples,
-                              int64_t per_sample, int64_t groups, const T* x, T* y) {
+__global__ void dropoutKernel(DropoutMask mask, const int32_t* step, int64_t first_sample,
+                              int64_t samples, int64_t per_sample, int64_t groups, const T* x,
+                              T* y) {
   // groups: per sample (ceil(per_sample / 4)); thread t takes group t % groups of sample
   // t / groups, so neighbouring threads take neighbouring 16-byte groups.
   for (int64_t t = gridStart(); t < samples * groups; t += gridStride())
-    dropoutGroup(mask, first_sample, per_sample, t / groups, t % groups, x, y);
+    dropoutThread(mask, step, first_sample, per_sample, groups, t, x, y);
 }
 
 template <typename T>
-void dropout(const DropoutMask& mask, int64_t first_sample, int64_t samples, int64_t per_sample,
-             const T* x, T* y, cudaStream_t stream) {
+void dropout(const DropoutMask& mask, const int32_t* step, int64_t first_sample, int64_t samples,
+             int64_t per_sample, const T* x, T* y, cudaStream_t stream) {
   const int64_t groups = (per_sample + 3) / 4;
   if (samples <= 0 || groups <= 0) return;
   dropoutKernel<<<mapBlocks(samples * groups), kMapThreads, 0, stream>>>(
-      mask, first_sample, samples, per_sample, groups, x, y);
+      mask, step, first_sample, samples, per_sample, groups, x, y);
 }
 
 }  // namespace
@@ -96,13 +97,15 @@ void launchActivationBackward(Activation a, const uint16_t* saved, const uint16_
   backward(a, saved, dy, dx, n, stream);
 }
 
-void launchDropout(const DropoutMask& mask, int64_t first_sample, int64_t samples,
-                   int64_t per_sample, const float* x, float* y, cudaStream_t stream) {
-  dropout(mask, first_sample, samples, per_sample, x, y, stream);
+void launchDropout(const DropoutMask& mask, const int32_t* step, int64_t first_sample,
+                   int64_t samples, int64_t per_sample, const float* x, float* y,
+                   cudaStream_t stream) {
+  dropout(mask, step, first_sample, samples, per_sample, x, y, stream);
 }
-void launchDropout(const DropoutMask& mask, int64_t first_sample, int64_t samples,
-                   int64_t per_sample, const uint16_t* x, uint16_t* y, cudaStream_t stream) {
-  dropout(mask, first_sample, samples, per_sample, x, y, stream);
+void launchDropout(const DropoutMask& mask, const int32_t* step, int64_t first_sample,
+                   int64_t samples, int64_t per_sample, const uint16_t* x, uint16_t* y,
+                   cudaStream_t stream) {
+  dropout(mask, step, first_sample, samples, per_sample, x, y, stream);
 }
 
 }  // namespace tandem::backend::cuda

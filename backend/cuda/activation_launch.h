@@ -25,11 +25,14 @@ void launchActivationBackward(Activation a, const uint16_t* saved, const uint16_
                               int64_t n, cudaStream_t stream);
 
 /// y = x * mask * scale over a device's slice [samples, per_sample] whose first sample is
-/// `first_sample` of the global batch (also the backward: dy in, dx out); one thread per
-/// group of four elements of a sample (dropoutGroup).
-void launchDropout(const DropoutMask& mask, int64_t first_sample, int64_t samples,
-                   int64_t per_sample, const float* x, float* y, cudaStream_t stream);
-void launchDropout(const DropoutMask& mask, int64_t first_sample, int64_t samples,
-                   int64_t per_sample, const uint16_t* x, uint16_t* y, cudaStream_t stream);
+/// `first_sample` of the global batch (also the backward: dy in, dx out), with the mask at
+/// the step in `*step` (device memory, read by the kernel: mask.step is ignored); one
+/// thread per group of four elements of a sample (dropoutThread).
+void launchDropout(const DropoutMask& mask, const int32_t* step, int64_t first_sample,
+                   int64_t samples, int64_t per_sample, const float* x, float* y,
+                   cudaStream_t stream);
+void launchDropout(const DropoutMask& mask, const int32_t* step, int64_t first_sample,
+                   int64_t samples, int64_t per_sample, const uint16_t* x, uint16_t* y,
+                   cudaStream_t stream);
 
 }  // namespace tandem::backend::cuda

@@ -78,4 +78,13 @@ TANDEM_HD void dropoutGroup(const DropoutMask& mask, int64_t first_sample, int64
   }
 }
 
+/// Thread t of dropout's kernel over a device's [rows, per_row] slice (groups = ceil(per_row
+/// / 4) a row): group t % groups of row t / groups, with the mask at the step `step` points
+/// to (device memory: @step's replica).
+template <typename T>
+TANDEM_HD void dropoutThread(const DropoutMask& mask, const int32_t* step, int64_t first_row,
+                             int64_t per_row, int64_t groups, int64_t t, const T* x, T* y) {
+  dropoutGroup(mask.atStep(step), first_row, per_row, t / groups, t % groups, x, y);
+}
+
 }  // namespace tandem::backend::cuda

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "backend/adamw_math.h"
+#include "backend/cuda/optimizer_plan.h"
 
 namespace tandem::backend::cuda {
 
@@ -24,5 +25,11 @@ void launchAdamWUpdate(float* w, const float* g, float* m, float* v, int64_t n, 
                        const AdamWHyper& h, const float* lr_factor, cudaStream_t stream);
 void launchAdamWUpdate(float* w, const uint16_t* g, float* m, float* v, int64_t n, float* step,
                        const AdamWHyper& h, const float* lr_factor, cudaStream_t stream);
+
+/// One launch of adamw_update_group: the table's parameters (gradients f32, or bf16 when
+/// `bf16_grad`), `blocks` of them (the table's last prefix sum), each with the scalars of
+/// its own count, which it then increments.
+void launchAdamWUpdateGroup(const AdamwGroupTable& table, int64_t blocks, bool bf16_grad,
+                            const AdamWHyper& h, const float* lr_factor, cudaStream_t stream);
 
 }  // namespace tandem::backend::cuda

@@ -1,12 +1,14 @@
-// Softmax cross-entropy, its backward op and accuracy on CUDA: own kernels (loss.cu) that
-// compute as the CPU does (backend/cpu/loss_kernels.cc: a max-shifted log-sum-exp in
-// double, the loss summed in double), the scalar results reduced in a fixed order so that
-// every run gives the same bits. f32 logits, i32 labels; a negative label is padding.
+// Softmax cross-entropy (label smoothing included), its backward op and accuracy on CUDA:
+// own kernels (cross_entropy.cu, loss.cu) that compute as the CPU does
+// (backend/cross_entropy_math.h: a max-shifted log-sum-exp in double, the loss summed in
+// double), the scalar results reduced in a fixed order so that every run gives the same
+// bits. f32 logits, i32 labels; a negative label is padding.
 
 #include <cstdint>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cuda/cross_entropy_launch.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/loss_launch.h"
 #include "ir/op_views.h"
@@ -18,8 +20,8 @@ enum class LossOp { kForward, kBackward, kAccuracy };
 
 class LossKernel final : public CudaKernel {
  public:
-  LossKernel(CudaContext& ctx, LossOp op, double divisor)
-      : CudaKernel(ctx), op_(op), divisor_(divisor) {}
+  LossKernel(CudaContext& ctx, LossOp op, double divisor, double smoothing)
+      : CudaKernel(ctx), op_(op), divisor_(divisor), smoothing_(smoothing) {}
 
  protected:
   absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
@@ -29,11 +31,12 @@ class LossKernel final : public CudaKernel {
     const int64_t rows = in[0].dim(0), classes = in[0].dim(1);
     switch (op_) {
       case LossOp::kForward:
-        launchSoftmaxCrossEntropy(logits, labels, rows, classes, divisor_, out[0].f32(), stream);
+        launchSmoothedCrossEntropy(logits, labels, rows, classes, smoothing_, divisor_,
+                                   out[0].f32(), stream);
         break;
       case LossOp::kBackward:
-        launchSoftmaxCrossEntropyBackward(logits, labels, in[2].f32(), rows, classes, divisor_,
-                                          out[0].f32(), stream);
+        launchSmoothedCrossEntropyBackward(logits, labels, in[2].f32(), rows, classes, smoothing_,
+                                           divisor_, out[0].f32(), stream);
         break;
       case LossOp::kAccuracy:
         launchAccuracy(logits, labels, rows, classes, out[0].i32(), stream);
@@ -45,6 +48,7 @@ class LossKernel final : public CudaKernel {
  private:
   LossOp op_;
   double divisor_;
+  double smoothing_;  // label_smoothing (0 for accuracy)
 };
 
 absl::Status checkOperands(const ir::Node& node) {
@@ -75,8 +79,10 @@ double lossScale(const ir::Node& node) {
 
 KernelOr makeLoss(const KernelInit& init, LossOp op) {
   RETURN_IF_ERROR(checkOperands(init.node));
-  const double divisor = op == LossOp::kAccuracy ? 1.0 : lossScale(init.node);
-  return std::unique_ptr<CudaKernel>(new LossKernel(init.ctx, op, divisor));
+  if (op == LossOp::kAccuracy)
+    return std::unique_ptr<CudaKernel>(new LossKernel(init.ctx, op, 1.0, 0.0));
+  return std::unique_ptr<CudaKernel>(
+      new LossKernel(init.ctx, op, lossScale(init.node), ir::attr::label_smoothing(init.node)));
 }
 
 }  // namespace

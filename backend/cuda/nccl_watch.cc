@@ -103,8 +103,16 @@ class RealProbe final : public NcclWatch::Probe {
   }
   absl::Status record(int gpu, cudaEvent_t event, cudaStream_t stream) override {
     CUDA_TRY("the NCCL watchdog's events", cudaSetDevice(gpu));
+    // External only while the stream is being captured (so that the recorded step's replay
+    // records the event too): outside capture CUDA refuses the flag (cudaErrorIllegalState,
+    // seen on the first GPU run).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_TRY("the NCCL watchdog's events", cudaStreamIsCapturing(stream, &capture));
     CUDA_TRY("the NCCL watchdog's events",
-             cudaEventRecordWithFlags(event, stream, cudaEventRecordExternal));
+             cudaEventRecordWithFlags(event, stream,
+                                      capture == cudaStreamCaptureStatusActive
+                                          ? cudaEventRecordExternal
+                                          : cudaEventRecordDefault));
     return absl::OkStatus();
   }
   bool done(int gpu, cudaEvent_t event) override {

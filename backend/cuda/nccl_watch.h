@@ -34,7 +34,8 @@ class NcclWatch final : public AsyncWaits {
     virtual ~Probe() = default;
     virtual absl::Status createEvent(int gpu, cudaEvent_t* event) = 0;
     virtual void destroyEvent(int gpu, cudaEvent_t event) = 0;
-    /// Records `event` on `stream` (cudaEventRecordWithFlags, external: kept in graphs).
+    /// Records `event` on `stream` (cudaEventRecordWithFlags; external while the stream is
+    /// captured, so that graphs keep it).
     virtual absl::Status record(int gpu, cudaEvent_t event, cudaStream_t stream) = 0;
     /// Whether the event's latest record has completed (cudaEventQuery).
     virtual bool done(int gpu, cudaEvent_t event) = 0;

@@ -4,10 +4,11 @@
 // it was all-reduced in bf16 (allreduce-dtype=bf16); it is widened exactly, so the step
 // itself is the f32 one, the CPU's to the bit.
 //
-// sgd_update_group (group-sgd-updates, on by default for CUDA devices) steps k parameters
+// sgd_update_group (group-updates, on by default for CUDA devices) steps k parameters
 // of a device in one launch per 48 (optimizer_plan.h) instead of one launch each.
 //
-// adamw_update: AdamW's step (adamw.cu) with its count in device memory.
+// adamw_update: AdamW's step (adamw.cu) with its count in device memory; adamw_update_group
+// its multi-tensor form, as sgd_update_group's.
 //
 // Each reads the learning-rate schedule's factor, when the node has one, from device
 // memory where the kernel runs (a recorded step replays with the same pointers).
@@ -58,7 +59,7 @@ class SgdUpdateKernel final : public CudaKernel {
 class SgdUpdateGroupKernel final : public CudaKernel {
  public:
   SgdUpdateGroupKernel(CudaContext& ctx, ir::SgdGroupLayout layout, bool bf16_grad,
-                       const SgdHyper& p, size_t lr_scale, std::vector<SgdGroupLaunch> plan)
+                       const SgdHyper& p, size_t lr_scale, std::vector<GroupLaunch> plan)
       : CudaKernel(ctx),
         layout_(layout),
         bf16_grad_(bf16_grad),
@@ -72,7 +73,7 @@ class SgdUpdateGroupKernel final : public CudaKernel {
     // The sizes were planned from the node's types; the pointers are this run's views.
     SgdHyper p = params_;
     p.lr_factor = lrFactor(in, lr_scale_);
-    for (const SgdGroupLaunch& launch : plan_) {
+    for (const GroupLaunch& launch : plan_) {
       SgdGroupTable table{};
       table.count = launch.count;
       std::copy(launch.first_block, launch.first_block + launch.count + 1, table.first_block);
@@ -93,7 +94,7 @@ class SgdUpdateGroupKernel final : public CudaKernel {
   bool bf16_grad_;
   SgdHyper params_;
   size_t lr_scale_;
-  std::vector<SgdGroupLaunch> plan_;
+  std::vector<GroupLaunch> plan_;
 };
 
 // adamw_update: AdamW's own kernel (adamw.cu) and the step count's increment, both on the
@@ -125,6 +126,51 @@ class AdamwUpdateKernel final : public CudaKernel {
   bool bf16_grad_;
   AdamWHyper hyper_;
   size_t lr_scale_;
+};
+
+// adamw_update_group: one launch per table of up to 48 parameters (optimizer_plan.h), each
+// block making its parameter's scalars from that parameter's count, and a second, one-block
+// launch that counts each parameter's update.
+class AdamwUpdateGroupKernel final : public CudaKernel {
+ public:
+  AdamwUpdateGroupKernel(CudaContext& ctx, std::vector<AdamwGroupOperands> params, bool bf16_grad,
+                         const AdamWHyper& h, size_t lr_scale, std::vector<GroupLaunch> plan)
+      : CudaKernel(ctx),
+        params_(std::move(params)),
+        bf16_grad_(bf16_grad),
+        hyper_(h),
+        lr_scale_(lr_scale),
+        plan_(std::move(plan)) {}
+
+ protected:
+  absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView>) override {
+    // The sizes were planned from the node's types; the pointers are this run's views.
+    const float* factor = lrFactor(in, lr_scale_);
+    for (const GroupLaunch& launch : plan_) {
+      AdamwGroupTable table{};
+      table.count = launch.count;
+      std::copy(launch.first_block, launch.first_block + launch.count + 1, table.first_block);
+      for (int t = 0; t < launch.count; ++t) {
+        const AdamwGroupOperands& p = params_[static_cast<size_t>(launch.first + t)];
+        table.w[t] = in[p.w].f32();
+        table.g[t] = in[p.g].data;
+        table.m[t] = in[p.m].f32();
+        table.v[t] = in[p.v].f32();
+        table.step[t] = in[p.step].f32();
+        table.n[t] = in[p.w].numElements();
+      }
+      launchAdamWUpdateGroup(table, launch.blocks(), bf16_grad_, hyper_, factor, stream);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::vector<AdamwGroupOperands> params_;
+  bool bf16_grad_;
+  AdamWHyper hyper_;
+  size_t lr_scale_;
+  std::vector<GroupLaunch> plan_;
 };
 
 // clip_grad_norm: per gradient its partial sums of squares (a fixed grid), the factor from
@@ -187,14 +233,27 @@ KernelOr makeAdamwUpdateKernel(const KernelInit& init) {
 
 KernelOr makeSgdUpdateGroupKernel(const KernelInit& init) {
   const ir::Node& node = init.node;
-  RETURN_IF_ERROR(checkSgdUpdateGroup(node, "CUDA"));
+  RETURN_IF_ERROR(checkUpdateGroup(node, "CUDA"));
   const ir::SgdGroupLayout layout = ir::sgdGroupLayout(node);
   std::vector<int64_t> sizes;
   for (size_t j = 0; j < layout.k; ++j)
     sizes.push_back(node.operand(layout.weight(j))->type().numElements());
   return std::unique_ptr<CudaKernel>(new SgdUpdateGroupKernel(
       init.ctx, layout, node.operand(layout.gradient(0))->type().dtype == ir::DType::kBF16,
-      hyperparameters(node), lrScaleOperand(node), planSgdGroupLaunches(sizes)));
+      hyperparameters(node), lrScaleOperand(node), planGroupLaunches(sizes)));
+}
+
+KernelOr makeAdamwUpdateGroupKernel(const KernelInit& init) {
+  const ir::Node& node = init.node;
+  RETURN_IF_ERROR(checkUpdateGroup(node, "CUDA"));
+  std::vector<AdamwGroupOperands> params = adamwGroupOperands(node);
+  std::vector<int64_t> sizes;
+  for (const AdamwGroupOperands& p : params)
+    sizes.push_back(node.operand(p.w)->type().numElements());
+  const bool bf16_grad = node.operand(params[0].g)->type().dtype == ir::DType::kBF16;
+  return std::unique_ptr<CudaKernel>(new AdamwUpdateGroupKernel(
+      init.ctx, std::move(params), bf16_grad, adamwHyper(node), lrScaleOperand(node),
+      planGroupLaunches(sizes)));
 }
 
 KernelOr makeClipGradNormKernel(const KernelInit& init) {

@@ -1,7 +1,8 @@
 #pragma once
 
-// How one sgd_update_group's k parameters are cut into multi-tensor launches of the
-// SGD kernel (optimizer.cu), compiled for the GPU and by the host tests. Each launch takes
+// How a grouped update's k parameters (sgd_update_group, adamw_update_group) are cut into
+// multi-tensor launches of its kernel (optimizer.cu, adamw.cu), compiled for the GPU and by
+// the host tests. Each launch takes
 // a table of up to kGroupTensorsPerLaunch parameters by value (about 2 KiB: under the
 // 4 KiB of kernel parameters every CUDA version takes, so no copy of the table to device
 // memory and nothing to free, and CUDA graphs capture it as it is); block b of a launch
@@ -36,6 +37,22 @@ struct SgdGroupTable {
 // 4 KiB that every CUDA version and architecture takes.
 static_assert(sizeof(SgdGroupTable) + 16 <= 4096, "SgdGroupTable outgrows kernel parameters");
 
+/// One launch of adamw_update_group's parameters: as SgdGroupTable, with both moments and
+/// each parameter's update count (read by every block of it, counted up after the launch).
+struct AdamwGroupTable {
+  int count = 0;
+  float* w[kGroupTensorsPerLaunch];
+  const void* g[kGroupTensorsPerLaunch];
+  float* m[kGroupTensorsPerLaunch];
+  float* v[kGroupTensorsPerLaunch];
+  float* step[kGroupTensorsPerLaunch];
+  int64_t n[kGroupTensorsPerLaunch];
+  int64_t first_block[kGroupTensorsPerLaunch + 1];
+};
+
+// With AdamW's hyperparameters (40 bytes) and the learning-rate factor's pointer.
+static_assert(sizeof(AdamwGroupTable) + 64 <= 4096, "AdamwGroupTable outgrows kernel parameters");
+
 /// Blocks that cover n values (at least one, so that an empty tensor costs nothing but a
 /// block that returns: the prefix sums then never repeat).
 TANDEM_HD int64_t groupBlocks(int64_t n) {
@@ -67,7 +84,7 @@ TANDEM_HD GroupRange groupRangeOf(const int64_t* first_block, const int64_t* n, 
 }
 
 /// One launch of a plan: parameters [first, first + count) and their prefix sums.
-struct SgdGroupLaunch {
+struct GroupLaunch {
   int first = 0, count = 0;
   int64_t first_block[kGroupTensorsPerLaunch + 1] = {};
   int64_t blocks() const { return first_block[count]; }
@@ -75,8 +92,8 @@ struct SgdGroupLaunch {
 
 /// The launches for parameters of `sizes` values each, in order: a new launch when the
 /// table is full or the grid would grow past kGroupMaxBlocks.
-inline std::vector<SgdGroupLaunch> planSgdGroupLaunches(const std::vector<int64_t>& sizes) {
-  std::vector<SgdGroupLaunch> plan;
+inline std::vector<GroupLaunch> planGroupLaunches(const std::vector<int64_t>& sizes) {
+  std::vector<GroupLaunch> plan;
   for (size_t j = 0; j < sizes.size(); ++j) {
     const int64_t blocks = groupBlocks(sizes[j]);
     if (plan.empty() || plan.back().count == kGroupTensorsPerLaunch ||
@@ -84,7 +101,7 @@ inline std::vector<SgdGroupLaunch> planSgdGroupLaunches(const std::vector<int64_
       plan.emplace_back();
       plan.back().first = static_cast<int>(j);
     }
-    SgdGroupLaunch& l = plan.back();
+    GroupLaunch& l = plan.back();
     l.first_block[l.count + 1] = l.first_block[l.count] + blocks;
     ++l.count;
   }

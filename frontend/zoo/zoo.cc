@@ -16,7 +16,7 @@ ModelSpec defaultResnet18() { return resnet18(); }
 constexpr Entry kModels[] = {
     {"lenet", lenet},         {"lenet_bn", lenetBn},  {"resnet18", defaultResnet18},
     {"resnet34", resnet34},   {"resnet50", resnet50}, {"resnet101", resnet101},
-    {"resnet152", resnet152},
+    {"resnet152", resnet152}, {"vit", vit},           {"mlp", mlp},
 };
 
 }  // namespace

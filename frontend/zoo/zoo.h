@@ -29,6 +29,17 @@ ModelSpec resnet50();
 ModelSpec resnet101();
 ModelSpec resnet152();
 
+/// A Vision Transformer for 1x28x28 images (issue 24): 4x4 patches (49 tokens, a stride-4
+/// convolution), a class token and a learned position embedding, width 64, 6 pre-norm
+/// blocks with 4 heads and an MLP of 128 (erf GELU), dropout 0.1 after the attention
+/// projection and in the MLP, a final LayerNorm and a linear head on the class token.
+/// Defaults: AdamW lr 1e-3, weight decay 0.05, one epoch of warmup then cosine.
+ModelSpec vit();
+
+/// The smallest model that is not a CNN: two hidden layers of 256 with GELU and dropout
+/// 0.1; the ViT's defaults.
+ModelSpec mlp();
+
 /// The zoo by name; the error lists the known names.
 absl::StatusOr<ModelSpec> modelByName(absl::string_view name);
 std::vector<std::string> modelNames();

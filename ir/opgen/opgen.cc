@@ -161,9 +161,11 @@ struct Spec {
 };
 
 const std::set<std::string> kPlainKinds = {"int", "float", "bool", "ints", "symbol", "devices"};
-const std::set<std::string> kCosts = {"none", "elementwise", "gemm", "matmul", "contraction"};
-/// The formulas that take two operands or results (CostSpec::a, b).
+const std::set<std::string> kCosts = {"none",   "elementwise", "gemm",
+                                      "matmul", "contraction", "reduction"};
+/// The formulas that take two operands or results (CostSpec::a, b), and one (CostSpec::a).
 const std::set<std::string> kTwoValueCosts = {"gemm", "matmul", "contraction"};
+const std::set<std::string> kOneValueCosts = {"reduction"};
 const std::set<std::string> kCollectiveKinds = {"reduce", "broadcast", "scatter", "gather"};
 const std::set<std::string> kReads = {"per_device", "group_source", "host", "module_devices"};
 const std::set<std::string> kWrites = {"per_device", "first_device"};
@@ -241,9 +243,11 @@ Attr parseAttr(const std::string& text, int line, const Spec& spec) {
     if (i + 1 >= rest.size()) die(line, "`=` needs a default value");
     a.default_value = rest[i + 1];
     const bool is_bool = a.default_value == "true" || a.default_value == "false";
-    if (!(a.kind == "int" && isNumber(a.default_value)) && !(a.kind == "bool" && is_bool))
-      die(line, "only int and bool attributes take a default (an integer, true or false), got '" +
-                    a.default_value + "'");
+    if (!((a.kind == "int" || a.kind == "float") && isNumber(a.default_value)) &&
+        !(a.kind == "bool" && is_bool))
+      die(line,
+          "only int, float and bool attributes take a default (a number, true or false), got '" +
+              a.default_value + "'");
     i += 2;
   }
   if (i < rest.size()) {
@@ -392,13 +396,15 @@ void validate(Spec& spec) {
     for (const Attr& a : o.attrs)
       if (!names.insert(a.name).second)
         die(a.line, "op " + o.name + ": attribute '" + a.name + "' shares a name with a value");
-    const size_t want = kTwoValueCosts.count(o.cost) ? 2 : o.cost == "elementwise" ? 1 : 0;
+    const size_t want = kTwoValueCosts.count(o.cost)                              ? 2
+                        : o.cost == "elementwise" || kOneValueCosts.count(o.cost) ? 1
+                                                                                  : 0;
     if (o.cost == "elementwise" ? o.cost_args.size() > 1 : o.cost_args.size() != want)
       die(o.line,
           "cost " + o.cost + " of " + o.name + " takes " + std::to_string(want) + " argument(s)");
     if (o.cost == "elementwise" && !o.cost_args.empty() && !isNumber(o.cost_args[0]))
       die(o.line, "elementwise takes the flops per result element, a number");
-    if (kTwoValueCosts.count(o.cost))
+    if (kTwoValueCosts.count(o.cost) || kOneValueCosts.count(o.cost))
       for (const std::string& arg : o.cost_args)
         if (o.operandIndex(arg) < 0 && o.resultIndex(arg) < 0)
           die(o.line, "cost argument '" + arg + "' is no operand or result of " + o.name);
@@ -420,6 +426,10 @@ void validate(Spec& spec) {
       if (std::find(spec.calls.begin(), spec.calls.end(), o.call) == spec.calls.end())
         spec.calls.push_back(o.call);
     }
+    // replicate writes the offset by this name on every op with the trait.
+    if (o.has("sample_indexed") &&
+        (o.attrIndex("sample_offset") < 0 || o.attrs[o.attrIndex("sample_offset")].kind != "int"))
+      die(o.line, "op " + o.name + ": the `sample_indexed` trait needs `attr sample_offset: int`");
     const bool optimizer = o.has("optimizer");
     if (optimizer != (o.optimizer_line != 0))
       die(o.line, "op " + o.name + ": the `optimizer` trait and an `optimizer` line go together");
@@ -803,7 +813,10 @@ namespace tandem::ir {
         o << "}";
       }
       if (!a.default_value.empty())
-        o << ", .default_value = AttrValue{" << (a.kind == "bool" ? "bool{" : "int64_t{")
+        o << ", .default_value = AttrValue{"
+          << (a.kind == "bool"    ? "bool{"
+              : a.kind == "float" ? "double{"
+                                  : "int64_t{")
           << a.default_value << "}}";
       if (!a.range_text.empty())
         o << ", .range = AttrRange{.lo = " << a.lo
@@ -822,6 +835,7 @@ namespace tandem::ir {
       o << ", .per_element = " << op.cost_args[0];
     if (kTwoValueCosts.count(op.cost))
       o << ", .a = " << valueRef(op, op.cost_args[0]) << ", .b = " << valueRef(op, op.cost_args[1]);
+    if (kOneValueCosts.count(op.cost)) o << ", .a = " << valueRef(op, op.cost_args[0]);
     o << "},\n";
     if (op.has("optimizer")) o << "      .optimizer = &k" << C << "Optimizer,\n";
     if (op.has("collective")) o << "      .collective = &k" << C << "Collective,\n";

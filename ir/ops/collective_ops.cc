@@ -31,7 +31,7 @@ absl::StatusOr<Types> inferSplit(const Node& n) {
   int64_t axis = SplitView(n).axis();
   if (axis < 0 || axis >= x.rank())
     return fail(absl::StrCat("axis ", axis, " is out of range for ", describeOperand(n, 0)));
-  const auto& sizes = SplitView(n).sizes();
+  const auto sizes = SplitView(n).sizes();
   if (sizes.size() != *d)
     return fail(absl::StrCat("sizes has ", sizes.size(), " entries for ", *d, " devices"));
   int64_t total = 0;

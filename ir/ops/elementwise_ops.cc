@@ -1,5 +1,6 @@
-// Elementwise ops: the unary float ops (relu, ...) with their backward ops, add and cast.
-// add's gradient is the identity, so it needs no op; cast's is the cast back.
+// Elementwise ops: the unary float ops (relu, ...) with their backward ops, add, cast and
+// dropout. add's gradient is the identity, so it needs no op; cast's is the cast back;
+// dropout's is dropout of dy with the same counters.
 //
 // A unary float op y = f(x) keeps x's type; its gradient is one backward op dx = f'(dy, v)
 // of v = y (relu: the output says where x > 0) or v = x, which also keeps the type. So a
@@ -9,6 +10,7 @@
 #include "ir/grad.h"
 #include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
+#include "ir/status_macros.h"
 
 namespace tandem::ir {
 namespace {
@@ -80,6 +82,48 @@ absl::Status gradCast(GradContext& c) {
   return absl::OkStatus();
 }
 
+// x f32 or bf16, and step the i32[1] the runtime feeds: read straight from @step (role
+// fed). Any other value would leave every step drawing the same masks without a word.
+absl::StatusOr<Types> inferDropout(const Node& n) {  // x, step
+  RETURN_IF_ERROR(expectFloat(n, 0));
+  RETURN_IF_ERROR(expectType(n, 1, TensorType{DType::kI32, {1}}, "the update's index, @step"));
+  ASSIGN_OR_RETURN(std::string var, varReadBy(n, 1));
+  const Var* decl = n.graph() != nullptr && n.graph()->module() != nullptr
+                        ? n.graph()->module()->findVar(var)
+                        : nullptr;
+  if (var != kStepVar || (decl != nullptr && decl->role != VarRole::kFed))
+    return fail(absl::StrCat(describeOperand(n, 1), " reads @", var, "; it must read @", kStepVar,
+                             " (role fed), which the runtime writes before every update"));
+  // The Philox counter has a 32-bit word for the row and one for the element's group of 4.
+  const TensorType& x = typeOf(n, 0);
+  const int64_t rows = x.rank() == 0 ? 1 : x.shape[0];
+  const int64_t per_row = rows == 0 ? 0 : x.numElements() / rows;
+  const int64_t offset = DropoutView(n).sample_offset();
+  if (offset > (int64_t{1} << 32) - rows || per_row > (int64_t{1} << 34))
+    return fail(absl::StrCat(describeOperand(n, 0), " from row sample_offset=", offset,
+                             " is past the mask's counter (rows below 2^32, at most 2^34 "
+                             "elements a row)"));
+  return Types{typeOf(n, 0)};
+}
+
+// The backward draws the forward's mask again from the same counters (dropout of dy with
+// the same attributes and step) instead of reading a saved one: ten Philox rounds per four
+// elements cost less than writing and reading back a mask, nothing stays alive from the
+// forward to the backward (plan-memory's peak), and replicate gives the copy the same
+// sample_offset, so the gradient too is the same whatever the split.
+absl::Status gradDropout(GradContext& c) {
+  const DropoutView v(c.node());
+  if (!c.needsGrad(DropoutView::kX)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Node * dx, c.emit(DropoutArgs{.x = c.resultGrad(0),
+                                                 .step = v.step(),
+                                                 .p = v.p(),
+                                                 .mask_id = v.mask_id(),
+                                                 .sample_offset = v.sample_offset()}
+                                         .spec({.names = {gradName(v.x())}})));
+  c.addOperandGrad(0, dx->result());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 extern const OpRules kCastRules{.infer = inferCast, .grad = gradCast};
@@ -94,5 +138,6 @@ extern const OpRules kGeluTanhBackwardRules = kUnaryBackwardRules;
 extern const OpRules kTanhRules = unaryRules<Op::kTanhBackward, Reads::kOutput>();
 extern const OpRules kTanhBackwardRules = kUnaryBackwardRules;
 extern const OpRules kAddRules{.infer = inferAdd, .grad = gradAdd};
+extern const OpRules kDropoutRules{.infer = inferDropout, .grad = gradDropout};
 
 }  // namespace tandem::ir

@@ -47,7 +47,8 @@ absl::Status gradSoftmaxCrossEntropy(GradContext& c) {
                                                    .labels = v.labels(),
                                                    .dloss = c.resultGrad(0),
                                                    .reduction = v.reduction(),
-                                                   .divisor = v.divisor()}
+                                                   .divisor = v.divisor(),
+                                                   .label_smoothing = v.label_smoothing()}
                        .spec({.names = {gradName(v.logits())}}));
   if (!dx.ok()) return dx.status();
   c.addOperandGrad(0, (*dx)->result());

@@ -171,7 +171,7 @@ absl::Status gradMatmul(GradContext& c) {
 // ---- reshape and transpose ----------------------------------------------------------
 
 absl::StatusOr<Types> inferReshape(const Node& n) {
-  const std::vector<int64_t>& shape = ReshapeView(n).shape();
+  const std::vector<int64_t> shape = ReshapeView(n).shape();
   const int64_t count = typeOf(n, 0).numElements();
   auto bad = [&](absl::string_view why) {
     return fail(absl::StrCat("shape=", toString(AttrValue(shape)), " ", why, " for ",
@@ -216,7 +216,7 @@ absl::Status gradReshape(GradContext& c) {
 }
 
 absl::StatusOr<Types> inferTranspose(const Node& n) {
-  const std::vector<int64_t>& perm = TransposeView(n).perm();
+  const std::vector<int64_t> perm = TransposeView(n).perm();
   const TensorType& x = typeOf(n, 0);
   std::vector<bool> seen(perm.size(), false);
   bool ok = static_cast<int64_t>(perm.size()) == x.rank();
@@ -233,7 +233,7 @@ absl::StatusOr<Types> inferTranspose(const Node& n) {
 }
 
 absl::Status gradTranspose(GradContext& c) {
-  const std::vector<int64_t>& perm = TransposeView(c.node()).perm();
+  const std::vector<int64_t> perm = TransposeView(c.node()).perm();
   std::vector<int64_t> inverse(perm.size());
   for (size_t i = 0; i < perm.size(); ++i)
     inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);

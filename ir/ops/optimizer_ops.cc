@@ -1,6 +1,6 @@
-// sgd_update and sgd_update_group: the in-place optimizer step, for one parameter or for
-// k parameters of one device in one node (one multi-tensor launch on GPUs); adamw_update,
-// AdamW's step for one parameter; clip_grad_norm, the gradients the updates read scaled
+// sgd_update and adamw_update: the in-place optimizer steps of one parameter, and their
+// grouped forms (sgd_update_group, adamw_update_group): k parameters of one device in one
+// node (one multi-tensor launch on GPUs); clip_grad_norm, the gradients the updates read scaled
 // to a global norm.
 
 #include <cstdint>
@@ -27,7 +27,7 @@ absl::Status checkReadsVariable(const Node& n, size_t i, VarRole want, Describe 
   const Node* def = n.operand(i)->def();
   if (def == nullptr || def->op() != Op::kParam)
     return fail(absl::StrCat(describe(i), " must be read straight from a variable (a param node)"));
-  const std::string& var = ParamView(*def).var();
+  const std::string var = ParamView(*def).var();
   const Var* decl = n.graph()->module()->findVar(var);
   if (decl != nullptr && decl->role != want)
     return fail(absl::StrCat(describe(i), " reads @", var, " whose role is ",
@@ -114,23 +114,58 @@ absl::StatusOr<Types> inferSgdUpdateGroup(const Node& n) {  // ws..., gs..., ms.
   return Types{};
 }
 
-absl::StatusOr<Types> inferAdamwUpdate(const Node& n) {  // w, g, m, v, step
-  auto describe = [&](size_t i) { return describeOperand(n, i); };
-  RETURN_IF_ERROR(
-      checkUpdate(n, {AdamwUpdateView::kW, AdamwUpdateView::kG, AdamwUpdateView::kM}, describe));
-  if (typeOf(n, AdamwUpdateView::kV) != typeOf(n, AdamwUpdateView::kW))
-    return fail(absl::StrCat(describe(AdamwUpdateView::kV), " and ", describe(AdamwUpdateView::kW),
-                             " must have the same type"));
-  RETURN_IF_ERROR(checkReadsVariable(n, AdamwUpdateView::kV, VarRole::kOptimizer, describe));
+/// The operand indices of one parameter's AdamW step.
+struct AdamwOperands {
+  size_t w, g, m, v, step;
+};
+
+/// One parameter's AdamW checks: those of any update for w, g and m, then v of the
+/// weight's type and the f32[1] update count, both read from optimizer variables.
+template <typename Describe>
+absl::Status checkAdamw(const Node& n, AdamwOperands a, Describe describe) {
+  RETURN_IF_ERROR(checkUpdate(n, {a.w, a.g, a.m}, describe));
+  if (typeOf(n, a.v) != typeOf(n, a.w))
+    return fail(absl::StrCat(describe(a.v), " and ", describe(a.w), " must have the same type"));
+  RETURN_IF_ERROR(checkReadsVariable(n, a.v, VarRole::kOptimizer, describe));
   // The update count: f32 counts every step exactly up to 2^24, more than a run takes.
-  if (typeOf(n, AdamwUpdateView::kStep) != TensorType{DType::kF32, {1}})
-    return fail(absl::StrCat(describe(AdamwUpdateView::kStep),
-                             " must be f32[1] (the parameter's update count)"));
-  RETURN_IF_ERROR(checkReadsVariable(n, AdamwUpdateView::kStep, VarRole::kOptimizer, describe));
-  if (AdamwUpdateView(n).lr_scale() != nullptr && UpdateView::of(n)->lrScale() == nullptr)
+  if (typeOf(n, a.step) != TensorType{DType::kF32, {1}})
+    return fail(absl::StrCat(describe(a.step), " must be f32[1] (the parameter's update count)"));
+  return checkReadsVariable(n, a.step, VarRole::kOptimizer, describe);
+}
+
+absl::StatusOr<Types> inferAdamwUpdate(const Node& n) {  // w, g, m, v, step, lr_scale?
+  using V = AdamwUpdateView;
+  auto describe = [&](size_t i) { return describeOperand(n, i); };
+  RETURN_IF_ERROR(checkAdamw(n, {V::kW, V::kG, V::kM, V::kV, V::kStep}, describe));
+  if (V(n).lr_scale() != nullptr && UpdateView::of(n)->lrScale() == nullptr)
     return fail(absl::StrCat(describe(n.numOperands() - 1),
                              " must be read straight from a variable of role fed (the "
                              "learning-rate schedule's factor)"));
+  RETURN_IF_ERROR(checkLrScale(n, describe));
+  return Types{};
+}
+
+// ws..., gs..., ms..., vs..., steps..., lr_scale?
+absl::StatusOr<Types> inferAdamwUpdateGroup(const Node& n) {
+  const UpdateView u = *UpdateView::of(n);
+  const size_t k = u.numParams();
+  if (k == 0)
+    return fail(absl::StrCat(n.numOperands(),
+                             " operands are not 5 x k (k weights, their k gradients, k first "
+                             "moments, k second moments and k update counts; then an optional "
+                             "lr_scale)"));
+  static constexpr const char* kRoles[] = {"weight", "gradient", "first moment",
+                                           "second moment", "update count"};
+  auto describe = [&](size_t i) {
+    const std::string role = i / k < 5 ? absl::StrCat(kRoles[i / k], " ", i % k + 1, " of ", k)
+                                       : std::string("lr_scale");
+    return absl::StrCat(role, " (%", n.operand(i)->name(), ": ", toString(typeOf(n, i)), ")");
+  };
+  for (size_t j = 0; j < k; ++j)
+    RETURN_IF_ERROR(checkAdamw(n,
+                               {u.paramOperand(j), u.gradOperand(j), u.stateOperand(j, 0),
+                                u.stateOperand(j, 1), u.stateOperand(j, 2)},
+                               describe));
   RETURN_IF_ERROR(checkLrScale(n, describe));
   return Types{};
 }
@@ -169,12 +204,13 @@ std::vector<std::string> writesAdamwUpdate(const Node& n) {
       n, {AdamwUpdateView::kW, AdamwUpdateView::kM, AdamwUpdateView::kV, AdamwUpdateView::kStep});
 }
 
-std::vector<std::string> writesSgdUpdateGroup(const Node& n) {
-  const SgdGroupLayout layout = sgdGroupLayout(n);
+/// Any grouped update writes, for each parameter, its weight and every state it has.
+std::vector<std::string> writesGroup(const Node& n) {
+  const UpdateView u = *UpdateView::of(n);
   std::vector<size_t> written;
-  for (size_t j = 0; j < layout.k; ++j) {
-    written.push_back(layout.weight(j));
-    if (layout.momentum) written.push_back(layout.buffer(j));
+  for (size_t j = 0; j < u.numParams(); ++j) {
+    written.push_back(u.paramOperand(j));
+    for (size_t s = 0; s < u.presentStates().size(); ++s) written.push_back(u.stateOperand(j, s));
   }
   return writesVarsAt(n, std::move(written));
 }
@@ -184,7 +220,8 @@ std::vector<std::string> writesSgdUpdateGroup(const Node& n) {
 extern const OpRules kSgdUpdateRules{.infer = inferSgdUpdate, .writes = writesSgdUpdate};
 extern const OpRules kAdamwUpdateRules{.infer = inferAdamwUpdate, .writes = writesAdamwUpdate};
 extern const OpRules kClipGradNormRules{.infer = inferClipGradNorm};
-extern const OpRules kSgdUpdateGroupRules{.infer = inferSgdUpdateGroup,
-                                          .writes = writesSgdUpdateGroup};
+extern const OpRules kSgdUpdateGroupRules{.infer = inferSgdUpdateGroup, .writes = writesGroup};
+extern const OpRules kAdamwUpdateGroupRules{.infer = inferAdamwUpdateGroup,
+                                            .writes = writesGroup};
 
 }  // namespace tandem::ir

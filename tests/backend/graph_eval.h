@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "ir/grad.h"
+#include "ir/op_views.h"
 #include "kernel_test_util.h"
 
 namespace tandem::testing {
@@ -27,6 +28,16 @@ class GraphEval {
   ir::Value* input(const std::string& name, const ir::TensorType& t) {
     auto n = graph_->create(ir::NodeSpec{
         .op = ir::Op::kInput, .device = ctx_.device(), .names = {name}, .declared_types = {t}});
+    EXPECT_TRUE(n.ok()) << n.status();
+    return (*n)->result();
+  }
+  /// A read of variable `var` (declared on the first read); the test fills its buffer.
+  ir::Value* variable(const ir::Var& var) {
+    if (module_.findVar(var.name) == nullptr) {
+      EXPECT_TRUE(module_.addVar(var).ok());
+    }
+    auto n = graph_->create(
+        ir::ParamArgs{.var = var.name}.spec({.device = ctx_.device(), .names = {var.name}}));
     EXPECT_TRUE(n.ok()) << n.status();
     return (*n)->result();
   }
@@ -60,10 +71,10 @@ class GraphEval {
     if (it == buffers_.end()) it = buffers_.emplace(v, std::make_unique<Buffer>(v->type())).first;
     return *it->second;
   }
-  /// Runs every node but the inputs, in order.
+  /// Runs every node but the inputs and variable reads, in order.
   void run() {
     for (const auto& n : graph_->nodes()) {
-      if (n->op() == ir::Op::kInput) continue;
+      if (n->op() == ir::Op::kInput || n->op() == ir::Op::kParam) continue;
       auto k = backend::cpu::makeKernel(*n, ctx_);
       ASSERT_TRUE(k.ok()) << k.status();
       std::vector<backend::TensorView> in, out;

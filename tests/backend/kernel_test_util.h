@@ -119,6 +119,9 @@ class SingleOp {
     node_ = *n;
     for (size_t i = 0; i < node_->numResults(); ++i) outputs_.emplace_back(node_->result(i)->type());
   }
+  /// False when the node was refused (the constructor's failure says why): node() and
+  /// run() must not be used then.
+  bool built() const { return node_ != nullptr; }
   const ir::Node& node() const { return *node_; }
   Buffer& in(size_t i) { return inputs_[i]; }
   Buffer& out(size_t i = 0) { return outputs_[i]; }

@@ -358,7 +358,7 @@ TEST(CudaCommunicatorsOnOneGpu, MismatchedCallsAreAnErrorNamingTheGroup) {
                   .ok());
   absl::Status s = ranks.group->groupEnd();
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("same-GPU group (cuda:0, cuda:0)"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("same-GPU group (cuda:0, cuda:0.1): rank 1"), std::string::npos) << s;
 }
 
 // A step whose enqueue failed between two ranks' shares (the executor closes the group

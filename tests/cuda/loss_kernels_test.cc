@@ -1,8 +1,9 @@
-// softmax_cross_entropy, its backward op and accuracy on CUDA. Without a GPU: the per-row
-// math the kernels run (loss_math.h), compiled here; with one lane per row it is the CPU
-// kernel to the bit, and with the kernels' 32 lanes and butterflies (emulated) within
-// double rounding of it; the arg-max picks the CPU's class through ties and NaNs. With a
-// GPU: every op against the CPU backend, the loss bit-identical between runs.
+// softmax_cross_entropy (label smoothing included), its backward op and accuracy on CUDA.
+// Without a GPU: the per-row math the kernels run (cross_entropy_math.h, loss_math.h),
+// compiled here; with one lane per row it is the CPU kernel to the bit, and with the
+// kernels' 32 lanes and butterflies (emulated) within double rounding of it; the arg-max
+// picks the CPU's class through ties and NaNs. With a GPU: every op against the CPU
+// backend, the loss bit-identical between runs.
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cross_entropy_math.h"
 #include "backend/cuda/loss_math.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -27,8 +29,9 @@ constexpr int kLanes = 32;  // a warp
 constexpr int kWarps = 32;  // the reduction block's warps (loss.cu)
 const ir::TensorType kScalar{ir::DType::kF32, {}};
 
-SingleOp::Attrs lossAttrs(const std::string& reduction, int64_t divisor) {
-  return {{"reduction", ir::EnumWord{reduction}}, {"divisor", divisor}};
+SingleOp::Attrs lossAttrs(const std::string& reduction, int64_t divisor, double smoothing) {
+  return {
+      {"reduction", ir::EnumWord{reduction}}, {"divisor", divisor}, {"label_smoothing", smoothing}};
 }
 
 /// Logits in [-4, 4), labels in [0, classes) with every 7th row padding (-1).
@@ -55,24 +58,33 @@ T butterfly(std::vector<T> v, Combine combine) {
   return v[0];
 }
 
-/// The log-sum-exp of a row as the kernels compute it: `lanes` lanes, a butterfly when
-/// more than one.
-double rowLse(const float* row, int64_t classes, int lanes) {
+/// A row's log-sum-exp and the sum of its logits as the kernels compute them: `lanes`
+/// lanes, butterflies when more than one.
+struct RowStats {
+  double lse, sum;
+};
+RowStats rowStats(const float* row, int64_t classes, int lanes) {
   if (lanes == 1) {
-    const double max = cu::laneMax(row, classes, 0, 1);
-    return cu::logSumExpOf(max, cu::laneExpSum(row, classes, max, 0, 1));
+    const double max = backend::ceLaneMax(row, classes, 0, 1);
+    const backend::CeLaneSums s = backend::ceLaneSums(row, classes, max, 0, 1);
+    return {backend::ceLogSumExp(max, s.exp_sum), s.sum};
   }
-  std::vector<double> v(kLanes);
-  for (int l = 0; l < kLanes; ++l) v[static_cast<size_t>(l)] = cu::laneMax(row, classes, l, kLanes);
-  const double max = butterfly(v, [](double a, double b) { return std::fmax(a, b); });
+  std::vector<double> v(kLanes), exp_sums(kLanes), sums(kLanes);
   for (int l = 0; l < kLanes; ++l)
-    v[static_cast<size_t>(l)] = cu::laneExpSum(row, classes, max, l, kLanes);
-  return cu::logSumExpOf(max, butterfly(v, [](double a, double b) { return a + b; }));
+    v[static_cast<size_t>(l)] = backend::ceLaneMax(row, classes, l, kLanes);
+  const double max = butterfly(v, [](double a, double b) { return std::fmax(a, b); });
+  for (int l = 0; l < kLanes; ++l) {
+    const backend::CeLaneSums s = backend::ceLaneSums(row, classes, max, l, kLanes);
+    exp_sums[static_cast<size_t>(l)] = s.exp_sum;
+    sums[static_cast<size_t>(l)] = s.sum;
+  }
+  const auto add = [](double a, double b) { return a + b; };
+  return {backend::ceLogSumExp(max, butterfly(exp_sums, add)), butterfly(sums, add)};
 }
 
 /// The loss as the forward kernel sums it: with one lane, the CPU's order (row after
 /// row); with 32, warp w's rows w, w + 32, ... then the warps in order.
-float hostLoss(SingleOp& op, double divisor, int lanes) {
+float hostLoss(SingleOp& op, double divisor, double smoothing, int lanes) {
   const float* logits = op.in(0).f32();
   const int32_t* labels = op.in(1).i32();
   const int64_t rows = op.in(0).type().shape[0], classes = op.in(0).type().shape[1];
@@ -83,7 +95,8 @@ float hostLoss(SingleOp& op, double divisor, int lanes) {
     for (int64_t r = w; r < rows; r += warps) {
       if (labels[r] < 0) continue;
       const float* row = logits + r * classes;
-      acc += cu::rowLoss(row, classes, labels[r], rowLse(row, classes, lanes));
+      const RowStats st = rowStats(row, classes, lanes);
+      acc += backend::ceRowLoss(row, classes, labels[r], st.lse, st.sum, smoothing);
     }
     total += acc;
   }
@@ -91,7 +104,7 @@ float hostLoss(SingleOp& op, double divisor, int lanes) {
 }
 
 /// dlogits as the backward kernel computes them.
-std::vector<float> hostGrad(SingleOp& op, double divisor, int lanes) {
+std::vector<float> hostGrad(SingleOp& op, double divisor, double smoothing, int lanes) {
   const float* logits = op.in(0).f32();
   const int32_t* labels = op.in(1).i32();
   const int64_t rows = op.in(0).type().shape[0], classes = op.in(0).type().shape[1];
@@ -100,9 +113,10 @@ std::vector<float> hostGrad(SingleOp& op, double divisor, int lanes) {
   for (int64_t r = 0; r < rows; ++r) {
     if (labels[r] < 0) continue;
     const float* row = logits + r * classes;
-    const double lse = rowLse(row, classes, lanes);
+    const double lse = rowStats(row, classes, lanes).lse;
     for (int64_t j = 0; j < classes; ++j)
-      d[static_cast<size_t>(r * classes + j)] = cu::softmaxGrad(row[j], j == labels[r], lse, scale);
+      d[static_cast<size_t>(r * classes + j)] =
+          backend::ceGrad(row[j], j == labels[r], lse, smoothing, classes, scale);
   }
   return d;
 }
@@ -111,35 +125,36 @@ struct Case {
   int64_t rows, classes;
   std::string reduction;
   int64_t divisor;
+  double smoothing;  // label_smoothing
 };
 
 // 1 class (the loss is 0), 10 (LeNet), 33 (one lane takes two), 1000 (ImageNet); more
-// rows than the block has warps; a divisor that is the global batch of 4 devices.
-const Case kCases[] = {{37, 10, "mean", 37},
-                       {300, 10, "mean", 1200},
-                       {64, 33, "sum", 1},
-                       {70, 1000, "mean", 70},
-                       {5, 1, "mean", 5}};
+// rows than the block has warps; a divisor that is the global batch of 4 devices; label
+// smoothing off and on.
+const Case kCases[] = {{37, 10, "mean", 37, 0.0},    {300, 10, "mean", 1200, 0.1},
+                       {64, 33, "sum", 1, 0.3},      {70, 1000, "mean", 70, 0.0},
+                       {70, 1000, "mean", 70, 0.05}, {5, 1, "mean", 5, 0.2}};
 
 double divisorOf(const Case& c) { return c.reduction == "mean" ? double(c.divisor) : 1.0; }
 
 TEST(CudaLossMath, OneLaneIsTheCpuKernelToTheBit) {
   std::mt19937 rng(1);
   for (const Case& c : kCases) {
-    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.classes));
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.classes) + " eps " +
+                 std::to_string(c.smoothing));
     SingleOp fwd(Op::kSoftmaxCrossEntropy, {f32({c.rows, c.classes}), i32({c.rows})},
-                 lossAttrs(c.reduction, c.divisor));
+                 lossAttrs(c.reduction, c.divisor, c.smoothing));
     fillLossInputs(fwd, rng);
     fwd.run();
-    const float loss = hostLoss(fwd, divisorOf(c), 1);
+    const float loss = hostLoss(fwd, divisorOf(c), c.smoothing, 1);
     EXPECT_EQ(cu::floatBits(loss), cu::floatBits(fwd.out(0).f32()[0])) << loss;
 
     SingleOp back(Op::kSoftmaxCrossEntropyBackward,
                   {f32({c.rows, c.classes}), i32({c.rows}), kScalar},
-                  lossAttrs(c.reduction, c.divisor));
+                  lossAttrs(c.reduction, c.divisor, c.smoothing));
     fillLossInputs(back, rng);
     back.run();
-    const std::vector<float> d = hostGrad(back, divisorOf(c), 1);
+    const std::vector<float> d = hostGrad(back, divisorOf(c), c.smoothing, 1);
     EXPECT_EQ(std::memcmp(d.data(), back.out(0).f32(), d.size() * sizeof(float)), 0);
   }
 }
@@ -147,20 +162,22 @@ TEST(CudaLossMath, OneLaneIsTheCpuKernelToTheBit) {
 TEST(CudaLossMath, WarpLanesAreTheCpuKernelWithinDoubleRounding) {
   std::mt19937 rng(2);
   for (const Case& c : kCases) {
-    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.classes));
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.classes) + " eps " +
+                 std::to_string(c.smoothing));
     SingleOp fwd(Op::kSoftmaxCrossEntropy, {f32({c.rows, c.classes}), i32({c.rows})},
-                 lossAttrs(c.reduction, c.divisor));
+                 lossAttrs(c.reduction, c.divisor, c.smoothing));
     fillLossInputs(fwd, rng);
     fwd.run();
     const double want = fwd.out(0).f32()[0];
-    EXPECT_NEAR(hostLoss(fwd, divisorOf(c), kLanes), want, 1e-6 * std::max(1.0, std::abs(want)));
+    EXPECT_NEAR(hostLoss(fwd, divisorOf(c), c.smoothing, kLanes), want,
+                1e-6 * std::max(1.0, std::abs(want)));
 
     SingleOp back(Op::kSoftmaxCrossEntropyBackward,
                   {f32({c.rows, c.classes}), i32({c.rows}), kScalar},
-                  lossAttrs(c.reduction, c.divisor));
+                  lossAttrs(c.reduction, c.divisor, c.smoothing));
     fillLossInputs(back, rng);
     back.run();
-    const std::vector<float> d = hostGrad(back, divisorOf(c), kLanes);
+    const std::vector<float> d = hostGrad(back, divisorOf(c), c.smoothing, kLanes);
     Buffer mine(back.out(0).type());
     std::memcpy(mine.f32(), d.data(), d.size() * sizeof(float));
     EXPECT_LE(scaledError(mine, back.out(0)), 1e-6);
@@ -240,9 +257,10 @@ TEST(CudaLossKernels, ForwardMatchesCpuAndRepeatsItsBits) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(11);
   for (const Case& c : kCases) {
-    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.classes));
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.classes) + " eps " +
+                 std::to_string(c.smoothing));
     SingleOp op(Op::kSoftmaxCrossEntropy, {f32({c.rows, c.classes}), i32({c.rows})},
-                lossAttrs(c.reduction, c.divisor));
+                lossAttrs(c.reduction, c.divisor, c.smoothing));
     fillLossInputs(op, rng);
     std::vector<Buffer> inputs;
     for (size_t i = 0; i < 2; ++i) inputs.push_back(cloneBuffer(op.in(i)));
@@ -261,10 +279,11 @@ TEST(CudaLossKernels, BackwardMatchesCpu) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(12);
   for (const Case& c : kCases) {
-    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.classes));
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.classes) + " eps " +
+                 std::to_string(c.smoothing));
     SingleOp op(Op::kSoftmaxCrossEntropyBackward,
                 {f32({c.rows, c.classes}), i32({c.rows}), kScalar},
-                lossAttrs(c.reduction, c.divisor));
+                lossAttrs(c.reduction, c.divisor, c.smoothing));
     fillLossInputs(op, rng);
     std::vector<Buffer> inputs;
     for (size_t i = 0; i < 3; ++i) inputs.push_back(cloneBuffer(op.in(i)));

@@ -179,10 +179,10 @@ std::vector<int64_t> groupSizes() {
 
 TEST(CudaOptimizerPlan, TablesHoldAtMost48ParametersInOrder) {
   const std::vector<int64_t> sizes = groupSizes();
-  const std::vector<cu::SgdGroupLaunch> plan = cu::planSgdGroupLaunches(sizes);
+  const std::vector<cu::GroupLaunch> plan = cu::planGroupLaunches(sizes);
   ASSERT_EQ(plan.size(), 3u);
   int next = 0;
-  for (const cu::SgdGroupLaunch& l : plan) {
+  for (const cu::GroupLaunch& l : plan) {
     EXPECT_EQ(l.first, next);
     EXPECT_LE(l.count, cu::kGroupTensorsPerLaunch);
     EXPECT_EQ(l.first_block[0], 0);
@@ -193,14 +193,14 @@ TEST(CudaOptimizerPlan, TablesHoldAtMost48ParametersInOrder) {
   EXPECT_EQ(next, 100);
   EXPECT_EQ(plan[0].count, 48);
   EXPECT_EQ(plan[2].count, 4);
-  EXPECT_TRUE(cu::planSgdGroupLaunches({}).empty());
+  EXPECT_TRUE(cu::planGroupLaunches({}).empty());
 }
 
 TEST(CudaOptimizerPlan, EveryValueIsSteppedByExactlyOneBlockThread) {
   const std::vector<int64_t> sizes = groupSizes();
   std::vector<std::vector<int>> hits(sizes.size());
   for (size_t j = 0; j < sizes.size(); ++j) hits[j].assign(static_cast<size_t>(sizes[j]), 0);
-  for (const cu::SgdGroupLaunch& l : cu::planSgdGroupLaunches(sizes)) {
+  for (const cu::GroupLaunch& l : cu::planGroupLaunches(sizes)) {
     std::vector<int64_t> n(sizes.begin() + l.first, sizes.begin() + l.first + l.count);
     for (int64_t b = 0; b < l.blocks(); ++b) {
       const int t = cu::groupTensorOf(l.first_block, l.count, b);
@@ -235,7 +235,7 @@ TEST(CudaOptimizerMath, GroupStepOverThePlanIsTheCpuGroupKernelToTheBit) {
           m[j].assign(op.in(layout.buffer(j)).f32(), op.in(layout.buffer(j)).f32() + bw.size());
       }
       const cu::SgdParams p = params(momentum);
-      for (const cu::SgdGroupLaunch& l : cu::planSgdGroupLaunches(sizes)) {
+      for (const cu::GroupLaunch& l : cu::planGroupLaunches(sizes)) {
         std::vector<int64_t> n(sizes.begin() + l.first, sizes.begin() + l.first + l.count);
         for (int64_t b = 0; b < l.blocks(); ++b) {
           const int t = cu::groupTensorOf(l.first_block, l.count, b);
@@ -446,6 +446,104 @@ TEST(CudaOptimizerKernels, AdamwUpdateMatchesCpuToTheBit) {
       fillAdamw(op, rng);
       expectThreeStepsEqualCpu(op);
     }
+}
+
+// adamw_update_group: k parameters' w, g, m, v and counts as five operand streams, random
+// moments (v >= 0) and a different count per parameter (each keeps its own).
+SingleOp adamwGroupOp(const std::vector<int64_t>& sizes, ir::DType g) {
+  const size_t k = sizes.size();
+  std::vector<ir::TensorType> operands;
+  std::vector<ir::Var> vars;
+  std::vector<size_t> state;
+  for (size_t s = 0; s < 5; ++s)
+    for (size_t j = 0; j < k; ++j) {
+      const size_t i = s * k + j;
+      const ir::TensorType t = s == 4 ? f32({1}) : f32({sizes[j]});
+      operands.push_back(s == 1 ? ir::TensorType{g, {sizes[j]}} : t);
+      if (s == 1) continue;
+      vars.push_back(ir::Var{"state" + std::to_string(i), t,
+                             s == 0 ? ir::VarRole::kParam : ir::VarRole::kOptimizer, {}});
+      state.push_back(i);
+    }
+  return SingleOp(
+      Op::kAdamwUpdateGroup, operands,
+      {{"lr", 2e-3}, {"beta1", 0.9}, {"beta2", 0.99}, {"eps", 1e-8}, {"weight_decay", 0.05}},
+      vars, {}, state);
+}
+
+void fillAdamwGroup(SingleOp& op, const std::vector<int64_t>& sizes, std::mt19937& rng) {
+  const size_t k = sizes.size();
+  const bool bf16 = op.in(k).type().dtype == ir::DType::kBF16;
+  std::uniform_real_distribution<float> d(-1, 1), positive(0, 1e-2f);
+  for (size_t j = 0; j < k; ++j) {
+    for (int64_t i = 0; i < sizes[j]; ++i) {
+      op.in(j).f32()[i] = d(rng);
+      if (bf16)
+        op.in(k + j).bf16()[i] = d(rng);
+      else
+        op.in(k + j).f32()[i] = d(rng);
+      op.in(2 * k + j).f32()[i] = 0.1f * d(rng);
+      op.in(3 * k + j).f32()[i] = positive(rng);
+    }
+    op.in(4 * k + j).f32()[0] = static_cast<float>(j % 4);
+  }
+}
+
+// The group kernel's body, run here block by block over the plan (each block's scalars
+// from its parameter's count, then every count up by one), steps every parameter as the
+// CPU's group kernel does, to the bit, over three steps.
+TEST(CudaOptimizerMath, AdamwGroupStepOverThePlanIsTheCpuGroupKernelToTheBit) {
+  std::mt19937 rng(23);
+  const std::vector<int64_t> sizes = groupSizes();
+  const size_t k = sizes.size();
+  for (ir::DType g : {ir::DType::kF32, ir::DType::kBF16}) {
+    SCOPED_TRACE(ir::dtypeName(g));
+    SingleOp op = adamwGroupOp(sizes, g);
+    fillAdamwGroup(op, sizes, rng);
+    std::vector<std::vector<float>> w(k), m(k), v(k);
+    std::vector<float> count(k);
+    for (size_t j = 0; j < k; ++j) {
+      const int64_t n = sizes[j];
+      w[j].assign(op.in(j).f32(), op.in(j).f32() + n);
+      m[j].assign(op.in(2 * k + j).f32(), op.in(2 * k + j).f32() + n);
+      v[j].assign(op.in(3 * k + j).f32(), op.in(3 * k + j).f32() + n);
+      count[j] = op.in(4 * k + j).f32()[0];
+    }
+    const backend::AdamWHyper h = backend::adamwHyper(op.node());
+    for (int step = 0; step < 3; ++step) {
+      for (const cu::GroupLaunch& l : cu::planGroupLaunches(sizes)) {
+        std::vector<int64_t> n(sizes.begin() + l.first, sizes.begin() + l.first + l.count);
+        for (int64_t b = 0; b < l.blocks(); ++b) {
+          const int t = cu::groupTensorOf(l.first_block, l.count, b);
+          const size_t j = static_cast<size_t>(l.first + t);
+          const backend::AdamWScalars sc = backend::adamwScalarsAt(h, nullptr, count[j]);
+          const cu::GroupRange r = cu::groupRangeOf(l.first_block, n.data(), t, b);
+          for (int64_t i = r.begin; i < r.end; ++i)
+            backend::adamwStep(w[j][i], gradAt(op.in(k + j), i), m[j][i], v[j][i], sc);
+        }
+      }
+      for (float& c : count) c += 1;  // countGroupSteps, after the launch
+      op.run();
+    }
+    for (size_t j = 0; j < k; ++j) {
+      const size_t bytes = w[j].size() * sizeof(float);
+      EXPECT_EQ(op.in(4 * k + j).f32()[0], count[j]) << j;
+      EXPECT_EQ(std::memcmp(w[j].data(), op.in(j).f32(), bytes), 0) << j;
+      EXPECT_EQ(std::memcmp(m[j].data(), op.in(2 * k + j).f32(), bytes), 0) << j;
+      EXPECT_EQ(std::memcmp(v[j].data(), op.in(3 * k + j).f32(), bytes), 0) << j;
+    }
+  }
+}
+
+TEST(CudaOptimizerKernels, AdamwUpdateGroupMatchesCpuToTheBit) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(24);
+  for (ir::DType g : {ir::DType::kF32, ir::DType::kBF16}) {
+    SCOPED_TRACE(ir::dtypeName(g));
+    SingleOp op = adamwGroupOp(groupSizes(), g);
+    fillAdamwGroup(op, groupSizes(), rng);
+    expectThreeStepsEqualCpu(op);
+  }
 }
 
 }  // namespace

@@ -580,8 +580,10 @@ TEST(CudaTransformerKernels, ActivationsAndDropoutMatchTheCpuCores) {
   const Typed x(kF32, randomValues(samples * per, 32));
   Typed y(kF32, samples * per), gy(kF32, samples * per);
   cpu::dropoutApply(mask, {64, samples, per}, raw<float>(x), raw<float>(y));
-  DeviceCopy dx(x), dy(nullptr, DeviceCopy::bytesOf(y));
-  cu::launchDropout(mask, 64, samples, per, dx.as<float>(), dy.as<float>(), nullptr);
+  const int32_t step = static_cast<int32_t>(mask.step);  // the kernel reads it on the GPU
+  DeviceCopy dx(x), dy(nullptr, DeviceCopy::bytesOf(y)), dstep(&step, sizeof step);
+  cu::launchDropout(mask, dstep.as<int32_t>(), 64, samples, per, dx.as<float>(), dy.as<float>(),
+                    nullptr);
   expectKernelsRan();
   dy.copyTo(gy.data());
   EXPECT_TRUE(sameBits(gy, y)) << "dropout";

@@ -8,6 +8,7 @@
 #include "frontend/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/op_views.h"
 
 namespace tandem {
 namespace {
@@ -149,6 +150,62 @@ TEST(UserModelTest, RowsAttendingToRowsUseMatmulReshapeAndTranspose) {
                                               "reshape_1 reshape reshape_1"}));
 }
 
+TEST(UserModelTest, DropoutReadsStepInTrainingAndIsTheIdentityInEvaluation) {
+  ModelSpec spec{.name = "dropped",
+                 .image_shape = {1, 4, 4},
+                 .num_classes = 3,
+                 .forward = [](Builder& b, Tensor x) {
+                   auto s = b.scope("mlp");
+                   x = b.dropout(b.linear(b.flatten(x), {.out_features = 8}), 0.1);
+                   return b.linear(b.dropout(x, 0.3), {.out_features = 3});
+                 }};
+  auto m = buildModule(spec, {.batch = 2});
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ir::Var* step = (*m)->findVar(ir::kStepVar);
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->type, (ir::TensorType{ir::DType::kI32, {1}}));
+  EXPECT_EQ(step->role, ir::VarRole::kFed);
+  std::vector<const ir::Node*> drops;
+  for (const auto& n : (*m)->graph(ir::kTrainGraph)->nodes())
+    if (ir::DropoutView::is(*n)) drops.push_back(n.get());
+  ASSERT_EQ(drops.size(), 2u);
+  // Each its own masks (mask_id in build order), both from the one read of @step.
+  EXPECT_EQ(drops[0]->result()->name(), "mlp.dropout");
+  EXPECT_EQ(drops[1]->result()->name(), "mlp.dropout_1");
+  EXPECT_EQ(ir::DropoutView(*drops[0]).mask_id(), 0);
+  EXPECT_EQ(ir::DropoutView(*drops[1]).mask_id(), 1);
+  EXPECT_EQ(ir::DropoutView(*drops[0]).p(), 0.1);
+  EXPECT_EQ(ir::DropoutView(*drops[1]).p(), 0.3);
+  EXPECT_EQ(drops[0]->operand(1), drops[1]->operand(1));
+  EXPECT_EQ(ir::ParamView(*drops[0]->operand(1)->def()).var(), ir::kStepVar);
+  // Evaluation: no dropout, no @step; the layers after it read what dropout read.
+  std::vector<std::string> eval = layerNames(*(*m)->graph(ir::kEvalGraph));
+  EXPECT_THAT(eval, ::testing::Not(::testing::Contains(::testing::HasSubstr("dropout"))));
+  for (const auto& n : (*m)->graph(ir::kEvalGraph)->nodes()) {
+    if (ir::ParamView::is(*n)) {
+      EXPECT_NE(ir::ParamView(*n).var(), ir::kStepVar);
+    }
+  }
+  EXPECT_THAT(eval, ::testing::Contains("mlp.fc_1 linear mlp.fc_1"));
+}
+
+TEST(UserModelTest, DropoutWithPOutsideZeroToOneIsAnErrorNamingTheLayer) {
+  for (double p : {1.0, -0.5}) {
+    ModelSpec spec{.name = "dropped",
+                   .image_shape = {1, 4, 4},
+                   .num_classes = 3,
+                   .forward = [p](Builder& b, Tensor x) {
+                     return b.linear(b.dropout(b.flatten(x), p), {.out_features = 3});
+                   }};
+    auto m = buildModule(spec, {.batch = 2});
+    ASSERT_FALSE(m.ok());
+    EXPECT_THAT(std::string(m.status().message()),
+                ::testing::AllOf(::testing::HasSubstr("model dropped"),
+                                 ::testing::HasSubstr("%dropout"), ::testing::HasSubstr("p")))
+        << m.status();
+  }
+}
+
 TEST(UserModelTest, ExplicitNameRepeatedSharesTheWeights) {
   // Naming two layers alike is how a model ties weights: one variable, two nodes.
   ModelSpec spec{.name = "tied",
@@ -169,6 +226,43 @@ TEST(UserModelTest, ExplicitNameRepeatedSharesTheWeights) {
   EXPECT_EQ(convs[0]->operand(1), convs[1]->operand(1));  // one read of @shared.w
   EXPECT_EQ(convs[0]->result()->name(), "shared");
   EXPECT_EQ(convs[1]->result()->name(), "shared_1");
+}
+
+TEST(UserModelTest, ClassTokenAndPositionEmbeddingUseTheAxisOps) {
+  // A ViT's embedding and head on 4 rows of 4 pixels: a class token [1,1,4] prepended to
+  // the rows (concat repeats it over the batch), a position embedding [1,5,4] added with
+  // broadcasting, scaled, the class token taken back out beside the rows' mean.
+  ModelSpec spec{
+      .name = "tokens",
+      .image_shape = {1, 4, 4},
+      .num_classes = 3,
+      .forward = [](Builder& b, Tensor x) {
+        const ir::Initializer normal{ir::Initializer::Kind::kNormal, 0.02};
+        Tensor rows = b.reshape(x, {-1, 4, 4});
+        Tensor cls = b.variable("cls", {ir::DType::kF32, {1, 1, 4}}, ir::VarRole::kParam, normal);
+        Tensor pos = b.variable("pos", {ir::DType::kF32, {1, 5, 4}}, ir::VarRole::kParam, normal);
+        Tensor t = b.addBroadcast(b.concat({cls, rows}, 1), pos);
+        t = b.mulBroadcast(b.scale(t, 0.5), t);
+        Tensor head = b.reshape(b.slice(t, 1, 0, 1), {-1, 4});
+        Tensor z = b.add(head, b.mean(t, 1));
+        return b.linear(b.add(z, b.sum(t, -2)), {.out_features = 3});
+      }};
+  auto m = buildModule(spec, {.batch = 2});
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::vector<std::string> train = layerNames(*(*m)->graph(ir::kTrainGraph));
+  EXPECT_EQ(train, layerNames(*(*m)->graph(ir::kEvalGraph)));
+  EXPECT_THAT(train, ::testing::IsSupersetOf({"concat concat_axis concat", "add add_bcast add",
+                                              "scale scale scale", "mul mul_bcast mul",
+                                              "slice slice_axis slice", "mean reduce_mean mean",
+                                              "sum reduce_sum sum"}));
+  for (const auto& n : (*m)->graph(ir::kTrainGraph)->nodes()) {
+    if (n->op() == ir::Op::kConcatAxis) {
+      EXPECT_EQ(n->result()->type(), (ir::TensorType{ir::DType::kF32, {2, 5, 4}}));
+    }
+    if (n->op() == ir::Op::kSliceAxis) {
+      EXPECT_EQ(n->result()->type(), (ir::TensorType{ir::DType::kF32, {2, 1, 4}}));
+    }
+  }
 }
 
 }  // namespace

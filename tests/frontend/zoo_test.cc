@@ -69,18 +69,22 @@ INSTANTIATE_TEST_SUITE_P(
     Zoo, ZooParamCountTest,
     ::testing::Values(CountCase{"lenet", 129'068}, CountCase{"resnet18", 11'175'818},
                       CountCase{"resnet34", 21'797'672}, CountCase{"resnet50", 25'557'032},
-                      CountCase{"resnet101", 44'549'160}, CountCase{"resnet152", 60'192'808}),
+                      CountCase{"resnet101", 44'549'160}, CountCase{"resnet152", 60'192'808},
+                      // vit: the patch conv 1,088, class token 64, position embedding 3,200, six
+                      // blocks of 33,216 (two LayerNorms 256, q/k/v/proj 16,640, MLP 16,576
+                      // with biases), final LayerNorm 128, head 650.
+                      CountCase{"vit", 205'962}, CountCase{"mlp", 269'322}),
     [](const auto& info) { return std::string(info.param.model); });
 
 TEST(ZooTest, NamesAndUnknownModel) {
   EXPECT_THAT(zoo::modelNames(),
               ElementsAre("lenet", "lenet_bn", "resnet18", "resnet34", "resnet50", "resnet101",
-                          "resnet152"));
+                          "resnet152", "vit", "mlp"));
   auto spec = zoo::modelByName("resnet19");
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().message(),
             "unknown model 'resnet19' (known: lenet, lenet_bn, resnet18, resnet34, resnet50, "
-            "resnet101, resnet152)");
+            "resnet101, resnet152, vit, mlp)");
 }
 
 TEST(ZooTest, Resnet18TakesChannelsClassesAndImageSize) {

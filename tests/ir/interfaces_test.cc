@@ -180,6 +180,10 @@ TEST(OpCost, FormulasOfTheSpec) {
   EXPECT_DOUBLE_EQ(opWork(*relu).flops, 512);
   EXPECT_DOUBLE_EQ(opWork(*relu).bytes, 2 * 512 * 4);
   EXPECT_DOUBLE_EQ(opWork(*x->def()).bytes, 0);  // graph inputs do no work
+  // A reduction counts a flop per element it reads, not per (smaller) result.
+  Node* sum = *g->create(ReduceSumArgs{.x = relu->result(), .axis = 1}.spec());
+  EXPECT_DOUBLE_EQ(opWork(*sum).flops, 512);
+  EXPECT_DOUBLE_EQ(opWork(*sum).bytes, 512 * 4 + 128 * 4);
   for (const OpInfo& info : allOps()) EXPECT_NE(info.cost.flops, nullptr) << info.name;
 }
 

@@ -61,6 +61,9 @@ TEST(OpTable, EachBackwardOpBelongsToADifferentiableForwardOp) {
 }
 
 TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
+  // The ops over an axis and the broadcasting ones, whose gradients are the same ops.
+  const std::set<Op> axis_ops = {Op::kScale,      Op::kAddBcast,   Op::kMulBcast, Op::kReduceSum,
+                                 Op::kReduceMean, Op::kConcatAxis, Op::kSliceAxis};
   // The forward layers of the spec that carry a gradient; accuracy (a count) does not.
   // The fused forward ops differentiate too (fold_batch_norm and conv2d_bias_act, for
   // inference only, have a rule that says so).
@@ -76,10 +79,12 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
                                        Op::kTanh,          Op::kMatmul,
                                        Op::kReshape,       Op::kTranspose,
                                        Op::kLayerNorm,     Op::kSoftmax,
-                                       Op::kLogSoftmax};
+                                       Op::kLogSoftmax,    Op::kDropout};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
-    EXPECT_EQ(has_rule, differentiable.contains(info.op)) << info.name;
+    EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op) ||
+                            info.op == Op::kEmbedding)
+        << info.name;
     // Every fusible layer and every loss is part of the differentiable forward pass.
     if (info.has(kFusible) || info.has(kLoss)) {
       EXPECT_TRUE(has_rule) << info.name;
@@ -126,6 +131,22 @@ TEST(OpTable, OperandAndAttributeSchemas) {
   EXPECT_EQ(ar.attrs[3].name, "groups");
   EXPECT_EQ(std::get<int64_t>(*ar.attrs[3].default_value), 1);
   EXPECT_TRUE(absl::StrContains(ar.doc, "grouped by device"));
+  // A float attribute with a default and a range: printed only when not 0, so loss nodes
+  // written before label smoothing read the same.
+  for (Op op : {Op::kSoftmaxCrossEntropy, Op::kSoftmaxCrossEntropyBackward}) {
+    const OpInfo& loss = opInfo(op);
+    const int i = loss.attrIndex("label_smoothing");
+    ASSERT_GE(i, 0) << loss.name;
+    const AttrSpec& a = loss.attrs[static_cast<size_t>(i)];
+    EXPECT_EQ(a.kindText(), "float");
+    ASSERT_TRUE(a.default_value.has_value()) << loss.name;
+    EXPECT_EQ(std::get<double>(*a.default_value), 0.0);
+    ASSERT_TRUE(a.range.has_value());
+    EXPECT_TRUE(a.range->contains(0.0));
+    EXPECT_TRUE(a.range->contains(0.999));
+    EXPECT_FALSE(a.range->contains(1.0));
+    EXPECT_FALSE(a.range->contains(-0.1));
+  }
 }
 
 }  // namespace

@@ -25,11 +25,13 @@ struct ZooCase {
   int devices = 2;
   double momentum = 0;  // > 0 adds optimizer variables (momentum buffers)
   bool bf16 = false;    // mixed precision (the mixed-precision pass runs first)
+  std::string optimizer = "sgd";  // or adamw (moments and update counts as variables)
 };
 
 /// How GoogleTest shows a case (also in ctest's test names): "resnet50 b8 x2".
 inline void PrintTo(const ZooCase& c, std::ostream* os) {
-  *os << c.model << " b" << c.batch << " x" << c.devices << (c.bf16 ? " bf16" : "");
+  *os << c.model << " b" << c.batch << " x" << c.devices << (c.bf16 ? " bf16" : "")
+      << (c.optimizer != "sgd" ? " " + c.optimizer : "");
 }
 
 /// "as built" followed by the default pipeline's pass names (mixed-precision only for
@@ -51,11 +53,12 @@ inline std::vector<ZooCase> zooCases() {
       {"lenet", 256, 2, 0},         {"resnet18", 16, 2, 0.9},      {"resnet34", 8, 2, 0.9},
       {"resnet50", 8, 2, 0.9},      {"resnet101", 8, 2, 0},        {"resnet152", 8, 2, 0.9},
       {"lenet", 256, 3, 0.9},       {"lenet", 256, 2, 0.9, true},  {"resnet18", 16, 2, 0.9, true},
+      {"vit", 8, 2, 0, false, "adamw"}, {"vit", 9, 3, 0, true, "adamw"}, {"mlp", 8, 2, 0, false, "adamw"},
   };
 }
 
 /// The pipeline configuration of a case: cpu:0..cpu:N-1, with every default pass
-/// (group-sgd-updates too, which only CUDA devices get unasked).
+/// (group-updates too, which only CUDA devices get unasked).
 inline passes::PipelineConfig pipelineConfig(const ZooCase& c) {
   passes::PipelineConfig config;
   config.devices.clear();
@@ -63,6 +66,7 @@ inline passes::PipelineConfig pipelineConfig(const ZooCase& c) {
   config.momentum = c.momentum;
   config.weight_decay = c.momentum > 0 ? 5e-4 : 0;
   config.bf16 = c.bf16;
+  config.optimizer = c.optimizer;
   config.group_updates = true;
   return config;
 }

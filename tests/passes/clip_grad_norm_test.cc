@@ -34,10 +34,10 @@ TEST(ClipGradNorm, WhereItRunsIsChecked) {
   EXPECT_THAT(std::string(runPipeline(*m, "clip-grad-norm{max-norm=1}").message()),
               HasSubstr("has no optimizer update (run autodiff first)"));
   ASSERT_TRUE(runPipeline(*m, "autodiff{momentum=0.9},replicate{devices=2},insert-collectives,"
-                              "group-sgd-updates")
+                              "group-updates")
                   .ok());
   EXPECT_THAT(std::string(runPipeline(*m, "clip-grad-norm{max-norm=1}").message()),
-              HasSubstr("run clip-grad-norm before group-sgd-updates"));
+              HasSubstr("run clip-grad-norm before group-updates"));
   auto twice = buildZooModel("lenet", 8);
   ASSERT_NE(twice, nullptr);
   EXPECT_THAT(std::string(runPipeline(*twice, "autodiff,clip-grad-norm{max-norm=1},"

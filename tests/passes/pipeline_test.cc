@@ -44,7 +44,7 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
             "unknown pass 'fuse-everything' (known: mixed-precision, autodiff, feed-learning-rate, "
             "fuse-conv-bn-relu, "
             "replicate, insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
-            "group-sgd-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
+            "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
   for (const passes::PassInfo& info : passes::registeredPasses())
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(std::string(info.name)));
 }
@@ -172,7 +172,7 @@ TEST(DefaultPipeline, TextAndOrder) {
             "mixed-precision{dtype=bf16},autodiff{lr=0.2,momentum=0.9,weight-decay=0.001},"
             "feed-learning-rate,fuse-conv-bn-relu,replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
             "insert-collectives{bucket-mb=10,first-bucket-mb=0.5,allreduce-dtype=bf16},"
-            "clip-grad-norm{max-norm=1.5},recompute-bn-relu,dce,schedule,group-sgd-updates,assign-"
+            "clip-grad-norm{max-norm=1.5},recompute-bn-relu,dce,schedule,group-updates,assign-"
             "streams,plan-events,"
             "assign-layouts,plan-memory");
   auto p = passes::parsePipeline(text);
@@ -181,13 +181,13 @@ TEST(DefaultPipeline, TextAndOrder) {
   EXPECT_THAT(passes::defaultPassNames(),
               ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
                           "replicate", "insert-collectives", "clip-grad-norm", "recompute-bn-relu",
-                          "dce", "schedule", "group-sgd-updates", "assign-streams", "plan-events",
+                          "dce", "schedule", "group-updates", "assign-streams", "plan-events",
                           "assign-layouts", "plan-memory"));
   // CUDA devices group the updates unless told not to; CPU devices only when told to.
   config.group_updates = false;
-  EXPECT_THAT(passes::defaultPipeline(config), Not(HasSubstr("group-sgd-updates")));
+  EXPECT_THAT(passes::defaultPipeline(config), Not(HasSubstr("group-updates")));
   EXPECT_THAT(passes::defaultPipeline({.group_updates = true}),
-              HasSubstr(",schedule,group-sgd-updates,assign-streams,"));
+              HasSubstr(",schedule,group-updates,assign-streams,"));
   // Each pass prints the options it was given: the pipeline text again.
   std::vector<std::string> printed;
   for (const auto& pass : *p) printed.push_back(std::string(pass->name()) + pass->optionsText());
@@ -296,7 +296,7 @@ TEST(PassManager, BadPipelineAddsNothing) {
             "unknown pass 'nope' (known: mixed-precision, autodiff, feed-learning-rate, "
             "fuse-conv-bn-relu, replicate, "
             "insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
-            "group-sgd-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
+            "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
   EXPECT_EQ(pm.size(), 0u);
 }
 
@@ -358,12 +358,12 @@ TEST(PassManager, PrintAfterEveryPassAndTimings) {
   std::vector<std::string> names;
   for (const Printed& p : printed) names.push_back(p.pass);
   // Every default pass but mixed-precision, which runs only for bf16, feed-learning-rate,
-  // only under a schedule, and group-sgd-updates, which runs for CUDA devices.
+  // only under a schedule, and group-updates, which runs for CUDA devices.
   std::vector<std::string> f32_passes = passes::defaultPassNames();
   f32_passes.erase(f32_passes.begin());
   std::erase(f32_passes, "feed-learning-rate");
   std::erase(f32_passes, "clip-grad-norm");
-  std::erase(f32_passes, "group-sgd-updates");
+  std::erase(f32_passes, "group-updates");
   EXPECT_EQ(names, f32_passes);
 
   const auto& timings = pm.timings();

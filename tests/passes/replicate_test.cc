@@ -182,5 +182,26 @@ graph @eval_step(%x: f32[6,8], %y: i32[5]) {
             "replicate: inputs %x and %y of @eval_step disagree on the batch size (6 vs 5)");
 }
 
+// A sample-indexed op (dropout) must see the batch on axis 0: with the samples on axis 1,
+// a device's rows are not rows of the whole batch's tensor, and no offset could name them.
+TEST(Replicate, SampleIndexedOpWithoutTheBatchOnAxisZeroIsAnErrorNamingIt) {
+  auto m = ir::parseModule(R"(module @bad {
+var @step : i32[1] {role=fed, init=zeros}
+graph @train_step(%x: f32[6,8]) {
+  %t = transpose(%x) {perm=[1,0]} : f32[8,6]
+  %step = param() {var=@step} : i32[1]
+  %drop = dropout(%t, %step) {p=0.5, mask_id=0} : f32[8,6]
+  return %drop
+}
+}
+)");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(runPipeline(**m, "replicate{devices=2}").message(),
+            "replicate @train_step on cpu:1: %drop.1 (dropout @cpu:1): its operand is f32[8,3] "
+            "here and f32[8,6] for the whole batch of 6; a sample-indexed op needs the batch on "
+            "axis 0 (rows in proportion to the device's share) to compute the rows one device "
+            "would");
+}
+
 }  // namespace
 }  // namespace tandem::testing

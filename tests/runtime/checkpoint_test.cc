@@ -364,7 +364,15 @@ TEST(CheckpointWriter, RefusesAnotherRunsCheckpointAndDoesNothingOffRankZero) {
 
 TEST(CheckpointCompatibility, ModelAndSettingsMustMatch) {
   const Checkpoint c = sample();
-  EXPECT_TRUE(runtime::checkCompatible(c, "lenet", {{"--batch", "10"}, {"--seed", "3"}}, "p").ok());
+  EXPECT_TRUE(runtime::checkCompatible(c, "lenet",
+                                       {{"--batch", "10"}, {"--seed", "3"}, {"--lr", "0.1"}}, "p")
+                  .ok());
+  // A setting listed only when given (--label-smoothing, --clip-grad-norm) that the run
+  // leaves out.
+  EXPECT_EQ(
+      runtime::checkCompatible(c, "lenet", {{"--batch", "10"}, {"--seed", "3"}}, "p").message(),
+      "'p' was written with --lr 0.1; this run has no --lr (resume with the value it was "
+      "written with)");
   EXPECT_EQ(runtime::checkCompatible(c, "resnet18", {}, "p").message(),
             "'p' is a checkpoint of lenet, not of resnet18 (--model)");
   EXPECT_EQ(runtime::checkCompatible(c, "lenet", {{"--batch", "20"}}, "p").message(),

@@ -1,7 +1,8 @@
-// group-sgd-updates changes how many kernels step the parameters, not what they compute:
-// training with sgd_update_group nodes ends with the same variables, bit for bit, as
-// training with one sgd_update per parameter (the CPU group kernel runs the same loop;
-// the CUDA one the same per-element step, tests/cuda/optimizer_kernels_test.cc).
+// group-updates changes how many kernels step the parameters, not what they compute:
+// training with sgd_update_group (adamw_update_group) nodes ends with the same variables,
+// moments and update counts included, bit for bit, as training with one sgd_update
+// (adamw_update) per parameter (the CPU group kernels run the same loops; the CUDA ones the
+// same per-element steps, tests/cuda/optimizer_kernels_test.cc).
 
 #include <string>
 
@@ -18,6 +19,10 @@ size_t countOp(runtime::Trainer& t, ir::Op op) {
   return n;
 }
 
+ir::Op groupOp(const TrainSetup& o) {
+  return o.optimizer == "adamw" ? ir::Op::kAdamwUpdateGroup : ir::Op::kSgdUpdateGroup;
+}
+
 void expectGroupedEqualsUngrouped(const std::string& model, TrainSetup o) {
   auto batches = randomBatches(3, o.batch, 21);
   o.group_updates = true;
@@ -25,8 +30,8 @@ void expectGroupedEqualsUngrouped(const std::string& model, TrainSetup o) {
   o.group_updates = false;
   auto single = trainOn(model, o, batches);
   ASSERT_TRUE(grouped && single);
-  EXPECT_GT(countOp(*grouped, ir::Op::kSgdUpdateGroup), 0u);
-  EXPECT_EQ(countOp(*single, ir::Op::kSgdUpdateGroup), 0u);
+  EXPECT_GT(countOp(*grouped, groupOp(o)), 0u);
+  EXPECT_EQ(countOp(*single, groupOp(o)), 0u);
   EXPECT_TRUE(snapshot(*grouped) == snapshot(*single));
 }
 
@@ -51,6 +56,34 @@ TEST(GroupedUpdates, LenetWithBf16AllReduceChangesNoBit) {
   o.bf16_allreduce = true;
   o.bucket_mb = 0.05;
   o.first_bucket_mb = 0.001;
+  expectGroupedEqualsUngrouped("lenet", o);
+}
+
+// AdamW (five operand streams: weights, gradients, both moments, the update counts) under
+// a schedule's lr_scale, several buckets on two devices.
+TEST(GroupedUpdates, LenetWithAdamwAndScheduleOnTwoDevicesChangesNoBit) {
+  TrainSetup o;
+  o.devices = cpus(2);
+  o.batch = 8;
+  o.optimizer = "adamw";
+  o.lr = 1e-3;
+  o.weight_decay = 0.05;
+  o.lr_schedule = true;
+  o.bucket_mb = 0.05;
+  o.first_bucket_mb = 0.001;
+  o.seed = 5;
+  expectGroupedEqualsUngrouped("lenet", o);
+}
+
+// AdamW on bf16 gradients (mixed precision): the group reads bf16, steps f32 masters.
+TEST(GroupedUpdates, LenetWithAdamwInBf16ChangesNoBit) {
+  TrainSetup o;
+  o.devices = cpus(2);
+  o.batch = 8;
+  o.optimizer = "adamw";
+  o.lr = 1e-3;
+  o.bf16 = true;
+  o.bf16_allreduce = true;
   expectGroupedEqualsUngrouped("lenet", o);
 }
 

@@ -69,9 +69,8 @@ struct TrainSetup {
   bool trace = false;
 };
 
-/// Compiles `spec` with the default pipeline for `o` and loads it on a Trainer.
-inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const ModelSpec& spec,
-                                                                     const TrainSetup& o) {
+/// What the default pipeline compiles for `o`.
+inline driver::CompileOptions compileOptions(const TrainSetup& o) {
   driver::CompileOptions c;
   c.build.batch = o.batch;
   c.pipeline = {.devices = o.devices,
@@ -95,7 +94,13 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
                 .bf16_allreduce = o.bf16_allreduce,
                 .sync_bn = o.sync_bn,
                 .group_updates = o.group_updates};
-  auto module = driver::compileModel(spec, c);
+  return c;
+}
+
+/// Compiles `spec` with the default pipeline for `o` and loads it on a Trainer.
+inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const ModelSpec& spec,
+                                                                     const TrainSetup& o) {
+  auto module = driver::compileModel(spec, compileOptions(o));
   if (!module.ok()) return module.status();
   return runtime::Trainer::create(
       std::move(*module),
@@ -133,12 +138,10 @@ inline double relativeDifference(const std::vector<float>& a, const std::vector<
   return scale == 0 ? diff : diff / scale;
 }
 
-/// Builds, initializes and trains `model` for the given batches; fails the test on error.
-inline std::unique_ptr<runtime::Trainer> trainOn(const std::string& model, const TrainSetup& o,
+/// Builds, initializes and trains `spec` for the given batches; fails the test on error.
+inline std::unique_ptr<runtime::Trainer> trainOn(const ModelSpec& spec, const TrainSetup& o,
                                                  const std::vector<OwnedBatch>& batches) {
-  auto spec = zoo::modelByName(model);
-  EXPECT_TRUE(spec.ok());
-  auto t = makeTrainer(*spec, o);
+  auto t = makeTrainer(spec, o);
   EXPECT_TRUE(t.ok()) << t.status();
   if (!t.ok()) return nullptr;
   EXPECT_TRUE((*t)->initialize().ok());
@@ -147,6 +150,15 @@ inline std::unique_ptr<runtime::Trainer> trainOn(const std::string& model, const
     EXPECT_TRUE(step.ok()) << step.status();
   }
   return std::move(*t);
+}
+
+/// The same for the zoo model named `model`.
+inline std::unique_ptr<runtime::Trainer> trainOn(const std::string& model, const TrainSetup& o,
+                                                 const std::vector<OwnedBatch>& batches) {
+  auto spec = zoo::modelByName(model);
+  EXPECT_TRUE(spec.ok());
+  if (!spec.ok()) return nullptr;
+  return trainOn(*spec, o, batches);
 }
 
 }  // namespace tandem::testing

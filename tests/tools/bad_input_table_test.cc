@@ -89,14 +89,14 @@ TEST_F(BadInputTable, ModelAndDevices) {
   check({
       {{"dump"},
        "--model: is required (one of lenet, lenet_bn, resnet18, resnet34, resnet50, resnet101, "
-       "resnet152)"},
-      {{"train"}, "--model: is required (one of lenet, lenet_bn, resnet18)"},
+       "resnet152, vit, mlp)"},
+      {{"train"}, "--model: is required (one of lenet, lenet_bn, resnet18, vit, mlp)"},
       {{"dump", "--model", "vgg"},
        "--model: unknown model 'vgg' (known: lenet, lenet_bn, resnet18, resnet34, resnet50, "
-       "resnet101, resnet152)"},
+       "resnet101, resnet152, vit, mlp)"},
       {{"train", "--model", "resnet50"},
        "--model: resnet50 takes 3x224x224 images, but Fashion-MNIST has 1x28x28 (train lenet, "
-       "lenet_bn or resnet18)"},
+       "lenet_bn, resnet18, vit or mlp)"},
       {{"dump", "--model", "lenet", "--devices", "cpu:-1"},
        "--devices: unknown device 'cpu:-1': the index must be a non-negative integer"},
       {{"dump", "--model", "lenet", "--devices", "CPU:0"},
@@ -185,6 +185,13 @@ TEST_F(BadInputTable, Numbers) {
        "--weight-decay)"},
       {{"dump", "--model", "lenet", "--beta1", "0.9"},
        "--beta1: not a setting of --optimizer sgd (it takes --lr, --momentum, --weight-decay)"},
+      // Label smoothing: nn.CrossEntropyLoss's range, [0, 1).
+      {{"train", "--model", "lenet", "--label-smoothing", "1"},
+       "--label-smoothing: 1 is out of range: must be >= 0 and < 1"},
+      {{"dump", "--model", "lenet", "--label-smoothing", "-0.1"},
+       "--label-smoothing: -0.1 is out of range: must be >= 0 and < 1"},
+      {{"train", "--model", "lenet", "--label-smoothing", "nan"},
+       "--label-smoothing: 'nan' is not a finite number"},
       // The learning-rate schedule (runtime/lr_schedule.h).
       {{"dump", "--model", "lenet", "--schedule", "linear"},
        "--schedule 'linear': unknown schedule (it takes constant, step:EPOCHS:GAMMA such as "
@@ -348,7 +355,7 @@ TEST_F(BadInputTable, OptFiles) {
        "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, "
        "feed-learning-rate, fuse-conv-bn-relu, "
        "replicate, insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
-       "group-sgd-updates, assign-streams, plan-events, assign-layouts, plan-memory)"},
+       "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
       {{"opt", "$TMP/good.tir", "--print-after", "dce"},
@@ -387,6 +394,10 @@ TEST_F(BadInputTable, TrainFilesAndData) {
        "--batch: 101 is more than the 100 training images (lower --batch)"},
       {{"train", "--model", "lenet", "--data", "$DATA", "--limit-train", "20", "--batch", "32"},
        "--batch: 32 is more than the 20 training images left by --limit-train (lower --batch)"},
+      // The warmup is vit's own (one epoch), not a flag: the message says so.
+      {{"train", "--model", "vit", "--data", "$DATA", "--batch", "10", "--epochs", "1"},
+       "--epochs 1: vit's warmup of 1 epoch (10 steps) leaves its cosine schedule no steps; "
+       "train for more epochs or give --warmup"},
   });
 }
 

@@ -212,6 +212,27 @@ TEST_F(CheckpointCli, ScheduledRunKilledMidEpochResumesBitForBit) {
       << other.err;
 }
 
+// With label smoothing the resumed run computes the same smoothed loss: it prints and ends
+// as the run never interrupted. The setting is listed in the checkpoint only when given
+// (a checkpoint written before the flag resumes), and must then match.
+TEST_F(CheckpointCli, LabelSmoothedRunKilledMidEpochResumesBitForBit) {
+  optimizer_ = {"--label-smoothing", "0.1"};
+  runStraight();
+  EXPECT_NE(straight_.out.find(", label smoothing 0.1,"), std::string::npos) << straight_.out;
+  const std::string dir = work_.file("killed");
+  CommandResult killed = runWithSignal("3:6:9", {"--checkpoint", dir, "--checkpoint-every", "4"});
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  expectResumeEqualsStraight(
+      dir, absl::StrCat("resumed from '", dir, "/checkpoint' at epoch 3, step 4 of 10\n"));
+
+  CommandResult other = runTandem(withFlag(args({"--resume", dir}), "--label-smoothing", "0.2"));
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_NE(other.err.find("was written with --label-smoothing 0.1; this run has "
+                           "--label-smoothing 0.2"),
+            std::string::npos)
+      << other.err;
+}
+
 // Killed in epoch 3 with a checkpoint per epoch only: resumed from the end of epoch 2.
 TEST_F(CheckpointCli, KilledInEpochThreeAndResumedFromTheEpochBefore) {
   runStraight();

@@ -122,13 +122,16 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
           : absl::StrFormat("%s lr %g, betas %g/%g, eps %g, weight decay %g", p.optimizer, p.lr,
                             p.beta1, p.beta2, p.eps, p.weight_decay);
   const std::string schedule =
-      p.lr_schedule ? absl::StrCat(", schedule ", f.model.schedule,
-                                   f.model.warmup > 0 ? absl::StrCat(" after ", f.model.warmup,
-                                                                     " warmup steps")
-                                                      : "")
+      p.lr_schedule ? absl::StrCat(", schedule ", c.schedule,
+                                   c.warmupSteps(steps) > 0
+                                       ? absl::StrCat(" after ", c.warmupSteps(steps),
+                                                      " warmup steps")
+                                       : "")
                     : "";
-  const std::string clip =
+  std::string clip =
       p.clip_grad_norm > 0 ? absl::StrCat(", gradients clipped to norm ", p.clip_grad_norm) : "";
+  if (o.build.label_smoothing > 0)
+    absl::StrAppend(&clip, ", label smoothing ", o.build.label_smoothing);
   std::string line1 = absl::StrFormat(
       "%s on %s, batch %d (%s per device), %s%s%s, init %s, seed %d\n", c.spec.name,
       deviceList(p.devices), batch, even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"),
@@ -252,9 +255,12 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags
   // Listed only when given, so that checkpoints from before these flags resume.
   if (o.pipeline.clip_grad_norm > 0)
     out.push_back({"--clip-grad-norm", exactNumber(o.pipeline.clip_grad_norm)});
+  if (o.build.label_smoothing > 0)
+    out.push_back({"--label-smoothing", exactNumber(o.build.label_smoothing)});
   if (o.pipeline.lr_schedule)
     out.insert(out.end(),
-               {{"--schedule", f.model.schedule}, {"--warmup", absl::StrCat(f.model.warmup)}});
+               {{"--schedule", c.schedule},
+                {"--warmup", absl::StrCat(c.warmupSteps(train_count / o.build.batch))}});
   out.insert(out.end(), {{"--precision", f.model.precision},
                          {"--allreduce-dtype", f.model.allreduce_dtype},
                          {"--sync-bn", f.model.sync_bn ? "on" : "off"}});
@@ -307,9 +313,10 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
       {"--beta1", exactNumber(p.beta1)},
       {"--beta2", exactNumber(p.beta2)},
       {"--eps", exactNumber(p.eps)},
-      {"--schedule", f.model.schedule},
-      {"--warmup", absl::StrCat(f.model.warmup)},
+      {"--schedule", c.schedule},
+      {"--warmup", c.warmupText()},
       {"--clip-grad-norm", exactNumber(p.clip_grad_norm)},
+      {"--label-smoothing", exactNumber(o.build.label_smoothing)},
       {"--init", ir::toString(o.build.weight_init)},
       {"--bucket-mb", exactNumber(p.bucket_mb)},
       {"--first-bucket-mb", exactNumber(p.first_bucket_mb)},
@@ -535,9 +542,17 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
 
   // The learning-rate schedule over the run's steps (checked before anything slow).
   const int64_t steps_per_epoch = train->count / batch;
-  ASSIGN_OR_RETURN(const runtime::LrSchedule schedule,
-                   runtime::LrSchedule::parse(f.model.schedule, f.model.warmup, steps_per_epoch,
-                                              f.epochs));
+  absl::StatusOr<runtime::LrSchedule> parsed = runtime::LrSchedule::parse(
+      choice->schedule, choice->warmupSteps(steps_per_epoch), steps_per_epoch, f.epochs);
+  if (!parsed.ok() && !choice->warmup_steps && choice->warmup_epochs > 0)
+    // The warmup is the model's, not a flag the user gave: say where it comes from.
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epochs ", f.epochs, ": ", choice->spec.name, "'s warmup of ",
+                     choice->warmupText(), " (", choice->warmupSteps(steps_per_epoch),
+                     " steps) leaves its ", choice->schedule,
+                     " schedule no steps; train for more epochs or give --warmup"));
+  RETURN_IF_ERROR(parsed.status());
+  const runtime::LrSchedule& schedule = *parsed;
   const bool scheduled = choice->compile.pipeline.lr_schedule;
   // The learning rate of epoch `epoch`'s last update, as the table shows it.
   auto lrOfEpoch = [&](int epoch) {

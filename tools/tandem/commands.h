@@ -52,8 +52,8 @@ struct ModelFlags {
   /// Unset: 256, and for dump at least one example per device (a 4096-device dump needs
   /// no --batch); train refuses a batch smaller than the device count instead.
   std::optional<int64_t> batch;
-  /// --optimizer: sgd or adamw (an optimizer update op of ir/ops.td).
-  std::string optimizer = "sgd";
+  /// --optimizer: sgd or adamw (an optimizer update op of ir/ops.td); unset: the model's.
+  std::optional<std::string> optimizer;
   /// The optimizer's hyper-parameters as given (--lr, --momentum, --weight-decay, --beta1,
   /// --beta2, --eps), by attribute name (weight_decay), with the text typed: checked
   /// against the chosen optimizer's attribute ranges in ir/ops.td when the flags are
@@ -65,10 +65,13 @@ struct ModelFlags {
   std::map<std::string, Hyper> hyper;
   /// --schedule (constant, step:EPOCHS:GAMMA, cosine) and --warmup (steps): any but
   /// constant without warmup compiles the step with feed-learning-rate (runtime/lr_schedule.h).
-  std::string schedule = "constant";
-  int64_t warmup = 0;
+  /// Unset: the model's (ModelSpec::defaults; its warmup is in epochs).
+  std::optional<std::string> schedule;
+  std::optional<int64_t> warmup;
   /// --clip-grad-norm: the max global norm of the gradients (clip-grad-norm); unset: none.
   std::optional<double> clip_grad_norm;
+  /// --label-smoothing: the training loss's, in [0, 1); unset: the model's (0 for all).
+  std::optional<double> label_smoothing;
   std::optional<std::string> init;
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;

@@ -138,8 +138,8 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   cmd->add_option("--optimizer", f.optimizer,
                   absl::StrCat("Optimizer: ", passes::optimizerNames(),
                                " (PyTorch's torch.optim.AdamW: decoupled weight decay, bias "
-                               "correction; its state is checkpointed)"))
-      ->capture_default_str();
+                               "correction; its state is checkpointed; default: the model's, "
+                               "sgd for the CNNs, adamw for vit and mlp)"));
   addOptimizerNumber(cmd, f, "lr", "Learning rate (default: the model's for sgd, 0.001 for adamw)");
   addOptimizerNumber(cmd, f, "momentum", "SGD momentum (default: the model's)");
   addOptimizerNumber(cmd, f, "weight_decay",
@@ -151,13 +151,18 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   cmd->add_option("--schedule", f.schedule,
                   "Learning-rate schedule: constant, step:EPOCHS:GAMMA (lr times GAMMA every "
                   "EPOCHS epochs) or cosine (to 0 at the end of --epochs); the factor is fed "
-                  "to the step each iteration")
-      ->capture_default_str();
+                  "to the step each iteration (default: the model's, constant for the CNNs, "
+                  "cosine for vit and mlp)");
   addNumber(cmd, "--warmup", f.warmup, Range<int64_t>{0, int64_t{1} << 40},
-            "Steps of linear learning-rate warmup before the schedule (default: 0)");
+            "Steps of linear learning-rate warmup before the schedule (default: the model's, "
+            "none for the CNNs, one epoch for vit and mlp)");
   addNumber(cmd, "--clip-grad-norm", f.clip_grad_norm, Range<double>{0, 1e9, true},
             "Clip the gradients to this global 2-norm after their all_reduce, as "
             "torch.nn.utils.clip_grad_norm_ (default: no clipping)");
+  addNumber(cmd, "--label-smoothing", f.label_smoothing, Range<double>{0, 1, false, true},
+            "Label smoothing of the training loss, as nn.CrossEntropyLoss(label_smoothing): "
+            "the target is (1 - X) on the label plus X spread over the classes (default: the "
+            "model's, 0; the test loss stays the plain cross-entropy)");
   cmd->add_option("--init", f.init,
                   "Initializer of conv and linear weights: kaiming or normal:STD (default: the "
                   "model's; the lessons use normal:0.01)");
@@ -194,9 +199,9 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
                 "recomputing it in backward (no recompute-bn-relu pass: more memory, one "
                 "elementwise pass less per layer)");
   cmd->add_option("--group-updates", f.group_updates,
-                  "One sgd_update_group per device and gradient bucket (group-sgd-updates "
-                  "pass): auto (on for CUDA devices, where it is one multi-tensor launch "
-                  "instead of one per parameter), on or off")
+                  "One grouped optimizer update (sgd_update_group, adamw_update_group) per "
+                  "device and gradient bucket (group-updates pass): auto (on for CUDA devices, "
+                  "where it is one multi-tensor launch instead of one per parameter), on or off")
       ->capture_default_str();
   cmd->add_option("--split", f.split,
                   "How the batch splits across the devices: even, weights such as 3,1, or "
@@ -361,7 +366,7 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
   for (const char* name :
        {"--devices", "--batch", "--split", "--allreduce-groups", "--optimizer", "--lr",
         "--momentum", "--weight-decay", "--beta1", "--beta2", "--eps", "--schedule", "--warmup",
-        "--clip-grad-norm", "--init"})
+        "--clip-grad-norm", "--label-smoothing", "--init"})
     cmd->remove_option(cmd->get_option(name));
   cmd->add_option("--devices", f.devices,
                   "Device counts to predict, comma separated, each from 1 to 65536 (default: "

@@ -57,9 +57,11 @@ absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t
 
 // --optimizer and its hyper-parameters: each given one must be an attribute of the chosen
 // optimizer's update op, within the range ir/ops.td declares for it. Unset ones keep the
-// model's defaults (SGD's lessons) or, for another optimizer, take PyTorch's.
-absl::Status resolveOptimizer(const ModelFlags& f, passes::PipelineConfig& p) {
-  absl::StatusOr<ir::Op> op = passes::optimizerByName(f.optimizer);
+// model's defaults (SGD for the lessons' CNNs, AdamW for vit and mlp) or, for an optimizer
+// other than the model's, take PyTorch's.
+absl::Status resolveOptimizer(const ModelFlags& f, const TrainingDefaults& model,
+                              passes::PipelineConfig& p) {
+  absl::StatusOr<ir::Op> op = passes::optimizerByName(f.optimizer.value_or(model.optimizer));
   if (!op.ok()) return flagError("--optimizer", op.status().message());
   const ir::OpInfo& info = ir::opInfo(*op);
   p.optimizer = passes::optimizerShortName(*op);
@@ -82,8 +84,8 @@ absl::Status resolveOptimizer(const ModelFlags& f, passes::PipelineConfig& p) {
       {"lr", &p.lr},       {"momentum", &p.momentum}, {"weight_decay", &p.weight_decay},
       {"beta1", &p.beta1}, {"beta2", &p.beta2},       {"eps", &p.eps}};
   for (const auto& [attr, field] : fields) {
-    // The model's defaults are SGD's; another optimizer starts from PyTorch's.
-    if (p.optimizer != "sgd")
+    // The model's defaults are for its own optimizer; another one starts from PyTorch's.
+    if (p.optimizer != model.optimizer)
       if (std::optional<double> d = passes::optimizerDefault(*op, attr)) *field = *d;
     if (auto given = f.hyper.find(std::string(attr)); given != f.hyper.end())
       *field = given->second.value;
@@ -115,6 +117,11 @@ std::string inertModelFlagWarning(const ModelFlags& f, const ir::Module& compile
     return "--sync-bn: one device normalizes with the whole batch's statistics already; it "
            "changes nothing";
   return "";
+}
+
+std::string ModelChoice::warmupText() const {
+  if (warmup_steps) return absl::StrCat(*warmup_steps);
+  return absl::StrCat(warmup_epochs, warmup_epochs == 1 ? " epoch" : " epochs");
 }
 
 absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_training) {
@@ -186,12 +193,18 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
     if (!init.ok()) return init.status();
     c.build.weight_init = *init;
   }
-  RETURN_IF_ERROR(resolveOptimizer(f, c.pipeline));
-  // The schedule's words here; its steps against the run's length in `tandem train`.
+  RETURN_IF_ERROR(resolveOptimizer(f, choice.spec.defaults, c.pipeline));
+  choice.schedule = f.schedule.value_or(choice.spec.defaults.schedule);
+  choice.warmup_steps = f.warmup;
+  choice.warmup_epochs = f.warmup ? 0 : choice.spec.defaults.warmup_epochs;
+  // The schedule's words here; its steps against the run's length in `tandem train` (an
+  // epoch of one step stands in for the model's warmup in epochs).
+  const int64_t warmup = choice.warmupSteps(1);
   ASSIGN_OR_RETURN(runtime::LrSchedule schedule,
-                   runtime::LrSchedule::parse(f.schedule, f.warmup, f.warmup + 2, 1));
+                   runtime::LrSchedule::parse(choice.schedule, warmup, warmup + 2, 1));
   c.pipeline.lr_schedule = !schedule.isConstant();
   c.pipeline.clip_grad_norm = f.clip_grad_norm.value_or(0);
+  c.build.label_smoothing = f.label_smoothing.value_or(choice.spec.defaults.label_smoothing);
   c.pipeline.bucket_mb = f.bucket_mb;
   if (f.allreduce_groups > 1 &&
       (devices_count % f.allreduce_groups != 0 || f.allreduce_groups >= devices_count))

@@ -1,10 +1,10 @@
-// group-sgd-updates: what it groups (one device's updates of one bucket, or of a single
+// group-updates: what it groups (one device's updates of one bucket, or of a single
 // device's whole step), what it leaves (updates alone in their bucket, updates that differ
 // in hyperparameters), where the group goes, and the shape rule of sgd_update_group.
 // The golden cases (golden_test.cc) show the text; training with and without it is
 // compared bit for bit in tests/runtime/grouped_updates_test.cc.
 
-#include "passes/group_sgd_updates.h"
+#include "passes/group_updates.h"
 
 #include <map>
 #include <set>
@@ -25,10 +25,11 @@ namespace tandem::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::unique_ptr<passes::Pass> makeGroup() {
-  passes::PassOptions opts("group-sgd-updates", {});
-  auto p = passes::createPass("group-sgd-updates", opts);
+  passes::PassOptions opts("group-updates", {});
+  auto p = passes::createPass("group-updates", opts);
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *std::move(p) : nullptr;
 }
@@ -36,7 +37,7 @@ std::unique_ptr<passes::Pass> makeGroup() {
 /// The variable a param node operand reads.
 std::string varOf(const ir::Value* v) { return v->def()->symbolAttr("var"); }
 
-TEST(GroupSgdUpdates, Resnet18GetsOneGroupPerDeviceAndBucket) {
+TEST(GroupUpdates, Resnet18GetsOneGroupPerDeviceAndBucket) {
   auto m = buildZooModel("resnet18", 8);
   ASSERT_NE(m, nullptr);
   passes::PipelineConfig config;
@@ -45,7 +46,7 @@ TEST(GroupSgdUpdates, Resnet18GetsOneGroupPerDeviceAndBucket) {
   config.bucket_mb = 8;
   config.group_updates = true;
   const std::string pipeline = passes::defaultPipeline(config);
-  ASSERT_THAT(pipeline, HasSubstr(",schedule,group-sgd-updates,assign-streams,"));
+  ASSERT_THAT(pipeline, HasSubstr(",schedule,group-updates,assign-streams,"));
   ASSERT_TRUE(runPipeline(*m, pipeline).ok());
   const ir::Graph& g = *m->graph(ir::kTrainGraph);
 
@@ -116,7 +117,7 @@ graph @train_step(%x: f32[3]) {
 )";
 
 // @a and @c share lr and group at @c's place; @b's lr differs, so it stays alone.
-TEST(GroupSgdUpdates, GroupsOnlyEqualHyperparametersAtTheLastMember) {
+TEST(GroupUpdates, GroupsOnlyEqualHyperparametersAtTheLastMember) {
   auto m = ir::parseModule(kTwoLrs, "two_lrs.tir");
   ASSERT_TRUE(m.ok()) << m.status();
   auto changed = makeGroup()->run(**m);
@@ -137,7 +138,7 @@ std::string withUpdate(const std::string& update) {
   return s;
 }
 
-TEST(GroupSgdUpdates, ShapeRuleNamesTheOperandAtFault) {
+TEST(GroupUpdates, ShapeRuleNamesTheOperandAtFault) {
   struct Case {
     std::string update, error;
   };
@@ -160,10 +161,77 @@ TEST(GroupSgdUpdates, ShapeRuleNamesTheOperandAtFault) {
   }
 }
 
-TEST(GroupSgdUpdates, TakesNoOptions) {
-  passes::PassOptions opts("group-sgd-updates", {{"max", "4"}});
-  EXPECT_EQ(passes::createPass("group-sgd-updates", opts).status().message(),
-            "pass group-sgd-updates has no option 'max' (it takes none)");
+// AdamW's updates group as SGD's do: five operand streams (weights, gradients, both
+// moments, the counts), each parameter keeping its own count.
+constexpr const char* kAdamw = R"(module @m {
+var @a : f32[3] {role=param, init=zeros}
+var @a.exp_avg : f32[3] {role=optimizer, init=zeros}
+var @a.exp_avg_sq : f32[3] {role=optimizer, init=zeros}
+var @a.step : f32[1] {role=optimizer, init=zeros}
+var @c : f32[2] {role=param, init=zeros}
+var @c.exp_avg : f32[2] {role=optimizer, init=zeros}
+var @c.exp_avg_sq : f32[2] {role=optimizer, init=zeros}
+var @c.step : f32[1] {role=optimizer, init=zeros}
+graph @train_step() {
+  %a = param() {var=@a} : f32[3]
+  %am = param() {var=@a.exp_avg} : f32[3]
+  %av = param() {var=@a.exp_avg_sq} : f32[3]
+  %as = param() {var=@a.step} : f32[1]
+  %c = param() {var=@c} : f32[2]
+  %cm = param() {var=@c.exp_avg} : f32[2]
+  %cv = param() {var=@c.exp_avg_sq} : f32[2]
+  %cs = param() {var=@c.step} : f32[1]
+  %ga = relu(%a) : f32[3]
+  %gc = relu(%c) : f32[2]
+  adamw_update(%a, %ga, %am, %av, %as) {lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0.05}
+  adamw_update(%c, %gc, %cm, %cv, %cs) {lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0.05}
+  return %ga
+}
+}
+)";
+
+TEST(GroupUpdates, AdamwGroupsWithBothMomentsAndEachCount) {
+  auto m = ir::parseModule(kAdamw, "adamw.tir");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto changed = makeGroup()->run(**m);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(*changed);
+  EXPECT_THAT(canonical(**m),
+              HasSubstr("  adamw_update_group(%a, %c, %ga, %gc, %am, %cm, %av, %cv, %as, %cs) "
+                        "{lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0.05}\n"));
+  EXPECT_THAT(canonical(**m), Not(HasSubstr("adamw_update(")));
+  EXPECT_TRUE(ir::verifyModule(**m).ok());
+}
+
+TEST(GroupUpdates, AdamwGroupShapeRuleNamesTheOperandAtFault) {
+  struct Case {
+    std::string update, error;
+  };
+  const std::string attrs = " {lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, weight_decay=0}";
+  for (const Case& c : std::vector<Case>{
+           {"  adamw_update_group(%a, %c, %ga, %gc, %am, %cm, %av, %cv, %as)" + attrs,
+            "9 operands are not 5 x k (k weights, their k gradients, k first moments, k second "
+            "moments and k update counts; then an optional lr_scale)"},
+           {"  adamw_update_group(%a, %c, %ga, %gc, %am, %cm, %av, %av, %as, %cs)" + attrs,
+            "second moment 2 of 2 (%av: f32[3]) and weight 2 of 2 (%c: f32[2]) must have the "
+            "same type"},
+           {"  adamw_update_group(%a, %c, %ga, %gc, %am, %cm, %av, %cv, %as, %ga)" + attrs,
+            "update count 2 of 2 (%ga: f32[3]) must be f32[1]"},
+       }) {
+    SCOPED_TRACE(c.update);
+    std::string text = kAdamw;
+    const size_t at = text.find("  adamw_update(%a");
+    text.replace(at, text.find("  return %ga") - at, c.update + "\n");
+    auto m = ir::parseModule(text, "bad.tir");
+    ASSERT_FALSE(m.ok());
+    EXPECT_THAT(m.status().message(), HasSubstr(c.error));
+  }
+}
+
+TEST(GroupUpdates, TakesNoOptions) {
+  passes::PassOptions opts("group-updates", {{"max", "4"}});
+  EXPECT_EQ(passes::createPass("group-updates", opts).status().message(),
+            "pass group-updates has no option 'max' (it takes none)");
 }
 
 }  // namespace

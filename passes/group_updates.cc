@@ -1,4 +1,4 @@
-#include "passes/group_sgd_updates.h"
+#include "passes/group_updates.h"
 
 #include <map>
 #include <string>
@@ -97,7 +97,7 @@ absl::StatusOr<bool> groupGraph(ir::Graph& g) {
 
 }  // namespace
 
-absl::StatusOr<bool> GroupSgdUpdates::run(ir::Module& m) {
+absl::StatusOr<bool> GroupUpdates::run(ir::Module& m) {
   bool changed = false;
   for (const auto& g : m.graphs()) {
     ASSIGN_OR_RETURN(bool c, groupGraph(*g));
@@ -106,9 +106,9 @@ absl::StatusOr<bool> GroupSgdUpdates::run(ir::Module& m) {
   return changed;
 }
 
-absl::StatusOr<std::unique_ptr<Pass>> GroupSgdUpdates::create(PassOptions& opts) {
+absl::StatusOr<std::unique_ptr<Pass>> GroupUpdates::create(PassOptions& opts) {
   RETURN_IF_ERROR(opts.finish());
-  return std::unique_ptr<Pass>(new GroupSgdUpdates());
+  return std::unique_ptr<Pass>(new GroupUpdates());
 }
 
 }  // namespace tandem::passes
