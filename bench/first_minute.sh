@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
-runs=3 out=/tmp/first-minute train_args=(--epochs 1)
+runs=3 out=/tmp/first-minute train_args=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --runs) runs="${2:?--runs needs a value}"; shift 2 ;;
@@ -36,7 +36,7 @@ printf '%4s %8s %10s %8s %14s %8s\n' run apt-get configure build "data+epoch 1" 
 for ((r = 1; r <= runs; r++)); do
   log=$out/run-$r.txt
   rc=0
-  "$tool" --keep --repo "$(pwd)" -- "./scripts/train ${train_args[*]}" >"$log" 2>&1 || rc=$?
+  "$tool" --keep --repo "$(pwd)" -- "./scripts/train${train_args[*]:+ ${train_args[*]}}" >"$log" 2>&1 || rc=$?
   root=$(sed -n 's/^fresh-machine: root kept at //p' "$log")
   [[ -n $root ]] || { echo "first_minute: run $r kept no root (see $log)" >&2; exit 1; }
   work=$(dirname "$root")
