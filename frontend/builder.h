@@ -167,6 +167,9 @@ class Builder {
 
   /// The first error of the build, if any.
   const absl::Status& status() const { return status_; }
+  /// Records an error of layers built outside this class's methods (an imported ONNX
+  /// graph's), so that buildModule() reports it like the DSL's own.
+  void fail(absl::Status s) { record(std::move(s)); }
 
   // Used by buildModule(): which graph the next layers go to.
   void beginGraph(ir::Graph* g, bool training);

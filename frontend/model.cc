@@ -48,18 +48,17 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
   return absl::OkStatus();
 }
 
-/// init: every variable gets its initializer's value.
-absl::Status buildInit(ir::Module& m, ir::Graph* g) {
+}  // namespace
+
+absl::Status buildInitGraph(ir::Module& m, ir::Graph& g) {
   for (const ir::Var& v : m.vars()) {
-    auto value = g->create(ir::InitializeArgs{.var = v.name}.spec({.names = {v.name}}));
+    auto value = g.create(ir::InitializeArgs{.var = v.name}.spec({.names = {v.name}}));
     if (!value.ok()) return value.status();
-    auto assign = g->create(ir::AssignArgs{.value = (*value)->result(), .var = v.name}.spec());
+    auto assign = g.create(ir::AssignArgs{.value = (*value)->result(), .var = v.name}.spec());
     if (!assign.ok()) return assign.status();
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
                                                         const BuildOptions& opts) {
@@ -82,7 +81,7 @@ absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
   if (!init.ok() || !train.ok() || !eval.ok()) return absl::InternalError("graph names clash");
   if (absl::Status s = buildStep(spec, b, *train, /*training=*/true, opts.batch); !s.ok()) return s;
   if (absl::Status s = buildStep(spec, b, *eval, /*training=*/false, opts.batch); !s.ok()) return s;
-  if (absl::Status s = buildInit(*m, *init); !s.ok()) return s;
+  if (absl::Status s = buildInitGraph(*m, **init); !s.ok()) return s;
   return m;
 }
 

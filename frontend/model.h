@@ -49,4 +49,8 @@ constexpr int64_t kMaxBatch = int64_t{1} << 31;
 absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
                                                         const BuildOptions& opts);
 
+/// Fills `g` (a module's @init) with an `initialize` and an `assign` per variable: every
+/// variable gets its initializer's value.
+absl::Status buildInitGraph(ir::Module& m, ir::Graph& g);
+
 }  // namespace tandem

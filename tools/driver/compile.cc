@@ -64,4 +64,17 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
   return std::move(*module);
 }
 
+absl::Status compileInference(ir::Module& module, const std::vector<ir::Device>& devices) {
+  backend::registerBackends();
+  ASSIGN_OR_RETURN(const int64_t alignment, ir::targetAlignment(devices));
+  const std::string text = absl::StrCat(
+      "replicate{devices=[",
+      absl::StrJoin(devices, ",", [](std::string* o, const ir::Device& d) { o->append(ir::toString(d)); }),
+      "]},insert-collectives,dce,schedule,assign-streams,plan-events,assign-layouts,",
+      "plan-memory{alignment=", std::max<int64_t>(alignment, 64), "}");
+  passes::PassManager pm(passes::PassManagerOptions{.verify = true});
+  RETURN_IF_ERROR(pm.addPipeline(text));
+  return pm.run(module);
+}
+
 }  // namespace tandem::driver

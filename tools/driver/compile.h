@@ -33,4 +33,9 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
     const ModelSpec& spec, const CompileOptions& options,
     std::unique_ptr<passes::PassManager>* pm_out = nullptr);
 
+/// Makes a module without a training step (an imported model's @init and @infer) runnable
+/// on `devices`: the default pipeline from replicate on (insert-collectives, dce,
+/// schedule and the execution plan), no autodiff and no optimizer.
+absl::Status compileInference(ir::Module& module, const std::vector<ir::Device>& devices);
+
 }  // namespace tandem::driver

@@ -606,6 +606,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   RETURN_IF_ERROR((*trainer)->checkData(test_loader, ir::kEvalGraph));
   setActivity("initializing the variables");
   RETURN_IF_ERROR((*trainer)->initialize());
+  if (choice->imported_values && !f.model.reinit && !resumed)
+    RETURN_IF_ERROR(writeImportedValues((*trainer)->executor(), *choice->imported_values));
   if (resumed)
     if (absl::Status s = runtime::restoreVariables(*resumed, (*trainer)->executor(), resumed_path);
         !s.ok())

@@ -90,6 +90,11 @@ struct ModelFlags {
   /// Processes that each drive --devices (dump --ranks P; train: the processes mpirun
   /// started): the module's devices are these ranks' devices, rank by rank.
   int ranks = 1;
+  /// train --onnx MODEL.onnx in place of --model: the model's graph and weights; --input
+  /// names the input the images go to, --logits the output the loss is attached to (unset:
+  /// the only one); --reinit starts from Tandem's initializers instead of the model's values.
+  std::optional<std::string> onnx, onnx_input, onnx_logits;
+  bool reinit = false;
 };
 
 /// Flags of `tandem dump`.
@@ -165,7 +170,29 @@ struct SimulateFlags {
   std::optional<int> measure_steps;  // --gpu cpu: steps measured after the warm-up (10)
 };
 
+/// Flags of `tandem import` (cmd_onnx.cc).
+struct ImportFlags {
+  std::string model;   // MODEL.onnx
+  std::string output;  // -o MODEL.tir; its weights go to MODEL.weights.onnx beside it
+  /// --batch: the size of an input dimension 0 the model leaves open.
+  std::optional<int64_t> batch;
+};
+
+/// Flags of `tandem run` (cmd_onnx.cc).
+struct RunFlags {
+  std::string model;                // MODEL.onnx or MODEL.tir
+  std::vector<std::string> inputs;  // --input NAME=FILE.pb, repeated
+  std::string output_dir;           // DIR/output_K.pb
+  std::string device = "cpu:0";
+  /// --weights: a .tir module's values (unset: MODEL.weights.onnx beside it).
+  std::optional<std::string> weights;
+};
+
 absl::Status runDump(const DumpFlags& flags);
+/// `tandem import`: an ONNX model as a module in textual IR, and its weights.
+absl::Status runImport(const ImportFlags& flags);
+/// `tandem run`: inference of an ONNX model or an imported module on ONNX tensor files.
+absl::Status runInference(const RunFlags& flags);
 /// `tandem simulate`: predicted step time, exposed communication and scaling efficiency.
 absl::Status runSimulate(const SimulateFlags& flags);
 absl::Status runOpt(const OptFlags& flags);

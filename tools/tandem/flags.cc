@@ -266,10 +266,46 @@ void addOpt(CLI::App& app, OptFlags& f) {
                   "for all)");
 }
 
+void addImport(CLI::App& app, ImportFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "import", "Import an ONNX model: its graph as textual IR, its weights beside it.");
+  cmd->add_option("model", f.model, "The ONNX model (MODEL.onnx), required");
+  cmd->add_option("-o,--output", f.output,
+                  "The module's IR file (MODEL.tir); its weights go to MODEL.weights.onnx "
+                  "beside it (an ONNX file of initializers), required");
+  addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
+            "The size of an input's first dimension where the model leaves it open");
+}
+
+void addRun(CLI::App& app, RunFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "run", "Run inference of an ONNX model (or an imported .tir module) on ONNX tensor files.");
+  cmd->add_option("model", f.model, "MODEL.onnx, or MODEL.tir from tandem import, required");
+  cmd->add_option("--input", f.inputs,
+                  "NAME=FILE.pb: an ONNX TensorProto file for the model's input NAME (repeat "
+                  "for each input)");
+  cmd->add_option("--output-dir", f.output_dir,
+                  "Where the outputs go, as output_0.pb, output_1.pb, ... in the model's "
+                  "output order (created if missing), required");
+  cmd->add_option("--device", f.device, "The device to run on (cpu:0, cuda:0)")
+      ->capture_default_str();
+  cmd->add_option("--weights", f.weights,
+                  "A .tir module's weights (default: MODEL.weights.onnx beside it)");
+}
+
 void addTrain(CLI::App& app, TrainFlags& f) {
   CLI::App* cmd = app.add_subcommand(
       "train", "Train a zoo model on Fashion-MNIST, data parallel over the given devices.");
   addModelFlags(cmd, f.model, trainableModelNames());
+  cmd->add_option("--onnx", f.model.onnx,
+                  "Train this ONNX model (its graph, and its initializers' values) instead of "
+                  "--model");
+  cmd->add_option("--input", f.model.onnx_input,
+                  "--onnx: the model's input the images go to (default: its only one)");
+  cmd->add_option("--logits", f.model.onnx_logits,
+                  "--onnx: the model's output the loss is attached to (default: its only one)");
+  cmd->add_flag("--reinit", f.model.reinit,
+                "--onnx: start from Tandem's initializers (--init) rather than the model's values");
   addNumber(cmd, "--epochs", f.epochs, Range<int>{1, 100000}, "Passes over the training data");
   addNumber(cmd, "--seed", f.seed, atLeast<uint64_t>(0), "Seed of initialization and shuffling");
   addNumber(cmd, "--limit-train", f.limit_train, atLeast<int64_t>(1),
@@ -477,6 +513,8 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   addTrain(app, line->train);
   addPlot(app, line->plot);
   addSimulate(app, line->simulate);
+  addImport(app, line->import);
+  addRun(app, line->run);
   app.add_subcommand("devices", "List the devices this build can run on, with threads and memory");
 
   std::vector<std::string> subs;

@@ -9,13 +9,15 @@ namespace tandem::tools {
 
 /// Every subcommand's flags, filled by parse().
 struct CommandLine {
-  std::string subcommand;  // "dump", "opt", "train", "plot", "simulate", "devices"; or empty
+  std::string subcommand;  // "dump", "opt", "train", "plot", "simulate", "import", "run", "devices"; or empty
   bool version = false;
   DumpFlags dump;
   OptFlags opt;
   TrainFlags train;
   PlotFlags plot;
   SimulateFlags simulate;
+  ImportFlags import;
+  RunFlags run;
 };
 
 /// The outcome of parsing argv: a command line to run, or an exit now (help printed:

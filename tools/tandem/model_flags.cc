@@ -126,16 +126,27 @@ std::string ModelChoice::warmupText() const {
 
 absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_training) {
   const std::vector<std::string> choices = for_training ? trainableModelNames() : zoo::modelNames();
-  if (f.model.empty())
-    return flagError("--model",
-                     absl::StrCat("is required (one of ", absl::StrJoin(choices, ", "), ")"));
-  auto spec = zoo::modelByName(f.model);
-  if (!spec.ok()) return flagError("--model", spec.status().message());
-  if (for_training && spec->image_shape != kFashionMnistImage)
-    return flagError("--model",
-                     absl::StrCat(f.model, " takes ", absl::StrJoin(spec->image_shape, "x"),
-                                  " images, but Fashion-MNIST has 1x28x28 (train ",
-                                  listWithOr(choices), ")"));
+  for (auto [flag, given] : {std::pair{"--input", f.onnx_input.has_value()},
+                             std::pair{"--logits", f.onnx_logits.has_value()},
+                             std::pair{"--reinit", f.reinit}})
+    if (given && !f.onnx) return flagError(flag, "applies to an ONNX model: give --onnx MODEL.onnx");
+  absl::StatusOr<ModelSpec> spec;
+  if (f.onnx) {
+    if (!f.model.empty())
+      return flagError("--onnx", absl::StrCat("and --model ", f.model, " name two models; give one"));
+    spec = ModelSpec{};  // the model's own once the batch is known (below)
+  } else {
+    if (f.model.empty())
+      return flagError("--model",
+                       absl::StrCat("is required (one of ", absl::StrJoin(choices, ", "), ")"));
+    spec = zoo::modelByName(f.model);
+    if (!spec.ok()) return flagError("--model", spec.status().message());
+    if (for_training && spec->image_shape != kFashionMnistImage)
+      return flagError("--model",
+                       absl::StrCat(f.model, " takes ", absl::StrJoin(spec->image_shape, "x"),
+                                    " images, but Fashion-MNIST has 1x28x28 (train ",
+                                    listWithOr(choices), ")"));
+  }
   ModelChoice choice{.spec = *spec, .compile = driver::withModelDefaults(*spec)};
   driver::CompileOptions& c = choice.compile;
 
@@ -178,6 +189,16 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                      absl::StrCat(batch, " is smaller than the device count ", devices->size(),
                                   "; every device needs at least one example"));
   c.build.batch = batch;
+  if (f.onnx) {
+    ASSIGN_OR_RETURN(OnnxModelSpec imported,
+                     onnxModelSpec(*f.onnx, f.onnx_input, f.onnx_logits, batch));
+    if (for_training && imported.spec.image_shape != kFashionMnistImage)
+      return flagError("--onnx", absl::StrCat(*f.onnx, " takes ",
+                                              absl::StrJoin(imported.spec.image_shape, "x"),
+                                              " images, but Fashion-MNIST has 1x28x28"));
+    choice.spec = std::move(imported.spec);  // the default TrainingDefaults, as compile has
+    choice.imported_values = std::move(imported.values);
+  }
   if (f.split == "auto") {
     if (!for_training)
       return flagError("--split", "auto measures the devices while training; dump takes even or "

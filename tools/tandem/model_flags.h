@@ -7,6 +7,7 @@
 #include "frontend/model.h"
 #include "tools/driver/compile.h"
 #include "tools/tandem/commands.h"
+#include "tools/tandem/onnx_model.h"
 
 namespace tandem::tools {
 
@@ -22,6 +23,9 @@ struct ModelChoice {
   /// is known (warmupSteps).
   std::optional<int64_t> warmup_steps;
   int64_t warmup_epochs = 0;
+  /// --onnx: the values the model's initializers give its variables (written after @init
+  /// unless --reinit); null for a zoo model.
+  std::shared_ptr<ImportedValues> imported_values;
 
   int64_t warmupSteps(int64_t steps_per_epoch) const {
     return warmup_steps.value_or(warmup_epochs * steps_per_epoch);

@@ -1,0 +1,510 @@
+#include "frontend/onnx/importer.h"
+
+#include <memory>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontend/model.h"
+#include "frontend/onnx/converter.h"
+#include "ir/op_views.h"
+#include "ir/status_macros.h"
+#include "onnx/defs/schema.h"
+
+namespace tandem::onnx_import {
+
+// --- NodeContext's attribute helpers -------------------------------------------------
+
+const onnx::AttributeProto* NodeContext::attr(absl::string_view name) const {
+  for (const auto& a : node().attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+bool NodeContext::hasAttr(absl::string_view name) const { return attr(name) != nullptr; }
+
+namespace {
+
+absl::Status wrongAttr(const onnx::AttributeProto& a, absl::string_view want) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("attribute '", a.name(), "' is not ", want, " (type ",
+                   onnx::AttributeProto::AttributeType_Name(a.type()), ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> NodeContext::attrInt(absl::string_view name, int64_t dflt) const {
+  const onnx::AttributeProto* a = attr(name);
+  if (a == nullptr) return dflt;
+  if (a->type() != onnx::AttributeProto::INT) return wrongAttr(*a, "an int");
+  return a->i();
+}
+
+absl::StatusOr<float> NodeContext::attrFloat(absl::string_view name, float dflt) const {
+  const onnx::AttributeProto* a = attr(name);
+  if (a == nullptr) return dflt;
+  if (a->type() != onnx::AttributeProto::FLOAT) return wrongAttr(*a, "a float");
+  return a->f();
+}
+
+absl::StatusOr<std::vector<int64_t>> NodeContext::attrInts(absl::string_view name,
+                                                           std::vector<int64_t> dflt) const {
+  const onnx::AttributeProto* a = attr(name);
+  if (a == nullptr) return dflt;
+  if (a->type() != onnx::AttributeProto::INTS) return wrongAttr(*a, "a list of ints");
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+absl::StatusOr<std::string> NodeContext::attrString(absl::string_view name,
+                                                    std::string dflt) const {
+  const onnx::AttributeProto* a = attr(name);
+  if (a == nullptr) return dflt;
+  if (a->type() != onnx::AttributeProto::STRING) return wrongAttr(*a, "a string");
+  return a->s();
+}
+
+bool NodeContext::hasInput(size_t i) const {
+  return int(i) < node().input_size() && !node().input(int(i)).empty();
+}
+
+// --- names, inputs, outputs ----------------------------------------------------------
+
+std::string identifierFor(absl::string_view onnx_name) {
+  if (onnx_name.empty()) return std::string(1, '_');
+  std::string out(onnx_name);
+  for (char& c : out)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '.'))
+      c = '_';
+  return out;
+}
+
+namespace {
+
+std::set<std::string> initializerNames(const onnx::GraphProto& g) {
+  std::set<std::string> names;
+  for (const auto& t : g.initializer()) names.insert(t.name());
+  return names;
+}
+
+/// "node 'conv1' (Conv)", or for an unnamed node its first output: "node #3 (Conv, output 'y')".
+std::string describeNode(const onnx::NodeProto& n, int index) {
+  if (!n.name().empty()) return absl::StrCat("node '", n.name(), "' (", n.op_type(), ")");
+  return absl::StrCat("node #", index, " (", n.op_type(),
+                      n.output_size() > 0 ? absl::StrCat(", output '", n.output(0), "'") : "", ")");
+}
+
+std::string shapeText(const ir::Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
+
+}  // namespace
+
+std::vector<ModelInput> modelInputs(const OnnxModel& model) {
+  const onnx::GraphProto& g = model.proto.graph();
+  std::set<std::string> given = initializerNames(g);
+  std::vector<ModelInput> out;
+  for (const auto& in : g.input()) {
+    if (given.contains(in.name())) continue;
+    ModelInput m{in.name(), 0, {}};
+    if (in.type().has_tensor_type()) {
+      m.elem_type = in.type().tensor_type().elem_type();
+      for (const auto& d : in.type().tensor_type().shape().dim())
+        m.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<std::string> modelOutputs(const OnnxModel& model) {
+  std::vector<std::string> out;
+  for (const auto& o : model.proto.graph().output()) out.push_back(o.name());
+  return out;
+}
+
+absl::StatusOr<ir::Shape> concreteShape(const ModelInput& input, const ir::Shape* given,
+                                        const std::string& model_path) {
+  if (given == nullptr) {
+    for (size_t d = 0; d < input.shape.size(); ++d)
+      if (input.shape[d] < 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ONNX model '", model_path, "': input '", input.name, "' leaves dimension ", d,
+            " open; give the input (its file's shape sets it)"));
+    return input.shape;
+  }
+  bool fits = given->size() == input.shape.size();
+  for (size_t d = 0; fits && d < given->size(); ++d)
+    fits = input.shape[d] < 0 || input.shape[d] == (*given)[d];
+  if (!fits) {
+    std::string want;
+    for (size_t d = 0; d < input.shape.size(); ++d)
+      absl::StrAppend(&want, d ? "," : "", input.shape[d] < 0 ? "?" : absl::StrCat(input.shape[d]));
+    return absl::InvalidArgumentError(absl::StrCat("input '", input.name, "' is ",
+                                                   shapeText(*given), ", model '", model_path,
+                                                   "' takes [", want, "]"));
+  }
+  return *given;
+}
+
+// --- the walk ------------------------------------------------------------------------
+
+namespace {
+
+/// A value of the ONNX graph while importing: a tensor of the graph being built, a value
+/// known now, or the output of an unsupported node (then nothing reading it is built).
+struct Entry {
+  Tensor tensor;
+  std::shared_ptr<const OnnxTensor> known;
+  bool initializer = false;
+  bool poisoned = false;
+  /// The ONNX value a known value's variable is named after: the initializer an Identity
+  /// chain passes on (PyTorch's exports copy weights so), or the value itself when empty.
+  std::string origin;
+};
+
+class Importer;
+
+class Context final : public NodeContext {
+ public:
+  Context(Importer& imp, const onnx::NodeProto& node, int index, int version)
+      : imp_(imp), node_(node), index_(index), version_(version) {}
+  const onnx::NodeProto& node() const override { return node_; }
+  int version() const override { return version_; }
+  Builder& builder() override;
+  bool isConstant(size_t i) const override;
+  absl::StatusOr<const OnnxTensor*> constant(size_t i) override;
+  absl::StatusOr<Tensor> tensor(size_t i, ir::VarRole role,
+                                std::optional<ir::Initializer> init) override;
+  absl::StatusOr<Tensor> tensorOf(OnnxTensor value) override;
+  absl::StatusOr<ir::Shape> shape(size_t i) override;
+  absl::StatusOr<int32_t> elemType(size_t i) override;
+  void setOutput(size_t i, Tensor t) override;
+  void setOutput(size_t i, OnnxTensor value) override;
+  absl::Status alias(size_t in, size_t out) override;
+  Tensor emit(ir::NodeSpec spec, size_t result) override;
+
+ private:
+  absl::StatusOr<const Entry*> input(size_t i) const;
+  Importer& imp_;
+  const onnx::NodeProto& node_;
+  int index_;
+  int version_;
+};
+
+class Importer {
+ public:
+  Importer(const OnnxModel& model, Builder& b, VarValues* values)
+      : model_(model), b_(b), values_(values) {
+    std::string file = model.path;
+    if (size_t slash = file.rfind('/'); slash != std::string::npos) file.erase(0, slash + 1);
+    file_ = file;
+  }
+
+  absl::StatusOr<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) {
+    const onnx::GraphProto& g = model_.proto.graph();
+    for (const auto& t : g.initializer()) {
+      ASSIGN_OR_RETURN(OnnxTensor v, decodeTensor(t, absl::StrCat(what(), ": initializer '",
+                                                                  t.name(), "'")));
+      entries_[t.name()] = Entry{.known = std::make_shared<OnnxTensor>(std::move(v)),
+                                 .initializer = true,
+                                 .origin = t.name()};
+    }
+    for (const ModelInput& in : modelInputs(model_)) {
+      auto it = inputs.find(in.name);
+      if (it == inputs.end())
+        return absl::InvalidArgumentError(absl::StrCat(what(), ": input '", in.name, "' not given"));
+      entries_[in.name] = Entry{.tensor = it->second};
+    }
+    RETURN_IF_ERROR(checkOps());
+    for (int i = 0; i < g.node_size(); ++i) RETURN_IF_ERROR(convert(g.node(i), i));
+    if (!unsupported_.empty()) return unsupportedError();
+    std::vector<Tensor> outs;
+    for (const auto& o : g.output()) {
+      auto it = entries_.find(o.name());
+      if (it == entries_.end())
+        return absl::InvalidArgumentError(
+            absl::StrCat(what(), ": graph output '", o.name(), "' is computed by no node"));
+      absl::StatusOr<Tensor> t = materialize(o.name(), it->second, ir::VarRole::kBuffer, {});
+      if (absl::IsUnimplemented(t.status()))
+        unsupported_.push_back(absl::StrCat("graph output '", o.name(), "': ", t.status().message()));
+      else if (!t.ok())
+        return t.status();
+      else
+        outs.push_back(*t);
+    }
+    if (!unsupported_.empty()) return unsupportedError();
+    return outs;
+  }
+
+  std::string what() const { return absl::StrCat("ONNX model '", model_.path, "'"); }
+  Builder& builder() { return b_; }
+  const std::string& file() const { return file_; }
+
+  const Entry* find(const std::string& name) const {
+    auto it = entries_.find(name);
+    return it == entries_.end() ? nullptr : &it->second;
+  }
+  void set(const std::string& name, Entry e) { entries_[name] = std::move(e); }
+
+  /// The entry as a tensor of the graph: a known value becomes a variable (once).
+  absl::StatusOr<Tensor> materialize(const std::string& name, const Entry& e, ir::VarRole role,
+                                     std::optional<ir::Initializer> init) {
+    if (e.tensor.valid() || !e.known) return e.tensor;
+    const OnnxTensor& v = *e.known;
+    if (v.elem_type != onnx::TensorProto::FLOAT)
+      return NodeContext::unsupported(absl::StrCat(
+          "value '", name, "' is ", elemTypeName(v.elem_type),
+          " and used as a tensor at run time (Tandem computes in float)"));
+    // Initializers are the model's weights (trained); values computed from constants are
+    // buffers, never trained.
+    if (!e.initializer) role = ir::VarRole::kBuffer;
+    std::string var = varName(e.origin.empty() ? name : e.origin);
+    if (!init) {
+      init = v.shape.size() >= 2 && role == ir::VarRole::kParam
+                 ? b_.options().weight_init
+                 : ir::Initializer{ir::Initializer::Kind::kZeros};
+    }
+    Tensor t = b_.variable(var, ir::TensorType{ir::DType::kF32, v.shape}, role, *init);
+    if (!t.valid()) return b_.status();
+    (*values_)[var] = v.floats;
+    return t;
+  }
+
+ private:
+  /// A variable name per ONNX value, unique among this import's and the same in every
+  /// graph built from the model (train and eval steps share the variables).
+  std::string varName(const std::string& onnx_name) {
+    if (auto it = var_names_.find(onnx_name); it != var_names_.end()) return it->second;
+    std::string base = identifierFor(onnx_name), name = base;
+    for (int k = 1; used_var_names_.contains(name); ++k) name = absl::StrCat(base, "_", k);
+    used_var_names_.insert(name);
+    return var_names_[onnx_name] = name;
+  }
+
+  /// Every node's op must be one Tandem converts at the version the model uses: all that
+  /// are not, in one error, before anything is built.
+  absl::Status checkOps() {
+    const onnx::GraphProto& g = model_.proto.graph();
+    for (int i = 0; i < g.node_size(); ++i) {
+      const onnx::NodeProto& n = g.node(i);
+      if (!n.domain().empty() && n.domain() != "ai.onnx") {
+        unsupported_.push_back(absl::StrCat(describeNode(n, i), " of domain '", n.domain(), "'"));
+        continue;
+      }
+      const OpConverter* c = findConverter(n.op_type());
+      if (c == nullptr) {
+        unsupported_.push_back(describeNode(n, i));
+        continue;
+      }
+      const int v = version(n);
+      if (v < c->min_version)
+        unsupported_.push_back(absl::StrCat(describeNode(n, i), ": version ", v, " (opset ",
+                                            model_.opset, "); Tandem reads ", n.op_type(), "-",
+                                            c->min_version, " and later"));
+    }
+    return unsupported_.empty() ? absl::OkStatus() : unsupportedError();
+  }
+
+  int version(const onnx::NodeProto& n) const {
+    const onnx::OpSchema* s =
+        onnx::OpSchemaRegistry::Schema(n.op_type(), int(model_.opset), n.domain());
+    return s == nullptr ? 0 : s->since_version();
+  }
+
+  absl::Status convert(const onnx::NodeProto& n, int index) {
+    for (const std::string& in : n.input()) {
+      if (in.empty()) continue;
+      const Entry* e = find(in);
+      if (e == nullptr)
+        return absl::InvalidArgumentError(absl::StrCat(what(), ": ", describeNode(n, index),
+                                                       " reads '", in, "', which nothing defines"));
+      if (e->poisoned) {  // reads an unsupported node's output: nothing to build
+        for (const std::string& out : n.output()) entries_[out] = Entry{.poisoned = true};
+        return absl::OkStatus();
+      }
+    }
+    Context ctx(*this, n, index, version(n));
+    absl::Status s = findConverter(n.op_type())->convert(ctx);
+    if (s.ok() && !b_.status().ok()) s = b_.status();
+    if (absl::IsUnimplemented(s)) {
+      unsupported_.push_back(absl::StrCat(describeNode(n, index), ": ", s.message()));
+      for (const std::string& out : n.output()) entries_[out] = Entry{.poisoned = true};
+      return absl::OkStatus();
+    }
+    if (!s.ok())
+      return absl::Status(s.code(), absl::StrCat(what(), ": ", describeNode(n, index), ": ",
+                                                 s.message()));
+    for (int k = 0; k < n.output_size(); ++k) {
+      const std::string& out = n.output(k);
+      if (out.empty()) continue;
+      const Entry* e = find(out);
+      if (e == nullptr)
+        return absl::InternalError(absl::StrCat(what(), ": ", describeNode(n, index),
+                                                ": the importer made no value for output '", out,
+                                                "'"));
+      // ONNX's shape inference is the oracle for every shape the converter made.
+      auto inferred = model_.inferred_shapes.find(out);
+      const ir::Shape& got = e->known ? e->known->shape : e->tensor.shape();
+      if (inferred != model_.inferred_shapes.end() && inferred->second != got && !inputs_open_)
+        return absl::InternalError(absl::StrCat(
+            what(), ": ", describeNode(n, index), ": output '", out, "' is ", shapeText(got),
+            " here but ", shapeText(inferred->second), " by ONNX's shape inference"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status unsupportedError() const {
+    return absl::UnimplementedError(absl::StrCat(what(), ": Tandem does not support ",
+                                                 unsupported_.size(), " node",
+                                                 unsupported_.size() == 1 ? "" : "s", ": ",
+                                                 absl::StrJoin(unsupported_, "; ")));
+  }
+
+  const OnnxModel& model_;
+  Builder& b_;
+  VarValues* values_;
+  std::string file_;
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, std::string> var_names_;
+  std::set<std::string> used_var_names_;
+  std::vector<std::string> unsupported_;
+  bool inputs_open_ = false;
+
+ public:
+  /// Set when the import's input shapes differ from the model's (a batch it left open):
+  /// ONNX's inferred shapes are then for other sizes.
+  void setInputsOpen(bool open) { inputs_open_ = open; }
+  friend class Context;
+};
+
+Builder& Context::builder() { return imp_.builder(); }
+
+absl::StatusOr<const Entry*> Context::input(size_t i) const {
+  if (!hasInput(i))
+    return absl::InvalidArgumentError(absl::StrCat("input ", i, " is missing"));
+  return imp_.find(node_.input(int(i)));
+}
+
+bool Context::isConstant(size_t i) const {
+  auto e = input(i);
+  return e.ok() && (*e)->known != nullptr;
+}
+
+absl::StatusOr<const OnnxTensor*> Context::constant(size_t i) {
+  ASSIGN_OR_RETURN(const Entry* e, input(i));
+  if (!e->known)
+    return unsupported(absl::StrCat("input ", i, " ('", node_.input(int(i)),
+                                    "') must be known when the model is imported, not computed at run time"));
+  return e->known.get();
+}
+
+absl::StatusOr<Tensor> Context::tensor(size_t i, ir::VarRole role,
+                                       std::optional<ir::Initializer> init) {
+  ASSIGN_OR_RETURN(const Entry* e, input(i));
+  ASSIGN_OR_RETURN(Tensor t, imp_.materialize(node_.input(int(i)), *e, role, init));
+  if (e->known) {  // a variable from now on
+    Entry copy = *e;
+    copy.tensor = t;
+    imp_.set(node_.input(int(i)), std::move(copy));
+  }
+  return t;
+}
+
+absl::StatusOr<Tensor> Context::tensorOf(OnnxTensor value) {
+  std::string name = value.name;
+  return imp_.materialize(name, Entry{.known = std::make_shared<OnnxTensor>(std::move(value))},
+                          ir::VarRole::kBuffer, std::nullopt);
+}
+
+absl::StatusOr<ir::Shape> Context::shape(size_t i) {
+  ASSIGN_OR_RETURN(const Entry* e, input(i));
+  return e->known ? e->known->shape : e->tensor.shape();
+}
+
+absl::StatusOr<int32_t> Context::elemType(size_t i) {
+  ASSIGN_OR_RETURN(const Entry* e, input(i));
+  if (e->known) return e->known->elem_type;
+  return e->tensor.valid() && e->tensor.value()->type().dtype == ir::DType::kI32
+             ? int32_t{onnx::TensorProto::INT32}
+             : int32_t{onnx::TensorProto::FLOAT};
+}
+
+void Context::setOutput(size_t i, Tensor t) {
+  if (wantsOutput(i)) imp_.set(node_.output(int(i)), Entry{.tensor = t});
+}
+
+void Context::setOutput(size_t i, OnnxTensor value) {
+  if (wantsOutput(i))
+    imp_.set(node_.output(int(i)), Entry{.known = std::make_shared<OnnxTensor>(std::move(value))});
+}
+
+absl::Status Context::alias(size_t in, size_t out) {
+  ASSIGN_OR_RETURN(const Entry* e, input(in));
+  Entry copy = *e;
+  if (copy.known && copy.origin.empty()) copy.origin = node_.input(int(in));
+  if (wantsOutput(out)) imp_.set(node_.output(int(out)), std::move(copy));
+  return absl::OkStatus();
+}
+
+Tensor Context::emit(ir::NodeSpec spec, size_t result) {
+  const std::string layer =
+      identifierFor(node_.name().empty() ? absl::StrCat(node_.op_type(), "_", index_) : node_.name());
+  Tensor t = imp_.builder().addNode(std::move(spec), layer, std::source_location::current(), result);
+  // Where the node came from: the model file and the node's index in its graph.
+  if (t.valid()) t.value()->def()->setLocation(absl::StrCat(imp_.file(), "#", index_));
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Tensor>> emitGraph(const OnnxModel& model, Builder& b,
+                                              const std::map<std::string, Tensor>& inputs,
+                                              VarValues* values) {
+  Importer imp(model, b, values);
+  for (const ModelInput& in : modelInputs(model)) {
+    auto it = inputs.find(in.name);
+    if (it != inputs.end() && it->second.valid() && it->second.shape() != in.shape)
+      imp.setInputsOpen(true);
+  }
+  return imp.run(inputs);
+}
+
+absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOptions& options) {
+  std::string name = model.path;
+  if (size_t slash = name.rfind('/'); slash != std::string::npos) name.erase(0, slash + 1);
+  if (size_t dot = name.rfind('.'); dot != std::string::npos && dot > 0) name.erase(dot);
+  ImportedModel out;
+  out.module = std::make_unique<ir::Module>(identifierFor(name));
+  ASSIGN_OR_RETURN(ir::Graph * init, out.module->addGraph(std::string(ir::kInitGraph)));
+  ASSIGN_OR_RETURN(ir::Graph * infer, out.module->addGraph(std::string(kInferGraph)));
+  Builder b(*out.module, BuildOptions{});
+  b.beginGraph(infer, /*training=*/false);
+  // The model's inputs are fed variables that `tandem run` writes, not graph inputs:
+  // replicate splits a graph's inputs along a batch axis they share, and an ONNX graph's
+  // inputs need not have one (Gemm's A [M,K] and B [K,N]; a scalar).
+  std::map<std::string, Tensor> inputs;
+  for (const ModelInput& in : modelInputs(model)) {
+    if (in.elem_type != onnx::TensorProto::FLOAT)
+      return absl::UnimplementedError(absl::StrCat(
+          "ONNX model '", model.path, "': Tandem does not support its input '", in.name, "': ",
+          in.elem_type == 0 ? "not a tensor (a sequence, map or optional)"
+                            : absl::StrCat(elemTypeName(in.elem_type), " (Tandem computes in float)")));
+    auto given = options.input_shapes.find(in.name);
+    ASSIGN_OR_RETURN(ir::Shape shape,
+                     concreteShape(in, given == options.input_shapes.end() ? nullptr : &given->second,
+                                   model.path));
+    Tensor t = b.variable(identifierFor(in.name), ir::TensorType{ir::DType::kF32, shape},
+                          ir::VarRole::kFed, ir::Initializer{ir::Initializer::Kind::kZeros});
+    if (!t.valid()) return b.status();
+    inputs[in.name] = t;
+    out.inputs.push_back(in.name);
+  }
+  ASSIGN_OR_RETURN(std::vector<Tensor> outs, emitGraph(model, b, inputs, &out.values));
+  std::vector<ir::Value*> values;
+  for (const Tensor& t : outs) values.push_back(t.value());
+  infer->setOutputs(std::move(values));
+  out.outputs = modelOutputs(model);
+  RETURN_IF_ERROR(buildInitGraph(*out.module, *init));
+  return out;
+}
+
+}  // namespace tandem::onnx_import

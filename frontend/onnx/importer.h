@@ -1,0 +1,77 @@
+#pragma once
+
+// ONNX import: an ONNX graph becomes the DSL's forward graph. Each node is converted by
+// the entry of its op in the converter table (onnx_ops.cc) into ops of ir/ops.td through
+// the Builder, so an imported graph is a graph like any the DSL builds: the same passes,
+// runtime and training loop run on it. Initializers become parameters (BatchNormalization's
+// running statistics buffers) whose values the importer hands back; values known when the
+// model is imported (Constant, Shape, and the index arithmetic on them) are computed here
+// rather than at run time, as shapes are concrete in Tandem.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "frontend/builder.h"
+#include "frontend/onnx/onnx_file.h"
+#include "ir/ir.h"
+
+namespace tandem::onnx_import {
+
+/// A data input of the model: a graph input that no initializer gives a value.
+struct ModelInput {
+  std::string name;
+  int32_t elem_type = 0;
+  /// -1 where the model leaves a dimension open (a named batch dimension).
+  ir::Shape shape;
+};
+std::vector<ModelInput> modelInputs(const OnnxModel& model);
+std::vector<std::string> modelOutputs(const OnnxModel& model);
+
+/// What each imported variable starts from (f32, the variable's shape), by variable name.
+using VarValues = std::map<std::string, std::vector<float>>;
+
+/// A name as a Tandem identifier ([A-Za-z0-9_.]; other characters become '_'):
+/// "onnx::Conv_12" is "onnx__Conv_12".
+std::string identifierFor(absl::string_view onnx_name);
+
+/// Emits `model`'s graph into the builder's current graph on `inputs` (a tensor per data
+/// input, by ONNX name) and returns the graph's outputs in order. Variables' values go to
+/// `values`. Every node whose op (or the way it uses it) Tandem does not support is named
+/// in one kUnimplemented error, found before anything is built past the op check; other
+/// errors name the node at fault.
+absl::StatusOr<std::vector<Tensor>> emitGraph(const OnnxModel& model, Builder& b,
+                                              const std::map<std::string, Tensor>& inputs,
+                                              VarValues* values);
+
+/// The graph a model imported for inference computes in: it reads the model's data
+/// inputs from variables of role `fed` named after them (identifierFor), which the
+/// runner writes before each run, and returns the model's outputs.
+inline constexpr absl::string_view kInferGraph = "infer";
+
+struct ImportOptions {
+  /// Concrete shapes of data inputs, by ONNX name: required where the model leaves a
+  /// dimension open, and otherwise equal to the model's.
+  std::map<std::string, ir::Shape> input_shapes;
+};
+
+struct ImportedModel {
+  /// Graphs @init (every variable) and @infer; the inputs' variables first, in order.
+  std::unique_ptr<ir::Module> module;
+  VarValues values;
+  /// ONNX names of the inputs (their variables in order) and of @infer's outputs.
+  std::vector<std::string> inputs, outputs;
+};
+
+/// The model as a module that runs inference (uncompiled: the inference pipeline,
+/// tools/driver/compile.h, makes it runnable).
+absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOptions& options);
+
+/// The concrete shape of `input`: its model shape with `given` (when set) checked against
+/// it; an error names the input and the dimension.
+absl::StatusOr<ir::Shape> concreteShape(const ModelInput& input, const ir::Shape* given,
+                                        const std::string& model_path);
+
+}  // namespace tandem::onnx_import

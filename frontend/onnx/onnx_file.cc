@@ -1,0 +1,233 @@
+#include "frontend/onnx/onnx_file.h"
+
+#include <cstring>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "ir/file_input.h"
+#include "ir/status_macros.h"
+#include "onnx/checker.h"
+#include "onnx/shape_inference/implementation.h"
+
+namespace tandem::onnx_import {
+namespace {
+
+// protobuf refuses messages of 2 GiB or more; a model's weights beyond that are external
+// data, which Tandem does not read.
+constexpr int64_t kMaxModelBytes = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxTensorFileBytes = kMaxModelBytes;
+// Shapes past this many elements cannot be a real tensor here (and keep products exact).
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+
+/// ONNX's messages span lines (the checker prints the node's proto); ours are one line.
+std::string oneLine(absl::string_view s) {
+  return absl::StrJoin(absl::StrSplit(s, absl::ByAnyChar("\n\t "), absl::SkipEmpty()), " ");
+}
+
+template <typename T>
+void readRaw(const std::string& raw, std::vector<T>* out) {
+  out->resize(raw.size() / sizeof(T));
+  std::memcpy(out->data(), raw.data(), out->size() * sizeof(T));
+}
+
+/// Bytes per element of the types decodeTensor reads from raw_data; 0 for the others.
+int rawElementBytes(int32_t t) {
+  switch (t) {
+    case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32:
+      return 4;
+    case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64:
+      return 8;
+    case onnx::TensorProto::INT16: case onnx::TensorProto::UINT16:
+      return 2;
+    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+/// Widens raw little-endian integers of type `t` into `out`.
+void readRawInts(int32_t t, const std::string& raw, std::vector<int64_t>* out) {
+  auto widen = [&](auto sample) {
+    std::vector<decltype(sample)> v;
+    readRaw(raw, &v);
+    out->assign(v.begin(), v.end());
+  };
+  switch (t) {
+    case onnx::TensorProto::INT64: widen(int64_t{}); break;
+    case onnx::TensorProto::INT32: widen(int32_t{}); break;
+    case onnx::TensorProto::UINT32: widen(uint32_t{}); break;
+    case onnx::TensorProto::INT16: widen(int16_t{}); break;
+    case onnx::TensorProto::UINT16: widen(uint16_t{}); break;
+    case onnx::TensorProto::INT8: widen(int8_t{}); break;
+    default: widen(uint8_t{}); break;  // UINT8, BOOL
+  }
+}
+
+/// Every value's shape that shape inference (or the file) states in full.
+void collectShapes(const onnx::GraphProto& g, std::map<std::string, ir::Shape>* out) {
+  auto add = [&](const onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
+    ir::Shape s;
+    for (const auto& d : v.type().tensor_type().shape().dim()) {
+      if (!d.has_dim_value()) return;
+      s.push_back(d.dim_value());
+    }
+    (*out)[v.name()] = std::move(s);
+  };
+  for (const auto& v : g.input()) add(v);
+  for (const auto& v : g.value_info()) add(v);
+  for (const auto& v : g.output()) add(v);
+}
+
+}  // namespace
+
+int64_t OnnxTensor::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string elemTypeName(int32_t t) {
+  if (!onnx::TensorProto::DataType_IsValid(t)) return absl::StrCat("element type ", t);
+  std::string name = onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(t));
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+absl::StatusOr<OnnxTensor> decodeTensor(const onnx::TensorProto& t, const std::string& what) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
+  };
+  OnnxTensor out;
+  out.name = t.name();
+  out.elem_type = t.data_type();
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return bad("its data is in an external file (data_location EXTERNAL), which Tandem does not read");
+  int64_t count = 1;
+  for (int64_t d : t.dims()) {
+    if (d < 0) return bad(absl::StrCat("dims has a negative size ", d));
+    if (d > 0 && count > kMaxElements / d)
+      return bad(absl::StrCat("dims [", absl::StrJoin(t.dims(), ","), "] is too large"));
+    count *= d;
+    out.shape.push_back(d);
+  }
+  const int bytes = rawElementBytes(out.elem_type);
+  if (bytes == 0)
+    return bad(absl::StrCat("data_type ", elemTypeName(out.elem_type), " is not one Tandem reads"));
+  int64_t found = 0;
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() % size_t(bytes) != 0)
+      return bad(absl::StrCat("raw_data holds ", t.raw_data().size(), " bytes, not a whole number of ",
+                              elemTypeName(out.elem_type), " elements"));
+    found = int64_t(t.raw_data().size()) / bytes;
+    if (found == count) {
+      if (out.elem_type == onnx::TensorProto::FLOAT) {
+        readRaw(t.raw_data(), &out.floats);
+      } else if (out.elem_type == onnx::TensorProto::DOUBLE) {
+        std::vector<double> d;
+        readRaw(t.raw_data(), &d);
+        out.floats.assign(d.begin(), d.end());
+      } else {
+        readRawInts(out.elem_type, t.raw_data(), &out.ints);
+      }
+    }
+  } else {
+    switch (out.elem_type) {
+      case onnx::TensorProto::FLOAT:
+        out.floats.assign(t.float_data().begin(), t.float_data().end());
+        found = t.float_data_size();
+        break;
+      case onnx::TensorProto::DOUBLE:
+        out.floats.assign(t.double_data().begin(), t.double_data().end());
+        found = t.double_data_size();
+        break;
+      case onnx::TensorProto::INT64:
+        out.ints.assign(t.int64_data().begin(), t.int64_data().end());
+        found = t.int64_data_size();
+        break;
+      case onnx::TensorProto::UINT32:
+        out.ints.assign(t.uint64_data().begin(), t.uint64_data().end());
+        found = t.uint64_data_size();
+        break;
+      default:  // int32_data holds the narrower integer types and bool
+        out.ints.assign(t.int32_data().begin(), t.int32_data().end());
+        found = t.int32_data_size();
+        break;
+    }
+  }
+  if (found != count)
+    return bad(absl::StrCat("holds ", found, " values for dims [", absl::StrJoin(out.shape, ","),
+                            "] (", count, " elements)"));
+  return out;
+}
+
+onnx::TensorProto encodeF32(const std::string& name, const ir::Shape& shape, const float* data) {
+  onnx::TensorProto t;
+  t.set_name(name);
+  t.set_data_type(onnx::TensorProto::FLOAT);
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    t.add_dims(d);
+    n *= d;
+  }
+  t.set_raw_data(std::string(reinterpret_cast<const char*>(data), size_t(n) * sizeof(float)));
+  return t;
+}
+
+absl::StatusOr<OnnxTensor> readTensorFile(const std::string& path) {
+  const std::string what = absl::StrCat("tensor file '", path, "'");
+  ASSIGN_OR_RETURN(std::string bytes,
+                   ir::readInputFile(path, {what, "an ONNX tensor file"}, kMaxTensorFileBytes));
+  onnx::TensorProto t;
+  if (!t.ParseFromString(bytes))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": not an ONNX TensorProto (protobuf could not parse it: truncated or corrupt)"));
+  return decodeTensor(t, what);
+}
+
+absl::StatusOr<std::unique_ptr<OnnxModel>> parseOnnxModel(const std::string& bytes,
+                                                          const std::string& path) {
+  auto m = std::make_unique<OnnxModel>();
+  m->path = path;
+  const std::string what = absl::StrCat("ONNX model '", path, "'");
+  if (!m->proto.ParseFromString(bytes))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": not an ONNX ModelProto (protobuf could not parse it: truncated or corrupt)"));
+  if (!m->proto.has_graph())
+    return absl::InvalidArgumentError(absl::StrCat(what, ": field 'graph' is missing"));
+  for (const auto& op : m->proto.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") m->opset = op.version();
+  // A model of other domains only (ONNX's training ops) imports no default opset.
+  for (const auto& n : m->proto.graph().node())
+    if (m->opset == 0 && (n.domain().empty() || n.domain() == "ai.onnx"))
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": field 'opset_import' names no version of the default (ai.onnx) domain, which node '",
+          n.name().empty() ? n.op_type() : n.name(), "' is of"));
+  // ONNX's own checks (every node's op and attributes against its schema, names defined
+  // before use, initializer types) and shape inference; both throw, with multi-line text.
+  try {
+    onnx::checker::check_model(m->proto);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": onnx.checker: ", oneLine(e.what())));
+  }
+  try {
+    onnx::shape_inference::InferShapes(m->proto);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ONNX shape inference: ", oneLine(e.what())));
+  }
+  collectShapes(m->proto.graph(), &m->inferred_shapes);
+  return m;
+}
+
+absl::StatusOr<std::unique_ptr<OnnxModel>> readOnnxModel(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string bytes,
+                   ir::readInputFile(path, {absl::StrCat("ONNX model '", path, "'"), "an ONNX model"},
+                                     kMaxModelBytes));
+  return parseOnnxModel(bytes, path);
+}
+
+}  // namespace tandem::onnx_import

@@ -1,0 +1,952 @@
+// The converter table: one entry per ONNX op Tandem imports, each saying how the op's
+// uses map onto ops of ir/ops.td, and refusing (unsupported) the uses they cannot
+// express, with the reason. Values known at import time (shapes, constants and the index
+// arithmetic on them) are computed here on the host.
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "frontend/onnx/converter.h"
+#include "ir/op_views.h"
+#include "ir/status_macros.h"
+
+namespace tandem::onnx_import {
+namespace {
+
+using ir::VarRole;
+
+constexpr ir::Initializer kZeros{ir::Initializer::Kind::kZeros};
+constexpr ir::Initializer kOnes{ir::Initializer::Kind::kOnes};
+
+template <typename Dims>
+std::string shapeText(const Dims& s) {
+  return absl::StrCat("[", absl::StrJoin(s, ","), "]");
+}
+
+ir::Shape toShape(const std::vector<int64_t>& v) { return ir::Shape(v.begin(), v.end()); }
+
+template <typename Dims>
+int64_t product(const Dims& s, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t i = from; i < std::min(to, s.size()); ++i) n *= s[i];
+  return n;
+}
+
+absl::StatusOr<int64_t> normalizeAxis(int64_t axis, int64_t rank, absl::string_view what) {
+  if (axis < -rank || axis >= rank)
+    return NodeContext::invalid(
+        absl::StrCat(what, " ", axis, " is outside [", -rank, ", ", rank, ")"));
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Integer values of a known input (axes, shapes, starts); an error when it is not one.
+absl::StatusOr<std::vector<int64_t>> knownInts(NodeContext& c, size_t i) {
+  ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(i));
+  if (v->isFloat())
+    return NodeContext::invalid(absl::StrCat("input ", i, " must hold integers, not ",
+                                             elemTypeName(v->elem_type)));
+  return v->ints;
+}
+
+/// A known value reshaped (same elements, row-major).
+OnnxTensor withShape(const OnnxTensor& v, ir::Shape shape) {
+  OnnxTensor out = v;
+  out.shape = std::move(shape);
+  return out;
+}
+
+/// Reshapes a tensor of the graph; the batch axis written -1 when the shape keeps it, so
+/// that replicate's per-device slices reshape alike (docs/DESIGN.md, shapes under replicate).
+Tensor reshapeTensor(NodeContext& c, Tensor x, const ir::Shape& shape) {
+  if (x.shape() == shape) return x;
+  std::vector<int64_t> s(shape.begin(), shape.end());
+  if (!s.empty() && !x.shape().empty() && s[0] == x.shape()[0] && s[0] > 0) s[0] = -1;
+  return c.emit(ir::ReshapeArgs{.x = x.value(), .shape = std::move(s)}.spec());
+}
+
+/// Input 0 in `shape` as output 0: a known value stays known, a tensor is reshaped.
+absl::Status reshapeInput(NodeContext& c, const ir::Shape& shape) {
+  if (c.isConstant(0)) {
+    ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
+    c.setOutput(0, withShape(*v, shape));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  c.setOutput(0, reshapeTensor(c, x, shape));
+  return absl::OkStatus();
+}
+
+absl::Status identity(NodeContext& c) { return c.alias(0, 0); }
+
+template <typename Args>
+Converter unary() {
+  return [](NodeContext& c) -> absl::Status {
+    ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+    c.setOutput(0, c.emit(Args{.x = x.value()}.spec()));
+    return absl::OkStatus();
+  };
+}
+
+Tensor scaled(NodeContext& c, Tensor x, double factor) {
+  if (factor == 1) return x;
+  return c.emit(ir::ScaleArgs{.x = x.value(), .factor = factor}.spec());
+}
+
+absl::Status neg(NodeContext& c) {
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  c.setOutput(0, scaled(c, x, -1));
+  return absl::OkStatus();
+}
+
+// --- binary arithmetic ---------------------------------------------------------------
+
+enum class Arith { kAdd, kSub, kMul, kDiv };
+
+/// Both operands known, one of them a single element or both of one shape: the result
+/// computed here (shape arithmetic of exported graphs).
+std::optional<OnnxTensor> foldArith(Arith op, const OnnxTensor& a, const OnnxTensor& b) {
+  const bool same = a.shape == b.shape;
+  if (!same && a.numElements() != 1 && b.numElements() != 1) return std::nullopt;
+  if (a.elem_type != b.elem_type) return std::nullopt;
+  const OnnxTensor& big = a.numElements() >= b.numElements() ? a : b;
+  OnnxTensor out = big;
+  out.name.clear();
+  const int64_t n = big.numElements();
+  auto pick = [](const OnnxTensor& t, int64_t i) { return t.numElements() == 1 ? 0 : i; };
+  for (int64_t i = 0; i < n; ++i) {
+    if (a.isFloat()) {
+      double x = a.floats[size_t(pick(a, i))], y = b.floats[size_t(pick(b, i))];
+      out.floats[size_t(i)] = float(op == Arith::kAdd   ? x + y
+                                    : op == Arith::kSub ? x - y
+                                    : op == Arith::kMul ? x * y
+                                                        : x / y);
+    } else {
+      int64_t x = a.ints[size_t(pick(a, i))], y = b.ints[size_t(pick(b, i))];
+      if (op == Arith::kDiv && y == 0) return std::nullopt;
+      out.ints[size_t(i)] = op == Arith::kAdd   ? x + y
+                            : op == Arith::kSub ? x - y
+                            : op == Arith::kMul ? x * y
+                                                : x / y;  // ONNX's integer Div truncates
+    }
+  }
+  return out;
+}
+
+/// A known float value with every element replaced by f(element), named `name`.
+template <typename F>
+OnnxTensor mapFloats(const OnnxTensor& v, std::string name, F f) {
+  OnnxTensor out = v;
+  out.name = std::move(name);
+  for (float& x : out.floats) x = float(f(double(x)));
+  return out;
+}
+
+/// The single value of a known float operand whose elements are all equal, or nullopt.
+std::optional<double> uniform(const OnnxTensor& v) {
+  if (!v.isFloat() || v.floats.empty()) return std::nullopt;
+  for (float x : v.floats)
+    if (x != v.floats[0]) return std::nullopt;
+  return v.floats[0];
+}
+
+/// a + b of tensors under numpy broadcasting: add for equal shapes (the op fusion and the
+/// layouts know), add_bcast otherwise.
+Tensor addTensors(NodeContext& c, Tensor a, Tensor b) {
+  if (a.shape() == b.shape())
+    return c.emit(ir::AddArgs{.a = a.value(), .b = b.value()}.spec());
+  return c.emit(ir::AddBcastArgs{.a = a.value(), .b = b.value()}.spec());
+}
+
+Converter arith(Arith op) {
+  return [op](NodeContext& c) -> absl::Status {
+    if (c.isConstant(0) && c.isConstant(1)) {
+      ASSIGN_OR_RETURN(const OnnxTensor* a, c.constant(0));
+      ASSIGN_OR_RETURN(const OnnxTensor* b, c.constant(1));
+      if (std::optional<OnnxTensor> v = foldArith(op, *a, *b)) {
+        c.setOutput(0, std::move(*v));
+        return absl::OkStatus();
+      }
+    }
+    ASSIGN_OR_RETURN(Tensor a, c.tensor(0));
+    Tensor b;
+    if (c.isConstant(1) && op != Arith::kAdd) {
+      // A known right operand: a - b = a + (-b) and a / b = a * (1/b) (within an ulp of
+      // the quotient) with -b and 1/b computed here; a single factor is the scale op.
+      ASSIGN_OR_RETURN(const OnnxTensor* known, c.constant(1));
+      if (known->elem_type != onnx::TensorProto::FLOAT)
+        return NodeContext::unsupported(absl::StrCat("operand B is ", elemTypeName(known->elem_type),
+                                                     " (Tandem computes in float)"));
+      OnnxTensor v = op == Arith::kSub ? mapFloats(*known, c.node().input(1) + ".neg",
+                                                   [](double x) { return -x; })
+                     : op == Arith::kDiv ? mapFloats(*known, c.node().input(1) + ".inv",
+                                                     [](double x) { return 1 / x; })
+                                         : *known;
+      std::optional<double> f = uniform(v);
+      if (f && op != Arith::kSub && v.numElements() == 1 && v.shape.size() <= a.shape().size()) {
+        c.setOutput(0, scaled(c, a, *f));
+        return absl::OkStatus();
+      }
+      if (op == Arith::kMul) {
+        ASSIGN_OR_RETURN(b, c.tensor(1));
+      } else {
+        ASSIGN_OR_RETURN(b, c.tensorOf(std::move(v)));
+      }
+      c.setOutput(0, op == Arith::kSub ? addTensors(c, a, b)
+                                       : c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec()));
+      return absl::OkStatus();
+    }
+    if (op == Arith::kDiv)
+      return NodeContext::unsupported(
+          "a divisor computed at run time (Tandem has no elementwise quotient; a divisor known at import is supported)");
+    ASSIGN_OR_RETURN(b, c.tensor(1));
+    switch (op) {
+      case Arith::kAdd: c.setOutput(0, addTensors(c, a, b)); break;
+      case Arith::kSub: c.setOutput(0, addTensors(c, a, scaled(c, b, -1))); break;
+      default:
+        c.setOutput(0, c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec()));
+        break;
+    }
+    return absl::OkStatus();
+  };
+}
+
+absl::Status sum(NodeContext& c) {
+  ASSIGN_OR_RETURN(Tensor acc, c.tensor(0));
+  for (size_t i = 1; i < size_t(c.node().input_size()); ++i) {
+    ASSIGN_OR_RETURN(Tensor x, c.tensor(i));
+    acc = addTensors(c, acc, x);
+  }
+  c.setOutput(0, acc);
+  return absl::OkStatus();
+}
+
+// --- linear algebra ------------------------------------------------------------------
+
+absl::Status gemm(NodeContext& c) {
+  ASSIGN_OR_RETURN(int64_t trans_a, c.attrInt("transA", 0));
+  ASSIGN_OR_RETURN(int64_t trans_b, c.attrInt("transB", 0));
+  ASSIGN_OR_RETURN(float alpha, c.attrFloat("alpha", 1));
+  ASSIGN_OR_RETURN(float beta, c.attrFloat("beta", 1));
+  ASSIGN_OR_RETURN(ir::Shape b_shape, c.shape(1));
+  ASSIGN_OR_RETURN(Tensor a, c.tensor(0));
+  const bool has_c = c.hasInput(2);
+  std::optional<ir::Shape> c_shape;
+  if (has_c) {
+    ASSIGN_OR_RETURN(c_shape, c.shape(2));
+  }
+  // nn.Linear's export (x w^T + b, the weight known) is the linear op: the one conv and
+  // linear layers train through.
+  if (!trans_a && trans_b && alpha == 1 && beta == 1 && c.isConstant(1) && b_shape.size() == 2 &&
+      (!has_c || (c.isConstant(2) && *c_shape == ir::Shape{b_shape[0]}))) {
+    ASSIGN_OR_RETURN(Tensor w, c.tensor(1));
+    Tensor bias;
+    if (has_c) {
+      ASSIGN_OR_RETURN(bias, c.tensor(2, VarRole::kParam, kZeros));
+    }
+    c.setOutput(0, c.emit(ir::LinearArgs{.x = a.value(), .w = w.value(),
+                                         .b = has_c ? bias.value() : nullptr}
+                              .spec()));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(Tensor b, c.tensor(1));
+  Tensor y = scaled(c, c.emit(ir::MatmulArgs{.a = a.value(), .b = b.value(),
+                                             .trans_a = trans_a != 0, .trans_b = trans_b != 0}
+                                  .spec()),
+                    alpha);
+  if (has_c && beta != 0) {
+    ASSIGN_OR_RETURN(Tensor bias, c.tensor(2, VarRole::kParam, kZeros));
+    y = addTensors(c, y, scaled(c, bias, beta));
+  }
+  c.setOutput(0, y);
+  return absl::OkStatus();
+}
+
+absl::Status matmul(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape a_shape, c.shape(0));
+  ASSIGN_OR_RETURN(ir::Shape b_shape, c.shape(1));
+  if (a_shape.size() < 2 || b_shape.size() < 2)
+    return NodeContext::unsupported("a 1-D operand (Tandem's matmul takes matrices)");
+  if (a_shape.size() > 2 && b_shape.size() > 2 &&
+      !std::equal(a_shape.begin(), a_shape.end() - 2, b_shape.begin(), b_shape.end() - 2))
+    return NodeContext::unsupported(absl::StrCat("batch axes broadcast (", shapeText(a_shape), " x ",
+                                                 shapeText(b_shape), ")"));
+  ASSIGN_OR_RETURN(Tensor a, c.tensor(0));
+  ASSIGN_OR_RETURN(Tensor b, c.tensor(1));
+  c.setOutput(0, c.emit(ir::MatmulArgs{.a = a.value(), .b = b.value()}.spec()));
+  return absl::OkStatus();
+}
+
+// --- convolution and pooling ---------------------------------------------------------
+
+/// The one stride and padding of a square 2-D window over [N,C,H,W], from the node's
+/// strides, pads or auto_pad; unsupported where the axes differ or the padding is uneven.
+struct Window {
+  int64_t kernel = 1, stride = 1, pad = 0;
+};
+
+absl::StatusOr<Window> window2d(NodeContext& c, const ir::Shape& x, const ir::Shape& kernel) {
+  if (x.size() != 4)
+    return NodeContext::unsupported(absl::StrCat("a ", x.size() - 2,
+                                                 "-D window (Tandem's take [N,C,H,W] inputs)"));
+  if (kernel.size() != 2 || kernel[0] != kernel[1])
+    return NodeContext::unsupported(
+        absl::StrCat("kernel ", shapeText(kernel), " (Tandem's windows are square)"));
+  ASSIGN_OR_RETURN(std::vector<int64_t> strides, c.attrInts("strides", {1, 1}));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilations, c.attrInts("dilations", {1, 1}));
+  if (strides.size() != 2 || strides[0] != strides[1])
+    return NodeContext::unsupported(absl::StrCat("strides ", shapeText(strides), " (one stride for both axes)"));
+  if (std::any_of(dilations.begin(), dilations.end(), [](int64_t d) { return d != 1; }))
+    return NodeContext::unsupported(absl::StrCat("dilations ", shapeText(dilations)));
+  Window w{kernel[0], strides[0], 0};
+  if (w.stride < 1) return NodeContext::invalid(absl::StrCat("strides ", shapeText(strides)));
+  ASSIGN_OR_RETURN(std::string auto_pad, c.attrString("auto_pad", "NOTSET"));
+  std::vector<int64_t> pads;
+  if (auto_pad == "NOTSET") {
+    ASSIGN_OR_RETURN(pads, c.attrInts("pads", {0, 0, 0, 0}));
+  } else if (auto_pad == "VALID") {
+    pads = {0, 0, 0, 0};
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    pads.assign(4, 0);
+    for (int a = 0; a < 2; ++a) {
+      const int64_t in = x[size_t(2 + a)], out = (in + w.stride - 1) / w.stride;
+      const int64_t total = std::max<int64_t>((out - 1) * w.stride + w.kernel - in, 0);
+      const int64_t small = total / 2, big = total - small;
+      pads[size_t(a)] = auto_pad == "SAME_UPPER" ? small : big;
+      pads[size_t(a + 2)] = auto_pad == "SAME_UPPER" ? big : small;
+    }
+  } else {
+    return NodeContext::invalid(absl::StrCat("auto_pad '", auto_pad, "'"));
+  }
+  if (pads.size() != 4 || std::any_of(pads.begin(), pads.end(), [&](int64_t p) { return p != pads[0]; }))
+    return NodeContext::unsupported(absl::StrCat("pads ", shapeText(pads), " (",
+                                                 auto_pad == "NOTSET" ? "" : auto_pad + ": ",
+                                                 "one padding on every side)"));
+  w.pad = pads[0];
+  return w;
+}
+
+absl::Status conv(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape x_shape, c.shape(0));
+  ASSIGN_OR_RETURN(ir::Shape w_shape, c.shape(1));
+  ASSIGN_OR_RETURN(int64_t group, c.attrInt("group", 1));
+  if (group != 1) return NodeContext::unsupported(absl::StrCat("group ", group, " (conv2d has one group)"));
+  if (w_shape.size() < 2) return NodeContext::invalid("W has rank < 2");
+  ASSIGN_OR_RETURN(Window w, window2d(c, x_shape, ir::Shape(w_shape.begin() + 2, w_shape.end())));
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  ASSIGN_OR_RETURN(Tensor weight, c.tensor(1));
+  Tensor bias;
+  if (c.hasInput(2)) {
+    ASSIGN_OR_RETURN(bias, c.tensor(2, VarRole::kParam, kZeros));
+  }
+  c.setOutput(0, c.emit(ir::Conv2dArgs{.x = x.value(), .w = weight.value(),
+                                       .b = bias.valid() ? bias.value() : nullptr,
+                                       .stride = w.stride, .pad = w.pad}
+                            .spec()));
+  return absl::OkStatus();
+}
+
+template <bool kMax>
+absl::Status pool(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape x_shape, c.shape(0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> kernel, c.attrInts("kernel_shape"));
+  ASSIGN_OR_RETURN(Window w, window2d(c, x_shape, toShape(kernel)));
+  if (c.wantsOutput(1)) return NodeContext::unsupported("the Indices output");
+  ASSIGN_OR_RETURN(int64_t ceil_mode, c.attrInt("ceil_mode", 0));
+  // Rounding up changes the output only where the last window does not fit exactly.
+  for (int a = 2; a < 4 && ceil_mode; ++a)
+    if ((x_shape[size_t(a)] + 2 * w.pad - w.kernel) % w.stride != 0)
+      return NodeContext::unsupported("ceil_mode 1 where the windows do not tile the input");
+  if (!kMax && w.pad > 0) {
+    ASSIGN_OR_RETURN(int64_t include, c.attrInt("count_include_pad", 0));
+    if (!include)
+      return NodeContext::unsupported(
+          "count_include_pad 0 with padding (Tandem's avg_pool2d counts the padding)");
+  }
+  if (2 * w.pad > w.kernel)
+    return NodeContext::unsupported(absl::StrCat("padding ", w.pad, " over half the kernel ", w.kernel));
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  if (kMax)
+    c.setOutput(0, c.emit(ir::MaxPool2dArgs{.x = x.value(), .kernel = w.kernel, .stride = w.stride,
+                                            .pad = w.pad}.spec()));
+  else
+    c.setOutput(0, c.emit(ir::AvgPool2dArgs{.x = x.value(), .kernel = w.kernel, .stride = w.stride,
+                                            .pad = w.pad}.spec()));
+  return absl::OkStatus();
+}
+
+/// x of rank >= 3 as [N, C, rest..., 1] of rank 4, for the per-channel ops that take
+/// [N,C,H,W]: an [N,C,L] batch as [N,C,L,1], [N,C,D,H,W] as [N,C,D*H,W].
+ir::Shape asRank4(const ir::Shape& s) {
+  if (s.size() == 3) return {s[0], s[1], s[2], 1};
+  return {s[0], s[1], product(s, 2, s.size() - 1), s.back()};
+}
+
+absl::Status globalAveragePool(NodeContext& c) {
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  const ir::Shape shape = x.shape();
+  if (shape.size() < 3) return NodeContext::invalid("X has rank < 3");
+  ir::Shape out(shape.size(), 1);
+  out[0] = shape[0];
+  out[1] = shape[1];
+  Tensor y = c.emit(ir::GlobalAvgPoolArgs{.x = reshapeTensor(c, x, asRank4(shape)).value()}.spec());
+  c.setOutput(0, reshapeTensor(c, y, out));
+  return absl::OkStatus();
+}
+
+// --- normalization -------------------------------------------------------------------
+
+absl::Status batchNormalization(NodeContext& c) {
+  ASSIGN_OR_RETURN(int64_t spatial, c.attrInt("spatial", 1));
+  if (!spatial) return NodeContext::unsupported("spatial 0 (statistics per element)");
+  ASSIGN_OR_RETURN(int64_t training_mode, c.attrInt("training_mode", 0));
+  for (size_t k = 1; k < c.numOutputs(); ++k)
+    if (c.wantsOutput(k))
+      return NodeContext::unsupported("the running or saved statistics as outputs (training mode)");
+  Builder& b = c.builder();
+  if (training_mode && !b.training())
+    return NodeContext::unsupported("training_mode 1 (batch statistics) in an inference graph");
+  ASSIGN_OR_RETURN(float eps, c.attrFloat("epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(float momentum, c.attrFloat("momentum", 0.9f));
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  ASSIGN_OR_RETURN(Tensor gamma, c.tensor(1, VarRole::kParam, kOnes));
+  ASSIGN_OR_RETURN(Tensor beta, c.tensor(2, VarRole::kParam, kZeros));
+  ASSIGN_OR_RETURN(Tensor mean, c.tensor(3, VarRole::kBuffer, kZeros));
+  ASSIGN_OR_RETURN(Tensor var, c.tensor(4, VarRole::kBuffer, kOnes));
+  const ir::Shape shape = x.shape();
+  if (shape.size() < 2) return NodeContext::invalid("X has rank < 2");
+  Tensor in = shape.size() == 2 || shape.size() == 4 ? x : reshapeTensor(c, x, asRank4(shape));
+  // ONNX's momentum weighs the running statistic, Tandem's (PyTorch's) the batch's.
+  Tensor y = c.emit(ir::BatchNormArgs{.x = in.value(), .gamma = gamma.value(), .beta = beta.value(),
+                                      .running_mean = mean.value(), .running_var = var.value(),
+                                      .training = b.training(),
+                                      .momentum = 1.0 - double(momentum),
+                                      .eps = double(eps)}
+                        .spec());
+  c.setOutput(0, reshapeTensor(c, y, shape));
+  return absl::OkStatus();
+}
+
+absl::Status layerNormalization(NodeContext& c) {
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  const ir::Shape shape = x.shape();
+  ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", -1));
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(shape.size()), "axis"));
+  ASSIGN_OR_RETURN(float eps, c.attrFloat("epsilon", 1e-5f));
+  if (c.wantsOutput(2))
+    return NodeContext::unsupported("the InvStdDev output (Tandem's layer_norm returns the variance)");
+  const int64_t outer = product(shape, 0, size_t(axis)), inner = product(shape, size_t(axis));
+  // Normalized over the axes from `axis` on: as rows of `inner` elements.
+  ASSIGN_OR_RETURN(Tensor gamma, c.tensor(1, VarRole::kParam, kOnes));
+  Tensor beta;
+  if (c.hasInput(2)) {
+    ASSIGN_OR_RETURN(beta, c.tensor(2, VarRole::kParam, kZeros));
+  } else {
+    beta = c.emit(ir::ConstantArgs{.value = 0}.spec(
+        {.declared_types = {ir::TensorType{ir::DType::kF32, {inner}}}}));
+  }
+  const ir::Shape rows{outer, inner};
+  Tensor y = c.emit(ir::LayerNormArgs{.x = reshapeTensor(c, x, rows).value(),
+                                      .gamma = reshapeTensor(c, gamma, {inner}).value(),
+                                      .beta = reshapeTensor(c, beta, {inner}).value(),
+                                      .eps = double(eps)}
+                        .spec());
+  c.setOutput(0, reshapeTensor(c, y, shape));
+  if (c.wantsOutput(1)) {
+    ir::Shape stat_shape = shape;
+    for (size_t d = size_t(axis); d < stat_shape.size(); ++d) stat_shape[d] = 1;
+    Tensor mean(y.value()->def()->result(1));
+    c.setOutput(1, reshapeTensor(c, mean, stat_shape));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Args>
+absl::Status softmaxLike(NodeContext& c) {
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  const ir::Shape shape = x.shape();
+  const int64_t rank = int64_t(shape.size());
+  ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", c.version() >= 13 ? -1 : 1));
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, rank, "axis"));
+  if (c.version() >= 13 || axis == rank - 1) {
+    c.setOutput(0, c.emit(Args{.x = x.value(), .axis = axis}.spec()));
+    return absl::OkStatus();
+  }
+  // Before opset 13 the input is taken as a matrix [outer, inner] split at `axis`, and
+  // every row normalized.
+  Tensor rows = reshapeTensor(c, x, {product(shape, 0, size_t(axis)), product(shape, size_t(axis))});
+  Tensor y = c.emit(Args{.x = rows.value(), .axis = 1}.spec());
+  c.setOutput(0, reshapeTensor(c, y, shape));
+  return absl::OkStatus();
+}
+
+// --- shapes ----------------------------------------------------------------------------
+
+absl::Status flatten(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape shape, c.shape(0));
+  const int64_t rank = int64_t(shape.size());
+  ASSIGN_OR_RETURN(int64_t axis, c.attrInt("axis", 1));
+  if (axis < -rank || axis > rank)
+    return NodeContext::invalid(absl::StrCat("axis ", axis, " is outside [", -rank, ", ", rank, "]"));
+  if (axis < 0) axis += rank;
+  const ir::Shape out{product(shape, 0, size_t(axis)), product(shape, size_t(axis))};
+  if (axis == 1 && rank >= 2 && !c.isConstant(0)) {
+    ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+    c.setOutput(0, c.emit(ir::FlattenArgs{.x = x.value()}.spec()));
+    return absl::OkStatus();
+  }
+  return reshapeInput(c, out);
+}
+
+absl::Status reshape(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape in, c.shape(0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> want, knownInts(c, 1));
+  ASSIGN_OR_RETURN(int64_t allowzero, c.attrInt("allowzero", 0));
+  ir::Shape out;
+  int64_t infer = -1, known = 1;
+  for (size_t d = 0; d < want.size(); ++d) {
+    int64_t v = want[d];
+    if (v == 0 && !allowzero) {
+      if (d >= in.size()) return NodeContext::invalid(absl::StrCat("shape copies axis ", d, " the input lacks"));
+      v = in[d];
+    }
+    if (v == -1) {
+      if (infer >= 0) return NodeContext::invalid("shape has two -1 entries");
+      infer = int64_t(d);
+    } else if (v < 0) {
+      return NodeContext::invalid(absl::StrCat("shape has a negative size ", v));
+    } else {
+      known *= v;
+    }
+    out.push_back(v);
+  }
+  const int64_t total = product(in);
+  if (infer >= 0) {
+    if (known == 0 || total % known != 0)
+      return NodeContext::invalid(absl::StrCat("shape ", shapeText(want), " does not fit ", shapeText(in)));
+    out[size_t(infer)] = total / known;
+  }
+  if (product(out) != total)
+    return NodeContext::invalid(absl::StrCat("shape ", shapeText(out), " does not fit ", shapeText(in)));
+  return reshapeInput(c, out);
+}
+
+/// The axes of Unsqueeze and Squeeze: an attribute before opset 13, an input since.
+absl::StatusOr<std::optional<std::vector<int64_t>>> axesOf(NodeContext& c, size_t input) {
+  if (c.version() >= 13) {
+    if (!c.hasInput(input)) return std::nullopt;
+    ASSIGN_OR_RETURN(std::vector<int64_t> axes, knownInts(c, input));
+    return axes;
+  }
+  if (!c.hasAttr("axes")) return std::nullopt;
+  ASSIGN_OR_RETURN(std::vector<int64_t> axes, c.attrInts("axes"));
+  return axes;
+}
+
+absl::Status unsqueeze(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape in, c.shape(0));
+  ASSIGN_OR_RETURN(auto axes, axesOf(c, 1));
+  if (!axes) return NodeContext::invalid("axes missing");
+  const int64_t rank = int64_t(in.size() + axes->size());
+  std::vector<bool> inserted(size_t(rank), false);
+  for (int64_t a : *axes) {
+    ASSIGN_OR_RETURN(int64_t n, normalizeAxis(a, rank, "axis"));
+    if (inserted[size_t(n)]) return NodeContext::invalid(absl::StrCat("axis ", a, " is given twice"));
+    inserted[size_t(n)] = true;
+  }
+  ir::Shape out;
+  size_t next = 0;
+  for (int64_t d = 0; d < rank; ++d) out.push_back(inserted[size_t(d)] ? 1 : in[next++]);
+  return reshapeInput(c, out);
+}
+
+absl::Status squeeze(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape in, c.shape(0));
+  ASSIGN_OR_RETURN(auto axes, axesOf(c, 1));
+  std::vector<bool> drop(in.size(), false);
+  if (!axes) {
+    for (size_t d = 0; d < in.size(); ++d) drop[d] = in[d] == 1;
+  } else {
+    for (int64_t a : *axes) {
+      ASSIGN_OR_RETURN(int64_t n, normalizeAxis(a, int64_t(in.size()), "axis"));
+      if (in[size_t(n)] != 1)
+        return NodeContext::invalid(absl::StrCat("axis ", a, " has size ", in[size_t(n)], ", not 1"));
+      drop[size_t(n)] = true;
+    }
+  }
+  ir::Shape out;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (!drop[d]) out.push_back(in[d]);
+  return reshapeInput(c, out);
+}
+
+absl::Status transpose(NodeContext& c) {
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  const int64_t rank = int64_t(x.shape().size());
+  std::vector<int64_t> reversed(static_cast<size_t>(rank));
+  std::iota(reversed.rbegin(), reversed.rend(), 0);
+  ASSIGN_OR_RETURN(std::vector<int64_t> perm, c.attrInts("perm", reversed));
+  c.setOutput(0, c.emit(ir::TransposeArgs{.x = x.value(), .perm = perm}.spec()));
+  return absl::OkStatus();
+}
+
+absl::Status concat(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape first, c.shape(0));
+  ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", 0));
+  if (!c.hasAttr("axis")) return NodeContext::invalid("attribute 'axis' is missing");
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(first.size()), "axis"));
+  const size_t n = size_t(c.node().input_size());
+  bool all_known = first.size() == 1;
+  for (size_t i = 0; i < n && all_known; ++i) all_known = c.isConstant(i);
+  if (all_known) {  // shape arithmetic: 1-D values joined here
+    ASSIGN_OR_RETURN(const OnnxTensor* v0, c.constant(0));
+    OnnxTensor out = *v0;
+    out.name.clear();
+    for (size_t i = 1; i < n; ++i) {
+      ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(i));
+      if (v->elem_type != out.elem_type) return NodeContext::invalid("inputs of different types");
+      out.floats.insert(out.floats.end(), v->floats.begin(), v->floats.end());
+      out.ints.insert(out.ints.end(), v->ints.begin(), v->ints.end());
+      out.shape[0] += v->shape.empty() ? 1 : v->shape[0];
+    }
+    c.setOutput(0, std::move(out));
+    return absl::OkStatus();
+  }
+  std::vector<ir::Value*> xs;
+  for (size_t i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(Tensor x, c.tensor(i));
+    xs.push_back(x.value());
+  }
+  if (xs.size() == 1) {
+    c.setOutput(0, Tensor(xs[0]));
+    return absl::OkStatus();
+  }
+  c.setOutput(0, c.emit(ir::ConcatAxisArgs{.xs = std::move(xs), .axis = axis}.spec()));
+  return absl::OkStatus();
+}
+
+absl::Status slice(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape shape, c.shape(0));
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.version() >= 10) {
+    ASSIGN_OR_RETURN(starts, knownInts(c, 1));
+    ASSIGN_OR_RETURN(ends, knownInts(c, 2));
+    if (c.hasInput(3)) {
+      ASSIGN_OR_RETURN(axes, knownInts(c, 3));
+    }
+    if (c.hasInput(4)) {
+      ASSIGN_OR_RETURN(steps, knownInts(c, 4));
+    }
+  } else {
+    ASSIGN_OR_RETURN(starts, c.attrInts("starts"));
+    ASSIGN_OR_RETURN(ends, c.attrInts("ends"));
+    ASSIGN_OR_RETURN(axes, c.attrInts("axes"));
+  }
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return NodeContext::invalid("starts, ends, axes and steps differ in length");
+  struct Cut {
+    int64_t axis, start, end;
+  };
+  std::vector<Cut> cuts;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axes[i], int64_t(shape.size()), "axis"));
+    if (steps[i] != 1) return NodeContext::unsupported(absl::StrCat("step ", steps[i], " (slice_axis takes every element)"));
+    const int64_t dim = shape[size_t(axis)];
+    auto clamp = [dim](int64_t v) { return std::clamp(v < 0 ? v + dim : v, int64_t{0}, dim); };
+    const int64_t start = clamp(starts[i]), end = clamp(ends[i]);
+    if (start >= end) return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
+    if (start > 0 || end < dim) cuts.push_back({axis, start, end});
+  }
+  if (c.isConstant(0) && shape.size() == 1) {  // shape arithmetic
+    ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
+    OnnxTensor out = *v;
+    out.name.clear();
+    for (const Cut& cut : cuts) {
+      if (out.isFloat())
+        out.floats = std::vector<float>(v->floats.begin() + cut.start, v->floats.begin() + cut.end);
+      else
+        out.ints = std::vector<int64_t>(v->ints.begin() + cut.start, v->ints.begin() + cut.end);
+      out.shape = {cut.end - cut.start};
+    }
+    c.setOutput(0, std::move(out));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  for (const Cut& cut : cuts)
+    x = c.emit(ir::SliceAxisArgs{.x = x.value(), .axis = cut.axis, .start = cut.start, .end = cut.end}.spec());
+  c.setOutput(0, x);
+  return absl::OkStatus();
+}
+
+template <bool kMean>
+absl::Status reduce(NodeContext& c) {
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  const int64_t rank = int64_t(x.shape().size());
+  ASSIGN_OR_RETURN(int64_t keepdims, c.attrInt("keepdims", 1));
+  ASSIGN_OR_RETURN(int64_t noop, c.attrInt("noop_with_empty_axes", 0));
+  std::vector<int64_t> axes;
+  const bool axes_input = !kMean && c.version() >= 13;  // ReduceSum-13 takes them as an input
+  if (axes_input && c.hasInput(1)) {
+    ASSIGN_OR_RETURN(axes, knownInts(c, 1));
+  } else if (!axes_input) {
+    ASSIGN_OR_RETURN(axes, c.attrInts("axes"));
+  }
+  if (axes.empty()) {
+    if (noop) {
+      c.setOutput(0, x);
+      return absl::OkStatus();
+    }
+    axes.resize(size_t(rank));
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  for (int64_t& a : axes) {
+    ASSIGN_OR_RETURN(a, normalizeAxis(a, rank, "axis"));
+  }
+  // From the last axis down, so that dropping one leaves the others' numbers as they were.
+  std::sort(axes.rbegin(), axes.rend());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  for (int64_t a : axes) {
+    x = kMean ? c.emit(ir::ReduceMeanArgs{.x = x.value(), .axis = a, .keepdim = keepdims != 0}.spec())
+              : c.emit(ir::ReduceSumArgs{.x = x.value(), .axis = a, .keepdim = keepdims != 0}.spec());
+  }
+  c.setOutput(0, x);
+  return absl::OkStatus();
+}
+
+absl::Status dropout(NodeContext& c) {
+  if (c.wantsOutput(1)) return NodeContext::unsupported("the mask output");
+  float ratio = 0.5f;
+  bool training_mode = false;
+  if (c.version() >= 12) {
+    if (c.hasInput(1)) {
+      ASSIGN_OR_RETURN(const OnnxTensor* r, c.constant(1));
+      if (!r->isFloat() || r->numElements() != 1) return NodeContext::invalid("ratio is not a float scalar");
+      ratio = r->floats[0];
+    }
+    if (c.hasInput(2)) {
+      ASSIGN_OR_RETURN(const OnnxTensor* t, c.constant(2));
+      if (t->numElements() != 1) return NodeContext::invalid("training_mode is not a scalar");
+      training_mode = t->at(0) != 0;
+    }
+  } else {
+    ASSIGN_OR_RETURN(ratio, c.attrFloat("ratio", 0.5f));
+  }
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  Builder& b = c.builder();
+  if (!b.training()) {
+    if (training_mode && ratio > 0)
+      return NodeContext::unsupported("training_mode 1 (random masks) in an inference graph");
+    return c.alias(0, 0);
+  }
+  if (!(ratio >= 0 && ratio < 1)) return NodeContext::invalid(absl::StrCat("ratio ", ratio));
+  c.setOutput(0, ratio > 0 ? b.dropout(x, ratio) : x);
+  return absl::OkStatus();
+}
+
+// --- values known at import time --------------------------------------------------------
+
+absl::Status constant(NodeContext& c) {
+  const onnx::AttributeProto* a = nullptr;
+  for (const auto& attr : c.node().attribute()) a = &attr;
+  if (a == nullptr || c.node().attribute_size() != 1)
+    return NodeContext::invalid("Constant needs exactly one value attribute");
+  OnnxTensor v;
+  v.name = c.node().output(0);
+  if (a->name() == "value") {
+    ASSIGN_OR_RETURN(v, decodeTensor(a->t(), "attribute 'value'"));
+    v.name = c.node().output(0);
+  } else if (a->name() == "value_float") {
+    v.floats = {a->f()};
+  } else if (a->name() == "value_floats") {
+    v.floats.assign(a->floats().begin(), a->floats().end());
+    v.shape = {int64_t(v.floats.size())};
+  } else if (a->name() == "value_int" || a->name() == "value_ints") {
+    v.elem_type = onnx::TensorProto::INT64;
+    if (a->name() == "value_int") {
+      v.ints = {a->i()};
+    } else {
+      v.ints.assign(a->ints().begin(), a->ints().end());
+      v.shape = {int64_t(v.ints.size())};
+    }
+  } else {
+    return NodeContext::unsupported(absl::StrCat("attribute '", a->name(), "'"));
+  }
+  c.setOutput(0, std::move(v));
+  return absl::OkStatus();
+}
+
+OnnxTensor int64Vector(std::vector<int64_t> values) {
+  OnnxTensor v;
+  v.elem_type = onnx::TensorProto::INT64;
+  v.shape = {int64_t(values.size())};
+  v.ints = std::move(values);
+  return v;
+}
+
+absl::Status shapeOp(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape shape, c.shape(0));
+  const int64_t rank = int64_t(shape.size());
+  ASSIGN_OR_RETURN(int64_t start, c.attrInt("start", 0));
+  ASSIGN_OR_RETURN(int64_t end, c.attrInt("end", rank));
+  auto clamp = [rank](int64_t v) { return std::clamp(v < 0 ? v + rank : v, int64_t{0}, rank); };
+  start = clamp(start);
+  end = std::max(clamp(end), start);
+  c.setOutput(0, int64Vector(std::vector<int64_t>(shape.begin() + start, shape.begin() + end)));
+  return absl::OkStatus();
+}
+
+absl::Status size(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape shape, c.shape(0));
+  OnnxTensor v = int64Vector({product(shape)});
+  v.shape = {};
+  c.setOutput(0, std::move(v));
+  return absl::OkStatus();
+}
+
+absl::Status gather(NodeContext& c) {
+  if (!c.isConstant(0) || !c.isConstant(1))
+    return NodeContext::unsupported("a gather at run time (only of values known at import)");
+  ASSIGN_OR_RETURN(const OnnxTensor* data, c.constant(0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> indices, knownInts(c, 1));
+  ASSIGN_OR_RETURN(const OnnxTensor* index_tensor, c.constant(1));
+  ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(data->shape.size()), "axis"));
+  const int64_t dim = data->shape[size_t(axis)];
+  const int64_t outer = product(data->shape, 0, size_t(axis)), inner = product(data->shape, size_t(axis) + 1);
+  OnnxTensor out;
+  out.elem_type = data->elem_type;
+  out.shape.assign(data->shape.begin(), data->shape.begin() + axis);
+  out.shape.insert(out.shape.end(), index_tensor->shape.begin(), index_tensor->shape.end());
+  out.shape.insert(out.shape.end(), data->shape.begin() + axis + 1, data->shape.end());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t idx : indices) {
+      if (idx < -dim || idx >= dim) return NodeContext::invalid(absl::StrCat("index ", idx, " is outside [", -dim, ", ", dim, ")"));
+      const int64_t at = (o * dim + (idx < 0 ? idx + dim : idx)) * inner;
+      for (int64_t k = 0; k < inner; ++k) {
+        if (data->isFloat())
+          out.floats.push_back(data->floats[size_t(at + k)]);
+        else
+          out.ints.push_back(data->ints[size_t(at + k)]);
+      }
+    }
+  c.setOutput(0, std::move(out));
+  return absl::OkStatus();
+}
+
+bool isFloatType(int64_t t) {
+  return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::DOUBLE;
+}
+
+absl::Status cast(NodeContext& c) {
+  ASSIGN_OR_RETURN(int64_t to, c.attrInt("to", 0));
+  if (!c.isConstant(0)) {
+    ASSIGN_OR_RETURN(int32_t from, c.elemType(0));
+    if (to != from || to != onnx::TensorProto::FLOAT)
+      return NodeContext::unsupported(absl::StrCat("a cast to ", elemTypeName(int32_t(to)),
+                                                   " at run time (Tandem computes in float)"));
+    return identity(c);
+  }
+  ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
+  OnnxTensor out;
+  out.elem_type = int32_t(to);
+  out.shape = v->shape;
+  const int64_t n = v->numElements();
+  if (isFloatType(to)) {
+    for (int64_t i = 0; i < n; ++i) out.floats.push_back(float(v->at(i)));
+  } else if (to == onnx::TensorProto::BOOL || to == onnx::TensorProto::INT64 ||
+             to == onnx::TensorProto::INT32) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = v->at(i);
+      out.ints.push_back(to == onnx::TensorProto::BOOL ? int64_t(x != 0) : int64_t(std::trunc(x)));
+    }
+  } else {
+    return NodeContext::unsupported(absl::StrCat("a cast to ", elemTypeName(int32_t(to))));
+  }
+  c.setOutput(0, std::move(out));
+  return absl::OkStatus();
+}
+
+absl::Status constantOfShape(NodeContext& c) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> shape, knownInts(c, 0));
+  OnnxTensor out;
+  out.shape = toShape(shape);
+  if (const onnx::AttributeProto* a = c.attr("value")) {
+    ASSIGN_OR_RETURN(OnnxTensor v, decodeTensor(a->t(), "attribute 'value'"));
+    if (v.numElements() != 1) return NodeContext::invalid("value has more than one element");
+    out.elem_type = v.elem_type;
+    if (v.isFloat())
+      out.floats.assign(size_t(product(out.shape)), v.floats[0]);
+    else
+      out.ints.assign(size_t(product(out.shape)), v.ints[0]);
+  } else {
+    out.floats.assign(size_t(product(out.shape)), 0.0f);
+  }
+  c.setOutput(0, std::move(out));
+  return absl::OkStatus();
+}
+
+const std::map<std::string, OpConverter>& table() {
+  // min_version: the oldest schema of the op whose meaning the converter implements.
+  static const auto* t = new std::map<std::string, OpConverter>{
+      {"Add", {7, arith(Arith::kAdd)}},
+      {"AveragePool", {7, pool<false>}},
+      {"BatchNormalization", {7, batchNormalization}},
+      {"Cast", {6, cast}},
+      {"Concat", {4, concat}},
+      {"Constant", {1, constant}},
+      {"ConstantOfShape", {9, constantOfShape}},
+      {"Conv", {1, conv}},
+      {"Div", {7, arith(Arith::kDiv)}},
+      {"Dropout", {7, dropout}},
+      {"Flatten", {1, flatten}},
+      {"Gather", {1, gather}},
+      {"Gemm", {7, gemm}},
+      {"GlobalAveragePool", {1, globalAveragePool}},
+      {"Identity", {1, identity}},
+      {"LayerNormalization", {17, layerNormalization}},
+      {"LogSoftmax", {1, softmaxLike<ir::LogSoftmaxArgs>}},
+      {"MatMul", {1, matmul}},
+      {"MaxPool", {1, pool<true>}},
+      {"Mul", {7, arith(Arith::kMul)}},
+      {"Neg", {6, neg}},
+      {"ReduceMean", {1, reduce<true>}},
+      {"ReduceSum", {1, reduce<false>}},
+      {"Relu", {6, unary<ir::ReluArgs>()}},
+      {"Reshape", {5, reshape}},
+      {"Shape", {1, shapeOp}},
+      {"Sigmoid", {6, unary<ir::SigmoidArgs>()}},
+      {"Size", {1, size}},
+      {"Slice", {1, slice}},
+      {"Softmax", {1, softmaxLike<ir::SoftmaxArgs>}},
+      {"Squeeze", {1, squeeze}},
+      {"Sub", {7, arith(Arith::kSub)}},
+      {"Sum", {8, sum}},
+      {"Tanh", {6, unary<ir::TanhArgs>()}},
+      {"Transpose", {1, transpose}},
+      {"Unsqueeze", {1, unsqueeze}},
+  };
+  return *t;
+}
+
+}  // namespace
+
+const OpConverter* findConverter(const std::string& op_type) {
+  auto it = table().find(op_type);
+  return it == table().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> supportedOps() {
+  std::vector<std::string> out;
+  for (const auto& [name, c] : table()) out.push_back(name);
+  return out;
+}
+
+}  // namespace tandem::onnx_import

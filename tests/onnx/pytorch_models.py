@@ -1,0 +1,117 @@
+#!/usr/bin/python3
+"""PyTorch's own exports of the zoo's models through `tandem run`.
+
+LeNet and ResNet-18 written in PyTorch (bench/pytorch_train.py, the zoo's models) with
+random weights and batch-norm statistics are exported by torch.onnx.export (PyTorch 1.13)
+twice: as users export for inference (TrainingMode.EVAL: batch norm folded into the
+convolutions) and keeping the training structure (PRESERVE on an eval-mode model: the
+BatchNormalization nodes with their running statistics). `tandem run` must give PyTorch's
+outputs on the same input within 1e-4 relative (max |diff| over max |output|), and the
+module `tandem import` writes, run from its .tir and weights, the same outputs bit for bit.
+
+  tests/onnx/pytorch_models.py --tandem build/tools/tandem [--models lenet,resnet18]
+
+Run with /usr/bin/python3 (python3-torch, python3-onnx).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+try:
+    import torch
+except ImportError:
+    # PyTorch is the oracle of developer machines (the brief's python3-torch), not a
+    # package scripts/setup installs: without it the test is skipped, saying so.
+    print("pytorch_models: skipped: PyTorch is not installed (apt-get install python3-torch)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import pytorch_train  # noqa: E402  (the zoo's models written in PyTorch)
+
+TOLERANCE = 1e-4
+
+
+def make_model(name):
+    torch.manual_seed(25)
+    model = getattr(pytorch_train, name)()
+    # Batch norm's statistics and affine away from 0/1, so that they matter.
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            with torch.no_grad():
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    return model.eval()
+
+
+def tandem(cli, *args):
+    p = subprocess.run([cli, *args], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"tandem {' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
+
+
+def check(cli, name, mode, batch, tmp):
+    model = make_model(name)
+    x = torch.randn(batch, 1, 28, 28, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        want = model(x).numpy()
+    path = os.path.join(tmp, f"{name}.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, x, path, training=mode, input_names=["x"], output_names=["logits"],
+                          dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+    ops = sorted({n.op_type for n in onnx.load(path).graph.node} - {"Identity"})
+    onnx.save_tensor(numpy_helper.from_array(x.numpy(), "x"), os.path.join(tmp, "input_0.pb"))
+    out = os.path.join(tmp, "out")
+    tandem(cli, "run", path, "--input", f"x={tmp}/input_0.pb", "--output-dir", out)
+    got = numpy_helper.to_array(onnx.load_tensor(os.path.join(out, "output_0.pb")))
+    if got.shape != want.shape:
+        return f"{name} {mode.name}: output {list(got.shape)}, PyTorch's {list(want.shape)}"
+    rel = float(np.abs(got - want).max() / np.abs(want).max())
+    print(f"{name} ({mode.name}: {', '.join(ops)}): batch {batch}, max |diff| / max |output| "
+          f"= {rel:.2e}")
+    if not rel <= TOLERANCE:
+        return f"{name} {mode.name}: relative difference {rel:.2e} > {TOLERANCE}"
+    # The same model through `tandem import` and the .tir: the same outputs.
+    tir = os.path.join(tmp, f"{name}.tir")
+    tandem(cli, "import", path, "-o", tir, "--batch", str(batch))
+    out_tir = os.path.join(tmp, "out_tir")
+    tandem(cli, "run", tir, "--input", f"x={tmp}/input_0.pb", "--output-dir", out_tir)
+    again = numpy_helper.to_array(onnx.load_tensor(os.path.join(out_tir, "output_0.pb")))
+    if not np.array_equal(again, got):
+        return f"{name} {mode.name}: the imported .tir gives other outputs than the .onnx"
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tandem", default="build/tools/tandem")
+    ap.add_argument("--models", default="lenet,resnet18")
+    ap.add_argument("--batch", type=int, default=4)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="pytorch-onnx.") as tmp:
+        for name in args.models.split(","):
+            for mode in (torch.onnx.TrainingMode.EVAL, torch.onnx.TrainingMode.PRESERVE):
+                try:
+                    failure = check(args.tandem, name, mode, args.batch, tmp)
+                except RuntimeError as e:
+                    failure = str(e)
+                if failure:
+                    print(f"FAILED {failure}")
+                    failures.append(failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+// `tandem import` and `tandem run`: ONNX models in, through the importer
+// (frontend/onnx/importer.h); inference on ONNX TensorProto files, outputs written the
+// way ONNX's test data names them (output_K.pb), so ONNX's own tools can check them.
+
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ir/status_macros.h"
+#include "tools/tandem/commands.h"
+
+#ifdef TANDEM_HAVE_ONNX
+#include "frontend/onnx/importer.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/target.h"
+#include "ir/verifier.h"
+#include "runtime/executor.h"
+#include "tools/driver/compile.h"
+#include "tools/tandem/onnx_model.h"
+#include "tools/tandem/output_file.h"
+#endif
+
+namespace tandem::tools {
+
+#ifndef TANDEM_HAVE_ONNX
+
+absl::Status runImport(const ImportFlags&) {
+  return absl::FailedPreconditionError(
+      "import: this tandem was built without ONNX import (libonnx-dev and libprotobuf-dev were "
+      "not found when it was configured; scripts/setup installs them)");
+}
+absl::Status runInference(const RunFlags&) {
+  return absl::FailedPreconditionError(
+      "run: this tandem was built without ONNX import (libonnx-dev and libprotobuf-dev were "
+      "not found when it was configured; scripts/setup installs them)");
+}
+
+#else
+
+namespace {
+
+using onnx_import::OnnxTensor;
+
+/// MODEL.weights.onnx beside MODEL.tir: the values of an imported module's variables.
+std::string weightsPathFor(const std::string& tir) {
+  std::string stem = absl::EndsWith(tir, ".tir") ? tir.substr(0, tir.size() - 4) : tir;
+  return stem + ".weights.onnx";
+}
+
+absl::Status writeBytes(const std::string& path, const std::string& flag,
+                        const std::string& bytes) {
+  ASSIGN_OR_RETURN(OutputFile out, OutputFile::openReplacing(path, flag));
+  RETURN_IF_ERROR(out.write(bytes));
+  return out.close();
+}
+
+/// The variables' values as an ONNX file of initializers (onnx.load reads it; each
+/// initializer named as its variable).
+absl::Status writeWeights(const std::string& path, const ir::Module& m,
+                          const onnx_import::VarValues& values) {
+  onnx::ModelProto proto;
+  proto.set_ir_version(onnx::IR_VERSION);
+  proto.set_producer_name("tandem");
+  proto.add_opset_import()->set_version(17);
+  onnx::GraphProto* g = proto.mutable_graph();
+  g->set_name(absl::StrCat(m.name(), "_weights"));
+  for (const auto& [name, data] : values) {
+    const ir::Var* v = m.findVar(name);
+    if (v == nullptr) continue;
+    *g->add_initializer() = onnx_import::encodeF32(name, v->type.shape, data.data());
+  }
+  std::string bytes;
+  if (!proto.SerializeToString(&bytes))
+    return absl::ResourceExhaustedError(
+        absl::StrCat("-o: the weights of '", path, "' are too large for one ONNX file"));
+  return writeBytes(path, "-o", bytes);
+}
+
+/// An imported module's variable values from its weights file.
+absl::StatusOr<onnx_import::VarValues> readWeights(const std::string& path, const ir::Module& m) {
+  ASSIGN_OR_RETURN(auto model, onnx_import::readOnnxModel(path));
+  onnx_import::VarValues values;
+  for (const auto& t : model->proto.graph().initializer()) {
+    ASSIGN_OR_RETURN(OnnxTensor v, onnx_import::decodeTensor(
+                                       t, absl::StrCat("weights '", path, "': initializer '",
+                                                       t.name(), "'")));
+    const ir::Var* var = m.findVar(t.name());
+    if (var == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat("weights '", path, "': initializer '",
+                                                     t.name(), "' is no variable of module @",
+                                                     m.name()));
+    if (v.elem_type != onnx::TensorProto::FLOAT || v.shape != var->type.shape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weights '", path, "': initializer '", t.name(), "' is ", onnx_import::elemTypeName(v.elem_type),
+          " [", absl::StrJoin(v.shape, ","), "], variable @", t.name(), " is ", ir::toString(var->type)));
+    values[t.name()] = std::move(v.floats);
+  }
+  for (const ir::Var& var : m.vars())
+    if (var.role != ir::VarRole::kFed && !values.contains(var.name))
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights '", path, "' has no value for variable @", var.name));
+  return values;
+}
+
+struct NamedInput {
+  std::string name, path;
+  /// The file's tensor, or why it could not be read: said only once the model is known to
+  /// be one Tandem runs (a model with a string input is unsupported, not a bad file).
+  absl::StatusOr<OnnxTensor> value;
+};
+
+absl::StatusOr<std::vector<NamedInput>> readInputs(const std::vector<std::string>& flags) {
+  std::vector<NamedInput> out;
+  std::set<std::string> seen;
+  for (const std::string& f : flags) {
+    const size_t eq = f.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == f.size())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input '", f, "': expected NAME=FILE.pb (the model's input name)"));
+    const std::string name = f.substr(0, eq), path = f.substr(eq + 1);
+    if (!seen.insert(name).second)
+      return absl::InvalidArgumentError(absl::StrCat("--input: '", name, "' is given twice"));
+    out.push_back(NamedInput{name, path, onnx_import::readTensorFile(path)});
+  }
+  return out;
+}
+
+/// What runs: a module with @init and @infer, the values of its variables, the names its
+/// inputs are given by (--input NAME) and their variables, and its outputs' names.
+struct Runnable {
+  std::unique_ptr<ir::Module> module;
+  onnx_import::VarValues values;
+  std::vector<std::string> input_names, input_vars, output_names;
+};
+
+absl::StatusOr<Runnable> fromOnnx(const RunFlags& f, const std::vector<NamedInput>& inputs) {
+  ASSIGN_OR_RETURN(auto model, onnx_import::readOnnxModel(f.model));
+  onnx_import::ImportOptions options;
+  for (const NamedInput& in : inputs)
+    if (in.value.ok()) options.input_shapes[in.name] = in.value->shape;
+  absl::StatusOr<onnx_import::ImportedModel> imported = onnx_import::importModel(*model, options);
+  if (!imported.ok() && !absl::IsUnimplemented(imported.status()))
+    for (const NamedInput& in : inputs)  // a file that could not be read explains it better
+      if (!in.value.ok())
+        return absl::Status(in.value.status().code(),
+                            absl::StrCat("--input ", in.name, ": ", in.value.status().message()));
+  if (!imported.ok()) return imported.status();
+  Runnable r{std::move(imported->module), std::move(imported->values),
+             std::move(imported->inputs), {}, std::move(imported->outputs)};
+  for (const std::string& name : r.input_names) r.input_vars.push_back(onnx_import::identifierFor(name));
+  return r;
+}
+
+absl::StatusOr<Runnable> fromTir(const RunFlags& f) {
+  ASSIGN_OR_RETURN(auto m, ir::parseModuleFile(f.model));
+  if (absl::Status s = ir::verifyModule(*m); !s.ok())
+    return absl::Status(s.code(), absl::StrCat(f.model, ": verifier: ", s.message()));
+  const ir::Graph* infer = m->graph(onnx_import::kInferGraph);
+  if (infer == nullptr || m->graph(ir::kInitGraph) == nullptr || m->isReplicated())
+    return absl::InvalidArgumentError(absl::StrCat(
+        f.model, ": not a module from tandem import (it needs graphs @init and @",
+        onnx_import::kInferGraph, ", not yet compiled)"));
+  Runnable r;
+  for (const ir::Var& v : m->vars())  // the inputs: fed variables (importer.h)
+    if (v.role == ir::VarRole::kFed) r.input_names.push_back(v.name);
+  r.input_vars = r.input_names;
+  for (const ir::Value* out : infer->outputs()) r.output_names.push_back(out->name());
+  ASSIGN_OR_RETURN(r.values, readWeights(f.weights.value_or(weightsPathFor(f.model)), *m));
+  r.module = std::move(m);
+  return r;
+}
+
+}  // namespace
+
+absl::Status runImport(const ImportFlags& f) {
+  if (f.model.empty()) return absl::InvalidArgumentError("import: missing the ONNX model argument");
+  if (f.output.empty()) return absl::InvalidArgumentError("import: -o MODEL.tir is required");
+  if (!absl::EndsWith(f.output, ".tir"))
+    return absl::InvalidArgumentError(
+        absl::StrCat("-o '", f.output, "': the module's file must end in .tir (its weights go beside it)"));
+  ASSIGN_OR_RETURN(auto model, onnx_import::readOnnxModel(f.model));
+  onnx_import::ImportOptions options;
+  for (const onnx_import::ModelInput& in : onnx_import::modelInputs(*model))
+    if (!in.shape.empty() && in.shape[0] < 0 && f.batch) {
+      ir::Shape s = in.shape;
+      s[0] = *f.batch;
+      options.input_shapes[in.name] = s;
+    }
+  ASSIGN_OR_RETURN(onnx_import::ImportedModel imported, onnx_import::importModel(*model, options));
+  RETURN_IF_ERROR(ir::verifyModule(*imported.module));
+  RETURN_IF_ERROR(writeBytes(f.output, "-o", ir::printModule(*imported.module)));
+  return writeWeights(weightsPathFor(f.output), *imported.module, imported.values);
+}
+
+absl::Status runInference(const RunFlags& f) {
+  if (f.model.empty()) return absl::InvalidArgumentError("run: missing the model argument");
+  if (f.output_dir.empty()) return absl::InvalidArgumentError("run: --output-dir is required");
+  ASSIGN_OR_RETURN(std::vector<ir::Device> devices, ir::parseTargetDevices(f.device));
+  if (devices.size() != 1)
+    return absl::InvalidArgumentError(absl::StrCat("--device '", f.device, "': name one device"));
+  ASSIGN_OR_RETURN(std::vector<NamedInput> inputs, readInputs(f.inputs));
+  const bool tir = absl::EndsWith(f.model, ".tir");
+  if (f.weights && !tir)
+    return absl::InvalidArgumentError("--weights: only a .tir module takes them (an ONNX model holds its own)");
+  ASSIGN_OR_RETURN(Runnable r, tir ? fromTir(f) : fromOnnx(f, inputs));
+
+  // Every input once, by name, as a float tensor of its variable's shape.
+  std::vector<const NamedInput*> ordered;
+  for (size_t k = 0; k < r.input_names.size(); ++k) {
+    const std::string& name = r.input_names[k];
+    auto it = std::find_if(inputs.begin(), inputs.end(),
+                           [&](const NamedInput& in) { return in.name == name; });
+    if (it == inputs.end())
+      return absl::InvalidArgumentError(absl::StrCat("--input ", name, "=FILE.pb is missing (model '",
+                                                     f.model, "' takes ",
+                                                     absl::StrJoin(r.input_names, ", "), ")"));
+    const ir::Var* var = r.module->findVar(r.input_vars[k]);
+    if (var == nullptr) return absl::InternalError(absl::StrCat("no variable @", r.input_vars[k]));
+    if (!it->value.ok())
+      return absl::Status(it->value.status().code(),
+                          absl::StrCat("--input ", name, ": ", it->value.status().message()));
+    if (it->value->elem_type != onnx::TensorProto::FLOAT)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--input ", name, ": tensor file '", it->path, "' holds ",
+          onnx_import::elemTypeName(it->value->elem_type), " values; the model takes ",
+          ir::toString(var->type)));
+    if (it->value->shape != var->type.shape)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--input ", name, ": tensor file '", it->path, "' is [", absl::StrJoin(it->value->shape, ","),
+          "], the model takes ", ir::toString(var->type)));
+    ordered.push_back(&*it);
+  }
+  for (const NamedInput& in : inputs)
+    if (std::find(r.input_names.begin(), r.input_names.end(), in.name) == r.input_names.end())
+      return absl::InvalidArgumentError(absl::StrCat("--input ", in.name, ": model '", f.model,
+                                                     "' has no such input (it takes ",
+                                                     absl::StrJoin(r.input_names, ", "), ")"));
+  std::error_code ec;
+  std::filesystem::create_directories(f.output_dir, ec);
+  if (ec)
+    return absl::InvalidArgumentError(
+        absl::StrCat("--output-dir '", f.output_dir, "': cannot create it: ", ec.message()));
+
+  RETURN_IF_ERROR(driver::compileInference(*r.module, devices));
+  ASSIGN_OR_RETURN(auto exec, runtime::Executor::create(std::move(r.module)));
+  RETURN_IF_ERROR(exec->run(ir::kInitGraph, {}).status());
+  RETURN_IF_ERROR(writeImportedValues(*exec, r.values));
+  for (size_t k = 0; k < ordered.size(); ++k) {
+    runtime::HostTensor t(exec->module().findVar(r.input_vars[k])->type);
+    std::memcpy(t.buffer.data(), ordered[k]->value->floats.data(), size_t(t.type.bytes()));
+    RETURN_IF_ERROR(exec->writeVariable(r.input_vars[k], 0, t));
+  }
+  ASSIGN_OR_RETURN(std::vector<runtime::HostTensor> outs, exec->run(onnx_import::kInferGraph, {}));
+  for (size_t k = 0; k < outs.size(); ++k) {
+    std::string bytes;
+    onnx_import::encodeF32(k < r.output_names.size() ? r.output_names[k] : "", outs[k].type.shape,
+                           outs[k].f32())
+        .SerializeToString(&bytes);
+    RETURN_IF_ERROR(
+        writeBytes(absl::StrCat(f.output_dir, "/output_", k, ".pb"), "--output-dir", bytes));
+  }
+  return absl::OkStatus();
+}
+
+#endif  // TANDEM_HAVE_ONNX
+
+}  // namespace tandem::tools
