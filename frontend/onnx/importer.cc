@@ -199,7 +199,9 @@ class Importer {
     file_ = file;
   }
 
-  absl::StatusOr<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs) {
+  absl::StatusOr<std::vector<Tensor>> run(const std::map<std::string, Tensor>& inputs,
+                                          const std::map<std::string, OnnxTensor>& known,
+                                          std::map<size_t, OnnxTensor>* known_outputs) {
     const onnx::GraphProto& g = model_.proto.graph();
     for (const auto& t : g.initializer()) {
       ASSIGN_OR_RETURN(OnnxTensor v, decodeTensor(t, absl::StrCat(what(), ": initializer '",
@@ -209,6 +211,10 @@ class Importer {
                                  .origin = t.name()};
     }
     for (const ModelInput& in : modelInputs(model_)) {
+      if (auto k = known.find(in.name); k != known.end()) {
+        entries_[in.name] = Entry{.known = std::make_shared<OnnxTensor>(k->second)};
+        continue;
+      }
       auto it = inputs.find(in.name);
       if (it == inputs.end())
         return absl::InvalidArgumentError(absl::StrCat(what(), ": input '", in.name, "' not given"));
@@ -223,6 +229,14 @@ class Importer {
       if (it == entries_.end())
         return absl::InvalidArgumentError(
             absl::StrCat(what(), ": graph output '", o.name(), "' is computed by no node"));
+      if (known_outputs != nullptr && it->second.known && !it->second.tensor.valid() &&
+          it->second.known->elem_type != onnx::TensorProto::FLOAT) {
+        OnnxTensor v = *it->second.known;
+        v.name = o.name();
+        (*known_outputs)[outs.size()] = std::move(v);
+        outs.push_back(Tensor());
+        continue;
+      }
       absl::StatusOr<Tensor> t = materialize(o.name(), it->second, ir::VarRole::kBuffer, {});
       if (absl::IsUnimplemented(t.status()))
         unsupported_.push_back(absl::StrCat("graph output '", o.name(), "': ", t.status().message()));
@@ -458,15 +472,33 @@ Tensor Context::emit(ir::NodeSpec spec, size_t result) {
 
 absl::StatusOr<std::vector<Tensor>> emitGraph(const OnnxModel& model, Builder& b,
                                               const std::map<std::string, Tensor>& inputs,
-                                              VarValues* values) {
+                                              VarValues* values,
+                                              const std::map<std::string, OnnxTensor>& known,
+                                              std::map<size_t, OnnxTensor>* known_outputs) {
   Importer imp(model, b, values);
   for (const ModelInput& in : modelInputs(model)) {
     auto it = inputs.find(in.name);
     if (it != inputs.end() && it->second.valid() && it->second.shape() != in.shape)
       imp.setInputsOpen(true);
   }
-  return imp.run(inputs);
+  return imp.run(inputs, known, known_outputs);
 }
+
+namespace {
+
+/// Whether ONNX element type `t` is an integer or boolean type (known inputs are those).
+bool rawIntegerType(int32_t t) {
+  switch (t) {
+    case onnx::TensorProto::INT64: case onnx::TensorProto::INT32: case onnx::TensorProto::INT16:
+    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT32: case onnx::TensorProto::UINT16:
+    case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOptions& options) {
   std::string name = model.path;
@@ -483,6 +515,17 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
   // inputs need not have one (Gemm's A [M,K] and B [K,N]; a scalar).
   std::map<std::string, Tensor> inputs;
   for (const ModelInput& in : modelInputs(model)) {
+    const bool integral = in.elem_type != onnx::TensorProto::FLOAT && in.elem_type != 0 &&
+                          rawIntegerType(in.elem_type);
+    if (auto k = options.known_inputs.find(in.name); integral && k != options.known_inputs.end()) {
+      if (k->second.elem_type != in.elem_type)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "input '", in.name, "' is ", elemTypeName(k->second.elem_type), ", model '", model.path,
+            "' takes ", elemTypeName(in.elem_type)));
+      ASSIGN_OR_RETURN(ir::Shape shape, concreteShape(in, &k->second.shape, model.path));
+      (void)shape;
+      continue;
+    }
     if (in.elem_type != onnx::TensorProto::FLOAT)
       return absl::UnimplementedError(absl::StrCat(
           "ONNX model '", model.path, "': Tandem does not support its input '", in.name, "': ",
@@ -492,15 +535,22 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
     ASSIGN_OR_RETURN(ir::Shape shape,
                      concreteShape(in, given == options.input_shapes.end() ? nullptr : &given->second,
                                    model.path));
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end())
+      return absl::UnimplementedError(absl::StrCat(
+          "ONNX model '", model.path, "': Tandem does not support its input '", in.name,
+          "': it is empty ([", absl::StrJoin(shape, ","), "]; Tandem has no empty tensors)"));
     Tensor t = b.variable(identifierFor(in.name), ir::TensorType{ir::DType::kF32, shape},
                           ir::VarRole::kFed, ir::Initializer{ir::Initializer::Kind::kZeros});
     if (!t.valid()) return b.status();
     inputs[in.name] = t;
     out.inputs.push_back(in.name);
   }
-  ASSIGN_OR_RETURN(std::vector<Tensor> outs, emitGraph(model, b, inputs, &out.values));
+  ASSIGN_OR_RETURN(std::vector<Tensor> outs,
+                   emitGraph(model, b, inputs, &out.values, options.known_inputs,
+                             &out.known_outputs));
   std::vector<ir::Value*> values;
-  for (const Tensor& t : outs) values.push_back(t.value());
+  for (const Tensor& t : outs)
+    if (t.valid()) values.push_back(t.value());
   infer->setOutputs(std::move(values));
   out.outputs = modelOutputs(model);
   RETURN_IF_ERROR(buildInitGraph(*out.module, *init));

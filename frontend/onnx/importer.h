@@ -38,13 +38,17 @@ using VarValues = std::map<std::string, std::vector<float>>;
 std::string identifierFor(absl::string_view onnx_name);
 
 /// Emits `model`'s graph into the builder's current graph on `inputs` (a tensor per data
-/// input, by ONNX name) and returns the graph's outputs in order. Variables' values go to
+/// input, by ONNX name, or its value in `known`) and returns the graph's outputs in order.
+/// With `known_outputs`, an output that is not float and known at import (a Shape's) goes
+/// there by its position, its tensor left empty; without, it is unsupported. Variables' values go to
 /// `values`. Every node whose op (or the way it uses it) Tandem does not support is named
 /// in one kUnimplemented error, found before anything is built past the op check; other
 /// errors name the node at fault.
 absl::StatusOr<std::vector<Tensor>> emitGraph(const OnnxModel& model, Builder& b,
                                               const std::map<std::string, Tensor>& inputs,
-                                              VarValues* values);
+                                              VarValues* values,
+                                              const std::map<std::string, OnnxTensor>& known = {},
+                                              std::map<size_t, OnnxTensor>* known_outputs = nullptr);
 
 /// The graph a model imported for inference computes in: it reads the model's data
 /// inputs from variables of role `fed` named after them (identifierFor), which the
@@ -55,14 +59,21 @@ struct ImportOptions {
   /// Concrete shapes of data inputs, by ONNX name: required where the model leaves a
   /// dimension open, and otherwise equal to the model's.
   std::map<std::string, ir::Shape> input_shapes;
+  /// Values of inputs that are not float, by ONNX name: known when the model is imported
+  /// (a Reshape's shape, a ReduceSum's axes, given as inputs in ONNX's test data), they are
+  /// taken as constants of the graph. Float inputs stay inputs.
+  std::map<std::string, OnnxTensor> known_inputs;
 };
 
 struct ImportedModel {
   /// Graphs @init (every variable) and @infer; the inputs' variables first, in order.
   std::unique_ptr<ir::Module> module;
   VarValues values;
-  /// ONNX names of the inputs (their variables in order) and of @infer's outputs.
+  /// ONNX names of the inputs (their variables in order) and of the model's outputs:
+  /// @infer's, and between them those known at import (integer ones: a Shape's), by
+  /// position in `known_outputs`.
   std::vector<std::string> inputs, outputs;
+  std::map<size_t, OnnxTensor> known_outputs;
 };
 
 /// The model as a module that runs inference (uncompiled: the inference pipeline,

@@ -164,6 +164,21 @@ absl::StatusOr<OnnxTensor> decodeTensor(const onnx::TensorProto& t, const std::s
   return out;
 }
 
+onnx::TensorProto encodeTensor(const OnnxTensor& v) {
+  onnx::TensorProto t;
+  t.set_name(v.name);
+  t.set_data_type(v.elem_type);
+  for (int64_t d : v.shape) t.add_dims(d);
+  switch (v.elem_type) {
+    case onnx::TensorProto::FLOAT: for (float x : v.floats) t.add_float_data(x); break;
+    case onnx::TensorProto::DOUBLE: for (float x : v.floats) t.add_double_data(x); break;
+    case onnx::TensorProto::INT64: for (int64_t x : v.ints) t.add_int64_data(x); break;
+    case onnx::TensorProto::UINT32: for (int64_t x : v.ints) t.add_uint64_data(uint64_t(x)); break;
+    default: for (int64_t x : v.ints) t.add_int32_data(int32_t(x)); break;
+  }
+  return t;
+}
+
 onnx::TensorProto encodeF32(const std::string& name, const ir::Shape& shape, const float* data) {
   onnx::TensorProto t;
   t.set_name(name);

@@ -44,6 +44,8 @@ std::string elemTypeName(int32_t elem_type);
 /// dimension, or a value count that does not fit the shape.
 absl::StatusOr<OnnxTensor> decodeTensor(const onnx::TensorProto& t, const std::string& what);
 
+/// `t` as a TensorProto (its element type's typed field: int64_data, int32_data, ...).
+onnx::TensorProto encodeTensor(const OnnxTensor& t);
 /// A TensorProto of f32 values (raw_data, little-endian), named `name`.
 onnx::TensorProto encodeF32(const std::string& name, const ir::Shape& shape, const float* data);
 

@@ -161,8 +161,43 @@ Tensor addTensors(NodeContext& c, Tensor a, Tensor b) {
   return c.emit(ir::AddBcastArgs{.a = a.value(), .b = b.value()}.spec());
 }
 
+/// Before opset 7, Add, Sub, Mul and Div broadcast only with broadcast=1, B's axes lined
+/// up with A's from `axis` on (unset: B's last axis with A's last, as numpy does): B
+/// reshaped with ones around, it broadcasts as numpy's rules say.
+absl::StatusOr<std::optional<ir::Shape>> legacyBroadcastShape(NodeContext& c) {
+  if (c.version() >= 7) return std::nullopt;
+  ASSIGN_OR_RETURN(int64_t broadcast, c.attrInt("broadcast", 0));
+  ASSIGN_OR_RETURN(ir::Shape a, c.shape(0));
+  ASSIGN_OR_RETURN(ir::Shape b, c.shape(1));
+  if (!broadcast) {
+    if (a != b)
+      return NodeContext::invalid(absl::StrCat("A ", shapeText(a), " and B ", shapeText(b),
+                                               " differ without broadcast=1"));
+    return std::nullopt;
+  }
+  if (!c.hasAttr("axis") || b.size() > a.size()) return std::nullopt;
+  ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(a.size()), "axis"));
+  if (axis + int64_t(b.size()) > int64_t(a.size()))
+    return NodeContext::invalid(absl::StrCat("B ", shapeText(b), " at axis ", axis, " overruns A ", shapeText(a)));
+  ir::Shape out(a.size() - size_t(axis), 1);
+  for (size_t d = 0; d < b.size(); ++d) out[d] = b[d];
+  return out;
+}
+
 Converter arith(Arith op) {
   return [op](NodeContext& c) -> absl::Status {
+    ASSIGN_OR_RETURN(std::optional<ir::Shape> legacy, legacyBroadcastShape(c));
+    if (legacy) {  // B reshaped so that numpy's rules line it up as the old broadcast did
+      ASSIGN_OR_RETURN(Tensor a, c.tensor(0));
+      ASSIGN_OR_RETURN(Tensor b, c.tensor(1));
+      b = reshapeTensor(c, b, *legacy);
+      if (op == Arith::kDiv) return NodeContext::unsupported("a divisor computed at run time");
+      if (op == Arith::kSub) b = scaled(c, b, -1);
+      c.setOutput(0, op == Arith::kMul ? c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec())
+                                       : addTensors(c, a, b));
+      return absl::OkStatus();
+    }
     if (c.isConstant(0) && c.isConstant(1)) {
       ASSIGN_OR_RETURN(const OnnxTensor* a, c.constant(0));
       ASSIGN_OR_RETURN(const OnnxTensor* b, c.constant(1));
@@ -400,6 +435,9 @@ absl::Status globalAveragePool(NodeContext& c) {
 // --- normalization -------------------------------------------------------------------
 
 absl::Status batchNormalization(NodeContext& c) {
+  ASSIGN_OR_RETURN(int64_t is_test, c.attrInt("is_test", 0));
+  if (c.version() < 7 && !is_test && !c.builder().training())
+    return NodeContext::unsupported("is_test 0 (batch statistics) in an inference graph");
   ASSIGN_OR_RETURN(int64_t spatial, c.attrInt("spatial", 1));
   if (!spatial) return NodeContext::unsupported("spatial 0 (statistics per element)");
   ASSIGN_OR_RETURN(int64_t training_mode, c.attrInt("training_mode", 0));
@@ -531,6 +569,7 @@ absl::Status reshape(NodeContext& c) {
   }
   if (product(out) != total)
     return NodeContext::invalid(absl::StrCat("shape ", shapeText(out), " does not fit ", shapeText(in)));
+  if (total == 0) return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
   return reshapeInput(c, out);
 }
 
@@ -722,7 +761,8 @@ absl::Status reduce(NodeContext& c) {
 }
 
 absl::Status dropout(NodeContext& c) {
-  if (c.wantsOutput(1)) return NodeContext::unsupported("the mask output");
+  if (c.wantsOutput(1) && c.builder().training())
+    return NodeContext::unsupported("the mask output in training");
   float ratio = 0.5f;
   bool training_mode = false;
   if (c.version() >= 12) {
@@ -744,11 +784,32 @@ absl::Status dropout(NodeContext& c) {
   if (!b.training()) {
     if (training_mode && ratio > 0)
       return NodeContext::unsupported("training_mode 1 (random masks) in an inference graph");
+    if (c.wantsOutput(1)) {  // nothing dropped: a mask of trues
+      OnnxTensor mask;
+      mask.elem_type = onnx::TensorProto::BOOL;
+      mask.shape = x.shape();
+      mask.ints.assign(size_t(product(mask.shape)), 1);
+      c.setOutput(1, std::move(mask));
+    }
     return c.alias(0, 0);
   }
   if (!(ratio >= 0 && ratio < 1)) return NodeContext::invalid(absl::StrCat("ratio ", ratio));
   c.setOutput(0, ratio > 0 ? b.dropout(x, ratio) : x);
   return absl::OkStatus();
+}
+
+absl::Status pad(NodeContext& c) {
+  ASSIGN_OR_RETURN(std::string mode, c.attrString("mode", "constant"));
+  std::vector<int64_t> pads;
+  if (c.version() >= 11) {
+    ASSIGN_OR_RETURN(pads, knownInts(c, 1));
+  } else {
+    ASSIGN_OR_RETURN(pads, c.attrInts(c.version() >= 2 ? "pads" : "paddings"));
+  }
+  // PyTorch 1.13 puts a Pad of zeros before every AvgPool2d it exports.
+  if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; })) return c.alias(0, 0);
+  return NodeContext::unsupported(absl::StrCat(mode, " padding ", shapeText(pads),
+                                               " (Tandem pads only inside conv and pooling ops)"));
 }
 
 // --- values known at import time --------------------------------------------------------
@@ -896,27 +957,28 @@ absl::Status constantOfShape(NodeContext& c) {
 const std::map<std::string, OpConverter>& table() {
   // min_version: the oldest schema of the op whose meaning the converter implements.
   static const auto* t = new std::map<std::string, OpConverter>{
-      {"Add", {7, arith(Arith::kAdd)}},
-      {"AveragePool", {7, pool<false>}},
-      {"BatchNormalization", {7, batchNormalization}},
+      {"Add", {6, arith(Arith::kAdd)}},
+      {"AveragePool", {1, pool<false>}},
+      {"BatchNormalization", {6, batchNormalization}},
       {"Cast", {6, cast}},
       {"Concat", {4, concat}},
       {"Constant", {1, constant}},
       {"ConstantOfShape", {9, constantOfShape}},
       {"Conv", {1, conv}},
-      {"Div", {7, arith(Arith::kDiv)}},
+      {"Div", {6, arith(Arith::kDiv)}},
       {"Dropout", {7, dropout}},
       {"Flatten", {1, flatten}},
       {"Gather", {1, gather}},
-      {"Gemm", {7, gemm}},
+      {"Gemm", {6, gemm}},
       {"GlobalAveragePool", {1, globalAveragePool}},
       {"Identity", {1, identity}},
       {"LayerNormalization", {17, layerNormalization}},
       {"LogSoftmax", {1, softmaxLike<ir::LogSoftmaxArgs>}},
       {"MatMul", {1, matmul}},
       {"MaxPool", {1, pool<true>}},
-      {"Mul", {7, arith(Arith::kMul)}},
+      {"Mul", {6, arith(Arith::kMul)}},
       {"Neg", {6, neg}},
+      {"Pad", {2, pad}},
       {"ReduceMean", {1, reduce<true>}},
       {"ReduceSum", {1, reduce<false>}},
       {"Relu", {6, unary<ir::ReluArgs>()}},
@@ -927,8 +989,8 @@ const std::map<std::string, OpConverter>& table() {
       {"Slice", {1, slice}},
       {"Softmax", {1, softmaxLike<ir::SoftmaxArgs>}},
       {"Squeeze", {1, squeeze}},
-      {"Sub", {7, arith(Arith::kSub)}},
-      {"Sum", {8, sum}},
+      {"Sub", {6, arith(Arith::kSub)}},
+      {"Sum", {6, sum}},
       {"Tanh", {6, unary<ir::TanhArgs>()}},
       {"Transpose", {1, transpose}},
       {"Unsqueeze", {1, unsqueeze}},

@@ -120,7 +120,7 @@ absl::StatusOr<ImportedModel> importBytes(const std::string& bytes, int64_t batc
 
 std::vector<ir::Op> opsOf(const ir::Graph& g) {
   std::vector<ir::Op> ops;
-  for (const ir::Node* n : g.nodes())
+  for (const auto& n : g.nodes())
     if (n->op() != ir::Op::kInput && n->op() != ir::Op::kParam) ops.push_back(n->op());
   return ops;
 }
@@ -147,7 +147,7 @@ TEST(OnnxImport, SampleBecomesTheDslOpsWithItsWeights) {
   EXPECT_EQ(imported->inputs, std::vector<std::string>{"x"});
   EXPECT_EQ(imported->outputs, std::vector<std::string>{"y"});
   // ONNX's momentum weighs the running statistic (0.9 by default), Tandem's the batch's.
-  for (const ir::Node* n : g.nodes())
+  for (const auto& n : g.nodes())
     if (n->op() == ir::Op::kBatchNorm) {
       EXPECT_NEAR(n->floatAttr("momentum"), 0.1, 1e-7);
       EXPECT_FALSE(n->boolAttr("training"));
@@ -216,9 +216,11 @@ TEST(OnnxImport, KnownValuesAreComputedAtImport) {
   const ir::Graph& graph = *imported->module->graph(kInferGraph);
   ASSERT_EQ(opsOf(graph), std::vector<ir::Op>{ir::Op::kReshape});
   // The batch axis is -1, so that replicate's slices reshape alike.
-  for (const ir::Node* n : graph.nodes())
-    if (n->op() == ir::Op::kReshape)
+  for (const auto& n : graph.nodes()) {
+    if (n->op() == ir::Op::kReshape) {
       EXPECT_EQ(n->attrAs<std::vector<int64_t>>("shape"), (std::vector<int64_t>{-1, 12}));
+    }
+  }
 }
 
 TEST(OnnxImport, MalformedModelsNameTheFileAndTheFieldOrNode) {
@@ -239,7 +241,7 @@ TEST(OnnxImport, MalformedModelsNameTheFileAndTheFieldOrNode) {
   m.clear_opset_import();
   EXPECT_EQ(importBytes(bytesOf(m)).status().message(),
             "ONNX model 'm.onnx': field 'opset_import' names no version of the default (ai.onnx) "
-            "domain");
+            "domain, which node 'Conv_0' is of");
 }
 
 TEST(OnnxImportFuzz, EveryTruncationIsAnErrorOrTheSameModel) {
@@ -299,6 +301,87 @@ TEST(OnnxImportFuzz, MutatedModelsGiveAnErrorOrAValidModule) {
     }
   }
   EXPECT_LT(ok, 3000);
+}
+
+/// Mutations of the model's fields rather than its bytes: what a buggy exporter or a
+/// hand-edited model gets wrong (sizes, attributes, op types, references), which byte
+/// flips mostly turn into protobuf parse errors instead.
+void mutateField(onnx::ModelProto& m, Rng& rng) {
+  static const int64_t kSizes[] = {-1, 0, 1, 2, 3, 7, int64_t{1} << 40, -(int64_t{1} << 62)};
+  static const char* kOps[] = {"Relu", "Conv", "Gemm", "MatMul", "Add", "Flatten", "Reshape",
+                               "BatchNormalization", "Softmax", "Transpose", "Concat", "Slice",
+                               "ReduceMean", "MaxPool", "Unsqueeze", "Erf", ""};
+  onnx::GraphProto* g = m.mutable_graph();
+  switch (rng.below(7)) {
+    case 0: {  // an initializer's dimension
+      onnx::TensorProto* t = g->mutable_initializer(int(rng.below(size_t(g->initializer_size()))));
+      if (t->dims_size() > 0) t->set_dims(int(rng.below(size_t(t->dims_size()))), kSizes[rng.below(8)]);
+      break;
+    }
+    case 1: {  // an attribute's value
+      onnx::NodeProto* n = g->mutable_node(int(rng.below(size_t(g->node_size()))));
+      auto* a = n->add_attribute();
+      static const char* kNames[] = {"axis", "group", "transB", "kernel_shape", "pads", "strides",
+                                     "perm", "keepdims", "epsilon"};
+      a->set_name(kNames[rng.below(9)]);
+      if (rng.below(2) == 0) {
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(kSizes[rng.below(8)]);
+      } else {
+        a->set_type(onnx::AttributeProto::INTS);
+        for (size_t k = 0, n_ints = rng.below(5); k < n_ints; ++k) a->add_ints(kSizes[rng.below(8)]);
+      }
+      break;
+    }
+    case 2:  // another op
+      g->mutable_node(int(rng.below(size_t(g->node_size()))))->set_op_type(kOps[rng.below(17)]);
+      break;
+    case 3: {  // an input dropped or renamed
+      onnx::NodeProto* n = g->mutable_node(int(rng.below(size_t(g->node_size()))));
+      if (n->input_size() > 0) {
+        if (rng.below(2) == 0)
+          n->mutable_input()->RemoveLast();
+        else
+          n->set_input(int(rng.below(size_t(n->input_size()))), g->node(0).output(0));
+      }
+      break;
+    }
+    case 4: {  // an initializer's type or data
+      onnx::TensorProto* t = g->mutable_initializer(int(rng.below(size_t(g->initializer_size()))));
+      if (rng.below(2) == 0)
+        t->set_data_type(int32_t(rng.below(17)));
+      else
+        t->add_float_data(1);
+      break;
+    }
+    case 5:  // an input's shape
+      g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(
+          int(rng.below(4)))->set_dim_value(kSizes[rng.below(8)]);
+      break;
+    default:  // the opset
+      m.mutable_opset_import(0)->set_version(int64_t(rng.below(20)));
+      break;
+  }
+}
+
+TEST(OnnxImportFuzz, FieldMutationsGiveAnErrorOrAValidModule) {
+  Rng rng(2025);
+  int ok = 0;
+  for (int i = 0; i < 2000; ++i) {
+    onnx::ModelProto m = sampleModel();
+    for (size_t k = 0, n = 1 + rng.below(3); k < n; ++k) mutateField(m, rng);
+    auto imported = importBytes(bytesOf(m));
+    if (imported.ok()) {
+      ++ok;
+      EXPECT_TRUE(ir::verifyModule(*imported->module).ok()) << i;
+    } else {
+      EXPECT_TRUE(absl::StartsWith(imported.status().message(), "ONNX model 'm.onnx'") ||
+                  absl::StartsWith(imported.status().message(), "input 'x'"))
+          << i << ": " << imported.status();
+      EXPECT_FALSE(absl::StrContains(imported.status().message(), "\n")) << i;
+    }
+  }
+  EXPECT_LT(ok, 2000);
 }
 
 }  // namespace

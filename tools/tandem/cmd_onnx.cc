@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -135,13 +136,21 @@ struct Runnable {
   std::unique_ptr<ir::Module> module;
   onnx_import::VarValues values;
   std::vector<std::string> input_names, input_vars, output_names;
+  /// Inputs taken as constants when the model was imported (ImportOptions::known_inputs).
+  std::set<std::string> known_inputs;
+  /// Outputs known at import, by position among all (ImportedModel::known_outputs).
+  std::map<size_t, OnnxTensor> known_outputs;
 };
 
 absl::StatusOr<Runnable> fromOnnx(const RunFlags& f, const std::vector<NamedInput>& inputs) {
   ASSIGN_OR_RETURN(auto model, onnx_import::readOnnxModel(f.model));
   onnx_import::ImportOptions options;
-  for (const NamedInput& in : inputs)
-    if (in.value.ok()) options.input_shapes[in.name] = in.value->shape;
+  for (const NamedInput& in : inputs) {
+    if (!in.value.ok()) continue;
+    options.input_shapes[in.name] = in.value->shape;
+    // Integer and boolean inputs (shapes, axes, indices) are known now: constants.
+    if (in.value->elem_type != onnx::TensorProto::FLOAT) options.known_inputs[in.name] = *in.value;
+  }
   absl::StatusOr<onnx_import::ImportedModel> imported = onnx_import::importModel(*model, options);
   if (!imported.ok() && !absl::IsUnimplemented(imported.status()))
     for (const NamedInput& in : inputs)  // a file that could not be read explains it better
@@ -152,6 +161,8 @@ absl::StatusOr<Runnable> fromOnnx(const RunFlags& f, const std::vector<NamedInpu
   Runnable r{std::move(imported->module), std::move(imported->values),
              std::move(imported->inputs), {}, std::move(imported->outputs)};
   for (const std::string& name : r.input_names) r.input_vars.push_back(onnx_import::identifierFor(name));
+  for (const auto& [name, value] : options.known_inputs) r.known_inputs.insert(name);
+  r.known_outputs = std::move(imported->known_outputs);
   return r;
 }
 
@@ -191,6 +202,12 @@ absl::Status runImport(const ImportFlags& f) {
       options.input_shapes[in.name] = s;
     }
   ASSIGN_OR_RETURN(onnx_import::ImportedModel imported, onnx_import::importModel(*model, options));
+  if (!imported.known_outputs.empty())
+    return absl::UnimplementedError(absl::StrCat(
+        "ONNX model '", f.model, "': Tandem does not support its output '",
+        imported.known_outputs.begin()->second.name, "' in a .tir module: it is ",
+        onnx_import::elemTypeName(imported.known_outputs.begin()->second.elem_type),
+        " and known at import (tandem run MODEL.onnx writes it)"));
   RETURN_IF_ERROR(ir::verifyModule(*imported.module));
   RETURN_IF_ERROR(writeBytes(f.output, "-o", ir::printModule(*imported.module)));
   return writeWeights(weightsPathFor(f.output), *imported.module, imported.values);
@@ -235,7 +252,8 @@ absl::Status runInference(const RunFlags& f) {
     ordered.push_back(&*it);
   }
   for (const NamedInput& in : inputs)
-    if (std::find(r.input_names.begin(), r.input_names.end(), in.name) == r.input_names.end())
+    if (std::find(r.input_names.begin(), r.input_names.end(), in.name) == r.input_names.end() &&
+        !r.known_inputs.contains(in.name))
       return absl::InvalidArgumentError(absl::StrCat("--input ", in.name, ": model '", f.model,
                                                      "' has no such input (it takes ",
                                                      absl::StrJoin(r.input_names, ", "), ")"));
@@ -255,11 +273,20 @@ absl::Status runInference(const RunFlags& f) {
     RETURN_IF_ERROR(exec->writeVariable(r.input_vars[k], 0, t));
   }
   ASSIGN_OR_RETURN(std::vector<runtime::HostTensor> outs, exec->run(onnx_import::kInferGraph, {}));
-  for (size_t k = 0; k < outs.size(); ++k) {
+  // The outputs in the model's order: computed ones, and those known at import between them.
+  const size_t count = outs.size() + r.known_outputs.size();
+  for (size_t k = 0, computed = 0; k < count; ++k) {
+    auto known = r.known_outputs.find(k);
+    onnx::TensorProto t;
+    if (known != r.known_outputs.end()) {
+      t = onnx_import::encodeTensor(known->second);
+    } else {
+      const runtime::HostTensor& out = outs[computed++];
+      t = onnx_import::encodeF32(k < r.output_names.size() ? r.output_names[k] : "",
+                                 out.type.shape, out.f32());
+    }
     std::string bytes;
-    onnx_import::encodeF32(k < r.output_names.size() ? r.output_names[k] : "", outs[k].type.shape,
-                           outs[k].f32())
-        .SerializeToString(&bytes);
+    t.SerializeToString(&bytes);
     RETURN_IF_ERROR(
         writeBytes(absl::StrCat(f.output_dir, "/output_", k, ".pb"), "--output-dir", bytes));
   }
