@@ -218,6 +218,14 @@ class ProgramBuilder {
         if (c.call() == ir::CollectiveCall::kBroadcast) {  // from the group's source (root)
           ASSIGN_OR_RETURN(share.root, rootRank(n, key, *n.operand(reads.begin)));
         }
+        if (c.call() == ir::CollectiveCall::kReduceScatter ||
+            c.call() == ir::CollectiveCall::kAllGather) {
+          // The shards are the group's flat 1-D pieces: reduce_scatter's results, all_gather's
+          // operands (one per device, in rank order).
+          const bool scatter = c.call() == ir::CollectiveCall::kReduceScatter;
+          for (size_t q : group)
+            share.shard_sizes.push_back((scatter ? n.result(q) : n.operand(q))->type().shape[0]);
+        }
         if (from_host) {
           share.offset = offset;
           RETURN_IF_ERROR(addSplitSources(n, share));

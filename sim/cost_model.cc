@@ -36,14 +36,45 @@ double treeAllReduceSeconds(double bytes, int64_t p, const Topology& t) {
   return 2.0 * depth_latency + 2.0 * bytes / path.busbw;
 }
 
-CollectiveCost allReduceCost(double bytes, int64_t p, const Topology& t) {
+namespace {
+
+CollectiveCost faster(double ring_s, double tree_s) {
   CollectiveCost c;
-  if (p <= 1) return c;
-  c.ring_s = ringAllReduceSeconds(bytes, p, t);
-  c.tree_s = treeAllReduceSeconds(bytes, p, t);
+  c.ring_s = ring_s;
+  c.tree_s = tree_s;
   c.algorithm = c.tree_s < c.ring_s ? "tree" : "ring";
   c.seconds = std::min(c.ring_s, c.tree_s);
   return c;
+}
+
+double log2Steps(int64_t n) { return n > 1 ? std::ceil(std::log2(static_cast<double>(n))) : 0.0; }
+
+}  // namespace
+
+CollectiveCost allReduceCost(double bytes, int64_t p, const Topology& t) {
+  if (p <= 1) return {};
+  return faster(ringAllReduceSeconds(bytes, p, t), treeAllReduceSeconds(bytes, p, t));
+}
+
+double ringReduceScatterSeconds(double bytes, int64_t p, const Topology& t) {
+  if (p <= 1) return 0;
+  const Path path = boundingPath(p, t);
+  const double steps = static_cast<double>(p - 1);
+  return steps / static_cast<double>(p) * bytes / path.busbw + steps * path.alpha;
+}
+
+double treeReduceScatterSeconds(double bytes, int64_t p, const Topology& t) {
+  if (p <= 1) return 0;
+  const Path path = boundingPath(p, t);
+  const int64_t per_node = std::min(p, t.gpus_per_node);
+  const int64_t nodes = (p + t.gpus_per_node - 1) / t.gpus_per_node;
+  const double latency = log2Steps(per_node) * t.intra.alpha_s + log2Steps(nodes) * t.inter.alpha_s;
+  return latency + static_cast<double>(p - 1) / static_cast<double>(p) * bytes / path.busbw;
+}
+
+CollectiveCost reduceScatterCost(double bytes, int64_t p, const Topology& t) {
+  if (p <= 1) return {};
+  return faster(ringReduceScatterSeconds(bytes, p, t), treeReduceScatterSeconds(bytes, p, t));
 }
 
 }  // namespace tandem::sim

@@ -41,4 +41,21 @@ double treeAllReduceSeconds(double bytes, int64_t p, const Topology& t);
 /// Both, and the faster (NCCL's tuner picks per message size the same way).
 CollectiveCost allReduceCost(double bytes, int64_t p, const Topology& t);
 
+/// Ring reduce_scatter of a `bytes` buffer per device over `p` devices (each keeps 1/p of
+/// the result), the first half of the ring all_reduce:
+///   (p-1)/p * bytes / busbw + (p-1) alpha.
+/// An all_gather into a `bytes` buffer per device is the same steps backwards: the same
+/// cost.
+double ringReduceScatterSeconds(double bytes, int64_t p, const Topology& t);
+
+/// The log-depth form (recursive halving for reduce_scatter, doubling for all_gather;
+/// Thakur, Rabenseifner and Gropp 2005; NCCL's PAT algorithm): ceil(log2 p) steps, one
+/// per halving, ceil(log2 g) of them within a node of g GPUs and ceil(log2 nodes) across
+/// nodes; every device still sends (p-1)/p of the buffer. NCCL (2.28) runs PAT only with
+/// one GPU per node, so within a node this is optimistic where latency dominates.
+double treeReduceScatterSeconds(double bytes, int64_t p, const Topology& t);
+
+/// Both, and the faster: reduce_scatter's and all_gather's cost.
+CollectiveCost reduceScatterCost(double bytes, int64_t p, const Topology& t);
+
 }  // namespace tandem::sim

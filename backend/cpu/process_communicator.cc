@@ -4,12 +4,15 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "backend/bf16.h"
 #include "backend/cpu/cpu_stream.h"
 #include "backend/reduction_tree.h"
+#include "backend/shards.h"
+#include "ir/status_macros.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -97,28 +100,71 @@ class Shared {
 
   void allReduce(int me, absl::Span<const TensorView> in, absl::Span<const TensorView> out,
                  ReduceOp op, const std::string& label) {
-    posted_[static_cast<size_t>(me)] = {in, out, nullptr, nullptr};
-    const WaitLabel wait{label, names_[0]};
-    if (me == 0) {
-      // The whole collective is the wait the watchdog bounds, local rendezvous included.
-      Processes::current().beginWait(wait);
-      layout(in);
-    }
-    arriveAndWait();
     int64_t total = 0;
     for (const TensorView& t : in) total += t.numElements();
     const int64_t lo = total * me / localSize(), hi = total * (me + 1) / localSize();
-    forRange(in, lo, hi, [&](size_t j, int64_t a, int64_t b) { partials(j, a, b, op); });
+    reduce(me, in, out, op, label, [&] {
+      // Every local member finishes a share of the index space for all of them.
+      forRange(in, lo, hi, [&](size_t j, int64_t a, int64_t b) {
+        std::vector<void*> outs;
+        for (const Posted& p : posted_) outs.push_back(p.out[j].data);
+        finish(j, a, b, op, outs, /*shift=*/0);
+      });
+    });
+  }
+
+  // A reduce_scatter is the all_reduce's exchange with each local member finishing only
+  // its own shard (the same tree over the same gathered sums: the all_reduce's bits).
+  // Every process still receives every block's sums over the whole buffer, as the
+  // all_reduce does: an MPI_Alltoallv of only the sums each process's shards need would
+  // send 1/P of that (the thing to change for many processes).
+  void reduceScatter(int me, const TensorView& in, const TensorView& out,
+                     const std::vector<int64_t>& sizes, ReduceOp op, const std::string& label) {
+    const int pos = position(me);
+    const int64_t lo = shardOffset(sizes, pos), hi = lo + sizes[static_cast<size_t>(pos)];
+    reduce(me, absl::MakeConstSpan(&in, 1), absl::MakeConstSpan(&out, 1), op, label,
+           [&] { finish(0, lo, hi, op, {out.data}, /*shift=*/lo); });
+  }
+
+  // Every process packs its members' shards (ascending positions), MPI_Allgatherv carries
+  // them to all, and each local member copies the group's shards into its buffer in
+  // position order.
+  void allGather(int me, const TensorView& in, const TensorView& out,
+                 const std::vector<int64_t>& sizes, const std::string& label) {
+    posted_[static_cast<size_t>(me)] = {{}, {}, &in, &out};
+    const WaitLabel wait{label, names_[0]};
+    const int64_t element = ir::dtypeBytes(in.type.dtype);
+    // Where each position's shard sits in the gathered bytes: by process, then position.
+    std::vector<int64_t> counts(static_cast<size_t>(comm_->size()), 0), at(owner_.size(), 0);
+    for (size_t p = 0; p < owner_.size(); ++p)
+      counts[static_cast<size_t>(owner_[p])] += sizes[p] * element;
+    std::vector<int64_t> start(counts.size(), 0);
+    for (size_t q = 1; q < counts.size(); ++q) start[q] = start[q - 1] + counts[q - 1];
+    for (size_t p = 0; p < owner_.size(); ++p) {
+      int64_t& next = start[static_cast<size_t>(owner_[p])];
+      at[p] = next;
+      next += sizes[p] * element;
+    }
+    if (me == 0) Processes::current().beginWait(wait);
     arriveAndWait();
     if (me == 0) {
-      std::vector<int64_t> counts;
-      for (int64_t k : blocks_of_) counts.push_back(k * block_bytes_);
+      const int64_t mine = counts[static_cast<size_t>(comm_->rank())];
+      send_.resize(static_cast<size_t>(mine));
+      int64_t put = 0;
+      for (const Posted& p : posted_) {  // local members in ascending position order
+        std::memcpy(send_.data() + put, p.one_in->data, static_cast<size_t>(p.one_in->bytes()));
+        put += p.one_in->bytes();
+      }
+      recv_.resize(static_cast<size_t>(std::accumulate(counts.begin(), counts.end(), int64_t{0})));
       absl::Status s = comm_->allGather(send_.data(), recv_.data(), counts, wait);
       if (!s.ok()) Processes::current().abortAll(std::string(s.message()));
     }
     arriveAndWait();
-    forRange(in, lo, hi, [&](size_t j, int64_t a, int64_t b) { finish(j, a, b, op); });
-    arriveAndWait();
+    char* dst = static_cast<char*>(out.data);
+    for (size_t p = 0; p < owner_.size(); ++p)
+      std::memcpy(dst + shardOffset(sizes, static_cast<int>(p)) * element, recv_.data() + at[p],
+                  static_cast<size_t>(sizes[p] * element));
+    arriveAndWait();  // recv_ stays until every member has copied out of it
     if (me == 0) Processes::current().endWait();
   }
 
@@ -148,6 +194,38 @@ class Shared {
     absl::Span<const TensorView> in, out;
     const TensorView *one_in, *one_out;
   };
+
+  // The reduction both all_reduce and reduce_scatter make: the local members reduce this
+  // process's subtrees over the k tensors, the first member's worker gathers every
+  // process's subtree sums, and `finish_mine` (every member) adds them up the tree for the
+  // part it writes.
+  template <typename FinishMine>
+  void reduce(int me, absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+              ReduceOp op, const std::string& label, const FinishMine& finish_mine) {
+    posted_[static_cast<size_t>(me)] = {in, out, nullptr, nullptr};
+    const WaitLabel wait{label, names_[0]};
+    if (me == 0) {
+      // The whole collective is the wait the watchdog bounds, local rendezvous included.
+      Processes::current().beginWait(wait);
+      layout(in);
+    }
+    arriveAndWait();
+    int64_t total = 0;
+    for (const TensorView& t : in) total += t.numElements();
+    const int64_t lo = total * me / localSize(), hi = total * (me + 1) / localSize();
+    forRange(in, lo, hi, [&](size_t j, int64_t a, int64_t b) { partials(j, a, b, op); });
+    arriveAndWait();
+    if (me == 0) {
+      std::vector<int64_t> counts;
+      for (int64_t k : blocks_of_) counts.push_back(k * block_bytes_);
+      absl::Status s = comm_->allGather(send_.data(), recv_.data(), counts, wait);
+      if (!s.ok()) Processes::current().abortAll(std::string(s.message()));
+    }
+    arriveAndWait();
+    finish_mine();
+    arriveAndWait();
+    if (me == 0) Processes::current().endWait();
+  }
 
   void arriveAndWait() {
     std::unique_lock<std::mutex> l(mu_);
@@ -220,9 +298,10 @@ class Shared {
     });
   }
 
-  // The group's result for tensor j over [a, b), from the gathered block sums, into every
-  // local member's output.
-  void finish(size_t j, int64_t a, int64_t b, ReduceOp op) {
+  // The group's result for tensor j over [a, b), from the gathered block sums, into `outs`
+  // at [a - shift, b - shift).
+  void finish(size_t j, int64_t a, int64_t b, ReduceOp op, const std::vector<void*>& outs,
+              int64_t shift) {
     byType(posted_[0].in[j].type.dtype, [&](auto zero) {
       using T = decltype(zero);
       using A = Accumulator<T>;
@@ -241,8 +320,8 @@ class Shared {
         if (op == ReduceOp::kMean)
           for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<A>(acc[i] / static_cast<A>(ranks));
         for (int64_t i = 0; i < n; ++i) result[i] = static_cast<T>(acc[i]);
-        for (const Posted& p : posted_)
-          std::memcpy(static_cast<T*>(p.out[j].data) + first, result,
+        for (void* o : outs)
+          std::memcpy(static_cast<T*>(o) + (first - shift), result,
                       static_cast<size_t>(n) * sizeof(T));
       }
     });
@@ -282,6 +361,28 @@ class ProcessCommunicator final : public Communicator {
           s->allReduce(me, in, out, op, label.empty() ? "all_reduce" : label);
           return absl::OkStatus();
         });
+  }
+  absl::Status reduceScatter(const TensorView& in, const TensorView& out,
+                             absl::Span<const int64_t> sizes, ReduceOp op,
+                             Stream& stream) override {
+    RETURN_IF_ERROR(
+        checkShards(in, out, sizes, rank(), size(), "process communicator", "reduce_scatter"));
+    return CpuStream::enqueueOn(
+        stream, [s = shared_, me = me_, in, out, op, label = std::move(label_),
+                 sizes = std::vector<int64_t>(sizes.begin(), sizes.end())] {
+          s->reduceScatter(me, in, out, sizes, op, label.empty() ? "reduce_scatter" : label);
+          return absl::OkStatus();
+        });
+  }
+  absl::Status allGather(const TensorView& in, const TensorView& out,
+                         absl::Span<const int64_t> sizes, Stream& stream) override {
+    RETURN_IF_ERROR(
+        checkShards(out, in, sizes, rank(), size(), "process communicator", "all_gather"));
+    return CpuStream::enqueueOn(stream, [s = shared_, me = me_, in, out, label = std::move(label_),
+                                         sizes = std::vector<int64_t>(sizes.begin(), sizes.end())] {
+      s->allGather(me, in, out, sizes, label.empty() ? "all_gather" : label);
+      return absl::OkStatus();
+    });
   }
   absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
                          Stream& stream) override {
