@@ -47,8 +47,6 @@ CollectiveCost faster(double ring_s, double tree_s) {
   return c;
 }
 
-double log2Steps(int64_t n) { return n > 1 ? std::ceil(std::log2(static_cast<double>(n))) : 0.0; }
-
 }  // namespace
 
 CollectiveCost allReduceCost(double bytes, int64_t p, const Topology& t) {
@@ -64,12 +62,7 @@ double ringReduceScatterSeconds(double bytes, int64_t p, const Topology& t) {
 }
 
 double treeReduceScatterSeconds(double bytes, int64_t p, const Topology& t) {
-  if (p <= 1) return 0;
-  const Path path = boundingPath(p, t);
-  const int64_t per_node = std::min(p, t.gpus_per_node);
-  const int64_t nodes = (p + t.gpus_per_node - 1) / t.gpus_per_node;
-  const double latency = log2Steps(per_node) * t.intra.alpha_s + log2Steps(nodes) * t.inter.alpha_s;
-  return latency + static_cast<double>(p - 1) / static_cast<double>(p) * bytes / path.busbw;
+  return treeAllReduceSeconds(bytes, p, t) / 2;
 }
 
 CollectiveCost reduceScatterCost(double bytes, int64_t p, const Topology& t) {

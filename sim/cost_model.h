@@ -48,11 +48,13 @@ CollectiveCost allReduceCost(double bytes, int64_t p, const Topology& t);
 /// cost.
 double ringReduceScatterSeconds(double bytes, int64_t p, const Topology& t);
 
-/// The log-depth form (recursive halving for reduce_scatter, doubling for all_gather;
-/// Thakur, Rabenseifner and Gropp 2005; NCCL's PAT algorithm): ceil(log2 p) steps, one
-/// per halving, ceil(log2 g) of them within a node of g GPUs and ceil(log2 nodes) across
-/// nodes; every device still sends (p-1)/p of the buffer. NCCL (2.28) runs PAT only with
-/// one GPU per node, so within a node this is optimistic where latency dominates.
+/// The tree form: the reduce half of the tree all_reduce (and all_gather its broadcast
+/// half), the tree's depth in latency and every byte over the link once:
+///   (g-1) alpha_intra + ceil(log2 nodes) alpha_inter + bytes / busbw.
+/// So reduce_scatter + all_gather cost what all_reduce costs in either algorithm, and the
+/// tuner's choice is the all_reduce's: the tree for small buckets at scale, the ring for
+/// large ones. (NCCL 2.28 has no tree reduce-scatter; its PAT algorithm, log-depth, runs
+/// only with one GPU per node.)
 double treeReduceScatterSeconds(double bytes, int64_t p, const Topology& t);
 
 /// Both, and the faster: reduce_scatter's and all_gather's cost.

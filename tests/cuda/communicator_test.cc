@@ -603,10 +603,11 @@ TEST(CudaCommunicatorsNccl, AcrossGpusReduceScatterAndAllGather) {
         auto [shards, gathered] = deviceShardRoundTrip(ranks, in, sizes, op);
         for (int r = 0; r < 2; ++r) {
           const auto ru = static_cast<size_t>(r);
-          if (op != ReduceOp::kMean)
+          if (op != ReduceOp::kMean) {
             EXPECT_TRUE(isSlice(shards[ru], want[0], backend::shardOffset(sizes, r)))
                 << len << ", " << ir::dtypeName(dtype) << ", op " << static_cast<int>(op)
                 << ", rank " << r;
+          }
           for (int q = 0; q < 2; ++q)
             EXPECT_TRUE(isSlice(shards[static_cast<size_t>(q)], gathered[ru],
                                 backend::shardOffset(sizes, q)))
