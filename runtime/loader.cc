@@ -409,22 +409,25 @@ class ProgramBuilder {
     return absl::OkStatus();
   }
 
-  // An output on another process's device: a reduction gives every device the same bits,
-  // so this process returns its own first device's result of it.
+  // An output on another process's device: an all_reduce (or all_gather) gives every
+  // device of a group the same bits, so this process returns its own first device's
+  // result of it in the value's group.
   absl::StatusOr<const ir::Value*> localCopyOf(const ir::Value& v) {
     const ir::Node& n = *v.def();
-    if (ir::collectiveKind(n) == ir::CollectiveKind::kReduce) {
+    const std::optional<ir::CollectiveKind> kind = ir::collectiveKind(n);
+    if (kind == ir::CollectiveKind::kReduce || kind == ir::CollectiveKind::kAllGather) {
       const ir::CollectiveView c(n);
       const size_t at = c.positionOfResult(static_cast<size_t>(v.index()));
       const size_t j = static_cast<size_t>(v.index()) - c.writesAt(at).begin;
-      for (size_t k = 0; k < c.devices().size(); ++k)
+      for (size_t k : c.groups()[c.groupOf(at)])
         if (lm_.devices[*m_.deviceIndex(c.devices()[k])] != nullptr)
           return n.result(c.writesAt(k).begin + j);
     }
-    return absl::FailedPreconditionError(
-        absl::StrCat("graph @", g_.name(), " returns %", v.name(), ", which is on ",
-                     ir::toString(m_.devices()[*ir::deviceIndexOfValue(m_, v)]),
-                     " of another process (only an all_reduce's results are on every process)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "graph @", g_.name(), " returns %", v.name(), ", which is on ",
+        ir::toString(m_.devices()[*ir::deviceIndexOfValue(m_, v)]),
+        " of another process (only an all_reduce's or all_gather's results are on every "
+        "process of their group)"));
   }
 
   LoadedModule& lm_;
