@@ -74,7 +74,7 @@ class Clique {
       const int64_t a = std::max(lo, base) - base, b = std::min(hi, base + n) - base;
       base += n;
       if (a >= b) continue;
-      byType(in[j].type.dtype, [&](auto zero) {
+      byElementType(in[j].type.dtype, [&](auto zero) {
         using T = decltype(zero);
         std::vector<const T*> srcs;
         std::vector<T*> dsts;
@@ -96,7 +96,7 @@ class Clique {
     posted(rank) = {{}, {}, &in, &out};
     arriveAndWait();
     const int64_t lo = shardOffset(sizes, rank), hi = lo + sizes[static_cast<size_t>(rank)];
-    byType(in.type.dtype, [&](auto zero) {
+    byElementType(in.type.dtype, [&](auto zero) {
       using T = decltype(zero);
       std::vector<const T*> srcs;
       for (const Posted& p : posted_) srcs.push_back(static_cast<const T*>(p.one->data));
@@ -130,20 +130,6 @@ class Clique {
   }
 
  private:
-  template <typename Fn>
-  static void byType(ir::DType t, const Fn& fn) {
-    switch (t) {
-      case ir::DType::kI32:
-        return fn(int32_t{});
-      case ir::DType::kF64:
-        return fn(double{});
-      case ir::DType::kBF16:
-        return fn(bf16{});
-      case ir::DType::kF32:
-        return fn(float{});
-    }
-  }
-
   int size_;
   std::vector<Posted> posted_;
   std::mutex mu_;

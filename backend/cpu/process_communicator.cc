@@ -274,23 +274,9 @@ class Shared {
     }
   }
 
-  template <typename Fn>
-  static void byType(ir::DType t, const Fn& fn) {
-    switch (t) {
-      case ir::DType::kI32:
-        return fn(int32_t{});
-      case ir::DType::kF64:
-        return fn(double{});
-      case ir::DType::kBF16:
-        return fn(bf16{});
-      case ir::DType::kF32:
-        return fn(float{});
-    }
-  }
-
   // This process's blocks' sums of tensor j over [a, b), into the send buffer.
   void partials(size_t j, int64_t a, int64_t b, ReduceOp op) {
-    byType(posted_[0].in[j].type.dtype, [&](auto zero) {
+    byElementType(posted_[0].in[j].type.dtype, [&](auto zero) {
       using T = decltype(zero);
       using A = Accumulator<T>;
       std::vector<const T*> srcs(owner_.size(), nullptr);
@@ -311,7 +297,7 @@ class Shared {
   // at [a - shift, b - shift).
   void finish(size_t j, int64_t a, int64_t b, ReduceOp op, const std::vector<void*>& outs,
               int64_t shift) {
-    byType(posted_[0].in[j].type.dtype, [&](auto zero) {
+    byElementType(posted_[0].in[j].type.dtype, [&](auto zero) {
       using T = decltype(zero);
       using A = Accumulator<T>;
       const int ranks = groupSize();
@@ -381,7 +367,7 @@ class Shared {
     // Where this member's shard starts among this process's shards (ascending positions).
     int64_t within = 0;
     for (int i = 0; i < me; ++i) within += posted_[static_cast<size_t>(i)].out[0].numElements();
-    byType(posted_[0].in[0].type.dtype, [&](auto zero) {
+    byElementType(posted_[0].in[0].type.dtype, [&](auto zero) {
       using T = decltype(zero);
       using A = Accumulator<T>;
       const int ranks = groupSize();
