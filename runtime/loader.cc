@@ -282,8 +282,8 @@ class ProgramBuilder {
   static std::string collectiveLabel(const ir::Node& n) {
     std::string label = absl::StrCat(n.opName(), " %", n.result(0)->name());
     if (n.numResults() > 1) absl::StrAppend(&label, ", ...");
-    if (ir::AllReduceView::is(n))
-      absl::StrAppend(&label, " (bucket ", ir::AllReduceView(n).bucket(), ")");
+    if (std::optional<int64_t> bucket = ir::CollectiveView(n).bucket())
+      absl::StrAppend(&label, " (bucket ", *bucket, ")");
     return label;
   }
 
