@@ -419,7 +419,8 @@ class ProgramBuilder {
       const ir::CollectiveView c(n);
       const size_t at = c.positionOfResult(static_cast<size_t>(v.index()));
       const size_t j = static_cast<size_t>(v.index()) - c.writesAt(at).begin;
-      for (size_t k : c.groups()[c.groupOf(at)])
+      const std::vector<std::vector<size_t>> groups = c.groups();
+      for (size_t k : groups[c.groupOf(at)])
         if (lm_.devices[*m_.deviceIndex(c.devices()[k])] != nullptr)
           return n.result(c.writesAt(k).begin + j);
     }
