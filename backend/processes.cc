@@ -499,6 +499,7 @@ absl::Status Processes::broadcastFrom(int root, std::string& bytes, absl::string
   return absl::OkStatus();
 #else
   (void)root;
+  (void)bytes;
   (void)what;
   return absl::FailedPreconditionError("several processes, but this tandem was built without MPI");
 #endif

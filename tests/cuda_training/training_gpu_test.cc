@@ -160,27 +160,33 @@ TrainSetup setup(std::vector<ir::Device> devices, int64_t batch) {
   return o;
 }
 
-// How far the CPU's own steps move when the start moves by one rounding: each value of
-// `start` times (1 + 1e-7 u), u uniform in [-1, 1], against `start` itself, two steps on
-// cpu:0. A ResNet's gradients have kinks (ReLU, max-pool): one rounding anywhere flips
-// some elements across them, and after batch norm over a few samples a weight's gradient
-// moves by percents of its largest entry. The first GPU run (2026-11-27, H200) saw
-// stage4.block1.conv1.w.momentum differ by 0.199 from the CPU's; the CPU against itself
-// so perturbed moves that variable by 0.19, and stage-4 gradients by 0.03-0.11 after one
-// step, with random and with Fashion-MNIST images alike. So summation order alone (cuDNN
-// against oneDNN, NHWC against NCHW) gives such differences, and a variable's tolerance
-// is `margin` times its own sensitivity: a wrong kernel moves every variable it feeds
-// by far more, the well-conditioned ones (the stem, the classifier) included.
+// `start` moved by one rounding: each value times (1 + 1e-7 u), u uniform in [-1, 1].
+Snapshot nudged(const Snapshot& start, uint32_t seed) {
+  Snapshot out = start;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (auto& [name, replicas] : out)
+    for (float& x : replicas[0]) x = static_cast<float>(x * (1 + 1e-7 * u(rng)));
+  return out;
+}
+
+// How far the CPU's own steps move when the start moves by one rounding (nudged), against
+// `start` itself, two steps on cpu:0. A ResNet's gradients have kinks (ReLU, max-pool): one
+// rounding anywhere flips some elements across them, and after batch norm over a few
+// samples a weight's gradient moves by percents of its largest entry. The first GPU run
+// (2026-11-27, H200) saw stage4.block1.conv1.w.momentum differ by 0.199 from the CPU's; the
+// CPU against itself so perturbed moves that variable by 0.19, and stage-4 gradients by
+// 0.03-0.11 after one step, with random and with Fashion-MNIST images alike. So summation
+// order alone (cuDNN against oneDNN, NHWC against NCHW) gives such differences, and a
+// variable's tolerance is `margin` times its own sensitivity: a wrong kernel moves every
+// variable it feeds by far more, the well-conditioned ones (the stem, the classifier)
+// included.
 Tolerances roundingSensitivity(const std::string& model, TrainSetup o,
                                const std::vector<OwnedBatch>& batches, const Snapshot& start,
                                const Snapshot& from_start, double margin = 4) {
-  Snapshot nudged = start;
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (auto& [name, replicas] : nudged)
-    for (float& x : replicas[0]) x = static_cast<float>(x * (1 + 1e-7 * u(rng)));
   o.devices = cpus(1);
-  Trained moved = train(model, o, batches, cpuOptions(), &nudged);
+  const Snapshot moved_start = nudged(start, 3);
+  Trained moved = train(model, o, batches, cpuOptions(), &moved_start);
   Tolerances tol;
   EXPECT_TRUE(moved.trainer);
   if (!moved.trainer) return tol;
@@ -231,11 +237,7 @@ TEST(RoundingSensitivity, AcceptsAnotherRoundingAndRefusesAWrongStep) {
     }
     return results.size();
   };
-  Snapshot other = start;
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (auto& [name, replicas] : other)
-    for (float& x : replicas[0]) x = static_cast<float>(x * (1 + 1e-7 * u(rng)));
+  const Snapshot other = nudged(start, 11);
   Trained rounded = train("resnet18", o, batches, cpuOptions(), &other);
   ASSERT_TRUE(rounded.trainer);
   EXPECT_EQ(failures(snapshot(*rounded.trainer)), 0u) << "another rounding of the start";

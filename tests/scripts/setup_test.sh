@@ -61,6 +61,20 @@ stub apt-get 'if [[ $1 == install ]]; then echo "E: Could not get lock /var/lib/
 expect "apt busy" \
   "setup: apt-get install failed: another apt or dpkg is running; wait for it to finish and run again"
 
+# The data set, installed in the background while the build runs, cannot be fetched: the
+# build goes on, and set-up then ends with the install's reason.
+stub dpkg-query 'if [[ $* == *dataset-fashion-mnist* ]]; then echo "unknown ok not-installed"; else echo "install ok installed"; fi'
+stub df 'printf "Filesystem 1048576-blocks Used Available Capacity Mounted\n/dev/x 100000 0 100000 0%% /\n"'
+stub apt-get 'if [[ $1 == install ]]; then echo "E: Failed to fetch http://deb.debian.org/debian/pool/main/f/fashion-mnist/x.deb  Temporary failure resolving '"'"'deb.debian.org'"'"'"; exit 100; fi'
+stub cmake 'echo "cmake $*" >>"$(dirname "$0")/cmake.log"'
+stub nproc 'echo 2'
+expect "background install fails while building" \
+  "setup: apt-get install failed: the package archive cannot be reached; check the network, proxy or /etc/apt/sources.list, or install by hand: apt-get install dataset-fashion-mnist"
+grep -q -- "--build build" "$scratch/bin/cmake.log" ||
+  { echo "FAIL background install fails while building: the build did not run"; failures=$((failures + 1)); }
+rm -f "$scratch/bin/cmake" "$scratch/bin/nproc" "$scratch/repo/build/build.ninja"
+stub df 'printf "Filesystem 1048576-blocks Used Available Capacity Mounted\n/dev/x 100 90 10 90%% /\n"'
+
 # Everything installed, but no room for the build.
 stub dpkg-query 'echo "install ok installed"'
 expect "no room for the build" \
