@@ -188,7 +188,19 @@ struct RunFlags {
   std::optional<std::string> weights;
 };
 
+/// Flags of `tandem export` (cmd_export.cc).
+struct ExportFlags {
+  std::string checkpoint;  // --checkpoint DIR: a run's DIR/checkpoint
+  std::string output;      // -o MODEL.onnx
+  /// --model: the zoo model the checkpoint holds (unset: the one it names).
+  std::optional<std::string> model;
+  /// --batch: the exported graph's batch size (unset: 1).
+  std::optional<int64_t> batch;
+};
+
 absl::Status runDump(const DumpFlags& flags);
+/// `tandem export`: a checkpoint's model as an ONNX inference graph.
+absl::Status runExport(const ExportFlags& flags);
 /// `tandem import`: an ONNX model as a module in textual IR, and its weights.
 absl::Status runImport(const ImportFlags& flags);
 /// `tandem run`: inference of an ONNX model or an imported module on ONNX tensor files.

@@ -293,6 +293,18 @@ void addRun(CLI::App& app, RunFlags& f) {
                   "A .tir module's weights (default: MODEL.weights.onnx beside it)");
 }
 
+void addExport(CLI::App& app, ExportFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "export", "Export a trained checkpoint's model as an ONNX inference graph (opset 17).");
+  cmd->add_option("--checkpoint", f.checkpoint,
+                  "The directory of train --checkpoint (its DIR/checkpoint), required");
+  cmd->add_option("-o,--output", f.output, "The ONNX model to write (MODEL.onnx), required");
+  cmd->add_option("--model", f.model,
+                  "The zoo model the checkpoint holds (default: the one it names)");
+  addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
+            "The batch size of the exported graph's input (default 1)");
+}
+
 void addTrain(CLI::App& app, TrainFlags& f) {
   CLI::App* cmd = app.add_subcommand(
       "train", "Train a zoo model on Fashion-MNIST, data parallel over the given devices.");
@@ -515,6 +527,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   addSimulate(app, line->simulate);
   addImport(app, line->import);
   addRun(app, line->run);
+  addExport(app, line->export_model);
   app.add_subcommand("devices", "List the devices this build can run on, with threads and memory");
 
   std::vector<std::string> subs;

@@ -9,7 +9,7 @@ namespace tandem::tools {
 
 /// Every subcommand's flags, filled by parse().
 struct CommandLine {
-  std::string subcommand;  // "dump", "opt", "train", "plot", "simulate", "import", "run", "devices"; or empty
+  std::string subcommand;  // "dump", "opt", "train", "plot", "simulate", "import", "run", "export", "devices"; or empty
   bool version = false;
   DumpFlags dump;
   OptFlags opt;
@@ -18,6 +18,7 @@ struct CommandLine {
   SimulateFlags simulate;
   ImportFlags import;
   RunFlags run;
+  ExportFlags export_model;
 };
 
 /// The outcome of parsing argv: a command line to run, or an exit now (help printed:
