@@ -72,9 +72,7 @@ class NodeContext {
   virtual Tensor emit(ir::NodeSpec spec, size_t result = 0) = 0;
 
   /// The status a converter returns for a use of its op Tandem does not support.
-  static absl::Status unsupported(absl::string_view why) {
-    return absl::UnimplementedError(why);
-  }
+  static absl::Status unsupported(absl::string_view why) { return absl::UnimplementedError(why); }
   /// An error in the model itself (an attribute out of its range).
   static absl::Status invalid(absl::string_view why) { return absl::InvalidArgumentError(why); }
 };

@@ -204,8 +204,8 @@ class Importer {
                                           std::map<size_t, OnnxTensor>* known_outputs) {
     const onnx::GraphProto& g = model_.proto.graph();
     for (const auto& t : g.initializer()) {
-      ASSIGN_OR_RETURN(OnnxTensor v, decodeTensor(t, absl::StrCat(what(), ": initializer '",
-                                                                  t.name(), "'")));
+      ASSIGN_OR_RETURN(OnnxTensor v,
+                       decodeTensor(t, absl::StrCat(what(), ": initializer '", t.name(), "'")));
       entries_[t.name()] = Entry{.known = std::make_shared<OnnxTensor>(std::move(v)),
                                  .initializer = true,
                                  .origin = t.name()};
@@ -217,7 +217,8 @@ class Importer {
       }
       auto it = inputs.find(in.name);
       if (it == inputs.end())
-        return absl::InvalidArgumentError(absl::StrCat(what(), ": input '", in.name, "' not given"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(what(), ": input '", in.name, "' not given"));
       entries_[in.name] = Entry{.tensor = it->second};
     }
     RETURN_IF_ERROR(checkOps());
@@ -239,7 +240,8 @@ class Importer {
       }
       absl::StatusOr<Tensor> t = materialize(o.name(), it->second, ir::VarRole::kBuffer, {});
       if (absl::IsUnimplemented(t.status()))
-        unsupported_.push_back(absl::StrCat("graph output '", o.name(), "': ", t.status().message()));
+        unsupported_.push_back(
+            absl::StrCat("graph output '", o.name(), "': ", t.status().message()));
       else if (!t.ok())
         return t.status();
       else
@@ -265,9 +267,9 @@ class Importer {
     if (e.tensor.valid() || !e.known) return e.tensor;
     const OnnxTensor& v = *e.known;
     if (v.elem_type != onnx::TensorProto::FLOAT)
-      return NodeContext::unsupported(absl::StrCat(
-          "value '", name, "' is ", elemTypeName(v.elem_type),
-          " and used as a tensor at run time (Tandem computes in float)"));
+      return NodeContext::unsupported(
+          absl::StrCat("value '", name, "' is ", elemTypeName(v.elem_type),
+                       " and used as a tensor at run time (Tandem computes in float)"));
     // Initializers are the model's weights (trained); values computed from constants are
     // buffers, never trained.
     if (!e.initializer) role = ir::VarRole::kBuffer;
@@ -345,8 +347,8 @@ class Importer {
       return absl::OkStatus();
     }
     if (!s.ok())
-      return absl::Status(s.code(), absl::StrCat(what(), ": ", describeNode(n, index), ": ",
-                                                 s.message()));
+      return absl::Status(s.code(),
+                          absl::StrCat(what(), ": ", describeNode(n, index), ": ", s.message()));
     for (int k = 0; k < n.output_size(); ++k) {
       const std::string& out = n.output(k);
       if (out.empty()) continue;
@@ -367,10 +369,9 @@ class Importer {
   }
 
   absl::Status unsupportedError() const {
-    return absl::UnimplementedError(absl::StrCat(what(), ": Tandem does not support ",
-                                                 unsupported_.size(), " node",
-                                                 unsupported_.size() == 1 ? "" : "s", ": ",
-                                                 absl::StrJoin(unsupported_, "; ")));
+    return absl::UnimplementedError(
+        absl::StrCat(what(), ": Tandem does not support ", unsupported_.size(), " node",
+                     unsupported_.size() == 1 ? "" : "s", ": ", absl::StrJoin(unsupported_, "; ")));
   }
 
   const OnnxModel& model_;
@@ -393,8 +394,7 @@ class Importer {
 Builder& Context::builder() { return imp_.builder(); }
 
 absl::StatusOr<const Entry*> Context::input(size_t i) const {
-  if (!hasInput(i))
-    return absl::InvalidArgumentError(absl::StrCat("input ", i, " is missing"));
+  if (!hasInput(i)) return absl::InvalidArgumentError(absl::StrCat("input ", i, " is missing"));
   return imp_.find(node_.input(int(i)));
 }
 
@@ -406,8 +406,9 @@ bool Context::isConstant(size_t i) const {
 absl::StatusOr<const OnnxTensor*> Context::constant(size_t i) {
   ASSIGN_OR_RETURN(const Entry* e, input(i));
   if (!e->known)
-    return unsupported(absl::StrCat("input ", i, " ('", node_.input(int(i)),
-                                    "') must be known when the model is imported, not computed at run time"));
+    return unsupported(
+        absl::StrCat("input ", i, " ('", node_.input(int(i)),
+                     "') must be known when the model is imported, not computed at run time"));
   return e->known.get();
 }
 
@@ -460,9 +461,10 @@ absl::Status Context::alias(size_t in, size_t out) {
 }
 
 Tensor Context::emit(ir::NodeSpec spec, size_t result) {
-  const std::string layer =
-      identifierFor(node_.name().empty() ? absl::StrCat(node_.op_type(), "_", index_) : node_.name());
-  Tensor t = imp_.builder().addNode(std::move(spec), layer, std::source_location::current(), result);
+  const std::string layer = identifierFor(
+      node_.name().empty() ? absl::StrCat(node_.op_type(), "_", index_) : node_.name());
+  Tensor t =
+      imp_.builder().addNode(std::move(spec), layer, std::source_location::current(), result);
   // Where the node came from: the model file and the node's index in its graph.
   if (t.valid()) t.value()->def()->setLocation(absl::StrCat(imp_.file(), "#", index_));
   return t;
@@ -489,9 +491,14 @@ namespace {
 /// Whether ONNX element type `t` is an integer or boolean type (known inputs are those).
 bool rawIntegerType(int32_t t) {
   switch (t) {
-    case onnx::TensorProto::INT64: case onnx::TensorProto::INT32: case onnx::TensorProto::INT16:
-    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT32: case onnx::TensorProto::UINT16:
-    case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
+    case onnx::TensorProto::INT64:
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::UINT16:
+    case onnx::TensorProto::UINT8:
+    case onnx::TensorProto::BOOL:
       return true;
     default:
       return false;
@@ -519,9 +526,9 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
                           rawIntegerType(in.elem_type);
     if (auto k = options.known_inputs.find(in.name); integral && k != options.known_inputs.end()) {
       if (k->second.elem_type != in.elem_type)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "input '", in.name, "' is ", elemTypeName(k->second.elem_type), ", model '", model.path,
-            "' takes ", elemTypeName(in.elem_type)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("input '", in.name, "' is ", elemTypeName(k->second.elem_type),
+                         ", model '", model.path, "' takes ", elemTypeName(in.elem_type)));
       ASSIGN_OR_RETURN(ir::Shape shape, concreteShape(in, &k->second.shape, model.path));
       (void)shape;
       continue;
@@ -529,12 +536,14 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
     if (in.elem_type != onnx::TensorProto::FLOAT)
       return absl::UnimplementedError(absl::StrCat(
           "ONNX model '", model.path, "': Tandem does not support its input '", in.name, "': ",
-          in.elem_type == 0 ? "not a tensor (a sequence, map or optional)"
-                            : absl::StrCat(elemTypeName(in.elem_type), " (Tandem computes in float)")));
+          in.elem_type == 0
+              ? "not a tensor (a sequence, map or optional)"
+              : absl::StrCat(elemTypeName(in.elem_type), " (Tandem computes in float)")));
     auto given = options.input_shapes.find(in.name);
-    ASSIGN_OR_RETURN(ir::Shape shape,
-                     concreteShape(in, given == options.input_shapes.end() ? nullptr : &given->second,
-                                   model.path));
+    ASSIGN_OR_RETURN(
+        ir::Shape shape,
+        concreteShape(in, given == options.input_shapes.end() ? nullptr : &given->second,
+                      model.path));
     if (std::find(shape.begin(), shape.end(), 0) != shape.end())
       return absl::UnimplementedError(absl::StrCat(
           "ONNX model '", model.path, "': Tandem does not support its input '", in.name,
@@ -545,9 +554,8 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
     inputs[in.name] = t;
     out.inputs.push_back(in.name);
   }
-  ASSIGN_OR_RETURN(std::vector<Tensor> outs,
-                   emitGraph(model, b, inputs, &out.values, options.known_inputs,
-                             &out.known_outputs));
+  ASSIGN_OR_RETURN(std::vector<Tensor> outs, emitGraph(model, b, inputs, &out.values,
+                                                       options.known_inputs, &out.known_outputs));
   std::vector<ir::Value*> values;
   for (const Tensor& t : outs)
     if (t.valid()) values.push_back(t.value());

@@ -40,15 +40,14 @@ std::string identifierFor(absl::string_view onnx_name);
 /// Emits `model`'s graph into the builder's current graph on `inputs` (a tensor per data
 /// input, by ONNX name, or its value in `known`) and returns the graph's outputs in order.
 /// With `known_outputs`, an output that is not float and known at import (a Shape's) goes
-/// there by its position, its tensor left empty; without, it is unsupported. Variables' values go to
-/// `values`. Every node whose op (or the way it uses it) Tandem does not support is named
-/// in one kUnimplemented error, found before anything is built past the op check; other
-/// errors name the node at fault.
-absl::StatusOr<std::vector<Tensor>> emitGraph(const OnnxModel& model, Builder& b,
-                                              const std::map<std::string, Tensor>& inputs,
-                                              VarValues* values,
-                                              const std::map<std::string, OnnxTensor>& known = {},
-                                              std::map<size_t, OnnxTensor>* known_outputs = nullptr);
+/// there by its position, its tensor left empty; without, it is unsupported. Variables' values go
+/// to `values`. Every node whose op (or the way it uses it) Tandem does not support is named in one
+/// kUnimplemented error, found before anything is built past the op check; other errors name the
+/// node at fault.
+absl::StatusOr<std::vector<Tensor>> emitGraph(
+    const OnnxModel& model, Builder& b, const std::map<std::string, Tensor>& inputs,
+    VarValues* values, const std::map<std::string, OnnxTensor>& known = {},
+    std::map<size_t, OnnxTensor>* known_outputs = nullptr);
 
 /// The graph a model imported for inference computes in: it reads the model's data
 /// inputs from variables of role `fed` named after them (identifierFor), which the

@@ -35,13 +35,19 @@ void readRaw(const std::string& raw, std::vector<T>* out) {
 /// Bytes per element of the types decodeTensor reads from raw_data; 0 for the others.
 int rawElementBytes(int32_t t) {
   switch (t) {
-    case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32:
+    case onnx::TensorProto::FLOAT:
+    case onnx::TensorProto::INT32:
+    case onnx::TensorProto::UINT32:
       return 4;
-    case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64:
+    case onnx::TensorProto::DOUBLE:
+    case onnx::TensorProto::INT64:
       return 8;
-    case onnx::TensorProto::INT16: case onnx::TensorProto::UINT16:
+    case onnx::TensorProto::INT16:
+    case onnx::TensorProto::UINT16:
       return 2;
-    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL:
+    case onnx::TensorProto::INT8:
+    case onnx::TensorProto::UINT8:
+    case onnx::TensorProto::BOOL:
       return 1;
     default:
       return 0;
@@ -56,13 +62,27 @@ void readRawInts(int32_t t, const std::string& raw, std::vector<int64_t>* out) {
     out->assign(v.begin(), v.end());
   };
   switch (t) {
-    case onnx::TensorProto::INT64: widen(int64_t{}); break;
-    case onnx::TensorProto::INT32: widen(int32_t{}); break;
-    case onnx::TensorProto::UINT32: widen(uint32_t{}); break;
-    case onnx::TensorProto::INT16: widen(int16_t{}); break;
-    case onnx::TensorProto::UINT16: widen(uint16_t{}); break;
-    case onnx::TensorProto::INT8: widen(int8_t{}); break;
-    default: widen(uint8_t{}); break;  // UINT8, BOOL
+    case onnx::TensorProto::INT64:
+      widen(int64_t{});
+      break;
+    case onnx::TensorProto::INT32:
+      widen(int32_t{});
+      break;
+    case onnx::TensorProto::UINT32:
+      widen(uint32_t{});
+      break;
+    case onnx::TensorProto::INT16:
+      widen(int16_t{});
+      break;
+    case onnx::TensorProto::UINT16:
+      widen(uint16_t{});
+      break;
+    case onnx::TensorProto::INT8:
+      widen(int8_t{});
+      break;
+    default:
+      widen(uint8_t{});
+      break;  // UINT8, BOOL
   }
 }
 
@@ -105,7 +125,8 @@ absl::StatusOr<OnnxTensor> decodeTensor(const onnx::TensorProto& t, const std::s
   out.name = t.name();
   out.elem_type = t.data_type();
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
-    return bad("its data is in an external file (data_location EXTERNAL), which Tandem does not read");
+    return bad(
+        "its data is in an external file (data_location EXTERNAL), which Tandem does not read");
   int64_t count = 1;
   for (int64_t d : t.dims()) {
     if (d < 0) return bad(absl::StrCat("dims has a negative size ", d));
@@ -120,8 +141,9 @@ absl::StatusOr<OnnxTensor> decodeTensor(const onnx::TensorProto& t, const std::s
   int64_t found = 0;
   if (t.has_raw_data()) {
     if (t.raw_data().size() % size_t(bytes) != 0)
-      return bad(absl::StrCat("raw_data holds ", t.raw_data().size(), " bytes, not a whole number of ",
-                              elemTypeName(out.elem_type), " elements"));
+      return bad(absl::StrCat("raw_data holds ", t.raw_data().size(),
+                              " bytes, not a whole number of ", elemTypeName(out.elem_type),
+                              " elements"));
     found = int64_t(t.raw_data().size()) / bytes;
     if (found == count) {
       if (out.elem_type == onnx::TensorProto::FLOAT) {
@@ -170,11 +192,21 @@ onnx::TensorProto encodeTensor(const OnnxTensor& v) {
   t.set_data_type(v.elem_type);
   for (int64_t d : v.shape) t.add_dims(d);
   switch (v.elem_type) {
-    case onnx::TensorProto::FLOAT: for (float x : v.floats) t.add_float_data(x); break;
-    case onnx::TensorProto::DOUBLE: for (float x : v.floats) t.add_double_data(x); break;
-    case onnx::TensorProto::INT64: for (int64_t x : v.ints) t.add_int64_data(x); break;
-    case onnx::TensorProto::UINT32: for (int64_t x : v.ints) t.add_uint64_data(uint64_t(x)); break;
-    default: for (int64_t x : v.ints) t.add_int32_data(int32_t(x)); break;
+    case onnx::TensorProto::FLOAT:
+      for (float x : v.floats) t.add_float_data(x);
+      break;
+    case onnx::TensorProto::DOUBLE:
+      for (float x : v.floats) t.add_double_data(x);
+      break;
+    case onnx::TensorProto::INT64:
+      for (int64_t x : v.ints) t.add_int64_data(x);
+      break;
+    case onnx::TensorProto::UINT32:
+      for (int64_t x : v.ints) t.add_uint64_data(uint64_t(x));
+      break;
+    default:
+      for (int64_t x : v.ints) t.add_int32_data(int32_t(x));
+      break;
   }
   return t;
 }
@@ -219,7 +251,8 @@ absl::StatusOr<std::unique_ptr<OnnxModel>> parseOnnxModel(const std::string& byt
   for (const auto& n : m->proto.graph().node())
     if (m->opset == 0 && (n.domain().empty() || n.domain() == "ai.onnx"))
       return absl::InvalidArgumentError(absl::StrCat(
-          what, ": field 'opset_import' names no version of the default (ai.onnx) domain, which node '",
+          what,
+          ": field 'opset_import' names no version of the default (ai.onnx) domain, which node '",
           n.name().empty() ? n.op_type() : n.name(), "' is of"));
   // ONNX's own checks (every node's op and attributes against its schema, names defined
   // before use, initializer types) and shape inference; both throw, with multi-line text.
@@ -239,9 +272,10 @@ absl::StatusOr<std::unique_ptr<OnnxModel>> parseOnnxModel(const std::string& byt
 }
 
 absl::StatusOr<std::unique_ptr<OnnxModel>> readOnnxModel(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string bytes,
-                   ir::readInputFile(path, {absl::StrCat("ONNX model '", path, "'"), "an ONNX model"},
-                                     kMaxModelBytes));
+  ASSIGN_OR_RETURN(
+      std::string bytes,
+      ir::readInputFile(path, {absl::StrCat("ONNX model '", path, "'"), "an ONNX model"},
+                        kMaxModelBytes));
   return parseOnnxModel(bytes, path);
 }
 

@@ -47,8 +47,8 @@ absl::StatusOr<int64_t> normalizeAxis(int64_t axis, int64_t rank, absl::string_v
 absl::StatusOr<std::vector<int64_t>> knownInts(NodeContext& c, size_t i) {
   ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(i));
   if (v->isFloat())
-    return NodeContext::invalid(absl::StrCat("input ", i, " must hold integers, not ",
-                                             elemTypeName(v->elem_type)));
+    return NodeContext::invalid(
+        absl::StrCat("input ", i, " must hold integers, not ", elemTypeName(v->elem_type)));
   return v->ints;
 }
 
@@ -156,8 +156,7 @@ std::optional<double> uniform(const OnnxTensor& v) {
 /// a + b of tensors under numpy broadcasting: add for equal shapes (the op fusion and the
 /// layouts know), add_bcast otherwise.
 Tensor addTensors(NodeContext& c, Tensor a, Tensor b) {
-  if (a.shape() == b.shape())
-    return c.emit(ir::AddArgs{.a = a.value(), .b = b.value()}.spec());
+  if (a.shape() == b.shape()) return c.emit(ir::AddArgs{.a = a.value(), .b = b.value()}.spec());
   return c.emit(ir::AddBcastArgs{.a = a.value(), .b = b.value()}.spec());
 }
 
@@ -171,15 +170,16 @@ absl::StatusOr<std::optional<ir::Shape>> legacyBroadcastShape(NodeContext& c) {
   ASSIGN_OR_RETURN(ir::Shape b, c.shape(1));
   if (!broadcast) {
     if (a != b)
-      return NodeContext::invalid(absl::StrCat("A ", shapeText(a), " and B ", shapeText(b),
-                                               " differ without broadcast=1"));
+      return NodeContext::invalid(
+          absl::StrCat("A ", shapeText(a), " and B ", shapeText(b), " differ without broadcast=1"));
     return std::nullopt;
   }
   if (!c.hasAttr("axis") || b.size() > a.size()) return std::nullopt;
   ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", 0));
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(a.size()), "axis"));
   if (axis + int64_t(b.size()) > int64_t(a.size()))
-    return NodeContext::invalid(absl::StrCat("B ", shapeText(b), " at axis ", axis, " overruns A ", shapeText(a)));
+    return NodeContext::invalid(
+        absl::StrCat("B ", shapeText(b), " at axis ", axis, " overruns A ", shapeText(a)));
   ir::Shape out(a.size() - size_t(axis), 1);
   for (size_t d = 0; d < b.size(); ++d) out[d] = b[d];
   return out;
@@ -194,8 +194,9 @@ Converter arith(Arith op) {
       b = reshapeTensor(c, b, *legacy);
       if (op == Arith::kDiv) return NodeContext::unsupported("a divisor computed at run time");
       if (op == Arith::kSub) b = scaled(c, b, -1);
-      c.setOutput(0, op == Arith::kMul ? c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec())
-                                       : addTensors(c, a, b));
+      c.setOutput(0, op == Arith::kMul
+                         ? c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec())
+                         : addTensors(c, a, b));
       return absl::OkStatus();
     }
     if (c.isConstant(0) && c.isConstant(1)) {
@@ -213,13 +214,14 @@ Converter arith(Arith op) {
       // the quotient) with -b and 1/b computed here; a single factor is the scale op.
       ASSIGN_OR_RETURN(const OnnxTensor* known, c.constant(1));
       if (known->elem_type != onnx::TensorProto::FLOAT)
-        return NodeContext::unsupported(absl::StrCat("operand B is ", elemTypeName(known->elem_type),
-                                                     " (Tandem computes in float)"));
-      OnnxTensor v = op == Arith::kSub ? mapFloats(*known, c.node().input(1) + ".neg",
-                                                   [](double x) { return -x; })
-                     : op == Arith::kDiv ? mapFloats(*known, c.node().input(1) + ".inv",
-                                                     [](double x) { return 1 / x; })
-                                         : *known;
+        return NodeContext::unsupported(absl::StrCat(
+            "operand B is ", elemTypeName(known->elem_type), " (Tandem computes in float)"));
+      OnnxTensor v =
+          op == Arith::kSub
+              ? mapFloats(*known, c.node().input(1) + ".neg", [](double x) { return -x; })
+          : op == Arith::kDiv
+              ? mapFloats(*known, c.node().input(1) + ".inv", [](double x) { return 1 / x; })
+              : *known;
       std::optional<double> f = uniform(v);
       if (f && op != Arith::kSub && v.numElements() == 1 && v.shape.size() <= a.shape().size()) {
         c.setOutput(0, scaled(c, a, *f));
@@ -230,17 +232,23 @@ Converter arith(Arith op) {
       } else {
         ASSIGN_OR_RETURN(b, c.tensorOf(std::move(v)));
       }
-      c.setOutput(0, op == Arith::kSub ? addTensors(c, a, b)
-                                       : c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec()));
+      c.setOutput(0, op == Arith::kSub
+                         ? addTensors(c, a, b)
+                         : c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec()));
       return absl::OkStatus();
     }
     if (op == Arith::kDiv)
       return NodeContext::unsupported(
-          "a divisor computed at run time (Tandem has no elementwise quotient; a divisor known at import is supported)");
+          "a divisor computed at run time (Tandem has no elementwise quotient; a divisor known at "
+          "import is supported)");
     ASSIGN_OR_RETURN(b, c.tensor(1));
     switch (op) {
-      case Arith::kAdd: c.setOutput(0, addTensors(c, a, b)); break;
-      case Arith::kSub: c.setOutput(0, addTensors(c, a, scaled(c, b, -1))); break;
+      case Arith::kAdd:
+        c.setOutput(0, addTensors(c, a, b));
+        break;
+      case Arith::kSub:
+        c.setOutput(0, addTensors(c, a, scaled(c, b, -1)));
+        break;
       default:
         c.setOutput(0, c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec()));
         break;
@@ -282,16 +290,18 @@ absl::Status gemm(NodeContext& c) {
     if (has_c) {
       ASSIGN_OR_RETURN(bias, c.tensor(2, VarRole::kParam, kZeros));
     }
-    c.setOutput(0, c.emit(ir::LinearArgs{.x = a.value(), .w = w.value(),
-                                         .b = has_c ? bias.value() : nullptr}
+    c.setOutput(0, c.emit(ir::LinearArgs{
+                       .x = a.value(), .w = w.value(), .b = has_c ? bias.value() : nullptr}
                               .spec()));
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(Tensor b, c.tensor(1));
-  Tensor y = scaled(c, c.emit(ir::MatmulArgs{.a = a.value(), .b = b.value(),
-                                             .trans_a = trans_a != 0, .trans_b = trans_b != 0}
-                                  .spec()),
-                    alpha);
+  Tensor y =
+      scaled(c,
+             c.emit(ir::MatmulArgs{
+                 .a = a.value(), .b = b.value(), .trans_a = trans_a != 0, .trans_b = trans_b != 0}
+                        .spec()),
+             alpha);
   if (has_c && beta != 0) {
     ASSIGN_OR_RETURN(Tensor bias, c.tensor(2, VarRole::kParam, kZeros));
     y = addTensors(c, y, scaled(c, bias, beta));
@@ -307,8 +317,8 @@ absl::Status matmul(NodeContext& c) {
     return NodeContext::unsupported("a 1-D operand (Tandem's matmul takes matrices)");
   if (a_shape.size() > 2 && b_shape.size() > 2 &&
       !std::equal(a_shape.begin(), a_shape.end() - 2, b_shape.begin(), b_shape.end() - 2))
-    return NodeContext::unsupported(absl::StrCat("batch axes broadcast (", shapeText(a_shape), " x ",
-                                                 shapeText(b_shape), ")"));
+    return NodeContext::unsupported(
+        absl::StrCat("batch axes broadcast (", shapeText(a_shape), " x ", shapeText(b_shape), ")"));
   ASSIGN_OR_RETURN(Tensor a, c.tensor(0));
   ASSIGN_OR_RETURN(Tensor b, c.tensor(1));
   c.setOutput(0, c.emit(ir::MatmulArgs{.a = a.value(), .b = b.value()}.spec()));
@@ -325,15 +335,16 @@ struct Window {
 
 absl::StatusOr<Window> window2d(NodeContext& c, const ir::Shape& x, const ir::Shape& kernel) {
   if (x.size() != 4)
-    return NodeContext::unsupported(absl::StrCat("a ", x.size() - 2,
-                                                 "-D window (Tandem's take [N,C,H,W] inputs)"));
+    return NodeContext::unsupported(
+        absl::StrCat("a ", x.size() - 2, "-D window (Tandem's take [N,C,H,W] inputs)"));
   if (kernel.size() != 2 || kernel[0] != kernel[1])
     return NodeContext::unsupported(
         absl::StrCat("kernel ", shapeText(kernel), " (Tandem's windows are square)"));
   ASSIGN_OR_RETURN(std::vector<int64_t> strides, c.attrInts("strides", {1, 1}));
   ASSIGN_OR_RETURN(std::vector<int64_t> dilations, c.attrInts("dilations", {1, 1}));
   if (strides.size() != 2 || strides[0] != strides[1])
-    return NodeContext::unsupported(absl::StrCat("strides ", shapeText(strides), " (one stride for both axes)"));
+    return NodeContext::unsupported(
+        absl::StrCat("strides ", shapeText(strides), " (one stride for both axes)"));
   if (std::any_of(dilations.begin(), dilations.end(), [](int64_t d) { return d != 1; }))
     return NodeContext::unsupported(absl::StrCat("dilations ", shapeText(dilations)));
   Window w{kernel[0], strides[0], 0};
@@ -356,7 +367,8 @@ absl::StatusOr<Window> window2d(NodeContext& c, const ir::Shape& x, const ir::Sh
   } else {
     return NodeContext::invalid(absl::StrCat("auto_pad '", auto_pad, "'"));
   }
-  if (pads.size() != 4 || std::any_of(pads.begin(), pads.end(), [&](int64_t p) { return p != pads[0]; }))
+  if (pads.size() != 4 ||
+      std::any_of(pads.begin(), pads.end(), [&](int64_t p) { return p != pads[0]; }))
     return NodeContext::unsupported(absl::StrCat("pads ", shapeText(pads), " (",
                                                  auto_pad == "NOTSET" ? "" : auto_pad + ": ",
                                                  "one padding on every side)"));
@@ -368,7 +380,8 @@ absl::Status conv(NodeContext& c) {
   ASSIGN_OR_RETURN(ir::Shape x_shape, c.shape(0));
   ASSIGN_OR_RETURN(ir::Shape w_shape, c.shape(1));
   ASSIGN_OR_RETURN(int64_t group, c.attrInt("group", 1));
-  if (group != 1) return NodeContext::unsupported(absl::StrCat("group ", group, " (conv2d has one group)"));
+  if (group != 1)
+    return NodeContext::unsupported(absl::StrCat("group ", group, " (conv2d has one group)"));
   if (w_shape.size() < 2) return NodeContext::invalid("W has rank < 2");
   ASSIGN_OR_RETURN(Window w, window2d(c, x_shape, ir::Shape(w_shape.begin() + 2, w_shape.end())));
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
@@ -377,9 +390,11 @@ absl::Status conv(NodeContext& c) {
   if (c.hasInput(2)) {
     ASSIGN_OR_RETURN(bias, c.tensor(2, VarRole::kParam, kZeros));
   }
-  c.setOutput(0, c.emit(ir::Conv2dArgs{.x = x.value(), .w = weight.value(),
+  c.setOutput(0, c.emit(ir::Conv2dArgs{.x = x.value(),
+                                       .w = weight.value(),
                                        .b = bias.valid() ? bias.value() : nullptr,
-                                       .stride = w.stride, .pad = w.pad}
+                                       .stride = w.stride,
+                                       .pad = w.pad}
                             .spec()));
   return absl::OkStatus();
 }
@@ -402,14 +417,17 @@ absl::Status pool(NodeContext& c) {
           "count_include_pad 0 with padding (Tandem's avg_pool2d counts the padding)");
   }
   if (2 * w.pad > w.kernel)
-    return NodeContext::unsupported(absl::StrCat("padding ", w.pad, " over half the kernel ", w.kernel));
+    return NodeContext::unsupported(
+        absl::StrCat("padding ", w.pad, " over half the kernel ", w.kernel));
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   if (kMax)
-    c.setOutput(0, c.emit(ir::MaxPool2dArgs{.x = x.value(), .kernel = w.kernel, .stride = w.stride,
-                                            .pad = w.pad}.spec()));
+    c.setOutput(0, c.emit(ir::MaxPool2dArgs{
+                       .x = x.value(), .kernel = w.kernel, .stride = w.stride, .pad = w.pad}
+                              .spec()));
   else
-    c.setOutput(0, c.emit(ir::AvgPool2dArgs{.x = x.value(), .kernel = w.kernel, .stride = w.stride,
-                                            .pad = w.pad}.spec()));
+    c.setOutput(0, c.emit(ir::AvgPool2dArgs{
+                       .x = x.value(), .kernel = w.kernel, .stride = w.stride, .pad = w.pad}
+                              .spec()));
   return absl::OkStatus();
 }
 
@@ -458,8 +476,11 @@ absl::Status batchNormalization(NodeContext& c) {
   if (shape.size() < 2) return NodeContext::invalid("X has rank < 2");
   Tensor in = shape.size() == 2 || shape.size() == 4 ? x : reshapeTensor(c, x, asRank4(shape));
   // ONNX's momentum weighs the running statistic, Tandem's (PyTorch's) the batch's.
-  Tensor y = c.emit(ir::BatchNormArgs{.x = in.value(), .gamma = gamma.value(), .beta = beta.value(),
-                                      .running_mean = mean.value(), .running_var = var.value(),
+  Tensor y = c.emit(ir::BatchNormArgs{.x = in.value(),
+                                      .gamma = gamma.value(),
+                                      .beta = beta.value(),
+                                      .running_mean = mean.value(),
+                                      .running_var = var.value(),
                                       .training = b.training(),
                                       .momentum = 1.0 - double(momentum),
                                       .eps = double(eps)}
@@ -475,7 +496,8 @@ absl::Status layerNormalization(NodeContext& c) {
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(shape.size()), "axis"));
   ASSIGN_OR_RETURN(float eps, c.attrFloat("epsilon", 1e-5f));
   if (c.wantsOutput(2))
-    return NodeContext::unsupported("the InvStdDev output (Tandem's layer_norm returns the variance)");
+    return NodeContext::unsupported(
+        "the InvStdDev output (Tandem's layer_norm returns the variance)");
   const int64_t outer = product(shape, 0, size_t(axis)), inner = product(shape, size_t(axis));
   // Normalized over the axes from `axis` on: as rows of `inner` elements.
   ASSIGN_OR_RETURN(Tensor gamma, c.tensor(1, VarRole::kParam, kOnes));
@@ -515,7 +537,8 @@ absl::Status softmaxLike(NodeContext& c) {
   }
   // Before opset 13 the input is taken as a matrix [outer, inner] split at `axis`, and
   // every row normalized.
-  Tensor rows = reshapeTensor(c, x, {product(shape, 0, size_t(axis)), product(shape, size_t(axis))});
+  Tensor rows =
+      reshapeTensor(c, x, {product(shape, 0, size_t(axis)), product(shape, size_t(axis))});
   Tensor y = c.emit(Args{.x = rows.value(), .axis = 1}.spec());
   c.setOutput(0, reshapeTensor(c, y, shape));
   return absl::OkStatus();
@@ -528,7 +551,8 @@ absl::Status flatten(NodeContext& c) {
   const int64_t rank = int64_t(shape.size());
   ASSIGN_OR_RETURN(int64_t axis, c.attrInt("axis", 1));
   if (axis < -rank || axis > rank)
-    return NodeContext::invalid(absl::StrCat("axis ", axis, " is outside [", -rank, ", ", rank, "]"));
+    return NodeContext::invalid(
+        absl::StrCat("axis ", axis, " is outside [", -rank, ", ", rank, "]"));
   if (axis < 0) axis += rank;
   const ir::Shape out{product(shape, 0, size_t(axis)), product(shape, size_t(axis))};
   if (axis == 1 && rank >= 2 && !c.isConstant(0)) {
@@ -548,7 +572,8 @@ absl::Status reshape(NodeContext& c) {
   for (size_t d = 0; d < want.size(); ++d) {
     int64_t v = want[d];
     if (v == 0 && !allowzero) {
-      if (d >= in.size()) return NodeContext::invalid(absl::StrCat("shape copies axis ", d, " the input lacks"));
+      if (d >= in.size())
+        return NodeContext::invalid(absl::StrCat("shape copies axis ", d, " the input lacks"));
       v = in[d];
     }
     if (v == -1) {
@@ -564,11 +589,13 @@ absl::Status reshape(NodeContext& c) {
   const int64_t total = product(in);
   if (infer >= 0) {
     if (known == 0 || total % known != 0)
-      return NodeContext::invalid(absl::StrCat("shape ", shapeText(want), " does not fit ", shapeText(in)));
+      return NodeContext::invalid(
+          absl::StrCat("shape ", shapeText(want), " does not fit ", shapeText(in)));
     out[size_t(infer)] = total / known;
   }
   if (product(out) != total)
-    return NodeContext::invalid(absl::StrCat("shape ", shapeText(out), " does not fit ", shapeText(in)));
+    return NodeContext::invalid(
+        absl::StrCat("shape ", shapeText(out), " does not fit ", shapeText(in)));
   if (total == 0) return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
   return reshapeInput(c, out);
 }
@@ -593,7 +620,8 @@ absl::Status unsqueeze(NodeContext& c) {
   std::vector<bool> inserted(size_t(rank), false);
   for (int64_t a : *axes) {
     ASSIGN_OR_RETURN(int64_t n, normalizeAxis(a, rank, "axis"));
-    if (inserted[size_t(n)]) return NodeContext::invalid(absl::StrCat("axis ", a, " is given twice"));
+    if (inserted[size_t(n)])
+      return NodeContext::invalid(absl::StrCat("axis ", a, " is given twice"));
     inserted[size_t(n)] = true;
   }
   ir::Shape out;
@@ -612,7 +640,8 @@ absl::Status squeeze(NodeContext& c) {
     for (int64_t a : *axes) {
       ASSIGN_OR_RETURN(int64_t n, normalizeAxis(a, int64_t(in.size()), "axis"));
       if (in[size_t(n)] != 1)
-        return NodeContext::invalid(absl::StrCat("axis ", a, " has size ", in[size_t(n)], ", not 1"));
+        return NodeContext::invalid(
+            absl::StrCat("axis ", a, " has size ", in[size_t(n)], ", not 1"));
       drop[size_t(n)] = true;
     }
   }
@@ -697,11 +726,14 @@ absl::Status slice(NodeContext& c) {
   std::vector<Cut> cuts;
   for (size_t i = 0; i < starts.size(); ++i) {
     ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axes[i], int64_t(shape.size()), "axis"));
-    if (steps[i] != 1) return NodeContext::unsupported(absl::StrCat("step ", steps[i], " (slice_axis takes every element)"));
+    if (steps[i] != 1)
+      return NodeContext::unsupported(
+          absl::StrCat("step ", steps[i], " (slice_axis takes every element)"));
     const int64_t dim = shape[size_t(axis)];
     auto clamp = [dim](int64_t v) { return std::clamp(v < 0 ? v + dim : v, int64_t{0}, dim); };
     const int64_t start = clamp(starts[i]), end = clamp(ends[i]);
-    if (start >= end) return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
+    if (start >= end)
+      return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
     if (start > 0 || end < dim) cuts.push_back({axis, start, end});
   }
   if (c.isConstant(0) && shape.size() == 1) {  // shape arithmetic
@@ -720,7 +752,9 @@ absl::Status slice(NodeContext& c) {
   }
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   for (const Cut& cut : cuts)
-    x = c.emit(ir::SliceAxisArgs{.x = x.value(), .axis = cut.axis, .start = cut.start, .end = cut.end}.spec());
+    x = c.emit(
+        ir::SliceAxisArgs{.x = x.value(), .axis = cut.axis, .start = cut.start, .end = cut.end}
+            .spec());
   c.setOutput(0, x);
   return absl::OkStatus();
 }
@@ -753,8 +787,9 @@ absl::Status reduce(NodeContext& c) {
   std::sort(axes.rbegin(), axes.rend());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   for (int64_t a : axes) {
-    x = kMean ? c.emit(ir::ReduceMeanArgs{.x = x.value(), .axis = a, .keepdim = keepdims != 0}.spec())
-              : c.emit(ir::ReduceSumArgs{.x = x.value(), .axis = a, .keepdim = keepdims != 0}.spec());
+    x = kMean
+            ? c.emit(ir::ReduceMeanArgs{.x = x.value(), .axis = a, .keepdim = keepdims != 0}.spec())
+            : c.emit(ir::ReduceSumArgs{.x = x.value(), .axis = a, .keepdim = keepdims != 0}.spec());
   }
   c.setOutput(0, x);
   return absl::OkStatus();
@@ -768,7 +803,8 @@ absl::Status dropout(NodeContext& c) {
   if (c.version() >= 12) {
     if (c.hasInput(1)) {
       ASSIGN_OR_RETURN(const OnnxTensor* r, c.constant(1));
-      if (!r->isFloat() || r->numElements() != 1) return NodeContext::invalid("ratio is not a float scalar");
+      if (!r->isFloat() || r->numElements() != 1)
+        return NodeContext::invalid("ratio is not a float scalar");
       ratio = r->floats[0];
     }
     if (c.hasInput(2)) {
@@ -881,7 +917,8 @@ absl::Status gather(NodeContext& c) {
   ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", 0));
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(data->shape.size()), "axis"));
   const int64_t dim = data->shape[size_t(axis)];
-  const int64_t outer = product(data->shape, 0, size_t(axis)), inner = product(data->shape, size_t(axis) + 1);
+  const int64_t outer = product(data->shape, 0, size_t(axis)),
+                inner = product(data->shape, size_t(axis) + 1);
   OnnxTensor out;
   out.elem_type = data->elem_type;
   out.shape.assign(data->shape.begin(), data->shape.begin() + axis);
@@ -889,7 +926,9 @@ absl::Status gather(NodeContext& c) {
   out.shape.insert(out.shape.end(), data->shape.begin() + axis + 1, data->shape.end());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t idx : indices) {
-      if (idx < -dim || idx >= dim) return NodeContext::invalid(absl::StrCat("index ", idx, " is outside [", -dim, ", ", dim, ")"));
+      if (idx < -dim || idx >= dim)
+        return NodeContext::invalid(
+            absl::StrCat("index ", idx, " is outside [", -dim, ", ", dim, ")"));
       const int64_t at = (o * dim + (idx < 0 ? idx + dim : idx)) * inner;
       for (int64_t k = 0; k < inner; ++k) {
         if (data->isFloat())

@@ -3,63 +3,21 @@
 // line, and, on hostile input, that every truncation and thousands of byte mutations of a
 // valid model give an error naming the file, never a crash or a hang.
 
+#include "frontend/onnx/importer.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/onnx/importer.h"
 #include "gtest/gtest.h"
 #include "ir/op_views.h"
 #include "ir/verifier.h"
+#include "tests/onnx/model_builder.h"
 
 namespace tandem::onnx_import {
 namespace {
-
-onnx::ValueInfoProto floatInput(const std::string& name, std::vector<int64_t> dims) {
-  onnx::ValueInfoProto v;
-  v.set_name(name);
-  auto* t = v.mutable_type()->mutable_tensor_type();
-  t->set_elem_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) {
-    if (d < 0)
-      t->mutable_shape()->add_dim()->set_dim_param("N");
-    else
-      t->mutable_shape()->add_dim()->set_dim_value(d);
-  }
-  return v;
-}
-
-onnx::TensorProto floats(const std::string& name, std::vector<int64_t> dims, float start) {
-  onnx::TensorProto t;
-  t.set_name(name);
-  t.set_data_type(onnx::TensorProto::FLOAT);
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    t.add_dims(d);
-    n *= d;
-  }
-  for (int64_t i = 0; i < n; ++i) t.add_float_data(start + 0.01f * float(i));
-  return t;
-}
-
-onnx::NodeProto* node(onnx::GraphProto* g, const std::string& op, const std::string& name,
-                      std::vector<std::string> in, std::vector<std::string> out) {
-  onnx::NodeProto* n = g->add_node();
-  n->set_op_type(op);
-  n->set_name(name);
-  for (const auto& s : in) n->add_input(s);
-  for (const auto& s : out) n->add_output(s);
-  return n;
-}
-
-void intAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
 
 /// A small CNN as PyTorch 1.13 exports one: conv, batch norm, relu, max pool, flatten, and
 /// nn.Linear as Gemm(transB=1); the batch dimension left open.
@@ -100,12 +58,6 @@ onnx::ModelProto sampleModel() {
   return m;
 }
 
-std::string bytesOf(const onnx::ModelProto& m) {
-  std::string out;
-  m.SerializeToString(&out);
-  return out;
-}
-
 absl::StatusOr<ImportedModel> importBytes(const std::string& bytes, int64_t batch = 4) {
   auto model = parseOnnxModel(bytes, "m.onnx");
   if (!model.ok()) return model.status();
@@ -132,8 +84,7 @@ TEST(OnnxImport, SampleBecomesTheDslOpsWithItsWeights) {
   EXPECT_TRUE(ir::verifyModule(m).ok()) << ir::verifyModule(m);
   const ir::Graph& g = *m.graph(kInferGraph);
   EXPECT_EQ(opsOf(g), (std::vector<ir::Op>{ir::Op::kConv2d, ir::Op::kBatchNorm, ir::Op::kRelu,
-                                           ir::Op::kMaxPool2d, ir::Op::kFlatten,
-                                           ir::Op::kLinear}));
+                                           ir::Op::kMaxPool2d, ir::Op::kFlatten, ir::Op::kLinear}));
   EXPECT_EQ(g.outputs()[0]->type(), (ir::TensorType{ir::DType::kF32, {4, 3}}));
   // The weights are parameters, batch norm's running statistics buffers.
   ASSERT_NE(m.findVar("bn.running_mean"), nullptr);
@@ -157,7 +108,7 @@ TEST(OnnxImport, SampleBecomesTheDslOpsWithItsWeights) {
 TEST(OnnxImport, EveryUnsupportedNodeIsNamedInOneError) {
   onnx::ModelProto m = sampleModel();
   onnx::GraphProto* g = m.mutable_graph();
-  g->mutable_node(2)->set_op_type("Elu");  // Relu_2
+  g->mutable_node(2)->set_op_type("Elu");   // Relu_2
   intAttr(g->mutable_node(0), "group", 2);  // an invalid group for 1 channel: the checker
   g->mutable_node(0)->mutable_attribute()->RemoveLast();
   node(g, "Erf", "Erf_6", {"y"}, {"e"});
@@ -285,9 +236,15 @@ TEST(OnnxImportFuzz, MutatedModelsGiveAnErrorOrAValidModule) {
     for (size_t k = 0, n = 1 + rng.below(4); k < n; ++k) {
       const size_t at = rng.below(b.size());
       switch (rng.below(3)) {
-        case 0: b[at] = char(rng.next()); break;           // a byte changed
-        case 1: b.erase(at, 1 + rng.below(8)); break;       // bytes dropped
-        default: b.insert(at, 1, char(rng.next())); break;  // a byte inserted
+        case 0:
+          b[at] = char(rng.next());
+          break;  // a byte changed
+        case 1:
+          b.erase(at, 1 + rng.below(8));
+          break;  // bytes dropped
+        default:
+          b.insert(at, 1, char(rng.next()));
+          break;  // a byte inserted
       }
     }
     auto imported = importBytes(b);
@@ -308,28 +265,44 @@ TEST(OnnxImportFuzz, MutatedModelsGiveAnErrorOrAValidModule) {
 /// flips mostly turn into protobuf parse errors instead.
 void mutateField(onnx::ModelProto& m, Rng& rng) {
   static const int64_t kSizes[] = {-1, 0, 1, 2, 3, 7, int64_t{1} << 40, -(int64_t{1} << 62)};
-  static const char* kOps[] = {"Relu", "Conv", "Gemm", "MatMul", "Add", "Flatten", "Reshape",
-                               "BatchNormalization", "Softmax", "Transpose", "Concat", "Slice",
-                               "ReduceMean", "MaxPool", "Unsqueeze", "Erf", ""};
+  static const char* kOps[] = {"Relu",
+                               "Conv",
+                               "Gemm",
+                               "MatMul",
+                               "Add",
+                               "Flatten",
+                               "Reshape",
+                               "BatchNormalization",
+                               "Softmax",
+                               "Transpose",
+                               "Concat",
+                               "Slice",
+                               "ReduceMean",
+                               "MaxPool",
+                               "Unsqueeze",
+                               "Erf",
+                               ""};
   onnx::GraphProto* g = m.mutable_graph();
   switch (rng.below(7)) {
     case 0: {  // an initializer's dimension
       onnx::TensorProto* t = g->mutable_initializer(int(rng.below(size_t(g->initializer_size()))));
-      if (t->dims_size() > 0) t->set_dims(int(rng.below(size_t(t->dims_size()))), kSizes[rng.below(8)]);
+      if (t->dims_size() > 0)
+        t->set_dims(int(rng.below(size_t(t->dims_size()))), kSizes[rng.below(8)]);
       break;
     }
     case 1: {  // an attribute's value
       onnx::NodeProto* n = g->mutable_node(int(rng.below(size_t(g->node_size()))));
       auto* a = n->add_attribute();
-      static const char* kNames[] = {"axis", "group", "transB", "kernel_shape", "pads", "strides",
-                                     "perm", "keepdims", "epsilon"};
+      static const char* kNames[] = {"axis",    "group", "transB",   "kernel_shape", "pads",
+                                     "strides", "perm",  "keepdims", "epsilon"};
       a->set_name(kNames[rng.below(9)]);
       if (rng.below(2) == 0) {
         a->set_type(onnx::AttributeProto::INT);
         a->set_i(kSizes[rng.below(8)]);
       } else {
         a->set_type(onnx::AttributeProto::INTS);
-        for (size_t k = 0, n_ints = rng.below(5); k < n_ints; ++k) a->add_ints(kSizes[rng.below(8)]);
+        for (size_t k = 0, n_ints = rng.below(5); k < n_ints; ++k)
+          a->add_ints(kSizes[rng.below(8)]);
       }
       break;
     }
@@ -355,8 +328,12 @@ void mutateField(onnx::ModelProto& m, Rng& rng) {
       break;
     }
     case 5:  // an input's shape
-      g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(
-          int(rng.below(4)))->set_dim_value(kSizes[rng.below(8)]);
+      g->mutable_input(0)
+          ->mutable_type()
+          ->mutable_tensor_type()
+          ->mutable_shape()
+          ->mutable_dim(int(rng.below(4)))
+          ->set_dim_value(kSizes[rng.below(8)]);
       break;
     default:  // the opset
       m.mutable_opset_import(0)->set_version(int64_t(rng.below(20)));

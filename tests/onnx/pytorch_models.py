@@ -8,6 +8,9 @@ convolutions) and keeping the training structure (PRESERVE on an eval-mode model
 BatchNormalization nodes with their running statistics). `tandem run` must give PyTorch's
 outputs on the same input within 1e-4 relative (max |diff| over max |output|), and the
 module `tandem import` writes, run from its .tir and weights, the same outputs bit for bit.
+With --train, PyTorch's LeNet imported by `tandem train --onnx --reinit` trains on two
+devices to the zoo LeNet's test accuracy (within 0.05: other random draws of the same
+initializers) with the same flags.
 
   tests/onnx/pytorch_models.py --tandem build/tools/tandem [--models lenet,resnet18]
 
@@ -92,11 +95,46 @@ def check(cli, name, mode, batch, tmp):
     return None
 
 
+def last_epoch(csv_path):
+    with open(csv_path) as f:
+        rows = [line.strip().split(",") for line in f if line.strip()]
+    return dict(zip(rows[0], rows[-1]))
+
+
+def check_training(cli, tmp):
+    """train --onnx of PyTorch's LeNet (kept structure, --reinit) on two devices learns as
+    the zoo's LeNet does with the same flags."""
+    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+        print("training: skipped: no Fashion-MNIST (dataset-fashion-mnist)")
+        return None
+    model = make_model("lenet")
+    path = os.path.join(tmp, "lenet_train.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, torch.randn(2, 1, 28, 28), path, input_names=["x"],
+                          output_names=["logits"], dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
+                          training=torch.onnx.TrainingMode.PRESERVE)
+    flags = ["--devices", "cpu:0,cpu:1", "--batch", "128", "--epochs", "3", "--limit-train",
+             "5000", "--limit-test", "2000"]
+    acc = {}
+    for name, source in (("zoo", ["--model", "lenet"]), ("onnx", ["--onnx", path, "--reinit"])):
+        csv = os.path.join(tmp, f"{name}.csv")
+        tandem(cli, "train", *source, *flags, "--metrics", csv)
+        acc[name] = float(last_epoch(csv)["test_acc"])
+    print(f"lenet training, 2 devices, 3 epochs on 5000 images: test accuracy zoo {acc['zoo']:.4f}, "
+          f"imported from PyTorch (--reinit) {acc['onnx']:.4f}")
+    if acc["onnx"] < acc["zoo"] - 0.05:
+        return f"train --onnx lenet: test accuracy {acc['onnx']:.4f}, the zoo's {acc['zoo']:.4f}"
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", default="build/tools/tandem")
     ap.add_argument("--models", default="lenet,resnet18")
     ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--train", action="store_true",
+                    help="also train the imported LeNet on two devices against the zoo's")
     args = ap.parse_args()
     torch.set_num_threads(1)
     failures = []
@@ -110,6 +148,14 @@ def main():
                 if failure:
                     print(f"FAILED {failure}")
                     failures.append(failure)
+        if args.train:
+            try:
+                failure = check_training(args.tandem, tmp)
+            except RuntimeError as e:
+                failure = str(e)
+            if failure:
+                print(f"FAILED {failure}")
+                failures.append(failure)
     return 1 if failures else 0
 
 

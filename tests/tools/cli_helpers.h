@@ -7,6 +7,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -77,6 +80,29 @@ inline void writeIdxSplit(const TempDir& dir, const std::string& prefix, uint32_
   for (uint32_t i = 0; i < count; ++i) labels.push_back(static_cast<char>(i % 10));
   dir.write(prefix + "-images-idx3-ubyte", images);
   dir.write(prefix + "-labels-idx1-ubyte", labels);
+}
+
+// Rows of a metrics CSV as column name -> value.
+inline std::vector<std::map<std::string, std::string>> readCsv(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::string> header;
+  std::vector<std::map<std::string, std::string>> rows;
+  auto split = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) out.push_back(cell);
+    return out;
+  };
+  if (std::getline(in, line)) header = split(line);
+  while (std::getline(in, line)) {
+    auto cells = split(line);
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < cells.size() && i < header.size(); ++i) row[header[i]] = cells[i];
+    rows.push_back(row);
+  }
+  return rows;
 }
 
 }  // namespace tandem::testing

@@ -16,29 +16,6 @@
 namespace tandem::testing {
 namespace {
 
-// Rows of a metrics CSV as column name -> value.
-std::vector<std::map<std::string, std::string>> readCsv(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::vector<std::string> header;
-  std::vector<std::map<std::string, std::string>> rows;
-  auto split = [](const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream ss(s);
-    std::string cell;
-    while (std::getline(ss, cell, ',')) out.push_back(cell);
-    return out;
-  };
-  if (std::getline(in, line)) header = split(line);
-  while (std::getline(in, line)) {
-    auto cells = split(line);
-    std::map<std::string, std::string> row;
-    for (size_t i = 0; i < cells.size() && i < header.size(); ++i) row[header[i]] = cells[i];
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 // The CI bar: LeNet on 5,000 training images, two devices, a few epochs.
 TEST(Train, LenetOnAFashionMnistSubsetLearns) {
   TANDEM_NEED_INSTALLED(whyNoFashionMnist());

@@ -86,18 +86,19 @@ absl::StatusOr<onnx_import::VarValues> readWeights(const std::string& path, cons
   ASSIGN_OR_RETURN(auto model, onnx_import::readOnnxModel(path));
   onnx_import::VarValues values;
   for (const auto& t : model->proto.graph().initializer()) {
-    ASSIGN_OR_RETURN(OnnxTensor v, onnx_import::decodeTensor(
-                                       t, absl::StrCat("weights '", path, "': initializer '",
-                                                       t.name(), "'")));
+    ASSIGN_OR_RETURN(OnnxTensor v,
+                     onnx_import::decodeTensor(
+                         t, absl::StrCat("weights '", path, "': initializer '", t.name(), "'")));
     const ir::Var* var = m.findVar(t.name());
     if (var == nullptr)
       return absl::InvalidArgumentError(absl::StrCat("weights '", path, "': initializer '",
                                                      t.name(), "' is no variable of module @",
                                                      m.name()));
     if (v.elem_type != onnx::TensorProto::FLOAT || v.shape != var->type.shape)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "weights '", path, "': initializer '", t.name(), "' is ", onnx_import::elemTypeName(v.elem_type),
-          " [", absl::StrJoin(v.shape, ","), "], variable @", t.name(), " is ", ir::toString(var->type)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights '", path, "': initializer '", t.name(), "' is ",
+                       onnx_import::elemTypeName(v.elem_type), " [", absl::StrJoin(v.shape, ","),
+                       "], variable @", t.name(), " is ", ir::toString(var->type)));
     values[t.name()] = std::move(v.floats);
   }
   for (const ir::Var& var : m.vars())
@@ -114,7 +115,7 @@ struct NamedInput {
   absl::StatusOr<OnnxTensor> value;
 };
 
-absl::StatusOr<std::vector<NamedInput>> readInputs(const std::vector<std::string>& flags) {
+absl::StatusOr<std::vector<NamedInput> > readInputs(const std::vector<std::string>& flags) {
   std::vector<NamedInput> out;
   std::set<std::string> seen;
   for (const std::string& f : flags) {
@@ -158,9 +159,13 @@ absl::StatusOr<Runnable> fromOnnx(const RunFlags& f, const std::vector<NamedInpu
         return absl::Status(in.value.status().code(),
                             absl::StrCat("--input ", in.name, ": ", in.value.status().message()));
   if (!imported.ok()) return imported.status();
-  Runnable r{std::move(imported->module), std::move(imported->values),
-             std::move(imported->inputs), {}, std::move(imported->outputs)};
-  for (const std::string& name : r.input_names) r.input_vars.push_back(onnx_import::identifierFor(name));
+  Runnable r{std::move(imported->module),
+             std::move(imported->values),
+             std::move(imported->inputs),
+             {},
+             std::move(imported->outputs)};
+  for (const std::string& name : r.input_names)
+    r.input_vars.push_back(onnx_import::identifierFor(name));
   for (const auto& [name, value] : options.known_inputs) r.known_inputs.insert(name);
   r.known_outputs = std::move(imported->known_outputs);
   return r;
@@ -172,9 +177,9 @@ absl::StatusOr<Runnable> fromTir(const RunFlags& f) {
     return absl::Status(s.code(), absl::StrCat(f.model, ": verifier: ", s.message()));
   const ir::Graph* infer = m->graph(onnx_import::kInferGraph);
   if (infer == nullptr || m->graph(ir::kInitGraph) == nullptr || m->isReplicated())
-    return absl::InvalidArgumentError(absl::StrCat(
-        f.model, ": not a module from tandem import (it needs graphs @init and @",
-        onnx_import::kInferGraph, ", not yet compiled)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(f.model, ": not a module from tandem import (it needs graphs @init and @",
+                     onnx_import::kInferGraph, ", not yet compiled)"));
   Runnable r;
   for (const ir::Var& v : m->vars())  // the inputs: fed variables (importer.h)
     if (v.role == ir::VarRole::kFed) r.input_names.push_back(v.name);
@@ -191,8 +196,8 @@ absl::Status runImport(const ImportFlags& f) {
   if (f.model.empty()) return absl::InvalidArgumentError("import: missing the ONNX model argument");
   if (f.output.empty()) return absl::InvalidArgumentError("import: -o MODEL.tir is required");
   if (!absl::EndsWith(f.output, ".tir"))
-    return absl::InvalidArgumentError(
-        absl::StrCat("-o '", f.output, "': the module's file must end in .tir (its weights go beside it)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "-o '", f.output, "': the module's file must end in .tir (its weights go beside it)"));
   ASSIGN_OR_RETURN(auto model, onnx_import::readOnnxModel(f.model));
   onnx_import::ImportOptions options;
   for (const onnx_import::ModelInput& in : onnx_import::modelInputs(*model))
@@ -203,11 +208,11 @@ absl::Status runImport(const ImportFlags& f) {
     }
   ASSIGN_OR_RETURN(onnx_import::ImportedModel imported, onnx_import::importModel(*model, options));
   if (!imported.known_outputs.empty())
-    return absl::UnimplementedError(absl::StrCat(
-        "ONNX model '", f.model, "': Tandem does not support its output '",
-        imported.known_outputs.begin()->second.name, "' in a .tir module: it is ",
-        onnx_import::elemTypeName(imported.known_outputs.begin()->second.elem_type),
-        " and known at import (tandem run MODEL.onnx writes it)"));
+    return absl::UnimplementedError(
+        absl::StrCat("ONNX model '", f.model, "': Tandem does not support its output '",
+                     imported.known_outputs.begin()->second.name, "' in a .tir module: it is ",
+                     onnx_import::elemTypeName(imported.known_outputs.begin()->second.elem_type),
+                     " and known at import (tandem run MODEL.onnx writes it)"));
   RETURN_IF_ERROR(ir::verifyModule(*imported.module));
   RETURN_IF_ERROR(writeBytes(f.output, "-o", ir::printModule(*imported.module)));
   return writeWeights(weightsPathFor(f.output), *imported.module, imported.values);
@@ -222,7 +227,8 @@ absl::Status runInference(const RunFlags& f) {
   ASSIGN_OR_RETURN(std::vector<NamedInput> inputs, readInputs(f.inputs));
   const bool tir = absl::EndsWith(f.model, ".tir");
   if (f.weights && !tir)
-    return absl::InvalidArgumentError("--weights: only a .tir module takes them (an ONNX model holds its own)");
+    return absl::InvalidArgumentError(
+        "--weights: only a .tir module takes them (an ONNX model holds its own)");
   ASSIGN_OR_RETURN(Runnable r, tir ? fromTir(f) : fromOnnx(f, inputs));
 
   // Every input once, by name, as a float tensor of its variable's shape.
@@ -232,23 +238,23 @@ absl::Status runInference(const RunFlags& f) {
     auto it = std::find_if(inputs.begin(), inputs.end(),
                            [&](const NamedInput& in) { return in.name == name; });
     if (it == inputs.end())
-      return absl::InvalidArgumentError(absl::StrCat("--input ", name, "=FILE.pb is missing (model '",
-                                                     f.model, "' takes ",
-                                                     absl::StrJoin(r.input_names, ", "), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input ", name, "=FILE.pb is missing (model '", f.model, "' takes ",
+                       absl::StrJoin(r.input_names, ", "), ")"));
     const ir::Var* var = r.module->findVar(r.input_vars[k]);
     if (var == nullptr) return absl::InternalError(absl::StrCat("no variable @", r.input_vars[k]));
     if (!it->value.ok())
       return absl::Status(it->value.status().code(),
                           absl::StrCat("--input ", name, ": ", it->value.status().message()));
     if (it->value->elem_type != onnx::TensorProto::FLOAT)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--input ", name, ": tensor file '", it->path, "' holds ",
-          onnx_import::elemTypeName(it->value->elem_type), " values; the model takes ",
-          ir::toString(var->type)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--input ", name, ": tensor file '", it->path, "' holds ",
+                       onnx_import::elemTypeName(it->value->elem_type), " values; the model takes ",
+                       ir::toString(var->type)));
     if (it->value->shape != var->type.shape)
       return absl::InvalidArgumentError(absl::StrCat(
-          "--input ", name, ": tensor file '", it->path, "' is [", absl::StrJoin(it->value->shape, ","),
-          "], the model takes ", ir::toString(var->type)));
+          "--input ", name, ": tensor file '", it->path, "' is [",
+          absl::StrJoin(it->value->shape, ","), "], the model takes ", ir::toString(var->type)));
     ordered.push_back(&*it);
   }
   for (const NamedInput& in : inputs)
@@ -282,8 +288,8 @@ absl::Status runInference(const RunFlags& f) {
       t = onnx_import::encodeTensor(known->second);
     } else {
       const runtime::HostTensor& out = outs[computed++];
-      t = onnx_import::encodeF32(k < r.output_names.size() ? r.output_names[k] : "",
-                                 out.type.shape, out.f32());
+      t = onnx_import::encodeF32(k < r.output_names.size() ? r.output_names[k] : "", out.type.shape,
+                                 out.f32());
     }
     std::string bytes;
     t.SerializeToString(&bytes);

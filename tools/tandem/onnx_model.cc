@@ -28,8 +28,7 @@ absl::StatusOr<OnnxModelSpec> onnxModelSpec(const std::string& path,
                                             const std::optional<std::string>& input,
                                             const std::optional<std::string>& logits,
                                             int64_t batch) {
-  ASSIGN_OR_RETURN(std::shared_ptr<onnx_import::OnnxModel> model,
-                   onnx_import::readOnnxModel(path));
+  ASSIGN_OR_RETURN(std::shared_ptr<onnx_import::OnnxModel> model, onnx_import::readOnnxModel(path));
   const std::vector<onnx_import::ModelInput> inputs = onnx_import::modelInputs(*model);
   const std::vector<std::string> outputs = onnx_import::modelOutputs(*model);
   std::vector<std::string> input_names;
@@ -59,12 +58,14 @@ absl::StatusOr<OnnxModelSpec> onnxModelSpec(const std::string& path,
   // and the logits' shape gives the classes.
   ASSIGN_OR_RETURN(onnx_import::ImportedModel probe,
                    onnx_import::importModel(*model, {.input_shapes = {{images->name, shape}}}));
-  const size_t at = size_t(std::find(outputs.begin(), outputs.end(), logits_name) - outputs.begin());
-  const ir::Shape classes = probe.module->graph(onnx_import::kInferGraph)->outputs()[at]->type().shape;
+  const size_t at =
+      size_t(std::find(outputs.begin(), outputs.end(), logits_name) - outputs.begin());
+  const ir::Shape classes =
+      probe.module->graph(onnx_import::kInferGraph)->outputs()[at]->type().shape;
   if (classes.size() != 2 || classes[0] != batch)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--logits ", logits_name, ": model '", path, "' gives it as [", absl::StrJoin(classes, ","),
-        "]; the class scores are [batch, classes]"));
+    return absl::InvalidArgumentError(absl::StrCat("--logits ", logits_name, ": model '", path,
+                                                   "' gives it as [", absl::StrJoin(classes, ","),
+                                                   "]; the class scores are [batch, classes]"));
   for (size_t d = 1; d < shape.size(); ++d)
     if (shape[d] < 0)
       return absl::InvalidArgumentError(absl::StrCat("--onnx ", path, ": input '", images->name,
