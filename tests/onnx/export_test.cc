@@ -195,6 +195,16 @@ void exportAndCompare(ExportTest& t, const std::string& model, int folded, bool 
   // per layer; 1e-5 of the largest logit bounds it with room, and catches any error in
   // the folding or the graph (a dropped bias term, a wrong epsilon: >= 1e-4).
   EXPECT_LE(worst, 1e-5 * scale) << "largest logit " << scale;
+
+  // The importer's round trip: the exported model as a .tir module runs to the same bits.
+  CommandResult imported = testing::runTandem({"import", onnx, "-o", t.file(model + ".tir")});
+  ASSERT_EQ(imported.exit_code, 0) << imported.err;
+  CommandResult tir = testing::runTandem({"run", t.file(model + ".tir"), "--input",
+                                          "x=" + t.file("x.pb"), "--output-dir", t.file("tir")});
+  ASSERT_EQ(tir.exit_code, 0) << tir.err;
+  auto via_tir = onnx_import::readTensorFile(t.file("tir/output_0.pb"));
+  ASSERT_TRUE(via_tir.ok()) << via_tir.status();
+  EXPECT_EQ(via_tir->floats, got->floats);  // the values; the tensor's name is the IR's
   std::printf("%s: largest |logit| %.4g, largest difference from the eval step %.3g\n",
               model.c_str(), scale, worst);
 }
