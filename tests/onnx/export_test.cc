@@ -3,12 +3,17 @@
 // (the importer, a separate reading of the file) runs to the eval step's own logits; and
 // bad checkpoints named.
 
+#include "frontend/onnx/export.h"
+
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/builder.h"
+#include "frontend/model.h"
 #include "frontend/onnx/onnx_file.h"
 #include "gtest/gtest.h"
 #include "passes/pipeline.h"
@@ -71,12 +76,27 @@ class ExportTest : public ::testing::Test {
   TempDir dir_;
 };
 
-/// The logits of `model`'s eval step as `tandem train` compiles it for cpu:0 (the default
-/// pipeline: batch norm folded at run time by fuse-conv-bn-relu, layouts assigned), with
-/// the checkpoint's parameters and buffers (replica 0), on `images`.
-std::vector<float> evalStepLogits(const std::string& model, const std::string& ckdir,
+/// The checkpoint's parameters and buffers (replica 0), by name.
+onnx_export::VarValues checkpointValues(const std::string& ckdir) {
+  onnx_export::VarValues values;
+  auto c = runtime::readCheckpointFile(ckdir);
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return values;
+  for (const runtime::CheckpointTensor& t : c->tensors) {
+    if (t.replica != 0 || t.type.dtype != ir::DType::kF32) continue;
+    std::vector<float>& v = values[t.name];
+    v.resize(size_t(t.type.numElements()));
+    std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  }
+  return values;
+}
+
+/// The logits of the eval step of `m` (a model as built) as `tandem train` compiles it
+/// for cpu:0 (the default pipeline: batch norm folded at run time by fuse-conv-bn-relu,
+/// layouts assigned), with `values` in its parameters and buffers, on `images`.
+std::vector<float> evalStepLogits(std::unique_ptr<ir::Module> m,
+                                  const onnx_export::VarValues& values,
                                   const std::vector<float>& images) {
-  std::unique_ptr<ir::Module> m = testing::buildZooModel(model, kBatch);
   if (m == nullptr) return {};
   ir::Graph* eval = m->graph(ir::kEvalGraph);
   ir::Value* logits = nullptr;
@@ -95,17 +115,16 @@ std::vector<float> evalStepLogits(const std::string& model, const std::string& c
     return {};
   }
   EXPECT_TRUE((*exec)->run(ir::kInitGraph, {}).ok());
-  auto c = runtime::readCheckpointFile(ckdir);
-  EXPECT_TRUE(c.ok()) << c.status();
-  if (!c.ok()) return {};
-  for (const runtime::CheckpointTensor& t : c->tensors) {
-    const ir::Var* v = (*exec)->module().findVar(t.name);
-    if (t.replica != 0 || v == nullptr ||
-        (v->role != ir::VarRole::kParam && v->role != ir::VarRole::kBuffer))
+  for (const ir::Var& v : (*exec)->module().vars()) {
+    if (v.role != ir::VarRole::kParam && v.role != ir::VarRole::kBuffer) continue;
+    auto it = values.find(v.name);
+    if (it == values.end()) {
+      ADD_FAILURE() << "no value for @" << v.name;
       continue;
-    runtime::HostTensor h(t.type);
-    std::memcpy(h.buffer.data(), t.bytes.data(), t.bytes.size());
-    EXPECT_TRUE((*exec)->writeVariable(t.name, 0, h).ok()) << t.name;
+    }
+    runtime::HostTensor h(v.type);
+    std::memcpy(h.buffer.data(), it->second.data(), size_t(v.type.bytes()));
+    EXPECT_TRUE((*exec)->writeVariable(v.name, 0, h).ok()) << v.name;
   }
   const ir::Graph* compiled = (*exec)->module().graph(ir::kEvalGraph);
   runtime::HostTensor x(compiled->inputs()[0]->result()->type());
@@ -117,6 +136,16 @@ std::vector<float> evalStepLogits(const std::string& model, const std::string& c
   if (!out.ok()) return {};
   const runtime::HostTensor& l = out->back();
   return std::vector<float>(l.f32(), l.f32() + l.type.numElements());
+}
+
+/// The largest difference between `want` and `got`, and the largest |want|.
+std::pair<double, double> compare(const std::vector<float>& want, const std::vector<float>& got) {
+  EXPECT_EQ(want.size(), got.size());
+  double scale = 0, worst = 0;
+  for (float v : want) scale = std::max(scale, double(std::fabs(v)));
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(double(want[i]) - double(got[i])));
+  return {worst, scale};
 }
 
 /// Runs ONNX's checker with full_check (its shape inference too) on `onnx`; returns the
@@ -180,12 +209,9 @@ void exportAndCompare(ExportTest& t, const std::string& model, int folded, bool 
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->shape, (ir::Shape{kBatch, 10}));
 
-  const std::vector<float> want = evalStepLogits(model, t.checkpoint(), images);
-  ASSERT_EQ(want.size(), got->floats.size());
-  double scale = 0, worst = 0;
-  for (float v : want) scale = std::max(scale, double(std::fabs(v)));
-  for (size_t i = 0; i < want.size(); ++i)
-    worst = std::max(worst, std::fabs(double(want[i]) - double(got->floats[i])));
+  const auto [worst, scale] = compare(evalStepLogits(testing::buildZooModel(model, kBatch),
+                                                     checkpointValues(t.checkpoint()), images),
+                                      got->floats);
   // Export folds batch norm with the arithmetic of the eval step's fold_batch_norm kernel
   // (export.cc), so the convolutions get the same weights, bit for bit, and on this
   // machine the logits come out the same bits (measured: difference 0 for all three
@@ -235,6 +261,92 @@ TEST_F(ExportTest, VitPassesTheCheckerAndRunsWhereTheImporterCan) {
 TEST_F(ExportTest, MlpPassesTheCheckerAndRunsWhereTheImporterCan) {
   train("mlp", {"--warmup", "0"});
   exportAndCompare(*this, "mlp", 0, /*runs=*/false);
+}
+
+// Batch norm that may not be folded stays BatchNormalization: after a relu, and after a
+// convolution whose output a residual add reads too. Exported in-process from random
+// values (running variances in [0.5, 1.5)), run by tandem run, compared with the eval step.
+TEST_F(ExportTest, BatchNormThatCannotFoldStaysBatchNormalization) {
+  ModelSpec spec;
+  spec.name = "bn_kept";
+  spec.image_shape = {1, 28, 28};
+  spec.forward = [](Builder& b, Tensor x) {
+    Tensor h = b.relu(b.conv2d(x, {.out_channels = 4, .kernel = 3, .name = "conv1"}));
+    h = b.batchNorm(h, {.name = "bn1"});  // after a relu: no convolution to fold into
+    Tensor c = b.conv2d(h, {.out_channels = 4, .kernel = 3, .name = "conv2"});
+    h = b.add(b.batchNorm(c, {.name = "bn2"}), c);  // c is read twice
+    return b.linear(b.flatten(h), {.out_features = 10, .name = "fc"});
+  };
+  auto m = buildModule(spec, {.batch = kBatch});
+  ASSERT_TRUE(m.ok()) << m.status();
+  onnx_export::VarValues values;
+  uint32_t s = 7;
+  for (const ir::Var& v : (*m)->vars()) {
+    std::vector<float>& data = values[v.name];
+    data.resize(size_t(v.type.numElements()));
+    const bool variance = absl::EndsWith(v.name, "running_var");
+    for (float& d : data) {
+      s = s * 1664525u + 1013904223u;
+      const float u = float(s >> 8) / float(1 << 24);
+      d = variance ? 0.5f + u : (u - 0.5f) * 0.5f;
+    }
+  }
+  onnx_export::ExportReport report;
+  auto proto = onnx_export::exportClassifier(**m, values, &report);
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  EXPECT_TRUE(report.folded_batch_norms.empty());
+  ASSERT_EQ(report.kept_batch_norms.size(), 2u);
+  EXPECT_NE(report.kept_batch_norms[0].find("no convolution's (relu)"), std::string::npos)
+      << report.kept_batch_norms[0];
+  EXPECT_NE(report.kept_batch_norms[1].find("read elsewhere"), std::string::npos)
+      << report.kept_batch_norms[1];
+  std::string bytes;
+  ASSERT_TRUE(proto->SerializeToString(&bytes));
+  testing::writeFile(file("kept.onnx"), bytes);
+  const std::string checked = checkWithOnnx(file("kept.onnx"));
+  if (!checked.empty()) {
+    EXPECT_NE(checked.find("BatchNormalization"), std::string::npos) << checked;
+  }
+
+  const std::vector<float> images = writeImages({kBatch, 1, 28, 28});
+  CommandResult r = testing::runTandem(
+      {"run", file("kept.onnx"), "--input", "x=" + file("x.pb"), "--output-dir", file("out")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto got = onnx_import::readTensorFile(file("out/output_0.pb"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  auto rebuilt = buildModule(spec, {.batch = kBatch});
+  ASSERT_TRUE(rebuilt.ok());
+  const auto [worst, scale] =
+      compare(evalStepLogits(*std::move(rebuilt), values, images), got->floats);
+  // Unfolded, both normalize the same way per element; the eval step may still fuse bn2
+  // and the add differently from tandem run's plain nodes: rounding only.
+  EXPECT_LE(worst, 1e-5 * scale) << "largest logit " << scale;
+  std::printf("bn_kept: largest |logit| %.4g, largest difference from the eval step %.3g\n", scale,
+              worst);
+}
+
+TEST_F(ExportTest, AnOpWithoutOnnxFormIsNamed) {
+  // A graph whose output a training-mode batch norm computes: no inference form.
+  ModelSpec spec;
+  spec.name = "train_bn";
+  spec.image_shape = {1, 28, 28};
+  spec.forward = [](Builder& b, Tensor x) {
+    return b.linear(b.flatten(b.batchNorm(x, {.name = "bn"})), {.out_features = 10, .name = "fc"});
+  };
+  auto m = buildModule(spec, {.batch = 2});
+  ASSERT_TRUE(m.ok()) << m.status();
+  // The training step's graph as if it were the eval step: its batch norm trains.
+  ir::Graph* train = (*m)->graph(ir::kTrainGraph);
+  const ir::Value* x = train->findValue("x");
+  const ir::Value* logits = nullptr;
+  for (const auto& n : train->nodes())
+    if (n->op() == ir::Op::kSoftmaxCrossEntropy) logits = n->operand(0);
+  onnx_export::VarValues values;
+  for (const ir::Var& v : (*m)->vars()) values[v.name].resize(size_t(v.type.numElements()));
+  auto proto = onnx_export::exportGraph(*train, {{x, "x"}}, {{logits, "logits"}}, values);
+  ASSERT_FALSE(proto.ok());
+  EXPECT_NE(proto.status().message().find("bn"), std::string::npos) << proto.status();
+  EXPECT_NE(proto.status().message().find("training mode"), std::string::npos) << proto.status();
 }
 
 TEST_F(ExportTest, MissingCheckpointIsNamed) {

@@ -67,9 +67,9 @@ class BadInputTable : public ::testing::Test {
 
 TEST_F(BadInputTable, CommandLine) {
   check({
-      {{}, "missing subcommand (dump, opt, train, plot, simulate, import, run or devices); see tandem --help"},
+      {{}, "missing subcommand (dump, opt, train, plot, simulate, import, run, export or devices); see tandem --help"},
       {{"frobnicate"},
-       "unknown subcommand 'frobnicate' (expected dump, opt, train, plot, simulate, import, run or devices)"},
+       "unknown subcommand 'frobnicate' (expected dump, opt, train, plot, simulate, import, run, export or devices)"},
       {{"dump", "--colour"}, "--colour: not a flag of tandem dump (see tandem dump --help)"},
       // Issue 21: a misspelt flag gets the nearest one, a flag of another subcommand says
       // which, and a flag given twice says so (not "needs a value").
