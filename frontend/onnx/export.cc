@@ -41,8 +41,13 @@ std::string at(const Node& n) { return absl::StrCat("node ", n.describe()); }
 
 class Exporter {
  public:
-  Exporter(const ir::Graph& g, const VarValues& values, ExportReport* report)
-      : g_(g), values_(values), report_(report), users_(g.users()) {}
+  Exporter(const ir::Graph& g, const VarValues& values, ExportReport* report,
+           const ir::Graph* other_batch)
+      : g_(g), values_(values), report_(report), users_(g.users()) {
+    if (other_batch != nullptr)
+      for (size_t i = 0; i < g.nodes().size(); ++i)
+        other_[g.nodes()[i].get()] = other_batch->nodes()[i].get();
+  }
 
   absl::StatusOr<onnx::ModelProto> run(const std::vector<NamedValue>& inputs,
                                        const std::vector<NamedValue>& outputs) {
@@ -56,7 +61,7 @@ class Exporter {
     for (const NamedValue& in : inputs) {
       RETURN_IF_ERROR(claim(in.name));
       names_[in.value] = in.name;
-      RETURN_IF_ERROR(addValueInfo(gp_->add_input(), in.name, in.value->type()));
+      RETURN_IF_ERROR(addValueInfo(gp_->add_input(), in.name, in.value));
     }
     for (const NamedValue& out : outputs) {
       if (names_.contains(out.value))
@@ -80,7 +85,7 @@ class Exporter {
     for (const auto& n : g_.nodes())
       if (needed.contains(n.get()) && !skipped_.contains(n.get())) RETURN_IF_ERROR(emit(*n));
     for (const NamedValue& out : outputs)
-      RETURN_IF_ERROR(addValueInfo(gp_->add_output(), out.name, out.value->type()));
+      RETURN_IF_ERROR(addValueInfo(gp_->add_output(), out.name, out.value));
     return model;
   }
 
@@ -105,14 +110,36 @@ class Exporter {
     return names_[v] = fresh(v->name());
   }
 
-  absl::Status addValueInfo(onnx::ValueInfoProto* info, const std::string& name,
-                            const ir::TensorType& type) {
+  /// Whether axis `axis` of `v` grows with the batch: its size differs in the graph built
+  /// for another batch (never, when the batch is fixed).
+  bool batchAxis(const Value* v, size_t axis) const {
+    auto other = v->def() != nullptr ? other_.find(v->def()) : other_.end();
+    return other != other_.end() &&
+           other->second->result(size_t(v->index()))->type().shape[axis] != v->type().shape[axis];
+  }
+  bool hasBatchAxis(const Value* v) const {
+    for (size_t a = 0; a < v->type().shape.size(); ++a)
+      if (batchAxis(v, a)) return true;
+    return false;
+  }
+
+  absl::Status addValueInfo(onnx::ValueInfoProto* info, const std::string& name, const Value* v) {
+    const ir::TensorType& type = v->type();
     info->set_name(name);
     onnx::TypeProto_Tensor* t = info->mutable_type()->mutable_tensor_type();
     ASSIGN_OR_RETURN(const int32_t elem, onnxType(type.dtype));
     t->set_elem_type(elem);
     onnx::TensorShapeProto* shape = t->mutable_shape();
-    for (int64_t d : type.shape) shape->add_dim()->set_dim_value(d);
+    for (size_t a = 0; a < type.shape.size(); ++a) {
+      if (batchAxis(v, a)) {
+        if (a != 0)
+          return absl::UnimplementedError(absl::StrCat(
+              "'", name, "': its axis ", a, " grows with the batch; export with --batch"));
+        shape->add_dim()->set_dim_param("N");
+      } else {
+        shape->add_dim()->set_dim_value(type.shape[a]);
+      }
+    }
     return absl::OkStatus();
   }
 
@@ -335,6 +362,7 @@ class Exporter {
       }
       case Op::kConstant: {
         if (n.result()->type().dtype != ir::DType::kF32) break;
+        if (hasBatchAxis(n.result())) return batchBaked(n);
         std::vector<float> v(size_t(n.result()->type().numElements()),
                              float(ir::ConstantView(n).value()));
         names_[n.result()] =
@@ -458,6 +486,10 @@ class Exporter {
         return absl::OkStatus();
       }
       case Op::kReshape:
+        // The batch axis is written -1 (ops.td), so one shape serves every batch.
+        if (!other_.empty() &&
+            ir::ReshapeView(*other_.at(&n)).shape() != ir::ReshapeView(n).shape())
+          return batchBaked(n);
         add("Reshape", n,
             {nameOf(n.operand(0)),
              addInts(n.result()->name() + ".shape", ir::ReshapeView(n).shape())},
@@ -496,6 +528,9 @@ class Exporter {
         return emitConcat(n);
       case Op::kSliceAxis: {
         const ir::SliceAxisView v(n);
+        if (batchAxis(v.x(), size_t(v.axis() < 0 ? v.axis() + int64_t(v.x()->type().shape.size())
+                                                 : v.axis())))
+          return batchBaked(n);
         add("Slice", n,
             {nameOf(v.x()), addInts(v.y()->name() + ".starts", {v.start()}),
              addInts(v.y()->name() + ".ends", {v.end()}),
@@ -525,16 +560,48 @@ class Exporter {
     const int64_t axis = v.axis() < 0 ? v.axis() + rank : v.axis();
     std::vector<std::string> in;
     for (const Value* x : v.xs()) {
+      const ir::Shape& xs = x->type().shape;
       ir::Shape want = ys;
-      want[size_t(axis)] = x->type().shape[size_t(axis)];
-      if (x->type().shape == want) {
+      want[size_t(axis)] = xs[size_t(axis)];
+      if (xs == want) {
         in.push_back(nameOf(x));
-      } else {
-        in.push_back(addTemp("Expand", n, {nameOf(x), addInts(x->name() + ".expand", want)}));
+        continue;
       }
+      // Expand broadcasts x against the target: 1 keeps an axis, and an axis that grows
+      // with the batch takes its size from an operand that has it (Shape's start/end).
+      std::vector<std::string> pieces;
+      std::vector<int64_t> fixed;
+      for (size_t a = 0; a < ys.size(); ++a) {
+        const Value* full = nullptr;
+        for (const Value* o : v.xs())
+          if (xs[a] != want[a] && batchAxis(o, a)) full = o;
+        if (full == nullptr) {
+          fixed.push_back(xs[a] == want[a] ? 1 : want[a]);
+          continue;
+        }
+        if (!fixed.empty()) pieces.push_back(addInts(x->name() + ".expand", fixed));
+        fixed.clear();
+        const std::string dim = fresh(absl::StrCat(full->name(), ".dim", a));
+        onnx::NodeProto* shape = add("Shape", n, {nameOf(full)}, {dim});
+        intAttr(shape, "start", int64_t(a));
+        intAttr(shape, "end", int64_t(a) + 1);
+        pieces.push_back(dim);
+      }
+      if (!fixed.empty()) pieces.push_back(addInts(x->name() + ".expand", fixed));
+      std::string target = pieces[0];
+      if (pieces.size() > 1) {
+        target = fresh(x->name() + ".expand_shape");
+        intAttr(add("Concat", n, pieces, {target}), "axis", 0);
+      }
+      in.push_back(addTemp("Expand", n, {nameOf(x), target}));
     }
     intAttr(add("Concat", n, std::move(in), {nameOf(v.y())}), "axis", axis);
     return absl::OkStatus();
+  }
+
+  absl::Status batchBaked(const Node& n) const {
+    return absl::UnimplementedError(absl::StrCat(
+        at(n), ": its attributes or values hold the batch's size; export with --batch N"));
   }
 
   bool isGraphInput(const Value* v) const {
@@ -552,6 +619,7 @@ class Exporter {
   std::set<std::string> taken_;
   std::map<std::string, std::string> var_names_;             // variable -> its initializer
   absl::flat_hash_map<const Node*, const Node*> fold_into_;  // conv -> its batch norm
+  absl::flat_hash_map<const Node*, const Node*> other_;      // the node at another batch
   absl::flat_hash_set<const Node*> skipped_;  // batch norms folded, variables they replace
 };
 
@@ -560,12 +628,18 @@ class Exporter {
 absl::StatusOr<onnx::ModelProto> exportGraph(const ir::Graph& graph,
                                              const std::vector<NamedValue>& inputs,
                                              const std::vector<NamedValue>& outputs,
-                                             const VarValues& values, ExportReport* report) {
-  return Exporter(graph, values, report).run(inputs, outputs);
+                                             const VarValues& values, ExportReport* report,
+                                             const ir::Graph* other_batch) {
+  if (other_batch != nullptr && other_batch->nodes().size() != graph.nodes().size())
+    return absl::InvalidArgumentError(absl::StrCat("@", graph.name(), " has ", graph.nodes().size(),
+                                                   " nodes, built for another batch ",
+                                                   other_batch->nodes().size()));
+  return Exporter(graph, values, report, other_batch).run(inputs, outputs);
 }
 
 absl::StatusOr<onnx::ModelProto> exportClassifier(const ir::Module& module, const VarValues& values,
-                                                  ExportReport* report) {
+                                                  ExportReport* report,
+                                                  const ir::Module* other_batch) {
   const ir::Graph* eval = module.graph(ir::kEvalGraph);
   if (eval == nullptr)
     return absl::InvalidArgumentError(
@@ -583,7 +657,11 @@ absl::StatusOr<onnx::ModelProto> exportClassifier(const ir::Module& module, cons
         absl::StrCat("module @", module.name(), ": @", ir::kEvalGraph,
                      " is not a classifier's (frontend/model.h: images %x in, a "
                      "softmax_cross_entropy on the logits)"));
-  return exportGraph(*eval, {{images, "x"}}, {{logits, "logits"}}, values, report);
+  const ir::Graph* other = other_batch != nullptr ? other_batch->graph(ir::kEvalGraph) : nullptr;
+  if (other_batch != nullptr && other == nullptr)
+    return absl::InvalidArgumentError(
+        absl::StrCat("module @", other_batch->name(), " has no @", ir::kEvalGraph));
+  return exportGraph(*eval, {{images, "x"}}, {{logits, "logits"}}, values, report, other);
 }
 
 }  // namespace tandem::onnx_export

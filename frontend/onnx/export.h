@@ -36,6 +36,14 @@ struct ExportReport {
 /// outputs, each under the name given beside it (in that order); everything the outputs
 /// depend on becomes nodes and initializers. Errors name the node whose op (or use of
 /// it) has no ONNX form here, or the variable whose value is missing or of another size.
+///
+/// With `other_batch`, the same graph built for another batch size (node for node: the
+/// DSL builds deterministically), the batch is symbolic: an axis whose size differs
+/// between the two is the batch's, written as the dimension "N" of the inputs and
+/// outputs, and taken from a tensor's Shape where an Expand needs it. Shapes are concrete
+/// in Tandem, so this is how export tells the batch axis from a size that only equals it.
+/// A node that holds the batch's size in an attribute (a reshape not written with -1, a
+/// slice along the batch) or a batch axis other than the first is an error then.
 struct NamedValue {
   const ir::Value* value;
   std::string name;
@@ -44,11 +52,14 @@ absl::StatusOr<onnx::ModelProto> exportGraph(const ir::Graph& graph,
                                              const std::vector<NamedValue>& inputs,
                                              const std::vector<NamedValue>& outputs,
                                              const VarValues& values,
-                                             ExportReport* report = nullptr);
+                                             ExportReport* report = nullptr,
+                                             const ir::Graph* other_batch = nullptr);
 
 /// The classifier a model built by frontend/model.h holds: @eval_step's images "x" in,
-/// the logits its loss reads out as "logits" (the loss and accuracy left out).
+/// the logits its loss reads out as "logits" (the loss and accuracy left out). With
+/// `other_batch`, the same model built for another batch, the batch is symbolic (N).
 absl::StatusOr<onnx::ModelProto> exportClassifier(const ir::Module& module, const VarValues& values,
-                                                  ExportReport* report = nullptr);
+                                                  ExportReport* report = nullptr,
+                                                  const ir::Module* other_batch = nullptr);
 
 }  // namespace tandem::onnx_export

@@ -172,11 +172,18 @@ std::string checkWithOnnx(const std::string& onnx) {
 /// with onnx.checker, runs it with `tandem run` and compares with the eval step's logits.
 /// `runs` false: the importer does not read every op export writes yet (Erf, Expand);
 /// then `tandem run` must refuse exactly those, and the logits are compared when it runs.
-void exportAndCompare(ExportTest& t, const std::string& model, int folded, bool runs = true) {
+/// `fixed_batch`: exported with --batch 4; else the batch is symbolic (N), and the model
+/// also runs on a batch of 1.
+void exportAndCompare(ExportTest& t, const std::string& model, int folded, bool runs = true,
+                      bool fixed_batch = false) {
   const std::string onnx = t.file(model + ".onnx");
-  CommandResult e = testing::runTandem(
-      {"export", "--checkpoint", t.checkpoint(), "-o", onnx, "--batch", absl::StrCat(kBatch)});
+  std::vector<std::string> args = {"export", "--checkpoint", t.checkpoint(), "-o", onnx};
+  if (fixed_batch) args.insert(args.end(), {"--batch", absl::StrCat(kBatch)});
+  CommandResult e = testing::runTandem(args);
   ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_NE(e.out.find(fixed_batch ? "input x [4,1,28,28]" : "input x [N,1,28,28]"),
+            std::string::npos)
+      << e.out;
   EXPECT_NE(e.out.find(absl::StrCat("batch norm folded into ", folded, " convolutions, 0 kept")),
             std::string::npos)
       << e.out;
@@ -222,8 +229,23 @@ void exportAndCompare(ExportTest& t, const std::string& model, int folded, bool 
   // the folding or the graph (a dropped bias term, a wrong epsilon: >= 1e-4).
   EXPECT_LE(worst, 1e-5 * scale) << "largest logit " << scale;
 
+  if (!fixed_batch) {  // the symbolic batch: one image runs too, to the first row's logits
+    t.writeImages({1, 1, 28, 28});  // the batch's first image
+    CommandResult one = testing::runTandem(
+        {"run", onnx, "--input", "x=" + t.file("x.pb"), "--output-dir", t.file("one")});
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto row = onnx_import::readTensorFile(t.file("one/output_0.pb"));
+    ASSERT_TRUE(row.ok()) << row.status();
+    ASSERT_EQ(row->shape, (ir::Shape{1, 10}));
+    const auto [row_worst, row_scale] =
+        compare(std::vector<float>(got->floats.begin(), got->floats.begin() + 10), row->floats);
+    EXPECT_LE(row_worst, 1e-5 * row_scale);
+    t.writeImages({kBatch, 1, 28, 28});  // x.pb back to the batch for the .tir below
+  }
+
   // The importer's round trip: the exported model as a .tir module runs to the same bits.
-  CommandResult imported = testing::runTandem({"import", onnx, "-o", t.file(model + ".tir")});
+  CommandResult imported = testing::runTandem(
+      {"import", onnx, "-o", t.file(model + ".tir"), "--batch", absl::StrCat(kBatch)});
   ASSERT_EQ(imported.exit_code, 0) << imported.err;
   CommandResult tir = testing::runTandem({"run", t.file(model + ".tir"), "--input",
                                           "x=" + t.file("x.pb"), "--output-dir", t.file("tir")});
@@ -242,7 +264,7 @@ TEST_F(ExportTest, LenetMatchesTheEvalStepThroughTandemRun) {
 
 TEST_F(ExportTest, LenetWithBatchNormFoldsIt) {
   train("lenet_bn");
-  exportAndCompare(*this, "lenet_bn", 2);
+  exportAndCompare(*this, "lenet_bn", 2, /*runs=*/true, /*fixed_batch=*/true);
 }
 
 TEST_F(ExportTest, Resnet18MatchesTheEvalStepThroughTandemRun) {
@@ -347,6 +369,31 @@ TEST_F(ExportTest, AnOpWithoutOnnxFormIsNamed) {
   ASSERT_FALSE(proto.ok());
   EXPECT_NE(proto.status().message().find("bn"), std::string::npos) << proto.status();
   EXPECT_NE(proto.status().message().find("training mode"), std::string::npos) << proto.status();
+}
+
+// A symbolic batch needs shapes written for any batch: a reshape that spells the batch's
+// size is named (and the fixed-batch export of the same model works).
+TEST_F(ExportTest, AReshapeHoldingTheBatchSizeIsNamedUnderASymbolicBatch) {
+  auto spec_for = [](int64_t batch) {
+    ModelSpec spec;
+    spec.name = "spelled_batch";
+    spec.image_shape = {1, 28, 28};
+    spec.forward = [batch](Builder& b, Tensor x) {
+      return b.linear(b.reshape(x, {batch, 784}, std::source_location::current()),
+                      {.out_features = 10, .name = "fc"});
+    };
+    return spec;
+  };
+  auto two = buildModule(spec_for(2), {.batch = 2});
+  auto three = buildModule(spec_for(3), {.batch = 3});
+  ASSERT_TRUE(two.ok() && three.ok());
+  onnx_export::VarValues values;
+  for (const ir::Var& v : (*two)->vars()) values[v.name].resize(size_t(v.type.numElements()));
+  auto symbolic = onnx_export::exportClassifier(**two, values, nullptr, three->get());
+  ASSERT_FALSE(symbolic.ok());
+  EXPECT_NE(symbolic.status().message().find("reshape"), std::string::npos) << symbolic.status();
+  EXPECT_NE(symbolic.status().message().find("--batch"), std::string::npos) << symbolic.status();
+  EXPECT_TRUE(onnx_export::exportClassifier(**two, values).ok());
 }
 
 TEST_F(ExportTest, MissingCheckpointIsNamed) {

@@ -90,16 +90,31 @@ absl::Status runExport(const ExportFlags& f) {
         "', which is not a zoo model (a train --onnx model is exported by its own .onnx file); "
         "name the zoo model with --model"));
   ASSIGN_OR_RETURN(ModelSpec spec, f.model ? zoo::modelByName(*f.model) : named);
-  absl::StatusOr<std::unique_ptr<ir::Module> > m =
-      buildModule(spec, BuildOptions{.batch = f.batch.value_or(1)});
-  if (!m.ok())
-    return absl::Status(m.status().code(),
-                        absl::StrCat("--model ", spec.name, ": ", m.status().message()));
-  ASSIGN_OR_RETURN(onnx_export::VarValues values, checkpointValues(*c, **m, path));
+  // Without --batch the batch is symbolic: the model is built for two batch sizes, and
+  // the axes whose sizes differ are the batch's (export.h).
+  auto build = [&](int64_t batch) -> absl::StatusOr<std::unique_ptr<ir::Module> > {
+    absl::StatusOr<std::unique_ptr<ir::Module> > built =
+        buildModule(spec, BuildOptions{.batch = batch});
+    if (!built.ok())
+      return absl::Status(built.status().code(),
+                          absl::StrCat("--model ", spec.name, ": ", built.status().message()));
+    return built;
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m, build(f.batch.value_or(2)));
+  std::unique_ptr<ir::Module> other;
+  if (!f.batch) {
+    ASSIGN_OR_RETURN(other, build(3));
+  }
+  ASSIGN_OR_RETURN(onnx_export::VarValues values, checkpointValues(*c, *m, path));
   onnx_export::ExportReport report;
-  ASSIGN_OR_RETURN(onnx::ModelProto proto, onnx_export::exportClassifier(**m, values, &report));
+  absl::StatusOr<onnx::ModelProto> proto =
+      onnx_export::exportClassifier(*m, values, &report, other.get());
+  if (!proto.ok() && !f.batch)
+    return absl::Status(proto.status().code(),
+                        absl::StrCat(proto.status().message(), " (the batch was symbolic)"));
+  if (!proto.ok()) return proto.status();
   std::string bytes;
-  if (!proto.SerializeToString(&bytes))
+  if (!proto->SerializeToString(&bytes))
     return absl::ResourceExhaustedError(absl::StrCat("-o '", f.output, "': model ", spec.name,
                                                      " is too large for one ONNX file (2 GiB)"));
   ASSIGN_OR_RETURN(OutputFile out, OutputFile::openReplacing(f.output, "-o"));
@@ -111,9 +126,12 @@ absl::Status runExport(const ExportFlags& f) {
       f.output, ": model ", spec.name, " from '", path, "' (",
       c->progress.steps == 0 ? absl::StrCat("after epoch ", c->epoch - 1)
                              : absl::StrCat("epoch ", c->epoch, ", step ", c->progress.steps),
-      "), input x [", absl::StrJoin((*m)->graph(ir::kEvalGraph)->findValue("x")->type().shape, ","),
-      "], output logits, ONNX opset ", onnx_export::kExportOpset, ", ", proto.graph().node_size(),
-      " nodes, ", proto.graph().initializer_size(), " initializers; batch norm folded into ",
+      "), input x [", f.batch ? "" : "N,",
+      absl::StrJoin(absl::MakeConstSpan(m->graph(ir::kEvalGraph)->findValue("x")->type().shape)
+                        .subspan(f.batch ? 0 : 1),
+                    ","),
+      "], output logits, ONNX opset ", onnx_export::kExportOpset, ", ", proto->graph().node_size(),
+      " nodes, ", proto->graph().initializer_size(), " initializers; batch norm folded into ",
       report.folded_batch_norms.size(), " convolutions, ", report.kept_batch_norms.size(),
       " kept\n");
   for (const std::string& kept : report.kept_batch_norms)
