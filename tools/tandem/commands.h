@@ -194,7 +194,7 @@ struct ExportFlags {
   std::string output;      // -o MODEL.onnx
   /// --model: the zoo model the checkpoint holds (unset: the one it names).
   std::optional<std::string> model;
-  /// --batch: the exported graph's batch size (unset: 1).
+  /// --batch: the exported graph's batch size (unset: symbolic, N).
   std::optional<int64_t> batch;
 };
 

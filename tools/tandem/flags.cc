@@ -302,7 +302,7 @@ void addExport(CLI::App& app, ExportFlags& f) {
   cmd->add_option("--model", f.model,
                   "The zoo model the checkpoint holds (default: the one it names)");
   addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
-            "The batch size of the exported graph's input (default 1)");
+            "A fixed batch size for the exported graph (default: symbolic, N)");
 }
 
 void addTrain(CLI::App& app, TrainFlags& f) {
