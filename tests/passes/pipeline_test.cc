@@ -43,7 +43,7 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
   EXPECT_EQ(p.status().message(),
             "unknown pass 'fuse-everything' (known: mixed-precision, autodiff, feed-learning-rate, "
             "fuse-conv-bn-relu, "
-            "replicate, insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
+            "replicate, insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, dce, schedule, "
             "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
   for (const passes::PassInfo& info : passes::registeredPasses())
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(std::string(info.name)));
@@ -180,7 +180,8 @@ TEST(DefaultPipeline, TextAndOrder) {
   EXPECT_EQ(passNames(*p), passes::defaultPassNames());
   EXPECT_THAT(passes::defaultPassNames(),
               ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
-                          "replicate", "insert-collectives", "clip-grad-norm", "recompute-bn-relu",
+                          "replicate", "insert-collectives", "clip-grad-norm", "shard-weight-update",
+                          "recompute-bn-relu",
                           "dce", "schedule", "group-updates", "assign-streams", "plan-events",
                           "assign-layouts", "plan-memory"));
   // CUDA devices group the updates unless told not to; CPU devices only when told to.
@@ -295,7 +296,7 @@ TEST(PassManager, BadPipelineAddsNothing) {
   EXPECT_EQ(pm.addPipeline("autodiff,nope").message(),
             "unknown pass 'nope' (known: mixed-precision, autodiff, feed-learning-rate, "
             "fuse-conv-bn-relu, replicate, "
-            "insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
+            "insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, dce, schedule, "
             "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
   EXPECT_EQ(pm.size(), 0u);
 }
@@ -363,6 +364,7 @@ TEST(PassManager, PrintAfterEveryPassAndTimings) {
   f32_passes.erase(f32_passes.begin());
   std::erase(f32_passes, "feed-learning-rate");
   std::erase(f32_passes, "clip-grad-norm");
+  std::erase(f32_passes, "shard-weight-update");
   std::erase(f32_passes, "group-updates");
   EXPECT_EQ(names, f32_passes);
 

@@ -175,6 +175,11 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
             "Reduce gradients hierarchically over this many groups of consecutive devices: "
             "within each group, across the groups' first devices, back within each group "
             "(1: one flat all_reduce)");
+  cmd->add_flag("--shard-updates", f.shard_updates,
+                "Shard the weight update across the devices (shard-weight-update pass, as "
+                "ZeRO-1/2 and XLA's sharded update): per gradient bucket a reduce_scatter, each "
+                "device steps only its shard with its shard of the optimizer state, an "
+                "all_gather of the stepped weights; the same numbers, 1/devices of the state");
   cmd->add_flag("--sync-bn", f.sync_bn,
                 "Sync batch norm: every device normalizes with the statistics of the whole "
                 "global batch (one all_reduce per layer and direction)");
