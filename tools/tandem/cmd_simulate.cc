@@ -271,7 +271,7 @@ void printTable(const std::vector<Row>& rows, double one_step_s, int64_t batch, 
   std::cout << "\n";
   for (const Row& r : rows) {
     const sim::SimResult& x = r.result;
-    std::cout << absl::StrFormat("%8d %10s %11s %9s %16s %13.1f %12.0f %13.1f", r.devices,
+    std::cout << absl::StrFormat("%8d %10s %11s %9s %16s %13.1f %12.0f %13.2f", r.devices,
                                  ms(x.step_s), ms(x.compute_s), ms(x.comm_s),
                                  ms(x.exposed_comm_s), 100 * one_step_s / x.step_s,
                                  static_cast<double>(r.devices * batch) / x.step_s,

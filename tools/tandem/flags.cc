@@ -367,11 +367,12 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
       "compiled data-parallel step on N GPUs (cost models and an event replay of its streams).");
   addModelFlags(cmd, f.model, zoo::modelNames());
   // Counts of simulated GPUs and a per-device batch replace the device list and global
-  // batch; the optimizer and split settings change nothing a simulation sees.
+  // batch; the split and the optimizer's numbers change nothing a simulation sees (the
+  // optimizer and momentum stay: they decide the state, which --shard-updates cuts).
   for (const char* name :
-       {"--devices", "--batch", "--split", "--allreduce-groups", "--optimizer", "--lr",
-        "--momentum", "--weight-decay", "--beta1", "--beta2", "--eps", "--schedule", "--warmup",
-        "--clip-grad-norm", "--label-smoothing", "--init"})
+       {"--devices", "--batch", "--split", "--allreduce-groups", "--lr", "--weight-decay",
+        "--beta1", "--beta2", "--eps", "--schedule", "--warmup", "--clip-grad-norm",
+        "--label-smoothing", "--init"})
     cmd->remove_option(cmd->get_option(name));
   cmd->add_option("--devices", f.devices,
                   "Device counts to predict, comma separated, each from 1 to 65536 (default: "
