@@ -163,6 +163,7 @@ TEST(DefaultPipeline, TextAndOrder) {
       .weight_decay = 0.001,
       .lr_schedule = true,
       .clip_grad_norm = 1.5,
+      .shard_updates = true,
       .bucket_mb = 10,
       .first_bucket_mb = 0.5,
       .bf16 = true,
@@ -172,8 +173,8 @@ TEST(DefaultPipeline, TextAndOrder) {
             "mixed-precision{dtype=bf16},autodiff{lr=0.2,momentum=0.9,weight-decay=0.001},"
             "feed-learning-rate,fuse-conv-bn-relu,replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
             "insert-collectives{bucket-mb=10,first-bucket-mb=0.5,allreduce-dtype=bf16},"
-            "clip-grad-norm{max-norm=1.5},recompute-bn-relu,dce,schedule,group-updates,assign-"
-            "streams,plan-events,"
+            "clip-grad-norm{max-norm=1.5},shard-weight-update,recompute-bn-relu,dce,schedule,"
+            "group-updates,assign-streams,plan-events,"
             "assign-layouts,plan-memory");
   auto p = passes::parsePipeline(text);
   ASSERT_TRUE(p.ok()) << p.status();
