@@ -261,8 +261,10 @@ absl::Status verifyVar(const Module& m, const Var& v) {
       return fail(absl::StrCat("shards add up to ", sum, " but ", toString(v.type), " has ",
                                v.type.numElements(), " elements"));
     if (!v.init.isDeterministic())
-      return fail(absl::StrCat("is sharded, so its initializer must be zeros or ones (each "
-                               "device fills its shard alone), not ", toString(v.init)));
+      return fail(
+          absl::StrCat("is sharded, so its initializer must be zeros or ones (each "
+                       "device fills its shard alone), not ",
+                       toString(v.init)));
   }
   int64_t packed = 0;
   for (const VarPiece& p : v.packs) {

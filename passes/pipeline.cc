@@ -148,11 +148,14 @@ std::string defaultPipeline(const PipelineConfig& c) {
 }
 
 std::vector<std::string> defaultPassNames() {
-  return {"mixed-precision",   "autodiff",          "feed-learning-rate",
-          "fuse-conv-bn-relu", "replicate",         "insert-collectives",
-          "clip-grad-norm",    "shard-weight-update", "recompute-bn-relu", "dce",
-          "schedule",          "group-updates", "assign-streams",
-          "plan-events",       "assign-layouts",    "plan-memory"};
+  return {"mixed-precision",    "autodiff",
+          "feed-learning-rate", "fuse-conv-bn-relu",
+          "replicate",          "insert-collectives",
+          "clip-grad-norm",     "shard-weight-update",
+          "recompute-bn-relu",  "dce",
+          "schedule",           "group-updates",
+          "assign-streams",     "plan-events",
+          "assign-layouts",     "plan-memory"};
 }
 
 }  // namespace tandem::passes

@@ -36,17 +36,18 @@ absl::StatusOr<std::vector<Bucket>> findBuckets(const ir::Module& m, ir::Graph& 
   absl::flat_hash_map<const Value*, Node*> update_of;  // gradient -> its update
   for (const auto& n : g.nodes()) {
     if (n->op() == ir::Op::kClipGradNorm)
-      return failure(absl::StrCat(
-          n->describe(), " clips the all-reduced gradients; clipping a sharded update needs "
-                         "the norm's squares summed per shard and all-reduced, which is not "
-                         "built yet (leave out --clip-grad-norm or --shard-updates)"));
+      return failure(
+          absl::StrCat(n->describe(),
+                       " clips the all-reduced gradients; clipping a sharded update needs "
+                       "the norm's squares summed per shard and all-reduced, which is not "
+                       "built yet (leave out --clip-grad-norm or --shard-updates)"));
     std::optional<ir::UpdateView> u = ir::UpdateView::of(*n);
     if (!u) continue;
     if (u->info().sharded_of)
       return failure(absl::StrCat("@", g.name(), " is sharded already (", n->describe(), ")"));
     if (u->grouped())
-      return failure(absl::StrCat(n->describe(),
-                                  " is grouped; run shard-weight-update before group-updates"));
+      return failure(
+          absl::StrCat(n->describe(), " is grouped; run shard-weight-update before group-updates"));
     if (!u->info().sharded)
       return failure(absl::StrCat(n->describe(), ": ", n->opName(), " has no flat-shard form"));
     if (!ir::ParamView::is(*u->param(0)->def()))
@@ -82,9 +83,8 @@ absl::StatusOr<std::vector<Bucket>> findBuckets(const ir::Module& m, ir::Graph& 
       for (const Node* u : per_device)
         if (u->op() != first.op() || u->attrs() != first.attrs() ||
             (ir::UpdateView::of(*u)->lrScale() != nullptr) != scaled)
-          return failure(absl::StrCat(u->describe(), " and ", first.describe(),
-                                      " share bucket ", b.id,
-                                      " but not their optimizer and its settings"));
+          return failure(absl::StrCat(u->describe(), " and ", first.describe(), " share bucket ",
+                                      b.id, " but not their optimizer and its settings"));
     out.push_back(std::move(b));
   }
   if (out.empty())
@@ -98,9 +98,10 @@ absl::StatusOr<std::vector<Bucket>> findBuckets(const ir::Module& m, ir::Graph& 
 absl::StatusOr<Value*> flat(Insertions& insert, size_t at, Value* v, size_t d,
                             const std::optional<ir::Device>& device) {
   if (v->type().rank() == 1) return v;
-  ASSIGN_OR_RETURN(Node * r,
-                   insert.add(at, ir::ReshapeArgs{.x = v, .shape = std::vector<int64_t>{-1}}.spec(
-                                      {.device = device, .names = {tagReplica(v->name(), d, "flat")}})));
+  ASSIGN_OR_RETURN(
+      Node * r,
+      insert.add(at, ir::ReshapeArgs{.x = v, .shape = std::vector<int64_t>{-1}}.spec(
+                         {.device = device, .names = {tagReplica(v->name(), d, "flat")}})));
   return r->result();
 }
 
@@ -108,8 +109,9 @@ absl::StatusOr<Value*> flat(Insertions& insert, size_t at, Value* v, size_t d,
 absl::StatusOr<Value*> join(Insertions& insert, size_t at, std::vector<Value*> parts,
                             std::string name, const std::optional<ir::Device>& device) {
   if (parts.size() == 1) return parts[0];
-  ASSIGN_OR_RETURN(Node * c, insert.add(at, ir::ConcatAxisArgs{.xs = std::move(parts), .axis = 0}.spec(
-                                                {.device = device, .names = {std::move(name)}})));
+  ASSIGN_OR_RETURN(Node * c,
+                   insert.add(at, ir::ConcatAxisArgs{.xs = std::move(parts), .axis = 0}.spec(
+                                      {.device = device, .names = {std::move(name)}})));
   return c->result();
 }
 
@@ -117,9 +119,10 @@ absl::StatusOr<Value*> join(Insertions& insert, size_t at, std::vector<Value*> p
 absl::StatusOr<Value*> slice(Insertions& insert, size_t at, Value* v, int64_t start, int64_t end,
                              std::string name, const std::optional<ir::Device>& device) {
   if (start == 0 && end == v->type().numElements()) return v;
-  ASSIGN_OR_RETURN(Node * s, insert.add(at, ir::SliceAxisArgs{.x = v, .axis = 0, .start = start,
-                                                              .end = end}
-                                                .spec({.device = device, .names = {std::move(name)}})));
+  ASSIGN_OR_RETURN(
+      Node * s,
+      insert.add(at, ir::SliceAxisArgs{.x = v, .axis = 0, .start = start, .end = end}.spec(
+                         {.device = device, .names = {std::move(name)}})));
   return s->result();
 }
 
@@ -186,7 +189,8 @@ class Sharder {
                                        replicaName(base + ".grad", d), m_.devices()[d]));
     }
     std::vector<std::string> shard_names;
-    for (size_t d = 0; d < devices; ++d) shard_names.push_back(replicaName(base + ".grad.shard", d));
+    for (size_t d = 0; d < devices; ++d)
+      shard_names.push_back(replicaName(base + ".grad.shard", d));
     ASSIGN_OR_RETURN(Node * rs, insert_.add(at, ir::ReduceScatterArgs{.xs = packed,
                                                                       .op = ir::ReduceOp::kSum,
                                                                       .bucket = b.id,
@@ -208,8 +212,8 @@ class Sharder {
                                           tagReplica(w->name(), d, "piece"), dev));
         pieces.push_back(p);
       }
-      ASSIGN_OR_RETURN(Value * w_shard,
-                       join(insert_, last, std::move(pieces), replicaName(base + ".w.shard", d), dev));
+      ASSIGN_OR_RETURN(Value * w_shard, join(insert_, last, std::move(pieces),
+                                             replicaName(base + ".w.shard", d), dev));
       // The flat-shard update: the single update's operands, with the shards in place.
       const Node& single = *b.updates[d][0];
       const ir::UpdateView u = *ir::UpdateView::of(single);
@@ -217,48 +221,54 @@ class Sharder {
       operands[u.paramOperand(0)] = w_shard;
       operands[u.gradOperand(0)] = rs->result(d);
       for (size_t s = 0; s < state_vars.size(); ++s) {
-        ASSIGN_OR_RETURN(Node * p, insert_.add(last, ir::ParamArgs{.var = state_vars[s]}.spec(
-                                                       {.device = dev,
-                                                        .names = {replicaName(state_vars[s], d)}})));
+        ASSIGN_OR_RETURN(
+            Node * p,
+            insert_.add(last, ir::ParamArgs{.var = state_vars[s]}.spec(
+                                  {.device = dev, .names = {replicaName(state_vars[s], d)}})));
         operands[u.stateOperand(0, s)] = p->result();
       }
-      ASSIGN_OR_RETURN(Node * step,
-                       insert_.add(last, ir::NodeSpec{.op = *u.info().sharded,
-                                                    .operands = std::move(operands),
-                                                    .attr_values = single.attrs(),
-                                                    .device = dev,
-                                                    .names = {replicaName(base + ".w.stepped", d)},
-                                                    .scope = single.scope()}));
+      ASSIGN_OR_RETURN(
+          Node * step,
+          insert_.add(last, ir::NodeSpec{.op = *u.info().sharded,
+                                         .operands = std::move(operands),
+                                         .attr_values = single.attrs(),
+                                         .device = dev,
+                                         .names = {replicaName(base + ".w.stepped", d)},
+                                         .scope = single.scope()}));
       stepped[d] = step->result();
       offset += sizes[d];
     }
     std::vector<std::string> gathered_names;
     for (size_t d = 0; d < devices; ++d) gathered_names.push_back(replicaName(base + ".w", d));
-    ASSIGN_OR_RETURN(Node * ag,
-                     insert_.add(last, ir::AllGatherArgs{.xs = stepped, .bucket = b.id,
-                                                       .devices = m_.devices()}
-                                         .spec({.names = std::move(gathered_names)})));
+    ASSIGN_OR_RETURN(
+        Node * ag,
+        insert_.add(last,
+                    ir::AllGatherArgs{.xs = stepped, .bucket = b.id, .devices = m_.devices()}.spec(
+                        {.names = std::move(gathered_names)})));
     // Each weight cut back out of the gathered bucket and written to its variable.
     for (size_t d = 0; d < devices; ++d) {
       const std::optional<ir::Device> dev = m_.devices()[d];
       for (size_t i = 0; i < first.size(); ++i) {
         Value* w = ir::UpdateView::of(*b.updates[d][i])->param(0);
         const ir::TensorType& type = w->type();
-        ASSIGN_OR_RETURN(Value * v, slice(insert_, last, ag->result(d), start[i],
-                                          start[i] + type.numElements(),
-                                          tagReplica(w->name(), d, "gathered"), dev));
+        ASSIGN_OR_RETURN(
+            Value * v, slice(insert_, last, ag->result(d), start[i], start[i] + type.numElements(),
+                             tagReplica(w->name(), d, "gathered"), dev));
         if (type.rank() != 1) {
-          ASSIGN_OR_RETURN(Node * r, insert_.add(last, ir::ReshapeArgs{.x = v, .shape = std::vector<int64_t>(type.shape.begin(), type.shape.end())}
-                                                          .spec({.device = dev,
-                                                                 .names = {tagReplica(w->name(), d,
-                                                                                      "stepped")}})));
+          ASSIGN_OR_RETURN(
+              Node * r,
+              insert_.add(
+                  last,
+                  ir::ReshapeArgs{
+                      .x = v, .shape = std::vector<int64_t>(type.shape.begin(), type.shape.end())}
+                      .spec({.device = dev, .names = {tagReplica(w->name(), d, "stepped")}})));
           v = r->result();
         }
-        RETURN_IF_ERROR(insert_
-                            .add(last, ir::AssignArgs{.value = v,
-                                                    .var = ir::ParamView(*w->def()).var()}
-                                         .spec({.device = dev}))
-                            .status());
+        RETURN_IF_ERROR(
+            insert_
+                .add(last, ir::AssignArgs{.value = v, .var = ir::ParamView(*w->def()).var()}.spec(
+                               {.device = dev}))
+                .status());
       }
     }
     erased_.insert(b.all_reduce);
@@ -284,8 +294,7 @@ class Sharder {
             for (const Node* user : it->second)
               if (!ir::AssignView::is(*user) || !reads_dropped(*user))
                 return failure(absl::StrCat(user->describe(), " reads the optimizer state %",
-                                            n->result(r)->name(),
-                                            ", which sharding replaces"));
+                                            n->result(r)->name(), ", which sharding replaces"));
       }
       g->eraseIf(reads_dropped);
     }
@@ -295,13 +304,11 @@ class Sharder {
         if (v.packs.empty()) continue;
         for (size_t d = 0; d < m_.devices().size(); ++d) {
           const std::optional<ir::Device> dev = m_.devices()[d];
-          ASSIGN_OR_RETURN(Node * value,
-                           init->create(ir::InitializeArgs{.var = v.name}.spec(
-                               {.device = dev, .names = {replicaName(v.name, d)}})));
-          RETURN_IF_ERROR(
-              init->create(ir::AssignArgs{.value = value->result(), .var = v.name}.spec(
-                               {.device = dev}))
-                  .status());
+          ASSIGN_OR_RETURN(Node * value, init->create(ir::InitializeArgs{.var = v.name}.spec(
+                                             {.device = dev, .names = {replicaName(v.name, d)}})));
+          RETURN_IF_ERROR(init->create(ir::AssignArgs{.value = value->result(), .var = v.name}.spec(
+                                           {.device = dev}))
+                              .status());
         }
       }
     }

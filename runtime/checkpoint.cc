@@ -591,13 +591,13 @@ absl::Status restoreVariables(const Checkpoint& c, Executor& ex, const std::stri
     for (const ir::VarPiece& p : v.packs) {
       auto it = stored.find(p.var);
       if (it == stored.end() || !it->second.contains(0))
-        return ckptError(path, absl::StrCat("has no value for variable @", p.var, " of ",
-                                            m.name(), " (packed into @", v.name, ")"));
+        return ckptError(path, absl::StrCat("has no value for variable @", p.var, " of ", m.name(),
+                                            " (packed into @", v.name, ")"));
       const CheckpointTensor& t = *it->second.at(0);
       if (!(t.type == p.type))
-        return ckptError(path, absl::StrCat("has variable @", p.var, " as ", ir::toString(t.type),
-                                            ", but ", m.name(), " has it as ",
-                                            ir::toString(p.type)));
+        return ckptError(
+            path, absl::StrCat("has variable @", p.var, " as ", ir::toString(t.type), ", but ",
+                               m.name(), " has it as ", ir::toString(p.type)));
       if (v.sharded() || whole.empty()) whole.append(t.bytes);
     }
   }

@@ -184,8 +184,8 @@ class AdamwUpdateShardKernel final : public CpuKernel {
     float& step = in[V::kStep].f32()[0];
     const AdamWScalars s = adamwScalarsAt(h_, lrFactor(in, lr_scale_), step);
     step += 1;
-    adamwUpdate(steppedCopy(in[V::kW], out[0]), in[V::kG].as<G>(), in[V::kM].f32(),
-                in[V::kV].f32(), in[V::kW].numElements(), s);
+    adamwUpdate(steppedCopy(in[V::kW], out[0]), in[V::kG].as<G>(), in[V::kM].f32(), in[V::kV].f32(),
+                in[V::kW].numElements(), s);
   }
 
  private:

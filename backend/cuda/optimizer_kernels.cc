@@ -48,8 +48,7 @@ absl::StatusOr<float*> steppedWeights(const CudaKernel& k, cudaStream_t stream, 
 
 class SgdUpdateKernel final : public CudaKernel {
  public:
-  SgdUpdateKernel(CudaContext& ctx, bool bf16_grad, const SgdHyper& p, size_t lr_scale,
-                  bool shard)
+  SgdUpdateKernel(CudaContext& ctx, bool bf16_grad, const SgdHyper& p, size_t lr_scale, bool shard)
       : CudaKernel(ctx), bf16_grad_(bf16_grad), params_(p), lr_scale_(lr_scale), shard_(shard) {}
 
  protected:

@@ -362,9 +362,9 @@ Spec parse(std::istream& in) {
     } else if (key == "doc") {
       op->doc += (op->doc.empty() ? "" : " ") + rest;
     } else if (key == "optimizer") {
-      auto kv = keyValues(rest, line,
-                          {"param", "grad", "grouped", "grouped_of", "sharded", "sharded_of",
-                           "lr_scale"});
+      auto kv = keyValues(
+          rest, line,
+          {"param", "grad", "grouped", "grouped_of", "sharded", "sharded_of", "lr_scale"});
       op->param = kv["param"], op->grad = kv["grad"], op->lr_scale = kv["lr_scale"];
       op->grouped = kv["grouped"], op->grouped_of = kv["grouped_of"];
       op->sharded = kv["sharded"], op->sharded_of = kv["sharded_of"];
@@ -463,8 +463,8 @@ void validate(Spec& spec) {
       const Op* single = spec.find(o.sharded_of);
       if (single == nullptr || single->sharded != o.name)
         die(l, o.sharded_of + " does not name " + o.name + " as its `sharded` form");
-      bool same = single->operands.size() == o.operands.size() &&
-                  single->attrs.size() == o.attrs.size();
+      bool same =
+          single->operands.size() == o.operands.size() && single->attrs.size() == o.attrs.size();
       for (size_t i = 0; same && i < o.operands.size(); ++i)
         same = o.operands[i].name == single->operands[i].name &&
                o.operands[i].optional == single->operands[i].optional &&

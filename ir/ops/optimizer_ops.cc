@@ -184,7 +184,8 @@ absl::StatusOr<Types> inferShardUpdate(const Node& n) {
                              u.presentStates().size(),
                              " optimizer states its attributes ask for, and an optional lr_scale"));
   if (n.numOperands() == per + 1 && u.lrScale() == nullptr)
-    return fail(absl::StrCat(describe(per), " must be read straight from a variable of role "
+    return fail(absl::StrCat(describe(per),
+                             " must be read straight from a variable of role "
                              "fed (the learning-rate schedule's factor)"));
   const TensorType& w = typeOf(n, u.paramOperand(0));
   if (w.dtype != DType::kF32 || w.rank() != 1)

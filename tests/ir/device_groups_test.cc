@@ -332,8 +332,8 @@ std::string shardedProblem(const std::string& from, const std::string& to) {
 
 // A sharded variable alone (no node reads it), so that the variable's own checks speak.
 std::string varProblem(const std::string& attrs) {
-  return problem(absl::StrCat("module @v devices=[cpu:0, cpu:1] {\nvar @s : f32[3] {role=optimizer, ",
-                              attrs, "}\n}\n"));
+  return problem(absl::StrCat(
+      "module @v devices=[cpu:0, cpu:1] {\nvar @s : f32[3] {role=optimizer, ", attrs, "}\n}\n"));
 }
 
 TEST(ShardedUpdate, BadShardsArePointedAt) {

@@ -51,12 +51,21 @@ inline std::vector<std::string> stageNames(bool bf16 = false, bool shard = false
 /// once more in mixed precision.
 inline std::vector<ZooCase> zooCases() {
   return {
-      {"lenet", 256, 2, 0},         {"resnet18", 16, 2, 0.9},      {"resnet34", 8, 2, 0.9},
-      {"resnet50", 8, 2, 0.9},      {"resnet101", 8, 2, 0},        {"resnet152", 8, 2, 0.9},
-      {"lenet", 256, 3, 0.9},       {"lenet", 256, 2, 0.9, true},  {"resnet18", 16, 2, 0.9, true},
-      {"vit", 8, 2, 0, false, "adamw"}, {"vit", 9, 3, 0, true, "adamw"}, {"mlp", 8, 2, 0, false, "adamw"},
+      {"lenet", 256, 2, 0},
+      {"resnet18", 16, 2, 0.9},
+      {"resnet34", 8, 2, 0.9},
+      {"resnet50", 8, 2, 0.9},
+      {"resnet101", 8, 2, 0},
+      {"resnet152", 8, 2, 0.9},
+      {"lenet", 256, 3, 0.9},
+      {"lenet", 256, 2, 0.9, true},
+      {"resnet18", 16, 2, 0.9, true},
+      {"vit", 8, 2, 0, false, "adamw"},
+      {"vit", 9, 3, 0, true, "adamw"},
+      {"mlp", 8, 2, 0, false, "adamw"},
       // The sharded weight update: uneven shards (3 devices), SGD momentum, AdamW, bf16.
-      {"lenet", 256, 3, 0.9, false, "sgd", true}, {"resnet18", 16, 2, 0.9, true, "sgd", true},
+      {"lenet", 256, 3, 0.9, false, "sgd", true},
+      {"resnet18", 16, 2, 0.9, true, "sgd", true},
       {"vit", 9, 3, 0, false, "adamw", true},
   };
 }

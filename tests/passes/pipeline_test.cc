@@ -43,7 +43,8 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
   EXPECT_EQ(p.status().message(),
             "unknown pass 'fuse-everything' (known: mixed-precision, autodiff, feed-learning-rate, "
             "fuse-conv-bn-relu, "
-            "replicate, insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, dce, schedule, "
+            "replicate, insert-collectives, clip-grad-norm, shard-weight-update, "
+            "recompute-bn-relu, dce, schedule, "
             "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
   for (const passes::PassInfo& info : passes::registeredPasses())
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(std::string(info.name)));
@@ -179,12 +180,12 @@ TEST(DefaultPipeline, TextAndOrder) {
   auto p = passes::parsePipeline(text);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(passNames(*p), passes::defaultPassNames());
-  EXPECT_THAT(passes::defaultPassNames(),
-              ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
-                          "replicate", "insert-collectives", "clip-grad-norm", "shard-weight-update",
-                          "recompute-bn-relu",
-                          "dce", "schedule", "group-updates", "assign-streams", "plan-events",
-                          "assign-layouts", "plan-memory"));
+  EXPECT_THAT(
+      passes::defaultPassNames(),
+      ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
+                  "replicate", "insert-collectives", "clip-grad-norm", "shard-weight-update",
+                  "recompute-bn-relu", "dce", "schedule", "group-updates", "assign-streams",
+                  "plan-events", "assign-layouts", "plan-memory"));
   // CUDA devices group the updates unless told not to; CPU devices only when told to.
   config.group_updates = false;
   EXPECT_THAT(passes::defaultPipeline(config), Not(HasSubstr("group-updates")));
@@ -294,11 +295,12 @@ TEST(PassManager, PassErrorsStopTheRun) {
 
 TEST(PassManager, BadPipelineAddsNothing) {
   passes::PassManager pm;
-  EXPECT_EQ(pm.addPipeline("autodiff,nope").message(),
-            "unknown pass 'nope' (known: mixed-precision, autodiff, feed-learning-rate, "
-            "fuse-conv-bn-relu, replicate, "
-            "insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, dce, schedule, "
-            "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
+  EXPECT_EQ(
+      pm.addPipeline("autodiff,nope").message(),
+      "unknown pass 'nope' (known: mixed-precision, autodiff, feed-learning-rate, "
+      "fuse-conv-bn-relu, replicate, "
+      "insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, dce, schedule, "
+      "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
   EXPECT_EQ(pm.size(), 0u);
 }
 

@@ -364,7 +364,8 @@ TEST_F(BadInputTable, OptFiles) {
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
        "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, "
        "feed-learning-rate, fuse-conv-bn-relu, "
-       "replicate, insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, dce, schedule, "
+       "replicate, insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, "
+       "dce, schedule, "
        "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},

@@ -346,14 +346,14 @@ TEST_F(ShardedUpdate, UnevenSplitAndUnevenShardsAreTheReplicatedBits) {
 }
 
 TEST_F(ShardedUpdate, AdamwAndScheduleAreTheReplicatedBits) {
-  expectSameBits({"--epochs", "2", "--optimizer", "adamw", "--lr", "0.002", "--schedule",
-                  "cosine", "--warmup", "3"});
+  expectSameBits({"--epochs", "2", "--optimizer", "adamw", "--lr", "0.002", "--schedule", "cosine",
+                  "--warmup", "3"});
 }
 
 TEST_F(ShardedUpdate, Bf16WireAndSmallBucketsAreTheReplicatedBits) {
   // Several buckets (0.1 MiB caps: the first holds fc2 and fc1's bias) and bf16 sums.
-  expectSameBits({"--epochs", "1", "--momentum", "0.9", "--allreduce-dtype", "bf16",
-                  "--bucket-mb", "0.1", "--first-bucket-mb", "0.01"});
+  expectSameBits({"--epochs", "1", "--momentum", "0.9", "--allreduce-dtype", "bf16", "--bucket-mb",
+                  "0.1", "--first-bucket-mb", "0.01"});
 }
 
 TEST_F(ShardedUpdate, VitAdamwIsTheReplicatedUpdateBitForBit) {

@@ -131,8 +131,8 @@ TEST(DumpTest, ShardedUpdatesShowReduceScatterAndAllGather) {
       EXPECT_THAT(std::string(line), HasSubstr("(returned value)"));
     }
   EXPECT_EQ(all_reduces, 4u) << summary;  // loss and correct count, train and eval steps
-  const std::string text = runOk({"dump", "--model", "resnet18", "--devices", "4", "--batch",
-                                  "16", "--shard-updates", "--graph", "train_step"});
+  const std::string text = runOk({"dump", "--model", "resnet18", "--devices", "4", "--batch", "16",
+                                  "--shard-updates", "--graph", "train_step"});
   EXPECT_THAT(text, HasSubstr(" = reduce_scatter("));
   EXPECT_THAT(text, HasSubstr(" = all_gather("));
   EXPECT_THAT(text, HasSubstr(" = sgd_update_shard("));

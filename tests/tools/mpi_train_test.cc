@@ -328,7 +328,8 @@ TEST(MpiTrain, ShardedUpdatesAcrossProcessesAreOneProcessBits) {
   expectSameRun("6", 2, "cpu:0,cpu:1,cpu:2", "250",
                 {"--shard-updates", "--optimizer", "adamw", "--lr", "0.001", "--allreduce-dtype",
                  "bf16", "--group-updates", "on"});
-  const CommandResult plain = runTandem(with(trainArgs("cpu:0,cpu:1", "256"), {"--momentum", "0.9"}));
+  const CommandResult plain =
+      runTandem(with(trainArgs("cpu:0,cpu:1", "256"), {"--momentum", "0.9"}));
   const CommandResult sharded = runTandem(with(trainArgs("cpu:0,cpu:1", "256"), sgd));
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   ASSERT_EQ(sharded.exit_code, 0) << sharded.err;

@@ -248,7 +248,8 @@ absl::StatusOr<std::vector<Row>> predict(const SimulateFlags& f, const ModelFlag
   if (more.empty()) return rows;
   ASSIGN_OR_RETURN(std::vector<Row> sharded, predictRoofline(f, mf, more, s));
   for (Row& r : sharded) rows.push_back(std::move(r));
-  std::sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.devices < b.devices; });
+  std::sort(rows.begin(), rows.end(),
+            [](const Row& a, const Row& b) { return a.devices < b.devices; });
   return rows;
 }
 
@@ -271,11 +272,10 @@ void printTable(const std::vector<Row>& rows, double one_step_s, int64_t batch, 
   std::cout << "\n";
   for (const Row& r : rows) {
     const sim::SimResult& x = r.result;
-    std::cout << absl::StrFormat("%8d %10s %11s %9s %16s %13.1f %12.0f %13.2f", r.devices,
-                                 ms(x.step_s), ms(x.compute_s), ms(x.comm_s),
-                                 ms(x.exposed_comm_s), 100 * one_step_s / x.step_s,
-                                 static_cast<double>(r.devices * batch) / x.step_s,
-                                 r.variable_bytes / 1e6);
+    std::cout << absl::StrFormat(
+        "%8d %10s %11s %9s %16s %13.1f %12.0f %13.2f", r.devices, ms(x.step_s), ms(x.compute_s),
+        ms(x.comm_s), ms(x.exposed_comm_s), 100 * one_step_s / x.step_s,
+        static_cast<double>(r.devices * batch) / x.step_s, r.variable_bytes / 1e6);
     if (r.measured_s)
       std::cout << absl::StrFormat(" %12s %+8.1f", ms(*r.measured_s),
                                    100 * (x.step_s - *r.measured_s) / *r.measured_s);

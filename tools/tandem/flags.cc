@@ -369,10 +369,9 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
   // Counts of simulated GPUs and a per-device batch replace the device list and global
   // batch; the split and the optimizer's numbers change nothing a simulation sees (the
   // optimizer and momentum stay: they decide the state, which --shard-updates cuts).
-  for (const char* name :
-       {"--devices", "--batch", "--split", "--allreduce-groups", "--lr", "--weight-decay",
-        "--beta1", "--beta2", "--eps", "--schedule", "--warmup", "--clip-grad-norm",
-        "--label-smoothing", "--init"})
+  for (const char* name : {"--devices", "--batch", "--split", "--allreduce-groups", "--lr",
+                           "--weight-decay", "--beta1", "--beta2", "--eps", "--schedule",
+                           "--warmup", "--clip-grad-norm", "--label-smoothing", "--init"})
     cmd->remove_option(cmd->get_option(name));
   cmd->add_option("--devices", f.devices,
                   "Device counts to predict, comma separated, each from 1 to 65536 (default: "

@@ -220,8 +220,9 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                                   "computes in its own step; it cannot go with --no-fuse");
   c.pipeline.sync_bn = f.sync_bn;
   if (f.shard_updates && devices_count < 2)
-    return flagError("--shard-updates", "shards the weight update across the devices; with one "
-                                        "device there is nothing to shard (give --devices two or more)");
+    return flagError("--shard-updates",
+                     "shards the weight update across the devices; with one "
+                     "device there is nothing to shard (give --devices two or more)");
   if (f.shard_updates && f.allreduce_groups > 1)
     return flagError("--shard-updates",
                      "shards a flat gradient reduction; it does not go with --allreduce-groups "

@@ -88,8 +88,8 @@ std::string summarizeModule(const ir::Module& m) {
         const ir::ReduceScatterView rs(*n);
         absl::StrAppend(&out, "  reduce_scatter bucket ", rs.bucket(), ": ",
                         thousands(n->operand(0)->type().numElements()), " elements (",
-                        mib(n->operand(0)->type().bytes()), ") in shards of ",
-                        sizeList(rs.sizes()), ", first %", n->operand(0)->name(), "\n");
+                        mib(n->operand(0)->type().bytes()), ") in shards of ", sizeList(rs.sizes()),
+                        ", first %", n->operand(0)->name(), "\n");
       }
       if (ir::AllGatherView::is(*n))
         absl::StrAppend(&out, "  all_gather bucket ", ir::AllGatherView(*n).bucket(), ": ",
@@ -124,19 +124,18 @@ std::string deviceMemory(const ir::Module& m) {
   // The training step's arena at its live peak: activations, gradients in flight, workspaces.
   const ir::Graph* step = m.graph(ir::kTrainGraph);
   const ir::GraphPlan* plan = step != nullptr ? step->plan() : nullptr;
-  std::string out = absl::StrFormat("\n%-12s %-8s %12s %12s %12s %12s %12s\n", "per device",
-                                    "device", "parameters", "gradients", "optimizer", "buffers",
-                                    "step peak");
+  std::string out =
+      absl::StrFormat("\n%-12s %-8s %12s %12s %12s %12s %12s\n", "per device", "device",
+                      "parameters", "gradients", "optimizer", "buffers", "step peak");
   for (size_t d = 0; d < devices; ++d)
-    absl::StrAppend(
-        &out, absl::StrFormat("%-12s %-8s %12s %12s %12s %12s %12s\n", "variables",
-                              m.isReplicated() ? ir::toString(m.devices()[d]) : "-",
-                              mib(vars[d][ir::VarRole::kParam]), mib(grads[d]),
-                              mib(vars[d][ir::VarRole::kOptimizer]),
-                              mib(vars[d][ir::VarRole::kBuffer]),
-                              plan != nullptr && d < plan->arenas.size()
-                                  ? mib(plan->arenas[d].live_peak_bytes)
-                                  : std::string("-")));
+    absl::StrAppend(&out, absl::StrFormat("%-12s %-8s %12s %12s %12s %12s %12s\n", "variables",
+                                          m.isReplicated() ? ir::toString(m.devices()[d]) : "-",
+                                          mib(vars[d][ir::VarRole::kParam]), mib(grads[d]),
+                                          mib(vars[d][ir::VarRole::kOptimizer]),
+                                          mib(vars[d][ir::VarRole::kBuffer]),
+                                          plan != nullptr && d < plan->arenas.size()
+                                              ? mib(plan->arenas[d].live_peak_bytes)
+                                              : std::string("-")));
   return out;
 }
 
