@@ -322,6 +322,7 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
       {"--first-bucket-mb", exactNumber(p.first_bucket_mb)},
       {"--allreduce-groups", absl::StrCat(p.allreduce_groups)},
       {"--sync-bn", f.model.sync_bn ? "on" : "off"},
+      {"--shard-updates", given(f.model.shard_updates)},
       {"--no-fuse", given(f.model.no_fuse)},
       {"--plain-layout", given(f.model.plain_layout)},
       {"--no-recompute", given(f.model.no_recompute)},

@@ -81,6 +81,9 @@ struct ModelFlags {
   bool no_recompute = false;
   bool plain_layout = false;
   bool sync_bn = false;
+  /// --shard-updates: the shard-weight-update pass (reduce_scatter, sharded optimizer state
+  /// and update, all_gather).
+  bool shard_updates = false;
   /// --group-updates: auto (for CUDA devices), on or off.
   std::string group_updates = "auto";
   /// --precision: f32, or bf16 (the mixed-precision pass).

@@ -219,6 +219,19 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
     return flagError("--sync-bn", "all-reduces the statistics that the fused batch norm "
                                   "computes in its own step; it cannot go with --no-fuse");
   c.pipeline.sync_bn = f.sync_bn;
+  if (f.shard_updates && devices_count < 2)
+    return flagError("--shard-updates",
+                     "shards the weight update across the devices; with one "
+                     "device there is nothing to shard (give --devices two or more)");
+  if (f.shard_updates && f.allreduce_groups > 1)
+    return flagError("--shard-updates",
+                     "shards a flat gradient reduction; it does not go with --allreduce-groups "
+                     "(not built yet: reduce_scatter within the groups)");
+  if (f.shard_updates && f.clip_grad_norm)
+    return flagError("--shard-updates",
+                     "does not go with --clip-grad-norm yet (the norm needs each shard's sum of "
+                     "squares all-reduced)");
+  c.pipeline.shard_updates = f.shard_updates;
   // auto leaves it unset: the default pipeline decides by the device kinds.
   if (f.group_updates == "on" || f.group_updates == "off")
     c.pipeline.group_updates = f.group_updates == "on";
