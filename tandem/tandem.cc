@@ -264,9 +264,11 @@ absl::StatusOr<std::vector<EpochMetrics>> Model::fit(const Callbacks& callbacks)
   Impl& m = *impl_;
   while (m.next_epoch <= m.options.epochs) {
     const int epoch = m.next_epoch;
+    // A copy: the callback below updates m.progress while the epoch counts on from this.
+    const runtime::EpochProgress from = m.progress;
     bool stopped = false;
     ASSIGN_OR_RETURN(runtime::PassResult r,
-                     m.session->trainEpoch(epoch, m.progress, [&](const runtime::StepReport& s) {
+                     m.session->trainEpoch(epoch, from, [&](const runtime::StepReport& s) {
                        m.progress = {.steps = s.step,
                                      .examples = s.examples,
                                      .correct = s.correct,

@@ -86,7 +86,8 @@ TEST(TrainApi, BadOptionsNameTheOption) {
       {[](TrainOptions& o) { o.lr = -1; }, "TrainOptions::lr: -1 is out of range"},
       {[](TrainOptions& o) { o.momentum = 0.9; },
        "TrainOptions::momentum: not a setting of TrainOptions::optimizer adamw"},
-      {[](TrainOptions& o) { o.schedule = "linear"; }, "TrainOptions::schedule: "},
+      {[](TrainOptions& o) { o.schedule = "linear"; },
+       "TrainOptions::schedule 'linear': unknown schedule"},
       {[](TrainOptions& o) { o.precision = "f16"; }, "TrainOptions::precision: 'f16'"},
       {[](TrainOptions& o) { o.split = "3,1,1"; }, "TrainOptions::split: 3 weights for 2 devices"},
       {[](TrainOptions& o) { o.split = "auto"; }, "TrainOptions::split: auto"},
@@ -104,11 +105,13 @@ TEST(TrainApi, BadModelsNameTheModel) {
   no_forward.forward = nullptr;
   EXPECT_THAT(createError(no_forward, smallRun(), quadrantData()),
               HasSubstr("model quadrant_mlp needs an image shape and a forward function"));
-  ModelSpec wrong_classes = mlpSpec();
-  wrong_classes.num_classes = 3;  // the logits are 4 wide
+  ModelSpec wrong_classes = mlpSpec();  // logits 3 wide for 4 classes
+  wrong_classes.forward = [](Builder& b, Tensor x) {
+    return b.linear(b.flatten(x), {.out_features = 3, .name = "fc"});
+  };
   EXPECT_THAT(createError(wrong_classes, smallRun(), quadrantData()),
-              HasSubstr("model quadrant_mlp: forward returns f32[32,4] but the logits must be "
-                        "[32,3]"));
+              HasSubstr("model quadrant_mlp: forward returns f32[32,3] but the logits must be "
+                        "[32,4]"));
 }
 
 TEST(TrainApi, BadDataNamesTheData) {
