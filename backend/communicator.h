@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,18 @@ class Communicator {
   /// same types) on every rank. `out` may alias `in`.
   virtual absl::Status allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
                                  ReduceOp op, Stream& stream) = 0;
+  /// Reduces `in`, a 1-D buffer of the same type on every rank, elementwise across the
+  /// ranks and writes rank r's shard of the result into its `out`: elements [sizes[0] +
+  /// ... + sizes[r-1], + sizes[r]), sizes[r] >= 1 per rank, adding up to `in`'s length
+  /// (shards may be uneven). Each element is reduced exactly as allReduce reduces it, so a
+  /// shard is the same bits as that slice of allReduce's result, on the same communicator.
+  virtual absl::Status reduceScatter(const TensorView& in, const TensorView& out,
+                                     absl::Span<const int64_t> sizes, ReduceOp op,
+                                     Stream& stream) = 0;
+  /// The inverse: every rank's `in` (sizes[r] elements on rank r) concatenated in rank
+  /// order into every rank's `out` (the sum of sizes).
+  virtual absl::Status allGather(const TensorView& in, const TensorView& out,
+                                 absl::Span<const int64_t> sizes, Stream& stream) = 0;
   /// Copies `root`'s `in` into every rank's `out` (`in` is ignored on other ranks).
   virtual absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
                                  Stream& stream) = 0;

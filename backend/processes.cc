@@ -211,18 +211,8 @@ class MpiComm final : public ProcessComm {
 
   absl::Status allGather(const void* send, void* recv, const std::vector<int64_t>& counts,
                          const WaitLabel& label) override {
-    // MPI counts are ints: a bucket over 2 GiB per process is refused, not wrapped.
     std::vector<int> sizes, displacements;
-    int64_t at = 0;
-    for (int64_t c : counts) {
-      if (c > std::numeric_limits<int>::max() || at > std::numeric_limits<int>::max())
-        return absl::ResourceExhaustedError(
-            absl::StrCat(label.collective, " on ", label.device, ": ", at + c,
-                         " bytes are more than one MPI call carries (2 GiB); lower --bucket-mb"));
-      sizes.push_back(static_cast<int>(c));
-      displacements.push_back(static_cast<int>(at));
-      at += c;
-    }
+    RETURN_IF_ERROR(intCounts(counts, label, sizes, displacements));
     std::lock_guard<std::mutex> l(mpi_);
     procs_.beginWait(label);
     tracked_.arrive(procs_, label, 0);
@@ -233,11 +223,26 @@ class MpiComm final : public ProcessComm {
     return absl::OkStatus();
   }
 
+  absl::Status allToAll(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                        const std::vector<int64_t>& recv_counts, const WaitLabel& label) override {
+    std::vector<int> send_sizes, send_at, recv_sizes, recv_at;
+    RETURN_IF_ERROR(intCounts(send_counts, label, send_sizes, send_at));
+    RETURN_IF_ERROR(intCounts(recv_counts, label, recv_sizes, recv_at));
+    std::lock_guard<std::mutex> l(mpi_);
+    procs_.beginWait(label);
+    tracked_.arrive(procs_, label, 0);
+    const int rc = MPI_Alltoallv(send, send_sizes.data(), send_at.data(), MPI_BYTE, recv,
+                                 recv_sizes.data(), recv_at.data(), MPI_BYTE, tracked_.comm);
+    procs_.endWait();
+    if (rc != MPI_SUCCESS) fail(label, rc);
+    return absl::OkStatus();
+  }
+
   absl::Status broadcast(void* data, int64_t bytes, int root, const WaitLabel& label) override {
     if (bytes > std::numeric_limits<int>::max())
-      return absl::ResourceExhaustedError(absl::StrCat(
-          label.collective, " on ", label.device, ": ", bytes,
-          " bytes are more than one MPI call carries (2 GiB)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(label.collective, " on ", label.device, ": ", bytes,
+                       " bytes are more than one MPI call carries (2 GiB)"));
     std::lock_guard<std::mutex> l(mpi_);
     procs_.beginWait(label);
     tracked_.arrive(procs_, label, 0);
@@ -248,10 +253,27 @@ class MpiComm final : public ProcessComm {
   }
 
  private:
+  // Byte counts and their displacements as MPI's ints: a bucket over 2 GiB per process is
+  // refused, not wrapped.
+  static absl::Status intCounts(const std::vector<int64_t>& counts, const WaitLabel& label,
+                                std::vector<int>& sizes, std::vector<int>& displacements) {
+    int64_t at = 0;
+    for (int64_t c : counts) {
+      if (c > std::numeric_limits<int>::max() || at > std::numeric_limits<int>::max())
+        return absl::ResourceExhaustedError(
+            absl::StrCat(label.collective, " on ", label.device, ": ", at + c,
+                         " bytes are more than one MPI call carries (2 GiB); lower --bucket-mb"));
+      sizes.push_back(static_cast<int>(c));
+      displacements.push_back(static_cast<int>(at));
+      at += c;
+    }
+    return absl::OkStatus();
+  }
+
   // A failed collective leaves the ranks out of step: no rank can go on, so all stop.
   [[noreturn]] void fail(const WaitLabel& label, int rc) {
-    procs_.abortAll(absl::StrCat(label.collective, " on ", label.device,
-                                 " failed: ", mpiError(rc), " (a rank died?)"));
+    procs_.abortAll(absl::StrCat(label.collective, " on ", label.device, " failed: ", mpiError(rc),
+                                 " (a rank died?)"));
   }
 
   Processes& procs_;
@@ -340,7 +362,8 @@ std::string Processes::prefix() const {
   return several() ? absl::StrCat("rank ", rank_, ": ") : std::string();
 }
 
-absl::StatusOr<std::shared_ptr<ProcessComm>> Processes::communicator(const std::vector<int>& ranks) {
+absl::StatusOr<std::shared_ptr<ProcessComm>> Processes::communicator(
+    const std::vector<int>& ranks) {
 #ifdef TANDEM_HAVE_MPI
   if (!state_->mpi_started)
     return absl::FailedPreconditionError(
@@ -437,8 +460,9 @@ absl::StatusOr<std::vector<std::string>> Processes::gatherOnFirst(std::string mi
     const int64_t bytes = static_cast<int64_t>(mine.size());
     rc = MPI_Send(&bytes, 1, MPI_INT64_T, 0, kGatherTag, MPI_COMM_WORLD);
     for (int64_t at = 0; at < bytes && rc == MPI_SUCCESS; at += kMessagePiece)
-      rc = MPI_Send(mine.data() + at, static_cast<int>(std::min<int64_t>(kMessagePiece, bytes - at)),
-                    MPI_BYTE, 0, kGatherTag, MPI_COMM_WORLD);
+      rc =
+          MPI_Send(mine.data() + at, static_cast<int>(std::min<int64_t>(kMessagePiece, bytes - at)),
+                   MPI_BYTE, 0, kGatherTag, MPI_COMM_WORLD);
   }
   endWait();
   if (rc != MPI_SUCCESS)

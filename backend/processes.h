@@ -68,6 +68,13 @@ class ProcessComm {
   /// back to back in rank order (sum of counts bytes).
   virtual absl::Status allGather(const void* send, void* recv, const std::vector<int64_t>& counts,
                                  const WaitLabel& label) = 0;
+  /// Every process sends every process its own message: `send` holds this process's
+  /// messages to each process back to back in rank order (send_counts[q] bytes to q),
+  /// `recv` receives each process's message to this one back to back in rank order
+  /// (recv_counts[p] bytes from p).
+  virtual absl::Status allToAll(const void* send, const std::vector<int64_t>& send_counts,
+                                void* recv, const std::vector<int64_t>& recv_counts,
+                                const WaitLabel& label) = 0;
   /// `root`'s `bytes` at `data` to every process's `data`.
   virtual absl::Status broadcast(void* data, int64_t bytes, int root, const WaitLabel& label) = 0;
 };
@@ -106,8 +113,7 @@ class Processes {
   /// Every rank's `mine`, in rank order, on rank 0; an empty list on the others. Host
   /// thread only (a checkpoint's variables): point-to-point messages of at most 1 GiB, so
   /// no size overflows MPI's int counts. One process: {mine}.
-  absl::StatusOr<std::vector<std::string>> gatherOnFirst(std::string mine,
-                                                         absl::string_view what);
+  absl::StatusOr<std::vector<std::string>> gatherOnFirst(std::string mine, absl::string_view what);
   /// Rank 0's `bytes` into every rank's `bytes` (its length first), host thread only.
   absl::Status broadcastFromFirst(std::string& bytes, absl::string_view what);
   /// The same from rank `root`.

@@ -33,6 +33,22 @@ T combine(T a, T b, ReduceOp op) {
 template <typename T>
 using Accumulator = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
 
+/// Calls fn(T{}) with T the C++ element type of `t` (bf16 for bf16), so that one generic
+/// lambda serves every dtype a collective carries.
+template <typename Fn>
+void byElementType(ir::DType t, const Fn& fn) {
+  switch (t) {
+    case ir::DType::kI32:
+      return fn(int32_t{});
+    case ir::DType::kF64:
+      return fn(double{});
+    case ir::DType::kBF16:
+      return fn(bf16{});
+    case ir::DType::kF32:
+      return fn(float{});
+  }
+}
+
 /// Elements reduced at a time, so that the inner loops vectorize over a stack buffer.
 inline constexpr int64_t kReduceChunk = 1024;
 

@@ -18,7 +18,8 @@ std::string dotEscape(absl::string_view s) {
 std::string dotNodeLabel(const Node& n) {
   std::string l(n.opName());
   if (const std::string* var = variableOf(n)) absl::StrAppend(&l, " @", *var);
-  if (AllReduceView::is(n)) absl::StrAppend(&l, " bucket ", AllReduceView(n).bucket());
+  if (auto c = CollectiveView::of(n); c && c->bucket())
+    absl::StrAppend(&l, " bucket ", *c->bucket());
   if (n.numResults() > 0) {
     absl::StrAppend(&l, "\\n%", dotEscape(n.result()->name()));
     if (n.numResults() > 1) absl::StrAppend(&l, " (+", n.numResults() - 1, ")");

@@ -117,8 +117,8 @@ std::string deviceList(const std::vector<Device>& ds) {
 
 std::string collectiveLabel(const Node& n) {
   std::string l(n.opName());
-  if (AllReduceView::is(n)) absl::StrAppend(&l, " bucket ", AllReduceView(n).bucket());
   const CollectiveView c(n);
+  if (c.bucket()) absl::StrAppend(&l, " bucket ", *c.bucket());
   const std::vector<Device>& ds = c.devices();
   int64_t bytes = 0;
   for (size_t i = 0; i < n.numResults(); ++i) bytes += n.result(i)->type().bytes();

@@ -79,6 +79,12 @@ size_t CollectiveView::groupOf(size_t k) const {
   return std::min(k / size, count - 1);
 }
 
+std::optional<int64_t> CollectiveView::bucket() const {
+  const int i = n_->info().attrIndex("bucket");
+  if (i < 0) return std::nullopt;
+  return std::get<int64_t>(n_->attrs()[static_cast<size_t>(i)]);
+}
+
 IndexRange CollectiveView::readsAt(size_t k) const {
   const size_t n = n_->numOperands(), d = std::max<size_t>(devices().size(), 1);
   switch (info_->reads) {

@@ -112,10 +112,12 @@ const std::string* variableOf(const Node& n);
 // ---- collectives ----------------------------------------------------------------------
 
 enum class CollectiveKind : uint8_t {
-  kReduce,     // every device gets its group's reduction (all_reduce)
-  kBroadcast,  // every device gets its group's source's tensors
-  kScatter,    // slices of a host tensor, one per device (split)
-  kGather,     // one slice from every device onto one device (concat)
+  kReduce,         // every device gets its group's reduction (all_reduce)
+  kBroadcast,      // every device gets its group's source's tensors
+  kScatter,        // slices of a host tensor, one per device (split)
+  kGather,         // one slice from every device onto one device (concat)
+  kReduceScatter,  // every device gets its shard of its group's reduction (reduce_scatter)
+  kAllGather,      // every device gets its group's shards concatenated (all_gather)
 };
 /// Which operands the device at a position of `devices` reads.
 enum class CollectiveReads : uint8_t {
@@ -166,6 +168,9 @@ class CollectiveView {
   const std::vector<Device>& devices() const {
     return std::get<std::vector<Device>>(n_->attrs()[static_cast<size_t>(info_->devices_attr)]);
   }
+  /// The gradient bucket it moves (`bucket` of all_reduce, reduce_scatter, all_gather);
+  /// nullopt for collectives without one.
+  std::optional<int64_t> bucket() const;
   /// G of `groups=G`, 1 for ops without groups.
   int64_t numGroups() const {
     return info_->groups_attr < 0

@@ -30,9 +30,10 @@
 #                                   of the weight's type (shape=scalar: an f32[1], such as
 #                                   an update count), initialized INIT (zeros, ones)
 #     collective kind=K reads=R writes=W call=C
-#                                   K: reduce, broadcast, scatter, gather; R: per_device,
-#                                   group_source, host, module_devices; W: per_device,
-#                                   first_device; C: the communicator call (runtime)
+#                                   K: reduce, broadcast, scatter, gather, reduce_scatter,
+#                                   all_gather; R: per_device, group_source, host,
+#                                   module_devices; W: per_device, first_device; C: the
+#                                   communicator call (runtime)
 #     doc TEXT                      one line or more, joined with spaces
 
 trait collective: operands and results span devices, grouped by the `devices` attribute
@@ -735,3 +736,38 @@ op all_reduce
   doc Reduces k tensors across devices. Operands and results are grouped by device
   doc (k per device, in `devices` order); each device gets the reduced k tensors. With
   doc groups=G the devices split into G consecutive groups that reduce on their own.
+
+op reduce_scatter
+  operands xs...
+  results ys...
+  attr op: ReduceOp
+  attr bucket: int >= 0
+  attr sizes: ints
+  attr devices: devices
+  attr groups: int = 1
+  traits collective runtime
+  collective kind=reduce_scatter reads=per_device writes=per_device call=reduce_scatter
+  cost none
+  doc Reduces a flat buffer across devices and leaves each device one shard of the result:
+  doc one operand per device (in `devices` order), the same 1-D type on every device; the
+  doc result of the device of rank r in its group is elements [s_0 + ... + s_(r-1), + s_r)
+  doc of the reduction, where `sizes` = [s_0, ...] has one entry >= 1 per rank of a group
+  doc (uneven where the buffer does not divide) adding up to the buffer's length. With
+  doc groups=G the devices split into G consecutive groups that reduce on their own, each
+  doc cut by the same `sizes`. A shard is the same bits as that slice of the all_reduce
+  doc (the same order of additions).
+
+op all_gather
+  operands xs...
+  results ys...
+  attr bucket: int >= 0
+  attr devices: devices
+  attr groups: int = 1
+  traits collective runtime
+  collective kind=all_gather reads=per_device writes=per_device call=all_gather
+  cost none
+  doc The inverse of reduce_scatter: every device of a group gets its ranks' 1-D shards
+  doc concatenated in rank order. One operand per device (in `devices` order), whose
+  doc lengths are the shard sizes (uneven allowed; rank r of every group the same); one
+  doc result per device of their sum. With groups=G the devices split into G consecutive
+  doc groups that gather on their own.

@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/interfaces.h"
 #include "ir/op_views.h"
 
 namespace tandem::ir {
@@ -232,8 +233,8 @@ std::vector<StreamWait> streamWaits(const Module& m, const Graph& g) {
 
 std::string describeWork(const Node& n) {
   std::string what(n.opName());
-  if (AllReduceView::is(n)) {
-    absl::StrAppend(&what, " bucket ", AllReduceView(n).bucket());
+  if (auto c = CollectiveView::of(n); c && c->bucket()) {
+    absl::StrAppend(&what, " bucket ", *c->bucket());
   } else if (streamOf(n) == StreamKind::kComm) {
     absl::StrAppend(&what, " %", n.operand(0)->name());
   } else if (n.numResults() > 0) {

@@ -168,26 +168,34 @@ class GraphVerifier {
     return absl::OkStatus();
   }
 
-  // How many devices' local values a value sums: 1 for a local value; an all_reduce result
-  // adds up its group (each member bringing what its operand sums); a broadcast passes its
-  // source on. Flat: D x 1; hierarchical: leaders x (group size x 1), shared back.
+  // How many devices' local values a value sums: 1 for a local value; an all_reduce (or
+  // reduce_scatter) result adds up its group (each member bringing what its operand sums);
+  // a broadcast passes its source on, an all_gather its device's shard. Flat: D x 1;
+  // hierarchical: leaders x (group size x 1), shared back.
   static size_t devicesReducedInto(const Value& v) {
     const Node* def = v.def();
     std::optional<CollectiveView> c = def != nullptr ? CollectiveView::of(*def) : std::nullopt;
-    if (!c || (c->kind() != CollectiveKind::kReduce && c->kind() != CollectiveKind::kBroadcast))
-      return 1;
+    if (!c || !(isReduction(*def) || passesOn(*def))) return 1;
     // The operand that result v is made of: the same place in what its share reads.
     const size_t pos = c->positionOfResult(static_cast<size_t>(v.index()));
     const IndexRange in = c->readsAt(pos);
     const size_t j = static_cast<size_t>(v.index()) - c->writesAt(pos).begin;
     const size_t from =
         devicesReducedInto(*def->operand(in.begin + j % std::max<size_t>(in.size(), 1)));
-    if (c->kind() == CollectiveKind::kBroadcast) return from;
+    if (passesOn(*def)) return from;
     return c->devices().size() / static_cast<size_t>(c->numGroups()) * from;
   }
 
-  static bool isReduction(const Node& n) { return collectiveKind(n) == CollectiveKind::kReduce; }
-  static bool isBroadcast(const Node& n) { return collectiveKind(n) == CollectiveKind::kBroadcast; }
+  // Collectives that add devices' values up (all of a shard's elements are sums too).
+  static bool isReduction(const Node& n) {
+    const std::optional<CollectiveKind> k = collectiveKind(n);
+    return k == CollectiveKind::kReduce || k == CollectiveKind::kReduceScatter;
+  }
+  // Collectives that copy reduced values on as they are.
+  static bool passesOn(const Node& n) {
+    const std::optional<CollectiveKind> k = collectiveKind(n);
+    return k == CollectiveKind::kBroadcast || k == CollectiveKind::kAllGather;
+  }
 
   // Each replica's gradient feeds exactly one all_reduce, and (with several devices and
   // collectives inserted) every parameter update uses an all-reduced gradient (clipped by
@@ -211,7 +219,7 @@ class GraphVerifier {
         // Seen through clip_grad_norm: its result i is its operand i, scaled.
         if (g->def() != nullptr && g->def()->op() == Op::kClipGradNorm)
           g = g->def()->operand(static_cast<size_t>(g->index()));
-        if (g->def() == nullptr || (!isReduction(*g->def()) && !isBroadcast(*g->def())))
+        if (g->def() == nullptr || (!isReduction(*g->def()) && !passesOn(*g->def())))
           return failAt(*n, absl::StrCat("its gradient %", g->name(),
                                          " is not all-reduced across devices; expected it to "
                                          "come from exactly one all_reduce"));

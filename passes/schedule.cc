@@ -1,6 +1,7 @@
 #include "passes/schedule.h"
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ir/interfaces.h"
@@ -10,10 +11,18 @@
 namespace tandem::passes {
 namespace {
 
+// A collective whose results hold other devices' values (a reduction, its shard, or
+// gathered shards): what reads them waits for every device of the group.
+bool waitsForOtherDevices(const ir::Node& n) {
+  const std::optional<ir::CollectiveKind> k = ir::collectiveKind(n);
+  return k == ir::CollectiveKind::kReduce || k == ir::CollectiveKind::kReduceScatter ||
+         k == ir::CollectiveKind::kAllGather;
+}
+
 // A node "waits for a reduction" when one of its operands comes, directly or through
-// other nodes, from an all_reduce. Collectives themselves stay in the first part (they are
-// ordered by readiness already), and so does everything a collective needs, directly or
-// through other nodes (sync batch norm's forward reads reduced statistics and feeds the
+// other nodes, from such a collective (an all_reduce above all). Collectives themselves stay in the
+// first part (they are ordered by readiness already), and so does everything a collective needs,
+// directly or through other nodes (sync batch norm's forward reads reduced statistics and feeds the
 // next layer's reduction): only compute work that no collective waits for sinks, the
 // optimizer updates above all.
 bool scheduleGraph(ir::Graph& g) {
@@ -29,8 +38,7 @@ bool scheduleGraph(ir::Graph& g) {
     bool waits = false;
     for (const ir::Value* v : n->operands()) {
       const ir::Node& def = *v->def();
-      if (after_reduce[def.id()] || ir::collectiveKind(def) == ir::CollectiveKind::kReduce)
-        waits = true;
+      if (after_reduce[def.id()] || waitsForOtherDevices(def)) waits = true;
     }
     if (waits && ir::streamOf(*n) == ir::StreamKind::kCompute && !feeds_collective[n->id()]) {
       after_reduce[n->id()] = 1;

@@ -24,6 +24,11 @@ absl::Status launchCollective(const ir::Node& n, Share& s, int slot, backend::De
   switch (ir::CollectiveView(n).call()) {
     case ir::CollectiveCall::kAllReduce:
       return s.comm->allReduce(s.in, s.out, ir::AllReduceView(n).op(), stream);
+    case ir::CollectiveCall::kReduceScatter:
+      return s.comm->reduceScatter(s.in[0], s.out[0], s.shard_sizes, ir::ReduceScatterView(n).op(),
+                                   stream);
+    case ir::CollectiveCall::kAllGather:
+      return s.comm->allGather(s.in[0], s.out[0], s.shard_sizes, stream);
     case ir::CollectiveCall::kCopyFromHost: {
       const SplitSource& from = s.sources[static_cast<size_t>(slot)];
       const int axis = static_cast<int>(ir::SplitView(n).axis());

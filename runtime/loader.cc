@@ -218,6 +218,14 @@ class ProgramBuilder {
         if (c.call() == ir::CollectiveCall::kBroadcast) {  // from the group's source (root)
           ASSIGN_OR_RETURN(share.root, rootRank(n, key, *n.operand(reads.begin)));
         }
+        if (c.call() == ir::CollectiveCall::kReduceScatter ||
+            c.call() == ir::CollectiveCall::kAllGather) {
+          // The shards are the group's flat 1-D pieces: reduce_scatter's results, all_gather's
+          // operands (one per device, in rank order).
+          const bool scatter = c.call() == ir::CollectiveCall::kReduceScatter;
+          for (size_t q : group)
+            share.shard_sizes.push_back((scatter ? n.result(q) : n.operand(q))->type().shape[0]);
+        }
         if (from_host) {
           share.offset = offset;
           RETURN_IF_ERROR(addSplitSources(n, share));
@@ -274,8 +282,8 @@ class ProgramBuilder {
   static std::string collectiveLabel(const ir::Node& n) {
     std::string label = absl::StrCat(n.opName(), " %", n.result(0)->name());
     if (n.numResults() > 1) absl::StrAppend(&label, ", ...");
-    if (ir::AllReduceView::is(n))
-      absl::StrAppend(&label, " (bucket ", ir::AllReduceView(n).bucket(), ")");
+    if (std::optional<int64_t> bucket = ir::CollectiveView(n).bucket())
+      absl::StrAppend(&label, " (bucket ", *bucket, ")");
     return label;
   }
 
@@ -401,22 +409,26 @@ class ProgramBuilder {
     return absl::OkStatus();
   }
 
-  // An output on another process's device: a reduction gives every device the same bits,
-  // so this process returns its own first device's result of it.
+  // An output on another process's device: an all_reduce (or all_gather) gives every
+  // device of a group the same bits, so this process returns its own first device's
+  // result of it in the value's group.
   absl::StatusOr<const ir::Value*> localCopyOf(const ir::Value& v) {
     const ir::Node& n = *v.def();
-    if (ir::collectiveKind(n) == ir::CollectiveKind::kReduce) {
+    const std::optional<ir::CollectiveKind> kind = ir::collectiveKind(n);
+    if (kind == ir::CollectiveKind::kReduce || kind == ir::CollectiveKind::kAllGather) {
       const ir::CollectiveView c(n);
       const size_t at = c.positionOfResult(static_cast<size_t>(v.index()));
       const size_t j = static_cast<size_t>(v.index()) - c.writesAt(at).begin;
-      for (size_t k = 0; k < c.devices().size(); ++k)
+      const std::vector<std::vector<size_t>> groups = c.groups();
+      for (size_t k : groups[c.groupOf(at)])
         if (lm_.devices[*m_.deviceIndex(c.devices()[k])] != nullptr)
           return n.result(c.writesAt(k).begin + j);
     }
-    return absl::FailedPreconditionError(
-        absl::StrCat("graph @", g_.name(), " returns %", v.name(), ", which is on ",
-                     ir::toString(m_.devices()[*ir::deviceIndexOfValue(m_, v)]),
-                     " of another process (only an all_reduce's results are on every process)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "graph @", g_.name(), " returns %", v.name(), ", which is on ",
+        ir::toString(m_.devices()[*ir::deviceIndexOfValue(m_, v)]),
+        " of another process (only an all_reduce's or all_gather's results are on every "
+        "process of their group)"));
   }
 
   LoadedModule& lm_;

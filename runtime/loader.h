@@ -37,6 +37,7 @@ struct Share {
   std::unique_ptr<backend::Event> done;
   int64_t offset = 0;                     // split: where this device's slice starts
   int root = 0;                           // broadcast: the source's rank in the group
+  std::vector<int64_t> shard_sizes;       // reduce_scatter, all_gather: each rank's shard
   backend::Communicator* comm = nullptr;  // collectives: this device's communicator
   backend::CommunicatorGroup* group = nullptr;
   /// A collective across processes: what it is, for the line a rank that waits in it too

@@ -36,14 +36,38 @@ double treeAllReduceSeconds(double bytes, int64_t p, const Topology& t) {
   return 2.0 * depth_latency + 2.0 * bytes / path.busbw;
 }
 
-CollectiveCost allReduceCost(double bytes, int64_t p, const Topology& t) {
+namespace {
+
+CollectiveCost faster(double ring_s, double tree_s) {
   CollectiveCost c;
-  if (p <= 1) return c;
-  c.ring_s = ringAllReduceSeconds(bytes, p, t);
-  c.tree_s = treeAllReduceSeconds(bytes, p, t);
+  c.ring_s = ring_s;
+  c.tree_s = tree_s;
   c.algorithm = c.tree_s < c.ring_s ? "tree" : "ring";
   c.seconds = std::min(c.ring_s, c.tree_s);
   return c;
+}
+
+}  // namespace
+
+CollectiveCost allReduceCost(double bytes, int64_t p, const Topology& t) {
+  if (p <= 1) return {};
+  return faster(ringAllReduceSeconds(bytes, p, t), treeAllReduceSeconds(bytes, p, t));
+}
+
+double ringReduceScatterSeconds(double bytes, int64_t p, const Topology& t) {
+  if (p <= 1) return 0;
+  const Path path = boundingPath(p, t);
+  const double steps = static_cast<double>(p - 1);
+  return steps / static_cast<double>(p) * bytes / path.busbw + steps * path.alpha;
+}
+
+double treeReduceScatterSeconds(double bytes, int64_t p, const Topology& t) {
+  return treeAllReduceSeconds(bytes, p, t) / 2;
+}
+
+CollectiveCost reduceScatterCost(double bytes, int64_t p, const Topology& t) {
+  if (p <= 1) return {};
+  return faster(ringReduceScatterSeconds(bytes, p, t), treeReduceScatterSeconds(bytes, p, t));
 }
 
 }  // namespace tandem::sim

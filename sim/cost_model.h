@@ -41,4 +41,23 @@ double treeAllReduceSeconds(double bytes, int64_t p, const Topology& t);
 /// Both, and the faster (NCCL's tuner picks per message size the same way).
 CollectiveCost allReduceCost(double bytes, int64_t p, const Topology& t);
 
+/// Ring reduce_scatter of a `bytes` buffer per device over `p` devices (each keeps 1/p of
+/// the result), the first half of the ring all_reduce:
+///   (p-1)/p * bytes / busbw + (p-1) alpha.
+/// An all_gather into a `bytes` buffer per device is the same steps backwards: the same
+/// cost.
+double ringReduceScatterSeconds(double bytes, int64_t p, const Topology& t);
+
+/// The tree form: the reduce half of the tree all_reduce (and all_gather its broadcast
+/// half), the tree's depth in latency and every byte over the link once:
+///   (g-1) alpha_intra + ceil(log2 nodes) alpha_inter + bytes / busbw.
+/// So reduce_scatter + all_gather cost what all_reduce costs in either algorithm, and the
+/// tuner's choice is the all_reduce's: the tree for small buckets at scale, the ring for
+/// large ones. (NCCL 2.28 has no tree reduce-scatter; its PAT algorithm, log-depth, runs
+/// only with one GPU per node.)
+double treeReduceScatterSeconds(double bytes, int64_t p, const Topology& t);
+
+/// Both, and the faster: reduce_scatter's and all_gather's cost.
+CollectiveCost reduceScatterCost(double bytes, int64_t p, const Topology& t);
+
 }  // namespace tandem::sim

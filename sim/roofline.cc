@@ -14,9 +14,14 @@ double rooflineSeconds(const NodeWork& w, const GpuSpec& gpu) {
 }
 
 double collectiveBytesPerDevice(const ir::Node& n) {
-  double total = 0;
-  for (const ir::Value* v : n.operands()) total += static_cast<double>(v->type().bytes());
   std::optional<ir::CollectiveView> c = ir::CollectiveView::of(n);
+  double total = 0;
+  if (c && c->kind() == ir::CollectiveKind::kAllGather) {
+    for (size_t i = 0; i < n.numResults(); ++i)
+      total += static_cast<double>(n.result(i)->type().bytes());
+  } else {
+    for (const ir::Value* v : n.operands()) total += static_cast<double>(v->type().bytes());
+  }
   const size_t devices =
       c && c->kind() != ir::CollectiveKind::kScatter ? std::max<size_t>(1, c->devices().size()) : 1;
   return total / static_cast<double>(devices);

@@ -20,7 +20,8 @@ NodeWork nodeWork(const ir::Node& n);
 double rooflineSeconds(const NodeWork& w, const GpuSpec& gpu);
 
 /// Bytes one device contributes to a collective: its operands' bytes (the operands of a
-/// collective are grouped device-major, the same count per device).
+/// collective are grouped device-major, the same count per device); for an all_gather the
+/// buffer it gathers (its result), which is what the cost models take.
 double collectiveBytesPerDevice(const ir::Node& n);
 
 }  // namespace tandem::sim

@@ -8,13 +8,17 @@
 #include "backend/bf16.h"
 #include "backend/cpu/cpu_stream.h"
 #include "backend/reduction_tree.h"
+#include "backend/shards.h"
+#include "ir/status_macros.h"
 
 namespace tandem::backend::cpu {
 namespace {
 
+// Elements [lo, hi) of the srcs reduced in the tree order, written to every dst at
+// [lo - shift, hi - shift) (shift: where a reduce_scatter's shard starts; 0 for all_reduce).
 template <typename T>
 void reduceRange(const std::vector<const T*>& srcs, const std::vector<T*>& dsts, int64_t lo,
-                 int64_t hi, ReduceOp op) {
+                 int64_t hi, ReduceOp op, int64_t shift = 0) {
   using A = Accumulator<T>;
   constexpr int64_t kChunk = kReduceChunk;
   A acc[kChunk];
@@ -26,7 +30,7 @@ void reduceRange(const std::vector<const T*>& srcs, const std::vector<T*>& dsts,
     if (op == ReduceOp::kMean)
       for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<A>(acc[i] / static_cast<A>(ranks));
     for (int64_t i = 0; i < n; ++i) result[i] = static_cast<T>(acc[i]);
-    for (T* d : dsts) std::memcpy(d + first, result, static_cast<size_t>(n) * sizeof(T));
+    for (T* d : dsts) std::memcpy(d + (first - shift), result, static_cast<size_t>(n) * sizeof(T));
   }
 }
 
@@ -39,6 +43,7 @@ class Clique {
   struct Posted {
     absl::Span<const TensorView> in, out;
     const TensorView* one = nullptr;
+    const TensorView* one_out = nullptr;
   };
   Posted& posted(int rank) { return posted_[static_cast<size_t>(rank)]; }
 
@@ -69,19 +74,49 @@ class Clique {
       const int64_t a = std::max(lo, base) - base, b = std::min(hi, base + n) - base;
       base += n;
       if (a >= b) continue;
-      switch (in[j].type.dtype) {
-        case ir::DType::kI32:
-          reduceTensor<int32_t>(j, a, b, op);
-          break;
-        case ir::DType::kF64:
-          reduceTensor<double>(j, a, b, op);
-          break;
-        case ir::DType::kBF16:
-          reduceTensor<bf16>(j, a, b, op);
-          break;
-        case ir::DType::kF32:
-          reduceTensor<float>(j, a, b, op);
-      }
+      byElementType(in[j].type.dtype, [&](auto zero) {
+        using T = decltype(zero);
+        std::vector<const T*> srcs;
+        std::vector<T*> dsts;
+        for (const Posted& p : posted_) {
+          srcs.push_back(static_cast<const T*>(p.in[j].data));
+          dsts.push_back(static_cast<T*>(p.out[j].data));
+        }
+        reduceRange<T>(srcs, dsts, a, b, op);
+      });
+    }
+    arriveAndWait();
+  }
+
+  // This rank's share of a reduce_scatter: it reduces its own shard, element by element
+  // as allReduce does (the same tree, the same accumulator), so the shard is the bits of
+  // that slice of the all_reduce.
+  void reduceScatter(int rank, const TensorView& in, const TensorView& out,
+                     const std::vector<int64_t>& sizes, ReduceOp op) {
+    posted(rank) = {{}, {}, &in, &out};
+    arriveAndWait();
+    const int64_t lo = shardOffset(sizes, rank), hi = lo + sizes[static_cast<size_t>(rank)];
+    byElementType(in.type.dtype, [&](auto zero) {
+      using T = decltype(zero);
+      std::vector<const T*> srcs;
+      for (const Posted& p : posted_) srcs.push_back(static_cast<const T*>(p.one->data));
+      reduceRange<T>(srcs, {static_cast<T*>(out.data)}, lo, hi, op, /*shift=*/lo);
+    });
+    arriveAndWait();  // the others may still read this rank's buffer until here
+  }
+
+  // This rank's share of an all_gather: it copies every rank's shard into its own buffer.
+  void allGather(int rank, const TensorView& in, const TensorView& out,
+                 const std::vector<int64_t>& sizes) {
+    posted(rank) = {{}, {}, &in, &out};
+    arriveAndWait();
+    const int64_t element = ir::dtypeBytes(in.type.dtype);
+    char* dst = static_cast<char*>(out.data);
+    for (int q = 0; q < size_; ++q) {
+      const void* src = posted(q).one->data;
+      char* to = dst + shardOffset(sizes, q) * element;
+      if (to != src)
+        std::memcpy(to, src, static_cast<size_t>(sizes[static_cast<size_t>(q)] * element));
     }
     arriveAndWait();
   }
@@ -95,17 +130,6 @@ class Clique {
   }
 
  private:
-  template <typename T>
-  void reduceTensor(size_t j, int64_t a, int64_t b, ReduceOp op) {
-    std::vector<const T*> srcs;
-    std::vector<T*> dsts;
-    for (const Posted& p : posted_) {
-      srcs.push_back(static_cast<const T*>(p.in[j].data));
-      dsts.push_back(static_cast<T*>(p.out[j].data));
-    }
-    reduceRange<T>(srcs, dsts, a, b, op);
-  }
-
   int size_;
   std::vector<Posted> posted_;
   std::mutex mu_;
@@ -124,6 +148,24 @@ class LocalCommunicator final : public Communicator {
   absl::Status allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
                          ReduceOp op, Stream& stream) override {
     return enqueue(stream, [c = clique_, r = rank_, in, out, op] { c->allReduce(r, in, out, op); });
+  }
+  absl::Status reduceScatter(const TensorView& in, const TensorView& out,
+                             absl::Span<const int64_t> sizes, ReduceOp op,
+                             Stream& stream) override {
+    RETURN_IF_ERROR(
+        checkShards(in, out, sizes, rank_, size(), "local communicator", "reduce_scatter"));
+    return enqueue(stream, [c = clique_, r = rank_, in, out, op,
+                            sizes = std::vector<int64_t>(sizes.begin(), sizes.end())] {
+      c->reduceScatter(r, in, out, sizes, op);
+    });
+  }
+  absl::Status allGather(const TensorView& in, const TensorView& out,
+                         absl::Span<const int64_t> sizes, Stream& stream) override {
+    RETURN_IF_ERROR(checkShards(out, in, sizes, rank_, size(), "local communicator", "all_gather"));
+    return enqueue(stream, [c = clique_, r = rank_, in, out,
+                            sizes = std::vector<int64_t>(sizes.begin(), sizes.end())] {
+      c->allGather(r, in, out, sizes);
+    });
   }
   absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
                          Stream& stream) override {

@@ -20,7 +20,9 @@ namespace tandem::backend::cpu {
 /// pairwise tree over the ranks in order (split at the largest power of two below the
 /// count: ((r0+r1)+(r2+r3))+r4), so that reducing within contiguous groups of a
 /// power-of-two size and then across the groups adds exactly as the flat reduction does:
-/// a hierarchical all_reduce equals the flat one bit for bit.
+/// a hierarchical all_reduce equals the flat one bit for bit. A reduce_scatter reduces
+/// each element of a rank's shard in that same order (so the shard is the bits of the
+/// all_reduce's slice); an all_gather copies every rank's shard into every rank's buffer.
 std::unique_ptr<CommunicatorGroup> makeLocalCommunicators(int size);
 
 /// The fixed reduction order on its own: `ranks` values combined as the local

@@ -22,7 +22,10 @@ namespace tandem::backend::cpu {
 /// accumulation dtype: f32 for bf16) and adds them up the rest of the tree, in the same
 /// order on every process. MPI_Allreduce is not used: its order is the implementation's.
 /// So `mpirun -np 2` with one device each gives the bits of one process with two devices,
-/// whatever the split of devices over processes.
+/// whatever the split of devices over processes. A reduce_scatter reduces the same
+/// subtrees, exchanges only the sums over each process's own shards (MPI_Alltoallv) and
+/// finishes each shard up the same tree (the all_reduce's bits for that slice); an
+/// all_gather packs each process's shards into one MPI_Allgatherv.
 ///
 /// `owner[p]`: the process (rank in `comm`) of group position p; `local[i]`: the position
 /// of this process's i-th member (ascending); `names[i]`: its device, for messages.

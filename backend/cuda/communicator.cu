@@ -42,7 +42,44 @@ void launchTyped(const TreePlan& plan, ReduceKind op, const void* const* srcs, v
   sharedAllReduceKernel<T><<<blocks, kThreads, 0, stream>>>(args, n);
 }
 
+template <typename T>
+__global__ void sharedReduceScatterKernel(const SharedReduceArgs<T> args, int64_t first,
+                                          int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    reduceScatterElement<T>(args.plan, args.op, args.srcs, first, args.dsts[0], i);
+}
+
+// One rank's shard: the sources of every rank, one destination (dsts[0]).
+template <typename T>
+void launchShardTyped(const TreePlan& plan, ReduceKind op, const void* const* srcs, int64_t first,
+                      void* dst, int64_t n, cudaStream_t stream) {
+  SharedReduceArgs<T> args{};
+  args.plan = plan;
+  args.op = op;
+  for (int r = 0; r < plan.ranks; ++r) args.srcs[r] = static_cast<const T*>(srcs[r]);
+  args.dsts[0] = static_cast<T*>(dst);
+  const unsigned blocks = gridBlocks(n, kThreads);
+  sharedReduceScatterKernel<T><<<blocks, kThreads, 0, stream>>>(args, first, n);
+}
+
 }  // namespace
+
+void launchSharedReduceScatter(const TreePlan& plan, ReduceKind op, ElementKind kind,
+                               const void* const* srcs, int64_t first, void* dst, int64_t n,
+                               cudaStream_t stream) {
+  if (n <= 0) return;
+  switch (kind) {
+    case ElementKind::kF32:
+      return launchShardTyped<float>(plan, op, srcs, first, dst, n, stream);
+    case ElementKind::kBF16:
+      return launchShardTyped<uint16_t>(plan, op, srcs, first, dst, n, stream);
+    case ElementKind::kF64:
+      return launchShardTyped<double>(plan, op, srcs, first, dst, n, stream);
+    case ElementKind::kI32:
+      return launchShardTyped<int32_t>(plan, op, srcs, first, dst, n, stream);
+  }
+}
 
 void launchSharedAllReduce(const TreePlan& plan, ReduceKind op, ElementKind kind,
                            const void* const* srcs, void* const* dsts, int64_t n,

@@ -20,4 +20,10 @@ void launchSharedAllReduce(const TreePlan& plan, ReduceKind op, ElementKind kind
                            const void* const* srcs, void* const* dsts, int64_t n,
                            cudaStream_t stream);
 
+/// For every i < n: reduceScatterElement, reading srcs[r][first + i] for every rank r < plan.ranks
+/// and writing dst[i] (one rank's shard).
+void launchSharedReduceScatter(const TreePlan& plan, ReduceKind op, ElementKind kind,
+                               const void* const* srcs, int64_t first, void* dst, int64_t n,
+                               cudaStream_t stream);
+
 }  // namespace tandem::backend::cuda

@@ -67,4 +67,16 @@ TANDEM_HD void allReduceElement(const TreePlan& plan, ReduceKind op, const T* co
   for (int r = 0; r < plan.ranks; ++r) commStore(dsts[r], i, result);
 }
 
+/// Element i of one rank's reduce_scatter shard: element `first + i` of every rank's
+/// buffer reduced as allReduceElement reduces it (so the shard is the bits of that slice
+/// of the all_reduce), written to dst[i].
+template <typename T>
+TANDEM_HD void reduceScatterElement(const TreePlan& plan, ReduceKind op, const T* const* srcs,
+                                    int64_t first, T* dst, int64_t i) {
+  using A = decltype(commLoad(srcs[0], 0));
+  A values[kMaxSharedRanks];
+  for (int r = 0; r < plan.ranks; ++r) values[r] = commLoad(srcs[r], first + i);
+  commStore(dst, i, reduceByPlan(plan, op, values));
+}
+
 }  // namespace tandem::backend::cuda

@@ -5,7 +5,9 @@
 // fused launch, and the executor's groupStart/groupEnd bracket all ranks' shares. A group
 // that spans processes is one NCCL communicator too: rank 0 makes its unique id, MPI
 // carries it to the other processes, and each initializes its own GPUs' ranks
-// (ncclCommInitRank in one NCCL group), rank i being the group's device i.
+// (ncclCommInitRank in one NCCL group), rank i being the group's device i. reduce_scatter
+// and all_gather with even shards are ncclReduceScatter and ncclAllGather; uneven shards
+// are one NCCL group of ncclReduce (ncclBroadcast) per rank.
 //
 // Logical devices sharing a GPU (cuda:0,cuda:0), which NCCL refuses: a same-process
 // group. Each rank's call is queued; a collective runs once every rank has called it and
@@ -13,8 +15,9 @@
 // records an event, the first rank's stream waits for all of them, reduces with an own
 // kernel in the CPU local communicator's fixed tree order (bit-identical runs, the same
 // bits as the CPU backend) and writes every rank's out, and the other ranks' streams wait
-// on an event recorded after that. Ranks on other GPUs than the first rank's are read and
-// written through peer access.
+// on an event recorded after that (a reduce_scatter: one kernel per rank's shard; an
+// all_gather: copies). Ranks on other GPUs than the first rank's are read and written
+// through peer access.
 
 #include "backend/cuda/cuda_communicator.h"
 
@@ -33,6 +36,7 @@
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/nccl_watch.h"
 #include "backend/cuda/target_info.h"
+#include "backend/shards.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -102,10 +106,19 @@ class NcclRank final : public Communicator {
 
   absl::Status allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
                          ReduceOp op, Stream& stream) override;
+  absl::Status reduceScatter(const TensorView& in, const TensorView& out,
+                             absl::Span<const int64_t> sizes, ReduceOp op, Stream& stream) override;
+  absl::Status allGather(const TensorView& in, const TensorView& out,
+                         absl::Span<const int64_t> sizes, Stream& stream) override;
   absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
                          Stream& stream) override;
 
  private:
+  /// Enqueues `calls` (NCCL calls) on this rank's stream as one watched collective in one
+  /// NCCL group; `kind` names it for the watchdog.
+  template <typename Calls>
+  absl::Status enqueueGrouped(absl::string_view kind, Stream& stream, const Calls& calls);
+
   /// What the watchdog calls the collective this rank enqueues now.
   std::string label(absl::string_view kind) {
     std::string l = std::exchange(next_label_, std::string());
@@ -233,27 +246,86 @@ class NcclGroup final : public CommunicatorGroup {
   std::vector<std::pair<size_t, cudaStream_t>> ended_;  // collectives whose end waits
 };
 
-absl::Status NcclRank::allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
-                                 ReduceOp op, Stream& stream) {
-  RETURN_IF_ERROR(checkPairs(in, out, what_));
+template <typename Calls>
+absl::Status NcclRank::enqueueGrouped(absl::string_view kind, Stream& stream, const Calls& calls) {
   ASSIGN_OR_RETURN(CudaStream * s, cudaStreamOf(stream, gpu_, what_));
   CUDA_TRY(what_, cudaSetDevice(gpu_));
-  ASSIGN_OR_RETURN(size_t watched,
-                   group_.beginCollective(local_, label("all_reduce"), s->handle()));
-  // The k tensors as one group: one fused launch (and a nested group when the executor
-  // brackets the ranks' shares).
+  ASSIGN_OR_RETURN(size_t watched, group_.beginCollective(local_, label(kind), s->handle()));
   CUDA_TRY(what_, ncclGroupStart());
-  absl::Status enqueued = absl::OkStatus();
-  for (size_t j = 0; j < in.size() && enqueued.ok(); ++j)
-    enqueued = check(
-        ncclAllReduce(in[j].data, out[j].data, static_cast<size_t>(in[j].numElements()),
-                      ncclType(in[j].type.dtype), ncclOp(op), comm_, s->handle()),
-        absl::StrCat("ncclAllReduce(", opName(op), ", ", ir::toString(in[j].type), ")"), what_);
+  absl::Status enqueued = calls(s->handle());
   // Closed even after a failure, so the thread's group depth stays balanced.
   absl::Status ended = check(ncclGroupEnd(), "ncclGroupEnd()", what_);
   RETURN_IF_ERROR(enqueued);
   RETURN_IF_ERROR(ended);
   return group_.collectiveEnqueued(watched, s->handle());
+}
+
+absl::Status NcclRank::allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
+                                 ReduceOp op, Stream& stream) {
+  RETURN_IF_ERROR(checkPairs(in, out, what_));
+  // The k tensors as one group: one fused launch (and a nested group when the executor
+  // brackets the ranks' shares).
+  return enqueueGrouped("all_reduce", stream, [&](cudaStream_t s) -> absl::Status {
+    for (size_t j = 0; j < in.size(); ++j)
+      RETURN_IF_ERROR(check(
+          ncclAllReduce(in[j].data, out[j].data, static_cast<size_t>(in[j].numElements()),
+                        ncclType(in[j].type.dtype), ncclOp(op), comm_, s),
+          absl::StrCat("ncclAllReduce(", opName(op), ", ", ir::toString(in[j].type), ")"), what_));
+    return absl::OkStatus();
+  });
+}
+
+// ncclReduceScatter and ncclAllGather take one count for every rank. Uneven shards go as
+// PyTorch's ProcessGroupNCCL sends them (NVIDIA/nccl#773): one ncclReduce to each rank of
+// its shard, or one ncclBroadcast from each rank of its shard, in one NCCL group, which
+// needs no padded copy of the buffer and no scratch memory. Neither promises the bits of
+// ncclAllReduce (NCCL picks its order per algorithm; with two ranks any order adds the
+// same bits): a GPU check in docs/GPU.md measures it.
+absl::Status NcclRank::reduceScatter(const TensorView& in, const TensorView& out,
+                                     absl::Span<const int64_t> sizes, ReduceOp op, Stream& stream) {
+  RETURN_IF_ERROR(checkShards(in, out, sizes, rank_, size_, what_, "reduce_scatter"));
+  const ncclDataType_t type = ncclType(in.type.dtype);
+  const int64_t element = ir::dtypeBytes(in.type.dtype);
+  return enqueueGrouped("reduce_scatter", stream, [&](cudaStream_t s) -> absl::Status {
+    if (evenShards(sizes))
+      return check(ncclReduceScatter(in.data, out.data, static_cast<size_t>(sizes[0]), type,
+                                     ncclOp(op), comm_, s),
+                   absl::StrCat("ncclReduceScatter(", opName(op), ", ", ir::toString(in.type), ")"),
+                   what_);
+    for (int r = 0; r < size_; ++r) {
+      const char* from = static_cast<const char*>(in.data) + shardOffset(sizes, r) * element;
+      // recvbuff is read on the root only; every rank passes its own shard's buffer.
+      RETURN_IF_ERROR(
+          check(ncclReduce(from, out.data, static_cast<size_t>(sizes[static_cast<size_t>(r)]), type,
+                           ncclOp(op), r, comm_, s),
+                absl::StrCat("ncclReduce(", opName(op), ", shard of rank ", r, " of ",
+                             ir::toString(in.type), ")"),
+                what_));
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status NcclRank::allGather(const TensorView& in, const TensorView& out,
+                                 absl::Span<const int64_t> sizes, Stream& stream) {
+  RETURN_IF_ERROR(checkShards(out, in, sizes, rank_, size_, what_, "all_gather"));
+  const ncclDataType_t type = ncclType(in.type.dtype);
+  const int64_t element = ir::dtypeBytes(in.type.dtype);
+  return enqueueGrouped("all_gather", stream, [&](cudaStream_t s) -> absl::Status {
+    if (evenShards(sizes))
+      return check(ncclAllGather(in.data, out.data, static_cast<size_t>(sizes[0]), type, comm_, s),
+                   absl::StrCat("ncclAllGather(", ir::toString(out.type), ")"), what_);
+    for (int r = 0; r < size_; ++r) {
+      char* to = static_cast<char*>(out.data) + shardOffset(sizes, r) * element;
+      // sendbuff is read on the root only.
+      RETURN_IF_ERROR(check(
+          ncclBroadcast(in.data, to, static_cast<size_t>(sizes[static_cast<size_t>(r)]), type, r,
+                        comm_, s),
+          absl::StrCat("ncclBroadcast(shard of rank ", r, " of ", ir::toString(out.type), ")"),
+          what_));
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::Status NcclRank::broadcast(int root, const TensorView& in, const TensorView& out,
@@ -293,11 +365,12 @@ ElementKind elementKind(ir::DType t) {
 
 /// One rank's call of a collective, kept until every rank has made it.
 struct Posted {
-  enum class Kind : uint8_t { kAllReduce, kBroadcast } kind;
+  enum class Kind : uint8_t { kAllReduce, kBroadcast, kReduceScatter, kAllGather } kind;
   std::vector<TensorView> in, out;
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   CudaStream* stream = nullptr;
+  std::vector<int64_t> sizes;  // reduce_scatter, all_gather: each rank's shard
 };
 
 class SharedGroup;
@@ -309,6 +382,10 @@ class SharedRank final : public Communicator {
   int size() const override;
   absl::Status allReduce(absl::Span<const TensorView> in, absl::Span<const TensorView> out,
                          ReduceOp op, Stream& stream) override;
+  absl::Status reduceScatter(const TensorView& in, const TensorView& out,
+                             absl::Span<const int64_t> sizes, ReduceOp op, Stream& stream) override;
+  absl::Status allGather(const TensorView& in, const TensorView& out,
+                         absl::Span<const int64_t> sizes, Stream& stream) override;
   absl::Status broadcast(int root, const TensorView& in, const TensorView& out,
                          Stream& stream) override;
 
@@ -436,6 +513,11 @@ class SharedGroup final : public CommunicatorGroup {
         same = p.op == first.op;
         for (size_t j = 0; same && j < p.in.size(); ++j)
           same = p.in[j].type == first.in[j].type && p.out[j].type == first.in[j].type;
+      } else if (same && (first.kind == Posted::Kind::kReduceScatter ||
+                          first.kind == Posted::Kind::kAllGather)) {
+        // Each rank's call was checked against its sizes when it was posted.
+        same = p.op == first.op && p.sizes == first.sizes &&
+               p.in[0].type.dtype == first.in[0].type.dtype;
       } else if (same) {
         same = p.root == first.root && p.out[0].bytes() == first.out[0].bytes();
       }
@@ -443,7 +525,11 @@ class SharedGroup final : public CommunicatorGroup {
         return absl::InternalError(
             absl::StrCat(what_, ": rank ", r, "'s collective does not match rank 0's"));
     }
-    if (first.kind == Posted::Kind::kAllReduce) {
+    if (first.kind == Posted::Kind::kReduceScatter || first.kind == Posted::Kind::kAllGather) {
+      if (static_cast<int>(first.sizes.size()) != size())
+        return absl::InternalError(
+            absl::StrCat(what_, ": ", first.sizes.size(), " shard sizes for ", size(), " ranks"));
+    } else if (first.kind == Posted::Kind::kAllReduce) {
       for (size_t j = 0; j < first.in.size(); ++j)
         if (!(first.out[j].type == first.in[j].type))
           return absl::InternalError(absl::StrCat(what_, ": all_reduce of ",
@@ -483,6 +569,29 @@ class SharedGroup final : public CommunicatorGroup {
                                 srcs, dsts, first.in[j].numElements(), lead);
           CUDA_TRY(what_, cudaGetLastError());
         }
+      } else if (first.kind == Posted::Kind::kReduceScatter) {
+        // Each rank's shard: its slice of every rank's buffer, reduced in the tree order.
+        const void* srcs[kMaxSharedRanks];
+        for (size_t r = 0; r < n; ++r) srcs[r] = calls[r][c].in[0].data;
+        for (size_t r = 0; r < n; ++r) {
+          launchSharedReduceScatter(plan_, reduceKind(first.op),
+                                    elementKind(first.in[0].type.dtype), srcs,
+                                    shardOffset(first.sizes, static_cast<int>(r)),
+                                    calls[r][c].out[0].data, first.sizes[r], lead);
+          CUDA_TRY(what_, cudaGetLastError());
+        }
+      } else if (first.kind == Posted::Kind::kAllGather) {
+        // Every rank's shard into every rank's buffer at the shard's offset.
+        const int64_t element = ir::dtypeBytes(first.in[0].type.dtype);
+        for (size_t r = 0; r < n; ++r)
+          for (size_t q = 0; q < n; ++q) {
+            const TensorView& shard = calls[q][c].in[0];
+            char* to = static_cast<char*>(calls[r][c].out[0].data) +
+                       shardOffset(first.sizes, static_cast<int>(q)) * element;
+            if (to == shard.data) continue;
+            CUDA_TRY(what_, cudaMemcpyAsync(to, shard.data, static_cast<size_t>(shard.bytes()),
+                                            cudaMemcpyDefault, lead));
+          }
       } else {
         const TensorView& src = calls[static_cast<size_t>(first.root)][c].in[0];
         for (size_t r = 0; r < n; ++r) {
@@ -517,6 +626,22 @@ absl::Status SharedRank::allReduce(absl::Span<const TensorView> in,
                                    absl::Span<const TensorView> out, ReduceOp op, Stream& stream) {
   Posted p{
       Posted::Kind::kAllReduce, {in.begin(), in.end()}, {out.begin(), out.end()}, op, 0, nullptr};
+  return group_.post(rank_, std::move(p), stream);
+}
+
+absl::Status SharedRank::reduceScatter(const TensorView& in, const TensorView& out,
+                                       absl::Span<const int64_t> sizes, ReduceOp op,
+                                       Stream& stream) {
+  RETURN_IF_ERROR(checkShards(in, out, sizes, rank_, size(), "same-GPU group", "reduce_scatter"));
+  Posted p{Posted::Kind::kReduceScatter, {in}, {out}, op, 0, nullptr, {sizes.begin(), sizes.end()}};
+  return group_.post(rank_, std::move(p), stream);
+}
+
+absl::Status SharedRank::allGather(const TensorView& in, const TensorView& out,
+                                   absl::Span<const int64_t> sizes, Stream& stream) {
+  RETURN_IF_ERROR(checkShards(out, in, sizes, rank_, size(), "same-GPU group", "all_gather"));
+  Posted p{Posted::Kind::kAllGather,    {in}, {out}, ReduceOp::kSum, 0, nullptr,
+           {sizes.begin(), sizes.end()}};
   return group_.post(rank_, std::move(p), stream);
 }
 

@@ -166,7 +166,8 @@ const std::set<std::string> kCosts = {"none",   "elementwise", "gemm",
 /// The formulas that take two operands or results (CostSpec::a, b), and one (CostSpec::a).
 const std::set<std::string> kTwoValueCosts = {"gemm", "matmul", "contraction"};
 const std::set<std::string> kOneValueCosts = {"reduction"};
-const std::set<std::string> kCollectiveKinds = {"reduce", "broadcast", "scatter", "gather"};
+const std::set<std::string> kCollectiveKinds = {"reduce", "broadcast",      "scatter",
+                                                "gather", "reduce_scatter", "all_gather"};
 const std::set<std::string> kReads = {"per_device", "group_source", "host", "module_devices"};
 const std::set<std::string> kWrites = {"per_device", "first_device"};
 const std::set<std::string> kInits = {"zeros", "ones"};

@@ -4,6 +4,7 @@
 #include "ir/interfaces.h"
 #include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
+#include "ir/status_macros.h"
 
 namespace tandem::ir {
 namespace {
@@ -110,11 +111,73 @@ absl::StatusOr<Types> inferAllReduce(const Node& n) {
   return out;
 }
 
+// reduce_scatter and all_gather move one flat buffer per device: operand i is on
+// position i, and rank r of a group is position r of it (groups are consecutive runs).
+absl::Status expectOnePerDevice(const Node& n, size_t devices) {
+  if (n.numOperands() != devices)
+    return fail(absl::StrCat(n.numOperands(), n.numOperands() == 1 ? " operand" : " operands",
+                             " for ", devices, devices == 1 ? " device" : " devices",
+                             "; expected one flat buffer per device"));
+  for (size_t i = 0; i < n.numOperands(); ++i)
+    if (typeOf(n, i).rank() != 1)
+      return fail(absl::StrCat(describeOperand(n, i),
+                               " must have rank 1 (a flat buffer: reshape it first)"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> inferReduceScatter(const Node& n) {
+  ASSIGN_OR_RETURN(const size_t d, deviceCount(n));
+  ASSIGN_OR_RETURN(const size_t groups, groupCount(n, d));
+  RETURN_IF_ERROR(expectOnePerDevice(n, d));
+  for (size_t i = 1; i < d; ++i) RETURN_IF_ERROR(expectSameType(n, 0, i));
+  const size_t ranks = d / groups;
+  const auto sizes = ReduceScatterView(n).sizes();
+  if (sizes.size() != ranks)
+    return fail(absl::StrCat("sizes has ", sizes.size(), sizes.size() == 1 ? " entry" : " entries",
+                             " but a group has ", ranks, ranks == 1 ? " rank" : " ranks",
+                             "; expected one shard size per rank"));
+  // Every shard holds at least one element: a buffer smaller than the group is reduced
+  // whole (all_reduce), not scattered into empty tensors.
+  int64_t total = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    if (sizes[r] < 1)
+      return fail(absl::StrCat("sizes[", r, "] is ", sizes[r],
+                               "; every rank's shard must hold "
+                               "at least one element"));
+    if (__builtin_add_overflow(total, sizes[r], &total))
+      return fail("sizes add up to more than int64 holds");
+  }
+  const TensorType& x = typeOf(n, 0);
+  if (total != x.shape[0])
+    return fail(absl::StrCat("sizes add up to ", total, " but ", describeOperand(n, 0), " has ",
+                             x.shape[0], " elements"));
+  Types out;
+  for (size_t i = 0; i < d; ++i) out.push_back(TensorType{x.dtype, {sizes[i % ranks]}});
+  return out;
+}
+
+absl::StatusOr<Types> inferAllGather(const Node& n) {
+  ASSIGN_OR_RETURN(const size_t d, deviceCount(n));
+  ASSIGN_OR_RETURN(const size_t groups, groupCount(n, d));
+  RETURN_IF_ERROR(expectOnePerDevice(n, d));
+  const size_t ranks = d / groups;
+  int64_t total = 0;
+  for (size_t i = 0; i < d; ++i) {
+    RETURN_IF_ERROR(expectSameDType(n, 0, i));
+    // Rank r's shard has one size in every group: the groups gather the same buffer.
+    if (i >= ranks) RETURN_IF_ERROR(expectSameType(n, i % ranks, i));
+    if (i < ranks) total += typeOf(n, i).shape[0];
+  }
+  return Types(d, TensorType{typeOf(n, 0).dtype, {total}});
+}
+
 }  // namespace
 
 extern const OpRules kSplitRules{.infer = inferSplit};
 extern const OpRules kConcatRules{.infer = inferConcat};
 extern const OpRules kBroadcastRules{.infer = inferBroadcast};
 extern const OpRules kAllReduceRules{.infer = inferAllReduce};
+extern const OpRules kReduceScatterRules{.infer = inferReduceScatter};
+extern const OpRules kAllGatherRules{.infer = inferAllGather};
 
 }  // namespace tandem::ir

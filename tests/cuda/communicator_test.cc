@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -19,6 +20,7 @@
 #include "backend/cuda/communicator_math.h"
 #include "backend/cuda/communicator_plan.h"
 #include "backend/cuda/cuda_communicator.h"
+#include "backend/shards.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/device_kinds.h"
@@ -424,6 +426,194 @@ TEST(CudaCommunicatorsNccl, AcrossGpusAllReduceAndBroadcast) {
   ranks.synchronize();
   Buffer got = ranks.download(1, dst);
   EXPECT_TRUE(sameBytes(got, in[0]));
+}
+
+// ---- reduce_scatter and all_gather ----------------------------------------------------
+
+std::vector<int64_t> balancedShards(int64_t n, int ranks) {
+  std::vector<int64_t> sizes;
+  for (int r = 0; r < ranks; ++r) sizes.push_back(n / ranks + (r < n % ranks ? 1 : 0));
+  return sizes;
+}
+
+/// Each rank's shard by the host-compiled per-element math of the same-GPU kernel.
+template <typename T>
+std::vector<Buffer> hostReduceScatter(std::vector<Buffer>& in, const std::vector<int64_t>& sizes,
+                                      ReduceOp op) {
+  const int n = static_cast<int>(in.size());
+  const TreePlan plan = planOf(n);
+  std::vector<const T*> srcs;
+  for (Buffer& b : in) srcs.push_back(static_cast<const T*>(b.view().data));
+  std::vector<Buffer> out;
+  for (int r = 0; r < n; ++r) {
+    out.emplace_back(ir::TensorType{in[0].type().dtype, {sizes[static_cast<size_t>(r)]}});
+    const int64_t first = backend::shardOffset(sizes, r);
+    for (int64_t i = 0; i < sizes[static_cast<size_t>(r)]; ++i)
+      backend::cuda::reduceScatterElement<T>(plan, kindOf(op), srcs.data(), first,
+                                             static_cast<T*>(out.back().view().data), i);
+  }
+  return out;
+}
+
+std::vector<Buffer> hostReduceScatter(std::vector<Buffer>& in, const std::vector<int64_t>& sizes,
+                                      ReduceOp op) {
+  return in[0].type().dtype == ir::DType::kBF16 ? hostReduceScatter<uint16_t>(in, sizes, op)
+                                                : hostReduceScatter<float>(in, sizes, op);
+}
+
+/// Whether `shard` holds elements [first, first + its size) of `whole`, byte for byte.
+bool isSlice(Buffer& shard, Buffer& whole, int64_t first) {
+  const int64_t element = ir::dtypeBytes(whole.type().dtype);
+  return shard.type().dtype == whole.type().dtype &&
+         std::memcmp(shard.view().data,
+                     static_cast<const char*>(whole.view().data) + first * element,
+                     static_cast<size_t>(shard.type().bytes())) == 0;
+}
+
+// The kernel's per-element math gives every rank the slice of the all_reduce bit for bit,
+// and so the CPU local communicator's reduce_scatter (uneven shards, 2 to 6 ranks).
+TEST(CudaCommunicatorMath, ReduceScatterElementsAreTheAllReduceSlice) {
+  std::mt19937 rng(12);
+  for (int n : {2, 3, 5, 6})
+    for (ir::DType dtype : {ir::DType::kF32, ir::DType::kBF16})
+      for (ReduceOp op : kOps) {
+        const ir::TensorType type{dtype, {1037}};
+        const std::vector<int64_t> sizes = balancedShards(1037, n);
+        std::vector<Buffer> in = randomRanks(rng, n, type);
+        std::vector<Buffer> whole = hostAllReduce(in, op);
+        std::vector<Buffer> shards = hostReduceScatter(in, sizes, op);
+        auto group = backend::cpu::makeLocalCommunicators(n);
+        std::vector<std::unique_ptr<backend::cpu::CpuStream>> streams;
+        std::vector<Buffer> cpu;
+        for (int r = 0; r < n; ++r) {
+          const auto ru = static_cast<size_t>(r);
+          streams.push_back(
+              std::make_unique<backend::cpu::CpuStream>("comm" + std::to_string(r), 1));
+          cpu.emplace_back(ir::TensorType{dtype, {sizes[ru]}});
+          ASSERT_TRUE(group->rank(r)
+                          .reduceScatter(in[ru].view(), cpu[ru].view(), sizes, op, *streams[ru])
+                          .ok());
+        }
+        for (auto& s : streams) ASSERT_TRUE(s->synchronize().ok());
+        for (int r = 0; r < n; ++r) {
+          const auto ru = static_cast<size_t>(r);
+          EXPECT_TRUE(isSlice(shards[ru], whole[0], backend::shardOffset(sizes, r)))
+              << n << " ranks, " << ir::dtypeName(dtype) << ", op " << static_cast<int>(op)
+              << ", rank " << r;
+          EXPECT_TRUE(sameBytes(shards[ru], cpu[ru]))
+              << n << " ranks, " << ir::dtypeName(dtype) << ", op " << static_cast<int>(op)
+              << ", rank " << r << " against the CPU";
+        }
+      }
+}
+
+/// reduce_scatter then all_gather of `in` through the group, grouped as the executor calls
+/// them; the shards and the gathered buffers, downloaded.
+std::pair<std::vector<Buffer>, std::vector<Buffer>> deviceShardRoundTrip(
+    Ranks& ranks, std::vector<Buffer>& in, const std::vector<int64_t>& sizes, ReduceOp op) {
+  const int n = ranks.size();
+  std::vector<TensorView> whole, shard, gathered;
+  for (int r = 0; r < n; ++r) {
+    const auto ru = static_cast<size_t>(r);
+    whole.push_back(ranks.upload(r, in[ru]));
+    shard.push_back(ranks.poisoned(r, ir::TensorType{in[ru].type().dtype, {sizes[ru]}}));
+    gathered.push_back(ranks.poisoned(r, in[ru].type()));
+  }
+  EXPECT_TRUE(ranks.group->groupStart().ok());
+  for (int r = 0; r < n; ++r) {
+    absl::Status s = ranks.group->rank(r).reduceScatter(whole[static_cast<size_t>(r)],
+                                                        shard[static_cast<size_t>(r)], sizes, op,
+                                                        ranks.device(r).commStream());
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  EXPECT_TRUE(ranks.group->groupEnd().ok());
+  EXPECT_TRUE(ranks.group->groupStart().ok());
+  for (int r = 0; r < n; ++r) {
+    absl::Status s = ranks.group->rank(r).allGather(shard[static_cast<size_t>(r)],
+                                                    gathered[static_cast<size_t>(r)], sizes,
+                                                    ranks.device(r).commStream());
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  EXPECT_TRUE(ranks.group->groupEnd().ok());
+  ranks.synchronize();
+  std::pair<std::vector<Buffer>, std::vector<Buffer>> out;
+  for (int r = 0; r < n; ++r) {
+    out.first.push_back(ranks.download(r, shard[static_cast<size_t>(r)]));
+    out.second.push_back(ranks.download(r, gathered[static_cast<size_t>(r)]));
+  }
+  return out;
+}
+
+TEST(CudaCommunicatorsOnOneGpu, ReduceScatterAndAllGatherAreTheHostMathBitForBit) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(13);
+  for (int n : {2, 3}) {
+    Ranks ranks(std::vector<int>(static_cast<size_t>(n), 0));
+    ASSERT_TRUE(ranks.ok());
+    for (ir::DType dtype : {ir::DType::kF32, ir::DType::kBF16})
+      for (ReduceOp op : kOps) {
+        const std::vector<int64_t> sizes = balancedShards(2051, n);
+        std::vector<Buffer> in = randomRanks(rng, n, ir::TensorType{dtype, {2051}});
+        std::vector<Buffer> want = hostAllReduce(in, op);
+        auto [shards, gathered] = deviceShardRoundTrip(ranks, in, sizes, op);
+        for (int r = 0; r < n; ++r) {
+          const auto ru = static_cast<size_t>(r);
+          EXPECT_TRUE(isSlice(shards[ru], want[0], backend::shardOffset(sizes, r)))
+              << n << " ranks, " << ir::dtypeName(dtype) << ", op " << static_cast<int>(op)
+              << ", rank " << r << "'s shard";
+          EXPECT_TRUE(sameBytes(gathered[ru], want[0]))
+              << n << " ranks, " << ir::dtypeName(dtype) << ", op " << static_cast<int>(op)
+              << ", rank " << r << "'s gathered buffer";
+        }
+      }
+  }
+}
+
+// NCCL with one rank: the shard is the whole buffer, and so is the gathered one.
+TEST(CudaCommunicatorsNccl, OneRankShardIsItsBuffer) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(14);
+  Ranks ranks({0});
+  ASSERT_TRUE(ranks.ok());
+  std::vector<Buffer> in = randomRanks(rng, 1, f32({1001}));
+  auto [shards, gathered] = deviceShardRoundTrip(ranks, in, {1001}, ReduceOp::kSum);
+  EXPECT_TRUE(sameBytes(shards[0], in[0]));
+  EXPECT_TRUE(sameBytes(gathered[0], in[0]));
+}
+
+// Across two GPUs, even shards (ncclReduceScatter, ncclAllGather) and uneven ones (grouped
+// ncclReduce and ncclBroadcast): with two ranks any order of a sum or a max gives the same
+// bits, so the shards are the host all_reduce's slices exactly; mean within a rounding
+// (NCCL may pre-scale), and the gathered buffers the shards' concatenation.
+TEST(CudaCommunicatorsNccl, AcrossGpusReduceScatterAndAllGather) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  absl::StatusOr<int> count = backend::cuda::gpuCount();
+  if (!count.ok() || *count < 2) {
+    GTEST_SKIP() << "needs 2 GPUs";
+  }
+  std::mt19937 rng(15);
+  Ranks ranks({0, 1});
+  ASSERT_TRUE(ranks.ok());
+  for (int64_t len : {int64_t{2048}, int64_t{2049}})
+    for (ir::DType dtype : {ir::DType::kF32, ir::DType::kBF16})
+      for (ReduceOp op : kOps) {
+        const std::vector<int64_t> sizes = balancedShards(len, 2);
+        std::vector<Buffer> in = randomRanks(rng, 2, ir::TensorType{dtype, {len}});
+        std::vector<Buffer> want = hostAllReduce(in, op);
+        auto [shards, gathered] = deviceShardRoundTrip(ranks, in, sizes, op);
+        for (int r = 0; r < 2; ++r) {
+          const auto ru = static_cast<size_t>(r);
+          if (op != ReduceOp::kMean) {
+            EXPECT_TRUE(isSlice(shards[ru], want[0], backend::shardOffset(sizes, r)))
+                << len << ", " << ir::dtypeName(dtype) << ", op " << static_cast<int>(op)
+                << ", rank " << r;
+          }
+          for (int q = 0; q < 2; ++q)
+            EXPECT_TRUE(isSlice(shards[static_cast<size_t>(q)], gathered[ru],
+                                backend::shardOffset(sizes, q)))
+                << len << ", " << ir::dtypeName(dtype) << ", rank " << r << ", shard " << q;
+        }
+      }
 }
 
 }  // namespace

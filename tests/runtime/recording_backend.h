@@ -295,6 +295,17 @@ class RecordingCommunicator final : public backend::Communicator {
     static_cast<RecordingStream&>(s).work("allReduce");
     return absl::OkStatus();
   }
+  absl::Status reduceScatter(const backend::TensorView&, const backend::TensorView&,
+                             absl::Span<const int64_t>, backend::ReduceOp,
+                             backend::Stream& s) override {
+    static_cast<RecordingStream&>(s).work("reduceScatter");
+    return absl::OkStatus();
+  }
+  absl::Status allGather(const backend::TensorView&, const backend::TensorView&,
+                         absl::Span<const int64_t>, backend::Stream& s) override {
+    static_cast<RecordingStream&>(s).work("allGather");
+    return absl::OkStatus();
+  }
   absl::Status broadcast(int, const backend::TensorView&, const backend::TensorView&,
                          backend::Stream& s) override {
     static_cast<RecordingStream&>(s).work("broadcast");

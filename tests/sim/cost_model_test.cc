@@ -1,4 +1,5 @@
-// The alpha-beta all_reduce costs on numbers worked out by hand.
+// The alpha-beta all_reduce, reduce_scatter and all_gather costs on numbers worked out by
+// hand.
 
 #include "sim/cost_model.h"
 
@@ -46,6 +47,32 @@ TEST(CostModel, OneDeviceReducesNothing) {
   CollectiveCost c = allReduceCost(1e9, 1, topology());
   EXPECT_EQ(c.seconds, 0);
   EXPECT_EQ(c.algorithm, "none");
+}
+
+TEST(CostModel, RingReduceScatterIsHalfTheRingAllReduce) {
+  // (p-1)/p * S / B + (p-1) alpha = 7/8 * 100e6 / 100e9 + 7 * 1e-6.
+  EXPECT_NEAR(ringReduceScatterSeconds(100e6, 8, topology()), 0.875e-3 + 7e-6, 1e-12);
+  // Across nodes, bound by the slower link: 15/16 * 100e6 / 10e9 + 15 * 10e-6.
+  EXPECT_NEAR(ringReduceScatterSeconds(100e6, 16, topology()), 9.375e-3 + 150e-6, 1e-12);
+}
+
+TEST(CostModel, TreeReduceScatterIsTheTreesReduceHalf) {
+  // 1024 devices: 7 * 1us + log2(128) * 10us + S / 10 GB/s.
+  EXPECT_NEAR(treeReduceScatterSeconds(1e3, 1024, topology()), 7e-6 + 70e-6 + 1e3 / 10e9, 1e-12);
+}
+
+// reduce_scatter then all_gather (each costed by reduceScatterCost) is an all_reduce, and
+// the tuner picks as it does for the all_reduce.
+TEST(CostModel, ReduceScatterAndAllGatherAddUpToAnAllReduce) {
+  for (int64_t p : {2, 8, 16, 1024})
+    for (double bytes : {1e3, 1e6, 1e9}) {
+      const CollectiveCost half = reduceScatterCost(bytes, p, topology());
+      const CollectiveCost whole = allReduceCost(bytes, p, topology());
+      EXPECT_NEAR(2 * half.seconds, whole.seconds, 1e-12 * (1 + whole.seconds))
+          << p << ", " << bytes;
+      EXPECT_EQ(half.algorithm, whole.algorithm) << p << ", " << bytes;
+    }
+  EXPECT_EQ(reduceScatterCost(1e9, 1, topology()).algorithm, "none");
 }
 
 }  // namespace

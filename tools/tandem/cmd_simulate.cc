@@ -105,15 +105,23 @@ struct Row {
   std::optional<double> measured_s;  // --gpu cpu
 };
 
-// The collective costs for p devices: all_reduce by the alpha-beta model; the input split
-// and the broadcasts cost nothing here (the split is the host-to-device copy of the batch,
-// which data loaders prefetch during the previous step; broadcasts run only in @init).
+// The collective costs for p devices: all_reduce, reduce_scatter and all_gather by the
+// alpha-beta models; the input split and the broadcasts cost nothing here (the split is
+// the host-to-device copy of the batch, which data loaders prefetch during the previous
+// step; broadcasts run only in @init).
 sim::NodeCost modelCosts(const std::vector<double>& compute_s, int64_t p,
                          const sim::Topology& topo) {
   return [&compute_s, p, topo](const ir::Node& n) {
     if (ir::streamOf(n) == ir::StreamKind::kCompute) return compute_s[n.id()];
-    if (ir::collectiveKind(n) != ir::CollectiveKind::kReduce) return 0.0;
-    return sim::allReduceCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
+    switch (ir::collectiveKind(n).value_or(ir::CollectiveKind::kScatter)) {
+      case ir::CollectiveKind::kReduce:
+        return sim::allReduceCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
+      case ir::CollectiveKind::kReduceScatter:
+      case ir::CollectiveKind::kAllGather:
+        return sim::reduceScatterCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
+      default:
+        return 0.0;
+    }
   };
 }
 
