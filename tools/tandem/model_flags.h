@@ -5,30 +5,12 @@
 
 #include "absl/status/statusor.h"
 #include "frontend/model.h"
-#include "tools/driver/compile.h"
+#include "tools/driver/model_settings.h"
 #include "tools/tandem/commands.h"
 
 namespace tandem::tools {
 
-/// A model and how to compile it, resolved from ModelFlags.
-struct ModelChoice {
-  ModelSpec spec;
-  driver::CompileOptions compile;
-  /// --split auto: start even, then re-plan from measured device speeds (train only).
-  bool auto_split = false;
-  /// The learning-rate schedule: --schedule, or the model's.
-  std::string schedule = "constant";
-  /// --warmup in steps; unset: the model's warmup_epochs, in steps once an epoch's length
-  /// is known (warmupSteps).
-  std::optional<int64_t> warmup_steps;
-  int64_t warmup_epochs = 0;
-
-  int64_t warmupSteps(int64_t steps_per_epoch) const {
-    return warmup_steps.value_or(warmup_epochs * steps_per_epoch);
-  }
-  /// "5" or "1 epoch": the warmup as settings lists compare it, before the data is read.
-  std::string warmupText() const;
-};
+using ModelChoice = driver::ModelChoice;
 
 /// The zoo models `tandem train` can train: those taking Fashion-MNIST's 1x28x28 images.
 std::vector<std::string> trainableModelNames();
