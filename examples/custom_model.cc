@@ -1,12 +1,16 @@
-// custom_model: define a network of your own with the Tandem DSL, compile it for two
-// devices and look at the data-parallel training step the compiler made of it.
+// custom_model: define a network of your own with the Tandem DSL and train it
+// data-parallel on two devices through the public API (tandem/tandem.h), or look at the
+// training step the compiler made of it.
 //
-//   build/examples/custom_model > train_step.tir
+//   build/examples/custom_model [EPOCHS [TRAIN_IMAGES]]    trains on Fashion-MNIST (1 epoch)
+//   build/examples/custom_model --print-step > train_step.tir
 //
-// prints the parallel train_step graph as text IR, then a one-line summary. The four
-// steps below are all a user writes: layers as plain C++ functions, a ModelSpec,
-// buildModule, and the default pass pipeline.
+// --print-step prints the parallel train_step graph as text IR, then a one-line summary.
+// The steps below are all a user writes: layers as plain C++ functions, a ModelSpec,
+// then either tandem::train, or buildModule and the default pass pipeline to look inside.
 
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
@@ -18,6 +22,7 @@
 #include "ir/target.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
+#include "tandem/tandem.h"
 
 namespace {
 
@@ -56,23 +61,46 @@ int fail(const absl::Status& status) {
   return 2;
 }
 
-}  // namespace
+// 3. Train it: the devices, the batch split across them, the optimizer and its schedule,
+//    and a callback per epoch. Errors name the option at fault (`TrainOptions::devices`).
+int train(const tandem::ModelSpec& spec, int epochs, int64_t train_images) {
+  tandem::Data data = tandem::Data::fashionMnist();
+  if (train_images > 0) data.limit_train = train_images;
+  auto model = tandem::train(
+      spec,
+      {.devices = "cpu:0,cpu:1",
+       .batch = 128,
+       .epochs = epochs,
+       .optimizer = "adamw",
+       .lr = 0.002,
+       .schedule = "cosine"},
+      data, {.on_epoch = [](const tandem::EpochMetrics& e) {
+        std::printf("epoch %d: train loss %.4f, train accuracy %.4f, test accuracy %.4f\n", e.epoch,
+                    e.train_loss, e.train_accuracy, e.test_accuracy);
+        return true;
+      }});
+  if (!model.ok()) return fail(model.status());
+  // 4. Save it: `tandem::Model::load(spec, options, data, dir)` continues from there.
+  if (absl::Status s = model->save("custom_model.checkpoint", /*replace=*/true); !s.ok())
+    return fail(s);
+  std::printf("saved to custom_model.checkpoint\n");
+  return 0;
+}
 
-int main() {
-  // 3. Build the module: variables, `init`, and the train_step / eval_step graphs
-  //    (batch norm uses batch statistics in the first, running statistics in the second).
-  tandem::ModelSpec spec{
-      .name = "tiny_vgg", .image_shape = {1, 28, 28}, .num_classes = 10, .forward = tinyVgg};
+// Or look inside: the module the DSL builds, and what the compiler makes of it.
+int printStep(const tandem::ModelSpec& spec) {
+  // Build the module: variables, `init`, and the train_step / eval_step graphs (batch
+  // norm uses batch statistics in the first, running statistics in the second).
   auto module = tandem::buildModule(spec, {.batch = 128});
   if (!module.ok()) return fail(module.status());
   tandem::ir::Module& m = **module;
 
-  // 4. Compile for two devices with the pipeline `tandem dump` runs: autodiff (backward
-  //    and SGD update), replicate (one copy per device), insert-collectives (split the
-  //    batch, broadcast the initial weights, all_reduce the gradients in buckets), dce.
-  //    The device kinds the compiler knows are registered by the program, as LLVM's tools
-  //    call InitializeAllTargetInfos: their facts (alignment, layouts, dtypes) are asked by
-  //    the passes, and a device list is checked against them.
+  // Compile for two devices with the pipeline `tandem dump` runs: autodiff (backward and
+  // SGD update), replicate (one copy per device), insert-collectives (split the batch,
+  // broadcast the initial weights, all_reduce the gradients in buckets), dce. The device
+  // kinds the compiler knows are registered by the program, as LLVM's tools call
+  // InitializeAllTargetInfos: their facts (alignment, layouts, dtypes) are asked by the
+  // passes, and a device list is checked against them. (tandem::train does all this.)
   tandem::backend::registerTargets();
   auto devices = tandem::ir::parseTargetDevices("cpu:0,cpu:1");
   if (!devices.ok()) return fail(devices.status());
@@ -94,4 +122,13 @@ int main() {
             << " parameters, " << step.numNodes() << " nodes in @train_step, " << all_reduces
             << " all_reduce nodes over " << tandem::ir::toString(m.devices()) << "\n";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tandem::ModelSpec spec{
+      .name = "tiny_vgg", .image_shape = {1, 28, 28}, .num_classes = 10, .forward = tinyVgg};
+  if (argc > 1 && std::string(argv[1]) == "--print-step") return printStep(spec);
+  return train(spec, argc > 1 ? std::atoi(argv[1]) : 1, argc > 2 ? std::atoll(argv[2]) : 0);
 }

@@ -53,6 +53,10 @@ struct OptimizerInfo {
   bool lr_scale = false;
   std::optional<Op> grouped;     // the multi-tensor form of a single-parameter op
   std::optional<Op> grouped_of;  // set on the grouped form: the op it groups
+  /// The flat-shard form (shard-weight-update): the same operands over one device's shard
+  /// of a bucket, the weight shard a value, and the updated shard its result.
+  std::optional<Op> sharded;
+  std::optional<Op> sharded_of;  // set on the flat-shard form: the op it shards
 };
 
 /// The optimizer update of a node: k parameters (1 for the single form; a grouped form's

@@ -450,6 +450,16 @@ absl::Status Module::addVar(Var v) {
   return absl::OkStatus();
 }
 
+void Module::removeVars(const absl::flat_hash_set<std::string>& drop) {
+  std::vector<Var> kept;
+  kept.reserve(vars_.size());
+  for (Var& v : vars_)
+    if (!drop.contains(v.name)) kept.push_back(std::move(v));
+  vars_ = std::move(kept);
+  var_index_.clear();
+  for (size_t i = 0; i < vars_.size(); ++i) var_index_[vars_[i].name] = i;
+}
+
 int64_t Module::countElements(VarRole role) const {
   int64_t n = 0;
   for (const Var& v : vars_)

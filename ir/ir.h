@@ -258,12 +258,39 @@ enum class VarRole : uint8_t {
 absl::string_view varRoleName(VarRole r);
 absl::StatusOr<VarRole> parseVarRole(absl::string_view s);
 
+/// A variable of the unsharded module that a packed one holds part of (checkpoints name it).
+struct VarPiece {
+  std::string var;
+  TensorType type;
+  bool operator==(const VarPiece&) const = default;
+};
+
 /// A persistent tensor owned by the module; after replication every device holds a replica.
 struct Var {
   std::string name;
   TensorType type;
   VarRole role = VarRole::kParam;
   Initializer init;
+  /// Sharded (shard-weight-update's optimizer state): `type` is flat, and device d's
+  /// replica holds only its shard of shards[d] elements, the ones after those of devices
+  /// 0..d-1. Empty: every device holds the whole variable.
+  std::vector<int64_t> shards;
+  /// The unsharded module's variables this one stands for, so that a checkpoint keeps
+  /// their names and shapes: sharded, their elements back to back are `type`; not
+  /// sharded (a bucket's update count), each of them has this variable's value.
+  std::vector<VarPiece> packs;
+
+  bool sharded() const { return !shards.empty(); }
+  /// The type of device d's replica (d < shards.size() when sharded).
+  TensorType replicaType(size_t d) const {
+    return sharded() ? TensorType{type.dtype, {shards[d]}} : type;
+  }
+  /// Where device d's shard starts in the flat variable.
+  int64_t shardOffset(size_t d) const {
+    int64_t at = 0;
+    for (size_t i = 0; i < d && i < shards.size(); ++i) at += shards[i];
+    return at;
+  }
 };
 
 /// The unit passes transform: variables and the init, train_step and eval_step graphs.
@@ -287,6 +314,8 @@ class Module {
   const Var* findVar(absl::string_view name) const;
   /// Adds a variable; fails if the name is taken.
   absl::Status addVar(Var v);
+  /// Removes the variables `drop` names (a pass that replaces them; their reads go first).
+  void removeVars(const absl::flat_hash_set<std::string>& drop);
   /// Total elements of all variables with the given role.
   int64_t countElements(VarRole role) const;
 

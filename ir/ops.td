@@ -21,10 +21,13 @@
 #                                   OUT), matmul(A, B), contraction(A, OUT) (a batched
 #                                   product, K from A and trans_a), reduction(X) (one flop
 #                                   per element of X); ARGs name operands or results
-#     optimizer param=P grad=G [grouped=OP | grouped_of=OP] [lr_scale=S]
+#     optimizer param=P grad=G [grouped=OP | grouped_of=OP] [sharded=OP] [lr_scale=S]
 #                                   an optimizer update (ir/interfaces.h): operand P is the
 #                                   trained weight, G its gradient; its multi-tensor form;
-#                                   S its last, optional operand: the learning-rate factor
+#                                   its flat-shard form (shard-weight-update); S its last,
+#                                   optional operand: the learning-rate factor
+#     optimizer sharded_of=OP       the flat-shard form of OP: OP's operands and attributes,
+#                                   one result y, the updated weight shard
 #     state S init=INIT var=SUFFIX [when=ATTR>0] [shape=scalar]
 #                                   optimizer state operand S: a variable "<param>.SUFFIX"
 #                                   of the weight's type (shape=scalar: an f32[1], such as
@@ -622,7 +625,7 @@ op sgd_update
   attr momentum: float in [0, 1)
   attr weight_decay: float in [0, 1]
   traits stateful optimizer
-  optimizer param=w grad=g grouped=sgd_update_group lr_scale=lr_scale
+  optimizer param=w grad=g grouped=sgd_update_group sharded=sgd_update_shard lr_scale=lr_scale
   state m init=zeros var=momentum when=momentum>0
   cost elementwise
   doc In-place SGD step on the variables that w (and the momentum buffer m) read:
@@ -651,7 +654,7 @@ op adamw_update
   attr eps: float >= 0
   attr weight_decay: float in [0, 1]
   traits stateful optimizer
-  optimizer param=w grad=g grouped=adamw_update_group lr_scale=lr_scale
+  optimizer param=w grad=g grouped=adamw_update_group sharded=adamw_update_shard lr_scale=lr_scale
   state m init=zeros var=exp_avg
   state v init=zeros var=exp_avg_sq
   state step init=zeros var=step shape=scalar
@@ -678,6 +681,38 @@ op adamw_update_group
   doc and k update counts, then the lr_scale of adamw_update if its updates have one.
   doc Each parameter keeps its own count, so grouping changes no number. Made by
   doc group-updates.
+
+op sgd_update_shard
+  operands w, g, m?, lr_scale?
+  results y
+  attr lr: float >= 0
+  attr momentum: float in [0, 1)
+  attr weight_decay: float in [0, 1]
+  traits stateful optimizer
+  optimizer sharded_of=sgd_update
+  cost elementwise
+  doc sgd_update over one device's flat shard of a gradient bucket (shard-weight-update):
+  doc w is the shard of the bucket's packed weights (a value, not a variable), g its
+  doc reduce_scatter shard, m the shard of the packed momentum buffers (a sharded
+  doc optimizer variable, stepped in place); y is w after the step, which the all_gather
+  doc brings to every device. Element for element sgd_update's arithmetic, so the same bits.
+
+op adamw_update_shard
+  operands w, g, m, v, step, lr_scale?
+  results y
+  attr lr: float >= 0
+  attr beta1: float in [0, 1)
+  attr beta2: float in [0, 1)
+  attr eps: float >= 0
+  attr weight_decay: float in [0, 1]
+  traits stateful optimizer
+  optimizer sharded_of=adamw_update
+  cost elementwise
+  doc adamw_update over one device's flat shard of a gradient bucket (shard-weight-update):
+  doc w the shard of the packed weights (a value), g its reduce_scatter shard, m and v the
+  doc shards of the packed moments (sharded optimizer variables) and step the bucket's
+  doc update count (every parameter of a bucket counts alike), stepped in place; y is w
+  doc after the step. Element for element adamw_update's arithmetic, so the same bits.
 
 op clip_grad_norm
   operands gs...

@@ -354,8 +354,39 @@ class Parser {
     RETURN_IF_ERROR(expectPunct("="));
     auto init = parseInitializer();
     if (!init.ok()) return init.status();
+    Var var{name.text, *type, *role, *init};
+    // shard-weight-update's sharded state: its shards and the variables it packs.
+    if (isPunct(",")) {
+      next();
+      RETURN_IF_ERROR(expectWord("shards"));
+      RETURN_IF_ERROR(expectPunct("="));
+      RETURN_IF_ERROR(expectPunct("["));
+      while (!isPunct("]")) {
+        if (!var.shards.empty()) RETURN_IF_ERROR(expectPunct(","));
+        ASSIGN_OR_RETURN(int64_t size, parseInt());
+        var.shards.push_back(size);
+      }
+      next();
+    }
+    if (isPunct(",")) {
+      next();
+      RETURN_IF_ERROR(expectWord("packs"));
+      RETURN_IF_ERROR(expectPunct("="));
+      RETURN_IF_ERROR(expectPunct("["));
+      while (!isPunct("]")) {
+        if (!var.packs.empty()) RETURN_IF_ERROR(expectPunct(","));
+        if (tok_.kind != Tok::kAt)
+          return error(absl::StrCat("expected '@NAME' in packs, got ", describe(tok_)));
+        VarPiece piece{.var = tok_.text};
+        next();
+        RETURN_IF_ERROR(expectPunct(":"));
+        ASSIGN_OR_RETURN(piece.type, parseType());
+        var.packs.push_back(std::move(piece));
+      }
+      next();
+    }
     RETURN_IF_ERROR(expectPunct("}"));
-    absl::Status added = m.addVar(Var{name.text, *type, *role, *init});
+    absl::Status added = m.addVar(std::move(var));
     if (!added.ok()) return errorAt(name, added.message());
     return absl::OkStatus();
   }

@@ -177,9 +177,19 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
   std::string out = absl::StrCat("module @", m.name());
   if (m.isReplicated()) absl::StrAppend(&out, " devices=", toString(m.devices()));
   out.append(" {\n");
-  for (const Var& v : m.vars())
+  for (const Var& v : m.vars()) {
     absl::StrAppend(&out, "var @", v.name, " : ", toString(v.type), " {role=", varRoleName(v.role),
-                    ", init=", toString(v.init), "}\n");
+                    ", init=", toString(v.init));
+    if (v.sharded() || !v.packs.empty())
+      absl::StrAppend(&out, ", shards=[", absl::StrJoin(v.shards, ", "), "]");
+    if (!v.packs.empty()) {
+      out.append(", packs=[");
+      for (size_t i = 0; i < v.packs.size(); ++i)
+        absl::StrAppend(&out, i ? ", @" : "@", v.packs[i].var, " : ", toString(v.packs[i].type));
+      out.append("]");
+    }
+    out.append("}\n");
+  }
   for (const auto& g : m.graphs()) {
     out.push_back('\n');
     appendGraph(&out, *g, opts);

@@ -237,11 +237,57 @@ class GraphVerifier {
   absl::flat_hash_map<std::string, const Node*> writes_;
 };
 
+/// A sharded variable (shard-weight-update's state) is flat, one shard of at least one
+/// element per module device adding up to it; the variables it packs (checkpoint names)
+/// fill it exactly when sharded, and are each its type when not (a bucket's update count).
+absl::Status verifyVar(const Module& m, const Var& v) {
+  auto fail = [&](absl::string_view msg) {
+    return absl::FailedPreconditionError(absl::StrCat("variable @", v.name, ": ", msg));
+  };
+  if (v.sharded()) {
+    if (v.type.rank() != 1)
+      return fail(absl::StrCat("is sharded, so it must be flat (rank 1), not ", toString(v.type)));
+    if (v.shards.size() != m.devices().size())
+      return fail(absl::StrCat("has ", v.shards.size(), " shards for ", m.devices().size(),
+                               " module devices; expected one per device"));
+    int64_t sum = 0;
+    for (size_t d = 0; d < v.shards.size(); ++d) {
+      if (v.shards[d] < 1)
+        return fail(absl::StrCat("shards[", d, "] is ", v.shards[d],
+                                 "; every device's shard holds at least one element"));
+      sum += v.shards[d];
+    }
+    if (sum != v.type.numElements())
+      return fail(absl::StrCat("shards add up to ", sum, " but ", toString(v.type), " has ",
+                               v.type.numElements(), " elements"));
+    if (!v.init.isDeterministic())
+      return fail(
+          absl::StrCat("is sharded, so its initializer must be zeros or ones (each "
+                       "device fills its shard alone), not ",
+                       toString(v.init)));
+  }
+  int64_t packed = 0;
+  for (const VarPiece& p : v.packs) {
+    if (m.findVar(p.var) != nullptr)
+      return fail(absl::StrCat("packs @", p.var, ", which the module declares too"));
+    if (!v.sharded() && p.type != v.type)
+      return fail(absl::StrCat("packs @", p.var, " as ", toString(p.type),
+                               "; unsharded, each variable it packs has its type ",
+                               toString(v.type)));
+    packed += p.type.numElements();
+  }
+  if (v.sharded() && !v.packs.empty() && packed != v.type.numElements())
+    return fail(absl::StrCat("packs variables of ", packed, " elements into ", toString(v.type)));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status verifyGraph(const Graph& g) { return GraphVerifier(g).run(); }
 
 absl::Status verifyModule(const Module& m) {
+  for (const Var& v : m.vars())
+    if (absl::Status s = verifyVar(m, v); !s.ok()) return s;
   for (const auto& g : m.graphs())
     if (absl::Status s = verifyGraph(*g); !s.ok()) return s;
   // The plans after the graphs: they are checked against graphs known to be sound.

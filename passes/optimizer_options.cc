@@ -18,11 +18,12 @@ namespace {
 
 constexpr absl::string_view kUpdateSuffix = "_update";
 
-/// The single-form optimizer ops, in spec order.
+/// The single-form optimizer ops (not their grouped or flat-shard forms), in spec order.
 std::vector<const ir::OpInfo*> optimizers() {
   std::vector<const ir::OpInfo*> out;
   for (const ir::OpInfo& info : ir::allOps())
-    if (info.optimizer != nullptr && !info.optimizer->grouped_of) out.push_back(&info);
+    if (info.optimizer != nullptr && !info.optimizer->grouped_of && !info.optimizer->sharded_of)
+      out.push_back(&info);
   return out;
 }
 

@@ -119,6 +119,8 @@ std::string defaultPipeline(const PipelineConfig& c) {
       // After insert-collectives: every device clips the all-reduced gradients alike.
       c.clip_grad_norm > 0 ? absl::StrCat("clip-grad-norm{max-norm=", num(c.clip_grad_norm), "}")
                            : "",
+      // After insert-collectives: it turns the gradient buckets' all_reduces into shards.
+      c.shard_updates ? "shard-weight-update" : "",
       // After insert-collectives: the recompute reads the statistics the forward read,
       // all-reduced ones under sync batch norm.
       c.fuse && c.recompute ? "recompute-bn-relu" : "",
@@ -146,11 +148,14 @@ std::string defaultPipeline(const PipelineConfig& c) {
 }
 
 std::vector<std::string> defaultPassNames() {
-  return {"mixed-precision",   "autodiff",          "feed-learning-rate",
-          "fuse-conv-bn-relu", "replicate",         "insert-collectives",
-          "clip-grad-norm",    "recompute-bn-relu", "dce",
-          "schedule",          "group-updates", "assign-streams",
-          "plan-events",       "assign-layouts",    "plan-memory"};
+  return {"mixed-precision",    "autodiff",
+          "feed-learning-rate", "fuse-conv-bn-relu",
+          "replicate",          "insert-collectives",
+          "clip-grad-norm",     "shard-weight-update",
+          "recompute-bn-relu",  "dce",
+          "schedule",           "group-updates",
+          "assign-streams",     "plan-events",
+          "assign-layouts",     "plan-memory"};
 }
 
 }  // namespace tandem::passes

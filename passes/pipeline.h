@@ -32,6 +32,9 @@ struct PipelineConfig {
   bool lr_schedule = false;
   /// > 0: run clip-grad-norm with this max norm (CLI --clip-grad-norm).
   double clip_grad_norm = 0;
+  /// Run shard-weight-update: reduce_scatter, sharded optimizer state and update,
+  /// all_gather (CLI --shard-updates).
+  bool shard_updates = false;
   double bucket_mb = 25;
   double first_bucket_mb = 1;
   /// > 1: hierarchical gradient reduction over this many groups of devices.

@@ -18,6 +18,7 @@
 #include "passes/recompute_bn_relu.h"
 #include "passes/replicate.h"
 #include "passes/schedule.h"
+#include "passes/shard_weight_update.h"
 
 namespace tandem::passes {
 
@@ -45,6 +46,10 @@ const std::vector<PassInfo>& registeredPasses() {
       {ClipGradNorm::kName,
        "gradient clipping by global norm: one clip_grad_norm per device after the all_reduce",
        "max-norm=X (required)", ClipGradNorm::create},
+      {ShardWeightUpdate::kName,
+       "per gradient bucket: reduce_scatter, each device steps its shard with sharded optimizer "
+       "state, all_gather of the stepped weights",
+       "", ShardWeightUpdate::create},
       {RecomputeBnRelu::kName,
        "backward recomputes conv -> bn -> relu outputs instead of keeping them from forward", "",
        RecomputeBnRelu::create},

@@ -523,7 +523,7 @@ absl::StatusOr<std::vector<CheckpointTensor>> captureVariables(const Executor& e
   for (size_t d = 0; d < m.devices().size(); ++d) {
     const size_t r = static_cast<size_t>(m.devices()[d].rank);
     for (const ir::Var& v : m.vars()) {
-      const size_t n = static_cast<size_t>(v.type.bytes());
+      const size_t n = static_cast<size_t>(v.replicaType(d).bytes());
       if (r >= ranks.size() || read[r] + n > ranks[r].size())
         return absl::InternalError(absl::StrCat("rank ", r, " sent fewer variable bytes than ",
                                                 m.name(), " has on its devices"));
@@ -533,6 +533,23 @@ absl::StatusOr<std::vector<CheckpointTensor>> captureVariables(const Executor& e
   }
   for (size_t i = 0; i < m.vars().size(); ++i) {
     const ir::Var& v = m.vars()[i];
+    if (!v.packs.empty()) {
+      // Written as the unsharded module's variables (the format does not change): a sharded
+      // one gathered from every device's shard and cut into them; a bucket's update count
+      // once for each of its parameters.
+      std::string whole;
+      for (size_t d = 0; d < m.devices().size(); ++d) {
+        if (!v.sharded() && d > 0) break;
+        whole.append(bytes[d][i].data(), bytes[d][i].size());
+      }
+      size_t at = 0;
+      for (const ir::VarPiece& p : v.packs) {
+        const size_t n = static_cast<size_t>(p.type.bytes());
+        out.push_back({p.var, 0, p.type, whole.substr(v.sharded() ? at : 0, n)});
+        at += n;
+      }
+      continue;
+    }
     out.push_back({v.name, 0, v.type, std::string(bytes[0][i])});
     for (size_t d = 1; d < m.devices().size(); ++d)
       if (bytes[d][i] != bytes[0][i])
@@ -541,17 +558,51 @@ absl::StatusOr<std::vector<CheckpointTensor>> captureVariables(const Executor& e
   return out;
 }
 
+namespace {
+
+/// The packed variable of `m` (shard-weight-update's state) that holds the unsharded
+/// module's variable `name`, or null.
+const ir::Var* packing(const ir::Module& m, const std::string& name) {
+  for (const ir::Var& v : m.vars())
+    for (const ir::VarPiece& p : v.packs)
+      if (p.var == name) return &v;
+  return nullptr;
+}
+
+}  // namespace
+
 absl::Status restoreVariables(const Checkpoint& c, Executor& ex, const std::string& path) {
   const ir::Module& m = ex.module();
   // name -> replica -> tensor
   std::map<std::string, std::map<uint32_t, const CheckpointTensor*>> stored;
   for (const CheckpointTensor& t : c.tensors) {
-    if (m.findVar(t.name) == nullptr)
+    if (m.findVar(t.name) == nullptr && packing(m, t.name) == nullptr)
       return ckptError(path, absl::StrCat("has variable @", t.name, ", which ", m.name(),
                                           " does not (a checkpoint of another model?)"));
     stored[t.name][t.replica] = &t;
   }
+  // A packed variable (sharded optimizer state) is read from the unsharded variables it
+  // stands for, so a run resumes sharded or not, on any device count: each device takes
+  // its shard of them back to back; an update count takes its first parameter's.
+  std::map<std::string, std::string> packed;  // var -> its whole value
   for (const ir::Var& v : m.vars()) {
+    if (v.packs.empty()) continue;
+    std::string& whole = packed[v.name];
+    for (const ir::VarPiece& p : v.packs) {
+      auto it = stored.find(p.var);
+      if (it == stored.end() || !it->second.contains(0))
+        return ckptError(path, absl::StrCat("has no value for variable @", p.var, " of ", m.name(),
+                                            " (packed into @", v.name, ")"));
+      const CheckpointTensor& t = *it->second.at(0);
+      if (!(t.type == p.type))
+        return ckptError(
+            path, absl::StrCat("has variable @", p.var, " as ", ir::toString(t.type), ", but ",
+                               m.name(), " has it as ", ir::toString(p.type)));
+      if (v.sharded() || whole.empty()) whole.append(t.bytes);
+    }
+  }
+  for (const ir::Var& v : m.vars()) {
+    if (!v.packs.empty()) continue;
     auto it = stored.find(v.name);
     if (it == stored.end() || !it->second.contains(0))
       return ckptError(path, absl::StrCat("has no value for variable @", v.name, " of ", m.name()));
@@ -563,6 +614,18 @@ absl::Status restoreVariables(const Checkpoint& c, Executor& ex, const std::stri
   }
   const bool same_devices = c.devices == m.devices().size();
   for (const ir::Var& v : m.vars()) {
+    if (!v.packs.empty()) {
+      const std::string& whole = packed.at(v.name);
+      for (size_t d = 0; d < m.devices().size(); ++d) {
+        if (m.devices()[d].rank != backend::Processes::current().rank()) continue;
+        const ir::TensorType type = v.replicaType(d);
+        const size_t at = static_cast<size_t>(v.shardOffset(d) * ir::dtypeBytes(v.type.dtype));
+        HostTensor value(type);
+        std::memcpy(value.buffer.data(), whole.data() + at, static_cast<size_t>(type.bytes()));
+        RETURN_IF_ERROR(ex.writeVariable(v.name, d, value));
+      }
+      continue;
+    }
     const auto& replicas = stored.at(v.name);
     for (size_t d = 0; d < m.devices().size(); ++d) {
       if (m.devices()[d].rank != backend::Processes::current().rank()) continue;  // its own

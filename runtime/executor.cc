@@ -374,10 +374,11 @@ absl::StatusOr<const ir::Var*> variableOn(const LoadedModule& lm, absl::string_v
 absl::StatusOr<HostTensor> Executor::readVariable(absl::string_view name, size_t device) const {
   ASSIGN_OR_RETURN(const ir::Var* var, variableOn(*loaded_, name, device));
   backend::Device& d = *loaded_->devices[device];
-  HostTensor t(var->type);
-  backend::TensorView dst{t.buffer.data(), var->type, backend::MemoryLocation::host()};
+  const ir::TensorType type = var->replicaType(device);  // a sharded one: the device's shard
+  HostTensor t(type);
+  backend::TensorView dst{t.buffer.data(), type, backend::MemoryLocation::host()};
   RETURN_IF_ERROR(
-      d.copyToHost(loaded_->vars.at(var->name)[device].view(var->type), dst, d.computeStream()));
+      d.copyToHost(loaded_->vars.at(var->name)[device].view(type), dst, d.computeStream()));
   RETURN_IF_ERROR(d.computeStream().synchronize());
   return t;
 }
@@ -385,11 +386,13 @@ absl::StatusOr<HostTensor> Executor::readVariable(absl::string_view name, size_t
 absl::Status Executor::writeVariable(absl::string_view name, size_t device,
                                      const HostTensor& value) {
   ASSIGN_OR_RETURN(const ir::Var* var, variableOn(*loaded_, name, device));
-  if (!(value.type == var->type))
-    return absl::InvalidArgumentError(absl::StrCat("@", name, " is ", ir::toString(var->type),
+  const ir::TensorType type = var->replicaType(device);
+  if (!(value.type == type))
+    return absl::InvalidArgumentError(absl::StrCat("@", name, " is ", ir::toString(type),
+                                                   var->sharded() ? " on this device" : "",
                                                    ", not ", ir::toString(value.type)));
   backend::Device& d = *loaded_->devices[device];
-  RETURN_IF_ERROR(d.copyFromHost(value.view(), loaded_->vars.at(var->name)[device].view(var->type),
+  RETURN_IF_ERROR(d.copyFromHost(value.view(), loaded_->vars.at(var->name)[device].view(type),
                                  d.computeStream()));
   return d.computeStream().synchronize();
 }

@@ -510,7 +510,9 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
         replicas.emplace_back();
         continue;
       }
-      absl::StatusOr<backend::DeviceBuffer> buf = device->allocate(v.type.bytes());
+      // A sharded variable's replica is the device's shard.
+      absl::StatusOr<backend::DeviceBuffer> buf =
+          device->allocate(v.replicaType(replicas.size()).bytes());
       if (!buf.ok())
         return absl::Status(buf.status().code(),
                             absl::StrCat(ir::toString(device->id()), ": variable @", v.name, ": ",

@@ -4,8 +4,11 @@
 // and read the schedule's learning-rate factor, their last operand when they have one.
 // adamw_update and adamw_update_group: AdamW's step over the AdamW core
 // (backend/cpu/adamw_core.h), in place on w, m, v and the step count.
+// sgd_update_shard and adamw_update_shard (shard-weight-update): the same steps over a
+// device's flat shard, on a copy of the packed weight shard, their result.
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -143,6 +146,53 @@ class AdamwUpdateGroupKernel final : public CpuKernel {
   size_t lr_scale_;
 };
 
+/// y = w, where the plan did not place y over w (a flat-shard update steps a copy: its
+/// weight shard is a packed value that the all_gather reads after it, not a variable).
+float* steppedCopy(const TensorView& w, const TensorView& y) {
+  if (y.f32() != w.f32())
+    std::memcpy(y.f32(), w.f32(), static_cast<size_t>(w.numElements()) * sizeof(float));
+  return y.f32();
+}
+
+/// sgd_update_shard: sgd_update's step (the same sgdStep) on a copy of the weight shard.
+template <typename G>
+class SgdUpdateShardKernel final : public CpuKernel {
+ public:
+  SgdUpdateShardKernel(Hyper h, size_t lr_scale) : h_(h), lr_scale_(lr_scale) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const bool momentum = h_.momentum > 0;
+    sgdStep(steppedCopy(in[0], out[0]), in[1].as<G>(), momentum ? in[2].f32() : nullptr,
+            in[0].numElements(), static_cast<float>(scaledLr(h_.lr, lrFactor(in, lr_scale_))),
+            static_cast<float>(h_.momentum), static_cast<float>(h_.weight_decay));
+  }
+
+ private:
+  Hyper h_;
+  size_t lr_scale_;
+};
+
+/// adamw_update_shard: adamw_update's step (the same core and scalars) on a copy of the
+/// weight shard; the bucket's count stands for each of its parameters' counts.
+template <typename G>
+class AdamwUpdateShardKernel final : public CpuKernel {
+ public:
+  AdamwUpdateShardKernel(AdamWHyper h, size_t lr_scale) : h_(h), lr_scale_(lr_scale) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    using V = ir::AdamwUpdateShardView;
+    float& step = in[V::kStep].f32()[0];
+    const AdamWScalars s = adamwScalarsAt(h_, lrFactor(in, lr_scale_), step);
+    step += 1;
+    adamwUpdate(steppedCopy(in[V::kW], out[0]), in[V::kG].as<G>(), in[V::kM].f32(), in[V::kV].f32(),
+                in[V::kW].numElements(), s);
+  }
+
+ private:
+  AdamWHyper h_;
+  size_t lr_scale_;
+};
+
 /// clip_grad_norm: the squares summed in double in element order (one thread: the sum's
 /// order is the factor's bits, and every device must make the same), then each gradient
 /// scaled by the factor into its result, in its dtype.
@@ -216,6 +266,24 @@ KernelOr makeSgdUpdateGroupKernel(const KernelInit& init) {
     return std::make_unique<SgdUpdateGroupKernel<decltype(g)>>(Hyper(node), layout,
                                                                 lrScaleOperand(node));
   });
+}
+
+KernelOr makeSgdUpdateShardKernel(const KernelInit& init) {
+  const ir::Node& node = init.node;
+  RETURN_IF_ERROR(checkSgdUpdate(node, "CPU"));
+  return withFloatType(node.operand(1)->type().dtype, [&](auto g) -> KernelOr {
+    return std::make_unique<SgdUpdateShardKernel<decltype(g)>>(Hyper(node), lrScaleOperand(node));
+  });
+}
+
+KernelOr makeAdamwUpdateShardKernel(const KernelInit& init) {
+  const ir::Node& node = init.node;
+  RETURN_IF_ERROR(checkAdamwUpdate(node, "CPU"));
+  return withFloatType(node.operand(ir::AdamwUpdateShardView::kG)->type().dtype,
+                       [&](auto g) -> KernelOr {
+                         return std::make_unique<AdamwUpdateShardKernel<decltype(g)>>(
+                             adamwHyper(node), lrScaleOperand(node));
+                       });
 }
 
 }  // namespace tandem::backend::cpu

@@ -91,7 +91,9 @@ KernelOr makeInitializeKernel(const KernelInit& init) {
   if (!var.ok()) return var.status();
   if (absl::Status s = checkInitializer(**var); !s.ok())
     return absl::Status(s.code(), absl::StrCat(init.node.describe(), ": ", s.message()));
-  return std::make_unique<InitializeKernel>(**var, init.ctx.seed());
+  ir::Var replica = **var;  // a sharded variable's initializer fills this device's shard
+  replica.type = init.node.result()->type();
+  return std::make_unique<InitializeKernel>(std::move(replica), init.ctx.seed());
 }
 
 KernelOr makeAssignKernel(const KernelInit& init) {

@@ -193,12 +193,14 @@ KernelOr makeInitializeKernel(const KernelInit& init) {
   ASSIGN_OR_RETURN(const ir::Var* var, findVar(init.node));
   if (absl::Status s = checkInitializer(*var); !s.ok())
     return absl::Status(s.code(), absl::StrCat(init.node.describe(), ": ", s.message()));
-  const int64_t bytes = var->type.bytes();
+  ir::Var replica = *var;  // a sharded variable's initializer fills this device's shard
+  replica.type = init.node.result()->type();
+  const int64_t bytes = replica.type.bytes();
   void* host = nullptr;
   if (bytes > 0) {
     // The factory runs with the kernel's GPU current: the buffer is pinned for it.
     CUDA_TRY(init.node.describe(), cudaMallocHost(&host, static_cast<size_t>(bytes)));
-    fillInitializer(*var, init.ctx.seed(), host);
+    fillInitializer(replica, init.ctx.seed(), host);
   }
   return std::unique_ptr<CudaKernel>(new InitializeKernel(init.ctx, host, bytes));
 }

@@ -10,6 +10,10 @@
 // adamw_update: AdamW's step (adamw.cu) with its count in device memory; adamw_update_group
 // its multi-tensor form, as sgd_update_group's.
 //
+// sgd_update_shard and adamw_update_shard (shard-weight-update) are the same kernels on
+// a device's flat shard: the packed weight shard (a value) is copied to the result y,
+// which the same launch then steps (the same per-element math, optimizer_math.h).
+//
 // Each reads the learning-rate schedule's factor, when the node has one, from device
 // memory where the kernel runs (a recorded step replays with the same pointers).
 
@@ -30,15 +34,27 @@
 namespace tandem::backend::cuda {
 namespace {
 
+/// The weights a step writes: the weight operand's variable (sgd_update, adamw_update),
+/// or, for a flat-shard form, its result y after a copy of the packed shard w (none where
+/// the plan put y over w).
+absl::StatusOr<float*> steppedWeights(const CudaKernel& k, cudaStream_t stream, bool shard,
+                                      const TensorView& w, absl::Span<const TensorView> out) {
+  if (!shard) return w.f32();
+  if (out[0].data != w.data)
+    CUDA_TRY(k.what(), cudaMemcpyAsync(out[0].data, w.data, static_cast<size_t>(w.bytes()),
+                                       cudaMemcpyDeviceToDevice, stream));
+  return out[0].f32();
+}
+
 class SgdUpdateKernel final : public CudaKernel {
  public:
-  SgdUpdateKernel(CudaContext& ctx, bool bf16_grad, const SgdHyper& p, size_t lr_scale)
-      : CudaKernel(ctx), bf16_grad_(bf16_grad), params_(p), lr_scale_(lr_scale) {}
+  SgdUpdateKernel(CudaContext& ctx, bool bf16_grad, const SgdHyper& p, size_t lr_scale, bool shard)
+      : CudaKernel(ctx), bf16_grad_(bf16_grad), params_(p), lr_scale_(lr_scale), shard_(shard) {}
 
  protected:
   absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
-                       absl::Span<const TensorView>) override {
-    float* w = in[0].f32();
+                       absl::Span<const TensorView> out) override {
+    ASSIGN_OR_RETURN(float* w, steppedWeights(*this, stream, shard_, in[0], out));
     float* m = params_.momentum > 0 ? in[2].f32() : nullptr;
     const int64_t n = in[0].numElements();
     SgdHyper p = params_;
@@ -54,6 +70,7 @@ class SgdUpdateKernel final : public CudaKernel {
   bool bf16_grad_;
   SgdHyper params_;
   size_t lr_scale_;
+  bool shard_;
 };
 
 class SgdUpdateGroupKernel final : public CudaKernel {
@@ -101,14 +118,15 @@ class SgdUpdateGroupKernel final : public CudaKernel {
 // stream; the scalars are made on the GPU from the count (no host round trip per step).
 class AdamwUpdateKernel final : public CudaKernel {
  public:
-  AdamwUpdateKernel(CudaContext& ctx, bool bf16_grad, const AdamWHyper& h, size_t lr_scale)
-      : CudaKernel(ctx), bf16_grad_(bf16_grad), hyper_(h), lr_scale_(lr_scale) {}
+  AdamwUpdateKernel(CudaContext& ctx, bool bf16_grad, const AdamWHyper& h, size_t lr_scale,
+                    bool shard)
+      : CudaKernel(ctx), bf16_grad_(bf16_grad), hyper_(h), lr_scale_(lr_scale), shard_(shard) {}
 
  protected:
   absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
-                       absl::Span<const TensorView>) override {
-    using V = ir::AdamwUpdateView;
-    float* w = in[V::kW].f32();
+                       absl::Span<const TensorView> out) override {
+    using V = ir::AdamwUpdateView;  // adamw_update_shard's operands are the same
+    ASSIGN_OR_RETURN(float* w, steppedWeights(*this, stream, shard_, in[V::kW], out));
     float* m = in[V::kM].f32();
     float* v = in[V::kV].f32();
     float* step = in[V::kStep].f32();
@@ -126,6 +144,7 @@ class AdamwUpdateKernel final : public CudaKernel {
   bool bf16_grad_;
   AdamWHyper hyper_;
   size_t lr_scale_;
+  bool shard_;
 };
 
 // adamw_update_group: one launch per table of up to 48 parameters (optimizer_plan.h), each
@@ -220,16 +239,20 @@ KernelOr makeSgdUpdateKernel(const KernelInit& init) {
   RETURN_IF_ERROR(checkSgdUpdate(node, "CUDA"));
   return std::unique_ptr<CudaKernel>(new SgdUpdateKernel(
       init.ctx, node.operand(1)->type().dtype == ir::DType::kBF16, hyperparameters(node),
-      lrScaleOperand(node)));
+      lrScaleOperand(node), ir::SgdUpdateShardView::is(node)));
 }
+
+KernelOr makeSgdUpdateShardKernel(const KernelInit& init) { return makeSgdUpdateKernel(init); }
 
 KernelOr makeAdamwUpdateKernel(const KernelInit& init) {
   const ir::Node& node = init.node;
   RETURN_IF_ERROR(checkAdamwUpdate(node, "CUDA"));
   return std::unique_ptr<CudaKernel>(new AdamwUpdateKernel(
       init.ctx, node.operand(ir::AdamwUpdateView::kG)->type().dtype == ir::DType::kBF16,
-      adamwHyper(node), lrScaleOperand(node)));
+      adamwHyper(node), lrScaleOperand(node), ir::AdamwUpdateShardView::is(node)));
 }
+
+KernelOr makeAdamwUpdateShardKernel(const KernelInit& init) { return makeAdamwUpdateKernel(init); }
 
 KernelOr makeSgdUpdateGroupKernel(const KernelInit& init) {
   const ir::Node& node = init.node;

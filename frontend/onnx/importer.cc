@@ -299,6 +299,13 @@ class Importer {
   /// Every node's op must be one Tandem converts at the version the model uses: all that
   /// are not, in one error, before anything is built.
   absl::Status checkOps() {
+    // A newer opset than libonnx knows would select older schemas (ReduceMean-13's axes
+    // attribute for ReduceMean-18's axes input): refused, not misread.
+    const auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+    if (auto r = ranges.find(""); r != ranges.end() && model_.opset > r->second.second)
+      return absl::UnimplementedError(absl::StrCat(
+          what(), ": Tandem does not support opset ", model_.opset,
+          ": the ONNX library it reads models with knows opsets up to ", r->second.second));
     const onnx::GraphProto& g = model_.proto.graph();
     for (int i = 0; i < g.node_size(); ++i) {
       const onnx::NodeProto& n = g.node(i);

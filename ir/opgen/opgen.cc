@@ -119,7 +119,7 @@ struct Op {
   std::vector<std::string> cost_args;
   std::string doc;
   // optimizer
-  std::string param, grad, grouped, grouped_of, lr_scale;
+  std::string param, grad, grouped, grouped_of, sharded, sharded_of, lr_scale;
   std::vector<State> states;
   int optimizer_line = 0;
   // collective
@@ -362,9 +362,12 @@ Spec parse(std::istream& in) {
     } else if (key == "doc") {
       op->doc += (op->doc.empty() ? "" : " ") + rest;
     } else if (key == "optimizer") {
-      auto kv = keyValues(rest, line, {"param", "grad", "grouped", "grouped_of", "lr_scale"});
+      auto kv = keyValues(
+          rest, line,
+          {"param", "grad", "grouped", "grouped_of", "sharded", "sharded_of", "lr_scale"});
       op->param = kv["param"], op->grad = kv["grad"], op->lr_scale = kv["lr_scale"];
       op->grouped = kv["grouped"], op->grouped_of = kv["grouped_of"];
+      op->sharded = kv["sharded"], op->sharded_of = kv["sharded_of"];
       op->optimizer_line = line;
     } else if (key == "state") {
       std::vector<std::string> ws = words(rest);
@@ -452,6 +455,30 @@ void validate(Spec& spec) {
           die(o.attrs[i].line, "a grouped form has the attributes of " + single->name);
       continue;
     }
+    if (!o.sharded_of.empty()) {
+      // The flat-shard form reads what its single form reads (UpdateView takes the single
+      // form's operand facts) and returns the updated weight shard.
+      if (!o.param.empty() || !o.states.empty() || !o.grouped.empty() || !o.sharded.empty())
+        die(l, "a sharded form takes its operands from the op it shards");
+      const Op* single = spec.find(o.sharded_of);
+      if (single == nullptr || single->sharded != o.name)
+        die(l, o.sharded_of + " does not name " + o.name + " as its `sharded` form");
+      bool same =
+          single->operands.size() == o.operands.size() && single->attrs.size() == o.attrs.size();
+      for (size_t i = 0; same && i < o.operands.size(); ++i)
+        same = o.operands[i].name == single->operands[i].name &&
+               o.operands[i].optional == single->operands[i].optional &&
+               o.operands[i].variadic == single->operands[i].variadic;
+      for (size_t i = 0; same && i < o.attrs.size(); ++i)
+        same = o.attrs[i].name == single->attrs[i].name && o.attrs[i].kind == single->attrs[i].kind;
+      if (!same) die(l, "a sharded form has the operands and attributes of " + single->name);
+      if (o.results.size() != 1 || o.results[0].variadic || o.results[0].optional)
+        die(l, "a sharded form has one result, the updated weight shard");
+      for (const State& st : single->states)  // its optional states are told as the single's
+        if (!st.when.empty())
+          o.operands[o.operandIndex(st.operand)].when_attr = st.when.substr(0, st.when.find('>'));
+      continue;
+    }
     for (const std::string* r : {&o.param, &o.grad})
       if (o.operandIndex(*r) < 0) die(l, "'" + *r + "' is no operand of " + o.name);
     // The learning-rate factor follows every per-parameter operand (UpdateView finds it
@@ -463,6 +490,8 @@ void validate(Spec& spec) {
                  ", an optional one");
     if (!o.grouped.empty() && spec.find(o.grouped) == nullptr)
       die(l, "grouped form '" + o.grouped + "' is no op (declare it too)");
+    if (!o.sharded.empty() && spec.find(o.sharded) == nullptr)
+      die(l, "sharded form '" + o.sharded + "' is no op (declare it too)");
     for (const State& s : o.states) {
       if (o.operandIndex(s.operand) < 0) die(s.line, "'" + s.operand + "' is no operand");
       if (!kInits.count(s.init)) die(s.line, "init must be zeros or ones");
@@ -770,7 +799,9 @@ namespace tandem::ir {
   o << "\nnamespace {\n\n";
   for (const Op& op : spec.ops) {
     if (!op.has("optimizer")) continue;
-    const Op& single = op.grouped_of.empty() ? op : *spec.find(op.grouped_of);
+    const Op& single = !op.grouped_of.empty()   ? *spec.find(op.grouped_of)
+                       : !op.sharded_of.empty() ? *spec.find(op.sharded_of)
+                                                : op;
     o << "const OptimizerInfo k" << camel(op.name)
       << "Optimizer{\n    .param = " << single.operandIndex(single.param)
       << ",\n    .grad = " << single.operandIndex(single.grad) << ",\n    .states = {";
@@ -783,6 +814,8 @@ namespace tandem::ir {
       << (single.lr_scale.empty() ? "false" : "true") << ",\n";
     if (!op.grouped.empty()) o << "    .grouped = Op::k" << camel(op.grouped) << ",\n";
     if (!op.grouped_of.empty()) o << "    .grouped_of = Op::k" << camel(op.grouped_of) << ",\n";
+    if (!op.sharded.empty()) o << "    .sharded = Op::k" << camel(op.sharded) << ",\n";
+    if (!op.sharded_of.empty()) o << "    .sharded_of = Op::k" << camel(op.sharded_of) << ",\n";
     o << "};\n";
   }
   for (const Op& op : spec.ops) {

@@ -170,6 +170,45 @@ absl::StatusOr<Types> inferAdamwUpdateGroup(const Node& n) {
   return Types{};
 }
 
+/// A flat-shard form (sgd_update_shard, adamw_update_shard; shard-weight-update): the
+/// weight shard w is a flat f32 value (packed from the bucket's weights, not a variable),
+/// the gradient shard its type or its bf16 twin, each present state w's type (an update
+/// count: f32[1]) read straight from an optimizer variable (a sharded one); the result, the
+/// stepped shard, has w's type.
+absl::StatusOr<Types> inferShardUpdate(const Node& n) {
+  const UpdateView u = *UpdateView::of(n);
+  auto describe = [&](size_t i) { return describeOperand(n, i); };
+  const size_t per = u.streams();
+  if (n.numOperands() != per && n.numOperands() != per + 1)
+    return fail(absl::StrCat(n.numOperands(), " operands; expected w, g, the ",
+                             u.presentStates().size(),
+                             " optimizer states its attributes ask for, and an optional lr_scale"));
+  if (n.numOperands() == per + 1 && u.lrScale() == nullptr)
+    return fail(absl::StrCat(describe(per),
+                             " must be read straight from a variable of role "
+                             "fed (the learning-rate schedule's factor)"));
+  const TensorType& w = typeOf(n, u.paramOperand(0));
+  if (w.dtype != DType::kF32 || w.rank() != 1)
+    return fail(absl::StrCat(describe(u.paramOperand(0)),
+                             " must be a flat f32 shard (rank 1: the bucket's weights packed)"));
+  const TensorType& g = typeOf(n, u.gradOperand(0));
+  if (g != w && g != TensorType{DType::kBF16, w.shape})
+    return fail(absl::StrCat(describe(u.gradOperand(0)), " must have the type of ",
+                             describe(u.paramOperand(0)), " (or be its bf16 twin)"));
+  for (size_t s = 0; s < u.presentStates().size(); ++s) {
+    const OptimizerStateSpec& spec = u.info().states[u.presentStates()[s]];
+    const size_t i = u.stateOperand(0, s);
+    if (typeOf(n, i) != spec.typeFor(w))
+      return fail(absl::StrCat(describe(i), " must be ", toString(spec.typeFor(w)),
+                               spec.scalar ? " (the bucket's update count)"
+                                           : " (the shard of the packed state, as w is of the "
+                                             "packed weights)"));
+    RETURN_IF_ERROR(checkReadsVariable(n, i, VarRole::kOptimizer, describe));
+  }
+  RETURN_IF_ERROR(checkLrScale(n, describe));
+  return Types{w};
+}
+
 absl::StatusOr<Types> inferClipGradNorm(const Node& n) {  // gs... -> ys...
   if (n.numOperands() == 0) return fail("takes at least one gradient");
   Types out;
@@ -215,8 +254,18 @@ std::vector<std::string> writesGroup(const Node& n) {
   return writesVarsAt(n, std::move(written));
 }
 
+/// A flat-shard form writes its states; its weight shard is a value, stepped into y.
+std::vector<std::string> writesShard(const Node& n) {
+  const UpdateView u = *UpdateView::of(n);
+  std::vector<size_t> written;
+  for (size_t s = 0; s < u.presentStates().size(); ++s) written.push_back(u.stateOperand(0, s));
+  return writesVarsAt(n, std::move(written));
+}
+
 }  // namespace
 
+extern const OpRules kSgdUpdateShardRules{.infer = inferShardUpdate, .writes = writesShard};
+extern const OpRules kAdamwUpdateShardRules{.infer = inferShardUpdate, .writes = writesShard};
 extern const OpRules kSgdUpdateRules{.infer = inferSgdUpdate, .writes = writesSgdUpdate};
 extern const OpRules kAdamwUpdateRules{.infer = inferAdamwUpdate, .writes = writesAdamwUpdate};
 extern const OpRules kClipGradNormRules{.infer = inferClipGradNorm};

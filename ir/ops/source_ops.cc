@@ -2,6 +2,7 @@
 
 #include "ir/op_views.h"
 #include "ir/ops/rule_util.h"
+#include "ir/status_macros.h"
 
 namespace tandem::ir {
 namespace {
@@ -18,20 +19,30 @@ absl::StatusOr<const Var*> lookupVar(const Node& n, const std::string& name) {
   return var;
 }
 
-/// param and initialize: the type of the variable they read.
+/// The type of the replica of `var` that `n` reads or writes: the whole variable, or for a
+/// sharded one (shard-weight-update's state) the shard of n's device.
+absl::StatusOr<TensorType> replicaTypeAt(const Node& n, const Var& var) {
+  if (!var.sharded()) return var.type;
+  const Module& m = *n.graph()->module();
+  const std::optional<size_t> d = n.device() ? m.deviceIndex(*n.device()) : std::nullopt;
+  if (!d || *d >= var.shards.size())
+    return fail(absl::StrCat("@", var.name, " is sharded over ", var.shards.size(),
+                             " devices; a node that reads or writes it must be on one of them"));
+  return var.replicaType(*d);
+}
+
+/// param and initialize: the type of the variable (replica) they read.
 template <typename View>
 absl::StatusOr<Types> inferVarRead(const Node& n) {
-  auto var = lookupVar(n, View(n).var());
-  if (!var.ok()) return var.status();
-  return Types{(*var)->type};
+  ASSIGN_OR_RETURN(const Var* var, lookupVar(n, View(n).var()));
+  ASSIGN_OR_RETURN(TensorType type, replicaTypeAt(n, *var));
+  return Types{std::move(type)};
 }
 
 absl::StatusOr<Types> inferAssign(const Node& n) {
-  auto var = lookupVar(n, AssignView(n).var());
-  if (!var.ok()) return var.status();
-  if (absl::Status s = expectType(n, 0, (*var)->type, absl::StrCat("the type of @", (*var)->name));
-      !s.ok())
-    return s;
+  ASSIGN_OR_RETURN(const Var* var, lookupVar(n, AssignView(n).var()));
+  ASSIGN_OR_RETURN(TensorType type, replicaTypeAt(n, *var));
+  RETURN_IF_ERROR(expectType(n, 0, type, absl::StrCat("the type of @", var->name)));
   return Types{};
 }
 

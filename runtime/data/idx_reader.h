@@ -14,11 +14,12 @@ namespace tandem::runtime::data {
 inline constexpr int32_t kFashionMnistClasses = 10;
 
 /// A labelled image set held in memory.
-/// Images as f32 [count, 1, rows, cols] scaled to [0,1]; labels i32 in [0, classes).
+/// Images as f32 [count, channels, rows, cols] (IDX files: one channel, scaled to [0,1]);
+/// labels i32 in [0, classes).
 struct Dataset {
   int64_t count = 0;      // examples loaded (at most the limit asked for)
   int64_t available = 0;  // examples in the files
-  int64_t rows = 0, cols = 0;
+  int64_t channels = 1, rows = 0, cols = 0;
   std::vector<float> images;
   std::vector<int32_t> labels;
   /// Where the data came from (the images file, and the labels file), for messages.
@@ -26,10 +27,10 @@ struct Dataset {
   /// Labels are in [0, classes).
   int32_t classes = kFashionMnistClasses;
 
-  /// Floats per example (rows * cols, one channel).
-  int64_t exampleSize() const { return rows * cols; }
-  /// The shape of one example: [1, rows, cols] (channels, height, width).
-  std::vector<int64_t> exampleShape() const { return {1, rows, cols}; }
+  /// Floats per example.
+  int64_t exampleSize() const { return channels * rows * cols; }
+  /// The shape of one example: [channels, rows, cols] (channels, height, width).
+  std::vector<int64_t> exampleShape() const { return {channels, rows, cols}; }
 };
 
 /// Reads one IDX unsigned-byte images file (magic 0x00000803, [count, rows, cols]) and one

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ir/interfaces.h"
 #include "ir/parser.h"
@@ -275,6 +276,101 @@ TEST(ShardCollectives, AGradientGatheredFromOneGroupOnlyIsRejected) {
   EXPECT_EQ(problem(text),
             "graph @train_step: sgd_update(%p.0) (sgd_update @cpu:0): its gradient %a.0 is "
             "reduced over 2 of the 4 devices; every device's gradient must reach it");
+}
+
+// ---- the sharded weight update (issue 27, part 2) ------------------------------------------
+
+// shard-weight-update's form by hand: a sharded momentum (2 + 1 of 3 elements) that
+// packs @w.momentum, the flat-shard update over a slice of the weights, the all_gather
+// assigned back.
+constexpr char kShardedUpdate[] = R"(module @m devices=[cpu:0, cpu:1] {
+var @w : f32[3] {role=param, init=zeros}
+var @b0.momentum : f32[3] {role=optimizer, init=zeros, shards=[2, 1], packs=[@w.momentum : f32[3]]}
+
+graph @train_step() {
+  %w.0 = param() {var=@w} @cpu:0 : f32[3]
+  %w.1 = param() {var=@w} @cpu:1 : f32[3]
+  %g.0 = relu(%w.0) @cpu:0 : f32[3]
+  %g.1 = relu(%w.1) @cpu:1 : f32[3]
+  %s.0, %s.1 = reduce_scatter(%g.0, %g.1) {op=sum, bucket=0, sizes=[2,1], devices=[cpu:0, cpu:1]} : f32[2], f32[1]
+  %p.0 = slice_axis(%w.0) {axis=0, start=0, end=2} @cpu:0 : f32[2]
+  %m.0 = param() {var=@b0.momentum} @cpu:0 : f32[2]
+  %y.0 = sgd_update_shard(%p.0, %s.0, %m.0) {lr=0.1, momentum=0.9, weight_decay=0} @cpu:0 : f32[2]
+  %p.1 = slice_axis(%w.1) {axis=0, start=2, end=3} @cpu:1 : f32[1]
+  %m.1 = param() {var=@b0.momentum} @cpu:1 : f32[1]
+  %y.1 = sgd_update_shard(%p.1, %s.1, %m.1) {lr=0.1, momentum=0.9, weight_decay=0} @cpu:1 : f32[1]
+  %a.0, %a.1 = all_gather(%y.0, %y.1) {bucket=0, devices=[cpu:0, cpu:1]} : f32[3], f32[3]
+  assign(%a.0) {var=@w} @cpu:0
+  assign(%a.1) {var=@w} @cpu:1
+  return
+}
+}
+)";
+
+TEST(ShardedUpdate, ShardedStateVerifiesAndRoundTrips) {
+  auto m = parseModule(kShardedUpdate, "sharded.tir");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(verifyModule(**m).ok()) << verifyModule(**m);
+  EXPECT_EQ(printModule(**m, {.locations = false}), kShardedUpdate);
+  const Var& v = *(*m)->findVar("b0.momentum");
+  EXPECT_TRUE(v.sharded());
+  EXPECT_EQ(toString(v.replicaType(1)), "f32[1]");
+  EXPECT_EQ(v.shardOffset(1), 2);
+  const Node& step = *(*m)->graph("train_step")->findValue("y.0")->def();
+  const std::optional<UpdateView> u = UpdateView::of(step);
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->info().sharded_of, Op::kSgdUpdate);
+  EXPECT_EQ(opInfo(Op::kSgdUpdate).optimizer->sharded, Op::kSgdUpdateShard);
+  EXPECT_EQ(opInfo(Op::kAdamwUpdate).optimizer->sharded, Op::kAdamwUpdateShard);
+}
+
+std::string shardedProblem(const std::string& from, const std::string& to) {
+  auto m = parseModule(with(from, to, kShardedUpdate), "sharded.tir");
+  if (!m.ok()) return std::string(m.status().message());
+  return std::string(verifyModule(**m).message());
+}
+
+// A sharded variable alone (no node reads it), so that the variable's own checks speak.
+std::string varProblem(const std::string& attrs) {
+  return problem(absl::StrCat(
+      "module @v devices=[cpu:0, cpu:1] {\nvar @s : f32[3] {role=optimizer, ", attrs, "}\n}\n"));
+}
+
+TEST(ShardedUpdate, BadShardsArePointedAt) {
+  EXPECT_EQ(varProblem("init=zeros, shards=[2, 1]"), "");
+  EXPECT_EQ(varProblem("init=zeros, shards=[1, 1, 1]"),
+            "variable @s: has 3 shards for 2 module devices; expected one per device");
+  EXPECT_EQ(varProblem("init=zeros, shards=[2, 2]"),
+            "variable @s: shards add up to 4 but f32[3] has 3 elements");
+  EXPECT_EQ(varProblem("init=zeros, shards=[3, 0]"),
+            "variable @s: shards[1] is 0; every device's shard holds at least one element");
+  EXPECT_EQ(varProblem("init=kaiming, shards=[2, 1]"),
+            "variable @s: is sharded, so its initializer must be zeros or ones (each device "
+            "fills its shard alone), not kaiming");
+  EXPECT_EQ(varProblem("init=zeros, shards=[2, 1], packs=[@a : f32[2]]"),
+            "variable @s: packs variables of 2 elements into f32[3]");
+  EXPECT_EQ(varProblem("init=zeros, shards=[], packs=[@a : f32[2]]"),
+            "variable @s: packs @a as f32[2]; unsharded, each variable it packs has its type "
+            "f32[3]");
+  // A node reading a shard declares the device's shard.
+  EXPECT_EQ(problem(with("%m.1 = param() {var=@b0.momentum} @cpu:1 : f32[1]",
+                         "%m.1 = param() {var=@b0.momentum} @cpu:1 : f32[2]", kShardedUpdate)),
+            "groups.tir:15:3: %m.1 is declared f32[2] but param gives f32[1]");
+}
+
+TEST(ShardedUpdate, BadShardUpdatesAreRejected) {
+  EXPECT_EQ(shardedProblem("%p.0 = slice_axis(%w.0) {axis=0, start=0, end=2} @cpu:0 : f32[2]",
+                           "%p.0 = reshape(%w.0) {shape=[3,1]} @cpu:0 : f32[3,1]"),
+            "sharded.tir:13:10: %y.0 (sgd_update_shard): w (%p.0: f32[3,1]) must be a flat f32 "
+            "shard (rank 1: the bucket's weights packed)");
+  EXPECT_EQ(shardedProblem("%y.0 = sgd_update_shard(%p.0, %s.0, %m.0)",
+                           "%y.0 = sgd_update_shard(%p.0, %s.0, %p.0)"),
+            "sharded.tir:13:10: %y.0 (sgd_update_shard): m (%p.0: f32[2]) must be read straight "
+            "from a variable (a param node)");
+  EXPECT_EQ(shardedProblem("%y.1 = sgd_update_shard(%p.1, %s.1, %m.1)",
+                           "%y.1 = sgd_update_shard(%p.1, %s.1)"),
+            "sharded.tir:16:10: %y.1 (sgd_update_shard): 2 operands; expected w, g, the 1 "
+            "optimizer states its attributes ask for, and an optional lr_scale");
 }
 
 }  // namespace

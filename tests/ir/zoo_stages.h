@@ -26,21 +26,22 @@ struct ZooCase {
   double momentum = 0;  // > 0 adds optimizer variables (momentum buffers)
   bool bf16 = false;    // mixed precision (the mixed-precision pass runs first)
   std::string optimizer = "sgd";  // or adamw (moments and update counts as variables)
+  bool shard = false;             // shard-weight-update (sharded optimizer state)
 };
 
 /// How GoogleTest shows a case (also in ctest's test names): "resnet50 b8 x2".
 inline void PrintTo(const ZooCase& c, std::ostream* os) {
   *os << c.model << " b" << c.batch << " x" << c.devices << (c.bf16 ? " bf16" : "")
-      << (c.optimizer != "sgd" ? " " + c.optimizer : "");
+      << (c.optimizer != "sgd" ? " " + c.optimizer : "") << (c.shard ? " sharded" : "");
 }
 
 /// "as built" followed by the default pipeline's pass names (mixed-precision only for
-/// bf16).
-inline std::vector<std::string> stageNames(bool bf16 = false) {
+/// bf16, shard-weight-update only for sharded cases).
+inline std::vector<std::string> stageNames(bool bf16 = false, bool shard = false) {
   std::vector<std::string> out{"built"};
   for (const std::string& p : passes::defaultPassNames())
-    if ((bf16 || p != "mixed-precision") && p != "feed-learning-rate" &&
-        p != "clip-grad-norm")
+    if ((bf16 || p != "mixed-precision") && (shard || p != "shard-weight-update") &&
+        p != "feed-learning-rate" && p != "clip-grad-norm")
       out.push_back(p);
   return out;
 }
@@ -50,10 +51,22 @@ inline std::vector<std::string> stageNames(bool bf16 = false) {
 /// once more in mixed precision.
 inline std::vector<ZooCase> zooCases() {
   return {
-      {"lenet", 256, 2, 0},         {"resnet18", 16, 2, 0.9},      {"resnet34", 8, 2, 0.9},
-      {"resnet50", 8, 2, 0.9},      {"resnet101", 8, 2, 0},        {"resnet152", 8, 2, 0.9},
-      {"lenet", 256, 3, 0.9},       {"lenet", 256, 2, 0.9, true},  {"resnet18", 16, 2, 0.9, true},
-      {"vit", 8, 2, 0, false, "adamw"}, {"vit", 9, 3, 0, true, "adamw"}, {"mlp", 8, 2, 0, false, "adamw"},
+      {"lenet", 256, 2, 0},
+      {"resnet18", 16, 2, 0.9},
+      {"resnet34", 8, 2, 0.9},
+      {"resnet50", 8, 2, 0.9},
+      {"resnet101", 8, 2, 0},
+      {"resnet152", 8, 2, 0.9},
+      {"lenet", 256, 3, 0.9},
+      {"lenet", 256, 2, 0.9, true},
+      {"resnet18", 16, 2, 0.9, true},
+      {"vit", 8, 2, 0, false, "adamw"},
+      {"vit", 9, 3, 0, true, "adamw"},
+      {"mlp", 8, 2, 0, false, "adamw"},
+      // The sharded weight update: uneven shards (3 devices), SGD momentum, AdamW, bf16.
+      {"lenet", 256, 3, 0.9, false, "sgd", true},
+      {"resnet18", 16, 2, 0.9, true, "sgd", true},
+      {"vit", 9, 3, 0, false, "adamw", true},
   };
 }
 
@@ -68,6 +81,7 @@ inline passes::PipelineConfig pipelineConfig(const ZooCase& c) {
   config.bf16 = c.bf16;
   config.optimizer = c.optimizer;
   config.group_updates = true;
+  config.shard_updates = c.shard;
   return config;
 }
 
@@ -81,7 +95,7 @@ inline std::unique_ptr<ir::Module> buildAtStage(const ZooCase& c, size_t stage) 
     ADD_FAILURE() << passes.status();
     return nullptr;
   }
-  std::vector<std::string> names = stageNames(c.bf16);
+  std::vector<std::string> names = stageNames(c.bf16, c.shard);
   if (passes->size() + 1 != names.size() || stage >= names.size()) {
     ADD_FAILURE() << "the default pipeline has " << passes->size() << " passes, stage " << stage;
     return nullptr;
@@ -105,7 +119,7 @@ inline std::unique_ptr<ir::Module> buildAtStage(const ZooCase& c, size_t stage) 
 /// Test name suffix of a case and stage: "resnet50_2dev_insert_collectives".
 inline std::string caseName(const ZooCase& c, size_t stage) {
   std::string name = absl::StrCat(c.model, "_", c.devices, "dev_", c.bf16 ? "bf16_" : "",
-                                  stageNames(c.bf16)[stage]);
+                                  c.shard ? "sharded_" : "", stageNames(c.bf16, c.shard)[stage]);
   for (char& ch : name)
     if (ch == '-') ch = '_';
   return name;
@@ -115,7 +129,7 @@ inline std::string caseName(const ZooCase& c, size_t stage) {
 inline std::vector<std::pair<ZooCase, size_t>> allCaseStages() {
   std::vector<std::pair<ZooCase, size_t>> out;
   for (const ZooCase& c : zooCases())
-    for (size_t s = 0; s < stageNames(c.bf16).size(); ++s) out.emplace_back(c, s);
+    for (size_t s = 0; s < stageNames(c.bf16, c.shard).size(); ++s) out.emplace_back(c, s);
   return out;
 }
 

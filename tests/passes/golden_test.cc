@@ -43,6 +43,17 @@ std::string bf16On(int devices, bool bf16_allreduce) {
   return passes::defaultPipeline(config);
 }
 
+// The sharded weight update on three devices with momentum: LeNet's one bucket
+// in uneven shards, the momentum as one sharded variable.
+std::string shardedOn(int devices) {
+  passes::PipelineConfig config;
+  config.devices.clear();
+  for (int d = 0; d < devices; ++d) config.devices.push_back({::tandem::testing::kind("cpu"), d});
+  config.momentum = 0.9;
+  config.shard_updates = true;
+  return passes::defaultPipeline(config);
+}
+
 std::vector<GoldenCase> cases() {
   return {
       // Two devices: the plan's streams, waits and offsets as the runtime will follow them.
@@ -50,6 +61,8 @@ std::vector<GoldenCase> cases() {
       // Mixed precision with gradients reduced in bf16: casts, bf16 buckets, f32 updates.
       {"LenetBf16Default2Bf16AllReduce", "lenet.tir", bf16On(2, true),
        "lenet.bf16_default2_bf16_allreduce.tir"},
+      // reduce_scatter, packed shards, sgd_update_shard, all_gather, sharded momentum.
+      {"LenetSharded3", "lenet.tir", shardedOn(3), "lenet.sharded3.tir"},
   };
 }
 

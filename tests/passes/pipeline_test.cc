@@ -43,7 +43,8 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
   EXPECT_EQ(p.status().message(),
             "unknown pass 'fuse-everything' (known: mixed-precision, autodiff, feed-learning-rate, "
             "fuse-conv-bn-relu, "
-            "replicate, insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
+            "replicate, insert-collectives, clip-grad-norm, shard-weight-update, "
+            "recompute-bn-relu, dce, schedule, "
             "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
   for (const passes::PassInfo& info : passes::registeredPasses())
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(std::string(info.name)));
@@ -163,6 +164,7 @@ TEST(DefaultPipeline, TextAndOrder) {
       .weight_decay = 0.001,
       .lr_schedule = true,
       .clip_grad_norm = 1.5,
+      .shard_updates = true,
       .bucket_mb = 10,
       .first_bucket_mb = 0.5,
       .bf16 = true,
@@ -172,17 +174,18 @@ TEST(DefaultPipeline, TextAndOrder) {
             "mixed-precision{dtype=bf16},autodiff{lr=0.2,momentum=0.9,weight-decay=0.001},"
             "feed-learning-rate,fuse-conv-bn-relu,replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
             "insert-collectives{bucket-mb=10,first-bucket-mb=0.5,allreduce-dtype=bf16},"
-            "clip-grad-norm{max-norm=1.5},recompute-bn-relu,dce,schedule,group-updates,assign-"
-            "streams,plan-events,"
+            "clip-grad-norm{max-norm=1.5},shard-weight-update,recompute-bn-relu,dce,schedule,"
+            "group-updates,assign-streams,plan-events,"
             "assign-layouts,plan-memory");
   auto p = passes::parsePipeline(text);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(passNames(*p), passes::defaultPassNames());
-  EXPECT_THAT(passes::defaultPassNames(),
-              ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
-                          "replicate", "insert-collectives", "clip-grad-norm", "recompute-bn-relu",
-                          "dce", "schedule", "group-updates", "assign-streams", "plan-events",
-                          "assign-layouts", "plan-memory"));
+  EXPECT_THAT(
+      passes::defaultPassNames(),
+      ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
+                  "replicate", "insert-collectives", "clip-grad-norm", "shard-weight-update",
+                  "recompute-bn-relu", "dce", "schedule", "group-updates", "assign-streams",
+                  "plan-events", "assign-layouts", "plan-memory"));
   // CUDA devices group the updates unless told not to; CPU devices only when told to.
   config.group_updates = false;
   EXPECT_THAT(passes::defaultPipeline(config), Not(HasSubstr("group-updates")));
@@ -292,11 +295,12 @@ TEST(PassManager, PassErrorsStopTheRun) {
 
 TEST(PassManager, BadPipelineAddsNothing) {
   passes::PassManager pm;
-  EXPECT_EQ(pm.addPipeline("autodiff,nope").message(),
-            "unknown pass 'nope' (known: mixed-precision, autodiff, feed-learning-rate, "
-            "fuse-conv-bn-relu, replicate, "
-            "insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
-            "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
+  EXPECT_EQ(
+      pm.addPipeline("autodiff,nope").message(),
+      "unknown pass 'nope' (known: mixed-precision, autodiff, feed-learning-rate, "
+      "fuse-conv-bn-relu, replicate, "
+      "insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, dce, schedule, "
+      "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
   EXPECT_EQ(pm.size(), 0u);
 }
 
@@ -363,6 +367,7 @@ TEST(PassManager, PrintAfterEveryPassAndTimings) {
   f32_passes.erase(f32_passes.begin());
   std::erase(f32_passes, "feed-learning-rate");
   std::erase(f32_passes, "clip-grad-norm");
+  std::erase(f32_passes, "shard-weight-update");
   std::erase(f32_passes, "group-updates");
   EXPECT_EQ(names, f32_passes);
 

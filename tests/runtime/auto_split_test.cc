@@ -25,13 +25,14 @@ TEST(AutoSplit, MovesImagesToTheFasterDevice) {
   auto trainer = makeTrainer(*spec, o);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   ASSERT_TRUE((*trainer)->initialize().ok());
-  // Device 1 is four times as slow as device 0: each forward convolution sleeps 200 us per
-  // image on device 0 and 800 us on device 1. Sleeps on both devices make the measured
+  // Device 1 is four times as slow as device 0: each forward convolution sleeps 500 us per
+  // image on device 0 and 2 ms on device 1. Sleeps on both devices make the measured
   // busy times dominated by the planted speeds, not by how loaded the machine's cores are
-  // (CI runs other tests beside this one, which stretches the real compute on both).
+  // (CI runs other tests beside this one, which stretches the real compute on both; with
+  // 200/800 us a load of 4 per core once left the split at 37/27).
   (*trainer)->setBeforeNodeHook([](const ir::Node& n, size_t device) {
     if (n.op() == ir::Op::kConv2d)
-      std::this_thread::sleep_for(n.result()->type().shape[0] * (device == 1 ? 800us : 200us));
+      std::this_thread::sleep_for(n.result()->type().shape[0] * (device == 1 ? 2000us : 500us));
   });
   driver::CompileOptions c;
   c.build.batch = o.batch;

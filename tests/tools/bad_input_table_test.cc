@@ -112,6 +112,16 @@ TEST_F(BadInputTable, ModelAndDevices) {
        "--batch: 2 is smaller than the device count 3; every device needs at least one example"},
       {{"train", "--model", "lenet", "--batch", "2", "--devices", "3"},
        "--batch: 2 is smaller than the device count 3; every device needs at least one example"},
+      {{"dump", "--model", "lenet", "--shard-updates"},
+       "--shard-updates: shards the weight update across the devices; with one device there is "
+       "nothing to shard (give --devices two or more)"},
+      {{"train", "--model", "lenet", "--devices", "4", "--shard-updates", "--allreduce-groups",
+        "2"},
+       "--shard-updates: shards a flat gradient reduction; it does not go with "
+       "--allreduce-groups (not built yet: reduce_scatter within the groups)"},
+      {{"dump", "--model", "lenet", "--devices", "2", "--shard-updates", "--clip-grad-norm", "1"},
+       "--shard-updates: does not go with --clip-grad-norm yet (the norm needs each shard's sum "
+       "of squares all-reduced)"},
   });
 }
 
@@ -354,7 +364,8 @@ TEST_F(BadInputTable, OptFiles) {
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
        "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, "
        "feed-learning-rate, fuse-conv-bn-relu, "
-       "replicate, insert-collectives, clip-grad-norm, recompute-bn-relu, dce, schedule, "
+       "replicate, insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, "
+       "dce, schedule, "
        "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},

@@ -23,7 +23,7 @@ using ::testing::MatchesRegex;
 using ::testing::StartsWith;
 
 TEST(ExampleTest, CustomModelPrintsAParallelTrainStep) {
-  CommandResult r = runProgram(TANDEM_EXAMPLE_PATH, {});
+  CommandResult r = runProgram(TANDEM_EXAMPLE_PATH, {"--print-step"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_THAT(r.out, StartsWith("graph @train_step(%x: f32[128,1,28,28], %y: i32[128]) {\n"));

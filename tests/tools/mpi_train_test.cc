@@ -315,6 +315,55 @@ TEST(MpiTrain, AdamwStoppedMidEpochResumesBitForBit) {
   EXPECT_EQ(figuresOf(one_process).digest, figuresOf(whole).digest) << one_process.err;
 }
 
+// Issue 27, --shard-updates under mpirun: the reduce_scatter and the all_gather cross the
+// processes (each rank steps its devices' shards with their shards of the state); two
+// ranks give the figures and bits of one process driving the devices sharded, whose
+// figures are the replicated run's; with AdamW, bf16 sums and grouped updates too. Then a
+// sharded two-rank run stopped mid-epoch resumes (rank 0 gathered the shards into the
+// unsharded variables) and ends as the whole run, and so does one replicated process.
+TEST(MpiTrain, ShardedUpdatesAcrossProcessesAreOneProcessBits) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  const std::vector<std::string> sgd = {"--shard-updates", "--momentum", "0.9"};
+  expectSameRun("cpu:0,cpu:1", 2, "cpu:0", "256", sgd);
+  expectSameRun("6", 2, "cpu:0,cpu:1,cpu:2", "250",
+                {"--shard-updates", "--optimizer", "adamw", "--lr", "0.001", "--allreduce-dtype",
+                 "bf16", "--group-updates", "on"});
+  const CommandResult plain =
+      runTandem(with(trainArgs("cpu:0,cpu:1", "256"), {"--momentum", "0.9"}));
+  const CommandResult sharded = runTandem(with(trainArgs("cpu:0,cpu:1", "256"), sgd));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(sharded.exit_code, 0) << sharded.err;
+  EXPECT_EQ(figuresOf(sharded).rows, figuresOf(plain).rows) << sharded.out;
+}
+
+TEST(MpiTrain, ShardedRunStoppedMidEpochResumesBitForBit) {
+  SKIP_WITHOUT_MPIRUN_OR_DATA();
+  const std::vector<std::string> sgd = {"--momentum", "0.9"};
+  auto sharded = [&sgd](const std::vector<std::string>& args) {
+    return with(with(args, sgd), {"--shard-updates"});
+  };
+  ::setenv("TANDEM_TEST_DIGEST", "1", 1);
+  const CommandResult whole = runTwoRanks(sharded(threeEpochs()));
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  const CommandResult stopped = runTwoRanksWithRankOneEnv(
+      with(sharded(threeEpochs()), {"--checkpoint", ckpt}), "TANDEM_TEST_SIGNAL_AFTER=2:3:15");
+  const std::string copy = dir.file("copy");
+  std::filesystem::copy(ckpt, copy);
+  const CommandResult resumed = runTwoRanks(with(sharded(threeEpochs()), {"--resume", ckpt}));
+  const CommandResult replicated =
+      runHookedTandem(with(with(threeEpochs("cpu:0,cpu:1"), sgd), {"--resume", copy}));
+  ::unsetenv("TANDEM_TEST_DIGEST");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.err;
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_TRUE(absl::StrContains(resumed.out, "at epoch 2, step 3 of 5")) << resumed.out;
+  EXPECT_EQ(figuresOf(resumed).rows, figuresOf(whole).rows) << resumed.out;
+  EXPECT_EQ(figuresOf(resumed).digest, figuresOf(whole).digest) << resumed.err;
+  ASSERT_EQ(replicated.exit_code, 0) << replicated.err;
+  EXPECT_EQ(figuresOf(replicated).rows, figuresOf(whole).rows) << replicated.out;
+}
+
 // Rank 0 reads the checkpoint and sends its bytes: a corrupt one is refused by every rank
 // alike (exit 2, the file named), and nothing is written over it.
 TEST(MpiTrain, CorruptCheckpointIsRefusedByEveryRank) {

@@ -5,6 +5,7 @@
 // costs over the device count, and the table says step time, exposed communication and
 // efficiency per count.
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -103,16 +104,40 @@ struct Row {
   int64_t devices = 0;
   sim::SimResult result;
   std::optional<double> measured_s;  // --gpu cpu
+  double variable_bytes = 0;         // per device: parameters, optimizer state, buffers
 };
+
+// The variables one of `p` devices holds: each replica whole, a sharded one (the state of
+// --shard-updates) its 1/p (the shards of a flat variable differ by one element at most).
+double variableBytesPerDevice(const ir::Module& m, int64_t p) {
+  double bytes = 0;
+  for (const ir::Var& v : m.vars())
+    bytes += static_cast<double>(v.type.bytes()) / (v.sharded() ? static_cast<double>(p) : 1.0);
+  return bytes;
+}
+
+// A one-device step has nothing to shard: it runs the replicated update.
+ModelFlags atDeviceCount(ModelFlags mf, int64_t p) {
+  if (p == 1) mf.shard_updates = false;
+  return mf;
+}
 
 // The collective costs for p devices: all_reduce, reduce_scatter and all_gather by the
 // alpha-beta models; the input split and the broadcasts cost nothing here (the split is
 // the host-to-device copy of the batch, which data loaders prefetch during the previous
 // step; broadcasts run only in @init).
-sim::NodeCost modelCosts(const std::vector<double>& compute_s, int64_t p,
+// A step compiled at `compiled` devices: a sharded update (--shard-updates) steps 1/p of its
+// bucket at p devices, so its cost is scaled by compiled / p; packing and unpacking the
+// bucket stay whole.
+sim::NodeCost modelCosts(const std::vector<double>& compute_s, int64_t p, int64_t compiled,
                          const sim::Topology& topo) {
-  return [&compute_s, p, topo](const ir::Node& n) {
-    if (ir::streamOf(n) == ir::StreamKind::kCompute) return compute_s[n.id()];
+  return [&compute_s, p, compiled, topo](const ir::Node& n) {
+    if (ir::streamOf(n) == ir::StreamKind::kCompute) {
+      const std::optional<ir::UpdateView> u = ir::UpdateView::of(n);
+      const bool sharded = u && u->info().sharded_of.has_value();
+      return compute_s[n.id()] *
+             (sharded ? static_cast<double>(compiled) / static_cast<double>(p) : 1.0);
+    }
     switch (ir::collectiveKind(n).value_or(ir::CollectiveKind::kScatter)) {
       case ir::CollectiveKind::kReduce:
         return sim::allReduceCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
@@ -138,8 +163,7 @@ struct Setting {
 absl::Status checkFitsTheGpu(const ir::Module& m, const SimulateFlags& f, const sim::GpuSpec& gpu) {
   const ir::GraphPlan* plan = m.graph(ir::kTrainGraph)->plan();
   if (plan == nullptr || plan->arenas.empty()) return absl::OkStatus();
-  double variables = 0;
-  for (const ir::Var& v : m.vars()) variables += static_cast<double>(v.type.bytes());
+  const double variables = variableBytesPerDevice(m, static_cast<int64_t>(m.devices().size()));
   const double activations = static_cast<double>(plan->arenas[0].bytes);
   if (activations + variables <= gpu.memory_bytes) return absl::OkStatus();
   return badFlag(
@@ -177,8 +201,10 @@ absl::StatusOr<std::vector<Row>> predictRoofline(const SimulateFlags& f, ModelFl
     for (double& c : compute_s) c *= *s.step_ms * 1e-3 / total;
   std::vector<Row> rows;
   for (int64_t p : counts)
-    rows.push_back(
-        {p, sim::simulateStreams(sim::deviceSchedule(*m, g, 0, modelCosts(compute_s, p, s.topo)))});
+    rows.push_back({.devices = p,
+                    .result = sim::simulateStreams(
+                        sim::deviceSchedule(*m, g, 0, modelCosts(compute_s, p, 2, s.topo))),
+                    .variable_bytes = variableBytesPerDevice(*m, p)});
   return rows;
 }
 
@@ -191,7 +217,8 @@ absl::StatusOr<std::vector<Row>> predictCpu(const SimulateFlags& f, ModelFlags m
   for (int64_t p : counts) {
     mf.devices = absl::StrCat(p);
     mf.batch = p * f.batch_per_device;
-    ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
+    ASSIGN_OR_RETURN(ModelChoice choice,
+                     resolveModelFlags(atDeviceCount(mf, p), /*for_training=*/false));
     ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
                      driver::compileModel(choice.spec, choice.compile));
     ASSIGN_OR_RETURN(runtime::StepMeasurement measured,
@@ -203,7 +230,7 @@ absl::StatusOr<std::vector<Row>> predictCpu(const SimulateFlags& f, ModelFlags m
     rows.push_back(
         {p,
          sim::simulateStreams(sim::deviceSchedule(module, *module.graph(ir::kTrainGraph), 0, cost)),
-         measured.step_s});
+         measured.step_s, variableBytesPerDevice(module, p)});
   }
   return rows;
 }
@@ -211,7 +238,19 @@ absl::StatusOr<std::vector<Row>> predictCpu(const SimulateFlags& f, ModelFlags m
 absl::StatusOr<std::vector<Row>> predict(const SimulateFlags& f, const ModelFlags& mf,
                                          const std::vector<int64_t>& counts, const Setting& s) {
   if (s.gpu_text == "cpu") return predictCpu(f, mf, counts);
-  return predictRoofline(f, mf, counts, s);
+  // One device runs the replicated update (nothing to shard), predicted on its own.
+  const bool one = std::find(counts.begin(), counts.end(), 1) != counts.end();
+  if (!mf.shard_updates || !one) return predictRoofline(f, mf, counts, s);
+  std::vector<int64_t> more;
+  for (int64_t p : counts)
+    if (p != 1) more.push_back(p);
+  ASSIGN_OR_RETURN(std::vector<Row> rows, predictRoofline(f, atDeviceCount(mf, 1), {1}, s));
+  if (more.empty()) return rows;
+  ASSIGN_OR_RETURN(std::vector<Row> sharded, predictRoofline(f, mf, more, s));
+  for (Row& r : sharded) rows.push_back(std::move(r));
+  std::sort(rows.begin(), rows.end(),
+            [](const Row& a, const Row& b) { return a.devices < b.devices; });
+  return rows;
 }
 
 // The 1-device step time efficiency is measured against; predicted with the same costs.
@@ -219,24 +258,24 @@ absl::StatusOr<double> oneDeviceStep(const SimulateFlags& f, const ModelFlags& m
                                      const std::vector<Row>& rows, const Setting& s) {
   for (const Row& r : rows)
     if (r.devices == 1) return r.result.step_s;
-  ASSIGN_OR_RETURN(std::vector<Row> one, predict(f, mf, {1}, s));
+  ASSIGN_OR_RETURN(std::vector<Row> one, predict(f, atDeviceCount(mf, 1), {1}, s));
   return one[0].result.step_s;
 }
 
 std::string ms(double seconds) { return absl::StrFormat("%.2f", seconds * 1e3); }
 
 void printTable(const std::vector<Row>& rows, double one_step_s, int64_t batch, bool cpu) {
-  std::cout << absl::StrFormat("%8s %10s %11s %9s %16s %13s %12s", "devices", "step ms",
+  std::cout << absl::StrFormat("%8s %10s %11s %9s %16s %13s %12s %13s", "devices", "step ms",
                                "compute ms", "comm ms", "exposed comm ms", "efficiency %",
-                               "images/s");
+                               "images/s", "variables MB");
   if (cpu) std::cout << absl::StrFormat(" %12s %8s", "measured ms", "error %");
   std::cout << "\n";
   for (const Row& r : rows) {
     const sim::SimResult& x = r.result;
-    std::cout << absl::StrFormat("%8d %10s %11s %9s %16s %13.1f %12.0f", r.devices, ms(x.step_s),
-                                 ms(x.compute_s), ms(x.comm_s), ms(x.exposed_comm_s),
-                                 100 * one_step_s / x.step_s,
-                                 static_cast<double>(r.devices * batch) / x.step_s);
+    std::cout << absl::StrFormat(
+        "%8d %10s %11s %9s %16s %13.1f %12.0f %13.2f", r.devices, ms(x.step_s), ms(x.compute_s),
+        ms(x.comm_s), ms(x.exposed_comm_s), 100 * one_step_s / x.step_s,
+        static_cast<double>(r.devices * batch) / x.step_s, r.variable_bytes / 1e6);
     if (r.measured_s)
       std::cout << absl::StrFormat(" %12s %+8.1f", ms(*r.measured_s),
                                    100 * (x.step_s - *r.measured_s) / *r.measured_s);
@@ -272,8 +311,8 @@ absl::Status runSimulate(const SimulateFlags& f) {
   }
   // The model and its settings are checked once, before any work.
   ModelFlags mf = f.model;
-  mf.devices = std::string("1");
-  mf.batch = f.batch_per_device;
+  mf.devices = std::string(mf.shard_updates ? "2" : "1");  // a sharded update needs two
+  mf.batch = f.batch_per_device * (mf.shard_updates ? 2 : 1);
   RETURN_IF_ERROR(resolveModelFlags(mf, /*for_training=*/false).status());
 
   // Printed once the predictions are made: a step that cannot be predicted (it does not

@@ -8,7 +8,6 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -37,6 +36,8 @@
 #include "runtime/trainer.h"
 #include "tools/driver/auto_split.h"
 #include "tools/driver/compile.h"
+#include "tools/driver/training_data.h"
+#include "tools/driver/training_session.h"
 #include "tools/tandem/activity.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
@@ -94,15 +95,6 @@ std::string profileReport(const std::vector<runtime::TraceEntry>& trace) {
   return out;
 }
 
-// Images per device of the compiled step: the sizes of the split of the images input.
-std::vector<int64_t> perDeviceBatch(const ir::Module& m) {
-  for (const auto& n : m.graph(ir::kTrainGraph)->nodes())
-    if (ir::SplitView::is(*n) && ir::InputView::is(*n->operand(0)->def()) &&
-        n->operand(0)->type().shape.size() == 4)
-      return ir::SplitView(*n).sizes();
-  return {m.graph(ir::kTrainGraph)->inputs()[0]->result()->type().shape[0]};
-}
-
 // "1 step", "3 steps".
 std::string counted(int64_t n, const std::string& noun) {
   return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
@@ -111,7 +103,7 @@ std::string counted(int64_t n, const std::string& noun) {
 std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Module& m,
                       int64_t train_count, int64_t test_count) {
   const driver::CompileOptions& o = c.compile;
-  std::vector<int64_t> split = perDeviceBatch(m);
+  std::vector<int64_t> split = driver::perDeviceBatch(m);
   bool even = std::all_of(split.begin(), split.end(), [&](int64_t s) { return s == split[0]; });
   const int64_t batch = o.build.batch, steps = train_count / batch;
   const int64_t dropped = train_count - steps * batch;
@@ -155,19 +147,6 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
 // columns stay aligned.
 std::string lossCell(double loss) {
   return std::abs(loss) < 1e5 ? absl::StrFormat("%10.4f", loss) : absl::StrFormat("%10.3e", loss);
-}
-
-absl::Status checkLimit(const char* flag, const std::optional<int64_t>& limit,
-                        const runtime::data::Dataset& data, const char* what,
-                        const std::string& dir) {
-  if (data.available == 0)  // the figures of no images would read as accuracy 0
-    return absl::InvalidArgumentError(
-        absl::StrCat(data.source, " holds no images: nothing to ",
-                     std::string(what) == "test" ? "evaluate" : "train on"));
-  if (limit && *limit > data.available)
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", *limit, " is more than the ",
-                                                   data.available, " ", what, " images in ", dir));
-  return absl::OkStatus();
 }
 
 // "tandem: warning: ...": a legal setting that is surely a mistake or changes nothing. One
@@ -215,58 +194,6 @@ void warnAboutThreads(const TrainFlags& f, size_t devices) {
                  std::max<unsigned>(1, cores / static_cast<unsigned>(devices)));
 }
 
-// The shortest text that reads back as the same double, so that settings compare exactly.
-std::string exactNumber(double v) {
-  char text[32];
-  auto [end, ec] = std::to_chars(text, text + sizeof text, v);
-  return std::string(text, end);
-}
-
-// The flags a resumed run must share with the run that wrote its checkpoint: each changes
-// what a step computes (the batch and the mean over it, the update's hyper-parameters,
-// the arithmetic, whether batch-norm statistics are global) or which examples come in
-// which order (the seed, the training images). The rest may change: devices (every device
-// then starts from the first device's values; another count or split adds in another
-// order, so the figures are close, not the same bits), buckets, layouts, kernels, --init
-// (the checkpoint's values replace the initial ones) and --epochs (to train on).
-// The optimizer's settings as flags and exact values. SGD's are the three it always had
-// (so that a checkpoint from before --optimizer resumes); another optimizer's name comes
-// first, then its own.
-std::vector<std::pair<std::string, std::string>> optimizerSettings(
-    const passes::PipelineConfig& p) {
-  if (p.optimizer == "sgd")
-    return {{"--lr", exactNumber(p.lr)},
-            {"--momentum", exactNumber(p.momentum)},
-            {"--weight-decay", exactNumber(p.weight_decay)}};
-  return {{"--optimizer", p.optimizer},      {"--lr", exactNumber(p.lr)},
-          {"--beta1", exactNumber(p.beta1)}, {"--beta2", exactNumber(p.beta2)},
-          {"--eps", exactNumber(p.eps)},     {"--weight-decay", exactNumber(p.weight_decay)}};
-}
-
-std::vector<std::pair<std::string, std::string>> resumeSettings(const TrainFlags& f,
-                                                                const ModelChoice& c,
-                                                                int64_t train_count) {
-  const driver::CompileOptions& o = c.compile;
-  std::vector<std::pair<std::string, std::string>> out{
-      {"--batch", absl::StrCat(o.build.batch)},
-      {"--seed", absl::StrCat(f.seed)},
-      {"--limit-train", absl::StrCat(train_count)}};
-  for (auto& setting : optimizerSettings(o.pipeline)) out.push_back(std::move(setting));
-  // Listed only when given, so that checkpoints from before these flags resume.
-  if (o.pipeline.clip_grad_norm > 0)
-    out.push_back({"--clip-grad-norm", exactNumber(o.pipeline.clip_grad_norm)});
-  if (o.build.label_smoothing > 0)
-    out.push_back({"--label-smoothing", exactNumber(o.build.label_smoothing)});
-  if (o.pipeline.lr_schedule)
-    out.insert(out.end(),
-               {{"--schedule", c.schedule},
-                {"--warmup", absl::StrCat(c.warmupSteps(train_count / o.build.batch))}});
-  out.insert(out.end(), {{"--precision", f.model.precision},
-                         {"--allreduce-dtype", f.model.allreduce_dtype},
-                         {"--sync-bn", f.model.sync_bn ? "on" : "off"}});
-  return out;
-}
-
 TrainHooks*& hooks() {
   static TrainHooks* installed = nullptr;
   return installed;
@@ -307,21 +234,22 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
       {"--batch", absl::StrCat(o.build.batch)},
       {"--split", f.model.split},
       {"--optimizer", p.optimizer},
-      {"--lr", exactNumber(p.lr)},
-      {"--momentum", exactNumber(p.momentum)},
-      {"--weight-decay", exactNumber(p.weight_decay)},
-      {"--beta1", exactNumber(p.beta1)},
-      {"--beta2", exactNumber(p.beta2)},
-      {"--eps", exactNumber(p.eps)},
+      {"--lr", driver::exactNumber(p.lr)},
+      {"--momentum", driver::exactNumber(p.momentum)},
+      {"--weight-decay", driver::exactNumber(p.weight_decay)},
+      {"--beta1", driver::exactNumber(p.beta1)},
+      {"--beta2", driver::exactNumber(p.beta2)},
+      {"--eps", driver::exactNumber(p.eps)},
       {"--schedule", c.schedule},
       {"--warmup", c.warmupText()},
-      {"--clip-grad-norm", exactNumber(p.clip_grad_norm)},
-      {"--label-smoothing", exactNumber(o.build.label_smoothing)},
+      {"--clip-grad-norm", driver::exactNumber(p.clip_grad_norm)},
+      {"--label-smoothing", driver::exactNumber(o.build.label_smoothing)},
       {"--init", ir::toString(o.build.weight_init)},
-      {"--bucket-mb", exactNumber(p.bucket_mb)},
-      {"--first-bucket-mb", exactNumber(p.first_bucket_mb)},
+      {"--bucket-mb", driver::exactNumber(p.bucket_mb)},
+      {"--first-bucket-mb", driver::exactNumber(p.first_bucket_mb)},
       {"--allreduce-groups", absl::StrCat(p.allreduce_groups)},
       {"--sync-bn", f.model.sync_bn ? "on" : "off"},
+      {"--shard-updates", given(f.model.shard_updates)},
       {"--no-fuse", given(f.model.no_fuse)},
       {"--plain-layout", given(f.model.plain_layout)},
       {"--no-recompute", given(f.model.no_recompute)},
@@ -432,7 +360,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   procs->setTimeout(given.collective_timeout.value_or(kDefaultCollectiveTimeout),
                     &StopSignals::pending);
   const TrainFlags f = flagsOfRank(given, *procs);
-  auto choice = resolveModelFlags(f.model, /*for_training=*/true);
+  std::shared_ptr<ImportedValues> imported;  // --onnx: the model's values
+  auto choice = resolveModelFlags(f.model, /*for_training=*/true, &imported);
   if (!choice.ok()) return choice.status();
   // Under mpirun: the same settings on every rank, before any collective.
   RETURN_IF_ERROR(procs->agree(settingsEveryRankShares(given, *choice, procs->size()),
@@ -527,32 +456,16 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     ASSIGN_OR_RETURN(out, OutputFile::open("/dev/null", "standard output of rank > 0"));
   }
 
-  using runtime::data::Split;
   setActivity(absl::StrCat("reading the data in ", f.data));
-  auto train = runtime::data::loadFashionMnist(f.data, Split::kTrain, f.limit_train.value_or(0));
-  if (!train.ok()) return train.status();
-  RETURN_IF_ERROR(checkLimit("--limit-train", f.limit_train, *train, "training", f.data));
-  auto test = runtime::data::loadFashionMnist(f.data, Split::kTest, f.limit_test.value_or(0));
-  if (!test.ok()) return test.status();
-  RETURN_IF_ERROR(checkLimit("--limit-test", f.limit_test, *test, "test", f.data));
-  if (train->count < batch)
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch: ", batch, " is more than the ", train->count, " training images",
-                     f.limit_train ? " left by --limit-train" : "", " (lower --batch)"));
+  ASSIGN_OR_RETURN(driver::TrainingData data,
+                   driver::loadFashionMnist(f.data, f.limit_train, f.limit_test, batch));
+  const runtime::data::Dataset* train = &data.train;
+  const runtime::data::Dataset* test = &data.test;
 
   // The learning-rate schedule over the run's steps (checked before anything slow).
   const int64_t steps_per_epoch = train->count / batch;
-  absl::StatusOr<runtime::LrSchedule> parsed = runtime::LrSchedule::parse(
-      choice->schedule, choice->warmupSteps(steps_per_epoch), steps_per_epoch, f.epochs);
-  if (!parsed.ok() && !choice->warmup_steps && choice->warmup_epochs > 0)
-    // The warmup is the model's, not a flag the user gave: say where it comes from.
-    return absl::InvalidArgumentError(
-        absl::StrCat("--epochs ", f.epochs, ": ", choice->spec.name, "'s warmup of ",
-                     choice->warmupText(), " (", choice->warmupSteps(steps_per_epoch),
-                     " steps) leaves its ", choice->schedule,
-                     " schedule no steps; train for more epochs or give --warmup"));
-  RETURN_IF_ERROR(parsed.status());
-  const runtime::LrSchedule& schedule = *parsed;
+  ASSIGN_OR_RETURN(const runtime::LrSchedule schedule,
+                   driver::learningRateSchedule(*choice, steps_per_epoch, f.epochs));
   const bool scheduled = choice->compile.pipeline.lr_schedule;
   // The learning rate of epoch `epoch`'s last update, as the table shows it.
   auto lrOfEpoch = [&](int epoch) {
@@ -561,7 +474,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
 
   if (resumed) {
     if (absl::Status s = runtime::checkCompatible(
-            *resumed, choice->spec.name, resumeSettings(f, *choice, train->count), resumed_path);
+            *resumed, choice->spec.name,
+            driver::resumeSettings(*choice, f.model, f.seed, train->count), resumed_path);
         !s.ok())
       return absl::InvalidArgumentError(absl::StrCat("--resume: ", s.message()));
     // --split auto goes on from the split it had reached (the balancer measures afresh).
@@ -591,32 +505,32 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   warnAboutInertFlags(f, **module, procs->several());
   const std::string header = runHeader(f, *choice, **module, train->count, test->count);
   setActivity(absl::StrCat("loading ", choice->spec.name, " onto its devices"));
-  auto trainer = runtime::Trainer::create(std::move(*module), {.seed = f.seed,
-                                                               .backend_options = backendOptions(f),
-                                                               .trace = f.profile,
-                                                               .record_steps = !f.no_cuda_graphs});
-  if (!trainer.ok()) return trainer.status();
-  if (scheduled) (*trainer)->setLearningRateSchedule(schedule);
-  runtime::data::BatchLoader train_loader(*train, batch, /*shuffle=*/true, f.seed,
-                                          /*drop_last=*/true);
-  runtime::data::BatchLoader test_loader(*test, batch, /*shuffle=*/false, f.seed,
-                                         /*drop_last=*/false);
-  // Every dimension of the data against the compiled module, before anything runs.
-  RETURN_IF_ERROR((*trainer)->checkData(train_loader, ir::kTrainGraph));
-  RETURN_IF_ERROR((*trainer)->checkData(test_loader, ir::kEvalGraph));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<driver::TrainingSession> session,
+      driver::TrainingSession::create(
+          std::move(*module), *train, *test,
+          {.executor = {.seed = f.seed,
+                        .backend_options = backendOptions(f),
+                        .trace = f.profile,
+                        .record_steps = !f.no_cuda_graphs},
+           .seed = f.seed,
+           .schedule = scheduled ? std::optional(schedule) : std::nullopt,
+           .model = choice->spec.name,
+           .settings = driver::resumeSettings(*choice, f.model, f.seed, train->count)}));
+  runtime::Trainer& trainer = session->trainer();
+  runtime::data::BatchLoader& train_loader = session->trainLoader();
   setActivity("initializing the variables");
-  RETURN_IF_ERROR((*trainer)->initialize());
-  if (choice->imported_values && !f.model.reinit && !resumed)
-    RETURN_IF_ERROR(writeImportedValues((*trainer)->executor(), *choice->imported_values));
+  RETURN_IF_ERROR(session->initialize());
+  if (imported && !f.model.reinit && !resumed)
+    RETURN_IF_ERROR(writeImportedValues(trainer.executor(), *imported));
   if (resumed)
-    if (absl::Status s = runtime::restoreVariables(*resumed, (*trainer)->executor(), resumed_path);
-        !s.ok())
+    if (absl::Status s = session->restore(*resumed, resumed_path); !s.ok())
       return absl::InvalidArgumentError(absl::StrCat("--resume: ", s.message()));
   if (stop.requested()) return stoppedBeforeTraining();
 
   RETURN_IF_ERROR(out.write(header));
   if (procs->several()) {  // each rank reads its devices' rows of every batch
-    ASSIGN_OR_RETURN(auto rows, (*trainer)->rowsOfThisProcess(ir::kTrainGraph));
+    ASSIGN_OR_RETURN(auto rows, trainer.rowsOfThisProcess(ir::kTrainGraph));
     train_loader.setRows(rows.first, rows.second);
   }
   if (resumed)
@@ -688,31 +602,21 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   // where the run it continues would (with the same measurements).
   std::optional<driver::AutoSplit> auto_split;
   if (choice->auto_split) {
-    auto_split.emplace(choice->spec, choice->compile, **trainer, balancerOptions());
+    auto_split.emplace(choice->spec, choice->compile, trainer, balancerOptions());
     if (resumed && resumed->balancer) auto_split->restore(*resumed->balancer);
   }
   // The run as it stands after `progress` of `epoch` (at an epoch's end: the next epoch,
   // at step 0).
   auto saveCheckpoint = [&](int epoch, const runtime::EpochProgress& progress) -> absl::Status {
     if (!checkpoints) return absl::OkStatus();
-    const runtime::Executor& ex = (*trainer)->executor();
-    return checkpoints->save(
-        ex,
-        {.model = choice->spec.name,
-         .settings = resumeSettings(f, *choice, train->count),
-         .seed = f.seed,
-         .epoch = epoch,
-         .progress = progress,
-         .steps_per_epoch = train_loader.batchesPerEpoch(),
-         .devices = static_cast<uint32_t>(ex.module().devices().size()),
-         .split = perDeviceBatch(ex.module()),
-         .history = history,
-         .replans = replans,
-         .balancer = auto_split ? std::optional(auto_split->balancer().state()) : std::nullopt});
+    runtime::Checkpoint c = session->checkpoint(epoch, progress, history);
+    c.replans = replans;
+    if (auto_split) c.balancer = auto_split->balancer().state();
+    return checkpoints->save(trainer.executor(), std::move(c));
   };
   if (procs->several()) {
-    ASSIGN_OR_RETURN(auto rows, (*trainer)->rowsOfThisProcess(ir::kEvalGraph));
-    test_loader.setRows(rows.first, rows.second);
+    ASSIGN_OR_RETURN(auto rows, trainer.rowsOfThisProcess(ir::kEvalGraph));
+    session->testLoader().setRows(rows.first, rows.second);
   }
   ProgressBar bar(isatty(fileno(stderr)) != 0 && procs->rank() == 0);
   absl::Status split_status, trace_status, checkpoint_status, stop_status;
@@ -738,18 +642,14 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     const runtime::EpochProgress from =
         resumed && epoch == resumed->epoch ? resumed->progress : runtime::EpochProgress{};
     runtime::EpochProgress done = from;  // what a checkpoint written now would hold
-    train_loader.startEpoch(epoch, from.steps);
-    // Each update's factor from its index in the whole run: a resumed epoch gets the ones
-    // the uninterrupted run had.
-    (*trainer)->setFirstStep((epoch - 1) * steps_per_epoch);
     setActivity(absl::StrCat("training ", choice->spec.name, ", epoch ", epoch));
     runtime::StepReport bad_step;
     bool nonfinite = false;
-    auto r = (*trainer)->trainEpoch(train_loader, from, [&](const runtime::StepReport& s) {
+    auto r = session->trainEpoch(epoch, from, [&](const runtime::StepReport& s) {
       bar.update(absl::StrFormat("epoch %d/%d", epoch, f.epochs), s.step, s.steps,
                  absl::StrFormat("%.0f images/s  loss %.4f", s.examples / s.seconds, s.mean_loss));
       if (trace) {  // takes each step's entries, so --profile gets them from it
-        trace_status = trace->afterStep((*trainer)->executor(), f.profile ? &profiled : nullptr);
+        trace_status = trace->afterStep(trainer.executor(), f.profile ? &profiled : nullptr);
         if (!trace_status.ok()) return false;
       }
       if (!std::isfinite(s.loss) && !f.allow_nonfinite) {
@@ -784,7 +684,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
         checkpoint_status = saveCheckpoint(epoch, done);
         if (!checkpoint_status.ok()) return false;
       }
-      if (hooks() != nullptr) hooks()->afterStep(epoch, s.step, (*trainer)->executor());
+      if (hooks() != nullptr) hooks()->afterStep(epoch, s.step, trainer.executor());
       return !stopAgreed();
     });
     bar.clear();
@@ -816,9 +716,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
       exit_code = 128 + stop_signal;
       break;
     }
-    test_loader.startEpoch(0);
     setActivity(absl::StrCat("evaluating ", choice->spec.name, " after epoch ", epoch));
-    auto t = (*trainer)->evaluate(test_loader, [&] { return !stopAgreed(); });
+    auto t = session->evaluate([&] { return !stopAgreed(); });
     if (!t.ok()) return t.status();
     if (!stop_status.ok()) return stop_status;
     if (t->stopped) {
@@ -833,15 +732,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
       exit_code = 128 + stop_signal;
       break;
     }
-    history.push_back({.epoch = epoch,
-                       .train_loss = r->loss,
-                       .train_accuracy = r->accuracy,
-                       .test_loss = t->loss,
-                       .test_accuracy = t->accuracy,
-                       .seconds = r->seconds,
-                       .images_per_second = r->examples / r->seconds,
-                       .eval_seconds = t->seconds,
-                       .split = perDeviceBatch((*trainer)->executor().module())});
+    history.push_back(session->figures(epoch, *r, *t));
     RETURN_IF_ERROR(showEpoch(history.back()));
     setActivity(absl::StrCat("writing the checkpoint after epoch ", epoch));
     RETURN_IF_ERROR(saveCheckpoint(epoch + 1, {}));
@@ -857,13 +748,13 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
       exit_code = 128 + stop_signal;
     }
   }
-  if (trace) RETURN_IF_ERROR(trace->finish((*trainer)->executor().module()));
+  if (trace) RETURN_IF_ERROR(trace->finish(trainer.executor().module()));
   if (f.profile) {
-    std::vector<runtime::TraceEntry> rest = (*trainer)->executor().takeTrace();
+    std::vector<runtime::TraceEntry> rest = trainer.executor().takeTrace();
     profiled.insert(profiled.end(), rest.begin(), rest.end());
     RETURN_IF_ERROR(out.write(profileReport(profiled)));
   }
-  if (hooks() != nullptr) RETURN_IF_ERROR(hooks()->atEnd((*trainer)->executor()));
+  if (hooks() != nullptr) RETURN_IF_ERROR(hooks()->atEnd(trainer.executor()));
   if (csv) RETURN_IF_ERROR(csv->close());
   RETURN_IF_ERROR(out.close());
   // "tandem: rank 1: stopped ...": every rank says how it ended, and which it is.

@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_options.h"
 #include "ir/ir.h"
+#include "tools/driver/model_settings.h"
 
 // The subcommands of `tandem`: their flags as plain structs (filled by flags.cc, the one
 // file that knows CLI11) and what each runs.
@@ -45,51 +46,10 @@ struct OutputFlags {
 
 /// What to compile: the model, where it runs and the training settings written into the
 /// step. dump and train share them, so both compile the same module from the same flags;
-/// unset hyper-parameters take the model's defaults (ModelSpec::defaults).
-struct ModelFlags {
+/// the settings are the driver's (tools/driver/model_settings.h), which the public API
+/// fills too, so that both compile and check alike.
+struct ModelFlags : driver::ModelSettings {
   std::string model;
-  std::string devices = "cpu:0";
-  /// Unset: 256, and for dump at least one example per device (a 4096-device dump needs
-  /// no --batch); train refuses a batch smaller than the device count instead.
-  std::optional<int64_t> batch;
-  /// --optimizer: sgd or adamw (an optimizer update op of ir/ops.td); unset: the model's.
-  std::optional<std::string> optimizer;
-  /// The optimizer's hyper-parameters as given (--lr, --momentum, --weight-decay, --beta1,
-  /// --beta2, --eps), by attribute name (weight_decay), with the text typed: checked
-  /// against the chosen optimizer's attribute ranges in ir/ops.td when the flags are
-  /// resolved. Unset ones take the model's defaults (SGD) or PyTorch's (AdamW).
-  struct Hyper {
-    double value = 0;
-    std::string text;
-  };
-  std::map<std::string, Hyper> hyper;
-  /// --schedule (constant, step:EPOCHS:GAMMA, cosine) and --warmup (steps): any but
-  /// constant without warmup compiles the step with feed-learning-rate (runtime/lr_schedule.h).
-  /// Unset: the model's (ModelSpec::defaults; its warmup is in epochs).
-  std::optional<std::string> schedule;
-  std::optional<int64_t> warmup;
-  /// --clip-grad-norm: the max global norm of the gradients (clip-grad-norm); unset: none.
-  std::optional<double> clip_grad_norm;
-  /// --label-smoothing: the training loss's, in [0, 1); unset: the model's (0 for all).
-  std::optional<double> label_smoothing;
-  std::optional<std::string> init;
-  double bucket_mb = 25, first_bucket_mb = 1;
-  int64_t allreduce_groups = 1;
-  /// --split: "even", weights such as "3,1", or (train) "auto".
-  std::string split = "even";
-  bool no_fuse = false;
-  bool no_recompute = false;
-  bool plain_layout = false;
-  bool sync_bn = false;
-  /// --group-updates: auto (for CUDA devices), on or off.
-  std::string group_updates = "auto";
-  /// --precision: f32, or bf16 (the mixed-precision pass).
-  std::string precision = "f32";
-  /// --allreduce-dtype: the dtype gradients are reduced in, f32 or bf16.
-  std::string allreduce_dtype = "f32";
-  /// Processes that each drive --devices (dump --ranks P; train: the processes mpirun
-  /// started): the module's devices are these ranks' devices, rank by rank.
-  int ranks = 1;
   /// train --onnx MODEL.onnx in place of --model: the model's graph and weights; --input
   /// names the input the images go to, --logits the output the loss is attached to (unset:
   /// the only one); --reinit starts from Tandem's initializers instead of the model's values.

@@ -175,6 +175,11 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
             "Reduce gradients hierarchically over this many groups of consecutive devices: "
             "within each group, across the groups' first devices, back within each group "
             "(1: one flat all_reduce)");
+  cmd->add_flag("--shard-updates", f.shard_updates,
+                "Shard the weight update across the devices (shard-weight-update pass, as "
+                "ZeRO-1/2 and XLA's sharded update): per gradient bucket a reduce_scatter, each "
+                "device steps only its shard with its shard of the optimizer state, an "
+                "all_gather of the stepped weights; the same numbers, 1/devices of the state");
   cmd->add_flag("--sync-bn", f.sync_bn,
                 "Sync batch norm: every device normalizes with the statistics of the whole "
                 "global batch (one all_reduce per layer and direction)");
@@ -410,11 +415,11 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
       "compiled data-parallel step on N GPUs (cost models and an event replay of its streams).");
   addModelFlags(cmd, f.model, zoo::modelNames());
   // Counts of simulated GPUs and a per-device batch replace the device list and global
-  // batch; the optimizer and split settings change nothing a simulation sees.
-  for (const char* name :
-       {"--devices", "--batch", "--split", "--allreduce-groups", "--optimizer", "--lr",
-        "--momentum", "--weight-decay", "--beta1", "--beta2", "--eps", "--schedule", "--warmup",
-        "--clip-grad-norm", "--label-smoothing", "--init"})
+  // batch; the split and the optimizer's numbers change nothing a simulation sees (the
+  // optimizer and momentum stay: they decide the state, which --shard-updates cuts).
+  for (const char* name : {"--devices", "--batch", "--split", "--allreduce-groups", "--lr",
+                           "--weight-decay", "--beta1", "--beta2", "--eps", "--schedule",
+                           "--warmup", "--clip-grad-norm", "--label-smoothing", "--init"})
     cmd->remove_option(cmd->get_option(name));
   cmd->add_option("--devices", f.devices,
                   "Device counts to predict, comma separated, each from 1 to 65536 (default: "

@@ -1,6 +1,9 @@
 #include "tools/tandem/summary.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -80,10 +83,63 @@ std::string summarizeModule(const ir::Module& m) {
                         " per device, first %", n->operand(0)->name(),
                         returned.contains(n->result(0)) ? " (returned value)" : "", "\n");
       }
+      // shard-weight-update's pair per bucket: the gradients' shards, the stepped weights.
+      if (ir::ReduceScatterView::is(*n)) {
+        const ir::ReduceScatterView rs(*n);
+        absl::StrAppend(&out, "  reduce_scatter bucket ", rs.bucket(), ": ",
+                        thousands(n->operand(0)->type().numElements()), " elements (",
+                        mib(n->operand(0)->type().bytes()), ") in shards of ", sizeList(rs.sizes()),
+                        ", first %", n->operand(0)->name(), "\n");
+      }
+      if (ir::AllGatherView::is(*n))
+        absl::StrAppend(&out, "  all_gather bucket ", ir::AllGatherView(*n).bucket(), ": ",
+                        thousands(n->result(0)->type().numElements()), " elements (",
+                        mib(n->result(0)->type().bytes()), ") gathered, first %",
+                        n->result(0)->name(), "\n");
     }
   }
   return out;
 }
+
+namespace {
+
+/// Per device what the step keeps besides its arenas: the variables by role (a sharded
+/// one, shard-weight-update's state, only the device's shard); the reduced gradients the
+/// updates read (a sharded update's its shard; they live in the arena); and the training
+/// step's arena at its live peak (activations, gradients in flight, workspaces).
+std::string deviceMemory(const ir::Module& m) {
+  const size_t devices = std::max<size_t>(m.devices().size(), 1);
+  std::vector<std::map<ir::VarRole, int64_t>> vars(devices);
+  for (const ir::Var& v : m.vars())
+    for (size_t d = 0; d < devices; ++d)
+      vars[d][v.role] += (m.isReplicated() ? v.replicaType(d) : v.type).bytes();
+  std::vector<int64_t> grads(devices, 0);
+  if (const ir::Graph* step = m.graph(ir::kTrainGraph))
+    for (const auto& n : step->nodes())
+      for (const ir::Value* g : ir::updateGradients(*n)) {
+        const std::optional<size_t> d =
+            n->device() ? m.deviceIndex(*n->device()) : std::optional<size_t>(0);
+        if (d && *d < devices) grads[*d] += g->type().bytes();
+      }
+  // The training step's arena at its live peak: activations, gradients in flight, workspaces.
+  const ir::Graph* step = m.graph(ir::kTrainGraph);
+  const ir::GraphPlan* plan = step != nullptr ? step->plan() : nullptr;
+  std::string out =
+      absl::StrFormat("\n%-12s %-8s %12s %12s %12s %12s %12s\n", "per device", "device",
+                      "parameters", "gradients", "optimizer", "buffers", "step peak");
+  for (size_t d = 0; d < devices; ++d)
+    absl::StrAppend(&out, absl::StrFormat("%-12s %-8s %12s %12s %12s %12s %12s\n", "variables",
+                                          m.isReplicated() ? ir::toString(m.devices()[d]) : "-",
+                                          mib(vars[d][ir::VarRole::kParam]), mib(grads[d]),
+                                          mib(vars[d][ir::VarRole::kOptimizer]),
+                                          mib(vars[d][ir::VarRole::kBuffer]),
+                                          plan != nullptr && d < plan->arenas.size()
+                                              ? mib(plan->arenas[d].live_peak_bytes)
+                                              : std::string("-")));
+  return out;
+}
+
+}  // namespace
 
 std::string memoryReport(const ir::Module& m, const ir::Graph* only) {
   std::string out = absl::StrFormat("%-12s %-8s %12s %12s %12s\n", "graph", "device", "arena",
@@ -99,6 +155,7 @@ std::string memoryReport(const ir::Module& m, const ir::Graph* only) {
                                 mib(plan->arenas[d].bytes), mib(plan->arenas[d].live_peak_bytes),
                                 mib(plan->arenas[d].unshared_bytes)));
   }
+  if (only == nullptr) out.append(deviceMemory(m));
   return out;
 }
 

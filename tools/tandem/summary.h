@@ -19,7 +19,9 @@ std::string summarizeModule(const ir::Module& m);
 
 /// Per graph and device: arena bytes of the memory plan, the bytes live at the peak, and
 /// what the values would take without reuse (`tandem dump --format memory`); one graph
-/// only when `only` is set. Every graph reported must have a plan.
+/// only when `only` is set. Every graph reported must have a plan. Then (all graphs) per
+/// device the parameter, gradient, optimizer-state and buffer bytes, so that sharded and
+/// replicated updates compare (a sharded variable counts its device's shard).
 std::string memoryReport(const ir::Module& m, const ir::Graph* only = nullptr);
 
 }  // namespace tandem::tools

@@ -1,0 +1,176 @@
+#pragma once
+
+// Tandem's public API: train a network written with the DSL (frontend/model.h: Builder,
+// Tensor, ModelSpec) data-parallel on several devices in one call, evaluate it, save it
+// and load it again. A program outside this tree gets it from the installed package:
+//
+//   find_package(Tandem CONFIG REQUIRED)
+//   target_link_libraries(app PRIVATE Tandem::tandem)
+//
+//   #include "tandem/tandem.h"
+//   auto model = tandem::train(spec, {.devices = "cpu:0,cpu:1", .batch = 256, .epochs = 10},
+//                              tandem::Data::fashionMnist());
+//
+// A thin layer over what `tandem train` runs (tools/driver: the same settings, checks,
+// compiler pipeline, training session and checkpoint format), so a model trains here
+// exactly as the CLI trains a zoo model with the same settings. Every mistake is an
+// absl::Status naming the option at fault (`TrainOptions::batch: 1 is smaller than the
+// device count 2; ...`), the data file, or the layer and source line of the model.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "frontend/model.h"
+
+namespace tandem {
+
+/// Labelled examples a program holds: `images` row-major [count, C, H, W], one example of
+/// the model's ModelSpec::image_shape after another; `labels` one per example, in
+/// [0, ModelSpec::num_classes).
+struct Examples {
+  std::vector<float> images;
+  std::vector<int32_t> labels;
+};
+
+/// What a model trains on and is evaluated on after every epoch.
+struct Data {
+  /// A directory holding Fashion-MNIST's four IDX files (train-images-idx3-ubyte.gz, ...;
+  /// plain or gzip); empty: `train` and `test` below.
+  std::string fashion_mnist;
+  Examples train, test;
+  /// Only the first N training (test) examples; unset: all of them.
+  std::optional<int64_t> limit_train, limit_test;
+
+  /// Debian's dataset-fashion-mnist package puts the files here.
+  static constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+  static Data fashionMnist(std::string dir = kFashionMnistDir) {
+    return {.fashion_mnist = std::move(dir)};
+  }
+  static Data fromExamples(Examples train, Examples test) {
+    return {.train = std::move(train), .test = std::move(test)};
+  }
+};
+
+/// How to train. Each option is the `tandem train` flag of the same name (weight_decay
+/// is --weight-decay) with its default and its range; unset hyper-parameters take the
+/// model's (ModelSpec::defaults), or PyTorch's for an optimizer other than the model's.
+struct TrainOptions {
+  /// Devices, comma-separated: "cpu:0,cpu:1", "cuda:0,cuda:1" (`tandem devices` lists
+  /// what this build has).
+  std::string devices = "cpu:0";
+  /// The global batch, split across the devices (evenly unless `split` gives weights).
+  int64_t batch = 256;
+  int epochs = 10;
+  /// Seeds the initial values and the order of the examples.
+  uint64_t seed = 0;
+  /// "sgd" or "adamw"; unset: the model's.
+  std::optional<std::string> optimizer;
+  std::optional<double> lr, momentum, weight_decay, beta1, beta2, eps;
+  /// "constant", "cosine" or "step:EPOCHS:GAMMA", after `warmup` steps of linear warmup.
+  std::optional<std::string> schedule;
+  std::optional<int64_t> warmup;
+  /// Clip the gradients' global norm to this; unset: no clipping.
+  std::optional<double> clip_grad_norm;
+  /// The training loss's label smoothing, in [0, 1).
+  std::optional<double> label_smoothing;
+  /// "f32", or "bf16" (mixed precision: activations in bf16, f32 master weights).
+  std::string precision = "f32";
+  /// The dtype gradients are all-reduced in: "f32" or "bf16".
+  std::string allreduce_dtype = "f32";
+  /// Batch-norm statistics over the whole batch rather than each device's share.
+  bool sync_bn = false;
+  /// "even", or a weight per device such as "3,1".
+  std::string split = "even";
+  /// CPU threads each CPU device's kernels use.
+  int threads_per_device = 1;
+  /// Write a checkpoint into this directory after every epoch (Model::load continues it;
+  /// the directory must not hold one already).
+  std::optional<std::string> checkpoint;
+};
+
+/// After each training step.
+struct StepMetrics {
+  int epoch = 0;
+  int64_t step = 0, steps = 0;  // steps done in the epoch, and the epoch's steps
+  int64_t examples = 0;         // trained so far in the epoch
+  double loss = 0;              // this step's mean loss
+  double mean_loss = 0;         // over the epoch so far
+  double seconds = 0;           // since the epoch started
+};
+
+/// After each epoch: its training figures and the evaluation on the test data.
+struct EpochMetrics {
+  int epoch = 0;
+  double train_loss = 0, train_accuracy = 0;
+  double test_loss = 0, test_accuracy = 0;
+  double seconds = 0, images_per_second = 0;
+};
+
+/// An evaluation: mean loss and accuracy over every example.
+struct Metrics {
+  double loss = 0, accuracy = 0;
+  int64_t examples = 0;
+  double seconds = 0;
+};
+
+struct Callbacks {
+  /// After every training step; false stops training there, without evaluating the epoch.
+  std::function<bool(const StepMetrics&)> on_step;
+  /// After every epoch's evaluation; false stops after this epoch.
+  std::function<bool(const EpochMetrics&)> on_epoch;
+};
+
+/// A model compiled for its devices, its variables on them, and the data it trains on.
+class Model {
+ public:
+  /// Checks the options and the data, compiles `spec` (autodiff, the optimizer, the
+  /// split across devices, gradient all-reduces, ...) and loads it onto its devices with
+  /// freshly drawn parameters. Nothing is trained yet.
+  static absl::StatusOr<Model> create(const ModelSpec& spec, const TrainOptions& options,
+                                      const Data& data);
+  /// As create, then the variables, position and figures of the checkpoint in `dir`
+  /// (written by save or TrainOptions::checkpoint): fit goes on from where it stopped.
+  /// The checkpoint must be of this model with the settings that change what a step
+  /// computes (batch, seed, optimizer and its values, schedule, precision, ...); the
+  /// devices may differ.
+  static absl::StatusOr<Model> load(const ModelSpec& spec, const TrainOptions& options,
+                                    const Data& data, const std::string& dir);
+
+  /// Trains the epochs left up to TrainOptions::epochs, evaluating on the test data after
+  /// each; returns every finished epoch's figures (a loaded checkpoint's too).
+  absl::StatusOr<std::vector<EpochMetrics>> fit(const Callbacks& callbacks = {});
+  /// Loss and accuracy over the test data, or over `examples`.
+  absl::StatusOr<Metrics> evaluate();
+  absl::StatusOr<Metrics> evaluate(const Examples& examples);
+  /// Writes a checkpoint of the model as it stands into `dir` (created if missing;
+  /// `replace` overwrites one that is there, else that is an error).
+  absl::Status save(const std::string& dir, bool replace = false);
+
+  /// Every finished epoch's figures, and the next epoch fit trains.
+  const std::vector<EpochMetrics>& history() const;
+  int nextEpoch() const;
+  /// The compiled training step as textual IR (docs/IR.md): what runs on each device.
+  std::string trainStepText() const;
+
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  struct Impl;  // tandem.cc's
+  explicit Model(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Model::create, then fit: the trained model, or the first error.
+absl::StatusOr<Model> train(const ModelSpec& spec, const TrainOptions& options, const Data& data,
+                            const Callbacks& callbacks = {});
+
+}  // namespace tandem

@@ -1,0 +1,281 @@
+// The public API (tandem/tandem.h): bad options, models and data are errors naming the
+// option, the layer or the data at fault; a model of one's own learns from tensors the
+// program holds; training through the API is `tandem train` (the same figures for the
+// same settings); and a saved model loads and goes on as if never stopped.
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "frontend/zoo/zoo.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tandem/tandem.h"
+#include "tests/test_util.h"
+#include "tests/tools/cli_helpers.h"
+
+namespace tandem::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr int kClasses = 4;
+
+// Four classes of 1x8x8 images: class k is bright in quadrant k, plus noise. A small
+// model tells them apart within a few epochs.
+Examples quadrants(int count, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> noise(0, 0.3f);
+  Examples e;
+  for (int i = 0; i < count; ++i) {
+    const int k = i % kClasses;
+    for (int r = 0; r < 8; ++r)
+      for (int c = 0; c < 8; ++c)
+        e.images.push_back(((r < 4) == (k < 2) && (c < 4) == (k % 2 == 0) ? 1.0f : 0.0f) +
+                           noise(gen));
+    e.labels.push_back(k);
+  }
+  return e;
+}
+
+Tensor smallMlp(Builder& b, Tensor x) {
+  auto scope = b.scope("mlp");
+  x = b.relu(b.linear(b.flatten(x), {.out_features = 16, .name = "fc1"}));
+  return b.linear(x, {.out_features = kClasses, .name = "fc2"});
+}
+
+ModelSpec mlpSpec() {
+  return {.name = "quadrant_mlp",
+          .image_shape = {1, 8, 8},
+          .num_classes = kClasses,
+          .forward = smallMlp};
+}
+
+Data quadrantData() { return Data::fromExamples(quadrants(256, 1), quadrants(64, 2)); }
+
+TrainOptions smallRun() {
+  return {.devices = "cpu:0,cpu:1", .batch = 32, .epochs = 3, .optimizer = "adamw", .lr = 0.01};
+}
+
+std::string createError(const ModelSpec& spec, const TrainOptions& o, const Data& d) {
+  absl::StatusOr<Model> m = Model::create(spec, o, d);
+  return m.ok() ? std::string("(no error)") : std::string(m.status().message());
+}
+
+TEST(TrainApi, BadOptionsNameTheOption) {
+  struct Case {
+    std::function<void(TrainOptions&)> change;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {[](TrainOptions& o) { o.devices = "tpu:0"; }, "TrainOptions::devices: "},
+      {[](TrainOptions& o) { o.batch = 1; },
+       "TrainOptions::batch: 1 is smaller than the device count 2"},
+      {[](TrainOptions& o) { o.batch = 512; },
+       "TrainOptions::batch: 512 is more than the 256 training images"},
+      {[](TrainOptions& o) { o.epochs = 0; }, "TrainOptions::epochs: 0 trains nothing"},
+      {[](TrainOptions& o) { o.optimizer = "rmsprop"; }, "TrainOptions::optimizer: "},
+      {[](TrainOptions& o) { o.lr = -1; }, "TrainOptions::lr: -1 is out of range"},
+      {[](TrainOptions& o) { o.momentum = 0.9; },
+       "TrainOptions::momentum: not a setting of TrainOptions::optimizer adamw"},
+      {[](TrainOptions& o) { o.schedule = "linear"; },
+       "TrainOptions::schedule 'linear': unknown schedule"},
+      {[](TrainOptions& o) { o.precision = "f16"; }, "TrainOptions::precision: 'f16'"},
+      {[](TrainOptions& o) { o.split = "3,1,1"; }, "TrainOptions::split: 3 weights for 2 devices"},
+      {[](TrainOptions& o) { o.split = "auto"; }, "TrainOptions::split: auto"},
+      {[](TrainOptions& o) { o.threads_per_device = 0; }, "TrainOptions::threads_per_device: 0"},
+  };
+  for (const Case& c : cases) {
+    TrainOptions o = smallRun();
+    c.change(o);
+    EXPECT_THAT(createError(mlpSpec(), o, quadrantData()), StartsWith(c.error));
+  }
+}
+
+TEST(TrainApi, BadModelsNameTheModel) {
+  ModelSpec no_forward = mlpSpec();
+  no_forward.forward = nullptr;
+  EXPECT_THAT(createError(no_forward, smallRun(), quadrantData()),
+              HasSubstr("model quadrant_mlp needs an image shape and a forward function"));
+  ModelSpec wrong_classes = mlpSpec();  // logits 3 wide for 4 classes
+  wrong_classes.forward = [](Builder& b, Tensor x) {
+    return b.linear(b.flatten(x), {.out_features = 3, .name = "fc"});
+  };
+  EXPECT_THAT(createError(wrong_classes, smallRun(), quadrantData()),
+              HasSubstr("model quadrant_mlp: forward returns f32[32,3] but the logits must be "
+                        "[32,4]"));
+}
+
+TEST(TrainApi, BadDataNamesTheData) {
+  Data short_images = quadrantData();
+  short_images.train.images.pop_back();
+  EXPECT_THAT(createError(mlpSpec(), smallRun(), short_images),
+              StartsWith("Data::train.images: 16383 floats for 256 labels"));
+  Data bad_label = quadrantData();
+  bad_label.test.labels[3] = 7;
+  EXPECT_THAT(createError(mlpSpec(), smallRun(), bad_label),
+              StartsWith("Data::test.labels[3]: 7 is not a class of model quadrant_mlp (0 to 3)"));
+  Data empty = quadrantData();
+  empty.test = {};
+  EXPECT_THAT(createError(mlpSpec(), smallRun(), empty),
+              StartsWith("Data::test holds no images: nothing to evaluate"));
+  Data too_many = quadrantData();
+  too_many.limit_train = 1000;
+  EXPECT_THAT(createError(mlpSpec(), smallRun(), too_many),
+              StartsWith("Data::limit_train: 1000 is more than the 256 training images in Data"));
+  EXPECT_THAT(createError(mlpSpec(), smallRun(), Data::fashionMnist("/nonexistent/fmnist")),
+              HasSubstr("/nonexistent/fmnist"));
+  // Fashion-MNIST's 28x28 images against a model of 8x8 ones: the file and both shapes.
+  if (whyNoFashionMnist().empty()) {
+    EXPECT_THAT(
+        createError(mlpSpec(), smallRun(), Data::fashionMnist()),
+        AllOf(HasSubstr("train-images-idx3-ubyte"), HasSubstr("1x28x28"), HasSubstr("1x8x8")));
+  }
+}
+
+TEST(TrainApi, AModelOfItsOwnLearnsFromTensors) {
+  int steps = 0, epochs = 0;
+  absl::StatusOr<Model> m =
+      train(mlpSpec(), smallRun(), quadrantData(),
+            {.on_step =
+                 [&](const StepMetrics& s) {
+                   ++steps;
+                   EXPECT_EQ(s.steps, 8);  // 256 images in batches of 32
+                   return std::isfinite(s.loss);
+                 },
+             .on_epoch = [&](const EpochMetrics& e) { return ++epochs == e.epoch; }});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(steps, 3 * 8);
+  EXPECT_EQ(epochs, 3);
+  ASSERT_EQ(m->history().size(), 3u);
+  EXPECT_GT(m->history().back().test_accuracy, 0.9) << "chance is 0.25";
+  EXPECT_LT(m->history().back().train_loss, m->history().front().train_loss);
+  // evaluate() is the last epoch's test figure; other examples get their own.
+  absl::StatusOr<Metrics> test = m->evaluate();
+  ASSERT_TRUE(test.ok()) << test.status();
+  EXPECT_EQ(test->accuracy, m->history().back().test_accuracy);
+  absl::StatusOr<Metrics> other = m->evaluate(quadrants(40, 3));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->examples, 40);
+  EXPECT_GT(other->accuracy, 0.9);
+  EXPECT_THAT(m->trainStepText(), HasSubstr("adamw_update"));
+  EXPECT_THAT(m->trainStepText(), HasSubstr("all_reduce("));
+}
+
+TEST(TrainApi, ACallbackStopsTraining) {
+  absl::StatusOr<Model> m = Model::create(mlpSpec(), smallRun(), quadrantData());
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto history = m->fit({.on_epoch = [](const EpochMetrics&) { return false; }});
+  ASSERT_TRUE(history.ok()) << history.status();
+  EXPECT_EQ(history->size(), 1u);
+  EXPECT_EQ(m->nextEpoch(), 2);
+  history = m->fit();  // goes on with epochs 2 and 3
+  ASSERT_TRUE(history.ok()) << history.status();
+  EXPECT_EQ(history->size(), 3u);
+}
+
+// Three epochs straight, and one epoch saved, loaded into a new model on another device
+// count and trained on: the same loss and accuracy figures (another device count adds in
+// another order, so close rather than the same bits; on the same devices, the same bits).
+TEST(TrainApi, SavedModelLoadsAndGoesOn) {
+  TempDir dir;
+  absl::StatusOr<Model> straight = train(mlpSpec(), smallRun(), quadrantData());
+  ASSERT_TRUE(straight.ok()) << straight.status();
+
+  TrainOptions first = smallRun();
+  first.epochs = 1;
+  absl::StatusOr<Model> one = train(mlpSpec(), first, quadrantData());
+  ASSERT_TRUE(one.ok()) << one.status();
+  const std::string ckpt = dir.file("ckpt");
+  ASSERT_TRUE(one->save(ckpt).ok());
+  EXPECT_THAT(std::string(one->save(ckpt).message()),
+              HasSubstr("Model::save: "));  // no overwriting unless asked
+  ASSERT_TRUE(one->save(ckpt, /*replace=*/true).ok());
+
+  absl::StatusOr<Model> loaded = Model::load(mlpSpec(), smallRun(), quadrantData(), ckpt);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->nextEpoch(), 2);
+  auto history = loaded->fit();
+  ASSERT_TRUE(history.ok()) << history.status();
+  ASSERT_EQ(history->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*history)[i].train_loss, straight->history()[i].train_loss) << "epoch " << i + 1;
+    EXPECT_EQ((*history)[i].test_accuracy, straight->history()[i].test_accuracy);
+  }
+
+  TrainOptions other_lr = smallRun();
+  other_lr.lr = 0.02;
+  absl::StatusOr<Model> refused = Model::load(mlpSpec(), other_lr, quadrantData(), ckpt);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              AllOf(StartsWith("Model::load: "),
+                    HasSubstr("was written with TrainOptions::lr 0.01; this run has "
+                              "TrainOptions::lr 0.02")));
+  EXPECT_THAT(
+      std::string(
+          Model::load(mlpSpec(), smallRun(), quadrantData(), dir.file("none")).status().message()),
+      StartsWith("Model::load: "));
+}
+
+// The CSV `tandem train --metrics` writes: per epoch, its fields by column name.
+std::vector<std::map<std::string, std::string>> readMetrics(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> names = absl::StrSplit(line, ',');
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> fields = absl::StrSplit(line, ',');
+    std::map<std::string, std::string>& row = rows.emplace_back();
+    for (size_t i = 0; i < names.size() && i < fields.size(); ++i) row[names[i]] = fields[i];
+  }
+  return rows;
+}
+
+// The API is the CLI's path: the zoo's LeNet trained by both with the same settings gives
+// the same figures (the CSV's six decimals).
+TEST(TrainApi, TrainsAsTheCliDoes) {
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
+  TempDir dir;
+  const std::string csv = dir.file("metrics.csv");
+  CommandResult cli =
+      runTandem({"train",  "--model",     "lenet", "--devices",     "cpu:0,cpu:1", "--batch",
+                 "64",     "--epochs",    "2",     "--limit-train", "640",         "--limit-test",
+                 "200",    "--optimizer", "adamw", "--lr",          "0.002",       "--schedule",
+                 "cosine", "--metrics",   csv});
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  absl::StatusOr<ModelSpec> lenet = zoo::modelByName("lenet");
+  ASSERT_TRUE(lenet.ok());
+  Data data = Data::fashionMnist();
+  data.limit_train = 640;
+  data.limit_test = 200;
+  absl::StatusOr<Model> m = train(*lenet,
+                                  {.devices = "cpu:0,cpu:1",
+                                   .batch = 64,
+                                   .epochs = 2,
+                                   .optimizer = "adamw",
+                                   .lr = 0.002,
+                                   .schedule = "cosine"},
+                                  data);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto rows = readMetrics(csv);
+  ASSERT_EQ(rows.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const EpochMetrics& e = m->history()[i];
+    EXPECT_EQ(rows[i].at("train_loss"), absl::StrFormat("%.6f", e.train_loss)) << "epoch " << i + 1;
+    EXPECT_EQ(rows[i].at("train_acc"), absl::StrFormat("%.6f", e.train_accuracy));
+    EXPECT_EQ(rows[i].at("test_loss"), absl::StrFormat("%.6f", e.test_loss));
+    EXPECT_EQ(rows[i].at("test_acc"), absl::StrFormat("%.6f", e.test_accuracy));
+  }
+}
+
+}  // namespace
+}  // namespace tandem::testing

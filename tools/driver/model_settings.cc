@@ -1,0 +1,281 @@
+#include "tools/driver/model_settings.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "backend/backend.h"
+#include "ir/status_macros.h"
+#include "ir/target.h"
+#include "passes/optimizer_options.h"
+#include "runtime/lr_schedule.h"
+
+namespace tandem::driver {
+namespace {
+
+absl::Status flagError(absl::string_view flag, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
+}
+
+// "kaiming", "normal:0.01" or the IR's own spelling "normal(std=0.01)".
+absl::StatusOr<ir::Initializer> parseInit(const std::string& text) {
+  using K = ir::Initializer::Kind;
+  if (text == "kaiming") return ir::Initializer{K::kKaiming};
+  std::string std_text;
+  if (text.rfind("normal:", 0) == 0) std_text = text.substr(7);
+  if (text.rfind("normal(std=", 0) == 0 && text.back() == ')')
+    std_text = text.substr(11, text.size() - 12);
+  double std = 0;
+  if (!std_text.empty() && absl::SimpleAtod(std_text, &std) && std > 0 && std <= 100)
+    return ir::Initializer{K::kNormal, std};
+  return flagError("--init", absl::StrCat("'", text,
+                                          "' is not an initializer (kaiming, or normal:STD with "
+                                          "0 < STD <= 100, such as normal:0.01)"));
+}
+
+absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t devices,
+                                                 bool for_training) {
+  std::vector<double> weights;
+  for (absl::string_view w : absl::StrSplit(text, ',')) {
+    double v = 0;
+    if (!absl::SimpleAtod(w, &v) || !(v > 0) || !std::isfinite(v))
+      return flagError("--split",
+                       absl::StrCat("'", text, "' is not even", for_training ? ", auto, " : " ",
+                                    "or positive weights such as 3,1"));
+    weights.push_back(v);
+  }
+  if (weights.size() != devices)
+    return flagError("--split", absl::StrCat(weights.size(), " weights for ", devices,
+                                             devices == 1 ? " device" : " devices"));
+  return weights;
+}
+
+// --optimizer and its hyper-parameters: each given one must be an attribute of the chosen
+// optimizer's update op, within the range ir/ops.td declares for it. Unset ones keep the
+// model's defaults (SGD for the lessons' CNNs, AdamW for vit and mlp) or, for an optimizer
+// other than the model's, take PyTorch's.
+absl::Status resolveOptimizer(const ModelSettings& f, const TrainingDefaults& model,
+                              passes::PipelineConfig& p) {
+  absl::StatusOr<ir::Op> op = passes::optimizerByName(f.optimizer.value_or(model.optimizer));
+  if (!op.ok()) return flagError("--optimizer", op.status().message());
+  const ir::OpInfo& info = ir::opInfo(*op);
+  p.optimizer = passes::optimizerShortName(*op);
+  for (const auto& [attr, given] : f.hyper) {
+    const std::string flag = "--" + passes::optionName(attr);
+    const int i = info.attrIndex(attr);
+    if (i < 0) {
+      std::vector<std::string> takes;
+      for (const ir::AttrSpec& a : info.attrs) takes.push_back("--" + passes::optionName(a.name));
+      return flagError(flag, absl::StrCat("not a setting of --optimizer ", p.optimizer,
+                                          " (it takes ", absl::StrJoin(takes, ", "), ")"));
+    }
+    const std::string problem =
+        passes::optimizerValueProblem(info.attrs[static_cast<size_t>(i)], given.value);
+    if (absl::StartsWith(problem, "must "))
+      return flagError(flag, absl::StrCat(given.text, " is out of range: ", problem));
+    if (!problem.empty()) return flagError(flag, absl::StrCat(given.text, " ", problem));
+  }
+  const std::pair<absl::string_view, double*> fields[] = {
+      {"lr", &p.lr},       {"momentum", &p.momentum}, {"weight_decay", &p.weight_decay},
+      {"beta1", &p.beta1}, {"beta2", &p.beta2},       {"eps", &p.eps}};
+  for (const auto& [attr, field] : fields) {
+    // The model's defaults are for its own optimizer; another one starts from PyTorch's.
+    if (p.optimizer != model.optimizer)
+      if (std::optional<double> d = passes::optimizerDefault(*op, attr)) *field = *d;
+    if (auto given = f.hyper.find(std::string(attr)); given != f.hyper.end())
+      *field = given->second.value;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ModelChoice::warmupText() const {
+  if (warmup_steps) return absl::StrCat(*warmup_steps);
+  return absl::StrCat(warmup_epochs, warmup_epochs == 1 ? " epoch" : " epochs");
+}
+
+absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSettings& f,
+                                         bool for_training) {
+  ModelChoice choice{.spec = spec, .compile = withModelDefaults(spec)};
+  CompileOptions& c = choice.compile;
+
+  backend::registerBackends();  // the kinds this build knows, and what they can do
+  auto devices = ir::parseTargetDevices(f.devices);
+  if (!devices.ok()) return flagError("--devices", devices.status().message());
+  if (f.ranks > 1) {
+    // Every process gets the same --devices: its own. The module spans all ranks'.
+    for (const ir::Device& d : *devices)
+      if (d.rank != 0)
+        return flagError("--devices",
+                         absl::StrCat(ir::toString(d), " names a rank; with ", f.ranks,
+                                      " processes --devices lists each process's own devices "
+                                      "(cpu:0,cpu:1), and rank r's are cpu:0@r, cpu:1@r"));
+    *devices = ir::devicesAcrossRanks(*devices, f.ranks);
+    if (devices->size() > ir::kMaxDevices)
+      return flagError("--devices", absl::StrCat(f.ranks, " ranks of ", devices->size() / f.ranks,
+                                                 " devices are more than ", ir::kMaxDevices));
+  }
+  c.pipeline.devices = *devices;
+  // Training runs on the devices: a kind this build has no backend for is said before any
+  // data loads (dump only compiles, for any kind).
+  if (for_training) {
+    for (const ir::Device& d : *devices) {
+      if (d.rank != 0) continue;  // another process's, checked there
+      absl::StatusOr<const backend::Backend*> b = backend::backendFor(d.kind);
+      if (!b.ok())
+        return flagError("--devices", absl::StrCat(ir::toString(d), ": ", b.status().message()));
+      if (absl::Status here = (*b)->checkDevice(d); !here.ok())
+        return flagError("--devices", here.message());
+    }
+  }
+  constexpr int64_t kDefaultBatch = 256;
+  const int64_t devices_count = static_cast<int64_t>(devices->size());
+  const int64_t batch = f.batch        ? *f.batch
+                        : for_training ? kDefaultBatch
+                                       : std::max(kDefaultBatch, devices_count);
+  if (batch < devices_count)
+    return flagError("--batch",
+                     absl::StrCat(batch, " is smaller than the device count ", devices->size(),
+                                  "; every device needs at least one example"));
+  c.build.batch = batch;
+  if (f.split == "auto") {
+    if (!for_training)
+      return flagError("--split",
+                       "auto measures the devices while training; dump takes even or "
+                       "weights such as 3,1");
+    choice.auto_split = devices->size() > 1;
+  } else if (f.split != "even") {
+    auto weights = parseWeights(f.split, devices->size(), for_training);
+    if (!weights.ok()) return weights.status();
+    c.pipeline.weights = *weights;
+  }
+  if (f.init) {
+    auto init = parseInit(*f.init);
+    if (!init.ok()) return init.status();
+    c.build.weight_init = *init;
+  }
+  RETURN_IF_ERROR(resolveOptimizer(f, choice.spec.defaults, c.pipeline));
+  choice.schedule = f.schedule.value_or(choice.spec.defaults.schedule);
+  choice.warmup_steps = f.warmup;
+  choice.warmup_epochs = f.warmup ? 0 : choice.spec.defaults.warmup_epochs;
+  // The schedule's words here; its steps against the run's length in `tandem train` (an
+  // epoch of one step stands in for the model's warmup in epochs).
+  const int64_t warmup = choice.warmupSteps(1);
+  ASSIGN_OR_RETURN(runtime::LrSchedule schedule,
+                   runtime::LrSchedule::parse(choice.schedule, warmup, warmup + 2, 1));
+  c.pipeline.lr_schedule = !schedule.isConstant();
+  c.pipeline.clip_grad_norm = f.clip_grad_norm.value_or(0);
+  c.build.label_smoothing = f.label_smoothing.value_or(choice.spec.defaults.label_smoothing);
+  c.pipeline.bucket_mb = f.bucket_mb;
+  if (f.allreduce_groups > 1 &&
+      (devices_count % f.allreduce_groups != 0 || f.allreduce_groups >= devices_count))
+    return flagError("--allreduce-groups",
+                     absl::StrCat(f.allreduce_groups, " does not cut the ", devices_count,
+                                  " devices into equal groups of two or more"));
+  c.pipeline.allreduce_groups = f.allreduce_groups;
+  c.pipeline.fuse = !f.no_fuse;
+  c.pipeline.recompute = !f.no_recompute;
+  c.pipeline.layouts = !f.plain_layout;
+  if (f.sync_bn && f.no_fuse)
+    return flagError("--sync-bn",
+                     "all-reduces the statistics that the fused batch norm "
+                     "computes in its own step; it cannot go with --no-fuse");
+  c.pipeline.sync_bn = f.sync_bn;
+  if (f.shard_updates && devices_count < 2)
+    return flagError("--shard-updates",
+                     "shards the weight update across the devices; with one "
+                     "device there is nothing to shard (give --devices two or more)");
+  if (f.shard_updates && f.allreduce_groups > 1)
+    return flagError("--shard-updates",
+                     "shards a flat gradient reduction; it does not go with --allreduce-groups "
+                     "(not built yet: reduce_scatter within the groups)");
+  if (f.shard_updates && f.clip_grad_norm)
+    return flagError("--shard-updates",
+                     "does not go with --clip-grad-norm yet (the norm needs each shard's sum of "
+                     "squares all-reduced)");
+  c.pipeline.shard_updates = f.shard_updates;
+  // auto leaves it unset: the default pipeline decides by the device kinds.
+  if (f.group_updates == "on" || f.group_updates == "off")
+    c.pipeline.group_updates = f.group_updates == "on";
+  else if (f.group_updates != "auto")
+    return flagError("--group-updates",
+                     absl::StrCat("'", f.group_updates, "' is not auto, on or off"));
+  for (auto [flag, value] :
+       {std::pair{"--precision", &f.precision}, std::pair{"--allreduce-dtype", &f.allreduce_dtype}})
+    if (*value != "f32" && *value != "bf16")
+      return flagError(flag,
+                       absl::StrCat("'", *value, "' is not a dtype Tandem trains in: f32 or bf16"));
+  c.pipeline.bf16 = f.precision == "bf16";
+  c.pipeline.bf16_allreduce = f.allreduce_dtype == "bf16";
+  c.pipeline.first_bucket_mb = f.first_bucket_mb;
+  return choice;
+}
+
+absl::StatusOr<runtime::LrSchedule> learningRateSchedule(const ModelChoice& c,
+                                                         int64_t steps_per_epoch, int epochs) {
+  absl::StatusOr<runtime::LrSchedule> parsed = runtime::LrSchedule::parse(
+      c.schedule, c.warmupSteps(steps_per_epoch), steps_per_epoch, epochs);
+  if (!parsed.ok() && !c.warmup_steps && c.warmup_epochs > 0)
+    // The warmup is the model's, not a flag the user gave: say where it comes from.
+    return absl::InvalidArgumentError(
+        absl::StrCat("--epochs ", epochs, ": ", c.spec.name, "'s warmup of ", c.warmupText(), " (",
+                     c.warmupSteps(steps_per_epoch), " steps) leaves its ", c.schedule,
+                     " schedule no steps; train for more epochs or give --warmup"));
+  return parsed;
+}
+
+std::string exactNumber(double v) {
+  char text[32];
+  auto [end, ec] = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, end);
+}
+
+namespace {
+
+// The optimizer's settings as flags and exact values. SGD's are the three it always had
+// (so that a checkpoint from before --optimizer resumes); another optimizer's name comes
+// first, then its own.
+std::vector<std::pair<std::string, std::string>> optimizerSettings(
+    const passes::PipelineConfig& p) {
+  if (p.optimizer == "sgd")
+    return {{"--lr", exactNumber(p.lr)},
+            {"--momentum", exactNumber(p.momentum)},
+            {"--weight-decay", exactNumber(p.weight_decay)}};
+  return {{"--optimizer", p.optimizer},      {"--lr", exactNumber(p.lr)},
+          {"--beta1", exactNumber(p.beta1)}, {"--beta2", exactNumber(p.beta2)},
+          {"--eps", exactNumber(p.eps)},     {"--weight-decay", exactNumber(p.weight_decay)}};
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoice& c,
+                                                                const ModelSettings& f,
+                                                                uint64_t seed,
+                                                                int64_t train_count) {
+  const CompileOptions& o = c.compile;
+  std::vector<std::pair<std::string, std::string>> out{
+      {"--batch", absl::StrCat(o.build.batch)},
+      {"--seed", absl::StrCat(seed)},
+      {"--limit-train", absl::StrCat(train_count)}};
+  for (auto& setting : optimizerSettings(o.pipeline)) out.push_back(std::move(setting));
+  // Listed only when given, so that checkpoints from before these flags resume.
+  if (o.pipeline.clip_grad_norm > 0)
+    out.push_back({"--clip-grad-norm", exactNumber(o.pipeline.clip_grad_norm)});
+  if (o.build.label_smoothing > 0)
+    out.push_back({"--label-smoothing", exactNumber(o.build.label_smoothing)});
+  if (o.pipeline.lr_schedule)
+    out.insert(out.end(), {{"--schedule", c.schedule},
+                           {"--warmup", absl::StrCat(c.warmupSteps(train_count / o.build.batch))}});
+  out.insert(out.end(), {{"--precision", f.precision},
+                         {"--allreduce-dtype", f.allreduce_dtype},
+                         {"--sync-bn", f.sync_bn ? "on" : "off"}});
+  return out;
+}
+
+}  // namespace tandem::driver

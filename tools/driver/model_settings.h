@@ -1,0 +1,123 @@
+#pragma once
+
+// How a model is compiled for training, in the words both front ends use: `tandem train`'s
+// flags (tools/tandem/flags.cc fills ModelSettings from them) and the public API's
+// TrainOptions (tandem/tandem.h fills the same struct). One resolution checks them and
+// fills in the model's defaults, so the CLI and the API compile the same module from the
+// same settings and refuse the same mistakes with the same messages.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "frontend/model.h"
+#include "runtime/lr_schedule.h"
+#include "tools/driver/compile.h"
+
+namespace tandem::driver {
+
+/// Where a model runs and the training settings written into its step; unset
+/// hyper-parameters take the model's defaults (ModelSpec::defaults). Each field is the
+/// `tandem train` flag of the same name (`weight_decay` is --weight-decay): errors name it
+/// as `--weight-decay`.
+struct ModelSettings {
+  std::string devices = "cpu:0";
+  /// Unset: 256, and for dump at least one example per device (a 4096-device dump needs
+  /// no --batch); train refuses a batch smaller than the device count instead.
+  std::optional<int64_t> batch;
+  /// --optimizer: sgd or adamw (an optimizer update op of ir/ops.td); unset: the model's.
+  std::optional<std::string> optimizer;
+  /// The optimizer's hyper-parameters as given (--lr, --momentum, --weight-decay, --beta1,
+  /// --beta2, --eps), by attribute name (weight_decay), with the text typed: checked
+  /// against the chosen optimizer's attribute ranges in ir/ops.td when the settings are
+  /// resolved. Unset ones take the model's defaults (SGD) or PyTorch's (AdamW).
+  struct Hyper {
+    double value = 0;
+    std::string text;
+  };
+  std::map<std::string, Hyper> hyper;
+  /// --schedule (constant, step:EPOCHS:GAMMA, cosine) and --warmup (steps): any but
+  /// constant without warmup compiles the step with feed-learning-rate (runtime/lr_schedule.h).
+  /// Unset: the model's (ModelSpec::defaults; its warmup is in epochs).
+  std::optional<std::string> schedule;
+  std::optional<int64_t> warmup;
+  /// --clip-grad-norm: the max global norm of the gradients (clip-grad-norm); unset: none.
+  std::optional<double> clip_grad_norm;
+  /// --label-smoothing: the training loss's, in [0, 1); unset: the model's (0 for all).
+  std::optional<double> label_smoothing;
+  std::optional<std::string> init;
+  double bucket_mb = 25, first_bucket_mb = 1;
+  int64_t allreduce_groups = 1;
+  /// --split: "even", weights such as "3,1", or (train) "auto".
+  std::string split = "even";
+  bool no_fuse = false;
+  bool no_recompute = false;
+  bool plain_layout = false;
+  bool sync_bn = false;
+  /// --shard-updates: the shard-weight-update pass (reduce_scatter, sharded optimizer state
+  /// and update, all_gather).
+  bool shard_updates = false;
+  /// --group-updates: auto (for CUDA devices), on or off.
+  std::string group_updates = "auto";
+  /// --precision: f32, or bf16 (the mixed-precision pass).
+  std::string precision = "f32";
+  /// --allreduce-dtype: the dtype gradients are reduced in, f32 or bf16.
+  std::string allreduce_dtype = "f32";
+  /// Processes that each drive --devices (dump --ranks P; train: the processes mpirun
+  /// started): the module's devices are these ranks' devices, rank by rank.
+  int ranks = 1;
+};
+
+/// A model and how to compile it, resolved from ModelSettings.
+struct ModelChoice {
+  ModelSpec spec;
+  CompileOptions compile;
+  /// --split auto: start even, then re-plan from measured device speeds (train only).
+  bool auto_split = false;
+  /// The learning-rate schedule: --schedule, or the model's.
+  std::string schedule = "constant";
+  /// --warmup in steps; unset: the model's warmup_epochs, in steps once an epoch's length
+  /// is known (warmupSteps).
+  std::optional<int64_t> warmup_steps;
+  int64_t warmup_epochs = 0;
+
+  int64_t warmupSteps(int64_t steps_per_epoch) const {
+    return warmup_steps.value_or(warmup_epochs * steps_per_epoch);
+  }
+  /// "5" or "1 epoch": the warmup as settings lists compare it, before the data is read.
+  std::string warmupText() const;
+};
+
+/// Checks `settings` together (devices parse, the batch covers them, weights match them,
+/// the initializer and the optimizer's values are in range) and fills in `spec`'s defaults
+/// for what was not given. `for_training` also requires a backend for every device of
+/// this process. Errors name the flag (`--batch: ...`).
+absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSettings& settings,
+                                         bool for_training);
+
+/// The run's learning-rate schedule over `epochs` of `steps_per_epoch` updates, from the
+/// choice's schedule and warmup. A model's warmup (in epochs) that leaves the schedule no
+/// steps is said to be the model's (`--epochs 1: vit's warmup of 2 epochs ...`).
+absl::StatusOr<runtime::LrSchedule> learningRateSchedule(const ModelChoice& choice,
+                                                         int64_t steps_per_epoch, int epochs);
+
+/// The shortest text that reads back as the same double, so that settings compare exactly.
+std::string exactNumber(double v);
+
+/// The settings a resumed run must share with the run that wrote its checkpoint, as
+/// (flag, value): each changes what a step computes (the batch and the mean over it, the
+/// update's hyper-parameters, the arithmetic, whether batch-norm statistics are global)
+/// or which examples come in which order (the seed, the training images). The rest may
+/// change: devices (every device then starts from the first device's values; another
+/// count or split adds in another order, so the figures are close, not the same bits),
+/// buckets, layouts, kernels, --init (the checkpoint's values replace the initial ones)
+/// and --epochs (to train on). `train_count`: the training images of the run.
+std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoice& choice,
+                                                                const ModelSettings& settings,
+                                                                uint64_t seed, int64_t train_count);
+
+}  // namespace tandem::driver
