@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/status_macros.h"
 #include "tools/tandem/commands.h"
+#include "tools/tandem/onnx_model.h"
 
 #ifdef TANDEM_HAVE_ONNX
 #include "frontend/onnx/export.h"
@@ -24,9 +25,7 @@ namespace tandem::tools {
 #ifndef TANDEM_HAVE_ONNX
 
 absl::Status runExport(const ExportFlags&) {
-  return absl::FailedPreconditionError(
-      "export: this tandem was built without ONNX (libonnx-dev and libprotobuf-dev were not "
-      "found when it was configured; scripts/setup installs them)");
+  return builtWithoutOnnx("export", "ONNX");
 }
 
 #else

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/status_macros.h"
 #include "tools/tandem/commands.h"
+#include "tools/tandem/onnx_model.h"
 
 #ifdef TANDEM_HAVE_ONNX
 #include "frontend/onnx/importer.h"
@@ -21,7 +22,6 @@
 #include "ir/verifier.h"
 #include "runtime/executor.h"
 #include "tools/driver/compile.h"
-#include "tools/tandem/onnx_model.h"
 #include "tools/tandem/output_file.h"
 #endif
 
@@ -30,14 +30,10 @@ namespace tandem::tools {
 #ifndef TANDEM_HAVE_ONNX
 
 absl::Status runImport(const ImportFlags&) {
-  return absl::FailedPreconditionError(
-      "import: this tandem was built without ONNX import (libonnx-dev and libprotobuf-dev were "
-      "not found when it was configured; scripts/setup installs them)");
+  return builtWithoutOnnx("import");
 }
 absl::Status runInference(const RunFlags&) {
-  return absl::FailedPreconditionError(
-      "run: this tandem was built without ONNX import (libonnx-dev and libprotobuf-dev were "
-      "not found when it was configured; scripts/setup installs them)");
+  return builtWithoutOnnx("run");
 }
 
 #else

@@ -13,13 +13,18 @@
 
 namespace tandem::tools {
 
+absl::Status builtWithoutOnnx(const char* what, const char* feature) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, ": this tandem was built without ", feature,
+                   " (libonnx-dev and libprotobuf-dev were not found when it was configured; "
+                   "scripts/setup installs them)"));
+}
+
 #ifndef TANDEM_HAVE_ONNX
 
 absl::StatusOr<OnnxModelSpec> onnxModelSpec(const std::string&, const std::optional<std::string>&,
                                             const std::optional<std::string>&, int64_t) {
-  return absl::FailedPreconditionError(
-      "--onnx: this tandem was built without ONNX import (libonnx-dev and libprotobuf-dev were "
-      "not found when it was configured; scripts/setup installs them)");
+  return builtWithoutOnnx("--onnx");
 }
 
 #else

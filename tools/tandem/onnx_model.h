@@ -34,6 +34,10 @@ absl::StatusOr<OnnxModelSpec> onnxModelSpec(const std::string& path,
                                             const std::optional<std::string>& logits,
                                             int64_t batch);
 
+/// The error of an ONNX command in a tandem built without libonnx-dev and libprotobuf-dev:
+/// "`what`: this tandem was built without `feature` (...; scripts/setup installs them)".
+absl::Status builtWithoutOnnx(const char* what, const char* feature = "ONNX import");
+
 /// Writes `values` into every variable of this process's devices that has one.
 absl::Status writeImportedValues(runtime::Executor& exec, const ImportedValues& values);
 
