@@ -212,6 +212,15 @@ class Sharder {
       return failure(absl::StrCat("bucket ", b.id, " (", b.collectives[0]->describe(),
                                   ") holds ", total, " elements, fewer than the ", ranks,
                                   " devices it is sharded over: every device's shard needs one"));
+    if (b.groups > 1 && per_group > 1)
+      for (size_t g = 1; g < static_cast<size_t>(b.groups); ++g)
+        if (m_.devices()[g * per_group + 1].rank != m_.devices()[1].rank)
+          return failure(absl::StrCat(
+              "bucket ", b.id, " is reduced in groups that span processes; sharded within them, ",
+              ir::toString(m_.devices()[1]), " and ", ir::toString(m_.devices()[g * per_group + 1]),
+              " would all-reduce their shards across processes, and a process runs its "
+              "collectives across processes on its first device only (under mpirun, shard "
+              "without --allreduce-groups: the reduce_scatter then spans the processes)"));
     std::vector<int64_t> sizes(per_group, total / ranks), offsets(per_group, 0);
     for (int64_t r = 0; r < total % ranks; ++r) ++sizes[r];
     for (size_t r = 1; r < per_group; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
@@ -260,7 +269,7 @@ class Sharder {
                                                                       .devices = m_.devices(),
                                                                       .groups = b.groups}
                                                     .spec({.names = std::move(shard_names)})));
-    ASSIGN_OR_RETURN(std::vector<Value*> grad_shards, acrossGroups(rs, b, at));
+    ASSIGN_OR_RETURN(std::vector<Value*> grad_shards, acrossGroups(rs, b, sizes, at));
     for (size_t d = 0; d < devices; ++d) {
       const std::optional<ir::Device> dev = m_.devices()[d];
       const int64_t offset = offsets[d % per_group], size = sizes[d % per_group];
@@ -344,32 +353,41 @@ class Sharder {
   /// flat; hierarchical, the group sums' shards all-reduced across the groups, among the
   /// devices of one rank (devices r, P + r, 2P + r, ...: G consecutive ones of the list, in
   /// the order of the groups' first devices, so each element adds up as the unsharded
-  /// reduction adds it).
-  absl::StatusOr<std::vector<Value*>> acrossGroups(Node* rs, const Bucket& b, size_t at) {
+  /// reduction adds it). An all_reduce's operands have one type, so the ranks whose shards
+  /// hold one more element (the bucket does not divide) have their own.
+  absl::StatusOr<std::vector<Value*>> acrossGroups(Node* rs, const Bucket& b,
+                                                   const std::vector<int64_t>& sizes, size_t at) {
     const size_t devices = m_.devices().size(), groups = static_cast<size_t>(b.groups);
     std::vector<Value*> out(devices);
     for (size_t d = 0; d < devices; ++d) out[d] = rs->result(d);
     if (groups == 1) return out;
-    const size_t per_group = devices / groups;
-    std::vector<Value*> xs;
-    std::vector<ir::Device> by_rank;
-    std::vector<std::string> names;
-    for (size_t r = 0; r < per_group; ++r)
-      for (size_t g = 0; g < groups; ++g) {
-        const size_t d = g * per_group + r;
-        xs.push_back(rs->result(d));
-        by_rank.push_back(m_.devices()[d]);
-        names.push_back(replicaName(absl::StrCat("bucket", b.id, ".grad.shard.sum"), d));
-      }
-    ASSIGN_OR_RETURN(Node * cross, insert_.add(at, ir::AllReduceArgs{.xs = std::move(xs),
-                                                                      .op = ir::ReduceOp::kSum,
-                                                                      .bucket = b.id,
-                                                                      .devices = std::move(by_rank),
-                                                                      .groups = static_cast<int64_t>(
-                                                                          per_group)}
-                                                        .spec({.names = std::move(names)})));
-    for (size_t r = 0; r < per_group; ++r)
-      for (size_t g = 0; g < groups; ++g) out[g * per_group + r] = cross->result(r * groups + g);
+    const size_t per_group = sizes.size();
+    for (size_t first = 0; first < per_group;) {
+      size_t end = first;
+      while (end < per_group && sizes[end] == sizes[first]) ++end;
+      std::vector<Value*> xs;
+      std::vector<ir::Device> by_rank;
+      std::vector<std::string> names;
+      for (size_t r = first; r < end; ++r)
+        for (size_t g = 0; g < groups; ++g) {
+          const size_t d = g * per_group + r;
+          xs.push_back(rs->result(d));
+          by_rank.push_back(m_.devices()[d]);
+          names.push_back(replicaName(absl::StrCat("bucket", b.id, ".grad.shard.sum"), d));
+        }
+      ASSIGN_OR_RETURN(
+          Node * cross,
+          insert_.add(at, ir::AllReduceArgs{.xs = std::move(xs),
+                                            .op = ir::ReduceOp::kSum,
+                                            .bucket = b.id,
+                                            .devices = std::move(by_rank),
+                                            .groups = static_cast<int64_t>(end - first)}
+                              .spec({.names = std::move(names)})));
+      for (size_t r = first; r < end; ++r)
+        for (size_t g = 0; g < groups; ++g)
+          out[g * per_group + r] = cross->result((r - first) * groups + g);
+      first = end;
+    }
     return out;
   }
 

@@ -187,6 +187,13 @@ class ProgramBuilder {
       // group: positions in the node's device list; the group's communicators by device.
       std::vector<size_t> key;
       for (size_t k : group) key.push_back(*m_.deviceIndex(devs[k]));
+      // A group wholly on other processes (a hierarchical reduction's group of another
+      // process): nothing here takes part, and no communicator is made for it.
+      if (std::none_of(key.begin(), key.end(), [&](size_t d) { return lm_.devices[d] != nullptr; })) {
+        if (from_host)
+          for (size_t k : group) offset += extent(k);
+        continue;
+      }
       // A split only copies the host's batch in: it needs no communicator across
       // processes (one of this process's devices alone still gets the local one, as before).
       const bool spans = spansProcesses(key);

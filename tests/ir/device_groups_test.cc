@@ -352,10 +352,40 @@ TEST(ShardedUpdate, BadShardsArePointedAt) {
   EXPECT_EQ(varProblem("init=zeros, shards=[], packs=[@a : f32[2]]"),
             "variable @s: packs @a as f32[2]; unsharded, each variable it packs has its type "
             "f32[3]");
+  // Sharded within groups: every group holds the whole variable, cut the same way.
+  EXPECT_EQ(problem("module @v devices=[cpu:0, cpu:1, cpu:2, cpu:3] {\nvar @s : f32[3] "
+                    "{role=optimizer, init=zeros, shards=[2, 1, 2, 1], shard_groups=2}\n}\n"),
+            "");
+  EXPECT_EQ(problem("module @v devices=[cpu:0, cpu:1, cpu:2, cpu:3] {\nvar @s : f32[3] "
+                    "{role=optimizer, init=zeros, shards=[2, 1, 1, 2], shard_groups=2}\n}\n"),
+            "variable @s: shards[2] is 1 but shards[0] is 2; every shard group is cut the same "
+            "way");
+  EXPECT_EQ(problem("module @v devices=[cpu:0, cpu:1, cpu:2, cpu:3] {\nvar @s : f32[3] "
+                    "{role=optimizer, init=zeros, shards=[1, 1, 1, 1], shard_groups=2}\n}\n"),
+            "variable @s: shards add up to 2 in a shard group but f32[3] has 3 elements");
+  EXPECT_EQ(varProblem("init=zeros, shards=[2, 1], shard_groups=3"),
+            "variable @s: has shard_groups=3, which does not cut its 2 shards into equal groups");
+  EXPECT_EQ(varProblem("init=zeros, shards=[], shard_groups=2"),
+            "variable @s: has shard_groups=2 but no shards");
   // A node reading a shard declares the device's shard.
   EXPECT_EQ(problem(with("%m.1 = param() {var=@b0.momentum} @cpu:1 : f32[1]",
                          "%m.1 = param() {var=@b0.momentum} @cpu:1 : f32[2]", kShardedUpdate)),
             "groups.tir:15:3: %m.1 is declared f32[2] but param gives f32[1]");
+}
+
+TEST(ShardedUpdate, AShardGroupHoldsTheWholeVariable) {
+  const std::string text =
+      "module @v devices=[cpu:0, cpu:1, cpu:2, cpu:3] {\nvar @s : f32[3] {role=optimizer, "
+      "init=zeros, shards=[2, 1, 2, 1], shard_groups=2, packs=[@a : f32[3]]}\n}\n";
+  auto m = parseModule(text, "groups.tir");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(printModule(**m, {.locations = false}), text);
+  const Var& v = *(*m)->findVar("s");
+  EXPECT_EQ(v.shardGroupSize(), 2u);
+  EXPECT_EQ(v.shardOffset(1), 2);
+  EXPECT_EQ(v.shardOffset(2), 0);  // the second group's first device
+  EXPECT_EQ(v.shardOffset(3), 2);
+  EXPECT_EQ(toString(v.replicaType(3)), "f32[1]");
 }
 
 TEST(ShardedUpdate, BadShardUpdatesAreRejected) {

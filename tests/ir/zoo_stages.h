@@ -27,12 +27,14 @@ struct ZooCase {
   bool bf16 = false;    // mixed precision (the mixed-precision pass runs first)
   std::string optimizer = "sgd";  // or adamw (moments and update counts as variables)
   bool shard = false;             // shard-weight-update (sharded optimizer state)
+  int64_t groups = 1;             // --allreduce-groups (hierarchical buckets)
 };
 
 /// How GoogleTest shows a case (also in ctest's test names): "resnet50 b8 x2".
 inline void PrintTo(const ZooCase& c, std::ostream* os) {
   *os << c.model << " b" << c.batch << " x" << c.devices << (c.bf16 ? " bf16" : "")
-      << (c.optimizer != "sgd" ? " " + c.optimizer : "") << (c.shard ? " sharded" : "");
+      << (c.optimizer != "sgd" ? " " + c.optimizer : "") << (c.shard ? " sharded" : "")
+      << (c.groups > 1 ? absl::StrCat(" groups", c.groups) : "");
 }
 
 /// "as built" followed by the default pipeline's pass names (mixed-precision only for
@@ -67,6 +69,8 @@ inline std::vector<ZooCase> zooCases() {
       {"lenet", 256, 3, 0.9, false, "sgd", true},
       {"resnet18", 16, 2, 0.9, true, "sgd", true},
       {"vit", 9, 3, 0, false, "adamw", true},
+      // Sharded within 2 groups of 2 (hybrid), with the state's shard groups.
+      {"vit", 8, 4, 0, false, "adamw", true, 2},
   };
 }
 
@@ -82,6 +86,7 @@ inline passes::PipelineConfig pipelineConfig(const ZooCase& c) {
   config.optimizer = c.optimizer;
   config.group_updates = true;
   config.shard_updates = c.shard;
+  config.allreduce_groups = c.groups;
   return config;
 }
 
@@ -119,7 +124,9 @@ inline std::unique_ptr<ir::Module> buildAtStage(const ZooCase& c, size_t stage) 
 /// Test name suffix of a case and stage: "resnet50_2dev_insert_collectives".
 inline std::string caseName(const ZooCase& c, size_t stage) {
   std::string name = absl::StrCat(c.model, "_", c.devices, "dev_", c.bf16 ? "bf16_" : "",
-                                  c.shard ? "sharded_" : "", stageNames(c.bf16, c.shard)[stage]);
+                                  c.shard ? "sharded_" : "",
+                                  c.groups > 1 ? absl::StrCat("groups", c.groups, "_") : "",
+                                  stageNames(c.bf16, c.shard)[stage]);
   for (char& ch : name)
     if (ch == '-') ch = '_';
   return name;

@@ -318,7 +318,8 @@ TEST(MpiTrain, AdamwStoppedMidEpochResumesBitForBit) {
 // Issue 27, --shard-updates under mpirun: the reduce_scatter and the all_gather cross the
 // processes (each rank steps its devices' shards with their shards of the state); two
 // ranks give the figures and bits of one process driving the devices sharded, whose
-// figures are the replicated run's; with AdamW, bf16 sums and grouped updates too. Then a
+// figures are the replicated run's; with AdamW, bf16 sums and grouped updates too.
+// Then a
 // sharded two-rank run stopped mid-epoch resumes (rank 0 gathered the shards into the
 // unsharded variables) and ends as the whole run, and so does one replicated process.
 TEST(MpiTrain, ShardedUpdatesAcrossProcessesAreOneProcessBits) {
@@ -328,6 +329,19 @@ TEST(MpiTrain, ShardedUpdatesAcrossProcessesAreOneProcessBits) {
   expectSameRun("6", 2, "cpu:0,cpu:1,cpu:2", "250",
                 {"--shard-updates", "--optimizer", "adamw", "--lr", "0.001", "--allreduce-dtype",
                  "bf16", "--group-updates", "on"});
+  // Hierarchical groups (one per process) run under mpirun, and are bit for bit one
+  // process's; sharded within them they are refused, naming why (a process's collectives
+  // across processes run on its first device, and rank 1's shards would cross from cpu:1).
+  expectSameRun("4", 2, "cpu:0,cpu:1", "256", {"--allreduce-groups", "2", "--momentum", "0.9"});
+  std::vector<std::string> hybrid = mpirunArgs(2);
+  hybrid.push_back(hookedCliPath());
+  for (const std::string& a : with(trainArgs("cpu:0,cpu:1", "256"),
+                                   {"--shard-updates", "--allreduce-groups", "2"}))
+    hybrid.push_back(a);
+  const CommandResult refused = runProgram(mpirun(), hybrid);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(refused.err, "bucket 0 is reduced in groups that span processes"))
+      << refused.err;
   const CommandResult plain =
       runTandem(with(trainArgs("cpu:0,cpu:1", "256"), {"--momentum", "0.9"}));
   const CommandResult sharded = runTandem(with(trainArgs("cpu:0,cpu:1", "256"), sgd));
