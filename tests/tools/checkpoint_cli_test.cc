@@ -357,6 +357,16 @@ class ShardedUpdate : public CheckpointCli {
       EXPECT_TRUE(got.at(name) == bytes) << name;
     }
   }
+  // The uninterrupted run, then a sharded one killed mid-epoch that checkpoints to `dir`
+  // every 4 steps; `copy` gets a copy of that checkpoint to resume another way.
+  void runStraightAndKillSharded(const std::string& dir, const std::string& copy) {
+    runStraight();
+    CommandResult killed =
+        runWithSignal("3:6:9", {"--checkpoint", dir, "--checkpoint-every", "4", "--shard-updates"});
+    ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+    std::filesystem::copy(dir, copy);
+    std::filesystem::remove(copy + "/checkpoint.lock");
+  }
 };
 
 TEST_F(ShardedUpdate, LenetSgdMomentumIsTheReplicatedUpdateBitForBit) {
@@ -403,14 +413,8 @@ TEST_F(ShardedUpdate, HierarchicalGroupsAreTheReplicatedBits) {
 // the uninterrupted one; its checkpoint resumes flat-sharded on 2 devices too.
 TEST_F(ShardedUpdate, HierarchicalKilledAndResumedIsTheStraightRun) {
   optimizer_ = {"--momentum", "0.9", "--devices", "4", "--allreduce-groups", "2", "--batch", "12"};
-  runStraight();
-  const std::string dir = work_.file("killed");
-  CommandResult killed =
-      runWithSignal("3:6:9", {"--checkpoint", dir, "--checkpoint-every", "4", "--shard-updates"});
-  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
-  const std::string copy = work_.file("copy");
-  std::filesystem::copy(dir, copy);
-  std::filesystem::remove(copy + "/checkpoint.lock");
+  const std::string dir = work_.file("killed"), copy = work_.file("copy");
+  ASSERT_NO_FATAL_FAILURE(runStraightAndKillSharded(dir, copy));
   CommandResult resumed = runTandem(args({"--resume", dir, "--shard-updates"}));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_EQ(epochFigures(resumed.out), epochFigures(straight_.out)) << resumed.out;
@@ -426,14 +430,8 @@ TEST_F(ShardedUpdate, HierarchicalKilledAndResumedIsTheStraightRun) {
 // without sharding and on one device.
 TEST_F(ShardedUpdate, KilledAndResumedIsTheReplicatedRun) {
   optimizer_ = {"--momentum", "0.9"};
-  runStraight();
-  const std::string dir = work_.file("killed");
-  CommandResult killed =
-      runWithSignal("3:6:9", {"--checkpoint", dir, "--checkpoint-every", "4", "--shard-updates"});
-  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
-  const std::string copy = work_.file("copy");
-  std::filesystem::copy(dir, copy);
-  std::filesystem::remove(copy + "/checkpoint.lock");
+  const std::string dir = work_.file("killed"), copy = work_.file("copy");
+  ASSERT_NO_FATAL_FAILURE(runStraightAndKillSharded(dir, copy));
   CommandResult resumed =
       runTandem(args({"--resume", dir, "--shard-updates", "--metrics", work_.file("r.csv")}));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
