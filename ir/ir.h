@@ -272,9 +272,14 @@ struct Var {
   VarRole role = VarRole::kParam;
   Initializer init;
   /// Sharded (shard-weight-update's optimizer state): `type` is flat, and device d's
-  /// replica holds only its shard of shards[d] elements, the ones after those of devices
-  /// 0..d-1. Empty: every device holds the whole variable.
+  /// replica holds only its shard of shards[d] elements, the ones after those of the
+  /// devices before it in its shard group. Empty: every device holds the whole variable.
   std::vector<int64_t> shards;
+  /// The module's devices cut into this many consecutive groups, each holding the whole
+  /// variable in shards (the same shards in every group): 1 shards it over all devices;
+  /// more (under --allreduce-groups, sharded within each group and replicated across the
+  /// groups, as FSDP's hybrid sharding) costs a group's share of it per device.
+  int64_t shard_groups = 1;
   /// The unsharded module's variables this one stands for, so that a checkpoint keeps
   /// their names and shapes: sharded, their elements back to back are `type`; not
   /// sharded (a bucket's update count), each of them has this variable's value.
@@ -285,10 +290,13 @@ struct Var {
   TensorType replicaType(size_t d) const {
     return sharded() ? TensorType{type.dtype, {shards[d]}} : type;
   }
+  /// How many devices share one copy of the variable (a shard group's size).
+  size_t shardGroupSize() const { return shards.size() / static_cast<size_t>(shard_groups); }
   /// Where device d's shard starts in the flat variable.
   int64_t shardOffset(size_t d) const {
     int64_t at = 0;
-    for (size_t i = 0; i < d && i < shards.size(); ++i) at += shards[i];
+    const size_t first = sharded() ? d - d % shardGroupSize() : 0;
+    for (size_t i = first; i < d && i < shards.size(); ++i) at += shards[i];
     return at;
   }
 };

@@ -355,7 +355,8 @@ class Parser {
     auto init = parseInitializer();
     if (!init.ok()) return init.status();
     Var var{name.text, *type, *role, *init};
-    // shard-weight-update's sharded state: its shards and the variables it packs.
+    // shard-weight-update's sharded state: its shards, their groups and the variables it
+    // packs, in the order the printer writes them.
     if (isPunct(",")) {
       next();
       RETURN_IF_ERROR(expectWord("shards"));
@@ -370,20 +371,30 @@ class Parser {
     }
     if (isPunct(",")) {
       next();
-      RETURN_IF_ERROR(expectWord("packs"));
-      RETURN_IF_ERROR(expectPunct("="));
-      RETURN_IF_ERROR(expectPunct("["));
-      while (!isPunct("]")) {
-        if (!var.packs.empty()) RETURN_IF_ERROR(expectPunct(","));
-        if (tok_.kind != Tok::kAt)
-          return error(absl::StrCat("expected '@NAME' in packs, got ", describe(tok_)));
-        VarPiece piece{.var = tok_.text};
+      bool packs = true;
+      if (isWord("shard_groups")) {
         next();
-        RETURN_IF_ERROR(expectPunct(":"));
-        ASSIGN_OR_RETURN(piece.type, parseType());
-        var.packs.push_back(std::move(piece));
+        RETURN_IF_ERROR(expectPunct("="));
+        ASSIGN_OR_RETURN(var.shard_groups, parseInt());
+        packs = isPunct(",");
+        if (packs) next();
       }
-      next();
+      if (packs) {
+        RETURN_IF_ERROR(expectWord("packs"));
+        RETURN_IF_ERROR(expectPunct("="));
+        RETURN_IF_ERROR(expectPunct("["));
+        while (!isPunct("]")) {
+          if (!var.packs.empty()) RETURN_IF_ERROR(expectPunct(","));
+          if (tok_.kind != Tok::kAt)
+            return error(absl::StrCat("expected '@NAME' in packs, got ", describe(tok_)));
+          VarPiece piece{.var = tok_.text};
+          next();
+          RETURN_IF_ERROR(expectPunct(":"));
+          ASSIGN_OR_RETURN(piece.type, parseType());
+          var.packs.push_back(std::move(piece));
+        }
+        next();
+      }
     }
     RETURN_IF_ERROR(expectPunct("}"));
     absl::Status added = m.addVar(std::move(var));

@@ -182,6 +182,7 @@ std::string printModule(const Module& m, const PrintOptions& opts) {
                     ", init=", toString(v.init));
     if (v.sharded() || !v.packs.empty())
       absl::StrAppend(&out, ", shards=[", absl::StrJoin(v.shards, ", "), "]");
+    if (v.shard_groups != 1) absl::StrAppend(&out, ", shard_groups=", v.shard_groups);
     if (!v.packs.empty()) {
       out.append(", packs=[");
       for (size_t i = 0; i < v.packs.size(); ++i)

@@ -238,7 +238,8 @@ class GraphVerifier {
 };
 
 /// A sharded variable (shard-weight-update's state) is flat, one shard of at least one
-/// element per module device adding up to it; the variables it packs (checkpoint names)
+/// element per module device, the devices cut into `shard_groups` equal groups whose
+/// shards each add up to it (the same shards in every group); the variables it packs (checkpoint names)
 /// fill it exactly when sharded, and are each its type when not (a bucket's update count).
 absl::Status verifyVar(const Module& m, const Var& v) {
   auto fail = [&](absl::string_view msg) {
@@ -250,22 +251,34 @@ absl::Status verifyVar(const Module& m, const Var& v) {
     if (v.shards.size() != m.devices().size())
       return fail(absl::StrCat("has ", v.shards.size(), " shards for ", m.devices().size(),
                                " module devices; expected one per device"));
+    const size_t groups = static_cast<size_t>(v.shard_groups);
+    if (v.shard_groups < 1 || v.shards.size() % groups != 0)
+      return fail(absl::StrCat("has shard_groups=", v.shard_groups, ", which does not cut its ",
+                               v.shards.size(), " shards into equal groups"));
+    const size_t per_group = v.shardGroupSize();
     int64_t sum = 0;
     for (size_t d = 0; d < v.shards.size(); ++d) {
       if (v.shards[d] < 1)
         return fail(absl::StrCat("shards[", d, "] is ", v.shards[d],
                                  "; every device's shard holds at least one element"));
-      sum += v.shards[d];
+      if (v.shards[d] != v.shards[d % per_group])
+        return fail(absl::StrCat("shards[", d, "] is ", v.shards[d], " but shards[",
+                                 d % per_group, "] is ", v.shards[d % per_group],
+                                 "; every shard group is cut the same way"));
+      if (d < per_group) sum += v.shards[d];
     }
     if (sum != v.type.numElements())
-      return fail(absl::StrCat("shards add up to ", sum, " but ", toString(v.type), " has ",
-                               v.type.numElements(), " elements"));
+      return fail(absl::StrCat("shards add up to ", sum,
+                               groups > 1 ? " in a shard group" : "", " but ", toString(v.type),
+                               " has ", v.type.numElements(), " elements"));
     if (!v.init.isDeterministic())
       return fail(
           absl::StrCat("is sharded, so its initializer must be zeros or ones (each "
                        "device fills its shard alone), not ",
                        toString(v.init)));
   }
+  if (!v.sharded() && v.shard_groups != 1)
+    return fail(absl::StrCat("has shard_groups=", v.shard_groups, " but no shards"));
   int64_t packed = 0;
   for (const VarPiece& p : v.packs) {
     if (m.findVar(p.var) != nullptr)

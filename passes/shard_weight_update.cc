@@ -23,15 +23,74 @@ absl::Status failure(absl::string_view msg) {
   return absl::FailedPreconditionError(absl::StrCat(ShardWeightUpdate::kName, ": ", msg));
 }
 
-/// A gradient bucket: its all_reduce, and updates[d][i], device d's update of tensor i
-/// (the all_reduce's result d * k + i).
+/// A gradient bucket as insert-collectives wrote it: flat, one all_reduce over every
+/// device; hierarchical (groups > 1), an all_reduce within the groups, one across the
+/// groups' first devices and a broadcast back. grads(d, i) is device d's gradient of
+/// tensor i before the reduction, updates[d][i] the update that reads it reduced.
 struct Bucket {
-  Node* all_reduce;
+  std::vector<Node*> collectives;  // in graph order; the first one packs
   int64_t id;
+  int64_t groups;
   std::vector<std::vector<Node*>> updates;
+
+  Value* grad(size_t d, size_t i) const {
+    return collectives[0]->operand(d * updates[0].size() + i);
+  }
 };
 
-/// The all_reduces of @train_step whose results optimizer updates read, in graph order.
+/// The collective whose every result `i` feeds, or null.
+Node* collectiveOf(const std::vector<Value*>& values, size_t i) {
+  Node* def = values[i]->def();
+  return ir::CollectiveView::is(*def) ? def : nullptr;
+}
+
+/// The collectives of a bucket whose reduced gradients `reader` hands to the updates (its
+/// results, device-major): itself if a flat all_reduce over every device, or the chain
+/// all_reduce (groups=G) -> all_reduce (the groups' first devices) -> broadcast (groups=G)
+/// that insert-collectives{groups=G} writes. An error names any other shape.
+absl::StatusOr<std::pair<std::vector<Node*>, int64_t>> reductionOf(const ir::Module& m,
+                                                                     Node* reader) {
+  auto refuse = [&](absl::string_view why) {
+    return failure(absl::StrCat(reader->describe(), " hands the optimizer updates gradients ",
+                                why,
+                                "; shard-weight-update shards an all_reduce over every device "
+                                "or insert-collectives' hierarchical one (--allreduce-groups)"));
+  };
+  const ir::CollectiveView c(*reader);
+  if (c.kind() == ir::CollectiveKind::kReduce) {
+    if (c.numGroups() != 1 || c.devices() != m.devices())
+      return refuse(c.numGroups() != 1 ? "reduced only within groups" : "reduced over a part of "
+                                                                         "the devices");
+    return std::pair{std::vector<Node*>{reader}, int64_t{1}};
+  }
+  if (c.kind() != ir::CollectiveKind::kBroadcast || c.devices() != m.devices())
+    return refuse(absl::StrCat("by a ", reader->opName(), " that is not a gradient reduction"));
+  const int64_t groups = c.numGroups();
+  Node* cross = collectiveOf(reader->operands(), 0);
+  if (cross == nullptr || ir::collectiveKind(*cross) != ir::CollectiveKind::kReduce)
+    return refuse("broadcast from something other than an all_reduce across the groups");
+  Node* within = collectiveOf(cross->operands(), 0);
+  if (within == nullptr || ir::collectiveKind(*within) != ir::CollectiveKind::kReduce ||
+      ir::CollectiveView(*within).numGroups() != groups ||
+      ir::CollectiveView(*within).devices() != m.devices())
+    return refuse("reduced across the groups from something other than an all_reduce within them");
+  // Every operand from the collective before it, in the order insert-collectives writes.
+  const size_t k = within->numResults() / m.devices().size();
+  const size_t per_group = m.devices().size() / static_cast<size_t>(groups);
+  if (cross->numOperands() != k * static_cast<size_t>(groups) ||
+      reader->numOperands() != cross->numResults())
+    return refuse("in a hierarchical reduction of another shape");
+  for (size_t r = 0; r < cross->numOperands(); ++r)
+    if (cross->operand(r) != within->result((r / k) * per_group * k + r % k))
+      return refuse("in a hierarchical reduction of another shape");
+  for (size_t r = 0; r < reader->numOperands(); ++r)
+    if (reader->operand(r) != cross->result(r))
+      return refuse("in a hierarchical reduction of another shape");
+  return std::pair{std::vector<Node*>{within, cross, reader}, groups};
+}
+
+/// The gradient buckets of @train_step, whose reductions the optimizer updates read, in
+/// graph order.
 absl::StatusOr<std::vector<Bucket>> findBuckets(const ir::Module& m, ir::Graph& g) {
   absl::flat_hash_map<const Value*, Node*> update_of;  // gradient -> its update
   for (const auto& n : g.nodes()) {
@@ -57,23 +116,19 @@ absl::StatusOr<std::vector<Bucket>> findBuckets(const ir::Module& m, ir::Graph& 
   const size_t devices = m.devices().size();
   std::vector<Bucket> out;
   for (const auto& n : g.nodes()) {
-    if (ir::collectiveKind(*n) != ir::CollectiveKind::kReduce) continue;
+    if (!ir::CollectiveView::is(*n)) continue;
     size_t fed = 0;
     for (size_t r = 0; r < n->numResults(); ++r) fed += update_of.contains(n->result(r));
     if (fed == 0) continue;  // the loss, the correct count, sync batch norm's statistics
-    const ir::CollectiveView c(*n);
-    if (c.numGroups() != 1 || c.devices() != m.devices())
-      return failure(absl::StrCat(
-          n->describe(), " reduces the gradients ",
-          c.numGroups() != 1 ? "within groups (--allreduce-groups)" : "over a part of the devices",
-          "; shard-weight-update shards a flat all_reduce over every device (use "
-          "--allreduce-groups 1)"));
     for (size_t r = 0; r < n->numResults(); ++r)
       if (!update_of.contains(n->result(r)))
-        return failure(absl::StrCat(n->describe(), " also reduces %", n->result(r)->name(),
+        return failure(absl::StrCat(n->describe(), " also gives %", n->result(r)->name(),
                                     ", which no optimizer update reads"));
+    ASSIGN_OR_RETURN(auto reduction, reductionOf(m, n.get()));
     const size_t k = n->numResults() / devices;
-    Bucket b{n.get(), c.bucket().value_or(0), std::vector<std::vector<Node*>>(devices)};
+    const int64_t id = ir::CollectiveView(*reduction.first[0]).bucket().value_or(0);
+    Bucket b{std::move(reduction.first), id, reduction.second,
+             std::vector<std::vector<Node*>>(devices)};
     for (size_t d = 0; d < devices; ++d)
       for (size_t i = 0; i < k; ++i) b.updates[d].push_back(update_of.at(n->result(d * k + i)));
     // One flat-shard update per device steps the whole shard: one optimizer, one setting.
@@ -134,10 +189,10 @@ class Sharder {
     const size_t devices = m_.devices().size();
     const std::vector<Node*>& first = b.updates[0];
     const ir::UpdateView u0 = *ir::UpdateView::of(*first[0]);
-    // The packing and the reduce_scatter where the all_reduce was; the step, the all_gather
-    // and the writes where the bucket's last update was (after every operand the updates
-    // read, such as the schedule's factor).
-    const size_t at = pos_.at(b.all_reduce);
+    // The packing and the reduce_scatter where the (first) all_reduce was; the step, the
+    // all_gather and the writes where the bucket's last update was (after every operand the
+    // updates read, such as the schedule's factor).
+    const size_t at = pos_.at(b.collectives[0]);
     size_t last = at;
     for (const auto& per_device : b.updates)
       for (const Node* u : per_device) last = std::max(last, pos_.at(u));
@@ -149,12 +204,17 @@ class Sharder {
       start.push_back(total);
       total += ir::UpdateView::of(*u)->param(0)->type().numElements();
     }
-    if (total < static_cast<int64_t>(devices))
-      return failure(absl::StrCat("bucket ", b.id, " (", b.all_reduce->describe(), ") holds ",
-                                  total, " elements, fewer than the ", devices,
-                                  " devices: every device's shard needs one"));
-    std::vector<int64_t> sizes(devices, total / static_cast<int64_t>(devices));
-    for (int64_t d = 0; d < total % static_cast<int64_t>(devices); ++d) ++sizes[d];
+    // Sharded within each group of `per_group` devices (all of them when flat): rank r of
+    // every group steps the same shard, sizes[r] elements from offsets[r].
+    const size_t per_group = devices / static_cast<size_t>(b.groups);
+    const int64_t ranks = static_cast<int64_t>(per_group);
+    if (total < ranks)
+      return failure(absl::StrCat("bucket ", b.id, " (", b.collectives[0]->describe(),
+                                  ") holds ", total, " elements, fewer than the ", ranks,
+                                  " devices it is sharded over: every device's shard needs one"));
+    std::vector<int64_t> sizes(per_group, total / ranks), offsets(per_group, 0);
+    for (int64_t r = 0; r < total % ranks; ++r) ++sizes[r];
+    for (size_t r = 1; r < per_group; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
     // The state as sharded variables standing for the per-parameter ones.
     std::vector<std::string> state_vars;
     for (size_t s = 0; s < u0.presentStates().size(); ++s) {
@@ -164,7 +224,10 @@ class Sharder {
                                       : ir::TensorType{ir::DType::kF32, {total}},
                   .role = ir::VarRole::kOptimizer,
                   .init = ir::Initializer{spec.init}};
-      if (!spec.scalar) var.shards = sizes;
+      if (!spec.scalar) {
+        for (size_t d = 0; d < devices; ++d) var.shards.push_back(sizes[d % per_group]);
+        var.shard_groups = b.groups;
+      }
       for (const Node* u : first) {
         const Node* def = u->operand(ir::UpdateView::of(*u)->stateOperand(0, s))->def();
         const std::string name = ir::ParamView(*def).var();
@@ -181,8 +244,7 @@ class Sharder {
     for (size_t d = 0; d < devices; ++d) {
       std::vector<Value*> grads;
       for (size_t i = 0; i < first.size(); ++i) {
-        ASSIGN_OR_RETURN(Value * g, flat(insert_, at, b.all_reduce->operand(d * first.size() + i),
-                                         d, m_.devices()[d]));
+        ASSIGN_OR_RETURN(Value * g, flat(insert_, at, b.grad(d, i), d, m_.devices()[d]));
         grads.push_back(g);
       }
       ASSIGN_OR_RETURN(packed[d], join(insert_, at, std::move(grads),
@@ -195,17 +257,19 @@ class Sharder {
                                                                       .op = ir::ReduceOp::kSum,
                                                                       .bucket = b.id,
                                                                       .sizes = sizes,
-                                                                      .devices = m_.devices()}
+                                                                      .devices = m_.devices(),
+                                                                      .groups = b.groups}
                                                     .spec({.names = std::move(shard_names)})));
-    int64_t offset = 0;
+    ASSIGN_OR_RETURN(std::vector<Value*> grad_shards, acrossGroups(rs, b, at));
     for (size_t d = 0; d < devices; ++d) {
       const std::optional<ir::Device> dev = m_.devices()[d];
-      // The weights' elements in [offset, offset + sizes[d]): pieces of the tensors there.
+      const int64_t offset = offsets[d % per_group], size = sizes[d % per_group];
+      // The weights' elements in [offset, offset + size): pieces of the tensors there.
       std::vector<Value*> pieces;
       for (size_t i = 0; i < first.size(); ++i) {
         Value* w = ir::UpdateView::of(*b.updates[d][i])->param(0);
         const int64_t lo = std::max(offset, start[i]);
-        const int64_t hi = std::min(offset + sizes[d], start[i] + w->type().numElements());
+        const int64_t hi = std::min(offset + size, start[i] + w->type().numElements());
         if (lo >= hi) continue;
         ASSIGN_OR_RETURN(Value * f, flat(insert_, last, w, d, dev));
         ASSIGN_OR_RETURN(Value * p, slice(insert_, last, f, lo - start[i], hi - start[i],
@@ -219,7 +283,7 @@ class Sharder {
       const ir::UpdateView u = *ir::UpdateView::of(single);
       std::vector<Value*> operands = single.operands();
       operands[u.paramOperand(0)] = w_shard;
-      operands[u.gradOperand(0)] = rs->result(d);
+      operands[u.gradOperand(0)] = grad_shards[d];
       for (size_t s = 0; s < state_vars.size(); ++s) {
         ASSIGN_OR_RETURN(
             Node * p,
@@ -236,15 +300,15 @@ class Sharder {
                                          .names = {replicaName(base + ".w.stepped", d)},
                                          .scope = single.scope()}));
       stepped[d] = step->result();
-      offset += sizes[d];
     }
     std::vector<std::string> gathered_names;
     for (size_t d = 0; d < devices; ++d) gathered_names.push_back(replicaName(base + ".w", d));
     ASSIGN_OR_RETURN(
         Node * ag,
         insert_.add(last,
-                    ir::AllGatherArgs{.xs = stepped, .bucket = b.id, .devices = m_.devices()}.spec(
-                        {.names = std::move(gathered_names)})));
+                    ir::AllGatherArgs{
+                        .xs = stepped, .bucket = b.id, .devices = m_.devices(), .groups = b.groups}
+                        .spec({.names = std::move(gathered_names)})));
     // Each weight cut back out of the gathered bucket and written to its variable.
     for (size_t d = 0; d < devices; ++d) {
       const std::optional<ir::Device> dev = m_.devices()[d];
@@ -271,9 +335,42 @@ class Sharder {
                 .status());
       }
     }
-    erased_.insert(b.all_reduce);
+    erased_.insert(b.collectives.begin(), b.collectives.end());
     for (const auto& per_device : b.updates) erased_.insert(per_device.begin(), per_device.end());
     return absl::OkStatus();
+  }
+
+  /// Each device's shard of the bucket's gradient sum: the reduce_scatter's results when
+  /// flat; hierarchical, the group sums' shards all-reduced across the groups, among the
+  /// devices of one rank (devices r, P + r, 2P + r, ...: G consecutive ones of the list, in
+  /// the order of the groups' first devices, so each element adds up as the unsharded
+  /// reduction adds it).
+  absl::StatusOr<std::vector<Value*>> acrossGroups(Node* rs, const Bucket& b, size_t at) {
+    const size_t devices = m_.devices().size(), groups = static_cast<size_t>(b.groups);
+    std::vector<Value*> out(devices);
+    for (size_t d = 0; d < devices; ++d) out[d] = rs->result(d);
+    if (groups == 1) return out;
+    const size_t per_group = devices / groups;
+    std::vector<Value*> xs;
+    std::vector<ir::Device> by_rank;
+    std::vector<std::string> names;
+    for (size_t r = 0; r < per_group; ++r)
+      for (size_t g = 0; g < groups; ++g) {
+        const size_t d = g * per_group + r;
+        xs.push_back(rs->result(d));
+        by_rank.push_back(m_.devices()[d]);
+        names.push_back(replicaName(absl::StrCat("bucket", b.id, ".grad.shard.sum"), d));
+      }
+    ASSIGN_OR_RETURN(Node * cross, insert_.add(at, ir::AllReduceArgs{.xs = std::move(xs),
+                                                                      .op = ir::ReduceOp::kSum,
+                                                                      .bucket = b.id,
+                                                                      .devices = std::move(by_rank),
+                                                                      .groups = static_cast<int64_t>(
+                                                                          per_group)}
+                                                        .spec({.names = std::move(names)})));
+    for (size_t r = 0; r < per_group; ++r)
+      for (size_t g = 0; g < groups; ++g) out[g * per_group + r] = cross->result(r * groups + g);
+    return out;
   }
 
   /// Splices the new nodes in, drops the replaced ones and the per-parameter state, and

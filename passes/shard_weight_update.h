@@ -18,6 +18,12 @@ namespace tandem::passes {
 ///    only its shard), which replace the per-parameter state variables;
 ///  - an `all_gather` brings every device the whole stepped bucket, which is cut back
 ///    (slice_axis, reshape) and assigned to the weights.
+/// Hierarchical buckets (insert-collectives{groups=G}: all_reduce within the groups, across
+/// their first devices, broadcast back) are sharded within each group of P = D / G devices
+/// and replicated across the groups, as FSDP's hybrid sharding: a reduce_scatter{groups=G}
+/// gives rank r of each group shard r of its group's sum, an all_reduce among the devices
+/// of rank r (one group of G per rank) adds the groups' shards, and the all_gather runs
+/// within the groups. The state costs 1/P per device (shard_groups=G on the variables).
 /// The reduce_scatter's shard is the all_reduce's slice bit for bit (the communicators'
 /// one reduction order) and the flat-shard updates are the single updates' arithmetic
 /// element for element, so the weights are the replicated update's bits.

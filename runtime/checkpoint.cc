@@ -535,11 +535,10 @@ absl::StatusOr<std::vector<CheckpointTensor>> captureVariables(const Executor& e
     const ir::Var& v = m.vars()[i];
     if (!v.packs.empty()) {
       // Written as the unsharded module's variables (the format does not change): a sharded
-      // one gathered from every device's shard and cut into them; a bucket's update count
-      // once for each of its parameters.
+      // one gathered from the shards of the first shard group's devices (every group holds
+      // the same) and cut into them; a bucket's update count once for each of its parameters.
       std::string whole;
-      for (size_t d = 0; d < m.devices().size(); ++d) {
-        if (!v.sharded() && d > 0) break;
+      for (size_t d = 0; d < (v.sharded() ? v.shardGroupSize() : 1); ++d) {
         whole.append(bytes[d][i].data(), bytes[d][i].size());
       }
       size_t at = 0;

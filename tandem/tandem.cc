@@ -217,7 +217,8 @@ absl::StatusOr<std::unique_ptr<Model::Impl>> prepare(const ModelSpec& spec,
            .schedule = choice.compile.pipeline.lr_schedule ? std::optional(schedule) : std::nullopt,
            .model = spec.name,
            .settings =
-               driver::resumeSettings(choice, settings, options.seed, impl->data.train.count)}));
+               driver::resumeSettings(choice, settings, options.seed, impl->data.train.count,
+                                      options.epochs)}));
   RETURN_IF_ERROR(impl->session->initialize());
   if (options.checkpoint) {
     impl->checkpoints.emplace(*options.checkpoint, /*writes=*/true);

@@ -213,6 +213,31 @@ TEST_F(CheckpointCli, ScheduledRunKilledMidEpochResumesBitForBit) {
       << other.err;
 }
 
+// A model's own warmup (vit: one epoch) in a run no longer than it is a tenth of the run,
+// so `--epochs 1` trains; a longer run keeps the model's. The warmup is a setting of the
+// checkpoint: resuming a one-epoch run for more epochs names the --warmup to give.
+TEST_F(CheckpointCli, AModelsWarmupFollowsARunNoLongerThanIt) {
+  const std::string dir = work_.file("vit");
+  CommandResult one = runTandem(withFlag(
+      withFlag(args({"--checkpoint", dir}), "--model", "vit"), "--epochs", "1"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("schedule cosine after 1 warmup steps"), std::string::npos) << one.out;
+  EXPECT_EQ(epochFigures(one.out).size(), 1u) << one.out;
+  CommandResult two = runTandem(withFlag(withFlag(args({}), "--model", "vit"), "--epochs", "2"));
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.out.find("schedule cosine after 10 warmup steps"), std::string::npos) << two.out;
+  CommandResult longer =
+      runTandem(withFlag(withFlag(args({"--resume", dir}), "--model", "vit"), "--epochs", "3"));
+  EXPECT_EQ(longer.exit_code, 2) << longer.err;
+  EXPECT_NE(longer.err.find("was written with --warmup 1; this run has --warmup 10"),
+            std::string::npos)
+      << longer.err;
+  CommandResult given = runTandem(withFlag(
+      withFlag(withFlag(args({"--resume", dir}), "--model", "vit"), "--epochs", "3"), "--warmup",
+      "1"));
+  EXPECT_EQ(given.exit_code, 0) << given.err;
+}
+
 // With label smoothing the resumed run computes the same smoothed loss: it prints and ends
 // as the run never interrupted. The setting is listed in the checkpoint only when given
 // (a checkpoint written before the flag resumes), and must then match.
@@ -357,8 +382,43 @@ TEST_F(ShardedUpdate, Bf16WireAndSmallBucketsAreTheReplicatedBits) {
 }
 
 TEST_F(ShardedUpdate, VitAdamwIsTheReplicatedUpdateBitForBit) {
-  // (vit's default warmup is one epoch, which would leave a one-epoch cosine no steps.)
-  expectSameBits({"--model", "vit", "--epochs", "1", "--warmup", "3", "--optimizer", "adamw"});
+  // The command: vit's own warmup of one epoch becomes a tenth of a one-epoch run.
+  expectSameBits({"--model", "vit", "--epochs", "1", "--optimizer", "adamw"});
+}
+
+TEST_F(ShardedUpdate, HierarchicalGroupsAreTheReplicatedBits) {
+  // --allreduce-groups: sharded within each group, the groups' shards all-reduced across
+  // them. 4 devices in 2 groups (even shards); 6 in 2 groups cut LeNet's bucket of 129,068
+  // elements into 43,023 + 43,023 + 43,022 in each group; AdamW's state likewise.
+  expectSameBits({"--epochs", "1", "--momentum", "0.9", "--devices", "4", "--allreduce-groups",
+                  "2", "--batch", "12"});
+  expectSameBits({"--epochs", "1", "--optimizer", "adamw", "--lr", "0.002", "--devices", "6",
+                  "--allreduce-groups", "2", "--batch", "12"});
+  // 3 groups of 2: the all_reduce across the groups adds three shards.
+  expectSameBits({"--epochs", "1", "--momentum", "0.9", "--devices", "6", "--allreduce-groups",
+                  "3", "--batch", "12", "--split", "3,1,1,2,1,1"});
+}
+
+// A hierarchically sharded run killed mid-epoch resumes into the groups' shards and ends as
+// the uninterrupted one; its checkpoint resumes flat-sharded on 2 devices too.
+TEST_F(ShardedUpdate, HierarchicalKilledAndResumedIsTheStraightRun) {
+  optimizer_ = {"--momentum", "0.9", "--devices", "4", "--allreduce-groups", "2", "--batch", "12"};
+  runStraight();
+  const std::string dir = work_.file("killed");
+  CommandResult killed =
+      runWithSignal("3:6:9", {"--checkpoint", dir, "--checkpoint-every", "4", "--shard-updates"});
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  const std::string copy = work_.file("copy");
+  std::filesystem::copy(dir, copy);
+  std::filesystem::remove(copy + "/checkpoint.lock");
+  CommandResult resumed = runTandem(args({"--resume", dir, "--shard-updates"}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(epochFigures(resumed.out), epochFigures(straight_.out)) << resumed.out;
+  EXPECT_EQ(checkpointBytes(dir), checkpointBytes(work_.file("straight")));
+  optimizer_ = {"--momentum", "0.9", "--batch", "12"};
+  CommandResult flat = runTandem(args({"--resume", copy, "--shard-updates"}));
+  ASSERT_EQ(flat.exit_code, 0) << flat.err;
+  EXPECT_EQ(epochFigures(flat.out).size(), epochFigures(straight_.out).size()) << flat.out;
 }
 
 // A sharded run killed mid-epoch resumes from its checkpoint (the gathered state cut into

@@ -95,6 +95,12 @@ absl::Status resolveOptimizer(const ModelSettings& f, const TrainingDefaults& mo
 
 }  // namespace
 
+int64_t ModelChoice::warmupSteps(int64_t steps_per_epoch, int epochs) const {
+  if (warmup_steps) return *warmup_steps;
+  if (warmup_epochs < epochs) return warmup_epochs * steps_per_epoch;
+  return steps_per_epoch * epochs / 10;
+}
+
 std::string ModelChoice::warmupText() const {
   if (warmup_steps) return absl::StrCat(*warmup_steps);
   return absl::StrCat(warmup_epochs, warmup_epochs == 1 ? " epoch" : " epochs");
@@ -166,7 +172,7 @@ absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSetti
   choice.warmup_epochs = f.warmup ? 0 : choice.spec.defaults.warmup_epochs;
   // The schedule's words here; its steps against the run's length in `tandem train` (an
   // epoch of one step stands in for the model's warmup in epochs).
-  const int64_t warmup = choice.warmupSteps(1);
+  const int64_t warmup = choice.warmup_steps.value_or(choice.warmup_epochs);
   ASSIGN_OR_RETURN(runtime::LrSchedule schedule,
                    runtime::LrSchedule::parse(choice.schedule, warmup, warmup + 2, 1));
   c.pipeline.lr_schedule = !schedule.isConstant();
@@ -191,10 +197,6 @@ absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSetti
     return flagError("--shard-updates",
                      "shards the weight update across the devices; with one "
                      "device there is nothing to shard (give --devices two or more)");
-  if (f.shard_updates && f.allreduce_groups > 1)
-    return flagError("--shard-updates",
-                     "shards a flat gradient reduction; it does not go with --allreduce-groups "
-                     "(not built yet: reduce_scatter within the groups)");
   if (f.shard_updates && f.clip_grad_norm)
     return flagError("--shard-updates",
                      "does not go with --clip-grad-norm yet (the norm needs each shard's sum of "
@@ -220,12 +222,12 @@ absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSetti
 absl::StatusOr<runtime::LrSchedule> learningRateSchedule(const ModelChoice& c,
                                                          int64_t steps_per_epoch, int epochs) {
   absl::StatusOr<runtime::LrSchedule> parsed = runtime::LrSchedule::parse(
-      c.schedule, c.warmupSteps(steps_per_epoch), steps_per_epoch, epochs);
+      c.schedule, c.warmupSteps(steps_per_epoch, epochs), steps_per_epoch, epochs);
   if (!parsed.ok() && !c.warmup_steps && c.warmup_epochs > 0)
     // The warmup is the model's, not a flag the user gave: say where it comes from.
     return absl::InvalidArgumentError(
         absl::StrCat("--epochs ", epochs, ": ", c.spec.name, "'s warmup of ", c.warmupText(), " (",
-                     c.warmupSteps(steps_per_epoch), " steps) leaves its ", c.schedule,
+                     c.warmupSteps(steps_per_epoch, epochs), " steps) leaves its ", c.schedule,
                      " schedule no steps; train for more epochs or give --warmup"));
   return parsed;
 }
@@ -257,7 +259,7 @@ std::vector<std::pair<std::string, std::string>> optimizerSettings(
 std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoice& c,
                                                                 const ModelSettings& f,
                                                                 uint64_t seed,
-                                                                int64_t train_count) {
+                                                                int64_t train_count, int epochs) {
   const CompileOptions& o = c.compile;
   std::vector<std::pair<std::string, std::string>> out{
       {"--batch", absl::StrCat(o.build.batch)},
@@ -271,7 +273,7 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoic
     out.push_back({"--label-smoothing", exactNumber(o.build.label_smoothing)});
   if (o.pipeline.lr_schedule)
     out.insert(out.end(), {{"--schedule", c.schedule},
-                           {"--warmup", absl::StrCat(c.warmupSteps(train_count / o.build.batch))}});
+                           {"--warmup", absl::StrCat(c.warmupSteps(train_count / o.build.batch, epochs))}});
   out.insert(out.end(), {{"--precision", f.precision},
                          {"--allreduce-dtype", f.allreduce_dtype},
                          {"--sync-bn", f.sync_bn ? "on" : "off"}});

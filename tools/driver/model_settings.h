@@ -85,9 +85,10 @@ struct ModelChoice {
   std::optional<int64_t> warmup_steps;
   int64_t warmup_epochs = 0;
 
-  int64_t warmupSteps(int64_t steps_per_epoch) const {
-    return warmup_steps.value_or(warmup_epochs * steps_per_epoch);
-  }
+  /// The warmup of a run of `epochs` epochs of `steps_per_epoch` updates: --warmup, or the
+  /// model's warmup_epochs when the run is longer; a run no longer than that gets a tenth
+  /// of its steps (as a warmup ratio of 0.1 would), so that its schedule has steps left.
+  int64_t warmupSteps(int64_t steps_per_epoch, int epochs) const;
   /// "5" or "1 epoch": the warmup as settings lists compare it, before the data is read.
   std::string warmupText() const;
 };
@@ -115,9 +116,12 @@ std::string exactNumber(double v);
 /// change: devices (every device then starts from the first device's values; another
 /// count or split adds in another order, so the figures are close, not the same bits),
 /// buckets, layouts, kernels, --init (the checkpoint's values replace the initial ones)
-/// and --epochs (to train on). `train_count`: the training images of the run.
+/// and --epochs (to train on; but a model's warmup follows a run no longer than it, so
+/// such a run resumes with that --epochs or the --warmup it was written with).
+/// `train_count`: the training images of the run, `epochs` its --epochs.
 std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoice& choice,
                                                                 const ModelSettings& settings,
-                                                                uint64_t seed, int64_t train_count);
+                                                                uint64_t seed, int64_t train_count,
+                                                                int epochs);
 
 }  // namespace tandem::driver

@@ -115,8 +115,8 @@ std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Modul
                             p.beta1, p.beta2, p.eps, p.weight_decay);
   const std::string schedule =
       p.lr_schedule ? absl::StrCat(", schedule ", c.schedule,
-                                   c.warmupSteps(steps) > 0
-                                       ? absl::StrCat(" after ", c.warmupSteps(steps),
+                                   c.warmupSteps(steps, f.epochs) > 0
+                                       ? absl::StrCat(" after ", c.warmupSteps(steps, f.epochs),
                                                       " warmup steps")
                                        : "")
                     : "";
@@ -475,7 +475,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   if (resumed) {
     if (absl::Status s = runtime::checkCompatible(
             *resumed, choice->spec.name,
-            driver::resumeSettings(*choice, f.model, f.seed, train->count), resumed_path);
+            driver::resumeSettings(*choice, f.model, f.seed, train->count, f.epochs), resumed_path);
         !s.ok())
       return absl::InvalidArgumentError(absl::StrCat("--resume: ", s.message()));
     // --split auto goes on from the split it had reached (the balancer measures afresh).
@@ -516,7 +516,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
            .seed = f.seed,
            .schedule = scheduled ? std::optional(schedule) : std::nullopt,
            .model = choice->spec.name,
-           .settings = driver::resumeSettings(*choice, f.model, f.seed, train->count)}));
+           .settings = driver::resumeSettings(*choice, f.model, f.seed, train->count, f.epochs)}));
   runtime::Trainer& trainer = session->trainer();
   runtime::data::BatchLoader& train_loader = session->trainLoader();
   setActivity("initializing the variables");
