@@ -623,9 +623,6 @@ absl::Status layerNormalization(NodeContext& c) {
   ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", -1));
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(shape.size()), "axis"));
   ASSIGN_OR_RETURN(float eps, c.attrFloat("epsilon", 1e-5f));
-  if (c.wantsOutput(2))
-    return NodeContext::unsupported(
-        "the InvStdDev output (Tandem's layer_norm returns the variance)");
   ASSIGN_OR_RETURN(Tensor gamma, c.tensor(1, VarRole::kParam, kOnes));
   Tensor beta;
   if (c.hasInput(2)) {
@@ -633,11 +630,33 @@ absl::Status layerNormalization(NodeContext& c) {
   }
   Tensor y = layerNormRows(c, x, axis, eps, gamma, beta);
   c.setOutput(0, reshapeTensor(c, y, shape));
+  ir::Shape stat_shape = shape;
+  for (size_t d = size_t(axis); d < stat_shape.size(); ++d) stat_shape[d] = 1;
   if (c.wantsOutput(1)) {
-    ir::Shape stat_shape = shape;
-    for (size_t d = size_t(axis); d < stat_shape.size(); ++d) stat_shape[d] = 1;
     Tensor mean(y.value()->def()->result(1));
     c.setOutput(1, reshapeTensor(c, mean, stat_shape));
+  }
+  if (c.wantsOutput(2)) {
+    // InvStdDev, 1 / sqrt(var + eps) per row: Tandem has no rsqrt op, but batch_norm at
+    // inference computes gamma (x - mean) / sqrt(var + eps) + beta per channel, which with
+    // a channel per row, x = 1, mean = 0, gamma = 1, beta = 0 and the row's variance
+    // (layer_norm's result 2) as the running variance is exactly it.
+    const int64_t rows = product(shape, 0, size_t(axis));
+    auto filled = [&](double value, ir::Shape s) {
+      return c.emit(ir::ConstantArgs{.value = value}.spec(
+          {.declared_types = {ir::TensorType{ir::DType::kF32, std::move(s)}}}));
+    };
+    Tensor ones = filled(1, {rows}), zeros = filled(0, {rows});
+    Tensor inv = c.emit(ir::BatchNormArgs{.x = filled(1, {1, rows}).value(),
+                                          .gamma = ones.value(),
+                                          .beta = zeros.value(),
+                                          .running_mean = zeros.value(),
+                                          .running_var = y.value()->def()->result(2),
+                                          .training = false,
+                                          .momentum = 0.1,
+                                          .eps = double(eps)}
+                            .spec());
+    c.setOutput(2, reshapeTensor(c, inv, stat_shape));
   }
   return absl::OkStatus();
 }

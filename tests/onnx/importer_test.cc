@@ -326,6 +326,34 @@ TEST(OnnxImport, LayerNormWrittenOutBecomesTheLayerNormOp) {
             "of a [4,3,4] input: Tandem's layer_norm normalizes the last axes");
 }
 
+TEST(OnnxImport, LayerNormalizationsInvStdDevIsBatchNormOfItsVariance) {
+  // Opset 17's LayerNormalization with its Mean and InvStdDev outputs, over [2, 3, 4]'s
+  // last two axes: InvStdDev = 1 / sqrt(var + eps) per row is batch_norm at inference of
+  // ones with layer_norm's row variances as the running variance (no rsqrt op).
+  onnx::ModelProto m = emptyModel("ln17", 17);
+  onnx::GraphProto* g = m.mutable_graph();
+  *g->add_input() = floatInput("x", {2, 3, 4});
+  *g->add_initializer() = floats("w", {3, 4}, 0.9f);
+  onnx::NodeProto* ln = node(g, "LayerNormalization", "ln", {"x", "w"}, {"y", "mean", "inv"});
+  intAttr(ln, "axis", -2);
+  for (const char* out : {"y", "mean", "inv"})
+    *g->add_output() = floatInput(out, std::string(out) == "y" ? std::vector<int64_t>{2, 3, 4}
+                                                               : std::vector<int64_t>{2, 1, 1});
+  auto imported = importBytes(bytesOf(m));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_TRUE(ir::verifyModule(*imported->module).ok()) << ir::verifyModule(*imported->module);
+  const ir::Graph& graph = *imported->module->graph(kInferGraph);
+  const ir::Node* bn = nullptr;
+  for (const auto& n : graph.nodes())
+    if (n->op() == ir::Op::kBatchNorm) bn = n.get();
+  ASSERT_NE(bn, nullptr);
+  EXPECT_FALSE(bn->boolAttr("training"));
+  EXPECT_EQ(bn->operand(4)->def()->op(), ir::Op::kLayerNorm);  // its variance result
+  EXPECT_EQ(bn->operand(4)->index(), 2);
+  ASSERT_EQ(graph.outputs().size(), 3u);
+  EXPECT_EQ(graph.outputs()[2]->type(), (ir::TensorType{ir::DType::kF32, {2, 1, 1}}));
+}
+
 TEST(OnnxImport, ASqrtOutsideTheLayerNormPatternIsNamedWithWhy) {
   // x - mean read by another node too (an output): the pattern does not hold.
   onnx::ModelProto m = layerNormModel();

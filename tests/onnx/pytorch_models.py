@@ -95,7 +95,7 @@ def relative(got, want):
     return float(np.abs(got - want).max() / np.abs(want).max())
 
 
-def check(cli, name, label, kwargs, mode, batch, tmp):
+def check(cli, name, label, kwargs, mode, batch, tmp, opset=None):
     model = make_model(name, kwargs)
     x = torch.randn(batch, 1, 28, 28, generator=torch.Generator().manual_seed(7))
     with torch.no_grad():
@@ -105,7 +105,7 @@ def check(cli, name, label, kwargs, mode, batch, tmp):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, x, path, training=mode, input_names=["x"], output_names=["logits"],
-                          dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+                          dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}}, opset_version=opset)
     proto = onnx.load(path)
     ops = sorted({n.op_type for n in proto.graph.node} - {"Identity"})
     opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
@@ -172,6 +172,9 @@ def main():
     ap.add_argument("--models", default="lenet,resnet18,vit",
                     help=f"comma-separated, of {', '.join(VARIANTS)} (vit: both attentions)")
     ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--opset", type=int, default=None,
+                    help="the opset torch.onnx.export writes (default: its own, 14; 17 writes "
+                         "nn.LayerNorm as LayerNormalization)")
     ap.add_argument("--train", action="store_true",
                     help="also train the imported LeNet on two devices against the zoo's")
     args = ap.parse_args()
@@ -184,7 +187,8 @@ def main():
             for label, kwargs in VARIANTS[name]:
                 for mode in (torch.onnx.TrainingMode.EVAL, torch.onnx.TrainingMode.PRESERVE):
                     try:
-                        failure = check(args.tandem, name, label, kwargs, mode, args.batch, tmp)
+                        failure = check(args.tandem, name, label, kwargs, mode, args.batch, tmp,
+                                        args.opset)
                     except RuntimeError as e:
                         failure = str(e)
                     if failure:
