@@ -115,6 +115,19 @@ class GraphIndex {
   std::map<std::string, double> scalars_;
 };
 
+/// Input k of `n`, or "" where it has none (a node ONNX's checker let through with fewer
+/// inputs than the pattern's op takes never matches, and is never read past its end).
+const std::string& arg(const onnx::NodeProto& n, int k) {
+  static const std::string kNone;
+  return k < n.input_size() ? n.input(k) : kNone;
+}
+
+/// Output 0 of `n`, or "".
+const std::string& result(const onnx::NodeProto& n) {
+  static const std::string kNone;
+  return n.output_size() > 0 ? n.output(0) : kNone;
+}
+
 /// A match, or why the pattern does not hold (`why` set).
 struct Attempt {
   std::optional<Fusion> fusion;
@@ -140,33 +153,33 @@ Fusion fused(const GraphIndex& gi, const char* op, int root, std::set<int> membe
 Attempt matchGelu(const GraphIndex& gi, int ie) {
   const onnx::NodeProto& e = gi.node(ie);
   if (e.input_size() != 1 || e.output_size() != 1) return miss("not one input and one output");
-  const int id = gi.producer(e.input(0));
+  const int id = gi.producer(arg(e, 0));
   if (id < 0) return miss("its input is not x / sqrt(2) computed by a Div");
   const onnx::NodeProto& d = gi.node(id);
   std::string x;
-  if (GraphIndex::is(d, "Div") && d.input_size() == 2 && gi.isScalar(d.input(1), M_SQRT2)) {
-    x = d.input(0);
+  if (GraphIndex::is(d, "Div") && d.input_size() == 2 && gi.isScalar(arg(d, 1), M_SQRT2)) {
+    x = arg(d, 0);
   } else if (GraphIndex::is(d, "Mul") && d.input_size() == 2) {
     for (int k = 0; k < 2 && x.empty(); ++k)
       if (gi.isScalar(d.input(k), M_SQRT1_2)) x = d.input(1 - k);
   }
   if (x.empty()) {
-    std::optional<double> by = d.input_size() == 2 ? gi.scalar(d.input(1)) : std::nullopt;
+    std::optional<double> by = d.input_size() == 2 ? gi.scalar(arg(d, 1)) : std::nullopt;
     return miss(absl::StrCat("its input, node ", gi.describe(id), ", is not x / sqrt(2)",
                              by ? absl::StrCat(" (its operand is ", *by, ")") : ""));
   }
-  if (!gi.readOnlyBy(e.input(0), {ie}))
+  if (!gi.readOnlyBy(arg(e, 0), {ie}))
     return miss(absl::StrCat("x / sqrt(2) (node ", gi.describe(id), ") is read elsewhere too"));
-  const int ia = gi.soleReader(e.output(0));
+  const int ia = gi.soleReader(result(e));
   if (ia < 0 || !GraphIndex::is(gi.node(ia), "Add") ||
-      !gi.isScalar(GraphIndex::other(gi.node(ia), e.output(0)), 1.0))
+      !gi.isScalar(GraphIndex::other(gi.node(ia), result(e)), 1.0))
     return miss("its output is not read by one Add of 1 alone");
-  const std::string a = gi.node(ia).output(0);
+  const std::string a = result(gi.node(ia));
   const int i1 = gi.soleReader(a);
   if (i1 < 0 || !GraphIndex::is(gi.node(i1), "Mul"))
     return miss("1 + erf(x / sqrt(2)) is not read by one Mul alone");
   const std::string y = GraphIndex::other(gi.node(i1), a);
-  const std::string m1 = gi.node(i1).output(0);
+  const std::string m1 = result(gi.node(i1));
   // (1 + erf) * x * 0.5, (1 + erf) * 0.5 * x, or (1 + erf) * (x * 0.5).
   if (y == x || gi.isScalar(y, 0.5)) {
     const int i2 = gi.soleReader(m1);
@@ -197,7 +210,7 @@ std::optional<std::vector<int64_t>> keptAxes(const onnx::NodeProto& n) {
 Attempt matchLayerNorm(const GraphIndex& gi, int iq) {
   const onnx::NodeProto& q = gi.node(iq);
   if (q.input_size() != 1 || q.output_size() != 1) return miss("not one input and one output");
-  const int ie = gi.producer(q.input(0));
+  const int ie = gi.producer(arg(q, 0));
   std::string v;
   std::optional<double> eps;
   if (ie >= 0 && GraphIndex::is(gi.node(ie), "Add") && gi.node(ie).input_size() == 2) {
@@ -211,46 +224,46 @@ Attempt matchLayerNorm(const GraphIndex& gi, int iq) {
   if (!axes || axes->empty())
     return miss(absl::StrCat("the variance's node ", gi.describe(ir2),
                              " does not name its axes and keep them"));
-  const int ip = gi.producer(gi.node(ir2).input(0));
+  const int ip = gi.producer(arg(gi.node(ir2), 0));
   std::string d;
   if (ip >= 0 && GraphIndex::is(gi.node(ip), "Pow") && gi.node(ip).input_size() == 2 &&
-      gi.isScalar(gi.node(ip).input(1), 2.0))
-    d = gi.node(ip).input(0);
+      gi.isScalar(arg(gi.node(ip), 1), 2.0))
+    d = arg(gi.node(ip), 0);
   else if (ip >= 0 && GraphIndex::is(gi.node(ip), "Mul") && gi.node(ip).input_size() == 2 &&
-           gi.node(ip).input(0) == gi.node(ip).input(1))
-    d = gi.node(ip).input(0);
+           arg(gi.node(ip), 0) == arg(gi.node(ip), 1))
+    d = arg(gi.node(ip), 0);
   const int is = d.empty() ? -1 : gi.producer(d);
   if (is < 0 || !GraphIndex::is(gi.node(is), "Sub") || gi.node(is).input_size() != 2)
     return miss("the variance is not the mean of (x - mean)^2");
-  const std::string x = gi.node(is).input(0), m = gi.node(is).input(1);
+  const std::string x = arg(gi.node(is), 0), m = arg(gi.node(is), 1);
   const int ir1 = gi.producer(m);
-  if (ir1 < 0 || !GraphIndex::is(gi.node(ir1), "ReduceMean") || gi.node(ir1).input(0) != x ||
+  if (ir1 < 0 || !GraphIndex::is(gi.node(ir1), "ReduceMean") || arg(gi.node(ir1), 0) != x ||
       keptAxes(gi.node(ir1)) != axes)
     return miss("x - mean does not subtract x's ReduceMean over the variance's axes");
-  const int iv = gi.soleReader(q.output(0));
-  if (iv < 0 || !GraphIndex::is(gi.node(iv), "Div") || gi.node(iv).input(0) != d ||
-      gi.node(iv).input(1) != q.output(0))
+  const int iv = gi.soleReader(result(q));
+  if (iv < 0 || !GraphIndex::is(gi.node(iv), "Div") || arg(gi.node(iv), 0) != d ||
+      arg(gi.node(iv), 1) != result(q))
     return miss("its output is not read by one Div of (x - mean) by it alone");
   if (!gi.readOnlyBy(d, {ip, iv}) || !gi.readOnlyBy(m, {is}) ||
-      !gi.readOnlyBy(gi.node(ip).output(0), {ir2}) || !gi.readOnlyBy(v, {ie}) ||
-      !gi.readOnlyBy(q.input(0), {iq}))
+      !gi.readOnlyBy(result(gi.node(ip)), {ir2}) || !gi.readOnlyBy(v, {ie}) ||
+      !gi.readOnlyBy(arg(q, 0), {iq}))
     return miss("a value inside the layer norm is read elsewhere too");
   std::set<int> members{ir1, is, ip, ir2, ie, iq};
   int root = iv;
   std::string gamma, beta;
   // The affine part where its weights are known (nn.LayerNorm's): gamma and beta.
-  if (const int ig = gi.soleReader(gi.node(root).output(0));
+  if (const int ig = gi.soleReader(result(gi.node(root)));
       ig >= 0 && GraphIndex::is(gi.node(ig), "Mul")) {
-    const std::string w = GraphIndex::other(gi.node(ig), gi.node(root).output(0));
+    const std::string w = GraphIndex::other(gi.node(ig), result(gi.node(root)));
     if (!w.empty() && gi.known(w)) {
       members.insert(root);
       root = ig;
       gamma = w;
     }
   }
-  if (const int ib = gi.soleReader(gi.node(root).output(0));
+  if (const int ib = gi.soleReader(result(gi.node(root)));
       ib >= 0 && GraphIndex::is(gi.node(ib), "Add")) {
-    const std::string b = GraphIndex::other(gi.node(ib), gi.node(root).output(0));
+    const std::string b = GraphIndex::other(gi.node(ib), result(gi.node(root)));
     if (!b.empty() && gi.known(b)) {
       members.insert(root);
       root = ib;
