@@ -112,6 +112,7 @@ enum class Arith { kAdd, kSub, kMul, kDiv };
 std::optional<OnnxTensor> foldArith(Arith op, const OnnxTensor& a, const OnnxTensor& b) {
   const bool same = a.shape == b.shape;
   if (!same && a.numElements() != 1 && b.numElements() != 1) return std::nullopt;
+  if (a.numElements() == 0 || b.numElements() == 0) return std::nullopt;  // nothing to pick from
   if (a.elem_type != b.elem_type) return std::nullopt;
   const OnnxTensor& big = a.numElements() >= b.numElements() ? a : b;
   OnnxTensor out = big;
@@ -154,6 +155,24 @@ std::optional<double> uniform(const OnnxTensor& v) {
   return v.floats[0];
 }
 
+/// Values computed on the host are shape arithmetic and small: a shape from the model
+/// (ConstantOfShape's, Expand's) is checked before anything of its size is allocated.
+constexpr int64_t kMaxKnownElements = int64_t{1} << 24;
+
+absl::Status checkKnownShape(const std::vector<int64_t>& shape, absl::string_view what) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return NodeContext::invalid(absl::StrCat(what, " ", shapeText(shape), " is negative"));
+    n = d == 0 ? 0 : std::min(n * d, kMaxKnownElements + 1);
+  }
+  if (n > kMaxKnownElements)
+    return NodeContext::unsupported(absl::StrCat(what, " ", shapeText(shape), ": over ",
+                                                 kMaxKnownElements,
+                                                 " elements computed when the model is imported"));
+  return absl::OkStatus();
+}
+
 /// numpy's broadcast of shapes a and b, or nullopt where they do not broadcast.
 std::optional<ir::Shape> broadcastShapes(const ir::Shape& a, const ir::Shape& b) {
   ir::Shape out(std::max(a.size(), b.size()));
@@ -194,6 +213,7 @@ absl::StatusOr<OnnxTensor> broadcastKnown(const std::vector<const OnnxTensor*>& 
                                                shapeText(v->shape), " do not broadcast"));
     out = *s;
   }
+  RETURN_IF_ERROR(checkKnownShape(std::vector<int64_t>(out.begin(), out.end()), "a result"));
   OnnxTensor r;
   r.elem_type = type;
   r.shape = out;
@@ -1239,6 +1259,7 @@ absl::Status cast(NodeContext& c) {
 
 absl::Status constantOfShape(NodeContext& c) {
   ASSIGN_OR_RETURN(std::vector<int64_t> shape, knownInts(c, 0));
+  RETURN_IF_ERROR(checkKnownShape(shape, "shape"));
   OnnxTensor out;
   out.shape = toShape(shape);
   if (const onnx::AttributeProto* a = c.attr("value")) {
@@ -1310,6 +1331,9 @@ bool readersBroadcast(NodeContext& c, const ir::Shape& from, const ir::Shape& to
 absl::Status expand(NodeContext& c) {
   ASSIGN_OR_RETURN(ir::Shape in, c.shape(0));
   ASSIGN_OR_RETURN(std::vector<int64_t> target, knownInts(c, 1));
+  for (int64_t d : target)
+    if (d < 0)
+      return NodeContext::invalid(absl::StrCat("shape ", shapeText(target), " is negative"));
   std::optional<ir::Shape> out = broadcastShapes(in, toShape(target));
   if (!out)
     return NodeContext::invalid(absl::StrCat(

@@ -637,5 +637,56 @@ TEST(OnnxImportFuzz, FieldMutationsGiveAnErrorOrAValidModule) {
   EXPECT_LT(ok, 2000);
 }
 
+/// Mutations of the pattern models' nodes (geluModel, layerNormModel, classTokenModel):
+/// other ops, rewired inputs, other constants, inputs dropped. A pattern the importer
+/// takes must be one (the module verifies), and anything else an error naming the model.
+/// (It found ConstantOfShape's negative sizes and Mul of an empty known value.)
+TEST(OnnxImportFuzz, PatternModelsGiveAnErrorOrAValidModule) {
+  static const char* kOps[] = {"Div",    "Mul",    "Add",        "Sub",      "Erf",
+                               "Sqrt",   "Pow",    "ReduceMean", "Where",    "Equal",
+                               "Expand", "Concat", "Gather",     "Identity", ""};
+  static const float kValues[] = {0, 0.5f, 1, 2, 1.4142135f, 0.70710677f, -1, 1e-5f};
+  Rng rng(2026);
+  int ok = 0;
+  for (int i = 0; i < 3000; ++i) {
+    onnx::ModelProto m = i % 3 == 0   ? geluModel()
+                         : i % 3 == 1 ? layerNormModel()
+                                      : classTokenModel();
+    onnx::GraphProto* g = m.mutable_graph();
+    for (size_t k = 0, n = 1 + rng.below(3); k < n; ++k) {
+      onnx::NodeProto* node = g->mutable_node(int(rng.below(size_t(g->node_size()))));
+      switch (rng.below(4)) {
+        case 0:
+          node->set_op_type(kOps[rng.below(std::size(kOps))]);
+          break;
+        case 1:  // an input read from another node's output
+          if (node->input_size() > 0)
+            node->set_input(int(rng.below(size_t(node->input_size()))),
+                            g->node(int(rng.below(size_t(g->node_size())))).output(0));
+          break;
+        case 2:  // a Constant's value
+          if (node->op_type() == "Constant" && node->attribute(0).t().float_data_size() == 1)
+            node->mutable_attribute(0)->mutable_t()->set_float_data(
+                0, kValues[rng.below(std::size(kValues))]);
+          break;
+        default:
+          if (node->input_size() > 0) node->mutable_input()->RemoveLast();
+          break;
+      }
+    }
+    auto imported = importBytes(bytesOf(m));
+    if (imported.ok()) {
+      ++ok;
+      EXPECT_TRUE(ir::verifyModule(*imported->module).ok()) << i;
+    } else {
+      EXPECT_TRUE(absl::StartsWith(imported.status().message(), "ONNX model 'm.onnx'"))
+          << i << ": " << imported.status();
+      EXPECT_FALSE(absl::StrContains(imported.status().message(), "\n")) << i;
+    }
+  }
+  EXPECT_GT(ok, 0);
+  EXPECT_LT(ok, 3000);
+}
+
 }  // namespace
 }  // namespace tandem::onnx_import
