@@ -69,6 +69,15 @@ Tensor reshapeTensor(NodeContext& c, Tensor x, const ir::Shape& shape) {
   return c.emit(ir::ReshapeArgs{.x = x.value(), .shape = std::move(s)}.spec());
 }
 
+/// x as rows and back (layer norm's [rows, inner] and its statistics): axis 0 is written
+/// -1, since the rows are as many as the leading axes hold, which replicate divides.
+Tensor reshapeRows(NodeContext& c, Tensor x, const ir::Shape& shape) {
+  if (x.shape() == shape) return x;
+  std::vector<int64_t> s(shape.begin(), shape.end());
+  if (!s.empty() && s[0] > 0) s[0] = -1;
+  return c.emit(ir::ReshapeArgs{.x = x.value(), .shape = std::move(s)}.spec());
+}
+
 /// Input 0 in `shape` as output 0: a known value stays known, a tensor is reshaped.
 absl::Status reshapeInput(NodeContext& c, const ir::Shape& shape) {
   if (c.isConstant(0)) {
@@ -630,7 +639,7 @@ Tensor layerNormRows(NodeContext& c, Tensor x, int64_t axis, float eps, Tensor g
   };
   if (!gamma.valid()) gamma = filled(1);
   if (!beta.valid()) beta = filled(0);
-  return c.emit(ir::LayerNormArgs{.x = reshapeTensor(c, x, {outer, inner}).value(),
+  return c.emit(ir::LayerNormArgs{.x = reshapeRows(c, x, {outer, inner}).value(),
                                   .gamma = reshapeTensor(c, gamma, {inner}).value(),
                                   .beta = reshapeTensor(c, beta, {inner}).value(),
                                   .eps = double(eps)}
@@ -649,12 +658,12 @@ absl::Status layerNormalization(NodeContext& c) {
     ASSIGN_OR_RETURN(beta, c.tensor(2, VarRole::kParam, kZeros));
   }
   Tensor y = layerNormRows(c, x, axis, eps, gamma, beta);
-  c.setOutput(0, reshapeTensor(c, y, shape));
+  c.setOutput(0, reshapeRows(c, y, shape));
   ir::Shape stat_shape = shape;
   for (size_t d = size_t(axis); d < stat_shape.size(); ++d) stat_shape[d] = 1;
   if (c.wantsOutput(1)) {
     Tensor mean(y.value()->def()->result(1));
-    c.setOutput(1, reshapeTensor(c, mean, stat_shape));
+    c.setOutput(1, reshapeRows(c, mean, stat_shape));
   }
   if (c.wantsOutput(2)) {
     // InvStdDev, 1 / sqrt(var + eps) per row: Tandem has no rsqrt op, but batch_norm at
@@ -676,7 +685,7 @@ absl::Status layerNormalization(NodeContext& c) {
                                           .momentum = 0.1,
                                           .eps = double(eps)}
                             .spec());
-    c.setOutput(2, reshapeTensor(c, inv, stat_shape));
+    c.setOutput(2, reshapeRows(c, inv, stat_shape));
   }
   return absl::OkStatus();
 }
@@ -736,7 +745,7 @@ absl::Status fusedLayerNorm(NodeContext& c) {
   if (c.hasInput(2)) {
     ASSIGN_OR_RETURN(beta, c.tensor(2, VarRole::kParam, kZeros));
   }
-  Tensor y = reshapeTensor(
+  Tensor y = reshapeRows(
       c, layerNormRows(c, x, axis, eps, inside ? gamma : Tensor(), inside ? beta : Tensor()),
       shape);
   if (!inside && gamma.valid())
