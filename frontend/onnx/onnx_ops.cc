@@ -173,7 +173,7 @@ absl::Status checkKnownShape(const std::vector<int64_t>& shape, absl::string_vie
   for (int64_t d : shape) {
     if (d < 0)
       return NodeContext::invalid(absl::StrCat(what, " ", shapeText(shape), " is negative"));
-    n = d == 0 ? 0 : std::min(n * d, kMaxKnownElements + 1);
+    n = d == 0 ? 0 : n > kMaxKnownElements / d ? kMaxKnownElements + 1 : n * d;
   }
   if (n > kMaxKnownElements)
     return NodeContext::unsupported(absl::StrCat(what, " ", shapeText(shape), ": over ",
