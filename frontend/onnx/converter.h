@@ -64,6 +64,13 @@ class NodeContext {
   }
   virtual void setOutput(size_t i, Tensor t) = 0;
   virtual void setOutput(size_t i, OnnxTensor value) = 0;
+  /// Output i is `t` broadcast to `shape` (Expand), left unexpanded: only for an output
+  /// that its readers broadcast themselves (readers()), to whom shape() says `shape`.
+  virtual void setBroadcastOutput(size_t i, Tensor t, ir::Shape shape) = 0;
+  /// The nodes that read output i, in graph order (each once), and whether it is also an
+  /// output of the graph.
+  virtual std::vector<const onnx::NodeProto*> readers(size_t i) const = 0;
+  virtual bool isGraphOutput(size_t i) const = 0;
   /// Output `out` is input `in` itself (Identity; Dropout at inference): a known value
   /// stays known and keeps its variable.
   virtual absl::Status alias(size_t in, size_t out) = 0;
@@ -88,6 +95,8 @@ struct OpConverter {
 
 /// The converter of ONNX op `op_type` (default domain), or null.
 const OpConverter* findConverter(const std::string& op_type);
+/// The converter of a fused node's op type (patterns.h: kFusedGelu, kFusedLayerNorm), or null.
+const OpConverter* findFusedConverter(const std::string& op_type);
 /// Every op type with a converter (docs/ONNX.md).
 std::vector<std::string> supportedOps();
 

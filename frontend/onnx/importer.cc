@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "frontend/model.h"
 #include "frontend/onnx/converter.h"
+#include "frontend/onnx/patterns.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
 #include "onnx/defs/schema.h"
@@ -159,6 +160,13 @@ struct Entry {
   /// The ONNX value a known value's variable is named after: the initializer an Identity
   /// chain passes on (PyTorch's exports copy weights so), or the value itself when empty.
   std::string origin;
+  /// Set where `tensor` is this value before its broadcast (an Expand read only by ops
+  /// that broadcast): the value's shape in the ONNX graph.
+  ir::Shape broadcast_shape;
+
+  const ir::Shape& shape() const {
+    return known ? known->shape : !broadcast_shape.empty() ? broadcast_shape : tensor.shape();
+  }
 };
 
 class Importer;
@@ -179,6 +187,9 @@ class Context final : public NodeContext {
   absl::StatusOr<int32_t> elemType(size_t i) override;
   void setOutput(size_t i, Tensor t) override;
   void setOutput(size_t i, OnnxTensor value) override;
+  void setBroadcastOutput(size_t i, Tensor t, ir::Shape shape) override;
+  std::vector<const onnx::NodeProto*> readers(size_t i) const override;
+  bool isGraphOutput(size_t i) const override;
   absl::Status alias(size_t in, size_t out) override;
   Tensor emit(ir::NodeSpec spec, size_t result) override;
 
@@ -221,6 +232,12 @@ class Importer {
             absl::StrCat(what(), ": input '", in.name, "' not given"));
       entries_[in.name] = Entry{.tensor = it->second};
     }
+    for (int i = 0; i < g.node_size(); ++i)
+      for (const std::string& in : g.node(i).input())
+        if (!in.empty() && (readers_[in].empty() || readers_[in].back() != i))
+          readers_[in].push_back(i);
+    for (const auto& o : g.output()) graph_outputs_.insert(o.name());
+    fusions_ = findFusions(g);
     RETURN_IF_ERROR(checkOps());
     for (int i = 0; i < g.node_size(); ++i) RETURN_IF_ERROR(convert(g.node(i), i));
     if (!unsupported_.empty()) return unsupportedError();
@@ -260,6 +277,14 @@ class Importer {
     return it == entries_.end() ? nullptr : &it->second;
   }
   void set(const std::string& name, Entry e) { entries_[name] = std::move(e); }
+
+  std::vector<const onnx::NodeProto*> readers(const std::string& value) const {
+    std::vector<const onnx::NodeProto*> out;
+    if (auto it = readers_.find(value); it != readers_.end())
+      for (int i : it->second) out.push_back(&model_.proto.graph().node(i));
+    return out;
+  }
+  bool isGraphOutput(const std::string& value) const { return graph_outputs_.contains(value); }
 
   /// The entry as a tensor of the graph: a known value becomes a variable (once).
   absl::StatusOr<Tensor> materialize(const std::string& name, const Entry& e, ir::VarRole role,
@@ -309,6 +334,7 @@ class Importer {
     const onnx::GraphProto& g = model_.proto.graph();
     for (int i = 0; i < g.node_size(); ++i) {
       const onnx::NodeProto& n = g.node(i);
+      if (fusions_.interior.contains(i) || fusions_.by_root.contains(i)) continue;
       if (!n.domain().empty() && n.domain() != "ai.onnx") {
         unsupported_.push_back(absl::StrCat(describeNode(n, i), " of domain '", n.domain(), "'"));
         continue;
@@ -333,8 +359,13 @@ class Importer {
     return s == nullptr ? 0 : s->since_version();
   }
 
+  /// Converts node `index`, `n` (or, at a pattern's root, the pattern: patterns.h).
   absl::Status convert(const onnx::NodeProto& n, int index) {
-    for (const std::string& in : n.input()) {
+    if (fusions_.interior.contains(index)) return absl::OkStatus();  // built at its root
+    const Fusion* fusion = nullptr;
+    if (auto f = fusions_.by_root.find(index); f != fusions_.by_root.end()) fusion = &f->second;
+    const onnx::NodeProto& built = fusion ? fusion->node : n;
+    for (const std::string& in : built.input()) {
       if (in.empty()) continue;
       const Entry* e = find(in);
       if (e == nullptr)
@@ -345,11 +376,15 @@ class Importer {
         return absl::OkStatus();
       }
     }
-    Context ctx(*this, n, index, version(n));
-    absl::Status s = findConverter(n.op_type())->convert(ctx);
+    Context ctx(*this, built, index, fusion ? 0 : version(n));
+    absl::Status s = fusion ? findFusedConverter(built.op_type())->convert(ctx)
+                            : findConverter(n.op_type())->convert(ctx);
     if (s.ok() && !b_.status().ok()) s = b_.status();
     if (absl::IsUnimplemented(s)) {
-      unsupported_.push_back(absl::StrCat(describeNode(n, index), ": ", s.message()));
+      auto note = fusions_.near_misses.find(index);
+      unsupported_.push_back(absl::StrCat(
+          describeNode(n, index), ": ", s.message(),
+          note == fusions_.near_misses.end() ? "" : absl::StrCat("; here ", note->second)));
       for (const std::string& out : n.output()) entries_[out] = Entry{.poisoned = true};
       return absl::OkStatus();
     }
@@ -366,7 +401,7 @@ class Importer {
                                                 "'"));
       // ONNX's shape inference is the oracle for every shape the converter made.
       auto inferred = model_.inferred_shapes.find(out);
-      const ir::Shape& got = e->known ? e->known->shape : e->tensor.shape();
+      const ir::Shape& got = e->shape();
       if (inferred != model_.inferred_shapes.end() && inferred->second != got && !inputs_open_)
         return absl::InternalError(absl::StrCat(
             what(), ": ", describeNode(n, index), ": output '", out, "' is ", shapeText(got),
@@ -390,6 +425,9 @@ class Importer {
   std::set<std::string> used_var_names_;
   std::vector<std::string> unsupported_;
   bool inputs_open_ = false;
+  std::map<std::string, std::vector<int>> readers_;
+  std::set<std::string> graph_outputs_;
+  Fusions fusions_;
 
  public:
   /// Set when the import's input shapes differ from the model's (a batch it left open):
@@ -439,7 +477,7 @@ absl::StatusOr<Tensor> Context::tensorOf(OnnxTensor value) {
 
 absl::StatusOr<ir::Shape> Context::shape(size_t i) {
   ASSIGN_OR_RETURN(const Entry* e, input(i));
-  return e->known ? e->known->shape : e->tensor.shape();
+  return e->shape();
 }
 
 absl::StatusOr<int32_t> Context::elemType(size_t i) {
@@ -457,6 +495,19 @@ void Context::setOutput(size_t i, Tensor t) {
 void Context::setOutput(size_t i, OnnxTensor value) {
   if (wantsOutput(i))
     imp_.set(node_.output(int(i)), Entry{.known = std::make_shared<OnnxTensor>(std::move(value))});
+}
+
+void Context::setBroadcastOutput(size_t i, Tensor t, ir::Shape shape) {
+  if (wantsOutput(i)) imp_.set(node_.output(int(i)), Entry{.tensor = t, .broadcast_shape = shape});
+}
+
+std::vector<const onnx::NodeProto*> Context::readers(size_t i) const {
+  return wantsOutput(i) ? imp_.readers(node_.output(int(i)))
+                        : std::vector<const onnx::NodeProto*>{};
+}
+
+bool Context::isGraphOutput(size_t i) const {
+  return wantsOutput(i) && imp_.isGraphOutput(node_.output(int(i)));
 }
 
 absl::Status Context::alias(size_t in, size_t out) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/onnx/converter.h"
+#include "frontend/onnx/patterns.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
 
@@ -68,6 +69,15 @@ Tensor reshapeTensor(NodeContext& c, Tensor x, const ir::Shape& shape) {
   return c.emit(ir::ReshapeArgs{.x = x.value(), .shape = std::move(s)}.spec());
 }
 
+/// x as rows and back (layer norm's [rows, inner] and its statistics): axis 0 is written
+/// -1, since the rows are as many as the leading axes hold, which replicate divides.
+Tensor reshapeRows(NodeContext& c, Tensor x, const ir::Shape& shape) {
+  if (x.shape() == shape) return x;
+  std::vector<int64_t> s(shape.begin(), shape.end());
+  if (!s.empty() && s[0] > 0) s[0] = -1;
+  return c.emit(ir::ReshapeArgs{.x = x.value(), .shape = std::move(s)}.spec());
+}
+
 /// Input 0 in `shape` as output 0: a known value stays known, a tensor is reshaped.
 absl::Status reshapeInput(NodeContext& c, const ir::Shape& shape) {
   if (c.isConstant(0)) {
@@ -111,6 +121,7 @@ enum class Arith { kAdd, kSub, kMul, kDiv };
 std::optional<OnnxTensor> foldArith(Arith op, const OnnxTensor& a, const OnnxTensor& b) {
   const bool same = a.shape == b.shape;
   if (!same && a.numElements() != 1 && b.numElements() != 1) return std::nullopt;
+  if (a.numElements() == 0 || b.numElements() == 0) return std::nullopt;  // nothing to pick from
   if (a.elem_type != b.elem_type) return std::nullopt;
   const OnnxTensor& big = a.numElements() >= b.numElements() ? a : b;
   OnnxTensor out = big;
@@ -151,6 +162,90 @@ std::optional<double> uniform(const OnnxTensor& v) {
   for (float x : v.floats)
     if (x != v.floats[0]) return std::nullopt;
   return v.floats[0];
+}
+
+/// Values computed on the host are shape arithmetic and small: a shape from the model
+/// (ConstantOfShape's, Expand's) is checked before anything of its size is allocated.
+constexpr int64_t kMaxKnownElements = int64_t{1} << 24;
+
+absl::Status checkKnownShape(const std::vector<int64_t>& shape, absl::string_view what) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      return NodeContext::invalid(absl::StrCat(what, " ", shapeText(shape), " is negative"));
+    n = d == 0 ? 0 : n > kMaxKnownElements / d ? kMaxKnownElements + 1 : n * d;
+  }
+  if (n > kMaxKnownElements)
+    return NodeContext::unsupported(absl::StrCat(what, " ", shapeText(shape), ": over ",
+                                                 kMaxKnownElements,
+                                                 " elements computed when the model is imported"));
+  return absl::OkStatus();
+}
+
+/// numpy's broadcast of shapes a and b, or nullopt where they do not broadcast.
+std::optional<ir::Shape> broadcastShapes(const ir::Shape& a, const ir::Shape& b) {
+  ir::Shape out(std::max(a.size(), b.size()));
+  for (size_t d = 0; d < out.size(); ++d) {
+    const size_t from_end = out.size() - d;
+    const int64_t x = from_end <= a.size() ? a[a.size() - from_end] : 1;
+    const int64_t y = from_end <= b.size() ? b[b.size() - from_end] : 1;
+    if (x != y && x != 1 && y != 1) return std::nullopt;
+    out[d] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+/// Element i of a value of shape `out` read from one of shape `s` broadcast to it.
+int64_t broadcastIndex(const ir::Shape& s, const ir::Shape& out, int64_t i) {
+  int64_t at = 0, stride = 1;
+  for (size_t d = out.size(); d-- > 0;) {
+    const int64_t coord = i % out[d];
+    i /= out[d];
+    const size_t off = out.size() - s.size();
+    if (d < off) continue;
+    const int64_t size = s[d - off];
+    if (size != 1) at += coord * stride;
+    stride *= size;
+  }
+  return at;
+}
+
+/// f over the elements of known values under numpy broadcasting (to `out` at least), as
+/// element type `type`: how Equal, Where, Expand and Pow of known values are computed.
+template <typename F>
+absl::StatusOr<OnnxTensor> broadcastKnown(const std::vector<const OnnxTensor*>& in, ir::Shape out,
+                                          int32_t type, F f) {
+  for (const OnnxTensor* v : in) {
+    std::optional<ir::Shape> s = broadcastShapes(out, v->shape);
+    if (!s)
+      return NodeContext::invalid(absl::StrCat("shapes ", shapeText(out), " and ",
+                                               shapeText(v->shape), " do not broadcast"));
+    out = *s;
+  }
+  RETURN_IF_ERROR(checkKnownShape(std::vector<int64_t>(out.begin(), out.end()), "a result"));
+  OnnxTensor r;
+  r.elem_type = type;
+  r.shape = out;
+  const bool is_float = r.isFloat();
+  std::vector<double> args(in.size());
+  for (int64_t i = 0, n = product(out); i < n; ++i) {
+    for (size_t k = 0; k < in.size(); ++k)
+      args[k] = in[k]->at(broadcastIndex(in[k]->shape, out, i));
+    const double y = f(args);
+    if (is_float)
+      r.floats.push_back(float(y));
+    else
+      r.ints.push_back(int64_t(y));
+  }
+  return r;
+}
+
+/// x broadcast to `shape` as a tensor of the graph: times a constant of ones (exact).
+Tensor expandTensor(NodeContext& c, Tensor x, const ir::Shape& shape) {
+  if (x.shape() == shape) return x;
+  Tensor ones = c.emit(ir::ConstantArgs{.value = 1}.spec(
+      {.declared_types = {ir::TensorType{ir::DType::kF32, shape}}}));
+  return c.emit(ir::MulBcastArgs{.a = x.value(), .b = ones.value()}.spec());
 }
 
 /// a + b of tensors under numpy broadcasting: add for equal shapes (the op fusion and the
@@ -266,6 +361,49 @@ absl::Status sum(NodeContext& c) {
   c.setOutput(0, acc);
   return absl::OkStatus();
 }
+
+absl::Status power(NodeContext& c) {
+  if (c.isConstant(0) && c.isConstant(1)) {
+    ASSIGN_OR_RETURN(const OnnxTensor* x, c.constant(0));
+    ASSIGN_OR_RETURN(const OnnxTensor* y, c.constant(1));
+    ASSIGN_OR_RETURN(OnnxTensor v,
+                     broadcastKnown({x, y}, {}, x->elem_type, [](const std::vector<double>& a) {
+                       return std::pow(a[0], a[1]);
+                     }));
+    c.setOutput(0, std::move(v));
+    return absl::OkStatus();
+  }
+  std::optional<double> e;
+  if (c.isConstant(1)) {
+    ASSIGN_OR_RETURN(const OnnxTensor* y, c.constant(1));
+    if (y->numElements() == 1) e = y->at(0);
+  }
+  if (e == 1) return identity(c);
+  if (e != 2)
+    return NodeContext::unsupported(
+        "an exponent other than 1 or 2 known at import (Tandem computes x^2 as x * x; a layer "
+        "norm written out with Pow is imported as a whole)");
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  c.setOutput(0, c.emit(ir::MulBcastArgs{.a = x.value(), .b = x.value()}.spec()));
+  return absl::OkStatus();
+}
+
+/// An elementwise function Tandem has as no op of its own: computed on known values, and
+/// at run time only inside the pattern that reads it (patterns.h), which is converted
+/// whole; the importer adds why the pattern did not match at this node.
+Converter knownOnly(double (*f)(double), std::string why) {
+  return [f, why](NodeContext& c) -> absl::Status {
+    if (!c.isConstant(0)) return NodeContext::unsupported(why);
+    ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
+    if (!v->isFloat())
+      return NodeContext::invalid(absl::StrCat("input is ", elemTypeName(v->elem_type)));
+    c.setOutput(0, mapFloats(*v, "", f));
+    return absl::OkStatus();
+  };
+}
+
+double erfOf(double x) { return std::erf(x); }
+double sqrtOf(double x) { return std::sqrt(x); }
 
 // --- linear algebra ------------------------------------------------------------------
 
@@ -489,38 +627,131 @@ absl::Status batchNormalization(NodeContext& c) {
   return absl::OkStatus();
 }
 
+/// layer_norm of x over its axes from `axis` on, as rows of their product's elements;
+/// gamma and beta (each of those axes' shape, or [inner]) default to ones and zeros. The
+/// result is the op's [rows, inner] y; its results 1 and 2 are each row's mean and variance.
+Tensor layerNormRows(NodeContext& c, Tensor x, int64_t axis, float eps, Tensor gamma, Tensor beta) {
+  const ir::Shape shape = x.shape();
+  const int64_t outer = product(shape, 0, size_t(axis)), inner = product(shape, size_t(axis));
+  auto filled = [&](double value) {
+    return c.emit(ir::ConstantArgs{.value = value}.spec(
+        {.declared_types = {ir::TensorType{ir::DType::kF32, {inner}}}}));
+  };
+  if (!gamma.valid()) gamma = filled(1);
+  if (!beta.valid()) beta = filled(0);
+  return c.emit(ir::LayerNormArgs{.x = reshapeRows(c, x, {outer, inner}).value(),
+                                  .gamma = reshapeTensor(c, gamma, {inner}).value(),
+                                  .beta = reshapeTensor(c, beta, {inner}).value(),
+                                  .eps = double(eps)}
+                    .spec());
+}
+
 absl::Status layerNormalization(NodeContext& c) {
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   const ir::Shape shape = x.shape();
   ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", -1));
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(shape.size()), "axis"));
   ASSIGN_OR_RETURN(float eps, c.attrFloat("epsilon", 1e-5f));
-  if (c.wantsOutput(2))
-    return NodeContext::unsupported(
-        "the InvStdDev output (Tandem's layer_norm returns the variance)");
-  const int64_t outer = product(shape, 0, size_t(axis)), inner = product(shape, size_t(axis));
-  // Normalized over the axes from `axis` on: as rows of `inner` elements.
   ASSIGN_OR_RETURN(Tensor gamma, c.tensor(1, VarRole::kParam, kOnes));
   Tensor beta;
   if (c.hasInput(2)) {
     ASSIGN_OR_RETURN(beta, c.tensor(2, VarRole::kParam, kZeros));
-  } else {
-    beta = c.emit(ir::ConstantArgs{.value = 0}.spec(
-        {.declared_types = {ir::TensorType{ir::DType::kF32, {inner}}}}));
   }
-  const ir::Shape rows{outer, inner};
-  Tensor y = c.emit(ir::LayerNormArgs{.x = reshapeTensor(c, x, rows).value(),
-                                      .gamma = reshapeTensor(c, gamma, {inner}).value(),
-                                      .beta = reshapeTensor(c, beta, {inner}).value(),
-                                      .eps = double(eps)}
-                        .spec());
-  c.setOutput(0, reshapeTensor(c, y, shape));
+  Tensor y = layerNormRows(c, x, axis, eps, gamma, beta);
+  c.setOutput(0, reshapeRows(c, y, shape));
+  ir::Shape stat_shape = shape;
+  for (size_t d = size_t(axis); d < stat_shape.size(); ++d) stat_shape[d] = 1;
   if (c.wantsOutput(1)) {
-    ir::Shape stat_shape = shape;
-    for (size_t d = size_t(axis); d < stat_shape.size(); ++d) stat_shape[d] = 1;
     Tensor mean(y.value()->def()->result(1));
-    c.setOutput(1, reshapeTensor(c, mean, stat_shape));
+    c.setOutput(1, reshapeRows(c, mean, stat_shape));
   }
+  if (c.wantsOutput(2)) {
+    // InvStdDev, 1 / sqrt(var + eps) per row: Tandem has no rsqrt op, but batch_norm at
+    // inference computes gamma (x - mean) / sqrt(var + eps) + beta per channel, which with
+    // a channel per row, x = 1, mean = 0, gamma = 1, beta = 0 and the row's variance
+    // (layer_norm's result 2) as the running variance is exactly it.
+    const int64_t rows = product(shape, 0, size_t(axis));
+    auto filled = [&](double value, ir::Shape s) {
+      return c.emit(ir::ConstantArgs{.value = value}.spec(
+          {.declared_types = {ir::TensorType{ir::DType::kF32, std::move(s)}}}));
+    };
+    Tensor ones = filled(1, {rows}), zeros = filled(0, {rows});
+    Tensor inv = c.emit(ir::BatchNormArgs{.x = filled(1, {1, rows}).value(),
+                                          .gamma = ones.value(),
+                                          .beta = zeros.value(),
+                                          .running_mean = zeros.value(),
+                                          .running_var = y.value()->def()->result(2),
+                                          .training = false,
+                                          .momentum = 0.1,
+                                          .eps = double(eps)}
+                            .spec());
+    c.setOutput(2, reshapeRows(c, inv, stat_shape));
+  }
+  return absl::OkStatus();
+}
+
+// --- patterns converted whole (patterns.h) ------------------------------------------------
+
+absl::Status fusedGelu(NodeContext& c) {
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  c.setOutput(0, c.emit(ir::GeluArgs{.x = x.value()}.spec()));
+  return absl::OkStatus();
+}
+
+/// Whether a weight of shape `w` is one per element of the normalized axes `row` (leading
+/// ones aside), so that layer_norm's gamma or beta can be it.
+bool fitsRow(const ir::Shape& w, const ir::Shape& row) {
+  auto strip = [](const ir::Shape& s) {
+    size_t k = 0;
+    while (k + 1 < s.size() && s[k] == 1) ++k;
+    return ir::Shape(s.begin() + int64_t(k), s.end());
+  };
+  return strip(w) == strip(row);
+}
+
+/// The layer norm written out: x, gamma (or none), beta (or none), ReduceMean's axes and
+/// the epsilon added to the variance.
+absl::Status fusedLayerNorm(NodeContext& c) {
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  const ir::Shape shape = x.shape();
+  const int64_t rank = int64_t(shape.size());
+  ASSIGN_OR_RETURN(std::vector<int64_t> axes, c.attrInts("axes"));
+  ASSIGN_OR_RETURN(float eps, c.attrFloat("epsilon", 1e-5f));
+  for (int64_t& a : axes) {
+    ASSIGN_OR_RETURN(a, normalizeAxis(a, rank, "axis"));
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  const int64_t axis = rank - int64_t(axes.size());
+  for (size_t k = 0; k < axes.size(); ++k)
+    if (axes[k] != axis + int64_t(k))
+      return NodeContext::unsupported(absl::StrCat(
+          "a layer norm written out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div) over axes ",
+          shapeText(axes), " of a ", shapeText(shape),
+          " input: Tandem's layer_norm normalizes the last axes"));
+  const ir::Shape row(shape.begin() + axis, shape.end());
+  // gamma and beta become layer_norm's where they are one per element of a row (nn.LayerNorm's
+  // weight and bias); otherwise they are applied after it as the graph says.
+  bool inside = true;
+  for (size_t i = 1; i < 3; ++i)
+    if (c.hasInput(i)) {
+      ASSIGN_OR_RETURN(ir::Shape s, c.shape(i));
+      inside = inside && fitsRow(s, row);
+    }
+  Tensor gamma, beta;
+  if (c.hasInput(1)) {
+    ASSIGN_OR_RETURN(gamma, c.tensor(1, VarRole::kParam, kOnes));
+  }
+  if (c.hasInput(2)) {
+    ASSIGN_OR_RETURN(beta, c.tensor(2, VarRole::kParam, kZeros));
+  }
+  Tensor y = reshapeRows(
+      c, layerNormRows(c, x, axis, eps, inside ? gamma : Tensor(), inside ? beta : Tensor()),
+      shape);
+  if (!inside && gamma.valid())
+    y = c.emit(ir::MulBcastArgs{.a = y.value(), .b = gamma.value()}.spec());
+  if (!inside && beta.valid()) y = addTensors(c, y, beta);
+  c.setOutput(0, y);
   return absl::OkStatus();
 }
 
@@ -683,10 +914,28 @@ absl::Status concat(NodeContext& c) {
     c.setOutput(0, std::move(out));
     return absl::OkStatus();
   }
-  std::vector<ir::Value*> xs;
+  std::vector<Tensor> ts;
+  std::vector<ir::Shape> shapes;
   for (size_t i = 0; i < n; ++i) {
     ASSIGN_OR_RETURN(Tensor x, c.tensor(i));
-    xs.push_back(x.value());
+    ASSIGN_OR_RETURN(ir::Shape s, c.shape(i));
+    ts.push_back(x);
+    shapes.push_back(std::move(s));
+  }
+  // An operand an Expand left unexpanded (its tensor smaller than its shape) is repeated
+  // by concat_axis along an axis where another operand has the full size; where none
+  // has, it is expanded here.
+  std::vector<ir::Value*> xs;
+  for (size_t i = 0; i < n; ++i) {
+    bool repeats = ts[i].shape().size() == shapes[i].size();
+    for (size_t a = 0; repeats && a < shapes[i].size(); ++a) {
+      if (int64_t(a) == axis || ts[i].shape()[a] == shapes[i][a]) continue;
+      bool other_full = false;
+      for (size_t j = 0; j < n; ++j)
+        other_full = other_full || (ts[j].shape().size() > a && ts[j].shape()[a] == shapes[i][a]);
+      repeats = other_full && ts[i].shape()[a] == 1;
+    }
+    xs.push_back(repeats ? ts[i].value() : expandTensor(c, ts[i], shapes[i]).value());
   }
   if (xs.size() == 1) {
     c.setOutput(0, Tensor(xs[0]));
@@ -908,9 +1157,52 @@ absl::Status size(NodeContext& c) {
   return absl::OkStatus();
 }
 
+/// Gather of a tensor of the graph by indices known at import (ViT's class token out of
+/// the tokens, x[:, 0]): the slices of each run of consecutive indices, joined, in the
+/// result's shape.
+absl::Status gatherTensor(NodeContext& c) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> indices, knownInts(c, 1));
+  ASSIGN_OR_RETURN(const OnnxTensor* index_tensor, c.constant(1));
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  const ir::Shape shape = x.shape();
+  ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", 0));
+  ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(shape.size()), "axis"));
+  if (indices.empty()) return NodeContext::unsupported("no indices (Tandem has no empty tensors)");
+  const int64_t dim = shape[size_t(axis)];
+  std::vector<std::pair<int64_t, int64_t>> runs;  // [start, end) along the axis
+  for (int64_t idx : indices) {
+    if (idx < -dim || idx >= dim)
+      return NodeContext::invalid(
+          absl::StrCat("index ", idx, " is outside [", -dim, ", ", dim, ")"));
+    const int64_t at = idx < 0 ? idx + dim : idx;
+    if (!runs.empty() && runs.back().second == at)
+      ++runs.back().second;
+    else
+      runs.push_back({at, at + 1});
+  }
+  std::vector<ir::Value*> pieces;
+  for (const auto& [start, end] : runs)
+    pieces.push_back(
+        start == 0 && end == dim
+            ? x.value()
+            : c.emit(ir::SliceAxisArgs{.x = x.value(), .axis = axis, .start = start, .end = end}
+                         .spec())
+                  .value());
+  Tensor y = pieces.size() == 1
+                 ? Tensor(pieces[0])
+                 : c.emit(ir::ConcatAxisArgs{.xs = std::move(pieces), .axis = axis}.spec());
+  ir::Shape out(shape.begin(), shape.begin() + axis);
+  out.insert(out.end(), index_tensor->shape.begin(), index_tensor->shape.end());
+  out.insert(out.end(), shape.begin() + axis + 1, shape.end());
+  c.setOutput(0, reshapeTensor(c, y, out));
+  return absl::OkStatus();
+}
+
 absl::Status gather(NodeContext& c) {
-  if (!c.isConstant(0) || !c.isConstant(1))
-    return NodeContext::unsupported("a gather at run time (only of values known at import)");
+  if (!c.isConstant(1))
+    return NodeContext::unsupported(
+        "indices computed at run time (Tandem gathers by indices known at import)");
+  if (!c.isConstant(0)) return gatherTensor(c);
   ASSIGN_OR_RETURN(const OnnxTensor* data, c.constant(0));
   ASSIGN_OR_RETURN(std::vector<int64_t> indices, knownInts(c, 1));
   ASSIGN_OR_RETURN(const OnnxTensor* index_tensor, c.constant(1));
@@ -976,6 +1268,7 @@ absl::Status cast(NodeContext& c) {
 
 absl::Status constantOfShape(NodeContext& c) {
   ASSIGN_OR_RETURN(std::vector<int64_t> shape, knownInts(c, 0));
+  RETURN_IF_ERROR(checkKnownShape(shape, "shape"));
   OnnxTensor out;
   out.shape = toShape(shape);
   if (const onnx::AttributeProto* a = c.attr("value")) {
@@ -993,6 +1286,98 @@ absl::Status constantOfShape(NodeContext& c) {
   return absl::OkStatus();
 }
 
+absl::Status equal(NodeContext& c) {
+  if (!c.isConstant(0) || !c.isConstant(1))
+    return NodeContext::unsupported(
+        "a comparison at run time (Tandem compares values known at import: shape arithmetic)");
+  ASSIGN_OR_RETURN(const OnnxTensor* a, c.constant(0));
+  ASSIGN_OR_RETURN(const OnnxTensor* b, c.constant(1));
+  ASSIGN_OR_RETURN(OnnxTensor v,
+                   broadcastKnown({a, b}, {}, onnx::TensorProto::BOOL,
+                                  [](const std::vector<double>& x) { return x[0] == x[1]; }));
+  c.setOutput(0, std::move(v));
+  return absl::OkStatus();
+}
+
+absl::Status where(NodeContext& c) {
+  for (size_t i = 0; i < 3; ++i)
+    if (!c.isConstant(i))
+      return NodeContext::unsupported(absl::StrCat(
+          "input ", i, " ('", c.node().input(int(i)),
+          "') computed at run time (Tandem selects among values known at import: shape "
+          "arithmetic)"));
+  ASSIGN_OR_RETURN(const OnnxTensor* cond, c.constant(0));
+  ASSIGN_OR_RETURN(const OnnxTensor* x, c.constant(1));
+  ASSIGN_OR_RETURN(const OnnxTensor* y, c.constant(2));
+  if (x->elem_type != y->elem_type) return NodeContext::invalid("X and Y differ in type");
+  ASSIGN_OR_RETURN(OnnxTensor v,
+                   broadcastKnown({cond, x, y}, {}, x->elem_type, [](const std::vector<double>& a) {
+                     return a[0] != 0 ? a[1] : a[2];
+                   }));
+  c.setOutput(0, std::move(v));
+  return absl::OkStatus();
+}
+
+/// Whether every reader of Expand's output broadcasts it itself along the axes it expands:
+/// a Concat along another axis (concat_axis repeats a size-1 axis: ViT's class token
+/// [1,1,D] beside the tokens [N,T,D]).
+bool readersBroadcast(NodeContext& c, const ir::Shape& from, const ir::Shape& to) {
+  const std::vector<const onnx::NodeProto*> readers = c.readers(0);
+  if (readers.empty() || c.isGraphOutput(0) || from.size() != to.size()) return false;
+  for (const onnx::NodeProto* r : readers) {
+    if (r->op_type() != "Concat" || !(r->domain().empty() || r->domain() == "ai.onnx"))
+      return false;
+    int64_t axis = 0;
+    for (const auto& a : r->attribute())
+      if (a.name() == "axis") axis = a.i();
+    if (axis < 0) axis += int64_t(to.size());
+    if (axis < 0 || axis >= int64_t(to.size()) || from[size_t(axis)] != to[size_t(axis)])
+      return false;
+  }
+  return true;
+}
+
+absl::Status expand(NodeContext& c) {
+  ASSIGN_OR_RETURN(ir::Shape in, c.shape(0));
+  ASSIGN_OR_RETURN(std::vector<int64_t> target, knownInts(c, 1));
+  for (int64_t d : target)
+    if (d < 0)
+      return NodeContext::invalid(absl::StrCat("shape ", shapeText(target), " is negative"));
+  std::optional<ir::Shape> out = broadcastShapes(in, toShape(target));
+  if (!out)
+    return NodeContext::invalid(absl::StrCat(
+        "shape ", shapeText(target), " does not broadcast with the input's ", shapeText(in)));
+  if (product(*out) == 0)
+    return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
+  // Integers are shape arithmetic, computed here; a known float is a weight (ViT's class
+  // token, an initializer), which stays one variable, trained as such, and is broadcast in
+  // the graph.
+  ASSIGN_OR_RETURN(int32_t type, c.elemType(0));
+  if (c.isConstant(0) && type != onnx::TensorProto::FLOAT) {
+    ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
+    ASSIGN_OR_RETURN(
+        OnnxTensor r,
+        broadcastKnown({v}, *out, v->elem_type, [](const std::vector<double>& a) { return a[0]; }));
+    c.setOutput(0, std::move(r));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  // Of the rank of the result (a leading 1 per missing axis), as numpy lines them up.
+  ir::Shape padded(out->size() - x.shape().size(), 1);
+  padded.insert(padded.end(), x.shape().begin(), x.shape().end());
+  x = reshapeTensor(c, x, padded);
+  if (x.shape() == *out) {
+    c.setOutput(0, x);
+  } else if (readersBroadcast(c, x.shape(), *out)) {
+    // Left as it is: the batch is then nowhere in the graph (a constant of ones of the
+    // result's shape would hold it), so replicate splits the model as the zoo's ViT.
+    c.setBroadcastOutput(0, x, *out);
+  } else {
+    c.setOutput(0, expandTensor(c, x, *out));
+  }
+  return absl::OkStatus();
+}
+
 const std::map<std::string, OpConverter>& table() {
   // min_version: the oldest schema of the op whose meaning the converter implements.
   static const auto* t = new std::map<std::string, OpConverter>{
@@ -1006,6 +1391,12 @@ const std::map<std::string, OpConverter>& table() {
       {"Conv", {1, conv}},
       {"Div", {6, arith(Arith::kDiv)}},
       {"Dropout", {7, dropout}},
+      {"Equal", {7, equal}},
+      {"Erf",
+       {9, knownOnly(erfOf,
+                     "Tandem has no erf op: it reads Erf at run time only in "
+                     "GELU's x/2 (1 + erf(x / sqrt 2)) (Div, Erf, Add, Mul, Mul)")}},
+      {"Expand", {8, expand}},
       {"Flatten", {1, flatten}},
       {"Gather", {1, gather}},
       {"Gemm", {6, gemm}},
@@ -1018,6 +1409,7 @@ const std::map<std::string, OpConverter>& table() {
       {"Mul", {6, arith(Arith::kMul)}},
       {"Neg", {6, neg}},
       {"Pad", {2, pad}},
+      {"Pow", {7, power}},
       {"ReduceMean", {1, reduce<true>}},
       {"ReduceSum", {1, reduce<false>}},
       {"Relu", {6, unary<ir::ReluArgs>()}},
@@ -1027,12 +1419,26 @@ const std::map<std::string, OpConverter>& table() {
       {"Size", {1, size}},
       {"Slice", {1, slice}},
       {"Softmax", {1, softmaxLike<ir::SoftmaxArgs>}},
+      {"Sqrt",
+       {6, knownOnly(sqrtOf,
+                     "Tandem has no sqrt op: it reads Sqrt at run time only in "
+                     "a layer norm written out (ReduceMean, Sub, Pow, "
+                     "ReduceMean, Add, Sqrt, Div)")}},
       {"Squeeze", {1, squeeze}},
       {"Sub", {6, arith(Arith::kSub)}},
       {"Sum", {6, sum}},
       {"Tanh", {6, unary<ir::TanhArgs>()}},
       {"Transpose", {1, transpose}},
       {"Unsqueeze", {1, unsqueeze}},
+      {"Where", {9, where}},
+  };
+  return *t;
+}
+
+const std::map<std::string, OpConverter>& fusedTable() {
+  static const auto* t = new std::map<std::string, OpConverter>{
+      {kFusedGelu, {0, fusedGelu}},
+      {kFusedLayerNorm, {0, fusedLayerNorm}},
   };
   return *t;
 }
@@ -1042,6 +1448,11 @@ const std::map<std::string, OpConverter>& table() {
 const OpConverter* findConverter(const std::string& op_type) {
   auto it = table().find(op_type);
   return it == table().end() ? nullptr : &it->second;
+}
+
+const OpConverter* findFusedConverter(const std::string& op_type) {
+  auto it = fusedTable().find(op_type);
+  return it == fusedTable().end() ? nullptr : &it->second;
 }
 
 std::vector<std::string> supportedOps() {

@@ -111,13 +111,13 @@ TEST(OnnxImport, EveryUnsupportedNodeIsNamedInOneError) {
   g->mutable_node(2)->set_op_type("Elu");   // Relu_2
   intAttr(g->mutable_node(0), "group", 2);  // an invalid group for 1 channel: the checker
   g->mutable_node(0)->mutable_attribute()->RemoveLast();
-  node(g, "Erf", "Erf_6", {"y"}, {"e"});
+  node(g, "Exp", "Exp_6", {"y"}, {"e"});
   auto imported = importBytes(bytesOf(m));
   ASSERT_FALSE(imported.ok());
   EXPECT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(imported.status().message(),
             "ONNX model 'm.onnx': Tandem does not support 2 nodes: node 'Relu_2' (Elu); node "
-            "'Erf_6' (Erf)");
+            "'Exp_6' (Exp)");
 }
 
 TEST(OnnxImport, AnUnsupportedUseOfAnOpNamesTheNodeAndWhy) {
@@ -172,6 +172,282 @@ TEST(OnnxImport, KnownValuesAreComputedAtImport) {
       EXPECT_EQ(n->attrAs<std::vector<int64_t>>("shape"), (std::vector<int64_t>{-1, 12}));
     }
   }
+}
+
+// --- patterns PyTorch writes for ops ONNX lacks, and the class token's shape arithmetic ---
+
+onnx::ModelProto emptyModel(const std::string& name, int64_t opset = 14) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(opset);
+  m.mutable_graph()->set_name(name);
+  return m;
+}
+
+/// A Constant node `name` whose output `name` is a float scalar (PyTorch's constants).
+void scalarConstant(onnx::GraphProto* g, const std::string& name, float v) {
+  auto* a = node(g, "Constant", name, {}, {name})->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a->mutable_t()->add_float_data(v);
+}
+
+/// A Constant node `name` whose output `name` is an int64 tensor (a scalar when dims is
+/// empty and there is one value).
+void intConstant(onnx::GraphProto* g, const std::string& name, std::vector<int64_t> v,
+                 std::vector<int64_t> dims) {
+  auto* a = node(g, "Constant", name, {}, {name})->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+  for (int64_t d : dims) a->mutable_t()->add_dims(d);
+  for (int64_t x : v) a->mutable_t()->add_int64_data(x);
+}
+
+/// nn.GELU() as torch.onnx.export writes it at opsets up to 17: x/2 (1 + erf(x / sqrt 2))
+/// as Div, Erf, Add, Mul, Mul, on x [N, 5]; `divisor` is sqrt 2's float.
+onnx::ModelProto geluModel(float divisor = 1.4142135381698608f) {
+  onnx::ModelProto m = emptyModel("gelu");
+  onnx::GraphProto* g = m.mutable_graph();
+  *g->add_input() = floatInput("x", {-1, 5});
+  scalarConstant(g, "sqrt2", divisor);
+  node(g, "Div", "div", {"x", "sqrt2"}, {"d"});
+  node(g, "Erf", "erf", {"d"}, {"e"});
+  scalarConstant(g, "one", 1);
+  node(g, "Add", "add", {"e", "one"}, {"a"});
+  node(g, "Mul", "mul", {"x", "a"}, {"m"});
+  scalarConstant(g, "half", 0.5f);
+  node(g, "Mul", "mul_1", {"m", "half"}, {"y"});
+  *g->add_output() = floatInput("y", {-1, 5});
+  return m;
+}
+
+TEST(OnnxImport, GeluWrittenOutBecomesTheGeluOp) {
+  auto imported = importBytes(bytesOf(geluModel()));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const ir::Graph& g = *imported->module->graph(kInferGraph);
+  EXPECT_EQ(opsOf(g), std::vector<ir::Op>{ir::Op::kGelu});
+  EXPECT_TRUE(ir::verifyModule(*imported->module).ok());
+  EXPECT_EQ(g.outputs()[0]->type(), (ir::TensorType{ir::DType::kF32, {4, 5}}));
+  // Named as the pattern's last node.
+  EXPECT_EQ(g.outputs()[0]->def()->location(), "m.onnx#7");
+
+  // The other orders exporters write: x * (1/sqrt 2), and (1 + erf) * (x * 0.5).
+  onnx::ModelProto m = geluModel();
+  onnx::GraphProto* graph = m.mutable_graph();
+  graph->mutable_node(0)->mutable_attribute(0)->mutable_t()->set_float_data(0, float(M_SQRT1_2));
+  graph->mutable_node(1)->set_op_type("Mul");
+  graph->mutable_node(5)->set_input(0, "x");  // mul: x * 0.5 ...
+  graph->mutable_node(5)->set_input(1, "half");
+  graph->mutable_node(5)->set_output(0, "h");
+  graph->mutable_node(7)->set_input(0, "a");  // mul_1: (1 + erf) * h
+  graph->mutable_node(7)->set_input(1, "h");
+  // half's Constant must come before its reader.
+  graph->mutable_node()->SwapElements(5, 6);
+  auto other = importBytes(bytesOf(m));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(opsOf(*other->module->graph(kInferGraph)), std::vector<ir::Op>{ir::Op::kGelu});
+}
+
+TEST(OnnxImport, AnErfOutsideTheGeluPatternIsNamedWithWhy) {
+  // x / 2 is not x / sqrt 2: not nn.GELU, and Tandem has no erf op.
+  auto imported = importBytes(bytesOf(geluModel(2.0f)));
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(imported.status().message(),
+            "ONNX model 'm.onnx': Tandem does not support 1 node: node 'erf' (Erf): Tandem has no "
+            "erf op: it reads Erf at run time only in GELU's x/2 (1 + erf(x / sqrt 2)) (Div, "
+            "Erf, Add, Mul, Mul); here its input, node 'div' (Div), is not x / sqrt(2) (its "
+            "operand is 2)");
+  // The pattern's inside read elsewhere (an output of the graph): not fused either.
+  onnx::ModelProto m = geluModel();
+  *m.mutable_graph()->add_output() = floatInput("e", {-1, 5});
+  imported = importBytes(bytesOf(m));
+  ASSERT_FALSE(imported.ok());
+  EXPECT_TRUE(absl::StrContains(imported.status().message(),
+                                "node 'erf' (Erf): Tandem has no erf op: it reads Erf at run time "
+                                "only in GELU's x/2 (1 + erf(x / sqrt 2)) (Div, Erf, Add, Mul, "
+                                "Mul); here its output is not read by one Add of 1 alone"))
+      << imported.status();
+}
+
+/// nn.LayerNorm(4) as torch.onnx.export writes it before opset 17, on x [N, 3, 4].
+onnx::ModelProto layerNormModel() {
+  onnx::ModelProto m = emptyModel("ln");
+  onnx::GraphProto* g = m.mutable_graph();
+  *g->add_input() = floatInput("x", {-1, 3, 4});
+  *g->add_initializer() = floats("ln.weight", {4}, 0.9f);
+  *g->add_initializer() = floats("ln.bias", {4}, -0.1f);
+  intsAttr(node(g, "ReduceMean", "mean", {"x"}, {"m"}), "axes", {-1});
+  node(g, "Sub", "sub", {"x", "m"}, {"d"});
+  scalarConstant(g, "two", 2);
+  node(g, "Pow", "pow", {"d", "two"}, {"p"});
+  intsAttr(node(g, "ReduceMean", "var", {"p"}, {"v"}), "axes", {-1});
+  scalarConstant(g, "eps", 1e-5f);
+  node(g, "Add", "add", {"v", "eps"}, {"ve"});
+  node(g, "Sqrt", "sqrt", {"ve"}, {"s"});
+  node(g, "Div", "div", {"d", "s"}, {"n"});
+  node(g, "Mul", "mul", {"n", "ln.weight"}, {"w"});
+  node(g, "Add", "add_1", {"w", "ln.bias"}, {"y"});
+  *g->add_output() = floatInput("y", {-1, 3, 4});
+  return m;
+}
+
+TEST(OnnxImport, LayerNormWrittenOutBecomesTheLayerNormOp) {
+  auto imported = importBytes(bytesOf(layerNormModel()));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const ir::Module& mod = *imported->module;
+  EXPECT_TRUE(ir::verifyModule(mod).ok()) << ir::verifyModule(mod);
+  const ir::Graph& g = *mod.graph(kInferGraph);
+  // As rows of the normalized axis, and back.
+  EXPECT_EQ(opsOf(g),
+            (std::vector<ir::Op>{ir::Op::kReshape, ir::Op::kLayerNorm, ir::Op::kReshape}));
+  for (const auto& n : g.nodes())
+    if (n->op() == ir::Op::kLayerNorm) {
+      EXPECT_NEAR(n->floatAttr("eps"), 1e-5, 1e-12);
+      // gamma and beta are the initializers, trained as layer_norm's.
+      EXPECT_EQ(n->operand(1)->name(), "ln.weight");
+      EXPECT_EQ(n->operand(2)->name(), "ln.bias");
+    }
+  EXPECT_EQ(mod.findVar("ln.weight")->role, ir::VarRole::kParam);
+  EXPECT_EQ(g.outputs()[0]->type(), (ir::TensorType{ir::DType::kF32, {4, 3, 4}}));
+
+  // Over an axis that is not the last: named at the pattern's last node.
+  onnx::ModelProto m = layerNormModel();
+  for (int i : {0, 4}) m.mutable_graph()->mutable_node(i)->mutable_attribute(0)->set_ints(0, 1);
+  *m.mutable_graph()->mutable_initializer(0) = floats("ln.weight", {3, 1}, 0.9f);
+  *m.mutable_graph()->mutable_initializer(1) = floats("ln.bias", {3, 1}, -0.1f);
+  imported = importBytes(bytesOf(m));
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.status().message(),
+            "ONNX model 'm.onnx': Tandem does not support 1 node: node 'add_1' (Add): a layer "
+            "norm written out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div) over axes [1] "
+            "of a [4,3,4] input: Tandem's layer_norm normalizes the last axes");
+}
+
+TEST(OnnxImport, LayerNormalizationsInvStdDevIsBatchNormOfItsVariance) {
+  // Opset 17's LayerNormalization with its Mean and InvStdDev outputs, over [2, 3, 4]'s
+  // last two axes: InvStdDev = 1 / sqrt(var + eps) per row is batch_norm at inference of
+  // ones with layer_norm's row variances as the running variance (no rsqrt op).
+  onnx::ModelProto m = emptyModel("ln17", 17);
+  onnx::GraphProto* g = m.mutable_graph();
+  *g->add_input() = floatInput("x", {2, 3, 4});
+  *g->add_initializer() = floats("w", {3, 4}, 0.9f);
+  onnx::NodeProto* ln = node(g, "LayerNormalization", "ln", {"x", "w"}, {"y", "mean", "inv"});
+  intAttr(ln, "axis", -2);
+  for (const char* out : {"y", "mean", "inv"})
+    *g->add_output() = floatInput(out, std::string(out) == "y" ? std::vector<int64_t>{2, 3, 4}
+                                                               : std::vector<int64_t>{2, 1, 1});
+  auto imported = importBytes(bytesOf(m));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_TRUE(ir::verifyModule(*imported->module).ok()) << ir::verifyModule(*imported->module);
+  const ir::Graph& graph = *imported->module->graph(kInferGraph);
+  const ir::Node* bn = nullptr;
+  for (const auto& n : graph.nodes())
+    if (n->op() == ir::Op::kBatchNorm) bn = n.get();
+  ASSERT_NE(bn, nullptr);
+  EXPECT_FALSE(bn->boolAttr("training"));
+  EXPECT_EQ(bn->operand(4)->def()->op(), ir::Op::kLayerNorm);  // its variance result
+  EXPECT_EQ(bn->operand(4)->index(), 2);
+  ASSERT_EQ(graph.outputs().size(), 3u);
+  EXPECT_EQ(graph.outputs()[2]->type(), (ir::TensorType{ir::DType::kF32, {2, 1, 1}}));
+}
+
+TEST(OnnxImport, ASqrtOutsideTheLayerNormPatternIsNamedWithWhy) {
+  // x - mean read by another node too (an output): the pattern does not hold.
+  onnx::ModelProto m = layerNormModel();
+  *m.mutable_graph()->add_output() = floatInput("d", {-1, 3, 4});
+  auto imported = importBytes(bytesOf(m));
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.status().message(),
+            "ONNX model 'm.onnx': Tandem does not support 1 node: node 'sqrt' (Sqrt): Tandem has "
+            "no sqrt op: it reads Sqrt at run time only in a layer norm written out (ReduceMean, "
+            "Sub, Pow, ReduceMean, Add, Sqrt, Div); here a value inside the layer norm is read "
+            "elsewhere too");
+}
+
+/// ViT's class token as torch.onnx.export writes `cls.expand(x.shape[0], -1, -1)`, joined
+/// to the tokens t [N,3,2] (the model's input here) and the class token taken back out:
+/// Shape, Gather, Unsqueeze, Concat, Reshape, Shape, ConstantOfShape, Mul, Equal, Where,
+/// Expand, Concat, Gather.
+onnx::ModelProto classTokenModel() {
+  onnx::ModelProto m = emptyModel("cls");
+  onnx::GraphProto* g = m.mutable_graph();
+  *g->add_input() = floatInput("t", {-1, 3, 2});
+  *g->add_initializer() = floats("cls", {1, 1, 2}, 0.5f);
+  node(g, "Shape", "shape", {"t"}, {"s"});
+  intConstant(g, "zero", {0}, {});
+  node(g, "Gather", "batch", {"s", "zero"}, {"n"});
+  intConstant(g, "axes0", {0}, {1});
+  node(g, "Unsqueeze", "unsqueeze", {"n", "axes0"}, {"n1"});
+  intConstant(g, "minus1", {-1}, {1});
+  intAttr(node(g, "Concat", "sizes", {"n1", "minus1", "minus1"}, {"sizes_out"}), "axis", 0);
+  node(g, "Reshape", "flat", {"sizes_out", "minus1"}, {"want"});
+  node(g, "Shape", "shape_1", {"want"}, {"rank"});
+  auto* one = node(g, "ConstantOfShape", "ones", {"rank"}, {"o"})->add_attribute();
+  one->set_name("value");
+  one->set_type(onnx::AttributeProto::TENSOR);
+  one->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+  one->mutable_t()->add_dims(1);
+  one->mutable_t()->add_int64_data(1);
+  intConstant(g, "minus1s", {-1}, {});
+  node(g, "Mul", "neg", {"o", "minus1s"}, {"neg1"});
+  node(g, "Equal", "is_keep", {"want", "neg1"}, {"keep"});
+  node(g, "Where", "where", {"keep", "o", "want"}, {"target"});  // [N, 1, 1]
+  node(g, "Expand", "expand", {"cls", "target"}, {"c"});
+  intAttr(node(g, "Concat", "join", {"c", "t"}, {"h"}), "axis", 1);
+  intAttr(node(g, "Gather", "first", {"h", "zero"}, {"y"}), "axis", 1);
+  *g->add_output() = floatInput("y", {-1, 2});
+  return m;
+}
+
+TEST(OnnxImport, TheClassTokensShapeArithmeticFoldsAndItsExpandIsTheConcats) {
+  auto imported = importBytes(bytesOf(classTokenModel()));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const ir::Module& mod = *imported->module;
+  EXPECT_TRUE(ir::verifyModule(mod).ok()) << ir::verifyModule(mod);
+  const ir::Graph& g = *mod.graph(kInferGraph);
+  // Equal and Where are computed at import ([N, 1, 1]); the Expand leaves the token
+  // [1,1,2] for concat_axis to repeat along the batch (no constant holds the batch's size);
+  // x[:, 0] is a slice and a reshape.
+  EXPECT_EQ(opsOf(g),
+            (std::vector<ir::Op>{ir::Op::kConcatAxis, ir::Op::kSliceAxis, ir::Op::kReshape}));
+  for (const auto& n : g.nodes())
+    if (n->op() == ir::Op::kConcatAxis) {
+      EXPECT_EQ(n->operand(0)->type(), (ir::TensorType{ir::DType::kF32, {1, 1, 2}}));
+      EXPECT_EQ(n->result()->type(), (ir::TensorType{ir::DType::kF32, {4, 4, 2}}));
+    }
+  EXPECT_EQ(g.outputs()[0]->type(), (ir::TensorType{ir::DType::kF32, {4, 2}}));
+
+  // Read by something that does not broadcast it (the graph's output): expanded.
+  onnx::ModelProto m = classTokenModel();
+  *m.mutable_graph()->add_output() = floatInput("c", {-1, 1, 2});
+  auto expanded = importBytes(bytesOf(m));
+  ASSERT_TRUE(expanded.ok()) << expanded.status();
+  const ir::Graph& e = *expanded->module->graph(kInferGraph);
+  EXPECT_EQ(opsOf(e),
+            (std::vector<ir::Op>{ir::Op::kConstant, ir::Op::kMulBcast, ir::Op::kConcatAxis,
+                                 ir::Op::kSliceAxis, ir::Op::kReshape}));
+  EXPECT_EQ(e.outputs()[1]->type(), (ir::TensorType{ir::DType::kF32, {4, 1, 2}}));
+  EXPECT_TRUE(ir::verifyModule(*expanded->module).ok());
+}
+
+TEST(OnnxImport, EqualOnRunTimeValuesIsNamed) {
+  // x == x selecting between x and x: a comparison at run time, which Tandem does not
+  // have (the Where reading it is not built, so not named).
+  onnx::ModelProto m = emptyModel("eq");
+  onnx::GraphProto* g = m.mutable_graph();
+  *g->add_input() = floatInput("x", {-1, 3});
+  node(g, "Equal", "is_keep", {"x", "x"}, {"keep"});
+  node(g, "Where", "where", {"keep", "x", "x"}, {"y"});
+  *g->add_output() = floatInput("y", {-1, 3});
+  auto imported = importBytes(bytesOf(m));
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(imported.status().message(),
+            "ONNX model 'm.onnx': Tandem does not support 1 node: node 'is_keep' (Equal): a "
+            "comparison at run time (Tandem compares values known at import: shape "
+            "arithmetic)");
 }
 
 TEST(OnnxImport, MalformedModelsNameTheFileAndTheFieldOrNode) {
@@ -359,6 +635,57 @@ TEST(OnnxImportFuzz, FieldMutationsGiveAnErrorOrAValidModule) {
     }
   }
   EXPECT_LT(ok, 2000);
+}
+
+/// Mutations of the pattern models' nodes (geluModel, layerNormModel, classTokenModel):
+/// other ops, rewired inputs, other constants, inputs dropped. A pattern the importer
+/// takes must be one (the module verifies), and anything else an error naming the model.
+/// (It found ConstantOfShape's negative sizes and Mul of an empty known value.)
+TEST(OnnxImportFuzz, PatternModelsGiveAnErrorOrAValidModule) {
+  static const char* kOps[] = {"Div",    "Mul",    "Add",        "Sub",      "Erf",
+                               "Sqrt",   "Pow",    "ReduceMean", "Where",    "Equal",
+                               "Expand", "Concat", "Gather",     "Identity", ""};
+  static const float kValues[] = {0, 0.5f, 1, 2, 1.4142135f, 0.70710677f, -1, 1e-5f};
+  Rng rng(2026);
+  int ok = 0;
+  for (int i = 0; i < 3000; ++i) {
+    onnx::ModelProto m = i % 3 == 0   ? geluModel()
+                         : i % 3 == 1 ? layerNormModel()
+                                      : classTokenModel();
+    onnx::GraphProto* g = m.mutable_graph();
+    for (size_t k = 0, n = 1 + rng.below(3); k < n; ++k) {
+      onnx::NodeProto* node = g->mutable_node(int(rng.below(size_t(g->node_size()))));
+      switch (rng.below(4)) {
+        case 0:
+          node->set_op_type(kOps[rng.below(std::size(kOps))]);
+          break;
+        case 1:  // an input read from another node's output
+          if (node->input_size() > 0)
+            node->set_input(int(rng.below(size_t(node->input_size()))),
+                            g->node(int(rng.below(size_t(g->node_size())))).output(0));
+          break;
+        case 2:  // a Constant's value
+          if (node->op_type() == "Constant" && node->attribute(0).t().float_data_size() == 1)
+            node->mutable_attribute(0)->mutable_t()->set_float_data(
+                0, kValues[rng.below(std::size(kValues))]);
+          break;
+        default:
+          if (node->input_size() > 0) node->mutable_input()->RemoveLast();
+          break;
+      }
+    }
+    auto imported = importBytes(bytesOf(m));
+    if (imported.ok()) {
+      ++ok;
+      EXPECT_TRUE(ir::verifyModule(*imported->module).ok()) << i;
+    } else {
+      EXPECT_TRUE(absl::StartsWith(imported.status().message(), "ONNX model 'm.onnx'"))
+          << i << ": " << imported.status();
+      EXPECT_FALSE(absl::StrContains(imported.status().message(), "\n")) << i;
+    }
+  }
+  EXPECT_GT(ok, 0);
+  EXPECT_LT(ok, 3000);
 }
 
 }  // namespace

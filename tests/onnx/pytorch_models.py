@@ -1,18 +1,21 @@
 #!/usr/bin/python3
 """PyTorch's own exports of the zoo's models through `tandem run`.
 
-LeNet and ResNet-18 written in PyTorch (bench/pytorch_train.py, the zoo's models) with
-random weights and batch-norm statistics are exported by torch.onnx.export (PyTorch 1.13)
-twice: as users export for inference (TrainingMode.EVAL: batch norm folded into the
-convolutions) and keeping the training structure (PRESERVE on an eval-mode model: the
-BatchNormalization nodes with their running statistics). `tandem run` must give PyTorch's
-outputs on the same input within 1e-4 relative (max |diff| over max |output|), and the
-module `tandem import` writes, run from its .tir and weights, the same outputs bit for bit.
+LeNet, ResNet-18 and the ViT written in PyTorch (bench/pytorch_train.py, the zoo's models;
+the ViT twice: with nn.MultiheadAttention and with the attention written out) with random
+weights, batch-norm statistics and layer-norm affines are exported by torch.onnx.export
+(PyTorch 1.13, its default opset 14, the batch symbolic) twice: as users export for
+inference (TrainingMode.EVAL: batch norm folded into the convolutions) and keeping the
+training structure (PRESERVE on an eval-mode model: the BatchNormalization nodes with
+their running statistics). `tandem run` must give PyTorch's outputs on the same input
+within 1e-4 relative (max |diff| over max |output|), on the batch and on its first image
+alone (the symbolic batch), and the module `tandem import` writes, run from its .tir and
+weights, the same outputs bit for bit.
 With --train, PyTorch's LeNet imported by `tandem train --onnx --reinit` trains on two
 devices to the zoo LeNet's test accuracy (within 0.05: other random draws of the same
 initializers) with the same flags.
 
-  tests/onnx/pytorch_models.py --tandem build/tools/tandem [--models lenet,resnet18]
+  tests/onnx/pytorch_models.py --tandem build/tools/tandem [--models lenet,resnet18,vit]
 
 Run with /usr/bin/python3 (python3-torch, python3-onnx).
 """
@@ -31,10 +34,13 @@ from onnx import numpy_helper
 try:
     import torch
 except ImportError:
-    # PyTorch is the oracle of developer machines (the brief's python3-torch), not a
-    # package scripts/setup installs: without it the test is skipped, saying so.
-    print("pytorch_models: skipped: PyTorch is not installed (apt-get install python3-torch)")
-    sys.exit(77)
+    # PyTorch is the oracle (python3-torch, which scripts/setup installs): without it the
+    # test is skipped, saying so, except after scripts/setup (scripts/test sets
+    # TANDEM_TESTS_AFTER_SETUP=1), where a missing package is a failure, as for every test.
+    after_setup = os.environ.get("TANDEM_TESTS_AFTER_SETUP") == "1"
+    print(f"pytorch_models: {'FAILED' if after_setup else 'skipped'}: PyTorch is not installed "
+          "(python3-torch; scripts/setup installs it)")
+    sys.exit(1 if after_setup else 77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import pytorch_train  # noqa: E402  (the zoo's models written in PyTorch)
@@ -42,17 +48,32 @@ import pytorch_train  # noqa: E402  (the zoo's models written in PyTorch)
 TOLERANCE = 1e-4
 
 
-def make_model(name):
+# Each --models name: the variants checked, as (label, constructor's arguments).
+VARIANTS = {
+    "lenet": [("lenet", {})],
+    "resnet18": [("resnet18", {})],
+    "vit": [("vit", {"attention": "mha"}), ("vit-manual", {"attention": "manual"})],
+}
+
+
+def make_model(name, kwargs=None):
     torch.manual_seed(25)
-    model = getattr(pytorch_train, name)()
-    # Batch norm's statistics and affine away from 0/1, so that they matter.
-    for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
-            with torch.no_grad():
+    model = pytorch_train.MODELS[name](**(kwargs or {}))
+    # Batch norm's statistics, the norms' affines and the attention's biases away from their
+    # initial 0/1, so that they matter (and the exporter shares no initializer between them).
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
+            if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.LayerNorm)):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.5, 0.5)
+            if isinstance(m, torch.nn.MultiheadAttention):
+                m.in_proj_bias.uniform_(-0.2, 0.2)
+                m.out_proj.bias.uniform_(-0.2, 0.2)
+            if isinstance(m, torch.nn.Linear) and m.bias is not None:
+                m.bias.uniform_(-0.2, 0.2)
     return model.eval()
 
 
@@ -62,36 +83,53 @@ def tandem(cli, *args):
         raise RuntimeError(f"tandem {' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
 
 
-def check(cli, name, mode, batch, tmp):
-    model = make_model(name)
+def run_onnx(cli, path, x, tmp, tag):
+    """`tandem run` of the model at `path` on images x; its output."""
+    onnx.save_tensor(numpy_helper.from_array(x.numpy(), "x"), os.path.join(tmp, f"in_{tag}.pb"))
+    out = os.path.join(tmp, f"out_{tag}")
+    tandem(cli, "run", path, "--input", f"x={tmp}/in_{tag}.pb", "--output-dir", out)
+    return numpy_helper.to_array(onnx.load_tensor(os.path.join(out, "output_0.pb")))
+
+
+def relative(got, want):
+    return float(np.abs(got - want).max() / np.abs(want).max())
+
+
+def check(cli, name, label, kwargs, mode, batch, tmp, opset=None):
+    model = make_model(name, kwargs)
     x = torch.randn(batch, 1, 28, 28, generator=torch.Generator().manual_seed(7))
     with torch.no_grad():
         want = model(x).numpy()
-    path = os.path.join(tmp, f"{name}.onnx")
+        want_one = model(x[:1]).numpy()
+    path = os.path.join(tmp, f"{label}.onnx")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, x, path, training=mode, input_names=["x"], output_names=["logits"],
-                          dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
-    ops = sorted({n.op_type for n in onnx.load(path).graph.node} - {"Identity"})
-    onnx.save_tensor(numpy_helper.from_array(x.numpy(), "x"), os.path.join(tmp, "input_0.pb"))
-    out = os.path.join(tmp, "out")
-    tandem(cli, "run", path, "--input", f"x={tmp}/input_0.pb", "--output-dir", out)
-    got = numpy_helper.to_array(onnx.load_tensor(os.path.join(out, "output_0.pb")))
+                          dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}}, opset_version=opset)
+    proto = onnx.load(path)
+    ops = sorted({n.op_type for n in proto.graph.node} - {"Identity"})
+    opset = next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+    got = run_onnx(cli, path, x, tmp, "batch")
     if got.shape != want.shape:
-        return f"{name} {mode.name}: output {list(got.shape)}, PyTorch's {list(want.shape)}"
-    rel = float(np.abs(got - want).max() / np.abs(want).max())
-    print(f"{name} ({mode.name}: {', '.join(ops)}): batch {batch}, max |diff| / max |output| "
-          f"= {rel:.2e}")
+        return f"{label} {mode.name}: output {list(got.shape)}, PyTorch's {list(want.shape)}"
+    rel = relative(got, want)
+    one = run_onnx(cli, path, x[:1], tmp, "one")
+    rel_one = relative(one, want_one) if one.shape == want_one.shape else float("inf")
+    print(f"{label} ({mode.name}, opset {opset}: {', '.join(ops)}): batch {batch}, max |diff| / "
+          f"max |output| = {rel:.2e}; batch 1: {rel_one:.2e}")
     if not rel <= TOLERANCE:
-        return f"{name} {mode.name}: relative difference {rel:.2e} > {TOLERANCE}"
+        return f"{label} {mode.name}: relative difference {rel:.2e} > {TOLERANCE}"
+    if not rel_one <= TOLERANCE:
+        return (f"{label} {mode.name}: on one image, output {list(one.shape)} with relative "
+                f"difference {rel_one:.2e} (PyTorch's {list(want_one.shape)})")
     # The same model through `tandem import` and the .tir: the same outputs.
-    tir = os.path.join(tmp, f"{name}.tir")
+    tir = os.path.join(tmp, f"{label}.tir")
     tandem(cli, "import", path, "-o", tir, "--batch", str(batch))
     out_tir = os.path.join(tmp, "out_tir")
-    tandem(cli, "run", tir, "--input", f"x={tmp}/input_0.pb", "--output-dir", out_tir)
+    tandem(cli, "run", tir, "--input", f"x={tmp}/in_batch.pb", "--output-dir", out_tir)
     again = numpy_helper.to_array(onnx.load_tensor(os.path.join(out_tir, "output_0.pb")))
     if not np.array_equal(again, got):
-        return f"{name} {mode.name}: the imported .tir gives other outputs than the .onnx"
+        return f"{label} {mode.name}: the imported .tir gives other outputs than the .onnx"
     return None
 
 
@@ -131,8 +169,12 @@ def check_training(cli, tmp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", default="build/tools/tandem")
-    ap.add_argument("--models", default="lenet,resnet18")
+    ap.add_argument("--models", default="lenet,resnet18,vit",
+                    help=f"comma-separated, of {', '.join(VARIANTS)} (vit: both attentions)")
     ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--opset", type=int, default=None,
+                    help="the opset torch.onnx.export writes (default: its own, 14; 17 writes "
+                         "nn.LayerNorm as LayerNormalization)")
     ap.add_argument("--train", action="store_true",
                     help="also train the imported LeNet on two devices against the zoo's")
     args = ap.parse_args()
@@ -140,14 +182,18 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory(prefix="pytorch-onnx.") as tmp:
         for name in args.models.split(","):
-            for mode in (torch.onnx.TrainingMode.EVAL, torch.onnx.TrainingMode.PRESERVE):
-                try:
-                    failure = check(args.tandem, name, mode, args.batch, tmp)
-                except RuntimeError as e:
-                    failure = str(e)
-                if failure:
-                    print(f"FAILED {failure}")
-                    failures.append(failure)
+            if name not in VARIANTS:
+                ap.error(f"--models: '{name}' is not one of {', '.join(VARIANTS)}")
+            for label, kwargs in VARIANTS[name]:
+                for mode in (torch.onnx.TrainingMode.EVAL, torch.onnx.TrainingMode.PRESERVE):
+                    try:
+                        failure = check(args.tandem, name, label, kwargs, mode, args.batch, tmp,
+                                        args.opset)
+                    except RuntimeError as e:
+                        failure = str(e)
+                    if failure:
+                        print(f"FAILED {failure}")
+                        failures.append(failure)
         if args.train:
             try:
                 failure = check_training(args.tandem, tmp)
