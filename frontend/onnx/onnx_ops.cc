@@ -109,7 +109,10 @@ Tensor reshapeOutput(NodeContext& c, Tensor x, const ir::Shape& shape) {
     // x's batch not outermost: marked by a reshape that keeps x's shape, its batch axis
     // -1, from which the reshape's gradient takes where to put it (ir: gradReshape).
     std::optional<size_t> x_axis = batchAxis(x.shape(), *in);
-    if (x_axis && *x_axis != 0) {
+    const ir::Node* def = x.value()->def();
+    const bool marked = def != nullptr && def->op() == ir::Op::kReshape && x_axis &&
+                        ir::ReshapeView(*def).shape().at(*x_axis) == -1;
+    if (x_axis && *x_axis != 0 && !marked) {
       std::vector<int64_t> keep(x.shape().begin(), x.shape().end());
       keep[*x_axis] = -1;
       x = c.emit(ir::ReshapeArgs{.x = x.value(), .shape = std::move(keep)}.spec());
