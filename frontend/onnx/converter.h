@@ -78,6 +78,19 @@ class NodeContext {
   /// Adds a node to the graph, named after this ONNX node; its result `result`.
   virtual Tensor emit(ir::NodeSpec spec, size_t result = 0) = 0;
 
+  /// Output i's shape where the model, whose batch is open, is imported at another batch
+  /// size too (the importer does so before the import proper): the dimensions that differ
+  /// from this import's depend on the batch. Unset where the batch is fixed in the model
+  /// or that other import failed.
+  struct OtherBatch {
+    ir::Shape shape;       // output i's shape at `other_batch`
+    int64_t batch = 0;     // this import's batch size
+    int64_t other_batch = 0;
+  };
+  virtual std::optional<OtherBatch> atOtherBatch(size_t i) const = 0;
+  /// The same for input i.
+  virtual std::optional<OtherBatch> inputAtOtherBatch(size_t i) const = 0;
+
   /// The status a converter returns for a use of its op Tandem does not support.
   static absl::Status unsupported(absl::string_view why) { return absl::UnimplementedError(why); }
   /// An error in the model itself (an attribute out of its range).

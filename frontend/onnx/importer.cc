@@ -171,6 +171,12 @@ struct Entry {
 
 class Importer;
 
+/// The shapes of a model's values imported at another batch size (emitGraph).
+struct OtherBatchShapes {
+  std::map<std::string, ir::Shape> shapes;
+  int64_t batch = 0, other_batch = 0;
+};
+
 class Context final : public NodeContext {
  public:
   Context(Importer& imp, const onnx::NodeProto& node, int index, int version)
@@ -192,6 +198,8 @@ class Context final : public NodeContext {
   bool isGraphOutput(size_t i) const override;
   absl::Status alias(size_t in, size_t out) override;
   Tensor emit(ir::NodeSpec spec, size_t result) override;
+  std::optional<OtherBatch> atOtherBatch(size_t i) const override;
+  std::optional<OtherBatch> inputAtOtherBatch(size_t i) const override;
 
  private:
   absl::StatusOr<const Entry*> input(size_t i) const;
@@ -231,6 +239,7 @@ class Importer {
         return absl::InvalidArgumentError(
             absl::StrCat(what(), ": input '", in.name, "' not given"));
       entries_[in.name] = Entry{.tensor = it->second};
+      if (recorded_ != nullptr && it->second.valid()) (*recorded_)[in.name] = it->second.shape();
     }
     for (int i = 0; i < g.node_size(); ++i)
       for (const std::string& in : g.node(i).input())
@@ -406,6 +415,7 @@ class Importer {
         return absl::InternalError(absl::StrCat(
             what(), ": ", describeNode(n, index), ": output '", out, "' is ", shapeText(got),
             " here but ", shapeText(inferred->second), " by ONNX's shape inference"));
+      if (recorded_ != nullptr) (*recorded_)[out] = got;
     }
     return absl::OkStatus();
   }
@@ -425,6 +435,8 @@ class Importer {
   std::set<std::string> used_var_names_;
   std::vector<std::string> unsupported_;
   bool inputs_open_ = false;
+  std::map<std::string, ir::Shape>* recorded_ = nullptr;
+  const OtherBatchShapes* other_batch_ = nullptr;
   std::map<std::string, std::vector<int>> readers_;
   std::set<std::string> graph_outputs_;
   Fusions fusions_;
@@ -433,6 +445,9 @@ class Importer {
   /// Set when the import's input shapes differ from the model's (a batch it left open):
   /// ONNX's inferred shapes are then for other sizes.
   void setInputsOpen(bool open) { inputs_open_ = open; }
+  /// Every node output's shape goes to `shapes`, by ONNX name (the import at another batch).
+  void recordShapes(std::map<std::string, ir::Shape>* shapes) { recorded_ = shapes; }
+  void setOtherBatch(const OtherBatchShapes* other) { other_batch_ = other; }
   friend class Context;
 };
 
@@ -518,6 +533,26 @@ absl::Status Context::alias(size_t in, size_t out) {
   return absl::OkStatus();
 }
 
+/// The shape of value `name` in the import at the other batch, if there is one.
+std::optional<NodeContext::OtherBatch> otherBatchOf(const OtherBatchShapes* other,
+                                                     const std::string& name) {
+  if (other == nullptr) return std::nullopt;
+  auto it = other->shapes.find(name);
+  if (it == other->shapes.end()) return std::nullopt;
+  return NodeContext::OtherBatch{
+      .shape = it->second, .batch = other->batch, .other_batch = other->other_batch};
+}
+
+std::optional<NodeContext::OtherBatch> Context::atOtherBatch(size_t i) const {
+  if (!wantsOutput(i)) return std::nullopt;
+  return otherBatchOf(imp_.other_batch_, node_.output(int(i)));
+}
+
+std::optional<NodeContext::OtherBatch> Context::inputAtOtherBatch(size_t i) const {
+  if (!hasInput(i)) return std::nullopt;
+  return otherBatchOf(imp_.other_batch_, node_.input(int(i)));
+}
+
 Tensor Context::emit(ir::NodeSpec spec, size_t result) {
   const std::string layer = identifierFor(
       node_.name().empty() ? absl::StrCat(node_.op_type(), "_", index_) : node_.name());
@@ -526,6 +561,65 @@ Tensor Context::emit(ir::NodeSpec spec, size_t result) {
   // Where the node came from: the model file and the node's index in its graph.
   if (t.valid()) t.value()->def()->setLocation(absl::StrCat(imp_.file(), "#", index_));
   return t;
+}
+
+}  // namespace
+
+namespace {
+
+/// The model imported once more, into a scratch module, with its open batch one larger:
+/// every value's shape there. The importer folds shape arithmetic (Shape, Gather, Mul,
+/// Concat) on the batch it imports at, so a Reshape's target holds the batch as a number,
+/// at whatever axis the model puts it (nn.MultiheadAttention's sequence-first [T, N*H, hd]);
+/// the dimensions that differ between the two imports are those that depend on the batch,
+/// which a reshape writes -1 so that replicate's per-device shares reshape alike (as
+/// `tandem export` finds the batch's axes by building a model for two batches). Unset
+/// where no input leaves exactly axis 0 open, or where the other import fails (the import
+/// proper then says why, if it fails too).
+std::optional<OtherBatchShapes> importAtOtherBatch(const OnnxModel& model,
+                                                   const std::map<std::string, Tensor>& inputs,
+                                                   const std::map<std::string, OnnxTensor>& known) {
+  OtherBatchShapes out;
+  std::vector<std::pair<std::string, ir::Shape>> open;  // inputs whose batch is open
+  for (const ModelInput& in : modelInputs(model)) {
+    if (known.contains(in.name)) continue;
+    auto it = inputs.find(in.name);
+    if (it == inputs.end() || !it->second.valid()) return std::nullopt;
+    ir::Shape given = it->second.shape();
+    for (size_t d = 1; d < in.shape.size(); ++d)
+      if (in.shape[d] < 0) return std::nullopt;  // open beyond the batch: not probed
+    if (in.shape.empty() || in.shape[0] >= 0 || given.size() != in.shape.size()) continue;
+    if (out.batch != 0 && given[0] != out.batch) return std::nullopt;
+    out.batch = given[0];
+    open.emplace_back(in.name, std::move(given));
+  }
+  if (open.empty() || out.batch <= 0) return std::nullopt;
+  out.other_batch = out.batch + 1;
+  ir::Module scratch("other_batch");
+  if (!scratch.addGraph(std::string(ir::kInitGraph)).ok()) return std::nullopt;
+  absl::StatusOr<ir::Graph*> g = scratch.addGraph(std::string(kInferGraph));
+  if (!g.ok()) return std::nullopt;
+  Builder b(scratch, BuildOptions{});
+  b.beginGraph(*g, /*training=*/false);
+  // Every data input is a variable of the scratch module: the open ones one sample larger.
+  std::map<std::string, Tensor> other_inputs;
+  for (const auto& [name, t] : inputs) {
+    if (!t.valid()) continue;
+    ir::TensorType type = t.value()->type();
+    for (const auto& [open_name, shape] : open)
+      if (open_name == name) type.shape[0] = out.other_batch;
+    Tensor v = b.variable(absl::StrCat("in_", identifierFor(name)), type, ir::VarRole::kFed,
+                          ir::Initializer{ir::Initializer::Kind::kZeros});
+    if (!v.valid()) return std::nullopt;
+    other_inputs[name] = v;
+  }
+  VarValues values;
+  std::map<size_t, OnnxTensor> known_outputs;
+  Importer imp(model, b, &values);
+  imp.setInputsOpen(true);
+  imp.recordShapes(&out.shapes);
+  if (!imp.run(other_inputs, known, &known_outputs).ok()) return std::nullopt;
+  return out;
 }
 
 }  // namespace
@@ -541,6 +635,8 @@ absl::StatusOr<std::vector<Tensor>> emitGraph(const OnnxModel& model, Builder& b
     if (it != inputs.end() && it->second.valid() && it->second.shape() != in.shape)
       imp.setInputsOpen(true);
   }
+  std::optional<OtherBatchShapes> other = importAtOtherBatch(model, inputs, known);
+  if (other) imp.setOtherBatch(&*other);
   return imp.run(inputs, known, known_outputs);
 }
 

@@ -78,6 +78,51 @@ Tensor reshapeRows(NodeContext& c, Tensor x, const ir::Shape& shape) {
   return c.emit(ir::ReshapeArgs{.x = x.value(), .shape = std::move(s)}.spec());
 }
 
+/// The one axis of `shape` that grows in proportion to the batch, by `other` (the same
+/// value's shape at another batch size); none where none or several do, or where the
+/// growth is not a multiple of the batch.
+std::optional<size_t> batchAxis(const ir::Shape& shape, const NodeContext::OtherBatch& other) {
+  if (other.shape.size() != shape.size()) return std::nullopt;
+  std::vector<size_t> grows;
+  for (size_t a = 0; a < shape.size(); ++a)
+    if (other.shape[a] != shape[a]) grows.push_back(a);
+  if (grows.size() != 1) return std::nullopt;
+  const int64_t v = shape[grows[0]];
+  if (v > 0 && v % other.batch == 0 && v / other.batch * other.other_batch == other.shape[grows[0]])
+    return grows[0];
+  return std::nullopt;
+}
+
+/// x reshaped to `shape` as the node's output 0. Where the import knows that output's shape
+/// at another batch size (NodeContext::atOtherBatch), the one dimension that grows in
+/// proportion to the batch is written -1, at whatever axis it is (MultiheadAttention's
+/// sequence-first [T, N*H, hd] and [T*N, D]), and none where none differs: replicate
+/// infers it on each device's share. A target with two such dimensions, or one that is not
+/// a multiple of the batch, stays concrete: replicate then refuses the reshape by name.
+/// Without that other import, as reshapeTensor (axis 0 taken for the batch).
+Tensor reshapeOutput(NodeContext& c, Tensor x, const ir::Shape& shape) {
+  std::optional<NodeContext::OtherBatch> other = c.atOtherBatch(0);
+  if (!other || other->shape.size() != shape.size()) return reshapeTensor(c, x, shape);
+  if (x.shape() == shape) return x;
+  std::optional<size_t> y_axis = batchAxis(shape, *other);
+  if (std::optional<NodeContext::OtherBatch> in = c.inputAtOtherBatch(0)) {
+    // x's batch not outermost: marked by a reshape that keeps x's shape, its batch axis
+    // -1, from which the reshape's gradient takes where to put it (ir: gradReshape).
+    std::optional<size_t> x_axis = batchAxis(x.shape(), *in);
+    const ir::Node* def = x.value()->def();
+    const bool marked = def != nullptr && def->op() == ir::Op::kReshape && x_axis &&
+                        ir::ReshapeView(*def).shape().at(*x_axis) == -1;
+    if (x_axis && *x_axis != 0 && !marked) {
+      std::vector<int64_t> keep(x.shape().begin(), x.shape().end());
+      keep[*x_axis] = -1;
+      x = c.emit(ir::ReshapeArgs{.x = x.value(), .shape = std::move(keep)}.spec());
+    }
+  }
+  std::vector<int64_t> s(shape.begin(), shape.end());
+  if (y_axis) s[*y_axis] = -1;
+  return c.emit(ir::ReshapeArgs{.x = x.value(), .shape = std::move(s)}.spec());
+}
+
 /// Input 0 in `shape` as output 0: a known value stays known, a tensor is reshaped.
 absl::Status reshapeInput(NodeContext& c, const ir::Shape& shape) {
   if (c.isConstant(0)) {
@@ -86,7 +131,7 @@ absl::Status reshapeInput(NodeContext& c, const ir::Shape& shape) {
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
-  c.setOutput(0, reshapeTensor(c, x, shape));
+  c.setOutput(0, reshapeOutput(c, x, shape));
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 // contraction: the other operand and dC are brought to [batch*rows, cols] by a reshape
 // (a transpose first where the batch axis is not outermost), so the sum is one product.
 
+#include <algorithm>
 #include <functional>
 #include <numeric>
 #include <utility>
@@ -206,11 +207,27 @@ std::vector<int64_t> batchFree(const Shape& s) {
   return out;
 }
 
+/// dy back in x's shape, its batch axis -1: axis 0, or the axis that x's own producer, a
+/// reshape, wrote -1 (an importer marks a batch that is not outermost so, as ONNX's
+/// sequence-first attention has it: [T, N, D] by a reshape to [T, -1, D] that keeps the
+/// shape). A reshape that keeps the shape passes dy on as it is.
 absl::Status gradReshape(GradContext& c) {
   Value* x = c.node().operand(0);
-  ASSIGN_OR_RETURN(
-      Node * dx, c.emit(ReshapeArgs{.x = c.resultGrad(0), .shape = batchFree(x->type().shape)}.spec(
-                     {.names = {gradName(x)}})));
+  if (x->type() == c.node().result()->type()) {
+    c.addOperandGrad(0, c.resultGrad(0));
+    return absl::OkStatus();
+  }
+  std::vector<int64_t> shape = batchFree(x->type().shape);
+  if (const Node* def = x->def(); def != nullptr && def->op() == Op::kReshape) {
+    const std::vector<int64_t> marked = ReshapeView(*def).shape();
+    auto at = std::find(marked.begin(), marked.end(), -1);
+    if (at != marked.end() && marked.size() == shape.size()) {
+      shape = std::vector<int64_t>(x->type().shape.begin(), x->type().shape.end());
+      shape[size_t(at - marked.begin())] = -1;
+    }
+  }
+  ASSIGN_OR_RETURN(Node * dx, c.emit(ReshapeArgs{.x = c.resultGrad(0), .shape = std::move(shape)}.spec(
+                                  {.names = {gradName(x)}})));
   c.addOperandGrad(0, dx->result());
   return absl::OkStatus();
 }

@@ -433,6 +433,74 @@ TEST(OnnxImport, TheClassTokensShapeArithmeticFoldsAndItsExpandIsTheConcats) {
   EXPECT_TRUE(ir::verifyModule(*expanded->module).ok());
 }
 
+/// nn.MultiheadAttention's sequence-first reshapes as torch.onnx.export writes them, on
+/// x [N, 3, 4]: xt = x^T [3, N, 4]; y = Reshape(xt, [T, N*2, 2]) and z = Reshape(y, [T*N, 4]),
+/// their targets Shape/Gather/Mul/Concat chains that the import folds on its batch.
+onnx::ModelProto sequenceFirstModel() {
+  onnx::ModelProto m = emptyModel("seq");
+  onnx::GraphProto* g = m.mutable_graph();
+  *g->add_input() = floatInput("x", {-1, 3, 4});
+  intsAttr(node(g, "Transpose", "seq_first", {"x"}, {"xt"}), "perm", {1, 0, 2});
+  node(g, "Shape", "shape", {"xt"}, {"s"});
+  intConstant(g, "zero", {0}, {});
+  intConstant(g, "one", {1}, {});
+  node(g, "Gather", "tokens", {"s", "zero"}, {"t"});
+  node(g, "Gather", "batch", {"s", "one"}, {"n"});
+  intConstant(g, "heads", {2}, {});
+  node(g, "Mul", "n_heads", {"n", "heads"}, {"nh"});
+  intConstant(g, "axes0", {0}, {1});
+  node(g, "Unsqueeze", "u_t", {"t", "axes0"}, {"t1"});
+  node(g, "Unsqueeze", "u_nh", {"nh", "axes0"}, {"nh1"});
+  intConstant(g, "head_dim", {2}, {1});
+  intAttr(node(g, "Concat", "split_target", {"t1", "nh1", "head_dim"}, {"split"}), "axis", 0);
+  node(g, "Reshape", "split_heads", {"xt", "split"}, {"y"});  // [T, N*2, 2]
+  node(g, "Mul", "t_n", {"t", "n"}, {"tn"});
+  node(g, "Unsqueeze", "u_tn", {"tn", "axes0"}, {"tn1"});
+  intConstant(g, "width", {4}, {1});
+  intAttr(node(g, "Concat", "rows_target", {"tn1", "width"}, {"rows"}), "axis", 0);
+  node(g, "Reshape", "rows", {"y", "rows"}, {"z"});  // [T*N, 4]
+  onnx::ValueInfoProto* z = g->add_output();
+  *z = floatInput("z", {-1, 4});  // [T*N, 4]
+  z->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("TN");
+  return m;
+}
+
+TEST(OnnxImport, ASequenceFirstReshapeWritesItsBatchDimensionMinusOneWhereItIs) {
+  // The batch is folded into the targets as a number (N*2 = 8, T*N = 12 at batch 4); the
+  // import at a second batch finds which dimension grows with it, and the reshape writes
+  // that one -1 so that replicate's shares reshape alike. y's batch is on axis 1: the
+  // reshape of xt first marks it by a reshape that keeps xt's shape (for the gradient).
+  auto imported = importBytes(bytesOf(sequenceFirstModel()));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const ir::Graph& g = *imported->module->graph(kInferGraph);
+  EXPECT_TRUE(ir::verifyModule(*imported->module).ok()) << ir::verifyModule(*imported->module);
+  std::vector<std::vector<int64_t>> targets;
+  for (const auto& n : g.nodes())
+    if (n->op() == ir::Op::kReshape) targets.push_back(ir::ReshapeView(*n).shape());
+  EXPECT_EQ(targets, (std::vector<std::vector<int64_t>>{{3, -1, 4}, {3, -1, 2}, {-1, 4}}));
+  EXPECT_EQ(g.outputs()[0]->type(), (ir::TensorType{ir::DType::kF32, {12, 4}}));
+
+  // At batch 1 too (the second import is then at batch 2).
+  auto one = importBytes(bytesOf(sequenceFirstModel()), 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  targets.clear();
+  for (const auto& n : one->module->graph(kInferGraph)->nodes())
+    if (n->op() == ir::Op::kReshape) targets.push_back(ir::ReshapeView(*n).shape());
+  EXPECT_EQ(targets, (std::vector<std::vector<int64_t>>{{3, -1, 4}, {3, -1, 2}, {-1, 4}}));
+
+  // The batch fixed in the model: no second import, the old rule (axis 0 -1 where the
+  // target keeps the input's axis 0).
+  onnx::ModelProto fixed = sequenceFirstModel();
+  fixed.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()
+      ->mutable_dim(0)->set_dim_value(4);
+  auto f = importBytes(bytesOf(fixed));
+  ASSERT_TRUE(f.ok()) << f.status();
+  targets.clear();
+  for (const auto& n : f->module->graph(kInferGraph)->nodes())
+    if (n->op() == ir::Op::kReshape) targets.push_back(ir::ReshapeView(*n).shape());
+  EXPECT_EQ(targets, (std::vector<std::vector<int64_t>>{{-1, 8, 2}, {12, 4}}));
+}
+
 TEST(OnnxImport, EqualOnRunTimeValuesIsNamed) {
   // x == x selecting between x and x: a comparison at run time, which Tandem does not
   // have (the Where reading it is not built, so not named).

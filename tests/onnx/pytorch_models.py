@@ -11,6 +11,9 @@ their running statistics). `tandem run` must give PyTorch's outputs on the same 
 within 1e-4 relative (max |diff| over max |output|), on the batch and on its first image
 alone (the symbolic batch), and the module `tandem import` writes, run from its .tir and
 weights, the same outputs bit for bit.
+PyTorch's ViT with nn.MultiheadAttention (sequence-first: the batch folded into a middle
+axis of its reshapes) imported by `tandem train --onnx` trains on two devices past chance
+and as on one device (train loss within 1e-3 relative, test accuracy within 0.02).
 With --train, PyTorch's LeNet imported by `tandem train --onnx --reinit` trains on two
 devices to the zoo LeNet's test accuracy (within 0.05: other random draws of the same
 initializers) with the same flags.
@@ -166,6 +169,40 @@ def check_training(cli, tmp):
     return None
 
 
+def check_vit_replicated(cli, tmp):
+    """train --onnx of PyTorch's ViT with nn.MultiheadAttention (sequence-first: its reshapes
+    fold the batch into a middle axis, [T, N*heads, dim] and [T*N, D]) on two devices learns,
+    and as on one device: data-parallel is the same math, up to f32 reduction order."""
+    if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+        print("vit training: skipped: no Fashion-MNIST (dataset-fashion-mnist)")
+        return None
+    model = make_model("vit", {"attention": "mha"})
+    path = os.path.join(tmp, "vit_train.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, torch.randn(2, 1, 28, 28), path, input_names=["x"],
+                          output_names=["logits"], dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
+                          training=torch.onnx.TrainingMode.PRESERVE)
+    flags = ["--onnx", path, "--batch", "64", "--epochs", "2", "--limit-train", "2048",
+             "--limit-test", "512"]
+    got = {}
+    for devices in ("cpu:0,cpu:1", "cpu:0"):
+        csv = os.path.join(tmp, f"vit_{len(devices.split(','))}.csv")
+        tandem(cli, "train", *flags, "--devices", devices, "--metrics", csv)
+        got[devices] = last_epoch(csv)
+    two, one = got["cpu:0,cpu:1"], got["cpu:0"]
+    loss2, loss1 = float(two["train_loss"]), float(one["train_loss"])
+    acc2, acc1 = float(two["test_acc"]), float(one["test_acc"])
+    print(f"vit (nn.MultiheadAttention) training, 2 epochs on 2048 images: train loss 2 devices "
+          f"{loss2:.6f}, 1 device {loss1:.6f}; test accuracy {acc2:.4f}, {acc1:.4f}")
+    if not acc2 > 0.2:
+        return f"train --onnx vit on 2 devices: test accuracy {acc2:.4f}, not past chance (0.1)"
+    if not abs(loss2 - loss1) <= 1e-3 * abs(loss1) or abs(acc2 - acc1) > 0.02:
+        return (f"train --onnx vit: 2 devices (loss {loss2:.6f}, accuracy {acc2:.4f}) differ from "
+                f"one (loss {loss1:.6f}, accuracy {acc1:.4f})")
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", default="build/tools/tandem")
@@ -194,6 +231,14 @@ def main():
                     if failure:
                         print(f"FAILED {failure}")
                         failures.append(failure)
+        if "vit" in args.models.split(","):
+            try:
+                failure = check_vit_replicated(args.tandem, tmp)
+            except RuntimeError as e:
+                failure = str(e)
+            if failure:
+                print(f"FAILED {failure}")
+                failures.append(failure)
         if args.train:
             try:
                 failure = check_training(args.tandem, tmp)
