@@ -217,36 +217,29 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(1)
     failures = []
+
+    def run(check_fn, *check_args):
+        """Runs one check; its failure (returned or raised) is printed and counted."""
+        try:
+            failure = check_fn(*check_args)
+        except RuntimeError as e:
+            failure = str(e)
+        if failure:
+            print(f"FAILED {failure}")
+            failures.append(failure)
+
     with tempfile.TemporaryDirectory(prefix="pytorch-onnx.") as tmp:
         for name in args.models.split(","):
             if name not in VARIANTS:
                 ap.error(f"--models: '{name}' is not one of {', '.join(VARIANTS)}")
             for label, kwargs in VARIANTS[name]:
                 for mode in (torch.onnx.TrainingMode.EVAL, torch.onnx.TrainingMode.PRESERVE):
-                    try:
-                        failure = check(args.tandem, name, label, kwargs, mode, args.batch, tmp,
-                                        args.opset)
-                    except RuntimeError as e:
-                        failure = str(e)
-                    if failure:
-                        print(f"FAILED {failure}")
-                        failures.append(failure)
+                    run(check, args.tandem, name, label, kwargs, mode, args.batch, tmp,
+                        args.opset)
         if "vit" in args.models.split(","):
-            try:
-                failure = check_vit_replicated(args.tandem, tmp)
-            except RuntimeError as e:
-                failure = str(e)
-            if failure:
-                print(f"FAILED {failure}")
-                failures.append(failure)
+            run(check_vit_replicated, args.tandem, tmp)
         if args.train:
-            try:
-                failure = check_training(args.tandem, tmp)
-            except RuntimeError as e:
-                failure = str(e)
-            if failure:
-                print(f"FAILED {failure}")
-                failures.append(failure)
+            run(check_training, args.tandem, tmp)
     return 1 if failures else 0
 
 
