@@ -239,8 +239,8 @@ class GraphVerifier {
 
 /// A sharded variable (shard-weight-update's state) is flat, one shard of at least one
 /// element per module device, the devices cut into `shard_groups` equal groups whose
-/// shards each add up to it (the same shards in every group); the variables it packs (checkpoint names)
-/// fill it exactly when sharded, and are each its type when not (a bucket's update count).
+/// shards each add up to it (the same shards in every group); the variables it packs (checkpoint
+/// names) fill it exactly when sharded, and are each its type when not (a bucket's update count).
 absl::Status verifyVar(const Module& m, const Var& v) {
   auto fail = [&](absl::string_view msg) {
     return absl::FailedPreconditionError(absl::StrCat("variable @", v.name, ": ", msg));
@@ -262,15 +262,15 @@ absl::Status verifyVar(const Module& m, const Var& v) {
         return fail(absl::StrCat("shards[", d, "] is ", v.shards[d],
                                  "; every device's shard holds at least one element"));
       if (v.shards[d] != v.shards[d % per_group])
-        return fail(absl::StrCat("shards[", d, "] is ", v.shards[d], " but shards[",
-                                 d % per_group, "] is ", v.shards[d % per_group],
+        return fail(absl::StrCat("shards[", d, "] is ", v.shards[d], " but shards[", d % per_group,
+                                 "] is ", v.shards[d % per_group],
                                  "; every shard group is cut the same way"));
       if (d < per_group) sum += v.shards[d];
     }
     if (sum != v.type.numElements())
-      return fail(absl::StrCat("shards add up to ", sum,
-                               groups > 1 ? " in a shard group" : "", " but ", toString(v.type),
-                               " has ", v.type.numElements(), " elements"));
+      return fail(absl::StrCat("shards add up to ", sum, groups > 1 ? " in a shard group" : "",
+                               " but ", toString(v.type), " has ", v.type.numElements(),
+                               " elements"));
     if (!v.init.isDeterministic())
       return fail(
           absl::StrCat("is sharded, so its initializer must be zeros or ones (each "

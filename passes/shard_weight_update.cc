@@ -49,18 +49,18 @@ Node* collectiveOf(const std::vector<Value*>& values, size_t i) {
 /// all_reduce (groups=G) -> all_reduce (the groups' first devices) -> broadcast (groups=G)
 /// that insert-collectives{groups=G} writes. An error names any other shape.
 absl::StatusOr<std::pair<std::vector<Node*>, int64_t>> reductionOf(const ir::Module& m,
-                                                                     Node* reader) {
+                                                                   Node* reader) {
   auto refuse = [&](absl::string_view why) {
-    return failure(absl::StrCat(reader->describe(), " hands the optimizer updates gradients ",
-                                why,
+    return failure(absl::StrCat(reader->describe(), " hands the optimizer updates gradients ", why,
                                 "; shard-weight-update shards an all_reduce over every device "
                                 "or insert-collectives' hierarchical one (--allreduce-groups)"));
   };
   const ir::CollectiveView c(*reader);
   if (c.kind() == ir::CollectiveKind::kReduce) {
     if (c.numGroups() != 1 || c.devices() != m.devices())
-      return refuse(c.numGroups() != 1 ? "reduced only within groups" : "reduced over a part of "
-                                                                         "the devices");
+      return refuse(c.numGroups() != 1 ? "reduced only within groups"
+                                       : "reduced over a part of "
+                                         "the devices");
     return std::pair{std::vector<Node*>{reader}, int64_t{1}};
   }
   if (c.kind() != ir::CollectiveKind::kBroadcast || c.devices() != m.devices())
@@ -209,8 +209,8 @@ class Sharder {
     const size_t per_group = devices / static_cast<size_t>(b.groups);
     const int64_t ranks = static_cast<int64_t>(per_group);
     if (total < ranks)
-      return failure(absl::StrCat("bucket ", b.id, " (", b.collectives[0]->describe(),
-                                  ") holds ", total, " elements, fewer than the ", ranks,
+      return failure(absl::StrCat("bucket ", b.id, " (", b.collectives[0]->describe(), ") holds ",
+                                  total, " elements, fewer than the ", ranks,
                                   " devices it is sharded over: every device's shard needs one"));
     if (b.groups > 1 && per_group > 1)
       for (size_t g = 1; g < static_cast<size_t>(b.groups); ++g)
@@ -312,12 +312,11 @@ class Sharder {
     }
     std::vector<std::string> gathered_names;
     for (size_t d = 0; d < devices; ++d) gathered_names.push_back(replicaName(base + ".w", d));
-    ASSIGN_OR_RETURN(
-        Node * ag,
-        insert_.add(last,
-                    ir::AllGatherArgs{
-                        .xs = stepped, .bucket = b.id, .devices = m_.devices(), .groups = b.groups}
-                        .spec({.names = std::move(gathered_names)})));
+    ASSIGN_OR_RETURN(Node * ag, insert_.add(last, ir::AllGatherArgs{.xs = stepped,
+                                                                    .bucket = b.id,
+                                                                    .devices = m_.devices(),
+                                                                    .groups = b.groups}
+                                                      .spec({.names = std::move(gathered_names)})));
     // Each weight cut back out of the gathered bucket and written to its variable.
     for (size_t d = 0; d < devices; ++d) {
       const std::optional<ir::Device> dev = m_.devices()[d];

@@ -189,7 +189,8 @@ class ProgramBuilder {
       for (size_t k : group) key.push_back(*m_.deviceIndex(devs[k]));
       // A group wholly on other processes (a hierarchical reduction's group of another
       // process): nothing here takes part, and no communicator is made for it.
-      if (std::none_of(key.begin(), key.end(), [&](size_t d) { return lm_.devices[d] != nullptr; })) {
+      if (std::none_of(key.begin(), key.end(),
+                       [&](size_t d) { return lm_.devices[d] != nullptr; })) {
         if (from_host)
           for (size_t k : group) offset += extent(k);
         continue;

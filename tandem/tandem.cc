@@ -216,9 +216,8 @@ absl::StatusOr<std::unique_ptr<Model::Impl>> prepare(const ModelSpec& spec,
            .seed = options.seed,
            .schedule = choice.compile.pipeline.lr_schedule ? std::optional(schedule) : std::nullopt,
            .model = spec.name,
-           .settings =
-               driver::resumeSettings(choice, settings, options.seed, impl->data.train.count,
-                                      options.epochs)}));
+           .settings = driver::resumeSettings(choice, settings, options.seed,
+                                              impl->data.train.count, options.epochs)}));
   RETURN_IF_ERROR(impl->session->initialize());
   if (options.checkpoint) {
     impl->checkpoints.emplace(*options.checkpoint, /*writes=*/true);

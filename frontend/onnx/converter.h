@@ -83,8 +83,8 @@ class NodeContext {
   /// from this import's depend on the batch. Unset where the batch is fixed in the model
   /// or that other import failed.
   struct OtherBatch {
-    ir::Shape shape;       // output i's shape at `other_batch`
-    int64_t batch = 0;     // this import's batch size
+    ir::Shape shape;    // output i's shape at `other_batch`
+    int64_t batch = 0;  // this import's batch size
     int64_t other_batch = 0;
   };
   virtual std::optional<OtherBatch> atOtherBatch(size_t i) const = 0;

@@ -535,7 +535,7 @@ absl::Status Context::alias(size_t in, size_t out) {
 
 /// The shape of value `name` in the import at the other batch, if there is one.
 std::optional<NodeContext::OtherBatch> otherBatchOf(const OtherBatchShapes* other,
-                                                     const std::string& name) {
+                                                    const std::string& name) {
   if (other == nullptr) return std::nullopt;
   auto it = other->shapes.find(name);
   if (it == other->shapes.end()) return std::nullopt;

@@ -226,8 +226,9 @@ absl::Status gradReshape(GradContext& c) {
       shape[size_t(at - marked.begin())] = -1;
     }
   }
-  ASSIGN_OR_RETURN(Node * dx, c.emit(ReshapeArgs{.x = c.resultGrad(0), .shape = std::move(shape)}.spec(
-                                  {.names = {gradName(x)}})));
+  ASSIGN_OR_RETURN(Node * dx,
+                   c.emit(ReshapeArgs{.x = c.resultGrad(0), .shape = std::move(shape)}.spec(
+                       {.names = {gradName(x)}})));
   c.addOperandGrad(0, dx->result());
   return absl::OkStatus();
 }

@@ -491,8 +491,13 @@ TEST(OnnxImport, ASequenceFirstReshapeWritesItsBatchDimensionMinusOneWhereItIs) 
   // The batch fixed in the model: no second import, the old rule (axis 0 -1 where the
   // target keeps the input's axis 0).
   onnx::ModelProto fixed = sequenceFirstModel();
-  fixed.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()
-      ->mutable_dim(0)->set_dim_value(4);
+  fixed.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(0)
+      ->set_dim_value(4);
   auto f = importBytes(bytesOf(fixed));
   ASSERT_TRUE(f.ok()) << f.status();
   targets.clear();

@@ -403,8 +403,8 @@ TEST_F(BadInputTable, TrainFilesAndData) {
        "--batch: 32 is more than the 20 training images left by --limit-train (lower --batch)"},
       // A warmup the user gives is the user's to shorten (the model's own one follows the
       // run: a tenth of a run no longer than it).
-      {{"train", "--model", "vit", "--data", "$DATA", "--batch", "10", "--epochs", "1",
-        "--warmup", "10"},
+      {{"train", "--model", "vit", "--data", "$DATA", "--batch", "10", "--epochs", "1", "--warmup",
+        "10"},
        "--warmup 10: the run has 10 steps, so cosine would have none left after the warmup"},
   });
 }

@@ -218,8 +218,8 @@ TEST_F(CheckpointCli, ScheduledRunKilledMidEpochResumesBitForBit) {
 // checkpoint: resuming a one-epoch run for more epochs names the --warmup to give.
 TEST_F(CheckpointCli, AModelsWarmupFollowsARunNoLongerThanIt) {
   const std::string dir = work_.file("vit");
-  CommandResult one = runTandem(withFlag(
-      withFlag(args({"--checkpoint", dir}), "--model", "vit"), "--epochs", "1"));
+  CommandResult one =
+      runTandem(withFlag(withFlag(args({"--checkpoint", dir}), "--model", "vit"), "--epochs", "1"));
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_NE(one.out.find("schedule cosine after 1 warmup steps"), std::string::npos) << one.out;
   EXPECT_EQ(epochFigures(one.out).size(), 1u) << one.out;
@@ -232,9 +232,9 @@ TEST_F(CheckpointCli, AModelsWarmupFollowsARunNoLongerThanIt) {
   EXPECT_NE(longer.err.find("was written with --warmup 1; this run has --warmup 10"),
             std::string::npos)
       << longer.err;
-  CommandResult given = runTandem(withFlag(
-      withFlag(withFlag(args({"--resume", dir}), "--model", "vit"), "--epochs", "3"), "--warmup",
-      "1"));
+  CommandResult given = runTandem(
+      withFlag(withFlag(withFlag(args({"--resume", dir}), "--model", "vit"), "--epochs", "3"),
+               "--warmup", "1"));
   EXPECT_EQ(given.exit_code, 0) << given.err;
 }
 
@@ -400,13 +400,13 @@ TEST_F(ShardedUpdate, HierarchicalGroupsAreTheReplicatedBits) {
   // --allreduce-groups: sharded within each group, the groups' shards all-reduced across
   // them. 4 devices in 2 groups (even shards); 6 in 2 groups cut LeNet's bucket of 129,068
   // elements into 43,023 + 43,023 + 43,022 in each group; AdamW's state likewise.
-  expectSameBits({"--epochs", "1", "--momentum", "0.9", "--devices", "4", "--allreduce-groups",
-                  "2", "--batch", "12"});
+  expectSameBits({"--epochs", "1", "--momentum", "0.9", "--devices", "4", "--allreduce-groups", "2",
+                  "--batch", "12"});
   expectSameBits({"--epochs", "1", "--optimizer", "adamw", "--lr", "0.002", "--devices", "6",
                   "--allreduce-groups", "2", "--batch", "12"});
   // 3 groups of 2: the all_reduce across the groups adds three shards.
-  expectSameBits({"--epochs", "1", "--momentum", "0.9", "--devices", "6", "--allreduce-groups",
-                  "3", "--batch", "12", "--split", "3,1,1,2,1,1"});
+  expectSameBits({"--epochs", "1", "--momentum", "0.9", "--devices", "6", "--allreduce-groups", "3",
+                  "--batch", "12", "--split", "3,1,1,2,1,1"});
 }
 
 // A hierarchically sharded run killed mid-epoch resumes into the groups' shards and ends as

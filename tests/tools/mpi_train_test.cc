@@ -335,8 +335,8 @@ TEST(MpiTrain, ShardedUpdatesAcrossProcessesAreOneProcessBits) {
   expectSameRun("4", 2, "cpu:0,cpu:1", "256", {"--allreduce-groups", "2", "--momentum", "0.9"});
   std::vector<std::string> hybrid = mpirunArgs(2);
   hybrid.push_back(hookedCliPath());
-  for (const std::string& a : with(trainArgs("cpu:0,cpu:1", "256"),
-                                   {"--shard-updates", "--allreduce-groups", "2"}))
+  for (const std::string& a :
+       with(trainArgs("cpu:0,cpu:1", "256"), {"--shard-updates", "--allreduce-groups", "2"}))
     hybrid.push_back(a);
   const CommandResult refused = runProgram(mpirun(), hybrid);
   EXPECT_NE(refused.exit_code, 0);

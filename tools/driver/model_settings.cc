@@ -258,8 +258,8 @@ std::vector<std::pair<std::string, std::string>> optimizerSettings(
 
 std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoice& c,
                                                                 const ModelSettings& f,
-                                                                uint64_t seed,
-                                                                int64_t train_count, int epochs) {
+                                                                uint64_t seed, int64_t train_count,
+                                                                int epochs) {
   const CompileOptions& o = c.compile;
   std::vector<std::pair<std::string, std::string>> out{
       {"--batch", absl::StrCat(o.build.batch)},
@@ -272,8 +272,9 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoic
   if (o.build.label_smoothing > 0)
     out.push_back({"--label-smoothing", exactNumber(o.build.label_smoothing)});
   if (o.pipeline.lr_schedule)
-    out.insert(out.end(), {{"--schedule", c.schedule},
-                           {"--warmup", absl::StrCat(c.warmupSteps(train_count / o.build.batch, epochs))}});
+    out.insert(out.end(),
+               {{"--schedule", c.schedule},
+                {"--warmup", absl::StrCat(c.warmupSteps(train_count / o.build.batch, epochs))}});
   out.insert(out.end(), {{"--precision", f.precision},
                          {"--allreduce-dtype", f.allreduce_dtype},
                          {"--sync-bn", f.sync_bn ? "on" : "off"}});
