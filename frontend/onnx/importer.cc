@@ -307,7 +307,7 @@ class Importer {
     // Initializers are the model's weights (trained); values computed from constants are
     // buffers, never trained.
     if (!e.initializer) role = ir::VarRole::kBuffer;
-    std::string var = varName(e.origin.empty() ? name : e.origin);
+    std::string var = varOf(name, e);
     if (!init) {
       init = v.shape.size() >= 2 && role == ir::VarRole::kParam
                  ? b_.options().weight_init
@@ -320,6 +320,19 @@ class Importer {
   }
 
  private:
+  /// The variable of the known value `name`: named after the initializer an Identity chain
+  /// passes on, but one per value that reads it. PyTorch's eval-mode export merges
+  /// initializers of equal values (a fresh model's zero biases and batch-norm means) into
+  /// one, read through Identity nodes: a weight and a running statistic that only start
+  /// equal must not become one variable. The first value to read an initializer gets its
+  /// name; the same in every graph, as the graphs read the values in the same order.
+  std::string varOf(const std::string& name, const Entry& e) {
+    const std::string& origin = e.origin.empty() ? name : e.origin;
+    const std::string& first = origin_readers_.try_emplace(origin, name).first->second;
+    if (first == name) return varName(origin);
+    return varName(name == origin ? absl::StrCat(name, ".read") : name);
+  }
+
   /// A variable name per ONNX value, unique among this import's and the same in every
   /// graph built from the model (train and eval steps share the variables).
   std::string varName(const std::string& onnx_name) {
@@ -433,6 +446,7 @@ class Importer {
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> var_names_;
   std::set<std::string> used_var_names_;
+  std::map<std::string, std::string> origin_readers_;  // initializer -> its first value (varOf)
   std::vector<std::string> unsupported_;
   bool inputs_open_ = false;
   std::map<std::string, ir::Shape>* recorded_ = nullptr;

@@ -77,6 +77,33 @@ std::vector<ir::Op> opsOf(const ir::Graph& g) {
   return ops;
 }
 
+// PyTorch's eval-mode export merges initializers of equal values: a fresh model's batch
+// norm bias and running mean (zeros) become one, the mean read through an Identity. They
+// stay two variables, a weight and a buffer, each with the merged values.
+TEST(OnnxImport, InitializersMergedByValueStayTwoVariables) {
+  onnx::ModelProto m = sampleModel();
+  onnx::GraphProto* g = m.mutable_graph();
+  for (int i = 0; i < g->initializer_size(); ++i)
+    if (g->initializer(i).name() == "bn.running_mean") {
+      g->mutable_initializer()->DeleteSubrange(i, 1);
+      break;
+    }
+  node(g, "Identity", "Identity_9", {"bn.bias"}, {"bn.running_mean"});
+  // The Identity first: the graph is in topological order.
+  for (int i = g->node_size() - 1; i > 0; --i) g->mutable_node()->SwapElements(i, i - 1);
+  auto imported = importBytes(bytesOf(m));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const ir::Module& mod = *imported->module;
+  EXPECT_TRUE(ir::verifyModule(mod).ok()) << ir::verifyModule(mod);
+  const ir::Var* bias = mod.findVar("bn.bias");
+  const ir::Var* mean = mod.findVar("bn.running_mean");
+  ASSERT_NE(bias, nullptr);
+  ASSERT_NE(mean, nullptr);
+  EXPECT_EQ(bias->role, ir::VarRole::kParam);
+  EXPECT_EQ(mean->role, ir::VarRole::kBuffer);
+  EXPECT_EQ(imported->values.at("bn.running_mean"), imported->values.at("bn.bias"));
+}
+
 TEST(OnnxImport, SampleBecomesTheDslOpsWithItsWeights) {
   auto imported = importBytes(bytesOf(sampleModel()));
   ASSERT_TRUE(imported.ok()) << imported.status();
