@@ -142,19 +142,23 @@ def last_epoch(csv_path):
     return dict(zip(rows[0], rows[-1]))
 
 
+def export_to_train(model, path):
+    """`model` as `train --onnx` reads it: the training structure kept, the batch open."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, torch.randn(2, 1, 28, 28), path, input_names=["x"],
+                          output_names=["logits"], dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
+                          training=torch.onnx.TrainingMode.PRESERVE)
+    return path
+
+
 def check_training(cli, tmp):
     """train --onnx of PyTorch's LeNet (kept structure, --reinit) on two devices learns as
     the zoo's LeNet does with the same flags."""
     if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
         print("training: skipped: no Fashion-MNIST (dataset-fashion-mnist)")
         return None
-    model = make_model("lenet")
-    path = os.path.join(tmp, "lenet_train.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, torch.randn(2, 1, 28, 28), path, input_names=["x"],
-                          output_names=["logits"], dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
-                          training=torch.onnx.TrainingMode.PRESERVE)
+    path = export_to_train(make_model("lenet"), os.path.join(tmp, "lenet_train.onnx"))
     flags = ["--devices", "cpu:0,cpu:1", "--batch", "128", "--epochs", "3", "--limit-train",
              "5000", "--limit-test", "2000"]
     acc = {}
@@ -176,13 +180,8 @@ def check_vit_replicated(cli, tmp):
     if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
         print("vit training: skipped: no Fashion-MNIST (dataset-fashion-mnist)")
         return None
-    model = make_model("vit", {"attention": "mha"})
-    path = os.path.join(tmp, "vit_train.onnx")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, torch.randn(2, 1, 28, 28), path, input_names=["x"],
-                          output_names=["logits"], dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
-                          training=torch.onnx.TrainingMode.PRESERVE)
+    path = export_to_train(make_model("vit", {"attention": "mha"}),
+                           os.path.join(tmp, "vit_train.onnx"))
     flags = ["--onnx", path, "--batch", "64", "--epochs", "2", "--limit-train", "2048",
              "--limit-test", "512"]
     got = {}
