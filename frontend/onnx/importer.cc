@@ -241,12 +241,8 @@ class Importer {
       entries_[in.name] = Entry{.tensor = it->second};
       if (recorded_ != nullptr && it->second.valid()) (*recorded_)[in.name] = it->second.shape();
     }
-    for (int i = 0; i < g.node_size(); ++i)
-      for (const std::string& in : g.node(i).input())
-        if (!in.empty() && (readers_[in].empty() || readers_[in].back() != i))
-          readers_[in].push_back(i);
-    for (const auto& o : g.output()) graph_outputs_.insert(o.name());
-    fusions_ = findFusions(g);
+    index_.emplace(g);
+    fusions_ = findFusions(*index_);
     RETURN_IF_ERROR(checkOps());
     for (int i = 0; i < g.node_size(); ++i) RETURN_IF_ERROR(convert(g.node(i), i));
     if (!unsupported_.empty()) return unsupportedError();
@@ -289,11 +285,10 @@ class Importer {
 
   std::vector<const onnx::NodeProto*> readers(const std::string& value) const {
     std::vector<const onnx::NodeProto*> out;
-    if (auto it = readers_.find(value); it != readers_.end())
-      for (int i : it->second) out.push_back(&model_.proto.graph().node(i));
+    for (int i : index_->readers(value)) out.push_back(&index_->node(i));
     return out;
   }
-  bool isGraphOutput(const std::string& value) const { return graph_outputs_.contains(value); }
+  bool isGraphOutput(const std::string& value) const { return index_->isOutput(value); }
 
   /// The entry as a tensor of the graph: a known value becomes a variable (once).
   absl::StatusOr<Tensor> materialize(const std::string& name, const Entry& e, ir::VarRole role,
@@ -451,8 +446,7 @@ class Importer {
   bool inputs_open_ = false;
   std::map<std::string, ir::Shape>* recorded_ = nullptr;
   const OtherBatchShapes* other_batch_ = nullptr;
-  std::map<std::string, std::vector<int>> readers_;
-  std::set<std::string> graph_outputs_;
+  std::optional<GraphIndex> index_;  // of the model's graph, made by run()
   Fusions fusions_;
 
  public:

@@ -5,115 +5,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "frontend/onnx/onnx_file.h"
+#include "frontend/onnx/graph_index.h"
 
 namespace tandem::onnx_import {
 namespace {
-
-/// The graph as the matcher reads it: which node computes each value, which nodes read
-/// it, and the single-element values known before anything runs (initializers and
-/// Constant nodes, through Identity: the constants PyTorch writes in these patterns).
-class GraphIndex {
- public:
-  explicit GraphIndex(const onnx::GraphProto& g) : g_(g) {
-    for (const auto& t : g.initializer()) {
-      known_.insert(t.name());
-      addScalar(t.name(), t);
-    }
-    for (const auto& o : g.output()) outputs_.insert(o.name());
-    for (int i = 0; i < g.node_size(); ++i) {
-      const onnx::NodeProto& n = g.node(i);
-      for (const std::string& in : n.input()) {
-        if (in.empty()) continue;
-        std::vector<int>& r = readers_[in];
-        if (r.empty() || r.back() != i) r.push_back(i);  // Mul(d, d) reads d once
-      }
-      for (const std::string& out : n.output())
-        if (!out.empty()) producer_[out] = i;
-      if (is(n, "Constant") && n.output_size() == 1) {
-        known_.insert(n.output(0));
-        for (const auto& a : n.attribute()) {
-          if (a.name() == "value" && a.has_t()) addScalar(n.output(0), a.t());
-          if (a.name() == "value_float") scalars_[n.output(0)] = a.f();
-          if (a.name() == "value_int") scalars_[n.output(0)] = double(a.i());
-        }
-      }
-      if (is(n, "Identity") && n.input_size() == 1 && n.output_size() == 1 &&
-          known_.contains(n.input(0))) {
-        known_.insert(n.output(0));
-        if (auto s = scalars_.find(n.input(0)); s != scalars_.end())
-          scalars_[n.output(0)] = s->second;
-      }
-    }
-  }
-
-  const onnx::NodeProto& node(int i) const { return g_.node(i); }
-
-  static bool is(const onnx::NodeProto& n, const char* op) {
-    return n.op_type() == op && (n.domain().empty() || n.domain() == "ai.onnx");
-  }
-
-  /// The index of the node computing `value`, or -1 (an input, an initializer).
-  int producer(const std::string& value) const {
-    auto it = producer_.find(value);
-    return it == producer_.end() ? -1 : it->second;
-  }
-
-  /// The one node reading `value`, or -1 when none, several, or the graph's output too.
-  int soleReader(const std::string& value) const {
-    if (outputs_.contains(value)) return -1;
-    auto it = readers_.find(value);
-    return it == readers_.end() || it->second.size() != 1 ? -1 : it->second[0];
-  }
-
-  /// Whether exactly the nodes `nodes` read `value` (and it is no graph output).
-  bool readOnlyBy(const std::string& value, std::set<int> nodes) const {
-    if (outputs_.contains(value)) return false;
-    auto it = readers_.find(value);
-    return it != readers_.end() && std::set<int>(it->second.begin(), it->second.end()) == nodes;
-  }
-
-  bool known(const std::string& value) const { return known_.contains(value); }
-
-  std::optional<double> scalar(const std::string& value) const {
-    auto it = scalars_.find(value);
-    return it == scalars_.end() ? std::nullopt : std::optional<double>(it->second);
-  }
-
-  /// Whether `value` is a known single element within float rounding of `want`.
-  bool isScalar(const std::string& value, double want) const {
-    std::optional<double> v = scalar(value);
-    return v && std::abs(*v - want) <= 1e-6 * std::abs(want);
-  }
-
-  /// The operand of binary node `n` other than `value`, or "" when `value` is not one.
-  static std::string other(const onnx::NodeProto& n, const std::string& value) {
-    if (n.input_size() != 2) return "";
-    if (n.input(0) == value) return n.input(1);
-    if (n.input(1) == value) return n.input(0);
-    return "";
-  }
-
-  /// "'name' (Op)", or "#i (Op)" for an unnamed node.
-  std::string describe(int i) const {
-    const onnx::NodeProto& n = g_.node(i);
-    return n.name().empty() ? absl::StrCat("#", i, " (", n.op_type(), ")")
-                            : absl::StrCat("'", n.name(), "' (", n.op_type(), ")");
-  }
-
- private:
-  void addScalar(const std::string& name, const onnx::TensorProto& t) {
-    absl::StatusOr<OnnxTensor> v = decodeTensor(t, name);
-    if (v.ok() && v->numElements() == 1 && (!v->floats.empty() || !v->ints.empty()))
-      scalars_[name] = v->at(0);
-  }
-
-  const onnx::GraphProto& g_;
-  std::map<std::string, int> producer_;
-  std::map<std::string, std::vector<int>> readers_;
-  std::set<std::string> outputs_, known_;
-  std::map<std::string, double> scalars_;
-};
 
 /// Input k of `n`, or "" where it has none (a node ONNX's checker let through with fewer
 /// inputs than the pattern's op takes never matches, and is never read past its end).
@@ -284,8 +179,8 @@ Attempt matchLayerNorm(const GraphIndex& gi, int iq) {
 
 }  // namespace
 
-Fusions findFusions(const onnx::GraphProto& g) {
-  GraphIndex gi(g);
+Fusions findFusions(const GraphIndex& gi) {
+  const onnx::GraphProto& g = gi.graph();
   Fusions out;
   std::set<int> taken;
   for (int i = 0; i < g.node_size(); ++i) {

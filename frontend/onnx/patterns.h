@@ -24,6 +24,7 @@
 #include <set>
 #include <string>
 
+#include "frontend/onnx/graph_index.h"
 #include "onnx/onnx_pb.h"
 
 namespace tandem::onnx_import {
@@ -53,7 +54,8 @@ struct Fusions {
   std::map<int, std::string> near_misses;
 };
 
-/// The patterns of `g`: they never overlap, and each root comes after its other members.
-Fusions findFusions(const onnx::GraphProto& g);
+/// The patterns of the indexed graph: they never overlap, and each root comes after its
+/// other members.
+Fusions findFusions(const GraphIndex& g);
 
 }  // namespace tandem::onnx_import
