@@ -151,9 +151,12 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
   ASSIGN_OR_RETURN(d.kind, DeviceKind::named(kind));
   auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), d.index);
   if (ec == std::errc::result_out_of_range)
-    return bad(absl::StrCat("the index must be at most ", std::numeric_limits<int>::max()));
+    return bad(absl::StrCat("the index must be at most ", kMaxDevices - 1));
   if (index.empty() || ec != std::errc() || end != index.data() + index.size() || d.index < 0)
     return bad("the index must be a non-negative integer");
+  // A module has at most kMaxDevices devices, numbered from 0 within a kind.
+  if (static_cast<size_t>(d.index) >= kMaxDevices)
+    return bad(absl::StrCat("the index must be at most ", kMaxDevices - 1));
   if (dot != absl::string_view::npos) {
     auto [share_end, share_ec] =
         std::from_chars(share.data(), share.data() + share.size(), d.share);
@@ -162,12 +165,16 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
       return bad(
           "the share after '.' must be a non-negative integer (cuda:0.1: GPU 0's second "
           "logical device)");
+    if (static_cast<size_t>(d.share) >= kMaxDevices)
+      return bad(absl::StrCat("the share after '.' must be at most ", kMaxDevices - 1));
   }
   if (at != absl::string_view::npos) {
     auto [rank_end, rank_ec] = std::from_chars(rank.data(), rank.data() + rank.size(), d.rank);
     if (rank.empty() || rank_ec != std::errc() || rank_end != rank.data() + rank.size() ||
         d.rank < 0)
       return bad("the rank after '@' must be a non-negative integer (cpu:0@1: rank 1's cpu:0)");
+    if (static_cast<size_t>(d.rank) >= kMaxDevices)
+      return bad(absl::StrCat("the rank after '@' must be at most ", kMaxDevices - 1));
   }
   return d;
 }
@@ -175,18 +182,18 @@ absl::StatusOr<Device> parseDevice(absl::string_view s) {
 absl::StatusOr<std::vector<Device>> parseDeviceList(absl::string_view s,
                                                     const SharesDevices& shares) {
   std::vector<Device> out;
+  // Spaces around a count or an entry are fine, as the printer writes lists "[cpu:0, cpu:1]".
+  const absl::string_view trimmed = absl::StripAsciiWhitespace(s);
   int count = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), count);
-  if (!s.empty() && ec == std::errc() && end == s.data() + s.size()) {
+  auto [end, ec] = std::from_chars(trimmed.data(), trimmed.data() + trimmed.size(), count);
+  if (!trimmed.empty() && ec == std::errc() && end == trimmed.data() + trimmed.size()) {
     if (count < 1 || static_cast<size_t>(count) > kMaxDevices)
       return absl::InvalidArgumentError(
-          absl::StrCat("device count ", s, " is out of range (1 to ", kMaxDevices, ")"));
+          absl::StrCat("device count ", trimmed, " is out of range (1 to ", kMaxDevices, ")"));
     for (int i = 0; i < count; ++i) out.push_back({DeviceKind(), i});  // cpu:i
     return out;
   }
-  if (absl::StripAsciiWhitespace(s).empty())
-    return absl::InvalidArgumentError("the device list is empty");
-  // Spaces around entries are fine: the printer writes lists as "[cpu:0, cpu:1]".
+  if (trimmed.empty()) return absl::InvalidArgumentError("the device list is empty");
   absl::flat_hash_set<Device> seen;
   for (absl::string_view part : absl::StrSplit(s, ',')) {
     absl::string_view text = absl::StripAsciiWhitespace(part);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "ir/f32_value.h"
 #include "ir/interfaces.h"
 
 namespace tandem::passes {
@@ -105,18 +106,13 @@ std::string optimizerValueProblem(const ir::AttrSpec& a, double v) {
   const ir::AttrRange r = optionRange(a);
   if (!std::isfinite(v) || !r.contains(v)) return optimizerRangeText(a);
   if (a.kind != ir::AttrKind::kFloat) return "";
-  const float f = static_cast<float>(v);
-  const double smallest = std::numeric_limits<float>::min();  // 1.17549e-38
-  if (std::isinf(f)) return "rounds to infinity in f32 (the update's arithmetic)";
-  if (v > 0 && f < smallest)
-    return absl::StrFormat("rounds to %s in f32 (the update's arithmetic)%s; give %s %g",
-                           f == 0 ? "0" : "a denormal",
-                           a.name == "lr" ? ", which trains nothing" : "",
-                           a.name == "lr" ? "at least" : "0 or at least", smallest);
-  if (!r.contains(f))
-    return absl::StrFormat("rounds to %g in f32 (the update's arithmetic), which %s", f,
-                           optimizerRangeText(a));
-  return "";
+  std::string problem =
+      ir::f32RoundingProblem(v, [&r](double f) { return r.contains(f); }, optimizerRangeText(a),
+                             "the update's arithmetic");
+  // A learning rate that rounds to 0 is worth saying why it matters.
+  if (a.name == "lr" && problem.find(';') != std::string::npos)
+    problem.insert(problem.find(';'), ", which trains nothing");
+  return problem;
 }
 
 }  // namespace tandem::passes

@@ -24,6 +24,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "backend/processes.h"
 #include "ir/file_input.h"
@@ -644,15 +645,24 @@ absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
   if (c.model != model)
     return ckptError(
         path, absl::StrCat("is a checkpoint of ", c.model, ", not of ", model, " (--model)"));
+  // Every setting that differs is named: one may follow from another (--warmup sets a
+  // schedule), and blaming the first alone would name one the user did not give.
+  std::vector<std::string> written, here;
   for (const auto& [flag, value] : settings) {
     std::string theirs = "(none)";
     for (const auto& [f, v] : c.settings)
       if (f == flag) theirs = v;
-    if (theirs != value)
-      return ckptError(
-          path, absl::StrCat("was written with ", flag, " ", theirs, "; this run has ", flag, " ",
-                             value, " (resume with the value it was written with)"));
+    if (theirs != value) {
+      written.push_back(absl::StrCat(flag, " ", theirs));
+      here.push_back(absl::StrCat(flag, " ", value));
+    }
   }
+  if (!written.empty())
+    return ckptError(path, absl::StrCat("was written with ", absl::StrJoin(written, ", "),
+                                        "; this run has ", absl::StrJoin(here, ", "),
+                                        written.size() == 1
+                                            ? " (resume with the value it was written with)"
+                                            : " (resume with the values it was written with)"));
   // A setting listed only when given (--clip-grad-norm, --label-smoothing, a schedule's)
   // that the checkpoint has and this run leaves out.
   for (const auto& [flag, value] : c.settings) {
@@ -682,7 +692,12 @@ absl::Status agreeWithFirst(absl::Status mine, absl::string_view what) {
 }  // namespace
 
 CheckpointWriter::~CheckpointWriter() {
-  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+  if (lock_fd_ < 0) return;
+  // Nothing saved: what prepare() made goes, while the lock is still held (a run that
+  // opens the file now is refused, and lockDirectory's check sends it to the new file).
+  if (!saved_ && made_lock_) ::unlink(checkpointLockPath(dir_).c_str());
+  ::close(lock_fd_);  // releases the flock
+  if (!saved_ && made_dir_) ::rmdir(dir_.c_str());  // only when empty
 }
 
 absl::Status CheckpointWriter::prepare(bool replacing) {
@@ -695,10 +710,19 @@ absl::Status CheckpointWriter::lockDirectory() {
   // however it ends, so a killed run never leaves the directory locked. The file holds
   // who has it, for the refusal's line.
   const std::string path = checkpointLockPath(dir_);
+  const bool existed = ::access(path.c_str(), F_OK) == 0;
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     return absl::InvalidArgumentError(
         absl::StrCat("--checkpoint: cannot write '", path, "': ", errnoText(errno)));
+  // A lock taken on a file that its holder removed (a run that saved nothing) is no lock
+  // of the path: take the path's current file instead.
+  auto stale = [&] {
+    struct stat held {}, now {};
+    return ::fstat(fd, &held) == 0 &&
+           (::stat(path.c_str(), &now) != 0 || held.st_ino != now.st_ino ||
+            held.st_dev != now.st_dev);
+  };
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char holder[256] = {};
@@ -714,6 +738,10 @@ absl::Status CheckpointWriter::lockDirectory() {
                      who.empty() ? "which has not written its pid yet" : who,
                      "); wait for it to end, or write to another directory"));
   }
+  if (stale()) {
+    ::close(fd);
+    return lockDirectory();
+  }
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   const std::string who = absl::StrCat("pid ", ::getpid(), " on ", host, "\n");
@@ -724,14 +752,18 @@ absl::Status CheckpointWriter::lockDirectory() {
         absl::StrCat("--checkpoint: cannot write '", path, "': ", errnoText(err)));
   }
   lock_fd_ = fd;
+  made_lock_ = !existed;
   return absl::OkStatus();
 }
 
 absl::Status CheckpointWriter::prepareDirectory(bool replacing) {
   if (dir_.empty()) return absl::InvalidArgumentError("--checkpoint: the directory name is empty");
-  if (::mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST)
+  if (::mkdir(dir_.c_str(), 0755) == 0) {
+    made_dir_ = true;
+  } else if (errno != EEXIST) {
     return absl::InvalidArgumentError(
         absl::StrCat("--checkpoint: cannot create directory '", dir_, "': ", errnoText(errno)));
+  }
   struct stat st {};
   if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return absl::InvalidArgumentError(
@@ -768,6 +800,7 @@ absl::Status CheckpointWriter::save(const Executor& ex, Checkpoint c) const {
     if (!writes_) return agreeWithFirst(absl::OkStatus(), "write the checkpoint");
     c.tensors = std::move(*tensors);
     status = writeCheckpointFile(dir_, c);
+    if (status.ok()) saved_ = true;
   } catch (const std::bad_alloc&) {
     int64_t bytes = 0;
     for (const ir::Var& v : ex.module().vars()) bytes += v.type.bytes();

@@ -154,7 +154,9 @@ class CheckpointWriter {
   /// refused naming it, as long as this writer lives) and checks that a file can be
   /// written in it, before any training; temporary files a killed run left are removed.
   /// An existing DIR/checkpoint is refused unless `replacing` (a run resumed from it): a
-  /// new run must not destroy another run's checkpoint.
+  /// new run must not destroy another run's checkpoint. A writer that saves nothing (the
+  /// run failed before its first checkpoint) removes the lock file and the directory again
+  /// when it made them.
   absl::Status prepare(bool replacing);
   /// Captures the executor's variables into `c` and writes it.
   /// In a multi-process run every rank calls it at the same point (rank 0 gathers the
@@ -171,6 +173,10 @@ class CheckpointWriter {
   std::string dir_;
   bool writes_;
   int lock_fd_ = -1;
+  // What prepare() made, which a run that writes no checkpoint removes again (a run
+  // refused after prepare() leaves nothing behind but what was there).
+  bool made_dir_ = false, made_lock_ = false;
+  mutable bool saved_ = false;
 };
 
 }  // namespace tandem::runtime

@@ -42,10 +42,16 @@ absl::StatusOr<LrSchedule> LrSchedule::parse(absl::string_view text, int64_t war
         absl::StrCat("--warmup ", warmup_steps, ": must be a number of steps >= 0"));
   s.steps_per_epoch_ = std::max<int64_t>(steps_per_epoch, 1);
   s.total_ = std::max<int64_t>(steps_per_epoch * epochs, 1);
-  if (warmup_steps >= s.total_ && s.kind_ == Kind::kCosine)
-    return absl::InvalidArgumentError(
-        absl::StrCat("--warmup ", warmup_steps, ": the run has ", s.total_,
-                     " steps, so cosine would have none left after the warmup"));
+  // A warmup as long as the run never reaches the schedule, whatever its kind: cosine
+  // would have no steps left, and any schedule's learning rate would stay a fraction of
+  // --lr (the last step's factor is total / warmup).
+  if (warmup_steps >= s.total_)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--warmup %d: the run has %d %s, so the warmup would not end before the run does (the "
+        "learning rate would reach %.3g of --lr at most); give --warmup below %d or more "
+        "--epochs",
+        warmup_steps, s.total_, s.total_ == 1 ? "step" : "steps",
+        static_cast<double>(s.total_) / static_cast<double>(warmup_steps), s.total_));
   s.warmup_ = warmup_steps;
   return s;
 }

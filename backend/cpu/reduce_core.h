@@ -1,10 +1,12 @@
 #pragma once
 
 // Sum and mean over one axis of a dense tensor, seen as [outer, axis, inner] -> [outer,
-// inner], on oneDNN's reduction primitive (f32 or bf16, accumulated in f32), and their
-// backward passes, which spread dy over the axis.
+// inner], on oneDNN's reduction primitive (f32 or bf16, accumulated in f32), or on a loop
+// where oneDNN refuses the shape (an axis of size 1: a copy); and their backward passes,
+// which spread dy over the axis.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -30,11 +32,14 @@ class ReduceForward {
                                             absl::string_view where);
   /// y[o, i] = sum (or mean) over a of x[o, a, i].
   void run(const void* x, void* y);
-  const std::string& implementations() const { return program_.implementations(); }
+  /// oneDNN's implementation, or "loop".
+  const std::string& implementations() const;
 
  private:
-  explicit ReduceForward(DnnlProgram p) : program_(std::move(p)) {}
-  DnnlProgram program_;
+  ReduceForward(const ReduceSpec& spec, std::optional<DnnlProgram> p)
+      : spec_(spec), program_(std::move(p)) {}
+  ReduceSpec spec_;
+  std::optional<DnnlProgram> program_;  // none: the loop
 };
 
 /// dx[o, a, i] = dy[o, i] (sum) or dy[o, i] * (1 / axis) (mean, the factor rounded to

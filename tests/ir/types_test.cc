@@ -101,7 +101,31 @@ TEST(Types, ParseDeviceErrors) {
   EXPECT_EQ(deviceError("cpu:0:1"),
             "unknown device 'cpu:0:1': the index must be a non-negative integer");
   EXPECT_EQ(deviceError("cpu:99999999999"),
-            "unknown device 'cpu:99999999999': the index must be at most 2147483647");
+            "unknown device 'cpu:99999999999': the index must be at most 1023");
+  // Issue 40: a module has at most 1024 devices, so no index, share or rank passes 1023
+  // (cpu:1024 and cpu:99999 were accepted).
+  EXPECT_TRUE(parseDevice("cpu:1023").ok());
+  EXPECT_EQ(deviceError("cpu:1024"), "unknown device 'cpu:1024': the index must be at most 1023");
+  EXPECT_EQ(deviceError("cpu:99999"),
+            "unknown device 'cpu:99999': the index must be at most 1023");
+  EXPECT_EQ(deviceError("cuda:0.1024"),
+            "unknown device 'cuda:0.1024': the share after '.' must be at most 1023");
+  EXPECT_EQ(deviceError("cpu:0@1024"),
+            "unknown device 'cpu:0@1024': the rank after '@' must be at most 1023");
+}
+
+TEST(Types, DeviceCountTakesSpacesAsAListDoes) {
+  // Issue 40: ' 2' and '2 ' were "unknown device '2'" although 'cpu:0 ,cpu:1' is taken.
+  for (const char* text : {" 2", "2 ", "\t2\n", "  2  "}) {
+    auto ds = parseDeviceList(text);
+    ASSERT_TRUE(ds.ok()) << "'" << text << "': " << ds.status();
+    EXPECT_EQ(ds->size(), 2u) << "'" << text << "'";
+  }
+  auto list = parseDeviceList(" cpu:0 , cpu:1 ");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->size(), 2u);
+  EXPECT_EQ(parseDeviceList(" 0 ").status().message(), "device count 0 is out of range (1 to 1024)");
+  EXPECT_EQ(parseDeviceList("   ").status().message(), "the device list is empty");
 }
 
 TEST(Types, DeviceRanks) {

@@ -4,7 +4,9 @@
 // "$TMP" stands for a scratch directory and "$DATA" for a small Fashion-MNIST-shaped data
 // set (100 training and 50 test images) the test writes there.
 
+#include <fcntl.h>
 #include <grp.h>
+#include <sys/file.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -102,7 +104,7 @@ TEST_F(BadInputTable, ModelAndDevices) {
       {{"dump", "--model", "lenet", "--devices", "CPU:0"},
        "--devices: unknown device 'CPU:0': the device kind must be cpu or cuda"},
       {{"dump", "--model", "lenet", "--devices", "cpu:99999999999"},
-       "--devices: unknown device 'cpu:99999999999': the index must be at most 2147483647"},
+       "--devices: unknown device 'cpu:99999999999': the index must be at most 1023"},
       {{"dump", "--model", "lenet", "--devices", "1025"},
        "--devices: device count 1025 is out of range (1 to 1024)"},
       {{"dump", "--model", "lenet", "--devices", "0"},
@@ -405,7 +407,8 @@ TEST_F(BadInputTable, TrainFilesAndData) {
       // run: a tenth of a run no longer than it).
       {{"train", "--model", "vit", "--data", "$DATA", "--batch", "10", "--epochs", "1", "--warmup",
         "10"},
-       "--warmup 10: the run has 10 steps, so cosine would have none left after the warmup"},
+       "--warmup 10: the run has 10 steps, so the warmup would not end before the run does (the "
+       "learning rate would reach 1 of --lr at most); give --warmup below 10 or more --epochs"},
   });
 }
 
@@ -507,7 +510,8 @@ TEST_F(BadInputTable, NonFiniteLossStopsTheRun) {
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_EQ(r.err.rfind("tandem: the loss is ", 0), 0u) << r.err;
   EXPECT_NE(r.err.find(" at epoch 1, step "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("(lr 3e+38): training diverged; lower --lr, or pass --allow-nonfinite"),
+  EXPECT_NE(r.err.find(" holds NaN or infinity ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": training diverged; lower --lr, or pass --allow-nonfinite to keep going"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.out.find("\n    1 "), std::string::npos) << "no epoch row after a divergence\n"
@@ -779,4 +783,153 @@ TEST_F(BadInputTable, FlagsThatChangeNothingAreWarnings) {
 }
 
 }  // namespace
+// Issue 40: numbers that f32 rounds to a refused value, device names, and warmups that
+// never end, checked by one mechanism each (ir::f32RoundingProblem, ir::parseDevice's
+// bounds, LrSchedule::parse).
+TEST_F(BadInputTable, Issue40NumbersDevicesAndWarmup) {
+  check({
+      {{"train", "--model", "lenet", "--clip-grad-norm", "1e-50"},
+       "--clip-grad-norm: 1e-50 rounds to 0 in f32 (the clipping's arithmetic); give at least "
+       "1.17549e-38"},
+      {{"dump", "--model", "lenet", "--label-smoothing", "0.99999999"},
+       "--label-smoothing: 0.99999999 rounds to 1 in f32 (the loss's arithmetic), which must be "
+       ">= 0 and < 1"},
+      {{"train", "--model", "lenet", "--init", "normal:1e-50"},
+       "--init: 'normal:1e-50': STD 1e-50 rounds to 0 in f32 (the initializer's arithmetic); give "
+       "at least 1.17549e-38"},
+      {{"dump", "--model", "lenet", "--devices", "cpu:1024"},
+       "--devices: unknown device 'cpu:1024': the index must be at most 1023"},
+      {{"dump", "--model", "lenet", "--devices", "cpu:0,cpu:99999"},
+       "--devices: unknown device 'cpu:99999': the index must be at most 1023"},
+      {{"train", "--model", "lenet", "--data", "$DATA", "--batch", "10", "--epochs", "1",
+        "--warmup", "1000"},
+       "--warmup 1000: the run has 10 steps, so the warmup would not end before the run does "
+       "(the learning rate would reach 0.01 of --lr at most); give --warmup below 10 or more "
+       "--epochs"},
+      {{"train", "--model", "lenet", "--data", "$DATA", "--batch", "10", "--epochs", "1",
+        "--schedule", "step:1:0.5", "--warmup", "10"},
+       "--warmup 10: the run has 10 steps, so the warmup would not end before the run does (the "
+       "learning rate would reach 1 of --lr at most); give --warmup below 10 or more --epochs"},
+  });
+  // A count with spaces is the count, as a list with spaces is the list.
+  for (const char* devices : {" 2", "2 ", " cpu:0 ,cpu:1"}) {
+    CommandResult r = runTandem({"dump", "--model", "lenet", "--devices", devices, "--format",
+                                 "summary"});
+    EXPECT_EQ(r.exit_code, 0) << "'" << devices << "': " << r.err;
+    EXPECT_NE(r.out.find("[cpu:0, cpu:1]"), std::string::npos) << r.out;
+  }
+}
+
+// Issue 40: a resumed run with other settings names every one that differs (a --warmup
+// given alone was blamed on the --schedule it implies).
+TEST_F(BadInputTable, Issue40ResumeNamesEverySettingThatDiffers) {
+  ASSERT_EQ(runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "10", "--epochs",
+                       "1", "--checkpoint", expand("$TMP/ck")})
+                .exit_code,
+            0);
+  check({
+      {{"train", "--model", "lenet", "--data", "$DATA", "--batch", "10", "--epochs", "3",
+        "--resume", "$TMP/ck", "--warmup", "5"},
+       "--resume: '$TMP/ck/checkpoint' was written with --schedule (none), --warmup (none); this "
+       "run has --schedule constant, --warmup 5 (resume with the values it was written with)"},
+      {{"train", "--model", "lenet", "--data", "$DATA", "--batch", "10", "--epochs", "3",
+        "--resume", "$TMP/ck", "--lr", "0.05", "--momentum", "0.5"},
+       "--resume: '$TMP/ck/checkpoint' was written with --lr 0.1, --momentum 0.9; this run has "
+       "--lr 0.05, --momentum 0.5 (resume with the values it was written with)"},
+  });
+}
+
+// Issue 40: a refused run leaves its outputs as they were, and removes what it made.
+TEST_F(BadInputTable, Issue40RefusedRunsLoseNothingAndLeaveNothing) {
+  tmp_dir_.write("old.csv", "the rows of an earlier run\n");
+  ASSERT_EQ(mkdir(expand("$TMP/empty").c_str(), 0755), 0);
+  const std::vector<std::string> no_data = {"train", "--model", "lenet",
+                                            "--data", "$TMP/empty", "--batch", "10"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = no_data;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const std::string missing =
+      "fashion-mnist: $TMP/empty/train-images-idx3-ubyte.gz not found (nor "
+      "train-images-idx3-ubyte uncompressed) (install the Debian package dataset-fashion-mnist "
+      "or pass --data DIR)";
+  check({
+      {with({"--metrics", "$TMP/old.csv"}), missing},
+      {with({"--metrics", "$TMP/new.csv"}), missing},
+      {with({"--checkpoint", "$TMP/newck"}), missing},
+  });
+  EXPECT_EQ(readFile(expand("$TMP/old.csv")), "the rows of an earlier run\n");
+  EXPECT_FALSE(std::filesystem::exists(expand("$TMP/new.csv")));
+  EXPECT_FALSE(std::filesystem::exists(expand("$TMP/newck"))) << "the directory it made";
+  // A directory that was there stays, without the lock file the run made in it.
+  ASSERT_EQ(mkdir(expand("$TMP/ck").c_str(), 0755), 0);
+  check({{with({"--checkpoint", "$TMP/ck"}), missing}});
+  EXPECT_TRUE(std::filesystem::is_empty(expand("$TMP/ck")));
+  // A run that trained keeps its metrics, its checkpoint and the directory's lock file.
+  CommandResult ok = runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "10",
+                                "--epochs", "1", "--metrics", expand("$TMP/old.csv"),
+                                "--checkpoint", expand("$TMP/ck")});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_EQ(readCsv(expand("$TMP/old.csv")).size(), 1u);
+  EXPECT_TRUE(std::filesystem::exists(expand("$TMP/ck/checkpoint")));
+}
+
+// Issue 40: a metrics file another run is writing is refused (two runs kept one run's
+// rows), and one on a FIFO that nobody reads is refused rather than waited on forever.
+TEST_F(BadInputTable, Issue40MetricsFileInUseOrUnread) {
+  const std::string csv = expand("$TMP/m.csv");
+  tmp_dir_.write("m.csv", "epoch\n");
+  const int held = ::open(csv.c_str(), O_RDWR);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);  // as a run that writes it holds it
+  check({{{"train", "--model", "lenet", "--data", "$DATA", "--batch", "10", "--epochs", "1",
+           "--metrics", "$TMP/m.csv"},
+          "--metrics: '$TMP/m.csv' is being written by another run; wait for it to end, or write "
+          "to another file"}});
+  ::close(held);
+  EXPECT_EQ(readFile(csv), "epoch\n");
+  ASSERT_EQ(mkfifo(expand("$TMP/fifo").c_str(), 0644), 0);
+  CommandResult r = runProgram("/usr/bin/timeout",
+                               {"60", TANDEM_CLI_PATH, "train", "--model", "lenet", "--data",
+                                data_, "--batch", "10", "--epochs", "1", "--metrics",
+                                expand("$TMP/fifo")});
+  EXPECT_EQ(r.exit_code, 2) << "124 is a hang: " << r.err;
+  EXPECT_EQ(r.err, expand("tandem: --metrics: '$TMP/fifo' is a FIFO that no program reads; start "
+                          "its reader first, or name a regular file\n"));
+}
+
+// Issue 40: a device with one example of the batch reduces over an axis of size 1, which
+// oneDNN's reduction primitive refuses: it is a copy, and the run trains.
+TEST_F(BadInputTable, Issue40OneExamplePerDeviceTrains) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--model", "lenet", "--batch", "3", "--devices", "2"},
+        {"--model", "lenet", "--batch", "4", "--devices", "2", "--split", "3,1"},
+        {"--model", "vit", "--batch", "2", "--devices", "2"}}) {
+    std::vector<std::string> all = {"train", "--data", data_, "--epochs", "1", "--limit-train",
+                                    "8", "--limit-test", "4"};
+    all.insert(all.end(), args.begin(), args.end());
+    CommandResult r = runTandem(all);
+    EXPECT_EQ(r.exit_code, 0) << absl::StrJoin(args, " ") << ": " << r.err;
+  }
+}
+
+// Issue 40: AdamW with eps 0 divides 0 by 0 where a gradient is 0: the loss turns NaN (as
+// PyTorch's does at step 2), the run stops with exit 3, and the line says what blew up.
+TEST_F(BadInputTable, Issue40NanLossNamesWhatBlewUp) {
+  CommandResult r = runTandem({"train", "--model", "mlp", "--data", data_, "--batch", "10",
+                               "--epochs", "2", "--optimizer", "adamw", "--eps", "0", "--lr",
+                               "0.01"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_EQ(r.err.rfind("tandem: the loss is nan at epoch 1, step ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(" holds NaN or infinity ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": AdamW divides by sqrt(exp_avg_sq) + eps, which --eps 0 leaves 0 where "
+                       "a gradient has been 0 throughout"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("give --eps > 0 such as PyTorch's 1e-08, or pass --allow-nonfinite"),
+            std::string::npos)
+      << r.err;
+}
+
 }  // namespace tandem::testing

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "backend/backend.h"
+#include "ir/f32_value.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
 #include "passes/optimizer_options.h"
@@ -31,11 +32,17 @@ absl::StatusOr<ir::Initializer> parseInit(const std::string& text) {
   if (text.rfind("normal(std=", 0) == 0 && text.back() == ')')
     std_text = text.substr(11, text.size() - 12);
   double std = 0;
-  if (!std_text.empty() && absl::SimpleAtod(std_text, &std) && std > 0 && std <= 100)
-    return ir::Initializer{K::kNormal, std};
-  return flagError("--init", absl::StrCat("'", text,
-                                          "' is not an initializer (kaiming, or normal:STD with "
-                                          "0 < STD <= 100, such as normal:0.01)"));
+  auto in_range = [](double v) { return v > 0 && v <= 100; };
+  if (std_text.empty() || !absl::SimpleAtod(std_text, &std) || !in_range(std))
+    return flagError("--init", absl::StrCat("'", text,
+                                            "' is not an initializer (kaiming, or normal:STD with "
+                                            "0 < STD <= 100, such as normal:0.01)"));
+  // The weights are drawn in f32: a STD that rounds to 0 there initializes nothing.
+  const std::string problem = ir::f32RoundingProblem(std, in_range, "must be > 0 and <= 100",
+                                                     "the initializer's arithmetic");
+  if (!problem.empty())
+    return flagError("--init", absl::StrCat("'", text, "': STD ", std_text, " ", problem));
+  return ir::Initializer{K::kNormal, std};
 }
 
 absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t devices,

@@ -17,6 +17,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,6 +34,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/data/fashion_mnist.h"
 #include "runtime/lr_schedule.h"
+#include "runtime/nonfinite_variables.h"
 #include "runtime/trainer.h"
 #include "tools/driver/auto_split.h"
 #include "tools/driver/compile.h"
@@ -192,6 +194,37 @@ void warnAboutThreads(const TrainFlags& f, size_t devices) {
                  "--threads-per-device %u)\n",
                  f.threads_per_device, devices, static_cast<unsigned long long>(threads), cores,
                  std::max<unsigned>(1, cores / static_cast<unsigned>(devices)));
+}
+
+// Why the loss is not finite, as the variables tell after the stop, and what to do: the
+// first variable (in model order) holding a NaN or an infinity and how many do; AdamW's
+// division by sqrt(exp_avg_sq) + eps when --eps 0 meets a second moment of 0 (a value whose
+// gradient has been 0 throughout: 0/0); else divergence, which a lower --lr helps.
+std::string nonFiniteCause(const runtime::Executor& ex, const passes::PipelineConfig& p) {
+  constexpr absl::string_view kKeepGoing = "pass --allow-nonfinite to keep going";
+  absl::StatusOr<runtime::NonFiniteVariables> bad = runtime::findNonFiniteVariables(ex);
+  if (!bad.ok() || bad->names.empty())
+    return absl::StrCat(bad.ok() ? "every variable is still finite, so this step's arithmetic "
+                                   "overflowed: training diverged"
+                                 : "training diverged",
+                        "; lower --lr, or ", kKeepGoing);
+  std::string where = absl::StrFormat(
+      "@%s holds NaN or infinity (%d of its %d values)%s", bad->names[0], bad->first_bad_values,
+      bad->first_values,
+      bad->names.size() == 1 ? ""
+                             : absl::StrFormat(", as do %d more of the %d variables",
+                                               bad->names.size() - 1, bad->checked));
+  if (p.optimizer == "adamw" && p.eps == 0)
+    for (const ir::Var& v : ex.module().vars()) {
+      if (!absl::EndsWith(v.name, "exp_avg_sq")) continue;
+      absl::StatusOr<int64_t> zeros = runtime::countZeros(ex, v.name);
+      if (zeros.ok() && *zeros > 0)
+        return absl::StrCat(
+            where, ": AdamW divides by sqrt(exp_avg_sq) + eps, which --eps 0 leaves 0 where a "
+                   "gradient has been 0 throughout (@", v.name, " has ", *zeros,
+            " zeros), and 0/0 is NaN; give --eps > 0 such as PyTorch's 1e-08, or ", kKeepGoing);
+    }
+  return absl::StrCat(where, ": training diverged; lower --lr, or ", kKeepGoing);
 }
 
 TrainHooks*& hooks() {
@@ -423,17 +456,15 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     RETURN_IF_ERROR(checkpoints->prepare(/*replacing=*/sameCheckpointDirectory(f)));
   }
 
-  // The metrics file is opened (and its header written) before anything slow, so a bad
-  // path fails at once and a run stopped in epoch 1 still leaves a header.
+  // The metrics file is claimed before anything slow, so a bad path or a file another run
+  // writes fails at once; it is emptied and its header written only once every check has
+  // passed (a refused run leaves it as it was), before the first step (a run stopped in
+  // epoch 1 still leaves a header).
   std::optional<OutputFile> csv;
   if (f.metrics) {
-    auto opened = OutputFile::open(*f.metrics, "--metrics");
-    if (!opened.ok()) return opened.status();
-    csv.emplace(*std::move(opened));
-    RETURN_IF_ERROR(
-        csv->write(absl::StrCat("epoch,train_loss,train_acc,test_loss,test_acc,seconds,"
-                                "images_per_s,eval_seconds,split,replans",
-                                choice->compile.pipeline.lr_schedule ? ",lr" : "", "\n")));
+    auto claimed = OutputFile::claim(*f.metrics, "--metrics");
+    if (!claimed.ok()) return claimed.status();
+    csv.emplace(*std::move(claimed));
   }
   // So are gnuplot and the picture's directory: no training first and a failure after.
   std::optional<TraceFile> trace;  // opened now too, so that a bad path fails at once
@@ -528,6 +559,13 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
       return absl::InvalidArgumentError(absl::StrCat("--resume: ", s.message()));
   if (stop.requested()) return stoppedBeforeTraining();
 
+  if (csv) {
+    RETURN_IF_ERROR(csv->start());
+    RETURN_IF_ERROR(
+        csv->write(absl::StrCat("epoch,train_loss,train_acc,test_loss,test_acc,seconds,"
+                                "images_per_s,eval_seconds,split,replans",
+                                choice->compile.pipeline.lr_schedule ? ",lr" : "", "\n")));
+  }
   RETURN_IF_ERROR(out.write(header));
   if (procs->several()) {  // each rank reads its devices' rows of every batch
     ASSIGN_OR_RETURN(auto rows, trainer.rowsOfThisProcess(ir::kTrainGraph));
@@ -700,10 +738,10 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
       resume_hint = absl::StrCat("; --resume ", checkpoints->dir(), " continues from there");
     }
     if (nonfinite) {
-      ending = absl::StrFormat(
-          "tandem: the loss is %g at epoch %d, step %d of %d (lr %g): training diverged; lower "
-          "--lr, or pass --allow-nonfinite to keep going\n",
-          bad_step.loss, epoch, bad_step.step, bad_step.steps, choice->compile.pipeline.lr);
+      ending = absl::StrFormat("tandem: the loss is %g at epoch %d, step %d of %d (lr %g): %s\n",
+                               bad_step.loss, epoch, bad_step.step, bad_step.steps,
+                               choice->compile.pipeline.lr,
+                               nonFiniteCause(trainer.executor(), choice->compile.pipeline));
       exit_code = kExitNonFinite;
       break;
     }

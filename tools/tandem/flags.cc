@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "frontend/model.h"
 #include "frontend/zoo/zoo.h"
+#include "ir/f32_value.h"
 #include "ir/types.h"
 #include "passes/optimizer_options.h"
 #include "passes/pipeline.h"
@@ -34,6 +35,10 @@ template <typename T>
 struct Range {
   T min, max;
   bool min_open = false, max_open = false;  // exclusive ends, for reals
+  // Set for a real that the step computes with in f32 (an attribute's value): the
+  // arithmetic it lands in. The value is then checked as f32 will hold it
+  // (ir::f32RoundingProblem), as the optimizer's settings are.
+  const char* f32 = nullptr;
   std::string describe() const {
     if constexpr (std::is_integral_v<T>) {
       if (max == std::numeric_limits<T>::max()) return absl::StrCat("must be >= ", min);
@@ -83,6 +88,13 @@ T parseNumber(const std::string& flag, const std::string& text, const Range<T>& 
                                : absl::StrCat("an integer (", range.describe(), ")")));
   if (!range.contains(value))
     throw CLI::ValidationError(flag, absl::StrCat(text, " is out of range: ", range.describe()));
+  if constexpr (std::is_floating_point_v<T>) {
+    if (range.f32 != nullptr) {
+      const std::string problem = ir::f32RoundingProblem(
+          value, [&range](double f) { return range.contains(f); }, range.describe(), range.f32);
+      if (!problem.empty()) throw CLI::ValidationError(flag, absl::StrCat(text, " ", problem));
+    }
+  }
   return value;
 }
 
@@ -156,10 +168,12 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   addNumber(cmd, "--warmup", f.warmup, Range<int64_t>{0, int64_t{1} << 40},
             "Steps of linear learning-rate warmup before the schedule (default: the model's, "
             "none for the CNNs, one epoch for vit and mlp)");
-  addNumber(cmd, "--clip-grad-norm", f.clip_grad_norm, Range<double>{0, 1e9, true},
+  addNumber(cmd, "--clip-grad-norm", f.clip_grad_norm,
+            Range<double>{0, 1e9, true, false, "the clipping's arithmetic"},
             "Clip the gradients to this global 2-norm after their all_reduce, as "
             "torch.nn.utils.clip_grad_norm_ (default: no clipping)");
-  addNumber(cmd, "--label-smoothing", f.label_smoothing, Range<double>{0, 1, false, true},
+  addNumber(cmd, "--label-smoothing", f.label_smoothing,
+            Range<double>{0, 1, false, true, "the loss's arithmetic"},
             "Label smoothing of the training loss, as nn.CrossEntropyLoss(label_smoothing): "
             "the target is (1 - X) on the label plus X spread over the classes (default: the "
             "model's, 0; the test loss stays the plain cross-entropy)");

@@ -1,6 +1,7 @@
 #include "tools/tandem/output_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,6 +54,56 @@ absl::StatusOr<OutputFile> OutputFile::openReplacing(const std::string& path,
   return out;
 }
 
+absl::StatusOr<OutputFile> OutputFile::claim(const std::string& path, const std::string& flag) {
+  if (path.empty())
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": the file name is empty"));
+  if (path == "-") return standardOutput();
+  OutputFile out(nullptr, absl::StrCat(flag, ": cannot write '", path, "'"), true);
+  // Made here (O_EXCL tells), or opened as it is: never truncated before start().
+  // Non-blocking: a FIFO with no reader would block the open forever (ENXIO instead).
+  bool made = true;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NONBLOCK, 0666);
+  if (fd < 0 && errno == EEXIST) {
+    made = false;
+    fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+  }
+  if (fd < 0 && errno == ENXIO)
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": '", path,
+        "' is a FIFO that no program reads; start its reader first, or name a regular file"));
+  if (fd < 0) return out.failure(errno);
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // writes wait for the reader
+  struct stat st {};
+  out.regular_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (out.regular_ && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (made) ::unlink(path.c_str());
+    if (err == EWOULDBLOCK)
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": '", path,
+                       "' is being written by another run; wait for it to end, or write to "
+                       "another file"));
+    return out.failure(err);
+  }
+  out.file_ = ::fdopen(fd, "w");  // fdopen truncates nothing
+  if (out.file_ == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    if (made) ::unlink(path.c_str());
+    return out.failure(err);
+  }
+  if (made) out.made_ = path;
+  return out;
+}
+
+absl::Status OutputFile::start() {
+  if (file_ == nullptr || !owned_) return absl::OkStatus();
+  made_.clear();  // from here on the file is the run's output, kept however the run ends
+  if (regular_ && ::ftruncate(::fileno(file_), 0) != 0) return failure(errno);
+  return absl::OkStatus();
+}
+
 OutputFile OutputFile::standardOutput() {
   return OutputFile(stdout, "cannot write to standard output", false);
 }
@@ -62,7 +113,9 @@ OutputFile::OutputFile(OutputFile&& other) noexcept
       what_(std::move(other.what_)),
       owned_(other.owned_),
       temporary_(std::exchange(other.temporary_, "")),
-      final_path_(std::move(other.final_path_)) {}
+      final_path_(std::move(other.final_path_)),
+      made_(std::exchange(other.made_, "")),
+      regular_(other.regular_) {}
 
 OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
   if (this != &other) {
@@ -73,6 +126,8 @@ OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
     owned_ = other.owned_;
     temporary_ = std::exchange(other.temporary_, "");
     final_path_ = std::move(other.final_path_);
+    made_ = std::exchange(other.made_, "");
+    regular_ = other.regular_;
   }
   return *this;
 }
@@ -84,6 +139,12 @@ OutputFile::~OutputFile() {
 }
 
 void OutputFile::discardTemporary() {
+  // A claimed file never started was made for a run that wrote nothing: it goes.
+  if (!made_.empty()) {
+    if (file_ != nullptr) std::fclose(std::exchange(file_, nullptr));
+    ::unlink(made_.c_str());
+    made_.clear();
+  }
   if (temporary_.empty()) return;
   if (file_ != nullptr) std::fclose(std::exchange(file_, nullptr));
   ::unlink(temporary_.c_str());

@@ -24,6 +24,14 @@ class OutputFile {
   /// or nothing, never half a file. A path that is not a regular file (/dev/null, a FIFO)
   /// is written in place, as open() does.
   static absl::StatusOr<OutputFile> openReplacing(const std::string& path, const std::string& flag);
+  /// Opens `path` to be written from start() on, keeping what it holds until then: a run
+  /// refused between the two (bad data, a checkpoint of another model) leaves the file as
+  /// it was, and removes it again if it made it. A regular file is locked (flock) while
+  /// the OutputFile lives, so that a second run given the same file is refused naming it
+  /// rather than both writing their rows into one. "-" is standard output.
+  static absl::StatusOr<OutputFile> claim(const std::string& path, const std::string& flag);
+  /// Empties a claimed file for its first write (once every check of the run passed).
+  absl::Status start();
   /// Standard output, checked the same way.
   static OutputFile standardOutput();
 
@@ -49,6 +57,9 @@ class OutputFile {
   bool owned_ = false;
   // openReplacing: the temporary file written, and the path close() renames it to.
   std::string temporary_, final_path_;
+  // claim: the file made by claim() and not yet started, removed if never started.
+  std::string made_;
+  bool regular_ = false;  // claim: a regular file (locked; start() truncates it)
 };
 
 }  // namespace tandem::tools
