@@ -278,6 +278,44 @@ TEST(AxisOps, Bf16IsF32RoundedOnceAndMasterWeightsAreReadAsTheyAre) {
   }
 }
 
+// Issue 40: a device with one example of the batch reduces over an axis of size 1, which
+// oneDNN's reduction primitive refuses (source and destination of one shape): the kernel
+// copies (a mean divides by 1), NaN included, in f32 and bf16; a sum starts from +0 as
+// PyTorch's does (torch.tensor([[-0.0]]).sum(1) is +0).
+TEST(AxisOps, ReductionOverAnAxisOfSizeOneIsACopy) {
+  for (ir::DType dtype : {ir::DType::kF32, ir::DType::kBF16})
+    for (bool mean : {false, true})
+      for (int64_t axis : {0, 1, 2}) {
+        SCOPED_TRACE(absl::StrCat(ir::dtypeName(dtype), mean ? " mean" : " sum", " axis ", axis));
+        ir::Shape shape = {3, 4, 5};
+        shape[static_cast<size_t>(axis)] = 1;
+        GraphEval e;
+        ir::Value* x = e.input("x", ir::TensorType{dtype, shape});
+        auto n = e.add(mean ? ir::ReduceMeanArgs{.x = x, .axis = axis}.spec()
+                            : ir::ReduceSumArgs{.x = x, .axis = axis}.spec());
+        ASSERT_TRUE(n.ok()) << n.status();
+        Buffer& xb = e.buffer(x);
+        const float special[] = {1.5f, -0.0f, std::nanf(""), -3.25f, 1e-40f, 0.0f};
+        for (int64_t i = 0; i < xb.size(); ++i) {
+          const float v = special[i % 6] * (i % 7 == 0 ? 1.0f : 1.0f + float(i) / 8);
+          if (dtype == ir::DType::kF32) xb.f32()[i] = v;
+          else xb.bf16()[i] = backend::bf16(v);
+        }
+        e.run();
+        Buffer& yb = e.buffer((*n)->result());
+        ASSERT_EQ(yb.size(), xb.size());
+        for (int64_t i = 0; i < xb.size(); ++i) {
+          const double want = xb.at(i) == 0 ? 0.0 : xb.at(i), got = yb.at(i);
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(got)) << i;
+          } else {
+            EXPECT_EQ(got, want) << i;
+            EXPECT_EQ(std::signbit(got), std::signbit(want)) << i;
+          }
+        }
+      }
+}
+
 TEST(AxisOps, BadOperandsAreErrorsNamingTheNodeAndOperand) {
   struct Bad {
     std::vector<ir::TensorType> types;
