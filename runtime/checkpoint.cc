@@ -641,39 +641,41 @@ absl::Status restoreVariables(const Checkpoint& c, Executor& ex, const std::stri
 
 absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
                              const std::vector<std::pair<std::string, std::string>>& settings,
-                             const std::string& path) {
+                             const std::string& path, const CompatibilityNotes& notes) {
   if (c.model != model)
-    return ckptError(
-        path, absl::StrCat("is a checkpoint of ", c.model, ", not of ", model, " (--model)"));
-  // Every setting that differs is named: one may follow from another (--warmup sets a
-  // schedule), and blaming the first alone would name one the user did not give.
+    return ckptError(path, absl::StrCat("is a checkpoint of ", c.model, ", not of ", model, " (",
+                                        notes.model_setting, ")"));
+  // Every setting that differs is named, this run's and then those only the checkpoint
+  // lists (one listed only when given): one may follow from another (--warmup sets a
+  // schedule, --optimizer its values), and blaming the first alone would name one the
+  // user did not give.
+  auto find = [](const std::vector<std::pair<std::string, std::string>>& list,
+                 const std::string& flag) -> const std::string* {
+    for (const auto& [f, v] : list)
+      if (f == flag) return &v;
+    return nullptr;
+  };
+  std::vector<std::string> flags;
+  for (const auto& [flag, value] : settings) flags.push_back(flag);
+  for (const auto& [flag, value] : c.settings)
+    if (find(settings, flag) == nullptr) flags.push_back(flag);
   std::vector<std::string> written, here;
-  for (const auto& [flag, value] : settings) {
-    std::string theirs = "(none)";
-    for (const auto& [f, v] : c.settings)
-      if (f == flag) theirs = v;
-    if (theirs != value) {
-      written.push_back(absl::StrCat(flag, " ", theirs));
-      here.push_back(absl::StrCat(flag, " ", value));
-    }
+  for (const std::string& flag : flags) {
+    const std::string* theirs = find(c.settings, flag);
+    const std::string* ours = find(settings, flag);
+    if (theirs != nullptr && ours != nullptr && *theirs == *ours) continue;
+    written.push_back(absl::StrCat(flag, " ", theirs != nullptr ? *theirs : "(none)"));
+    std::string mine = ours != nullptr ? absl::StrCat(flag, " ", *ours) : absl::StrCat("no ", flag);
+    if (auto note = notes.values.find(flag); note != notes.values.end() && ours != nullptr)
+      absl::StrAppend(&mine, " (", note->second, ")");
+    here.push_back(std::move(mine));
   }
-  if (!written.empty())
-    return ckptError(path, absl::StrCat("was written with ", absl::StrJoin(written, ", "),
-                                        "; this run has ", absl::StrJoin(here, ", "),
-                                        written.size() == 1
-                                            ? " (resume with the value it was written with)"
-                                            : " (resume with the values it was written with)"));
-  // A setting listed only when given (--clip-grad-norm, --label-smoothing, a schedule's)
-  // that the checkpoint has and this run leaves out.
-  for (const auto& [flag, value] : c.settings) {
-    const bool here = std::any_of(settings.begin(), settings.end(),
-                                  [&](const auto& s) { return s.first == flag; });
-    if (!here)
-      return ckptError(
-          path, absl::StrCat("was written with ", flag, " ", value, "; this run has no ", flag,
-                             " (resume with the value it was written with)"));
-  }
-  return absl::OkStatus();
+  if (written.empty()) return absl::OkStatus();
+  return ckptError(path, absl::StrCat("was written with ", absl::StrJoin(written, ", "),
+                                      "; this run has ", absl::StrJoin(here, ", "),
+                                      written.size() == 1
+                                          ? " (resume with the value it was written with)"
+                                          : " (resume with the values it was written with)"));
 }
 
 namespace {

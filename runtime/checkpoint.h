@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -134,10 +135,17 @@ absl::StatusOr<std::vector<CheckpointTensor>> captureVariables(const Executor& e
 absl::Status restoreVariables(const Checkpoint& c, Executor& ex, const std::string& path);
 
 /// OK when the checkpoint was written for `model` with the same values of `settings`;
-/// else an error naming `path`, the flag and both values.
+/// else an error naming `path` and every setting that differs, with both values.
+/// What a refusal of checkCompatible says besides the values: the setting that names the
+/// model, and where a value of this run comes from when the user did not give it (a
+/// model's warmup follows the run's length).
+struct CompatibilityNotes {
+  std::string model_setting = "--model";
+  std::map<std::string, std::string> values;  // flag -> where this run's value comes from
+};
 absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
                              const std::vector<std::pair<std::string, std::string>>& settings,
-                             const std::string& path);
+                             const std::string& path, const CompatibilityNotes& notes = {});
 
 /// Writes a run's checkpoints into one directory. Only the process for which `writes` is
 /// true touches the directory (rank 0 of a multi-process run); every rank makes the same

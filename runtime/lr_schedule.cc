@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "ir/f32_value.h"
 
 namespace tandem::runtime {
 
@@ -33,6 +34,11 @@ absl::StatusOr<LrSchedule> LrSchedule::parse(absl::string_view text, int64_t war
     if (!absl::SimpleAtod(parts[2], &s.gamma_) || !std::isfinite(s.gamma_) || s.gamma_ <= 0 ||
         s.gamma_ > 1)
       return bad("GAMMA must be a number in (0, 1]");
+    // The factor is fed to the step in f32: a GAMMA that is 0 there stops training.
+    const std::string problem = ir::f32RoundingProblem(
+        s.gamma_, [](double g) { return g > 0 && g <= 1; }, "must be in (0, 1]",
+        "the learning-rate factor's arithmetic");
+    if (!problem.empty()) return bad(absl::StrCat("GAMMA ", parts[2], " ", problem));
     s.kind_ = Kind::kStep;
   } else {
     return bad("unknown schedule");

@@ -186,6 +186,26 @@ std::string streamNote(const GzError& error) {
   return error.failed() ? absl::StrCat(" (gzip: ", error.text, ")") : "";
 }
 
+// After the `keep` items a run uses, the file's other items are read and dropped and the
+// stream's end checked (its gzip CRC): a file cut short or corrupt past the limit is as
+// damaged as one cut before it, and a run with --limit-train must not pass it as whole.
+absl::Status checkRest(gzFile f, const std::string& path, int64_t count, int64_t keep,
+                       int64_t item_bytes, const std::string& items) {
+  if (keep < count) {
+    GzError error;
+    const int64_t got = readItems(f, path, count - keep, item_bytes, error,
+                                  [](const unsigned char*, int64_t) {});
+    if (got < count - keep) {
+      if (error.corrupt())
+        return absl::DataLossError(absl::StrCat(path, ": ", error.kind(), " (", error.text, ")"));
+      return absl::DataLossError(absl::StrCat(path, ": truncated: header says ", count, items,
+                                              " but the file ends after ", keep + got,
+                                              " of them", streamNote(error)));
+    }
+  }
+  return checkStreamEnd(f, path);
+}
+
 }  // namespace
 
 absl::StatusOr<Dataset> readIdxPair(const std::string& images_path,
@@ -241,9 +261,10 @@ absl::StatusOr<Dataset> readIdxPair(const std::string& images_path,
                                             " but the file ends after ", got_images,
                                             " of them", streamNote(error)));
   }
-  if (keep == count) {
-    if (absl::Status s = checkStreamEnd(images->file.get(), images_path); !s.ok()) return s;
-  }
+  if (absl::Status s = checkRest(images->file.get(), images_path, count, keep, pixels,
+                                 absl::StrCat(" images of ", rows, "x", cols));
+      !s.ok())
+    return s;
 
   data.labels.reserve(static_cast<size_t>(keep));
   error = GzError();
@@ -260,9 +281,9 @@ absl::StatusOr<Dataset> readIdxPair(const std::string& images_path,
                                             " labels but the file ends after ", got_labels,
                                             " of them", streamNote(error)));
   }
-  if (keep == count) {
-    if (absl::Status s = checkStreamEnd(labels->file.get(), labels_path); !s.ok()) return s;
-  }
+  if (absl::Status s = checkRest(labels->file.get(), labels_path, count, keep, 1, " labels");
+      !s.ok())
+    return s;
   for (int64_t i = 0; i < keep; ++i) {
     if (data.labels[i] < 0 || data.labels[i] >= classes) {
       return absl::DataLossError(absl::StrCat(labels_path, ": label ", data.labels[i],

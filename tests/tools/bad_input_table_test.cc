@@ -932,4 +932,38 @@ TEST_F(BadInputTable, Issue40NanLossNamesWhatBlewUp) {
       << r.err;
 }
 
+// Issue 40, found by the probe (tests/probe/hostile_probe.py): the model's own files are
+// inputs of train and dump, opt's output on its input is refused, an empty -o names no
+// file, a step schedule's GAMMA that f32 holds as 0 is refused, and a data file cut short
+// past --limit-train is as damaged as one cut before it.
+TEST_F(BadInputTable, Issue40ProbeFindings) {
+  tmp_dir_.write("d.tir", "module @m {\n}\n");
+  TempDir cut_dir;
+  writeIdxSplit(cut_dir, "train", 100);
+  writeIdxSplit(cut_dir, "t10k", 50);
+  const std::string images = readFile(cut_dir.file("train-images-idx3-ubyte"));
+  cut_dir.write("train-images-idx3-ubyte", images.substr(0, images.size() - 10 * 28 * 28));
+  std::string cut = cut_dir.file("");
+  cut.pop_back();
+  check({
+      {{"train", "--model", "lenet", "--data", "$DATA", "--module", "$TMP/d.tir", "--metrics",
+        "$TMP/d.tir"},
+       "--metrics: '$TMP/d.tir' is a file --module reads; writing it would destroy that input"},
+      {{"opt", "$TMP/d.tir", "--passes", "dce", "-o", "$TMP/d.tir"},
+       "--output: '$TMP/d.tir' is a file tandem opt reads; writing it would destroy that input"},
+      {{"dump", "--model", "lenet", "-o", ""},
+       "--output: the file name is empty (leave out -o to write to standard output)"},
+      {{"opt", "$TMP/d.tir", "-o", ""},
+       "--output: the file name is empty (leave out -o to write to standard output)"},
+      {{"train", "--model", "lenet", "--schedule", "step:1:1e-50"},
+       "--schedule 'step:1:1e-50': GAMMA 1e-50 rounds to 0 in f32 (the learning-rate factor's "
+       "arithmetic); give at least 1.17549e-38 (it takes constant, step:EPOCHS:GAMMA such as "
+       "step:30:0.1, or cosine)"},
+      {{"train", "--model", "lenet", "--data", cut, "--limit-train", "20", "--batch", "10"},
+       absl::StrCat(cut, "/train-images-idx3-ubyte: truncated: header says 100 images of 28x28 "
+                         "but the file ends after 90 of them")},
+  });
+  EXPECT_EQ(readFile(expand("$TMP/d.tir")), "module @m {\n}\n");
+}
+
 }  // namespace tandem::testing

@@ -8,6 +8,7 @@
 #include "tools/driver/compile.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
+#include "tools/tandem/path_claims.h"
 
 namespace tandem::tools {
 
@@ -20,6 +21,12 @@ absl::Status runDump(const DumpFlags& f) {
     out.format = "memory";
   }
   RETURN_IF_ERROR(checkOutputFlags(out));
+  // An ONNX model dumped is an input: -o on it would destroy it (path_claims.h).
+  PathClaims claims;
+  if (f.model.onnx)
+    RETURN_IF_ERROR(claims.claim("--onnx", *f.model.onnx, PathClaims::Use::kReads));
+  if (!out.output.empty())
+    RETURN_IF_ERROR(claims.claim("--output", out.output, PathClaims::Use::kWrites));
   auto choice = resolveModelFlags(f.model, /*for_training=*/false);
   if (!choice.ok()) return choice.status();
   choice->compile.stop_after = f.after;

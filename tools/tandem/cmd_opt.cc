@@ -9,6 +9,7 @@
 #include "ir/verifier.h"
 #include "passes/pass_manager.h"
 #include "tools/tandem/commands.h"
+#include "tools/tandem/path_claims.h"
 
 namespace tandem::tools {
 
@@ -27,6 +28,12 @@ absl::Status runOpt(const OptFlags& f) {
     return absl::Status(s.code(), absl::StrCat("--passes: ", s.message()));
   if (absl::Status s = pm.checkPrintAfter(); !s.ok())
     return absl::Status(s.code(), absl::StrCat("--print-after: ", s.message()));
+  // The output, claimed against the file read before anything is written (path_claims.h):
+  // -o on the input would destroy it.
+  PathClaims claims;
+  if (f.file != "-") RETURN_IF_ERROR(claims.claim("tandem opt", f.file, PathClaims::Use::kReads));
+  if (!f.out.output.empty())
+    RETURN_IF_ERROR(claims.claim("--output", f.out.output, PathClaims::Use::kWrites));
   auto module = ir::parseModuleFile(f.file);
   if (!module.ok()) return module.status();
   if (!f.out.no_verify)

@@ -343,6 +343,9 @@ absl::Status claimFiles(const TrainFlags& f) {
         if (std::filesystem::exists(file, unreadable))
           RETURN_IF_ERROR(claims.claim("--data", file, Use::kReads));
       }
+  // The model's own files are inputs too: an output on them would destroy the model.
+  if (f.model.onnx) RETURN_IF_ERROR(claims.claim("--onnx", *f.model.onnx, Use::kReads));
+  if (f.module) RETURN_IF_ERROR(claims.claim("--module", *f.module, Use::kReads));
   if (f.resume && !sameCheckpointDirectory(f))
     RETURN_IF_ERROR(claims.claim("--resume", runtime::checkpointPath(*f.resume), Use::kReads));
   if (f.checkpoint || f.resume) {
@@ -504,9 +507,16 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   };
 
   if (resumed) {
+    // A refusal names the flag that gave the model, and a warmup the user did not give as
+    // the model's own, which follows the run's length.
+    runtime::CompatibilityNotes notes{.model_setting = f.model.onnx ? "--onnx" : "--model"};
+    if (choice->compile.pipeline.lr_schedule && !choice->warmup_steps)
+      notes.values["--warmup"] =
+          absl::StrCat(choice->spec.name, "'s own for a run of ", counted(f.epochs, "epoch"));
     if (absl::Status s = runtime::checkCompatible(
             *resumed, choice->spec.name,
-            driver::resumeSettings(*choice, f.model, f.seed, train->count, f.epochs), resumed_path);
+            driver::resumeSettings(*choice, f.model, f.seed, train->count, f.epochs), resumed_path,
+            notes);
         !s.ok())
       return absl::InvalidArgumentError(absl::StrCat("--resume: ", s.message()));
     // --split auto goes on from the split it had reached (the balancer measures afresh).

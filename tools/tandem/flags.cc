@@ -237,7 +237,17 @@ void addOutputFlags(CLI::App* cmd, OutputFlags& f) {
   cmd->add_option("--graph", f.graph,
                   "Print only this graph (init, train_step, eval_step); dot and streams default "
                   "to train_step");
-  cmd->add_option("-o,--output", f.output, "Write to this file instead of standard output");
+  cmd->add_option_function<std::string>(
+      "-o,--output",
+      [&f](const std::string& path) {
+        // Given empty, it names no file: refused as every output flag's empty name is,
+        // rather than read as "not given" (standard output).
+        if (path.empty())
+          throw CLI::ValidationError(
+              "--output", "the file name is empty (leave out -o to write to standard output)");
+        f.output = path;
+      },
+      "Write to this file instead of standard output");
   cmd->add_flag("--canonical", f.canonical,
                 "Omit source locations (the golden-file form of --format text)");
   addNumber(cmd, "--collapse", f.collapse, Range<int>{0, 64},
