@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace tandem::ir {
 namespace {

@@ -262,12 +262,12 @@ class Importer {
       }
       absl::StatusOr<Tensor> t = materialize(o.name(), it->second, ir::VarRole::kBuffer, {});
       if (absl::IsUnimplemented(t.status()))
-        refusals_.push_back({.op = "graph output",
-                             .node = absl::StrCat("'", o.name(), "'"),
-                             .why = std::string(t.status().message()),
-                             .line = absl::StrCat("graph output '", o.name(),
-                                                  "': ", t.status().message()),
-                             .index = g.node_size()});
+        refusals_.push_back(
+            {.op = "graph output",
+             .node = absl::StrCat("'", o.name(), "'"),
+             .why = std::string(t.status().message()),
+             .line = absl::StrCat("graph output '", o.name(), "': ", t.status().message()),
+             .index = g.node_size()});
       else if (!t.ok())
         return t.status();
       else
@@ -384,11 +384,11 @@ class Importer {
     if (stop_at_first_refusal_) stopped_ = true;
     refusals_.push_back(
         {.op = op.empty() ? n.op_type() : op,
-         .node = n.name().empty() ? absl::StrCat("#", index,
-                                                 n.output_size() > 0
-                                                     ? absl::StrCat(" (output '", n.output(0), "')")
-                                                     : "")
-                                  : absl::StrCat("'", n.name(), "'"),
+         .node = n.name().empty()
+                     ? absl::StrCat(
+                           "#", index,
+                           n.output_size() > 0 ? absl::StrCat(" (output '", n.output(0), "')") : "")
+                     : absl::StrCat("'", n.name(), "'"),
          .why = op.empty() ? why : "",
          .line = absl::StrCat(describeNode(n, index), why.empty() ? "" : joiner, why),
          .index = index});
@@ -404,10 +404,10 @@ class Importer {
       if (out.empty()) continue;
       auto shape = shapes.find(out);
       auto type = model_.inferred_types.find(out);
-      const bool usable = shape != shapes.end() && type != model_.inferred_types.end() &&
-                          type->second == onnx::TensorProto::FLOAT &&
-                          std::all_of(shape->second.begin(), shape->second.end(),
-                                      [](int64_t d) { return d > 0; });
+      const bool usable =
+          shape != shapes.end() && type != model_.inferred_types.end() &&
+          type->second == onnx::TensorProto::FLOAT &&
+          std::all_of(shape->second.begin(), shape->second.end(), [](int64_t d) { return d > 0; });
       Tensor t;
       if (usable)
         t = b_.addNode(ir::ConstantArgs{.value = 0}.spec(
@@ -527,7 +527,7 @@ class Importer {
   int unchecked_ = 0;      // nodes not checked: they read a result with no stand-in
   bool stopped_ = false;   // the walk ended early (unchecked_ counts the rest)
   bool stop_at_first_refusal_ = false;
-  std::map<std::string, ir::Shape> input_shapes_;  // this import's, by ONNX name
+  std::map<std::string, ir::Shape> input_shapes_;                // this import's, by ONNX name
   std::optional<std::map<std::string, ir::Shape>> shapes_here_;  // standInShapes()
   bool inputs_open_ = false;
   std::map<std::string, ir::Shape>* recorded_ = nullptr;
@@ -821,11 +821,11 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
     ir::Value* v = outs[k].value();
     const std::string name = identifierFor(out.outputs[k]);
     if (named.contains(v)) {  // one value under two names: the second is a copy of it
-      Tensor copy = b.addNode(ir::ReshapeArgs{.x = v,
-                                              .shape = std::vector<int64_t>(
-                                                  v->type().shape.begin(), v->type().shape.end())}
-                                  .spec(), name,
-                              std::source_location::current());
+      Tensor copy = b.addNode(
+          ir::ReshapeArgs{
+              .x = v, .shape = std::vector<int64_t>(v->type().shape.begin(), v->type().shape.end())}
+              .spec(),
+          name, std::source_location::current());
       if (!copy.valid()) return b.status();
       v = copy.value();
     }

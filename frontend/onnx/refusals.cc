@@ -19,13 +19,13 @@ absl::Status refusalError(const std::string& what, std::vector<Refusal> refusals
   std::stable_sort(refusals.begin(), refusals.end(),
                    [](const Refusal& a, const Refusal& b) { return a.index < b.index; });
   const std::string not_checked =
-      unchecked == 0 ? ""
-                     : absl::StrCat(" (", count(size_t(unchecked), "node"), " reading ",
-                                    refusals.size() == 1 ? "its" : "their",
-                                    " results could not be checked)");
+      unchecked == 0
+          ? ""
+          : absl::StrCat(" (", count(size_t(unchecked), "node"), " reading ",
+                         refusals.size() == 1 ? "its" : "their", " results could not be checked)");
   if (refusals.size() == 1)
-    return absl::UnimplementedError(absl::StrCat(what, ": Tandem does not support 1 node: ",
-                                                 refusals[0].line, not_checked));
+    return absl::UnimplementedError(
+        absl::StrCat(what, ": Tandem does not support 1 node: ", refusals[0].line, not_checked));
   // The op types in the order the graph first refuses them.
   std::vector<std::string> order;
   std::map<std::string, std::vector<const Refusal*>> by_op;
@@ -44,8 +44,11 @@ absl::Status refusalError(const std::string& what, std::vector<Refusal> refusals
     bool why = false;
     for (const Refusal* r : group) why = why || !r->why.empty();
     for (size_t i = 0; i < group.size() && i < kNodesNamedPerOpType; ++i)
-      absl::StrAppend(&text, i == 0 ? "" : why ? "; " : ", ", group[i]->node,
-                      group[i]->why.empty() ? "" : ": ", group[i]->why);
+      absl::StrAppend(&text,
+                      i == 0 ? ""
+                      : why  ? "; "
+                             : ", ",
+                      group[i]->node, group[i]->why.empty() ? "" : ": ", group[i]->why);
     if (group.size() > kNodesNamedPerOpType)
       absl::StrAppend(&text, why ? "; and " : " and ", group.size() - kNodesNamedPerOpType,
                       " more");

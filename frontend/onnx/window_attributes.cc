@@ -42,21 +42,20 @@ absl::Status checkNode(const onnx::NodeProto& n, int index, const std::string& w
     const char* attr;
     const char* noun;
   };
-  for (const AtLeastOne& a : {AtLeastOne{"strides", "stride"}, AtLeastOne{"dilations", "dilation"},
-                              AtLeastOne{"kernel_shape", "kernel size"},
-                              AtLeastOne{"group", "group count"}}) {
+  for (const AtLeastOne& a :
+       {AtLeastOne{"strides", "stride"}, AtLeastOne{"dilations", "dilation"},
+        AtLeastOne{"kernel_shape", "kernel size"}, AtLeastOne{"group", "group count"}}) {
     const onnx::AttributeProto* attr = find(n, a.attr);
     const std::vector<int64_t> v = intsOf(attr);
     if (std::any_of(v.begin(), v.end(), [](int64_t x) { return x < 1; }))
-      return bad(absl::StrCat("attribute '", a.attr, "' is ",
-                              attr->type() == onnx::AttributeProto::INT ? absl::StrCat(v[0])
-                                                                        : listText(v),
-                              "; every ", a.noun, " must be >= 1"));
+      return bad(
+          absl::StrCat("attribute '", a.attr, "' is ",
+                       attr->type() == onnx::AttributeProto::INT ? absl::StrCat(v[0]) : listText(v),
+                       "; every ", a.noun, " must be >= 1"));
   }
   const std::vector<int64_t> pads = intsOf(find(n, "pads"));
   if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p < 0; }))
-    return bad(
-        absl::StrCat("attribute 'pads' is ", listText(pads), "; every pad must be >= 0"));
+    return bad(absl::StrCat("attribute 'pads' is ", listText(pads), "; every pad must be >= 0"));
   // A pooling window that lies wholly in the padding has no element to take the maximum
   // or mean of: each pad must be less than the window's extent on its axis.
   const std::vector<int64_t> kernel = intsOf(find(n, "kernel_shape"));
@@ -82,8 +81,8 @@ absl::Status checkNode(const onnx::NodeProto& n, int index, const std::string& w
 absl::Status checkWindowAttributes(const onnx::GraphProto& g, const std::string& what) {
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto& n = g.node(i);
-    if (isOneOf(n, {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool",
-                    "AveragePool", "LpPool", "MaxUnpool"}))
+    if (isOneOf(n, {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool",
+                    "LpPool", "MaxUnpool"}))
       RETURN_IF_ERROR(checkNode(n, i, what));
     // The bodies of If, Loop and Scan: shape inference runs over them too.
     for (const auto& a : n.attribute()) {

@@ -2,6 +2,8 @@
 // for bit: infinities, NaNs with their sign and payload, subnormals, -0 (an imported
 // Div by zero is a constant of inf, and `tandem run` must read the .tir back).
 
+#include "ir/number_format.h"
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -11,7 +13,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "ir/number_format.h"
 #include "ir/op_views.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -27,7 +28,8 @@ void expectRoundTrip(double v) {
   const std::string text = formatDouble(v);
   const std::optional<double> back = parseDouble(text);
   ASSERT_TRUE(back.has_value()) << text;
-  EXPECT_EQ(bitsOf(*back), bitsOf(v)) << text << " (bits " << absl::StrCat(absl::Hex(bitsOf(v))) << ")";
+  EXPECT_EQ(bitsOf(*back), bitsOf(v))
+      << text << " (bits " << absl::StrCat(absl::Hex(bitsOf(v))) << ")";
 }
 
 double fromF32Bits(uint32_t bits) { return static_cast<double>(std::bit_cast<float>(bits)); }
@@ -103,17 +105,33 @@ TEST(NumberFormat, RandomBitPatternsRoundTrip) {
     // conversions of a signaling NaN are not.)
     const volatile double kept = widened;
     const float narrowed = static_cast<float>(*parseDouble(formatDouble(widened)));
-    EXPECT_EQ(std::bit_cast<uint32_t>(narrowed),
-              std::bit_cast<uint32_t>(static_cast<float>(kept)))
+    EXPECT_EQ(std::bit_cast<uint32_t>(narrowed), std::bit_cast<uint32_t>(static_cast<float>(kept)))
         << absl::StrCat(absl::Hex(f));
     if (HasFailure()) return;
   }
 }
 
 TEST(NumberFormat, MalformedTextIsRefused) {
-  for (const char* bad : {"", "-", "+", "infinity", "inff", "-nanx", "nan(", "nan()", "nan(0x)",
-                          "nan(0x0)", "nan(0x10000000000000)", "nan(12)", "nan(0xg)", "1e999",
-                          "1.5x", "0x10", "--1", "e5", "NaN", "Inf"})
+  for (const char* bad : {"",
+                          "-",
+                          "+",
+                          "infinity",
+                          "inff",
+                          "-nanx",
+                          "nan(",
+                          "nan()",
+                          "nan(0x)",
+                          "nan(0x0)",
+                          "nan(0x10000000000000)",
+                          "nan(12)",
+                          "nan(0xg)",
+                          "1e999",
+                          "1.5x",
+                          "0x10",
+                          "--1",
+                          "e5",
+                          "NaN",
+                          "Inf"})
     EXPECT_FALSE(parseDouble(bad).has_value()) << bad;
   EXPECT_EQ(parseDouble("+1.5"), 1.5);
   EXPECT_EQ(parseDouble("-.5"), -0.5);
@@ -122,11 +140,14 @@ TEST(NumberFormat, MalformedTextIsRefused) {
 // Through the IR text: constants of every special value print, parse and print again
 // identically, and hold the same bits.
 TEST(NumberFormat, ConstantsRoundTripThroughTheIr) {
-  const std::vector<double> values = {
-      std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
-      std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN(),
-      fromF32Bits(0x7fc00001u),                 double(std::numeric_limits<float>::denorm_min()),
-      -0.0,                                     std::numeric_limits<double>::denorm_min()};
+  const std::vector<double> values = {std::numeric_limits<double>::infinity(),
+                                      -std::numeric_limits<double>::infinity(),
+                                      std::numeric_limits<double>::quiet_NaN(),
+                                      -std::numeric_limits<double>::quiet_NaN(),
+                                      fromF32Bits(0x7fc00001u),
+                                      double(std::numeric_limits<float>::denorm_min()),
+                                      -0.0,
+                                      std::numeric_limits<double>::denorm_min()};
   std::string text = "module @m {\n\ngraph @g() {\n";
   for (size_t i = 0; i < values.size(); ++i)
     absl::StrAppend(&text, "  %c", i, " = constant() {value=", formatDouble(values[i]),
@@ -150,9 +171,10 @@ TEST(NumberFormat, ConstantsRoundTripThroughTheIr) {
 
 TEST(NumberFormat, AWordThatStartsLikeANumberIsNoNumber) {
   // "info" and "nano" are words, not inf and nan followed by garbage.
-  auto m = parseModule("module @m {\ngraph @g() {\n  %c = constant() {value=info} : f32[]\n  "
-                       "return %c\n}\n}\n",
-                       "w.tir");
+  auto m = parseModule(
+      "module @m {\ngraph @g() {\n  %c = constant() {value=info} : f32[]\n  "
+      "return %c\n}\n}\n",
+      "w.tir");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().message(), "w.tir:3:26: expected a number, got 'info'");
 }

@@ -213,8 +213,8 @@ TEST(OnnxImport, PastTwentyOpTypesTheRestAreCounted) {
   *g->add_input() = floatInput("x", {2, 3});
   std::string at = "x";
   for (int i = 0; i < 23; ++i) {
-    onnx::NodeProto* n = node(g, absl::StrCat("Custom", i), absl::StrCat("n", i), {at},
-                              {absl::StrCat("v", i)});
+    onnx::NodeProto* n =
+        node(g, absl::StrCat("Custom", i), absl::StrCat("n", i), {at}, {absl::StrCat("v", i)});
     n->set_domain("tandem.test");
     at = absl::StrCat("v", i);
   }
@@ -227,11 +227,13 @@ TEST(OnnxImport, PastTwentyOpTypesTheRestAreCounted) {
   ASSERT_FALSE(imported.ok());
   const std::string text(imported.status().message());
   EXPECT_TRUE(absl::StartsWith(
-      text, "ONNX model 'm.onnx': Tandem does not support 23 of its 23 nodes, of 23 op types:\n"
-            "  Custom0 of domain 'tandem.test' (1 node): 'n0'\n"))
+      text,
+      "ONNX model 'm.onnx': Tandem does not support 23 of its 23 nodes, of 23 op types:\n"
+      "  Custom0 of domain 'tandem.test' (1 node): 'n0'\n"))
       << text;
-  EXPECT_TRUE(absl::EndsWith(text, "\n  Custom19 of domain 'tandem.test' (1 node): 'n19'\n"
-                                   "  and 3 more op types (3 nodes)"))
+  EXPECT_TRUE(absl::EndsWith(text,
+                             "\n  Custom19 of domain 'tandem.test' (1 node): 'n19'\n"
+                             "  and 3 more op types (3 nodes)"))
       << text;
 }
 
@@ -269,22 +271,43 @@ TEST(OnnxImport, WindowAttributesAreCheckedBeforeShapeInference) {
     std::string want;
   };
   const std::vector<Case> cases = {
-      {0, "strides", {0, 0}, "node 'Conv_0' (Conv): attribute 'strides' is [0,0]; every stride "
-                             "must be >= 1"},
-      {0, "strides", {1, 0}, "node 'Conv_0' (Conv): attribute 'strides' is [1,0]; every stride "
-                             "must be >= 1"},
-      {3, "strides", {0, 2}, "node 'MaxPool_3' (MaxPool): attribute 'strides' is [0,2]; every "
-                             "stride must be >= 1"},
-      {0, "dilations", {1, -1}, "node 'Conv_0' (Conv): attribute 'dilations' is [1,-1]; every "
-                                "dilation must be >= 1"},
-      {0, "kernel_shape", {0, 3}, "node 'Conv_0' (Conv): attribute 'kernel_shape' is [0,3]; "
-                                  "every kernel size must be >= 1"},
-      {0, "pads", {-1, 0, 0, 0}, "node 'Conv_0' (Conv): attribute 'pads' is [-1,0,0,0]; every "
-                                 "pad must be >= 0"},
-      {3, "pads", {0, 2, 0, 0}, "node 'MaxPool_3' (MaxPool): attribute 'pads' is [0,2,0,0] "
-                                "with kernel_shape [2,2]; a window would hold padding only "
-                                "(each pad must be less than the window's extent, 2 on axis "
-                                "1)"},
+      {0,
+       "strides",
+       {0, 0},
+       "node 'Conv_0' (Conv): attribute 'strides' is [0,0]; every stride "
+       "must be >= 1"},
+      {0,
+       "strides",
+       {1, 0},
+       "node 'Conv_0' (Conv): attribute 'strides' is [1,0]; every stride "
+       "must be >= 1"},
+      {3,
+       "strides",
+       {0, 2},
+       "node 'MaxPool_3' (MaxPool): attribute 'strides' is [0,2]; every "
+       "stride must be >= 1"},
+      {0,
+       "dilations",
+       {1, -1},
+       "node 'Conv_0' (Conv): attribute 'dilations' is [1,-1]; every "
+       "dilation must be >= 1"},
+      {0,
+       "kernel_shape",
+       {0, 3},
+       "node 'Conv_0' (Conv): attribute 'kernel_shape' is [0,3]; "
+       "every kernel size must be >= 1"},
+      {0,
+       "pads",
+       {-1, 0, 0, 0},
+       "node 'Conv_0' (Conv): attribute 'pads' is [-1,0,0,0]; every "
+       "pad must be >= 0"},
+      {3,
+       "pads",
+       {0, 2, 0, 0},
+       "node 'MaxPool_3' (MaxPool): attribute 'pads' is [0,2,0,0] "
+       "with kernel_shape [2,2]; a window would hold padding only "
+       "(each pad must be less than the window's extent, 2 on axis "
+       "1)"},
   };
   for (const Case& c : cases) {
     onnx::ModelProto m = sampleModel();
@@ -324,8 +347,8 @@ TEST(OnnxImport, AnOpenDimensionNamesTheCommandsRemedy) {
   EXPECT_EQ(std::string(imported.status().message()),
             "ONNX model 'm.onnx': input 'x' leaves dimension 0 open; give --batch N");
   // A given shape that still leaves it open is no shape.
-  imported = importModel(**model, {.input_shapes = {{"x", {-1, 1, 6, 6}}},
-                                   .open_dimension_remedy = "give the input"});
+  imported = importModel(
+      **model, {.input_shapes = {{"x", {-1, 1, 6, 6}}}, .open_dimension_remedy = "give the input"});
   ASSERT_FALSE(imported.ok());
   EXPECT_EQ(std::string(imported.status().message()),
             "ONNX model 'm.onnx': input 'x' leaves dimension 0 open; give the input");

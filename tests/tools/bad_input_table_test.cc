@@ -802,8 +802,6 @@ TEST_F(BadInputTable, OutputsOnAFifoWithNoReader) {
                         "' is a FIFO (named pipe) that no process reads; start its reader first, "
                         "or name a regular file\n");
   };
-  const std::vector<std::string> lenet = {"train",   "--model", "lenet",    "--data", "$DATA",
-                                          "--batch", "10",      "--epochs", "1"};
   struct Row {
     std::vector<std::string> args;
     std::string err;
@@ -852,13 +850,12 @@ TEST_F(BadInputTable, OutputsOnAFifoWithNoReader) {
     EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(row.args, " ") << "\n" << r.err;
     EXPECT_EQ(r.err, row.err) << absl::StrJoin(row.args, " ");
   }
-  (void)lenet;
   // A FIFO that a process reads is written as any file is.
-  const CommandResult read = runProgram(
-      "/usr/bin/timeout",
-      {"-s", "KILL", "120", "/bin/sh", "-c",
-       absl::StrCat("cat ", fifo, " > ", expand("$TMP/got"), " & ", TANDEM_CLI_PATH,
-                    " dump --model lenet --format summary --output ", fifo, "; wait")});
+  const CommandResult read =
+      runProgram("/usr/bin/timeout",
+                 {"-s", "KILL", "120", "/bin/sh", "-c",
+                  absl::StrCat("cat ", fifo, " > ", expand("$TMP/got"), " & ", TANDEM_CLI_PATH,
+                               " dump --model lenet --format summary --output ", fifo, "; wait")});
   EXPECT_EQ(read.exit_code, 0) << read.err;
   EXPECT_NE(readFile(expand("$TMP/got")).find("lenet"), std::string::npos);
 }
@@ -937,8 +934,7 @@ TEST_F(BadInputTable, OnnxImportRunAndExport) {
        "with kernel_shape [3,3]; a window would hold padding only (each pad must be less than "
        "the window's extent, 3 on axis 0)"},
       // ... and Tandem's own shape rules: the range ops.td declares, checked first.
-      {{"opt", "$TMP/stride0.tir"},
-       "$TMP/stride0.tir:6:8: %y (conv2d): stride must be >= 1"},
+      {{"opt", "$TMP/stride0.tir"}, "$TMP/stride0.tir:6:8: %y (conv2d): stride must be >= 1"},
       // Class 3: every file written claimed against every file read, before anything runs.
       {{"import", "$TMP/m.weights.onnx", "-o", "$TMP/m.tir"},
        "-o (the weights beside it): '$TMP/m.weights.onnx' is a file tandem import reads; writing "

@@ -41,8 +41,8 @@ int fail(const std::string& message, int code = kExitUsage) {
     for (char& c : line)
       if (c == '\r') c = ' ';
     if (line.size() > kMaxBytes)
-      line = absl::StrCat(line.substr(0, kMaxBytes - 100), "... (",
-                          line.size() - (kMaxBytes - 100), " more bytes)");
+      line = absl::StrCat(line.substr(0, kMaxBytes - 100), "... (", line.size() - (kMaxBytes - 100),
+                          " more bytes)");
     absl::StrAppend(&text, text.empty() ? "" : "\n", line);
   }
   // Under mpirun each rank says which it is (backend/processes.h), in one write so that

@@ -53,7 +53,7 @@ std::string weightsPathFor(const std::string& tir) {
 /// Writes each file's bytes (path, flag, bytes) and puts them all in place together
 /// (OutputFile::closeAll): a failure leaves every path as it was.
 absl::Status writeTogether(
-    const std::vector<std::tuple<std::string, std::string, std::string>>& files) {
+    const std::vector<std::tuple<std::string, std::string, std::string> >& files) {
   std::vector<OutputFile> opened;
   for (const auto& [path, flag, bytes] : files) {
     ASSIGN_OR_RETURN(OutputFile out, OutputFile::openReplacing(path, flag));
@@ -212,8 +212,7 @@ absl::Status runImport(const ImportFlags& f) {
   PathClaims claims;
   RETURN_IF_ERROR(claims.claim("tandem import", f.model, PathClaims::Use::kReads));
   RETURN_IF_ERROR(claims.claim("-o", f.output, PathClaims::Use::kWrites));
-  RETURN_IF_ERROR(
-      claims.claim("-o (the weights beside it)", weights, PathClaims::Use::kWrites));
+  RETURN_IF_ERROR(claims.claim("-o (the weights beside it)", weights, PathClaims::Use::kWrites));
   ASSIGN_OR_RETURN(auto model, onnx_import::readOnnxModel(f.model));
   onnx_import::ImportOptions options;
   options.open_dimension_remedy = "give --batch N";
@@ -239,9 +238,9 @@ absl::Status runImport(const ImportFlags& f) {
     }
   }
   if (f.batch && !batch_applies)
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch: ONNX model '", f.model, "' leaves no input's dimension 0 open (",
-                     absl::StrJoin(shapes, ", "), "); drop --batch"));
+    return absl::InvalidArgumentError(absl::StrCat("--batch: ONNX model '", f.model,
+                                                   "' leaves no input's dimension 0 open (",
+                                                   absl::StrJoin(shapes, ", "), "); drop --batch"));
   ASSIGN_OR_RETURN(onnx_import::ImportedModel imported, onnx_import::importModel(*model, options));
   if (!imported.known_outputs.empty())
     return absl::UnimplementedError(
@@ -277,8 +276,9 @@ absl::Status runInference(const RunFlags& f) {
     PathClaims claims;
     using Use = PathClaims::Use;
     RETURN_IF_ERROR(claims.claim("tandem run", f.model, Use::kReads));
-    if (tir) RETURN_IF_ERROR(claims.claim(f.weights ? "--weights" : "tandem run", weightsOf(f),
-                                          Use::kReads));
+    if (tir)
+      RETURN_IF_ERROR(
+          claims.claim(f.weights ? "--weights" : "tandem run", weightsOf(f), Use::kReads));
     for (const NamedInput& in : inputs)
       RETURN_IF_ERROR(claims.claim(absl::StrCat("--input ", in.name), in.path, Use::kReads));
     for (size_t k = 0; k < output_count; ++k)
@@ -336,9 +336,9 @@ absl::Status runInference(const RunFlags& f) {
   // The outputs in the model's order: computed ones, and those known at import between them.
   const size_t count = outs.size() + r.known_outputs.size();
   if (count != output_count)
-    return absl::InternalError(absl::StrCat("model '", f.model, "' gave ", count,
-                                            " outputs for its ", output_count));
-  std::vector<std::tuple<std::string, std::string, std::string>> files;
+    return absl::InternalError(
+        absl::StrCat("model '", f.model, "' gave ", count, " outputs for its ", output_count));
+  std::vector<std::tuple<std::string, std::string, std::string> > files;
   for (size_t k = 0, computed = 0; k < count; ++k) {
     auto known = r.known_outputs.find(k);
     onnx::TensorProto t;

@@ -19,8 +19,7 @@ namespace {
 std::string besideTemplate(const std::string& path, const std::string& suffix = "") {
   const std::filesystem::path target(path);
   if (target.parent_path().empty()) return absl::StrCat(".", path, suffix, ".XXXXXX");
-  return (target.parent_path() /
-          absl::StrCat(".", target.filename().string(), suffix, ".XXXXXX"))
+  return (target.parent_path() / absl::StrCat(".", target.filename().string(), suffix, ".XXXXXX"))
       .string();
 }
 
@@ -33,8 +32,7 @@ absl::StatusOr<OutputFile> OutputFile::open(const std::string& path, const std::
   OutputFile out(nullptr, absl::StrCat(flag, ": cannot write '", path, "'"), true);
   // O_NONBLOCK: opening a FIFO that no process reads would wait for a reader forever; it
   // fails with ENXIO instead. Writes block as usual (the flag is cleared below).
-  const int fd =
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
   if (fd < 0) {
     const int err = errno;
     struct stat st {};
