@@ -458,6 +458,34 @@ onnx::ModelProto geluModel(float divisor = 1.4142135381698608f) {
   return m;
 }
 
+// A known scalar and a known one-element list fold to the list's shape, [1], whichever
+// comes first (numpy's broadcast; ONNX's expanded LayerNormalization computes Size(Shape)
+// - [axis] so, which the oracle of inferred shapes refused as [] once every node was
+// checked).
+TEST(OnnxImport, AScalarAndAOneElementListFoldToTheList) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(14);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("fold");
+  *g->add_input() = floatInput("x", {2, 3});
+  node(g, "Shape", "s", {"x"}, {"shape"});
+  node(g, "Size", "rank", {"shape"}, {"r"});
+  onnx::NodeProto* one = node(g, "Constant", "c1", {}, {"one"});
+  auto* a = one->add_attribute();
+  a->set_name("value_ints");
+  a->set_type(onnx::AttributeProto::INTS);
+  a->add_ints(1);
+  node(g, "Sub", "sub", {"r", "one"}, {"n"});        // [] - [1]: [1] holding 1
+  node(g, "ConstantOfShape", "ones", {"n"}, {"o"});  // [0.] of shape [1]
+  node(g, "Add", "add", {"x", "o"}, {"y"});
+  *g->add_output() = floatInput("y", {2, 3});
+  auto imported = importBytes(bytesOf(m));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_EQ(imported->module->graph(kInferGraph)->outputs()[0]->type(),
+            (ir::TensorType{ir::DType::kF32, {2, 3}}));
+}
+
 TEST(OnnxImport, GeluWrittenOutBecomesTheGeluOp) {
   auto imported = importBytes(bytesOf(geluModel()));
   ASSERT_TRUE(imported.ok()) << imported.status();
