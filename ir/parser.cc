@@ -1,13 +1,18 @@
 #include "ir/parser.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "ir/file_input.h"
+#include "ir/number_format.h"
 #include "ir/plan.h"
 #include "ir/status_macros.h"
 
@@ -50,6 +55,12 @@ class Lexer {
         t.kind = Tok::kBad;
         t.text = absl::StrCat("'", std::string(1, c), "' must be followed by a name");
       }
+      return t;
+    }
+    if (size_t n = specialNumberLength(); n > 0) {  // inf, -inf, nan, nan(0x...)
+      t.kind = Tok::kNumber;
+      t.text = std::string(s_.substr(pos_, n));
+      for (size_t i = 0; i < n; ++i) advance();
       return t;
     }
     if (isDigit(c) || ((c == '-' || c == '+') && pos_ + 1 < s_.size() &&
@@ -101,6 +112,27 @@ class Lexer {
   }
 
  private:
+  /// The length of the number at pos_ that is no digits: an infinity or a NaN as
+  /// formatDouble writes them (ir/number_format.h), with an optional sign; 0 if none.
+  size_t specialNumberLength() const {
+    size_t at = pos_;
+    if (at < s_.size() && (s_[at] == '-' || s_[at] == '+')) ++at;
+    const absl::string_view rest = s_.substr(at);
+    size_t n = 0;
+    if (absl::StartsWith(rest, "inf")) {
+      n = 3;
+    } else if (absl::StartsWith(rest, "nan(")) {
+      const size_t close = rest.find(')');
+      if (close == absl::string_view::npos) return 0;
+      n = close + 1;
+    } else if (absl::StartsWith(rest, "nan")) {
+      n = 3;
+    } else {
+      return 0;
+    }
+    if (n < rest.size() && isNameChar(rest[n])) return 0;  // a word such as "info"
+    return at - pos_ + n;
+  }
   void advance() {
     if (s_[pos_] == '\n') {
       ++line_;
@@ -228,10 +260,18 @@ class Parser {
       return error(absl::StrCat("expected ", what, ", got ", describe(tok_)));
     T v{};
     const std::string& s = tok_.text;
-    const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
-    auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size())
-      return error(absl::StrCat("expected ", what, ", got '", clip(s), "'"));
+    bool ok = false;
+    if constexpr (std::is_floating_point_v<T>) {
+      // Every value formatDouble writes, infinities and NaNs with their payload included.
+      const std::optional<double> d = parseDouble(s);
+      ok = d.has_value();
+      v = d.value_or(0);
+    } else {
+      const char* begin = s.data() + (s[0] == '+' ? 1 : 0);
+      auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
+      ok = ec == std::errc() && end == s.data() + s.size();
+    }
+    if (!ok) return error(absl::StrCat("expected ", what, ", got '", clip(s), "'"));
     next();
     return v;
   }
@@ -321,7 +361,8 @@ class Parser {
       Token at = tok_;
       auto std = parseFloat();
       if (!std.ok()) return std.status();
-      if (!(*std > 0)) return errorAt(at, "normal(std=...) needs std > 0");
+      if (!(*std > 0) || std::isinf(*std))
+        return errorAt(at, "normal(std=...) needs a finite std > 0");
       init.std = *std;
       if (!isPunct(")")) return error(absl::StrCat("expected ')', got ", describe(tok_)));
     } else {

@@ -11,6 +11,14 @@
 
 namespace tandem::onnx_import {
 
+/// "node 'conv1' (Conv)", or for an unnamed node its index and first output:
+/// "node #3 (Conv, output 'y')".
+inline std::string describeNode(const onnx::NodeProto& n, int index) {
+  if (!n.name().empty()) return absl::StrCat("node '", n.name(), "' (", n.op_type(), ")");
+  return absl::StrCat("node #", index, " (", n.op_type(),
+                      n.output_size() > 0 ? absl::StrCat(", output '", n.output(0), "'") : "", ")");
+}
+
 /// An ONNX graph indexed once for the importer and the pattern matcher (patterns.h):
 /// which node computes each value, which nodes read it, which values are the graph's
 /// outputs, and the single-element values known before anything runs (initializers and

@@ -7,7 +7,9 @@
 #include "absl/strings/str_join.h"
 #include "frontend/model.h"
 #include "frontend/onnx/converter.h"
+#include "frontend/onnx/graph_index.h"
 #include "frontend/onnx/patterns.h"
+#include "frontend/onnx/refusals.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
 #include "onnx/defs/schema.h"
@@ -88,13 +90,6 @@ std::set<std::string> initializerNames(const onnx::GraphProto& g) {
   return names;
 }
 
-/// "node 'conv1' (Conv)", or for an unnamed node its first output: "node #3 (Conv, output 'y')".
-std::string describeNode(const onnx::NodeProto& n, int index) {
-  if (!n.name().empty()) return absl::StrCat("node '", n.name(), "' (", n.op_type(), ")");
-  return absl::StrCat("node #", index, " (", n.op_type(),
-                      n.output_size() > 0 ? absl::StrCat(", output '", n.output(0), "'") : "", ")");
-}
-
 std::string shapeText(const ir::Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
 
 }  // namespace
@@ -123,15 +118,14 @@ std::vector<std::string> modelOutputs(const OnnxModel& model) {
 }
 
 absl::StatusOr<ir::Shape> concreteShape(const ModelInput& input, const ir::Shape* given,
-                                        const std::string& model_path) {
-  if (given == nullptr) {
-    for (size_t d = 0; d < input.shape.size(); ++d)
-      if (input.shape[d] < 0)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "ONNX model '", model_path, "': input '", input.name, "' leaves dimension ", d,
-            " open; give the input (its file's shape sets it)"));
-    return input.shape;
-  }
+                                        const std::string& model_path, const std::string& remedy) {
+  const bool same_rank = given != nullptr && given->size() == input.shape.size();
+  for (size_t d = 0; d < input.shape.size() && (given == nullptr || same_rank); ++d)
+    if (input.shape[d] < 0 && (given == nullptr || (*given)[d] < 0))
+      return absl::InvalidArgumentError(absl::StrCat("ONNX model '", model_path, "': input '",
+                                                     input.name, "' leaves dimension ", d, " open",
+                                                     remedy.empty() ? "" : "; ", remedy));
+  if (given == nullptr) return input.shape;
   bool fits = given->size() == input.shape.size();
   for (size_t d = 0; fits && d < given->size(); ++d)
     fits = input.shape[d] < 0 || input.shape[d] == (*given)[d];
@@ -157,6 +151,9 @@ struct Entry {
   std::shared_ptr<const OnnxTensor> known;
   bool initializer = false;
   bool poisoned = false;
+  /// Computed from the stand-in of a refused node's result (Importer::standIn): built only
+  /// to find the refusals past it, so an error that only the stand-in causes is no error.
+  bool tainted = false;
   /// The ONNX value a known value's variable is named after: the initializer an Identity
   /// chain passes on (PyTorch's exports copy weights so), or the value itself when empty.
   std::string origin;
@@ -239,13 +236,16 @@ class Importer {
         return absl::InvalidArgumentError(
             absl::StrCat(what(), ": input '", in.name, "' not given"));
       entries_[in.name] = Entry{.tensor = it->second};
+      if (it->second.valid()) input_shapes_[in.name] = it->second.shape();
       if (recorded_ != nullptr && it->second.valid()) (*recorded_)[in.name] = it->second.shape();
     }
     index_.emplace(g);
     fusions_ = findFusions(*index_);
     RETURN_IF_ERROR(checkOps());
-    for (int i = 0; i < g.node_size(); ++i) RETURN_IF_ERROR(convert(g.node(i), i));
-    if (!unsupported_.empty()) return unsupportedError();
+    // Every node is checked, also past the first refused one: its results are stand-ins
+    // of the shapes ONNX's inference gives, so what reads them is checked too.
+    for (int i = 0; i < g.node_size() && !stopped_; ++i) RETURN_IF_ERROR(convert(g.node(i), i));
+    if (!refusals_.empty()) return refusalError();
     std::vector<Tensor> outs;
     for (const auto& o : g.output()) {
       auto it = entries_.find(o.name());
@@ -262,14 +262,18 @@ class Importer {
       }
       absl::StatusOr<Tensor> t = materialize(o.name(), it->second, ir::VarRole::kBuffer, {});
       if (absl::IsUnimplemented(t.status()))
-        unsupported_.push_back(
-            absl::StrCat("graph output '", o.name(), "': ", t.status().message()));
+        refusals_.push_back(
+            {.op = "graph output",
+             .node = absl::StrCat("'", o.name(), "'"),
+             .why = std::string(t.status().message()),
+             .line = absl::StrCat("graph output '", o.name(), "': ", t.status().message()),
+             .index = g.node_size()});
       else if (!t.ok())
         return t.status();
       else
         outs.push_back(*t);
     }
-    if (!unsupported_.empty()) return unsupportedError();
+    if (!refusals_.empty()) return refusalError();
     return outs;
   }
 
@@ -353,21 +357,73 @@ class Importer {
       const onnx::NodeProto& n = g.node(i);
       if (fusions_.interior.contains(i) || fusions_.by_root.contains(i)) continue;
       if (!n.domain().empty() && n.domain() != "ai.onnx") {
-        unsupported_.push_back(absl::StrCat(describeNode(n, i), " of domain '", n.domain(), "'"));
+        refuse(n, i, absl::StrCat("of domain '", n.domain(), "'"), " ",
+               absl::StrCat(n.op_type(), " of domain '", n.domain(), "'"));
         continue;
       }
       const OpConverter* c = findConverter(n.op_type());
       if (c == nullptr) {
-        unsupported_.push_back(describeNode(n, i));
+        refuse(n, i, "", "");
         continue;
       }
       const int v = version(n);
       if (v < c->min_version)
-        unsupported_.push_back(absl::StrCat(describeNode(n, i), ": version ", v, " (opset ",
-                                            model_.opset, "); Tandem reads ", n.op_type(), "-",
-                                            c->min_version, " and later"));
+        refuse(n, i,
+               absl::StrCat("version ", v, " (opset ", model_.opset, "); Tandem reads ",
+                            n.op_type(), "-", c->min_version, " and later"));
     }
-    return unsupported_.empty() ? absl::OkStatus() : unsupportedError();
+    return absl::OkStatus();
+  }
+
+  /// Records that node `index`, `n`, is refused `why` ("" when its op has no converter);
+  /// `joiner` goes between the node and why in a line of its own; `op`, when given, is
+  /// what the report groups it under in place of its op type (and then says no why).
+  void refuse(const onnx::NodeProto& n, int index, const std::string& why,
+              const char* joiner = ": ", const std::string& op = "") {
+    refused_.insert(index);
+    if (stop_at_first_refusal_) stopped_ = true;
+    refusals_.push_back(
+        {.op = op.empty() ? n.op_type() : op,
+         .node = n.name().empty()
+                     ? absl::StrCat(
+                           "#", index,
+                           n.output_size() > 0 ? absl::StrCat(" (output '", n.output(0), "')") : "")
+                     : absl::StrCat("'", n.name(), "'"),
+         .why = op.empty() ? why : "",
+         .line = absl::StrCat(describeNode(n, index), why.empty() ? "" : joiner, why),
+         .index = index});
+  }
+
+  /// The results of node `n`, which was refused or read a refused node's result: each a
+  /// stand-in (a constant of the type ONNX's inference gives it) that the nodes reading it
+  /// are checked with, or, where ONNX gives no float type and full shape, poisoned (what
+  /// reads it is not checked, only counted).
+  void standIn(const onnx::NodeProto& n) {
+    const std::map<std::string, ir::Shape>& shapes = standInShapes();
+    for (const std::string& out : n.output()) {
+      if (out.empty()) continue;
+      auto shape = shapes.find(out);
+      auto type = model_.inferred_types.find(out);
+      const bool usable =
+          shape != shapes.end() && type != model_.inferred_types.end() &&
+          type->second == onnx::TensorProto::FLOAT &&
+          std::all_of(shape->second.begin(), shape->second.end(), [](int64_t d) { return d > 0; });
+      Tensor t;
+      if (usable)
+        t = b_.addNode(ir::ConstantArgs{.value = 0}.spec(
+                           {.declared_types = {ir::TensorType{ir::DType::kF32, shape->second}}}),
+                       absl::StrCat("unchecked_", identifierFor(out)),
+                       std::source_location::current());
+      entries_[out] = t.valid() ? Entry{.tensor = t, .tainted = true} : Entry{.poisoned = true};
+    }
+  }
+
+  /// The shapes stand-ins take: ONNX's inferred ones, or where this import's inputs are
+  /// not the model's (a batch it left open), ONNX's inference again at this import's.
+  const std::map<std::string, ir::Shape>& standInShapes() {
+    if (!inputs_open_) return model_.inferred_shapes;
+    if (!shapes_here_) shapes_here_ = inferShapesAt(model_, input_shapes_);
+    return *shapes_here_;
   }
 
   int version(const onnx::NodeProto& n) const {
@@ -382,16 +438,23 @@ class Importer {
     const Fusion* fusion = nullptr;
     if (auto f = fusions_.by_root.find(index); f != fusions_.by_root.end()) fusion = &f->second;
     const onnx::NodeProto& built = fusion ? fusion->node : n;
+    bool tainted = false;
     for (const std::string& in : built.input()) {
       if (in.empty()) continue;
       const Entry* e = find(in);
       if (e == nullptr)
         return absl::InvalidArgumentError(absl::StrCat(what(), ": ", describeNode(n, index),
                                                        " reads '", in, "', which nothing defines"));
-      if (e->poisoned) {  // reads an unsupported node's output: nothing to build
+      if (e->poisoned) {  // reads a refused node's result of no known shape: not checked
+        if (!refused_.contains(index)) ++unchecked_;
         for (const std::string& out : n.output()) entries_[out] = Entry{.poisoned = true};
         return absl::OkStatus();
       }
+      tainted = tainted || e->tainted;
+    }
+    if (refused_.contains(index)) {  // its op: checkOps said why
+      standIn(n);
+      return absl::OkStatus();
     }
     Context ctx(*this, built, index, fusion ? 0 : version(n));
     absl::Status s = fusion ? findFusedConverter(built.op_type())->convert(ctx)
@@ -399,10 +462,24 @@ class Importer {
     if (s.ok() && !b_.status().ok()) s = b_.status();
     if (absl::IsUnimplemented(s)) {
       auto note = fusions_.near_misses.find(index);
-      unsupported_.push_back(absl::StrCat(
-          describeNode(n, index), ": ", s.message(),
-          note == fusions_.near_misses.end() ? "" : absl::StrCat("; here ", note->second)));
-      for (const std::string& out : n.output()) entries_[out] = Entry{.poisoned = true};
+      refuse(n, index,
+             absl::StrCat(s.message(), note == fusions_.near_misses.end()
+                                           ? ""
+                                           : absl::StrCat("; here ", note->second)));
+      if (b_.status().ok()) standIn(n);
+      return absl::OkStatus();
+    }
+    if (!s.ok() && tainted) {
+      // Only the stand-in it reads may be at fault: not checked. A builder that failed
+      // builds nothing more, so the walk ends here.
+      ++unchecked_;
+      if (!b_.status().ok()) {
+        for (int k = index + 1; k < index_->graph().node_size(); ++k)
+          if (!refused_.contains(k) && !fusions_.interior.contains(k)) ++unchecked_;
+        stopped_ = true;
+      } else {
+        standIn(n);
+      }
       return absl::OkStatus();
     }
     if (!s.ok())
@@ -416,6 +493,10 @@ class Importer {
         return absl::InternalError(absl::StrCat(what(), ": ", describeNode(n, index),
                                                 ": the importer made no value for output '", out,
                                                 "'"));
+      if (tainted) {
+        entries_[out].tainted = true;
+        continue;
+      }
       // ONNX's shape inference is the oracle for every shape the converter made.
       auto inferred = model_.inferred_shapes.find(out);
       const ir::Shape& got = e->shape();
@@ -428,10 +509,9 @@ class Importer {
     return absl::OkStatus();
   }
 
-  absl::Status unsupportedError() const {
-    return absl::UnimplementedError(
-        absl::StrCat(what(), ": Tandem does not support ", unsupported_.size(), " node",
-                     unsupported_.size() == 1 ? "" : "s", ": ", absl::StrJoin(unsupported_, "; ")));
+  absl::Status refusalError() const {
+    return onnx_import::refusalError(what(), refusals_, model_.proto.graph().node_size(),
+                                     unchecked_);
   }
 
   const OnnxModel& model_;
@@ -442,7 +522,13 @@ class Importer {
   std::map<std::string, std::string> var_names_;
   std::set<std::string> used_var_names_;
   std::map<std::string, std::string> origin_readers_;  // initializer -> its first value (varOf)
-  std::vector<std::string> unsupported_;
+  std::vector<Refusal> refusals_;
+  std::set<int> refused_;  // nodes whose op checkOps refused
+  int unchecked_ = 0;      // nodes not checked: they read a result with no stand-in
+  bool stopped_ = false;   // the walk ended early (unchecked_ counts the rest)
+  bool stop_at_first_refusal_ = false;
+  std::map<std::string, ir::Shape> input_shapes_;                // this import's, by ONNX name
+  std::optional<std::map<std::string, ir::Shape>> shapes_here_;  // standInShapes()
   bool inputs_open_ = false;
   std::map<std::string, ir::Shape>* recorded_ = nullptr;
   const OtherBatchShapes* other_batch_ = nullptr;
@@ -453,6 +539,9 @@ class Importer {
   /// Set when the import's input shapes differ from the model's (a batch it left open):
   /// ONNX's inferred shapes are then for other sizes.
   void setInputsOpen(bool open) { inputs_open_ = open; }
+  /// Stops at the first refused node, rather than checking them all (an import whose
+  /// failure only means "no shapes at the other batch").
+  void stopAtFirstRefusal() { stop_at_first_refusal_ = true; }
   /// Every node output's shape goes to `shapes`, by ONNX name (the import at another batch).
   void recordShapes(std::map<std::string, ir::Shape>* shapes) { recorded_ = shapes; }
   void setOtherBatch(const OtherBatchShapes* other) { other_batch_ = other; }
@@ -473,6 +562,9 @@ bool Context::isConstant(size_t i) const {
 
 absl::StatusOr<const OnnxTensor*> Context::constant(size_t i) {
   ASSIGN_OR_RETURN(const Entry* e, input(i));
+  if (!e->known && e->tainted)  // a refused node's result: whether it would be known is unknown
+    return absl::FailedPreconditionError(
+        absl::StrCat("input ", i, " is computed from a refused node's result"));
   if (!e->known)
     return unsupported(
         absl::StrCat("input ", i, " ('", node_.input(int(i)),
@@ -625,6 +717,7 @@ std::optional<OtherBatchShapes> importAtOtherBatch(const OnnxModel& model,
   std::map<size_t, OnnxTensor> known_outputs;
   Importer imp(model, b, &values);
   imp.setInputsOpen(true);
+  imp.stopAtFirstRefusal();
   imp.recordShapes(&out.shapes);
   if (!imp.run(other_inputs, known, &known_outputs).ok()) return std::nullopt;
   return out;
@@ -705,7 +798,7 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
     ASSIGN_OR_RETURN(
         ir::Shape shape,
         concreteShape(in, given == options.input_shapes.end() ? nullptr : &given->second,
-                      model.path));
+                      model.path, options.open_dimension_remedy));
     if (std::find(shape.begin(), shape.end(), 0) != shape.end())
       return absl::UnimplementedError(absl::StrCat(
           "ONNX model '", model.path, "': Tandem does not support its input '", in.name,
@@ -718,11 +811,34 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
   }
   ASSIGN_OR_RETURN(std::vector<Tensor> outs, emitGraph(model, b, inputs, &out.values,
                                                        options.known_inputs, &out.known_outputs));
-  std::vector<ir::Value*> values;
-  for (const Tensor& t : outs)
-    if (t.valid()) values.push_back(t.value());
-  infer->setOutputs(std::move(values));
   out.outputs = modelOutputs(model);
+  // The outputs keep the model's names (as identifiers), so that a .tir module says which
+  // is which and `tandem run` names its output_K.pb files' tensors after them.
+  std::vector<ir::Value*> values;
+  std::set<ir::Value*> named;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (!outs[k].valid()) continue;
+    ir::Value* v = outs[k].value();
+    const std::string name = identifierFor(out.outputs[k]);
+    if (named.contains(v)) {  // one value under two names: the second is a copy of it
+      Tensor copy = b.addNode(
+          ir::ReshapeArgs{
+              .x = v, .shape = std::vector<int64_t>(v->type().shape.begin(), v->type().shape.end())}
+              .spec(),
+          name, std::source_location::current());
+      if (!copy.valid()) return b.status();
+      v = copy.value();
+    }
+    // A value that holds the name already (a node's, or an earlier output's that the
+    // identifiers make equal) keeps it only if it is an output.
+    ir::Value* holder = infer->findValue(name);
+    if (holder != nullptr && holder != v && !named.contains(holder))
+      infer->rename(holder, infer->uniqueName(name));
+    infer->rename(v, name);
+    named.insert(v);
+    values.push_back(v);
+  }
+  infer->setOutputs(std::move(values));
   RETURN_IF_ERROR(buildInitGraph(*out.module, *init));
   return out;
 }

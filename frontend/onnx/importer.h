@@ -62,6 +62,10 @@ struct ImportOptions {
   /// (a Reshape's shape, a ReduceSum's axes, given as inputs in ONNX's test data), they are
   /// taken as constants of the graph. Float inputs stay inputs.
   std::map<std::string, OnnxTensor> known_inputs;
+  /// How the user of the command that imports sets a dimension the model leaves open,
+  /// said when one is not set: "give --batch N" (import), "give the input (its file's
+  /// shape sets it)" (run). The importer serves every command, so each passes its own.
+  std::string open_dimension_remedy;
 };
 
 struct ImportedModel {
@@ -80,8 +84,9 @@ struct ImportedModel {
 absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOptions& options);
 
 /// The concrete shape of `input`: its model shape with `given` (when set) checked against
-/// it; an error names the input and the dimension.
+/// it; an error names the input and the dimension (and `remedy`, for one left open).
 absl::StatusOr<ir::Shape> concreteShape(const ModelInput& input, const ir::Shape* given,
-                                        const std::string& model_path);
+                                        const std::string& model_path,
+                                        const std::string& remedy = "");
 
 }  // namespace tandem::onnx_import

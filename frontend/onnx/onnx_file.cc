@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "frontend/onnx/window_attributes.h"
 #include "ir/file_input.h"
 #include "ir/status_macros.h"
 #include "onnx/checker.h"
@@ -86,10 +87,15 @@ void readRawInts(int32_t t, const std::string& raw, std::vector<int64_t>* out) {
   }
 }
 
-/// Every value's shape that shape inference (or the file) states in full.
-void collectShapes(const onnx::GraphProto& g, std::map<std::string, ir::Shape>* out) {
+/// Every value's shape that shape inference (or the file) states in full, and every
+/// value's element type it states.
+void collectShapes(const onnx::GraphProto& g, std::map<std::string, ir::Shape>* out,
+                   std::map<std::string, int32_t>* types = nullptr) {
   auto add = [&](const onnx::ValueInfoProto& v) {
-    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
+    if (!v.type().has_tensor_type()) return;
+    if (types != nullptr && v.type().tensor_type().elem_type() != 0)
+      (*types)[v.name()] = v.type().tensor_type().elem_type();
+    if (!v.type().tensor_type().has_shape()) return;
     ir::Shape s;
     for (const auto& d : v.type().tensor_type().shape().dim()) {
       if (!d.has_dim_value()) return;
@@ -261,14 +267,41 @@ absl::StatusOr<std::unique_ptr<OnnxModel>> parseOnnxModel(const std::string& byt
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": onnx.checker: ", oneLine(e.what())));
   }
+  // What ONNX's shape inference divides by, before it runs (a zero stride kills it).
+  RETURN_IF_ERROR(checkWindowAttributes(m->proto.graph(), what));
   try {
     onnx::shape_inference::InferShapes(m->proto);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": ONNX shape inference: ", oneLine(e.what())));
   }
-  collectShapes(m->proto.graph(), &m->inferred_shapes);
+  collectShapes(m->proto.graph(), &m->inferred_shapes, &m->inferred_types);
   return m;
+}
+
+std::map<std::string, ir::Shape> inferShapesAt(const OnnxModel& model,
+                                               const std::map<std::string, ir::Shape>& inputs) {
+  onnx::ModelProto copy = model.proto;
+  onnx::GraphProto* g = copy.mutable_graph();
+  // What the first inference gave is for the model's own shapes: inferred anew.
+  g->clear_value_info();
+  for (auto& out : *g->mutable_output())
+    if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
+  for (auto& in : *g->mutable_input()) {
+    auto given = inputs.find(in.name());
+    if (given == inputs.end() || !in.type().has_tensor_type()) continue;
+    onnx::TensorShapeProto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->clear_dim();
+    for (int64_t d : given->second) shape->add_dim()->set_dim_value(d);
+  }
+  std::map<std::string, ir::Shape> shapes;
+  try {
+    onnx::shape_inference::InferShapes(copy);
+  } catch (const std::exception&) {
+    return shapes;
+  }
+  collectShapes(copy.graph(), &shapes);
+  return shapes;
 }
 
 absl::StatusOr<std::unique_ptr<OnnxModel>> readOnnxModel(const std::string& path) {

@@ -61,7 +61,15 @@ struct OnnxModel {
   /// Every value whose shape ONNX's shape inference knows fully (graph inputs, outputs and
   /// intermediate values), by name: the importer checks Tandem's shapes against them.
   std::map<std::string, ir::Shape> inferred_shapes;
+  /// The element type ONNX's shape inference gives each value it types, by name.
+  std::map<std::string, int32_t> inferred_types;
 };
+
+/// `model`'s inferred shapes (as OnnxModel::inferred_shapes) had its data inputs the
+/// shapes `inputs` gives (by name; a batch the model leaves open): ONNX's shape inference
+/// run again over a copy. Empty when it fails.
+std::map<std::string, ir::Shape> inferShapesAt(const OnnxModel& model,
+                                               const std::map<std::string, ir::Shape>& inputs);
 
 /// The ONNX model in `path`: read bounded (ir/file_input.h), parsed, checked with
 /// onnx::checker and given inferred shapes. Errors are one line naming the file and the

@@ -161,6 +161,8 @@ absl::Status neg(NodeContext& c) {
 
 enum class Arith { kAdd, kSub, kMul, kDiv };
 
+std::optional<ir::Shape> broadcastShapes(const ir::Shape& a, const ir::Shape& b);
+
 /// Both operands known, one of them a single element or both of one shape: the result
 /// computed here (shape arithmetic of exported graphs).
 std::optional<OnnxTensor> foldArith(Arith op, const OnnxTensor& a, const OnnxTensor& b) {
@@ -171,6 +173,11 @@ std::optional<OnnxTensor> foldArith(Arith op, const OnnxTensor& a, const OnnxTen
   const OnnxTensor& big = a.numElements() >= b.numElements() ? a : b;
   OnnxTensor out = big;
   out.name.clear();
+  // The broadcast shape: a scalar [] and a one-element [1] give [1] (numpy's rank is the
+  // larger one), whichever is the first operand.
+  std::optional<ir::Shape> shape = broadcastShapes(a.shape, b.shape);
+  if (!shape) return std::nullopt;
+  out.shape = *shape;
   const int64_t n = big.numElements();
   auto pick = [](const OnnxTensor& t, int64_t i) { return t.numElements() == 1 ? 0 : i; };
   for (int64_t i = 0; i < n; ++i) {

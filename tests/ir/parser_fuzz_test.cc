@@ -167,6 +167,11 @@ const std::vector<std::string>& nastyPieces() {
       "1.5",
       "nan",
       "inf",
+      "-inf",
+      "nan(0x1)",
+      "-nan(0xfffffffffffff)",
+      "nan(",
+      "nan(0x)",
       std::string(200, '['),
       std::string(200, ']'),
       std::string(100, '{'),
@@ -501,12 +506,23 @@ TEST(ParserErrors, BadBytes) {
 
 TEST(ParserErrors, BadInitializerAndRole) {
   EXPECT_EQ(parseError(sampleWith("init=normal(std=0.01)", "init=normal(std=0)")),
-            "bad.tir:3:51: normal(std=...) needs std > 0");
+            "bad.tir:3:51: normal(std=...) needs a finite std > 0");
+  EXPECT_EQ(parseError(sampleWith("init=normal(std=0.01)", "init=normal(std=inf)")),
+            "bad.tir:3:51: normal(std=...) needs a finite std > 0");
+  EXPECT_EQ(parseError(sampleWith("init=normal(std=0.01)", "init=normal(std=nan)")),
+            "bad.tir:3:51: normal(std=...) needs a finite std > 0");
   EXPECT_EQ(parseError(sampleWith("init=normal(std=0.01)", "init=uniform")),
             "bad.tir:3:40: expected an initializer (zeros, ones, kaiming or normal(std=S)), got "
             "'uniform'");
   EXPECT_EQ(parseError(sampleWith("role=optimizer", "role=state")),
             "bad.tir:4:37: unknown variable role 'state' (expected param, buffer, optimizer or fed)");
+}
+
+// Issue 40: an attribute a shape rule divides by is checked against its range (ops.td)
+// before the rule runs: a zero stride is one line, not a SIGFPE.
+TEST(ParserErrors, ZeroStrideIsRefusedBeforeTheShapeRule) {
+  EXPECT_EQ(parseError(sampleWith("{stride=1, pad=0} @cpu:0", "{stride=0, pad=0} @cpu:0")),
+            "bad.tir:23:10: %h.0 (conv2d) in scope conv at tiny.cc:3: stride must be >= 1");
 }
 
 TEST(ParserErrors, FileNameDefaultsToInput) {

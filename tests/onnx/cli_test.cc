@@ -2,12 +2,15 @@
 // one-line errors with exit 2 for bad models, inputs and flags, and an imported CNN that
 // trains data-parallel on two devices as on one.
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "frontend/onnx/onnx_file.h"
 #include "gtest/gtest.h"
 #include "tests/onnx/model_builder.h"
@@ -92,6 +95,61 @@ TEST(OnnxCli, RunWritesOutputsAndTheImportedModuleGivesTheSame) {
   auto again = onnx_import::readTensorFile(dir.file("out_tir/output_0.pb"));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->floats, out->floats);
+  // Issue 40: the .tir keeps the model's output name (its node is 'fc').
+  EXPECT_EQ(again->name, "logits");
+}
+
+// Issue 40: constants of inf, -inf and NaN (Div by zero, Mul by -inf) are written into the
+// .tir so that `tandem run` reads them back, and it computes what the ONNX model does.
+TEST(OnnxCli, ConstantsOfInfinityAndNanSurviveTheTir) {
+  TempDir dir;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(14);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("special");
+  *g->add_input() = floatInput("x", {2, 3});
+  *g->add_initializer() = floats("zero", {}, 0);
+  onnx::TensorProto minus_inf = floats("minus_inf", {}, 0);
+  minus_inf.set_float_data(0, -std::numeric_limits<float>::infinity());
+  *g->add_initializer() = minus_inf;
+  onnx::TensorProto tiny = floats("tiny", {}, 0);
+  tiny.set_float_data(0, 1e-45f);  // f32's smallest subnormal
+  *g->add_initializer() = tiny;
+  node(g, "Div", "div0", {"x", "zero"}, {"a"});
+  node(g, "Mul", "mulinf", {"x", "minus_inf"}, {"b"});
+  node(g, "Div", "divtiny", {"x", "tiny"}, {"c"});
+  *g->add_output() = floatInput("a", {2, 3});
+  *g->add_output() = floatInput("b", {2, 3});
+  *g->add_output() = floatInput("c", {2, 3});
+  const std::string model = writeModel(dir, m, "special.onnx");
+  std::vector<float> x = {-2, -1e-40f, 0, 1e-40f, 1, 3};
+  std::string bytes;
+  onnx_import::encodeF32("x", {2, 3}, x.data()).SerializeToString(&bytes);
+  writeFile(dir.file("x.pb"), bytes);
+  auto r = runTandem({"import", model, "-o", dir.file("special.tir")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string& which : {model, dir.file("special.tir")}) {
+    const std::string out = dir.file(which == model ? "out_onnx" : "out_tir");
+    r = runTandem({"run", which, "--input", "x=" + dir.file("x.pb"), "--output-dir", out});
+    ASSERT_EQ(r.exit_code, 0) << which << ": " << r.err;
+  }
+  for (int k = 0; k < 3; ++k) {
+    auto a = onnx_import::readTensorFile(dir.file(absl::StrCat("out_onnx/output_", k, ".pb")));
+    auto b = onnx_import::readTensorFile(dir.file(absl::StrCat("out_tir/output_", k, ".pb")));
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    ASSERT_EQ(a->floats.size(), 6u);
+    for (size_t i = 0; i < 6; ++i)
+      EXPECT_EQ(std::isnan(a->floats[i]) ? 0x7fc00000u : std::bit_cast<uint32_t>(a->floats[i]),
+                std::isnan(b->floats[i]) ? 0x7fc00000u : std::bit_cast<uint32_t>(b->floats[i]))
+          << k << " " << i;
+  }
+  // x / 0 and x * -inf have infinities (and NaN for 0): the constants were not lost.
+  auto a = onnx_import::readTensorFile(dir.file("out_tir/output_0.pb"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->floats[0], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(a->floats[5], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(a->floats[2]));
 }
 
 TEST(OnnxCli, BadModelsInputsAndFlagsAreOneLineExitTwo) {

@@ -58,6 +58,17 @@ onnx::ModelProto sampleModel() {
   return m;
 }
 
+/// Errors are one line, but for the report of refused nodes (refusals.h): its lines after
+/// the first are indented two spaces, one per op type.
+bool isOneLineOrARefusalList(const absl::Status& s) {
+  const absl::string_view m = s.message();
+  if (!absl::StrContains(m, "\n")) return true;
+  if (!absl::IsUnimplemented(s)) return false;
+  for (size_t at = m.find('\n'); at != absl::string_view::npos; at = m.find('\n', at + 1))
+    if (m.substr(at + 1, 2) != "  ") return false;
+  return true;
+}
+
 absl::StatusOr<ImportedModel> importBytes(const std::string& bytes, int64_t batch = 4) {
   auto model = parseOnnxModel(bytes, "m.onnx");
   if (!model.ok()) return model.status();
@@ -142,9 +153,205 @@ TEST(OnnxImport, EveryUnsupportedNodeIsNamedInOneError) {
   auto imported = importBytes(bytesOf(m));
   ASSERT_FALSE(imported.ok());
   EXPECT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(imported.status().message(),
-            "ONNX model 'm.onnx': Tandem does not support 2 nodes: node 'Relu_2' (Elu); node "
-            "'Exp_6' (Exp)");
+  EXPECT_EQ(std::string(imported.status().message()),
+            "ONNX model 'm.onnx': Tandem does not support 2 of its 7 nodes, of 2 op types:\n"
+            "  Elu (1 node): 'Relu_2'\n"
+            "  Exp (1 node): 'Exp_6'");
+}
+
+/// x [batch,4,6,6] through `convs` depthwise convolutions (group 4, which Tandem refuses)
+/// with a Relu after each, then an Elu (no converter), a MaxPool of a 2x3 kernel (refused
+/// for its use) and another Elu: refusals of three op types, the first early.
+onnx::ModelProto manyRefusals(int convs, int64_t batch) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("many");
+  *g->add_input() = floatInput("x", {batch, 4, 6, 6});
+  std::string at = "x";
+  for (int i = 0; i < convs; ++i) {
+    const std::string w = absl::StrCat("w", i), c = absl::StrCat("c", i), r = absl::StrCat("r", i);
+    *g->add_initializer() = floats(w, {4, 1, 1, 1}, 0.5f);
+    intAttr(node(g, "Conv", absl::StrCat("conv", i), {at, w}, {c}), "group", 4);
+    node(g, "Relu", absl::StrCat("relu", i), {c}, {r});
+    at = r;
+  }
+  node(g, "Elu", "elu0", {at}, {"e0"});
+  onnx::NodeProto* pool = node(g, "MaxPool", "pool", {"e0"}, {"p"});
+  intsAttr(pool, "kernel_shape", {2, 3});
+  node(g, "Elu", "", {"p"}, {"e1"});
+  *g->add_output() = floatInput("e1", {batch, 4, 5, 4});
+  return m;
+}
+
+// Issue 40: every node is checked, also past the first refused one (a refused node's
+// results are stand-ins of the shapes ONNX's inference gives), and the report is one
+// line per op type: efficientnet_b0's 16 grouped convolutions were "1 node".
+TEST(OnnxImport, EveryRefusedNodeIsFoundAndGroupedByOpType) {
+  const std::string want =
+      "ONNX model 'm.onnx': Tandem does not support 8 of its 13 nodes, of 3 op types:\n"
+      "  Conv (5 nodes): 'conv0': group 4 (conv2d has one group); 'conv1': group 4 (conv2d has "
+      "one group); 'conv2': group 4 (conv2d has one group); and 2 more\n"
+      "  Elu (2 nodes): 'elu0', #12 (output 'e1')\n"
+      "  MaxPool (1 node): 'pool': kernel [2,3] (Tandem's windows are square)";
+  // The model's own batch, and one it leaves open (its shapes inferred again at 4).
+  for (int64_t batch : {4, -1}) {
+    auto imported = importBytes(bytesOf(manyRefusals(5, batch)));
+    ASSERT_FALSE(imported.ok()) << batch;
+    EXPECT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_EQ(std::string(imported.status().message()), want) << batch;
+  }
+}
+
+TEST(OnnxImport, PastTwentyOpTypesTheRestAreCounted) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("custom");
+  *g->add_input() = floatInput("x", {2, 3});
+  std::string at = "x";
+  for (int i = 0; i < 23; ++i) {
+    onnx::NodeProto* n =
+        node(g, absl::StrCat("Custom", i), absl::StrCat("n", i), {at}, {absl::StrCat("v", i)});
+    n->set_domain("tandem.test");
+    at = absl::StrCat("v", i);
+  }
+  *g->add_output() = floatInput(at, {2, 3});
+  m.add_opset_import()->set_domain("tandem.test");
+  m.mutable_opset_import(1)->set_version(1);
+  auto model = parseOnnxModel(bytesOf(m), "m.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto imported = importModel(**model, {});
+  ASSERT_FALSE(imported.ok());
+  const std::string text(imported.status().message());
+  EXPECT_TRUE(absl::StartsWith(
+      text,
+      "ONNX model 'm.onnx': Tandem does not support 23 of its 23 nodes, of 23 op types:\n"
+      "  Custom0 of domain 'tandem.test' (1 node): 'n0'\n"))
+      << text;
+  EXPECT_TRUE(absl::EndsWith(text,
+                             "\n  Custom19 of domain 'tandem.test' (1 node): 'n19'\n"
+                             "  and 3 more op types (3 nodes)"))
+      << text;
+}
+
+// Issue 40: the .tir's outputs carry the model's output names (as identifiers), so that
+// `tandem run` names output_K.pb's tensors after them, whatever the nodes are called.
+TEST(OnnxImport, OutputsKeepTheModelsNames) {
+  onnx::ModelProto m = sampleModel();
+  onnx::GraphProto* g = m.mutable_graph();
+  g->mutable_output(0)->set_name("logits:0");
+  g->mutable_node(5)->set_output(0, "logits:0");
+  // A node named as the second output would be, computing another value.
+  g->mutable_node(2)->set_name("probs");
+  // Two outputs of one value (through Identity): each its own.
+  node(g, "Identity", "Identity_6", {"logits:0"}, {"probs"});
+  *g->add_output() = floatInput("probs", {-1, 3});
+  auto imported = importBytes(bytesOf(m));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const ir::Graph& infer = *imported->module->graph(kInferGraph);
+  ASSERT_EQ(infer.outputs().size(), 2u);
+  EXPECT_EQ(infer.outputs()[0]->name(), "logits_0");
+  EXPECT_EQ(infer.outputs()[1]->name(), "probs");
+  EXPECT_NE(infer.outputs()[0], infer.outputs()[1]);
+  EXPECT_TRUE(ir::verifyModule(*imported->module).ok()) << ir::verifyModule(*imported->module);
+  EXPECT_EQ(imported->outputs, (std::vector<std::string>{"logits:0", "probs"}));
+}
+
+// Issue 40: strides, dilations, kernels and groups ONNX's shape inference divides or
+// multiplies by are checked before it runs (a zero stride killed it with SIGFPE), one line
+// naming the node; a pooling window of padding only is refused too.
+TEST(OnnxImport, WindowAttributesAreCheckedBeforeShapeInference) {
+  struct Case {
+    int node;  // in sampleModel: 0 Conv_0, 3 MaxPool_3
+    const char* attr;
+    std::vector<int64_t> value;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {0,
+       "strides",
+       {0, 0},
+       "node 'Conv_0' (Conv): attribute 'strides' is [0,0]; every stride "
+       "must be >= 1"},
+      {0,
+       "strides",
+       {1, 0},
+       "node 'Conv_0' (Conv): attribute 'strides' is [1,0]; every stride "
+       "must be >= 1"},
+      {3,
+       "strides",
+       {0, 2},
+       "node 'MaxPool_3' (MaxPool): attribute 'strides' is [0,2]; every "
+       "stride must be >= 1"},
+      {0,
+       "dilations",
+       {1, -1},
+       "node 'Conv_0' (Conv): attribute 'dilations' is [1,-1]; every "
+       "dilation must be >= 1"},
+      {0,
+       "kernel_shape",
+       {0, 3},
+       "node 'Conv_0' (Conv): attribute 'kernel_shape' is [0,3]; "
+       "every kernel size must be >= 1"},
+      {0,
+       "pads",
+       {-1, 0, 0, 0},
+       "node 'Conv_0' (Conv): attribute 'pads' is [-1,0,0,0]; every "
+       "pad must be >= 0"},
+      {3,
+       "pads",
+       {0, 2, 0, 0},
+       "node 'MaxPool_3' (MaxPool): attribute 'pads' is [0,2,0,0] "
+       "with kernel_shape [2,2]; a window would hold padding only "
+       "(each pad must be less than the window's extent, 2 on axis "
+       "1)"},
+  };
+  for (const Case& c : cases) {
+    onnx::ModelProto m = sampleModel();
+    onnx::NodeProto* n = m.mutable_graph()->mutable_node(c.node);
+    for (int i = 0; i < n->attribute_size(); ++i)
+      if (n->attribute(i).name() == c.attr) n->mutable_attribute()->DeleteSubrange(i, 1);
+    intsAttr(n, c.attr, c.value);
+    auto model = parseOnnxModel(bytesOf(m), "m.onnx");
+    ASSERT_FALSE(model.ok()) << c.want;
+    EXPECT_EQ(model.status().message(), "ONNX model 'm.onnx': " + c.want);
+  }
+  for (const auto& [op, attr] : {std::pair{"Conv", "group"}, std::pair{"AveragePool", "strides"}}) {
+    onnx::ModelProto m = sampleModel();
+    onnx::NodeProto* n = m.mutable_graph()->mutable_node(op == std::string("Conv") ? 0 : 3);
+    n->set_op_type(op);
+    if (attr == std::string("group")) {
+      intAttr(n, "group", 0);
+    } else {
+      n->mutable_attribute()->DeleteSubrange(1, 1);  // MaxPool_3's strides
+      intsAttr(n, "strides", {0, 0});
+    }
+    auto model = parseOnnxModel(bytesOf(m), "m.onnx");
+    ASSERT_FALSE(model.ok()) << op;
+    EXPECT_TRUE(absl::StrContains(model.status().message(),
+                                  absl::StrCat("(", op, "): attribute '", attr, "' is ")))
+        << model.status();
+  }
+}
+
+// Issue 40: where the model leaves a dimension open, the message gives the remedy of the
+// command that imports (each passes its own).
+TEST(OnnxImport, AnOpenDimensionNamesTheCommandsRemedy) {
+  auto model = parseOnnxModel(bytesOf(sampleModel()), "m.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto imported = importModel(**model, {.open_dimension_remedy = "give --batch N"});
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(std::string(imported.status().message()),
+            "ONNX model 'm.onnx': input 'x' leaves dimension 0 open; give --batch N");
+  // A given shape that still leaves it open is no shape.
+  imported = importModel(
+      **model, {.input_shapes = {{"x", {-1, 1, 6, 6}}}, .open_dimension_remedy = "give the input"});
+  ASSERT_FALSE(imported.ok());
+  EXPECT_EQ(std::string(imported.status().message()),
+            "ONNX model 'm.onnx': input 'x' leaves dimension 0 open; give the input");
 }
 
 TEST(OnnxImport, AnUnsupportedUseOfAnOpNamesTheNodeAndWhy) {
@@ -153,9 +360,10 @@ TEST(OnnxImport, AnUnsupportedUseOfAnOpNamesTheNodeAndWhy) {
   pool->mutable_attribute(0)->set_ints(1, 3);  // kernel 2x3
   auto imported = importBytes(bytesOf(m));
   ASSERT_FALSE(imported.ok());
-  EXPECT_EQ(imported.status().message(),
+  EXPECT_EQ(std::string(imported.status().message()),
             "ONNX model 'm.onnx': Tandem does not support 1 node: node 'MaxPool_3' (MaxPool): "
-            "kernel [2,3] (Tandem's windows are square)");
+            "kernel [2,3] (Tandem's windows are square) (1 node reading its results could not "
+            "be checked)");
 }
 
 TEST(OnnxImport, KnownValuesAreComputedAtImport) {
@@ -250,6 +458,34 @@ onnx::ModelProto geluModel(float divisor = 1.4142135381698608f) {
   return m;
 }
 
+// A known scalar and a known one-element list fold to the list's shape, [1], whichever
+// comes first (numpy's broadcast; ONNX's expanded LayerNormalization computes Size(Shape)
+// - [axis] so, which the oracle of inferred shapes refused as [] once every node was
+// checked).
+TEST(OnnxImport, AScalarAndAOneElementListFoldToTheList) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(14);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("fold");
+  *g->add_input() = floatInput("x", {2, 3});
+  node(g, "Shape", "s", {"x"}, {"shape"});
+  node(g, "Size", "rank", {"shape"}, {"r"});
+  onnx::NodeProto* one = node(g, "Constant", "c1", {}, {"one"});
+  auto* a = one->add_attribute();
+  a->set_name("value_ints");
+  a->set_type(onnx::AttributeProto::INTS);
+  a->add_ints(1);
+  node(g, "Sub", "sub", {"r", "one"}, {"n"});        // [] - [1]: [1] holding 1
+  node(g, "ConstantOfShape", "ones", {"n"}, {"o"});  // [0.] of shape [1]
+  node(g, "Add", "add", {"x", "o"}, {"y"});
+  *g->add_output() = floatInput("y", {2, 3});
+  auto imported = importBytes(bytesOf(m));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_EQ(imported->module->graph(kInferGraph)->outputs()[0]->type(),
+            (ir::TensorType{ir::DType::kF32, {2, 3}}));
+}
+
 TEST(OnnxImport, GeluWrittenOutBecomesTheGeluOp) {
   auto imported = importBytes(bytesOf(geluModel()));
   ASSERT_TRUE(imported.ok()) << imported.status();
@@ -282,7 +518,7 @@ TEST(OnnxImport, AnErfOutsideTheGeluPatternIsNamedWithWhy) {
   auto imported = importBytes(bytesOf(geluModel(2.0f)));
   ASSERT_FALSE(imported.ok());
   EXPECT_EQ(imported.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(imported.status().message(),
+  EXPECT_EQ(std::string(imported.status().message()),
             "ONNX model 'm.onnx': Tandem does not support 1 node: node 'erf' (Erf): Tandem has no "
             "erf op: it reads Erf at run time only in GELU's x/2 (1 + erf(x / sqrt 2)) (Div, "
             "Erf, Add, Mul, Mul); here its input, node 'div' (Div), is not x / sqrt(2) (its "
@@ -347,7 +583,7 @@ TEST(OnnxImport, LayerNormWrittenOutBecomesTheLayerNormOp) {
   *m.mutable_graph()->mutable_initializer(1) = floats("ln.bias", {3, 1}, -0.1f);
   imported = importBytes(bytesOf(m));
   ASSERT_FALSE(imported.ok());
-  EXPECT_EQ(imported.status().message(),
+  EXPECT_EQ(std::string(imported.status().message()),
             "ONNX model 'm.onnx': Tandem does not support 1 node: node 'add_1' (Add): a layer "
             "norm written out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div) over axes [1] "
             "of a [4,3,4] input: Tandem's layer_norm normalizes the last axes");
@@ -387,11 +623,14 @@ TEST(OnnxImport, ASqrtOutsideTheLayerNormPatternIsNamedWithWhy) {
   *m.mutable_graph()->add_output() = floatInput("d", {-1, 3, 4});
   auto imported = importBytes(bytesOf(m));
   ASSERT_FALSE(imported.ok());
-  EXPECT_EQ(imported.status().message(),
-            "ONNX model 'm.onnx': Tandem does not support 1 node: node 'sqrt' (Sqrt): Tandem has "
-            "no sqrt op: it reads Sqrt at run time only in a layer norm written out (ReduceMean, "
-            "Sub, Pow, ReduceMean, Add, Sqrt, Div); here a value inside the layer norm is read "
-            "elsewhere too");
+  // The Div past it, checked with the Sqrt's stand-in, divides by a run-time value too.
+  EXPECT_EQ(std::string(imported.status().message()),
+            "ONNX model 'm.onnx': Tandem does not support 2 of its 11 nodes, of 2 op types:\n"
+            "  Sqrt (1 node): 'sqrt': Tandem has no sqrt op: it reads Sqrt at run time only in a "
+            "layer norm written out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div); here a "
+            "value inside the layer norm is read elsewhere too\n"
+            "  Div (1 node): 'div': a divisor computed at run time (Tandem has no elementwise "
+            "quotient; a divisor known at import is supported)");
 }
 
 /// ViT's class token as torch.onnx.export writes `cls.expand(x.shape[0], -1, -1)`, joined
@@ -544,10 +783,10 @@ TEST(OnnxImport, EqualOnRunTimeValuesIsNamed) {
   *g->add_output() = floatInput("y", {-1, 3});
   auto imported = importBytes(bytesOf(m));
   ASSERT_FALSE(imported.ok());
-  EXPECT_EQ(imported.status().message(),
+  EXPECT_EQ(std::string(imported.status().message()),
             "ONNX model 'm.onnx': Tandem does not support 1 node: node 'is_keep' (Equal): a "
             "comparison at run time (Tandem compares values known at import: shape "
-            "arithmetic)");
+            "arithmetic) (1 node reading its results could not be checked)");
 }
 
 TEST(OnnxImport, MalformedModelsNameTheFileAndTheFieldOrNode) {
@@ -630,7 +869,7 @@ TEST(OnnxImportFuzz, MutatedModelsGiveAnErrorOrAValidModule) {
     } else {
       EXPECT_TRUE(absl::StartsWith(imported.status().message(), "ONNX model 'm.onnx'"))
           << i << ": " << imported.status();
-      EXPECT_FALSE(absl::StrContains(imported.status().message(), "\n")) << i;
+      EXPECT_TRUE(isOneLineOrARefusalList(imported.status())) << i << ": " << imported.status();
     }
   }
   EXPECT_LT(ok, 3000);
@@ -731,7 +970,7 @@ TEST(OnnxImportFuzz, FieldMutationsGiveAnErrorOrAValidModule) {
       EXPECT_TRUE(absl::StartsWith(imported.status().message(), "ONNX model 'm.onnx'") ||
                   absl::StartsWith(imported.status().message(), "input 'x'"))
           << i << ": " << imported.status();
-      EXPECT_FALSE(absl::StrContains(imported.status().message(), "\n")) << i;
+      EXPECT_TRUE(isOneLineOrARefusalList(imported.status())) << i << ": " << imported.status();
     }
   }
   EXPECT_LT(ok, 2000);
@@ -781,7 +1020,7 @@ TEST(OnnxImportFuzz, PatternModelsGiveAnErrorOrAValidModule) {
     } else {
       EXPECT_TRUE(absl::StartsWith(imported.status().message(), "ONNX model 'm.onnx'"))
           << i << ": " << imported.status();
-      EXPECT_FALSE(absl::StrContains(imported.status().message(), "\n")) << i;
+      EXPECT_TRUE(isOneLineOrARefusalList(imported.status())) << i << ": " << imported.status();
     }
   }
   EXPECT_GT(ok, 0);

@@ -8,8 +8,11 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "backend/processes.h"
 #include "tools/tandem/activity.h"
 #include "tools/tandem/commands.h"
@@ -18,20 +21,34 @@
 namespace tandem::tools {
 namespace {
 
-// One line on standard error, however long or multi-line the message: a message quoting
-// a huge input is cut with an ellipsis.
+// One line on standard error, however long or multi-line the message, but for a list the
+// message indents itself: lines that start with two spaces (the ONNX importer's refusals,
+// one line per op type: frontend/onnx/refusals.h) follow the first as they are. Any other
+// line break is a space, and a line quoting a huge input is cut with an ellipsis.
 int fail(const std::string& message, int code = kExitUsage) {
   constexpr size_t kMaxBytes = 2000;
-  std::string line = message;
-  for (char& c : line)
-    if (c == '\n' || c == '\r') c = ' ';
-  if (line.size() > kMaxBytes)
-    line = absl::StrCat(line.substr(0, kMaxBytes - 100), "... (", line.size() - (kMaxBytes - 100),
-                        " more bytes)");
+  constexpr size_t kMaxLines = 32;
+  std::vector<std::string> lines;
+  for (absl::string_view part : absl::StrSplit(message, '\n')) {
+    if (lines.empty() || (absl::StartsWith(part, "  ") && lines.size() < kMaxLines)) {
+      lines.emplace_back(part);
+    } else {
+      absl::StrAppend(&lines.back(), " ", part);
+    }
+  }
+  std::string text;
+  for (std::string& line : lines) {
+    for (char& c : line)
+      if (c == '\r') c = ' ';
+    if (line.size() > kMaxBytes)
+      line = absl::StrCat(line.substr(0, kMaxBytes - 100), "... (", line.size() - (kMaxBytes - 100),
+                          " more bytes)");
+    absl::StrAppend(&text, text.empty() ? "" : "\n", line);
+  }
   // Under mpirun each rank says which it is (backend/processes.h), in one write so that
   // the ranks' lines do not interleave.
   const std::string whole =
-      absl::StrCat("tandem: ", backend::Processes::current().prefix(), line, "\n");
+      absl::StrCat("tandem: ", backend::Processes::current().prefix(), text, "\n");
   std::cerr.write(whole.data(), static_cast<std::streamsize>(whole.size()));
   std::cerr.flush();
   return code;

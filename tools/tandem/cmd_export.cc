@@ -18,6 +18,7 @@
 #include "frontend/zoo/zoo.h"
 #include "runtime/checkpoint.h"
 #include "tools/tandem/output_file.h"
+#include "tools/tandem/path_claims.h"
 #endif
 
 namespace tandem::tools {
@@ -73,6 +74,10 @@ absl::Status runExport(const ExportFlags& f) {
     return absl::InvalidArgumentError(
         absl::StrCat("-o '", f.output, "': an ONNX model's file ends in .onnx"));
   const std::string path = runtime::checkpointPath(f.checkpoint);
+  // The file written, claimed against the one read before anything is (path_claims.h).
+  PathClaims claims;
+  RETURN_IF_ERROR(claims.claim("--checkpoint", path, PathClaims::Use::kReads));
+  RETURN_IF_ERROR(claims.claim("-o", f.output, PathClaims::Use::kWrites));
   absl::StatusOr<runtime::Checkpoint> c = runtime::readCheckpointFile(f.checkpoint);
   if (!c.ok())
     return absl::Status(c.status().code(), absl::StrCat("--checkpoint: ", c.status().message()));

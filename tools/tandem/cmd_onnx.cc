@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,7 @@
 #include "runtime/executor.h"
 #include "tools/driver/compile.h"
 #include "tools/tandem/output_file.h"
+#include "tools/tandem/path_claims.h"
 #endif
 
 namespace tandem::tools {
@@ -48,17 +50,23 @@ std::string weightsPathFor(const std::string& tir) {
   return stem + ".weights.onnx";
 }
 
-absl::Status writeBytes(const std::string& path, const std::string& flag,
-                        const std::string& bytes) {
-  ASSIGN_OR_RETURN(OutputFile out, OutputFile::openReplacing(path, flag));
-  RETURN_IF_ERROR(out.write(bytes));
-  return out.close();
+/// Writes each file's bytes (path, flag, bytes) and puts them all in place together
+/// (OutputFile::closeAll): a failure leaves every path as it was.
+absl::Status writeTogether(
+    const std::vector<std::tuple<std::string, std::string, std::string> >& files) {
+  std::vector<OutputFile> opened;
+  for (const auto& [path, flag, bytes] : files) {
+    ASSIGN_OR_RETURN(OutputFile out, OutputFile::openReplacing(path, flag));
+    opened.push_back(std::move(out));
+  }
+  for (size_t i = 0; i < files.size(); ++i) RETURN_IF_ERROR(opened[i].write(std::get<2>(files[i])));
+  return OutputFile::closeAll(opened);
 }
 
 /// The variables' values as an ONNX file of initializers (onnx.load reads it; each
 /// initializer named as its variable).
-absl::Status writeWeights(const std::string& path, const ir::Module& m,
-                          const onnx_import::VarValues& values) {
+absl::StatusOr<std::string> weightsFile(const std::string& path, const ir::Module& m,
+                                        const onnx_import::VarValues& values) {
   onnx::ModelProto proto;
   proto.set_ir_version(onnx::IR_VERSION);
   proto.set_producer_name("tandem");
@@ -74,8 +82,11 @@ absl::Status writeWeights(const std::string& path, const ir::Module& m,
   if (!proto.SerializeToString(&bytes))
     return absl::ResourceExhaustedError(
         absl::StrCat("-o: the weights of '", path, "' are too large for one ONNX file"));
-  return writeBytes(path, "-o", bytes);
+  return bytes;
 }
+
+/// The weights file `run` reads for a .tir module.
+std::string weightsOf(const RunFlags& f) { return f.weights.value_or(weightsPathFor(f.model)); }
 
 /// An imported module's variable values from its weights file.
 absl::StatusOr<onnx_import::VarValues> readWeights(const std::string& path, const ir::Module& m) {
@@ -142,6 +153,7 @@ struct Runnable {
 absl::StatusOr<Runnable> fromOnnx(const RunFlags& f, const std::vector<NamedInput>& inputs) {
   ASSIGN_OR_RETURN(auto model, onnx_import::readOnnxModel(f.model));
   onnx_import::ImportOptions options;
+  options.open_dimension_remedy = "give the input (its file's shape sets it)";
   for (const NamedInput& in : inputs) {
     if (!in.value.ok()) continue;
     options.input_shapes[in.name] = in.value->shape;
@@ -181,7 +193,7 @@ absl::StatusOr<Runnable> fromTir(const RunFlags& f) {
     if (v.role == ir::VarRole::kFed) r.input_names.push_back(v.name);
   r.input_vars = r.input_names;
   for (const ir::Value* out : infer->outputs()) r.output_names.push_back(out->name());
-  ASSIGN_OR_RETURN(r.values, readWeights(f.weights.value_or(weightsPathFor(f.model)), *m));
+  ASSIGN_OR_RETURN(r.values, readWeights(weightsOf(f), *m));
   r.module = std::move(m);
   return r;
 }
@@ -194,14 +206,41 @@ absl::Status runImport(const ImportFlags& f) {
   if (!absl::EndsWith(f.output, ".tir"))
     return absl::InvalidArgumentError(absl::StrCat(
         "-o '", f.output, "': the module's file must end in .tir (its weights go beside it)"));
+  const std::string weights = weightsPathFor(f.output);
+  // The files written, claimed against the one read before anything is (path_claims.h):
+  // `import M.weights.onnx -o M.tir` would write the weights over the model.
+  PathClaims claims;
+  RETURN_IF_ERROR(claims.claim("tandem import", f.model, PathClaims::Use::kReads));
+  RETURN_IF_ERROR(claims.claim("-o", f.output, PathClaims::Use::kWrites));
+  RETURN_IF_ERROR(claims.claim("-o (the weights beside it)", weights, PathClaims::Use::kWrites));
   ASSIGN_OR_RETURN(auto model, onnx_import::readOnnxModel(f.model));
   onnx_import::ImportOptions options;
-  for (const onnx_import::ModelInput& in : onnx_import::modelInputs(*model))
-    if (!in.shape.empty() && in.shape[0] < 0 && f.batch) {
+  options.open_dimension_remedy = "give --batch N";
+  // --batch sets dimension 0 where an input leaves it open, and nothing else: refused
+  // where no input does (a flag that does not apply), as is a model open elsewhere.
+  bool batch_applies = false;
+  std::vector<std::string> shapes;
+  for (const onnx_import::ModelInput& in : onnx_import::modelInputs(*model)) {
+    shapes.push_back(absl::StrCat(in.name, " [", absl::StrJoin(in.shape, ","), "]"));
+    if (in.elem_type != onnx::TensorProto::FLOAT) continue;
+    for (size_t d = 1; d < in.shape.size(); ++d)
+      if (in.shape[d] < 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ONNX model '", f.model, "': input '", in.name, "' leaves dimension ", d,
+            " open; tandem import sets dimension 0 only (--batch), tandem run takes every "
+            "dimension from the input's file"));
+    if (in.shape.empty() || in.shape[0] >= 0) continue;
+    batch_applies = true;
+    if (f.batch) {
       ir::Shape s = in.shape;
       s[0] = *f.batch;
       options.input_shapes[in.name] = s;
     }
+  }
+  if (f.batch && !batch_applies)
+    return absl::InvalidArgumentError(absl::StrCat("--batch: ONNX model '", f.model,
+                                                   "' leaves no input's dimension 0 open (",
+                                                   absl::StrJoin(shapes, ", "), "); drop --batch"));
   ASSIGN_OR_RETURN(onnx_import::ImportedModel imported, onnx_import::importModel(*model, options));
   if (!imported.known_outputs.empty())
     return absl::UnimplementedError(
@@ -210,8 +249,11 @@ absl::Status runImport(const ImportFlags& f) {
                      onnx_import::elemTypeName(imported.known_outputs.begin()->second.elem_type),
                      " and known at import (tandem run MODEL.onnx writes it)"));
   RETURN_IF_ERROR(ir::verifyModule(*imported.module));
-  RETURN_IF_ERROR(writeBytes(f.output, "-o", ir::printModule(*imported.module)));
-  return writeWeights(weightsPathFor(f.output), *imported.module, imported.values);
+  ASSIGN_OR_RETURN(std::string weight_bytes,
+                   weightsFile(weights, *imported.module, imported.values));
+  // Both files or neither: a failed import leaves what was there.
+  return writeTogether({{f.output, "-o", ir::printModule(*imported.module)},
+                        {weights, "-o", std::move(weight_bytes)}});
 }
 
 absl::Status runInference(const RunFlags& f) {
@@ -226,6 +268,22 @@ absl::Status runInference(const RunFlags& f) {
     return absl::InvalidArgumentError(
         "--weights: only a .tir module takes them (an ONNX model holds its own)");
   ASSIGN_OR_RETURN(Runnable r, tir ? fromTir(f) : fromOnnx(f, inputs));
+  // DIR/output_K.pb for each output K, claimed against every file read before anything
+  // runs (path_claims.h): an input or the model there would be written over.
+  auto outputPath = [&](size_t k) { return absl::StrCat(f.output_dir, "/output_", k, ".pb"); };
+  const size_t output_count = r.output_names.size();
+  {
+    PathClaims claims;
+    using Use = PathClaims::Use;
+    RETURN_IF_ERROR(claims.claim("tandem run", f.model, Use::kReads));
+    if (tir)
+      RETURN_IF_ERROR(
+          claims.claim(f.weights ? "--weights" : "tandem run", weightsOf(f), Use::kReads));
+    for (const NamedInput& in : inputs)
+      RETURN_IF_ERROR(claims.claim(absl::StrCat("--input ", in.name), in.path, Use::kReads));
+    for (size_t k = 0; k < output_count; ++k)
+      RETURN_IF_ERROR(claims.claim("--output-dir", outputPath(k), Use::kWrites));
+  }
 
   // Every input once, by name, as a float tensor of its variable's shape.
   std::vector<const NamedInput*> ordered;
@@ -277,6 +335,10 @@ absl::Status runInference(const RunFlags& f) {
   ASSIGN_OR_RETURN(std::vector<runtime::HostTensor> outs, exec->run(onnx_import::kInferGraph, {}));
   // The outputs in the model's order: computed ones, and those known at import between them.
   const size_t count = outs.size() + r.known_outputs.size();
+  if (count != output_count)
+    return absl::InternalError(
+        absl::StrCat("model '", f.model, "' gave ", count, " outputs for its ", output_count));
+  std::vector<std::tuple<std::string, std::string, std::string> > files;
   for (size_t k = 0, computed = 0; k < count; ++k) {
     auto known = r.known_outputs.find(k);
     onnx::TensorProto t;
@@ -289,10 +351,10 @@ absl::Status runInference(const RunFlags& f) {
     }
     std::string bytes;
     t.SerializeToString(&bytes);
-    RETURN_IF_ERROR(
-        writeBytes(absl::StrCat(f.output_dir, "/output_", k, ".pb"), "--output-dir", bytes));
+    files.emplace_back(outputPath(k), "--output-dir", std::move(bytes));
   }
-  return absl::OkStatus();
+  // Every output or none: a failure leaves the directory as it was.
+  return writeTogether(files);
 }
 
 #endif  // TANDEM_HAVE_ONNX

@@ -58,7 +58,11 @@ absl::StatusOr<OnnxModelSpec> onnxModelSpec(const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat("--onnx ", path, ": input '", images->name,
                                                    "' is not a float batch [N, ...]"));
   ir::Shape shape = images->shape;
-  shape[0] = batch;
+  shape[0] = batch;  // --batch sets it; the others are the images' (one shape for all)
+  for (size_t d = 1; d < shape.size(); ++d)
+    if (shape[d] < 0)
+      return absl::InvalidArgumentError(absl::StrCat("--onnx ", path, ": input '", images->name,
+                                                     "' leaves dimension ", d, " open"));
   // Imported once now: unsupported nodes and bad files are said before any data loads,
   // and the logits' shape gives the classes.
   ASSIGN_OR_RETURN(onnx_import::ImportedModel probe,
@@ -71,10 +75,6 @@ absl::StatusOr<OnnxModelSpec> onnxModelSpec(const std::string& path,
     return absl::InvalidArgumentError(absl::StrCat("--logits ", logits_name, ": model '", path,
                                                    "' gives it as [", absl::StrJoin(classes, ","),
                                                    "]; the class scores are [batch, classes]"));
-  for (size_t d = 1; d < shape.size(); ++d)
-    if (shape[d] < 0)
-      return absl::InvalidArgumentError(absl::StrCat("--onnx ", path, ": input '", images->name,
-                                                     "' leaves dimension ", d, " open"));
   OnnxModelSpec out;
   out.values = std::make_shared<ImportedValues>(std::move(probe.values));
   out.spec.name = onnx_import::identifierFor(probe.module->name());

@@ -11,16 +11,45 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ir/file_input.h"
 
 namespace tandem::tools {
+namespace {
+
+/// `path` beside itself, hidden, with mkstemp's template: ".NAME.XXXXXX" (+ `suffix`).
+std::string besideTemplate(const std::string& path, const std::string& suffix = "") {
+  const std::filesystem::path target(path);
+  if (target.parent_path().empty()) return absl::StrCat(".", path, suffix, ".XXXXXX");
+  return (target.parent_path() / absl::StrCat(".", target.filename().string(), suffix, ".XXXXXX"))
+      .string();
+}
+
+}  // namespace
 
 absl::StatusOr<OutputFile> OutputFile::open(const std::string& path, const std::string& flag) {
   if (path.empty())
     return absl::InvalidArgumentError(absl::StrCat(flag, ": the file name is empty"));
   if (path == "-") return standardOutput();
   OutputFile out(nullptr, absl::StrCat(flag, ": cannot write '", path, "'"), true);
-  out.file_ = std::fopen(path.c_str(), "w");
-  if (out.file_ == nullptr) return out.failure(errno);
+  // O_NONBLOCK: opening a FIFO that no process reads would wait for a reader forever; it
+  // fails with ENXIO instead. Writes block as usual (the flag is cleared below).
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
+  if (fd < 0) {
+    const int err = errno;
+    struct stat st {};
+    if (err == ENXIO && ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": '", path, "' is ", ir::describeFileType(st.st_mode),
+                       " that no process reads; start its reader first, or name a regular file"));
+    return out.failure(err);
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  out.file_ = ::fdopen(fd, "w");
+  if (out.file_ == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    return out.failure(err);
+  }
   return out;
 }
 
@@ -32,10 +61,7 @@ absl::StatusOr<OutputFile> OutputFile::openReplacing(const std::string& path,
     return open(path, flag);
   OutputFile out(nullptr, absl::StrCat(flag, ": cannot write '", path, "'"), true);
   if (exists && S_ISDIR(st.st_mode)) return out.failure(EISDIR);
-  const std::filesystem::path target(path);
-  std::string temporary =
-      (target.parent_path() / absl::StrCat(".", target.filename().string(), ".XXXXXX")).string();
-  if (target.parent_path().empty()) temporary = absl::StrCat(".", path, ".XXXXXX");
+  std::string temporary = besideTemplate(path);
   const int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
   if (fd < 0) return out.failure(errno);
   // The mode a plain open would give (0666 less the umask), not mkstemp's 0600.
@@ -67,11 +93,15 @@ absl::StatusOr<OutputFile> OutputFile::claim(const std::string& path, const std:
     made = false;
     fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
   }
-  if (fd < 0 && errno == ENXIO)
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, ": '", path,
-        "' is a FIFO that no program reads; start its reader first, or name a regular file"));
-  if (fd < 0) return out.failure(errno);
+  if (fd < 0) {
+    const int err = errno;
+    struct stat st {};
+    if (err == ENXIO && ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": '", path, "' is ", ir::describeFileType(st.st_mode),
+                       " that no process reads; start its reader first, or name a regular file"));
+    return out.failure(err);
+  }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // writes wait for the reader
   struct stat st {};
   out.regular_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
@@ -106,6 +136,14 @@ absl::Status OutputFile::start() {
 
 OutputFile OutputFile::standardOutput() {
   return OutputFile(stdout, "cannot write to standard output", false);
+}
+
+absl::Status OutputFile::checkReplaceable(const std::string& path, const std::string& flag) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(flag, ": '", path, "' is ", ir::describeFileType(st.st_mode),
+                   ", not a regular file (the file is replaced whole; name a regular file)"));
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
@@ -166,7 +204,7 @@ absl::Status OutputFile::write(absl::string_view text) {
   return absl::OkStatus();
 }
 
-absl::Status OutputFile::close() {
+absl::Status OutputFile::finish() {
   if (file_ == nullptr) return absl::OkStatus();
   std::FILE* f = std::exchange(file_, nullptr);
   errno = 0;
@@ -177,10 +215,63 @@ absl::Status OutputFile::close() {
     err = errno;
   }
   if (!ok) return failure(err);
+  return absl::OkStatus();
+}
+
+absl::Status OutputFile::close() {
+  if (absl::Status s = finish(); !s.ok()) return s;
   if (!temporary_.empty()) {
     if (::rename(temporary_.c_str(), final_path_.c_str()) != 0) return failure(errno);
     temporary_.clear();
   }
+  return absl::OkStatus();
+}
+
+absl::Status OutputFile::closeAll(std::vector<OutputFile>& files) {
+  // Every byte of every file first: a full disk or a write error changes no path.
+  for (OutputFile& f : files)
+    if (absl::Status s = f.finish(); !s.ok()) return s;  // the destructors drop the rest
+  // Then the renames, each path's old file kept under a hard link until all are in place.
+  struct Placed {
+    OutputFile* file;
+    bool existed;        // the path had a file before
+    std::string backup;  // its hard link, empty when none could be made
+  };
+  std::vector<Placed> placed;
+  auto undo = [&placed] {
+    for (auto it = placed.rbegin(); it != placed.rend(); ++it) {
+      if (!it->backup.empty()) {
+        ::rename(it->backup.c_str(), it->file->final_path_.c_str());
+      } else if (!it->existed) {
+        ::unlink(it->file->final_path_.c_str());
+      }
+    }
+  };
+  for (OutputFile& f : files) {
+    if (f.temporary_.empty()) continue;  // written in place (a FIFO, /dev/null)
+    std::string backup;
+    struct stat st {};
+    const bool existed = ::stat(f.final_path_.c_str(), &st) == 0;
+    if (existed) {
+      // A free name from mkstemp, taken over by the link (mkstemp's file removed first).
+      backup = besideTemplate(f.final_path_, ".old");
+      const int fd = ::mkostemp(backup.data(), O_CLOEXEC);
+      if (fd >= 0) ::close(fd);
+      if (fd < 0 || ::unlink(backup.c_str()) != 0 ||
+          ::link(f.final_path_.c_str(), backup.c_str()) != 0)
+        backup.clear();  // no way back for this one; the rename goes ahead
+    }
+    if (::rename(f.temporary_.c_str(), f.final_path_.c_str()) != 0) {
+      const int err = errno;
+      if (!backup.empty()) ::unlink(backup.c_str());
+      undo();
+      return f.failure(err);
+    }
+    f.temporary_.clear();
+    placed.push_back({&f, existed, std::move(backup)});
+  }
+  for (const Placed& p : placed)
+    if (!p.backup.empty()) ::unlink(p.backup.c_str());
   return absl::OkStatus();
 }
 

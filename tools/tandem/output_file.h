@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -12,11 +13,14 @@ namespace tandem::tools {
 /// Where Tandem writes a result (a file, or standard output), with every write checked
 /// and flushed: a row that cannot be written is an error naming the file and the reason
 /// (the errno text), never a result lost in silence, and a run stopped later keeps every
-/// row written so far.
+/// row written so far. Every output of every command is opened here (a picture, renamed
+/// over its path, is checked by checkReplaceable), so one check holds for them all: a
+/// FIFO that no process reads is refused in one line instead of blocking the open forever.
 class OutputFile {
  public:
   /// Opens `path` for writing, truncating it; "-" is standard output. `flag` is the option
-  /// that named the file ("--metrics"), for messages.
+  /// that named the file ("--metrics"), for messages. A FIFO is opened only when a process
+  /// reads it (else refused, as inputs on a FIFO are: ir/file_input.h).
   static absl::StatusOr<OutputFile> open(const std::string& path, const std::string& flag);
   /// Opens `path` to be written whole and replaced at once: the bytes go to a temporary
   /// file beside it, which close() renames over `path`; a failed write (a full disk) or a
@@ -35,6 +39,17 @@ class OutputFile {
   /// Standard output, checked the same way.
   static OutputFile standardOutput();
 
+  /// Closes `files` together: those written through a temporary (openReplacing) are put
+  /// in place only once every one of them is complete, and a rename that fails undoes the
+  /// ones before it, so either every path gets what was written or each keeps what it had
+  /// (import's MODEL.tir and MODEL.weights.onnx; run's output_K.pb files).
+  static absl::Status closeAll(std::vector<OutputFile>& files);
+
+  /// For an output replaced whole by a rename of a file made elsewhere (a picture gnuplot
+  /// draws): OK when `path` does not exist or is a regular file; else refused in one line,
+  /// as a rename would replace the FIFO or device itself.
+  static absl::Status checkReplaceable(const std::string& path, const std::string& flag);
+
   OutputFile(OutputFile&& other) noexcept;
   OutputFile& operator=(OutputFile&& other) noexcept;
   OutputFile(const OutputFile&) = delete;
@@ -51,6 +66,8 @@ class OutputFile {
       : file_(file), what_(std::move(what)), owned_(owned) {}
   absl::Status failure(int err);
   void discardTemporary();
+  /// close() up to the rename: every byte written and the file closed.
+  absl::Status finish();
 
   std::FILE* file_ = nullptr;
   std::string what_;  // "--metrics: cannot write 'm.csv'" or "cannot write to standard output"

@@ -34,6 +34,7 @@
 #include "absl/strings/strip.h"
 #include "ir/file_input.h"
 #include "ir/status_macros.h"
+#include "tools/tandem/output_file.h"
 #include "tools/tandem/stop_signal.h"
 #include "tools/tandem/train_hooks.h"
 
@@ -237,6 +238,8 @@ absl::StatusOr<PlotFile> PlotFile::open(const std::string& path, const std::stri
         absl::StrCat(flag, ": '", path,
                      "' ends in neither .svg nor .png (the picture's format follows the name)"));
   }
+  // The picture is renamed over the path: a FIFO or a device there would be replaced.
+  if (absl::Status s = OutputFile::checkReplaceable(path, flag); !s.ok()) return s;
   // gnuplot runs and has the terminal: its exit code says so.
   auto run = runGnuplot({"-e", absl::StrCat("set terminal ", terminal)}, flag);
   if (!run.ok()) return run.status();
