@@ -1122,8 +1122,8 @@ TEST_F(BadInputTable, Issue40RefusedRunsLoseNothingAndLeaveNothing) {
   EXPECT_TRUE(std::filesystem::exists(expand("$TMP/ck/checkpoint")));
 }
 
-// Issue 40: a metrics file another run is writing is refused (two runs kept one run's
-// rows), and one on a FIFO that nobody reads is refused rather than waited on forever.
+// Issue 40: a metrics or trace file another run is writing is refused (two runs kept one
+// run's rows), and one on a FIFO that nobody reads is refused rather than waited on forever.
 TEST_F(BadInputTable, Issue40MetricsFileInUseOrUnread) {
   const std::string csv = expand("$TMP/m.csv");
   tmp_dir_.write("m.csv", "epoch\n");
@@ -1136,6 +1136,17 @@ TEST_F(BadInputTable, Issue40MetricsFileInUseOrUnread) {
           "to another file"}});
   ::close(held);
   EXPECT_EQ(readFile(csv), "epoch\n");
+  // The trace too (the probe's finding): two runs would each rename theirs over the path.
+  tmp_dir_.write("t.json", "{}");
+  const int trace = ::open(expand("$TMP/t.json").c_str(), O_RDWR);
+  ASSERT_GE(trace, 0);
+  ASSERT_EQ(::flock(trace, LOCK_EX), 0);
+  check({{{"train", "--model", "lenet", "--data", "$DATA", "--batch", "10", "--epochs", "1",
+           "--trace", "$TMP/t.json"},
+          "--trace: '$TMP/t.json' is being written by another run; wait for it to end, or write "
+          "to another file"}});
+  ::close(trace);
+  EXPECT_EQ(readFile(expand("$TMP/t.json")), "{}");
   ASSERT_EQ(mkfifo(expand("$TMP/fifo").c_str(), 0644), 0);
   CommandResult r = runProgram("/usr/bin/timeout",
                                {"60", TANDEM_CLI_PATH, "train", "--model", "lenet", "--data",

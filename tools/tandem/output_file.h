@@ -36,6 +36,9 @@ class OutputFile {
   static absl::StatusOr<OutputFile> claim(const std::string& path, const std::string& flag);
   /// Empties a claimed file for its first write (once every check of the run passed).
   absl::Status start();
+  /// Keeps a claimed file that another writer has put in place (a trace or picture renamed
+  /// over its path): it is no longer removed as made and never started. The lock stays.
+  void keep() { made_.clear(); }
   /// Standard output, checked the same way.
   static OutputFile standardOutput();
 

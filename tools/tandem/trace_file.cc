@@ -16,7 +16,8 @@ absl::StatusOr<TraceFile> TraceFile::open(const std::string& path, int64_t steps
         "--trace: standard output carries the epoch table; name a file such as trace.json");
   // Replaced whole when written: a full disk leaves no truncated trace behind.
   ASSIGN_OR_RETURN(OutputFile file, OutputFile::openReplacing(path, "--trace"));
-  return TraceFile(std::move(file), path, steps);
+  ASSIGN_OR_RETURN(OutputFile lock, OutputFile::claim(path, "--trace"));
+  return TraceFile(std::move(file), std::move(lock), path, steps);
 }
 
 bool TraceFile::wantsNextStep() const {
@@ -58,7 +59,9 @@ absl::Status TraceFile::write(const ir::Module& m) {
       file_.write(runtime::chromeTrace(m, kept_, ir::streamWaits(m, *m.graph(ir::kTrainGraph)))));
   kept_.clear();
   kept_.shrink_to_fit();
-  return file_.close();
+  RETURN_IF_ERROR(file_.close());
+  lock_.keep();  // the trace is in place
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::tools

@@ -37,11 +37,14 @@ class TraceFile {
   absl::Status finish(const ir::Module& m);
 
  private:
-  TraceFile(OutputFile file, std::string path, int64_t steps)
-      : file_(std::move(file)), path_(std::move(path)), steps_(steps) {}
+  TraceFile(OutputFile file, OutputFile lock, std::string path, int64_t steps)
+      : file_(std::move(file)), lock_(std::move(lock)), path_(std::move(path)), steps_(steps) {}
   absl::Status write(const ir::Module& m);
 
   OutputFile file_;
+  // The path claimed (OutputFile::claim) for the run: a second run given it is refused,
+  // and a file made for a run that wrote no trace goes again.
+  OutputFile lock_;
   std::string path_;
   int64_t steps_;
   int64_t steps_done_ = 0;  // training steps run so far, traced or not
