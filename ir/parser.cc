@@ -189,6 +189,8 @@ std::string describe(const Token& t) {
 }
 
 constexpr int64_t kMaxElements = int64_t{1} << 48;
+// Dimensions of a tensor type: PyTorch's limit is 25, ONNX models use at most 6 or so.
+constexpr size_t kMaxTypeRank = 32;
 
 class Parser {
  public:
@@ -291,6 +293,11 @@ class Parser {
     while (!isPunct("]")) {
       if (!t.shape.empty()) RETURN_IF_ERROR(expectPunct(","));
       Token at = tok_;
+      // No op takes more; a longer shape is a damaged file, and every message that
+      // quotes the type would be as long as it.
+      if (t.shape.size() == kMaxTypeRank)
+        return errorAt(at, absl::StrCat("the tensor type has more than ", kMaxTypeRank,
+                                        " dimensions"));
       auto d = parseInt();
       if (!d.ok()) return d.status();
       if (*d < 0) return errorAt(at, absl::StrCat("dimension ", *d, " is negative"));

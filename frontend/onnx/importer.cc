@@ -766,6 +766,10 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
   std::string name = model.path;
   if (size_t slash = name.rfind('/'); slash != std::string::npos) name.erase(0, slash + 1);
   if (size_t dot = name.rfind('.'); dot != std::string::npos && dot > 0) name.erase(dot);
+  // A graph without outputs computes nothing anyone can read: a broken or cut model.
+  if (model.proto.graph().output_size() == 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ONNX model '", model.path, "': its graph has no outputs, so it computes nothing"));
   ImportedModel out;
   out.module = std::make_unique<ir::Module>(identifierFor(name));
   ASSIGN_OR_RETURN(ir::Graph * init, out.module->addGraph(std::string(ir::kInitGraph)));

@@ -573,7 +573,16 @@ absl::Status conv(NodeContext& c) {
   if (group != 1)
     return NodeContext::unsupported(absl::StrCat("group ", group, " (conv2d has one group)"));
   if (w_shape.size() < 2) return NodeContext::invalid("W has rank < 2");
-  ASSIGN_OR_RETURN(Window w, window2d(c, x_shape, ir::Shape(w_shape.begin() + 2, w_shape.end())));
+  const ir::Shape kernel(w_shape.begin() + 2, w_shape.end());
+  // ONNX infers kernel_shape from W when it is left out; one given must be W's (the
+  // convolution Tandem runs is W's: a kernel_shape that says otherwise is a broken file).
+  if (c.hasAttr("kernel_shape")) {
+    ASSIGN_OR_RETURN(std::vector<int64_t> declared, c.attrInts("kernel_shape"));
+    if (ir::Shape(declared.begin(), declared.end()) != kernel)
+      return NodeContext::invalid(absl::StrCat("attribute 'kernel_shape' is ", shapeText(declared),
+                                               " but W's spatial shape is ", shapeText(kernel)));
+  }
+  ASSIGN_OR_RETURN(Window w, window2d(c, x_shape, kernel));
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   ASSIGN_OR_RETURN(Tensor weight, c.tensor(1));
   Tensor bias;

@@ -432,6 +432,12 @@ TEST(ParserErrors, BadDimensions) {
             "bad.tir:2:36: the tensor type has too many elements");
   EXPECT_EQ(parseError(smallWith("%x: f32[2,3]", "%x: f32[2 3]")),
             "bad.tir:2:20: expected ',', got '3'");
+  // Issue 40 (the probe): 10,000 dimensions made every message quoting the type 2 kB long.
+  std::string many = "%x: f32[2,3";
+  for (int i = 0; i < 10000; ++i) many += ",1";
+  many += "]";
+  const std::string error = parseError(smallWith("%x: f32[2,3]", many));
+  EXPECT_EQ(error, "bad.tir:2:82: the tensor type has more than 32 dimensions") << error.size();
 }
 
 TEST(ParserErrors, DeclaredTypeDisagreesWithTheShapeRule) {

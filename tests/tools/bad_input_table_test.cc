@@ -897,6 +897,22 @@ TEST_F(BadInputTable, OnnxImportRunAndExport) {
   tmp_dir_.write("stride00.onnx", conv(1, "strides", {0, 0}));
   tmp_dir_.write("pool10.onnx", conv(1, "strides", {1, 0}, "MaxPool"));
   tmp_dir_.write("avgdil.onnx", conv(1, "pads", {3, 0, 0, 0}, "AveragePool"));
+  // The probe's: a kernel_shape W does not have, and a graph without outputs.
+  {
+    onnx::ModelProto m;  // its output's shape left to ONNX's inference, which believes it
+    m.ParseFromString(conv(1, "kernel_shape", {5, 5}));
+    for (auto& d : *m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()
+                        ->mutable_shape()
+                        ->mutable_dim())
+      d.set_dim_param("d");
+    tmp_dir_.write("kernel55.onnx", bytesOf(m));
+  }
+  {
+    onnx::ModelProto m;
+    m.ParseFromString(conv(1, "", {}));
+    m.mutable_graph()->clear_output();
+    tmp_dir_.write("nooutput.onnx", bytesOf(m));
+  }
   std::vector<float> x(16, 0.5f);
   std::string x_bytes;
   encodeF32("x", {1, 1, 4, 4}, x.data()).SerializeToString(&x_bytes);
@@ -920,6 +936,18 @@ TEST_F(BadInputTable, OnnxImportRunAndExport) {
   ASSERT_EQ(mkdir(expand("$TMP/w.weights.onnx").c_str(), 0755), 0);
   tmp_dir_.write("w.tir", "the old module");
   check({
+      // Found by the probe: a kernel_shape that is not W's (Tandem ran W's), a graph that
+      // computes nothing, and run's flags named in their lines.
+      {{"run", "$TMP/kernel55.onnx", "--input", "x=$TMP/x.pb", "--output-dir", "$TMP/o"},
+       "ONNX model '$TMP/kernel55.onnx': node 'conv' (Conv): attribute 'kernel_shape' is [5,5] "
+       "but W's spatial shape is [3,3]"},
+      {{"import", "$TMP/nooutput.onnx", "-o", "$TMP/n.tir"},
+       "ONNX model '$TMP/nooutput.onnx': its graph has no outputs, so it computes nothing"},
+      {{"run", "$TMP/fixed.onnx", "--input", "x=$TMP/x.pb", "--output-dir", "$TMP/o", "--device",
+        "gpu"},
+       "--device: unknown device 'gpu': expected KIND:INDEX such as cpu:0 or cuda:1"},
+      {{"run", "$TMP/fixed.onnx", "--input", "y=$TMP/x.pb", "--output-dir", "$TMP/o"},
+       "--input y: model '$TMP/fixed.onnx' has no such input (it takes x)"},
       // Class 1: what ONNX's shape inference divides by, before it runs (it died of SIGFPE).
       {{"run", "$TMP/stride00.onnx", "--input", "x=$TMP/x.pb", "--output-dir", "$TMP/o"},
        "ONNX model '$TMP/stride00.onnx': node 'conv' (Conv): attribute 'strides' is [0,0]; every "

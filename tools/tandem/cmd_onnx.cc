@@ -2,6 +2,7 @@
 // (frontend/onnx/importer.h); inference on ONNX TensorProto files, outputs written the
 // way ONNX's test data names them (output_K.pb), so ONNX's own tools can check them.
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -16,6 +17,7 @@
 #include "tools/tandem/onnx_model.h"
 
 #ifdef TANDEM_HAVE_ONNX
+#include "backend/backend.h"
 #include "frontend/onnx/importer.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -152,6 +154,16 @@ struct Runnable {
 
 absl::StatusOr<Runnable> fromOnnx(const RunFlags& f, const std::vector<NamedInput>& inputs) {
   ASSIGN_OR_RETURN(auto model, onnx_import::readOnnxModel(f.model));
+  // An --input the model does not have is said first: the import would otherwise blame
+  // the input left without a file (its open dimension) instead of the misnamed one.
+  std::vector<std::string> names;
+  for (const onnx_import::ModelInput& in : onnx_import::modelInputs(*model))
+    names.push_back(in.name);
+  for (const NamedInput& in : inputs)
+    if (std::find(names.begin(), names.end(), in.name) == names.end())
+      return absl::InvalidArgumentError(absl::StrCat("--input ", in.name, ": model '", f.model,
+                                                     "' has no such input (it takes ",
+                                                     absl::StrJoin(names, ", "), ")"));
   onnx_import::ImportOptions options;
   options.open_dimension_remedy = "give the input (its file's shape sets it)";
   for (const NamedInput& in : inputs) {
@@ -259,9 +271,21 @@ absl::Status runImport(const ImportFlags& f) {
 absl::Status runInference(const RunFlags& f) {
   if (f.model.empty()) return absl::InvalidArgumentError("run: missing the model argument");
   if (f.output_dir.empty()) return absl::InvalidArgumentError("run: --output-dir is required");
-  ASSIGN_OR_RETURN(std::vector<ir::Device> devices, ir::parseTargetDevices(f.device));
-  if (devices.size() != 1)
+  absl::StatusOr<std::vector<ir::Device>> devices = ir::parseTargetDevices(f.device);
+  if (!devices.ok())
+    return absl::Status(devices.status().code(),
+                        absl::StrCat("--device: ", devices.status().message()));
+  if (devices->size() != 1)
     return absl::InvalidArgumentError(absl::StrCat("--device '", f.device, "': name one device"));
+  // A device this build or machine cannot run on is said now, naming the flag (as train's
+  // --devices), not when the module loads.
+  backend::registerBackends();
+  absl::StatusOr<const backend::Backend*> backend = backend::backendFor(devices->front().kind);
+  if (!backend.ok())
+    return absl::InvalidArgumentError(absl::StrCat("--device: ", ir::toString(devices->front()),
+                                                   ": ", backend.status().message()));
+  if (absl::Status here = (*backend)->checkDevice(devices->front()); !here.ok())
+    return absl::Status(here.code(), absl::StrCat("--device: ", here.message()));
   ASSIGN_OR_RETURN(std::vector<NamedInput> inputs, readInputs(f.inputs));
   const bool tir = absl::EndsWith(f.model, ".tir");
   if (f.weights && !tir)
@@ -323,7 +347,7 @@ absl::Status runInference(const RunFlags& f) {
     return absl::InvalidArgumentError(
         absl::StrCat("--output-dir '", f.output_dir, "': cannot create it: ", ec.message()));
 
-  RETURN_IF_ERROR(driver::compileInference(*r.module, devices));
+  RETURN_IF_ERROR(driver::compileInference(*r.module, *devices));
   ASSIGN_OR_RETURN(auto exec, runtime::Executor::create(std::move(r.module)));
   RETURN_IF_ERROR(exec->run(ir::kInitGraph, {}).status());
   RETURN_IF_ERROR(writeImportedValues(*exec, r.values));
