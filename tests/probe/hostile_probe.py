@@ -313,6 +313,7 @@ def onnx_file(rel, make):
 
 
 FIX = None  # the fixtures' directory, set in main
+CK_FLAGS = ["--schedule", "constant", "--warmup", "0"]
 TRAIN = ["--data", "$F/data", "--limit-train", "20", "--limit-test", "10", "--batch", "10",
          "--epochs", "1"]
 
@@ -622,8 +623,10 @@ def add_range_cases():
 
 
 def add_checkpoint_cases():
+    # $F/ck: 1 epoch of the mlp with a constant learning rate (CK_FLAGS), which a second
+    # epoch continues as if never stopped; $F/ck_cos: 1 epoch of its default cosine schedule.
     base = ["train", "--model", "mlp", "--data", "$F/data", "--limit-train", "20",
-            "--limit-test", "10", "--batch", "10", "--epochs", "2"]
+            "--limit-test", "10", "--batch", "10"] + CK_FLAGS + ["--epochs", "2"]
     ck = cp("ck")
     good = lambda: open(os.path.join(FIX, "ck/checkpoint"), "rb").read()  # noqa: E731
 
@@ -666,19 +669,22 @@ def add_checkpoint_cases():
         case(f"resume-leftover/{extra}-{len(data)}", base + ["--resume", "$D/ck"], expect="any",
              prep=chain(ck, write("ck/" + extra, data)), may_change=["ck/*"], names=["ck"])
     case("resume-leftover/lock-is-dir", base + ["--resume", "$D/ck"], expect="any",
-         prep=chain(ck, mkdir("ck/checkpoint.lock")), may_change=["ck/*"], names=["ck"])
+         prep=chain(ck, lambda D: os.remove(os.path.join(D, "ck/checkpoint.lock")),
+                    mkdir("ck/checkpoint.lock")), may_change=["ck/*"], names=["ck"])
     case("resume-leftover/lock-is-fifo", base + ["--resume", "$D/ck"], expect="any",
-         prep=chain(ck, fifo("ck/checkpoint.lock")), may_change=["ck/*"], names=["ck"], timeout=30)
+         prep=chain(ck, lambda D: os.remove(os.path.join(D, "ck/checkpoint.lock")),
+                    fifo("ck/checkpoint.lock")), may_change=["ck/*"], names=["ck"], timeout=30)
 
     # Resume with each setting changed, one at a time: refused, naming the setting.
     changed = [
+        (["--schedule", "cosine"], "--schedule"), (["--warmup", "1"], "--warmup"),
         (["--batch", "5"], "--batch"), (["--seed", "1"], "--seed"),
         (["--limit-train", "30"], "--limit-train"), (["--lr", "0.002"], "--lr"),
         (["--weight-decay", "0.02"], "--weight-decay"), (["--beta1", "0.8"], "--beta1"),
         (["--beta2", "0.99"], "--beta2"), (["--eps", "1e-7"], "--eps"),
-        (["--optimizer", "sgd"], "--optimizer"), (["--schedule", "constant"], "--schedule"),
-        (["--schedule", "step:1:0.5"], "--schedule"), (["--warmup", "0"], "--warmup"),
-        (["--warmup", "1"], "--warmup"), (["--clip-grad-norm", "1"], "--clip-grad-norm"),
+        (["--optimizer", "sgd"], "--optimizer"),
+        (["--schedule", "step:1:0.5"], "--schedule"), (["--warmup", "2"], "--warmup"),
+        (["--clip-grad-norm", "1"], "--clip-grad-norm"),
         (["--label-smoothing", "0.1"], "--label-smoothing"), (["--precision", "bf16"],
                                                               "--precision"),
         (["--devices", "2", "--allreduce-dtype", "bf16"], "--allreduce-dtype"),
@@ -693,7 +699,7 @@ def add_checkpoint_cases():
         known = "resume with a changed --warmup blamed on --schedule" if flag == "--warmup" \
             else None
         case("resume-changed/" + "-".join(f.strip("-") for f in flags or ["model", "lenet"]),
-             args + flags + ["--resume", "$D/ck"], expect="refuse", names=[flag], prep=ck,
+             args[:1] + merged(args[1:], flags) + ["--resume", "$D/ck"], expect="refuse", names=[flag], prep=ck,
              known=known)
     # Settings a resumed run may change (they change no number of the run, or only its end).
     for flags in [["--devices", "2"], ["--limit-test", "5"], ["--init", "normal:0.01"],
@@ -703,12 +709,22 @@ def add_checkpoint_cases():
                   ["--checkpoint-every", "1"], ["--metrics", "$D/m.csv"], []]:
         case("resume-same/" + ("-".join(f.strip("-").replace("$D/", "") for f in flags) or
                                "nothing"),
-             base + flags + ["--resume", "$D/ck"], expect="ok", prep=ck, may_change=["ck/*"],
+             base[:1] + merged(base[1:], flags) + ["--resume", "$D/ck"], expect="ok", prep=ck, may_change=["ck/*"],
              check=epoch_rows_finite)
     case("resume-same/epochs-3", base[:-1] + ["3", "--resume", "$D/ck"], expect="any", prep=ck,
          may_change=["ck/*"], names=["--epochs", "--schedule"])
     case("resume-same/epochs-1", base[:-1] + ["1", "--resume", "$D/ck"], expect="any", prep=ck,
          names=["--epochs"])
+    # A finished cosine run extended: --epochs changes the schedule (and the model's warmup,
+    # which follows the run's length); the line must say that --epochs is what differs.
+    case("resume-cosine/epochs-2", ["train", "--model", "mlp", "--data", "$F/data",
+                                    "--limit-train", "20", "--limit-test", "10", "--batch", "10",
+                                    "--epochs", "2", "--resume", "$D/ck_cos"],
+         expect="any", prep=cp("ck_cos"), may_change=["ck_cos/*"], names=["--epochs"])
+    case("resume-cosine/epochs-1", ["train", "--model", "mlp", "--data", "$F/data",
+                                    "--limit-train", "20", "--limit-test", "10", "--batch", "10",
+                                    "--epochs", "1", "--resume", "$D/ck_cos"],
+         expect="any", prep=cp("ck_cos"), may_change=["ck_cos/*"], names=["--epochs"])
     case("resume-same/copy-elsewhere-ro-source",
          base + ["--resume", "$D/ck", "--checkpoint", "$D/ck2"], expect="ok", prep=ck,
          check=files_exist("ck2/checkpoint"))
@@ -767,7 +783,8 @@ def add_data_cases():
     d("images-short-header", **{"train-images": b"\0\0\x08\x03\0\0"})
     d("images-empty", **{"train-images": b""})
     d("images-zero", **{"train-images": idx_images(0), "train-labels": idx_labels(0)})
-    d("images-trailing", **{"train-images": idx_images(60) + b"extra"})
+    d("images-trailing", "any", **{"train-images": idx_images(60) + b"extra"})
+    d("images-cut-after-48", **{"train-images": idx_images(60)[:16 + 48 * 784]})
     d("images-huge-dims", **{"train-images": put_be(0x803) + put_be(1) + put_be(65536) +
                              put_be(65536) + b"\0" * 100})
     d("images-rows-0", **{"train-images": idx_images(60, rows=0, cols=28)})
@@ -777,6 +794,7 @@ def add_data_cases():
     d("test-labels-missing", **{"t10k-labels": None})
     for name, content in [("gz-corrupt", b"\x1f\x8b\x08\x00garbage"),
                           ("gz-truncated", lambda: gzip.compress(idx_images(60))[:500]),
+                          ("gz-no-trailer", lambda: gzip.compress(idx_images(60))[:-8]),
                           ("gz-good", lambda: gzip.compress(idx_images(60)))]:
         def prep(D, content=content):
             write_data(os.path.join(D, "data"), **{"train-images": None})
@@ -1728,7 +1746,7 @@ def add_onnx_train_cases():
       names=["--metrics", "--onnx", "mlp.onnx"])
     o("checkpoint-then-resume-other-model",
       train_onnx("$D/cnn.onnx", "--epochs", "2", "--resume", "$D/ck_onnx"), "refuse",
-      prep=cp("cnn.onnx", "ck_onnx"), names=["--resume", "ck_onnx", "--onnx"])
+      prep=cp("cnn.onnx", "ck_onnx"), names=["--onnx"])
     o("resume-same", train_onnx("$D/mlp.onnx", "--epochs", "2", "--resume", "$D/ck_onnx")[:],
       prep=cp("mlp.onnx", "ck_onnx"), may_change=["ck_onnx/*"])
     o("resume-weights-changed", train_onnx("$D/mlp.onnx", "--epochs", "2", "--resume",
@@ -1737,6 +1755,10 @@ def add_onnx_train_cases():
       names=["--resume", "--onnx"], may_change=["ck_onnx/*"])
     o("resume-zoo-ck", train_onnx("$D/mlp.onnx", "--epochs", "2", "--resume", "$D/ck"), "refuse",
       prep=cp("mlp.onnx", "ck"), names=["--resume", "ck", "--onnx", "mlp"])
+    # the zoo mlp's checkpoint with its own settings, into an ONNX model that is also "mlp"
+    o("resume-zoo-ck-same-settings",
+      train_onnx("$D/mlp.onnx", "--epochs", "2", "--resume", "$D/ck", "--optimizer", "adamw",
+                 "--weight-decay", "0.05", *CK_FLAGS), "refuse", prep=cp("mlp.onnx", "ck"), names=["--onnx", "--model"])
 
 
 TWO_AT_ONCE = ("TANDEM CMD > $D/o1 2> $D/e1 & p1=$!; TANDEM CMD > $D/o2 2> $D/e2 & p2=$!; "
@@ -1966,8 +1988,8 @@ def classify(c, D, rc, out, err, hung, before, after, limit):
     # files: inputs and files that were there must not change, no leftovers
     may = list(c.may_change) if rc in (0, 3) else []
     for rel, (kind, h) in before.items():
-        if matches(rel, may):
-            continue
+        if matches(rel, may) or os.path.basename(rel) == "checkpoint.lock":
+            continue  # (the lock file's contents are the run's own: its process id)
         now = after.get(rel)
         if now is None:
             f.append(("data-lost", f"{rel} was removed"))
@@ -2024,8 +2046,9 @@ def build_fixtures(F):
       "2")
     base = ["--data", os.path.join(F, "data"), "--limit-train", "20", "--limit-test", "10",
             "--batch", "10", "--epochs", "1"]
-    t("train", "--model", "mlp", *base, "--checkpoint", os.path.join(F, "ck"), "--metrics",
-      os.path.join(F, "m.csv"))
+    t("train", "--model", "mlp", *base, *CK_FLAGS, "--checkpoint", os.path.join(F, "ck"),
+      "--metrics", os.path.join(F, "m.csv"))
+    t("train", "--model", "mlp", *base, "--checkpoint", os.path.join(F, "ck_cos"))
     t("train", "--model", "lenet", *base, "--checkpoint", os.path.join(F, "ck_lenet"))
     t("train", "--onnx", os.path.join(F, "mlp.onnx"), *base, "--checkpoint",
       os.path.join(F, "ck_onnx"))
