@@ -180,16 +180,15 @@ def cnn_model(batch="N"):
                  inits)
 
 
-def single_op_model(op, attrs, w_shape=(4, 1, 3, 3), w=None, x_shape=("N", 1, 28, 28)):
-    """One Conv / MaxPool / AveragePool on x, output y of unknown shape."""
+def single_op_model(op, attrs, w=None, b=None, x_shape=("N", 1, 28, 28)):
+    """One Conv (weights w, bias b) / MaxPool / AveragePool on x, output y of unknown shape."""
     inputs = ["x"]
     inits = []
     if op == "Conv":
-        w = RNG.normal(0, 0.3, w_shape).astype(np.float32) if w is None else w
-        inits = [tensor("w", w), tensor("b", RNG.normal(0, 0.1, (w.shape[0],)))]
+        inits = [tensor("w", w), tensor("b", b)]
         inputs = ["x", "w", "b"]
     node = helper.make_node(op, inputs, ["y"], name="op", **attrs)
-    return model([node], [vi("x", shape=list(x_shape))], [vi("y")], inits)
+    return model([node], [vi("x", shape=list(x_shape))], [vi("y", shape=[None] * 4)], inits)
 
 
 def save(m, path):
@@ -1259,11 +1258,11 @@ def torch_single(op, attrs, x, w=None, b=None):
         raise ValueError("no torch equivalent")
     if len(d) != 2 or min(d) <= 0:
         raise ValueError("no torch equivalent")
-    xt = torch.from_numpy(x)
+    xt = torch.from_numpy(x.copy())
     if op == "Conv":
         if list(w.shape[2:]) != list(ks):
             raise ValueError("kernel mismatch")
-        return TF.conv2d(xt, torch.from_numpy(w), torch.from_numpy(b), stride=s, padding=p[:2],
+        return TF.conv2d(xt, torch.from_numpy(w.copy()), torch.from_numpy(b.copy()), stride=s, padding=p[:2],
                          dilation=d, groups=attrs.get("group", 1)).numpy()
     if op == "MaxPool":
         return TF.max_pool2d(xt, ks, stride=s, padding=p[:2], dilation=d).numpy()
@@ -1333,16 +1332,15 @@ def add_onnx_model_cases():
                 w[0, 0, 1, 1] = np.nan
             if name == "w-inf":
                 w[0, 0, 1, 1] = np.inf
-        mk = (lambda op=op, attrs=attrs, w=w: single_op_model(op, attrs, w=w))
+        b = None
+        if op == "Conv":
+            b = np.random.default_rng(6).normal(0, 0.1, (w.shape[0],)).astype(np.float32)
+        mk = (lambda op=op, attrs=attrs, w=w, b=b: single_op_model(op, attrs, w=w, b=b))
         path = f"{op}_{name}.onnx"
         prep = onnx_file(path, mk)
         nm = ["op", op, path]
         case(f"onnx-{op}/{name}/import", ["import", f"$D/{path}", "-o", "$D/m.tir", "--batch",
                                           "2"], expect=expect, prep=prep, names=nm, known=known)
-        m = mk()
-        b = None
-        if op == "Conv":
-            b = numpy_helper.to_array(m.graph.initializer[1])
         ch = oracle(lambda op=op, attrs=attrs, w=w, b=b: torch_single(op, attrs, xs, w, b))
         if name == "w-nan":
             ch = output_has_nan(None)
