@@ -1768,6 +1768,17 @@ def add_onnx_train_cases():
       timeout=20)
     o("metrics-is-model", O("--metrics", "$D/mlp.onnx"), "refuse",
       names=["--metrics", "--onnx", "mlp.onnx"])
+    o("trace-is-model", O("--trace", "$D/mlp.onnx"), "refuse",
+      names=["--trace", "--onnx", "mlp.onnx"])
+    o("metrics-is-model-via-symlink", O("--metrics", "$D/link"), "refuse",
+      prep=chain(mlp, symlink("$D/mlp.onnx", "link")), names=["--metrics", "--onnx", "link"])
+    o("checkpoint-dir-holds-model", O("--checkpoint", "$D"), "any",
+      names=["--checkpoint"], allow_new=["checkpoint"])
+    o("module-is-metrics", ["train", "--module", "$D/d.tir", "--model", "mlp"] +
+      merged(TRAIN, ["--metrics", "$D/d.tir"]), "refuse", prep=cp("dump10.tir"),
+      names=["--metrics", "--module", "d.tir"])
+    CASES[-1].prep = lambda D: shutil.copy(os.path.join(FIX, "dump10.tir"),
+                                           os.path.join(D, "d.tir"))
     o("checkpoint-then-resume-other-model",
       train_onnx("$D/cnn.onnx", "--epochs", "2", "--resume", "$D/ck_onnx"), "refuse",
       prep=cp("cnn.onnx", "ck_onnx"), names=["--onnx"])
