@@ -25,7 +25,8 @@ checkpoints of a 1-epoch run). It prints a table class -> count, then every case
 ok with its command and what was seen, and exits 1 if there is one.
 
   /usr/bin/python3 tests/probe/hostile_probe.py --tandem build/tools/tandem [--jobs 2]
-      [--list] [--only NAME_SUBSTRING] [--timeout 60] [--keep]
+      [--list] [--only NAME_SUBSTRING (repeatable; --only=-x for one that starts with -)]
+      [--timeout 60] [--keep] [-v]
 
 Run with Debian's /usr/bin/python3 (python3-onnx, python3-numpy; python3-torch for the
 oracle of `run`'s results, which is skipped without it).
@@ -490,6 +491,11 @@ def add_range_cases():
               "--limit-test", "10", "--epochs", "1", "--batch", str(b), "--devices", str(d)],
              expect="ok", check=epoch_rows_finite,
              known="batch 3 on 2 devices fails (oneDNN reduction primitive)" if b == 3 else None)
+    case("train-range/vit-batch-3-devices-2",
+         ["train", "--model", "vit", "--data", "$F/data", "--limit-train", "6", "--limit-test",
+          "3", "--epochs", "1", "--batch", "3", "--devices", "2"], expect="ok",
+         check=epoch_rows_finite,
+         known="batch 3 on 2 devices fails (oneDNN reduction primitive)")
     case("train-range/lenet-batch-3-devices-2",
          ["train", "--model", "lenet", "--data", "$F/data", "--limit-train", "20", "--limit-test",
           "10", "--epochs", "1", "--batch", "3", "--devices", "2"], expect="ok",
@@ -1427,6 +1433,12 @@ def add_run_cases():
     r("input-nan", R("--input", "x=$D/in.pb", "--output-dir", "$D/out"), "ok",
       prep=lambda D: save_tensor(np.where(X2 > 0.5, np.nan, X2), os.path.join(D, "in.pb")),
       check=output_has_nan(None), known="ReLU/softmax swallow NaN")
+    case("run/softmax-input-nan", ["run", "$D/s.onnx", "--input", "x=$D/in.pb", "--output-dir",
+                                   "$D/out"], expect="ok",
+         prep=chain(onnx_file("s.onnx", lambda: mlp_model(softmax=True)),
+                    lambda D: save_tensor(np.where(X2 > 0.5, np.nan, X2),
+                                          os.path.join(D, "in.pb"))),
+         check=output_has_nan(None), known="ReLU/softmax swallow NaN")
     r("input-inf", R("--input", "x=$D/in.pb", "--output-dir", "$D/out"), "ok",
       prep=lambda D: save_tensor(np.full_like(X2, np.inf), os.path.join(D, "in.pb")))
     r("input-truncated", R("--input", "x=$D/in.pb", "--output-dir", "$D/out"),
@@ -1742,6 +1754,17 @@ def add_onnx_train_cases():
       prep=cp("mlp_b10.onnx"), names=["--batch", "mlp_b10.onnx", "10"])
     o("adamw-eps-0-lr-0.01", O("--optimizer", "adamw", "--eps", "0", "--lr", "0.01"), "nan",
       known="NaN loss undetected for an imported MLP with adamw --eps 0")
+    def relu_logits():  # an MLP whose logits pass a ReLU: a NaN weight must still show
+        m = mlp_model()
+        m.graph.node[-1].output[0] = "z"
+        m.graph.node.append(helper.make_node("Relu", ["z"], ["logits"], name="relu_out"))
+        return m
+
+    o("relu-logits-adamw-eps-0", O("--optimizer", "adamw", "--eps", "0", "--lr", "0.01",
+                                   m="$D/r.onnx"), "nan", prep=onnx_file("r.onnx", relu_logits),
+      known="NaN loss undetected for an imported MLP with adamw --eps 0")
+    o("relu-logits-lr-3e38", O("--optimizer", "sgd", "--lr", "3e38", m="$D/r.onnx"), "nan",
+      prep=onnx_file("r.onnx", relu_logits), known="ReLU/softmax swallow NaN")
     o("cnn-adamw-eps-0", O("--optimizer", "adamw", "--eps", "0", "--lr", "0.01",
                            m="$D/cnn.onnx"), "nan", prep=cp("cnn.onnx"))
     o("lr-3e38", O("--optimizer", "sgd", "--lr", "3e38"), "nan")
