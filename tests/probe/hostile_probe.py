@@ -2197,10 +2197,13 @@ def main():
     order = {c.name: i for i, c in enumerate(cases)}
     results.sort(key=lambda r: order[r[0].name])
     counts = {k: 0 for k in CLASSES}
+    known = {k: 0 for k in CLASSES}
     bad = []
     for c, rc, out, err, elapsed, findings, shown in results:
         cls = findings[0][0] if findings else "ok"
         counts[cls] = counts.get(cls, 0) + 1
+        if findings and c.known:
+            known[cls] = known.get(cls, 0) + 1
         if findings:
             bad.append((c, rc, out, err, findings, shown, elapsed))
     if fix_after != fix_before:
@@ -2210,10 +2213,9 @@ def main():
         bad.append((Case("fixtures", []), None, "", "", [("data-lost",
                     f"the shared fixtures changed: {changed[:5]}")], "(some case)", 0))
     print(f"\n{len(results)} cases in {time.monotonic() - t0:.0f} s\n")
-    print(f"{'class':34s} count")
+    print(f"{'class':34s} count  (of them a case for a known defect)")
     for k, n in counts.items():
-        if n or k in CLASSES:
-            print(f"{k:34s} {n}")
+        print(f"{k:34s} {n:5d}" + (f"  ({known[k]})" if known.get(k) else ""))
     if bad:
         print("\nNot ok:")
     for c, rc, out, err, findings, shown, elapsed in bad:
