@@ -2041,7 +2041,10 @@ def classify(c, D, rc, out, err, hung, before, after, limit):
             if rc == 3:  # a non-finite loss: the line names the epoch and step
                 names = ["at epoch"]
             names = [expand(n, D) for n in names]
-            if names and not any(n in msg for n in names):
+            # a short name must be in the line itself, not in the scratch paths it quotes
+            root = os.path.dirname(os.path.dirname(D))
+            bare = msg.replace(D, "$D").replace(root, "$ROOT")
+            if names and not any(n in (msg if "/" in n else bare) for n in names):
                 f.append(("message-not-one-line-or-unnamed",
                           f"names none of {names[:6]}"))
             if re.search(r"[\x00-\x08\x0b-\x1f\x7f]", msg):
