@@ -130,8 +130,9 @@ def model(nodes, inputs, outputs, inits=(), opset=14, ir_version=8, name="probe"
 
 def mlp_model(batch="N", hidden=32, classes=10, w1=None, w2=None, in_name="x",
               out_name="logits", opset=14, relu_name="relu", extra_out=False, softmax=False):
-    w1 = RNG.normal(0, 0.05, (hidden, 784)).astype(np.float32) if w1 is None else w1
-    w2 = RNG.normal(0, 0.05, (classes, hidden)).astype(np.float32) if w2 is None else w2
+    rng = np.random.default_rng(1234)  # the same weights in every run and thread
+    w1 = rng.normal(0, 0.05, (hidden, 784)).astype(np.float32) if w1 is None else w1
+    w2 = rng.normal(0, 0.05, (classes, hidden)).astype(np.float32) if w2 is None else w2
     nodes = [
         helper.make_node("Flatten", [in_name], ["flat"], name="flatten", axis=1),
         helper.make_node("Gemm", ["flat", "w1", "b1"], ["h"], name="fc1", transB=1),
@@ -159,9 +160,10 @@ def scaled_model(factor, batch="N"):
 
 
 def cnn_model(batch="N"):
-    w1 = RNG.normal(0, 0.2, (4, 1, 3, 3)).astype(np.float32)
-    w2 = RNG.normal(0, 0.1, (8, 4, 3, 3)).astype(np.float32)
-    w3 = RNG.normal(0, 0.05, (10, 288)).astype(np.float32)
+    rng = np.random.default_rng(4321)
+    w1 = rng.normal(0, 0.2, (4, 1, 3, 3)).astype(np.float32)
+    w2 = rng.normal(0, 0.1, (8, 4, 3, 3)).astype(np.float32)
+    w3 = rng.normal(0, 0.05, (10, 288)).astype(np.float32)
     nodes = [
         helper.make_node("Conv", ["x", "cw1", "cb1"], ["c1"], name="conv1", kernel_shape=[3, 3],
                          pads=[1, 1, 1, 1], strides=[1, 1]),
