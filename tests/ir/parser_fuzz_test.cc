@@ -399,13 +399,15 @@ TEST(ParserErrors, BadDevice) {
   EXPECT_EQ(parseError(sampleWith("module @tiny devices=[cpu:0, cpu:1]",
                                   "module @tiny devices=[cpu:0, cpu:0]")),
             "bad.tir:1:30: device cpu:0 is listed twice");
-  // The module's list has the same cap as --devices.
+  // The module's list has the same cap as --devices (indices stop at cpu:1023, so the
+  // 1025th is another rank's).
   std::string many = "cpu:0, cpu:1";
-  for (int i = 2; i <= 1024; ++i) absl::StrAppend(&many, ", cpu:", i);
+  for (int i = 2; i <= 1023; ++i) absl::StrAppend(&many, ", cpu:", i);
+  absl::StrAppend(&many, ", cpu:0@1");
   EXPECT_EQ(parseError(sampleWith("module @tiny devices=[cpu:0, cpu:1]",
                                   absl::StrCat("module @tiny devices=[", many, "]"))),
-            absl::StrCat("bad.tir:1:", many.rfind("cpu:1024") + 23,
-                         ": the device list has more than 1024 devices (cpu:1024 is number "
+            absl::StrCat("bad.tir:1:", many.rfind("cpu:0@1") + 23,
+                         ": the device list has more than 1024 devices (cpu:0@1 is number "
                          "1025)"));
   EXPECT_EQ(parseError(sampleWith("%r.1 = relu(%h.1) @cpu:1", "%r.1 = relu(%h.1) @cpu:x")),
             "bad.tir:26:26: expected a device index, got 'x'");

@@ -178,8 +178,9 @@ TEST(OnnxCli, BadModelsInputsAndFlagsAreOneLineExitTwo) {
       "cut.onnx': not an ONNX ModelProto (protobuf could not parse it");
   expectUsageError(runTandem({"run", model, "--output-dir", out}),
                    "ONNX model '" + model + "': input 'images' leaves dimension 0 open");
+  // Issue 40: the misnamed input is said, not the input left without a file.
   expectUsageError(runTandem({"run", model, "--input", "pixels=" + images, "--output-dir", out}),
-                   "input 'images' leaves dimension 0 open");
+                   "--input pixels: model '" + model + "' has no such input (it takes images)");
   expectUsageError(
       runTandem({"run", model, "--input", "images=" + dir.file("none.pb"), "--output-dir", out}),
       "--input images: cannot read tensor file");
