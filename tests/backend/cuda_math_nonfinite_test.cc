@@ -53,7 +53,8 @@ T butterfly(std::vector<T> v, F combine) {
   for (int o = kLanes / 2; o > 0; o /= 2) {
     std::vector<T> next(v.size());
     for (int l = 0; l < kLanes; ++l)
-      next[static_cast<size_t>(l)] = combine(v[static_cast<size_t>(l)], v[static_cast<size_t>(l ^ o)]);
+      next[static_cast<size_t>(l)] =
+          combine(v[static_cast<size_t>(l)], v[static_cast<size_t>(l ^ o)]);
     v = std::move(next);
   }
   return v[0];
@@ -84,7 +85,8 @@ void unaryCases(const std::string& op) {
   const NonfiniteCase b = mustLoad(op + "_backward");
   const std::vector<float> dy = floats(b.tensor("in0")), v = floats(b.tensor("in1"));
   std::vector<double> dx;
-  for (size_t i = 0; i < dy.size(); ++i) dx.push_back(stored(Math::backward(dy[i], v[i]), b.tensor("out0")));
+  for (size_t i = 0; i < dy.size(); ++i)
+    dx.push_back(stored(Math::backward(dy[i], v[i]), b.tensor("out0")));
   expectAgrees(b, "out0", dx, "backward");
 }
 
@@ -97,7 +99,8 @@ TEST(CudaMathNonFinite, UnaryOpsMatchPyTorch) {
   const NonfiniteCase rb = mustLoad("relu_backward_bf16");
   const std::vector<float> dy = floats(rb.tensor("in0")), y = floats(rb.tensor("in1"));
   std::vector<double> dx;
-  for (size_t i = 0; i < dy.size(); ++i) dx.push_back(stored(cu::reluBackwardValue(dy[i], y[i]), rb.tensor("out0")));
+  for (size_t i = 0; i < dy.size(); ++i)
+    dx.push_back(stored(cu::reluBackwardValue(dy[i], y[i]), rb.tensor("out0")));
   expectAgrees(rb, "out0", dx, "relu_backward in bf16");
 }
 
@@ -107,16 +110,18 @@ TEST(CudaMathNonFinite, DropoutMatchesPyTorch) {
   const std::vector<float> x = floats(c.tensor("in0"));
   const int64_t rows = c.tensor("in0").shape[0], per_row = c.tensor("in0").shape[1];
   const int32_t step = static_cast<int32_t>(c.tensor("in1").values[0]);
-  const backend::DropoutMask mask =
-      backend::dropoutMask(/*seed=*/7, step, static_cast<uint32_t>(c.integer("mask_id")), c.num("p"));
+  const backend::DropoutMask mask = backend::dropoutMask(
+      /*seed=*/7, step, static_cast<uint32_t>(c.integer("mask_id")), c.num("p"));
   std::vector<float> y(x.size());
   const int64_t groups = (per_row + 3) / 4;
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t g = 0; g < groups; ++g) cu::dropoutGroup(mask, 0, per_row, r, g, x.data(), y.data());
+    for (int64_t g = 0; g < groups; ++g)
+      cu::dropoutGroup(mask, 0, per_row, r, g, x.data(), y.data());
   // Which elements the mask keeps, from the same groups over ones.
   std::vector<float> ones(x.size(), 1.0f), kept(x.size());
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t g = 0; g < groups; ++g) cu::dropoutGroup(mask, 0, per_row, r, g, ones.data(), kept.data());
+    for (int64_t g = 0; g < groups; ++g)
+      cu::dropoutGroup(mask, 0, per_row, r, g, ones.data(), kept.data());
   std::vector<double> got, want;
   int drops = 0;
   for (size_t i = 0; i < x.size(); ++i) {
@@ -137,15 +142,17 @@ TEST(CudaMathNonFinite, PoolingMatchesPyTorch) {
       const NonfiniteCase f = mustLoad(kind + "_pool2d_" + tag);
       const CaseTensor& x = f.tensor("in0");
       const CaseTensor& y = f.tensor("out0");
-      const cu::PoolParams p{x.shape[0] * x.shape[1], x.shape[2], x.shape[3], y.shape[2],
-                             y.shape[3], f.integer("kernel"), f.integer("stride"), f.integer("pad")};
+      const cu::PoolParams p{
+          x.shape[0] * x.shape[1], x.shape[2],          x.shape[3],      y.shape[2], y.shape[3],
+          f.integer("kernel"),     f.integer("stride"), f.integer("pad")};
       const std::vector<float> xs = floats(x);
       std::vector<double> got;
       for (int64_t pl = 0; pl < p.planes; ++pl)
         for (int64_t i = 0; i < p.oh; ++i)
           for (int64_t j = 0; j < p.ow; ++j) {
             const float* plane = xs.data() + pl * p.h * p.w;
-            got.push_back(kind == "max" ? cu::maxPoolAt(plane, p, i, j) : cu::avgPoolAt(plane, p, i, j));
+            got.push_back(kind == "max" ? cu::maxPoolAt(plane, p, i, j)
+                                        : cu::avgPoolAt(plane, p, i, j));
           }
       expectAgrees(f, "out0", got, "forward");
       const NonfiniteCase b = mustLoad(kind + "_pool2d_backward_" + tag);
@@ -167,12 +174,13 @@ TEST(CudaMathNonFinite, PoolingMatchesPyTorch) {
   std::vector<uint16_t> bits;
   for (double v : x.values) bits.push_back(cu::floatToBf16(static_cast<float>(v)));
   const cu::PoolParams p{x.shape[0] * x.shape[1], x.shape[2], x.shape[3], x.shape[2] / 2,
-                         x.shape[3] / 2, 2, 2, 0};
+                         x.shape[3] / 2,          2,          2,          0};
   std::vector<double> got;
   for (int64_t pl = 0; pl < p.planes; ++pl)
     for (int64_t i = 0; i < p.oh; ++i)
       for (int64_t j = 0; j < p.ow; ++j)
-        got.push_back(stored(cu::maxPoolAt(bits.data() + pl * p.h * p.w, p, i, j), h.tensor("out0")));
+        got.push_back(
+            stored(cu::maxPoolAt(bits.data() + pl * p.h * p.w, p, i, j), h.tensor("out0")));
   expectAgrees(h, "out0", got, "bf16 forward");
 }
 
@@ -203,7 +211,8 @@ TEST(CudaMathNonFinite, SoftmaxMatchesPyTorch) {
         const int64_t base = q / d.inner * d.axis * d.inner + q % d.inner;
         const float* row = x.data() + base;
         std::vector<float> lane(kLanes);
-        for (int l = 0; l < kLanes; ++l) lane[static_cast<size_t>(l)] = cu::laneRowMax(row, d.axis, d.inner, l, kLanes);
+        for (int l = 0; l < kLanes; ++l)
+          lane[static_cast<size_t>(l)] = cu::laneRowMax(row, d.axis, d.inner, l, kLanes);
         const float max = warpMax(lane);
         for (int l = 0; l < kLanes; ++l)
           lane[static_cast<size_t>(l)] = cu::laneRowExpSum(row, d.axis, d.inner, max, l, kLanes);
@@ -222,8 +231,8 @@ TEST(CudaMathNonFinite, SoftmaxMatchesPyTorch) {
       const int64_t base = q / d.inner * d.axis * d.inner + q % d.inner;
       std::vector<float> lane(kLanes);
       for (int l = 0; l < kLanes; ++l)
-        lane[static_cast<size_t>(l)] =
-            cu::laneSoftmaxGradSum(y.data() + base, dy.data() + base, d.axis, d.inner, log, l, kLanes);
+        lane[static_cast<size_t>(l)] = cu::laneSoftmaxGradSum(y.data() + base, dy.data() + base,
+                                                              d.axis, d.inner, log, l, kLanes);
       const float sum = warpSum(lane);
       for (int64_t j = 0; j < d.axis; ++j) {
         const size_t at = static_cast<size_t>(base + j * d.inner);
@@ -244,14 +253,16 @@ TEST(CudaMathNonFinite, LayerNormMatchesPyTorch) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x.data() + r * width;
     std::vector<float> lane(kLanes);
-    for (int l = 0; l < kLanes; ++l) lane[static_cast<size_t>(l)] = cu::laneRowSum(row, width, l, kLanes);
+    for (int l = 0; l < kLanes; ++l)
+      lane[static_cast<size_t>(l)] = cu::laneRowSum(row, width, l, kLanes);
     const float m = warpSum(lane) / n;
     for (int l = 0; l < kLanes; ++l)
       lane[static_cast<size_t>(l)] = cu::laneRowSquaredDeviation(row, width, m, l, kLanes);
     const float v = warpSum(lane) / n;
     const float rstd = cu::layerNormRstd(v, eps);
     for (int64_t j = 0; j < width; ++j)
-      y.push_back(cu::layerNormOut(row[j], m, rstd, gamma[static_cast<size_t>(j)], beta[static_cast<size_t>(j)]));
+      y.push_back(cu::layerNormOut(row[j], m, rstd, gamma[static_cast<size_t>(j)],
+                                   beta[static_cast<size_t>(j)]));
     mean.push_back(m);
     var.push_back(v);
   }
@@ -265,7 +276,8 @@ TEST(CudaMathNonFinite, LayerNormMatchesPyTorch) {
                            bgamma = floats(b.tensor("in4"));
   std::vector<double> dx, dgamma, dbeta;
   for (int64_t r = 0; r < rows; ++r) {
-    const float m = bmean[static_cast<size_t>(r)], rstd = cu::layerNormRstd(bvar[static_cast<size_t>(r)], eps);
+    const float m = bmean[static_cast<size_t>(r)],
+                rstd = cu::layerNormRstd(bvar[static_cast<size_t>(r)], eps);
     std::vector<float> g(kLanes), gx(kLanes);
     for (int l = 0; l < kLanes; ++l) {
       const cu::LayerNormGradSums s = cu::laneLayerNormGradSums(
@@ -276,12 +288,13 @@ TEST(CudaMathNonFinite, LayerNormMatchesPyTorch) {
     const float mean_g = warpSum(g) / n, mean_gx = warpSum(gx) / n;
     for (int64_t j = 0; j < width; ++j) {
       const size_t at = static_cast<size_t>(r * width + j);
-      dx.push_back(cu::layerNormGradIn(bx[at], dy[at], bgamma[static_cast<size_t>(j)], m, rstd, mean_g, mean_gx));
+      dx.push_back(cu::layerNormGradIn(bx[at], dy[at], bgamma[static_cast<size_t>(j)], m, rstd,
+                                       mean_g, mean_gx));
     }
   }
   for (int64_t col = 0; col < width; ++col) {
-    const cu::LayerNormParamGrads p =
-        cu::layerNormParamGrads(bx.data(), dy.data(), bmean.data(), bvar.data(), eps, rows, width, col);
+    const cu::LayerNormParamGrads p = cu::layerNormParamGrads(bx.data(), dy.data(), bmean.data(),
+                                                              bvar.data(), eps, rows, width, col);
     dgamma.push_back(p.dgamma);
     dbeta.push_back(p.dbeta);
   }
@@ -303,8 +316,9 @@ TEST(CudaMathNonFinite, AccuracyTakesArgMaxAsPyTorch) {
       const float* row = logits.data() + r * classes;
       std::vector<cu::ArgMax> lane;
       for (int l = 0; l < kLanes; ++l) lane.push_back(cu::laneArgMax(row, classes, l, kLanes));
-      const cu::ArgMax best = butterfly(lane, [](cu::ArgMax a, cu::ArgMax b) { return cu::betterOf(a, b); });
-      correct += cu::predictedClass(row, best) == labels[static_cast<size_t>(r)] ? 1 : 0;
+      const cu::ArgMax best =
+          butterfly(lane, [](cu::ArgMax a, cu::ArgMax b) { return cu::betterOf(a, b); });
+      correct += cu::predictedClass(best) == labels[static_cast<size_t>(r)] ? 1 : 0;
     }
     EXPECT_EQ(correct, static_cast<int32_t>(c.tensor("out0").values[0])) << name;
   }
@@ -316,7 +330,9 @@ TEST(CudaMathNonFinite, AccuracyTakesArgMaxAsPyTorch) {
 struct Nchw {
   int64_t n, c, hw;
   explicit Nchw(const CaseTensor& t) : n(t.shape[0]), c(t.shape[1]), hw(t.shape[2] * t.shape[3]) {}
-  size_t at(int64_t img, int64_t ch, int64_t i) const { return static_cast<size_t>((img * c + ch) * hw + i); }
+  size_t at(int64_t img, int64_t ch, int64_t i) const {
+    return static_cast<size_t>((img * c + ch) * hw + i);
+  }
 };
 
 /// channelMoments: the sum, then squared deviations from the float mean, in double.
@@ -357,7 +373,8 @@ TEST(CudaMathNonFinite, BatchNormMatchesPyTorch) {
       cu::updateRunning(&rm[k], &rv[k], mean, var, m, c.num("momentum"));
       for (int64_t img = 0; img < s.n; ++img)
         for (int64_t i = 0; i < s.hw; ++i)
-          y[s.at(img, ch, i)] = cu::normalizeOne(x[s.at(img, ch, i)], a.scale, a.shift, false, 0, false);
+          y[s.at(img, ch, i)] =
+              cu::normalizeOne(x[s.at(img, ch, i)], a.scale, a.shift, false, 0, false);
     }
     expectAgrees(c, "out0", y, "y");
     expectAgrees(c, "out1", save_mean, "save_mean");
@@ -399,7 +416,8 @@ TEST(CudaMathNonFinite, BatchNormMatchesPyTorch) {
       for (int64_t img = 0; img < s.n; ++img)
         for (int64_t i = 0; i < s.hw; ++i) {
           const size_t at = s.at(img, ch, i);
-          out[at] = cu::normalizeOne(y[at], a.scale, a.shift, residual, residual ? res[at] : 0.0f, relu);
+          out[at] =
+              cu::normalizeOne(y[at], a.scale, a.shift, residual, residual ? res[at] : 0.0f, relu);
         }
     }
     expectAgrees(c, "out0", out, "out");
@@ -428,7 +446,8 @@ TEST(CudaMathNonFinite, BatchNormMatchesPyTorch) {
       sums[static_cast<size_t>(ch)] = a;
       sums[static_cast<size_t>(s.c + ch)] = b;
       dbeta.push_back(static_cast<float>(a));
-      dgamma.push_back(static_cast<float>(b * static_cast<double>(invstd[static_cast<size_t>(ch)])));
+      dgamma.push_back(
+          static_cast<float>(b * static_cast<double>(invstd[static_cast<size_t>(ch)])));
     }
     expectAgrees(r, "out0", sums, "sums");
     expectAgrees(r, "out1", dbeta, "dbeta");
@@ -441,7 +460,8 @@ TEST(CudaMathNonFinite, BatchNormMatchesPyTorch) {
     std::vector<double> dy(dout.size()), dz_out(dout.size());
     for (int64_t ch = 0; ch < s.c; ++ch) {
       const size_t k = static_cast<size_t>(ch);
-      const cu::NormBackward kk = cu::normBackward(stats[k], psums[k], psums[static_cast<size_t>(s.c + ch)], gamma[k], invstd[k]);
+      const cu::NormBackward kk = cu::normBackward(
+          stats[k], psums[k], psums[static_cast<size_t>(s.c + ch)], gamma[k], invstd[k]);
       for (int64_t img = 0; img < s.n; ++img)
         for (int64_t i = 0; i < s.hw; ++i) {
           const size_t at = s.at(img, ch, i);
@@ -466,8 +486,8 @@ TEST(CudaMathNonFinite, SgdMatchesPyTorch) {
     if (momentum) m = floats(c.tensor("in2"));
     const float factor = c.has("in3") ? static_cast<float>(c.tensor("in3").values[0]) : 1.0f;
     const cu::SgdParams p = cu::sgdParamsAt({c.num("lr"), static_cast<float>(c.num("momentum")),
-                                            static_cast<float>(c.num("weight_decay")),
-                                            c.has("in3") ? &factor : nullptr});
+                                             static_cast<float>(c.num("weight_decay")),
+                                             c.has("in3") ? &factor : nullptr});
     for (size_t i = 0; i < w.size(); ++i) {
       if (momentum)
         cu::sgdStep(w[i], g[i], m[i], p);
