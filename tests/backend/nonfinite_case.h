@@ -121,7 +121,9 @@ inline absl::StatusOr<NonfiniteCase> loadNonfiniteCase(const std::string& name) 
 
 /// The case's tolerance for finite values (of the tensor's largest finite |value|), and
 /// whether it wants every value bit for bit.
-inline double caseTolerance(const NonfiniteCase& c) { return c.hasAttr("_tol") ? c.num("_tol") : 1e-5; }
+inline double caseTolerance(const NonfiniteCase& c) {
+  return c.hasAttr("_tol") ? c.num("_tol") : 1e-5;
+}
 inline bool caseExact(const NonfiniteCase& c) { return c.hasAttr("_exact") && c.flag("_exact"); }
 
 /// "" when `got` agrees with `want`, else its first disagreements. NaN must meet NaN, an

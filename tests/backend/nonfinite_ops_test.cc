@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "backend/bf16.h"
+#include "backend/cpu/dnnl_util.h"
 #include "gtest/gtest.h"
 #include "ir/ir.h"
 #include "ir/op_info.h"
@@ -61,7 +63,7 @@ ir::TensorType typeOf(const CaseTensor& t) {
 
 /// The node's attributes as the case gives them, typed by the op's schema.
 std::vector<std::pair<std::string, ir::AttrValue>> attrsOf(const NonfiniteCase& c,
-                                                            const ir::OpInfo& info) {
+                                                           const ir::OpInfo& info) {
   std::vector<std::pair<std::string, ir::AttrValue>> attrs;
   for (const ir::AttrSpec& a : info.attrs) {
     if (!c.hasAttr(a.name)) continue;
@@ -100,7 +102,10 @@ std::vector<std::pair<std::string, ir::AttrValue>> attrsOf(const NonfiniteCase& 
 /// name:role`), buffers for operands and results, and the CPU kernel.
 class CaseNode {
  public:
-  explicit CaseNode(const NonfiniteCase& c)
+  using Factory = std::function<backend::cpu::KernelOr(const backend::cpu::KernelInit&)>;
+
+  /// The kernel from the CPU kernel table, or from `factory` when given.
+  explicit CaseNode(const NonfiniteCase& c, Factory factory = nullptr)
       : module_("nonfinite"), ctx_(ir::Device{kind("cpu"), 0}, /*seed=*/7) {
     const auto op = ir::opByName(c.text("_op"));
     if (!op.has_value()) {
@@ -142,8 +147,10 @@ class CaseNode {
       return;
     }
     node_ = *n;
-    for (size_t r = 0; r < node_->numResults(); ++r) outputs_.emplace_back(node_->result(r)->type());
-    auto k = backend::cpu::makeKernel(*node_, ctx_);
+    for (size_t r = 0; r < node_->numResults(); ++r)
+      outputs_.emplace_back(node_->result(r)->type());
+    auto k = factory ? factory(backend::cpu::KernelInit{*node_, ctx_})
+                     : backend::cpu::makeKernel(*node_, ctx_);
     if (!k.ok()) {
       ADD_FAILURE() << k.status();
       node_ = nullptr;
@@ -203,11 +210,10 @@ std::vector<double> valuesOf(Buffer& b) {
 
 class NonFinite : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(NonFinite, CpuKernelMatchesPyTorch) {
-  auto loaded = loadNonfiniteCase(GetParam());
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const NonfiniteCase& c = *loaded;
-  CaseNode n(c);
+/// Runs case `c` on the CPU kernel (`factory`'s, or the kernel table's) and expects
+/// PyTorch's results.
+void expectMatchesPyTorch(const NonfiniteCase& c, CaseNode::Factory factory = nullptr) {
+  CaseNode n(c, std::move(factory));
   ASSERT_TRUE(n.ok());
   for (size_t i = 0; i < n.numInputs(); ++i) fill(n.in(i), c.tensor(absl::StrCat("in", i)));
   const double tol = caseTolerance(c);
@@ -252,8 +258,42 @@ TEST_P(NonFinite, CpuKernelMatchesPyTorch) {
   }
 }
 
+TEST_P(NonFinite, CpuKernelMatchesPyTorch) {
+  auto loaded = loadNonfiniteCase(GetParam());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  expectMatchesPyTorch(*loaded);
+}
+
 INSTANTIATE_TEST_SUITE_P(PyTorchCases, NonFinite, ::testing::ValuesIn(nonfiniteCaseNames()),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// The convolution cases with every strategy the rule may pick, not only the one it picks
+// at their shapes: Winograd (where oneDNN has it; elsewhere the factory falls back to
+// direct) and GEMM over padding run the blocked direct program for operands holding NaN
+// or inf (conv_kernels.cc), and must then give PyTorch's results too.
+TEST(NonFiniteConv, EveryStrategyMatchesPyTorch) {
+  using backend::cpu::ConvStrategy;
+  using backend::cpu::KernelInit;
+  const std::map<std::string, backend::cpu::KernelOr (*)(const KernelInit&, ConvStrategy)>
+      factories = {
+          {"conv2d", backend::cpu::makeConv2dKernelWithStrategy},
+          {"conv2d_backward_data", backend::cpu::makeConv2dBackwardDataKernelWithStrategy},
+          {"conv2d_backward_filter", backend::cpu::makeConv2dBackwardFilterKernelWithStrategy}};
+  int cases = 0;
+  for (const std::string& name : nonfiniteCaseNames()) {
+    auto c = loadNonfiniteCase(name);
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto f = factories.find(c->text("_op"));
+    if (f == factories.end()) continue;
+    ++cases;
+    for (ConvStrategy st :
+         {ConvStrategy::kPlain, ConvStrategy::kBlocked, ConvStrategy::kWinograd}) {
+      SCOPED_TRACE(absl::StrCat(name, " strategy ", static_cast<int>(st)));
+      expectMatchesPyTorch(*c, [&](const KernelInit& init) { return f->second(init, st); });
+    }
+  }
+  EXPECT_GE(cases, 3);
+}
 
 TEST(NonFiniteCoverage, EveryOpComputingOnFloatsHasACaseOrAReason) {
   std::set<std::string> covered;
