@@ -162,6 +162,9 @@ def unary_cases():
         NCase(f"{op}_backward", f"{op}_backward",
               f"aten {op} backward from its {'output' if from_output else 'input'}") \
             .ins(dy, saved).outs(bwd(dy, saved)).write()
+        sb, dyb = bf16(saved), bf16(dy)
+        NCase(f"{op}_backward_bf16", f"{op}_backward", f"aten {op} backward in bf16") \
+            .ins(dyb, sb).outs(bf16(bwd(dyb.float(), sb.float()))).attr("_tol", 1e-2).write()
     NCase("cast_to_bf16", "cast", "x.to(torch.bfloat16): rounded to nearest even, NaN stays NaN") \
         .attr("dtype", "bf16").ins(x * 1.001).outs(bf16(x * 1.001)).attr("_exact", 1).write()
     big = torch.tensor([3.4e38, -3.4e38, 3.3e38, 1.17e-38, 9e-39])  # to inf; subnormals
@@ -239,6 +242,9 @@ def reduce_cases():
             NCase(f"{op}_axis{axis}".replace("-", "_minus"), op, f"torch.{fn.__name__} over one axis (inf + -inf: NaN)") \
                 .attr("axis", axis).attr("keepdim", keep).ins(x).outs(fn(x, axis, keepdim=keep)) \
                 .write()
+        NCase(f"{op}_bf16", op, f"torch.{fn.__name__} of bf16 values, rounded once") \
+            .attr("axis", 1).ins(bf16(x)).outs(bf16(fn(bf16(x).float(), 1))).attr("_tol", 1e-2) \
+            .write()
         xl = leaf(x)
         y = fn(xl, 1)
         dy = plant(torch.randn(*y.shape), [2, 5], [NAN, -INF])
@@ -354,6 +360,18 @@ def conv_cases():
         c.outs(*([wl.grad] + ([bl.grad] if bs is not None else []))).write()
 
 
+def conv_bf16_case():
+    """bf16 activations beside a bf16-exact f32 filter (a master weight the kernel converts):
+    PyTorch's bf16 convolution (oneDNN's, whose bf16 dot products pair channels: an inf
+    beside a zero-padded channel gives NaN where the f32 convolution of the same values has
+    inf or a finite value; the CPU kernel does as PyTorch does)."""
+    x = bf16(conv_input())
+    w = bf16(plant(torch.randn(4, 3, 3, 3) * 0.3, [30], [NAN]))
+    y = F.conv2d(x, w, None, 1, 1)
+    NCase("conv2d_bf16", "conv2d", "F.conv2d in bf16, a NaN weight, zero padding") \
+        .attr("stride", 1).attr("pad", 1).ins(x, w.float()).outs(y).attr("_tol", 1e-2).write()
+
+
 def linear_cases():
     x = special(5, 6)
     w = plant(torch.randn(4, 6), [7], [NAN])
@@ -404,6 +422,14 @@ def batch_norm_cases():
     c.var(3, "rm", "buffer").var(4, "rv", "buffer")
     c.ins(x, gamma, beta, rm, rv).outs(y, save_mean, save_invstd)
     c.tensor("after3", rm2).tensor("after4", rv2).write()
+    xb = bf16(x).float()
+    rm3, rv3 = rm.clone(), rv.clone()
+    yb, mb, ib = torch.native_batch_norm(xb, gamma, beta, rm3, rv3, True, mom, eps)
+    c = NCase("batch_norm_training_bf16", "batch_norm", "native_batch_norm of bf16 values")
+    c.attr("training", True).attr("momentum", mom).attr("eps", eps).attr("_tol", 1e-2)
+    c.var(3, "rm", "buffer").var(4, "rv", "buffer")
+    c.ins(bf16(x), gamma, beta, rm, rv).outs(bf16(yb), mb, ib)
+    c.tensor("after3", rm3).tensor("after4", rv3).write()
     rmi = plant(rm, [1], [INF])
     rvi = plant(rv, [2], [-1.0])  # a negative variance: sqrt gives NaN
     yi = F.batch_norm(x, rmi, rvi, gamma, beta, False, mom, eps)
@@ -431,6 +457,11 @@ def layer_norm_cases():
     mean, var = x.mean(-1), x.var(-1, unbiased=False)
     NCase("layer_norm", "layer_norm", "F.layer_norm: a row with a NaN or inf is NaN") \
         .attr("eps", eps).ins(x, gamma, beta).outs(y, mean, var).write()
+    xb = bf16(x).float()
+    NCase("layer_norm_bf16", "layer_norm", "F.layer_norm of bf16 values, y rounded once") \
+        .attr("eps", eps).ins(bf16(x), gamma, beta) \
+        .outs(bf16(F.layer_norm(xb, (6,), gamma, beta, eps)), xb.mean(-1),
+              xb.var(-1, unbiased=False)).attr("_tol", 1e-2).write()
     dy = plant(torch.randn(5, 6), [25], [NAN])  # row 4
     y.backward(dy)
     NCase("layer_norm_backward", "layer_norm_backward", "autograd of F.layer_norm") \
@@ -751,6 +782,7 @@ def main():
     movement_cases()
     pool_cases()
     conv_cases()
+    conv_bf16_case()
     linear_cases()
     bn = batch_norm_cases()
     layer_norm_cases()
