@@ -57,7 +57,10 @@ TANDEM_HD double ceRowLoss(const float* row, int64_t classes, int32_t label, dou
                            double smoothing) {
   if (label >= classes) return NAN;
   const double x_label = row[label];
-  return lse - (1.0 - smoothing) * x_label - smoothing / static_cast<double>(classes) * sum;
+  const double loss = lse - (1.0 - smoothing) * x_label;
+  // Without smoothing PyTorch has no term of the sum: 0 * sum would be NaN for a -inf
+  // logit, whose row's loss is +inf when it is the label's, else finite.
+  return smoothing == 0.0 ? loss : loss - smoothing / static_cast<double>(classes) * sum;
 }
 
 /// dlogits_j = (softmax_j - q_j) * scale, rounded to float once; scale = dloss / divisor.

@@ -48,8 +48,9 @@ struct DropoutMask {
     return keeps(w == 0 ? b.x0 : w == 1 ? b.x1 : w == 2 ? b.x2 : b.x3);
   }
 
-  /// x as dropout passes it: x * scale where kept, else 0 (also the backward: dy in, dx out).
-  TANDEM_HD float apply(float x, bool kept) const { return kept ? x * scale : 0.0f; }
+  /// x as dropout passes it: x * scale where kept, else x * 0 (also the backward: dy in, dx
+  /// out). PyTorch's x * noise: a dropped NaN or inf gives NaN, not 0.
+  TANDEM_HD float apply(float x, bool kept) const { return x * (kept ? scale : 0.0f); }
 
   /// This mask at the step in `*step` (@step, the i32[1] the runtime writes before every
   /// update), read where the kernel runs: on a GPU in the kernel, so that a recorded step

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backend/bf16.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
 #include "benchmark/benchmark.h"
@@ -107,11 +108,21 @@ class Harness {
     void operator()(float* p) const { std::free(p); }
   };
   using Buf = std::unique_ptr<float, Free>;
+  /// Values in [0.5, 1.5) (positive: valid variances) of t's dtype (f32, bf16 or f64:
+  /// batch norm's statistics; an f64 "count" of about 1 makes a valid mean and variance).
   static Buf buffer(const ir::TensorType& t, std::mt19937& rng) {
     size_t n = static_cast<size_t>(t.numElements());
-    Buf b(static_cast<float*>(std::aligned_alloc(64, (n * 4 + 63) / 64 * 64)));
-    std::uniform_real_distribution<float> d(0.5f, 1.5f);  // positive: valid variances
-    for (size_t i = 0; i < n; ++i) b.get()[i] = d(rng);
+    size_t bytes = static_cast<size_t>(t.bytes());
+    Buf b(static_cast<float*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+    std::uniform_real_distribution<float> d(0.5f, 1.5f);
+    for (size_t i = 0; i < n; ++i) {
+      if (t.dtype == ir::DType::kBF16)
+        reinterpret_cast<bf16*>(b.get())[i] = d(rng);
+      else if (t.dtype == ir::DType::kF64)
+        reinterpret_cast<double*>(b.get())[i] = d(rng);
+      else
+        b.get()[i] = d(rng);
+    }
     return b;
   }
 
@@ -266,6 +277,46 @@ BENCHMARK(BatchNorm)
     ->ArgsProduct({{32}, {64}, {28}, {0, 1, 2}})
     ->ArgsProduct({{32}, {512}, {4}, {0, 2}})
     ->Unit(benchmark::kMillisecond);
+
+/// relu and relu_backward over ResNet-18's stage-1 activations (memory bound), f32 and
+/// bf16. Arguments {backward, bf16}.
+void Relu(benchmark::State& state) {
+  const ir::TensorType x{state.range(1) != 0 ? ir::DType::kBF16 : ir::DType::kF32,
+                         {32, 64, 28, 28}};
+  if (state.range(0) == 0)
+    Harness(ir::Op::kRelu, {x}, {}).time(state, nullptr, ConvStrategy::kAuto, 0);
+  else
+    Harness(ir::Op::kReluBackward, {x, x}, {}).time(state, nullptr, ConvStrategy::kAuto, 0);
+}
+BENCHMARK(Relu)
+    ->ArgNames({"bwd", "bf16"})
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+
+/// fuse-conv-bn-relu's batch norm + relu after ResNet-18's stage-1 convolutions (plain
+/// NCHW): pass 0 batch_norm_apply (relu), 1 batch_norm_backward_reduce and 2
+/// batch_norm_backward_apply (both with relu's mask from the output).
+void FusedBnRelu(benchmark::State& state) {
+  const int64_t n = 32, c = 64, hw = 28;
+  const ir::TensorType x = f32({n, c, hw, hw}), ch = f32({c});
+  const ir::TensorType stats{ir::DType::kF64, {3, c}}, sums{ir::DType::kF64, {2, c}};
+  switch (state.range(0)) {
+    case 0:
+      Harness(ir::Op::kBatchNormApply, {x, stats, ch, ch, ch, ch},
+              {{"momentum", 0.1}, {"eps", 1e-5}, {"relu", true}}, /*param_operands=*/2)
+          .time(state, nullptr, ConvStrategy::kAuto, 0);
+      break;
+    case 1:
+      Harness(ir::Op::kBatchNormBackwardReduce, {x, x, ch, ch, x}, {})
+          .time(state, nullptr, ConvStrategy::kAuto, 0);
+      break;
+    default:
+      Harness(ir::Op::kBatchNormBackwardApply, {x, x, ch, ch, ch, sums, stats, x},
+              {{"residual", false}})
+          .time(state, nullptr, ConvStrategy::kAuto, 0);
+  }
+}
+BENCHMARK(FusedBnRelu)->ArgName("pass")->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace tandem::backend::cpu

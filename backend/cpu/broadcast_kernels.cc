@@ -1,10 +1,11 @@
-// scale, add_bcast and mul_bcast. scale is oneDNN's eltwise_linear (alpha * x + 0), the
-// broadcasting ops oneDNN's binary primitive, which takes f32 and bf16 operands side by
-// side (a master weight beside bf16 activations) and computes in float, rounding a bf16
-// result once. oneDNN 2.6's binary broadcasts its second source only: the operand of the
-// result's shape goes first (add and mul commute). When neither has it ([N,1] * [1,D]) an
-// own loop over broadcast_index.h's maps does the work, the same arithmetic the CUDA
-// kernel runs.
+// scale, add_bcast and mul_bcast. scale is an own loop, factor * x: memory bound, so
+// oneDNN's eltwise_linear bought nothing, and its alpha * x + 0 turned a -0 product into
+// +0 where PyTorch's x * c keeps it. The broadcasting ops are oneDNN's binary primitive,
+// which takes f32 and bf16 operands side by side (a master weight beside bf16
+// activations) and computes in float, rounding a bf16 result once. oneDNN 2.6's binary
+// broadcasts its second source only: the operand of the result's shape goes first (add
+// and mul commute). When neither has it ([N,1] * [1,D]) an own loop over
+// broadcast_index.h's maps does the work, the same arithmetic the CUDA kernel runs.
 
 #include <memory>
 #include <utility>
@@ -19,20 +20,32 @@
 namespace tandem::backend::cpu {
 namespace {
 
-KernelOr scaleKernel(const KernelInit& init) {
-  try {
-    DnnlProgram p(init.ctx);
-    const dnnl::memory::desc md = plainDesc(init.node.result()->type());
-    const auto factor = static_cast<float>(init.node.floatAttr("factor"));
-    const dnnl::eltwise_forward::primitive_desc pd(
-        {dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_linear, md, factor, 0.0f},
-        userScratchpadAttr(), init.ctx.engine());
-    p.add(pd, dnnl::eltwise_forward(pd),
-          {{DNNL_ARG_SRC, p.input(0, md)}, {DNNL_ARG_DST, p.output(0, md)}});
-    return std::make_unique<ProgramKernel>(std::move(p));
-  } catch (const dnnl::error& e) {
-    return dnnlFailure(init.node, "eltwise_linear primitive", e);
+/// y = factor * x in float (a bf16 result rounded once), PyTorch's x * c to the bit.
+template <typename T>
+TANDEM_VECTOR_LOOPS void scaleLoop(const T* x, T* y, float factor, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = factor * v;
   }
+}
+
+template <typename T>
+class ScaleKernel final : public CpuKernel {
+ public:
+  explicit ScaleKernel(float factor) : factor_(factor) {}
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    scaleLoop(in[0].as<T>(), out[0].as<T>(), factor_, out[0].numElements());
+  }
+
+ private:
+  float factor_;
+};
+
+KernelOr scaleKernel(const KernelInit& init) {
+  const auto factor = static_cast<float>(init.node.floatAttr("factor"));
+  return withFloatType(init.node.result()->type().dtype, [&](auto tag) -> KernelOr {
+    return std::make_unique<ScaleKernel<decltype(tag)>>(factor);
+  });
 }
 
 /// `t` with leading 1s up to `rank` (oneDNN's binary takes sources of one rank).

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -178,26 +179,69 @@ convolution_forward::primitive_desc forwardPd(const ConvShape& s, ConvStrategy s
   return convolution_forward::primitive_desc(d, userScratchpadAttr(), engine);
 }
 
-/// Runs `build(strategy)` (which throws dnnl::error when oneDNN cannot make a primitive).
-/// Winograd that oneDNN cannot provide here (shape, CPU) falls back to the direct rule:
-/// the strategy is an optimization, never a reason to fail.
+/// The operands whose NaN or infinity the strategy `st` of `pass` gets wrong, against
+/// PyTorch's direct convolution (tests/backend/nonfinite_ops_test.cc):
+///  - Winograd mixes a tile's inputs (and a filter's taps) in its transforms, so a NaN
+///    reaches every output of its 4x4 tile and an inf becomes NaN (inf - inf): the two
+///    float inputs, operands 0 and 1 of all three passes;
+///  - GEMM over plain tensors multiplies the zero padding too (im2col), and 0 times a NaN
+///    or inf weight (forward) or output gradient (backward filter) is NaN, where direct
+///    convolution never touches the padding: operand 1 forward, 0 backward filter.
+/// The blocked direct kernel gets them right.
+std::vector<size_t> nonFiniteHazards(ConvStrategy st, ConvPass pass, const ConvShape& s) {
+  if (st == ConvStrategy::kWinograd) return {0, 1};
+  auto padded = [](const memory::dims& d) {
+    return std::any_of(d.begin(), d.end(), [](memory::dim v) { return v > 0; });
+  };
+  if (st != ConvStrategy::kPlain || !(padded(s.pad_l) || padded(s.pad_r))) return {};
+  switch (pass) {
+    case ConvPass::kForward:
+      return {1};
+    case ConvPass::kBackwardFilter:
+      return {0};
+    case ConvPass::kBackwardData:
+      break;  // col2im adds only the columns of real pixels
+  }
+  return {};
+}
+
+/// The kernel of `build(strategy)`'s program (build throws dnnl::error when oneDNN cannot
+/// make a primitive). Winograd that oneDNN cannot provide here (shape, CPU) falls back to
+/// the direct rule: the strategy is an optimization, never a reason to fail. Where the
+/// strategy mishandles non-finite operands (nonFiniteHazards), the blocked direct program
+/// comes along for runs that hold one: a NaN or inf then gives PyTorch's results, at the
+/// cost of one read of those operands per run, next to a convolution's many
+/// multiply-adds per element.
 template <typename Build>
 KernelOr buildConv(const ir::Node& n, absl::string_view what, ConvStrategy strategy, ConvPass pass,
                    const ConvShape& s, Build build) {
+  std::optional<DnnlProgram> fast;
   if (strategy == ConvStrategy::kWinograd) {
     if (winogradApplies(s)) {
       try {
-        return build(strategy);
+        fast.emplace(build(strategy));
       } catch (const dnnl::error&) {
       }
     }
-    strategy = directStrategy(pass, s);
+    if (!fast.has_value()) strategy = directStrategy(pass, s);
   }
-  try {
-    return build(strategy);
-  } catch (const dnnl::error& e) {
-    return dnnlFailure(n, what, e);
+  if (!fast.has_value()) {
+    try {
+      fast.emplace(build(strategy));
+    } catch (const dnnl::error& e) {
+      return dnnlFailure(n, what, e);
+    }
   }
+  std::vector<size_t> watched = nonFiniteHazards(strategy, pass, s);
+  if (!watched.empty()) {
+    try {
+      return std::make_unique<ProgramKernel>(std::move(*fast), build(ConvStrategy::kBlocked),
+                                             std::move(watched));
+    } catch (const dnnl::error&) {
+      // No blocked kernel for this shape: the fast one alone, as before.
+    }
+  }
+  return std::make_unique<ProgramKernel>(std::move(*fast));
 }
 
 }  // namespace
@@ -208,7 +252,7 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
   bool bias = n.numOperands() > 2;
   ConvPass pass = ConvPass::kForward;
   strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
-  return buildConv(n, "convolution", strategy, pass, s, [&](ConvStrategy st) -> KernelOr {
+  return buildConv(n, "convolution", strategy, pass, s, [&](ConvStrategy st) {
     DnnlProgram p(init.ctx);
     memory::desc bias_md = bias ? plainDesc(n.operand(2)->type()) : memory::desc();
     auto pd = forwardPd(s, st, bias_md, p.engine());
@@ -221,7 +265,7 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
     args.emplace_back(DNNL_ARG_DST, y_prim);
     p.add(pd, convolution_forward(pd), args);
     p.storeTo(y_prim, y);
-    return std::make_unique<ProgramKernel>(std::move(p));
+    return p;
   });
 }
 
@@ -231,7 +275,7 @@ KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvSt
   ConvPass pass = ConvPass::kBackwardData;
   strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
   return buildConv(
-      n, "convolution backward-data", strategy, pass, s, [&](ConvStrategy st) -> KernelOr {
+      n, "convolution backward-data", strategy, pass, s, [&](ConvStrategy st) {
         DnnlProgram p(init.ctx);
         auto hint = forwardPd(s, st, memory::desc(), p.engine());
         convolution_backward_data::desc d(convAlgorithm(st), layoutDesc(st, s.x),
@@ -246,7 +290,7 @@ KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvSt
         p.add(pd, convolution_backward_data(pd),
               {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx_prim}});
         p.storeTo(dx_prim, dx);
-        return std::make_unique<ProgramKernel>(std::move(p));
+        return p;
       });
 }
 
@@ -260,7 +304,7 @@ KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, Conv
   ConvPass pass = ConvPass::kBackwardFilter;
   strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
   return buildConv(
-      n, "convolution backward-filter", strategy, pass, s, [&](ConvStrategy st) -> KernelOr {
+      n, "convolution backward-filter", strategy, pass, s, [&](ConvStrategy st) {
         DnnlProgram p(init.ctx);
         memory::desc bias_md = bias ? plainDesc(n.result(1)->type()) : memory::desc();
         auto hint = forwardPd(s, st, bias_md, p.engine());
@@ -277,7 +321,7 @@ KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, Conv
         if (bias) args.emplace_back(DNNL_ARG_DIFF_BIAS, p.output(1, n.result(1)->type()));
         p.add(pd, convolution_backward_weights(pd), args);
         p.storeTo(dw_prim, dw);
-        return std::make_unique<ProgramKernel>(std::move(p));
+        return p;
       });
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/cpu_info.h"
+#include "backend/cpu/finite_scan.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -161,6 +162,13 @@ void DnnlProgram::run(absl::Span<const TensorView> in, absl::Span<const TensorVi
   }
   for (Step& step : steps_) step.prim.execute(stream_, step.args);
   stream_.wait();
+}
+
+void ProgramKernel::compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
+  if (exact_.has_value())
+    for (size_t i : watched_)
+      if (!allFinite(in[i])) return exact_->run(in, out);
+  program_.run(in, out);
 }
 
 }  // namespace tandem::backend::cpu

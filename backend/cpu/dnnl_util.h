@@ -5,6 +5,7 @@
 // the reorders around them) bound to a kernel's operands and results.
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -136,17 +137,25 @@ class DnnlProgram {
   std::string impls_;
 };
 
-/// A kernel that is one DnnlProgram and nothing else (the convolutions).
+/// A kernel that is one DnnlProgram and nothing else (the convolutions). A program whose
+/// algorithm mishandles NaN and infinities (a convolution's Winograd transforms, or GEMM
+/// over zero padding: conv_kernels.cc) comes with an exact one, run instead whenever an
+/// operand in `watched` holds such a value; the check is one read of those operands.
 class ProgramKernel final : public CpuKernel {
  public:
   explicit ProgramKernel(DnnlProgram program) : program_(std::move(program)) {}
-  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    program_.run(in, out);
-  }
+  ProgramKernel(DnnlProgram program, DnnlProgram exact, std::vector<size_t> watched)
+      : program_(std::move(program)), exact_(std::move(exact)), watched_(std::move(watched)) {}
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override;
+  /// The program that runs on finite operands.
   const DnnlProgram& program() const { return program_; }
+  /// The one that runs otherwise, or null.
+  const DnnlProgram* exact() const { return exact_ ? &*exact_ : nullptr; }
 
  private:
   DnnlProgram program_;
+  std::optional<DnnlProgram> exact_;
+  std::vector<size_t> watched_;
 };
 
 }  // namespace tandem::backend::cpu

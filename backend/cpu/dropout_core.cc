@@ -23,12 +23,14 @@ TANDEM_VECTOR_LOOPS void drawWords(const DropoutMask& mask, uint64_t sample, int
   }
 }
 
+// PyTorch's x * noise, noise = scale or 0 (DropoutMask::apply): a dropped NaN or inf is
+// NaN and a dropped negative -0, where a select of 0 hid them.
 template <typename T>
 TANDEM_VECTOR_LOOPS void applyWords(const uint32_t* words, uint64_t threshold, float scale,
                                     const T* x, T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    y[i] = words[i] >= threshold ? v * scale : 0.0f;
+    y[i] = v * (words[i] >= threshold ? scale : 0.0f);
   }
 }
 

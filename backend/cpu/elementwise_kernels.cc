@@ -18,21 +18,25 @@
 namespace tandem::backend::cpu {
 namespace {
 
+// PyTorch's clamp_min(x, 0): a NaN stays NaN and -0 stays -0 (`x > 0 ? x : 0` made both
+// +0). Written as std::max(x, 0) is, x < 0 ? 0 : x, which GCC turns into one maxps with
+// the operands in the order that returns x for a NaN.
 template <typename T>
 TANDEM_VECTOR_LOOPS void relu(const T* x, T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    y[i] = v > 0.0f ? v : 0.0f;
+    y[i] = v < 0.0f ? 0.0f : v;
   }
 }
 
-// y is relu's output: y > 0 exactly where x > 0, so the mask needs no copy of x.
+// y is relu's output: y > 0 exactly where x > 0, so the mask needs no copy of x. PyTorch's
+// threshold_backward(dy, y, 0), y <= 0 ? 0 : dy: a NaN output passes dy on.
 template <typename T>
 TANDEM_VECTOR_LOOPS void reluBackward(const T* dy, const T* y, T* dx, int64_t n) {
   // dy loaded either way: the conditional load of `y > 0 ? dy : 0` kept the loop scalar.
   for (int64_t i = 0; i < n; ++i) {
     const float g = dy[i];
-    dx[i] = static_cast<float>(y[i]) > 0.0f ? g : 0.0f;
+    dx[i] = static_cast<float>(y[i]) <= 0.0f ? 0.0f : g;
   }
 }
 

@@ -66,7 +66,7 @@ struct ChannelStats {
 ChannelStats readStats(const double* stats, int64_t channels, int64_t ch) {
   const double count = stats[ch], sum = stats[channels + ch], sumsq = stats[2 * channels + ch];
   const double mean = count > 0 ? sum / count : 0;
-  const double var = count > 0 ? std::max(0.0, sumsq / count - mean * mean) : 0;
+  const double var = count > 0 ? nonNegative(sumsq / count - mean * mean) : 0;
   return {count, mean, var};
 }
 
@@ -216,7 +216,7 @@ TANDEM_VECTOR_LOOPS void normalize(const Planes& p, const Blocks& q, bool blocke
       const float r = res[at];
       v = v + r;
     }
-    if constexpr (kRelu) v = std::max(v, 0.0f);
+    if constexpr (kRelu) v = std::max(v, 0.0f);  // PyTorch's relu: NaN and -0 pass
     o[at] = v;
   };
   if (blocked) {

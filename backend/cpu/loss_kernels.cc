@@ -69,6 +69,16 @@ class SoftmaxCrossEntropyBackwardKernel final : public CpuKernel {
   CrossEntropySpec spec_;
 };
 
+/// PyTorch's argmax: the first maximum, a NaN counting as the largest (the first NaN).
+int64_t argMax(const float* row, int64_t classes) {
+  int64_t best = 0;
+  for (int64_t j = 1; j < classes; ++j) {
+    if (row[best] != row[best]) break;  // a NaN: nothing after it wins
+    if (row[j] > row[best] || row[j] != row[j]) best = j;
+  }
+  return best;
+}
+
 class AccuracyKernel final : public CpuKernel {
  public:
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
@@ -78,11 +88,7 @@ class AccuracyKernel final : public CpuKernel {
     int32_t correct = 0;
     for (int64_t r = 0; r < rows; ++r) {
       if (labels[r] < 0) continue;
-      const float* row = logits + r * classes;
-      int64_t best = 0;  // the first maximum wins a tie
-      for (int64_t j = 1; j < classes; ++j)
-        if (row[j] > row[best]) best = j;
-      correct += best == labels[r] ? 1 : 0;
+      correct += argMax(logits + r * classes, classes) == labels[r] ? 1 : 0;
     }
     *out[0].i32() = correct;
   }

@@ -26,26 +26,37 @@ namespace {
 
 // The step over one parameter's n values. G: the gradient's element type, float, or bf16
 // when it was all-reduced in bf16 (allreduce-dtype=bf16); it is read into float, so the
-// step itself is the f32 one. m is null without momentum.
-template <typename G>
-void sgdStep(float* __restrict w, const G* __restrict g, float* __restrict m, int64_t n, float lr,
+// step itself is the f32 one. m is null without momentum. kDecay: weight_decay != 0;
+// without it there is no decay term at all, as in PyTorch (0 * w is NaN for an infinite
+// weight, which the step would then have made NaN).
+template <bool kDecay, typename G>
+void sgdLoop(float* __restrict w, const G* __restrict g, float* __restrict m, int64_t n, float lr,
              float mu, float wd) {
   // w, g and m are distinct tensors (two variables and a gradient), so __restrict holds
   // and the loops vectorize without alias checks.
+  auto grad = [&](int64_t i) {
+    const float gi = g[i];
+    if constexpr (kDecay) return gi + wd * w[i];
+    return gi;
+  };
   if (m != nullptr) {
     for (int64_t i = 0; i < n; ++i) {
-      const float gi = g[i];
-      float d = gi + wd * w[i];
+      float d = grad(i);
       float v = mu * m[i] + d;
       m[i] = v;
       w[i] -= lr * v;
     }
   } else {
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = g[i];
-      w[i] -= lr * (gi + wd * w[i]);
-    }
+    for (int64_t i = 0; i < n; ++i) w[i] -= lr * grad(i);
   }
+}
+
+template <typename G>
+void sgdStep(float* w, const G* g, float* m, int64_t n, float lr, float mu, float wd) {
+  if (wd != 0.0f)
+    sgdLoop<true>(w, g, m, n, lr, mu, wd);
+  else
+    sgdLoop<false>(w, g, m, n, lr, mu, wd);
 }
 
 /// Hyperparameters as the node's attributes (each launch rounds them to f32, the lr after

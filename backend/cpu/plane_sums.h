@@ -33,16 +33,17 @@ float planeSum(const T* p, int64_t n, F f) {
   return s;
 }
 
-/// dz = dout where relu's output is positive; dout itself without relu. A compile-time
-/// choice, so that the loops below vectorize (a select, no branch).
+/// dz = dout unless relu's output is <= 0 (PyTorch's threshold_backward: a NaN output
+/// passes dout); dout itself without relu. A compile-time choice, so that the loops below
+/// vectorize (a select, no branch).
 template <bool kRelu, typename T>
 inline float maskedGrad(const T* dout, const T* out, int64_t i) {
   const float d = dout[i];
   if constexpr (!kRelu) return d;
-  // out > 0 ? d : +0, as a bit mask: GCC leaves a select inside the unrolled accumulator
+  // out <= 0 ? +0 : d, as a bit mask: GCC leaves a select inside the unrolled accumulator
   // loops as a branch, and the loop then does not vectorize.
   const float o = out[i];
-  const uint32_t keep = 0u - static_cast<uint32_t>(o > 0.0f);
+  const uint32_t keep = 0u - static_cast<uint32_t>(!(o <= 0.0f));
   return std::bit_cast<float>(std::bit_cast<uint32_t>(d) & keep);
 }
 
@@ -86,16 +87,21 @@ inline BackwardCoefficients backwardCoefficients(double m, double sum_dz, double
           static_cast<float>(-a * sum_dz / m)};
 }
 
+/// v, or 0 where rounding made it negative; a NaN stays NaN.
+inline double nonNegative(double v) { return v < 0.0 ? 0.0 : v; }
+
 /// A channel's batch statistics as batch norm takes them, over `m` values: the sum, the
 /// rounded mean, and the sum of squared deviations from that rounded mean.
 struct ChannelMoments {
   double m, sum, sq;
   float fmean;
   double mean() const { return sum / m; }
-  /// Biased variance, corrected for the deviations having been taken from the rounded mean.
+  /// Biased variance, corrected for the deviations having been taken from the rounded mean,
+  /// never below 0 from rounding; NaN stays NaN (std::max(0.0, NaN) is 0: a channel holding
+  /// an inf then had variance 0 and finite statistics where PyTorch's are NaN).
   double var() const {
     const double d = mean() - fmean;
-    return std::max(0.0, sq / m - d * d);
+    return nonNegative(sq / m - d * d);
   }
 };
 

@@ -71,6 +71,13 @@ inline float keepIf(bool keep, float g) {
   return std::bit_cast<float>(std::bit_cast<uint32_t>(g) & (0u - static_cast<uint32_t>(keep)));
 }
 
+/// Whether a 2x2 window holds a NaN. Not isnan(a + b + c + d): +inf beside -inf sums to
+/// NaN too, and made the window's maximum NaN where PyTorch's is +inf. Two unordered
+/// compares (cmpunordps), as cheap as the three additions were.
+inline bool anyNan(float a, float b, float c, float d) {
+  return __builtin_isunordered(a, b) | __builtin_isunordered(c, d);
+}
+
 /// True when v should replace the current maximum: larger, or NaN (which then sticks).
 inline bool takesMax(float v, float best) { return v > best || std::isnan(v); }
 
@@ -201,7 +208,7 @@ class WindowPoolKernel final : public CpuKernel {
         for (int64_t j = 0; j < g_.ow; ++j) {
           float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
           float m = std::max(std::max(a, b), std::max(c, d));
-          y[i * g_.ow + j] = std::isnan(a + b + c + d) ? nan : m;
+          y[i * g_.ow + j] = anyNan(a, b, c, d) ? nan : m;
         }
       }
       return;
@@ -232,8 +239,7 @@ class WindowPoolKernel final : public CpuKernel {
         bool row_nan = false;
         for (int64_t j = 0; j < g_.ow; ++j) {
           float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-          float sum = a + b + c + d;
-          row_nan |= sum != sum;
+          row_nan |= anyNan(a, b, c, d);
           // First maximum of (a, b), of (c, d), then of the two: ties keep the earlier.
           bool ab = b > a, cd = d > c;
           float m1 = ab ? b : a, m2 = cd ? d : c;

@@ -21,33 +21,44 @@ memory::desc dataDesc(const SoftmaxSpec& s) {
 
 absl::string_view name(const SoftmaxSpec& s) { return s.log ? "logsoftmax" : "softmax"; }
 
+/// The forward primitive over `spec`.
+absl::StatusOr<DnnlProgram> forwardProgram(CpuContext& ctx, const SoftmaxSpec& spec,
+                                           absl::string_view where) {
+  return buildCoreProgram(
+      ctx, where, absl::StrCat(name(spec), " forward primitive"), [&](DnnlProgram& p) {
+        const memory::desc md = dataDesc(spec);
+        const auto prop = dnnl::prop_kind::forward_training;
+        std::vector<std::pair<int, DnnlProgram::Slot>> args{{DNNL_ARG_SRC, p.input(0, md)},
+                                                            {DNNL_ARG_DST, p.output(0, md)}};
+        if (spec.log) {
+          dnnl::logsoftmax_forward::primitive_desc pd({prop, md, 1}, userScratchpadAttr(),
+                                                      p.engine());
+          p.add(pd, dnnl::logsoftmax_forward(pd), args);
+        } else {
+          dnnl::softmax_forward::primitive_desc pd({prop, md, 1}, userScratchpadAttr(), p.engine());
+          p.add(pd, dnnl::softmax_forward(pd), args);
+        }
+      });
+}
+
 }  // namespace
 
 absl::StatusOr<SoftmaxForward> SoftmaxForward::make(CpuContext& ctx, const SoftmaxSpec& spec,
                                                     absl::string_view where) {
   RETURN_IF_ERROR(checkSpec(spec, where));
-  ASSIGN_OR_RETURN(DnnlProgram p,
-                   buildCoreProgram(ctx, where, absl::StrCat(name(spec), " forward primitive"),
-                                    [&](DnnlProgram& p) {
-                                      const memory::desc md = dataDesc(spec);
-                                      const auto prop = dnnl::prop_kind::forward_training;
-                                      std::vector<std::pair<int, DnnlProgram::Slot>> args{
-                                          {DNNL_ARG_SRC, p.input(0, md)},
-                                          {DNNL_ARG_DST, p.output(0, md)}};
-                                      if (spec.log) {
-                                        dnnl::logsoftmax_forward::primitive_desc pd(
-                                            {prop, md, 1}, userScratchpadAttr(), p.engine());
-                                        p.add(pd, dnnl::logsoftmax_forward(pd), args);
-                                      } else {
-                                        dnnl::softmax_forward::primitive_desc pd(
-                                            {prop, md, 1}, userScratchpadAttr(), p.engine());
-                                        p.add(pd, dnnl::softmax_forward(pd), args);
-                                      }
-                                    }));
-  return SoftmaxForward(std::move(p));
+  ASSIGN_OR_RETURN(DnnlProgram p, forwardProgram(ctx, spec, where));
+  return SoftmaxForward(std::move(p), spec);
 }
 
-void SoftmaxForward::run(const void* x, void* y) { runCoreProgram(program_, {x}, {y}); }
+void SoftmaxForward::run(const void* x, void* y) {
+  withFloatType(spec_.data, [&](auto tag) {
+    using T = decltype(tag);
+    findNanRows(static_cast<const T*>(x), spec_.dims, flags_, nan_rows_);  // before y is written
+    runCoreProgram(program_, {x}, {y});
+    if (!nan_rows_.empty()) fillNanRows(static_cast<T*>(y), spec_.dims, nan_rows_);
+    return 0;
+  });
+}
 
 absl::StatusOr<SoftmaxBackward> SoftmaxBackward::make(CpuContext& ctx, const SoftmaxSpec& spec,
                                                       absl::string_view where) {
@@ -74,11 +85,22 @@ absl::StatusOr<SoftmaxBackward> SoftmaxBackward::make(CpuContext& ctx, const Sof
                            p.add(pd, dnnl::softmax_backward(pd), args);
                          }
                        }));
-  return SoftmaxBackward(std::move(p));
+  return SoftmaxBackward(std::move(p), spec);
 }
 
+// softmax's backward, y (dy - sum(dy y)), is products and sums, which oneDNN computes as
+// IEEE arithmetic does; only log-softmax's exp(y) needs the rows put right.
 void SoftmaxBackward::run(const void* y, const void* dy, void* dx) {
-  runCoreProgram(program_, {y, dy}, {dx});
+  if (!spec_.log) return runCoreProgram(program_, {y, dy}, {dx});
+  withFloatType(spec_.data, [&](auto tag) {
+    using T = decltype(tag);
+    findLogSoftmaxGradRows(static_cast<const T*>(y), static_cast<const T*>(dy), spec_.dims, flags_,
+                           grad_rows_);  // before dx (which may be dy) is written
+    runCoreProgram(program_, {y, dy}, {dx});
+    if (!grad_rows_.rows.empty())
+      fixLogSoftmaxGradRows(static_cast<const T*>(y), static_cast<T*>(dx), spec_.dims, grad_rows_);
+    return 0;
+  });
 }
 
 }  // namespace tandem::backend::cpu

@@ -8,15 +8,22 @@
 //
 // Backward reads the forward's output y: dx = y (dy - sum(dy y)) for softmax,
 // dx = dy - exp(y) sum(dy) for log-softmax.
+//
+// NaN and infinities as PyTorch has them: a row holding a NaN or +inf, or only -inf, is
+// NaN throughout, and log-softmax's backward is NaN where y is. oneDNN's primitives get
+// these wrong (softmax_rows.h), so run() scans for such rows first and rewrites them after
+// the primitive; a tensor of finite values costs one more vectorized read.
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "backend/axis_split.h"
 #include "backend/cpu/cpu_context.h"
 #include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/softmax_rows.h"
 #include "ir/types.h"
 
 namespace tandem::backend::cpu {
@@ -36,8 +43,11 @@ class SoftmaxForward {
   const std::string& implementations() const { return program_.implementations(); }
 
  private:
-  explicit SoftmaxForward(DnnlProgram p) : program_(std::move(p)) {}
+  SoftmaxForward(DnnlProgram p, const SoftmaxSpec& spec) : program_(std::move(p)), spec_(spec) {}
   DnnlProgram program_;
+  SoftmaxSpec spec_;
+  std::vector<uint8_t> flags_;     // findNanRows' scratch
+  std::vector<int64_t> nan_rows_;  // this run's rows that PyTorch makes NaN
 };
 
 class SoftmaxBackward {
@@ -49,8 +59,11 @@ class SoftmaxBackward {
   const std::string& implementations() const { return program_.implementations(); }
 
  private:
-  explicit SoftmaxBackward(DnnlProgram p) : program_(std::move(p)) {}
+  SoftmaxBackward(DnnlProgram p, const SoftmaxSpec& spec) : program_(std::move(p)), spec_(spec) {}
   DnnlProgram program_;
+  SoftmaxSpec spec_;
+  std::vector<uint8_t> flags_;    // findLogSoftmaxGradRows' scratch
+  LogSoftmaxGradRows grad_rows_;  // log-softmax: this run's rows with a NaN y
 };
 
 }  // namespace tandem::backend::cpu

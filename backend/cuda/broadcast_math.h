@@ -2,10 +2,10 @@
 
 // The per-element math of scale, add_bcast, mul_bcast, concat_axis, slice_axis and
 // slice_axis_backward, compiled for the GPU (broadcast.cu) and by the host tests, which
-// check it against the CPU kernels (oneDNN's eltwise_linear and binary, the own copy
-// loops): each computes element i of the result, in float, reading f32 or bf16 operands
-// through load() and rounding a bf16 result once in store() (host_device.h). The index
-// math is backend/broadcast_index.h's, which the CPU loops run too.
+// check it against the CPU kernels (the own scale and copy loops, oneDNN's binary): each
+// computes element i of the result, in float, reading f32 or bf16 operands through load()
+// and rounding a bf16 result once in store() (host_device.h). The index math is
+// backend/broadcast_index.h's, which the CPU loops run too.
 
 #include <cstdint>
 
@@ -14,11 +14,11 @@
 
 namespace tandem::backend::cuda {
 
-/// scale: y[i] = factor * x[i] + 0, as the CPU's oneDNN eltwise_linear computes alpha x +
-/// beta with beta = 0: the same bits, a -0 product included (it becomes +0 on both).
+/// scale: y[i] = factor * x[i], as the CPU's loop and PyTorch's x * c compute it (a -0
+/// product stays -0).
 template <typename X, typename Y>
 TANDEM_HD void scaleAt(const X* x, Y* y, float factor, int64_t i) {
-  store(y, i, factor * load(x, i) + 0.0f);
+  store(y, i, factor * load(x, i));
 }
 
 /// add_bcast (mul = false) or mul_bcast (mul = true): y[i] = a[ma(i)] op b[mb(i)].

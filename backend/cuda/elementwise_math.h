@@ -12,11 +12,13 @@
 
 namespace tandem::backend::cuda {
 
-/// relu: max(x, 0), written as the CPU writes it (a NaN or -0 gives +0).
-TANDEM_HD float reluValue(float x) { return x > 0.0f ? x : 0.0f; }
+/// relu: max(x, 0) as PyTorch's clamp_min and the CPU write it (a NaN stays NaN, -0
+/// stays -0).
+TANDEM_HD float reluValue(float x) { return x < 0.0f ? 0.0f : x; }
 
-/// relu_backward: dy where relu's output y is positive (y > 0 exactly where x > 0).
-TANDEM_HD float reluBackwardValue(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
+/// relu_backward: PyTorch's threshold_backward, dy unless relu's output y <= 0 (y > 0
+/// exactly where x > 0; a NaN output passes dy).
+TANDEM_HD float reluBackwardValue(float dy, float y) { return y <= 0.0f ? 0.0f : dy; }
 
 /// add in float (bf16: rounded once, when stored), as the CPU's loop and oneDNN do.
 TANDEM_HD float addValue(float a, float b) { return a + b; }

@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kReduceThreads)
     if (label < 0) continue;  // the whole warp skips it
     const float* row = logits + r * classes;
     const ArgMax best = warpArgMax(laneArgMax(row, classes, lane, kWarp));
-    count += predictedClass(row, best) == label ? 1 : 0;
+    count += predictedClass(best) == label ? 1 : 0;
   }
   if (lane == 0) partial[warp] = count;
   __syncthreads();

@@ -12,19 +12,22 @@
 
 namespace tandem::backend::cuda {
 
-/// The arg-max candidate of a lane: its first largest logit (index -1 when it has none).
-/// NaNs never win; accuracy's kernel handles a NaN in class 0 itself (the CPU's loop
-/// then keeps class 0).
+/// The arg-max candidate of a lane: its first NaN, else its first largest logit (index -1
+/// when it has none). PyTorch's argmax (and the CPU's accuracy) takes a NaN as the largest
+/// value, so the row's first NaN is its class.
 struct ArgMax {
   float value;
   int64_t index;
 };
 
-/// The better of two candidates: the larger value, the smaller index on a tie (the CPU's
-/// "first maximum wins"). Either may be empty (index -1).
+/// The better of two candidates: a NaN over any number, else the larger value; between
+/// two NaNs or two equal values the smaller index (the CPU's "first maximum wins"). Either
+/// may be empty (index -1).
 TANDEM_HD ArgMax betterOf(ArgMax a, ArgMax b) {
   if (a.index < 0) return b;
   if (b.index < 0) return a;
+  const bool a_nan = a.value != a.value, b_nan = b.value != b.value;
+  if (a_nan || b_nan) return a_nan && b_nan ? (b.index < a.index ? b : a) : (a_nan ? a : b);
   if (b.value > a.value || (b.value == a.value && b.index < a.index)) return b;
   return a;
 }
@@ -33,19 +36,14 @@ TANDEM_HD ArgMax laneArgMax(const float* row, int64_t classes, int lane, int lan
   ArgMax best{0.0f, -1};
   for (int64_t j = lane; j < classes; j += lanes) {
     const float v = row[j];
-    if (v != v) continue;  // NaN
+    if (v != v) return {v, j};  // the lane's first NaN: nothing later beats it
     if (best.index < 0 || v > best.value) best = {v, j};
   }
   return best;
 }
 
-/// The row's predicted class as the CPU's loop picks it: the first maximum, scanning from
-/// class 0; a NaN in class 0 is never beaten (nothing compares greater), one elsewhere
-/// never wins. `best` combines every lane's laneArgMax.
-TANDEM_HD int64_t predictedClass(const float* row, ArgMax best) {
-  const float first = row[0];
-  if (first != first || best.index < 0) return 0;
-  return best.index;
-}
+/// The row's predicted class from every lane's laneArgMax combined (class 0 for a row
+/// without classes).
+TANDEM_HD int64_t predictedClass(ArgMax best) { return best.index < 0 ? 0 : best.index; }
 
 }  // namespace tandem::backend::cuda

@@ -70,6 +70,11 @@ struct ChannelOf {
   }
 };
 
+/// v, or 0 where rounding made it negative; a NaN stays NaN (`v > 0 ? v : 0` made a
+/// channel holding an inf finite, where PyTorch's statistics are NaN): the CPU's
+/// nonNegative (backend/cpu/plane_sums.h).
+TANDEM_HD double nonNegative(double v) { return v < 0.0 ? 0.0 : v; }
+
 /// A channel's count, mean and biased variance from a statistics tensor f64[3, C].
 struct NormStats {
   double count, mean, var;
@@ -78,7 +83,7 @@ TANDEM_HD NormStats readNormStats(const double* stats, int64_t channels, int64_t
   const double count = stats[ch], sum = stats[channels + ch], sumsq = stats[2 * channels + ch];
   const double mean = count > 0 ? sum / count : 0;
   const double v = count > 0 ? sumsq / count - mean * mean : 0;
-  return {count, mean, v > 0 ? v : 0.0};
+  return {count, mean, nonNegative(v)};
 }
 
 /// The statistics row batch norm's two-pass moments give: `sum` of the values and `sq`, the
@@ -89,16 +94,14 @@ struct StatsRow {
 };
 TANDEM_HD StatsRow statsRow(double m, double sum, double sq, float fmean) {
   const double mean = sum / m, d = mean - static_cast<double>(fmean);
-  const double v = sq / m - d * d;
-  const double var = v > 0 ? v : 0.0;
+  const double var = nonNegative(sq / m - d * d);
   return {m, sum, m * var + m * mean * mean};
 }
 
 /// Biased variance from the two-pass moments (batch_norm's own statistics).
 TANDEM_HD double momentsVar(double m, double sum, double sq, float fmean) {
   const double d = sum / m - static_cast<double>(fmean);
-  const double v = sq / m - d * d;
-  return v > 0 ? v : 0.0;
+  return nonNegative(sq / m - d * d);
 }
 
 /// Scale and shift of one channel, rounded as the CPU rounds them.
@@ -142,9 +145,10 @@ TANDEM_HD float normalizeOne(float x, float scale, float shift, bool has_residua
   return v;
 }
 
-/// dout where relu's output is positive, else +0 (relu_backward's mask).
+/// dout unless relu's output is <= 0, else +0 (relu_backward's mask, PyTorch's
+/// threshold_backward: a NaN output passes dout).
 TANDEM_HD float maskedGrad(float dout, bool relu, float out) {
-  return !relu || out > 0.0f ? dout : 0.0f;
+  return relu && out <= 0.0f ? 0.0f : dout;
 }
 
 /// Backward as dx = a * dz + b * (y - mean) + c per channel from the sums over its m

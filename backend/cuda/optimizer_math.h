@@ -30,17 +30,21 @@ TANDEM_HD SgdParams sgdParamsAt(const SgdHyper& h) {
   return SgdParams{static_cast<float>(lr), h.momentum, h.weight_decay};
 }
 
-/// d = g + weight_decay * w; m = momentum * m + d; w -= lr * m (with a momentum buffer).
+/// g + weight_decay * w; g itself without weight decay, as in PyTorch and the CPU's loop
+/// (0 * w is NaN for an infinite weight).
+TANDEM_HD float sgdGrad(float w, float g, const SgdParams& p) {
+  return p.weight_decay != 0.0f ? g + p.weight_decay * w : g;
+}
+
+/// d = sgdGrad; m = momentum * m + d; w -= lr * m (with a momentum buffer).
 TANDEM_HD void sgdStep(float& w, float g, float& m, const SgdParams& p) {
-  const float d = g + p.weight_decay * w;
+  const float d = sgdGrad(w, g, p);
   const float v = p.momentum * m + d;
   m = v;
   w -= p.lr * v;
 }
 
-/// w -= lr * (g + weight_decay * w) (momentum 0: no buffer).
-TANDEM_HD void sgdStep(float& w, float g, const SgdParams& p) {
-  w -= p.lr * (g + p.weight_decay * w);
-}
+/// w -= lr * sgdGrad (momentum 0: no buffer).
+TANDEM_HD void sgdStep(float& w, float g, const SgdParams& p) { w -= p.lr * sgdGrad(w, g, p); }
 
 }  // namespace tandem::backend::cuda

@@ -85,7 +85,8 @@ TANDEM_HD float maxPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j)
     const float a = load(x, (r0 + 2 * j) * s), b = load(x, (r0 + 2 * j + 1) * s);
     const float c = load(x, (r1 + 2 * j) * s), d = load(x, (r1 + 2 * j + 1) * s);
     const float m = stdMax(stdMax(a, b), stdMax(c, d));
-    return isNan(a + b + c + d) ? quietNan() : m;
+    // Not isNan(a + b + c + d): +inf beside -inf sums to NaN, where the maximum is +inf.
+    return isNan(a) || isNan(b) || isNan(c) || isNan(d) ? quietNan() : m;
   }
   float m = negInf();
   bool has_nan = false;

@@ -1,6 +1,6 @@
 // scale, add_bcast, mul_bcast, concat_axis, slice_axis and slice_axis_backward on CUDA.
 // Without a GPU: the per-element math the kernels run (broadcast_math.h over
-// broadcast_index.h), compiled here, against the CPU kernels (oneDNN's eltwise_linear and
+// broadcast_index.h), compiled here, against the CPU kernels (the own scale loop, oneDNN's
 // binary, the own copy loops) bit for bit: each result element is one float operation (or
 // a copy) rounded once, the same on both. (reduce_sum/reduce_mean run rows.cu's axis sum
 // and spread, tested against the CPU core by

@@ -134,8 +134,9 @@ TEST(CudaElementwiseMath, ReluIsTheCpuKernel) {
   expectMathMatchesCpu(h, [&](Buffer& y, int64_t i) {
     cu::store(bits16(y), i, cu::reluValue(cu::load(bits16(h.in(0)), i)));
   });
-  EXPECT_EQ(cu::floatBits(cu::reluValue(-0.0f)), 0u);  // +0, as the CPU's select gives
-  EXPECT_EQ(cu::reluValue(std::numeric_limits<float>::quiet_NaN()), 0.0f);
+  // PyTorch's clamp_min, as the CPU's: -0 stays -0, NaN stays NaN.
+  EXPECT_EQ(cu::floatBits(cu::reluValue(-0.0f)), 0x80000000u);
+  EXPECT_TRUE(std::isnan(cu::reluValue(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST(CudaElementwiseMath, ReluBackwardIsTheCpuKernel) {

@@ -190,11 +190,11 @@ int64_t hostPrediction(const float* row, int64_t classes) {
   for (int l = 0; l < kLanes; ++l)
     v[static_cast<size_t>(l)] = cu::laneArgMax(row, classes, l, kLanes);
   return cu::predictedClass(
-      row, butterfly(v, [](cu::ArgMax a, cu::ArgMax b) { return cu::betterOf(a, b); }));
+      butterfly(v, [](cu::ArgMax a, cu::ArgMax b) { return cu::betterOf(a, b); }));
 }
 
-/// Rows whose arg-max is tricky: ties (first wins), NaN in class 0 (the CPU keeps 0), NaN
-/// elsewhere (never wins), infinities, all equal, all NaN, -0 against +0.
+/// Rows whose arg-max is tricky: ties (first wins), NaN in class 0 and NaN elsewhere (the
+/// first NaN wins, as PyTorch's argmax), infinities, all equal, all NaN, -0 against +0.
 std::vector<std::vector<float>> trickyRows(int64_t classes, std::mt19937& rng) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
