@@ -58,13 +58,4 @@ absl::StatusOr<NonFiniteVariables> findNonFiniteVariables(const Executor& ex) {
   return out;
 }
 
-absl::StatusOr<int64_t> countZeros(const Executor& ex, const std::string& name) {
-  const std::vector<size_t> devices = localDevices(ex.module());
-  if (devices.empty()) return 0;
-  ASSIGN_OR_RETURN(HostTensor t, ex.readVariable(name, devices.front()));
-  int64_t zeros = 0;
-  forEachFloat(t, [&zeros](float x) { zeros += x == 0 ? 1 : 0; });
-  return zeros;
-}
-
 }  // namespace tandem::runtime

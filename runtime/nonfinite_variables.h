@@ -25,8 +25,4 @@ struct NonFiniteVariables {
 /// Scans every variable replica of this process's devices (f32 and bf16 ones).
 absl::StatusOr<NonFiniteVariables> findNonFiniteVariables(const Executor& ex);
 
-/// How many values of variable `name` on this process's first device are exactly zero
-/// (f32 or bf16; 0 for other types).
-absl::StatusOr<int64_t> countZeros(const Executor& ex, const std::string& name);
-
 }  // namespace tandem::runtime

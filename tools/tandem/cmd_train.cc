@@ -196,36 +196,35 @@ void warnAboutThreads(const TrainFlags& f, size_t devices) {
                  std::max<unsigned>(1, cores / static_cast<unsigned>(devices)));
 }
 
-// Why the loss is not finite, as the variables tell after the stop, and what to do: the
-// first variable (in model order) holding a NaN or an infinity and how many do; AdamW's
-// division by sqrt(exp_avg_sq) + eps when --eps 0 meets a second moment of 0 (a value whose
-// gradient has been 0 throughout: 0/0); else divergence, which a lower --lr helps.
+// Why the loss is not finite, as the variables and the settings tell after the stop, and
+// what to do: the first variable (in model order) holding a NaN or an infinity and how many
+// do; with AdamW and --eps 0, its division by sqrt(exp_avg_sq) + eps, which is 0/0 for a
+// value whose gradient has been 0 (by the stop every moment is NaN, so the settings say
+// it); else divergence, which a lower --lr helps.
 std::string nonFiniteCause(const runtime::Executor& ex, const passes::PipelineConfig& p) {
   constexpr absl::string_view kKeepGoing = "pass --allow-nonfinite to keep going";
   absl::StatusOr<runtime::NonFiniteVariables> bad = runtime::findNonFiniteVariables(ex);
-  if (!bad.ok() || bad->names.empty())
-    return absl::StrCat(bad.ok() ? "every variable is still finite, so this step's arithmetic "
-                                   "overflowed: training diverged"
-                                 : "training diverged",
-                        "; lower --lr, or ", kKeepGoing);
-  std::string where = absl::StrFormat(
-      "@%s holds NaN or infinity (%d of its %d values)%s", bad->names[0], bad->first_bad_values,
-      bad->first_values,
-      bad->names.size() == 1 ? ""
-                             : absl::StrFormat(", as do %d more of the %d variables",
-                                               bad->names.size() - 1, bad->checked));
+  std::string where;
+  if (bad.ok() && !bad->names.empty())
+    where = absl::StrFormat(
+        "@%s holds NaN or infinity (%d of its %d values)%s: ", bad->names[0],
+        bad->first_bad_values, bad->first_values,
+        bad->names.size() == 1 ? ""
+                               : absl::StrFormat(", as do %d more of the %d variables",
+                                                 bad->names.size() - 1, bad->checked));
+  else if (bad.ok())
+    where = "every variable is still finite, so this step's arithmetic overflowed: ";
   if (p.optimizer == "adamw" && p.eps == 0)
-    for (const ir::Var& v : ex.module().vars()) {
-      if (!absl::EndsWith(v.name, "exp_avg_sq")) continue;
-      absl::StatusOr<int64_t> zeros = runtime::countZeros(ex, v.name);
-      if (zeros.ok() && *zeros > 0)
-        return absl::StrCat(
-            where, ": AdamW divides by sqrt(exp_avg_sq) + eps, which --eps 0 leaves 0 where a "
-                   "gradient has been 0 throughout (@", v.name, " has ", *zeros,
-            " zeros), and 0/0 is NaN; give --eps > 0 such as PyTorch's 1e-08, or ", kKeepGoing);
-    }
-  return absl::StrCat(where, ": training diverged; lower --lr, or ", kKeepGoing);
+    return absl::StrCat(where,
+                        "AdamW divides by sqrt(exp_avg_sq) + eps, which --eps 0 leaves 0 where a "
+                        "gradient has been 0 throughout, and 0/0 is NaN; give --eps > 0 such as "
+                        "PyTorch's 1e-08, or ",
+                        kKeepGoing);
+  return absl::StrCat(where, "training diverged; lower --lr, or ", kKeepGoing);
 }
+
+// "nan" or "inf" without the sign printf gives a NaN whose sign bit is set ("-nan").
+std::string lossText(double loss) { return std::isnan(loss) ? "nan" : absl::StrFormat("%g", loss); }
 
 TrainHooks*& hooks() {
   static TrainHooks* installed = nullptr;
@@ -748,8 +747,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
       resume_hint = absl::StrCat("; --resume ", checkpoints->dir(), " continues from there");
     }
     if (nonfinite) {
-      ending = absl::StrFormat("tandem: the loss is %g at epoch %d, step %d of %d (lr %g): %s\n",
-                               bad_step.loss, epoch, bad_step.step, bad_step.steps,
+      ending = absl::StrFormat("tandem: the loss is %s at epoch %d, step %d of %d (lr %g): %s\n",
+                               lossText(bad_step.loss), epoch, bad_step.step, bad_step.steps,
                                choice->compile.pipeline.lr,
                                nonFiniteCause(trainer.executor(), choice->compile.pipeline));
       exit_code = kExitNonFinite;
