@@ -178,7 +178,15 @@ absl::Status checkStreamEnd(gzFile f, const std::string& path) {
       const GzError e = gzErrorOf(f, path);
       return absl::DataLossError(absl::StrCat(path, ": ", e.kind(), " (", e.text, ")"));
     }
-    if (n == 0) return absl::OkStatus();
+    if (n == 0) {
+      // zlib ends a stream cut inside its 8-byte trailer (the CRC that vouches for every
+      // byte read) with no data and no -1: only its error code says so.
+      const GzError e = gzErrorOf(f, path);
+      if (e.failed())
+        return absl::DataLossError(absl::StrCat(
+            path, ": truncated: the gzip stream ends before its checksum (", e.text, ")"));
+      return absl::OkStatus();
+    }
   }
 }
 

@@ -1586,7 +1586,7 @@ def add_tir_cases():
     edit("dup-first-var-line", lambda t: re.sub(r"(var @[^\n]*\n)", r"\1\1", t, count=1))
     edit("drop-var-w1", sub(r"var @w1 [^\n]*\n", ""), names=["w1"])
     edit("drop-return", sub(r"\n\s*return %[^\n]*", ""))
-    edit("return-nothing", sub(r"return %fc2", "return"), "any")
+    edit("return-nothing", sub(r"return %\S+", "return"), "any")
     edit("shape-784-785", sub(r"784\]", "785]"))
     edit("shape-all-784-785", lambda t: t.replace("784", "785"))
     edit("shape-dim-0", lambda t: t.replace("f32[32,", "f32[0,"), names=["0", "w1"])
@@ -1822,8 +1822,10 @@ def add_onnx_train_cases():
       names=["--resume"])
 
 
-TWO_AT_ONCE = ("TANDEM CMD > $D/o1 2> $D/e1 & p1=$!; TANDEM CMD > $D/o2 2> $D/e2 & p2=$!; "
-               "wait $p1; r1=$?; wait $p2; r2=$?; echo rc=$r1; echo rc=$r2; "
+# The first run trains long enough (LONG: many epochs) that the second, started a moment
+# later, meets it whatever the machine's load; two short runs may not overlap at all.
+TWO_AT_ONCE = ("TANDEM LONG > $D/o1 2> $D/e1 & p1=$!; sleep 0.5; TANDEM CMD > $D/o2 2> $D/e2 & "
+               "p2=$!; wait $p1; r1=$?; wait $p2; r2=$?; echo rc=$r1; echo rc=$r2; "
                "cat $D/e1 $D/e2 >&2; [ $r1 = 0 ] || [ $r2 = 0 ]")
 
 
@@ -1833,13 +1835,15 @@ def add_concurrency_cases():
                               ("checkpoint", ["--checkpoint", "$D/c"], "--checkpoint"),
                               ("trace", ["--trace", "$D/t.json"], "--trace")]:
         cmd = " ".join(shlex.quote(x) for x in train(*flags))
+        long = " ".join(shlex.quote(x) for x in train(*flags, "--epochs", "400"))
 
         def check(c, D, rc, out, err, flag=flag):
             if re.findall(r"rc=(\d+)", out) == ["0", "0"]:
                 return [("accepted-bad-input", f"two trains on one {flag} both exited 0")]
             return []
 
-        case(f"concurrent/two-trains-one-{name}", TWO_AT_ONCE.replace("CMD", cmd), expect="any",
+        case(f"concurrent/two-trains-one-{name}",
+             TWO_AT_ONCE.replace("LONG", long).replace("CMD", cmd), expect="any",
              shell=True, check=check, names=[flag], allow_new=["*"],
              known="two trains on one --metrics file" if name == "metrics" else None)
     # A refused train does not empty an existing metrics file (known), a trace file, a plot.
@@ -2017,7 +2021,12 @@ def classify(c, D, rc, out, err, hung, before, after, limit):
     lines = err.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    stray = [ln for ln in lines if not ln.startswith("tandem: ")]
+    # The one report of several lines: an ONNX model's refusals, one indented line per op
+    # type under the line that counts them (README, docs/ONNX.md).
+    refusal = any(ln.startswith("tandem: ") and "Tandem does not support" in ln and
+                  ln.endswith(":") for ln in lines)
+    stray = [ln for ln in lines if not ln.startswith("tandem: ") and
+             not (refusal and ln.startswith("  "))]
     errors = [ln for ln in lines if ln.startswith("tandem: ") and
               not ln.startswith("tandem: warning: ")]
     if c.shell:

@@ -221,6 +221,24 @@ TEST_F(IdxTest, TruncatedImages) {
   EXPECT_EQ(message(limited), message(d));
 }
 
+// Issue 40 (the probe): a gzip file whose last 8 bytes (CRC and size) are missing holds
+// every data byte, and zlib's reads end without an error code of -1; it is truncated all
+// the same (nothing vouches for the bytes), with or without a limit.
+TEST_F(IdxTest, GzipStreamWithoutItsTrailer) {
+  const std::string full = path("full.gz");
+  writeGz(full, idxImages(3, 2, 3, kPixels));
+  Bytes gz = readRaw(full);
+  gz.resize(gz.size() - 8);
+  writePlain(path("train-images-idx3-ubyte.gz"), gz);
+  writeGz(path("train-labels-idx1-ubyte.gz"), idxLabels(3, {0, 1, 2}));
+  for (int64_t limit : {0, 2}) {
+    absl::StatusOr<Dataset> d = readIdxPair(images(), labels(), limit);
+    ASSERT_FALSE(d.ok()) << "limit " << limit;
+    EXPECT_EQ(message(d), absl::StrCat(images(), ": truncated: the gzip stream ends before its "
+                                                 "checksum (unexpected end of file)"));
+  }
+}
+
 TEST_F(IdxTest, TruncatedGzipStream) {
   // A big enough body that cutting the compressed file in half cuts the data.
   Bytes pixels(500 * 6);

@@ -510,7 +510,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
     runtime::CompatibilityNotes notes{.model_setting = f.model.onnx ? "--onnx" : "--model"};
     if (choice->compile.pipeline.lr_schedule && !choice->warmup_steps)
       notes.values["--warmup"] =
-          absl::StrCat(choice->spec.name, "'s own for a run of ", counted(f.epochs, "epoch"));
+          absl::StrCat(choice->spec.name, "'s own warmup for --epochs ", f.epochs);
     if (absl::Status s = runtime::checkCompatible(
             *resumed, choice->spec.name,
             driver::resumeSettings(*choice, f.model, f.seed, train->count, f.epochs), resumed_path,
