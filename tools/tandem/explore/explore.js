@@ -5,7 +5,10 @@
 // in this page: nothing is fetched.
 'use strict';
 (function () {
+  const scriptStart = performance.now();
   const D = JSON.parse(document.getElementById('tandem-data').textContent);
+  document.body.dataset.parseMs = (performance.now() - scriptStart).toFixed(1);
+  document.body.dataset.scriptStartMs = scriptStart.toFixed(1);
   const FORMAT = 1;
   const PHASES = ['forward', 'backward', 'update'];
   const STREAMS = ['compute', 'comm', 'prefetch'];
@@ -144,6 +147,19 @@
     for (const [v, u] of units) if (f >= v) return (f / v).toFixed(2) + ' ' + u + 'FLOP';
     return f.toFixed(0) + ' FLOP';
   }
+  // A node's line of the textual IR, less its plan and location (shown apart): the pieces
+  // are the printer's (the attributes are its own text).
+  function irLine(i) {
+    const res = nodes.results[i], ops = nodes.operands[i];
+    let line = res.map((r) => '%' + r[0]).join(', ');
+    if (res.length) line += ' = ';
+    const args = [];
+    for (let k = 0; k < ops.length; k += 2) args.push('%' + nodes.results[ops[k]][ops[k + 1]][0]);
+    line += opName(i) + '(' + args.join(', ') + ')' + D.attributes[nodes.attrs[i]];
+    if (nodes.device[i] >= 0 && !isCollective(i)) line += ' @' + devices[nodes.device[i]];
+    if (res.length) line += ' : ' + res.map((r) => D.types[r[1]]).join(', ');
+    return line;
+  }
   const clip = (s, n) => s.length > n ? s.slice(0, n - 1) + '…' : s;
   const nodeLink = (i, text) =>
     '<a class="node-link" data-node="' + i + '">' + esc(text ?? '%' + nodes.name[i]) + '</a>';
@@ -151,7 +167,7 @@
   // ---- the graph: one layout per distinct lane ----------------------------------------
   const SIZE = {group: [150, 36], node: [136, 32], port: [178, 34], param: [110, 22]};
   const layouts = new Map();  // lane signature -> layout
-  let lastLayoutMs = 0;
+  let lastLayoutMs = 0, layoutRuns = 0;
 
   // The drawing of lane l as it stands: its items (boxes, nodes, collective ports), the
   // frames of its expanded scopes, its edges, and the edges that leave it.
@@ -256,6 +272,7 @@
       height: g.graph().height || 100,
     };
     lastLayoutMs += performance.now() - t0;
+    layoutRuns++;
     layouts.set(lg.sig, out);
     return out;
   }
@@ -323,8 +340,11 @@
     // The device lanes side by side; the host's (graph inputs) above them when there are
     // devices.
     let x = 0, maxH = 0, top = LANE_TOP;
+    let graphMs = 0;
     for (const l of lanes) {
+      const tg = performance.now();
       const lg = laneGraph(l);
+      graphMs += performance.now() - tg;
       if (!lg.items.length) continue;
       const layout = layOut(lg);
       if (l === HOST && lanes.length > 1) {
@@ -382,7 +402,7 @@
         const lines = itemLabel(it);
         let title = it.kind === 'group'
           ? it.scope + ' (' + PHASES[it.phase] + '): ' + it.members.length + ' nodes; click to expand'
-          : nodes.text[it.node];
+          : irLine(it.node);
         out.push('<g class="' + cls.join(' ') + '"' + data + ' transform="translate(' +
           (cx - w / 2) + ',' + (cy - h / 2) + ')"><rect width="' + w + '" height="' + h +
           '" rx="3"' + fill + '/><text x="6" y="' + (lines.length > 1 ? 13 : 15) + '">' +
@@ -419,13 +439,18 @@
         crossOut.push('<path class="edge cross" d="M' + (src.x + fx) + ',' + (src.y + fy + fh / 2) +
           'L' + (p.x + tx) + ',' + (p.y + ty - th / 2) + '"/>');
       }
+    const ti = performance.now();
     $('viewport').innerHTML = buses.join('') + out.join('') + crossOut.join('');
+    const tj = performance.now();
     drawLegend(max);
     syncTree();
+    document.body.dataset.timings = 'lanes ' + graphMs.toFixed(1) + ' svg ' + (ti - t0 - graphMs - lastLayoutMs).toFixed(1) +
+      ' dom ' + (tj - ti).toFixed(1) + ' tree ' + (performance.now() - tj).toFixed(1);
     graphSize = {width: Math.max(x, 1), height: top + maxH + 10};
     const ms = performance.now() - t0;
     document.body.dataset.renderMs = ms.toFixed(1);
     document.body.dataset.layoutMs = lastLayoutMs.toFixed(1);
+    document.body.dataset.layoutRuns = String(layoutRuns);
     document.body.dataset.items = String(placed.reduce((a, p) => a + p.lg.items.length, 0));
   }
 
@@ -551,13 +576,15 @@
   }
 
   // ---- details ------------------------------------------------------------------------
-  const bufferIndex = new Map();  // 'node|result' -> [device, row] of the memory plan
-  if (D.memory)
-    D.memory.forEach((m, d) => {
-      const b = m.buffers;
-      for (let r = 0; r * 6 < b.length; r++) bufferIndex.set(b[r * 6] + '|' + b[r * 6 + 1], [d, r]);
-    });
+  let bufferIndex = null;  // 'node|result' -> [device, row] of the memory plan, when asked
   function bufferOf(i, r) {
+    if (!bufferIndex) {
+      bufferIndex = new Map();
+      (D.memory || []).forEach((m, d) => {
+        const b = m.buffers;
+        for (let k = 0; k * 6 < b.length; k++) bufferIndex.set(b[k * 6] + '|' + b[k * 6 + 1], [d, k]);
+      });
+    }
     const at = bufferIndex.get(i + '|' + r);
     if (!at) return null;
     const b = D.memory[at[0]].buffers, k = at[1] * 6;
@@ -591,7 +618,7 @@
     const loc = D.locations[nodes.location[i]];
     h.push(row('source', loc ? '<span class="mono">' + esc(loc) + '</span>' : '-', 'source'));
     h.push('</table>');
-    h.push('<pre class="mono" data-field="ir">' + esc(nodes.text[i]) + '</pre>');
+    h.push('<pre class="mono" data-field="ir">' + esc(irLine(i)) + '</pre>');
     const c = collective(i);
     if (c) {
       h.push('<h3>Collective</h3><table>');
@@ -622,7 +649,7 @@
       h.push('<h3>Results</h3><ul class="results">');
       res.forEach((r, k) => {
         let text = '<span class="mono">%' + esc(r[0]) + ': ' + esc(D.types[r[1]]) + '</span>';
-        if (r[2] !== 'plain') text += ', layout ' + esc(r[2]);
+        if (D.layouts[r[2]] !== 'plain') text += ', layout ' + esc(D.layouts[r[2]]);
         if (r[4] >= 0 && devices.length) text += ', on ' + esc(devices[r[4]]);
         const b = bufferOf(i, k);
         if (b) {
@@ -986,12 +1013,16 @@
         g.fillRect(x0, y + 3, Math.max(x1 - x0, 0.6), TL.rowH - 8);
       }
       if (stream === 1) {
+        // Exposed communication: red over the comm slices' exposed parts and a bar beneath.
         const e = T.exposed;
-        g.fillStyle = '#d62728';
         for (let k = 0; k * 3 < e.length; k++) {
           if (e[k * 3] !== d) continue;
           const x0 = Math.max(xAt(e[k * 3 + 1]), TL.left), x1 = Math.min(xAt(e[k * 3 + 2]), TL.width);
-          if (x1 > x0) g.fillRect(x0, y + TL.rowH - 5, Math.max(x1 - x0, 0.6), 3);
+          if (x1 <= x0) continue;
+          g.fillStyle = '#d6272855';
+          g.fillRect(x0, y + 3, Math.max(x1 - x0, 0.6), TL.rowH - 8);
+          g.fillStyle = '#d62728';
+          g.fillRect(x0, y + TL.rowH - 4, Math.max(x1 - x0, 0.6), 3);
         }
       }
     });
@@ -1089,10 +1120,24 @@
   if (!T) {
     $('colour').querySelector('option[value="time"]').disabled = true;
   }
+  const setupDone = performance.now();
   buildTree();
   render();
   fit();
+  document.body.dataset.setupMs = (setupDone - scriptStart).toFixed(1);
   document.body.dataset.firstRenderMs = performance.now().toFixed(1);
+  // When the first frame with the graph is on screen (docs/PERF.md's figure): the frame
+  // after this script, then a task after it.
+  requestAnimationFrame(() => setTimeout(() => {
+    document.body.dataset.graphPaintedMs = performance.now().toFixed(1);
+  }, 0));
+  for (const e of performance.getEntriesByType('paint'))
+    document.body.dataset[e.name === 'first-contentful-paint' ? 'fcpMs' : 'fpMs'] = e.startTime.toFixed(1);
+  if (window.PerformanceObserver)
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries())
+        document.body.dataset[e.name === 'first-contentful-paint' ? 'fcpMs' : 'fpMs'] = e.startTime.toFixed(1);
+    }).observe({type: 'paint', buffered: true});
 
   // Actions named after '#do=' (a;b;c) run as clicks on the page, as a person would make
   // them: the tests and the screenshots drive the page this way.

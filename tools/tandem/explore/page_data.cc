@@ -301,10 +301,10 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
     return d ? static_cast<int64_t>(*d) : -1;
   };
 
-  Interned ops, path_table, scopes, locations, types;
+  Interned ops, path_table, scopes, locations, types, attributes, layouts;
   json name = json::array(), op = json::array(), path = json::array(), scope = json::array(),
        phase = json::array(), device = json::array(), stream = json::array(),
-       location = json::array(), text = json::array(), bytes = json::array(),
+       location = json::array(), attrs = json::array(), bytes = json::array(),
        flops = json::array(), estimate_us = json::array(), operands = json::array(),
        results = json::array();
   json collectives = json::object(), workspaces = json::object(), waits = json::object();
@@ -327,7 +327,9 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
     const ir::NodePlan* p = plan != nullptr && n.id() < plan->nodes.size() ? &plan->of(n) : nullptr;
     stream.push_back(has_streams && p->stream ? static_cast<int>(*p->stream) : -1);
     location.push_back(locations(n.location()));
-    text.push_back(ir::printNode(n));
+    // The printer's own text of the attributes (the rest of a node's line is in the
+    // fields here): replicas share it, so it is kept once.
+    attrs.push_back(attributes(ir::printAttributes(n)));
     const ir::OpWork work = ir::opWork(n);
     flops.push_back(work.flops);
     estimate_us.push_back(cost.seconds(n) * 1e6);
@@ -338,14 +340,15 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
       ins.push_back(v->index());
     }
     operands.push_back(std::move(ins));
-    // Results: name, type, layout, arena offset (-1: none), device (-1: the host's).
+    // Results: name, type, layout (both indices into their tables), arena offset (-1:
+    // none), device (-1: the host's).
     json outs = json::array();
     int64_t result_bytes = 0;
     for (size_t r = 0; r < n.numResults(); ++r) {
       const ir::Value& v = *n.result(r);
       outs.push_back(json::array(
           {v.name(), types(ir::toString(v.type())),
-           has_layouts ? std::string(ir::layoutName(plan->layout(v))) : std::string("plain"),
+           layouts(has_layouts ? std::string(ir::layoutName(plan->layout(v))) : "plain"),
            has_memory ? plan->offset(v) : ir::GraphPlan::kNoOffset, deviceOf(v)}));
       result_bytes += v.type().bytes();
     }
@@ -399,6 +402,8 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
               {"scopes", scopes.table()},
               {"locations", locations.table()},
               {"types", types.table()},
+              {"attributes", attributes.table()},
+              {"layouts", layouts.table()},
               {"nodes",
                {{"name", std::move(name)},
                 {"op", std::move(op)},
@@ -408,7 +413,7 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
                 {"device", std::move(device)},
                 {"stream", std::move(stream)},
                 {"location", std::move(location)},
-                {"text", std::move(text)},
+                {"attrs", std::move(attrs)},
                 {"bytes", std::move(bytes)},
                 {"flops", std::move(flops)},
                 {"estimate_us", std::move(estimate_us)},
