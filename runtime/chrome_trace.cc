@@ -223,7 +223,7 @@ absl::StatusOr<std::vector<TraceSpan>> readChromeTrace(const ir::Module& m, cons
                                                       ": ", kNotOurs));
     auto it = nodes.find(withoutLocation(described));
     if (it == nodes.end())
-      return absl::InvalidArgumentError(absl::StrCat("its slice of ", described,
+      return absl::InvalidArgumentError(absl::StrCat("its slice of ", withoutLocation(described),
                                                      " is no node of @", g.name(), " of ",
                                                      m.name(), ": a trace of another module"));
     const ir::Node* n = it->second;
@@ -231,9 +231,17 @@ absl::StatusOr<std::vector<TraceSpan>> readChromeTrace(const ir::Module& m, cons
       return absl::InvalidArgumentError(absl::StrCat("its slice of ", described, " is on ",
                                                      module_devices[pid],
                                                      ": a trace of another module"));
+    // The same node at another batch, precision or split writes other bytes.
+    const auto device = static_cast<size_t>(pid);
+    if (const json& args = e["args"]; args.contains("bytes") && args["bytes"].is_number_integer())
+      if (const int64_t traced = args["bytes"].get<int64_t>(), own = chromeShareBytes(m, *n, device);
+          traced != own)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "its slice of ", described, " on ", module_devices[device], " writes ", traced,
+            " bytes, the module's writes ", own, " bytes: a trace of another batch, split or precision"));
     const json& step = e["args"].contains("step") ? e["args"]["step"] : json(0);
     spans.push_back(TraceSpan{.node = n,
-                              .device = static_cast<size_t>(pid),
+                              .device = device,
                               .stream = static_cast<int>(tid),
                               .step = step.is_number_integer() ? step.get<int64_t>() : 0,
                               .start_us = e["ts"].get<double>(),

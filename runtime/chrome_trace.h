@@ -47,7 +47,8 @@ struct TraceSpan {
 /// writes of @train_step), checked to be a trace of them: the same devices, in number and
 /// by name, and every slice's node a node of `g` on the slice's device (matched by
 /// Node::describe() less the source location, so a model whose lines moved still
-/// matches). Flow arrows and metadata are left out. The error is one line saying what
+/// matches) writing the bytes it writes there (another batch does not). Flow arrows and
+/// metadata are left out. The error is one line saying what
 /// differs ("a trace of 2 devices (...), the module runs on 4 (...)", "its slice of %x
 /// (...) is no node of @train_step of lenet") or what is malformed; the caller adds the
 /// file's name.

@@ -176,6 +176,12 @@ std::string whyNoGraphviz() {
   return "/usr/bin/dot is not installed (Debian package graphviz): DOT output is not rendered";
 }
 
+std::string whyNoChromium() {
+  if (::access("/usr/bin/chromium", X_OK) == 0) return "";
+  return "/usr/bin/chromium is not installed (Debian package chromium): explore's pages are "
+         "not opened in a browser";
+}
+
 std::string whyNoBf16() {
   const backend::cpu::CpuInfo cpu = backend::cpu::hostCpuInfo();
   if (cpu.bf16) return "";

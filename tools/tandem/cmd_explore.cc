@@ -98,7 +98,9 @@ absl::Status runExplore(const ExploreFlags& f) {
   explore::PageInputs in;
   if (f.metrics) {
     auto rows = readMetricsCsv(*f.metrics);
-    if (!rows.ok()) return rows.status();
+    if (!rows.ok())
+      return absl::Status(rows.status().code(),
+                          absl::StrCat("--metrics: ", rows.status().message()));
     if (rows->empty())
       return exploreFlagError("--metrics", absl::StrCat(*f.metrics, " has no epoch rows"));
     in.metrics = *std::move(rows);
