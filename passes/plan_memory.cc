@@ -351,8 +351,11 @@ absl::StatusOr<std::vector<ArenaBuffer>> arenaBuffers(const ir::Module& m, const
   out.reserve(intervals.size());
   for (const Interval& iv : intervals) {
     const ir::NodePlan& p = plan.nodes[iv.node_id];
-    ArenaBuffer b{.node = by_id[iv.node_id], .device = iv.device, .first = iv.start,
-                  .last = iv.end, .bytes = iv.bytes};
+    ArenaBuffer b{.node = by_id[iv.node_id],
+                  .device = iv.device,
+                  .first = iv.start,
+                  .last = iv.end,
+                  .bytes = iv.bytes};
     if (iv.result == kWorkspace) {
       if (!p.workspace) continue;  // a plan made without the target's workspace
       b.offset = p.workspace->offset;

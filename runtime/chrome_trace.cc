@@ -186,20 +186,19 @@ absl::StatusOr<std::vector<TraceSpan>> readChromeTrace(const ir::Module& m, cons
     return absl::InvalidArgumentError(
         absl::StrCat("names no device (no process_name metadata): ", kNotOurs));
   if (traced.size() != module_devices.size())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "is a trace of ", traced.size(), traced.size() == 1 ? " device " : " devices ",
-        deviceNames(traced), ", the module runs on ", module_devices.size(), " ",
-        deviceNames(module_devices)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("is a trace of ", traced.size(), traced.size() == 1 ? " device " : " devices ",
+                     deviceNames(traced), ", the module runs on ", module_devices.size(), " ",
+                     deviceNames(module_devices)));
   size_t index = 0;
   for (const auto& [pid, name] : process_names) {
     if (pid != static_cast<int64_t>(index))
-      return absl::InvalidArgumentError(
-          absl::StrCat("numbers its devices ", deviceNames(traced), " other than 0 to ",
-                       traced.size() - 1, ": ", kNotOurs));
+      return absl::InvalidArgumentError(absl::StrCat("numbers its devices ", deviceNames(traced),
+                                                     " other than 0 to ", traced.size() - 1, ": ",
+                                                     kNotOurs));
     if (name != module_devices[index])
       return absl::InvalidArgumentError(absl::StrCat("its device ", index, " is ", name,
-                                                     ", the module's is ",
-                                                     module_devices[index]));
+                                                     ", the module's is ", module_devices[index]));
     ++index;
   }
 
@@ -218,14 +217,13 @@ absl::StatusOr<std::vector<TraceSpan>> readChromeTrace(const ir::Module& m, cons
     const int64_t pid = e["pid"].get<int64_t>(), tid = e["tid"].get<int64_t>();
     const std::string described = e["args"]["node"].get<std::string>();
     if (pid < 0 || pid >= static_cast<int64_t>(module_devices.size()) || tid < 0 || tid > 2)
-      return absl::InvalidArgumentError(absl::StrCat("its slice of ", described,
-                                                      " is on process ", pid, ", thread ", tid,
-                                                      ": ", kNotOurs));
+      return absl::InvalidArgumentError(absl::StrCat("its slice of ", described, " is on process ",
+                                                     pid, ", thread ", tid, ": ", kNotOurs));
     auto it = nodes.find(withoutLocation(described));
     if (it == nodes.end())
       return absl::InvalidArgumentError(absl::StrCat("its slice of ", withoutLocation(described),
-                                                     " is no node of @", g.name(), " of ",
-                                                     m.name(), ": a trace of another module"));
+                                                     " is no node of @", g.name(), " of ", m.name(),
+                                                     ": a trace of another module"));
     const ir::Node* n = it->second;
     if (n->device() && ir::toString(*n->device()) != module_devices[pid])
       return absl::InvalidArgumentError(absl::StrCat("its slice of ", described, " is on ",
@@ -234,11 +232,13 @@ absl::StatusOr<std::vector<TraceSpan>> readChromeTrace(const ir::Module& m, cons
     // The same node at another batch, precision or split writes other bytes.
     const auto device = static_cast<size_t>(pid);
     if (const json& args = e["args"]; args.contains("bytes") && args["bytes"].is_number_integer())
-      if (const int64_t traced = args["bytes"].get<int64_t>(), own = chromeShareBytes(m, *n, device);
+      if (const int64_t traced = args["bytes"].get<int64_t>(),
+          own = chromeShareBytes(m, *n, device);
           traced != own)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "its slice of ", described, " on ", module_devices[device], " writes ", traced,
-            " bytes, the module's writes ", own, " bytes: a trace of another batch, split or precision"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("its slice of ", described, " on ", module_devices[device], " writes ",
+                         traced, " bytes, the module's writes ", own,
+                         " bytes: a trace of another batch, split or precision"));
     const json& step = e["args"].contains("step") ? e["args"]["step"] : json(0);
     spans.push_back(TraceSpan{.node = n,
                               .device = device,
@@ -248,8 +248,8 @@ absl::StatusOr<std::vector<TraceSpan>> readChromeTrace(const ir::Module& m, cons
                               .dur_us = e["dur"].get<double>()});
   }
   if (spans.empty())
-    return absl::InvalidArgumentError(absl::StrCat("has no slices (\"ph\": \"X\" events): ",
-                                                   kNotOurs));
+    return absl::InvalidArgumentError(
+        absl::StrCat("has no slices (\"ph\": \"X\" events): ", kNotOurs));
   return spans;
 }
 

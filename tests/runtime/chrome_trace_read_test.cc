@@ -70,7 +70,7 @@ TEST(ReadChromeTrace, ReadsBackEveryTracedShare) {
     EXPECT_EQ(s.node, e.node) << i;
     EXPECT_EQ(s.device, e.device) << i;
     EXPECT_EQ(s.stream, stream) << i;
-    EXPECT_EQ(s.step, runs[{e.node, e.device, stream}]++) << i;
+    EXPECT_EQ(s.step, (runs[{e.node, e.device, stream}]++)) << i;
     EXPECT_NEAR(s.start_us, (e.start_ns - origin) / 1000.0, 1e-3) << i;
     EXPECT_NEAR(s.dur_us, (e.end_ns - e.start_ns) / 1000.0, 1e-3) << i;
   }
@@ -100,8 +100,8 @@ TEST(ReadChromeTrace, RefusesATraceOfAnotherModule) {
                    "cpu:2)"});
   cases.push_back({compiled("resnet18", lenetOn(2)),
                    "is no node of @train_step of resnet18: a trace of another module"});
-  cases.push_back({compiled("lenet", lenetOn(2, 64)),
-                   "bytes: a trace of another batch, split or precision"});
+  cases.push_back(
+      {compiled("lenet", lenetOn(2, 64)), "bytes: a trace of another batch, split or precision"});
   for (const Case& c : cases) {
     ASSERT_NE(c.module, nullptr);
     auto spans = runtime::readChromeTrace(*c.module, *c.module->graph(ir::kTrainGraph), t.text);
@@ -116,9 +116,8 @@ TEST(ReadChromeTrace, RefusesWhatIsNoTraceOfOurs) {
   auto m = compiled("lenet", lenetOn(2));
   ASSERT_NE(m, nullptr);
   const ir::Graph& g = *m->graph(ir::kTrainGraph);
-  const std::string devices =
-      R"({"ph":"M","name":"process_name","pid":0,"args":{"name":"cpu:0"}},)"
-      R"({"ph":"M","name":"process_name","pid":1,"args":{"name":"cpu:1"}})";
+  const std::string devices = R"({"ph":"M","name":"process_name","pid":0,"args":{"name":"cpu:0"}},)"
+                              R"({"ph":"M","name":"process_name","pid":1,"args":{"name":"cpu:1"}})";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{", "is not JSON: parse error at line 1, column 2"},
       {"[1, 2]", "is not a Chrome trace (no \"traceEvents\" array)"},

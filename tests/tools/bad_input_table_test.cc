@@ -352,18 +352,20 @@ TEST_F(BadInputTable, Explore) {
       runTandem({"train", "--model", "lenet", "--devices", "2", "--batch", "20", "--epochs", "1",
                  "--data", data_, "--trace", tmp_ + "/t.json"});
   ASSERT_EQ(train.exit_code, 0) << train.err;
-  ASSERT_EQ(runTandem({"dump", "--model", "lenet", "--devices", "2", "-o", tmp_ + "/x.tir"}).exit_code,
-            0);
+  ASSERT_EQ(
+      runTandem({"dump", "--model", "lenet", "--devices", "2", "-o", tmp_ + "/x.tir"}).exit_code,
+      0);
   writeFile(tmp_ + "/bad.json", "not json");
-  const std::vector<std::string> lenet2 = {"explore", "--model", "lenet", "--devices", "2",
-                                           "--batch", "20"};
+  const std::vector<std::string> lenet2 = {"explore", "--model", "lenet", "--devices",
+                                           "2",       "--batch", "20"};
   auto with = [&](std::vector<std::string> more) {
     std::vector<std::string> args = lenet2;
     args.insert(args.end(), more.begin(), more.end());
     return args;
   };
   check({
-      {{"explore", "--model", "lenet"}, "--output: required: the HTML page to write (-o STEP.html)"},
+      {{"explore", "--model", "lenet"},
+       "--output: required: the HTML page to write (-o STEP.html)"},
       {{"explore", "--model", "lenet", "--module", "$TMP/x.tir", "-o", "$TMP/p.html"},
        "--module: and --model lenet name two modules; give one"},
       {{"explore", "--module", "$TMP/x.tir", "--after", "replicate", "-o", "$TMP/p.html"},
@@ -386,16 +388,16 @@ TEST_F(BadInputTable, Explore) {
        "--trace: the module is not yet replicated (--after autodiff); a trace is of the whole "
        "step"},
       // Another device count, another model, another batch.
-      {{"explore", "--model", "lenet", "--devices", "4", "--batch", "20", "--trace",
-        "$TMP/t.json", "-o", "$TMP/p.html"},
+      {{"explore", "--model", "lenet", "--devices", "4", "--batch", "20", "--trace", "$TMP/t.json",
+        "-o", "$TMP/p.html"},
        "--trace $TMP/t.json: is a trace of 2 devices (cpu:0, cpu:1), the module runs on 4 "
        "(cpu:0, cpu:1, cpu:2, cpu:3)"},
       {{"explore", "--model", "resnet18", "--devices", "2", "--batch", "20", "--trace",
         "$TMP/t.json", "-o", "$TMP/p.html"},
        "--trace $TMP/t.json: its slice of %conv1.0 (conv2d @cpu:0, scope conv1) is no node of "
        "@train_step of resnet18: a trace of another module"},
-      {{"explore", "--model", "lenet", "--devices", "2", "--batch", "40", "--trace",
-        "$TMP/t.json", "-o", "$TMP/p.html"},
+      {{"explore", "--model", "lenet", "--devices", "2", "--batch", "40", "--trace", "$TMP/t.json",
+        "-o", "$TMP/p.html"},
        "--trace $TMP/t.json: its slice of %x.0 (split) on cpu:0 writes 31360 bytes, the "
        "module's writes 62720 bytes: a trace of another batch, split or precision"},
       {with({"--metrics", "$TMP/none.csv", "-o", "$TMP/p.html"}),

@@ -136,7 +136,8 @@ TEST_F(ExploreBrowser, ExpandingStage2ShowsItsBlocks) {
   // stage2 is now a frame around them (one per lane and phase), no longer a box.
   EXPECT_GE(count(graph, "class=\"cluster\" data-scope=\"stage2\""), 4u);
   EXPECT_FALSE(absl::StrContains(graph, "class=\"item group phase-0\" data-scope=\"stage2\""));
-  EXPECT_TRUE(absl::StrContains(expanded, "class=\"tree-row expanded\" data-tree-scope=\"stage2\""));
+  EXPECT_TRUE(
+      absl::StrContains(expanded, "class=\"tree-row expanded\" data-tree-scope=\"stage2\""));
 }
 
 // MiB from "25.27 MiB" or "504.2 KiB".
@@ -161,8 +162,8 @@ TEST_F(ExploreBrowser, SelectingAnAllReduceShowsItsBucket) {
   const CommandResult summary =
       runTandem({"dump", "--model", "resnet18", "--devices", "4", "--format", "summary"});
   std::smatch m;
-  const std::regex line(absl::StrCat("all_reduce bucket ", bucket,
-                                     ": ([0-9]+) tensors?, ([0-9.]+) MiB per device"));
+  const std::regex line(
+      absl::StrCat("all_reduce bucket ", bucket, ": ([0-9]+) tensors?, ([0-9.]+) MiB per device"));
   ASSERT_TRUE(std::regex_search(summary.out, m, line)) << summary.out;
   const size_t tensors = std::stoul(m[1]);
   const std::string bytes = detailsField(dom, "bytes");

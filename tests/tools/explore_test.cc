@@ -55,8 +55,8 @@ int64_t summaryNodeCount(const std::string& summary, const std::string& graph) {
 
 TEST(ExplorePage, LoadsNothingFromTheNetwork) {
   TempDir dir;
-  const CommandResult r = runTandem({"explore", "--model", "lenet", "--devices", "2", "-o",
-                                     dir.file("lenet.html")});
+  const CommandResult r =
+      runTandem({"explore", "--model", "lenet", "--devices", "2", "-o", dir.file("lenet.html")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string html = readFile(dir.file("lenet.html"));
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
@@ -81,7 +81,8 @@ TEST(ExplorePage, HoldsTheStepAndItsPlan) {
       runTandem({"dump", "--model", "lenet", "--devices", "2", "--format", "summary"});
   ASSERT_EQ(summary.exit_code, 0) << summary.err;
   const json& nodes = d["nodes"];
-  ASSERT_EQ(static_cast<int64_t>(nodes["name"].size()), summaryNodeCount(summary.out, "train_step"));
+  ASSERT_EQ(static_cast<int64_t>(nodes["name"].size()),
+            summaryNodeCount(summary.out, "train_step"));
   // Every node that runs has its stream (collectives on comm), its cost estimate and the
   // printer's attribute text.
   int comm = 0, compute = 0;
@@ -110,8 +111,8 @@ TEST(ExplorePage, MemoryIsTheMemoryPlan) {
   TempDir dir;
   const json d = explore(dir, {"--model", "resnet18", "--devices", "4"});
   ASSERT_TRUE(d.contains("memory"));
-  const CommandResult dump = runTandem({"dump", "--model", "resnet18", "--devices", "4",
-                                        "--memory", "--graph", "train_step"});
+  const CommandResult dump = runTandem(
+      {"dump", "--model", "resnet18", "--devices", "4", "--memory", "--graph", "train_step"});
   ASSERT_EQ(dump.exit_code, 0) << dump.err;
   std::map<std::string, std::pair<std::string, std::string>> reported;  // device -> arena, peak
   for (absl::string_view line : absl::StrSplit(dump.out, '\n')) {
@@ -147,7 +148,8 @@ TEST(ExplorePage, BucketsNameTheirParameters) {
   ASSERT_EQ(summary.exit_code, 0);
   std::map<int64_t, int64_t> tensors;  // bucket -> tensors, of the gradient buckets
   const std::regex bucket("all_reduce bucket ([0-9]+): ([0-9]+) tensors?,[^\n]*");
-  for (std::sregex_iterator it(summary.out.begin(), summary.out.end(), bucket), end; it != end; ++it)
+  for (std::sregex_iterator it(summary.out.begin(), summary.out.end(), bucket), end; it != end;
+       ++it)
     if (!absl::StrContains(it->str(), "returned value"))
       tensors[std::stoll((*it)[1])] = std::stoll((*it)[2]);
   std::set<std::string> params, named;
@@ -193,10 +195,10 @@ runtime::TraceSpan span(size_t device, int stream, double start, double end) {
 // covers.
 TEST(ExploreExposed, CommLessTheComputeOfItsDevice) {
   const std::vector<runtime::TraceSpan> spans = {
-      span(0, 0, 0, 100), span(0, 0, 120, 150),  // compute on device 0
-      span(0, 1, 50, 200),                        // comm: exposed 100-120 and 150-200
-      span(0, 2, 0, 300),                         // a prefetch copy: neither
-      span(1, 1, 10, 20),                         // device 1: no compute, all exposed
+      span(0, 0, 0, 100),   span(0, 0, 120, 150),  // compute on device 0
+      span(0, 1, 50, 200),                         // comm: exposed 100-120 and 150-200
+      span(0, 2, 0, 300),                          // a prefetch copy: neither
+      span(1, 1, 10, 20),                          // device 1: no compute, all exposed
       span(1, 0, 500, 600),
   };
   const std::vector<tools::explore::ExposedSpan> exposed =
@@ -211,8 +213,8 @@ TEST(ExploreExposed, CommLessTheComputeOfItsDevice) {
   EXPECT_EQ(exposed[2].start_us, 10);
   EXPECT_EQ(exposed[2].end_us, 20);
   // A comm slice wholly under compute is not exposed.
-  EXPECT_TRUE(tools::explore::exposedCommunication({span(0, 0, 0, 10), span(0, 1, 2, 8)}, 1)
-                  .empty());
+  EXPECT_TRUE(
+      tools::explore::exposedCommunication({span(0, 0, 0, 10), span(0, 1, 2, 8)}, 1).empty());
 }
 
 // A training run's trace and metrics: every slice of the trace is on the page, with the

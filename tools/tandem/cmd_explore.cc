@@ -78,20 +78,20 @@ absl::Status runExplore(const ExploreFlags& f) {
   if (f.output.empty())
     return exploreFlagError("--output", "required: the HTML page to write (-o STEP.html)");
   if (f.module && (!f.model.model.empty() || f.model.onnx))
-    return exploreFlagError("--module",
-                            absl::StrCat("and --", f.model.onnx ? "onnx " : "model ",
-                                         f.model.onnx ? *f.model.onnx : f.model.model,
-                                         " name two modules; give one"));
+    return exploreFlagError("--module", absl::StrCat("and --", f.model.onnx ? "onnx " : "model ",
+                                                     f.model.onnx ? *f.model.onnx : f.model.model,
+                                                     " name two modules; give one"));
   if (f.module && !f.after.empty())
-    return exploreFlagError("--after", "applies to a compiled --model; a --module file is "
-                                       "explored as it is");
+    return exploreFlagError("--after",
+                            "applies to a compiled --model; a --module file is "
+                            "explored as it is");
   RETURN_IF_ERROR(claimExploreFiles(f));
   // The inputs that are files are checked before the (possibly slow) compile.
   std::optional<std::string> trace_text;
   if (f.trace) {
-    auto text = ir::readInputFile(*f.trace, {absl::StrCat("--trace '", *f.trace, "'"),
-                                             "a Chrome trace (train --trace)"},
-                                  kMaxTraceBytes);
+    auto text = ir::readInputFile(
+        *f.trace, {absl::StrCat("--trace '", *f.trace, "'"), "a Chrome trace (train --trace)"},
+        kMaxTraceBytes);
     if (!text.ok()) return text.status();
     trace_text = *std::move(text);
   }
@@ -113,15 +113,15 @@ absl::Status runExplore(const ExploreFlags& f) {
   if (g == nullptr) {
     std::vector<std::string> names;
     for (const auto& x : m->graphs()) names.push_back(x->name());
-    return exploreFlagError("--graph", absl::StrCat("module ", m->name(), " has no graph '",
-                                                    f.graph, "' (it has ",
-                                                    absl::StrJoin(names, ", "), ")"));
+    return exploreFlagError(
+        "--graph", absl::StrCat("module ", m->name(), " has no graph '", f.graph, "' (it has ",
+                                absl::StrJoin(names, ", "), ")"));
   }
   if (trace_text) {
     if (f.graph != ir::kTrainGraph)
-      return exploreFlagError("--trace", absl::StrCat("train --trace records @", ir::kTrainGraph,
-                                                      ", and --graph is ", f.graph,
-                                                      "; drop one of them"));
+      return exploreFlagError(
+          "--trace", absl::StrCat("train --trace records @", ir::kTrainGraph, ", and --graph is ",
+                                  f.graph, "; drop one of them"));
     if (!m->isReplicated())
       return exploreFlagError("--trace", absl::StrCat("the module is not yet replicated (--after ",
                                                       f.after, "); a trace is of the whole step"));
@@ -134,9 +134,9 @@ absl::Status runExplore(const ExploreFlags& f) {
   in.module = m.get();
   in.graph = g;
   ASSIGN_OR_RETURN(std::string data, explore::pageData(in));
-  const std::string title = absl::StrCat(m->name(), " @", g->name(), " on ",
-                                         std::max<size_t>(m->devices().size(), 1), " device",
-                                         m->devices().size() > 1 ? "s" : "", " - tandem explore");
+  const std::string title =
+      absl::StrCat(m->name(), " @", g->name(), " on ", std::max<size_t>(m->devices().size(), 1),
+                   " device", m->devices().size() > 1 ? "s" : "", " - tandem explore");
   RETURN_IF_ERROR(out->write(explore::explorePage(data, title)));
   return out->close();
 }

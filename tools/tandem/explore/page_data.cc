@@ -172,8 +172,8 @@ json memoryData(const ir::Module& m, const ir::Graph& g, const std::vector<int64
     std::vector<size_t> at_peak;
     for (size_t i = 0; i < of[d].size(); ++i) {
       const passes::ArenaBuffer& b = *of[d][i];
-      for (int64_t x : {pos[b.node->id()], b.result ? static_cast<int64_t>(*b.result) : -1,
-                        b.first, b.last, b.offset, b.bytes})
+      for (int64_t x : {pos[b.node->id()], b.result ? static_cast<int64_t>(*b.result) : -1, b.first,
+                        b.last, b.offset, b.bytes})
         rows.push_back(x);
       if (b.first <= at && at <= b.last) at_peak.push_back(i);
     }
@@ -224,8 +224,8 @@ json traceData(const std::vector<runtime::TraceSpan>& spans, const std::vector<i
   }
   json per_device = json::array();
   for (size_t d = 0; d < devices; ++d)
-    per_device.push_back({{"compute_us", compute[d]}, {"comm_us", comm[d]},
-                          {"exposed_us", exposed[d]}});
+    per_device.push_back(
+        {{"compute_us", compute[d]}, {"comm_us", comm[d]}, {"exposed_us", exposed[d]}});
   return {{"steps", steps},
           {"span_us", last - first},
           {"spans", std::move(flat)},
@@ -310,10 +310,9 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
   json collectives = json::object(), workspaces = json::object(), waits = json::object();
   for (const auto& np : g.nodes()) {
     const ir::Node& n = *np;
-    name.push_back(n.numResults() > 0 ? n.result(0)->name()
-                   : n.numOperands() > 0
-                       ? absl::StrCat(n.opName(), "(%", n.operand(0)->name(), ")")
-                       : std::string(n.opName()));
+    name.push_back(n.numResults() > 0    ? n.result(0)->name()
+                   : n.numOperands() > 0 ? absl::StrCat(n.opName(), "(%", n.operand(0)->name(), ")")
+                                         : std::string(n.opName()));
     op.push_back(ops(std::string(n.opName())));
     path.push_back(path_table(paths[n.id()]));
     scope.push_back(scopes(n.scope()));
@@ -361,12 +360,9 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
       const size_t shares = std::max<size_t>(c.devices().size(), 1);
       const int64_t per_device = static_cast<int64_t>(sim::collectiveBytesPerDevice(n));
       bytes.push_back(per_device);
-      json info = {{"kind", kindName(c.kind())},
-                   {"devices", std::move(devs)},
-                   {"groups", c.numGroups()},
-                   {"tensors", n.numResults() / shares},
-                   {"bytes_per_device", per_device},
-                   {"describe", ir::describeWork(n)}};
+      json info = {{"kind", kindName(c.kind())},     {"devices", std::move(devs)},
+                   {"groups", c.numGroups()},        {"tensors", n.numResults() / shares},
+                   {"bytes_per_device", per_device}, {"describe", ir::describeWork(n)}};
       if (const std::optional<int64_t> b = c.bucket()) {
         info["bucket"] = *b;
         info["parameters"] = bucketParameters(n, users);
@@ -382,46 +378,47 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
     for (const ir::StreamWait& w : ir::streamWaits(m, g)) {
       json& list = waits[std::to_string(pos[w.consumer->id()])];
       if (list.is_null()) list = json::array();
-      list.push_back(json::array({pos[w.producer->id()], ir::slotName(m, w.at),
-                                  ir::slotName(m, w.from)}));
+      list.push_back(
+          json::array({pos[w.producer->id()], ir::slotName(m, w.at), ir::slotName(m, w.from)}));
     }
 
   json devices = json::array();
   for (const ir::Device& d : m.devices()) devices.push_back(ir::toString(d));
-  json doc = {{"format", kPageDataFormat},
-              {"module", m.name()},
-              {"graph", g.name()},
-              {"source", in.source},
-              {"devices", std::move(devices)},
-              {"plan", {{"streams", has_streams}, {"layouts", has_layouts}, {"memory", has_memory}}},
-              {"cost_model",
-               "roofline of an h100; collectives ring or tree over nvlink within 8 GPUs, ib "
-               "beyond (tandem simulate's defaults)"},
-              {"ops", ops.table()},
-              {"paths", path_table.table()},
-              {"scopes", scopes.table()},
-              {"locations", locations.table()},
-              {"types", types.table()},
-              {"attributes", attributes.table()},
-              {"layouts", layouts.table()},
-              {"nodes",
-               {{"name", std::move(name)},
-                {"op", std::move(op)},
-                {"path", std::move(path)},
-                {"scope", std::move(scope)},
-                {"phase", std::move(phase)},
-                {"device", std::move(device)},
-                {"stream", std::move(stream)},
-                {"location", std::move(location)},
-                {"attrs", std::move(attrs)},
-                {"bytes", std::move(bytes)},
-                {"flops", std::move(flops)},
-                {"estimate_us", std::move(estimate_us)},
-                {"operands", std::move(operands)},
-                {"results", std::move(results)}}},
-              {"collectives", std::move(collectives)},
-              {"workspaces", std::move(workspaces)},
-              {"waits", std::move(waits)}};
+  json doc = {
+      {"format", kPageDataFormat},
+      {"module", m.name()},
+      {"graph", g.name()},
+      {"source", in.source},
+      {"devices", std::move(devices)},
+      {"plan", {{"streams", has_streams}, {"layouts", has_layouts}, {"memory", has_memory}}},
+      {"cost_model",
+       "roofline of an h100; collectives ring or tree over nvlink within 8 GPUs, ib "
+       "beyond (tandem simulate's defaults)"},
+      {"ops", ops.table()},
+      {"paths", path_table.table()},
+      {"scopes", scopes.table()},
+      {"locations", locations.table()},
+      {"types", types.table()},
+      {"attributes", attributes.table()},
+      {"layouts", layouts.table()},
+      {"nodes",
+       {{"name", std::move(name)},
+        {"op", std::move(op)},
+        {"path", std::move(path)},
+        {"scope", std::move(scope)},
+        {"phase", std::move(phase)},
+        {"device", std::move(device)},
+        {"stream", std::move(stream)},
+        {"location", std::move(location)},
+        {"attrs", std::move(attrs)},
+        {"bytes", std::move(bytes)},
+        {"flops", std::move(flops)},
+        {"estimate_us", std::move(estimate_us)},
+        {"operands", std::move(operands)},
+        {"results", std::move(results)}}},
+      {"collectives", std::move(collectives)},
+      {"workspaces", std::move(workspaces)},
+      {"waits", std::move(waits)}};
   if (has_memory) {
     ASSIGN_OR_RETURN(std::vector<passes::ArenaBuffer> buffers, passes::arenaBuffers(m, g));
     doc["memory"] = memoryData(m, g, pos, buffers);
