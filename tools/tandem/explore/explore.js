@@ -82,7 +82,7 @@
 
   // Parameter reads (a view of a variable, no work) are left out of the drawing unless asked
   // for: every layer's weights would add an edge into its forward, backward and update.
-  let showParams = false;
+  let showParams = false, showSaved = false;
   const isParam = new Uint8Array(N);
   for (let i = 0; i < N; i++) isParam[i] = opName(i) === 'param' ? 1 : 0;
   const hidden = (i) => isParam[i] === 1 && !showParams;
@@ -232,14 +232,26 @@
           cross.push({from: p, lane: from_lane, to: it.index});
         }
       }
+    // Saved activations: a forward value that backward reads again, into a backward item
+    // that backward feeds already. They run from the top of the step to the bottom, and
+    // laid out they cost dagre a dummy node per rank they cross (a ResNet stage's blocks:
+    // thousands, seconds of layout), so they are left out of the layout and drawn only on
+    // request; the backward that reads only forward values (the loss's) keeps its edges,
+    // which hang backward below forward.
+    const fedByBackward = new Uint8Array(items.length);
+    for (const [a, b] of edges) if (items[a].phase === 1) fedByBackward[b] = 1;
+    const laid = [], saved = [];
+    for (const e of edges)
+      (items[e[0]].phase === 0 && items[e[1]].phase === 1 && fedByBackward[e[1]] ? saved : laid)
+        .push(e);
     // Items, frames and edges without device-specific names: equal lanes share a layout.
     const sig = items.map((it) => it.kind === 'group'
       ? 'g' + it.scope + it.phase + (it.parent ? it.parent.index : '')
       : it.kind + opName(it.node) + nodes.path[it.node] + it.phase +
         (it.parent ? it.parent.index : '')).join(';') + '#' +
       clusters.map((c) => c.scope + c.phase + (c.parent ? c.parent.index : '')).join(';') +
-      '#' + edges.map((e) => e[0] + '>' + e[1]).join(',');
-    return {lane: l, items, byKey, clusters, edges, cross, sig};
+      '#' + laid.map((e) => e[0] + '>' + e[1]).join(',');
+    return {lane: l, items, byKey, clusters, edges: laid, saved, cross, sig};
   }
 
   function layOut(lg) {
@@ -391,6 +403,13 @@
         for (let k = 1; k < pts.length; k++) d += 'L' + pts[k].x + ',' + pts[k].y;
         out.push('<path class="edge" d="' + d + '"/>');
       }
+      if (showSaved)
+        for (const [a, b] of lg.saved) {
+          const [ax, ay, , ah] = layout.items[a], [bx, by, , bh] = layout.items[b];
+          out.push('<path class="edge saved" d="M' + ax + ',' + (ay + ah / 2) + 'C' + ax + ',' +
+            (ay + ah / 2 + 60) + ' ' + bx + ',' + (by - bh / 2 - 60) + ' ' + bx + ',' +
+            (by - bh / 2) + '"/>');
+        }
       lg.items.forEach((it, k) => {
         const [cx, cy, w, h] = layout.items[k];
         const cls = ['item', it.kind, 'phase-' + it.phase];
@@ -482,6 +501,13 @@
       applyView();
       return;
     }
+  }
+  // Brings a drawn element (a scope's box or frame) to the middle of the view.
+  function centreOnElement(el) {
+    const svg = $('graph'), box = el.getBoundingClientRect(), at = svg.getBoundingClientRect();
+    view.x += at.left + (svg.clientWidth || 1200) / 2 - (box.left + box.width / 2);
+    view.y += at.top + (svg.clientHeight || 800) / 3 - (box.top + box.height / 2);
+    applyView();
   }
   (function panZoom() {
     const svg = $('graph');
@@ -741,8 +767,9 @@
         const s = scopes.get(r.scope);
         if (s.parent.path) setExpanded(s.parent.path, true);
         showScope(r.scope);
-        for (const g of document.querySelectorAll('#viewport .item[data-scope="' +
-          CSS.escape(r.scope) + '"]')) g.classList.add('match');
+        const boxes = document.querySelectorAll('#viewport [data-scope="' + CSS.escape(r.scope) + '"]');
+        for (const g of boxes) g.classList.add('match');
+        if (boxes.length) centreOnElement(boxes[0]);
       } else {
         select(r.node, {reveal: true});
       }
@@ -798,6 +825,10 @@
   });
   $('params').addEventListener('change', () => {
     showParams = $('params').checked;
+    render();
+  });
+  $('saved').addEventListener('change', () => {
+    showSaved = $('saved').checked;
     render();
   });
 
@@ -1172,6 +1203,13 @@
         if (i < 0) throw new Error(action + ': no such node');
         if (reveal(i)) render();
         click(document.querySelector('#viewport .item[data-node="' + i + '"]'));
+      } else if (verb === 'select') {
+        // A node by name (its first result's, without the %), revealed and centred.
+        const i = nodes.name.indexOf(arg.replace(/^%/, ''));
+        if (i < 0) throw new Error(action + ': no such node');
+        if (reveal(i)) render();
+        click(document.querySelector('#viewport .item[data-node="' + i + '"]'));
+        centreOn(i);
       } else if (verb === 'click-span') {
         const k = Number(arg);
         const [x, y] = spanPoint(k);
