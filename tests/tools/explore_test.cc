@@ -168,6 +168,35 @@ TEST(ExplorePage, BucketsNameTheirParameters) {
   EXPECT_EQ(named, params);
 }
 
+// Sync batch norm all-reduces each layer's statistics: those collectives have buckets
+// too, but no parameter, and every parameter is still named once, by its gradient's.
+TEST(ExplorePage, SyncBatchNormStatisticsServeNoParameter) {
+  TempDir dir;
+  const json d = explore(dir, {"--model", "resnet18", "--devices", "2", "--sync-bn"});
+  const CommandResult summary = runTandem(
+      {"dump", "--model", "resnet18", "--devices", "2", "--sync-bn", "--format", "summary"});
+  std::set<int64_t> statistics;  // "all_reduce bucket 5: 1 tensor, ..., first %stem.conv.stats.0"
+  const std::regex stats("all_reduce bucket ([0-9]+): [^\n]*first %[^ \n]*\\.stats\\.0");
+  for (std::sregex_iterator it(summary.out.begin(), summary.out.end(), stats), end; it != end;
+       ++it)
+    statistics.insert(std::stoll((*it)[1]));
+  ASSERT_GT(statistics.size(), 10u) << summary.out;
+  std::set<std::string> named;
+  for (const auto& [pos, c] : d["collectives"].items()) {
+    if (!c.contains("bucket")) continue;
+    if (statistics.contains(c["bucket"].get<int64_t>())) {
+      EXPECT_TRUE(c["parameters"].empty()) << c.dump();
+    }
+    for (const json& p : c["parameters"]) EXPECT_TRUE(named.insert(p).second) << p;
+  }
+  const CommandResult text = runTandem({"dump", "--model", "resnet18", "--devices", "2"});
+  std::set<std::string> params;
+  const std::regex var("var @([^ ]+) : [^\n]*role=param");
+  for (std::sregex_iterator it(text.out.begin(), text.out.end(), var), end; it != end; ++it)
+    params.insert((*it)[1]);
+  EXPECT_EQ(named, params);
+}
+
 TEST(ExplorePage, AModuleFileIsExploredAsCompiled) {
   TempDir dir;
   const std::string tir = dir.file("lenet.tir");

@@ -1123,7 +1123,9 @@
         '<text x="' + L + '" y="14">' + esc(title) + '</text>',
         '<line class="axis" x1="' + L + '" y1="' + (H - B) + '" x2="' + (W - 10) + '" y2="' + (H - B) + '"/>',
         '<line class="axis" x1="' + L + '" y1="20" x2="' + L + '" y2="' + (H - B) + '"/>',
-        '<text x="' + (W / 2) + '" y="' + (H - 6) + '">epoch</text>',
+        '<text x="' + (W / 2) + '" y="' + (H - 4) + '">epoch</text>',
+        ...M.filter((m, j) => j % Math.ceil(M.length / 10) === 0)
+          .map((m) => '<text x="' + (X(m[0]) - 3) + '" y="' + (H - B + 13) + '">' + m[0] + '</text>'),
         '<text x="4" y="' + (Y(hi) + 4) + '">' + hi.toPrecision(3) + '</text>',
         '<text x="4" y="' + (Y(lo) + 4) + '">' + lo.toPrecision(3) + '</text>'];
       series.forEach((s, k) => {
@@ -1131,8 +1133,8 @@
         out.push('<polyline fill="none" stroke="' + s.colour + '" stroke-width="2" points="' + pts + '"/>');
         M.forEach((m, j) => out.push('<circle r="3" fill="' + s.colour + '" cx="' + X(m[0]) +
           '" cy="' + Y(s.values[j]) + '"><title>epoch ' + m[0] + ': ' + s.values[j] + '</title></circle>'));
-        out.push('<text x="' + (W - 160) + '" y="' + (32 + 14 * k) + '" fill="' + s.colour + '">' +
-          esc(s.name) + '</text>');
+        out.push('<text x="' + (W - 160) + '" y="' + (32 + 14 * k) + '" style="fill:' + s.colour +
+          '">' + esc(s.name) + '</text>');
       });
       out.push('</svg>');
       return out.join('');

@@ -111,26 +111,46 @@ void variablesBehind(const ir::Value& v, std::set<std::string>& out) {
   }
 }
 
-// The parameters a gradient bucket's collective serves: the weights of the optimizer
-// updates its results reach (through casts and the other collectives of a hierarchical
-// or sharded reduction), by variable name.
+// What may stand between a gradient bucket's collective and the updates that read its
+// sums: the other collectives of a hierarchical or sharded reduction, casts, the global
+// norm's clipping, and the packing of a sharded bucket. (Not a batch norm: sync batch
+// norm's statistics all_reduce feeds one, and serves no parameter.)
+bool passesGradients(const ir::Node& n) {
+  switch (n.op()) {
+    case ir::Op::kCast:
+    case ir::Op::kClipGradNorm:
+    case ir::Op::kReshape:
+    case ir::Op::kConcatAxis:
+    case ir::Op::kSliceAxis:
+      return true;
+    default:
+      return ir::CollectiveView::is(n);
+  }
+}
+
+// The parameters a gradient bucket's collective serves: those of the optimizer updates
+// that read its sums as a gradient, by variable name.
 std::vector<std::string> bucketParameters(
     const ir::Node& c, const absl::flat_hash_map<const ir::Value*, std::vector<ir::Node*>>& users) {
   std::set<std::string> vars;
-  std::deque<std::pair<const ir::Node*, int>> queue{{&c, 0}};
+  std::deque<const ir::Node*> queue{&c};
   absl::flat_hash_set<const ir::Node*> seen;
   while (!queue.empty()) {
-    auto [n, depth] = queue.front();
+    const ir::Node* n = queue.front();
     queue.pop_front();
     if (!seen.insert(n).second) continue;
-    if (const std::optional<ir::UpdateView> u = ir::UpdateView::of(*n)) {
-      for (size_t j = 0; j < u->numParams(); ++j) variablesBehind(*u->param(j), vars);
-      continue;
+    for (size_t r = 0; r < n->numResults(); ++r) {
+      auto it = users.find(n->result(r));
+      if (it == users.end()) continue;
+      for (const ir::Node* user : it->second) {
+        if (const std::optional<ir::UpdateView> u = ir::UpdateView::of(*user)) {
+          for (size_t j = 0; j < u->numParams(); ++j)
+            if (u->grad(j) == n->result(r)) variablesBehind(*u->param(j), vars);
+        } else if (passesGradients(*user)) {
+          queue.push_back(user);
+        }
+      }
     }
-    if (depth >= 6) continue;
-    for (size_t r = 0; r < n->numResults(); ++r)
-      if (auto it = users.find(n->result(r)); it != users.end())
-        for (const ir::Node* user : it->second) queue.emplace_back(user, depth + 1);
   }
   return {vars.begin(), vars.end()};
 }
