@@ -32,6 +32,8 @@
   const isCollective = (i) => D.collectives[i] !== undefined;
   const collective = (i) => D.collectives[i];
   const resultDevice = (i, r) => nodes.results[i][r][4];
+  // A result's name (the first result's is the node's, left out of the data).
+  const resultName = (i, r) => r === 0 ? nodes.name[i] : nodes.results[i][r][0];
 
   // The lanes: one per device, and one for what lives on the host (graph inputs; every
   // node of a module not yet replicated).
@@ -151,10 +153,10 @@
   // are the printer's (the attributes are its own text).
   function irLine(i) {
     const res = nodes.results[i], ops = nodes.operands[i];
-    let line = res.map((r) => '%' + r[0]).join(', ');
+    let line = res.map((r, k) => '%' + resultName(i, k)).join(', ');
     if (res.length) line += ' = ';
     const args = [];
-    for (let k = 0; k < ops.length; k += 2) args.push('%' + nodes.results[ops[k]][ops[k + 1]][0]);
+    for (let k = 0; k < ops.length; k += 2) args.push('%' + resultName(ops[k], ops[k + 1]));
     line += opName(i) + '(' + args.join(', ') + ')' + D.attributes[nodes.attrs[i]];
     if (nodes.device[i] >= 0 && !isCollective(i)) line += ' @' + devices[nodes.device[i]];
     if (res.length) line += ' : ' + res.map((r) => D.types[r[1]]).join(', ');
@@ -665,7 +667,7 @@
       h.push('<h3>Operands</h3><ul>');
       for (let k = 0; k < ops.length; k += 2) {
         const p = ops[k], r = nodes.results[p][ops[k + 1]];
-        h.push('<li>' + nodeLink(p, '%' + r[0]) + ' <span class="mono">' + esc(D.types[r[1]]) +
+        h.push('<li>' + nodeLink(p, '%' + resultName(p, ops[k + 1])) + ' <span class="mono">' + esc(D.types[r[1]]) +
           '</span></li>');
       }
       h.push('</ul>');
@@ -674,7 +676,7 @@
     if (res.length) {
       h.push('<h3>Results</h3><ul class="results">');
       res.forEach((r, k) => {
-        let text = '<span class="mono">%' + esc(r[0]) + ': ' + esc(D.types[r[1]]) + '</span>';
+        let text = '<span class="mono">%' + esc(resultName(i, k)) + ': ' + esc(D.types[r[1]]) + '</span>';
         if (D.layouts[r[2]] !== 'plain') text += ', layout ' + esc(D.layouts[r[2]]);
         if (r[4] >= 0 && devices.length) text += ', on ' + esc(devices[r[4]]);
         const b = bufferOf(i, k);
@@ -873,7 +875,7 @@
       '<th>buffer</th><th>bytes</th><th>written by</th><th>live</th></tr>'];
     for (const k of m.peak_buffers.slice(0, 20)) {
       const i = b[k * 6], r = b[k * 6 + 1];
-      h.push('<tr><td class="mono">' + (r < 0 ? 'workspace' : '%' + esc(nodes.results[i][r][0])) +
+      h.push('<tr><td class="mono">' + (r < 0 ? 'workspace' : '%' + esc(resultName(i, r))) +
         '</td><td>' + bytes(b[k * 6 + 5]) + '</td><td>' + nodeLink(i) + '</td><td>#' +
         b[k * 6 + 2] + ' to #' + b[k * 6 + 3] + '</td></tr>');
     }

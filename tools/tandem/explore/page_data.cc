@@ -1,6 +1,7 @@
 #include "tools/tandem/explore/page_data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -74,6 +75,14 @@ struct CostModel {
     }
   }
 };
+
+// An estimate to four significant digits: the model is no more exact, and 17 digits of
+// each would be a tenth of a big page.
+double fourDigits(double x) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  const double scale = std::pow(10.0, 3 - std::floor(std::log10(std::fabs(x))));
+  return std::round(x * scale) / scale;
+}
 
 const char* kindName(ir::CollectiveKind k) {
   switch (k) {
@@ -350,8 +359,8 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
     // fields here): replicas share it, so it is kept once.
     attrs.push_back(attributes(ir::printAttributes(n)));
     const ir::OpWork work = ir::opWork(n);
-    flops.push_back(work.flops);
-    estimate_us.push_back(cost.seconds(n) * 1e6);
+    flops.push_back(std::round(work.flops));
+    estimate_us.push_back(fourDigits(cost.seconds(n) * 1e6));
     // Operands as (node position, result index): names and types are the producer's.
     json ins = json::array();
     for (const ir::Value* v : n.operands()) {
@@ -365,8 +374,9 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
     int64_t result_bytes = 0;
     for (size_t r = 0; r < n.numResults(); ++r) {
       const ir::Value& v = *n.result(r);
+      // The first result's name is the node's (null here: a third of a big page).
       outs.push_back(json::array(
-          {v.name(), types(ir::toString(v.type())),
+          {r == 0 ? json() : json(v.name()), types(ir::toString(v.type())),
            layouts(has_layouts ? std::string(ir::layoutName(plan->layout(v))) : "plain"),
            has_memory ? plan->offset(v) : ir::GraphPlan::kNoOffset, deviceOf(v)}));
       result_bytes += v.type().bytes();
