@@ -96,11 +96,20 @@
   // parallel step is about them.
   const alone = new Uint8Array(N);
   for (let i = 0; i < N; i++) alone[i] = isCollective(i) && D.scopes[nodes.scope[i]] === '' ? 1 : 0;
+  // Computed once per node and drawing (every lane and every edge asks).
+  let keys = new Array(N);
   function keyOf(i) {
-    if (alone[i]) return 'n|' + i;
-    for (const s of prefixes[nodes.path[i]])
-      if (!expanded.has(s)) return 'g|' + s + '|' + nodes.phase[i];
-    return 'n|' + i;
+    const cached = keys[i];
+    if (cached !== undefined) return cached;
+    let key = 'n|' + i;
+    if (!alone[i])
+      for (const s of prefixes[nodes.path[i]])
+        if (!expanded.has(s)) {
+          key = 'g|' + s + '|' + nodes.phase[i];
+          break;
+        }
+    keys[i] = key;
+    return key;
   }
 
   // ---- measurements -----------------------------------------------------------------
@@ -349,6 +358,7 @@
 
   function render() {
     const t0 = performance.now();
+    keys = new Array(N);
     lastLayoutMs = 0;
     placed = [];
     // The device lanes side by side; the host's (graph inputs) above them when there are
@@ -421,9 +431,11 @@
         const data = it.kind === 'group' ? ' data-scope="' + esc(it.scope) + '"'
           : ' data-node="' + it.node + '"';
         const lines = itemLabel(it);
-        let title = it.kind === 'group'
+        const title = it.kind === 'group'
           ? it.scope + ' (' + PHASES[it.phase] + '): ' + it.members.length + ' nodes; click to expand'
-          : irLine(it.node);
+          : it.kind === 'port' ? collective(it.node).describe + ' over ' +
+            lanesOf(it.node).map(laneName).join(', ')
+          : '%' + nodes.name[it.node] + ' = ' + opName(it.node) + D.attributes[nodes.attrs[it.node]];
         out.push('<g class="' + cls.join(' ') + '"' + data + ' transform="translate(' +
           (cx - w / 2) + ',' + (cy - h / 2) + ')"><rect width="' + w + '" height="' + h +
           '" rx="3"' + fill + '/><text x="6" y="' + (lines.length > 1 ? 13 : 15) + '">' +
