@@ -348,6 +348,7 @@ TEST_F(BadInputTable, DotViews) {
 // tandem explore: its flags, and a trace of another module, device count or batch, each in
 // one line naming what differs.
 TEST_F(BadInputTable, Explore) {
+  TANDEM_NEED_INSTALLED(whyNoExploreLayout());
   const CommandResult train =
       runTandem({"train", "--model", "lenet", "--devices", "2", "--batch", "20", "--epochs", "1",
                  "--data", data_, "--trace", tmp_ + "/t.json"});

@@ -77,7 +77,10 @@ std::string detailsField(const std::string& dom, const std::string& field) {
 
 class ExploreBrowser : public ::testing::Test {
  protected:
-  void SetUp() override { TANDEM_NEED_INSTALLED(whyNoChromium()); }
+  void SetUp() override {
+    TANDEM_NEED_INSTALLED(whyNoExploreLayout());
+    TANDEM_NEED_INSTALLED(whyNoChromium());
+  }
   std::string page(const std::vector<std::string>& args, const std::string& name) {
     std::vector<std::string> all = {"explore"};
     all.insert(all.end(), args.begin(), args.end());

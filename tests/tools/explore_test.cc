@@ -54,6 +54,7 @@ int64_t summaryNodeCount(const std::string& summary, const std::string& graph) {
 }
 
 TEST(ExplorePage, LoadsNothingFromTheNetwork) {
+  TANDEM_NEED_INSTALLED(whyNoExploreLayout());
   TempDir dir;
   const CommandResult r =
       runTandem({"explore", "--model", "lenet", "--devices", "2", "-o", dir.file("lenet.html")});
@@ -71,6 +72,7 @@ TEST(ExplorePage, LoadsNothingFromTheNetwork) {
 }
 
 TEST(ExplorePage, HoldsTheStepAndItsPlan) {
+  TANDEM_NEED_INSTALLED(whyNoExploreLayout());
   TempDir dir;
   const json d = explore(dir, {"--model", "lenet", "--devices", "2"});
   ASSERT_TRUE(d.is_object());
@@ -108,6 +110,7 @@ TEST(ExplorePage, HoldsTheStepAndItsPlan) {
 // The memory view's numbers are `tandem dump --memory`'s, and the peak the page finds in
 // the buffers' lifetimes is the plan's live peak.
 TEST(ExplorePage, MemoryIsTheMemoryPlan) {
+  TANDEM_NEED_INSTALLED(whyNoExploreLayout());
   TempDir dir;
   const json d = explore(dir, {"--model", "resnet18", "--devices", "4"});
   ASSERT_TRUE(d.contains("memory"));
@@ -140,6 +143,7 @@ TEST(ExplorePage, MemoryIsTheMemoryPlan) {
 // Each gradient bucket names the parameters whose gradients it reduces: as many as
 // `tandem dump --format summary` says it carries tensors, and every parameter once.
 TEST(ExplorePage, BucketsNameTheirParameters) {
+  TANDEM_NEED_INSTALLED(whyNoExploreLayout());
   TempDir dir;
   const json d = explore(dir, {"--model", "resnet18", "--devices", "2"});
   const CommandResult summary =
@@ -171,6 +175,7 @@ TEST(ExplorePage, BucketsNameTheirParameters) {
 // Sync batch norm all-reduces each layer's statistics: those collectives have buckets
 // too, but no parameter, and every parameter is still named once, by its gradient's.
 TEST(ExplorePage, SyncBatchNormStatisticsServeNoParameter) {
+  TANDEM_NEED_INSTALLED(whyNoExploreLayout());
   TempDir dir;
   const json d = explore(dir, {"--model", "resnet18", "--devices", "2", "--sync-bn"});
   const CommandResult summary = runTandem(
@@ -198,6 +203,7 @@ TEST(ExplorePage, SyncBatchNormStatisticsServeNoParameter) {
 }
 
 TEST(ExplorePage, AModuleFileIsExploredAsCompiled) {
+  TANDEM_NEED_INSTALLED(whyNoExploreLayout());
   TempDir dir;
   const std::string tir = dir.file("lenet.tir");
   ASSERT_EQ(runTandem({"dump", "--model", "lenet", "--devices", "2", "-o", tir}).exit_code, 0);
@@ -209,6 +215,7 @@ TEST(ExplorePage, AModuleFileIsExploredAsCompiled) {
 }
 
 TEST(ExplorePage, AModuleNotYetReplicatedIsOneLane) {
+  TANDEM_NEED_INSTALLED(whyNoExploreLayout());
   TempDir dir;
   const json d = explore(dir, {"--model", "lenet", "--after", "autodiff"});
   EXPECT_EQ(d["devices"], json::array());
@@ -249,6 +256,7 @@ TEST(ExploreExposed, CommLessTheComputeOfItsDevice) {
 // A training run's trace and metrics: every slice of the trace is on the page, with the
 // run's per-epoch figures.
 TEST(ExplorePage, TraceAndMetricsOfATrainingRun) {
+  TANDEM_NEED_INSTALLED(whyNoExploreLayout());
   TempDir dir, data;
   writeIdxSplit(data, "train", 160);
   writeIdxSplit(data, "t10k", 32);

@@ -321,6 +321,7 @@
   }
   function drawLegend(max) {
     const l = $('legend');
+    l.title = 'laid out by ' + D.layout_library;
     if (colourMode === 'phase') {
       l.innerHTML = 'phase<span class="swatch" style="background:#fff"></span>forward' +
         '<span class="swatch" style="background:#fde2e2"></span>backward' +

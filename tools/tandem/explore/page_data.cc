@@ -24,6 +24,7 @@
 #include "sim/cost_model.h"
 #include "sim/gpu_specs.h"
 #include "sim/roofline.h"
+#include "tools/tandem/explore/assets.h"
 
 namespace tandem::tools::explore {
 namespace {
