@@ -21,19 +21,7 @@
 namespace tandem::ir {
 namespace {
 
-enum class Phase : uint8_t { kForward, kBackward, kUpdate };
-
-const char* phaseName(Phase p) {
-  switch (p) {
-    case Phase::kForward:
-      return "forward";
-    case Phase::kBackward:
-      return "backward";
-    case Phase::kUpdate:
-      return "update";
-  }
-  return "";
-}
+using Phase = StepPhase;
 
 const char* phaseStyle(Phase p) {
   switch (p) {
@@ -53,33 +41,6 @@ absl::string_view ownPath(const Node& n) {
   absl::string_view s = n.scope();
   s = s.substr(0, s.find(" + "));
   return s.substr(0, s.find(" ("));
-}
-
-/// The layer path of every node, by id. Nodes the builder made outside any layer take it
-/// from what they touch: params, initializers and assigns from their variable ("conv1.w"
-/// is in conv1), others (the updates) from their first operand with a path.
-/// sgd_update_group keeps its own scope, the layers its members share.
-std::vector<std::string> layerPaths(const Graph& g) {
-  std::vector<std::string> paths(g.idBound());
-  for (const auto& n : g.nodes()) {
-    std::string& path = paths[n->id()];
-    path = std::string(ownPath(*n));
-    // A group of updates across layers belongs to none of them (its scope is what its
-    // members share, group-updates).
-    if (!path.empty() || (UpdateView::is(*n) && UpdateView::of(*n)->grouped())) continue;
-    if (const std::string* name = variableOf(*n)) {
-      absl::string_view var = *name;
-      path = std::string(var.substr(0, std::min(var.rfind('.'), var.size())));
-      if (path == var) path.clear();  // a variable outside any layer
-      continue;
-    }
-    for (const Value* v : n->operands())
-      if (v->def() != nullptr && !paths[v->def()->id()].empty()) {
-        path = paths[v->def()->id()];
-        break;
-      }
-  }
-  return paths;
 }
 
 /// The first `depth` dotted components of `path`.
@@ -165,6 +126,60 @@ struct Cluster {
 
 }  // namespace
 
+absl::string_view phaseName(StepPhase p) {
+  switch (p) {
+    case StepPhase::kForward:
+      return "forward";
+    case StepPhase::kBackward:
+      return "backward";
+    case StepPhase::kUpdate:
+      return "update";
+  }
+  return "";
+}
+
+std::vector<StepPhase> stepPhases(const Graph& g) {
+  // A node is backward when autodiff made it or it reads something backward made (the
+  // casts and collectives of gradients); an optimizer update is the update.
+  std::vector<StepPhase> phase(g.idBound(), StepPhase::kForward);
+  for (const auto& n : g.nodes()) {
+    StepPhase p = n->info().has(kBackward) ? StepPhase::kBackward : StepPhase::kForward;
+    for (const Value* v : n->operands())
+      if (v->def() != nullptr && phase[v->def()->id()] != StepPhase::kForward)
+        p = StepPhase::kBackward;
+    if (UpdateView::is(*n)) p = StepPhase::kUpdate;
+    phase[n->id()] = p;
+  }
+  return phase;
+}
+
+/// The layer path of every node, by id. Nodes the builder made outside any layer take it
+/// from what they touch: params, initializers and assigns from their variable ("conv1.w"
+/// is in conv1), others (the updates) from their first operand with a path.
+/// sgd_update_group keeps its own scope, the layers its members share.
+std::vector<std::string> layerPaths(const Graph& g) {
+  std::vector<std::string> paths(g.idBound());
+  for (const auto& n : g.nodes()) {
+    std::string& path = paths[n->id()];
+    path = std::string(ownPath(*n));
+    // A group of updates across layers belongs to none of them (its scope is what its
+    // members share, group-updates).
+    if (!path.empty() || (UpdateView::is(*n) && UpdateView::of(*n)->grouped())) continue;
+    if (const std::string* name = variableOf(*n)) {
+      absl::string_view var = *name;
+      path = std::string(var.substr(0, std::min(var.rfind('.'), var.size())));
+      if (path == var) path.clear();  // a variable outside any layer
+      continue;
+    }
+    for (const Value* v : n->operands())
+      if (v->def() != nullptr && !paths[v->def()->id()].empty()) {
+        path = paths[v->def()->id()];
+        break;
+      }
+  }
+  return paths;
+}
+
 absl::StatusOr<std::string> exportDotView(const Graph& g, const DotView& view) {
   if (view.collapse < 0)
     return absl::InvalidArgumentError(
@@ -195,16 +210,7 @@ absl::StatusOr<std::string> exportDotView(const Graph& g, const DotView& view) {
     }
   }
 
-  // A node is backward when autodiff made it or it reads something backward made (the
-  // casts and collectives of gradients); sgd_update is the update.
-  std::vector<Phase> phase(g.idBound(), Phase::kForward);
-  for (const auto& n : g.nodes()) {
-    Phase p = n->info().has(kBackward) ? Phase::kBackward : Phase::kForward;
-    for (const Value* v : n->operands())
-      if (v->def() != nullptr && phase[v->def()->id()] != Phase::kForward) p = Phase::kBackward;
-    if (UpdateView::is(*n)) p = Phase::kUpdate;
-    phase[n->id()] = p;
-  }
+  const std::vector<Phase> phase = stepPhases(g);
 
   // Where each node is drawn: "bK" (a box) or "nK" (a node of its own, K its position in
   // the graph as exportDot numbers it: ids keep gaps after passes, positions do not).

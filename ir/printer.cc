@@ -97,14 +97,7 @@ void appendNodePlan(std::string* out, const Node& n, const PlanContext& ctx) {
   out->push_back('}');
 }
 
-void appendNode(std::string* out, const Node& n, const PrintOptions& opts,
-                const PlanContext* plan = nullptr) {
-  for (size_t i = 0; i < n.numResults(); ++i)
-    absl::StrAppend(out, i ? ", %" : "%", n.result(i)->name());
-  if (n.numResults() > 0) out->append(" = ");
-  absl::StrAppend(out, n.opName(), "(");
-  appendValueList(out, n.operands());
-  out->push_back(')');
+void appendAttributes(std::string* out, const Node& n) {
   // Optional attributes at their default are left out, so the text reads as before they
   // existed and parses back to the same node.
   const auto& specs = n.info().attrs;
@@ -115,6 +108,17 @@ void appendNode(std::string* out, const Node& n, const PrintOptions& opts,
     first = false;
   }
   if (!first) out->push_back('}');
+}
+
+void appendNode(std::string* out, const Node& n, const PrintOptions& opts,
+                const PlanContext* plan = nullptr) {
+  for (size_t i = 0; i < n.numResults(); ++i)
+    absl::StrAppend(out, i ? ", %" : "%", n.result(i)->name());
+  if (n.numResults() > 0) out->append(" = ");
+  absl::StrAppend(out, n.opName(), "(");
+  appendValueList(out, n.operands());
+  out->push_back(')');
+  appendAttributes(out, n);
   if (n.device()) absl::StrAppend(out, " @", toString(*n.device()));
   for (size_t i = 0; i < n.numResults(); ++i)
     absl::StrAppend(out, i ? ", " : " : ", toString(n.result(i)->type()));
@@ -160,6 +164,12 @@ void appendGraph(std::string* out, const Graph& g, const PrintOptions& opts) {
 }
 
 }  // namespace
+
+std::string printAttributes(const Node& n) {
+  std::string out;
+  appendAttributes(&out, n);
+  return out;
+}
 
 std::string printNode(const Node& n, const PrintOptions& opts) {
   std::string out;

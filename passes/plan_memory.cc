@@ -127,7 +127,7 @@ class ArenaSimulator {
 // operand once more (a collective has at least one operand or result per device, so that
 // is within the graph's size too); the rest runs over flat arrays.
 absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const ir::Graph& g,
-                                                    ir::GraphPlan& plan, int64_t& steps,
+                                                    const ir::GraphPlan& plan, int64_t& steps,
                                                     int64_t alignment) {
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   const int64_t n = static_cast<int64_t>(g.numNodes());
@@ -180,12 +180,7 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
     pos[u.id()] = i;
     first_value[u.id()] = static_cast<uint32_t>(last_use.size());
     last_use.resize(last_use.size() + u.numResults(), 0);
-    ir::NodePlan& p = plan.of(u);
-    // Its offsets, one per arena result, set by the replay.
-    p.offsets.clear();
-    p.workspace.reset();
-    if (u.op() != ir::Op::kInput && u.op() != ir::Op::kParam)
-      p.offsets.assign(u.numResults(), ir::GraphPlan::kNoOffset);
+    const ir::NodePlan& p = plan.of(u);
     const std::optional<StreamKind>& s = p.stream;
     const bool comm = s == StreamKind::kComm;
     stream[u.id()] = !s ? kNowhere : comm ? kCommStream : kComputeStream;
@@ -326,6 +321,14 @@ void replay(std::vector<Interval>& intervals, const ir::Graph& g, ir::GraphPlan&
 absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& plan,
                         PlanMemoryWork* work, int64_t alignment) {
   int64_t steps = 0;
+  // Every node's offsets, one per arena result, are set by the replay.
+  for (const auto& u : g.nodes()) {
+    ir::NodePlan& p = plan.of(*u);
+    p.offsets.clear();
+    p.workspace.reset();
+    if (u->op() != ir::Op::kInput && u->op() != ir::Op::kParam)
+      p.offsets.assign(u->numResults(), ir::GraphPlan::kNoOffset);
+  }
   ASSIGN_OR_RETURN(std::vector<Interval> intervals, liveIntervals(m, g, plan, steps, alignment));
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   plan.alignment = alignment;
@@ -334,6 +337,35 @@ absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& 
   plan.add(ir::PlanPart::kMemory);
   if (work != nullptr) work->steps += steps;
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ArenaBuffer>> arenaBuffers(const ir::Module& m, const ir::Graph& g) {
+  RETURN_IF_ERROR(ir::requirePlanPart(g, ir::PlanPart::kMemory, "plan-memory"));
+  const ir::GraphPlan& plan = *g.plan();
+  int64_t steps = 0;
+  ASSIGN_OR_RETURN(std::vector<Interval> intervals,
+                   liveIntervals(m, g, plan, steps, std::max<int64_t>(plan.alignment, 1)));
+  std::vector<const ir::Node*> by_id(g.idBound(), nullptr);
+  for (const auto& n : g.nodes()) by_id[n->id()] = n.get();
+  std::vector<ArenaBuffer> out;
+  out.reserve(intervals.size());
+  for (const Interval& iv : intervals) {
+    const ir::NodePlan& p = plan.nodes[iv.node_id];
+    ArenaBuffer b{.node = by_id[iv.node_id],
+                  .device = iv.device,
+                  .first = iv.start,
+                  .last = iv.end,
+                  .bytes = iv.bytes};
+    if (iv.result == kWorkspace) {
+      if (!p.workspace) continue;  // a plan made without the target's workspace
+      b.offset = p.workspace->offset;
+    } else {
+      b.result = iv.result;
+      b.offset = iv.result < p.offsets.size() ? p.offsets[iv.result] : ir::GraphPlan::kNoOffset;
+    }
+    out.push_back(b);
+  }
+  return out;
 }
 
 absl::StatusOr<bool> PlanMemory::run(ir::Module& m) {

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <optional>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "ir/plan.h"
 #include "passes/pass.h"
@@ -19,6 +22,24 @@ struct PlanMemoryWork {
 /// offset is a multiple of `alignment`.
 absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& plan,
                         PlanMemoryWork* work = nullptr, int64_t alignment = 64);
+
+/// One buffer of a graph's arena as plan-memory sees it: a value's, or a kernel's
+/// workspace (`result` unset), on device `device` (Module::devices() index), live from
+/// position `first` to `last` of the graph's node order (both inclusive; the node count
+/// for "until the step ends"), at `offset` for `bytes` (aligned) bytes.
+struct ArenaBuffer {
+  const ir::Node* node = nullptr;
+  std::optional<size_t> result;
+  size_t device = 0;
+  int64_t first = 0, last = 0;
+  int64_t offset = ir::GraphPlan::kNoOffset;
+  int64_t bytes = 0;
+};
+
+/// Every arena buffer of `g`, which has a memory plan, with the lifetimes plan-memory
+/// gives them (the same computation) and the offsets the plan holds: what `tandem explore`
+/// draws of the arena, which buffers are live when.
+absl::StatusOr<std::vector<ArenaBuffer>> arenaBuffers(const ir::Module& m, const ir::Graph& g);
 
 /// `plan-memory{alignment=64}`: gives every value an offset in its device's arena (a
 /// multiple of `alignment`, what the devices' backends ask for), reusing a buffer once

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ir/placement.h"
 #include "nlohmann/json.hpp"
 
@@ -131,6 +134,123 @@ std::string chromeTrace(const ir::Module& m, absl::Span<const TraceEntry> entrie
   // Scopes and names are the model author's text: bytes that are not UTF-8 are replaced
   // rather than failing the run.
   return trace.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace tandem::runtime
+
+namespace tandem::runtime {
+namespace {
+
+// Node::describe() less ", at LOCATION": the source lines of a model may move between the
+// build that traced and the one that reads.
+std::string withoutLocation(absl::string_view described) {
+  const size_t at = described.rfind(", at ");
+  if (at == absl::string_view::npos) return std::string(described);
+  return absl::StrCat(described.substr(0, at), ")");
+}
+
+std::string deviceNames(const std::vector<std::string>& names) {
+  return absl::StrCat("(", absl::StrJoin(names, ", "), ")");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TraceSpan>> readChromeTrace(const ir::Module& m, const ir::Graph& g,
+                                                       absl::string_view json_text) {
+  constexpr const char* kNotOurs = "not a trace that tandem train --trace wrote";
+  json trace;
+  try {
+    trace = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 1, ...": the part after the tag.
+    std::string what = e.what();
+    if (const size_t tag = what.find("] "); tag != std::string::npos) what = what.substr(tag + 2);
+    return absl::InvalidArgumentError(absl::StrCat("is not JSON: ", what));
+  }
+  if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
+    return absl::InvalidArgumentError(
+        absl::StrCat("is not a Chrome trace (no \"traceEvents\" array): ", kNotOurs));
+  const json& events = trace["traceEvents"];
+
+  // The devices: one process per device, named by its process_name metadata.
+  std::map<int64_t, std::string> process_names;
+  for (const json& e : events)
+    if (e.is_object() && e.value("ph", "") == "M" && e.value("name", "") == "process_name" &&
+        e.contains("pid") && e["pid"].is_number_integer() && e.contains("args") &&
+        e["args"].is_object() && e["args"].contains("name") && e["args"]["name"].is_string())
+      process_names[e["pid"].get<int64_t>()] = e["args"]["name"].get<std::string>();
+  std::vector<std::string> traced, module_devices;
+  for (const auto& [pid, name] : process_names) traced.push_back(name);
+  for (const ir::Device& d : m.devices()) module_devices.push_back(ir::toString(d));
+  if (traced.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("names no device (no process_name metadata): ", kNotOurs));
+  if (traced.size() != module_devices.size())
+    return absl::InvalidArgumentError(
+        absl::StrCat("is a trace of ", traced.size(), traced.size() == 1 ? " device " : " devices ",
+                     deviceNames(traced), ", the module runs on ", module_devices.size(), " ",
+                     deviceNames(module_devices)));
+  size_t index = 0;
+  for (const auto& [pid, name] : process_names) {
+    if (pid != static_cast<int64_t>(index))
+      return absl::InvalidArgumentError(absl::StrCat("numbers its devices ", deviceNames(traced),
+                                                     " other than 0 to ", traced.size() - 1, ": ",
+                                                     kNotOurs));
+    if (name != module_devices[index])
+      return absl::InvalidArgumentError(absl::StrCat("its device ", index, " is ", name,
+                                                     ", the module's is ", module_devices[index]));
+    ++index;
+  }
+
+  absl::flat_hash_map<std::string, const ir::Node*> nodes;
+  for (const auto& n : g.nodes()) nodes.emplace(withoutLocation(n->describe()), n.get());
+  std::vector<TraceSpan> spans;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const json& e = events[i];
+    if (!e.is_object() || e.value("ph", "") != "X") continue;
+    auto number = [&](const char* key) { return e.contains(key) && e[key].is_number(); };
+    if (!number("pid") || !number("tid") || !number("ts") || !number("dur") ||
+        !e.contains("args") || !e["args"].is_object() || !e["args"].contains("node") ||
+        !e["args"]["node"].is_string())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "event ", i, " is a slice without pid, tid, ts, dur or args.node: ", kNotOurs));
+    const int64_t pid = e["pid"].get<int64_t>(), tid = e["tid"].get<int64_t>();
+    const std::string described = e["args"]["node"].get<std::string>();
+    if (pid < 0 || pid >= static_cast<int64_t>(module_devices.size()) || tid < 0 || tid > 2)
+      return absl::InvalidArgumentError(absl::StrCat("its slice of ", described, " is on process ",
+                                                     pid, ", thread ", tid, ": ", kNotOurs));
+    auto it = nodes.find(withoutLocation(described));
+    if (it == nodes.end())
+      return absl::InvalidArgumentError(absl::StrCat("its slice of ", withoutLocation(described),
+                                                     " is no node of @", g.name(), " of ", m.name(),
+                                                     ": a trace of another module"));
+    const ir::Node* n = it->second;
+    if (n->device() && ir::toString(*n->device()) != module_devices[pid])
+      return absl::InvalidArgumentError(absl::StrCat("its slice of ", described, " is on ",
+                                                     module_devices[pid],
+                                                     ": a trace of another module"));
+    // The same node at another batch, precision or split writes other bytes.
+    const auto device = static_cast<size_t>(pid);
+    if (const json& args = e["args"]; args.contains("bytes") && args["bytes"].is_number_integer())
+      if (const int64_t traced = args["bytes"].get<int64_t>(),
+          own = chromeShareBytes(m, *n, device);
+          traced != own)
+        return absl::InvalidArgumentError(
+            absl::StrCat("its slice of ", described, " on ", module_devices[device], " writes ",
+                         traced, " bytes, the module's writes ", own,
+                         " bytes: a trace of another batch, split or precision"));
+    const json& step = e["args"].contains("step") ? e["args"]["step"] : json(0);
+    spans.push_back(TraceSpan{.node = n,
+                              .device = device,
+                              .stream = static_cast<int>(tid),
+                              .step = step.is_number_integer() ? step.get<int64_t>() : 0,
+                              .start_us = e["ts"].get<double>(),
+                              .dur_us = e["dur"].get<double>()});
+  }
+  if (spans.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat("has no slices (\"ph\": \"X\" events): ", kNotOurs));
+  return spans;
 }
 
 }  // namespace tandem::runtime

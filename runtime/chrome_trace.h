@@ -4,8 +4,12 @@
 // (ui.perfetto.dev) and chrome://tracing open: per device a process, per stream a thread,
 // every node's share a slice, every event one stream waited for an arrow.
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "ir/ir.h"
 #include "ir/plan.h"
@@ -29,5 +33,26 @@ namespace tandem::runtime {
 ///   both traced gets no arrow.
 std::string chromeTrace(const ir::Module& m, absl::Span<const TraceEntry> entries,
                         absl::Span<const ir::StreamWait> waits);
+
+/// One slice of a trace read back (readChromeTrace): a traced share of a node.
+struct TraceSpan {
+  const ir::Node* node = nullptr;
+  size_t device = 0;  // index into Module::devices() (the trace's process)
+  int stream = 0;     // the trace's thread: 0 compute, 1 comm, 2 prefetch
+  int64_t step = 0;   // the run of the node on that stream, 0 for the first traced
+  double start_us = 0, dur_us = 0;
+};
+
+/// The slices of a trace chromeTrace wrote of graph `g` of `m` (what `train --trace`
+/// writes of @train_step), checked to be a trace of them: the same devices, in number and
+/// by name, and every slice's node a node of `g` on the slice's device (matched by
+/// Node::describe() less the source location, so a model whose lines moved still
+/// matches) writing the bytes it writes there (another batch does not). Flow arrows and
+/// metadata are left out. The error is one line saying what
+/// differs ("a trace of 2 devices (...), the module runs on 4 (...)", "its slice of %x
+/// (...) is no node of @train_step of lenet") or what is malformed; the caller adds the
+/// file's name.
+absl::StatusOr<std::vector<TraceSpan>> readChromeTrace(const ir::Module& m, const ir::Graph& g,
+                                                       absl::string_view json_text);
 
 }  // namespace tandem::runtime

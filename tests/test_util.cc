@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "ir/printer.h"
 #include "passes/pass_manager.h"
+#include "tools/tandem/explore/page.h"
 
 namespace tandem::testing {
 
@@ -174,6 +175,18 @@ std::string whyNoMpirun() {
 std::string whyNoGraphviz() {
   if (::access("/usr/bin/dot", X_OK) == 0) return "";
   return "/usr/bin/dot is not installed (Debian package graphviz): DOT output is not rendered";
+}
+
+std::string whyNoExploreLayout() {
+  if (tools::explore::haveLayoutLibrary()) return "";
+  return "this build has no layout library for tandem explore (Debian package "
+         "python3-xstatic-dagre was not installed when it was built)";
+}
+
+std::string whyNoChromium() {
+  if (::access("/usr/bin/chromium", X_OK) == 0) return "";
+  return "/usr/bin/chromium is not installed (Debian package chromium): explore's pages are "
+         "not opened in a browser";
 }
 
 std::string whyNoBf16() {

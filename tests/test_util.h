@@ -62,9 +62,15 @@ std::string whyNoFashionMnist();
 std::string whyNoMpirun();
 /// "" when Graphviz's dot is at /usr/bin/dot, else why DOT output cannot be rendered.
 std::string whyNoGraphviz();
+/// "" when this build embedded tandem explore's layout library (dagre, from Debian's
+/// python3-xstatic-dagre), else why explore refuses to write pages.
+std::string whyNoExploreLayout();
+/// "" when Chromium is at /usr/bin/chromium, else why `tandem explore`'s pages cannot be
+/// opened in a browser.
+std::string whyNoChromium();
 
 /// For a test that needs what scripts/setup installs (the Fashion-MNIST files, mpirun,
-/// graphviz): `why_missing` is "" when it is there. Missing, the test is skipped saying
+/// graphviz, chromium): `why_missing` is "" when it is there. Missing, the test is skipped saying
 /// why, or fails where setup ran (setupInstalledEverything): a green run then means it ran.
 #define TANDEM_NEED_INSTALLED(why_missing)                                   \
   if (const std::string tandem_why = (why_missing); !tandem_why.empty()) {   \

@@ -74,9 +74,9 @@ class BadInputTable : public ::testing::Test {
 
 TEST_F(BadInputTable, CommandLine) {
   check({
-      {{}, "missing subcommand (dump, opt, train, plot, simulate, import, run, export or devices); see tandem --help"},
+      {{}, "missing subcommand (dump, explore, opt, train, plot, simulate, import, run, export or devices); see tandem --help"},
       {{"frobnicate"},
-       "unknown subcommand 'frobnicate' (expected dump, opt, train, plot, simulate, import, run, export or devices)"},
+       "unknown subcommand 'frobnicate' (expected dump, explore, opt, train, plot, simulate, import, run, export or devices)"},
       {{"dump", "--colour"}, "--colour: not a flag of tandem dump (see tandem dump --help)"},
       // Issue 21: a misspelt flag gets the nearest one, a flag of another subcommand says
       // which, and a flag given twice says so (not "needs a value").
@@ -350,6 +350,72 @@ TEST_F(BadInputTable, DotViews) {
        "stem.conv, stage1.block0, stage1.block1, stage2.block0, stage2.block1, stage3.block0, "
        "stage3.block1, ... 16 in all)"},
   });
+}
+
+// tandem explore: its flags, and a trace of another module, device count or batch, each in
+// one line naming what differs.
+TEST_F(BadInputTable, Explore) {
+  TANDEM_NEED_INSTALLED(whyNoExploreLayout());
+  const CommandResult train =
+      runTandem({"train", "--model", "lenet", "--devices", "2", "--batch", "20", "--epochs", "1",
+                 "--data", data_, "--trace", tmp_ + "/t.json"});
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  ASSERT_EQ(
+      runTandem({"dump", "--model", "lenet", "--devices", "2", "-o", tmp_ + "/x.tir"}).exit_code,
+      0);
+  writeFile(tmp_ + "/bad.json", "not json");
+  const std::vector<std::string> lenet2 = {"explore", "--model", "lenet", "--devices",
+                                           "2",       "--batch", "20"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = lenet2;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  check({
+      {{"explore", "--model", "lenet"},
+       "--output: required: the HTML page to write (-o STEP.html)"},
+      {{"explore", "--model", "lenet", "--module", "$TMP/x.tir", "-o", "$TMP/p.html"},
+       "--module: and --model lenet name two modules; give one"},
+      {{"explore", "--module", "$TMP/x.tir", "--after", "replicate", "-o", "$TMP/p.html"},
+       "--after: applies to a compiled --model; a --module file is explored as it is"},
+      {{"explore", "--model", "lenet", "--graph", "loss", "-o", "$TMP/p.html"},
+       "--graph: module lenet has no graph 'loss' (it has init, train_step, eval_step)"},
+      {with({"-o", "$TMP"}), "--output: cannot write '$TMP': Is a directory"},
+      {with({"--trace", "$TMP/none.json", "-o", "$TMP/p.html"}),
+       "cannot read --trace '$TMP/none.json': No such file or directory"},
+      {with({"--trace", "$TMP", "-o", "$TMP/p.html"}),
+       "--trace '$TMP' is a directory, not a Chrome trace (train --trace)"},
+      {with({"--trace", "$TMP/bad.json", "-o", "$TMP/p.html"}),
+       "--trace $TMP/bad.json: is not JSON: parse error at line 1, column 2: syntax error while "
+       "parsing value - invalid literal; last read: 'no'"},
+      {with({"--trace", "$TMP/t.json", "-o", "$TMP/t.json"}),
+       "--output: '$TMP/t.json' is a file --trace reads; writing it would destroy that input"},
+      {with({"--trace", "$TMP/t.json", "--graph", "init", "-o", "$TMP/p.html"}),
+       "--trace: train --trace records @train_step, and --graph is init; drop one of them"},
+      {with({"--trace", "$TMP/t.json", "--after", "autodiff", "-o", "$TMP/p.html"}),
+       "--trace: the module is not yet replicated (--after autodiff); a trace is of the whole "
+       "step"},
+      // Another device count, another model, another batch.
+      {{"explore", "--model", "lenet", "--devices", "4", "--batch", "20", "--trace", "$TMP/t.json",
+        "-o", "$TMP/p.html"},
+       "--trace $TMP/t.json: is a trace of 2 devices (cpu:0, cpu:1), the module runs on 4 "
+       "(cpu:0, cpu:1, cpu:2, cpu:3)"},
+      {{"explore", "--model", "resnet18", "--devices", "2", "--batch", "20", "--trace",
+        "$TMP/t.json", "-o", "$TMP/p.html"},
+       "--trace $TMP/t.json: its slice of %conv1.0 (conv2d @cpu:0, scope conv1) is no node of "
+       "@train_step of resnet18: a trace of another module"},
+      {{"explore", "--model", "lenet", "--devices", "2", "--batch", "40", "--trace", "$TMP/t.json",
+        "-o", "$TMP/p.html"},
+       "--trace $TMP/t.json: its slice of %x.0 (split) on cpu:0 writes 31360 bytes, the "
+       "module's writes 62720 bytes: a trace of another batch, split or precision"},
+      {with({"--metrics", "$TMP/none.csv", "-o", "$TMP/p.html"}),
+       "--metrics: cannot read '$TMP/none.csv': No such file or directory"},
+      {with({"--metrics", "$TMP/bad.json", "-o", "$TMP/p.html"}),
+       "--metrics: $TMP/bad.json:1: the header has no column 'epoch' (expected the CSV that "
+       "tandem train --metrics writes)"},
+  });
+  // No page is left behind by a refused run.
+  EXPECT_FALSE(std::filesystem::exists(tmp_ + "/p.html"));
 }
 
 TEST_F(BadInputTable, OptFiles) {

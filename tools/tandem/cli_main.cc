@@ -77,6 +77,7 @@ int run(int argc, char** argv) {
   backend::registerBackends();
   absl::Status status;
   if (line.subcommand == "dump") status = runDump(line.dump);
+  if (line.subcommand == "explore") status = runExplore(line.explore);
   if (line.subcommand == "opt") status = runOpt(line.opt);
   if (line.subcommand == "devices") status = runDevices();
   if (line.subcommand == "plot") {

@@ -65,6 +65,16 @@ struct DumpFlags {
   OutputFlags out;
 };
 
+/// Flags of `tandem explore` (cmd_explore.cc): dump's model, device, pass and plan flags,
+/// or a compiled --module file; a training run's --trace and --metrics; the page to write.
+struct ExploreFlags {
+  ModelFlags model;
+  std::string after;
+  std::optional<std::string> module, trace, metrics;
+  std::string graph = "train_step";
+  std::string output;
+};
+
 /// Flags of `tandem opt`.
 struct OptFlags {
   std::string file;
@@ -159,6 +169,8 @@ struct ExportFlags {
 };
 
 absl::Status runDump(const DumpFlags& flags);
+/// `tandem explore`: the step as one self-contained HTML page (graph, plan, memory, trace).
+absl::Status runExplore(const ExploreFlags& flags);
 /// `tandem export`: a checkpoint's model as an ONNX inference graph.
 absl::Status runExport(const ExportFlags& flags);
 /// `tandem import`: an ONNX model as a module in textual IR, and its weights.

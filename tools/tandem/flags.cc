@@ -278,6 +278,38 @@ void addDump(CLI::App& app, DumpFlags& f) {
             "devices, printed as cpu:0@1 for rank 1's cpu:0");
 }
 
+void addExplore(CLI::App& app, ExploreFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "explore",
+      "Write one self-contained HTML page to inspect the parallel step in a browser: the graph "
+      "by scope with a lane per device, each node's plan, the memory plan, and with --trace "
+      "and --metrics the measured timeline and the learning curves.");
+  addModelFlags(cmd, f.model, zoo::modelNames());
+  cmd->add_option("--after", f.after,
+                  "Stop after this pass of the default pipeline (" +
+                      absl::StrJoin(passes::defaultPassNames(), ", ") +
+                      "), or 'none' for the model as built");
+  addNumber(cmd, "--ranks", f.model.ranks, Range<int>{1, static_cast<int>(ir::kMaxDevices)},
+            "Processes (mpirun -np) that each drive --devices, as tandem dump --ranks");
+  cmd->add_option("--module", f.module,
+                  "Explore the compiled module in this IR file (tandem dump's text, with its "
+                  "execution plan) instead of compiling --model")
+      ->type_name("FILE.tir");
+  cmd->add_option("--graph", f.graph, "The graph to show (init, train_step, eval_step)")
+      ->capture_default_str();
+  cmd->add_option("--trace", f.trace,
+                  "A Chrome trace of this module's training steps (tandem train --trace): the "
+                  "measured streams per device, linked to the graph, with the exposed "
+                  "communication marked")
+      ->type_name("FILE.json");
+  cmd->add_option("--metrics", f.metrics,
+                  "The per-epoch CSV of a training run (tandem train --metrics): the learning "
+                  "curves")
+      ->type_name("FILE.csv");
+  cmd->add_option("-o,--output", f.output,
+                  "The HTML page to write (required; it needs no network when opened)");
+}
+
 void addOpt(CLI::App& app, OptFlags& f) {
   std::vector<std::string> names;
   for (const auto& p : passes::registeredPasses())
@@ -550,6 +582,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   app.require_subcommand(0, 1);
   app.add_flag("--version", line->version, "Print the version and what this build supports");
   addDump(app, line->dump);
+  addExplore(app, line->explore);
   addOpt(app, line->opt);
   addTrain(app, line->train);
   addPlot(app, line->plot);

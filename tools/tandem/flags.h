@@ -9,9 +9,11 @@ namespace tandem::tools {
 
 /// Every subcommand's flags, filled by parse().
 struct CommandLine {
-  std::string subcommand;  // "dump", "opt", "train", "plot", "simulate", "import", "run", "export", "devices"; or empty
+  std::string subcommand;  // "dump", "explore", "opt", "train", "plot", "simulate", "import",
+                           // "run", "export", "devices"; or empty
   bool version = false;
   DumpFlags dump;
+  ExploreFlags explore;
   OptFlags opt;
   TrainFlags train;
   PlotFlags plot;
