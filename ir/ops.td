@@ -176,7 +176,8 @@ op dropout
   attr sample_offset: int = 0 >= 0
   traits sample_indexed
   cost elementwise(27)
-  doc Inverted dropout (nn.Dropout in training): y = x / (1 - p) where kept, else 0. Whether
+  doc Inverted dropout (nn.Dropout in training): y = x / (1 - p) where kept, else x * 0
+  doc (PyTorch's x * noise: NaN for a NaN or inf x). Whether
   doc element e of row r is kept is a pure function of (the run's seed, step, mask_id,
   doc sample_offset + r, e): Philox4x32-10 (backend/dropout_mask.h), so every split of the
   doc batch over devices draws the rows one device would. step is the i32[1] variable @step
