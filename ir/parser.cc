@@ -296,8 +296,8 @@ class Parser {
       // No op takes more; a longer shape is a damaged file, and every message that
       // quotes the type would be as long as it.
       if (t.shape.size() == kMaxTypeRank)
-        return errorAt(at, absl::StrCat("the tensor type has more than ", kMaxTypeRank,
-                                        " dimensions"));
+        return errorAt(at,
+                       absl::StrCat("the tensor type has more than ", kMaxTypeRank, " dimensions"));
       auto d = parseInt();
       if (!d.ok()) return d.status();
       if (*d < 0) return errorAt(at, absl::StrCat("dimension ", *d, " is negative"));

@@ -106,9 +106,9 @@ std::string optimizerValueProblem(const ir::AttrSpec& a, double v) {
   const ir::AttrRange r = optionRange(a);
   if (!std::isfinite(v) || !r.contains(v)) return optimizerRangeText(a);
   if (a.kind != ir::AttrKind::kFloat) return "";
-  std::string problem =
-      ir::f32RoundingProblem(v, [&r](double f) { return r.contains(f); }, optimizerRangeText(a),
-                             "the update's arithmetic");
+  std::string problem = ir::f32RoundingProblem(
+      v, [&r](double f) { return r.contains(f); }, optimizerRangeText(a),
+      "the update's arithmetic");
   // A learning rate that rounds to 0 is worth saying why it matters.
   if (a.name == "lr" && problem.find(';') != std::string::npos)
     problem.insert(problem.find(';'), ", which trains nothing");

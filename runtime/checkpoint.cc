@@ -24,8 +24,8 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "backend/processes.h"
 #include "ir/file_input.h"
 #include "ir/status_macros.h"
@@ -671,11 +671,11 @@ absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
     here.push_back(std::move(mine));
   }
   if (written.empty()) return absl::OkStatus();
-  return ckptError(path, absl::StrCat("was written with ", absl::StrJoin(written, ", "),
-                                      "; this run has ", absl::StrJoin(here, ", "),
-                                      written.size() == 1
-                                          ? " (resume with the value it was written with)"
-                                          : " (resume with the values it was written with)"));
+  return ckptError(
+      path, absl::StrCat("was written with ", absl::StrJoin(written, ", "), "; this run has ",
+                         absl::StrJoin(here, ", "),
+                         written.size() == 1 ? " (resume with the value it was written with)"
+                                             : " (resume with the values it was written with)"));
 }
 
 namespace {
@@ -698,7 +698,7 @@ CheckpointWriter::~CheckpointWriter() {
   // Nothing saved: what prepare() made goes, while the lock is still held (a run that
   // opens the file now is refused, and lockDirectory's check sends it to the new file).
   if (!saved_ && made_lock_) ::unlink(checkpointLockPath(dir_).c_str());
-  ::close(lock_fd_);  // releases the flock
+  ::close(lock_fd_);                                // releases the flock
   if (!saved_ && made_dir_) ::rmdir(dir_.c_str());  // only when empty
 }
 
@@ -720,10 +720,10 @@ absl::Status CheckpointWriter::lockDirectory() {
   // A lock taken on a file that its holder removed (a run that saved nothing) is no lock
   // of the path: take the path's current file instead.
   auto stale = [&] {
-    struct stat held {}, now {};
-    return ::fstat(fd, &held) == 0 &&
-           (::stat(path.c_str(), &now) != 0 || held.st_ino != now.st_ino ||
-            held.st_dev != now.st_dev);
+    struct stat held {
+    }, now{};
+    return ::fstat(fd, &held) == 0 && (::stat(path.c_str(), &now) != 0 ||
+                                       held.st_ino != now.st_ino || held.st_dev != now.st_dev);
   };
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;

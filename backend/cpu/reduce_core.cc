@@ -52,7 +52,8 @@ absl::StatusOr<ReduceForward> ReduceForward::make(CpuContext& ctx, const ReduceS
   // refuses as a reduction whose source and destination are one shape: a device with one
   // example of the batch reduces over such an axis.
   if (spec.dims.axis == 1) return ReduceForward(spec, std::nullopt);
-  absl::StatusOr<DnnlProgram> p = buildCoreProgram(ctx, where, "reduction primitive", [&](DnnlProgram& p) {
+  absl::StatusOr<DnnlProgram> p =
+      buildCoreProgram(ctx, where, "reduction primitive", [&](DnnlProgram& p) {
         const AxisSplit& d = spec.dims;
         const auto x = denseDesc({d.outer, d.axis, d.inner}, spec.data);
         const auto y = denseDesc({d.outer, 1, d.inner}, spec.data);

@@ -201,14 +201,14 @@ absl::Status checkRest(gzFile f, const std::string& path, int64_t count, int64_t
                        int64_t item_bytes, const std::string& items) {
   if (keep < count) {
     GzError error;
-    const int64_t got = readItems(f, path, count - keep, item_bytes, error,
-                                  [](const unsigned char*, int64_t) {});
+    const int64_t got =
+        readItems(f, path, count - keep, item_bytes, error, [](const unsigned char*, int64_t) {});
     if (got < count - keep) {
       if (error.corrupt())
         return absl::DataLossError(absl::StrCat(path, ": ", error.kind(), " (", error.text, ")"));
       return absl::DataLossError(absl::StrCat(path, ": truncated: header says ", count, items,
-                                              " but the file ends after ", keep + got,
-                                              " of them", streamNote(error)));
+                                              " but the file ends after ", keep + got, " of them",
+                                              streamNote(error)));
     }
   }
   return checkStreamEnd(f, path);

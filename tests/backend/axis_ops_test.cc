@@ -298,8 +298,10 @@ TEST(AxisOps, ReductionOverAnAxisOfSizeOneIsACopy) {
         const float special[] = {1.5f, -0.0f, std::nanf(""), -3.25f, 1e-40f, 0.0f};
         for (int64_t i = 0; i < xb.size(); ++i) {
           const float v = special[i % 6] * (i % 7 == 0 ? 1.0f : 1.0f + float(i) / 8);
-          if (dtype == ir::DType::kF32) xb.f32()[i] = v;
-          else xb.bf16()[i] = backend::bf16(v);
+          if (dtype == ir::DType::kF32)
+            xb.f32()[i] = v;
+          else
+            xb.bf16()[i] = backend::bf16(v);
         }
         e.run();
         Buffer& yb = e.buffer((*n)->result());

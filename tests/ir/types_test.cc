@@ -106,8 +106,7 @@ TEST(Types, ParseDeviceErrors) {
   // (cpu:1024 and cpu:99999 were accepted).
   EXPECT_TRUE(parseDevice("cpu:1023").ok());
   EXPECT_EQ(deviceError("cpu:1024"), "unknown device 'cpu:1024': the index must be at most 1023");
-  EXPECT_EQ(deviceError("cpu:99999"),
-            "unknown device 'cpu:99999': the index must be at most 1023");
+  EXPECT_EQ(deviceError("cpu:99999"), "unknown device 'cpu:99999': the index must be at most 1023");
   EXPECT_EQ(deviceError("cuda:0.1024"),
             "unknown device 'cuda:0.1024': the share after '.' must be at most 1023");
   EXPECT_EQ(deviceError("cpu:0@1024"),
@@ -124,7 +123,8 @@ TEST(Types, DeviceCountTakesSpacesAsAListDoes) {
   auto list = parseDeviceList(" cpu:0 , cpu:1 ");
   ASSERT_TRUE(list.ok()) << list.status();
   EXPECT_EQ(list->size(), 2u);
-  EXPECT_EQ(parseDeviceList(" 0 ").status().message(), "device count 0 is out of range (1 to 1024)");
+  EXPECT_EQ(parseDeviceList(" 0 ").status().message(),
+            "device count 0 is out of range (1 to 1024)");
   EXPECT_EQ(parseDeviceList("   ").status().message(), "the device list is empty");
 }
 

@@ -375,24 +375,25 @@ TEST(CheckpointCompatibility, ModelAndSettingsMustMatch) {
       "written with)");
   EXPECT_EQ(runtime::checkCompatible(c, "resnet18", {}, "p").message(),
             "'p' is a checkpoint of lenet, not of resnet18 (--model)");
-  EXPECT_EQ(runtime::checkCompatible(c, "lenet", {{"--batch", "20"}, {"--seed", "3"}, {"--lr", "0.1"}},
-                                     "p")
+  EXPECT_EQ(runtime::checkCompatible(c, "lenet",
+                                     {{"--batch", "20"}, {"--seed", "3"}, {"--lr", "0.1"}}, "p")
                 .message(),
             "'p' was written with --batch 10; this run has --batch 20 (resume with the value it "
             "was written with)");
   EXPECT_EQ(runtime::checkCompatible(
-                c, "lenet", {{"--batch", "10"}, {"--seed", "3"}, {"--lr", "0.1"}, {"--sync-bn", "on"}},
-                "p")
+                c, "lenet",
+                {{"--batch", "10"}, {"--seed", "3"}, {"--lr", "0.1"}, {"--sync-bn", "on"}}, "p")
                 .message(),
             "'p' was written with --sync-bn (none); this run has --sync-bn on (resume with the "
             "value it was written with)");
   // Issue 40: every setting that differs, both ways, with where a value comes from.
-  EXPECT_EQ(runtime::checkCompatible(c, "lenet", {{"--batch", "20"}, {"--warmup", "2"}}, "p",
-                                     {.values = {{"--warmup", "lenet's own for a run of 2 epochs"}}})
-                .message(),
-            "'p' was written with --batch 10, --warmup (none), --seed 3, --lr 0.1; this run has "
-            "--batch 20, --warmup 2 (lenet's own for a run of 2 epochs), no --seed, no --lr "
-            "(resume with the values it was written with)");
+  EXPECT_EQ(
+      runtime::checkCompatible(c, "lenet", {{"--batch", "20"}, {"--warmup", "2"}}, "p",
+                               {.values = {{"--warmup", "lenet's own for a run of 2 epochs"}}})
+          .message(),
+      "'p' was written with --batch 10, --warmup (none), --seed 3, --lr 0.1; this run has "
+      "--batch 20, --warmup 2 (lenet's own for a run of 2 epochs), no --seed, no --lr "
+      "(resume with the values it was written with)");
   EXPECT_EQ(runtime::checkCompatible(c, "cnn", {}, "p", {.model_setting = "--onnx"}).message(),
             "'p' is a checkpoint of lenet, not of cnn (--onnx)");
 }

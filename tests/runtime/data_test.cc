@@ -234,8 +234,9 @@ TEST_F(IdxTest, GzipStreamWithoutItsTrailer) {
   for (int64_t limit : {0, 2}) {
     absl::StatusOr<Dataset> d = readIdxPair(images(), labels(), limit);
     ASSERT_FALSE(d.ok()) << "limit " << limit;
-    EXPECT_EQ(message(d), absl::StrCat(images(), ": truncated: the gzip stream ends before its "
-                                                 "checksum (unexpected end of file)"));
+    EXPECT_EQ(message(d), absl::StrCat(images(),
+                                       ": truncated: the gzip stream ends before its "
+                                       "checksum (unexpected end of file)"));
   }
 }
 

@@ -6,8 +6,8 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <sys/file.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,9 +74,12 @@ class BadInputTable : public ::testing::Test {
 
 TEST_F(BadInputTable, CommandLine) {
   check({
-      {{}, "missing subcommand (dump, explore, opt, train, plot, simulate, import, run, export or devices); see tandem --help"},
+      {{},
+       "missing subcommand (dump, explore, opt, train, plot, simulate, import, run, export or "
+       "devices); see tandem --help"},
       {{"frobnicate"},
-       "unknown subcommand 'frobnicate' (expected dump, explore, opt, train, plot, simulate, import, run, export or devices)"},
+       "unknown subcommand 'frobnicate' (expected dump, explore, opt, train, plot, simulate, "
+       "import, run, export or devices)"},
       {{"dump", "--colour"}, "--colour: not a flag of tandem dump (see tandem dump --help)"},
       // Issue 21: a misspelt flag gets the nearest one, a flag of another subcommand says
       // which, and a flag given twice says so (not "needs a value").
@@ -967,7 +970,10 @@ TEST_F(BadInputTable, OnnxImportRunAndExport) {
   {
     onnx::ModelProto m;  // its output's shape left to ONNX's inference, which believes it
     m.ParseFromString(conv(1, "kernel_shape", {5, 5}));
-    for (auto& d : *m.mutable_graph()->mutable_output(0)->mutable_type()->mutable_tensor_type()
+    for (auto& d : *m.mutable_graph()
+                        ->mutable_output(0)
+                        ->mutable_type()
+                        ->mutable_tensor_type()
                         ->mutable_shape()
                         ->mutable_dim())
       d.set_dim_param("d");
@@ -1154,8 +1160,8 @@ TEST_F(BadInputTable, Issue40NumbersDevicesAndWarmup) {
   });
   // A count with spaces is the count, as a list with spaces is the list.
   for (const char* devices : {" 2", "2 ", " cpu:0 ,cpu:1"}) {
-    CommandResult r = runTandem({"dump", "--model", "lenet", "--devices", devices, "--format",
-                                 "summary"});
+    CommandResult r =
+        runTandem({"dump", "--model", "lenet", "--devices", devices, "--format", "summary"});
     EXPECT_EQ(r.exit_code, 0) << "'" << devices << "': " << r.err;
     EXPECT_NE(r.out.find("[cpu:0, cpu:1]"), std::string::npos) << r.out;
   }
@@ -1184,8 +1190,8 @@ TEST_F(BadInputTable, Issue40ResumeNamesEverySettingThatDiffers) {
 TEST_F(BadInputTable, Issue40RefusedRunsLoseNothingAndLeaveNothing) {
   tmp_dir_.write("old.csv", "the rows of an earlier run\n");
   ASSERT_EQ(mkdir(expand("$TMP/empty").c_str(), 0755), 0);
-  const std::vector<std::string> no_data = {"train", "--model", "lenet",
-                                            "--data", "$TMP/empty", "--batch", "10"};
+  const std::vector<std::string> no_data = {"train",      "--model", "lenet", "--data",
+                                            "$TMP/empty", "--batch", "10"};
   auto with = [&](std::vector<std::string> more) {
     std::vector<std::string> args = no_data;
     args.insert(args.end(), more.begin(), more.end());
@@ -1208,9 +1214,9 @@ TEST_F(BadInputTable, Issue40RefusedRunsLoseNothingAndLeaveNothing) {
   check({{with({"--checkpoint", "$TMP/ck"}), missing}});
   EXPECT_TRUE(std::filesystem::is_empty(expand("$TMP/ck")));
   // A run that trained keeps its metrics, its checkpoint and the directory's lock file.
-  CommandResult ok = runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "10",
-                                "--epochs", "1", "--metrics", expand("$TMP/old.csv"),
-                                "--checkpoint", expand("$TMP/ck")});
+  CommandResult ok =
+      runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "10", "--epochs", "1",
+                 "--metrics", expand("$TMP/old.csv"), "--checkpoint", expand("$TMP/ck")});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_EQ(readCsv(expand("$TMP/old.csv")).size(), 1u);
   EXPECT_TRUE(std::filesystem::exists(expand("$TMP/ck/checkpoint")));
@@ -1242,10 +1248,9 @@ TEST_F(BadInputTable, Issue40MetricsFileInUseOrUnread) {
   ::close(trace);
   EXPECT_EQ(readFile(expand("$TMP/t.json")), "{}");
   ASSERT_EQ(mkfifo(expand("$TMP/fifo").c_str(), 0644), 0);
-  CommandResult r = runProgram("/usr/bin/timeout",
-                               {"60", TANDEM_CLI_PATH, "train", "--model", "lenet", "--data",
-                                data_, "--batch", "10", "--epochs", "1", "--metrics",
-                                expand("$TMP/fifo")});
+  CommandResult r = runProgram(
+      "/usr/bin/timeout", {"60", TANDEM_CLI_PATH, "train", "--model", "lenet", "--data", data_,
+                           "--batch", "10", "--epochs", "1", "--metrics", expand("$TMP/fifo")});
   EXPECT_EQ(r.exit_code, 2) << "124 is a hang: " << r.err;
   EXPECT_EQ(r.err, expand("tandem: --metrics: '$TMP/fifo' is a FIFO (named pipe) that no process "
                           "reads; start its reader first, or name a regular file\n"));
@@ -1258,8 +1263,8 @@ TEST_F(BadInputTable, Issue40OneExamplePerDeviceTrains) {
        {std::vector<std::string>{"--model", "lenet", "--batch", "3", "--devices", "2"},
         {"--model", "lenet", "--batch", "4", "--devices", "2", "--split", "3,1"},
         {"--model", "vit", "--batch", "2", "--devices", "2"}}) {
-    std::vector<std::string> all = {"train", "--data", data_, "--epochs", "1", "--limit-train",
-                                    "8", "--limit-test", "4"};
+    std::vector<std::string> all = {"train",         "--data", data_,          "--epochs", "1",
+                                    "--limit-train", "8",      "--limit-test", "4"};
     all.insert(all.end(), args.begin(), args.end());
     CommandResult r = runTandem(all);
     EXPECT_EQ(r.exit_code, 0) << absl::StrJoin(args, " ") << ": " << r.err;
@@ -1280,9 +1285,9 @@ TEST_F(BadInputTable, Issue40NanLossNamesWhatBlewUp) {
   dark.write("train-images-idx3-ubyte", images);
   std::string dir = dark.file("");
   dir.pop_back();
-  CommandResult r = runTandem({"train", "--model", "mlp", "--data", dir, "--batch", "10",
-                               "--epochs", "2", "--optimizer", "adamw", "--eps", "0", "--lr",
-                               "0.01"});
+  CommandResult r =
+      runTandem({"train", "--model", "mlp", "--data", dir, "--batch", "10", "--epochs", "2",
+                 "--optimizer", "adamw", "--eps", "0", "--lr", "0.01"});
   EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
   EXPECT_EQ(r.err.rfind("tandem: the loss is nan at epoch 1, step ", 0), 0u) << r.err;
   EXPECT_NE(r.err.find(" holds NaN or infinity ("), std::string::npos) << r.err;
@@ -1323,8 +1328,9 @@ TEST_F(BadInputTable, Issue40ProbeFindings) {
        "arithmetic); give at least 1.17549e-38 (it takes constant, step:EPOCHS:GAMMA such as "
        "step:30:0.1, or cosine)"},
       {{"train", "--model", "lenet", "--data", cut, "--limit-train", "20", "--batch", "10"},
-       absl::StrCat(cut, "/train-images-idx3-ubyte: truncated: header says 100 images of 28x28 "
-                         "but the file ends after 90 of them")},
+       absl::StrCat(cut,
+                    "/train-images-idx3-ubyte: truncated: header says 100 images of 28x28 "
+                    "but the file ends after 90 of them")},
   });
   EXPECT_EQ(readFile(expand("$TMP/d.tir")), "module @m {\n}\n");
 }

@@ -182,8 +182,7 @@ TEST(ExplorePage, SyncBatchNormStatisticsServeNoParameter) {
       {"dump", "--model", "resnet18", "--devices", "2", "--sync-bn", "--format", "summary"});
   std::set<int64_t> statistics;  // "all_reduce bucket 5: 1 tensor, ..., first %stem.conv.stats.0"
   const std::regex stats("all_reduce bucket ([0-9]+): [^\n]*first %[^ \n]*\\.stats\\.0");
-  for (std::sregex_iterator it(summary.out.begin(), summary.out.end(), stats), end; it != end;
-       ++it)
+  for (std::sregex_iterator it(summary.out.begin(), summary.out.end(), stats), end; it != end; ++it)
     statistics.insert(std::stoll((*it)[1]));
   ASSERT_GT(statistics.size(), 10u) << summary.out;
   std::set<std::string> named;

@@ -23,8 +23,7 @@ absl::Status runDump(const DumpFlags& f) {
   RETURN_IF_ERROR(checkOutputFlags(out));
   // An ONNX model dumped is an input: -o on it would destroy it (path_claims.h).
   PathClaims claims;
-  if (f.model.onnx)
-    RETURN_IF_ERROR(claims.claim("--onnx", *f.model.onnx, PathClaims::Use::kReads));
+  if (f.model.onnx) RETURN_IF_ERROR(claims.claim("--onnx", *f.model.onnx, PathClaims::Use::kReads));
   if (!out.output.empty())
     RETURN_IF_ERROR(claims.claim("--output", out.output, PathClaims::Use::kWrites));
   auto choice = resolveModelFlags(f.model, /*for_training=*/false);

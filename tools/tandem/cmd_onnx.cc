@@ -271,7 +271,7 @@ absl::Status runImport(const ImportFlags& f) {
 absl::Status runInference(const RunFlags& f) {
   if (f.model.empty()) return absl::InvalidArgumentError("run: missing the model argument");
   if (f.output_dir.empty()) return absl::InvalidArgumentError("run: --output-dir is required");
-  absl::StatusOr<std::vector<ir::Device>> devices = ir::parseTargetDevices(f.device);
+  absl::StatusOr<std::vector<ir::Device> > devices = ir::parseTargetDevices(f.device);
   if (!devices.ok())
     return absl::Status(devices.status().code(),
                         absl::StrCat("--device: ", devices.status().message()));

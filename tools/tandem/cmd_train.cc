@@ -205,12 +205,12 @@ std::string nonFiniteCause(const runtime::Executor& ex, const passes::PipelineCo
   absl::StatusOr<runtime::NonFiniteVariables> bad = runtime::findNonFiniteVariables(ex);
   std::string where;
   if (bad.ok() && !bad->names.empty())
-    where = absl::StrFormat(
-        "@%s holds NaN or infinity (%d of its %d values)%s: ", bad->names[0],
-        bad->first_bad_values, bad->first_values,
-        bad->names.size() == 1 ? ""
-                               : absl::StrFormat(", as do %d more of the %d variables",
-                                                 bad->names.size() - 1, bad->checked));
+    where = absl::StrFormat("@%s holds NaN or infinity (%d of its %d values)%s: ", bad->names[0],
+                            bad->first_bad_values, bad->first_values,
+                            bad->names.size() == 1
+                                ? ""
+                                : absl::StrFormat(", as do %d more of the %d variables",
+                                                  bad->names.size() - 1, bad->checked));
   else if (bad.ok())
     where = "every variable is still finite, so this step's arithmetic overflowed: ";
   if (p.optimizer == "adamw" && p.eps == 0)
