@@ -27,4 +27,16 @@ double collectiveBytesPerDevice(const ir::Node& n) {
   return total / static_cast<double>(devices);
 }
 
+double collectiveSeconds(const ir::Node& n, int64_t p, const Topology& topo) {
+  switch (ir::collectiveKind(n).value_or(ir::CollectiveKind::kScatter)) {
+    case ir::CollectiveKind::kReduce:
+      return allReduceCost(collectiveBytesPerDevice(n), p, topo).seconds;
+    case ir::CollectiveKind::kReduceScatter:
+    case ir::CollectiveKind::kAllGather:
+      return reduceScatterCost(collectiveBytesPerDevice(n), p, topo).seconds;
+    default:
+      return 0;
+  }
+}
+
 }  // namespace tandem::sim

@@ -3,6 +3,7 @@
 // The roofline cost of a node's work on one GPU: max(flops / peak, bytes / bandwidth).
 
 #include "ir/ir.h"
+#include "sim/cost_model.h"
 #include "sim/gpu_specs.h"
 
 namespace tandem::sim {
@@ -23,5 +24,10 @@ double rooflineSeconds(const NodeWork& w, const GpuSpec& gpu);
 /// collective are grouped device-major, the same count per device); for an all_gather the
 /// buffer it gathers (its result), which is what the cost models take.
 double collectiveBytesPerDevice(const ir::Node& n);
+
+/// Seconds collective `n` takes among `p` devices by the alpha-beta models: an all_reduce's
+/// (reduce), half of it for a reduce_scatter or all_gather; 0 for a split or broadcast (the
+/// host's copy, which the simulator does not cost).
+double collectiveSeconds(const ir::Node& n, int64_t p, const Topology& topo);
 
 }  // namespace tandem::sim

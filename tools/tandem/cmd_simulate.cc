@@ -138,15 +138,7 @@ sim::NodeCost modelCosts(const std::vector<double>& compute_s, int64_t p, int64_
       return compute_s[n.id()] *
              (sharded ? static_cast<double>(compiled) / static_cast<double>(p) : 1.0);
     }
-    switch (ir::collectiveKind(n).value_or(ir::CollectiveKind::kScatter)) {
-      case ir::CollectiveKind::kReduce:
-        return sim::allReduceCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
-      case ir::CollectiveKind::kReduceScatter:
-      case ir::CollectiveKind::kAllGather:
-        return sim::reduceScatterCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
-      default:
-        return 0.0;
-    }
+    return sim::collectiveSeconds(n, p, topo);
   };
 }
 

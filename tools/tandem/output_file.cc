@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/file_input.h"
+#include "ir/status_macros.h"
 
 namespace tandem::tools {
 namespace {
@@ -24,6 +25,26 @@ std::string besideTemplate(const std::string& path, const std::string& suffix = 
       .string();
 }
 
+// Opens `path` write-only with `more` flags (O_CREAT | O_TRUNC, O_CREAT | O_EXCL, ...).
+// Never blocks: a FIFO that no process reads would wait for a reader forever at the open;
+// it fails with ENXIO instead, and writes block as usual afterwards. -1 and errno on failure.
+int openToWrite(const std::string& path, int more) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK | more, 0666);
+  if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+// The refusal of a FIFO that no process reads (openToWrite's ENXIO), as an input FIFO's
+// is refused; OK for any other failure, which the caller reports.
+absl::Status refuseUnreadFifo(int err, const std::string& path, const std::string& flag) {
+  struct stat st {};
+  if (err == ENXIO && ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": '", path, "' is ", ir::describeFileType(st.st_mode),
+                     " that no process reads; start its reader first, or name a regular file"));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<OutputFile> OutputFile::open(const std::string& path, const std::string& flag) {
@@ -31,19 +52,12 @@ absl::StatusOr<OutputFile> OutputFile::open(const std::string& path, const std::
     return absl::InvalidArgumentError(absl::StrCat(flag, ": the file name is empty"));
   if (path == "-") return standardOutput();
   OutputFile out(nullptr, absl::StrCat(flag, ": cannot write '", path, "'"), true);
-  // O_NONBLOCK: opening a FIFO that no process reads would wait for a reader forever; it
-  // fails with ENXIO instead. Writes block as usual (the flag is cleared below).
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0666);
+  const int fd = openToWrite(path, O_CREAT | O_TRUNC);
   if (fd < 0) {
     const int err = errno;
-    struct stat st {};
-    if (err == ENXIO && ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, ": '", path, "' is ", ir::describeFileType(st.st_mode),
-                       " that no process reads; start its reader first, or name a regular file"));
+    RETURN_IF_ERROR(refuseUnreadFifo(err, path, flag));
     return out.failure(err);
   }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   out.file_ = ::fdopen(fd, "w");
   if (out.file_ == nullptr) {
     const int err = errno;
@@ -86,23 +100,17 @@ absl::StatusOr<OutputFile> OutputFile::claim(const std::string& path, const std:
   if (path == "-") return standardOutput();
   OutputFile out(nullptr, absl::StrCat(flag, ": cannot write '", path, "'"), true);
   // Made here (O_EXCL tells), or opened as it is: never truncated before start().
-  // Non-blocking: a FIFO with no reader would block the open forever (ENXIO instead).
   bool made = true;
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NONBLOCK, 0666);
+  int fd = openToWrite(path, O_CREAT | O_EXCL);
   if (fd < 0 && errno == EEXIST) {
     made = false;
-    fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+    fd = openToWrite(path, 0);
   }
   if (fd < 0) {
     const int err = errno;
-    struct stat st {};
-    if (err == ENXIO && ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, ": '", path, "' is ", ir::describeFileType(st.st_mode),
-                       " that no process reads; start its reader first, or name a regular file"));
+    RETURN_IF_ERROR(refuseUnreadFifo(err, path, flag));
     return out.failure(err);
   }
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // writes wait for the reader
   struct stat st {};
   out.regular_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   if (out.regular_ && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {

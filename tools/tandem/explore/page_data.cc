@@ -65,15 +65,7 @@ struct CostModel {
     if (!ir::CollectiveView::is(n)) return sim::rooflineSeconds(sim::nodeWork(n), gpu);
     const ir::CollectiveView c(n);
     const auto p = static_cast<int64_t>(c.devices().size() / std::max<int64_t>(c.numGroups(), 1));
-    switch (c.kind()) {
-      case ir::CollectiveKind::kReduce:
-        return sim::allReduceCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
-      case ir::CollectiveKind::kReduceScatter:
-      case ir::CollectiveKind::kAllGather:
-        return sim::reduceScatterCost(sim::collectiveBytesPerDevice(n), p, topo).seconds;
-      default:
-        return 0;  // a split or broadcast: the host's copy, which the simulator does not cost
-    }
+    return sim::collectiveSeconds(n, p, topo);
   }
 };
 
