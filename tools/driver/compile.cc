@@ -64,6 +64,18 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
   return std::move(*module);
 }
 
+absl::Status checkDevicesRunHere(const std::vector<ir::Device>& devices) {
+  backend::registerBackends();
+  for (const ir::Device& d : devices) {
+    if (d.rank != 0) continue;  // another process's, checked there
+    absl::StatusOr<const backend::Backend*> b = backend::backendFor(d.kind);
+    if (!b.ok())
+      return absl::InvalidArgumentError(absl::StrCat(ir::toString(d), ": ", b.status().message()));
+    RETURN_IF_ERROR((*b)->checkDevice(d));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status compileInference(ir::Module& module, const std::vector<ir::Device>& devices) {
   backend::registerBackends();
   ASSIGN_OR_RETURN(const int64_t alignment, ir::targetAlignment(devices));

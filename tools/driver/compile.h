@@ -38,4 +38,9 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
 /// schedule and the execution plan), no autodiff and no optimizer.
 absl::Status compileInference(ir::Module& module, const std::vector<ir::Device>& devices);
 
+/// OK when this build has a backend for every device of this process (rank 0's: another
+/// process checks its own) and the machine has the device; else why not, naming the
+/// device ("cuda:0: ..."), for the caller to put its flag in front.
+absl::Status checkDevicesRunHere(const std::vector<ir::Device>& devices);
+
 }  // namespace tandem::driver

@@ -137,16 +137,9 @@ absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSetti
   c.pipeline.devices = *devices;
   // Training runs on the devices: a kind this build has no backend for is said before any
   // data loads (dump only compiles, for any kind).
-  if (for_training) {
-    for (const ir::Device& d : *devices) {
-      if (d.rank != 0) continue;  // another process's, checked there
-      absl::StatusOr<const backend::Backend*> b = backend::backendFor(d.kind);
-      if (!b.ok())
-        return flagError("--devices", absl::StrCat(ir::toString(d), ": ", b.status().message()));
-      if (absl::Status here = (*b)->checkDevice(d); !here.ok())
-        return flagError("--devices", here.message());
-    }
-  }
+  if (for_training)
+    if (absl::Status here = checkDevicesRunHere(*devices); !here.ok())
+      return flagError("--devices", here.message());
   constexpr int64_t kDefaultBatch = 256;
   const int64_t devices_count = static_cast<int64_t>(devices->size());
   const int64_t batch = f.batch        ? *f.batch

@@ -17,7 +17,6 @@
 #include "tools/tandem/onnx_model.h"
 
 #ifdef TANDEM_HAVE_ONNX
-#include "backend/backend.h"
 #include "frontend/onnx/importer.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -140,6 +139,19 @@ absl::StatusOr<std::vector<NamedInput> > readInputs(const std::vector<std::strin
   return out;
 }
 
+/// OK when every --input names one of `takes` or of `known` (inputs taken as constants at
+/// import); else the first that does not, with what the model takes.
+absl::Status checkInputNames(const std::vector<NamedInput>& inputs,
+                             const std::vector<std::string>& takes,
+                             const std::set<std::string>& known, const std::string& model) {
+  for (const NamedInput& in : inputs)
+    if (std::find(takes.begin(), takes.end(), in.name) == takes.end() && !known.contains(in.name))
+      return absl::InvalidArgumentError(absl::StrCat("--input ", in.name, ": model '", model,
+                                                     "' has no such input (it takes ",
+                                                     absl::StrJoin(takes, ", "), ")"));
+  return absl::OkStatus();
+}
+
 /// What runs: a module with @init and @infer, the values of its variables, the names its
 /// inputs are given by (--input NAME) and their variables, and its outputs' names.
 struct Runnable {
@@ -159,11 +171,7 @@ absl::StatusOr<Runnable> fromOnnx(const RunFlags& f, const std::vector<NamedInpu
   std::vector<std::string> names;
   for (const onnx_import::ModelInput& in : onnx_import::modelInputs(*model))
     names.push_back(in.name);
-  for (const NamedInput& in : inputs)
-    if (std::find(names.begin(), names.end(), in.name) == names.end())
-      return absl::InvalidArgumentError(absl::StrCat("--input ", in.name, ": model '", f.model,
-                                                     "' has no such input (it takes ",
-                                                     absl::StrJoin(names, ", "), ")"));
+  RETURN_IF_ERROR(checkInputNames(inputs, names, {}, f.model));
   onnx_import::ImportOptions options;
   options.open_dimension_remedy = "give the input (its file's shape sets it)";
   for (const NamedInput& in : inputs) {
@@ -279,12 +287,7 @@ absl::Status runInference(const RunFlags& f) {
     return absl::InvalidArgumentError(absl::StrCat("--device '", f.device, "': name one device"));
   // A device this build or machine cannot run on is said now, naming the flag (as train's
   // --devices), not when the module loads.
-  backend::registerBackends();
-  absl::StatusOr<const backend::Backend*> backend = backend::backendFor(devices->front().kind);
-  if (!backend.ok())
-    return absl::InvalidArgumentError(absl::StrCat("--device: ", ir::toString(devices->front()),
-                                                   ": ", backend.status().message()));
-  if (absl::Status here = (*backend)->checkDevice(devices->front()); !here.ok())
+  if (absl::Status here = driver::checkDevicesRunHere(*devices); !here.ok())
     return absl::Status(here.code(), absl::StrCat("--device: ", here.message()));
   ASSIGN_OR_RETURN(std::vector<NamedInput> inputs, readInputs(f.inputs));
   const bool tir = absl::EndsWith(f.model, ".tir");
@@ -335,12 +338,7 @@ absl::Status runInference(const RunFlags& f) {
           absl::StrJoin(it->value->shape, ","), "], the model takes ", ir::toString(var->type)));
     ordered.push_back(&*it);
   }
-  for (const NamedInput& in : inputs)
-    if (std::find(r.input_names.begin(), r.input_names.end(), in.name) == r.input_names.end() &&
-        !r.known_inputs.contains(in.name))
-      return absl::InvalidArgumentError(absl::StrCat("--input ", in.name, ": model '", f.model,
-                                                     "' has no such input (it takes ",
-                                                     absl::StrJoin(r.input_names, ", "), ")"));
+  RETURN_IF_ERROR(checkInputNames(inputs, r.input_names, r.known_inputs, f.model));
   std::error_code ec;
   std::filesystem::create_directories(f.output_dir, ec);
   if (ec)
