@@ -720,8 +720,8 @@ absl::Status CheckpointWriter::lockDirectory() {
   // A lock taken on a file that its holder removed (a run that saved nothing) is no lock
   // of the path: take the path's current file instead.
   auto stale = [&] {
-    struct stat held {
-    }, now{};
+    struct stat held = {};
+    struct stat now = {};
     return ::fstat(fd, &held) == 0 && (::stat(path.c_str(), &now) != 0 ||
                                        held.st_ino != now.st_ino || held.st_dev != now.st_dev);
   };

@@ -194,6 +194,18 @@ std::string streamNote(const GzError& error) {
   return error.failed() ? absl::StrCat(" (gzip: ", error.text, ")") : "";
 }
 
+// Why a read of a file's `items` (" labels", " images of 28x28") stopped after `got` of the
+// `count` its header says: bad compressed data or a read error, else a file cut short.
+absl::Status shortRead(const std::string& path, const GzError& error, int64_t count, int64_t got,
+                       const std::string& items) {
+  // No count for corrupt data: zlib drops the output of the read that found the error.
+  if (error.corrupt())
+    return absl::DataLossError(absl::StrCat(path, ": ", error.kind(), " (", error.text, ")"));
+  return absl::DataLossError(absl::StrCat(path, ": truncated: header says ", count, items,
+                                          " but the file ends after ", got, " of them",
+                                          streamNote(error)));
+}
+
 // After the `keep` items a run uses, the file's other items are read and dropped and the
 // stream's end checked (its gzip CRC): a file cut short or corrupt past the limit is as
 // damaged as one cut before it, and a run with --limit-train must not pass it as whole.
@@ -203,13 +215,7 @@ absl::Status checkRest(gzFile f, const std::string& path, int64_t count, int64_t
     GzError error;
     const int64_t got =
         readItems(f, path, count - keep, item_bytes, error, [](const unsigned char*, int64_t) {});
-    if (got < count - keep) {
-      if (error.corrupt())
-        return absl::DataLossError(absl::StrCat(path, ": ", error.kind(), " (", error.text, ")"));
-      return absl::DataLossError(absl::StrCat(path, ": truncated: header says ", count, items,
-                                              " but the file ends after ", keep + got, " of them",
-                                              streamNote(error)));
-    }
+    if (got < count - keep) return shortRead(path, error, count, keep + got, items);
   }
   return checkStreamEnd(f, path);
 }
@@ -258,19 +264,9 @@ absl::StatusOr<Dataset> readIdxPair(const std::string& images_path,
                                          float* out = data.images.data() + at;
                                          for (int64_t i = 0; i < n; ++i) out[i] = scale[p[i]];
                                        });
-  if (got_images < keep) {
-    if (error.corrupt()) {
-      // No count: zlib drops the output of the read that found the error.
-      return absl::DataLossError(
-          absl::StrCat(images_path, ": ", error.kind(), " (", error.text, ")"));
-    }
-    return absl::DataLossError(absl::StrCat(images_path, ": truncated: header says ", count,
-                                            " images of ", rows, "x", cols,
-                                            " but the file ends after ", got_images,
-                                            " of them", streamNote(error)));
-  }
-  if (absl::Status s = checkRest(images->file.get(), images_path, count, keep, pixels,
-                                 absl::StrCat(" images of ", rows, "x", cols));
+  const std::string image_items = absl::StrCat(" images of ", rows, "x", cols);
+  if (got_images < keep) return shortRead(images_path, error, count, got_images, image_items);
+  if (absl::Status s = checkRest(images->file.get(), images_path, count, keep, pixels, image_items);
       !s.ok())
     return s;
 
@@ -280,15 +276,7 @@ absl::StatusOr<Dataset> readIdxPair(const std::string& images_path,
                                        [&](const unsigned char* p, int64_t n) {
                                          data.labels.insert(data.labels.end(), p, p + n);
                                        });
-  if (got_labels < keep) {
-    if (error.corrupt()) {
-      return absl::DataLossError(
-          absl::StrCat(labels_path, ": ", error.kind(), " (", error.text, ")"));
-    }
-    return absl::DataLossError(absl::StrCat(labels_path, ": truncated: header says ", count,
-                                            " labels but the file ends after ", got_labels,
-                                            " of them", streamNote(error)));
-  }
+  if (got_labels < keep) return shortRead(labels_path, error, count, got_labels, " labels");
   if (absl::Status s = checkRest(labels->file.get(), labels_path, count, keep, 1, " labels");
       !s.ok())
     return s;
