@@ -14,7 +14,7 @@ set(TANDEM_INSTALL_INCLUDE_DIR ${CMAKE_INSTALL_INCLUDEDIR}/tandem)
 set(TANDEM_INSTALL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Tandem)
 
 # Every library Tandem::tandem links, which a static library's users link too.
-set(TANDEM_EXPORTED_LIBRARIES tandem_api tandem_driver tandem_frontend tandem_passes
+set(TANDEM_EXPORTED_LIBRARIES tandem_api tandem_train tandem_frontend tandem_passes
     tandem_runtime tandem_backends tandem_backend_cpu tandem_backend_api tandem_targets tandem_ir)
 if(TANDEM_HAVE_CUDA)
   list(APPEND TANDEM_EXPORTED_LIBRARIES tandem_backend_cuda)

@@ -1,4 +1,4 @@
-// The public API over the driver's training path (tools/driver), which `tandem train`
+// The public API over the training library (train/), which `tandem train`
 // runs too: options become the CLI's settings, and errors the CLI words with a flag
 // (--weight-decay) name the option instead (TrainOptions::weight_decay).
 
@@ -16,10 +16,10 @@
 #include "ir/printer.h"
 #include "ir/status_macros.h"
 #include "runtime/checkpoint.h"
-#include "tools/driver/compile.h"
-#include "tools/driver/model_settings.h"
-#include "tools/driver/training_data.h"
-#include "tools/driver/training_session.h"
+#include "train/compile.h"
+#include "train/model_settings.h"
+#include "train/training_data.h"
+#include "train/training_session.h"
 
 namespace tandem {
 namespace {
@@ -63,8 +63,8 @@ absl::Status inApiWords(const absl::Status& status) {
   return absl::Status(status.code(), out);
 }
 
-driver::ModelSettings settingsOf(const TrainOptions& o) {
-  driver::ModelSettings s;
+training::ModelSettings settingsOf(const TrainOptions& o) {
+  training::ModelSettings s;
   s.devices = o.devices;
   s.batch = o.batch;
   s.optimizer = o.optimizer;
@@ -72,7 +72,7 @@ driver::ModelSettings settingsOf(const TrainOptions& o) {
       {"lr", &o.lr},       {"momentum", &o.momentum}, {"weight_decay", &o.weight_decay},
       {"beta1", &o.beta1}, {"beta2", &o.beta2},       {"eps", &o.eps}};
   for (const auto& [attr, value] : hyper)
-    if (*value) s.hyper[attr] = {.value = **value, .text = driver::exactNumber(**value)};
+    if (*value) s.hyper[attr] = {.value = **value, .text = training::exactNumber(**value)};
   s.schedule = o.schedule;
   s.warmup = o.warmup;
   s.clip_grad_norm = o.clip_grad_norm;
@@ -133,14 +133,14 @@ absl::StatusOr<runtime::data::Dataset> datasetOf(const Examples& e, const ModelS
   return d;
 }
 
-absl::StatusOr<driver::TrainingData> dataOf(const Data& data, const ModelSpec& spec,
+absl::StatusOr<training::TrainingData> dataOf(const Data& data, const ModelSpec& spec,
                                             int64_t batch) {
   if (!data.fashion_mnist.empty())
-    return driver::loadFashionMnist(data.fashion_mnist, data.limit_train, data.limit_test, batch);
-  driver::TrainingData out;
+    return training::loadFashionMnist(data.fashion_mnist, data.limit_train, data.limit_test, batch);
+  training::TrainingData out;
   ASSIGN_OR_RETURN(out.train, datasetOf(data.train, spec, "Data::train", data.limit_train));
   ASSIGN_OR_RETURN(out.test, datasetOf(data.test, spec, "Data::test", data.limit_test));
-  RETURN_IF_ERROR(driver::checkTrainingData(out, "Data", data.limit_train, data.limit_test, batch));
+  RETURN_IF_ERROR(training::checkTrainingData(out, "Data", data.limit_train, data.limit_test, batch));
   return out;
 }
 
@@ -164,8 +164,8 @@ struct Model::Impl {
   ModelSpec spec;
   TrainOptions options;
   // The data outlives the session, whose loaders read it.
-  driver::TrainingData data;
-  std::unique_ptr<driver::TrainingSession> session;
+  training::TrainingData data;
+  std::unique_ptr<training::TrainingSession> session;
   std::vector<runtime::EpochFigures> figures;
   std::vector<EpochMetrics> history;
   // Where fit goes on: the epoch, and its steps done (a checkpoint written inside one).
@@ -192,9 +192,9 @@ absl::StatusOr<std::unique_ptr<Model::Impl>> prepare(const ModelSpec& spec,
                                                      const TrainOptions& options,
                                                      const Data& data) {
   RETURN_IF_ERROR(checkOwnOptions(options));
-  const driver::ModelSettings settings = settingsOf(options);
-  ASSIGN_OR_RETURN(driver::ModelChoice choice,
-                   driver::resolveModel(spec, settings, /*for_training=*/true));
+  const training::ModelSettings settings = settingsOf(options);
+  ASSIGN_OR_RETURN(training::ModelChoice choice,
+                   training::resolveModel(spec, settings, /*for_training=*/true));
   auto impl = std::make_unique<Model::Impl>();
   impl->spec = spec;
   impl->options = options;
@@ -202,12 +202,12 @@ absl::StatusOr<std::unique_ptr<Model::Impl>> prepare(const ModelSpec& spec,
   ASSIGN_OR_RETURN(impl->data, dataOf(data, spec, batch));
   const int64_t steps_per_epoch = impl->data.train.count / batch;
   ASSIGN_OR_RETURN(runtime::LrSchedule schedule,
-                   driver::learningRateSchedule(choice, steps_per_epoch, options.epochs));
+                   training::learningRateSchedule(choice, steps_per_epoch, options.epochs));
   ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> module,
-                   driver::compileModel(choice.spec, choice.compile));
+                   training::compileModel(choice.spec, choice.compile));
   ASSIGN_OR_RETURN(
       impl->session,
-      driver::TrainingSession::create(
+      training::TrainingSession::create(
           std::move(module), impl->data.train, impl->data.test,
           {.executor = {.seed = options.seed,
                         .backend_options =
@@ -216,7 +216,7 @@ absl::StatusOr<std::unique_ptr<Model::Impl>> prepare(const ModelSpec& spec,
            .seed = options.seed,
            .schedule = choice.compile.pipeline.lr_schedule ? std::optional(schedule) : std::nullopt,
            .model = spec.name,
-           .settings = driver::resumeSettings(choice, settings, options.seed,
+           .settings = training::resumeSettings(choice, settings, options.seed,
                                               impl->data.train.count, options.epochs)}));
   RETURN_IF_ERROR(impl->session->initialize());
   if (options.checkpoint) {
@@ -248,7 +248,7 @@ absl::StatusOr<Model> Model::load(const ModelSpec& spec, const TrainOptions& opt
   absl::StatusOr<std::unique_ptr<Impl>> impl = prepare(spec, options, data);
   if (!impl.ok()) return inApiWords(impl.status());
   const std::string path = runtime::checkpointPath(dir);
-  driver::TrainingSession& session = *(*impl)->session;
+  training::TrainingSession& session = *(*impl)->session;
   absl::Status restored = runtime::checkCompatible(*c, spec.name, session.options().settings, path);
   if (restored.ok()) restored = session.restore(*c, path);
   if (!restored.ok())

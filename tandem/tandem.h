@@ -11,7 +11,7 @@
 //   auto model = tandem::train(spec, {.devices = "cpu:0,cpu:1", .batch = 256, .epochs = 10},
 //                              tandem::Data::fashionMnist());
 //
-// A thin layer over what `tandem train` runs (tools/driver: the same settings, checks,
+// A thin layer over what `tandem train` runs (train/: the same settings, checks,
 // compiler pipeline, training session and checkpoint format), so a model trains here
 // exactly as the CLI trains a zoo model with the same settings. Every mistake is an
 // absl::Status naming the option at fault (`TrainOptions::batch: 1 is smaller than the

@@ -80,7 +80,7 @@ struct ImportedModel {
 };
 
 /// The model as a module that runs inference (uncompiled: the inference pipeline,
-/// tools/driver/compile.h, makes it runnable).
+/// train/compile.h, makes it runnable).
 absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOptions& options);
 
 /// The concrete shape of `input`: its model shape with `given` (when set) checked against

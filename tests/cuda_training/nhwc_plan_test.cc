@@ -19,14 +19,14 @@ std::unique_ptr<ir::Module> compileFor(const std::string& model, int devices, bo
   auto spec = zoo::modelByName(model);
   EXPECT_TRUE(spec.ok()) << spec.status();
   if (!spec.ok()) return nullptr;
-  driver::CompileOptions c;
+  training::CompileOptions c;
   c.build.batch = 8 * devices;
   c.pipeline.devices.clear();
   for (int d = 0; d < devices; ++d)
     c.pipeline.devices.push_back({::tandem::testing::kind("cuda"), d});
   c.pipeline.bf16 = bf16;
   c.pipeline.sync_bn = sync_bn;
-  auto module = driver::compileModel(*spec, c);
+  auto module = training::compileModel(*spec, c);
   EXPECT_TRUE(module.ok()) << module.status();
   return module.ok() ? std::move(*module) : nullptr;
 }

@@ -57,7 +57,7 @@ Trained train(const std::string& model, const TrainSetup& o, const std::vector<O
   auto spec = zoo::modelByName(model);
   EXPECT_TRUE(spec.ok()) << spec.status();
   if (!spec.ok()) return r;
-  driver::CompileOptions c;
+  training::CompileOptions c;
   c.build.batch = o.batch;
   c.pipeline = {.devices = o.devices,
                 .weights = o.weights,
@@ -66,7 +66,7 @@ Trained train(const std::string& model, const TrainSetup& o, const std::vector<O
                 .weight_decay = o.weight_decay,
                 .layouts = o.layouts,
                 .sync_bn = o.sync_bn};
-  auto module = driver::compileModel(*spec, c);
+  auto module = training::compileModel(*spec, c);
   EXPECT_TRUE(module.ok()) << module.status();
   if (!module.ok()) return r;
   exec.seed = o.seed;

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/runtime/runtime_test_util.h"
-#include "tools/driver/auto_split.h"
+#include "train/auto_split.h"
 
 namespace tandem::testing {
 namespace {
@@ -34,11 +34,11 @@ TEST(AutoSplit, MovesImagesToTheFasterDevice) {
     if (n.op() == ir::Op::kConv2d)
       std::this_thread::sleep_for(n.result()->type().shape[0] * (device == 1 ? 2000us : 500us));
   });
-  driver::CompileOptions c;
+  training::CompileOptions c;
   c.build.batch = o.batch;
   c.pipeline.devices = o.devices;
   c.pipeline.lr = o.lr;
-  driver::AutoSplit split(*spec, c, **trainer);
+  training::AutoSplit split(*spec, c, **trainer);
   EXPECT_EQ(split.rows(), (std::vector<int64_t>{32, 32}));
 
   auto batches = randomBatches(20, 64, 21);

@@ -20,18 +20,18 @@
 #include "tests/runtime/recording_backend.h"
 #include "tests/runtime/runtime_test_util.h"
 #include "tests/test_util.h"
-#include "tools/driver/compile.h"
+#include "train/compile.h"
 
 namespace tandem::testing {
 namespace {
 
 std::unique_ptr<ir::Module> lenetOn(int devices, double bucket_mb) {
-  driver::CompileOptions c;
+  training::CompileOptions c;
   c.build.batch = 32;
   c.pipeline.devices = cpus(devices);
   c.pipeline.bucket_mb = bucket_mb;
   c.pipeline.first_bucket_mb = bucket_mb / 4;
-  auto m = driver::compileModel(*zoo::modelByName("lenet"), c);
+  auto m = training::compileModel(*zoo::modelByName("lenet"), c);
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? *std::move(m) : nullptr;
 }

@@ -47,7 +47,7 @@ Traced traceTwoSteps() {
 }
 
 std::unique_ptr<ir::Module> compiled(const std::string& model, const TrainSetup& o) {
-  auto m = driver::compileModel(*zoo::modelByName(model), compileOptions(o));
+  auto m = training::compileModel(*zoo::modelByName(model), compileOptions(o));
   EXPECT_TRUE(m.ok()) << m.status();
   return m.ok() ? std::move(*m) : nullptr;
 }

@@ -106,14 +106,14 @@ std::vector<float> drawn(const std::vector<const ir::Node*>& copies, const std::
 }
 
 TEST(SplitIndependentDropout, EverySplitDrawsTheOneDeviceMasksBitForBit) {
-  auto one = driver::compileModel(dropoutMlp(), compileOptions(setup(1)));
+  auto one = training::compileModel(dropoutMlp(), compileOptions(setup(1)));
   ASSERT_TRUE(one.ok()) << one.status();
   const auto reference = dropoutCopies(**one);
   // Both forward dropouts and the hidden one's gradient (the input's needs none).
   ASSERT_EQ(reference.size(), 3u);
   for (const Split& split : splits()) {
     SCOPED_TRACE(split.name);
-    auto m = driver::compileModel(dropoutMlp(), compileOptions(split.o));
+    auto m = training::compileModel(dropoutMlp(), compileOptions(split.o));
     ASSERT_TRUE(m.ok()) << m.status();
     const auto copies = dropoutCopies(**m);
     ASSERT_EQ(copies.size(), reference.size());

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "ir/placement.h"
 #include "sim/step_replay.h"
-#include "tools/driver/compile.h"
+#include "train/compile.h"
 
 namespace tandem::runtime {
 namespace {
@@ -16,10 +16,10 @@ namespace {
 TEST(MeasureStep, EveryNodeOfDeviceZeroIsTimed) {
   auto spec = zoo::modelByName("lenet");
   ASSERT_TRUE(spec.ok());
-  driver::CompileOptions o = driver::withModelDefaults(*spec);
+  training::CompileOptions o = training::withModelDefaults(*spec);
   o.build.batch = 32;
   o.pipeline.devices = *ir::parseDeviceList("2");
-  auto m = driver::compileModel(*spec, o);
+  auto m = training::compileModel(*spec, o);
   ASSERT_TRUE(m.ok()) << m.status();
   auto measured = measureStep(std::move(*m), /*warmup=*/1, /*steps=*/2);
   ASSERT_TRUE(measured.ok()) << measured.status();

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "runtime/trainer.h"
 #include "tests/device_kinds.h"
-#include "tools/driver/compile.h"
+#include "train/compile.h"
 
 namespace tandem::testing {
 
@@ -70,8 +70,8 @@ struct TrainSetup {
 };
 
 /// What the default pipeline compiles for `o`.
-inline driver::CompileOptions compileOptions(const TrainSetup& o) {
-  driver::CompileOptions c;
+inline training::CompileOptions compileOptions(const TrainSetup& o) {
+  training::CompileOptions c;
   c.build.batch = o.batch;
   c.pipeline = {.devices = o.devices,
                 .weights = o.weights,
@@ -100,7 +100,7 @@ inline driver::CompileOptions compileOptions(const TrainSetup& o) {
 /// Compiles `spec` with the default pipeline for `o` and loads it on a Trainer.
 inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const ModelSpec& spec,
                                                                      const TrainSetup& o) {
-  auto module = driver::compileModel(spec, compileOptions(o));
+  auto module = training::compileModel(spec, compileOptions(o));
   if (!module.ok()) return module.status();
   return runtime::Trainer::create(
       std::move(*module),

@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "ir/target.h"
 #include "tests/device_kinds.h"
-#include "tools/driver/compile.h"
+#include "train/compile.h"
 
 namespace tandem::testing {
 namespace {
@@ -25,17 +25,17 @@ TEST(TargetFacts, Bf16NeedsKernelsThatComputeInIt) {
                       .dtypes = {ir::DType::kF32, ir::DType::kI32, ir::DType::kF64}});
   auto spec = zoo::modelByName("lenet");
   ASSERT_TRUE(spec.ok()) << spec.status();
-  driver::CompileOptions c;
+  training::CompileOptions c;
   c.build.batch = 8;
   c.pipeline.devices = {ir::Device{kind("f32only"), 0}};
   c.pipeline.bf16 = true;
-  auto low = driver::compileModel(*spec, c);
+  auto low = training::compileModel(*spec, c);
   ASSERT_FALSE(low.ok());
   EXPECT_EQ(low.status().message(),
             "--precision bf16: f32only:0 is a F32-only device, whose kernels do not compute in "
             "bf16");
   c.pipeline.bf16 = false;  // the same model compiles for it in f32
-  auto full = driver::compileModel(*spec, c);
+  auto full = training::compileModel(*spec, c);
   EXPECT_TRUE(full.ok()) << full.status();
 }
 

@@ -15,7 +15,7 @@
 #include "runtime/executor.h"
 #include "tests/runtime/recording_backend.h"
 #include "tests/runtime/runtime_test_util.h"
-#include "tools/driver/compile.h"
+#include "train/compile.h"
 
 namespace tandem::testing {
 namespace {
@@ -24,10 +24,10 @@ TEST(Teardown, RecordedStepsGoBeforeTheStreamsTheyRecorded) {
   Recorder recorder;
   RecordingBackend backend(recorder, /*records_steps=*/true, /*prefetches=*/true);
   backend::ScopedBackendOverride use(backend);
-  driver::CompileOptions c;
+  training::CompileOptions c;
   c.build.batch = 32;
   c.pipeline.devices = cpus(2);
-  auto module = driver::compileModel(*zoo::modelByName("lenet"), c);
+  auto module = training::compileModel(*zoo::modelByName("lenet"), c);
   ASSERT_TRUE(module.ok()) << module.status();
   {
     auto ex = runtime::Executor::create(*std::move(module));

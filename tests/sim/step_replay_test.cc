@@ -11,7 +11,7 @@
 #include "ir/placement.h"
 #include "sim/cost_model.h"
 #include "sim/roofline.h"
-#include "tools/driver/compile.h"
+#include "train/compile.h"
 
 namespace tandem::sim {
 namespace {
@@ -19,12 +19,12 @@ namespace {
 std::unique_ptr<ir::Module> compileLenet(double bucket_mb, double first_bucket_mb) {
   auto spec = zoo::modelByName("lenet");
   EXPECT_TRUE(spec.ok());
-  driver::CompileOptions o = driver::withModelDefaults(*spec);
+  training::CompileOptions o = training::withModelDefaults(*spec);
   o.build.batch = 256;
   o.pipeline.devices = *ir::parseDeviceList("2");
   o.pipeline.bucket_mb = bucket_mb;
   o.pipeline.first_bucket_mb = first_bucket_mb;
-  auto m = driver::compileModel(*spec, o);
+  auto m = training::compileModel(*spec, o);
   EXPECT_TRUE(m.ok()) << m.status();
   return std::move(*m);
 }

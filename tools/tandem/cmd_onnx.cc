@@ -23,7 +23,7 @@
 #include "ir/target.h"
 #include "ir/verifier.h"
 #include "runtime/executor.h"
-#include "tools/driver/compile.h"
+#include "train/compile.h"
 #include "tools/tandem/output_file.h"
 #include "tools/tandem/path_claims.h"
 #endif
@@ -345,7 +345,7 @@ absl::Status runInference(const RunFlags& f) {
     return absl::InvalidArgumentError(
         absl::StrCat("--output-dir '", f.output_dir, "': cannot create it: ", ec.message()));
 
-  RETURN_IF_ERROR(driver::compileInference(*r.module, *devices));
+  RETURN_IF_ERROR(training::compileInference(*r.module, *devices));
   ASSIGN_OR_RETURN(auto exec, runtime::Executor::create(std::move(r.module)));
   RETURN_IF_ERROR(exec->run(ir::kInitGraph, {}).status());
   RETURN_IF_ERROR(writeImportedValues(*exec, r.values));

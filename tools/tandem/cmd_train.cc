@@ -35,10 +35,10 @@
 #include "runtime/lr_schedule.h"
 #include "runtime/nonfinite_variables.h"
 #include "runtime/trainer.h"
-#include "tools/driver/auto_split.h"
-#include "tools/driver/compile.h"
-#include "tools/driver/training_data.h"
-#include "tools/driver/training_session.h"
+#include "train/auto_split.h"
+#include "train/compile.h"
+#include "train/training_data.h"
+#include "train/training_session.h"
 #include "tools/tandem/activity.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
@@ -103,8 +103,8 @@ std::string counted(int64_t n, const std::string& noun) {
 
 std::string runHeader(const TrainFlags& f, const ModelChoice& c, const ir::Module& m,
                       int64_t train_count, int64_t test_count) {
-  const driver::CompileOptions& o = c.compile;
-  std::vector<int64_t> split = driver::perDeviceBatch(m);
+  const training::CompileOptions& o = c.compile;
+  std::vector<int64_t> split = training::perDeviceBatch(m);
   bool even = std::all_of(split.begin(), split.end(), [&](int64_t s) { return s == split[0]; });
   const int64_t batch = o.build.batch, steps = train_count / batch;
   const int64_t dropped = train_count - steps * batch;
@@ -250,7 +250,7 @@ std::string digestOf(absl::string_view bytes) {
 std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const TrainFlags& f,
                                                                          const ModelChoice& c,
                                                                          int ranks) {
-  const driver::CompileOptions& o = c.compile;
+  const training::CompileOptions& o = c.compile;
   const passes::PipelineConfig& p = o.pipeline;
   const std::vector<ir::Device> local(
       p.devices.begin(), p.devices.begin() + static_cast<std::ptrdiff_t>(p.devices.size() / ranks));
@@ -265,19 +265,19 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
       {"--batch", absl::StrCat(o.build.batch)},
       {"--split", f.model.split},
       {"--optimizer", p.optimizer},
-      {"--lr", driver::exactNumber(p.lr)},
-      {"--momentum", driver::exactNumber(p.momentum)},
-      {"--weight-decay", driver::exactNumber(p.weight_decay)},
-      {"--beta1", driver::exactNumber(p.beta1)},
-      {"--beta2", driver::exactNumber(p.beta2)},
-      {"--eps", driver::exactNumber(p.eps)},
+      {"--lr", training::exactNumber(p.lr)},
+      {"--momentum", training::exactNumber(p.momentum)},
+      {"--weight-decay", training::exactNumber(p.weight_decay)},
+      {"--beta1", training::exactNumber(p.beta1)},
+      {"--beta2", training::exactNumber(p.beta2)},
+      {"--eps", training::exactNumber(p.eps)},
       {"--schedule", c.schedule},
       {"--warmup", c.warmupText()},
-      {"--clip-grad-norm", driver::exactNumber(p.clip_grad_norm)},
-      {"--label-smoothing", driver::exactNumber(o.build.label_smoothing)},
+      {"--clip-grad-norm", training::exactNumber(p.clip_grad_norm)},
+      {"--label-smoothing", training::exactNumber(o.build.label_smoothing)},
       {"--init", ir::toString(o.build.weight_init)},
-      {"--bucket-mb", driver::exactNumber(p.bucket_mb)},
-      {"--first-bucket-mb", driver::exactNumber(p.first_bucket_mb)},
+      {"--bucket-mb", training::exactNumber(p.bucket_mb)},
+      {"--first-bucket-mb", training::exactNumber(p.first_bucket_mb)},
       {"--allreduce-groups", absl::StrCat(p.allreduce_groups)},
       {"--sync-bn", f.model.sync_bn ? "on" : "off"},
       {"--shard-updates", given(f.model.shard_updates)},
@@ -489,15 +489,15 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   }
 
   setActivity(absl::StrCat("reading the data in ", f.data));
-  ASSIGN_OR_RETURN(driver::TrainingData data,
-                   driver::loadFashionMnist(f.data, f.limit_train, f.limit_test, batch));
+  ASSIGN_OR_RETURN(training::TrainingData data,
+                   training::loadFashionMnist(f.data, f.limit_train, f.limit_test, batch));
   const runtime::data::Dataset* train = &data.train;
   const runtime::data::Dataset* test = &data.test;
 
   // The learning-rate schedule over the run's steps (checked before anything slow).
   const int64_t steps_per_epoch = train->count / batch;
   ASSIGN_OR_RETURN(const runtime::LrSchedule schedule,
-                   driver::learningRateSchedule(*choice, steps_per_epoch, f.epochs));
+                   training::learningRateSchedule(*choice, steps_per_epoch, f.epochs));
   const bool scheduled = choice->compile.pipeline.lr_schedule;
   // The learning rate of epoch `epoch`'s last update, as the table shows it.
   auto lrOfEpoch = [&](int epoch) {
@@ -513,7 +513,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
           absl::StrCat(choice->spec.name, "'s own warmup for --epochs ", f.epochs);
     if (absl::Status s = runtime::checkCompatible(
             *resumed, choice->spec.name,
-            driver::resumeSettings(*choice, f.model, f.seed, train->count, f.epochs), resumed_path,
+            training::resumeSettings(*choice, f.model, f.seed, train->count, f.epochs), resumed_path,
             notes);
         !s.ok())
       return absl::InvalidArgumentError(absl::StrCat("--resume: ", s.message()));
@@ -531,7 +531,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   setActivity(absl::StrCat(
       "compiling ", choice->spec.name, " for ",
       counted(static_cast<int64_t>(choice->compile.pipeline.devices.size()), "device")));
-  auto module = driver::compileModel(choice->spec, choice->compile);
+  auto module = training::compileModel(choice->spec, choice->compile);
   if (!module.ok()) return module.status();
   if (f.module) {
     ASSIGN_OR_RETURN(*module, readModuleToTrain(*f.module, **module));
@@ -545,8 +545,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   const std::string header = runHeader(f, *choice, **module, train->count, test->count);
   setActivity(absl::StrCat("loading ", choice->spec.name, " onto its devices"));
   ASSIGN_OR_RETURN(
-      std::unique_ptr<driver::TrainingSession> session,
-      driver::TrainingSession::create(
+      std::unique_ptr<training::TrainingSession> session,
+      training::TrainingSession::create(
           std::move(*module), *train, *test,
           {.executor = {.seed = f.seed,
                         .backend_options = backendOptions(f),
@@ -555,7 +555,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
            .seed = f.seed,
            .schedule = scheduled ? std::optional(schedule) : std::nullopt,
            .model = choice->spec.name,
-           .settings = driver::resumeSettings(*choice, f.model, f.seed, train->count, f.epochs)}));
+           .settings = training::resumeSettings(*choice, f.model, f.seed, train->count, f.epochs)}));
   runtime::Trainer& trainer = session->trainer();
   runtime::data::BatchLoader& train_loader = session->trainLoader();
   setActivity("initializing the variables");
@@ -646,7 +646,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   }
   // --split auto: a resumed run goes on from the balancer's state, so that it re-plans
   // where the run it continues would (with the same measurements).
-  std::optional<driver::AutoSplit> auto_split;
+  std::optional<training::AutoSplit> auto_split;
   if (choice->auto_split) {
     auto_split.emplace(choice->spec, choice->compile, trainer, balancerOptions());
     if (resumed && resumed->balancer) auto_split->restore(*resumed->balancer);

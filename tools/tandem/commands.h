@@ -11,7 +11,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_options.h"
 #include "ir/ir.h"
-#include "tools/driver/model_settings.h"
+#include "train/model_settings.h"
 
 // The subcommands of `tandem`: their flags as plain structs (filled by flags.cc, the one
 // file that knows CLI11) and what each runs.
@@ -46,9 +46,9 @@ struct OutputFlags {
 
 /// What to compile: the model, where it runs and the training settings written into the
 /// step. dump and train share them, so both compile the same module from the same flags;
-/// the settings are the driver's (tools/driver/model_settings.h), which the public API
+/// the settings are the training library's (train/model_settings.h), which the public API
 /// fills too, so that both compile and check alike.
-struct ModelFlags : driver::ModelSettings {
+struct ModelFlags : training::ModelSettings {
   std::string model;
   /// train --onnx MODEL.onnx in place of --model: the model's graph and weights; --input
   /// names the input the images go to, --logits the output the loss is attached to (unset:

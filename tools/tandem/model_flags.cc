@@ -52,7 +52,7 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
   if (f.onnx) {
     if (!f.model.empty())
       return flagError("--onnx", absl::StrCat("and --model ", f.model, " name two models; give one"));
-    // Imported at the batch the module is built for (driver::resolveModel's default: 256).
+    // Imported at the batch the module is built for (training::resolveModel's default: 256).
     constexpr int64_t kDefaultBatch = 256;
     ASSIGN_OR_RETURN(OnnxModelSpec model, onnxModelSpec(*f.onnx, f.onnx_input, f.onnx_logits,
                                                         f.batch.value_or(kDefaultBatch)));
@@ -61,7 +61,7 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                                               absl::StrJoin(model.spec.image_shape, "x"),
                                               " images, but Fashion-MNIST has 1x28x28"));
     if (imported != nullptr) *imported = model.values;
-    return driver::resolveModel(model.spec, f, for_training);
+    return training::resolveModel(model.spec, f, for_training);
   }
   if (f.model.empty())
     return flagError("--model",
@@ -73,7 +73,7 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                      absl::StrCat(f.model, " takes ", absl::StrJoin(spec->image_shape, "x"),
                                   " images, but Fashion-MNIST has 1x28x28 (train ",
                                   listWithOr(choices), ")"));
-  return driver::resolveModel(*spec, f, for_training);
+  return training::resolveModel(*spec, f, for_training);
 }
 
 }  // namespace tandem::tools

@@ -5,13 +5,13 @@
 
 #include "absl/status/statusor.h"
 #include "frontend/model.h"
-#include "tools/driver/model_settings.h"
+#include "train/model_settings.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/onnx_model.h"
 
 namespace tandem::tools {
 
-using ModelChoice = driver::ModelChoice;
+using ModelChoice = training::ModelChoice;
 
 /// The zoo models `tandem train` can train: those taking Fashion-MNIST's 1x28x28 images.
 std::vector<std::string> trainableModelNames();

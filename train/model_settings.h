@@ -16,9 +16,9 @@
 #include "absl/status/statusor.h"
 #include "frontend/model.h"
 #include "runtime/lr_schedule.h"
-#include "tools/driver/compile.h"
+#include "train/compile.h"
 
-namespace tandem::driver {
+namespace tandem::training {
 
 /// Where a model runs and the training settings written into its step; unset
 /// hyper-parameters take the model's defaults (ModelSpec::defaults). Each field is the
@@ -124,4 +124,4 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoic
                                                                 uint64_t seed, int64_t train_count,
                                                                 int epochs);
 
-}  // namespace tandem::driver
+}  // namespace tandem::training

@@ -21,7 +21,7 @@
 #include "runtime/lr_schedule.h"
 #include "runtime/trainer.h"
 
-namespace tandem::driver {
+namespace tandem::training {
 
 /// Images per device of the compiled step: the sizes of the split of its images input.
 std::vector<int64_t> perDeviceBatch(const ir::Module& m);
@@ -89,4 +89,4 @@ class TrainingSession {
   std::unique_ptr<runtime::data::BatchLoader> train_loader_, test_loader_;
 };
 
-}  // namespace tandem::driver
+}  // namespace tandem::training

@@ -1,4 +1,4 @@
-#include "tools/driver/compile.h"
+#include "train/compile.h"
 
 #include <algorithm>
 
@@ -8,7 +8,7 @@
 #include "ir/status_macros.h"
 #include "ir/target.h"
 
-namespace tandem::driver {
+namespace tandem::training {
 
 CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions o) {
   o.build.weight_init = spec.defaults.weight_init;
@@ -89,4 +89,4 @@ absl::Status compileInference(ir::Module& module, const std::vector<ir::Device>&
   return pm.run(module);
 }
 
-}  // namespace tandem::driver
+}  // namespace tandem::training

@@ -1,10 +1,10 @@
-#include "tools/driver/training_data.h"
+#include "train/training_data.h"
 
 #include "absl/strings/str_cat.h"
 #include "ir/status_macros.h"
 #include "runtime/data/fashion_mnist.h"
 
-namespace tandem::driver {
+namespace tandem::training {
 namespace {
 
 absl::Status checkLimit(const char* flag, const std::optional<int64_t>& limit,
@@ -48,4 +48,4 @@ absl::StatusOr<TrainingData> loadFashionMnist(const std::string& dir,
   return data;
 }
 
-}  // namespace tandem::driver
+}  // namespace tandem::training

@@ -8,9 +8,9 @@
 #include "frontend/model.h"
 #include "runtime/split_balancer.h"
 #include "runtime/trainer.h"
-#include "tools/driver/compile.h"
+#include "train/compile.h"
 
-namespace tandem::driver {
+namespace tandem::training {
 
 /// `--split auto` for a Trainer: traces the steps its SplitBalancer measures and, when the
 /// balancer proposes new weights, recompiles the model with them (replicate's weights)
@@ -37,4 +37,4 @@ class AutoSplit {
   runtime::SplitBalancer balancer_;
 };
 
-}  // namespace tandem::driver
+}  // namespace tandem::training

@@ -1,4 +1,4 @@
-#include "tools/driver/model_settings.h"
+#include "train/model_settings.h"
 
 #include <algorithm>
 #include <charconv>
@@ -16,7 +16,7 @@
 #include "passes/optimizer_options.h"
 #include "runtime/lr_schedule.h"
 
-namespace tandem::driver {
+namespace tandem::training {
 namespace {
 
 absl::Status flagError(absl::string_view flag, absl::string_view message) {
@@ -281,4 +281,4 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoic
   return out;
 }
 
-}  // namespace tandem::driver
+}  // namespace tandem::training

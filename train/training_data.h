@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "runtime/data/idx_reader.h"
 
-namespace tandem::driver {
+namespace tandem::training {
 
 struct TrainingData {
   runtime::data::Dataset train, test;
@@ -30,4 +30,4 @@ absl::Status checkTrainingData(const TrainingData& data, const std::string& wher
                                std::optional<int64_t> limit_train,
                                std::optional<int64_t> limit_test, int64_t batch);
 
-}  // namespace tandem::driver
+}  // namespace tandem::training

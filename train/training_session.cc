@@ -1,9 +1,9 @@
-#include "tools/driver/training_session.h"
+#include "train/training_session.h"
 
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
 
-namespace tandem::driver {
+namespace tandem::training {
 
 std::vector<int64_t> perDeviceBatch(const ir::Module& m) {
   for (const auto& n : m.graph(ir::kTrainGraph)->nodes())
@@ -85,4 +85,4 @@ runtime::Checkpoint TrainingSession::checkpoint(
           .history = history};
 }
 
-}  // namespace tandem::driver
+}  // namespace tandem::training

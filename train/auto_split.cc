@@ -1,4 +1,4 @@
-#include "tools/driver/auto_split.h"
+#include "train/auto_split.h"
 
 #include <utility>
 
@@ -7,7 +7,7 @@
 #include "ir/status_macros.h"
 #include "passes/replicate.h"
 
-namespace tandem::driver {
+namespace tandem::training {
 
 AutoSplit::AutoSplit(const ModelSpec& spec, CompileOptions options, runtime::Trainer& trainer,
                      runtime::SplitBalancer::Options balance)
@@ -61,4 +61,4 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> AutoSplit::afterStep() {
   return changed;
 }
 
-}  // namespace tandem::driver
+}  // namespace tandem::training

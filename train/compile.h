@@ -9,7 +9,7 @@
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
 
-namespace tandem::driver {
+namespace tandem::training {
 
 /// Everything that decides the module a model compiles to: how it is built (global batch,
 /// initializer) and the default pipeline's settings (devices, split, SGD, buckets).
@@ -43,4 +43,4 @@ absl::Status compileInference(ir::Module& module, const std::vector<ir::Device>&
 /// device ("cuda:0: ..."), for the caller to put its flag in front.
 absl::Status checkDevicesRunHere(const std::vector<ir::Device>& devices);
 
-}  // namespace tandem::driver
+}  // namespace tandem::training
