@@ -287,7 +287,7 @@ absl::Status runInference(const RunFlags& f) {
     return absl::InvalidArgumentError(absl::StrCat("--device '", f.device, "': name one device"));
   // A device this build or machine cannot run on is said now, naming the flag (as train's
   // --devices), not when the module loads.
-  if (absl::Status here = driver::checkDevicesRunHere(*devices); !here.ok())
+  if (absl::Status here = training::checkDevicesRunHere(*devices); !here.ok())
     return absl::Status(here.code(), absl::StrCat("--device: ", here.message()));
   ASSIGN_OR_RETURN(std::vector<NamedInput> inputs, readInputs(f.inputs));
   const bool tir = absl::EndsWith(f.model, ".tir");
