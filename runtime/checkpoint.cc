@@ -420,7 +420,7 @@ absl::Status writeCheckpointFile(const std::string& dir, const Checkpoint& c,
   const std::string final_path = checkpointPath(dir);
   auto failure = [&](const std::string& what, int err) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--checkpoint: cannot ", what, ": ", errnoText(err)));
+        absl::StrCat("cannot ", what, ": ", errnoText(err)));
   };
   // A name of its own per write (mkstemp), so that no other writer's bytes can be renamed
   // into place; removed again when the write fails.
@@ -664,8 +664,9 @@ absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
     const std::string* theirs = find(c.settings, flag);
     const std::string* ours = find(settings, flag);
     if (theirs != nullptr && ours != nullptr && *theirs == *ours) continue;
-    written.push_back(absl::StrCat(flag, " ", theirs != nullptr ? *theirs : "(none)"));
-    std::string mine = ours != nullptr ? absl::StrCat(flag, " ", *ours) : absl::StrCat("no ", flag);
+    const std::string name = notes.name_of ? notes.name_of(flag) : flag;
+    written.push_back(absl::StrCat(name, " ", theirs != nullptr ? *theirs : "(none)"));
+    std::string mine = ours != nullptr ? absl::StrCat(name, " ", *ours) : absl::StrCat("no ", name);
     if (auto note = notes.values.find(flag); note != notes.values.end() && ours != nullptr)
       absl::StrAppend(&mine, " (", note->second, ")");
     here.push_back(std::move(mine));
@@ -716,7 +717,7 @@ absl::Status CheckpointWriter::lockDirectory() {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     return absl::InvalidArgumentError(
-        absl::StrCat("--checkpoint: cannot write '", path, "': ", errnoText(errno)));
+        absl::StrCat(words_.setting, ": cannot write '", path, "': ", errnoText(errno)));
   // A lock taken on a file that its holder removed (a run that saved nothing) is no lock
   // of the path: take the path's current file instead.
   auto stale = [&] {
@@ -732,11 +733,11 @@ absl::Status CheckpointWriter::lockDirectory() {
     ::close(fd);
     if (err != EWOULDBLOCK)
       return absl::InvalidArgumentError(
-          absl::StrCat("--checkpoint: cannot lock '", path, "': ", errnoText(err)));
+          absl::StrCat(words_.setting, ": cannot lock '", path, "': ", errnoText(err)));
     std::string who(holder, static_cast<size_t>(std::max<ssize_t>(n, 0)));
     while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
     return absl::InvalidArgumentError(
-        absl::StrCat("--checkpoint: '", dir_, "' is in use by another run (",
+        absl::StrCat(words_.setting, ": '", dir_, "' is in use by another run (",
                      who.empty() ? "which has not written its pid yet" : who,
                      "); wait for it to end, or write to another directory"));
   }
@@ -751,7 +752,7 @@ absl::Status CheckpointWriter::lockDirectory() {
     const int err = errno;
     ::close(fd);
     return absl::InvalidArgumentError(
-        absl::StrCat("--checkpoint: cannot write '", path, "': ", errnoText(err)));
+        absl::StrCat(words_.setting, ": cannot write '", path, "': ", errnoText(err)));
   }
   lock_fd_ = fd;
   made_lock_ = !existed;
@@ -759,24 +760,24 @@ absl::Status CheckpointWriter::lockDirectory() {
 }
 
 absl::Status CheckpointWriter::prepareDirectory(bool replacing) {
-  if (dir_.empty()) return absl::InvalidArgumentError("--checkpoint: the directory name is empty");
+  if (dir_.empty()) return absl::InvalidArgumentError(absl::StrCat(words_.setting, ": the directory name is empty"));
   if (::mkdir(dir_.c_str(), 0755) == 0) {
     made_dir_ = true;
   } else if (errno != EEXIST) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--checkpoint: cannot create directory '", dir_, "': ", errnoText(errno)));
+        absl::StrCat(words_.setting, ": cannot create directory '", dir_, "': ", errnoText(errno)));
   }
   struct stat st {};
   if (::stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return absl::InvalidArgumentError(
-        absl::StrCat("--checkpoint: '", dir_, "' is not a directory"));
+        absl::StrCat(words_.setting, ": '", dir_, "' is not a directory"));
   // Locked before anything is looked at: two runs that both found no checkpoint would
   // otherwise both go on and write over each other.
   if (lock_fd_ < 0) RETURN_IF_ERROR(lockDirectory());
   if (!replacing && ::access(checkpointPath(dir_).c_str(), F_OK) == 0)
     return absl::InvalidArgumentError(
-        absl::StrCat("--checkpoint: '", checkpointPath(dir_),
-                     "' exists already; continue that run with --resume ", dir_,
+        absl::StrCat(words_.setting, ": '", checkpointPath(dir_),
+                     "' exists already; continue that run with ", words_.resume, " ", dir_,
                      ", or write to another directory"));
   // The lock is ours: a temporary file in the directory is a killed run's.
   for (const std::string& stale : checkpointTempFiles(dir_)) ::unlink(stale.c_str());
@@ -785,7 +786,7 @@ absl::Status CheckpointWriter::prepareDirectory(bool replacing) {
   const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
   if (fd < 0)
     return absl::InvalidArgumentError(
-        absl::StrCat("--checkpoint: cannot write a file in '", dir_, "': ", errnoText(errno)));
+        absl::StrCat(words_.setting, ": cannot write a file in '", dir_, "': ", errnoText(errno)));
   ::close(fd);
   ::unlink(probe.c_str());
   return absl::OkStatus();
@@ -803,13 +804,15 @@ absl::Status CheckpointWriter::save(const Executor& ex, Checkpoint c) const {
     c.tensors = std::move(*tensors);
     status = writeCheckpointFile(dir_, c);
     if (status.ok()) saved_ = true;
+    if (!status.ok())
+      status = absl::Status(status.code(), absl::StrCat(words_.setting, ": ", status.message()));
   } catch (const std::bad_alloc&) {
     int64_t bytes = 0;
     for (const ir::Var& v : ex.module().vars()) bytes += v.type.bytes();
     status = absl::ResourceExhaustedError(absl::StrFormat(
-        "--checkpoint: out of memory writing '%s' (about %.1f MB of variables per device, held "
+        "%s: out of memory writing '%s' (about %.1f MB of variables per device, held "
         "twice while the file is put together); the last complete checkpoint is kept",
-        checkpointPath(dir_), bytes / 1e6));
+        words_.setting, checkpointPath(dir_), bytes / 1e6));
   }
   return agreeWithFirst(status, "write the checkpoint");
 }

@@ -9,7 +9,8 @@
 //   "TNDMCKPT"  u32 version (2)  u64 file bytes
 //   str model  u64 seed  i32 epoch  i64 steps_per_epoch  u32 devices
 //   progress: i64 steps, examples, correct; f64 loss_sum, seconds
-//   u32 n, n x (str flag, str value)            settings that must match on resume
+//   u32 n, n x (str key, str value)             settings that must match on resume (keys of
+//                                               train/setting.h; before issue 41, flags)
 //   u32 n, n x i64                              images per device of the step
 //   u32 n, n x (i32 epoch, 7 x f64, [v2] u32 k, k x i64 split at the epoch's end)
 //                                               finished epochs' figures
@@ -140,8 +141,10 @@ absl::Status restoreVariables(const Checkpoint& c, Executor& ex, const std::stri
 /// model, and where a value of this run comes from when the user did not give it (a
 /// model's warmup follows the run's length).
 struct CompatibilityNotes {
-  std::string model_setting = "--model";
-  std::map<std::string, std::string> values;  // flag -> where this run's value comes from
+  std::string model_setting = "model";
+  std::map<std::string, std::string> values;  // key -> where this run's value comes from
+  /// How the refusal names a setting by its key (the caller's words); unset: the key.
+  std::function<std::string(const std::string& key)> name_of;
 };
 absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
                              const std::vector<std::pair<std::string, std::string>>& settings,
@@ -150,9 +153,18 @@ absl::Status checkCompatible(const Checkpoint& c, const std::string& model,
 /// Writes a run's checkpoints into one directory. Only the process for which `writes` is
 /// true touches the directory (rank 0 of a multi-process run); every rank makes the same
 /// calls, and those are collective across processes (see save).
+/// How CheckpointWriter's errors name the setting that gave the directory, and the way to
+/// continue a run (the caller's words: `tandem train` says --checkpoint and --resume).
+struct CheckpointWords {
+  std::string setting = "checkpoint";
+  std::string resume = "resume";
+};
+
 class CheckpointWriter {
  public:
-  CheckpointWriter(std::string dir, bool writes) : dir_(std::move(dir)), writes_(writes) {}
+  using Words = CheckpointWords;
+  CheckpointWriter(std::string dir, bool writes, Words words = {})
+      : dir_(std::move(dir)), writes_(writes), words_(std::move(words)) {}
   ~CheckpointWriter();
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
@@ -180,6 +192,7 @@ class CheckpointWriter {
 
   std::string dir_;
   bool writes_;
+  Words words_;
   int lock_fd_ = -1;
   // What prepare() made, which a run that writes no checkpoint removes again (a run
   // refused after prepare() leaves nothing behind but what was there).

@@ -15,12 +15,13 @@
 namespace tandem::runtime {
 
 absl::StatusOr<LrSchedule> LrSchedule::parse(absl::string_view text, int64_t warmup_steps,
-                                             int64_t steps_per_epoch, int64_t epochs) {
+                                             int64_t steps_per_epoch, int64_t epochs,
+                                             const LrScheduleWords& words) {
   LrSchedule s;
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--schedule '", text, "': ", why,
+        absl::StrCat(words.schedule, " '", text, "': ", why,
                      " (it takes constant, step:EPOCHS:GAMMA such as step:30:0.1, or cosine)"));
   };
   if (parts[0] == "constant" && parts.size() == 1) {
@@ -45,7 +46,7 @@ absl::StatusOr<LrSchedule> LrSchedule::parse(absl::string_view text, int64_t war
   }
   if (warmup_steps < 0)
     return absl::InvalidArgumentError(
-        absl::StrCat("--warmup ", warmup_steps, ": must be a number of steps >= 0"));
+        absl::StrCat(words.warmup, " ", warmup_steps, ": must be a number of steps >= 0"));
   s.steps_per_epoch_ = std::max<int64_t>(steps_per_epoch, 1);
   s.total_ = std::max<int64_t>(steps_per_epoch * epochs, 1);
   // A warmup as long as the run never reaches the schedule, whatever its kind: cosine
@@ -53,11 +54,11 @@ absl::StatusOr<LrSchedule> LrSchedule::parse(absl::string_view text, int64_t war
   // --lr (the last step's factor is total / warmup).
   if (warmup_steps >= s.total_)
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--warmup %d: the run has %d %s, so the warmup would not end before the run does (the "
-        "learning rate would reach %.3g of --lr at most); give --warmup below %d or more "
-        "--epochs",
-        warmup_steps, s.total_, s.total_ == 1 ? "step" : "steps",
-        static_cast<double>(s.total_) / static_cast<double>(warmup_steps), s.total_));
+        "%s %d: the run has %d %s, so the warmup would not end before the run does (the "
+        "learning rate would reach %.3g of %s at most); give %s below %d or more %s",
+        words.warmup, warmup_steps, s.total_, s.total_ == 1 ? "step" : "steps",
+        static_cast<double>(s.total_) / static_cast<double>(warmup_steps), words.lr, words.warmup,
+        s.total_, words.epochs));
   s.warmup_ = warmup_steps;
   return s;
 }

@@ -13,6 +13,11 @@
 
 namespace tandem::runtime {
 
+/// How LrSchedule's errors name the settings (the caller's words).
+struct LrScheduleWords {
+  std::string schedule = "schedule", warmup = "warmup", lr = "lr", epochs = "epochs";
+};
+
 class LrSchedule {
  public:
   enum class Kind { kConstant, kStep, kCosine };
@@ -22,9 +27,10 @@ class LrSchedule {
   /// updates after the warmup, as CosineAnnealingLR with eta_min 0 over the whole run).
   /// `warmup_steps` updates first ramp linearly: update s (from 0) gets (s + 1) / warmup,
   /// times the schedule's own factor. `steps_per_epoch` and `epochs` size the run. Errors
-  /// name the flag and what it takes.
+  /// name the setting at fault and what it takes, in the caller's words.
   static absl::StatusOr<LrSchedule> parse(absl::string_view text, int64_t warmup_steps,
-                                          int64_t steps_per_epoch, int64_t epochs);
+                                          int64_t steps_per_epoch, int64_t epochs,
+                                          const LrScheduleWords& words = {});
 
   /// The factor of update `step` (0 for the run's first).
   double factor(int64_t step) const;

@@ -11,11 +11,12 @@
 //   auto model = tandem::train(spec, {.devices = "cpu:0,cpu:1", .batch = 256, .epochs = 10},
 //                              tandem::Data::fashionMnist());
 //
-// A thin layer over what `tandem train` runs (train/: the same settings, checks,
-// compiler pipeline, training session and checkpoint format), so a model trains here
-// exactly as the CLI trains a zoo model with the same settings. Every mistake is an
-// absl::Status naming the option at fault (`TrainOptions::batch: 1 is smaller than the
-// device count 2; ...`), the data file, or the layer and source line of the model.
+// A thin façade over the training library that `tandem train` runs too (train/: the same
+// settings, checks, compiler pipeline, training session and checkpoint format), so a model
+// trains here exactly as the CLI trains a zoo model with the same settings. Every mistake is
+// an absl::Status naming the setting at fault in this API's words (`TrainConfig::batch: 1 is
+// smaller than the device count 2; ...`), the data file, or the layer and source line of the
+// model.
 
 #include <cstdint>
 #include <functional>
@@ -57,10 +58,10 @@ struct Data {
   }
 };
 
-/// How to train. Each option is the `tandem train` flag of the same name (weight_decay
+/// How to train. Each setting is the `tandem train` flag of the same name (weight_decay
 /// is --weight-decay) with its default and its range; unset hyper-parameters take the
 /// model's (ModelSpec::defaults), or PyTorch's for an optimizer other than the model's.
-struct TrainOptions {
+struct TrainConfig {
   /// Devices, comma-separated: "cpu:0,cpu:1", "cuda:0,cuda:1" (`tandem devices` lists
   /// what this build has).
   std::string devices = "cpu:0";
@@ -85,14 +86,22 @@ struct TrainOptions {
   std::string allreduce_dtype = "f32";
   /// Batch-norm statistics over the whole batch rather than each device's share.
   bool sync_bn = false;
-  /// "even", or a weight per device such as "3,1".
+  /// "even", a weight per device such as "3,1", or "auto" (start even, then re-plan from
+  /// the devices' measured speeds).
   std::string split = "even";
   /// CPU threads each CPU device's kernels use.
   int threads_per_device = 1;
   /// Write a checkpoint into this directory after every epoch (Model::load continues it;
-  /// the directory must not hold one already).
+  /// the directory must not hold one already), and every `checkpoint_every` steps.
   std::optional<std::string> checkpoint;
+  std::optional<int64_t> checkpoint_every;
+  /// Go on when the loss turns NaN or infinite; else fit stops at that step with an error
+  /// that names the first variable holding one and what to change.
+  bool allow_nonfinite = false;
 };
+
+/// The name before issue 41.
+using TrainOptions = TrainConfig;
 
 /// After each training step.
 struct StepMetrics {
@@ -129,21 +138,22 @@ struct Callbacks {
 /// A model compiled for its devices, its variables on them, and the data it trains on.
 class Model {
  public:
-  /// Checks the options and the data, compiles `spec` (autodiff, the optimizer, the
+  /// Checks the settings and the data, compiles `spec` (autodiff, the optimizer, the
   /// split across devices, gradient all-reduces, ...) and loads it onto its devices with
   /// freshly drawn parameters. Nothing is trained yet.
-  static absl::StatusOr<Model> create(const ModelSpec& spec, const TrainOptions& options,
+  static absl::StatusOr<Model> create(const ModelSpec& spec, const TrainConfig& config,
                                       const Data& data);
   /// As create, then the variables, position and figures of the checkpoint in `dir`
-  /// (written by save or TrainOptions::checkpoint): fit goes on from where it stopped.
+  /// (written by save or TrainConfig::checkpoint): fit goes on from where it stopped.
   /// The checkpoint must be of this model with the settings that change what a step
   /// computes (batch, seed, optimizer and its values, schedule, precision, ...); the
   /// devices may differ.
-  static absl::StatusOr<Model> load(const ModelSpec& spec, const TrainOptions& options,
+  static absl::StatusOr<Model> load(const ModelSpec& spec, const TrainConfig& config,
                                     const Data& data, const std::string& dir);
 
-  /// Trains the epochs left up to TrainOptions::epochs, evaluating on the test data after
-  /// each; returns every finished epoch's figures (a loaded checkpoint's too).
+  /// Trains the epochs left up to TrainConfig::epochs, evaluating on the test data after
+  /// each; returns every finished epoch's figures (a loaded checkpoint's too). A loss that
+  /// turns NaN or infinite stops it with an error (unless TrainConfig::allow_nonfinite).
   absl::StatusOr<std::vector<EpochMetrics>> fit(const Callbacks& callbacks = {});
   /// Loss and accuracy over the test data, or over `examples`.
   absl::StatusOr<Metrics> evaluate();
@@ -170,7 +180,7 @@ class Model {
 };
 
 /// Model::create, then fit: the trained model, or the first error.
-absl::StatusOr<Model> train(const ModelSpec& spec, const TrainOptions& options, const Data& data,
+absl::StatusOr<Model> train(const ModelSpec& spec, const TrainConfig& config, const Data& data,
                             const Callbacks& callbacks = {});
 
 }  // namespace tandem

@@ -23,7 +23,8 @@ CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions o) {
 }
 
 absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
-    const ModelSpec& spec, const CompileOptions& o, std::unique_ptr<passes::PassManager>* pm_out) {
+    const ModelSpec& spec, const CompileOptions& o, std::unique_ptr<passes::PassManager>* pm_out,
+    const SettingNames& names) {
   passes::PipelineConfig config = o.pipeline;
   // The arena alignment the devices' targets want (ir/target.h): known for every kind this
   // build knows, also where it has no backend for it (dump --devices cuda:0).
@@ -37,7 +38,8 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
           t != nullptr &&
           std::find(t->dtypes.begin(), t->dtypes.end(), ir::DType::kBF16) == t->dtypes.end())
         return absl::InvalidArgumentError(
-            absl::StrCat("--precision bf16: ", ir::toString(d), " is a ", t->display_name,
+            absl::StrCat(names(Setting::kPrecision), " bf16: ", ir::toString(d), " is a ",
+                         t->display_name,
                          " device, whose kernels do not compute in bf16"));
   auto pipeline = passes::parsePipeline(passes::defaultPipeline(config));
   if (!pipeline.ok()) return pipeline.status();
@@ -47,11 +49,11 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
     auto it = std::find_if(pipeline->begin(), pipeline->end(),
                            [&](const auto& p) { return p->name() == o.stop_after; });
     if (it == pipeline->end()) {
-      std::vector<std::string> names;
-      for (const auto& p : *pipeline) names.emplace_back(p->name());
-      return absl::InvalidArgumentError(absl::StrCat("--after: '", o.stop_after,
+      std::vector<std::string> passes;
+      for (const auto& p : *pipeline) passes.emplace_back(p->name());
+      return absl::InvalidArgumentError(absl::StrCat(names(Setting::kStopAfter), ": '", o.stop_after,
                                                      "' is not a pass of the default pipeline (",
-                                                     absl::StrJoin(names, ", "), ", or none)"));
+                                                     absl::StrJoin(passes, ", "), ", or none)"));
     }
     pipeline->erase(it + 1, pipeline->end());
   }

@@ -8,6 +8,7 @@
 #include "ir/ir.h"
 #include "passes/pass_manager.h"
 #include "passes/pipeline.h"
+#include "train/setting.h"
 
 namespace tandem::training {
 
@@ -28,10 +29,11 @@ CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions options =
 
 /// Builds `spec` with the DSL and runs the default pipeline over it: the module the
 /// runtime executes. `pm_out`, when given, receives the pass manager (for timing reports).
-/// Errors name the layer, pass or option at fault.
+/// Errors name the layer, pass or setting at fault (settings as `names` says).
 absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
     const ModelSpec& spec, const CompileOptions& options,
-    std::unique_ptr<passes::PassManager>* pm_out = nullptr);
+    std::unique_ptr<passes::PassManager>* pm_out = nullptr,
+    const SettingNames& names = settingKeys());
 
 /// Makes a module without a training step (an imported model's @init and @infer) runnable
 /// on `devices`: the default pipeline from replicate on (insert-collectives, dce,

@@ -1,10 +1,10 @@
 #pragma once
 
-// How a model is compiled for training, in the words both front ends use: `tandem train`'s
-// flags (tools/tandem/flags.cc fills ModelSettings from them) and the public API's
-// TrainOptions (tandem/tandem.h fills the same struct). One resolution checks them and
-// fills in the model's defaults, so the CLI and the API compile the same module from the
-// same settings and refuse the same mistakes with the same messages.
+// How a model is compiled for training: `tandem train`'s flags (tools/tandem/flags.cc fills
+// ModelSettings from them) and the public API's TrainConfig (tandem/tandem.h fills the
+// same struct). One resolution checks them and fills in the model's defaults, so the CLI
+// and the API compile the same module from the same settings and refuse the same mistakes,
+// each naming the setting in its own words (train/setting.h).
 
 #include <cstdint>
 #include <map>
@@ -17,13 +17,13 @@
 #include "frontend/model.h"
 #include "runtime/lr_schedule.h"
 #include "train/compile.h"
+#include "train/setting.h"
 
 namespace tandem::training {
 
 /// Where a model runs and the training settings written into its step; unset
 /// hyper-parameters take the model's defaults (ModelSpec::defaults). Each field is the
-/// `tandem train` flag of the same name (`weight_decay` is --weight-decay): errors name it
-/// as `--weight-decay`.
+/// Setting of the same key (`weight_decay`), which errors name in the front end's words.
 struct ModelSettings {
   std::string devices = "cpu:0";
   /// Unset: 256, and for dump at least one example per device (a 4096-device dump needs
@@ -96,21 +96,22 @@ struct ModelChoice {
 /// Checks `settings` together (devices parse, the batch covers them, weights match them,
 /// the initializer and the optimizer's values are in range) and fills in `spec`'s defaults
 /// for what was not given. `for_training` also requires a backend for every device of
-/// this process. Errors name the flag (`--batch: ...`).
+/// this process. Errors name the setting as `names` says (`--batch: ...`).
 absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSettings& settings,
-                                         bool for_training);
+                                         bool for_training, const SettingNames& names);
 
 /// The run's learning-rate schedule over `epochs` of `steps_per_epoch` updates, from the
 /// choice's schedule and warmup. A model's warmup (in epochs) that leaves the schedule no
 /// steps is said to be the model's (`--epochs 1: vit's warmup of 2 epochs ...`).
 absl::StatusOr<runtime::LrSchedule> learningRateSchedule(const ModelChoice& choice,
-                                                         int64_t steps_per_epoch, int epochs);
+                                                         int64_t steps_per_epoch, int epochs,
+                                                         const SettingNames& names);
 
 /// The shortest text that reads back as the same double, so that settings compare exactly.
 std::string exactNumber(double v);
 
 /// The settings a resumed run must share with the run that wrote its checkpoint, as
-/// (flag, value): each changes what a step computes (the batch and the mean over it, the
+/// (key, value) (train/setting.h's keys, as the checkpoint stores them): each changes what a step computes (the batch and the mean over it, the
 /// update's hyper-parameters, the arithmetic, whether batch-norm statistics are global)
 /// or which examples come in which order (the seed, the training images). The rest may
 /// change: devices (every device then starts from the first device's values; another

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "runtime/data/idx_reader.h"
+#include "train/setting.h"
 
 namespace tandem::training {
 
@@ -19,15 +20,17 @@ struct TrainingData {
 
 /// Fashion-MNIST's training and test halves from `dir` (runtime/data/fashion_mnist.h),
 /// each cut to its limit, checked as checkTrainingData says. Errors name the file or the
-/// flag (`--limit-train: 70000 is more than the 60000 training images in DIR`).
+/// setting (`--limit-train: 70000 is more than the 60000 training images in DIR`).
 absl::StatusOr<TrainingData> loadFashionMnist(const std::string& dir,
                                               std::optional<int64_t> limit_train,
-                                              std::optional<int64_t> limit_test, int64_t batch);
+                                              std::optional<int64_t> limit_test, int64_t batch,
+                                              const SettingNames& names);
 
-/// OK when each half holds images, a limit asked for (`--limit-train`, `--limit-test`) is
-/// no more than the images `where` holds, and the training images fill a batch (`--batch`).
+/// OK when each half holds images, a limit asked for (limit_train, limit_test) is no more
+/// than the images `where` holds, and the training images fill a batch.
 absl::Status checkTrainingData(const TrainingData& data, const std::string& where,
                                std::optional<int64_t> limit_train,
-                               std::optional<int64_t> limit_test, int64_t batch);
+                               std::optional<int64_t> limit_test, int64_t batch,
+                               const SettingNames& names);
 
 }  // namespace tandem::training

@@ -1,12 +1,14 @@
 #pragma once
 
-// A compiled classifier on its devices with the data it trains and evaluates on: the one
-// path from a compiled step to trained epochs that `tandem train` (tools/tandem/cmd_train.cc)
-// and the public API (tandem/tandem.h) share. What is each front end's own stays with it:
-// the CLI's table, signals, processes, --split auto and traces; the API's callbacks.
+// One training run, below both front ends: checks the settings (TrainConfig) and the
+// data, agrees with the other processes of a multi-process run, compiles the model, loads
+// it onto its devices, continues a checkpoint, runs the epochs with evaluation, writes
+// checkpoints, re-plans --split auto and stops on a non-finite loss or a stop signal. What
+// happens is told to a TrainListener as events: `tandem train` prints them (header,
+// progress bar, table, CSV, plot, trace); the public API hands them to its callbacks.
+// Nothing here knows how a front end spells a setting (train/setting.h).
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,79 +16,180 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "frontend/model.h"
 #include "ir/ir.h"
 #include "runtime/checkpoint.h"
-#include "runtime/data/batch_loader.h"
-#include "runtime/executor.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/trainer.h"
+#include "train/auto_split.h"
+#include "train/loaded_model.h"
+#include "train/model_settings.h"
+#include "train/setting.h"
+#include "train/train_config.h"
 
 namespace tandem::training {
 
-/// Images per device of the compiled step: the sizes of the split of its images input.
-std::vector<int64_t> perDeviceBatch(const ir::Module& m);
+/// What a run is, once compiled and loaded: the header a front end prints.
+struct RunInfo {
+  const ModelChoice& choice;
+  const ir::Module& module;
+  int64_t train_count = 0, test_count = 0, steps_per_epoch = 0;
+  /// The learning-rate schedule over the run's steps (null: constant).
+  const runtime::LrSchedule* schedule = nullptr;
+  /// Set when the run continues a checkpoint (its path and where it stood).
+  const runtime::Checkpoint* resumed = nullptr;
+  std::string resumed_path;
+};
+
+/// A step just finished.
+struct StepEvent {
+  int epoch = 0;
+  const runtime::StepReport& report;
+  runtime::Executor& executor;
+};
+
+/// How a run (or fit) ended.
+struct RunEnd {
+  enum class Why {
+    kFinished,          // every epoch up to TrainConfig::epochs
+    kStopSignal,        // a stop signal (the listener's), agreed by every process
+    kStoppedByCaller,   // a listener's onStep or onEpoch said stop
+    kNonFinite,         // the loss was NaN or infinite (and allow_nonfinite is off)
+  };
+  Why why = Why::kFinished;
+  int signal = 0;  // kStopSignal's
+  int epoch = 0;   // the epoch it ended in
+  /// Where in the epoch: the steps done and their examples (a stop inside it); whether it
+  /// stopped while evaluating, or after the epoch's row.
+  int64_t steps_done = 0, examples_done = 0;
+  bool while_evaluating = false, after_epoch = false;
+  /// kNonFinite: the step, and why (which variable, what to change), in the front end's words.
+  runtime::StepReport bad_step;
+  std::string cause;
+  /// Whether a checkpoint holds the run where it ended (a resumed run continues there).
+  bool checkpointed = false;
+};
+
+/// What a front end hears of a run. Every method has a default that does nothing.
+class TrainListener {
+ public:
+  virtual ~TrainListener() = default;
+  /// What the run is doing now ("compiling lenet for 2 devices"): a status line, a crash
+  /// report's context.
+  virtual void onActivity(const std::string& what) { (void)what; }
+  /// The compiled module, before it loads: a front end may replace it with one of the same
+  /// kind (tandem train --module) or warn about settings it finds inert.
+  virtual absl::Status onCompiled(std::unique_ptr<ir::Module>& module) {
+    (void)module;
+    return absl::OkStatus();
+  }
+  /// After @init ran on a fresh run (not one continuing a checkpoint): a front end may
+  /// write values of its own (an imported model's weights).
+  virtual absl::Status onInitialized(runtime::Executor& executor) {
+    (void)executor;
+    return absl::OkStatus();
+  }
+  /// Loaded and ready, before the first step.
+  virtual absl::Status onStart(const RunInfo& run) {
+    (void)run;
+    return absl::OkStatus();
+  }
+  /// After every step (and any checkpoint it wrote); false stops the run after it.
+  virtual bool onStep(const StepEvent& step) {
+    (void)step;
+    return true;
+  }
+  /// --split auto re-planned (`why`: what it measured, or "in the run resumed").
+  virtual absl::Status onReplan(const runtime::SplitReplan& replan, const std::string& why) {
+    (void)replan, (void)why;
+    return absl::OkStatus();
+  }
+  /// A finished and evaluated epoch (a resumed run's earlier ones first, `replayed`);
+  /// StatusOr(false) stops the run after it.
+  virtual absl::StatusOr<bool> onEpoch(const runtime::EpochFigures& epoch, bool replayed) {
+    (void)epoch, (void)replayed;
+    return true;
+  }
+  /// The stop signal this process received (0: none). The processes of a run agree on the
+  /// largest after every step, so that they stop at the same one.
+  virtual int stopSignal() { return 0; }
+};
 
 class TrainingSession {
  public:
-  struct Options {
-    /// The executor's (its seed draws the initial values).
-    runtime::ExecutorOptions executor;
-    /// The data order's seed: batch i of epoch e depends only on (seed, e, i).
-    uint64_t seed = 0;
-    /// Set when the module feeds the learning rate (feed-learning-rate).
-    std::optional<runtime::LrSchedule> schedule;
-    /// What a checkpoint of this run names and must match when resumed (the model's
-    /// name and model_settings.h's resumeSettings).
-    std::string model;
-    std::vector<std::pair<std::string, std::string>> settings;
-  };
+  /// Everything up to a loaded, initialized model (or one restored from config.resume):
+  /// the settings resolved and checked, the other processes agreeing, the checkpoint to
+  /// continue read and checked, the checkpoint directory prepared, the data read, the
+  /// schedule sized, the model compiled and loaded. Errors name the setting at fault as
+  /// `names` says. Both `names` and `listener` must outlive the session.
+  static absl::StatusOr<std::unique_ptr<TrainingSession>> create(const ModelSpec& spec,
+                                                                 TrainConfig config,
+                                                                 const SettingNames& names,
+                                                                 TrainListener& listener);
 
-  /// Loads `compiled` onto its devices and makes the loaders of `train` (shuffled, last
-  /// partial batch dropped) and `test` (in order, padded), both of which must outlive the
-  /// session; then checks every dimension of both against the module, before anything
-  /// runs (Trainer::checkData: the error names the data's file and what the module takes).
-  static absl::StatusOr<std::unique_ptr<TrainingSession>> create(
-      std::unique_ptr<ir::Module> compiled, const runtime::data::Dataset& train,
-      const runtime::data::Dataset& test, Options options);
-
-  /// Runs @init (parameters drawn on the first device and broadcast to all).
-  absl::Status initialize() { return trainer_->initialize(); }
-  /// Writes a checkpoint's variables into every device (`path` names it in errors).
-  absl::Status restore(const runtime::Checkpoint& c, const std::string& path);
-
-  /// Epoch `epoch` (from 1) of the training data, from `from` on (a resumed epoch's steps
-  /// and sums; zero for a new epoch): each update's learning-rate factor and step index
-  /// are its index in the whole run, so a resumed epoch computes what the run it
-  /// continues would have. `on_step` is called after every step; false ends the epoch.
-  absl::StatusOr<runtime::PassResult> trainEpoch(int epoch, const runtime::EpochProgress& from,
-                                                 const runtime::Trainer::StepCallback& on_step);
-  /// Loss and accuracy over the whole test data (`keep_going` is asked after each batch).
-  absl::StatusOr<runtime::PassResult> evaluate(const std::function<bool()>& keep_going = nullptr);
-  /// The same over other data of the module's example shape (a loader of its own).
+  /// Trains the epochs left up to TrainConfig::epochs, evaluating after each and writing
+  /// the checkpoints asked for; returns how it ended.
+  absl::StatusOr<RunEnd> fit();
+  /// Loss and accuracy over the test data, or over `data` of the model's example shape.
+  absl::StatusOr<runtime::PassResult> evaluate();
   absl::StatusOr<runtime::PassResult> evaluateOn(const runtime::data::Dataset& data);
+  /// Writes a checkpoint of the run as it stands into `dir` (created if missing; `replace`
+  /// overwrites one there, else that is an error; errors begin with `words.setting`).
+  absl::Status save(const std::string& dir, bool replace, runtime::CheckpointWriter::Words words);
 
-  /// A finished epoch's figures, as the table, the metrics file and a checkpoint keep them.
-  runtime::EpochFigures figures(int epoch, const runtime::PassResult& train,
-                                const runtime::PassResult& test);
-  /// The run as it stands after `progress` of `epoch` (at an epoch's end: the next epoch,
-  /// at step 0), with every finished epoch's figures; the writer captures the variables.
-  runtime::Checkpoint checkpoint(int epoch, const runtime::EpochProgress& progress,
-                                 const std::vector<runtime::EpochFigures>& history) const;
-
-  runtime::Trainer& trainer() { return *trainer_; }
-  runtime::data::BatchLoader& trainLoader() { return *train_loader_; }
-  runtime::data::BatchLoader& testLoader() { return *test_loader_; }
-  int64_t batch() const { return batch_; }
-  int64_t stepsPerEpoch() const { return train_loader_->batchesPerEpoch(); }
-  const Options& options() const { return options_; }
+  const ModelChoice& choice() const { return choice_; }
+  const TrainConfig& config() const { return config_; }
+  const runtime::LrSchedule& schedule() const { return schedule_; }
+  /// The learning rate of epoch `epoch`'s last update.
+  double lrOfEpoch(int epoch) const;
+  bool scheduled() const { return choice_.compile.pipeline.lr_schedule; }
+  const std::vector<runtime::EpochFigures>& history() const { return history_; }
+  int nextEpoch() const { return next_epoch_; }
+  int64_t stepsPerEpoch() const { return model_->stepsPerEpoch(); }
+  runtime::Executor& executor() { return model_->trainer().executor(); }
+  /// Where checkpoints are written (unset: nowhere).
+  std::optional<std::string> checkpointDir() const;
 
  private:
-  TrainingSession() = default;
+  TrainingSession(const SettingNames& names, TrainListener& listener)
+      : names_(names), listener_(listener) {}
+  absl::Status prepare(const ModelSpec& spec);
+  absl::Status readResumed();
+  absl::Status loadData();
+  absl::Status checkResumedFits();
+  absl::Status compileAndLoad();
+  absl::Status start();
+  absl::Status replayResumed();
+  /// One epoch's steps; sets `end` when the run ends inside it.
+  absl::StatusOr<runtime::PassResult> trainEpoch(int epoch, RunEnd& end);
+  bool onStep(int epoch, const runtime::StepReport& s, RunEnd& end);
+  absl::StatusOr<bool> finishEpoch(int epoch, const runtime::PassResult& trained, RunEnd& end);
+  bool stopAgreed();
+  std::vector<std::pair<std::string, std::string>> resumeSettings() const;
+  runtime::Checkpoint checkpointAt(int epoch, const runtime::EpochProgress& progress) const;
+  absl::Status saveCheckpoint(int epoch, const runtime::EpochProgress& progress);
+  std::string nonFiniteCause();
 
-  Options options_;
-  int64_t batch_ = 0;
-  std::unique_ptr<runtime::Trainer> trainer_;
-  std::unique_ptr<runtime::data::BatchLoader> train_loader_, test_loader_;
+  const SettingNames& names_;
+  TrainListener& listener_;
+  TrainConfig config_;
+  ModelChoice choice_;
+  // Shared with the program that holds the examples (the API's); the loaders read it.
+  std::shared_ptr<const TrainingData> data_;
+  runtime::LrSchedule schedule_;
+  std::optional<runtime::Checkpoint> resumed_;
+  std::string resumed_path_;
+  std::optional<runtime::CheckpointWriter> checkpoints_;
+  std::unique_ptr<LoadedModel> model_;
+  std::optional<AutoSplit> auto_split_;
+  std::vector<runtime::EpochFigures> history_;
+  std::vector<runtime::SplitReplan> replans_;
+  // Where fit goes on: the epoch, and what is done of it (a checkpoint written inside one).
+  int next_epoch_ = 1;
+  runtime::EpochProgress progress_;
+  // The stop signal every process acts on (0: none yet), and a failure agreeing on it.
+  int stop_signal_ = 0;
+  absl::Status stop_status_, step_status_;
 };
 
 }  // namespace tandem::training

@@ -12,12 +12,16 @@
 namespace tandem::runtime::data {
 namespace {
 
-constexpr const char* kHowToGetIt =
-    "install the Debian package dataset-fashion-mnist or pass --data DIR";
+// How to get the data, naming the setting that gives its directory in the caller's words.
+std::string howToGetIt(absl::string_view dir_setting) {
+  return absl::StrCat("install the Debian package dataset-fashion-mnist or pass ", dir_setting,
+                      " DIR");
+}
 
 // `dir/name.gz` if it exists, else `dir/name`; NotFound when neither does. Any other
 // failure (a permission, say) is reported as itself, not as a missing file.
-absl::StatusOr<std::string> findFile(const std::string& dir, const std::string& name) {
+absl::StatusOr<std::string> findFile(const std::string& dir, const std::string& name,
+                                     absl::string_view dir_setting) {
   const std::string plain = absl::StrCat(dir, "/", name);
   const std::string gz = absl::StrCat(plain, ".gz");
   for (const std::string& path : {gz, plain}) {
@@ -28,31 +32,32 @@ absl::StatusOr<std::string> findFile(const std::string& dir, const std::string& 
           absl::StrCat("fashion-mnist: cannot read ", path, ": ", std::strerror(errno)));
   }
   return absl::NotFoundError(absl::StrCat("fashion-mnist: ", gz, " not found (nor ", name,
-                                          " uncompressed) (", kHowToGetIt, ")"));
+                                          " uncompressed) (", howToGetIt(dir_setting), ")"));
 }
 
 }  // namespace
 
-absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split, int64_t limit) {
+absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split, int64_t limit,
+                                         absl::string_view dir_setting) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno == ENOENT)
       return absl::NotFoundError(
-          absl::StrCat("fashion-mnist: directory ", dir, " does not exist (", kHowToGetIt, ")"));
+          absl::StrCat("fashion-mnist: directory ", dir, " does not exist (", howToGetIt(dir_setting), ")"));
     return absl::PermissionDeniedError(
         absl::StrCat("fashion-mnist: cannot read directory ", dir, ": ", std::strerror(errno)));
   }
   if (!S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("fashion-mnist: ", dir, " is not a directory (", kHowToGetIt, ")"));
+        absl::StrCat("fashion-mnist: ", dir, " is not a directory (", howToGetIt(dir_setting), ")"));
   }
   if (::access(dir.c_str(), R_OK | X_OK) != 0)
     return absl::PermissionDeniedError(
         absl::StrCat("fashion-mnist: cannot read directory ", dir, ": ", std::strerror(errno)));
   const std::string prefix = split == Split::kTrain ? "train" : "t10k";
-  absl::StatusOr<std::string> images = findFile(dir, prefix + "-images-idx3-ubyte");
+  absl::StatusOr<std::string> images = findFile(dir, prefix + "-images-idx3-ubyte", dir_setting);
   if (!images.ok()) return images.status();
-  absl::StatusOr<std::string> labels = findFile(dir, prefix + "-labels-idx1-ubyte");
+  absl::StatusOr<std::string> labels = findFile(dir, prefix + "-labels-idx1-ubyte", dir_setting);
   if (!labels.ok()) return labels.status();
   return readIdxPair(*images, *labels, limit, kFashionMnistClasses);
 }

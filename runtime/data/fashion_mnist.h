@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "runtime/data/idx_reader.h"
 
 namespace tandem::runtime::data {
@@ -19,8 +20,9 @@ inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fash
 /// Reads train-images-idx3-ubyte.gz + train-labels-idx1-ubyte.gz (or t10k-*) from `dir`,
 /// via zlib; the uncompressed file names are accepted when a .gz is absent. `limit` > 0
 /// keeps the first `limit` examples. Errors name the directory or file and what is wrong,
-/// and a missing directory or file says how to get the data.
-absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split,
-                                         int64_t limit = 0);
+/// and a missing directory or file says how to get the data (`dir_setting`: the caller's
+/// name for the setting that gives `dir`).
+absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split, int64_t limit = 0,
+                                         absl::string_view dir_setting = "data");
 
 }  // namespace tandem::runtime::data

@@ -1,5 +1,5 @@
-// The public API (tandem/tandem.h): bad options, models and data are errors naming the
-// option, the layer or the data at fault; a model of one's own learns from tensors the
+// The public API (tandem/tandem.h): bad settings, models and data are errors naming the
+// setting, the layer or the data at fault; a model of one's own learns from tensors the
 // program holds; training through the API is `tandem train` (the same figures for the
 // same settings); and a saved model loads and goes on as if never stopped.
 
@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "frontend/zoo/zoo.h"
 #include "gmock/gmock.h"
@@ -61,40 +63,41 @@ ModelSpec mlpSpec() {
 
 Data quadrantData() { return Data::fromExamples(quadrants(256, 1), quadrants(64, 2)); }
 
-TrainOptions smallRun() {
+TrainConfig smallRun() {
   return {.devices = "cpu:0,cpu:1", .batch = 32, .epochs = 3, .optimizer = "adamw", .lr = 0.01};
 }
 
-std::string createError(const ModelSpec& spec, const TrainOptions& o, const Data& d) {
+std::string createError(const ModelSpec& spec, const TrainConfig& o, const Data& d) {
   absl::StatusOr<Model> m = Model::create(spec, o, d);
   return m.ok() ? std::string("(no error)") : std::string(m.status().message());
 }
 
 TEST(TrainApi, BadOptionsNameTheOption) {
   struct Case {
-    std::function<void(TrainOptions&)> change;
+    std::function<void(TrainConfig&)> change;
     std::string error;
   };
   const std::vector<Case> cases = {
-      {[](TrainOptions& o) { o.devices = "tpu:0"; }, "TrainOptions::devices: "},
-      {[](TrainOptions& o) { o.batch = 1; },
-       "TrainOptions::batch: 1 is smaller than the device count 2"},
-      {[](TrainOptions& o) { o.batch = 512; },
-       "TrainOptions::batch: 512 is more than the 256 training images"},
-      {[](TrainOptions& o) { o.epochs = 0; }, "TrainOptions::epochs: 0 trains nothing"},
-      {[](TrainOptions& o) { o.optimizer = "rmsprop"; }, "TrainOptions::optimizer: "},
-      {[](TrainOptions& o) { o.lr = -1; }, "TrainOptions::lr: -1 is out of range"},
-      {[](TrainOptions& o) { o.momentum = 0.9; },
-       "TrainOptions::momentum: not a setting of TrainOptions::optimizer adamw"},
-      {[](TrainOptions& o) { o.schedule = "linear"; },
-       "TrainOptions::schedule 'linear': unknown schedule"},
-      {[](TrainOptions& o) { o.precision = "f16"; }, "TrainOptions::precision: 'f16'"},
-      {[](TrainOptions& o) { o.split = "3,1,1"; }, "TrainOptions::split: 3 weights for 2 devices"},
-      {[](TrainOptions& o) { o.split = "auto"; }, "TrainOptions::split: auto"},
-      {[](TrainOptions& o) { o.threads_per_device = 0; }, "TrainOptions::threads_per_device: 0"},
+      {[](TrainConfig& o) { o.devices = "tpu:0"; }, "TrainConfig::devices: "},
+      {[](TrainConfig& o) { o.batch = 1; },
+       "TrainConfig::batch: 1 is smaller than the device count 2"},
+      {[](TrainConfig& o) { o.batch = 512; },
+       "TrainConfig::batch: 512 is more than the 256 training images"},
+      {[](TrainConfig& o) { o.epochs = 0; }, "TrainConfig::epochs: 0 trains nothing"},
+      {[](TrainConfig& o) { o.optimizer = "rmsprop"; }, "TrainConfig::optimizer: "},
+      {[](TrainConfig& o) { o.lr = -1; }, "TrainConfig::lr: -1 is out of range"},
+      {[](TrainConfig& o) { o.momentum = 0.9; },
+       "TrainConfig::momentum: not a setting of TrainConfig::optimizer adamw"},
+      {[](TrainConfig& o) { o.schedule = "linear"; },
+       "TrainConfig::schedule 'linear': unknown schedule"},
+      {[](TrainConfig& o) { o.precision = "f16"; }, "TrainConfig::precision: 'f16'"},
+      {[](TrainConfig& o) { o.split = "3,1,1"; }, "TrainConfig::split: 3 weights for 2 devices"},
+      {[](TrainConfig& o) { o.checkpoint_every = 4; },
+       "TrainConfig::checkpoint_every: goes with TrainConfig::checkpoint DIR"},
+      {[](TrainConfig& o) { o.threads_per_device = 0; }, "TrainConfig::threads_per_device: 0"},
   };
   for (const Case& c : cases) {
-    TrainOptions o = smallRun();
+    TrainConfig o = smallRun();
     c.change(o);
     EXPECT_THAT(createError(mlpSpec(), o, quadrantData()), StartsWith(c.error));
   }
@@ -190,7 +193,7 @@ TEST(TrainApi, SavedModelLoadsAndGoesOn) {
   absl::StatusOr<Model> straight = train(mlpSpec(), smallRun(), quadrantData());
   ASSERT_TRUE(straight.ok()) << straight.status();
 
-  TrainOptions first = smallRun();
+  TrainConfig first = smallRun();
   first.epochs = 1;
   absl::StatusOr<Model> one = train(mlpSpec(), first, quadrantData());
   ASSERT_TRUE(one.ok()) << one.status();
@@ -211,18 +214,117 @@ TEST(TrainApi, SavedModelLoadsAndGoesOn) {
     EXPECT_EQ((*history)[i].test_accuracy, straight->history()[i].test_accuracy);
   }
 
-  TrainOptions other_lr = smallRun();
+  TrainConfig other_lr = smallRun();
   other_lr.lr = 0.02;
   absl::StatusOr<Model> refused = Model::load(mlpSpec(), other_lr, quadrantData(), ckpt);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()),
               AllOf(StartsWith("Model::load: "),
-                    HasSubstr("was written with TrainOptions::lr 0.01; this run has "
-                              "TrainOptions::lr 0.02")));
+                    HasSubstr("was written with TrainConfig::lr 0.01; this run has "
+                              "TrainConfig::lr 0.02")));
   EXPECT_THAT(
       std::string(
           Model::load(mlpSpec(), smallRun(), quadrantData(), dir.file("none")).status().message()),
       StartsWith("Model::load: "));
+}
+
+// Issue 41: the CLI and the API run one training library, which names a setting through
+// the front end's SettingNames: the same mistake is the same sentence in both, each naming
+// the setting in its own words (no text rewriting). `{lr}` in a case's message is the
+// setting's name in each front end's words.
+TEST(TrainApi, SettingErrorsNameTheSettingInEachFrontEndsWords) {
+  TANDEM_NEED_INSTALLED(whyNoFashionMnist());
+  struct Case {
+    std::vector<std::string> flags;             // to `tandem train --model lenet`
+    std::function<void(TrainConfig&, Data&)> set;  // the same for the API
+    std::string message;                         // with {setting} for each front end's words
+  };
+  const std::vector<Case> cases = {
+      {{"--devices", "tpu:0"}, [](TrainConfig& c, Data&) { c.devices = "tpu:0"; },
+       "{devices}: unknown device 'tpu:0': the device kind must be cpu or cuda"},
+      {{"--batch", "1"}, [](TrainConfig& c, Data&) { c.batch = 1; },
+       "{batch}: 1 is smaller than the device count 2; every device needs at least one example"},
+      {{"--batch", "300", "--limit-train", "256"},
+       [](TrainConfig& c, Data& d) { c.batch = 300, d.limit_train = 256; },
+       "{batch}: 300 is more than the 256 training images left by {limit_train} (lower {batch})"},
+      {{"--optimizer", "adamw", "--momentum", "0.9"},
+       [](TrainConfig& c, Data&) { c.optimizer = "adamw", c.momentum = 0.9; },
+       "{momentum}: not a setting of {optimizer} adamw (it takes {lr}, {beta1}, {beta2}, {eps}, "
+       "{weight_decay})"},
+      {{"--momentum", "1"}, [](TrainConfig& c, Data&) { c.momentum = 1; },
+       "{momentum}: 1 is out of range: must be >= 0 and < 1"},
+      {{"--schedule", "linear"}, [](TrainConfig& c, Data&) { c.schedule = "linear"; },
+       "{schedule} 'linear': unknown schedule"},
+      {{"--warmup", "100000", "--limit-train", "256", "--batch", "64"},
+       [](TrainConfig& c, Data& d) { c.warmup = 100000, c.batch = 64, d.limit_train = 256; },
+       "{warmup} 100000: the run has 4 steps, so the warmup would not end before the run does "
+       "(the learning rate would reach 4e-05 of {lr} at most); give {warmup} below 4 or more "
+       "{epochs}"},
+      {{"--precision", "f16"}, [](TrainConfig& c, Data&) { c.precision = "f16"; },
+       "{precision}: 'f16' is not a dtype Tandem trains in: f32 or bf16"},
+      {{"--allreduce-dtype", "f16"}, [](TrainConfig& c, Data&) { c.allreduce_dtype = "f16"; },
+       "{allreduce_dtype}: 'f16' is not a dtype Tandem trains in: f32 or bf16"},
+      {{"--split", "3,1,1"}, [](TrainConfig& c, Data&) { c.split = "3,1,1"; },
+       "{split}: 3 weights for 2 devices"},
+      {{"--checkpoint-every", "4"}, [](TrainConfig& c, Data&) { c.checkpoint_every = 4; },
+       "{checkpoint_every}: goes with {checkpoint} DIR (which is not given)"},
+      {{"--limit-test", "20000"}, [](TrainConfig&, Data& d) { d.limit_test = 20000; },
+       "{limit_test}: 20000 is more than the 10000 test images in "
+       "/usr/share/datasets/fashion-mnist"},
+      {{"--resume", "/nonexistent/run"}, nullptr, "{resume}: "},
+  };
+  const std::map<std::string, std::pair<std::string, std::string>> words = {
+      {"devices", {"--devices", "TrainConfig::devices"}},
+      {"batch", {"--batch", "TrainConfig::batch"}},
+      {"limit_train", {"--limit-train", "Data::limit_train"}},
+      {"limit_test", {"--limit-test", "Data::limit_test"}},
+      {"momentum", {"--momentum", "TrainConfig::momentum"}},
+      {"optimizer", {"--optimizer", "TrainConfig::optimizer"}},
+      {"lr", {"--lr", "TrainConfig::lr"}},
+      {"beta1", {"--beta1", "TrainConfig::beta1"}},
+      {"beta2", {"--beta2", "TrainConfig::beta2"}},
+      {"eps", {"--eps", "TrainConfig::eps"}},
+      {"weight_decay", {"--weight-decay", "TrainConfig::weight_decay"}},
+      {"schedule", {"--schedule", "TrainConfig::schedule"}},
+      {"warmup", {"--warmup", "TrainConfig::warmup"}},
+      {"epochs", {"--epochs", "TrainConfig::epochs"}},
+      {"precision", {"--precision", "TrainConfig::precision"}},
+      {"allreduce_dtype", {"--allreduce-dtype", "TrainConfig::allreduce_dtype"}},
+      {"split", {"--split", "TrainConfig::split"}},
+      {"checkpoint_every", {"--checkpoint-every", "TrainConfig::checkpoint_every"}},
+      {"checkpoint", {"--checkpoint", "TrainConfig::checkpoint"}},
+      {"resume", {"--resume", "Model::load"}},
+  };
+  // The case's message with each {setting} in one front end's words.
+  auto in = [&](std::string text, bool cli) {
+    for (const auto& [key, names] : words)
+      text = absl::StrReplaceAll(text, {{absl::StrCat("{", key, "}"), cli ? names.first : names.second}});
+    return text;
+  };
+  absl::StatusOr<ModelSpec> lenet = zoo::modelByName("lenet");
+  ASSERT_TRUE(lenet.ok());
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"train", "--model", "lenet", "--epochs", "1"};
+    if (c.flags[0] != "--devices") args.insert(args.end(), {"--devices", "cpu:0,cpu:1"});
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    CommandResult cli = runTandem(args);
+    EXPECT_EQ(cli.exit_code, 2) << absl::StrJoin(args, " ");  // a setting refused
+    EXPECT_THAT(cli.err, StartsWith(absl::StrCat("tandem: ", in(c.message, true))))
+        << absl::StrJoin(args, " ");
+    TrainConfig config{.devices = "cpu:0,cpu:1", .epochs = 1};
+    Data data = Data::fashionMnist();
+    std::string api;
+    if (c.set) {
+      c.set(config, data);
+      api = createError(*lenet, config, data);
+    } else {
+      api = std::string(Model::load(*lenet, config, data, "/nonexistent/run").status().message());
+    }
+    EXPECT_THAT(api, StartsWith(in(c.message, false))) << absl::StrJoin(args, " ");
+    // Neither front end's words leak into the other's message.
+    EXPECT_THAT(api, ::testing::Not(HasSubstr("--")));
+    EXPECT_THAT(cli.err, ::testing::Not(HasSubstr("TrainConfig::")));
+  }
 }
 
 // The CSV `tandem train --metrics` writes: per epoch, its fields by column name.

@@ -344,7 +344,8 @@ TEST(CheckpointFormat, WriteKilledHalfwayLeavesTheLastCheckpoint) {
 TEST(CheckpointWriter, RefusesAnotherRunsCheckpointAndDoesNothingOffRankZero) {
   ScratchDir dir;
   const std::string sub = dir.path() + "/run";
-  runtime::CheckpointWriter writer(sub, /*writes=*/true);
+  runtime::CheckpointWriter writer(sub, /*writes=*/true,
+                                   {.setting = "--checkpoint", .resume = "--resume"});
   ASSERT_TRUE(writer.prepare(false).ok());  // creates the directory
   ASSERT_TRUE(runtime::writeCheckpointFile(sub, sample()).ok());
   EXPECT_EQ(writer.prepare(false).message(),
@@ -354,7 +355,7 @@ TEST(CheckpointWriter, RefusesAnotherRunsCheckpointAndDoesNothingOffRankZero) {
                          sub, ", or write to another directory"));
   EXPECT_TRUE(writer.prepare(true).ok());
   EXPECT_EQ(runtime::CheckpointWriter(dir.path() + "/no/such", true).prepare(false).message(),
-            absl::StrCat("--checkpoint: cannot create directory '", dir.path(),
+            absl::StrCat("checkpoint: cannot create directory '", dir.path(),
                          "/no/such': No such file or directory"));
   // Not the writing rank: no directory made, nothing written.
   runtime::CheckpointWriter other(dir.path() + "/other", /*writes=*/false);
@@ -374,7 +375,7 @@ TEST(CheckpointCompatibility, ModelAndSettingsMustMatch) {
       "'p' was written with --lr 0.1; this run has no --lr (resume with the value it was "
       "written with)");
   EXPECT_EQ(runtime::checkCompatible(c, "resnet18", {}, "p").message(),
-            "'p' is a checkpoint of lenet, not of resnet18 (--model)");
+            "'p' is a checkpoint of lenet, not of resnet18 (model)");
   EXPECT_EQ(runtime::checkCompatible(c, "lenet",
                                      {{"--batch", "20"}, {"--seed", "3"}, {"--lr", "0.1"}}, "p")
                 .message(),

@@ -153,7 +153,7 @@ TEST_F(IdxTest, LoadsBothSplitsGzipOrPlain) {
 
 TEST_F(IdxTest, MissingDirectory) {
   const std::string missing = dir_ + "/nope";
-  absl::StatusOr<Dataset> d = loadFashionMnist(missing, Split::kTrain);
+  absl::StatusOr<Dataset> d = loadFashionMnist(missing, Split::kTrain, 0, "--data");
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(message(d),
@@ -178,7 +178,7 @@ TEST_F(IdxTest, MissingFile) {
   EXPECT_EQ(message(d),
             absl::StrCat("fashion-mnist: ", labels(),
                          " not found (nor train-labels-idx1-ubyte uncompressed) (install the "
-                         "Debian package dataset-fashion-mnist or pass --data DIR)"));
+                         "Debian package dataset-fashion-mnist or pass data DIR)"));
   // readIdxPair on a missing path names it too.
   d = readIdxPair(images(), labels());
   ASSERT_FALSE(d.ok());

@@ -60,8 +60,8 @@ TEST(LrSchedule, BadTextNamesTheFlagAndWhatItTakes) {
            {"step:2:1.5", 0, "GAMMA must be a number in (0, 1]"},
            {"step:2:nan", 0, "GAMMA must be a number in (0, 1]"},
            {"cosine:3", 0, "unknown schedule"},
-           {"cosine", -1, "--warmup -1: must be a number of steps >= 0"},
-           {"cosine", 30, "--warmup 30: the run has 30 steps"},
+           {"cosine", -1, "warmup -1: must be a number of steps >= 0"},
+           {"cosine", 30, "warmup 30: the run has 30 steps"},
        }) {
     auto s = runtime::LrSchedule::parse(r.text, r.warmup, 10, 3);
     ASSERT_FALSE(s.ok()) << r.text;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/status_macros.h"
 #include "train/compile.h"
+#include "tools/tandem/setting_flags.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
 #include "tools/tandem/path_claims.h"
@@ -36,7 +37,8 @@ absl::Status runDump(const DumpFlags& f) {
         absl::StrCat("--format memory: needs plan-memory, the last pass of the pipeline; --after ",
                      f.after, " stops before it"));
   std::unique_ptr<passes::PassManager> pm;
-  auto module = training::compileModel(choice->spec, choice->compile, &pm);
+  auto module = training::compileModel(choice->spec, choice->compile, &pm,
+                                       FlagNames(f.model.onnx.has_value()));
   if (!module.ok()) return module.status();
   if (const std::string w = inertModelFlagWarning(f.model, **module); !w.empty())
     std::cerr << "tandem: warning: " << w << "\n";

@@ -12,6 +12,7 @@
 #include "ir/verifier.h"
 #include "runtime/chrome_trace.h"
 #include "train/compile.h"
+#include "tools/tandem/setting_flags.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/explore/assets.h"
 #include "tools/tandem/explore/page.h"
@@ -58,7 +59,7 @@ absl::StatusOr<std::unique_ptr<ir::Module>> exploredModule(const ExploreFlags& f
   }
   ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(f.model, /*for_training=*/false));
   choice.compile.stop_after = f.after;
-  auto m = training::compileModel(choice.spec, choice.compile);
+  auto m = training::compileModel(choice.spec, choice.compile, nullptr, FlagNames());
   if (!m.ok()) return m.status();
   if (const std::string w = inertModelFlagWarning(f.model, **m); !w.empty())
     std::cerr << "tandem: warning: " << w << "\n";

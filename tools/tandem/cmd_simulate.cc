@@ -25,6 +25,7 @@
 #include "sim/roofline.h"
 #include "sim/step_replay.h"
 #include "train/compile.h"
+#include "tools/tandem/setting_flags.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
 
@@ -179,7 +180,7 @@ absl::StatusOr<std::vector<Row>> predictRoofline(const SimulateFlags& f, ModelFl
   mf.batch = 2 * f.batch_per_device;
   ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
   ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
-                   training::compileModel(choice.spec, choice.compile));
+                   training::compileModel(choice.spec, choice.compile, nullptr, FlagNames()));
   const ir::Graph& g = *m->graph(ir::kTrainGraph);
   RETURN_IF_ERROR(checkFitsTheGpu(*m, f, s.gpu));
   std::vector<double> compute_s(g.idBound(), 0.0);
@@ -212,7 +213,7 @@ absl::StatusOr<std::vector<Row>> predictCpu(const SimulateFlags& f, ModelFlags m
     ASSIGN_OR_RETURN(ModelChoice choice,
                      resolveModelFlags(atDeviceCount(mf, p), /*for_training=*/false));
     ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
-                     training::compileModel(choice.spec, choice.compile));
+                     training::compileModel(choice.spec, choice.compile, nullptr, FlagNames()));
     ASSIGN_OR_RETURN(runtime::StepMeasurement measured,
                      runtime::measureStep(std::move(m), kCpuWarmupSteps,
                                           f.measure_steps.value_or(kDefaultMeasureSteps)));

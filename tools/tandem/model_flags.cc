@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "frontend/zoo/zoo.h"
 #include "ir/status_macros.h"
+#include "tools/tandem/setting_flags.h"
 
 namespace tandem::tools {
 namespace {
@@ -42,8 +43,8 @@ std::string inertModelFlagWarning(const ModelFlags& f, const ir::Module& compile
   return "";
 }
 
-absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_training,
-                                              std::shared_ptr<ImportedValues>* imported) {
+absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& f, bool for_training,
+                                           std::shared_ptr<ImportedValues>* imported) {
   const std::vector<std::string> choices = for_training ? trainableModelNames() : zoo::modelNames();
   for (auto [flag, given] : {std::pair{"--input", f.onnx_input.has_value()},
                              std::pair{"--logits", f.onnx_logits.has_value()},
@@ -61,7 +62,7 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                                               absl::StrJoin(model.spec.image_shape, "x"),
                                               " images, but Fashion-MNIST has 1x28x28"));
     if (imported != nullptr) *imported = model.values;
-    return training::resolveModel(model.spec, f, for_training);
+    return model.spec;
   }
   if (f.model.empty())
     return flagError("--model",
@@ -73,7 +74,13 @@ absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_trai
                      absl::StrCat(f.model, " takes ", absl::StrJoin(spec->image_shape, "x"),
                                   " images, but Fashion-MNIST has 1x28x28 (train ",
                                   listWithOr(choices), ")"));
-  return training::resolveModel(*spec, f, for_training);
+  return *std::move(spec);
+}
+
+absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_training,
+                                              std::shared_ptr<ImportedValues>* imported) {
+  ASSIGN_OR_RETURN(ModelSpec spec, modelSpecOfFlags(f, for_training, imported));
+  return training::resolveModel(spec, f, for_training, FlagNames(f.onnx.has_value()));
 }
 
 }  // namespace tandem::tools

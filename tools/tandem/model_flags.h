@@ -16,6 +16,12 @@ using ModelChoice = training::ModelChoice;
 /// The zoo models `tandem train` can train: those taking Fashion-MNIST's 1x28x28 images.
 std::vector<std::string> trainableModelNames();
 
+/// The model the flags name (a zoo model, or --onnx's), checked to exist and, with
+/// `for_training`, to take Fashion-MNIST's images; with --onnx `imported` (when given)
+/// receives the values its initializers give the variables. Errors name the flag.
+absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& flags, bool for_training,
+                                           std::shared_ptr<ImportedValues>* imported = nullptr);
+
 /// Checks ModelFlags together (the model exists, devices parse, the batch covers them,
 /// weights match them, the initializer parses) and fills in the model's defaults for what
 /// was not given. `for_training` also requires a model for Fashion-MNIST images. Errors
