@@ -80,9 +80,10 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
       {S::kLimitTrain, number(config.limit_train)},
       {S::kLimitTest, number(config.limit_test)},
       {S::kAllowNonfinite, given(config.allow_nonfinite)},
+      // Resume first: a front end may take the checkpoint directory from it.
+      {S::kResume, given(config.resume.has_value())},
       {S::kCheckpoint, given(config.checkpoint.has_value())},
-      {S::kCheckpointEvery, number(config.checkpoint_every)},
-      {S::kResume, given(config.resume.has_value())}};
+      {S::kCheckpointEvery, number(config.checkpoint_every)}};
   std::vector<std::pair<std::string, std::string>> out;
   for (auto& [setting, value] : shared) out.emplace_back(names(setting), std::move(value));
   out.insert(out.end(), config.also_shared.begin(), config.also_shared.end());

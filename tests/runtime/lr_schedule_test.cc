@@ -54,7 +54,7 @@ TEST(LrSchedule, BadTextNamesTheFlagAndWhatItTakes) {
     const char* says;
   };
   for (const Row& r : std::vector<Row>{
-           {"linear", 0, "--schedule 'linear': unknown schedule"},
+           {"linear", 0, "schedule 'linear': unknown schedule"},
            {"step", 0, "step needs EPOCHS and GAMMA"},
            {"step:0:0.5", 0, "EPOCHS must be a whole number of epochs >= 1"},
            {"step:2:1.5", 0, "GAMMA must be a number in (0, 1]"},

@@ -32,7 +32,7 @@ TEST(TargetFacts, Bf16NeedsKernelsThatComputeInIt) {
   auto low = training::compileModel(*spec, c);
   ASSERT_FALSE(low.ok());
   EXPECT_EQ(low.status().message(),
-            "--precision bf16: f32only:0 is a F32-only device, whose kernels do not compute in "
+            "precision bf16: f32only:0 is a F32-only device, whose kernels do not compute in "
             "bf16");
   c.pipeline.bf16 = false;  // the same model compiles for it in f32
   auto full = training::compileModel(*spec, c);
