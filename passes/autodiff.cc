@@ -243,16 +243,10 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
   return true;
 }
 
-namespace {
-
-constexpr absl::string_view kDefaultOptimizer = "sgd_update";
-
-}  // namespace
-
 std::string Autodiff::optionsText() const {
   const ir::OpInfo& info = ir::opInfo(optimizer_);
   std::string out = "{";
-  if (info.name != kDefaultOptimizer)
+  if (optimizer_ != kDefaultOptimizer)
     absl::StrAppend(&out, "optimizer=", optimizerShortName(optimizer_), ",");
   for (size_t i = 0; i < hyper_.size(); ++i)
     absl::StrAppend(&out, i ? "," : "", optionName(info.attrs[i].name), "=",
@@ -261,12 +255,13 @@ std::string Autodiff::optionsText() const {
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
-  ASSIGN_OR_RETURN(std::string name, opts.getString("optimizer", std::string(kDefaultOptimizer)));
+  ASSIGN_OR_RETURN(std::string name,
+                   opts.getString("optimizer", optimizerShortName(kDefaultOptimizer)));
   absl::StatusOr<ir::Op> op = optimizerByName(name);
   if (!op.ok())
     return absl::InvalidArgumentError(absl::StrCat(
         "pass autodiff: option 'optimizer' must name an optimizer update op (", optimizerNames(),
-        ", or their ops such as ", kDefaultOptimizer, "), got '", name, "'"));
+        ", or their ops such as ", ir::opInfo(kDefaultOptimizer).name, "), got '", name, "'"));
   // Every attribute of the optimizer is an option: numbers (a float or an int).
   const ir::OpInfo& info = ir::opInfo(*op);
   std::vector<ir::AttrValue> hyper;

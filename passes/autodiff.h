@@ -16,6 +16,9 @@ namespace tandem::passes {
 class Autodiff final : public Pass {
  public:
   static constexpr absl::string_view kName = "autodiff";
+  /// The update op without an `optimizer` option: plain SGD, as the options' defaults
+  /// (momentum 0, no weight decay) make it.
+  static constexpr ir::Op kDefaultOptimizer = ir::Op::kSgdUpdate;
   static absl::StatusOr<std::unique_ptr<Pass>> create(PassOptions& opts);
 
   absl::string_view name() const override { return kName; }

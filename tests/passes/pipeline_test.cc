@@ -197,6 +197,27 @@ TEST(DefaultPipeline, TextAndOrder) {
   EXPECT_EQ(absl::StrJoin(printed, ","), text);
 }
 
+// autodiff's options are the attributes of the optimizer's update op (ir/ops.td), in its
+// order: SGD's momentum, AdamW's betas and eps; an optimizer's long and short names give
+// one text; an unknown one is refused by autodiff with the list.
+TEST(DefaultPipeline, AutodiffTakesTheOptimizersOwnAttributes) {
+  passes::PipelineConfig config{
+      .lr = 0.2, .momentum = 0.9, .weight_decay = 0.05, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-7};
+  auto autodiffText = [&](const std::string& optimizer) {
+    config.optimizer = optimizer;
+    const std::string text = passes::defaultPipeline(config);
+    return text.substr(0, text.find("},") + 1);
+  };
+  EXPECT_EQ(autodiffText("sgd"), "autodiff{lr=0.2,momentum=0.9,weight-decay=0.05}");
+  EXPECT_EQ(autodiffText("sgd_update"), autodiffText("sgd"));
+  EXPECT_EQ(autodiffText("adamw"),
+            "autodiff{optimizer=adamw,lr=0.2,beta1=0.8,beta2=0.99,eps=1e-07,weight-decay=0.05}");
+  EXPECT_EQ(autodiffText("adamw_update"), autodiffText("adamw"));
+  EXPECT_EQ(parseError(autodiffText("rmsprop")),
+            "pass autodiff: option 'optimizer' must name an optimizer update op (adamw, sgd, or "
+            "their ops such as sgd_update), got 'rmsprop'");
+}
+
 TEST(DefaultPipeline, KeepsNumbersExact) {
   // The pipeline text must not round the user's learning rate (6 significant digits
   // would turn 0.1234567 into 0.123457).
