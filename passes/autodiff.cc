@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "ir/grad.h"
 #include "ir/interfaces.h"
@@ -241,6 +242,28 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
     if (!update.ok()) return update.status();
   }
   return true;
+}
+
+absl::string_view Autodiff::optionsHelp() {
+  static const std::string* text = [] {
+    std::vector<std::string> names, each;
+    for (const ir::OpInfo& info : ir::allOps()) {
+      if (info.optimizer == nullptr || info.optimizer->grouped_of || info.optimizer->sharded_of)
+        continue;
+      const std::string name = optimizerShortName(info.op);
+      names.push_back(absl::StrCat(name, info.op == kDefaultOptimizer ? " (default)" : ""));
+      std::vector<std::string> options;
+      for (const ir::AttrSpec& a : info.attrs) {
+        const std::optional<double> v = optimizerDefault(info.op, a.name);
+        options.push_back(v ? absl::StrCat(optionName(a.name), "=", ir::formatDouble(*v))
+                            : absl::StrCat(optionName(a.name), " (required)"));
+      }
+      each.push_back(absl::StrCat(name, ": ", absl::StrJoin(options, ", ")));
+    }
+    return new std::string(
+        absl::StrCat("optimizer=", absl::StrJoin(names, "|"), "; ", absl::StrJoin(each, "; ")));
+  }();
+  return *text;
 }
 
 std::string Autodiff::optionsText() const {

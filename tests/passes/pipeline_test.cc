@@ -3,6 +3,7 @@
 
 #include "passes/pipeline.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -216,6 +217,18 @@ TEST(DefaultPipeline, AutodiffTakesTheOptimizersOwnAttributes) {
   EXPECT_EQ(parseError(autodiffText("rmsprop")),
             "pass autodiff: option 'optimizer' must name an optimizer update op (adamw, sgd, or "
             "their ops such as sgd_update), got 'rmsprop'");
+}
+
+// autodiff's help (tandem opt --help) is written from the optimizer ops' declarations:
+// each optimizer's own options and defaults (AdamW's lr is 1e-3, not SGD's 0.1).
+TEST(Registry, AutodiffOptionsAreEachOptimizersAttributes) {
+  const auto& passes = passes::registeredPasses();
+  auto autodiff = std::find_if(passes.begin(), passes.end(),
+                               [](const passes::PassInfo& p) { return p.name == "autodiff"; });
+  ASSERT_NE(autodiff, passes.end());
+  EXPECT_EQ(autodiff->options,
+            "optimizer=sgd (default)|adamw; sgd: lr=0.1, momentum=0, weight-decay=0; adamw: "
+            "lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, weight-decay=0.01");
 }
 
 TEST(DefaultPipeline, KeepsNumbersExact) {
