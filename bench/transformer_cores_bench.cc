@@ -1,8 +1,9 @@
-// The transformer compute cores (backend/cpu/*_core.h) at the shapes of the ViT of issue
-// 24 on one device: batch 128 per device, 50 tokens (49 patches and the class token),
-// width 64, 4 heads of 16, MLP 128. Single thread, as the runtime runs a device (one core
-// each). bench/transformer_cores_vs_pytorch.sh runs these and PyTorch 1.13 on the same
-// shapes in one run and prints the ratios.
+// The transformer compute cores (backend/cpu/*_core.h) and gelu's op kernels (gelu has no
+// core: backend/cpu/elementwise_kernels.cc) at the shapes of the ViT of issue 24 on one
+// device: batch 128 per device, 50 tokens (49 patches and the class token), width 64, 4
+// heads of 16, MLP 128. Single thread, as the runtime runs a device (one core each).
+// bench/transformer_cores_vs_pytorch.sh runs these and PyTorch 1.13 on the same shapes in
+// one run and prints the ratios.
 //
 //   build/bench/transformer_cores_bench
 //   build/bench/transformer_cores_bench --benchmark_filter='Matmul/.*/f32'
@@ -22,16 +23,17 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/activation_core.h"
-#include "backend/cpu/adamw_core.h"
 #include "backend/bf16.h"
+#include "backend/cpu/adamw_core.h"
 #include "backend/cpu/cpu_context.h"
 #include "backend/cpu/dropout_core.h"
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/layer_norm_core.h"
 #include "backend/cpu/matmul_core.h"
 #include "backend/cpu/softmax_core.h"
 #include "backend/matmul_shape.h"
 #include "benchmark/benchmark.h"
+#include "ir/ir.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -161,20 +163,32 @@ void BM_Softmax(benchmark::State& state, bool backward, ir::DType type) {
   }
 }
 
+/// gelu's op kernel (the kernel table's, as the runtime makes it: oneDNN's eltwise
+/// primitive) over the MLP's hidden activations; backward is gelu_backward(dy, x).
 void BM_Gelu(benchmark::State& state, bool backward, ir::DType type) {
   const int64_t n = kRows * kMlp;  // the MLP's hidden activations
-  Tensor x(type, n), y(type, n), dy(type, n);
-  if (!backward) {
-    auto core = ActivationForward::make(context(), Activation::kGeluErf, type, n, "bench");
-    if (!core.ok()) return state.SkipWithError(std::string(core.status().message()).c_str());
-    for (auto _ : state) core->run(x.data(), y.data());
-    state.SetLabel(core->implementations());
-  } else {
-    auto core = ActivationBackward::make(context(), Activation::kGeluErf, type, n, "bench");
-    if (!core.ok()) return state.SkipWithError(std::string(core.status().message()).c_str());
-    for (auto _ : state) core->run(x.data(), dy.data(), y.data());
-    state.SetLabel(core->implementations());
+  const ir::TensorType t{type, {kRows, kMlp}};
+  ir::Module module("bench");
+  ir::Graph* g = *module.addGraph("g");
+  ir::NodeSpec spec{.op = backward ? ir::Op::kGeluBackward : ir::Op::kGelu,
+                    .device = context().device()};
+  for (int i = 0; i < (backward ? 2 : 1); ++i) {
+    auto in =
+        g->create({.op = ir::Op::kInput, .device = context().device(), .declared_types = {t}});
+    if (!in.ok()) return state.SkipWithError(std::string(in.status().message()).c_str());
+    spec.operands.push_back((*in)->result());
   }
+  auto node = g->create(std::move(spec));
+  if (!node.ok()) return state.SkipWithError(std::string(node.status().message()).c_str());
+  KernelOr kernel = makeKernel(**node, context());
+  if (!kernel.ok()) return state.SkipWithError(std::string(kernel.status().message()).c_str());
+  Tensor x(type, n), dy(type, n), y(type, n);
+  std::vector<TensorView> in{{backward ? dy.data() : x.data(), t}};
+  if (backward) in.push_back({x.data(), t});
+  const std::vector<TensorView> out{{y.data(), t}};
+  for (auto _ : state) benchmark::DoNotOptimize((*kernel)->runHere(in, out));
+  if (auto* program = dynamic_cast<ProgramKernel*>(kernel->get()))
+    state.SetLabel(program->program().implementations());
   state.SetBytesProcessed(state.iterations() * n * (backward ? 3 : 2) *
                           (type == ir::DType::kBF16 ? 2 : 4));
 }

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "ir/grad.h"
 #include "ir/interfaces.h"
@@ -243,16 +244,32 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
   return true;
 }
 
-namespace {
-
-constexpr absl::string_view kDefaultOptimizer = "sgd_update";
-
-}  // namespace
+absl::string_view Autodiff::optionsHelp() {
+  static const std::string* text = [] {
+    std::vector<std::string> names, each;
+    for (const ir::OpInfo& info : ir::allOps()) {
+      if (info.optimizer == nullptr || info.optimizer->grouped_of || info.optimizer->sharded_of)
+        continue;
+      const std::string name = optimizerShortName(info.op);
+      names.push_back(absl::StrCat(name, info.op == kDefaultOptimizer ? " (default)" : ""));
+      std::vector<std::string> options;
+      for (const ir::AttrSpec& a : info.attrs) {
+        const std::optional<double> v = optimizerDefault(info.op, a.name);
+        options.push_back(v ? absl::StrCat(optionName(a.name), "=", ir::formatDouble(*v))
+                            : absl::StrCat(optionName(a.name), " (required)"));
+      }
+      each.push_back(absl::StrCat(name, ": ", absl::StrJoin(options, ", ")));
+    }
+    return new std::string(
+        absl::StrCat("optimizer=", absl::StrJoin(names, "|"), "; ", absl::StrJoin(each, "; ")));
+  }();
+  return *text;
+}
 
 std::string Autodiff::optionsText() const {
   const ir::OpInfo& info = ir::opInfo(optimizer_);
   std::string out = "{";
-  if (info.name != kDefaultOptimizer)
+  if (optimizer_ != kDefaultOptimizer)
     absl::StrAppend(&out, "optimizer=", optimizerShortName(optimizer_), ",");
   for (size_t i = 0; i < hyper_.size(); ++i)
     absl::StrAppend(&out, i ? "," : "", optionName(info.attrs[i].name), "=",
@@ -261,12 +278,13 @@ std::string Autodiff::optionsText() const {
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
-  ASSIGN_OR_RETURN(std::string name, opts.getString("optimizer", std::string(kDefaultOptimizer)));
+  ASSIGN_OR_RETURN(std::string name,
+                   opts.getString("optimizer", optimizerShortName(kDefaultOptimizer)));
   absl::StatusOr<ir::Op> op = optimizerByName(name);
   if (!op.ok())
     return absl::InvalidArgumentError(absl::StrCat(
         "pass autodiff: option 'optimizer' must name an optimizer update op (", optimizerNames(),
-        ", or their ops such as ", kDefaultOptimizer, "), got '", name, "'"));
+        ", or their ops such as ", ir::opInfo(kDefaultOptimizer).name, "), got '", name, "'"));
   // Every attribute of the optimizer is an option: numbers (a float or an int).
   const ir::OpInfo& info = ir::opInfo(*op);
   std::vector<ir::AttrValue> hyper;

@@ -16,7 +16,13 @@ namespace tandem::passes {
 class Autodiff final : public Pass {
  public:
   static constexpr absl::string_view kName = "autodiff";
+  /// The update op without an `optimizer` option: plain SGD, as the options' defaults
+  /// (momentum 0, no weight decay) make it.
+  static constexpr ir::Op kDefaultOptimizer = ir::Op::kSgdUpdate;
   static absl::StatusOr<std::unique_ptr<Pass>> create(PassOptions& opts);
+  /// The options for help texts, from the optimizer ops' declarations: "optimizer=sgd
+  /// (default)|adamw; sgd: lr=0.1, momentum=0, weight-decay=0; adamw: lr=0.001, ...".
+  static absl::string_view optionsHelp();
 
   absl::string_view name() const override { return kName; }
   absl::StatusOr<bool> run(ir::Module& m) override;

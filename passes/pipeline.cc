@@ -1,6 +1,8 @@
 #include "passes/pipeline.h"
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -8,6 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "ir/number_format.h"
 #include "ir/target.h"
+#include "passes/autodiff.h"
+#include "passes/optimizer_options.h"
 #include "passes/registry.h"
 
 namespace tandem::passes {
@@ -37,6 +41,38 @@ absl::StatusOr<std::vector<std::string>> splitTopLevel(absl::string_view text,
     return absl::InvalidArgumentError(absl::StrCat("unclosed bracket in ", what, " '", text, "'"));
   parts.push_back(std::move(current));
   return parts;
+}
+
+/// The config's value of optimizer hyper-parameter `attr` (an attribute of the update op
+/// in ir/ops.td), or nullopt where the config has no field of that name: autodiff then
+/// takes the op's default.
+std::optional<double> hyperParameter(const PipelineConfig& c, absl::string_view attr) {
+  static constexpr std::pair<absl::string_view, double PipelineConfig::*> kFields[] = {
+      {"lr", &PipelineConfig::lr},
+      {"momentum", &PipelineConfig::momentum},
+      {"weight_decay", &PipelineConfig::weight_decay},
+      {"beta1", &PipelineConfig::beta1},
+      {"beta2", &PipelineConfig::beta2},
+      {"eps", &PipelineConfig::eps},
+  };
+  for (const auto& [name, field] : kFields)
+    if (name == attr) return c.*field;
+  return std::nullopt;
+}
+
+/// autodiff with the config's optimizer and a value for each attribute of its update op
+/// (SGD's momentum, AdamW's betas and eps: each optimizer's own), in the op's order. An
+/// unknown optimizer is passed on as it is, for autodiff to refuse with the list.
+std::string autodiffStep(const PipelineConfig& c) {
+  const absl::StatusOr<ir::Op> op = optimizerByName(c.optimizer);
+  if (!op.ok()) return absl::StrCat("autodiff{optimizer=", c.optimizer, "}");
+  std::vector<std::string> options;
+  if (*op != Autodiff::kDefaultOptimizer)
+    options.push_back(absl::StrCat("optimizer=", optimizerShortName(*op)));
+  for (const ir::AttrSpec& a : ir::opInfo(*op).attrs)
+    if (std::optional<double> v = hyperParameter(c, a.name))
+      options.push_back(absl::StrCat(optionName(a.name), "=", ir::formatDouble(*v)));
+  return absl::StrCat("autodiff{", absl::StrJoin(options, ","), "}");
 }
 
 }  // namespace
@@ -90,12 +126,7 @@ std::string defaultPipeline(const PipelineConfig& c) {
   std::vector<std::string> passes{
       // Before autodiff: it rewrites the forward, and autodiff derives a bf16 backward.
       c.bf16 ? "mixed-precision{dtype=bf16}" : "",
-      c.optimizer == "sgd"
-          ? absl::StrCat("autodiff{lr=", num(c.lr), ",momentum=", num(c.momentum),
-                         ",weight-decay=", num(c.weight_decay), "}")
-          : absl::StrCat("autodiff{optimizer=", c.optimizer, ",lr=", num(c.lr),
-                         ",beta1=", num(c.beta1), ",beta2=", num(c.beta2), ",eps=", num(c.eps),
-                         ",weight-decay=", num(c.weight_decay), "}"),
+      autodiffStep(c),
       c.lr_schedule ? "feed-learning-rate" : "",
       // Between autodiff and replicate: it rewrites forward and backward together, once.
       c.fuse ? "fuse-conv-bn-relu" : "",

@@ -28,9 +28,7 @@ const std::vector<PassInfo>& registeredPasses() {
        "forward graphs in bf16 with f32 variables, losses and statistics (before autodiff)",
        "dtype=bf16", MixedPrecision::create},
       {Autodiff::kName, "append backward and optimizer updates to @train_step",
-       "optimizer=sgd|adamw, lr=0.1, momentum=0, weight-decay=0 (sgd); adamw: "
-       "beta1=0.9, beta2=0.999, eps=1e-08",
-       Autodiff::create},
+       Autodiff::optionsHelp(), Autodiff::create},
       {FeedLearningRate::kName,
        "optimizer updates read the learning-rate schedule's factor, @lr_scale, fed every step", "",
        FeedLearningRate::create},

@@ -1,7 +1,7 @@
 #pragma once
 
 // What the compute cores over oneDNN share (matmul_core.h, layer_norm_core.h,
-// softmax_core.h, activation_core.h, reduce_core.h): a core is made once, when its
+// softmax_core.h, reduce_core.h): a core is made once, when its
 // kernel is made (on the host thread with the device's OpenMP thread count set, because
 // oneDNN fixes a primitive's threads when it is created), and run every step on the
 // stream's worker thread over raw pointers. A core knows no ir::Node: `where` (the

@@ -9,15 +9,13 @@
 // bf16, and an f32 operand beside a bf16 one (a master weight under mixed precision) is
 // converted by a reorder into a temporary, as the linear kernels do; C f32 or bf16 (a
 // bf16 product may write f32, as a weight gradient does). Optional: a bias of n values
-// added to every row, a scale of the product (attention's 1/sqrt(d)) and an activation
-// applied to the result (inference; training keeps the pre-activation for the backward).
+// added to every row and a scale of the product (attention's 1/sqrt(d)).
 
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "backend/cpu/activation_core.h"
 #include "backend/cpu/cpu_context.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/matmul_shape.h"
@@ -32,8 +30,6 @@ struct MatmulSpec {
   std::optional<ir::DType> bias;
   /// C = scale * op(A) op(B) (+ bias).
   float scale = 1.0f;
-  /// Applied to C last.
-  std::optional<Activation> activation;
 };
 
 class MatmulCore {

@@ -1,5 +1,5 @@
-// dropout on CUDA: an own kernel (activation.cu), one thread per group of four elements,
-// whose per-thread math (activation_math.h's dropoutThread over backend/dropout_mask.h)
+// dropout on CUDA: an own kernel (dropout.cu), one thread per group of four elements,
+// whose per-thread math (dropout_math.h's dropoutThread over backend/dropout_mask.h)
 // the host tests run against the CPU kernel. The step is not a launch argument: the kernel
 // reads @step's replica on the device when it runs, so a recorded step (a CUDA graph)
 // replays with the step the runtime wrote before this update. The backward is the same
@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cuda/activation_launch.h"
 #include "backend/cuda/cuda_kernel.h"
+#include "backend/cuda/dropout_launch.h"
 #include "backend/dropout_node.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"

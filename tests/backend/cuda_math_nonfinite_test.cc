@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cuda/activation_math.h"
+#include "backend/cuda/dropout_math.h"
 #include "backend/cuda/elementwise_math.h"
 #include "backend/cuda/host_device.h"
 #include "backend/cuda/loss_math.h"

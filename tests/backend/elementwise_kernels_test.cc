@@ -1,7 +1,8 @@
 // relu, relu_backward, sigmoid, sigmoid_backward, gelu, gelu_tanh, tanh (and their
 // backward ops), add, flatten and flatten_backward against naive loops in double; the
-// backward ops also against central finite differences of the naive forward; gelu, gelu_tanh
-// and tanh against PyTorch 1.13 (tests/data/transformer_refs); bf16 against f32.
+// backward ops also against central finite differences of the naive forward; gelu, gelu_tanh,
+// tanh and sigmoid against PyTorch 1.13 (tests/data/transformer_refs), f32 and bf16; bf16
+// against f32.
 
 #include <algorithm>
 #include <cmath>
@@ -128,8 +129,8 @@ TEST(Sigmoid, Bf16IsF32RoundedOnce) {
   expectBf16NearF32(back_ref, back_low, 2e-2);
 }
 
-// gelu (erf form), gelu_tanh and tanh: oneDNN eltwise primitives, as the core tests'
-// ActivationForward/Backward are; here through the ops' kernel slots.
+// gelu (erf form), gelu_tanh and tanh: oneDNN eltwise primitives (as sigmoid is), through
+// the ops' kernel slots.
 struct ActivationOp {
   ir::Op op, backward;
   double (*ref)(double);  // the forward in double
@@ -149,10 +150,11 @@ const ActivationOp kActivationOps[] = {
     {ir::Op::kGeluTanh, ir::Op::kGeluTanhBackward, geluTanhRef, false, "activation_gelu_tanh"},
     {ir::Op::kTanh, ir::Op::kTanhBackward, tanhRef, true, "activation_tanh"},
 };
+// sigmoid has its own tests above; against PyTorch it is checked as these are.
+const ActivationOp kSigmoidOp{ir::Op::kSigmoid, ir::Op::kSigmoidBackward, sigmoidRef, true,
+                              "activation_sigmoid"};
 
 std::string nameOf(ir::Op op) { return std::string(ir::opInfo(op).name); }
-
-std::vector<float> valuesOf(Buffer& b) { return {b.f32(), b.f32() + b.size()}; }
 
 // Against the double forward: oneDNN's jit erf/tanh are polynomials accurate to a few
 // f32 ulps, so 1e-6 of max(1, |y|) (8 ulps near 1) bounds them with room; the tails of
@@ -200,29 +202,52 @@ TEST(Activations, BackwardMatchesFiniteDifferences) {
   }
 }
 
-// The ops' kernels against PyTorch 1.13's forward and backward (the .ref cases the cores
-// are tested on): 1e-5 of the tensor's scale, the core tests' kF32Math (oneDNN's and
-// PyTorch's transcendental approximations differ by a few ulps).
+// The ops' kernels against PyTorch 1.13's forward and backward (tests/data/transformer_refs,
+// whose inputs are bf16-representable), relative to the tensor's scale. f32: 1e-5
+// (oneDNN's and PyTorch's transcendental approximations differ by a few ulps). bf16: one
+// rounding to 8 significant bits (2^-9 of the value) on top of that, so 2^-8; a gradient
+// computed from a rounded y (tanh's, sigmoid's) gets twice that.
+void expectMatchesPyTorch(const ActivationOp& a, ir::DType dtype) {
+  SCOPED_TRACE(std::string(a.pytorch_case) + (dtype == ir::DType::kBF16 ? " bf16" : " f32"));
+  auto loaded = RefCase::load(a.pytorch_case);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const RefCase& c = *loaded;
+  const RefTensor &x = c.tensor("x"), &dy = c.tensor("dy");
+  ir::TensorType t = f32({x.size()});
+  t.dtype = dtype;
+  const bool bf16 = dtype == ir::DType::kBF16;
+  auto set = [&](Buffer& b, int64_t i, double v) {
+    if (bf16)
+      b.bf16()[i] = static_cast<float>(v);
+    else
+      b.f32()[i] = static_cast<float>(v);
+  };
+  auto values = [](Buffer& b) {
+    std::vector<double> v(static_cast<size_t>(b.size()));
+    for (int64_t i = 0; i < b.size(); ++i) v[static_cast<size_t>(i)] = b.at(i);
+    return v;
+  };
+  SingleOp fwd(a.op, {t});
+  for (int64_t i = 0; i < x.size(); ++i) set(fwd.in(0), i, x.values[i]);
+  fwd.run();
+  const double tol = bf16 ? 1.0 / 256 : 1e-5;
+  EXPECT_LE(relativeError(values(fwd.out()), c.tensor("y")), tol) << "y";
+  SingleOp back(a.backward, {t, t});
+  for (int64_t i = 0; i < x.size(); ++i) {
+    set(back.in(0), i, dy.values[i]);
+    set(back.in(1), i, a.backward_reads_output ? fwd.out().at(i) : fwd.in(0).at(i));
+  }
+  back.run();
+  EXPECT_LE(relativeError(values(back.out()), c.tensor("dx")), bf16 ? 2 * tol : tol) << "dx";
+}
+
 TEST(Activations, MatchPyTorch) {
   for (const ActivationOp& a : kActivationOps) {
-    SCOPED_TRACE(a.pytorch_case);
-    auto loaded = RefCase::load(a.pytorch_case);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    const RefCase& c = *loaded;
-    const RefTensor &x = c.tensor("x"), &dy = c.tensor("dy");
-    const ir::TensorType t = f32({x.size()});
-    SingleOp fwd(a.op, {t});
-    for (int64_t i = 0; i < x.size(); ++i) fwd.in(0).f32()[i] = static_cast<float>(x.values[i]);
-    fwd.run();
-    EXPECT_LE(relativeError(valuesOf(fwd.out()), c.tensor("y")), 1e-5) << "y";
-    SingleOp back(a.backward, {t, t});
-    for (int64_t i = 0; i < x.size(); ++i) {
-      back.in(0).f32()[i] = static_cast<float>(dy.values[i]);
-      back.in(1).f32()[i] = a.backward_reads_output ? fwd.out().f32()[i] : fwd.in(0).f32()[i];
-    }
-    back.run();
-    EXPECT_LE(relativeError(valuesOf(back.out()), c.tensor("dx")), 1e-5) << "dx";
+    expectMatchesPyTorch(a, ir::DType::kF32);
+    expectMatchesPyTorch(a, ir::DType::kBF16);
   }
+  expectMatchesPyTorch(kSigmoidOp, ir::DType::kF32);
+  expectMatchesPyTorch(kSigmoidOp, ir::DType::kBF16);
 }
 
 // bf16: the f32 result rounded once (half an ulp is 2^-9 of the value), as sigmoid's.

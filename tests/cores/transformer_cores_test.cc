@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "backend/axis_split.h"
-#include "backend/cpu/activation_core.h"
 #include "backend/cpu/cross_entropy_core.h"
 #include "backend/cpu/embedding_core.h"
 #include "backend/cpu/layer_norm_core.h"
@@ -110,23 +109,6 @@ TEST(TransformerCoresFd, SoftmaxAndLogSoftmaxOverAMiddleAxis) {
     loss();
     bwd->run(y.data(), r.data(), dx.data());
     expectGradient(x, dx, loss, log ? "log-softmax" : "softmax");
-  }
-}
-
-TEST(TransformerCoresFd, Activations) {
-  for (Activation a :
-       {Activation::kGeluErf, Activation::kGeluTanh, Activation::kTanh, Activation::kSigmoid}) {
-    auto fwd = ActivationForward::make(coreContext(), a, kF32, 40, "fd");
-    auto bwd = ActivationBackward::make(coreContext(), a, kF32, 40, "fd");
-    ASSERT_TRUE(fwd.ok() && bwd.ok());
-    std::vector<float> x = randomVector(40, 7, 2.0f), r = randomVector(40, 8), y(40), dx(40);
-    auto loss = [&] {
-      fwd->run(x.data(), y.data());
-      return dot(y, r);
-    };
-    loss();
-    bwd->run(backwardReadsOutput(a) ? y.data() : x.data(), r.data(), dx.data());
-    expectGradient(x, dx, loss, std::string(activationName(a)));
   }
 }
 
@@ -319,11 +301,6 @@ TEST(TransformerCores, BadSpecsAreErrorsNamingTheCaller) {
       std::string(
           LayerNormForward::make(coreContext(), {4, 8, kF32, 0.0f}, "%ln").status().message()),
       HasSubstr("%ln: layer norm's epsilon must be positive"));
-  EXPECT_THAT(std::string(ActivationForward::make(coreContext(), Activation::kTanh, ir::DType::kF64,
-                                                  4, "%t")
-                              .status()
-                              .message()),
-              HasSubstr("%t: the activation's tensor must be f32 or bf16, not f64"));
 }
 
 TEST(TransformerCores, EmbeddingIndexOutsideTheTableThrowsNamingTheToken) {

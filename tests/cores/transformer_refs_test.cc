@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "backend/axis_split.h"
-#include "backend/cpu/activation_core.h"
 #include "backend/cpu/adamw_core.h"
 #include "backend/cpu/cross_entropy_core.h"
 #include "backend/cpu/embedding_core.h"
@@ -208,38 +207,6 @@ TEST(TransformerRefs, SoftmaxAndLogSoftmaxOverEveryAxisMatchPyTorch) {
                            "log_softmax_middle"})
     checkSoftmax(name, kF32);
   for (const char* name : {"softmax_last", "log_softmax_last"}) checkSoftmax(name, kBF16);
-}
-
-Activation activationOf(const std::string& kind) {
-  if (kind == "gelu_erf") return Activation::kGeluErf;
-  if (kind == "gelu_tanh") return Activation::kGeluTanh;
-  if (kind == "tanh") return Activation::kTanh;
-  return Activation::kSigmoid;
-}
-
-void checkActivation(const std::string& kind, ir::DType type) {
-  SCOPED_TRACE(kind + (type == kBF16 ? " bf16" : " f32"));
-  TANDEM_LOAD_REF(c, "activation_" + kind);
-  const Activation act = activationOf(kind);
-  const Typed x(type, c.tensor("x")), dy(type, c.tensor("dy"));
-  auto fwd = ActivationForward::make(coreContext(), act, type, x.size(), "test activation");
-  auto bwd = ActivationBackward::make(coreContext(), act, type, x.size(), "test activation");
-  ASSERT_TRUE(fwd.ok()) << fwd.status();
-  ASSERT_TRUE(bwd.ok()) << bwd.status();
-  Typed y(type, x.size()), dx(type, x.size());
-  fwd->run(x.data(), y.data());
-  bwd->run(backwardReadsOutput(act) ? y.data() : x.data(), dy.data(), dx.data());
-  const double tol = type == kBF16 ? kBf16Out : kF32Math;
-  EXPECT_LE(relativeError(y.values(), c.tensor("y")), tol) << "y";
-  // tanh and sigmoid differentiate from the (bf16-rounded) y.
-  EXPECT_LE(relativeError(dx.values(), c.tensor("dx")), type == kBF16 ? 2 * tol : tol) << "dx";
-}
-
-TEST(TransformerRefs, GeluTanhAndSigmoidMatchPyTorch) {
-  for (const char* kind : {"gelu_erf", "gelu_tanh", "tanh", "sigmoid"}) {
-    checkActivation(kind, kF32);
-    checkActivation(kind, kBF16);
-  }
 }
 
 void checkReduce(const std::string& name, ir::DType type) {

@@ -1,5 +1,5 @@
 // dropout's CUDA kernel. Without a GPU: the per-thread math the kernel runs
-// (activation_math.h's dropoutThread: the mask at the step read from @step's memory, from
+// (dropout_math.h's dropoutThread: the mask at the step read from @step's memory, from
 // the node's sample_offset on), compiled here, against the CPU kernel of the same node, bit
 // for bit, f32 and bf16, at several steps. With a GPU: the kernel made from the node,
 // launched again after @step's memory changes (as a replayed recording would be: the
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels.h"
-#include "backend/cuda/activation_math.h"
+#include "backend/cuda/dropout_math.h"
 #include "backend/dropout_node.h"
 #include "gtest/gtest.h"
 #include "ir/op_views.h"

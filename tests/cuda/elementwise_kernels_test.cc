@@ -197,8 +197,7 @@ TEST(CudaElementwiseMath, SigmoidIsTheCpuKernelWithinUlps) {
 
 // gelu, gelu_tanh and tanh: the CPU kernels are oneDNN's eltwise primitives (jit
 // polynomials for erf, tanh and exp), the CUDA math libdevice's erff/tanhf/expf, so they
-// agree within ulps, not to the bit: 8 f32 ulps of max(1, |cpu|), as the core tests'
-// CudaTransformerMath.ActivationsMatchTheCpuCores bound the same functions. Finite values
+// agree within ulps, not to the bit: 8 f32 ulps of max(1, |cpu|). Finite values
 // over the range where they bend ([-8, 8]), plus NaN, which must stay NaN.
 template <typename Math>
 void expectUnaryMathNearCpu(Op op, Op backward, bool backward_reads_output) {

@@ -1,5 +1,5 @@
 // The transformer kernels' CUDA side. Without a GPU: the per-element and per-row math the
-// kernels run (activation_math.h, row_math.h, backend/dropout_mask.h, adamw_math.h,
+// kernels run (dropout_math.h, row_math.h, backend/dropout_mask.h, adamw_math.h,
 // cross_entropy_math.h, embedding_math.h), compiled here and driven in the kernels' order
 // (a warp's 32 lanes and its butterflies replayed), against the CPU cores; and the
 // row-major -> column-major plan of the cuBLASLt matmul run by a reference GEMM against
@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "backend/adamw_math.h"
-#include "backend/cpu/activation_core.h"
 #include "backend/cpu/adamw_core.h"
 #include "backend/cpu/cross_entropy_core.h"
 #include "backend/cpu/dropout_core.h"
@@ -32,10 +31,10 @@
 #include "backend/cpu/reduce_core.h"
 #include "backend/cpu/softmax_core.h"
 #include "backend/cross_entropy_math.h"
-#include "backend/cuda/activation_launch.h"
-#include "backend/cuda/activation_math.h"
 #include "backend/cuda/adamw_launch.h"
 #include "backend/cuda/cross_entropy_launch.h"
+#include "backend/cuda/dropout_launch.h"
+#include "backend/cuda/dropout_math.h"
 #include "backend/cuda/embedding_launch.h"
 #include "backend/cuda/matmul_lt.h"
 #include "backend/cuda/matmul_plan.h"
@@ -50,7 +49,6 @@ namespace tandem::testing {
 namespace {
 
 namespace cu = backend::cuda;
-using backend::Activation;
 using backend::AxisSplit;
 using backend::MatmulShape;
 namespace cpu = backend::cpu;
@@ -109,81 +107,6 @@ auto lanes(F f) {
   std::array<decltype(f(0)), kLanes> v;
   for (int l = 0; l < kLanes; ++l) v[size_t(l)] = f(l);
   return v;
-}
-
-// ---- Activations --------------------------------------------------------------------
-
-float forwardMath(Activation a, float x) {
-  switch (a) {
-    case Activation::kGeluErf:
-      return cu::geluErf(x);
-    case Activation::kGeluTanh:
-      return cu::geluTanh(x);
-    case Activation::kTanh:
-      return cu::tanhValue(x);
-    case Activation::kSigmoid:
-      return cu::sigmoidValue(x);
-  }
-  return 0;
-}
-
-float backwardMath(Activation a, float saved, float dy) {
-  switch (a) {
-    case Activation::kGeluErf:
-      return cu::geluErfGrad(dy, saved);
-    case Activation::kGeluTanh:
-      return cu::geluTanhGrad(dy, saved);
-    case Activation::kTanh:
-      return cu::tanhGradFromY(dy, saved);
-    case Activation::kSigmoid:
-      return cu::sigmoidGradFromY(dy, saved);
-  }
-  return 0;
-}
-
-/// The activation's CPU core and its CUDA math (the kernel's loop over load/store) on
-/// the same inputs in `type`.
-void checkActivation(Activation a, ir::DType type) {
-  SCOPED_TRACE(std::string(activationName(a)) + (type == kBF16 ? " bf16" : " f32"));
-  std::vector<double> xs = randomValues(300, 1, 3.0);
-  for (int i = 0; i <= 160; ++i) xs.push_back(-8.0 + 0.1 * i);  // the tails and the middle
-  const int64_t n = int64_t(xs.size());
-  const Typed x(type, xs), dy(type, randomValues(n, 2));
-  Typed y_cpu(type, n), dx_cpu(type, n), y_gpu(type, n), dx_gpu(type, n);
-  auto fwd = cpu::ActivationForward::make(coreContext(), a, type, n, "t");
-  auto bwd = cpu::ActivationBackward::make(coreContext(), a, type, n, "t");
-  ASSERT_TRUE(fwd.ok() && bwd.ok());
-  fwd->run(x.data(), y_cpu.data());
-  const Typed& saved_cpu = backwardReadsOutput(a) ? y_cpu : x;
-  bwd->run(saved_cpu.data(), dy.data(), dx_cpu.data());
-  for (int64_t i = 0; i < n; ++i) {
-    if (type == kBF16) {
-      cu::store(raw<uint16_t>(y_gpu), i, forwardMath(a, cu::load(raw<uint16_t>(x), i)));
-    } else {
-      cu::store(raw<float>(y_gpu), i, forwardMath(a, cu::load(raw<float>(x), i)));
-    }
-  }
-  const Typed& saved = backwardReadsOutput(a) ? y_gpu : x;
-  for (int64_t i = 0; i < n; ++i) {
-    if (type == kBF16)
-      cu::store(raw<uint16_t>(dx_gpu), i,
-                backwardMath(a, cu::load(raw<uint16_t>(saved), i), cu::load(raw<uint16_t>(dy), i)));
-    else
-      cu::store(raw<float>(dx_gpu), i,
-                backwardMath(a, cu::load(raw<float>(saved), i), cu::load(raw<float>(dy), i)));
-  }
-  const double tol = type == kBF16 ? kBf16Tol : kF32Tol;
-  EXPECT_LE(scaledError(y_gpu, y_cpu), tol) << "forward";
-  // bf16: tanh's and sigmoid's gradients read each side's own rounded y.
-  EXPECT_LE(scaledError(dx_gpu, dx_cpu), type == kBF16 ? 2 * tol : tol) << "backward";
-}
-
-TEST(CudaTransformerMath, ActivationsMatchTheCpuCores) {
-  for (Activation a :
-       {Activation::kGeluErf, Activation::kGeluTanh, Activation::kTanh, Activation::kSigmoid}) {
-    checkActivation(a, kF32);
-    checkActivation(a, kBF16);
-  }
 }
 
 // ---- Dropout ------------------------------------------------------------------------
@@ -552,29 +475,8 @@ void expectKernelsRan() {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-TEST(CudaTransformerKernels, ActivationsAndDropoutMatchTheCpuCores) {
+TEST(CudaTransformerKernels, DropoutIsTheCpuCoreBitForBit) {
   TANDEM_SKIP_WITHOUT_GPU();
-  const int64_t n = 6400 * 128 + 3;  // a tail after the 16-byte packs
-  for (Activation a :
-       {Activation::kGeluErf, Activation::kGeluTanh, Activation::kTanh, Activation::kSigmoid}) {
-    const Typed x(kF32, randomValues(n, 30, 3.0)), dy(kF32, randomValues(n, 31));
-    Typed y(kF32, n), dx(kF32, n), gy(kF32, n), gdx(kF32, n);
-    auto fwd = cpu::ActivationForward::make(coreContext(), a, kF32, n, "t");
-    auto bwd = cpu::ActivationBackward::make(coreContext(), a, kF32, n, "t");
-    ASSERT_TRUE(fwd.ok() && bwd.ok());
-    fwd->run(x.data(), y.data());
-    bwd->run(backwardReadsOutput(a) ? y.data() : x.data(), dy.data(), dx.data());
-    DeviceCopy dxin(x), ddy(dy), dy_out(nullptr, DeviceCopy::bytesOf(y)),
-        ddx(nullptr, DeviceCopy::bytesOf(dx));
-    cu::launchActivation(a, dxin.as<float>(), dy_out.as<float>(), n, nullptr);
-    cu::launchActivationBackward(a, backwardReadsOutput(a) ? dy_out.as<float>() : dxin.as<float>(),
-                                 ddy.as<float>(), ddx.as<float>(), n, nullptr);
-    expectKernelsRan();
-    dy_out.copyTo(gy.data());
-    ddx.copyTo(gdx.data());
-    EXPECT_LE(scaledError(gy, y), kF32Tol) << activationName(a);
-    EXPECT_LE(scaledError(gdx, dx), kF32Tol) << activationName(a);
-  }
   const backend::DropoutMask mask = backend::dropoutMask(7, 3, 1, 0.1);
   const int64_t samples = 128, per = 50 * 128;
   const Typed x(kF32, randomValues(samples * per, 32));

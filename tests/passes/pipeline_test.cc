@@ -3,6 +3,7 @@
 
 #include "passes/pipeline.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -195,6 +196,39 @@ TEST(DefaultPipeline, TextAndOrder) {
   std::vector<std::string> printed;
   for (const auto& pass : *p) printed.push_back(std::string(pass->name()) + pass->optionsText());
   EXPECT_EQ(absl::StrJoin(printed, ","), text);
+}
+
+// autodiff's options are the attributes of the optimizer's update op (ir/ops.td), in its
+// order: SGD's momentum, AdamW's betas and eps; an optimizer's long and short names give
+// one text; an unknown one is refused by autodiff with the list.
+TEST(DefaultPipeline, AutodiffTakesTheOptimizersOwnAttributes) {
+  passes::PipelineConfig config{
+      .lr = 0.2, .momentum = 0.9, .weight_decay = 0.05, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-7};
+  auto autodiffText = [&](const std::string& optimizer) {
+    config.optimizer = optimizer;
+    const std::string text = passes::defaultPipeline(config);
+    return text.substr(0, text.find("},") + 1);
+  };
+  EXPECT_EQ(autodiffText("sgd"), "autodiff{lr=0.2,momentum=0.9,weight-decay=0.05}");
+  EXPECT_EQ(autodiffText("sgd_update"), autodiffText("sgd"));
+  EXPECT_EQ(autodiffText("adamw"),
+            "autodiff{optimizer=adamw,lr=0.2,beta1=0.8,beta2=0.99,eps=1e-07,weight-decay=0.05}");
+  EXPECT_EQ(autodiffText("adamw_update"), autodiffText("adamw"));
+  EXPECT_EQ(parseError(autodiffText("rmsprop")),
+            "pass autodiff: option 'optimizer' must name an optimizer update op (adamw, sgd, or "
+            "their ops such as sgd_update), got 'rmsprop'");
+}
+
+// autodiff's help (tandem opt --help) is written from the optimizer ops' declarations:
+// each optimizer's own options and defaults (AdamW's lr is 1e-3, not SGD's 0.1).
+TEST(Registry, AutodiffOptionsAreEachOptimizersAttributes) {
+  const auto& passes = passes::registeredPasses();
+  auto autodiff = std::find_if(passes.begin(), passes.end(),
+                               [](const passes::PassInfo& p) { return p.name == "autodiff"; });
+  ASSERT_NE(autodiff, passes.end());
+  EXPECT_EQ(autodiff->options,
+            "optimizer=sgd (default)|adamw; sgd: lr=0.1, momentum=0, weight-decay=0; adamw: "
+            "lr=0.001, beta1=0.9, beta2=0.999, eps=1e-08, weight-decay=0.01");
 }
 
 TEST(DefaultPipeline, KeepsNumbersExact) {
