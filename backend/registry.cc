@@ -1,9 +1,7 @@
-// The one place that knows which device kinds this build has: registerBackends registers
-// the CPU backend always and the CUDA backend when the build found nvcc (it is there on
-// machines without a GPU too, where making a device says so), each under its kind's name
-// with its target facts (ir/target.h); the CUDA target's facts are registered in every
-// build, so that the compiler compiles for cuda devices anywhere. Explicit calls, not
-// static registration objects, which a static library's unreferenced files would drop.
+// The registry of backends by kind name, in the backend API: the runtime looks backends up
+// here and never names one. Which kinds a build has is registerBackends's business
+// (backend/backends.cc), which programs link and call; the CUDA target's facts are
+// registered in every build, so that the compiler compiles for cuda devices anywhere.
 
 #include <algorithm>
 #include <mutex>
@@ -12,11 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"
-#include "backend/targets.h"
-#if defined(TANDEM_HAVE_CUDA)
-#include "backend/cuda/cuda_device.h"
-#endif
 
 namespace tandem::backend {
 namespace {
@@ -32,17 +25,7 @@ Registry& registry() {
   return *r;
 }
 
-void add(const Backend& b) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> l(r.mu);
-  const size_t id = b.kind().id();
-  if (r.by_kind.size() <= id) r.by_kind.resize(id + 1, nullptr);
-  if (r.by_kind[id] == nullptr) r.order.push_back(&b);
-  r.by_kind[id] = &b;
-}
-
 const Backend* find(ir::DeviceKind kind) {
-  registerBackends();
   Registry& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
   return kind.id() < r.by_kind.size() ? r.by_kind[kind.id()] : nullptr;
@@ -50,15 +33,13 @@ const Backend* find(ir::DeviceKind kind) {
 
 }  // namespace
 
-void registerBackends() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    registerTargets();
-    add(cpu::cpuBackend());
-#if defined(TANDEM_HAVE_CUDA)
-    add(cuda::cudaBackend());
-#endif
-  });
+void registerBackend(const Backend& b) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  const size_t id = b.kind().id();
+  if (r.by_kind.size() <= id) r.by_kind.resize(id + 1, nullptr);
+  if (r.by_kind[id] == nullptr) r.order.push_back(&b);
+  r.by_kind[id] = &b;
 }
 
 absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind) {
@@ -69,20 +50,22 @@ absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind) {
         t->missing_backend_hint, t->missing_backend_hint.empty() ? "" : ")"));
   std::vector<std::string> known;
   for (const Backend* b : registeredBackends()) known.emplace_back(b->kind().name());
+  if (known.empty())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no backend for device kind '", kind.name(),
+        "': no backend is registered (a program calls backend::registerBackends first)"));
   return absl::UnimplementedError(absl::StrCat("no backend for device kind '", kind.name(),
                                                "' (this build has ", absl::StrJoin(known, ", "),
                                                ")"));
 }
 
 std::vector<const Backend*> registeredBackends() {
-  registerBackends();
   Registry& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
   return r.order;
 }
 
 std::string describeBackends() {
-  registerBackends();
   std::string out;
   for (const ir::TargetInfo* t : ir::registeredTargets()) {
     auto b = backendFor(t->kind);
@@ -94,7 +77,6 @@ std::string describeBackends() {
 }
 
 std::string backendVersions() {
-  registerBackends();
   std::string out;
   for (const ir::TargetInfo* t : ir::registeredTargets()) {
     auto b = backendFor(t->kind);
@@ -105,7 +87,6 @@ std::string backendVersions() {
 }
 
 ScopedBackendOverride::ScopedBackendOverride(const Backend& backend) : kind_(backend.kind()) {
-  registerBackends();
   Registry& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
   const size_t id = kind_.id();

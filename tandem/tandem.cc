@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "backend/cpu/cpu_options.h"
+#include "backend/settings.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
 #include "runtime/checkpoint.h"
@@ -210,14 +210,12 @@ absl::StatusOr<std::unique_ptr<Model::Impl>> prepare(const ModelSpec& spec,
       training::TrainingSession::create(
           std::move(module), impl->data.train, impl->data.test,
           {.executor = {.seed = options.seed,
-                        .backend_options =
-                            {{"cpu", backend::cpu::CpuOptions{.threads_per_device =
-                                                                  options.threads_per_device}}}},
+                        .backend_options = {{"threads_per_device", options.threads_per_device}}},
            .seed = options.seed,
            .schedule = choice.compile.pipeline.lr_schedule ? std::optional(schedule) : std::nullopt,
            .model = spec.name,
            .settings = training::resumeSettings(choice, settings, options.seed,
-                                              impl->data.train.count, options.epochs)}));
+                                                impl->data.train.count, options.epochs)}));
   RETURN_IF_ERROR(impl->session->initialize());
   if (options.checkpoint) {
     impl->checkpoints.emplace(*options.checkpoint, /*writes=*/true);
