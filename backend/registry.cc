@@ -1,7 +1,6 @@
 // The registry of backends by kind name, in the backend API: the runtime looks backends up
 // here and never names one. Which kinds a build has is registerBackends's business
-// (backend/backends.cc), which programs link and call; the CUDA target's facts are
-// registered in every build, so that the compiler compiles for cuda devices anywhere.
+// (backend/backends.cc), which programs link and call.
 
 #include <algorithm>
 #include <mutex>
@@ -44,16 +43,16 @@ void registerBackend(const Backend& b) {
 
 absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind) {
   if (const Backend* b = find(kind)) return b;
+  if (registeredBackends().empty())  // a program's mistake, not its build's
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no backend for device kind '", kind.name(),
+        "': no backend is registered (a program calls backend::registerBackends first)"));
   if (const ir::TargetInfo* t = ir::findTarget(kind))
     return absl::UnimplementedError(absl::StrCat(
         "this build has no ", kind.name(), " backend", t->missing_backend_hint.empty() ? "" : " (",
         t->missing_backend_hint, t->missing_backend_hint.empty() ? "" : ")"));
   std::vector<std::string> known;
   for (const Backend* b : registeredBackends()) known.emplace_back(b->kind().name());
-  if (known.empty())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no backend for device kind '", kind.name(),
-        "': no backend is registered (a program calls backend::registerBackends first)"));
   return absl::UnimplementedError(absl::StrCat("no backend for device kind '", kind.name(),
                                                "' (this build has ", absl::StrJoin(known, ", "),
                                                ")"));

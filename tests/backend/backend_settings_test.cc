@@ -112,9 +112,11 @@ TEST(BackendSettings, ANameHasOneMeaning) {
   EXPECT_EQ(s.message(),
             "backend setting 'conv_algorithm' of tpu takes other values than cpu, cuda's setting "
             "of that name");
-  for (const backend::RegisteredSetting& r : backend::registeredSettings())
-    if (r.spec.name == "conv_algorithm")
+  for (const backend::RegisteredSetting& r : backend::registeredSettings()) {
+    if (r.spec.name == "conv_algorithm") {
       EXPECT_EQ(r.kinds, (std::vector<std::string>{"cpu", "cuda"}));
+    }
+  }
   EXPECT_TRUE(backend::checkSettings({{"conv_algorithm", "direct"}}).ok());
 }
 
