@@ -2,10 +2,10 @@
 
 // The seam between the runtime and a kind of device. A Backend makes Devices (streams,
 // memory, copies, kernels) and the Communicators that join them; the executor speaks
-// only these interfaces and never names a device kind. backend/registry.cc is the one
-// place that knows which kinds this build has.
+// only these interfaces and never names a device kind. Backends register here
+// (registerBackend, registry.cc); backend/backends.cc, linked by programs and not by the
+// runtime, is the one place that knows which kinds this build has.
 
-#include <any>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +18,7 @@
 #include "backend/communicator.h"
 #include "backend/kernel.h"
 #include "backend/processes.h"
+#include "backend/settings.h"
 #include "backend/stream.h"
 #include "backend/tensor_view.h"
 #include "ir/ir.h"
@@ -55,24 +56,16 @@ class DeviceBuffer {
   void release();
 };
 
-/// How the executor wants a device set up: what every backend takes. A backend's own
-/// settings (CPU threads and convolution algorithms, TF32 on GPUs) are its options type
-/// (cpu::CpuOptions, cuda::CudaOptions), handed over in `backend`.
+/// How the executor wants a device set up: what every backend takes, and the run's
+/// backend settings (settings.h), of which a backend reads those it registered into its
+/// own options struct (cpu::cpuOptions().read(settings)).
 struct DeviceOptions {
   /// The device's index in Module::devices(): views of its memory say "device <index>".
   int index = 0;
   /// Seed of the run (`initialize` derives each variable's values from it and the name).
   uint64_t seed = 0;
-  /// The backend's own options (an std::any holding its options type), or null for its
-  /// defaults; a backend reads only its own type.
-  const std::any* backend = nullptr;
-
-  /// The backend's options of type T: those given, else T's defaults.
-  template <typename T>
-  T own() const {
-    const T* o = backend != nullptr ? std::any_cast<T>(backend) : nullptr;
-    return o != nullptr ? *o : T{};
-  }
+  /// The run's backend settings, valid only while the device is made; null: defaults.
+  const Settings* settings = nullptr;
 };
 
 /// One logical device of a module: its two streams, its memory and its kernels.
@@ -193,20 +186,16 @@ class Backend {
   }
 };
 
-/// Registers every backend this build has, each under its kind's name with its target
-/// facts (ir/target.h): the CPU backend, and the CUDA backend when the build has it; the
-/// CUDA target's facts also without it (the compiler compiles for cuda devices
-/// anywhere). The one place that knows the kinds of a build (registry.cc), explicit rather
-/// than static registration objects, which a static library drops. Idempotent; the
-/// registry calls it on first use, and programs call it before they compile.
-void registerBackends();
+/// Registers `backend` under its kind's name (replacing one registered before): what
+/// registerBackends (backend/backends.h) does for each backend of the build.
+void registerBackend(const Backend& backend);
 
-/// The backend of a device kind, or an error naming the kind when this build has none.
+/// The backend of a device kind, or an error naming the kind when this build has none
+/// (registerBackends must have run: programs call it before they compile).
 absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind);
 
 /// The backends this build has, in registration order.
 std::vector<const Backend*> registeredBackends();
-
 
 /// What `tandem devices` prints: each registered kind's describe(), and the kinds this
 /// build knows but has no backend for.

@@ -1,7 +1,12 @@
 #pragma once
 
-// The convolution algorithms a device's kernels may choose from (`--conv-algorithm`): a
-// word every backend's options share, each reading it its own way.
+// The convolution algorithms a device's kernels may choose from (`--conv-algorithm`, the
+// backend setting conv_algorithm): a word every backend's options share, each reading it
+// its own way.
+
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace tandem::backend {
 
@@ -11,5 +16,19 @@ enum class ConvAlgorithm {
   kDirect,   // direct convolution only (no Winograd)
   kMeasure,  // GPU: every cuDNN algorithm timed once per shape (cudnnFind); CPU: as kAuto
 };
+
+/// The setting's words, in the order `--conv-algorithm` lists them.
+inline std::vector<std::pair<std::string, ConvAlgorithm>> convAlgorithmWords() {
+  return {{"auto", ConvAlgorithm::kAuto},
+          {"direct", ConvAlgorithm::kDirect},
+          {"measure", ConvAlgorithm::kMeasure}};
+}
+
+/// The word of `a` ("auto", "direct", "measure").
+inline std::string toString(ConvAlgorithm a) {
+  for (const auto& [word, value] : convAlgorithmWords())
+    if (value == a) return word;
+  return "auto";
+}
 
 }  // namespace tandem::backend

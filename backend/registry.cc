@@ -1,9 +1,6 @@
-// The one place that knows which device kinds this build has: registerBackends registers
-// the CPU backend always and the CUDA backend when the build found nvcc (it is there on
-// machines without a GPU too, where making a device says so), each under its kind's name
-// with its target facts (ir/target.h); the CUDA target's facts are registered in every
-// build, so that the compiler compiles for cuda devices anywhere. Explicit calls, not
-// static registration objects, which a static library's unreferenced files would drop.
+// The registry of backends by kind name, in the backend API: the runtime looks backends up
+// here and never names one. Which kinds a build has is registerBackends's business
+// (backend/backends.cc), which programs link and call.
 
 #include <algorithm>
 #include <mutex>
@@ -12,11 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"
-#include "backend/targets.h"
-#if defined(TANDEM_HAVE_CUDA)
-#include "backend/cuda/cuda_device.h"
-#endif
 
 namespace tandem::backend {
 namespace {
@@ -32,7 +24,15 @@ Registry& registry() {
   return *r;
 }
 
-void add(const Backend& b) {
+const Backend* find(ir::DeviceKind kind) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> l(r.mu);
+  return kind.id() < r.by_kind.size() ? r.by_kind[kind.id()] : nullptr;
+}
+
+}  // namespace
+
+void registerBackend(const Backend& b) {
   Registry& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
   const size_t id = b.kind().id();
@@ -41,28 +41,12 @@ void add(const Backend& b) {
   r.by_kind[id] = &b;
 }
 
-const Backend* find(ir::DeviceKind kind) {
-  registerBackends();
-  Registry& r = registry();
-  std::lock_guard<std::mutex> l(r.mu);
-  return kind.id() < r.by_kind.size() ? r.by_kind[kind.id()] : nullptr;
-}
-
-}  // namespace
-
-void registerBackends() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    registerTargets();
-    add(cpu::cpuBackend());
-#if defined(TANDEM_HAVE_CUDA)
-    add(cuda::cudaBackend());
-#endif
-  });
-}
-
 absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind) {
   if (const Backend* b = find(kind)) return b;
+  if (registeredBackends().empty())  // a program's mistake, not its build's
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no backend for device kind '", kind.name(),
+        "': no backend is registered (a program calls backend::registerBackends first)"));
   if (const ir::TargetInfo* t = ir::findTarget(kind))
     return absl::UnimplementedError(absl::StrCat(
         "this build has no ", kind.name(), " backend", t->missing_backend_hint.empty() ? "" : " (",
@@ -75,14 +59,12 @@ absl::StatusOr<const Backend*> backendFor(ir::DeviceKind kind) {
 }
 
 std::vector<const Backend*> registeredBackends() {
-  registerBackends();
   Registry& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
   return r.order;
 }
 
 std::string describeBackends() {
-  registerBackends();
   std::string out;
   for (const ir::TargetInfo* t : ir::registeredTargets()) {
     auto b = backendFor(t->kind);
@@ -94,7 +76,6 @@ std::string describeBackends() {
 }
 
 std::string backendVersions() {
-  registerBackends();
   std::string out;
   for (const ir::TargetInfo* t : ir::registeredTargets()) {
     auto b = backendFor(t->kind);
@@ -105,7 +86,6 @@ std::string backendVersions() {
 }
 
 ScopedBackendOverride::ScopedBackendOverride(const Backend& backend) : kind_(backend.kind()) {
-  registerBackends();
   Registry& r = registry();
   std::lock_guard<std::mutex> l(r.mu);
   const size_t id = kind_.id();

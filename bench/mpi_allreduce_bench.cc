@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backends.h"
 #include "backend/processes.h"
 
 namespace {
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   be::Processes* procs = orDie(be::Processes::start());
+  be::registerBackends();
   const ir::DeviceKind cpu_kind = orDie(ir::DeviceKind::named("cpu"));
   const be::Backend* cpu = orDie(be::backendFor(cpu_kind));
   const int local = procs->several() ? 1 : 2;

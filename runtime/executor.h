@@ -1,6 +1,5 @@
 #pragma once
 
-#include <any>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,9 +27,10 @@ inline constexpr int kStepsBeforeRecording = 2;
 struct ExecutorOptions {
   /// Seed of `initialize` (parameter initial values).
   uint64_t seed = 0;
-  /// Each backend's own options by its kind's name ("cpu": cpu::CpuOptions, "cuda":
-  /// cuda::CudaOptions); a kind without an entry gets its backend's defaults.
-  std::map<std::string, std::any> backend_options;
+  /// The backends' settings by name ("threads_per_device": 4, backend/settings.h): each
+  /// backend reads those it registered into its own options; a setting not given is the
+  /// backend's default. create() refuses an unknown name or an ill-typed value, naming it.
+  backend::Settings backend_options;
   /// Record when each node starts and ends on which stream (see takeTrace()).
   bool trace = false;
   /// Record each graph's step once per input slot, after kStepsBeforeRecording plain

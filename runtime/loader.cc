@@ -475,6 +475,7 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
     return absl::FailedPreconditionError(absl::StrCat(
         "module @", module->name(),
         " has no devices: run the pipeline (replicate, insert-collectives, ...) before executing"));
+  RETURN_IF_ERROR(backend::checkSettings(options.backend_options));
   auto lm = std::make_unique<LoadedModule>();
   lm->module = std::move(module);
   const ir::Module& m = *lm->module;
@@ -497,13 +498,10 @@ absl::StatusOr<std::unique_ptr<LoadedModule>> loadModule(std::unique_ptr<ir::Mod
     if (!b.ok())
       return absl::Status(b.status().code(),
                           absl::StrCat(ir::toString(id), ": ", b.status().message()));
-    const auto own = options.backend_options.find(std::string(id.kind.name()));
-    ASSIGN_OR_RETURN(
-        std::unique_ptr<backend::Device> device,
-        (*b)->createDevice(
-            id, {.index = static_cast<int>(d),
-                 .seed = options.seed,
-                 .backend = own != options.backend_options.end() ? &own->second : nullptr}));
+    ASSIGN_OR_RETURN(std::unique_ptr<backend::Device> device,
+                     (*b)->createDevice(id, {.index = static_cast<int>(d),
+                                             .seed = options.seed,
+                                             .settings = &options.backend_options}));
     lm->devices.push_back(std::move(device));
   }
   if (!any_local)

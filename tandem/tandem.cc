@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "backend/cpu/cpu_options.h"
+#include "backend/settings.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
 #include "train/training_session.h"
@@ -130,8 +130,7 @@ absl::StatusOr<training::TrainConfig> configOf(const TrainConfig& c, const Data&
       .checkpoint = c.checkpoint,
       .checkpoint_every = c.checkpoint_every,
       .allow_nonfinite = c.allow_nonfinite,
-      .executor = {.backend_options = {{"cpu", backend::cpu::CpuOptions{
-                                                   .threads_per_device = c.threads_per_device}}}}};
+      .executor = {.backend_options = {{"threads_per_device", c.threads_per_device}}}};
 }
 
 EpochMetrics metricsOf(const runtime::EpochFigures& e) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "backend/backend.h"
+#include "backend/backends.h"
 #include "backend/cpu/cpu_info.h"
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backend/backend.h"
+#include "backend/backends.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "backend/backend.h"
+#include "backend/backends.h"
 #include "ir/f32_value.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"

@@ -86,7 +86,7 @@ class CpuDevice final : public Device {
         ctx_(id, o.seed, /*winograd=*/own.conv_algorithm != ConvAlgorithm::kDirect),
         compute_(absl::StrCat(ir::toString(id), "/compute"), own.threads_per_device),
         comm_(absl::StrCat(ir::toString(id), "/comm"), 1) {
-    options_.backend = nullptr;  // the caller's, valid only during creation: own_ has it
+    options_.settings = nullptr;  // the caller's, valid only during creation: own_ has it
   }
 
   const ir::Device& id() const override { return id_; }
@@ -162,14 +162,14 @@ class CpuBackend final : public Backend {
 
   absl::StatusOr<std::unique_ptr<Device>> createDevice(const ir::Device& device,
                                                        const DeviceOptions& o) const override {
-    const CpuOptions own = o.own<CpuOptions>();
-    if (own.threads_per_device < 1)
-      return absl::InvalidArgumentError(absl::StrCat(
-          ir::toString(device), ": threads per device must be >= 1, got ", own.threads_per_device));
+    absl::StatusOr<CpuOptions> own = cpuOptions().read(o.settings);
+    if (!own.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat(ir::toString(device), ": ", own.status().message()));
     // A device starts two worker threads: a process or memory limit (ulimit -u, -v) makes
     // std::thread throw, which is the device's error, not a crash.
     try {
-      return std::make_unique<CpuDevice>(device, o, own);
+      return std::make_unique<CpuDevice>(device, o, *own);
     } catch (const std::system_error& e) {
       return absl::ResourceExhaustedError(
           absl::StrCat(ir::toString(device), ": cannot start its stream threads: ", e.what(),

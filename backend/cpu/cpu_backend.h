@@ -10,7 +10,7 @@ namespace tandem::backend::cpu {
 
 /// The CPU backend: logical devices cpu:0 ... each with a compute and a comm stream (a
 /// worker thread each), host memory, oneDNN and loop kernels, and the local communicator.
-/// Its own options are CpuOptions.
+/// Its own options are CpuOptions, read from the run's settings (cpuOptions()).
 const Backend& cpuBackend();
 
 }  // namespace tandem::backend::cpu

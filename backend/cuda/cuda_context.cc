@@ -5,12 +5,13 @@
 
 namespace tandem::backend::cuda {
 
-CudaContext::CudaContext(const ir::Device& device, int gpu, const DeviceOptions& options)
+CudaContext::CudaContext(const ir::Device& device, int gpu, const DeviceOptions& options,
+                         const CudaOptions& own)
     : device_(device),
       name_(ir::toString(device)),
       gpu_(gpu),
       options_(options),
-      own_(options.own<CudaOptions>()),
+      own_(own),
       workspace_(name_, Workspace::Memory{
                             .allocate = [gpu](int64_t bytes) -> absl::StatusOr<void*> {
                               void* p = nullptr;
@@ -28,13 +29,17 @@ CudaContext::CudaContext(const ir::Device& device, int gpu, const DeviceOptions&
                               CUDA_TRY("the old workspace", cudaDeviceSynchronize());
                               return absl::OkStatus();
                             }}) {
-  options_.backend = nullptr;  // the caller's, valid only during creation: own_ has it
+  options_.settings = nullptr;  // the caller's, valid only during creation: own_ has it
 }
 
 absl::StatusOr<std::unique_ptr<CudaContext>> CudaContext::create(const ir::Device& device,
                                                                  int gpu,
                                                                  const DeviceOptions& options) {
-  std::unique_ptr<CudaContext> ctx(new CudaContext(device, gpu, options));
+  absl::StatusOr<CudaOptions> own = cudaOptions().read(options.settings);
+  if (!own.ok())
+    return absl::InvalidArgumentError(
+        absl::StrCat(ir::toString(device), ": ", own.status().message()));
+  std::unique_ptr<CudaContext> ctx(new CudaContext(device, gpu, options, *own));
   const std::string& where = ctx->name();
   CUDA_TRY(where, cudaSetDevice(gpu));
   CUDA_TRY(where, cudnnCreate(&ctx->cudnn_));

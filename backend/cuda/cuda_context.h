@@ -62,12 +62,13 @@ class CudaContext {
   void freezeWorkspace() { workspace_.freeze(); }
 
  private:
-  CudaContext(const ir::Device& device, int gpu, const DeviceOptions& options);
+  CudaContext(const ir::Device& device, int gpu, const DeviceOptions& options,
+              const CudaOptions& own);
 
   ir::Device device_;
   std::string name_;
   int gpu_;
-  DeviceOptions options_;  // its `backend` pointer cleared: own_ holds what it gave
+  DeviceOptions options_;  // its `settings` pointer cleared: own_ holds what they gave
   CudaOptions own_;
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

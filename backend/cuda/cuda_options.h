@@ -1,9 +1,11 @@
 #pragma once
 
-// The CUDA backend's own device options (backend::DeviceOptions::backend holds them).
-// Plain C++: the CLI sets them in builds without the CUDA backend too.
+// The CUDA backend's own device options, and the backend settings that fill them
+// (backend/settings.h). Plain C++: every build registers them (backend/backends.cc), so a
+// front end's settings for CUDA devices are legal in builds without the CUDA backend too.
 
 #include "backend/conv_algorithm.h"
+#include "backend/settings.h"
 
 namespace tandem::backend::cuda {
 
@@ -15,5 +17,20 @@ struct CudaOptions {
   /// heuristics.
   ConvAlgorithm conv_algorithm = ConvAlgorithm::kAuto;
 };
+
+/// The settings the CUDA backend reads, one per field of CudaOptions.
+inline const OptionsSchema<CudaOptions>& cudaOptions() {
+  static const auto* schema =
+      &(*new OptionsSchema<CudaOptions>())
+           .flag("allow_tf32",
+                 "Whether f32 convolutions and matrix products may round their inputs to TF32 "
+                 "on tensor cores",
+                 &CudaOptions::allow_tf32)
+           .word("conv_algorithm",
+                 "Convolution algorithms: auto (cuDNN's heuristics), direct or measure (every "
+                 "cuDNN algorithm timed once per shape)",
+                 &CudaOptions::conv_algorithm, convAlgorithmWords());
+  return *schema;
+}
 
 }  // namespace tandem::backend::cuda

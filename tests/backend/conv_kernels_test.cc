@@ -441,8 +441,8 @@ TEST(ConvKernel, DevicesTakeWinogradUnlessDirectIsAsked) {
   for (SingleOp* op : {&fwd, &data, &filter}) {
     SCOPED_TRACE(op->node().opName());
     for (auto algorithm : {backend::ConvAlgorithm::kAuto, backend::ConvAlgorithm::kDirect}) {
-      const std::any own = backend::cpu::CpuOptions{.conv_algorithm = algorithm};
-      auto device = backend::cpu::cpuBackend().createDevice(op->ctx().device(), {.backend = &own});
+      const backend::Settings own{{"conv_algorithm", backend::toString(algorithm)}};
+      auto device = backend::cpu::cpuBackend().createDevice(op->ctx().device(), {.settings = &own});
       ASSERT_TRUE(device.ok()) << device.status();
       auto k = (*device)->makeKernel(op->node());
       ASSERT_TRUE(k.ok()) << k.status();

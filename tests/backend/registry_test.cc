@@ -2,11 +2,11 @@
 // backend under its kind's name with its target facts (ir/target.h), which the compiler
 // asks instead of testing kinds.
 
-#include <any>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "backend/backend.h"
+#include "backend/backends.h"
 #include "backend/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
 #include "ir/target.h"
@@ -68,14 +68,16 @@ TEST(BackendRegistry, BackendsAnswerByName) {
   EXPECT_TRUE(absl::StrContains(backend::backendVersions(), "\ncuda backend: "));
 }
 
-// A backend's own options reach its devices; another backend's are not its business.
+// A backend reads its own settings when it makes a device, checked; another backend's are
+// not its business.
 TEST(BackendRegistry, OwnOptionsAreTheBackendsOwn) {
-  const std::any bad = backend::cpu::CpuOptions{.threads_per_device = 0};
-  auto d = backend::cpu::cpuBackend().createDevice(ir::Device{}, {.backend = &bad});
+  const backend::Settings bad{{"threads_per_device", 0}};
+  auto d = backend::cpu::cpuBackend().createDevice(ir::Device{}, {.settings = &bad});
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().message(), "cpu:0: threads per device must be >= 1, got 0");
-  const std::any foreign = std::string("not CPU options");
-  EXPECT_TRUE(backend::cpu::cpuBackend().createDevice(ir::Device{}, {.backend = &foreign}).ok());
+  EXPECT_EQ(d.status().message(),
+            "cpu:0: backend setting 'threads_per_device': 0 is out of range [1, 1024]");
+  const backend::Settings foreign{{"allow_tf32", false}};
+  EXPECT_TRUE(backend::cpu::cpuBackend().createDevice(ir::Device{}, {.settings = &foreign}).ok());
 }
 
 }  // namespace

@@ -273,9 +273,9 @@ TEST(CudaAlgorithmChoice, FewAlgorithmCornersRunAndMatchCpu) {
           c.what, algorithm == backend::ConvAlgorithm::kMeasure ? ", measured" : ", heuristic"));
       const ir::Shape y = {c.x[0], c.w[0], c.x[2] - c.w[2] + 1, c.x[3] - c.w[3] + 1};
       const SingleOp::Attrs attrs = {{"stride", int64_t{1}}, {"pad", int64_t{0}}};
-      const std::any own =
-          backend::cuda::CudaOptions{.allow_tf32 = c.allow_tf32, .conv_algorithm = algorithm};
-      const backend::DeviceOptions options{.backend = &own};
+      const backend::Settings own{{"allow_tf32", c.allow_tf32},
+                                  {"conv_algorithm", backend::toString(algorithm)}};
+      const backend::DeviceOptions options{.settings = &own};
       SingleOp forward(ir::Op::kConv2d, {{c.act, c.x}, {c.weight, c.w}}, attrs);
       fillAll(forward, 11);
       expectCudaMatchesCpu(forward, c.tolerance, options);

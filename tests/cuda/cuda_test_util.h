@@ -45,8 +45,8 @@ struct CudaRun {
 /// Device options with TF32 allowed or not (the CUDA options they point at live as long as
 /// the program).
 inline backend::DeviceOptions tf32Options(bool allow) {
-  static const std::any kNoTf32 = backend::cuda::CudaOptions{.allow_tf32 = false};
-  return allow ? backend::DeviceOptions{} : backend::DeviceOptions{.backend = &kNoTf32};
+  static const backend::Settings kNoTf32{{"allow_tf32", false}};
+  return allow ? backend::DeviceOptions{} : backend::DeviceOptions{.settings = &kNoTf32};
 }
 
 /// Runs `op`'s node on cuda:0 from `inputs` (one buffer per operand): operands copied

@@ -37,8 +37,8 @@ TEST(CudaMatmulMath, PermuteIsTheCpuTransposeBitForBit) {
 TEST(CudaMatmulKernels, MatmulMatchesCpu) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(8);
-  const std::any own = backend::cuda::CudaOptions{.allow_tf32 = false};
-  const backend::DeviceOptions no_tf32{.backend = &own};
+  const backend::Settings own{{"allow_tf32", false}};
+  const backend::DeviceOptions no_tf32{.settings = &own};
   struct Shapes {
     ir::Shape a, b;
     bool trans_a, trans_b;

@@ -1,6 +1,7 @@
 // The CUDA backend without a GPU: what it says, and what it checks before any kernel.
 
 #include "backend/backend.h"
+#include "backend/backends.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/cuda_status.h"
@@ -12,6 +13,7 @@ namespace tandem::testing {
 namespace {
 
 TEST(CudaBackend, IsRegisteredInABuildWithNvcc) {
+  backend::registerBackends();
   auto b = backend::backendFor(::tandem::testing::kind("cuda"));
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ((*b)->kind(), ::tandem::testing::kind("cuda"));

@@ -4,7 +4,7 @@
 //
 // Both sides start from the same values (the CPU trainer's @init, written into every GPU
 // replica), so a difference is the steps', not the initializers'. f32 with TF32 off
-// (cuda::CudaOptions::allow_tf32 = false, `--no-tf32`): cuDNN and cuBLAS then round like
+// (the backend setting allow_tf32 = false, `--no-tf32`): cuDNN and cuBLAS then round like
 // the CPU's oneDNN up to summation order, so 1e-3 relative holds with a wide margin.
 
 #include <algorithm>
@@ -106,7 +106,7 @@ runtime::ExecutorOptions cpuOptions() { return {}; }
 // TF32 off: the comparisons below are between f32 computations.
 runtime::ExecutorOptions gpuOptions(bool record_steps = true) {
   runtime::ExecutorOptions e;
-  e.backend_options["cuda"] = backend::cuda::CudaOptions{.allow_tf32 = false};
+  e.backend_options.set("allow_tf32", false);
   e.record_steps = record_steps;
   return e;
 }

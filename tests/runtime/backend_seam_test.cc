@@ -433,12 +433,30 @@ TEST(BackendSeam, ExecutorOptionsReachTheDevices) {
   Recorder recorder;
   RecordingBackend backend(recorder);
   backend::ScopedBackendOverride use(backend);
-  auto ex = runtime::Executor::create(
-      lenetOn(2, 0.2),
-      {.backend_options = {
-           {"cpu", backend::cpu::CpuOptions{.conv_algorithm = backend::ConvAlgorithm::kDirect}}}});
+  auto ex = runtime::Executor::create(lenetOn(2, 0.2),
+                                      {.backend_options = {{"conv_algorithm", "direct"}}});
   ASSERT_TRUE(ex.ok()) << ex.status();
   EXPECT_EQ(recorder.counter("createDevice with direct convolutions"), 2);
+}
+
+// A setting no backend reads, or one of the wrong type, is refused before any device is
+// made, naming the setting.
+TEST(BackendSeam, BadBackendSettingsAreNamed) {
+  Recorder recorder;
+  RecordingBackend backend(recorder);
+  backend::ScopedBackendOverride use(backend);
+  auto unknown =
+      runtime::Executor::create(lenetOn(2, 0.2), {.backend_options = {{"thread_count", 2}}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(),
+            "unknown backend setting 'thread_count' (the backends read allow_tf32, "
+            "conv_algorithm, threads_per_device)");
+  auto ill_typed =
+      runtime::Executor::create(lenetOn(2, 0.2), {.backend_options = {{"allow_tf32", "no"}}});
+  ASSERT_FALSE(ill_typed.ok());
+  EXPECT_EQ(ill_typed.status().message(),
+            "backend setting 'allow_tf32' takes true or false, not 'no'");
+  EXPECT_EQ(recorder.counter("createDevice with direct convolutions"), 0);
 }
 
 // A module whose device kind this build lacks is refused at load, naming the device.

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/backend.h"
+#include "backend/backends.h"
 #include "frontend/builder.h"
 #include "gtest/gtest.h"
 #include "ir/op_views.h"

@@ -392,7 +392,9 @@ class RecordingBackend final : public backend::Backend {
   const ir::TargetInfo& target() const override { return target_; }
   absl::StatusOr<std::unique_ptr<backend::Device>> createDevice(
       const ir::Device& d, const backend::DeviceOptions& o) const override {
-    if (o.own<backend::cpu::CpuOptions>().conv_algorithm == backend::ConvAlgorithm::kDirect)
+    auto own = backend::cpu::cpuOptions().read(o.settings);
+    if (!own.ok()) return own.status();
+    if (own->conv_algorithm == backend::ConvAlgorithm::kDirect)
       recorder_.count("createDevice with direct convolutions");
     return std::make_unique<RecordingDevice>(*this, d, o.index, recorder_, prefetches_);
   }

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_options.h"
+#include "backend/conv_algorithm.h"
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
 #include "runtime/trainer.h"
@@ -105,9 +105,8 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
   return runtime::Trainer::create(
       std::move(*module),
       {.seed = o.seed,
-       .backend_options = {{"cpu",
-                            backend::cpu::CpuOptions{.threads_per_device = o.threads_per_device,
-                                                     .conv_algorithm = o.conv_algorithm}}},
+       .backend_options = {{"threads_per_device", o.threads_per_device},
+                           {"conv_algorithm", backend::toString(o.conv_algorithm)}},
        .trace = o.trace});
 }
 

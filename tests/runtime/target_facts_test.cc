@@ -5,6 +5,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/backends.h"
 #include "frontend/zoo/zoo.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

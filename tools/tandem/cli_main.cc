@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "backend/backends.h"
 #include "backend/processes.h"
 #include "tools/tandem/activity.h"
 #include "tools/tandem/commands.h"

@@ -10,9 +10,8 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cpu/cpu_options.h"
-#include "backend/cuda/cuda_options.h"
 #include "backend/processes.h"
+#include "backend/settings.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
 #include "runtime/checkpoint.h"
@@ -29,13 +28,12 @@
 namespace tandem::tools {
 namespace {
 
-/// The flags each backend reads, as its own options (the CPU's threads and convolution
-/// algorithms, TF32 on GPUs).
-std::map<std::string, std::any> backendOptions(const TrainFlags& f) {
-  return {{"cpu", backend::cpu::CpuOptions{.threads_per_device = f.threads_per_device,
-                                           .conv_algorithm = f.conv_algorithm}},
-          {"cuda", backend::cuda::CudaOptions{.allow_tf32 = !f.no_tf32,
-                                              .conv_algorithm = f.conv_algorithm}}};
+/// The flags the backends read, as backend settings by name (backend/settings.h): CPU
+/// threads, convolution algorithms, TF32 on GPUs. The executor checks them.
+backend::Settings backendOptions(const TrainFlags& f) {
+  return {{"threads_per_device", f.threads_per_device},
+          {"conv_algorithm", backend::toString(f.conv_algorithm)},
+          {"allow_tf32", !f.no_tf32}};
 }
 
 TrainHooks*& hooks() {

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "backend/backend.h"
-#include "backend/cpu/cpu_options.h"
+#include "backend/conv_algorithm.h"
 #include "ir/ir.h"
 #include "train/model_settings.h"
 
