@@ -1,13 +1,15 @@
 // custom_model: define a network of your own with the Tandem DSL and train it
 // data-parallel on two devices through the public API (tandem/tandem.h), or look at the
-// training step the compiler made of it.
+// training step the compiler made of it. It includes nothing but tandem/tandem.h, and builds
+// against the installed package (examples/CMakeLists.txt) as in Tandem's tree.
 //
-//   build/examples/custom_model [EPOCHS [TRAIN_IMAGES]]    trains on Fashion-MNIST (1 epoch)
-//   build/examples/custom_model --print-step > train_step.tir
+//   custom_model [EPOCHS [TRAIN_IMAGES [DATA_DIR]]]   trains on Fashion-MNIST (1 epoch)
+//   custom_model --print-step [DATA_DIR] > train_step.tir
 //
 // --print-step prints the parallel train_step graph as text IR, then a one-line summary.
-// The steps below are all a user writes: layers as plain C++ functions, a ModelSpec,
-// then either tandem::train, or buildModule and the default pass pipeline to look inside.
+// DATA_DIR holds Fashion-MNIST's IDX files (default /usr/share/datasets/fashion-mnist).
+// The steps below are all a user writes: layers as plain C++ functions, a ModelSpec, then
+// tandem::train, or Model::create and Model::trainStepText to look inside.
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,12 +18,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "backend/targets.h"
-#include "frontend/model.h"
-#include "ir/printer.h"
-#include "ir/target.h"
-#include "passes/pass_manager.h"
-#include "passes/pipeline.h"
 #include "tandem/tandem.h"
 
 namespace {
@@ -47,8 +43,8 @@ Tensor vggBlock(Builder& b, Tensor x, const std::string& name, int64_t channels)
 }
 
 // 2. The network: [N,1,28,28] -> 32 channels at 14x14 -> 64 at 7x7 -> 10 class scores.
-//    Shapes are checked as each layer is added; a mistake is reported by buildModule
-//    with the layer's scope path and this file's line.
+//    Shapes are checked as each layer is added; a mistake is the error tandem::train
+//    (or Model::create) returns, naming the layer's scope path and this file's line.
 Tensor tinyVgg(Builder& b, Tensor images) {
   Tensor x = vggBlock(b, images, "block1", 32);
   x = vggBlock(b, x, "block2", 64);
@@ -63,9 +59,7 @@ int fail(const absl::Status& status) {
 
 // 3. Train it: the devices, the batch split across them, the optimizer and its schedule,
 //    and a callback per epoch. Errors name the option at fault (`TrainOptions::devices`).
-int train(const tandem::ModelSpec& spec, int epochs, int64_t train_images) {
-  tandem::Data data = tandem::Data::fashionMnist();
-  if (train_images > 0) data.limit_train = train_images;
+int train(const tandem::ModelSpec& spec, const tandem::Data& data, int epochs) {
   auto model = tandem::train(
       spec,
       {.devices = "cpu:0,cpu:1",
@@ -87,40 +81,26 @@ int train(const tandem::ModelSpec& spec, int epochs, int64_t train_images) {
   return 0;
 }
 
-// Or look inside: the module the DSL builds, and what the compiler makes of it.
-int printStep(const tandem::ModelSpec& spec) {
-  // Build the module: variables, `init`, and the train_step / eval_step graphs (batch
-  // norm uses batch statistics in the first, running statistics in the second).
-  auto module = tandem::buildModule(spec, {.batch = 128});
-  if (!module.ok()) return fail(module.status());
-  tandem::ir::Module& m = **module;
-
-  // Compile for two devices with the pipeline `tandem dump` runs: autodiff (backward and
-  // SGD update), replicate (one copy per device), insert-collectives (split the batch,
-  // broadcast the initial weights, all_reduce the gradients in buckets), dce. The device
-  // kinds the compiler knows are registered by the program, as LLVM's tools call
-  // InitializeAllTargetInfos: their facts (alignment, layouts, dtypes) are asked by the
-  // passes, and a device list is checked against them. (tandem::train does all this.)
-  tandem::backend::registerTargets();
-  auto devices = tandem::ir::parseTargetDevices("cpu:0,cpu:1");
-  if (!devices.ok()) return fail(devices.status());
-  std::string pipeline = tandem::passes::defaultPipeline({.devices = *devices});
-  tandem::passes::PassManager pm;  // verifies the IR after every pass
-  if (absl::Status s = pm.addPipeline(pipeline); !s.ok()) return fail(s);
-  if (absl::Status s = pm.run(m); !s.ok()) return fail(s);
-
-  // The result is plain IR. printGraph shows one graph; printModule(m) writes the whole
-  // module, which `tandem opt FILE --passes ...` reads back.
-  const tandem::ir::Graph& step = *m.graph(tandem::ir::kTrainGraph);
-  std::cout << tandem::ir::printGraph(step);
+// Or look inside: Model::create compiles the model for its devices and loads it, training
+// nothing yet. Its training step is what the compiler made of the DSL's graph: autodiff
+// (backward and SGD update), replicate (one copy per device), insert-collectives (split
+// the batch, broadcast the initial weights, all_reduce the gradients in buckets), dce.
+int printStep(const tandem::ModelSpec& spec, tandem::Data data) {
+  const tandem::TrainOptions options{.devices = "cpu:0,cpu:1", .batch = 128, .epochs = 1};
+  data.limit_train = options.batch;  // one step's worth: nothing here trains
+  auto model = tandem::Model::create(spec, options, data);
+  if (!model.ok()) return fail(model.status());
+  // Plain text IR (docs/IR.md), which `tandem opt` reads back inside a module.
+  const std::string step = model->trainStepText();
+  std::cout << step;
 
   // Gradient buckets and the summed loss and correct count are all all_reduce nodes.
   int all_reduces = 0;
-  for (const auto& node : step.nodes())
-    if (node->op() == tandem::ir::Op::kAllReduce) ++all_reduces;
-  std::cout << "// " << m.name() << ": " << m.countElements(tandem::ir::VarRole::kParam)
-            << " parameters, " << step.numNodes() << " nodes in @train_step, " << all_reduces
-            << " all_reduce nodes over " << tandem::ir::toString(m.devices()) << "\n";
+  for (size_t at = step.find(" = all_reduce("); at != std::string::npos;
+       at = step.find(" = all_reduce(", at + 1))
+    ++all_reduces;
+  std::cout << "// " << spec.name << ": " << all_reduces << " all_reduce nodes in @train_step over "
+            << options.devices << "\n";
   return 0;
 }
 
@@ -129,6 +109,11 @@ int printStep(const tandem::ModelSpec& spec) {
 int main(int argc, char** argv) {
   tandem::ModelSpec spec{
       .name = "tiny_vgg", .image_shape = {1, 28, 28}, .num_classes = 10, .forward = tinyVgg};
-  if (argc > 1 && std::string(argv[1]) == "--print-step") return printStep(spec);
-  return train(spec, argc > 1 ? std::atoi(argv[1]) : 1, argc > 2 ? std::atoll(argv[2]) : 0);
+  const bool print_step = argc > 1 && std::string(argv[1]) == "--print-step";
+  const int data_arg = print_step ? 2 : 3;
+  tandem::Data data =
+      tandem::Data::fashionMnist(argc > data_arg ? argv[data_arg] : tandem::Data::kFashionMnistDir);
+  if (print_step) return printStep(spec, std::move(data));
+  if (argc > 2 && std::atoll(argv[2]) > 0) data.limit_train = std::atoll(argv[2]);
+  return train(spec, data, argc > 1 ? std::atoi(argv[1]) : 1);
 }

@@ -13,6 +13,8 @@
 
 namespace tandem {
 
+class BuilderInternals;
+
 /// A typed handle to a tensor while a model is being built. A handle stays valid for the
 /// graph it was made in. After a build error every handle is "poisoned": layers applied
 /// to it do nothing and the error is reported once by buildModule().
@@ -171,16 +173,20 @@ class Builder {
   /// graph's), so that buildModule() reports it like the DSL's own.
   void fail(absl::Status s) { record(std::move(s)); }
 
-  // Used by buildModule(): which graph the next layers go to.
+ private:
+  // The graph-level entry points below are the compiler's, not a model's: buildModule and
+  // the ONNX importer reach them through BuilderInternals (frontend/builder_internals.h,
+  // not installed).
+  friend class BuilderInternals;
+  /// Which graph the next layers go to.
   void beginGraph(ir::Graph* g, bool training);
   Tensor addInput(absl::string_view name, ir::TensorType type);
   /// Adds the node `spec` describes (an op's typed creator fills it in:
-  /// `b.addNode(ir::SigmoidArgs{.x = x.value()}.spec(), "sigmoid", loc)`) in the current
-  /// scope, named after `layer`; returns its result `result`. A null operand (an empty
-  /// handle's value) is an error naming the layer.
+  /// `ir::SigmoidArgs{.x = x.value()}.spec()`) in the current scope, named after `layer`;
+  /// returns its result `result`. A null operand (an empty handle's value) is an error
+  /// naming the layer.
   Tensor addNode(ir::NodeSpec spec, absl::string_view layer, Loc loc, size_t result = 0);
 
- private:
   std::string scopePath() const;
   /// {x, weight, bias?} of a conv or linear layer (weight_shape[0] outputs); empty after
   /// recording an error when the output count is not positive.

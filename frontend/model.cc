@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "frontend/builder_internals.h"
 #include "ir/op_views.h"
 
 namespace tandem {
@@ -15,11 +16,11 @@ namespace {
 /// One step graph: inputs, the network, the loss and the correct count.
 absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool training,
                        int64_t batch) {
-  b.beginGraph(g, training);
+  BuilderInternals::beginGraph(b, g, training);
   ir::Shape x_shape{batch};
   x_shape.insert(x_shape.end(), spec.image_shape.begin(), spec.image_shape.end());
-  Tensor x = b.addInput("x", TensorType{ir::DType::kF32, x_shape});
-  Tensor y = b.addInput("y", TensorType{ir::DType::kI32, {batch}});
+  Tensor x = BuilderInternals::addInput(b, "x", TensorType{ir::DType::kF32, x_shape});
+  Tensor y = BuilderInternals::addInput(b, "y", TensorType{ir::DType::kI32, {batch}});
   Tensor logits = spec.forward(b, x);
   if (!b.status().ok()) return b.status();
   if (!logits.valid())
@@ -32,7 +33,8 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
         " but the logits must be [", absl::StrJoin(want, ","), "] (batch, classes)"));
   // Training divides the summed loss by the global batch; the divisor stays global when
   // replicate gives each device a slice, which keeps uneven splits exact.
-  Tensor loss = b.addNode(
+  Tensor loss = BuilderInternals::addNode(
+      b,
       ir::SoftmaxCrossEntropyArgs{
           .logits = logits.value(),
           .labels = y.value(),
@@ -41,8 +43,9 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
           .label_smoothing = training ? b.options().label_smoothing : 0.0}
           .spec(),
       "loss", std::source_location::current());
-  Tensor correct = b.addNode(ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(),
-                             "correct", std::source_location::current());
+  Tensor correct = BuilderInternals::addNode(
+      b, ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(), "correct",
+      std::source_location::current());
   if (!b.status().ok()) return b.status();
   g->setOutputs({loss.value(), correct.value()});
   return absl::OkStatus();

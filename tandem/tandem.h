@@ -172,10 +172,11 @@ class Model {
   Model& operator=(Model&&) noexcept;
   ~Model();
 
-  struct Impl;  // tandem.cc's
-  explicit Model(std::unique_ptr<Impl> impl);
+  struct Impl;  // tandem.cc's: opaque here
 
  private:
+  // Only create and load make a Model.
+  explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

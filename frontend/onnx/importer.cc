@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "frontend/builder_internals.h"
 #include "frontend/model.h"
 #include "frontend/onnx/converter.h"
 #include "frontend/onnx/graph_index.h"
@@ -410,10 +411,11 @@ class Importer {
           std::all_of(shape->second.begin(), shape->second.end(), [](int64_t d) { return d > 0; });
       Tensor t;
       if (usable)
-        t = b_.addNode(ir::ConstantArgs{.value = 0}.spec(
-                           {.declared_types = {ir::TensorType{ir::DType::kF32, shape->second}}}),
-                       absl::StrCat("unchecked_", identifierFor(out)),
-                       std::source_location::current());
+        t = BuilderInternals::addNode(
+            b_,
+            ir::ConstantArgs{.value = 0}.spec(
+                {.declared_types = {ir::TensorType{ir::DType::kF32, shape->second}}}),
+            absl::StrCat("unchecked_", identifierFor(out)), std::source_location::current());
       entries_[out] = t.valid() ? Entry{.tensor = t, .tainted = true} : Entry{.poisoned = true};
     }
   }
@@ -656,8 +658,8 @@ std::optional<NodeContext::OtherBatch> Context::inputAtOtherBatch(size_t i) cons
 Tensor Context::emit(ir::NodeSpec spec, size_t result) {
   const std::string layer = identifierFor(
       node_.name().empty() ? absl::StrCat(node_.op_type(), "_", index_) : node_.name());
-  Tensor t =
-      imp_.builder().addNode(std::move(spec), layer, std::source_location::current(), result);
+  Tensor t = BuilderInternals::addNode(imp_.builder(), std::move(spec), layer,
+                                       std::source_location::current(), result);
   // Where the node came from: the model file and the node's index in its graph.
   if (t.valid()) t.value()->def()->setLocation(absl::StrCat(imp_.file(), "#", index_));
   return t;
@@ -700,7 +702,7 @@ std::optional<OtherBatchShapes> importAtOtherBatch(const OnnxModel& model,
   absl::StatusOr<ir::Graph*> g = scratch.addGraph(std::string(kInferGraph));
   if (!g.ok()) return std::nullopt;
   Builder b(scratch, BuildOptions{});
-  b.beginGraph(*g, /*training=*/false);
+  BuilderInternals::beginGraph(b, *g, /*training=*/false);
   // Every data input is a variable of the scratch module: the open ones one sample larger.
   std::map<std::string, Tensor> other_inputs;
   for (const auto& [name, t] : inputs) {
@@ -775,7 +777,7 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
   ASSIGN_OR_RETURN(ir::Graph * init, out.module->addGraph(std::string(ir::kInitGraph)));
   ASSIGN_OR_RETURN(ir::Graph * infer, out.module->addGraph(std::string(kInferGraph)));
   Builder b(*out.module, BuildOptions{});
-  b.beginGraph(infer, /*training=*/false);
+  BuilderInternals::beginGraph(b, infer, /*training=*/false);
   // The model's inputs are fed variables that `tandem run` writes, not graph inputs:
   // replicate splits a graph's inputs along a batch axis they share, and an ONNX graph's
   // inputs need not have one (Gemm's A [M,K] and B [K,N]; a scalar).
@@ -825,7 +827,8 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
     ir::Value* v = outs[k].value();
     const std::string name = identifierFor(out.outputs[k]);
     if (named.contains(v)) {  // one value under two names: the second is a copy of it
-      Tensor copy = b.addNode(
+      Tensor copy = BuilderInternals::addNode(
+          b,
           ir::ReshapeArgs{
               .x = v, .shape = std::vector<int64_t>(v->type().shape.begin(), v->type().shape.end())}
               .spec(),

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "frontend/builder_internals.h"
 #include "frontend/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -21,8 +22,8 @@ struct TokenGraph {
   Builder b{m, BuildOptions{.batch = 2}};
   Tensor ids;
   TokenGraph() {
-    b.beginGraph(*m.addGraph(std::string(ir::kTrainGraph)), /*training=*/true);
-    ids = b.addInput("ids", ir::TensorType{ir::DType::kI32, {2, 3}});
+    BuilderInternals::beginGraph(b, *m.addGraph(std::string(ir::kTrainGraph)), /*training=*/true);
+    ids = BuilderInternals::addInput(b, "ids", ir::TensorType{ir::DType::kI32, {2, 3}});
   }
 };
 
@@ -55,7 +56,7 @@ TEST(EmbeddingModelTest, BadSizesAndFloatIdsAreErrorsNamingTheLayer) {
   }
   {
     TokenGraph t;
-    Tensor x = t.b.addInput("x", ir::TensorType{ir::DType::kF32, {2, 3}});
+    Tensor x = BuilderInternals::addInput(t.b, "x", ir::TensorType{ir::DType::kF32, {2, 3}});
     t.b.embedding(x, 5, 4, "floaty");
     EXPECT_THAT(std::string(t.b.status().message()),
                 AllOf(HasSubstr("floaty"), HasSubstr("must be i32")))

@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/backends.h"
 #include "frontend/builder.h"
+#include "frontend/builder_internals.h"
 #include "gtest/gtest.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
@@ -40,22 +41,25 @@ const RefCase& reference() {
 /// One step graph of the classifier: ids and labels in, the loss and the correct count out.
 absl::Status buildStep(Builder& b, ir::Graph* g, bool training, const RefCase& c) {
   const int64_t batch = c.integer("batch");
-  b.beginGraph(g, training);
-  Tensor ids = b.addInput("ids", {ir::DType::kI32, {batch, c.integer("tokens")}});
-  Tensor y = b.addInput("y", {ir::DType::kI32, {batch}});
+  BuilderInternals::beginGraph(b, g, training);
+  Tensor ids =
+      BuilderInternals::addInput(b, "ids", {ir::DType::kI32, {batch, c.integer("tokens")}});
+  Tensor y = BuilderInternals::addInput(b, "y", {ir::DType::kI32, {batch}});
   Tensor pooled = b.mean(b.embedding(ids, c.integer("vocab"), c.integer("width"), "emb"), 1);
   Tensor logits = b.linear(pooled, {.out_features = c.integer("classes"), .name = "fc"});
-  Tensor loss =
-      b.addNode(ir::SoftmaxCrossEntropyArgs{.logits = logits.value(),
-                                            .labels = y.value(),
-                                            .reduction = training ? ir::Reduction::kMean
-                                                                  : ir::Reduction::kSum,
-                                            .divisor = training ? batch : 1,
-                                            .label_smoothing = training ? c.num("smoothing") : 0.0}
-                    .spec(),
-                "loss", std::source_location::current());
-  Tensor correct = b.addNode(ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(),
-                             "correct", std::source_location::current());
+  Tensor loss = BuilderInternals::addNode(
+      b,
+      ir::SoftmaxCrossEntropyArgs{
+          .logits = logits.value(),
+          .labels = y.value(),
+          .reduction = training ? ir::Reduction::kMean : ir::Reduction::kSum,
+          .divisor = training ? batch : 1,
+          .label_smoothing = training ? c.num("smoothing") : 0.0}
+          .spec(),
+      "loss", std::source_location::current());
+  Tensor correct = BuilderInternals::addNode(
+      b, ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(), "correct",
+      std::source_location::current());
   RETURN_IF_ERROR(b.status());
   g->setOutputs({loss.value(), correct.value()});
   return absl::OkStatus();

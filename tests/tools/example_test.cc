@@ -19,7 +19,6 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using ::testing::MatchesRegex;
 using ::testing::StartsWith;
 
 TEST(ExampleTest, CustomModelPrintsAParallelTrainStep) {
@@ -35,8 +34,7 @@ TEST(ExampleTest, CustomModelPrintsAParallelTrainStep) {
   ASSERT_FALSE(r.out.empty());
   size_t last = r.out.rfind('\n', r.out.size() - 2) + 1;
   std::string graph = r.out.substr(0, last), summary = r.out.substr(last);
-  EXPECT_THAT(summary, MatchesRegex("// tiny_vgg: 65834 parameters, [0-9]+ nodes in @train_step, "
-                                    "3 all_reduce nodes over \\[cpu:0, cpu:1\\]\n"));
+  EXPECT_EQ(summary, "// tiny_vgg: 3 all_reduce nodes in @train_step over cpu:0,cpu:1\n");
 
   // Declare the variables the graph reads (role from the name) and parse it as a module.
   std::string module = "module @tiny_vgg devices=[cpu:0, cpu:1] {\n";
