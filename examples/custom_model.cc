@@ -58,7 +58,7 @@ int fail(const absl::Status& status) {
 }
 
 // 3. Train it: the devices, the batch split across them, the optimizer and its schedule,
-//    and a callback per epoch. Errors name the option at fault (`TrainOptions::devices`).
+//    and a callback per epoch. Errors name the setting at fault (`TrainConfig::devices`).
 int train(const tandem::ModelSpec& spec, const tandem::Data& data, int epochs) {
   auto model = tandem::train(
       spec,
@@ -74,7 +74,7 @@ int train(const tandem::ModelSpec& spec, const tandem::Data& data, int epochs) {
         return true;
       }});
   if (!model.ok()) return fail(model.status());
-  // 4. Save it: `tandem::Model::load(spec, options, data, dir)` continues from there.
+  // 4. Save it: `tandem::Model::load(spec, config, data, dir)` continues from there.
   if (absl::Status s = model->save("custom_model.checkpoint", /*replace=*/true); !s.ok())
     return fail(s);
   std::printf("saved to custom_model.checkpoint\n");
@@ -86,9 +86,9 @@ int train(const tandem::ModelSpec& spec, const tandem::Data& data, int epochs) {
 // (backward and SGD update), replicate (one copy per device), insert-collectives (split
 // the batch, broadcast the initial weights, all_reduce the gradients in buckets), dce.
 int printStep(const tandem::ModelSpec& spec, tandem::Data data) {
-  const tandem::TrainOptions options{.devices = "cpu:0,cpu:1", .batch = 128, .epochs = 1};
-  data.limit_train = options.batch;  // one step's worth: nothing here trains
-  auto model = tandem::Model::create(spec, options, data);
+  const tandem::TrainConfig config{.devices = "cpu:0,cpu:1", .batch = 128, .epochs = 1};
+  data.limit_train = config.batch;  // one step's worth: nothing here trains
+  auto model = tandem::Model::create(spec, config, data);
   if (!model.ok()) return fail(model.status());
   // Plain text IR (docs/IR.md), which `tandem opt` reads back inside a module.
   const std::string step = model->trainStepText();
@@ -100,7 +100,7 @@ int printStep(const tandem::ModelSpec& spec, tandem::Data data) {
        at = step.find(" = all_reduce(", at + 1))
     ++all_reduces;
   std::cout << "// " << spec.name << ": " << all_reduces << " all_reduce nodes in @train_step over "
-            << options.devices << "\n";
+            << config.devices << "\n";
   return 0;
 }
 

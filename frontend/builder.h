@@ -92,8 +92,6 @@ class Builder {
  public:
   using Loc = std::source_location;
 
-  Builder(ir::Module& module, const BuildOptions& opts) : module_(module), opts_(opts) {}
-
   /// RAII guard returned by scope(); the scope ends when it is destroyed.
   class ScopeGuard {
    public:
@@ -174,10 +172,12 @@ class Builder {
   void fail(absl::Status s) { record(std::move(s)); }
 
  private:
-  // The graph-level entry points below are the compiler's, not a model's: buildModule and
-  // the ONNX importer reach them through BuilderInternals (frontend/builder_internals.h,
-  // not installed).
+  // The constructor and graph-level entry points below are the compiler's, not a model's:
+  // buildModule and the ONNX importer reach them through BuilderInternals
+  // (frontend/builder_internals.h, not installed).
   friend class BuilderInternals;
+  /// A builder of `module`'s graphs; a model gets one from buildModule.
+  Builder(ir::Module& module, const BuildOptions& opts) : module_(module), opts_(opts) {}
   /// Which graph the next layers go to.
   void beginGraph(ir::Graph* g, bool training);
   Tensor addInput(absl::string_view name, ir::TensorType type);

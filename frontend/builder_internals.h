@@ -16,6 +16,10 @@ namespace tandem {
 
 class BuilderInternals {
  public:
+  /// A builder of `module`'s graphs, with no graph begun yet.
+  static Builder make(ir::Module& module, const BuildOptions& opts) {
+    return Builder(module, opts);
+  }
   /// Which graph of the module the next layers go to, and whether it is the training step.
   static void beginGraph(Builder& b, ir::Graph* g, bool training) { b.beginGraph(g, training); }
   /// A graph input of the current graph.

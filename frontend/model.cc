@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
     return absl::InvalidArgumentError(
         absl::StrCat("model ", spec.name, " needs an image shape and a forward function"));
   auto m = std::make_unique<ir::Module>(spec.name);
-  Builder b(*m, opts);
+  Builder b = BuilderInternals::make(*m, opts);
   auto init = m->addGraph(std::string(ir::kInitGraph));
   auto train = m->addGraph(std::string(ir::kTrainGraph));
   auto eval = m->addGraph(std::string(ir::kEvalGraph));

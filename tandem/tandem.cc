@@ -192,8 +192,9 @@ Model::~Model() = default;
 
 namespace {
 
-absl::StatusOr<Model> open(const ModelSpec& spec, const TrainConfig& config, const Data& data,
-                           std::optional<std::string> resume) {
+absl::StatusOr<std::unique_ptr<Model::Impl>> open(const ModelSpec& spec,
+                                                   const TrainConfig& config, const Data& data,
+                                                   std::optional<std::string> resume) {
   ASSIGN_OR_RETURN(training::TrainConfig c, configOf(config, data, spec));
   c.resume = std::move(resume);
   auto impl = std::make_unique<Model::Impl>();
@@ -201,19 +202,21 @@ absl::StatusOr<Model> open(const ModelSpec& spec, const TrainConfig& config, con
   ASSIGN_OR_RETURN(impl->session,
                    training::TrainingSession::create(spec, std::move(c), apiNames(), *impl->listener));
   impl->historyNow();
-  return Model(std::move(impl));
+  return impl;
 }
 
 }  // namespace
 
 absl::StatusOr<Model> Model::create(const ModelSpec& spec, const TrainConfig& config,
                                     const Data& data) {
-  return open(spec, config, data, std::nullopt);
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, open(spec, config, data, std::nullopt));
+  return Model(std::move(impl));
 }
 
 absl::StatusOr<Model> Model::load(const ModelSpec& spec, const TrainConfig& config,
                                   const Data& data, const std::string& dir) {
-  return open(spec, config, data, dir);
+  ASSIGN_OR_RETURN(std::unique_ptr<Impl> impl, open(spec, config, data, dir));
+  return Model(std::move(impl));
 }
 
 absl::StatusOr<std::vector<EpochMetrics>> Model::fit(const Callbacks& callbacks) {

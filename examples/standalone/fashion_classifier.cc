@@ -46,10 +46,10 @@ int main(int argc, char** argv) {
   tandem::Data data =
       tandem::Data::fashionMnist(argc > 1 ? argv[1] : tandem::Data::kFashionMnistDir);
   if (argc > 2) data.limit_train = std::atoll(argv[2]);
-  const tandem::TrainOptions options{
+  const tandem::TrainConfig config{
       .devices = "cpu:0,cpu:1", .batch = 100, .epochs = 1, .optimizer = "adamw", .lr = 0.002};
 
-  auto model = tandem::train(spec, options, data, {.on_epoch = [](const tandem::EpochMetrics& e) {
+  auto model = tandem::train(spec, config, data, {.on_epoch = [](const tandem::EpochMetrics& e) {
                                std::printf(
                                    "epoch %d: train loss %.4f, train accuracy %.4f, test "
                                    "accuracy %.4f, %.0f images/s\n",
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   // A checkpoint of the trained model, loaded into a model of its own: the same accuracy.
   const std::string dir = "fashion_classifier.checkpoint";  // in the current directory
   if (absl::Status s = model->save(dir, /*replace=*/true); !s.ok()) return fail("saving", s);
-  auto loaded = tandem::Model::load(spec, options, data, dir);
+  auto loaded = tandem::Model::load(spec, config, data, dir);
   if (!loaded.ok()) return fail("loading", loaded.status());
   auto reloaded = loaded->evaluate();
   if (!reloaded.ok()) return fail("evaluating the loaded model", reloaded.status());

@@ -701,7 +701,7 @@ std::optional<OtherBatchShapes> importAtOtherBatch(const OnnxModel& model,
   if (!scratch.addGraph(std::string(ir::kInitGraph)).ok()) return std::nullopt;
   absl::StatusOr<ir::Graph*> g = scratch.addGraph(std::string(kInferGraph));
   if (!g.ok()) return std::nullopt;
-  Builder b(scratch, BuildOptions{});
+  Builder b = BuilderInternals::make(scratch, BuildOptions{});
   BuilderInternals::beginGraph(b, *g, /*training=*/false);
   // Every data input is a variable of the scratch module: the open ones one sample larger.
   std::map<std::string, Tensor> other_inputs;
@@ -776,7 +776,7 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
   out.module = std::make_unique<ir::Module>(identifierFor(name));
   ASSIGN_OR_RETURN(ir::Graph * init, out.module->addGraph(std::string(ir::kInitGraph)));
   ASSIGN_OR_RETURN(ir::Graph * infer, out.module->addGraph(std::string(kInferGraph)));
-  Builder b(*out.module, BuildOptions{});
+  Builder b = BuilderInternals::make(*out.module, BuildOptions{});
   BuilderInternals::beginGraph(b, infer, /*training=*/false);
   // The model's inputs are fed variables that `tandem run` writes, not graph inputs:
   // replicate splits a graph's inputs along a batch axis they share, and an ONNX graph's

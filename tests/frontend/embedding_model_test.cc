@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 /// A training graph on a fresh module with an i32 ids input [2,3].
 struct TokenGraph {
   ir::Module m{"tokens"};
-  Builder b{m, BuildOptions{.batch = 2}};
+  Builder b = BuilderInternals::make(m, BuildOptions{.batch = 2});
   Tensor ids;
   TokenGraph() {
     BuilderInternals::beginGraph(b, *m.addGraph(std::string(ir::kTrainGraph)), /*training=*/true);

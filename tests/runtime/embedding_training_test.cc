@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compiled(const std::vector<ir::Devic
                                                      const std::vector<double>& weights) {
   const RefCase& c = reference();
   auto m = std::make_unique<ir::Module>("tokens");
-  Builder b(*m, {.batch = c.integer("batch")});
+  Builder b = BuilderInternals::make(*m, {.batch = c.integer("batch")});
   ASSIGN_OR_RETURN(ir::Graph * init, m->addGraph(std::string(ir::kInitGraph)));
   ASSIGN_OR_RETURN(ir::Graph * train, m->addGraph(std::string(ir::kTrainGraph)));
   ASSIGN_OR_RETURN(ir::Graph * eval, m->addGraph(std::string(ir::kEvalGraph)));

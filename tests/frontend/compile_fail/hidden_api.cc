@@ -1,5 +1,5 @@
 // A user's program sees the public API only: compiled once per CASE by check.cmake. Case 0
-// uses it as a user does and must compile; cases 1..4 call a compiler entry point that the
+// uses it as a user does and must compile; cases 1..5 call a compiler entry point that the
 // API hides and must not.
 #include <memory>
 #include <source_location>
@@ -27,6 +27,9 @@ int main() {
   auto model = tandem::Model::create(spec, {}, tandem::Data::fashionMnist());
 #if CASE == 4
   tandem::Model made(std::unique_ptr<tandem::Model::Impl>{});
+#elif CASE == 5
+  tandem::ir::Module module("m");
+  tandem::Builder builder(module, {});
 #endif
   return model.ok() ? 0 : 1;
 }
