@@ -25,6 +25,7 @@
 
 #include "backend/targets.h"
 #include "benchmark/benchmark.h"
+#include "frontend/build_module.h"
 #include "frontend/zoo/zoo.h"
 #include "ir/ir.h"
 #include "ir/types.h"

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "frontend/build_module.h"
 #include "frontend/builder_internals.h"
 #include "ir/op_views.h"
 

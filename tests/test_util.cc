@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/backends.h"
 #include "backend/cpu/cpu_info.h"
+#include "frontend/build_module.h"
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
 #include "ir/printer.h"

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "backend/backend.h"
 #include "backend/backends.h"
+#include "frontend/build_module.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
 

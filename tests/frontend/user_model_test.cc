@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/build_module.h"
 #include "frontend/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

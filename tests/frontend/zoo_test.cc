@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "frontend/build_module.h"
 #include "frontend/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

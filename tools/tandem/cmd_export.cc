@@ -14,6 +14,7 @@
 #include "tools/tandem/onnx_model.h"
 
 #ifdef TANDEM_HAVE_ONNX
+#include "frontend/build_module.h"
 #include "frontend/onnx/export.h"
 #include "frontend/zoo/zoo.h"
 #include "runtime/checkpoint.h"
