@@ -86,5 +86,8 @@ absl::StatusOr<std::vector<TensorType>> inferTypes(const Node& n);
 
 inline bool isCollective(Op op) { return opInfo(op).has(kCollective); }
 inline bool isStateful(Op op) { return opInfo(op).has(kStateful); }
+/// A value from outside the dataflow (input, param): no kernel runs it, no arena buffer
+/// holds it, nothing in the graph produces it.
+inline bool isSource(Op op) { return opInfo(op).has(kSource); }
 
 }  // namespace tandem::ir

@@ -50,6 +50,7 @@ trait low_precision: computes in the low dtype under mixed precision (its activa
 trait full_precision: takes f32 only under mixed precision (low operands are cast up)
 trait runtime: executed by the runtime itself (no kernel): graph inputs, variable reads, collectives
 trait optimizer: an optimizer update: the `optimizer` line says which operands are what
+trait source: a value from outside the dataflow (a graph argument, a variable's replica): no kernel runs it and no arena buffer holds it
 trait sample_indexed: computes per row of its first operand by the row's index in the whole batch: replicate sets attribute `sample_offset` of each device's copy to the index of the device's first row
 
 enum ReduceOp: sum mean max
@@ -59,14 +60,14 @@ enum FloatType: f32 bf16
 # --- values that come from outside the dataflow -----------------------------------------
 op input
   results x
-  traits declared_type runtime
+  traits declared_type runtime source
   cost none
   doc A graph argument (a batch of data); printed in the graph header.
 
 op param
   results value
   attr var: symbol
-  traits runtime
+  traits runtime source
   cost none
   doc Reads the device's replica of a persistent variable (its initializer is on the var).
 

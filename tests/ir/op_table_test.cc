@@ -149,5 +149,18 @@ TEST(OpTable, OperandAndAttributeSchemas) {
   }
 }
 
+// The values from outside the dataflow are exactly the spec's `source` ops, which the
+// plan's checks, memory planner, streams and loader skip by the trait.
+TEST(OpTable, SourceTraitMarksInputAndParam) {
+  std::set<Op> sources;
+  for (const auto& info : allOps())
+    if (isSource(info.op)) sources.insert(info.op);
+  EXPECT_EQ(sources, (std::set<Op>{Op::kInput, Op::kParam}));
+  for (Op op : sources) {
+    EXPECT_EQ(opInfo(op).maxOperands(), 0u) << opInfo(op).name;
+    EXPECT_TRUE(opInfo(op).has(kRuntime)) << opInfo(op).name;
+  }
+}
+
 }  // namespace
 }  // namespace tandem::ir

@@ -84,7 +84,7 @@ absl::StatusOr<ImportedModel> importBytes(const std::string& bytes, int64_t batc
 std::vector<ir::Op> opsOf(const ir::Graph& g) {
   std::vector<ir::Op> ops;
   for (const auto& n : g.nodes())
-    if (n->op() != ir::Op::kInput && n->op() != ir::Op::kParam) ops.push_back(n->op());
+    if (!ir::isSource(n->op())) ops.push_back(n->op());
   return ops;
 }
 
