@@ -11,10 +11,15 @@
 #   op NAME                         snake_case text name; the C++ names are its CamelCase
 #     operands A, B?, XS...         `?` optional (trailing only), `...` variadic (last)
 #     results  Y, Z?, YS...         the same marks; names for views, costs and docs
-#     attr NAME: KIND [= DEFAULT] [CHECK]  (defaults: int, float and bool attributes)
+#     attr NAME: KIND [= DEFAULT] [CHECK] [preset VALUE]
 #                                   KIND: int, float, bool, ints, symbol, devices or an
-#                                   enum; CHECK (int, float): `>= N`, `> N`, or `in [A, B)`
-#                                   with [ or ( and ] or ): the verifier's "NAME must be ..."
+#                                   enum; DEFAULT (int, float, bool) makes the attribute
+#                                   optional in the IR (the printer leaves it out when
+#                                   equal); CHECK (int, float): `>= N`, `> N`, or `in [A,
+#                                   B)` with [ or ( and ] or ): the verifier's "NAME must
+#                                   be ..."; preset (int, float): the value front ends give
+#                                   when neither the model nor the user does (optimizer
+#                                   hyper-parameters), the attribute staying required
 #     traits T T ...                trait names declared above
 #     cost FORMULA[(ARG, ...)]      the roofline's flops (ir/op_cost.h): none,
 #                                   elementwise[(FLOPS per result element)], gemm(FILTER,
@@ -623,9 +628,9 @@ op conv2d_bias_act
 # --- optimizer ---------------------------------------------------------------------------
 op sgd_update
   operands w, g, m?, lr_scale?
-  attr lr: float >= 0
-  attr momentum: float in [0, 1)
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.1
+  attr momentum: float in [0, 1) preset 0
+  attr weight_decay: float in [0, 1] preset 0
   traits stateful optimizer
   optimizer param=w grad=g grouped=sgd_update_group sharded=sgd_update_shard lr_scale=lr_scale
   state m init=zeros var=momentum when=momentum>0
@@ -637,9 +642,9 @@ op sgd_update
 
 op sgd_update_group
   operands xs...
-  attr lr: float >= 0
-  attr momentum: float in [0, 1)
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.1
+  attr momentum: float in [0, 1) preset 0
+  attr weight_decay: float in [0, 1] preset 0
   traits stateful optimizer
   optimizer grouped_of=sgd_update
   cost elementwise
@@ -650,11 +655,11 @@ op sgd_update_group
 
 op adamw_update
   operands w, g, m, v, step, lr_scale?
-  attr lr: float >= 0
-  attr beta1: float in [0, 1)
-  attr beta2: float in [0, 1)
-  attr eps: float >= 0
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.001
+  attr beta1: float in [0, 1) preset 0.9
+  attr beta2: float in [0, 1) preset 0.999
+  attr eps: float >= 0 preset 1e-8
+  attr weight_decay: float in [0, 1] preset 0.01
   traits stateful optimizer
   optimizer param=w grad=g grouped=adamw_update_group sharded=adamw_update_shard lr_scale=lr_scale
   state m init=zeros var=exp_avg
@@ -670,11 +675,11 @@ op adamw_update
 
 op adamw_update_group
   operands xs...
-  attr lr: float >= 0
-  attr beta1: float in [0, 1)
-  attr beta2: float in [0, 1)
-  attr eps: float >= 0
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.001
+  attr beta1: float in [0, 1) preset 0.9
+  attr beta2: float in [0, 1) preset 0.999
+  attr eps: float >= 0 preset 1e-8
+  attr weight_decay: float in [0, 1] preset 0.01
   traits stateful optimizer
   optimizer grouped_of=adamw_update
   cost elementwise
@@ -687,9 +692,9 @@ op adamw_update_group
 op sgd_update_shard
   operands w, g, m?, lr_scale?
   results y
-  attr lr: float >= 0
-  attr momentum: float in [0, 1)
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.1
+  attr momentum: float in [0, 1) preset 0
+  attr weight_decay: float in [0, 1] preset 0
   traits stateful optimizer
   optimizer sharded_of=sgd_update
   cost elementwise
@@ -702,11 +707,11 @@ op sgd_update_shard
 op adamw_update_shard
   operands w, g, m, v, step, lr_scale?
   results y
-  attr lr: float >= 0
-  attr beta1: float in [0, 1)
-  attr beta2: float in [0, 1)
-  attr eps: float >= 0
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.001
+  attr beta1: float in [0, 1) preset 0.9
+  attr beta2: float in [0, 1) preset 0.999
+  attr eps: float >= 0 preset 1e-8
+  attr weight_decay: float in [0, 1] preset 0.01
   traits stateful optimizer
   optimizer sharded_of=adamw_update
   cost elementwise

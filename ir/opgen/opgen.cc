@@ -98,6 +98,7 @@ struct Slot {  // an operand or a result
 struct Attr {
   std::string name, kind;  // kind: int float bool ints symbol devices, or an enum's name
   std::string default_value;
+  std::string preset;      // `preset VALUE`: front ends' value when nobody gives one
   std::string range_text;  // ">= 1", "in [0, 1)"
   std::string lo = "", hi = "";
   bool lo_open = false, hi_open = false;
@@ -239,6 +240,12 @@ Attr parseAttr(const std::string& text, int line, const Spec& spec) {
     die(line, "unknown attribute kind '" + a.kind +
                   "' (int, float, bool, ints, symbol, "
                   "devices, or an enum declared above)");
+  if (rest.size() >= 3 && rest[rest.size() - 2] == "preset") {
+    a.preset = rest.back();
+    if (!((a.kind == "int" || a.kind == "float") && isNumber(a.preset)))
+      die(line, "only int and float attributes take a preset (a number), got '" + a.preset + "'");
+    rest.resize(rest.size() - 2);
+  }
   size_t i = 1;
   if (i < rest.size() && rest[i] == "=") {
     if (i + 1 >= rest.size()) die(line, "`=` needs a default value");
@@ -271,6 +278,12 @@ Attr parseAttr(const std::string& text, int line, const Spec& spec) {
     } else {
       die(line, "bad check '" + check + "' (expected `>= N`, `> N` or `in [A, B)`)");
     }
+  }
+  if (!a.preset.empty() && !a.lo.empty()) {  // a preset the verifier would refuse is a typo
+    const double v = std::stod(a.preset), lo = std::stod(a.lo);
+    const bool below = a.lo_open ? v <= lo : v < lo;
+    const bool above = !a.hi.empty() && (a.hi_open ? v >= std::stod(a.hi) : v > std::stod(a.hi));
+    if (below || above) die(line, "preset " + a.preset + " is outside " + a.range_text);
   }
   return a;
 }
@@ -858,6 +871,7 @@ namespace tandem::ir {
           << ", .lo_open = " << (a.lo_open ? "true" : "false")
           << ", .hi_open = " << (a.hi_open ? "true" : "false")
           << ", .text = " << quote(a.range_text) << "}";
+      if (!a.preset.empty()) o << ", .preset = " << a.preset;
       o << "},";
     }
     o << "},\n      .traits = 0";
@@ -909,7 +923,8 @@ std::string docTable(const Spec& spec) {
       }
       attrs += (attrs.empty() ? "" : ", ") + ("`" + a.name + ": " + kind) +
                (a.default_value.empty() ? "" : " = " + a.default_value) +
-               (a.range_text.empty() ? "" : " " + a.range_text) + "`";
+               (a.range_text.empty() ? "" : " " + a.range_text) +
+               (a.preset.empty() ? "" : " preset " + a.preset) + "`";
     }
     for (const std::string& t : op.traits) traits += (traits.empty() ? "" : ", ") + t;
     if (!op.cost_args.empty()) {

@@ -1,6 +1,7 @@
 // The op table (generated from ir/ops.td) and what is derived from it: names, lookup,
 // traits, rules.
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -160,6 +161,28 @@ TEST(OpTable, SourceTraitMarksInputAndParam) {
     EXPECT_EQ(opInfo(op).maxOperands(), 0u) << opInfo(op).name;
     EXPECT_TRUE(opInfo(op).has(kRuntime)) << opInfo(op).name;
   }
+}
+
+// The optimizers' hyper-parameters have presets (`preset`: what front ends use when
+// nobody gives one): PyTorch 1.13's defaults, SGD's learning rate Tandem's own (PyTorch's
+// SGD has none). The grouped and sharded forms say the same.
+TEST(OpTable, OptimizerPresets) {
+  auto presets = [](Op op) {
+    std::map<std::string, double> out;
+    for (const AttrSpec& a : opInfo(op).attrs) {
+      EXPECT_TRUE(a.preset.has_value()) << opInfo(op).name << " " << a.name;
+      EXPECT_FALSE(a.default_value.has_value()) << opInfo(op).name << " " << a.name;
+      if (a.preset) out[a.name] = *a.preset;
+    }
+    return out;
+  };
+  const std::map<std::string, double> adamw = {
+      {"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.01}};
+  const std::map<std::string, double> sgd = {{"lr", 0.1}, {"momentum", 0}, {"weight_decay", 0}};
+  for (Op op : {Op::kAdamwUpdate, Op::kAdamwUpdateGroup, Op::kAdamwUpdateShard})
+    EXPECT_EQ(presets(op), adamw) << opInfo(op).name;
+  for (Op op : {Op::kSgdUpdate, Op::kSgdUpdateGroup, Op::kSgdUpdateShard})
+    EXPECT_EQ(presets(op), sgd) << opInfo(op).name;
 }
 
 }  // namespace
