@@ -8,7 +8,12 @@
 # `op` above it):
 #   trait NAME: DOC                 a property passes ask (`traits` below); C++ kNameInCamel
 #   enum NAME: WORD WORD ...        the words of an enum attribute; C++ `enum class NAME`
-#   op NAME                         snake_case text name; the C++ names are its CamelCase
+#   class NAME: DOC                 a family of ops that share operands, results, traits
+#                                   and rules (its indented lines, as an op's); its ops
+#                                   use ir/ops' kNameInCamelRules, and the backward ops
+#                                   that `grad reads` makes kNameInCamelBackwardRules
+#   op NAME [: CLASS]               snake_case text name; the C++ names are its CamelCase;
+#                                   with CLASS, its lines first, then the op's own
 #     operands A, B?, XS...         `?` optional (trailing only), `...` variadic (last)
 #     results  Y, Z?, YS...         the same marks; names for views, costs and docs
 #     attr NAME: KIND [= DEFAULT] [CHECK] [preset VALUE]
@@ -42,6 +47,15 @@
 #                                   all_gather; R: per_device, group_source, host,
 #                                   module_devices; W: per_device, first_device; C: the
 #                                   communicator call (runtime)
+#     grad reads x|y                (one operand x, one result y; ops of a class only)
+#                                   the spec also makes the backward op NAME_backward,
+#                                   operands dy and the forward's input x or output y,
+#                                   result dx, trait backward, cost and doc from:
+#     grad cost FORMULA             the backward op's cost (as `cost`)
+#     grad doc TEXT                 the backward op's doc (as `doc`)
+#     onnx NAME SINCE..[UNTIL]      one-to-one with ONNX op NAME at opsets SINCE to UNTIL
+#                                   (open: to the newest): the importer reads NAME as
+#                                   this op and the exporter writes this op as NAME
 #     doc TEXT                      one line or more, joined with spaces
 
 trait collective: operands and results span devices, grouped by the `devices` attribute
@@ -143,36 +157,51 @@ op log_softmax
   cost elementwise(5)
   doc x - log(sum(exp(x))) over `axis` (negative counts from the end).
 
-op relu
+# The unary float ops: a new one is its stanza here and its per-element math, one struct
+# NameMath in backend/cuda/unary_math.h, which the CPU backend shares (docs/DESIGN.md,
+# "Adding an op").
+class unary_elementwise: y = f(x) element by element, in x's type (f32 or bf16)
   operands x
   results y
+
+op relu : unary_elementwise
   traits fusible
   cost elementwise
+  grad reads y
+  grad cost elementwise
+  onnx Relu 6..
   doc max(x, 0).
+  grad doc dy where relu's output y > 0.
 
-op sigmoid
-  operands x
-  results y
+op sigmoid : unary_elementwise
   cost elementwise(4)
+  grad reads y
+  grad cost elementwise(3)
+  onnx Sigmoid 6..
   doc 1 / (1 + exp(-x)).
+  grad doc dy * y * (1 - y), from sigmoid's output y.
 
-op gelu
-  operands x
-  results y
+op gelu : unary_elementwise
   cost elementwise(8)
+  grad reads x
+  grad cost elementwise(10)
+  grad doc dy * (Phi(x) + x phi(x)), from gelu's input x.
   doc x/2 (1 + erf(x / sqrt 2)): the exact GELU (PyTorch's nn.GELU()).
 
-op gelu_tanh
-  operands x
-  results y
+op gelu_tanh : unary_elementwise
   cost elementwise(8)
+  grad reads x
+  grad cost elementwise(10)
+  grad doc gelu_tanh's derivative times dy, from its input x.
   doc x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh form (nn.GELU(approximate="tanh")).
 
-op tanh
-  operands x
-  results y
+op tanh : unary_elementwise
   cost elementwise(4)
+  grad reads y
+  grad cost elementwise(3)
+  onnx Tanh 6..
   doc tanh(x).
+  grad doc dy * (1 - y^2), from tanh's output y.
 
 op dropout
   operands x, step
@@ -449,41 +478,6 @@ op slice_axis_backward
   traits backward
   cost elementwise(0)
   doc Zeros of x's shape with dy written at [start, start + dy's size) along `axis`.
-
-op relu_backward
-  operands dy, y
-  results dx
-  traits backward
-  cost elementwise
-  doc dy where relu's output y > 0.
-
-op sigmoid_backward
-  operands dy, y
-  results dx
-  traits backward
-  cost elementwise(3)
-  doc dy * y * (1 - y), from sigmoid's output y.
-
-op gelu_backward
-  operands dy, x
-  results dx
-  traits backward
-  cost elementwise(10)
-  doc dy * (Phi(x) + x phi(x)), from gelu's input x.
-
-op gelu_tanh_backward
-  operands dy, x
-  results dx
-  traits backward
-  cost elementwise(10)
-  doc gelu_tanh's derivative times dy, from its input x.
-
-op tanh_backward
-  operands dy, y
-  results dx
-  traits backward
-  cost elementwise(3)
-  doc dy * (1 - y^2), from tanh's output y.
 
 op max_pool2d_backward
   operands dy, x

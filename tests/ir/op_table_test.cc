@@ -163,6 +163,47 @@ TEST(OpTable, SourceTraitMarksInputAndParam) {
   }
 }
 
+// `op NAME : unary_elementwise` with `grad reads x|y`: the spec makes NAME_backward(dy,
+// x or y), and both entries point to one pairing that the class' rules follow.
+TEST(OpTable, UnaryClassPairsEachOpWithItsBackward) {
+  const std::set<std::string> reads_y = {"relu", "sigmoid", "tanh"};
+  size_t forward_ops = 0;
+  for (const auto& info : allOps()) {
+    if (info.op_class != "unary_elementwise") {
+      EXPECT_EQ(info.grad_pair, nullptr) << info.name;
+      continue;
+    }
+    ASSERT_NE(info.grad_pair, nullptr) << info.name;
+    const GradPair& p = *info.grad_pair;
+    const OpInfo& fwd = opInfo(p.forward);
+    const OpInfo& bwd = opInfo(p.backward);
+    EXPECT_TRUE(info.op == p.forward || info.op == p.backward) << info.name;
+    EXPECT_EQ(bwd.name, std::string(fwd.name) + "_backward");
+    EXPECT_TRUE(bwd.has(kBackward));
+    EXPECT_FALSE(fwd.has(kBackward));
+    ASSERT_EQ(bwd.operands.size(), 2u);
+    EXPECT_EQ(bwd.operands[0].name, "dy");
+    EXPECT_EQ(bwd.operands[1].name, p.reads == GradReads::kOutput ? "y" : "x") << bwd.name;
+    EXPECT_EQ(p.reads == GradReads::kOutput, reads_y.contains(std::string(fwd.name))) << fwd.name;
+    forward_ops += info.op == p.forward;
+  }
+  EXPECT_EQ(forward_ops, 5u);  // relu, sigmoid, gelu, gelu_tanh, tanh
+}
+
+// One-to-one ONNX mappings carry no attributes (nothing to translate) and say their opsets.
+TEST(OpTable, OnnxMappings) {
+  std::set<std::string> mapped;
+  for (const auto& info : allOps()) {
+    if (info.onnx == nullptr) continue;
+    mapped.insert(std::string(info.onnx->name));
+    EXPECT_TRUE(info.attrs.empty()) << info.name;
+    EXPECT_GE(info.onnx->since, 1) << info.name;
+    EXPECT_TRUE(info.onnx->until == 0 || info.onnx->until >= info.onnx->since) << info.name;
+  }
+  EXPECT_EQ(mapped, (std::set<std::string>{"Relu", "Sigmoid", "Tanh"}));
+  EXPECT_EQ(opInfo(Op::kTanh).onnx->since, 6);
+}
+
 // The optimizers' hyper-parameters have presets (`preset`: what front ends use when
 // nobody gives one): PyTorch 1.13's defaults, SGD's learning rate Tandem's own (PyTorch's
 // SGD has none). The grouped and sharded forms say the same.
