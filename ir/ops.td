@@ -203,6 +203,14 @@ op tanh : unary_elementwise
   doc tanh(x).
   grad doc dy * (1 - y^2), from tanh's output y.
 
+op softsign : unary_elementwise
+  cost elementwise(3)
+  grad reads x
+  grad cost elementwise(4)
+  onnx Softsign 1..
+  doc x / (1 + |x|) (nn.Softsign).
+  grad doc dy / (1 + |x|)^2, from softsign's input x.
+
 op dropout
   operands x, step
   results y

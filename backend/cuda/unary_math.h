@@ -4,7 +4,7 @@
 // GPU (elementwise.cu), for the CPU backend (its loop kernel, for the ops it does not run
 // as oneDNN primitives) and by the host tests: forward y = f(x), and the backward op's
 // dx = g(dy, v), where v is what the spec's `grad reads` says its backward op reads beside
-// dy (the forward output for relu, sigmoid and tanh; the input for gelu).
+// dy (the forward output for relu, sigmoid and tanh; the input for gelu and softsign).
 // Each computes in float (bf16 operands widened exactly, a bf16 result rounded once where
 // it is stored: host_device.h).
 //
@@ -45,6 +45,18 @@ struct GeluTanhMath {
 struct TanhMath {
   static TANDEM_HD float forward(float x) { return tanhValue(x); }
   static TANDEM_HD float backward(float dy, float y) { return tanhGradFromY(dy, y); }
+};
+
+/// softsign: x / (1 + |x|). Its backward is PyTorch 1.13's autograd of x / (x.abs() + 1),
+/// term for term: dy / d + (-dy * (x / d / d)) * sgn(x), d = 1 + |x|, so that an infinite x
+/// gives NaN there too (inf / inf), not the 0 of the simplified dy / d^2.
+struct SoftsignMath {
+  static TANDEM_HD float forward(float x) { return x / (1.0f + fabsf(x)); }
+  static TANDEM_HD float backward(float dy, float x) {
+    const float d = 1.0f + fabsf(x);
+    const float sign = x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x;  // 0 and NaN stay
+    return dy / d + -dy * (x / d / d) * sign;
+  }
 };
 
 /// X(Name) for every op NameMath above: the spec's class unary_elementwise, whose ops are

@@ -80,7 +80,8 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
                                        Op::kTanh,          Op::kMatmul,
                                        Op::kReshape,       Op::kTranspose,
                                        Op::kLayerNorm,     Op::kSoftmax,
-                                       Op::kLogSoftmax,    Op::kDropout};
+                                       Op::kLogSoftmax,    Op::kDropout,
+                                       Op::kSoftsign};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op) ||
@@ -187,7 +188,7 @@ TEST(OpTable, UnaryClassPairsEachOpWithItsBackward) {
     EXPECT_EQ(p.reads == GradReads::kOutput, reads_y.contains(std::string(fwd.name))) << fwd.name;
     forward_ops += info.op == p.forward;
   }
-  EXPECT_EQ(forward_ops, 5u);  // relu, sigmoid, gelu, gelu_tanh, tanh
+  EXPECT_EQ(forward_ops, 6u);  // relu, sigmoid, gelu, gelu_tanh, tanh, softsign
 }
 
 // One-to-one ONNX mappings carry no attributes (nothing to translate) and say their opsets.
@@ -200,8 +201,8 @@ TEST(OpTable, OnnxMappings) {
     EXPECT_GE(info.onnx->since, 1) << info.name;
     EXPECT_TRUE(info.onnx->until == 0 || info.onnx->until >= info.onnx->since) << info.name;
   }
-  EXPECT_EQ(mapped, (std::set<std::string>{"Relu", "Sigmoid", "Tanh"}));
-  EXPECT_EQ(opInfo(Op::kTanh).onnx->since, 6);
+  EXPECT_EQ(mapped, (std::set<std::string>{"Relu", "Sigmoid", "Tanh", "Softsign"}));
+  EXPECT_EQ(opInfo(Op::kSoftsign).onnx->since, 1);
 }
 
 // The optimizers' hyper-parameters have presets (`preset`: what front ends use when

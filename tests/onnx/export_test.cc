@@ -360,7 +360,7 @@ TEST_F(ExportTest, AnOpWithoutOnnxFormIsNamed) {
   EXPECT_NE(proto.status().message().find("training mode"), std::string::npos) << proto.status();
 }
 
-// Every op ir/ops.td maps one to one (`onnx NAME SINCE..`) exports as
+// Every op ir/ops.td maps one to one (`onnx NAME SINCE..`, softsign among them) exports as
 // its ONNX op with no hand-written case.
 TEST_F(ExportTest, SpecMappedOpsExportAsTheirOnnxOp) {
   for (const ir::OpInfo& info : ir::allOps()) {
