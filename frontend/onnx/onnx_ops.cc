@@ -138,15 +138,6 @@ absl::Status reshapeInput(NodeContext& c, const ir::Shape& shape) {
 
 absl::Status identity(NodeContext& c) { return c.alias(0, 0); }
 
-template <typename Args>
-Converter unary() {
-  return [](NodeContext& c) -> absl::Status {
-    ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
-    c.setOutput(0, c.emit(Args{.x = x.value()}.spec()));
-    return absl::OkStatus();
-  };
-}
-
 Tensor scaled(NodeContext& c, Tensor x, double factor) {
   if (factor == 1) return x;
   return c.emit(ir::ScaleArgs{.x = x.value(), .factor = factor}.spec());
