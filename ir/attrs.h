@@ -51,6 +51,10 @@ struct AttrSpec {
   std::optional<AttrValue> default_value;
   /// Set where the spec declares a range, which the verifier checks before the shape rule.
   std::optional<AttrRange> range;
+  /// Set where the spec gives a preset (`preset VALUE`, optimizer hyper-parameters): the
+  /// value front ends use when neither the model nor the user gives one. Unlike a default
+  /// it leaves the attribute required in the IR text.
+  std::optional<double> preset;
 
   /// True when `v` holds the alternative this kind needs (and, for enums, a known word).
   bool accepts(const AttrValue& v) const;

@@ -74,8 +74,7 @@ absl::Status checkNodeLayouts(const Node& n, const TargetInfo* t,
 }
 
 bool mayKeepLayout(const Value& v, const TargetInfo* t) {
-  const Op def = v.def()->op();
-  return t != nullptr && def != Op::kInput && def != Op::kParam && v.type().shape.size() == 4 &&
+  return t != nullptr && !isSource(v.def()->op()) && v.type().shape.size() == 4 &&
          t->layout_rules.eligible(v);
 }
 
@@ -85,8 +84,7 @@ absl::Status checkValueLayout(const Value& v, const TargetInfo* t, ActivationLay
     return absl::FailedPreconditionError(
         absl::StrCat("%", v.name(), " cannot be kept in ", layoutName(layout), ": ", why));
   };
-  const Op def = v.def()->op();
-  if (def == Op::kInput || def == Op::kParam)
+  if (isSource(v.def()->op()))
     return bad("graph inputs and variables stay plain (the host and the optimizer see them)");
   if (t == nullptr || t->preferred_layout != layout)
     return bad(t != nullptr        ? absl::StrCat(t->display_name, " devices keep ",

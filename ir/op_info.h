@@ -48,6 +48,25 @@ struct OperandSpec {
   bool variadic = false;
 };
 
+/// What the backward op of an op of a class reads beside dy (`grad reads x|y`).
+enum class GradReads : uint8_t { kInput, kOutput };
+
+/// An op and the backward op its stanza makes (`grad reads`); both ops' entries point to
+/// it, so the class' rules and kernels find the pairing without a per-op line.
+struct GradPair {
+  Op forward;
+  Op backward;
+  GradReads reads;
+};
+
+/// A one-to-one ONNX mapping (`onnx NAME SINCE..UNTIL`): the importer reads NAME at those
+/// opsets as this op, and the exporter writes this op as NAME.
+struct OnnxOp {
+  absl::string_view name;
+  int since = 1;
+  int until = 0;  // 0: open
+};
+
 /// Everything the op spec says about one op.
 struct OpInfo {
   Op op;
@@ -63,6 +82,12 @@ struct OpInfo {
   /// Set for optimizer updates (the `optimizer` trait) and collectives.
   const OptimizerInfo* optimizer = nullptr;
   const CollectiveInfo* collective = nullptr;
+  /// The class of `op NAME : CLASS` ("unary_elementwise"); "" for none.
+  absl::string_view op_class;
+  /// Set on an op with `grad reads` and on the backward op it makes.
+  const GradPair* grad_pair = nullptr;
+  /// Set when the op maps to one ONNX op one to one.
+  const OnnxOp* onnx = nullptr;
 
   bool has(Trait t) const { return (traits & t) != 0; }
   /// Index of attribute `name` in `attrs`, or -1.
@@ -86,5 +111,8 @@ absl::StatusOr<std::vector<TensorType>> inferTypes(const Node& n);
 
 inline bool isCollective(Op op) { return opInfo(op).has(kCollective); }
 inline bool isStateful(Op op) { return opInfo(op).has(kStateful); }
+/// A value from outside the dataflow (input, param): no kernel runs it, no arena buffer
+/// holds it, nothing in the graph produces it.
+inline bool isSource(Op op) { return opInfo(op).has(kSource); }
 
 }  // namespace tandem::ir

@@ -8,13 +8,23 @@
 # `op` above it):
 #   trait NAME: DOC                 a property passes ask (`traits` below); C++ kNameInCamel
 #   enum NAME: WORD WORD ...        the words of an enum attribute; C++ `enum class NAME`
-#   op NAME                         snake_case text name; the C++ names are its CamelCase
+#   class NAME: DOC                 a family of ops that share operands, results, traits
+#                                   and rules (its indented lines, as an op's); its ops
+#                                   use ir/ops' kNameInCamelRules, and the backward ops
+#                                   that `grad reads` makes kNameInCamelBackwardRules
+#   op NAME [: CLASS]               snake_case text name; the C++ names are its CamelCase;
+#                                   with CLASS, its lines first, then the op's own
 #     operands A, B?, XS...         `?` optional (trailing only), `...` variadic (last)
 #     results  Y, Z?, YS...         the same marks; names for views, costs and docs
-#     attr NAME: KIND [= DEFAULT] [CHECK]  (defaults: int, float and bool attributes)
+#     attr NAME: KIND [= DEFAULT] [CHECK] [preset VALUE]
 #                                   KIND: int, float, bool, ints, symbol, devices or an
-#                                   enum; CHECK (int, float): `>= N`, `> N`, or `in [A, B)`
-#                                   with [ or ( and ] or ): the verifier's "NAME must be ..."
+#                                   enum; DEFAULT (int, float, bool) makes the attribute
+#                                   optional in the IR (the printer leaves it out when
+#                                   equal); CHECK (int, float): `>= N`, `> N`, or `in [A,
+#                                   B)` with [ or ( and ] or ): the verifier's "NAME must
+#                                   be ..."; preset (int, float): the value front ends give
+#                                   when neither the model nor the user does (optimizer
+#                                   hyper-parameters), the attribute staying required
 #     traits T T ...                trait names declared above
 #     cost FORMULA[(ARG, ...)]      the roofline's flops (ir/op_cost.h): none,
 #                                   elementwise[(FLOPS per result element)], gemm(FILTER,
@@ -37,6 +47,15 @@
 #                                   all_gather; R: per_device, group_source, host,
 #                                   module_devices; W: per_device, first_device; C: the
 #                                   communicator call (runtime)
+#     grad reads x|y                (one operand x, one result y; ops of a class only)
+#                                   the spec also makes the backward op NAME_backward,
+#                                   operands dy and the forward's input x or output y,
+#                                   result dx, trait backward, cost and doc from:
+#     grad cost FORMULA             the backward op's cost (as `cost`)
+#     grad doc TEXT                 the backward op's doc (as `doc`)
+#     onnx NAME SINCE..[UNTIL]      one-to-one with ONNX op NAME at opsets SINCE to UNTIL
+#                                   (open: to the newest): the importer reads NAME as
+#                                   this op and the exporter writes this op as NAME
 #     doc TEXT                      one line or more, joined with spaces
 
 trait collective: operands and results span devices, grouped by the `devices` attribute
@@ -50,6 +69,7 @@ trait low_precision: computes in the low dtype under mixed precision (its activa
 trait full_precision: takes f32 only under mixed precision (low operands are cast up)
 trait runtime: executed by the runtime itself (no kernel): graph inputs, variable reads, collectives
 trait optimizer: an optimizer update: the `optimizer` line says which operands are what
+trait source: a value from outside the dataflow (a graph argument, a variable's replica): no kernel runs it and no arena buffer holds it
 trait sample_indexed: computes per row of its first operand by the row's index in the whole batch: replicate sets attribute `sample_offset` of each device's copy to the index of the device's first row
 
 enum ReduceOp: sum mean max
@@ -59,14 +79,14 @@ enum FloatType: f32 bf16
 # --- values that come from outside the dataflow -----------------------------------------
 op input
   results x
-  traits declared_type runtime
+  traits declared_type runtime source
   cost none
   doc A graph argument (a batch of data); printed in the graph header.
 
 op param
   results value
   attr var: symbol
-  traits runtime
+  traits runtime source
   cost none
   doc Reads the device's replica of a persistent variable (its initializer is on the var).
 
@@ -137,36 +157,59 @@ op log_softmax
   cost elementwise(5)
   doc x - log(sum(exp(x))) over `axis` (negative counts from the end).
 
-op relu
+# The unary float ops: a new one is its stanza here and its per-element math, one struct
+# NameMath in backend/cuda/unary_math.h, which the CPU backend shares (docs/DESIGN.md,
+# "Adding an op").
+class unary_elementwise: y = f(x) element by element, in x's type (f32 or bf16)
   operands x
   results y
+
+op relu : unary_elementwise
   traits fusible
   cost elementwise
+  grad reads y
+  grad cost elementwise
+  onnx Relu 6..
   doc max(x, 0).
+  grad doc dy where relu's output y > 0.
 
-op sigmoid
-  operands x
-  results y
+op sigmoid : unary_elementwise
   cost elementwise(4)
+  grad reads y
+  grad cost elementwise(3)
+  onnx Sigmoid 6..
   doc 1 / (1 + exp(-x)).
+  grad doc dy * y * (1 - y), from sigmoid's output y.
 
-op gelu
-  operands x
-  results y
+op gelu : unary_elementwise
   cost elementwise(8)
+  grad reads x
+  grad cost elementwise(10)
+  grad doc dy * (Phi(x) + x phi(x)), from gelu's input x.
   doc x/2 (1 + erf(x / sqrt 2)): the exact GELU (PyTorch's nn.GELU()).
 
-op gelu_tanh
-  operands x
-  results y
+op gelu_tanh : unary_elementwise
   cost elementwise(8)
+  grad reads x
+  grad cost elementwise(10)
+  grad doc gelu_tanh's derivative times dy, from its input x.
   doc x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh form (nn.GELU(approximate="tanh")).
 
-op tanh
-  operands x
-  results y
+op tanh : unary_elementwise
   cost elementwise(4)
+  grad reads y
+  grad cost elementwise(3)
+  onnx Tanh 6..
   doc tanh(x).
+  grad doc dy * (1 - y^2), from tanh's output y.
+
+op softsign : unary_elementwise
+  cost elementwise(3)
+  grad reads x
+  grad cost elementwise(4)
+  onnx Softsign 1..
+  doc x / (1 + |x|) (nn.Softsign).
+  grad doc dy / (1 + |x|)^2, from softsign's input x.
 
 op dropout
   operands x, step
@@ -444,41 +487,6 @@ op slice_axis_backward
   cost elementwise(0)
   doc Zeros of x's shape with dy written at [start, start + dy's size) along `axis`.
 
-op relu_backward
-  operands dy, y
-  results dx
-  traits backward
-  cost elementwise
-  doc dy where relu's output y > 0.
-
-op sigmoid_backward
-  operands dy, y
-  results dx
-  traits backward
-  cost elementwise(3)
-  doc dy * y * (1 - y), from sigmoid's output y.
-
-op gelu_backward
-  operands dy, x
-  results dx
-  traits backward
-  cost elementwise(10)
-  doc dy * (Phi(x) + x phi(x)), from gelu's input x.
-
-op gelu_tanh_backward
-  operands dy, x
-  results dx
-  traits backward
-  cost elementwise(10)
-  doc gelu_tanh's derivative times dy, from its input x.
-
-op tanh_backward
-  operands dy, y
-  results dx
-  traits backward
-  cost elementwise(3)
-  doc dy * (1 - y^2), from tanh's output y.
-
 op max_pool2d_backward
   operands dy, x
   results dx
@@ -622,9 +630,9 @@ op conv2d_bias_act
 # --- optimizer ---------------------------------------------------------------------------
 op sgd_update
   operands w, g, m?, lr_scale?
-  attr lr: float >= 0
-  attr momentum: float in [0, 1)
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.1
+  attr momentum: float in [0, 1) preset 0
+  attr weight_decay: float in [0, 1] preset 0
   traits stateful optimizer
   optimizer param=w grad=g grouped=sgd_update_group sharded=sgd_update_shard lr_scale=lr_scale
   state m init=zeros var=momentum when=momentum>0
@@ -636,9 +644,9 @@ op sgd_update
 
 op sgd_update_group
   operands xs...
-  attr lr: float >= 0
-  attr momentum: float in [0, 1)
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.1
+  attr momentum: float in [0, 1) preset 0
+  attr weight_decay: float in [0, 1] preset 0
   traits stateful optimizer
   optimizer grouped_of=sgd_update
   cost elementwise
@@ -649,11 +657,11 @@ op sgd_update_group
 
 op adamw_update
   operands w, g, m, v, step, lr_scale?
-  attr lr: float >= 0
-  attr beta1: float in [0, 1)
-  attr beta2: float in [0, 1)
-  attr eps: float >= 0
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.001
+  attr beta1: float in [0, 1) preset 0.9
+  attr beta2: float in [0, 1) preset 0.999
+  attr eps: float >= 0 preset 1e-8
+  attr weight_decay: float in [0, 1] preset 0.01
   traits stateful optimizer
   optimizer param=w grad=g grouped=adamw_update_group sharded=adamw_update_shard lr_scale=lr_scale
   state m init=zeros var=exp_avg
@@ -669,11 +677,11 @@ op adamw_update
 
 op adamw_update_group
   operands xs...
-  attr lr: float >= 0
-  attr beta1: float in [0, 1)
-  attr beta2: float in [0, 1)
-  attr eps: float >= 0
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.001
+  attr beta1: float in [0, 1) preset 0.9
+  attr beta2: float in [0, 1) preset 0.999
+  attr eps: float >= 0 preset 1e-8
+  attr weight_decay: float in [0, 1] preset 0.01
   traits stateful optimizer
   optimizer grouped_of=adamw_update
   cost elementwise
@@ -686,9 +694,9 @@ op adamw_update_group
 op sgd_update_shard
   operands w, g, m?, lr_scale?
   results y
-  attr lr: float >= 0
-  attr momentum: float in [0, 1)
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.1
+  attr momentum: float in [0, 1) preset 0
+  attr weight_decay: float in [0, 1] preset 0
   traits stateful optimizer
   optimizer sharded_of=sgd_update
   cost elementwise
@@ -701,11 +709,11 @@ op sgd_update_shard
 op adamw_update_shard
   operands w, g, m, v, step, lr_scale?
   results y
-  attr lr: float >= 0
-  attr beta1: float in [0, 1)
-  attr beta2: float in [0, 1)
-  attr eps: float >= 0
-  attr weight_decay: float in [0, 1]
+  attr lr: float >= 0 preset 0.001
+  attr beta1: float in [0, 1) preset 0.9
+  attr beta2: float in [0, 1) preset 0.999
+  attr eps: float >= 0 preset 1e-8
+  attr weight_decay: float in [0, 1] preset 0.01
   traits stateful optimizer
   optimizer sharded_of=adamw_update
   cost elementwise

@@ -28,7 +28,7 @@ std::vector<std::vector<size_t>> collectiveGroups(const Node& n) {
 size_t groupOfPosition(const Node& n, size_t k) { return CollectiveView(n).groupOf(k); }
 
 std::vector<size_t> sharesOf(const Module& m, const Node& n) {
-  if (n.op() == Op::kInput || n.op() == Op::kParam) return {};
+  if (isSource(n.op())) return {};
   if (streamOf(n) == StreamKind::kCompute) return {*m.deviceIndex(*n.device())};
   const std::vector<Device> devices = CollectiveView(n).devices();
   std::vector<size_t> out;

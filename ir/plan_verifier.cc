@@ -121,7 +121,7 @@ class PlanVerifier {
       position_[n.id()] = static_cast<uint32_t>(i);
       by_id_[n.id()] = &n;
       const NodePlan& p = plan_.of(n);
-      const bool runs = n.op() != Op::kInput && n.op() != Op::kParam;
+      const bool runs = !isSource(n.op());
       if (!runs &&
           (p.stream || !p.waits.empty() || !p.layouts.empty() || !p.offsets.empty() || p.workspace))
         return failAt(n, "runs nowhere (host data or variable storage) but has a plan");
@@ -289,7 +289,7 @@ class PlanVerifier {
     return absl::OkStatus();
   }
 
-  static bool inArena(const Node& n) { return n.op() != Op::kInput && n.op() != Op::kParam; }
+  static bool inArena(const Node& n) { return !isSource(n.op()); }
 
   absl::Status checkOffsets() {
     std::vector<const TargetInfo*> targets;  // by device: asked what each kernel declares

@@ -17,8 +17,7 @@ absl::StatusOr<bool> AssignStreams::run(ir::Module& m) {
     plan->nodes.resize(g->idBound());
     // The streams in the fingerprint's sweep: one visit of each node.
     plan->fingerprint = ir::graphFingerprint(*g, [&](const ir::Node& n) {
-      if (n.op() != ir::Op::kInput && n.op() != ir::Op::kParam)
-        plan->of(n).stream = ir::streamOf(n);
+      if (!ir::isSource(n.op())) plan->of(n).stream = ir::streamOf(n);
     });
     g->setPlan(std::move(plan));
   }

@@ -62,14 +62,9 @@ std::string optimizerNames() {
 std::string optionName(absl::string_view attr) { return absl::StrReplaceAll(attr, {{"_", "-"}}); }
 
 std::optional<double> optimizerDefault(ir::Op op, absl::string_view attr) {
-  const bool adamw = optimizerShortName(op) == "adamw";
-  if (attr == "lr") return adamw ? 1e-3 : 0.1;
-  if (attr == "weight_decay") return adamw ? 1e-2 : 0.0;
-  if (attr == "momentum") return 0.0;
-  if (attr == "beta1") return 0.9;
-  if (attr == "beta2") return 0.999;
-  if (attr == "eps") return 1e-8;
-  return std::nullopt;
+  const ir::OpInfo& info = ir::opInfo(op);
+  const int i = info.attrIndex(attr);
+  return i < 0 ? std::nullopt : info.attrs[static_cast<size_t>(i)].preset;
 }
 
 std::string optimizerRangeText(const ir::AttrSpec& a) {

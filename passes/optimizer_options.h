@@ -4,7 +4,8 @@
 // pass's options, the CLI's --optimizer, --lr, --momentum, --weight-decay, --beta1,
 // --beta2, --eps): which update op an optimizer name means, each value's range (the op's
 // attribute range in ir/ops.td, so that `opt` and `train` accept the same values and say
-// the same) and the defaults (PyTorch's, where the model gives none).
+// the same) and the defaults (the attributes' presets in ir/ops.td, where the model gives
+// none).
 
 #include <optional>
 #include <string>
@@ -31,8 +32,8 @@ std::string optimizerNames();
 std::string optionName(absl::string_view attr);
 
 /// The default of hyper-parameter `attr` of `op` when neither the model nor the user gives
-/// one (PyTorch's defaults: lr 0.1 for SGD's lessons, 1e-3 and weight decay 1e-2 for AdamW,
-/// betas 0.9 and 0.999, eps 1e-8); nullopt for an attribute without one.
+/// one: the attribute's `preset` in ir/ops.td (PyTorch's defaults; SGD's lr, which PyTorch
+/// leaves to the user, 0.1); nullopt for an attribute without one.
 std::optional<double> optimizerDefault(ir::Op op, absl::string_view attr);
 
 /// The range of attribute `a` in words ("must be >= 0 and < 1"); a learning rate must also

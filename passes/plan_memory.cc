@@ -27,7 +27,7 @@ int64_t alignUp(int64_t bytes, int64_t alignment) {
 // results are views of variable storage.
 bool inArena(const ir::Value& v) {
   ir::Op op = v.def()->op();
-  return op != ir::Op::kInput && op != ir::Op::kParam;
+  return !ir::isSource(op);
 }
 
 // The result index an interval of a node's workspace carries (a value's is its result's).
@@ -326,8 +326,7 @@ absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& 
     ir::NodePlan& p = plan.of(*u);
     p.offsets.clear();
     p.workspace.reset();
-    if (u->op() != ir::Op::kInput && u->op() != ir::Op::kParam)
-      p.offsets.assign(u->numResults(), ir::GraphPlan::kNoOffset);
+    if (!ir::isSource(u->op())) p.offsets.assign(u->numResults(), ir::GraphPlan::kNoOffset);
   }
   ASSIGN_OR_RETURN(std::vector<Interval> intervals, liveIntervals(m, g, plan, steps, alignment));
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);

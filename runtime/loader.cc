@@ -88,7 +88,7 @@ class ProgramBuilder {
     for (InputSlot& slot : p_->slots) slot.copied.resize(lm_.devices.size());
     for (const auto& node : g_.nodes()) {
       const ir::Node& n = *node;
-      if (n.op() == ir::Op::kInput || n.op() == ir::Op::kParam) continue;
+      if (ir::isSource(n.op())) continue;
       auto ins = std::make_unique<Instr>();
       ins->node = &n;
       ins->comm = plan_.of(n).stream == ir::StreamKind::kComm;

@@ -2,7 +2,9 @@
 // so a oneDNN eltwise primitive would buy nothing over what the compiler vectorizes. Unary
 // ops with transcendental math (sigmoid, ...) are oneDNN eltwise primitives instead: its
 // vectorized exp and friends, f32 and bf16, and the backward from the output where the
-// algorithm allows; a new one is its two factories below, one line each.
+// algorithm allows. Every other op of class unary_elementwise (ir/ops.td) is a loop over
+// its per-element math, shared with CUDA (backend/cuda/unary_math.h): a new one needs no
+// line here.
 // No __restrict: each element reads only its own position, so a result may share an
 // operand's buffer (in-place reuse by a memory planner) and the loops stay correct.
 
@@ -14,6 +16,7 @@
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/vector_loops.h"
+#include "backend/cuda/unary_math.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -84,6 +87,31 @@ class CastKernel final : public CpuKernel {
   }
 };
 
+// y = Math::forward(x) and dx = Math::backward(dy, v) per element, in float (bf16 widened
+// exactly and the result rounded once, as CUDA's kernels over the same math).
+template <typename Math, typename T>
+class MathUnaryKernel final : public CpuKernel {
+ public:
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const T* x = in[0].as<T>();
+    T* y = out[0].as<T>();
+    for (int64_t i = 0, n = out[0].numElements(); i < n; ++i)
+      y[i] = Math::forward(static_cast<float>(x[i]));
+  }
+};
+
+template <typename Math, typename T>
+class MathUnaryBackwardKernel final : public CpuKernel {
+ public:
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const T* dy = in[0].as<T>();
+    const T* v = in[1].as<T>();
+    T* dx = out[0].as<T>();
+    for (int64_t i = 0, n = out[0].numElements(); i < n; ++i)
+      dx[i] = Math::backward(static_cast<float>(dy[i]), static_cast<float>(v[i]));
+  }
+};
+
 // oneDNN's algorithms of the ops below ("use_dst": the backward op reads the output).
 constexpr dnnl::algorithm kLogistic = dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
 constexpr dnnl::algorithm kGeluErf = dnnl::algorithm::eltwise_gelu_erf;
@@ -140,31 +168,73 @@ KernelOr eltwiseBackwardKernel(const KernelInit& init) {
 
 }  // namespace
 
-KernelOr makeReluKernel(const KernelInit& init) {
-  return withFloatType(init.node.result()->type().dtype, [](auto tag) -> KernelOr {
-    return std::make_unique<ReluKernel<decltype(tag)>>();
-  });
-}
+namespace {
 
-KernelOr makeReluBackwardKernel(const KernelInit& init) {
-  return withFloatType(init.node.result()->type().dtype, [](auto tag) -> KernelOr {
-    return std::make_unique<ReluBackwardKernel<decltype(tag)>>();
-  });
-}
+/// The kernels of unary_elementwise op kOp: by default loops over its shared math ...
+template <ir::Op kOp, typename Math>
+struct UnaryKernels {
+  static KernelOr forward(const KernelInit& init) {
+    return withFloatType(init.node.result()->type().dtype, [](auto tag) -> KernelOr {
+      return std::make_unique<MathUnaryKernel<Math, decltype(tag)>>();
+    });
+  }
+  static KernelOr backward(const KernelInit& init) {
+    return withFloatType(init.node.result()->type().dtype, [](auto tag) -> KernelOr {
+      return std::make_unique<MathUnaryBackwardKernel<Math, decltype(tag)>>();
+    });
+  }
+};
 
-// The unary ops that are oneDNN eltwise primitives: a factory pair each.
-KernelOr makeSigmoidKernel(const KernelInit& i) { return eltwiseKernel<kLogistic>(i); }
-KernelOr makeSigmoidBackwardKernel(const KernelInit& i) {
-  return eltwiseBackwardKernel<kLogistic>(i);
-}
-KernelOr makeGeluKernel(const KernelInit& i) { return eltwiseKernel<kGeluErf>(i); }
-KernelOr makeGeluBackwardKernel(const KernelInit& i) { return eltwiseBackwardKernel<kGeluErf>(i); }
-KernelOr makeGeluTanhKernel(const KernelInit& i) { return eltwiseKernel<kGeluTanh>(i); }
-KernelOr makeGeluTanhBackwardKernel(const KernelInit& i) {
-  return eltwiseBackwardKernel<kGeluTanh>(i);
-}
-KernelOr makeTanhKernel(const KernelInit& i) { return eltwiseKernel<kTanh>(i); }
-KernelOr makeTanhBackwardKernel(const KernelInit& i) { return eltwiseBackwardKernel<kTanh>(i); }
+/// ... and, for the ones with transcendental math, oneDNN eltwise primitive kAlg.
+/// Which operand oneDNN's backward reads is the algorithm's; the spec's `grad reads` says
+/// which one the node holds, so the two must agree.
+template <dnnl::algorithm kAlg>
+struct EltwiseKernels {
+  static KernelOr forward(const KernelInit& i) { return eltwiseKernel<kAlg>(i); }
+  static KernelOr backward(const KernelInit& i) {
+    const ir::GradPair* pair = ir::opInfo(i.node.op()).grad_pair;
+    if (pair == nullptr || backwardReadsOutput(kAlg) != (pair->reads == ir::GradReads::kOutput))
+      return absl::InternalError(absl::StrCat("node ", i.node.describe(),
+                                              ": the CPU's oneDNN algorithm reads the other "
+                                              "operand than ir/ops.td's `grad reads` says"));
+    return eltwiseBackwardKernel<kAlg>(i);
+  }
+};
+template <typename Math>
+struct UnaryKernels<ir::Op::kSigmoid, Math> : EltwiseKernels<kLogistic> {};
+template <typename Math>
+struct UnaryKernels<ir::Op::kGelu, Math> : EltwiseKernels<kGeluErf> {};
+template <typename Math>
+struct UnaryKernels<ir::Op::kGeluTanh, Math> : EltwiseKernels<kGeluTanh> {};
+template <typename Math>
+struct UnaryKernels<ir::Op::kTanh, Math> : EltwiseKernels<kTanh> {};
+// relu: the hand loops above (PyTorch's NaN and -0 rules).
+template <typename Math>
+struct UnaryKernels<ir::Op::kRelu, Math> {
+  static KernelOr forward(const KernelInit& init) {
+    return withFloatType(init.node.result()->type().dtype, [](auto tag) -> KernelOr {
+      return std::make_unique<ReluKernel<decltype(tag)>>();
+    });
+  }
+  static KernelOr backward(const KernelInit& init) {
+    return withFloatType(init.node.result()->type().dtype, [](auto tag) -> KernelOr {
+      return std::make_unique<ReluBackwardKernel<decltype(tag)>>();
+    });
+  }
+};
+
+}  // namespace
+
+// The factory pair of every op of class unary_elementwise, from the spec's list.
+#define TANDEM_CPU_UNARY_FACTORIES(Name)                                 \
+  KernelOr make##Name##Kernel(const KernelInit& i) {                     \
+    return UnaryKernels<ir::Op::k##Name, cuda::Name##Math>::forward(i);  \
+  }                                                                      \
+  KernelOr make##Name##BackwardKernel(const KernelInit& i) {             \
+    return UnaryKernels<ir::Op::k##Name, cuda::Name##Math>::backward(i); \
+  }
+TANDEM_UNARY_ELEMENTWISE_OPS(TANDEM_CPU_UNARY_FACTORIES)
+#undef TANDEM_CPU_UNARY_FACTORIES
 
 KernelOr makeAddKernel(const KernelInit& init) {
   switch (ir::DType t = init.node.result()->type().dtype) {

@@ -1,18 +1,22 @@
 #pragma once
 
-// The unary float ops' per-element math, compiled for the GPU (elementwise.cu) and by the
-// host tests, which check it against the CPU kernels: forward y = f(x), and the backward
-// op's dx = g(dy, v), where v is what the spec's backward op reads beside dy (the forward
-// output for relu, sigmoid and tanh; the input for gelu). Each computes in float (bf16
-// operands widened exactly, a bf16 result rounded once where it is stored: host_device.h).
+// The per-element math of the ops of class unary_elementwise (ir/ops.td), compiled for the
+// GPU (elementwise.cu), for the CPU backend (its loop kernel, for the ops it does not run
+// as oneDNN primitives) and by the host tests: forward y = f(x), and the backward op's
+// dx = g(dy, v), where v is what the spec's `grad reads` says its backward op reads beside
+// dy (the forward output for relu, sigmoid and tanh; the input for gelu and softsign).
+// Each computes in float (bf16 operands widened exactly, a bf16 result rounded once where
+// it is stored: host_device.h).
 //
-// A new unary op is its struct here and its line in TANDEM_CUDA_UNARY_OPS: elementwise.cu
-// instantiates its kernels and elementwise_kernels.cc its two factories from the list.
+// A new unary op is its stanza in ir/ops.td and its NameMath struct here: the spec's list
+// of the class (TANDEM_UNARY_ELEMENTWISE_OPS) instantiates both backends' kernels and
+// factories, and a missing struct does not compile.
 
 #include <cmath>
 
 #include "backend/cuda/elementwise_math.h"
 #include "backend/cuda/host_device.h"
+#include "ir/kernel_ops.h"
 
 namespace tandem::backend::cuda {
 
@@ -66,7 +70,20 @@ struct TanhMath {
   static TANDEM_HD float backward(float dy, float y) { return dy * (1.0f - y * y); }
 };
 
-/// X(Name) for every unary op NameMath above; the spec's ops are `name` and `name_backward`.
-#define TANDEM_CUDA_UNARY_OPS(X) X(Relu) X(Sigmoid) X(Gelu) X(GeluTanh) X(Tanh)
+/// softsign: x / (1 + |x|). Its backward is PyTorch 1.13's autograd of x / (x.abs() + 1),
+/// term for term: dy / d + (-dy * (x / d / d)) * sgn(x), d = 1 + |x|, so that an infinite x
+/// gives NaN there too (inf / inf), not the 0 of the simplified dy / d^2.
+struct SoftsignMath {
+  static TANDEM_HD float forward(float x) { return x / (1.0f + fabsf(x)); }
+  static TANDEM_HD float backward(float dy, float x) {
+    const float d = 1.0f + fabsf(x);
+    const float sign = x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x;  // 0 and NaN stay
+    return dy / d + -dy * (x / d / d) * sign;
+  }
+};
+
+/// X(Name) for every op NameMath above: the spec's class unary_elementwise, whose ops are
+/// `name` and `name_backward`.
+#define TANDEM_CUDA_UNARY_OPS(X) TANDEM_UNARY_ELEMENTWISE_OPS(X)
 
 }  // namespace tandem::backend::cuda

@@ -104,6 +104,8 @@ struct OpConverter {
   /// The oldest version of the op's schema the converter knows (it refuses older ones).
   int min_version = 1;
   Converter convert;
+  /// The newest version it knows (it refuses newer ones); 0: every newer one.
+  int max_version = 0;
 };
 
 /// The converter of ONNX op `op_type` (default domain), or null.

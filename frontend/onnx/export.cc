@@ -323,6 +323,17 @@ class Exporter {
     add(op, n, {nameOf(n.operand(0))}, {nameOf(n.result())});
     return absl::OkStatus();
   }
+  /// An op the spec maps one to one (`onnx NAME SINCE..UNTIL`): operands in, result out.
+  absl::Status oneToOne(const ir::OnnxOp& o, const Node& n) {
+    if (kExportOpset < o.since || (o.until != 0 && kExportOpset > o.until))
+      return absl::UnimplementedError(absl::StrCat(at(n), ": op ", n.opName(), " is ONNX ", o.name,
+                                                   " at opsets ", o.since, " to ", o.until,
+                                                   ", not the exported ", kExportOpset));
+    std::vector<std::string> in;
+    for (size_t i = 0; i < n.numOperands(); ++i) in.push_back(nameOf(n.operand(i)));
+    add(std::string(o.name), n, in, {nameOf(n.result())});
+    return absl::OkStatus();
+  }
   absl::Status binary(const std::string& op, const Node& n) {
     add(op, n, {nameOf(n.operand(0)), nameOf(n.operand(1))}, {nameOf(n.result())});
     return absl::OkStatus();
@@ -339,6 +350,7 @@ class Exporter {
   }
 
   absl::Status emit(const Node& n) {
+    if (const ir::OnnxOp* o = ir::opInfo(n.op()).onnx) return oneToOne(*o, n);
     switch (n.op()) {
       case Op::kInput:
         if (!names_.contains(n.result()) || !isGraphInput(n.result()))
@@ -407,12 +419,6 @@ class Exporter {
         intAttr(add("LogSoftmax", n, {nameOf(n.operand(0))}, {nameOf(n.result())}), "axis",
                 ir::LogSoftmaxView(n).axis());
         return absl::OkStatus();
-      case Op::kRelu:
-        return unary("Relu", n);
-      case Op::kSigmoid:
-        return unary("Sigmoid", n);
-      case Op::kTanh:
-        return unary("Tanh", n);
       case Op::kGelu: {
         // Opset 17 has no Gelu (20 adds it): x/2 (1 + erf(x / sqrt 2)), as
         // torch.onnx.export writes nn.GELU() at this opset.

@@ -373,6 +373,11 @@ class Importer {
         refuse(n, i,
                absl::StrCat("version ", v, " (opset ", model_.opset, "); Tandem reads ",
                             n.op_type(), "-", c->min_version, " and later"));
+      else if (c->max_version != 0 && v > c->max_version)
+        refuse(
+            n, i,
+            absl::StrCat("version ", v, " (opset ", model_.opset, "); Tandem reads ", n.op_type(),
+                         "-", c->min_version, " to ", n.op_type(), "-", c->max_version));
     }
     return absl::OkStatus();
   }

@@ -4,6 +4,7 @@
 // arithmetic on them) are computed here on the host.
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -136,15 +137,6 @@ absl::Status reshapeInput(NodeContext& c, const ir::Shape& shape) {
 }
 
 absl::Status identity(NodeContext& c) { return c.alias(0, 0); }
-
-template <typename Args>
-Converter unary() {
-  return [](NodeContext& c) -> absl::Status {
-    ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
-    c.setOutput(0, c.emit(Args{.x = x.value()}.spec()));
-    return absl::OkStatus();
-  };
-}
 
 Tensor scaled(NodeContext& c, Tensor x, double factor) {
   if (factor == 1) return x;
@@ -1439,9 +1431,31 @@ absl::Status expand(NodeContext& c) {
   return absl::OkStatus();
 }
 
+/// The op the spec maps one to one to an ONNX op (`onnx NAME SINCE..UNTIL` in ir/ops.td):
+/// its inputs are the op's operands in order, its output the op's result.
+Converter oneToOne(ir::Op op) {
+  return [op](NodeContext& c) -> absl::Status {
+    ir::NodeSpec spec{.op = op};
+    for (size_t i = 0; i < ir::opInfo(op).operands.size(); ++i) {
+      ASSIGN_OR_RETURN(Tensor t, c.tensor(i));
+      spec.operands.push_back(t.value());
+    }
+    c.setOutput(0, c.emit(std::move(spec)));
+    return absl::OkStatus();
+  };
+}
+
+/// The hand-written converters and a generated one per op the spec maps one to one.
+std::map<std::string, OpConverter>* makeTable();
+
 const std::map<std::string, OpConverter>& table() {
+  static const auto* t = makeTable();
+  return *t;
+}
+
+std::map<std::string, OpConverter>* makeTable() {
   // min_version: the oldest schema of the op whose meaning the converter implements.
-  static const auto* t = new std::map<std::string, OpConverter>{
+  auto* t = new std::map<std::string, OpConverter>{
       {"Add", {6, arith(Arith::kAdd)}},
       {"AveragePool", {1, pool<false>}},
       {"BatchNormalization", {6, batchNormalization}},
@@ -1473,10 +1487,8 @@ const std::map<std::string, OpConverter>& table() {
       {"Pow", {7, power}},
       {"ReduceMean", {1, reduce<true>}},
       {"ReduceSum", {1, reduce<false>}},
-      {"Relu", {6, unary<ir::ReluArgs>()}},
       {"Reshape", {5, reshape}},
       {"Shape", {1, shapeOp}},
-      {"Sigmoid", {6, unary<ir::SigmoidArgs>()}},
       {"Size", {1, size}},
       {"Slice", {1, slice}},
       {"Softmax", {1, softmaxLike<ir::SoftmaxArgs>}},
@@ -1488,12 +1500,21 @@ const std::map<std::string, OpConverter>& table() {
       {"Squeeze", {1, squeeze}},
       {"Sub", {6, arith(Arith::kSub)}},
       {"Sum", {6, sum}},
-      {"Tanh", {6, unary<ir::TanhArgs>()}},
       {"Transpose", {1, transpose}},
       {"Unsqueeze", {1, unsqueeze}},
       {"Where", {9, where}},
   };
-  return *t;
+  for (const ir::OpInfo& info : ir::allOps())
+    if (info.onnx != nullptr) {
+      const bool fresh =
+          t->emplace(std::string(info.onnx->name), OpConverter{.min_version = info.onnx->since,
+                                                               .convert = oneToOne(info.op),
+                                                               .max_version = info.onnx->until})
+              .second;
+      assert(fresh && "an ONNX op mapped by ir/ops.td has a hand-written converter too");
+      (void)fresh;
+    }
+  return t;
 }
 
 const std::map<std::string, OpConverter>& fusedTable() {

@@ -4,7 +4,8 @@
 //   ir/op_views.h     per op a typed view (Conv2dView(n).stride()) and creator (Conv2dArgs)
 //   ir/op_table.cc    the OpInfo table: operands, results, attributes with defaults and
 //                     ranges, traits, docs, rules, costs, optimizer and collective facts
-//   ir/kernel_ops.h   TANDEM_KERNEL_OPS(X): X(Enum, name) for every op a kernel table holds
+//   ir/kernel_ops.h   TANDEM_KERNEL_OPS(X): X(Enum, name) for every op a kernel table holds,
+//                     and per class TANDEM_CLASS_OPS(X): X(Enum) for its forward ops
 //   ir/op_args.cc     the creators' spec() functions
 //   op_table.md       docs/IR.md's op table
 // A plain C++ program, not a script: a fresh Debian has no Python, and CMake builds it
@@ -14,6 +15,7 @@
 //   opgen --doc SPEC DOC [--check] rewrite DOC's generated op table (--check: exit 1 if stale)
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -98,6 +100,7 @@ struct Slot {  // an operand or a result
 struct Attr {
   std::string name, kind;  // kind: int float bool ints symbol devices, or an enum's name
   std::string default_value;
+  std::string preset;      // `preset VALUE`: front ends' value when nobody gives one
   std::string range_text;  // ">= 1", "in [0, 1)"
   std::string lo = "", hi = "";
   bool lo_open = false, hi_open = false;
@@ -125,6 +128,15 @@ struct Op {
   // collective
   std::string kind, reads, writes, call;
   int collective_line = 0;
+  // `op NAME : CLASS`; `grad reads x|y` and the backward op it makes
+  std::string cls;
+  std::string grad_reads, grad_cost, grad_doc;
+  std::vector<std::string> grad_cost_args;
+  int grad_line = 0;
+  std::string forward;  // set on a backward op the spec made: its forward op
+  // `onnx NAME SINCE..[UNTIL]`
+  std::string onnx_name;
+  int onnx_since = 0, onnx_until = 0, onnx_line = 0;
 
   bool has(const std::string& t) const {
     return std::find(traits.begin(), traits.end(), t) != traits.end();
@@ -152,6 +164,13 @@ struct Spec {
   std::vector<std::string> enum_order;
   std::vector<Op> ops;
   std::vector<std::string> calls;  // collective calls, in first-use order
+  std::vector<Op> classes;         // `class` stanzas: name, doc and the lines ops inherit
+
+  const Op* findClass(const std::string& name) const {
+    for (const Op& c : classes)
+      if (c.name == name) return &c;
+    return nullptr;
+  }
 
   const Op* find(const std::string& name) const {
     for (const Op& o : ops)
@@ -239,6 +258,12 @@ Attr parseAttr(const std::string& text, int line, const Spec& spec) {
     die(line, "unknown attribute kind '" + a.kind +
                   "' (int, float, bool, ints, symbol, "
                   "devices, or an enum declared above)");
+  if (rest.size() >= 3 && rest[rest.size() - 2] == "preset") {
+    a.preset = rest.back();
+    if (!((a.kind == "int" || a.kind == "float") && isNumber(a.preset)))
+      die(line, "only int and float attributes take a preset (a number), got '" + a.preset + "'");
+    rest.resize(rest.size() - 2);
+  }
   size_t i = 1;
   if (i < rest.size() && rest[i] == "=") {
     if (i + 1 >= rest.size()) die(line, "`=` needs a default value");
@@ -272,7 +297,48 @@ Attr parseAttr(const std::string& text, int line, const Spec& spec) {
       die(line, "bad check '" + check + "' (expected `>= N`, `> N` or `in [A, B)`)");
     }
   }
+  if (!a.preset.empty() && !a.lo.empty()) {  // a preset the verifier would refuse is a typo
+    const double v = std::stod(a.preset), lo = std::stod(a.lo);
+    const bool below = a.lo_open ? v <= lo : v < lo;
+    const bool above = !a.hi.empty() && (a.hi_open ? v >= std::stod(a.hi) : v > std::stod(a.hi));
+    if (below || above) die(line, "preset " + a.preset + " is outside " + a.range_text);
+  }
   return a;
+}
+
+void parseCost(const std::string& rest, int line, std::string* cost,
+               std::vector<std::string>* args) {
+  size_t paren = rest.find('(');
+  *cost = trim(rest.substr(0, paren));
+  if (!kCosts.count(*cost))
+    die(line,
+        "unknown cost formula '" + *cost + "' (none, elementwise, gemm, matmul, contraction)");
+  args->clear();
+  if (paren != std::string::npos) {
+    if (rest.back() != ')') die(line, "unclosed '(' in cost");
+    *args = split(rest.substr(paren + 1, rest.size() - paren - 2), ',');
+  }
+}
+
+/// `onnx NAME SINCE..[UNTIL]`.
+void parseOnnx(const std::string& rest, int line, Op* op) {
+  std::vector<std::string> ws = words(rest);
+  size_t dots = ws.size() == 2 ? ws[1].find("..") : std::string::npos;
+  if (dots == std::string::npos || ws[0].empty() || !(ws[0][0] >= 'A' && ws[0][0] <= 'Z'))
+    die(line,
+        "expected `onnx NAME SINCE..[UNTIL]` (an ONNX op name and its opsets), got '" + rest + "'");
+  const std::string since = ws[1].substr(0, dots), until = ws[1].substr(dots + 2);
+  auto number = [&](const std::string& t) {
+    if (t.empty() || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      die(line, "bad opset '" + t + "' in '" + rest + "'");
+    return std::stoi(t);
+  };
+  op->onnx_name = ws[0];
+  op->onnx_since = number(since);
+  op->onnx_until = until.empty() ? 0 : number(until);
+  if (op->onnx_until != 0 && op->onnx_until < op->onnx_since)
+    die(line, "opset range '" + ws[1] + "' is empty");
+  op->onnx_line = line;
 }
 
 std::map<std::string, std::string> keyValues(const std::string& text, int line,
@@ -321,19 +387,40 @@ Spec parse(std::istream& in) {
           spec.enums[name] = ws;
           spec.enum_order.push_back(name);
         }
-      } else if (key == "op") {
-        if (!isIdent(rest)) die(line, "bad op name '" + rest + "' (snake_case expected)");
-        if (spec.find(rest)) die(line, "op " + rest + " is declared twice");
-        spec.ops.push_back(Op{});
-        op = &spec.ops.back();
-        op->name = rest;
+      } else if (key == "class") {
+        size_t colon = rest.find(':');
+        if (colon == std::string::npos) die(line, "expected `class NAME: DOC`");
+        std::string name = trim(rest.substr(0, colon));
+        if (!isIdent(name)) die(line, "bad class name '" + name + "'");
+        if (spec.findClass(name)) die(line, "class " + name + " is declared twice");
+        spec.classes.push_back(Op{});
+        op = &spec.classes.back();
+        op->name = name;
         op->line = line;
+        op->doc = trim(rest.substr(colon + 1));
+      } else if (key == "op") {
+        std::string name = rest, cls;
+        if (size_t colon = rest.find(':'); colon != std::string::npos) {
+          name = trim(rest.substr(0, colon));
+          cls = trim(rest.substr(colon + 1));
+        }
+        if (!isIdent(name)) die(line, "bad op name '" + name + "' (snake_case expected)");
+        if (spec.find(name)) die(line, "op " + name + " is declared twice");
+        const Op* c = cls.empty() ? nullptr : spec.findClass(cls);
+        if (!cls.empty() && c == nullptr)
+          die(line, "unknown class '" + cls + "' (declare it above with `class`)");
+        spec.ops.push_back(c ? *c : Op{});
+        op = &spec.ops.back();
+        op->name = name;
+        op->line = line;
+        op->cls = cls;
+        op->doc.clear();
       } else {
-        die(line, "expected `trait`, `enum` or `op`, got '" + key + "'");
+        die(line, "expected `trait`, `enum`, `class` or `op`, got '" + key + "'");
       }
       continue;
     }
-    if (op == nullptr) die(line, "an indented line belongs to an `op` above it");
+    if (op == nullptr) die(line, "an indented line belongs to an `op` or `class` above it");
     if (key == "operands") {
       op->operands = parseSlots(rest, line, "operand");
     } else if (key == "results") {
@@ -350,15 +437,22 @@ Spec parse(std::istream& in) {
         op->traits.push_back(t);
       }
     } else if (key == "cost") {
-      size_t paren = rest.find('(');
-      op->cost = trim(rest.substr(0, paren));
-      if (!kCosts.count(op->cost))
-        die(line, "unknown cost formula '" + op->cost +
-                      "' (none, elementwise, gemm, matmul, contraction)");
-      if (paren != std::string::npos) {
-        if (rest.back() != ')') die(line, "unclosed '(' in cost");
-        op->cost_args = split(rest.substr(paren + 1, rest.size() - paren - 2), ',');
+      parseCost(rest, line, &op->cost, &op->cost_args);
+    } else if (key == "grad") {
+      std::vector<std::string> ws = words(rest);
+      const std::string tail = ws.empty() ? "" : trim(rest.substr(ws[0].size()));
+      if (ws.size() == 2 && ws[0] == "reads") {
+        op->grad_reads = ws[1];
+        op->grad_line = line;
+      } else if (!ws.empty() && ws[0] == "cost") {
+        parseCost(tail, line, &op->grad_cost, &op->grad_cost_args);
+      } else if (!ws.empty() && ws[0] == "doc") {
+        op->grad_doc += (op->grad_doc.empty() ? "" : " ") + tail;
+      } else {
+        die(line, "expected `grad reads x|y`, `grad cost FORMULA` or `grad doc TEXT`");
       }
+    } else if (key == "onnx") {
+      parseOnnx(rest, line, op);
     } else if (key == "doc") {
       op->doc += (op->doc.empty() ? "" : " ") + rest;
     } else if (key == "optimizer") {
@@ -386,10 +480,61 @@ Spec parse(std::istream& in) {
   return spec;
 }
 
+/// Adds, right after each op with `grad reads`, the backward op its stanza describes:
+/// NAME_backward(dy, x or y) -> dx.
+void makeBackwardOps(Spec& spec) {
+  std::vector<Op> ops;
+  for (const Op& o : spec.ops) {
+    ops.push_back(o);
+    if (o.grad_reads.empty()) {
+      if (!o.grad_doc.empty() || !o.grad_cost.empty())
+        die(o.line, "op " + o.name + ": `grad cost` and `grad doc` need `grad reads`");
+      continue;
+    }
+    const int l = o.grad_line;
+    if (o.cls.empty())
+      die(l, "`grad reads` belongs to an op of a class (its rules are the class')");
+    if (o.operands.size() != 1 || o.results.size() != 1 || o.operands[0].optional ||
+        o.operands[0].variadic || o.results[0].optional || o.results[0].variadic)
+      die(l, "`grad reads` needs one operand and one result");
+    if (o.grad_reads != o.operands[0].name && o.grad_reads != o.results[0].name)
+      die(l, "grad reads '" + o.grad_reads + "': neither the operand " + o.operands[0].name +
+                 " nor the result " + o.results[0].name);
+    if (o.grad_doc.empty()) die(l, "op " + o.name + ": its backward op needs a `grad doc`");
+    Op b;
+    b.name = o.name + "_backward";
+    for (const Op& other : spec.ops)
+      if (other.name == b.name) die(l, "op " + b.name + " is declared by hand too");
+    b.line = l;
+    b.operands = {Slot{"dy"}, Slot{o.grad_reads}};
+    b.results = {Slot{"d" + o.operands[0].name}};
+    b.traits = {"backward"};
+    b.cost = o.grad_cost.empty() ? "elementwise" : o.grad_cost;
+    b.cost_args = o.grad_cost_args;
+    b.doc = o.grad_doc;
+    b.cls = o.cls;
+    b.forward = o.name;
+    ops.push_back(b);
+  }
+  spec.ops = std::move(ops);
+}
+
 /// Checks what one line alone cannot: references between lines and ops.
 void validate(Spec& spec) {
+  makeBackwardOps(spec);
   for (Op& o : spec.ops) {
     if (o.doc.empty()) die(o.line, "op " + o.name + " has no `doc`");
+    // A one-to-one mapping has nothing to translate: the exporter writes the node as is.
+    if (o.onnx_line != 0 && !o.attrs.empty())
+      die(o.onnx_line, "op " + o.name + " has attributes, so it maps to ONNX by hand, not `onnx`");
+    if (o.onnx_line != 0) {
+      bool plain = o.results.size() == 1 && !o.results[0].optional && !o.results[0].variadic;
+      for (const Slot& s : o.operands) plain = plain && !s.optional && !s.variadic;
+      if (!plain)
+        die(o.onnx_line, "op " + o.name +
+                             ": `onnx` maps ops of fixed operands and one result (ONNX's inputs "
+                             "and output in order)");
+    }
     if (o.cost.empty())
       die(o.line, "op " + o.name + " has no `cost` (none for ops that do no work)");
     std::set<std::string> names;  // accessor names of the view
@@ -780,6 +925,14 @@ std::string valueRef(const Op& op, const std::string& name) {
   return "CostArg{CostArg::kResult, " + std::to_string(op.resultIndex(name)) + "}";
 }
 
+/// The rules an op's table entry points to: its own (defined in ir/ops/), or its class'
+/// (kUnaryElementwiseRules, and kUnaryElementwiseBackwardRules for the backward ops that
+/// `grad reads` makes).
+std::string rulesName(const Op& op) {
+  if (op.cls.empty()) return "k" + camel(op.name) + "Rules";
+  return "k" + camel(op.cls) + (op.forward.empty() ? "" : "Backward") + "Rules";
+}
+
 void writeTable(const Spec& spec, std::ostream& o) {
   o << kBanner << R"(
 // GCC 12 warns falsely that std::variant attribute values may be used uninitialized when
@@ -795,8 +948,20 @@ namespace tandem::ir {
 // Each op family file in ir/ops/ defines the rules its ops name here; a missing
 // definition is a link error, so an op cannot be added without its shape rule.
 )";
-  for (const Op& op : spec.ops) o << "extern const OpRules k" << camel(op.name) << "Rules;\n";
+  std::set<std::string> rules;
+  for (const Op& op : spec.ops)
+    if (rules.insert(rulesName(op)).second) o << "extern const OpRules " << rulesName(op) << ";\n";
   o << "\nnamespace {\n\n";
+  for (const Op& op : spec.ops) {
+    if (op.grad_reads.empty()) continue;
+    o << "const GradPair k" << camel(op.name) << "GradPair{.forward = Op::k" << camel(op.name)
+      << ", .backward = Op::k" << camel(op.name) << "Backward, .reads = GradReads::k"
+      << (op.grad_reads == op.operands[0].name ? "Input" : "Output") << "};\n";
+  }
+  for (const Op& op : spec.ops)
+    if (op.onnx_line != 0)
+      o << "const OnnxOp k" << camel(op.name) << "Onnx{.name = \"" << op.onnx_name
+        << "\", .since = " << op.onnx_since << ", .until = " << op.onnx_until << "};\n";
   for (const Op& op : spec.ops) {
     if (!op.has("optimizer")) continue;
     const Op& single = !op.grouped_of.empty()   ? *spec.find(op.grouped_of)
@@ -858,11 +1023,12 @@ namespace tandem::ir {
           << ", .lo_open = " << (a.lo_open ? "true" : "false")
           << ", .hi_open = " << (a.hi_open ? "true" : "false")
           << ", .text = " << quote(a.range_text) << "}";
+      if (!a.preset.empty()) o << ", .preset = " << a.preset;
       o << "},";
     }
     o << "},\n      .traits = 0";
     for (const std::string& t : op.traits) o << " | k" << camel(t);
-    o << ",\n      .doc = " << quote(op.doc) << ",\n      .rules = &k" << C << "Rules,\n"
+    o << ",\n      .doc = " << quote(op.doc) << ",\n      .rules = &" << rulesName(op) << ",\n"
       << "      .cost = CostSpec{.flops = &cost::" << op.cost;
     if (op.cost == "none") o << ", .work = false";
     if (op.cost == "elementwise" && !op.cost_args.empty())
@@ -873,6 +1039,10 @@ namespace tandem::ir {
     o << "},\n";
     if (op.has("optimizer")) o << "      .optimizer = &k" << C << "Optimizer,\n";
     if (op.has("collective")) o << "      .collective = &k" << C << "Collective,\n";
+    if (!op.cls.empty()) o << "      .op_class = \"" << op.cls << "\",\n";
+    if (!op.grad_reads.empty()) o << "      .grad_pair = &k" << C << "GradPair,\n";
+    if (!op.forward.empty()) o << "      .grad_pair = &k" << camel(op.forward) << "GradPair,\n";
+    if (op.onnx_line != 0) o << "      .onnx = &k" << C << "Onnx,\n";
     o << "  });\n";
   }
   o << "  return t;\n}\n\n}  // namespace\n\nconst std::vector<OpInfo>& allOps() {\n"
@@ -887,6 +1057,17 @@ void writeKernelOps(const Spec& spec, std::ostream& o) {
   for (const Op& op : spec.ops)
     if (!op.has("runtime")) o << " \\\n  X(" << camel(op.name) << ", " << op.name << ")";
   o << "\n";
+  // Per class, its forward ops (each with a backward op made by `grad reads`): backends
+  // instantiate one kernel template per op from it (backend/cuda/unary_math.h's NameMath).
+  for (const Op& c : spec.classes) {
+    std::string upper = c.name;
+    for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    o << "\n// The ops of class " << c.name << " (" << c.doc << "), as X(Enum).\n#define TANDEM_"
+      << upper << "_OPS(X)";
+    for (const Op& op : spec.ops)
+      if (op.cls == c.name && op.forward.empty()) o << " X(" << camel(op.name) << ")";
+    o << "\n";
+  }
 }
 
 std::string slotList(const std::vector<Slot>& slots) {
@@ -909,7 +1090,8 @@ std::string docTable(const Spec& spec) {
       }
       attrs += (attrs.empty() ? "" : ", ") + ("`" + a.name + ": " + kind) +
                (a.default_value.empty() ? "" : " = " + a.default_value) +
-               (a.range_text.empty() ? "" : " " + a.range_text) + "`";
+               (a.range_text.empty() ? "" : " " + a.range_text) +
+               (a.preset.empty() ? "" : " preset " + a.preset) + "`";
     }
     for (const std::string& t : op.traits) traits += (traits.empty() ? "" : ", ") + t;
     if (!op.cost_args.empty()) {
@@ -918,6 +1100,9 @@ std::string docTable(const Spec& spec) {
       cost += ")";
     }
     std::string doc = op.doc;
+    if (op.onnx_line != 0)
+      doc += " ONNX: " + op.onnx_name + " (opset " + std::to_string(op.onnx_since) + ".." +
+             (op.onnx_until ? std::to_string(op.onnx_until) : "") + ").";
     for (size_t p = 0; (p = doc.find('|', p)) != std::string::npos; p += 2)
       doc.replace(p, 1, "\\|");
     o << "| `" << op.name << "` | " << slotList(op.operands) << " | " << slotList(op.results)

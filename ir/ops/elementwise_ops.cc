@@ -2,10 +2,10 @@
 // dropout. add's gradient is the identity, so it needs no op; cast's is the cast back;
 // dropout's is dropout of dy with the same counters.
 //
-// A unary float op y = f(x) keeps x's type; its gradient is one backward op dx = f'(dy, v)
-// of v = y (relu: the output says where x > 0) or v = x, which also keeps the type. So a
-// new one is two lines below: its rules from unaryRules and its backward op's from
-// kUnaryBackwardRules.
+// The ops of class unary_elementwise (ir/ops.td) share one pair of rules: y = f(x) keeps
+// x's type; its gradient is the backward op the spec made with it, dx = f'(dy, v) of v = y
+// (relu: the output says where x > 0) or v = x as `grad reads` says, which also keeps the
+// type. So a new one needs no line here.
 
 #include "ir/grad.h"
 #include "ir/op_views.h"
@@ -27,26 +27,17 @@ absl::StatusOr<Types> inferUnaryBackward(const Node& n) {  // dy, y or x
   return Types{typeOf(n, 1)};
 }
 
-/// Which value a unary op's backward op reads beside dy.
-enum class Reads { kOutput, kInput };
-
-template <Op kBackward, Reads kReads>
+// The backward op and what it reads come from the spec's pairing (`grad reads`).
 absl::Status gradUnary(GradContext& c) {
   const Node& n = c.node();
-  Value* v = kReads == Reads::kOutput ? n.result() : n.operand(0);
+  const GradPair& pair = *opInfo(n.op()).grad_pair;
+  Value* v = pair.reads == GradReads::kOutput ? n.result() : n.operand(0);
   auto dx = c.emit(NodeSpec{
-      .op = kBackward, .operands = {c.resultGrad(0), v}, .names = {gradName(n.operand(0))}});
+      .op = pair.backward, .operands = {c.resultGrad(0), v}, .names = {gradName(n.operand(0))}});
   if (!dx.ok()) return dx.status();
   c.addOperandGrad(0, (*dx)->result());
   return absl::OkStatus();
 }
-
-/// The rules of a unary float op whose gradient is `kBackward`(dy, output or input).
-template <Op kBackward, Reads kReads>
-constexpr OpRules unaryRules() {
-  return OpRules{.infer = inferUnary, .grad = gradUnary<kBackward, kReads>};
-}
-constexpr OpRules kUnaryBackwardRules{.infer = inferUnaryBackward};
 
 absl::StatusOr<Types> inferAdd(const Node& n) {
   if (absl::Status s = expectSameType(n, 0, 1); !s.ok()) return s;
@@ -127,16 +118,8 @@ absl::Status gradDropout(GradContext& c) {
 }  // namespace
 
 extern const OpRules kCastRules{.infer = inferCast, .grad = gradCast};
-extern const OpRules kReluRules = unaryRules<Op::kReluBackward, Reads::kOutput>();
-extern const OpRules kReluBackwardRules = kUnaryBackwardRules;
-extern const OpRules kSigmoidRules = unaryRules<Op::kSigmoidBackward, Reads::kOutput>();
-extern const OpRules kSigmoidBackwardRules = kUnaryBackwardRules;
-extern const OpRules kGeluRules = unaryRules<Op::kGeluBackward, Reads::kInput>();
-extern const OpRules kGeluBackwardRules = kUnaryBackwardRules;
-extern const OpRules kGeluTanhRules = unaryRules<Op::kGeluTanhBackward, Reads::kInput>();
-extern const OpRules kGeluTanhBackwardRules = kUnaryBackwardRules;
-extern const OpRules kTanhRules = unaryRules<Op::kTanhBackward, Reads::kOutput>();
-extern const OpRules kTanhBackwardRules = kUnaryBackwardRules;
+extern const OpRules kUnaryElementwiseRules{.infer = inferUnary, .grad = gradUnary};
+extern const OpRules kUnaryElementwiseBackwardRules{.infer = inferUnaryBackward};
 extern const OpRules kAddRules{.infer = inferAdd, .grad = gradAdd};
 extern const OpRules kDropoutRules{.infer = inferDropout, .grad = gradDropout};
 

@@ -74,7 +74,7 @@ class GraphEval {
   /// Runs every node but the inputs and variable reads, in order.
   void run() {
     for (const auto& n : graph_->nodes()) {
-      if (n->op() == ir::Op::kInput || n->op() == ir::Op::kParam) continue;
+      if (ir::isSource(n->op())) continue;
       auto k = backend::cpu::makeKernel(*n, ctx_);
       ASSERT_TRUE(k.ok()) << k.status();
       std::vector<backend::TensorView> in, out;

@@ -38,8 +38,7 @@ void expectPlanHonoursItsBorders(const ir::Graph& g,
                                  const absl::flat_hash_set<const ir::Value*>& nhwc) {
   for (const auto& n : g.nodes()) {
     EXPECT_TRUE(backend::cuda::checkNhwcSlots(*n, nhwc).ok()) << n->describe();
-    const bool border =
-        n->op() == ir::Op::kInput || n->op() == ir::Op::kParam || ir::isCollective(n->op());
+    const bool border = ir::isSource(n->op()) || ir::isCollective(n->op());
     if (!border) continue;
     for (size_t i = 0; i < n->numOperands(); ++i)
       EXPECT_FALSE(nhwc.contains(n->operand(i))) << n->describe() << " operand " << i;

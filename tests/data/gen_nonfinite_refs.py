@@ -133,6 +133,15 @@ def row_of_specials(n=24):
     return t
 
 
+def autograd_of(fn):
+    """fn's backward as autograd computes it, dx(dy, x), for ops with no aten backward."""
+    def bwd(dy, x):
+        xl = leaf(x)
+        fn(xl).backward(dy)
+        return xl.grad
+    return bwd
+
+
 def unary_cases():
     x = row_of_specials()
     NCase("relu", "relu", "F.relu").ins(x).outs(F.relu(x)).attr("_exact", 1).write()
@@ -152,7 +161,8 @@ def unary_cases():
             ("tanh", torch.tanh, torch.ops.aten.tanh_backward, True),
             ("gelu", F.gelu, lambda dy, x: torch.ops.aten.gelu_backward(dy, x), False),
             ("gelu_tanh", lambda v: F.gelu(v, approximate="tanh"),
-             lambda dy, x: torch.ops.aten.gelu_backward(dy, x, approximate="tanh"), False)]:
+             lambda dy, x: torch.ops.aten.gelu_backward(dy, x, approximate="tanh"), False),
+            ("softsign", F.softsign, autograd_of(F.softsign), False)]:
         y = fn(x)
         NCase(op, op, f"{op} of specials").ins(x).outs(y).write()
         NCase(f"{op}_bf16", op, f"{op} of specials in bf16").ins(bf16(x)) \

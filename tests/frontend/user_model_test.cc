@@ -51,7 +51,7 @@ std::vector<std::string> varNames(const ir::Module& m) {
 std::vector<std::string> layerNames(const ir::Graph& g) {
   std::vector<std::string> out;
   for (const auto& n : g.nodes()) {
-    if (n->op() == ir::Op::kInput || n->op() == ir::Op::kParam) continue;
+    if (ir::isSource(n->op())) continue;
     out.push_back(n->result()->name() + " " + std::string(n->opName()) + " " + n->scope());
   }
   return out;

@@ -1,6 +1,7 @@
 // The op table (generated from ir/ops.td) and what is derived from it: names, lookup,
 // traits, rules.
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -79,7 +80,8 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
                                        Op::kTanh,          Op::kMatmul,
                                        Op::kReshape,       Op::kTranspose,
                                        Op::kLayerNorm,     Op::kSoftmax,
-                                       Op::kLogSoftmax,    Op::kDropout};
+                                       Op::kLogSoftmax,    Op::kDropout,
+                                       Op::kSoftsign};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op) ||
@@ -147,6 +149,82 @@ TEST(OpTable, OperandAndAttributeSchemas) {
     EXPECT_FALSE(a.range->contains(1.0));
     EXPECT_FALSE(a.range->contains(-0.1));
   }
+}
+
+// The values from outside the dataflow are exactly the spec's `source` ops, which the
+// plan's checks, memory planner, streams and loader skip by the trait.
+TEST(OpTable, SourceTraitMarksInputAndParam) {
+  std::set<Op> sources;
+  for (const auto& info : allOps())
+    if (isSource(info.op)) sources.insert(info.op);
+  EXPECT_EQ(sources, (std::set<Op>{Op::kInput, Op::kParam}));
+  for (Op op : sources) {
+    EXPECT_EQ(opInfo(op).maxOperands(), 0u) << opInfo(op).name;
+    EXPECT_TRUE(opInfo(op).has(kRuntime)) << opInfo(op).name;
+  }
+}
+
+// `op NAME : unary_elementwise` with `grad reads x|y`: the spec makes NAME_backward(dy,
+// x or y), and both entries point to one pairing that the class' rules follow.
+TEST(OpTable, UnaryClassPairsEachOpWithItsBackward) {
+  const std::set<std::string> reads_y = {"relu", "sigmoid", "tanh"};
+  size_t forward_ops = 0;
+  for (const auto& info : allOps()) {
+    if (info.op_class != "unary_elementwise") {
+      EXPECT_EQ(info.grad_pair, nullptr) << info.name;
+      continue;
+    }
+    ASSERT_NE(info.grad_pair, nullptr) << info.name;
+    const GradPair& p = *info.grad_pair;
+    const OpInfo& fwd = opInfo(p.forward);
+    const OpInfo& bwd = opInfo(p.backward);
+    EXPECT_TRUE(info.op == p.forward || info.op == p.backward) << info.name;
+    EXPECT_EQ(bwd.name, std::string(fwd.name) + "_backward");
+    EXPECT_TRUE(bwd.has(kBackward));
+    EXPECT_FALSE(fwd.has(kBackward));
+    ASSERT_EQ(bwd.operands.size(), 2u);
+    EXPECT_EQ(bwd.operands[0].name, "dy");
+    EXPECT_EQ(bwd.operands[1].name, p.reads == GradReads::kOutput ? "y" : "x") << bwd.name;
+    EXPECT_EQ(p.reads == GradReads::kOutput, reads_y.contains(std::string(fwd.name))) << fwd.name;
+    forward_ops += info.op == p.forward;
+  }
+  EXPECT_EQ(forward_ops, 6u);  // relu, sigmoid, gelu, gelu_tanh, tanh, softsign
+}
+
+// One-to-one ONNX mappings carry no attributes (nothing to translate) and say their opsets.
+TEST(OpTable, OnnxMappings) {
+  std::set<std::string> mapped;
+  for (const auto& info : allOps()) {
+    if (info.onnx == nullptr) continue;
+    mapped.insert(std::string(info.onnx->name));
+    EXPECT_TRUE(info.attrs.empty()) << info.name;
+    EXPECT_GE(info.onnx->since, 1) << info.name;
+    EXPECT_TRUE(info.onnx->until == 0 || info.onnx->until >= info.onnx->since) << info.name;
+  }
+  EXPECT_EQ(mapped, (std::set<std::string>{"Relu", "Sigmoid", "Tanh", "Softsign"}));
+  EXPECT_EQ(opInfo(Op::kSoftsign).onnx->since, 1);
+}
+
+// The optimizers' hyper-parameters have presets (`preset`: what front ends use when
+// nobody gives one): PyTorch 1.13's defaults, SGD's learning rate Tandem's own (PyTorch's
+// SGD has none). The grouped and sharded forms say the same.
+TEST(OpTable, OptimizerPresets) {
+  auto presets = [](Op op) {
+    std::map<std::string, double> out;
+    for (const AttrSpec& a : opInfo(op).attrs) {
+      EXPECT_TRUE(a.preset.has_value()) << opInfo(op).name << " " << a.name;
+      EXPECT_FALSE(a.default_value.has_value()) << opInfo(op).name << " " << a.name;
+      if (a.preset) out[a.name] = *a.preset;
+    }
+    return out;
+  };
+  const std::map<std::string, double> adamw = {
+      {"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.01}};
+  const std::map<std::string, double> sgd = {{"lr", 0.1}, {"momentum", 0}, {"weight_decay", 0}};
+  for (Op op : {Op::kAdamwUpdate, Op::kAdamwUpdateGroup, Op::kAdamwUpdateShard})
+    EXPECT_EQ(presets(op), adamw) << opInfo(op).name;
+  for (Op op : {Op::kSgdUpdate, Op::kSgdUpdateGroup, Op::kSgdUpdateShard})
+    EXPECT_EQ(presets(op), sgd) << opInfo(op).name;
 }
 
 }  // namespace

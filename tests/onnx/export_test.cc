@@ -17,6 +17,7 @@
 #include "frontend/model.h"
 #include "frontend/onnx/onnx_file.h"
 #include "gtest/gtest.h"
+#include "ir/parser.h"
 #include "passes/pipeline.h"
 #include "runtime/checkpoint.h"
 #include "runtime/executor.h"
@@ -358,6 +359,26 @@ TEST_F(ExportTest, AnOpWithoutOnnxFormIsNamed) {
   ASSERT_FALSE(proto.ok());
   EXPECT_NE(proto.status().message().find("bn"), std::string::npos) << proto.status();
   EXPECT_NE(proto.status().message().find("training mode"), std::string::npos) << proto.status();
+}
+
+// Every op ir/ops.td maps one to one (`onnx NAME SINCE..`, softsign among them) exports as
+// its ONNX op with no hand-written case.
+TEST_F(ExportTest, SpecMappedOpsExportAsTheirOnnxOp) {
+  for (const ir::OpInfo& info : ir::allOps()) {
+    if (info.onnx == nullptr) continue;
+    auto m =
+        ir::parseModule(absl::StrCat("module @m {\ngraph @g(%x: f32[2,3]) {\n  %y = ", info.name,
+                                     "(%x) : f32[2,3]\n  return %y\n}\n}\n"));
+    ASSERT_TRUE(m.ok()) << info.name << ": " << m.status();
+    const ir::Graph& g = *(*m)->graph("g");
+    auto proto =
+        onnx_export::exportGraph(g, {{g.findValue("x"), "x"}}, {{g.findValue("y"), "y"}}, {});
+    ASSERT_TRUE(proto.ok()) << info.name << ": " << proto.status();
+    ASSERT_EQ(proto->graph().node_size(), 1) << info.name;
+    EXPECT_EQ(proto->graph().node(0).op_type(), info.onnx->name) << info.name;
+    EXPECT_EQ(proto->graph().node(0).input(0), "x");
+    EXPECT_EQ(proto->graph().node(0).output(0), "y");
+  }
 }
 
 // A symbolic batch needs shapes written for any batch: a reshape that spells the batch's

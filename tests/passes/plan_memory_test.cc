@@ -60,7 +60,7 @@ TEST(PlanMemory, EveryArenaValueIsPlacedInsideItsArena) {
       EXPECT_LE(p.offset + p.bytes, plan.arenas[p.device].bytes) << p.value->name();
     }
     for (const auto& n : g->nodes()) {
-      bool host_or_var = n->op() == ir::Op::kInput || n->op() == ir::Op::kParam;
+      bool host_or_var = ir::isSource(n->op());
       for (size_t r = 0; r < n->numResults(); ++r)
         EXPECT_EQ(plan.offset(*n->result(r)) == ir::GraphPlan::kNoOffset, host_or_var)
             << n->result(r)->name();
