@@ -40,5 +40,4 @@ struct ModelSpec {
 /// The largest global batch a module can be built for (shapes stay far from overflow).
 constexpr int64_t kMaxBatch = int64_t{1} << 31;
 
-
 }  // namespace tandem

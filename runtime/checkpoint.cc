@@ -419,8 +419,7 @@ absl::Status writeCheckpointFile(const std::string& dir, const Checkpoint& c,
   const std::string bytes = encodeCheckpoint(c);
   const std::string final_path = checkpointPath(dir);
   auto failure = [&](const std::string& what, int err) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot ", what, ": ", errnoText(err)));
+    return absl::InvalidArgumentError(absl::StrCat("cannot ", what, ": ", errnoText(err)));
   };
   // A name of its own per write (mkstemp), so that no other writer's bytes can be renamed
   // into place; removed again when the write fails.
@@ -760,7 +759,9 @@ absl::Status CheckpointWriter::lockDirectory() {
 }
 
 absl::Status CheckpointWriter::prepareDirectory(bool replacing) {
-  if (dir_.empty()) return absl::InvalidArgumentError(absl::StrCat(words_.setting, ": the directory name is empty"));
+  if (dir_.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat(words_.setting, ": the directory name is empty"));
   if (::mkdir(dir_.c_str(), 0755) == 0) {
     made_dir_ = true;
   } else if (errno != EEXIST) {
@@ -775,10 +776,9 @@ absl::Status CheckpointWriter::prepareDirectory(bool replacing) {
   // otherwise both go on and write over each other.
   if (lock_fd_ < 0) RETURN_IF_ERROR(lockDirectory());
   if (!replacing && ::access(checkpointPath(dir_).c_str(), F_OK) == 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat(words_.setting, ": '", checkpointPath(dir_),
-                     "' exists already; continue that run with ", words_.resume, " ", dir_,
-                     ", or write to another directory"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        words_.setting, ": '", checkpointPath(dir_), "' exists already; continue that run with ",
+        words_.resume, " ", dir_, ", or write to another directory"));
   // The lock is ours: a temporary file in the directory is a killed run's.
   for (const std::string& stale : checkpointTempFiles(dir_)) ::unlink(stale.c_str());
   // A directory that cannot take the file fails now, not after an epoch of training.

@@ -106,7 +106,8 @@ absl::StatusOr<runtime::data::Dataset> datasetOf(const Examples& e, const ModelS
 // The examples a program holds, as the library's data source (Fashion-MNIST's directory
 // is read by the library itself).
 absl::StatusOr<training::DataSource> dataSourceOf(const Data& data, const ModelSpec& spec) {
-  if (!data.fashion_mnist.empty()) return training::DataSource{.fashion_mnist_dir = data.fashion_mnist};
+  if (!data.fashion_mnist.empty())
+    return training::DataSource{.fashion_mnist_dir = data.fashion_mnist};
   auto held = std::make_shared<training::TrainingData>();
   ASSIGN_OR_RETURN(held->train, datasetOf(data.train, spec, "Data::train", data.limit_train));
   ASSIGN_OR_RETURN(held->test, datasetOf(data.test, spec, "Data::test", data.limit_test));
@@ -116,9 +117,8 @@ absl::StatusOr<training::DataSource> dataSourceOf(const Data& data, const ModelS
 absl::StatusOr<training::TrainConfig> configOf(const TrainConfig& c, const Data& data,
                                                const ModelSpec& spec) {
   if (c.threads_per_device < 1 || c.threads_per_device > 1024)
-    return training::settingError(
-        apiNames(), Setting::kThreadsPerDevice,
-        absl::StrCat(c.threads_per_device, " is out of range [1, 1024]"));
+    return training::settingError(apiNames(), Setting::kThreadsPerDevice,
+                                  absl::StrCat(c.threads_per_device, " is out of range [1, 1024]"));
   ASSIGN_OR_RETURN(training::DataSource source, dataSourceOf(data, spec));
   return training::TrainConfig{
       .model = modelSettingsOf(c),
@@ -192,15 +192,15 @@ Model::~Model() = default;
 
 namespace {
 
-absl::StatusOr<std::unique_ptr<Model::Impl>> open(const ModelSpec& spec,
-                                                   const TrainConfig& config, const Data& data,
-                                                   std::optional<std::string> resume) {
+absl::StatusOr<std::unique_ptr<Model::Impl>> open(const ModelSpec& spec, const TrainConfig& config,
+                                                  const Data& data,
+                                                  std::optional<std::string> resume) {
   ASSIGN_OR_RETURN(training::TrainConfig c, configOf(config, data, spec));
   c.resume = std::move(resume);
   auto impl = std::make_unique<Model::Impl>();
   impl->spec = spec;
-  ASSIGN_OR_RETURN(impl->session,
-                   training::TrainingSession::create(spec, std::move(c), apiNames(), *impl->listener));
+  ASSIGN_OR_RETURN(impl->session, training::TrainingSession::create(spec, std::move(c), apiNames(),
+                                                                    *impl->listener));
   impl->historyNow();
   return impl;
 }
@@ -225,9 +225,9 @@ absl::StatusOr<std::vector<EpochMetrics>> Model::fit(const Callbacks& callbacks)
   impl_->listener->callbacks = nullptr;
   RETURN_IF_ERROR(end.status());
   if (end->why == training::RunEnd::Why::kNonFinite)
-    return absl::AbortedError(absl::StrFormat(
-        "the loss is %g at epoch %d, step %d of %d: %s", end->bad_step.loss, end->epoch,
-        end->bad_step.step, end->bad_step.steps, end->cause));
+    return absl::AbortedError(absl::StrFormat("the loss is %g at epoch %d, step %d of %d: %s",
+                                              end->bad_step.loss, end->epoch, end->bad_step.step,
+                                              end->bad_step.steps, end->cause));
   return impl_->historyNow();
 }
 

@@ -41,8 +41,7 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
           std::find(t->dtypes.begin(), t->dtypes.end(), ir::DType::kBF16) == t->dtypes.end())
         return absl::InvalidArgumentError(
             absl::StrCat(names(Setting::kPrecision), " bf16: ", ir::toString(d), " is a ",
-                         t->display_name,
-                         " device, whose kernels do not compute in bf16"));
+                         t->display_name, " device, whose kernels do not compute in bf16"));
   auto pipeline = passes::parsePipeline(passes::defaultPipeline(config));
   if (!pipeline.ok()) return pipeline.status();
   if (o.stop_after == "none") {
@@ -53,9 +52,9 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
     if (it == pipeline->end()) {
       std::vector<std::string> passes;
       for (const auto& p : *pipeline) passes.emplace_back(p->name());
-      return absl::InvalidArgumentError(absl::StrCat(names(Setting::kStopAfter), ": '", o.stop_after,
-                                                     "' is not a pass of the default pipeline (",
-                                                     absl::StrJoin(passes, ", "), ", or none)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          names(Setting::kStopAfter), ": '", o.stop_after,
+          "' is not a pass of the default pipeline (", absl::StrJoin(passes, ", "), ", or none)"));
     }
     pipeline->erase(it + 1, pipeline->end());
   }
@@ -85,7 +84,8 @@ absl::Status compileInference(ir::Module& module, const std::vector<ir::Device>&
   ASSIGN_OR_RETURN(const int64_t alignment, ir::targetAlignment(devices));
   const std::string text = absl::StrCat(
       "replicate{devices=[",
-      absl::StrJoin(devices, ",", [](std::string* o, const ir::Device& d) { o->append(ir::toString(d)); }),
+      absl::StrJoin(devices, ",",
+                    [](std::string* o, const ir::Device& d) { o->append(ir::toString(d)); }),
       "]},insert-collectives,dce,schedule,assign-streams,plan-events,assign-layouts,",
       "plan-memory{alignment=", std::max<int64_t>(alignment, 64), "}");
   passes::PassManager pm(passes::PassManagerOptions{.verify = true});

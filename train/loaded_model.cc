@@ -42,14 +42,12 @@ absl::StatusOr<runtime::PassResult> LoadedModel::trainEpoch(
   return trainer_->trainEpoch(*train_loader_, from, on_step);
 }
 
-absl::StatusOr<runtime::PassResult> LoadedModel::evaluate(
-    const std::function<bool()>& keep_going) {
+absl::StatusOr<runtime::PassResult> LoadedModel::evaluate(const std::function<bool()>& keep_going) {
   test_loader_->startEpoch(0);
   return trainer_->evaluate(*test_loader_, keep_going);
 }
 
-absl::StatusOr<runtime::PassResult> LoadedModel::evaluateOn(
-    const runtime::data::Dataset& data) {
+absl::StatusOr<runtime::PassResult> LoadedModel::evaluateOn(const runtime::data::Dataset& data) {
   runtime::data::BatchLoader loader(data, batch_, /*shuffle=*/false, options_.seed,
                                     /*drop_last=*/false);
   RETURN_IF_ERROR(trainer_->checkData(loader, ir::kEvalGraph));
@@ -58,7 +56,7 @@ absl::StatusOr<runtime::PassResult> LoadedModel::evaluateOn(
 }
 
 runtime::EpochFigures LoadedModel::figures(int epoch, const runtime::PassResult& train,
-                                               const runtime::PassResult& test) {
+                                           const runtime::PassResult& test) {
   return {.epoch = epoch,
           .train_loss = train.loss,
           .train_accuracy = train.accuracy,

@@ -44,9 +44,10 @@ class LoadedModel {
   /// partial batch dropped) and `test` (in order, padded), both of which must outlive the
   /// session; then checks every dimension of both against the module, before anything
   /// runs (Trainer::checkData: the error names the data's file and what the module takes).
-  static absl::StatusOr<std::unique_ptr<LoadedModel>> create(
-      std::unique_ptr<ir::Module> compiled, const runtime::data::Dataset& train,
-      const runtime::data::Dataset& test, Options options);
+  static absl::StatusOr<std::unique_ptr<LoadedModel>> create(std::unique_ptr<ir::Module> compiled,
+                                                             const runtime::data::Dataset& train,
+                                                             const runtime::data::Dataset& test,
+                                                             Options options);
 
   /// Runs @init (parameters drawn on the first device and broadcast to all).
   absl::Status initialize() { return trainer_->initialize(); }

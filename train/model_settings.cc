@@ -38,14 +38,16 @@ absl::StatusOr<ir::Initializer> parseInit(const std::string& text, const Setting
   double std = 0;
   auto in_range = [](double v) { return v > 0 && v <= 100; };
   if (std_text.empty() || !absl::SimpleAtod(std_text, &std) || !in_range(std))
-    return settingError(names, Setting::kInit, absl::StrCat("'", text,
-                                            "' is not an initializer (kaiming, or normal:STD with "
-                                            "0 < STD <= 100, such as normal:0.01)"));
+    return settingError(names, Setting::kInit,
+                        absl::StrCat("'", text,
+                                     "' is not an initializer (kaiming, or normal:STD with "
+                                     "0 < STD <= 100, such as normal:0.01)"));
   // The weights are drawn in f32: a STD that rounds to 0 there initializes nothing.
   const std::string problem = ir::f32RoundingProblem(std, in_range, "must be > 0 and <= 100",
                                                      "the initializer's arithmetic");
   if (!problem.empty())
-    return settingError(names, Setting::kInit, absl::StrCat("'", text, "': STD ", std_text, " ", problem));
+    return settingError(names, Setting::kInit,
+                        absl::StrCat("'", text, "': STD ", std_text, " ", problem));
   return ir::Initializer{K::kNormal, std};
 }
 
@@ -56,13 +58,14 @@ absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t
     double v = 0;
     if (!absl::SimpleAtod(w, &v) || !(v > 0) || !std::isfinite(v))
       return settingError(names, Setting::kSplit,
-                       absl::StrCat("'", text, "' is not even", for_training ? ", auto, " : " ",
-                                    "or positive weights such as 3,1"));
+                          absl::StrCat("'", text, "' is not even", for_training ? ", auto, " : " ",
+                                       "or positive weights such as 3,1"));
     weights.push_back(v);
   }
   if (weights.size() != devices)
-    return settingError(names, Setting::kSplit, absl::StrCat(weights.size(), " weights for ", devices,
-                                             devices == 1 ? " device" : " devices"));
+    return settingError(names, Setting::kSplit,
+                        absl::StrCat(weights.size(), " weights for ", devices,
+                                     devices == 1 ? " device" : " devices"));
   return weights;
 }
 
@@ -177,8 +180,8 @@ absl::Status resolveBatchAndSplit(const ModelSettings& f, bool for_training,
                           "weights such as 3,1");
     choice.auto_split = devices > 1;
   } else if (f.split != "even") {
-    ASSIGN_OR_RETURN(c.pipeline.weights, parseWeights(f.split, static_cast<size_t>(devices),
-                                                      for_training, names));
+    ASSIGN_OR_RETURN(c.pipeline.weights,
+                     parseWeights(f.split, static_cast<size_t>(devices), for_training, names));
   }
   return absl::OkStatus();
 }
@@ -205,7 +208,8 @@ absl::Status resolvePipeline(const ModelSettings& f, const SettingNames& names,
   const int64_t devices = static_cast<int64_t>(p.devices.size());
   p.bucket_mb = f.bucket_mb;
   p.first_bucket_mb = f.first_bucket_mb;
-  if (f.allreduce_groups > 1 && (devices % f.allreduce_groups != 0 || f.allreduce_groups >= devices))
+  if (f.allreduce_groups > 1 &&
+      (devices % f.allreduce_groups != 0 || f.allreduce_groups >= devices))
     return settingError(names, Setting::kAllreduceGroups,
                         absl::StrCat(f.allreduce_groups, " does not cut the ", devices,
                                      " devices into equal groups of two or more"));
@@ -274,12 +278,10 @@ absl::StatusOr<runtime::LrSchedule> learningRateSchedule(const ModelChoice& c,
                                  steps_per_epoch, epochs, scheduleWords(names));
   if (!parsed.ok() && !c.warmup_steps && c.warmup_epochs > 0)
     // The warmup is the model's, not a flag the user gave: say where it comes from.
-    return absl::InvalidArgumentError(
-        absl::StrCat(names(Setting::kEpochs), " ", epochs, ": ", c.spec.name, "'s warmup of ",
-                     c.warmupText(), " (",
-                     c.warmupSteps(steps_per_epoch, epochs), " steps) leaves its ", c.schedule,
-                     " schedule no steps; train for more epochs or give ",
-                     names(Setting::kWarmup)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        names(Setting::kEpochs), " ", epochs, ": ", c.spec.name, "'s warmup of ", c.warmupText(),
+        " (", c.warmupSteps(steps_per_epoch, epochs), " steps) leaves its ", c.schedule,
+        " schedule no steps; train for more epochs or give ", names(Setting::kWarmup)));
   return parsed;
 }
 
@@ -312,10 +314,9 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoic
                                                                 uint64_t seed, int64_t train_count,
                                                                 int epochs) {
   const CompileOptions& o = c.compile;
-  std::vector<std::pair<std::string, std::string>> out{
-      {"batch", absl::StrCat(o.build.batch)},
-      {"seed", absl::StrCat(seed)},
-      {"limit_train", absl::StrCat(train_count)}};
+  std::vector<std::pair<std::string, std::string>> out{{"batch", absl::StrCat(o.build.batch)},
+                                                       {"seed", absl::StrCat(seed)},
+                                                       {"limit_train", absl::StrCat(train_count)}};
   for (auto& setting : optimizerSettings(o.pipeline)) out.push_back(std::move(setting));
   // Listed only when given, so that checkpoints from before these flags resume.
   if (o.pipeline.clip_grad_norm > 0)

@@ -111,11 +111,11 @@ absl::StatusOr<runtime::LrSchedule> learningRateSchedule(const ModelChoice& choi
 std::string exactNumber(double v);
 
 /// The settings a resumed run must share with the run that wrote its checkpoint, as
-/// (key, value) (train/setting.h's keys, as the checkpoint stores them): each changes what a step computes (the batch and the mean over it, the
-/// update's hyper-parameters, the arithmetic, whether batch-norm statistics are global)
-/// or which examples come in which order (the seed, the training images). The rest may
-/// change: devices (every device then starts from the first device's values; another
-/// count or split adds in another order, so the figures are close, not the same bits),
+/// (key, value) (train/setting.h's keys, as the checkpoint stores them): each changes what a step
+/// computes (the batch and the mean over it, the update's hyper-parameters, the arithmetic, whether
+/// batch-norm statistics are global) or which examples come in which order (the seed, the training
+/// images). The rest may change: devices (every device then starts from the first device's values;
+/// another count or split adds in another order, so the figures are close, not the same bits),
 /// buckets, layouts, kernels, --init (the checkpoint's values replace the initial ones)
 /// and --epochs (to train on; but a model's warmup follows a run no longer than it, so
 /// such a run resumes with that --epochs or the --warmup it was written with).

@@ -42,8 +42,8 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
   const passes::PipelineConfig& p = o.pipeline;
   const ModelSettings& m = config.model;
   const std::vector<ir::Device> local(
-      p.devices.begin(), p.devices.begin() + static_cast<std::ptrdiff_t>(p.devices.size() /
-                                                                         std::max(m.ranks, 1)));
+      p.devices.begin(),
+      p.devices.begin() + static_cast<std::ptrdiff_t>(p.devices.size() / std::max(m.ranks, 1)));
   auto given = [](bool on) { return std::string(on ? "given" : "not given"); };
   auto number = [](const auto& v) { return v ? absl::StrCat(*v) : std::string("unset"); };
   using S = Setting;

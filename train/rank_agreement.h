@@ -22,8 +22,9 @@ namespace tandem::training {
 /// end's own (TrainConfig::also_shared). Per-rank choices that change no result may
 /// differ: threads per device, the data's path (its contents are compared once loaded),
 /// the collective timeout and the outputs (rank 0 writes them).
-std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
-    const TrainConfig& config, const ModelChoice& choice, const SettingNames& names);
+std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const TrainConfig& config,
+                                                                         const ModelChoice& choice,
+                                                                         const SettingNames& names);
 
 /// What the ranks compare once the module is compiled and the data read: a rank of
 /// another build, or one whose data holds other files, would train another step.

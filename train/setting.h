@@ -14,22 +14,50 @@
 namespace tandem::training {
 
 // X(enumerator, key): the key is the setting's field name in TrainConfig (snake_case).
-#define TANDEM_TRAIN_SETTINGS(X)                                                           \
-  X(kModel, "model") X(kDevices, "devices") X(kBatch, "batch") X(kOptimizer, "optimizer") \
-  X(kLr, "lr") X(kMomentum, "momentum") X(kWeightDecay, "weight_decay")                   \
-  X(kBeta1, "beta1") X(kBeta2, "beta2") X(kEps, "eps") X(kSchedule, "schedule")           \
-  X(kWarmup, "warmup") X(kClipGradNorm, "clip_grad_norm")                                 \
-  X(kLabelSmoothing, "label_smoothing") X(kInit, "init") X(kBucketMb, "bucket_mb")        \
-  X(kFirstBucketMb, "first_bucket_mb") X(kAllreduceGroups, "allreduce_groups")            \
-  X(kSplit, "split") X(kNoFuse, "no_fuse") X(kNoRecompute, "no_recompute")                \
-  X(kPlainLayout, "plain_layout") X(kSyncBn, "sync_bn") X(kShardUpdates, "shard_updates") \
-  X(kGroupUpdates, "group_updates") X(kPrecision, "precision")                            \
-  X(kAllreduceDtype, "allreduce_dtype") X(kEpochs, "epochs") X(kSeed, "seed")             \
-  X(kData, "data") X(kLimitTrain, "limit_train") X(kLimitTest, "limit_test")              \
-  X(kCheckpoint, "checkpoint") X(kCheckpointEvery, "checkpoint_every")                    \
-  X(kResume, "resume") X(kAllowNonfinite, "allow_nonfinite")                              \
-  X(kThreadsPerDevice, "threads_per_device") X(kConvAlgorithm, "conv_algorithm")          \
-  X(kNoTf32, "no_tf32") X(kModule, "module") X(kStopAfter, "stop_after")
+// clang-format off
+#define TANDEM_TRAIN_SETTINGS(X) \
+  X(kModel, "model") \
+  X(kDevices, "devices") \
+  X(kBatch, "batch") \
+  X(kOptimizer, "optimizer") \
+  X(kLr, "lr") \
+  X(kMomentum, "momentum") \
+  X(kWeightDecay, "weight_decay") \
+  X(kBeta1, "beta1") \
+  X(kBeta2, "beta2") \
+  X(kEps, "eps") \
+  X(kSchedule, "schedule") \
+  X(kWarmup, "warmup") \
+  X(kClipGradNorm, "clip_grad_norm") \
+  X(kLabelSmoothing, "label_smoothing") \
+  X(kInit, "init") \
+  X(kBucketMb, "bucket_mb") \
+  X(kFirstBucketMb, "first_bucket_mb") \
+  X(kAllreduceGroups, "allreduce_groups") \
+  X(kSplit, "split") \
+  X(kNoFuse, "no_fuse") \
+  X(kNoRecompute, "no_recompute") \
+  X(kPlainLayout, "plain_layout") \
+  X(kSyncBn, "sync_bn") \
+  X(kShardUpdates, "shard_updates") \
+  X(kGroupUpdates, "group_updates") \
+  X(kPrecision, "precision") \
+  X(kAllreduceDtype, "allreduce_dtype") \
+  X(kEpochs, "epochs") \
+  X(kSeed, "seed") \
+  X(kData, "data") \
+  X(kLimitTrain, "limit_train") \
+  X(kLimitTest, "limit_test") \
+  X(kCheckpoint, "checkpoint") \
+  X(kCheckpointEvery, "checkpoint_every") \
+  X(kResume, "resume") \
+  X(kAllowNonfinite, "allow_nonfinite") \
+  X(kThreadsPerDevice, "threads_per_device") \
+  X(kConvAlgorithm, "conv_algorithm") \
+  X(kNoTf32, "no_tf32") \
+  X(kModule, "module") \
+  X(kStopAfter, "stop_after")
+// clang-format on
 
 enum class Setting {
 #define TANDEM_SETTING_ENUMERATOR(name, key) name,

@@ -15,8 +15,9 @@ absl::Status checkLimit(const std::string& setting, const std::optional<int64_t>
         absl::StrCat(data.source, " holds no images: nothing to ",
                      std::string(what) == "test" ? "evaluate" : "train on"));
   if (limit && *limit > data.available)
-    return absl::InvalidArgumentError(absl::StrCat(
-        setting, ": ", *limit, " is more than the ", data.available, " ", what, " images in ", where));
+    return absl::InvalidArgumentError(absl::StrCat(setting, ": ", *limit, " is more than the ",
+                                                   data.available, " ", what, " images in ",
+                                                   where));
   return absl::OkStatus();
 }
 
@@ -49,8 +50,8 @@ absl::StatusOr<TrainingData> loadFashionMnist(const std::string& dir,
                                    dir, Split::kTrain, limit_train.value_or(0), dir_setting));
   RETURN_IF_ERROR(
       checkLimit(names(Setting::kLimitTrain), limit_train, data.train, "training", dir));
-  ASSIGN_OR_RETURN(data.test, runtime::data::loadFashionMnist(
-                                  dir, Split::kTest, limit_test.value_or(0), dir_setting));
+  ASSIGN_OR_RETURN(data.test, runtime::data::loadFashionMnist(dir, Split::kTest,
+                                                              limit_test.value_or(0), dir_setting));
   RETURN_IF_ERROR(checkTrainingData(data, dir, limit_train, limit_test, batch, names));
   return data;
 }

@@ -30,9 +30,10 @@ void settingsByKey(runtime::Checkpoint& c) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::create(
-    const ModelSpec& spec, TrainConfig config, const SettingNames& names,
-    TrainListener& listener) {
+absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::create(const ModelSpec& spec,
+                                                                         TrainConfig config,
+                                                                         const SettingNames& names,
+                                                                         TrainListener& listener) {
   std::unique_ptr<TrainingSession> s(new TrainingSession(names, listener));
   s->config_ = std::move(config);
   RETURN_IF_ERROR(s->prepare(spec));
@@ -74,9 +75,9 @@ absl::Status TrainingSession::prepare(const ModelSpec& spec) {
                         "auto re-plans the split within one process; under mpirun give even or "
                         "weights");
   if (config_.checkpoint_every && !config_.checkpoint)
-    return settingError(names_, Setting::kCheckpointEvery,
-                        absl::StrCat("goes with ", names_(Setting::kCheckpoint),
-                                     " DIR (which is not given)"));
+    return settingError(
+        names_, Setting::kCheckpointEvery,
+        absl::StrCat("goes with ", names_(Setting::kCheckpoint), " DIR (which is not given)"));
   return absl::OkStatus();
 }
 
@@ -125,8 +126,8 @@ absl::Status TrainingSession::loadData() {
     data_ = std::make_shared<const TrainingData>(std::move(read));
   }
   // The learning-rate schedule over the run's steps (checked before anything slow).
-  ASSIGN_OR_RETURN(schedule_, learningRateSchedule(choice_, data_->train.count / batch,
-                                                   config_.epochs, names_));
+  ASSIGN_OR_RETURN(
+      schedule_, learningRateSchedule(choice_, data_->train.count / batch, config_.epochs, names_));
   return absl::OkStatus();
 }
 
@@ -173,14 +174,13 @@ absl::Status TrainingSession::compileAndLoad() {
   listener_.onActivity(absl::StrCat("loading ", choice_.spec.name, " onto its devices"));
   runtime::ExecutorOptions executor_options = config_.executor;
   executor_options.seed = config_.seed;
-  ASSIGN_OR_RETURN(
-      model_, LoadedModel::create(
-                  std::move(module), data_->train, data_->test,
-                  {.executor = std::move(executor_options),
-                   .seed = config_.seed,
-                   .schedule = scheduled() ? std::optional(schedule_) : std::nullopt,
-                   .model = choice_.spec.name,
-                   .settings = resumeSettings()}));
+  ASSIGN_OR_RETURN(model_, LoadedModel::create(
+                               std::move(module), data_->train, data_->test,
+                               {.executor = std::move(executor_options),
+                                .seed = config_.seed,
+                                .schedule = scheduled() ? std::optional(schedule_) : std::nullopt,
+                                .model = choice_.spec.name,
+                                .settings = resumeSettings()}));
   listener_.onActivity("initializing the variables");
   RETURN_IF_ERROR(model_->initialize());
   if (!resumed_) RETURN_IF_ERROR(listener_.onInitialized(executor()));

@@ -51,10 +51,10 @@ struct StepEvent {
 /// How a run (or fit) ended.
 struct RunEnd {
   enum class Why {
-    kFinished,          // every epoch up to TrainConfig::epochs
-    kStopSignal,        // a stop signal (the listener's), agreed by every process
-    kStoppedByCaller,   // a listener's onStep or onEpoch said stop
-    kNonFinite,         // the loss was NaN or infinite (and allow_nonfinite is off)
+    kFinished,         // every epoch up to TrainConfig::epochs
+    kStopSignal,       // a stop signal (the listener's), agreed by every process
+    kStoppedByCaller,  // a listener's onStep or onEpoch said stop
+    kNonFinite,        // the loss was NaN or infinite (and allow_nonfinite is off)
   };
   Why why = Why::kFinished;
   int signal = 0;  // kStopSignal's

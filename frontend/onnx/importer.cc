@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "frontend/builder_internals.h"
 #include "frontend/build_module.h"
+#include "frontend/builder_internals.h"
 #include "frontend/model.h"
 #include "frontend/onnx/converter.h"
 #include "frontend/onnx/graph_index.h"

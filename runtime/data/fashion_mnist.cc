@@ -42,14 +42,14 @@ absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split, in
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno == ENOENT)
-      return absl::NotFoundError(
-          absl::StrCat("fashion-mnist: directory ", dir, " does not exist (", howToGetIt(dir_setting), ")"));
+      return absl::NotFoundError(absl::StrCat("fashion-mnist: directory ", dir, " does not exist (",
+                                              howToGetIt(dir_setting), ")"));
     return absl::PermissionDeniedError(
         absl::StrCat("fashion-mnist: cannot read directory ", dir, ": ", std::strerror(errno)));
   }
   if (!S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fashion-mnist: ", dir, " is not a directory (", howToGetIt(dir_setting), ")"));
+    return absl::InvalidArgumentError(absl::StrCat("fashion-mnist: ", dir, " is not a directory (",
+                                                   howToGetIt(dir_setting), ")"));
   }
   if (::access(dir.c_str(), R_OK | X_OK) != 0)
     return absl::PermissionDeniedError(

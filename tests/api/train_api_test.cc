@@ -235,14 +235,16 @@ TEST(TrainApi, SavedModelLoadsAndGoesOn) {
 TEST(TrainApi, SettingErrorsNameTheSettingInEachFrontEndsWords) {
   TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   struct Case {
-    std::vector<std::string> flags;             // to `tandem train --model lenet`
+    std::vector<std::string> flags;                // to `tandem train --model lenet`
     std::function<void(TrainConfig&, Data&)> set;  // the same for the API
-    std::string message;                         // with {setting} for each front end's words
+    std::string message;                           // with {setting} for each front end's words
   };
   const std::vector<Case> cases = {
-      {{"--devices", "tpu:0"}, [](TrainConfig& c, Data&) { c.devices = "tpu:0"; },
+      {{"--devices", "tpu:0"},
+       [](TrainConfig& c, Data&) { c.devices = "tpu:0"; },
        "{devices}: unknown device 'tpu:0': the device kind must be cpu or cuda"},
-      {{"--batch", "1"}, [](TrainConfig& c, Data&) { c.batch = 1; },
+      {{"--batch", "1"},
+       [](TrainConfig& c, Data&) { c.batch = 1; },
        "{batch}: 1 is smaller than the device count 2; every device needs at least one example"},
       {{"--batch", "300", "--limit-train", "256"},
        [](TrainConfig& c, Data& d) { c.batch = 300, d.limit_train = 256; },
@@ -251,24 +253,31 @@ TEST(TrainApi, SettingErrorsNameTheSettingInEachFrontEndsWords) {
        [](TrainConfig& c, Data&) { c.optimizer = "adamw", c.momentum = 0.9; },
        "{momentum}: not a setting of {optimizer} adamw (it takes {lr}, {beta1}, {beta2}, {eps}, "
        "{weight_decay})"},
-      {{"--momentum", "1"}, [](TrainConfig& c, Data&) { c.momentum = 1; },
+      {{"--momentum", "1"},
+       [](TrainConfig& c, Data&) { c.momentum = 1; },
        "{momentum}: 1 is out of range: must be >= 0 and < 1"},
-      {{"--schedule", "linear"}, [](TrainConfig& c, Data&) { c.schedule = "linear"; },
+      {{"--schedule", "linear"},
+       [](TrainConfig& c, Data&) { c.schedule = "linear"; },
        "{schedule} 'linear': unknown schedule"},
       {{"--warmup", "100000", "--limit-train", "256", "--batch", "64"},
        [](TrainConfig& c, Data& d) { c.warmup = 100000, c.batch = 64, d.limit_train = 256; },
        "{warmup} 100000: the run has 4 steps, so the warmup would not end before the run does "
        "(the learning rate would reach 4e-05 of {lr} at most); give {warmup} below 4 or more "
        "{epochs}"},
-      {{"--precision", "f16"}, [](TrainConfig& c, Data&) { c.precision = "f16"; },
+      {{"--precision", "f16"},
+       [](TrainConfig& c, Data&) { c.precision = "f16"; },
        "{precision}: 'f16' is not a dtype Tandem trains in: f32 or bf16"},
-      {{"--allreduce-dtype", "f16"}, [](TrainConfig& c, Data&) { c.allreduce_dtype = "f16"; },
+      {{"--allreduce-dtype", "f16"},
+       [](TrainConfig& c, Data&) { c.allreduce_dtype = "f16"; },
        "{allreduce_dtype}: 'f16' is not a dtype Tandem trains in: f32 or bf16"},
-      {{"--split", "3,1,1"}, [](TrainConfig& c, Data&) { c.split = "3,1,1"; },
+      {{"--split", "3,1,1"},
+       [](TrainConfig& c, Data&) { c.split = "3,1,1"; },
        "{split}: 3 weights for 2 devices"},
-      {{"--checkpoint-every", "4"}, [](TrainConfig& c, Data&) { c.checkpoint_every = 4; },
+      {{"--checkpoint-every", "4"},
+       [](TrainConfig& c, Data&) { c.checkpoint_every = 4; },
        "{checkpoint_every}: goes with {checkpoint} DIR (which is not given)"},
-      {{"--limit-test", "20000"}, [](TrainConfig&, Data& d) { d.limit_test = 20000; },
+      {{"--limit-test", "20000"},
+       [](TrainConfig&, Data& d) { d.limit_test = 20000; },
        "{limit_test}: 20000 is more than the 10000 test images in "
        "/usr/share/datasets/fashion-mnist"},
       {{"--resume", "/nonexistent/run"}, nullptr, "{resume}: "},
@@ -298,7 +307,8 @@ TEST(TrainApi, SettingErrorsNameTheSettingInEachFrontEndsWords) {
   // The case's message with each {setting} in one front end's words.
   auto in = [&](std::string text, bool cli) {
     for (const auto& [key, names] : words)
-      text = absl::StrReplaceAll(text, {{absl::StrCat("{", key, "}"), cli ? names.first : names.second}});
+      text = absl::StrReplaceAll(text,
+                                 {{absl::StrCat("{", key, "}"), cli ? names.first : names.second}});
     return text;
   };
   absl::StatusOr<ModelSpec> lenet = zoo::modelByName("lenet");

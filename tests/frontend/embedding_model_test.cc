@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "frontend/builder_internals.h"
 #include "frontend/build_module.h"
+#include "frontend/builder_internals.h"
 #include "frontend/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -12,8 +12,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "frontend/builder.h"
 #include "frontend/build_module.h"
+#include "frontend/builder.h"
 #include "frontend/model.h"
 #include "frontend/onnx/onnx_file.h"
 #include "gtest/gtest.h"

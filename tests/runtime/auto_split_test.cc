@@ -2,6 +2,8 @@
 // within 20 steps, the step's critical path (the busiest device's measured busy time,
 // not wall-clock luck) shrinks, and the parameters stay those of the same global batch.
 
+#include "train/auto_split.h"
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -9,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/runtime/runtime_test_util.h"
-#include "train/auto_split.h"
 
 namespace tandem::testing {
 namespace {

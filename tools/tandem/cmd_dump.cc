@@ -5,11 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/status_macros.h"
-#include "train/compile.h"
-#include "tools/tandem/setting_flags.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
 #include "tools/tandem/path_claims.h"
+#include "tools/tandem/setting_flags.h"
+#include "train/compile.h"
 
 namespace tandem::tools {
 

@@ -11,8 +11,6 @@
 #include "ir/status_macros.h"
 #include "ir/verifier.h"
 #include "runtime/chrome_trace.h"
-#include "train/compile.h"
-#include "tools/tandem/setting_flags.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/explore/assets.h"
 #include "tools/tandem/explore/page.h"
@@ -21,6 +19,8 @@
 #include "tools/tandem/output_file.h"
 #include "tools/tandem/path_claims.h"
 #include "tools/tandem/plot.h"
+#include "tools/tandem/setting_flags.h"
+#include "train/compile.h"
 
 namespace tandem::tools {
 namespace {

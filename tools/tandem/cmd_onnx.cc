@@ -23,9 +23,9 @@
 #include "ir/target.h"
 #include "ir/verifier.h"
 #include "runtime/executor.h"
-#include "train/compile.h"
 #include "tools/tandem/output_file.h"
 #include "tools/tandem/path_claims.h"
+#include "train/compile.h"
 #endif
 
 namespace tandem::tools {

@@ -24,10 +24,10 @@
 #include "sim/gpu_specs.h"
 #include "sim/roofline.h"
 #include "sim/step_replay.h"
-#include "train/compile.h"
-#include "tools/tandem/setting_flags.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
+#include "tools/tandem/setting_flags.h"
+#include "train/compile.h"
 
 namespace tandem::tools {
 namespace {

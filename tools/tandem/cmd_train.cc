@@ -153,7 +153,8 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
                     &StopSignals::pending);
   const TrainFlags f = flagsOfRank(given, *procs);
   std::shared_ptr<ImportedValues> imported;  // --onnx: the model's values
-  ASSIGN_OR_RETURN(const ModelSpec spec, modelSpecOfFlags(f.model, /*for_training=*/true, &imported));
+  ASSIGN_OR_RETURN(const ModelSpec spec,
+                   modelSpecOfFlags(f.model, /*for_training=*/true, &imported));
   RETURN_IF_ERROR(checkFlagCombinations(f));
   // Every file the run reads and writes, claimed before any is opened: two outputs on one
   // path, or an output on an input, would lose one of them.

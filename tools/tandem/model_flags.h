@@ -5,9 +5,9 @@
 
 #include "absl/status/statusor.h"
 #include "frontend/model.h"
-#include "train/model_settings.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/onnx_model.h"
+#include "train/model_settings.h"
 
 namespace tandem::tools {
 

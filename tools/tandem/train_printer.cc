@@ -188,9 +188,10 @@ std::string TrainPrinter::header(const training::RunInfo& run) const {
                             p.beta1, p.beta2, p.eps, p.weight_decay);
   const int64_t warmup = c.warmupSteps(steps, f_.epochs);
   const std::string schedule =
-      p.lr_schedule ? absl::StrCat(", schedule ", c.schedule,
-                                   warmup > 0 ? absl::StrCat(" after ", warmup, " warmup steps") : "")
-                    : "";
+      p.lr_schedule
+          ? absl::StrCat(", schedule ", c.schedule,
+                         warmup > 0 ? absl::StrCat(" after ", warmup, " warmup steps") : "")
+          : "";
   std::string clip =
       p.clip_grad_norm > 0 ? absl::StrCat(", gradients clipped to norm ", p.clip_grad_norm) : "";
   if (o.build.label_smoothing > 0)
@@ -217,8 +218,8 @@ std::string TrainPrinter::header(const training::RunInfo& run) const {
 
 absl::Status TrainPrinter::onStart(const training::RunInfo& run) {
   const passes::PipelineConfig& p = run.choice.compile.pipeline;
-  title_ = absl::StrFormat("%s on %s, batch %d, lr %g", run.choice.spec.name,
-                           deviceList(p.devices), run.choice.compile.build.batch, p.lr);
+  title_ = absl::StrFormat("%s on %s, batch %d, lr %g", run.choice.spec.name, deviceList(p.devices),
+                           run.choice.compile.build.batch, p.lr);
   lr_ = p.lr;
   steps_per_epoch_ = run.steps_per_epoch;
   if (run.schedule != nullptr) schedule_ = *run.schedule;
@@ -258,9 +259,9 @@ bool TrainPrinter::onStep(const training::StepEvent& e) {
 absl::Status TrainPrinter::onReplan(const runtime::SplitReplan& r, const std::string& why) {
   bar_.clear();
   replans_.push_back(r);
-  return outputs_.out.write(absl::StrFormat(
-      "split re-planned after step %d of epoch %d: %s images per device (%s)\n", r.step, r.epoch,
-      absl::StrJoin(r.rows, "/"), why));
+  return outputs_.out.write(
+      absl::StrFormat("split re-planned after step %d of epoch %d: %s images per device (%s)\n",
+                      r.step, r.epoch, absl::StrJoin(r.rows, "/"), why));
 }
 
 // A finished epoch's row, CSV line and curve point (a resumed run's earlier epochs too).
@@ -270,18 +271,19 @@ absl::StatusOr<bool> TrainPrinter::onEpoch(const runtime::EpochFigures& e, bool 
   // Under a schedule, the lr of the epoch's last update ends the row.
   const std::string lr_cell =
       schedule_ ? absl::StrFormat(" %10.4g", lrOfEpoch(e.epoch)) : std::string();
-  RETURN_IF_ERROR(outputs_.out.write(absl::StrFormat(
-      "%5d %s %9.4f %9.4f %8.1f %9.0f%s\n", e.epoch, lossCell(e.train_loss), e.train_accuracy,
-      e.test_accuracy, e.seconds, e.images_per_second, lr_cell)));
+  RETURN_IF_ERROR(outputs_.out.write(
+      absl::StrFormat("%5d %s %9.4f %9.4f %8.1f %9.0f%s\n", e.epoch, lossCell(e.train_loss),
+                      e.train_accuracy, e.test_accuracy, e.seconds, e.images_per_second, lr_cell)));
   // --split auto's re-plans in the epoch: its CSV row's "replans" column (STEP:ROWS ...).
   std::vector<std::string> replanned;
   for (const runtime::SplitReplan& r : replans_)
-    if (r.epoch == e.epoch) replanned.push_back(absl::StrCat(r.step, ":", absl::StrJoin(r.rows, "/")));
+    if (r.epoch == e.epoch)
+      replanned.push_back(absl::StrCat(r.step, ":", absl::StrJoin(r.rows, "/")));
   if (outputs_.csv)
     RETURN_IF_ERROR(outputs_.csv->write(absl::StrFormat(
-        "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s%s\n", e.epoch, e.train_loss,
-        e.train_accuracy, e.test_loss, e.test_accuracy, e.seconds, e.images_per_second,
-        e.eval_seconds, absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "),
+        "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s%s\n", e.epoch, e.train_loss, e.train_accuracy,
+        e.test_loss, e.test_accuracy, e.seconds, e.images_per_second, e.eval_seconds,
+        absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "),
         schedule_ ? absl::StrFormat(",%.9g", lrOfEpoch(e.epoch)) : std::string())));
   if (outputs_.plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
     curves_.push_back({e.epoch, e.train_loss, e.train_accuracy, e.test_accuracy});
