@@ -147,33 +147,33 @@ Metrics metricsOf(const runtime::PassResult& r) {
   return {.loss = r.loss, .accuracy = r.accuracy, .examples = r.examples, .seconds = r.seconds};
 }
 
-// The session's events, as the program's callbacks of the fit in progress.
-class CallbackListener final : public training::TrainListener {
- public:
-  const Callbacks* callbacks = nullptr;
-
-  bool onStep(const training::StepEvent& e) override {
-    if (callbacks == nullptr || !callbacks->on_step) return true;
-    const runtime::StepReport& s = e.report;
-    return callbacks->on_step({.epoch = e.epoch,
-                               .step = s.step,
-                               .steps = s.steps,
-                               .examples = s.examples,
-                               .loss = s.loss,
-                               .mean_loss = s.mean_loss,
-                               .seconds = s.seconds});
-  }
-  absl::StatusOr<bool> onEpoch(const runtime::EpochFigures& e, bool replayed) override {
-    if (replayed || callbacks == nullptr || !callbacks->on_epoch) return true;
-    return callbacks->on_epoch(metricsOf(e));
-  }
-};
-
 }  // namespace
 
 struct Model::Impl {
+  // The session's events, as the program's callbacks of the fit in progress.
+  class CallbackListener final : public training::TrainListener {
+   public:
+    const Callbacks* callbacks = nullptr;
+
+    bool onStep(const training::StepEvent& e) override {
+      if (callbacks == nullptr || !callbacks->on_step) return true;
+      const runtime::StepReport& s = e.report;
+      return callbacks->on_step({.epoch = e.epoch,
+                                 .step = s.step,
+                                 .steps = s.steps,
+                                 .examples = s.examples,
+                                 .loss = s.loss,
+                                 .mean_loss = s.mean_loss,
+                                 .seconds = s.seconds});
+    }
+    absl::StatusOr<bool> onEpoch(const runtime::EpochFigures& e, bool replayed) override {
+      if (replayed || callbacks == nullptr || !callbacks->on_epoch) return true;
+      return callbacks->on_epoch(metricsOf(e));
+    }
+  };
+
   ModelSpec spec;
-  // Both outlive the session, which holds references to them.
+  // Declared before the session, which holds a reference to it: destroyed after it.
   std::unique_ptr<CallbackListener> listener = std::make_unique<CallbackListener>();
   std::unique_ptr<training::TrainingSession> session;
   std::vector<EpochMetrics> history;

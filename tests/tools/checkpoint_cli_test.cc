@@ -259,6 +259,27 @@ TEST_F(CheckpointCli, LabelSmoothedRunKilledMidEpochResumesBitForBit) {
       << other.err;
 }
 
+// Issue 41: checkpoints store their settings by key (weight_decay); one written before,
+// whose settings are `tandem train`'s flags (--weight-decay), still resumes and ends as the
+// run never interrupted.
+TEST_F(CheckpointCli, ACheckpointOfTheFlagsBeforeIssue41Resumes) {
+  runStraight();
+  const std::string dir = work_.file("old");
+  CommandResult killed = runWithSignal("3:6:9", {"--checkpoint", dir, "--checkpoint-every", "4"});
+  ASSERT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
+  absl::StatusOr<runtime::Checkpoint> c = runtime::readCheckpointFile(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_FALSE(c->settings.empty());
+  for (auto& [key, value] : c->settings) {
+    ASSERT_FALSE(absl::StartsWith(key, "--")) << key;
+    std::replace(key.begin(), key.end(), '_', '-');
+    key = "--" + key;
+  }
+  ASSERT_TRUE(runtime::writeCheckpointFile(dir, *c).ok());
+  expectResumeEqualsStraight(
+      dir, absl::StrCat("resumed from '", dir, "/checkpoint' at epoch 3, step 4 of 10\n"));
+}
+
 // Killed in epoch 3 with a checkpoint per epoch only: resumed from the end of epoch 2.
 TEST_F(CheckpointCli, KilledInEpochThreeAndResumedFromTheEpochBefore) {
   runStraight();

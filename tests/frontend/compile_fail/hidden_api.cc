@@ -1,6 +1,6 @@
-// A user's program sees the public API only: compiled once per CASE by check.cmake. Case 0
-// uses it as a user does and must compile; cases 1..5 call a compiler entry point that the
-// API hides and must not.
+// A user's program sees the public API only: compiled once per CASE by
+// tests/cmake/compile_fail.cmake. Case 0 uses it as a user does and must compile; cases
+// 1..5 call a compiler entry point that the API hides and must not.
 #include <memory>
 #include <source_location>
 

@@ -1,4 +1,4 @@
-// Compiled by tests/ir/compile_fail/check.cmake once per CASE: case 0 must compile, every
+// Compiled by tests/cmake/compile_fail.cmake once per CASE: case 0 must compile, every
 // other case must not (an attribute or operand name the spec does not declare, or a
 // required attribute left out). Not part of any target.
 
