@@ -9,22 +9,9 @@
 set -uo pipefail
 build=$1 source=$2 data=$3 images=$4 cmake=$5
 shift 5
-if [[ ! -f $data/train-images-idx3-ubyte.gz && ! -f $data/train-images-idx3-ubyte ]]; then
-  echo "Fashion-MNIST is not in $data (scripts/setup installs it)"
-  [[ ${TANDEM_TESTS_AFTER_SETUP:-} == 1 ]] && exit 1
-  exit 77  # skipped (SKIP_RETURN_CODE)
-fi
-scratch=$(mktemp -d -t tandem-standalone.XXXXXX)
-trap 'rm -rf "$scratch"' EXIT
-step() {  # step WHAT COMMAND...: runs it, its output in a log shown when it fails
-  local what=$1 log=$scratch/$1.log
-  shift
-  if ! "$@" >"$log" 2>&1; then
-    echo "standalone project: $what failed: $*"
-    tail -n 40 "$log"
-    exit 1
-  fi
-}
+source "$(dirname "$0")/install_test_lib.sh"
+need_fashion_mnist "$data"
+make_scratch tandem-standalone "standalone project"
 step install "$cmake" --install "$build" --prefix "$scratch/prefix"
 cp -r "$source/examples/standalone" "$scratch/project"
 # Only the prefix: nothing of the tree or its build may be found.
