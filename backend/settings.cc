@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -55,25 +56,29 @@ std::string toString(const SettingValue& value) {
   return absl::StrCat("'", std::get<std::string>(value), "'");
 }
 
-absl::Status checkValue(const SettingSpec& spec, const SettingValue& value) {
-  if (!hasType(spec, value))
-    return absl::InvalidArgumentError(absl::StrCat("backend setting '", spec.name, "' takes ",
-                                                   typeWords(spec), ", not ", toString(value)));
+std::string valueProblem(const SettingSpec& spec, const SettingValue& value) {
+  if (!hasType(spec, value)) return absl::StrCat("takes ", typeWords(spec), ", not ", toString(value));
   if (spec.type == SettingSpec::Type::kNumber) {
     const int64_t n = std::get<int64_t>(value);
     if (n < spec.min || n > spec.max)
-      return absl::InvalidArgumentError(absl::StrCat("backend setting '", spec.name, "': ", n,
-                                                     " is out of range [", spec.min, ", ", spec.max,
-                                                     "]"));
+      return absl::StrCat(n, " is out of range [", spec.min, ", ", spec.max, "]");
   }
   if (spec.type == SettingSpec::Type::kWord) {
     const std::string& w = std::get<std::string>(value);
     if (std::find(spec.words.begin(), spec.words.end(), w) == spec.words.end())
-      return absl::InvalidArgumentError(absl::StrCat("backend setting '", spec.name,
-                                                     "': unknown word '", w, "' (expected ",
-                                                     absl::StrJoin(spec.words, ", "), ")"));
+      return absl::StrCat("unknown word '", w, "' (expected ", absl::StrJoin(spec.words, ", "),
+                          ")");
   }
-  return absl::OkStatus();
+  return "";
+}
+
+absl::Status checkValue(const SettingSpec& spec, const SettingValue& value) {
+  const std::string problem = valueProblem(spec, value);
+  if (problem.empty()) return absl::OkStatus();
+  // "backend setting 'x' takes a word, not true", "backend setting 'x': 0 is out of range".
+  const bool type = absl::StartsWith(problem, "takes ");
+  return absl::InvalidArgumentError(
+      absl::StrCat("backend setting '", spec.name, "'", type ? " " : ": ", problem));
 }
 
 absl::Status registerSettings(std::string_view kind, std::vector<SettingSpec> specs) {

@@ -59,6 +59,11 @@ struct SettingSpec {
   std::vector<std::string> words;  // kWord: the words it takes
 };
 
+/// What is wrong with `value` for `spec` ("0 is out of range [1, 1024]", "takes true or
+/// false, not 4"), or "" when it is of the type and within the range or words: for a caller
+/// that names the setting in its own words.
+std::string valueProblem(const SettingSpec& spec, const SettingValue& value);
+
 /// Whether `value` is of `spec`'s type and within its range or words; the error names the
 /// setting ("backend setting 'threads_per_device': 0 is out of range [1, 1024]").
 absl::Status checkValue(const SettingSpec& spec, const SettingValue& value);

@@ -116,9 +116,6 @@ absl::StatusOr<training::DataSource> dataSourceOf(const Data& data, const ModelS
 
 absl::StatusOr<training::TrainConfig> configOf(const TrainConfig& c, const Data& data,
                                                const ModelSpec& spec) {
-  if (c.threads_per_device < 1 || c.threads_per_device > 1024)
-    return training::settingError(apiNames(), Setting::kThreadsPerDevice,
-                                  absl::StrCat(c.threads_per_device, " is out of range [1, 1024]"));
   ASSIGN_OR_RETURN(training::DataSource source, dataSourceOf(data, spec));
   return training::TrainConfig{
       .model = modelSettingsOf(c),

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "backend/processes.h"
+#include "backend/settings.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
 #include "runtime/nonfinite_variables.h"
@@ -59,6 +60,15 @@ absl::Status TrainingSession::prepare(const ModelSpec& spec) {
   backend::Processes& procs = backend::Processes::current();
   config_.model.ranks = procs.size();
   ASSIGN_OR_RETURN(choice_, resolveModel(spec, config_.model, /*for_training=*/true, names_));
+  // The backends' settings a front end gave, named as it names them (the executor checks
+  // them again, in its own words, for callers below this library).
+  for (const backend::RegisteredSetting& known : backend::registeredSettings())
+    if (const backend::SettingValue* v = config_.executor.backend_options.find(known.spec.name))
+      if (const std::string problem = backend::valueProblem(known.spec, *v); !problem.empty()) {
+        Setting s;
+        return absl::InvalidArgumentError(absl::StrCat(
+            settingOfKey(known.spec.name, &s) ? names_(s) : known.spec.name, ": ", problem));
+      }
   if (procs.several())  // before any collective that a difference would corrupt
     RETURN_IF_ERROR(procs.agree(settingsEveryRankShares(config_, choice_, names_),
                                 "comparing the ranks' settings"));
