@@ -17,12 +17,6 @@
 namespace tandem::training {
 namespace {
 
-// Whether two directory names are one directory (the second need not exist yet).
-bool sameDirectory(const std::string& a, const std::string& b) {
-  std::error_code ignored;
-  return a == b || std::filesystem::equivalent(a, b, ignored);
-}
-
 // Checkpoints before issue 41 named their settings by `tandem train`'s flags.
 void settingsByKey(runtime::Checkpoint& c) {
   for (auto& [key, value] : c.settings)
@@ -30,6 +24,12 @@ void settingsByKey(runtime::Checkpoint& c) {
 }
 
 }  // namespace
+
+bool writesWhereItResumes(const TrainConfig& c) {
+  if (!c.checkpoint || !c.resume) return false;
+  std::error_code ignored;  // the checkpoint directory need not exist yet
+  return *c.checkpoint == *c.resume || std::filesystem::equivalent(*c.checkpoint, *c.resume, ignored);
+}
 
 absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::create(const ModelSpec& spec,
                                                                          TrainConfig config,
@@ -115,8 +115,7 @@ absl::Status TrainingSession::readResumed() {
     checkpoints_.emplace(*config_.checkpoint, backend::Processes::current().rank() == 0,
                          runtime::CheckpointWriter::Words{.setting = names_(Setting::kCheckpoint),
                                                           .resume = names_(Setting::kResume)});
-    const bool replacing = config_.resume && sameDirectory(*config_.checkpoint, *config_.resume);
-    RETURN_IF_ERROR(checkpoints_->prepare(replacing));
+    RETURN_IF_ERROR(checkpoints_->prepare(/*replacing=*/writesWhereItResumes(config_)));
   }
   return absl::OkStatus();
 }

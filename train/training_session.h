@@ -115,6 +115,10 @@ class TrainListener {
   virtual int stopSignal() { return 0; }
 };
 
+/// Whether the run writes its checkpoints into the directory it resumes from (it then
+/// replaces the checkpoint there).
+bool writesWhereItResumes(const TrainConfig& config);
+
 class TrainingSession {
  public:
   /// Everything up to a loaded, initialized model (or one restored from config.resume):

@@ -41,17 +41,9 @@ TrainHooks*& hooks() {
   return installed;
 }
 
-// Whether --checkpoint names the directory --resume reads (the run goes on writing there).
-bool sameCheckpointDirectory(const TrainFlags& f) {
-  if (!f.resume) return false;
-  const std::string dir = f.checkpoint.value_or(*f.resume);
-  std::error_code ignored;
-  return dir == *f.resume || std::filesystem::equivalent(dir, *f.resume, ignored);
-}
-
 // The files the run reads (the data, a checkpoint to resume) and writes (the metrics,
 // trace, picture and checkpoint files), each claimed by its flag (path_claims.h).
-absl::Status claimFiles(const TrainFlags& f) {
+absl::Status claimFiles(const TrainFlags& f, const training::TrainConfig& config) {
   PathClaims claims;
   using Use = PathClaims::Use;
   for (const char* split : {"train", "t10k"})
@@ -65,10 +57,10 @@ absl::Status claimFiles(const TrainFlags& f) {
   // The model's own files are inputs too: an output on them would destroy the model.
   if (f.model.onnx) RETURN_IF_ERROR(claims.claim("--onnx", *f.model.onnx, Use::kReads));
   if (f.module) RETURN_IF_ERROR(claims.claim("--module", *f.module, Use::kReads));
-  if (f.resume && !sameCheckpointDirectory(f))
+  if (f.resume && !training::writesWhereItResumes(config))
     RETURN_IF_ERROR(claims.claim("--resume", runtime::checkpointPath(*f.resume), Use::kReads));
-  if (f.checkpoint || f.resume) {
-    const std::string dir = f.checkpoint.value_or(*f.resume);
+  if (config.checkpoint) {  // --checkpoint's directory, or --resume's
+    const std::string& dir = *config.checkpoint;
     const std::string flag = f.checkpoint ? "--checkpoint" : "--resume";
     RETURN_IF_ERROR(claims.claim(flag, runtime::checkpointPath(dir), Use::kWrites));
     RETURN_IF_ERROR(claims.claim(flag, runtime::checkpointLockPath(dir), Use::kWrites));
@@ -158,12 +150,13 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   RETURN_IF_ERROR(checkFlagCombinations(f));
   // Every file the run reads and writes, claimed before any is opened: two outputs on one
   // path, or an output on an input, would lose one of them.
-  if (procs->rank() == 0) RETURN_IF_ERROR(claimFiles(f));
+  const training::TrainConfig config = configOf(f);
+  if (procs->rank() == 0) RETURN_IF_ERROR(claimFiles(f, config));
   ASSIGN_OR_RETURN(TrainOutputs outputs, TrainOutputs::open(f, procs->rank()));
   TrainPrinter printer(f, outputs, stop, imported);
   const FlagNames flags(f.model.onnx.has_value());
   absl::StatusOr<std::unique_ptr<training::TrainingSession>> session =
-      training::TrainingSession::create(spec, configOf(f), flags, printer);
+      training::TrainingSession::create(spec, config, flags, printer);
   if (absl::IsCancelled(session.status()) && stop.requested()) {
     std::fprintf(stderr, "tandem: stopped by %s before training started\n", stop.name().c_str());
     return stop.exitCode();
