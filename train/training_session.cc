@@ -395,10 +395,6 @@ absl::StatusOr<runtime::PassResult> TrainingSession::evaluateOn(
   return model_->evaluateOn(data);
 }
 
-double TrainingSession::lrOfEpoch(int epoch) const {
-  return choice_.compile.pipeline.lr * schedule_.factor(epoch * model_->stepsPerEpoch() - 1);
-}
-
 std::optional<std::string> TrainingSession::checkpointDir() const {
   if (!checkpoints_) return std::nullopt;
   return checkpoints_->dir();

@@ -142,10 +142,6 @@ class TrainingSession {
   absl::Status save(const std::string& dir, bool replace, runtime::CheckpointWriter::Words words);
 
   const ModelChoice& choice() const { return choice_; }
-  const TrainConfig& config() const { return config_; }
-  const runtime::LrSchedule& schedule() const { return schedule_; }
-  /// The learning rate of epoch `epoch`'s last update.
-  double lrOfEpoch(int epoch) const;
   bool scheduled() const { return choice_.compile.pipeline.lr_schedule; }
   const std::vector<runtime::EpochFigures>& history() const { return history_; }
   int nextEpoch() const { return next_epoch_; }
