@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "ir/fnv1a.h"
 #include "ir/status_macros.h"
 
 #ifdef TANDEM_HAVE_MPI
@@ -79,14 +80,7 @@ std::string mpiError(int code) {
 }
 #endif
 
-// FNV-1a, for digests that ranks compare (settings, a collective's name).
-uint64_t fnv1a(absl::string_view bytes, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
+using ir::fnv1a;  // digests that ranks compare (settings, a collective's name)
 
 }  // namespace
 

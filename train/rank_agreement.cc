@@ -6,20 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/fnv1a.h"
 #include "ir/printer.h"
 
 namespace tandem::training {
 namespace {
-
-// FNV-1a of bytes, as hex.
-std::string digestOf(absl::string_view bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return absl::StrFormat("%016x", h);
-}
 
 // zlib's crc32 (a few GB/s) rather than FNV: the training images are 188 MB of floats.
 std::string dataDigest(const runtime::data::Dataset& d) {
@@ -92,7 +83,7 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
 
 std::vector<std::pair<std::string, std::string>> contentsEveryRankShares(
     const ir::Module& m, const runtime::data::Dataset& train, const runtime::data::Dataset& test) {
-  return {{"the compiled module's digest", digestOf(ir::printModule(m, {.locations = false}))},
+  return {{"the compiled module's digest", absl::StrFormat("%016x", ir::fnv1a(ir::printModule(m, {.locations = false})))},
           {"the training data's digest", dataDigest(train)},
           {"the test data's digest", dataDigest(test)}};
 }

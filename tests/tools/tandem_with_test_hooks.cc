@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "backend/processes.h"
+#include "ir/fnv1a.h"
 #include "ir/status_macros.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/train_hooks.h"
@@ -50,13 +51,12 @@ absl::StatusOr<std::string> variablesDigest(const runtime::Executor& ex) {
   const ir::Module& m = ex.module();
   size_t device = 0;
   while (m.devices()[device].rank != backend::Processes::current().rank()) ++device;
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = ir::kFnv1aOffset;
   for (const ir::Var& v : m.vars()) {
     ASSIGN_OR_RETURN(runtime::HostTensor t, ex.readVariable(v.name, device));
-    for (int64_t i = 0; i < t.type.bytes(); ++i) {
-      h ^= static_cast<unsigned char>(t.buffer.data()[i]);
-      h *= 1099511628211ull;
-    }
+    h = ir::fnv1a(absl::string_view(reinterpret_cast<const char*>(t.buffer.data()),
+                                    static_cast<size_t>(t.type.bytes())),
+                  h);
   }
   return absl::StrFormat("%016x", h);
 }
