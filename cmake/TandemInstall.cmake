@@ -31,8 +31,10 @@ foreach(header ${TANDEM_PUBLIC_HEADERS})
   get_filename_component(dir ${header} DIRECTORY)
   install(FILES ${PROJECT_SOURCE_DIR}/${header} DESTINATION ${TANDEM_INSTALL_INCLUDE_DIR}/${dir})
 endforeach()
-# Generated from ir/ops.td: the Op enum that ir/op_info.h includes.
-install(FILES ${TANDEM_GENERATED_DIR}/ir/op_enum.h DESTINATION ${TANDEM_INSTALL_INCLUDE_DIR}/ir)
+# Generated from ir/ops.td: the Op enum that ir/op_info.h includes, the optimizer configs
+# that frontend/model.h's TrainingDefaults holds.
+install(FILES ${TANDEM_GENERATED_DIR}/ir/op_enum.h ${TANDEM_GENERATED_DIR}/ir/optimizer_configs.h
+        DESTINATION ${TANDEM_INSTALL_INCLUDE_DIR}/ir)
 
 install(EXPORT TandemTargets NAMESPACE Tandem:: DESTINATION ${TANDEM_INSTALL_CMAKE_DIR})
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/TandemConfig.cmake.in

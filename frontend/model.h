@@ -8,15 +8,16 @@
 #include "absl/status/statusor.h"
 #include "frontend/builder.h"
 #include "ir/ir.h"
+#include "ir/optimizer_configs.h"
 
 namespace tandem {
 
 /// Settings that train a model well in about 10 epochs; what `tandem train` and
 /// `tandem dump` use where a flag is not given. The lessons' settings stay a flag away.
 struct TrainingDefaults {
-  /// --optimizer: sgd or adamw (AdamW's betas and eps: PyTorch's unless given).
-  std::string optimizer = "sgd";
-  double lr = 0.1, momentum = 0, weight_decay = 0;
+  /// The optimizer and its values (a struct per optimizer op of ir/ops.td, its fields the
+  /// op's hyper-parameters, each defaulting to the op's preset: PyTorch's).
+  ir::OptimizerConfig optimizer = ir::SgdConfig{};
   /// --schedule and --warmup, the warmup in epochs (the CLI turns it into steps).
   std::string schedule = "constant";
   int64_t warmup_epochs = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -44,6 +45,55 @@ absl::StatusOr<ir::Op> optimizerByName(absl::string_view name) {
     if (info->name == name || optimizerShortName(info->op) == name) return info->op;
   return absl::InvalidArgumentError(
       absl::StrCat("'", name, "' is no optimizer (", optimizerNames(), ")"));
+}
+
+ir::Op optimizerOp(const ir::OptimizerConfig& config) {
+  return std::visit([](const auto& c) { return c.kOp; }, config);
+}
+
+namespace {
+
+// The alternative of OptimizerConfig whose op is `op`, each value its preset.
+template <size_t I = 0>
+std::optional<ir::OptimizerConfig> presetConfig(ir::Op op) {
+  if constexpr (I < std::variant_size_v<ir::OptimizerConfig>) {
+    using Config = std::variant_alternative_t<I, ir::OptimizerConfig>;
+    if (Config::kOp == op) return Config{};
+    return presetConfig<I + 1>(op);
+  } else {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ir::OptimizerConfig> optimizerConfig(ir::Op op) {
+  if (std::optional<ir::OptimizerConfig> c = presetConfig(op)) return *c;
+  return absl::InvalidArgumentError(absl::StrCat(
+      ir::opInfo(op).name, " is no optimizer's update op (", optimizerNames(), ")"));
+}
+
+std::vector<std::pair<std::string, double>> hyperParameters(const ir::OptimizerConfig& config) {
+  std::vector<std::pair<std::string, double>> out;
+  std::visit([&](const auto& c) { c.forEach([&](const char* attr, double v) { out.emplace_back(attr, v); }); },
+             config);
+  return out;
+}
+
+double learningRate(const ir::OptimizerConfig& config) {
+  return std::visit([](const auto& c) { return c.lr; }, config);
+}
+
+bool setHyperParameter(ir::OptimizerConfig& config, absl::string_view attr, double value) {
+  bool found = false;
+  std::visit(
+      [&](auto& c) {
+        c.forEach([&](const char* name, double& field) {
+          if (name == attr) field = value, found = true;
+        });
+      },
+      config);
+  return found;
 }
 
 std::string optimizerShortName(ir::Op op) {

@@ -9,11 +9,14 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "ir/attrs.h"
 #include "ir/ir.h"
+#include "ir/optimizer_configs.h"
 
 namespace tandem::passes {
 
@@ -21,6 +24,22 @@ namespace tandem::passes {
 /// form), by its name (adamw_update) or without "_update" (adamw, sgd). An error lists the
 /// optimizers.
 absl::StatusOr<ir::Op> optimizerByName(absl::string_view name);
+
+/// The update op of a config: SgdConfig's sgd_update.
+ir::Op optimizerOp(const ir::OptimizerConfig& config);
+
+/// The config of optimizer update op `op` (its single form), each value its preset; an error
+/// for an op that is not one.
+absl::StatusOr<ir::OptimizerConfig> optimizerConfig(ir::Op op);
+
+/// The config's hyper-parameters as (attribute, value), in its update op's order.
+std::vector<std::pair<std::string, double>> hyperParameters(const ir::OptimizerConfig& config);
+
+/// The config's learning rate (every optimizer op declares `lr`, which the schedule scales).
+double learningRate(const ir::OptimizerConfig& config);
+
+/// Sets hyper-parameter `attr` of the config; false when its optimizer has none of that name.
+bool setHyperParameter(ir::OptimizerConfig& config, absl::string_view attr, double value);
 
 /// The short name of an optimizer op: "sgd" for sgd_update.
 std::string optimizerShortName(ir::Op op);

@@ -43,35 +43,15 @@ absl::StatusOr<std::vector<std::string>> splitTopLevel(absl::string_view text,
   return parts;
 }
 
-/// The config's value of optimizer hyper-parameter `attr` (an attribute of the update op
-/// in ir/ops.td), or nullopt where the config has no field of that name: autodiff then
-/// takes the op's default.
-std::optional<double> hyperParameter(const PipelineConfig& c, absl::string_view attr) {
-  static constexpr std::pair<absl::string_view, double PipelineConfig::*> kFields[] = {
-      {"lr", &PipelineConfig::lr},
-      {"momentum", &PipelineConfig::momentum},
-      {"weight_decay", &PipelineConfig::weight_decay},
-      {"beta1", &PipelineConfig::beta1},
-      {"beta2", &PipelineConfig::beta2},
-      {"eps", &PipelineConfig::eps},
-  };
-  for (const auto& [name, field] : kFields)
-    if (name == attr) return c.*field;
-  return std::nullopt;
-}
-
-/// autodiff with the config's optimizer and a value for each attribute of its update op
-/// (SGD's momentum, AdamW's betas and eps: each optimizer's own), in the op's order. An
-/// unknown optimizer is passed on as it is, for autodiff to refuse with the list.
+/// autodiff with the config's optimizer and a value for each of its hyper-parameters, in
+/// its update op's order.
 std::string autodiffStep(const PipelineConfig& c) {
-  const absl::StatusOr<ir::Op> op = optimizerByName(c.optimizer);
-  if (!op.ok()) return absl::StrCat("autodiff{optimizer=", c.optimizer, "}");
+  const ir::Op op = optimizerOp(c.optimizer);
   std::vector<std::string> options;
-  if (*op != Autodiff::kDefaultOptimizer)
-    options.push_back(absl::StrCat("optimizer=", optimizerShortName(*op)));
-  for (const ir::AttrSpec& a : ir::opInfo(*op).attrs)
-    if (std::optional<double> v = hyperParameter(c, a.name))
-      options.push_back(absl::StrCat(optionName(a.name), "=", ir::formatDouble(*v)));
+  if (op != Autodiff::kDefaultOptimizer)
+    options.push_back(absl::StrCat("optimizer=", optimizerShortName(op)));
+  for (const auto& [attr, value] : hyperParameters(c.optimizer))
+    options.push_back(absl::StrCat(optionName(attr), "=", ir::formatDouble(value)));
   return absl::StrCat("autodiff{", absl::StrJoin(options, ","), "}");
 }
 

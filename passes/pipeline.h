@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ir/optimizer_configs.h"
 #include "ir/types.h"
 #include "passes/pass.h"
 
@@ -20,13 +21,9 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> parsePipeline(absl::string_vi
 struct PipelineConfig {
   std::vector<ir::Device> devices{ir::Device{}};  // the default device: cpu:0
   std::vector<double> weights;  // empty: even split
-  /// The optimizer (sgd or adamw: passes/optimizer_options.h) and its hyper-parameters;
-  /// momentum is SGD's, the betas and eps AdamW's.
-  std::string optimizer = "sgd";
-  double lr = 0.1;
-  double momentum = 0;
-  double weight_decay = 0;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  /// The optimizer and its hyper-parameters: a struct per optimizer update op of ir/ops.td
+  /// (ir/optimizer_configs.h), its fields the op's attributes.
+  ir::OptimizerConfig optimizer = ir::SgdConfig{};
   /// Run feed-learning-rate: the updates read a factor the runtime writes every step (CLI
   /// --schedule other than constant, or --warmup).
   bool lr_schedule = false;

@@ -5,6 +5,7 @@
 #include "tandem/tandem.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -14,6 +15,7 @@
 #include "backend/settings.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
+#include "train/settings_text.h"
 #include "train/training_session.h"
 
 namespace tandem {
@@ -48,24 +50,36 @@ const ApiNames& apiNames() {
   return names;
 }
 
-training::ModelSettings modelSettingsOf(const TrainConfig& c) {
+// The settings this API gives as text parsed as the CLI parses its flags
+// (train/settings_text.h), and the optimizer it names (unset: the model's) with the values
+// given, errors naming TrainConfig's fields.
+absl::StatusOr<training::ModelSettings> modelSettingsOf(const TrainConfig& c,
+                                                        const ModelSpec& spec) {
+  const ApiNames& names = apiNames();
   training::ModelSettings s;
-  s.devices = c.devices;
+  ASSIGN_OR_RETURN(s.devices, training::parseDevicesSetting(c.devices, names));
   s.batch = c.batch;
-  s.optimizer = c.optimizer;
+  std::map<std::string, training::WrittenNumber> given;
   const std::pair<const char*, const std::optional<double>*> hyper[] = {
       {"lr", &c.lr},       {"momentum", &c.momentum}, {"weight_decay", &c.weight_decay},
       {"beta1", &c.beta1}, {"beta2", &c.beta2},       {"eps", &c.eps}};
   for (const auto& [attr, value] : hyper)
-    if (*value) s.hyper[attr] = {.value = **value, .text = training::exactNumber(**value)};
+    if (*value) given[attr] = {.value = **value, .text = training::exactNumber(**value)};
+  if (c.optimizer || !given.empty()) {
+    ASSIGN_OR_RETURN(s.optimizer, training::chooseOptimizer(spec.defaults.optimizer, c.optimizer,
+                                                            given, names));
+  }
   s.schedule = c.schedule;
   s.warmup = c.warmup;
   s.clip_grad_norm = c.clip_grad_norm;
   s.label_smoothing = c.label_smoothing;
-  s.split = c.split;
+  ASSIGN_OR_RETURN(s.split, training::parseSplitSetting(c.split, /*for_training=*/true, names));
   s.sync_bn = c.sync_bn;
-  s.precision = c.precision;
-  s.allreduce_dtype = c.allreduce_dtype;
+  ASSIGN_OR_RETURN(s.precision, training::parseFloatTypeSetting(training::Setting::kPrecision,
+                                                                c.precision, names));
+  ASSIGN_OR_RETURN(s.allreduce_dtype,
+                   training::parseFloatTypeSetting(training::Setting::kAllreduceDtype,
+                                                   c.allreduce_dtype, names));
   return s;
 }
 
@@ -116,9 +130,10 @@ absl::StatusOr<training::DataSource> dataSourceOf(const Data& data, const ModelS
 
 absl::StatusOr<training::TrainConfig> configOf(const TrainConfig& c, const Data& data,
                                                const ModelSpec& spec) {
+  ASSIGN_OR_RETURN(training::ModelSettings model, modelSettingsOf(c, spec));
   ASSIGN_OR_RETURN(training::DataSource source, dataSourceOf(data, spec));
   return training::TrainConfig{
-      .model = modelSettingsOf(c),
+      .model = std::move(model),
       .epochs = c.epochs,
       .seed = c.seed,
       .data = std::move(source),

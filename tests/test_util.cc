@@ -17,6 +17,7 @@
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
 #include "ir/printer.h"
+#include "passes/optimizer_options.h"
 #include "passes/pass_manager.h"
 #include "tools/tandem/explore/page.h"
 
@@ -69,6 +70,18 @@ std::string compareWithGolden(const std::string& actual, const std::string& gold
              "\n(regenerate with TANDEM_UPDATE_GOLDEN=1 if the change is intended)";
   }
   return golden_relative + " differs";
+}
+
+ir::OptimizerConfig optimizerWith(const std::string& name,
+                                  const std::vector<std::pair<std::string, double>>& values) {
+  absl::StatusOr<ir::Op> op = passes::optimizerByName(name);
+  if (!op.ok()) {
+    ADD_FAILURE() << op.status();
+    std::abort();
+  }
+  ir::OptimizerConfig config = *passes::optimizerConfig(*op);
+  for (const auto& [attr, value] : values) passes::setHyperParameter(config, attr, value);
+  return config;
 }
 
 std::unique_ptr<ir::Module> buildZooModel(const std::string& name, int64_t batch) {

@@ -5,10 +5,12 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "ir/ir.h"
+#include "ir/optimizer_configs.h"
 #include "tests/device_kinds.h"
 
 namespace tandem::testing {
@@ -25,6 +27,11 @@ std::string compareWithGolden(const std::string& actual, const std::string& gold
 
 /// Builds a zoo model ("lenet", "resnet18", ...) at a global batch; aborts the test on error.
 std::unique_ptr<ir::Module> buildZooModel(const std::string& name, int64_t batch);
+
+/// Optimizer `name` (sgd, adamw) with each of `values` (attribute, value) that it has set:
+/// each optimizer takes its own hyper-parameters. Aborts the test on an unknown name.
+ir::OptimizerConfig optimizerWith(const std::string& name,
+                                  const std::vector<std::pair<std::string, double>>& values);
 
 /// Runs a pipeline text over the module (verifier on).
 absl::Status runPipeline(ir::Module& m, const std::string& pipeline);

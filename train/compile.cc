@@ -16,9 +16,6 @@ CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions o) {
   o.build.weight_init = spec.defaults.weight_init;
   o.build.label_smoothing = spec.defaults.label_smoothing;
   o.pipeline.optimizer = spec.defaults.optimizer;
-  o.pipeline.lr = spec.defaults.lr;
-  o.pipeline.momentum = spec.defaults.momentum;
-  o.pipeline.weight_decay = spec.defaults.weight_decay;
   // A schedule other than constant, or a warmup, feeds the learning rate every step.
   o.pipeline.lr_schedule = spec.defaults.schedule != "constant" || spec.defaults.warmup_epochs > 0;
   return o;

@@ -16,6 +16,7 @@
 #include "ir/target.h"
 #include "passes/optimizer_options.h"
 #include "runtime/lr_schedule.h"
+#include "train/settings_text.h"
 
 namespace tandem::training {
 namespace {
@@ -51,71 +52,21 @@ absl::StatusOr<ir::Initializer> parseInit(const std::string& text, const Setting
   return ir::Initializer{K::kNormal, std};
 }
 
-absl::StatusOr<std::vector<double>> parseWeights(const std::string& text, size_t devices,
-                                                 bool for_training, const SettingNames& names) {
-  std::vector<double> weights;
-  for (absl::string_view w : absl::StrSplit(text, ',')) {
-    double v = 0;
-    if (!absl::SimpleAtod(w, &v) || !(v > 0) || !std::isfinite(v))
-      return settingError(names, Setting::kSplit,
-                          absl::StrCat("'", text, "' is not even", for_training ? ", auto, " : " ",
-                                       "or positive weights such as 3,1"));
-    weights.push_back(v);
-  }
-  if (weights.size() != devices)
-    return settingError(names, Setting::kSplit,
-                        absl::StrCat(weights.size(), " weights for ", devices,
-                                     devices == 1 ? " device" : " devices"));
-  return weights;
-}
-
-// --optimizer and its hyper-parameters: each given one must be an attribute of the chosen
-// optimizer's update op, within the range ir/ops.td declares for it. Unset ones keep the
-// model's defaults (SGD for the lessons' CNNs, AdamW for vit and mlp) or, for an optimizer
-// other than the model's, take PyTorch's.
-absl::Status resolveOptimizer(const ModelSettings& f, const TrainingDefaults& model,
-                              passes::PipelineConfig& p, const SettingNames& names) {
-  absl::StatusOr<ir::Op> op = passes::optimizerByName(f.optimizer.value_or(model.optimizer));
-  if (!op.ok()) return settingError(names, Setting::kOptimizer, op.status().message());
-  const ir::OpInfo& info = ir::opInfo(*op);
-  p.optimizer = passes::optimizerShortName(*op);
-  // The setting named as the front end names it; an attribute no setting sets, by its key.
-  auto nameOf = [&](const std::string& attr) {
-    Setting s;
-    return settingOfKey(attr, &s) ? names(s) : attr;
-  };
-  for (const auto& [attr, given] : f.hyper) {
-    const std::string setting = nameOf(attr);
-    auto error = [&](absl::string_view message) {
-      return absl::InvalidArgumentError(absl::StrCat(setting, ": ", message));
-    };
-    const int i = info.attrIndex(attr);
-    if (i < 0) {
-      std::vector<std::string> takes;
-      for (const ir::AttrSpec& a : info.attrs) takes.push_back(nameOf(a.name));
-      return error(absl::StrCat("not a setting of ", names(Setting::kOptimizer), " ", p.optimizer,
-                                " (it takes ", absl::StrJoin(takes, ", "), ")"));
-    }
-    const std::string problem =
-        passes::optimizerValueProblem(info.attrs[static_cast<size_t>(i)], given.value);
-    if (absl::StartsWith(problem, "must "))
-      return error(absl::StrCat(given.text, " is out of range: ", problem));
-    if (!problem.empty()) return error(absl::StrCat(given.text, " ", problem));
-  }
-  const std::pair<absl::string_view, double*> fields[] = {
-      {"lr", &p.lr},       {"momentum", &p.momentum}, {"weight_decay", &p.weight_decay},
-      {"beta1", &p.beta1}, {"beta2", &p.beta2},       {"eps", &p.eps}};
-  for (const auto& [attr, field] : fields) {
-    // The model's defaults are for its own optimizer; another one starts from PyTorch's.
-    if (p.optimizer != model.optimizer)
-      if (std::optional<double> d = passes::optimizerDefault(*op, attr)) *field = *d;
-    if (auto given = f.hyper.find(std::string(attr)); given != f.hyper.end())
-      *field = given->second.value;
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
+
+std::string Split::text() const {
+  switch (kind) {
+    case Kind::kEven:
+      return "even";
+    case Kind::kAuto:
+      return "auto";
+    case Kind::kWeights:
+      break;
+  }
+  return absl::StrJoin(weights, ",", [](std::string* out, double w) {
+    absl::StrAppend(out, exactNumber(w));
+  });
+}
 
 int64_t ModelChoice::warmupSteps(int64_t steps_per_epoch, int epochs) const {
   if (warmup_steps) return *warmup_steps;
@@ -130,31 +81,31 @@ std::string ModelChoice::warmupText() const {
 
 namespace {
 
-// --devices parsed; under mpirun, every rank's (each process lists its own). Training
-// runs on them: a kind this build has no backend for is said before any data loads (dump
-// only compiles, for any kind).
+// The module's devices: this process's, and under mpirun every rank's (each process lists
+// its own). Training runs on them: a kind this build has no backend for is said before any
+// data loads (dump only compiles, for any kind).
 absl::StatusOr<std::vector<ir::Device>> resolveDevices(const ModelSettings& f, bool for_training,
                                                        const SettingNames& names) {
   backend::registerBackends();  // the kinds this build knows, and what they can do
-  auto devices = ir::parseTargetDevices(f.devices);
-  if (!devices.ok()) return settingError(names, Setting::kDevices, devices.status().message());
+  if (f.devices.empty()) return settingError(names, Setting::kDevices, "lists no device");
+  std::vector<ir::Device> devices = f.devices;
   if (f.ranks > 1) {
     // Every process gets the same devices setting: its own. The module spans all ranks'.
-    for (const ir::Device& d : *devices)
+    for (const ir::Device& d : devices)
       if (d.rank != 0)
         return settingError(names, Setting::kDevices,
                             absl::StrCat(ir::toString(d), " names a rank; with ", f.ranks,
                                          " processes ", names(Setting::kDevices),
                                          " lists each process's own devices "
                                          "(cpu:0,cpu:1), and rank r's are cpu:0@r, cpu:1@r"));
-    *devices = ir::devicesAcrossRanks(*devices, f.ranks);
-    if (devices->size() > ir::kMaxDevices)
+    devices = ir::devicesAcrossRanks(devices, f.ranks);
+    if (devices.size() > ir::kMaxDevices)
       return settingError(names, Setting::kDevices,
-                          absl::StrCat(f.ranks, " ranks of ", devices->size() / f.ranks,
+                          absl::StrCat(f.ranks, " ranks of ", devices.size() / f.ranks,
                                        " devices are more than ", ir::kMaxDevices));
   }
   if (for_training)
-    if (absl::Status here = checkDevicesRunHere(*devices); !here.ok())
+    if (absl::Status here = checkDevicesRunHere(devices); !here.ok())
       return settingError(names, Setting::kDevices, here.message());
   return devices;
 }
@@ -173,15 +124,23 @@ absl::Status resolveBatchAndSplit(const ModelSettings& f, bool for_training,
                         absl::StrCat(batch, " is smaller than the device count ", devices,
                                      "; every device needs at least one example"));
   c.build.batch = batch;
-  if (f.split == "auto") {
-    if (!for_training)
-      return settingError(names, Setting::kSplit,
-                          "auto measures the devices while training; dump takes even or "
-                          "weights such as 3,1");
-    choice.auto_split = devices > 1;
-  } else if (f.split != "even") {
-    ASSIGN_OR_RETURN(c.pipeline.weights,
-                     parseWeights(f.split, static_cast<size_t>(devices), for_training, names));
+  switch (f.split.kind) {
+    case Split::Kind::kEven:
+      break;
+    case Split::Kind::kAuto:
+      if (!for_training)
+        return settingError(names, Setting::kSplit,
+                            "auto measures the devices while training; dump takes even or "
+                            "weights such as 3,1");
+      choice.auto_split = devices > 1;
+      break;
+    case Split::Kind::kWeights:
+      if (static_cast<int64_t>(f.split.weights.size()) != devices)
+        return settingError(names, Setting::kSplit,
+                            absl::StrCat(f.split.weights.size(), " weights for ", devices,
+                                         devices == 1 ? " device" : " devices"));
+      c.pipeline.weights = f.split.weights;
+      break;
   }
   return absl::OkStatus();
 }
@@ -234,20 +193,9 @@ absl::Status resolvePipeline(const ModelSettings& f, const SettingNames& names,
                                      " yet (the norm needs each shard's sum of squares "
                                      "all-reduced)"));
   p.shard_updates = f.shard_updates;
-  // auto leaves it unset: the default pipeline decides by the device kinds.
-  if (f.group_updates == "on" || f.group_updates == "off")
-    p.group_updates = f.group_updates == "on";
-  else if (f.group_updates != "auto")
-    return settingError(names, Setting::kGroupUpdates,
-                        absl::StrCat("'", f.group_updates, "' is not auto, on or off"));
-  for (auto [setting, value] : {std::pair{Setting::kPrecision, &f.precision},
-                                std::pair{Setting::kAllreduceDtype, &f.allreduce_dtype}})
-    if (*value != "f32" && *value != "bf16")
-      return settingError(
-          names, setting,
-          absl::StrCat("'", *value, "' is not a dtype Tandem trains in: f32 or bf16"));
-  p.bf16 = f.precision == "bf16";
-  p.bf16_allreduce = f.allreduce_dtype == "bf16";
+  p.group_updates = f.group_updates;  // unset: the default pipeline decides by the kinds
+  p.bf16 = f.precision == ir::FloatType::kBf16;
+  p.bf16_allreduce = f.allreduce_dtype == ir::FloatType::kBf16;
   return absl::OkStatus();
 }
 
@@ -262,7 +210,10 @@ absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSetti
   if (f.init) {
     ASSIGN_OR_RETURN(c.build.weight_init, parseInit(*f.init, names));
   }
-  RETURN_IF_ERROR(resolveOptimizer(f, choice.spec.defaults, c.pipeline, names));
+  if (f.optimizer) {  // the model's own values are in range (a zoo test checks each)
+    RETURN_IF_ERROR(checkOptimizerValues(*f.optimizer, names));
+    c.pipeline.optimizer = *f.optimizer;
+  }
   RETURN_IF_ERROR(resolveSchedule(f, names, choice));
   c.pipeline.clip_grad_norm = f.clip_grad_norm.value_or(0);
   c.build.label_smoothing = f.label_smoothing.value_or(choice.spec.defaults.label_smoothing);
@@ -293,18 +244,17 @@ std::string exactNumber(double v) {
 
 namespace {
 
-// The optimizer's settings as flags and exact values. SGD's are the three it always had
-// (so that a checkpoint from before --optimizer resumes); another optimizer's name comes
-// first, then its own.
+// The optimizer's settings by key with exact values. SGD's are the three it always had (so
+// that a checkpoint from before the optimizer was a setting resumes); another optimizer's
+// name comes first, then its own.
 std::vector<std::pair<std::string, std::string>> optimizerSettings(
-    const passes::PipelineConfig& p) {
-  if (p.optimizer == "sgd")
-    return {{"lr", exactNumber(p.lr)},
-            {"momentum", exactNumber(p.momentum)},
-            {"weight_decay", exactNumber(p.weight_decay)}};
-  return {{"optimizer", p.optimizer},      {"lr", exactNumber(p.lr)},
-          {"beta1", exactNumber(p.beta1)}, {"beta2", exactNumber(p.beta2)},
-          {"eps", exactNumber(p.eps)},     {"weight_decay", exactNumber(p.weight_decay)}};
+    const ir::OptimizerConfig& optimizer) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!std::holds_alternative<ir::SgdConfig>(optimizer))
+    out.emplace_back("optimizer", passes::optimizerShortName(passes::optimizerOp(optimizer)));
+  for (const auto& [attr, value] : passes::hyperParameters(optimizer))
+    out.emplace_back(attr, exactNumber(value));
+  return out;
 }
 
 }  // namespace
@@ -317,7 +267,7 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoic
   std::vector<std::pair<std::string, std::string>> out{{"batch", absl::StrCat(o.build.batch)},
                                                        {"seed", absl::StrCat(seed)},
                                                        {"limit_train", absl::StrCat(train_count)}};
-  for (auto& setting : optimizerSettings(o.pipeline)) out.push_back(std::move(setting));
+  for (auto& setting : optimizerSettings(o.pipeline.optimizer)) out.push_back(std::move(setting));
   // Listed only when given, so that checkpoints from before these flags resume.
   if (o.pipeline.clip_grad_norm > 0)
     out.push_back({"clip_grad_norm", exactNumber(o.pipeline.clip_grad_norm)});
@@ -327,8 +277,8 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoic
     out.insert(out.end(),
                {{"schedule", c.schedule},
                 {"warmup", absl::StrCat(c.warmupSteps(train_count / o.build.batch, epochs))}});
-  out.insert(out.end(), {{"precision", f.precision},
-                         {"allreduce_dtype", f.allreduce_dtype},
+  out.insert(out.end(), {{"precision", std::string(ir::toWord(f.precision))},
+                         {"allreduce_dtype", std::string(ir::toWord(f.allreduce_dtype))},
                          {"sync_bn", f.sync_bn ? "on" : "off"}});
   return out;
 }

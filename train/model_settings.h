@@ -15,59 +15,71 @@
 
 #include "absl/status/statusor.h"
 #include "frontend/model.h"
+#include "ir/optimizer_configs.h"
+#include "ir/types.h"
 #include "runtime/lr_schedule.h"
 #include "train/compile.h"
 #include "train/setting.h"
 
 namespace tandem::training {
 
+/// How the global batch splits across the devices.
+struct Split {
+  enum class Kind { kEven, kWeights, kAuto };
+  Kind kind = Kind::kEven;
+  /// kWeights: one positive weight per device (3,1: three quarters on the first).
+  std::vector<double> weights;
+
+  static Split even() { return {}; }
+  static Split byWeights(std::vector<double> w) { return {Kind::kWeights, std::move(w)}; }
+  /// Start even, then re-plan from each device's measured speed (training only).
+  static Split measured() { return {Kind::kAuto, {}}; }
+  /// "even", "3,1", "auto": as the setting is written.
+  std::string text() const;
+};
+
 /// Where a model runs and the training settings written into its step; unset
 /// hyper-parameters take the model's defaults (ModelSpec::defaults). Each field is the
 /// Setting of the same key (`weight_decay`), which errors name in the front end's words.
+/// Front ends that get text parse it with train/settings_text.h.
 struct ModelSettings {
-  std::string devices = "cpu:0";
+  /// The devices this process drives; with `ranks` processes, each gives its own and the
+  /// module spans every rank's.
+  std::vector<ir::Device> devices{ir::Device{}};
   /// Unset: 256, and for dump at least one example per device (a 4096-device dump needs
   /// no --batch); train refuses a batch smaller than the device count instead.
   std::optional<int64_t> batch;
-  /// --optimizer: sgd or adamw (an optimizer update op of ir/ops.td); unset: the model's.
-  std::optional<std::string> optimizer;
-  /// The optimizer's hyper-parameters as given (--lr, --momentum, --weight-decay, --beta1,
-  /// --beta2, --eps), by attribute name (weight_decay), with the text typed: checked
-  /// against the chosen optimizer's attribute ranges in ir/ops.td when the settings are
-  /// resolved. Unset ones take the model's defaults (SGD) or PyTorch's (AdamW).
-  struct Hyper {
-    double value = 0;
-    std::string text;
-  };
-  std::map<std::string, Hyper> hyper;
-  /// --schedule (constant, step:EPOCHS:GAMMA, cosine) and --warmup (steps): any but
-  /// constant without warmup compiles the step with feed-learning-rate (runtime/lr_schedule.h).
-  /// Unset: the model's (ModelSpec::defaults; its warmup is in epochs).
+  /// The optimizer and its values (ir/optimizer_configs.h: a struct per optimizer update op
+  /// of ir/ops.td, its fields the op's hyper-parameters); unset: the model's.
+  std::optional<ir::OptimizerConfig> optimizer;
+  /// The learning-rate schedule (constant, step:EPOCHS:GAMMA, cosine) and its warmup in
+  /// steps: any but constant without warmup compiles the step with feed-learning-rate
+  /// (runtime/lr_schedule.h). Unset: the model's (ModelSpec::defaults; its warmup is in
+  /// epochs).
   std::optional<std::string> schedule;
   std::optional<int64_t> warmup;
-  /// --clip-grad-norm: the max global norm of the gradients (clip-grad-norm); unset: none.
+  /// The max global norm of the gradients (clip-grad-norm); unset: none.
   std::optional<double> clip_grad_norm;
-  /// --label-smoothing: the training loss's, in [0, 1); unset: the model's (0 for all).
+  /// The training loss's, in [0, 1); unset: the model's (0 for all).
   std::optional<double> label_smoothing;
   std::optional<std::string> init;
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;
-  /// --split: "even", weights such as "3,1", or (train) "auto".
-  std::string split = "even";
+  Split split;
   bool no_fuse = false;
   bool no_recompute = false;
   bool plain_layout = false;
   bool sync_bn = false;
-  /// --shard-updates: the shard-weight-update pass (reduce_scatter, sharded optimizer state
-  /// and update, all_gather).
+  /// The shard-weight-update pass (reduce_scatter, sharded optimizer state and update,
+  /// all_gather).
   bool shard_updates = false;
-  /// --group-updates: auto (for CUDA devices), on or off.
-  std::string group_updates = "auto";
-  /// --precision: f32, or bf16 (the mixed-precision pass).
-  std::string precision = "f32";
-  /// --allreduce-dtype: the dtype gradients are reduced in, f32 or bf16.
-  std::string allreduce_dtype = "f32";
-  /// Processes that each drive --devices (dump --ranks P; train: the processes mpirun
+  /// The group-updates pass; unset: where a device is a CUDA one.
+  std::optional<bool> group_updates;
+  /// bf16: the mixed-precision pass.
+  ir::FloatType precision = ir::FloatType::kF32;
+  /// The dtype gradients are reduced in.
+  ir::FloatType allreduce_dtype = ir::FloatType::kF32;
+  /// Processes that each drive `devices` (dump --ranks P; train: the processes mpirun
   /// started): the module's devices are these ranks' devices, rank by rank.
   int ranks = 1;
 };

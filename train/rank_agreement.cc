@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "ir/fnv1a.h"
 #include "ir/printer.h"
+#include "passes/optimizer_options.h"
 
 namespace tandem::training {
 namespace {
@@ -35,6 +36,12 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
   const std::vector<ir::Device> local(
       p.devices.begin(),
       p.devices.begin() + static_cast<std::ptrdiff_t>(p.devices.size() / std::max(m.ranks, 1)));
+  const std::vector<std::pair<std::string, double>> values = passes::hyperParameters(p.optimizer);
+  auto hyper = [&](absl::string_view attr) {  // "-" for another optimizer's
+    for (const auto& [name, value] : values)
+      if (name == attr) return exactNumber(value);
+    return std::string("-");
+  };
   auto given = [](bool on) { return std::string(on ? "given" : "not given"); };
   auto number = [](const auto& v) { return v ? absl::StrCat(*v) : std::string("unset"); };
   using S = Setting;
@@ -42,14 +49,14 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
       {S::kModel, c.spec.name},
       {S::kDevices, ir::toString(local)},
       {S::kBatch, absl::StrCat(o.build.batch)},
-      {S::kSplit, m.split},
-      {S::kOptimizer, p.optimizer},
-      {S::kLr, exactNumber(p.lr)},
-      {S::kMomentum, exactNumber(p.momentum)},
-      {S::kWeightDecay, exactNumber(p.weight_decay)},
-      {S::kBeta1, exactNumber(p.beta1)},
-      {S::kBeta2, exactNumber(p.beta2)},
-      {S::kEps, exactNumber(p.eps)},
+      {S::kSplit, m.split.text()},
+      {S::kOptimizer, passes::optimizerShortName(passes::optimizerOp(p.optimizer))},
+      {S::kLr, hyper("lr")},
+      {S::kMomentum, hyper("momentum")},
+      {S::kWeightDecay, hyper("weight_decay")},
+      {S::kBeta1, hyper("beta1")},
+      {S::kBeta2, hyper("beta2")},
+      {S::kEps, hyper("eps")},
       {S::kSchedule, c.schedule},
       {S::kWarmup, c.warmupText()},
       {S::kClipGradNorm, exactNumber(p.clip_grad_norm)},
@@ -63,9 +70,9 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
       {S::kNoFuse, given(m.no_fuse)},
       {S::kPlainLayout, given(m.plain_layout)},
       {S::kNoRecompute, given(m.no_recompute)},
-      {S::kGroupUpdates, m.group_updates},
-      {S::kPrecision, m.precision},
-      {S::kAllreduceDtype, m.allreduce_dtype},
+      {S::kGroupUpdates, !m.group_updates ? "auto" : *m.group_updates ? "on" : "off"},
+      {S::kPrecision, std::string(ir::toWord(m.precision))},
+      {S::kAllreduceDtype, std::string(ir::toWord(m.allreduce_dtype))},
       {S::kEpochs, absl::StrCat(config.epochs)},
       {S::kSeed, absl::StrCat(config.seed)},
       {S::kLimitTrain, number(config.limit_train)},

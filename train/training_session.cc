@@ -419,9 +419,9 @@ std::string TrainingSession::nonFiniteCause() {
                                                   bad->names.size() - 1, bad->checked));
   else if (bad.ok())
     where = "every variable is still finite, so this step's arithmetic overflowed: ";
-  const passes::PipelineConfig& p = choice_.compile.pipeline;
   const std::string eps = names_(Setting::kEps);
-  if (p.optimizer == "adamw" && p.eps == 0)
+  if (const auto* adamw = std::get_if<ir::AdamwConfig>(&choice_.compile.pipeline.optimizer);
+      adamw != nullptr && adamw->eps == 0)
     return absl::StrCat(where, "AdamW divides by sqrt(exp_avg_sq) + eps, which ", eps,
                         " 0 leaves 0 where a gradient has been 0 throughout, and 0/0 is NaN; give ",
                         eps, " > 0 such as PyTorch's 1e-08, or ", keep_going);

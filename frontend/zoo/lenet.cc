@@ -9,7 +9,7 @@ ModelSpec lenet() {
   spec.num_classes = 10;
   // Momentum 0.9 with Kaiming init reaches 0.90 in 10 epochs; the lessons' lr 0.2, no
   // momentum and N(0, 0.01) sit on the 2.30 plateau for an epoch first.
-  spec.defaults = {.lr = 0.1, .momentum = 0.9};
+  spec.defaults = {.optimizer = ir::SgdConfig{.lr = 0.1, .momentum = 0.9}};
   spec.forward = [](Builder& b, Tensor x) {
     Tensor h = b.avgPool2d(b.relu(b.conv2d(x, {.out_channels = 20, .kernel = 3, .name = "conv1"})),
                            {.kernel = 2, .name = "pool1"});

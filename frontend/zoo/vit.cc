@@ -63,9 +63,7 @@ Tensor mlpBlock(Builder& b, Tensor x, const VitShape& s, int64_t tokens) {
 // AdamW with one epoch of warmup, then cosine, as ViTs are trained (issue 24's defaults).
 TrainingDefaults transformerDefaults() {
   TrainingDefaults d;
-  d.optimizer = "adamw";
-  d.lr = 1e-3;
-  d.weight_decay = 0.05;
+  d.optimizer = ir::AdamwConfig{.lr = 1e-3, .weight_decay = 0.05};
   d.schedule = "cosine";
   d.warmup_epochs = 1;
   return d;

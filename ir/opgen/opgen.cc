@@ -7,6 +7,8 @@
 //   ir/kernel_ops.h   TANDEM_KERNEL_OPS(X): X(Enum, name) for every op a kernel table holds,
 //                     and per class TANDEM_CLASS_OPS(X): X(Enum) for its forward ops
 //   ir/op_args.cc     the creators' spec() functions
+//   ir/optimizer_configs.h  per optimizer update op a struct of its hyper-parameters,
+//                     each defaulting to its preset (SgdConfig), and OptimizerConfig
 //   op_table.md       docs/IR.md's op table
 // A plain C++ program, not a script: a fresh Debian has no Python, and CMake builds it
 // as a host tool first. Every error names the spec line.
@@ -626,6 +628,14 @@ void validate(Spec& spec) {
     }
     for (const std::string* r : {&o.param, &o.grad})
       if (o.operandIndex(*r) < 0) die(l, "'" + *r + "' is no operand of " + o.name);
+    // Its attributes are the hyper-parameters front ends set (ir/optimizer_configs.h): each
+    // needs the value a config starts from.
+    if (o.attrIndex("lr") < 0)
+      die(l, "optimizer " + o.name + " needs `attr lr` (the learning-rate schedule scales it)");
+    for (const Attr& a : o.attrs)
+      if (a.preset.empty())
+        die(a.line, "attribute " + a.name + " of optimizer " + o.name +
+                        " needs a `preset` (the value a training config starts from)");
     // The learning-rate factor follows every per-parameter operand (UpdateView finds it
     // there, in the grouped form too).
     if (!o.lr_scale.empty() &&
@@ -730,6 +740,53 @@ void writeEnumHeader(const Spec& spec, std::ostream& o) {
   for (size_t i = 0; i < spec.calls.size(); ++i)
     o << (i ? ", " : " ") << "k" << camel(spec.calls[i]);
   o << " };\n\n}  // namespace tandem::ir\n";
+}
+
+/// The single-form optimizer update ops (not grouped_of or sharded_of), in spec order.
+std::vector<const Op*> optimizerOps(const Spec& spec) {
+  std::vector<const Op*> out;
+  for (const Op& op : spec.ops)
+    if (!op.param.empty() && op.grouped_of.empty() && op.sharded_of.empty()) out.push_back(&op);
+  return out;
+}
+
+/// sgd_update -> SgdConfig: what a front end sets to choose the optimizer and its values.
+std::string configName(const Op& op) {
+  const std::string suffix = "_update";
+  std::string base = op.name;
+  if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(),
+                                                  suffix) == 0)
+    base.resize(base.size() - suffix.size());
+  return camel(base) + "Config";
+}
+
+/// Per optimizer update op a struct whose fields are its hyper-parameters (its attributes,
+/// each defaulting to its `preset`), so that a training config names an optimizer and its
+/// values in types the spec owns; OptimizerConfig is any of them.
+void writeOptimizerConfigs(const Spec& spec, std::ostream& o) {
+  o << kBanner << "#pragma once\n\n#include <cstdint>\n#include <variant>\n\n"
+    << "#include \"ir/op_enum.h\"\n\nnamespace tandem::ir {\n";
+  std::vector<std::string> names;
+  for (const Op* op : optimizerOps(spec)) {
+    const std::string C = configName(*op);
+    names.push_back(C);
+    o << "\n/// " << op->name << "'s hyper-parameters, each defaulting to its preset in "
+      << "ir/ops.td.\nstruct " << C << " {\n  static constexpr Op kOp = Op::k" << camel(op->name)
+      << ";\n";
+    for (const Attr& a : op->attrs) o << "  " << cppType(a) << " " << a.name << " = " << a.preset << ";\n";
+    o << "\n  bool operator==(const " << C << "&) const = default;\n"
+      << "  /// Calls f(attribute name, field) for each, in the op's order.\n";
+    for (const char* qualifier : {"", " const"}) {
+      o << "  template <class F>\n  void forEach(F&& f)" << qualifier << " {\n";
+      for (const Attr& a : op->attrs) o << "    f(\"" << a.name << "\", " << a.name << ");\n";
+      o << "  }\n";
+    }
+    o << "};\n";
+  }
+  o << "\n/// An optimizer and its values: one of the structs above.\nusing OptimizerConfig = "
+       "std::variant<";
+  for (size_t i = 0; i < names.size(); ++i) o << (i ? ", " : "") << names[i];
+  o << ">;\n\n}  // namespace tandem::ir\n";
 }
 
 /// For code shared by several ops (one convolution geometry for conv2d and its backward
@@ -1177,16 +1234,18 @@ int main(int argc, char** argv) {
   }
   const Spec spec = load(args[0]);
   const std::string out = args[1];
-  std::ostringstream enums, views, arg_defs, table, kernels;
+  std::ostringstream enums, views, arg_defs, table, kernels, optimizers;
   writeEnumHeader(spec, enums);
   writeViews(spec, views, arg_defs);
   writeTable(spec, table);
   writeKernelOps(spec, kernels);
+  writeOptimizerConfigs(spec, optimizers);
   writeFile(out + "/ir/op_enum.h", enums.str());
   writeFile(out + "/ir/op_views.h", views.str());
   writeFile(out + "/ir/op_table.cc", table.str());
   writeFile(out + "/ir/op_args.cc", arg_defs.str());
   writeFile(out + "/ir/kernel_ops.h", kernels.str());
+  writeFile(out + "/ir/optimizer_configs.h", optimizers.str());
   writeFile(out + "/op_table.md", docTable(spec));
   return 0;
 }

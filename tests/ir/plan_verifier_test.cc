@@ -36,7 +36,7 @@ std::unique_ptr<Module> plannedLenet(const char* kind = "cpu") {
   auto m = testing::buildZooModel("lenet", 64);
   passes::PipelineConfig config;
   config.devices = {{::tandem::testing::kind(kind), 0}, {::tandem::testing::kind(kind), 1}};
-  config.momentum = 0.9;
+  config.optimizer = ir::SgdConfig{.momentum = 0.9};
   config.bucket_mb = 0.1;
   config.first_bucket_mb = 0.02;
   absl::Status s = testing::runPipeline(*m, passes::defaultPipeline(config));
@@ -481,7 +481,7 @@ TEST_P(ZooPlan, IsAccepted) {
   config.devices.clear();
   for (int d = 0; d < c.devices; ++d)
     config.devices.push_back({::tandem::testing::kind(c.kind), d});
-  config.momentum = 0.9;
+  config.optimizer = ir::SgdConfig{.momentum = 0.9};
   config.allreduce_groups = c.groups;
   config.sync_bn = c.sync_bn;
   config.bf16 = c.bf16;

@@ -80,10 +80,9 @@ inline passes::PipelineConfig pipelineConfig(const ZooCase& c) {
   passes::PipelineConfig config;
   config.devices.clear();
   for (int i = 0; i < c.devices; ++i) config.devices.push_back({::tandem::testing::kind("cpu"), i});
-  config.momentum = c.momentum;
-  config.weight_decay = c.momentum > 0 ? 5e-4 : 0;
+  config.optimizer = optimizerWith(
+      c.optimizer, {{"lr", 0.1}, {"momentum", c.momentum}, {"weight_decay", c.momentum > 0 ? 5e-4 : 0}});
   config.bf16 = c.bf16;
-  config.optimizer = c.optimizer;
   config.group_updates = true;
   config.shard_updates = c.shard;
   config.allreduce_groups = c.groups;

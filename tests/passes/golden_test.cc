@@ -49,7 +49,7 @@ std::string shardedOn(int devices) {
   passes::PipelineConfig config;
   config.devices.clear();
   for (int d = 0; d < devices; ++d) config.devices.push_back({::tandem::testing::kind("cpu"), d});
-  config.momentum = 0.9;
+  config.optimizer = ir::SgdConfig{.momentum = 0.9};
   config.shard_updates = true;
   return passes::defaultPipeline(config);
 }

@@ -42,7 +42,7 @@ TEST(GroupUpdates, Resnet18GetsOneGroupPerDeviceAndBucket) {
   ASSERT_NE(m, nullptr);
   passes::PipelineConfig config;
   config.devices = {{::tandem::testing::kind("cuda"), 0}, {::tandem::testing::kind("cuda"), 1}};
-  config.momentum = 0.9;
+  config.optimizer = ir::SgdConfig{.momentum = 0.9};
   config.bucket_mb = 8;
   config.group_updates = true;
   const std::string pipeline = passes::defaultPipeline(config);

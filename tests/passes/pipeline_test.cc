@@ -12,7 +12,9 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/interfaces.h"
 #include "ir/printer.h"
+#include "passes/optimizer_options.h"
 #include "passes/pass_manager.h"
 #include "passes/registry.h"
 #include "tests/passes/pass_test_util.h"
@@ -160,9 +162,7 @@ TEST(DefaultPipeline, TextAndOrder) {
   passes::PipelineConfig config{
       .devices = {{::tandem::testing::kind("cuda"), 0}, {::tandem::testing::kind("cuda"), 1}},
       .weights = {3, 1},
-      .lr = 0.2,
-      .momentum = 0.9,
-      .weight_decay = 0.001,
+      .optimizer = ir::SgdConfig{.lr = 0.2, .momentum = 0.9, .weight_decay = 0.001},
       .lr_schedule = true,
       .clip_grad_norm = 1.5,
       .shard_updates = true,
@@ -199,24 +199,46 @@ TEST(DefaultPipeline, TextAndOrder) {
 }
 
 // autodiff's options are the attributes of the optimizer's update op (ir/ops.td), in its
-// order: SGD's momentum, AdamW's betas and eps; an optimizer's long and short names give
-// one text; an unknown one is refused by autodiff with the list.
+// order: SGD's momentum, AdamW's betas and eps, each from its config's fields.
 TEST(DefaultPipeline, AutodiffTakesTheOptimizersOwnAttributes) {
-  passes::PipelineConfig config{
-      .lr = 0.2, .momentum = 0.9, .weight_decay = 0.05, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-7};
-  auto autodiffText = [&](const std::string& optimizer) {
-    config.optimizer = optimizer;
-    const std::string text = passes::defaultPipeline(config);
+  auto autodiffText = [&](const ir::OptimizerConfig& optimizer) {
+    const std::string text = passes::defaultPipeline({.optimizer = optimizer});
     return text.substr(0, text.find("},") + 1);
   };
-  EXPECT_EQ(autodiffText("sgd"), "autodiff{lr=0.2,momentum=0.9,weight-decay=0.05}");
-  EXPECT_EQ(autodiffText("sgd_update"), autodiffText("sgd"));
-  EXPECT_EQ(autodiffText("adamw"),
+  EXPECT_EQ(autodiffText(ir::SgdConfig{.lr = 0.2, .momentum = 0.9, .weight_decay = 0.05}),
+            "autodiff{lr=0.2,momentum=0.9,weight-decay=0.05}");
+  EXPECT_EQ(autodiffText(ir::AdamwConfig{
+                .lr = 0.2, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-7, .weight_decay = 0.05}),
             "autodiff{optimizer=adamw,lr=0.2,beta1=0.8,beta2=0.99,eps=1e-07,weight-decay=0.05}");
-  EXPECT_EQ(autodiffText("adamw_update"), autodiffText("adamw"));
-  EXPECT_EQ(parseError(autodiffText("rmsprop")),
+  // A config's defaults are its op's presets: PyTorch's (SGD's lr, which PyTorch leaves to
+  // the user, 0.1).
+  EXPECT_EQ(autodiffText(ir::AdamwConfig{}),
+            "autodiff{optimizer=adamw,lr=0.001,beta1=0.9,beta2=0.999,eps=1e-08,weight-decay=0.01}");
+  EXPECT_EQ(parseError("autodiff{optimizer=rmsprop}"),
             "pass autodiff: option 'optimizer' must name an optimizer update op (adamw, sgd, or "
             "their ops such as sgd_update), got 'rmsprop'");
+}
+
+// The typed configs and the op table agree: a config per optimizer's single form, whose
+// fields are its op's attributes in order, each defaulting to the attribute's preset; a
+// value set by name lands in the field of that name.
+TEST(OptimizerConfig, IsItsOpsDeclaration) {
+  for (const ir::OpInfo& info : ir::allOps()) {
+    if (info.optimizer == nullptr || info.optimizer->grouped_of || info.optimizer->sharded_of)
+      continue;
+    absl::StatusOr<ir::OptimizerConfig> config = passes::optimizerConfig(info.op);
+    ASSERT_TRUE(config.ok()) << info.name << ": " << config.status();
+    EXPECT_EQ(passes::optimizerOp(*config), info.op);
+    std::vector<std::pair<std::string, double>> presets;
+    for (const ir::AttrSpec& a : info.attrs) presets.emplace_back(a.name, a.preset.value_or(-1));
+    EXPECT_EQ(passes::hyperParameters(*config), presets) << info.name;
+    EXPECT_TRUE(passes::setHyperParameter(*config, "lr", 0.25));
+    EXPECT_EQ(passes::hyperParameters(*config)[0], (std::pair<std::string, double>{"lr", 0.25}));
+    EXPECT_FALSE(passes::setHyperParameter(*config, "no_such_attribute", 1));
+  }
+  EXPECT_FALSE(passes::optimizerConfig(ir::Op::kRelu).ok());
+  ir::OptimizerConfig sgd = ir::SgdConfig{};
+  EXPECT_FALSE(passes::setHyperParameter(sgd, "beta1", 0.5));  // AdamW's, not SGD's
 }
 
 // autodiff's help (tandem opt --help) is written from the optimizer ops' declarations:
@@ -234,9 +256,7 @@ TEST(Registry, AutodiffOptionsAreEachOptimizersAttributes) {
 TEST(DefaultPipeline, KeepsNumbersExact) {
   // The pipeline text must not round the user's learning rate (6 significant digits
   // would turn 0.1234567 into 0.123457).
-  passes::PipelineConfig config;
-  config.lr = 0.1234567;
-  config.weight_decay = 1.0 / 3;
+  passes::PipelineConfig config{.optimizer = ir::SgdConfig{.lr = 0.1234567, .weight_decay = 1.0 / 3}};
   std::string text = passes::defaultPipeline(config);
   auto m = buildZooModel("lenet", 8);
   ASSERT_NE(m, nullptr);

@@ -38,7 +38,7 @@ TEST(AutoSplit, MovesImagesToTheFasterDevice) {
   training::CompileOptions c;
   c.build.batch = o.batch;
   c.pipeline.devices = o.devices;
-  c.pipeline.lr = o.lr;
+  c.pipeline.optimizer = ir::SgdConfig{.lr = o.lr};
   training::AutoSplit split(*spec, c, **trainer);
   EXPECT_EQ(split.rows(), (std::vector<int64_t>{32, 32}));
 

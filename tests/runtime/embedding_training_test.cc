@@ -82,7 +82,8 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compiled(const std::vector<ir::Devic
     RETURN_IF_ERROR(
         init->create(ir::AssignArgs{.value = value->result(), .var = v.name}.spec()).status());
   }
-  passes::PipelineConfig config{.devices = devices, .weights = weights, .lr = c.num("lr")};
+  passes::PipelineConfig config{
+      .devices = devices, .weights = weights, .optimizer = ir::SgdConfig{.lr = c.num("lr")}};
   backend::registerBackends();  // the targets' facts: the arena alignment
   ASSIGN_OR_RETURN(config.alignment, ir::targetAlignment(devices));
   passes::PassManager pm;

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "runtime/trainer.h"
 #include "tests/device_kinds.h"
+#include "tests/test_util.h"
 #include "train/compile.h"
 
 namespace tandem::testing {
@@ -75,13 +76,12 @@ inline training::CompileOptions compileOptions(const TrainSetup& o) {
   c.build.batch = o.batch;
   c.pipeline = {.devices = o.devices,
                 .weights = o.weights,
-                .optimizer = o.optimizer,
-                .lr = o.lr,
-                .momentum = o.momentum,
-                .weight_decay = o.weight_decay,
-                .beta1 = o.beta1,
-                .beta2 = o.beta2,
-                .eps = o.eps,
+                .optimizer = optimizerWith(o.optimizer, {{"lr", o.lr},
+                                                         {"momentum", o.momentum},
+                                                         {"weight_decay", o.weight_decay},
+                                                         {"beta1", o.beta1},
+                                                         {"beta2", o.beta2},
+                                                         {"eps", o.eps}}),
                 .lr_schedule = o.lr_schedule,
                 .clip_grad_norm = o.clip_grad_norm,
                 .bucket_mb = o.bucket_mb,

@@ -176,7 +176,7 @@ absl::StatusOr<std::vector<Row>> predictRoofline(const SimulateFlags& f, ModelFl
                                                  const Setting& s) {
   // (A std::string, not a literal: GCC 12's -Wrestrict misfires on a literal assigned
   // here, its bug 105329.)
-  mf.devices = std::string("2");
+  mf.written.devices = std::string("2");
   mf.batch = 2 * f.batch_per_device;
   ASSIGN_OR_RETURN(ModelChoice choice, resolveModelFlags(mf, /*for_training=*/false));
   ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> m,
@@ -208,7 +208,7 @@ absl::StatusOr<std::vector<Row>> predictCpu(const SimulateFlags& f, ModelFlags m
                                             const std::vector<int64_t>& counts) {
   std::vector<Row> rows;
   for (int64_t p : counts) {
-    mf.devices = absl::StrCat(p);
+    mf.written.devices = absl::StrCat(p);
     mf.batch = p * f.batch_per_device;
     ASSIGN_OR_RETURN(ModelChoice choice,
                      resolveModelFlags(atDeviceCount(mf, p), /*for_training=*/false));
@@ -304,7 +304,7 @@ absl::Status runSimulate(const SimulateFlags& f) {
   }
   // The model and its settings are checked once, before any work.
   ModelFlags mf = f.model;
-  mf.devices = std::string(mf.shard_updates ? "2" : "1");  // a sharded update needs two
+  mf.written.devices = std::string(mf.shard_updates ? "2" : "1");  // a sharded update needs two
   mf.batch = f.batch_per_device * (mf.shard_updates ? 2 : 1);
   RETURN_IF_ERROR(resolveModelFlags(mf, /*for_training=*/false).status());
 

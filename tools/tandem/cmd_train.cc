@@ -88,7 +88,7 @@ TrainFlags flagsOfRank(const TrainFlags& given, const backend::Processes& procs)
 
 // Flags of the CLI's own that cannot go together (the library checks its settings').
 absl::Status checkFlagCombinations(const TrainFlags& f) {
-  const bool auto_split = f.model.split == "auto";
+  const bool auto_split = f.model.written.split == "auto";
   if (auto_split && f.profile)
     return absl::InvalidArgumentError(
         "--profile: cannot go with --split auto (both time every node of the step they trace)");
@@ -105,8 +105,10 @@ absl::Status checkFlagCombinations(const TrainFlags& f) {
 
 // The run the flags ask for. --resume goes on writing checkpoints into the directory it
 // reads unless --checkpoint names another.
-training::TrainConfig configOf(const TrainFlags& f) {
-  training::TrainConfig c{.model = f.model,
+absl::StatusOr<training::TrainConfig> configOf(const TrainFlags& f, const ModelSpec& spec) {
+  ASSIGN_OR_RETURN(training::ModelSettings model,
+                   modelSettingsOfFlags(f.model, spec, /*for_training=*/true));
+  training::TrainConfig c{.model = std::move(model),
                           .epochs = f.epochs,
                           .seed = f.seed,
                           .data = {.fashion_mnist_dir = f.data},
@@ -150,7 +152,7 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   RETURN_IF_ERROR(checkFlagCombinations(f));
   // Every file the run reads and writes, claimed before any is opened: two outputs on one
   // path, or an output on an input, would lose one of them.
-  const training::TrainConfig config = configOf(f);
+  ASSIGN_OR_RETURN(const training::TrainConfig config, configOf(f, spec));
   if (procs->rank() == 0) RETURN_IF_ERROR(claimFiles(f, config));
   ASSIGN_OR_RETURN(TrainOutputs outputs, TrainOutputs::open(f, procs->rank()));
   TrainPrinter printer(f, outputs, stop, imported);

@@ -126,7 +126,7 @@ CLI::Option* addOptimizerNumber(CLI::App* cmd, ModelFlags& f, const std::string&
         double value = 0;
         if (!absl::SimpleAtod(text, &value) || !std::isfinite(value))
           throw CLI::ValidationError(flag, absl::StrCat("'", text, "' is not a finite number"));
-        f.hyper[attr] = {value, text};
+        f.written.hyper[attr] = {value, text};
       },
       absl::StrCat(help, " (", passes::optimizerRangeHelp(attr), ")"));
   o->type_name("NUMBER");
@@ -139,7 +139,7 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   // Required, but checked by resolveModelFlags: CLI11 checks required flags before unknown
   // ones, so `tandem dump --modle x` would blame the missing --model, not the misspelling.
   cmd->add_option("--model", f.model, "Model (required): " + absl::StrJoin(models, ", "));
-  cmd->add_option("--devices", f.devices,
+  cmd->add_option("--devices", f.written.devices,
                   absl::StrCat("Devices: a list such as cpu:0,cpu:1, or a count N meaning "
                                "cpu:0..cpu:N-1 (at most ",
                                ir::kMaxDevices, ")"))
@@ -147,7 +147,7 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
             "Global batch size, split across the devices (default: 256; dump: at least one "
             "example per device)");
-  cmd->add_option("--optimizer", f.optimizer,
+  cmd->add_option("--optimizer", f.written.optimizer,
                   absl::StrCat("Optimizer: ", passes::optimizerNames(),
                                " (PyTorch's torch.optim.AdamW: decoupled weight decay, bias "
                                "correction; its state is checkpointed; default: the model's, "
@@ -197,12 +197,12 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
   cmd->add_flag("--sync-bn", f.sync_bn,
                 "Sync batch norm: every device normalizes with the statistics of the whole "
                 "global batch (one all_reduce per layer and direction)");
-  cmd->add_option("--precision", f.precision,
+  cmd->add_option("--precision", f.written.precision,
                   "f32, or bf16: mixed precision (the mixed-precision pass): convolutions, "
                   "linear layers and the activations between them in bf16; parameters, "
                   "batch-norm statistics, the loss, the gradient all_reduce and the update in f32")
       ->capture_default_str();
-  cmd->add_option("--allreduce-dtype", f.allreduce_dtype,
+  cmd->add_option("--allreduce-dtype", f.written.allreduce_dtype,
                   "Dtype the gradients are all-reduced in: f32, or bf16 for half the bytes (the "
                   "update reads the bf16 sums)")
       ->capture_default_str();
@@ -217,12 +217,12 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
                 "Keep every fused conv -> bn -> relu output from forward to backward instead of "
                 "recomputing it in backward (no recompute-bn-relu pass: more memory, one "
                 "elementwise pass less per layer)");
-  cmd->add_option("--group-updates", f.group_updates,
+  cmd->add_option("--group-updates", f.written.group_updates,
                   "One grouped optimizer update (sgd_update_group, adamw_update_group) per "
                   "device and gradient bucket (group-updates pass): auto (on for CUDA devices, "
                   "where it is one multi-tensor launch instead of one per parameter), on or off")
       ->capture_default_str();
-  cmd->add_option("--split", f.split,
+  cmd->add_option("--split", f.written.split,
                   "How the batch splits across the devices: even, weights such as 3,1, or "
                   "(train) auto: re-planned from each device's measured speed")
       ->capture_default_str();

@@ -22,6 +22,14 @@ std::vector<std::string> trainableModelNames();
 absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& flags, bool for_training,
                                            std::shared_ptr<ImportedValues>* imported = nullptr);
 
+/// The training settings the flags give: those written as text parsed (train/settings_text.h:
+/// --devices, --split, --group-updates, --precision, --allreduce-dtype), the optimizer
+/// --optimizer names (unset: `spec`'s) with the values --lr, --momentum, ... give. Errors
+/// name the flag.
+absl::StatusOr<training::ModelSettings> modelSettingsOfFlags(const ModelFlags& flags,
+                                                             const ModelSpec& spec,
+                                                             bool for_training);
+
 /// Checks ModelFlags together (the model exists, devices parse, the batch covers them,
 /// weights match them, the initializer parses) and fills in the model's defaults for what
 /// was not given. `for_training` also requires a model for Fashion-MNIST images. Errors

@@ -12,9 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "backend/processes.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
+#include "passes/optimizer_options.h"
 #include "tools/tandem/activity.h"
 #include "tools/tandem/model_flags.h"
 #include "tools/tandem/module_file.h"
@@ -181,11 +183,13 @@ std::string TrainPrinter::header(const training::RunInfo& run) const {
   const int64_t batch = o.build.batch, steps = run.train_count / batch;
   const int64_t dropped = run.train_count - steps * batch;
   const passes::PipelineConfig& p = o.pipeline;
-  const std::string optimizer =
-      p.optimizer == "sgd"
-          ? absl::StrFormat("lr %g, momentum %g, weight decay %g", p.lr, p.momentum, p.weight_decay)
-          : absl::StrFormat("%s lr %g, betas %g/%g, eps %g, weight decay %g", p.optimizer, p.lr,
-                            p.beta1, p.beta2, p.eps, p.weight_decay);
+  // "sgd lr 0.1, momentum 0.9, weight decay 0": the optimizer's values in its op's order.
+  const std::string optimizer = absl::StrCat(
+      passes::optimizerShortName(passes::optimizerOp(p.optimizer)), " ",
+      absl::StrJoin(passes::hyperParameters(p.optimizer), ", ", [](std::string* out, const auto& h) {
+        absl::StrAppend(out, absl::StrReplaceAll(h.first, {{"_", " "}}), " ",
+                        absl::StrFormat("%g", h.second));
+      }));
   const int64_t warmup = c.warmupSteps(steps, f_.epochs);
   const std::string schedule =
       p.lr_schedule
@@ -218,9 +222,9 @@ std::string TrainPrinter::header(const training::RunInfo& run) const {
 
 absl::Status TrainPrinter::onStart(const training::RunInfo& run) {
   const passes::PipelineConfig& p = run.choice.compile.pipeline;
+  lr_ = passes::learningRate(p.optimizer);
   title_ = absl::StrFormat("%s on %s, batch %d, lr %g", run.choice.spec.name, deviceList(p.devices),
-                           run.choice.compile.build.batch, p.lr);
-  lr_ = p.lr;
+                           run.choice.compile.build.batch, lr_);
   steps_per_epoch_ = run.steps_per_epoch;
   if (run.schedule != nullptr) schedule_ = *run.schedule;
   if (outputs_.csv) {
@@ -304,7 +308,9 @@ std::string TrainPrinter::endingLine(training::TrainingSession& session,
   if (end.why == Why::kNonFinite)
     return absl::StrFormat("tandem: the loss is %s at epoch %d, step %d of %d (lr %g): %s\n",
                            lossText(end.bad_step.loss), end.epoch, end.bad_step.step,
-                           end.bad_step.steps, session.choice().compile.pipeline.lr, end.cause);
+                           end.bad_step.steps,
+                           passes::learningRate(session.choice().compile.pipeline.optimizer),
+                           end.cause);
   const std::string signal = StopSignals::nameOf(end.signal);
   if (end.while_evaluating)
     return absl::StrFormat(
