@@ -50,36 +50,28 @@ const ApiNames& apiNames() {
   return names;
 }
 
-// The settings this API gives as text parsed as the CLI parses its flags
-// (train/settings_text.h), and the optimizer it names (unset: the model's) with the values
-// given, errors naming TrainConfig's fields.
+// The settings this API holds as text read as the CLI reads its flags
+// (train/settings_text.h), errors naming TrainConfig's fields.
 absl::StatusOr<training::ModelSettings> modelSettingsOf(const TrainConfig& c,
                                                         const ModelSpec& spec) {
-  const ApiNames& names = apiNames();
-  training::ModelSettings s;
-  ASSIGN_OR_RETURN(s.devices, training::parseDevicesSetting(c.devices, names));
-  s.batch = c.batch;
-  std::map<std::string, training::WrittenNumber> given;
+  training::WrittenSettings written{.devices = c.devices,
+                                    .optimizer = c.optimizer,
+                                    .split = c.split,
+                                    .precision = c.precision,
+                                    .allreduce_dtype = c.allreduce_dtype};
   const std::pair<const char*, const std::optional<double>*> hyper[] = {
       {"lr", &c.lr},       {"momentum", &c.momentum}, {"weight_decay", &c.weight_decay},
       {"beta1", &c.beta1}, {"beta2", &c.beta2},       {"eps", &c.eps}};
   for (const auto& [attr, value] : hyper)
-    if (*value) given[attr] = {.value = **value, .text = training::exactNumber(**value)};
-  if (c.optimizer || !given.empty()) {
-    ASSIGN_OR_RETURN(s.optimizer, training::chooseOptimizer(spec.defaults.optimizer, c.optimizer,
-                                                            given, names));
-  }
-  s.schedule = c.schedule;
-  s.warmup = c.warmup;
-  s.clip_grad_norm = c.clip_grad_norm;
-  s.label_smoothing = c.label_smoothing;
-  ASSIGN_OR_RETURN(s.split, training::parseSplitSetting(c.split, /*for_training=*/true, names));
-  s.sync_bn = c.sync_bn;
-  ASSIGN_OR_RETURN(s.precision, training::parseFloatTypeSetting(training::Setting::kPrecision,
-                                                                c.precision, names));
-  ASSIGN_OR_RETURN(s.allreduce_dtype,
-                   training::parseFloatTypeSetting(training::Setting::kAllreduceDtype,
-                                                   c.allreduce_dtype, names));
+    if (*value) written.hyper[attr] = {.value = **value, .text = training::exactNumber(**value)};
+  training::ModelSettings s{.batch = c.batch,
+                            .schedule = c.schedule,
+                            .warmup = c.warmup,
+                            .clip_grad_norm = c.clip_grad_norm,
+                            .label_smoothing = c.label_smoothing,
+                            .sync_bn = c.sync_bn};
+  RETURN_IF_ERROR(
+      training::parseWrittenSettings(written, spec, /*for_training=*/true, apiNames(), s));
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "backend/backends.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
 #include "passes/optimizer_options.h"
@@ -25,6 +26,7 @@ std::string hyperName(absl::string_view attr, const SettingNames& names) {
 
 absl::StatusOr<std::vector<ir::Device>> parseDevicesSetting(absl::string_view text,
                                                             const SettingNames& names) {
+  backend::registerBackends();  // the device kinds this build knows
   absl::StatusOr<std::vector<ir::Device>> devices = ir::parseTargetDevices(text);
   if (!devices.ok()) return settingError(names, Setting::kDevices, devices.status().message());
   return devices;
@@ -108,6 +110,22 @@ absl::StatusOr<ir::OptimizerConfig> chooseOptimizer(
     }
   RETURN_IF_ERROR(checkOptimizerValues(config, names, &given));
   return config;
+}
+
+absl::Status parseWrittenSettings(const WrittenSettings& w, const ModelSpec& spec,
+                                  bool for_training, const SettingNames& names,
+                                  ModelSettings& s) {
+  ASSIGN_OR_RETURN(s.devices, parseDevicesSetting(w.devices, names));
+  ASSIGN_OR_RETURN(s.split, parseSplitSetting(w.split, for_training, names));
+  if (w.optimizer || !w.hyper.empty()) {
+    ASSIGN_OR_RETURN(s.optimizer,
+                     chooseOptimizer(spec.defaults.optimizer, w.optimizer, w.hyper, names));
+  }
+  ASSIGN_OR_RETURN(s.group_updates, parseGroupUpdatesSetting(w.group_updates, names));
+  ASSIGN_OR_RETURN(s.precision, parseFloatTypeSetting(Setting::kPrecision, w.precision, names));
+  ASSIGN_OR_RETURN(s.allreduce_dtype,
+                   parseFloatTypeSetting(Setting::kAllreduceDtype, w.allreduce_dtype, names));
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::training

@@ -51,6 +51,25 @@ absl::StatusOr<ir::OptimizerConfig> chooseOptimizer(
     const ir::OptimizerConfig& model_default, const std::optional<std::string>& name,
     const std::map<std::string, WrittenNumber>& given, const SettingNames& names);
 
+/// The settings a front end gets as text, as written; each default is the setting's own.
+struct WrittenSettings {
+  std::string devices = "cpu:0";
+  std::optional<std::string> optimizer;
+  /// The optimizer's values given (--lr, TrainConfig::lr), by attribute (weight_decay).
+  std::map<std::string, WrittenNumber> hyper;
+  std::string split = "even";
+  std::string group_updates = "auto";
+  std::string precision = "f32";
+  std::string allreduce_dtype = "f32";
+};
+
+/// `written` parsed into `settings`' typed fields (the optimizer only when one is named or
+/// a value given: else the model's stays); `spec` is the model's, whose optimizer an unnamed
+/// one is. What both front ends call, so that they read each word alike.
+absl::Status parseWrittenSettings(const WrittenSettings& written, const ModelSpec& spec,
+                                  bool for_training, const SettingNames& names,
+                                  ModelSettings& settings);
+
 /// Each of the config's values within the range ir/ops.td declares for it, the first one
 /// that is not named as its setting, quoted as `written` has it where it does (else exactly).
 absl::Status checkOptimizerValues(const ir::OptimizerConfig& config, const SettingNames& names,

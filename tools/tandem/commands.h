@@ -51,19 +51,10 @@ struct OutputFlags {
 /// fills too, so that both compile and check alike.
 struct ModelFlags : training::ModelSettings {
   std::string model;
-  /// The flags of settings the library types (devices, the optimizer, the split, the
-  /// dtypes), as written: modelSettingsOfFlags (model_flags.h) parses them into the
-  /// settings, naming the flag; until then those fields hold their defaults.
-  struct Written {
-    std::string devices = "cpu:0";
-    std::optional<std::string> optimizer;
-    /// --lr, --momentum, ...: by the optimizer attribute each sets (weight_decay).
-    std::map<std::string, training::WrittenNumber> hyper;
-    std::string split = "even";
-    std::string group_updates = "auto";
-    std::string precision = "f32";
-    std::string allreduce_dtype = "f32";
-  } written;
+  /// The flags of settings the library types (devices, the optimizer and its values, the
+  /// split, the dtypes), as written: modelSettingsOfFlags (model_flags.h) parses them into
+  /// the settings, naming the flag; until then those fields hold their defaults.
+  training::WrittenSettings written;
   /// train --onnx MODEL.onnx in place of --model: the model's graph and weights; --input
   /// names the input the images go to, --logits the output the loss is attached to (unset:
   /// the only one); --reinit starts from Tandem's initializers instead of the model's values.

@@ -80,21 +80,9 @@ absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& f, bool for_trainin
 absl::StatusOr<training::ModelSettings> modelSettingsOfFlags(const ModelFlags& f,
                                                              const ModelSpec& spec,
                                                              bool for_training) {
-  const FlagNames names(f.onnx.has_value());
-  const ModelFlags::Written& w = f.written;
   training::ModelSettings s = f;
-  ASSIGN_OR_RETURN(s.devices, training::parseDevicesSetting(w.devices, names));
-  ASSIGN_OR_RETURN(s.split, training::parseSplitSetting(w.split, for_training, names));
-  if (w.optimizer || !w.hyper.empty()) {
-    ASSIGN_OR_RETURN(s.optimizer, training::chooseOptimizer(spec.defaults.optimizer, w.optimizer,
-                                                            w.hyper, names));
-  }
-  ASSIGN_OR_RETURN(s.group_updates, training::parseGroupUpdatesSetting(w.group_updates, names));
-  ASSIGN_OR_RETURN(s.precision, training::parseFloatTypeSetting(training::Setting::kPrecision,
-                                                                w.precision, names));
-  ASSIGN_OR_RETURN(s.allreduce_dtype,
-                   training::parseFloatTypeSetting(training::Setting::kAllreduceDtype,
-                                                   w.allreduce_dtype, names));
+  RETURN_IF_ERROR(training::parseWrittenSettings(f.written, spec, for_training,
+                                                 FlagNames(f.onnx.has_value()), s));
   return s;
 }
 
