@@ -18,7 +18,6 @@
 #include "gtest/gtest.h"
 #include "ir/printer.h"
 #include "passes/pass_manager.h"
-#include "tools/tandem/explore/page.h"
 
 namespace tandem::testing {
 
@@ -177,12 +176,6 @@ std::string whyNoMpirun() {
 std::string whyNoGraphviz() {
   if (::access("/usr/bin/dot", X_OK) == 0) return "";
   return "/usr/bin/dot is not installed (Debian package graphviz): DOT output is not rendered";
-}
-
-std::string whyNoExploreLayout() {
-  if (tools::explore::haveLayoutLibrary()) return "";
-  return "this build has no layout library for tandem explore (Debian package "
-         "python3-xstatic-dagre was not installed when it was built)";
 }
 
 std::string whyNoChromium() {

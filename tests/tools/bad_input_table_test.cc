@@ -27,6 +27,7 @@
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "tests/tools/cli_helpers.h"
+#include "tests/tools/explore_layout.h"
 
 #ifdef TANDEM_HAVE_ONNX
 #include "frontend/onnx/onnx_file.h"
