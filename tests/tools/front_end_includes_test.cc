@@ -1,7 +1,8 @@
 // The layering of front ends over the backend seam: no front end (the CLI, the public API,
 // the training library, the examples) and not the runtime includes a header of a concrete
 // backend; they set backend settings by name (backend/settings.h) and ask the registry.
-// And nothing outside the CLI (tools/) and its tests includes a header of the CLI.
+// Nothing outside the CLI (tools/) and its tests includes a header of the CLI, and the CPU
+// backend nothing of the CUDA backend.
 
 #include <algorithm>
 #include <filesystem>
@@ -87,6 +88,15 @@ TEST(FrontEndIncludes, TheScanFindsAnInclude) {
   fs::remove_all(dir);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0], "front/a.cc:2:   #include \"backend/cuda/cuda_options.h\"");
+}
+
+// The CPU backend builds without the CUDA one: the math both run (TANDEM_HD) is in
+// backend/ itself (backend/unary_math.h, ...), not under backend/cuda.
+TEST(FrontEndIncludes, TheCpuBackendIncludesNothingOfCuda) {
+  static const std::regex kCuda(R"re(^\s*#\s*include\s*[<"]backend/cuda/)re");
+  const std::vector<std::string> found = includesMatching(TANDEM_SOURCE_DIR, "backend/cpu", kCuda);
+  EXPECT_TRUE(found.empty()) << "math both backends run goes in backend/ (TANDEM_HD):\n"
+                             << absl::StrJoin(found, "\n");
 }
 
 // Only the CLI and its tests include the CLI's headers: the training library, the public
