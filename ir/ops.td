@@ -158,7 +158,7 @@ op log_softmax
   doc x - log(sum(exp(x))) over `axis` (negative counts from the end).
 
 # The unary float ops: a new one is its stanza here and its per-element math, one struct
-# NameMath in backend/cuda/unary_math.h, which the CPU backend shares (docs/DESIGN.md,
+# NameMath in backend/unary_math.h, which the CPU backend shares (docs/DESIGN.md,
 # "Adding an op").
 class unary_elementwise: y = f(x) element by element, in x's type (f32 or bf16)
   operands x

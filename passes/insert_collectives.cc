@@ -344,7 +344,8 @@ absl::Status syncBatchNorm(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
       return absl::FailedPreconditionError(absl::StrCat(
           "insert-collectives{sync-bn}: ", n->describe(),
           " computes its batch statistics inside; sync batch norm all-reduces them between "
-          "conv2d_stats and batch_norm_apply, so run fuse-conv-bn-relu first (drop --no-fuse)"));
+          "conv2d_stats and batch_norm_apply, so run fuse-conv-bn-relu before "
+          "insert-collectives{sync-bn}"));
   // Per batch-norm layer (its running mean's variable), each device's apply node.
   ASSIGN_OR_RETURN(
       PerVariable per_layer,

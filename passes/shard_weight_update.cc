@@ -53,7 +53,7 @@ absl::StatusOr<std::pair<std::vector<Node*>, int64_t>> reductionOf(const ir::Mod
   auto refuse = [&](absl::string_view why) {
     return failure(absl::StrCat(reader->describe(), " hands the optimizer updates gradients ", why,
                                 "; shard-weight-update shards an all_reduce over every device "
-                                "or insert-collectives' hierarchical one (--allreduce-groups)"));
+                                "or insert-collectives{groups=G}'s hierarchical one"));
   };
   const ir::CollectiveView c(*reader);
   if (c.kind() == ir::CollectiveKind::kReduce) {
@@ -99,7 +99,7 @@ absl::StatusOr<std::vector<Bucket>> findBuckets(const ir::Module& m, ir::Graph& 
           absl::StrCat(n->describe(),
                        " clips the all-reduced gradients; clipping a sharded update needs "
                        "the norm's squares summed per shard and all-reduced, which is not "
-                       "built yet (leave out --clip-grad-norm or --shard-updates)"));
+                       "built yet (leave out clip-grad-norm or shard-weight-update)"));
     std::optional<ir::UpdateView> u = ir::UpdateView::of(*n);
     if (!u) continue;
     if (u->info().sharded_of)
@@ -219,8 +219,9 @@ class Sharder {
               "bucket ", b.id, " is reduced in groups that span processes; sharded within them, ",
               ir::toString(m_.devices()[1]), " and ", ir::toString(m_.devices()[g * per_group + 1]),
               " would all-reduce their shards across processes, and a process runs its "
-              "collectives across processes on its first device only (under mpirun, shard "
-              "without --allreduce-groups: the reduce_scatter then spans the processes)"));
+              "collectives across processes on its first device only (across processes, shard "
+              "the flat reduction, insert-collectives without groups: the reduce_scatter then "
+              "spans the processes)"));
     std::vector<int64_t> sizes(per_group, total / ranks), offsets(per_group, 0);
     for (int64_t r = 0; r < total % ranks; ++r) ++sizes[r];
     for (size_t r = 1; r < per_group; ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
@@ -448,7 +449,7 @@ absl::StatusOr<bool> ShardWeightUpdate::run(ir::Module& m) {
     return failure(absl::StrCat(
         "the module runs on ", m.devices().size(), " device",
         m.devices().size() == 1 ? absl::StrCat(" (", ir::toString(m.devices()[0]), ")") : "s",
-        "; sharding the weight update needs two or more (--devices)"));
+        "; sharding the weight update needs two or more (replicate{devices=N}, N >= 2)"));
   ASSIGN_OR_RETURN(std::vector<Bucket> buckets, findBuckets(m, *g));
   Sharder sharder(m, *g);
   for (const Bucket& b : buckets) RETURN_IF_ERROR(sharder.shard(b));

@@ -282,7 +282,7 @@ std::string impossibleContents(const Checkpoint& c) {
                           " could make");
   }
   if (c.balancer && (c.balancer->step < 0 || c.balancer->busy_ns.size() != c.devices))
-    return "a --split auto balancer of another shape";
+    return "a split balancer of another shape";
   return "";
 }
 

@@ -157,7 +157,7 @@ std::string deviceNames(const std::vector<std::string>& names) {
 
 absl::StatusOr<std::vector<TraceSpan>> readChromeTrace(const ir::Module& m, const ir::Graph& g,
                                                        absl::string_view json_text) {
-  constexpr const char* kNotOurs = "not a trace that tandem train --trace wrote";
+  constexpr const char* kNotOurs = "not a step trace that Tandem wrote";
   json trace;
   try {
     trace = json::parse(json_text.begin(), json_text.end());

@@ -19,7 +19,6 @@
 #include "ir/printer.h"
 #include "passes/optimizer_options.h"
 #include "passes/pass_manager.h"
-#include "tools/tandem/explore/page.h"
 
 namespace tandem::testing {
 
@@ -190,12 +189,6 @@ std::string whyNoMpirun() {
 std::string whyNoGraphviz() {
   if (::access("/usr/bin/dot", X_OK) == 0) return "";
   return "/usr/bin/dot is not installed (Debian package graphviz): DOT output is not rendered";
-}
-
-std::string whyNoExploreLayout() {
-  if (tools::explore::haveLayoutLibrary()) return "";
-  return "this build has no layout library for tandem explore (Debian package "
-         "python3-xstatic-dagre was not installed when it was built)";
 }
 
 std::string whyNoChromium() {

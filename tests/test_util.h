@@ -69,9 +69,6 @@ std::string whyNoFashionMnist();
 std::string whyNoMpirun();
 /// "" when Graphviz's dot is at /usr/bin/dot, else why DOT output cannot be rendered.
 std::string whyNoGraphviz();
-/// "" when this build embedded tandem explore's layout library (dagre, from Debian's
-/// python3-xstatic-dagre), else why explore refuses to write pages.
-std::string whyNoExploreLayout();
 /// "" when Chromium is at /usr/bin/chromium, else why `tandem explore`'s pages cannot be
 /// opened in a browser.
 std::string whyNoChromium();

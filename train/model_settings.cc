@@ -192,6 +192,18 @@ absl::Status resolvePipeline(const ModelSettings& f, const SettingNames& names,
                         absl::StrCat("does not go with ", names(Setting::kClipGradNorm),
                                      " yet (the norm needs each shard's sum of squares "
                                      "all-reduced)"));
+  // shard-weight-update refuses it too, naming a bucket: with groups, rank r of every
+  // group steps shard r, and the groups' shards r would meet across processes on device r.
+  if (f.shard_updates && f.allreduce_groups > 1 && f.ranks > 1)
+    return settingError(
+        names, Setting::kShardUpdates,
+        absl::StrCat("does not go with ", names(Setting::kAllreduceGroups), " across ", f.ranks,
+                     " processes (each group's shards would be all-reduced across processes "
+                     "from every device, and a process runs its collectives across processes "
+                     "on its first device only); shard without ",
+                     names(Setting::kAllreduceGroups),
+                     ", whose reduce_scatter spans the "
+                     "processes"));
   p.shard_updates = f.shard_updates;
   p.group_updates = f.group_updates;  // unset: the default pipeline decides by the kinds
   p.bf16 = f.precision == ir::FloatType::kBf16;

@@ -3,7 +3,7 @@
 // ops with transcendental math (sigmoid, ...) are oneDNN eltwise primitives instead: its
 // vectorized exp and friends, f32 and bf16, and the backward from the output where the
 // algorithm allows. Every other op of class unary_elementwise (ir/ops.td) is a loop over
-// its per-element math, shared with CUDA (backend/cuda/unary_math.h): a new one needs no
+// its per-element math, shared with CUDA (backend/unary_math.h): a new one needs no
 // line here.
 // No __restrict: each element reads only its own position, so a result may share an
 // operand's buffer (in-place reuse by a memory planner) and the loops stay correct.
@@ -16,7 +16,7 @@
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/vector_loops.h"
-#include "backend/cuda/unary_math.h"
+#include "backend/unary_math.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -226,12 +226,12 @@ struct UnaryKernels<ir::Op::kRelu, Math> {
 }  // namespace
 
 // The factory pair of every op of class unary_elementwise, from the spec's list.
-#define TANDEM_CPU_UNARY_FACTORIES(Name)                                 \
-  KernelOr make##Name##Kernel(const KernelInit& i) {                     \
-    return UnaryKernels<ir::Op::k##Name, cuda::Name##Math>::forward(i);  \
-  }                                                                      \
-  KernelOr make##Name##BackwardKernel(const KernelInit& i) {             \
-    return UnaryKernels<ir::Op::k##Name, cuda::Name##Math>::backward(i); \
+#define TANDEM_CPU_UNARY_FACTORIES(Name)                           \
+  KernelOr make##Name##Kernel(const KernelInit& i) {               \
+    return UnaryKernels<ir::Op::k##Name, Name##Math>::forward(i);  \
+  }                                                                \
+  KernelOr make##Name##BackwardKernel(const KernelInit& i) {       \
+    return UnaryKernels<ir::Op::k##Name, Name##Math>::backward(i); \
   }
 TANDEM_UNARY_ELEMENTWISE_OPS(TANDEM_CPU_UNARY_FACTORIES)
 #undef TANDEM_CPU_UNARY_FACTORIES

@@ -1,4 +1,4 @@
-// Own kernels of the elementwise family: fills, the unary ops of unary_math.h (relu, ...)
+// Own kernels of the elementwise family: fills, the unary ops of backend/unary_math.h (relu, ...)
 // and their backward ops, add, casts and global average pooling. Memory bound: grid-stride loops
 // that move 16 bytes per access (elementwise_map.cuh); the math is elementwise_math.h's, as the
 // host tests check it.
@@ -6,7 +6,7 @@
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/elementwise_map.cuh"
 #include "backend/cuda/elementwise_math.h"
-#include "backend/cuda/unary_math.h"
+#include "backend/unary_math.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -100,7 +100,7 @@ void launchUnaryBackward(const uint16_t* dy, const uint16_t* v, uint16_t* dx, in
   launchMap2(dy, v, dx, n, UnaryBackward<Op>{}, stream);
 }
 
-// The launches of every unary op of unary_math.h's list, f32 and bf16.
+// The launches of every unary op of backend/unary_math.h (the spec's list), f32 and bf16.
 #define TANDEM_INSTANTIATE_UNARY(Name)                                                       \
   template void launchUnary<Name##Math>(const float*, float*, int64_t, cudaStream_t);        \
   template void launchUnary<Name##Math>(const uint16_t*, uint16_t*, int64_t, cudaStream_t);  \
@@ -108,7 +108,7 @@ void launchUnaryBackward(const uint16_t* dy, const uint16_t* v, uint16_t* dx, in
                                                 cudaStream_t);                               \
   template void launchUnaryBackward<Name##Math>(const uint16_t*, const uint16_t*, uint16_t*, \
                                                 int64_t, cudaStream_t);
-TANDEM_CUDA_UNARY_OPS(TANDEM_INSTANTIATE_UNARY)
+TANDEM_UNARY_ELEMENTWISE_OPS(TANDEM_INSTANTIATE_UNARY)
 #undef TANDEM_INSTANTIATE_UNARY
 
 void launchAdd(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream) {

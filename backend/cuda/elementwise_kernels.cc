@@ -6,9 +6,9 @@
 // into a pinned buffer the kernel owns; a launch copies it over. assign, flatten,
 // flatten_backward and reshape are device-to-device copies (nothing when the memory plan
 // gave the result the operand's buffer), as on the CPU; transpose a gather (permute.cu). The unary
-// ops (unary_math.h: relu, ...) and their backward ops, add, cast and the global pools are own
-// kernels (elementwise.cu) on f32 and bf16 (add also i32), computing in float and rounding a bf16
-// result once, as the CPU kernels do.
+// ops (backend/unary_math.h: relu, ...) and their backward ops, add, cast and the global pools are
+// own kernels (elementwise.cu) on f32 and bf16 (add also i32), computing in float and rounding a
+// bf16 result once, as the CPU kernels do.
 
 #include <cmath>
 #include <cstdint>
@@ -22,8 +22,8 @@
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/permute_launch.h"
-#include "backend/cuda/unary_math.h"
 #include "backend/initializers.h"
+#include "backend/unary_math.h"
 #include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
@@ -212,7 +212,7 @@ KernelOr makeAssignKernel(const KernelInit& init) {
   return std::unique_ptr<CudaKernel>(new CopyKernel(init.ctx));
 }
 
-// The unary ops of unary_math.h: one forward and one backward factory each, from its list.
+// The unary ops of backend/unary_math.h: one forward and one backward factory each, from its list.
 namespace {
 
 template <typename Op>
@@ -252,7 +252,7 @@ KernelOr unaryBackwardKernel(const KernelInit& init) {  // dy, v
   KernelOr make##Name##BackwardKernel(const KernelInit& init) {                                 \
     return unaryBackwardKernel<Name##Math>(init);                                               \
   }
-TANDEM_CUDA_UNARY_OPS(TANDEM_UNARY_FACTORIES)
+TANDEM_UNARY_ELEMENTWISE_OPS(TANDEM_UNARY_FACTORIES)
 #undef TANDEM_UNARY_FACTORIES
 
 KernelOr makeAddKernel(const KernelInit& init) {

@@ -14,7 +14,7 @@ namespace tandem::backend::cuda {
 void launchFill(float* y, int64_t n, float value, cudaStream_t stream);
 void launchFill(int32_t* y, int64_t n, int32_t value, cudaStream_t stream);
 
-/// y = Op::forward(x) for a unary op of unary_math.h (instantiated for each in its list).
+/// y = Op::forward(x) for a unary op of backend/unary_math.h (instantiated for each in its list).
 template <typename Op>
 void launchUnary(const float* x, float* y, int64_t n, cudaStream_t stream);
 template <typename Op>

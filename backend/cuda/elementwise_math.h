@@ -4,21 +4,14 @@
 // the GPU and by the host tests, which check it against the CPU kernels bit for bit. Every
 // function computes in float (bf16 operands widened exactly, a bf16 result rounded once
 // where it is stored: host_device.h), as backend/cpu/elementwise_kernels.cc and
-// backend/cpu/pool_kernels.cc do.
+// backend/cpu/pool_kernels.cc do. The unary ops' math (relu, ...), which the CPU backend
+// shares, is backend/unary_math.h.
 
 #include <cstdint>
 
 #include "backend/cuda/host_device.h"
 
 namespace tandem::backend::cuda {
-
-/// relu: max(x, 0) as PyTorch's clamp_min and the CPU write it (a NaN stays NaN, -0
-/// stays -0).
-TANDEM_HD float reluValue(float x) { return x < 0.0f ? 0.0f : x; }
-
-/// relu_backward: PyTorch's threshold_backward, dy unless relu's output y <= 0 (y > 0
-/// exactly where x > 0; a NaN output passes dy).
-TANDEM_HD float reluBackwardValue(float dy, float y) { return y <= 0.0f ? 0.0f : dy; }
 
 /// add in float (bf16: rounded once, when stored), as the CPU's loop and oneDNN do.
 TANDEM_HD float addValue(float a, float b) { return a + b; }

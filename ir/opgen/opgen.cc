@@ -1115,7 +1115,7 @@ void writeKernelOps(const Spec& spec, std::ostream& o) {
     if (!op.has("runtime")) o << " \\\n  X(" << camel(op.name) << ", " << op.name << ")";
   o << "\n";
   // Per class, its forward ops (each with a backward op made by `grad reads`): backends
-  // instantiate one kernel template per op from it (backend/cuda/unary_math.h's NameMath).
+  // instantiate one kernel template per op from it (backend/unary_math.h's NameMath).
   for (const Op& c : spec.classes) {
     std::string upper = c.name;
     for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));

@@ -21,8 +21,8 @@
 #include "backend/cuda/optimizer_math.h"
 #include "backend/cuda/pool_math.h"
 #include "backend/cuda/row_math.h"
-#include "backend/cuda/unary_math.h"
 #include "backend/dropout_mask.h"
+#include "backend/unary_math.h"
 #include "gtest/gtest.h"
 #include "ir/op_info.h"
 #include "nonfinite_case.h"
@@ -73,7 +73,7 @@ void expectAgrees(const NonfiniteCase& c, const std::string& name, const std::ve
       << c.name() << ": " << what << " (" << name << ")";
 }
 
-// ---- elementwise (unary_math.h's structs, as elementwise.cu maps them) ----------------
+// ---- elementwise (backend/unary_math.h's structs, as elementwise.cu maps them) --------
 
 template <typename Math>
 void unaryCases(const std::string& op) {
@@ -94,14 +94,14 @@ void unaryCases(const std::string& op) {
 TEST(CudaMathNonFinite, UnaryOpsMatchPyTorch) {
   // Every op of the spec's class unary_elementwise, as elementwise.cu instantiates them.
 #define TANDEM_UNARY_CASES(Name) \
-  unaryCases<cu::Name##Math>(std::string(ir::opInfo(ir::Op::k##Name).name));
-  TANDEM_CUDA_UNARY_OPS(TANDEM_UNARY_CASES)
+  unaryCases<backend::Name##Math>(std::string(ir::opInfo(ir::Op::k##Name).name));
+  TANDEM_UNARY_ELEMENTWISE_OPS(TANDEM_UNARY_CASES)
 #undef TANDEM_UNARY_CASES
   const NonfiniteCase rb = mustLoad("relu_backward_bf16");
   const std::vector<float> dy = floats(rb.tensor("in0")), y = floats(rb.tensor("in1"));
   std::vector<double> dx;
   for (size_t i = 0; i < dy.size(); ++i)
-    dx.push_back(stored(cu::reluBackwardValue(dy[i], y[i]), rb.tensor("out0")));
+    dx.push_back(stored(backend::reluBackwardValue(dy[i], y[i]), rb.tensor("out0")));
   expectAgrees(rb, "out0", dx, "relu_backward in bf16");
 }
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -70,35 +72,61 @@ inline ir::TensorType f32(ir::Shape shape) { return {ir::DType::kF32, std::move(
 inline ir::TensorType bf16(ir::Shape shape) { return {ir::DType::kBF16, std::move(shape)}; }
 inline ir::TensorType i32(ir::Shape shape) { return {ir::DType::kI32, std::move(shape)}; }
 
-/// A single node with its operands as graph inputs on cpu:0.
+/// A single node with its operands as graph inputs, or variable reads, on cpu:0.
 class SingleOp {
  public:
   using Attrs = std::vector<std::pair<std::string, ir::AttrValue>>;
+  using KernelFactory = std::function<backend::cpu::KernelOr(const backend::cpu::KernelInit&)>;
 
-  /// `vars` are added to the module first (for initialize/assign); `declared` gives the
-  /// result types of ops with kDeclaredType (constant); the operands listed in `state`
-  /// are read from variables (param nodes), as the running statistics that batch_norm
-  /// and batch_norm_apply update in place must be. The buffers are the same either way.
+  /// The node and its surroundings, by name.
+  struct Spec {
+    ir::Op op = ir::Op::kInput;
+    std::vector<ir::TensorType> operands;
+    Attrs attrs;
+    /// Added to the module first (for initialize/assign, and to give a variable that
+    /// `reads` names its role).
+    std::vector<ir::Var> vars;
+    /// The result types of ops with kDeclaredType (constant).
+    std::vector<ir::TensorType> declared;
+    /// Operand i -> the variable it is read from (a param node), as the updates and the
+    /// running statistics written in place must be: one of `vars`, else a buffer of the
+    /// operand's type. The buffers are the same either way.
+    std::map<size_t, std::string> reads;
+    /// The kernel; unset, the CPU kernel table's.
+    KernelFactory factory;
+    uint64_t seed = 1234;
+  };
+
+  /// `state`: the operands read from variables "state<i>" (Spec::reads).
   SingleOp(ir::Op op, const std::vector<ir::TensorType>& operand_types, Attrs attrs = {},
            std::vector<ir::Var> vars = {}, std::vector<ir::TensorType> declared = {},
            const std::vector<size_t>& state = {})
-      : module_("kernel_test"), ctx_(ir::Device{::tandem::testing::kind("cpu"), 0}, /*seed=*/1234) {
-    for (auto& v : vars) EXPECT_TRUE(module_.addVar(std::move(v)).ok());
+      : SingleOp(Spec{.op = op,
+                      .operands = operand_types,
+                      .attrs = std::move(attrs),
+                      .vars = std::move(vars),
+                      .declared = std::move(declared),
+                      .reads = stateReads(state)}) {}
+
+  explicit SingleOp(Spec spec)
+      : module_("kernel_test"),
+        ctx_(ir::Device{::tandem::testing::kind("cpu"), 0}, spec.seed),
+        factory_(std::move(spec.factory)) {
+    for (auto& v : spec.vars) EXPECT_TRUE(module_.addVar(std::move(v)).ok());
     ir::Graph* g = *module_.addGraph("t");
-    ir::NodeSpec spec;
-    spec.op = op;
-    spec.attrs = std::move(attrs);
-    spec.device = ctx_.device();
-    spec.declared_types = std::move(declared);
-    for (size_t i = 0; i < operand_types.size(); ++i) {
+    ir::NodeSpec node;
+    node.op = spec.op;
+    node.attrs = std::move(spec.attrs);
+    node.device = ctx_.device();
+    node.declared_types = std::move(spec.declared);
+    for (size_t i = 0; i < spec.operands.size(); ++i) {
       ir::NodeSpec in;
       in.device = ctx_.device();
-      if (std::find(state.begin(), state.end(), i) != state.end()) {
-        // Variable "state<i>": as given in `vars` (to set its role), else a buffer.
-        const std::string var = "state" + std::to_string(i);
+      if (auto read = spec.reads.find(i); read != spec.reads.end()) {
+        const std::string& var = read->second;
         if (module_.findVar(var) == nullptr) {
           EXPECT_TRUE(
-              module_.addVar({var, operand_types[i], ir::VarRole::kBuffer, ir::Initializer{}})
+              module_.addVar({var, spec.operands[i], ir::VarRole::kBuffer, ir::Initializer{}})
                   .ok());
         }
         in.op = ir::Op::kParam;
@@ -106,14 +134,15 @@ class SingleOp {
       } else {
         in.op = ir::Op::kInput;
         in.names = {"in" + std::to_string(i)};
-        in.declared_types = {operand_types[i]};
+        in.declared_types = {spec.operands[i]};
       }
       auto n = g->create(std::move(in));
       EXPECT_TRUE(n.ok()) << n.status();
-      spec.operands.push_back((*n)->result());
-      inputs_.emplace_back(operand_types[i]);
+      if (!n.ok()) return;
+      node.operands.push_back((*n)->result());
+      inputs_.emplace_back(spec.operands[i]);
     }
-    auto n = g->create(std::move(spec));
+    auto n = g->create(std::move(node));
     EXPECT_TRUE(n.ok()) << n.status();
     if (!n.ok()) return;
     node_ = *n;
@@ -124,14 +153,17 @@ class SingleOp {
   bool built() const { return node_ != nullptr; }
   const ir::Node& node() const { return *node_; }
   Buffer& in(size_t i) { return inputs_[i]; }
+  size_t numInputs() const { return inputs_.size(); }
   Buffer& out(size_t i = 0) { return outputs_[i]; }
   backend::cpu::CpuContext& ctx() { return ctx_; }
 
-  /// Creates the kernel (once) and runs it over the buffers.
+  /// Creates the kernel (once; Spec::factory's, or the kernel table's) and runs it over
+  /// the buffers.
   void run() {
     ASSERT_NE(node_, nullptr);
     if (!kernel_) {
-      auto k = backend::cpu::makeKernel(*node_, ctx_);
+      auto k = factory_ ? factory_(backend::cpu::KernelInit{*node_, ctx_})
+                        : backend::cpu::makeKernel(*node_, ctx_);
       ASSERT_TRUE(k.ok()) << k.status();
       kernel_ = std::move(*k);
     }
@@ -143,8 +175,15 @@ class SingleOp {
   }
 
  private:
+  static std::map<size_t, std::string> stateReads(const std::vector<size_t>& state) {
+    std::map<size_t, std::string> reads;
+    for (size_t i : state) reads[i] = "state" + std::to_string(i);
+    return reads;
+  }
+
   ir::Module module_;
   backend::cpu::CpuContext ctx_;
+  KernelFactory factory_;
   ir::Node* node_ = nullptr;
   std::vector<Buffer> inputs_, outputs_;
   std::unique_ptr<backend::cpu::CpuKernel> kernel_;

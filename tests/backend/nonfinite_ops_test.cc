@@ -99,87 +99,32 @@ std::vector<std::pair<std::string, ir::AttrValue>> attrsOf(const NonfiniteCase& 
 }
 
 /// One case's node on cpu:0: its operands graph inputs or variable reads (`_var<i>
-/// name:role`), buffers for operands and results, and the CPU kernel.
-class CaseNode {
- public:
-  using Factory = std::function<backend::cpu::KernelOr(const backend::cpu::KernelInit&)>;
-
-  /// The kernel from the CPU kernel table, or from `factory` when given.
-  explicit CaseNode(const NonfiniteCase& c, Factory factory = nullptr)
-      : module_("nonfinite"), ctx_(ir::Device{kind("cpu"), 0}, /*seed=*/7) {
-    const auto op = ir::opByName(c.text("_op"));
-    if (!op.has_value()) {
-      ADD_FAILURE() << "unknown op " << c.text("_op");
-      return;
-    }
-    ir::Graph* g = *module_.addGraph("g");
-    ir::NodeSpec spec{.op = *op, .attrs = attrsOf(c, ir::opInfo(*op)), .device = ctx_.device()};
-    for (size_t i = 0; c.has(absl::StrCat("in", i)); ++i) {
-      const ir::TensorType t = typeOf(c.tensor(absl::StrCat("in", i)));
-      ir::NodeSpec in{.device = ctx_.device()};
-      const std::string var_key = absl::StrCat("_var", i);
-      if (c.hasAttr(var_key)) {
-        const std::vector<std::string> parts = absl::StrSplit(c.text(var_key), ':');
-        auto role = ir::parseVarRole(parts.size() == 2 ? parts[1] : "");
-        if (!role.ok()) {
-          ADD_FAILURE() << var_key << ": " << role.status();
-          return;
-        }
-        EXPECT_TRUE(module_.addVar({parts[0], t, *role, ir::Initializer{}}).ok()) << parts[0];
-        in.op = ir::Op::kParam;
-        in.attrs = {{"var", ir::Symbol{parts[0]}}};
-      } else {
-        in.op = ir::Op::kInput;
-        in.names = {absl::StrCat("in", i)};
-        in.declared_types = {t};
-      }
-      auto n = g->create(std::move(in));
-      if (!n.ok()) {
-        ADD_FAILURE() << n.status();
-        return;
-      }
-      spec.operands.push_back((*n)->result());
-      inputs_.emplace_back(t);
-    }
-    auto n = g->create(std::move(spec));
-    if (!n.ok()) {
-      ADD_FAILURE() << n.status();
-      return;
-    }
-    node_ = *n;
-    for (size_t r = 0; r < node_->numResults(); ++r)
-      outputs_.emplace_back(node_->result(r)->type());
-    auto k = factory ? factory(backend::cpu::KernelInit{*node_, ctx_})
-                     : backend::cpu::makeKernel(*node_, ctx_);
-    if (!k.ok()) {
-      ADD_FAILURE() << k.status();
-      node_ = nullptr;
-      return;
-    }
-    kernel_ = std::move(*k);
+/// name:role`), with the kernel of `factory` (unset: the CPU kernel table's). False when
+/// the case is malformed (the failure says why).
+bool caseSpec(const NonfiniteCase& c, SingleOp::KernelFactory factory, SingleOp::Spec* spec) {
+  const auto op = ir::opByName(c.text("_op"));
+  if (!op.has_value()) {
+    ADD_FAILURE() << "unknown op " << c.text("_op");
+    return false;
   }
-
-  bool ok() const { return node_ != nullptr; }
-  const ir::Node& node() const { return *node_; }
-  Buffer& in(size_t i) { return inputs_[i]; }
-  Buffer& out(size_t r) { return outputs_[r]; }
-  size_t numInputs() const { return inputs_.size(); }
-
-  void run() {
-    std::vector<backend::TensorView> in, out;
-    for (Buffer& b : inputs_) in.push_back(b.view());
-    for (Buffer& b : outputs_) out.push_back(b.view());
-    const absl::Status s = kernel_->runHere(in, out);
-    ASSERT_TRUE(s.ok()) << s;
+  *spec = {
+      .op = *op, .attrs = attrsOf(c, ir::opInfo(*op)), .factory = std::move(factory), .seed = 7};
+  for (size_t i = 0; c.has(absl::StrCat("in", i)); ++i) {
+    const ir::TensorType t = typeOf(c.tensor(absl::StrCat("in", i)));
+    spec->operands.push_back(t);
+    const std::string var_key = absl::StrCat("_var", i);
+    if (!c.hasAttr(var_key)) continue;
+    const std::vector<std::string> parts = absl::StrSplit(c.text(var_key), ':');
+    auto role = ir::parseVarRole(parts.size() == 2 ? parts[1] : "");
+    if (!role.ok()) {
+      ADD_FAILURE() << var_key << ": " << role.status();
+      return false;
+    }
+    spec->vars.push_back({parts[0], t, *role, ir::Initializer{}});
+    spec->reads[i] = parts[0];
   }
-
- private:
-  ir::Module module_;
-  backend::cpu::CpuContext ctx_;
-  ir::Node* node_ = nullptr;
-  std::vector<Buffer> inputs_, outputs_;
-  std::unique_ptr<backend::cpu::CpuKernel> kernel_;
-};
+  return true;
+}
 
 void fill(Buffer& b, const CaseTensor& t) {
   ASSERT_EQ(b.size(), t.size());
@@ -212,9 +157,11 @@ class NonFinite : public ::testing::TestWithParam<std::string> {};
 
 /// Runs case `c` on the CPU kernel (`factory`'s, or the kernel table's) and expects
 /// PyTorch's results.
-void expectMatchesPyTorch(const NonfiniteCase& c, CaseNode::Factory factory = nullptr) {
-  CaseNode n(c, std::move(factory));
-  ASSERT_TRUE(n.ok());
+void expectMatchesPyTorch(const NonfiniteCase& c, SingleOp::KernelFactory factory = nullptr) {
+  SingleOp::Spec spec;
+  ASSERT_TRUE(caseSpec(c, std::move(factory), &spec));
+  SingleOp n(std::move(spec));
+  ASSERT_TRUE(n.built());
   for (size_t i = 0; i < n.numInputs(); ++i) fill(n.in(i), c.tensor(absl::StrCat("in", i)));
   const double tol = caseTolerance(c);
   const bool exact = caseExact(c);

@@ -18,8 +18,8 @@
 
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/elementwise_math.h"
-#include "backend/cuda/unary_math.h"
 #include "backend/initializers.h"
+#include "backend/unary_math.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
 #include "tests/device_kinds.h"
@@ -127,16 +127,16 @@ TEST(CudaElementwiseMath, ReluIsTheCpuKernel) {
   SingleOp f(Op::kRelu, {f32({97})});
   fillAll(f, rng);
   expectMathMatchesCpu(f, [&](Buffer& y, int64_t i) {
-    cu::store(y.f32(), i, cu::reluValue(cu::load(f.in(0).f32(), i)));
+    cu::store(y.f32(), i, backend::reluValue(cu::load(f.in(0).f32(), i)));
   });
   SingleOp h(Op::kRelu, {bf16({97})});
   fillAll(h, rng);
   expectMathMatchesCpu(h, [&](Buffer& y, int64_t i) {
-    cu::store(bits16(y), i, cu::reluValue(cu::load(bits16(h.in(0)), i)));
+    cu::store(bits16(y), i, backend::reluValue(cu::load(bits16(h.in(0)), i)));
   });
   // PyTorch's clamp_min, as the CPU's: -0 stays -0, NaN stays NaN.
-  EXPECT_EQ(cu::floatBits(cu::reluValue(-0.0f)), 0x80000000u);
-  EXPECT_TRUE(std::isnan(cu::reluValue(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(cu::floatBits(backend::reluValue(-0.0f)), 0x80000000u);
+  EXPECT_TRUE(std::isnan(backend::reluValue(std::numeric_limits<float>::quiet_NaN())));
 }
 
 TEST(CudaElementwiseMath, ReluBackwardIsTheCpuKernel) {
@@ -145,13 +145,14 @@ TEST(CudaElementwiseMath, ReluBackwardIsTheCpuKernel) {
   fillAll(f, rng);
   expectMathMatchesCpu(f, [&](Buffer& dx, int64_t i) {
     cu::store(dx.f32(), i,
-              cu::reluBackwardValue(cu::load(f.in(0).f32(), i), cu::load(f.in(1).f32(), i)));
+              backend::reluBackwardValue(cu::load(f.in(0).f32(), i), cu::load(f.in(1).f32(), i)));
   });
   SingleOp h(Op::kReluBackward, {bf16({97}), bf16({97})});
   fillAll(h, rng);
   expectMathMatchesCpu(h, [&](Buffer& dx, int64_t i) {
-    cu::store(bits16(dx), i,
-              cu::reluBackwardValue(cu::load(bits16(h.in(0)), i), cu::load(bits16(h.in(1)), i)));
+    cu::store(
+        bits16(dx), i,
+        backend::reluBackwardValue(cu::load(bits16(h.in(0)), i), cu::load(bits16(h.in(1)), i)));
   });
 }
 
@@ -165,7 +166,7 @@ TEST(CudaElementwiseMath, SigmoidIsTheCpuKernelWithinUlps) {
   f.run();
   for (int64_t i = 0; i < f.out(0).size(); ++i) {
     const float x = f.in(0).f32()[i], cpu = f.out(0).f32()[i];
-    const float mine = cu::SigmoidMath::forward(x);
+    const float mine = backend::SigmoidMath::forward(x);
     if (std::isnan(x)) {
       EXPECT_TRUE(std::isnan(mine) && std::isnan(cpu)) << "x = " << x;
       continue;
@@ -180,7 +181,7 @@ TEST(CudaElementwiseMath, SigmoidIsTheCpuKernelWithinUlps) {
   b.run();
   for (int64_t i = 0; i < b.out(0).size(); ++i) {
     const float dy = b.in(0).f32()[i], y = b.in(1).f32()[i], cpu = b.out(0).f32()[i];
-    const float mine = cu::SigmoidMath::backward(dy, y);
+    const float mine = backend::SigmoidMath::backward(dy, y);
     if (std::isnan(cpu)) {
       EXPECT_TRUE(std::isnan(mine)) << "dy = " << dy << ", y = " << y;
       continue;
@@ -235,9 +236,9 @@ void expectUnaryMathNearCpu(Op op, Op backward, bool backward_reads_output) {
 }
 
 TEST(CudaElementwiseMath, GeluGeluTanhAndTanhAreTheCpuKernelsWithinUlps) {
-  expectUnaryMathNearCpu<cu::GeluMath>(Op::kGelu, Op::kGeluBackward, false);
-  expectUnaryMathNearCpu<cu::GeluTanhMath>(Op::kGeluTanh, Op::kGeluTanhBackward, false);
-  expectUnaryMathNearCpu<cu::TanhMath>(Op::kTanh, Op::kTanhBackward, true);
+  expectUnaryMathNearCpu<backend::GeluMath>(Op::kGelu, Op::kGeluBackward, false);
+  expectUnaryMathNearCpu<backend::GeluTanhMath>(Op::kGeluTanh, Op::kGeluTanhBackward, false);
+  expectUnaryMathNearCpu<backend::TanhMath>(Op::kTanh, Op::kTanhBackward, true);
 }
 
 TEST(CudaElementwiseMath, AddIsTheCpuKernel) {
@@ -552,7 +553,7 @@ TEST(CudaElementwiseKernels, UnalignedAndInPlaceLaunches) {
               cudaSuccess);
     ASSERT_EQ(cudaMemcpy(pb, b.f32(), static_cast<size_t>(n) * 4, cudaMemcpyHostToDevice),
               cudaSuccess);
-    cu::launchUnary<cu::ReluMath>(pa, pc, n, nullptr);
+    cu::launchUnary<backend::ReluMath>(pa, pc, n, nullptr);
     cu::launchAdd(pa, pb, pa, n, nullptr);  // in place: a = a + b
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     Buffer relu(f32({n})), sum(f32({n})), want_relu(f32({n})), want_sum(f32({n}));
@@ -561,7 +562,7 @@ TEST(CudaElementwiseKernels, UnalignedAndInPlaceLaunches) {
     ASSERT_EQ(cudaMemcpy(sum.f32(), pa, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost),
               cudaSuccess);
     for (int64_t i = 0; i < n; ++i) {
-      want_relu.f32()[i] = cu::reluValue(a.f32()[i]);
+      want_relu.f32()[i] = backend::reluValue(a.f32()[i]);
       want_sum.f32()[i] = cu::addValue(a.f32()[i], b.f32()[i]);
     }
     expectSameBits(relu, want_relu, "relu");
@@ -573,12 +574,13 @@ TEST(CudaElementwiseKernels, UnalignedAndInPlaceLaunches) {
   uint16_t* ph = da.at<uint16_t>(2);
   ASSERT_EQ(cudaMemcpy(ph, bits16(h), static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice),
             cudaSuccess);
-  cu::launchUnary<cu::ReluMath>(ph, ph, n, nullptr);
+  cu::launchUnary<backend::ReluMath>(ph, ph, n, nullptr);
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
   Buffer got(bf16({n})), want(bf16({n}));
   ASSERT_EQ(cudaMemcpy(bits16(got), ph, static_cast<size_t>(n) * 2, cudaMemcpyDeviceToHost),
             cudaSuccess);
-  for (int64_t i = 0; i < n; ++i) cu::store(bits16(want), i, cu::reluValue(cu::load(bits16(h), i)));
+  for (int64_t i = 0; i < n; ++i)
+    cu::store(bits16(want), i, backend::reluValue(cu::load(bits16(h), i)));
   expectSameBits(got, want, "bf16 relu in place");
 }
 

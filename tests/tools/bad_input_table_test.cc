@@ -27,6 +27,7 @@
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "tests/tools/cli_helpers.h"
+#include "tests/tools/explore_layout.h"
 
 #ifdef TANDEM_HAVE_ONNX
 #include "frontend/onnx/onnx_file.h"
@@ -1165,6 +1166,22 @@ TEST_F(BadInputTable, Issue40NumbersDevicesAndWarmup) {
     EXPECT_EQ(r.exit_code, 0) << "'" << devices << "': " << r.err;
     EXPECT_NE(r.out.find("[cpu:0, cpu:1]"), std::string::npos) << r.out;
   }
+}
+
+// Issue 41: the combinations a pass refuses are refused first in the settings' words
+// (the passes name passes and options, never a flag); dump --ranks stands for mpirun.
+TEST_F(BadInputTable, Issue41PassRefusalsNameTheSettings) {
+  check({
+      {{"dump", "--model", "resnet18", "--devices", "2", "--sync-bn", "--no-fuse"},
+       "--sync-bn: all-reduces the statistics that the fused batch norm computes in its own "
+       "step; it cannot go with --no-fuse"},
+      {{"dump", "--model", "lenet", "--ranks", "2", "--devices", "2", "--shard-updates",
+        "--allreduce-groups", "2"},
+       "--shard-updates: does not go with --allreduce-groups across 2 processes (each group's "
+       "shards would be all-reduced across processes from every device, and a process runs its "
+       "collectives across processes on its first device only); shard without "
+       "--allreduce-groups, whose reduce_scatter spans the processes"},
+  });
 }
 
 // Issue 40: a resumed run with other settings names every one that differs (a --warmup

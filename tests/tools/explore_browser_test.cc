@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/tools/cli_helpers.h"
+#include "tests/tools/explore_layout.h"
 
 namespace tandem::testing {
 namespace {

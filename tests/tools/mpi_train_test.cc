@@ -330,8 +330,9 @@ TEST(MpiTrain, ShardedUpdatesAcrossProcessesAreOneProcessBits) {
                 {"--shard-updates", "--optimizer", "adamw", "--lr", "0.001", "--allreduce-dtype",
                  "bf16", "--group-updates", "on"});
   // Hierarchical groups (one per process) run under mpirun, and are bit for bit one
-  // process's; sharded within them they are refused, naming why (a process's collectives
-  // across processes run on its first device, and rank 1's shards would cross from cpu:1).
+  // process's; sharded within them they are refused up front in the flags' words (a
+  // process's collectives across processes run on its first device, and rank 1's shards
+  // would cross from cpu:1; shard-weight-update refuses it too, naming the bucket).
   expectSameRun("4", 2, "cpu:0,cpu:1", "256", {"--allreduce-groups", "2", "--momentum", "0.9"});
   std::vector<std::string> hybrid = mpirunArgs(2);
   hybrid.push_back(hookedCliPath());
@@ -340,7 +341,8 @@ TEST(MpiTrain, ShardedUpdatesAcrossProcessesAreOneProcessBits) {
     hybrid.push_back(a);
   const CommandResult refused = runProgram(mpirun(), hybrid);
   EXPECT_NE(refused.exit_code, 0);
-  EXPECT_TRUE(absl::StrContains(refused.err, "bucket 0 is reduced in groups that span processes"))
+  EXPECT_TRUE(absl::StrContains(
+      refused.err, "--shard-updates: does not go with --allreduce-groups across 2 processes"))
       << refused.err;
   const CommandResult plain =
       runTandem(with(trainArgs("cpu:0,cpu:1", "256"), {"--momentum", "0.9"}));

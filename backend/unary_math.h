@@ -1,30 +1,39 @@
 #pragma once
 
 // The per-element math of the ops of class unary_elementwise (ir/ops.td), compiled for the
-// GPU (elementwise.cu), for the CPU backend (its loop kernel, for the ops it does not run
-// as oneDNN primitives) and by the host tests: forward y = f(x), and the backward op's
-// dx = g(dy, v), where v is what the spec's `grad reads` says its backward op reads beside
-// dy (the forward output for relu, sigmoid and tanh; the input for gelu and softsign).
-// Each computes in float (bf16 operands widened exactly, a bf16 result rounded once where
-// it is stored: host_device.h).
+// GPU (backend/cuda/elementwise.cu), for the CPU backend (its loop kernel, for the ops it
+// does not run as oneDNN primitives) and by the host tests: forward y = f(x), and the
+// backward op's dx = g(dy, v), where v is what the spec's `grad reads` says its backward op
+// reads beside dy (the forward output for relu, sigmoid and tanh; the input for gelu and
+// softsign). Each computes in float (bf16 operands widened exactly, a bf16 result rounded
+// once where it is stored). In backend/ rather than backend/cuda/ because both backends
+// run it, and a CPU-only build needs nothing of the CUDA backend (TANDEM_HD:
+// backend/host_device.h).
 //
 // A new unary op is its stanza in ir/ops.td and its NameMath struct here: the spec's list
-// of the class (TANDEM_UNARY_ELEMENTWISE_OPS) instantiates both backends' kernels and
-// factories, and a missing struct does not compile.
+// of the class (TANDEM_UNARY_ELEMENTWISE_OPS, ir/kernel_ops.h) instantiates both backends'
+// kernels and factories, and a missing struct does not compile.
 
 #include <cmath>
 
-#include "backend/cuda/elementwise_math.h"
-#include "backend/cuda/host_device.h"
+#include "backend/host_device.h"
 #include "ir/kernel_ops.h"
 
-namespace tandem::backend::cuda {
+namespace tandem::backend {
 
 /// 1/sqrt(2), 1/sqrt(2 pi), sqrt(2/pi) and gelu_tanh's cubic coefficient, rounded to float.
 inline constexpr float kInvSqrt2 = 0.70710678118654752f;
 inline constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 inline constexpr float kSqrt2OverPi = 0.79788456080286536f;
 inline constexpr float kGeluTanhCubic = 0.044715f;
+
+/// relu: max(x, 0) as PyTorch's clamp_min and the CPU write it (a NaN stays NaN, -0
+/// stays -0).
+TANDEM_HD float reluValue(float x) { return x < 0.0f ? 0.0f : x; }
+
+/// relu_backward: PyTorch's threshold_backward, dy unless relu's output y <= 0 (y > 0
+/// exactly where x > 0; a NaN output passes dy).
+TANDEM_HD float reluBackwardValue(float dy, float y) { return y <= 0.0f ? 0.0f : dy; }
 
 /// relu: max(x, 0); its backward passes dy where the output is positive.
 struct ReluMath {
@@ -82,8 +91,4 @@ struct SoftsignMath {
   }
 };
 
-/// X(Name) for every op NameMath above: the spec's class unary_elementwise, whose ops are
-/// `name` and `name_backward`.
-#define TANDEM_CUDA_UNARY_OPS(X) TANDEM_UNARY_ELEMENTWISE_OPS(X)
-
-}  // namespace tandem::backend::cuda
+}  // namespace tandem::backend
