@@ -1,8 +1,8 @@
 # The op spec: every Tandem op, once. ir/opgen/opgen.cc reads it when Tandem builds and
 # writes the Op enum and OpInfo table, a typed view and a typed creator per op
-# (ir/op_views.h), the verifier's attribute checks, the cost-model table, the kernel-table
-# slots every backend fills, and docs/IR.md's op table. docs/DESIGN.md section 2 shows
-# every file a new op touches.
+# (ir/op_views.h), the verifier's attribute and dtype checks, the cost-model table, the
+# kernel-table slots every backend fills, and docs/IR.md's op table. docs/DESIGN.md section
+# 2 shows every file a new op touches.
 #
 # Grammar (one statement a line; `#` starts a comment; an indented line belongs to the
 # `op` above it):

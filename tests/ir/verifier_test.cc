@@ -226,7 +226,7 @@ graph @g(%ids: f32[4]) {
 }
 }
 )"),
-            "dtypes.tir:6:3: %y (embedding): ids (%ids: f32[4]) must be i32");
+            "dtypes.tir:6:8: %y (embedding): ids (%ids: f32[4]) must be i32");
 }
 
 // An operand after an absent optional one is named and checked as its own slot:
@@ -240,7 +240,7 @@ graph @g(%w: f32[4,3,3,3], %gamma: bf16[4], %beta: f32[4], %mean: f32[4], %var: 
 }
 }
 )"),
-            "dtypes.tir:3:3: %wf (fold_batch_norm): gamma (%gamma: bf16[4]) must be f32");
+            "dtypes.tir:3:14: %wf (fold_batch_norm): gamma (%gamma: bf16[4]) must be f32");
   EXPECT_EQ(textError(R"(module @m {
 var @w : f32[3] {role=param, init=zeros}
 var @s : i32[1] {role=fed, init=zeros}
