@@ -41,11 +41,23 @@ struct OpRules {
   WritesFn writes = nullptr;  // null: writes no variable
 };
 
+/// The bit of `t` in a dtype set (OperandSpec::dtypes).
+constexpr uint8_t dtypeBit(DType t) { return static_cast<uint8_t>(1u << static_cast<unsigned>(t)); }
+/// A dtype set as the messages and docs word it: "f32 or bf16", "i32".
+std::string dtypesText(uint8_t dtypes);
+
 /// One operand or result slot of an op's signature.
 struct OperandSpec {
   std::string name;
   bool optional = false;
   bool variadic = false;
+  /// The dtypes it may have (`x: float` in the spec: dtypeBit of each); 0: any.
+  uint8_t dtypes = 0;
+  /// An optional operand present exactly when this float attribute is > 0 (an optimizer
+  /// state's `when=ATTR>0`), its index in OpInfo::attrs; -1 when none.
+  int when_attr = -1;
+
+  bool accepts(DType t) const { return dtypes == 0 || (dtypes & dtypeBit(t)) != 0; }
 };
 
 /// What the backward op of an op of a class reads beside dy (`grad reads x|y`).
@@ -104,8 +116,14 @@ std::optional<Op> opByName(absl::string_view name);
 /// All ops in spec order (for docs, --help and tests).
 const std::vector<OpInfo>& allOps();
 
+/// Which slot of OpInfo::operands operand `i` of `n` fills: an optional slot that is absent
+/// (a middle `b?`, a state whose `when` attribute is 0) moves the later ones up; a variadic
+/// one takes the rest. SIZE_MAX for an operand past every slot.
+size_t operandSlot(const Node& n, size_t i);
+
 /// The result types of `n`: its attributes checked against their declared ranges ("lr
-/// must be >= 0"), then its shape rule. What Graph::create, the verifier and passes that
+/// must be >= 0") and its operands against their declared dtypes ("labels (%y: f32[8])
+/// must be i32"), then its shape rule. What Graph::create, the verifier and passes that
 /// retype a node run.
 absl::StatusOr<std::vector<TensorType>> inferTypes(const Node& n);
 

@@ -1,8 +1,8 @@
 # The op spec: every Tandem op, once. ir/opgen/opgen.cc reads it when Tandem builds and
 # writes the Op enum and OpInfo table, a typed view and a typed creator per op
-# (ir/op_views.h), the verifier's attribute checks, the cost-model table, the kernel-table
-# slots every backend fills, and docs/IR.md's op table. docs/DESIGN.md section 2 shows
-# every file a new op touches.
+# (ir/op_views.h), the verifier's attribute and dtype checks, the cost-model table, the
+# kernel-table slots every backend fills, and docs/IR.md's op table. docs/DESIGN.md section
+# 2 shows every file a new op touches.
 #
 # Grammar (one statement a line; `#` starts a comment; an indented line belongs to the
 # `op` above it):
@@ -16,6 +16,16 @@
 #                                   with CLASS, its lines first, then the op's own
 #     operands A, B?, XS...         `?` optional (trailing only), `...` variadic (last)
 #     results  Y, Z?, YS...         the same marks; names for views, costs and docs
+#                                   Any of them may say its dtypes: `x: float, labels: i32,
+#                                   b?: float, xs...: float`, with DTYPE f32, bf16, i32, f64,
+#                                   float (f32|bf16) or a union `f32|i32`; none: any dtype.
+#                                   The verifier checks an operand's before the shape rule
+#                                   ("labels (%y: f32[8]) must be i32"), so a rule checks
+#                                   only how operands relate (the same dtype as x, f32
+#                                   master weights beside bf16 activations); a result's is
+#                                   what the rule gives (an internal error if not). A
+#                                   class' slots and their dtypes go to its ops, and the
+#                                   backward op of `grad reads` takes dy as y, dx as x.
 #     attr NAME: KIND [= DEFAULT] [CHECK] [preset VALUE]
 #                                   KIND: int, float, bool, ints, symbol, devices or an
 #                                   enum; DEFAULT (int, float, bool) makes the attribute
@@ -113,8 +123,8 @@ op assign
 
 # --- forward layers ---------------------------------------------------------------------
 op conv2d
-  operands x, w, b?
-  results y
+  operands x: float, w: float, b?: float
+  results y: float
   attr stride: int >= 1
   attr pad: int >= 0
   traits fusible low_precision
@@ -123,8 +133,8 @@ op conv2d
   doc bf16 x, w and b may be f32 master weights, which the kernel converts as it reads them.
 
 op batch_norm
-  operands x, gamma, beta, running_mean, running_var
-  results y, save_mean?, save_invstd?
+  operands x: float, gamma: f32, beta: f32, running_mean: f32, running_var: f32
+  results y: float, save_mean?: f32, save_invstd?: f32
   attr training: bool
   attr momentum: float in [0, 1]
   attr eps: float > 0
@@ -134,8 +144,8 @@ op batch_norm
   doc updates the running ones and also returns the saved mean and 1/std for backward.
 
 op layer_norm
-  operands x, gamma, beta
-  results y, mean, var
+  operands x: float, gamma: f32, beta: f32
+  results y: float, mean: f32, var: f32
   attr eps: float > 0
   cost elementwise(8)
   doc Layer normalization over the last axis (nn.LayerNorm, affine): y = (x - mean) /
@@ -144,15 +154,15 @@ op layer_norm
   doc beta and the statistics f32.
 
 op softmax
-  operands x
-  results y
+  operands x: float
+  results y: float
   attr axis: int
   cost elementwise(5)
   doc exp(x) / sum(exp(x)) over `axis` (negative counts from the end, as in PyTorch).
 
 op log_softmax
-  operands x
-  results y
+  operands x: float
+  results y: float
   attr axis: int
   cost elementwise(5)
   doc x - log(sum(exp(x))) over `axis` (negative counts from the end).
@@ -161,8 +171,8 @@ op log_softmax
 # NameMath in backend/unary_math.h, which the CPU backend shares (docs/DESIGN.md,
 # "Adding an op").
 class unary_elementwise: y = f(x) element by element, in x's type (f32 or bf16)
-  operands x
-  results y
+  operands x: float
+  results y: float
 
 op relu : unary_elementwise
   traits fusible
@@ -212,8 +222,8 @@ op softsign : unary_elementwise
   grad doc dy / (1 + |x|)^2, from softsign's input x.
 
 op dropout
-  operands x, step
-  results y
+  operands x: float, step: i32
+  results y: float
   attr p: float in [0, 1)
   attr mask_id: int in [0, 4294967296)
   attr sample_offset: int = 0 >= 0
@@ -229,8 +239,8 @@ op dropout
   doc or bf16 (y alike); the builder leaves it out of the eval graph (identity).
 
 op max_pool2d
-  operands x
-  results y
+  operands x: float
+  results y: float
   attr kernel: int >= 1
   attr stride: int >= 1
   attr pad: int >= 0
@@ -238,8 +248,8 @@ op max_pool2d
   doc Max pooling.
 
 op avg_pool2d
-  operands x
-  results y
+  operands x: float
+  results y: float
   attr kernel: int >= 1
   attr stride: int >= 1
   attr pad: int >= 0
@@ -247,14 +257,14 @@ op avg_pool2d
   doc Average pooling (padding counts as zeros).
 
 op global_avg_pool
-  operands x
-  results y
+  operands x: float
+  results y: float
   cost elementwise
   doc Mean over H and W: [N,C,H,W] -> [N,C,1,1].
 
 op cast
-  operands x
-  results y
+  operands x: float
+  results y: float
   attr dtype: FloatType
   cost elementwise
   doc Converts x to another dtype (to bf16: rounded to nearest, ties to even). Written by
@@ -267,15 +277,15 @@ op flatten
   doc [N, ...] -> [N, product of the rest].
 
 op linear
-  operands x, w, b?
-  results y
+  operands x: float, w: float, b?: float
+  results y: float
   traits low_precision
   cost gemm(w, y)
   doc x[N,I] * w[O,I]^T (+ b[O]) -> [N,O] in x's dtype (w and b may be f32 under bf16 x).
 
 op matmul
-  operands a, b
-  results c
+  operands a: float, b: float
+  results c: float
   attr trans_a: bool = false
   attr trans_b: bool = false
   traits low_precision
@@ -299,8 +309,8 @@ op transpose
   doc Permutes the axes: y.shape[i] = x.shape[perm[i]] (PyTorch's permute).
 
 op scale
-  operands x
-  results y
+  operands x: float
+  results y: float
   attr factor: float
   cost elementwise
   doc factor * x (attention's 1/sqrt(d)), in x's dtype (computed in float, a bf16 result
@@ -319,8 +329,8 @@ op add
 # any of them would be read past its end. Same-shape add keeps its rules and kernels as
 # they were.
 op add_bcast
-  operands a, b
-  results y
+  operands a: float, b: float
+  results y: float
   cost elementwise
   doc a + b under numpy's broadcasting rules: shapes are aligned from the last axis, and an
   doc axis that is 1 (or missing) in one operand repeats along the other's (a learned
@@ -329,14 +339,14 @@ op add_bcast
   doc sums over the axes it was repeated along. Same-shape sums of one type are `add`.
 
 op mul_bcast
-  operands a, b
-  results y
+  operands a: float, b: float
+  results y: float
   cost elementwise
   doc a * b under numpy's broadcasting rules (as add_bcast; same shapes included).
 
 op reduce_sum
-  operands x
-  results y
+  operands x: float
+  results y: float
   attr axis: int
   attr keepdim: bool = false
   cost reduction(x)
@@ -345,8 +355,8 @@ op reduce_sum
   doc size 1, so that the result broadcasts back against x.
 
 op reduce_mean
-  operands x
-  results y
+  operands x: float
+  results y: float
   attr axis: int
   attr keepdim: bool = false
   cost reduction(x)
@@ -354,8 +364,8 @@ op reduce_mean
   doc device's mean of its share, as unsynchronized batch norm's statistics are.
 
 op concat_axis
-  operands xs...
-  results y
+  operands xs...: float
+  results y: float
   attr axis: int
   cost elementwise(0)
   doc Joins tensors of one rank along `axis` within one device (torch.cat; the collective
@@ -364,8 +374,8 @@ op concat_axis
   doc [N,T,D] gives [N,T+1,D]). bf16 when any operand is (f32 ones are master weights).
 
 op slice_axis
-  operands x
-  results y
+  operands x: float
+  results y: float
   attr axis: int
   attr start: int >= 0
   attr end: int >= 1
@@ -374,8 +384,8 @@ op slice_axis
   doc class token taken back out for the head).
 
 op embedding
-  operands ids, table
-  results y
+  operands ids: i32, table: f32
+  results y: f32
   cost elementwise(0)
   doc The rows of `table` f32[V,D] that the i32 ids (any shape) pick: y f32[ids..., D]
   doc (nn.Embedding). An id outside [0, V) is an error naming the node: the runtime checks
@@ -385,8 +395,8 @@ op embedding
   doc dtype: the first low-precision reader casts it down.
 
 op softmax_cross_entropy
-  operands logits, labels
-  results loss
+  operands logits: f32, labels: i32
+  results loss: f32
   attr reduction: Reduction
   attr divisor: int >= 1
   attr label_smoothing: float = 0 in [0, 1)
@@ -400,16 +410,16 @@ op softmax_cross_entropy
   doc over the classes of -log softmax.
 
 op accuracy
-  operands logits, labels
-  results correct
+  operands logits: f32, labels: i32
+  results correct: i32
   traits full_precision
   cost elementwise
   doc Number of rows whose arg-max equals the label (i32 scalar); negative labels never match.
 
 # --- backward ops (emitted by autodiff from the gradient rules) -------------------------
 op conv2d_backward_data
-  operands dy, w, x
-  results dx
+  operands dy: float, w: float, x: float
+  results dx: float
   attr stride: int >= 1
   attr pad: int >= 0
   traits backward
@@ -417,8 +427,8 @@ op conv2d_backward_data
   doc Gradient of conv2d with respect to its input (x gives the shape).
 
 op conv2d_backward_filter
-  operands dy, x, w
-  results dw, db?
+  operands dy: float, x: float, w: float
+  results dw: float, db?: float
   attr stride: int >= 1
   attr pad: int >= 0
   attr bias: bool
@@ -427,16 +437,16 @@ op conv2d_backward_filter
   doc Gradient of conv2d with respect to its filter (and bias when bias=true).
 
 op batch_norm_backward
-  operands dy, x, gamma, save_mean, save_invstd
-  results dx, dgamma, dbeta
+  operands dy: float, x: float, gamma: f32, save_mean: f32, save_invstd: f32
+  results dx: float, dgamma: f32, dbeta: f32
   attr eps: float > 0
   traits backward
   cost elementwise
   doc Gradients of training-mode batch_norm: dx, dgamma, dbeta.
 
 op layer_norm_backward
-  operands dy, x, mean, var, gamma
-  results dx, dgamma, dbeta
+  operands dy: float, x: float, mean: f32, var: f32, gamma: f32
+  results dx: float, dgamma: f32, dbeta: f32
   attr eps: float > 0
   traits backward
   cost elementwise(10)
@@ -444,24 +454,24 @@ op layer_norm_backward
   doc the rows (f32).
 
 op softmax_backward
-  operands dy, y
-  results dx
+  operands dy: float, y: float
+  results dx: float
   attr axis: int
   traits backward
   cost elementwise(4)
   doc y (dy - sum(dy y)) over `axis`, from softmax's output y.
 
 op log_softmax_backward
-  operands dy, y
-  results dx
+  operands dy: float, y: float
+  results dx: float
   attr axis: int
   traits backward
   cost elementwise(4)
   doc dy - exp(y) sum(dy) over `axis`, from log_softmax's output y.
 
 op reduce_sum_backward
-  operands dy, x
-  results dx
+  operands dy: float, x: float
+  results dx: float
   attr axis: int
   attr keepdim: bool = false
   traits backward
@@ -470,8 +480,8 @@ op reduce_sum_backward
   doc share of the batch gets its own).
 
 op reduce_mean_backward
-  operands dy, x
-  results dx
+  operands dy: float, x: float
+  results dx: float
   attr axis: int
   attr keepdim: bool = false
   traits backward
@@ -479,8 +489,8 @@ op reduce_mean_backward
   doc dy / (the axis' size) repeated along reduce_mean's `axis` of x.
 
 op slice_axis_backward
-  operands dy, x
-  results dx
+  operands dy: float, x: float
+  results dx: float
   attr axis: int
   attr start: int >= 0
   traits backward
@@ -488,8 +498,8 @@ op slice_axis_backward
   doc Zeros of x's shape with dy written at [start, start + dy's size) along `axis`.
 
 op max_pool2d_backward
-  operands dy, x
-  results dx
+  operands dy: float, x: float
+  results dx: float
   attr kernel: int >= 1
   attr stride: int >= 1
   attr pad: int >= 0
@@ -498,8 +508,8 @@ op max_pool2d_backward
   doc Routes dy to the arg-max of each window.
 
 op avg_pool2d_backward
-  operands dy, x
-  results dx
+  operands dy: float, x: float
+  results dx: float
   attr kernel: int >= 1
   attr stride: int >= 1
   attr pad: int >= 0
@@ -508,8 +518,8 @@ op avg_pool2d_backward
   doc Spreads dy evenly over each window.
 
 op global_avg_pool_backward
-  operands dy, x
-  results dx
+  operands dy: float, x: float
+  results dx: float
   traits backward
   cost elementwise
   doc Spreads dy[N,C,1,1] evenly over H and W.
@@ -522,23 +532,23 @@ op flatten_backward
   doc Reshapes dy to x's shape.
 
 op linear_backward_data
-  operands dy, w
-  results dx
+  operands dy: float, w: float
+  results dx: float
   traits backward
   cost gemm(w, dy)
   doc dy * w -> dx[N,I].
 
 op linear_backward_weight
-  operands dy, x
-  results dw, db?
+  operands dy: float, x: float
+  results dw: float, db?: float
   attr bias: bool
   traits backward
   cost matmul(dy, x)
   doc dy^T * x -> dw[O,I] (and the bias gradient, the column sums of dy, when bias=true).
 
 op embedding_backward
-  operands dy, ids
-  results dtable
+  operands dy: float, ids: i32
+  results dtable: f32
   attr vocab: int >= 1
   traits backward
   cost reduction(dy)
@@ -547,8 +557,8 @@ op embedding_backward
   doc each element's terms in the same order (a scatter-add with atomics would not).
 
 op softmax_cross_entropy_backward
-  operands logits, labels, dloss
-  results dlogits
+  operands logits: f32, labels: i32, dloss: f32
+  results dlogits: f32
   attr reduction: Reduction
   attr divisor: int >= 1
   attr label_smoothing: float = 0 in [0, 1)
@@ -561,8 +571,8 @@ op softmax_cross_entropy_backward
 # Training batch norm in two phases, statistics then normalization, so that sync batch
 # norm can all_reduce the statistics (and the backward sums) between them.
 op conv2d_stats
-  operands x, w, b?
-  results y, stats
+  operands x: float, w: float, b?: float
+  results y: float, stats: f64
   attr stride: int >= 1
   attr pad: int >= 0
   cost gemm(w, y)
@@ -571,8 +581,8 @@ op conv2d_stats
   doc batch norm.
 
 op batch_norm_apply
-  operands y, stats, gamma, beta, running_mean, running_var, residual?
-  results out, save_mean, save_invstd
+  operands y: float, stats: f64, gamma: f32, beta: f32, running_mean: f32, running_var: f32, residual?: float
+  results out: float, save_mean: f32, save_invstd: f32
   attr momentum: float in [0, 1]
   attr eps: float > 0
   attr relu: bool
@@ -583,8 +593,8 @@ op batch_norm_apply
   doc save_invstd, and updates the running statistics in place.
 
 op batch_norm_backward_reduce
-  operands dout, y, save_mean, save_invstd, out?
-  results sums, dbeta, dgamma
+  operands dout: float, y: float, save_mean: f32, save_invstd: f32, out?: float
+  results sums: f64, dbeta: f32, dgamma: f32
   traits backward
   cost elementwise
   doc The sums batch norm's backward needs, with dz = dout (where out > 0, when relu's output
@@ -592,8 +602,8 @@ op batch_norm_backward_reduce
   doc the parameters' gradients on this device.
 
 op batch_norm_backward_apply
-  operands dout, y, gamma, save_mean, save_invstd, sums, stats, out?
-  results dy, dresidual?
+  operands dout: float, y: float, gamma: f32, save_mean: f32, save_invstd: f32, sums: f64, stats: f64, out?: float
+  results dy: float, dresidual?: float
   attr residual: bool
   traits backward
   cost elementwise
@@ -601,8 +611,8 @@ op batch_norm_backward_apply
   doc with residual=true also dz, the residual's gradient.
 
 op batch_norm_recompute
-  operands y, stats, gamma, beta
-  results out
+  operands y: float, stats: f64, gamma: f32, beta: f32
+  results out: float
   attr eps: float > 0
   attr relu: bool
   cost elementwise
@@ -611,16 +621,16 @@ op batch_norm_recompute
   doc recompute-bn-relu) instead of keeping the forward output alive across the step.
 
 op fold_batch_norm
-  operands w, b?, gamma, beta, running_mean, running_var
-  results w_folded, b_folded
+  operands w: f32, b?: f32, gamma: f32, beta: f32, running_mean: f32, running_var: f32
+  results w_folded: f32, b_folded: f32
   attr eps: float > 0
   cost elementwise
   doc Inference batch norm folded into the convolution before it: w' = w * gamma /
   doc sqrt(var + eps) per output channel, b' = (b - mean) * gamma / sqrt(var + eps) + beta.
 
 op conv2d_bias_act
-  operands x, w, b, residual?
-  results y
+  operands x: float, w: float, b: float, residual?: float
+  results y: float
   attr stride: int >= 1
   attr pad: int >= 0
   attr relu: bool
@@ -629,7 +639,7 @@ op conv2d_bias_act
 
 # --- optimizer ---------------------------------------------------------------------------
 op sgd_update
-  operands w, g, m?, lr_scale?
+  operands w: f32, g: float, m?: f32, lr_scale?: f32
   attr lr: float >= 0 preset 0.1
   attr momentum: float in [0, 1) preset 0
   attr weight_decay: float in [0, 1] preset 0
@@ -643,7 +653,7 @@ op sgd_update
   doc lr*lr_scale.
 
 op sgd_update_group
-  operands xs...
+  operands xs...: float
   attr lr: float >= 0 preset 0.1
   attr momentum: float in [0, 1) preset 0
   attr weight_decay: float in [0, 1] preset 0
@@ -656,7 +666,7 @@ op sgd_update_group
   doc group-updates.
 
 op adamw_update
-  operands w, g, m, v, step, lr_scale?
+  operands w: f32, g: float, m: f32, v: f32, step: f32, lr_scale?: f32
   attr lr: float >= 0 preset 0.001
   attr beta1: float in [0, 1) preset 0.9
   attr beta2: float in [0, 1) preset 0.999
@@ -676,7 +686,7 @@ op adamw_update
   doc lr_scale (an f32[1], the schedule's factor fed every step), lr is lr*lr_scale.
 
 op adamw_update_group
-  operands xs...
+  operands xs...: float
   attr lr: float >= 0 preset 0.001
   attr beta1: float in [0, 1) preset 0.9
   attr beta2: float in [0, 1) preset 0.999
@@ -692,8 +702,8 @@ op adamw_update_group
   doc group-updates.
 
 op sgd_update_shard
-  operands w, g, m?, lr_scale?
-  results y
+  operands w: f32, g: float, m?: f32, lr_scale?: f32
+  results y: f32
   attr lr: float >= 0 preset 0.1
   attr momentum: float in [0, 1) preset 0
   attr weight_decay: float in [0, 1] preset 0
@@ -707,8 +717,8 @@ op sgd_update_shard
   doc brings to every device. Element for element sgd_update's arithmetic, so the same bits.
 
 op adamw_update_shard
-  operands w, g, m, v, step, lr_scale?
-  results y
+  operands w: f32, g: float, m: f32, v: f32, step: f32, lr_scale?: f32
+  results y: f32
   attr lr: float >= 0 preset 0.001
   attr beta1: float in [0, 1) preset 0.9
   attr beta2: float in [0, 1) preset 0.999
@@ -724,8 +734,8 @@ op adamw_update_shard
   doc after the step. Element for element adamw_update's arithmetic, so the same bits.
 
 op clip_grad_norm
-  operands gs...
-  results ys...
+  operands gs...: float
+  results ys...: float
   attr max_norm: float > 0
   cost elementwise(3)
   doc Gradient clipping by global norm, as torch.nn.utils.clip_grad_norm_ (2-norm): with

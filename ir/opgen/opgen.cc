@@ -2,8 +2,9 @@
 // the top of ops.td):
 //   ir/op_enum.h      Op, the traits, the enum attributes' C++ enums, the collective calls
 //   ir/op_views.h     per op a typed view (Conv2dView(n).stride()) and creator (Conv2dArgs)
-//   ir/op_table.cc    the OpInfo table: operands, results, attributes with defaults and
-//                     ranges, traits, docs, rules, costs, optimizer and collective facts
+//   ir/op_table.cc    the OpInfo table: operands and results with their dtypes,
+//                     attributes with defaults and ranges, traits, docs, rules, costs,
+//                     optimizer and collective facts
 //   ir/kernel_ops.h   TANDEM_KERNEL_OPS(X): X(Enum, name) for every op a kernel table holds,
 //                     and per class TANDEM_CLASS_OPS(X): X(Enum) for its forward ops
 //   ir/op_args.cc     the creators' spec() functions
@@ -94,6 +95,8 @@ std::string quote(const std::string& s) {
 struct Slot {  // an operand or a result
   std::string name;
   bool optional = false, variadic = false;
+  // `x: float`: the dtypes it may have, as the spec words them ("" for any).
+  std::string dtypes;
   // An optional operand that is an optimizer state present only `when` ATTR > 0: its
   // presence is the attribute, not the count, so optional operands may follow it.
   std::string when_attr;
@@ -192,11 +195,38 @@ const std::set<std::string> kCollectiveKinds = {"reduce", "broadcast",      "sca
 const std::set<std::string> kReads = {"per_device", "group_source", "host", "module_devices"};
 const std::set<std::string> kWrites = {"per_device", "first_device"};
 const std::set<std::string> kInits = {"zeros", "ones"};
+/// The dtype words of `x: DTYPE` (ir/types.h's DType) and the named sets.
+const std::map<std::string, std::vector<std::string>> kDTypeWords = {{"f32", {"kF32"}},
+                                                                     {"bf16", {"kBF16"}},
+                                                                     {"i32", {"kI32"}},
+                                                                     {"f64", {"kF64"}},
+                                                                     {"float", {"kF32", "kBF16"}}};
+
+/// `float`, `i32`, `f32|i32`: the words checked, the text kept as written.
+std::string parseDTypes(const std::string& text, const std::string& slot, int line) {
+  const std::vector<std::string> ws = split(text, '|');
+  if (!text.empty() &&
+      (text.front() == '|' || text.back() == '|' || text.find("||") != std::string::npos))
+    die(line, "bad dtype union '" + text + "' for " + slot + " (`f32|i32`)");
+  if (ws.empty()) die(line, "'" + slot + ":' needs a dtype (f32, bf16, i32, f64 or float)");
+  std::string out;
+  for (const std::string& w : ws) {
+    if (!kDTypeWords.count(w))
+      die(line, "unknown dtype '" + w + "' for " + slot +
+                    " (f32, bf16, i32, f64, or float for f32|bf16; `|` joins them)");
+    out += (out.empty() ? "" : "|") + w;
+  }
+  return out;
+}
 
 std::vector<Slot> parseSlots(const std::string& text, int line, const char* what) {
   std::vector<Slot> out;
   for (std::string item : split(text, ',')) {
     Slot s;
+    if (size_t colon = item.find(':'); colon != std::string::npos) {
+      s.dtypes = parseDTypes(trim(item.substr(colon + 1)), trim(item.substr(0, colon)), line);
+      item = trim(item.substr(0, colon));
+    }
     if (item.size() > 3 && item.substr(item.size() - 3) == "...") {
       s.variadic = true;
       item.resize(item.size() - 3);
@@ -508,8 +538,13 @@ void makeBackwardOps(Spec& spec) {
     for (const Op& other : spec.ops)
       if (other.name == b.name) die(l, "op " + b.name + " is declared by hand too");
     b.line = l;
+    // dy has y's dtypes, dx x's, and the value read its own (the class' `x: float`).
+    const Slot &x = o.operands[0], &y = o.results[0];
     b.operands = {Slot{"dy"}, Slot{o.grad_reads}};
-    b.results = {Slot{"d" + o.operands[0].name}};
+    b.operands[0].dtypes = y.dtypes.empty() ? x.dtypes : y.dtypes;
+    b.operands[1].dtypes = o.grad_reads == x.name || y.dtypes.empty() ? x.dtypes : y.dtypes;
+    b.results = {Slot{"d" + x.name}};
+    b.results[0].dtypes = x.dtypes;
     b.traits = {"backward"};
     b.cost = o.grad_cost.empty() ? "elementwise" : o.grad_cost;
     b.cost_args = o.grad_cost_args;
@@ -544,6 +579,13 @@ void validate(Spec& spec) {
       for (const Slot& s : *list)
         if (!names.insert(s.name).second)
           die(o.line, "op " + o.name + ": '" + s.name + "' names two operands or results");
+    // The verifier checks a result's dtype by its position, which an optional result before
+    // it would move.
+    for (size_t i = 0; i < o.results.size(); ++i)
+      for (size_t j = 0; j < i && !o.results[i].dtypes.empty() && !o.results[i].optional; ++j)
+        if (o.results[j].optional)
+          die(o.line, "op " + o.name + ": result " + o.results[i].name +
+                          " follows an optional one, so it cannot declare a dtype");
     for (const Attr& a : o.attrs)
       if (!names.insert(a.name).second)
         die(a.line, "op " + o.name + ": attribute '" + a.name + "' shares a name with a value");
@@ -615,10 +657,13 @@ void validate(Spec& spec) {
       for (size_t i = 0; same && i < o.operands.size(); ++i)
         same = o.operands[i].name == single->operands[i].name &&
                o.operands[i].optional == single->operands[i].optional &&
-               o.operands[i].variadic == single->operands[i].variadic;
+               o.operands[i].variadic == single->operands[i].variadic &&
+               o.operands[i].dtypes == single->operands[i].dtypes;
       for (size_t i = 0; same && i < o.attrs.size(); ++i)
         same = o.attrs[i].name == single->attrs[i].name && o.attrs[i].kind == single->attrs[i].kind;
-      if (!same) die(l, "a sharded form has the operands and attributes of " + single->name);
+      if (!same)
+        die(l, "a sharded form has the operands (with their dtypes) and attributes of " +
+                   single->name);
       if (o.results.size() != 1 || o.results[0].variadic || o.results[0].optional)
         die(l, "a sharded form has one result, the updated weight shard");
       for (const State& st : single->states)  // its optional states are told as the single's
@@ -990,6 +1035,15 @@ std::string rulesName(const Op& op) {
   return "k" + camel(op.cls) + (op.forward.empty() ? "" : "Backward") + "Rules";
 }
 
+/// A slot's OperandSpec::dtypes: "0" (any) or dtypeBit(DType::kF32) | ...
+std::string dtypeMask(const Slot& s) {
+  std::string out;
+  for (const std::string& w : split(s.dtypes, '|'))
+    for (const std::string& t : kDTypeWords.at(w))
+      out += (out.empty() ? "" : " | ") + ("dtypeBit(DType::" + t + ")");
+  return out.empty() ? "0" : "static_cast<uint8_t>(" + out + ")";
+}
+
 void writeTable(const Spec& spec, std::ostream& o) {
   o << kBanner << R"(
 // GCC 12 warns falsely that std::variant attribute values may be used uninitialized when
@@ -1055,11 +1109,12 @@ namespace tandem::ir {
       << "\",\n      .operands = {";
     for (const Slot& s : op.operands)
       o << "{\"" << s.name << "\", " << (s.optional ? "true" : "false") << ", "
-        << (s.variadic ? "true" : "false") << "}, ";
+        << (s.variadic ? "true" : "false") << ", " << dtypeMask(s) << ", "
+        << (s.when_attr.empty() ? -1 : op.attrIndex(s.when_attr)) << "}, ";
     o << "},\n      .results = {";
     for (const Slot& s : op.results)
       o << "{\"" << s.name << "\", " << (s.optional ? "true" : "false") << ", "
-        << (s.variadic ? "true" : "false") << "}, ";
+        << (s.variadic ? "true" : "false") << ", " << dtypeMask(s) << "}, ";
     o << "},\n      .attrs = {";
     for (const Attr& a : op.attrs) {
       o << "\n          AttrSpec{.name = \"" << a.name << "\", .kind = " << kindEnum(a, spec);
@@ -1127,10 +1182,19 @@ void writeKernelOps(const Spec& spec, std::ostream& o) {
   }
 }
 
+/// docs/IR.md's operands or results cell: `x: float, labels: i32, b?` (`|` escaped).
 std::string slotList(const std::vector<Slot>& slots) {
   std::string out;
-  for (const Slot& s : slots)
-    out += (out.empty() ? "" : ", ") + s.name + (s.optional ? "?" : s.variadic ? "..." : "");
+  for (const Slot& s : slots) {
+    std::string dtypes = s.dtypes;
+    for (size_t p = 0; (p = dtypes.find('|', p)) != std::string::npos; p += 2)
+      dtypes.replace(p, 1, "\\|");
+    out += (out.empty() ? "" : ", ") + s.name +
+           (s.optional   ? "?"
+            : s.variadic ? "..."
+                         : "") +
+           (dtypes.empty() ? "" : ": " + dtypes);
+  }
   return out;
 }
 

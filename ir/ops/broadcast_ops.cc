@@ -50,7 +50,6 @@ namespace {
 using namespace rules;
 
 absl::StatusOr<Types> inferScale(const Node& n) {  // x
-  RETURN_IF_ERROR(expectFloat(n, 0));
   return Types{typeOf(n, 0)};
 }
 
@@ -82,8 +81,6 @@ absl::StatusOr<Shape> broadcastShape(const Node& n) {
 }
 
 absl::StatusOr<Types> inferBroadcastBinary(const Node& n) {  // a, b
-  RETURN_IF_ERROR(expectFloat(n, 0));
-  RETURN_IF_ERROR(expectFloat(n, 1));
   ASSIGN_OR_RETURN(Shape y, broadcastShape(n));
   const bool low = typeOf(n, 0).dtype == DType::kBF16 || typeOf(n, 1).dtype == DType::kBF16;
   return Types{TensorType{low ? DType::kBF16 : DType::kF32, y}};

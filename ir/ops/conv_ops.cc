@@ -10,10 +10,8 @@ using namespace rules;
 
 absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const Value* bias,
                                       int64_t stride, int64_t pad) {
-  for (size_t i : {x, w}) {
+  for (size_t i : {x, w})  // both f32 or bf16 (the spec's dtypes, checked before the rule)
     if (absl::Status s = expectRank(n, i, 4, i == x ? "N,C,H,W" : "O,C,KH,KW"); !s.ok()) return s;
-    if (absl::Status s = expectFloat(n, i); !s.ok()) return s;
-  }
   const TensorType& xt = typeOf(n, x);
   const TensorType& wt = typeOf(n, w);
   if (absl::Status s = expectWeightDType(n, w, xt.dtype); !s.ok()) return s;

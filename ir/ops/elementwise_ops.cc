@@ -17,12 +17,10 @@ namespace {
 using namespace rules;
 
 absl::StatusOr<Types> inferUnary(const Node& n) {  // x
-  if (absl::Status s = expectFloat(n, 0); !s.ok()) return s;
   return Types{typeOf(n, 0)};
 }
 
 absl::StatusOr<Types> inferUnaryBackward(const Node& n) {  // dy, y or x
-  if (absl::Status s = expectFloat(n, 1); !s.ok()) return s;
   if (absl::Status s = expectSameType(n, 0, 1); !s.ok()) return s;
   return Types{typeOf(n, 1)};
 }
@@ -53,7 +51,6 @@ absl::Status gradAdd(GradContext& c) {
 DType dtypeOf(FloatType t) { return t == FloatType::kBf16 ? DType::kBF16 : DType::kF32; }
 
 absl::StatusOr<Types> inferCast(const Node& n) {
-  if (absl::Status s = expectFloat(n, 0); !s.ok()) return s;
   const DType to = dtypeOf(CastView(n).dtype());
   if (to == typeOf(n, 0).dtype)
     return fail(absl::StrCat(describeOperand(n, 0), " is already ", dtypeName(to),
@@ -73,10 +70,9 @@ absl::Status gradCast(GradContext& c) {
   return absl::OkStatus();
 }
 
-// x f32 or bf16, and step the i32[1] the runtime feeds: read straight from @step (role
-// fed). Any other value would leave every step drawing the same masks without a word.
+// step is the i32[1] the runtime feeds: read straight from @step (role fed). Any other
+// value would leave every step drawing the same masks without a word.
 absl::StatusOr<Types> inferDropout(const Node& n) {  // x, step
-  RETURN_IF_ERROR(expectFloat(n, 0));
   RETURN_IF_ERROR(expectType(n, 1, TensorType{DType::kI32, {1}}, "the update's index, @step"));
   ASSIGN_OR_RETURN(std::string var, varReadBy(n, 1));
   const Var* decl = n.graph() != nullptr && n.graph()->module() != nullptr

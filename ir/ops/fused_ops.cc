@@ -23,7 +23,6 @@ constexpr int64_t kSumsRows = 2;
 /// y is [N,C,H,W] of f32 or bf16; the per-channel operands are f32[C].
 absl::Status checkPerChannel(const Node& n, size_t y, std::initializer_list<size_t> per_channel) {
   if (absl::Status s = expectRank(n, y, 4, "N,C,H,W"); !s.ok()) return s;
-  if (absl::Status s = expectFloat(n, y); !s.ok()) return s;
   const TensorType channel = channelType(typeOf(n, y).shape[1]);
   for (size_t i : per_channel)
     if (absl::Status s = expectType(n, i, channel, "one value per channel"); !s.ok()) return s;
@@ -104,7 +103,6 @@ absl::StatusOr<Types> inferBatchNormRecompute(const Node& n) {
 // w, b?, gamma, beta, running_mean, running_var
 absl::StatusOr<Types> inferFoldBatchNorm(const Node& n) {
   if (absl::Status s = expectRank(n, 0, 4, "O,C,KH,KW"); !s.ok()) return s;
-  if (absl::Status s = expectF32(n, 0, "f32 master weights"); !s.ok()) return s;
   const TensorType& w = typeOf(n, 0);
   const TensorType channel = channelType(w.shape[0]);
   for (size_t i = 1; i < n.numOperands(); ++i)

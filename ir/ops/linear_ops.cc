@@ -9,10 +9,8 @@ namespace {
 using namespace rules;
 
 absl::Status checkMatrices(const Node& n, std::initializer_list<size_t> idx) {
-  for (size_t i : idx) {
+  for (size_t i : idx)
     if (absl::Status s = expectRank(n, i, 2, "rows, columns"); !s.ok()) return s;
-    if (absl::Status s = expectFloat(n, i); !s.ok()) return s;
-  }
   return absl::OkStatus();
 }
 

@@ -37,7 +37,6 @@ absl::StatusOr<MatmulDims> matmulDims(const Node& n) {
     if (typeOf(n, i).rank() < 2)
       return fail(
           absl::StrCat(describeOperand(n, i), " must have rank 2 or more ([..., rows, columns])"));
-    RETURN_IF_ERROR(expectFloat(n, i));
   }
   const Shape &a = typeOf(n, 0).shape, &b = typeOf(n, 1).shape;
   const size_t ra = a.size(), rb = b.size();

@@ -16,7 +16,6 @@ absl::Status checkChannels(const Node& n, size_t x, std::initializer_list<size_t
   const TensorType& xt = typeOf(n, x);
   if (xt.rank() != 4 && xt.rank() != 2)
     return fail(absl::StrCat(describeOperand(n, x), " must have rank 4 (N,C,H,W) or 2 (N,C)"));
-  if (absl::Status s = expectFloat(n, x); !s.ok()) return s;
   const TensorType channel = channelType(xt.shape[1]);
   for (size_t i : per_channel)
     if (absl::Status s = expectType(n, i, channel, "one value per channel"); !s.ok()) return s;
@@ -75,7 +74,6 @@ absl::StatusOr<TensorType> rowStatsType(const Node& n, size_t x, size_t gamma, s
   const TensorType& xt = typeOf(n, x);
   if (xt.rank() < 1)
     return fail(absl::StrCat(describeOperand(n, x), " must have rank 1 or more ([..., width])"));
-  RETURN_IF_ERROR(expectFloat(n, x));
   const TensorType width{DType::kF32, {xt.shape.back()}};
   for (size_t i : {gamma, beta})
     if (i != SIZE_MAX) RETURN_IF_ERROR(expectType(n, i, width, "one value per element of a row"));

@@ -213,13 +213,7 @@ absl::StatusOr<Types> inferClipGradNorm(const Node& n) {  // gs... -> ys...
   if (n.numOperands() == 0) return fail("takes at least one gradient");
   Types out;
   out.reserve(n.numOperands());
-  for (size_t i = 0; i < n.numOperands(); ++i) {
-    const TensorType& g = typeOf(n, i);
-    if (g.dtype != DType::kF32 && g.dtype != DType::kBF16)
-      return fail(absl::StrCat("gradient ", i + 1, " of ", n.numOperands(), " (%",
-                               n.operand(i)->name(), ": ", toString(g), ") must be f32 or bf16"));
-    out.push_back(g);
-  }
+  for (size_t i = 0; i < n.numOperands(); ++i) out.push_back(typeOf(n, i));
   return out;
 }
 

@@ -14,7 +14,6 @@ using namespace rules;
 template <typename View>
 absl::StatusOr<TensorType> windowedOutput(const Node& n, size_t x) {
   if (absl::Status s = expectRank(n, x, 4, "N,C,H,W"); !s.ok()) return s;
-  if (absl::Status s = expectFloat(n, x); !s.ok()) return s;
   const TensorType& t = typeOf(n, x);
   const View v(n);
   const int64_t k = v.kernel(), stride = v.stride(), pad = v.pad();
@@ -29,7 +28,6 @@ absl::StatusOr<TensorType> windowedOutput(const Node& n, size_t x) {
 
 absl::StatusOr<TensorType> globalPoolOutput(const Node& n, size_t x) {
   if (absl::Status s = expectRank(n, x, 4, "N,C,H,W"); !s.ok()) return s;
-  if (absl::Status s = expectFloat(n, x); !s.ok()) return s;
   const TensorType& t = typeOf(n, x);
   return TensorType{t.dtype, {t.shape[0], t.shape[1], 1, 1}};
 }

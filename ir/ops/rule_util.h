@@ -2,7 +2,8 @@
 
 // Small checks shared by the shape rules in ir/ops/. Each returns an InvalidArgument
 // status whose message names the operand and what was expected; Graph::create and the
-// verifier prefix it with the node.
+// verifier prefix it with the node. An operand's own dtype (`x: float`, `labels: i32` in
+// ir/ops.td) is checked before the rule runs (inferTypes); the rules relate operands.
 
 #include <string>
 #include <vector>
@@ -20,11 +21,12 @@ using Types = std::vector<TensorType>;
 
 inline const TensorType& typeOf(const Node& n, size_t i) { return n.operand(i)->type(); }
 
-/// "w (%conv1.w: f32[20,1,3,3])"
+/// "w (%conv1.w: f32[20,1,3,3])": the operand by its slot's name in the spec.
 inline std::string describeOperand(const Node& n, size_t i) {
   const auto& specs = n.info().operands;
-  absl::string_view role =
-      i < specs.size() ? absl::string_view(specs[i].name) : absl::string_view(specs.back().name);
+  const size_t slot = operandSlot(n, i);
+  absl::string_view role = slot < specs.size() ? absl::string_view(specs[slot].name)
+                                               : absl::string_view(specs.back().name);
   return absl::StrCat(role, " (%", n.operand(i)->name(), ": ", toString(typeOf(n, i)), ")");
 }
 
@@ -33,17 +35,6 @@ inline absl::Status fail(std::string msg) { return absl::InvalidArgumentError(st
 inline absl::Status expectRank(const Node& n, size_t i, int64_t rank, absl::string_view layout) {
   if (typeOf(n, i).rank() == rank) return absl::OkStatus();
   return fail(absl::StrCat(describeOperand(n, i), " must have rank ", rank, " (", layout, ")"));
-}
-
-inline absl::Status expectFloat(const Node& n, size_t i) {
-  DType t = typeOf(n, i).dtype;
-  if (t == DType::kF32 || t == DType::kBF16) return absl::OkStatus();
-  return fail(absl::StrCat(describeOperand(n, i), " must be f32 or bf16"));
-}
-
-inline absl::Status expectF32(const Node& n, size_t i, absl::string_view why) {
-  if (typeOf(n, i).dtype == DType::kF32) return absl::OkStatus();
-  return fail(absl::StrCat(describeOperand(n, i), " must be f32 (", why, ")"));
 }
 
 /// A weight beside activations of dtype `act`: of that dtype, or f32 master weights under

@@ -159,7 +159,7 @@ TEST(Dropout, BadOperandsAndAttributesAreErrorsNamingTheNode) {
       {drop(x, step, std::nan(""), 0, "nan"), {"%nan", "p"}},
       {drop(x, step, 0.1, -1, "id"), {"%id", "mask_id"}},
       {drop(labels, step, 0.1, 0, "ints"), {"%ints", "x (%labels: i32[4,3])", "f32 or bf16"}},
-      {drop(x, f32_step, 0.1, 0, "fstep"), {"%fstep", "step (%f32_step: f32[1])", "i32[1]"}},
+      {drop(x, f32_step, 0.1, 0, "fstep"), {"%fstep", "step (%f32_step: f32[1])", "must be i32"}},
       {drop(x, fed_step, 0.1, 0, "input"),
        {"%input", "step (%fed_step: i32[1])", "read straight from a variable"}},
       {drop(x, other, 0.1, 0, "wrongvar"), {"%wrongvar", "@other", "must read @step"}},

@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "ir/interfaces.h"
 #include "ir/op_info.h"
 
 namespace tandem::ir {
@@ -225,6 +226,83 @@ TEST(OpTable, OptimizerPresets) {
     EXPECT_EQ(presets(op), adamw) << opInfo(op).name;
   for (Op op : {Op::kSgdUpdate, Op::kSgdUpdateGroup, Op::kSgdUpdateShard})
     EXPECT_EQ(presets(op), sgd) << opInfo(op).name;
+}
+
+// Operand dtypes (`labels: i32`, `x: float`): the verifier checks them before the shape
+// rule, so the table must say what the rules and the passes that rely on them need.
+constexpr uint8_t kF32 = dtypeBit(DType::kF32), kBF16 = dtypeBit(DType::kBF16),
+                  kI32 = dtypeBit(DType::kI32);
+
+const OperandSpec* slotNamed(const OpInfo& info, absl::string_view name) {
+  for (const OperandSpec& s : info.operands)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+TEST(OpTable, DTypeSetsReadAsTheMessagesSayThem) {
+  EXPECT_EQ(dtypesText(kF32 | kBF16), "f32 or bf16");
+  EXPECT_EQ(dtypesText(kI32), "i32");
+  EXPECT_EQ(dtypesText(kF32 | kBF16 | kI32), "f32, bf16 or i32");
+  const OperandSpec any{"x"};
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI32, DType::kF64}) EXPECT_TRUE(any.accepts(t));
+}
+
+// A loss and accuracy read integer class labels and f32 logits (losses are computed in f32:
+// mixed precision casts bf16 logits up, which the full_precision trait asks of it).
+TEST(OpTable, LossLabelsAreIntegersAndLogitsF32) {
+  size_t losses = 0;
+  for (const auto& info : allOps()) {
+    if (!info.has(kLoss) && info.op != Op::kAccuracy) continue;
+    ++losses;
+    const OperandSpec* labels = slotNamed(info, "labels");
+    ASSERT_NE(labels, nullptr) << info.name;
+    EXPECT_EQ(labels->dtypes, kI32) << info.name;
+    EXPECT_EQ(info.operands[0].dtypes, kF32) << info.name;
+  }
+  EXPECT_EQ(losses, 2u);  // softmax_cross_entropy, accuracy
+  EXPECT_EQ(slotNamed(opInfo(Op::kSoftmaxCrossEntropyBackward), "labels")->dtypes, kI32);
+}
+
+// What mixed precision (passes/mixed_precision.cc) writes must verify: a full_precision op
+// gets f32 operands (none may demand bf16); a low_precision op gets its first operand cast
+// down and its weights left f32 variables, so both must take bf16 activations and f32
+// weights; any op whose float operand may be low takes bf16 beside f32.
+TEST(OpTable, DTypesAdmitWhatMixedPrecisionWrites) {
+  for (const auto& info : allOps()) {
+    for (const OperandSpec& s : info.operands) {
+      if (s.dtypes & kBF16) {
+        EXPECT_TRUE(s.accepts(DType::kF32)) << info.name << " " << s.name;
+      }
+      if (info.has(kFullPrecision)) {
+        EXPECT_FALSE((s.dtypes & kBF16) != 0 || s.dtypes == 0) << info.name << " " << s.name;
+      }
+    }
+    if (!info.has(kLowPrecision)) continue;
+    EXPECT_TRUE(info.operands[0].accepts(DType::kBF16)) << info.name;
+    for (const OperandSpec& s : info.operands) EXPECT_TRUE(s.accepts(DType::kF32)) << info.name;
+  }
+}
+
+// An optimizer updates f32 master weights from gradients of their type or their bf16 twin
+// (--allreduce-dtype bf16); embedding's ids are i32 wherever they appear.
+TEST(OpTable, DTypesOfWeightsGradientsAndIds) {
+  for (const auto& info : allOps()) {
+    if (const OperandSpec* ids = slotNamed(info, "ids")) {
+      EXPECT_EQ(ids->dtypes, kI32) << info.name;
+    }
+    if (info.optimizer == nullptr || info.optimizer->grouped_of) continue;
+    EXPECT_EQ(info.operands[info.optimizer->param].dtypes, kF32) << info.name;
+    EXPECT_EQ(info.operands[info.optimizer->grad].dtypes, kF32 | kBF16) << info.name;
+  }
+}
+
+// The backward op that `grad reads` makes takes the class' dtypes: dy as y, dx as x.
+TEST(OpTable, UnaryBackwardOpsTakeTheClassDTypes) {
+  for (const auto& info : allOps()) {
+    if (info.op_class != "unary_elementwise") continue;
+    for (const OperandSpec& s : info.operands) EXPECT_EQ(s.dtypes, kF32 | kBF16) << info.name;
+    for (const OperandSpec& s : info.results) EXPECT_EQ(s.dtypes, kF32 | kBF16) << info.name;
+  }
 }
 
 }  // namespace

@@ -182,8 +182,78 @@ TEST(Verifier, LossOfBf16Logits) {
   ASSERT_NE(loss, nullptr);
   loss->setOperand(0, m->graph("g")->findValue("flat"));  // the logits before their cast
   EXPECT_EQ(verifyError(*m),
-            "graph @g: %loss (softmax_cross_entropy): logits (%flat: bf16[2,36]) must be f32 "
-            "(losses and accuracy are computed in f32; cast bf16 logits up)");
+            "graph @g: %loss (softmax_cross_entropy): logits (%flat: bf16[2,36]) must be f32");
+}
+
+// ---- operand dtypes (ir/ops.td's `labels: i32`, checked before the shape rule) ------------
+
+TEST(Verifier, OperandDTypeFromTheSpec) {
+  auto m = parse(kMixed);
+  ASSERT_NE(m, nullptr);
+  m->graph("g")->findValue("labels")->setType(TensorType{DType::kF32, {2}});
+  EXPECT_EQ(verifyError(*m),
+            "graph @g: %loss (softmax_cross_entropy): labels (%labels: f32[2]) must be i32");
+}
+
+TEST(Verifier, OperandDTypeOfAFloatOperand) {
+  auto m = parse(kMixed);
+  ASSERT_NE(m, nullptr);
+  Node* flat = definingNode(*m, "g", "flat");
+  ASSERT_NE(flat, nullptr);
+  Node* conv = definingNode(*m, "g", "y");
+  ASSERT_NE(conv, nullptr);
+  conv->setOperand(0, m->graph("g")->findValue("labels"));
+  // Checked before the shape rule, which would have named the rank first.
+  EXPECT_EQ(verifyError(*m), "graph @g: %y (conv2d): x (%labels: i32[2]) must be f32 or bf16");
+}
+
+// IR text whose operand has a dtype its slot does not take is refused as it is read, by
+// the same check (Graph::create runs it), naming node, operand and dtypes.
+std::string textError(const std::string& text) {
+  auto m = parseModule(text, "dtypes.tir");
+  EXPECT_FALSE(m.ok()) << "parsed";
+  return m.ok() ? std::string() : std::string(m.status().message());
+}
+
+TEST(Verifier, OperandDTypeInIrText) {
+  EXPECT_EQ(textError(R"(module @m {
+var @table : f32[5,3] {role=param, init=zeros}
+
+graph @g(%ids: f32[4]) {
+  %table = param() {var=@table} : f32[5,3]
+  %y = embedding(%ids, %table) : f32[4,3]
+  return %y
+}
+}
+)"),
+            "dtypes.tir:6:8: %y (embedding): ids (%ids: f32[4]) must be i32");
+}
+
+// An operand after an absent optional one is named and checked as its own slot:
+// fold_batch_norm without b reads gamma second, sgd_update without momentum its lr_scale
+// third.
+TEST(Verifier, OperandDTypeAfterAnAbsentOptionalOne) {
+  EXPECT_EQ(textError(R"(module @m {
+graph @g(%w: f32[4,3,3,3], %gamma: bf16[4], %beta: f32[4], %mean: f32[4], %var: f32[4]) {
+  %wf, %bf = fold_batch_norm(%w, %gamma, %beta, %mean, %var) {eps=1e-05} : f32[4,3,3,3], f32[4]
+  return %wf
+}
+}
+)"),
+            "dtypes.tir:3:14: %wf (fold_batch_norm): gamma (%gamma: bf16[4]) must be f32");
+  EXPECT_EQ(textError(R"(module @m {
+var @w : f32[3] {role=param, init=zeros}
+var @s : i32[1] {role=fed, init=zeros}
+
+graph @g(%g: f32[3]) {
+  %w = param() {var=@w} : f32[3]
+  %s = param() {var=@s} : i32[1]
+  sgd_update(%w, %g, %s) {lr=0.1, momentum=0, weight_decay=0}
+  return
+}
+}
+)"),
+            "dtypes.tir:8:3: sgd_update: lr_scale (%s: i32[1]) must be f32");
 }
 
 TEST(Verifier, CastToTheSameDType) {
