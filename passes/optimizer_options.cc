@@ -69,14 +69,17 @@ std::optional<ir::OptimizerConfig> presetConfig(ir::Op op) {
 
 absl::StatusOr<ir::OptimizerConfig> optimizerConfig(ir::Op op) {
   if (std::optional<ir::OptimizerConfig> c = presetConfig(op)) return *c;
-  return absl::InvalidArgumentError(absl::StrCat(
-      ir::opInfo(op).name, " is no optimizer's update op (", optimizerNames(), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(ir::opInfo(op).name, " is no optimizer's update op (", optimizerNames(), ")"));
 }
 
 std::vector<std::pair<std::string, double>> hyperParameters(const ir::OptimizerConfig& config) {
   std::vector<std::pair<std::string, double>> out;
-  std::visit([&](const auto& c) { c.forEach([&](const char* attr, double v) { out.emplace_back(attr, v); }); },
-             config);
+  std::visit(
+      [&](const auto& c) {
+        c.forEach([&](const char* attr, double v) { out.emplace_back(attr, v); });
+      },
+      config);
   return out;
 }
 

@@ -63,9 +63,8 @@ std::string Split::text() const {
     case Kind::kWeights:
       break;
   }
-  return absl::StrJoin(weights, ",", [](std::string* out, double w) {
-    absl::StrAppend(out, exactNumber(w));
-  });
+  return absl::StrJoin(weights, ",",
+                       [](std::string* out, double w) { absl::StrAppend(out, exactNumber(w)); });
 }
 
 int64_t ModelChoice::warmupSteps(int64_t steps_per_epoch, int epochs) const {

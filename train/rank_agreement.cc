@@ -70,7 +70,9 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
       {S::kNoFuse, given(m.no_fuse)},
       {S::kPlainLayout, given(m.plain_layout)},
       {S::kNoRecompute, given(m.no_recompute)},
-      {S::kGroupUpdates, !m.group_updates ? "auto" : *m.group_updates ? "on" : "off"},
+      {S::kGroupUpdates, !m.group_updates   ? "auto"
+                         : *m.group_updates ? "on"
+                                            : "off"},
       {S::kPrecision, std::string(ir::toWord(m.precision))},
       {S::kAllreduceDtype, std::string(ir::toWord(m.allreduce_dtype))},
       {S::kEpochs, absl::StrCat(config.epochs)},

@@ -73,8 +73,8 @@ absl::Status checkOptimizerValues(const ir::OptimizerConfig& config, const Setti
                                   const std::map<std::string, WrittenNumber>* written) {
   const ir::OpInfo& info = ir::opInfo(passes::optimizerOp(config));
   for (const auto& [attr, value] : passes::hyperParameters(config)) {
-    const std::string problem = passes::optimizerValueProblem(
-        info.attrs[static_cast<size_t>(info.attrIndex(attr))], value);
+    const std::string problem =
+        passes::optimizerValueProblem(info.attrs[static_cast<size_t>(info.attrIndex(attr))], value);
     if (problem.empty()) continue;
     std::string text = exactNumber(value);
     if (written != nullptr)
@@ -103,18 +103,17 @@ absl::StatusOr<ir::OptimizerConfig> chooseOptimizer(
       std::vector<std::string> takes;
       for (const auto& [own, value] : passes::hyperParameters(config))
         takes.push_back(hyperName(own, names));
-      return absl::InvalidArgumentError(absl::StrCat(
-          hyperName(attr, names), ": not a setting of ", names(Setting::kOptimizer), " ",
-          passes::optimizerShortName(passes::optimizerOp(config)), " (it takes ",
-          absl::StrJoin(takes, ", "), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(hyperName(attr, names), ": not a setting of ", names(Setting::kOptimizer),
+                       " ", passes::optimizerShortName(passes::optimizerOp(config)), " (it takes ",
+                       absl::StrJoin(takes, ", "), ")"));
     }
   RETURN_IF_ERROR(checkOptimizerValues(config, names, &given));
   return config;
 }
 
 absl::Status parseWrittenSettings(const WrittenSettings& w, const ModelSpec& spec,
-                                  bool for_training, const SettingNames& names,
-                                  ModelSettings& s) {
+                                  bool for_training, const SettingNames& names, ModelSettings& s) {
   ASSIGN_OR_RETURN(s.devices, parseDevicesSetting(w.devices, names));
   ASSIGN_OR_RETURN(s.split, parseSplitSetting(w.split, for_training, names));
   if (w.optimizer || !w.hyper.empty()) {

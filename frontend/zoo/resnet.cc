@@ -90,7 +90,8 @@ ModelSpec resnet18(int64_t in_channels, int64_t num_classes, int64_t image_size)
   // batch norm as the frameworks start them). Batch norm undoes the small scale of the
   // convolutions; the small final layer starts the loss at ln 10 = 2.30. Kaiming on the
   // final layer started it at 7-11 at batch 64, so lr 0.1 first had to undo that.
-  spec.defaults = {.optimizer = ir::SgdConfig{.lr = 0.1}, .weight_init = {ir::Initializer::Kind::kNormal, 0.01}};
+  spec.defaults = {.optimizer = ir::SgdConfig{.lr = 0.1},
+                   .weight_init = {ir::Initializer::Kind::kNormal, 0.01}};
   spec.forward = [num_classes](Builder& b, Tensor x) {
     {
       auto s = b.scope("stem");

@@ -799,8 +799,8 @@ std::vector<const Op*> optimizerOps(const Spec& spec) {
 std::string configName(const Op& op) {
   const std::string suffix = "_update";
   std::string base = op.name;
-  if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(),
-                                                  suffix) == 0)
+  if (base.size() > suffix.size() &&
+      base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0)
     base.resize(base.size() - suffix.size());
   return camel(base) + "Config";
 }
@@ -818,7 +818,8 @@ void writeOptimizerConfigs(const Spec& spec, std::ostream& o) {
     o << "\n/// " << op->name << "'s hyper-parameters, each defaulting to its preset in "
       << "ir/ops.td.\nstruct " << C << " {\n  static constexpr Op kOp = Op::k" << camel(op->name)
       << ";\n";
-    for (const Attr& a : op->attrs) o << "  " << cppType(a) << " " << a.name << " = " << a.preset << ";\n";
+    for (const Attr& a : op->attrs)
+      o << "  " << cppType(a) << " " << a.name << " = " << a.preset << ";\n";
     o << "\n  bool operator==(const " << C << "&) const = default;\n"
       << "  /// Calls f(attribute name, field) for each, in the op's order.\n";
     for (const char* qualifier : {"", " const"}) {

@@ -53,17 +53,18 @@ TEST(ChooseOptimizer, NamesWhatIsWrongInTheFrontEndsWords) {
   const ir::OptimizerConfig sgd = ir::SgdConfig{};
   EXPECT_EQ(errorOf(training::chooseOptimizer(sgd, "adam", {}, keys()).status()),
             "optimizer: 'adam' is no optimizer (adamw, sgd)");
-  EXPECT_EQ(errorOf(training::chooseOptimizer(sgd, std::nullopt, {{"beta1", {0.8, "0.8"}}}, keys())
-                        .status()),
-            "beta1: not a setting of optimizer sgd (it takes lr, momentum, weight_decay)");
+  EXPECT_EQ(
+      errorOf(
+          training::chooseOptimizer(sgd, std::nullopt, {{"beta1", {0.8, "0.8"}}}, keys()).status()),
+      "beta1: not a setting of optimizer sgd (it takes lr, momentum, weight_decay)");
   // A value out of range is quoted as it was written ("1e39", not "1e+39").
   EXPECT_EQ(
-      errorOf(training::chooseOptimizer(sgd, std::nullopt, {{"lr", {1e39, "1e39"}}}, keys())
-                  .status()),
+      errorOf(
+          training::chooseOptimizer(sgd, std::nullopt, {{"lr", {1e39, "1e39"}}}, keys()).status()),
       "lr: 1e39 rounds to infinity in f32 (the update's arithmetic)");
-  EXPECT_EQ(errorOf(training::chooseOptimizer(sgd, "sgd", {{"momentum", {1, "1.0"}}}, keys())
-                        .status()),
-            "momentum: 1.0 is out of range: must be >= 0 and < 1");
+  EXPECT_EQ(
+      errorOf(training::chooseOptimizer(sgd, "sgd", {{"momentum", {1, "1.0"}}}, keys()).status()),
+      "momentum: 1.0 is out of range: must be >= 0 and < 1");
   // A config built in code is checked as a whole, its values written exactly.
   EXPECT_EQ(errorOf(training::checkOptimizerValues(ir::AdamwConfig{.beta1 = 1}, keys())),
             "beta1: 1 is out of range: must be >= 0 and < 1");
@@ -101,10 +102,10 @@ TEST(ParseSettings, DevicesGroupUpdatesAndDtypes) {
             "group_updates: 'yes' is not auto, on or off");
   EXPECT_EQ(*training::parseFloatTypeSetting(training::Setting::kPrecision, "bf16", keys()),
             ir::FloatType::kBf16);
-  EXPECT_EQ(errorOf(training::parseFloatTypeSetting(training::Setting::kAllreduceDtype, "fp8",
-                                                    keys())
-                        .status()),
-            "allreduce_dtype: 'fp8' is not a dtype Tandem trains in: f32 or bf16");
+  EXPECT_EQ(
+      errorOf(training::parseFloatTypeSetting(training::Setting::kAllreduceDtype, "fp8", keys())
+                  .status()),
+      "allreduce_dtype: 'fp8' is not a dtype Tandem trains in: f32 or bf16");
 }
 
 }  // namespace

@@ -81,7 +81,8 @@ inline passes::PipelineConfig pipelineConfig(const ZooCase& c) {
   config.devices.clear();
   for (int i = 0; i < c.devices; ++i) config.devices.push_back({::tandem::testing::kind("cpu"), i});
   config.optimizer = optimizerWith(
-      c.optimizer, {{"lr", 0.1}, {"momentum", c.momentum}, {"weight_decay", c.momentum > 0 ? 5e-4 : 0}});
+      c.optimizer,
+      {{"lr", 0.1}, {"momentum", c.momentum}, {"weight_decay", c.momentum > 0 ? 5e-4 : 0}});
   config.bf16 = c.bf16;
   config.group_updates = true;
   config.shard_updates = c.shard;

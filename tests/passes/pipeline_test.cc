@@ -256,7 +256,8 @@ TEST(Registry, AutodiffOptionsAreEachOptimizersAttributes) {
 TEST(DefaultPipeline, KeepsNumbersExact) {
   // The pipeline text must not round the user's learning rate (6 significant digits
   // would turn 0.1234567 into 0.123457).
-  passes::PipelineConfig config{.optimizer = ir::SgdConfig{.lr = 0.1234567, .weight_decay = 1.0 / 3}};
+  passes::PipelineConfig config{.optimizer =
+                                    ir::SgdConfig{.lr = 0.1234567, .weight_decay = 1.0 / 3}};
   std::string text = passes::defaultPipeline(config);
   auto m = buildZooModel("lenet", 8);
   ASSERT_NE(m, nullptr);

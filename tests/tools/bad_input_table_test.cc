@@ -605,7 +605,8 @@ TEST_F(BadInputTable, RunHeaderTellsTheTruth) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.substr(0, r.out.find("epoch train_loss")),
             "lenet on [cpu:0, cpu:1, cpu:2], batch 32 (11/11/10 per device), sgd lr 0.1, "
-            "momentum 0.9, weight decay 0, init kaiming, seed 0\n96 of 100 training images per epoch in 3 "
+            "momentum 0.9, weight decay 0, init kaiming, seed 0\n96 of 100 training images per "
+            "epoch in 3 "
             "steps (the 4 that do not fill a batch are left out, different ones each epoch), 50 "
             "test images\n");
 }

@@ -159,8 +159,9 @@ TEST_F(CheckpointCli, AdamwKilledMidEpochResumesBitForBit) {
   optimizer_ = {"--optimizer", "adamw", "--lr",           "0.002",
                 "--beta2",     "0.99",  "--weight-decay", "0.05"};
   runStraight();
-  EXPECT_NE(straight_.out.find("adamw lr 0.002, beta1 0.9, beta2 0.99, eps 1e-08, weight decay 0.05"),
-            std::string::npos)
+  EXPECT_NE(
+      straight_.out.find("adamw lr 0.002, beta1 0.9, beta2 0.99, eps 1e-08, weight decay 0.05"),
+      std::string::npos)
       << straight_.out;
   const std::string dir = work_.file("killed");
   CommandResult killed = runWithSignal("3:6:9", {"--checkpoint", dir, "--checkpoint-every", "4"});

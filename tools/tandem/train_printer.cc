@@ -184,12 +184,13 @@ std::string TrainPrinter::header(const training::RunInfo& run) const {
   const int64_t dropped = run.train_count - steps * batch;
   const passes::PipelineConfig& p = o.pipeline;
   // "sgd lr 0.1, momentum 0.9, weight decay 0": the optimizer's values in its op's order.
-  const std::string optimizer = absl::StrCat(
-      passes::optimizerShortName(passes::optimizerOp(p.optimizer)), " ",
-      absl::StrJoin(passes::hyperParameters(p.optimizer), ", ", [](std::string* out, const auto& h) {
-        absl::StrAppend(out, absl::StrReplaceAll(h.first, {{"_", " "}}), " ",
-                        absl::StrFormat("%g", h.second));
-      }));
+  const std::string optimizer =
+      absl::StrCat(passes::optimizerShortName(passes::optimizerOp(p.optimizer)), " ",
+                   absl::StrJoin(passes::hyperParameters(p.optimizer), ", ",
+                                 [](std::string* out, const auto& h) {
+                                   absl::StrAppend(out, absl::StrReplaceAll(h.first, {{"_", " "}}),
+                                                   " ", absl::StrFormat("%g", h.second));
+                                 }));
   const int64_t warmup = c.warmupSteps(steps, f_.epochs);
   const std::string schedule =
       p.lr_schedule
@@ -306,11 +307,10 @@ std::string TrainPrinter::endingLine(training::TrainingSession& session,
   const std::string resume_hint =
       end.checkpointed && dir ? absl::StrCat("; --resume ", *dir, " continues from there") : "";
   if (end.why == Why::kNonFinite)
-    return absl::StrFormat("tandem: the loss is %s at epoch %d, step %d of %d (lr %g): %s\n",
-                           lossText(end.bad_step.loss), end.epoch, end.bad_step.step,
-                           end.bad_step.steps,
-                           passes::learningRate(session.choice().compile.pipeline.optimizer),
-                           end.cause);
+    return absl::StrFormat(
+        "tandem: the loss is %s at epoch %d, step %d of %d (lr %g): %s\n",
+        lossText(end.bad_step.loss), end.epoch, end.bad_step.step, end.bad_step.steps,
+        passes::learningRate(session.choice().compile.pipeline.optimizer), end.cause);
   const std::string signal = StopSignals::nameOf(end.signal);
   if (end.while_evaluating)
     return absl::StrFormat(
