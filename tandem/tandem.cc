@@ -170,6 +170,11 @@ struct Model::Impl {
                                  .mean_loss = s.mean_loss,
                                  .seconds = s.seconds});
     }
+    absl::Status onCheckpoint(const training::CheckpointEvent& e) override {
+      if (callbacks != nullptr && callbacks->on_checkpoint)
+        callbacks->on_checkpoint({.epoch = e.epoch, .steps = e.steps, .dir = e.dir});
+      return absl::OkStatus();
+    }
     absl::StatusOr<bool> onEpoch(const runtime::EpochFigures& e, bool replayed) override {
       if (replayed || callbacks == nullptr || !callbacks->on_epoch) return true;
       return callbacks->on_epoch(metricsOf(e));

@@ -128,11 +128,23 @@ struct Metrics {
   double seconds = 0;
 };
 
+/// A checkpoint written into TrainConfig::checkpoint: after each epoch, every
+/// TrainConfig::checkpoint_every steps, or where a stop left the run.
+struct CheckpointWritten {
+  /// Where Model::load of it goes on: epoch `epoch` after `steps` of its steps (0 for the
+  /// checkpoint after epoch - 1 finished).
+  int epoch = 0;
+  int64_t steps = 0;
+  std::string dir;
+};
+
 struct Callbacks {
   /// After every training step; false stops training there, without evaluating the epoch.
   std::function<bool(const StepMetrics&)> on_step;
   /// After every epoch's evaluation; false stops after this epoch.
   std::function<bool(const EpochMetrics&)> on_epoch;
+  /// After every checkpoint written (Keras' ModelCheckpoint callback, as an event).
+  std::function<void(const CheckpointWritten&)> on_checkpoint;
 };
 
 /// A model compiled for its devices, its variables on them, and the data it trains on.

@@ -378,7 +378,10 @@ runtime::Checkpoint TrainingSession::checkpointAt(int epoch,
 
 absl::Status TrainingSession::saveCheckpoint(int epoch, const runtime::EpochProgress& progress) {
   if (!checkpoints_) return absl::OkStatus();
-  return checkpoints_->save(executor(), checkpointAt(epoch, progress));
+  RETURN_IF_ERROR(checkpoints_->save(executor(), checkpointAt(epoch, progress)));
+  if (backend::Processes::current().rank() != 0) return absl::OkStatus();  // rank 0 writes
+  return listener_.onCheckpoint(
+      {.epoch = epoch, .steps = progress.steps, .dir = checkpoints_->dir()});
 }
 
 absl::Status TrainingSession::save(const std::string& dir, bool replace,

@@ -48,6 +48,16 @@ struct StepEvent {
   runtime::Executor& executor;
 };
 
+/// A checkpoint written: after an epoch, every TrainConfig::checkpoint_every steps, or where
+/// the run stopped.
+struct CheckpointEvent {
+  /// Where a run resumed from it goes on: epoch `epoch` after `steps` of its steps (0 for
+  /// the checkpoint after epoch - 1 finished).
+  int epoch = 0;
+  int64_t steps = 0;
+  std::string dir;
+};
+
 /// How a run (or fit) ended.
 struct RunEnd {
   enum class Why {
@@ -98,6 +108,11 @@ class TrainListener {
   virtual bool onStep(const StepEvent& step) {
     (void)step;
     return true;
+  }
+  /// A checkpoint was written (on the process that writes them).
+  virtual absl::Status onCheckpoint(const CheckpointEvent& checkpoint) {
+    (void)checkpoint;
+    return absl::OkStatus();
   }
   /// --split auto re-planned (`why`: what it measured, or "in the run resumed").
   virtual absl::Status onReplan(const runtime::SplitReplan& replan, const std::string& why) {

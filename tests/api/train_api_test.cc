@@ -185,6 +185,26 @@ TEST(TrainApi, ACallbackStopsTraining) {
   EXPECT_EQ(history->size(), 3u);
 }
 
+// Issue 41: a checkpoint written is an event (the library's onCheckpoint, the API's
+// on_checkpoint): every checkpoint_every steps inside an epoch and after each epoch, each
+// saying where a run loaded from it goes on.
+TEST(TrainApi, CheckpointsWrittenAreEvents) {
+  TempDir dir;
+  TrainConfig config = smallRun();  // 256 examples at batch 32: 8 steps an epoch
+  config.checkpoint = dir.file("ckpt");
+  config.checkpoint_every = 3;
+  std::vector<std::pair<int, int64_t>> written;
+  absl::StatusOr<Model> m = Model::create(mlpSpec(), config, quadrantData());
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(m->fit({.on_checkpoint = [&](const CheckpointWritten& c) {
+                 EXPECT_EQ(c.dir, *config.checkpoint);
+                 written.emplace_back(c.epoch, c.steps);
+               }})
+                  .ok());
+  EXPECT_EQ(written, (std::vector<std::pair<int, int64_t>>{
+                         {1, 3}, {1, 6}, {2, 0}, {2, 3}, {2, 6}, {3, 0}, {3, 3}, {3, 6}, {4, 0}}));
+}
+
 // Three epochs straight, and one epoch saved, loaded into a new model on another device
 // count and trained on: the same loss and accuracy figures (another device count adds in
 // another order, so close rather than the same bits; on the same devices, the same bits).
