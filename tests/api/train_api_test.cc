@@ -199,8 +199,7 @@ TEST(TrainApi, CheckpointsWrittenAreEvents) {
   ASSERT_TRUE(m->fit({.on_checkpoint = [&](const CheckpointWritten& c) {
                  EXPECT_EQ(c.dir, *config.checkpoint);
                  written.emplace_back(c.epoch, c.steps);
-               }})
-                  .ok());
+               }}).ok());
   EXPECT_EQ(written, (std::vector<std::pair<int, int64_t>>{
                          {1, 3}, {1, 6}, {2, 0}, {2, 3}, {2, 6}, {3, 0}, {3, 3}, {3, 6}, {4, 0}}));
 }
