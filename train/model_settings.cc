@@ -200,9 +200,7 @@ absl::Status resolvePipeline(const ModelSettings& f, const SettingNames& names,
                      " processes (each group's shards would be all-reduced across processes "
                      "from every device, and a process runs its collectives across processes "
                      "on its first device only); shard without ",
-                     names(Setting::kAllreduceGroups),
-                     ", whose reduce_scatter spans the "
-                     "processes"));
+                     names(Setting::kAllreduceGroups), ", whose reduce_scatter spans the processes"));
   p.shard_updates = f.shard_updates;
   p.group_updates = f.group_updates;  // unset: the default pipeline decides by the kinds
   p.bf16 = f.precision == ir::FloatType::kBf16;

@@ -35,13 +35,7 @@ absl::StatusOr<std::vector<ir::Device>> parseDevicesSetting(absl::string_view te
 absl::StatusOr<Split> parseSplitSetting(absl::string_view text, bool for_training,
                                         const SettingNames& names) {
   if (text == "even") return Split::even();
-  if (text == "auto") {
-    if (!for_training)
-      return settingError(names, Setting::kSplit,
-                          "auto measures the devices while training; dump takes even or "
-                          "weights such as 3,1");
-    return Split::measured();
-  }
+  if (text == "auto") return Split::measured();  // resolveModel refuses it but to train
   std::vector<double> weights;
   for (absl::string_view w : absl::StrSplit(text, ',')) {
     double v = 0;

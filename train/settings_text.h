@@ -23,8 +23,9 @@ namespace tandem::training {
 absl::StatusOr<std::vector<ir::Device>> parseDevicesSetting(absl::string_view text,
                                                             const SettingNames& names);
 
-/// "even", positive weights such as "3,1" (their count is checked against the devices when
-/// the settings are resolved), or, `for_training`, "auto".
+/// "even", positive weights such as "3,1" or "auto" (the weights' count, and auto outside
+/// training, are checked when the settings are resolved); `for_training` says whether the
+/// error for another word lists auto.
 absl::StatusOr<Split> parseSplitSetting(absl::string_view text, bool for_training,
                                         const SettingNames& names);
 
