@@ -61,9 +61,9 @@ Trained train(const std::string& model, const TrainSetup& o, const std::vector<O
   c.build.batch = o.batch;
   c.pipeline = {.devices = o.devices,
                 .weights = o.weights,
-                .lr = o.lr,
-                .momentum = o.momentum,
-                .weight_decay = o.weight_decay,
+                .optimizer = ir::SgdConfig{.lr = o.lr,
+                                           .momentum = o.momentum,
+                                           .weight_decay = o.weight_decay},
                 .layouts = o.layouts,
                 .sync_bn = o.sync_bn};
   auto module = training::compileModel(*spec, c);
