@@ -107,8 +107,9 @@ int printStep(const tandem::ModelSpec& spec, tandem::Data data) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tandem::ModelSpec spec{
-      .name = "tiny_vgg", .image_shape = {1, 28, 28}, .num_classes = 10, .forward = tinyVgg};
+  // A classifier: images in, logits out; classifierModel adds the softmax cross-entropy loss
+  // and the accuracy metric (a model of another kind writes its own step: ModelSpec).
+  const tandem::ModelSpec spec = tandem::classifierModel("tiny_vgg", {1, 28, 28}, 10, tinyVgg);
   const bool print_step = argc > 1 && std::string(argv[1]) == "--print-step";
   const int data_arg = print_step ? 2 : 3;
   tandem::Data data =

@@ -1,11 +1,14 @@
 #include "frontend/model.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/build_module.h"
 #include "frontend/builder_internals.h"
 #include "ir/op_views.h"
+#include "ir/status_macros.h"
 
 namespace tandem {
 
@@ -14,26 +17,79 @@ using ir::TensorType;
 
 namespace {
 
-/// One step graph: inputs, the network, the loss and the correct count.
+std::string inputNames(const std::vector<std::pair<std::string, Tensor>>& inputs) {
+  return absl::StrJoin(inputs, ", ",
+                       [](std::string* out, const auto& in) { out->append(in.first); });
+}
+
+// A step's returned value must be a scalar; `what` names it for the error.
+absl::Status checkScalar(const ModelSpec& spec, const Tensor& t, const std::string& what,
+                         std::initializer_list<ir::DType> dtypes) {
+  if (!t.valid())
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", spec.name, ": its step returned no ", what));
+  const TensorType& type = t.value()->type();
+  // A scalar is one element: rank 0 (the loss layers') or [1].
+  if ((type.shape != ir::Shape{} && type.shape != ir::Shape{1}) ||
+      std::find(dtypes.begin(), dtypes.end(), type.dtype) == dtypes.end())
+    return absl::InvalidArgumentError(absl::StrCat("model ", spec.name, ": its ", what, " is ",
+                                                   ir::toString(type), ", not a scalar (",
+                                                   ir::dtypeName(*dtypes.begin()), "[])"));
+  return absl::OkStatus();
+}
+
+/// One step graph: the model's inputs, its step, then the loss and the metrics returned.
 absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool training,
                        int64_t batch) {
   BuilderInternals::beginGraph(b, g, training);
-  ir::Shape x_shape{batch};
-  x_shape.insert(x_shape.end(), spec.image_shape.begin(), spec.image_shape.end());
-  Tensor x = BuilderInternals::addInput(b, "x", TensorType{ir::DType::kF32, x_shape});
-  Tensor y = BuilderInternals::addInput(b, "y", TensorType{ir::DType::kI32, {batch}});
-  Tensor logits = spec.forward(b, x);
+  std::vector<std::pair<std::string, Tensor>> inputs;
+  for (const ModelInput& in : spec.inputs) {
+    ir::Shape shape{batch};
+    shape.insert(shape.end(), in.shape.begin(), in.shape.end());
+    inputs.emplace_back(in.name,
+                        BuilderInternals::addInput(b, in.name, TensorType{in.dtype, shape}));
+  }
+  const StepOutputs out = spec.step(b, StepInputs(b, std::move(inputs)));
   if (!b.status().ok()) return b.status();
-  if (!logits.valid())
-    return absl::InvalidArgumentError(
-        absl::StrCat("model ", spec.name, ": forward returned an empty tensor handle"));
-  ir::Shape want{batch, spec.num_classes};
-  if (logits.shape() != want)
+  RETURN_IF_ERROR(checkScalar(spec, out.loss, "loss", {ir::DType::kF32}));
+  std::vector<ir::Value*> returned{out.loss.value()};
+  const auto name = [](std::string* text, const Metric& m) { text->append(m.name); };
+  if (out.metrics.size() != spec.metrics.size() ||
+      !std::equal(out.metrics.begin(), out.metrics.end(), spec.metrics.begin(),
+                  [](const Metric& m, const std::string& declared) { return m.name == declared; }))
     return absl::InvalidArgumentError(absl::StrCat(
-        "model ", spec.name, ": forward returns ", ir::toString(logits.value()->type()),
-        " but the logits must be [", absl::StrJoin(want, ","), "] (batch, classes)"));
+        "model ", spec.name, ": its step returns metrics (", absl::StrJoin(out.metrics, ", ", name),
+        ") but it declares (", absl::StrJoin(spec.metrics, ", "), ")"));
+  for (const Metric& metric : out.metrics) {
+    RETURN_IF_ERROR(checkScalar(spec, metric.sum, absl::StrCat("metric '", metric.name, "'"),
+                                {ir::DType::kF32, ir::DType::kI32}));
+    returned.push_back(metric.sum.value());
+  }
+  g->setOutputs(std::move(returned));
+  return absl::OkStatus();
+}
+
+// The classifier's step: the loss of its logits against the labels, and their accuracy.
+StepOutputs classifierStep(int64_t classes, const ClassifierForward& forward, Builder& b,
+                           const StepInputs& inputs) {
+  Tensor x = inputs["x"], y = inputs["y"];
+  if (!x.valid() || !y.valid()) return {};
+  const int64_t batch = x.dim(0);
+  Tensor logits = forward(b, x);
+  if (!b.status().ok()) return {};
+  if (!logits.valid()) {
+    b.fail(absl::InvalidArgumentError("forward returned an empty tensor handle"));
+    return {};
+  }
+  if (ir::Shape want{batch, classes}; logits.shape() != want) {
+    b.fail(absl::InvalidArgumentError(
+        absl::StrCat("forward returns ", ir::toString(logits.value()->type()),
+                     " but the logits must be [", absl::StrJoin(want, ","), "] (batch, classes)")));
+    return {};
+  }
   // Training divides the summed loss by the global batch; the divisor stays global when
   // replicate gives each device a slice, which keeps uneven splits exact.
+  const bool training = b.training();
   Tensor loss = BuilderInternals::addNode(
       b,
       ir::SoftmaxCrossEntropyArgs{
@@ -47,12 +103,33 @@ absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool tra
   Tensor correct = BuilderInternals::addNode(
       b, ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(), "correct",
       std::source_location::current());
-  if (!b.status().ok()) return b.status();
-  g->setOutputs({loss.value(), correct.value()});
-  return absl::OkStatus();
+  return {.loss = loss, .metrics = {{.name = "accuracy", .sum = correct}}};
 }
 
 }  // namespace
+
+Tensor StepInputs::operator[](absl::string_view name) const {
+  for (const auto& [input, tensor] : inputs_)
+    if (input == name) return tensor;
+  b_.fail(absl::InvalidArgumentError(absl::StrCat("its step reads input '", name,
+                                                  "', which is not among its inputs (",
+                                                  inputNames(inputs_), ")")));
+  return Tensor();
+}
+
+ModelSpec classifierModel(std::string name, std::vector<int64_t> image_shape, int64_t classes,
+                          ClassifierForward forward, TrainingDefaults defaults) {
+  ModelSpec spec{.name = std::move(name),
+                 .inputs = {{.name = "x", .dtype = ir::DType::kF32, .shape = image_shape},
+                            {.name = "y", .dtype = ir::DType::kI32, .shape = {}}},
+                 .metrics = {"accuracy"},
+                 .labels = ClassLabels{.input = "y", .classes = classes},
+                 .defaults = std::move(defaults)};
+  spec.step = [classes, forward = std::move(forward)](Builder& b, const StepInputs& inputs) {
+    return classifierStep(classes, forward, b, inputs);
+  };
+  return spec;
+}
 
 absl::Status buildInitGraph(ir::Module& m, ir::Graph& g) {
   for (const ir::Var& v : m.vars()) {
@@ -74,9 +151,20 @@ absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
   if (!(opts.label_smoothing >= 0 && opts.label_smoothing < 1))
     return absl::InvalidArgumentError(
         absl::StrCat("label smoothing must be in [0, 1), got ", opts.label_smoothing));
-  if (spec.image_shape.empty() || !spec.forward)
+  if (spec.inputs.empty() || !spec.step)
     return absl::InvalidArgumentError(
-        absl::StrCat("model ", spec.name, " needs an image shape and a forward function"));
+        absl::StrCat("model ", spec.name, " needs inputs and a step function"));
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const ModelInput& in = spec.inputs[i];
+    for (size_t j = 0; j < i; ++j)
+      if (spec.inputs[j].name == in.name)
+        return absl::InvalidArgumentError(
+            absl::StrCat("model ", spec.name, " has two inputs named '", in.name, "'"));
+    for (int64_t d : in.shape)
+      if (d < 1)
+        return absl::InvalidArgumentError(absl::StrCat("model ", spec.name, ": input '", in.name,
+                                                       "' has a dimension ", d, " < 1"));
+  }
   auto m = std::make_unique<ir::Module>(spec.name);
   Builder b = BuilderInternals::make(*m, opts);
   auto init = m->addGraph(std::string(ir::kInitGraph));

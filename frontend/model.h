@@ -2,10 +2,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "frontend/builder.h"
 #include "ir/ir.h"
 #include "ir/optimizer_configs.h"
@@ -26,17 +29,76 @@ struct TrainingDefaults {
   double label_smoothing = 0;
 };
 
-/// A classifier written with the DSL: images of one shape in, class scores out.
+/// One input of a model: the data's field of the same name feeds it. `shape` is one
+/// example's (the step's input has the batch axis first).
+struct ModelInput {
+  std::string name;
+  ir::DType dtype = ir::DType::kF32;
+  std::vector<int64_t> shape;
+};
+
+/// A model's inputs as its step sees them, batch first, by name.
+class StepInputs {
+ public:
+  StepInputs(Builder& b, std::vector<std::pair<std::string, Tensor>> inputs)
+      : b_(b), inputs_(std::move(inputs)) {}
+  /// The input named `name`. Another name is the build's error (naming the inputs there
+  /// are) and an empty handle, which the layers reading it pass on.
+  Tensor operator[](absl::string_view name) const;
+
+ private:
+  Builder& b_;
+  std::vector<std::pair<std::string, Tensor>> inputs_;
+};
+
+/// A figure a pass over the data reports: `sum` (a scalar, f32 or i32) is summed over
+/// the examples of every step and device, and the pass reports it divided by the examples
+/// (an accuracy: the correct count).
+struct Metric {
+  std::string name;
+  Tensor sum;
+};
+
+/// What a model's step returns.
+struct StepOutputs {
+  /// A scalar f32 (rank 0, or [1]). In the training step the mean over the global batch (the loss
+  /// layers divide by the global count, so that the devices' parts add up to it exactly);
+  /// in the evaluation step (Builder::training() false) the sum over the batch's examples.
+  Tensor loss;
+  std::vector<Metric> metrics;
+};
+
+/// A classifier's labels: its input `input` holds class ids in [0, classes), which the
+/// data is checked against before anything runs.
+struct ClassLabels {
+  std::string input;
+  int64_t classes = 0;
+};
+
+/// A model written with the DSL: named inputs in, a loss and named metrics out.
 struct ModelSpec {
   std::string name;
-  /// Shape of one image, [C,H,W].
-  std::vector<int64_t> image_shape;
-  int64_t num_classes = 10;
+  std::vector<ModelInput> inputs;
+  /// The names of the metrics its step returns, in order (declared, like the inputs, so
+  /// that what a run reports is known before anything is built).
+  std::vector<std::string> metrics;
+  /// Set for a classifier (classifierModel).
+  std::optional<ClassLabels> labels;
   TrainingDefaults defaults;
-  /// Builds the network on a batch of images and returns the logits [N, num_classes].
-  /// Called once for the training step and once for the evaluation step.
-  std::function<Tensor(Builder&, Tensor images)> forward;
+  /// Builds the step on a batch of inputs. Called once for the training step and once for
+  /// the evaluation step, over one set of variables.
+  std::function<StepOutputs(Builder&, const StepInputs&)> step;
 };
+
+/// The logits of a classifier for a batch of images [N, C, H, W]: [N, classes].
+using ClassifierForward = std::function<Tensor(Builder&, Tensor images)>;
+
+/// A classifier as a model: input `x` (f32 images of `image_shape`, [C,H,W]) and `y` (i32
+/// class ids in [0, classes); negative ones, the padding of a last batch, count for
+/// nothing), the softmax cross-entropy of the logits `forward` returns ([N, classes]) as
+/// its loss (with BuildOptions::label_smoothing in training), and metric `accuracy`.
+ModelSpec classifierModel(std::string name, std::vector<int64_t> image_shape, int64_t classes,
+                          ClassifierForward forward, TrainingDefaults defaults = {});
 
 /// The largest global batch a module can be built for (shapes stay far from overflow).
 constexpr int64_t kMaxBatch = int64_t{1} << 31;

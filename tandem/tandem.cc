@@ -75,6 +75,22 @@ absl::StatusOr<training::ModelSettings> modelSettingsOf(const TrainConfig& c,
   return s;
 }
 
+// A classifier's image shape: its f32 input besides the labels ([] for another model).
+std::vector<int64_t> imageShapeOf(const ModelSpec& spec) {
+  for (const ModelInput& in : spec.inputs)
+    if (spec.labels && in.name != spec.labels->input && in.dtype == ir::DType::kF32)
+      return in.shape;
+  return {};
+}
+
+// "x: f32[1,28,28], y: i32[]"
+std::string inputsText(const ModelSpec& spec) {
+  return absl::StrJoin(spec.inputs, ", ", [](std::string* out, const ModelInput& in) {
+    absl::StrAppend(out, in.name, ": ", ir::dtypeName(in.dtype), "[", absl::StrJoin(in.shape, ","),
+                    "]");
+  });
+}
+
 // Examples a program holds as a data set of the model's image shape, every label checked.
 absl::StatusOr<runtime::data::Dataset> datasetOf(const Examples& e, const ModelSpec& spec,
                                                  const std::string& name,
@@ -82,26 +98,28 @@ absl::StatusOr<runtime::data::Dataset> datasetOf(const Examples& e, const ModelS
   runtime::data::Dataset d;
   d.source = name;
   d.labels_source = absl::StrCat(name, ".labels");
-  d.classes = static_cast<int32_t>(spec.num_classes);
-  if (spec.image_shape.size() != 3)
+  const std::vector<int64_t> image_shape = imageShapeOf(spec);
+  if (!spec.labels || image_shape.size() != 3)
     return absl::InvalidArgumentError(
-        absl::StrCat(name, ": examples are [count, C, H, W] images, but model ", spec.name,
-                     "'s ModelSpec::image_shape is [", absl::StrJoin(spec.image_shape, ","), "]"));
-  d.channels = spec.image_shape[0];
-  d.rows = spec.image_shape[1];
-  d.cols = spec.image_shape[2];
+        absl::StrCat(name, ": examples are [count, C, H, W] images and class labels, but model ",
+                     spec.name, " takes ", inputsText(spec)));
+  const int64_t classes = spec.labels->classes;
+  d.classes = static_cast<int32_t>(classes);
+  d.channels = image_shape[0];
+  d.rows = image_shape[1];
+  d.cols = image_shape[2];
   const int64_t size = d.exampleSize();
   const int64_t count = static_cast<int64_t>(e.labels.size());
   if (size < 1 || static_cast<int64_t>(e.images.size()) != count * size)
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ".images: ", e.images.size(), " floats for ", count, " labels, but ",
-                     count, " images of ", absl::StrJoin(spec.image_shape, "x"), " (model ",
-                     spec.name, ") are ", count * size));
+    return absl::InvalidArgumentError(absl::StrCat(name, ".images: ", e.images.size(),
+                                                   " floats for ", count, " labels, but ", count,
+                                                   " images of ", absl::StrJoin(image_shape, "x"),
+                                                   " (model ", spec.name, ") are ", count * size));
   for (size_t i = 0; i < e.labels.size(); ++i)
-    if (e.labels[i] < 0 || e.labels[i] >= spec.num_classes)
+    if (e.labels[i] < 0 || e.labels[i] >= classes)
       return absl::InvalidArgumentError(absl::StrCat(name, ".labels[", i, "]: ", e.labels[i],
                                                      " is not a class of model ", spec.name,
-                                                     " (0 to ", spec.num_classes - 1, ")"));
+                                                     " (0 to ", classes - 1, ")"));
   d.available = count;
   d.count = limit ? std::min(*limit, count) : count;
   d.images.assign(e.images.begin(), e.images.begin() + d.count * size);

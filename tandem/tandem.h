@@ -31,9 +31,9 @@
 
 namespace tandem {
 
-/// Labelled examples a program holds: `images` row-major [count, C, H, W], one example of
-/// the model's ModelSpec::image_shape after another; `labels` one per example, in
-/// [0, ModelSpec::num_classes).
+/// Labelled examples a program holds for a classifier (classifierModel): `images`
+/// row-major [count, C, H, W], one example of the shape of the model's image input after
+/// another; `labels` one per example, in [0, ModelSpec::labels->classes).
 struct Examples {
   std::vector<float> images;
   std::vector<int32_t> labels;

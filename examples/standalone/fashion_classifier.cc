@@ -41,8 +41,7 @@ int fail(const char* what, const absl::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tandem::ModelSpec spec{
-      .name = "small_cnn", .image_shape = {1, 28, 28}, .num_classes = 10, .forward = smallCnn};
+  const tandem::ModelSpec spec = tandem::classifierModel("small_cnn", {1, 28, 28}, 10, smallCnn);
   tandem::Data data =
       tandem::Data::fashionMnist(argc > 1 ? argv[1] : tandem::Data::kFashionMnistDir);
   if (argc > 2) data.limit_train = std::atoll(argv[2]);

@@ -52,12 +52,10 @@ Tensor bottleneck(Builder& b, Tensor x, int64_t channels, int64_t stride) {
   return b.relu(b.add(y, shortcut(b, x, channels * 4, stride)));
 }
 
-ModelSpec imagenetResnet(std::string name, std::array<int, 4> blocks, bool use_bottleneck) {
-  ModelSpec spec;
-  spec.name = std::move(name);
-  spec.image_shape = {3, 224, 224};
-  spec.num_classes = 1000;
-  spec.forward = [blocks, use_bottleneck](Builder& b, Tensor x) {
+ModelSpec imagenetResnet(std::string name, std::array<int, 4> blocks, bool use_bottleneck,
+                         const ImageClasses& data) {
+  const int64_t classes = data.classes;
+  auto forward = [blocks, use_bottleneck, classes](Builder& b, Tensor x) {
     {
       auto s = b.scope("stem");
       x = b.relu(convBn(b, x, 64, 7, 2, ""));
@@ -74,25 +72,22 @@ ModelSpec imagenetResnet(std::string name, std::array<int, 4> blocks, bool use_b
       }
     }
     auto s = b.scope("head");
-    return b.linear(b.flatten(b.globalAvgPool(x)), {.out_features = 1000, .name = "fc"});
+    return b.linear(b.flatten(b.globalAvgPool(x)), {.out_features = classes, .name = "fc"});
   };
-  return spec;
+  return classifierModel(std::move(name), data.image_shape, classes, forward);
 }
 
 }  // namespace
 
-ModelSpec resnet18(int64_t in_channels, int64_t num_classes, int64_t image_size) {
-  ModelSpec spec;
-  spec.name = "resnet18";
-  spec.image_shape = {in_channels, image_size, image_size};
-  spec.num_classes = num_classes;
+ModelSpec resnet18(const ImageClasses& data) {
+  const int64_t classes = data.classes;
   // The lesson's initialization: every conv and linear weight from N(0, 0.01) (biases and
   // batch norm as the frameworks start them). Batch norm undoes the small scale of the
   // convolutions; the small final layer starts the loss at ln 10 = 2.30. Kaiming on the
   // final layer started it at 7-11 at batch 64, so lr 0.1 first had to undo that.
-  spec.defaults = {.optimizer = ir::SgdConfig{.lr = 0.1},
-                   .weight_init = {ir::Initializer::Kind::kNormal, 0.01}};
-  spec.forward = [num_classes](Builder& b, Tensor x) {
+  TrainingDefaults defaults{.optimizer = ir::SgdConfig{.lr = 0.1},
+                            .weight_init = {ir::Initializer::Kind::kNormal, 0.01}};
+  auto forward = [classes](Builder& b, Tensor x) {
     {
       auto s = b.scope("stem");
       x = b.relu(
@@ -108,14 +103,22 @@ ModelSpec resnet18(int64_t in_channels, int64_t num_classes, int64_t image_size)
       }
     }
     auto s = b.scope("head");
-    return b.linear(b.flatten(b.globalAvgPool(x)), {.out_features = num_classes, .name = "fc"});
+    return b.linear(b.flatten(b.globalAvgPool(x)), {.out_features = classes, .name = "fc"});
   };
-  return spec;
+  return classifierModel("resnet18", data.image_shape, classes, forward, defaults);
 }
 
-ModelSpec resnet34() { return imagenetResnet("resnet34", {3, 4, 6, 3}, false); }
-ModelSpec resnet50() { return imagenetResnet("resnet50", {3, 4, 6, 3}, true); }
-ModelSpec resnet101() { return imagenetResnet("resnet101", {3, 4, 23, 3}, true); }
-ModelSpec resnet152() { return imagenetResnet("resnet152", {3, 8, 36, 3}, true); }
+ModelSpec resnet34(const ImageClasses& data) {
+  return imagenetResnet("resnet34", {3, 4, 6, 3}, false, data);
+}
+ModelSpec resnet50(const ImageClasses& data) {
+  return imagenetResnet("resnet50", {3, 4, 6, 3}, true, data);
+}
+ModelSpec resnet101(const ImageClasses& data) {
+  return imagenetResnet("resnet101", {3, 4, 23, 3}, true, data);
+}
+ModelSpec resnet152(const ImageClasses& data) {
+  return imagenetResnet("resnet152", {3, 8, 36, 3}, true, data);
+}
 
 }  // namespace tandem::zoo

@@ -69,26 +69,17 @@ TrainingDefaults transformerDefaults() {
   return d;
 }
 
-// A Fashion-MNIST model (1x28x28 images, 10 classes) with the transformer defaults.
-ModelSpec fashionMnistSpec(const char* name) {
-  ModelSpec spec;
-  spec.name = name;
-  spec.image_shape = {1, 28, 28};
-  spec.num_classes = 10;
-  spec.defaults = transformerDefaults();
-  return spec;
-}
-
 }  // namespace
 
-ModelSpec vit() {
-  ModelSpec spec = fashionMnistSpec("vit");
-  spec.forward = [](Builder& b, Tensor x) {
+ModelSpec vit(const ImageClasses& data) {
+  const int64_t classes = data.classes;
+  auto forward = [classes](Builder& b, Tensor x) {
     const VitShape s;
-    const int64_t grid = 28 / s.patch, patches = grid * grid, tokens = patches + 1;
-    // Patches: a stride-4 4x4 convolution, [N, D, 7, 7] -> [N, 49, D].
+    // Patches: a stride-4 4x4 convolution, [N, D, 7, 7] -> [N, 49, D] for 28x28 images.
     Tensor p = b.conv2d(x, {.out_channels = s.width, .kernel = s.patch, .stride = s.patch,
                             .name = "patch"});
+    if (!p.valid()) return p;
+    const int64_t patches = p.dim(2) * p.dim(3), tokens = patches + 1;
     p = b.transpose(b.reshape(p, {-1, s.width, patches}), {0, 2, 1});
     // The class token first (its size-1 batch axis repeats), then the position embedding.
     Tensor cls = b.variable("cls", TensorType{DType::kF32, {1, 1, s.width}}, VarRole::kParam,
@@ -102,20 +93,20 @@ ModelSpec vit() {
       h = b.add(h, mlpBlock(b, b.layerNorm(h, {.name = "ln2"}), s, tokens));
     }
     Tensor cls_out = b.reshape(b.slice(b.layerNorm(h, {.name = "ln"}), 1, 0, 1), {-1, s.width});
-    return b.linear(cls_out, {.out_features = 10, .name = "head"});
+    return b.linear(cls_out, {.out_features = classes, .name = "head"});
   };
-  return spec;
+  return classifierModel("vit", data.image_shape, classes, forward, transformerDefaults());
 }
 
-ModelSpec mlp() {
-  ModelSpec spec = fashionMnistSpec("mlp");
-  spec.forward = [](Builder& b, Tensor x) {
+ModelSpec mlp(const ImageClasses& data) {
+  const int64_t classes = data.classes;
+  auto forward = [classes](Builder& b, Tensor x) {
     Tensor h = b.flatten(x);
     for (const char* name : {"fc1", "fc2"})
       h = b.dropout(b.gelu(b.linear(h, {.out_features = 256, .name = name})), 0.1);
-    return b.linear(h, {.out_features = 10, .name = "head"});
+    return b.linear(h, {.out_features = classes, .name = "head"});
   };
-  return spec;
+  return classifierModel("mlp", data.image_shape, classes, forward, transformerDefaults());
 }
 
 }  // namespace tandem::zoo

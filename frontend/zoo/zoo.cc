@@ -8,15 +8,20 @@ namespace {
 
 struct Entry {
   const char* name;
-  ModelSpec (*make)();
+  ModelSpec (*make)(const ImageClasses&);
+  const ImageClasses* defaults;  // null: Fashion-MNIST's
 };
 
-ModelSpec defaultResnet18() { return resnet18(); }
-
 constexpr Entry kModels[] = {
-    {"lenet", lenet},         {"lenet_bn", lenetBn},  {"resnet18", defaultResnet18},
-    {"resnet34", resnet34},   {"resnet50", resnet50}, {"resnet101", resnet101},
-    {"resnet152", resnet152}, {"vit", vit},           {"mlp", mlp},
+    {"lenet", lenet, nullptr},
+    {"lenet_bn", lenetBn, nullptr},
+    {"resnet18", resnet18, nullptr},
+    {"resnet34", resnet34, &kImagenet},
+    {"resnet50", resnet50, &kImagenet},
+    {"resnet101", resnet101, &kImagenet},
+    {"resnet152", resnet152, &kImagenet},
+    {"vit", vit, nullptr},
+    {"mlp", mlp, nullptr},
 };
 
 }  // namespace
@@ -27,9 +32,10 @@ std::vector<std::string> modelNames() {
   return out;
 }
 
-absl::StatusOr<ModelSpec> modelByName(absl::string_view name) {
+absl::StatusOr<ModelSpec> modelByName(absl::string_view name,
+                                      const std::optional<ImageClasses>& data) {
   for (const Entry& e : kModels)
-    if (name == e.name) return e.make();
+    if (name == e.name) return e.make(data ? *data : e.defaults ? *e.defaults : ImageClasses{});
   return absl::NotFoundError(
       absl::StrCat("unknown model '", name, "' (known: ", absl::StrJoin(modelNames(), ", "), ")"));
 }

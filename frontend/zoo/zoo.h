@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -8,40 +9,54 @@
 
 namespace tandem::zoo {
 
+/// What a classifier of the zoo is made for: the shape of one image [C,H,W] and the number
+/// of classes. The data a run reads gives them (`--model resnet18` on 32x32 RGB images of
+/// 100 classes); the defaults are Fashion-MNIST's.
+struct ImageClasses {
+  std::vector<int64_t> image_shape{1, 28, 28};
+  int64_t classes = 10;
+};
+
+/// ImageNet's images and classes, the ImageNet ResNets' defaults.
+inline const ImageClasses kImagenet{.image_shape = {3, 224, 224}, .classes = 1000};
+
 /// LeNet as in the multi-GPU lessons, for 1x28x28 images: conv 20@3x3, relu, avg-pool 2,
-/// conv 50@5x5, relu, avg-pool 2, linear 800->128, relu, linear 128->10.
-ModelSpec lenet();
+/// conv 50@5x5, relu, avg-pool 2, linear 800->128, relu, linear 128->10 (classes).
+ModelSpec lenet(const ImageClasses& data = {});
 
 /// LeNet with batch norm after each convolution (conv, batch norm, relu, avg-pool), as in
 /// the lessons' batch-norm chapter: the small model that exercises fuse-conv-bn-relu.
-ModelSpec lenetBn();
+ModelSpec lenetBn(const ImageClasses& data = {});
 
 /// The small-image ResNet-18 of the lessons: 3x3 stride-1 stem with batch norm and relu,
 /// no max-pool, 4 stages x 2 residual blocks at 64/128/256/512 channels, 1x1 projection
 /// on downsampling blocks, global average pool, linear 512->classes. Convolutions carry
 /// biases as in the lessons (11,175,818 parameters for 1 channel and 10 classes).
-ModelSpec resnet18(int64_t in_channels = 1, int64_t num_classes = 10, int64_t image_size = 28);
+ModelSpec resnet18(const ImageClasses& data = {});
 
 /// ImageNet-shaped ResNets (3x224x224, 1000 classes; 7x7 stride-2 stem, max-pool,
 /// bias-free convolutions, projection shortcuts with batch norm), for benchmarks at scale.
-ModelSpec resnet34();
-ModelSpec resnet50();
-ModelSpec resnet101();
-ModelSpec resnet152();
+ModelSpec resnet34(const ImageClasses& data = kImagenet);
+ModelSpec resnet50(const ImageClasses& data = kImagenet);
+ModelSpec resnet101(const ImageClasses& data = kImagenet);
+ModelSpec resnet152(const ImageClasses& data = kImagenet);
 
 /// A Vision Transformer for 1x28x28 images (issue 24): 4x4 patches (49 tokens, a stride-4
 /// convolution), a class token and a learned position embedding, width 64, 6 pre-norm
 /// blocks with 4 heads and an MLP of 128 (erf GELU), dropout 0.1 after the attention
 /// projection and in the MLP, a final LayerNorm and a linear head on the class token.
-/// Defaults: AdamW lr 1e-3, weight decay 0.05, one epoch of warmup then cosine.
-ModelSpec vit();
+/// Defaults: AdamW lr 1e-3, weight decay 0.05, one epoch of warmup then cosine. Other
+/// image sizes get a patch grid of their size over 4.
+ModelSpec vit(const ImageClasses& data = {});
 
 /// The smallest model that is not a CNN: two hidden layers of 256 with GELU and dropout
 /// 0.1; the ViT's defaults.
-ModelSpec mlp();
+ModelSpec mlp(const ImageClasses& data = {});
 
-/// The zoo by name; the error lists the known names.
-absl::StatusOr<ModelSpec> modelByName(absl::string_view name);
+/// The zoo by name, made for `data`'s images and classes (each model's own defaults when
+/// unset); the error lists the known names.
+absl::StatusOr<ModelSpec> modelByName(absl::string_view name,
+                                      const std::optional<ImageClasses>& data = std::nullopt);
 std::vector<std::string> modelNames();
 
 }  // namespace tandem::zoo

@@ -54,12 +54,7 @@ Tensor smallMlp(Builder& b, Tensor x) {
   return b.linear(x, {.out_features = kClasses, .name = "fc2"});
 }
 
-ModelSpec mlpSpec() {
-  return {.name = "quadrant_mlp",
-          .image_shape = {1, 8, 8},
-          .num_classes = kClasses,
-          .forward = smallMlp};
-}
+ModelSpec mlpSpec() { return classifierModel("quadrant_mlp", {1, 8, 8}, kClasses, smallMlp); }
 
 Data quadrantData() { return Data::fromExamples(quadrants(256, 1), quadrants(64, 2)); }
 
@@ -104,14 +99,15 @@ TEST(TrainApi, BadOptionsNameTheOption) {
 }
 
 TEST(TrainApi, BadModelsNameTheModel) {
-  ModelSpec no_forward = mlpSpec();
-  no_forward.forward = nullptr;
-  EXPECT_THAT(createError(no_forward, smallRun(), quadrantData()),
-              HasSubstr("model quadrant_mlp needs an image shape and a forward function"));
-  ModelSpec wrong_classes = mlpSpec();  // logits 3 wide for 4 classes
-  wrong_classes.forward = [](Builder& b, Tensor x) {
-    return b.linear(b.flatten(x), {.out_features = 3, .name = "fc"});
-  };
+  ModelSpec no_step = mlpSpec();
+  no_step.step = nullptr;
+  EXPECT_THAT(createError(no_step, smallRun(), quadrantData()),
+              HasSubstr("model quadrant_mlp needs inputs and a step function"));
+  // logits 3 wide for 4 classes
+  ModelSpec wrong_classes =
+      classifierModel("quadrant_mlp", {1, 8, 8}, kClasses, [](Builder& b, Tensor x) {
+        return b.linear(b.flatten(x), {.out_features = 3, .name = "fc"});
+      });
   EXPECT_THAT(createError(wrong_classes, smallRun(), quadrantData()),
               HasSubstr("model quadrant_mlp: forward returns f32[32,3] but the logits must be "
                         "[32,4]"));

@@ -20,10 +20,7 @@ using ::testing::HasSubstr;
 /// Builds a 1x28x28, 10-class model from `forward` at batch 8; returns the error text
 /// ("" when the build succeeds).
 std::string buildError(std::function<Tensor(Builder&, Tensor)> forward, int64_t batch = 8) {
-  ModelSpec spec{.name = "broken",
-                 .image_shape = {1, 28, 28},
-                 .num_classes = 10,
-                 .forward = std::move(forward)};
+  ModelSpec spec = classifierModel("broken", {1, 28, 28}, 10, std::move(forward));
   auto m = buildModule(spec, {.batch = batch});
   return m.ok() ? "" : std::string(m.status().message());
 }
@@ -165,22 +162,19 @@ TEST(BuildErrorsTest, BatchMustBeInRange) {
   EXPECT_EQ(buildError(ok, 1), "");
 }
 
-TEST(BuildErrorsTest, SpecWithoutImageShapeOrForward) {
+TEST(BuildErrorsTest, SpecWithoutInputsOrStep) {
   auto m = buildModule(ModelSpec{.name = "empty"}, {.batch = 4});
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().message(), "model empty needs an image shape and a forward function");
+  EXPECT_EQ(m.status().message(), "model empty needs inputs and a step function");
 }
 
 TEST(BuildErrorsTest, HugeBatchKeepsFeatureCountsExact) {
   // flatten once divided the element count by the batch, which overflowed for huge
   // batches and silently shrank the linear layer's weight; the largest batch accepted
   // must keep the exact feature count.
-  ModelSpec spec{.name = "big",
-                 .image_shape = {1, 28, 28},
-                 .num_classes = 10,
-                 .forward = [](Builder& b, Tensor x) {
-                   return b.linear(b.flatten(x), {.out_features = 10, .name = "fc"});
-                 }};
+  ModelSpec spec = classifierModel("big", {1, 28, 28}, 10, [](Builder& b, Tensor x) {
+    return b.linear(b.flatten(x), {.out_features = 10, .name = "fc"});
+  });
   auto m = buildModule(spec, {.batch = int64_t{1} << 31});
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(ir::toString((*m)->findVar("fc.w")->type), "f32[10,784]");

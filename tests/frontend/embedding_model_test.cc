@@ -66,11 +66,9 @@ TEST(EmbeddingModelTest, BadSizesAndFloatIdsAreErrorsNamingTheLayer) {
 }
 
 ModelSpec smallModel() {
-  return ModelSpec{
-      .name = "small",
-      .image_shape = {1, 2, 2},
-      .num_classes = 3,
-      .forward = [](Builder& b, Tensor x) { return b.linear(b.flatten(x), {.out_features = 3}); }};
+  return classifierModel("small", {1, 2, 2}, 3, [](Builder& b, Tensor x) {
+    return b.linear(b.flatten(x), {.out_features = 3});
+  });
 }
 
 const ir::Node* lossOf(const ir::Module& m, absl::string_view graph) {

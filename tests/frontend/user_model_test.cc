@@ -26,19 +26,16 @@ Tensor block(Builder& b, Tensor x, int64_t channels) {
 }
 
 ModelSpec userModel() {
-  return ModelSpec{.name = "user",
-                   .image_shape = {3, 16, 16},
-                   .num_classes = 5,
-                   .forward = [](Builder& b, Tensor x) {
-                     x = b.conv2d(x, {.out_channels = 8, .kernel = 1});  // top level: "conv"
-                     {
-                       auto s = b.scope("features");
-                       x = block(b, x, 8);  // the same scope twice: numbering goes on
-                       x = block(b, x, 8);
-                       x = b.maxPool2d(x, {.kernel = 2});
-                     }
-                     return b.linear(b.flatten(b.globalAvgPool(x)), {.out_features = 5});
-                   }};
+  return classifierModel("user", {3, 16, 16}, 5, [](Builder& b, Tensor x) {
+    x = b.conv2d(x, {.out_channels = 8, .kernel = 1});  // top level: "conv"
+    {
+      auto s = b.scope("features");
+      x = block(b, x, 8);  // the same scope twice: numbering goes on
+      x = block(b, x, 8);
+      x = b.maxPool2d(x, {.kernel = 2});
+    }
+    return b.linear(b.flatten(b.globalAvgPool(x)), {.out_features = 5});
+  });
 }
 
 std::vector<std::string> varNames(const ir::Module& m) {
@@ -112,15 +109,12 @@ TEST(UserModelTest, TrainAndEvalStepsNameEveryLayerTheSame) {
 
 TEST(UserModelTest, MlpWithGeluAndTanhNamesItsActivations) {
   // The activations of an MLP since 2020: exact GELU, its tanh form, tanh.
-  ModelSpec spec{.name = "mlp",
-                 .image_shape = {1, 4, 4},
-                 .num_classes = 3,
-                 .forward = [](Builder& b, Tensor x) {
-                   auto s = b.scope("mlp");
-                   x = b.gelu(b.linear(b.flatten(x), {.out_features = 8}));
-                   x = b.gelu(b.linear(x, {.out_features = 8}), Builder::Gelu::kTanh);
-                   return b.linear(b.tanh(x), {.out_features = 3});
-                 }};
+  ModelSpec spec = classifierModel("mlp", {1, 4, 4}, 3, [](Builder& b, Tensor x) {
+    auto s = b.scope("mlp");
+    x = b.gelu(b.linear(b.flatten(x), {.out_features = 8}));
+    x = b.gelu(b.linear(x, {.out_features = 8}), Builder::Gelu::kTanh);
+    return b.linear(b.tanh(x), {.out_features = 3});
+  });
   auto m = buildModule(spec, {.batch = 2});
   ASSERT_TRUE(m.ok()) << m.status();
   std::vector<std::string> train = layerNames(*(*m)->graph(ir::kTrainGraph));
@@ -133,15 +127,12 @@ TEST(UserModelTest, MlpWithGeluAndTanhNamesItsActivations) {
 TEST(UserModelTest, RowsAttendingToRowsUseMatmulReshapeAndTranspose) {
   // Each image's 4 rows of 4 pixels as tokens: scores = rows rows^T, then the scores
   // transposed and flattened into a linear head.
-  ModelSpec spec{.name = "rows",
-                 .image_shape = {1, 4, 4},
-                 .num_classes = 3,
-                 .forward = [](Builder& b, Tensor x) {
-                   Tensor rows = b.reshape(x, {-1, 4, 4});
-                   Tensor scores = b.matmul(rows, rows, {.trans_b = true});
-                   Tensor t = b.transpose(scores, {0, 2, 1});
-                   return b.linear(b.reshape(t, {-1, 16}), {.out_features = 3});
-                 }};
+  ModelSpec spec = classifierModel("rows", {1, 4, 4}, 3, [](Builder& b, Tensor x) {
+    Tensor rows = b.reshape(x, {-1, 4, 4});
+    Tensor scores = b.matmul(rows, rows, {.trans_b = true});
+    Tensor t = b.transpose(scores, {0, 2, 1});
+    return b.linear(b.reshape(t, {-1, 16}), {.out_features = 3});
+  });
   auto m = buildModule(spec, {.batch = 2});
   ASSERT_TRUE(m.ok()) << m.status();
   std::vector<std::string> train = layerNames(*(*m)->graph(ir::kTrainGraph));
@@ -152,14 +143,11 @@ TEST(UserModelTest, RowsAttendingToRowsUseMatmulReshapeAndTranspose) {
 }
 
 TEST(UserModelTest, DropoutReadsStepInTrainingAndIsTheIdentityInEvaluation) {
-  ModelSpec spec{.name = "dropped",
-                 .image_shape = {1, 4, 4},
-                 .num_classes = 3,
-                 .forward = [](Builder& b, Tensor x) {
-                   auto s = b.scope("mlp");
-                   x = b.dropout(b.linear(b.flatten(x), {.out_features = 8}), 0.1);
-                   return b.linear(b.dropout(x, 0.3), {.out_features = 3});
-                 }};
+  ModelSpec spec = classifierModel("dropped", {1, 4, 4}, 3, [](Builder& b, Tensor x) {
+    auto s = b.scope("mlp");
+    x = b.dropout(b.linear(b.flatten(x), {.out_features = 8}), 0.1);
+    return b.linear(b.dropout(x, 0.3), {.out_features = 3});
+  });
   auto m = buildModule(spec, {.batch = 2});
   ASSERT_TRUE(m.ok()) << m.status();
   const ir::Var* step = (*m)->findVar(ir::kStepVar);
@@ -192,12 +180,9 @@ TEST(UserModelTest, DropoutReadsStepInTrainingAndIsTheIdentityInEvaluation) {
 
 TEST(UserModelTest, DropoutWithPOutsideZeroToOneIsAnErrorNamingTheLayer) {
   for (double p : {1.0, -0.5}) {
-    ModelSpec spec{.name = "dropped",
-                   .image_shape = {1, 4, 4},
-                   .num_classes = 3,
-                   .forward = [p](Builder& b, Tensor x) {
-                     return b.linear(b.dropout(b.flatten(x), p), {.out_features = 3});
-                   }};
+    ModelSpec spec = classifierModel("dropped", {1, 4, 4}, 3, [p](Builder& b, Tensor x) {
+      return b.linear(b.dropout(b.flatten(x), p), {.out_features = 3});
+    });
     auto m = buildModule(spec, {.batch = 2});
     ASSERT_FALSE(m.ok());
     EXPECT_THAT(std::string(m.status().message()),
@@ -209,14 +194,11 @@ TEST(UserModelTest, DropoutWithPOutsideZeroToOneIsAnErrorNamingTheLayer) {
 
 TEST(UserModelTest, ExplicitNameRepeatedSharesTheWeights) {
   // Naming two layers alike is how a model ties weights: one variable, two nodes.
-  ModelSpec spec{.name = "tied",
-                 .image_shape = {1, 8, 8},
-                 .num_classes = 2,
-                 .forward = [](Builder& b, Tensor x) {
-                   Tensor y = b.conv2d(x, {.out_channels = 1, .pad = 1, .name = "shared"});
-                   y = b.conv2d(y, {.out_channels = 1, .pad = 1, .name = "shared"});
-                   return b.linear(b.flatten(y), {.out_features = 2});
-                 }};
+  ModelSpec spec = classifierModel("tied", {1, 8, 8}, 2, [](Builder& b, Tensor x) {
+    Tensor y = b.conv2d(x, {.out_channels = 1, .pad = 1, .name = "shared"});
+    y = b.conv2d(y, {.out_channels = 1, .pad = 1, .name = "shared"});
+    return b.linear(b.flatten(y), {.out_features = 2});
+  });
   auto m = buildModule(spec, {.batch = 2});
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_THAT(varNames(**m), ElementsAre("shared.w", "shared.b", "fc.w", "fc.b"));
@@ -233,21 +215,17 @@ TEST(UserModelTest, ClassTokenAndPositionEmbeddingUseTheAxisOps) {
   // A ViT's embedding and head on 4 rows of 4 pixels: a class token [1,1,4] prepended to
   // the rows (concat repeats it over the batch), a position embedding [1,5,4] added with
   // broadcasting, scaled, the class token taken back out beside the rows' mean.
-  ModelSpec spec{
-      .name = "tokens",
-      .image_shape = {1, 4, 4},
-      .num_classes = 3,
-      .forward = [](Builder& b, Tensor x) {
-        const ir::Initializer normal{ir::Initializer::Kind::kNormal, 0.02};
-        Tensor rows = b.reshape(x, {-1, 4, 4});
-        Tensor cls = b.variable("cls", {ir::DType::kF32, {1, 1, 4}}, ir::VarRole::kParam, normal);
-        Tensor pos = b.variable("pos", {ir::DType::kF32, {1, 5, 4}}, ir::VarRole::kParam, normal);
-        Tensor t = b.addBroadcast(b.concat({cls, rows}, 1), pos);
-        t = b.mulBroadcast(b.scale(t, 0.5), t);
-        Tensor head = b.reshape(b.slice(t, 1, 0, 1), {-1, 4});
-        Tensor z = b.add(head, b.mean(t, 1));
-        return b.linear(b.add(z, b.sum(t, -2)), {.out_features = 3});
-      }};
+  ModelSpec spec = classifierModel("tokens", {1, 4, 4}, 3, [](Builder& b, Tensor x) {
+    const ir::Initializer normal{ir::Initializer::Kind::kNormal, 0.02};
+    Tensor rows = b.reshape(x, {-1, 4, 4});
+    Tensor cls = b.variable("cls", {ir::DType::kF32, {1, 1, 4}}, ir::VarRole::kParam, normal);
+    Tensor pos = b.variable("pos", {ir::DType::kF32, {1, 5, 4}}, ir::VarRole::kParam, normal);
+    Tensor t = b.addBroadcast(b.concat({cls, rows}, 1), pos);
+    t = b.mulBroadcast(b.scale(t, 0.5), t);
+    Tensor head = b.reshape(b.slice(t, 1, 0, 1), {-1, 4});
+    Tensor z = b.add(head, b.mean(t, 1));
+    return b.linear(b.add(z, b.sum(t, -2)), {.out_features = 3});
+  });
   auto m = buildModule(spec, {.batch = 2});
   ASSERT_TRUE(m.ok()) << m.status();
   std::vector<std::string> train = layerNames(*(*m)->graph(ir::kTrainGraph));

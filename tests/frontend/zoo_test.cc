@@ -90,7 +90,7 @@ TEST(ZooTest, NamesAndUnknownModel) {
 
 TEST(ZooTest, Resnet18TakesChannelsClassesAndImageSize) {
   // 3 input channels add 64*2*3*3 stem weights; 100 classes add 512*90+90 head weights.
-  auto m = buildModule(zoo::resnet18(3, 100, 32), {.batch = 4});
+  auto m = buildModule(zoo::resnet18({.image_shape = {3, 32, 32}, .classes = 100}), {.batch = 4});
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ((*m)->countElements(ir::VarRole::kParam), 11'175'818 + 64 * 2 * 9 + 512 * 90 + 90);
   EXPECT_EQ(ir::toString((*m)->findVar("stem.conv.w")->type), "f32[64,3,3,3]");

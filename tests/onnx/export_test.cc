@@ -279,16 +279,13 @@ TEST_F(ExportTest, MlpMatchesTheEvalStepThroughTandemRun) {
 // convolution whose output a residual add reads too. Exported in-process from random
 // values (running variances in [0.5, 1.5)), run by tandem run, compared with the eval step.
 TEST_F(ExportTest, BatchNormThatCannotFoldStaysBatchNormalization) {
-  ModelSpec spec;
-  spec.name = "bn_kept";
-  spec.image_shape = {1, 28, 28};
-  spec.forward = [](Builder& b, Tensor x) {
+  ModelSpec spec = classifierModel("bn_kept", {1, 28, 28}, 10, [](Builder& b, Tensor x) {
     Tensor h = b.relu(b.conv2d(x, {.out_channels = 4, .kernel = 3, .name = "conv1"}));
     h = b.batchNorm(h, {.name = "bn1"});  // after a relu: no convolution to fold into
     Tensor c = b.conv2d(h, {.out_channels = 4, .kernel = 3, .name = "conv2"});
     h = b.add(b.batchNorm(c, {.name = "bn2"}), c);  // c is read twice
     return b.linear(b.flatten(h), {.out_features = 10, .name = "fc"});
-  };
+  });
   auto m = buildModule(spec, {.batch = kBatch});
   ASSERT_TRUE(m.ok()) << m.status();
   onnx_export::VarValues values;
@@ -339,12 +336,9 @@ TEST_F(ExportTest, BatchNormThatCannotFoldStaysBatchNormalization) {
 
 TEST_F(ExportTest, AnOpWithoutOnnxFormIsNamed) {
   // A graph whose output a training-mode batch norm computes: no inference form.
-  ModelSpec spec;
-  spec.name = "train_bn";
-  spec.image_shape = {1, 28, 28};
-  spec.forward = [](Builder& b, Tensor x) {
+  ModelSpec spec = classifierModel("train_bn", {1, 28, 28}, 10, [](Builder& b, Tensor x) {
     return b.linear(b.flatten(b.batchNorm(x, {.name = "bn"})), {.out_features = 10, .name = "fc"});
-  };
+  });
   auto m = buildModule(spec, {.batch = 2});
   ASSERT_TRUE(m.ok()) << m.status();
   // The training step's graph as if it were the eval step: its batch norm trains.
@@ -385,13 +379,11 @@ TEST_F(ExportTest, SpecMappedOpsExportAsTheirOnnxOp) {
 // size is named (and the fixed-batch export of the same model works).
 TEST_F(ExportTest, AReshapeHoldingTheBatchSizeIsNamedUnderASymbolicBatch) {
   auto spec_for = [](int64_t batch) {
-    ModelSpec spec;
-    spec.name = "spelled_batch";
-    spec.image_shape = {1, 28, 28};
-    spec.forward = [batch](Builder& b, Tensor x) {
-      return b.linear(b.reshape(x, {batch, 784}, std::source_location::current()),
-                      {.out_features = 10, .name = "fc"});
-    };
+    ModelSpec spec =
+        classifierModel("spelled_batch", {1, 28, 28}, 10, [batch](Builder& b, Tensor x) {
+          return b.linear(b.reshape(x, {batch, 784}, std::source_location::current()),
+                          {.out_features = 10, .name = "fc"});
+        });
     return spec;
   };
   auto two = buildModule(spec_for(2), {.batch = 2});

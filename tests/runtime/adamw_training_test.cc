@@ -23,14 +23,10 @@ namespace {
 
 // The reference's model: flatten -> fc1 -> relu -> fc2 (PyTorch's [out, in] weights).
 ModelSpec mlp(int64_t hidden) {
-  ModelSpec spec;
-  spec.name = "adamw_mlp";
-  spec.image_shape = {1, 28, 28};
-  spec.forward = [hidden](Builder& b, Tensor x) {
+  return classifierModel("adamw_mlp", {1, 28, 28}, 10, [hidden](Builder& b, Tensor x) {
     Tensor h = b.relu(b.linear(b.flatten(x), {.out_features = hidden, .name = "fc1"}));
     return b.linear(h, {.out_features = 10, .name = "fc2"});
-  };
-  return spec;
+  });
 }
 
 // The generator's integer hashes, computed in double as Python computes them.

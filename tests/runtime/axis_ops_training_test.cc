@@ -17,25 +17,21 @@ namespace tandem::testing {
 namespace {
 
 ModelSpec tokenModel() {
-  return ModelSpec{
-      .name = "tokens",
-      .image_shape = {1, 28, 28},
-      .num_classes = 10,
-      .forward = [](Builder& b, Tensor x) {
-        const ir::Initializer normal{ir::Initializer::Kind::kNormal, 0.1};
-        const ir::Initializer ones{ir::Initializer::Kind::kOnes};
-        // 49 tokens of 16 pixels each (rows of the image cut in pieces), width 8.
-        Tensor pixels = b.reshape(x, {-1, 49, 16});
-        Tensor embed = b.variable("embed", {ir::DType::kF32, {16, 8}}, ir::VarRole::kParam, normal);
-        Tensor tokens = b.matmul(pixels, embed);
-        Tensor cls = b.variable("cls", {ir::DType::kF32, {1, 1, 8}}, ir::VarRole::kParam, normal);
-        Tensor pos = b.variable("pos", {ir::DType::kF32, {1, 50, 8}}, ir::VarRole::kParam, normal);
-        Tensor gain = b.variable("gain", {ir::DType::kF32, {8}}, ir::VarRole::kParam, ones);
-        Tensor t = b.addBroadcast(b.concat({cls, tokens}, 1), pos);
-        t = b.scale(b.mulBroadcast(t, gain), 0.5);
-        Tensor head = b.reshape(b.slice(t, 1, 0, 1), {-1, 8});
-        return b.linear(b.add(head, b.mean(t, 1)), {.out_features = 10});
-      }};
+  return classifierModel("tokens", {1, 28, 28}, 10, [](Builder& b, Tensor x) {
+    const ir::Initializer normal{ir::Initializer::Kind::kNormal, 0.1};
+    const ir::Initializer ones{ir::Initializer::Kind::kOnes};
+    // 49 tokens of 16 pixels each (rows of the image cut in pieces), width 8.
+    Tensor pixels = b.reshape(x, {-1, 49, 16});
+    Tensor embed = b.variable("embed", {ir::DType::kF32, {16, 8}}, ir::VarRole::kParam, normal);
+    Tensor tokens = b.matmul(pixels, embed);
+    Tensor cls = b.variable("cls", {ir::DType::kF32, {1, 1, 8}}, ir::VarRole::kParam, normal);
+    Tensor pos = b.variable("pos", {ir::DType::kF32, {1, 50, 8}}, ir::VarRole::kParam, normal);
+    Tensor gain = b.variable("gain", {ir::DType::kF32, {8}}, ir::VarRole::kParam, ones);
+    Tensor t = b.addBroadcast(b.concat({cls, tokens}, 1), pos);
+    t = b.scale(b.mulBroadcast(t, gain), 0.5);
+    Tensor head = b.reshape(b.slice(t, 1, 0, 1), {-1, 8});
+    return b.linear(b.add(head, b.mean(t, 1)), {.out_features = 10});
+  });
 }
 
 TrainSetup options(int devices, std::vector<double> weights = {}) {

@@ -31,14 +31,11 @@ constexpr uint64_t kSeed = 7;
 
 /// An MLP with dropout on its input pixels and on its hidden layer.
 ModelSpec dropoutMlp() {
-  return ModelSpec{.name = "dropout_mlp",
-                   .image_shape = {1, 28, 28},
-                   .num_classes = 10,
-                   .forward = [](Builder& b, Tensor x) {
-                     x = b.dropout(b.flatten(x), 0.2);
-                     x = b.dropout(b.relu(b.linear(x, {.out_features = 32})), 0.5);
-                     return b.linear(x, {.out_features = 10});
-                   }};
+  return classifierModel("dropout_mlp", {1, 28, 28}, 10, [](Builder& b, Tensor x) {
+    x = b.dropout(b.flatten(x), 0.2);
+    x = b.dropout(b.relu(b.linear(x, {.out_features = 32})), 0.5);
+    return b.linear(x, {.out_features = 10});
+  });
 }
 
 TrainSetup setup(int devices, std::vector<double> weights = {}) {

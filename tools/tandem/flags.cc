@@ -369,7 +369,7 @@ void addExport(CLI::App& app, ExportFlags& f) {
 void addTrain(CLI::App& app, TrainFlags& f) {
   CLI::App* cmd = app.add_subcommand(
       "train", "Train a zoo model on Fashion-MNIST, data parallel over the given devices.");
-  addModelFlags(cmd, f.model, trainableModelNames());
+  addModelFlags(cmd, f.model, zoo::modelNames());
   cmd->add_option("--onnx", f.model.onnx,
                   "Train this ONNX model (its graph, and its initializers' values) instead of "
                   "--model");

@@ -11,20 +11,15 @@
 namespace tandem::tools {
 namespace {
 
-const std::vector<int64_t> kFashionMnistImage{1, 28, 28};
+// The images and classes `tandem train` reads (Fashion-MNIST's), which a zoo model is
+// made for.
+const zoo::ImageClasses kFashionMnist{};
 
 absl::Status flagError(absl::string_view flag, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
 }
 
 }  // namespace
-
-std::vector<std::string> trainableModelNames() {
-  std::vector<std::string> out;
-  for (const std::string& name : zoo::modelNames())
-    if (zoo::modelByName(name)->image_shape == kFashionMnistImage) out.push_back(name);
-  return out;
-}
 
 std::string inertModelFlagWarning(const ModelFlags& f, const ir::Module& compiled) {
   if (!f.sync_bn) return "";
@@ -45,7 +40,6 @@ std::string inertModelFlagWarning(const ModelFlags& f, const ir::Module& compile
 
 absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& f, bool for_training,
                                            std::shared_ptr<ImportedValues>* imported) {
-  const std::vector<std::string> choices = for_training ? trainableModelNames() : zoo::modelNames();
   for (auto [flag, given] : {std::pair{"--input", f.onnx_input.has_value()},
                              std::pair{"--logits", f.onnx_logits.has_value()},
                              std::pair{"--reinit", f.reinit}})
@@ -57,23 +51,20 @@ absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& f, bool for_trainin
     constexpr int64_t kDefaultBatch = 256;
     ASSIGN_OR_RETURN(OnnxModelSpec model, onnxModelSpec(*f.onnx, f.onnx_input, f.onnx_logits,
                                                         f.batch.value_or(kDefaultBatch)));
-    if (for_training && model.spec.image_shape != kFashionMnistImage)
-      return flagError("--onnx", absl::StrCat(*f.onnx, " takes ",
-                                              absl::StrJoin(model.spec.image_shape, "x"),
+    const std::vector<int64_t>& images = model.spec.inputs.front().shape;
+    if (for_training && images != kFashionMnist.image_shape)
+      return flagError("--onnx", absl::StrCat(*f.onnx, " takes ", absl::StrJoin(images, "x"),
                                               " images, but Fashion-MNIST has 1x28x28"));
     if (imported != nullptr) *imported = model.values;
     return model.spec;
   }
   if (f.model.empty())
-    return flagError("--model",
-                     absl::StrCat("is required (one of ", absl::StrJoin(choices, ", "), ")"));
-  auto spec = zoo::modelByName(f.model);
+    return flagError("--model", absl::StrCat("is required (one of ",
+                                             absl::StrJoin(zoo::modelNames(), ", "), ")"));
+  // A model to train is made for the data's images and classes; one to look at keeps its
+  // own (the ImageNet ResNets' 3x224x224).
+  auto spec = zoo::modelByName(f.model, for_training ? std::optional(kFashionMnist) : std::nullopt);
   if (!spec.ok()) return flagError("--model", spec.status().message());
-  if (for_training && spec->image_shape != kFashionMnistImage)
-    return flagError("--model",
-                     absl::StrCat(f.model, " takes ", absl::StrJoin(spec->image_shape, "x"),
-                                  " images, but Fashion-MNIST has 1x28x28 (train ",
-                                  listWithOr(choices), ")"));
   return *std::move(spec);
 }
 

@@ -13,11 +13,9 @@ namespace tandem::tools {
 
 using ModelChoice = training::ModelChoice;
 
-/// The zoo models `tandem train` can train: those taking Fashion-MNIST's 1x28x28 images.
-std::vector<std::string> trainableModelNames();
-
-/// The model the flags name (a zoo model, or --onnx's), checked to exist and, with
-/// `for_training`, to take Fashion-MNIST's images; with --onnx `imported` (when given)
+/// The model the flags name (a zoo model, or --onnx's), checked to exist; with
+/// `for_training` a zoo model is made for Fashion-MNIST's images and classes and an ONNX
+/// model must take its images; with --onnx `imported` (when given)
 /// receives the values its initializers give the variables. Errors name the flag.
 absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& flags, bool for_training,
                                            std::shared_ptr<ImportedValues>* imported = nullptr);
@@ -32,7 +30,7 @@ absl::StatusOr<training::ModelSettings> modelSettingsOfFlags(const ModelFlags& f
 
 /// Checks ModelFlags together (the model exists, devices parse, the batch covers them,
 /// weights match them, the initializer parses) and fills in the model's defaults for what
-/// was not given. `for_training` also requires a model for Fashion-MNIST images. Errors
+/// was not given. `for_training`: a model for Fashion-MNIST's images (above). Errors
 /// name the flag.
 /// With --onnx the model is the ONNX file's (onnx_model.h), and `imported` (when given)
 /// receives the values its initializers give the variables.

@@ -77,18 +77,17 @@ absl::StatusOr<OnnxModelSpec> onnxModelSpec(const std::string& path,
                                                    "]; the class scores are [batch, classes]"));
   OnnxModelSpec out;
   out.values = std::make_shared<ImportedValues>(std::move(probe.values));
-  out.spec.name = onnx_import::identifierFor(probe.module->name());
-  out.spec.image_shape.assign(shape.begin() + 1, shape.end());
-  out.spec.num_classes = classes[1];
-  out.spec.forward = [model, values = out.values, input_name = images->name, at](
-                         Builder& b, Tensor x) -> Tensor {
-    auto outs = onnx_import::emitGraph(*model, b, {{input_name, x}}, values.get());
-    if (!outs.ok()) {
-      b.fail(outs.status());
-      return Tensor();
-    }
-    return (*outs)[at];
-  };
+  out.spec = classifierModel(
+      onnx_import::identifierFor(probe.module->name()),
+      std::vector<int64_t>(shape.begin() + 1, shape.end()), classes[1],
+      [model, values = out.values, input_name = images->name, at](Builder& b, Tensor x) -> Tensor {
+        auto outs = onnx_import::emitGraph(*model, b, {{input_name, x}}, values.get());
+        if (!outs.ok()) {
+          b.fail(outs.status());
+          return Tensor();
+        }
+        return (*outs)[at];
+      });
   return out;
 }
 

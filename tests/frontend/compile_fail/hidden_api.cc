@@ -23,7 +23,7 @@ tandem::Tensor forward(tandem::Builder& b, tandem::Tensor x) {
 }  // namespace
 
 int main() {
-  tandem::ModelSpec spec{.name = "m", .image_shape = {1, 8, 8}, .forward = forward};
+  const tandem::ModelSpec spec = tandem::classifierModel("m", {1, 8, 8}, 10, forward);
   auto model = tandem::Model::create(spec, {}, tandem::Data::fashionMnist());
 #if CASE == 4
   tandem::Model made(std::unique_ptr<tandem::Model::Impl>{});
