@@ -139,7 +139,7 @@ float halfToFloat(uint16_t h) {
 }
 
 template <typename T>
-T load(const char* p) {
+T npyLoad(const char* p) {
   T v;
   std::memcpy(&v, p, sizeof v);
   return v;
@@ -240,10 +240,10 @@ NpyRangeError convertNpyElements(const NpyDType& from, const char* src, int64_t 
     }
     for (int64_t i = 0; i < count; ++i) {
       if (from.bytes == 2) {
-        out[i] = halfToFloat(load<uint16_t>(src + 2 * i));
+        out[i] = halfToFloat(npyLoad<uint16_t>(src + 2 * i));
         continue;
       }
-      const double v = load<double>(src + 8 * i);
+      const double v = npyLoad<double>(src + 8 * i);
       if (std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max())
         return {i, absl::StrCat(v)};
       out[i] = static_cast<float>(v);
@@ -258,7 +258,7 @@ NpyRangeError convertNpyElements(const NpyDType& from, const char* src, int64_t 
   for (int64_t i = 0; i < count; ++i) {
     const char* p = src + i * from.bytes;
     if (from.kind == 'u' && from.bytes == 8) {
-      const uint64_t v = load<uint64_t>(p);
+      const uint64_t v = npyLoad<uint64_t>(p);
       if (v > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
         return {i, absl::StrCat(v)};
       out[i] = static_cast<int32_t>(v);
@@ -273,17 +273,17 @@ NpyRangeError convertNpyElements(const NpyDType& from, const char* src, int64_t 
 }
 
 int64_t npyElementAsInt64(const NpyDType& from, const char* p) {
-  if (from.kind == 'b') return load<uint8_t>(p) != 0;
+  if (from.kind == 'b') return npyLoad<uint8_t>(p) != 0;
   if (from.kind == 'u') {
     switch (from.bytes) {
       case 1:
-        return load<uint8_t>(p);
+        return npyLoad<uint8_t>(p);
       case 2:
-        return load<uint16_t>(p);
+        return npyLoad<uint16_t>(p);
       case 4:
-        return load<uint32_t>(p);
+        return npyLoad<uint32_t>(p);
       default: {
-        const uint64_t v = load<uint64_t>(p);
+        const uint64_t v = npyLoad<uint64_t>(p);
         return v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
                    ? std::numeric_limits<int64_t>::max()
                    : static_cast<int64_t>(v);
@@ -292,13 +292,13 @@ int64_t npyElementAsInt64(const NpyDType& from, const char* p) {
   }
   switch (from.bytes) {
     case 1:
-      return load<int8_t>(p);
+      return npyLoad<int8_t>(p);
     case 2:
-      return load<int16_t>(p);
+      return npyLoad<int16_t>(p);
     case 4:
-      return load<int32_t>(p);
+      return npyLoad<int32_t>(p);
     default:
-      return load<int64_t>(p);
+      return npyLoad<int64_t>(p);
   }
 }
 
