@@ -173,4 +173,9 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> openSource(absl::string_view spec
   return firstExamples(std::shared_ptr<const ExampleSource>(*std::move(source)), options.limit);
 }
 
+std::shared_ptr<const TextVocabulary> textVocabularyOf(const ExampleSource& source) {
+  const auto* text = dynamic_cast<const TextSource*>(&underlyingSource(source));
+  return text != nullptr ? text->sharedVocabulary() : nullptr;
+}
+
 }  // namespace tandem::runtime::data

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "runtime/data/example_source.h"
 #include "runtime/data/fashion_mnist.h"
+#include "runtime/data/text_source.h"
 
 namespace tandem::runtime::data {
 
@@ -38,5 +39,9 @@ struct SourceOptions {
 /// fault: "--data 'npz:d.npz:x': 'x' is not FIELD=ARRAY", "npz file 'd.npz': ...".
 absl::StatusOr<std::unique_ptr<ExampleSource>> openSource(absl::string_view spec,
                                                           const SourceOptions& options = {});
+
+/// The vocabulary of a text source (under any --limit view of it), for decoding what a
+/// model writes; null for any other source.
+std::shared_ptr<const TextVocabulary> textVocabularyOf(const ExampleSource& source);
 
 }  // namespace tandem::runtime::data

@@ -21,6 +21,12 @@ absl::Status SubsetSource::read(int64_t index, const ExampleKey& key,
   return source_->read(indices_[static_cast<size_t>(index)], key, out);
 }
 
+const ExampleSource& underlyingSource(const ExampleSource& source) {
+  const ExampleSource* s = &source;
+  while (const auto* view = dynamic_cast<const SubsetSource*>(s)) s = &view->source();
+  return *s;
+}
+
 std::unique_ptr<ExampleSource> firstExamples(std::shared_ptr<const ExampleSource> source,
                                              int64_t count) {
   std::vector<int64_t> indices(static_cast<size_t>(std::min(count, source->size())));
@@ -34,7 +40,7 @@ absl::StatusOr<TrainValidation> splitValidation(std::shared_ptr<const ExampleSou
   if (!(fraction > 0 && fraction < 1))
     return absl::InvalidArgumentError(
         absl::StrCat(setting, " ", fraction, " is not between 0 and 1 (0.2 keeps a fifth)"));
-  if (dynamic_cast<const TokenSource*>(source.get()) != nullptr)
+  if (dynamic_cast<const TokenSource*>(&underlyingSource(*source)) != nullptr)
     return absl::InvalidArgumentError(absl::StrCat(
         setting, " splits examples, but ", source->where(),
         " draws random windows from all of its tokens: give a separate validation file"));

@@ -24,11 +24,15 @@ class SubsetSource : public ExampleSource {
                     absl::Span<void* const> out) const override;
   std::pair<std::string, int64_t> classLabels() const override { return source_->classLabels(); }
   const std::vector<int64_t>& indices() const { return indices_; }
+  const ExampleSource& source() const { return *source_; }
 
  private:
   std::shared_ptr<const ExampleSource> source_;
   std::vector<int64_t> indices_;
 };
+
+/// The source under any SubsetSource views of it.
+const ExampleSource& underlyingSource(const ExampleSource& source);
 
 /// The first `count` examples of `source` (all of them when it has fewer).
 std::unique_ptr<ExampleSource> firstExamples(std::shared_ptr<const ExampleSource> source,

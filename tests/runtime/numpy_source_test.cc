@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -322,6 +323,22 @@ TEST_F(NumpySourceTest, ResidentSetStaysBounded) {
   };
   EXPECT_LT(growth(int64_t{4} << 20), int64_t{16} << 20);
   EXPECT_GT(growth(0), int64_t{40} << 20);
+
+  // Loader threads read while another one's read drops the pages: each reads its rows.
+  auto s = NumpySource::openNpy({{"x", path("big.npy")}}, {.release_every = 64 << 10});
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<float> row(kCols);
+      void* row_out[] = {row.data()};
+      for (int64_t i = t; i < kRows; i += 4) {
+        if (!(*s)->read(i, {}, row_out).ok() || row[0] != static_cast<float>(i)) ++wrong[t];
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong, std::vector<int>(4, 0));
 }
 
 }  // namespace

@@ -100,6 +100,17 @@ TEST_F(OpenSourceTest, SpecForms) {
   const auto* chars = dynamic_cast<const TextSource*>(text->get());
   ASSERT_NE(chars, nullptr);
   EXPECT_EQ(chars->vocabulary().decode({0, 1, 2}), " ,a");
+  auto limited = openSource("text:" + path("b.txt") + ":length=4", {.limit = 2});
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  ASSERT_NE(textVocabularyOf(**limited), nullptr);
+  EXPECT_EQ(textVocabularyOf(**limited)->decode({0, 1, 2}), " ,a");
+  EXPECT_EQ(textVocabularyOf(**npz), nullptr);
+  EXPECT_EQ(splitValidation(std::shared_ptr<const ExampleSource>(*std::move(limited)), 0.5)
+                .status()
+                .message(),
+            absl::StrCat("--val-fraction splits examples, but text:", path("b.txt"),
+                         " draws random windows from all of its tokens: give a separate "
+                         "validation file"));
   auto bytes = openSource("text:" + path("b.txt") + ":bytes:length=4");
   ASSERT_TRUE(bytes.ok()) << bytes.status();
   EXPECT_TRUE(dynamic_cast<const TextSource&>(**bytes).vocabulary().isBytes());
