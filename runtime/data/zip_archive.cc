@@ -68,7 +68,8 @@ absl::StatusOr<std::vector<ZipEntry>> readZipEntries(absl::string_view zip) {
     e.crc32 = static_cast<uint32_t>(zipLittleEndian(zip, at + 16, 4));
     e.compressed_size = static_cast<int64_t>(zipLittleEndian(zip, at + 20, 4));
     e.size = static_cast<int64_t>(zipLittleEndian(zip, at + 24, 4));
-    const uint64_t name_len = zipLittleEndian(zip, at + 28, 2), extra_len = zipLittleEndian(zip, at + 30, 2),
+    const uint64_t name_len = zipLittleEndian(zip, at + 28, 2),
+                   extra_len = zipLittleEndian(zip, at + 30, 2),
                    comment_len = zipLittleEndian(zip, at + 32, 2);
     uint64_t local = zipLittleEndian(zip, at + 42, 4);
     if (at + 46 + name_len + extra_len + comment_len > directory_end)
@@ -76,12 +77,14 @@ absl::StatusOr<std::vector<ZipEntry>> readZipEntries(absl::string_view zip) {
     e.name = std::string(zip.substr(at + 46, name_len));
     // Zip64's extra field holds, in this order, those of the sizes and offset whose 32-bit
     // fields are all ones.
-    for (uint64_t x = at + 46 + name_len; x + 4 <= at + 46 + name_len + extra_len;) {
+    const uint64_t extra_end = at + 46 + name_len + extra_len;
+    for (uint64_t x = at + 46 + name_len; x + 4 <= extra_end;) {
       const uint64_t id = zipLittleEndian(zip, x, 2), len = zipLittleEndian(zip, x + 2, 2);
       if (id == 0x0001) {
         uint64_t p = x + 4;
+        const uint64_t field_end = std::min(x + 4 + len, extra_end);
         auto next = [&](int64_t& field) {
-          if (field == 0xffffffff && p + 8 <= x + 4 + len) {
+          if (field == 0xffffffff && p + 8 <= field_end) {
             field = static_cast<int64_t>(zipLittleEndian(zip, p, 8));
             p += 8;
           }
@@ -100,10 +103,11 @@ absl::StatusOr<std::vector<ZipEntry>> readZipEntries(absl::string_view zip) {
       return absl::InvalidArgumentError(absl::StrCat(
           "entry '", e.name, "' is compressed with method ", e.method,
           " (stored and deflated entries are read, as numpy.savez and savez_compressed write)"));
-    if (local > zip.size() || zip.size() - local < 30 || zipLittleEndian(zip, local, 4) != kLocalHeader)
+    if (local > zip.size() || zip.size() - local < 30 ||
+        zipLittleEndian(zip, local, 4) != kLocalHeader)
       return zipCorrupt(absl::StrCat("entry '", e.name, "' has no local header"));
-    e.data_offset =
-        static_cast<int64_t>(local + 30 + zipLittleEndian(zip, local + 26, 2) + zipLittleEndian(zip, local + 28, 2));
+    e.data_offset = static_cast<int64_t>(local + 30 + zipLittleEndian(zip, local + 26, 2) +
+                                         zipLittleEndian(zip, local + 28, 2));
     if (e.compressed_size < 0 || e.data_offset > static_cast<int64_t>(zip.size()) ||
         e.compressed_size > static_cast<int64_t>(zip.size()) - e.data_offset)
       return absl::InvalidArgumentError(absl::StrCat("truncated zip archive: entry '", e.name,
@@ -119,7 +123,7 @@ absl::StatusOr<std::vector<ZipEntry>> readZipEntries(absl::string_view zip) {
 absl::StatusOr<std::string> inflateZipEntry(absl::string_view zip, const ZipEntry& e) {
   if (e.size < 0 || e.size > e.compressed_size * kMaxDeflateRatio + 1024)
     return zipCorrupt(absl::StrCat("entry '", e.name, "' claims ", e.size, " bytes from ",
-                                e.compressed_size, " deflated"));
+                                   e.compressed_size, " deflated"));
   std::string out(static_cast<size_t>(e.size), '\0');
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) return absl::InternalError("zlib: inflateInit2 failed");
@@ -141,8 +145,8 @@ absl::StatusOr<std::string> inflateZipEntry(absl::string_view zip, const ZipEntr
   const std::string zlib_message = z.msg != nullptr ? z.msg : "";
   inflateEnd(&z);
   if (rc != Z_STREAM_END || out_left != 0)
-    return zipCorrupt(absl::StrCat("entry '", e.name, "' does not inflate to its ", e.size, " bytes",
-                                zlib_message.empty() ? "" : ": " + zlib_message));
+    return zipCorrupt(absl::StrCat("entry '", e.name, "' does not inflate to its ", e.size,
+                                   " bytes", zlib_message.empty() ? "" : ": " + zlib_message));
   if (crc32_z(0, reinterpret_cast<const Bytef*>(out.data()), out.size()) != e.crc32)
     return zipCorrupt(absl::StrCat("entry '", e.name, "' fails its CRC-32 check"));
   return out;
