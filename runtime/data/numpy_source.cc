@@ -151,9 +151,10 @@ absl::Status NumpySource::finish(const std::string& prefix, const NumpyOptions& 
   if (count_ == 0) return numpyError(prefix, columns_[0].what, "holds no examples");
   for (size_t f = 0; f < columns_.size(); ++f) {
     const Column& c = columns_[f];
-    if (fields_[f].name != "y" || c.header.dtype.kind == 'f' || c.example_elements != 1 ||
-        !fields_[f].shape.empty())
-      continue;
+    if (fields_[f].name != "y" || c.header.dtype.kind == 'f' || c.example_elements != 1) continue;
+    // Labels of shape [count, 1] (as Keras and scikit-learn often keep them) are one label
+    // per example all the same.
+    fields_[f].shape.clear();
     // A classifier's labels: one pass over them now, so that a bad one stops the run
     // before it starts, naming its example.
     int64_t largest = -1;

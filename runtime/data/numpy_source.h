@@ -36,7 +36,8 @@ struct NumpyOptions {
 /// Fields take the arrays' per-example shapes (the shape after the first axis) and are read
 /// as f32 (float arrays: f2, f4, f8) or i32 (bool and integer arrays), converted at read
 /// time; a value that does not fit is an error naming the file, the array and the example.
-/// A field named "y" holding an integer per example is a classifier's labels: checked
+/// A field named "y" holding one integer per example (its array [count] or [count, 1]) is a
+/// classifier's labels, field shape [] (a scalar): checked
 /// when the source is opened (one pass over them) to be >= 0 (and below
 /// NumpyOptions::classes when given); their count is classes, else the largest + 1.
 class NumpySource : public ExampleSource {

@@ -111,7 +111,13 @@ TEST_F(NumpySourceTest, NpzGivenBindingsAndEveryArrayInferred) {
   TANDEM_NEED_INSTALLED(whyNoNumpy());
   python(
       "np.savez(d + '/a.npz', images=np.ones((3, 4), np.float32), "
-      "labels=np.array([1, 0, 1], np.int32))\n");
+      "labels=np.array([1, 0, 1], np.int32))\n"
+      "np.savez(d + '/column.npz', x=np.ones((3, 4), np.float32), y=np.array([[1], [0], [2]]))\n");
+  auto column = NumpySource::openNpz(path("column.npz"));
+  ASSERT_TRUE(column.ok()) << column.status();
+  EXPECT_EQ((*column)->fields()[1].text(), "y: i32[]");
+  EXPECT_EQ((*column)->classLabels(), (std::pair<std::string, int64_t>{"y", 3}));
+  EXPECT_THAT(readField<int32_t>(**column, 2, 1), ElementsAre(2));
   auto given = NumpySource::openNpz(path("a.npz"), {{"x", "images"}, {"y", "labels"}});
   ASSERT_TRUE(given.ok()) << given.status();
   EXPECT_EQ((*given)->fields()[0].text(), "x: f32[4]");
