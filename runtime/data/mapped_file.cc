@@ -47,7 +47,8 @@ MappedFile::~MappedFile() {
 
 void MappedFile::noteRead(int64_t bytes) const {
   if (release_every_ <= 0) return;
-  const int64_t total = since_release_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  const int64_t charge = bytes + kFaultAroundBytes;
+  const int64_t total = since_release_.fetch_add(charge, std::memory_order_relaxed) + charge;
   if (total < release_every_) return;
   // One thread releases: the one that brings the count back to zero.
   int64_t expected = total;

@@ -4,7 +4,8 @@
 // only the pages read resident; and since pages once touched stay in the process's
 // resident set until the kernel needs them, the mapping drops them (madvise DONTNEED: the
 // page cache keeps them, the process no longer counts them) after every `release_every`
-// bytes read, so that an epoch over a file of any size stays within a bounded resident set.
+// bytes made resident, so that an epoch over a file of any size stays within a bounded resident
+// set.
 
 #include <atomic>
 #include <cstdint>
@@ -16,8 +17,11 @@
 
 namespace tandem::runtime::data {
 
-/// Bytes read between two releases of a mapping's pages by default.
+/// Bytes made resident between two releases of a mapping's pages by default.
 inline constexpr int64_t kDefaultReleaseEvery = int64_t{64} << 20;
+/// What a page fault maps of a file already in the page cache: Linux's fault_around_bytes
+/// (64 KiB since 3.15), the pages around the faulting one.
+inline constexpr int64_t kFaultAroundBytes = int64_t{64} << 10;
 
 class MappedFile {
  public:
@@ -33,9 +37,11 @@ class MappedFile {
   const char* data() const { return data_; }
   int64_t size() const { return size_; }
   const std::string& path() const { return path_; }
-  /// Tells the mapping that `bytes` more of it were read (any thread); past `release_every`
-  /// since the last release, its pages leave the resident set (a reader on another thread
-  /// just faults its page in again).
+  /// Tells the mapping that one read of `bytes` bytes of it was made (any thread). Past
+  /// `release_every` bytes made resident since the last release, its pages leave the
+  /// resident set (a reader on another thread just faults its page in again). A read makes
+  /// more resident than it reads: the kernel maps the cached pages around a faulting one
+  /// too (fault-around, 64 KiB by default), so each read counts that much more.
   void noteRead(int64_t bytes) const;
   /// Drops every resident page of the mapping now.
   void release() const;
