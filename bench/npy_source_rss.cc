@@ -3,11 +3,11 @@
 // reads the one given), reads one epoch of it in a shuffled order on loader threads, as the
 // batch loader will, and prints the peak resident set (VmHWM) and the read rate.
 //
-//   npy_source_rss [FILE.npy [GIB [THREADS [RELEASE_MIB]]]]
-//   (defaults /tmp/tandem_rss.npy, 2 GiB, 2 threads, the mapping's default release)
+//   npy_source_rss [FILE.npy [GIB [THREADS]]]   (default /tmp/tandem_rss.npy, 2 GiB, 2)
 //
-// The file is kept for the next run (delete it by hand); only the examples' pages read
-// are resident, and the mapping drops them every 64 MiB read (runtime/data/mapped_file.h).
+// The file is kept for the next run (delete it by hand). Examples are read with pread, so
+// the page cache holds the file and the process only the examples being read
+// (runtime/data/mapped_file.h says why not through the mapping).
 
 #include <chrono>
 #include <cstdio>
@@ -36,8 +36,6 @@ int main(int argc, char** argv) {
   const std::string path = argc > 1 ? argv[1] : "/tmp/tandem_rss.npy";
   const double gib = argc > 2 ? std::stod(argv[2]) : 2.0;
   const int threads = argc > 3 ? std::stoi(argv[3]) : 2;
-  const int64_t release_every =
-      argc > 4 ? std::stoll(argv[4]) << 20 : tandem::runtime::data::kDefaultReleaseEvery;
   constexpr int64_t kExample = 3 * 32 * 32;  // CIFAR-sized f32 examples
   const int64_t count = static_cast<int64_t>(gib * double(int64_t{1} << 30)) / (kExample * 4);
   if (std::ifstream(path).good() == false) {
@@ -59,7 +57,7 @@ int main(int argc, char** argv) {
     }
   }
   const int64_t before = statusKib("VmRSS:");
-  auto source = NumpySource::openNpy({{"x", path}}, {.release_every = release_every});
+  auto source = NumpySource::openNpy({{"x", path}});
   if (!source.ok()) {
     std::fprintf(stderr, "npy_source_rss: %s\n", std::string(source.status().message()).c_str());
     return 1;

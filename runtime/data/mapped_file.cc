@@ -12,47 +12,44 @@
 namespace tandem::runtime::data {
 
 absl::StatusOr<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path,
-                                                             const ir::InputName& name,
-                                                             int64_t release_every) {
+                                                             const ir::InputName& name) {
   absl::StatusOr<int> fd = ir::openRegularFile(path, name);
   if (!fd.ok()) return fd.status();
-  struct stat st {};
-  if (::fstat(*fd, &st) != 0) {
-    const int err = errno;
-    ::close(*fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", name.what, ": ", std::strerror(err)));
-  }
   std::shared_ptr<MappedFile> file(new MappedFile());
+  file->fd_ = *fd;  // closed by the destructor from here on
   file->path_ = path;
+  struct stat st {};
+  if (::fstat(*fd, &st) != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", name.what, ": ", std::strerror(errno)));
   file->size_ = st.st_size;
-  file->release_every_ = release_every;
   if (st.st_size > 0) {
     void* p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, *fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
-      ::close(*fd);
+    if (p == MAP_FAILED)
       return absl::InvalidArgumentError(
-          absl::StrCat("cannot map ", name.what, ": ", std::strerror(err)));
-    }
+          absl::StrCat("cannot map ", name.what, ": ", std::strerror(errno)));
     file->data_ = static_cast<const char*>(p);
   }
-  ::close(*fd);  // the mapping keeps the file
   return file;
 }
 
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<char*>(data_), static_cast<size_t>(size_));
+  if (fd_ >= 0) ::close(fd_);
 }
 
-void MappedFile::noteRead(int64_t bytes) const {
-  if (release_every_ <= 0) return;
-  const int64_t charge = bytes + kFaultAroundBytes;
-  const int64_t total = since_release_.fetch_add(charge, std::memory_order_relaxed) + charge;
-  if (total < release_every_) return;
-  // One thread releases: the one that brings the count back to zero.
-  int64_t expected = total;
-  if (since_release_.compare_exchange_strong(expected, 0, std::memory_order_relaxed)) release();
+absl::Status MappedFile::readAt(int64_t offset, int64_t bytes, void* dst) const {
+  auto* out = static_cast<char*>(dst);
+  while (bytes > 0) {
+    const ssize_t n = ::pread(fd_, out, static_cast<size_t>(bytes), offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::InvalidArgumentError(std::strerror(errno));
+    if (n == 0) return absl::InvalidArgumentError("the file is shorter than when it was opened");
+    out += n;
+    offset += n;
+    bytes -= n;
+  }
+  return absl::OkStatus();
 }
 
 void MappedFile::release() const {

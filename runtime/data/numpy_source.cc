@@ -15,10 +15,12 @@ struct NumpySource::Column {
   std::string what;  // for messages: "array 'x'" (an .npz entry), "npy file 'x.npy'"
   std::string name;  // the array's own name: "x", or the .npy file's path
   NpyHeader header;
-  const char* data = nullptr;  // the array's first byte (any alignment)
+  const char* data = nullptr;  // the array's first byte (any alignment), mapped or inflated
   int64_t count = 0;
   int64_t example_elements = 0;
-  std::shared_ptr<const MappedFile> mapped;     // set when `data` lies in a mapping
+  std::shared_ptr<const MappedFile> mapped;     // set when `data` lies in a mapping: examples
+                                                // are read from the file with pread
+  int64_t file_offset = 0;                      // of `data` in the mapped file
   std::shared_ptr<const std::string> inflated;  // set when `data` was inflated
 };
 
@@ -54,8 +56,8 @@ absl::StatusOr<NumpySource::Column> columnOf(absl::string_view bytes, std::strin
 absl::StatusOr<std::unique_ptr<NumpySource>> NumpySource::openNpz(
     const std::string& path, std::vector<ArrayBinding> bindings, const NumpyOptions& options) {
   const std::string prefix = absl::StrCat("npz file '", path, "': ");
-  absl::StatusOr<std::shared_ptr<MappedFile>> file = MappedFile::open(
-      path, {absl::StrCat("npz file '", path, "'"), "an .npz file"}, options.release_every);
+  absl::StatusOr<std::shared_ptr<MappedFile>> file =
+      MappedFile::open(path, {absl::StrCat("npz file '", path, "'"), "an .npz file"});
   if (!file.ok()) return file.status();
   const absl::string_view zip((*file)->data(), static_cast<size_t>((*file)->size()));
   absl::StatusOr<std::vector<ZipEntry>> entries = readZipEntries(zip);
@@ -95,7 +97,10 @@ absl::StatusOr<std::unique_ptr<NumpySource>> NumpySource::openNpz(
     absl::StatusOr<Column> c = columnOf(bytes, what, b.array, prefix);
     if (!c.ok()) return c.status();
     c->inflated = std::move(inflated);
-    if (!c->inflated) c->mapped = *file;
+    if (!c->inflated) {
+      c->mapped = *file;
+      c->file_offset = c->data - (*file)->data();
+    }
     source->columns_.push_back(*std::move(c));
     source->fields_.push_back(Field{b.field, source->columns_.back().header.dtype.irType(), {}});
   }
@@ -111,13 +116,14 @@ absl::StatusOr<std::unique_ptr<NumpySource>> NumpySource::openNpy(
   for (const ArrayBinding& b : bindings) {
     const std::string what = absl::StrCat("npy file '", b.array, "'");
     absl::StatusOr<std::shared_ptr<MappedFile>> file =
-        MappedFile::open(b.array, {what, "an .npy file"}, options.release_every);
+        MappedFile::open(b.array, {what, "an .npy file"});
     if (!file.ok()) return file.status();
     absl::StatusOr<Column> c =
         columnOf(absl::string_view((*file)->data(), static_cast<size_t>((*file)->size())), what,
                  b.array, "");
     if (!c.ok()) return c.status();
     c->mapped = *file;
+    c->file_offset = c->data - (*file)->data();
     source->columns_.push_back(*std::move(c));
     source->fields_.push_back(Field{b.field, source->columns_.back().header.dtype.irType(), {}});
     parts.push_back(absl::StrCat(b.field, "=", b.array));
@@ -180,12 +186,24 @@ absl::Status NumpySource::read(int64_t index, const ExampleKey&,
   if (index < 0 || index >= count_)
     return absl::OutOfRangeError(
         absl::StrCat(where_, ": example ", index, " is beyond its ", count_, " examples"));
+  // The raw bytes of a mapped array's example, when they need converting.
+  thread_local std::vector<char> raw;
   for (size_t f = 0; f < columns_.size(); ++f) {
     const Column& c = columns_[f];
     const int64_t bytes = c.example_elements * c.header.dtype.bytes;
-    const NpyRangeError bad =
-        convertNpyElements(c.header.dtype, c.data + index * bytes, c.example_elements, out[f]);
-    if (c.mapped) c.mapped->noteRead(bytes);
+    const char* src = c.data + index * bytes;
+    if (c.mapped) {
+      // f4 and i4 are the IR's own f32 and i32: straight into `out`.
+      const bool same = c.header.dtype.bytes == 4 && c.header.dtype.kind != 'u';
+      if (!same) raw.resize(static_cast<size_t>(bytes));
+      void* dst = same ? out[f] : raw.data();
+      if (absl::Status s = c.mapped->readAt(c.file_offset + index * bytes, bytes, dst); !s.ok())
+        return numpyError(prefix_, c.what,
+                          absl::StrCat("cannot read example ", index, ": ", s.message()));
+      if (same) continue;
+      src = raw.data();
+    }
+    const NpyRangeError bad = convertNpyElements(c.header.dtype, src, c.example_elements, out[f]);
     if (bad.element >= 0)
       return numpyError(prefix_, c.what,
                         absl::StrCat("example ", index, ": value ", bad.value, " does not fit ",

@@ -1,9 +1,12 @@
 #pragma once
 
-// NumPy arrays as a source: .npy files, and .npz archives of them, memory-mapped (an .npz
-// entry that is stored, as numpy.savez writes it, is mapped in place; a deflated one, from
-// numpy.savez_compressed, is inflated into memory with zlib). Example i is row i of every
-// array; each array's first axis counts the examples.
+// NumPy arrays as a source: .npy files, and .npz archives of them. A file is mapped
+// (mapped_file.h) for its header and an .npz's directory, and its examples are read from
+// where they lie in the file, an .npz entry that is stored (as numpy.savez writes it) in
+// place; so only the examples being read are in memory, whatever the file's size. A
+// deflated entry (numpy.savez_compressed) cannot be read in place: it is inflated into
+// memory with zlib when the source opens. Example i is row i of every array; each array's
+// first axis counts the examples.
 
 #include <cstdint>
 #include <memory>
@@ -29,8 +32,6 @@ struct ArrayBinding {
 struct NumpyOptions {
   /// > 0: class labels (see NumpySource) are checked to be below it, and it is their count.
   int64_t classes = 0;
-  /// MappedFile's release_every: bytes read between two drops of the mapped pages.
-  int64_t release_every = kDefaultReleaseEvery;
 };
 
 /// Fields take the arrays' per-example shapes (the shape after the first axis) and are read

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/data/draws.h"
@@ -10,7 +11,7 @@ namespace tandem::runtime::data {
 
 TokenSource::TokenSource(std::string where, std::string prefix, std::shared_ptr<const void> owner,
                          const char* ids, int width, int64_t tokens, int64_t length,
-                         int64_t vocabulary, std::shared_ptr<const MappedFile> mapped)
+                         int64_t vocabulary, std::shared_ptr<const MappedFile> file)
     : where_(std::move(where)),
       prefix_(std::move(prefix)),
       owner_(std::move(owner)),
@@ -19,7 +20,7 @@ TokenSource::TokenSource(std::string where, std::string prefix, std::shared_ptr<
       tokens_(tokens),
       length_(length),
       vocabulary_(vocabulary),
-      mapped_(std::move(mapped)) {
+      file_(std::move(file)) {
   fields_ = {Field{"x", ir::DType::kI32, {length}}, Field{"y", ir::DType::kI32, {length}}};
 }
 
@@ -43,7 +44,7 @@ absl::StatusOr<std::unique_ptr<TokenSource>> TokenSource::open(const std::string
     return absl::InvalidArgumentError(
         absl::StrCat(prefix, "ids of ", options.width, " bytes (u16 or u32 are read)"));
   absl::StatusOr<std::shared_ptr<MappedFile>> file =
-      MappedFile::open(path, {what, "a tokens file"}, options.release_every);
+      MappedFile::open(path, {what, "a tokens file"});
   if (!file.ok()) return file.status();
   const int64_t bytes = (*file)->size();
   if (bytes % options.width != 0)
@@ -58,18 +59,6 @@ absl::StatusOr<std::unique_ptr<TokenSource>> TokenSource::open(const std::string
                                                       options.length, options.vocabulary, mapped));
 }
 
-uint32_t TokenSource::token(int64_t offset) const {
-  const char* p = ids_ + offset * width_;
-  if (width_ == 2) {
-    uint16_t v;
-    std::memcpy(&v, p, 2);
-    return v;
-  }
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 absl::Status TokenSource::read(int64_t index, const ExampleKey& key,
                                absl::Span<void* const> out) const {
   if (index < 0 || index >= size())
@@ -77,12 +66,30 @@ absl::Status TokenSource::read(int64_t index, const ExampleKey& key,
         absl::StrCat(where_, ": example ", index, " is beyond its ", size(), " windows"));
   const int64_t offset =
       static_cast<int64_t>(key.below(static_cast<uint64_t>(tokens_ - length_), kTokenWindowDraw));
+  // The window and the token after it.
+  const int64_t bytes = (length_ + 1) * width_;
+  const char* ids = ids_ + offset * width_;
+  thread_local std::vector<char> window;
+  if (file_) {
+    window.resize(static_cast<size_t>(bytes));
+    if (absl::Status s = file_->readAt(offset * width_, bytes, window.data()); !s.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix_, "cannot read the window at offset ", offset, ": ", s.message()));
+    ids = window.data();
+  }
   const uint64_t bound = vocabulary_ > 0 ? static_cast<uint64_t>(vocabulary_)
                                          : uint64_t{std::numeric_limits<int32_t>::max()} + 1;
   auto* x = static_cast<int32_t*>(out[0]);
   auto* y = static_cast<int32_t*>(out[1]);
   for (int64_t i = 0; i <= length_; ++i) {
-    const uint32_t id = token(offset + i);
+    uint32_t id;
+    if (width_ == 2) {
+      uint16_t v;
+      std::memcpy(&v, ids + 2 * i, 2);
+      id = v;
+    } else {
+      std::memcpy(&id, ids + 4 * i, 4);
+    }
     if (id >= bound)
       return absl::InvalidArgumentError(
           vocabulary_ > 0 ? absl::StrCat(prefix_, "token id ", id, " at offset ", offset + i,
@@ -92,7 +99,6 @@ absl::Status TokenSource::read(int64_t index, const ExampleKey& key,
     if (i < length_) x[i] = static_cast<int32_t>(id);
     if (i > 0) y[i - 1] = static_cast<int32_t>(id);
   }
-  if (mapped_) mapped_->noteRead((length_ + 1) * width_);
   return absl::OkStatus();
 }
 

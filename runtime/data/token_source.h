@@ -1,8 +1,8 @@
 #pragma once
 
 // Token ids as a source, as nanoGPT reads its train.bin: a flat file of uint16 or uint32 ids
-// (memory-mapped), read as random windows of a given length. And text (text_source.h), a
-// file read as byte or character ids, windowed the same way.
+// (only the windows being read are in memory), read as random windows of a given length. And text
+// (text_source.h), a file read as byte or character ids, windowed the same way.
 
 #include <cstdint>
 #include <memory>
@@ -23,7 +23,6 @@ struct TokenOptions {
   int64_t vocabulary = 0;
   /// Bytes per id in the file: 2 (uint16, nanoGPT's) or 4 (uint32).
   int width = 2;
-  int64_t release_every = kDefaultReleaseEvery;
 };
 
 /// Fields x: i32[length] and y: i32[length], y being x shifted on by one token. Example i
@@ -46,15 +45,15 @@ class TokenSource : public ExampleSource {
   /// Token ids in the file, and the window's length.
   int64_t tokens() const { return tokens_; }
   int64_t length() const { return length_; }
-  /// The id at `offset` (< tokens()), unchecked.
-  uint32_t token(int64_t offset) const;
 
  protected:
-  /// `ids`: `tokens` ids of `width` bytes (2 or 4), kept alive by `owner`. `prefix` starts
-  /// every message ("tokens file 'PATH': ").
+  /// `ids`: `tokens` ids of `width` bytes (2 or 4) in memory, kept alive by `owner`; or,
+  /// when `file` is given, in that file from its start (read with pread, as NumpySource
+  /// reads examples: mapped_file.h says why). `prefix` starts every message
+  /// ("tokens file 'PATH': ").
   TokenSource(std::string where, std::string prefix, std::shared_ptr<const void> owner,
               const char* ids, int width, int64_t tokens, int64_t length, int64_t vocabulary,
-              std::shared_ptr<const MappedFile> mapped);
+              std::shared_ptr<const MappedFile> file);
   /// The checks common to tokens and text: a window fits, ids fit i32.
   static absl::Status checkCounts(const std::string& prefix, int64_t tokens, int64_t length);
 
@@ -64,7 +63,7 @@ class TokenSource : public ExampleSource {
   const char* ids_;
   int width_;
   int64_t tokens_, length_, vocabulary_;
-  std::shared_ptr<const MappedFile> mapped_;
+  std::shared_ptr<const MappedFile> file_;
   std::vector<Field> fields_;
 };
 

@@ -6,6 +6,7 @@
 #include "runtime/data/token_source.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <set>
@@ -105,6 +106,14 @@ TEST_F(TokenSourceTest, BadDataMessages) {
   EXPECT_EQ((*s)->read(0, {}, out).message(),
             absl::StrCat("tokens file '", path("vocab.bin"),
                          "': token id 5000 at offset 10 is beyond the vocabulary of 1000"));
+  writeIds("cut.bin", std::vector<uint16_t>(20, 3));
+  auto cut = TokenSource::open(path("cut.bin"), {.length = 19});
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  ASSERT_EQ(::truncate(path("cut.bin").c_str(), 20), 0);
+  EXPECT_EQ((*cut)->read(0, {}, out).message(),
+            absl::StrCat("tokens file '", path("cut.bin"),
+                         "': cannot read the window at offset 0: the file is shorter than when it "
+                         "was opened"));
   write("odd.bin", "abc");
   EXPECT_EQ(TokenSource::open(path("odd.bin"), {.length = 1}).status().message(),
             absl::StrCat("tokens file '", path("odd.bin"),
