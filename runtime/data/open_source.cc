@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "runtime/data/fashion_mnist_source.h"
+#include "runtime/data/image_folder_source.h"
 #include "runtime/data/numpy_source.h"
 #include "runtime/data/subset_source.h"
 #include "runtime/data/text_source.h"
@@ -20,7 +21,8 @@ namespace {
 
 constexpr absl::string_view kSpecForms =
     "fashion-mnist[:DIR], npz:FILE[:FIELD=ARRAY,...], npy:FILE or npy:FIELD=FILE,..., "
-    "tokens:FILE[:u16|:u32][:length=N][:vocab=N], text:FILE[:chars|:bytes][:length=N][:vocab=N]";
+    "tokens:FILE[:u16|:u32][:length=N][:vocab=N], text:FILE[:chars|:bytes][:length=N][:vocab=N], "
+    "images:DIR[:size=S|:size=HxW][:by-name]";
 
 class SpecErrors {
  public:
@@ -92,6 +94,36 @@ absl::StatusOr<WindowSpec> windowSpecOf(absl::string_view rest, bool text,
   return w;
 }
 
+// Image folder options: trailing ":size=S", ":size=HxW" and ":by-name" parts; the rest
+// is the folder. No size in the spec: the options' (--image-size).
+absl::StatusOr<std::pair<std::string, ImageFolderOptions>> imageSpecOf(absl::string_view rest,
+                                                                       const SourceOptions& options,
+                                                                       const SpecErrors& error) {
+  ImageFolderOptions o{
+      .height = options.image_height, .width = options.image_width, .classes = options.classes};
+  std::vector<absl::string_view> parts = absl::StrSplit(rest, ':');
+  bool sized = false;
+  while (parts.size() > 1) {
+    const absl::string_view word = parts.back();
+    if (word == "by-name") {
+      o.by_name = true;
+    } else if (absl::StartsWith(word, "size=") && !sized) {
+      std::vector<absl::string_view> hw = absl::StrSplit(word.substr(5), 'x');
+      if (hw.size() > 2 || !absl::SimpleAtoi(hw[0], &o.height) ||
+          !absl::SimpleAtoi(hw.back(), &o.width) || o.height <= 0 || o.width <= 0 ||
+          o.height > 65535 || o.width > 65535)
+        return error(
+            absl::StrCat("'", word, "' is not size=S or size=HxW (positive, at most 65535)"));
+      sized = true;
+    } else {
+      break;  // part of the folder's name
+    }
+    parts.pop_back();
+  }
+  if (parts.size() == 1 && parts[0].empty()) return error("no folder after 'images:'");
+  return std::make_pair(absl::StrJoin(parts, ":"), o);
+}
+
 absl::StatusOr<std::unique_ptr<ExampleSource>> openKind(absl::string_view spec,
                                                         const SourceOptions& options,
                                                         const SpecErrors& error) {
@@ -108,7 +140,7 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> openKind(absl::string_view spec,
   if (rest.empty()) {
     if (kind == "npz" || kind == "npy" || kind == "tokens" || kind == "text")
       return error(absl::StrCat("no file after '", kind, ":'"));
-    if (kind == "images") return error("image folders (images:DIR) are not read by this build yet");
+    if (kind == "images") return error("no folder after 'images:'");
     return error(absl::StrCat("unknown kind of data '", kind, "' (", kSpecForms, ")"));
   }
   const NumpyOptions numpy{.classes = options.classes};
@@ -158,7 +190,13 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> openKind(absl::string_view spec,
     if (!s.ok()) return s.status();
     return std::unique_ptr<ExampleSource>(*std::move(s));
   }
-  if (kind == "images") return error("image folders (images:DIR) are not read by this build yet");
+  if (kind == "images") {
+    auto o = imageSpecOf(rest, options, error);
+    if (!o.ok()) return o.status();
+    auto s = ImageFolderSource::open(o->first, o->second);
+    if (!s.ok()) return s.status();
+    return std::unique_ptr<ExampleSource>(*std::move(s));
+  }
   return error(absl::StrCat("unknown kind of data '", kind, "' (", kSpecForms, ")"));
 }
 

@@ -6,6 +6,7 @@
 //   npy:FILE | npy:FIELD=FILE,...
 //   tokens:FILE[:u16|:u32][:length=N][:vocab=N]
 //   text:FILE[:chars|:bytes][:length=N][:vocab=N]
+//   images:DIR[:size=S|:size=HxW][:by-name]
 
 #include <cstdint>
 #include <memory>
@@ -27,12 +28,15 @@ struct SourceOptions {
   /// > 0: only the first `limit` examples (Fashion-MNIST reads no further into its files).
   int64_t limit = 0;
   /// npz, npy: > 0, the class labels are checked to be below it (a test set's against its
-  /// training set's classes).
+  /// training set's classes). images: the number of class folders must be it.
   int64_t classes = 0;
   /// tokens, text: the window length and vocabulary when the spec gives none (the model's
   /// context length and vocabulary).
   int64_t length = 0;
   int64_t vocabulary = 0;
+  /// images: > 0 (both), every image is resized to this when the spec gives no size=
+  /// (--image-size).
+  int64_t image_height = 0, image_width = 0;
 };
 
 /// Opens the source `spec` names. Errors are one line naming the spec word or the file at

@@ -132,12 +132,14 @@ TEST_F(OpenSourceTest, SpecErrors) {
   EXPECT_EQ(message(""),
             "--data '': empty (fashion-mnist[:DIR], npz:FILE[:FIELD=ARRAY,...], npy:FILE or "
             "npy:FIELD=FILE,..., tokens:FILE[:u16|:u32][:length=N][:vocab=N], "
-            "text:FILE[:chars|:bytes][:length=N][:vocab=N])");
+            "text:FILE[:chars|:bytes][:length=N][:vocab=N], "
+            "images:DIR[:size=S|:size=HxW][:by-name])");
   EXPECT_EQ(message("csv:a.csv", {.setting = "--test-data"}),
             "--test-data 'csv:a.csv': unknown kind of data 'csv' (fashion-mnist[:DIR], "
             "npz:FILE[:FIELD=ARRAY,...], npy:FILE or npy:FIELD=FILE,..., "
             "tokens:FILE[:u16|:u32][:length=N][:vocab=N], "
-            "text:FILE[:chars|:bytes][:length=N][:vocab=N])");
+            "text:FILE[:chars|:bytes][:length=N][:vocab=N], "
+            "images:DIR[:size=S|:size=HxW][:by-name])");
   EXPECT_EQ(message("npz:"), "--data 'npz:': no file after 'npz:'");
   EXPECT_EQ(message("npz:d.npz:x=images,y"),
             "--data 'npz:d.npz:x=images,y': 'y' is not FIELD=ARRAY");
@@ -147,9 +149,11 @@ TEST_F(OpenSourceTest, SpecErrors) {
             "--data 'tokens:t.bin': no window length: the model gives none, so give :length=N");
   EXPECT_EQ(message("tokens:t.bin:length=0"),
             "--data 'tokens:t.bin:length=0': 'length=0' is not a positive integer");
-  EXPECT_EQ(
-      message("images:/data/pets"),
-      "--data 'images:/data/pets': image folders (images:DIR) are not read by this build yet");
+  EXPECT_EQ(message("images:"), "--data 'images:': no folder after 'images:'");
+  EXPECT_EQ(message("images:/data/pets:size=0x4"),
+            "--data 'images:/data/pets:size=0x4': 'size=0x4' is not size=S or size=HxW "
+            "(positive, at most 65535)");
+  EXPECT_EQ(message("images:/data/pets:size=32:by-name"), "images:/data/pets: no such folder");
   // The file at fault, named by the source.
   EXPECT_EQ(
       message("npz:" + path("none.npz")),
