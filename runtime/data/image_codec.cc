@@ -54,11 +54,9 @@ absl::Status checkPixels(ImageFormat f, int64_t h, int64_t w) {
 }
 
 // The IHDR chunk, which the PNG standard puts first: size, bit depth and color type.
-absl::StatusOr<ImageHeader> pngHeader(int fd) {
-  uint8_t b[33];
-  absl::StatusOr<int64_t> n = preadUpTo(fd, 0, sizeof b, b);
-  if (!n.ok()) return n.status();
-  if (*n < static_cast<int64_t>(sizeof b)) return corrupt(ImageFormat::kPng, "the file ends early");
+absl::StatusOr<ImageHeader> pngHeader(absl::Span<const uint8_t> start) {
+  if (start.size() < 33) return corrupt(ImageFormat::kPng, "the file ends early");
+  const uint8_t* b = start.data();
   if (bigEndian32(b + 8) != 13 || std::memcmp(b + 12, "IHDR", 4) != 0)
     return corrupt(ImageFormat::kPng, "the first chunk is not a 13-byte IHDR");
   if (crc32(crc32(0, nullptr, 0), b + 12, 17) != bigEndian32(b + 29))
@@ -246,12 +244,13 @@ absl::StatusOr<ImageFormat> imageFormatOf(absl::Span<const uint8_t> start) {
 }
 
 absl::StatusOr<ImageHeader> readImageHeader(int fd, int64_t file_size) {
-  uint8_t start[8];
+  uint8_t start[33];  // as much as a PNG's signature and IHDR chunk
   absl::StatusOr<int64_t> n = preadUpTo(fd, 0, sizeof start, start);
   if (!n.ok()) return n.status();
-  absl::StatusOr<ImageFormat> format = imageFormatOf({start, static_cast<size_t>(*n)});
+  const absl::Span<const uint8_t> read(start, static_cast<size_t>(*n));
+  absl::StatusOr<ImageFormat> format = imageFormatOf(read);
   if (!format.ok()) return format.status();
-  return *format == ImageFormat::kPng ? pngHeader(fd) : jpegHeader(fd, file_size);
+  return *format == ImageFormat::kPng ? pngHeader(read) : jpegHeader(fd, file_size);
 }
 
 absl::Status decodeImage(absl::Span<const uint8_t> bytes, const ImageHeader& header,

@@ -27,12 +27,13 @@ absl::Status imageFolderError(const std::string& path, absl::string_view why) {
 struct FolderListing {
   std::vector<std::string> folders, files;
   std::vector<uint32_t> file_modes;  // st_mode of each of `files`
+  std::vector<int64_t> file_bytes;   // and st_size
 };
 
 absl::StatusOr<FolderListing> listImageFolder(const std::string& path) {
   DIR* d = ::opendir(path.c_str());
   if (d == nullptr) return imageFolderError(path, std::strerror(errno));
-  std::vector<std::pair<std::string, uint32_t>> files;
+  std::vector<std::tuple<std::string, uint32_t, int64_t>> files;
   FolderListing out;
   errno = 0;
   while (const dirent* e = ::readdir(d)) {
@@ -47,7 +48,7 @@ absl::StatusOr<FolderListing> listImageFolder(const std::string& path) {
     if (S_ISDIR(st.st_mode))
       out.folders.push_back(name);
     else
-      files.emplace_back(name, st.st_mode);
+      files.emplace_back(name, st.st_mode, st.st_size);
     errno = 0;
   }
   const int err = errno;
@@ -55,9 +56,10 @@ absl::StatusOr<FolderListing> listImageFolder(const std::string& path) {
   if (err != 0) return imageFolderError(path, std::strerror(err));
   std::sort(out.folders.begin(), out.folders.end());
   std::sort(files.begin(), files.end());
-  for (auto& [name, mode] : files) {
+  for (auto& [name, mode, bytes] : files) {
     out.files.push_back(std::move(name));
     out.file_modes.push_back(mode);
+    out.file_bytes.push_back(bytes);
   }
   return out;
 }
@@ -80,42 +82,61 @@ absl::Status walkClassFolder(const std::string& dir, const std::string& rel,
   return absl::OkStatus();
 }
 
-absl::StatusOr<ImageHeader> headerOfFile(const std::string& path) {
-  absl::StatusOr<int> fd = ir::openRegularFile(path, {"images:" + path, "an image"});
-  if (!fd.ok()) return fd.status();
-  struct stat st {};
-  absl::StatusOr<ImageHeader> header = ::fstat(*fd, &st) == 0
-                                           ? readImageHeader(*fd, st.st_size)
-                                           : absl::InvalidArgumentError(std::strerror(errno));
-  ::close(*fd);
+// The listing's stat said a regular file of `bytes` bytes.
+absl::StatusOr<ImageHeader> headerOfFile(const std::string& path, int64_t bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read images:", path, ": ", std::strerror(errno)));
+  absl::StatusOr<ImageHeader> header = readImageHeader(fd, bytes);
+  ::close(fd);
   if (!header.ok()) return imageFolderError(path, header.status().message());
   return header;
 }
 
 std::string sizeText(const ImageHeader& h) { return absl::StrCat(h.height, "x", h.width); }
 
-// The whole file, with pread.
-absl::Status readWholeFile(const std::string& path, std::vector<uint8_t>& bytes) {
-  absl::StatusOr<int> fd = ir::openRegularFile(path, {"images:" + path, "an image"});
-  if (!fd.ok()) return fd.status();
-  absl::Status status;
+absl::Status notAnImage(const std::string& path, int fd) {
   struct stat st {};
-  if (::fstat(*fd, &st) != 0) {
-    status = imageFolderError(path, std::strerror(errno));
-  } else {
-    bytes.resize(static_cast<size_t>(st.st_size));
-    size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t n =
-          ::pread(*fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) status = imageFolderError(path, std::strerror(errno));
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
+  if (::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat("images:", path, " is ", ir::describeFileType(st.st_mode), ", not an image"));
+  return imageFolderError(path, std::strerror(errno));
+}
+
+// The whole file, expected to be `expected` bytes (its size when the folder was opened),
+// in one pread of expected + 1 bytes: open, pread and close are all the system calls an
+// example costs when the file is as it was (a FIFO or folder put in its place since fails
+// the pread; one grown since is read again whole).
+absl::Status readImageFile(const std::string& path, int64_t expected, std::vector<uint8_t>& bytes) {
+  // O_NONBLOCK: a FIFO put in its place does not block the open (nor the pread: ESPIPE).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read images:", path, ": ", std::strerror(errno)));
+  absl::Status status;
+  bytes.resize(static_cast<size_t>(expected) + 1);
+  for (size_t done = 0;;) {
+    const ssize_t n =
+        ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      status = notAnImage(path, fd);
+      break;
     }
-    bytes.resize(done);  // a file cut short since: the decoder says it ends early
+    done += static_cast<size_t>(n);
+    if (n == 0 || done < bytes.size()) {
+      bytes.resize(done);  // a file cut short since: the decoder says it ends early
+      break;
+    }
+    struct stat st {};  // longer than it was: read on to its end, if it has one
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      status = notAnImage(path, fd);
+      break;
+    }
+    bytes.resize(std::max(bytes.size() + 1, static_cast<size_t>(st.st_size) + 1));
   }
-  ::close(*fd);
+  ::close(fd);
   return status;
 }
 
@@ -173,9 +194,9 @@ absl::StatusOr<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(
         if (!S_ISREG(listing.file_modes[f]))
           return imageFolderError(
               path, absl::StrCat(ir::describeFileType(listing.file_modes[f]), ", not an image"));
-        absl::StatusOr<ImageHeader> header = headerOfFile(path);
+        absl::StatusOr<ImageHeader> header = headerOfFile(path, listing.file_bytes[f]);
         if (!header.ok()) return header.status();
-        source->images_.push_back({file, static_cast<int32_t>(c), *header});
+        source->images_.push_back({file, static_cast<int32_t>(c), *header, listing.file_bytes[f]});
       }
     if (source->images_.size() == before)
       return imageFolderError(dir + "/" + name, "a class folder with no images");
@@ -212,7 +233,7 @@ absl::Status ImageFolderSource::read(int64_t index, const ExampleKey& key,
   const Image& im = images_[static_cast<size_t>(index)];
   const std::string path = dir_ + "/" + im.file;
   std::vector<uint8_t> bytes, pixels;
-  if (absl::Status s = readWholeFile(path, bytes); !s.ok()) return s;
+  if (absl::Status s = readImageFile(path, im.file_bytes, bytes); !s.ok()) return s;
   if (absl::Status s = decodeImage(bytes, im.header, pixels); !s.ok())
     return imageFolderError(path, s.message());
 

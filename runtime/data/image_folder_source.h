@@ -67,6 +67,7 @@ class ImageFolderSource : public ExampleSource {
     std::string file;
     int32_t label = 0;
     ImageHeader header;
+    int64_t file_bytes = 0;  // its size when the folder was opened
   };
 
  private:
