@@ -277,6 +277,11 @@ Image.fromarray(v).save(d + '/good.jpg', quality=90)
                          ": 2 class folders, but the training data has 3 classes"));
   std::string file = folderWith("text", "hello");
   EXPECT_EQ(openError("text"), absl::StrCat("images:", file, ": not a PNG or JPEG file"));
+  mkdir("fifo");
+  mkdir("fifo/a");
+  ASSERT_EQ(::mkfifo(path("fifo/a/0.png").c_str(), 0644), 0);
+  EXPECT_EQ(openError("fifo"),
+            absl::StrCat("images:", path("fifo/a/0.png"), ": a FIFO (named pipe), not an image"));
   file = folderWith("cut_png_header", png.substr(0, 20));
   EXPECT_EQ(openError("cut_png_header"),
             absl::StrCat("images:", file, ": corrupt PNG: the file ends early"));
