@@ -166,14 +166,11 @@ absl::StatusOr<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(
   absl::StatusOr<FolderListing> top = listImageFolder(dir);
   if (!top.ok()) return top.status();
   if (top->folders.empty())
-    return imageFolderError(dir,
-                            "no class folders in it (images:DIR holds one folder of images "
-                            "per class)");
+    return imageFolderError(
+        dir, "no class folders in it (images:DIR holds one folder of images per class)");
   if (options.classes > 0 && static_cast<int64_t>(top->folders.size()) != options.classes)
-    return imageFolderError(dir, absl::StrCat(top->folders.size(),
-                                              " class folders, but the "
-                                              "training data has ",
-                                              options.classes, " classes"));
+    return imageFolderError(dir, absl::StrCat(top->folders.size(), " class folders, but the ",
+                                              "training data has ", options.classes, " classes"));
 
   std::unique_ptr<ImageFolderSource> source(new ImageFolderSource());
   source->dir_ = dir;
