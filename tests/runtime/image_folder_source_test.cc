@@ -1,7 +1,8 @@
 // ImageFolderSource: Fashion-MNIST written as a PNG folder (tests/runtime/write_image_folder.py,
 // PIL writing the files) read back against the IDX files bit for bit; PNG and JPEG files of
-// every PNG color type against PIL's decode of them (Debian's PIL links the same libpng
-// and libjpeg-turbo, so the pixels must be equal, not near); resizing against PyTorch's
+// every PNG color type against PIL's decode of them, equal, not near: PIL decodes PNG with
+// its own code over zlib (an independent oracle), JPEG with the libjpeg-turbo Tandem links
+// (libjpeg.so.62), whose default IDCT and upsampling both use; resizing against PyTorch's
 // interpolate; and bad data, one exact line naming the file.
 
 #include "runtime/data/image_folder_source.h"
