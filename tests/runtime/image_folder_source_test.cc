@@ -225,7 +225,12 @@ for name, (h, w) in (('a/big.png', (20, 12)), ('b/small.png', (5, 7)), ('b/same.
   EXPECT_EQ(openError("f"),
             absl::StrCat("images:", path("f/b/same.png"), ": 8x6, but the first image, ",
                          path("f/a/big.png"), ", is 20x12: give images:", path("f"), ":size=HxW"));
-  auto source = openSource("images:" + path("f") + ":size=8x6");
+  // --image-size (SourceOptions) when the spec gives no size; the spec's wins.
+  auto from_options = openSource("images:" + path("f"), {.image_height = 4, .image_width = 3});
+  ASSERT_TRUE(from_options.ok()) << from_options.status();
+  EXPECT_EQ((*from_options)->fields()[0].text(), "x: f32[3,4,3]");
+  auto source =
+      openSource("images:" + path("f") + ":size=8x6", {.image_height = 4, .image_width = 3});
   ASSERT_TRUE(source.ok()) << source.status();
   EXPECT_EQ((*source)->fields()[0].text(), "x: f32[3,8,6]");
   const auto& images = dynamic_cast<const ImageFolderSource&>(**source);
