@@ -1,6 +1,6 @@
 // How fast the image-folder source decodes: Fashion-MNIST's first 10,000 training images as
 // a PNG folder (written by tests/runtime/write_image_folder.py, PIL writing the files)
-// against the same examples from the IDX files (FashionMnistSource, in memory), on 1 and 2
+// against the same examples from the IDX files (DatasetSource, in memory), on 1 and 2
 // threads, as the loader's threads read them (each thread its share, in a shuffled order).
 // Issue 42's bar: the loader alone decodes at least 10x the images/s a step consumes.
 // Under threads:2, Google Benchmark's items_per_second is each thread's rate: the two
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "runtime/data/fashion_mnist_source.h"
+#include "runtime/data/dataset_source.h"
 #include "runtime/data/image_folder_source.h"
 
 namespace {
@@ -66,7 +66,7 @@ void readAll(benchmark::State& state, const ExampleSource& source) {
 
 const ExampleSource& idxSource() {
   static const std::unique_ptr<ExampleSource> s = [] {
-    auto r = tandem::runtime::data::FashionMnistSource::open(
+    auto r = tandem::runtime::data::DatasetSource::openFashionMnist(
         kFashionMnist, tandem::runtime::data::Split::kTrain, kImages);
     require(r.ok(), r.status().ToString());
     return std::unique_ptr<ExampleSource>(*std::move(r));

@@ -20,14 +20,6 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Hands `batch` to graph `name`'s next launch.
-absl::Status handOver(Executor& ex, absl::string_view name, const data::Batch& b,
-                      const ir::TensorType& images, const ir::TensorType& labels) {
-  backend::TensorView in[2] = {{const_cast<float*>(b.images), images},
-                               {const_cast<int32_t*>(b.labels), labels}};
-  return ex.prefetch(name, in);
-}
-
 // "1x28x28"
 std::string shapeText(absl::Span<const int64_t> shape) { return absl::StrJoin(shape, "x"); }
 
@@ -41,32 +33,41 @@ int64_t classesOf(const ir::Graph& g) {
   return 0;
 }
 
-void finish(PassResult& r, double loss_sum, int64_t correct) {
-  if (r.examples == 0) return;
-  r.loss = loss_sum / static_cast<double>(r.examples);
-  r.accuracy = static_cast<double>(correct) / static_cast<double>(r.examples);
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::create(std::unique_ptr<ir::Module> compiled,
+                                                         std::vector<std::string> metrics,
                                                          ExecutorOptions options) {
+  const ir::Graph* train = compiled->graph(ir::kTrainGraph);
   for (absl::string_view name : {ir::kTrainGraph, ir::kEvalGraph}) {
     const ir::Graph* g = compiled->graph(name);
-    if (g == nullptr || g->inputs().size() != 2 || g->outputs().size() != 2)
-      return absl::InvalidArgumentError(
-          absl::StrCat("module ", compiled->name(), ": @", name,
-                       " must take images and labels and return the loss and the correct count"));
+    if (g == nullptr || g->inputs().empty() || g->outputs().size() != metrics.size() + 1)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "module ", compiled->name(), ": @", name, " must take the model's inputs and return ",
+          "the loss and ", metrics.size(), " metric", metrics.size() == 1 ? "" : "s", " (",
+          absl::StrJoin(metrics, ", "), ")"));
+    if (g->inputs().size() != train->inputs().size())
+      return absl::InvalidArgumentError(absl::StrCat("module ", compiled->name(), ": @", name,
+                                                     " and @", ir::kTrainGraph,
+                                                     " take other inputs"));
   }
   auto trainer = std::unique_ptr<Trainer>(new Trainer());
-  std::vector<ir::Node*> inputs = compiled->graph(ir::kTrainGraph)->inputs();
-  trainer->image_type_ = inputs[0]->result()->type();
-  trainer->label_type_ = inputs[1]->result()->type();
+  trainer->metrics_ = std::move(metrics);
+  for (size_t k = 0; k < trainer->metrics_.size(); ++k)
+    if (trainer->metrics_[k] == "accuracy") trainer->accuracy_ = static_cast<int>(k);
   auto ex = Executor::create(std::move(compiled), options);
   if (!ex.ok()) return ex.status();
   trainer->executor_ = std::move(*ex);
   trainer->options_ = options;
+  trainer->readSignature();
   return trainer;
+}
+
+void Trainer::readSignature() {
+  input_types_.clear();
+  for (const ir::Node* in : executor_->module().graph(ir::kTrainGraph)->inputs())
+    input_types_.push_back(in->result()->type());
+  batch_ = input_types_.front().shape.empty() ? 0 : input_types_.front().shape[0];
 }
 
 absl::Status Trainer::replaceModule(std::unique_ptr<ir::Module> compiled) {
@@ -93,9 +94,7 @@ absl::Status Trainer::replaceModule(std::unique_ptr<ir::Module> compiled) {
     }
   if (hook_) (*ex)->setBeforeNodeHook(hook_);
   executor_ = std::move(*ex);
-  std::vector<ir::Node*> inputs = executor_->module().graph(ir::kTrainGraph)->inputs();
-  image_type_ = inputs[0]->result()->type();
-  label_type_ = inputs[1]->result()->type();
+  readSignature();
   return absl::OkStatus();
 }
 
@@ -136,40 +135,91 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::rowsOfThisProcess(
 }
 
 absl::Status Trainer::checkData(const data::BatchLoader& loader, absl::string_view name) const {
-  const data::Dataset& d = loader.data();
+  const data::ExampleSource& d = loader.data();
   const ir::Graph* g = executor_->module().graph(name);
-  if (g == nullptr || g->inputs().size() != 2)
-    return absl::InvalidArgumentError(absl::StrCat("module ", executor_->module().name(),
-                                                   " has no @", name, " of images and labels"));
-  const ir::Value& images = *g->inputs()[0]->result();
-  const ir::Value& labels = *g->inputs()[1]->result();
   const std::string model = executor_->module().name();
+  if (g == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat("module ", model, " has no @", name));
   const std::string purpose = name == ir::kTrainGraph ? "train on" : "evaluate";
-  if (d.count == 0)
+  if (d.size() == 0)
     return absl::InvalidArgumentError(
-        absl::StrCat(d.source, " holds no images: nothing to ", purpose));
-  // Every dimension of an example against the module: channels, height, width.
-  const ir::Shape& shape = images.type().shape;
-  const std::vector<int64_t> example = d.exampleShape();
-  if (shape.size() != example.size() + 1 ||
-      !std::equal(example.begin(), example.end(), shape.begin() + 1) ||
-      images.type().dtype != ir::DType::kF32)
+        absl::StrCat(d.where(), " holds no examples: nothing to ", purpose));
+  const std::vector<data::Field>& fields = d.fields();
+  for (const ir::Node* in : g->inputs()) {
+    const ir::Value& input = *in->result();
+    const ir::TensorType& type = input.type();
+    const auto field = std::find_if(fields.begin(), fields.end(),
+                                    [&](const data::Field& f) { return f.name == input.name(); });
+    if (field == fields.end())
+      return absl::InvalidArgumentError(absl::StrCat(
+          d.where(), " holds ",
+          absl::StrJoin(fields, ", ",
+                        [](std::string* out, const data::Field& f) { out->append(f.text()); }),
+          ", but ", model, " takes input %", input.name(), " (@", name, "'s ", ir::toString(type),
+          "), which none of them feeds"));
+    // Every dimension of an example against the module's input, less the batch axis.
+    const ir::Shape& shape = type.shape;
+    if (shape.size() != field->shape.size() + 1 ||
+        !std::equal(field->shape.begin(), field->shape.end(), shape.begin() + 1) ||
+        type.dtype != field->dtype) {
+      if (field->name == "x" && field->dtype == ir::DType::kF32)  // a classifier's images
+        return absl::InvalidArgumentError(absl::StrCat(
+            d.where(), " holds ", d.size(), " images of ", shapeText(field->shape), ", but ", model,
+            " takes images of ",
+            shapeText(absl::MakeConstSpan(shape).subspan(std::min<size_t>(1, shape.size()))), " (@",
+            name, "'s input %", input.name(), ": ", ir::toString(type), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          d.where(), " holds examples of ", field->text(), ", but ", model, " takes %",
+          input.name(), ": ", ir::toString(type), " (@", name, "'s input, batch first)"));
+    }
+    if (shape[0] != loader.batch())
+      return absl::InvalidArgumentError(
+          absl::StrCat("batches of ", loader.batch(), " examples from ", d.where(), ", but @", name,
+                       " of ", model, " takes %", input.name(), ": ", ir::toString(type)));
+  }
+  // Padding rows count for nothing only where labels mark them (-1); in a model without
+  // class labels they would count in the sums.
+  if (!loader.dropsLast() && d.classLabels().first.empty() && d.size() % loader.batch() != 0)
     return absl::InvalidArgumentError(absl::StrCat(
-        d.source, " holds ", d.count, " images of ", shapeText(example), ", but ", model,
-        " takes images of ",
-        shapeText(absl::MakeConstSpan(shape).subspan(std::min<size_t>(1, shape.size()))), " (@",
-        name, "'s input %", images.name(), ": ", ir::toString(images.type()), ")"));
-  if (shape[0] != loader.batch() || labels.type().shape.size() != 1 ||
-      labels.type().shape[0] != loader.batch() || labels.type().dtype != ir::DType::kI32)
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batches of ", loader.batch(), " images and labels from ", d.source, ", but @", name,
-        " of ", model, " takes %", images.name(), ": ", ir::toString(images.type()), " and %",
-        labels.name(), ": ", ir::toString(labels.type())));
-  if (const int64_t classes = classesOf(*g); classes > 0 && d.classes > classes)
-    return absl::InvalidArgumentError(absl::StrCat(d.labels_source, " holds labels of ", d.classes,
-                                                   " classes, but ", model, " tells apart ",
-                                                   classes, " (its logits in @", name, ")"));
+        d.where(), " holds ", d.size(), " examples, not a multiple of the batch ", loader.batch(),
+        ": to ", purpose, " them, ", model,
+        " would count the padding of the last batch, having no class labels to mark it; give a "
+        "batch that divides ",
+        d.size()));
+  if (const int64_t classes = classesOf(*g); classes > 0 && d.classLabels().second > classes)
+    return absl::InvalidArgumentError(
+        absl::StrCat(d.where(), " holds labels of ", d.classLabels().second, " classes, but ",
+                     model, " tells apart ", classes, " (its logits in @", name, ")"));
   return absl::OkStatus();
+}
+
+std::vector<size_t> Trainer::fieldsOfInputs(const data::BatchLoader& loader,
+                                            absl::string_view name) const {
+  const std::vector<data::Field>& fields = loader.data().fields();
+  std::vector<size_t> out;
+  for (const ir::Node* in : executor_->module().graph(name)->inputs())
+    for (size_t f = 0; f < fields.size(); ++f)
+      if (fields[f].name == in->result()->name()) out.push_back(f);
+  return out;
+}
+
+absl::Status Trainer::handOver(absl::string_view name, const data::Batch& b,
+                               const std::vector<size_t>& fields) {
+  std::vector<backend::TensorView> in;
+  in.reserve(fields.size());
+  for (size_t k = 0; k < fields.size(); ++k)
+    in.push_back({const_cast<void*>(b.fields[fields[k]]), input_types_[k]});
+  return executor_->prefetch(name, in);
+}
+
+void Trainer::finish(PassResult& r, double loss_sum, const std::vector<double>& metric_sums) const {
+  r.metrics.clear();
+  for (size_t k = 0; k < metrics_.size(); ++k)
+    r.metrics.push_back(
+        {.name = metrics_[k], .value = r.examples == 0 ? 0 : metric_sums[k] / double(r.examples)});
+  if (r.examples == 0) return;
+  r.loss = loss_sum / static_cast<double>(r.examples);
+  if (accuracy_ >= 0) r.accuracy = r.metrics[static_cast<size_t>(accuracy_)].value;
 }
 
 absl::Status Trainer::writeOnThisProcess(const std::string& name, const HostTensor& value) {
@@ -211,22 +261,28 @@ absl::Status Trainer::feedStep(int64_t step) {
 
 absl::Status Trainer::initialize() { return executor_->run(ir::kInitGraph, {}).status(); }
 
-absl::StatusOr<std::pair<double, int64_t>> Trainer::trainStep(const data::Batch& b) {
-  backend::TensorView in[2] = {{const_cast<float*>(b.images), image_type_},
-                               {const_cast<int32_t*>(b.labels), label_type_}};
+absl::StatusOr<StepResult> Trainer::trainStep(const data::Batch& b) {
+  std::vector<backend::TensorView> in;
+  for (size_t k = 0; k < input_types_.size(); ++k)
+    in.push_back({const_cast<void*>(b.fields[k]), input_types_[k]});
   auto out = executor_->run(ir::kTrainGraph, in);
   if (!out.ok()) return out.status();
-  return std::make_pair((*out)[0].scalar(), static_cast<int64_t>((*out)[1].scalar()));
+  StepResult r{.loss = (*out)[0].scalar()};
+  for (size_t k = 1; k < out->size(); ++k) r.metric_sums.push_back((*out)[k].scalar());
+  return r;
 }
 
 absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const EpochProgress& from,
                                                const StepCallback& on_step) {
   RETURN_IF_ERROR(checkData(loader, ir::kTrainGraph));
+  const std::vector<size_t> fields = fieldsOfInputs(loader, ir::kTrainGraph);
   PassResult r;
   r.steps = from.steps;
   r.examples = from.examples;
   double loss_sum = from.loss_sum;
-  int64_t correct = from.correct;
+  std::vector<double> metric_sums(metrics_.size(), 0.0);
+  if (accuracy_ >= 0)
+    metric_sums[static_cast<size_t>(accuracy_)] = static_cast<double>(from.correct);
   const int64_t total = loader.batchesPerEpoch();
   auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return from.seconds + secondsSince(start); };
@@ -234,30 +290,30 @@ absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const 
   // to the devices, whose copies of it overlap step k. The first batch is handed over
   // here, whatever an earlier pass that stopped early left waiting.
   std::optional<data::Batch> batch = loader.next();
-  if (batch)
-    RETURN_IF_ERROR(handOver(*executor_, ir::kTrainGraph, *batch, image_type_, label_type_));
+  if (batch) RETURN_IF_ERROR(handOver(ir::kTrainGraph, *batch, fields));
   while (batch) {
     // A callback that replaced the module (--split auto) left the batch with the old one.
     if (!executor_->prefetched(ir::kTrainGraph))
-      RETURN_IF_ERROR(handOver(*executor_, ir::kTrainGraph, *batch, image_type_, label_type_));
+      RETURN_IF_ERROR(handOver(ir::kTrainGraph, *batch, fields));
     // The step before has ended (waited for below), so no kernel reads @lr_scale now.
     RETURN_IF_ERROR(feedStep(first_step_ + r.steps));
     RETURN_IF_ERROR(executor_->launch(ir::kTrainGraph));
     const int64_t valid = batch->valid;
     batch = loader.next();  // the step's batch is in staging: the loader may reuse its slot
     const absl::Status handed =
-        batch ? handOver(*executor_, ir::kTrainGraph, *batch, image_type_, label_type_)
-              : absl::OkStatus();
+        batch ? handOver(ir::kTrainGraph, *batch, fields) : absl::OkStatus();
     auto out = executor_->wait();
     if (!out.ok()) return out.status();
     RETURN_IF_ERROR(handed);
     const double loss = (*out)[0].scalar();
     // The step's loss is a mean over the global batch; padding rows add nothing to it.
-    loss_sum += loss * static_cast<double>(image_type_.shape[0]);
-    correct += static_cast<int64_t>((*out)[1].scalar());
+    loss_sum += loss * static_cast<double>(batch_);
+    for (size_t k = 0; k < metric_sums.size(); ++k) metric_sums[k] += (*out)[k + 1].scalar();
     r.examples += valid;
     ++r.steps;
     r.seconds = seconds();
+    const int64_t correct =
+        accuracy_ >= 0 ? static_cast<int64_t>(metric_sums[static_cast<size_t>(accuracy_)]) : 0;
     if (on_step && !on_step({.step = r.steps,
                              .steps = total,
                              .examples = r.examples,
@@ -270,34 +326,33 @@ absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const 
       break;
     }
   }
+  RETURN_IF_ERROR(loader.status());
   r.seconds = seconds();
-  finish(r, loss_sum, correct);
+  finish(r, loss_sum, metric_sums);
   return r;
 }
 
 absl::StatusOr<PassResult> Trainer::evaluate(data::BatchLoader& loader,
                                              const std::function<bool()>& keep_going) {
   RETURN_IF_ERROR(checkData(loader, ir::kEvalGraph));
+  const std::vector<size_t> fields = fieldsOfInputs(loader, ir::kEvalGraph);
   PassResult r;
   double loss_sum = 0;
-  int64_t correct = 0;
+  std::vector<double> metric_sums(metrics_.size(), 0.0);
   auto start = std::chrono::steady_clock::now();
   // Batch k+1 handed over while step k runs, as in trainEpoch.
   std::optional<data::Batch> batch = loader.next();
-  if (batch)
-    RETURN_IF_ERROR(handOver(*executor_, ir::kEvalGraph, *batch, image_type_, label_type_));
+  if (batch) RETURN_IF_ERROR(handOver(ir::kEvalGraph, *batch, fields));
   while (batch) {
     RETURN_IF_ERROR(executor_->launch(ir::kEvalGraph));
     const int64_t valid = batch->valid;
     batch = loader.next();
-    const absl::Status handed =
-        batch ? handOver(*executor_, ir::kEvalGraph, *batch, image_type_, label_type_)
-              : absl::OkStatus();
+    const absl::Status handed = batch ? handOver(ir::kEvalGraph, *batch, fields) : absl::OkStatus();
     auto out = executor_->wait();
     if (!out.ok()) return out.status();
     RETURN_IF_ERROR(handed);
     loss_sum += (*out)[0].scalar();  // eval_step sums the loss
-    correct += static_cast<int64_t>((*out)[1].scalar());
+    for (size_t k = 0; k < metric_sums.size(); ++k) metric_sums[k] += (*out)[k + 1].scalar();
     r.examples += valid;
     ++r.steps;
     if (keep_going && !keep_going()) {
@@ -305,8 +360,9 @@ absl::StatusOr<PassResult> Trainer::evaluate(data::BatchLoader& loader,
       break;
     }
   }
+  RETURN_IF_ERROR(loader.status());
   r.seconds = secondsSince(start);
-  finish(r, loss_sum, correct);
+  finish(r, loss_sum, metric_sums);
   return r;
 }
 

@@ -4,7 +4,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "ir/ir.h"
@@ -14,10 +16,19 @@
 
 namespace tandem::runtime {
 
-/// Loss and accuracy of one pass over some batches.
+/// A model's metric over a pass: its sum over the examples, divided by them.
+struct MetricValue {
+  std::string name;
+  double value = 0;
+  bool operator==(const MetricValue&) const = default;
+};
+
+/// Loss and metrics of one pass over some batches.
 struct PassResult {
-  double loss = 0;      // mean per example
-  double accuracy = 0;  // fraction correct
+  double loss = 0;  // mean per example
+  /// Every metric the step returns, in its order, each per example.
+  std::vector<MetricValue> metrics;
+  double accuracy = 0;  // a classifier's metric `accuracy` (fraction correct); 0 for others
   int64_t examples = 0;
   int64_t steps = 0;
   double seconds = 0;
@@ -32,7 +43,14 @@ struct StepReport {
   double loss = 0;              // this step's mean loss
   double mean_loss = 0;         // over the epoch so far
   double loss_sum = 0;          // the epoch's summed loss so far (what mean_loss divides)
-  int64_t correct = 0;          // correct predictions so far in the epoch
+  int64_t correct = 0;          // a classifier's correct predictions so far in the epoch
+};
+
+/// What one step returns: its loss (a mean over the global batch) and each metric's sum
+/// over the batch, in the step's order.
+struct StepResult {
+  double loss = 0;
+  std::vector<double> metric_sums;
 };
 
 /// An epoch's steps done and their sums: what a checkpoint taken inside an epoch carries,
@@ -43,20 +61,24 @@ struct EpochProgress {
   double seconds = 0;
 };
 
-/// Runs a compiled classifier module (train_step(%x, %y) and eval_step(%x, %y) returning
-/// loss and correct count, after the default pipeline) on an Executor. Owns nothing of the
-/// data: batches come from a BatchLoader. How the module was built is not its business.
+/// Runs a compiled module (train_step and eval_step of the same inputs, returning the loss
+/// and then one sum per metric, after the default pipeline; frontend/model.h's contract) on
+/// an Executor. Owns nothing of the data: batches come from a BatchLoader, whose fields feed
+/// the inputs of the same names. How the module was built is not its business.
 class Trainer {
  public:
+  /// `metrics` names the step's returned values after the loss, in order (ModelSpec's
+  /// metrics; `accuracy` is a classifier's correct count).
   static absl::StatusOr<std::unique_ptr<Trainer>> create(std::unique_ptr<ir::Module> compiled,
+                                                         std::vector<std::string> metrics,
                                                          ExecutorOptions options = {});
 
   /// Runs @init: parameters drawn on the first device and broadcast to all.
   absl::Status initialize();
 
-  /// One training step on a batch (all `batch` rows are used; padding rows, label -1,
-  /// count for nothing). Returns the batch's mean loss and its correct count.
-  absl::StatusOr<std::pair<double, int64_t>> trainStep(const data::Batch& batch);
+  /// One training step on a batch whose fields are @train_step's inputs in their order (all
+  /// `batch` rows are used; padding rows, label -1, count for nothing).
+  absl::StatusOr<StepResult> trainStep(const data::Batch& batch);
 
   /// Called after every step; returning false ends the epoch there.
   using StepCallback = std::function<bool(const StepReport&)>;
@@ -96,10 +118,10 @@ class Trainer {
   /// Executor::setBeforeNodeHook, kept across replaceModule.
   void setBeforeNodeHook(std::function<void(const ir::Node&, size_t device)> hook);
 
-  /// OK when the loader's batches fit graph `name` (@train_step or @eval_step): as many
-  /// rows as its inputs, each example of the shape of its images input ([N, C, H, W]: C, H
-  /// and W), labels within the classes of its logits, and at least one example in the
-  /// data. Else an error naming the data's file, what it holds and what the module takes.
+  /// OK when the loader's batches fit graph `name` (@train_step or @eval_step): a field of
+  /// each input's name, dtype and per-example shape, as many rows as the inputs, a
+  /// classifier's labels within the classes of its logits, and at least one example in the
+  /// data. Else an error naming the data, what it holds and what the module takes.
   /// trainEpoch and evaluate check this before their first step; a caller may check first
   /// (before anything runs).
   absl::Status checkData(const data::BatchLoader& loader, absl::string_view name) const;
@@ -110,8 +132,11 @@ class Trainer {
   absl::StatusOr<std::pair<int64_t, int64_t>> rowsOfThisProcess(absl::string_view name) const;
 
   Executor& executor() { return *executor_; }
-  const ir::TensorType& imageType() const { return image_type_; }
-  const ir::TensorType& labelType() const { return label_type_; }
+  /// The global batch of the compiled step (its inputs' first axis).
+  int64_t batch() const { return batch_; }
+  /// The step's inputs' types (batch first), in order.
+  const std::vector<ir::TensorType>& inputTypes() const { return input_types_; }
+  const std::vector<std::string>& metricNames() const { return metrics_; }
 
  private:
   std::unique_ptr<Executor> executor_;
@@ -121,10 +146,24 @@ class Trainer {
   /// Writes `value` to variable `name`'s replica on every device of this process.
   absl::Status writeOnThisProcess(const std::string& name, const HostTensor& value);
 
+  /// Which field of the loader's batches feeds each input of graph `name` (checked by
+  /// checkData first).
+  std::vector<size_t> fieldsOfInputs(const data::BatchLoader& loader, absl::string_view name) const;
+  /// Hands `batch` to graph `name`'s next launch, its fields picked by `fields`.
+  absl::Status handOver(absl::string_view name, const data::Batch& batch,
+                        const std::vector<size_t>& fields);
+  /// Reads the inputs' types and the batch from the module's @train_step.
+  void readSignature();
+  /// The accuracy (`accuracy`'s sums over the examples) and every metric of a pass.
+  void finish(PassResult& r, double loss_sum, const std::vector<double>& metric_sums) const;
+
   std::function<void(const ir::Node&, size_t)> hook_;
   int64_t first_step_ = 0;
   std::optional<LrSchedule> schedule_;
-  ir::TensorType image_type_, label_type_;
+  std::vector<ir::TensorType> input_types_;
+  int64_t batch_ = 0;
+  std::vector<std::string> metrics_;
+  int accuracy_ = -1;  // the index of metric `accuracy`, -1 when none
 };
 
 }  // namespace tandem::runtime

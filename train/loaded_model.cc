@@ -6,11 +6,11 @@
 namespace tandem::training {
 
 std::vector<int64_t> perDeviceBatch(const ir::Module& m) {
-  for (const auto& n : m.graph(ir::kTrainGraph)->nodes())
-    if (ir::SplitView::is(*n) && ir::InputView::is(*n->operand(0)->def()) &&
-        n->operand(0)->type().shape.size() == 4)
-      return ir::SplitView(*n).sizes();
-  return {m.graph(ir::kTrainGraph)->inputs()[0]->result()->type().shape[0]};
+  const ir::Graph& step = *m.graph(ir::kTrainGraph);
+  const ir::Value* first = step.inputs()[0]->result();  // every input is split alike
+  for (const auto& n : step.nodes())
+    if (ir::SplitView::is(*n) && ir::SplitView(*n).x() == first) return ir::SplitView(*n).sizes();
+  return {first->type().shape[0]};
 }
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::create(
@@ -18,10 +18,10 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::create(
     const runtime::data::Dataset& test, Options options) {
   std::unique_ptr<LoadedModel> s(new LoadedModel());
   s->options_ = std::move(options);
-  ASSIGN_OR_RETURN(s->trainer_,
-                   runtime::Trainer::create(std::move(compiled), s->options_.executor));
+  ASSIGN_OR_RETURN(s->trainer_, runtime::Trainer::create(std::move(compiled), s->options_.metrics,
+                                                         s->options_.executor));
   if (s->options_.schedule) s->trainer_->setLearningRateSchedule(s->options_.schedule);
-  s->batch_ = s->trainer_->imageType().shape[0];
+  s->batch_ = s->trainer_->batch();
   s->train_loader_ = std::make_unique<runtime::data::BatchLoader>(
       train, s->batch_, /*shuffle=*/true, s->options_.seed, /*drop_last=*/true);
   s->test_loader_ = std::make_unique<runtime::data::BatchLoader>(

@@ -1,6 +1,6 @@
 #pragma once
 
-// A compiled classifier on its devices with the data it trains and evaluates on: the
+// A compiled model on its devices with the data it trains and evaluates on: the
 // executor, the trainer and the two batch loaders, which TrainingSession
 // (train/training_session.h) drives through the epochs of a run.
 
@@ -38,6 +38,8 @@ class LoadedModel {
     /// name and model_settings.h's resumeSettings).
     std::string model;
     std::vector<std::pair<std::string, std::string>> settings;
+    /// The names of the step's metrics, in order (buildModule's).
+    std::vector<std::string> metrics;
   };
 
   /// Loads `compiled` onto its devices and makes the loaders of `train` (shuffled, last

@@ -189,7 +189,8 @@ absl::Status TrainingSession::compileAndLoad() {
                                 .seed = config_.seed,
                                 .schedule = scheduled() ? std::optional(schedule_) : std::nullopt,
                                 .model = choice_.spec.name,
-                                .settings = resumeSettings()}));
+                                .settings = resumeSettings(),
+                                .metrics = choice_.spec.metrics}));
   listener_.onActivity("initializing the variables");
   RETURN_IF_ERROR(model_->initialize());
   if (!resumed_) RETURN_IF_ERROR(listener_.onInitialized(executor()));

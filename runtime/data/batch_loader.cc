@@ -35,16 +35,37 @@ std::vector<int64_t> epochPermutation(int64_t n, uint64_t seed, int epoch) {
   return order;
 }
 
-BatchLoader::BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed,
+BatchLoader::BatchLoader(const ExampleSource& data, int64_t batch, bool shuffle, uint64_t seed,
                          bool drop_last, int prefetch)
     : data_(data), batch_(batch), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {
   assert(batch > 0 && "BatchLoader needs a positive batch size");
+  const std::vector<Field>& fields = data_.fields();
+  for (size_t f = 0; f < fields.size(); ++f) {
+    field_bytes_.push_back(fields[f].bytes());
+    if (fields[f].name == data_.classLabels().first) label_field_ = static_cast<int>(f);
+  }
   slots_.resize(static_cast<size_t>(std::max(prefetch, 1)) + 1);
   for (Slot& slot : slots_) {
-    slot.images.assign(static_cast<size_t>(batch_ * data_.exampleSize()), 0.0f);
-    slot.labels.assign(static_cast<size_t>(batch_), -1);
+    for (int64_t bytes : field_bytes_) {
+      slot.fields.emplace_back(static_cast<size_t>(batch_ * bytes));
+      slot.views.push_back(slot.fields.back().data());
+    }
+    padRows(slot, 0, batch_);
   }
   producer_ = std::thread([this] { produce(); });
+}
+
+BatchLoader::BatchLoader(const Dataset& data, int64_t batch, bool shuffle, uint64_t seed,
+                         bool drop_last, int prefetch)
+    : BatchLoader(std::make_unique<DatasetSource>(
+                      // Not owned: the caller keeps `data` (an aliasing pointer to it).
+                      std::shared_ptr<const Dataset>(std::shared_ptr<const Dataset>(), &data)),
+                  batch, shuffle, seed, drop_last, prefetch) {}
+
+BatchLoader::BatchLoader(std::unique_ptr<const ExampleSource> owned, int64_t batch, bool shuffle,
+                         uint64_t seed, bool drop_last, int prefetch)
+    : BatchLoader(*owned, batch, shuffle, seed, drop_last, prefetch) {
+  owned_ = std::move(owned);
 }
 
 BatchLoader::~BatchLoader() {
@@ -57,7 +78,8 @@ BatchLoader::~BatchLoader() {
 }
 
 int64_t BatchLoader::batchesPerEpoch() const {
-  return drop_last_ ? data_.count / batch_ : (data_.count + batch_ - 1) / batch_;
+  const int64_t count = data_.size();
+  return drop_last_ ? count / batch_ : (count + batch_ - 1) / batch_;
 }
 
 void BatchLoader::startEpoch(int epoch, int64_t first_batch) {
@@ -71,6 +93,7 @@ void BatchLoader::startEpoch(int epoch, int64_t first_batch) {
     // Batch i of an epoch depends only on (seed, epoch, i), so skipping is counting.
     produced_ = std::clamp<int64_t>(first_batch, 0, batchesPerEpoch());
     consumed_ = produced_;
+    status_ = absl::OkStatus();
   }
   space_.notify_one();
 }
@@ -87,14 +110,20 @@ std::optional<Batch> BatchLoader::next() {
     held_ = false;
     space_.notify_one();
   }
-  if (generation_ == 0 || consumed_ >= batchesPerEpoch()) return std::nullopt;
-  ready_.wait(lock, [&] { return filled_ > 0; });
+  if (generation_ == 0 || consumed_ >= batchesPerEpoch() || !status_.ok()) return std::nullopt;
+  ready_.wait(lock, [&] { return filled_ > 0 || !status_.ok(); });
+  if (filled_ == 0) return std::nullopt;  // an example could not be read
   const Slot& slot = slots_[head_];
   head_ = (head_ + 1) % slots_.size();
   --filled_;
   held_ = true;
   ++consumed_;
-  return Batch{slot.images.data(), slot.labels.data(), slot.valid, slot.index};
+  return Batch{slot.views, slot.valid, slot.index};
+}
+
+absl::Status BatchLoader::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
 }
 
 void BatchLoader::produce() {
@@ -104,15 +133,15 @@ void BatchLoader::produce() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     space_.wait(lock, [&] {
-      return stop_ ||
-             (generation_ != 0 && produced_ < total && filled_ + (held_ ? 1 : 0) < slots_.size());
+      return stop_ || (generation_ != 0 && status_.ok() && produced_ < total &&
+                       filled_ + (held_ ? 1 : 0) < slots_.size());
     });
     if (stop_) return;
     const uint64_t generation = generation_;
     if (shuffle_ && order_generation != generation) {
       const int epoch = epoch_;
       lock.unlock();
-      order = epochPermutation(data_.count, seed_, epoch);
+      order = epochPermutation(data_.size(), seed_, epoch);
       lock.lock();
       order_generation = generation;
       continue;  // startEpoch may have come meanwhile: look again
@@ -120,47 +149,54 @@ void BatchLoader::produce() {
     // The slot after the filled ones is neither filled nor the consumer's (see the ring
     // invariant in the header), and only this thread writes slots, so it is filled unlocked.
     const int64_t index = produced_;
+    const int epoch = epoch_;
     Slot& slot = slots_[(head_ + filled_) % slots_.size()];
     const int64_t row_first = row_first_, row_end = row_end_ < 0 ? batch_ : row_end_;
     lock.unlock();
-    fill(slot, index, order, row_first, row_end);
+    fill(slot, epoch, index, order, row_first, row_end);
     lock.lock();
     if (generation_ != generation) continue;  // a restarted epoch: this batch is stale
+    if (!slot.status.ok()) {
+      status_ = slot.status;
+      ready_.notify_one();
+      continue;
+    }
     ++filled_;
     ++produced_;
     ready_.notify_one();
   }
 }
 
-void BatchLoader::fill(Slot& slot, int64_t index, const std::vector<int64_t>& order,
+void BatchLoader::padRows(Slot& slot, int64_t first, int64_t end) const {
+  for (size_t f = 0; f < slot.fields.size(); ++f) {
+    std::byte* rows = slot.fields[f].data();
+    std::fill(rows + first * field_bytes_[f], rows + end * field_bytes_[f], std::byte{0});
+  }
+  if (label_field_ >= 0) {
+    // -1 in every element of a label row: the loss and accuracy ignore negative labels.
+    std::byte* labels = slot.fields[static_cast<size_t>(label_field_)].data();
+    const int64_t bytes = field_bytes_[static_cast<size_t>(label_field_)];
+    std::fill(labels + first * bytes, labels + end * bytes, std::byte{0xff});
+  }
+}
+
+void BatchLoader::fill(Slot& slot, int epoch, int64_t index, const std::vector<int64_t>& order,
                        int64_t row_first, int64_t row_end) {
-  const int64_t size = data_.exampleSize();
   const int64_t first = index * batch_;
-  const int64_t valid = std::min(batch_, data_.count - first);
-  if (row_first > 0 || row_end < batch_) {  // one process's rows: the rest are never read
-    for (int64_t r = row_first; r < row_end; ++r) {
-      if (r < valid) {
-        const int64_t src = order.empty() ? first + r : order[first + r];
-        std::memcpy(slot.images.data() + r * size, data_.images.data() + src * size,
-                    sizeof(float) * size);
-        slot.labels[r] = data_.labels[src];
-      } else {
-        std::fill(slot.images.begin() + r * size, slot.images.begin() + (r + 1) * size, 0.0f);
-        slot.labels[r] = -1;
-      }
-    }
-    slot.valid = valid;
-    slot.index = index;
-    return;
+  const int64_t valid = std::min(batch_, data_.size() - first);
+  // One process's rows (row_first, row_end) are read; the others are never read by its
+  // devices, and stay as the slot was made (padding).
+  const int64_t real_end = std::min(row_end, valid);
+  std::vector<void*> out(slot.fields.size());
+  slot.status = absl::OkStatus();
+  for (int64_t r = row_first; r < real_end; ++r) {
+    const int64_t position = first + r;
+    const int64_t src = order.empty() ? position : order[static_cast<size_t>(position)];
+    for (size_t f = 0; f < out.size(); ++f) out[f] = slot.fields[f].data() + r * field_bytes_[f];
+    slot.status = data_.read(src, {.seed = seed_, .epoch = epoch, .position = position}, out);
+    if (!slot.status.ok()) return;
   }
-  for (int64_t r = 0; r < valid; ++r) {
-    const int64_t src = order.empty() ? first + r : order[first + r];
-    std::memcpy(slot.images.data() + r * size, data_.images.data() + src * size,
-                sizeof(float) * size);
-    slot.labels[r] = data_.labels[src];
-  }
-  std::fill(slot.images.begin() + valid * size, slot.images.end(), 0.0f);
-  std::fill(slot.labels.begin() + valid, slot.labels.end(), -1);
+  padRows(slot, std::max(row_first, real_end), row_end);
   slot.valid = valid;
   slot.index = index;
 }

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "runtime/data/fashion_mnist_source.h"
+#include "runtime/data/dataset_source.h"
 #include "runtime/data/image_folder_source.h"
 #include "runtime/data/numpy_source.h"
 #include "runtime/data/subset_source.h"
@@ -133,7 +133,7 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> openKind(absl::string_view spec,
       colon == absl::string_view::npos ? absl::string_view() : spec.substr(colon + 1);
   if (kind == "fashion-mnist") {
     const std::string dir = rest.empty() ? std::string(kDefaultFashionMnistDir) : std::string(rest);
-    auto s = FashionMnistSource::open(dir, options.split, options.limit, options.setting);
+    auto s = DatasetSource::openFashionMnist(dir, options.split, options.limit, options.setting);
     if (!s.ok()) return s.status();
     return std::unique_ptr<ExampleSource>(*std::move(s));
   }

@@ -70,7 +70,7 @@ Trained train(const std::string& model, const TrainSetup& o, const std::vector<O
   EXPECT_TRUE(module.ok()) << module.status();
   if (!module.ok()) return r;
   exec.seed = o.seed;
-  auto t = runtime::Trainer::create(std::move(*module), exec);
+  auto t = runtime::Trainer::create(std::move(*module), spec->metrics, exec);
   EXPECT_TRUE(t.ok()) << t.status();
   if (!t.ok()) return r;
   absl::Status init = (*t)->initialize();
@@ -96,7 +96,7 @@ Trained train(const std::string& model, const TrainSetup& o, const std::vector<O
     auto step = (*t)->trainStep(b.view());
     EXPECT_TRUE(step.ok()) << step.status();
     if (!step.ok()) return r;
-    r.losses.push_back(step->first);
+    r.losses.push_back(step->loss);
   }
   r.trainer = std::move(*t);
   return r;

@@ -127,7 +127,7 @@ void expectPyTorchsAdamw(int devices, const std::string& name = "adamw_mlp_train
     }
     auto r = (*t)->trainStep(b.view());
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_NEAR(r->first, losses.values[size_t(step)], 1e-5 * losses.values[size_t(step)])
+    EXPECT_NEAR(r->loss, losses.values[size_t(step)], 1e-5 * losses.values[size_t(step)])
         << "step " << step;
   }
   for (const auto& [name, scale] : params)

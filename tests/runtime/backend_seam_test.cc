@@ -284,7 +284,7 @@ TEST(BackendSeam, TheTrainerHandsTheNextBatchOverWhileTheStepRuns) {
   Recorder recorder;
   RecordingBackend backend(recorder, /*records_steps=*/false, /*prefetches=*/true);
   backend::ScopedBackendOverride use(backend);
-  auto trainer = runtime::Trainer::create(lenetOn(2, 0.2));
+  auto trainer = runtime::Trainer::create(lenetOn(2, 0.2), {"accuracy"});
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   ASSERT_TRUE((*trainer)->initialize().ok());
   const runtime::data::Dataset train = syntheticData(3 * 32 + 5), test = syntheticData(40);

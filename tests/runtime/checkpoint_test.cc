@@ -548,8 +548,8 @@ TEST(CheckpointDataOrder, StartingAnEpochAtABatchSkipsExactlyThoseBatches) {
     auto a = whole.next(), b = skipped.next();
     ASSERT_TRUE(a && b);
     EXPECT_EQ(a->index, b->index);
-    EXPECT_EQ(std::memcmp(a->labels, b->labels, 10 * sizeof(int32_t)), 0);
-    EXPECT_EQ(std::memcmp(a->images, b->images, 10 * 28 * 28 * sizeof(float)), 0);
+    EXPECT_EQ(std::memcmp(a->fields[1], b->fields[1], 10 * sizeof(int32_t)), 0);
+    EXPECT_EQ(std::memcmp(a->fields[0], b->fields[0], 10 * 28 * 28 * sizeof(float)), 0);
   }
   EXPECT_FALSE(whole.next());
   EXPECT_FALSE(skipped.next());

@@ -387,14 +387,14 @@ std::vector<std::vector<int64_t>> runEpoch(BatchLoader& loader, int epoch, int64
     EXPECT_EQ(b->index, static_cast<int64_t>(out.size()));
     std::vector<int64_t> ids;
     for (int64_t r = 0; r < batch; ++r) {
-      const float* image = b->images + r * 4;
+      const float* image = b->field<float>(0) + r * 4;
       if (r < b->valid) {
         const auto id = static_cast<int64_t>(image[0]);
         ids.push_back(id);
-        EXPECT_EQ(b->labels[r], id % 10);
+        EXPECT_EQ(b->field<int32_t>(1)[r], id % 10);
         EXPECT_EQ(image[3], 1.0f);
       } else {
-        EXPECT_EQ(b->labels[r], -1) << "padding row " << r;
+        EXPECT_EQ(b->field<int32_t>(1)[r], -1) << "padding row " << r;
         EXPECT_THAT(std::vector<float>(image, image + 4), ElementsAre(0, 0, 0, 0));
       }
     }
@@ -435,8 +435,9 @@ TEST(BatchLoader, RowsOfOneProcess) {
     EXPECT_EQ(p->valid, w->valid);
     for (int64_t r = 0; r < 4; ++r) {
       const bool mine = r >= 1 && r < 3;
-      EXPECT_EQ(p->labels[r], mine ? w->labels[r] : -1) << "batch " << batches << " row " << r;
-      EXPECT_EQ(p->images[r * 4], mine ? w->images[r * 4] : 0.0f);
+      EXPECT_EQ(p->field<int32_t>(1)[r], mine ? w->field<int32_t>(1)[r] : -1)
+          << "batch " << batches << " row " << r;
+      EXPECT_EQ(p->field<float>(0)[r * 4], mine ? w->field<float>(0)[r * 4] : 0.0f);
     }
     ++batches;
   }

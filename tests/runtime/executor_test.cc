@@ -165,7 +165,7 @@ TEST(Executor, ResNet18LossDecreasesOnAFixedBatch) {
   for (int i = 0; i < 3; ++i) {  // two updates, and the loss after them
     auto r = (*t)->trainStep(batch[0].view());
     ASSERT_TRUE(r.ok()) << r.status();
-    losses.push_back(r->first);
+    losses.push_back(r->loss);
   }
   EXPECT_LT(losses[1], losses[0]);
   EXPECT_LT(losses[2], losses[1]);

@@ -131,7 +131,7 @@ TEST(Fusion, FirstStepLossAndEveryGradientEqualUnfused) {
       auto step = (*t)->trainStep(batches[0].view());
       EXPECT_TRUE(step.ok()) << step.status();
       Snapshot after = snapshot(**t);
-      Run r{step.ok() ? step->first : 0, {}};
+      Run r{step.ok() ? step->loss : 0, {}};
       const ir::Module& m = (*t)->executor().module();
       for (auto& [name, replicas] : before) {
         if (m.findVar(name)->role != ir::VarRole::kParam) continue;
@@ -174,8 +174,8 @@ TEST(Fusion, FoldedEvaluationEqualsUnfused) {
   ASSERT_TRUE(fused && unfused);
   auto eval = randomBatches(1, 8, 13);
   const runtime::data::Batch b = eval[0].view();
-  backend::TensorView in[2] = {{const_cast<float*>(b.images), fused->imageType()},
-                               {const_cast<int32_t*>(b.labels), fused->labelType()}};
+  backend::TensorView in[2] = {{const_cast<void*>(b.fields[0]), fused->inputTypes()[0]},
+                               {const_cast<void*>(b.fields[1]), fused->inputTypes()[1]}};
   auto f = fused->executor().run(ir::kEvalGraph, in);
   auto u = unfused->executor().run(ir::kEvalGraph, in);
   ASSERT_TRUE(f.ok() && u.ok());

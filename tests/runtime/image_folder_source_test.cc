@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/data/fashion_mnist_source.h"
+#include "runtime/data/dataset_source.h"
 #include "runtime/data/open_source.h"
 #include "tests/test_util.h"
 
@@ -97,7 +97,7 @@ TEST_F(ImageFolderTest, FashionMnistPngFolderEqualsIdxFiles) {
       "/usr/bin/python3", {testing::sourcePath("tests/runtime/write_image_folder.py"),
                            testing::kFashionMnistDir, dir_, std::to_string(kCount)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto idx = FashionMnistSource::open(testing::kFashionMnistDir, Split::kTrain, kCount);
+  auto idx = DatasetSource::openFashionMnist(testing::kFashionMnistDir, Split::kTrain, kCount);
   ASSERT_TRUE(idx.ok()) << idx.status();
   for (bool by_name : {false, true}) {
     SCOPED_TRACE(by_name ? "by name" : "class by class");

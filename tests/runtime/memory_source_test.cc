@@ -1,4 +1,4 @@
-// MemorySource (arrays a program holds) and FashionMnistSource (today's IDX data) as
+// MemorySource (arrays a program holds) and DatasetSource (today's IDX data) as
 // ExampleSources.
 
 #include "runtime/data/memory_source.h"
@@ -8,7 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/data/fashion_mnist_source.h"
+#include "runtime/data/dataset_source.h"
 #include "tests/test_util.h"
 
 namespace tandem::runtime::data {
@@ -54,9 +54,9 @@ TEST(MemorySource, RefusesArraysThatDisagree) {
             "memory: label 10 of example 1 is out of range [0, 10)");
 }
 
-TEST(FashionMnistSource, ExamplesAreTheDatasets) {
+TEST(DatasetSource, ExamplesAreTheDatasets) {
   TANDEM_NEED_INSTALLED(testing::whyNoFashionMnist());
-  auto source = FashionMnistSource::open(testing::kFashionMnistDir, Split::kTest, 50);
+  auto source = DatasetSource::openFashionMnist(testing::kFashionMnistDir, Split::kTest, 50);
   ASSERT_TRUE(source.ok()) << source.status();
   const ExampleSource& s = **source;
   EXPECT_EQ(s.where(), std::string("fashion-mnist:") + testing::kFashionMnistDir);

@@ -187,9 +187,9 @@ Figures trainStepByStep(runtime::Trainer& t, const runtime::data::Dataset& train
       auto step = t.trainStep(*b);
       EXPECT_TRUE(step.ok()) << step.status();
       if (!step.ok()) break;
-      f.losses.push_back(step->first);
-      loss_sum += step->first * static_cast<double>(batch);
-      correct += step->second;
+      f.losses.push_back(step->loss);
+      loss_sum += step->loss * static_cast<double>(batch);
+      correct += static_cast<int64_t>(step->metric_sums[0]);
       r.examples += b->valid;
       if (++r.steps == max_steps) break;
     }
@@ -203,8 +203,8 @@ Figures trainStepByStep(runtime::Trainer& t, const runtime::data::Dataset& train
     int64_t correct = 0;
     test_loader.startEpoch(0);
     while (auto b = test_loader.next()) {
-      backend::TensorView in[2] = {{const_cast<float*>(b->images), t.imageType()},
-                                   {const_cast<int32_t*>(b->labels), t.labelType()}};
+      backend::TensorView in[2] = {{const_cast<void*>(b->fields[0]), t.inputTypes()[0]},
+                                   {const_cast<void*>(b->fields[1]), t.inputTypes()[1]}};
       auto out = t.executor().run(ir::kEvalGraph, in);
       EXPECT_TRUE(out.ok()) << out.status();
       if (!out.ok()) break;

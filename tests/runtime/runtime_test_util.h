@@ -2,6 +2,7 @@
 
 // Synthetic batches and parameter snapshots for the executor and trainer tests.
 
+#include <array>
 #include <map>
 #include <random>
 #include <string>
@@ -21,9 +22,12 @@ namespace tandem::testing {
 struct OwnedBatch {
   std::vector<float> images;
   std::vector<int32_t> labels;
+  /// The batch as the trainer takes it: fields x and y, @train_step's inputs.
   runtime::data::Batch view() const {
-    return {images.data(), labels.data(), static_cast<int64_t>(labels.size()), 0};
+    fields = {images.data(), labels.data()};
+    return {fields, static_cast<int64_t>(labels.size()), 0};
   }
+  mutable std::array<const void*, 2> fields{};  // what view() spans
 };
 
 inline std::vector<OwnedBatch> randomBatches(int count, int64_t batch, uint32_t seed) {
@@ -103,7 +107,7 @@ inline absl::StatusOr<std::unique_ptr<runtime::Trainer>> makeTrainer(const Model
   auto module = training::compileModel(spec, compileOptions(o));
   if (!module.ok()) return module.status();
   return runtime::Trainer::create(
-      std::move(*module),
+      std::move(*module), spec.metrics,
       {.seed = o.seed,
        .backend_options = {{"threads_per_device", o.threads_per_device},
                            {"conv_algorithm", backend::toString(o.conv_algorithm)}},

@@ -1,6 +1,7 @@
 #pragma once
 
-// Fashion-MNIST (today's default data) as a source: fields x: f32[1,28,28] and y: i32[].
+// A labelled image set held in memory (Dataset: Fashion-MNIST's IDX files, the API's
+// Examples) as a source of examples: fields `x` (f32 [C, H, W]) and `y` (i32 class id).
 
 #include <memory>
 #include <string>
@@ -13,19 +14,18 @@
 
 namespace tandem::runtime::data {
 
-/// A Dataset read from IDX files (readIdxPair, loadFashionMnist) as a source. Fields
-/// x: f32[channels,rows,cols] and y: i32[]; class labels {"y", data.classes}.
-class FashionMnistSource : public ExampleSource {
+class DatasetSource final : public ExampleSource {
  public:
-  /// `dir`: where the files came from ("fashion-mnist:DIR" is where()).
-  FashionMnistSource(std::shared_ptr<const Dataset> data, std::string dir);
-  /// loadFashionMnist(dir, split, limit, dir_setting) as a source.
-  static absl::StatusOr<std::unique_ptr<FashionMnistSource>> open(
+  /// `where` names the source in messages; empty: the images' file (Dataset::source).
+  explicit DatasetSource(std::shared_ptr<const Dataset> data, std::string where = "");
+  /// One half of Fashion-MNIST's files in `dir` (loadFashionMnist), named
+  /// "fashion-mnist:DIR".
+  static absl::StatusOr<std::unique_ptr<DatasetSource>> openFashionMnist(
       const std::string& dir, Split split, int64_t limit = 0,
       absl::string_view dir_setting = "data");
 
   const Dataset& dataset() const { return *data_; }
-  std::string where() const override;
+  std::string where() const override { return where_; }
   int64_t size() const override { return data_->count; }
   const std::vector<Field>& fields() const override { return fields_; }
   absl::Status read(int64_t index, const ExampleKey& key,
@@ -34,7 +34,7 @@ class FashionMnistSource : public ExampleSource {
 
  private:
   std::shared_ptr<const Dataset> data_;
-  std::string dir_;
+  std::string where_;
   std::vector<Field> fields_;
 };
 
