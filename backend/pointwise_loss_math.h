@@ -34,8 +34,8 @@ struct MseLossMath {
   }
 };
 
-/// sign(d) as torch's sgn: 0 at 0, NaN for NaN.
-TANDEM_HD double lossSign(double d) { return d > 0.0 ? 1.0 : d < 0.0 ? -1.0 : d == 0.0 ? 0.0 : d; }
+/// sign(d) as PyTorch's (x > 0) - (x < 0): 0 at 0 and for NaN too.
+TANDEM_HD double lossSign(double d) { return d > 0.0 ? 1.0 : d < 0.0 ? -1.0 : 0.0; }
 
 /// nn.L1Loss: |x - t|; its gradient sign(x - t) (0 where they are equal).
 struct L1LossMath {

@@ -187,7 +187,10 @@ TEST(PointwiseLossMath, StableAndContinuousAtTheEdges) {
               backend::SmoothL1LossMath::forward(0.5000001f, 0.0f, beta), 1e-6);
   EXPECT_EQ(backend::SmoothL1LossMath::backward(0.5f, 0.0f, beta, 1.0), 1.0f);
   EXPECT_EQ(backend::L1LossMath::backward(2.0f, 2.0f, 0.0, 1.0), 0.0f);
-  EXPECT_TRUE(std::isnan(backend::L1LossMath::backward(NAN, 2.0f, 0.0, 1.0)));
+  // PyTorch's sign of a NaN difference is 0 (its kernel's (d > 0) - (d < 0)).
+  EXPECT_EQ(backend::L1LossMath::backward(NAN, 2.0f, 0.0, 1.0), 0.0f);
+  // Smooth L1 with beta = 0 takes PyTorch's first branch at d = 0: d <= -beta gives -1.
+  EXPECT_EQ(backend::SmoothL1LossMath::backward(2.0f, 2.0f, 0.0, 1.0), -1.0f);
 }
 
 // ---- softmax_cross_entropy: class axis, ignore_index, weights, smoothing, total ----------
