@@ -65,8 +65,7 @@ TEST(LossBuilder, CrossEntropyWiresATotalOnlyForADataDependentMean) {
   EXPECT_TRUE(s.nodesOf(ir::Op::kTargetWeightSum).empty());
 
   Tensor ignoring = s.b.crossEntropy(s.x, s.labels, {.axis = 2, .ignore_index = 0});
-  Tensor weighted =
-      s.b.crossEntropy(s.x, s.labels, {.axis = -1, .class_weights = {3, 1, 1, 1, 2}});
+  Tensor weighted = s.b.crossEntropy(s.x, s.labels, {.axis = -1, .class_weights = {3, 1, 1, 1, 2}});
   Tensor summed = s.b.crossEntropy(
       s.x, s.labels,
       {.reduction = ir::Reduction::kSum, .axis = -1, .ignore_index = 0, .label_smoothing = 0.1});
@@ -111,9 +110,9 @@ TEST(LossBuilder, BadOptionsAreErrorsNamingTheLayerAndTheLine) {
     Tensor loss = s.b.crossEntropy(s.x, s.labels, c.o);
     EXPECT_FALSE(loss.valid());
     const std::string msg(s.b.status().message());
-    EXPECT_NE(msg.find(absl::StrCat("layer loss (softmax_cross_entropy) at loss_builder_test.cc:",
-                                    line)),
-              std::string::npos)
+    EXPECT_NE(
+        msg.find(absl::StrCat("layer loss (softmax_cross_entropy) at loss_builder_test.cc:", line)),
+        std::string::npos)
         << msg;
     EXPECT_NE(msg.find(c.says), std::string::npos) << msg;
   }
