@@ -88,7 +88,7 @@ using StepBuilder = absl::Status (*)(Builder&, ir::Graph*, bool, const RefCase&)
 
 absl::StatusOr<std::unique_ptr<ir::Module>> compiledLossModel(
     const RefCase& c, StepBuilder build, const std::vector<ir::Device>& devices,
-    const std::vector<double>& weights) {
+    const std::vector<double>& weights, bool bf16 = false) {
   auto m = std::make_unique<ir::Module>("losses");
   Builder b = BuilderInternals::make(*m, {.batch = c.integer("batch")});
   ASSIGN_OR_RETURN(ir::Graph * init, m->addGraph(std::string(ir::kInitGraph)));
@@ -104,6 +104,7 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compiledLossModel(
   }
   passes::PipelineConfig config{
       .devices = devices, .weights = weights, .optimizer = ir::SgdConfig{.lr = c.num("lr")}};
+  config.bf16 = bf16;
   backend::registerBackends();  // the targets' facts: the arena alignment
   ASSIGN_OR_RETURN(config.alignment, ir::targetAlignment(devices));
   passes::PassManager pm;
@@ -136,10 +137,10 @@ std::vector<Split> splits() {
 /// One SGD step of the case's model on each split: the loss and fc's weights after it
 /// against PyTorch's, within `tolerance` of each tensor's scale.
 void expectOneStepMatchesPyTorch(const RefCase& c, StepBuilder build, const char* second_input,
-                                 ir::DType second_dtype, double tolerance) {
+                                 ir::DType second_dtype, double tolerance, bool bf16 = false) {
   for (const Split& s : splits()) {
     SCOPED_TRACE(s.what);
-    auto m = compiledLossModel(c, build, s.devices, s.weights);
+    auto m = compiledLossModel(c, build, s.devices, s.weights, bf16);
     ASSERT_TRUE(m.ok()) << m.status();
     auto e = runtime::Executor::create(std::move(*m));
     ASSERT_TRUE(e.ok()) << e.status();
@@ -185,6 +186,26 @@ TEST(LossTraining, RegressionLossesOnAnySplit) {
     SCOPED_TRACE(name);
     expectOneStepMatchesPyTorch(lossReference(name), buildRegressionStep, "target", ir::DType::kF32,
                                 1e-5);
+  }
+}
+
+// Under mixed precision (bf16 activations) the losses stay f32 (full_precision: their bf16
+// operands are cast up), as PyTorch's autocast keeps them: the step is PyTorch's f32 one
+// within bf16's rounding of the linear layer (2^-8 relative, a few of them).
+TEST(LossTraining, LossesStayF32UnderMixedPrecision) {
+  for (const char* name : {"regression_mse", "regression_bce"}) {
+    SCOPED_TRACE(name);
+    const RefCase c = lossReference(name);
+    auto m = compiledLossModel(c, buildRegressionStep, cpus(2), {}, /*bf16=*/true);
+    ASSERT_TRUE(m.ok()) << m.status();
+    for (const auto& n : (*m)->graph(ir::kTrainGraph)->nodes()) {
+      if (!n->info().has(ir::kLoss)) continue;
+      for (const ir::Value* v : n->operands()) {
+        EXPECT_EQ(v->type().dtype, ir::DType::kF32) << n->describe();
+      }
+    }
+    expectOneStepMatchesPyTorch(c, buildRegressionStep, "target", ir::DType::kF32, 2e-2,
+                                /*bf16=*/true);
   }
 }
 
