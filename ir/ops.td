@@ -634,11 +634,13 @@ op mse_loss_backward : pointwise_loss_backward
   doc 2 (x - target) dloss / divisor.
 
 op l1_loss_backward : pointwise_loss_backward
-  doc sign(x - target) dloss / divisor (0 where x = target, as PyTorch's).
+  doc sign(x - target) dloss / divisor (0 where x = target or the difference is NaN, as
+  doc PyTorch's).
 
 op smooth_l1_loss_backward : pointwise_loss_backward
   attr beta: float = 1 >= 0
-  doc d / beta where |d| < beta, else sign(d), times dloss / divisor.
+  doc -1 where d <= -beta, 1 where d >= beta, else d / beta (PyTorch's branches: with beta
+  doc = 0 a zero d takes -1), times dloss / divisor.
 
 op bce_with_logits_backward : pointwise_loss_backward
   operands x: f32, target: f32, dloss: f32, pos_weight?: f32
