@@ -124,21 +124,21 @@ runtime::HostTensor lossHostTensor(const RefTensor& t, ir::DType dtype) {
   return h;
 }
 
-struct Split {
+struct LossSplit {
   std::string what;
   std::vector<ir::Device> devices;
   std::vector<double> weights;
 };
-std::vector<Split> splits() {
-  return {Split{"1 device", cpus(1), {}}, Split{"2 devices", cpus(2), {}},
-          Split{"3:1 split", cpus(2), {3, 1}}};
+std::vector<LossSplit> lossSplits() {
+  return {LossSplit{"1 device", cpus(1), {}}, LossSplit{"2 devices", cpus(2), {}},
+          LossSplit{"3:1 split", cpus(2), {3, 1}}};
 }
 
 /// One SGD step of the case's model on each split: the loss and fc's weights after it
 /// against PyTorch's, within `tolerance` of each tensor's scale.
 void expectOneStepMatchesPyTorch(const RefCase& c, StepBuilder build, const char* second_input,
                                  ir::DType second_dtype, double tolerance, bool bf16 = false) {
-  for (const Split& s : splits()) {
+  for (const LossSplit& s : lossSplits()) {
     SCOPED_TRACE(s.what);
     auto m = compiledLossModel(c, build, s.devices, s.weights, bf16);
     ASSERT_TRUE(m.ok()) << m.status();
