@@ -17,6 +17,8 @@
 #include "frontend/builder_internals.h"
 #include "gtest/gtest.h"
 #include "ir/op_views.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
 #include "passes/pass_manager.h"
@@ -236,6 +238,11 @@ TEST(LossTraining, TheTotalIsSummedOverTheDevicesBeforeTheLossReadsIt) {
         EXPECT_EQ(total->def()->op(), ir::Op::kAllReduce);
       }
   }
+  // The weighted loss (weight told by `weighted`, then the total) round-trips as text.
+  const std::string text = ir::printModule(**m);
+  auto again = ir::parseModule(text);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(ir::printModule(**again), text);
 }
 
 }  // namespace
