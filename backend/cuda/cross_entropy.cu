@@ -137,8 +137,10 @@ __global__ void __launch_bounds__(kBackwardThreads)
     const int64_t at = generalRowOffset(r, a.classes, a.inner);
     const float* row = a.logits + at;
     float* drow = dlogits + at;
-    if (!ceCounts(label, a.ignore_index) || label >= a.classes) {
-      const float fill = label >= a.classes ? NAN : 0.0f;
+    const bool counts = ceCounts(label, a.ignore_index);
+    if (!counts || label >= a.classes) {
+      // An ignored label is 0 even past the classes; a counted one past them is NaN.
+      const float fill = counts ? NAN : 0.0f;
       for (int64_t j = lane; j < a.classes; j += kWarpLanes) drow[j * stride] = fill;
       continue;
     }

@@ -6,6 +6,7 @@
 // the per-element math the CUDA kernels share checked at its edges.
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -395,6 +396,46 @@ TEST(CrossEntropyMath, UnitWeightsAreTheUnweightedLoss) {
   EXPECT_EQ(backend::ceLaneMax(strided, 5, 0, 1, 2), backend::ceLaneMax(row, 5, 0, 1));
   EXPECT_EQ(backend::ceLaneSums(strided, 5, 2.5, 0, 1, 2).exp_sum,
             backend::ceLaneSums(row, 5, 2.5, 0, 1).exp_sum);
+}
+
+}  // namespace
+}  // namespace tandem::testing
+
+namespace tandem::testing {
+namespace {
+
+// An ignore_index past the classes (a vocabulary's padding id beyond it) is skipped like a
+// negative label, never read as a class: the same loss and gradient as padding.
+TEST(CrossEntropyOptions, AnIgnoreIndexPastTheClassesIsPadding) {
+  GraphEval e;
+  ir::Value* logits = e.input("logits", f32Of({3, 4}));
+  ir::Value* ignored = e.input("ignored", ir::TensorType{ir::DType::kI32, {3}});
+  ir::Value* padded = e.input("padded", ir::TensorType{ir::DType::kI32, {3}});
+  const auto loss = [&](ir::Value* labels, int64_t ignore, const char* name) {
+    auto n = e.add(ir::SoftmaxCrossEntropyArgs{.logits = logits,
+                                               .labels = labels,
+                                               .reduction = ir::Reduction::kSum,
+                                               .divisor = 1,
+                                               .label_smoothing = 0.1,
+                                               .ignore_index = ignore}
+                       .spec({.names = {name}}));
+    EXPECT_TRUE(n.ok()) << n.status();
+    return *n;
+  };
+  ir::Node* a = loss(ignored, 9, "a");
+  ir::Node* b = loss(padded, -100, "b");
+  ir::Value* dloss = e.input("dloss", f32Of({}));
+  ir::Value* da = e.grad(*a, dloss, {true, false})[0];
+  ir::Value* db = e.grad(*b, dloss, {true, false})[0];
+  std::mt19937 rng(5);
+  e.buffer(logits).fillUniform(rng, -3, 3);
+  fillLabels(e.buffer(ignored), {1, 9, 2});
+  fillLabels(e.buffer(padded), {1, -1, 2});
+  e.buffer(dloss).f32()[0] = 1.0f;
+  e.run();
+  EXPECT_EQ(e.buffer(a->result()).f32()[0], e.buffer(b->result()).f32()[0]);
+  EXPECT_EQ(valuesOf(e.buffer(da)), valuesOf(e.buffer(db)));
+  for (int j = 4; j < 8; ++j) EXPECT_EQ(e.buffer(da).f32()[j], 0.0f);
 }
 
 }  // namespace
