@@ -72,6 +72,35 @@ struct LinearOptions {
   std::string name;  // unset: "fc", "fc_1", ...
 };
 
+/// Options of the losses (Builder::mseLoss and the others). A loss is an f32 scalar (f32[]):
+/// mean divides the sum by the global count (the global batch times the elements per
+/// example), so that the per-device losses of a replicated step add up to the global
+/// mean on any split; sum does not divide.
+struct LossOptions {
+  ir::Reduction reduction = ir::Reduction::kMean;
+  std::string name;  // unset: "loss", "loss_1", ...
+};
+
+/// Options of Builder::crossEntropy (nn.CrossEntropyLoss's, over integer labels).
+struct CrossEntropyOptions {
+  ir::Reduction reduction = ir::Reduction::kMean;
+  /// The logits' class axis; negative counts from the end ([N, C]: 1; [B, T, V]: -1). Not
+  /// 0, the batch axis.
+  int64_t axis = 1;
+  /// Labels equal to it count for nothing (torch's ignore_index). When set (or with class
+  /// weights), mean divides by the global number of counted targets (the sum of their
+  /// weights), as PyTorch's does, on any split: target_weight_sum, summed over the devices.
+  /// Unset: negative labels (padding of a last partial batch) still count for nothing, and
+  /// mean divides by the global number of targets, as the classifiers' loss does.
+  std::optional<int64_t> ignore_index;
+  double label_smoothing = 0;  // in [0, 1)
+  /// Class weights (torch's `weight`): f32[classes] values, or a tensor the model
+  /// computes (not from trained weights: the weights get no gradient). At most one.
+  std::vector<float> class_weights;
+  Tensor weight;
+  std::string name;  // unset: "loss", "loss_1", ...
+};
+
 /// Settings that apply to the whole build.
 struct BuildOptions {
   /// Global batch size of the training and evaluation steps.
@@ -159,6 +188,26 @@ class Builder {
   Tensor concat(std::vector<Tensor> xs, int64_t axis, Loc loc = Loc::current());
   /// x[start:end] along `axis` (end exclusive).
   Tensor slice(Tensor x, int64_t axis, int64_t start, int64_t end, Loc loc = Loc::current());
+
+  /// Losses (f32[] results; LossOptions says how they reduce). x and target are f32 of
+  /// one shape [N, ...]; the target gets no gradient.
+  /// (x - target)^2 (nn.MSELoss).
+  Tensor mseLoss(Tensor x, Tensor target, const LossOptions& o = {}, Loc loc = Loc::current());
+  /// |x - target| (nn.L1Loss).
+  Tensor l1Loss(Tensor x, Tensor target, const LossOptions& o = {}, Loc loc = Loc::current());
+  /// Huber: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (nn.SmoothL1Loss(beta)).
+  Tensor smoothL1Loss(Tensor x, Tensor target, double beta = 1.0, const LossOptions& o = {},
+                      Loc loc = Loc::current());
+  /// Binary cross-entropy of sigmoid(x) against target in [0, 1], in the numerically
+  /// stable form (nn.BCEWithLogitsLoss); pos_weight (empty handle: none) has the shape of
+  /// x's trailing axes ([C] for [N, C]) and broadcasts over the leading ones.
+  Tensor bceWithLogits(Tensor x, Tensor target, Tensor pos_weight = Tensor(),
+                       const LossOptions& o = {}, Loc loc = Loc::current());
+  /// Softmax cross-entropy of logits (rank >= 2, classes on o.axis) against i32 labels of
+  /// the logits' shape less that axis (nn.CrossEntropyLoss with ignore_index, weight and
+  /// label_smoothing).
+  Tensor crossEntropy(Tensor logits, Tensor labels, const CrossEntropyOptions& o = {},
+                      Loc loc = Loc::current());
 
   /// A persistent variable read in the current graph (created on first use; a second
   /// declaration must agree on type and role).

@@ -72,8 +72,10 @@ size_t operandSlot(const Node& n, size_t i) {
       bool present = count - next > required_after;
       if (slot.when_attr >= 0) {
         const auto at = static_cast<size_t>(slot.when_attr);
-        present = at < n.attrs().size() && std::holds_alternative<double>(n.attrs()[at]) &&
-                  std::get<double>(n.attrs()[at]) > 0;
+        // A state's `when` is a float attribute (> 0), a `present` line's a bool.
+        const auto* f = at < n.attrs().size() ? std::get_if<double>(&n.attrs()[at]) : nullptr;
+        const auto* b = at < n.attrs().size() ? std::get_if<bool>(&n.attrs()[at]) : nullptr;
+        present = (f != nullptr && *f > 0) || (b != nullptr && *b);
       }
       if (!present) continue;
     }

@@ -54,7 +54,8 @@ struct OperandSpec {
   /// The dtypes it may have (`x: float` in the spec: dtypeBit of each); 0: any.
   uint8_t dtypes = 0;
   /// An optional operand present exactly when this float attribute is > 0 (an optimizer
-  /// state's `when=ATTR>0`), its index in OpInfo::attrs; -1 when none.
+  /// state's `when=ATTR>0`) or this bool attribute is true (`present ... when=ATTR`), its
+  /// index in OpInfo::attrs; -1 when none.
   int when_attr = -1;
 
   bool accepts(DType t) const { return dtypes == 0 || (dtypes & dtypeBit(t)) != 0; }

@@ -57,6 +57,9 @@
 #                                   all_gather; R: per_device, group_source, host,
 #                                   module_devices; W: per_device, first_device; C: the
 #                                   communicator call (runtime)
+#     present OPERAND when=ATTR     optional OPERAND is there exactly when bool ATTR is
+#                                   true (so another optional operand may follow it, told
+#                                   by the count): softmax_cross_entropy's weight
 #     grad reads x|y                (one operand x, one result y; ops of a class only)
 #                                   the spec also makes the backward op NAME_backward,
 #                                   operands dy and the forward's input x or output y,
@@ -80,6 +83,7 @@ trait full_precision: takes f32 only under mixed precision (low operands are cas
 trait runtime: executed by the runtime itself (no kernel): graph inputs, variable reads, collectives
 trait optimizer: an optimizer update: the `optimizer` line says which operands are what
 trait source: a value from outside the dataflow (a graph argument, a variable's replica): no kernel runs it and no arena buffer holds it
+trait device_sum: its result is summed over the devices (insert-collectives all-reduces it right after it) before any reader reads it: a global count that a mean divides by
 trait sample_indexed: computes per row of its first operand by the row's index in the whole batch: replicate sets attribute `sample_offset` of each device's copy to the index of the device's first row
 
 enum ReduceOp: sum mean max
@@ -395,19 +399,65 @@ op embedding
   doc dtype: the first low-precision reader casts it down.
 
 op softmax_cross_entropy
-  operands logits: f32, labels: i32
+  operands logits: f32, labels: i32, weight?: f32, total?: f32
   results loss: f32
   attr reduction: Reduction
   attr divisor: int >= 1
   attr label_smoothing: float = 0 in [0, 1)
+  attr axis: int = 1 >= 1
+  attr ignore_index: int = -100
+  attr weighted: bool = false
+  present weight when=weighted
   traits loss full_precision
   cost elementwise
-  doc Cross entropy of softmax(logits) against integer labels; mean divides the sum by
-  doc `divisor` (the global batch, so that per-device losses add up exactly). Rows whose
-  doc label is negative (padding of a last partial batch) count for nothing. With
-  doc label_smoothing eps the target is (1 - eps) onehot + eps / classes
-  doc (nn.CrossEntropyLoss(label_smoothing=eps)): a row's loss is (1 - eps) nll + eps mean
-  doc over the classes of -log softmax.
+  doc Cross entropy of softmax(logits) over the class `axis` (1: [N, C]; a sequence's [B,
+  doc T, V] takes 2) against integer labels of the logits' shape less that axis; mean
+  doc divides the sum by `divisor` (the global batch, so that per-device losses add up
+  doc exactly), or by `total` when given (target_weight_sum's global sum of the counted
+  doc targets' weights; divisor 1). Targets whose label is negative (padding of a last
+  doc partial batch) or `ignore_index` count for nothing. With label_smoothing eps the
+  doc target is (1 - eps) onehot + eps / classes (nn.CrossEntropyLoss(label_smoothing=eps)):
+  doc a target's loss is (1 - eps) nll + eps mean over the classes of -log softmax. With
+  doc weighted=true the class weights `weight` f32[classes] scale it as
+  doc nn.CrossEntropyLoss(weight=...) does: (1 - eps) w[y] nll + eps / classes sum_c w[c]
+  doc (-log softmax_c).
+
+op target_weight_sum
+  operands labels: i32, weight?: f32
+  results total: f32
+  attr ignore_index: int = -100
+  traits device_sum full_precision
+  cost reduction(labels)
+  doc The sum over the counted targets (label >= 0 and not ignore_index) of weight[label],
+  doc or their number without weights: f32[]. Summed over the devices before it is read
+  doc (device_sum), it is what softmax_cross_entropy's `total` divides by, so that a mean
+  doc with a data-dependent count is the global batch's on any split.
+
+class pointwise_loss: a loss over same-shaped f32 x and target summed over the elements (reduction=sum) or divided by `divisor`, the global element count (mean: the per-device losses add up to the global mean); the target gets no gradient
+  operands x: f32, target: f32
+  results loss: f32
+  attr reduction: Reduction
+  attr divisor: int >= 1
+  traits loss full_precision
+  cost reduction(x)
+
+op mse_loss : pointwise_loss
+  doc (x - target)^2 per element (nn.MSELoss).
+
+op l1_loss : pointwise_loss
+  doc |x - target| per element (nn.L1Loss).
+
+op smooth_l1_loss : pointwise_loss
+  attr beta: float = 1 >= 0
+  doc 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta, d = x - target
+  doc (nn.SmoothL1Loss(beta); beta = 0 is the L1 loss).
+
+op bce_with_logits : pointwise_loss
+  operands x: f32, target: f32, pos_weight?: f32
+  doc Binary cross-entropy of sigmoid(x) against target in [0, 1], in the stable form
+  doc (1 - t) x + (1 + (p - 1) t) (log(1 + exp(-|x|)) + max(-x, 0)), p = pos_weight
+  doc (nn.BCEWithLogitsLoss; pos_weight, 1 when absent, broadcasts over x's leading axes:
+  doc its shape is x's trailing ones).
 
 op accuracy
   operands logits: f32, labels: i32
@@ -557,15 +607,44 @@ op embedding_backward
   doc each element's terms in the same order (a scatter-add with atomics would not).
 
 op softmax_cross_entropy_backward
-  operands logits: f32, labels: i32, dloss: f32
+  operands logits: f32, labels: i32, dloss: f32, weight?: f32, total?: f32
   results dlogits: f32
   attr reduction: Reduction
   attr divisor: int >= 1
   attr label_smoothing: float = 0 in [0, 1)
+  attr axis: int = 1 >= 1
+  attr ignore_index: int = -100
+  attr weighted: bool = false
+  present weight when=weighted
   traits backward
   cost elementwise
-  doc (softmax(logits) - ((1 - eps) onehot(labels) + eps / classes)) * dloss / divisor, eps
-  doc = label_smoothing; zero in padding rows.
+  doc (softmax(logits) - ((1 - eps) onehot(labels) + eps / classes)) * dloss / divisor (or
+  doc / total), eps = label_smoothing, along `axis`; with weights the target's terms are
+  doc scaled as the loss's; zero for targets that do not count.
+
+class pointwise_loss_backward: the gradient of a pointwise_loss op with respect to x, dloss / divisor (mean) times the per-element derivative
+  operands x: f32, target: f32, dloss: f32
+  results dx: f32
+  attr reduction: Reduction
+  attr divisor: int >= 1
+  traits backward
+  cost elementwise(4)
+
+op mse_loss_backward : pointwise_loss_backward
+  doc 2 (x - target) dloss / divisor.
+
+op l1_loss_backward : pointwise_loss_backward
+  doc sign(x - target) dloss / divisor (0 where x = target or the difference is NaN, as
+  doc PyTorch's).
+
+op smooth_l1_loss_backward : pointwise_loss_backward
+  attr beta: float = 1 >= 0
+  doc -1 where d <= -beta, 1 where d >= beta, else d / beta (PyTorch's branches: with beta
+  doc = 0 a zero d takes -1), times dloss / divisor.
+
+op bce_with_logits_backward : pointwise_loss_backward
+  operands x: f32, target: f32, dloss: f32, pos_weight?: f32
+  doc ((1 + (p - 1) t) sigmoid(x) - p t) dloss / divisor.
 
 # --- fused conv / batch norm / relu (written by fuse-conv-bn-relu) -----------------------
 # Training batch norm in two phases, statistics then normalization, so that sync batch

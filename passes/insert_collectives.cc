@@ -426,6 +426,57 @@ absl::Status syncBatchNorm(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
   return absl::OkStatus();
 }
 
+/// Values of ops with the device_sum trait (target_weight_sum: the count a mean with
+/// ignored targets divides by) all-reduced right after the last device computes its
+/// share, and every reader given the sum: each device's loss then divides by the global
+/// count, and the per-device losses add up to the global mean on any split. The graph's
+/// outputs keep the device's own share, which sumOutputs adds up once.
+absl::Status sumDeviceSums(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
+  const size_t devices = m.devices().size();
+  absl::flat_hash_map<std::string, std::vector<Node*>> per_base;  // base name -> by device
+  std::vector<std::string> order;
+  for (const auto& n : g.nodes()) {
+    if (!n->info().has(ir::kDeviceSum)) continue;
+    const size_t d = n->device() ? m.deviceIndex(*n->device()).value_or(SIZE_MAX) : SIZE_MAX;
+    if (d == SIZE_MAX || n->numResults() != 1)
+      return absl::FailedPreconditionError(
+          absl::StrCat("insert-collectives: ", n->describe(), " is not on a module device"));
+    const std::string base = stripReplica(n->result()->name(), d);
+    auto [it, inserted] = per_base.try_emplace(base, devices, nullptr);
+    if (inserted) order.push_back(base);
+    it->second[d] = n.get();
+  }
+  if (order.empty()) return absl::OkStatus();
+  auto pos = g.positions();
+  Insertions insert(g);
+  absl::flat_hash_map<const Value*, Value*> replace;
+  absl::flat_hash_map<const Node*, bool> sums;
+  for (const std::string& base : order) {
+    std::vector<Value*> operands;
+    size_t last = 0;
+    for (size_t d = 0; d < devices; ++d) {
+      const Node* n = per_base[base][d];
+      if (n == nullptr)
+        return absl::FailedPreconditionError(absl::StrCat(
+            "insert-collectives: %", base, " (summed over the devices) is computed on ",
+            ir::toString(m.devices()[0]), " but not on ", ir::toString(m.devices()[d])));
+      operands.push_back(n->result());
+      last = std::max(last, pos.at(n));
+    }
+    ASSIGN_OR_RETURN(Node * ar, insert.add(last, allReduceSpec(operands, 1, (*next_bucket)++,
+                                                               m.devices(), allNumbers(devices))));
+    sums[ar] = true;
+    for (size_t d = 0; d < devices; ++d) replace[operands[d]] = ar->result(d);
+  }
+  for (const auto& n : g.nodes())
+    if (!sums.contains(n.get()))
+      for (size_t i = 0; i < n->numOperands(); ++i)
+        if (auto it = replace.find(n->operand(i)); it != replace.end())
+          n->setOperand(i, it->second);
+  insert.apply();
+  return absl::OkStatus();
+}
+
 /// The step's returned values (device-major after replicate) summed across devices; the
 /// first device's sums become the graph's outputs.
 absl::Status sumOutputs(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
@@ -475,6 +526,7 @@ absl::StatusOr<bool> InsertCollectives::run(ir::Module& m) {
     }
     RETURN_IF_ERROR(
         bucketGradients(m, *g, first_bucket_bytes_, bucket_bytes_, groups_, wire_, &bucket));
+    RETURN_IF_ERROR(sumDeviceSums(m, *g, &bucket));
     RETURN_IF_ERROR(sumOutputs(m, *g, &bucket));
     if (sync_bn_ && g->name() == ir::kTrainGraph) RETURN_IF_ERROR(syncBatchNorm(m, *g, &bucket));
   }

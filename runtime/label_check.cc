@@ -21,8 +21,13 @@ std::optional<std::pair<LabelCheck::Kind, int64_t>> indexLimit(const ir::Node& u
                                                                const ir::Value* v) {
   if (readsLabels(u) && u.numOperands() > 1 && u.operand(1) == v) {
     const ir::TensorType& logits = u.operand(0)->type();
-    if (logits.shape.size() != 2) return std::nullopt;
-    return std::pair{LabelCheck::Kind::kLabels, logits.shape[1]};
+    // The cross-entropy's classes are on its `axis` (accuracy's on 1, of [N, C]).
+    const bool ce = u.op() != ir::Op::kAccuracy;
+    const auto axis = static_cast<size_t>(ce ? ir::attr::axis(u) : 1);
+    if (axis >= logits.shape.size() || (!ce && logits.shape.size() != 2)) return std::nullopt;
+    // An ignore_index past the classes is a label the loss skips: no limit to check.
+    if (ce && ir::attr::ignore_index(u) >= logits.shape[axis]) return std::nullopt;
+    return std::pair{LabelCheck::Kind::kLabels, logits.shape[axis]};
   }
   if (ir::EmbeddingView::is(u) && u.operand(0) == v) {
     const ir::TensorType& table = ir::EmbeddingView(u).table()->type();

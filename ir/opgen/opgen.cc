@@ -129,6 +129,8 @@ struct Op {
   // optimizer
   std::string param, grad, grouped, grouped_of, sharded, sharded_of, lr_scale;
   std::vector<State> states;
+  // `present OPERAND when=ATTR`: the bool attribute that tells the optional operand.
+  std::vector<State> presents;
   int optimizer_line = 0;
   // collective
   std::string kind, reads, writes, call;
@@ -500,6 +502,11 @@ Spec parse(std::istream& in) {
       if (ws.empty()) die(line, "`state` needs an operand");
       auto kv = keyValues(rest.substr(ws[0].size()), line, {"init", "var", "when", "shape"});
       op->states.push_back({ws[0], kv["init"], kv["var"], kv["when"], kv["shape"], line});
+    } else if (key == "present") {
+      std::vector<std::string> ws = words(rest);
+      if (ws.empty()) die(line, "`present` needs an operand");
+      auto kv = keyValues(rest.substr(ws[0].size()), line, {"when"});
+      op->presents.push_back({ws[0], "", "", kv["when"], "", line});
     } else if (key == "collective") {
       auto kv = keyValues(rest, line, {"kind", "reads", "writes", "call"});
       op->kind = kv["kind"], op->reads = kv["reads"], op->writes = kv["writes"];
@@ -710,6 +717,19 @@ void validate(Spec& spec) {
       }
     }
   }
+  // `present OPERAND when=ATTR`: an optional operand told by a bool attribute, outside
+  // optimizers (softmax_cross_entropy's class weights, followed by its optional total).
+  for (Op& o : spec.ops)
+    for (const State& p : o.presents) {
+      const int i = o.operandIndex(p.operand);
+      if (i < 0) die(p.line, "'" + p.operand + "' is no operand of " + o.name);
+      if (!o.operands[static_cast<size_t>(i)].optional)
+        die(p.line, "`present` tells an optional operand; '" + p.operand + "' is not one");
+      const int a = o.attrIndex(p.when);
+      if (a < 0 || o.attrs[static_cast<size_t>(a)].kind != "bool")
+        die(p.line, "present ... when=ATTR needs a bool attribute of " + o.name);
+      o.operands[static_cast<size_t>(i)].when_attr = p.when;
+    }
   // Only the last optional operand may be told by the count; the ones before it are told
   // by their `when` attribute.
   for (Op& o : spec.ops)

@@ -46,8 +46,9 @@ class GraphEval {
     return graph_->create(std::move(spec));
   }
   /// Runs `n`'s gradient rule with `dc` as its result 0's gradient (the others none);
-  /// the operands' gradients.
-  std::vector<ir::Value*> grad(const ir::Node& n, ir::Value* dc) {
+  /// the operands' gradients. `needs`: which operands lead back to a trained weight
+  /// (GradContext::needsGrad); empty: all of them.
+  std::vector<ir::Value*> grad(const ir::Node& n, ir::Value* dc, std::vector<bool> needs = {}) {
     struct Context final : ir::GradContext {
       GraphEval* eval;
       const ir::Node* fwd;
@@ -55,13 +56,15 @@ class GraphEval {
       std::vector<ir::Value*> grads;
       const ir::Node& node() const override { return *fwd; }
       ir::Value* resultGrad(size_t i) const override { return i == 0 ? dc : nullptr; }
-      bool needsGrad(size_t) const override { return true; }
+      std::vector<bool> needs;
+      bool needsGrad(size_t i) const override { return needs.empty() || needs.at(i); }
       void addOperandGrad(size_t i, ir::Value* g) override { grads[i] = g; }
       absl::StatusOr<ir::Node*> emit(ir::NodeSpec spec) override {
         return eval->add(std::move(spec));
       }
     } c;
     c.eval = this, c.fwd = &n, c.dc = dc, c.grads.assign(n.numOperands(), nullptr);
+    c.needs = std::move(needs);
     absl::Status s = n.info().rules->grad(c);
     EXPECT_TRUE(s.ok()) << s;
     return c.grads;

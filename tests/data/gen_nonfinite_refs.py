@@ -774,6 +774,70 @@ def clip_cases():
         .attr("_tol", 1e-2).write()
 
 
+def pointwise_loss_cases():
+    """mse_loss, l1_loss, smooth_l1_loss and bce_with_logits (issue 42): the forward sums
+    with the infinities and signed zeros (and alone with a NaN), the backward per element
+    with every special value; a difference of zero (x = target) where L1's and smooth L1's
+    gradients take PyTorch's branches."""
+    x = torch.randn(3, 4)
+    for i, v in enumerate(SPECIALS):
+        x.view(-1)[i] = v
+    t = torch.randn(3, 4)
+    t.view(-1)[6:8] = x.view(-1)[6:8]  # d = 0
+    t.view(-1)[3] = 0.0  # x = -0.0 against +0: d = -0.0
+    tb = torch.rand(3, 4)
+    tb.view(-1)[6:9] = torch.tensor([0.0, 1.0, 1.0])
+    pos_weight = torch.rand(4) * 3
+    no_nan = x.clone()
+    no_nan.view(-1)[0] = 1.5
+    ops = [
+        ("mse_loss", {}, lambda a, b: F.mse_loss(a, b, reduction="sum"), t),
+        ("l1_loss", {}, lambda a, b: F.l1_loss(a, b, reduction="sum"), t),
+        ("smooth_l1_loss", {"beta": 1.0},
+         lambda a, b: F.smooth_l1_loss(a, b, reduction="sum", beta=1.0), t),
+        ("smooth_l1_loss", {"beta": 0.0},
+         lambda a, b: F.smooth_l1_loss(a, b, reduction="sum", beta=0.0), t),
+        ("bce_with_logits", {}, lambda a, b: F.binary_cross_entropy_with_logits(
+            a, b, reduction="sum"), tb),
+        ("bce_with_logits", {"pos_weight": pos_weight},
+         lambda a, b: F.binary_cross_entropy_with_logits(a, b, reduction="sum",
+                                                         pos_weight=pos_weight), tb),
+    ]
+    dloss = torch.tensor(0.75)
+    for op, extra, fn, target in ops:
+        tag = op + ("_beta0" if extra.get("beta") == 0.0 else "") + \
+            ("_pos_weight" if "pos_weight" in extra else "")
+        pw = [extra["pos_weight"]] if "pos_weight" in extra else []
+        for name, xs in [("inf", no_nan), ("nan", x)]:
+            c = NCase(f"{tag}_{name}", op, f"F.{op}(reduction=sum)")
+            c.attr("reduction", "sum").attr("divisor", 1)
+            if "beta" in extra:
+                c.attr("beta", extra["beta"])
+            c.ins(xs, target, *pw).outs(fn(xs, target)).write()
+        xl = leaf(x)
+        loss = fn(xl, target) / x.numel()
+        loss.backward(dloss)
+        c = NCase(f"{tag}_backward", op + "_backward", "autograd of the mean, element by element")
+        c.attr("reduction", "mean").attr("divisor", x.numel())
+        if "beta" in extra:
+            c.attr("beta", extra["beta"])
+        c.ins(x, target, dloss, *pw).outs(xl.grad).write()
+
+
+def target_weight_sum_cases():
+    """The counted targets' class weights summed: a NaN or inf weight counts only where a
+    counted label picks it."""
+    labels = torch.tensor([[0, 1, 2], [-1, 1, 3]], dtype=torch.int32)
+    for name, weight in [("inf", torch.tensor([INF, -0.0, SUB, 2.0])),
+                         ("nan_unpicked", torch.tensor([1.5, 0.5, 2.0, NAN])),
+                         ("nan_picked", torch.tensor([NAN, 0.5, 2.0, 1.0]))]:
+        counted = labels[(labels >= 0) & (labels != 3)].long()
+        total = weight[counted].double().sum().float()
+        NCase(f"target_weight_sum_{name}", "target_weight_sum",
+              "weight[labels that count].sum(), ignore_index=3") \
+            .attr("ignore_index", 3).ins(labels, weight).outs(total).write()
+
+
 def main():
     if not torch.__version__.startswith("1.13"):
         sys.exit(f"gen_nonfinite_refs.py: wants PyTorch 1.13 (run /usr/bin/python3), "
@@ -801,6 +865,8 @@ def main():
     fused_cases(*bn)
     optimizer_cases()
     clip_cases()
+    pointwise_loss_cases()
+    target_weight_sum_cases()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}")
 
 

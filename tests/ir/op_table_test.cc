@@ -82,7 +82,9 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
                                        Op::kReshape,       Op::kTranspose,
                                        Op::kLayerNorm,     Op::kSoftmax,
                                        Op::kLogSoftmax,    Op::kDropout,
-                                       Op::kSoftsign};
+                                       Op::kSoftsign,      Op::kMseLoss,
+                                       Op::kL1Loss,        Op::kSmoothL1Loss,
+                                       Op::kBceWithLogits};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op) ||
@@ -247,20 +249,33 @@ TEST(OpTable, DTypeSetsReadAsTheMessagesSayThem) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kI32, DType::kF64}) EXPECT_TRUE(any.accepts(t));
 }
 
-// A loss and accuracy read integer class labels and f32 logits (losses are computed in f32:
-// mixed precision casts bf16 logits up, which the full_precision trait asks of it).
+// A loss and accuracy read integer class labels and f32 logits, or f32 inputs and targets
+// (losses are computed in f32: mixed precision casts bf16 operands up, which the
+// full_precision trait asks of it).
 TEST(OpTable, LossLabelsAreIntegersAndLogitsF32) {
-  size_t losses = 0;
+  std::set<std::string> losses;
   for (const auto& info : allOps()) {
     if (!info.has(kLoss) && info.op != Op::kAccuracy) continue;
-    ++losses;
-    const OperandSpec* labels = slotNamed(info, "labels");
-    ASSERT_NE(labels, nullptr) << info.name;
-    EXPECT_EQ(labels->dtypes, kI32) << info.name;
+    losses.insert(std::string(info.name));
+    EXPECT_TRUE(info.has(kFullPrecision)) << info.name;
     EXPECT_EQ(info.operands[0].dtypes, kF32) << info.name;
+    if (const OperandSpec* labels = slotNamed(info, "labels")) {
+      EXPECT_EQ(labels->dtypes, kI32) << info.name;
+    } else {
+      const OperandSpec* target = slotNamed(info, "target");
+      ASSERT_NE(target, nullptr) << info.name;
+      EXPECT_EQ(target->dtypes, kF32) << info.name;
+    }
   }
-  EXPECT_EQ(losses, 2u);  // softmax_cross_entropy, accuracy
+  EXPECT_EQ(losses, (std::set<std::string>{"softmax_cross_entropy", "accuracy", "mse_loss",
+                                           "l1_loss", "smooth_l1_loss", "bce_with_logits"}));
   EXPECT_EQ(slotNamed(opInfo(Op::kSoftmaxCrossEntropyBackward), "labels")->dtypes, kI32);
+  // The class weights are told by `weighted` (a `present` line), so the optional total
+  // may follow them.
+  const OpInfo& ce = opInfo(Op::kSoftmaxCrossEntropy);
+  EXPECT_EQ(slotNamed(ce, "weight")->when_attr, ce.attrIndex("weighted"));
+  EXPECT_EQ(slotNamed(ce, "total")->when_attr, -1);
+  EXPECT_TRUE(opInfo(Op::kTargetWeightSum).has(kDeviceSum));
 }
 
 // What mixed precision (passes/mixed_precision.cc) writes must verify: a full_precision op
