@@ -87,19 +87,14 @@ StepOutputs classifierStep(int64_t classes, const ClassifierForward& forward, Bu
                      " but the logits must be [", absl::StrJoin(want, ","), "] (batch, classes)")));
     return {};
   }
-  // Training divides the summed loss by the global batch; the divisor stays global when
-  // replicate gives each device a slice, which keeps uneven splits exact.
+  // Training divides the summed loss by the global batch (crossEntropy's mean), which stays
+  // global when replicate gives each device a slice and keeps uneven splits exact; the
+  // evaluation sums, and the pass divides by the examples it saw.
   const bool training = b.training();
-  Tensor loss = BuilderInternals::addNode(
-      b,
-      ir::SoftmaxCrossEntropyArgs{
-          .logits = logits.value(),
-          .labels = y.value(),
-          .reduction = training ? ir::Reduction::kMean : ir::Reduction::kSum,
-          .divisor = training ? batch : int64_t{1},
-          .label_smoothing = training ? b.options().label_smoothing : 0.0}
-          .spec(),
-      "loss", std::source_location::current());
+  Tensor loss = b.crossEntropy(
+      logits, y,
+      {.reduction = training ? ir::Reduction::kMean : ir::Reduction::kSum,
+       .label_smoothing = training ? b.options().label_smoothing : 0.0});
   Tensor correct = BuilderInternals::addNode(
       b, ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(), "correct",
       std::source_location::current());
