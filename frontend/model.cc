@@ -91,10 +91,9 @@ StepOutputs classifierStep(int64_t classes, const ClassifierForward& forward, Bu
   // global when replicate gives each device a slice and keeps uneven splits exact; the
   // evaluation sums, and the pass divides by the examples it saw.
   const bool training = b.training();
-  Tensor loss = b.crossEntropy(
-      logits, y,
-      {.reduction = training ? ir::Reduction::kMean : ir::Reduction::kSum,
-       .label_smoothing = training ? b.options().label_smoothing : 0.0});
+  Tensor loss = b.crossEntropy(logits, y,
+                               {.reduction = training ? ir::Reduction::kMean : ir::Reduction::kSum,
+                                .label_smoothing = training ? b.options().label_smoothing : 0.0});
   Tensor correct = BuilderInternals::addNode(
       b, ir::AccuracyArgs{.logits = logits.value(), .labels = y.value()}.spec(), "correct",
       std::source_location::current());

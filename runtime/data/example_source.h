@@ -18,7 +18,7 @@ namespace tandem::runtime::data {
 
 /// One field of an example: what the model input of the same name takes per example.
 struct Field {
-  std::string name;            // the model input it feeds ("x", "y", "tokens")
+  std::string name;  // the model input it feeds ("x", "y", "tokens")
   ir::DType dtype = ir::DType::kF32;
   std::vector<int64_t> shape;  // per example, no batch axis; empty: a scalar (a label)
 

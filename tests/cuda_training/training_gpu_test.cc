@@ -59,13 +59,13 @@ Trained train(const std::string& model, const TrainSetup& o, const std::vector<O
   if (!spec.ok()) return r;
   training::CompileOptions c;
   c.build.batch = o.batch;
-  c.pipeline = {.devices = o.devices,
-                .weights = o.weights,
-                .optimizer = ir::SgdConfig{.lr = o.lr,
-                                           .momentum = o.momentum,
-                                           .weight_decay = o.weight_decay},
-                .layouts = o.layouts,
-                .sync_bn = o.sync_bn};
+  c.pipeline = {
+      .devices = o.devices,
+      .weights = o.weights,
+      .optimizer =
+          ir::SgdConfig{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay},
+      .layouts = o.layouts,
+      .sync_bn = o.sync_bn};
   auto module = training::compileModel(*spec, c);
   EXPECT_TRUE(module.ok()) << module.status();
   if (!module.ok()) return r;
