@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels.h"
+#include "backend/f32_operands.h"
 #include "backend/pointwise_loss_math.h"
 #include "ir/kernel_ops.h"
 #include "ir/op_views.h"
@@ -93,28 +94,19 @@ class PointwiseLossBackwardKernel final : public CpuKernel {
   PointwiseLossSpec spec_;
 };
 
-absl::Status checkPointwiseOperands(const ir::Node& node) {
-  for (size_t i = 0; i < node.numOperands(); ++i)
-    if (node.operand(i)->type().dtype != ir::DType::kF32)
-      return absl::UnimplementedError(absl::StrCat(node.describe(),
-                                                   ": the CPU kernel takes f32 operands, not ",
-                                                   ir::toString(node.operand(i)->type())));
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 // x, target[, pos_weight] forward; x, target, dloss[, pos_weight] backward.
-#define TANDEM_CPU_POINTWISE_LOSS_FACTORIES(Name)                              \
-  KernelOr make##Name##Kernel(const KernelInit& init) {                        \
-    if (absl::Status s = checkPointwiseOperands(init.node); !s.ok()) return s; \
-    return std::make_unique<PointwiseLossKernel<Name##Math>>(                  \
-        pointwiseSpecOf<Name##Math>(init.node, 2));                            \
-  }                                                                            \
-  KernelOr make##Name##BackwardKernel(const KernelInit& init) {                \
-    if (absl::Status s = checkPointwiseOperands(init.node); !s.ok()) return s; \
-    return std::make_unique<PointwiseLossBackwardKernel<Name##Math>>(          \
-        pointwiseSpecOf<Name##Math>(init.node, 3));                            \
+#define TANDEM_CPU_POINTWISE_LOSS_FACTORIES(Name)                                          \
+  KernelOr make##Name##Kernel(const KernelInit& init) {                                    \
+    if (absl::Status s = checkF32Operands(init.node, "the CPU kernel"); !s.ok()) return s; \
+    return std::make_unique<PointwiseLossKernel<Name##Math>>(                              \
+        pointwiseSpecOf<Name##Math>(init.node, 2));                                        \
+  }                                                                                        \
+  KernelOr make##Name##BackwardKernel(const KernelInit& init) {                            \
+    if (absl::Status s = checkF32Operands(init.node, "the CPU kernel"); !s.ok()) return s; \
+    return std::make_unique<PointwiseLossBackwardKernel<Name##Math>>(                      \
+        pointwiseSpecOf<Name##Math>(init.node, 3));                                        \
   }
 TANDEM_POINTWISE_LOSS_OPS(TANDEM_CPU_POINTWISE_LOSS_FACTORIES)
 #undef TANDEM_CPU_POINTWISE_LOSS_FACTORIES

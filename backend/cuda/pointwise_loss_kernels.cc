@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/pointwise_loss_launch.h"
+#include "backend/f32_operands.h"
 #include "backend/pointwise_loss_math.h"
 #include "ir/kernel_ops.h"
 #include "ir/op_views.h"
@@ -69,26 +70,17 @@ class CudaPointwiseLossKernel final : public CudaKernel {
   bool backward_;
 };
 
-absl::Status checkCudaPointwiseOperands(const ir::Node& node) {
-  for (size_t i = 0; i < node.numOperands(); ++i)
-    if (node.operand(i)->type().dtype != ir::DType::kF32)
-      return absl::UnimplementedError(absl::StrCat(node.describe(),
-                                                   ": the CUDA kernel takes f32 operands, not ",
-                                                   ir::toString(node.operand(i)->type())));
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 // x, target[, pos_weight] forward; x, target, dloss[, pos_weight] backward.
 #define TANDEM_CUDA_POINTWISE_LOSS_FACTORIES(Name)                              \
   KernelOr make##Name##Kernel(const KernelInit& init) {                         \
-    RETURN_IF_ERROR(checkCudaPointwiseOperands(init.node));                     \
+    RETURN_IF_ERROR(checkF32Operands(init.node, "the CUDA kernel"));            \
     return std::unique_ptr<CudaKernel>(new CudaPointwiseLossKernel<Name##Math>( \
         init.ctx, cudaPointwiseSpecOf<Name##Math>(init.node, 2), false));       \
   }                                                                             \
   KernelOr make##Name##BackwardKernel(const KernelInit& init) {                 \
-    RETURN_IF_ERROR(checkCudaPointwiseOperands(init.node));                     \
+    RETURN_IF_ERROR(checkF32Operands(init.node, "the CUDA kernel"));            \
     return std::unique_ptr<CudaKernel>(new CudaPointwiseLossKernel<Name##Math>( \
         init.ctx, cudaPointwiseSpecOf<Name##Math>(init.node, 3), true));        \
   }
