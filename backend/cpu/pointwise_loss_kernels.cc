@@ -9,36 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/kernels.h"
-#include "backend/f32_operands.h"
 #include "backend/pointwise_loss_math.h"
+#include "backend/pointwise_loss_node.h"
 #include "ir/kernel_ops.h"
 #include "ir/op_views.h"
 
 namespace tandem::backend::cpu {
 namespace {
-
-/// What a pointwise loss kernel needs from its node: the divisor of a mean, the
-/// parameter when no pos_weight gives it per element, and where pos_weight is.
-struct PointwiseLossSpec {
-  double divisor = 1.0;
-  double param = 0.0;   // NameMath::defaultParam(beta)
-  int pos_weight = -1;  // operand index, -1: absent
-};
-
-template <typename Math>
-PointwiseLossSpec pointwiseSpecOf(const ir::Node& node, size_t pos_weight_operand) {
-  const ir::OpInfo& info = node.info();
-  double beta = 0;
-  for (size_t a = 0; a < info.attrs.size(); ++a)
-    if (info.attrs[a].name == "beta") beta = std::get<double>(node.attrs()[a]);
-  return PointwiseLossSpec{.divisor = ir::attr::reduction(node) == ir::Reduction::kMean
-                                          ? static_cast<double>(ir::attr::divisor(node))
-                                          : 1.0,
-                           .param = Math::defaultParam(beta),
-                           .pos_weight = node.numOperands() > pos_weight_operand
-                                             ? static_cast<int>(pos_weight_operand)
-                                             : -1};
-}
 
 /// The element's parameter: pos_weight broadcast over the leading axes, else the default.
 struct ElementParam {
@@ -101,12 +78,12 @@ class PointwiseLossBackwardKernel final : public CpuKernel {
   KernelOr make##Name##Kernel(const KernelInit& init) {                                    \
     if (absl::Status s = checkF32Operands(init.node, "the CPU kernel"); !s.ok()) return s; \
     return std::make_unique<PointwiseLossKernel<Name##Math>>(                              \
-        pointwiseSpecOf<Name##Math>(init.node, 2));                                        \
+        pointwiseLossSpecOf<Name##Math>(init.node, 2));                                    \
   }                                                                                        \
   KernelOr make##Name##BackwardKernel(const KernelInit& init) {                            \
     if (absl::Status s = checkF32Operands(init.node, "the CPU kernel"); !s.ok()) return s; \
     return std::make_unique<PointwiseLossBackwardKernel<Name##Math>>(                      \
-        pointwiseSpecOf<Name##Math>(init.node, 3));                                        \
+        pointwiseLossSpecOf<Name##Math>(init.node, 3));                                    \
   }
 TANDEM_POINTWISE_LOSS_OPS(TANDEM_CPU_POINTWISE_LOSS_FACTORIES)
 #undef TANDEM_CPU_POINTWISE_LOSS_FACTORIES

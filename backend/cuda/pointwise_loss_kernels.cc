@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/pointwise_loss_launch.h"
-#include "backend/f32_operands.h"
 #include "backend/pointwise_loss_math.h"
+#include "backend/pointwise_loss_node.h"
 #include "ir/kernel_ops.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
@@ -18,31 +18,10 @@
 namespace tandem::backend::cuda {
 namespace {
 
-/// The divisor of a mean, the parameter without pos_weight and where pos_weight is.
-struct CudaPointwiseLossSpec {
-  double divisor = 1.0, param = 0.0;
-  int pos_weight = -1;  // operand index, -1: absent
-};
-
-template <typename Math>
-CudaPointwiseLossSpec cudaPointwiseSpecOf(const ir::Node& node, size_t pos_weight_operand) {
-  const ir::OpInfo& info = node.info();
-  double beta = 0;
-  for (size_t a = 0; a < info.attrs.size(); ++a)
-    if (info.attrs[a].name == "beta") beta = std::get<double>(node.attrs()[a]);
-  return CudaPointwiseLossSpec{.divisor = ir::attr::reduction(node) == ir::Reduction::kMean
-                                              ? static_cast<double>(ir::attr::divisor(node))
-                                              : 1.0,
-                               .param = Math::defaultParam(beta),
-                               .pos_weight = node.numOperands() > pos_weight_operand
-                                                 ? static_cast<int>(pos_weight_operand)
-                                                 : -1};
-}
-
 template <typename Math>
 class CudaPointwiseLossKernel final : public CudaKernel {
  public:
-  CudaPointwiseLossKernel(CudaContext& ctx, const CudaPointwiseLossSpec& spec, bool backward)
+  CudaPointwiseLossKernel(CudaContext& ctx, const PointwiseLossSpec& spec, bool backward)
       : CudaKernel(ctx), spec_(spec), backward_(backward) {}
 
  protected:
@@ -66,7 +45,7 @@ class CudaPointwiseLossKernel final : public CudaKernel {
   }
 
  private:
-  CudaPointwiseLossSpec spec_;
+  PointwiseLossSpec spec_;
   bool backward_;
 };
 
@@ -77,12 +56,12 @@ class CudaPointwiseLossKernel final : public CudaKernel {
   KernelOr make##Name##Kernel(const KernelInit& init) {                         \
     RETURN_IF_ERROR(checkF32Operands(init.node, "the CUDA kernel"));            \
     return std::unique_ptr<CudaKernel>(new CudaPointwiseLossKernel<Name##Math>( \
-        init.ctx, cudaPointwiseSpecOf<Name##Math>(init.node, 2), false));       \
+        init.ctx, pointwiseLossSpecOf<Name##Math>(init.node, 2), false));       \
   }                                                                             \
   KernelOr make##Name##BackwardKernel(const KernelInit& init) {                 \
     RETURN_IF_ERROR(checkF32Operands(init.node, "the CUDA kernel"));            \
     return std::unique_ptr<CudaKernel>(new CudaPointwiseLossKernel<Name##Math>( \
-        init.ctx, cudaPointwiseSpecOf<Name##Math>(init.node, 3), true));        \
+        init.ctx, pointwiseLossSpecOf<Name##Math>(init.node, 3), true));        \
   }
 TANDEM_POINTWISE_LOSS_OPS(TANDEM_CUDA_POINTWISE_LOSS_FACTORIES)
 #undef TANDEM_CUDA_POINTWISE_LOSS_FACTORIES
