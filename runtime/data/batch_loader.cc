@@ -110,7 +110,8 @@ std::optional<Batch> BatchLoader::next() {
     held_ = false;
     space_.notify_one();
   }
-  if (generation_ == 0 || consumed_ >= batchesPerEpoch() || !status_.ok()) return std::nullopt;
+  if (generation_ == 0 || consumed_ >= batchesPerEpoch()) return std::nullopt;
+  // The batches filled before an example failed are handed out first, then the end.
   ready_.wait(lock, [&] { return filled_ > 0 || !status_.ok(); });
   if (filled_ == 0) return std::nullopt;  // an example could not be read
   const Slot& slot = slots_[head_];
