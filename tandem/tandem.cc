@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,8 @@
 #include "backend/settings.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
+#include "runtime/data/dataset_source.h"
+#include "runtime/data/subset_source.h"
 #include "train/settings_text.h"
 #include "train/training_session.h"
 
@@ -30,7 +33,13 @@ class ApiNames final : public training::SettingNames {
   std::string name(Setting s) const override {
     switch (s) {
       case Setting::kData:
-        return "Data::fashion_mnist";
+        return "Data::spec";
+      case Setting::kTestData:
+        return "Data::test_spec";
+      case Setting::kValFraction:
+        return "Data::val_fraction";
+      case Setting::kAugment:
+        return "Data::augment";
       case Setting::kLimitTrain:
         return "Data::limit_train";
       case Setting::kLimitTest:
@@ -127,14 +136,57 @@ absl::StatusOr<runtime::data::Dataset> datasetOf(const Examples& e, const ModelS
   return d;
 }
 
-// The examples a program holds, as the library's data source (Fashion-MNIST's directory
-// is read by the library itself).
+// The data as the library's data source: specs it opens itself, or data sets and examples
+// the program holds.
 absl::StatusOr<training::DataSource> dataSourceOf(const Data& data, const ModelSpec& spec) {
-  if (!data.fashion_mnist.empty())
-    return training::DataSource{.fashion_mnist_dir = data.fashion_mnist};
+  const int given = !data.spec.empty() + !data.fashion_mnist.empty() +
+                    (data.train_set != nullptr || data.test_set != nullptr) +
+                    (!data.train.labels.empty() || !data.train.images.empty());
+  if (given > 1)
+    return absl::InvalidArgumentError(
+        "Data: give one of spec, fashion_mnist, train_set and test_set, or train and test");
+  if (!data.spec.empty() || !data.fashion_mnist.empty())
+    return training::DataSource{
+        .spec = data.spec.empty() ? absl::StrCat("fashion-mnist:", data.fashion_mnist) : data.spec,
+        .test_spec = data.test_spec,
+        .val_fraction = data.val_fraction,
+        .augment = data.augment};
   auto held = std::make_shared<training::TrainingData>();
-  ASSIGN_OR_RETURN(held->train, datasetOf(data.train, spec, "Data::train", data.limit_train));
-  ASSIGN_OR_RETURN(held->test, datasetOf(data.test, spec, "Data::test", data.limit_test));
+  // A limit beyond the examples is a mistake to say, not to pass over.
+  auto checkLimit = [](const std::optional<int64_t>& limit, int64_t count, const char* what,
+                       const std::string& where, const char* name) -> absl::Status {
+    if (limit && *limit > count)
+      return absl::InvalidArgumentError(absl::StrCat("Data::limit_", name, ": ", *limit,
+                                                     " is more than the ", count, " ", what, " in ",
+                                                     where));
+    return absl::OkStatus();
+  };
+  if (data.train_set != nullptr || data.test_set != nullptr) {
+    if (data.train_set == nullptr || data.test_set == nullptr)
+      return absl::InvalidArgumentError(
+          absl::StrCat("Data::", data.train_set == nullptr ? "train_set" : "test_set",
+                       " is not given (give both, or a spec with val_fraction)"));
+    RETURN_IF_ERROR(checkLimit(data.limit_train, data.train_set->size(), "training examples",
+                               data.train_set->where(), "train"));
+    RETURN_IF_ERROR(checkLimit(data.limit_test, data.test_set->size(), "test examples",
+                               data.test_set->where(), "test"));
+    held->train = data.limit_train ? runtime::data::firstExamples(data.train_set, *data.limit_train)
+                                   : data.train_set;
+    held->test = data.limit_test ? runtime::data::firstExamples(data.test_set, *data.limit_test)
+                                 : data.test_set;
+  } else {
+    RETURN_IF_ERROR(checkLimit(data.limit_train, static_cast<int64_t>(data.train.labels.size()),
+                               "training images", "Data", "train"));
+    RETURN_IF_ERROR(checkLimit(data.limit_test, static_cast<int64_t>(data.test.labels.size()),
+                               "test images", "Data", "test"));
+    for (auto [part, examples, limit] : {std::tuple{&held->train, &data.train, data.limit_train},
+                                         std::tuple{&held->test, &data.test, data.limit_test}}) {
+      const std::string name = part == &held->train ? "Data::train" : "Data::test";
+      ASSIGN_OR_RETURN(runtime::data::Dataset d, datasetOf(*examples, spec, name, limit));
+      *part = std::make_shared<runtime::data::DatasetSource>(
+          std::make_shared<const runtime::data::Dataset>(std::move(d)));
+    }
+  }
   return training::DataSource{.examples = std::move(held), .examples_name = "Data"};
 }
 
@@ -166,7 +218,9 @@ EpochMetrics metricsOf(const runtime::EpochFigures& e) {
 }
 
 Metrics metricsOf(const runtime::PassResult& r) {
-  return {.loss = r.loss, .accuracy = r.accuracy, .examples = r.examples, .seconds = r.seconds};
+  Metrics m{.loss = r.loss, .accuracy = r.accuracy, .examples = r.examples, .seconds = r.seconds};
+  for (const runtime::MetricValue& v : r.metrics) m.metrics.emplace_back(v.name, v.value);
+  return m;
 }
 
 }  // namespace
@@ -268,6 +322,16 @@ absl::StatusOr<Metrics> Model::evaluate(const Examples& examples) {
                    datasetOf(examples, impl_->spec, "examples", std::nullopt));
   if (data.count == 0)
     return absl::InvalidArgumentError("examples: holds no images: nothing to evaluate");
+  const runtime::data::DatasetSource source(
+      std::make_shared<const runtime::data::Dataset>(std::move(data)));
+  ASSIGN_OR_RETURN(runtime::PassResult r, impl_->session->evaluateOn(source));
+  return metricsOf(r);
+}
+
+absl::StatusOr<Metrics> Model::evaluate(const Dataset& data) {
+  if (data.size() == 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(data.where(), " holds no examples: nothing to evaluate"));
   ASSIGN_OR_RETURN(runtime::PassResult r, impl_->session->evaluateOn(data));
   return metricsOf(r);
 }

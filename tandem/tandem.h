@@ -23,11 +23,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "frontend/model.h"
+#include "runtime/data/example_source.h"
 
 namespace tandem {
 
@@ -39,11 +41,29 @@ struct Examples {
   std::vector<int32_t> labels;
 };
 
-/// What a model trains on and is evaluated on after every epoch.
+/// A data set a program gives (PyTorch's map-style Dataset): its size, its fields (a name,
+/// dtype and per-example shape each: the model's input of the same name takes it), and an
+/// example by index as host bytes, read from the loader's threads. Implement it for data of
+/// your own, or open one of Tandem's by spec (Data::fromSpec).
+using Dataset = runtime::data::ExampleSource;
+using DatasetField = runtime::data::Field;
+
+/// What a model trains on and is evaluated on after every epoch: one of
+/// - `spec` (and `test_spec` or `val_fraction`): data on disk, as `tandem train --data`
+///   names it (docs/DATA.md): "npz:digits.npz", "images:/data/pets:size=64", ...;
+/// - `fashion_mnist`: a directory holding Fashion-MNIST's four IDX files;
+/// - `train_set` and `test_set`: data sets of the program's own;
+/// - `train` and `test`: a classifier's examples held in memory.
 struct Data {
-  /// A directory holding Fashion-MNIST's four IDX files (train-images-idx3-ubyte.gz, ...;
-  /// plain or gzip); empty: `train` and `test` below.
+  std::string spec;
+  std::optional<std::string> test_spec;
+  /// Evaluate on this fraction of `spec`'s examples (split off by the seed), train on the rest.
+  std::optional<double> val_fraction;
+  /// Transforms of the images x (`tandem train --augment`): "crop:4,flip,normalize:0.5/0.25".
+  /// The random ones apply to the training examples only.
+  std::string augment;
   std::string fashion_mnist;
+  std::shared_ptr<const Dataset> train_set, test_set;
   Examples train, test;
   /// Only the first N training (test) examples; unset: all of them.
   std::optional<int64_t> limit_train, limit_test;
@@ -52,6 +72,13 @@ struct Data {
   static constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
   static Data fashionMnist(std::string dir = kFashionMnistDir) {
     return {.fashion_mnist = std::move(dir)};
+  }
+  static Data fromSpec(std::string spec, std::optional<std::string> test_spec = std::nullopt) {
+    return {.spec = std::move(spec), .test_spec = std::move(test_spec)};
+  }
+  static Data fromDatasets(std::shared_ptr<const Dataset> train,
+                           std::shared_ptr<const Dataset> test) {
+    return {.train_set = std::move(train), .test_set = std::move(test)};
   }
   static Data fromExamples(Examples train, Examples test) {
     return {.train = std::move(train), .test = std::move(test)};
@@ -66,7 +93,9 @@ struct TrainConfig {
   /// what this build has).
   std::string devices = "cpu:0";
   /// The global batch, split across the devices (evenly unless `split` gives weights).
-  int64_t batch = 256;
+  /// Unset: 256, halved down to 32 while an epoch would take fewer than 16 steps (as
+  /// `tandem train`'s default).
+  std::optional<int64_t> batch;
   int epochs = 10;
   /// Seeds the initial values and the order of the examples.
   uint64_t seed = 0;
@@ -121,11 +150,13 @@ struct EpochMetrics {
   double seconds = 0, images_per_second = 0;
 };
 
-/// An evaluation: mean loss and accuracy over every example.
+/// An evaluation: mean loss and accuracy over every example, and every metric of the
+/// model (ModelSpec::metrics, each its sum over the examples divided by their count).
 struct Metrics {
   double loss = 0, accuracy = 0;
   int64_t examples = 0;
   double seconds = 0;
+  std::vector<std::pair<std::string, double>> metrics;
 };
 
 /// A checkpoint written into TrainConfig::checkpoint: after each epoch, every
@@ -167,9 +198,10 @@ class Model {
   /// each; returns every finished epoch's figures (a loaded checkpoint's too). A loss that
   /// turns NaN or infinite stops it with an error (unless TrainConfig::allow_nonfinite).
   absl::StatusOr<std::vector<EpochMetrics>> fit(const Callbacks& callbacks = {});
-  /// Loss and accuracy over the test data, or over `examples`.
+  /// Loss and metrics over the test data, over `examples`, or over a data set.
   absl::StatusOr<Metrics> evaluate();
   absl::StatusOr<Metrics> evaluate(const Examples& examples);
+  absl::StatusOr<Metrics> evaluate(const Dataset& data);
   /// Writes a checkpoint of the model as it stands into `dir` (created if missing;
   /// `replace` overwrites one that is there, else that is an error).
   absl::Status save(const std::string& dir, bool replace = false);

@@ -14,8 +14,8 @@ std::vector<int64_t> perDeviceBatch(const ir::Module& m) {
 }
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::create(
-    std::unique_ptr<ir::Module> compiled, const runtime::data::Dataset& train,
-    const runtime::data::Dataset& test, Options options) {
+    std::unique_ptr<ir::Module> compiled, const runtime::data::ExampleSource& train,
+    const runtime::data::ExampleSource& test, Options options) {
   std::unique_ptr<LoadedModel> s(new LoadedModel());
   s->options_ = std::move(options);
   ASSIGN_OR_RETURN(s->trainer_, runtime::Trainer::create(std::move(compiled), s->options_.metrics,
@@ -47,7 +47,8 @@ absl::StatusOr<runtime::PassResult> LoadedModel::evaluate(const std::function<bo
   return trainer_->evaluate(*test_loader_, keep_going);
 }
 
-absl::StatusOr<runtime::PassResult> LoadedModel::evaluateOn(const runtime::data::Dataset& data) {
+absl::StatusOr<runtime::PassResult> LoadedModel::evaluateOn(
+    const runtime::data::ExampleSource& data) {
   runtime::data::BatchLoader loader(data, batch_, /*shuffle=*/false, options_.seed,
                                     /*drop_last=*/false);
   RETURN_IF_ERROR(trainer_->checkData(loader, ir::kEvalGraph));

@@ -46,10 +46,9 @@ class LoadedModel {
   /// partial batch dropped) and `test` (in order, padded), both of which must outlive the
   /// session; then checks every dimension of both against the module, before anything
   /// runs (Trainer::checkData: the error names the data's file and what the module takes).
-  static absl::StatusOr<std::unique_ptr<LoadedModel>> create(std::unique_ptr<ir::Module> compiled,
-                                                             const runtime::data::Dataset& train,
-                                                             const runtime::data::Dataset& test,
-                                                             Options options);
+  static absl::StatusOr<std::unique_ptr<LoadedModel>> create(
+      std::unique_ptr<ir::Module> compiled, const runtime::data::ExampleSource& train,
+      const runtime::data::ExampleSource& test, Options options);
 
   /// Runs @init (parameters drawn on the first device and broadcast to all).
   absl::Status initialize() { return trainer_->initialize(); }
@@ -64,8 +63,8 @@ class LoadedModel {
                                                  const runtime::Trainer::StepCallback& on_step);
   /// Loss and accuracy over the whole test data (`keep_going` is asked after each batch).
   absl::StatusOr<runtime::PassResult> evaluate(const std::function<bool()>& keep_going = nullptr);
-  /// The same over other data of the module's example shape (a loader of its own).
-  absl::StatusOr<runtime::PassResult> evaluateOn(const runtime::data::Dataset& data);
+  /// The same over other data with the module's inputs (a loader of its own).
+  absl::StatusOr<runtime::PassResult> evaluateOn(const runtime::data::ExampleSource& data);
 
   /// A finished epoch's figures, as the table, the metrics file and a checkpoint keep them.
   runtime::EpochFigures figures(int epoch, const runtime::PassResult& train,

@@ -47,7 +47,8 @@ struct ModelSettings {
   /// module spans every rank's.
   std::vector<ir::Device> devices{ir::Device{}};
   /// Unset: 256, and for dump at least one example per device (a 4096-device dump needs
-  /// no --batch); train refuses a batch smaller than the device count instead.
+  /// no --batch); train refuses a batch smaller than the device count instead, and a
+  /// training session sets it from its data first (defaultBatch: less for small data).
   std::optional<int64_t> batch;
   /// The optimizer and its values (ir/optimizer_configs.h: a struct per optimizer update op
   /// of ir/ops.td, its fields the op's hyper-parameters); unset: the model's.

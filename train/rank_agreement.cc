@@ -9,25 +9,9 @@
 #include "ir/fnv1a.h"
 #include "ir/printer.h"
 #include "passes/optimizer_options.h"
+#include "train/training_data.h"
 
 namespace tandem::training {
-namespace {
-
-// zlib's crc32 (a few GB/s) rather than FNV: the training images are 188 MB of floats.
-std::string dataDigest(const runtime::data::Dataset& d) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  auto add = [&crc](const void* data, size_t bytes) {
-    const auto* p = static_cast<const Bytef*>(data);
-    for (size_t at = 0; at < bytes; at += 1u << 30)
-      crc = crc32(crc, p + at, static_cast<uInt>(std::min<size_t>(bytes - at, 1u << 30)));
-  };
-  add(d.images.data(), d.images.size() * sizeof(float));
-  add(d.labels.data(), d.labels.size() * sizeof(int32_t));
-  return absl::StrFormat("%08x (%d images)", crc, d.count);
-}
-
-}  // namespace
-
 std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
     const TrainConfig& config, const ModelChoice& c, const SettingNames& names) {
   const CompileOptions& o = c.compile;
@@ -79,6 +63,10 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
       {S::kSeed, absl::StrCat(config.seed)},
       {S::kLimitTrain, number(config.limit_train)},
       {S::kLimitTest, number(config.limit_test)},
+      {S::kValFraction,
+       config.data.val_fraction ? absl::StrCat(*config.data.val_fraction) : "not given"},
+      {S::kAugment, config.data.augment},
+      {S::kImageSize, absl::StrCat(config.data.image_height, "x", config.data.image_width)},
       {S::kAllowNonfinite, given(config.allow_nonfinite)},
       // Resume first: a front end may take the checkpoint directory from it.
       {S::kResume, given(config.resume.has_value())},
@@ -91,10 +79,12 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(
 }
 
 std::vector<std::pair<std::string, std::string>> contentsEveryRankShares(
-    const ir::Module& m, const runtime::data::Dataset& train, const runtime::data::Dataset& test) {
-  return {{"the compiled module's digest", absl::StrFormat("%016x", ir::fnv1a(ir::printModule(m, {.locations = false})))},
-          {"the training data's digest", dataDigest(train)},
-          {"the test data's digest", dataDigest(test)}};
+    const ir::Module& m, const runtime::data::ExampleSource& train,
+    const runtime::data::ExampleSource& test) {
+  return {{"the compiled module's digest",
+           absl::StrFormat("%016x", ir::fnv1a(ir::printModule(m, {.locations = false})))},
+          {"the training data's digest", sourceDigest(train)},
+          {"the test data's digest", sourceDigest(test)}};
 }
 
 }  // namespace tandem::training

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ir/ir.h"
-#include "runtime/data/idx_reader.h"
+#include "runtime/data/example_source.h"
 #include "train/model_settings.h"
 #include "train/setting.h"
 #include "train/train_config.h"
@@ -29,7 +29,7 @@ std::vector<std::pair<std::string, std::string>> settingsEveryRankShares(const T
 /// What the ranks compare once the module is compiled and the data read: a rank of
 /// another build, or one whose data holds other files, would train another step.
 std::vector<std::pair<std::string, std::string>> contentsEveryRankShares(
-    const ir::Module& module, const runtime::data::Dataset& train,
-    const runtime::data::Dataset& test);
+    const ir::Module& module, const runtime::data::ExampleSource& train,
+    const runtime::data::ExampleSource& test);
 
 }  // namespace tandem::training

@@ -46,6 +46,10 @@ namespace tandem::training {
   X(kEpochs, "epochs") \
   X(kSeed, "seed") \
   X(kData, "data") \
+  X(kTestData, "test_data") \
+  X(kValFraction, "val_fraction") \
+  X(kAugment, "augment") \
+  X(kImageSize, "image_size") \
   X(kLimitTrain, "limit_train") \
   X(kLimitTest, "limit_test") \
   X(kCheckpoint, "checkpoint") \

@@ -20,14 +20,6 @@
 
 namespace tandem::training {
 
-/// Where the examples come from: Fashion-MNIST's IDX files in a directory, or examples a
-/// program holds (then `examples_name` names them in errors: "Data").
-struct DataSource {
-  std::string fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
-  std::shared_ptr<const TrainingData> examples;
-  std::string examples_name = "data";
-};
-
 struct TrainConfig {
   /// The model's compile settings: devices, batch, optimizer and its values, schedule,
   /// precision, split, buckets, layouts.
@@ -36,6 +28,7 @@ struct TrainConfig {
   /// Seeds the initial values and the order of the examples (batch i of epoch e depends
   /// only on seed, e and i).
   uint64_t seed = 0;
+  /// The data: its spec (--data), the test part, augmentation (train/training_data.h).
   DataSource data;
   /// Only the first N training (test) examples; unset: all.
   std::optional<int64_t> limit_train, limit_test;

@@ -1,36 +1,60 @@
 #pragma once
 
-// The examples a run trains and evaluates on, read and checked as `tandem train` and the
-// public API both do: Fashion-MNIST's files, or examples a program holds, each checked to
-// hold images, to cover the limits asked for and at least one batch.
+// The examples a run trains and evaluates on, opened and checked as `tandem train` and the
+// public API both do: sources named by spec (runtime/data/open_source.h: Fashion-MNIST's
+// files, NumPy arrays, image folders, token and text files), or examples a program holds;
+// a validation part split off the training data, augmentation of the training images,
+// the limits, and the checks that each part holds examples and the training part a batch.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "runtime/data/idx_reader.h"
+#include "runtime/data/example_source.h"
 #include "train/setting.h"
 
 namespace tandem::training {
 
 struct TrainingData {
-  runtime::data::Dataset train, test;
+  std::shared_ptr<const runtime::data::ExampleSource> train, test;
 };
 
-/// Fashion-MNIST's training and test halves from `dir` (runtime/data/fashion_mnist.h),
-/// each cut to its limit, checked as checkTrainingData says. Errors name the file or the
-/// setting (`--limit-train: 70000 is more than the 60000 training images in DIR`).
-absl::StatusOr<TrainingData> loadFashionMnist(const std::string& dir,
-                                              std::optional<int64_t> limit_train,
-                                              std::optional<int64_t> limit_test, int64_t batch,
-                                              const SettingNames& names);
+/// Where the examples come from, as a front end gives them.
+struct DataSource {
+  /// The training data's spec (open_source.h); a directory is Fashion-MNIST's files in it.
+  std::string spec = "fashion-mnist";
+  /// The test data's spec. Unset: Fashion-MNIST's test half for a fashion-mnist spec,
+  /// else the part `val_fraction` splits off the training data (one of them is needed).
+  std::optional<std::string> test_spec;
+  std::optional<double> val_fraction;
+  /// An --augment list (runtime/data/transforms.h) for the image field `x`: its random
+  /// transforms (crop, flip) apply to the training examples, the others (normalize,
+  /// resize) to both parts.
+  std::string augment;
+  /// > 0: images of a folder are resized to this (--image-size).
+  int64_t image_height = 0, image_width = 0;
+  /// Examples a program holds (then the fields above are not read); `examples_name` names
+  /// them in errors ("Data").
+  std::shared_ptr<const TrainingData> examples;
+  std::string examples_name = "data";
+};
 
-/// OK when each half holds images, a limit asked for (limit_train, limit_test) is no more
-/// than the images `where` holds, and the training images fill a batch.
-absl::Status checkTrainingData(const TrainingData& data, const std::string& where,
-                               std::optional<int64_t> limit_train,
-                               std::optional<int64_t> limit_test, int64_t batch,
-                               const SettingNames& names);
+/// Opens the training and test sources `source` names, the validation part split off
+/// with `seed`, each part cut to its limit and augmented as asked. Errors name the setting
+/// (`--limit-train: 70000 is more than the 60000 training examples in fashion-mnist:DIR`)
+/// or the file.
+absl::StatusOr<std::shared_ptr<const TrainingData>> openTrainingData(
+    const DataSource& source, std::optional<int64_t> limit_train, std::optional<int64_t> limit_test,
+    uint64_t seed, const SettingNames& names);
+
+/// OK when each part holds examples and the training examples fill a batch.
+absl::Status checkTrainingData(const TrainingData& data, std::optional<int64_t> limit_train,
+                               int64_t batch, const SettingNames& names);
+
+/// A digest of a source's fields and contents (a sample of its examples, evenly spaced,
+/// when they are large), which the processes of a run compare: cheap for a 2 GB array.
+std::string sourceDigest(const runtime::data::ExampleSource& source);
 
 }  // namespace tandem::training

@@ -25,6 +25,14 @@ void settingsByKey(runtime::Checkpoint& c) {
 
 }  // namespace
 
+int64_t defaultBatch(int64_t train_examples, int64_t devices) {
+  constexpr int64_t kBatch = 256, kSmallest = 32, kStepsPerEpoch = 16;
+  int64_t batch = kBatch;
+  while (batch > std::max(kSmallest, devices) && train_examples / batch < kStepsPerEpoch)
+    batch /= 2;
+  return std::max(batch, devices);
+}
+
 bool writesWhereItResumes(const TrainConfig& c) {
   if (!c.checkpoint || !c.resume) return false;
   std::error_code ignored;  // the checkpoint directory need not exist yet
@@ -37,9 +45,10 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::create(const M
                                                                          TrainListener& listener) {
   std::unique_ptr<TrainingSession> s(new TrainingSession(names, listener));
   s->config_ = std::move(config);
+  RETURN_IF_ERROR(s->openData());
   RETURN_IF_ERROR(s->prepare(spec));
   RETURN_IF_ERROR(s->readResumed());
-  RETURN_IF_ERROR(s->loadData());
+  RETURN_IF_ERROR(s->checkData());
   RETURN_IF_ERROR(s->checkResumedFits());
   // A stop signal before training leaves nothing to keep: the front end says so.
   auto stopped = [&] { return listener.stopSignal() != 0; };
@@ -59,6 +68,9 @@ absl::Status TrainingSession::prepare(const ModelSpec& spec) {
                         absl::StrCat(config_.epochs, " trains nothing (1 or more)"));
   backend::Processes& procs = backend::Processes::current();
   config_.model.ranks = procs.size();
+  if (!config_.model.batch)
+    config_.model.batch = defaultBatch(
+        data_->train->size(), static_cast<int64_t>(config_.model.devices.size()) * procs.size());
   ASSIGN_OR_RETURN(choice_, resolveModel(spec, config_.model, /*for_training=*/true, names_));
   // The backends' settings a front end gave, named as it names them (the executor checks
   // them again, in its own words, for callers below this library).
@@ -120,23 +132,24 @@ absl::Status TrainingSession::readResumed() {
   return absl::OkStatus();
 }
 
-absl::Status TrainingSession::loadData() {
-  const int64_t batch = choice_.compile.build.batch;
+absl::Status TrainingSession::openData() {
   const DataSource& source = config_.data;
   if (source.examples != nullptr) {
-    RETURN_IF_ERROR(checkTrainingData(*source.examples, source.examples_name, config_.limit_train,
-                                      config_.limit_test, batch, names_));
     data_ = source.examples;
-  } else {
-    listener_.onActivity(absl::StrCat("reading the data in ", source.fashion_mnist_dir));
-    ASSIGN_OR_RETURN(TrainingData read,
-                     loadFashionMnist(source.fashion_mnist_dir, config_.limit_train,
-                                      config_.limit_test, batch, names_));
-    data_ = std::make_shared<const TrainingData>(std::move(read));
+    return absl::OkStatus();
   }
+  listener_.onActivity(absl::StrCat("opening the data ", source.spec));
+  ASSIGN_OR_RETURN(data_, openTrainingData(source, config_.limit_train, config_.limit_test,
+                                           config_.seed, names_));
+  return absl::OkStatus();
+}
+
+absl::Status TrainingSession::checkData() {
+  const int64_t batch = choice_.compile.build.batch;
+  RETURN_IF_ERROR(checkTrainingData(*data_, config_.limit_train, batch, names_));
   // The learning-rate schedule over the run's steps (checked before anything slow).
-  ASSIGN_OR_RETURN(
-      schedule_, learningRateSchedule(choice_, data_->train.count / batch, config_.epochs, names_));
+  ASSIGN_OR_RETURN(schedule_, learningRateSchedule(choice_, data_->train->size() / batch,
+                                                   config_.epochs, names_));
   return absl::OkStatus();
 }
 
@@ -164,8 +177,16 @@ absl::Status TrainingSession::checkResumedFits() {
 }
 
 std::vector<std::pair<std::string, std::string>> TrainingSession::resumeSettings() const {
-  return training::resumeSettings(choice_, config_.model, config_.seed, data_->train.count,
-                                  config_.epochs);
+  std::vector<std::pair<std::string, std::string>> out = training::resumeSettings(
+      choice_, config_.model, config_.seed, data_->train->size(), config_.epochs);
+  // What the examples are made of changes what a step computes; listed only when given,
+  // so that checkpoints from before these settings resume.
+  if (!config_.data.augment.empty())
+    out.push_back({std::string(settingKey(Setting::kAugment)), config_.data.augment});
+  if (config_.data.val_fraction)
+    out.push_back(
+        {std::string(settingKey(Setting::kValFraction)), absl::StrCat(*config_.data.val_fraction)});
+  return out;
 }
 
 absl::Status TrainingSession::compileAndLoad() {
@@ -178,13 +199,13 @@ absl::Status TrainingSession::compileAndLoad() {
   RETURN_IF_ERROR(listener_.onCompiled(module));
   // ... and the same module and data: a difference would corrupt the first collective.
   if (procs.several())
-    RETURN_IF_ERROR(procs.agree(contentsEveryRankShares(*module, data_->train, data_->test),
+    RETURN_IF_ERROR(procs.agree(contentsEveryRankShares(*module, *data_->train, *data_->test),
                                 "comparing the compiled module and the data"));
   listener_.onActivity(absl::StrCat("loading ", choice_.spec.name, " onto its devices"));
   runtime::ExecutorOptions executor_options = config_.executor;
   executor_options.seed = config_.seed;
   ASSIGN_OR_RETURN(model_, LoadedModel::create(
-                               std::move(module), data_->train, data_->test,
+                               std::move(module), *data_->train, *data_->test,
                                {.executor = std::move(executor_options),
                                 .seed = config_.seed,
                                 .schedule = scheduled() ? std::optional(schedule_) : std::nullopt,
@@ -209,8 +230,8 @@ absl::Status TrainingSession::compileAndLoad() {
 absl::Status TrainingSession::start() {
   return listener_.onStart({.choice = choice_,
                             .module = executor().module(),
-                            .train_count = data_->train.count,
-                            .test_count = data_->test.count,
+                            .train_count = data_->train->size(),
+                            .test_count = data_->test->size(),
                             .steps_per_epoch = stepsPerEpoch(),
                             .schedule = scheduled() ? &schedule_ : nullptr,
                             .resumed = resumed_ ? &*resumed_ : nullptr,
@@ -395,7 +416,7 @@ absl::Status TrainingSession::save(const std::string& dir, bool replace,
 absl::StatusOr<runtime::PassResult> TrainingSession::evaluate() { return model_->evaluate(); }
 
 absl::StatusOr<runtime::PassResult> TrainingSession::evaluateOn(
-    const runtime::data::Dataset& data) {
+    const runtime::data::ExampleSource& data) {
   return model_->evaluateOn(data);
 }
 

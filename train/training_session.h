@@ -130,6 +130,11 @@ class TrainListener {
   virtual int stopSignal() { return 0; }
 };
 
+/// The global batch of a run that gives none: 256, halved (down to 32, and never below
+/// the device count) while an epoch of `train_examples` would take fewer than 16 steps, so
+/// that a small data set (scikit-learn's 1,797 digits) gets enough updates in ten epochs.
+int64_t defaultBatch(int64_t train_examples, int64_t devices);
+
 /// Whether the run writes its checkpoints into the directory it resumes from (it then
 /// replaces the checkpoint there).
 bool writesWhereItResumes(const TrainConfig& config);
@@ -149,9 +154,9 @@ class TrainingSession {
   /// Trains the epochs left up to TrainConfig::epochs, evaluating after each and writing
   /// the checkpoints asked for; returns how it ended.
   absl::StatusOr<RunEnd> fit();
-  /// Loss and accuracy over the test data, or over `data` of the model's example shape.
+  /// Loss and metrics over the test data, or over `data` (fields as the model's inputs).
   absl::StatusOr<runtime::PassResult> evaluate();
-  absl::StatusOr<runtime::PassResult> evaluateOn(const runtime::data::Dataset& data);
+  absl::StatusOr<runtime::PassResult> evaluateOn(const runtime::data::ExampleSource& data);
   /// Writes a checkpoint of the run as it stands into `dir` (created if missing; `replace`
   /// overwrites one there, else that is an error; errors begin with `words.setting`).
   absl::Status save(const std::string& dir, bool replace, runtime::CheckpointWriter::Words words);
@@ -170,7 +175,8 @@ class TrainingSession {
       : names_(names), listener_(listener) {}
   absl::Status prepare(const ModelSpec& spec);
   absl::Status readResumed();
-  absl::Status loadData();
+  absl::Status openData();
+  absl::Status checkData();
   absl::Status checkResumedFits();
   absl::Status compileAndLoad();
   absl::Status start();

@@ -16,8 +16,8 @@ absl::StatusOr<std::unique_ptr<DatasetSource>> DatasetSource::openFashionMnist(
     const std::string& dir, Split split, int64_t limit, absl::string_view dir_setting) {
   absl::StatusOr<Dataset> data = loadFashionMnist(dir, split, limit, dir_setting);
   if (!data.ok()) return data.status();
-  return std::make_unique<DatasetSource>(std::make_shared<const Dataset>(*std::move(data)),
-                                         absl::StrCat("fashion-mnist:", dir));
+  // Named by its images file (which half, and where), as the messages always named it.
+  return std::make_unique<DatasetSource>(std::make_shared<const Dataset>(*std::move(data)));
 }
 
 absl::Status DatasetSource::read(int64_t index, const ExampleKey&,

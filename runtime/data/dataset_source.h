@@ -18,8 +18,8 @@ class DatasetSource final : public ExampleSource {
  public:
   /// `where` names the source in messages; empty: the images' file (Dataset::source).
   explicit DatasetSource(std::shared_ptr<const Dataset> data, std::string where = "");
-  /// One half of Fashion-MNIST's files in `dir` (loadFashionMnist), named
-  /// "fashion-mnist:DIR".
+  /// One half of Fashion-MNIST's files in `dir` (loadFashionMnist), named by its images
+  /// file.
   static absl::StatusOr<std::unique_ptr<DatasetSource>> openFashionMnist(
       const std::string& dir, Split split, int64_t limit = 0,
       absl::string_view dir_setting = "data");

@@ -23,6 +23,7 @@ class RandomCropTransform : public ImageTransform {
  public:
   explicit RandomCropTransform(int64_t padding) : padding_(padding) {}
   std::string text() const override { return absl::StrCat("crop:", padding_); }
+  bool random() const override { return true; }
   absl::StatusOr<std::vector<int64_t>> outputShape(absl::Span<const int64_t> in) const override {
     return std::vector<int64_t>(in.begin(), in.end());
   }
@@ -57,6 +58,7 @@ class RandomCropTransform : public ImageTransform {
 class FlipTransform : public ImageTransform {
  public:
   std::string text() const override { return "flip"; }
+  bool random() const override { return true; }
   absl::StatusOr<std::vector<int64_t>> outputShape(absl::Span<const int64_t> in) const override {
     return std::vector<int64_t>(in.begin(), in.end());
   }

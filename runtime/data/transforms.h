@@ -22,6 +22,9 @@ class ImageTransform {
   virtual ~ImageTransform() = default;
   /// Its word in an --augment list: "crop:4", "flip", "normalize:0.5/0.25", "resize:32x32".
   virtual std::string text() const = 0;
+  /// Whether it draws from the example's key (augmentation, for training examples only)
+  /// rather than being a fixed function of the image (normalize, resize: every part).
+  virtual bool random() const { return false; }
   /// The shape it makes of an image of shape `in` ([C, H, W]); an error naming the
   /// transform when it cannot take such an image.
   virtual absl::StatusOr<std::vector<int64_t>> outputShape(absl::Span<const int64_t> in) const = 0;

@@ -59,7 +59,7 @@ TEST(DatasetSource, ExamplesAreTheDatasets) {
   auto source = DatasetSource::openFashionMnist(testing::kFashionMnistDir, Split::kTest, 50);
   ASSERT_TRUE(source.ok()) << source.status();
   const ExampleSource& s = **source;
-  EXPECT_EQ(s.where(), std::string("fashion-mnist:") + testing::kFashionMnistDir);
+  EXPECT_EQ(s.where(), std::string(testing::kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz");
   EXPECT_EQ(s.size(), 50);
   ASSERT_EQ(s.fields().size(), 2u);
   EXPECT_EQ(s.fields()[0].text(), "x: f32[1,28,28]");

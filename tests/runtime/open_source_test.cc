@@ -121,7 +121,7 @@ TEST_F(OpenSourceTest, FashionMnist) {
   auto s = openSource("fashion-mnist", {.split = Split::kTest, .limit = 10});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ((*s)->size(), 10);
-  EXPECT_EQ((*s)->where(), std::string("fashion-mnist:") + testing::kFashionMnistDir);
+  EXPECT_EQ((*s)->where(), std::string(testing::kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz");
   auto dir = openSource(std::string("fashion-mnist:") + testing::kFashionMnistDir,
                         {.split = Split::kTest, .limit = 10});
   ASSERT_TRUE(dir.ok()) << dir.status();

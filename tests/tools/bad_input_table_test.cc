@@ -680,22 +680,17 @@ TEST_F(BadInputTable, DataThatDoesNotFitTheModel) {
     return std::vector<std::string>{"train",   "--model", model,      "--data", dir(d),
                                     "--batch", "10",      "--epochs", "1"};
   };
+  // Issue 42: a zoo model is made for the data's images, so 14x14 and 32x32 images train;
+  // images too small for the model's layers are the model's error, naming the layer.
+  for (const TempDir* d : {&small, &wide}) {
+    const CommandResult r = runTandem(train(*d, d == &small ? "lenet" : "resnet18"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("100 training images per epoch"), std::string::npos) << r.out;
+  }
   check({
-      {train(small, "lenet"),
-       absl::StrCat(dir(small),
-                    "/train-images-idx3-ubyte holds 100 images of 1x14x14, but lenet "
-                    "takes images of 1x28x28 (@train_step's input %x: "
-                    "f32[10,1,28,28])")},
       {train(one, "lenet"),
-       absl::StrCat(dir(one),
-                    "/train-images-idx3-ubyte holds 100 images of 1x1x1, but lenet "
-                    "takes images of 1x28x28 (@train_step's input %x: "
-                    "f32[10,1,28,28])")},
-      {train(wide, "resnet18"),
-       absl::StrCat(dir(wide),
-                    "/train-images-idx3-ubyte holds 100 images of 1x32x32, but "
-                    "resnet18 takes images of 1x28x28 (@train_step's input %x: "
-                    "f32[10,1,28,28])")},
+       "model lenet: %conv1 (conv2d) in scope conv1 at lenet.cc:14: a 3-wide window does not fit "
+       "the height extent 1 with padding 0"},
       {train(tall_test, "lenet"),
        absl::StrCat(dir(tall_test),
                     "/t10k-images-idx3-ubyte holds 50 images of 1x27x29, but "
@@ -1350,6 +1345,72 @@ TEST_F(BadInputTable, Issue40ProbeFindings) {
                     "but the file ends after 90 of them")},
   });
   EXPECT_EQ(readFile(expand("$TMP/d.tir")), "module @m {\n}\n");
+}
+
+// Issue 42: bad data on disk is one line naming the file and the example, or the flag.
+TEST_F(BadInputTable, Issue42BadData) {
+  TANDEM_NEED_INSTALLED(::access("/usr/bin/python3", X_OK) == 0 ? "" : "no /usr/bin/python3");
+  const CommandResult wrote =
+      runProgram("/usr/bin/python3", {sourcePath("tests/tools/write_bad_data.py"), tmp_});
+  ASSERT_EQ(wrote.exit_code, 0) << wrote.err;
+  const std::vector<std::string> lenet = {"train", "--model", "lenet", "--data"};
+  auto train = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = lenet;
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  check({
+      {train({"images:$TMP/corrupt", "--val-fraction", "0.5"}),
+       "images:$TMP/corrupt/b/2.png: corrupt PNG: the file ends early"},
+      {train({"images:$TMP/sizes", "--val-fraction", "0.5"}),
+       "images:$TMP/sizes/b/2.png: 8x9, but the first image, $TMP/sizes/a/1.png, is 8x8: give "
+       "images:$TMP/sizes:size=HxW"},
+      {train({"images:$TMP/empty", "--val-fraction", "0.5"}),
+       "images:$TMP/empty: no class folders in it (images:DIR holds one folder of images per "
+       "class)"},
+      {train({"images:$TMP/no-images", "--val-fraction", "0.5"}),
+       "images:$TMP/no-images/b: a class folder with no images"},
+      {train({"npz:$TMP/disagree.npz", "--val-fraction", "0.5"}),
+       "npz file '$TMP/disagree.npz': arrays 'x' and 'y' disagree in length: 10 and 9 examples"},
+      // The test data's labels are checked against the training data's classes.
+      {train({"npz:$TMP/three.npz", "--test-data", "npz:$TMP/five.npz"}),
+       "npz file '$TMP/five.npz': array 'y': label 3 of example 3 is out of range [0, 3)"},
+      // (Token ids beyond the vocabulary are found as the windows are read: no zoo model
+      // takes tokens yet, so tests/runtime/token_source_test.cc has that case.)
+      {train({"tokens:$TMP/tokens.bin:vocab=10:length=4", "--test-data",
+              "tokens:$TMP/tokens.bin:length=4"}),
+       "--model: lenet is a classifier of images x: f32[C,H,W] with class labels y, but "
+       "tokens:$TMP/tokens.bin holds x: i32[4], y: i32[4] without class labels"},
+      {train({"tokens:$TMP/tokens.bin:length=4", "--val-fraction", "0.5"}),
+       "--val-fraction splits examples, but tokens:$TMP/tokens.bin draws random windows from all "
+       "of its tokens: give a separate validation file"},
+      {train({"npz:$TMP/flat.npz", "--val-fraction", "0.5"}),
+       "--model: lenet is a classifier of images x: f32[C,H,W] with class labels y, but "
+       "npz:$TMP/flat.npz holds x: f32[64], y: i32[]"},
+      {train({"npz:$TMP/three.npz"}),
+       "--data: 'npz:$TMP/three.npz' has no test part: give --test-data SPEC or --val-fraction F"},
+      {train({"npz:$TMP/three.npz", "--val-fraction", "0.5", "--test-data", "npz:$TMP/five.npz"}),
+       "--val-fraction: and --test-data both give the test data; give one"},
+      {train({"npz:$TMP/three.npz", "--val-fraction", "0.01"}),
+       "--val-fraction 0.01 of npz:$TMP/three.npz's 10 examples leaves no validation example"},
+      {train({"npz:$TMP/three.npz", "--val-fraction", "1"}),
+       "--val-fraction: 1 is out of range: must be > 0 and < 1"},
+      {train({"npz:$TMP/three.npz", "--val-fraction", "0.5", "--augment", "crop:x"}),
+       "--augment: transform 'crop:x': the padding is not an integer in [0, 4096] (crop:4 pads 4 "
+       "pixels)"},
+      {train({"npz:$TMP/flat.npz", "--val-fraction", "0.5", "--augment", "flip"}),
+       "--augment: npz:$TMP/flat.npz: the transforms take an image f32 [C,H,W], not x: f32[64]"},
+      {train({"npz:$TMP/three.npz", "--val-fraction", "0.5", "--limit-train", "6"}),
+       "--limit-train: 6 is more than the 5 training images in npz:$TMP/three.npz"},
+      {train({"$DATA", "--image-size", "3x4x5"}), "--image-size: '3x4x5' is not S or HxW"},
+      {train({"$DATA", "--image-size", "0"}),
+       "--image-size: 0 is out of range: must be from 1 to 65535"},
+      {train({"nonsense:$TMP"}),
+       "--data 'nonsense:$TMP': unknown kind of data 'nonsense' (fashion-mnist[:DIR], "
+       "npz:FILE[:FIELD=ARRAY,...], npy:FILE or npy:FIELD=FILE,..., "
+       "tokens:FILE[:u16|:u32][:length=N][:vocab=N], "
+       "text:FILE[:chars|:bytes][:length=N][:vocab=N], images:DIR[:size=S|:size=HxW][:by-name])"},
+  });
 }
 
 }  // namespace tandem::testing

@@ -10,11 +10,13 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "backend/processes.h"
 #include "backend/settings.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
 #include "runtime/checkpoint.h"
+#include "runtime/data/fashion_mnist.h"
 #include "tools/tandem/activity.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
@@ -41,19 +43,54 @@ TrainHooks*& hooks() {
   return installed;
 }
 
+// The files the data specs read that exist (an image folder's are in its own subfolders):
+// Fashion-MNIST's four, an array, token or text file; a missing one is the data's error.
+// As (flag, file).
+std::vector<std::pair<const char*, std::string>> dataFiles(const TrainFlags& f) {
+  std::vector<std::pair<const char*, std::string>> files;
+  std::error_code unreadable;
+  const char* flag = "--data";
+  auto add = [&](const std::string& file) {
+    if (std::filesystem::is_regular_file(file, unreadable)) files.emplace_back(flag, file);
+  };
+  for (const auto& [given_flag, given] :
+       {std::pair{"--data", std::optional(f.data)}, std::pair{"--test-data", f.test_data}}) {
+    if (!given) continue;
+    flag = given_flag;
+    const std::string& spec = *given;
+    const size_t colon = spec.find(':');
+    const std::string kind = spec.substr(0, colon);
+    if (colon == std::string::npos || kind == "fashion-mnist") {
+      const std::string dir = colon == std::string::npos ? spec : spec.substr(colon + 1);
+      for (const char* split : {"train", "t10k"})
+        for (const char* kind : {"images-idx3-ubyte", "labels-idx1-ubyte"})
+          for (const char* suffix : {".gz", ""})
+            add(absl::StrCat(dir.empty() ? runtime::data::kDefaultFashionMnistDir : dir, "/", split,
+                             "-", kind, suffix));
+      continue;
+    }
+    // The file, possibly followed by ":option" words: the longest prefix that is a file.
+    std::string rest = spec.substr(colon + 1);
+    for (const std::string& part : std::vector<std::string>(absl::StrSplit(rest, ','))) {
+      std::string path = part.substr(
+          part.find('=') == std::string::npos || kind != "npy" ? 0 : part.find('=') + 1);
+      while (!std::filesystem::is_regular_file(path, unreadable) &&
+             path.find(':') != std::string::npos)
+        path = path.substr(0, path.rfind(':'));
+      add(path);
+      if (kind != "npy") break;
+    }
+  }
+  return files;
+}
+
 // The files the run reads (the data, a checkpoint to resume) and writes (the metrics,
 // trace, picture and checkpoint files), each claimed by its flag (path_claims.h).
 absl::Status claimFiles(const TrainFlags& f, const training::TrainConfig& config) {
   PathClaims claims;
   using Use = PathClaims::Use;
-  for (const char* split : {"train", "t10k"})
-    for (const char* kind : {"images-idx3-ubyte", "labels-idx1-ubyte"})
-      for (const char* suffix : {".gz", ""}) {
-        const std::string file = absl::StrCat(f.data, "/", split, "-", kind, suffix);
-        std::error_code unreadable;  // the data's own check says why, later
-        if (std::filesystem::exists(file, unreadable))
-          RETURN_IF_ERROR(claims.claim("--data", file, Use::kReads));
-      }
+  for (const auto& [flag, file] : dataFiles(f))
+    RETURN_IF_ERROR(claims.claim(flag, file, Use::kReads));
   // The model's own files are inputs too: an output on them would destroy the model.
   if (f.model.onnx) RETURN_IF_ERROR(claims.claim("--onnx", *f.model.onnx, Use::kReads));
   if (f.module) RETURN_IF_ERROR(claims.claim("--module", *f.module, Use::kReads));
@@ -105,13 +142,17 @@ absl::Status checkFlagCombinations(const TrainFlags& f) {
 
 // The run the flags ask for. --resume goes on writing checkpoints into the directory it
 // reads unless --checkpoint names another.
-absl::StatusOr<training::TrainConfig> configOf(const TrainFlags& f, const ModelSpec& spec) {
-  ASSIGN_OR_RETURN(training::ModelSettings model,
-                   modelSettingsOfFlags(f.model, spec, /*for_training=*/true));
-  training::TrainConfig c{.model = std::move(model),
-                          .epochs = f.epochs,
+// (The model's settings are filled once the model is made for the data.)
+absl::StatusOr<training::TrainConfig> configOf(const TrainFlags& f) {
+  training::TrainConfig c{.epochs = f.epochs,
                           .seed = f.seed,
-                          .data = {.fashion_mnist_dir = f.data},
+                          .data = {.spec = f.data,
+                                   .test_spec = f.test_data,
+                                   .val_fraction = f.val_fraction,
+                                   .augment = f.augment,
+                                   .image_height = f.image_height,
+                                   .image_width = f.image_width,
+                                   .examples_name = f.data},
                           .limit_train = f.limit_train,
                           .limit_test = f.limit_test,
                           .checkpoint = f.checkpoint ? f.checkpoint : f.resume,
@@ -146,17 +187,23 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   procs->setTimeout(given.collective_timeout.value_or(kDefaultCollectiveTimeout),
                     &StopSignals::pending);
   const TrainFlags f = flagsOfRank(given, *procs);
+  RETURN_IF_ERROR(checkFlagCombinations(f));
+  const FlagNames flags(f.model.onnx.has_value());
+  // A zoo model's name is checked before the data is read; the model is then made for it.
+  if (!f.model.onnx) RETURN_IF_ERROR(modelSpecOfFlags(f.model, /*data=*/nullptr).status());
+  ASSIGN_OR_RETURN(training::TrainConfig config, configOf(f));
+  setActivity(absl::StrCat("opening the data ", f.data));
+  ASSIGN_OR_RETURN(config.data.examples, training::openTrainingData(config.data, f.limit_train,
+                                                                    f.limit_test, f.seed, flags));
   std::shared_ptr<ImportedValues> imported;  // --onnx: the model's values
   ASSIGN_OR_RETURN(const ModelSpec spec,
-                   modelSpecOfFlags(f.model, /*for_training=*/true, &imported));
-  RETURN_IF_ERROR(checkFlagCombinations(f));
-  // Every file the run reads and writes, claimed before any is opened: two outputs on one
+                   modelSpecOfFlags(f.model, config.data.examples->train.get(), &imported));
+  // Every file the run reads and writes, claimed before any is written: two outputs on one
   // path, or an output on an input, would lose one of them.
-  ASSIGN_OR_RETURN(const training::TrainConfig config, configOf(f, spec));
+  ASSIGN_OR_RETURN(config.model, modelSettingsOfFlags(f.model, spec, /*for_training=*/true));
   if (procs->rank() == 0) RETURN_IF_ERROR(claimFiles(f, config));
   ASSIGN_OR_RETURN(TrainOutputs outputs, TrainOutputs::open(f, procs->rank()));
   TrainPrinter printer(f, outputs, stop, imported);
-  const FlagNames flags(f.model.onnx.has_value());
   absl::StatusOr<std::unique_ptr<training::TrainingSession>> session =
       training::TrainingSession::create(spec, config, flags, printer);
   if (absl::IsCancelled(session.status()) && stop.requested()) {

@@ -94,7 +94,13 @@ struct TrainFlags {
   int epochs = 10;
   uint64_t seed = 0;
   std::optional<int64_t> limit_train, limit_test;
-  std::string data = "/usr/share/datasets/fashion-mnist";
+  /// --data SPEC (runtime/data/open_source.h; a directory: Fashion-MNIST's files in it),
+  /// --test-data SPEC or --val-fraction F, --augment LIST, --image-size HxW.
+  std::string data = "fashion-mnist:/usr/share/datasets/fashion-mnist";
+  std::optional<std::string> test_data;
+  std::optional<double> val_fraction;
+  std::string augment;
+  int64_t image_height = 0, image_width = 0;
   std::optional<std::string> metrics;
   int threads_per_device = 1;
   backend::ConvAlgorithm conv_algorithm = backend::ConvAlgorithm::kAuto;

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "frontend/model.h"
 #include "frontend/zoo/zoo.h"
 #include "ir/f32_value.h"
@@ -145,8 +146,9 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
                                ir::kMaxDevices, ")"))
       ->capture_default_str();
   addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
-            "Global batch size, split across the devices (default: 256; dump: at least one "
-            "example per device)");
+            "Global batch size, split across the devices (default: 256; train: halved down "
+            "to 32 while an epoch would take fewer than 16 steps; dump: at least one example "
+            "per device)");
   cmd->add_option("--optimizer", f.written.optimizer,
                   absl::StrCat("Optimizer: ", passes::optimizerNames(),
                                " (PyTorch's torch.optim.AdamW: decoupled weight decay, bias "
@@ -368,7 +370,9 @@ void addExport(CLI::App& app, ExportFlags& f) {
 
 void addTrain(CLI::App& app, TrainFlags& f) {
   CLI::App* cmd = app.add_subcommand(
-      "train", "Train a zoo model on Fashion-MNIST, data parallel over the given devices.");
+      "train",
+      "Train a zoo model on Fashion-MNIST or data of your own (--data), data parallel over the "
+      "given devices.");
   addModelFlags(cmd, f.model, zoo::modelNames());
   cmd->add_option("--onnx", f.model.onnx,
                   "Train this ONNX model (its graph, and its initializers' values) instead of "
@@ -382,11 +386,41 @@ void addTrain(CLI::App& app, TrainFlags& f) {
   addNumber(cmd, "--epochs", f.epochs, Range<int>{1, 100000}, "Passes over the training data");
   addNumber(cmd, "--seed", f.seed, atLeast<uint64_t>(0), "Seed of initialization and shuffling");
   addNumber(cmd, "--limit-train", f.limit_train, atLeast<int64_t>(1),
-            "Use only the first N training images (default: all)");
+            "Use only the first N training examples (default: all)");
   addNumber(cmd, "--limit-test", f.limit_test, atLeast<int64_t>(1),
-            "Use only the first N test images (default: all)");
-  cmd->add_option("--data", f.data, "Directory of the Fashion-MNIST IDX files")
+            "Use only the first N test examples (default: all)");
+  cmd->add_option(
+         "--data", f.data,
+         "The training data: fashion-mnist[:DIR] (or just DIR), npz:FILE[:FIELD=ARRAY,...], "
+         "npy:FILE or npy:FIELD=FILE,..., images:DIR[:size=HxW][:by-name] (a folder per "
+         "class, PNG or JPEG), tokens:FILE[:u16|:u32][:length=N], "
+         "text:FILE[:chars|:bytes][:length=N] (docs/DATA.md)")
       ->capture_default_str();
+  cmd->add_option("--test-data", f.test_data,
+                  "The data evaluated after every epoch, a spec as --data's (default: "
+                  "Fashion-MNIST's test half; other data needs this or --val-fraction)");
+  addNumber(cmd, "--val-fraction", f.val_fraction, Range<double>{0, 1, true, true},
+            "Evaluate on this fraction of the training data, split off by the seed, and train "
+            "on the rest");
+  cmd->add_option("--augment", f.augment,
+                  "Transforms of the images x, comma-separated: crop:N (random crop after N "
+                  "pixels of zero padding), flip (random horizontal flip), "
+                  "normalize:MEAN/STD, resize:HxW; the random ones apply to the training "
+                  "examples only, each a function of (seed, epoch, example)");
+  cmd->add_option_function<std::string>(
+         "--image-size",
+         [&f](const std::string& text) {
+           const std::vector<std::string> hw = absl::StrSplit(text, 'x');
+           const Range<int64_t> size{1, 65535};
+           if (hw.size() > 2)
+             throw CLI::ValidationError("--image-size",
+                                        absl::StrCat("'", text, "' is not S or HxW"));
+           f.image_height = parseNumber("--image-size", hw[0], size);
+           f.image_width = parseNumber("--image-size", hw.back(), size);
+         },
+         "Resize the images of an images: folder to this, S or HxW (default: they must all "
+         "be of one size)")
+      ->type_name("HxW");
   cmd->add_option("--metrics", f.metrics,
                   "Also write the per-epoch figures to this CSV file ('-': standard output), a "
                   "row as each epoch ends");

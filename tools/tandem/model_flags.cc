@@ -11,10 +11,6 @@
 namespace tandem::tools {
 namespace {
 
-// The images and classes `tandem train` reads (Fashion-MNIST's), which a zoo model is
-// made for.
-const zoo::ImageClasses kFashionMnist{};
-
 absl::Status flagError(absl::string_view flag, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
 }
@@ -38,7 +34,23 @@ std::string inertModelFlagWarning(const ModelFlags& f, const ir::Module& compile
   return "";
 }
 
-absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& f, bool for_training,
+absl::StatusOr<zoo::ImageClasses> imageClassesOf(const runtime::data::ExampleSource& data,
+                                                 absl::string_view flag, absl::string_view model) {
+  const auto [labels, classes] = data.classLabels();
+  for (const runtime::data::Field& f : data.fields())
+    if (f.name == "x" && f.dtype == ir::DType::kF32 && f.shape.size() == 3 && !labels.empty())
+      return zoo::ImageClasses{.image_shape = f.shape, .classes = classes};
+  std::vector<std::string> fields;
+  for (const runtime::data::Field& f : data.fields()) fields.push_back(f.text());
+  return flagError(flag, absl::StrCat(model,
+                                      " is a classifier of images x: f32[C,H,W] with class "
+                                      "labels y, but ",
+                                      data.where(), " holds ", absl::StrJoin(fields, ", "),
+                                      labels.empty() ? " without class labels" : ""));
+}
+
+absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& f,
+                                           const runtime::data::ExampleSource* data,
                                            std::shared_ptr<ImportedValues>* imported) {
   for (auto [flag, given] : {std::pair{"--input", f.onnx_input.has_value()},
                              std::pair{"--logits", f.onnx_logits.has_value()},
@@ -52,9 +64,13 @@ absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& f, bool for_trainin
     ASSIGN_OR_RETURN(OnnxModelSpec model, onnxModelSpec(*f.onnx, f.onnx_input, f.onnx_logits,
                                                         f.batch.value_or(kDefaultBatch)));
     const std::vector<int64_t>& images = model.spec.inputs.front().shape;
-    if (for_training && images != kFashionMnist.image_shape)
-      return flagError("--onnx", absl::StrCat(*f.onnx, " takes ", absl::StrJoin(images, "x"),
-                                              " images, but Fashion-MNIST has 1x28x28"));
+    if (data != nullptr) {
+      ASSIGN_OR_RETURN(const zoo::ImageClasses classes, imageClassesOf(*data, "--onnx", *f.onnx));
+      if (images != classes.image_shape)
+        return flagError("--onnx", absl::StrCat(*f.onnx, " takes ", absl::StrJoin(images, "x"),
+                                                " images, but ", data->where(), " has ",
+                                                absl::StrJoin(classes.image_shape, "x")));
+    }
     if (imported != nullptr) *imported = model.values;
     return model.spec;
   }
@@ -63,7 +79,12 @@ absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& f, bool for_trainin
                                              absl::StrJoin(zoo::modelNames(), ", "), ")"));
   // A model to train is made for the data's images and classes; one to look at keeps its
   // own (the ImageNet ResNets' 3x224x224).
-  auto spec = zoo::modelByName(f.model, for_training ? std::optional(kFashionMnist) : std::nullopt);
+  std::optional<zoo::ImageClasses> made_for;
+  const std::vector<std::string> names = zoo::modelNames();
+  if (data != nullptr && std::find(names.begin(), names.end(), f.model) != names.end()) {
+    ASSIGN_OR_RETURN(made_for, imageClassesOf(*data, "--model", f.model));
+  }
+  auto spec = zoo::modelByName(f.model, made_for);
   if (!spec.ok()) return flagError("--model", spec.status().message());
   return *std::move(spec);
 }
@@ -79,7 +100,7 @@ absl::StatusOr<training::ModelSettings> modelSettingsOfFlags(const ModelFlags& f
 
 absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& f, bool for_training,
                                               std::shared_ptr<ImportedValues>* imported) {
-  ASSIGN_OR_RETURN(ModelSpec spec, modelSpecOfFlags(f, for_training, imported));
+  ASSIGN_OR_RETURN(ModelSpec spec, modelSpecOfFlags(f, /*data=*/nullptr, imported));
   ASSIGN_OR_RETURN(training::ModelSettings settings, modelSettingsOfFlags(f, spec, for_training));
   return training::resolveModel(spec, settings, for_training, FlagNames(f.onnx.has_value()));
 }

@@ -5,6 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "frontend/model.h"
+#include "runtime/data/example_source.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/onnx_model.h"
 #include "train/model_settings.h"
@@ -13,11 +14,13 @@ namespace tandem::tools {
 
 using ModelChoice = training::ModelChoice;
 
-/// The model the flags name (a zoo model, or --onnx's), checked to exist; with
-/// `for_training` a zoo model is made for Fashion-MNIST's images and classes and an ONNX
-/// model must take its images; with --onnx `imported` (when given)
-/// receives the values its initializers give the variables. Errors name the flag.
-absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& flags, bool for_training,
+/// The model the flags name (a zoo model, or --onnx's), checked to exist. With `data`
+/// (the training data) a zoo model is made for its images x and class labels, and an ONNX
+/// model must take its images; without, a zoo model keeps its own. With --onnx `imported`
+/// (when given) receives the values its initializers give the variables. Errors name the
+/// flag.
+absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& flags,
+                                           const runtime::data::ExampleSource* data,
                                            std::shared_ptr<ImportedValues>* imported = nullptr);
 
 /// The training settings the flags give: those written as text parsed (train/settings_text.h:
