@@ -4,7 +4,7 @@
 Writes X.npy (f32 [N, 3, 32, 32], about GIB GiB, written through a memory map so that this
 script holds none of it) and Y.npy (i64 labels of 10 classes), then trains LeNet one epoch
 of it with `tandem train --data npy:x=X.npy,y=Y.npy --val-fraction 0.01` and reports the
-peak resident set of that process (getrusage of the child), next to the same run over a
+peak resident set of that process (GNU time), next to the same run over a
 small file of the same examples: the difference is what the data costs in memory.
 
     bench/npy_train_rss.py [--tandem build/tools/tandem] [--gib 2] [--dir /tmp] [--devices 2]
@@ -13,7 +13,6 @@ The files are kept for the next run (delete them by hand).
 """
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -38,19 +37,22 @@ def write(path_x, path_y, count):
 
 
 def train(tandem, spec, devices):
-    """Peak resident set (MiB) and wall seconds of one epoch of LeNet over `spec`."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Peak resident set (MiB) and wall seconds of one epoch of LeNet over `spec`.
+
+    GNU time reports the peak of the process it starts (wait4's ru_maxrss). Not this
+    script's getrusage(RUSAGE_CHILDREN): a child forked from this process counts the pages
+    this process held before it exec'd tandem.
+    """
     start = time.time()
-    run = subprocess.run([tandem, "train", "--model", "lenet", "--devices", devices, "--batch",
-                          "256", "--epochs", "1", "--data", spec, "--val-fraction", "0.01"],
+    run = subprocess.run(["/usr/bin/time", "-f", "maxrss_kib %M", tandem, "train", "--model",
+                          "lenet", "--devices", devices, "--batch", "256", "--epochs", "1",
+                          "--data", spec, "--val-fraction", "0.01"],
                          capture_output=True, text=True)
     seconds = time.time() - start
     if run.returncode != 0:
         sys.exit(f"npy_train_rss: tandem failed: {run.stderr.strip()}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    # ru_maxrss of the children is the largest of any child waited for: run the small case
-    # first, so that the large one's figure is its own.
-    return max(after, before) / 1024, seconds, run.stdout
+    kib = int(run.stderr.strip().splitlines()[-1].split()[-1])
+    return kib / 1024, seconds, run.stdout
 
 
 def main():
@@ -60,6 +62,8 @@ def main():
     p.add_argument("--dir", default="/tmp")
     p.add_argument("--devices", default="2")
     a = p.parse_args()
+    if not os.access("/usr/bin/time", os.X_OK):
+        sys.exit("npy_train_rss: needs GNU time (/usr/bin/time: the Debian package time)")
     example_bytes = 3 * 32 * 32 * 4
     count = int(a.gib * (1 << 30)) // example_bytes
     small = 4096

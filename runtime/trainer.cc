@@ -289,7 +289,14 @@ absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const 
   // The input pipeline: while step k runs, batch k+1 is taken from the loader and handed
   // to the devices, whose copies of it overlap step k. The first batch is handed over
   // here, whatever an earlier pass that stopped early left waiting.
-  std::optional<data::Batch> batch = loader.next();
+  // Time blocked on the loader: what the input pipeline failed to hide.
+  auto next = [&] {
+    const auto asked = std::chrono::steady_clock::now();
+    std::optional<data::Batch> b = loader.next();
+    r.input_wait_seconds += secondsSince(asked);
+    return b;
+  };
+  std::optional<data::Batch> batch = next();
   if (batch) RETURN_IF_ERROR(handOver(ir::kTrainGraph, *batch, fields));
   while (batch) {
     // A callback that replaced the module (--split auto) left the batch with the old one.
@@ -299,7 +306,7 @@ absl::StatusOr<PassResult> Trainer::trainEpoch(data::BatchLoader& loader, const 
     RETURN_IF_ERROR(feedStep(first_step_ + r.steps));
     RETURN_IF_ERROR(executor_->launch(ir::kTrainGraph));
     const int64_t valid = batch->valid;
-    batch = loader.next();  // the step's batch is in staging: the loader may reuse its slot
+    batch = next();  // the step's batch is in staging: the loader may reuse its slot
     const absl::Status handed =
         batch ? handOver(ir::kTrainGraph, *batch, fields) : absl::OkStatus();
     auto out = executor_->wait();

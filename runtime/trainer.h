@@ -32,6 +32,9 @@ struct PassResult {
   int64_t examples = 0;
   int64_t steps = 0;
   double seconds = 0;
+  /// Of `seconds`, the time the host waited for the loader's next batch (a training pass):
+  /// near 0 when the loader keeps ahead of the steps (--profile reports it).
+  double input_wait_seconds = 0;
   bool stopped = false;  // the callback asked to stop before the loader ran out
 };
 

@@ -282,6 +282,8 @@ absl::StatusOr<runtime::PassResult> TrainingSession::trainEpoch(int epoch, RunEn
   RETURN_IF_ERROR(r.status());
   RETURN_IF_ERROR(step_status_);
   RETURN_IF_ERROR(stop_status_);
+  input_wait_seconds_ += r->input_wait_seconds;
+  train_seconds_ += r->seconds - from.seconds;
   end.epoch = epoch;
   end.steps_done = r->steps;
   end.examples_done = r->examples;

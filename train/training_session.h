@@ -167,6 +167,10 @@ class TrainingSession {
   int nextEpoch() const { return next_epoch_; }
   int64_t stepsPerEpoch() const { return model_->stepsPerEpoch(); }
   runtime::Executor& executor() { return model_->trainer().executor(); }
+  /// The training steps' time in this process so far, and of it the time spent waiting
+  /// for the loader's batches (what the prefetching did not hide).
+  double trainSeconds() const { return train_seconds_; }
+  double inputWaitSeconds() const { return input_wait_seconds_; }
   /// Where checkpoints are written (unset: nowhere).
   std::optional<std::string> checkpointDir() const;
 
@@ -210,6 +214,7 @@ class TrainingSession {
   runtime::EpochProgress progress_;
   // The stop signal every process acts on (0: none yet), and a failure agreeing on it.
   int stop_signal_ = 0;
+  double train_seconds_ = 0, input_wait_seconds_ = 0;
   absl::Status stop_status_, step_status_;
 };
 

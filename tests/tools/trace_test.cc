@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <cstdio>
 #include <set>
 #include <sstream>
 
@@ -79,6 +80,16 @@ TEST(Trace, GoesWithProfile) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("profile of train_step"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("all_reduce"), std::string::npos) << r.out;
+  // ... and how long the steps waited for the loader's batches, of the training time.
+  const size_t wait = r.out.find("waiting for the data: ");
+  ASSERT_NE(wait, std::string::npos) << r.out;
+  double waited = -1, trained = -1;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + wait, "waiting for the data: %lf s of the %lf s", &waited,
+                        &trained),
+            2)
+      << r.out.substr(wait);
+  EXPECT_GE(waited, 0);
+  EXPECT_LE(waited, trained);
   json trace = readJson(dir.file("t.json"));
   ASSERT_TRUE(trace.is_object());
   EXPECT_EQ(summarize(trace).steps, (std::set<int>{0, 1}));
@@ -89,7 +100,7 @@ TEST(Trace, ShortRunWritesWhatItHasAndWarns) {
   TANDEM_NEED_INSTALLED(whyNoFashionMnist());
   TempDir dir;
   auto r = runTandem({"train", "--model", "lenet", "--epochs", "1", "--limit-train", "512",
-                      "--limit-test", "256", "--trace", dir.file("t.json")});
+                      "--batch", "256", "--limit-test", "256", "--trace", dir.file("t.json")});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "tandem: warning: --trace: the run ended after 2 training steps, so " +
                        dir.file("t.json") +

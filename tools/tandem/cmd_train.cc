@@ -192,17 +192,19 @@ absl::StatusOr<int> runTrain(const TrainFlags& given) {
   // A zoo model's name is checked before the data is read; the model is then made for it.
   if (!f.model.onnx) RETURN_IF_ERROR(modelSpecOfFlags(f.model, /*data=*/nullptr).status());
   ASSIGN_OR_RETURN(training::TrainConfig config, configOf(f));
+  // Every file the run reads and writes, claimed before any is written: two outputs on one
+  // path, or an output on an input, would lose one of them. Outputs that cannot be made
+  // (--plot without gnuplot) are refused before the data is read.
+  if (procs->rank() == 0) RETURN_IF_ERROR(claimFiles(f, config));
+  ASSIGN_OR_RETURN(TrainOutputs outputs, TrainOutputs::open(f, procs->rank()));
   setActivity(absl::StrCat("opening the data ", f.data));
-  ASSIGN_OR_RETURN(config.data.examples, training::openTrainingData(config.data, f.limit_train,
-                                                                    f.limit_test, f.seed, flags));
+  ASSIGN_OR_RETURN(config.data.examples,
+                   training::openTrainingData(config.data, f.limit_train, f.limit_test, f.seed,
+                                              flags));
   std::shared_ptr<ImportedValues> imported;  // --onnx: the model's values
   ASSIGN_OR_RETURN(const ModelSpec spec,
                    modelSpecOfFlags(f.model, config.data.examples->train.get(), &imported));
-  // Every file the run reads and writes, claimed before any is written: two outputs on one
-  // path, or an output on an input, would lose one of them.
   ASSIGN_OR_RETURN(config.model, modelSettingsOfFlags(f.model, spec, /*for_training=*/true));
-  if (procs->rank() == 0) RETURN_IF_ERROR(claimFiles(f, config));
-  ASSIGN_OR_RETURN(TrainOutputs outputs, TrainOutputs::open(f, procs->rank()));
   TrainPrinter printer(f, outputs, stop, imported);
   absl::StatusOr<std::unique_ptr<training::TrainingSession>> session =
       training::TrainingSession::create(spec, config, flags, printer);

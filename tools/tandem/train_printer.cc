@@ -337,6 +337,10 @@ absl::StatusOr<int> TrainPrinter::finish(training::TrainingSession& session,
     std::vector<runtime::TraceEntry> rest = executor.takeTrace();
     profiled_.insert(profiled_.end(), rest.begin(), rest.end());
     RETURN_IF_ERROR(outputs_.out.write(profileReport(profiled_)));
+    const double train = session.trainSeconds(), wait = session.inputWaitSeconds();
+    RETURN_IF_ERROR(outputs_.out.write(absl::StrFormat(
+        "waiting for the data: %.2f s of the %.2f s of training (%.1f%%)\n", wait, train,
+        train > 0 ? 100 * wait / train : 0.0)));
   }
   if (TrainHooks* hooks = trainHooks()) RETURN_IF_ERROR(hooks->atEnd(executor));
   if (outputs_.csv) RETURN_IF_ERROR(outputs_.csv->close());
