@@ -5,6 +5,7 @@
 #include "tandem/tandem.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -16,8 +17,11 @@
 #include "backend/settings.h"
 #include "ir/printer.h"
 #include "ir/status_macros.h"
+#include "ir/types.h"
 #include "runtime/data/dataset_source.h"
 #include "runtime/data/subset_source.h"
+#include "runtime/executor.h"
+#include "runtime/host_tensor.h"
 #include "train/settings_text.h"
 #include "train/training_session.h"
 
@@ -345,6 +349,54 @@ int Model::nextEpoch() const { return impl_->session->nextEpoch(); }
 
 std::string Model::trainStepText() const {
   return ir::printGraph(*impl_->session->executor().module().graph(ir::kTrainGraph));
+}
+
+absl::StatusOr<std::vector<Weight>> Model::weights() const {
+  const runtime::Executor& ex = impl_->session->executor();
+  std::vector<Weight> out;
+  for (const ir::Var& v : ex.module().vars()) {
+    if (v.role != ir::VarRole::kParam) continue;
+    // Device 0: the API runs in one process, which holds every device.
+    ASSIGN_OR_RETURN(runtime::HostTensor t, ex.readVariable(v.name, 0));
+    out.push_back(
+        Weight{.name = v.name,
+               .dtype = t.type.dtype,
+               .shape = std::vector<int64_t>(t.type.shape.begin(), t.type.shape.end()),
+               .bytes = std::string(t.buffer.data(), static_cast<size_t>(t.type.bytes()))});
+  }
+  return out;
+}
+
+absl::Status Model::setWeights(const std::vector<Weight>& weights) {
+  runtime::Executor& ex = impl_->session->executor();
+  const ir::Module& m = ex.module();
+  const auto error = [](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("Model::setWeights: ", what));
+  };
+  // Every weight is checked before any is written: a refusal leaves the model as it was.
+  std::vector<runtime::HostTensor> values;
+  std::map<std::string, const Weight*> given;
+  for (const Weight& w : weights) {
+    const ir::Var* v = m.findVar(w.name);
+    if (v == nullptr || v->role != ir::VarRole::kParam)
+      return error(absl::StrCat("'", w.name, "' is not a parameter of model ", impl_->spec.name,
+                                " (Model::weights lists them)"));
+    if (!given.emplace(w.name, &w).second)
+      return error(absl::StrCat("'", w.name, "' is given twice"));
+    const ir::TensorType type{w.dtype, ir::Shape(w.shape.begin(), w.shape.end())};
+    if (!(type == v->type))
+      return error(absl::StrCat("'", w.name, "' is ", ir::toString(type), ", but model ",
+                                impl_->spec.name, " has it as ", ir::toString(v->type)));
+    if (static_cast<int64_t>(w.bytes.size()) != v->type.bytes())
+      return error(absl::StrCat("'", w.name, "' holds ", w.bytes.size(), " bytes, but ",
+                                ir::toString(v->type), " is ", v->type.bytes()));
+    runtime::HostTensor& t = values.emplace_back(v->type);
+    std::memcpy(t.buffer.data(), w.bytes.data(), w.bytes.size());
+  }
+  for (size_t k = 0; k < weights.size(); ++k)
+    for (size_t d = 0; d < m.devices().size(); ++d)
+      RETURN_IF_ERROR(ex.writeVariable(weights[k].name, d, values[k]));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Model> train(const ModelSpec& spec, const TrainConfig& config, const Data& data,

@@ -19,6 +19,7 @@
 // model.
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -178,6 +179,33 @@ struct Callbacks {
   std::function<void(const CheckpointWritten&)> on_checkpoint;
 };
 
+/// A trained parameter's value on the host (Model::weights and Model::setWeights, as
+/// Keras's get_weights and set_weights): its variable's name (a layer's scope path and
+/// ".w" or ".b": "fc1.w"), dtype and shape (a linear layer's weight is [out, in], as
+/// PyTorch's), and its elements, row-major, as bytes.
+struct Weight {
+  std::string name;
+  ir::DType dtype = ir::DType::kF32;
+  std::vector<int64_t> shape;
+  std::string bytes;
+
+  /// The elements of an f32 weight (empty for another dtype).
+  std::vector<float> f32() const {
+    std::vector<float> values;
+    if (dtype != ir::DType::kF32) return values;
+    values.resize(bytes.size() / sizeof(float));
+    std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+    return values;
+  }
+  /// An f32 weight holding `values`.
+  static Weight ofF32(std::string name, std::vector<int64_t> shape,
+                      const std::vector<float>& values) {
+    Weight w{.name = std::move(name), .dtype = ir::DType::kF32, .shape = std::move(shape)};
+    w.bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+    return w;
+  }
+};
+
 /// A model compiled for its devices, its variables on them, and the data it trains on.
 class Model {
  public:
@@ -211,6 +239,18 @@ class Model {
   int nextEpoch() const;
   /// The compiled training step as textual IR (docs/IR.md): what runs on each device.
   std::string trainStepText() const;
+
+  /// Every trained parameter, in the model's order, as it stands (after create: the
+  /// initial values; after fit: the trained ones). Read from the first device: every
+  /// device holds the same values (the initial ones are broadcast, and each step applies
+  /// the same all-reduced update). Buffers (batch-norm statistics) and the optimizer's
+  /// state are not parameters and are not included.
+  absl::StatusOr<std::vector<Weight>> weights() const;
+  /// Overwrites the parameters that `weights` names (any of them, each once) on every
+  /// device; the others, and the optimizer's state, stay as they are. Checked before
+  /// anything is written: an error names the weight that is not a parameter of the model,
+  /// is given twice, or differs from the parameter in dtype, shape or byte count.
+  absl::Status setWeights(const std::vector<Weight>& weights);
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;

@@ -8,7 +8,8 @@
 #     installed fails here;
 #  3. their programs run briefly: custom_model prints its compiled training step and
 #     trains for one epoch on TRAIN_IMAGES images, fashion_classifier trains, saves and
-#     loads on as many.
+#     loads on as many, diabetes_regression trains one epoch (where python3-sklearn's
+#     data and numpy are).
 #
 #   examples_test.sh BUILD_DIR SOURCE_DIR DATA_DIR TRAIN_IMAGES CMAKE [CMAKE_ARGS...]
 set -uo pipefail
@@ -96,5 +97,23 @@ if ! grep -q '^loaded from .*: test accuracy ' "$scratch/fashion_classifier.log"
   echo "installed examples: fashion_classifier did not train, save and load:"
   cat "$scratch/fashion_classifier.log"
   exit 1
+fi
+# diabetes_regression on scikit-learn's diabetes data (Debian python3-sklearn, and numpy to
+# write its .npz files), one epoch.
+sklearn_data=/usr/lib/python3/dist-packages/sklearn/datasets/data
+if [[ -f $sklearn_data/diabetes_data_raw.csv.gz ]] && /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  step write_diabetes /usr/bin/python3 "$scratch/examples/write_diabetes_npz.py" "$sklearn_data" \
+    "$scratch/diabetes"
+  step diabetes_regression "$scratch/examples/build/diabetes_regression" --epochs 1 "$scratch/diabetes"
+  if ! grep -q '^epoch 1: train loss ' "$scratch/diabetes_regression.log"; then
+    echo "installed examples: diabetes_regression did not train an epoch:"
+    cat "$scratch/diabetes_regression.log"
+    exit 1
+  fi
+elif [[ ${TANDEM_TESTS_AFTER_SETUP:-} == 1 ]]; then
+  echo "installed examples: $sklearn_data/diabetes_data_raw.csv.gz or numpy is missing (scripts/setup installs python3-sklearn)"
+  exit 1
+else
+  echo "installed examples: diabetes_regression not run: no python3-sklearn data or numpy"
 fi
 echo "installed examples: examples/ and examples/standalone built against the installed package alone and ran"
