@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/interfaces.h"
 #include "ir/op_views.h"
+#include "ir/predict_graph.h"
 #include "ir/status_macros.h"
 #include "passes/insertions.h"
 
@@ -110,7 +111,7 @@ absl::StatusOr<bool> MixedPrecision::run(ir::Module& m) {
     return absl::FailedPreconditionError(
         "mixed-precision: run it before replicate (the module is already replicated)");
   bool changed = false;
-  for (absl::string_view name : {ir::kTrainGraph, ir::kEvalGraph}) {
+  for (absl::string_view name : {ir::kTrainGraph, ir::kEvalGraph, ir::kPredictGraph}) {
     ir::Graph* g = m.graph(name);
     if (g == nullptr) continue;
     for (const auto& n : g->nodes())
