@@ -264,12 +264,12 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
     if (!u || u->grouped() || !ir::ParamView::is(*u->param(0)->def())) return std::nullopt;
     return ir::ParamView(*u->param(0)->def()).var();
   };
-  ASSIGN_OR_RETURN(
-      PerVariable per_var, nodesPerVariable(m, g, updated, [&](const std::string& var, size_t d) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "insert-collectives: @", var, " is updated on ", ir::toString(m.devices()[0]),
-            " but not on ", ir::toString(m.devices()[d])));
-      }));
+  ASSIGN_OR_RETURN(PerVariable per_var,
+                   nodesPerVariable(m, g, updated, [&](const std::string& var, size_t d) {
+                     return absl::FailedPreconditionError(absl::StrCat(
+                         "insert-collectives: @", var, " is updated on ",
+                         ir::toString(m.devices()[0]), " but not on ", ir::toString(m.devices()[d])));
+                   }));
   auto& updates = per_var.nodes;
   auto pos = g.positions();
   struct Entry {
@@ -376,8 +376,8 @@ absl::Status syncBatchNorm(ir::Module& m, ir::Graph& g, int64_t* next_bucket) {
   auto reduceAcross = [&](const std::vector<Value*>& by_device) -> absl::StatusOr<Node*> {
     size_t last = 0;
     for (Value* v : by_device) last = std::max(last, pos.at(v->def()));
-    return insert.add(
-        last, allReduceSpec(by_device, 1, (*next_bucket)++, m.devices(), allNumbers(devices)));
+    return insert.add(last, allReduceSpec(by_device, 1, (*next_bucket)++, m.devices(),
+                                          allNumbers(devices)));
   };
   absl::flat_hash_map<std::string, Node*> reduced_stats;
   for (const std::string& var : order) {
@@ -541,7 +541,8 @@ std::string InsertCollectives::optionsText() const {
       "{bucket-mb=", ir::formatDouble(static_cast<double>(bucket_bytes_) / (1 << 20)),
       ",first-bucket-mb=", ir::formatDouble(static_cast<double>(first_bucket_bytes_) / (1 << 20)),
       groups_ > 1 ? absl::StrCat(",groups=", groups_) : "", sync_bn_ ? ",sync-bn=true" : "",
-      wire_ != ir::DType::kF32 ? absl::StrCat(",allreduce-dtype=", ir::dtypeName(wire_)) : "", "}");
+      wire_ != ir::DType::kF32 ? absl::StrCat(",allreduce-dtype=", ir::dtypeName(wire_)) : "",
+      "}");
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opts) {
@@ -571,9 +572,8 @@ absl::StatusOr<std::unique_ptr<Pass>> InsertCollectives::create(PassOptions& opt
       return absl::InvalidArgumentError(absl::StrCat("pass insert-collectives: option '", name,
                                                      "' must be > 0 and at most 1e9 MiB, got ",
                                                      ir::formatDouble(value)));
-  return std::unique_ptr<Pass>(
-      new InsertCollectives(*cap, *first, *groups, *sync_bn == "true",
-                            wire == "bf16" ? ir::DType::kBF16 : ir::DType::kF32));
+  return std::unique_ptr<Pass>(new InsertCollectives(
+      *cap, *first, *groups, *sync_bn == "true", wire == "bf16" ? ir::DType::kBF16 : ir::DType::kF32));
 }
 
 }  // namespace tandem::passes
