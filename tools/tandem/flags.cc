@@ -366,6 +366,32 @@ void addExport(CLI::App& app, ExportFlags& f) {
             "A fixed batch size for the exported graph (default: symbolic, N)");
 }
 
+void addPredict(CLI::App& app, PredictFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "predict",
+      "Predict with a trained checkpoint's model: its outputs (a classifier's logits) over "
+      "data, batched over the devices, into a .npy file.");
+  cmd->add_option("--checkpoint", f.checkpoint,
+                  "The directory of train --checkpoint (its DIR/checkpoint), required");
+  cmd->add_option("--model", f.model,
+                  "The zoo model the checkpoint holds (default: the one it names)");
+  cmd->add_option("--data", f.data,
+                  "The examples: fashion-mnist[:DIR] (its test half), npz:FILE[:FIELD=ARRAY,...], "
+                  "npy:FIELD=FILE,..., images:DIR[:size=S] (docs/DATA.md)");
+  cmd->add_option("--input", f.inputs,
+                  "NAME=FILE.npy: the examples of the model's input NAME ([count, ...]; repeat "
+                  "per input), in place of --data");
+  addNumber(cmd, "--limit", f.limit, atLeast<int64_t>(1), "Only the first N examples");
+  cmd->add_option("-o,--output", f.output,
+                  "The .npy file the outputs go to ([count, ...], float32), required");
+  cmd->add_option("--devices", f.devices, "Devices to split each batch across (cpu:0,cpu:1)")
+      ->capture_default_str();
+  addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
+            "Examples per step, split across the devices");
+  addNumber(cmd, "--threads-per-device", f.threads_per_device, Range<int>{1, 1024},
+            "CPU threads each CPU device's kernels use");
+}
+
 void addTrain(CLI::App& app, TrainFlags& f) {
   CLI::App* cmd = app.add_subcommand(
       "train", "Train a zoo model on Fashion-MNIST, data parallel over the given devices.");
@@ -590,6 +616,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   addImport(app, line->import);
   addRun(app, line->run);
   addExport(app, line->export_model);
+  addPredict(app, line->predict);
   app.add_subcommand("devices", "List the devices this build can run on, with threads and memory");
 
   std::vector<std::string> subs;
