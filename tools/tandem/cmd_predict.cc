@@ -59,9 +59,17 @@ absl::StatusOr<std::unique_ptr<runtime::data::ExampleSource>> predictedData(
     const PredictFlags& f, const PredictSpec& predict, const std::string& model) {
   runtime::data::SourceOptions options{.split = runtime::data::Split::kTest,
                                        .limit = f.limit.value_or(0)};
+  // A source's error names its file; the flag goes in front where it does not say it.
+  const auto flagged = [](absl::string_view flag,
+                          absl::StatusOr<std::unique_ptr<runtime::data::ExampleSource>> source)
+      -> absl::StatusOr<std::unique_ptr<runtime::data::ExampleSource>> {
+    if (source.ok() || absl::StartsWith(source.status().message(), flag)) return source;
+    return absl::Status(source.status().code(),
+                        absl::StrCat(flag, ": ", source.status().message()));
+  };
   if (f.data) {
     options.setting = "--data";
-    return runtime::data::openSource(*f.data, options);
+    return flagged("--data", runtime::data::openSource(*f.data, options));
   }
   std::vector<std::string> pairs;
   for (const std::string& input : f.inputs) {
@@ -83,7 +91,8 @@ absl::StatusOr<std::unique_ptr<runtime::data::ExampleSource>> predictedData(
           "--input", absl::StrCat("model ", model, " predicts from ", name, ", which no --input ",
                                   name, "=FILE.npy gives"));
   options.setting = "--input";
-  return runtime::data::openSource(absl::StrCat("npy:", absl::StrJoin(pairs, ",")), options);
+  return flagged("--input", runtime::data::openSource(
+                                absl::StrCat("npy:", absl::StrJoin(pairs, ",")), options));
 }
 
 /// Writes every variable of the predictor's module from replica 0 of the checkpoint (the

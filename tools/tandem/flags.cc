@@ -532,10 +532,19 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
 }
 
 // How often `flag` (--lr, or --lr=X) is on the command line.
-int givenCount(int argc, char** argv, const std::string& flag) {
+// How often the option `flag` names was given, by any of its names in subcommand argv[1]
+// (-o for --output).
+int givenCount(const CLI::App& app, int argc, char** argv, const std::string& flag) {
+  std::vector<std::string> names{flag};
+  const CLI::App& const_app = app;
+  for (const CLI::App* sub : const_app.get_subcommands(std::function<bool(const CLI::App*)>()))
+    if (argc > 1 && sub->get_name() == argv[1])
+      if (const CLI::Option* o = sub->get_option_no_throw(flag); o != nullptr)
+        for (const std::string& s : o->get_snames()) names.push_back("-" + s);
   int n = 0;
   for (int i = 1; i < argc; ++i)
-    if (argv[i] == flag || absl::StartsWith(argv[i], flag + "=")) ++n;
+    for (const std::string& name : names)
+      if (argv[i] == name || absl::StartsWith(argv[i], name + "=")) ++n;
   return n;
 }
 
@@ -650,7 +659,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
     if (what.rfind("--", 0) != 0 || what.find(':') == std::string::npos)
       result.error = what;
     else if (absl::StrContains(what, "At Most"))
-      result.error = absl::StrCat(flag, ": given ", givenCount(argc, argv, flag),
+      result.error = absl::StrCat(flag, ": given ", givenCount(app, argc, argv, flag),
                                   " times; give it once (no value silently wins)");
     else
       result.error = absl::StrCat(flag, ": needs a value");
