@@ -111,6 +111,22 @@ TEST(Predict, TheModuleHoldsTheForwardAndItsVariablesOnly) {
   EXPECT_EQ(ir::toString(g.outputs()[1]->type()), "f32[4,10]");
 }
 
+TEST(Predict, UnderMixedPrecisionTheOutputsKeepTheirDeclaredDtype) {
+  // The forward computes in bf16 as the run that trained in bf16 evaluated; the logits it
+  // returns are cast back to the f32 the model declares (a .npy of f32, an accuracy).
+  passes::PipelineConfig pipeline;
+  pipeline.devices = cpus(2);
+  pipeline.bf16 = true;
+  auto m = training::compilePrediction(zoo::lenetBn(), 8, pipeline);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ir::Graph& g = *(*m)->graph(ir::kPredictGraph);
+  ASSERT_EQ(g.outputs().size(), 2u);
+  for (const ir::Value* out : g.outputs()) {
+    EXPECT_EQ(ir::toString(out->type()), "f32[4,10]");
+    EXPECT_EQ(out->def()->op(), ir::Op::kCast) << out->def()->describe();
+  }
+}
+
 TEST(Predict, AStopAfterABatchKeepsWhatWasPredicted) {
   passes::PipelineConfig pipeline;
   auto m = training::compilePrediction(zoo::lenet(), 8, pipeline);
