@@ -302,8 +302,14 @@ int64_t npyElementAsInt64(const NpyDType& from, const char* p) {
   }
 }
 
-std::string npyFileHeader(ir::DType dtype, const std::vector<int64_t>& shape) {
-  const char* descr = dtype == ir::DType::kI32 ? "<i4" : dtype == ir::DType::kF64 ? "<f8" : "<f4";
+absl::StatusOr<std::string> npyFileHeader(ir::DType dtype, const std::vector<int64_t>& shape) {
+  const char* descr = dtype == ir::DType::kF32   ? "<f4"
+                      : dtype == ir::DType::kI32 ? "<i4"
+                      : dtype == ir::DType::kF64 ? "<f8"
+                                                 : nullptr;
+  if (descr == nullptr)
+    return absl::InvalidArgumentError(
+        absl::StrCat("numpy has no type for ", ir::dtypeName(dtype), " elements"));
   // Python's tuple literal: (3,) for one axis, (3, 10) for more, () for none.
   std::string tuple = "(";
   for (size_t i = 0; i < shape.size(); ++i)

@@ -13,6 +13,7 @@
 #include "ir/op_views.h"
 #include "ir/predict_graph.h"
 #include "runtime/data/memory_source.h"
+#include "runtime/data/npy_format.h"
 #include "runtime/predictor.h"
 #include "tests/runtime/runtime_test_util.h"
 #include "train/compile.h"
@@ -163,6 +164,28 @@ TEST(Predict, DataOfAnotherShapeIsRefusedNamingWhatTheModelTakes) {
   EXPECT_EQ((*p)->predict(**other).status().message(),
             "other holds images: f32[1,28,28], but lenet predicts from x: f32[1,28,28], which "
             "none of them is");
+}
+
+TEST(Predict, TheNpyHeaderItWritesIsOneNumpyAndTheSourcesRead) {
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{3, 10}, std::vector<int64_t>{7}, std::vector<int64_t>{2, 1, 28, 28}}) {
+    absl::StatusOr<std::string> header = runtime::data::npyFileHeader(ir::DType::kI32, shape);
+    ASSERT_TRUE(header.ok()) << header.status();
+    EXPECT_EQ(header->size() % 64, 0u);  // numpy's alignment of the data
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    auto parsed = runtime::data::parseNpyHeader(*header + std::string(size_t(elements * 4), '\0'));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(parsed->shape, shape);
+    EXPECT_EQ(parsed->dtype.descr, "<i4");
+    EXPECT_EQ(parsed->data_offset, static_cast<int64_t>(header->size()));
+  }
+  EXPECT_EQ(*runtime::data::npyFileHeader(ir::DType::kF32, {7}),
+            std::string("\x93NUMPY\x01\x00\x76\x00", 10) +
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }" + std::string(60, ' ') +
+                "\n");
+  EXPECT_EQ(runtime::data::npyFileHeader(ir::DType::kBF16, {7}).status().message(),
+            "numpy has no type for bf16 elements");
 }
 
 }  // namespace

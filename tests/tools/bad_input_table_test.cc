@@ -498,7 +498,7 @@ TEST_F(BadInputTable, Predict) {
   const auto npy = [&](const std::string& name, ir::DType dtype, std::vector<int64_t> shape) {
     int64_t elements = 1;
     for (int64_t d : shape) elements *= d;
-    tmp_dir_.write(name, runtime::data::npyFileHeader(dtype, shape) +
+    tmp_dir_.write(name, *runtime::data::npyFileHeader(dtype, shape) +
                              std::string(static_cast<size_t>(elements * 4), '\0'));
   };
   npy("x.npy", ir::DType::kF32, {3, 1, 28, 28});

@@ -213,8 +213,10 @@ absl::Status runPredict(const PredictFlags& f) {
   bar.clear();
   if (!predicted.ok()) return predicted.status();
   const runtime::HostTensor& result = (*predicted)[0].value;
-  RETURN_IF_ERROR(out.write(runtime::data::npyFileHeader(
-      result.type.dtype, {result.type.shape.begin(), result.type.shape.end()})));
+  absl::StatusOr<std::string> header = runtime::data::npyFileHeader(
+      result.type.dtype, {result.type.shape.begin(), result.type.shape.end()});
+  if (!header.ok()) return predictFlagError("--output", header.status().message());
+  RETURN_IF_ERROR(out.write(*header));
   RETURN_IF_ERROR(
       out.write(absl::string_view(result.buffer.data(), static_cast<size_t>(result.type.bytes()))));
   RETURN_IF_ERROR(out.close());
