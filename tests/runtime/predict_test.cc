@@ -14,6 +14,7 @@
 #include "ir/predict_graph.h"
 #include "runtime/data/memory_source.h"
 #include "runtime/data/npy_format.h"
+#include "runtime/data/open_source.h"
 #include "runtime/predictor.h"
 #include "tests/runtime/runtime_test_util.h"
 #include "train/compile.h"
@@ -164,6 +165,18 @@ TEST(Predict, DataOfAnotherShapeIsRefusedNamingWhatTheModelTakes) {
   EXPECT_EQ((*p)->predict(**other).status().message(),
             "other holds images: f32[1,28,28], but lenet predicts from x: f32[1,28,28], which "
             "none of them is");
+}
+
+TEST(Predict, TheFilesADataSpecReadsForTheOutputToBeClaimedAgainst) {
+  using runtime::data::filesOfSpec;
+  using V = std::vector<std::string>;
+  EXPECT_EQ(filesOfSpec("npy:/d/x.npy"), V{"/d/x.npy"});
+  EXPECT_EQ(filesOfSpec("npy:x=/d/x.npy,y=/d/y.npy"), (V{"/d/x.npy", "/d/y.npy"}));
+  EXPECT_EQ(filesOfSpec("npz:/d/a.npz"), V{"/d/a.npz"});
+  EXPECT_EQ(filesOfSpec("npz:/d/a:b.npz:x=images,y=labels"), V{"/d/a:b.npz"});
+  EXPECT_EQ(filesOfSpec("tokens:/d/t.bin:u16:length=8"), V{"/d/t.bin"});
+  EXPECT_EQ(filesOfSpec("fashion-mnist:/d"), V{});
+  EXPECT_EQ(filesOfSpec("images:/d"), V{});
 }
 
 TEST(Predict, TheNpyHeaderItWritesIsOneNumpyAndTheSourcesRead) {

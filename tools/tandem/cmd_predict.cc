@@ -152,6 +152,9 @@ absl::Status runPredict(const PredictFlags& f) {
     if (const size_t eq = input.find('='); eq != std::string::npos)
       RETURN_IF_ERROR(claims.claim(absl::StrCat("--input ", input.substr(0, eq)),
                                    input.substr(eq + 1), PathClaims::Use::kReads));
+  if (f.data)
+    for (const std::string& file : runtime::data::filesOfSpec(*f.data))
+      RETURN_IF_ERROR(claims.claim("--data", file, PathClaims::Use::kReads));
   RETURN_IF_ERROR(claims.claim("--output", f.output, PathClaims::Use::kWrites));
 
   absl::StatusOr<std::vector<ir::Device>> devices = ir::parseTargetDevices(f.devices);
