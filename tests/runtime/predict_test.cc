@@ -113,6 +113,24 @@ TEST(Predict, TheModuleHoldsTheForwardAndItsVariablesOnly) {
   EXPECT_EQ(ir::toString(g.outputs()[1]->type()), "f32[4,10]");
 }
 
+TEST(Predict, EveryZooModelCompilesItsPredictionOnTwoDevices) {
+  // Dropout (the ViT, the MLP) makes no node in inference, and its step counter is not a
+  // variable of the prediction; batch norm folds into the convolutions (fuse-conv-bn-relu).
+  for (const std::string& name : zoo::modelNames()) {
+    auto spec = zoo::modelByName(name);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    passes::PipelineConfig pipeline;
+    pipeline.devices = cpus(2);
+    auto m = training::compilePrediction(*spec, 3, pipeline);
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status();
+    EXPECT_EQ((*m)->findVar(ir::kStepVar), nullptr) << name;
+    for (const auto& n : (*m)->graph(ir::kPredictGraph)->nodes()) {
+      EXPECT_NE(n->op(), ir::Op::kDropout) << name;
+      EXPECT_NE(n->op(), ir::Op::kBatchNorm) << name << ": " << n->describe();
+    }
+  }
+}
+
 TEST(Predict, UnderMixedPrecisionTheOutputsKeepTheirDeclaredDtype) {
   // The forward computes in bf16 as the run that trained in bf16 evaluated; the logits it
   // returns are cast back to the f32 the model declares (a .npy of f32, an accuracy).
