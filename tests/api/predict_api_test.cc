@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
+#include "runtime/data/npy_format.h"
 #include "tandem/tandem.h"
 #include "tests/test_util.h"
 #include "tests/tools/cli_helpers.h"
@@ -128,6 +131,45 @@ TEST(PredictApi, BadInputsAreNamed) {
   EXPECT_NE(
       error({{"x", Array::floats({2, 1, 8, 8}, std::vector<float>(64))}}).find("Model::predict: "),
       std::string::npos);
+}
+
+TEST(PredictApi, TandemPredictOfItsCheckpointGivesItsLogits) {
+  // A zoo LeNet made for 4 classes (a checkpoint does not record them: tandem predict
+  // reads them off the weights), saved, and predicted by the CLI on the same devices and
+  // batch: the API's logits, bit for bit.
+  const ModelSpec lenet4 = zoo::lenet({.image_shape = {1, 28, 28}, .classes = 4});
+  std::mt19937 gen(9);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  Examples train_set, test_set;
+  for (Examples* e : {&train_set, &test_set})
+    for (int i = 0; i < 32; ++i) {
+      for (int p = 0; p < 28 * 28; ++p) e->images.push_back(pixel(gen));
+      e->labels.push_back(i % kClasses);
+    }
+  const TrainConfig config{.devices = "cpu:0,cpu:1", .batch = 16, .epochs = 1};
+  absl::StatusOr<Model> m = train(lenet4, config, Data::fromExamples(train_set, test_set));
+  ASSERT_TRUE(m.ok()) << m.status();
+  TempDir dir;
+  ASSERT_TRUE(m->save(dir.file("ck")).ok());
+  const int count = 21;
+  std::vector<float> images(test_set.images.begin(), test_set.images.begin() + count * 28 * 28);
+  absl::StatusOr<Arrays> api = m->predict({{"x", Array::floats({count, 1, 28, 28}, images)}});
+  ASSERT_TRUE(api.ok()) << api.status();
+
+  std::string npy = *runtime::data::npyFileHeader(ir::DType::kF32, {count, 1, 28, 28});
+  npy.append(reinterpret_cast<const char*>(images.data()), images.size() * sizeof(float));
+  dir.write("x.npy", npy);
+  CommandResult r =
+      runTandem({"predict", "--checkpoint", dir.file("ck"), "--input", "x=" + dir.file("x.npy"),
+                 "-o", dir.file("out.npy"), "--batch", "16", "--devices", "cpu:0,cpu:1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string out = readFile(dir.file("out.npy"));
+  auto header = runtime::data::parseNpyHeader(out);
+  ASSERT_TRUE(header.ok()) << header.status();
+  ASSERT_EQ(header->shape, (std::vector<int64_t>{count, kClasses}));
+  std::vector<float> cli(size_t(count * kClasses));
+  std::memcpy(cli.data(), out.data() + header->data_offset, cli.size() * sizeof(float));
+  EXPECT_EQ(cli, api->at("logits").f32);
 }
 
 }  // namespace

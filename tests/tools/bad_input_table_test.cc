@@ -503,6 +503,7 @@ TEST_F(BadInputTable, Predict) {
   };
   npy("x.npy", ir::DType::kF32, {3, 1, 28, 28});
   npy("small.npy", ir::DType::kF32, {3, 1, 32, 32});
+  npy("tiny.npy", ir::DType::kF32, {3, 1, 4, 4});
   npy("ints.npy", ir::DType::kI32, {3, 1, 28, 28});
   const std::vector<std::string> ok = {"predict", "--checkpoint", "$TMP/ck", "-o", "$TMP/out.npy"};
   auto with = [&](std::vector<std::string> more) {
@@ -531,9 +532,15 @@ TEST_F(BadInputTable, Predict) {
        "--input z=$TMP/x.npy: model lenet predicts from x; it has no input z"},
       {with({"--input", "x=$TMP/missing.npy"}),
        "--input: cannot read npy file '$TMP/missing.npy': No such file or directory"},
+      // The model is made for the data's images, as train makes it: the checkpoint's
+      // weights then say that its run trained on others.
       {with({"--input", "x=$TMP/small.npy"}),
-       "--input x=$TMP/small.npy holds examples of x: f32[1,32,32], but lenet predicts from x: "
-       "f32[1,28,28]"},
+       "--checkpoint: '$TMP/ck/checkpoint': variable @fc1.w is f32[128,800] there, but model "
+       "lenet made for 1x32x32 images (--input x=$TMP/small.npy) has f32[128,1250]; its run "
+       "trained on other images"},
+      {with({"--input", "x=$TMP/tiny.npy"}),
+       "--input x=$TMP/tiny.npy: model lenet: %conv2 (conv2d) in scope conv2 at lenet.cc:16: a "
+       "5-wide window does not fit the height extent 1 with padding 0"},
       {with({"--input", "x=$TMP/ints.npy"}),
        "--input x=$TMP/ints.npy holds examples of x: i32[1,28,28], but lenet predicts from x: "
        "f32[1,28,28]"},

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "frontend/build_module.h"
 #include "frontend/zoo/zoo.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
@@ -38,13 +39,14 @@ absl::Status predictFlagError(absl::string_view flag, absl::string_view message)
 }
 
 /// The model the checkpoint holds: the one it names, which --model may only repeat, made
-/// for the images and classes `tandem train` trains on (Fashion-MNIST's).
+/// for `made_for` (the zoo's images and classes until the data is known).
 absl::StatusOr<ModelSpec> predictedModel(const PredictFlags& f, const runtime::Checkpoint& c,
-                                         const std::string& path) {
+                                         const std::string& path,
+                                         const zoo::ImageClasses& made_for = {}) {
   if (f.model && *f.model != c.model)
     return predictFlagError(absl::StrCat("--model ", *f.model),
                             absl::StrCat("'", path, "' was written by a run of model ", c.model));
-  absl::StatusOr<ModelSpec> spec = zoo::modelByName(c.model, zoo::ImageClasses{});
+  absl::StatusOr<ModelSpec> spec = zoo::modelByName(c.model, made_for);
   if (!spec.ok())
     return predictFlagError(
         "--checkpoint", absl::StrCat("'", path, "' was written for model '", c.model,
@@ -97,11 +99,50 @@ absl::StatusOr<std::unique_ptr<runtime::data::ExampleSource>> predictedData(
                                 absl::StrCat("npy:", absl::StrJoin(pairs, ",")), options));
 }
 
+/// What the zoo model is made for: the images of the data (its field x, as `train` makes a
+/// model for its data's) and the classes the checkpoint's weights tell apart. A checkpoint
+/// does not record its classes, so they are read off its weights: the variables whose
+/// shapes change between the model made for 2 and for 3 classes (the classifier's head)
+/// hold the class count on the axis that changes.
+absl::StatusOr<zoo::ImageClasses> imagesAndClasses(const runtime::Checkpoint& c,
+                                                   const runtime::data::ExampleSource& data) {
+  zoo::ImageClasses made_for;
+  for (const runtime::data::Field& field : data.fields())
+    if (field.name == "x" && field.dtype == ir::DType::kF32 && field.shape.size() == 3)
+      made_for.image_shape = field.shape;
+  std::unique_ptr<ir::Module> two, three;
+  for (auto [classes, module] : {std::pair{2, &two}, std::pair{3, &three}}) {
+    ASSIGN_OR_RETURN(
+        ModelSpec spec,
+        zoo::modelByName(
+            c.model, zoo::ImageClasses{.image_shape = made_for.image_shape, .classes = classes}));
+    absl::StatusOr<std::unique_ptr<ir::Module>> m = buildPredictModule(spec, {.batch = 1});
+    // Images the model cannot take (too small for its layers) are the data's to name.
+    if (!m.ok()) return m.status();
+    *module = std::move(*m);
+  }
+  std::map<std::string, const runtime::CheckpointTensor*> first;
+  for (const runtime::CheckpointTensor& t : c.tensors)
+    if (t.replica == 0) first[t.name] = &t;
+  for (const ir::Var& v : two->vars()) {
+    const ir::Var* other = three->findVar(v.name);
+    if (other == nullptr || other->type == v.type) continue;
+    const auto it = first.find(v.name);
+    for (size_t axis = 0; axis < v.type.shape.size(); ++axis)
+      if (v.type.shape[axis] != other->type.shape[axis] && it != first.end() &&
+          it->second->type.rank() == v.type.rank()) {
+        made_for.classes = it->second->type.shape[axis];
+        return made_for;
+      }
+  }
+  return made_for;
+}
+
 /// Writes every variable of the predictor's module from replica 0 of the checkpoint (the
 /// first device's: without --sync-bn each device's running statistics differ, and an
 /// example's prediction must not depend on the device it lands on).
 absl::Status loadVariables(runtime::Predictor& p, const runtime::Checkpoint& c,
-                           const std::string& path) {
+                           const std::string& path, const std::string& made_for) {
   std::map<std::string, const runtime::CheckpointTensor*> first;
   for (const runtime::CheckpointTensor& t : c.tensors)
     if (t.replica == 0) first[t.name] = &t;
@@ -115,7 +156,8 @@ absl::Status loadVariables(runtime::Predictor& p, const runtime::Checkpoint& c,
       return predictFlagError(
           "--checkpoint",
           absl::StrCat("'", path, "': variable @", v.name, " is ", ir::toString(t.type),
-                       " there, but model ", p.module().name(), " has ", ir::toString(v.type)));
+                       " there, but model ", p.module().name(), " made for ", made_for, " has ",
+                       ir::toString(v.type), "; its run trained on other images"));
     runtime::HostTensor value(v.type);
     std::memcpy(value.buffer.data(), t.bytes.data(), t.bytes.size());
     RETURN_IF_ERROR(p.setVariable(v.name, value));
@@ -171,9 +213,17 @@ absl::Status runPredict(const PredictFlags& f) {
   absl::StatusOr<runtime::Checkpoint> c = runtime::readCheckpointFile(f.checkpoint);
   if (!c.ok())
     return absl::Status(c.status().code(), absl::StrCat("--checkpoint: ", c.status().message()));
-  ASSIGN_OR_RETURN(const ModelSpec spec, predictedModel(f, *c, path));
+  // The model's inputs' names first (what --input may name), then the model made for the
+  // data's images and the checkpoint's classes.
+  ASSIGN_OR_RETURN(const ModelSpec named, predictedModel(f, *c, path));
   ASSIGN_OR_RETURN(std::unique_ptr<runtime::data::ExampleSource> data,
-                   predictedData(f, *spec.predict, spec.name));
+                   predictedData(f, *named.predict, named.name));
+  absl::StatusOr<zoo::ImageClasses> made_for = imagesAndClasses(*c, *data);
+  if (!made_for.ok())
+    return predictFlagError(f.data ? absl::StrCat("--data ", *f.data)
+                                   : absl::StrCat("--input ", absl::StrJoin(f.inputs, " --input ")),
+                            made_for.status().message());
+  ASSIGN_OR_RETURN(const ModelSpec spec, predictedModel(f, *c, path, *made_for));
 
   // The forward as the run evaluated it: in bf16 when it trained in mixed precision.
   passes::PipelineConfig pipeline;
@@ -194,7 +244,12 @@ absl::Status runPredict(const PredictFlags& f) {
         absl::StrCat("--output ", f.output),
         absl::StrCat("model ", spec.name, " predicts ", spec.predict->outputs.size(), " outputs (",
                      absl::StrJoin(spec.predict->outputs, ", "), "); a .npy file holds one"));
-  RETURN_IF_ERROR(loadVariables(*predictor, *c, path));
+  RETURN_IF_ERROR(loadVariables(
+      *predictor, *c, path,
+      absl::StrCat(absl::StrJoin(made_for->image_shape, "x"), " images (",
+                   f.data ? absl::StrCat("--data ", *f.data)
+                          : absl::StrCat("--input ", absl::StrJoin(f.inputs, " --input ")),
+                   ")")));
   // Opened before the run, so that an output that cannot be written stops it first.
   ASSIGN_OR_RETURN(OutputFile out, OutputFile::openReplacing(f.output, "--output"));
 
