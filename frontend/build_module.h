@@ -21,6 +21,15 @@ namespace tandem {
 absl::StatusOr<std::unique_ptr<ir::Module>> buildModule(const ModelSpec& spec,
                                                         const BuildOptions& opts);
 
+/// Builds the module that predicts with `spec` (ModelSpec::predict): one graph,
+/// @predict_step (ir/predict_graph.h), over the inputs the prediction reads, returning its
+/// outputs, each [batch, ...], built in inference mode (batch norm on running statistics,
+/// no dropout); and only the variables that graph reads: no @init (the values come from a
+/// checkpoint or a trained model) and no optimizer state. Errors name the model and the
+/// input or output at fault.
+absl::StatusOr<std::unique_ptr<ir::Module>> buildPredictModule(const ModelSpec& spec,
+                                                               const BuildOptions& opts);
+
 /// Fills `g` (a module's @init) with an `initialize` and an `assign` per variable: every
 /// variable gets its initializer's value.
 absl::Status buildInitGraph(ir::Module& m, ir::Graph& g);

@@ -40,8 +40,10 @@ struct ModelInput {
 /// A model's inputs as its step sees them, batch first, by name.
 class StepInputs {
  public:
-  StepInputs(Builder& b, std::vector<std::pair<std::string, Tensor>> inputs)
-      : b_(b), inputs_(std::move(inputs)) {}
+  /// `reader` names what reads them in errors: "its step", "its prediction".
+  StepInputs(Builder& b, std::vector<std::pair<std::string, Tensor>> inputs,
+             std::string reader = "its step")
+      : b_(b), inputs_(std::move(inputs)), reader_(std::move(reader)) {}
   /// The input named `name`. Another name is the build's error (naming the inputs there
   /// are) and an empty handle, which the layers reading it pass on.
   Tensor operator[](absl::string_view name) const;
@@ -49,6 +51,7 @@ class StepInputs {
  private:
   Builder& b_;
   std::vector<std::pair<std::string, Tensor>> inputs_;
+  std::string reader_;
 };
 
 /// A figure a pass over the data reports: `sum` (a scalar, f32 or i32) is summed over
@@ -75,6 +78,26 @@ struct ClassLabels {
   int64_t classes = 0;
 };
 
+/// One output of a prediction: a tensor of one row per example ([N, ...], batch first).
+struct Prediction {
+  std::string name;
+  Tensor value;
+};
+
+/// What a model predicts, forward only: per-example outputs (a classifier's logits) from
+/// some of its inputs (its images, not its labels). Built with Builder::training() false
+/// (batch norm on its running statistics, no dropout) over the variables the step trains.
+struct PredictSpec {
+  /// The inputs a prediction reads, by name: some of ModelSpec::inputs, in any order (the
+  /// prediction's inputs come in this order).
+  std::vector<std::string> inputs;
+  /// The names of the outputs `forward` returns, in order (declared, as the metrics are).
+  std::vector<std::string> outputs;
+  /// Builds the outputs on a batch of those inputs: each a tensor of the batch's rows
+  /// first, an f32 or i32 [N, ...] of any rank >= 1.
+  std::function<std::vector<Prediction>(Builder&, const StepInputs&)> forward;
+};
+
 /// A model written with the DSL: named inputs in, a loss and named metrics out.
 struct ModelSpec {
   std::string name;
@@ -88,6 +111,9 @@ struct ModelSpec {
   /// Builds the step on a batch of inputs. Called once for the training step and once for
   /// the evaluation step, over one set of variables.
   std::function<StepOutputs(Builder&, const StepInputs&)> step;
+  /// Set for a model that predicts (classifierModel: "logits" from "x"); unset, the model
+  /// trains and evaluates but has no prediction.
+  std::optional<PredictSpec> predict;
 };
 
 /// The logits of a classifier for a batch of images [N, C, H, W]: [N, classes].
@@ -96,7 +122,8 @@ using ClassifierForward = std::function<Tensor(Builder&, Tensor images)>;
 /// A classifier as a model: input `x` (f32 images of `image_shape`, [C,H,W]) and `y` (i32
 /// class ids in [0, classes); negative ones, the padding of a last batch, count for
 /// nothing), the softmax cross-entropy of the logits `forward` returns ([N, classes]) as
-/// its loss (with BuildOptions::label_smoothing in training), and metric `accuracy`.
+/// its loss (with BuildOptions::label_smoothing in training), and metric `accuracy`; it
+/// predicts `logits` ([N, classes], the forward's) from `x` alone.
 ModelSpec classifierModel(std::string name, std::vector<int64_t> image_shape, int64_t classes,
                           ClassifierForward forward, TrainingDefaults defaults = {});
 

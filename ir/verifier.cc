@@ -9,6 +9,7 @@
 #include "ir/op_views.h"
 #include "ir/placement.h"
 #include "ir/plan_verifier.h"
+#include "ir/predict_graph.h"
 
 namespace tandem::ir {
 namespace {
@@ -25,6 +26,9 @@ class GraphVerifier {
     for (const Value* v : g_.outputs())
       if (!defined_.contains(v))
         return fail(absl::StrCat("returns %", v->name(), ", which no node of the graph defines"));
+    if (g_.name() == kPredictGraph) {
+      if (absl::Status s = verifyPredictGraph(g_); !s.ok()) return s;
+    }
     return checkGradients();
   }
 

@@ -15,6 +15,8 @@ namespace tandem::ir {
 ///    nor written twice;
 ///  - gradients: each value feeds at most one all_reduce, and on several devices every
 ///    sgd_update takes an all-reduced gradient once any all_reduce exists;
+///  - @predict_step (ir/predict_graph.h) returns its per-example outputs per device, each
+///    with its device's rows, none made by a collective;
 ///  - collectives span all module devices with one operand group per device; being single
 ///    nodes, they are issued in the same order on every device by construction.
 /// verifyModule also checks each graph's execution plan (ir/plan_verifier.h).

@@ -8,6 +8,7 @@
 #include "ir/interfaces.h"
 #include "ir/number_format.h"
 #include "ir/op_views.h"
+#include "ir/predict_graph.h"
 #include "ir/status_macros.h"
 #include "passes/insertions.h"
 #include "passes/naming.h"
@@ -527,7 +528,9 @@ absl::StatusOr<bool> InsertCollectives::run(ir::Module& m) {
     RETURN_IF_ERROR(
         bucketGradients(m, *g, first_bucket_bytes_, bucket_bytes_, groups_, wire_, &bucket));
     RETURN_IF_ERROR(sumDeviceSums(m, *g, &bucket));
-    RETURN_IF_ERROR(sumOutputs(m, *g, &bucket));
+    // A prediction's outputs are per example: each device keeps its rows, which the
+    // runtime gathers in device order; summing them would add different examples.
+    if (g->name() != ir::kPredictGraph) RETURN_IF_ERROR(sumOutputs(m, *g, &bucket));
     if (sync_bn_ && g->name() == ir::kTrainGraph) RETURN_IF_ERROR(syncBatchNorm(m, *g, &bucket));
   }
   return true;

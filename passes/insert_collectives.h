@@ -10,7 +10,8 @@ namespace tandem::passes {
 ///  - train_step: gradients are all-reduced in buckets filled in the order backward
 ///    produces them (a small first bucket so communication starts early, then
 ///    `bucket-mb` caps), each placed right after its last gradient;
-///  - the returned loss and correct count are summed across devices.
+///  - the returned loss and correct count are summed across devices; @predict_step's
+///    per-example outputs are not (each device keeps its rows, ir/predict_graph.h).
 /// On one device only the split (the host-to-device copy) is inserted.
 /// With `groups=G` (G divides the device count, 1 < G < devices) each gradient bucket is
 /// reduced hierarchically, as Horovod does across processes: an all_reduce within each of G

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/interfaces.h"
 #include "ir/op_views.h"
+#include "ir/predict_graph.h"
 #include "ir/status_macros.h"
 #include "passes/insertions.h"
 
@@ -33,6 +34,8 @@ class GraphRewrite {
     // Only the nodes that were there before: the casts created on the way are appended at
     // the end until apply() moves them, and are already typed.
     const size_t count = g_.numNodes();
+    std::vector<DType> returned;
+    for (const Value* v : g_.outputs()) returned.push_back(v->type().dtype);
     for (size_t i = 0; i < count; ++i) {
       Node& n = *g_.nodes()[i];
       if (n.info().has(ir::kDeclaredType) || ir::ParamView::is(n) || n.numOperands() == 0) continue;
@@ -48,6 +51,16 @@ class GraphRewrite {
       RETURN_IF_ERROR(retype(n));
       changed_ = changed_ || touched;
     }
+    // What the graph returns keeps its dtype (a prediction's logits stay f32, as the model
+    // declared them), cast back after the last node.
+    std::vector<Value*> outputs = g_.outputs();
+    bool recast = false;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (outputs[k]->type().dtype == returned[k]) continue;
+      ASSIGN_OR_RETURN(outputs[k], castOf(outputs[k], returned[k], count));
+      recast = true;
+    }
+    if (recast) g_.setOutputs(std::move(outputs));
     insert_.apply();
     return changed_;
   }
@@ -110,7 +123,7 @@ absl::StatusOr<bool> MixedPrecision::run(ir::Module& m) {
     return absl::FailedPreconditionError(
         "mixed-precision: run it before replicate (the module is already replicated)");
   bool changed = false;
-  for (absl::string_view name : {ir::kTrainGraph, ir::kEvalGraph}) {
+  for (absl::string_view name : {ir::kTrainGraph, ir::kEvalGraph, ir::kPredictGraph}) {
     ir::Graph* g = m.graph(name);
     if (g == nullptr) continue;
     for (const auto& n : g->nodes())

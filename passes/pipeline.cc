@@ -99,14 +99,17 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> parsePipeline(absl::string_vi
   return out;
 }
 
-std::string defaultPipeline(const PipelineConfig& c) {
+namespace {
+
+// The default pipeline, or without autodiff (`training` false) a prediction module's.
+std::string pipelineText(const PipelineConfig& c, bool training) {
   // Numbers are written exactly (shortest round-trip form): StrCat keeps only 6 digits,
   // which would change an lr of 0.1234567 into 0.123457.
   auto num = [](double v) { return ir::formatDouble(v); };
   std::vector<std::string> passes{
       // Before autodiff: it rewrites the forward, and autodiff derives a bf16 backward.
       c.bf16 ? "mixed-precision{dtype=bf16}" : "",
-      autodiffStep(c),
+      training ? autodiffStep(c) : "",
       c.lr_schedule ? "feed-learning-rate" : "",
       // Between autodiff and replicate: it rewrites forward and backward together, once.
       c.fuse ? "fuse-conv-bn-relu" : "",
@@ -156,6 +159,23 @@ std::string defaultPipeline(const PipelineConfig& c) {
   };
   passes.erase(std::remove(passes.begin(), passes.end(), ""), passes.end());
   return absl::StrJoin(passes, ",");
+}
+
+}  // namespace
+
+std::string defaultPipeline(const PipelineConfig& c) { return pipelineText(c, /*training=*/true); }
+
+std::string predictPipeline(const PipelineConfig& c) {
+  PipelineConfig forward = c;
+  // No training step: nothing to differentiate, update, reduce or recompute; the same
+  // passes over the forward as the training pipeline's, with its settings.
+  forward.sync_bn = false;
+  forward.group_updates = false;
+  forward.clip_grad_norm = 0;
+  forward.shard_updates = false;
+  forward.recompute = false;
+  forward.lr_schedule = false;
+  return pipelineText(forward, /*training=*/false);
 }
 
 std::vector<std::string> defaultPassNames() {

@@ -62,6 +62,12 @@ struct PipelineConfig {
 /// The pipeline `tandem dump` and `tandem train` run, as text.
 std::string defaultPipeline(const PipelineConfig& config);
 
+/// The pipeline of a prediction module (frontend/build_module.h's buildPredictModule): the
+/// default pipeline's passes that apply to a forward alone, with `config`'s devices,
+/// split, precision, fusion, layouts and alignment: [mixed-precision],
+/// [fuse-conv-bn-relu], replicate, insert-collectives, dce, schedule and the plan.
+std::string predictPipeline(const PipelineConfig& config);
+
 /// The names of the default pipeline's passes, in order (for --after), fusion included.
 std::vector<std::string> defaultPassNames();
 

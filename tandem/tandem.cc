@@ -22,6 +22,9 @@
 #include "runtime/data/subset_source.h"
 #include "runtime/executor.h"
 #include "runtime/host_tensor.h"
+#include "runtime/data/memory_source.h"
+#include "runtime/predictor.h"
+#include "train/compile.h"
 #include "train/settings_text.h"
 #include "train/training_session.h"
 
@@ -258,6 +261,9 @@ struct Model::Impl {
   };
 
   ModelSpec spec;
+  int threads_per_device = 1;
+  // Model::predict's forward module, compiled on its first call.
+  std::unique_ptr<runtime::Predictor> predictor;
   // Declared before the session, which holds a reference to it: destroyed after it.
   std::unique_ptr<CallbackListener> listener = std::make_unique<CallbackListener>();
   std::unique_ptr<training::TrainingSession> session;
@@ -284,6 +290,7 @@ absl::StatusOr<std::unique_ptr<Model::Impl>> open(const ModelSpec& spec, const T
   c.resume = std::move(resume);
   auto impl = std::make_unique<Model::Impl>();
   impl->spec = spec;
+  impl->threads_per_device = config.threads_per_device;
   ASSIGN_OR_RETURN(impl->session, training::TrainingSession::create(spec, std::move(c), apiNames(),
                                                                     *impl->listener));
   impl->historyNow();
@@ -338,6 +345,99 @@ absl::StatusOr<Metrics> Model::evaluate(const Dataset& data) {
         absl::StrCat(data.where(), " holds no examples: nothing to evaluate"));
   ASSIGN_OR_RETURN(runtime::PassResult r, impl_->session->evaluateOn(data));
   return metricsOf(r);
+}
+
+namespace {
+
+// The prediction's inputs as a source of examples: each Array as the model input of its
+// name takes it, checked against it. Errors start with "Model::predict: ".
+absl::StatusOr<std::unique_ptr<runtime::data::MemorySource>> predictionInputs(
+    const ModelSpec& spec, const Arrays& inputs) {
+  const auto fail = [](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("Model::predict: ", what));
+  };
+  const PredictSpec& p = *spec.predict;
+  for (const auto& [name, array] : inputs)
+    if (std::none_of(spec.inputs.begin(), spec.inputs.end(),
+                     [&](const ModelInput& in) { return in.name == name; }))
+      return fail(absl::StrCat("input '", name, "' is not one of model ", spec.name, "'s (",
+                               inputsText(spec), ")"));
+  std::vector<runtime::data::HostArray> arrays;
+  for (const std::string& name : p.inputs) {
+    const auto it = inputs.find(name);
+    const ModelInput& in = *std::find_if(spec.inputs.begin(), spec.inputs.end(),
+                                         [&](const ModelInput& i) { return i.name == name; });
+    const std::string wanted =
+        absl::StrCat(ir::dtypeName(in.dtype), "[count,", absl::StrJoin(in.shape, ","), "]");
+    if (it == inputs.end())
+      return fail(absl::StrCat("model ", spec.name, " predicts from input '", name, "' (", wanted,
+                               "), which `inputs` does not give"));
+    const Array& a = it->second;
+    const bool floats = in.dtype == ir::DType::kF32;
+    if ((floats ? !a.i32.empty() : !a.f32.empty()) ||
+        (in.dtype != ir::DType::kF32 && in.dtype != ir::DType::kI32))
+      return fail(absl::StrCat("input '", name, "' holds ", floats ? "i32" : "f32",
+                               " values, but model ", spec.name, " takes ", wanted));
+    std::vector<int64_t> example(a.shape.begin() + std::min<size_t>(1, a.shape.size()),
+                                 a.shape.end());
+    if (a.shape.empty() || example != in.shape)
+      return fail(absl::StrCat("input '", name, "' is [", absl::StrJoin(a.shape, ","),
+                               "], but model ", spec.name, " takes ", wanted));
+    arrays.push_back(floats ? runtime::data::HostArray::of(name, a.f32, a.shape)
+                            : runtime::data::HostArray::of(name, a.i32, a.shape));
+  }
+  absl::StatusOr<std::unique_ptr<runtime::data::MemorySource>> source =
+      runtime::data::MemorySource::create(std::move(arrays), "Model::predict's inputs");
+  if (!source.ok()) return fail(std::string(source.status().message()));
+  return source;
+}
+
+}  // namespace
+
+absl::StatusOr<Arrays> Model::predict(const Arrays& inputs,
+                                      const std::function<bool(int64_t, int64_t)>& on_batch) {
+  const ModelSpec& spec = impl_->spec;
+  if (!spec.predict)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Model::predict: model ", spec.name, " declares no prediction (ModelSpec::predict)"));
+  ASSIGN_OR_RETURN(std::unique_ptr<runtime::data::MemorySource> source,
+                   predictionInputs(spec, inputs));
+  runtime::Executor& trained = impl_->session->executor();
+  if (impl_->predictor == nullptr) {
+    // The training run's devices, split, precision and batch.
+    const training::CompileOptions& compiled = impl_->session->choice().compile;
+    ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> module,
+                     training::compilePrediction(spec, compiled.build.batch, compiled.pipeline));
+    runtime::ExecutorOptions options;
+    options.backend_options.set("threads_per_device", impl_->threads_per_device);
+    ASSIGN_OR_RETURN(impl_->predictor,
+                     runtime::Predictor::create(std::move(module), spec.predict->outputs, options));
+  }
+  runtime::Predictor& predictor = *impl_->predictor;
+  // The weights as they stand, from the first device (the running statistics of batch norm
+  // differ between devices without sync batch norm; a prediction must not depend on the
+  // device an example lands on).
+  for (const ir::Var& v : predictor.module().vars()) {
+    ASSIGN_OR_RETURN(runtime::HostTensor value, trained.readVariable(v.name, 0));
+    RETURN_IF_ERROR(predictor.setVariable(v.name, value));
+  }
+  if (source->size() == 0) return Arrays{};
+  int64_t done = 0;
+  ASSIGN_OR_RETURN(std::vector<runtime::PredictedOutput> outputs,
+                   predictor.predict(*source, [&](const runtime::data::Batch&, int64_t batches) {
+                     return !on_batch || on_batch(++done, batches);
+                   }));
+  Arrays out;
+  for (const runtime::PredictedOutput& o : outputs) {
+    Array& a = out[o.name];
+    a.shape.assign(o.value.type.shape.begin(), o.value.type.shape.end());
+    const size_t n = static_cast<size_t>(o.value.type.numElements());
+    if (o.value.type.dtype == ir::DType::kI32)
+      a.i32.assign(o.value.i32(), o.value.i32() + n);
+    else
+      a.f32.assign(o.value.f32(), o.value.f32() + n);
+  }
+  return out;
 }
 
 absl::Status Model::save(const std::string& dir, bool replace) {

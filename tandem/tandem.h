@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -206,6 +207,25 @@ struct Weight {
   }
 };
 
+/// Host values of many examples, row-major, the examples first: a model's input or output
+/// in Model::predict. An f32 array fills `f32`, an i32 array (token ids, class ids) `i32`;
+/// the other stays empty.
+struct Array {
+  std::vector<int64_t> shape;  // [count, one example's shape...]
+  std::vector<float> f32;
+  std::vector<int32_t> i32;
+
+  static Array floats(std::vector<int64_t> shape, std::vector<float> values) {
+    return {.shape = std::move(shape), .f32 = std::move(values)};
+  }
+  static Array ints(std::vector<int64_t> shape, std::vector<int32_t> values) {
+    return {.shape = std::move(shape), .i32 = std::move(values)};
+  }
+};
+
+/// Arrays by name: a prediction's inputs (ModelSpec::predict's) and its outputs.
+using Arrays = std::map<std::string, Array>;
+
 /// A model compiled for its devices, its variables on them, and the data it trains on.
 class Model {
  public:
@@ -230,6 +250,18 @@ class Model {
   absl::StatusOr<Metrics> evaluate();
   absl::StatusOr<Metrics> evaluate(const Examples& examples);
   absl::StatusOr<Metrics> evaluate(const Dataset& data);
+  /// The model's prediction (ModelSpec::predict: a classifier's "logits" [count, classes]
+  /// from its images "x" [count, C, H, W]) over any number of examples, with its weights as
+  /// they stand: forward only, in inference mode (batch norm on its running statistics, no
+  /// dropout), batches of TrainConfig::batch split across TrainConfig::devices, the last
+  /// one padded; each output has one row per example, in their order. `inputs` gives each
+  /// of the prediction's inputs (other inputs of the model, such as a classifier's labels,
+  /// are ignored). The forward module is compiled on the first call (only the variables it
+  /// reads, copied from the first device before every call). `on_batch(done, batches)` is
+  /// called after every batch; false stops there, the outputs holding the examples done.
+  /// Errors name the input at fault and what the model takes.
+  absl::StatusOr<Arrays> predict(
+      const Arrays& inputs, const std::function<bool(int64_t, int64_t)>& on_batch = nullptr);
   /// Writes a checkpoint of the model as it stands into `dir` (created if missing;
   /// `replace` overwrites one that is there, else that is an error).
   absl::Status save(const std::string& dir, bool replace = false);

@@ -64,6 +64,19 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
   return std::move(*module);
 }
 
+absl::StatusOr<std::unique_ptr<ir::Module>> compilePrediction(const ModelSpec& spec, int64_t batch,
+                                                              passes::PipelineConfig pipeline) {
+  backend::registerBackends();
+  ASSIGN_OR_RETURN(const int64_t alignment, ir::targetAlignment(pipeline.devices));
+  pipeline.alignment = std::max(pipeline.alignment, alignment);
+  ASSIGN_OR_RETURN(std::unique_ptr<ir::Module> module,
+                   buildPredictModule(spec, BuildOptions{.batch = batch}));
+  passes::PassManager pm(passes::PassManagerOptions{.verify = true});
+  RETURN_IF_ERROR(pm.addPipeline(passes::predictPipeline(pipeline)));
+  RETURN_IF_ERROR(pm.run(*module));
+  return module;
+}
+
 absl::Status checkDevicesRunHere(const std::vector<ir::Device>& devices) {
   backend::registerBackends();
   for (const ir::Device& d : devices) {

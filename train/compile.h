@@ -35,6 +35,14 @@ absl::StatusOr<std::unique_ptr<ir::Module>> compileModel(
     std::unique_ptr<passes::PassManager>* pm_out = nullptr,
     const SettingNames& names = settingKeys());
 
+/// Builds `spec`'s prediction module (frontend/build_module.h's buildPredictModule: the
+/// forward in inference mode and the variables it reads, nothing else) for a global batch
+/// of `batch` and runs the prediction pipeline over it (passes/pipeline.h's
+/// predictPipeline with `pipeline`'s devices, split, precision, fusion and layouts): split
+/// across the devices, each device's rows of the outputs left on it.
+absl::StatusOr<std::unique_ptr<ir::Module>> compilePrediction(const ModelSpec& spec, int64_t batch,
+                                                              passes::PipelineConfig pipeline);
+
 /// Makes a module without a training step (an imported model's @init and @infer) runnable
 /// on `devices`: the default pipeline from replicate on (insert-collectives, dce,
 /// schedule and the execution plan), no autodiff and no optimizer.

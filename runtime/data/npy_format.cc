@@ -302,4 +302,32 @@ int64_t npyElementAsInt64(const NpyDType& from, const char* p) {
   }
 }
 
+absl::StatusOr<std::string> npyFileHeader(ir::DType dtype, const std::vector<int64_t>& shape) {
+  const char* descr = dtype == ir::DType::kF32   ? "<f4"
+                      : dtype == ir::DType::kI32 ? "<i4"
+                      : dtype == ir::DType::kF64 ? "<f8"
+                                                 : nullptr;
+  if (descr == nullptr)
+    return absl::InvalidArgumentError(
+        absl::StrCat("numpy has no type for ", ir::dtypeName(dtype), " elements"));
+  // Python's tuple literal: (3,) for one axis, (3, 10) for more, () for none.
+  std::string tuple = "(";
+  for (size_t i = 0; i < shape.size(); ++i)
+    absl::StrAppend(&tuple, i == 0 ? "" : ", ", shape[i], shape.size() == 1 ? "," : "");
+  tuple += ")";
+  std::string dict =
+      absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ", tuple, ", }");
+  // Magic (6), version (2), header length (2), then the dict padded with spaces and ended
+  // by a newline to a multiple of 64 bytes.
+  const size_t unpadded = 10 + dict.size() + 1;
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict += '\n';
+  std::string out(kNpyMagic);
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(dict.size() & 0xff);
+  out += static_cast<char>((dict.size() >> 8) & 0xff);
+  return out + dict;
+}
+
 }  // namespace tandem::runtime::data

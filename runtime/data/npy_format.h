@@ -44,6 +44,12 @@ struct NpyHeader {
 /// file holds N bytes of it, shape (...) of <f4 needs M".
 absl::StatusOr<NpyHeader> parseNpyHeader(absl::string_view file);
 
+/// The header of a version 1.0 .npy file of a C-order little-endian array of `dtype` (f32:
+/// <f4, i32: <i4, f64: <f8) and `shape`, padded as numpy pads it (the array's bytes start
+/// at a multiple of 64): write it, then the array's bytes. numpy.load reads the file. An
+/// error for a dtype numpy has no type for (bf16).
+absl::StatusOr<std::string> npyFileHeader(ir::DType dtype, const std::vector<int64_t>& shape);
+
 /// A value that does not fit the IR type it is converted to.
 struct NpyRangeError {
   int64_t element = -1;  // index of the first such element, -1: none

@@ -211,6 +211,35 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> openSource(absl::string_view spec
   return firstExamples(std::shared_ptr<const ExampleSource>(*std::move(source)), options.limit);
 }
 
+std::vector<std::string> filesOfSpec(absl::string_view spec) {
+  const size_t colon = spec.find(':');
+  if (colon == absl::string_view::npos) return {};
+  const absl::string_view kind = spec.substr(0, colon), rest = spec.substr(colon + 1);
+  const SpecErrors error(SourceOptions{}, spec);
+  if (kind == "npz") {  // as openKind reads it: bindings after the last ':' that hold '='
+    const size_t last = rest.rfind(':');
+    if (last != absl::string_view::npos &&
+        rest.substr(last + 1).find('=') != absl::string_view::npos)
+      return {std::string(rest.substr(0, last))};
+    return {std::string(rest)};
+  }
+  if (kind == "npy") {
+    const size_t eq = rest.find('=');
+    if (eq == absl::string_view::npos || !isFieldName(rest.substr(0, eq)))
+      return {std::string(rest)};
+    absl::StatusOr<std::vector<ArrayBinding>> b = bindingsOf(rest, error, "FILE");
+    std::vector<std::string> files;
+    if (b.ok())
+      for (const ArrayBinding& binding : *b) files.push_back(binding.array);
+    return files;
+  }
+  if (kind == "tokens" || kind == "text") {
+    auto w = windowSpecOf(rest, kind == "text", error);
+    if (w.ok()) return {w->file};
+  }
+  return {};
+}
+
 std::shared_ptr<const TextVocabulary> textVocabularyOf(const ExampleSource& source) {
   const auto* text = dynamic_cast<const TextSource*>(&underlyingSource(source));
   return text != nullptr ? text->sharedVocabulary() : nullptr;

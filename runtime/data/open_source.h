@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -43,6 +44,11 @@ struct SourceOptions {
 /// fault: "--data 'npz:d.npz:x': 'x' is not FIELD=ARRAY", "npz file 'd.npz': ...".
 absl::StatusOr<std::unique_ptr<ExampleSource>> openSource(absl::string_view spec,
                                                           const SourceOptions& options = {});
+
+/// The files `spec` reads (npz, npy, tokens and text specs; none for a directory's), for a
+/// command to claim against the files it writes (an output over its own input). A spec
+/// openSource would refuse gives none: opening it says why.
+std::vector<std::string> filesOfSpec(absl::string_view spec);
 
 /// The vocabulary of a text source (under any --limit view of it), for decoding what a
 /// model writes; null for any other source.

@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
+#include "runtime/data/npy_format.h"
 #include "tests/tools/cli_helpers.h"
 #include "tests/tools/explore_layout.h"
 
@@ -76,11 +77,11 @@ class BadInputTable : public ::testing::Test {
 TEST_F(BadInputTable, CommandLine) {
   check({
       {{},
-       "missing subcommand (dump, explore, opt, train, plot, simulate, import, run, export or "
-       "devices); see tandem --help"},
+       "missing subcommand (dump, explore, opt, train, plot, simulate, import, run, export, "
+       "predict or devices); see tandem --help"},
       {{"frobnicate"},
        "unknown subcommand 'frobnicate' (expected dump, explore, opt, train, plot, simulate, "
-       "import, run, export or devices)"},
+       "import, run, export, predict or devices)"},
       {{"dump", "--colour"}, "--colour: not a flag of tandem dump (see tandem dump --help)"},
       // Issue 21: a misspelt flag gets the nearest one, a flag of another subcommand says
       // which, and a flag given twice says so (not "needs a value").
@@ -487,6 +488,83 @@ TEST_F(BadInputTable, TrainFilesAndData) {
 }
 
 // Checkpoints that cannot be resumed, and checkpoint directories that cannot be written.
+// tandem predict (issue 42): the checkpoint, the model, the examples (--data or --input
+// NAME=FILE.npy) and the output, each named.
+TEST_F(BadInputTable, Predict) {
+  ASSERT_EQ(runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "10", "--epochs",
+                       "1", "--checkpoint", expand("$TMP/ck")})
+                .exit_code,
+            0);
+  const auto npy = [&](const std::string& name, ir::DType dtype, std::vector<int64_t> shape) {
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    tmp_dir_.write(name, *runtime::data::npyFileHeader(dtype, shape) +
+                             std::string(static_cast<size_t>(elements * 4), '\0'));
+  };
+  npy("x.npy", ir::DType::kF32, {3, 1, 28, 28});
+  npy("small.npy", ir::DType::kF32, {3, 1, 32, 32});
+  npy("tiny.npy", ir::DType::kF32, {3, 1, 4, 4});
+  npy("ints.npy", ir::DType::kI32, {3, 1, 28, 28});
+  const std::vector<std::string> ok = {"predict", "--checkpoint", "$TMP/ck", "-o", "$TMP/out.npy"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = ok;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  check({
+      {{"predict", "-o", "$TMP/out.npy", "--input", "x=$TMP/x.npy"},
+       "--checkpoint: is required (the directory of train --checkpoint)"},
+      {{"predict", "--checkpoint", "$TMP/none", "-o", "$TMP/out.npy", "--input", "x=$TMP/x.npy"},
+       "--checkpoint: cannot read '$TMP/none/checkpoint': No such file or directory (no "
+       "checkpoint was written in that directory)"},
+      {with({"--model", "resnet18", "--input", "x=$TMP/x.npy"}),
+       "--model resnet18: '$TMP/ck/checkpoint' was written by a run of model lenet"},
+      {{"predict", "--checkpoint", "$TMP/ck", "--input", "x=$TMP/x.npy"},
+       "--output: is required (OUT.npy)"},
+      // -o and --output are one flag, counted by both names.
+      {with({"--input", "x=$TMP/x.npy", "--output", "$TMP/out2.npy"}),
+       "--output: given 2 times; give it once (no value silently wins)"},
+      {with({}), "--data: is required (a data spec, or --input NAME=FILE.npy)"},
+      {with({"--data", "fashion-mnist:$DATA", "--input", "x=$TMP/x.npy"}),
+       "--input: give the examples by --data or by --input, not both"},
+      {with({"--input", "x"}), "--input: 'x' is not NAME=FILE.npy"},
+      {with({"--input", "z=$TMP/x.npy"}),
+       "--input z=$TMP/x.npy: model lenet predicts from x; it has no input z"},
+      {with({"--input", "x=$TMP/missing.npy"}),
+       "--input: cannot read npy file '$TMP/missing.npy': No such file or directory"},
+      // The model is made for the data's images, as train makes it: the checkpoint's
+      // weights then say that its run trained on others.
+      {with({"--input", "x=$TMP/small.npy"}),
+       "--checkpoint: '$TMP/ck/checkpoint': variable @fc1.w is f32[128,800] there, but model "
+       "lenet made for 1x32x32 images (--input x=$TMP/small.npy) has f32[128,1250]; its run "
+       "trained on other images"},
+      {with({"--input", "x=$TMP/tiny.npy"}),
+       "--input x=$TMP/tiny.npy: model lenet: %conv2 (conv2d) in scope conv2 at lenet.cc:16: a "
+       "5-wide window does not fit the height extent 1 with padding 0"},
+      {with({"--input", "x=$TMP/ints.npy"}),
+       "--input x=$TMP/ints.npy holds examples of x: i32[1,28,28], but lenet predicts from x: "
+       "f32[1,28,28]"},
+      {{"predict", "--checkpoint", "$TMP/ck", "-o", "$TMP/x.npy", "--input", "x=$TMP/x.npy"},
+       "--output: '$TMP/x.npy' is a file --input x reads; writing it would destroy that input"},
+      {{"predict", "--checkpoint", "$TMP/ck", "-o", "$TMP/x.npy", "--data", "npy:x=$TMP/x.npy"},
+       "--output: '$TMP/x.npy' is a file --data reads; writing it would destroy that input"},
+      {{"predict", "--checkpoint", "$TMP/ck", "-o", "$TMP/x.npy", "--data", "npy:$TMP/x.npy"},
+       "--output: '$TMP/x.npy' is a file --data reads; writing it would destroy that input"},
+      {{"predict", "--checkpoint", "$TMP/ck", "-o", "$TMP/ck/checkpoint", "--input",
+        "x=$TMP/x.npy"},
+       "--output $TMP/ck/checkpoint: the outputs go to a .npy file"},
+      {{"predict", "--checkpoint", "$TMP/ck", "-o", "$TMP/no/out.npy", "--input", "x=$TMP/x.npy"},
+       "--output: cannot write '$TMP/no/out.npy': No such file or directory"},
+      {with({"--input", "x=$TMP/x.npy", "--batch", "2", "--devices", "3"}),
+       "--batch: 2 is smaller than the device count 3; every device needs at least one example"},
+      {with({"--data", "fashion-mnist:$TMP/none"}),
+       "--data: fashion-mnist: directory $TMP/none does not exist (install the Debian package "
+       "dataset-fashion-mnist or pass --data DIR)"},
+  });
+  // Nothing was written by the refusals.
+  EXPECT_FALSE(std::filesystem::exists(expand("$TMP/out.npy")));
+}
+
 // "$TMP/good" holds a 2-epoch LeNet checkpoint; the others are damaged copies of it.
 TEST_F(BadInputTable, TrainCheckpoints) {
   ASSERT_EQ(runTandem({"train", "--model", "lenet", "--data", data_, "--batch", "10", "--epochs",

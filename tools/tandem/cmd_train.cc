@@ -17,6 +17,7 @@
 #include "ir/target.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data/fashion_mnist.h"
+#include "runtime/data/open_source.h"
 #include "tools/tandem/activity.h"
 #include "tools/tandem/commands.h"
 #include "tools/tandem/model_flags.h"
@@ -44,8 +45,8 @@ TrainHooks*& hooks() {
 }
 
 // The files the data specs read that exist (an image folder's are in its own subfolders):
-// Fashion-MNIST's four, an array, token or text file; a missing one is the data's error.
-// As (flag, file).
+// Fashion-MNIST's four, or what runtime::data::filesOfSpec lists; a missing one is the
+// data's error. As (flag, file).
 std::vector<std::pair<const char*, std::string>> dataFiles(const TrainFlags& f) {
   std::vector<std::pair<const char*, std::string>> files;
   std::error_code unreadable;
@@ -61,7 +62,9 @@ std::vector<std::pair<const char*, std::string>> dataFiles(const TrainFlags& f) 
     const size_t colon = spec.find(':');
     const std::string kind = spec.substr(0, colon);
     if (colon == std::string::npos || kind == "fashion-mnist") {
-      const std::string dir = colon == std::string::npos ? spec : spec.substr(colon + 1);
+      const std::string dir = colon != std::string::npos ? spec.substr(colon + 1)
+                              : kind == "fashion-mnist" ? ""
+                                                        : spec;
       for (const char* split : {"train", "t10k"})
         for (const char* kind : {"images-idx3-ubyte", "labels-idx1-ubyte"})
           for (const char* suffix : {".gz", ""})
@@ -69,17 +72,7 @@ std::vector<std::pair<const char*, std::string>> dataFiles(const TrainFlags& f) 
                              "-", kind, suffix));
       continue;
     }
-    // The file, possibly followed by ":option" words: the longest prefix that is a file.
-    std::string rest = spec.substr(colon + 1);
-    for (const std::string& part : std::vector<std::string>(absl::StrSplit(rest, ','))) {
-      std::string path = part.substr(
-          part.find('=') == std::string::npos || kind != "npy" ? 0 : part.find('=') + 1);
-      while (!std::filesystem::is_regular_file(path, unreadable) &&
-             path.find(':') != std::string::npos)
-        path = path.substr(0, path.rfind(':'));
-      add(path);
-      if (kind != "npy") break;
-    }
+    for (const std::string& file : runtime::data::filesOfSpec(spec)) add(file);
   }
   return files;
 }

@@ -179,11 +179,29 @@ struct ExportFlags {
   std::optional<int64_t> batch;
 };
 
+/// Flags of `tandem predict` (cmd_predict.cc).
+struct PredictFlags {
+  std::string checkpoint;  // --checkpoint DIR: a run's DIR/checkpoint
+  /// --model: the zoo model the checkpoint holds (unset: the one it names).
+  std::optional<std::string> model;
+  /// --data SPEC (runtime/data/open_source.h; fashion-mnist reads its test half), or
+  /// --input NAME=FILE.npy per input of the prediction.
+  std::optional<std::string> data;
+  std::vector<std::string> inputs;
+  std::optional<int64_t> limit;  // --limit: only the first N examples
+  std::string output;            // --output FILE.npy
+  std::string devices = "cpu:0";
+  int64_t batch = 256;
+  int threads_per_device = 1;
+};
+
 absl::Status runDump(const DumpFlags& flags);
 /// `tandem explore`: the step as one self-contained HTML page (graph, plan, memory, trace).
 absl::Status runExplore(const ExploreFlags& flags);
 /// `tandem export`: a checkpoint's model as an ONNX inference graph.
 absl::Status runExport(const ExportFlags& flags);
+/// `tandem predict`: a checkpoint's model's outputs over data, as a .npy file.
+absl::Status runPredict(const PredictFlags& flags);
 /// `tandem import`: an ONNX model as a module in textual IR, and its weights.
 absl::Status runImport(const ImportFlags& flags);
 /// `tandem run`: inference of an ONNX model or an imported module on ONNX tensor files.

@@ -368,6 +368,32 @@ void addExport(CLI::App& app, ExportFlags& f) {
             "A fixed batch size for the exported graph (default: symbolic, N)");
 }
 
+void addPredict(CLI::App& app, PredictFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "predict",
+      "Predict with a trained checkpoint's model: its outputs (a classifier's logits) over "
+      "data, batched over the devices, into a .npy file.");
+  cmd->add_option("--checkpoint", f.checkpoint,
+                  "The directory of train --checkpoint (its DIR/checkpoint), required");
+  cmd->add_option("--model", f.model,
+                  "The zoo model the checkpoint holds (default: the one it names)");
+  cmd->add_option("--data", f.data,
+                  "The examples: fashion-mnist[:DIR] (its test half), npz:FILE[:FIELD=ARRAY,...], "
+                  "npy:FIELD=FILE,..., images:DIR[:size=S] (docs/DATA.md)");
+  cmd->add_option("--input", f.inputs,
+                  "NAME=FILE.npy: the examples of the model's input NAME ([count, ...]; repeat "
+                  "per input), in place of --data");
+  addNumber(cmd, "--limit", f.limit, atLeast<int64_t>(1), "Only the first N examples");
+  cmd->add_option("-o,--output", f.output,
+                  "The .npy file the outputs go to ([count, ...], float32), required");
+  cmd->add_option("--devices", f.devices, "Devices to split each batch across (cpu:0,cpu:1)")
+      ->capture_default_str();
+  addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
+            "Examples per step, split across the devices");
+  addNumber(cmd, "--threads-per-device", f.threads_per_device, Range<int>{1, 1024},
+            "CPU threads each CPU device's kernels use");
+}
+
 void addTrain(CLI::App& app, TrainFlags& f) {
   CLI::App* cmd = app.add_subcommand(
       "train",
@@ -540,10 +566,19 @@ void addSimulate(CLI::App& app, SimulateFlags& f) {
 }
 
 // How often `flag` (--lr, or --lr=X) is on the command line.
-int givenCount(int argc, char** argv, const std::string& flag) {
+// How often the option `flag` names was given, by any of its names in subcommand argv[1]
+// (-o for --output).
+int givenCount(const CLI::App& app, int argc, char** argv, const std::string& flag) {
+  std::vector<std::string> names{flag};
+  const CLI::App& const_app = app;
+  for (const CLI::App* sub : const_app.get_subcommands(std::function<bool(const CLI::App*)>()))
+    if (argc > 1 && sub->get_name() == argv[1])
+      if (const CLI::Option* o = sub->get_option_no_throw(flag); o != nullptr)
+        for (const std::string& s : o->get_snames()) names.push_back("-" + s);
   int n = 0;
   for (int i = 1; i < argc; ++i)
-    if (argv[i] == flag || absl::StartsWith(argv[i], flag + "=")) ++n;
+    for (const std::string& name : names)
+      if (argv[i] == name || absl::StartsWith(argv[i], name + "=")) ++n;
   return n;
 }
 
@@ -624,6 +659,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   addImport(app, line->import);
   addRun(app, line->run);
   addExport(app, line->export_model);
+  addPredict(app, line->predict);
   app.add_subcommand("devices", "List the devices this build can run on, with threads and memory");
 
   std::vector<std::string> subs;
@@ -657,7 +693,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
     if (what.rfind("--", 0) != 0 || what.find(':') == std::string::npos)
       result.error = what;
     else if (absl::StrContains(what, "At Most"))
-      result.error = absl::StrCat(flag, ": given ", givenCount(argc, argv, flag),
+      result.error = absl::StrCat(flag, ": given ", givenCount(app, argc, argv, flag),
                                   " times; give it once (no value silently wins)");
     else
       result.error = absl::StrCat(flag, ": needs a value");

@@ -10,7 +10,7 @@ namespace tandem::tools {
 /// Every subcommand's flags, filled by parse().
 struct CommandLine {
   std::string subcommand;  // "dump", "explore", "opt", "train", "plot", "simulate", "import",
-                           // "run", "export", "devices"; or empty
+                           // "run", "export", "predict", "devices"; or empty
   bool version = false;
   DumpFlags dump;
   ExploreFlags explore;
@@ -21,6 +21,7 @@ struct CommandLine {
   ImportFlags import;
   RunFlags run;
   ExportFlags export_model;
+  PredictFlags predict;
 };
 
 /// The outcome of parsing argv: a command line to run, or an exit now (help printed:
