@@ -222,17 +222,37 @@ absl::StatusOr<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(
           return std::make_tuple(base(a.file), a.label) < std::make_tuple(base(b.file), b.label);
         });
   source->fields_ = {{"x", ir::DType::kF32, {channels, height, width}}, {"y", ir::DType::kI32, {}}};
+  int64_t decoded_bytes = 0;
+  for (const Image& im : source->images_)
+    decoded_bytes += im.header.height * im.header.width * im.header.channels;
+  if (decoded_bytes <= kDecodedCacheBytes) {
+    source->cached_ = std::make_unique<std::atomic<uint8_t>[]>(source->images_.size());
+    source->decoded_.resize(source->images_.size());
+  }
   return source;
 }
 
 absl::Status ImageFolderSource::read(int64_t index, const ExampleKey& key,
                                      absl::Span<void* const> out) const {
-  const Image& im = images_[static_cast<size_t>(index)];
-  const std::string path = dir_ + "/" + im.file;
-  std::vector<uint8_t> bytes, pixels;
-  if (absl::Status s = readImageFile(path, im.file_bytes, bytes); !s.ok()) return s;
-  if (absl::Status s = decodeImage(bytes, im.header, pixels); !s.ok())
-    return imageFolderError(path, s.message());
+  const size_t i = static_cast<size_t>(index);
+  const Image& im = images_[i];
+  std::vector<uint8_t> decoded;
+  const std::vector<uint8_t>* pixels = &decoded;
+  if (cached_ != nullptr && cached_[i].load(std::memory_order_acquire) == 2) {
+    pixels = &decoded_[i];
+  } else {
+    const std::string path = dir_ + "/" + im.file;
+    std::vector<uint8_t> bytes;
+    if (absl::Status s = readImageFile(path, im.file_bytes, bytes); !s.ok()) return s;
+    if (absl::Status s = decodeImage(bytes, im.header, decoded); !s.ok())
+      return imageFolderError(path, s.message());
+    uint8_t empty = 0;
+    if (cached_ != nullptr && cached_[i].compare_exchange_strong(empty, 1)) {
+      decoded_[i] = std::move(decoded);
+      pixels = &decoded_[i];
+      cached_[i].store(2, std::memory_order_release);
+    }
+  }
 
   const int64_t c = fields_[0].shape[0], h = im.header.height, w = im.header.width;
   const bool resized = resize_ != nullptr && (h != fields_[0].shape[1] || w != fields_[0].shape[2]);
@@ -242,7 +262,7 @@ absl::Status ImageFolderSource::read(int64_t index, const ExampleKey& key,
   const int64_t plane = h * w, stride = im.header.channels;
   for (int64_t ch = 0; ch < c; ++ch) {
     // A grayscale image in an RGB set: its one channel in each of the three.
-    const uint8_t* src = pixels.data() + (stride == 1 ? 0 : ch);
+    const uint8_t* src = pixels->data() + (stride == 1 ? 0 : ch);
     float* dst = x + ch * plane;
     for (int64_t k = 0; k < plane; ++k) dst[k] = scale[src[k * stride]];
   }

@@ -248,6 +248,33 @@ for name, (h, w) in (('a/big.png', (20, 12)), ('b/small.png', (5, 7)), ('b/same.
   }
 }
 
+// A small folder keeps its decoded pixels after each image's first read: a second epoch
+// reads no file (here: the files are gone by then, and the examples are the same).
+TEST_F(ImageFolderTest, SmallFoldersReadEachFileOnce) {
+  TANDEM_NEED_INSTALLED(whyNoPil());
+  python(R"(
+for c in 'ab':
+    os.makedirs(d + '/small/' + c)
+    for i in range(3):
+        Image.fromarray((np.arange(64) * (i + 3) % 256).astype(np.uint8).reshape(8, 8)).save(
+            d + '/small/' + c + '/' + str(i) + '.png')
+)");
+  auto source = ImageFolderSource::open(path("small"));
+  ASSERT_TRUE(source.ok()) << source.status();
+  std::vector<ExampleBytes> first;
+  for (int64_t i = 0; i < (*source)->size(); ++i) {
+    absl::StatusOr<ExampleBytes> e = readExample(**source, i);
+    ASSERT_TRUE(e.ok()) << e.status();
+    first.push_back(*e);
+  }
+  testing::runProgram("/bin/rm", {"-rf", path("small/a"), path("small/b")});
+  for (int64_t i = 0; i < (*source)->size(); ++i) {
+    absl::StatusOr<ExampleBytes> e = readExample(**source, i);
+    ASSERT_TRUE(e.ok()) << e.status();
+    EXPECT_EQ(*e, first[static_cast<size_t>(i)]) << i;
+  }
+}
+
 TEST_F(ImageFolderTest, BadFoldersAndFilesAreOneLineNamingTheFile) {
   TANDEM_NEED_INSTALLED(whyNoPil());
   python(R"(
