@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tandem/tandem.h"
+#include "tests/api/api_test_data.h"
 #include "tests/test_util.h"
 #include "tests/tools/cli_helpers.h"
 
@@ -22,63 +23,18 @@ using ::testing::HasSubstr;
 
 constexpr char kDigitsCsv[] = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz";
 
-// A regression data set of the program's own: x in R^4, y = w . x + 0.5 with w = (1, -2,
-// 0.5, 3): the examples are computed from the index, so that any thread may read any one.
-class LinearData final : public Dataset {
- public:
-  explicit LinearData(int64_t count, int64_t offset = 0) : count_(count), offset_(offset) {}
-  std::string where() const override { return "LinearData"; }
-  int64_t size() const override { return count_; }
-  const std::vector<DatasetField>& fields() const override { return fields_; }
-  absl::Status read(int64_t index, const runtime::data::ExampleKey&,
-                    absl::Span<void* const> out) const override {
-    float x[4];
-    const int64_t i = index + offset_;
-    for (int k = 0; k < 4; ++k) {  // a hash of (i, k), uniform in [-1, 1)
-      uint64_t h = static_cast<uint64_t>(i * 4 + k + 1) * 0x9e3779b97f4a7c15ull;
-      h ^= h >> 31;
-      h *= 0xbf58476d1ce4e5b9ull;
-      h ^= h >> 29;
-      x[k] = static_cast<float>(h >> 40) / static_cast<float>(1 << 23) - 1.0f;
-    }
-    const float y = x[0] - 2 * x[1] + 0.5f * x[2] + 3 * x[3] + 0.5f;
-    std::memcpy(out[0], x, sizeof x);
-    std::memcpy(out[1], &y, sizeof y);
-    return absl::OkStatus();
-  }
-
- private:
-  int64_t count_, offset_;
-  std::vector<DatasetField> fields_{{.name = "x", .dtype = ir::DType::kF32, .shape = {4}},
-                                    {.name = "y", .dtype = ir::DType::kF32, .shape = {1}}};
-};
-
-// A linear model fit with mean squared error: no classes, no accuracy.
-ModelSpec linearRegression() {
-  ModelSpec spec{.name = "linear_regression",
-                 .inputs = {{.name = "x", .shape = {4}}, {.name = "y", .shape = {1}}}};
-  spec.defaults.optimizer = ir::SgdConfig{.lr = 0.1, .momentum = 0.9};
-  spec.step = [](Builder& b, const StepInputs& in) {
-    Tensor prediction = b.linear(in["x"], {.out_features = 1, .name = "fc"});
-    return StepOutputs{.loss = b.mseLoss(prediction, in["y"],
-                                         {.reduction = b.training() ? ir::Reduction::kMean
-                                                                    : ir::Reduction::kSum})};
-  };
-  return spec;
-}
-
 TEST(DataApi, ADatasetOfTheProgramsOwnTrainsARegression) {
-  const Data data = Data::fromDatasets(std::make_shared<LinearData>(512),
-                                       std::make_shared<LinearData>(128, 1000));
+  const Data data = Data::fromDatasets(std::make_shared<AffineExamples>(512),
+                                       std::make_shared<AffineExamples>(128, 1000));
   absl::StatusOr<Model> model =
-      train(linearRegression(), {.devices = "cpu:0,cpu:1", .batch = 32, .epochs = 5}, data);
+      train(affineRegression(), {.devices = "cpu:0,cpu:1", .batch = 32, .epochs = 5}, data);
   ASSERT_TRUE(model.ok()) << model.status();
   const std::vector<EpochMetrics>& h = model->history();
   ASSERT_EQ(h.size(), 5u);
   // The exact linear function is learnt: the test loss falls to almost nothing.
   EXPECT_LT(h.back().test_loss, 1e-3) << h.front().test_loss;
   EXPECT_LT(h.back().test_loss, h.front().test_loss / 100);
-  absl::StatusOr<Metrics> m = model->evaluate(LinearData(64, 5000));
+  absl::StatusOr<Metrics> m = model->evaluate(AffineExamples(64, 5000));
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->examples, 64);
   EXPECT_LT(m->loss, 1e-3);
@@ -88,27 +44,27 @@ TEST(DataApi, ADatasetOfTheProgramsOwnTrainsARegression) {
 // Without class labels nothing marks a padded last batch's rows, which the sums would
 // count: such data is refused, naming the batch that would divide it.
 TEST(DataApi, UnlabelledDataThatDoesNotFillItsLastBatchIsRefused) {
-  const Data data = Data::fromDatasets(std::make_shared<LinearData>(512),
-                                       std::make_shared<LinearData>(100, 1000));
+  const Data data = Data::fromDatasets(std::make_shared<AffineExamples>(512),
+                                       std::make_shared<AffineExamples>(100, 1000));
   absl::StatusOr<Model> model =
-      Model::create(linearRegression(), {.devices = "cpu:0,cpu:1", .batch = 32, .epochs = 1}, data);
+      Model::create(affineRegression(), {.devices = "cpu:0,cpu:1", .batch = 32, .epochs = 1}, data);
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(model.status().message(),
-              HasSubstr("LinearData holds 100 examples, not a multiple of the batch 32"));
+              HasSubstr("AffineExamples holds 100 examples, not a multiple of the batch 32"));
 }
 
 TEST(DataApi, DataGivenTwoWaysOrHalfGivenIsRefused) {
   Data both = Data::fromSpec("npz:/nonexistent.npz");
   both.fashion_mnist = "/usr/share/datasets/fashion-mnist";
-  absl::StatusOr<Model> m = Model::create(linearRegression(), {.epochs = 1}, both);
+  absl::StatusOr<Model> m = Model::create(affineRegression(), {.epochs = 1}, both);
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(m.status().message(), HasSubstr("Data: give one of spec, fashion_mnist"));
-  const Data half = Data::fromDatasets(std::make_shared<LinearData>(64), nullptr);
-  m = Model::create(linearRegression(), {.epochs = 1}, half);
+  const Data half = Data::fromDatasets(std::make_shared<AffineExamples>(64), nullptr);
+  m = Model::create(affineRegression(), {.epochs = 1}, half);
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(m.status().message(), HasSubstr("Data::test_set is not given"));
   Data no_test = Data::fromSpec("npz:/nonexistent.npz");
-  m = Model::create(linearRegression(), {.epochs = 1}, no_test);
+  m = Model::create(affineRegression(), {.epochs = 1}, no_test);
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(m.status().message(), HasSubstr("/nonexistent.npz"));
 }

@@ -12,28 +12,13 @@
 #include "runtime/data/npy_format.h"
 #include "tandem/tandem.h"
 #include "tests/test_util.h"
+#include "tests/api/api_test_data.h"
 #include "tests/tools/cli_helpers.h"
 
 namespace tandem::testing {
 namespace {
 
-constexpr int kClasses = 4;
-
-// Four classes of 1x8x8 images, class k bright in quadrant k, plus noise.
-Examples quadrantImages(int count, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> noise(0, 0.3f);
-  Examples e;
-  for (int i = 0; i < count; ++i) {
-    const int k = i % kClasses;
-    for (int r = 0; r < 8; ++r)
-      for (int c = 0; c < 8; ++c)
-        e.images.push_back(((r < 4) == (k < 2) && (c < 4) == (k % 2 == 0) ? 1.0f : 0.0f) +
-                           noise(gen));
-    e.labels.push_back(k);
-  }
-  return e;
-}
+constexpr int kClasses = kQuadrantClasses;
 
 // Batch norm, so that inference mode (running statistics) matters.
 Tensor smallNet(Builder& b, Tensor x) {

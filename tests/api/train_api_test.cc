@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tandem/tandem.h"
+#include "tests/api/api_test_data.h"
 #include "tests/test_util.h"
 #include "tests/tools/cli_helpers.h"
 
@@ -29,24 +30,7 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-constexpr int kClasses = 4;
-
-// Four classes of 1x8x8 images: class k is bright in quadrant k, plus noise. A small
-// model tells them apart within a few epochs.
-Examples quadrants(int count, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> noise(0, 0.3f);
-  Examples e;
-  for (int i = 0; i < count; ++i) {
-    const int k = i % kClasses;
-    for (int r = 0; r < 8; ++r)
-      for (int c = 0; c < 8; ++c)
-        e.images.push_back(((r < 4) == (k < 2) && (c < 4) == (k % 2 == 0) ? 1.0f : 0.0f) +
-                           noise(gen));
-    e.labels.push_back(k);
-  }
-  return e;
-}
+constexpr int kClasses = kQuadrantClasses;
 
 Tensor smallMlp(Builder& b, Tensor x) {
   auto scope = b.scope("mlp");
@@ -56,7 +40,7 @@ Tensor smallMlp(Builder& b, Tensor x) {
 
 ModelSpec mlpSpec() { return classifierModel("quadrant_mlp", {1, 8, 8}, kClasses, smallMlp); }
 
-Data quadrantData() { return Data::fromExamples(quadrants(256, 1), quadrants(64, 2)); }
+Data quadrantData() { return Data::fromExamples(quadrantImages(256, 1), quadrantImages(64, 2)); }
 
 TrainConfig smallRun() {
   return {.devices = "cpu:0,cpu:1", .batch = 32, .epochs = 3, .optimizer = "adamw", .lr = 0.01};
@@ -161,7 +145,7 @@ TEST(TrainApi, AModelOfItsOwnLearnsFromTensors) {
   absl::StatusOr<Metrics> test = m->evaluate();
   ASSERT_TRUE(test.ok()) << test.status();
   EXPECT_EQ(test->accuracy, m->history().back().test_accuracy);
-  absl::StatusOr<Metrics> other = m->evaluate(quadrants(40, 3));
+  absl::StatusOr<Metrics> other = m->evaluate(quadrantImages(40, 3));
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_EQ(other->examples, 40);
   EXPECT_GT(other->accuracy, 0.9);

@@ -11,59 +11,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tandem/tandem.h"
+#include "tests/api/api_test_data.h"
 
 namespace tandem::testing {
 namespace {
 
-// y = w . x + b, with w = (1, -2, 0.5, 3) and b = 0.5, x a hash of the index in [-1, 1).
-constexpr float kExactW[4] = {1.0f, -2.0f, 0.5f, 3.0f};
-constexpr float kExactB = 0.5f;
-
-class AffineExamples final : public Dataset {
- public:
-  explicit AffineExamples(int64_t count, int64_t offset = 0) : count_(count), offset_(offset) {}
-  std::string where() const override { return "AffineExamples"; }
-  int64_t size() const override { return count_; }
-  const std::vector<DatasetField>& fields() const override { return fields_; }
-  absl::Status read(int64_t index, const runtime::data::ExampleKey&,
-                    absl::Span<void* const> out) const override {
-    float x[4];
-    for (int k = 0; k < 4; ++k) {
-      uint64_t h = static_cast<uint64_t>((index + offset_) * 4 + k + 1) * 0x9e3779b97f4a7c15ull;
-      h ^= h >> 31;
-      h *= 0xbf58476d1ce4e5b9ull;
-      h ^= h >> 29;
-      x[k] = static_cast<float>(h >> 40) / static_cast<float>(1 << 23) - 1.0f;
-    }
-    float y = kExactB;
-    for (int k = 0; k < 4; ++k) y += kExactW[k] * x[k];
-    std::memcpy(out[0], x, sizeof x);
-    std::memcpy(out[1], &y, sizeof y);
-    return absl::OkStatus();
-  }
-
- private:
-  int64_t count_, offset_;
-  std::vector<DatasetField> fields_{{.name = "x", .dtype = ir::DType::kF32, .shape = {4}},
-                                    {.name = "y", .dtype = ir::DType::kF32, .shape = {1}}};
-};
-
-ModelSpec affineModel() {
-  ModelSpec spec{.name = "affine",
-                 .inputs = {{.name = "x", .shape = {4}}, {.name = "y", .shape = {1}}}};
-  spec.defaults.optimizer = ir::SgdConfig{.lr = 0.1, .momentum = 0.9};
-  spec.step = [](Builder& b, const StepInputs& in) {
-    Tensor prediction = b.linear(in["x"], {.out_features = 1, .name = "fc"});
-    return StepOutputs{.loss = b.mseLoss(prediction, in["y"],
-                                         {.reduction = b.training() ? ir::Reduction::kMean
-                                                                    : ir::Reduction::kSum})};
-  };
-  return spec;
-}
+constexpr const float* kExactW = AffineExamples::kW;
+constexpr float kExactB = AffineExamples::kB;
 
 // Two devices, so that a weight written to the first device only would show.
 absl::StatusOr<Model> twoDeviceModel() {
-  return Model::create(affineModel(), {.devices = "cpu:0,cpu:1", .batch = 32, .epochs = 1},
+  return Model::create(affineRegression(), {.devices = "cpu:0,cpu:1", .batch = 32, .epochs = 1},
                        Data::fromDatasets(std::make_shared<AffineExamples>(256),
                                           std::make_shared<AffineExamples>(64, 1000)));
 }

@@ -31,36 +31,6 @@ namespace tandem::testing {
 namespace {
 
 
-// The epoch rows of a run's table without the timing columns: epoch, train loss, train
-// accuracy, test accuracy.
-std::vector<std::string> epochFigures(const std::string& out) {
-  std::vector<std::string> rows;
-  bool table = false;
-  for (absl::string_view line : absl::StrSplit(out, '\n')) {
-    if (absl::StrContains(line, "train_loss")) {
-      table = true;
-      continue;
-    }
-    if (!table || line.empty()) continue;
-    std::vector<std::string> cells = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (cells.size() < 4) continue;
-    rows.push_back(absl::StrCat(cells[0], " ", cells[1], " ", cells[2], " ", cells[3]));
-  }
-  return rows;
-}
-
-// The CSV's columns that do not measure time: epoch, train and test loss and accuracy.
-std::vector<std::string> csvFigures(const std::string& text) {
-  std::vector<std::string> rows;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> cells = absl::StrSplit(line, ',');
-    if (cells.size() < 5) continue;
-    cells.resize(5);
-    rows.push_back(absl::StrJoin(cells, ","));
-  }
-  return rows;
-}
-
 // `args` with `flag` set to `value`: replaced where given (a flag given twice is an error).
 std::vector<std::string> withFlag(std::vector<std::string> args, const std::string& flag,
                                   const std::string& value) {

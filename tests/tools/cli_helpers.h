@@ -13,6 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -43,6 +47,36 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The epoch rows of a run's table without the timing columns: epoch, train loss, train
+// accuracy, test accuracy.
+inline std::vector<std::string> epochFigures(const std::string& out) {
+  std::vector<std::string> rows;
+  bool table = false;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::StrContains(line, "train_loss")) {
+      table = true;
+      continue;
+    }
+    if (!table || line.empty()) continue;
+    std::vector<std::string> cells = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (cells.size() < 4) continue;
+    rows.push_back(absl::StrCat(cells[0], " ", cells[1], " ", cells[2], " ", cells[3]));
+  }
+  return rows;
+}
+
+// The CSV's columns that do not measure time: epoch, train and test loss and accuracy.
+inline std::vector<std::string> csvFigures(const std::string& text) {
+  std::vector<std::string> rows;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> cells = absl::StrSplit(line, ',');
+    if (cells.size() < 5) continue;
+    cells.resize(5);
+    rows.push_back(absl::StrJoin(cells, ","));
+  }
+  return rows;
+}
 
 /// Success when the run is a usage error: exit code 2, nothing on standard output, and
 /// exactly one line "tandem: ..." on standard error that contains every one of `parts`.

@@ -26,33 +26,6 @@ std::string whyNoDigits() {
   return "";
 }
 
-// The epoch rows of a run's table: epoch, train_loss, train_acc, test_acc (the columns that
-// do not depend on time).
-std::vector<std::string> tableFigures(const std::string& out) {
-  std::vector<std::string> rows;
-  bool table = false;
-  for (absl::string_view line : absl::StrSplit(out, '\n')) {
-    if (absl::StrContains(line, "train_loss")) {
-      table = true;
-      continue;
-    }
-    std::vector<std::string> cells = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    if (!table || cells.size() < 4) continue;
-    rows.push_back(absl::StrCat(cells[0], " ", cells[1], " ", cells[2], " ", cells[3]));
-  }
-  return rows;
-}
-
-// A CSV of --metrics without its time columns: epoch, train and test loss and accuracy.
-std::vector<std::string> csvFigures(const std::string& path) {
-  std::vector<std::string> rows;
-  for (const auto& row : readCsv(path))
-    rows.push_back(absl::StrCat(row.at("epoch"), ",", row.at("train_loss"), ",",
-                                row.at("train_acc"), ",", row.at("test_loss"), ",",
-                                row.at("test_acc")));
-  return rows;
-}
-
 // The bar: an MLP on scikit-learn's 1,797 digits, a fifth held out for validation.
 TEST(TrainData, DigitsMlpReachesNinetyFivePercentOnItsValidationFifth) {
   TANDEM_NEED_INSTALLED(whyNoDigits());
@@ -76,7 +49,7 @@ TEST(TrainData, DigitsMlpReachesNinetyFivePercentOnItsValidationFifth) {
       runTandem({"train", "--model", "mlp", "--data", "npz:" + dir.file("d.npz"), "--val-fraction",
                  "0.2", "--epochs", "1", "--seed", "1"});
   ASSERT_EQ(other.exit_code, 0) << other.err;
-  EXPECT_NE(tableFigures(other.out).front(), tableFigures(r.out).front());
+  EXPECT_NE(epochFigures(other.out).front(), epochFigures(r.out).front());
 }
 
 // The bar (on a fifth of the data here; docs/PERF.md has the whole of it): Fashion-
@@ -100,9 +73,9 @@ TEST(TrainData, PngFolderTrainsToTheIdxFilesFigures) {
   const CommandResult a = runTandem(idx), b = runTandem(png);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   ASSERT_EQ(b.exit_code, 0) << b.err;
-  ASSERT_EQ(tableFigures(a.out).size(), 2u) << a.out;
-  EXPECT_EQ(tableFigures(b.out), tableFigures(a.out)) << b.out;
-  EXPECT_EQ(csvFigures(dir.file("png.csv")), csvFigures(dir.file("idx.csv")));
+  ASSERT_EQ(epochFigures(a.out).size(), 2u) << a.out;
+  EXPECT_EQ(epochFigures(b.out), epochFigures(a.out)) << b.out;
+  EXPECT_EQ(csvFigures(readFile(dir.file("png.csv"))), csvFigures(readFile(dir.file("idx.csv"))));
 }
 
 class Augmented : public ::testing::Test {
@@ -129,11 +102,11 @@ TEST_F(Augmented, FirstEpochIsTheSameOnOneTwoAndThreeToOneDevices) {
       runTandem({"train", "--model", "lenet", "--batch", "64", "--epochs", "2", "--limit-train",
                  "640", "--limit-test", "320", "--seed", "5"});
   for (const CommandResult* r : {&one, &two, &uneven, &plain}) ASSERT_EQ(r->exit_code, 0) << r->err;
-  ASSERT_EQ(tableFigures(one.out).size(), 2u) << one.out;
-  EXPECT_EQ(tableFigures(two.out).front(), tableFigures(one.out).front()) << two.out;
-  EXPECT_EQ(tableFigures(uneven.out).front(), tableFigures(one.out).front()) << uneven.out;
+  ASSERT_EQ(epochFigures(one.out).size(), 2u) << one.out;
+  EXPECT_EQ(epochFigures(two.out).front(), epochFigures(one.out).front()) << two.out;
+  EXPECT_EQ(epochFigures(uneven.out).front(), epochFigures(one.out).front()) << uneven.out;
   // ... and augmentation does change what is trained on.
-  EXPECT_NE(tableFigures(plain.out).front(), tableFigures(one.out).front()) << plain.out;
+  EXPECT_NE(epochFigures(plain.out).front(), epochFigures(one.out).front()) << plain.out;
 }
 
 // A run killed inside its second epoch resumes to the figures of the run never stopped:
@@ -152,8 +125,8 @@ TEST_F(Augmented, AKilledRunResumesToTheSameFigures) {
       args({"--devices", "2", "--resume", work_.file("k"), "--metrics", work_.file("r.csv")}));
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("at epoch 2, step 4 of 10"), std::string::npos) << resumed.out;
-  EXPECT_EQ(tableFigures(resumed.out), tableFigures(straight.out)) << resumed.out;
-  EXPECT_EQ(csvFigures(work_.file("r.csv")), csvFigures(work_.file("s.csv")));
+  EXPECT_EQ(epochFigures(resumed.out), epochFigures(straight.out)) << resumed.out;
+  EXPECT_EQ(csvFigures(readFile(work_.file("r.csv"))), csvFigures(readFile(work_.file("s.csv"))));
   // Resuming with other transforms would continue another run: refused.
   std::vector<std::string> other = args({"--devices", "2", "--resume", work_.file("k")});
   for (size_t i = 0; i + 1 < other.size(); ++i)
