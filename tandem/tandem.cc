@@ -194,7 +194,7 @@ absl::StatusOr<training::DataSource> dataSourceOf(const Data& data, const ModelS
           std::make_shared<const runtime::data::Dataset>(std::move(d)));
     }
   }
-  return training::DataSource{.examples = std::move(held), .examples_name = "Data"};
+  return training::DataSource{.examples = std::move(held)};
 }
 
 absl::StatusOr<training::TrainConfig> configOf(const TrainConfig& c, const Data& data,

@@ -35,10 +35,10 @@ struct DataSource {
   std::string augment;
   /// > 0: images of a folder are resized to this (--image-size).
   int64_t image_height = 0, image_width = 0;
-  /// Examples a program holds (then the fields above are not read); `examples_name` names
-  /// them in errors ("Data").
+  /// Examples already opened (a program's own, or the front end's: `tandem train` opens
+  /// the data before it makes the model for it); then nothing above is opened again, though
+  /// augment and val_fraction still are settings a resumed run and every rank must share.
   std::shared_ptr<const TrainingData> examples;
-  std::string examples_name = "data";
 };
 
 /// Opens the training and test sources `source` names, the validation part split off
