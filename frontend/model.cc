@@ -40,17 +40,26 @@ absl::Status checkScalar(const ModelSpec& spec, const Tensor& t, const std::stri
   return absl::OkStatus();
 }
 
+/// Graph input `in` of `batch` examples as the step reads it: an i64 input (NumPy's and
+/// PyTorch's int64 ids and labels) is cast to the i32 the index ops take, at the graph's
+/// start; the runtime checks, as each batch is handed over, that the values an index op
+/// reads fit (runtime/label_check.h), so the cast never changes one.
+Tensor stepInput(Builder& b, const ModelInput& in, int64_t batch) {
+  ir::Shape shape{batch};
+  shape.insert(shape.end(), in.shape.begin(), in.shape.end());
+  Tensor t = BuilderInternals::addInput(b, in.name, TensorType{in.dtype, shape});
+  if (in.dtype != ir::DType::kI64 || !t.valid()) return t;
+  return BuilderInternals::addNode(
+      b, ir::CastArgs{.x = t.value(), .dtype = ir::CastType::kI32}.spec(), in.name + "_i32",
+      std::source_location::current());
+}
+
 /// One step graph: the model's inputs, its step, then the loss and the metrics returned.
 absl::Status buildStep(const ModelSpec& spec, Builder& b, ir::Graph* g, bool training,
                        int64_t batch) {
   BuilderInternals::beginGraph(b, g, training);
   std::vector<std::pair<std::string, Tensor>> inputs;
-  for (const ModelInput& in : spec.inputs) {
-    ir::Shape shape{batch};
-    shape.insert(shape.end(), in.shape.begin(), in.shape.end());
-    inputs.emplace_back(in.name,
-                        BuilderInternals::addInput(b, in.name, TensorType{in.dtype, shape}));
-  }
+  for (const ModelInput& in : spec.inputs) inputs.emplace_back(in.name, stepInput(b, in, batch));
   const StepOutputs out = spec.step(b, StepInputs(b, std::move(inputs)));
   if (!b.status().ok()) return b.status();
   RETURN_IF_ERROR(checkScalar(spec, out.loss, "loss", {ir::DType::kF32}));
@@ -220,10 +229,7 @@ absl::Status buildPredictStep(const ModelSpec& spec, Builder& b, ir::Graph* g, i
   for (const std::string& name : p.inputs) {
     const ModelInput& in = *std::find_if(spec.inputs.begin(), spec.inputs.end(),
                                          [&](const ModelInput& i) { return i.name == name; });
-    ir::Shape shape{batch};
-    shape.insert(shape.end(), in.shape.begin(), in.shape.end());
-    inputs.emplace_back(in.name,
-                        BuilderInternals::addInput(b, in.name, TensorType{in.dtype, shape}));
+    inputs.emplace_back(in.name, stepInput(b, in, batch));
   }
   const std::vector<Prediction> out =
       p.forward(b, StepInputs(b, std::move(inputs), "its prediction"));

@@ -30,7 +30,9 @@ struct TrainingDefaults {
 };
 
 /// One input of a model: the data's field of the same name feeds it. `shape` is one
-/// example's (the step's input has the batch axis first).
+/// example's (the step's input has the batch axis first). An i64 input (int64 ids or
+/// labels) is i64 in the graph, split across devices by bytes like any input, and reaches
+/// the step as i32 (a cast at the graph's start: the index ops take i32).
 struct ModelInput {
   std::string name;
   ir::DType dtype = ir::DType::kF32;

@@ -47,7 +47,7 @@ std::optional<Op> opByName(absl::string_view name) {
 
 std::string dtypesText(uint8_t dtypes) {
   std::vector<absl::string_view> names;
-  for (DType t : {DType::kF32, DType::kBF16, DType::kI32, DType::kF64})
+  for (DType t : kAllDTypes)
     if ((dtypes & dtypeBit(t)) != 0) names.push_back(dtypeName(t));
   std::string out;
   for (size_t i = 0; i < names.size(); ++i)

@@ -17,7 +17,7 @@
 #     operands A, B?, XS...         `?` optional (trailing only), `...` variadic (last)
 #     results  Y, Z?, YS...         the same marks; names for views, costs and docs
 #                                   Any of them may say its dtypes: `x: float, labels: i32,
-#                                   b?: float, xs...: float`, with DTYPE f32, bf16, i32, f64,
+#                                   b?: float, xs...: float`, with DTYPE f32, bf16, i32, f64, i64,
 #                                   float (f32|bf16) or a union `f32|i32`; none: any dtype.
 #                                   The verifier checks an operand's before the shape rule
 #                                   ("labels (%y: f32[8]) must be i32"), so a rule checks
@@ -89,6 +89,7 @@ trait sample_indexed: computes per row of its first operand by the row's index i
 enum ReduceOp: sum mean max
 enum Reduction: mean sum
 enum FloatType: f32 bf16
+enum CastType: f32 bf16 i32
 
 # --- values that come from outside the dataflow -----------------------------------------
 op input
@@ -267,12 +268,15 @@ op global_avg_pool
   doc Mean over H and W: [N,C,H,W] -> [N,C,1,1].
 
 op cast
-  operands x: float
-  results y: float
-  attr dtype: FloatType
+  operands x: float|i64
+  results y: float|i32
+  attr dtype: CastType
   cost elementwise
   doc Converts x to another dtype (to bf16: rounded to nearest, ties to even). Written by
-  doc mixed-precision; its gradient is the cast back.
+  doc mixed-precision; its gradient is the cast back. i64 casts to i32 only, and only i64
+  doc does: a model's i64 input (NumPy's int64 ids and labels) is cast at the graph's start
+  doc for the ops that take indices; the runtime has checked that its values fit in i32
+  doc as the batch was handed over, so the cast never wraps (no gradient: integers).
 
 op flatten
   operands x

@@ -98,7 +98,8 @@ uint64_t graphFingerprint(const Graph& g, absl::FunctionRef<void(const Node&)> v
   const Module& m = *g.module();
   const std::vector<uint64_t>& op_hashes = opNameHashes();
   static const uint64_t dtype_hashes[] = {dtypeNameHash(DType::kF32), dtypeNameHash(DType::kBF16),
-                                          dtypeNameHash(DType::kI32), dtypeNameHash(DType::kF64)};
+                                          dtypeNameHash(DType::kI32), dtypeNameHash(DType::kF64),
+                                          dtypeNameHash(DType::kI64)};
   DeviceIndexCache index(m);
   auto device = [&](const Device& d) -> uint64_t {
     std::optional<size_t> i = index(d);

@@ -30,15 +30,17 @@ absl::string_view dtypeName(DType t) {
       return "i32";
     case DType::kF64:
       return "f64";
+    case DType::kI64:
+      return "i64";
   }
   return "?";
 }
 
 absl::StatusOr<DType> parseDType(absl::string_view s) {
-  for (DType t : {DType::kF32, DType::kBF16, DType::kI32, DType::kF64})
+  for (DType t : kAllDTypes)
     if (dtypeName(t) == s) return t;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown dtype '", s, "' (expected f32, bf16, i32 or f64)"));
+      absl::StrCat("unknown dtype '", s, "' (expected f32, bf16, i32, f64 or i64)"));
 }
 
 int64_t dtypeBytes(DType t) {
@@ -46,6 +48,7 @@ int64_t dtypeBytes(DType t) {
     case DType::kBF16:
       return 2;
     case DType::kF64:
+    case DType::kI64:
       return 8;
     default:
       return 4;

@@ -13,10 +13,16 @@
 namespace tandem::ir {
 
 /// Element types a tensor can hold. f64 carries statistics that must add up across
-/// devices without losing precision (batch norm's sums); compute is f32 or bf16.
-enum class DType : uint8_t { kF32, kBF16, kI32, kF64 };
+/// devices without losing precision (batch norm's sums); compute is f32 or bf16. i64 is a
+/// graph input's type only (NumPy's and PyTorch's int64 ids and labels): a cast to i32
+/// at the graph's start feeds the ops that take indices.
+enum class DType : uint8_t { kF32, kBF16, kI32, kF64, kI64 };
 
-/// Text name of a dtype ("f32", "bf16", "i32", "f64").
+/// Every dtype, in enum order (for tables and parsers).
+inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kBF16, DType::kI32, DType::kF64,
+                                       DType::kI64};
+
+/// Text name of a dtype ("f32", "bf16", "i32", "f64", "i64").
 absl::string_view dtypeName(DType t);
 /// Inverse of dtypeName; an error names the unknown word.
 absl::StatusOr<DType> parseDType(absl::string_view s);

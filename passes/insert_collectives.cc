@@ -304,7 +304,7 @@ absl::Status bucketGradients(ir::Module& m, ir::Graph& g, int64_t first_cap, int
               Node * cast,
               insert.add(
                   at,
-                  ir::CastArgs{.x = grad, .dtype = *ir::parseFloatType(ir::dtypeName(wire))}.spec(
+                  ir::CastArgs{.x = grad, .dtype = *ir::parseCastType(ir::dtypeName(wire))}.spec(
                       {.device = grad->def()->device(),
                        .names = {tagReplica(grad->name(), d, ir::dtypeName(wire))},
                        .scope = grad->def()->scope()})));

@@ -86,7 +86,7 @@ class GraphRewrite {
     ASSIGN_OR_RETURN(
         Node * cast,
         insert_.add(reader - 1,
-                    ir::CastArgs{.x = v, .dtype = *ir::parseFloatType(ir::dtypeName(to))}.spec(
+                    ir::CastArgs{.x = v, .dtype = *ir::parseCastType(ir::dtypeName(to))}.spec(
                         {.device = def != nullptr ? def->device() : std::nullopt,
                          .names = {absl::StrCat(v->name(), ".", ir::dtypeName(to))},
                          .scope = def != nullptr ? def->scope() : std::string()})));

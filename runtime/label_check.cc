@@ -1,6 +1,7 @@
 #include "runtime/label_check.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -48,7 +49,8 @@ std::vector<LabelCheck> labelChecks(const ir::Graph& g) {
   std::vector<LabelCheck> out;
   for (size_t i = 0; i < g.inputs().size(); ++i) {
     const ir::Value* input = g.inputs()[i]->result();
-    if (input->type().dtype != ir::DType::kI32) continue;
+    const ir::DType dtype = input->type().dtype;
+    if (dtype != ir::DType::kI32 && dtype != ir::DType::kI64) continue;
     LabelCheck checks[] = {{.input = i, .kind = LabelCheck::Kind::kLabels},
                            {.input = i, .kind = LabelCheck::Kind::kEmbeddingIds}};
     // The input itself (an unreplicated graph) or the slices a split made of it.
@@ -56,6 +58,12 @@ std::vector<LabelCheck> labelChecks(const ir::Graph& g) {
     for (const ir::Node* u : usersOf(input))
       if (u->op() == ir::Op::kSplit)
         for (size_t r = 0; r < u->numResults(); ++r) reaching.push_back(u->result(r));
+    // An i64 input reaches the index ops through its cast to i32 (frontend/model.cc).
+    if (dtype == ir::DType::kI64)
+      for (size_t k = 0, n = reaching.size(); k < n; ++k)
+        for (const ir::Node* u : usersOf(reaching[k]))
+          if (u->op() == ir::Op::kCast && u->result()->type().dtype == ir::DType::kI32)
+            reaching.push_back(u->result());
     for (const ir::Value* v : reaching)
       for (const ir::Node* u : usersOf(v)) {
         const auto limit = indexLimit(*u, v);
@@ -72,22 +80,42 @@ std::vector<LabelCheck> labelChecks(const ir::Graph& g) {
   return out;
 }
 
+namespace {
+
+// The first element of `l` that `check` refuses, or l + n. An i64 value must fit i32 too:
+// the cast to i32 would saturate it (a label far below zero would pass as padding).
+template <typename T>
+const T* firstBadIndex(const LabelCheck& check, const T* l, int64_t n) {
+  const bool ids = check.kind == LabelCheck::Kind::kEmbeddingIds;
+  return std::find_if(l, l + n, [&](T v) {
+    return v >= check.classes || (ids && v < 0) || v < std::numeric_limits<int32_t>::min();
+  });
+}
+
+}  // namespace
+
 absl::Status checkLabels(const LabelCheck& check, const ir::Graph& g,
                          const backend::TensorView& labels) {
-  const int32_t* l = labels.i32();
   const int64_t n = labels.numElements();
-  const bool ids = check.kind == LabelCheck::Kind::kEmbeddingIds;
-  const int32_t* bad =
-      std::find_if(l, l + n, [&](int32_t v) { return v >= check.classes || (ids && v < 0); });
-  if (bad == l + n) return absl::OkStatus();
+  int64_t at = n, value = 0;
+  if (labels.type.dtype == ir::DType::kI64) {
+    const int64_t* l = labels.as<int64_t>();
+    const int64_t* bad = firstBadIndex(check, l, n);
+    if (bad != l + n) at = bad - l, value = *bad;
+  } else {
+    const int32_t* l = labels.i32();
+    const int32_t* bad = firstBadIndex(check, l, n);
+    if (bad != l + n) at = bad - l, value = *bad;
+  }
+  if (at == n) return absl::OkStatus();
   const std::string input =
       absl::StrCat("@", g.name(), " input %", g.inputs()[check.input]->result()->name(), ": ");
-  if (ids)
+  if (check.kind == LabelCheck::Kind::kEmbeddingIds)
     return absl::InvalidArgumentError(absl::StrCat(
-        input, "element ", bad - l, " of the batch is id ", *bad, ", but ", check.loss->describe(),
+        input, "element ", at, " of the batch is id ", value, ", but ", check.loss->describe(),
         " looks ids up in a table of ", check.classes, " rows (ids 0 to ", check.classes - 1, ")"));
   return absl::InvalidArgumentError(
-      absl::StrCat(input, "sample ", bad - l, " of the batch has label ", *bad, ", but ",
+      absl::StrCat(input, "sample ", at, " of the batch has label ", value, ", but ",
                    check.loss->describe(), " has ", check.classes, " classes (labels 0 to ",
                    check.classes - 1, "; a negative label is padding)"));
 }

@@ -32,11 +32,13 @@ struct LabelCheck {
 
 /// The index inputs of `g`: inputs split onto the devices whose slices feed operand 1
 /// (the labels) of softmax_cross_entropy, its backward or accuracy, or operand 0 (the
-/// ids) of embedding. An input read both ways gets a check of each kind.
+/// ids) of embedding; an i64 input feeds them through its cast to i32. An input read both
+/// ways gets a check of each kind.
 std::vector<LabelCheck> labelChecks(const ir::Graph& g);
 
-/// OK when every value in `labels` (i32, on the host) is within what `check` allows; else
-/// an error naming the graph input, the first element at fault, its value and the reader.
+/// OK when every value in `labels` (i32 or i64, on the host) is within what `check` allows
+/// (an i64 value within i32 too, so that the cast never saturates one); else an error
+/// naming the graph input, the first element at fault, its value and the reader.
 absl::Status checkLabels(const LabelCheck& check, const ir::Graph& g,
                          const backend::TensorView& labels);
 

@@ -16,6 +16,7 @@
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/vector_loops.h"
+#include "backend/narrow_ids.h"
 #include "backend/unary_math.h"
 
 namespace tandem::backend::cpu {
@@ -60,6 +61,18 @@ class ReluKernel final : public CpuKernel {
  public:
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     relu(in[0].as<T>(), out[0].as<T>(), out[0].numElements());
+  }
+};
+
+// i64 ids and labels to i32 (backend/narrow_ids.h says why it saturates).
+TANDEM_VECTOR_LOOPS void narrowIds(const int64_t* x, int32_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = narrowId(x[i]);
+}
+
+class NarrowIdsKernel final : public CpuKernel {
+ public:
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    narrowIds(in[0].as<int64_t>(), out[0].i32(), out[0].numElements());
   }
 };
 
@@ -251,7 +264,9 @@ KernelOr makeAddKernel(const KernelInit& init) {
 }
 
 KernelOr makeCastKernel(const KernelInit& init) {
-  // The shape rule admits f32 -> bf16 and bf16 -> f32 only.
+  // The shape rule admits f32 -> bf16, bf16 -> f32 and i64 -> i32 only.
+  if (init.node.result()->type().dtype == ir::DType::kI32)
+    return std::make_unique<NarrowIdsKernel>();
   if (init.node.result()->type().dtype == ir::DType::kBF16)
     return std::make_unique<CastKernel<float, bf16>>();
   return std::make_unique<CastKernel<bf16, float>>();

@@ -86,7 +86,8 @@ ir::TargetInfo targetInfo() {
       .layout_rules = {.eligible = eligible, .slot = slot},
       .step_recording = false,
       .cross_process_collectives = true,  // process_communicator.h, over MPI
-      .dtypes = {ir::DType::kF32, ir::DType::kBF16, ir::DType::kI32, ir::DType::kF64},
+      .dtypes = {ir::DType::kF32, ir::DType::kBF16, ir::DType::kI32, ir::DType::kF64,
+                 ir::DType::kI64},
       .shares_devices = false,
       .no_shares_reason =
           "only CUDA devices share a GPU (cuda:0.1); CPU devices are separate "

@@ -6,6 +6,7 @@
 #include "backend/cuda/elementwise_launch.h"
 #include "backend/cuda/elementwise_map.cuh"
 #include "backend/cuda/elementwise_math.h"
+#include "backend/narrow_ids.h"
 #include "backend/unary_math.h"
 
 namespace tandem::backend::cuda {
@@ -32,6 +33,11 @@ struct Add {
   __device__ T operator()(T a, T b) const {
     return addValue(a, b);
   }
+};
+
+// i64 -> i32, saturating (backend/narrow_ids.h).
+struct NarrowId {
+  __device__ int32_t operator()(int64_t v) const { return narrowId(v); }
 };
 
 struct Identity {
@@ -126,6 +132,9 @@ void launchCast(const float* x, uint16_t* y, int64_t n, cudaStream_t stream) {
 }
 void launchCast(const uint16_t* x, float* y, int64_t n, cudaStream_t stream) {
   launchMap1(x, y, n, Identity{}, stream);
+}
+void launchCast(const int64_t* x, int32_t* y, int64_t n, cudaStream_t stream) {
+  launchMap1(x, y, n, NarrowId{}, stream);
 }
 
 void launchGlobalAvgPool(const float* x, float* y, int64_t planes, int64_t hw, int64_t step,

@@ -276,15 +276,18 @@ KernelOr makeCastKernel(const KernelInit& init) {
   const ir::Node& n = init.node;
   const ir::DType from = n.operand(0)->type().dtype, to = n.result()->type().dtype;
   const bool narrow = from == ir::DType::kF32 && to == ir::DType::kBF16;
-  if (!narrow && !(from == ir::DType::kBF16 && to == ir::DType::kF32))
+  const bool ids = from == ir::DType::kI64 && to == ir::DType::kI32;
+  if (!narrow && !ids && !(from == ir::DType::kBF16 && to == ir::DType::kF32))
     return absl::UnimplementedError(absl::StrCat(n.describe(),
                                                  ": the CUDA kernel casts f32 to "
-                                                 "bf16 and back, not ",
+                                                 "bf16 and back, and i64 to i32, not ",
                                                  ir::dtypeName(from), " to ", ir::dtypeName(to)));
-  return fnKernel(init, [narrow](cudaStream_t s, absl::Span<const TensorView> in,
-                                 absl::Span<const TensorView> out) {
+  return fnKernel(init, [narrow, ids](cudaStream_t s, absl::Span<const TensorView> in,
+                                      absl::Span<const TensorView> out) {
     const int64_t count = out[0].numElements();
-    if (narrow)
+    if (ids)
+      launchCast(in[0].as<int64_t>(), out[0].i32(), count, s);
+    else if (narrow)
       launchCast(in[0].f32(), bf16Out(out[0]), count, s);
     else
       launchCast(bf16In(in[0]), out[0].f32(), count, s);

@@ -36,6 +36,8 @@ void launchAdd(const int32_t* a, const int32_t* b, int32_t* c, int64_t n, cudaSt
 /// f32 -> bf16 (round to nearest even) and bf16 -> f32 (exact).
 void launchCast(const float* x, uint16_t* y, int64_t n, cudaStream_t stream);
 void launchCast(const uint16_t* x, float* y, int64_t n, cudaStream_t stream);
+/// i64 -> i32, saturating (backend/narrow_ids.h): a model's i64 ids and labels.
+void launchCast(const int64_t* x, int32_t* y, int64_t n, cudaStream_t stream);
 
 /// y[p] = planeMean(x, p, hw) for each of `planes` planes of hw values (global_avg_pool);
 /// `step` 1: x is NCHW, C: NHWC (y [N,C,1,1] is the same either way).

@@ -40,10 +40,11 @@ bool packAligned(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
 }
 
-/// Storage -> computing type: f32 as is, bf16 bits widened exactly, i32 as is.
+/// Storage -> computing type: f32 as is, bf16 bits widened exactly, i32 and i64 as is.
 TANDEM_HD float widen(float x) { return x; }
 TANDEM_HD float widen(uint16_t x) { return bf16ToFloat(x); }
 TANDEM_HD int32_t widen(int32_t x) { return x; }
+TANDEM_HD int64_t widen(int64_t x) { return x; }
 
 /// Computing type -> storage: bf16 rounded to nearest even (host_device.h).
 TANDEM_HD void put(float& dst, float v) { dst = v; }

@@ -143,7 +143,8 @@ ir::TargetInfo targetInfo() {
       .layout_rules = {.eligible = eligible, .slot = slot},
       .step_recording = true,             // CUDA graphs
       .cross_process_collectives = true,  // NCCL over MPI
-      .dtypes = {ir::DType::kF32, ir::DType::kBF16, ir::DType::kI32, ir::DType::kF64},
+      .dtypes = {ir::DType::kF32, ir::DType::kBF16, ir::DType::kI32, ir::DType::kF64,
+                 ir::DType::kI64},
       .shares_devices = true,  // cuda:0.1: GPU 0's second logical device
       .max_workspace_bytes = kMaxWorkspace,
       .workspace_bytes = workspaceBytes,

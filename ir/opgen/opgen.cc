@@ -202,6 +202,7 @@ const std::map<std::string, std::vector<std::string>> kDTypeWords = {{"f32", {"k
                                                                      {"bf16", {"kBF16"}},
                                                                      {"i32", {"kI32"}},
                                                                      {"f64", {"kF64"}},
+                                                                     {"i64", {"kI64"}},
                                                                      {"float", {"kF32", "kBF16"}}};
 
 /// `float`, `i32`, `f32|i32`: the words checked, the text kept as written.
@@ -210,12 +211,12 @@ std::string parseDTypes(const std::string& text, const std::string& slot, int li
   if (!text.empty() &&
       (text.front() == '|' || text.back() == '|' || text.find("||") != std::string::npos))
     die(line, "bad dtype union '" + text + "' for " + slot + " (`f32|i32`)");
-  if (ws.empty()) die(line, "'" + slot + ":' needs a dtype (f32, bf16, i32, f64 or float)");
+  if (ws.empty()) die(line, "'" + slot + ":' needs a dtype (f32, bf16, i32, f64, i64 or float)");
   std::string out;
   for (const std::string& w : ws) {
     if (!kDTypeWords.count(w))
       die(line, "unknown dtype '" + w + "' for " + slot +
-                    " (f32, bf16, i32, f64, or float for f32|bf16; `|` joins them)");
+                    " (f32, bf16, i32, f64, i64, or float for f32|bf16; `|` joins them)");
     out += (out.empty() ? "" : "|") + w;
   }
   return out;

@@ -48,19 +48,34 @@ absl::Status gradAdd(GradContext& c) {
   return absl::OkStatus();
 }
 
-DType dtypeOf(FloatType t) { return t == FloatType::kBf16 ? DType::kBF16 : DType::kF32; }
+DType dtypeOf(CastType t) {
+  switch (t) {
+    case CastType::kBf16:
+      return DType::kBF16;
+    case CastType::kI32:
+      return DType::kI32;
+    default:
+      return DType::kF32;
+  }
+}
 
+// Floats cast among themselves; i64 (ids, labels) casts to i32 only, and i32 comes only
+// from i64: an integer never turns into a float, nor a float into an index.
 absl::StatusOr<Types> inferCast(const Node& n) {
   const DType to = dtypeOf(CastView(n).dtype());
-  if (to == typeOf(n, 0).dtype)
+  const DType from = typeOf(n, 0).dtype;
+  if (to == from)
     return fail(absl::StrCat(describeOperand(n, 0), " is already ", dtypeName(to),
                              "; a cast must change the dtype"));
+  if ((from == DType::kI64) != (to == DType::kI32))
+    return fail(absl::StrCat("cannot cast ", describeOperand(n, 0), " to ", dtypeName(to),
+                             ": i64 casts to i32 only, and floats among f32 and bf16"));
   return Types{TensorType{to, typeOf(n, 0).shape}};
 }
 
 absl::Status gradCast(GradContext& c) {
   const Node& n = c.node();
-  auto back = parseFloatType(dtypeName(n.operand(0)->type().dtype));
+  auto back = parseCastType(dtypeName(n.operand(0)->type().dtype));
   if (!back)
     return fail(absl::StrCat("cannot cast back to ", dtypeName(n.operand(0)->type().dtype)));
   auto dx = c.emit(
