@@ -42,6 +42,8 @@ void byElementType(ir::DType t, const Fn& fn) {
       return fn(int32_t{});
     case ir::DType::kF64:
       return fn(double{});
+    case ir::DType::kI64:
+      return fn(int64_t{});
     case ir::DType::kBF16:
       return fn(bf16{});
     case ir::DType::kF32:

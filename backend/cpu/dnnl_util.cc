@@ -55,9 +55,10 @@ memory::data_type dnnlType(ir::DType t) {
     case ir::DType::kI32:
       return memory::data_type::s32;
     case ir::DType::kF64:
+    case ir::DType::kI64:
       break;
   }
-  throw std::logic_error("an f64 tensor has no oneDNN memory descriptor");
+  throw std::logic_error("an f64 or i64 tensor has no oneDNN memory descriptor");
 }
 
 memory::desc plainDesc(const ir::TensorType& t) {

@@ -61,6 +61,7 @@ void treeOverBlocks(const std::vector<Block>& blocks, const std::vector<int>& bl
 int64_t accumulatorBytes(ir::DType t) {
   switch (t) {
     case ir::DType::kF64:
+    case ir::DType::kI64:
       return 8;
     case ir::DType::kI32:
     case ir::DType::kBF16:  // summed in f32

@@ -78,6 +78,8 @@ void launchSharedReduceScatter(const TreePlan& plan, ReduceKind op, ElementKind 
       return launchShardTyped<double>(plan, op, srcs, first, dst, n, stream);
     case ElementKind::kI32:
       return launchShardTyped<int32_t>(plan, op, srcs, first, dst, n, stream);
+    case ElementKind::kI64:
+      return launchShardTyped<int64_t>(plan, op, srcs, first, dst, n, stream);
   }
 }
 
@@ -94,6 +96,8 @@ void launchSharedAllReduce(const TreePlan& plan, ReduceKind op, ElementKind kind
       return launchTyped<double>(plan, op, srcs, dsts, n, stream);
     case ElementKind::kI32:
       return launchTyped<int32_t>(plan, op, srcs, dsts, n, stream);
+    case ElementKind::kI64:
+      return launchTyped<int64_t>(plan, op, srcs, dsts, n, stream);
   }
 }
 

@@ -11,7 +11,7 @@
 
 namespace tandem::backend::cuda {
 
-enum class ElementKind : uint8_t { kF32, kBF16, kF64, kI32 };
+enum class ElementKind : uint8_t { kF32, kBF16, kF64, kI32, kI64 };
 
 /// For every i < n: allReduceElement over the plan's ranks, reading srcs[r][i] and writing
 /// dsts[r][i] (r < plan.ranks; elements of `kind`; device pointers the stream's GPU can

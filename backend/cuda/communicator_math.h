@@ -39,10 +39,12 @@ TANDEM_HD float commLoad(const float* p, int64_t i) { return p[i]; }
 TANDEM_HD float commLoad(const uint16_t* p, int64_t i) { return bf16ToFloat(p[i]); }
 TANDEM_HD double commLoad(const double* p, int64_t i) { return p[i]; }
 TANDEM_HD int32_t commLoad(const int32_t* p, int64_t i) { return p[i]; }
+TANDEM_HD int64_t commLoad(const int64_t* p, int64_t i) { return p[i]; }
 TANDEM_HD void commStore(float* p, int64_t i, float v) { p[i] = v; }
 TANDEM_HD void commStore(uint16_t* p, int64_t i, float v) { p[i] = floatToBf16(v); }
 TANDEM_HD void commStore(double* p, int64_t i, double v) { p[i] = v; }
 TANDEM_HD void commStore(int32_t* p, int64_t i, int32_t v) { p[i] = v; }
+TANDEM_HD void commStore(int64_t* p, int64_t i, int64_t v) { p[i] = v; }
 
 /// `values` (plan.ranks of them) reduced in the plan's order; mean divides once, at the
 /// end, in the accumulator type (integer division for i32, as on CPU).

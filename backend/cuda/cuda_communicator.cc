@@ -77,6 +77,8 @@ ncclDataType_t ncclType(ir::DType t) {
       return ncclFloat64;
     case ir::DType::kI32:
       return ncclInt32;
+    case ir::DType::kI64:
+      return ncclInt64;
     case ir::DType::kF32:
       break;
   }
@@ -357,6 +359,8 @@ ElementKind elementKind(ir::DType t) {
       return ElementKind::kF64;
     case ir::DType::kI32:
       return ElementKind::kI32;
+    case ir::DType::kI64:
+      return ElementKind::kI64;
     case ir::DType::kF32:
       break;
   }

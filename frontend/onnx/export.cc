@@ -31,6 +31,8 @@ absl::StatusOr<int32_t> onnxType(ir::DType t) {
       return onnx::TensorProto::INT32;
     case ir::DType::kF64:
       return onnx::TensorProto::DOUBLE;
+    case ir::DType::kI64:
+      return onnx::TensorProto::INT64;
     default:
       return absl::UnimplementedError(absl::StrCat("dtype ", ir::dtypeName(t)));
   }

@@ -46,6 +46,8 @@ class Buffer {
         return f64()[i];
       case ir::DType::kI32:
         return i32()[i];
+      case ir::DType::kI64:
+        return static_cast<double>(reinterpret_cast<int64_t*>(storage_.get())[i]);
     }
     return 0;
   }

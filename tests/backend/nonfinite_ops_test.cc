@@ -143,6 +143,9 @@ void fill(Buffer& b, const CaseTensor& t) {
       case ir::DType::kI32:
         b.i32()[i] = static_cast<int32_t>(v);
         break;
+      case ir::DType::kI64:
+        reinterpret_cast<int64_t*>(b.view().data)[i] = static_cast<int64_t>(v);
+        break;
     }
   }
 }
