@@ -417,9 +417,9 @@ TEST(ParserErrors, BadDevice) {
 
 TEST(ParserErrors, BadDType) {
   EXPECT_EQ(parseError(smallWith("%x: f32", "%x: f16")),
-            "bad.tir:2:14: unknown dtype 'f16' (expected f32, bf16, i32 or f64)");
+            "bad.tir:2:14: unknown dtype 'f16' (expected f32, bf16, i32, f64 or i64)");
   EXPECT_EQ(parseError(sampleWith("var @fc.w : f32[3,8]", "var @fc.w : float[3,8]")),
-            "bad.tir:3:13: unknown dtype 'float' (expected f32, bf16, i32 or f64)");
+            "bad.tir:3:13: unknown dtype 'float' (expected f32, bf16, i32, f64 or i64)");
   // f64 exists (batch norm's statistics) but no layer computes in it.
   EXPECT_EQ(parseError(smallWith("%x: f32", "%x: f64")),
             "bad.tir:3:8: %r (relu): x (%x: f64[2,3]) must be f32 or bf16");

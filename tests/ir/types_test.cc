@@ -33,7 +33,7 @@ std::string deviceListError(const std::string& text) {
 }
 
 TEST(Types, DTypeNamesRoundTrip) {
-  for (DType t : {DType::kF32, DType::kBF16, DType::kI32, DType::kF64}) {
+  for (DType t : kAllDTypes) {
     auto parsed = parseDType(dtypeName(t));
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(*parsed, t);
@@ -42,10 +42,14 @@ TEST(Types, DTypeNamesRoundTrip) {
   EXPECT_EQ(dtypeBytes(DType::kBF16), 2);
   EXPECT_EQ(dtypeBytes(DType::kI32), 4);
   EXPECT_EQ(dtypeBytes(DType::kF64), 8);
+  EXPECT_EQ(dtypeBytes(DType::kI64), 8);
+  EXPECT_EQ(dtypeName(DType::kI64), "i64");
+  EXPECT_EQ(toString(TensorType{DType::kI64, {256}}), "i64[256]");
+  EXPECT_EQ((TensorType{DType::kI64, {256}}).bytes(), 2048);
   EXPECT_EQ(parseDType("F32").status().message(),
-            "unknown dtype 'F32' (expected f32, bf16, i32 or f64)");
+            "unknown dtype 'F32' (expected f32, bf16, i32, f64 or i64)");
   EXPECT_EQ(parseDType("").status().message(),
-            "unknown dtype '' (expected f32, bf16, i32 or f64)");
+            "unknown dtype '' (expected f32, bf16, i32, f64 or i64)");
 }
 
 TEST(Types, TensorTypeText) {
