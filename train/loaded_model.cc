@@ -22,10 +22,13 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::create(
                                                          s->options_.executor));
   if (s->options_.schedule) s->trainer_->setLearningRateSchedule(s->options_.schedule);
   s->batch_ = s->trainer_->batch();
+  const ir::Module& m = s->trainer_->executor().module();
   s->train_loader_ = std::make_unique<runtime::data::BatchLoader>(
-      train, s->batch_, /*shuffle=*/true, s->options_.seed, /*drop_last=*/true);
+      runtime::data::sourceForInputs(train, *m.graph(ir::kTrainGraph), s->train_view_),
+      s->batch_, /*shuffle=*/true, s->options_.seed, /*drop_last=*/true);
   s->test_loader_ = std::make_unique<runtime::data::BatchLoader>(
-      test, s->batch_, /*shuffle=*/false, s->options_.seed, /*drop_last=*/false);
+      runtime::data::sourceForInputs(test, *m.graph(ir::kEvalGraph), s->test_view_), s->batch_,
+      /*shuffle=*/false, s->options_.seed, /*drop_last=*/false);
   RETURN_IF_ERROR(s->trainer_->checkData(*s->train_loader_, ir::kTrainGraph));
   RETURN_IF_ERROR(s->trainer_->checkData(*s->test_loader_, ir::kEvalGraph));
   return s;
@@ -49,8 +52,10 @@ absl::StatusOr<runtime::PassResult> LoadedModel::evaluate(const std::function<bo
 
 absl::StatusOr<runtime::PassResult> LoadedModel::evaluateOn(
     const runtime::data::ExampleSource& data) {
-  runtime::data::BatchLoader loader(data, batch_, /*shuffle=*/false, options_.seed,
-                                    /*drop_last=*/false);
+  std::unique_ptr<runtime::data::IntegerWidthSource> view;
+  const ir::Graph& eval = *trainer_->executor().module().graph(ir::kEvalGraph);
+  runtime::data::BatchLoader loader(runtime::data::sourceForInputs(data, eval, view), batch_,
+                                    /*shuffle=*/false, options_.seed, /*drop_last=*/false);
   RETURN_IF_ERROR(trainer_->checkData(loader, ir::kEvalGraph));
   loader.startEpoch(0);
   return trainer_->evaluate(loader);

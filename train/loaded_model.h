@@ -16,6 +16,7 @@
 #include "ir/ir.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data/batch_loader.h"
+#include "runtime/data/integer_width_source.h"
 #include "runtime/executor.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/trainer.h"
@@ -87,6 +88,9 @@ class LoadedModel {
   Options options_;
   int64_t batch_ = 0;
   std::unique_ptr<runtime::Trainer> trainer_;
+  // The sources at the inputs' integer widths, where they differ (declared before the
+  // loaders, which read them, so that they outlive them).
+  std::unique_ptr<runtime::data::IntegerWidthSource> train_view_, test_view_;
   std::unique_ptr<runtime::data::BatchLoader> train_loader_, test_loader_;
 };
 
