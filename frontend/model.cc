@@ -49,9 +49,9 @@ Tensor stepInput(Builder& b, const ModelInput& in, int64_t batch) {
   shape.insert(shape.end(), in.shape.begin(), in.shape.end());
   Tensor t = BuilderInternals::addInput(b, in.name, TensorType{in.dtype, shape});
   if (in.dtype != ir::DType::kI64 || !t.valid()) return t;
-  return BuilderInternals::addNode(
-      b, ir::CastArgs{.x = t.value(), .dtype = ir::CastType::kI32}.spec(), in.name + "_i32",
-      std::source_location::current());
+  return BuilderInternals::addNode(b,
+                                   ir::CastArgs{.x = t.value(), .dtype = ir::CastType::kI32}.spec(),
+                                   in.name + "_i32", std::source_location::current());
 }
 
 /// One step graph: the model's inputs, its step, then the loss and the metrics returned.

@@ -57,8 +57,8 @@ class AutodiffContext final : public ir::GradContext {
       // gives bf16 for an f32 master weight under mixed precision): cast it to the
       // operand's, as the cast op's own gradient rule would.
       auto cast = emit(
-          ir::CastArgs{.x = grad, .dtype = *ir::parseCastType(ir::dtypeName(v->type().dtype))}
-              .spec({.names = {absl::StrCat(grad->name(), ".", ir::dtypeName(v->type().dtype))}}));
+          ir::CastArgs{.x = grad, .dtype = *ir::parseCastType(ir::dtypeName(v->type().dtype))}.spec(
+              {.names = {absl::StrCat(grad->name(), ".", ir::dtypeName(v->type().dtype))}}));
       if (!cast.ok()) {
         status_.Update(cast.status());
         return;

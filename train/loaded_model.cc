@@ -24,8 +24,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::create(
   s->batch_ = s->trainer_->batch();
   const ir::Module& m = s->trainer_->executor().module();
   s->train_loader_ = std::make_unique<runtime::data::BatchLoader>(
-      runtime::data::sourceForInputs(train, *m.graph(ir::kTrainGraph), s->train_view_),
-      s->batch_, /*shuffle=*/true, s->options_.seed, /*drop_last=*/true);
+      runtime::data::sourceForInputs(train, *m.graph(ir::kTrainGraph), s->train_view_), s->batch_,
+      /*shuffle=*/true, s->options_.seed, /*drop_last=*/true);
   s->test_loader_ = std::make_unique<runtime::data::BatchLoader>(
       runtime::data::sourceForInputs(test, *m.graph(ir::kEvalGraph), s->test_view_), s->batch_,
       /*shuffle=*/false, s->options_.seed, /*drop_last=*/false);

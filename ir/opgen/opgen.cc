@@ -198,12 +198,9 @@ const std::set<std::string> kReads = {"per_device", "group_source", "host", "mod
 const std::set<std::string> kWrites = {"per_device", "first_device"};
 const std::set<std::string> kInits = {"zeros", "ones"};
 /// The dtype words of `x: DTYPE` (ir/types.h's DType) and the named sets.
-const std::map<std::string, std::vector<std::string>> kDTypeWords = {{"f32", {"kF32"}},
-                                                                     {"bf16", {"kBF16"}},
-                                                                     {"i32", {"kI32"}},
-                                                                     {"f64", {"kF64"}},
-                                                                     {"i64", {"kI64"}},
-                                                                     {"float", {"kF32", "kBF16"}}};
+const std::map<std::string, std::vector<std::string>> kDTypeWords = {
+    {"f32", {"kF32"}}, {"bf16", {"kBF16"}}, {"i32", {"kI32"}},
+    {"f64", {"kF64"}}, {"i64", {"kI64"}},   {"float", {"kF32", "kBF16"}}};
 
 /// `float`, `i32`, `f32|i32`: the words checked, the text kept as written.
 std::string parseDTypes(const std::string& text, const std::string& slot, int line) {
