@@ -57,10 +57,12 @@ class MemorySource : public ExampleSource {
 
 template <typename T>
 HostArray HostArray::of(std::string name, std::vector<T> values, std::vector<int64_t> shape) {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int32_t> || std::is_same_v<T, double>,
-                "HostArray::of takes float, int32_t or double values");
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, int32_t> ||
+                    std::is_same_v<T, int64_t> || std::is_same_v<T, double>,
+                "HostArray::of takes float, int32_t, int64_t or double values");
   constexpr ir::DType dtype = std::is_same_v<T, float>     ? ir::DType::kF32
                               : std::is_same_v<T, int32_t> ? ir::DType::kI32
+                              : std::is_same_v<T, int64_t> ? ir::DType::kI64
                                                            : ir::DType::kF64;
   const int64_t bytes = static_cast<int64_t>(values.size() * sizeof(T));
   auto owned = std::make_shared<std::vector<T>>(std::move(values));
