@@ -9,6 +9,7 @@
 #include "frontend/zoo/zoo.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "ir/op_info.h"
 #include "ir/printer.h"
 
 namespace tandem {
@@ -50,6 +51,27 @@ TEST(ModelContract, InputsOfAnyDtypeAndShapeBecomeTheStepsInputsInOrder) {
     EXPECT_EQ(ir::toString(g->inputs()[1]->result()->type()), "f32[4,3]");
     ASSERT_EQ(g->outputs().size(), 2u) << graph;  // the loss, then the metric
     EXPECT_EQ(ir::toString(g->outputs()[1]->type()), "f32[1]");
+  }
+}
+
+// An i64 input (PyTorch's long ids) is the graph's i64 input, which the step reads as i32
+// through one cast at the graph's start (issue 42): the index ops keep their i32 kernels.
+TEST(ModelContract, AnI64InputReachesTheStepAsI32ThroughOneCast) {
+  ModelSpec spec = tokenModel();
+  spec.inputs[0].dtype = ir::DType::kI64;
+  auto m = buildModule(spec, {.batch = 4});
+  ASSERT_TRUE(m.ok()) << m.status();
+  for (const char* graph : {"train_step", "eval_step"}) {
+    const ir::Graph* g = (*m)->graph(graph);
+    ASSERT_EQ(g->inputs().size(), 2u) << graph;
+    const ir::Value* ids = g->inputs()[0]->result();
+    EXPECT_EQ(ir::toString(ids->type()), "i64[4,6]") << graph;
+    const auto users = g->users();
+    ASSERT_EQ(users.at(ids).size(), 1u) << graph;
+    const ir::Node* cast = users.at(ids)[0];
+    EXPECT_EQ(cast->op(), ir::Op::kCast) << graph;
+    EXPECT_EQ(ir::toString(cast->result()->type()), "i32[4,6]") << graph;
+    EXPECT_EQ(users.at(cast->result())[0]->op(), ir::Op::kEmbedding) << graph;
   }
 }
 
