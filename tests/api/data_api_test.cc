@@ -98,5 +98,37 @@ TEST(DataApi, ASpecTrainsAsTheCliDoes) {
   EXPECT_EQ(m->metrics[0].second, m->accuracy);
 }
 
+// A classifier that declares its labels i64, as PyTorch keeps them, trains on the digits'
+// int64 labels exactly as one that declares them i32 (issue 42): the loader widens the
+// source's labels for the i64 input, and the graph casts them back to i32 after the split.
+TEST(DataApi, I64LabelsTrainAsI32Ones) {
+  TANDEM_NEED_INSTALLED(::access(kDigitsCsv, R_OK) == 0
+                            ? ""
+                            : absl::StrCat(kDigitsCsv, " is missing (Debian python3-sklearn)"));
+  TempDir dir;
+  const CommandResult wrote =
+      runProgram("/usr/bin/python3",
+                 {sourcePath("tests/runtime/write_digits_npz.py"), kDigitsCsv, dir.file("d.npz")});
+  ASSERT_EQ(wrote.exit_code, 0) << wrote.err;
+  Data data = Data::fromSpec("npz:" + dir.file("d.npz"));
+  data.val_fraction = 0.2;
+  ModelSpec spec = classifierModel("digits_mlp", {1, 8, 8}, 10, [](Builder& b, Tensor x) {
+    return b.linear(b.flatten(x), {.out_features = 10, .name = "fc"});
+  });
+  absl::StatusOr<Model> i32 = train(spec, {.devices = "cpu:0,cpu:1", .epochs = 2}, data);
+  ASSERT_TRUE(i32.ok()) << i32.status();
+  ASSERT_EQ(spec.inputs[1].name, "y");
+  spec.inputs[1].dtype = ir::DType::kI64;
+  absl::StatusOr<Model> i64 = train(spec, {.devices = "cpu:0,cpu:1", .epochs = 2}, data);
+  ASSERT_TRUE(i64.ok()) << i64.status();
+  ASSERT_EQ(i64->history().size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(i64->history()[e].train_loss, i32->history()[e].train_loss) << "epoch " << e + 1;
+    EXPECT_EQ(i64->history()[e].test_loss, i32->history()[e].test_loss) << "epoch " << e + 1;
+    EXPECT_EQ(i64->history()[e].test_accuracy, i32->history()[e].test_accuracy);
+  }
+  EXPECT_GT(i64->history().back().test_accuracy, 0.5);
+}
+
 }  // namespace
 }  // namespace tandem::testing
