@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/predict_graph.h"
 #include "ir/status_macros.h"
+#include "runtime/data/integer_width_source.h"
 
 namespace tandem::runtime {
 
@@ -71,10 +72,13 @@ absl::Status Predictor::checkData(const data::ExampleSource& d, const std::strin
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<PredictedOutput>> Predictor::predict(const data::ExampleSource& data,
+absl::StatusOr<std::vector<PredictedOutput>> Predictor::predict(const data::ExampleSource& given,
                                                                 const BatchCallback& on_batch) {
-  RETURN_IF_ERROR(checkData(data));
   const ir::Graph& g = *executor_->module().graph(ir::kPredictGraph);
+  // The given source at the inputs' integer widths (an i64 input from an i32 field).
+  std::unique_ptr<data::IntegerWidthSource> view;
+  const data::ExampleSource& data = data::sourceForInputs(given, g, view);
+  RETURN_IF_ERROR(checkData(data));
   // Which field feeds each input (checked above).
   std::vector<size_t> fields;
   for (const ir::Node* in : g.inputs())
