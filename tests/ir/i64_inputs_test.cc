@@ -53,7 +53,7 @@ graph @g(%x: f32[4]) {
 }
 }
 )"),
-            "i64.tir:3:3: %y (cast): cannot cast x (%x: f32[4]) to i32: i64 casts to i32 only, "
+            "i64.tir:3:8: %y (cast): cannot cast x (%x: f32[4]) to i32: i64 casts to i32 only, "
             "and floats among f32 and bf16");
   EXPECT_EQ(i64TextError(R"(module @m {
 graph @g(%x: i64[4]) {
@@ -62,7 +62,7 @@ graph @g(%x: i64[4]) {
 }
 }
 )"),
-            "i64.tir:3:3: %y (cast): cannot cast x (%x: i64[4]) to f32: i64 casts to i32 only, "
+            "i64.tir:3:8: %y (cast): cannot cast x (%x: i64[4]) to f32: i64 casts to i32 only, "
             "and floats among f32 and bf16");
   // i32 is not a cast's operand: only i64 narrows to it.
   EXPECT_EQ(i64TextError(R"(module @m {
@@ -72,7 +72,7 @@ graph @g(%x: i32[4]) {
 }
 }
 )"),
-            "i64.tir:3:3: %y (cast): x (%x: i32[4]) must be f32, bf16 or i64");
+            "i64.tir:3:8: %y (cast): x (%x: i32[4]) must be f32, bf16 or i64");
 }
 
 TEST(I64Inputs, IndexOpsTakeI32Only) {
@@ -84,7 +84,7 @@ graph @g(%logits: f32[4,3], %y: i64[4]) {
 }
 }
 )"),
-            "i64.tir:3:3: %correct (accuracy): labels (%y: i64[4]) must be i32");
+            "i64.tir:3:14: %correct (accuracy): labels (%y: i64[4]) must be i32");
 }
 
 }  // namespace
