@@ -375,7 +375,8 @@ absl::StatusOr<std::unique_ptr<runtime::data::MemorySource>> predictionInputs(
     const Array& a = it->second;
     const bool floats = in.dtype == ir::DType::kF32;
     if ((floats ? !a.i32.empty() : !a.f32.empty()) ||
-        (in.dtype != ir::DType::kF32 && in.dtype != ir::DType::kI32))
+        (in.dtype != ir::DType::kF32 && in.dtype != ir::DType::kI32 &&
+         in.dtype != ir::DType::kI64))  // an i64 input takes i32 values, widened
       return fail(absl::StrCat("input '", name, "' holds ", floats ? "i32" : "f32",
                                " values, but model ", spec.name, " takes ", wanted));
     std::vector<int64_t> example(a.shape.begin() + std::min<size_t>(1, a.shape.size()),

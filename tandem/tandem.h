@@ -213,7 +213,7 @@ struct Weight {
 struct Array {
   std::vector<int64_t> shape;  // [count, one example's shape...]
   std::vector<float> f32;
-  std::vector<int32_t> i32;
+  std::vector<int32_t> i32;  // an i32 input's values, or an i64 one's (widened)
 
   static Array floats(std::vector<int64_t> shape, std::vector<float> values) {
     return {.shape = std::move(shape), .f32 = std::move(values)};

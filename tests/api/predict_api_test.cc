@@ -95,6 +95,32 @@ TEST(PredictApi, ASavedAndLoadedModelPredictsTheSame) {
   EXPECT_EQ(after->at("logits").f32, before->at("logits").f32);
 }
 
+// A model whose labels are i64 (issue 42) trains on i32 labels (widened as they are
+// read) and predicts from integers given for its i64 input: here the labels themselves,
+// which its prediction returns through the graph's cast to i32.
+TEST(PredictApi, AnI64InputTakesIntegerValues) {
+  ModelSpec s = spec();
+  ASSERT_EQ(s.inputs[1].name, "y");
+  s.inputs[1].dtype = ir::DType::kI64;
+  s.predict->inputs = {"x", "y"};
+  s.predict->outputs = {"logits", "label"};
+  s.predict->forward = [](Builder& b, const StepInputs& in) {
+    return std::vector<Prediction>{{.name = "logits", .value = smallNet(b, in["x"])},
+                                   {.name = "label", .value = in["y"]}};
+  };
+  absl::StatusOr<Model> m =
+      train(s, {.devices = "cpu:0,cpu:1", .batch = 16, .epochs = 1},
+            Data::fromExamples(quadrantImages(128, 1), quadrantImages(40, 2)));
+  ASSERT_TRUE(m.ok()) << m.status();
+  const int count = 21;
+  Examples e = quadrantImages(count, 3);
+  absl::StatusOr<Arrays> out = m->predict(
+      {{"x", Array::floats({count, 1, 8, 8}, e.images)}, {"y", Array::ints({count}, e.labels)}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->at("label").i32, e.labels);
+  EXPECT_EQ(out->at("logits").shape, (std::vector<int64_t>{count, kClasses}));
+}
+
 TEST(PredictApi, BadInputsAreNamed) {
   Model m = trained();
   auto error = [&](const Arrays& inputs) {
