@@ -44,12 +44,12 @@ TEST(TargetFacts, DevicesPrintsEachKindsFacts) {
   backend::registerBackends();
   EXPECT_EQ(ir::describeTarget(*ir::findTarget(kind("cpu"))),
             "arenas aligned to 64 B; activations nChw16c between the kernels that take it; "
-            "computes in f32, bf16, i32, f64; optimizer updates one kernel per tensor; steps "
+            "computes in f32, bf16, i32, f64, i64; optimizer updates one kernel per tensor; steps "
             "run kernel by kernel; collectives across processes (mpirun)");
   // The CUDA target's facts are known in every build, with or without its backend.
   EXPECT_THAT(backend::describeBackends(),
               HasSubstr("  compiles for: arenas aligned to 256 B; activations NHWC between the "
-                        "kernels that take it; computes in f32, bf16, i32, f64; optimizer "
+                        "kernels that take it; computes in f32, bf16, i32, f64, i64; optimizer "
                         "updates grouped into one launch; steps recorded once and replayed; "
                         "collectives across processes (mpirun); logical devices may share one "
                         "(cuda:0.1)\n"));
