@@ -9,7 +9,7 @@
 namespace tandem::runtime::data {
 namespace {
 
-bool isInteger(ir::DType t) { return t == ir::DType::kI32 || t == ir::DType::kI64; }
+bool isI32OrI64(ir::DType t) { return t == ir::DType::kI32 || t == ir::DType::kI64; }
 
 }  // namespace
 
@@ -21,7 +21,7 @@ std::unique_ptr<IntegerWidthSource> IntegerWidthSource::forInputs(const ExampleS
     for (const ir::Node* in : step.inputs()) {
       const ir::DType want = in->result()->type().dtype;
       if (in->result()->name() != f.name || f.dtype == want) continue;
-      if (isInteger(f.dtype) && isInteger(want)) {
+      if (isI32OrI64(f.dtype) && isI32OrI64(want)) {
         f.dtype = want;
         differs = true;
       }
