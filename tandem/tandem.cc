@@ -109,8 +109,7 @@ std::string inputsText(const ModelSpec& spec) {
 
 // Examples a program holds as a data set of the model's image shape, every label checked.
 absl::StatusOr<runtime::data::Dataset> datasetOf(const Examples& e, const ModelSpec& spec,
-                                                 const std::string& name,
-                                                 std::optional<int64_t> limit) {
+                                                 const std::string& name) {
   runtime::data::Dataset d;
   d.source = name;
   d.labels_source = absl::StrCat(name, ".labels");
@@ -137,9 +136,9 @@ absl::StatusOr<runtime::data::Dataset> datasetOf(const Examples& e, const ModelS
                                                      " is not a class of model ", spec.name,
                                                      " (0 to ", classes - 1, ")"));
   d.available = count;
-  d.count = limit ? std::min(*limit, count) : count;
-  d.images.assign(e.images.begin(), e.images.begin() + d.count * size);
-  d.labels.assign(e.labels.begin(), e.labels.begin() + d.count);
+  d.count = count;
+  d.images = e.images;
+  d.labels = e.labels;
   return d;
 }
 
@@ -159,37 +158,18 @@ absl::StatusOr<training::DataSource> dataSourceOf(const Data& data, const ModelS
         .val_fraction = data.val_fraction,
         .augment = data.augment};
   auto held = std::make_shared<training::TrainingData>();
-  // A limit beyond the examples is a mistake to say, not to pass over.
-  auto checkLimit = [](const std::optional<int64_t>& limit, int64_t count, const char* what,
-                       const std::string& where, const char* name) -> absl::Status {
-    if (limit && *limit > count)
-      return absl::InvalidArgumentError(absl::StrCat("Data::limit_", name, ": ", *limit,
-                                                     " is more than the ", count, " ", what, " in ",
-                                                     where));
-    return absl::OkStatus();
-  };
   if (data.train_set != nullptr || data.test_set != nullptr) {
     if (data.train_set == nullptr || data.test_set == nullptr)
       return absl::InvalidArgumentError(
           absl::StrCat("Data::", data.train_set == nullptr ? "train_set" : "test_set",
                        " is not given (give both, or a spec with val_fraction)"));
-    RETURN_IF_ERROR(checkLimit(data.limit_train, data.train_set->size(), "training examples",
-                               data.train_set->where(), "train"));
-    RETURN_IF_ERROR(checkLimit(data.limit_test, data.test_set->size(), "test examples",
-                               data.test_set->where(), "test"));
-    held->train = data.limit_train ? runtime::data::firstExamples(data.train_set, *data.limit_train)
-                                   : data.train_set;
-    held->test = data.limit_test ? runtime::data::firstExamples(data.test_set, *data.limit_test)
-                                 : data.test_set;
+    held->train = data.train_set;
+    held->test = data.test_set;
   } else {
-    RETURN_IF_ERROR(checkLimit(data.limit_train, static_cast<int64_t>(data.train.labels.size()),
-                               "training images", "Data", "train"));
-    RETURN_IF_ERROR(checkLimit(data.limit_test, static_cast<int64_t>(data.test.labels.size()),
-                               "test images", "Data", "test"));
-    for (auto [part, examples, limit] : {std::tuple{&held->train, &data.train, data.limit_train},
-                                         std::tuple{&held->test, &data.test, data.limit_test}}) {
+    for (auto [part, examples] :
+         {std::pair{&held->train, &data.train}, std::pair{&held->test, &data.test}}) {
       const std::string name = part == &held->train ? "Data::train" : "Data::test";
-      ASSIGN_OR_RETURN(runtime::data::Dataset d, datasetOf(*examples, spec, name, limit));
+      ASSIGN_OR_RETURN(runtime::data::Dataset d, datasetOf(*examples, spec, name));
       *part = std::make_shared<runtime::data::DatasetSource>(
           std::make_shared<const runtime::data::Dataset>(std::move(d)));
     }

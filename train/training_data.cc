@@ -21,8 +21,9 @@ namespace {
 namespace data = runtime::data;
 using SourcePtr = std::shared_ptr<const data::ExampleSource>;
 
-// A spec as open_source.h reads it: a directory (today's `--data DIR`) is Fashion-MNIST's.
-std::string specOf(const std::string& given) {
+}  // namespace
+
+std::string dataSpecOf(const std::string& given) {
   std::error_code ignored;
   if (given.find(':') == std::string::npos && std::filesystem::is_directory(given, ignored))
     return absl::StrCat("fashion-mnist:", given);
@@ -32,6 +33,8 @@ std::string specOf(const std::string& given) {
     return absl::StrCat("fashion-mnist:", given);
   return given;
 }
+
+namespace {
 
 bool isFashionMnist(const std::string& spec) {
   return spec == "fashion-mnist" || absl::StartsWith(spec, "fashion-mnist:");
@@ -114,7 +117,17 @@ absl::StatusOr<SourcePtr> augmented(SourcePtr source, const std::string& text, b
 absl::StatusOr<std::shared_ptr<const TrainingData>> openTrainingData(
     const DataSource& given, std::optional<int64_t> limit_train, std::optional<int64_t> limit_test,
     uint64_t seed, const SettingNames& names) {
-  const std::string spec = specOf(given.spec);
+  if (given.examples != nullptr) {  // a program's own: limited and transformed as a spec's
+    auto data = std::make_shared<TrainingData>(*given.examples);
+    ASSIGN_OR_RETURN(data->train, limited(std::move(data->train), Setting::kLimitTrain, limit_train,
+                                          "training", given.examples->train->where(), names));
+    ASSIGN_OR_RETURN(data->test, limited(std::move(data->test), Setting::kLimitTest, limit_test,
+                                         "test", given.examples->test->where(), names));
+    ASSIGN_OR_RETURN(data->train, augmented(std::move(data->train), given.augment, true, names));
+    ASSIGN_OR_RETURN(data->test, augmented(std::move(data->test), given.augment, false, names));
+    return std::shared_ptr<const TrainingData>(std::move(data));
+  }
+  const std::string spec = dataSpecOf(given.spec);
   const std::string where = whereOf(spec);
   const bool fashion_mnist = isFashionMnist(spec);
   if (given.test_spec && given.val_fraction)
@@ -141,13 +154,13 @@ absl::StatusOr<std::shared_ptr<const TrainingData>> openTrainingData(
     data->train = std::move(parts.train);
     data->test = std::move(parts.validation);
   } else if (given.test_spec) {
-    ASSIGN_OR_RETURN(data->test, open(specOf(*given.test_spec), data::Split::kTest, 0, classes,
+    ASSIGN_OR_RETURN(data->test, open(dataSpecOf(*given.test_spec), data::Split::kTest, 0, classes,
                                       given, Setting::kTestData, names));
   } else {
     ASSIGN_OR_RETURN(data->test, open(spec, data::Split::kTest, limit_test.value_or(0), classes,
                                       given, Setting::kData, names));
   }
-  const std::string test_where = given.test_spec ? whereOf(specOf(*given.test_spec)) : where;
+  const std::string test_where = given.test_spec ? whereOf(dataSpecOf(*given.test_spec)) : where;
   ASSIGN_OR_RETURN(data->train, limited(std::move(data->train), Setting::kLimitTrain, limit_train,
                                         "training", where, names));
   ASSIGN_OR_RETURN(data->test,

@@ -21,6 +21,10 @@ struct TrainingData {
   std::shared_ptr<const runtime::data::ExampleSource> train, test;
 };
 
+/// A data spec as runtime/data/open_source.h reads it: a directory (what `--data DIR` gave
+/// before data had specs) is Fashion-MNIST's.
+std::string dataSpecOf(const std::string& given);
+
 /// Where the examples come from, as a front end gives them.
 struct DataSource {
   /// The training data's spec (open_source.h); a directory is Fashion-MNIST's files in it.

@@ -35,7 +35,23 @@ absl::StatusOr<std::string> findFile(const std::string& dir, const std::string& 
                                           " uncompressed) (", howToGetIt(dir_setting), ")"));
 }
 
+// A split's two files, less the ".gz" each may have.
+std::pair<std::string, std::string> splitFiles(Split split) {
+  const std::string prefix = split == Split::kTrain ? "train" : "t10k";
+  return {prefix + "-images-idx3-ubyte", prefix + "-labels-idx1-ubyte"};
+}
+
 }  // namespace
+
+std::vector<std::string> fashionMnistFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  for (Split split : {Split::kTrain, Split::kTest}) {
+    const auto [images, labels] = splitFiles(split);
+    for (const std::string& name : {images, labels})
+      for (const char* suffix : {".gz", ""}) files.push_back(absl::StrCat(dir, "/", name, suffix));
+  }
+  return files;
+}
 
 absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split, int64_t limit,
                                          absl::string_view dir_setting) {
@@ -54,10 +70,10 @@ absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split, in
   if (::access(dir.c_str(), R_OK | X_OK) != 0)
     return absl::PermissionDeniedError(
         absl::StrCat("fashion-mnist: cannot read directory ", dir, ": ", std::strerror(errno)));
-  const std::string prefix = split == Split::kTrain ? "train" : "t10k";
-  absl::StatusOr<std::string> images = findFile(dir, prefix + "-images-idx3-ubyte", dir_setting);
+  const auto [images_name, labels_name] = splitFiles(split);
+  absl::StatusOr<std::string> images = findFile(dir, images_name, dir_setting);
   if (!images.ok()) return images.status();
-  absl::StatusOr<std::string> labels = findFile(dir, prefix + "-labels-idx1-ubyte", dir_setting);
+  absl::StatusOr<std::string> labels = findFile(dir, labels_name, dir_setting);
   if (!labels.ok()) return labels.status();
   return readIdxPair(*images, *labels, limit, kFashionMnistClasses);
 }

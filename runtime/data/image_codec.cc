@@ -243,6 +243,17 @@ absl::StatusOr<ImageFormat> imageFormatOf(absl::Span<const uint8_t> start) {
   return absl::InvalidArgumentError("not a PNG or JPEG file");
 }
 
+absl::StatusOr<ImageHeader> imageHeaderOf(absl::Span<const uint8_t> bytes) {
+  absl::StatusOr<ImageFormat> format = imageFormatOf(bytes);
+  if (!format.ok()) return format.status();
+  if (*format == ImageFormat::kPng) return pngHeader(bytes);
+  JpegResult r{};
+  char message[JMSG_LENGTH_MAX];
+  if (!jpegRun(bytes.data(), bytes.size(), nullptr, 0, 0, 0, &r, message))
+    return corrupt(ImageFormat::kJpeg, message);
+  return headerOfJpeg(r);
+}
+
 absl::StatusOr<ImageHeader> readImageHeader(int fd, int64_t file_size) {
   uint8_t start[33];  // as much as a PNG's signature and IHDR chunk
   absl::StatusOr<int64_t> n = preadUpTo(fd, 0, sizeof start, start);

@@ -40,6 +40,9 @@ absl::StatusOr<ImageFormat> imageFormatOf(absl::Span<const uint8_t> start);
 /// "corrupt PNG: ...", "corrupt JPEG: ...", "a CMYK JPEG ...".
 absl::StatusOr<ImageHeader> readImageHeader(int fd, int64_t file_size);
 
+/// The header of an image file read whole (as readImageHeader, from memory).
+absl::StatusOr<ImageHeader> imageHeaderOf(absl::Span<const uint8_t> bytes);
+
 /// Decodes a whole file's bytes into `pixels`: height * width * header.channels bytes,
 /// row-major and interleaved, as PIL's mode L or RGB holds them (alpha dropped, as PIL's
 /// convert does; a palette expanded to RGB; PNG samples of 1, 2 or 4 bits scaled to 8 as

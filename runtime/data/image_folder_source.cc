@@ -187,16 +187,34 @@ absl::StatusOr<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(
     for (const auto& [rel, listing] : folders)
       for (size_t f = 0; f < listing.files.size(); ++f) {
         const std::string file = rel + "/" + listing.files[f];
-        const std::string path = dir + "/" + file;
         if (!S_ISREG(listing.file_modes[f]))
           return imageFolderError(
-              path, absl::StrCat(ir::describeFileType(listing.file_modes[f]), ", not an image"));
-        absl::StatusOr<ImageHeader> header = headerOfFile(path, listing.file_bytes[f]);
-        if (!header.ok()) return header.status();
-        source->images_.push_back({file, static_cast<int32_t>(c), *header, listing.file_bytes[f]});
+              dir + "/" + file,
+              absl::StrCat(ir::describeFileType(listing.file_modes[f]), ", not an image"));
+        source->images_.push_back({file, static_cast<int32_t>(c), {}, listing.file_bytes[f]});
       }
     if (source->images_.size() == before)
       return imageFolderError(dir + "/" + name, "a class folder with no images");
+  }
+
+  // Small files are read whole here rather than for their header alone: the same open,
+  // pread and close, and the first epoch then decodes from memory.
+  int64_t file_bytes = 0;
+  for (const Image& im : source->images_) file_bytes += im.file_bytes;
+  if (file_bytes <= options.file_cache_bytes) source->files_.resize(source->images_.size());
+  for (size_t i = 0; i < source->images_.size(); ++i) {
+    Image& im = source->images_[i];
+    const std::string path = dir + "/" + im.file;
+    absl::StatusOr<ImageHeader> header;
+    if (source->files_.empty()) {
+      header = headerOfFile(path, im.file_bytes);
+    } else {
+      if (absl::Status s = readImageFile(path, im.file_bytes, source->files_[i]); !s.ok()) return s;
+      header = imageHeaderOf(source->files_[i]);
+      if (!header.ok()) header = imageFolderError(path, header.status().message());
+    }
+    if (!header.ok()) return header.status();
+    im.header = *header;
   }
 
   const ImageHeader& first = source->images_.front().header;
@@ -242,8 +260,10 @@ absl::Status ImageFolderSource::read(int64_t index, const ExampleKey& key,
     pixels = &decoded_[i];
   } else {
     const std::string path = dir_ + "/" + im.file;
-    std::vector<uint8_t> bytes;
-    if (absl::Status s = readImageFile(path, im.file_bytes, bytes); !s.ok()) return s;
+    std::vector<uint8_t> read;
+    if (files_.empty())
+      if (absl::Status s = readImageFile(path, im.file_bytes, read); !s.ok()) return s;
+    const std::vector<uint8_t>& bytes = files_.empty() ? read : files_[i];
     if (absl::Status s = decodeImage(bytes, im.header, decoded); !s.ok())
       return imageFolderError(path, s.message());
     uint8_t empty = 0;

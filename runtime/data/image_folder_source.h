@@ -3,8 +3,8 @@
 // A folder of images, one subfolder per class, as torchvision's ImageFolder reads it:
 // DIR/CLASS/... holds PNG and JPEG files (known by their first bytes, not their names),
 // grayscale or RGB. Opening the folder lists it and reads each file's header (size and
-// channels, not the pixels); an example's pixels are decoded when it is read, on the
-// loader's threads (image_codec.h).
+// channels, not the pixels), or each whole file when they are small in all; an example's
+// pixels are decoded when it is read, on the loader's threads (image_codec.h).
 
 #include <atomic>
 #include <cstdint>
@@ -31,6 +31,11 @@ struct ImageFolderOptions {
   /// > 0: the number of class folders the data must have (a test folder's against its
   /// training folder's: with a class missing, every later class's id would move).
   int64_t classes = 0;
+  /// A folder whose files take at most this many bytes in all is read whole when opened,
+  /// and its examples are decoded from memory (Fashion-MNIST's 60,000 PNG files are 21 MB):
+  /// reading only a header costs the same system calls, which are most of an image's read
+  /// on a VM (docs/PERF.md). Larger folders' files are read when an example is.
+  int64_t file_cache_bytes = int64_t{128} << 20;
 };
 
 /// Classes: the names of DIR's subfolders, sorted (byte order, as Python sorts them),
@@ -83,6 +88,10 @@ class ImageFolderSource : public ExampleSource {
   std::vector<Image> images_;
   std::vector<Field> fields_;
   std::unique_ptr<ImageTransform> resize_;  // set when a size was given
+  // Each file's bytes as read when opened, when they fit in file_cache_bytes (else empty).
+  // Kept after the pixels are cached too: freeing them would race with a second reader of
+  // the same example, and they are at most a quarter of the cache's size.
+  std::vector<std::vector<uint8_t>> files_;
   // Each image's decoded pixels once read, when all of them fit in kDecodedCacheBytes:
   // later epochs read no file and decode nothing (tf.data's cache(), automatic for small
   // sets: Fashion-MNIST's 60,000 are 47 MB). cached_[i]: 0 not yet, 1 being stored by one

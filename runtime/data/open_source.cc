@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "runtime/data/dataset_source.h"
+#include "runtime/data/fashion_mnist.h"
 #include "runtime/data/image_folder_source.h"
 #include "runtime/data/numpy_source.h"
 #include "runtime/data/subset_source.h"
@@ -212,10 +213,13 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> openSource(absl::string_view spec
 }
 
 std::vector<std::string> filesOfSpec(absl::string_view spec) {
+  if (spec == "fashion-mnist") return fashionMnistFiles(kDefaultFashionMnistDir);
   const size_t colon = spec.find(':');
   if (colon == absl::string_view::npos) return {};
   const absl::string_view kind = spec.substr(0, colon), rest = spec.substr(colon + 1);
   const SpecErrors error(SourceOptions{}, spec);
+  if (kind == "fashion-mnist")
+    return fashionMnistFiles(rest.empty() ? std::string(kDefaultFashionMnistDir) : std::string(rest));
   if (kind == "npz") {  // as openKind reads it: bindings after the last ':' that hold '='
     const size_t last = rest.rfind(':');
     if (last != absl::string_view::npos &&

@@ -45,9 +45,10 @@ struct SourceOptions {
 absl::StatusOr<std::unique_ptr<ExampleSource>> openSource(absl::string_view spec,
                                                           const SourceOptions& options = {});
 
-/// The files `spec` reads (npz, npy, tokens and text specs; none for a directory's), for a
-/// command to claim against the files it writes (an output over its own input). A spec
-/// openSource would refuse gives none: opening it says why.
+/// The files `spec` may read (Fashion-MNIST's IDX files, with and without .gz; npz, npy,
+/// tokens and text files; none for an image folder, whose files are in its subfolders),
+/// for a command to claim against the files it writes (an output over its own input). A
+/// spec openSource would refuse gives none: opening it says why.
 std::vector<std::string> filesOfSpec(absl::string_view spec);
 
 /// The vocabulary of a text source (under any --limit view of it), for decoding what a

@@ -27,6 +27,7 @@ namespace tandem::testing {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::Eq;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -113,7 +114,7 @@ TEST(TrainApi, BadDataNamesTheData) {
   Data too_many = quadrantData();
   too_many.limit_train = 1000;
   EXPECT_THAT(createError(mlpSpec(), smallRun(), too_many),
-              StartsWith("Data::limit_train: 1000 is more than the 256 training images in Data"));
+              Eq("Data::limit_train: 1000 is more than the 256 training images in Data::train"));
   EXPECT_THAT(createError(mlpSpec(), smallRun(), Data::fashionMnist("/nonexistent/fmnist")),
               HasSubstr("/nonexistent/fmnist"));
   // Fashion-MNIST's 28x28 images against a model of 8x8 ones: the file and both shapes.

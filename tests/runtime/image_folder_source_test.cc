@@ -62,8 +62,14 @@ class ImageFolderTest : public ::testing::Test {
     s << f.rdbuf();
     return s.str();
   }
-  std::string openError(const std::string& dir, const ImageFolderOptions& o = {}) const {
-    return std::string(ImageFolderSource::open(path(dir), o).status().message());
+  // The error opening `dir`, which must be the same whether its files are read whole when
+  // opened or only their headers are.
+  std::string openError(const std::string& dir, ImageFolderOptions o = {}) const {
+    const std::string whole(ImageFolderSource::open(path(dir), o).status().message());
+    o.file_cache_bytes = 0;
+    const std::string headers(ImageFolderSource::open(path(dir), o).status().message());
+    EXPECT_EQ(whole, headers) << dir;
+    return whole;
   }
   std::string dir_;
 };
@@ -250,16 +256,20 @@ for name, (h, w) in (('a/big.png', (20, 12)), ('b/small.png', (5, 7)), ('b/same.
 
 // A small folder keeps its decoded pixels after each image's first read: a second epoch
 // reads no file (here: the files are gone by then, and the examples are the same).
+// Two ways a small folder is read once: whole when opened (its files are few bytes), and
+// the pixels kept after each example's first read (they fit the decoded cache).
 TEST_F(ImageFolderTest, SmallFoldersReadEachFileOnce) {
   TANDEM_NEED_INSTALLED(whyNoPil());
   python(R"(
-for c in 'ab':
-    os.makedirs(d + '/small/' + c)
-    for i in range(3):
-        Image.fromarray((np.arange(64) * (i + 3) % 256).astype(np.uint8).reshape(8, 8)).save(
-            d + '/small/' + c + '/' + str(i) + '.png')
+for f in ('small', 'small_whole'):
+    for c in 'ab':
+        os.makedirs(d + '/' + f + '/' + c)
+        for i in range(3):
+            Image.fromarray((np.arange(64) * (i + 3) % 256).astype(np.uint8).reshape(8, 8)).save(
+                d + '/' + f + '/' + c + '/' + str(i) + '.png')
 )");
-  auto source = ImageFolderSource::open(path("small"));
+  // Files above the whole-file budget (0 bytes here): each read once, at its first read.
+  auto source = ImageFolderSource::open(path("small"), {.file_cache_bytes = 0});
   ASSERT_TRUE(source.ok()) << source.status();
   std::vector<ExampleBytes> first;
   for (int64_t i = 0; i < (*source)->size(); ++i) {
@@ -273,6 +283,18 @@ for c in 'ab':
     ASSERT_TRUE(e.ok()) << e.status();
     EXPECT_EQ(*e, first[static_cast<size_t>(i)]) << i;
   }
+
+  // Within the budget (the default): read whole when opened; the first read needs no file.
+  auto whole = ImageFolderSource::open(path("small_whole"));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  testing::runProgram("/bin/rm", {"-rf", path("small_whole/a"), path("small_whole/b")});
+  ASSERT_EQ((*whole)->size(), static_cast<int64_t>(first.size()));
+  for (int round = 0; round < 2; ++round)
+    for (int64_t i = 0; i < (*whole)->size(); ++i) {
+      absl::StatusOr<ExampleBytes> e = readExample(**whole, i);
+      ASSERT_TRUE(e.ok()) << e.status();
+      EXPECT_EQ(*e, first[static_cast<size_t>(i)]) << round << " " << i;
+    }
 }
 
 TEST_F(ImageFolderTest, BadFoldersAndFilesAreOneLineNamingTheFile) {
@@ -331,9 +353,14 @@ Image.fromarray(v).save(d + '/good.jpg', quality=90)
 
   // Found when the example is read (the pixels): the folder opens.
   const auto readError = [&](const std::string& name) -> std::string {
-    auto s = ImageFolderSource::open(path(name));
-    if (!s.ok()) return "opens with " + std::string(s.status().message());
-    return std::string(readExample(**s, 1).status().message());
+    std::string errors[2];
+    for (int64_t budget : {int64_t{1} << 20, int64_t{0}}) {  // files read whole, or not
+      auto s = ImageFolderSource::open(path(name), {.file_cache_bytes = budget});
+      errors[budget == 0] = s.ok() ? std::string(readExample(**s, 1).status().message())
+                                   : "opens with " + std::string(s.status().message());
+    }
+    EXPECT_EQ(errors[0], errors[1]) << name;
+    return errors[0];
   };
   file = folderWith("cut_png", png.substr(0, png.size() / 2));
   EXPECT_EQ(readError("cut_png"),

@@ -193,7 +193,13 @@ TEST(Predict, TheFilesADataSpecReadsForTheOutputToBeClaimedAgainst) {
   EXPECT_EQ(filesOfSpec("npz:/d/a.npz"), V{"/d/a.npz"});
   EXPECT_EQ(filesOfSpec("npz:/d/a:b.npz:x=images,y=labels"), V{"/d/a:b.npz"});
   EXPECT_EQ(filesOfSpec("tokens:/d/t.bin:u16:length=8"), V{"/d/t.bin"});
-  EXPECT_EQ(filesOfSpec("fashion-mnist:/d"), V{});
+  EXPECT_EQ(filesOfSpec("fashion-mnist:/d"),
+            (V{"/d/train-images-idx3-ubyte.gz", "/d/train-images-idx3-ubyte",
+               "/d/train-labels-idx1-ubyte.gz", "/d/train-labels-idx1-ubyte",
+               "/d/t10k-images-idx3-ubyte.gz", "/d/t10k-images-idx3-ubyte",
+               "/d/t10k-labels-idx1-ubyte.gz", "/d/t10k-labels-idx1-ubyte"}));
+  EXPECT_EQ(filesOfSpec("fashion-mnist").front(),
+            "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
   EXPECT_EQ(filesOfSpec("images:/d"), V{});
 }
 

@@ -16,7 +16,6 @@
 #include "ir/status_macros.h"
 #include "ir/target.h"
 #include "runtime/checkpoint.h"
-#include "runtime/data/fashion_mnist.h"
 #include "runtime/data/open_source.h"
 #include "tools/tandem/activity.h"
 #include "tools/tandem/commands.h"
@@ -26,6 +25,7 @@
 #include "tools/tandem/stop_signal.h"
 #include "tools/tandem/train_hooks.h"
 #include "tools/tandem/train_printer.h"
+#include "train/training_data.h"
 #include "train/training_session.h"
 
 namespace tandem::tools {
@@ -44,35 +44,17 @@ TrainHooks*& hooks() {
   return installed;
 }
 
-// The files the data specs read that exist (an image folder's are in its own subfolders):
-// Fashion-MNIST's four, or what runtime::data::filesOfSpec lists; a missing one is the
-// data's error. As (flag, file).
+// The files the data specs read that exist (an image folder's are in its own subfolders;
+// a missing one is the data's error), as (flag, file).
 std::vector<std::pair<const char*, std::string>> dataFiles(const TrainFlags& f) {
   std::vector<std::pair<const char*, std::string>> files;
-  std::error_code unreadable;
-  const char* flag = "--data";
-  auto add = [&](const std::string& file) {
-    if (std::filesystem::is_regular_file(file, unreadable)) files.emplace_back(flag, file);
-  };
-  for (const auto& [given_flag, given] :
+  for (const auto& [flag, given] :
        {std::pair{"--data", std::optional(f.data)}, std::pair{"--test-data", f.test_data}}) {
     if (!given) continue;
-    flag = given_flag;
-    const std::string& spec = *given;
-    const size_t colon = spec.find(':');
-    const std::string kind = spec.substr(0, colon);
-    if (colon == std::string::npos || kind == "fashion-mnist") {
-      const std::string dir = colon != std::string::npos ? spec.substr(colon + 1)
-                              : kind == "fashion-mnist" ? ""
-                                                        : spec;
-      for (const char* split : {"train", "t10k"})
-        for (const char* kind : {"images-idx3-ubyte", "labels-idx1-ubyte"})
-          for (const char* suffix : {".gz", ""})
-            add(absl::StrCat(dir.empty() ? runtime::data::kDefaultFashionMnistDir : dir, "/", split,
-                             "-", kind, suffix));
-      continue;
+    for (const std::string& file : runtime::data::filesOfSpec(training::dataSpecOf(*given))) {
+      std::error_code unreadable;
+      if (std::filesystem::is_regular_file(file, unreadable)) files.emplace_back(flag, file);
     }
-    for (const std::string& file : runtime::data::filesOfSpec(spec)) add(file);
   }
   return files;
 }
