@@ -134,7 +134,8 @@ absl::Status TrainingSession::readResumed() {
 
 absl::Status TrainingSession::openData() {
   const DataSource& source = config_.data;
-  if (source.examples == nullptr) listener_.onActivity(absl::StrCat("opening the data ", source.spec));
+  if (source.examples == nullptr)
+    listener_.onActivity(absl::StrCat("opening the data ", source.spec));
   ASSIGN_OR_RETURN(data_, openTrainingData(source, config_.limit_train, config_.limit_test,
                                            config_.seed, names_));
   return absl::OkStatus();

@@ -219,7 +219,8 @@ std::vector<std::string> filesOfSpec(absl::string_view spec) {
   const absl::string_view kind = spec.substr(0, colon), rest = spec.substr(colon + 1);
   const SpecErrors error(SourceOptions{}, spec);
   if (kind == "fashion-mnist")
-    return fashionMnistFiles(rest.empty() ? std::string(kDefaultFashionMnistDir) : std::string(rest));
+    return fashionMnistFiles(rest.empty() ? std::string(kDefaultFashionMnistDir)
+                                          : std::string(rest));
   if (kind == "npz") {  // as openKind reads it: bindings after the last ':' that hold '='
     const size_t last = rest.rfind(':');
     if (last != absl::string_view::npos &&
