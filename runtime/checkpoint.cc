@@ -197,6 +197,13 @@ std::string encodeCheckpoint(const Checkpoint& c, uint32_t version) {
     e.u32(static_cast<uint32_t>(v.size()));
     for (int64_t x : v) e.i64(x);
   };
+  auto metrics = [&e](const std::vector<MetricValue>& v) {
+    e.u32(static_cast<uint32_t>(v.size()));
+    for (const MetricValue& m : v) {
+      e.str(m.name);
+      e.f64(m.value);
+    }
+  };
   e.u32(static_cast<uint32_t>(c.history.size()));
   for (const EpochFigures& h : c.history) {
     e.i32(h.epoch);
@@ -204,6 +211,10 @@ std::string encodeCheckpoint(const Checkpoint& c, uint32_t version) {
                      h.images_per_second, h.eval_seconds})
       e.f64(v);
     if (version >= 2) rows(h.split);
+    if (version >= 3) {
+      metrics(h.train_metrics);
+      metrics(h.test_metrics);
+    }
   }
   if (version >= 2) {
     e.u32(static_cast<uint32_t>(c.replans.size()));
@@ -348,12 +359,21 @@ absl::StatusOr<Checkpoint> decodeCheckpoint(absl::string_view bytes, const std::
       if (!d.i64(x)) return false;
     return true;
   };
+  auto metrics = [&d](std::vector<MetricValue>& v) {
+    uint32_t k = 0;
+    if (!d.count(k, 4 + 8)) return false;
+    v.resize(k);
+    for (MetricValue& m : v)
+      if (!d.str(m.name) || !d.f64(m.value)) return false;
+    return true;
+  };
   if (!d.count(n, 4 + 7 * 8)) return malformed("the epoch figures end early");
   c.history.resize(n);
   for (EpochFigures& h : c.history)
     if (!d.i32(h.epoch) || !d.f64(h.train_loss) || !d.f64(h.train_accuracy) ||
         !d.f64(h.test_loss) || !d.f64(h.test_accuracy) || !d.f64(h.seconds) ||
-        !d.f64(h.images_per_second) || !d.f64(h.eval_seconds) || (version >= 2 && !rows(h.split)))
+        !d.f64(h.images_per_second) || !d.f64(h.eval_seconds) || (version >= 2 && !rows(h.split)) ||
+        (version >= 3 && (!metrics(h.train_metrics) || !metrics(h.test_metrics))))
       return malformed("the epoch figures end early");
   if (version >= 2) {
     if (!d.count(n, 4 + 8 + 4)) return malformed("the split's re-plans end early");

@@ -40,8 +40,9 @@
 
 namespace tandem::runtime {
 
-/// The version this build writes; it reads it and every one before (1).
-inline constexpr uint32_t kCheckpointVersion = 2;
+/// The version this build writes; it reads it and every one before (1). 2: the split and
+/// its re-plans; 3: each epoch's metrics by name.
+inline constexpr uint32_t kCheckpointVersion = 3;
 inline constexpr uint32_t kOldestCheckpointVersion = 1;
 
 /// One tensor of a checkpoint: a module variable's replica on one device of the run that
@@ -62,6 +63,9 @@ struct EpochFigures {
   double seconds = 0, images_per_second = 0, eval_seconds = 0;
   /// Images per device when the epoch ended (--split auto may have re-planned it).
   std::vector<int64_t> split;
+  /// Every metric of the model over the training and the test pass (accuracy among them,
+  /// for a classifier), in the step's order; empty in a checkpoint of version 2 or older.
+  std::vector<MetricValue> train_metrics, test_metrics;
   bool operator==(const EpochFigures&) const = default;
 };
 

@@ -194,6 +194,13 @@ absl::StatusOr<training::TrainConfig> configOf(const TrainConfig& c, const Data&
       .executor = {.backend_options = {{"threads_per_device", c.threads_per_device}}}};
 }
 
+std::vector<std::pair<std::string, double>> namedValues(
+    const std::vector<runtime::MetricValue>& metrics) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const runtime::MetricValue& v : metrics) out.emplace_back(v.name, v.value);
+  return out;
+}
+
 EpochMetrics metricsOf(const runtime::EpochFigures& e) {
   return {.epoch = e.epoch,
           .train_loss = e.train_loss,
@@ -201,13 +208,17 @@ EpochMetrics metricsOf(const runtime::EpochFigures& e) {
           .test_loss = e.test_loss,
           .test_accuracy = e.test_accuracy,
           .seconds = e.seconds,
-          .images_per_second = e.images_per_second};
+          .images_per_second = e.images_per_second,
+          .train_metrics = namedValues(e.train_metrics),
+          .test_metrics = namedValues(e.test_metrics)};
 }
 
 Metrics metricsOf(const runtime::PassResult& r) {
-  Metrics m{.loss = r.loss, .accuracy = r.accuracy, .examples = r.examples, .seconds = r.seconds};
-  for (const runtime::MetricValue& v : r.metrics) m.metrics.emplace_back(v.name, v.value);
-  return m;
+  return {.loss = r.loss,
+          .accuracy = r.accuracy,
+          .examples = r.examples,
+          .seconds = r.seconds,
+          .metrics = namedValues(r.metrics)};
 }
 
 }  // namespace

@@ -150,6 +150,9 @@ struct EpochMetrics {
   double train_loss = 0, train_accuracy = 0;
   double test_loss = 0, test_accuracy = 0;
   double seconds = 0, images_per_second = 0;
+  /// Every metric of the model (ModelSpec::metrics, in its order; accuracy among them for
+  /// a classifier) over the epoch's training and test passes, as Metrics::metrics.
+  std::vector<std::pair<std::string, double>> train_metrics, test_metrics;
 };
 
 /// An evaluation: mean loss and accuracy over every example, and every metric of the

@@ -71,7 +71,9 @@ runtime::EpochFigures LoadedModel::figures(int epoch, const runtime::PassResult&
           .seconds = train.seconds,
           .images_per_second = train.examples / train.seconds,
           .eval_seconds = test.seconds,
-          .split = perDeviceBatch(trainer_->executor().module())};
+          .split = perDeviceBatch(trainer_->executor().module()),
+          .train_metrics = train.metrics,
+          .test_metrics = test.metrics};
 }
 
 runtime::Checkpoint LoadedModel::checkpoint(

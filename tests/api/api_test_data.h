@@ -67,16 +67,20 @@ class AffineExamples final : public Dataset {
 };
 
 /// A linear model of AffineExamples fit with mean squared error (SGD, lr 0.1, momentum
-/// 0.9): no classes, no accuracy.
+/// 0.9): no classes, no accuracy; its metric `abs_error` is the mean |prediction - y|.
 inline ModelSpec affineRegression(std::string name = "affine") {
   ModelSpec spec{.name = std::move(name),
-                 .inputs = {{.name = "x", .shape = {4}}, {.name = "y", .shape = {1}}}};
+                 .inputs = {{.name = "x", .shape = {4}}, {.name = "y", .shape = {1}}},
+                 .metrics = {"abs_error"}};
   spec.defaults.optimizer = ir::SgdConfig{.lr = 0.1, .momentum = 0.9};
   spec.step = [](Builder& b, const StepInputs& in) {
     Tensor prediction = b.linear(in["x"], {.out_features = 1, .name = "fc"});
-    return StepOutputs{.loss = b.mseLoss(prediction, in["y"],
-                                         {.reduction = b.training() ? ir::Reduction::kMean
-                                                                    : ir::Reduction::kSum})};
+    Tensor abs_error =
+        b.l1Loss(prediction, in["y"], {.reduction = ir::Reduction::kSum, .name = "abs_error"});
+    return StepOutputs{
+        .loss = b.mseLoss(prediction, in["y"],
+                          {.reduction = b.training() ? ir::Reduction::kMean : ir::Reduction::kSum}),
+        .metrics = {{.name = "abs_error", .sum = abs_error}}};
   };
   return spec;
 }

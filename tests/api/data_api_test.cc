@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -34,11 +35,28 @@ TEST(DataApi, ADatasetOfTheProgramsOwnTrainsARegression) {
   // The exact linear function is learnt: the test loss falls to almost nothing.
   EXPECT_LT(h.back().test_loss, 1e-3) << h.front().test_loss;
   EXPECT_LT(h.back().test_loss, h.front().test_loss / 100);
+  // Each epoch carries the model's own metric, by name, for both passes.
+  for (const EpochMetrics& e : h) {
+    ASSERT_EQ(e.train_metrics.size(), 1u) << "epoch " << e.epoch;
+    ASSERT_EQ(e.test_metrics.size(), 1u) << "epoch " << e.epoch;
+    EXPECT_EQ(e.train_metrics[0].first, "abs_error");
+    EXPECT_EQ(e.test_metrics[0].first, "abs_error");
+  }
+  EXPECT_LT(h.back().test_metrics[0].second, h.front().test_metrics[0].second / 10);
+  // The last epoch's test figures are an evaluation of the test examples.
+  absl::StatusOr<Metrics> again = model->evaluate(AffineExamples(128, 1000));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->loss, h.back().test_loss);
+  EXPECT_EQ(again->metrics, h.back().test_metrics);
   absl::StatusOr<Metrics> m = model->evaluate(AffineExamples(64, 5000));
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->examples, 64);
   EXPECT_LT(m->loss, 1e-3);
-  EXPECT_TRUE(m->metrics.empty());
+  ASSERT_EQ(m->metrics.size(), 1u);
+  EXPECT_EQ(m->metrics[0].first, "abs_error");
+  // The mean |error| is at most the root of the mean squared error (Jensen), and above 0.
+  EXPECT_GT(m->metrics[0].second, 0);
+  EXPECT_LE(m->metrics[0].second, std::sqrt(m->loss) * (1 + 1e-6));
 }
 
 // Without class labels nothing marks a padded last batch's rows, which the sums would

@@ -93,6 +93,9 @@ Checkpoint sample() {
                 3,
                 4,
                 {6, 4}}};
+  c.history[0].train_metrics = {{"accuracy", 0.1}, {"top5", 0.5}};
+  c.history[0].test_metrics = {{"accuracy", 0.12}, {"top5", 0.625}};
+  c.history[1].train_metrics = {{"tokens", 4096}};  // a model's own, any name
   c.replans = {{1, 7, {6, 4}}, {3, 2, {6, 4}}};
   c.balancer = runtime::SplitBalancer::State{3, false, {1.5e6, 2.5e6}, {6, 4}};
   c.tensors = {{"w", 0, f32({2, 3}), bytesOf({1, 2, 3, 4, 5, 6})},
@@ -147,7 +150,11 @@ void expectSame(const Checkpoint& a, const Checkpoint& b) {
                        &runtime::EpochFigures::eval_seconds})
       expectSameBits(x.*field, y.*field);
   }
-  for (size_t i = 0; i < a.history.size(); ++i) EXPECT_EQ(a.history[i].split, b.history[i].split);
+  for (size_t i = 0; i < a.history.size(); ++i) {
+    EXPECT_EQ(a.history[i].split, b.history[i].split);
+    EXPECT_EQ(a.history[i].train_metrics, b.history[i].train_metrics);
+    EXPECT_EQ(a.history[i].test_metrics, b.history[i].test_metrics);
+  }
   EXPECT_EQ(a.replans, b.replans);
   EXPECT_EQ(a.balancer, b.balancer);
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
@@ -228,14 +235,14 @@ TEST(CheckpointFormat, HeaderErrorsSayWhatIsWrong) {
   EXPECT_EQ(message("module @m {}\n"),
             "'d/checkpoint' is not a Tandem checkpoint (it does not start with TNDMCKPT)");
   EXPECT_EQ(message(""), "'d/checkpoint' is truncated: 0 bytes, not even the 8-byte magic");
-  std::string v3 = bytes;
-  v3[8] = 3;
-  EXPECT_EQ(message(v3),
-            "'d/checkpoint' has checkpoint format version 3; this tandem reads versions 1 to 2");
+  std::string v4 = bytes;
+  v4[8] = 4;
+  EXPECT_EQ(message(v4),
+            "'d/checkpoint' has checkpoint format version 4; this tandem reads versions 1 to 3");
   std::string v0 = bytes;
   v0[8] = 0;
   EXPECT_EQ(message(v0),
-            "'d/checkpoint' has checkpoint format version 0; this tandem reads versions 1 to 2");
+            "'d/checkpoint' has checkpoint format version 0; this tandem reads versions 1 to 3");
   EXPECT_EQ(message(bytes + "x"),
             absl::StrCat("'d/checkpoint' has ", bytes.size() + 1, " bytes, but its header says ",
                          bytes.size(), " (appended to, or a corrupt header)"));
@@ -251,11 +258,30 @@ TEST(CheckpointFormat, VersionOneStillReads) {
   Checkpoint old = sample();
   old.replans.clear();
   old.balancer.reset();
-  for (runtime::EpochFigures& h : old.history) h.split.clear();
+  for (runtime::EpochFigures& h : old.history) {
+    h.split.clear();
+    h.train_metrics.clear();
+    h.test_metrics.clear();
+  }
   const std::string bytes = runtime::encodeCheckpoint(old, /*version=*/1);
   EXPECT_EQ(bytes[8], 1);
   EXPECT_LT(bytes.size(), runtime::encodeCheckpoint(old).size());
   auto back = runtime::decodeCheckpoint(bytes, "v1/checkpoint");
+  ASSERT_TRUE(back.ok()) << back.status();
+  expectSame(old, *back);
+}
+
+// Version 2 (before each epoch's metrics were kept by name) still reads: all but those.
+TEST(CheckpointFormat, VersionTwoStillReads) {
+  Checkpoint old = sample();
+  for (runtime::EpochFigures& h : old.history) {
+    h.train_metrics.clear();
+    h.test_metrics.clear();
+  }
+  const std::string bytes = runtime::encodeCheckpoint(old, /*version=*/2);
+  EXPECT_EQ(bytes[8], 2);
+  EXPECT_EQ(bytes.size() + 2 * 4 * old.history.size(), runtime::encodeCheckpoint(old).size());
+  auto back = runtime::decodeCheckpoint(bytes, "v2/checkpoint");
   ASSERT_TRUE(back.ok()) << back.status();
   expectSame(old, *back);
 }

@@ -609,7 +609,7 @@ TEST_F(BadInputTable, TrainCheckpoints) {
                        computed, stored)},
       {with({"--resume", "$TMP/v9"}),
        "--resume: '$TMP/v9/checkpoint' has checkpoint format version 9; this tandem reads "
-       "versions 1 to 2"},
+       "versions 1 to 3"},
       {with({"--resume", "$TMP/text"}),
        "--resume: '$TMP/text/checkpoint' is not a Tandem checkpoint (it does not start with "
        "TNDMCKPT)"},
