@@ -243,7 +243,7 @@ absl::StatusOr<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(
   int64_t decoded_bytes = 0;
   for (const Image& im : source->images_)
     decoded_bytes += im.header.height * im.header.width * im.header.channels;
-  if (decoded_bytes <= kDecodedCacheBytes) {
+  if (decoded_bytes <= options.decoded_cache_bytes) {
     source->cached_ = std::make_unique<std::atomic<uint8_t>[]>(source->images_.size());
     source->decoded_.resize(source->images_.size());
   }

@@ -36,6 +36,9 @@ struct ImageFolderOptions {
   /// reading only a header costs the same system calls, which are most of an image's read
   /// on a VM (docs/PERF.md). Larger folders' files are read when an example is.
   int64_t file_cache_bytes = int64_t{128} << 20;
+  /// A folder whose decoded pixels (8-bit, before any resize) take at most this many bytes
+  /// keeps them in memory after each image's first read.
+  int64_t decoded_cache_bytes = int64_t{512} << 20;
 };
 
 /// Classes: the names of DIR's subfolders, sorted (byte order, as Python sorts them),
@@ -52,9 +55,6 @@ struct ImageFolderOptions {
 /// palette expanded, 16-bit samples reduced to their high byte (image_codec.h).
 class ImageFolderSource : public ExampleSource {
  public:
-  /// A folder whose decoded pixels (8-bit, before any resize) take at most this many bytes
-  /// keeps them in memory after each image's first read.
-  static constexpr int64_t kDecodedCacheBytes = int64_t{512} << 20;
 
   static absl::StatusOr<std::unique_ptr<ImageFolderSource>> open(
       const std::string& dir, const ImageFolderOptions& options = {});
@@ -92,7 +92,7 @@ class ImageFolderSource : public ExampleSource {
   // Kept after the pixels are cached too: freeing them would race with a second reader of
   // the same example, and they are at most a quarter of the cache's size.
   std::vector<std::vector<uint8_t>> files_;
-  // Each image's decoded pixels once read, when all of them fit in kDecodedCacheBytes:
+  // Each image's decoded pixels once read, when all of them fit in decoded_cache_bytes:
   // later epochs read no file and decode nothing (tf.data's cache(), automatic for small
   // sets: Fashion-MNIST's 60,000 are 47 MB). cached_[i]: 0 not yet, 1 being stored by one
   // loader thread, 2 ready (written once, then only read, so readers need no lock).
