@@ -320,8 +320,7 @@ absl::StatusOr<Metrics> Model::evaluate() {
 }
 
 absl::StatusOr<Metrics> Model::evaluate(const Examples& examples) {
-  ASSIGN_OR_RETURN(runtime::data::Dataset data,
-                   datasetOf(examples, impl_->spec, "examples", std::nullopt));
+  ASSIGN_OR_RETURN(runtime::data::Dataset data, datasetOf(examples, impl_->spec, "examples"));
   if (data.count == 0)
     return absl::InvalidArgumentError("examples: holds no images: nothing to evaluate");
   const runtime::data::DatasetSource source(
