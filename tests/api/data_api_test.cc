@@ -24,6 +24,23 @@ using ::testing::HasSubstr;
 
 constexpr char kDigitsCsv[] = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz";
 
+std::string whyNoDigits() {
+  return ::access(kDigitsCsv, R_OK) == 0
+             ? ""
+             : absl::StrCat(kDigitsCsv, " is missing (Debian python3-sklearn)");
+}
+
+// scikit-learn's digits written to an .npz in `dir`, a fifth held out for validation.
+Data digitsData(const TempDir& dir) {
+  const CommandResult wrote =
+      runProgram("/usr/bin/python3",
+                 {sourcePath("tests/runtime/write_digits_npz.py"), kDigitsCsv, dir.file("d.npz")});
+  EXPECT_EQ(wrote.exit_code, 0) << wrote.err;
+  Data data = Data::fromSpec("npz:" + dir.file("d.npz"));
+  data.val_fraction = 0.2;
+  return data;
+}
+
 TEST(DataApi, ADatasetOfTheProgramsOwnTrainsARegression) {
   const Data data = Data::fromDatasets(std::make_shared<AffineExamples>(512),
                                        std::make_shared<AffineExamples>(128, 1000));
@@ -89,16 +106,9 @@ TEST(DataApi, DataGivenTwoWaysOrHalfGivenIsRefused) {
 
 // A spec as `tandem train --data` takes it, with a validation fraction: the CLI's figures.
 TEST(DataApi, ASpecTrainsAsTheCliDoes) {
-  TANDEM_NEED_INSTALLED(::access(kDigitsCsv, R_OK) == 0
-                            ? ""
-                            : absl::StrCat(kDigitsCsv, " is missing (Debian python3-sklearn)"));
+  TANDEM_NEED_INSTALLED(whyNoDigits());
   TempDir dir;
-  const CommandResult wrote =
-      runProgram("/usr/bin/python3",
-                 {sourcePath("tests/runtime/write_digits_npz.py"), kDigitsCsv, dir.file("d.npz")});
-  ASSERT_EQ(wrote.exit_code, 0) << wrote.err;
-  Data data = Data::fromSpec("npz:" + dir.file("d.npz"));
-  data.val_fraction = 0.2;
+  Data data = digitsData(dir);
   const ModelSpec spec = classifierModel("digits_mlp", {1, 8, 8}, 10, [](Builder& b, Tensor x) {
     x = b.relu(b.linear(b.flatten(x), {.out_features = 32, .name = "fc1"}));
     return b.linear(x, {.out_features = 10, .name = "fc2"});
@@ -120,16 +130,9 @@ TEST(DataApi, ASpecTrainsAsTheCliDoes) {
 // int64 labels exactly as one that declares them i32 (issue 42): the loader widens the
 // source's labels for the i64 input, and the graph casts them back to i32 after the split.
 TEST(DataApi, I64LabelsTrainAsI32Ones) {
-  TANDEM_NEED_INSTALLED(::access(kDigitsCsv, R_OK) == 0
-                            ? ""
-                            : absl::StrCat(kDigitsCsv, " is missing (Debian python3-sklearn)"));
+  TANDEM_NEED_INSTALLED(whyNoDigits());
   TempDir dir;
-  const CommandResult wrote =
-      runProgram("/usr/bin/python3",
-                 {sourcePath("tests/runtime/write_digits_npz.py"), kDigitsCsv, dir.file("d.npz")});
-  ASSERT_EQ(wrote.exit_code, 0) << wrote.err;
-  Data data = Data::fromSpec("npz:" + dir.file("d.npz"));
-  data.val_fraction = 0.2;
+  Data data = digitsData(dir);
   ModelSpec spec = classifierModel("digits_mlp", {1, 8, 8}, 10, [](Builder& b, Tensor x) {
     return b.linear(b.flatten(x), {.out_features = 10, .name = "fc"});
   });

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -45,34 +46,22 @@ TEST(I64Inputs, CastToI32RoundTripsAndVerifies) {
 }
 
 TEST(I64Inputs, CastRefusesOtherIntegerConversions) {
-  // A float never becomes an index, nor an index a float.
-  EXPECT_EQ(i64TextError(R"(module @m {
-graph @g(%x: f32[4]) {
-  %y = cast(%x) {dtype=i32} : i32[4]
-  return %y
-}
-}
-)"),
-            "i64.tir:3:8: %y (cast): cannot cast x (%x: f32[4]) to i32: i64 casts to i32 only, "
-            "and floats among f32 and bf16");
-  EXPECT_EQ(i64TextError(R"(module @m {
-graph @g(%x: i64[4]) {
-  %y = cast(%x) {dtype=f32} : f32[4]
-  return %y
-}
-}
-)"),
-            "i64.tir:3:8: %y (cast): cannot cast x (%x: i64[4]) to f32: i64 casts to i32 only, "
-            "and floats among f32 and bf16");
-  // i32 is not a cast's operand: only i64 narrows to it.
-  EXPECT_EQ(i64TextError(R"(module @m {
-graph @g(%x: i32[4]) {
-  %y = cast(%x) {dtype=f32} : f32[4]
-  return %y
-}
-}
-)"),
-            "i64.tir:3:8: %y (cast): x (%x: i32[4]) must be f32, bf16 or i64");
+  // A float never becomes an index, nor an index a float; i32 is not a cast's operand (only
+  // i64 narrows to it). As (input, result, the error).
+  const struct {
+    const char *from, *to, *error;
+  } cases[] = {
+      {"f32", "i32",
+       "cannot cast x (%x: f32[4]) to i32: i64 casts to i32 only, and floats among f32 and bf16"},
+      {"i64", "f32",
+       "cannot cast x (%x: i64[4]) to f32: i64 casts to i32 only, and floats among f32 and bf16"},
+      {"i32", "f32", "x (%x: i32[4]) must be f32, bf16 or i64"},
+  };
+  for (const auto& c : cases)
+    EXPECT_EQ(i64TextError(absl::StrCat("module @m {\ngraph @g(%x: ", c.from, "[4]) {\n  %y = cast(%x) {dtype=",
+                                        c.to, "} : ", c.to, "[4]\n  return %y\n}\n}\n")),
+              absl::StrCat("i64.tir:3:8: %y (cast): ", c.error))
+        << c.from << " to " << c.to;
 }
 
 TEST(I64Inputs, IndexOpsTakeI32Only) {
