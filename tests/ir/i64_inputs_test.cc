@@ -58,8 +58,9 @@ TEST(I64Inputs, CastRefusesOtherIntegerConversions) {
       {"i32", "f32", "x (%x: i32[4]) must be f32, bf16 or i64"},
   };
   for (const auto& c : cases)
-    EXPECT_EQ(i64TextError(absl::StrCat("module @m {\ngraph @g(%x: ", c.from, "[4]) {\n  %y = cast(%x) {dtype=",
-                                        c.to, "} : ", c.to, "[4]\n  return %y\n}\n}\n")),
+    EXPECT_EQ(i64TextError(absl::StrCat("module @m {\ngraph @g(%x: ", c.from,
+                                        "[4]) {\n  %y = cast(%x) {dtype=", c.to, "} : ", c.to,
+                                        "[4]\n  return %y\n}\n}\n")),
               absl::StrCat("i64.tir:3:8: %y (cast): ", c.error))
         << c.from << " to " << c.to;
 }
