@@ -117,22 +117,25 @@ absl::StatusOr<Value*> readState(ir::Module& m, ir::Graph& g, ir::Graph* init, c
   return state->result();
 }
 
-absl::StatusOr<const Node*> findLoss(const ir::Graph& g) {
-  const Node* loss = nullptr;
-  for (const auto& n : g.nodes()) {
+// The loss trained is what the step returns first, as the trainer reads it: a scalar f32,
+// a loss op's or any value made from one (a sum of two losses). Other loss ops in the step
+// are metrics (an L1 error beside a squared-error loss) and get no gradient.
+absl::StatusOr<const Value*> findLoss(const ir::Graph& g) {
+  for (const auto& n : g.nodes())
     if (ir::UpdateView::is(*n))
       return absl::FailedPreconditionError(absl::StrCat(
           "autodiff: graph @", g.name(), " already has a backward pass (", n->describe(), ")"));
-    if (!n->info().has(ir::kLoss)) continue;
-    if (loss != nullptr)
-      return absl::FailedPreconditionError(
-          absl::StrCat("autodiff: graph @", g.name(), " has two losses, ", loss->describe(),
-                       " and ", n->describe(), "; expected exactly one"));
-    loss = n.get();
-  }
-  if (loss == nullptr)
+  if (g.outputs().empty())
     return absl::FailedPreconditionError(
-        absl::StrCat("autodiff: graph @", g.name(), " has no loss (a softmax_cross_entropy node)"));
+        absl::StrCat("autodiff: graph @", g.name(),
+                     " returns nothing; its first result is the loss it trains (a scalar f32)"));
+  const Value* loss = g.outputs().front();
+  if (loss->type().dtype != ir::DType::kF32 || loss->type().numElements() != 1)
+    return absl::FailedPreconditionError(
+        absl::StrCat("autodiff: graph @", g.name(), " returns ", loss->def()->describe(), ": ",
+                     ir::toString(loss->type()),
+                     " first, but its first result is the loss it trains (a "
+                     "scalar f32)"));
   return loss;
 }
 
@@ -153,7 +156,7 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
   size_t loss_pos = 0;
   for (size_t i = 0; i < g->numNodes(); ++i) {
     const Node* n = g->nodes()[i].get();
-    if (n == *loss) loss_pos = i;
+    if (n == (*loss)->def()) loss_pos = i;
     bool depends = false;
     if (ir::ParamView::is(*n)) {
       const ir::Var* var = m.findVar(ir::ParamView(*n).var());
@@ -168,10 +171,10 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
 
   // Backward sweep from the loss, seeded with d(loss)/d(loss) = 1.
   absl::flat_hash_map<const Value*, Value*> grads;
-  const Value* loss_value = (*loss)->result();
+  const Value* loss_value = *loss;
   auto seed = g->create(ir::ConstantArgs{.value = 1.0}.spec({.names = {ir::gradName(loss_value)},
                                                              .declared_types = {loss_value->type()},
-                                                             .scope = (*loss)->scope()}));
+                                                             .scope = loss_value->def()->scope()}));
   if (!seed.ok()) return seed.status();
   grads[loss_value] = (*seed)->result();
   AutodiffContext ctx(*g, grads, needs);

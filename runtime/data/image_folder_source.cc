@@ -9,6 +9,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <numeric>
 #include <set>
 #include <tuple>
 
@@ -231,14 +232,28 @@ absl::StatusOr<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(
   const int64_t height = options.height > 0 ? options.height : first.height;
   const int64_t width = options.height > 0 ? options.width : first.width;
   if (options.height > 0) source->resize_ = resize(height, width);
-  if (options.by_name)
-    std::stable_sort(
-        source->images_.begin(), source->images_.end(), [](const Image& a, const Image& b) {
-          const auto base = [](const std::string& f) {
-            return absl::string_view(f).substr(f.rfind('/') + 1);
-          };
-          return std::make_tuple(base(a.file), a.label) < std::make_tuple(base(b.file), b.label);
-        });
+  if (options.by_name) {
+    // The files' bytes read when opening move with their images.
+    std::vector<size_t> order(source->images_.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    const std::vector<Image>& images = source->images_;
+    std::stable_sort(order.begin(), order.end(), [&images](size_t a, size_t b) {
+      const auto base = [](const std::string& f) {
+        return absl::string_view(f).substr(f.rfind('/') + 1);
+      };
+      return std::make_tuple(base(images[a].file), images[a].label) <
+             std::make_tuple(base(images[b].file), images[b].label);
+    });
+    std::vector<Image> sorted;
+    std::vector<std::vector<uint8_t>> sorted_files(source->files_.size());
+    sorted.reserve(order.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      sorted.push_back(std::move(source->images_[order[k]]));
+      if (!sorted_files.empty()) sorted_files[k] = std::move(source->files_[order[k]]);
+    }
+    source->images_ = std::move(sorted);
+    source->files_ = std::move(sorted_files);
+  }
   source->fields_ = {{"x", ir::DType::kF32, {channels, height, width}}, {"y", ir::DType::kI32, {}}};
   int64_t decoded_bytes = 0;
   for (const Image& im : source->images_)
