@@ -1,7 +1,12 @@
 #include "runtime/data/batch_loader.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <cstring>
 #include <random>
 
@@ -20,6 +25,22 @@ uint64_t uniformBelow(std::mt19937_64& gen, uint64_t bound) {
     const uint64_t r = gen();
     if (r >= threshold) return r % bound;
   }
+}
+
+// The loader's thread runs at a nice value 10 above the process's (Linux sets it per
+// thread): where the devices' workers keep every core busy, a batch is decoded in the
+// moments they wait (a collective, the step's end) instead of preempting one of them, which
+// stalls every device at the next collective. LeNet's first epoch from a PNG folder on this
+// 2-core machine: 0.88x of the IDX files' images/s at equal priority, 0.98x at +10
+// (docs/PERF.md). The step waits for a batch that is late, so the loader still gets its
+// time. Failing to lower it (a policy that forbids it) leaves it as it was.
+void lowerThisThreadsPriority() {
+#ifdef __linux__
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, tid);
+  if (errno == 0) ::setpriority(PRIO_PROCESS, tid, std::min(nice + 10, 19));
+#endif
 }
 
 }  // namespace
@@ -128,6 +149,7 @@ absl::Status BatchLoader::status() const {
 }
 
 void BatchLoader::produce() {
+  lowerThisThreadsPriority();
   const int64_t total = batchesPerEpoch();
   std::vector<int64_t> order;  // empty when not shuffling: file order
   uint64_t order_generation = 0;

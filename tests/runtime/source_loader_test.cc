@@ -2,8 +2,16 @@
 // that is zero bytes (and -1 only in a classifier's labels), and an example the source
 // cannot read ending the epoch with the source's error.
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -72,6 +80,45 @@ TEST(SourceLoader, AnExampleTheSourceCannotReadEndsTheEpochWithItsError) {
   while (loader.next()) ++batches;
   EXPECT_EQ(batches, 2);
   EXPECT_FALSE(loader.status().ok());
+}
+
+// The nice value of each of this process's threads (/proc/self/task/TID/stat's 19th field,
+// after the command's parenthesised name).
+std::vector<int> threadNiceValues() {
+  std::vector<int> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string field;
+    for (int k = 3; k <= 19 && fields >> field; ++k)
+      if (k == 19) out.push_back(std::stoi(field));
+  }
+  return out;
+}
+
+// The loader's thread runs 10 nice values below the process's threads, so that on busy
+// cores the devices' workers go first (docs/PERF.md: LeNet from a PNG folder).
+TEST(SourceLoader, TheLoadersThreadRunsBelowTheDevices) {
+  errno = 0;
+  const int base = ::getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  if (base > 9) GTEST_SKIP() << "the tests run at nice " << base << ": no room below";
+  const auto lowered = [&] {
+    const std::vector<int> nice = threadNiceValues();
+    return std::count(nice.begin(), nice.end(), base + 10);
+  };
+  const auto before = lowered();
+  auto source = unlabelled();
+  {
+    BatchLoader loader(*source, 2, /*shuffle=*/false, 1, /*drop_last=*/false);
+    loader.startEpoch(0);
+    ASSERT_TRUE(loader.next().has_value());  // the thread has started and set its priority
+    EXPECT_EQ(lowered(), before + 1);
+  }
+  EXPECT_EQ(lowered(), before) << "the loader's thread ended with it";
 }
 
 }  // namespace
