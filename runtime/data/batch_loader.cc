@@ -1,16 +1,12 @@
 #include "runtime/data/batch_loader.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cassert>
-#include <cerrno>
 #include <cstring>
 #include <random>
 
 #include "ir/random.h"
+#include "runtime/data/worker_pool.h"
 
 namespace tandem::runtime::data {
 namespace {
@@ -27,20 +23,10 @@ uint64_t uniformBelow(std::mt19937_64& gen, uint64_t bound) {
   }
 }
 
-// The loader's thread runs at a nice value 10 above the process's (Linux sets it per
-// thread): where the devices' workers keep every core busy, a batch is decoded in the
-// moments they wait (a collective, the step's end) instead of preempting one of them, which
-// stalls every device at the next collective. LeNet's first epoch from a PNG folder on this
-// 2-core machine: 0.88x of the IDX files' images/s at equal priority, 0.98x at +10
-// (docs/PERF.md). The step waits for a batch that is late, so the loader still gets its
-// time. Failing to lower it (a policy that forbids it) leaves it as it was.
-void lowerThisThreadsPriority() {
-#ifdef __linux__
-  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
-  errno = 0;
-  const int nice = ::getpriority(PRIO_PROCESS, tid);
-  if (errno == 0) ::setpriority(PRIO_PROCESS, tid, std::min(nice + 10, 19));
-#endif
+// The threads that read a batch's rows: up to 4, no more than the machine's cores (a
+// core each decodes about 84,000 small PNGs a second: docs/PERF.md).
+int readingThreads() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
 }
 
 }  // namespace
@@ -58,7 +44,12 @@ std::vector<int64_t> epochPermutation(int64_t n, uint64_t seed, int epoch) {
 
 BatchLoader::BatchLoader(const ExampleSource& data, int64_t batch, bool shuffle, uint64_t seed,
                          bool drop_last, int prefetch)
-    : data_(data), batch_(batch), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {
+    : data_(data),
+      batch_(batch),
+      shuffle_(shuffle),
+      seed_(seed),
+      drop_last_(drop_last),
+      readers_(readingThreads()) {
   assert(batch > 0 && "BatchLoader needs a positive batch size");
   const std::vector<Field>& fields = data_.fields();
   for (size_t f = 0; f < fields.size(); ++f) {
@@ -210,15 +201,32 @@ void BatchLoader::fill(Slot& slot, int epoch, int64_t index, const std::vector<i
   // One process's rows (row_first, row_end) are read; the others are never read by its
   // devices, and stay as the slot was made (padding).
   const int64_t real_end = std::min(row_end, valid);
-  std::vector<void*> out(slot.fields.size());
+  // The rows in contiguous shares, one per reading thread. Each share stops at its first
+  // bad example, and the first share's error is the one kept: the first bad row, as one
+  // thread reading them in order would find.
+  const int64_t rows = std::max<int64_t>(real_end - row_first, 0);
+  const int parts = static_cast<int>(std::min<int64_t>(readers_.threads(), rows));
+  std::vector<absl::Status> statuses(static_cast<size_t>(parts));
+  readers_.run(parts, [&](int part) {
+    std::vector<void*> out(slot.fields.size());
+    for (int64_t r = row_first + rows * part / parts; r < row_first + rows * (part + 1) / parts;
+         ++r) {
+      const int64_t position = first + r;
+      const int64_t src = order.empty() ? position : order[static_cast<size_t>(position)];
+      for (size_t f = 0; f < out.size(); ++f) out[f] = slot.fields[f].data() + r * field_bytes_[f];
+      absl::Status s = data_.read(src, {.seed = seed_, .epoch = epoch, .position = position}, out);
+      if (!s.ok()) {
+        statuses[static_cast<size_t>(part)] = std::move(s);
+        return;
+      }
+    }
+  });
   slot.status = absl::OkStatus();
-  for (int64_t r = row_first; r < real_end; ++r) {
-    const int64_t position = first + r;
-    const int64_t src = order.empty() ? position : order[static_cast<size_t>(position)];
-    for (size_t f = 0; f < out.size(); ++f) out[f] = slot.fields[f].data() + r * field_bytes_[f];
-    slot.status = data_.read(src, {.seed = seed_, .epoch = epoch, .position = position}, out);
-    if (!slot.status.ok()) return;
-  }
+  for (absl::Status& s : statuses)
+    if (!s.ok()) {
+      slot.status = std::move(s);
+      return;
+    }
   padRows(slot, std::max(row_first, real_end), row_end);
   slot.valid = valid;
   slot.index = index;

@@ -16,6 +16,7 @@
 #include "absl/types/span.h"
 #include "runtime/data/dataset_source.h"
 #include "runtime/data/example_source.h"
+#include "runtime/data/worker_pool.h"
 
 namespace tandem::runtime::data {
 
@@ -52,8 +53,9 @@ class BatchLoader {
   /// epochPermutation); otherwise examples come in file order. `drop_last` drops a final
   /// partial batch (training) instead of padding it (evaluation). A background thread
   /// prepares up to `prefetch` batches ahead (at least 1), copying rows into batch buffers
-  /// it owns; example i of an epoch's order is read with key (seed, epoch, i). `batch`
-  /// must be positive.
+  /// it owns, each batch's rows read by it and up to 3 helpers (one per core), all below
+  /// the devices' priority (worker_pool.h); example i of an epoch's order is read with key
+  /// (seed, epoch, i), whichever thread reads it. `batch` must be positive.
   BatchLoader(const ExampleSource& data, int64_t batch, bool shuffle, uint64_t seed, bool drop_last,
               int prefetch = 2);
   /// The same over a labelled image set held in memory (fields `x` and `y`).
@@ -133,6 +135,7 @@ class BatchLoader {
   absl::Status status_;                   // the first example that could not be read this epoch
   int64_t row_first_ = 0, row_end_ = -1;  // setRows; -1: the whole batch
 
+  WorkerPool readers_;  // the producer and its helpers read each batch's rows
   std::thread producer_;
 };
 
