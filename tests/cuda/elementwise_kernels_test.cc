@@ -393,6 +393,29 @@ TEST(CudaElementwiseKernels, CastsMatchCpu) {
   expectCudaBitsMatchCpu(up);
 }
 
+// A model's i64 ids and labels narrowed to i32 (issue 42): i32 values unchanged, the others
+// saturated, on the GPU as on the host (backend/narrow_ids.h, host-tested by
+// tests/backend/narrow_ids_kernel_test.cc).
+TEST(CudaElementwiseKernels, I64CastMatchesCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(15);
+  SingleOp narrow(Op::kCast, {ir::TensorType{ir::DType::kI64, {kOdd}}},
+                  {{"dtype", ir::EnumWord{"i32"}}});
+  auto* ids = reinterpret_cast<int64_t*>(narrow.in(0).view().data);
+  const int64_t edges[] = {0,
+                           -1,
+                           std::numeric_limits<int32_t>::max(),
+                           std::numeric_limits<int32_t>::min(),
+                           int64_t{std::numeric_limits<int32_t>::max()} + 1,
+                           int64_t{std::numeric_limits<int32_t>::min()} - 1,
+                           std::numeric_limits<int64_t>::max(),
+                           std::numeric_limits<int64_t>::min()};
+  for (int64_t i = 0; i < narrow.in(0).size(); ++i)
+    ids[i] = i < static_cast<int64_t>(std::size(edges)) ? edges[i]
+                                                        : static_cast<int64_t>(rng()) >> (i % 40);
+  expectCudaBitsMatchCpu(narrow);
+}
+
 TEST(CudaElementwiseKernels, GlobalAvgPoolsMatchCpu) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(15);
