@@ -23,11 +23,11 @@ inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fash
 /// keeps the first `limit` examples. Errors name the directory or file and what is wrong,
 /// and a missing directory or file says how to get the data (`dir_setting`: the caller's
 /// name for the setting that gives `dir`).
+absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split, int64_t limit = 0,
+                                         absl::string_view dir_setting = "data");
+
 /// Every file loadFashionMnist may read in `dir` (both splits, each file with and without
 /// ".gz"), for a command to claim against the files it writes.
 std::vector<std::string> fashionMnistFiles(const std::string& dir);
-
-absl::StatusOr<Dataset> loadFashionMnist(const std::string& dir, Split split, int64_t limit = 0,
-                                         absl::string_view dir_setting = "data");
 
 }  // namespace tandem::runtime::data
