@@ -9,7 +9,6 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <numeric>
 #include <set>
 #include <tuple>
 
@@ -202,16 +201,15 @@ absl::StatusOr<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(
   // pread and close, and the first epoch then decodes from memory.
   int64_t file_bytes = 0;
   for (const Image& im : source->images_) file_bytes += im.file_bytes;
-  if (file_bytes <= options.file_cache_bytes) source->files_.resize(source->images_.size());
-  for (size_t i = 0; i < source->images_.size(); ++i) {
-    Image& im = source->images_[i];
+  const bool read_whole = file_bytes <= options.file_cache_bytes;
+  for (Image& im : source->images_) {
     const std::string path = dir + "/" + im.file;
     absl::StatusOr<ImageHeader> header;
-    if (source->files_.empty()) {
+    if (!read_whole) {
       header = headerOfFile(path, im.file_bytes);
     } else {
-      if (absl::Status s = readImageFile(path, im.file_bytes, source->files_[i]); !s.ok()) return s;
-      header = imageHeaderOf(source->files_[i]);
+      if (absl::Status s = readImageFile(path, im.file_bytes, im.bytes); !s.ok()) return s;
+      header = imageHeaderOf(im.bytes);
       if (!header.ok()) header = imageFolderError(path, header.status().message());
     }
     if (!header.ok()) return header.status();
@@ -232,28 +230,14 @@ absl::StatusOr<std::unique_ptr<ImageFolderSource>> ImageFolderSource::open(
   const int64_t height = options.height > 0 ? options.height : first.height;
   const int64_t width = options.height > 0 ? options.width : first.width;
   if (options.height > 0) source->resize_ = resize(height, width);
-  if (options.by_name) {
-    // The files' bytes read when opening move with their images.
-    std::vector<size_t> order(source->images_.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    const std::vector<Image>& images = source->images_;
-    std::stable_sort(order.begin(), order.end(), [&images](size_t a, size_t b) {
-      const auto base = [](const std::string& f) {
-        return absl::string_view(f).substr(f.rfind('/') + 1);
-      };
-      return std::make_tuple(base(images[a].file), images[a].label) <
-             std::make_tuple(base(images[b].file), images[b].label);
-    });
-    std::vector<Image> sorted;
-    std::vector<std::vector<uint8_t>> sorted_files(source->files_.size());
-    sorted.reserve(order.size());
-    for (size_t k = 0; k < order.size(); ++k) {
-      sorted.push_back(std::move(source->images_[order[k]]));
-      if (!sorted_files.empty()) sorted_files[k] = std::move(source->files_[order[k]]);
-    }
-    source->images_ = std::move(sorted);
-    source->files_ = std::move(sorted_files);
-  }
+  if (options.by_name)
+    std::stable_sort(
+        source->images_.begin(), source->images_.end(), [](const Image& a, const Image& b) {
+          const auto base = [](const std::string& f) {
+            return absl::string_view(f).substr(f.rfind('/') + 1);
+          };
+          return std::make_tuple(base(a.file), a.label) < std::make_tuple(base(b.file), b.label);
+        });
   source->fields_ = {{"x", ir::DType::kF32, {channels, height, width}}, {"y", ir::DType::kI32, {}}};
   int64_t decoded_bytes = 0;
   for (const Image& im : source->images_)
@@ -275,10 +259,10 @@ absl::Status ImageFolderSource::read(int64_t index, const ExampleKey& key,
     pixels = &decoded_[i];
   } else {
     const std::string path = dir_ + "/" + im.file;
-    std::vector<uint8_t> read;
-    if (files_.empty())
+    std::vector<uint8_t> read;  // a file not read whole when the folder was opened
+    if (im.bytes.empty())
       if (absl::Status s = readImageFile(path, im.file_bytes, read); !s.ok()) return s;
-    const std::vector<uint8_t>& bytes = files_.empty() ? read : files_[i];
+    const std::vector<uint8_t>& bytes = im.bytes.empty() ? read : im.bytes;
     if (absl::Status s = decodeImage(bytes, im.header, decoded); !s.ok())
       return imageFolderError(path, s.message());
     uint8_t empty = 0;

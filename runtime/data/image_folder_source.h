@@ -55,7 +55,6 @@ struct ImageFolderOptions {
 /// palette expanded, 16-bit samples reduced to their high byte (image_codec.h).
 class ImageFolderSource : public ExampleSource {
  public:
-
   static absl::StatusOr<std::unique_ptr<ImageFolderSource>> open(
       const std::string& dir, const ImageFolderOptions& options = {});
 
@@ -78,6 +77,11 @@ class ImageFolderSource : public ExampleSource {
     int32_t label = 0;
     ImageHeader header;
     int64_t file_bytes = 0;  // its size when the folder was opened
+    // The whole file as read when the folder was opened, when the folder's files fit in
+    // file_cache_bytes (else empty: read when the example is). Kept after the pixels are
+    // cached too: freeing them would race with a second reader of the same example, and
+    // they are at most a quarter of the cache's size.
+    std::vector<uint8_t> bytes;
   };
 
  private:
@@ -88,10 +92,6 @@ class ImageFolderSource : public ExampleSource {
   std::vector<Image> images_;
   std::vector<Field> fields_;
   std::unique_ptr<ImageTransform> resize_;  // set when a size was given
-  // Each file's bytes as read when opened, when they fit in file_cache_bytes (else empty).
-  // Kept after the pixels are cached too: freeing them would race with a second reader of
-  // the same example, and they are at most a quarter of the cache's size.
-  std::vector<std::vector<uint8_t>> files_;
   // Each image's decoded pixels once read, when all of them fit in decoded_cache_bytes:
   // later epochs read no file and decode nothing (tf.data's cache(), automatic for small
   // sets: Fashion-MNIST's 60,000 are 47 MB). cached_[i]: 0 not yet, 1 being stored by one
