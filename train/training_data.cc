@@ -114,61 +114,80 @@ absl::StatusOr<SourcePtr> augmented(SourcePtr source, const std::string& text, b
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const TrainingData>> openTrainingData(
-    const DataSource& given, std::optional<int64_t> limit_train, std::optional<int64_t> limit_test,
-    uint64_t seed, const SettingNames& names) {
-  if (given.examples != nullptr) {  // a program's own: limited and transformed as a spec's
-    auto data = std::make_shared<TrainingData>(*given.examples);
-    ASSIGN_OR_RETURN(data->train, limited(std::move(data->train), Setting::kLimitTrain, limit_train,
-                                          "training", given.examples->train->where(), names));
-    ASSIGN_OR_RETURN(data->test, limited(std::move(data->test), Setting::kLimitTest, limit_test,
-                                         "test", given.examples->test->where(), names));
-    ASSIGN_OR_RETURN(data->train, augmented(std::move(data->train), given.augment, true, names));
-    ASSIGN_OR_RETURN(data->test, augmented(std::move(data->test), given.augment, false, names));
-    return std::shared_ptr<const TrainingData>(std::move(data));
-  }
+namespace {
+
+// The parts opened, before the limits and transforms, and the words naming them.
+struct OpenedParts {
+  TrainingData data;
+  std::string train_where, test_where;
+  const char* test_what = "test";
+};
+
+// The parts `given`'s specs name: the training spec's, and its test part, the test spec's or
+// a validation split of the training part.
+absl::StatusOr<OpenedParts> openSpecs(const DataSource& given, std::optional<int64_t> limit_train,
+                                      std::optional<int64_t> limit_test, uint64_t seed,
+                                      const SettingNames& names) {
   const std::string spec = dataSpecOf(given.spec);
-  const std::string where = whereOf(spec);
   const bool fashion_mnist = isFashionMnist(spec);
   if (given.test_spec && given.val_fraction)
     return settingError(
         names, Setting::kValFraction,
         absl::StrCat("and ", names(Setting::kTestData), " both give the test data; give one"));
-  auto data = std::make_shared<TrainingData>();
+  OpenedParts parts;
+  TrainingData& data = parts.data;
   // Fashion-MNIST's loader reads no further into its files than a limit; a validation
   // split needs every example first.
   const bool read_limited = fashion_mnist && !given.val_fraction;
-  ASSIGN_OR_RETURN(data->train,
+  ASSIGN_OR_RETURN(data.train,
                    open(spec, data::Split::kTrain, read_limited ? limit_train.value_or(0) : 0, 0,
                         given, Setting::kData, names));
-  const int64_t classes = data->train->classLabels().second;
+  const int64_t classes = data.train->classLabels().second;
   if (!fashion_mnist && !given.test_spec && !given.val_fraction)
     return settingError(
         names, Setting::kData,
         absl::StrCat("'", given.spec, "' has no test part: give ", names(Setting::kTestData),
                      " SPEC or ", names(Setting::kValFraction), " F"));
   if (given.val_fraction) {
-    ASSIGN_OR_RETURN(data::TrainValidation parts,
-                     data::splitValidation(data->train, *given.val_fraction, seed,
+    ASSIGN_OR_RETURN(data::TrainValidation split,
+                     data::splitValidation(data.train, *given.val_fraction, seed,
                                            names(Setting::kValFraction)));
-    data->train = std::move(parts.train);
-    data->test = std::move(parts.validation);
+    data.train = std::move(split.train);
+    data.test = std::move(split.validation);
   } else if (given.test_spec) {
-    ASSIGN_OR_RETURN(data->test, open(dataSpecOf(*given.test_spec), data::Split::kTest, 0, classes,
-                                      given, Setting::kTestData, names));
+    ASSIGN_OR_RETURN(data.test, open(dataSpecOf(*given.test_spec), data::Split::kTest, 0, classes,
+                                     given, Setting::kTestData, names));
   } else {
-    ASSIGN_OR_RETURN(data->test, open(spec, data::Split::kTest, limit_test.value_or(0), classes,
-                                      given, Setting::kData, names));
+    ASSIGN_OR_RETURN(data.test, open(spec, data::Split::kTest, limit_test.value_or(0), classes,
+                                     given, Setting::kData, names));
   }
-  const std::string test_where = given.test_spec ? whereOf(dataSpecOf(*given.test_spec)) : where;
-  ASSIGN_OR_RETURN(data->train, limited(std::move(data->train), Setting::kLimitTrain, limit_train,
-                                        "training", where, names));
-  ASSIGN_OR_RETURN(data->test,
-                   limited(std::move(data->test), Setting::kLimitTest, limit_test,
-                           given.val_fraction ? "validation" : "test", test_where, names));
-  ASSIGN_OR_RETURN(data->train, augmented(std::move(data->train), given.augment, true, names));
-  ASSIGN_OR_RETURN(data->test, augmented(std::move(data->test), given.augment, false, names));
-  return std::shared_ptr<const TrainingData>(std::move(data));
+  parts.train_where = whereOf(spec);
+  parts.test_where = given.test_spec ? whereOf(dataSpecOf(*given.test_spec)) : parts.train_where;
+  if (given.val_fraction) parts.test_what = "validation";
+  return parts;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const TrainingData>> openTrainingData(
+    const DataSource& given, std::optional<int64_t> limit_train, std::optional<int64_t> limit_test,
+    uint64_t seed, const SettingNames& names) {
+  OpenedParts parts;
+  if (given.examples != nullptr) {  // a program's own: limited and transformed as a spec's
+    parts = {.data = *given.examples,
+             .train_where = given.examples->train->where(),
+             .test_where = given.examples->test->where()};
+  } else {
+    ASSIGN_OR_RETURN(parts, openSpecs(given, limit_train, limit_test, seed, names));
+  }
+  TrainingData& data = parts.data;
+  ASSIGN_OR_RETURN(data.train, limited(std::move(data.train), Setting::kLimitTrain, limit_train,
+                                       "training", parts.train_where, names));
+  ASSIGN_OR_RETURN(data.test, limited(std::move(data.test), Setting::kLimitTest, limit_test,
+                                      parts.test_what, parts.test_where, names));
+  ASSIGN_OR_RETURN(data.train, augmented(std::move(data.train), given.augment, true, names));
+  ASSIGN_OR_RETURN(data.test, augmented(std::move(data.test), given.augment, false, names));
+  return std::make_shared<const TrainingData>(std::move(data));
 }
 
 absl::Status checkTrainingData(const TrainingData& data, std::optional<int64_t> limit_train,
