@@ -16,15 +16,21 @@
 // the top left). All arithmetic in f32; exp and log are the C library's (the CUDA build
 // maps them to expf and logf).
 //
-// The backward, for the same rows (dO the output's gradient, D_i = dO_i . O_i):
-//   dP[i][j] = dO_i . v_j,   dS[i][j] = P[i][j] (dP[i][j] - D_i)
-//   dq_i = scale sum_j dS[i][j] k_j,  dk_j = scale sum_i dS[i][j] q_i,  dv_j = sum_i P[i][j] dO_i
+// Dropout (AttentionRowDropout) multiplies P[i][j] by a factor F[i][j] (0, or 1 / (1 - p))
+// on its way to v; the softmax's sum is of P before it.
+//
+// The backward, for the same rows (dO the output's gradient, D_i = dO_i . O_i, which
+// still holds under dropout):
+//   dP[i][j] = F[i][j] dO_i . v_j,   dS[i][j] = P[i][j] (dP[i][j] - D_i)
+//   dq_i = scale sum_j dS[i][j] k_j,  dk_j = scale sum_i dS[i][j] q_i,
+//   dv_j = sum_i F[i][j] P[i][j] dO_i
 // dq is a query row's sum and dk, dv a key row's, each over the other side recomputed, so
 // that every output is written by one thread and no atomics are needed.
 
 #include <cmath>
 #include <cstdint>
 
+#include "backend/dropout_mask.h"
 #include "backend/host_device.h"
 
 namespace tandem::backend {
@@ -48,6 +54,22 @@ struct AttentionShape {
   bool causal = false;
 };
 
+/// Dropout of one (batch row, head)'s probabilities: P[i][j] is kept by the mask's
+/// element base + i * keys + j of sample `sample` (base = h * Tq * Tk: attention's doc in
+/// ir/ops.td), so every backend and every split of the batch draws the same masks.
+/// mask null: no dropout.
+struct AttentionRowDropout {
+  const DropoutMask* mask = nullptr;
+  uint64_t sample = 0;
+  int64_t base = 0;
+  /// What multiplies P[i][j] on its way to v: 1, or 1 / (1 - p) where kept and 0 where not.
+  TANDEM_HD float factor(const AttentionShape& s, int64_t i, int64_t j) const {
+    if (mask == nullptr) return 1.0f;
+    const uint64_t e = static_cast<uint64_t>(base + i * s.keys + j);
+    return mask->kept(sample, e) ? mask->scale : 0.0f;
+  }
+};
+
 /// Keys query `i` sees: all of them, or 0..i when causal.
 TANDEM_HD int64_t attentionKeysSeen(const AttentionShape& s, int64_t i) {
   return s.causal ? (i + 1 < s.keys ? i + 1 : s.keys) : s.keys;
@@ -62,7 +84,8 @@ TANDEM_HD float attentionDot(const float* a, const float* b, int64_t n) {
 /// Query row i: out (value_depth floats) and its log-sum-exp. A row that sees no key
 /// (causal over an empty key set) is 0 with lse -inf.
 TANDEM_HD void attentionForwardRow(const AttentionShape& s, AttentionRows q, AttentionRows k,
-                                   AttentionRows v, int64_t i, float* out, float* lse) {
+                                   AttentionRows v, int64_t i, float* out, float* lse,
+                                   AttentionRowDropout drop = {}) {
   const int64_t seen = attentionKeysSeen(s, i);
   const float* qi = q.row(i);
   float m = -INFINITY, l = 0;
@@ -82,9 +105,10 @@ TANDEM_HD void attentionForwardRow(const AttentionShape& s, AttentionRows q, Att
     for (int64_t c = 0; c < s.value_depth; ++c) out[c] *= rescale;
     for (int64_t t = 0; t < n; ++t) {
       const float p = std::exp(scores[t] - m_new);
-      l += p;
+      l += p;  // the softmax's sum is of the probabilities before dropout
+      const float kept = p * drop.factor(s, i, j0 + t);
       const float* vj = v.row(j0 + t);
-      for (int64_t c = 0; c < s.value_depth; ++c) out[c] += p * vj[c];
+      for (int64_t c = 0; c < s.value_depth; ++c) out[c] += kept * vj[c];
     }
     m = m_new;
   }
@@ -112,12 +136,14 @@ TANDEM_HD float attentionRowDelta(const AttentionShape& s, AttentionRows d_out, 
 /// dq_i (depth floats) for query row i; `delta` holds every row's D.
 TANDEM_HD void attentionBackwardQueryRow(const AttentionShape& s, AttentionRows q, AttentionRows k,
                                          AttentionRows v, AttentionRows d_out, const float* lse,
-                                         const float* delta, int64_t i, float* dq) {
+                                         const float* delta, int64_t i, float* dq,
+                                         AttentionRowDropout drop = {}) {
   for (int64_t c = 0; c < s.depth; ++c) dq[c] = 0;
   const int64_t seen = attentionKeysSeen(s, i);
   for (int64_t j = 0; j < seen; ++j) {
     const float p = attentionProbability(s, q, k, lse, i, j);
-    const float ds = p * (attentionDot(d_out.row(i), v.row(j), s.value_depth) - delta[i]);
+    const float dp = attentionDot(d_out.row(i), v.row(j), s.value_depth) * drop.factor(s, i, j);
+    const float ds = p * (dp - delta[i]);
     const float* kj = k.row(j);
     for (int64_t c = 0; c < s.depth; ++c) dq[c] += ds * kj[c];
   }
@@ -128,16 +154,19 @@ TANDEM_HD void attentionBackwardQueryRow(const AttentionShape& s, AttentionRows 
 /// see it.
 TANDEM_HD void attentionBackwardKeyRow(const AttentionShape& s, AttentionRows q, AttentionRows k,
                                        AttentionRows v, AttentionRows d_out, const float* lse,
-                                       const float* delta, int64_t j, float* dk, float* dv) {
+                                       const float* delta, int64_t j, float* dk, float* dv,
+                                       AttentionRowDropout drop = {}) {
   for (int64_t c = 0; c < s.depth; ++c) dk[c] = 0;
   for (int64_t c = 0; c < s.value_depth; ++c) dv[c] = 0;
   for (int64_t i = s.causal ? j : 0; i < s.queries; ++i) {
     const float p = attentionProbability(s, q, k, lse, i, j);
     const float* doi = d_out.row(i);
-    const float ds = p * (attentionDot(doi, v.row(j), s.value_depth) - delta[i]);
+    const float f = drop.factor(s, i, j);
+    const float ds = p * (attentionDot(doi, v.row(j), s.value_depth) * f - delta[i]);
     const float* qi = q.row(i);
+    const float kept = p * f;
     for (int64_t c = 0; c < s.depth; ++c) dk[c] += ds * qi[c];
-    for (int64_t c = 0; c < s.value_depth; ++c) dv[c] += p * doi[c];
+    for (int64_t c = 0; c < s.value_depth; ++c) dv[c] += kept * doi[c];
   }
   for (int64_t c = 0; c < s.depth; ++c) dk[c] *= s.scale;
 }

@@ -55,6 +55,13 @@ double contraction(const Node& n, const CostSpec& c) {
   return 2 * elements(valueAt(n, c.b)) * static_cast<double>(k);
 }
 
+double attention(const Node& n, const CostSpec& c) {
+  const Shape& keys = valueAt(n, c.b).type().shape;
+  return 4 * elements(valueAt(n, c.a)) * static_cast<double>(keys.size() < 2 ? 1 : keys[1]);
+}
+
+double attention_backward(const Node& n, const CostSpec& c) { return 2.5 * attention(n, c); }
+
 double reduction(const Node& n, const CostSpec& c) { return elements(valueAt(n, c.a)); }
 
 }  // namespace cost

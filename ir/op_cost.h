@@ -56,6 +56,13 @@ double matmul(const Node& n, const CostSpec& c);
 /// 2 * elements(b) * K: a (batched) product with output b whose operand a is [..., M, K],
 /// or [..., K, M] when the node's trans_a is set.
 double contraction(const Node& n, const CostSpec& c);
+/// 4 * elements(a) * b.shape[1]: attention's two products (scores q k^T, then
+/// probabilities times v) for queries a and keys b, both [N, T, H*d]; the causal mask's
+/// half is not subtracted (a roofline, not a count).
+double attention(const Node& n, const CostSpec& c);
+/// Its backward: the scores again, then four products (dv, dp, dq, dk): 2.5 times the
+/// forward's.
+double attention_backward(const Node& n, const CostSpec& c);
 /// elements(a): one flop per element of the reduced value a (a sum or mean over an axis,
 /// whose result is smaller than what it reads).
 double reduction(const Node& n, const CostSpec& c);

@@ -39,7 +39,8 @@
 #     cost FORMULA[(ARG, ...)]      the roofline's flops (ir/op_cost.h): none,
 #                                   elementwise[(FLOPS per result element)], gemm(FILTER,
 #                                   OUT), matmul(A, B), contraction(A, OUT) (a batched
-#                                   product, K from A and trans_a), reduction(X) (one flop
+#                                   product, K from A and trans_a), attention(Q, K) and
+#                                   attention_backward(Q, K), reduction(X) (one flop
 #                                   per element of X); ARGs name operands or results
 #     optimizer param=P grad=G [grouped=OP | grouped_of=OP] [sharded=OP] [lr_scale=S]
 #                                   an optimizer update (ir/interfaces.h): operand P is the
@@ -402,6 +403,27 @@ op embedding
   doc f32 under mixed precision too, as PyTorch's autocast leaves embedding in the table's
   doc dtype: the first low-precision reader casts it down.
 
+op attention
+  operands q: f32, k: f32, v: f32, step?: i32
+  results y: f32, lse: f32
+  attr heads: int >= 1
+  attr scale: float > 0
+  attr causal: bool = false
+  attr p: float = 0 in [0, 1)
+  attr mask_id: int = 0 in [0, 4294967296)
+  attr sample_offset: int = 0 >= 0
+  traits sample_indexed
+  cost attention(q, k)
+  doc Fused scaled-dot-product attention (F.scaled_dot_product_attention), per batch row n
+  doc and head h: y = softmax(scale q k^T [+ causal mask]) v, with q [N, Tq, H*d], k [N,
+  doc Tk, H*d], v [N, Tk, H*dv] and y [N, Tq, H*dv] (head h reads columns h*d .. h*d+d-1:
+  doc heads as strides, no transposes); causal: query i sees keys 0..i. lse f32[N, H, Tq]
+  doc is each row's log-sum-exp, from which the backward recomputes the probabilities
+  doc (memory linear in the sequence length, FlashAttention's scheme). With p > 0 the
+  doc probabilities pass through dropout whose mask is a pure function of (the run's seed,
+  doc step, mask_id, sample_offset + n, (h*Tq + i)*Tk + j), as dropout's, so every split of
+  doc the batch draws the same masks; step (@step) is there exactly when p > 0.
+
 op softmax_cross_entropy
   operands logits: f32, labels: i32, weight?: f32, total?: f32
   results loss: f32
@@ -609,6 +631,20 @@ op embedding_backward
   doc The table's gradient f32[vocab, D]: zeros, then row i of dy (f32 or bf16) added to
   doc row ids[i] for i = 0, 1, ... in order, so every backend, device count and run adds
   doc each element's terms in the same order (a scatter-add with atomics would not).
+
+op attention_backward
+  operands dy: f32, q: f32, k: f32, v: f32, y: f32, lse: f32, step?: i32
+  results dq: f32, dk: f32, dv: f32
+  attr heads: int >= 1
+  attr scale: float > 0
+  attr causal: bool = false
+  attr p: float = 0 in [0, 1)
+  attr mask_id: int = 0 in [0, 4294967296)
+  attr sample_offset: int = 0 >= 0
+  traits backward sample_indexed
+  cost attention_backward(q, k)
+  doc Gradients of attention (the forward's attributes) from its output y and log-sum-exp:
+  doc the probabilities and the dropout mask are recomputed, not stored.
 
 op softmax_cross_entropy_backward
   operands logits: f32, labels: i32, dloss: f32, weight?: f32, total?: f32

@@ -12,17 +12,6 @@ namespace {
 // its own, and the apply loop is a plain select.
 constexpr int64_t kChunkGroups = 64;  // 256 words: 1 KiB on the stack
 
-TANDEM_VECTOR_LOOPS void drawWords(const DropoutMask& mask, uint64_t sample, int64_t first_group,
-                                   int64_t groups, uint32_t* words) {
-  for (int64_t g = 0; g < groups; ++g) {
-    const Philox4x32Block b = mask.block(sample, static_cast<uint64_t>(first_group + g));
-    words[4 * g] = b.x0;
-    words[4 * g + 1] = b.x1;
-    words[4 * g + 2] = b.x2;
-    words[4 * g + 3] = b.x3;
-  }
-}
-
 // PyTorch's x * noise, noise = scale or 0 (DropoutMask::apply): a dropped NaN or inf is
 // NaN and a dropped negative -0, where a select of 0 hid them.
 template <typename T>
@@ -43,7 +32,7 @@ void forEachChunk(const DropoutMask& mask, const DropoutSlice& s, F f) {
     const uint64_t sample = static_cast<uint64_t>(s.first_sample + r);
     for (int64_t e = 0; e < s.per_sample; e += 4 * kChunkGroups) {
       const int64_t n = std::min(4 * kChunkGroups, s.per_sample - e);
-      drawWords(mask, sample, e / 4, (n + 3) / 4, words);
+      dropoutDrawWords(mask, sample, e / 4, (n + 3) / 4, words);
       f(words, r * s.per_sample + e, n);
     }
   }
@@ -57,6 +46,17 @@ void apply(const DropoutMask& mask, const DropoutSlice& s, const T* x, T* y) {
 }
 
 }  // namespace
+
+TANDEM_VECTOR_LOOPS void dropoutDrawWords(const DropoutMask& mask, uint64_t sample,
+                                          int64_t first_group, int64_t groups, uint32_t* words) {
+  for (int64_t g = 0; g < groups; ++g) {
+    const Philox4x32Block b = mask.block(sample, static_cast<uint64_t>(first_group + g));
+    words[4 * g] = b.x0;
+    words[4 * g + 1] = b.x1;
+    words[4 * g + 2] = b.x2;
+    words[4 * g + 3] = b.x3;
+  }
+}
 
 void dropoutApply(const DropoutMask& mask, const DropoutSlice& slice, const float* x, float* y) {
   apply(mask, slice, x, y);

@@ -85,17 +85,8 @@ absl::Status gradCast(GradContext& c) {
   return absl::OkStatus();
 }
 
-// step is the i32[1] the runtime feeds: read straight from @step (role fed). Any other
-// value would leave every step drawing the same masks without a word.
 absl::StatusOr<Types> inferDropout(const Node& n) {  // x, step
-  RETURN_IF_ERROR(expectType(n, 1, TensorType{DType::kI32, {1}}, "the update's index, @step"));
-  ASSIGN_OR_RETURN(std::string var, varReadBy(n, 1));
-  const Var* decl = n.graph() != nullptr && n.graph()->module() != nullptr
-                        ? n.graph()->module()->findVar(var)
-                        : nullptr;
-  if (var != kStepVar || (decl != nullptr && decl->role != VarRole::kFed))
-    return fail(absl::StrCat(describeOperand(n, 1), " reads @", var, "; it must read @", kStepVar,
-                             " (role fed), which the runtime writes before every update"));
+  RETURN_IF_ERROR(expectStepOperand(n, 1));
   // The Philox counter has a 32-bit word for the row and one for the element's group of 4.
   const TensorType& x = typeOf(n, 0);
   const int64_t rows = x.rank() == 0 ? 1 : x.shape[0];

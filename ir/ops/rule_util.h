@@ -95,4 +95,22 @@ inline absl::StatusOr<std::string> varReadBy(const Node& n, size_t i) {
       absl::StrCat(describeOperand(n, i), " must be read straight from a variable (a param node)"));
 }
 
+/// Operand `i` is the i32[1] the runtime feeds before every update: read straight from
+/// @step (role fed). Any other value would leave every step drawing the same random masks
+/// without a word (dropout, attention's dropout).
+inline absl::Status expectStepOperand(const Node& n, size_t i) {
+  if (absl::Status s = expectType(n, i, TensorType{DType::kI32, {1}}, "the update's index, @step");
+      !s.ok())
+    return s;
+  absl::StatusOr<std::string> var = varReadBy(n, i);
+  if (!var.ok()) return var.status();
+  const Var* decl = n.graph() != nullptr && n.graph()->module() != nullptr
+                        ? n.graph()->module()->findVar(*var)
+                        : nullptr;
+  if (*var != kStepVar || (decl != nullptr && decl->role != VarRole::kFed))
+    return fail(absl::StrCat(describeOperand(n, i), " reads @", *var, "; it must read @", kStepVar,
+                             " (role fed), which the runtime writes before every update"));
+  return absl::OkStatus();
+}
+
 }  // namespace tandem::ir::rules

@@ -1,0 +1,290 @@
+#include "backend/cpu/attention_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/dropout_core.h"
+#include "backend/cpu/vector_loops.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace tandem::backend::cpu {
+namespace {
+
+/// Queries a block and keys a tile: a 64x64 tile of scores (16 KiB) stays in L1 with the
+/// operands' rows it is made from.
+constexpr int64_t kBlock = 64;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// Row-major C = alpha op(A) op(B) + beta C (dnnl::sgemm throws dnnl::error on bad
+/// arguments; CpuKernel::launch turns that into the node's error).
+void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  dnnl::sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// exp(x) for the probabilities, Cephes' expf in a form that vectorizes (x = n ln2 + r, a
+// degree-6 polynomial for e^r, 2^n from the exponent bits), within 2 ulp. Why our own:
+// std::exp does not vectorize without -ffast-math, oneDNN's eltwise exp is a primitive per
+// shape that cannot subtract each row's own maximum in the same pass, and this loop is
+// half of attention's time otherwise.
+inline float expOf(float x) {
+  float c = x > 88.3762626647949f ? 88.3762626647949f : x;
+  c = c < -87.3365478515625f ? -87.3365478515625f : c;
+  c = c == c ? c : 0.0f;
+  const float fx = c * 1.44269504088896341f;
+  const int32_t n = static_cast<int32_t>(fx + (fx >= 0 ? 0.5f : -0.5f));
+  const float nf = static_cast<float>(n);
+  float r = c - nf * 0.693359375f;
+  r = r - nf * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  float two_n;
+  const int32_t bits = (n + 127) << 23;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  const float y = e * two_n;
+  return x != x ? x : x < -87.3365478515625f ? 0.0f : y;
+}
+
+/// y[t] = exp(x[t] - shift) for t < n (x and y may alias).
+TANDEM_VECTOR_LOOPS void expShifted(const float* x, float shift, int64_t n, float* y) {
+  for (int64_t t = 0; t < n; ++t) y[t] = expOf(x[t] - shift);
+}
+
+TANDEM_VECTOR_LOOPS void scaleRow(float* x, float s, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) x[t] *= s;
+}
+
+TANDEM_VECTOR_LOOPS void multiplyRow(float* x, const float* f, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) x[t] *= f[t];
+}
+
+/// ds[t] = p[t] * (dp[t] - delta).
+TANDEM_VECTOR_LOOPS void softmaxGradRow(const float* p, const float* dp, float delta, int64_t n,
+                                        float* ds) {
+  for (int64_t t = 0; t < n; ++t) ds[t] = p[t] * (dp[t] - delta);
+}
+
+float rowMax(const float* x, int64_t n) {
+  float m = kNegInf;
+  for (int64_t t = 0; t < n; ++t)
+    if (x[t] > m || x[t] != x[t]) m = x[t];  // a NaN score makes the row NaN, as PyTorch's
+  return m;
+}
+
+float rowSum(const float* x, int64_t n) {
+  float s = 0;
+  for (int64_t t = 0; t < n; ++t) s += x[t];
+  return s;
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float s = 0;
+  for (int64_t t = 0; t < n; ++t) s += a[t] * b[t];
+  return s;
+}
+
+/// Keys query i sees among the tile [j0, j0 + n): its first `seen` (0 when none).
+int64_t keysSeen(const AttentionDims& d, int64_t i, int64_t j0, int64_t n) {
+  if (!d.causal) return n;
+  return std::clamp<int64_t>(i + 1 - j0, 0, n);
+}
+
+/// Where one (batch row, head) lies: every operand's rows by stride, each head's columns
+/// at its offset.
+struct HeadView {
+  const float *q, *k, *v;
+  int64_t qs, ks, vs;  // row strides: H*d for q and k, H*dv for v, y and their gradients
+  uint64_t sample;     // the row's index in the whole batch (dropout's counter)
+  int64_t mask_base;   // element (i, j) of the mask is mask_base + i * keys + j
+};
+
+HeadView headView(const AttentionDims& d, const AttentionDropout& drop, const float* q,
+                  const float* k, const float* v, int64_t n, int64_t h) {
+  const int64_t qs = d.heads * d.depth, vs = d.heads * d.value_depth;
+  return HeadView{.q = q + n * d.queries * qs + h * d.depth,
+                  .k = k + n * d.keys * qs + h * d.depth,
+                  .v = v + n * d.keys * vs + h * d.value_depth,
+                  .qs = qs,
+                  .ks = qs,
+                  .vs = vs,
+                  .sample = static_cast<uint64_t>(drop.first_sample + n),
+                  .mask_base = h * d.queries * d.keys};
+}
+
+/// The dropout factors of one row of a tile: 1 / (1 - p) where kept, else 0.
+class KeepFactors {
+ public:
+  void fill(const AttentionDropout& drop, uint64_t sample, int64_t element, int64_t n,
+            float* factor) {
+    const int64_t first = element >> 2, last = (element + n - 1) >> 2;
+    dropoutDrawWords(drop.mask, sample, first, last - first + 1, words_);
+    const uint32_t* w = words_ + (element & 3);
+    for (int64_t t = 0; t < n; ++t) factor[t] = drop.mask.keeps(w[t]) ? drop.mask.scale : 0.0f;
+  }
+
+ private:
+  uint32_t words_[kBlock + 8];
+};
+
+/// The forward of one (batch row, head): its rows of y and lse.
+void forwardHead(const AttentionDims& d, const AttentionDropout& drop, const HeadView& hv,
+                 float* y, int64_t ys, float* lse, std::vector<float>& scratch) {
+  const int64_t dv = d.value_depth;
+  scratch.resize(kBlock * kBlock + kBlock * dv + 3 * kBlock);
+  float* s = scratch.data();            // a tile's scores, then probabilities [kBlock, kBlock]
+  float* o = s + kBlock * kBlock;       // the block's output accumulator [kBlock, dv]
+  float* m = o + kBlock * dv;           // running maximum per query
+  float* l = m + kBlock;                // running sum per query
+  float* factor = l + kBlock;           // one row's dropout factors
+  KeepFactors keep;
+  for (int64_t i0 = 0; i0 < d.queries; i0 += kBlock) {
+    const int64_t bq = std::min(kBlock, d.queries - i0);
+    std::fill(o, o + bq * dv, 0.0f);
+    std::fill(m, m + bq, kNegInf);
+    std::fill(l, l + bq, 0.0f);
+    const int64_t key_end = d.causal ? std::min(d.keys, i0 + bq) : d.keys;
+    for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
+      const int64_t bk = std::min(kBlock, key_end - j0);
+      gemm('N', 'T', bq, bk, d.depth, d.scale, hv.q + i0 * hv.qs, hv.qs, hv.k + j0 * hv.ks,
+           hv.ks, 0.0f, s, kBlock);
+      for (int64_t r = 0; r < bq; ++r) {
+        float* row = s + r * kBlock;
+        const int64_t seen = keysSeen(d, i0 + r, j0, bk);
+        if (seen > 0) {
+          const float tile_max = rowMax(row, seen);
+          const float m_new = tile_max > m[r] || tile_max != tile_max ? tile_max : m[r];
+          // exp(-inf - -inf) is NaN: a running sum that is still empty needs no rescaling.
+          const float rescale = l[r] == 0 ? 0.0f : std::exp(m[r] - m_new);
+          expShifted(row, m_new, seen, row);
+          l[r] = l[r] * rescale + rowSum(row, seen);
+          if (rescale != 1.0f) scaleRow(o + r * dv, rescale, dv);
+          m[r] = m_new;
+          if (drop.on) {
+            keep.fill(drop, hv.sample, hv.mask_base + (i0 + r) * d.keys + j0, seen, factor);
+            multiplyRow(row, factor, seen);
+          }
+        }
+        std::fill(row + std::max<int64_t>(seen, 0), row + bk, 0.0f);  // masked keys
+      }
+      gemm('N', 'N', bq, dv, bk, 1.0f, s, kBlock, hv.v + j0 * hv.vs, hv.vs, 1.0f, o, dv);
+    }
+    for (int64_t r = 0; r < bq; ++r) {
+      float* out = y + (i0 + r) * ys;
+      if (l[r] == 0) {  // no key seen: 0, as the row math says
+        std::fill(out, out + dv, 0.0f);
+        lse[i0 + r] = kNegInf;
+        continue;
+      }
+      const float inv = 1.0f / l[r];
+      for (int64_t c = 0; c < dv; ++c) out[c] = o[r * dv + c] * inv;
+      lse[i0 + r] = m[r] + std::log(l[r]);
+    }
+  }
+}
+
+/// The backward of one (batch row, head): its columns of dq, dk and dv (zeroed first).
+void backwardHead(const AttentionDims& d, const AttentionDropout& drop, const HeadView& hv,
+                  const float* dy, const float* y, int64_t ys, const float* lse, float* dq,
+                  float* dk, float* dv, std::vector<float>& scratch) {
+  const int64_t dd = d.depth, dvd = d.value_depth;
+  scratch.resize(3 * kBlock * kBlock + d.queries + kBlock);
+  float* p = scratch.data();      // probabilities of a block x tile
+  float* pd = p + kBlock * kBlock;   // the same after dropout (what multiplied v)
+  float* ds = pd + kBlock * kBlock;  // dP, then dS
+  float* delta = ds + kBlock * kBlock;  // D_i = dO_i . O_i per query
+  float* factor = delta + d.queries;
+  KeepFactors keep;
+  for (int64_t i = 0; i < d.queries; ++i) {
+    delta[i] = dot(dy + i * ys, y + i * ys, dvd);
+    std::fill(dq + i * hv.qs, dq + i * hv.qs + dd, 0.0f);
+  }
+  for (int64_t j = 0; j < d.keys; ++j) {
+    std::fill(dk + j * hv.ks, dk + j * hv.ks + dd, 0.0f);
+    std::fill(dv + j * hv.vs, dv + j * hv.vs + dvd, 0.0f);
+  }
+  for (int64_t j0 = 0; j0 < d.keys; j0 += kBlock) {
+    const int64_t bk = std::min(kBlock, d.keys - j0);
+    // Causal: the query blocks before the tile see none of it.
+    for (int64_t i0 = d.causal ? j0 / kBlock * kBlock : 0; i0 < d.queries; i0 += kBlock) {
+      const int64_t bq = std::min(kBlock, d.queries - i0);
+      gemm('N', 'T', bq, bk, dd, d.scale, hv.q + i0 * hv.qs, hv.qs, hv.k + j0 * hv.ks, hv.ks,
+           0.0f, p, kBlock);
+      for (int64_t r = 0; r < bq; ++r) {
+        float* row = p + r * kBlock;
+        const int64_t seen = keysSeen(d, i0 + r, j0, bk);
+        if (seen > 0) expShifted(row, lse[i0 + r], seen, row);
+        std::fill(row + std::max<int64_t>(seen, 0), row + bk, 0.0f);
+        float* drow = pd + r * kBlock;
+        std::copy(row, row + bk, drow);
+        if (drop.on && seen > 0) {
+          keep.fill(drop, hv.sample, hv.mask_base + (i0 + r) * d.keys + j0, seen, factor);
+          multiplyRow(drow, factor, seen);
+        }
+      }
+      const float* dy_block = dy + i0 * ys;
+      gemm('T', 'N', bk, dvd, bq, 1.0f, pd, kBlock, dy_block, ys, 1.0f, dv + j0 * hv.vs, hv.vs);
+      gemm('N', 'T', bq, bk, dvd, 1.0f, dy_block, ys, hv.v + j0 * hv.vs, hv.vs, 0.0f, ds, kBlock);
+      for (int64_t r = 0; r < bq; ++r) {
+        float* drow = ds + r * kBlock;
+        const int64_t seen = keysSeen(d, i0 + r, j0, bk);
+        if (drop.on && seen > 0) {  // the mask again (same counters): what reached v
+          keep.fill(drop, hv.sample, hv.mask_base + (i0 + r) * d.keys + j0, seen, factor);
+          multiplyRow(drow, factor, seen);
+        }
+        softmaxGradRow(p + r * kBlock, drow, delta[i0 + r], bk, drow);
+      }
+      gemm('T', 'N', bk, dd, bq, d.scale, ds, kBlock, hv.q + i0 * hv.qs, hv.qs, 1.0f,
+           dk + j0 * hv.ks, hv.ks);
+      gemm('N', 'N', bq, dd, bk, d.scale, ds, kBlock, hv.k + j0 * hv.ks, hv.ks, 1.0f,
+           dq + i0 * hv.qs, hv.qs);
+    }
+  }
+}
+
+}  // namespace
+
+void attentionForward(const AttentionDims& d, const AttentionDropout& drop, const float* q,
+                      const float* k, const float* v, float* y, float* lse) {
+  const int64_t pairs = d.batch * d.heads, ys = d.heads * d.value_depth;
+#pragma omp parallel
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(static)
+    for (int64_t pair = 0; pair < pairs; ++pair) {
+      const int64_t n = pair / d.heads, h = pair % d.heads;
+      forwardHead(d, drop, headView(d, drop, q, k, v, n, h),
+                  y + n * d.queries * ys + h * d.value_depth, ys, lse + pair * d.queries,
+                  scratch);
+    }
+  }
+}
+
+void attentionBackward(const AttentionDims& d, const AttentionDropout& drop, const float* dy,
+                       const float* q, const float* k, const float* v, const float* y,
+                       const float* lse, float* dq, float* dk, float* dv) {
+  const int64_t pairs = d.batch * d.heads, ys = d.heads * d.value_depth;
+  const int64_t qs = d.heads * d.depth;
+#pragma omp parallel
+  {
+    std::vector<float> scratch;
+#pragma omp for schedule(static)
+    for (int64_t pair = 0; pair < pairs; ++pair) {
+      const int64_t n = pair / d.heads, h = pair % d.heads;
+      const int64_t y_at = n * d.queries * ys + h * d.value_depth;
+      backwardHead(d, drop, headView(d, drop, q, k, v, n, h), dy + y_at, y + y_at, ys,
+                   lse + pair * d.queries, dq + n * d.queries * qs + h * d.depth,
+                   dk + n * d.keys * qs + h * d.depth, dv + n * d.keys * ys + h * d.value_depth,
+                   scratch);
+    }
+  }
+}
+
+}  // namespace tandem::backend::cpu

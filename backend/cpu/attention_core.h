@@ -1,0 +1,50 @@
+#pragma once
+
+// Fused scaled-dot-product attention on CPU, FlashAttention's scheme over oneDNN's sgemm:
+// per (batch row, head), a block of queries meets a tile of keys at a time; the tile's
+// scores are one small product, folded into an online softmax (running maximum and sum
+// per query, the output accumulated under the same rescaling), then multiplied into the
+// output by a second product. No [queries, keys] matrix is held: the scratch is a block
+// times a tile, so memory is linear in the sequence length. The backward recomputes a
+// tile's probabilities from each query's log-sum-exp and accumulates dq, dk and dv with
+// four more products per tile (FlashAttention-2's loop order: key tiles outside).
+//
+// Heads are strides: q is [N, Tq, H*d] and head h reads columns h*d .. h*d+d-1 of each
+// row (sgemm's leading dimension), so no transposes are made. The per-element math is
+// backend/attention_math.h's (host-tested against PyTorch 2's
+// F.scaled_dot_product_attention); only the order of the sums differs.
+
+#include <cstdint>
+
+#include "backend/dropout_mask.h"
+
+namespace tandem::backend::cpu {
+
+struct AttentionDims {
+  int64_t batch = 0, heads = 0;
+  int64_t queries = 0, keys = 0;   // Tq, Tk
+  int64_t depth = 0;               // d of a head of q and k
+  int64_t value_depth = 0;         // dv of a head of v and y
+  float scale = 1;
+  bool causal = false;
+};
+
+/// Dropout of the probabilities: element (h, i, j) of batch row n is the mask's element
+/// (h*Tq + i)*Tk + j of sample first_sample + n (the same counters on every backend and
+/// split).
+struct AttentionDropout {
+  bool on = false;
+  DropoutMask mask{};
+  int64_t first_sample = 0;
+};
+
+/// y [N, Tq, H*dv] and lse [N, H, Tq] from q, k, v.
+void attentionForward(const AttentionDims& d, const AttentionDropout& drop, const float* q,
+                      const float* k, const float* v, float* y, float* lse);
+
+/// dq, dk, dv (q's, k's, v's shapes) from dy and the forward's y and lse.
+void attentionBackward(const AttentionDims& d, const AttentionDropout& drop, const float* dy,
+                       const float* q, const float* k, const float* v, const float* y,
+                       const float* lse, float* dq, float* dk, float* dv);
+
+}  // namespace tandem::backend::cpu
