@@ -1,5 +1,7 @@
 #include "frontend/builder.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/op_views.h"
@@ -335,6 +337,38 @@ Tensor Builder::embedding(Tensor ids, int64_t vocab, int64_t dim, std::string na
   const Tensor table = variable(path + ".table", TensorType{ir::DType::kF32, {vocab, dim}},
                                 VarRole::kParam, Initializer{Initializer::Kind::kNormal, 1.0}, loc);
   return addNode(ir::EmbeddingArgs{.ids = ids.value(), .table = table.value()}.spec(), path, loc);
+}
+
+Tensor Builder::embedding(Tensor ids, Tensor table, std::string name, Loc loc) {
+  return addNode(ir::EmbeddingArgs{.ids = ids.value(), .table = table.value()}.spec(),
+                 layerPath(name, "embedding"), loc);
+}
+
+Tensor Builder::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& o, Loc loc) {
+  std::string path = layerPath(o.name, "attention");
+  if (!q.valid() || !k.valid() || !v.valid()) return Tensor();
+  const int64_t width = q.shape().empty() ? 0 : q.shape().back();
+  if (o.heads < 1 || width % o.heads != 0 || width == 0) {
+    record(absl::InvalidArgumentError(
+        absl::StrCat("layer ", path, " (attention) at ", where(loc), ": q's width ", width,
+                     " does not divide into ", o.heads, " heads")));
+    return Tensor();
+  }
+  const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(width / o.heads)));
+  ir::AttentionArgs args{.q = q.value(),
+                         .k = k.value(),
+                         .v = v.value(),
+                         .heads = o.heads,
+                         .scale = scale,
+                         .causal = o.causal};
+  if (training_ && o.dropout > 0) {
+    Tensor step =
+        variable(ir::kStepVar, TensorType{ir::DType::kI32, {1}}, VarRole::kFed, kZeros, loc);
+    args.step = step.value();
+    args.p = o.dropout;
+    args.mask_id = dropouts_++;  // its own masks, numbered with the model's dropouts
+  }
+  return addNode(args.spec(), path, loc);
 }
 
 Tensor Builder::add(Tensor a, Tensor b, Loc loc) {

@@ -58,6 +58,15 @@ struct LayerNormOptions {
   std::string name;   // unset: "ln", "ln_1", ...
 };
 
+/// Options of Builder::attention (F.scaled_dot_product_attention over heads).
+struct AttentionOptions {
+  int64_t heads = 1;  // q, k and v's last axis is heads * head width
+  bool causal = false;  // query i sees keys 0..i (is_causal)
+  double dropout = 0;   // on the probabilities, in the training step only; in [0, 1)
+  std::optional<double> scale;  // unset: 1 / sqrt(head width)
+  std::string name;             // unset: "attention", "attention_1", ...
+};
+
 struct Pool2dOptions {
   int64_t kernel = 2;
   int64_t stride = 0;  // 0: same as kernel
@@ -166,6 +175,16 @@ class Builder {
   /// "<name>.table", initialized N(0, 1) as PyTorch's is) that the i32 ids (any shape)
   /// pick: [ids..., dim]. Unnamed layers are "embedding", "embedding_1", ...
   Tensor embedding(Tensor ids, int64_t vocab, int64_t dim, std::string name = "",
+                   Loc loc = Loc::current());
+  /// The rows of a given table f32[vocab, dim] (a variable the model declared, which it
+  /// may read elsewhere too: a language model's output projection tied to it).
+  Tensor embedding(Tensor ids, Tensor table, std::string name = "", Loc loc = Loc::current());
+  /// Fused multi-head attention, softmax(scale q k^T [causal mask]) v per head, with q
+  /// [N, Tq, H*d], k [N, Tk, H*d], v [N, Tk, H*dv] -> [N, Tq, H*dv]: head h is columns
+  /// h*d .. h*d+d-1 (no transposes). One op (ir's `attention`): tiles with an online
+  /// softmax, memory linear in the sequence; dropout on the probabilities draws masks
+  /// that do not depend on the split of the batch, as dropout() does.
+  Tensor attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& o,
                    Loc loc = Loc::current());
   Tensor add(Tensor a, Tensor b, Loc loc = Loc::current());
   /// op(a) * op(b) over the last two axes, batched over the leading ones (a plain matrix

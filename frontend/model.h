@@ -21,9 +21,20 @@ struct TrainingDefaults {
   /// The optimizer and its values (a struct per optimizer op of ir/ops.td, its fields the
   /// op's hyper-parameters, each defaulting to the op's preset: PyTorch's).
   ir::OptimizerConfig optimizer = ir::SgdConfig{};
-  /// --schedule and --warmup, the warmup in epochs (the CLI turns it into steps).
+  /// The global batch when none is given (nanoGPT's 64 sequences); unset: 256, or less
+  /// for small data.
+  std::optional<int64_t> batch;
+  /// --schedule and --warmup, the warmup in epochs (the CLI turns it into steps), or in
+  /// steps (a language model's, trained by steps).
   std::string schedule = "constant";
   int64_t warmup_epochs = 0;
+  std::optional<int64_t> warmup_steps;
+  /// --clip-grad-norm: the gradients' global norm is clipped at it; unset: not clipped.
+  std::optional<double> clip_grad_norm;
+  /// Weight decay only on the matrices (the weights that linear, conv2d and matmul read,
+  /// not on biases, normalization parameters or embedding tables), as nanoGPT's and
+  /// timm's parameter groups do; false: on every trained variable (torch.optim's default).
+  bool decay_matrices_only = false;
   ir::Initializer weight_init{ir::Initializer::Kind::kKaiming};
   /// --label-smoothing: the training loss's (BuildOptions::label_smoothing).
   double label_smoothing = 0;

@@ -412,7 +412,7 @@ op attention
   attr p: float = 0 in [0, 1)
   attr mask_id: int = 0 in [0, 4294967296)
   attr sample_offset: int = 0 >= 0
-  traits sample_indexed
+  traits sample_indexed full_precision
   cost attention(q, k)
   doc Fused scaled-dot-product attention (F.scaled_dot_product_attention), per batch row n
   doc and head h: y = softmax(scale q k^T [+ causal mask]) v, with q [N, Tq, H*d], k [N,
@@ -422,7 +422,8 @@ op attention
   doc (memory linear in the sequence length, FlashAttention's scheme). With p > 0 the
   doc probabilities pass through dropout whose mask is a pure function of (the run's seed,
   doc step, mask_id, sample_offset + n, (h*Tq + i)*Tk + j), as dropout's, so every split of
-  doc the batch draws the same masks; step (@step) is there exactly when p > 0.
+  doc the batch draws the same masks; step (@step) is there exactly when p > 0. f32 only:
+  doc under mixed precision q, k and v are cast up (the kernels' arithmetic is f32).
 
 op softmax_cross_entropy
   operands logits: f32, labels: i32, weight?: f32, total?: f32

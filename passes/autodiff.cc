@@ -141,6 +141,37 @@ absl::StatusOr<const Value*> findLoss(const ir::Graph& g) {
 
 }  // namespace
 
+namespace {
+
+/// Whether a trained variable's read is a matrix for weight decay's parameter groups: the
+/// weight of a linear layer, a convolution or a matrix product, and no embedding's table
+/// (a table tied to an output projection stays an embedding, as nanoGPT groups it).
+bool isMatrix(const Value* read, const absl::flat_hash_map<const Value*, std::vector<Node*>>& users) {
+  auto it = users.find(read);
+  if (it == users.end()) return false;
+  bool weight = false;
+  for (const Node* u : it->second) {
+    switch (u->op()) {
+      case ir::Op::kEmbedding:
+        return false;
+      case ir::Op::kLinear:
+        weight = weight || u->operand(ir::LinearView::kW) == read;
+        break;
+      case ir::Op::kConv2d:
+        weight = weight || u->operand(ir::Conv2dView::kW) == read;
+        break;
+      case ir::Op::kMatmul:
+        weight = true;
+        break;
+      default:
+        break;
+    }
+  }
+  return weight;
+}
+
+}  // namespace
+
 absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
   ir::Graph* g = m.graph(ir::kTrainGraph);
   if (g == nullptr) return absl::FailedPreconditionError("autodiff: the module has no @train_step");
@@ -224,6 +255,9 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   ir::Graph* init = m.graph(ir::kInitGraph);
   const ir::OptimizerInfo& opt = *ir::opInfo(optimizer_).optimizer;
+  const int decay_attr = ir::opInfo(optimizer_).attrIndex("weight_decay");
+  const auto users = decay_matrices_only_ ? g->users()
+                                          : absl::flat_hash_map<const Value*, std::vector<Node*>>{};
   for (const auto& [unused, var_name] : ready) {
     const auto& [read, grad] = per_var.at(var_name);
     // A copy: readState adds variables to the module, which moves its vector's elements.
@@ -238,9 +272,12 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
       ASSIGN_OR_RETURN(operands[s.operand], readState(m, *g, init, var, s, read->scope()));
     }
     operands.erase(std::remove(operands.begin(), operands.end(), nullptr), operands.end());
+    std::vector<ir::AttrValue> hyper = hyper_;
+    if (decay_matrices_only_ && decay_attr >= 0 && !isMatrix(read->result(), users))
+      hyper[static_cast<size_t>(decay_attr)] = 0.0;
     auto update = g->create({.op = optimizer_,
                              .operands = std::move(operands),
-                             .attr_values = hyper_,
+                             .attr_values = std::move(hyper),
                              .scope = read->scope()});
     if (!update.ok()) return update.status();
   }
@@ -277,12 +314,19 @@ std::string Autodiff::optionsText() const {
   for (size_t i = 0; i < hyper_.size(); ++i)
     absl::StrAppend(&out, i ? "," : "", optionName(info.attrs[i].name), "=",
                     ir::toString(hyper_[i]));
+  if (decay_matrices_only_) absl::StrAppend(&out, ",decay=matrices");
   return out + "}";
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
   ASSIGN_OR_RETURN(std::string name,
                    opts.getString("optimizer", optimizerShortName(kDefaultOptimizer)));
+  ASSIGN_OR_RETURN(const std::string decay, opts.getString("decay", "all"));
+  if (decay != "all" && decay != "matrices")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pass autodiff: option 'decay' is all (every trained variable) or matrices (the "
+        "weights of linear, conv2d and matmul only), got '",
+        decay, "'"));
   absl::StatusOr<ir::Op> op = optimizerByName(name);
   if (!op.ok())
     return absl::InvalidArgumentError(absl::StrCat(
@@ -317,7 +361,7 @@ absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
       return absl::InvalidArgumentError(
           absl::StrCat("pass autodiff: option '", optionName(a.name), "' ", problem));
   }
-  return std::unique_ptr<Pass>(new Autodiff(*op, std::move(hyper)));
+  return std::unique_ptr<Pass>(new Autodiff(*op, std::move(hyper), decay == "matrices"));
 }
 
 }  // namespace tandem::passes

@@ -12,7 +12,10 @@ namespace tandem::passes {
 /// sgd_update; any op whose spec declares it an optimizer, ir/interfaces.h), and every
 /// other option is one of its attributes (weight-decay for weight_decay). Each state the
 /// optimizer declares gets an optimizer variable "<var>.<suffix>" per parameter with its
-/// init (SGD: "<var>.momentum", zeros, when momentum > 0).
+/// init (SGD: "<var>.momentum", zeros, when momentum > 0). `decay=matrices` keeps weight
+/// decay to the weights of linear, conv2d and matmul (the others' updates get
+/// weight_decay 0: the parameter groups of nanoGPT and timm); `decay=all`, the default,
+/// decays every trained variable as torch.optim does.
 class Autodiff final : public Pass {
  public:
   static constexpr absl::string_view kName = "autodiff";
@@ -29,10 +32,11 @@ class Autodiff final : public Pass {
   std::string optionsText() const override;
 
  private:
-  Autodiff(ir::Op optimizer, std::vector<ir::AttrValue> hyper)
-      : optimizer_(optimizer), hyper_(std::move(hyper)) {}
+  Autodiff(ir::Op optimizer, std::vector<ir::AttrValue> hyper, bool decay_matrices_only)
+      : optimizer_(optimizer), hyper_(std::move(hyper)), decay_matrices_only_(decay_matrices_only) {}
   ir::Op optimizer_;
   std::vector<ir::AttrValue> hyper_;  // the optimizer's attributes, in its spec's order
+  bool decay_matrices_only_;          // decay=matrices: weight_decay 0 off the matrices
 };
 
 }  // namespace tandem::passes

@@ -52,6 +52,7 @@ std::string autodiffStep(const PipelineConfig& c) {
     options.push_back(absl::StrCat("optimizer=", optimizerShortName(op)));
   for (const auto& [attr, value] : hyperParameters(c.optimizer))
     options.push_back(absl::StrCat(optionName(attr), "=", ir::formatDouble(value)));
+  if (c.decay_matrices_only) options.push_back("decay=matrices");
   return absl::StrCat("autodiff{", absl::StrJoin(options, ","), "}");
 }
 

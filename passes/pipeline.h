@@ -29,6 +29,9 @@ struct PipelineConfig {
   bool lr_schedule = false;
   /// > 0: run clip-grad-norm with this max norm (CLI --clip-grad-norm).
   double clip_grad_norm = 0;
+  /// Weight decay on the matrices only (autodiff{decay=matrices}): the model's parameter
+  /// groups (TrainingDefaults::decay_matrices_only).
+  bool decay_matrices_only = false;
   /// Run shard-weight-update: reduce_scatter, sharded optimizer state and update,
   /// all_gather (CLI --shard-updates).
   bool shard_updates = false;

@@ -22,12 +22,16 @@ absl::StatusOr<LrSchedule> LrSchedule::parse(absl::string_view text, int64_t war
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
         absl::StrCat(words.schedule, " '", text, "': ", why,
-                     " (it takes constant, step:EPOCHS:GAMMA such as step:30:0.1, or cosine)"));
+                     " (it takes constant, step:EPOCHS:GAMMA such as step:30:0.1, cosine, or cosine:FLOOR "
+                     "such as cosine:0.1)"));
   };
   if (parts[0] == "constant" && parts.size() == 1) {
     s.kind_ = Kind::kConstant;
-  } else if (parts[0] == "cosine" && parts.size() == 1) {
+  } else if (parts[0] == "cosine" && parts.size() <= 2) {
     s.kind_ = Kind::kCosine;
+    if (parts.size() == 2 && (!absl::SimpleAtod(parts[1], &s.floor_) || !(s.floor_ >= 0) ||
+                              !(s.floor_ < 1)))
+      return bad("FLOOR, the last factor, must be a number in [0, 1)");
   } else if (parts[0] == "step") {
     if (parts.size() != 3) return bad("step needs EPOCHS and GAMMA");
     if (!absl::SimpleAtoi(parts[1], &s.step_epochs_) || s.step_epochs_ < 1)
@@ -74,7 +78,7 @@ double LrSchedule::factor(int64_t step) const {
     case Kind::kCosine: {
       const double span = static_cast<double>(total_ - warmup_);
       const double t = std::clamp(static_cast<double>(step - warmup_), 0.0, span);
-      f = 0.5 * (1 + std::cos(std::numbers::pi * t / span));
+      f = floor_ + (1 - floor_) * 0.5 * (1 + std::cos(std::numbers::pi * t / span));
       break;
     }
   }
@@ -85,7 +89,7 @@ double LrSchedule::factor(int64_t step) const {
 std::string LrSchedule::describe() const {
   std::string out = kind_ == Kind::kConstant ? "constant"
                     : kind_ == Kind::kCosine
-                        ? "cosine"
+                        ? (floor_ > 0 ? absl::StrFormat("cosine to x%g", floor_) : "cosine")
                         : absl::StrFormat("step (x%g every %d epochs)", gamma_, step_epochs_);
   if (warmup_ > 0) absl::StrAppend(&out, ", warmup ", warmup_, " steps");
   return out;

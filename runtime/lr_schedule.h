@@ -23,8 +23,9 @@ class LrSchedule {
   enum class Kind { kConstant, kStep, kCosine };
 
   /// `text`: constant, step:EPOCHS:GAMMA (the factor is GAMMA^floor(epoch / EPOCHS), as
-  /// torch.optim.lr_scheduler.StepLR stepped per epoch) or cosine (from 1 to 0 over the
-  /// updates after the warmup, as CosineAnnealingLR with eta_min 0 over the whole run).
+  /// torch.optim.lr_scheduler.StepLR stepped per epoch), cosine (from 1 to 0 over the
+  /// updates after the warmup, as CosineAnnealingLR with eta_min 0 over the whole run) or
+  /// cosine:FLOOR (from 1 to FLOOR: eta_min = FLOOR * lr, nanoGPT's min_lr = lr / 10).
   /// `warmup_steps` updates first ramp linearly: update s (from 0) gets (s + 1) / warmup,
   /// times the schedule's own factor. `steps_per_epoch` and `epochs` size the run. Errors
   /// name the setting at fault and what it takes, in the caller's words.
@@ -43,6 +44,7 @@ class LrSchedule {
   Kind kind_ = Kind::kConstant;
   int64_t step_epochs_ = 1;
   double gamma_ = 1;
+  double floor_ = 0;  // cosine's last factor
   int64_t warmup_ = 0;
   int64_t steps_per_epoch_ = 1;
   int64_t total_ = 1;

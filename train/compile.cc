@@ -16,8 +16,12 @@ CompileOptions withModelDefaults(const ModelSpec& spec, CompileOptions o) {
   o.build.weight_init = spec.defaults.weight_init;
   o.build.label_smoothing = spec.defaults.label_smoothing;
   o.pipeline.optimizer = spec.defaults.optimizer;
+  o.pipeline.clip_grad_norm = spec.defaults.clip_grad_norm.value_or(0);
+  o.pipeline.decay_matrices_only = spec.defaults.decay_matrices_only;
   // A schedule other than constant, or a warmup, feeds the learning rate every step.
-  o.pipeline.lr_schedule = spec.defaults.schedule != "constant" || spec.defaults.warmup_epochs > 0;
+  o.pipeline.lr_schedule = spec.defaults.schedule != "constant" ||
+                           spec.defaults.warmup_epochs > 0 ||
+                           spec.defaults.warmup_steps.value_or(0) > 0;
   return o;
 }
 

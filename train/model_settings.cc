@@ -149,8 +149,9 @@ absl::Status resolveBatchAndSplit(const ModelSettings& f, bool for_training,
 absl::Status resolveSchedule(const ModelSettings& f, const SettingNames& names,
                              ModelChoice& choice) {
   choice.schedule = f.schedule.value_or(choice.spec.defaults.schedule);
-  choice.warmup_steps = f.warmup;
-  choice.warmup_epochs = f.warmup ? 0 : choice.spec.defaults.warmup_epochs;
+  choice.warmup_steps = f.warmup ? f.warmup : choice.spec.defaults.warmup_steps;
+  choice.warmup_from_model = !f.warmup && choice.spec.defaults.warmup_steps.has_value();
+  choice.warmup_epochs = choice.warmup_steps ? 0 : choice.spec.defaults.warmup_epochs;
   const int64_t warmup = choice.warmup_steps.value_or(choice.warmup_epochs);
   ASSIGN_OR_RETURN(
       runtime::LrSchedule schedule,
@@ -224,7 +225,7 @@ absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSetti
     c.pipeline.optimizer = *f.optimizer;
   }
   RETURN_IF_ERROR(resolveSchedule(f, names, choice));
-  c.pipeline.clip_grad_norm = f.clip_grad_norm.value_or(0);
+  c.pipeline.clip_grad_norm = f.clip_grad_norm.value_or(c.pipeline.clip_grad_norm);
   c.build.label_smoothing = f.label_smoothing.value_or(choice.spec.defaults.label_smoothing);
   RETURN_IF_ERROR(resolvePipeline(f, names, c.pipeline));
   return choice;
@@ -236,7 +237,7 @@ absl::StatusOr<runtime::LrSchedule> learningRateSchedule(const ModelChoice& c,
   absl::StatusOr<runtime::LrSchedule> parsed =
       runtime::LrSchedule::parse(c.schedule, c.warmupSteps(steps_per_epoch, epochs),
                                  steps_per_epoch, epochs, scheduleWords(names));
-  if (!parsed.ok() && !c.warmup_steps && c.warmup_epochs > 0)
+  if (!parsed.ok() && (c.warmup_from_model || (!c.warmup_steps && c.warmup_epochs > 0)))
     // The warmup is the model's, not a flag the user gave: say where it comes from.
     return absl::InvalidArgumentError(absl::StrCat(
         names(Setting::kEpochs), " ", epochs, ": ", c.spec.name, "'s warmup of ", c.warmupText(),

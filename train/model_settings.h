@@ -97,6 +97,8 @@ struct ModelChoice {
   /// is known (warmupSteps).
   std::optional<int64_t> warmup_steps;
   int64_t warmup_epochs = 0;
+  /// warmup_steps is the model's (TrainingDefaults::warmup_steps), not a given setting.
+  bool warmup_from_model = false;
 
   /// The warmup of a run of `epochs` epochs of `steps_per_epoch` updates: --warmup, or the
   /// model's warmup_epochs when the run is longer; a run no longer than that gets a tenth

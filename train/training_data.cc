@@ -1,5 +1,7 @@
 #include "train/training_data.h"
 
+#include <cmath>
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir/status_macros.h"
+#include "runtime/data/token_source.h"
 #include "runtime/data/dataset_source.h"
 #include "runtime/data/open_source.h"
 #include "runtime/data/subset_source.h"
@@ -89,6 +92,7 @@ absl::StatusOr<SourcePtr> open(const std::string& spec, data::Split split, int64
                                            .split = split,
                                            .limit = limit,
                                            .classes = classes,
+                                           .length = given.window_length,
                                            .image_height = given.image_height,
                                            .image_width = given.image_width}));
   return SourcePtr(std::move(s));
@@ -143,6 +147,29 @@ absl::StatusOr<OpenedParts> openSpecs(const DataSource& given, std::optional<int
                    open(spec, data::Split::kTrain, read_limited ? limit_train.value_or(0) : 0, 0,
                         given, Setting::kData, names));
   const int64_t classes = data.train->classLabels().second;
+  if (const auto* corpus = dynamic_cast<const data::TokenSource*>(data.train.get());
+      corpus != nullptr && !given.test_spec) {
+    // A corpus' held-out part is its tail, as nanoGPT splits its text 90 / 10: random
+    // windows over the whole file would put validation text into training windows.
+    constexpr double kHeldOut = 0.1;
+    const double fraction = given.val_fraction.value_or(kHeldOut);
+    const int64_t tokens = corpus->tokens();
+    const int64_t cut = tokens - static_cast<int64_t>(std::llround(fraction * double(tokens)));
+    absl::StatusOr<std::unique_ptr<data::TokenSource>> test =
+        corpus->range(cut, tokens, "validation");
+    if (!test.ok())
+      return settingError(names, given.val_fraction ? Setting::kValFraction : Setting::kData,
+                          absl::StrCat(test.status().message(), " (the last ", fraction,
+                                       " of the text is held out for validation)"));
+    ASSIGN_OR_RETURN(std::unique_ptr<data::TokenSource> train,
+                     corpus->range(0, cut, "training"));
+    data.train = std::move(train);
+    data.test = *std::move(test);
+    parts.train_where = data.train->where();
+    parts.test_where = data.test->where();
+    parts.test_what = "validation";
+    return parts;
+  }
   if (!fashion_mnist && !given.test_spec && !given.val_fraction)
     return settingError(
         names, Setting::kData,

@@ -39,6 +39,9 @@ struct DataSource {
   std::string augment;
   /// > 0: images of a folder are resized to this (--image-size).
   int64_t image_height = 0, image_width = 0;
+  /// > 0: tokens and text are read in windows of this length when their spec gives none
+  /// (a language model's context).
+  int64_t window_length = 0;
   /// Examples already opened (a program's own, or the front end's: `tandem train` opens
   /// the data before it makes the model for it); then nothing above is opened again, though
   /// augment and val_fraction still are settings a resumed run and every rank must share.

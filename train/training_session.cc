@@ -69,8 +69,12 @@ absl::Status TrainingSession::prepare(const ModelSpec& spec) {
   backend::Processes& procs = backend::Processes::current();
   config_.model.ranks = procs.size();
   if (!config_.model.batch)
-    config_.model.batch = defaultBatch(
-        data_->train->size(), static_cast<int64_t>(config_.model.devices.size()) * procs.size());
+    config_.model.batch =
+        spec.defaults.batch
+            ? std::max(*spec.defaults.batch,
+                       static_cast<int64_t>(config_.model.devices.size()) * procs.size())
+            : defaultBatch(data_->train->size(),
+                           static_cast<int64_t>(config_.model.devices.size()) * procs.size());
   ASSIGN_OR_RETURN(choice_, resolveModel(spec, config_.model, /*for_training=*/true, names_));
   // The backends' settings a front end gave, named as it names them (the executor checks
   // them again, in its own words, for callers below this library).

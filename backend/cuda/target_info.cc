@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "ir/ir.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
 namespace {
@@ -25,6 +26,8 @@ int64_t copyBytes(const ir::Value& v) { return alignUp(v.type().numElements() * 
 //    operand 0, operand 1 and result 0 are x, w, y (forward), dy, w, dx (backward data) or
 //    dy, x, dw (backward filter): the three tensors of the call in every pass.
 //  - matrix products: A and the bias converted to bf16, then cuBLASLt's workspace.
+//  - attention's backward: D_i = dO_i . O_i per (batch row, head, query), f32[N, H, Tq]
+//    (the lse's shape), which every key row's thread reads.
 int64_t workspaceBytes(const ir::Node& n) {
   switch (n.op()) {
     case ir::Op::kConv2d:
@@ -44,6 +47,8 @@ int64_t workspaceBytes(const ir::Node& n) {
       for (const ir::Value* o : n.operands()) converted += alignUp(o->type().numElements() * 2);
       return converted + kMatmulWorkspace;
     }
+    case ir::Op::kAttentionBackward:
+      return alignUp(ir::AttentionBackwardView(n).lse()->type().numElements() * 4);
     default:
       return 0;
   }

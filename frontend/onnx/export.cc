@@ -351,6 +351,44 @@ class Exporter {
     return out;
   }
 
+  /// attention as torch.onnx.export writes F.scaled_dot_product_attention at opset 17 (the
+  /// Attention op is opset 23's): heads split off by Reshape and Transpose, MatMul, the
+  /// scale, the causal mask added as 0 / -inf, Softmax, MatMul, the heads merged back.
+  /// The log-sum-exp is the backward's, which no inference graph reads.
+  absl::Status emitAttention(const Node& n) {
+    const ir::AttentionView v(n);
+    const int64_t heads = v.heads();
+    const int64_t tq = v.q()->type().shape[1], tk = v.k()->type().shape[1];
+    const int64_t d = v.q()->type().shape[2] / heads, dv = v.v()->type().shape[2] / heads;
+    const std::string base = n.result()->name();
+    auto split = [&](const Value* x, int64_t tokens, int64_t width, std::vector<int64_t> perm) {
+      const std::string r = addTemp(
+          "Reshape", n, {nameOf(x), addInts(x->name() + ".heads", {-1, tokens, heads, width})});
+      const std::string t = fresh(absl::StrCat(x->name(), ".by_head"));
+      ints(add("Transpose", n, {r}, {t}), "perm", perm);
+      return t;
+    };
+    const std::string q = split(v.q(), tq, d, {0, 2, 1, 3});
+    const std::string k = split(v.k(), tk, d, {0, 2, 3, 1});  // k^T
+    const std::string val = split(v.v(), tk, dv, {0, 2, 1, 3});
+    std::string s = addTemp("MatMul", n, {q, k});
+    s = addTemp("Mul", n, {s, addScalar(base + ".scale", float(v.scale()))});
+    if (v.causal()) {
+      std::vector<float> mask(static_cast<size_t>(tq * tk), 0.0f);
+      for (int64_t i = 0; i < tq; ++i)
+        for (int64_t j = i + 1; j < tk; ++j) mask[size_t(i * tk + j)] = -INFINITY;
+      s = addTemp("Add", n, {s, addF32(base + ".causal_mask", {tq, tk}, mask.data(), tq * tk)});
+    }
+    const std::string p = fresh(base + ".probabilities");
+    intAttr(add("Softmax", n, {s}, {p}), "axis", -1);
+    const std::string o = addTemp("MatMul", n, {p, val});
+    const std::string merged = fresh(base + ".merged");
+    ints(add("Transpose", n, {o}, {merged}), "perm", {0, 2, 1, 3});
+    add("Reshape", n, {merged, addInts(base + ".shape", {-1, tq, heads * dv})},
+        {nameOf(v.y())});
+    return absl::OkStatus();
+  }
+
   absl::Status emit(const Node& n) {
     if (const ir::OnnxOp* o = ir::opInfo(n.op()).onnx) return oneToOne(*o, n);
     switch (n.op()) {
@@ -546,6 +584,8 @@ class Exporter {
             {nameOf(v.y())});
         return absl::OkStatus();
       }
+      case Op::kAttention:
+        return emitAttention(n);
       case Op::kEmbedding: {
         const ir::EmbeddingView v(n);  // Gather takes int32 indices as they are
         intAttr(add("Gather", n, {nameOf(v.table()), nameOf(v.ids())}, {nameOf(v.y())}), "axis", 0);

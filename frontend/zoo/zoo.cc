@@ -24,18 +24,29 @@ constexpr Entry kModels[] = {
     {"mlp", mlp, nullptr},
 };
 
+// The language models, made for a vocabulary and a context rather than images.
+constexpr const char* kLanguageModels[] = {"gpt"};
+
 }  // namespace
 
 std::vector<std::string> modelNames() {
   std::vector<std::string> out;
   for (const Entry& e : kModels) out.emplace_back(e.name);
+  for (const char* name : kLanguageModels) out.emplace_back(name);
   return out;
+}
+
+bool isLanguageModel(absl::string_view name) {
+  for (const char* m : kLanguageModels)
+    if (name == m) return true;
+  return false;
 }
 
 absl::StatusOr<ModelSpec> modelByName(absl::string_view name,
                                       const std::optional<ImageClasses>& data) {
   for (const Entry& e : kModels)
     if (name == e.name) return e.make(data ? *data : e.defaults ? *e.defaults : ImageClasses{});
+  if (name == "gpt") return gpt();
   return absl::NotFoundError(
       absl::StrCat("unknown model '", name, "' (known: ", absl::StrJoin(modelNames(), ", "), ")"));
 }

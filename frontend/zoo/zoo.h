@@ -48,15 +48,50 @@ ModelSpec resnet152(const ImageClasses& data = kImagenet);
 /// Defaults: AdamW lr 1e-3, weight decay 0.05, one epoch of warmup then cosine. Other
 /// image sizes get a patch grid of their size over 4.
 ModelSpec vit(const ImageClasses& data = {});
+/// The ViT's variants, for benchmarks.
+struct VitOptions {
+  /// Attention as the fused op (Builder::attention); false: matmul, scale, softmax, matmul
+  /// and the heads' transposes, as before issue 43.
+  bool fused_attention = true;
+};
+ModelSpec vit(const ImageClasses& data, const VitOptions& options);
 
 /// The smallest model that is not a CNN: two hidden layers of 256 with GELU and dropout
 /// 0.1; the ViT's defaults.
 ModelSpec mlp(const ImageClasses& data = {});
+
+/// A GPT's size and what it is made for: nanoGPT's "baby GPT" for CPUs by default (context
+/// 128, 4 layers of 4 heads, width 128, dropout 0.1); the vocabulary is the data's.
+struct GptShape {
+  int64_t vocab = 65;  // Shakespeare's characters; a run takes its data's vocabulary
+  int64_t context = 128;
+  int64_t layers = 4;
+  int64_t heads = 4;
+  int64_t width = 128;
+  double dropout = 0.1;
+};
+
+/// Each size >= 1, the width a multiple of the heads, dropout in [0, 1); the error names
+/// the size at fault.
+absl::Status checkGptShape(const GptShape& s);
+
+/// A decoder-only transformer as nanoGPT writes it (issue 43): inputs x (i32 token ids
+/// [context]) and y (the next ids, labels of the vocabulary), token and learned position
+/// embeddings, pre-norm blocks of causal multi-head attention (the fused op) and a GELU
+/// MLP of 4x width, a final LayerNorm, and the output projection tied to the token
+/// embedding. The loss is the cross-entropy per token (the evaluation's too); it predicts
+/// `logits` [context, vocab] from x. Defaults: AdamW lr 1e-3, betas 0.9 / 0.99, weight
+/// decay 0.1 on the matrices only, 100 warmup steps then cosine to lr / 10, gradient norm
+/// clipped at 1.
+ModelSpec gpt(const GptShape& shape = {});
 
 /// The zoo by name, made for `data`'s images and classes (each model's own defaults when
 /// unset); the error lists the known names.
 absl::StatusOr<ModelSpec> modelByName(absl::string_view name,
                                       const std::optional<ImageClasses>& data = std::nullopt);
 std::vector<std::string> modelNames();
+/// Whether the zoo's `name` is a language model (made for a vocabulary and a context:
+/// GptShape), not an image classifier.
+bool isLanguageModel(absl::string_view name);
 
 }  // namespace tandem::zoo

@@ -59,6 +59,22 @@ absl::StatusOr<std::unique_ptr<TokenSource>> TokenSource::open(const std::string
                                                       options.length, options.vocabulary, mapped));
 }
 
+absl::StatusOr<std::unique_ptr<TokenSource>> TokenSource::range(int64_t begin, int64_t end,
+                                                                absl::string_view what) const {
+  if (begin < 0 || end > tokens_ || begin >= end)
+    return absl::InvalidArgumentError(absl::StrCat(prefix_, "tokens ", begin, " to ", end,
+                                                   " are not a range of its ", tokens_));
+  if (absl::Status s = checkCounts(absl::StrCat(prefix_, what, " part: "), end - begin, length_);
+      !s.ok())
+    return s;
+  std::unique_ptr<TokenSource> part(new TokenSource(*this));
+  part->first_ = first_ + begin;
+  part->tokens_ = end - begin;
+  part->where_ = absl::StrCat(where_, " (", what, ": tokens ", first_ + begin, " to ",
+                              first_ + end, ")");
+  return part;
+}
+
 absl::Status TokenSource::read(int64_t index, const ExampleKey& key,
                                absl::Span<void* const> out) const {
   if (index < 0 || index >= size())
@@ -68,11 +84,11 @@ absl::Status TokenSource::read(int64_t index, const ExampleKey& key,
       static_cast<int64_t>(key.below(static_cast<uint64_t>(tokens_ - length_), kTokenWindowDraw));
   // The window and the token after it.
   const int64_t bytes = (length_ + 1) * width_;
-  const char* ids = ids_ + offset * width_;
+  const char* ids = ids_ + (first_ + offset) * width_;
   thread_local std::vector<char> window;
   if (file_) {
     window.resize(static_cast<size_t>(bytes));
-    if (absl::Status s = file_->readAt(offset * width_, bytes, window.data()); !s.ok())
+    if (absl::Status s = file_->readAt((first_ + offset) * width_, bytes, window.data()); !s.ok())
       return absl::InvalidArgumentError(
           absl::StrCat(prefix_, "cannot read the window at offset ", offset, ": ", s.message()));
     ids = window.data();
@@ -92,10 +108,11 @@ absl::Status TokenSource::read(int64_t index, const ExampleKey& key,
     }
     if (id >= bound)
       return absl::InvalidArgumentError(
-          vocabulary_ > 0 ? absl::StrCat(prefix_, "token id ", id, " at offset ", offset + i,
-                                         " is beyond the vocabulary of ", vocabulary_)
-                          : absl::StrCat(prefix_, "token id ", id, " at offset ", offset + i,
-                                         " does not fit i32"));
+          vocabulary_ > 0
+              ? absl::StrCat(prefix_, "token id ", id, " at offset ", first_ + offset + i,
+                             " is beyond the vocabulary of ", vocabulary_)
+              : absl::StrCat(prefix_, "token id ", id, " at offset ", first_ + offset + i,
+                             " does not fit i32"));
     if (i < length_) x[i] = static_cast<int32_t>(id);
     if (i > 0) y[i - 1] = static_cast<int32_t>(id);
   }

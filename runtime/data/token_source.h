@@ -39,12 +39,23 @@ class TokenSource : public ExampleSource {
   std::string where() const override { return where_; }
   int64_t size() const override { return (tokens_ - 1) / length_; }
   const std::vector<Field>& fields() const override { return fields_; }
+  /// y holds ids of the vocabulary (when the source was given one): the labels of a
+  /// language model's classes.
+  std::pair<std::string, int64_t> classLabels() const override {
+    return vocabulary_ > 0 ? std::pair<std::string, int64_t>{"y", vocabulary_}
+                           : std::pair<std::string, int64_t>{"", 0};
+  }
   absl::Status read(int64_t index, const ExampleKey& key,
                     absl::Span<void* const> out) const override;
 
-  /// Token ids in the file, and the window's length.
+  /// Token ids in the file (in this range of it), and the window's length.
   int64_t tokens() const { return tokens_; }
   int64_t length() const { return length_; }
+  /// The windows of tokens [begin, end) of this source only: a corpus' held-out tail (its
+  /// last tenth, as nanoGPT splits its text), no window crossing into the rest. `what`
+  /// ("validation") goes into where(). An error when the range holds no window.
+  absl::StatusOr<std::unique_ptr<TokenSource>> range(int64_t begin, int64_t end,
+                                                     absl::string_view what) const;
 
  protected:
   /// `ids`: `tokens` ids of `width` bytes (2 or 4) in memory, kept alive by `owner`; or,
@@ -63,6 +74,7 @@ class TokenSource : public ExampleSource {
   const char* ids_;
   int width_;
   int64_t tokens_, length_, vocabulary_;
+  int64_t first_ = 0;  // the range's first token in the file
   std::shared_ptr<const MappedFile> file_;
   std::vector<Field> fields_;
 };

@@ -60,6 +60,9 @@ struct ModelFlags : training::ModelSettings {
   /// the only one); --reinit starts from Tandem's initializers instead of the model's values.
   std::optional<std::string> onnx, onnx_input, onnx_logits;
   bool reinit = false;
+  /// --model gpt's size (zoo::GptShape; unset: its defaults): --context (also the text
+  /// data's window), --gpt-layers, --gpt-heads, --gpt-width.
+  std::optional<int64_t> context, gpt_layers, gpt_heads, gpt_width;
 };
 
 /// Flags of `tandem dump`.

@@ -145,6 +145,14 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
                                "cpu:0..cpu:N-1 (at most ",
                                ir::kMaxDevices, ")"))
       ->capture_default_str();
+  addNumber(cmd, "--context", f.context, Range<int64_t>{1, int64_t{1} << 20},
+            "--model gpt: tokens per sequence, the text data's window length (default 128)");
+  addNumber(cmd, "--gpt-layers", f.gpt_layers, Range<int64_t>{1, 1024},
+            "--model gpt: transformer blocks (default 4)");
+  addNumber(cmd, "--gpt-heads", f.gpt_heads, Range<int64_t>{1, 1024},
+            "--model gpt: attention heads, which divide the width (default 4)");
+  addNumber(cmd, "--gpt-width", f.gpt_width, Range<int64_t>{1, int64_t{1} << 20},
+            "--model gpt: the embedding width (default 128)");
   addNumber(cmd, "--batch", f.batch, Range<int64_t>{1, kMaxBatch},
             "Global batch size, split across the devices (default: 256; train: halved down "
             "to 32 while an epoch would take fewer than 16 steps; dump: at least one example "

@@ -15,7 +15,38 @@ absl::Status flagError(absl::string_view flag, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
 }
 
+// --model gpt made for the data's vocabulary (a text's characters: y's classes), at the
+// size the flags give.
+absl::StatusOr<ModelSpec> languageModelOfFlags(const ModelFlags& f,
+                                               const runtime::data::ExampleSource* data) {
+  zoo::GptShape s;
+  s.context = f.context.value_or(s.context);
+  s.layers = f.gpt_layers.value_or(s.layers);
+  s.heads = f.gpt_heads.value_or(s.heads);
+  s.width = f.gpt_width.value_or(s.width);
+  if (data != nullptr) {
+    const auto [labels, vocabulary] = data->classLabels();
+    const bool tokens = std::any_of(data->fields().begin(), data->fields().end(),
+                                    [](const runtime::data::Field& x) {
+                                      return x.name == "x" && x.dtype == ir::DType::kI32;
+                                    });
+    if (labels != "y" || !tokens)
+      return flagError("--model", absl::StrCat(f.model,
+                                               " is a language model of token ids x and the "
+                                               "next ids y, but ",
+                                               data->where(),
+                                               " holds no such text (give --data text:FILE)"));
+    s.vocab = vocabulary;
+  }
+  if (absl::Status st = zoo::checkGptShape(s); !st.ok()) return flagError("--model", st.message());
+  return zoo::gpt(s);
+}
+
 }  // namespace
+
+int64_t contextOfFlags(const ModelFlags& f) {
+  return zoo::isLanguageModel(f.model) ? f.context.value_or(zoo::GptShape{}.context) : 0;
+}
 
 std::string inertModelFlagWarning(const ModelFlags& f, const ir::Module& compiled) {
   if (!f.sync_bn) return "";
@@ -77,6 +108,12 @@ absl::StatusOr<ModelSpec> modelSpecOfFlags(const ModelFlags& f,
   if (f.model.empty())
     return flagError("--model", absl::StrCat("is required (one of ",
                                              absl::StrJoin(zoo::modelNames(), ", "), ")"));
+  if (zoo::isLanguageModel(f.model)) return languageModelOfFlags(f, data);
+  for (auto [flag, given] : {std::pair{"--context", f.context.has_value()},
+                             std::pair{"--gpt-layers", f.gpt_layers.has_value()},
+                             std::pair{"--gpt-heads", f.gpt_heads.has_value()},
+                             std::pair{"--gpt-width", f.gpt_width.has_value()}})
+    if (given) return flagError(flag, absl::StrCat("sizes --model gpt, not ", f.model));
   // A model to train is made for the data's images and classes; one to look at keeps its
   // own (the ImageNet ResNets' 3x224x224).
   std::optional<zoo::ImageClasses> made_for;

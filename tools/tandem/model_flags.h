@@ -40,6 +40,10 @@ absl::StatusOr<training::ModelSettings> modelSettingsOfFlags(const ModelFlags& f
 absl::StatusOr<ModelChoice> resolveModelFlags(const ModelFlags& flags, bool for_training,
                                               std::shared_ptr<ImportedValues>* imported = nullptr);
 
+/// The tokens per example a language model of the flags reads (--context, or the model's
+/// default): the text data's window length. 0 for any other model.
+int64_t contextOfFlags(const ModelFlags& flags);
+
 /// What to say about a flag of `flags` that changes nothing in `compiled` ("" when each
 /// does something): --sync-bn with one device in all, or with a model without batch norm.
 std::string inertModelFlagWarning(const ModelFlags& flags, const ir::Module& compiled);

@@ -201,8 +201,8 @@ std::string TrainPrinter::header(const training::RunInfo& run) const {
       p.clip_grad_norm > 0 ? absl::StrCat(", gradients clipped to norm ", p.clip_grad_norm) : "";
   if (o.build.label_smoothing > 0)
     absl::StrAppend(&clip, ", label smoothing ", o.build.label_smoothing);
-  auto images = [](int64_t n, const char* what) {
-    return absl::StrCat(thousands(n), " ", what, n == 1 ? " image" : " images");
+  auto images = [&](int64_t n, const char* what) {
+    return absl::StrCat(thousands(n), " ", what, " ", unit_, n == 1 ? "" : "s");
   };
   std::string line1 = absl::StrFormat(
       "%s on %s, batch %d (%s per device), %s%s%s, init %s, seed %d\n", c.spec.name,
@@ -213,9 +213,9 @@ std::string TrainPrinter::header(const training::RunInfo& run) const {
           ? absl::StrFormat("%s per epoch in %s, %s\n", images(run.train_count, "training"),
                             counted(steps, "step"), images(run.test_count, "test"))
           : absl::StrFormat(
-                "%s of %s training images per epoch in %s (%s not fill a batch %s left out, "
+                "%s of %s training %ss per epoch in %s (%s not fill a batch %s left out, "
                 "different ones each epoch), %s\n",
-                thousands(steps * batch), thousands(run.train_count), counted(steps, "step"),
+                thousands(steps * batch), thousands(run.train_count), unit_, counted(steps, "step"),
                 dropped == 1 ? "the 1 that does" : absl::StrCat("the ", dropped, " that do"),
                 dropped == 1 ? "is" : "are", images(run.test_count, "test"));
   return line1 + line2;
@@ -223,6 +223,24 @@ std::string TrainPrinter::header(const training::RunInfo& run) const {
 
 absl::Status TrainPrinter::onStart(const training::RunInfo& run) {
   const passes::PipelineConfig& p = run.choice.compile.pipeline;
+  // A classifier's table shows accuracies; any other model its test loss and its metrics.
+  const ModelSpec& spec = run.choice.spec;
+  accuracy_ = std::find(spec.metrics.begin(), spec.metrics.end(), "accuracy") != spec.metrics.end();
+  metrics_.clear();
+  for (const std::string& m : spec.metrics)
+    if (m != "accuracy") metrics_.push_back(m);
+  // Images, or sequences of tokens (a language model: its first input integer ids), or
+  // examples.
+  unit_ = "example";
+  if (!spec.inputs.empty()) {
+    const ModelInput& x = spec.inputs.front();
+    if (x.dtype == ir::DType::kF32 && x.shape.size() == 3) unit_ = "image";
+    if ((x.dtype == ir::DType::kI32 || x.dtype == ir::DType::kI64) && x.shape.size() == 1 &&
+        !accuracy_) {
+      unit_ = "sequence";
+      tokens_per_example_ = x.shape[0];
+    }
+  }
   lr_ = passes::learningRate(p.optimizer);
   title_ = absl::StrFormat("%s on %s, batch %d, lr %g", run.choice.spec.name, deviceList(p.devices),
                            run.choice.compile.build.batch, lr_);
@@ -233,7 +251,8 @@ absl::Status TrainPrinter::onStart(const training::RunInfo& run) {
     RETURN_IF_ERROR(outputs_.csv->write(
         absl::StrCat("epoch,train_loss,train_acc,test_loss,test_acc,seconds,images_per_s,"
                      "eval_seconds,split,replans",
-                     schedule_ ? ",lr" : "", "\n")));
+                     schedule_ ? ",lr" : "", tokens_per_example_ > 0 ? ",tokens_per_s" : "",
+                     "\n")));
   }
   OutputFile& out = outputs_.out;
   RETURN_IF_ERROR(out.write(header(run)));
@@ -243,15 +262,22 @@ absl::Status TrainPrinter::onStart(const training::RunInfo& run) {
             ? absl::StrFormat("resumed from '%s' after epoch %d\n", run.resumed_path, r->epoch - 1)
             : absl::StrFormat("resumed from '%s' at epoch %d, step %d of %d\n", run.resumed_path,
                               r->epoch, r->progress.steps, run.steps_per_epoch)));
-  return out.write(absl::StrFormat("%5s %10s %9s %9s %8s %9s%s\n", "epoch", "train_loss",
-                                   "train_acc", "test_acc", "seconds", "images/s",
+  std::string columns = accuracy_ ? absl::StrFormat("%9s %9s", "train_acc", "test_acc")
+                                  : absl::StrFormat("%10s", "test_loss");
+  for (const std::string& m : metrics_) absl::StrAppend(&columns, absl::StrFormat(" %12s", m));
+  const std::string rate = tokens_per_example_ > 0 ? "tokens/s" : absl::StrCat(unit_, "s/s");
+  return out.write(absl::StrFormat("%5s %10s %s %8s %9s%s\n", "epoch", "train_loss", columns,
+                                   "seconds", rate,
                                    schedule_ ? absl::StrFormat(" %10s", "lr") : ""));
 }
 
 bool TrainPrinter::onStep(const training::StepEvent& e) {
   const runtime::StepReport& s = e.report;
   bar_.update(absl::StrFormat("epoch %d/%d", e.epoch, f_.epochs), s.step, s.steps,
-              absl::StrFormat("%.0f images/s  loss %.4f", s.examples / s.seconds, s.mean_loss));
+              absl::StrFormat("%.0f %s  loss %.4f",
+                              s.examples / s.seconds *
+                                  static_cast<double>(std::max<int64_t>(tokens_per_example_, 1)),
+                              tokens_per_example_ > 0 ? "tokens/s" : unit_ + "s/s", s.mean_loss));
   if (outputs_.trace) {  // takes each step's entries, so --profile gets them from it
     step_status_ = outputs_.trace->afterStep(e.executor, f_.profile ? &profiled_ : nullptr);
     if (!step_status_.ok()) return false;
@@ -276,9 +302,16 @@ absl::StatusOr<bool> TrainPrinter::onEpoch(const runtime::EpochFigures& e, bool 
   // Under a schedule, the lr of the epoch's last update ends the row.
   const std::string lr_cell =
       schedule_ ? absl::StrFormat(" %10.4g", lrOfEpoch(e.epoch)) : std::string();
-  RETURN_IF_ERROR(outputs_.out.write(
-      absl::StrFormat("%5d %s %9.4f %9.4f %8.1f %9.0f%s\n", e.epoch, lossCell(e.train_loss),
-                      e.train_accuracy, e.test_accuracy, e.seconds, e.images_per_second, lr_cell)));
+  std::string cells = accuracy_
+                          ? absl::StrFormat("%9.4f %9.4f", e.train_accuracy, e.test_accuracy)
+                          : absl::StrCat(" ", lossCell(e.test_loss));
+  for (const std::string& m : metrics_)  // the test pass's figure of each
+    for (const runtime::MetricValue& v : e.test_metrics)
+      if (v.name == m) absl::StrAppend(&cells, absl::StrFormat(" %12.6g", v.value));
+  const double rate = e.images_per_second * static_cast<double>(std::max<int64_t>(tokens_per_example_, 1));
+  RETURN_IF_ERROR(outputs_.out.write(absl::StrFormat("%5d %s %s %8.1f %9.0f%s\n", e.epoch,
+                                                     lossCell(e.train_loss), cells, e.seconds,
+                                                     rate, lr_cell)));
   // --split auto's re-plans in the epoch: its CSV row's "replans" column (STEP:ROWS ...).
   std::vector<std::string> replanned;
   for (const runtime::SplitReplan& r : replans_)
@@ -286,10 +319,13 @@ absl::StatusOr<bool> TrainPrinter::onEpoch(const runtime::EpochFigures& e, bool 
       replanned.push_back(absl::StrCat(r.step, ":", absl::StrJoin(r.rows, "/")));
   if (outputs_.csv)
     RETURN_IF_ERROR(outputs_.csv->write(absl::StrFormat(
-        "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s%s\n", e.epoch, e.train_loss, e.train_accuracy,
+        "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s%s%s\n", e.epoch, e.train_loss, e.train_accuracy,
         e.test_loss, e.test_accuracy, e.seconds, e.images_per_second, e.eval_seconds,
         absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "),
-        schedule_ ? absl::StrFormat(",%.9g", lrOfEpoch(e.epoch)) : std::string())));
+        schedule_ ? absl::StrFormat(",%.9g", lrOfEpoch(e.epoch)) : std::string(),
+        tokens_per_example_ > 0
+            ? absl::StrFormat(",%.1f", e.images_per_second * static_cast<double>(tokens_per_example_))
+            : std::string())));
   if (outputs_.plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
     curves_.push_back({e.epoch, e.train_loss, e.train_accuracy, e.test_accuracy});
     const absl::Status drawn = outputs_.plot->draw(curves_, f_.epochs, title_);

@@ -69,6 +69,12 @@ class TrainPrinter final : public training::TrainListener {
   double lr_ = 0;
   int64_t steps_per_epoch_ = 0;
   std::optional<runtime::LrSchedule> schedule_;
+  // What the table shows, from the model (examplesOf): a classifier's accuracies, or the
+  // test loss and the model's other metrics; what an example is called, and its tokens.
+  bool accuracy_ = true;
+  std::vector<std::string> metrics_;
+  std::string unit_ = "image";
+  int64_t tokens_per_example_ = 0;
   ProgressBar bar_;
   std::vector<runtime::SplitReplan> replans_;
   std::vector<EpochPoint> curves_;

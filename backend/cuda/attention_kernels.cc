@@ -1,0 +1,114 @@
+// attention and its backward op on CUDA: own kernels (attention.cu) over the row math of
+// backend/attention_math.h, which the host tests check against PyTorch 2's
+// F.scaled_dot_product_attention and the CPU kernel. cuDNN 9 has a fused attention, but
+// only through its graph API's engine search (the cudnn_frontend library, which the
+// toolkit here lacks); docs/GPU.md keeps it as the next step. The dropout step is read
+// from @step's replica in the kernel, as dropout's kernel reads it, so a recorded step
+// replays with the step of the day.
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cuda/attention_launch.h"
+#include "backend/cuda/cuda_kernel.h"
+#include "ir/op_views.h"
+#include "ir/status_macros.h"
+
+namespace tandem::backend::cuda {
+namespace {
+
+template <typename View>
+AttentionLaunch launchOf(const View& v, uint64_t seed) {
+  const ir::Shape &q = v.q()->type().shape, &k = v.k()->type().shape, &val = v.v()->type().shape;
+  AttentionLaunch a{.batch = q[0],
+                    .heads = v.heads(),
+                    .queries = q[1],
+                    .keys = k[1],
+                    .depth = q[2] / v.heads(),
+                    .value_depth = val[2] / v.heads(),
+                    .scale = static_cast<float>(v.scale()),
+                    .causal = v.causal()};
+  if (v.step() != nullptr) {
+    a.mask = dropoutMask(seed, 0, static_cast<uint32_t>(v.mask_id()), v.p());
+    a.first_sample = v.sample_offset();
+  }
+  return a;
+}
+
+/// The launch with this run's @step (operand `step`, device memory) when there is dropout.
+AttentionLaunch withStep(AttentionLaunch a, bool dropout, absl::Span<const TensorView> in,
+                         size_t step) {
+  a.step = dropout ? in[step].i32() : nullptr;
+  return a;
+}
+
+class AttentionKernel final : public CudaKernel {
+ public:
+  AttentionKernel(CudaContext& ctx, const AttentionLaunch& a, bool dropout)
+      : CudaKernel(ctx), a_(a), dropout_(dropout) {}
+
+ protected:
+  absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out) override {
+    using V = ir::AttentionView;
+    if (in.size() != (dropout_ ? 4u : 3u) || out.size() != 2)
+      return absl::InternalError(absl::StrCat(what(), ": launched with ", in.size(),
+                                              " operands and ", out.size(), " results"));
+    launchAttention(withStep(a_, dropout_, in, V::kStep), in[V::kQ].f32(), in[V::kK].f32(),
+                    in[V::kV].f32(), out[0].f32(), out[1].f32(), stream);
+    return absl::OkStatus();
+  }
+
+ private:
+  AttentionLaunch a_;
+  bool dropout_;
+};
+
+class AttentionBackwardKernel final : public CudaKernel {
+ public:
+  AttentionBackwardKernel(CudaContext& ctx, const AttentionLaunch& a, bool dropout)
+      : CudaKernel(ctx), a_(a), dropout_(dropout) {}
+
+  /// D_i = dO_i . O_i for every query, which the key rows' threads all read.
+  absl::Status reserve(const ir::Node& n) {
+    return needWorkspace(n, a_.batch * a_.heads * a_.queries * int64_t{4});
+  }
+
+ protected:
+  absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out) override {
+    using V = ir::AttentionBackwardView;
+    if (in.size() != (dropout_ ? 7u : 6u) || out.size() != 3)
+      return absl::InternalError(absl::StrCat(what(), ": launched with ", in.size(),
+                                              " operands and ", out.size(), " results"));
+    ASSIGN_OR_RETURN(void* delta, workspace());
+    launchAttentionBackward(withStep(a_, dropout_, in, V::kStep), in[V::kDy].f32(),
+                            in[V::kQ].f32(), in[V::kK].f32(), in[V::kV].f32(), in[V::kY].f32(),
+                            in[V::kLse].f32(), static_cast<float*>(delta), out[0].f32(),
+                            out[1].f32(), out[2].f32(), stream);
+    return absl::OkStatus();
+  }
+
+ private:
+  AttentionLaunch a_;
+  bool dropout_;
+};
+
+}  // namespace
+
+KernelOr makeAttentionKernel(const KernelInit& init) {
+  const ir::AttentionView v(init.node);
+  return std::unique_ptr<CudaKernel>(
+      new AttentionKernel(init.ctx, launchOf(v, init.ctx.seed()), v.step() != nullptr));
+}
+
+KernelOr makeAttentionBackwardKernel(const KernelInit& init) {
+  const ir::AttentionBackwardView v(init.node);
+  std::unique_ptr<AttentionBackwardKernel> k(
+      new AttentionBackwardKernel(init.ctx, launchOf(v, init.ctx.seed()), v.step() != nullptr));
+  RETURN_IF_ERROR(k->reserve(init.node));
+  return std::unique_ptr<CudaKernel>(std::move(k));
+}
+
+}  // namespace tandem::backend::cuda

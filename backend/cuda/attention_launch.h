@@ -1,0 +1,38 @@
+#pragma once
+
+// attention's own kernels (attention.cu), enqueued on `stream`; callers check
+// cudaGetLastError. The per-thread math is backend/attention_math.h's row functions, which
+// the host tests run against PyTorch 2's F.scaled_dot_product_attention and against the
+// CPU kernel: one thread per query row (forward, dq), one per key row (dk, dv), so every
+// output is written by one thread and nothing is added atomically.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/dropout_mask.h"
+
+namespace tandem::backend::cuda {
+
+/// What one launch covers: q [N, Tq, H*d], k [N, Tk, H*d], v [N, Tk, H*dv].
+struct AttentionLaunch {
+  int64_t batch = 0, heads = 0, queries = 0, keys = 0, depth = 0, value_depth = 0;
+  float scale = 1;
+  bool causal = false;
+  /// Dropout: `step` (device memory, @step's replica, read by the kernel; null: none) and
+  /// the mask's constants (its step ignored); rows from `first_sample` of the whole batch.
+  const int32_t* step = nullptr;
+  DropoutMask mask{};
+  int64_t first_sample = 0;
+};
+
+/// y [N, Tq, H*dv] and lse [N, H, Tq].
+void launchAttention(const AttentionLaunch& a, const float* q, const float* k, const float* v,
+                     float* y, float* lse, cudaStream_t stream);
+
+/// dq, dk, dv from dy, the forward's y and lse; `delta` is f32[N, H, Tq] of scratch.
+void launchAttentionBackward(const AttentionLaunch& a, const float* dy, const float* q,
+                             const float* k, const float* v, const float* y, const float* lse,
+                             float* delta, float* dq, float* dk, float* dv, cudaStream_t stream);
+
+}  // namespace tandem::backend::cuda

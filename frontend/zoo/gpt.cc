@@ -1,0 +1,125 @@
+// A decoder-only transformer as nanoGPT (Karpathy) writes it (issue 43): token and learned
+// position embeddings, pre-norm blocks of causal multi-head attention and a GELU MLP of 4x
+// width, a final LayerNorm, and the output projection tied to the token embedding (one
+// variable read twice: autodiff sums its two gradients before the one reduction).
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/zoo/zoo.h"
+
+namespace tandem::zoo {
+namespace {
+
+using ir::DType;
+using ir::Initializer;
+using ir::TensorType;
+using ir::VarRole;
+
+// nanoGPT's _init_weights: N(0, 0.02) for every linear weight and embedding, zero biases
+// (the builder's), and the residual projections (c_proj) at 0.02 / sqrt(2 * layers).
+Initializer normal(double std) { return Initializer{Initializer::Kind::kNormal, std}; }
+
+// A linear layer over the last axis of [N, T, D]: rows of one [N*T, D] matrix (the batch
+// axis stays -1, as replicate re-infers each device's share).
+Tensor tokenLinear(Builder& b, Tensor x, int64_t tokens, int64_t out, const char* name,
+                   double std) {
+  const int64_t in = x.shape().back();
+  Tensor rows = b.reshape(x, {-1, in});
+  Tensor y = b.linear(rows, {.out_features = out, .init = normal(std), .name = name});
+  return b.reshape(y, {-1, tokens, out});
+}
+
+Tensor block(Builder& b, Tensor h, const GptShape& s) {
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(s.layers));
+  const int64_t t = s.context;
+  {
+    auto _ = b.scope("attn");
+    Tensor a = b.layerNorm(h, {.name = "ln_1"});
+    Tensor q = tokenLinear(b, a, t, s.width, "q", 0.02), k = tokenLinear(b, a, t, s.width, "k", 0.02),
+           v = tokenLinear(b, a, t, s.width, "v", 0.02);
+    Tensor y = b.attention(q, k, v, {.heads = s.heads, .causal = true, .dropout = s.dropout});
+    h = b.add(h, b.dropout(tokenLinear(b, y, t, s.width, "c_proj", proj_std), s.dropout));
+  }
+  auto _ = b.scope("mlp");
+  Tensor m = b.layerNorm(h, {.name = "ln_2"});
+  m = b.gelu(tokenLinear(b, m, t, 4 * s.width, "c_fc", 0.02));
+  return b.add(h, b.dropout(tokenLinear(b, m, t, s.width, "c_proj", proj_std), s.dropout));
+}
+
+// The logits [N, T, vocab] of ids [N, T].
+Tensor gptLogits(Builder& b, Tensor ids, const GptShape& s) {
+  if (!ids.valid()) return ids;
+  Tensor wte = b.variable("wte.table", TensorType{DType::kF32, {s.vocab, s.width}},
+                          VarRole::kParam, normal(0.02));
+  Tensor wpe = b.variable("wpe.table", TensorType{DType::kF32, {1, s.context, s.width}},
+                          VarRole::kParam, normal(0.02));
+  Tensor h = b.dropout(b.addBroadcast(b.embedding(ids, wte, "wte"), wpe), s.dropout);
+  for (int64_t i = 0; i < s.layers; ++i) {
+    auto _ = b.scope(absl::StrCat("h", i));
+    h = block(b, h, s);
+  }
+  h = b.layerNorm(h, {.name = "ln_f"});
+  // The output projection is the token embedding's table, read a second time (tied).
+  return b.matmul(h, wte, {.trans_b = true});
+}
+
+// nanoGPT's recipe for its small CPU models: AdamW lr 1e-3, betas 0.9 / 0.99, weight decay
+// 0.1 on the matrices only, 100 warmup steps then cosine to lr / 10, the gradient norm
+// clipped at 1.
+TrainingDefaults gptDefaults() {
+  TrainingDefaults d;
+  d.optimizer = ir::AdamwConfig{.lr = 1e-3, .beta2 = 0.99, .weight_decay = 0.1};
+  d.decay_matrices_only = true;
+  d.schedule = "cosine:0.1";
+  d.warmup_steps = 100;
+  d.clip_grad_norm = 1.0;
+  d.batch = 64;
+  d.weight_init = normal(0.02);  // what the header says: every layer names its own
+  return d;
+}
+
+}  // namespace
+
+absl::Status checkGptShape(const GptShape& s) {
+  for (const auto& [what, value] :
+       {std::pair{"vocabulary", s.vocab}, std::pair{"context", s.context},
+        std::pair{"layers", s.layers}, std::pair{"heads", s.heads}, std::pair{"width", s.width}})
+    if (value < 1)
+      return absl::InvalidArgumentError(absl::StrCat("gpt: ", what, " must be >= 1, got ", value));
+  if (s.width % s.heads != 0)
+    return absl::InvalidArgumentError(absl::StrCat("gpt: width ", s.width,
+                                                   " does not divide into ", s.heads, " heads"));
+  if (!(s.dropout >= 0 && s.dropout < 1))
+    return absl::InvalidArgumentError(absl::StrCat("gpt: dropout must be in [0, 1), got ", s.dropout));
+  return absl::OkStatus();
+}
+
+ModelSpec gpt(const GptShape& s) {
+  ModelSpec spec{.name = "gpt",
+                 .inputs = {{.name = "x", .dtype = DType::kI32, .shape = {s.context}},
+                            {.name = "y", .dtype = DType::kI32, .shape = {s.context}}},
+                 .labels = ClassLabels{.input = "y", .classes = s.vocab},
+                 .defaults = gptDefaults()};
+  spec.step = [s](Builder& b, const StepInputs& in) -> StepOutputs {
+    Tensor logits = gptLogits(b, in["x"], s);
+    if (!logits.valid()) return {};
+    // Training: the mean over every token of the global batch. Evaluation: per window the
+    // mean over its tokens, summed over the windows (the pass divides by them), so both
+    // report the loss per token.
+    if (b.training())
+      return {.loss = b.crossEntropy(logits, in["y"], {.axis = -1})};
+    Tensor sum = b.crossEntropy(logits, in["y"], {.reduction = ir::Reduction::kSum, .axis = -1});
+    return {.loss = b.scale(sum, 1.0 / static_cast<double>(s.context))};
+  };
+  spec.predict = PredictSpec{
+      .inputs = {"x"},
+      .outputs = {"logits"},
+      .forward = [s](Builder& b, const StepInputs& in) {
+        return std::vector<Prediction>{{.name = "logits", .value = gptLogits(b, in["x"], s)}};
+      }};
+  return spec;
+}
+
+}  // namespace tandem::zoo
