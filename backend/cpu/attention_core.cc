@@ -1,8 +1,8 @@
 #include "backend/cpu/attention_core.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -30,14 +30,23 @@ void gemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 // std::exp does not vectorize without -ffast-math, oneDNN's eltwise exp is a primitive per
 // shape that cannot subtract each row's own maximum in the same pass, and this loop is
 // half of attention's time otherwise.
+/// c ? a : b as bit masks: GCC if-converts and vectorizes these where its float selects
+/// stay branches (AVX-512's masked moves are refused under -ftrapping-math).
+inline float pick(bool c, float a, float b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
+}
+
 inline float expOf(float x) {
-  float c = x > 88.3762626647949f ? 88.3762626647949f : x;
-  c = c < -87.3365478515625f ? -87.3365478515625f : c;
-  c = c == c ? c : 0.0f;
-  const float fx = c * 1.44269504088896341f;
-  const int32_t n = static_cast<int32_t>(fx + (fx >= 0 ? 0.5f : -0.5f));
+  constexpr float kLow = -87.3365478515625f, kHigh = 88.3762626647949f;  // e^x normal, finite
+  const bool nan = x != x;
+  float c = pick(x < kLow, kLow, x);
+  c = pick(c > kHigh, kHigh, c);
+  c = pick(nan, 0.0f, c);
+  const float fx = c * 1.44269504088896341f;  // log2(e)
+  const int32_t n = static_cast<int32_t>(fx + std::copysign(0.5f, fx));
   const float nf = static_cast<float>(n);
-  float r = c - nf * 0.693359375f;
+  float r = c - nf * 0.693359375f;  // ln 2 in two parts, the first exact in f32
   r = r - nf * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -46,11 +55,8 @@ inline float expOf(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float e = p * r * r + r + 1.0f;
-  float two_n;
-  const int32_t bits = (n + 127) << 23;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  const float y = e * two_n;
-  return x != x ? x : x < -87.3365478515625f ? 0.0f : y;
+  const float y = e * std::bit_cast<float>((n + 127) << 23);
+  return pick(nan, x, pick(x < kLow, 0.0f, y));
 }
 
 /// y[t] = exp(x[t] - shift) for t < n (x and y may alias).
