@@ -78,17 +78,44 @@ TANDEM_VECTOR_LOOPS void softmaxGradRow(const float* p, const float* dp, float d
   for (int64_t t = 0; t < n; ++t) ds[t] = p[t] * (dp[t] - delta);
 }
 
-float rowMax(const float* x, int64_t n) {
-  float m = kNegInf;
-  for (int64_t t = 0; t < n; ++t)
-    if (x[t] > m || x[t] != x[t]) m = x[t];  // a NaN score makes the row NaN, as PyTorch's
-  return m;
+// A row's sum over 16 lanes, then across them: the loop vectorizes (a float sum does not,
+// without reassociation), and the order is fixed by the row's length alone.
+constexpr int kLanes = 16;
+
+/// v's bits as an int whose order is the floats' (negative ones' magnitude bits flipped),
+/// NaN above everything: the row's maximum is then an integer max, which vectorizes where
+/// a float max with PyTorch's NaN rule does not. The map is its own inverse.
+inline int32_t orderedKey(float v) {
+  const int32_t i = std::bit_cast<int32_t>(v);
+  const int32_t key = i ^ ((i >> 31) & 0x7fffffff);
+  return (i & 0x7fffffff) > 0x7f800000 ? INT32_MAX : key;
 }
 
-float rowSum(const float* x, int64_t n) {
-  float s = 0;
-  for (int64_t t = 0; t < n; ++t) s += x[t];
-  return s;
+/// The row's largest value; NaN when it holds one (as PyTorch's softmax makes such a row).
+TANDEM_VECTOR_LOOPS float rowMax(const float* x, int64_t n) {
+  if (n <= 0) return kNegInf;
+  int32_t m = INT32_MIN;
+  for (int64_t t = 0; t < n; ++t) m = std::max(m, orderedKey(x[t]));
+  if (m == INT32_MAX) return std::numeric_limits<float>::quiet_NaN();
+  return std::bit_cast<float>(m ^ ((m >> 31) & 0x7fffffff));
+}
+
+/// y[t] = exp(x[t] - shift) for t < n (x and y may be one row); returns their sum.
+TANDEM_VECTOR_LOOPS float expShiftedSum(const float* x, float shift, int64_t n, float* y) {
+  float lanes[kLanes] = {};
+  int64_t t = 0;
+  for (; t + kLanes <= n; t += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      y[t + l] = expOf(x[t + l] - shift);
+      lanes[l] += y[t + l];
+    }
+  float sum = 0;
+  for (; t < n; ++t) {
+    y[t] = expOf(x[t] - shift);
+    sum += y[t];
+  }
+  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
+  return sum;
 }
 
 float dot(const float* a, const float* b, int64_t n) {
@@ -169,8 +196,7 @@ void forwardHead(const AttentionDims& d, const AttentionDropout& drop, const Hea
           const float m_new = tile_max > m[r] || tile_max != tile_max ? tile_max : m[r];
           // exp(-inf - -inf) is NaN: a running sum that is still empty needs no rescaling.
           const float rescale = l[r] == 0 ? 0.0f : std::exp(m[r] - m_new);
-          expShifted(row, m_new, seen, row);
-          l[r] = l[r] * rescale + rowSum(row, seen);
+          l[r] = l[r] * rescale + expShiftedSum(row, m_new, seen, row);
           if (rescale != 1.0f) scaleRow(o + r * dv, rescale, dv);
           m[r] = m_new;
           if (drop.on) {
