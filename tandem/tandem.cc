@@ -184,6 +184,8 @@ absl::StatusOr<training::TrainConfig> configOf(const TrainConfig& c, const Data&
   return training::TrainConfig{
       .model = std::move(model),
       .epochs = c.epochs,
+      .steps = c.steps,
+      .eval_every = c.eval_every,
       .seed = c.seed,
       .data = std::move(source),
       .limit_train = data.limit_train,

@@ -99,6 +99,11 @@ struct TrainConfig {
   /// `tandem train`'s default).
   std::optional<int64_t> batch;
   int epochs = 10;
+  /// Train for this many steps instead of `epochs` (token data: "tokens:", "text:" specs,
+  /// whose examples are random windows), evaluating every `eval_every` steps (unset: 250,
+  /// or at the end of a shorter run), which divides `steps`; each period is an epoch of
+  /// the history.
+  std::optional<int64_t> steps, eval_every;
   /// Seeds the initial values and the order of the examples.
   uint64_t seed = 0;
   /// "sgd" or "adamw"; unset: the model's.

@@ -44,6 +44,8 @@ namespace tandem::training {
   X(kPrecision, "precision") \
   X(kAllreduceDtype, "allreduce_dtype") \
   X(kEpochs, "epochs") \
+  X(kSteps, "steps") \
+  X(kEvalEvery, "eval_every") \
   X(kSeed, "seed") \
   X(kData, "data") \
   X(kTestData, "test_data") \

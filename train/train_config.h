@@ -25,6 +25,12 @@ struct TrainConfig {
   /// precision, split, buckets, layouts.
   ModelSettings model;
   int epochs = 10;
+  /// Train for this many steps instead of epochs (token data, whose examples are random
+  /// windows): an evaluation on the validation windows every `eval_every` steps (unset:
+  /// every 250, or once at the end of a shorter run), which divides `steps`. Each such
+  /// period is an epoch of the run (its table row, its checkpoint, its place to resume).
+  std::optional<int64_t> steps;
+  std::optional<int64_t> eval_every;
   /// Seeds the initial values and the order of the examples (batch i of epoch e depends
   /// only on seed, e and i).
   uint64_t seed = 0;

@@ -1,5 +1,9 @@
 #include "train/training_session.h"
 
+#include <limits>
+
+#include "runtime/data/token_source.h"
+
 #include <cmath>
 #include <filesystem>
 
@@ -60,6 +64,35 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::create(const M
   return s;
 }
 
+// --steps N: the run's epochs become its evaluation periods, `eval_every` steps each, over
+// a token source drawing that many batches of random windows an epoch (windows are drawn
+// by their key alone, so the corpus is read as any epoch length would read it).
+absl::Status TrainingSession::trainBySteps() {
+  constexpr int64_t kDefaultEvalEvery = 250;  // nanoGPT's eval_interval for its small models
+  const int64_t steps = *config_.steps;
+  if (steps < 1)
+    return settingError(names_, Setting::kSteps, absl::StrCat(steps, " trains nothing (1 or more)"));
+  const int64_t every = config_.eval_every.value_or(std::min(steps, kDefaultEvalEvery));
+  if (every < 1 || steps % every != 0)
+    return settingError(names_, Setting::kEvalEvery,
+                        absl::StrCat(every, " does not divide ", names_(Setting::kSteps), " ",
+                                     steps, " into whole evaluation periods"));
+  const auto* corpus = dynamic_cast<const runtime::data::TokenSource*>(data_->train.get());
+  if (corpus == nullptr)
+    return settingError(
+        names_, Setting::kSteps,
+        absl::StrCat("trains by steps over random windows of token data (tokens:, text:); ",
+                     data_->train->where(), " is a set of examples: give ",
+                     names_(Setting::kEpochs), " instead"));
+  if (steps / every > std::numeric_limits<int>::max())
+    return settingError(names_, Setting::kEvalEvery, absl::StrCat(every, " makes too many periods"));
+  TrainingData data = *data_;
+  data.train = corpus->withEpochWindows(every * *config_.model.batch);
+  data_ = std::make_shared<const TrainingData>(std::move(data));
+  config_.epochs = static_cast<int>(steps / every);
+  return absl::OkStatus();
+}
+
 // The settings resolved and checked, the processes agreeing on them, the checkpoint
 // directory prepared: everything that can fail before anything slow.
 absl::Status TrainingSession::prepare(const ModelSpec& spec) {
@@ -75,6 +108,7 @@ absl::Status TrainingSession::prepare(const ModelSpec& spec) {
                        static_cast<int64_t>(config_.model.devices.size()) * procs.size())
             : defaultBatch(data_->train->size(),
                            static_cast<int64_t>(config_.model.devices.size()) * procs.size());
+  if (config_.steps) RETURN_IF_ERROR(trainBySteps());
   ASSIGN_OR_RETURN(choice_, resolveModel(spec, config_.model, /*for_training=*/true, names_));
   // The backends' settings a front end gave, named as it names them (the executor checks
   // them again, in its own words, for callers below this library).

@@ -178,6 +178,7 @@ class TrainingSession {
   TrainingSession(const SettingNames& names, TrainListener& listener)
       : names_(names), listener_(listener) {}
   absl::Status prepare(const ModelSpec& spec);
+  absl::Status trainBySteps();
   absl::Status readResumed();
   absl::Status openData();
   absl::Status checkData();

@@ -50,9 +50,12 @@ ModelSpec resnet152(const ImageClasses& data = kImagenet);
 ModelSpec vit(const ImageClasses& data = {});
 /// The ViT's variants, for benchmarks.
 struct VitOptions {
-  /// Attention as the fused op (Builder::attention); false: matmul, scale, softmax, matmul
-  /// and the heads' transposes, as before issue 43.
-  bool fused_attention = true;
+  /// Attention as the fused op (Builder::attention); false (the default): matmul, scale,
+  /// softmax, matmul and the heads' transposes. At the ViT's 50 tokens and heads 16 wide
+  /// oneDNN's batched products over all 512 heads of a device's batch beat the fused CPU
+  /// kernel's per-head tiles (bench/attention_bench Step/vit: docs/PERF.md), so the ViT
+  /// keeps them until the fused kernel batches heads as well.
+  bool fused_attention = false;
 };
 ModelSpec vit(const ImageClasses& data, const VitOptions& options);
 

@@ -75,6 +75,12 @@ absl::StatusOr<std::unique_ptr<TokenSource>> TokenSource::range(int64_t begin, i
   return part;
 }
 
+std::unique_ptr<TokenSource> TokenSource::withEpochWindows(int64_t windows) const {
+  std::unique_ptr<TokenSource> s(new TokenSource(*this));
+  s->epoch_windows_ = windows;
+  return s;
+}
+
 absl::Status TokenSource::read(int64_t index, const ExampleKey& key,
                                absl::Span<void* const> out) const {
   if (index < 0 || index >= size())

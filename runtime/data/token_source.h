@@ -37,7 +37,7 @@ class TokenSource : public ExampleSource {
                                                            const TokenOptions& options);
 
   std::string where() const override { return where_; }
-  int64_t size() const override { return (tokens_ - 1) / length_; }
+  int64_t size() const override { return epoch_windows_ > 0 ? epoch_windows_ : (tokens_ - 1) / length_; }
   const std::vector<Field>& fields() const override { return fields_; }
   /// y holds ids of the vocabulary (when the source was given one): the labels of a
   /// language model's classes.
@@ -56,6 +56,10 @@ class TokenSource : public ExampleSource {
   /// ("validation") goes into where(). An error when the range holds no window.
   absl::StatusOr<std::unique_ptr<TokenSource>> range(int64_t begin, int64_t end,
                                                      absl::string_view what) const;
+  /// This source with `windows` (>= 1) windows an epoch instead of (tokens - 1) / length:
+  /// training by steps, an epoch being the steps between evaluations. Windows are drawn
+  /// by their key alone, so any count reads the corpus alike.
+  std::unique_ptr<TokenSource> withEpochWindows(int64_t windows) const;
 
  protected:
   /// `ids`: `tokens` ids of `width` bytes (2 or 4) in memory, kept alive by `owner`; or,
@@ -75,6 +79,7 @@ class TokenSource : public ExampleSource {
   int width_;
   int64_t tokens_, length_, vocabulary_;
   int64_t first_ = 0;  // the range's first token in the file
+  int64_t epoch_windows_ = 0;  // > 0: windows an epoch (withEpochWindows)
   std::shared_ptr<const MappedFile> file_;
   std::vector<Field> fields_;
 };

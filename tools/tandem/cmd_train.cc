@@ -120,6 +120,8 @@ absl::Status checkFlagCombinations(const TrainFlags& f) {
 // (The model's settings are filled once the model is made for the data.)
 absl::StatusOr<training::TrainConfig> configOf(const TrainFlags& f) {
   training::TrainConfig c{.epochs = f.epochs,
+                          .steps = f.steps,
+                          .eval_every = f.eval_every,
                           .seed = f.seed,
                           .data = {.spec = f.data,
                                    .test_spec = f.test_data,

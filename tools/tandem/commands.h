@@ -95,6 +95,8 @@ struct OptFlags {
 struct TrainFlags {
   ModelFlags model;
   int epochs = 10;
+  /// --steps N [--eval-every K]: train by steps on token data (TrainConfig::steps).
+  std::optional<int64_t> steps, eval_every;
   uint64_t seed = 0;
   std::optional<int64_t> limit_train, limit_test;
   /// --data SPEC (runtime/data/open_source.h; a directory: Fashion-MNIST's files in it),

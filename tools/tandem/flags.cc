@@ -418,6 +418,12 @@ void addTrain(CLI::App& app, TrainFlags& f) {
   cmd->add_flag("--reinit", f.model.reinit,
                 "--onnx: start from Tandem's initializers (--init) rather than the model's values");
   addNumber(cmd, "--epochs", f.epochs, Range<int>{1, 100000}, "Passes over the training data");
+  addNumber(cmd, "--steps", f.steps, Range<int64_t>{1, int64_t{1} << 40},
+            "Train for N steps instead of --epochs (token data: tokens:, text:), evaluating "
+            "on the validation windows every --eval-every steps");
+  addNumber(cmd, "--eval-every", f.eval_every, Range<int64_t>{1, int64_t{1} << 40},
+            "With --steps: steps between evaluations, dividing --steps (default 250, or "
+            "--steps when fewer); each is a row of the table and a checkpoint");
   addNumber(cmd, "--seed", f.seed, atLeast<uint64_t>(0), "Seed of initialization and shuffling");
   addNumber(cmd, "--limit-train", f.limit_train, atLeast<int64_t>(1),
             "Use only the first N training examples (default: all)");

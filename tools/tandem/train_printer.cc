@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <numbers>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -202,12 +203,20 @@ std::string TrainPrinter::header(const training::RunInfo& run) const {
   if (o.build.label_smoothing > 0)
     absl::StrAppend(&clip, ", label smoothing ", o.build.label_smoothing);
   auto images = [&](int64_t n, const char* what) {
-    return absl::StrCat(thousands(n), " ", what, " ", unit_, n == 1 ? "" : "s");
+    return absl::StrCat(thousands(n), " ", what, *what ? " " : "", unit_, n == 1 ? "" : "s");
   };
   std::string line1 = absl::StrFormat(
       "%s on %s, batch %d (%s per device), %s%s%s, init %s, seed %d\n", c.spec.name,
       deviceList(p.devices), batch, even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"),
       optimizer, schedule, clip, ir::toString(o.build.weight_init), f_.seed);
+  if (f_.steps)  // trained by steps: no epochs to speak of
+    return line1 + absl::StrFormat(
+                       "%s of %s%s, an evaluation every %s on %s\n",
+                       counted(*f_.steps, "step"), images(batch, ""),
+                       tokens_per_example_ > 0
+                           ? absl::StrCat(" (", tokens_per_example_, " tokens each)")
+                           : "",
+                       counted(steps, "step"), images(run.test_count, "validation"));
   std::string line2 =
       dropped == 0
           ? absl::StrFormat("%s per epoch in %s, %s\n", images(run.train_count, "training"),
@@ -251,7 +260,8 @@ absl::Status TrainPrinter::onStart(const training::RunInfo& run) {
     RETURN_IF_ERROR(outputs_.csv->write(
         absl::StrCat("epoch,train_loss,train_acc,test_loss,test_acc,seconds,images_per_s,"
                      "eval_seconds,split,replans",
-                     schedule_ ? ",lr" : "", tokens_per_example_ > 0 ? ",tokens_per_s" : "",
+                     schedule_ ? ",lr" : "",
+                     tokens_per_example_ > 0 ? ",step,val_loss,val_bpc,tokens_per_s" : "",
                      "\n")));
   }
   OutputFile& out = outputs_.out;
@@ -262,11 +272,15 @@ absl::Status TrainPrinter::onStart(const training::RunInfo& run) {
             ? absl::StrFormat("resumed from '%s' after epoch %d\n", run.resumed_path, r->epoch - 1)
             : absl::StrFormat("resumed from '%s' at epoch %d, step %d of %d\n", run.resumed_path,
                               r->epoch, r->progress.steps, run.steps_per_epoch)));
-  std::string columns = accuracy_ ? absl::StrFormat("%9s %9s", "train_acc", "test_acc")
-                                  : absl::StrFormat("%10s", "test_loss");
+  // A language model's held-out part is its validation text, and its loss per token in
+  // bits (per character, for a text of characters) is how such models are compared.
+  std::string columns = accuracy_                  ? absl::StrFormat("%9s %9s", "train_acc", "test_acc")
+                        : tokens_per_example_ > 0 ? absl::StrFormat("%10s %8s", "val_loss", "val_bpc")
+                                                  : absl::StrFormat("%10s", "test_loss");
   for (const std::string& m : metrics_) absl::StrAppend(&columns, absl::StrFormat(" %12s", m));
   const std::string rate = tokens_per_example_ > 0 ? "tokens/s" : absl::StrCat(unit_, "s/s");
-  return out.write(absl::StrFormat("%5s %10s %s %8s %9s%s\n", "epoch", "train_loss", columns,
+  return out.write(absl::StrFormat("%5s %10s %s %8s %9s%s\n", f_.steps ? "step" : "epoch",
+                                   "train_loss", columns,
                                    "seconds", rate,
                                    schedule_ ? absl::StrFormat(" %10s", "lr") : ""));
 }
@@ -302,14 +316,18 @@ absl::StatusOr<bool> TrainPrinter::onEpoch(const runtime::EpochFigures& e, bool 
   // Under a schedule, the lr of the epoch's last update ends the row.
   const std::string lr_cell =
       schedule_ ? absl::StrFormat(" %10.4g", lrOfEpoch(e.epoch)) : std::string();
-  std::string cells = accuracy_
-                          ? absl::StrFormat("%9.4f %9.4f", e.train_accuracy, e.test_accuracy)
-                          : absl::StrCat(" ", lossCell(e.test_loss));
+  std::string cells =
+      accuracy_                 ? absl::StrFormat("%9.4f %9.4f", e.train_accuracy, e.test_accuracy)
+      : tokens_per_example_ > 0 ? absl::StrFormat(" %s %8.4f", lossCell(e.test_loss),
+                                                  e.test_loss / std::numbers::ln2)
+                                : absl::StrCat(" ", lossCell(e.test_loss));
   for (const std::string& m : metrics_)  // the test pass's figure of each
     for (const runtime::MetricValue& v : e.test_metrics)
       if (v.name == m) absl::StrAppend(&cells, absl::StrFormat(" %12.6g", v.value));
   const double rate = e.images_per_second * static_cast<double>(std::max<int64_t>(tokens_per_example_, 1));
-  RETURN_IF_ERROR(outputs_.out.write(absl::StrFormat("%5d %s %s %8.1f %9.0f%s\n", e.epoch,
+  // Trained by steps, a row is an evaluation and says the step it came after.
+  const int64_t at = f_.steps ? e.epoch * steps_per_epoch_ : e.epoch;
+  RETURN_IF_ERROR(outputs_.out.write(absl::StrFormat("%5d %s %s %8.1f %9.0f%s\n", at,
                                                      lossCell(e.train_loss), cells, e.seconds,
                                                      rate, lr_cell)));
   // --split auto's re-plans in the epoch: its CSV row's "replans" column (STEP:ROWS ...).
@@ -324,7 +342,9 @@ absl::StatusOr<bool> TrainPrinter::onEpoch(const runtime::EpochFigures& e, bool 
         absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "),
         schedule_ ? absl::StrFormat(",%.9g", lrOfEpoch(e.epoch)) : std::string(),
         tokens_per_example_ > 0
-            ? absl::StrFormat(",%.1f", e.images_per_second * static_cast<double>(tokens_per_example_))
+            ? absl::StrFormat(",%d,%.6f,%.6f,%.1f", e.epoch * steps_per_epoch_, e.test_loss,
+                              e.test_loss / std::numbers::ln2,
+                              e.images_per_second * static_cast<double>(tokens_per_example_))
             : std::string())));
   if (outputs_.plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
     curves_.push_back({e.epoch, e.train_loss, e.train_accuracy, e.test_accuracy});
