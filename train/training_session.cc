@@ -37,6 +37,14 @@ int64_t defaultBatch(int64_t train_examples, int64_t devices) {
   return std::max(batch, devices);
 }
 
+int64_t windowLengthOf(const ModelSpec& spec) {
+  for (const ModelInput& in : spec.inputs)
+    if (in.name == "x" && (in.dtype == ir::DType::kI32 || in.dtype == ir::DType::kI64) &&
+        in.shape.size() == 1)
+      return in.shape[0];
+  return 0;
+}
+
 bool writesWhereItResumes(const TrainConfig& c) {
   if (!c.checkpoint || !c.resume) return false;
   std::error_code ignored;  // the checkpoint directory need not exist yet
@@ -49,6 +57,8 @@ absl::StatusOr<std::unique_ptr<TrainingSession>> TrainingSession::create(const M
                                                                          TrainListener& listener) {
   std::unique_ptr<TrainingSession> s(new TrainingSession(names, listener));
   s->config_ = std::move(config);
+  // Token data is read in windows of the model's context when its spec gives no length.
+  if (s->config_.data.window_length == 0) s->config_.data.window_length = windowLengthOf(spec);
   RETURN_IF_ERROR(s->openData());
   RETURN_IF_ERROR(s->prepare(spec));
   RETURN_IF_ERROR(s->readResumed());

@@ -135,6 +135,11 @@ class TrainListener {
 /// that a small data set (scikit-learn's 1,797 digits) gets enough updates in ten epochs.
 int64_t defaultBatch(int64_t train_examples, int64_t devices);
 
+/// The window length token data (tokens:, text:) is read in for `spec` when the data's spec
+/// gives none: the length of its input x of integer ids [T] (a language model's context);
+/// 0 for a model without one.
+int64_t windowLengthOf(const ModelSpec& spec);
+
 /// Whether the run writes its checkpoints into the directory it resumes from (it then
 /// replaces the checkpoint there).
 bool writesWhereItResumes(const TrainConfig& config);

@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""PyTorch reference for Tandem's gpt zoo model (frontend/zoo/gpt.cc): training throughput on a text.
+
+The model is nanoGPT's (Karpathy) as Tandem builds it, character level: the vocabulary is the
+text's distinct characters sorted (Tandem's text:FILE:chars; 63 for the KJV, newline
+included), token embedding wte [V, D] and learned position embedding wpe [1, T, D], dropout
+after their sum, L pre-norm blocks of
+  x + dropout(c_proj(attention(ln_1(x))))   (q, k and v: three nn.Linear(D, D) with bias,
+                                             Tandem has no fused c_attn; causal, H heads,
+                                             dropout on the probabilities)
+  x + dropout(c_proj(GELU(c_fc(ln_2(x)))))  (erf GELU, 4D wide)
+then ln_f and the logits ln_f(x) @ wte^T (tied). LayerNorm eps 1e-5 with bias. Defaults
+T=128, L=4, H=4, D=128, dropout 0.1: V*D + T*D + L*(12*D^2 + 13*D) + 2*D parameters (817,792
+for the KJV). Attention: --attention sdpa is F.scaled_dot_product_attention(q, k, v,
+is_causal=True, dropout_p=p) (PyTorch 2), manual is softmax(q k^T / sqrt(d) + mask) v written
+out (PyTorch 1.13 has no SDPA); auto (default) takes sdpa where there is one.
+Initialisation as nanoGPT and Tandem: N(0, 0.02) for weights and embeddings, c_proj
+weights N(0, 0.02 / sqrt(2L)), zero biases. Loss: cross-entropy over every token.
+Optimizer: torch.optim.AdamW lr 1e-3, betas (0.9, 0.99), eps 1e-8, weight decay 0.1 on the
+nn.Linear weights only (not biases, LayerNorms, wte or wpe: Tandem's decay=matrices), the
+gradient norm clipped at 1.0 each step. The learning rate stays constant: Tandem's warmup and
+cosine schedule change the values, not the step's work.
+
+Batches are --batch random windows of T+1 ids from the first 90% of the text (x the first T,
+y the last T), drawn with a seeded generator inside each step, as Tandem draws windows at
+random offsets. --compile wraps the model in torch.compile (default mode; the optimizer step
+stays eager). Throughput: --warmup steps (compilation happens in the first), then --steps
+timed ones; the last line printed is machine readable (loss: the last step's):
+  pytorch tokens_per_s=12345.6 steps=20 seconds=13.271 batch=64 threads=2 attention=manual compile=off loss=2.912345
+The first line names torch's version, the parameter count and the vocabulary:
+  torch 1.13.0a0, gpt params=817792 vocab=63 context=128 layers=4 heads=4 width=128, ...
+
+Run it with Debian's interpreter (/usr/bin/python3, PyTorch 1.13) or through
+../shared/tools/pytorch2 python3 (PyTorch 2.6, torch.compile); bench/gpt_vs_pytorch.sh runs
+both against Tandem.
+"""
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+def read_ids(path):
+    """The text's characters as ids of their places among its distinct characters sorted."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        sys.exit(f"gpt_pytorch: cannot read {path}: {e.strerror}")
+    except UnicodeDecodeError as e:
+        sys.exit(f"gpt_pytorch: {path} is not UTF-8 text: {e}")
+    points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    chars = np.unique(points)
+    return torch.from_numpy(np.searchsorted(chars, points).astype(np.int64)), len(chars)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, width, heads, context, p, sdpa):
+        super().__init__()
+        self.heads, self.p, self.sdpa = heads, p, sdpa
+        self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
+        self.c_proj = nn.Linear(width, width)
+        self.attn_dropout = nn.Dropout(p)
+        if not sdpa:
+            mask = torch.full((context, context), float("-inf")).triu(1)
+            self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        split = lambda y: y.view(n, t, self.heads, d // self.heads).transpose(1, 2)
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))  # [N, H, T, d]
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True)
+        else:
+            scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(d // self.heads))
+            probs = torch.softmax(scores + self.mask[:t, :t], dim=-1)
+            y = self.attn_dropout(probs) @ v
+        return self.c_proj(y.transpose(1, 2).reshape(n, t, d))
+
+
+class Mlp(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.c_fc = nn.Linear(width, 4 * width)
+        self.c_proj = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x)))  # erf GELU (approximate="none")
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads, context, p, sdpa):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(width, eps=1e-5)
+        self.attn = CausalSelfAttention(width, heads, context, p, sdpa)
+        self.ln_2 = nn.LayerNorm(width, eps=1e-5)
+        self.mlp = Mlp(width)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x):
+        x = x + self.drop(self.attn(self.ln_1(x)))
+        return x + self.drop(self.mlp(self.ln_2(x)))
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, context=128, layers=4, heads=4, width=128, p=0.1, sdpa=False):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.wpe = nn.Parameter(torch.zeros(1, context, width))
+        self.drop = nn.Dropout(p)
+        self.h = nn.Sequential(*(Block(width, heads, context, p, sdpa) for _ in range(layers)))
+        self.ln_f = nn.LayerNorm(width, eps=1e-5)
+        # nanoGPT's _init_weights, as frontend/zoo/gpt.cc gives it.
+        for name, m in self.named_modules():
+            if isinstance(m, nn.Linear):
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith("c_proj") else 0.02
+                nn.init.normal_(m.weight, std=std)
+                nn.init.zeros_(m.bias)
+        nn.init.normal_(self.wte.weight, std=0.02)
+        nn.init.normal_(self.wpe, std=0.02)
+
+    def forward(self, ids):
+        h = self.drop(self.wte(ids) + self.wpe[:, :ids.shape[1]])
+        return F.linear(self.ln_f(self.h(h)), self.wte.weight)  # tied output projection
+
+
+def expected_params(vocab, context, layers, width):
+    return vocab * width + context * width + layers * (12 * width * width + 13 * width) + 2 * width
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--text", required=True, help="the UTF-8 text file (as Tandem's text:FILE)")
+    p.add_argument("--steps", type=int, default=20, help="timed training steps")
+    p.add_argument("--warmup", type=int, help="untimed steps first (default 5; 10 with --compile)")
+    p.add_argument("--batch", type=int, default=64, help="sequences per step")
+    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    p.add_argument("--context", type=int, default=128)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--width", type=int, default=128)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--attention", choices=["auto", "sdpa", "manual"], default="auto")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    for flag in ("steps", "batch", "threads", "context", "layers", "heads", "width"):
+        if getattr(args, flag) < 1:
+            sys.exit(f"gpt_pytorch: --{flag} must be >= 1, got {getattr(args, flag)}")
+    if args.width % args.heads:
+        sys.exit(f"gpt_pytorch: width {args.width} does not divide into {args.heads} heads")
+    has_sdpa = hasattr(F, "scaled_dot_product_attention")
+    if args.attention == "auto":
+        args.attention = "sdpa" if has_sdpa else "manual"
+    if args.attention == "sdpa" and not has_sdpa:
+        sys.exit(f"gpt_pytorch: torch {torch.__version__} has no F.scaled_dot_product_attention "
+                 "(PyTorch 2.0 and later); use --attention manual")
+    if args.compile and not hasattr(torch, "compile"):
+        sys.exit(f"gpt_pytorch: torch {torch.__version__} has no torch.compile (PyTorch 2.0 and later)")
+    warmup = args.warmup if args.warmup is not None else (10 if args.compile else 5)
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+
+    ids, vocab = read_ids(args.text)
+    train = ids[:int(0.9 * ids.numel())]
+    if train.numel() < args.context + 2:
+        sys.exit(f"gpt_pytorch: {args.text} is too short for windows of {args.context} + 1 ids")
+    windows = train.unfold(0, args.context + 1, 1)  # [count, T + 1], a view
+
+    model = Gpt(vocab, args.context, args.layers, args.heads, args.width, args.dropout,
+                sdpa=args.attention == "sdpa")
+    params = sum(q.numel() for q in model.parameters())
+    want = expected_params(vocab, args.context, args.layers, args.width)
+    if params != want:
+        sys.exit(f"gpt_pytorch: the model has {params} parameters, the architecture {want}")
+    decay = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
+    decay_ids = {id(w) for w in decay}
+    no_decay = [q for q in model.parameters() if id(q) not in decay_ids]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.99), eps=1e-8)
+    step_model = torch.compile(model) if args.compile else model
+    model.train()
+    print(f"torch {torch.__version__}, gpt params={params} vocab={vocab} context={args.context} "
+          f"layers={args.layers} heads={args.heads} width={args.width} dropout={args.dropout:g}, "
+          f"attention={args.attention}, compile={'on' if args.compile else 'off'}, "
+          f"threads={torch.get_num_threads()}, batch={args.batch}, adamw lr=0.001 betas=0.9/0.99 "
+          f"wd=0.1 on {len(decay)} weights, clip 1.0, tokens={ids.numel()} "
+          f"(train {train.numel()})", flush=True)
+
+    def step():
+        w = windows[torch.randint(windows.shape[0], (args.batch,), generator=gen)]
+        x, y = w[:, :-1], w[:, 1:]
+        opt.zero_grad(set_to_none=True)
+        logits = step_model(x)
+        loss = F.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    for i in range(warmup):
+        t0 = time.perf_counter()
+        loss = step()
+        if i == 0:
+            print(f"first step (warm-up{', compilation' if args.compile else ''}): "
+                  f"{time.perf_counter() - t0:.1f} s, loss {loss.item():.4f}", flush=True)
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        loss = step()
+    final_loss = loss.item()
+    seconds = time.perf_counter() - t0
+    rate = args.steps * args.batch * args.context / seconds
+    print(f"pytorch tokens_per_s={rate:.1f} steps={args.steps} seconds={seconds:.3f} "
+          f"batch={args.batch} threads={args.threads} attention={args.attention} "
+          f"compile={'on' if args.compile else 'off'} loss={final_loss:.6f}")
+
+
+if __name__ == "__main__":
+    main()
