@@ -27,8 +27,9 @@ random offsets. --compile wraps the model in torch.compile (default mode; the op
 stays eager). Throughput: --warmup steps (compilation happens in the first), then --steps
 timed ones; the last line printed is machine readable (loss: the last step's):
   pytorch tokens_per_s=12345.6 steps=20 seconds=13.271 batch=64 threads=2 attention=manual compile=off loss=2.912345
-The first line names torch's version, the parameter count and the vocabulary:
-  torch 1.13.0a0, gpt params=817792 vocab=63 context=128 layers=4 heads=4 width=128, ...
+The first line names torch's version, the parameter count, the vocabulary and the BLAS loaded
+(Debian's reference libblas, where libopenblas0-pthread is missing, is many times slower):
+  torch 1.13.0a0, gpt params=817792 vocab=63 context=128 layers=4 heads=4 width=128 ...
 
 Run it with Debian's interpreter (/usr/bin/python3, PyTorch 1.13) or through
 ../shared/tools/pytorch2 python3 (PyTorch 2.6, torch.compile); bench/gpt_vs_pytorch.sh runs
@@ -45,6 +46,8 @@ import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
+
+from pytorch_train import blas_library  # bench/, the script's own directory
 
 
 def read_ids(path):
@@ -196,7 +199,7 @@ def main():
           f"attention={args.attention}, compile={'on' if args.compile else 'off'}, "
           f"threads={torch.get_num_threads()}, batch={args.batch}, adamw lr=0.001 betas=0.9/0.99 "
           f"wd=0.1 on {len(decay)} weights, clip 1.0, tokens={ids.numel()} "
-          f"(train {train.numel()})", flush=True)
+          f"(train {train.numel()}), blas={blas_library()}", flush=True)
 
     def step():
         w = windows[torch.randint(windows.shape[0], (args.batch,), generator=gen)]

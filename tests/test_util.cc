@@ -177,6 +177,11 @@ std::string whyNoFashionMnist() {
   return absl::StrCat(kFashionMnistDir, " is missing (Debian package dataset-fashion-mnist)");
 }
 
+std::string whyNoTorch() {
+  const CommandResult r = runProgram("/usr/bin/python3", {"-c", "import numpy, torch"});
+  return r.exit_code == 0 ? "" : "/usr/bin/python3 cannot import numpy and torch: " + r.err;
+}
+
 std::string whyNoMpirun() {
   const char* path = std::getenv("PATH");
   for (absl::string_view dir : absl::StrSplit(path ? path : "", ':')) {

@@ -65,6 +65,8 @@ bool setupInstalledEverything();
 inline constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 /// "" when they are there, else why a test that trains on them cannot.
 std::string whyNoFashionMnist();
+/// Why Debian's /usr/bin/python3 cannot run a PyTorch replay (numpy and torch, 1.13), or "".
+std::string whyNoTorch();
 /// "" when mpirun is on PATH, else why multi-process runs cannot be tested.
 std::string whyNoMpirun();
 /// "" when Graphviz's dot is at /usr/bin/dot, else why DOT output cannot be rendered.

@@ -31,11 +31,6 @@ std::string whyNoDiabetesData() {
   return "";
 }
 
-std::string whyNoTorch() {
-  const CommandResult r = runProgram("/usr/bin/python3", {"-c", "import numpy, torch"});
-  return r.exit_code == 0 ? "" : "/usr/bin/python3 cannot import numpy and torch: " + r.err;
-}
-
 TEST(DiabetesRegression, MatchesAPyTorchReplayOfTheSameSteps) {
   TANDEM_NEED_INSTALLED(whyNoDiabetesData());
   TANDEM_NEED_INSTALLED(whyNoTorch());
