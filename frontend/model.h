@@ -127,6 +127,11 @@ struct ModelSpec {
   /// Set for a model that predicts (classifierModel: "logits" from "x"); unset, the model
   /// trains and evaluates but has no prediction.
   std::optional<PredictSpec> predict;
+  /// What the model is made for and its size, as (key, value) text where its variables'
+  /// shapes do not say it (a GPT's heads, its vocabulary and context): saved in every
+  /// checkpoint as "model.KEY", compared when a run resumes, and read back by whatever
+  /// rebuilds the model from a checkpoint (zoo::modelOfCheckpoint: export, predict).
+  std::vector<std::pair<std::string, std::string>> made_for;
 };
 
 /// The logits of a classifier for a batch of images [N, C, H, W]: [N, classes].

@@ -290,6 +290,8 @@ std::vector<std::pair<std::string, std::string>> resumeSettings(const ModelChoic
   out.insert(out.end(), {{"precision", std::string(ir::toWord(f.precision))},
                          {"allreduce_dtype", std::string(ir::toWord(f.allreduce_dtype))},
                          {"sync_bn", f.sync_bn ? "on" : "off"}});
+  // What the model is made for (a GPT's size): a checkpoint rebuilds it from these.
+  for (const auto& [key, value] : c.spec.made_for) out.push_back({"model." + key, value});
   return out;
 }
 

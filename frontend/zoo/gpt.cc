@@ -6,7 +6,10 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ir/status_macros.h"
 #include "frontend/zoo/zoo.h"
 
 namespace tandem::zoo {
@@ -96,12 +99,39 @@ absl::Status checkGptShape(const GptShape& s) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<GptShape> gptShapeOf(
+    const std::vector<std::pair<std::string, std::string>>& settings) {
+  GptShape s;
+  for (const auto& [key, text] : settings) {
+    if (!absl::StartsWith(key, "model.")) continue;
+    const std::string_view name = std::string_view(key).substr(6);
+    bool parsed = true;
+    if (name == "dropout")
+      parsed = absl::SimpleAtod(text, &s.dropout);
+    else if (int64_t* field = name == "vocab"     ? &s.vocab
+                              : name == "context" ? &s.context
+                              : name == "layers"  ? &s.layers
+                              : name == "heads"   ? &s.heads
+                              : name == "width"   ? &s.width
+                                                  : nullptr)
+      parsed = absl::SimpleAtoi(text, field);
+    if (!parsed)
+      return absl::InvalidArgumentError(
+          absl::StrCat("gpt: setting ", key, " is '", text, "', not a number"));
+  }
+  RETURN_IF_ERROR(checkGptShape(s));
+  return s;
+}
+
 ModelSpec gpt(const GptShape& s) {
   ModelSpec spec{.name = "gpt",
                  .inputs = {{.name = "x", .dtype = DType::kI32, .shape = {s.context}},
                             {.name = "y", .dtype = DType::kI32, .shape = {s.context}}},
                  .labels = ClassLabels{.input = "y", .classes = s.vocab},
                  .defaults = gptDefaults()};
+  spec.made_for = {{"vocab", absl::StrCat(s.vocab)},   {"context", absl::StrCat(s.context)},
+                   {"layers", absl::StrCat(s.layers)}, {"heads", absl::StrCat(s.heads)},
+                   {"width", absl::StrCat(s.width)},   {"dropout", absl::StrCat(s.dropout)}};
   spec.step = [s](Builder& b, const StepInputs& in) -> StepOutputs {
     Tensor logits = gptLogits(b, in["x"], s);
     if (!logits.valid()) return {};

@@ -42,6 +42,14 @@ bool isLanguageModel(absl::string_view name) {
   return false;
 }
 
+absl::StatusOr<ModelSpec> modelOfCheckpoint(
+    absl::string_view name, const std::vector<std::pair<std::string, std::string>>& settings) {
+  if (name != "gpt") return modelByName(name);
+  absl::StatusOr<GptShape> shape = gptShapeOf(settings);
+  if (!shape.ok()) return shape.status();
+  return gpt(*shape);
+}
+
 absl::StatusOr<ModelSpec> modelByName(absl::string_view name,
                                       const std::optional<ImageClasses>& data) {
   for (const Entry& e : kModels)

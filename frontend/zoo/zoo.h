@@ -88,6 +88,15 @@ absl::Status checkGptShape(const GptShape& s);
 /// clipped at 1.
 ModelSpec gpt(const GptShape& shape = {});
 
+/// The GPT size a checkpoint's settings give ("model.heads" and the others a gpt's
+/// ModelSpec::made_for saves); sizes not among them keep GptShape's defaults.
+absl::StatusOr<GptShape> gptShapeOf(const std::vector<std::pair<std::string, std::string>>& settings);
+
+/// The zoo model a checkpoint of model `name` holds, remade from its settings where the
+/// model saved what it is made for (a language model); else modelByName(name).
+absl::StatusOr<ModelSpec> modelOfCheckpoint(
+    absl::string_view name, const std::vector<std::pair<std::string, std::string>>& settings);
+
 /// The zoo by name, made for `data`'s images and classes (each model's own defaults when
 /// unset); the error lists the known names.
 absl::StatusOr<ModelSpec> modelByName(absl::string_view name,

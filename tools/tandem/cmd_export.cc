@@ -85,7 +85,7 @@ absl::Status runExport(const ExportFlags& f) {
 
   // The model: the one the checkpoint names, which --model may only repeat for a zoo
   // model (its run knew it); a model not in the zoo (train --onnx) needs --model.
-  const absl::StatusOr<ModelSpec> named = zoo::modelByName(c->model);
+  const absl::StatusOr<ModelSpec> named = zoo::modelOfCheckpoint(c->model, c->settings);
   if (f.model && named.ok() && *f.model != c->model)
     return absl::InvalidArgumentError(absl::StrCat("--model ", *f.model, ": '", path,
                                                    "' was written by a run of model ", c->model));
@@ -94,7 +94,7 @@ absl::Status runExport(const ExportFlags& f) {
         "--checkpoint: '", path, "' was written for model '", c->model,
         "', which is not a zoo model (a train --onnx model is exported by its own .onnx file); "
         "name the zoo model with --model"));
-  ASSIGN_OR_RETURN(ModelSpec spec, f.model ? zoo::modelByName(*f.model) : named);
+  ASSIGN_OR_RETURN(ModelSpec spec, f.model ? zoo::modelOfCheckpoint(*f.model, c->settings) : named);
   // Without --batch the batch is symbolic: the model is built for two batch sizes, and
   // the axes whose sizes differ are the batch's (export.h).
   auto build = [&](int64_t batch) -> absl::StatusOr<std::unique_ptr<ir::Module> > {

@@ -46,7 +46,9 @@ absl::StatusOr<ModelSpec> predictedModel(const PredictFlags& f, const runtime::C
   if (f.model && *f.model != c.model)
     return predictFlagError(absl::StrCat("--model ", *f.model),
                             absl::StrCat("'", path, "' was written by a run of model ", c.model));
-  absl::StatusOr<ModelSpec> spec = zoo::modelByName(c.model, made_for);
+  absl::StatusOr<ModelSpec> spec = zoo::isLanguageModel(c.model)
+                                       ? zoo::modelOfCheckpoint(c.model, c.settings)
+                                       : zoo::modelByName(c.model, made_for);
   if (!spec.ok())
     return predictFlagError(
         "--checkpoint", absl::StrCat("'", path, "' was written for model '", c.model,
