@@ -371,6 +371,34 @@ Tensor Builder::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& 
   return addNode(args.spec(), path, loc);
 }
 
+Tensor Builder::kvWrite(Tensor cache, Tensor x, Tensor position, Loc loc) {
+  return addNode(
+      ir::KvWriteArgs{.cache = cache.value(), .x = x.value(), .position = position.value()}.spec(),
+      layerPath("", "kv_write"), loc);
+}
+
+Tensor Builder::cachedAttention(Tensor q, Tensor k, Tensor v, Tensor position,
+                                const AttentionOptions& o, Loc loc) {
+  std::string path = layerPath(o.name, "attention");
+  if (!q.valid() || !k.valid() || !v.valid()) return Tensor();
+  const int64_t width = q.shape().empty() ? 0 : q.shape().back();
+  if (o.heads < 1 || width == 0 || width % o.heads != 0) {
+    record(absl::InvalidArgumentError(
+        absl::StrCat("layer ", path, " (attention_cached) at ", where(loc), ": q's width ", width,
+                     " does not divide into ", o.heads, " heads")));
+    return Tensor();
+  }
+  return addNode(ir::AttentionCachedArgs{
+                     .q = q.value(),
+                     .k = k.value(),
+                     .v = v.value(),
+                     .position = position.value(),
+                     .heads = o.heads,
+                     .scale = o.scale.value_or(1.0 / std::sqrt(double(width / o.heads)))}
+                     .spec(),
+                 path, loc);
+}
+
 Tensor Builder::add(Tensor a, Tensor b, Loc loc) {
   return addNode(ir::AddArgs{.a = a.value(), .b = b.value()}.spec(), layerPath("", "add"), loc);
 }

@@ -186,6 +186,15 @@ class Builder {
   /// that do not depend on the split of the batch, as dropout() does.
   Tensor attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& o,
                    Loc loc = Loc::current());
+  /// Generation with a KV cache: writes x [N, 1, W] into row `position` (i32 [N], the same
+  /// for every row) of the variable `cache` [N, T, W] reads, in place, and returns the
+  /// cache so written (what cachedAttention reads, after the write).
+  Tensor kvWrite(Tensor cache, Tensor x, Tensor position, Loc loc = Loc::current());
+  /// One new token q [N, 1, H*d] at `position` attending over keys and values 0..position
+  /// of the caches k and v [N, T, ...] (kvWrite's results): o.heads and o.scale as
+  /// attention's (no mask beyond the position, no dropout).
+  Tensor cachedAttention(Tensor q, Tensor k, Tensor v, Tensor position, const AttentionOptions& o,
+                         Loc loc = Loc::current());
   Tensor add(Tensor a, Tensor b, Loc loc = Loc::current());
   /// op(a) * op(b) over the last two axes, batched over the leading ones (a plain matrix
   /// beside a batched operand is shared by the batch); op(x) = x^T when trans_x.

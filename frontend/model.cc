@@ -152,6 +152,25 @@ ModelSpec classifierModel(std::string name, std::vector<int64_t> image_shape, in
   return spec;
 }
 
+absl::StatusOr<ModelSpec> decodingModel(const ModelSpec& spec) {
+  if (!spec.decode)
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", spec.name, " declares no decoding step: it does not generate"));
+  ModelSpec d{.name = spec.name,
+              .inputs = {{.name = "token", .dtype = ir::DType::kI32, .shape = {1}},
+                         {.name = "position", .dtype = ir::DType::kI32, .shape = {}}},
+              .made_for = spec.made_for};
+  d.step = [](Builder&, const StepInputs&) { return StepOutputs{}; };  // it only predicts
+  d.predict = PredictSpec{
+      .inputs = {"token", "position"},
+      .outputs = {"logits"},
+      .forward = [step = spec.decode->step](Builder& b, const StepInputs& in) {
+        return std::vector<Prediction>{
+            {.name = "logits", .value = step(b, in["token"], in["position"])}};
+      }};
+  return d;
+}
+
 absl::Status buildInitGraph(ir::Module& m, ir::Graph& g) {
   for (const ir::Var& v : m.vars()) {
     auto value = g.create(ir::InitializeArgs{.var = v.name}.spec({.names = {v.name}}));

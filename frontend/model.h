@@ -111,6 +111,16 @@ struct PredictSpec {
   std::function<std::vector<Prediction>(Builder&, const StepInputs&)> forward;
 };
 
+/// A language model's step for generation with a KV cache: the logits [N, 1, vocab] of one
+/// new token per row at `position` (i32 [N]), each layer's keys and values written into
+/// cache variables of `context` rows (Builder::kvWrite) and attended to there
+/// (Builder::cachedAttention), so that no prefix is computed again. Built in inference mode
+/// over the variables the training step trains, with the same names.
+struct DecodeSpec {
+  int64_t context = 0;
+  std::function<Tensor(Builder&, Tensor token, Tensor position)> step;
+};
+
 /// A model written with the DSL: named inputs in, a loss and named metrics out.
 struct ModelSpec {
   std::string name;
@@ -132,6 +142,8 @@ struct ModelSpec {
   /// checkpoint as "model.KEY", compared when a run resumes, and read back by whatever
   /// rebuilds the model from a checkpoint (zoo::modelOfCheckpoint: export, predict).
   std::vector<std::pair<std::string, std::string>> made_for;
+  /// Set for a language model that generates (zoo::gpt): its one-token step.
+  std::optional<DecodeSpec> decode;
 };
 
 /// The logits of a classifier for a batch of images [N, C, H, W]: [N, classes].
@@ -144,6 +156,12 @@ using ClassifierForward = std::function<Tensor(Builder&, Tensor images)>;
 /// predicts `logits` ([N, classes], the forward's) from `x` alone.
 ModelSpec classifierModel(std::string name, std::vector<int64_t> image_shape, int64_t classes,
                           ClassifierForward forward, TrainingDefaults defaults = {});
+
+/// The model that runs `spec`'s one-token decoding step as a prediction: inputs `token`
+/// (i32 [1] per row) and `position` (i32, one per row), output `logits` [1, vocab] per
+/// row; its prediction module (buildPredictModule) holds the trained variables it reads
+/// and the caches. An error when `spec` has no DecodeSpec.
+absl::StatusOr<ModelSpec> decodingModel(const ModelSpec& spec);
 
 /// The largest global batch a module can be built for (shapes stay far from overflow).
 constexpr int64_t kMaxBatch = int64_t{1} << 31;

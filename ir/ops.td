@@ -425,6 +425,27 @@ op attention
   doc the batch draws the same masks; step (@step) is there exactly when p > 0. f32 only:
   doc under mixed precision q, k and v are cast up (the kernels' arithmetic is f32).
 
+op kv_write
+  operands cache: f32, x: f32, position: i32
+  results y: f32
+  cost elementwise(0)
+  doc A decoder's key or value cache, one token on (generation with a KV cache): writes x
+  doc [N, 1, W] into row position[0] of the variable `cache` [N, T, W] reads, in place, and
+  doc returns the cache so written (what attention_cached reads, so that it runs after the
+  doc write). position i32[N] holds the same position for every row; outside [0, T) is an
+  doc error of the kernel naming the node.
+
+op attention_cached
+  operands q: f32, k: f32, v: f32, position: i32
+  results y: f32
+  attr heads: int >= 1
+  attr scale: float > 0
+  cost attention(q, k)
+  doc attention of one new token over a cache: q [N, 1, H*d] at position p = position[0]
+  doc sees the keys and values 0..p of k [N, T, H*d] and v [N, T, H*dv] (kv_write's results),
+  doc so the cost of a token grows with its position only in this product. Inference only
+  doc (no gradient, no dropout).
+
 op softmax_cross_entropy
   operands logits: f32, labels: i32, weight?: f32, total?: f32
   results loss: f32

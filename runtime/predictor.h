@@ -52,6 +52,11 @@ class Predictor {
   absl::StatusOr<std::vector<PredictedOutput>> predict(const data::ExampleSource& data,
                                                        const BatchCallback& on_batch = nullptr);
 
+  /// One run of @predict_step on `inputs` (host tensors of its inputs' types, in order):
+  /// its outputs, each device's in turn. For a step with state between runs (generation's
+  /// caches), where the loader's batches of a data set do not fit.
+  absl::StatusOr<std::vector<HostTensor>> run(absl::Span<const HostTensor> inputs);
+
   const ir::Module& module() const { return executor_->module(); }
   int64_t batch() const { return batch_; }
   const std::vector<std::string>& outputNames() const { return outputs_; }

@@ -24,6 +24,7 @@
 #include "runtime/host_tensor.h"
 #include "runtime/data/memory_source.h"
 #include "runtime/predictor.h"
+#include "train/generation.h"
 #include "train/compile.h"
 #include "train/settings_text.h"
 #include "train/training_session.h"
@@ -442,6 +443,24 @@ int Model::nextEpoch() const { return impl_->session->nextEpoch(); }
 
 std::string Model::trainStepText() const {
   return ir::printGraph(*impl_->session->executor().module().graph(ir::kTrainGraph));
+}
+
+absl::StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& prompt,
+                                                    const GenerateConfig& config,
+                                                    const std::function<bool(int32_t)>& on_token) {
+  const ModelSpec& spec = impl_->spec;
+  if (!spec.decode)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Model::generate: model ", spec.name, " declares no decoding step (ModelSpec::decode)"));
+  ASSIGN_OR_RETURN(const ir::Device device, ir::parseDevice(config.device));
+  const runtime::Executor& trained = impl_->session->executor();
+  auto value_of = [&](const ir::Var& var) { return trained.readVariable(var.name, 0); };
+  ASSIGN_OR_RETURN(std::unique_ptr<training::Generator> gen,
+                   training::Generator::create(spec, device, value_of));
+  return gen->generate(prompt, config.tokens,
+                       {.temperature = config.temperature, .top_k = config.top_k,
+                        .seed = config.seed},
+                       on_token);
 }
 
 absl::StatusOr<std::vector<Weight>> Model::weights() const {

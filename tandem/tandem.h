@@ -139,6 +139,18 @@ struct TrainConfig {
 /// The name before issue 41.
 using TrainOptions = TrainConfig;
 
+/// How Model::generate draws (nanoGPT's sample.py's settings).
+struct GenerateConfig {
+  int64_t tokens = 100;
+  /// Divides the logits (> 0): below 1 surer, above 1 more varied.
+  double temperature = 1.0;
+  /// > 0: only the k most likely tokens are drawn from.
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  /// The device the one-token step runs on.
+  std::string device = "cpu:0";
+};
+
 /// After each training step.
 struct StepMetrics {
   int epoch = 0;
@@ -273,6 +285,14 @@ class Model {
   /// Writes a checkpoint of the model as it stands into `dir` (created if missing;
   /// `replace` overwrites one that is there, else that is an error).
   absl::Status save(const std::string& dir, bool replace = false);
+
+  /// A language model's text (ModelSpec::decode, zoo::gpt): feeds `prompt` (token ids, at
+  /// least one) and draws `config.tokens` more from its current weights, one a step over
+  /// a KV cache, calling `on_token` with each as it is drawn (false stops). The same seed
+  /// draws the same tokens. `tandem generate` is the same with a checkpoint.
+  absl::StatusOr<std::vector<int32_t>> generate(const std::vector<int32_t>& prompt,
+                                                const GenerateConfig& config,
+                                                const std::function<bool(int32_t)>& on_token = {});
 
   /// Every finished epoch's figures, and the next epoch fit trains.
   const std::vector<EpochMetrics>& history() const;

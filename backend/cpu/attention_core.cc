@@ -142,9 +142,10 @@ struct HeadView {
 HeadView headView(const AttentionDims& d, const AttentionDropout& drop, const float* q,
                   const float* k, const float* v, int64_t n, int64_t h) {
   const int64_t qs = d.heads * d.depth, vs = d.heads * d.value_depth;
+  const int64_t key_rows = d.key_rows > 0 ? d.key_rows : d.keys;
   return HeadView{.q = q + n * d.queries * qs + h * d.depth,
-                  .k = k + n * d.keys * qs + h * d.depth,
-                  .v = v + n * d.keys * vs + h * d.value_depth,
+                  .k = k + n * key_rows * qs + h * d.depth,
+                  .v = v + n * key_rows * vs + h * d.value_depth,
                   .qs = qs,
                   .ks = qs,
                   .vs = vs,

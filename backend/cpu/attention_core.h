@@ -27,6 +27,9 @@ struct AttentionDims {
   int64_t value_depth = 0;         // dv of a head of v and y
   float scale = 1;
   bool causal = false;
+  /// Rows of k and v per batch row when they are a cache longer than the keys seen
+  /// (attention_cached: keys 0..position of a cache of key_rows); 0: `keys`.
+  int64_t key_rows = 0;
 };
 
 /// Dropout of the probabilities: element (h, i, j) of batch row n is the mask's element

@@ -2,7 +2,12 @@
 // over oneDNN's sgemm). The dropout mask's constants come from the node; the step is
 // @step's value, read when the kernel runs, as dropout's kernel does.
 
+#include <algorithm>
 #include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 #include "backend/cpu/attention_core.h"
 #include "backend/cpu/kernels.h"
@@ -70,7 +75,74 @@ class AttentionBackwardKernel final : public CpuKernel {
   AttentionDropout drop_;
 };
 
+/// position[0] (every row holds the same), checked against the cache's `rows`: an error of
+/// the launch naming the node (CpuKernel::launch turns the exception into its status).
+int64_t positionIn(const TensorView& position, int64_t rows) {
+  const int64_t p = position.i32()[0];
+  if (p < 0 || p >= rows)
+    throw std::out_of_range(absl::StrCat("position ", p, " is outside the cache's ", rows,
+                                         " tokens (the model's context)"));
+  return p;
+}
+
+class KvWriteKernel final : public CpuKernel {
+ public:
+  KvWriteKernel(int64_t batch, int64_t rows, int64_t width)
+      : batch_(batch), rows_(rows), width_(width) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    using V = ir::KvWriteView;
+    const int64_t p = positionIn(in[V::kPosition], rows_);
+    float* cache = in[V::kCache].f32();  // the variable, written in place
+    const float* x = in[V::kX].f32();
+    for (int64_t n = 0; n < batch_; ++n)
+      std::copy(x + n * width_, x + (n + 1) * width_, cache + (n * rows_ + p) * width_);
+    std::copy(cache, cache + batch_ * rows_ * width_, out[0].f32());
+  }
+
+ private:
+  int64_t batch_, rows_, width_;
+};
+
+class AttentionCachedKernel final : public CpuKernel {
+ public:
+  explicit AttentionCachedKernel(const AttentionDims& d)
+      : d_(d), lse_(static_cast<size_t>(d.batch * d.heads)) {}
+
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    using V = ir::AttentionCachedView;
+    AttentionDims d = d_;
+    d.keys = positionIn(in[V::kPosition], d_.key_rows) + 1;
+    attentionForward(d, {}, in[V::kQ].f32(), in[V::kK].f32(), in[V::kV].f32(), out[0].f32(),
+                     lse_.data());
+  }
+
+ private:
+  AttentionDims d_;
+  std::vector<float> lse_;  // each row's log-sum-exp, which nothing reads after a cached step
+};
+
 }  // namespace
+
+KernelOr makeKvWriteKernel(const KernelInit& init) {
+  const ir::Shape& cache = ir::KvWriteView(init.node).cache()->type().shape;
+  return std::make_unique<KvWriteKernel>(cache[0], cache[1], cache[2]);
+}
+
+KernelOr makeAttentionCachedKernel(const KernelInit& init) {
+  const ir::AttentionCachedView v(init.node);
+  const ir::Shape &q = v.q()->type().shape, &k = v.k()->type().shape, &val = v.v()->type().shape;
+  // The cache's length; each step sees its first position + 1 keys of it.
+  return std::make_unique<AttentionCachedKernel>(
+      AttentionDims{.batch = q[0],
+                    .heads = v.heads(),
+                    .queries = 1,
+                    .keys = k[1],
+                    .depth = q[2] / v.heads(),
+                    .value_depth = val[2] / v.heads(),
+                    .scale = static_cast<float>(v.scale()),
+                    .key_rows = k[1]});
+}
 
 KernelOr makeAttentionKernel(const KernelInit& init) {
   const ir::AttentionView v(init.node);

@@ -53,6 +53,16 @@ __device__ Head headOf(const AttentionLaunch& a, const DropoutMask* mask, int64_
                                           .base = h * a.queries * a.keys}};
 }
 
+/// The keys a query sees: all the rows, or a cache's first position + 1.
+__device__ AttentionShape seenShape(const AttentionLaunch& a) {
+  AttentionShape s = shapeOf(a);
+  if (a.position != nullptr) {
+    const int64_t p = *a.position;
+    s.keys = p < 0 ? 0 : p + 1 < a.keys ? p + 1 : a.keys;
+  }
+  return s;
+}
+
 __device__ DropoutMask maskOf(const AttentionLaunch& a) {
   return a.step != nullptr ? a.mask.atStep(a.step) : a.mask;
 }
@@ -63,7 +73,7 @@ __global__ void forwardKernel(AttentionLaunch a, const float* q, const float* k,
   for (int64_t t = gridStart(); t < a.batch * a.heads * a.queries; t += gridStride()) {
     const Head hd = headOf(a, &mask, t / a.queries, q, k, v);
     const int64_t i = t % a.queries;
-    attentionForwardRow(hd.s, hd.q, hd.k, hd.v, i,
+    attentionForwardRow(seenShape(a), hd.q, hd.k, hd.v, i,
                         y + rowAt(a, hd.n, hd.h, a.queries, a.value_depth, i), lse + t, hd.drop);
   }
 }
@@ -103,7 +113,27 @@ __global__ void keyKernel(AttentionLaunch a, const float* dy, const float* q, co
   }
 }
 
+__global__ void kvWriteKernel(float* cache, const float* x, const int32_t* position, int64_t batch,
+                              int64_t rows, int64_t width) {
+  const int64_t p = *position;
+  if (p < 0 || p >= rows) return;
+  for (int64_t t = gridStart(); t < batch * width; t += gridStride()) {
+    const int64_t n = t / width, c = t % width;
+    cache[(n * rows + p) * width + c] = x[t];
+  }
+}
+
 }  // namespace
+
+cudaError_t launchKvWrite(float* cache, const float* x, const int32_t* position, int64_t batch,
+                          int64_t rows, int64_t width, float* y, cudaStream_t stream) {
+  if (batch * width > 0)
+    kvWriteKernel<<<mapBlocks(batch * width), kMapThreads, 0, stream>>>(cache, x, position, batch,
+                                                                        rows, width);
+  // The cache so written, in stream order after the row.
+  return cudaMemcpyAsync(y, cache, static_cast<size_t>(batch * rows * width) * sizeof(float),
+                         cudaMemcpyDeviceToDevice, stream);
+}
 
 void launchAttention(const AttentionLaunch& a, const float* q, const float* k, const float* v,
                      float* y, float* lse, cudaStream_t stream) {

@@ -95,7 +95,70 @@ class AttentionBackwardKernel final : public CudaKernel {
   bool dropout_;
 };
 
+class KvWriteKernel final : public CudaKernel {
+ public:
+  KvWriteKernel(CudaContext& ctx, int64_t batch, int64_t rows, int64_t width)
+      : CudaKernel(ctx), batch_(batch), rows_(rows), width_(width) {}
+
+ protected:
+  absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out) override {
+    using V = ir::KvWriteView;
+    return check(launchKvWrite(in[V::kCache].f32(), in[V::kX].f32(), in[V::kPosition].i32(),
+                               batch_, rows_, width_, out[0].f32(), stream),
+                 "cudaMemcpyAsync", what());
+  }
+
+ private:
+  int64_t batch_, rows_, width_;
+};
+
+class AttentionCachedKernel final : public CudaKernel {
+ public:
+  AttentionCachedKernel(CudaContext& ctx, const AttentionLaunch& a) : CudaKernel(ctx), a_(a) {}
+
+  /// Each row's log-sum-exp, which nothing reads after a cached step.
+  absl::Status reserve(const ir::Node& n) {
+    return needWorkspace(n, a_.batch * a_.heads * a_.queries * int64_t{4});
+  }
+
+ protected:
+  absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
+                       absl::Span<const TensorView> out) override {
+    using V = ir::AttentionCachedView;
+    ASSIGN_OR_RETURN(void* lse, workspace());
+    AttentionLaunch a = a_;
+    a.position = in[V::kPosition].i32();
+    launchAttention(a, in[V::kQ].f32(), in[V::kK].f32(), in[V::kV].f32(), out[0].f32(),
+                    static_cast<float*>(lse), stream);
+    return absl::OkStatus();
+  }
+
+ private:
+  AttentionLaunch a_;
+};
+
 }  // namespace
+
+KernelOr makeKvWriteKernel(const KernelInit& init) {
+  const ir::Shape& cache = ir::KvWriteView(init.node).cache()->type().shape;
+  return std::unique_ptr<CudaKernel>(new KvWriteKernel(init.ctx, cache[0], cache[1], cache[2]));
+}
+
+KernelOr makeAttentionCachedKernel(const KernelInit& init) {
+  const ir::AttentionCachedView v(init.node);
+  const ir::Shape &q = v.q()->type().shape, &k = v.k()->type().shape, &val = v.v()->type().shape;
+  std::unique_ptr<AttentionCachedKernel> kernel(new AttentionCachedKernel(
+      init.ctx, AttentionLaunch{.batch = q[0],
+                                .heads = v.heads(),
+                                .queries = 1,
+                                .keys = k[1],
+                                .depth = q[2] / v.heads(),
+                                .value_depth = val[2] / v.heads(),
+                                .scale = static_cast<float>(v.scale())}));
+  RETURN_IF_ERROR(kernel->reserve(init.node));
+  return std::unique_ptr<CudaKernel>(std::move(kernel));
+}
 
 KernelOr makeAttentionKernel(const KernelInit& init) {
   const ir::AttentionView v(init.node);

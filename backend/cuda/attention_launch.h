@@ -24,6 +24,9 @@ struct AttentionLaunch {
   const int32_t* step = nullptr;
   DropoutMask mask{};
   int64_t first_sample = 0;
+  /// attention_cached: k and v are a cache of `keys` rows per batch row, of which the
+  /// first position[0] + 1 are seen (`position` in device memory, read by the kernel).
+  const int32_t* position = nullptr;
 };
 
 /// y [N, Tq, H*dv] and lse [N, H, Tq].
@@ -34,5 +37,12 @@ void launchAttention(const AttentionLaunch& a, const float* q, const float* k, c
 void launchAttentionBackward(const AttentionLaunch& a, const float* dy, const float* q,
                              const float* k, const float* v, const float* y, const float* lse,
                              float* delta, float* dq, float* dk, float* dv, cudaStream_t stream);
+
+/// kv_write: row position[0] (device memory) of each batch row of `cache` [batch, rows,
+/// width] from x [batch, 1, width], in place, then y = the cache. A position outside the
+/// cache writes nothing (the kernel cannot stop; the host checks positions before a step).
+/// Returns the copy's cudaMemcpyAsync code.
+cudaError_t launchKvWrite(float* cache, const float* x, const int32_t* position, int64_t batch,
+                   int64_t rows, int64_t width, float* y, cudaStream_t stream);
 
 }  // namespace tandem::backend::cuda

@@ -49,6 +49,10 @@ int64_t workspaceBytes(const ir::Node& n) {
     }
     case ir::Op::kAttentionBackward:
       return alignUp(ir::AttentionBackwardView(n).lse()->type().numElements() * 4);
+    case ir::Op::kAttentionCached: {  // each row's log-sum-exp, [N, H]
+      const ir::AttentionCachedView v(n);
+      return alignUp(v.q()->type().shape[0] * v.heads() * 4);
+    }
     default:
       return 0;
   }

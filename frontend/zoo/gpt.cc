@@ -34,15 +34,36 @@ Tensor tokenLinear(Builder& b, Tensor x, int64_t tokens, int64_t out, const char
   return b.reshape(y, {-1, tokens, out});
 }
 
-Tensor block(Builder& b, Tensor h, const GptShape& s) {
+/// Where a block's attention reads its keys and values: the whole sequence (training,
+/// prediction), or one token at a position over the layer's caches (generation).
+struct Decoding {
+  Tensor position;  // i32 [N]
+  int64_t layer = 0;
+};
+
+Tensor block(Builder& b, Tensor h, const GptShape& s, const Decoding* decoding = nullptr) {
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(s.layers));
-  const int64_t t = s.context;
+  const int64_t t = decoding != nullptr ? 1 : s.context;
   {
     auto _ = b.scope("attn");
     Tensor a = b.layerNorm(h, {.name = "ln_1"});
     Tensor q = tokenLinear(b, a, t, s.width, "q", 0.02), k = tokenLinear(b, a, t, s.width, "k", 0.02),
            v = tokenLinear(b, a, t, s.width, "v", 0.02);
-    Tensor y = b.attention(q, k, v, {.heads = s.heads, .causal = true, .dropout = s.dropout});
+    Tensor y;
+    if (decoding != nullptr) {
+      // This layer's caches, [N, context, width]: the token's key and value written at its
+      // position, then attended to up to it.
+      const TensorType cache{DType::kF32, {h.dim(0), s.context, s.width}};
+      auto cached = [&](const char* which, Tensor x) {
+        Tensor var = b.variable(absl::StrCat("h", decoding->layer, ".attn.", which, "_cache"),
+                                cache, VarRole::kBuffer, Initializer{Initializer::Kind::kZeros});
+        return b.kvWrite(var, x, decoding->position);
+      };
+      y = b.cachedAttention(q, cached("k", k), cached("v", v), decoding->position,
+                            {.heads = s.heads});
+    } else {
+      y = b.attention(q, k, v, {.heads = s.heads, .causal = true, .dropout = s.dropout});
+    }
     h = b.add(h, b.dropout(tokenLinear(b, y, t, s.width, "c_proj", proj_std), s.dropout));
   }
   auto _ = b.scope("mlp");
@@ -51,21 +72,46 @@ Tensor block(Builder& b, Tensor h, const GptShape& s) {
   return b.add(h, b.dropout(tokenLinear(b, m, t, s.width, "c_proj", proj_std), s.dropout));
 }
 
+Tensor tokenTable(Builder& b, const GptShape& s) {
+  return b.variable("wte.table", TensorType{DType::kF32, {s.vocab, s.width}}, VarRole::kParam,
+                    normal(0.02));
+}
+
+Tensor positionTable(Builder& b, const GptShape& s) {
+  return b.variable("wpe.table", TensorType{DType::kF32, {1, s.context, s.width}},
+                    VarRole::kParam, normal(0.02));
+}
+
+// The blocks, the final LayerNorm and the output projection, the token embedding's table
+// read a second time (tied): logits [N, T, vocab] of the embedded tokens h [N, T, width].
+Tensor blocksAndHead(Builder& b, Tensor h, Tensor wte, const GptShape& s,
+                     const Tensor* position = nullptr) {
+  for (int64_t i = 0; i < s.layers; ++i) {
+    auto _ = b.scope(absl::StrCat("h", i));
+    const Decoding decoding{position != nullptr ? *position : Tensor(), i};
+    h = block(b, h, s, position != nullptr ? &decoding : nullptr);
+  }
+  h = b.layerNorm(h, {.name = "ln_f"});
+  return b.matmul(h, wte, {.trans_b = true});
+}
+
 // The logits [N, T, vocab] of ids [N, T].
 Tensor gptLogits(Builder& b, Tensor ids, const GptShape& s) {
   if (!ids.valid()) return ids;
-  Tensor wte = b.variable("wte.table", TensorType{DType::kF32, {s.vocab, s.width}},
-                          VarRole::kParam, normal(0.02));
-  Tensor wpe = b.variable("wpe.table", TensorType{DType::kF32, {1, s.context, s.width}},
-                          VarRole::kParam, normal(0.02));
-  Tensor h = b.dropout(b.addBroadcast(b.embedding(ids, wte, "wte"), wpe), s.dropout);
-  for (int64_t i = 0; i < s.layers; ++i) {
-    auto _ = b.scope(absl::StrCat("h", i));
-    h = block(b, h, s);
-  }
-  h = b.layerNorm(h, {.name = "ln_f"});
-  // The output projection is the token embedding's table, read a second time (tied).
-  return b.matmul(h, wte, {.trans_b = true});
+  Tensor wte = tokenTable(b, s);
+  Tensor h = b.dropout(b.addBroadcast(b.embedding(ids, wte, "wte"), positionTable(b, s)), s.dropout);
+  return blocksAndHead(b, h, wte, s);
+}
+
+// Generation's step: the logits [N, 1, vocab] of one token per row [N, 1] at `position`
+// (i32 [N]), its position embedding the row of the table it names.
+Tensor gptDecode(Builder& b, Tensor token, Tensor position, const GptShape& s) {
+  if (!token.valid() || !position.valid()) return Tensor();
+  Tensor wte = tokenTable(b, s);
+  Tensor positions = b.reshape(positionTable(b, s), {s.context, s.width});
+  Tensor h = b.add(b.embedding(token, wte, "wte"),
+                   b.embedding(b.reshape(position, {-1, 1}), positions, "wpe"));
+  return blocksAndHead(b, h, wte, s, &position);
 }
 
 // nanoGPT's recipe for its small CPU models: AdamW lr 1e-3, betas 0.9 / 0.99, weight decay
@@ -149,6 +195,10 @@ ModelSpec gpt(const GptShape& s) {
       .forward = [s](Builder& b, const StepInputs& in) {
         return std::vector<Prediction>{{.name = "logits", .value = gptLogits(b, in["x"], s)}};
       }};
+  spec.decode = DecodeSpec{.context = s.context,
+                           .step = [s](Builder& b, Tensor token, Tensor position) {
+                             return gptDecode(b, token, position, s);
+                           }};
   return spec;
 }
 

@@ -99,8 +99,43 @@ absl::Status gradAttention(GradContext& c) {
   return absl::OkStatus();
 }
 
+// ---- generation with a KV cache --------------------------------------------------------
+
+/// position is i32[N]: one entry per row of the batch (replicate splits it with the rows).
+absl::Status checkPosition(const Node& n, size_t i, int64_t batch) {
+  return expectType(n, i, TensorType{DType::kI32, {batch}}, "the token's position, one per row");
+}
+
+absl::StatusOr<Types> inferKvWrite(const Node& n) {  // cache, x, position
+  RETURN_IF_ERROR(expectRank(n, 0, 3, "[batch, tokens, width]"));
+  ASSIGN_OR_RETURN(std::string var, varReadBy(n, 0));
+  (void)var;
+  const Shape& cache = typeOf(n, 0).shape;
+  RETURN_IF_ERROR(expectType(n, 1, TensorType{DType::kF32, {cache[0], 1, cache[2]}},
+                             "one token's row for each of the cache's rows"));
+  RETURN_IF_ERROR(checkPosition(n, 2, cache[0]));
+  return Types{typeOf(n, 0)};
+}
+
+std::vector<std::string> writesKvWrite(const Node& n) {
+  absl::StatusOr<std::string> var = varReadBy(n, 0);
+  return var.ok() ? std::vector<std::string>{*var} : std::vector<std::string>{};
+}
+
+absl::StatusOr<Types> inferAttentionCached(const Node& n) {  // q, k, v, position
+  const AttentionCachedView v(n);
+  ASSIGN_OR_RETURN(AttentionDims d, attentionDims(n, 0, v.heads()));
+  if (d.queries != 1)
+    return fail(absl::StrCat(describeOperand(n, 0), " must hold one token (axis 1 of size 1): "
+                             "a cached step adds one token"));
+  RETURN_IF_ERROR(checkPosition(n, 3, d.batch));
+  return Types{TensorType{DType::kF32, {d.batch, 1, v.heads() * d.value_depth}}};
+}
+
 }  // namespace
 
+extern const OpRules kKvWriteRules{.infer = inferKvWrite, .writes = writesKvWrite};
+extern const OpRules kAttentionCachedRules{.infer = inferAttentionCached};
 extern const OpRules kAttentionRules{.infer = inferAttention, .grad = gradAttention};
 extern const OpRules kAttentionBackwardRules{.infer = inferAttentionBackward};
 

@@ -58,6 +58,11 @@ class TextSource : public TokenSource {
   const TextVocabulary& vocabulary() const { return *vocabulary_; }
   std::shared_ptr<const TextVocabulary> sharedVocabulary() const { return vocabulary_; }
 
+ protected:
+  std::unique_ptr<TokenSource> copy() const override {
+    return std::unique_ptr<TokenSource>(new TextSource(*this));
+  }
+
  private:
   TextSource(std::string path, std::string prefix, std::shared_ptr<const std::vector<uint16_t>> ids,
              int64_t length, std::shared_ptr<const TextVocabulary> vocabulary);

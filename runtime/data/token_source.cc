@@ -67,7 +67,7 @@ absl::StatusOr<std::unique_ptr<TokenSource>> TokenSource::range(int64_t begin, i
   if (absl::Status s = checkCounts(absl::StrCat(prefix_, what, " part: "), end - begin, length_);
       !s.ok())
     return s;
-  std::unique_ptr<TokenSource> part(new TokenSource(*this));
+  std::unique_ptr<TokenSource> part = copy();
   part->first_ = first_ + begin;
   part->tokens_ = end - begin;
   part->where_ = absl::StrCat(where_, " (", what, ": tokens ", first_ + begin, " to ",
@@ -76,7 +76,7 @@ absl::StatusOr<std::unique_ptr<TokenSource>> TokenSource::range(int64_t begin, i
 }
 
 std::unique_ptr<TokenSource> TokenSource::withEpochWindows(int64_t windows) const {
-  std::unique_ptr<TokenSource> s(new TokenSource(*this));
+  std::unique_ptr<TokenSource> s = copy();
   s->epoch_windows_ = windows;
   return s;
 }

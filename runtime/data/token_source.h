@@ -62,6 +62,14 @@ class TokenSource : public ExampleSource {
   std::unique_ptr<TokenSource> withEpochWindows(int64_t windows) const;
 
  protected:
+  /// A copy of this source, of its own class (a text keeps its vocabulary).
+  virtual std::unique_ptr<TokenSource> copy() const {
+    return std::unique_ptr<TokenSource>(new TokenSource(*this));
+  }
+
+ public:
+
+ protected:
   /// `ids`: `tokens` ids of `width` bytes (2 or 4) in memory, kept alive by `owner`; or,
   /// when `file` is given, in that file from its start (read with pread, as NumpySource
   /// reads examples: mapped_file.h says why). `prefix` starts every message

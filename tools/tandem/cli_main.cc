@@ -91,6 +91,7 @@ int run(int argc, char** argv) {
   if (line.subcommand == "run") status = runInference(line.run);
   if (line.subcommand == "export") status = runExport(line.export_model);
   if (line.subcommand == "predict") status = runPredict(line.predict);
+  if (line.subcommand == "generate") status = runGenerate(line.generate);
   if (line.subcommand == "train") {
     absl::StatusOr<int> code = runTrain(line.train);
     // A rank that fails leaves MPI without finalizing: mpirun then ends the other ranks.

@@ -184,6 +184,17 @@ struct ExportFlags {
   std::optional<int64_t> batch;
 };
 
+/// Flags of `tandem generate` (cmd_generate.cc): nanoGPT's sample.py's, and its defaults.
+struct GenerateFlags {
+  std::string checkpoint;     // --checkpoint DIR: a language model's run's DIR/checkpoint
+  std::string prompt = "\n";  // --prompt TEXT: what the text starts from
+  int64_t tokens = 500;       // --tokens N: how many to draw
+  double temperature = 0.8;
+  int64_t top_k = 200;  // 0: every token
+  uint64_t seed = 1337;
+  std::string device = "cpu:0";
+};
+
 /// Flags of `tandem predict` (cmd_predict.cc).
 struct PredictFlags {
   std::string checkpoint;  // --checkpoint DIR: a run's DIR/checkpoint
@@ -205,6 +216,8 @@ absl::Status runDump(const DumpFlags& flags);
 absl::Status runExplore(const ExploreFlags& flags);
 /// `tandem export`: a checkpoint's model as an ONNX inference graph.
 absl::Status runExport(const ExportFlags& flags);
+/// `tandem generate`: text from a language model's checkpoint, printed as it is drawn.
+absl::Status runGenerate(const GenerateFlags& flags);
 /// `tandem predict`: a checkpoint's model's outputs over data, as a .npy file.
 absl::Status runPredict(const PredictFlags& flags);
 /// `tandem import`: an ONNX model as a module in textual IR, and its weights.

@@ -376,6 +376,27 @@ void addExport(CLI::App& app, ExportFlags& f) {
             "A fixed batch size for the exported graph (default: symbolic, N)");
 }
 
+void addGenerate(CLI::App& app, GenerateFlags& f) {
+  CLI::App* cmd = app.add_subcommand(
+      "generate",
+      "Generate text with a trained language model's checkpoint (--model gpt), printing it as "
+      "it is drawn: one token a step over a KV cache.");
+  cmd->add_option("--checkpoint", f.checkpoint,
+                  "The directory of train --checkpoint (its DIR/checkpoint), required");
+  cmd->add_option("--prompt", f.prompt, "The text to go on from (default: a newline)");
+  addNumber(cmd, "--tokens", f.tokens, Range<int64_t>{1, int64_t{1} << 30},
+            "Tokens (characters) to draw");
+  addNumber(cmd, "--temperature", f.temperature,
+            Range<double>{0, 1e6, true},
+            "Divides the logits: below 1 surer, above 1 more varied");
+  addNumber(cmd, "--top-k", f.top_k, Range<int64_t>{0, int64_t{1} << 30},
+            "Draw only from the K most likely tokens (0: all of them)");
+  addNumber(cmd, "--seed", f.seed, atLeast<uint64_t>(0),
+            "Seed of the draws: the same seed prints the same text");
+  cmd->add_option("--device", f.device, "The device to run on (cpu:0, cuda:0)")
+      ->capture_default_str();
+}
+
 void addPredict(CLI::App& app, PredictFlags& f) {
   CLI::App* cmd = app.add_subcommand(
       "predict",
@@ -673,6 +694,7 @@ ParseOutcome parseCommandLine(int argc, char** argv) {
   addImport(app, line->import);
   addRun(app, line->run);
   addExport(app, line->export_model);
+  addGenerate(app, line->generate);
   addPredict(app, line->predict);
   app.add_subcommand("devices", "List the devices this build can run on, with threads and memory");
 

@@ -22,6 +22,7 @@ struct CommandLine {
   RunFlags run;
   ExportFlags export_model;
   PredictFlags predict;
+  GenerateFlags generate;
 };
 
 /// The outcome of parsing argv: a command line to run, or an exit now (help printed:

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/zoo/zoo.h"
+#include "runtime/data/text_source.h"
 #include "ir/status_macros.h"
 #include "tools/tandem/setting_flags.h"
 
@@ -39,7 +40,20 @@ absl::StatusOr<ModelSpec> languageModelOfFlags(const ModelFlags& f,
     s.vocab = vocabulary;
   }
   if (absl::Status st = zoo::checkGptShape(s); !st.ok()) return flagError("--model", st.message());
-  return zoo::gpt(s);
+  ModelSpec spec = zoo::gpt(s);
+  // A text's vocabulary goes into the checkpoints, for `tandem generate` to read and write
+  // text in it.
+  if (const auto* text = dynamic_cast<const runtime::data::TextSource*>(data)) {
+    const runtime::data::TextVocabulary& v = text->vocabulary();
+    if (v.isBytes()) {
+      spec.made_for.push_back({"text", "bytes"});
+    } else {
+      std::vector<int32_t> ids(static_cast<size_t>(v.size()));
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+      spec.made_for.push_back({"characters", v.decode(ids)});
+    }
+  }
+  return spec;
 }
 
 }  // namespace

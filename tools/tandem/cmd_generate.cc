@@ -1,0 +1,84 @@
+// `tandem generate`: text from a trained language model's checkpoint (issue 43). The model
+// is remade from the checkpoint's own settings (zoo::modelOfCheckpoint: its size and the
+// text's characters), its one-token step compiled with a KV cache (train/generation.h),
+// and every character printed as it is drawn.
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "frontend/zoo/zoo.h"
+#include "ir/status_macros.h"
+#include "runtime/checkpoint.h"
+#include "runtime/data/text_source.h"
+#include "tools/tandem/commands.h"
+#include "train/generation.h"
+
+namespace tandem::tools {
+namespace {
+
+absl::Status flagError(absl::string_view flag, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
+}
+
+/// The vocabulary a run on a text saved (the gpt's made_for: "model.characters", or
+/// "model.text" = bytes).
+absl::StatusOr<runtime::data::TextVocabulary> vocabularyOf(const runtime::Checkpoint& c,
+                                                           const std::string& path) {
+  for (const auto& [key, value] : c.settings) {
+    if (key == "model.text" && value == "bytes") return runtime::data::TextVocabulary::bytes();
+    if (key == "model.characters") return runtime::data::TextVocabulary::characters(value);
+  }
+  return flagError("--checkpoint", absl::StrCat("'", path, "' holds no text's vocabulary (its ",
+                                                c.model, " was not trained on text:)"));
+}
+
+}  // namespace
+
+absl::Status runGenerate(const GenerateFlags& f) {
+  if (f.checkpoint.empty())
+    return absl::InvalidArgumentError("generate: --checkpoint DIR is required (train --checkpoint's)");
+  const std::string path = runtime::checkpointPath(f.checkpoint);
+  absl::StatusOr<runtime::Checkpoint> c = runtime::readCheckpointFile(f.checkpoint);
+  if (!c.ok()) return flagError("--checkpoint", c.status().message());
+  absl::StatusOr<ModelSpec> spec = zoo::modelOfCheckpoint(c->model, c->settings);
+  if (!spec.ok()) return flagError("--checkpoint", spec.status().message());
+  if (!spec->decode)
+    return flagError("--checkpoint", absl::StrCat("'", path, "' holds model ", c->model,
+                                                  ", which does not generate (a language model "
+                                                  "does: --model gpt)"));
+  ASSIGN_OR_RETURN(const runtime::data::TextVocabulary vocabulary, vocabularyOf(*c, path));
+  absl::StatusOr<std::vector<int32_t>> prompt = vocabulary.encode(f.prompt);
+  if (!prompt.ok()) return flagError("--prompt", prompt.status().message());
+  absl::StatusOr<ir::Device> device = ir::parseDevice(f.device);
+  if (!device.ok()) return flagError("--device", device.status().message());
+
+  // The checkpoint's values, device 0's replica.
+  auto value_of = [&](const ir::Var& var) -> absl::StatusOr<runtime::HostTensor> {
+    for (const runtime::CheckpointTensor& t : c->tensors)
+      if (t.name == var.name && t.replica == 0) {
+        runtime::HostTensor value(t.type);
+        std::memcpy(value.buffer.data(), t.bytes.data(), t.bytes.size());
+        return value;
+      }
+    return flagError("--checkpoint", absl::StrCat("'", path, "' holds no variable @", var.name,
+                                                  " of model ", c->model));
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<training::Generator> gen,
+                   training::Generator::create(*spec, *device, value_of));
+  std::fputs(f.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  ASSIGN_OR_RETURN(std::vector<int32_t> drawn,
+                   gen->generate(*prompt, f.tokens,
+                                 {.temperature = f.temperature, .top_k = f.top_k, .seed = f.seed},
+                                 [&](int32_t token) {
+                                   const int32_t one[] = {token};
+                                   std::fputs(vocabulary.decode(one).c_str(), stdout);
+                                   std::fflush(stdout);
+                                   return true;
+                                 }));
+  std::fputs("\n", stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::tools
