@@ -45,10 +45,10 @@ std::vector<float> randomValues(size_t n, uint32_t seed) {
 void attentionCore(benchmark::State& state, AttentionDims d, bool backward) {
   omp_set_num_threads(1);
   const size_t qn = static_cast<size_t>(d.batch * d.queries * d.heads * d.depth);
-  const std::vector<float> q = randomValues(qn, 1), k = randomValues(qn, 2), v = randomValues(qn, 3),
-                           dy = randomValues(qn, 4);
-  std::vector<float> y(qn), lse(static_cast<size_t>(d.batch * d.heads * d.queries)), dq(qn),
-      dk(qn), dv(qn);
+  const std::vector<float> q = randomValues(qn, 1), k = randomValues(qn, 2),
+                           v = randomValues(qn, 3), dy = randomValues(qn, 4);
+  std::vector<float> y(qn), lse(static_cast<size_t>(d.batch * d.heads * d.queries)), dq(qn), dk(qn),
+      dv(qn);
   backend::cpu::attentionForward(d, {}, q.data(), k.data(), v.data(), y.data(), lse.data());
   for (auto _ : state) {
     if (backward)
@@ -58,14 +58,27 @@ void attentionCore(benchmark::State& state, AttentionDims d, bool backward) {
       backend::cpu::attentionForward(d, {}, q.data(), k.data(), v.data(), y.data(), lse.data());
     benchmark::ClobberMemory();
   }
-  state.counters["rows_per_s"] = benchmark::Counter(
-      static_cast<double>(d.batch * d.heads * d.queries), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows_per_s"] =
+      benchmark::Counter(static_cast<double>(d.batch * d.heads * d.queries),
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
-constexpr AttentionDims kGpt{.batch = 32, .heads = 4, .queries = 128, .keys = 128, .depth = 32,
-                             .value_depth = 32, .scale = 0.17677669f, .causal = true};
-constexpr AttentionDims kVit{.batch = 128, .heads = 4, .queries = 50, .keys = 50, .depth = 16,
-                             .value_depth = 16, .scale = 0.25f, .causal = false};
+constexpr AttentionDims kGpt{.batch = 32,
+                             .heads = 4,
+                             .queries = 128,
+                             .keys = 128,
+                             .depth = 32,
+                             .value_depth = 32,
+                             .scale = 0.17677669f,
+                             .causal = true};
+constexpr AttentionDims kVit{.batch = 128,
+                             .heads = 4,
+                             .queries = 50,
+                             .keys = 50,
+                             .depth = 16,
+                             .value_depth = 16,
+                             .scale = 0.25f,
+                             .causal = false};
 
 /// A compiled module's training step on one CPU device, timed by runtime::measureStep.
 void trainingStep(benchmark::State& state, const ModelSpec& spec, int64_t batch,
@@ -79,8 +92,8 @@ void trainingStep(benchmark::State& state, const ModelSpec& spec, int64_t batch,
     return;
   }
   const ir::GraphPlan* plan = (*m)->graph(ir::kTrainGraph)->plan();
-  const ir::ArenaPlan arena = plan != nullptr && !plan->arenas.empty() ? plan->arenas[0]
-                                                                       : ir::ArenaPlan{};
+  const ir::ArenaPlan arena =
+      plan != nullptr && !plan->arenas.empty() ? plan->arenas[0] : ir::ArenaPlan{};
   // One measurement of a few steps (the module is compiled once: a step takes seconds).
   for (auto _ : state) {
     absl::StatusOr<runtime::StepMeasurement> s =
@@ -99,19 +112,21 @@ void trainingStep(benchmark::State& state, const ModelSpec& spec, int64_t batch,
 void registerAll() {
   for (bool backward : {false, true}) {
     const char* pass = backward ? "bwd" : "fwd";
-    benchmark::RegisterBenchmark(("AttentionCore/gpt/" + std::string(pass)).c_str(),
-                                 [backward](benchmark::State& s) { attentionCore(s, kGpt, backward); })
+    benchmark::RegisterBenchmark(
+        ("AttentionCore/gpt/" + std::string(pass)).c_str(),
+        [backward](benchmark::State& s) { attentionCore(s, kGpt, backward); })
         ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark(("AttentionCore/vit/" + std::string(pass)).c_str(),
-                                 [backward](benchmark::State& s) { attentionCore(s, kVit, backward); })
+    benchmark::RegisterBenchmark(
+        ("AttentionCore/vit/" + std::string(pass)).c_str(),
+        [backward](benchmark::State& s) { attentionCore(s, kVit, backward); })
         ->Unit(benchmark::kMillisecond);
   }
   for (bool fused : {true, false})
-    benchmark::RegisterBenchmark(
-        fused ? "Step/vit/fused" : "Step/vit/unfused",
-        [fused](benchmark::State& s) {
-          trainingStep(s, zoo::vit({}, {.fused_attention = fused}), 128, 128, "images_per_s");
-        })
+    benchmark::RegisterBenchmark(fused ? "Step/vit/fused" : "Step/vit/unfused",
+                                 [fused](benchmark::State& s) {
+                                   trainingStep(s, zoo::vit({}, {.fused_attention = fused}), 128,
+                                                128, "images_per_s");
+                                 })
         ->UseManualTime()
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
@@ -121,8 +136,7 @@ void registerAll() {
         [context](benchmark::State& s) {
           zoo::GptShape shape;
           shape.context = context;
-          trainingStep(s, zoo::gpt(shape), 32, 32.0 * static_cast<double>(context),
-                       "tokens_per_s");
+          trainingStep(s, zoo::gpt(shape), 32, 32.0 * static_cast<double>(context), "tokens_per_s");
         })
         ->UseManualTime()
         ->Iterations(1)

@@ -349,9 +349,9 @@ Tensor Builder::attention(Tensor q, Tensor k, Tensor v, const AttentionOptions& 
   if (!q.valid() || !k.valid() || !v.valid()) return Tensor();
   const int64_t width = q.shape().empty() ? 0 : q.shape().back();
   if (o.heads < 1 || width % o.heads != 0 || width == 0) {
-    record(absl::InvalidArgumentError(
-        absl::StrCat("layer ", path, " (attention) at ", where(loc), ": q's width ", width,
-                     " does not divide into ", o.heads, " heads")));
+    record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (attention) at ", where(loc),
+                                                   ": q's width ", width, " does not divide into ",
+                                                   o.heads, " heads")));
     return Tensor();
   }
   const double scale = o.scale.value_or(1.0 / std::sqrt(static_cast<double>(width / o.heads)));
@@ -383,20 +383,20 @@ Tensor Builder::cachedAttention(Tensor q, Tensor k, Tensor v, Tensor position,
   if (!q.valid() || !k.valid() || !v.valid()) return Tensor();
   const int64_t width = q.shape().empty() ? 0 : q.shape().back();
   if (o.heads < 1 || width == 0 || width % o.heads != 0) {
-    record(absl::InvalidArgumentError(
-        absl::StrCat("layer ", path, " (attention_cached) at ", where(loc), ": q's width ", width,
-                     " does not divide into ", o.heads, " heads")));
+    record(absl::InvalidArgumentError(absl::StrCat("layer ", path, " (attention_cached) at ",
+                                                   where(loc), ": q's width ", width,
+                                                   " does not divide into ", o.heads, " heads")));
     return Tensor();
   }
-  return addNode(ir::AttentionCachedArgs{
-                     .q = q.value(),
-                     .k = k.value(),
-                     .v = v.value(),
-                     .position = position.value(),
-                     .heads = o.heads,
-                     .scale = o.scale.value_or(1.0 / std::sqrt(double(width / o.heads)))}
-                     .spec(),
-                 path, loc);
+  return addNode(
+      ir::AttentionCachedArgs{.q = q.value(),
+                              .k = k.value(),
+                              .v = v.value(),
+                              .position = position.value(),
+                              .heads = o.heads,
+                              .scale = o.scale.value_or(1.0 / std::sqrt(double(width / o.heads)))}
+          .spec(),
+      path, loc);
 }
 
 Tensor Builder::add(Tensor a, Tensor b, Loc loc) {

@@ -60,9 +60,9 @@ struct LayerNormOptions {
 
 /// Options of Builder::attention (F.scaled_dot_product_attention over heads).
 struct AttentionOptions {
-  int64_t heads = 1;  // q, k and v's last axis is heads * head width
-  bool causal = false;  // query i sees keys 0..i (is_causal)
-  double dropout = 0;   // on the probabilities, in the training step only; in [0, 1)
+  int64_t heads = 1;            // q, k and v's last axis is heads * head width
+  bool causal = false;          // query i sees keys 0..i (is_causal)
+  double dropout = 0;           // on the probabilities, in the training step only; in [0, 1)
   std::optional<double> scale;  // unset: 1 / sqrt(head width)
   std::string name;             // unset: "attention", "attention_1", ...
 };

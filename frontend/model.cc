@@ -161,13 +161,12 @@ absl::StatusOr<ModelSpec> decodingModel(const ModelSpec& spec) {
                          {.name = "position", .dtype = ir::DType::kI32, .shape = {}}},
               .made_for = spec.made_for};
   d.step = [](Builder&, const StepInputs&) { return StepOutputs{}; };  // it only predicts
-  d.predict = PredictSpec{
-      .inputs = {"token", "position"},
-      .outputs = {"logits"},
-      .forward = [step = spec.decode->step](Builder& b, const StepInputs& in) {
-        return std::vector<Prediction>{
-            {.name = "logits", .value = step(b, in["token"], in["position"])}};
-      }};
+  d.predict = PredictSpec{.inputs = {"token", "position"},
+                          .outputs = {"logits"},
+                          .forward = [step = spec.decode->step](Builder& b, const StepInputs& in) {
+                            return std::vector<Prediction>{
+                                {.name = "logits", .value = step(b, in["token"], in["position"])}};
+                          }};
   return d;
 }
 

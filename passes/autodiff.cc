@@ -146,7 +146,8 @@ namespace {
 /// Whether a trained variable's read is a matrix for weight decay's parameter groups: the
 /// weight of a linear layer, a convolution or a matrix product, and no embedding's table
 /// (a table tied to an output projection stays an embedding, as nanoGPT groups it).
-bool isMatrix(const Value* read, const absl::flat_hash_map<const Value*, std::vector<Node*>>& users) {
+bool isMatrix(const Value* read,
+              const absl::flat_hash_map<const Value*, std::vector<Node*>>& users) {
   auto it = users.find(read);
   if (it == users.end()) return false;
   bool weight = false;
@@ -256,8 +257,8 @@ absl::StatusOr<bool> Autodiff::run(ir::Module& m) {
   ir::Graph* init = m.graph(ir::kInitGraph);
   const ir::OptimizerInfo& opt = *ir::opInfo(optimizer_).optimizer;
   const int decay_attr = ir::opInfo(optimizer_).attrIndex("weight_decay");
-  const auto users = decay_matrices_only_ ? g->users()
-                                          : absl::flat_hash_map<const Value*, std::vector<Node*>>{};
+  const auto users =
+      decay_matrices_only_ ? g->users() : absl::flat_hash_map<const Value*, std::vector<Node*>>{};
   for (const auto& [unused, var_name] : ready) {
     const auto& [read, grad] = per_var.at(var_name);
     // A copy: readState adds variables to the module, which moves its vector's elements.

@@ -33,7 +33,9 @@ class Autodiff final : public Pass {
 
  private:
   Autodiff(ir::Op optimizer, std::vector<ir::AttrValue> hyper, bool decay_matrices_only)
-      : optimizer_(optimizer), hyper_(std::move(hyper)), decay_matrices_only_(decay_matrices_only) {}
+      : optimizer_(optimizer),
+        hyper_(std::move(hyper)),
+        decay_matrices_only_(decay_matrices_only) {}
   ir::Op optimizer_;
   std::vector<ir::AttrValue> hyper_;  // the optimizer's attributes, in its spec's order
   bool decay_matrices_only_;          // decay=matrices: weight_decay 0 off the matrices

@@ -20,17 +20,17 @@ absl::StatusOr<LrSchedule> LrSchedule::parse(absl::string_view text, int64_t war
   LrSchedule s;
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(words.schedule, " '", text, "': ", why,
-                     " (it takes constant, step:EPOCHS:GAMMA such as step:30:0.1, cosine, or cosine:FLOOR "
-                     "such as cosine:0.1)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        words.schedule, " '", text, "': ", why,
+        " (it takes constant, step:EPOCHS:GAMMA such as step:30:0.1, cosine, or cosine:FLOOR "
+        "such as cosine:0.1)"));
   };
   if (parts[0] == "constant" && parts.size() == 1) {
     s.kind_ = Kind::kConstant;
   } else if (parts[0] == "cosine" && parts.size() <= 2) {
     s.kind_ = Kind::kCosine;
-    if (parts.size() == 2 && (!absl::SimpleAtod(parts[1], &s.floor_) || !(s.floor_ >= 0) ||
-                              !(s.floor_ < 1)))
+    if (parts.size() == 2 &&
+        (!absl::SimpleAtod(parts[1], &s.floor_) || !(s.floor_ >= 0) || !(s.floor_ < 1)))
       return bad("FLOOR, the last factor, must be a number in [0, 1)");
   } else if (parts[0] == "step") {
     if (parts.size() != 3) return bad("step needs EPOCHS and GAMMA");

@@ -45,16 +45,15 @@ absl::Status Predictor::setVariable(const std::string& name, const HostTensor& v
 
 absl::StatusOr<std::vector<HostTensor>> Predictor::run(absl::Span<const HostTensor> inputs) {
   if (inputs.size() != input_types_.size())
-    return absl::InvalidArgumentError(absl::StrCat("@", ir::kPredictGraph, " of ",
-                                                   executor_->module().name(), " takes ",
-                                                   input_types_.size(), " inputs, not ",
-                                                   inputs.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("@", ir::kPredictGraph, " of ", executor_->module().name(), " takes ",
+                     input_types_.size(), " inputs, not ", inputs.size()));
   std::vector<backend::TensorView> views;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].type != input_types_[i])
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input ", i, " of @", ir::kPredictGraph, " is ", ir::toString(input_types_[i]),
-          ", not ", ir::toString(inputs[i].type)));
+      return absl::InvalidArgumentError(absl::StrCat("input ", i, " of @", ir::kPredictGraph,
+                                                     " is ", ir::toString(input_types_[i]),
+                                                     ", not ", ir::toString(inputs[i].type)));
     views.push_back(inputs[i].view());
   }
   return executor_->run(ir::kPredictGraph, views);

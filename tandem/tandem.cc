@@ -19,13 +19,13 @@
 #include "ir/status_macros.h"
 #include "ir/types.h"
 #include "runtime/data/dataset_source.h"
+#include "runtime/data/memory_source.h"
 #include "runtime/data/subset_source.h"
 #include "runtime/executor.h"
 #include "runtime/host_tensor.h"
-#include "runtime/data/memory_source.h"
 #include "runtime/predictor.h"
-#include "train/generation.h"
 #include "train/compile.h"
+#include "train/generation.h"
 #include "train/settings_text.h"
 #include "train/training_session.h"
 
@@ -446,8 +446,8 @@ std::string Model::trainStepText() const {
 }
 
 absl::StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>& prompt,
-                                                    const GenerateConfig& config,
-                                                    const std::function<bool(int32_t)>& on_token) {
+                                                     const GenerateConfig& config,
+                                                     const std::function<bool(int32_t)>& on_token) {
   const ModelSpec& spec = impl_->spec;
   if (!spec.decode)
     return absl::FailedPreconditionError(absl::StrCat(
@@ -457,10 +457,9 @@ absl::StatusOr<std::vector<int32_t>> Model::generate(const std::vector<int32_t>&
   auto value_of = [&](const ir::Var& var) { return trained.readVariable(var.name, 0); };
   ASSIGN_OR_RETURN(std::unique_ptr<training::Generator> gen,
                    training::Generator::create(spec, device, value_of));
-  return gen->generate(prompt, config.tokens,
-                       {.temperature = config.temperature, .top_k = config.top_k,
-                        .seed = config.seed},
-                       on_token);
+  return gen->generate(
+      prompt, config.tokens,
+      {.temperature = config.temperature, .top_k = config.top_k, .seed = config.seed}, on_token);
 }
 
 absl::StatusOr<std::vector<Weight>> Model::weights() const {

@@ -7,8 +7,8 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "ir/status_macros.h"
 #include "ir/predict_graph.h"
+#include "ir/status_macros.h"
 #include "train/compile.h"
 
 namespace tandem::training {
@@ -20,9 +20,10 @@ int32_t sampleToken(absl::Span<const float> logits, const SamplingOptions& o,
   const auto larger = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  const size_t kept = o.top_k > 0 ? std::min<size_t>(ids.size(), static_cast<size_t>(o.top_k))
-                                  : ids.size();
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(kept), ids.end(), larger);
+  const size_t kept =
+      o.top_k > 0 ? std::min<size_t>(ids.size(), static_cast<size_t>(o.top_k)) : ids.size();
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(kept), ids.end(),
+                    larger);
   ids.resize(kept);
   // softmax(logits / T) over the kept ids, shifted by the largest for its exp.
   std::vector<double> weight(kept);

@@ -39,8 +39,7 @@ struct SamplingOptions {
 /// A token drawn from softmax(logits / temperature) over the top_k largest logits, in
 /// double, with one uniform draw of `gen` (53 bits of one 64-bit output, so that the draw
 /// is the same on every platform; std::uniform_real_distribution's is not specified).
-int32_t sampleToken(absl::Span<const float> logits, const SamplingOptions& o,
-                    std::mt19937_64& gen);
+int32_t sampleToken(absl::Span<const float> logits, const SamplingOptions& o, std::mt19937_64& gen);
 
 class Generator {
  public:

@@ -1,10 +1,9 @@
 #include "train/training_data.h"
 
-#include <cmath>
-
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <vector>
 
@@ -12,10 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir/status_macros.h"
-#include "runtime/data/token_source.h"
 #include "runtime/data/dataset_source.h"
 #include "runtime/data/open_source.h"
 #include "runtime/data/subset_source.h"
+#include "runtime/data/token_source.h"
 #include "runtime/data/transforms.h"
 
 namespace tandem::training {
@@ -161,8 +160,7 @@ absl::StatusOr<OpenedParts> openSpecs(const DataSource& given, std::optional<int
       return settingError(names, given.val_fraction ? Setting::kValFraction : Setting::kData,
                           absl::StrCat(test.status().message(), " (the last ", fraction,
                                        " of the text is held out for validation)"));
-    ASSIGN_OR_RETURN(std::unique_ptr<data::TokenSource> train,
-                     corpus->range(0, cut, "training"));
+    ASSIGN_OR_RETURN(std::unique_ptr<data::TokenSource> train, corpus->range(0, cut, "training"));
     data.train = std::move(train);
     data.test = *std::move(test);
     parts.train_where = data.train->where();

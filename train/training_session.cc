@@ -1,11 +1,8 @@
 #include "train/training_session.h"
 
-#include <limits>
-
-#include "runtime/data/token_source.h"
-
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,6 +11,7 @@
 #include "backend/settings.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
+#include "runtime/data/token_source.h"
 #include "runtime/nonfinite_variables.h"
 #include "train/compile.h"
 #include "train/rank_agreement.h"
@@ -81,7 +79,8 @@ absl::Status TrainingSession::trainBySteps() {
   constexpr int64_t kDefaultEvalEvery = 250;  // nanoGPT's eval_interval for its small models
   const int64_t steps = *config_.steps;
   if (steps < 1)
-    return settingError(names_, Setting::kSteps, absl::StrCat(steps, " trains nothing (1 or more)"));
+    return settingError(names_, Setting::kSteps,
+                        absl::StrCat(steps, " trains nothing (1 or more)"));
   const int64_t every = config_.eval_every.value_or(std::min(steps, kDefaultEvalEvery));
   if (every < 1 || steps % every != 0)
     return settingError(names_, Setting::kEvalEvery,
@@ -95,7 +94,8 @@ absl::Status TrainingSession::trainBySteps() {
                      data_->train->where(), " is a set of examples: give ",
                      names_(Setting::kEpochs), " instead"));
   if (steps / every > std::numeric_limits<int>::max())
-    return settingError(names_, Setting::kEvalEvery, absl::StrCat(every, " makes too many periods"));
+    return settingError(names_, Setting::kEvalEvery,
+                        absl::StrCat(every, " makes too many periods"));
   TrainingData data = *data_;
   data.train = corpus->withEpochWindows(every * *config_.model.batch);
   data_ = std::make_shared<const TrainingData>(std::move(data));

@@ -169,15 +169,15 @@ class KeepFactors {
 };
 
 /// The forward of one (batch row, head): its rows of y and lse.
-void forwardHead(const AttentionDims& d, const AttentionDropout& drop, const HeadView& hv,
-                 float* y, int64_t ys, float* lse, std::vector<float>& scratch) {
+void forwardHead(const AttentionDims& d, const AttentionDropout& drop, const HeadView& hv, float* y,
+                 int64_t ys, float* lse, std::vector<float>& scratch) {
   const int64_t dv = d.value_depth;
   scratch.resize(kBlock * kBlock + kBlock * dv + 3 * kBlock);
-  float* s = scratch.data();            // a tile's scores, then probabilities [kBlock, kBlock]
-  float* o = s + kBlock * kBlock;       // the block's output accumulator [kBlock, dv]
-  float* m = o + kBlock * dv;           // running maximum per query
-  float* l = m + kBlock;                // running sum per query
-  float* factor = l + kBlock;           // one row's dropout factors
+  float* s = scratch.data();       // a tile's scores, then probabilities [kBlock, kBlock]
+  float* o = s + kBlock * kBlock;  // the block's output accumulator [kBlock, dv]
+  float* m = o + kBlock * dv;      // running maximum per query
+  float* l = m + kBlock;           // running sum per query
+  float* factor = l + kBlock;      // one row's dropout factors
   KeepFactors keep;
   for (int64_t i0 = 0; i0 < d.queries; i0 += kBlock) {
     const int64_t bq = std::min(kBlock, d.queries - i0);
@@ -187,8 +187,8 @@ void forwardHead(const AttentionDims& d, const AttentionDropout& drop, const Hea
     const int64_t key_end = d.causal ? std::min(d.keys, i0 + bq) : d.keys;
     for (int64_t j0 = 0; j0 < key_end; j0 += kBlock) {
       const int64_t bk = std::min(kBlock, key_end - j0);
-      gemm('N', 'T', bq, bk, d.depth, d.scale, hv.q + i0 * hv.qs, hv.qs, hv.k + j0 * hv.ks,
-           hv.ks, 0.0f, s, kBlock);
+      gemm('N', 'T', bq, bk, d.depth, d.scale, hv.q + i0 * hv.qs, hv.qs, hv.k + j0 * hv.ks, hv.ks,
+           0.0f, s, kBlock);
       for (int64_t r = 0; r < bq; ++r) {
         float* row = s + r * kBlock;
         const int64_t seen = keysSeen(d, i0 + r, j0, bk);
@@ -229,9 +229,9 @@ void backwardHead(const AttentionDims& d, const AttentionDropout& drop, const He
                   float* dk, float* dv, std::vector<float>& scratch) {
   const int64_t dd = d.depth, dvd = d.value_depth;
   scratch.resize(3 * kBlock * kBlock + d.queries + kBlock);
-  float* p = scratch.data();      // probabilities of a block x tile
-  float* pd = p + kBlock * kBlock;   // the same after dropout (what multiplied v)
-  float* ds = pd + kBlock * kBlock;  // dP, then dS
+  float* p = scratch.data();            // probabilities of a block x tile
+  float* pd = p + kBlock * kBlock;      // the same after dropout (what multiplied v)
+  float* ds = pd + kBlock * kBlock;     // dP, then dS
   float* delta = ds + kBlock * kBlock;  // D_i = dO_i . O_i per query
   float* factor = delta + d.queries;
   KeepFactors keep;
@@ -248,8 +248,8 @@ void backwardHead(const AttentionDims& d, const AttentionDropout& drop, const He
     // Causal: the query blocks before the tile see none of it.
     for (int64_t i0 = d.causal ? j0 / kBlock * kBlock : 0; i0 < d.queries; i0 += kBlock) {
       const int64_t bq = std::min(kBlock, d.queries - i0);
-      gemm('N', 'T', bq, bk, dd, d.scale, hv.q + i0 * hv.qs, hv.qs, hv.k + j0 * hv.ks, hv.ks,
-           0.0f, p, kBlock);
+      gemm('N', 'T', bq, bk, dd, d.scale, hv.q + i0 * hv.qs, hv.qs, hv.k + j0 * hv.ks, hv.ks, 0.0f,
+           p, kBlock);
       for (int64_t r = 0; r < bq; ++r) {
         float* row = p + r * kBlock;
         const int64_t seen = keysSeen(d, i0 + r, j0, bk);
@@ -294,8 +294,7 @@ void attentionForward(const AttentionDims& d, const AttentionDropout& drop, cons
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const int64_t n = pair / d.heads, h = pair % d.heads;
       forwardHead(d, drop, headView(d, drop, q, k, v, n, h),
-                  y + n * d.queries * ys + h * d.value_depth, ys, lse + pair * d.queries,
-                  scratch);
+                  y + n * d.queries * ys + h * d.value_depth, ys, lse + pair * d.queries, scratch);
     }
   }
 }

@@ -22,9 +22,9 @@ namespace tandem::backend::cpu {
 
 struct AttentionDims {
   int64_t batch = 0, heads = 0;
-  int64_t queries = 0, keys = 0;   // Tq, Tk
-  int64_t depth = 0;               // d of a head of q and k
-  int64_t value_depth = 0;         // dv of a head of v and y
+  int64_t queries = 0, keys = 0;  // Tq, Tk
+  int64_t depth = 0;              // d of a head of q and k
+  int64_t value_depth = 0;        // dv of a head of v and y
   float scale = 1;
   bool causal = false;
   /// Rows of k and v per batch row when they are a cache longer than the keys seen

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-
 #include "backend/cpu/attention_core.h"
 #include "backend/cpu/kernels.h"
 #include "ir/op_views.h"

@@ -29,8 +29,8 @@ void dropoutApply(const DropoutMask& mask, const DropoutSlice& slice, const bf16
 /// The words that decide elements 4 * first_group .. 4 * (first_group + groups) - 1 of
 /// sample `sample` (4 * groups words): a vectorized draw for kernels that apply a mask
 /// their own way (attention's probabilities).
-void dropoutDrawWords(const DropoutMask& mask, uint64_t sample, int64_t first_group,
-                      int64_t groups, uint32_t* words);
+void dropoutDrawWords(const DropoutMask& mask, uint64_t sample, int64_t first_group, int64_t groups,
+                      uint32_t* words);
 
 /// The mask itself, 1 where kept (tests and debugging).
 void dropoutKeepMask(const DropoutMask& mask, const DropoutSlice& slice, uint8_t* keep);

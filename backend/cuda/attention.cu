@@ -92,10 +92,9 @@ __global__ void queryKernel(AttentionLaunch a, const float* dy, const float* q, 
   for (int64_t t = gridStart(); t < a.batch * a.heads * a.queries; t += gridStride()) {
     const Head hd = headOf(a, &mask, t / a.queries, q, k, v);
     const int64_t i = t % a.queries, first = hd.pair * a.queries;
-    attentionBackwardQueryRow(hd.s, hd.q, hd.k, hd.v,
-                              rowsOf(a, dy, hd.n, hd.h, a.queries, a.value_depth), lse + first,
-                              delta + first, i, dq + rowAt(a, hd.n, hd.h, a.queries, a.depth, i),
-                              hd.drop);
+    attentionBackwardQueryRow(
+        hd.s, hd.q, hd.k, hd.v, rowsOf(a, dy, hd.n, hd.h, a.queries, a.value_depth), lse + first,
+        delta + first, i, dq + rowAt(a, hd.n, hd.h, a.queries, a.depth, i), hd.drop);
   }
 }
 

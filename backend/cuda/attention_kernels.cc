@@ -83,10 +83,10 @@ class AttentionBackwardKernel final : public CudaKernel {
       return absl::InternalError(absl::StrCat(what(), ": launched with ", in.size(),
                                               " operands and ", out.size(), " results"));
     ASSIGN_OR_RETURN(void* delta, workspace());
-    launchAttentionBackward(withStep(a_, dropout_, in, V::kStep), in[V::kDy].f32(),
-                            in[V::kQ].f32(), in[V::kK].f32(), in[V::kV].f32(), in[V::kY].f32(),
-                            in[V::kLse].f32(), static_cast<float*>(delta), out[0].f32(),
-                            out[1].f32(), out[2].f32(), stream);
+    launchAttentionBackward(withStep(a_, dropout_, in, V::kStep), in[V::kDy].f32(), in[V::kQ].f32(),
+                            in[V::kK].f32(), in[V::kV].f32(), in[V::kY].f32(), in[V::kLse].f32(),
+                            static_cast<float*>(delta), out[0].f32(), out[1].f32(), out[2].f32(),
+                            stream);
     return absl::OkStatus();
   }
 
@@ -104,8 +104,8 @@ class KvWriteKernel final : public CudaKernel {
   absl::Status enqueue(cudaStream_t stream, absl::Span<const TensorView> in,
                        absl::Span<const TensorView> out) override {
     using V = ir::KvWriteView;
-    return check(launchKvWrite(in[V::kCache].f32(), in[V::kX].f32(), in[V::kPosition].i32(),
-                               batch_, rows_, width_, out[0].f32(), stream),
+    return check(launchKvWrite(in[V::kCache].f32(), in[V::kX].f32(), in[V::kPosition].i32(), batch_,
+                               rows_, width_, out[0].f32(), stream),
                  "cudaMemcpyAsync", what());
   }
 
@@ -148,14 +148,14 @@ KernelOr makeKvWriteKernel(const KernelInit& init) {
 KernelOr makeAttentionCachedKernel(const KernelInit& init) {
   const ir::AttentionCachedView v(init.node);
   const ir::Shape &q = v.q()->type().shape, &k = v.k()->type().shape, &val = v.v()->type().shape;
-  std::unique_ptr<AttentionCachedKernel> kernel(new AttentionCachedKernel(
-      init.ctx, AttentionLaunch{.batch = q[0],
-                                .heads = v.heads(),
-                                .queries = 1,
-                                .keys = k[1],
-                                .depth = q[2] / v.heads(),
-                                .value_depth = val[2] / v.heads(),
-                                .scale = static_cast<float>(v.scale())}));
+  std::unique_ptr<AttentionCachedKernel> kernel(
+      new AttentionCachedKernel(init.ctx, AttentionLaunch{.batch = q[0],
+                                                          .heads = v.heads(),
+                                                          .queries = 1,
+                                                          .keys = k[1],
+                                                          .depth = q[2] / v.heads(),
+                                                          .value_depth = val[2] / v.heads(),
+                                                          .scale = static_cast<float>(v.scale())}));
   RETURN_IF_ERROR(kernel->reserve(init.node));
   return std::unique_ptr<CudaKernel>(std::move(kernel));
 }

@@ -43,6 +43,6 @@ void launchAttentionBackward(const AttentionLaunch& a, const float* dy, const fl
 /// cache writes nothing (the kernel cannot stop; the host checks positions before a step).
 /// Returns the copy's cudaMemcpyAsync code.
 cudaError_t launchKvWrite(float* cache, const float* x, const int32_t* position, int64_t batch,
-                   int64_t rows, int64_t width, float* y, cudaStream_t stream);
+                          int64_t rows, int64_t width, float* y, cudaStream_t stream);
 
 }  // namespace tandem::backend::cuda

@@ -384,8 +384,7 @@ class Exporter {
     const std::string o = addTemp("MatMul", n, {p, val});
     const std::string merged = fresh(base + ".merged");
     ints(add("Transpose", n, {o}, {merged}), "perm", {0, 2, 1, 3});
-    add("Reshape", n, {merged, addInts(base + ".shape", {-1, tq, heads * dv})},
-        {nameOf(v.y())});
+    add("Reshape", n, {merged, addInts(base + ".shape", {-1, tq, heads * dv})}, {nameOf(v.y())});
     return absl::OkStatus();
   }
 

@@ -9,8 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "ir/status_macros.h"
 #include "frontend/zoo/zoo.h"
+#include "ir/status_macros.h"
 
 namespace tandem::zoo {
 namespace {
@@ -47,7 +47,8 @@ Tensor block(Builder& b, Tensor h, const GptShape& s, const Decoding* decoding =
   {
     auto _ = b.scope("attn");
     Tensor a = b.layerNorm(h, {.name = "ln_1"});
-    Tensor q = tokenLinear(b, a, t, s.width, "q", 0.02), k = tokenLinear(b, a, t, s.width, "k", 0.02),
+    Tensor q = tokenLinear(b, a, t, s.width, "q", 0.02),
+           k = tokenLinear(b, a, t, s.width, "k", 0.02),
            v = tokenLinear(b, a, t, s.width, "v", 0.02);
     Tensor y;
     if (decoding != nullptr) {
@@ -78,8 +79,8 @@ Tensor tokenTable(Builder& b, const GptShape& s) {
 }
 
 Tensor positionTable(Builder& b, const GptShape& s) {
-  return b.variable("wpe.table", TensorType{DType::kF32, {1, s.context, s.width}},
-                    VarRole::kParam, normal(0.02));
+  return b.variable("wpe.table", TensorType{DType::kF32, {1, s.context, s.width}}, VarRole::kParam,
+                    normal(0.02));
 }
 
 // The blocks, the final LayerNorm and the output projection, the token embedding's table
@@ -99,7 +100,8 @@ Tensor blocksAndHead(Builder& b, Tensor h, Tensor wte, const GptShape& s,
 Tensor gptLogits(Builder& b, Tensor ids, const GptShape& s) {
   if (!ids.valid()) return ids;
   Tensor wte = tokenTable(b, s);
-  Tensor h = b.dropout(b.addBroadcast(b.embedding(ids, wte, "wte"), positionTable(b, s)), s.dropout);
+  Tensor h =
+      b.dropout(b.addBroadcast(b.embedding(ids, wte, "wte"), positionTable(b, s)), s.dropout);
   return blocksAndHead(b, h, wte, s);
 }
 
@@ -138,10 +140,11 @@ absl::Status checkGptShape(const GptShape& s) {
     if (value < 1)
       return absl::InvalidArgumentError(absl::StrCat("gpt: ", what, " must be >= 1, got ", value));
   if (s.width % s.heads != 0)
-    return absl::InvalidArgumentError(absl::StrCat("gpt: width ", s.width,
-                                                   " does not divide into ", s.heads, " heads"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpt: width ", s.width, " does not divide into ", s.heads, " heads"));
   if (!(s.dropout >= 0 && s.dropout < 1))
-    return absl::InvalidArgumentError(absl::StrCat("gpt: dropout must be in [0, 1), got ", s.dropout));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpt: dropout must be in [0, 1), got ", s.dropout));
   return absl::OkStatus();
 }
 
@@ -184,21 +187,18 @@ ModelSpec gpt(const GptShape& s) {
     // Training: the mean over every token of the global batch. Evaluation: per window the
     // mean over its tokens, summed over the windows (the pass divides by them), so both
     // report the loss per token.
-    if (b.training())
-      return {.loss = b.crossEntropy(logits, in["y"], {.axis = -1})};
+    if (b.training()) return {.loss = b.crossEntropy(logits, in["y"], {.axis = -1})};
     Tensor sum = b.crossEntropy(logits, in["y"], {.reduction = ir::Reduction::kSum, .axis = -1});
     return {.loss = b.scale(sum, 1.0 / static_cast<double>(s.context))};
   };
   spec.predict = PredictSpec{
-      .inputs = {"x"},
-      .outputs = {"logits"},
-      .forward = [s](Builder& b, const StepInputs& in) {
+      .inputs = {"x"}, .outputs = {"logits"}, .forward = [s](Builder& b, const StepInputs& in) {
         return std::vector<Prediction>{{.name = "logits", .value = gptLogits(b, in["x"], s)}};
       }};
-  spec.decode = DecodeSpec{.context = s.context,
-                           .step = [s](Builder& b, Tensor token, Tensor position) {
-                             return gptDecode(b, token, position, s);
-                           }};
+  spec.decode =
+      DecodeSpec{.context = s.context, .step = [s](Builder& b, Tensor token, Tensor position) {
+                   return gptDecode(b, token, position, s);
+                 }};
   return spec;
 }
 

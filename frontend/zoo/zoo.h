@@ -90,7 +90,8 @@ ModelSpec gpt(const GptShape& shape = {});
 
 /// The GPT size a checkpoint's settings give ("model.heads" and the others a gpt's
 /// ModelSpec::made_for saves); sizes not among them keep GptShape's defaults.
-absl::StatusOr<GptShape> gptShapeOf(const std::vector<std::pair<std::string, std::string>>& settings);
+absl::StatusOr<GptShape> gptShapeOf(
+    const std::vector<std::pair<std::string, std::string>>& settings);
 
 /// The zoo model a checkpoint of model `name` holds, remade from its settings where the
 /// model saved what it is made for (a language model); else modelByName(name).

@@ -187,9 +187,9 @@ struct Spec {
 };
 
 const std::set<std::string> kPlainKinds = {"int", "float", "bool", "ints", "symbol", "devices"};
-const std::set<std::string> kCosts = {"none",        "elementwise", "gemm",
-                                      "matmul",      "contraction", "reduction",
-                                      "attention",   "attention_backward"};
+const std::set<std::string> kCosts = {"none",      "elementwise",       "gemm",
+                                      "matmul",    "contraction",       "reduction",
+                                      "attention", "attention_backward"};
 /// The formulas that take two operands or results (CostSpec::a, b), and one (CostSpec::a).
 const std::set<std::string> kTwoValueCosts = {"gemm", "matmul", "contraction", "attention",
                                               "attention_backward"};
@@ -345,10 +345,9 @@ void parseCost(const std::string& rest, int line, std::string* cost,
   size_t paren = rest.find('(');
   *cost = trim(rest.substr(0, paren));
   if (!kCosts.count(*cost))
-    die(line,
-        "unknown cost formula '" + *cost +
-                 "' (none, elementwise, gemm, matmul, contraction, reduction, attention, "
-                 "attention_backward)");
+    die(line, "unknown cost formula '" + *cost +
+                  "' (none, elementwise, gemm, matmul, contraction, reduction, attention, "
+                  "attention_backward)");
   args->clear();
   if (paren != std::string::npos) {
     if (rest.back() != ')') die(line, "unclosed '(' in cost");

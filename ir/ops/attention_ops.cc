@@ -78,22 +78,22 @@ absl::StatusOr<Types> inferAttentionBackward(const Node& n) {  // dy, q, k, v, y
 absl::Status gradAttention(GradContext& c) {
   const Node& n = c.node();
   const AttentionView v(n);
-  ASSIGN_OR_RETURN(Node * back,
-                   c.emit(AttentionBackwardArgs{.dy = c.resultGrad(0),
-                                                .q = v.q(),
-                                                .k = v.k(),
-                                                .v = v.v(),
-                                                .y = n.result(0),
-                                                .lse = n.result(1),
-                                                .step = v.step(),
-                                                .heads = v.heads(),
-                                                .scale = v.scale(),
-                                                .causal = v.causal(),
-                                                .p = v.p(),
-                                                .mask_id = v.mask_id(),
-                                                .sample_offset = v.sample_offset()}
-                              .spec({.names = {gradName(v.q()), gradName(v.k()),
-                                               gradName(v.v())}})));
+  ASSIGN_OR_RETURN(
+      Node * back,
+      c.emit(AttentionBackwardArgs{.dy = c.resultGrad(0),
+                                   .q = v.q(),
+                                   .k = v.k(),
+                                   .v = v.v(),
+                                   .y = n.result(0),
+                                   .lse = n.result(1),
+                                   .step = v.step(),
+                                   .heads = v.heads(),
+                                   .scale = v.scale(),
+                                   .causal = v.causal(),
+                                   .p = v.p(),
+                                   .mask_id = v.mask_id(),
+                                   .sample_offset = v.sample_offset()}
+                 .spec({.names = {gradName(v.q()), gradName(v.k()), gradName(v.v())}})));
   for (size_t i = 0; i < 3; ++i)
     if (c.needsGrad(i)) c.addOperandGrad(i, back->result(i));
   return absl::OkStatus();
@@ -126,7 +126,8 @@ absl::StatusOr<Types> inferAttentionCached(const Node& n) {  // q, k, v, positio
   const AttentionCachedView v(n);
   ASSIGN_OR_RETURN(AttentionDims d, attentionDims(n, 0, v.heads()));
   if (d.queries != 1)
-    return fail(absl::StrCat(describeOperand(n, 0), " must hold one token (axis 1 of size 1): "
+    return fail(absl::StrCat(describeOperand(n, 0),
+                             " must hold one token (axis 1 of size 1): "
                              "a cached step adds one token"));
   RETURN_IF_ERROR(checkPosition(n, 3, d.batch));
   return Types{TensorType{DType::kF32, {d.batch, 1, v.heads() * d.value_depth}}};

@@ -62,16 +62,16 @@ absl::StatusOr<std::unique_ptr<TokenSource>> TokenSource::open(const std::string
 absl::StatusOr<std::unique_ptr<TokenSource>> TokenSource::range(int64_t begin, int64_t end,
                                                                 absl::string_view what) const {
   if (begin < 0 || end > tokens_ || begin >= end)
-    return absl::InvalidArgumentError(absl::StrCat(prefix_, "tokens ", begin, " to ", end,
-                                                   " are not a range of its ", tokens_));
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix_, "tokens ", begin, " to ", end, " are not a range of its ", tokens_));
   if (absl::Status s = checkCounts(absl::StrCat(prefix_, what, " part: "), end - begin, length_);
       !s.ok())
     return s;
   std::unique_ptr<TokenSource> part = copy();
   part->first_ = first_ + begin;
   part->tokens_ = end - begin;
-  part->where_ = absl::StrCat(where_, " (", what, ": tokens ", first_ + begin, " to ",
-                              first_ + end, ")");
+  part->where_ =
+      absl::StrCat(where_, " (", what, ": tokens ", first_ + begin, " to ", first_ + end, ")");
   return part;
 }
 

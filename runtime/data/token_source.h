@@ -37,7 +37,9 @@ class TokenSource : public ExampleSource {
                                                            const TokenOptions& options);
 
   std::string where() const override { return where_; }
-  int64_t size() const override { return epoch_windows_ > 0 ? epoch_windows_ : (tokens_ - 1) / length_; }
+  int64_t size() const override {
+    return epoch_windows_ > 0 ? epoch_windows_ : (tokens_ - 1) / length_;
+  }
   const std::vector<Field>& fields() const override { return fields_; }
   /// y holds ids of the vocabulary (when the source was given one): the labels of a
   /// language model's classes.
@@ -68,7 +70,6 @@ class TokenSource : public ExampleSource {
   }
 
  public:
-
  protected:
   /// `ids`: `tokens` ids of `width` bytes (2 or 4) in memory, kept alive by `owner`; or,
   /// when `file` is given, in that file from its start (read with pread, as NumpySource
@@ -86,7 +87,7 @@ class TokenSource : public ExampleSource {
   const char* ids_;
   int width_;
   int64_t tokens_, length_, vocabulary_;
-  int64_t first_ = 0;  // the range's first token in the file
+  int64_t first_ = 0;          // the range's first token in the file
   int64_t epoch_windows_ = 0;  // > 0: windows an epoch (withEpochWindows)
   std::shared_ptr<const MappedFile> file_;
   std::vector<Field> fields_;

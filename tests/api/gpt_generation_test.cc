@@ -109,20 +109,23 @@ TEST(GptGeneration, TheCliPrintsTheSameTextForTheSameSeed) {
   TempDir dir;
   std::string text;
   for (int i = 0; i < 200; ++i) text += "In the beginning God created the heaven and the earth.\n";
-  CommandResult r = runTandem({"train", "--model", "gpt", "--data",
-                               "text:" + dir.write("c.txt", text), "--context", "16",
-                               "--gpt-layers", "1", "--gpt-heads", "2", "--gpt-width", "32",
-                               "--batch", "8", "--steps", "4", "--warmup", "1", "--checkpoint",
-                               dir.file("ck")});
+  CommandResult r = runTandem(
+      {"train",       "--model",     "gpt",          "--data",  "text:" + dir.write("c.txt", text),
+       "--context",   "16",          "--gpt-layers", "1",       "--gpt-heads",
+       "2",           "--gpt-width", "32",           "--batch", "8",
+       "--steps",     "4",           "--warmup",     "1",       "--checkpoint",
+       dir.file("ck")});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const std::vector<std::string> args = {"generate", "--checkpoint", dir.file("ck"), "--prompt",
-                                         "In the", "--tokens", "60", "--seed", "3"};
+  const std::vector<std::string> args = {"generate", "--checkpoint", dir.file("ck"),
+                                         "--prompt", "In the",       "--tokens",
+                                         "60",       "--seed",       "3"};
   const CommandResult a = runTandem(args), b = runTandem(args);
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_THAT(a.out, ::testing::StartsWith("In the"));
   EXPECT_EQ(a.out.size(), std::string("In the").size() + 60 + 1);  // and a newline
-  const CommandResult bad = runTandem({"generate", "--checkpoint", dir.file("ck"), "--prompt", "Zq"});
+  const CommandResult bad =
+      runTandem({"generate", "--checkpoint", dir.file("ck"), "--prompt", "Zq"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_THAT(bad.err, HasSubstr("--prompt"));
 }

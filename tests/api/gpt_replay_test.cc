@@ -37,7 +37,9 @@ class Windows final : public Dataset {
   int64_t size() const override { return kWindows; }
   const std::vector<DatasetField>& fields() const override { return fields_; }
   std::pair<std::string, int64_t> classLabels() const override { return {"y", vocab_}; }
-  int64_t offset(int64_t i) const { return i * 37 % (static_cast<int64_t>(ids_.size()) - kContext); }
+  int64_t offset(int64_t i) const {
+    return i * 37 % (static_cast<int64_t>(ids_.size()) - kContext);
+  }
   absl::Status read(int64_t index, const runtime::data::ExampleKey&,
                     absl::Span<void* const> out) const override {
     std::memcpy(out[0], ids_.data() + offset(index), kContext * sizeof(int32_t));
@@ -63,8 +65,8 @@ TEST(GptReplay, TwentyStepsEqualPyTorchsFromTheSameWeights) {
   }
   auto windows = std::make_shared<const Windows>(ids, 24);
 
-  zoo::GptShape shape{.vocab = 24, .context = kContext, .layers = 2, .heads = 2, .width = 32,
-                      .dropout = 0};
+  zoo::GptShape shape{
+      .vocab = 24, .context = kContext, .layers = 2, .heads = 2, .width = 32, .dropout = 0};
   TrainConfig c{.devices = "cpu:0,cpu:1", .batch = kWindows, .epochs = kSteps, .warmup = 5};
   absl::StatusOr<Model> m = Model::create(zoo::gpt(shape), c, Data::fromDatasets(windows, windows));
   ASSERT_TRUE(m.ok()) << m.status();
@@ -72,10 +74,9 @@ TEST(GptReplay, TwentyStepsEqualPyTorchsFromTheSameWeights) {
   ASSERT_TRUE(initial.ok()) << initial.status();
   std::vector<double> losses;
   ASSERT_TRUE(m->fit({.on_step = [&](const StepMetrics& s) {
-                        losses.push_back(s.loss);
-                        return true;
-                      }})
-                  .ok());
+                 losses.push_back(s.loss);
+                 return true;
+               }}).ok());
   ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps));
 
   // What the replay reads: the weights, the windows, the losses.
@@ -83,27 +84,28 @@ TEST(GptReplay, TwentyStepsEqualPyTorchsFromTheSameWeights) {
   std::string text;
   for (const Weight& w : *initial) {
     absl::StrAppend(&text, w.name, " ", absl::StrJoin(w.shape, " "), "\n",
-                    absl::StrJoin(w.f32(), " ", [](std::string* out, float v) {
-                      absl::StrAppend(out, absl::StrFormat("%.9g", v));
-                    }),
+                    absl::StrJoin(w.f32(), " ",
+                                  [](std::string* out, float v) {
+                                    absl::StrAppend(out, absl::StrFormat("%.9g", v));
+                                  }),
                     "\n");
   }
   const std::string weights = dir.write("weights.txt", text);
   std::string data;
   for (int64_t i = 0; i < kWindows; ++i)
-    absl::StrAppend(&data, absl::StrJoin(ids.begin() + windows->offset(i),
-                                         ids.begin() + windows->offset(i) + kContext + 1, " "),
+    absl::StrAppend(&data,
+                    absl::StrJoin(ids.begin() + windows->offset(i),
+                                  ids.begin() + windows->offset(i) + kContext + 1, " "),
                     "\n");
   const std::string batches = dir.write("windows.txt", data);
-  const std::string expected = dir.write(
-      "losses.txt", absl::StrJoin(losses, "\n", [](std::string* out, double v) {
-        absl::StrAppend(out, absl::StrFormat("%.9g", v));
-      }));
+  const std::string expected =
+      dir.write("losses.txt", absl::StrJoin(losses, "\n", [](std::string* out, double v) {
+                  absl::StrAppend(out, absl::StrFormat("%.9g", v));
+                }));
   const CommandResult replay = runProgram(
-      "/usr/bin/python3",
-      {sourcePath("tests/api/gpt_replay.py"), weights, batches, expected, "--vocab", "24",
-       "--context", std::to_string(kContext), "--layers", "2", "--heads", "2", "--warmup", "5",
-       "--tolerance", "1e-4"});
+      "/usr/bin/python3", {sourcePath("tests/api/gpt_replay.py"), weights, batches, expected,
+                           "--vocab", "24", "--context", std::to_string(kContext), "--layers", "2",
+                           "--heads", "2", "--warmup", "5", "--tolerance", "1e-4"});
   EXPECT_EQ(replay.exit_code, 0) << replay.out << replay.err;
   std::printf("%s", replay.out.c_str());
   EXPECT_LT(losses.back(), losses.front());

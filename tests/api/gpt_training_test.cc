@@ -16,8 +16,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/op_views.h"
-#include "tandem/tandem.h"
 #include "runtime/data/text_source.h"
+#include "tandem/tandem.h"
 #include "tests/test_util.h"
 #include "tests/tools/cli_helpers.h"
 #include "train/compile.h"
@@ -99,8 +99,8 @@ TEST(Gpt, ASizeThatDoesNotFitIsRefusedNamingIt) {
 /// A text of ~12,000 characters of 30 distinct ones: sentences drawn from a small grammar
 /// with a fixed generator, so the model has something to learn.
 std::string writeText(const testing::TempDir& dir) {
-  const char* words[] = {"the", "lord", "said", "unto", "moses", "and", "he", "went",
-                         "up",  "into", "mount", "of",  "god",  "in", "that", "day"};
+  const char* words[] = {"the", "lord", "said",  "unto", "moses", "and", "he",   "went",
+                         "up",  "into", "mount", "of",   "god",   "in",  "that", "day"};
   std::string text;
   uint64_t x = 12345;
   while (text.size() < 12000) {
@@ -125,12 +125,11 @@ std::vector<double> stepLosses(const std::string& text, const std::string& devic
   TrainConfig c{.devices = devices, .batch = 8, .seed = 3, .warmup = 2, .split = split};
   c.steps = steps;
   c.eval_every = steps;
-  absl::StatusOr<Model> m =
-      train(zoo::gpt(shape), c, Data::fromSpec("text:" + text),
-            {.on_step = [&](const StepMetrics& s) {
-               losses.push_back(s.loss);
-               return true;
-             }});
+  absl::StatusOr<Model> m = train(zoo::gpt(shape), c, Data::fromSpec("text:" + text),
+                                  {.on_step = [&](const StepMetrics& s) {
+                                    losses.push_back(s.loss);
+                                    return true;
+                                  }});
   EXPECT_TRUE(m.ok()) << m.status();
   return losses;
 }
@@ -144,13 +143,13 @@ TEST(Gpt, TheLossesOfEveryStepDoNotDependOnTheSplit) {
   const std::vector<double> one = stepLosses(text, "cpu:0", "even", 12);
   ASSERT_EQ(one.size(), 12u);
   EXPECT_LT(one.back(), one.front());  // it learns
-  for (const auto& [devices, split] : {std::pair{"cpu:0,cpu:1", "even"},
-                                       std::pair{"cpu:0,cpu:1", "3,1"}}) {
+  for (const auto& [devices, split] :
+       {std::pair{"cpu:0,cpu:1", "even"}, std::pair{"cpu:0,cpu:1", "3,1"}}) {
     const std::vector<double> other = stepLosses(text, devices, split, 12);
     ASSERT_EQ(other.size(), one.size()) << devices << " " << split;
     for (size_t i = 0; i < one.size(); ++i)
-      EXPECT_NEAR(other[i], one[i], 1e-5 * std::abs(one[i])) << devices << " split " << split
-                                                             << ", step " << i + 1;
+      EXPECT_NEAR(other[i], one[i], 1e-5 * std::abs(one[i]))
+          << devices << " split " << split << ", step " << i + 1;
   }
 }
 
@@ -159,7 +158,8 @@ TEST(Gpt, StepsOnDataOfExamplesAreRefusedNamingTheSetting) {
   c.steps = 4;
   absl::StatusOr<Model> m = train(zoo::gpt(tinyGpt()), c, Data::fashionMnist());
   ASSERT_FALSE(m.ok());
-  EXPECT_THAT(std::string(m.status().message()), HasSubstr("trains by steps over random windows of token data"));
+  EXPECT_THAT(std::string(m.status().message()),
+              HasSubstr("trains by steps over random windows of token data"));
 }
 
 }  // namespace

@@ -54,8 +54,8 @@ TEST_P(AttentionCore, IsPyTorch2sScaledDotProductAttention) {
                         .value_depth = c->integer("value_depth"),
                         .scale = static_cast<float>(c->num("scale")),
                         .causal = c->flag("causal")};
-  const Outputs o = runCore(d, {}, c->tensor("q").f32(), c->tensor("k").f32(),
-                            c->tensor("v").f32(), c->tensor("d_out").f32());
+  const Outputs o = runCore(d, {}, c->tensor("q").f32(), c->tensor("k").f32(), c->tensor("v").f32(),
+                            c->tensor("d_out").f32());
   // The reference's lse is [N, Tq, H]; the op's [N, H, Tq].
   std::vector<float> lse(o.lse.size());
   for (int64_t n = 0; n < d.batch; ++n)
@@ -100,10 +100,9 @@ Outputs runRowMath(const AttentionDims& d, const AttentionDropout& drop,
   const int64_t qs = d.heads * d.depth, vs = d.heads * d.value_depth;
   for (int64_t n = 0; n < d.batch; ++n)
     for (int64_t h = 0; h < d.heads; ++h) {
-      const backend::AttentionRowDropout rd{
-          .mask = drop.on ? &drop.mask : nullptr,
-          .sample = static_cast<uint64_t>(drop.first_sample + n),
-          .base = h * d.queries * d.keys};
+      const backend::AttentionRowDropout rd{.mask = drop.on ? &drop.mask : nullptr,
+                                            .sample = static_cast<uint64_t>(drop.first_sample + n),
+                                            .base = h * d.queries * d.keys};
       const AttentionRows qr{q.data() + n * d.queries * qs + h * d.depth, qs};
       const AttentionRows kr{k.data() + n * d.keys * qs + h * d.depth, qs};
       const AttentionRows vr{v.data() + n * d.keys * vs + h * d.value_depth, vs};
@@ -117,14 +116,14 @@ Outputs runRowMath(const AttentionDims& d, const AttentionDropout& drop,
       for (int64_t i = 0; i < d.queries; ++i)
         delta[static_cast<size_t>(i)] = backend::attentionRowDelta(s, dyr, yr, i);
       for (int64_t i = 0; i < d.queries; ++i)
-        backend::attentionBackwardQueryRow(
-            s, qr, kr, vr, dyr, lse, delta.data(), i,
-            o.dq.data() + (n * d.queries + i) * qs + h * d.depth, rd);
+        backend::attentionBackwardQueryRow(s, qr, kr, vr, dyr, lse, delta.data(), i,
+                                           o.dq.data() + (n * d.queries + i) * qs + h * d.depth,
+                                           rd);
       for (int64_t j = 0; j < d.keys; ++j)
-        backend::attentionBackwardKeyRow(
-            s, qr, kr, vr, dyr, lse, delta.data(), j,
-            o.dk.data() + (n * d.keys + j) * qs + h * d.depth,
-            o.dv.data() + (n * d.keys + j) * vs + h * d.value_depth, rd);
+        backend::attentionBackwardKeyRow(s, qr, kr, vr, dyr, lse, delta.data(), j,
+                                         o.dk.data() + (n * d.keys + j) * qs + h * d.depth,
+                                         o.dv.data() + (n * d.keys + j) * vs + h * d.value_depth,
+                                         rd);
     }
   return o;
 }
@@ -137,8 +136,14 @@ double differs(const std::vector<float>& got, const std::vector<float>& want) {
 }
 
 struct DropoutCase {
-  AttentionDims d{.batch = 4, .heads = 2, .queries = 70, .keys = 70, .depth = 8,
-                  .value_depth = 8, .scale = 0.35f, .causal = true};
+  AttentionDims d{.batch = 4,
+                  .heads = 2,
+                  .queries = 70,
+                  .keys = 70,
+                  .depth = 8,
+                  .value_depth = 8,
+                  .scale = 0.35f,
+                  .causal = true};
   AttentionDropout drop{.on = true, .mask = backend::dropoutMask(7, 3, 5, 0.25), .first_sample = 0};
   std::vector<float> q = wave(4 * 70 * 16, 0.37f, 0), k = wave(4 * 70 * 16, 0.23f, 1),
                      v = wave(4 * 70 * 16, 0.11f, 2), dy = wave(4 * 70 * 16, 0.07f, 3);

@@ -27,10 +27,12 @@ TEST(GptExport, OnnxCheckerAcceptsItAndTandemRunGivesThePredictedLogits) {
   std::string text;
   for (int i = 0; i < 200; ++i) text += "And God said, Let there be light: and there was light.\n";
   const std::string corpus = dir.write("corpus.txt", text);
-  CommandResult r = runTandem({"train", "--model", "gpt", "--data", "text:" + corpus, "--context",
-                               "16", "--gpt-layers", "2", "--gpt-heads", "2", "--gpt-width", "32",
-                               "--batch", "8", "--steps", "4", "--warmup", "1", "--checkpoint",
-                               dir.file("ck")});
+  CommandResult r =
+      runTandem({"train",       "--model",     "gpt",          "--data",  "text:" + corpus,
+                 "--context",   "16",          "--gpt-layers", "2",       "--gpt-heads",
+                 "2",           "--gpt-width", "32",           "--batch", "8",
+                 "--steps",     "4",           "--warmup",     "1",       "--checkpoint",
+                 dir.file("ck")});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const std::string onnx = dir.file("gpt.onnx");
   r = runTandem({"export", "--checkpoint", dir.file("ck"), "-o", onnx});

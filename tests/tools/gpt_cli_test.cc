@@ -26,11 +26,12 @@ std::string corpus(const TempDir& dir) {
 
 TEST(GptCli, TrainsByStepsOnATextAndReportsValidationBitsPerCharacter) {
   TempDir dir;
-  const CommandResult r = runTandem(
-      {"train", "--model", "gpt", "--data", "text:" + corpus(dir), "--devices", "cpu:0,cpu:1",
-       "--context", "16", "--gpt-layers", "1", "--gpt-heads", "2", "--gpt-width", "32",
-       "--batch", "8", "--steps", "6", "--eval-every", "3", "--warmup", "2", "--metrics",
-       dir.file("m.csv")});
+  const CommandResult r =
+      runTandem({"train",     "--model",     "gpt",       "--data",      "text:" + corpus(dir),
+                 "--devices", "cpu:0,cpu:1", "--context", "16",          "--gpt-layers",
+                 "1",         "--gpt-heads", "2",         "--gpt-width", "32",
+                 "--batch",   "8",           "--steps",   "6",           "--eval-every",
+                 "3",         "--warmup",    "2",         "--metrics",   dir.file("m.csv")});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("6 steps of 8 sequences (16 tokens each), an evaluation every "
                                "3 steps on"));

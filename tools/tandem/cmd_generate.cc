@@ -37,7 +37,8 @@ absl::StatusOr<runtime::data::TextVocabulary> vocabularyOf(const runtime::Checkp
 
 absl::Status runGenerate(const GenerateFlags& f) {
   if (f.checkpoint.empty())
-    return absl::InvalidArgumentError("generate: --checkpoint DIR is required (train --checkpoint's)");
+    return absl::InvalidArgumentError(
+        "generate: --checkpoint DIR is required (train --checkpoint's)");
   const std::string path = runtime::checkpointPath(f.checkpoint);
   absl::StatusOr<runtime::Checkpoint> c = runtime::readCheckpointFile(f.checkpoint);
   if (!c.ok()) return flagError("--checkpoint", c.status().message());

@@ -386,8 +386,7 @@ void addGenerate(CLI::App& app, GenerateFlags& f) {
   cmd->add_option("--prompt", f.prompt, "The text to go on from (default: a newline)");
   addNumber(cmd, "--tokens", f.tokens, Range<int64_t>{1, int64_t{1} << 30},
             "Tokens (characters) to draw");
-  addNumber(cmd, "--temperature", f.temperature,
-            Range<double>{0, 1e6, true},
+  addNumber(cmd, "--temperature", f.temperature, Range<double>{0, 1e6, true},
             "Divides the logits: below 1 surer, above 1 more varied");
   addNumber(cmd, "--top-k", f.top_k, Range<int64_t>{0, int64_t{1} << 30},
             "Draw only from the K most likely tokens (0: all of them)");

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "frontend/zoo/zoo.h"
-#include "runtime/data/text_source.h"
 #include "ir/status_macros.h"
+#include "runtime/data/text_source.h"
 #include "tools/tandem/setting_flags.h"
 
 namespace tandem::tools {
@@ -27,16 +27,15 @@ absl::StatusOr<ModelSpec> languageModelOfFlags(const ModelFlags& f,
   s.width = f.gpt_width.value_or(s.width);
   if (data != nullptr) {
     const auto [labels, vocabulary] = data->classLabels();
-    const bool tokens = std::any_of(data->fields().begin(), data->fields().end(),
-                                    [](const runtime::data::Field& x) {
-                                      return x.name == "x" && x.dtype == ir::DType::kI32;
-                                    });
+    const bool tokens = std::any_of(
+        data->fields().begin(), data->fields().end(),
+        [](const runtime::data::Field& x) { return x.name == "x" && x.dtype == ir::DType::kI32; });
     if (labels != "y" || !tokens)
-      return flagError("--model", absl::StrCat(f.model,
-                                               " is a language model of token ids x and the "
-                                               "next ids y, but ",
-                                               data->where(),
-                                               " holds no such text (give --data text:FILE)"));
+      return flagError("--model",
+                       absl::StrCat(f.model,
+                                    " is a language model of token ids x and the "
+                                    "next ids y, but ",
+                                    data->where(), " holds no such text (give --data text:FILE)"));
     s.vocab = vocabulary;
   }
   if (absl::Status st = zoo::checkGptShape(s); !st.ok()) return flagError("--model", st.message());

@@ -3,11 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <numbers>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <numbers>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -210,13 +210,12 @@ std::string TrainPrinter::header(const training::RunInfo& run) const {
       deviceList(p.devices), batch, even ? absl::StrCat(split[0]) : absl::StrJoin(split, "/"),
       optimizer, schedule, clip, ir::toString(o.build.weight_init), f_.seed);
   if (f_.steps)  // trained by steps: no epochs to speak of
-    return line1 + absl::StrFormat(
-                       "%s of %s%s, an evaluation every %s on %s\n",
-                       counted(*f_.steps, "step"), images(batch, ""),
-                       tokens_per_example_ > 0
-                           ? absl::StrCat(" (", tokens_per_example_, " tokens each)")
-                           : "",
-                       counted(steps, "step"), images(run.test_count, "validation"));
+    return line1 + absl::StrFormat("%s of %s%s, an evaluation every %s on %s\n",
+                                   counted(*f_.steps, "step"), images(batch, ""),
+                                   tokens_per_example_ > 0
+                                       ? absl::StrCat(" (", tokens_per_example_, " tokens each)")
+                                       : "",
+                                   counted(steps, "step"), images(run.test_count, "validation"));
   std::string line2 =
       dropped == 0
           ? absl::StrFormat("%s per epoch in %s, %s\n", images(run.train_count, "training"),
@@ -261,8 +260,7 @@ absl::Status TrainPrinter::onStart(const training::RunInfo& run) {
         absl::StrCat("epoch,train_loss,train_acc,test_loss,test_acc,seconds,images_per_s,"
                      "eval_seconds,split,replans",
                      schedule_ ? ",lr" : "",
-                     tokens_per_example_ > 0 ? ",step,val_loss,val_bpc,tokens_per_s" : "",
-                     "\n")));
+                     tokens_per_example_ > 0 ? ",step,val_loss,val_bpc,tokens_per_s" : "", "\n")));
   }
   OutputFile& out = outputs_.out;
   RETURN_IF_ERROR(out.write(header(run)));
@@ -274,14 +272,14 @@ absl::Status TrainPrinter::onStart(const training::RunInfo& run) {
                               r->epoch, r->progress.steps, run.steps_per_epoch)));
   // A language model's held-out part is its validation text, and its loss per token in
   // bits (per character, for a text of characters) is how such models are compared.
-  std::string columns = accuracy_                  ? absl::StrFormat("%9s %9s", "train_acc", "test_acc")
-                        : tokens_per_example_ > 0 ? absl::StrFormat("%10s %8s", "val_loss", "val_bpc")
-                                                  : absl::StrFormat("%10s", "test_loss");
+  std::string columns = accuracy_ ? absl::StrFormat("%9s %9s", "train_acc", "test_acc")
+                        : tokens_per_example_ > 0
+                            ? absl::StrFormat("%10s %8s", "val_loss", "val_bpc")
+                            : absl::StrFormat("%10s", "test_loss");
   for (const std::string& m : metrics_) absl::StrAppend(&columns, absl::StrFormat(" %12s", m));
   const std::string rate = tokens_per_example_ > 0 ? "tokens/s" : absl::StrCat(unit_, "s/s");
   return out.write(absl::StrFormat("%5s %10s %s %8s %9s%s\n", f_.steps ? "step" : "epoch",
-                                   "train_loss", columns,
-                                   "seconds", rate,
+                                   "train_loss", columns, "seconds", rate,
                                    schedule_ ? absl::StrFormat(" %10s", "lr") : ""));
 }
 
@@ -317,19 +315,19 @@ absl::StatusOr<bool> TrainPrinter::onEpoch(const runtime::EpochFigures& e, bool 
   const std::string lr_cell =
       schedule_ ? absl::StrFormat(" %10.4g", lrOfEpoch(e.epoch)) : std::string();
   std::string cells =
-      accuracy_                 ? absl::StrFormat("%9.4f %9.4f", e.train_accuracy, e.test_accuracy)
-      : tokens_per_example_ > 0 ? absl::StrFormat(" %s %8.4f", lossCell(e.test_loss),
-                                                  e.test_loss / std::numbers::ln2)
-                                : absl::StrCat(" ", lossCell(e.test_loss));
+      accuracy_ ? absl::StrFormat("%9.4f %9.4f", e.train_accuracy, e.test_accuracy)
+      : tokens_per_example_ > 0
+          ? absl::StrFormat(" %s %8.4f", lossCell(e.test_loss), e.test_loss / std::numbers::ln2)
+          : absl::StrCat(" ", lossCell(e.test_loss));
   for (const std::string& m : metrics_)  // the test pass's figure of each
     for (const runtime::MetricValue& v : e.test_metrics)
       if (v.name == m) absl::StrAppend(&cells, absl::StrFormat(" %12.6g", v.value));
-  const double rate = e.images_per_second * static_cast<double>(std::max<int64_t>(tokens_per_example_, 1));
+  const double rate =
+      e.images_per_second * static_cast<double>(std::max<int64_t>(tokens_per_example_, 1));
   // Trained by steps, a row is an evaluation and says the step it came after.
   const int64_t at = f_.steps ? e.epoch * steps_per_epoch_ : e.epoch;
-  RETURN_IF_ERROR(outputs_.out.write(absl::StrFormat("%5d %s %s %8.1f %9.0f%s\n", at,
-                                                     lossCell(e.train_loss), cells, e.seconds,
-                                                     rate, lr_cell)));
+  RETURN_IF_ERROR(outputs_.out.write(absl::StrFormat(
+      "%5d %s %s %8.1f %9.0f%s\n", at, lossCell(e.train_loss), cells, e.seconds, rate, lr_cell)));
   // --split auto's re-plans in the epoch: its CSV row's "replans" column (STEP:ROWS ...).
   std::vector<std::string> replanned;
   for (const runtime::SplitReplan& r : replans_)
@@ -337,9 +335,9 @@ absl::StatusOr<bool> TrainPrinter::onEpoch(const runtime::EpochFigures& e, bool 
       replanned.push_back(absl::StrCat(r.step, ":", absl::StrJoin(r.rows, "/")));
   if (outputs_.csv)
     RETURN_IF_ERROR(outputs_.csv->write(absl::StrFormat(
-        "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s%s%s\n", e.epoch, e.train_loss, e.train_accuracy,
-        e.test_loss, e.test_accuracy, e.seconds, e.images_per_second, e.eval_seconds,
-        absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "),
+        "%d,%.6f,%.6f,%.6f,%.6f,%.3f,%.1f,%.3f,%s,%s%s%s\n", e.epoch, e.train_loss,
+        e.train_accuracy, e.test_loss, e.test_accuracy, e.seconds, e.images_per_second,
+        e.eval_seconds, absl::StrJoin(e.split, "/"), absl::StrJoin(replanned, " "),
         schedule_ ? absl::StrFormat(",%.9g", lrOfEpoch(e.epoch)) : std::string(),
         tokens_per_example_ > 0
             ? absl::StrFormat(",%d,%.6f,%.6f,%.1f", e.epoch * steps_per_epoch_, e.test_loss,
