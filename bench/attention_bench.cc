@@ -10,12 +10,17 @@
 //    as the plan places it, which the fused op keeps linear in the context (its
 //    [T, T] scores are never stored): the arena at 1024 over the one at 128 is the ratio
 //    issue 43 bounds at 9 (a [T, T] score tensor would make it about 64).
+//  - Generate/gpt: the zoo's GPT (random weights) drawing 127 tokens after a one-token prompt
+//    on one thread, a step per token over its KV cache: the milliseconds of the step at
+//    position 8 and at 120 (medians over the runs) and their ratio, which issue 43 bounds
+//    at 1.5 (without a cache the step at 120 would compute 15 times the tokens).
 //
 //   build/bench/attention_bench
 //   build/bench/attention_bench --benchmark_filter='Step/vit'
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -28,6 +33,7 @@
 #include "ir/plan.h"
 #include "runtime/measure_step.h"
 #include "train/compile.h"
+#include "train/generation.h"
 
 namespace tandem {
 namespace {
@@ -109,7 +115,51 @@ void trainingStep(benchmark::State& state, const ModelSpec& spec, int64_t batch,
   state.counters["live_peak_MiB"] = static_cast<double>(arena.live_peak_bytes) / (1 << 20);
 }
 
+void generate(benchmark::State& state) {
+  omp_set_num_threads(1);
+  std::mt19937 rng(5);
+  auto value_of = [&](const ir::Var& var) -> absl::StatusOr<runtime::HostTensor> {
+    runtime::HostTensor t(var.type);
+    std::normal_distribution<float> normal(0, 0.05f);
+    float* x = reinterpret_cast<float*>(t.buffer.data());
+    for (int64_t i = 0; i < var.type.numElements(); ++i) x[i] = normal(rng);
+    return t;
+  };
+  absl::StatusOr<std::unique_ptr<training::Generator>> gen =
+      training::Generator::create(zoo::gpt(), ir::Device{}, value_of);
+  if (!gen.ok()) {
+    state.SkipWithError(std::string(gen.status().message()).c_str());
+    return;
+  }
+  std::vector<std::vector<double>> at(128);
+  double seconds = 0;
+  int64_t tokens = 0;
+  for (auto _ : state) {
+    const int32_t prompt[] = {0};
+    absl::StatusOr<std::vector<int32_t>> drawn = (*gen)->generate(prompt, 127, {.seed = 1});
+    if (!drawn.ok()) {
+      state.SkipWithError(std::string(drawn.status().message()).c_str());
+      return;
+    }
+    for (const auto& [position, s] : (*gen)->stepSeconds()) {
+      at[static_cast<size_t>(position)].push_back(s);
+      seconds += s;
+      ++tokens;
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double at8 = median(at[8]), at120 = median(at[120]);
+  state.counters["ms_at_8"] = at8 * 1e3;
+  state.counters["ms_at_120"] = at120 * 1e3;
+  state.counters["ratio_120_to_8"] = at8 > 0 ? at120 / at8 : 0;
+  state.counters["tokens_per_s"] = seconds > 0 ? static_cast<double>(tokens) / seconds : 0;
+}
+
 void registerAll() {
+  benchmark::RegisterBenchmark("Generate/gpt", generate)->Iterations(5)->Unit(benchmark::kMillisecond);
   for (bool backward : {false, true}) {
     const char* pass = backward ? "bwd" : "fwd";
     benchmark::RegisterBenchmark(
