@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/attention_math.h"
+#include "backend/attention_node.h"
 #include "backend/cpu/attention_core.h"
 #include "backend/cpu/kernels.h"
 #include "ir/op_views.h"
@@ -16,25 +17,19 @@
 namespace tandem::backend::cpu {
 namespace {
 
-template <typename View>
-AttentionDims dimsOf(const View& v) {
-  const ir::Shape &q = v.q()->type().shape, &k = v.k()->type().shape, &val = v.v()->type().shape;
-  return AttentionDims{.batch = q[0],
-                       .heads = v.heads(),
-                       .queries = q[1],
-                       .keys = k[1],
-                       .depth = q[2] / v.heads(),
-                       .value_depth = val[2] / v.heads(),
-                       .scale = static_cast<float>(v.scale()),
-                       .causal = v.causal()};
+AttentionDims dimsOf(const AttentionNode& a) {
+  return AttentionDims{.batch = a.batch,
+                       .heads = a.heads,
+                       .queries = a.queries,
+                       .keys = a.keys,
+                       .depth = a.depth,
+                       .value_depth = a.value_depth,
+                       .scale = a.scale,
+                       .causal = a.causal};
 }
 
-template <typename View>
-AttentionDropout dropoutOf(const View& v, uint64_t seed) {
-  if (v.step() == nullptr) return {};
-  return AttentionDropout{.on = true,
-                          .mask = dropoutMask(seed, 0, static_cast<uint32_t>(v.mask_id()), v.p()),
-                          .first_sample = v.sample_offset()};
+AttentionDropout dropoutOf(const AttentionNode& a) {
+  return AttentionDropout{.on = a.dropout, .mask = a.mask, .first_sample = a.first_sample};
 }
 
 /// The dropout at this run's step (operand `step` when there is one).
@@ -143,28 +138,19 @@ KernelOr makeKvWriteKernel(const KernelInit& init) {
 }
 
 KernelOr makeAttentionCachedKernel(const KernelInit& init) {
-  const ir::AttentionCachedView v(init.node);
-  const ir::Shape &q = v.q()->type().shape, &k = v.k()->type().shape, &val = v.v()->type().shape;
-  // The cache's length; each step sees its first position + 1 keys of it.
-  return std::make_unique<AttentionCachedKernel>(
-      AttentionDims{.batch = q[0],
-                    .heads = v.heads(),
-                    .queries = 1,
-                    .keys = k[1],
-                    .depth = q[2] / v.heads(),
-                    .value_depth = val[2] / v.heads(),
-                    .scale = static_cast<float>(v.scale()),
-                    .key_rows = k[1]});
+  AttentionDims d = dimsOf(attentionNodeOf(ir::AttentionCachedView(init.node), 0));
+  d.key_rows = d.keys;  // the cache's length; each step sees its first position + 1 keys
+  return std::make_unique<AttentionCachedKernel>(d);
 }
 
 KernelOr makeAttentionKernel(const KernelInit& init) {
-  const ir::AttentionView v(init.node);
-  return std::make_unique<AttentionKernel>(dimsOf(v), dropoutOf(v, init.ctx.seed()));
+  const AttentionNode a = attentionNodeOf(ir::AttentionView(init.node), init.ctx.seed());
+  return std::make_unique<AttentionKernel>(dimsOf(a), dropoutOf(a));
 }
 
 KernelOr makeAttentionBackwardKernel(const KernelInit& init) {
-  const ir::AttentionBackwardView v(init.node);
-  return std::make_unique<AttentionBackwardKernel>(dimsOf(v), dropoutOf(v, init.ctx.seed()));
+  const AttentionNode a = attentionNodeOf(ir::AttentionBackwardView(init.node), init.ctx.seed());
+  return std::make_unique<AttentionBackwardKernel>(dimsOf(a), dropoutOf(a));
 }
 
 }  // namespace tandem::backend::cpu

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "backend/attention_node.h"
 #include "backend/cuda/attention_launch.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "ir/op_views.h"
@@ -18,22 +19,17 @@
 namespace tandem::backend::cuda {
 namespace {
 
-template <typename View>
-AttentionLaunch launchOf(const View& v, uint64_t seed) {
-  const ir::Shape &q = v.q()->type().shape, &k = v.k()->type().shape, &val = v.v()->type().shape;
-  AttentionLaunch a{.batch = q[0],
-                    .heads = v.heads(),
-                    .queries = q[1],
-                    .keys = k[1],
-                    .depth = q[2] / v.heads(),
-                    .value_depth = val[2] / v.heads(),
-                    .scale = static_cast<float>(v.scale()),
-                    .causal = v.causal()};
-  if (v.step() != nullptr) {
-    a.mask = dropoutMask(seed, 0, static_cast<uint32_t>(v.mask_id()), v.p());
-    a.first_sample = v.sample_offset();
-  }
-  return a;
+AttentionLaunch launchOf(const AttentionNode& n) {
+  return AttentionLaunch{.batch = n.batch,
+                         .heads = n.heads,
+                         .queries = n.queries,
+                         .keys = n.keys,
+                         .depth = n.depth,
+                         .value_depth = n.value_depth,
+                         .scale = n.scale,
+                         .causal = n.causal,
+                         .mask = n.mask,
+                         .first_sample = n.first_sample};
 }
 
 /// The launch with this run's @step (operand `step`, device memory) when there is dropout.
@@ -146,30 +142,21 @@ KernelOr makeKvWriteKernel(const KernelInit& init) {
 }
 
 KernelOr makeAttentionCachedKernel(const KernelInit& init) {
-  const ir::AttentionCachedView v(init.node);
-  const ir::Shape &q = v.q()->type().shape, &k = v.k()->type().shape, &val = v.v()->type().shape;
-  std::unique_ptr<AttentionCachedKernel> kernel(
-      new AttentionCachedKernel(init.ctx, AttentionLaunch{.batch = q[0],
-                                                          .heads = v.heads(),
-                                                          .queries = 1,
-                                                          .keys = k[1],
-                                                          .depth = q[2] / v.heads(),
-                                                          .value_depth = val[2] / v.heads(),
-                                                          .scale = static_cast<float>(v.scale())}));
+  std::unique_ptr<AttentionCachedKernel> kernel(new AttentionCachedKernel(
+      init.ctx, launchOf(attentionNodeOf(ir::AttentionCachedView(init.node), 0))));
   RETURN_IF_ERROR(kernel->reserve(init.node));
   return std::unique_ptr<CudaKernel>(std::move(kernel));
 }
 
 KernelOr makeAttentionKernel(const KernelInit& init) {
-  const ir::AttentionView v(init.node);
-  return std::unique_ptr<CudaKernel>(
-      new AttentionKernel(init.ctx, launchOf(v, init.ctx.seed()), v.step() != nullptr));
+  const AttentionNode n = attentionNodeOf(ir::AttentionView(init.node), init.ctx.seed());
+  return std::unique_ptr<CudaKernel>(new AttentionKernel(init.ctx, launchOf(n), n.dropout));
 }
 
 KernelOr makeAttentionBackwardKernel(const KernelInit& init) {
-  const ir::AttentionBackwardView v(init.node);
+  const AttentionNode n = attentionNodeOf(ir::AttentionBackwardView(init.node), init.ctx.seed());
   std::unique_ptr<AttentionBackwardKernel> k(
-      new AttentionBackwardKernel(init.ctx, launchOf(v, init.ctx.seed()), v.step() != nullptr));
+      new AttentionBackwardKernel(init.ctx, launchOf(n), n.dropout));
   RETURN_IF_ERROR(k->reserve(init.node));
   return std::unique_ptr<CudaKernel>(std::move(k));
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/zoo/token_linear.h"
 #include "frontend/zoo/zoo.h"
 #include "ir/status_macros.h"
 
@@ -24,16 +25,6 @@ using ir::VarRole;
 // (the builder's), and the residual projections (c_proj) at 0.02 / sqrt(2 * layers).
 Initializer normal(double std) { return Initializer{Initializer::Kind::kNormal, std}; }
 
-// A linear layer over the last axis of [N, T, D]: rows of one [N*T, D] matrix (the batch
-// axis stays -1, as replicate re-infers each device's share).
-Tensor tokenLinear(Builder& b, Tensor x, int64_t tokens, int64_t out, const char* name,
-                   double std) {
-  const int64_t in = x.shape().back();
-  Tensor rows = b.reshape(x, {-1, in});
-  Tensor y = b.linear(rows, {.out_features = out, .init = normal(std), .name = name});
-  return b.reshape(y, {-1, tokens, out});
-}
-
 /// Where a block's attention reads its keys and values: the whole sequence (training,
 /// prediction), or one token at a position over the layer's caches (generation).
 struct Decoding {
@@ -47,9 +38,9 @@ Tensor block(Builder& b, Tensor h, const GptShape& s, const Decoding* decoding =
   {
     auto _ = b.scope("attn");
     Tensor a = b.layerNorm(h, {.name = "ln_1"});
-    Tensor q = tokenLinear(b, a, t, s.width, "q", 0.02),
-           k = tokenLinear(b, a, t, s.width, "k", 0.02),
-           v = tokenLinear(b, a, t, s.width, "v", 0.02);
+    Tensor q = tokenLinear(b, a, t, s.width, "q", normal(0.02)),
+           k = tokenLinear(b, a, t, s.width, "k", normal(0.02)),
+           v = tokenLinear(b, a, t, s.width, "v", normal(0.02));
     Tensor y;
     if (decoding != nullptr) {
       // This layer's caches, [N, context, width]: the token's key and value written at its
@@ -65,12 +56,12 @@ Tensor block(Builder& b, Tensor h, const GptShape& s, const Decoding* decoding =
     } else {
       y = b.attention(q, k, v, {.heads = s.heads, .causal = true, .dropout = s.dropout});
     }
-    h = b.add(h, b.dropout(tokenLinear(b, y, t, s.width, "c_proj", proj_std), s.dropout));
+    h = b.add(h, b.dropout(tokenLinear(b, y, t, s.width, "c_proj", normal(proj_std)), s.dropout));
   }
   auto _ = b.scope("mlp");
   Tensor m = b.layerNorm(h, {.name = "ln_2"});
-  m = b.gelu(tokenLinear(b, m, t, 4 * s.width, "c_fc", 0.02));
-  return b.add(h, b.dropout(tokenLinear(b, m, t, s.width, "c_proj", proj_std), s.dropout));
+  m = b.gelu(tokenLinear(b, m, t, 4 * s.width, "c_fc", normal(0.02)));
+  return b.add(h, b.dropout(tokenLinear(b, m, t, s.width, "c_proj", normal(proj_std)), s.dropout));
 }
 
 Tensor tokenTable(Builder& b, const GptShape& s) {

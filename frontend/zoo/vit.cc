@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "frontend/zoo/token_linear.h"
 #include "frontend/zoo/zoo.h"
 
 namespace tandem::zoo {
@@ -29,15 +30,6 @@ struct VitShape {
   double dropout = 0.1; // after the attention projection and in the MLP
   bool fused_attention = false;
 };
-
-// A linear layer over the last axis of a [N, T, D] tensor: the matrix product takes rows,
-// so the tokens of all images are rows of one [N*T, D] matrix (the batch axis stays -1:
-// replicate re-infers each device's share).
-Tensor tokenLinear(Builder& b, Tensor x, int64_t tokens, int64_t out, const char* name) {
-  const int64_t in = x.shape().back();
-  Tensor rows = b.reshape(x, {-1, in});
-  return b.reshape(b.linear(rows, {.out_features = out, .name = name}), {-1, tokens, out});
-}
 
 // Multi-head self-attention of a pre-normed [N, T, D] input: per head softmax(q k^T /
 // sqrt(d)) v, heads concatenated, then the output projection and its dropout.
