@@ -32,7 +32,7 @@ struct Decoding {
   int64_t layer = 0;
 };
 
-Tensor block(Builder& b, Tensor h, const GptShape& s, const Decoding* decoding = nullptr) {
+Tensor gptBlock(Builder& b, Tensor h, const GptShape& s, const Decoding* decoding = nullptr) {
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(s.layers));
   const int64_t t = decoding != nullptr ? 1 : s.context;
   {
@@ -81,7 +81,7 @@ Tensor blocksAndHead(Builder& b, Tensor h, Tensor wte, const GptShape& s,
   for (int64_t i = 0; i < s.layers; ++i) {
     auto _ = b.scope(absl::StrCat("h", i));
     const Decoding decoding{position != nullptr ? *position : Tensor(), i};
-    h = block(b, h, s, position != nullptr ? &decoding : nullptr);
+    h = gptBlock(b, h, s, position != nullptr ? &decoding : nullptr);
   }
   h = b.layerNorm(h, {.name = "ln_f"});
   return b.matmul(h, wte, {.trans_b = true});

@@ -17,7 +17,7 @@
 namespace tandem::tools {
 namespace {
 
-absl::Status flagError(absl::string_view flag, absl::string_view message) {
+absl::Status generateError(absl::string_view flag, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
 }
 
@@ -29,7 +29,7 @@ absl::StatusOr<runtime::data::TextVocabulary> vocabularyOf(const runtime::Checkp
     if (key == "model.text" && value == "bytes") return runtime::data::TextVocabulary::bytes();
     if (key == "model.characters") return runtime::data::TextVocabulary::characters(value);
   }
-  return flagError("--checkpoint", absl::StrCat("'", path, "' holds no text's vocabulary (its ",
+  return generateError("--checkpoint", absl::StrCat("'", path, "' holds no text's vocabulary (its ",
                                                 c.model, " was not trained on text:)"));
 }
 
@@ -41,18 +41,18 @@ absl::Status runGenerate(const GenerateFlags& f) {
         "generate: --checkpoint DIR is required (train --checkpoint's)");
   const std::string path = runtime::checkpointPath(f.checkpoint);
   absl::StatusOr<runtime::Checkpoint> c = runtime::readCheckpointFile(f.checkpoint);
-  if (!c.ok()) return flagError("--checkpoint", c.status().message());
+  if (!c.ok()) return generateError("--checkpoint", c.status().message());
   absl::StatusOr<ModelSpec> spec = zoo::modelOfCheckpoint(c->model, c->settings);
-  if (!spec.ok()) return flagError("--checkpoint", spec.status().message());
+  if (!spec.ok()) return generateError("--checkpoint", spec.status().message());
   if (!spec->decode)
-    return flagError("--checkpoint", absl::StrCat("'", path, "' holds model ", c->model,
+    return generateError("--checkpoint", absl::StrCat("'", path, "' holds model ", c->model,
                                                   ", which does not generate (a language model "
                                                   "does: --model gpt)"));
   ASSIGN_OR_RETURN(const runtime::data::TextVocabulary vocabulary, vocabularyOf(*c, path));
   absl::StatusOr<std::vector<int32_t>> prompt = vocabulary.encode(f.prompt);
-  if (!prompt.ok()) return flagError("--prompt", prompt.status().message());
+  if (!prompt.ok()) return generateError("--prompt", prompt.status().message());
   absl::StatusOr<ir::Device> device = ir::parseDevice(f.device);
-  if (!device.ok()) return flagError("--device", device.status().message());
+  if (!device.ok()) return generateError("--device", device.status().message());
 
   // The checkpoint's values, device 0's replica.
   auto value_of = [&](const ir::Var& var) -> absl::StatusOr<runtime::HostTensor> {
@@ -62,7 +62,7 @@ absl::Status runGenerate(const GenerateFlags& f) {
         std::memcpy(value.buffer.data(), t.bytes.data(), t.bytes.size());
         return value;
       }
-    return flagError("--checkpoint", absl::StrCat("'", path, "' holds no variable @", var.name,
+    return generateError("--checkpoint", absl::StrCat("'", path, "' holds no variable @", var.name,
                                                   " of model ", c->model));
   };
   ASSIGN_OR_RETURN(std::unique_ptr<training::Generator> gen,
