@@ -212,10 +212,14 @@ TEST_F(BadInputTable, Numbers) {
       // The learning-rate schedule (runtime/lr_schedule.h).
       {{"dump", "--model", "lenet", "--schedule", "linear"},
        "--schedule 'linear': unknown schedule (it takes constant, step:EPOCHS:GAMMA such as "
-       "step:30:0.1, or cosine)"},
+       "step:30:0.1, cosine, or cosine:FLOOR such as cosine:0.1)"},
+      {{"train", "--model", "lenet", "--schedule", "cosine:1.5"},
+       "--schedule 'cosine:1.5': FLOOR, the last factor, must be a number in [0, 1) (it takes "
+       "constant, step:EPOCHS:GAMMA such as step:30:0.1, cosine, or cosine:FLOOR such as "
+       "cosine:0.1)"},
       {{"train", "--model", "lenet", "--schedule", "step:2:1.5"},
        "--schedule 'step:2:1.5': GAMMA must be a number in (0, 1] (it takes constant, "
-       "step:EPOCHS:GAMMA such as step:30:0.1, or cosine)"},
+       "step:EPOCHS:GAMMA such as step:30:0.1, cosine, or cosine:FLOOR such as cosine:0.1)"},
       {{"dump", "--model", "lenet", "--bucket-mb", "0"},
        "--bucket-mb: 0 is out of range: must be > 0 and <= 1e+09"},
       {{"train", "--model", "lenet", "--first-bucket-mb", "-1"},
@@ -1416,7 +1420,7 @@ TEST_F(BadInputTable, Issue40ProbeFindings) {
       {{"train", "--model", "lenet", "--schedule", "step:1:1e-50"},
        "--schedule 'step:1:1e-50': GAMMA 1e-50 rounds to 0 in f32 (the learning-rate factor's "
        "arithmetic); give at least 1.17549e-38 (it takes constant, step:EPOCHS:GAMMA such as "
-       "step:30:0.1, or cosine)"},
+       "step:30:0.1, cosine, or cosine:FLOOR such as cosine:0.1)"},
       {{"train", "--model", "lenet", "--data", cut, "--limit-train", "20", "--batch", "10"},
        absl::StrCat(cut,
                     "/train-images-idx3-ubyte: truncated: header says 100 images of 28x28 "
