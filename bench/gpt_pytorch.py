@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch reference for Tandem's gpt zoo model (frontend/zoo/gpt.cc): training throughput on a text.
+"""PyTorch reference for Tandem's gpt zoo model (frontend/zoo/gpt.cc): training tokens/s.
 
 The model is nanoGPT's (Karpathy) as Tandem builds it, character level: the vocabulary is the
 text's distinct characters sorted (Tandem's text:FILE:chars; 63 for the KJV, newline
@@ -24,9 +24,10 @@ cosine schedule change the values, not the step's work.
 Batches are --batch random windows of T+1 ids from the first 90% of the text (x the first T,
 y the last T), drawn with a seeded generator inside each step, as Tandem draws windows at
 random offsets. --compile wraps the model in torch.compile (default mode; the optimizer step
-stays eager). Throughput: --warmup steps (compilation happens in the first), then --steps
-timed ones; the last line printed is machine readable (loss: the last step's):
-  pytorch tokens_per_s=12345.6 steps=20 seconds=13.271 batch=64 threads=2 attention=manual compile=off loss=2.912345
+stays eager). Throughput: --warmup untimed steps (compilation happens in the first), then
+--steps timed ones; the last line printed is machine readable (loss: the last step's):
+  pytorch tokens_per_s=12345.6 steps=20 seconds=13.271 batch=64 threads=2 attention=manual
+  compile=off loss=2.912345   (one line)
 The first line names torch's version, the parameter count, the vocabulary and the BLAS loaded
 (Debian's reference libblas, where libopenblas0-pthread is missing, is many times slower):
   torch 1.13.0a0, gpt params=817792 vocab=63 context=128 layers=4 heads=4 width=128 ...
@@ -143,7 +144,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--text", required=True, help="the UTF-8 text file (as Tandem's text:FILE)")
     p.add_argument("--steps", type=int, default=20, help="timed training steps")
-    p.add_argument("--warmup", type=int, help="untimed steps first (default 5; 10 with --compile)")
+    p.add_argument("--warmup", type=int,
+                   help="untimed steps first (default 5; 6 with --compile, which compiles "
+                        "in the first)")
     p.add_argument("--batch", type=int, default=64, help="sequences per step")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--context", type=int, default=128)
@@ -167,8 +170,9 @@ def main():
         sys.exit(f"gpt_pytorch: torch {torch.__version__} has no F.scaled_dot_product_attention "
                  "(PyTorch 2.0 and later); use --attention manual")
     if args.compile and not hasattr(torch, "compile"):
-        sys.exit(f"gpt_pytorch: torch {torch.__version__} has no torch.compile (PyTorch 2.0 and later)")
-    warmup = args.warmup if args.warmup is not None else (10 if args.compile else 5)
+        sys.exit(f"gpt_pytorch: torch {torch.__version__} has no torch.compile "
+                 "(PyTorch 2.0 and later)")
+    warmup = args.warmup if args.warmup is not None else (6 if args.compile else 5)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

@@ -10,9 +10,10 @@
 #   bench/gpt_vs_pytorch.sh [--steps S] [--threads T] [--build DIR] [--text FILE]
 #                           [--pytorch LIST]
 #
-#   --steps S       timed training steps per side (default 20; PyTorch runs 5 warm-up steps
-#                   first, 10 with torch.compile, whose compilation is in the first; Tandem
-#                   runs 2S steps evaluated every S, and the figure is the second S's)
+#   --steps S       timed training steps per side (default 10; PyTorch runs 5 warm-up steps
+#                   first, 6 with torch.compile, whose compilation is in the first; Tandem
+#                   runs 2S steps evaluated every S, and the figure is the second S's).
+#                   The default run takes about 4 to 6 minutes here, most of it PyTorch's
 #   --threads T     PyTorch's threads (default 2, Tandem's two devices' one core each)
 #   --build DIR     Tandem build directory holding tools/tandem (default build)
 #   --text FILE     the text (default: the KJV, written by scripts/kjv-text into a temporary
@@ -30,11 +31,13 @@
 # F.scaled_dot_product_attention there), timed with OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE as set
 # and unset (bench_common.sh's pytorch_rate_blas) against the faster; 2.6 with
 # F.scaled_dot_product_attention(is_causal=True, dropout_p=0.1), OPENBLAS_* unset by pytorch2.
-# The text is copied into the temporary directory under /tmp, which pytorch2's root sees.
+# PyTorch 1.13 must load OpenBLAS (apt-get install libopenblas0-pthread): the script stops
+# where it would run on Debian's reference libblas. The text is copied into the temporary
+# directory under /tmp, which pytorch2's root sees.
 set -euo pipefail
 
-steps=20 threads=2 build=build text="" variants=1.13,2.6,2.6-compile
-usage() { sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; }
+steps=10 threads=2 build=build text="" variants=1.13,2.6,2.6-compile
+usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --steps) steps="${2:?--steps needs a value}"; shift 2 ;;
@@ -60,7 +63,8 @@ batch=64
 pytorch2="${PYTORCH2:-$root/../shared/tools/pytorch2}"
 if [[ ",$variants," == *,2.6* ]]; then
   [[ -x "$pytorch2" ]] || {
-    echo "$name: $pytorch2 not found (PyTorch 2.6's runner; set PYTORCH2 or pass --pytorch 1.13)" >&2
+    echo "$name: $pytorch2 not found (PyTorch 2.6's runner: set PYTORCH2, or pass" \
+      "--pytorch 1.13)" >&2
     exit 1
   }
   pytorch2="$(cd "$(dirname "$pytorch2")" && pwd)/$(basename "$pytorch2")"
@@ -69,9 +73,11 @@ fi
 if [[ ",$variants," == *,1.13,* ]]; then
   # Debian's reference libblas (what libblas.so.3 is without libopenblas0-pthread) makes
   # PyTorch 1.13's matrix products several times slower: no fair peer.
-  blas="$(cd "$here" && "$python" -c 'import torch; from pytorch_train import blas_library; print(blas_library())')"
+  blas="$(cd "$here" &&
+    "$python" -c 'import torch; from pytorch_train import blas_library; print(blas_library())')"
   [[ "$blas" == *openblas* || "$blas" != *libblas.so* ]] || {
-    echo "$name: $python's PyTorch loads the reference BLAS ($blas); install OpenBLAS: apt-get install libopenblas0-pthread" >&2
+    echo "$name: $python's PyTorch loads the reference BLAS ($blas);" \
+      "install OpenBLAS: apt-get install libopenblas0-pthread" >&2
     exit 1
   }
 fi
@@ -89,7 +95,8 @@ fi
 # stays in $TMP/pytorch.txt. Run from $root, which pytorch2 binds into its root.
 pytorch_rate() {
   local run=("${pt_run[@]}")
-  [[ -n "${pytorch_unset_blas:-}" ]] && run=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${run[@]}")
+  [[ -n "${pytorch_unset_blas:-}" ]] &&
+    run=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "${run[@]}")
   (cd "$root" && "${run[@]}" "$here/gpt_pytorch.py" --text "$TMP/text.txt" --steps "$steps" \
     --batch "$batch" --threads "$threads" "$@") | tee "$TMP/pytorch.txt" >&2
   local rate
@@ -114,12 +121,14 @@ check_params() {
     }
     END { if (total) print total }' "$TMP/dump.txt")"
   if [[ -z "$vocab" || -z "$td_params" || "$td_params" != "$pt_params" ]]; then
-    echo "$name: gpt has ${td_params:-?} parameters in Tandem (vocabulary ${vocab:-?}) but ${pt_params:-?} in PyTorch (${pt_run[*]}): not the same architecture" >&2
+    echo "$name: gpt has ${td_params:-?} parameters in Tandem (vocabulary ${vocab:-?})" \
+      "but ${pt_params:-?} in PyTorch (${pt_run[*]}): not the same architecture" >&2
     exit 1
   fi
   echo "parameters: ${td_params} in both (vocabulary $vocab)" >&2
 }
 
+load_start="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo ?)"
 "$tandem" dump --model gpt --devices 1 --format text >"$TMP/dump.txt" ||
   { echo "$name: tandem dump failed (see above)" >&2; exit 1; }
 
@@ -149,7 +158,11 @@ for v in ${variants//,/ }; do
   # "pytorch-1.13 eager": the version's first two numbers, from the script's first line.
   label="pytorch-$(sed -n '1s/^torch \([0-9]*\.[0-9]*\).*/\1/p' "$TMP/pytorch.txt") $(
     [[ $v == *compile ]] && echo compile || echo eager)"
-  lines+=("$(awk -v l="$label" -v td="$td" -v pt="$pt" 'BEGIN { printf "%s %.0f tokens/s (tandem %.2fx)", l, pt, td / pt }')")
+  lines+=("$(awk -v l="$label" -v td="$td" -v pt="$pt" 'BEGIN {
+    printf "%s %.0f tokens/s (tandem %.2fx)", l, pt, td / pt }')")
 done
-echo "gpt, $steps timed steps of batch $batch x 128 tokens; Tandem on cpu:0,cpu:1, PyTorch on $threads threads"
+# The machine's 1-minute load average, since other processes slow PyTorch's threads most.
+echo "gpt, $steps timed steps of batch $batch x 128 tokens; Tandem on cpu:0,cpu:1," \
+  "PyTorch on $threads threads; load $load_start at the start," \
+  "$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo ?) at the end"
 printf '%s\n' "${lines[@]}"

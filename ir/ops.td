@@ -428,6 +428,7 @@ op attention
 op kv_write
   operands cache: f32, x: f32, position: i32
   results y: f32
+  traits stateful
   cost elementwise(0)
   doc A decoder's key or value cache, one token on (generation with a KV cache): writes x
   doc [N, 1, W] into row position[0] of the variable `cache` [N, T, W] reads, in place, and

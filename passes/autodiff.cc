@@ -322,12 +322,6 @@ std::string Autodiff::optionsText() const {
 absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
   ASSIGN_OR_RETURN(std::string name,
                    opts.getString("optimizer", optimizerShortName(kDefaultOptimizer)));
-  ASSIGN_OR_RETURN(const std::string decay, opts.getString("decay", "all"));
-  if (decay != "all" && decay != "matrices")
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pass autodiff: option 'decay' is all (every trained variable) or matrices (the "
-        "weights of linear, conv2d and matmul only), got '",
-        decay, "'"));
   absl::StatusOr<ir::Op> op = optimizerByName(name);
   if (!op.ok())
     return absl::InvalidArgumentError(absl::StrCat(
@@ -353,6 +347,13 @@ absl::StatusOr<std::unique_ptr<Pass>> Autodiff::create(PassOptions& opts) {
       hyper.emplace_back(v);
     }
   }
+  // The parameter groups of weight decay, after the optimizer's own values.
+  ASSIGN_OR_RETURN(const std::string decay, opts.getString("decay", "all"));
+  if (decay != "all" && decay != "matrices")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pass autodiff: option 'decay' is all (every trained variable) or matrices (the "
+        "weights of linear, conv2d and matmul only), got '",
+        decay, "'"));
   RETURN_IF_ERROR(opts.finish());
   for (size_t i = 0; i < hyper.size(); ++i) {
     const ir::AttrSpec& a = info.attrs[i];

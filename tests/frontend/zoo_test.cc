@@ -74,18 +74,20 @@ INSTANTIATE_TEST_SUITE_P(
                       // vit: the patch conv 1,088, class token 64, position embedding 3,200, six
                       // blocks of 33,216 (two LayerNorms 256, q/k/v/proj 16,640, MLP 16,576
                       // with biases), final LayerNorm 128, head 650.
-                      CountCase{"vit", 205'962}, CountCase{"mlp", 269'322}),
+                      CountCase{"vit", 205'962}, CountCase{"mlp", 269'322},
+                      // gpt: wte 8,320, wpe 16,384, four blocks of 198,272, ln_f 256.
+                      CountCase{"gpt", 818'048}),
     [](const auto& info) { return std::string(info.param.model); });
 
 TEST(ZooTest, NamesAndUnknownModel) {
   EXPECT_THAT(zoo::modelNames(),
               ElementsAre("lenet", "lenet_bn", "resnet18", "resnet34", "resnet50", "resnet101",
-                          "resnet152", "vit", "mlp"));
+                          "resnet152", "vit", "mlp", "gpt"));
   auto spec = zoo::modelByName("resnet19");
   ASSERT_FALSE(spec.ok());
   EXPECT_EQ(spec.status().message(),
             "unknown model 'resnet19' (known: lenet, lenet_bn, resnet18, resnet34, resnet50, "
-            "resnet101, resnet152, vit, mlp)");
+            "resnet101, resnet152, vit, mlp, gpt)");
 }
 
 TEST(ZooTest, Resnet18TakesChannelsClassesAndImageSize) {

@@ -84,7 +84,7 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
                                        Op::kLogSoftmax,    Op::kDropout,
                                        Op::kSoftsign,      Op::kMseLoss,
                                        Op::kL1Loss,        Op::kSmoothL1Loss,
-                                       Op::kBceWithLogits};
+                                       Op::kBceWithLogits, Op::kAttention};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op) ||

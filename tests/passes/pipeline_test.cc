@@ -56,7 +56,8 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
 TEST(ParsePipeline, UnknownOptionListsTheKnownOnes) {
   EXPECT_EQ(
       parseError("autodiff{learning-rate=0.1}"),
-      "pass autodiff has no option 'learning-rate' (known: optimizer, lr, momentum, weight-decay)");
+      "pass autodiff has no option 'learning-rate' (known: optimizer, lr, momentum, weight-decay, "
+      "decay)");
   EXPECT_EQ(parseError("replicate{devices=2,count=2}"),
             "pass replicate has no option 'count' (known: devices, weights)");
   EXPECT_EQ(

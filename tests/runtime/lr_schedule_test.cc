@@ -59,7 +59,8 @@ TEST(LrSchedule, BadTextNamesTheFlagAndWhatItTakes) {
            {"step:0:0.5", 0, "EPOCHS must be a whole number of epochs >= 1"},
            {"step:2:1.5", 0, "GAMMA must be a number in (0, 1]"},
            {"step:2:nan", 0, "GAMMA must be a number in (0, 1]"},
-           {"cosine:3", 0, "unknown schedule"},
+           {"cosine:3", 0, "FLOOR, the last factor, must be a number in [0, 1)"},
+           {"cosine:0.1:2", 0, "unknown schedule"},
            {"cosine", -1, "warmup -1: must be a number of steps >= 0"},
            {"cosine", 30, "warmup 30: the run has 30 steps"},
        }) {

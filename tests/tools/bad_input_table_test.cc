@@ -78,10 +78,10 @@ TEST_F(BadInputTable, CommandLine) {
   check({
       {{},
        "missing subcommand (dump, explore, opt, train, plot, simulate, import, run, export, "
-       "predict or devices); see tandem --help"},
+       "generate, predict or devices); see tandem --help"},
       {{"frobnicate"},
        "unknown subcommand 'frobnicate' (expected dump, explore, opt, train, plot, simulate, "
-       "import, run, export, predict or devices)"},
+       "import, run, export, generate, predict or devices)"},
       {{"dump", "--colour"}, "--colour: not a flag of tandem dump (see tandem dump --help)"},
       // Issue 21: a misspelt flag gets the nearest one, a flag of another subcommand says
       // which, and a flag given twice says so (not "needs a value").
@@ -101,13 +101,13 @@ TEST_F(BadInputTable, ModelAndDevices) {
   check({
       {{"dump"},
        "--model: is required (one of lenet, lenet_bn, resnet18, resnet34, resnet50, resnet101, "
-       "resnet152, vit, mlp)"},
+       "resnet152, vit, mlp, gpt)"},
       {{"train"},
        "--model: is required (one of lenet, lenet_bn, resnet18, resnet34, resnet50, resnet101, "
-       "resnet152, vit, mlp)"},
+       "resnet152, vit, mlp, gpt)"},
       {{"dump", "--model", "vgg"},
        "--model: unknown model 'vgg' (known: lenet, lenet_bn, resnet18, resnet34, resnet50, "
-       "resnet101, resnet152, vit, mlp)"},
+       "resnet101, resnet152, vit, mlp, gpt)"},
       {{"dump", "--model", "lenet", "--devices", "cpu:-1"},
        "--devices: unknown device 'cpu:-1': the index must be a non-negative integer"},
       {{"dump", "--model", "lenet", "--devices", "CPU:0"},
@@ -1457,15 +1457,17 @@ TEST_F(BadInputTable, Issue42BadData) {
       // The test data's labels are checked against the training data's classes.
       {train({"npz:$TMP/three.npz", "--test-data", "npz:$TMP/five.npz"}),
        "npz file '$TMP/five.npz': array 'y': label 3 of example 3 is out of range [0, 3)"},
-      // (Token ids beyond the vocabulary are found as the windows are read: no zoo model
-      // takes tokens yet, so tests/runtime/token_source_test.cc has that case.)
+      // (Token ids beyond the vocabulary are found as the windows are read:
+      // tests/runtime/token_source_test.cc has that case.) A vocabulary makes y labels.
       {train({"tokens:$TMP/tokens.bin:vocab=10:length=4", "--test-data",
               "tokens:$TMP/tokens.bin:length=4"}),
        "--model: lenet is a classifier of images x: f32[C,H,W] with class labels y, but "
-       "tokens:$TMP/tokens.bin holds x: i32[4], y: i32[4] without class labels"},
+       "tokens:$TMP/tokens.bin holds x: i32[4], y: i32[4]"},
+      // --val-fraction holds out the tokens' tail (issue 43), named in where().
       {train({"tokens:$TMP/tokens.bin:length=4", "--val-fraction", "0.5"}),
-       "--val-fraction splits examples, but tokens:$TMP/tokens.bin draws random windows from all "
-       "of its tokens: give a separate validation file"},
+       "--model: lenet is a classifier of images x: f32[C,H,W] with class labels y, but "
+       "tokens:$TMP/tokens.bin (training: tokens 0 to 50) holds x: i32[4], y: i32[4] without "
+       "class labels"},
       {train({"npz:$TMP/flat.npz", "--val-fraction", "0.5"}),
        "--model: lenet is a classifier of images x: f32[C,H,W] with class labels y, but "
        "npz:$TMP/flat.npz holds x: f32[64], y: i32[]"},

@@ -22,10 +22,10 @@ std::vector<std::string> lenetDump(std::vector<std::string> extra) {
 
 TEST(CliErrorsTest, SubcommandErrors) {
   EXPECT_TRUE(isUsageError(runTandem({}), {"missing subcommand (dump, explore, opt, train, plot, "
-                                           "simulate, import, run, export, predict or devices)"}));
+                                           "simulate, import, run, export, generate, predict or devices)"}));
   EXPECT_TRUE(isUsageError(runTandem({"frobnicate", "--model", "lenet"}),
                            {"unknown subcommand 'frobnicate' (expected dump, explore, opt, train, "
-                            "plot, simulate, import, run, export, predict or devices)"}));
+                            "plot, simulate, import, run, export, generate, predict or devices)"}));
 }
 
 TEST(CliErrorsTest, UnknownFlagIsNamed) {
