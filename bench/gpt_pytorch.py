@@ -39,7 +39,6 @@ both against Tandem.
 
 import argparse
 import math
-import os
 import sys
 import time
 
@@ -48,7 +47,8 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from pytorch_train import blas_library  # bench/, the script's own directory
+sys.dont_write_bytecode = True  # no bench/__pycache__ from the import below
+from pytorch_train import blas_library  # noqa: E402 (bench/, the script's own directory)
 
 
 def read_ids(path):

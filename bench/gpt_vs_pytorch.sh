@@ -13,7 +13,7 @@
 #   --steps S       timed training steps per side (default 10; PyTorch runs 5 warm-up steps
 #                   first, 6 with torch.compile, whose compilation is in the first; Tandem
 #                   runs 2S steps evaluated every S, and the figure is the second S's).
-#                   The default run takes about 4 to 6 minutes here, most of it PyTorch's
+#                   The default run took 7 minutes here under a load of 6, most of it PyTorch's
 #   --threads T     PyTorch's threads (default 2, Tandem's two devices' one core each)
 #   --build DIR     Tandem build directory holding tools/tandem (default build)
 #   --text FILE     the text (default: the KJV, written by scripts/kjv-text into a temporary
@@ -74,7 +74,7 @@ if [[ ",$variants," == *,1.13,* ]]; then
   # Debian's reference libblas (what libblas.so.3 is without libopenblas0-pthread) makes
   # PyTorch 1.13's matrix products several times slower: no fair peer.
   blas="$(cd "$here" &&
-    "$python" -c 'import torch; from pytorch_train import blas_library; print(blas_library())')"
+    "$python" -B -c 'import torch; from pytorch_train import blas_library; print(blas_library())')"
   [[ "$blas" == *openblas* || "$blas" != *libblas.so* ]] || {
     echo "$name: $python's PyTorch loads the reference BLAS ($blas);" \
       "install OpenBLAS: apt-get install libopenblas0-pthread" >&2
