@@ -21,6 +21,16 @@ nn.Linear weights only (not biases, LayerNorms, wte or wpe: Tandem's decay=matri
 gradient norm clipped at 1.0 each step. The learning rate stays constant: Tandem's warmup and
 cosine schedule change the values, not the step's work.
 
+Learning curve (--eval-every K, issue 43's 2000-step bar): --schedule nanogpt gives Tandem's
+gpt recipe (100 warmup steps, update s getting (s + 1) / 100 of lr, then cosine to lr/10 at
+the last step, as runtime/lr_schedule.cc), no untimed steps, and after every K steps and at
+the end the validation loss over the held-out tail (the last round(0.1 n) ids, as Tandem's
+text:FILE holds out; every non-overlapping window of T + 1 ids, dropout off), printed as
+  eval step=250 train_loss=2.4798 val_loss=2.1736 val_bpc=3.136 seconds=41.2 lr=0.00096
+(train_loss: the mean of the period's step losses) and, with --metrics CSV, written as the
+rows of `tandem train --metrics` for a language model (step, train_loss, val_loss, val_bpc,
+seconds, tokens_per_s, lr), which `tandem plot` draws.
+
 Batches are --batch random windows of T+1 ids from the first 90% of the text (x the first T,
 y the last T), drawn with a seeded generator inside each step, as Tandem draws windows at
 random offsets. --compile wraps the model in torch.compile (default mode; the optimizer step
@@ -157,7 +167,16 @@ def main():
     p.add_argument("--attention", choices=["auto", "sdpa", "manual"], default="auto")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--schedule", choices=["constant", "nanogpt"], default="constant",
+                   help="the learning rate: constant, or 100 warmup steps then cosine to lr/10")
+    p.add_argument("--eval-every", type=int, default=0,
+                   help="K > 0: the validation loss every K steps and at the end")
+    p.add_argument("--metrics", help="with --eval-every: a CSV of the evaluations")
     args = p.parse_args()
+    if args.eval_every < 0:
+        sys.exit(f"gpt_pytorch: --eval-every must be >= 0, got {args.eval_every}")
+    if args.metrics and not args.eval_every:
+        sys.exit("gpt_pytorch: --metrics needs --eval-every K")
     for flag in ("steps", "batch", "threads", "context", "layers", "heads", "width"):
         if getattr(args, flag) < 1:
             sys.exit(f"gpt_pytorch: --{flag} must be >= 1, got {getattr(args, flag)}")
@@ -172,14 +191,16 @@ def main():
     if args.compile and not hasattr(torch, "compile"):
         sys.exit(f"gpt_pytorch: torch {torch.__version__} has no torch.compile "
                  "(PyTorch 2.0 and later)")
-    warmup = args.warmup if args.warmup is not None else (6 if args.compile else 5)
+    warmup = args.warmup if args.warmup is not None else (
+        0 if args.eval_every else 6 if args.compile else 5)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
 
     ids, vocab = read_ids(args.text)
-    train = ids[:int(0.9 * ids.numel())]
+    cut = ids.numel() - round(0.1 * ids.numel())  # Tandem's held-out tail (training_data.cc)
+    train, held_out = ids[:cut], ids[cut:]
     if train.numel() < args.context + 2:
         sys.exit(f"gpt_pytorch: {args.text} is too short for windows of {args.context} + 1 ids")
     windows = train.unfold(0, args.context + 1, 1)  # [count, T + 1], a view
@@ -205,6 +226,16 @@ def main():
           f"wd=0.1 on {len(decay)} weights, clip 1.0, tokens={ids.numel()} "
           f"(train {train.numel()}), blas={blas_library()}", flush=True)
 
+    def lr_factor(s):
+        """runtime/lr_schedule.cc's factor of update s for cosine:0.1 with 100 warmup steps."""
+        if args.schedule == "constant":
+            return 1.0
+        warm, total, floor = 100, args.steps, 0.1
+        span = total - warm
+        t = min(max(s - warm, 0), span)
+        f = floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * t / span))
+        return f * (s + 1) / warm if s < warm else f
+
     def step():
         w = windows[torch.randint(windows.shape[0], (args.batch,), generator=gen)]
         x, y = w[:, :-1], w[:, 1:]
@@ -216,6 +247,12 @@ def main():
         opt.step()
         return loss
 
+    if args.eval_every:
+        if args.schedule == "nanogpt" and args.steps <= 100:
+            sys.exit(f"gpt_pytorch: --schedule nanogpt warms up for 100 steps; --steps "
+                     f"{args.steps} leaves no cosine")
+        train_curve(args, model, step, opt, lr_factor, held_out, vocab)
+        return
     for i in range(warmup):
         t0 = time.perf_counter()
         loss = step()
@@ -231,6 +268,57 @@ def main():
     print(f"pytorch tokens_per_s={rate:.1f} steps={args.steps} seconds={seconds:.3f} "
           f"batch={args.batch} threads={args.threads} attention={args.attention} "
           f"compile={'on' if args.compile else 'off'} loss={final_loss:.6f}")
+
+
+def validation_loss(model, held_out, context, batch, vocab):
+    """Mean cross-entropy over every non-overlapping window of the held-out ids, dropout off."""
+    count = (held_out.numel() - 1) // context
+    if count < 1:
+        sys.exit(f"gpt_pytorch: the held-out tail ({held_out.numel()} ids) holds no window")
+    starts = torch.arange(count) * context
+    total = 0.0
+    model.eval()
+    with torch.no_grad():
+        for b in range(0, count, batch):
+            w = torch.stack([held_out[i:i + context + 1] for i in starts[b:b + batch].tolist()])
+            logits = model(w[:, :-1])
+            total += F.cross_entropy(logits.reshape(-1, vocab), w[:, 1:].reshape(-1),
+                                     reduction="sum").item()
+    model.train()
+    return total / (count * context)
+
+
+def train_curve(args, model, step, opt, lr_factor, held_out, vocab):
+    """--steps updates with the schedule, the validation loss every --eval-every and at the
+    end; prints each evaluation and writes them to --metrics."""
+    rows = []
+    losses = []
+    t0 = time.perf_counter()
+    for s in range(args.steps):
+        lr = 1e-3 * lr_factor(s)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        losses.append(step().item())
+        if (s + 1) % args.eval_every == 0 or s + 1 == args.steps:
+            seconds = time.perf_counter() - t0
+            val = validation_loss(model, held_out, args.context, args.batch, vocab)
+            row = {"step": s + 1, "train_loss": sum(losses) / len(losses), "val_loss": val,
+                   "val_bpc": val / math.log(2), "seconds": seconds,
+                   "tokens_per_s": len(losses) * args.batch * args.context / seconds, "lr": lr}
+            rows.append(row)
+            print(f"eval step={row['step']} train_loss={row['train_loss']:.4f} "
+                  f"val_loss={val:.4f} val_bpc={row['val_bpc']:.3f} seconds={seconds:.1f} "
+                  f"lr={lr:.6g}", flush=True)
+            losses = []
+            t0 = time.perf_counter()
+    if args.metrics:
+        with open(args.metrics, "w") as f:
+            f.write("step,train_loss,val_loss,val_bpc,seconds,tokens_per_s,lr\n")
+            for r in rows:
+                f.write(f"{r['step']},{r['train_loss']:.6f},{r['val_loss']:.6f},"
+                        f"{r['val_bpc']:.6f},{r['seconds']:.3f},{r['tokens_per_s']:.1f},"
+                        f"{r['lr']:.9g}\n")
+    print(f"pytorch val_loss={rows[-1]['val_loss']:.6f} steps={args.steps}")
 
 
 if __name__ == "__main__":

@@ -233,16 +233,24 @@ absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSetti
 
 absl::StatusOr<runtime::LrSchedule> learningRateSchedule(const ModelChoice& c,
                                                          int64_t steps_per_epoch, int epochs,
-                                                         const SettingNames& names) {
+                                                         const SettingNames& names,
+                                                         bool by_steps) {
   absl::StatusOr<runtime::LrSchedule> parsed =
       runtime::LrSchedule::parse(c.schedule, c.warmupSteps(steps_per_epoch, epochs),
                                  steps_per_epoch, epochs, scheduleWords(names));
   if (!parsed.ok() && (c.warmup_from_model || (!c.warmup_steps && c.warmup_epochs > 0)))
-    // The warmup is the model's, not a flag the user gave: say where it comes from.
+    // The warmup is the model's, not a flag the user gave: say where it comes from, in the
+    // words of the run's length (--steps N trains N steps as epochs of --eval-every).
     return absl::InvalidArgumentError(absl::StrCat(
-        names(Setting::kEpochs), " ", epochs, ": ", c.spec.name, "'s warmup of ", c.warmupText(),
-        " (", c.warmupSteps(steps_per_epoch, epochs), " steps) leaves its ", c.schedule,
-        " schedule no steps; train for more epochs or give ", names(Setting::kWarmup)));
+        by_steps ? absl::StrCat(names(Setting::kSteps), " ", steps_per_epoch * epochs)
+                 : absl::StrCat(names(Setting::kEpochs), " ", epochs),
+        ": ", c.spec.name, "'s warmup of ",
+        c.warmup_steps ? absl::StrCat(*c.warmup_steps, " steps")
+                       : absl::StrCat(c.warmupText(), " (", c.warmupSteps(steps_per_epoch, epochs),
+                                      " steps)"),
+        " leaves its ", c.schedule,
+        " schedule no steps; train for more ", by_steps ? "steps" : "epochs", " or give ",
+        names(Setting::kWarmup)));
   return parsed;
 }
 

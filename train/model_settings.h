@@ -117,10 +117,12 @@ absl::StatusOr<ModelChoice> resolveModel(const ModelSpec& spec, const ModelSetti
 
 /// The run's learning-rate schedule over `epochs` of `steps_per_epoch` updates, from the
 /// choice's schedule and warmup. A model's warmup (in epochs) that leaves the schedule no
-/// steps is said to be the model's (`--epochs 1: vit's warmup of 2 epochs ...`).
+/// steps is said to be the model's (`--epochs 1: vit's warmup of 2 epochs ...`), or, for a
+/// run trained `by_steps`, `--steps 50: gpt's warmup of 100 ...`.
 absl::StatusOr<runtime::LrSchedule> learningRateSchedule(const ModelChoice& choice,
                                                          int64_t steps_per_epoch, int epochs,
-                                                         const SettingNames& names);
+                                                         const SettingNames& names,
+                                                         bool by_steps = false);
 
 /// The shortest text that reads back as the same double, so that settings compare exactly.
 std::string exactNumber(double v);

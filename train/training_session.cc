@@ -194,7 +194,8 @@ absl::Status TrainingSession::checkData() {
   RETURN_IF_ERROR(checkTrainingData(*data_, config_.limit_train, batch, names_));
   // The learning-rate schedule over the run's steps (checked before anything slow).
   ASSIGN_OR_RETURN(schedule_, learningRateSchedule(choice_, data_->train->size() / batch,
-                                                   config_.epochs, names_));
+                                                   config_.epochs, names_,
+                                                   config_.steps.has_value()));
   return absl::OkStatus();
 }
 

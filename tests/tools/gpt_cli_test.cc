@@ -58,6 +58,12 @@ TEST(GptCli, BadSizesAndStepsAreRefusedNamingTheFlag) {
                  "--eval-every", "4"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("--eval-every: 4 does not divide --steps 10"));
+  // The model's own warmup outlasting a short run is said in the run's words: steps.
+  r = runTandem({"train", "--model", "gpt", "--data", text, "--context", "16", "--steps", "50",
+                 "--eval-every", "50"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("--steps 50: gpt's warmup of 100 steps leaves its cosine:0.1 "
+                               "schedule no steps; train for more steps or give --warmup"));
   r = runTandem({"train", "--model", "lenet", "--gpt-layers", "2"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("--gpt-layers: sizes --model gpt, not lenet"));
