@@ -31,7 +31,8 @@ TEST(GptCli, TrainsByStepsOnATextAndReportsValidationBitsPerCharacter) {
                  "--devices", "cpu:0,cpu:1", "--context", "16",          "--gpt-layers",
                  "1",         "--gpt-heads", "2",         "--gpt-width", "32",
                  "--batch",   "8",           "--steps",   "6",           "--eval-every",
-                 "3",         "--warmup",    "2",         "--metrics",   dir.file("m.csv")});
+                 "3",         "--warmup",    "2",         "--metrics",   dir.file("m.csv"),
+                 "--plot",    dir.file("curves.svg")});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("6 steps of 8 sequences (16 tokens each), an evaluation every "
                                "3 steps on"));
@@ -45,6 +46,11 @@ TEST(GptCli, TrainsByStepsOnATextAndReportsValidationBitsPerCharacter) {
   EXPECT_THAT(lines[0], HasSubstr(",step,val_loss,val_bpc,tokens_per_s"));
   EXPECT_THAT(lines[2], ::testing::StartsWith("2,"));
   EXPECT_THAT(lines[2], ::testing::ContainsRegex(",6,[0-9.]+,[0-9.]+,[0-9.]+$"));
+  // --plot draws the losses against the step (gnuplot: scripts/setup installs it).
+  const std::string svg = readFile(dir.file("curves.svg"));
+  EXPECT_THAT(svg, HasSubstr("val loss"));
+  EXPECT_THAT(svg, HasSubstr("<text>step</text>"));
+  EXPECT_THAT(svg, Not(HasSubstr("test acc")));
 }
 
 TEST(GptCli, BadSizesAndStepsAreRefusedNamingTheFlag) {

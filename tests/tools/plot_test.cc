@@ -168,6 +168,63 @@ TEST(Plot, NonFiniteLossLeavesAGap) {
   EXPECT_EQ(renderSvg(dir.file("c.svg"), dir.file("c.png")).error, "");
 }
 
+// A run by steps (a language model's: `train --steps N --eval-every K`, or a PyTorch run's
+// CSV with only step, train_loss and val_loss) draws its losses against the step; two runs
+// in one picture take a colour each, named by --label.
+TEST(Plot, RunsByStepsAndSeveralRunsInOnePicture) {
+  TempDir dir;
+  const std::string tandem = dir.write(
+      "tandem.csv",
+      "epoch,train_loss,train_acc,test_loss,test_acc,seconds,images_per_s,eval_seconds,split,"
+      "replans,lr,step,val_loss,val_bpc,tokens_per_s\n"
+      "1,2.48,0,2.17,0,68.9,232,1.2,32/32,,0.00098,250,2.17,3.13,29711\n"
+      "2,1.91,0,1.81,0,76.6,208,1.2,32/32,,0.00090,500,1.81,2.61,26750\n"
+      "3,1.65,0,1.65,0,80.1,199,1.2,32/32,,0.00076,750,1.65,2.38,25582\n");
+  const std::string pytorch = dir.write("pytorch.csv",
+                                        "step,train_loss,val_loss\n250,2.47,2.15\n500,1.90,"
+                                        "1.80\n750,1.64,1.66\n");
+  CommandResult r = runTandem({"plot", tandem, "-o", dir.file("one.svg")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string svg = readFile(dir.file("one.svg"));
+  for (const char* text : {"train loss", "val loss", "step", "tandem.csv"})
+    EXPECT_NE(svg.find(text), std::string::npos) << text;
+  EXPECT_EQ(svg.find("acc"), std::string::npos);  // no accuracy of a language model
+  Picture one = renderSvg(dir.file("one.svg"), dir.file("one.png"));
+  ASSERT_EQ(one.error, "");
+  EXPECT_GT(one.rowsOf(tools::kCurveColours[0]).size(), 50u);
+  EXPECT_GT(one.rowsOf(tools::kCurveColours[1]).size(), 50u);
+
+  r = runTandem({"plot", tandem, pytorch, "--label", "Tandem", "--label", "PyTorch", "-o",
+                 dir.file("both.png")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Picture both = decodePng(dir.file("both.png"));
+  ASSERT_EQ(both.error, "");
+  EXPECT_GT(both.rowsOf(tools::kRunColours[0]).size(), 50u);
+  EXPECT_GT(both.rowsOf(tools::kRunColours[1]).size(), 50u);
+  r = runTandem({"plot", tandem, pytorch, "--label", "Tandem", "--label", "PyTorch", "-o",
+                 dir.file("both.svg")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  svg = readFile(dir.file("both.svg"));
+  for (const char* text : {"Tandem train loss", "PyTorch val loss", "tandem.csv, pytorch.csv"})
+    EXPECT_NE(svg.find(text), std::string::npos) << text;
+
+  // What cannot share a picture, or a label that names no CSV, is said naming the flag or file.
+  const std::string epochs = dir.write("epochs.csv", metricsCsv(3, 0.5));
+  r = runTandem({"plot", tandem, epochs, "-o", dir.file("x.svg")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, absl::StrCat("tandem: ", epochs, ": a run by epochs, but ", tandem,
+                                " is by steps (one picture has one x axis)\n"));
+  r = runTandem({"plot", tandem, pytorch, "--label", "Tandem", "-o", dir.file("x.svg")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "tandem: --label: 1 labels for 2 CSVs; give one a CSV, in their order\n");
+  dir.write("bad.csv", "step,train_loss,val_loss\n500,2,2\n250,1,1\n");
+  r = runTandem({"plot", dir.file("bad.csv"), "-o", dir.file("x.svg")});
+  EXPECT_EQ(r.err, absl::StrCat("tandem: ", dir.file("bad.csv"),
+                                ":3: step 250 after step 500 (steps must increase: one run per "
+                                "file)\n"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("x.svg")));
+}
+
 struct BadPlot {
   std::string csv;  // written to $TMP/m.csv
   std::vector<std::string> args;

@@ -102,9 +102,9 @@ absl::Status runExplore(const ExploreFlags& f) {
     if (!rows.ok())
       return absl::Status(rows.status().code(),
                           absl::StrCat("--metrics: ", rows.status().message()));
-    if (rows->empty())
+    if (rows->points.empty())
       return exploreFlagError("--metrics", absl::StrCat(*f.metrics, " has no epoch rows"));
-    in.metrics = *std::move(rows);
+    in.metrics = std::move(rows->points);
   }
   auto out = OutputFile::openReplacing(f.output, "--output");
   if (!out.ok()) return out.status();

@@ -133,8 +133,9 @@ struct TrainFlags {
 
 /// Flags of `tandem plot`.
 struct PlotFlags {
-  std::string metrics;  // the CSV of train --metrics ("-": standard input)
-  std::string output;   // -o: FILE.svg or FILE.png
+  std::vector<std::string> metrics;  // CSVs of train --metrics ("-": standard input)
+  std::vector<std::string> labels;   // --label, one a CSV, when there are several
+  std::string output;                // -o: FILE.svg or FILE.png
   std::optional<std::string> title;
 };
 

@@ -551,9 +551,16 @@ void addTrain(CLI::App& app, TrainFlags& f) {
 
 void addPlot(CLI::App& app, PlotFlags& f) {
   CLI::App* cmd = app.add_subcommand(
-      "plot", "Draw the learning curves of a tandem train --metrics CSV as an SVG or PNG.");
+      "plot",
+      "Draw the learning curves of tandem train --metrics CSVs as an SVG or PNG: one run, or "
+      "several in one picture to compare them.");
   cmd->add_option("metrics", f.metrics,
-                  "CSV written by tandem train --metrics ('-': standard input; required)");
+                  "CSVs written by tandem train --metrics ('-': standard input), or any with "
+                  "columns step, train_loss and val_loss; at least one");
+  cmd->add_option("--label", f.labels,
+                  "The legend's name of each CSV's run, in their order (repeat once a CSV; "
+                  "default: the file names when there are several)")
+      ->allow_extra_args(false);
   cmd->add_option("-o,--output", f.output, "Picture to write: FILE.svg or FILE.png (required)");
   cmd->add_option("--title", f.title, "Title on the chart (default: the CSV's file name)");
 }

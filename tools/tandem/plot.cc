@@ -32,6 +32,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/types/span.h"
 #include "ir/file_input.h"
 #include "ir/status_macros.h"
 #include "tools/tandem/output_file.h"
@@ -258,45 +259,92 @@ absl::StatusOr<PlotFile> PlotFile::open(const std::string& path, const std::stri
   return PlotFile(path, flag, terminal);
 }
 
-std::string PlotFile::script(const std::vector<EpochPoint>& points, int64_t last_epoch,
+namespace {
+
+// What one run's datablock holds after x (column 1), and how each column is drawn.
+struct CurveKind {
+  const char* title;
+  int column;
+  bool accuracy;  // on the right axis, from 0 to 1
+  int dash;       // gnuplot's dash type
+};
+constexpr CurveKind kEpochCurves[] = {
+    {"train loss", 2, false, 1}, {"train acc", 3, true, 2}, {"test acc", 4, true, 4}};
+constexpr CurveKind kStepCurves[] = {{"train loss", 2, false, 1}, {"val loss", 3, false, 2}};
+
+int64_t xOf(const RunCurves& run, const EpochPoint& p) { return run.by_step ? p.step : p.epoch; }
+
+}  // namespace
+
+std::string PlotFile::script(const std::vector<RunCurves>& runs, int64_t last_x,
                              const std::string& title, const std::string& output) const {
-  const int64_t x_max = std::max(last_epoch, points.empty() ? 1 : points.back().epoch);
+  const bool by_step = !runs.empty() && runs.front().by_step;
+  int64_t x_max = std::max<int64_t>(last_x, 1);
+  size_t most_points = 0;
+  for (const RunCurves& run : runs) {
+    if (!run.points.empty()) x_max = std::max(x_max, xOf(run, run.points.back()));
+    most_points = std::max(most_points, run.points.size());
+  }
   std::string s;
   absl::StrAppend(&s, "set terminal ", terminal_,
                   " size 800,500 font 'sans,11' noenhanced background rgb 'white'\n");
   absl::StrAppend(&s, "set output ", quoted(output), "\n");
   absl::StrAppend(&s, "set title ", quoted(title), "\n");
   s += "set datafile missing '?'\n";
-  s += "set xlabel 'epoch'\nset ylabel 'loss'\nset y2label 'accuracy'\n";
-  // One epoch still gets an x range around it; up to 20 epochs a tic each.
-  if (x_max > 1) {
+  absl::StrAppend(&s, "set xlabel '", by_step ? "step" : "epoch", "'\nset ylabel 'loss'\n");
+  if (by_step) {
+    absl::StrAppend(&s, "set xrange [0:", x_max, "]\n");
+  } else if (x_max > 1) {  // one epoch still gets an x range around it; up to 20, a tic each
     absl::StrAppend(&s, "set xrange [1:", x_max, "]\n");
   } else {
     s += "set xrange [0.5:1.5]\n";
   }
-  if (x_max <= 20) s += "set xtics 1\n";
-  s += "set yrange [0:*]\nset y2range [0:1]\nset ytics nomirror\nset y2tics 0.1\n";
+  if (!by_step && x_max <= 20) s += "set xtics 1\n";
+  s += "set yrange [0:*]\nset ytics nomirror\n";
+  if (!by_step) s += "set y2label 'accuracy'\nset y2range [0:1]\nset y2tics 0.1\n";
   s += "set grid\nset key outside top center horizontal\n";
-  s += "$metrics << EOD\n";
-  for (const EpochPoint& p : points)
-    absl::StrAppend(&s, p.epoch, " ", cell(p.train_loss), " ", cell(p.train_acc), " ",
-                    cell(p.test_acc), "\n");
-  s += "EOD\n";
-  // A point per epoch while they are few enough to tell apart, like the Animator's marks.
-  const char* style = x_max <= 30 ? "with linespoints lw 2 pt 7 ps 0.6" : "with lines lw 2";
-  absl::StrAppend(&s, "plot $metrics using 1:2 axes x1y1 ", style, " dt 1 lc rgb '",
-                  kCurveColours[0], "' title 'train loss', \\\n");
-  absl::StrAppend(&s, "     $metrics using 1:3 axes x1y2 ", style, " dt 2 lc rgb '",
-                  kCurveColours[1], "' title 'train acc', \\\n");
-  absl::StrAppend(&s, "     $metrics using 1:4 axes x1y2 ", style, " dt 4 lc rgb '",
-                  kCurveColours[2], "' title 'test acc'\n");
+  for (size_t r = 0; r < runs.size(); ++r) {
+    absl::StrAppend(&s, "$run", r, " << EOD\n");
+    for (const EpochPoint& p : runs[r].points) {
+      if (runs[r].by_step)
+        absl::StrAppend(&s, p.step, " ", cell(p.train_loss), " ", cell(p.val_loss), "\n");
+      else
+        absl::StrAppend(&s, p.epoch, " ", cell(p.train_loss), " ", cell(p.train_acc), " ",
+                        cell(p.test_acc), "\n");
+    }
+    s += "EOD\n";
+  }
+  // A point per evaluation while they are few enough to tell apart, like the Animator's marks.
+  const char* style = most_points <= 30 ? "with linespoints lw 2 pt 7 ps 0.6" : "with lines lw 2";
+  std::vector<std::string> plots;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const absl::Span<const CurveKind> kinds =
+        by_step ? absl::Span<const CurveKind>(kStepCurves) : absl::Span<const CurveKind>(kEpochCurves);
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      // A lone run's curves each have a colour; several runs' curves the run's colour.
+      const char* colour = runs.size() == 1 ? kCurveColours[k] : kRunColours[r % std::size(kRunColours)];
+      const std::string name =
+          runs[r].label.empty() ? kinds[k].title : absl::StrCat(runs[r].label, " ", kinds[k].title);
+      plots.push_back(absl::StrCat("$run", r, " using 1:", kinds[k].column, " axes x1y",
+                                   kinds[k].accuracy ? 2 : 1, " ", style, " dt ", kinds[k].dash,
+                                   " lc rgb '", colour, "' title ", quoted(name)));
+    }
+  }
+  absl::StrAppend(&s, "plot ", absl::StrJoin(plots, ", \\\n     "), "\n");
   s += "unset output\n";
   return s;
 }
 
-absl::Status PlotFile::draw(const std::vector<EpochPoint>& points, int64_t last_epoch,
+absl::Status PlotFile::draw(const std::vector<RunCurves>& runs, int64_t last_x,
                             const std::string& title) const {
-  if (points.empty()) return absl::InvalidArgumentError(absl::StrCat(flag_, ": no epochs to draw"));
+  if (runs.empty()) return absl::InvalidArgumentError(absl::StrCat(flag_, ": no runs to draw"));
+  for (const RunCurves& run : runs) {
+    if (run.points.empty())
+      return absl::InvalidArgumentError(absl::StrCat(flag_, ": no epochs to draw"));
+    if (run.by_step != runs.front().by_step)
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag_, ": runs by steps and by epochs do not share an x axis"));
+  }
   // gnuplot creates the picture (so it gets the mode the umask gives, as the file itself
   // would) beside the path, and it is renamed over the path once complete.
   const std::string picture =
@@ -312,7 +360,7 @@ absl::Status PlotFile::draw(const std::vector<EpochPoint>& points, int64_t last_
   RemoveOnExit script_guard{*script_path};
   {
     std::ofstream file(*script_path, std::ios::binary);
-    file << script(points, last_epoch, title, picture);
+    file << script(runs, last_x, title, picture);
     file.close();
     if (!file)
       return absl::InternalError(
@@ -331,7 +379,7 @@ absl::Status PlotFile::draw(const std::vector<EpochPoint>& points, int64_t last_
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<EpochPoint>> readMetricsCsv(const std::string& path) {
+absl::StatusOr<RunCurves> readMetricsCsv(const std::string& path) {
   const std::string name = path == "-" ? "standard input" : path;
   // Regular files (or standard input) of a bounded size only: a directory, a FIFO or
   // /dev/zero named as the CSV is refused rather than read forever (ir/file_input.h).
@@ -348,17 +396,24 @@ absl::StatusOr<std::vector<EpochPoint>> readMetricsCsv(const std::string& path) 
   if (lines.empty()) return absl::InvalidArgumentError(absl::StrCat(name, ": empty ", expected));
 
   const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
-  const char* wanted[] = {"epoch", "train_loss", "train_acc", "test_acc"};
-  size_t column[4];
-  for (int i = 0; i < 4; ++i) {
-    auto it = std::find(header.begin(), header.end(), wanted[i]);
+  RunCurves run;
+  run.by_step = std::find(header.begin(), header.end(), "step") != header.end();
+  // The x column first: an integer >= 1 that increases row by row.
+  const std::vector<const char*> wanted =
+      run.by_step ? std::vector<const char*>{"step", "train_loss", "val_loss"}
+                  : std::vector<const char*>{"epoch", "train_loss", "train_acc", "test_acc"};
+  std::vector<size_t> column;
+  for (const char* want : wanted) {
+    auto it = std::find(header.begin(), header.end(), want);
     if (it == header.end())
       return absl::InvalidArgumentError(
-          absl::StrCat(name, ":1: the header has no column '", wanted[i], "' ", expected));
-    column[i] = static_cast<size_t>(it - header.begin());
+          absl::StrCat(name, ":1: the header has no column '", want, "' ", expected));
+    column.push_back(static_cast<size_t>(it - header.begin()));
   }
+  const char* x_name = wanted[0];
+  const char* x_plural = run.by_step ? "steps" : "epochs";
 
-  std::vector<EpochPoint> points;
+  std::vector<EpochPoint>& points = run.points;
   for (size_t i = 1; i < lines.size(); ++i) {
     const std::string where = absl::StrCat(name, ":", i + 1, ": ");
     if (lines[i].empty()) return absl::InvalidArgumentError(where + "empty line");
@@ -367,15 +422,19 @@ absl::StatusOr<std::vector<EpochPoint>> readMetricsCsv(const std::string& path) 
       return absl::InvalidArgumentError(
           absl::StrCat(where, fields.size(), " fields, the header has ", header.size()));
     EpochPoint p;
-    if (!absl::SimpleAtoi(fields[column[0]], &p.epoch) || p.epoch < 1)
+    int64_t& x = run.by_step ? p.step : p.epoch;
+    if (!absl::SimpleAtoi(fields[column[0]], &x) || x < 1)
       return absl::InvalidArgumentError(
-          absl::StrCat(where, "epoch '", fields[column[0]], "' is not an integer >= 1"));
-    if (!points.empty() && p.epoch <= points.back().epoch)
-      return absl::InvalidArgumentError(absl::StrCat(where, "epoch ", p.epoch, " after epoch ",
-                                                     points.back().epoch,
-                                                     " (epochs must increase: one run per file)"));
-    double* values[] = {&p.train_loss, &p.train_acc, &p.test_acc};
-    for (int k = 0; k < 3; ++k)
+          absl::StrCat(where, x_name, " '", fields[column[0]], "' is not an integer >= 1"));
+    if (!points.empty() && x <= xOf(run, points.back()))
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, x_name, " ", x, " after ", x_name, " ", xOf(run, points.back()),
+                       " (", x_plural, " must increase: one run per file)"));
+    if (run.by_step) p.epoch = static_cast<int64_t>(points.size()) + 1;
+    std::vector<double*> values = run.by_step
+                                      ? std::vector<double*>{&p.train_loss, &p.val_loss}
+                                      : std::vector<double*>{&p.train_loss, &p.train_acc, &p.test_acc};
+    for (size_t k = 0; k < values.size(); ++k)
       if (!absl::SimpleAtod(fields[column[k + 1]], values[k]))  // "nan" and "inf" read too
         return absl::InvalidArgumentError(
             absl::StrCat(where, wanted[k + 1], " '", fields[column[k + 1]], "' is not a number"));
@@ -383,8 +442,8 @@ absl::StatusOr<std::vector<EpochPoint>> readMetricsCsv(const std::string& path) 
   }
   if (points.empty())
     return absl::InvalidArgumentError(
-        absl::StrCat(name, ": no epochs to plot (a header and no rows)"));
-  return points;
+        absl::StrCat(name, ": no ", x_plural, " to plot (a header and no rows)"));
+  return run;
 }
 
 }  // namespace tandem::tools

@@ -345,8 +345,15 @@ absl::StatusOr<bool> TrainPrinter::onEpoch(const runtime::EpochFigures& e, bool 
                               e.images_per_second * static_cast<double>(tokens_per_example_))
             : std::string())));
   if (outputs_.plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
-    curves_.push_back({e.epoch, e.train_loss, e.train_accuracy, e.test_accuracy});
-    const absl::Status drawn = outputs_.plot->draw(curves_, f_.epochs, title_);
+    curves_.by_step = f_.steps.has_value();
+    curves_.points.push_back({.epoch = e.epoch,
+                              .train_loss = e.train_loss,
+                              .train_acc = e.train_accuracy,
+                              .test_acc = e.test_accuracy,
+                              .step = curves_.by_step ? at : 0,
+                              .val_loss = e.test_loss});
+    const absl::Status drawn = outputs_.plot->draw(
+        {curves_}, curves_.by_step ? *f_.steps : static_cast<int64_t>(f_.epochs), title_);
     // A stop signal ended gnuplot: the picture keeps the epochs before, and the run stops
     // at the end of this epoch, as the signal asks.
     if (!(absl::IsCancelled(drawn) && stop_.requested())) RETURN_IF_ERROR(drawn);

@@ -77,7 +77,7 @@ class TrainPrinter final : public training::TrainListener {
   int64_t tokens_per_example_ = 0;
   ProgressBar bar_;
   std::vector<runtime::SplitReplan> replans_;
-  std::vector<EpochPoint> curves_;
+  RunCurves curves_;
   std::vector<runtime::TraceEntry> profiled_;  // --profile's entries, when --trace takes them
   absl::Status step_status_;
 };
