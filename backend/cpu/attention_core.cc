@@ -130,6 +130,43 @@ int64_t keysSeen(const AttentionDims& d, int64_t i, int64_t j0, int64_t n) {
   return std::clamp<int64_t>(i + 1 - j0, 0, n);
 }
 
+/// True when every value of `rows` rows of `cols` (row stride `stride`) is finite.
+bool rowsFinite(const float* a, int64_t rows, int64_t cols, int64_t stride) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      if (!std::isfinite(a[r * stride + c])) return false;
+  return true;
+}
+
+/// A causal tile some of whose rows do not see all its keys (the diagonal's). Its products
+/// multiply the masked entries' zeros by the other operand, which is exact while that is
+/// finite; a NaN or inf there (a future key's value, a query row of NaN) would make 0 * inf
+/// = NaN where the definition does not read it. Such tiles with non-finite operand rows
+/// take the loops below, over the entries each row sees, instead of the product.
+bool partlyMasked(const AttentionDims& d, int64_t i0, int64_t j0, int64_t bk) {
+  return d.causal && j0 + bk > i0 + 1;
+}
+
+/// out[r] += alpha * sum over the keys j row r sees of w[r][j] * b[j] (rows of width n):
+/// the product w b of a partly masked tile, masked entries unread.
+void maskedRowsTimes(const AttentionDims& d, int64_t i0, int64_t j0, int64_t bq, int64_t bk,
+                     float alpha, const float* w, const float* b, int64_t bs, int64_t n,
+                     float* out, int64_t os) {
+  for (int64_t r = 0; r < bq; ++r)
+    for (int64_t j = 0; j < keysSeen(d, i0 + r, j0, bk); ++j)
+      for (int64_t c = 0; c < n; ++c) out[r * os + c] += alpha * w[r * kBlock + j] * b[j * bs + c];
+}
+
+/// out[j] += alpha * sum over the rows r that see key j of w[r][j] * a[r]: the product
+/// w^T a of a partly masked tile, masked entries unread.
+void maskedColumnsTimes(const AttentionDims& d, int64_t i0, int64_t j0, int64_t bq, int64_t bk,
+                        float alpha, const float* w, const float* a, int64_t as, int64_t n,
+                        float* out, int64_t os) {
+  for (int64_t r = 0; r < bq; ++r)
+    for (int64_t j = 0; j < keysSeen(d, i0 + r, j0, bk); ++j)
+      for (int64_t c = 0; c < n; ++c) out[j * os + c] += alpha * w[r * kBlock + j] * a[r * as + c];
+}
+
 /// Where one (batch row, head) lies: every operand's rows by stride, each head's columns
 /// at its offset.
 struct HeadView {
@@ -207,7 +244,10 @@ void forwardHead(const AttentionDims& d, const AttentionDropout& drop, const Hea
         }
         std::fill(row + std::max<int64_t>(seen, 0), row + bk, 0.0f);  // masked keys
       }
-      gemm('N', 'N', bq, dv, bk, 1.0f, s, kBlock, hv.v + j0 * hv.vs, hv.vs, 1.0f, o, dv);
+      if (partlyMasked(d, i0, j0, bk) && !rowsFinite(hv.v + j0 * hv.vs, bk, dv, hv.vs))
+        maskedRowsTimes(d, i0, j0, bq, bk, 1.0f, s, hv.v + j0 * hv.vs, hv.vs, dv, o, dv);
+      else
+        gemm('N', 'N', bq, dv, bk, 1.0f, s, kBlock, hv.v + j0 * hv.vs, hv.vs, 1.0f, o, dv);
     }
     for (int64_t r = 0; r < bq; ++r) {
       float* out = y + (i0 + r) * ys;
@@ -263,7 +303,13 @@ void backwardHead(const AttentionDims& d, const AttentionDropout& drop, const He
         }
       }
       const float* dy_block = dy + i0 * ys;
-      gemm('T', 'N', bk, dvd, bq, 1.0f, pd, kBlock, dy_block, ys, 1.0f, dv + j0 * hv.vs, hv.vs);
+      const float* q_block = hv.q + i0 * hv.qs;
+      const float* k_tile = hv.k + j0 * hv.ks;
+      const bool masked = partlyMasked(d, i0, j0, bk);
+      if (masked && !rowsFinite(dy_block, bq, dvd, ys))
+        maskedColumnsTimes(d, i0, j0, bq, bk, 1.0f, pd, dy_block, ys, dvd, dv + j0 * hv.vs, hv.vs);
+      else
+        gemm('T', 'N', bk, dvd, bq, 1.0f, pd, kBlock, dy_block, ys, 1.0f, dv + j0 * hv.vs, hv.vs);
       gemm('N', 'T', bq, bk, dvd, 1.0f, dy_block, ys, hv.v + j0 * hv.vs, hv.vs, 0.0f, ds, kBlock);
       for (int64_t r = 0; r < bq; ++r) {
         float* drow = ds + r * kBlock;
@@ -272,12 +318,21 @@ void backwardHead(const AttentionDims& d, const AttentionDropout& drop, const He
           keep.fill(drop, hv.sample, hv.mask_base + (i0 + r) * d.keys + j0, seen, factor);
           multiplyRow(drow, factor, seen);
         }
-        softmaxGradRow(p + r * kBlock, drow, delta[i0 + r], bk, drow);
+        // Masked keys' dS is 0, not 0 * (dP - D): dP is NaN there for a row of dy holding one.
+        softmaxGradRow(p + r * kBlock, drow, delta[i0 + r], std::max<int64_t>(seen, 0), drow);
+        std::fill(drow + std::max<int64_t>(seen, 0), drow + bk, 0.0f);
       }
-      gemm('T', 'N', bk, dd, bq, d.scale, ds, kBlock, hv.q + i0 * hv.qs, hv.qs, 1.0f,
-           dk + j0 * hv.ks, hv.ks);
-      gemm('N', 'N', bq, dd, bk, d.scale, ds, kBlock, hv.k + j0 * hv.ks, hv.ks, 1.0f,
-           dq + i0 * hv.qs, hv.qs);
+      if (masked && !rowsFinite(q_block, bq, dd, hv.qs))
+        maskedColumnsTimes(d, i0, j0, bq, bk, d.scale, ds, q_block, hv.qs, dd, dk + j0 * hv.ks,
+                           hv.ks);
+      else
+        gemm('T', 'N', bk, dd, bq, d.scale, ds, kBlock, q_block, hv.qs, 1.0f, dk + j0 * hv.ks,
+             hv.ks);
+      if (masked && !rowsFinite(k_tile, bk, dd, hv.ks))
+        maskedRowsTimes(d, i0, j0, bq, bk, d.scale, ds, k_tile, hv.ks, dd, dq + i0 * hv.qs, hv.qs);
+      else
+        gemm('N', 'N', bq, dd, bk, d.scale, ds, kBlock, k_tile, hv.ks, 1.0f, dq + i0 * hv.qs,
+             hv.qs);
     }
   }
 }

@@ -49,13 +49,6 @@ const std::map<ir::Op, const char*>& excluded() {
       {ir::Op::kAllReduce, "collective: the communicator's reduction, not a kernel"},
       {ir::Op::kReduceScatter, "collective: the communicator's reduction, not a kernel"},
       {ir::Op::kAllGather, "collective: copies shards between devices"},
-      // The fused attention's NaN rule (a row holding a NaN score is NaN, as PyTorch's
-      // softmax makes it) is in its row math; its cases with NaN, inf and subnormals
-      // against PyTorch 2's SDPA are issue 43's still to write (the finite ones:
-      // tests/cores/attention_core_test.cc).
-      {ir::Op::kAttention, "fused attention: non-finite cases still to write (issue 43)"},
-      {ir::Op::kAttentionBackward, "fused attention: non-finite cases still to write (issue 43)"},
-      {ir::Op::kAttentionCached, "fused attention: non-finite cases still to write (issue 43)"},
       {ir::Op::kKvWrite, "copies a token's row into a cache: data movement only"},
   };
   return *m;

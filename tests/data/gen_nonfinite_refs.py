@@ -34,6 +34,17 @@ torch.optim.SGD / AdamW steps from preset state, torch.nn.utils.clip_grad_norm_ 
 torch.nn.utils.fusion.fuse_conv_bn_weights. The fused ops' references are composed of
 PyTorch's batch norm, residual add and relu on the same values; their f64 statistics are
 count, sum and m * var + m * mean^2 in double from PyTorch's tensors.
+
+The fused attention (attention, attention_backward, attention_cached): PyTorch 1.13 has no
+F.scaled_dot_product_attention, so the reference is its definition written out, as its math
+backend computes it: per batch row and head, softmax(scale q k^T) v over the keys a query
+sees (causal: keys 0..i, the others not read at all, as FlashAttention and PyTorch 2's flash
+backend skip them: a NaN in a future key's value does not reach an earlier query), and the
+log-sum-exp m + log(sum(exp(s - m))) with m the row's maximum (NaN for a row holding +inf or
+only -inf, whose softmax is NaN). The backward is autograd of that, from specials in dy
+(NaN, -0.0, subnormals) and a NaN in q; an infinite dy is left out: where it meets the
+probabilities, rowsum(dy * y) (FlashAttention-2's and PyTorch 2's flash backward) and
+autograd's rowsum(dP * P) differ in which inf - inf they form.
 """
 
 import os
@@ -838,6 +849,90 @@ def target_weight_sum_cases():
             .attr("ignore_index", 3).ins(labels, weight).outs(total).write()
 
 
+# --- fused attention --------------------------------------------------------------------
+def attention_reference(q, k, v, heads, scale, causal, position=None):
+    """y [N, Tq, H*dv] and lse [N, H, Tq] of attention's definition (module docstring):
+    query i of a causal op (or the cached one at `position`) sees keys 0..i only."""
+    n, tq, _ = q.shape
+    d, dv = q.shape[2] // heads, v.shape[2] // heads
+    ys, lses = [], []
+    for b in range(n):
+        yb, lb = [], []
+        for h in range(heads):
+            qh, kh, vh = q[b, :, h * d:(h + 1) * d], k[b, :, h * d:(h + 1) * d], \
+                v[b, :, h * dv:(h + 1) * dv]
+            rows, lrow = [], []
+            for i in range(tq):
+                seen = position + 1 if position is not None else (i + 1 if causal else k.shape[1])
+                s_ = (qh[i] @ kh[:seen].T) * scale
+                m = s_.max()
+                lrow.append(m + torch.log(torch.exp(s_ - m).sum()))
+                rows.append(F.softmax(s_, -1) @ vh[:seen])
+            yb.append(torch.stack(rows))
+            lb.append(torch.stack(lrow))
+        ys.append(torch.cat(yb, -1))
+        lses.append(torch.stack(lb))
+    return torch.stack(ys), torch.stack(lses)
+
+
+def attention_cases():
+    heads, d, n, t = 2, 3, 2, 5
+    scale = d ** -0.5
+    q, k, v = (torch.randn(n, t, heads * d) for _ in range(3))
+    # q: a NaN (batch 0, query 1, head 0: that row NaN), -0.0 and a subnormal (ordinary);
+    # k: +inf in batch 1, key 2, head 1 (the queries that see it get +-inf scores: NaN rows
+    # where +inf, a zero probability where -inf); v: -0.0, a subnormal and +inf at key 0 of
+    # head 0 in batch 1 (seen by every query) and NaN at the last key of head 1 in batch 0
+    # (a causal op's earlier queries do not see it).
+    q[0, 1, 1], q[0, 3, 4], q[1, 4, 0] = NAN, -0.0, SUB
+    k[1, 2, 4] = INF
+    v[1, 0, 1], v[1, 3, 2], v[1, 0, 0], v[0, 4, 5] = -0.0, SUB, INF, NAN
+    for causal in (False, True):
+        y, lse = attention_reference(q, k, v, heads, scale, causal)
+        name = "attention_causal" if causal else "attention"
+        NCase(name, "attention", f"attention's definition{', causal' if causal else ''}: "
+              "NaN and +-inf scores, specials in v") \
+            .attr("heads", heads).attr("scale", scale).attr("causal", causal) \
+            .ins(q, k, v).outs(y, lse).write()
+    # Every score of a row -inf (a key of -inf meeting positive q): softmax's NaN row.
+    qa = torch.rand(1, 2, heads * d) + 0.5
+    ka = torch.randn(1, 3, heads * d)
+    ka[0, :, 0] = -INF
+    va = torch.randn(1, 3, heads * d)
+    y, lse = attention_reference(qa, ka, va, heads, scale, False)
+    NCase("attention_all_minus_inf", "attention", "a row whose every score is -inf: NaN") \
+        .attr("heads", heads).attr("scale", scale).ins(qa, ka, va).outs(y, lse).write()
+
+    # The backward: autograd of the definition from finite q, k, v (but a NaN in q) and
+    # specials in dy; y and lse as the forward gives them.
+    qb, kb, vb = (torch.randn(n, t, heads * d) for _ in range(3))
+    qb[1, 2, 3] = NAN
+    dy = torch.randn(n, t, heads * d)
+    dy[0, 0, 0], dy[0, 3, 4], dy[1, 1, 2], dy[0, 2, 1] = NAN, -0.0, SUB, -SUB
+    for causal in (False, True):
+        ql, kl, vl = leaf(qb), leaf(kb), leaf(vb)
+        y, lse = attention_reference(ql, kl, vl, heads, scale, causal)
+        y.backward(dy)
+        name = "attention_backward_causal" if causal else "attention_backward"
+        NCase(name, "attention_backward", "autograd of attention's definition: NaN in dy and q, "
+              "-0.0 and subnormals in dy") \
+            .attr("heads", heads).attr("scale", scale).attr("causal", causal) \
+            .ins(dy, qb, kb, vb, y, lse).outs(ql.grad, kl.grad, vl.grad).write()
+
+    # The cached op: one query at position 2 over a cache of 5; specials after the position
+    # are not read (a NaN there changes nothing), those before are.
+    qc = torch.randn(n, 1, heads * d)
+    kc, vc = torch.randn(n, t, heads * d), torch.randn(n, t, heads * d)
+    kc[0, 3, 0], vc[1, 4, 2] = NAN, INF          # beyond the position: not read
+    kc[1, 1, 5], vc[0, 0, 3], vc[0, 2, 1] = INF, NAN, -0.0   # read
+    qc[1, 0, 2] = SUB
+    y, _ = attention_reference(qc, kc, vc, heads, scale, False, position=2)
+    NCase("attention_cached", "attention_cached", "one query over keys 0..2 of a cache; "
+          "specials beyond it not read") \
+        .attr("heads", heads).attr("scale", scale) \
+        .ins(qc, kc, vc, torch.tensor([2, 2], dtype=torch.int32)).outs(y).write()
+
+
 def main():
     if not torch.__version__.startswith("1.13"):
         sys.exit(f"gen_nonfinite_refs.py: wants PyTorch 1.13 (run /usr/bin/python3), "
@@ -867,6 +962,7 @@ def main():
     clip_cases()
     pointwise_loss_cases()
     target_weight_sum_cases()
+    attention_cases()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}")
 
 
