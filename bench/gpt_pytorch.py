@@ -31,6 +31,12 @@ text:FILE holds out; every non-overlapping window of T + 1 ids, dropout off), pr
 rows of `tandem train --metrics` for a language model (step, train_loss, val_loss, val_bpc,
 seconds, tokens_per_s, lr), which `tandem plot` draws.
 
+Generation (--generate N): nanoGPT's generate loop on the model as initialised (speed only),
+with --threads threads: each token crops the sequence to the last T ids and runs the whole
+model over it (nanoGPT keeps no KV cache), then samples the last position's logits (temperature
+1, top-k 40); it prints
+  pytorch generate tokens_per_s=812.3 tokens=500 seconds=0.616 threads=1
+
 Batches are --batch random windows of T+1 ids from the first 90% of the text (x the first T,
 y the last T), drawn with a seeded generator inside each step, as Tandem draws windows at
 random offsets. --compile wraps the model in torch.compile (default mode; the optimizer step
@@ -172,6 +178,8 @@ def main():
     p.add_argument("--eval-every", type=int, default=0,
                    help="K > 0: the validation loss every K steps and at the end")
     p.add_argument("--metrics", help="with --eval-every: a CSV of the evaluations")
+    p.add_argument("--generate", type=int, default=0,
+                   help="N > 0: time nanoGPT's generate loop drawing N tokens instead")
     args = p.parse_args()
     if args.eval_every < 0:
         sys.exit(f"gpt_pytorch: --eval-every must be >= 0, got {args.eval_every}")
@@ -247,6 +255,9 @@ def main():
         opt.step()
         return loss
 
+    if args.generate > 0:
+        generate_rate(args, model, vocab)
+        return
     if args.eval_every:
         if args.schedule == "nanogpt" and args.steps <= 100:
             sys.exit(f"gpt_pytorch: --schedule nanogpt warms up for 100 steps; --steps "
@@ -268,6 +279,25 @@ def main():
     print(f"pytorch tokens_per_s={rate:.1f} steps={args.steps} seconds={seconds:.3f} "
           f"batch={args.batch} threads={args.threads} attention={args.attention} "
           f"compile={'on' if args.compile else 'off'} loss={final_loss:.6f}")
+
+
+def generate_rate(args, model, vocab):
+    """nanoGPT's generate: N tokens after a one-token prompt, the whole window each token."""
+    model.eval()
+    gen = torch.Generator().manual_seed(args.seed)
+    idx = torch.zeros(1, 1, dtype=torch.long)
+    with torch.no_grad():
+        model(idx)  # first-call set-up outside the timing
+        t0 = time.perf_counter()
+        for _ in range(args.generate):
+            logits = model(idx[:, -args.context:])[:, -1, :]
+            v, _ = torch.topk(logits, min(40, vocab))
+            logits[logits < v[:, [-1]]] = -float("inf")
+            nxt = torch.multinomial(F.softmax(logits, -1), 1, generator=gen)
+            idx = torch.cat((idx, nxt), 1)
+        seconds = time.perf_counter() - t0
+    print(f"pytorch generate tokens_per_s={args.generate / seconds:.1f} tokens={args.generate} "
+          f"seconds={seconds:.3f} threads={torch.get_num_threads()}")
 
 
 def validation_loss(model, held_out, context, batch, vocab):

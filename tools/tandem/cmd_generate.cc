@@ -3,6 +3,7 @@
 // text's characters), its one-token step compiled with a KV cache (train/generation.h),
 // and every character printed as it is drawn.
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -69,6 +70,7 @@ absl::Status runGenerate(const GenerateFlags& f) {
                    training::Generator::create(*spec, *device, value_of));
   std::fputs(f.prompt.c_str(), stdout);
   std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::vector<int32_t> drawn,
                    gen->generate(*prompt, f.tokens,
                                  {.temperature = f.temperature, .top_k = f.top_k, .seed = f.seed},
@@ -79,6 +81,13 @@ absl::Status runGenerate(const GenerateFlags& f) {
                                    return true;
                                  }));
   std::fputs("\n", stdout);
+  // The rate on standard error, so that the text on standard output stays the text alone.
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "tandem: drew %zu tokens in %.3f s, %.0f tokens/s (feeding the prompt's %zu "
+               "tokens included)\n",
+               drawn.size(), seconds, seconds > 0 ? static_cast<double>(drawn.size()) / seconds : 0.0,
+               prompt->size());
   return absl::OkStatus();
 }
 
