@@ -21,11 +21,12 @@
 namespace tandem::training {
 namespace {
 
-runtime::LrScheduleWords scheduleWords(const SettingNames& names) {
+// A run by steps is lengthened with more --steps, not epochs.
+runtime::LrScheduleWords scheduleWords(const SettingNames& names, bool by_steps = false) {
   return {.schedule = names(Setting::kSchedule),
           .warmup = names(Setting::kWarmup),
           .lr = names(Setting::kLr),
-          .epochs = names(Setting::kEpochs)};
+          .epochs = names(by_steps ? Setting::kSteps : Setting::kEpochs)};
 }
 
 // "kaiming", "normal:0.01" or the IR's own spelling "normal(std=0.01)".
@@ -237,7 +238,7 @@ absl::StatusOr<runtime::LrSchedule> learningRateSchedule(const ModelChoice& c,
                                                          bool by_steps) {
   absl::StatusOr<runtime::LrSchedule> parsed =
       runtime::LrSchedule::parse(c.schedule, c.warmupSteps(steps_per_epoch, epochs),
-                                 steps_per_epoch, epochs, scheduleWords(names));
+                                 steps_per_epoch, epochs, scheduleWords(names, by_steps));
   if (!parsed.ok() && (c.warmup_from_model || (!c.warmup_steps && c.warmup_epochs > 0)))
     // The warmup is the model's, not a flag the user gave: say where it comes from, in the
     // words of the run's length (--steps N trains N steps as epochs of --eval-every).

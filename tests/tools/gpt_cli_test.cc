@@ -70,6 +70,10 @@ TEST(GptCli, BadSizesAndStepsAreRefusedNamingTheFlag) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("--steps 50: gpt's warmup of 100 steps leaves its cosine:0.1 "
                                "schedule no steps; train for more steps or give --warmup"));
+  r = runTandem({"train", "--model", "gpt", "--data", text, "--context", "16", "--steps", "1",
+                 "--eval-every", "1", "--warmup", "1"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("give --warmup below 1 or more --steps"));
   r = runTandem({"train", "--model", "lenet", "--gpt-layers", "2"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("--gpt-layers: sizes --model gpt, not lenet"));
