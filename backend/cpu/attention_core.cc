@@ -118,6 +118,23 @@ TANDEM_VECTOR_LOOPS float expShiftedSum(const float* x, float shift, int64_t n, 
   return sum;
 }
 
+/// a . b over kLanes partial sums (vectorized; a fixed order for a given n).
+TANDEM_VECTOR_LOOPS float laneDot(const float* a, const float* b, int64_t n) {
+  float lanes[kLanes] = {};
+  int64_t t = 0;
+  for (; t + kLanes <= n; t += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += a[t + l] * b[t + l];
+  float sum = 0;
+  for (; t < n; ++t) sum += a[t] * b[t];
+  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
+  return sum;
+}
+
+/// y[t] += a * x[t].
+TANDEM_VECTOR_LOOPS void axpy(float a, const float* x, int64_t n, float* y) {
+  for (int64_t t = 0; t < n; ++t) y[t] += a * x[t];
+}
+
 float dot(const float* a, const float* b, int64_t n) {
   float s = 0;
   for (int64_t t = 0; t < n; ++t) s += a[t] * b[t];
@@ -338,6 +355,17 @@ void backwardHead(const AttentionDims& d, const AttentionDropout& drop, const He
 }
 
 }  // namespace
+
+void attentionSingleQuery(int64_t keys, int64_t depth, int64_t value_depth, float scale,
+                          const float* q, const float* k, int64_t ks, const float* v, int64_t vs,
+                          float* out, float* scores) {
+  for (int64_t j = 0; j < keys; ++j) scores[j] = scale * laneDot(q, k + j * ks, depth);
+  const float m = rowMax(scores, keys);
+  const float l = expShiftedSum(scores, m, keys, scores);  // NaN for a row of +inf or NaN
+  std::fill(out, out + value_depth, 0.0f);
+  for (int64_t j = 0; j < keys; ++j) axpy(scores[j], v + j * vs, value_depth, out);
+  scaleRow(out, 1.0f / l, value_depth);
+}
 
 void attentionForward(const AttentionDims& d, const AttentionDropout& drop, const float* q,
                       const float* k, const float* v, float* y, float* lse) {

@@ -50,4 +50,13 @@ void attentionBackward(const AttentionDims& d, const AttentionDropout& drop, con
                        const float* q, const float* k, const float* v, const float* y,
                        const float* lse, float* dq, float* dk, float* dv);
 
+/// One query row of one head over keys 0..keys-1 (attention_cached: a token over the KV
+/// cache): out (value_depth floats) = softmax(scale q.k_j) v. The scores, their maximum and
+/// exp-sum, and the weighted sum of v rows are loops the compiler vectorizes (the row math's
+/// scalar dot per key made the cost of a token grow 1.5x from position 8 to 120). Rows by
+/// stride: k row j at k + j * ks, v row j at v + j * vs. `scores`: scratch of `keys` floats.
+void attentionSingleQuery(int64_t keys, int64_t depth, int64_t value_depth, float scale,
+                          const float* q, const float* k, int64_t ks, const float* v, int64_t vs,
+                          float* out, float* scores);
+
 }  // namespace tandem::backend::cpu

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/attention_math.h"
 #include "backend/attention_node.h"
 #include "backend/cpu/attention_core.h"
 #include "backend/cpu/kernels.h"
@@ -102,32 +101,28 @@ class KvWriteKernel final : public CpuKernel {
 class AttentionCachedKernel final : public CpuKernel {
  public:
   explicit AttentionCachedKernel(const AttentionDims& d)
-      : d_(d), lse_(static_cast<size_t>(d.batch * d.heads)) {}
+      : d_(d), scores_(static_cast<size_t>(d.key_rows)) {}
 
-  // One query row per head: the row math itself (backend/attention_math.h, what the CUDA
-  // kernel runs), whose cost is the keys it reads; the tiled core's products would cost
-  // their calls, the same at every position, for a single row.
+  // One query row per head over the keys up to the position (attentionSingleQuery, the
+  // core's vectorized loops): its cost is the keys it reads; the tiled core's products
+  // would cost their calls, the same at every position, for a single row.
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     using V = ir::AttentionCachedView;
     const AttentionDims& d = d_;
-    const AttentionShape s{.queries = 1,
-                           .keys = positionIn(in[V::kPosition], d.key_rows) + 1,
-                           .depth = d.depth,
-                           .value_depth = d.value_depth,
-                           .scale = d.scale};
+    const int64_t keys = positionIn(in[V::kPosition], d.key_rows) + 1;
     const int64_t qs = d.heads * d.depth, vs = d.heads * d.value_depth;
     for (int64_t n = 0; n < d.batch; ++n)
       for (int64_t h = 0; h < d.heads; ++h)
-        attentionForwardRow(
-            s, AttentionRows{in[V::kQ].f32() + n * qs + h * d.depth, qs},
-            AttentionRows{in[V::kK].f32() + n * d.key_rows * qs + h * d.depth, qs},
-            AttentionRows{in[V::kV].f32() + n * d.key_rows * vs + h * d.value_depth, vs}, 0,
-            out[0].f32() + n * vs + h * d.value_depth, &lse_[static_cast<size_t>(n * d.heads + h)]);
+        attentionSingleQuery(keys, d.depth, d.value_depth, d.scale,
+                             in[V::kQ].f32() + n * qs + h * d.depth,
+                             in[V::kK].f32() + n * d.key_rows * qs + h * d.depth, qs,
+                             in[V::kV].f32() + n * d.key_rows * vs + h * d.value_depth, vs,
+                             out[0].f32() + n * vs + h * d.value_depth, scores_.data());
   }
 
  private:
   AttentionDims d_;
-  std::vector<float> lse_;  // each row's log-sum-exp, which nothing reads after a cached step
+  std::vector<float> scores_;  // one row's scores over the cache
 };
 
 }  // namespace
