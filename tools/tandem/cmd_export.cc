@@ -136,9 +136,13 @@ absl::Status runExport(const ExportFlags& f) {
                         .subspan(f.batch ? 0 : 1),
                     ","),
       "], output logits, ONNX opset ", onnx_export::kExportOpset, ", ", proto->graph().node_size(),
-      " nodes, ", proto->graph().initializer_size(), " initializers; batch norm folded into ",
-      report.folded_batch_norms.size(), " convolutions, ", report.kept_batch_norms.size(),
-      " kept\n");
+      " nodes, ", proto->graph().initializer_size(), " initializers",
+      // A model without batch norm (a transformer) has nothing to say about folding.
+      report.folded_batch_norms.empty() && report.kept_batch_norms.empty()
+          ? std::string()
+          : absl::StrCat("; batch norm folded into ", report.folded_batch_norms.size(),
+                         " convolutions, ", report.kept_batch_norms.size(), " kept"),
+      "\n");
   for (const std::string& kept : report.kept_batch_norms)
     absl::StrAppend(&text, "  batch norm kept: ", kept, "\n");
   RETURN_IF_ERROR(std_out.write(text));
