@@ -91,4 +91,37 @@ struct SoftsignMath {
   }
 };
 
+/// min(max(t, 0), 6) as PyTorch's std::min / std::max write it: a NaN stays NaN.
+TANDEM_HD float clampToSix(float t) {
+  t = t < 0.0f ? 0.0f : t;
+  return 6.0f < t ? 6.0f : t;
+}
+
+/// hardswish: x * min(max(x + 3, 0), 6) / 6 (so -inf gives -inf * 0 = NaN, as PyTorch's);
+/// its backward PyTorch's hardswish_backward: 0 below -3, dy above 3, dy (x / 3 + 1/2)
+/// between, and NaN for a NaN x (its vectorized kernel's middle branch).
+struct HardswishMath {
+  static TANDEM_HD float forward(float x) { return x * clampToSix(x + 3.0f) / 6.0f; }
+  static TANDEM_HD float backward(float dy, float x) {
+    if (x < -3.0f) return 0.0f;
+    if (x > 3.0f) return dy;
+    return dy * (x / 3.0f + 0.5f);
+  }
+};
+
+/// hardsigmoid: min(max(x + 3, 0), 6) / 6; its backward dy / 6 strictly inside (-3, 3).
+struct HardsigmoidMath {
+  static TANDEM_HD float forward(float x) { return clampToSix(x + 3.0f) / 6.0f; }
+  static TANDEM_HD float backward(float dy, float x) {
+    return x > -3.0f && x < 3.0f ? dy * (1.0f / 6.0f) : 0.0f;
+  }
+};
+
+/// relu6: min(max(x, 0), 6); its backward hardtanh_backward's: dy strictly inside (0, 6),
+/// else 0 (a NaN x too).
+struct Relu6Math {
+  static TANDEM_HD float forward(float x) { return clampToSix(x); }
+  static TANDEM_HD float backward(float dy, float x) { return x > 0.0f && x < 6.0f ? dy : 0.0f; }
+};
+
 }  // namespace tandem::backend

@@ -222,6 +222,18 @@ Tensor Builder::tanh(Tensor x, Loc loc) {
   return addNode(ir::TanhArgs{.x = x.value()}.spec(), layerPath("", "tanh"), loc);
 }
 
+Tensor Builder::relu6(Tensor x, Loc loc) {
+  return addNode(ir::Relu6Args{.x = x.value()}.spec(), layerPath("", "relu6"), loc);
+}
+
+Tensor Builder::hardswish(Tensor x, Loc loc) {
+  return addNode(ir::HardswishArgs{.x = x.value()}.spec(), layerPath("", "hardswish"), loc);
+}
+
+Tensor Builder::hardsigmoid(Tensor x, Loc loc) {
+  return addNode(ir::HardsigmoidArgs{.x = x.value()}.spec(), layerPath("", "hardsigmoid"), loc);
+}
+
 Tensor Builder::dropout(Tensor x, double p, Loc loc) {
   std::string path = layerPath("", "dropout");  // named in both graphs alike
   if (!training_) return x;

@@ -162,6 +162,10 @@ class Builder {
   enum class Gelu { kErf, kTanh };
   Tensor gelu(Tensor x, Gelu form = Gelu::kErf, Loc loc = Loc::current());
   Tensor tanh(Tensor x, Loc loc = Loc::current());
+  /// MobileNet's activations: min(max(x, 0), 6); x * relu6(x + 3) / 6; relu6(x + 3) / 6.
+  Tensor relu6(Tensor x, Loc loc = Loc::current());
+  Tensor hardswish(Tensor x, Loc loc = Loc::current());
+  Tensor hardsigmoid(Tensor x, Loc loc = Loc::current());
   /// Inverted dropout with drop probability p in [0, 1) (nn.Dropout): in the training step
   /// a dropout node reading @step, whose masks depend on the sample, not on the split of
   /// the batch over devices; in the evaluation step x itself.

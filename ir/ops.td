@@ -227,6 +227,33 @@ op softsign : unary_elementwise
   doc x / (1 + |x|) (nn.Softsign).
   grad doc dy / (1 + |x|)^2, from softsign's input x.
 
+op hardswish : unary_elementwise
+  cost elementwise(4)
+  grad reads x
+  grad cost elementwise(4)
+  onnx HardSwish 14..
+  doc x * min(max(x + 3, 0), 6) / 6 (nn.Hardswish, MobileNetV3's activation).
+  grad doc dy * (x / 3 + 1/2) for x in [-3, 3] (and NaN x), dy above, 0 below (PyTorch's
+  grad doc hardswish_backward), from hardswish's input x.
+
+op hardsigmoid : unary_elementwise
+  cost elementwise(3)
+  grad reads x
+  grad cost elementwise(2)
+  doc min(max(x + 3, 0), 6) / 6 (nn.Hardsigmoid; ONNX's HardSigmoid with alpha 1/6 and beta
+  doc 1/2, which the importer and exporter map by hand as the op has attributes).
+  grad doc dy / 6 where x is strictly inside (-3, 3), else 0 (PyTorch's
+  grad doc hardsigmoid_backward), from hardsigmoid's input x.
+
+op relu6 : unary_elementwise
+  cost elementwise
+  grad reads x
+  grad cost elementwise
+  doc min(max(x, 0), 6) (nn.ReLU6, MobileNetV2's activation; ONNX's Clip with min 0 and max
+  doc 6, mapped by hand as Clip's bounds are inputs).
+  grad doc dy where 0 < x < 6, else 0 (NaN x too: PyTorch's hardtanh_backward), from
+  grad doc relu6's input x.
+
 op dropout
   operands x: float, step: i32
   results y: float

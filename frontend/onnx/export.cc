@@ -482,6 +482,18 @@ class Exporter {
         add("Mul", n, {t, addScalar(x + ".half", 0.5f)}, {nameOf(n.result())});
         return absl::OkStatus();
       }
+      case Op::kRelu6: {  // Clip's bounds are inputs from opset 11 on
+        const std::string x = nameOf(n.operand(0));
+        add("Clip", n, {x, addScalar(x + ".zero", 0.0f), addScalar(x + ".six", 6.0f)},
+            {nameOf(n.result())});
+        return absl::OkStatus();
+      }
+      case Op::kHardsigmoid: {  // nn.Hardsigmoid as torch.onnx.export writes it
+        onnx::NodeProto* node = add("HardSigmoid", n, {nameOf(n.operand(0))}, {nameOf(n.result())});
+        floatAttr(node, "alpha", 1.0 / 6.0);
+        floatAttr(node, "beta", 0.5);
+        return absl::OkStatus();
+      }
       case Op::kDropout:  // the identity at inference (the builder leaves it out already)
         names_[n.result()] = nameOf(n.operand(0));
         return absl::OkStatus();

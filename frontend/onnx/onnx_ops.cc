@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -147,6 +148,60 @@ absl::Status neg(NodeContext& c) {
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   c.setOutput(0, scaled(c, x, -1));
   return absl::OkStatus();
+}
+
+// --- bounded activations ---------------------------------------------------------------
+
+/// A unary op of the spec on input 0.
+absl::Status emitUnary(NodeContext& c, ir::Op op) {
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  c.setOutput(0, c.emit(ir::NodeSpec{.op = op, .operands = {x.value()}}));
+  return absl::OkStatus();
+}
+
+/// A Clip bound: the attribute (opset 6) or the known scalar input (opset 11 on); unset
+/// when the model leaves it open.
+absl::StatusOr<std::optional<double>> clipBound(NodeContext& c, const char* name, size_t input) {
+  if (c.version() < 11) {
+    if (!c.hasAttr(name)) return std::optional<double>();
+    ASSIGN_OR_RETURN(float v, c.attrFloat(name, 0));
+    return std::optional<double>(v);
+  }
+  if (!c.hasInput(input)) return std::optional<double>();
+  if (!c.isConstant(input))
+    return NodeContext::unsupported(absl::StrCat(
+        "Clip's ", name, " (input ", input, ") is computed at run time; Tandem clips by bounds "
+        "known at import"));
+  ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(input));
+  if (v->numElements() != 1)
+    return NodeContext::invalid(absl::StrCat("Clip's ", name, " must be a scalar, it holds ",
+                                             v->numElements(), " values"));
+  return std::optional<double>(v->at(0));
+}
+
+/// Clip as the activations it is in the models of the field: [0, 6] is ReLU6 (MobileNet
+/// v2), [0, open) ReLU. Other bounds are refused naming them.
+absl::Status clip(NodeContext& c) {
+  ASSIGN_OR_RETURN(std::optional<double> lo, clipBound(c, "min", 1));
+  ASSIGN_OR_RETURN(std::optional<double> hi, clipBound(c, "max", 2));
+  if (lo == 0.0 && hi == 6.0) return emitUnary(c, ir::Op::kRelu6);
+  if (lo == 0.0 && !hi) return emitUnary(c, ir::Op::kRelu);
+  auto text = [](const std::optional<double>& v) { return v ? absl::StrCat(*v) : "open"; };
+  return NodeContext::unsupported(absl::StrCat(
+      "Clip with min ", text(lo), " and max ", text(hi),
+      ": Tandem clips as ReLU6 (min 0, max 6) and ReLU (min 0, no max) only"));
+}
+
+/// HardSigmoid max(0, min(1, alpha x + beta)) with PyTorch's alpha 1/6 and beta 1/2 (what
+/// nn.Hardsigmoid exports) is hardsigmoid; other slopes are refused naming them.
+absl::Status hardSigmoid(NodeContext& c) {
+  ASSIGN_OR_RETURN(float alpha, c.attrFloat("alpha", 0.2f));
+  ASSIGN_OR_RETURN(float beta, c.attrFloat("beta", 0.5f));
+  if (std::abs(alpha - 1.0f / 6.0f) > 1e-6f || beta != 0.5f)
+    return NodeContext::unsupported(absl::StrCat(
+        "HardSigmoid with alpha ", alpha, " and beta ", beta,
+        ": Tandem's hardsigmoid is nn.Hardsigmoid's (alpha 1/6, beta 1/2)"));
+  return emitUnary(c, ir::Op::kHardsigmoid);
 }
 
 // --- binary arithmetic ---------------------------------------------------------------
@@ -1460,6 +1515,7 @@ std::map<std::string, OpConverter>* makeTable() {
       {"AveragePool", {1, pool<false>}},
       {"BatchNormalization", {6, batchNormalization}},
       {"Cast", {6, cast}},
+      {"Clip", {6, clip}},
       {"Concat", {4, concat}},
       {"Constant", {1, constant}},
       {"ConstantOfShape", {9, constantOfShape}},
@@ -1476,6 +1532,7 @@ std::map<std::string, OpConverter>* makeTable() {
       {"Gather", {1, gather}},
       {"Gemm", {6, gemm}},
       {"GlobalAveragePool", {1, globalAveragePool}},
+      {"HardSigmoid", {6, hardSigmoid}},
       {"Identity", {1, identity}},
       {"LayerNormalization", {17, layerNormalization}},
       {"LogSoftmax", {1, softmaxLike<ir::LogSoftmaxArgs>}},

@@ -361,6 +361,28 @@ TEST(CudaElementwiseKernels, GeluGeluTanhAndTanhMatchCpu) {
   }
 }
 
+// MobileNet's activations (issue 44): no transcendental math, the same HardswishMath,
+// HardsigmoidMath and Relu6Math on both sides: the CPU's bits, specials included.
+TEST(CudaElementwiseKernels, HardswishHardsigmoidAndRelu6MatchCpuBitForBit) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(14);
+  const Op ops[][2] = {{Op::kHardswish, Op::kHardswishBackward},
+                       {Op::kHardsigmoid, Op::kHardsigmoidBackward},
+                       {Op::kRelu6, Op::kRelu6Backward}};
+  for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
+    for (const auto& [op, backward] : ops) {
+      SCOPED_TRACE(std::string(ir::dtypeName(t)) + " " + std::string(ir::opInfo(op).name));
+      const ir::TensorType type{t, kOdd};
+      SingleOp f(op, {type});
+      fillAll(f, rng);
+      expectCudaBitsMatchCpu(f);
+      SingleOp b(backward, {type, type});
+      fillAll(b, rng);
+      expectCudaBitsMatchCpu(b);
+    }
+  }
+}
+
 TEST(CudaElementwiseKernels, LargeReluWrapsTheGridStrideLoop) {
   TANDEM_SKIP_WITHOUT_GPU();
   // 5,000,007 f32: more packs than the grid has threads (2112 blocks x 256), and a tail.

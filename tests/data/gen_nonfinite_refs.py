@@ -173,7 +173,11 @@ def unary_cases():
             ("gelu", F.gelu, lambda dy, x: torch.ops.aten.gelu_backward(dy, x), False),
             ("gelu_tanh", lambda v: F.gelu(v, approximate="tanh"),
              lambda dy, x: torch.ops.aten.gelu_backward(dy, x, approximate="tanh"), False),
-            ("softsign", F.softsign, autograd_of(F.softsign), False)]:
+            ("softsign", F.softsign, autograd_of(F.softsign), False),
+            ("hardswish", F.hardswish, torch.ops.aten.hardswish_backward, False),
+            ("hardsigmoid", F.hardsigmoid, torch.ops.aten.hardsigmoid_backward, False),
+            ("relu6", F.relu6,
+             lambda dy, x: torch.ops.aten.hardtanh_backward(dy, x, 0.0, 6.0), False)]:
         y = fn(x)
         NCase(op, op, f"{op} of specials").ins(x).outs(y).write()
         NCase(f"{op}_bf16", op, f"{op} of specials in bf16").ins(bf16(x)) \

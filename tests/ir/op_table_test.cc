@@ -84,7 +84,9 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
                                        Op::kLogSoftmax,    Op::kDropout,
                                        Op::kSoftsign,      Op::kMseLoss,
                                        Op::kL1Loss,        Op::kSmoothL1Loss,
-                                       Op::kBceWithLogits, Op::kAttention};
+                                       Op::kBceWithLogits, Op::kAttention,
+                                       Op::kHardswish,     Op::kHardsigmoid,
+                                       Op::kRelu6};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op) ||
@@ -191,7 +193,8 @@ TEST(OpTable, UnaryClassPairsEachOpWithItsBackward) {
     EXPECT_EQ(p.reads == GradReads::kOutput, reads_y.contains(std::string(fwd.name))) << fwd.name;
     forward_ops += info.op == p.forward;
   }
-  EXPECT_EQ(forward_ops, 6u);  // relu, sigmoid, gelu, gelu_tanh, tanh, softsign
+  // relu, sigmoid, gelu, gelu_tanh, tanh, softsign, hardswish, hardsigmoid, relu6
+  EXPECT_EQ(forward_ops, 9u);
 }
 
 // One-to-one ONNX mappings carry no attributes (nothing to translate) and say their opsets.
@@ -204,7 +207,8 @@ TEST(OpTable, OnnxMappings) {
     EXPECT_GE(info.onnx->since, 1) << info.name;
     EXPECT_TRUE(info.onnx->until == 0 || info.onnx->until >= info.onnx->since) << info.name;
   }
-  EXPECT_EQ(mapped, (std::set<std::string>{"Relu", "Sigmoid", "Tanh", "Softsign"}));
+  EXPECT_EQ(mapped, (std::set<std::string>{"Relu", "Sigmoid", "Tanh", "Softsign", "HardSwish"}));
+  EXPECT_EQ(opInfo(Op::kHardswish).onnx->since, 14);
   EXPECT_EQ(opInfo(Op::kSoftsign).onnx->since, 1);
 }
 

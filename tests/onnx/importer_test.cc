@@ -5,14 +5,17 @@
 
 #include "frontend/onnx/importer.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/onnx/export.h"
 #include "gtest/gtest.h"
 #include "ir/op_views.h"
+#include "ir/parser.h"
 #include "ir/verifier.h"
 #include "tests/onnx/model_builder.h"
 
@@ -246,7 +249,8 @@ TEST(OnnxImport, SpecMappedOpsImportAsTheirOp) {
     ++mapped;
     onnx::ModelProto m;
     m.set_ir_version(8);
-    m.add_opset_import()->set_version(13);
+    // The op's first opset, or 13 where older (HardSwish is 14's).
+    m.add_opset_import()->set_version(std::max(13, info.onnx->since));
     onnx::GraphProto* g = m.mutable_graph();
     g->set_name("one_to_one");
     *g->add_input() = floatInput("x", {2, 3});
@@ -258,7 +262,33 @@ TEST(OnnxImport, SpecMappedOpsImportAsTheirOp) {
     ASSERT_NE(infer, nullptr);
     EXPECT_EQ(opsOf(*infer), std::vector<ir::Op>{info.op}) << info.name;
   }
-  EXPECT_GE(mapped, 4u);  // relu, sigmoid, tanh, softsign
+  EXPECT_GE(mapped, 5u);  // relu, sigmoid, tanh, softsign, hardswish
+}
+
+// MobileNet's relu6 and hardsigmoid have no one-to-one ONNX op: they export as Clip
+// (bounds 0 and 6 as initializers) and HardSigmoid (alpha 1/6, beta 1/2), as
+// torch.onnx.export writes nn.ReLU6 and nn.Hardsigmoid, and read back as the same op.
+TEST(OnnxImport, Relu6AndHardsigmoidGoThroughClipAndHardSigmoidAndBack) {
+  for (const auto& [op, onnx_op] : {std::pair{ir::Op::kRelu6, "Clip"},
+                                    std::pair{ir::Op::kHardsigmoid, "HardSigmoid"}}) {
+    const std::string name(ir::opInfo(op).name);
+    auto m = ir::parseModule(absl::StrCat("module @m {\ngraph @g(%x: f32[2,3]) {\n  %y = ", name,
+                                          "(%x) : f32[2,3]\n  return %y\n}\n}\n"));
+    ASSERT_TRUE(m.ok()) << name << ": " << m.status();
+    const ir::Graph& g = *(*m)->graph("g");
+    auto proto =
+        onnx_export::exportGraph(g, {{g.findValue("x"), "x"}}, {{g.findValue("y"), "y"}}, {});
+    ASSERT_TRUE(proto.ok()) << name << ": " << proto.status();
+    ASSERT_EQ(proto->graph().node_size(), 1) << name;
+    EXPECT_EQ(proto->graph().node(0).op_type(), onnx_op);
+    onnx::ModelProto model;
+    model.set_ir_version(8);
+    model.add_opset_import()->set_version(17);
+    *model.mutable_graph() = proto->graph();
+    auto imported = importBytes(bytesOf(model));
+    ASSERT_TRUE(imported.ok()) << name << ": " << imported.status();
+    EXPECT_EQ(opsOf(*imported->module->graph(kInferGraph)), std::vector<ir::Op>{op}) << name;
+  }
 }
 
 // Issue 40: the .tir's outputs carry the model's output names (as identifiers), so that

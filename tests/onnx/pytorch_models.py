@@ -14,6 +14,10 @@ weights, the same outputs bit for bit.
 PyTorch's ViT with nn.MultiheadAttention (sequence-first: the batch folded into a middle
 axis of its reshapes) imported by `tandem train --onnx` trains on two devices past chance
 and as on one device (train loss within 1e-3 relative, test accuracy within 0.02).
+MobileNet's activations (`mobile`): a small network of conv, batch norm and ReLU6 (Clip
+0..6), Hardswish (HardSwish) and a squeeze-and-excite gate of Hardsigmoid (HardSigmoid,
+alpha 1/6), exported likewise; and a HardSigmoid of another slope, and a Clip of other
+bounds, refused naming them.
 With --train, PyTorch's LeNet imported by `tandem train --onnx --reinit` trains on two
 devices to the zoo LeNet's test accuracy (within 0.05: other random draws of the same
 initializers) with the same flags.
@@ -56,12 +60,32 @@ VARIANTS = {
     "lenet": [("lenet", {})],
     "resnet18": [("resnet18", {})],
     "vit": [("vit", {"attention": "mha"}), ("vit-manual", {"attention": "manual"})],
+    "mobile": [("mobile", {})],
 }
+
+
+class Mobile(torch.nn.Module):
+    """MobileNet v2 / v3's activations on 1x28x28 images: conv-bn-ReLU6, conv-bn-Hardswish,
+    a squeeze-and-excite gate (pool, 1x1 convs, ReLU, Hardsigmoid, multiply), pool, linear."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.c1 = nn.Sequential(nn.Conv2d(1, 8, 3, 2, 1), nn.BatchNorm2d(8), nn.ReLU6())
+        self.c2 = nn.Sequential(nn.Conv2d(8, 16, 3, 2, 1), nn.BatchNorm2d(16), nn.Hardswish())
+        self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(16, 4, 1), nn.ReLU(),
+                                nn.Conv2d(4, 16, 1), nn.Hardsigmoid())
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.c2(self.c1(x))
+        x = x * self.se(x)
+        return self.fc(x.mean((2, 3)))
 
 
 def make_model(name, kwargs=None):
     torch.manual_seed(25)
-    model = pytorch_train.MODELS[name](**(kwargs or {}))
+    model = Mobile() if name == "mobile" else pytorch_train.MODELS[name](**(kwargs or {}))
     # Batch norm's statistics, the norms' affines and the attention's biases away from their
     # initial 0/1, so that they matter (and the exporter shares no initializer between them).
     with torch.no_grad():
@@ -173,6 +197,47 @@ def check_training(cli, tmp):
     return None
 
 
+class Bounded(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def check_refusals(cli, tmp):
+    """A HardSigmoid of another slope and a Clip of other bounds are refused, naming them."""
+    cases = [(Bounded(lambda x: torch.clamp(x, -1.0, 1.0)),
+              "Clip with min -1 and max 1: Tandem clips as ReLU6"),
+             (Bounded(lambda x: torch.nn.functional.hardtanh(x, 0.0, 2.0)),
+              "Clip with min 0 and max 2")]
+    for i, (model, want) in enumerate(cases):
+        path = os.path.join(tmp, f"refused{i}.onnx")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(model, torch.randn(2, 3), path, input_names=["x"])
+        p = subprocess.run([cli, "import", path, "-o", os.path.join(tmp, f"refused{i}.tir")],
+                           capture_output=True, text=True)
+        if p.returncode == 0 or want not in p.stderr:
+            return f"import of {want.split(':')[0]}: exit {p.returncode}, said {p.stderr.strip()!r}"
+        print(f"refused as it should be: {p.stderr.strip()}")
+    # HardSigmoid's slope is an attribute PyTorch does not vary: written by hand.
+    node = onnx.helper.make_node("HardSigmoid", ["x"], ["y"], alpha=0.2, beta=0.5)
+    graph = onnx.helper.make_graph(
+        [node], "g", [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])])
+    path = os.path.join(tmp, "hardsigmoid.onnx")
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)]), path)
+    p = subprocess.run([cli, "import", path, "-o", os.path.join(tmp, "hs.tir")],
+                       capture_output=True, text=True)
+    want = "HardSigmoid with alpha 0.2 and beta 0.5: Tandem's hardsigmoid is nn.Hardsigmoid's"
+    if p.returncode == 0 or want not in p.stderr:
+        return f"import of HardSigmoid alpha 0.2: exit {p.returncode}, said {p.stderr.strip()!r}"
+    print(f"refused as it should be: {p.stderr.strip()}")
+    return None
+
+
 def check_vit_replicated(cli, tmp):
     """train --onnx of PyTorch's ViT with nn.MultiheadAttention (sequence-first: its reshapes
     fold the batch into a middle axis, [T, N*heads, dim] and [T*N, D]) on two devices learns,
@@ -205,7 +270,7 @@ def check_vit_replicated(cli, tmp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", default="build/tools/tandem")
-    ap.add_argument("--models", default="lenet,resnet18,vit",
+    ap.add_argument("--models", default="lenet,resnet18,vit,mobile",
                     help=f"comma-separated, of {', '.join(VARIANTS)} (vit: both attentions)")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--opset", type=int, default=None,
@@ -237,6 +302,8 @@ def main():
                         args.opset)
         if "vit" in args.models.split(","):
             run(check_vit_replicated, args.tandem, tmp)
+        if "mobile" in args.models.split(","):
+            run(check_refusals, args.tandem, tmp)
         if args.train:
             run(check_training, args.tandem, tmp)
     return 1 if failures else 0
