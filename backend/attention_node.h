@@ -7,15 +7,14 @@
 
 #include <cstdint>
 
+#include "backend/attention_sizes.h"
 #include "backend/dropout_mask.h"
 #include "ir/op_views.h"
 
 namespace tandem::backend {
 
-struct AttentionNode {
-  int64_t batch = 0, heads = 0, queries = 0, keys = 0, depth = 0, value_depth = 0;
-  float scale = 1;
-  bool causal = false;
+/// The sizes (each backend's kernels take them as they are) and the dropout's constants.
+struct AttentionNode : AttentionSizes {
   bool dropout = false;  // the node reads @step (p > 0)
   DropoutMask mask{};    // at step 0: a kernel takes @step's value when it runs
   int64_t first_sample = 0;
@@ -24,13 +23,14 @@ struct AttentionNode {
 template <typename View>
 AttentionNode attentionNodeOf(const View& v, uint64_t seed) {
   const ir::Shape &q = v.q()->type().shape, &k = v.k()->type().shape, &val = v.v()->type().shape;
-  AttentionNode a{.batch = q[0],
-                  .heads = v.heads(),
-                  .queries = q[1],
-                  .keys = k[1],
-                  .depth = q[2] / v.heads(),
-                  .value_depth = val[2] / v.heads(),
-                  .scale = static_cast<float>(v.scale())};
+  AttentionNode a;
+  static_cast<AttentionSizes&>(a) = AttentionSizes{.batch = q[0],
+                                                   .heads = v.heads(),
+                                                   .queries = q[1],
+                                                   .keys = k[1],
+                                                   .depth = q[2] / v.heads(),
+                                                   .value_depth = val[2] / v.heads(),
+                                                   .scale = static_cast<float>(v.scale())};
   if constexpr (requires { v.causal(); }) a.causal = v.causal();
   if constexpr (requires { v.step(); }) {
     if (v.step() != nullptr) {

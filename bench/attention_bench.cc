@@ -38,7 +38,7 @@
 namespace tandem {
 namespace {
 
-using backend::cpu::AttentionDims;
+using backend::AttentionSizes;
 
 std::vector<float> randomValues(size_t n, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -48,7 +48,7 @@ std::vector<float> randomValues(size_t n, uint32_t seed) {
   return v;
 }
 
-void attentionCore(benchmark::State& state, AttentionDims d, bool backward) {
+void attentionCore(benchmark::State& state, AttentionSizes d, bool backward) {
   omp_set_num_threads(1);
   const size_t qn = static_cast<size_t>(d.batch * d.queries * d.heads * d.depth);
   const std::vector<float> q = randomValues(qn, 1), k = randomValues(qn, 2),
@@ -69,7 +69,7 @@ void attentionCore(benchmark::State& state, AttentionDims d, bool backward) {
                          benchmark::Counter::kIsIterationInvariantRate);
 }
 
-constexpr AttentionDims kGpt{.batch = 32,
+constexpr AttentionSizes kGpt{.batch = 32,
                              .heads = 4,
                              .queries = 128,
                              .keys = 128,
@@ -77,7 +77,7 @@ constexpr AttentionDims kGpt{.batch = 32,
                              .value_depth = 32,
                              .scale = 0.17677669f,
                              .causal = true};
-constexpr AttentionDims kVit{.batch = 128,
+constexpr AttentionSizes kVit{.batch = 128,
                              .heads = 4,
                              .queries = 50,
                              .keys = 50,

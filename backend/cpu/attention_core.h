@@ -16,21 +16,11 @@
 
 #include <cstdint>
 
+#include "backend/attention_sizes.h"
 #include "backend/dropout_mask.h"
 
 namespace tandem::backend::cpu {
 
-struct AttentionDims {
-  int64_t batch = 0, heads = 0;
-  int64_t queries = 0, keys = 0;  // Tq, Tk
-  int64_t depth = 0;              // d of a head of q and k
-  int64_t value_depth = 0;        // dv of a head of v and y
-  float scale = 1;
-  bool causal = false;
-  /// Rows of k and v per batch row when they are a cache longer than the keys seen
-  /// (attention_cached: keys 0..position of a cache of key_rows); 0: `keys`.
-  int64_t key_rows = 0;
-};
 
 /// Dropout of the probabilities: element (h, i, j) of batch row n is the mask's element
 /// (h*Tq + i)*Tk + j of sample first_sample + n (the same counters on every backend and
@@ -42,11 +32,11 @@ struct AttentionDropout {
 };
 
 /// y [N, Tq, H*dv] and lse [N, H, Tq] from q, k, v.
-void attentionForward(const AttentionDims& d, const AttentionDropout& drop, const float* q,
+void attentionForward(const AttentionSizes& d, const AttentionDropout& drop, const float* q,
                       const float* k, const float* v, float* y, float* lse);
 
 /// dq, dk, dv (q's, k's, v's shapes) from dy and the forward's y and lse.
-void attentionBackward(const AttentionDims& d, const AttentionDropout& drop, const float* dy,
+void attentionBackward(const AttentionSizes& d, const AttentionDropout& drop, const float* dy,
                        const float* q, const float* k, const float* v, const float* y,
                        const float* lse, float* dq, float* dk, float* dv);
 

@@ -16,17 +16,6 @@
 namespace tandem::backend::cpu {
 namespace {
 
-AttentionDims dimsOf(const AttentionNode& a) {
-  return AttentionDims{.batch = a.batch,
-                       .heads = a.heads,
-                       .queries = a.queries,
-                       .keys = a.keys,
-                       .depth = a.depth,
-                       .value_depth = a.value_depth,
-                       .scale = a.scale,
-                       .causal = a.causal};
-}
-
 AttentionDropout dropoutOf(const AttentionNode& a) {
   return AttentionDropout{.on = a.dropout, .mask = a.mask, .first_sample = a.first_sample};
 }
@@ -39,7 +28,7 @@ AttentionDropout atStep(AttentionDropout drop, absl::Span<const TensorView> in, 
 
 class AttentionKernel final : public CpuKernel {
  public:
-  AttentionKernel(const AttentionDims& d, const AttentionDropout& drop) : d_(d), drop_(drop) {}
+  AttentionKernel(const AttentionSizes& d, const AttentionDropout& drop) : d_(d), drop_(drop) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     using V = ir::AttentionView;
@@ -48,13 +37,13 @@ class AttentionKernel final : public CpuKernel {
   }
 
  private:
-  AttentionDims d_;
+  AttentionSizes d_;
   AttentionDropout drop_;
 };
 
 class AttentionBackwardKernel final : public CpuKernel {
  public:
-  AttentionBackwardKernel(const AttentionDims& d, const AttentionDropout& drop)
+  AttentionBackwardKernel(const AttentionSizes& d, const AttentionDropout& drop)
       : d_(d), drop_(drop) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
@@ -65,7 +54,7 @@ class AttentionBackwardKernel final : public CpuKernel {
   }
 
  private:
-  AttentionDims d_;
+  AttentionSizes d_;
   AttentionDropout drop_;
 };
 
@@ -100,7 +89,7 @@ class KvWriteKernel final : public CpuKernel {
 
 class AttentionCachedKernel final : public CpuKernel {
  public:
-  explicit AttentionCachedKernel(const AttentionDims& d)
+  explicit AttentionCachedKernel(const AttentionSizes& d)
       : d_(d), scores_(static_cast<size_t>(d.key_rows)) {}
 
   // One query row per head over the keys up to the position (attentionSingleQuery, the
@@ -108,7 +97,7 @@ class AttentionCachedKernel final : public CpuKernel {
   // would cost their calls, the same at every position, for a single row.
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     using V = ir::AttentionCachedView;
-    const AttentionDims& d = d_;
+    const AttentionSizes& d = d_;
     const int64_t keys = positionIn(in[V::kPosition], d.key_rows) + 1;
     const int64_t qs = d.heads * d.depth, vs = d.heads * d.value_depth;
     for (int64_t n = 0; n < d.batch; ++n)
@@ -121,7 +110,7 @@ class AttentionCachedKernel final : public CpuKernel {
   }
 
  private:
-  AttentionDims d_;
+  AttentionSizes d_;
   std::vector<float> scores_;  // one row's scores over the cache
 };
 
@@ -133,19 +122,19 @@ KernelOr makeKvWriteKernel(const KernelInit& init) {
 }
 
 KernelOr makeAttentionCachedKernel(const KernelInit& init) {
-  AttentionDims d = dimsOf(attentionNodeOf(ir::AttentionCachedView(init.node), 0));
+  AttentionSizes d = attentionNodeOf(ir::AttentionCachedView(init.node), 0);
   d.key_rows = d.keys;  // the cache's length; each step sees its first position + 1 keys
   return std::make_unique<AttentionCachedKernel>(d);
 }
 
 KernelOr makeAttentionKernel(const KernelInit& init) {
   const AttentionNode a = attentionNodeOf(ir::AttentionView(init.node), init.ctx.seed());
-  return std::make_unique<AttentionKernel>(dimsOf(a), dropoutOf(a));
+  return std::make_unique<AttentionKernel>(a, dropoutOf(a));
 }
 
 KernelOr makeAttentionBackwardKernel(const KernelInit& init) {
   const AttentionNode a = attentionNodeOf(ir::AttentionBackwardView(init.node), init.ctx.seed());
-  return std::make_unique<AttentionBackwardKernel>(dimsOf(a), dropoutOf(a));
+  return std::make_unique<AttentionBackwardKernel>(a, dropoutOf(a));
 }
 
 }  // namespace tandem::backend::cpu

@@ -20,16 +20,11 @@ namespace tandem::backend::cuda {
 namespace {
 
 AttentionLaunch launchOf(const AttentionNode& n) {
-  return AttentionLaunch{.batch = n.batch,
-                         .heads = n.heads,
-                         .queries = n.queries,
-                         .keys = n.keys,
-                         .depth = n.depth,
-                         .value_depth = n.value_depth,
-                         .scale = n.scale,
-                         .causal = n.causal,
-                         .mask = n.mask,
-                         .first_sample = n.first_sample};
+  AttentionLaunch a;
+  static_cast<AttentionSizes&>(a) = n;
+  a.mask = n.mask;
+  a.first_sample = n.first_sample;
+  return a;
 }
 
 /// The launch with this run's @step (operand `step`, device memory) when there is dropout.

@@ -10,19 +10,22 @@
 
 #include <cstdint>
 
+#include "backend/attention_sizes.h"
 #include "backend/dropout_mask.h"
 
 namespace tandem::backend::cuda {
 
 /// What one launch covers: q [N, Tq, H*d], k [N, Tk, H*d], v [N, Tk, H*dv].
-struct AttentionLaunch {
-  int64_t batch = 0, heads = 0, queries = 0, keys = 0, depth = 0, value_depth = 0;
-  float scale = 1;
-  bool causal = false;
+struct AttentionLaunch : AttentionSizes {
   /// Dropout: `step` (device memory, @step's replica, read by the kernel; null: none) and
   /// the mask's constants (its step ignored); rows from `first_sample` of the whole batch.
   const int32_t* step = nullptr;
   DropoutMask mask{};
+  int64_t first_sample = 0;
+  /// attention_cached: k and v are a cache of `keys` rows per batch row, of which the
+  /// first position[0] + 1 are seen (`position` in device memory, read by the kernel).
+  const int32_t* position = nullptr;
+};
   int64_t first_sample = 0;
   /// attention_cached: k and v are a cache of `keys` rows per batch row, of which the
   /// first position[0] + 1 are seen (`position` in device memory, read by the kernel).

@@ -19,14 +19,14 @@
 namespace tandem::testing {
 namespace {
 
-using backend::cpu::AttentionDims;
+using backend::AttentionSizes;
 using backend::cpu::AttentionDropout;
 
 struct Outputs {
   std::vector<float> y, lse, dq, dk, dv;
 };
 
-Outputs runCore(const AttentionDims& d, const AttentionDropout& drop, const std::vector<float>& q,
+Outputs runCore(const AttentionSizes& d, const AttentionDropout& drop, const std::vector<float>& q,
                 const std::vector<float>& k, const std::vector<float>& v,
                 const std::vector<float>& dy) {
   Outputs o;
@@ -46,7 +46,7 @@ class AttentionCore : public ::testing::TestWithParam<std::string> {};
 TEST_P(AttentionCore, IsPyTorch2sScaledDotProductAttention) {
   absl::StatusOr<RefCase> c = RefCase::load(GetParam());
   ASSERT_TRUE(c.ok()) << c.status();
-  const AttentionDims d{.batch = c->integer("n"),
+  const AttentionSizes d{.batch = c->integer("n"),
                         .heads = c->integer("heads"),
                         .queries = c->integer("queries"),
                         .keys = c->integer("keys"),
@@ -81,7 +81,7 @@ std::vector<float> wave(size_t n, float f, float phase) {
 }
 
 // The row math (what the CUDA kernel runs) over every (batch row, head), with dropout.
-Outputs runRowMath(const AttentionDims& d, const AttentionDropout& drop,
+Outputs runRowMath(const AttentionSizes& d, const AttentionDropout& drop,
                    const std::vector<float>& q, const std::vector<float>& k,
                    const std::vector<float>& v, const std::vector<float>& dy) {
   using backend::AttentionRows;
@@ -136,7 +136,7 @@ double differs(const std::vector<float>& got, const std::vector<float>& want) {
 }
 
 struct DropoutCase {
-  AttentionDims d{.batch = 4,
+  AttentionSizes d{.batch = 4,
                   .heads = 2,
                   .queries = 70,
                   .keys = 70,
@@ -176,7 +176,7 @@ TEST(AttentionCoreDropout, ASplitOfTheBatchDrawsTheSameMasks) {
   auto second = [&](const std::vector<float>& x) {
     return std::vector<float>(x.begin() + static_cast<std::ptrdiff_t>(x.size() / 2), x.end());
   };
-  AttentionDims d = c.d;
+  AttentionSizes d = c.d;
   d.batch = 2;
   AttentionDropout drop = c.drop;
   drop.first_sample = 2;

@@ -312,7 +312,7 @@ std::string smallWith(const std::string& from, const std::string& to) {
 TEST(ParserErrors, SmallModuleIsValid) { EXPECT_EQ(parseError(kSmall), "<parsed>"); }
 
 TEST(ParserErrors, UnknownOp) {
-  EXPECT_EQ(parseError(smallWith("relu(", "relu6(")), "bad.tir:3:8: unknown op 'relu6'");
+  EXPECT_EQ(parseError(smallWith("relu(", "relu7(")), "bad.tir:3:8: unknown op 'relu7'");
 }
 
 TEST(ParserErrors, InputWrittenAsANode) {
