@@ -26,11 +26,6 @@ struct AttentionLaunch : AttentionSizes {
   /// first position[0] + 1 are seen (`position` in device memory, read by the kernel).
   const int32_t* position = nullptr;
 };
-  int64_t first_sample = 0;
-  /// attention_cached: k and v are a cache of `keys` rows per batch row, of which the
-  /// first position[0] + 1 are seen (`position` in device memory, read by the kernel).
-  const int32_t* position = nullptr;
-};
 
 /// y [N, Tq, H*dv] and lse [N, H, Tq].
 void launchAttention(const AttentionLaunch& a, const float* q, const float* k, const float* v,
