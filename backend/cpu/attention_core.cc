@@ -171,24 +171,19 @@ bool partlyMasked(const AttentionSizes& d, int64_t i0, int64_t j0, int64_t bk) {
   return d.causal && j0 + bk > i0 + 1;
 }
 
-/// out[r] += alpha * sum over the keys j row r sees of w[r][j] * b[j] (rows of width n):
-/// the product w b of a partly masked tile, masked entries unread.
-void maskedRowsTimes(const AttentionSizes& d, int64_t i0, int64_t j0, int64_t bq, int64_t bk,
-                     float alpha, const float* w, const float* b, int64_t bs, int64_t n,
-                     float* out, int64_t os) {
+/// The products of a partly masked tile over the entries each row sees only: w [bq, bk]
+/// (row stride kBlock) times x. Not transposed: out[r] += alpha * sum_j w[r][j] x[j] (x and
+/// out of key rows and query rows); transposed: out[j] += alpha * sum_r w[r][j] x[r] (x of
+/// query rows, out of key rows). Rows of x and out are n wide, strides xs and os.
+void maskedProduct(const AttentionSizes& d, int64_t i0, int64_t j0, int64_t bq, int64_t bk,
+                   bool transposed, float alpha, const float* w, const float* x, int64_t xs,
+                   int64_t n, float* out, int64_t os) {
   for (int64_t r = 0; r < bq; ++r)
-    for (int64_t j = 0; j < keysSeen(d, i0 + r, j0, bk); ++j)
-      for (int64_t c = 0; c < n; ++c) out[r * os + c] += alpha * w[r * kBlock + j] * b[j * bs + c];
-}
-
-/// out[j] += alpha * sum over the rows r that see key j of w[r][j] * a[r]: the product
-/// w^T a of a partly masked tile, masked entries unread.
-void maskedColumnsTimes(const AttentionSizes& d, int64_t i0, int64_t j0, int64_t bq, int64_t bk,
-                        float alpha, const float* w, const float* a, int64_t as, int64_t n,
-                        float* out, int64_t os) {
-  for (int64_t r = 0; r < bq; ++r)
-    for (int64_t j = 0; j < keysSeen(d, i0 + r, j0, bk); ++j)
-      for (int64_t c = 0; c < n; ++c) out[j * os + c] += alpha * w[r * kBlock + j] * a[r * as + c];
+    for (int64_t j = 0; j < keysSeen(d, i0 + r, j0, bk); ++j) {
+      const float* from = x + (transposed ? r : j) * xs;
+      float* to = out + (transposed ? j : r) * os;
+      for (int64_t c = 0; c < n; ++c) to[c] += alpha * w[r * kBlock + j] * from[c];
+    }
 }
 
 /// Where one (batch row, head) lies: every operand's rows by stride, each head's columns
@@ -269,7 +264,7 @@ void forwardHead(const AttentionSizes& d, const AttentionDropout& drop, const He
         std::fill(row + std::max<int64_t>(seen, 0), row + bk, 0.0f);  // masked keys
       }
       if (partlyMasked(d, i0, j0, bk) && !rowsFinite(hv.v + j0 * hv.vs, bk, dv, hv.vs))
-        maskedRowsTimes(d, i0, j0, bq, bk, 1.0f, s, hv.v + j0 * hv.vs, hv.vs, dv, o, dv);
+        maskedProduct(d, i0, j0, bq, bk, false, 1.0f, s, hv.v + j0 * hv.vs, hv.vs, dv, o, dv);
       else
         gemm('N', 'N', bq, dv, bk, 1.0f, s, kBlock, hv.v + j0 * hv.vs, hv.vs, 1.0f, o, dv);
     }
@@ -331,7 +326,7 @@ void backwardHead(const AttentionSizes& d, const AttentionDropout& drop, const H
       const float* k_tile = hv.k + j0 * hv.ks;
       const bool masked = partlyMasked(d, i0, j0, bk);
       if (masked && !rowsFinite(dy_block, bq, dvd, ys))
-        maskedColumnsTimes(d, i0, j0, bq, bk, 1.0f, pd, dy_block, ys, dvd, dv + j0 * hv.vs, hv.vs);
+        maskedProduct(d, i0, j0, bq, bk, true, 1.0f, pd, dy_block, ys, dvd, dv + j0 * hv.vs, hv.vs);
       else
         gemm('T', 'N', bk, dvd, bq, 1.0f, pd, kBlock, dy_block, ys, 1.0f, dv + j0 * hv.vs, hv.vs);
       gemm('N', 'T', bq, bk, dvd, 1.0f, dy_block, ys, hv.v + j0 * hv.vs, hv.vs, 0.0f, ds, kBlock);
@@ -347,13 +342,13 @@ void backwardHead(const AttentionSizes& d, const AttentionDropout& drop, const H
         std::fill(drow + std::max<int64_t>(seen, 0), drow + bk, 0.0f);
       }
       if (masked && !rowsFinite(q_block, bq, dd, hv.qs))
-        maskedColumnsTimes(d, i0, j0, bq, bk, d.scale, ds, q_block, hv.qs, dd, dk + j0 * hv.ks,
+        maskedProduct(d, i0, j0, bq, bk, true, d.scale, ds, q_block, hv.qs, dd, dk + j0 * hv.ks,
                            hv.ks);
       else
         gemm('T', 'N', bk, dd, bq, d.scale, ds, kBlock, q_block, hv.qs, 1.0f, dk + j0 * hv.ks,
              hv.ks);
       if (masked && !rowsFinite(k_tile, bk, dd, hv.ks))
-        maskedRowsTimes(d, i0, j0, bq, bk, d.scale, ds, k_tile, hv.ks, dd, dq + i0 * hv.qs, hv.qs);
+        maskedProduct(d, i0, j0, bq, bk, false, d.scale, ds, k_tile, hv.ks, dd, dq + i0 * hv.qs, hv.qs);
       else
         gemm('N', 'N', bq, dd, bk, d.scale, ds, kBlock, k_tile, hv.ks, 1.0f, dq + i0 * hv.qs,
              hv.qs);
