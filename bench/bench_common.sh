@@ -2,6 +2,9 @@
 # their own argument parsing, with $name (the script's name for messages) and $build set.
 #
 #   require_positive_ints VAR...   each variable a positive integer, else exit 2
+#   text_into_tmp FILE             $TMP/text.txt: FILE's copy, or the KJV (scripts/kjv-text)
+#                                  when FILE is empty (the GPT scripts; under /tmp, which
+#                                  pytorch2's root sees)
 #   find_tools                     sets here, root, build (absolute), python (one that
 #                                  imports torch), tandem and a TMP directory removed on
 #                                  exit; a missing piece is exit 1 saying how to get it
@@ -25,6 +28,16 @@ require_positive_ints() {
       exit 2
     }
   done
+}
+
+text_into_tmp() {
+  if [[ -n "$1" ]]; then
+    [[ -f "$1" ]] || { echo "$name: --text $1: no such file" >&2; exit 1; }
+    cp "$1" "$TMP/text.txt"
+  else
+    echo "== the KJV text: scripts/kjv-text" >&2
+    "$root/scripts/kjv-text" "$TMP/text.txt"
+  fi
 }
 
 find_tools() {

@@ -42,12 +42,7 @@ done
 find_tools
 pytorch2="${PYTORCH2:-$root/../shared/tools/pytorch2}"
 
-if [[ -n "$text" ]]; then
-  [[ -f "$text" ]] || { echo "$name: --text $text: no such file" >&2; exit 1; }
-  cp "$text" "$TMP/text.txt"
-else
-  "$root/scripts/kjv-text" "$TMP/text.txt"
-fi
+text_into_tmp "$text"
 if [[ -z "$checkpoint" ]]; then
   checkpoint="$TMP/checkpoint"
   "$tandem" train --model gpt --data "text:$TMP/text.txt" --devices cpu:0 --steps 2 \

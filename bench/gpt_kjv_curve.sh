@@ -54,14 +54,7 @@ else
   out="$TMP"
 fi
 
-if [[ -n "$text" ]]; then
-  [[ -f "$text" ]] || { echo "$name: --text $text: no such file" >&2; exit 1; }
-  # Under /tmp, which pytorch2's root sees.
-  cp "$text" "$TMP/text.txt"
-else
-  echo "== the KJV text: scripts/kjv-text" >&2
-  "$root/scripts/kjv-text" "$TMP/text.txt"
-fi
+text_into_tmp "$text"
 
 echo "== Tandem: $steps steps on cpu:0,cpu:1, evaluated every $eval_every" >&2
 rm -rf "$out/checkpoint"

@@ -82,13 +82,7 @@ if [[ ",$variants," == *,1.13,* ]]; then
   }
 fi
 
-if [[ -n "$text" ]]; then
-  [[ -f "$text" ]] || { echo "$name: --text $text: no such file" >&2; exit 1; }
-  cp "$text" "$TMP/text.txt"
-else
-  echo "== the KJV text: scripts/kjv-text" >&2
-  "$root/scripts/kjv-text" "$TMP/text.txt"
-fi
+text_into_tmp "$text"
 
 # bench_common.sh's pytorch_rate for bench/gpt_pytorch.py (pytorch_rate_blas calls it by
 # name): tokens/s from its last line, under the interpreter "${pt_run[@]}"; the whole output

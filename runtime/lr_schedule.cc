@@ -62,7 +62,7 @@ absl::StatusOr<LrSchedule> LrSchedule::parse(absl::string_view text, int64_t war
         "learning rate would reach %.3g of %s at most); give %s below %d or more %s",
         words.warmup, warmup_steps, s.total_, s.total_ == 1 ? "step" : "steps",
         static_cast<double>(s.total_) / static_cast<double>(warmup_steps), words.lr, words.warmup,
-        s.total_, words.epochs));
+        s.total_, words.length));
   s.warmup_ = warmup_steps;
   return s;
 }

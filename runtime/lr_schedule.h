@@ -13,9 +13,10 @@
 
 namespace tandem::runtime {
 
-/// How LrSchedule's errors name the settings (the caller's words).
+/// How LrSchedule's errors name the settings (the caller's words). `length`: the setting
+/// that makes the run longer (its epochs, or its steps for a run by steps).
 struct LrScheduleWords {
-  std::string schedule = "schedule", warmup = "warmup", lr = "lr", epochs = "epochs";
+  std::string schedule = "schedule", warmup = "warmup", lr = "lr", length = "epochs";
 };
 
 class LrSchedule {

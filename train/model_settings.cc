@@ -26,7 +26,7 @@ runtime::LrScheduleWords scheduleWords(const SettingNames& names, bool by_steps 
   return {.schedule = names(Setting::kSchedule),
           .warmup = names(Setting::kWarmup),
           .lr = names(Setting::kLr),
-          .epochs = names(by_steps ? Setting::kSteps : Setting::kEpochs)};
+          .length = names(by_steps ? Setting::kSteps : Setting::kEpochs)};
 }
 
 // "kaiming", "normal:0.01" or the IR's own spelling "normal(std=0.01)".

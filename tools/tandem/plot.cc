@@ -261,16 +261,28 @@ absl::StatusOr<PlotFile> PlotFile::open(const std::string& path, const std::stri
 
 namespace {
 
-// What one run's datablock holds after x (column 1), and how each column is drawn.
+// A curve of a run: the metrics CSV's column it is read from, the point's value it draws
+// and how. A run's datablock is x, then one column per curve in this order, so the table
+// alone says what is read, written and drawn.
 struct CurveKind {
+  const char* csv_column;
   const char* title;
-  int column;
+  double EpochPoint::*value;
   bool accuracy;  // on the right axis, from 0 to 1
   int dash;       // gnuplot's dash type
 };
 constexpr CurveKind kEpochCurves[] = {
-    {"train loss", 2, false, 1}, {"train acc", 3, true, 2}, {"test acc", 4, true, 4}};
-constexpr CurveKind kStepCurves[] = {{"train loss", 2, false, 1}, {"val loss", 3, false, 2}};
+    {"train_loss", "train loss", &EpochPoint::train_loss, false, 1},
+    {"train_acc", "train acc", &EpochPoint::train_acc, true, 2},
+    {"test_acc", "test acc", &EpochPoint::test_acc, true, 4}};
+constexpr CurveKind kStepCurves[] = {
+    {"train_loss", "train loss", &EpochPoint::train_loss, false, 1},
+    {"val_loss", "val loss", &EpochPoint::val_loss, false, 2}};
+
+absl::Span<const CurveKind> curvesOf(bool by_step) {
+  if (by_step) return kStepCurves;
+  return kEpochCurves;
+}
 
 int64_t xOf(const RunCurves& run, const EpochPoint& p) { return run.by_step ? p.step : p.epoch; }
 
@@ -303,14 +315,13 @@ std::string PlotFile::script(const std::vector<RunCurves>& runs, int64_t last_x,
   s += "set yrange [0:*]\nset ytics nomirror\n";
   if (!by_step) s += "set y2label 'accuracy'\nset y2range [0:1]\nset y2tics 0.1\n";
   s += "set grid\nset key outside top center horizontal\n";
+  const absl::Span<const CurveKind> kinds = curvesOf(by_step);
   for (size_t r = 0; r < runs.size(); ++r) {
     absl::StrAppend(&s, "$run", r, " << EOD\n");
     for (const EpochPoint& p : runs[r].points) {
-      if (runs[r].by_step)
-        absl::StrAppend(&s, p.step, " ", cell(p.train_loss), " ", cell(p.val_loss), "\n");
-      else
-        absl::StrAppend(&s, p.epoch, " ", cell(p.train_loss), " ", cell(p.train_acc), " ",
-                        cell(p.test_acc), "\n");
+      absl::StrAppend(&s, xOf(runs[r], p));
+      for (const CurveKind& kind : kinds) absl::StrAppend(&s, " ", cell(p.*kind.value));
+      s += "\n";
     }
     s += "EOD\n";
   }
@@ -318,14 +329,12 @@ std::string PlotFile::script(const std::vector<RunCurves>& runs, int64_t last_x,
   const char* style = most_points <= 30 ? "with linespoints lw 2 pt 7 ps 0.6" : "with lines lw 2";
   std::vector<std::string> plots;
   for (size_t r = 0; r < runs.size(); ++r) {
-    const absl::Span<const CurveKind> kinds =
-        by_step ? absl::Span<const CurveKind>(kStepCurves) : absl::Span<const CurveKind>(kEpochCurves);
     for (size_t k = 0; k < kinds.size(); ++k) {
       // A lone run's curves each have a colour; several runs' curves the run's colour.
       const char* colour = runs.size() == 1 ? kCurveColours[k] : kRunColours[r % std::size(kRunColours)];
       const std::string name =
           runs[r].label.empty() ? kinds[k].title : absl::StrCat(runs[r].label, " ", kinds[k].title);
-      plots.push_back(absl::StrCat("$run", r, " using 1:", kinds[k].column, " axes x1y",
+      plots.push_back(absl::StrCat("$run", r, " using 1:", k + 2, " axes x1y",
                                    kinds[k].accuracy ? 2 : 1, " ", style, " dt ", kinds[k].dash,
                                    " lc rgb '", colour, "' title ", quoted(name)));
     }
@@ -398,10 +407,10 @@ absl::StatusOr<RunCurves> readMetricsCsv(const std::string& path) {
   const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
   RunCurves run;
   run.by_step = std::find(header.begin(), header.end(), "step") != header.end();
-  // The x column first: an integer >= 1 that increases row by row.
-  const std::vector<const char*> wanted =
-      run.by_step ? std::vector<const char*>{"step", "train_loss", "val_loss"}
-                  : std::vector<const char*>{"epoch", "train_loss", "train_acc", "test_acc"};
+  // The x column first (an integer >= 1 that increases row by row), then the curves'.
+  const absl::Span<const CurveKind> kinds = curvesOf(run.by_step);
+  std::vector<const char*> wanted = {run.by_step ? "step" : "epoch"};
+  for (const CurveKind& kind : kinds) wanted.push_back(kind.csv_column);
   std::vector<size_t> column;
   for (const char* want : wanted) {
     auto it = std::find(header.begin(), header.end(), want);
@@ -431,11 +440,8 @@ absl::StatusOr<RunCurves> readMetricsCsv(const std::string& path) {
           absl::StrCat(where, x_name, " ", x, " after ", x_name, " ", xOf(run, points.back()),
                        " (", x_plural, " must increase: one run per file)"));
     if (run.by_step) p.epoch = static_cast<int64_t>(points.size()) + 1;
-    std::vector<double*> values = run.by_step
-                                      ? std::vector<double*>{&p.train_loss, &p.val_loss}
-                                      : std::vector<double*>{&p.train_loss, &p.train_acc, &p.test_acc};
-    for (size_t k = 0; k < values.size(); ++k)
-      if (!absl::SimpleAtod(fields[column[k + 1]], values[k]))  // "nan" and "inf" read too
+    for (size_t k = 0; k < kinds.size(); ++k)
+      if (!absl::SimpleAtod(fields[column[k + 1]], &(p.*kinds[k].value)))  // "nan", "inf" too
         return absl::InvalidArgumentError(
             absl::StrCat(where, wanted[k + 1], " '", fields[column[k + 1]], "' is not a number"));
     points.push_back(p);

@@ -253,6 +253,7 @@ absl::Status TrainPrinter::onStart(const training::RunInfo& run) {
   title_ = absl::StrFormat("%s on %s, batch %d, lr %g", run.choice.spec.name, deviceList(p.devices),
                            run.choice.compile.build.batch, lr_);
   steps_per_epoch_ = run.steps_per_epoch;
+  curves_.by_step = f_.steps.has_value();
   if (run.schedule != nullptr) schedule_ = *run.schedule;
   if (outputs_.csv) {
     RETURN_IF_ERROR(outputs_.csv->start());
@@ -345,7 +346,6 @@ absl::StatusOr<bool> TrainPrinter::onEpoch(const runtime::EpochFigures& e, bool 
                               e.images_per_second * static_cast<double>(tokens_per_example_))
             : std::string())));
   if (outputs_.plot) {  // redrawn each epoch (one gnuplot run), so the picture is always current
-    curves_.by_step = f_.steps.has_value();
     curves_.points.push_back({.epoch = e.epoch,
                               .train_loss = e.train_loss,
                               .train_acc = e.train_accuracy,
