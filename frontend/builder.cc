@@ -157,15 +157,23 @@ std::vector<Tensor> Builder::weightedOperands(Tensor x, const std::string& path,
 
 Tensor Builder::conv2d(Tensor x, const Conv2dOptions& o, Loc loc) {
   std::string path = layerPath(o.name, "conv");
+  const int64_t in = channelsOf(x, 1);
+  if (o.groups < 1 || (in > 0 && in % o.groups != 0) || o.out_channels % o.groups != 0) {
+    record(absl::InvalidArgumentError(absl::StrCat(
+        "layer ", path, " (conv2d) at ", where(loc), ": groups must be >= 1 and divide the ", in,
+        " input channels and the ", o.out_channels, " out_channels, got ", o.groups)));
+    return {};
+  }
   std::vector<Tensor> operands =
       weightedOperands(x, path, "conv2d", "out_channels",
-                       {o.out_channels, channelsOf(x, 1), o.kernel, o.kernel}, o.bias, o.init, loc);
+                       {o.out_channels, in / o.groups, o.kernel, o.kernel}, o.bias, o.init, loc);
   if (operands.empty()) return Tensor();
   return addNode(ir::Conv2dArgs{.x = operands[0].value(),
                                 .w = operands[1].value(),
                                 .b = o.bias ? operands[2].value() : nullptr,
                                 .stride = o.stride,
-                                .pad = o.pad}
+                                .pad = o.pad,
+                                .groups = o.groups}
                      .spec(),
                  path, loc);
 }
@@ -303,7 +311,8 @@ Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
   return addNode(ir::MaxPool2dArgs{.x = x.value(),
                                    .kernel = o.kernel,
                                    .stride = o.stride ? o.stride : o.kernel,
-                                   .pad = o.pad}
+                                   .pad = o.pad,
+                                   .ceil_mode = o.ceil_mode}
                      .spec(),
                  layerPath(o.name, "maxpool"), loc);
 }
@@ -312,7 +321,8 @@ Tensor Builder::avgPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
   return addNode(ir::AvgPool2dArgs{.x = x.value(),
                                    .kernel = o.kernel,
                                    .stride = o.stride ? o.stride : o.kernel,
-                                   .pad = o.pad}
+                                   .pad = o.pad,
+                                   .ceil_mode = o.ceil_mode}
                      .spec(),
                  layerPath(o.name, "avgpool"), loc);
 }

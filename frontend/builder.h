@@ -38,6 +38,9 @@ struct Conv2dOptions {
   int64_t kernel = 3;
   int64_t stride = 1;
   int64_t pad = 0;
+  // Channel groups: input and output channels split into `groups` blocks, output block g
+  // reading input block g only (in = out = groups: depthwise, as in MobileNet).
+  int64_t groups = 1;
   bool bias = true;
   std::optional<ir::Initializer> init;  // weights; unset: the build's default
   std::string name;                     // unset: "conv", "conv_1", ...
@@ -71,6 +74,7 @@ struct Pool2dOptions {
   int64_t kernel = 2;
   int64_t stride = 0;  // 0: same as kernel
   int64_t pad = 0;
+  bool ceil_mode = false;  // the output extent rounded up (PyTorch's ceil_mode)
   std::string name;
 };
 

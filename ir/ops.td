@@ -133,10 +133,13 @@ op conv2d
   results y: float
   attr stride: int >= 1
   attr pad: int >= 0
+  attr groups: int = 1 >= 1
   traits fusible low_precision
   cost gemm(w, y)
-  doc 2-D convolution: x[N,C,H,W] * w[O,C,K,K] (+ b[O]) -> [N,O,H',W'] in x's dtype. Under
-  doc bf16 x, w and b may be f32 master weights, which the kernel converts as it reads them.
+  doc 2-D convolution: x[N,C,H,W] * w[O,C/groups,K,K] (+ b[O]) -> [N,O,H',W'] in x's dtype.
+  doc With groups > 1 the channels split into that many groups, output group g reading only
+  doc input group g (groups = C = O: depthwise). Under bf16 x, w and b may be f32 master
+  doc weights, which the kernel converts as it reads them.
 
 op batch_norm
   operands x: float, gamma: f32, beta: f32, running_mean: f32, running_var: f32
@@ -277,8 +280,11 @@ op max_pool2d
   attr kernel: int >= 1
   attr stride: int >= 1
   attr pad: int >= 0
+  attr ceil_mode: bool = false
   cost elementwise
-  doc Max pooling.
+  doc Max pooling (padding never wins). With ceil_mode the output extent rounds up, as in
+  doc PyTorch: a last, partial window is kept where it starts inside the image or its
+  doc leading padding.
 
 op avg_pool2d
   operands x: float
@@ -286,8 +292,11 @@ op avg_pool2d
   attr kernel: int >= 1
   attr stride: int >= 1
   attr pad: int >= 0
+  attr ceil_mode: bool = false
   cost elementwise
-  doc Average pooling (padding counts as zeros).
+  doc Average pooling (padding counts as zeros): each window's sum over the part of it
+  doc inside the padded image, divided by that part's size (kernel^2 but for the partial
+  doc windows ceil_mode adds, as in PyTorch).
 
 op global_avg_pool
   operands x: float
@@ -548,6 +557,7 @@ op conv2d_backward_data
   results dx: float
   attr stride: int >= 1
   attr pad: int >= 0
+  attr groups: int = 1 >= 1
   traits backward
   cost gemm(w, dy)
   doc Gradient of conv2d with respect to its input (x gives the shape).
@@ -557,6 +567,7 @@ op conv2d_backward_filter
   results dw: float, db?: float
   attr stride: int >= 1
   attr pad: int >= 0
+  attr groups: int = 1 >= 1
   attr bias: bool
   traits backward
   cost gemm(w, dy)
@@ -629,6 +640,7 @@ op max_pool2d_backward
   attr kernel: int >= 1
   attr stride: int >= 1
   attr pad: int >= 0
+  attr ceil_mode: bool = false
   traits backward
   cost elementwise
   doc Routes dy to the arg-max of each window.
@@ -639,6 +651,7 @@ op avg_pool2d_backward
   attr kernel: int >= 1
   attr stride: int >= 1
   attr pad: int >= 0
+  attr ceil_mode: bool = false
   traits backward
   cost elementwise
   doc Spreads dy evenly over each window.
@@ -744,6 +757,7 @@ op conv2d_stats
   results y: float, stats: f64
   attr stride: int >= 1
   attr pad: int >= 0
+  attr groups: int = 1 >= 1
   cost gemm(w, y)
   doc conv2d that also returns its output's per-channel statistics stats: f64[3,C] of the
   doc count, the sum and the sum of squares, which all_reduce adds across devices for sync
@@ -802,6 +816,7 @@ op conv2d_bias_act
   results y: float
   attr stride: int >= 1
   attr pad: int >= 0
+  attr groups: int = 1 >= 1
   attr relu: bool
   cost gemm(w, y)
   doc conv2d with bias, then + residual if given, then relu if asked, as one kernel.

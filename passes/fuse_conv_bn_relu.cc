@@ -155,7 +155,8 @@ class Rewriter {
                                                            .w = conv.w(),
                                                            .b = conv.b(),
                                                            .stride = conv.stride(),
-                                                           .pad = conv.pad()}
+                                                           .pad = conv.pad(),
+                                                           .groups = conv.groups()}
                                            .spec({.names = {y_name, y_name + ".stats"}}),
                                        scope, c.conv->location()));
     replace_[conv.y()] = stats->result(0);
@@ -253,6 +254,7 @@ class Rewriter {
                                                              .residual = c.residual,
                                                              .stride = conv.stride(),
                                                              .pad = conv.pad(),
+                                                             .groups = conv.groups(),
                                                              .relu = c.relu != nullptr}
                                            .spec({.names = {takeName(out)}}),
                                        scope, c.conv->location()));

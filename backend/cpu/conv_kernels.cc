@@ -29,11 +29,12 @@ using dnnl::memory;
 using dnnl::prop_kind;
 
 /// The tensors of one convolution and its window geometry, read off any of the three ops.
-/// `w` is the filter as the primitive takes it, in the activations' dtype: f32 master
-/// weights beside bf16 activations (mixed precision) are converted by the reorder into
-/// the primitive's layout that runs anyway, so the cast costs no pass of its own.
+/// `w` is the filter as the IR has it ([O, C/groups, K, K]) in the activations' dtype: f32
+/// master weights beside bf16 activations (mixed precision) are converted by the reorder
+/// into the primitive's layout that runs anyway, so the cast costs no pass of its own.
 struct ConvShape {
   ir::TensorType x, w, y;
+  int64_t groups;
   memory::dims strides, pad_l, pad_r;
 };
 
@@ -47,7 +48,20 @@ ConvShape convShape(const ir::Node& n, const ir::TensorType& x, const ir::Tensor
     int64_t reach = (y.shape[axis] - 1) * stride + w.shape[axis] - x.shape[axis] - pad;
     return std::clamp<int64_t>(reach, 0, pad);
   };
-  return {x, {x.dtype, w.shape}, y, {stride, stride}, {pad, pad}, {endPad(2), endPad(3)}};
+  return {x,          {x.dtype, w.shape},    y, ir::attr::groups(n), {stride, stride},
+          {pad, pad}, {endPad(2), endPad(3)}};
+}
+
+/// A filter of `s` in dtype `dt` as oneDNN's convolutions take it: [O, C, K, K], or with
+/// groups [G, O/G, C/G, K, K], whose plain layout (goihw) is the IR's [O, C/G, K, K] bytes
+/// as they are. Plain, or format `any` for the primitive to choose.
+memory::desc filterDesc(const ConvShape& s, ir::DType dt, bool plain) {
+  const ir::Shape& w = s.w.shape;
+  const bool grouped = s.groups > 1;
+  memory::dims dims = grouped ? memory::dims{s.groups, w[0] / s.groups, w[1], w[2], w[3]}
+                              : memory::dims{w[0], w[1], w[2], w[3]};
+  using tag = memory::format_tag;
+  return memory::desc(dims, dnnlType(dt), !plain ? tag::any : grouped ? tag::goihw : tag::oihw);
 }
 
 enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
@@ -56,6 +70,7 @@ enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
 /// filters, stride 1, at most one row or column of padding per side. Creating the
 /// primitive says the rest (it needs AVX-512).
 bool winogradApplies(const ConvShape& s) {
+  if (s.groups > 1) return false;  // oneDNN's Winograd has no groups
   auto atMostOne = [](const memory::dims& d) {
     return std::all_of(d.begin(), d.end(), [](memory::dim v) { return v <= 1; });
   };
@@ -78,7 +93,12 @@ bool winogradApplies(const ConvShape& s) {
 ///    (ResNet-18's stage-opening 3x3 stride-2 convolutions at N=32 on AVX-512, median of
 ///    3: 64->128 at 28x28 4.7 vs 6.7 ms, 128->256 at 14x14 4.8 vs 5.6 ms, 256->512 at
 ///    7x7 6.7 vs 7.2 ms; GEMM's strided im2col copies more than it saves).
+///
+/// Grouped and depthwise convolutions: blocked, where oneDNN has its JIT kernels (for
+/// depthwise, jit_uni_dw_convolution, which reads nChw8c/nChw16c only); with plain tensors
+/// it runs an im2col + GEMM per group, each group a sliver of a GEMM.
 ConvStrategy directStrategy(ConvPass pass, const ConvShape& s) {
+  if (s.groups > 1) return ConvStrategy::kBlocked;
   int64_t c = s.x.shape[1], k = s.w.shape[2];
   int64_t out_hw = s.y.shape[2] * s.y.shape[3];
   if (k == 1) return ConvStrategy::kPlain;
@@ -108,7 +128,7 @@ int64_t winogradTiles(const ConvShape& s) {
 /// loses to them everywhere it was measured; only one input channel (a stem) stays plain,
 /// its 16-channel block being mostly padding.
 ConvStrategy bf16Strategy(const ConvShape& s) {
-  return s.x.shape[1] >= 8 ? ConvStrategy::kBlocked : ConvStrategy::kPlain;
+  return s.x.shape[1] >= 8 || s.groups > 1 ? ConvStrategy::kBlocked : ConvStrategy::kPlain;
 }
 
 /// The strategy for one pass (kAuto resolved); `winograd` is CpuContext::winograd().
@@ -174,7 +194,8 @@ algorithm convAlgorithm(ConvStrategy strategy) {
 convolution_forward::primitive_desc forwardPd(const ConvShape& s, ConvStrategy strategy,
                                               const memory::desc& bias, dnnl::engine& engine) {
   convolution_forward::desc d(prop_kind::forward_training, convAlgorithm(strategy),
-                              layoutDesc(strategy, s.x), layoutDesc(strategy, s.w), bias,
+                              layoutDesc(strategy, s.x),
+                              filterDesc(s, s.w.dtype, strategy == ConvStrategy::kPlain), bias,
                               layoutDesc(strategy, s.y), s.strides, s.pad_l, s.pad_r);
   return convolution_forward::primitive_desc(d, userScratchpadAttr(), engine);
 }
@@ -258,7 +279,8 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
     auto pd = forwardPd(s, st, bias_md, p.engine());
     std::vector<std::pair<int, DnnlProgram::Slot>> args{
         {DNNL_ARG_SRC, p.inputAs(p.input(0, userDesc(init, n.operand(0))), pd.src_desc())},
-        {DNNL_ARG_WEIGHTS, p.inputAs(p.input(1, n.operand(1)->type()), pd.weights_desc())}};
+        {DNNL_ARG_WEIGHTS, p.inputAs(p.input(1, filterDesc(s, n.operand(1)->type().dtype, true)),
+                                     pd.weights_desc())}};
     if (bias) args.emplace_back(DNNL_ARG_BIAS, p.input(2, n.operand(2)->type()));
     DnnlProgram::Slot y = p.output(0, userDesc(init, n.result(0)));
     DnnlProgram::Slot y_prim = p.outputAs(y, pd.dst_desc());
@@ -279,12 +301,13 @@ KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvSt
         DnnlProgram p(init.ctx);
         auto hint = forwardPd(s, st, memory::desc(), p.engine());
         convolution_backward_data::desc d(convAlgorithm(st), layoutDesc(st, s.x),
-                                          layoutDesc(st, s.w), layoutDesc(st, s.y), s.strides,
-                                          s.pad_l, s.pad_r);
+                                          filterDesc(s, s.w.dtype, st == ConvStrategy::kPlain),
+                                          layoutDesc(st, s.y), s.strides, s.pad_l, s.pad_r);
         convolution_backward_data::primitive_desc pd(d, userScratchpadAttr(), p.engine(), hint);
         DnnlProgram::Slot dy =
             p.inputAs(p.input(0, userDesc(init, n.operand(0))), pd.diff_dst_desc());
-        DnnlProgram::Slot w = p.inputAs(p.input(1, n.operand(1)->type()), pd.weights_desc());
+        DnnlProgram::Slot w = p.inputAs(p.input(1, filterDesc(s, n.operand(1)->type().dtype, true)),
+                                        pd.weights_desc());
         DnnlProgram::Slot dx = p.output(0, userDesc(init, n.result(0)));
         DnnlProgram::Slot dx_prim = p.outputAs(dx, pd.diff_src_desc());
         p.add(pd, convolution_backward_data(pd),
@@ -309,10 +332,12 @@ KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, Conv
         memory::desc bias_md = bias ? plainDesc(n.result(1)->type()) : memory::desc();
         auto hint = forwardPd(s, st, bias_md, p.engine());
         convolution_backward_weights::desc d(convAlgorithm(st), layoutDesc(st, s.x),
-                                             layoutDesc(st, dw_t), bias_md, layoutDesc(st, s.y),
-                                             s.strides, s.pad_l, s.pad_r);
+                                             filterDesc(s, dw_t.dtype, st == ConvStrategy::kPlain),
+                                             bias_md, layoutDesc(st, s.y), s.strides, s.pad_l,
+                                             s.pad_r);
         convolution_backward_weights::primitive_desc pd(d, userScratchpadAttr(), p.engine(), hint);
-        DnnlProgram::Slot dw = p.output(0, dw_t), dw_prim = p.outputAs(dw, pd.diff_weights_desc());
+        DnnlProgram::Slot dw = p.output(0, filterDesc(s, dw_t.dtype, true)),
+                          dw_prim = p.outputAs(dw, pd.diff_weights_desc());
         std::vector<std::pair<int, DnnlProgram::Slot>> args{
             {DNNL_ARG_DIFF_DST,
              p.inputAs(p.input(0, userDesc(init, n.operand(0))), pd.diff_dst_desc())},

@@ -10,7 +10,8 @@
 // Conventions (PyTorch's): max pooling ignores padding, returns NaN for a window holding
 // one, and its backward routes dy to the first maximum of each window in row-major
 // order, recomputed from x (the op has no workspace operand); average pooling counts
-// padding as zeros, i.e. always divides by kernel^2.
+// padding as zeros, i.e. divides by kernel^2, except at the partial last windows of
+// ceil_mode, where it divides by the part inside the padded image (count_include_pad).
 //
 // f32 or bf16 (mixed precision): the loops are templates on the element type T and
 // compute in float; a bf16 result is rounded once, where it is stored.
@@ -34,15 +35,23 @@ namespace {
 
 enum class PoolKind { kMax, kAvg };
 
-/// The input extent [begin[i], end[i]) that output i's window covers inside the image.
+/// The input extent [begin[i], end[i]) that output i's window covers inside the image,
+/// and the extent `divisor[i]` that average pooling counts: the window inside the padded
+/// image (the kernel, but for a partial last window that ceil_mode adds).
 struct Ranges {
-  std::vector<int64_t> begin, end;
+  std::vector<int64_t> begin, end, divisor;
   Ranges(int64_t out, int64_t in, int64_t k, int64_t stride, int64_t pad) {
     for (int64_t i = 0; i < out; ++i) {
       int64_t b = i * stride - pad;
       begin.push_back(std::max<int64_t>(b, 0));
       end.push_back(std::min(b + k, in));
+      divisor.push_back(std::min(b + k, in + pad) - b);
     }
+  }
+  /// 1 / (rows' divisor * columns' divisor) of window (i, j): 1 / kernel^2 but at the
+  /// partial windows.
+  static float scale(const Ranges& rows, const Ranges& cols, int64_t i, int64_t j) {
+    return 1.0f / static_cast<float>(rows.divisor[size_t(i)] * cols.divisor[size_t(j)]);
   }
 };
 
@@ -62,8 +71,9 @@ struct PoolGeometry {
         pad(pad) {}
   int64_t inPlane() const { return h * w; }
   int64_t outPlane() const { return oh * ow; }
-  /// LeNet's window: every output reads one aligned 2x2 block.
-  bool is2x2() const { return k == 2 && stride == 2 && pad == 0; }
+  /// LeNet's window: every output reads one aligned 2x2 block (none partial: no ceil_mode
+  /// window past an odd extent).
+  bool is2x2() const { return k == 2 && stride == 2 && pad == 0 && oh == h / 2 && ow == w / 2; }
 };
 
 /// g where `keep`, else 0, without a branch.
@@ -121,13 +131,12 @@ class WindowPoolKernel final : public CpuKernel {
       }
       return;
     }
-    const float scale = 1.0f / static_cast<float>(g_.k * g_.k);
     for (int64_t i = 0; i < g_.oh; ++i)
       for (int64_t j = 0; j < g_.ow; ++j) {
         float sum = 0;
         for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
           for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c) sum += x[r * g_.w + c];
-        y[i * g_.ow + j] = sum * scale;
+        y[i * g_.ow + j] = sum * Ranges::scale(rows_, cols_, i, j);
       }
   }
 
@@ -145,11 +154,10 @@ class WindowPoolKernel final : public CpuKernel {
       if (g_.h % 2 == 1) std::fill(dx + (g_.h - 1) * g_.w, dx + g_.h * g_.w, 0.0f);
       return;
     }
-    const float scale = 1.0f / static_cast<float>(g_.k * g_.k);
     float* acc = accumulator(dx);
     for (int64_t i = 0; i < g_.oh; ++i)
       for (int64_t j = 0; j < g_.ow; ++j) {
-        float v = dy[i * g_.ow + j] * scale;
+        float v = dy[i * g_.ow + j] * Ranges::scale(rows_, cols_, i, j);
         for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
           for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c) acc[r * g_.w + c] += v;
       }

@@ -9,19 +9,20 @@
 namespace tandem::backend::cuda {
 
 absl::StatusOr<ConvGeometry> convGeometry(const ir::TensorType& x, const ir::TensorType& w,
-                                          int64_t stride, int64_t pad) {
+                                          int64_t stride, int64_t pad, int64_t groups) {
   if (x.shape.size() != 4 || w.shape.size() != 4)
-    return absl::InvalidArgumentError("a convolution takes x[N,C,H,W] and w[O,C,K,K]");
-  if (x.shape[1] != w.shape[1] || w.shape[2] != w.shape[3])
-    return absl::InvalidArgumentError(
-        absl::StrCat("filter ", ir::toString(w), " does not fit input ", ir::toString(x)));
-  if (stride < 1 || pad < 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat("stride ", stride, " and padding ", pad, " must be >= 1 and >= 0"));
-  ConvGeometry g{x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0],
-                 w.shape[2], 0,          0,          stride,     pad};
+    return absl::InvalidArgumentError("a convolution takes x[N,C,H,W] and w[O,C/groups,K,K]");
+  if (stride < 1 || pad < 0 || groups < 1)
+    return absl::InvalidArgumentError(absl::StrCat("stride ", stride, ", padding ", pad,
+                                                   " and groups ", groups,
+                                                   " must be >= 1, >= 0 and >= 1"));
+  if (x.shape[1] != w.shape[1] * groups || w.shape[0] % groups != 0 || w.shape[2] != w.shape[3])
+    return absl::InvalidArgumentError(absl::StrCat("filter ", ir::toString(w), " of ", groups,
+                                                   " groups does not fit input ", ir::toString(x)));
+  ConvGeometry g{x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2],
+                 0,          0,          stride,     pad,        groups};
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-  for (int64_t v : {g.n, g.c, g.h, g.w, g.o, g.k, g.stride, g.pad})
+  for (int64_t v : {g.n, g.c, g.h, g.w, g.o, g.k, g.stride, g.pad, g.groups})
     if (v > kIntMax) return absl::InvalidArgumentError("a convolution size exceeds cuDNN's int");
   if (g.h + 2 * g.pad < g.k || g.w + 2 * g.pad < g.k)
     return absl::InvalidArgumentError(absl::StrCat("a ", g.k, "-wide window does not fit ",
@@ -120,8 +121,9 @@ std::string algoCacheKey(ConvPass pass, const ConvGeometry& g, const ConvTypes& 
                                                     : "bwd-filter";
   return absl::StrCat(p, " data", static_cast<int>(t.data), " compute", static_cast<int>(t.compute),
                       " math", static_cast<int>(t.math), " x", g.n, "x", g.c, "x", g.h, "x", g.w,
-                      " w", g.o, "x", g.c, "x", g.k, "x", g.k, " y", g.n, "x", g.o, "x", g.oh, "x",
-                      g.ow, " s", g.stride, " p", g.pad, t.nhwc ? " nhwc" : " nchw", " gpu", gpu);
+                      " w", g.o, "x", g.filterChannels(), "x", g.k, "x", g.k, " y", g.n, "x", g.o,
+                      "x", g.oh, "x", g.ow, " s", g.stride, " p", g.pad, " g", g.groups,
+                      t.nhwc ? " nhwc" : " nchw", " gpu", gpu);
 }
 
 }  // namespace tandem::backend::cuda

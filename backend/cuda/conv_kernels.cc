@@ -190,7 +190,8 @@ class ConvKernel final : public CudaKernel {
   absl::Status build(const ir::Node& n) {
     const ir::TensorType& x = n.operand(spec_.x_index)->type();
     const ir::TensorType& w = n.operand(spec_.w_index)->type();
-    ASSIGN_OR_RETURN(g_, named(convGeometry(x, w, ir::attr::stride(n), ir::attr::pad(n))));
+    ASSIGN_OR_RETURN(
+        g_, named(convGeometry(x, w, ir::attr::stride(n), ir::attr::pad(n), ir::attr::groups(n))));
     ASSIGN_OR_RETURN(types_, named(convTypes(x.dtype, w.dtype, ctx().allowTf32())));
     // Forward and backward data read the weights; backward filter writes their gradient.
     if (spec_.pass == ConvPass::kBackwardFilter)
@@ -221,7 +222,7 @@ class ConvKernel final : public CudaKernel {
     // algorithm, so that cuDNN gets what the plan leaves.
     const int64_t elem = bf16() ? 2 : 4;
     const bool w_scratch = types_.convert_w || types_.widen_dw || types_.nhwc;
-    int64_t extras = w_scratch ? alignUp(g_.o * g_.c * g_.k * g_.k * elem) : 0;
+    int64_t extras = w_scratch ? alignUp(g_.o * g_.filterChannels() * g_.k * g_.k * elem) : 0;
     if (types_.nhwc && !x_nhwc_) {
       x_offset_ = extras;
       extras += alignUp(g_.n * g_.c * g_.h * g_.w * elem);
@@ -266,11 +267,12 @@ class ConvKernel final : public CudaKernel {
                                                 i(g_.h), i(g_.w)));
     CUDA_TRY(what(), cudnnSetTensor4dDescriptor(d_.y, format, types_.data, i(g_.n), i(g_.o),
                                                 i(g_.oh), i(g_.ow)));
-    CUDA_TRY(what(), cudnnSetFilter4dDescriptor(d_.w, types_.data, format, i(g_.o), i(g_.c),
-                                                i(g_.k), i(g_.k)));
+    CUDA_TRY(what(), cudnnSetFilter4dDescriptor(d_.w, types_.data, format, i(g_.o),
+                                                i(g_.filterChannels()), i(g_.k), i(g_.k)));
     CUDA_TRY(what(), cudnnSetConvolution2dDescriptor(d_.conv, i(g_.pad), i(g_.pad), i(g_.stride),
                                                      i(g_.stride), 1, 1, CUDNN_CROSS_CORRELATION,
                                                      types_.compute));
+    CUDA_TRY(what(), cudnnSetConvolutionGroupCount(d_.conv, i(g_.groups)));
     CUDA_TRY(what(), cudnnSetConvolutionMathType(d_.conv, types_.math));
     // cuDNN's own idea of the output must be the IR's (both round the extent down).
     int n = 0, c = 0, h = 0, w = 0;
@@ -456,9 +458,9 @@ class ConvKernel final : public CudaKernel {
       CUDA_TRY(k_.what(), cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
       const ConvGeometry& g = k_.g_;
       const int64_t elem = k_.bf16() ? 2 : 4;
-      for (auto [p, count] :
-           {std::pair{&x_, g.n * g.c * g.h * g.w}, std::pair{&w_, g.o * g.c * g.k * g.k},
-            std::pair{&y_, g.n * g.o * g.oh * g.ow}}) {
+      for (auto [p, count] : {std::pair{&x_, g.n * g.c * g.h * g.w},
+                              std::pair{&w_, g.o * g.filterChannels() * g.k * g.k},
+                              std::pair{&y_, g.n * g.o * g.oh * g.ow}}) {
         CUDA_TRY(k_.what(), cudaMalloc(p, static_cast<size_t>(count * elem)));
         CUDA_TRY(k_.what(), cudaMemsetAsync(*p, 0, static_cast<size_t>(count * elem), stream_));
       }
@@ -554,40 +556,40 @@ class ConvKernel final : public CudaKernel {
   /// The filter as cuDNN reads it: the variable itself, or in `scratch` converted to bf16
   /// and/or reordered KCRS -> KRSC in one pass.
   const void* filter(const TensorView& w, void* scratch, cudaStream_t stream) const {
-    const int64_t kk = g_.k * g_.k;
+    const int64_t kk = g_.k * g_.k, wc = g_.filterChannels();
     if (types_.nhwc) {
       if (types_.convert_w)
-        launchRelayout(w.as<const float>(), static_cast<uint16_t*>(scratch), g_.o, g_.c, kk, true,
+        launchRelayout(w.as<const float>(), static_cast<uint16_t*>(scratch), g_.o, wc, kk, true,
                        stream);
       else if (bf16())
-        launchRelayout(w.as<const uint16_t>(), static_cast<uint16_t*>(scratch), g_.o, g_.c, kk,
-                       true, stream);
+        launchRelayout(w.as<const uint16_t>(), static_cast<uint16_t*>(scratch), g_.o, wc, kk, true,
+                       stream);
       else
-        launchRelayout(w.as<const float>(), static_cast<float*>(scratch), g_.o, g_.c, kk, true,
+        launchRelayout(w.as<const float>(), static_cast<float*>(scratch), g_.o, wc, kk, true,
                        stream);
       return scratch;
     }
     if (!types_.convert_w) return w.data;
-    launchCast(w.as<const float>(), static_cast<uint16_t*>(scratch), g_.o * g_.c * kk, stream);
+    launchCast(w.as<const float>(), static_cast<uint16_t*>(scratch), g_.o * wc * kk, stream);
     return scratch;
   }
 
   /// The KCRS gradient `dw_out` from cuDNN's dw in the workspace (bf16 when widened,
   /// KRSC when NHWC).
   void filterGradient(const void* dw, const TensorView& dw_out, cudaStream_t stream) const {
-    const int64_t kk = g_.k * g_.k;
+    const int64_t kk = g_.k * g_.k, wc = g_.filterChannels();
     if (!types_.nhwc) {
-      launchCast(static_cast<const uint16_t*>(dw), dw_out.as<float>(), g_.o * g_.c * kk, stream);
+      launchCast(static_cast<const uint16_t*>(dw), dw_out.as<float>(), g_.o * wc * kk, stream);
       return;
     }
     if (types_.widen_dw)
-      launchRelayout(static_cast<const uint16_t*>(dw), dw_out.as<float>(), g_.o, g_.c, kk, false,
+      launchRelayout(static_cast<const uint16_t*>(dw), dw_out.as<float>(), g_.o, wc, kk, false,
                      stream);
     else if (bf16())
-      launchRelayout(static_cast<const uint16_t*>(dw), dw_out.as<uint16_t>(), g_.o, g_.c, kk, false,
+      launchRelayout(static_cast<const uint16_t*>(dw), dw_out.as<uint16_t>(), g_.o, wc, kk, false,
                      stream);
     else
-      launchRelayout(static_cast<const float*>(dw), dw_out.as<float>(), g_.o, g_.c, kk, false,
+      launchRelayout(static_cast<const float*>(dw), dw_out.as<float>(), g_.o, wc, kk, false,
                      stream);
   }
 

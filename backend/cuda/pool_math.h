@@ -6,7 +6,8 @@
 //  - max pooling ignores padding and gives NaN for a window holding one; its backward
 //    sends each window's dy to the window's first maximum in row-major order (a NaN
 //    counts as the largest, and a later NaN takes over from an earlier one);
-//  - average pooling counts padding as zeros (divides by kernel^2);
+//  - average pooling counts padding as zeros (divides by kernel^2, or by the part of a
+//    ceil_mode window inside the padded image);
 //  - the 2x2 stride-2 unpadded window has its own expression order on the CPU (pairs
 //    first), and its backward assigns instead of accumulating: so here too.
 // Forward kernels compute one output element per thread; backward kernels one input
@@ -46,8 +47,11 @@ TANDEM_HD PlanePixel poolElement(const PoolParams& p, int64_t e, int64_t pixels)
 TANDEM_HD int64_t poolMax64(int64_t a, int64_t b) { return a > b ? a : b; }
 TANDEM_HD int64_t poolMin64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/// LeNet's window: every output reads one aligned 2x2 block.
-TANDEM_HD bool poolIs2x2(const PoolParams& p) { return p.k == 2 && p.stride == 2 && p.pad == 0; }
+/// LeNet's window: every output reads one aligned 2x2 block (none partial: no ceil_mode
+/// window past an odd extent).
+TANDEM_HD bool poolIs2x2(const PoolParams& p) {
+  return p.k == 2 && p.stride == 2 && p.pad == 0 && p.oh == p.h / 2 && p.ow == p.w / 2;
+}
 
 /// The input rows (or columns) [begin, end) that window i covers inside the image.
 TANDEM_HD int64_t windowBegin(int64_t i, int64_t stride, int64_t pad) {
@@ -55,6 +59,18 @@ TANDEM_HD int64_t windowBegin(int64_t i, int64_t stride, int64_t pad) {
 }
 TANDEM_HD int64_t windowEnd(int64_t i, int64_t in, int64_t k, int64_t stride, int64_t pad) {
   return poolMin64(i * stride - pad + k, in);
+}
+
+/// The extent of window i that average pooling counts: the part inside the padded image
+/// (the kernel, but for a partial last window that ceil_mode adds), as the CPU's Ranges.
+TANDEM_HD int64_t windowDivisor(int64_t i, int64_t in, int64_t k, int64_t stride, int64_t pad) {
+  const int64_t b = i * stride - pad;
+  return poolMin64(b + k, in + pad) - b;
+}
+/// 1 / (the divisors' product) of window (i, j): 1 / kernel^2 but at the partial windows.
+TANDEM_HD float avgPoolScale(const PoolParams& p, int64_t i, int64_t j) {
+  return 1.0f / static_cast<float>(windowDivisor(i, p.h, p.k, p.stride, p.pad) *
+                                   windowDivisor(j, p.w, p.k, p.stride, p.pad));
 }
 
 /// The windows [first, last] (inclusive; empty when last < first) whose extent holds
@@ -110,14 +126,13 @@ TANDEM_HD float avgPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j)
             (load(x, (r1 + 2 * j) * s) + load(x, (r1 + 2 * j + 1) * s))) *
            0.25f;
   }
-  const float scale = 1.0f / static_cast<float>(p.k * p.k);
   float sum = 0;
   const int64_t re = windowEnd(i, p.h, p.k, p.stride, p.pad);
   const int64_t ce = windowEnd(j, p.w, p.k, p.stride, p.pad);
   for (int64_t r = windowBegin(i, p.stride, p.pad); r < re; ++r)
     for (int64_t c = windowBegin(j, p.stride, p.pad); c < ce; ++c)
       sum += load(x, (r * p.w + c) * p.step);
-  return sum * scale;
+  return sum * avgPoolScale(p, i, j);
 }
 
 /// Index in the plane of window (i, j)'s first maximum, a NaN counting as the largest:
@@ -160,8 +175,8 @@ TANDEM_HD float maxPoolBackwardAt(const T* dy, const T* x, const PoolParams& p, 
   return acc;
 }
 
-/// avg_pool2d_backward's dx at input (r, c) of one plane: dy / kernel^2 of every window
-/// over (r, c), added in window order.
+/// avg_pool2d_backward's dx at input (r, c) of one plane: dy / (its divisor) of every
+/// window over (r, c), added in window order.
 template <typename T>
 TANDEM_HD float avgPoolBackwardAt(const T* dy, const PoolParams& p, int64_t r, int64_t c) {
   if (poolIs2x2(p)) {
@@ -169,13 +184,12 @@ TANDEM_HD float avgPoolBackwardAt(const T* dy, const PoolParams& p, int64_t r, i
     if (i >= p.oh || j >= p.ow) return 0.0f;
     return load(dy, (i * p.ow + j) * p.step) * 0.25f;
   }
-  const float scale = 1.0f / static_cast<float>(p.k * p.k);
   float acc = 0.0f;
   const int64_t il = lastWindow(r, p.oh, p.stride, p.pad);
   const int64_t jl = lastWindow(c, p.ow, p.stride, p.pad);
   for (int64_t i = firstWindow(r, p.k, p.stride, p.pad); i <= il; ++i)
     for (int64_t j = firstWindow(c, p.k, p.stride, p.pad); j <= jl; ++j)
-      acc += load(dy, (i * p.ow + j) * p.step) * scale;
+      acc += load(dy, (i * p.ow + j) * p.step) * avgPoolScale(p, i, j);
   return acc;
 }
 

@@ -314,12 +314,14 @@ class Exporter {
     ints(n, "kernel_shape", {ws[2], ws[3]});
     ints(n, "strides", {c.stride(), c.stride()});
     ints(n, "pads", {c.pad(), c.pad(), c.pad(), c.pad()});
+    if (c.groups() != 1) intAttr(n, "group", c.groups());
   }
   template <typename PoolView>
   static void poolAttrs(onnx::NodeProto* n, const PoolView& p) {
     ints(n, "kernel_shape", {p.kernel(), p.kernel()});
     ints(n, "strides", {p.stride(), p.stride()});
     ints(n, "pads", {p.pad(), p.pad(), p.pad(), p.pad()});
+    if (p.ceil_mode()) intAttr(n, "ceil_mode", 1);
   }
   absl::Status unary(const std::string& op, const Node& n) {
     add(op, n, {nameOf(n.operand(0))}, {nameOf(n.result())});
@@ -502,8 +504,14 @@ class Exporter {
                   ir::MaxPool2dView(n));
         return absl::OkStatus();
       case Op::kAvgPool2d: {
+        const ir::AvgPool2dView v(n);
+        if (v.ceil_mode() && v.pad() > 0)  // ONNX's opsets count its partial windows otherwise
+          return absl::UnimplementedError(
+              absl::StrCat(at(n),
+                           ": avg_pool2d with ceil_mode and padding has no ONNX AveragePool that "
+                           "divides its partial windows alike"));
         onnx::NodeProto* node = add("AveragePool", n, {nameOf(n.operand(0))}, {nameOf(n.result())});
-        poolAttrs(node, ir::AvgPool2dView(n));
+        poolAttrs(node, v);
         intAttr(node, "count_include_pad", 1);  // padding counts as zeros (ops.td)
         return absl::OkStatus();
       }

@@ -617,9 +617,12 @@ absl::Status conv(NodeContext& c) {
   ASSIGN_OR_RETURN(ir::Shape x_shape, c.shape(0));
   ASSIGN_OR_RETURN(ir::Shape w_shape, c.shape(1));
   ASSIGN_OR_RETURN(int64_t group, c.attrInt("group", 1));
-  if (group != 1)
-    return NodeContext::unsupported(absl::StrCat("group ", group, " (conv2d has one group)"));
   if (w_shape.size() < 2) return NodeContext::invalid("W has rank < 2");
+  if (group < 1 || w_shape[0] % group != 0 || x_shape.size() < 2 ||
+      x_shape[1] != w_shape[1] * group)
+    return NodeContext::invalid(absl::StrCat("attribute 'group' is ", group, ": W ",
+                                             shapeText(w_shape), " and X ", shapeText(x_shape),
+                                             " need M and C divisible by it, C = W's C * group"));
   const ir::Shape kernel(w_shape.begin() + 2, w_shape.end());
   // ONNX infers kernel_shape from W when it is left out; one given must be W's (the
   // convolution Tandem runs is W's: a kernel_shape that says otherwise is a broken file).
@@ -640,7 +643,8 @@ absl::Status conv(NodeContext& c) {
                                        .w = weight.value(),
                                        .b = bias.valid() ? bias.value() : nullptr,
                                        .stride = w.stride,
-                                       .pad = w.pad}
+                                       .pad = w.pad,
+                                       .groups = group}
                             .spec()));
   return absl::OkStatus();
 }
@@ -652,10 +656,11 @@ absl::Status pool(NodeContext& c) {
   ASSIGN_OR_RETURN(Window w, window2d(c, x_shape, toShape(kernel)));
   if (c.wantsOutput(1)) return NodeContext::unsupported("the Indices output");
   ASSIGN_OR_RETURN(int64_t ceil_mode, c.attrInt("ceil_mode", 0));
-  // Rounding up changes the output only where the last window does not fit exactly.
-  for (int a = 2; a < 4 && ceil_mode; ++a)
-    if ((x_shape[size_t(a)] + 2 * w.pad - w.kernel) % w.stride != 0)
-      return NodeContext::unsupported("ceil_mode 1 where the windows do not tile the input");
+  // Average pooling's partial last window divides by its part inside the padded image
+  // (PyTorch's count_include_pad): without padding that is ONNX's count of real pixels;
+  // with padding ONNX's opsets have counted it otherwise.
+  if (!kMax && ceil_mode && w.pad > 0)
+    return NodeContext::unsupported("ceil_mode 1 with padding (the partial windows' divisor)");
   if (!kMax && w.pad > 0) {
     ASSIGN_OR_RETURN(int64_t include, c.attrInt("count_include_pad", 0));
     if (!include)
@@ -667,12 +672,18 @@ absl::Status pool(NodeContext& c) {
         absl::StrCat("padding ", w.pad, " over half the kernel ", w.kernel));
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   if (kMax)
-    c.setOutput(0, c.emit(ir::MaxPool2dArgs{
-                       .x = x.value(), .kernel = w.kernel, .stride = w.stride, .pad = w.pad}
+    c.setOutput(0, c.emit(ir::MaxPool2dArgs{.x = x.value(),
+                                            .kernel = w.kernel,
+                                            .stride = w.stride,
+                                            .pad = w.pad,
+                                            .ceil_mode = ceil_mode != 0}
                               .spec()));
   else
-    c.setOutput(0, c.emit(ir::AvgPool2dArgs{
-                       .x = x.value(), .kernel = w.kernel, .stride = w.stride, .pad = w.pad}
+    c.setOutput(0, c.emit(ir::AvgPool2dArgs{.x = x.value(),
+                                            .kernel = w.kernel,
+                                            .stride = w.stride,
+                                            .pad = w.pad,
+                                            .ceil_mode = ceil_mode != 0}
                               .spec()));
   return absl::OkStatus();
 }

@@ -2,7 +2,7 @@
 
 // The report of an ONNX model Tandem cannot import: every node it refuses, found in one
 // walk of the whole graph, grouped by op type so that a model with many refusals (16
-// grouped convolutions) reads as a few lines rather than a cut-off list.
+// Pad nodes) reads as a few lines rather than a cut-off list.
 
 #include <string>
 #include <vector>
@@ -15,7 +15,7 @@ namespace tandem::onnx_import {
 struct Refusal {
   std::string op;    // the node's op type ("Conv"; "graph output" for an output)
   std::string node;  // how a group's line names it: "'conv1'", or "#3 (output 'y')"
-  std::string why;   // "group 32 (conv2d has one group)", or empty (no converter)
+  std::string why;   // "mode reflect", or empty (no converter)
   std::string line;  // the whole of it, as a report of it alone says it
   int index = 0;     // the node's in the graph (the report lists op types in this order)
 };
@@ -31,7 +31,7 @@ inline constexpr size_t kNodesNamedPerOpType = 3;
 /// support 1 node: node 'r' (Elu)". Several are a first line with the total, then one
 /// line per op type, indented two spaces (the CLI prints such lines as they are):
 ///   ONNX model 'm.onnx': Tandem does not support 17 of its 240 nodes, of 2 op types:
-///     Conv (16 nodes): 'c1': group 32 (conv2d has one group); 'c2': ...; and 13 more
+///     Pad (16 nodes): 'p1': mode reflect; 'p2': ...; and 13 more
 ///     Elu (1 node): 'e'
 absl::Status refusalError(const std::string& what, std::vector<Refusal> refusals, int nodes,
                           int unchecked);

@@ -8,16 +8,23 @@
 namespace tandem::ir {
 using namespace rules;
 
-absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const Value* bias,
-                                      int64_t stride, int64_t pad) {
+absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const Value* bias) {
+  const int64_t stride = attr::stride(n), pad = attr::pad(n), groups = attr::groups(n);
   for (size_t i : {x, w})  // both f32 or bf16 (the spec's dtypes, checked before the rule)
     if (absl::Status s = expectRank(n, i, 4, i == x ? "N,C,H,W" : "O,C,KH,KW"); !s.ok()) return s;
   const TensorType& xt = typeOf(n, x);
   const TensorType& wt = typeOf(n, w);
   if (absl::Status s = expectWeightDType(n, w, xt.dtype); !s.ok()) return s;
-  if (xt.shape[1] != wt.shape[1])
-    return fail(absl::StrCat("the input has ", xt.shape[1], " channels but the filter ",
-                             describeOperand(n, w), " expects ", wt.shape[1]));
+  if (wt.shape[0] % groups != 0)
+    return fail(absl::StrCat("the filter ", describeOperand(n, w), " has ", wt.shape[0],
+                             " output channels, which do not split into ", groups, " groups"));
+  if (xt.shape[1] != wt.shape[1] * groups)
+    return fail(groups == 1
+                    ? absl::StrCat("the input has ", xt.shape[1], " channels but the filter ",
+                                   describeOperand(n, w), " expects ", wt.shape[1])
+                    : absl::StrCat("the input has ", xt.shape[1], " channels but the filter ",
+                                   describeOperand(n, w), " of ", groups, " groups expects ",
+                                   wt.shape[1] * groups, " (", wt.shape[1], " per group)"));
   if (wt.shape[2] != wt.shape[3])
     return fail(absl::StrCat("the filter ", describeOperand(n, w), " must be square"));
   if (bias != nullptr && bias->type() != TensorType{wt.dtype, {wt.shape[0]}})
@@ -35,14 +42,14 @@ namespace {
 
 absl::StatusOr<Types> inferConv2d(const Node& n) {
   const Conv2dView v(n);
-  auto y = convOutput(n, v.kX, v.kW, v.b(), v.stride(), v.pad());
+  auto y = convOutput(n, v.kX, v.kW, v.b());
   if (!y.ok()) return y.status();
   return Types{*y};
 }
 
 absl::StatusOr<Types> inferConv2dBackwardData(const Node& n) {
   const Conv2dBackwardDataView v(n);
-  auto y = convOutput(n, v.kX, v.kW, nullptr, v.stride(), v.pad());
+  auto y = convOutput(n, v.kX, v.kW, nullptr);
   if (!y.ok()) return y.status();
   if (absl::Status s = expectType(n, v.kDy, *y, "the forward output type"); !s.ok()) return s;
   return Types{v.x()->type()};
@@ -50,7 +57,7 @@ absl::StatusOr<Types> inferConv2dBackwardData(const Node& n) {
 
 absl::StatusOr<Types> inferConv2dBackwardFilter(const Node& n) {
   const Conv2dBackwardFilterView v(n);
-  auto y = convOutput(n, v.kX, v.kW, nullptr, v.stride(), v.pad());
+  auto y = convOutput(n, v.kX, v.kW, nullptr);
   if (!y.ok()) return y.status();
   if (absl::Status s = expectType(n, v.kDy, *y, "the forward output type"); !s.ok()) return s;
   const TensorType& w = v.w()->type();
@@ -61,15 +68,16 @@ absl::StatusOr<Types> inferConv2dBackwardFilter(const Node& n) {
 
 }  // namespace
 
-absl::Status gradConv2d(GradContext& c, int64_t stride, int64_t pad) {
+absl::Status gradConv2d(GradContext& c) {
   const Node& n = c.node();
+  const int64_t stride = attr::stride(n), pad = attr::pad(n), groups = attr::groups(n);
   Value* dy = c.resultGrad(0);
   Value *x = n.operand(0), *w = n.operand(1);
   Value* b = n.numOperands() > 2 ? n.operand(2) : nullptr;
   if (c.needsGrad(0)) {
-    auto dx =
-        c.emit(Conv2dBackwardDataArgs{.dy = dy, .w = w, .x = x, .stride = stride, .pad = pad}.spec(
-            {.names = {gradName(x)}}));
+    auto dx = c.emit(Conv2dBackwardDataArgs{
+        .dy = dy, .w = w, .x = x, .stride = stride, .pad = pad, .groups = groups}
+                         .spec({.names = {gradName(x)}}));
     if (!dx.ok()) return dx.status();
     c.addOperandGrad(0, (*dx)->result());
   }
@@ -78,7 +86,7 @@ absl::Status gradConv2d(GradContext& c, int64_t stride, int64_t pad) {
     std::vector<std::string> names{gradName(w)};
     if (bias) names.push_back(gradName(b));
     auto dw = c.emit(Conv2dBackwardFilterArgs{
-        .dy = dy, .x = x, .w = w, .stride = stride, .pad = pad, .bias = bias}
+        .dy = dy, .x = x, .w = w, .stride = stride, .pad = pad, .groups = groups, .bias = bias}
                          .spec({.names = names}));
     if (!dw.ok()) return dw.status();
     if (c.needsGrad(1)) c.addOperandGrad(1, (*dw)->result(0));
@@ -87,14 +95,7 @@ absl::Status gradConv2d(GradContext& c, int64_t stride, int64_t pad) {
   return absl::OkStatus();
 }
 
-namespace {
-absl::Status gradConv2dOp(GradContext& c) {
-  const Conv2dView v(c.node());
-  return gradConv2d(c, v.stride(), v.pad());
-}
-}  // namespace
-
-extern const OpRules kConv2dRules{.infer = inferConv2d, .grad = gradConv2dOp};
+extern const OpRules kConv2dRules{.infer = inferConv2d, .grad = gradConv2d};
 extern const OpRules kConv2dBackwardDataRules{.infer = inferConv2dBackwardData};
 extern const OpRules kConv2dBackwardFilterRules{.infer = inferConv2dBackwardFilter};
 

@@ -35,7 +35,7 @@ TensorType sumsType(int64_t channels) { return {DType::kF64, {kSumsRows, channel
 
 absl::StatusOr<Types> inferConv2dStats(const Node& n) {
   const Conv2dStatsView v(n);
-  auto y = convOutput(n, v.kX, v.kW, v.b(), v.stride(), v.pad());
+  auto y = convOutput(n, v.kX, v.kW, v.b());
   if (!y.ok()) return y.status();
   return Types{*y, statsType(y->shape[1])};
 }
@@ -114,18 +114,11 @@ absl::StatusOr<Types> inferFoldBatchNorm(const Node& n) {
 // x, w, b, residual?
 absl::StatusOr<Types> inferConv2dBiasAct(const Node& n) {
   const Conv2dBiasActView v(n);
-  auto y = convOutput(n, v.kX, v.kW, v.b(), v.stride(), v.pad());
+  auto y = convOutput(n, v.kX, v.kW, v.b());
   if (!y.ok()) return y.status();
   if (n.numOperands() > 3)
     if (absl::Status s = expectType(n, 3, *y, "the convolution's output type"); !s.ok()) return s;
   return Types{*y};
-}
-
-// The statistics carry no gradient of their own: batch_norm_apply's backward already
-// differentiates through them (the batch statistics are functions of y).
-absl::Status gradConv2dStats(GradContext& c) {
-  const Conv2dStatsView v(c.node());
-  return gradConv2d(c, v.stride(), v.pad());
 }
 
 absl::Status gradBatchNormApply(GradContext& c) {
@@ -169,7 +162,9 @@ absl::Status noGradientInTraining(GradContext& c) {
 
 }  // namespace
 
-extern const OpRules kConv2dStatsRules{.infer = inferConv2dStats, .grad = gradConv2dStats};
+// The statistics carry no gradient of their own: batch_norm_apply's backward already
+// differentiates through them (the batch statistics are functions of y).
+extern const OpRules kConv2dStatsRules{.infer = inferConv2dStats, .grad = gradConv2d};
 extern const OpRules kBatchNormApplyRules{
     .infer = inferBatchNormApply, .grad = gradBatchNormApply, .writes = writesBatchNormApply};
 extern const OpRules kBatchNormBackwardReduceRules{.infer = inferBatchNormBackwardReduce};

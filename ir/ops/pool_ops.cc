@@ -19,9 +19,9 @@ absl::StatusOr<TensorType> windowedOutput(const Node& n, size_t x) {
   const int64_t k = v.kernel(), stride = v.stride(), pad = v.pad();
   if (2 * pad > k)
     return fail(absl::StrCat("padding ", pad, " must be at most half the kernel ", k));
-  auto h = windowExtent(t.shape[2], k, stride, pad, "height");
+  auto h = windowExtent(t.shape[2], k, stride, pad, "height", v.ceil_mode());
   if (!h.ok()) return h.status();
-  auto w = windowExtent(t.shape[3], k, stride, pad, "width");
+  auto w = windowExtent(t.shape[3], k, stride, pad, "width", v.ceil_mode());
   if (!w.ok()) return w.status();
   return TensorType{t.dtype, {t.shape[0], t.shape[1], *h, *w}};
 }

@@ -71,9 +71,11 @@ inline absl::Status expectSameDType(const Node& n, size_t i, size_t j) {
                            " must have the same dtype"));
 }
 
-/// Output extent of a sliding window; an error when the window does not fit.
+/// Output extent of a sliding window; an error when the window does not fit. With
+/// `ceil_mode` (pooling's) the extent rounds up, dropping a last window that would start in
+/// the trailing padding (PyTorch's rule).
 inline absl::StatusOr<int64_t> windowExtent(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
-                                            absl::string_view axis) {
+                                            absl::string_view axis, bool ceil_mode = false) {
   if (kernel < 1 || stride < 1 || pad < 0)
     return fail(absl::StrCat("kernel ", kernel, ", stride ", stride, " and padding ", pad,
                              " must be >= 1, >= 1 and >= 0"));
@@ -84,7 +86,9 @@ inline absl::StatusOr<int64_t> windowExtent(int64_t in, int64_t kernel, int64_t 
   if (span < 0)
     return fail(absl::StrCat("a ", kernel, "-wide window does not fit the ", axis, " extent ", in,
                              " with padding ", pad));
-  return span / stride + 1;
+  if (!ceil_mode) return span / stride + 1;
+  const int64_t out = (span + stride - 1) / stride + 1;
+  return (out - 1) * stride >= in + pad ? out - 1 : out;
 }
 
 /// The variable operand `i` reads; an error unless it comes straight from a param node.

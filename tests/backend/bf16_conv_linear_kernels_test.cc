@@ -23,20 +23,29 @@ using ir::Op;
 /// One convolution geometry; the activations' dtype is chosen per case.
 struct ConvCase {
   int64_t n, c, o, hw, k, stride, pad;
+  int64_t groups = 1;
   ir::Shape x() const { return {n, c, hw, hw}; }
-  ir::Shape w() const { return {o, c, k, k}; }
+  ir::Shape w() const { return {o, c / groups, k, k}; }
   ir::Shape y() const {
     const int64_t e = (hw + 2 * pad - k) / stride + 1;
     return {n, o, e, e};
   }
-  SingleOp::Attrs attrs() const { return {{"stride", stride}, {"pad", pad}}; }
+  SingleOp::Attrs attrs() const { return {{"stride", stride}, {"pad", pad}, {"groups", groups}}; }
 };
 
 // Plain GEMM (1x1, one input channel), the blocked JIT kernel (3x3 from 8 channels), a
 // strided one, and a shape where f32 would pick Winograd (bf16 falls back to direct).
-const ConvCase kConvs[] = {{2, 1, 16, 9, 3, 1, 0},   {2, 16, 32, 8, 3, 1, 1},
-                           {2, 32, 16, 9, 3, 2, 1},  {2, 32, 64, 6, 1, 1, 0},
-                           {1, 64, 64, 16, 3, 1, 1}};
+const ConvCase kConvs[] = {{2, 1, 16, 9, 3, 1, 0},
+                           {2, 16, 32, 8, 3, 1, 1},
+                           {2, 32, 16, 9, 3, 2, 1},
+                           {2, 32, 64, 6, 1, 1, 0},
+                           {1, 64, 64, 16, 3, 1, 1},
+                           // Grouped and depthwise (stride 1 and 2, a 5x5 with a channel
+                           // multiplier of 2): the blocked JIT kernels in bf16 too.
+                           {2, 32, 32, 8, 3, 1, 1, 4},
+                           {2, 32, 32, 9, 3, 1, 1, 32},
+                           {2, 16, 16, 9, 3, 2, 1, 16},
+                           {1, 16, 32, 8, 5, 1, 2, 16}};
 
 void fill(SingleOp& op, std::mt19937& rng) {
   for (size_t i = 0; i < op.node().numOperands(); ++i) op.in(i).fillUniform(rng);

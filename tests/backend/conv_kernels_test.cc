@@ -31,34 +31,38 @@ using backend::cpu::KernelOr;
 struct ConvCase {
   int64_t n, c, h, w, o, k, stride, pad;
   bool bias;
+  int64_t groups = 1;  // c and o split into this many groups (c = o = groups: depthwise)
 
   int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
   int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
   ir::Shape x() const { return {n, c, h, w}; }
-  ir::Shape wt() const { return {o, c, k, k}; }
+  ir::Shape wt() const { return {o, c / groups, k, k}; }
   ir::Shape y() const { return {n, o, oh(), ow()}; }
   std::string name() const {
     return absl::StrCat("n", n, "c", c, "h", h, "w", w, "o", o, "k", k, "s", stride, "p", pad,
-                        bias ? "b" : "");
+                        bias ? "b" : "", groups > 1 ? absl::StrCat("g", groups) : "");
   }
 };
 
 std::vector<double> toDouble(const float* p, int64_t n) { return std::vector<double>(p, p + n); }
 
-/// Calls f(n, o, i, j, c, r, s, x_index, w_index, y_index) for every tap that reads a
-/// real (not padding) input element: the one loop nest all references share.
+/// Calls f(x_index, w_index, y_index) for every tap that reads a real (not padding) input
+/// element: the one loop nest all references share. Output channel o reads the input
+/// channels of its group, o / (O / groups); the filter holds C / groups of them per output.
 template <typename F>
 void forEachTap(const ConvCase& cc, F f) {
+  const int64_t cg = cc.c / cc.groups, og = cc.o / cc.groups;
   for (int64_t n = 0; n < cc.n; ++n)
     for (int64_t o = 0; o < cc.o; ++o)
       for (int64_t i = 0; i < cc.oh(); ++i)
         for (int64_t j = 0; j < cc.ow(); ++j)
-          for (int64_t c = 0; c < cc.c; ++c)
+          for (int64_t q = 0; q < cg; ++q)
             for (int64_t r = 0; r < cc.k; ++r)
               for (int64_t s = 0; s < cc.k; ++s) {
                 int64_t hi = i * cc.stride - cc.pad + r, wi = j * cc.stride - cc.pad + s;
                 if (hi < 0 || hi >= cc.h || wi < 0 || wi >= cc.w) continue;
-                f(((n * cc.c + c) * cc.h + hi) * cc.w + wi, ((o * cc.c + c) * cc.k + r) * cc.k + s,
+                const int64_t c = o / og * cg + q;
+                f(((n * cc.c + c) * cc.h + hi) * cc.w + wi, ((o * cg + q) * cc.k + r) * cc.k + s,
                   ((n * cc.o + o) * cc.oh() + i) * cc.ow() + j);
               }
 }
@@ -162,7 +166,9 @@ bool usedWinograd(const backend::Kernel& k) {
 }
 
 /// Whether oneDNN's Winograd kernel takes the case (3x3, stride 1, pad at most 1).
-bool winogradShape(const ConvCase& cc) { return cc.k == 3 && cc.stride == 1 && cc.pad <= 1; }
+bool winogradShape(const ConvCase& cc) {
+  return cc.k == 3 && cc.stride == 1 && cc.pad <= 1 && cc.groups == 1;
+}
 
 /// How a test case gets its kernel: a forced strategy, or the kernel table (kAuto) on a
 /// context with or without Winograd.
@@ -218,18 +224,35 @@ void runWith(SingleOp& op, Factory factory, const StrategyParam& p, const ConvCa
 /// unit size: the relative bound then measures the kernels and not float accumulation
 /// over a thousand large terms.
 void fillFilter(Buffer& w, const ConvCase& cc, std::mt19937& rng) {
-  float bound = static_cast<float>(std::sqrt(3.0 / double(cc.c * cc.k * cc.k)));
+  float bound = static_cast<float>(std::sqrt(3.0 / double(cc.c / cc.groups * cc.k * cc.k)));
   w.fillUniform(rng, -bound, bound);
 }
 
 const std::vector<ConvCase> kCases = {
-    {2, 3, 7, 7, 4, 3, 1, 1, true},     {2, 3, 8, 8, 5, 3, 2, 1, false},
-    {1, 4, 9, 9, 6, 5, 2, 2, true},     {3, 2, 6, 9, 3, 3, 1, 0, true},
-    {2, 5, 11, 11, 7, 3, 3, 2, false},  {1, 1, 28, 28, 20, 3, 1, 0, true},
-    {2, 20, 13, 13, 50, 5, 1, 0, true}, {2, 16, 8, 8, 32, 3, 2, 1, false},
-    {2, 64, 7, 7, 64, 3, 1, 1, false},  {2, 8, 8, 8, 16, 1, 2, 0, false},
-    {1, 3, 5, 5, 2, 1, 1, 0, true},     {2, 24, 10, 10, 40, 3, 1, 1, true},
-    {1, 2, 4, 4, 3, 1, 1, 1, true},     {2, 12, 9, 9, 30, 5, 1, 2, false},
+    {2, 3, 7, 7, 4, 3, 1, 1, true},
+    {2, 3, 8, 8, 5, 3, 2, 1, false},
+    {1, 4, 9, 9, 6, 5, 2, 2, true},
+    {3, 2, 6, 9, 3, 3, 1, 0, true},
+    {2, 5, 11, 11, 7, 3, 3, 2, false},
+    {1, 1, 28, 28, 20, 3, 1, 0, true},
+    {2, 20, 13, 13, 50, 5, 1, 0, true},
+    {2, 16, 8, 8, 32, 3, 2, 1, false},
+    {2, 64, 7, 7, 64, 3, 1, 1, false},
+    {2, 8, 8, 8, 16, 1, 2, 0, false},
+    {1, 3, 5, 5, 2, 1, 1, 0, true},
+    {2, 24, 10, 10, 40, 3, 1, 1, true},
+    {1, 2, 4, 4, 3, 1, 1, 1, true},
+    {2, 12, 9, 9, 30, 5, 1, 2, false},
+    // Grouped: 2 groups; ResNeXt's 4 channels per group; ShuffleNet's grouped 1x1.
+    {2, 4, 7, 7, 6, 3, 1, 1, true, 2},
+    {2, 32, 6, 6, 32, 3, 1, 1, false, 8},
+    {2, 12, 5, 5, 6, 1, 1, 0, true, 3},
+    // Depthwise: MobileNet's 3x3 at stride 1 and 2, 16 and 32 channels (whole channel
+    // blocks) and 8; EfficientNet's 5x5; a channel multiplier of 2 (8 outputs of 4).
+    {2, 32, 10, 10, 32, 3, 1, 1, true, 32},
+    {2, 8, 9, 9, 8, 3, 2, 1, false, 8},
+    {1, 16, 11, 11, 16, 5, 2, 2, true, 16},
+    {1, 4, 6, 6, 8, 3, 1, 1, false, 4},
 };
 
 class ConvKernelTest : public ::testing::TestWithParam<StrategyParam> {};
@@ -241,7 +264,8 @@ TEST_P(ConvKernelTest, ForwardMatchesReference) {
     bool winograd = false;
     std::vector<ir::TensorType> types{f32(cc.x()), f32(cc.wt())};
     if (cc.bias) types.push_back(f32({cc.o}));
-    SingleOp op(ir::Op::kConv2d, types, {{"stride", cc.stride}, {"pad", cc.pad}});
+    SingleOp op(ir::Op::kConv2d, types,
+                {{"stride", cc.stride}, {"pad", cc.pad}, {"groups", cc.groups}});
     for (size_t i = 0; i < types.size(); ++i) op.in(i).fillUniform(rng);
     fillFilter(op.in(1), cc, rng);
     runWith(op, backend::cpu::makeConv2dKernelWithStrategy, GetParam(), cc, rng, &winograd);
@@ -260,7 +284,7 @@ TEST_P(ConvKernelTest, BackwardDataMatchesReference) {
     SCOPED_TRACE(cc.name());
     bool winograd = false;
     SingleOp op(ir::Op::kConv2dBackwardData, {f32(cc.y()), f32(cc.wt()), f32(cc.x())},
-                {{"stride", cc.stride}, {"pad", cc.pad}});
+                {{"stride", cc.stride}, {"pad", cc.pad}, {"groups", cc.groups}});
     for (size_t i = 0; i < 3; ++i) op.in(i).fillUniform(rng);
     fillFilter(op.in(1), cc, rng);
     runWith(op, backend::cpu::makeConv2dBackwardDataKernelWithStrategy, GetParam(), cc, rng,
@@ -278,7 +302,7 @@ TEST_P(ConvKernelTest, BackwardFilterMatchesReference) {
     SCOPED_TRACE(cc.name());
     bool winograd = false;
     SingleOp op(ir::Op::kConv2dBackwardFilter, {f32(cc.y()), f32(cc.x()), f32(cc.wt())},
-                {{"stride", cc.stride}, {"pad", cc.pad}, {"bias", cc.bias}});
+                {{"stride", cc.stride}, {"pad", cc.pad}, {"groups", cc.groups}, {"bias", cc.bias}});
     for (size_t i = 0; i < 3; ++i) op.in(i).fillUniform(rng);
     runWith(op, backend::cpu::makeConv2dBackwardFilterKernelWithStrategy, GetParam(), cc, rng,
             &winograd);
@@ -313,7 +337,8 @@ TEST(ConvReference, BackwardMatchesFiniteDifferences) {
     return v;
   };
   for (const ConvCase& cc :
-       {ConvCase{2, 2, 5, 6, 3, 3, 2, 1, true}, ConvCase{1, 3, 6, 6, 2, 3, 1, 2, true}}) {
+       {ConvCase{2, 2, 5, 6, 3, 3, 2, 1, true}, ConvCase{1, 3, 6, 6, 2, 3, 1, 2, true},
+        ConvCase{2, 4, 5, 5, 6, 3, 1, 1, true, 2}}) {
     SCOPED_TRACE(cc.name());
     std::vector<double> x = random(count(cc.x())), w = random(count(cc.wt())), b = random(cc.o),
                         dy = random(count(cc.y()));

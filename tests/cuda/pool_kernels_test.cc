@@ -23,19 +23,39 @@ using ir::Op;
 
 struct PoolCase {
   int64_t n, c, h, w, k, stride, pad;
+  bool ceil_mode = false;  // the extent rounded up, a window in the trailing padding dropped
   ir::Shape x() const { return {n, c, h, w}; }
-  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
-  int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+  int64_t extent(int64_t in) const {
+    const int64_t span = in + 2 * pad - k;
+    if (!ceil_mode) return span / stride + 1;
+    const int64_t out = (span + stride - 1) / stride + 1;
+    return (out - 1) * stride >= in + pad ? out - 1 : out;
+  }
+  int64_t oh() const { return extent(h); }
+  int64_t ow() const { return extent(w); }
   ir::Shape y() const { return {n, c, oh(), ow()}; }
-  SingleOp::Attrs attrs() const { return {{"kernel", k}, {"stride", stride}, {"pad", pad}}; }
+  SingleOp::Attrs attrs() const {
+    return {{"kernel", k}, {"stride", stride}, {"pad", pad}, {"ceil_mode", ceil_mode}};
+  }
   PoolParams params() const { return {n * c, h, w, oh(), ow(), k, stride, pad}; }
 };
 
 // LeNet's 2x2 (even and odd extents), ResNet's 3x3 stride 2 pad 1 (overlapping), 3x3
 // stride 1 pad 1, a window without padding that leaves a border unread, 2x2 stride 1.
-const PoolCase kCases[] = {{2, 3, 8, 8, 2, 2, 0},  {2, 3, 9, 7, 2, 2, 0}, {2, 4, 9, 9, 3, 2, 1},
-                           {1, 3, 8, 10, 3, 2, 1}, {2, 2, 7, 7, 3, 1, 1}, {1, 2, 11, 9, 3, 3, 0},
-                           {1, 3, 6, 5, 2, 1, 0}};
+const PoolCase kCases[] = {{2, 3, 8, 8, 2, 2, 0},
+                           {2, 3, 9, 7, 2, 2, 0},
+                           {2, 4, 9, 9, 3, 2, 1},
+                           {1, 3, 8, 10, 3, 2, 1},
+                           {2, 2, 7, 7, 3, 1, 1},
+                           {1, 2, 11, 9, 3, 3, 0},
+                           {1, 3, 6, 5, 2, 1, 0},
+                           // ceil_mode: LeNet's 2x2 on odd extents (partial windows, off
+                           // the 2x2 path), GoogLeNet's 3x3 stride 2, padded ones whose
+                           // average divides by less, and a window in the padding dropped.
+                           {2, 3, 9, 7, 2, 2, 0, true},
+                           {1, 2, 8, 10, 3, 2, 0, true},
+                           {1, 2, 8, 8, 3, 2, 1, true},
+                           {1, 2, 8, 8, 3, 3, 1, true}};
 
 /// Small integers (ties within windows are common) or uniform values, f32 or bf16 bits.
 void fill(Buffer& b, std::mt19937& rng, bool ties) {

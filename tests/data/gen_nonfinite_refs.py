@@ -363,26 +363,75 @@ def conv_input():
     return x
 
 
+def conv_case(name, xs, ws, bs, s, p, g=1):
+    """conv2d of x, w, b? (stride s, pad p, g groups) and its two backward ops, from
+    PyTorch's forward and autograd with a non-finite output gradient."""
+    xl, wl = leaf(xs), leaf(ws)
+    bl = leaf(bs) if bs is not None else None
+    y = F.conv2d(xl, wl, bl, s, p, groups=g)
+    dy = plant(torch.randn(*y.shape), [5, y.numel() - 3], [NAN, INF])
+    y.backward(dy)
+    ins = [xs, ws] + ([bs] if bs is not None else [])
+
+    def window(c):  # groups only where not 1: the older cases' files stay as they were
+        c.attr("stride", s).attr("pad", p)
+        return c.attr("groups", g) if g != 1 else c
+    groups = f", groups {g}" if g != 1 else ""
+    window(NCase(name, "conv2d", f"F.conv2d(stride {s}, pad {p}{groups})")).ins(*ins) \
+        .outs(y).write()
+    window(NCase(f"{name}_backward_data", "conv2d_backward_data", "autograd dx")) \
+        .ins(dy, ws, xs).outs(xl.grad).write()
+    c = window(NCase(f"{name}_backward_filter", "conv2d_backward_filter", "autograd dw, db"))
+    c.attr("bias", bs is not None).ins(dy, xs, ws)
+    c.outs(*([wl.grad] + ([bl.grad] if bs is not None else []))).write()
+
+
 def conv_cases():
     x = conv_input()
     w = torch.randn(4, 3, 3, 3) * 0.3
     b = plant(torch.randn(4), [3], [NAN])
     wn = plant(w, [30], [NAN])  # output channel 1 NaN everywhere
-    for name, xs, ws, bs, s, p in [("conv2d", x, w, b, 1, 1), ("conv2d_s2", x, w, None, 2, 0),
-                                   ("conv2d_nan_weight", torch.randn(2, 3, 6, 6), wn, b, 1, 1)]:
-        xl, wl = leaf(xs), leaf(ws)
-        bl = leaf(bs) if bs is not None else None
-        y = F.conv2d(xl, wl, bl, s, p)
-        dy = plant(torch.randn(*y.shape), [5, y.numel() - 3], [NAN, INF])
-        y.backward(dy)
-        ins = [xs, ws] + ([bs] if bs is not None else [])
-        NCase(name, "conv2d", f"F.conv2d(stride {s}, pad {p})").attr("stride", s) \
-            .attr("pad", p).ins(*ins).outs(y).write()
-        NCase(f"{name}_backward_data", "conv2d_backward_data", "autograd dx") \
-            .attr("stride", s).attr("pad", p).ins(dy, ws, xs).outs(xl.grad).write()
-        c = NCase(f"{name}_backward_filter", "conv2d_backward_filter", "autograd dw, db")
-        c.attr("stride", s).attr("pad", p).attr("bias", bs is not None).ins(dy, xs, ws)
-        c.outs(*([wl.grad] + ([bl.grad] if bs is not None else []))).write()
+    for args in [("conv2d", x, w, b, 1, 1), ("conv2d_s2", x, w, None, 2, 0),
+                 ("conv2d_nan_weight", torch.randn(2, 3, 6, 6), wn, b, 1, 1)]:
+        conv_case(*args)
+
+
+def pool_ceil_cases():
+    """ceil_mode pooling: partial last windows (over the odd last rows and columns, which
+    hold NaN, inf and -0.0), average pooling's smaller divisor there, and a window that
+    would start in the trailing padding dropped (k3 s3 p1 on 8)."""
+    for k, s, pad, size in [(2, 2, 0, 7), (3, 2, 0, 8), (3, 2, 1, 8), (3, 3, 1, 8)]:
+        x = torch.randn(1, 2, size, size)
+        x[0, 0, size - 1, size - 1], x[0, 0, 0, size - 1] = NAN, INF
+        x[0, 1, size - 1, 0], x[0, 1, size - 2, size - 1] = -INF, -0.0
+        tag = f"k{k}s{s}p{pad}_ceil"
+        for kind in ["max", "avg"]:
+            op = f"{kind}_pool2d"
+            fn = getattr(F, op)
+            xl = leaf(x)
+            y = fn(xl, k, s, pad, ceil_mode=True)
+            dy = plant(torch.randn(*y.shape), [y.numel() - 1], [NAN])
+            y.backward(dy)
+            for name, o, ins, out in [(f"{op}_{tag}", op, [x], y),
+                                      (f"{op}_backward_{tag}", f"{op}_backward", [dy, x],
+                                       xl.grad)]:
+                c = NCase(name, o, f"F.{op}({k}, {s}, {pad}, ceil_mode=True) on {size}x{size}")
+                c.attr("kernel", k).attr("stride", s).attr("pad", pad).attr("ceil_mode", True)
+                c.ins(*ins).outs(out)
+                if kind == "max":
+                    c.attr("_exact", 1)
+                c.write()
+
+
+def grouped_conv_cases():
+    """Grouped (2 groups of 2 input channels, 3 outputs each) and depthwise (4 groups of
+    one, stride 2) convolutions over 4 channels: non-finite inputs in every group, a NaN
+    tap and a NaN bias in the grouped filter."""
+    x = torch.randn(2, 4, 6, 6)
+    x[0, 0, 1, 1], x[0, 3, 4, 4], x[1, 2, 0, 5], x[1, 1, 2, 2] = NAN, INF, -INF, SUB
+    wg = plant(torch.randn(6, 2, 3, 3) * 0.3, [40], [NAN])
+    conv_case("conv2d_grouped", x, wg, plant(torch.randn(6), [4], [NAN]), 1, 1, 2)
+    conv_case("conv2d_depthwise_s2", x, torch.randn(4, 1, 3, 3) * 0.3, torch.randn(4), 2, 1, 4)
 
 
 def conv_bf16_case():
@@ -967,6 +1016,9 @@ def main():
     pointwise_loss_cases()
     target_weight_sum_cases()
     attention_cases()
+    # Cases added since come last, so that the earlier ones keep their random draws.
+    grouped_conv_cases()
+    pool_ceil_cases()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}")
 
 

@@ -9,8 +9,11 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ir/parser.h"
+#include "ir/printer.h"
 #include "tests/ir/zoo_stages.h"
 
 namespace tandem::ir {
@@ -130,6 +133,39 @@ TEST(Verifier, ShapeRuleErrorsNameTheNode) {
   EXPECT_EQ(verifyError(*m),
             "graph @train_step: %x.0 (split): sizes add up to 4 but axis 0 of x (%x: f32[5,3]) "
             "has 5");
+}
+
+// Grouped convolutions: the filter holds C / groups input channels per output channel
+// and the output channels split into the groups; groups=1 (the default) is left out of
+// the text.
+TEST(Verifier, GroupedConvolutionChannels) {
+  auto module = [](const std::string& w, int groups) {
+    return absl::StrCat("module @m {\ngraph @g(%x: f32[2,8,5,5], %w: f32[", w,
+                        "]) {\n  %y = conv2d(%x, %w) {stride=1, pad=1, groups=", groups,
+                        "} : f32[2,", w.substr(0, w.find(',')), ",5,5]\n  return %y\n}\n}\n");
+  };
+  auto ok = parse(module("8,2,3,3", 4));
+  ASSERT_NE(ok, nullptr);
+  EXPECT_TRUE(verifyModule(*ok).ok()) << verifyModule(*ok);
+  EXPECT_TRUE(absl::StrContains(printModule(*ok), "{stride=1, pad=1, groups=4}"));
+  auto depthwise = parse(module("8,1,3,3", 8));
+  ASSERT_NE(depthwise, nullptr);
+  EXPECT_TRUE(verifyModule(*depthwise).ok()) << verifyModule(*depthwise);
+  auto one = parse(module("4,8,3,3", 1));
+  ASSERT_NE(one, nullptr);
+  EXPECT_TRUE(absl::StrContains(printModule(*one), "{stride=1, pad=1}"));
+
+  // The parser runs the shape rules: the broken ones fail there, at the node's line.
+  auto wide = parseModule(module("8,4,3,3", 4), "t.tir");
+  ASSERT_FALSE(wide.ok());
+  EXPECT_EQ(wide.status().message(),
+            "t.tir:3:8: %y (conv2d): the input has 8 channels but the filter w (%w: "
+            "f32[8,4,3,3]) of 4 groups expects 16 (4 per group)");
+  auto uneven = parseModule(module("6,2,3,3", 4), "t.tir");
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_EQ(uneven.status().message(),
+            "t.tir:3:8: %y (conv2d): the filter w (%w: f32[6,2,3,3]) has 6 output channels, "
+            "which do not split into 4 groups");
 }
 
 // ---- mixed precision ----------------------------------------------------------------------

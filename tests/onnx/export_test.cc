@@ -5,8 +5,10 @@
 
 #include "frontend/onnx/export.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -278,6 +280,24 @@ TEST_F(ExportTest, MlpMatchesTheEvalStepThroughTandemRun) {
   exportAndCompare(*this, "mlp", 0);
 }
 
+/// Every variable of `m` drawn from a fixed LCG: weights in [-0.25, 0.25), running
+/// variances in [0.5, 1.5).
+onnx_export::VarValues randomValues(const ir::Module& m) {
+  onnx_export::VarValues values;
+  uint32_t s = 7;
+  for (const ir::Var& v : m.vars()) {
+    std::vector<float>& data = values[v.name];
+    data.resize(size_t(v.type.numElements()));
+    const bool variance = absl::EndsWith(v.name, "running_var");
+    for (float& d : data) {
+      s = s * 1664525u + 1013904223u;
+      const float u = float(s >> 8) / float(1 << 24);
+      d = variance ? 0.5f + u : (u - 0.5f) * 0.5f;
+    }
+  }
+  return values;
+}
+
 // Batch norm that may not be folded stays BatchNormalization: after a relu, and after a
 // convolution whose output a residual add reads too. Exported in-process from random
 // values (running variances in [0.5, 1.5)), run by tandem run, compared with the eval step.
@@ -291,18 +311,7 @@ TEST_F(ExportTest, BatchNormThatCannotFoldStaysBatchNormalization) {
   });
   auto m = buildModule(spec, {.batch = kBatch});
   ASSERT_TRUE(m.ok()) << m.status();
-  onnx_export::VarValues values;
-  uint32_t s = 7;
-  for (const ir::Var& v : (*m)->vars()) {
-    std::vector<float>& data = values[v.name];
-    data.resize(size_t(v.type.numElements()));
-    const bool variance = absl::EndsWith(v.name, "running_var");
-    for (float& d : data) {
-      s = s * 1664525u + 1013904223u;
-      const float u = float(s >> 8) / float(1 << 24);
-      d = variance ? 0.5f + u : (u - 0.5f) * 0.5f;
-    }
-  }
+  const onnx_export::VarValues values = randomValues(**m);
   onnx_export::ExportReport report;
   auto proto = onnx_export::exportClassifier(**m, values, &report);
   ASSERT_TRUE(proto.ok()) << proto.status();
@@ -334,6 +343,57 @@ TEST_F(ExportTest, BatchNormThatCannotFoldStaysBatchNormalization) {
   // and the add differently from tandem run's plain nodes: rounding only.
   EXPECT_LE(worst, 1e-5 * scale) << "largest logit " << scale;
   std::printf("bn_kept: largest |logit| %.4g, largest difference from the eval step %.3g\n", scale,
+              worst);
+}
+
+// MobileNet's and GoogLeNet's layers: a depthwise and a grouped convolution (Conv's
+// `group`, batch norm folded into both) and ceil_mode pooling (MaxPool and AveragePool's
+// `ceil_mode` over partial windows), exported in-process from random values, run by
+// tandem run and compared with the eval step; imported back, the same attributes.
+TEST_F(ExportTest, GroupedConvolutionsAndCeilModePoolsRunAsTheEvalStep) {
+  ModelSpec spec = classifierModel("mobile", {1, 28, 28}, 10, [](Builder& b, Tensor x) {
+    Tensor h = b.relu(b.batchNorm(b.conv2d(x, {.out_channels = 8, .kernel = 3, .pad = 1}), {}));
+    h = b.batchNorm(
+        b.conv2d(h, {.out_channels = 8, .kernel = 3, .stride = 2, .pad = 1, .groups = 8}), {});
+    h = b.maxPool2d(b.relu(h), {.kernel = 3, .stride = 2, .ceil_mode = true});  // 14 -> 7
+    h = b.conv2d(h, {.out_channels = 16, .kernel = 1, .groups = 2});
+    h = b.avgPool2d(h, {.kernel = 2, .stride = 2, .ceil_mode = true});  // 7 -> 4
+    return b.linear(b.flatten(h), {.out_features = 10, .name = "fc"});
+  });
+  auto m = buildModule(spec, {.batch = kBatch});
+  ASSERT_TRUE(m.ok()) << m.status();
+  const onnx_export::VarValues values = randomValues(**m);
+  onnx_export::ExportReport report;
+  auto proto = onnx_export::exportClassifier(**m, values, &report);
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  EXPECT_EQ(report.folded_batch_norms.size(), 2u);
+  std::map<std::string, int64_t> attrs;  // "Conv.group", "MaxPool.ceil_mode", ...
+  for (const onnx::NodeProto& n : proto->graph().node())
+    for (const onnx::AttributeProto& a : n.attribute())
+      if (a.name() == "group" || a.name() == "ceil_mode")
+        attrs[n.op_type() + "." + a.name()] = std::max(attrs[n.op_type() + "." + a.name()], a.i());
+  EXPECT_EQ(attrs, (std::map<std::string, int64_t>{
+                       {"AveragePool.ceil_mode", 1}, {"Conv.group", 8}, {"MaxPool.ceil_mode", 1}}));
+  std::string bytes;
+  ASSERT_TRUE(proto->SerializeToString(&bytes));
+  testing::writeFile(file("mobile.onnx"), bytes);
+  const std::string checked = checkWithOnnx(file("mobile.onnx"));
+  if (!checked.empty()) {
+    EXPECT_EQ(checked.substr(0, 3), "17 ") << checked;
+  }
+
+  const std::vector<float> images = writeImages({kBatch, 1, 28, 28});
+  CommandResult r = testing::runTandem(
+      {"run", file("mobile.onnx"), "--input", "x=" + file("x.pb"), "--output-dir", file("out")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto got = onnx_import::readTensorFile(file("out/output_0.pb"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  auto rebuilt = buildModule(spec, {.batch = kBatch});
+  ASSERT_TRUE(rebuilt.ok());
+  const auto [worst, scale] =
+      compare(evalStepLogits(*std::move(rebuilt), values, images), got->floats);
+  EXPECT_LE(worst, 1e-5 * scale) << "largest logit " << scale;
+  std::printf("mobile: largest |logit| %.4g, largest difference from the eval step %.3g\n", scale,
               worst);
 }
 

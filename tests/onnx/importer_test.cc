@@ -162,7 +162,7 @@ TEST(OnnxImport, EveryUnsupportedNodeIsNamedInOneError) {
             "  Exp (1 node): 'Exp_6'");
 }
 
-/// x [batch,4,6,6] through `convs` depthwise convolutions (group 4, which Tandem refuses)
+/// x [batch,4,6,6] through `convs` dilated convolutions (dilations 2, which Tandem refuses)
 /// with a Relu after each, then an Elu (no converter), a MaxPool of a 2x3 kernel (refused
 /// for its use) and another Elu: refusals of three op types, the first early.
 onnx::ModelProto manyRefusals(int convs, int64_t batch) {
@@ -175,8 +175,8 @@ onnx::ModelProto manyRefusals(int convs, int64_t batch) {
   std::string at = "x";
   for (int i = 0; i < convs; ++i) {
     const std::string w = absl::StrCat("w", i), c = absl::StrCat("c", i), r = absl::StrCat("r", i);
-    *g->add_initializer() = floats(w, {4, 1, 1, 1}, 0.5f);
-    intAttr(node(g, "Conv", absl::StrCat("conv", i), {at, w}, {c}), "group", 4);
+    *g->add_initializer() = floats(w, {4, 4, 1, 1}, 0.5f);
+    intsAttr(node(g, "Conv", absl::StrCat("conv", i), {at, w}, {c}), "dilations", {2, 2});
     node(g, "Relu", absl::StrCat("relu", i), {c}, {r});
     at = r;
   }
@@ -194,8 +194,8 @@ onnx::ModelProto manyRefusals(int convs, int64_t batch) {
 TEST(OnnxImport, EveryRefusedNodeIsFoundAndGroupedByOpType) {
   const std::string want =
       "ONNX model 'm.onnx': Tandem does not support 8 of its 13 nodes, of 3 op types:\n"
-      "  Conv (5 nodes): 'conv0': group 4 (conv2d has one group); 'conv1': group 4 (conv2d has "
-      "one group); 'conv2': group 4 (conv2d has one group); and 2 more\n"
+      "  Conv (5 nodes): 'conv0': dilations [2,2]; 'conv1': dilations [2,2]; 'conv2': dilations "
+      "[2,2]; and 2 more\n"
       "  Elu (2 nodes): 'elu0', #12 (output 'e1')\n"
       "  MaxPool (1 node): 'pool': kernel [2,3] (Tandem's windows are square)";
   // The model's own batch, and one it leaves open (its shapes inferred again at 4).

@@ -14,9 +14,9 @@ weights, the same outputs bit for bit.
 PyTorch's ViT with nn.MultiheadAttention (sequence-first: the batch folded into a middle
 axis of its reshapes) imported by `tandem train --onnx` trains on two devices past chance
 and as on one device (train loss within 1e-3 relative, test accuracy within 0.02).
-MobileNet's activations (`mobile`): a small network of conv, batch norm and ReLU6 (Clip
-0..6), Hardswish (HardSwish) and a squeeze-and-excite gate of Hardsigmoid (HardSigmoid,
-alpha 1/6), exported likewise; and a HardSigmoid of another slope, and a Clip of other
+MobileNet's layers (`mobile`): a small network of conv, batch norm and ReLU6 (Clip 0..6),
+a depthwise and a grouped convolution, Hardswish (HardSwish) and a squeeze-and-excite gate
+of Hardsigmoid (HardSigmoid, alpha 1/6), exported likewise; and a HardSigmoid of another slope, and a Clip of other
 bounds, refused naming them.
 With --train, PyTorch's LeNet imported by `tandem train --onnx --reinit` trains on two
 devices to the zoo LeNet's test accuracy (within 0.05: other random draws of the same
@@ -65,14 +65,17 @@ VARIANTS = {
 
 
 class Mobile(torch.nn.Module):
-    """MobileNet v2 / v3's activations on 1x28x28 images: conv-bn-ReLU6, conv-bn-Hardswish,
-    a squeeze-and-excite gate (pool, 1x1 convs, ReLU, Hardsigmoid, multiply), pool, linear."""
+    """MobileNet v2 / v3's layers on 1x28x28 images: conv-bn-ReLU6, a depthwise 3x3 (groups
+    = channels) and a grouped 1x1 (2 groups, as ShuffleNet's) with bn-Hardswish, a
+    squeeze-and-excite gate (pool, 1x1 convs, ReLU, Hardsigmoid, multiply), pool, linear."""
 
     def __init__(self):
         super().__init__()
         nn = torch.nn
         self.c1 = nn.Sequential(nn.Conv2d(1, 8, 3, 2, 1), nn.BatchNorm2d(8), nn.ReLU6())
-        self.c2 = nn.Sequential(nn.Conv2d(8, 16, 3, 2, 1), nn.BatchNorm2d(16), nn.Hardswish())
+        self.c2 = nn.Sequential(nn.Conv2d(8, 8, 3, 2, 1, groups=8), nn.BatchNorm2d(8),
+                                nn.Hardswish(), nn.Conv2d(8, 16, 1, groups=2),
+                                nn.BatchNorm2d(16), nn.Hardswish())
         self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(16, 4, 1), nn.ReLU(),
                                 nn.Conv2d(4, 16, 1), nn.Hardsigmoid())
         self.fc = nn.Linear(16, 10)
@@ -86,8 +89,13 @@ class Mobile(torch.nn.Module):
 def make_model(name, kwargs=None):
     torch.manual_seed(25)
     model = Mobile() if name == "mobile" else pytorch_train.MODELS[name](**(kwargs or {}))
-    # Batch norm's statistics, the norms' affines and the attention's biases away from their
-    # initial 0/1, so that they matter (and the exporter shares no initializer between them).
+    return perturb(model).eval()
+
+
+def perturb(model):
+    """`model` with batch norm's statistics, the norms' affines and the attention's and
+    linear layers' biases moved away from their initial 0/1, so that they matter (and the
+    exporter shares no initializer between them)."""
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
@@ -101,7 +109,7 @@ def make_model(name, kwargs=None):
                 m.out_proj.bias.uniform_(-0.2, 0.2)
             if isinstance(m, torch.nn.Linear) and m.bias is not None:
                 m.bias.uniform_(-0.2, 0.2)
-    return model.eval()
+    return model
 
 
 def tandem(cli, *args):

@@ -1171,12 +1171,12 @@ TEST_F(BadInputTable, OnnxRefusalsAreOneLinePerOpType) {
   g->set_name("many");
   *g->add_input() = floatInput("x", {1, 4, 6, 6});
   std::string at = "x";
-  for (int i = 0; i < 4; ++i) {  // depthwise: group 4, which Tandem refuses
+  for (int i = 0; i < 4; ++i) {  // dilated: dilations 2, which Tandem refuses
     const std::string w = absl::StrCat("w", i), y = absl::StrCat("d", i);
-    *g->add_initializer() = floats(w, {4, 1, 3, 3}, 0.1f);
+    *g->add_initializer() = floats(w, {4, 4, 3, 3}, 0.1f);
     onnx::NodeProto* n = node(g, "Conv", absl::StrCat("dw", i), {at, w}, {y});
-    intAttr(n, "group", 4);
-    intsAttr(n, "pads", {1, 1, 1, 1});
+    intsAttr(n, "dilations", {2, 2});
+    intsAttr(n, "pads", {2, 2, 2, 2});
     at = y;
   }
   node(g, "Elu", "elu", {at}, {"e"});
@@ -1187,8 +1187,8 @@ TEST_F(BadInputTable, OnnxRefusalsAreOneLinePerOpType) {
   const std::string want = expand(
       "tandem: ONNX model '$TMP/many.onnx': Tandem does not support 6 of its 7 nodes, of 3 op "
       "types:\n"
-      "  Conv (4 nodes): 'dw0': group 4 (conv2d has one group); 'dw1': group 4 (conv2d has one "
-      "group); 'dw2': group 4 (conv2d has one group); and 1 more\n"
+      "  Conv (4 nodes): 'dw0': dilations [2,2]; 'dw1': dilations [2,2]; 'dw2': dilations [2,2]; "
+      "and 1 more\n"
       "  Elu (1 node): 'elu'\n"
       "  Erf (1 node): 'erf': Tandem has no erf op: it reads Erf at run time only in GELU's x/2 "
       "(1 + erf(x / sqrt 2)) (Div, Erf, Add, Mul, Mul); here its input, node 'relu' (Relu), is "
