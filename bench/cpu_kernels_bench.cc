@@ -10,10 +10,13 @@
 //   build/bench/cpu_kernels_bench --benchmark_filter='Conv.*/s:1/p:[01]' --benchmark_repetitions=4
 //   ONEDNN_VERBOSE=1 build/bench/cpu_kernels_bench --benchmark_filter=Conv.*kAuto
 //
-// Convolution arguments are {N, C, H, O, K, stride, pad} (square images and filters).
+// Convolution arguments are {N, C, H, O, K, stride, pad, groups} (square images and
+// filters). Depthwise.* are MobileNet v2's depthwise 3x3 convolutions (groups = C = O) at
+// 224x224 and 8 images a device, which bench/depthwise_vs_pytorch.sh compares with PyTorch.
 
 #include <omp.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -133,7 +136,7 @@ class Harness {
 };
 
 struct Conv {
-  int64_t n, c, h, o, k, stride, pad;
+  int64_t n, c, h, o, k, stride, pad, groups;
   explicit Conv(const benchmark::State& s)
       : n(s.range(0)),
         c(s.range(1)),
@@ -141,13 +144,14 @@ struct Conv {
         o(s.range(3)),
         k(s.range(4)),
         stride(s.range(5)),
-        pad(s.range(6)) {}
+        pad(s.range(6)),
+        groups(s.range(7)) {}
   int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
   ir::TensorType x() const { return f32({n, c, h, h}); }
-  ir::TensorType w() const { return f32({o, c, k, k}); }
+  ir::TensorType w() const { return f32({o, c / groups, k, k}); }
   ir::TensorType y() const { return f32({n, o, oh(), oh()}); }
-  double flops() const { return 2.0 * double(n * o * oh() * oh() * c * k * k); }
-  Attrs attrs() const { return {{"stride", stride}, {"pad", pad}}; }
+  double flops() const { return 2.0 * double(n * o * oh() * oh() * (c / groups) * k * k); }
+  Attrs attrs() const { return {{"stride", stride}, {"pad", pad}, {"groups", groups}}; }
 };
 
 template <ConvStrategy kStrategy>
@@ -179,24 +183,42 @@ void ConvBackwardFilter(benchmark::State& state) {
 }
 
 void convShapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"N", "C", "H", "O", "K", "s", "p"});
-  b->Args({128, 1, 28, 20, 3, 1, 0});    // LeNet conv1
-  b->Args({32, 1, 28, 64, 3, 1, 1});     // ResNet-18 stem (one input channel)
-  b->Args({128, 20, 13, 50, 5, 1, 0});   // LeNet conv2
-  b->Args({32, 64, 28, 64, 3, 1, 1});    // ResNet-18 stage 1
-  b->Args({32, 64, 28, 128, 3, 2, 1});   // stage 2, first conv (downsampling)
-  b->Args({32, 64, 28, 128, 1, 2, 0});   // stage 2 shortcut
-  b->Args({32, 128, 14, 128, 3, 1, 1});  // stage 2
-  b->Args({32, 128, 14, 256, 3, 2, 1});  // stage 3, first conv
-  b->Args({32, 256, 7, 256, 3, 1, 1});   // stage 3
-  b->Args({32, 256, 7, 512, 3, 2, 1});   // stage 4, first conv
-  b->Args({32, 512, 4, 512, 3, 1, 1});   // stage 4
+  b->ArgNames({"N", "C", "H", "O", "K", "s", "p", "g"});
+  b->Args({128, 1, 28, 20, 3, 1, 0, 1});    // LeNet conv1
+  b->Args({32, 1, 28, 64, 3, 1, 1, 1});     // ResNet-18 stem (one input channel)
+  b->Args({128, 20, 13, 50, 5, 1, 0, 1});   // LeNet conv2
+  b->Args({32, 64, 28, 64, 3, 1, 1, 1});    // ResNet-18 stage 1
+  b->Args({32, 64, 28, 128, 3, 2, 1, 1});   // stage 2, first conv (downsampling)
+  b->Args({32, 64, 28, 128, 1, 2, 0, 1});   // stage 2 shortcut
+  b->Args({32, 128, 14, 128, 3, 1, 1, 1});  // stage 2
+  b->Args({32, 128, 14, 256, 3, 2, 1, 1});  // stage 3, first conv
+  b->Args({32, 256, 7, 256, 3, 1, 1, 1});   // stage 3
+  b->Args({32, 256, 7, 512, 3, 2, 1, 1});   // stage 4, first conv
+  b->Args({32, 512, 4, 512, 3, 1, 1, 1});   // stage 4
   // ResNet-18's stride-1 3x3 convolutions at 64 per device (Winograd's candidates).
-  b->Args({64, 1, 28, 64, 3, 1, 1});
-  b->Args({64, 64, 28, 64, 3, 1, 1});
-  b->Args({64, 128, 14, 128, 3, 1, 1});
-  b->Args({64, 256, 7, 256, 3, 1, 1});
-  b->Args({64, 512, 4, 512, 3, 1, 1});
+  b->Args({64, 1, 28, 64, 3, 1, 1, 1});
+  b->Args({64, 64, 28, 64, 3, 1, 1, 1});
+  b->Args({64, 128, 14, 128, 3, 1, 1, 1});
+  b->Args({64, 256, 7, 256, 3, 1, 1, 1});
+  b->Args({64, 512, 4, 512, 3, 1, 1, 1});
+  b->Unit(benchmark::kMillisecond);
+}
+
+/// MobileNet v2's depthwise 3x3 convolutions at 224x224 (pad 1), 8 images a device:
+/// {C, input H, stride} of its 17 blocks' distinct shapes.
+void depthwiseShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"N", "C", "H", "O", "K", "s", "p", "g"});
+  for (auto [c, h, s] : {std::array<int64_t, 3>{32, 112, 1},
+                         {96, 112, 2},
+                         {144, 56, 1},
+                         {144, 56, 2},
+                         {192, 28, 1},
+                         {192, 28, 2},
+                         {384, 14, 1},
+                         {576, 14, 1},
+                         {576, 14, 2},
+                         {960, 7, 1}})
+    b->Args({8, c, h, c, 3, s, 1, c});
   b->Unit(benchmark::kMillisecond);
 }
 
@@ -214,6 +236,17 @@ CONV_BENCH(ConvBackwardFilter, kPlain)
 CONV_BENCH(ConvBackwardFilter, kBlocked)
 CONV_BENCH(ConvBackwardFilter, kWinograd)
 CONV_BENCH(ConvBackwardFilter, kAuto)
+
+#define DEPTHWISE_BENCH(Pass, Strategy)                  \
+  BENCHMARK_TEMPLATE(Conv##Pass, ConvStrategy::Strategy) \
+      ->Name("Depthwise" #Pass "<" #Strategy ">")        \
+      ->Apply(depthwiseShapes);
+DEPTHWISE_BENCH(Forward, kPlain)
+DEPTHWISE_BENCH(Forward, kAuto)
+DEPTHWISE_BENCH(BackwardData, kPlain)
+DEPTHWISE_BENCH(BackwardData, kAuto)
+DEPTHWISE_BENCH(BackwardFilter, kPlain)
+DEPTHWISE_BENCH(BackwardFilter, kAuto)
 
 /// Arguments {N, C, H, kernel, stride, pad, backward}.
 void Pool(benchmark::State& state, ir::Op forward, ir::Op backward) {

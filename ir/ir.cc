@@ -450,6 +450,14 @@ absl::Status Module::addVar(Var v) {
   return absl::OkStatus();
 }
 
+absl::Status Module::setInitializer(absl::string_view name, const Initializer& init) {
+  auto it = var_index_.find(name);
+  if (it == var_index_.end())
+    return absl::NotFoundError(absl::StrCat("no variable @", name, " to initialize"));
+  vars_[it->second].init = init;
+  return absl::OkStatus();
+}
+
 void Module::removeVars(const absl::flat_hash_set<std::string>& drop) {
   std::vector<Var> kept;
   kept.reserve(vars_.size());

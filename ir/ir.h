@@ -322,6 +322,10 @@ class Module {
   const Var* findVar(absl::string_view name) const;
   /// Adds a variable; fails if the name is taken.
   absl::Status addVar(Var v);
+  /// Replaces variable `name`'s initializer (zeros for one whose values are written after
+  /// the init graph runs, so that no random draws are made to be thrown away); fails if
+  /// there is no such variable.
+  absl::Status setInitializer(absl::string_view name, const Initializer& init);
   /// Removes the variables `drop` names (a pass that replaces them; their reads go first).
   void removeVars(const absl::flat_hash_set<std::string>& drop);
   /// Total elements of all variables with the given role.

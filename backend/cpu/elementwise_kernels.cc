@@ -100,6 +100,11 @@ class CastKernel final : public CpuKernel {
   }
 };
 
+/// Elements from which an elementwise loop is worth the device's other threads (one
+/// thread's pass over 64 KiB of f32 takes microseconds, a parallel region's start about as
+/// long).
+constexpr int64_t kParallelElements = int64_t{1} << 14;
+
 // y = Math::forward(x) and dx = Math::backward(dy, v) per element, in float (bf16 widened
 // exactly and the result rounded once, as CUDA's kernels over the same math).
 template <typename Math, typename T>
@@ -108,8 +113,11 @@ class MathUnaryKernel final : public CpuKernel {
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const T* x = in[0].as<T>();
     T* y = out[0].as<T>();
-    for (int64_t i = 0, n = out[0].numElements(); i < n; ++i)
-      y[i] = Math::forward(static_cast<float>(x[i]));
+    const int64_t n = out[0].numElements();
+    // Over the device's threads (--threads-per-device) once the tensor is worth it: every
+    // element on its own, so the same bits however it is cut.
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+    for (int64_t i = 0; i < n; ++i) y[i] = Math::forward(static_cast<float>(x[i]));
   }
 };
 
@@ -120,7 +128,9 @@ class MathUnaryBackwardKernel final : public CpuKernel {
     const T* dy = in[0].as<T>();
     const T* v = in[1].as<T>();
     T* dx = out[0].as<T>();
-    for (int64_t i = 0, n = out[0].numElements(); i < n; ++i)
+    const int64_t n = out[0].numElements();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+    for (int64_t i = 0; i < n; ++i)
       dx[i] = Math::backward(static_cast<float>(dy[i]), static_cast<float>(v[i]));
   }
 };

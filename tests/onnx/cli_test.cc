@@ -97,6 +97,16 @@ TEST(OnnxCli, RunWritesOutputsAndTheImportedModuleGivesTheSame) {
   EXPECT_EQ(again->floats, out->floats);
   // Issue 40: the .tir keeps the model's output name (its node is 'fc').
   EXPECT_EQ(again->name, "logits");
+  // Issue 44: on two threads, the same outputs (oneDNN may cut a sum between the threads:
+  // within rounding).
+  r = runTandem({"run", model, "--input", "images=" + images, "--output-dir", dir.file("out2"),
+                 "--threads-per-device", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto two = onnx_import::readTensorFile(dir.file("out2/output_0.pb"));
+  ASSERT_TRUE(two.ok()) << two.status();
+  ASSERT_EQ(two->floats.size(), out->floats.size());
+  for (size_t i = 0; i < out->floats.size(); ++i)
+    EXPECT_NEAR(two->floats[i], out->floats[i], 1e-5 * (1 + std::abs(out->floats[i]))) << i;
 }
 
 // Issue 40: constants of inf, -inf and NaN (Div by zero, Mul by -inf) are written into the

@@ -173,6 +173,7 @@ struct RunFlags {
   std::string device = "cpu:0";
   /// --weights: a .tir module's values (unset: MODEL.weights.onnx beside it).
   std::optional<std::string> weights;
+  int threads_per_device = 1;  // --threads-per-device
 };
 
 /// Flags of `tandem export` (cmd_export.cc).

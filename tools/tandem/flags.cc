@@ -362,6 +362,8 @@ void addRun(CLI::App& app, RunFlags& f) {
       ->capture_default_str();
   cmd->add_option("--weights", f.weights,
                   "A .tir module's weights (default: MODEL.weights.onnx beside it)");
+  addNumber(cmd, "--threads-per-device", f.threads_per_device, Range<int>{1, 1024},
+            "CPU threads the device's kernels use");
 }
 
 void addExport(CLI::App& app, ExportFlags& f) {
