@@ -67,6 +67,12 @@ class NodeContext {
   /// Output i is `t` broadcast to `shape` (Expand), left unexpanded: only for an output
   /// that its readers broadcast themselves (readers()), to whom shape() says `shape`.
   virtual void setBroadcastOutput(size_t i, Tensor t, ir::Shape shape) = 0;
+  /// Output i is `t` [N,C,H,W] with `pad` rows and columns of zeros on each side (a Pad),
+  /// left unpadded: only for an output that convolutions and average pools alone read,
+  /// which take the padding into their own (inputPadding); shape() says the padded shape.
+  virtual void setPaddedOutput(size_t i, Tensor t, int64_t pad) = 0;
+  /// The zero padding input i leaves to its reader (setPaddedOutput); 0 for any other.
+  virtual int64_t inputPadding(size_t i) const = 0;
   /// The nodes that read output i, in graph order (each once), and whether it is also an
   /// output of the graph.
   virtual std::vector<const onnx::NodeProto*> readers(size_t i) const = 0;

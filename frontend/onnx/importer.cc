@@ -160,11 +160,14 @@ struct Entry {
   /// chain passes on (PyTorch's exports copy weights so), or the value itself when empty.
   std::string origin;
   /// Set where `tensor` is this value before its broadcast (an Expand read only by ops
-  /// that broadcast): the value's shape in the ONNX graph.
-  ir::Shape broadcast_shape;
+  /// that broadcast) or its zero padding (a Pad read only by ops that pad): the value's
+  /// shape in the ONNX graph.
+  ir::Shape onnx_shape;
+  /// The padding left to the readers (setPaddedOutput): rows and columns on each side.
+  int64_t pad = 0;
 
   const ir::Shape& shape() const {
-    return known ? known->shape : !broadcast_shape.empty() ? broadcast_shape : tensor.shape();
+    return known ? known->shape : !onnx_shape.empty() ? onnx_shape : tensor.shape();
   }
 };
 
@@ -193,6 +196,8 @@ class Context final : public NodeContext {
   void setOutput(size_t i, Tensor t) override;
   void setOutput(size_t i, OnnxTensor value) override;
   void setBroadcastOutput(size_t i, Tensor t, ir::Shape shape) override;
+  void setPaddedOutput(size_t i, Tensor t, int64_t pad) override;
+  int64_t inputPadding(size_t i) const override;
   std::vector<const onnx::NodeProto*> readers(size_t i) const override;
   bool isGraphOutput(size_t i) const override;
   absl::Status alias(size_t in, size_t out) override;
@@ -621,7 +626,19 @@ void Context::setOutput(size_t i, OnnxTensor value) {
 }
 
 void Context::setBroadcastOutput(size_t i, Tensor t, ir::Shape shape) {
-  if (wantsOutput(i)) imp_.set(node_.output(int(i)), Entry{.tensor = t, .broadcast_shape = shape});
+  if (wantsOutput(i)) imp_.set(node_.output(int(i)), Entry{.tensor = t, .onnx_shape = shape});
+}
+
+void Context::setPaddedOutput(size_t i, Tensor t, int64_t pad) {
+  if (!wantsOutput(i)) return;
+  ir::Shape padded = t.shape();
+  for (size_t a = padded.size() - 2; a < padded.size(); ++a) padded[a] += 2 * pad;
+  imp_.set(node_.output(int(i)), Entry{.tensor = t, .onnx_shape = padded, .pad = pad});
+}
+
+int64_t Context::inputPadding(size_t i) const {
+  auto e = input(i);
+  return e.ok() ? (*e)->pad : 0;
 }
 
 std::vector<const onnx::NodeProto*> Context::readers(size_t i) const {

@@ -633,6 +633,7 @@ absl::Status conv(NodeContext& c) {
                                                " but W's spatial shape is ", shapeText(kernel)));
   }
   ASSIGN_OR_RETURN(Window w, window2d(c, x_shape, kernel));
+  w.pad += c.inputPadding(0);  // a Pad of zeros before it (foldablePadding)
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   ASSIGN_OR_RETURN(Tensor weight, c.tensor(1));
   Tensor bias;
@@ -666,6 +667,13 @@ absl::Status pool(NodeContext& c) {
     if (!include)
       return NodeContext::unsupported(
           "count_include_pad 0 with padding (Tandem's avg_pool2d counts the padding)");
+  }
+  // A Pad of zeros before it (foldablePadding, average pools only): its zeros are pixels
+  // of the input, counted whatever count_include_pad says, as avg_pool2d counts padding.
+  if (const int64_t folded = c.inputPadding(0); folded > 0) {
+    if (ceil_mode)
+      return NodeContext::unsupported("ceil_mode 1 after a Pad (the partial windows' divisor)");
+    w.pad += folded;
   }
   if (2 * w.pad > w.kernel)
     return NodeContext::unsupported(
@@ -1001,12 +1009,44 @@ absl::Status squeeze(NodeContext& c) {
   return reshapeInput(c, out);
 }
 
+/// Known integers (shape arithmetic: PyTorch's ZeroPad2d computes its pads so) transposed
+/// by `perm`, which the caller checked is a permutation of v's axes.
+OnnxTensor transposeKnown(const OnnxTensor& v, const std::vector<int64_t>& perm) {
+  OnnxTensor out = v;
+  out.name.clear();
+  const size_t rank = v.shape.size();
+  std::vector<int64_t> stride(rank, 1);  // of v, row-major
+  for (size_t a = rank; a-- > 1;) stride[a - 1] = stride[a] * v.shape[a];
+  for (size_t a = 0; a < rank; ++a) out.shape[a] = v.shape[size_t(perm[a])];
+  std::vector<int64_t> index(rank, 0);  // in out
+  for (int64_t e = 0, n = v.numElements(); e < n; ++e) {
+    int64_t from = 0;
+    for (size_t a = 0; a < rank; ++a) from += index[a] * stride[size_t(perm[a])];
+    out.ints[size_t(e)] = v.ints[size_t(from)];
+    for (size_t a = rank; a-- > 0;) {
+      if (++index[a] < out.shape[a]) break;
+      index[a] = 0;
+    }
+  }
+  return out;
+}
+
 absl::Status transpose(NodeContext& c) {
-  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
-  const int64_t rank = int64_t(x.shape().size());
+  ASSIGN_OR_RETURN(ir::Shape shape, c.shape(0));
+  const int64_t rank = int64_t(shape.size());
   std::vector<int64_t> reversed(static_cast<size_t>(rank));
   std::iota(reversed.rbegin(), reversed.rend(), 0);
   ASSIGN_OR_RETURN(std::vector<int64_t> perm, c.attrInts("perm", reversed));
+  if (c.isConstant(0)) {
+    ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
+    std::vector<int64_t> sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    if (!v->isFloat() && sorted == std::vector<int64_t>(reversed.rbegin(), reversed.rend())) {
+      c.setOutput(0, transposeKnown(*v, perm));  // integers never run as tensors: fold them
+      return absl::OkStatus();
+    }
+  }
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   c.setOutput(0, c.emit(ir::TransposeArgs{.x = x.value(), .perm = perm}.spec()));
   return absl::OkStatus();
 }
@@ -1064,6 +1104,63 @@ absl::Status concat(NodeContext& c) {
   return absl::OkStatus();
 }
 
+/// ONNX's Slice of a known value: per sliced axis the indices start, start + step, ...
+/// short of end (a negative step counts down: start clamped to [0, dim - 1], end to
+/// [-1, dim - 1]), every index of the other axes; the elements in row-major order.
+absl::StatusOr<OnnxTensor> sliceKnown(const OnnxTensor& v, const std::vector<int64_t>& starts,
+                                      const std::vector<int64_t>& ends,
+                                      const std::vector<int64_t>& axes,
+                                      const std::vector<int64_t>& steps) {
+  const int64_t rank = int64_t(v.shape.size());
+  std::vector<std::vector<int64_t>> picks(v.shape.size());
+  for (size_t a = 0; a < v.shape.size(); ++a) {
+    picks[a].resize(size_t(v.shape[a]));
+    std::iota(picks[a].begin(), picks[a].end(), 0);
+  }
+  for (size_t i = 0; i < starts.size(); ++i) {
+    ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axes[i], rank, "axis"));
+    const int64_t dim = v.shape[size_t(axis)], step = steps[i];
+    if (step == 0) return NodeContext::invalid("step 0");
+    auto wrap = [dim](int64_t x) { return x < 0 ? x + dim : x; };
+    std::vector<int64_t>& at = picks[size_t(axis)];
+    at.clear();
+    if (step > 0) {
+      const int64_t end = std::clamp(wrap(ends[i]), int64_t{0}, dim);
+      for (int64_t k = std::clamp(wrap(starts[i]), int64_t{0}, dim); k < end; k += step)
+        at.push_back(k);
+    } else {
+      const int64_t end = std::clamp(wrap(ends[i]), int64_t{-1}, dim - 1);
+      for (int64_t k = std::clamp(wrap(starts[i]), int64_t{0}, dim - 1); k > end; k += step)
+        at.push_back(k);
+    }
+    if (at.empty())
+      return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
+  }
+  OnnxTensor out = v;
+  out.name.clear();
+  out.floats.clear();
+  out.ints.clear();
+  int64_t count = 1;
+  for (size_t a = 0; a < picks.size(); ++a) {
+    out.shape[a] = int64_t(picks[a].size());
+    count *= out.shape[a];
+  }
+  std::vector<int64_t> index(picks.size(), 0);  // position in each axis' picks
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t from = 0;
+    for (size_t a = 0; a < picks.size(); ++a) from = from * v.shape[a] + picks[a][size_t(index[a])];
+    if (v.isFloat())
+      out.floats.push_back(v.floats[size_t(from)]);
+    else
+      out.ints.push_back(v.ints[size_t(from)]);
+    for (size_t a = picks.size(); a-- > 0;) {  // the next row-major position
+      if (++index[a] < out.shape[a]) break;
+      index[a] = 0;
+    }
+  }
+  return out;
+}
+
 absl::Status slice(NodeContext& c) {
   ASSIGN_OR_RETURN(ir::Shape shape, c.shape(0));
   std::vector<int64_t> starts, ends, axes, steps;
@@ -1088,6 +1185,12 @@ absl::Status slice(NodeContext& c) {
   if (steps.empty()) steps.assign(starts.size(), 1);
   if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
     return NodeContext::invalid("starts, ends, axes and steps differ in length");
+  if (c.isConstant(0)) {  // shape arithmetic, masks: computed here, any step
+    ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
+    ASSIGN_OR_RETURN(OnnxTensor out, sliceKnown(*v, starts, ends, axes, steps));
+    c.setOutput(0, std::move(out));
+    return absl::OkStatus();
+  }
   struct Cut {
     int64_t axis, start, end;
   };
@@ -1103,20 +1206,6 @@ absl::Status slice(NodeContext& c) {
     if (start >= end)
       return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
     if (start > 0 || end < dim) cuts.push_back({axis, start, end});
-  }
-  if (c.isConstant(0) && shape.size() == 1) {  // shape arithmetic
-    ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
-    OnnxTensor out = *v;
-    out.name.clear();
-    for (const Cut& cut : cuts) {
-      if (out.isFloat())
-        out.floats = std::vector<float>(v->floats.begin() + cut.start, v->floats.begin() + cut.end);
-      else
-        out.ints = std::vector<int64_t>(v->ints.begin() + cut.start, v->ints.begin() + cut.end);
-      out.shape = {cut.end - cut.start};
-    }
-    c.setOutput(0, std::move(out));
-    return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   for (const Cut& cut : cuts)
@@ -1202,6 +1291,32 @@ absl::Status dropout(NodeContext& c) {
   return absl::OkStatus();
 }
 
+/// The padding p of a Pad that its readers can take into their own: zeros (constant mode,
+/// value 0), p rows and columns on each side of an [N,C,H,W] tensor ([0,0,p,p,0,0,p,p]),
+/// read as input X by convolutions (zero padding is theirs) and average pools (which count
+/// padding as zeros, as avg_pool2d does) alone. 0 where it cannot be folded.
+absl::StatusOr<int64_t> foldablePadding(NodeContext& c, const std::string& mode,
+                                        const std::vector<int64_t>& pads) {
+  if (mode != "constant" || pads.size() != 8 || pads[0] || pads[1] || pads[4] || pads[5]) return 0;
+  const int64_t p = pads[2];
+  if (p <= 0 || pads[3] != p || pads[6] != p || pads[7] != p) return 0;
+  double value = 0;
+  if (c.version() >= 11 && c.hasInput(2)) {
+    ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(2));
+    if (v->numElements() != 1) return 0;
+    value = v->at(0);
+  } else if (c.version() < 11) {
+    ASSIGN_OR_RETURN(value, c.attrFloat("value", 0.0));
+  }
+  if (value != 0 || c.isGraphOutput(0)) return 0;
+  for (const onnx::NodeProto* r : c.readers(0))
+    if ((r->op_type() != "Conv" && r->op_type() != "AveragePool") || r->input_size() < 1 ||
+        r->input(0) != c.node().output(0) ||
+        std::count(r->input().begin(), r->input().end(), c.node().output(0)) != 1)
+      return 0;
+  return p;
+}
+
 absl::Status pad(NodeContext& c) {
   ASSIGN_OR_RETURN(std::string mode, c.attrString("mode", "constant"));
   std::vector<int64_t> pads;
@@ -1212,6 +1327,12 @@ absl::Status pad(NodeContext& c) {
   }
   // PyTorch 1.13 puts a Pad of zeros before every AvgPool2d it exports.
   if (std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; })) return c.alias(0, 0);
+  ASSIGN_OR_RETURN(const int64_t folded, foldablePadding(c, mode, pads));
+  if (folded > 0) {
+    ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+    c.setPaddedOutput(0, x, folded);
+    return absl::OkStatus();
+  }
   return NodeContext::unsupported(absl::StrCat(mode, " padding ", shapeText(pads),
                                                " (Tandem pads only inside conv and pooling ops)"));
 }

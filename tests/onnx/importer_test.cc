@@ -463,6 +463,71 @@ TEST(OnnxImport, KnownValuesAreComputedAtImport) {
   }
 }
 
+// Issue 44: a Pad of zeros read only by convolutions and average pools becomes their own
+// padding (PyTorch exports AvgPool2d(padding=1) and ZeroPad2d so); its pads computed at
+// import by PyTorch's arithmetic (a Slice of step -1 and a Transpose of known integers, as
+// ZeroPad2d writes them). A Pad something else reads stays refused.
+TEST(OnnxImport, APadOfZerosBecomesItsReadersPadding) {
+  auto intsConstant = [](onnx::GraphProto* g, const std::string& out, std::vector<int64_t> dims,
+                         std::vector<int64_t> values) {
+    onnx::NodeProto* n = node(g, "Constant", out, {}, {out});
+    auto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims) a->mutable_t()->add_dims(d);
+    for (int64_t v : values) a->mutable_t()->add_int64_data(v);
+  };
+  auto model = [&](const std::string& reader) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(13);
+    onnx::GraphProto* g = m.mutable_graph();
+    g->set_name("pad");
+    *g->add_input() = floatInput("x", {2, 4, 6, 6});
+    // [[1,1],[1,1],[0,0],[0,0]] reversed along axis 0 and transposed: [0,0,1,1, 0,0,1,1].
+    intsConstant(g, "pairs", {4, 2}, {1, 1, 1, 1, 0, 0, 0, 0});
+    intsConstant(g, "start", {1}, {-1});
+    intsConstant(g, "end", {1}, {-1000});
+    intsConstant(g, "axis", {1}, {0});
+    intsConstant(g, "step", {1}, {-1});
+    node(g, "Slice", "reverse", {"pairs", "start", "end", "axis", "step"}, {"reversed"});
+    onnx::NodeProto* t = node(g, "Transpose", "swap", {"reversed"}, {"swapped"});
+    intsAttr(t, "perm", {1, 0});
+    intsConstant(g, "flat", {1}, {-1});
+    node(g, "Reshape", "flatten", {"swapped", "flat"}, {"pads"});
+    node(g, "Pad", "pad", {"x", "pads"}, {"padded"});
+    if (reader == "AveragePool") {
+      intsAttr(node(g, "AveragePool", "pool", {"padded"}, {"y"}), "kernel_shape", {3, 3});
+    } else if (reader == "Conv") {
+      *g->add_initializer() = floats("w", {4, 1, 3, 3}, 0.1f);
+      intAttr(node(g, "Conv", "conv", {"padded", "w"}, {"y"}), "group", 4);
+    } else {
+      node(g, "Relu", "relu", {"padded"}, {"y"});
+    }
+    *g->add_output() = floatInput("y", {2, 4, reader == "Relu" ? 8 : 6, reader == "Relu" ? 8 : 6});
+    return m;
+  };
+  for (const std::string reader : {"AveragePool", "Conv"}) {
+    auto imported = importBytes(bytesOf(model(reader)));
+    ASSERT_TRUE(imported.ok()) << reader << ": " << imported.status();
+    const ir::Graph& g = *imported->module->graph(kInferGraph);
+    const ir::Op op = reader == "Conv" ? ir::Op::kConv2d : ir::Op::kAvgPool2d;
+    ASSERT_EQ(opsOf(g), std::vector<ir::Op>{op}) << reader;
+    for (const auto& n : g.nodes())
+      if (n->op() == op) {
+        EXPECT_EQ(n->intAttr("pad"), 1) << reader;
+        EXPECT_EQ(n->operand(0)->type().shape, (ir::Shape{2, 4, 6, 6})) << reader;
+      }
+  }
+  auto refused = importBytes(bytesOf(model("Relu")));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "node 'pad' (Pad): constant padding [0,0,1,1,0,0,1,1] (Tandem pads "
+                                "only inside conv and pooling ops)"))
+      << refused.status();
+}
+
 // --- patterns PyTorch writes for ops ONNX lacks, and the class token's shape arithmetic ---
 
 onnx::ModelProto emptyModel(const std::string& name, int64_t opset = 14) {

@@ -65,15 +65,17 @@ VARIANTS = {
 
 
 class Mobile(torch.nn.Module):
-    """MobileNet v2 / v3's layers on 1x28x28 images: conv-bn-ReLU6, a depthwise 3x3 (groups
-    = channels) and a grouped 1x1 (2 groups, as ShuffleNet's) with bn-Hardswish, a
+    """MobileNet v2 / v3's layers on 1x28x28 images: conv-bn-ReLU6, an average pool counting
+    its padding (Pad, AveragePool), a depthwise 3x3 (groups = channels) after a ZeroPad2d
+    (Pad, Conv) and a grouped 1x1 (2 groups, as ShuffleNet's) with bn-Hardswish, a
     squeeze-and-excite gate (pool, 1x1 convs, ReLU, Hardsigmoid, multiply), pool, linear."""
 
     def __init__(self):
         super().__init__()
         nn = torch.nn
         self.c1 = nn.Sequential(nn.Conv2d(1, 8, 3, 2, 1), nn.BatchNorm2d(8), nn.ReLU6())
-        self.c2 = nn.Sequential(nn.Conv2d(8, 8, 3, 2, 1, groups=8), nn.BatchNorm2d(8),
+        self.c2 = nn.Sequential(nn.ZeroPad2d(1), nn.Conv2d(8, 8, 3, 2, 0, groups=8),
+                                nn.BatchNorm2d(8),
                                 nn.Hardswish(), nn.Conv2d(8, 16, 1, groups=2),
                                 nn.BatchNorm2d(16), nn.Hardswish())
         self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(16, 4, 1), nn.ReLU(),
@@ -81,7 +83,8 @@ class Mobile(torch.nn.Module):
         self.fc = nn.Linear(16, 10)
 
     def forward(self, x):
-        x = self.c2(self.c1(x))
+        # avg_pool2d counting its padding: exported as a Pad of zeros and an AveragePool.
+        x = self.c2(torch.nn.functional.avg_pool2d(self.c1(x), 3, 1, 1))
         x = x * self.se(x)
         return self.fc(x.mean((2, 3)))
 
