@@ -12,35 +12,15 @@ bench/depthwise_vs_pytorch.sh.
 """
 
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
 
+from transformer_cores_torch import cpu_ns  # the smallest of 5 repetitions' CPU time per call
+
 SHAPES = [(32, 112, 1), (96, 112, 2), (144, 56, 1), (144, 56, 2), (192, 28, 1), (192, 28, 2),
           (384, 14, 1), (576, 14, 1), (576, 14, 2), (960, 7, 1)]  # bench/cpu_kernels_bench.cc
 N = 8
-
-
-def cpu_ns(fn, min_time):
-    for _ in range(3):
-        fn()
-    n = 1
-    while True:  # calls per repetition: enough for min_time of CPU
-        t0 = time.process_time()
-        for _ in range(n):
-            fn()
-        spent = time.process_time() - t0
-        if spent >= min_time / 5 or n >= 1 << 16:
-            break
-        n *= 2
-    best = spent / n
-    for _ in range(4):
-        t0 = time.process_time()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.process_time() - t0) / n)
-    return best * 1e9
 
 
 def main():
@@ -65,7 +45,7 @@ def main():
         }
         with torch.no_grad():
             for name, fn in passes.items():
-                print(f"{name}/C:{c}/H:{h}/s:{s} {cpu_ns(fn, args.min_time):.0f}", flush=True)
+                print(f"{name}/C:{c}/H:{h}/s:{s} {cpu_ns(fn, args.min_time)[0]:.0f}", flush=True)
 
 
 if __name__ == "__main__":

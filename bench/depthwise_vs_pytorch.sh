@@ -29,22 +29,14 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 name=depthwise_vs_pytorch
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(dirname "$here")"
-[[ "$build" = /* ]] || build="$root/$build"
-python="${TANDEM_PYTHON:-/usr/bin/python3}"
-"$python" -c "import torch" >/dev/null 2>&1 || {
-  echo "$name: $python cannot import torch; install it with: apt-get install python3-torch libopenblas0-pthread" >&2
-  exit 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/bench_common.sh"
+find_tools
 bench="$build/bench/cpu_kernels_bench"
 [[ -x "$bench" ]] || {
   echo "$name: $bench not found; build it with: ninja -C $build cpu_kernels_bench (or pass --build DIR)" >&2
   exit 1
 }
 [[ "$min_time" =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "$name: --min-time must be a number of seconds, got '$min_time'" >&2; exit 2; }
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
 
 echo "== Tandem: $bench Depthwise*<kAuto> (5 repetitions of ${min_time} s)" >&2
 "$bench" --benchmark_filter='Depthwise.*<kAuto>' --benchmark_min_time="$min_time" \

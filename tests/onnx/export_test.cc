@@ -280,6 +280,33 @@ TEST_F(ExportTest, MlpMatchesTheEvalStepThroughTandemRun) {
   exportAndCompare(*this, "mlp", 0);
 }
 
+/// `proto`, exported from `values` of `spec`'s module, written as NAME.onnx and run by
+/// tandem run on a batch of images: its logits within 1e-5 of the largest of the eval
+/// step's on the same images and values. `checked`: what ONNX's checker says of the file
+/// ("" without python3-onnx).
+void expectRunsAsTheEvalStep(ExportTest& t, const ModelSpec& spec, const onnx::ModelProto& proto,
+                             const onnx_export::VarValues& values, const std::string& name,
+                             std::string* checked) {
+  std::string bytes;
+  ASSERT_TRUE(proto.SerializeToString(&bytes));
+  const std::string path = t.file(name + ".onnx");
+  testing::writeFile(path, bytes);
+  *checked = checkWithOnnx(path);
+  const std::vector<float> images = t.writeImages({kBatch, 1, 28, 28});
+  CommandResult r = testing::runTandem(
+      {"run", path, "--input", "x=" + t.file("x.pb"), "--output-dir", t.file("out_" + name)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto got = onnx_import::readTensorFile(t.file("out_" + name + "/output_0.pb"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  auto rebuilt = buildModule(spec, {.batch = kBatch});
+  ASSERT_TRUE(rebuilt.ok());
+  const auto [worst, scale] =
+      compare(evalStepLogits(*std::move(rebuilt), values, images), got->floats);
+  EXPECT_LE(worst, 1e-5 * scale) << "largest logit " << scale;
+  std::printf("%s: largest |logit| %.4g, largest difference from the eval step %.3g\n",
+              name.c_str(), scale, worst);
+}
+
 /// Every variable of `m` drawn from a fixed LCG: weights in [-0.25, 0.25), running
 /// variances in [0.5, 1.5).
 onnx_export::VarValues randomValues(const ir::Module& m) {
@@ -321,29 +348,13 @@ TEST_F(ExportTest, BatchNormThatCannotFoldStaysBatchNormalization) {
       << report.kept_batch_norms[0];
   EXPECT_NE(report.kept_batch_norms[1].find("read elsewhere"), std::string::npos)
       << report.kept_batch_norms[1];
-  std::string bytes;
-  ASSERT_TRUE(proto->SerializeToString(&bytes));
-  testing::writeFile(file("kept.onnx"), bytes);
-  const std::string checked = checkWithOnnx(file("kept.onnx"));
+  // Unfolded, both normalize the same way per element; the eval step may still fuse bn2
+  // and the add differently from tandem run's plain nodes: rounding only.
+  std::string checked;
+  expectRunsAsTheEvalStep(*this, spec, *proto, values, "bn_kept", &checked);
   if (!checked.empty()) {
     EXPECT_NE(checked.find("BatchNormalization"), std::string::npos) << checked;
   }
-
-  const std::vector<float> images = writeImages({kBatch, 1, 28, 28});
-  CommandResult r = testing::runTandem(
-      {"run", file("kept.onnx"), "--input", "x=" + file("x.pb"), "--output-dir", file("out")});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto got = onnx_import::readTensorFile(file("out/output_0.pb"));
-  ASSERT_TRUE(got.ok()) << got.status();
-  auto rebuilt = buildModule(spec, {.batch = kBatch});
-  ASSERT_TRUE(rebuilt.ok());
-  const auto [worst, scale] =
-      compare(evalStepLogits(*std::move(rebuilt), values, images), got->floats);
-  // Unfolded, both normalize the same way per element; the eval step may still fuse bn2
-  // and the add differently from tandem run's plain nodes: rounding only.
-  EXPECT_LE(worst, 1e-5 * scale) << "largest logit " << scale;
-  std::printf("bn_kept: largest |logit| %.4g, largest difference from the eval step %.3g\n", scale,
-              worst);
 }
 
 // MobileNet's and GoogLeNet's layers: a depthwise and a grouped convolution (Conv's
@@ -374,27 +385,11 @@ TEST_F(ExportTest, GroupedConvolutionsAndCeilModePoolsRunAsTheEvalStep) {
         attrs[n.op_type() + "." + a.name()] = std::max(attrs[n.op_type() + "." + a.name()], a.i());
   EXPECT_EQ(attrs, (std::map<std::string, int64_t>{
                        {"AveragePool.ceil_mode", 1}, {"Conv.group", 8}, {"MaxPool.ceil_mode", 1}}));
-  std::string bytes;
-  ASSERT_TRUE(proto->SerializeToString(&bytes));
-  testing::writeFile(file("mobile.onnx"), bytes);
-  const std::string checked = checkWithOnnx(file("mobile.onnx"));
+  std::string checked;
+  expectRunsAsTheEvalStep(*this, spec, *proto, values, "mobile", &checked);
   if (!checked.empty()) {
     EXPECT_EQ(checked.substr(0, 3), "17 ") << checked;
   }
-
-  const std::vector<float> images = writeImages({kBatch, 1, 28, 28});
-  CommandResult r = testing::runTandem(
-      {"run", file("mobile.onnx"), "--input", "x=" + file("x.pb"), "--output-dir", file("out")});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto got = onnx_import::readTensorFile(file("out/output_0.pb"));
-  ASSERT_TRUE(got.ok()) << got.status();
-  auto rebuilt = buildModule(spec, {.batch = kBatch});
-  ASSERT_TRUE(rebuilt.ok());
-  const auto [worst, scale] =
-      compare(evalStepLogits(*std::move(rebuilt), values, images), got->floats);
-  EXPECT_LE(worst, 1e-5 * scale) << "largest logit " << scale;
-  std::printf("mobile: largest |logit| %.4g, largest difference from the eval step %.3g\n", scale,
-              worst);
 }
 
 TEST_F(ExportTest, AnOpWithoutOnnxFormIsNamed) {
