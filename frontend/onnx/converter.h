@@ -44,6 +44,10 @@ class NodeContext {
   /// them); its value then.
   virtual bool isConstant(size_t i) const = 0;
   virtual absl::StatusOr<const OnnxTensor*> constant(size_t i) = 0;
+  /// Whether input i is one of the model's initializers (through Identity too): a weight,
+  /// which stays a variable that training updates. A known value computed from constants
+  /// is not (it becomes a buffer where a tensor of the graph reads it).
+  virtual bool isWeight(size_t i) const = 0;
   /// Input i as a tensor of the graph; a known value becomes a variable of `role`
   /// (initialized as `init` under --reinit; unset: Kaiming for rank >= 2, else zeros).
   virtual absl::StatusOr<Tensor> tensor(size_t i, ir::VarRole role = ir::VarRole::kParam,

@@ -188,6 +188,7 @@ class Context final : public NodeContext {
   Builder& builder() override;
   bool isConstant(size_t i) const override;
   absl::StatusOr<const OnnxTensor*> constant(size_t i) override;
+  bool isWeight(size_t i) const override;
   absl::StatusOr<Tensor> tensor(size_t i, ir::VarRole role,
                                 std::optional<ir::Initializer> init) override;
   absl::StatusOr<Tensor> tensorOf(OnnxTensor value) override;
@@ -571,6 +572,11 @@ absl::StatusOr<const Entry*> Context::input(size_t i) const {
 bool Context::isConstant(size_t i) const {
   auto e = input(i);
   return e.ok() && (*e)->known != nullptr;
+}
+
+bool Context::isWeight(size_t i) const {
+  auto e = input(i);
+  return e.ok() && (*e)->initializer;
 }
 
 absl::StatusOr<const OnnxTensor*> Context::constant(size_t i) {

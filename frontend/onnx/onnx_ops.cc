@@ -400,6 +400,25 @@ Converter arith(Arith op) {
         c.setOutput(0, std::move(*v));
         return absl::OkStatus();
       }
+      // Integers under numpy broadcasting (index arithmetic) and floats computed from
+      // constants (swin's window masks), whatever the shapes: computed here. A weight
+      // stays a graph op on its variable, which training updates.
+      if ((!a->isFloat() && !b->isFloat()) || (!c.isWeight(0) && !c.isWeight(1))) {
+        bool by_zero = false;
+        ASSIGN_OR_RETURN(OnnxTensor v, broadcastKnown({a, b}, {}, a->elem_type,
+                                                      [&](const std::vector<double>& x) {
+                                                        if (op == Arith::kDiv && x[1] == 0)
+                                                          by_zero = true;
+                                                        return op == Arith::kAdd   ? x[0] + x[1]
+                                                               : op == Arith::kSub ? x[0] - x[1]
+                                                               : op == Arith::kMul ? x[0] * x[1]
+                                                               : by_zero           ? 0.0
+                                                                         : std::trunc(x[0] / x[1]);
+                                                      }));
+        if (by_zero) return NodeContext::invalid("an integer division by zero");
+        c.setOutput(0, std::move(v));
+        return absl::OkStatus();
+      }
     }
     ASSIGN_OR_RETURN(Tensor a, c.tensor(0));
     Tensor b;
@@ -1009,8 +1028,8 @@ absl::Status squeeze(NodeContext& c) {
   return reshapeInput(c, out);
 }
 
-/// Known integers (shape arithmetic: PyTorch's ZeroPad2d computes its pads so) transposed
-/// by `perm`, which the caller checked is a permutation of v's axes.
+/// A known value transposed by `perm`, which the caller checked is a permutation of v's
+/// axes (PyTorch's ZeroPad2d computes its pads so; swin's window masks are permuted).
 OnnxTensor transposeKnown(const OnnxTensor& v, const std::vector<int64_t>& perm) {
   OnnxTensor out = v;
   out.name.clear();
@@ -1022,7 +1041,10 @@ OnnxTensor transposeKnown(const OnnxTensor& v, const std::vector<int64_t>& perm)
   for (int64_t e = 0, n = v.numElements(); e < n; ++e) {
     int64_t from = 0;
     for (size_t a = 0; a < rank; ++a) from += index[a] * stride[size_t(perm[a])];
-    out.ints[size_t(e)] = v.ints[size_t(from)];
+    if (v.isFloat())
+      out.floats[size_t(e)] = v.floats[size_t(from)];
+    else
+      out.ints[size_t(e)] = v.ints[size_t(from)];
     for (size_t a = rank; a-- > 0;) {
       if (++index[a] < out.shape[a]) break;
       index[a] = 0;
@@ -1041,8 +1063,11 @@ absl::Status transpose(NodeContext& c) {
     ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
     std::vector<int64_t> sorted = perm;
     std::sort(sorted.begin(), sorted.end());
-    if (!v->isFloat() && sorted == std::vector<int64_t>(reversed.rbegin(), reversed.rend())) {
-      c.setOutput(0, transposeKnown(*v, perm));  // integers never run as tensors: fold them
+    // Integers never run as tensors, and values computed from constants are buffers:
+    // computed here. A weight stays a transpose of its variable, trained as such.
+    if ((!v->isFloat() || !c.isWeight(0)) &&
+        sorted == std::vector<int64_t>(reversed.rbegin(), reversed.rend())) {
+      c.setOutput(0, transposeKnown(*v, perm));
       return absl::OkStatus();
     }
   }
@@ -1051,27 +1076,65 @@ absl::Status transpose(NodeContext& c) {
   return absl::OkStatus();
 }
 
+/// Known values of one type joined along `axis` (ONNX's Concat: the other axes equal).
+absl::StatusOr<OnnxTensor> concatKnown(const std::vector<const OnnxTensor*>& vs, int64_t axis) {
+  OnnxTensor out = *vs[0];
+  out.name.clear();
+  out.floats.clear();
+  out.ints.clear();
+  if (out.shape.empty()) out.shape = {1};  // a scalar joins as one element
+  out.shape[size_t(axis)] = 0;
+  int64_t outer = 1;  // elements before the axis
+  for (int64_t a = 0; a < axis; ++a) outer *= out.shape[size_t(a)];
+  std::vector<int64_t> chunk;  // elements per outer index, of each input
+  for (const OnnxTensor* v : vs) {
+    ir::Shape s = v->shape.empty() ? ir::Shape{1} : v->shape;
+    if (s.size() != out.shape.size()) return NodeContext::invalid("inputs of different ranks");
+    for (size_t a = 0; a < s.size(); ++a)
+      if (int64_t(a) != axis && s[a] != out.shape[a])
+        return NodeContext::invalid(absl::StrCat("inputs of shapes ", shapeText(s), " and ",
+                                                 shapeText(vs[0]->shape), " off the axis"));
+    out.shape[size_t(axis)] += s[size_t(axis)];
+    chunk.push_back(outer > 0 ? v->numElements() / outer : 0);
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    for (size_t i = 0; i < vs.size(); ++i) {
+      const int64_t from = o * chunk[i];
+      if (vs[i]->isFloat())
+        out.floats.insert(out.floats.end(), vs[i]->floats.begin() + from,
+                          vs[i]->floats.begin() + from + chunk[i]);
+      else
+        out.ints.insert(out.ints.end(), vs[i]->ints.begin() + from,
+                        vs[i]->ints.begin() + from + chunk[i]);
+    }
+  return out;
+}
+
 absl::Status concat(NodeContext& c) {
   ASSIGN_OR_RETURN(ir::Shape first, c.shape(0));
   ASSIGN_OR_RETURN(int64_t axis_attr, c.attrInt("axis", 0));
   if (!c.hasAttr("axis")) return NodeContext::invalid("attribute 'axis' is missing");
   ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axis_attr, int64_t(first.size()), "axis"));
   const size_t n = size_t(c.node().input_size());
-  bool all_known = first.size() == 1;
+  bool all_known = true;
   for (size_t i = 0; i < n && all_known; ++i) all_known = c.isConstant(i);
-  if (all_known) {  // shape arithmetic: 1-D values joined here
+  if (all_known) {
     ASSIGN_OR_RETURN(const OnnxTensor* v0, c.constant(0));
-    OnnxTensor out = *v0;
-    out.name.clear();
-    for (size_t i = 1; i < n; ++i) {
-      ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(i));
-      if (v->elem_type != out.elem_type) return NodeContext::invalid("inputs of different types");
-      out.floats.insert(out.floats.end(), v->floats.begin(), v->floats.end());
-      out.ints.insert(out.ints.end(), v->ints.begin(), v->ints.end());
-      out.shape[0] += v->shape.empty() ? 1 : v->shape[0];
+    // Shape arithmetic (1-D values), integers and values computed from constants (index
+    // masks) are joined here; weights of higher rank stay graph ops on their variables.
+    bool weights = false;
+    for (size_t i = 0; i < n; ++i) weights = weights || c.isWeight(i);
+    if (first.size() == 1 || !v0->isFloat() || !weights) {
+      std::vector<const OnnxTensor*> vs;
+      for (size_t i = 0; i < n; ++i) {
+        ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(i));
+        if (v->elem_type != v0->elem_type) return NodeContext::invalid("inputs of different types");
+        vs.push_back(v);
+      }
+      ASSIGN_OR_RETURN(OnnxTensor out, concatKnown(vs, axis));
+      c.setOutput(0, std::move(out));
+      return absl::OkStatus();
     }
-    c.setOutput(0, std::move(out));
-    return absl::OkStatus();
   }
   std::vector<Tensor> ts;
   std::vector<ir::Shape> shapes;
@@ -1106,7 +1169,9 @@ absl::Status concat(NodeContext& c) {
 
 /// ONNX's Slice of a known value: per sliced axis the indices start, start + step, ...
 /// short of end (a negative step counts down: start clamped to [0, dim - 1], end to
-/// [-1, dim - 1]), every index of the other axes; the elements in row-major order.
+/// [-1, dim - 1]), every index of the other axes; the elements in row-major order. An
+/// empty result is a known value too (a mask's slice of width 0), which only known
+/// values read.
 absl::StatusOr<OnnxTensor> sliceKnown(const OnnxTensor& v, const std::vector<int64_t>& starts,
                                       const std::vector<int64_t>& ends,
                                       const std::vector<int64_t>& axes,
@@ -1133,8 +1198,6 @@ absl::StatusOr<OnnxTensor> sliceKnown(const OnnxTensor& v, const std::vector<int
       for (int64_t k = std::clamp(wrap(starts[i]), int64_t{0}, dim - 1); k > end; k += step)
         at.push_back(k);
     }
-    if (at.empty())
-      return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
   }
   OnnxTensor out = v;
   out.name.clear();
@@ -1193,25 +1256,48 @@ absl::Status slice(NodeContext& c) {
   }
   struct Cut {
     int64_t axis, start, end;
+    int64_t step = 1;  // > 1: every step-th element from start to the axis' end
   };
   std::vector<Cut> cuts;
   for (size_t i = 0; i < starts.size(); ++i) {
     ASSIGN_OR_RETURN(int64_t axis, normalizeAxis(axes[i], int64_t(shape.size()), "axis"));
-    if (steps[i] != 1)
-      return NodeContext::unsupported(
-          absl::StrCat("step ", steps[i], " (slice_axis takes every element)"));
-    const int64_t dim = shape[size_t(axis)];
+    const int64_t dim = shape[size_t(axis)], step = steps[i];
     auto clamp = [dim](int64_t v) { return std::clamp(v < 0 ? v + dim : v, int64_t{0}, dim); };
     const int64_t start = clamp(starts[i]), end = clamp(ends[i]);
+    // Every step-th element to the end of an axis the step divides (swin's patch merging,
+    // x[:, 0::2, 1::2]): the axis seen as [dim / step, step], one column of it.
+    if (step > 1 && start < step && end == dim && dim % step == 0) {
+      cuts.push_back({axis, start, start + 1, step});
+      continue;
+    }
+    if (step != 1)
+      return NodeContext::unsupported(
+          absl::StrCat("step ", step,
+                       " (slice_axis takes every element; a step that divides the axis, "
+                       "from a start below it to the end, is read as a reshape)"));
     if (start >= end)
       return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
     if (start > 0 || end < dim) cuts.push_back({axis, start, end});
   }
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
-  for (const Cut& cut : cuts)
+  for (const Cut& cut : cuts) {
+    if (cut.step == 1) {
+      x = c.emit(
+          ir::SliceAxisArgs{.x = x.value(), .axis = cut.axis, .start = cut.start, .end = cut.end}
+              .spec());
+      continue;
+    }
+    ir::Shape split = x.shape(), merged = x.shape();
+    const size_t a = size_t(cut.axis);
+    split[a] /= cut.step;
+    merged[a] /= cut.step;
+    split.insert(split.begin() + int64_t(a) + 1, cut.step);
+    x = reshapeTensor(c, x, split);
     x = c.emit(
-        ir::SliceAxisArgs{.x = x.value(), .axis = cut.axis, .start = cut.start, .end = cut.end}
+        ir::SliceAxisArgs{.x = x.value(), .axis = cut.axis + 1, .start = cut.start, .end = cut.end}
             .spec());
+    x = reshapeTensor(c, x, merged);
+  }
   c.setOutput(0, x);
   return absl::OkStatus();
 }
@@ -1558,6 +1644,120 @@ absl::Status where(NodeContext& c) {
   return absl::OkStatus();
 }
 
+// Mod, Range, Not and ScatterND compute masks and indices from shapes (swin's shifted
+// windows build their attention mask so): values known at import, computed here.
+
+/// Each input known at import, else the refusal naming the first that is not.
+absl::Status expectKnownInputs(NodeContext& c, absl::string_view what) {
+  for (size_t i = 0; i < size_t(c.node().input_size()); ++i)
+    if (c.hasInput(i) && !c.isConstant(i))
+      return NodeContext::unsupported(absl::StrCat("input ", i, " ('", c.node().input(int(i)),
+                                                   "') computed at run time (Tandem computes ",
+                                                   what, " of values known at import)"));
+  return absl::OkStatus();
+}
+
+absl::Status mod(NodeContext& c) {
+  RETURN_IF_ERROR(expectKnownInputs(c, "Mod"));
+  ASSIGN_OR_RETURN(int64_t fmod, c.attrInt("fmod", 0));
+  ASSIGN_OR_RETURN(const OnnxTensor* a, c.constant(0));
+  ASSIGN_OR_RETURN(const OnnxTensor* b, c.constant(1));
+  if (a->isFloat() != b->isFloat()) return NodeContext::invalid("A and B differ in type");
+  if (a->isFloat() && !fmod) return NodeContext::invalid("fmod 0 on floats");
+  bool by_zero = false;
+  ASSIGN_OR_RETURN(OnnxTensor v,
+                   broadcastKnown({a, b}, {}, a->elem_type, [&](const std::vector<double>& x) {
+                     if (x[1] == 0) by_zero = true;
+                     if (fmod || x[1] == 0) return std::fmod(x[0], x[1]);
+                     // The divisor's sign, as Python's %.
+                     double r = std::fmod(x[0], x[1]);
+                     return r != 0 && (r < 0) != (x[1] < 0) ? r + x[1] : r;
+                   }));
+  if (by_zero && !a->isFloat()) return NodeContext::invalid("an integer division by zero");
+  c.setOutput(0, std::move(v));
+  return absl::OkStatus();
+}
+
+absl::Status range(NodeContext& c) {
+  RETURN_IF_ERROR(expectKnownInputs(c, "Range"));
+  std::vector<const OnnxTensor*> v(3);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSIGN_OR_RETURN(v[i], c.constant(i));
+    if (v[i]->numElements() != 1)
+      return NodeContext::invalid(absl::StrCat("input ", i, " is not a scalar"));
+  }
+  const double start = v[0]->at(0), limit = v[1]->at(0), delta = v[2]->at(0);
+  if (delta == 0) return NodeContext::invalid("delta 0");
+  const double count = std::max(std::ceil((limit - start) / delta), 0.0);
+  if (count == 0) return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
+  if (count > double(int64_t{1} << 26))
+    return NodeContext::unsupported(absl::StrCat("a range of ", count, " elements at import"));
+  OnnxTensor out;
+  out.elem_type = v[0]->elem_type;
+  out.shape = {int64_t(count)};
+  for (int64_t i = 0; i < int64_t(count); ++i) {
+    const double x = start + double(i) * delta;
+    if (out.isFloat())
+      out.floats.push_back(float(x));
+    else
+      out.ints.push_back(int64_t(x));
+  }
+  c.setOutput(0, std::move(out));
+  return absl::OkStatus();
+}
+
+absl::Status logicalNot(NodeContext& c) {
+  RETURN_IF_ERROR(expectKnownInputs(c, "Not"));
+  ASSIGN_OR_RETURN(const OnnxTensor* x, c.constant(0));
+  OnnxTensor out = *x;
+  out.name.clear();
+  for (int64_t& b : out.ints) b = b == 0;
+  c.setOutput(0, std::move(out));
+  return absl::OkStatus();
+}
+
+/// ScatterND of known values (reduction none): data with each index tuple's slice
+/// replaced by its update, in order (a later write of one place wins, as ONNX's reference).
+absl::Status scatterNd(NodeContext& c) {
+  RETURN_IF_ERROR(expectKnownInputs(c, "ScatterND"));
+  ASSIGN_OR_RETURN(std::string reduction, c.attrString("reduction", "none"));
+  if (reduction != "none") return NodeContext::unsupported(absl::StrCat("reduction ", reduction));
+  ASSIGN_OR_RETURN(const OnnxTensor* data, c.constant(0));
+  ASSIGN_OR_RETURN(const OnnxTensor* indices, c.constant(1));
+  ASSIGN_OR_RETURN(const OnnxTensor* updates, c.constant(2));
+  if (indices->isFloat() || indices->shape.empty())
+    return NodeContext::invalid("indices must be integers of rank >= 1");
+  const size_t k = size_t(indices->shape.back());
+  if (k == 0 || k > data->shape.size() || updates->elem_type != data->elem_type)
+    return NodeContext::invalid("indices' last axis or the updates' type does not fit data");
+  int64_t slice = 1;  // elements of data per index tuple
+  for (size_t a = k; a < data->shape.size(); ++a) slice *= data->shape[a];
+  const int64_t tuples = indices->numElements() / int64_t(k);
+  if (updates->numElements() != tuples * slice)
+    return NodeContext::invalid("updates hold another number of elements than indices address");
+  OnnxTensor out = *data;
+  out.name.clear();
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t at = 0;
+    for (size_t a = 0; a < k; ++a) {
+      int64_t i = indices->ints[size_t(t) * k + a];
+      const int64_t dim = data->shape[a];
+      if (i < -dim || i >= dim)
+        return NodeContext::invalid(absl::StrCat("index ", i, " is outside an axis of ", dim));
+      at = at * dim + (i < 0 ? i + dim : i);
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      const size_t to = size_t(at * slice + e), from = size_t(t * slice + e);
+      if (out.isFloat())
+        out.floats[to] = updates->floats[from];
+      else
+        out.ints[to] = updates->ints[from];
+    }
+  }
+  c.setOutput(0, std::move(out));
+  return absl::OkStatus();
+}
+
 /// Whether every reader of Expand's output broadcasts it itself along the axes it expands:
 /// a Concat along another axis (concat_axis repeats a size-1 axis: ViT's class token
 /// [1,1,D] beside the tokens [N,T,D]).
@@ -1589,11 +1789,11 @@ absl::Status expand(NodeContext& c) {
         "shape ", shapeText(target), " does not broadcast with the input's ", shapeText(in)));
   if (product(*out) == 0)
     return NodeContext::unsupported("an empty result (Tandem has no empty tensors)");
-  // Integers are shape arithmetic, computed here; a known float is a weight (ViT's class
-  // token, an initializer), which stays one variable, trained as such, and is broadcast in
-  // the graph.
+  // Integers are shape arithmetic and floats computed from constants masks (swin's
+  // window masks), computed here; a weight (ViT's class token, an initializer) stays one
+  // variable, trained as such, and is broadcast in the graph.
   ASSIGN_OR_RETURN(int32_t type, c.elemType(0));
-  if (c.isConstant(0) && type != onnx::TensorProto::FLOAT) {
+  if (c.isConstant(0) && (type != onnx::TensorProto::FLOAT || !c.isWeight(0))) {
     ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
     ASSIGN_OR_RETURN(
         OnnxTensor r,
@@ -1670,13 +1870,17 @@ std::map<std::string, OpConverter>* makeTable() {
       {"LogSoftmax", {1, softmaxLike<ir::LogSoftmaxArgs>}},
       {"MatMul", {1, matmul}},
       {"MaxPool", {1, pool<true>}},
+      {"Mod", {10, mod}},
       {"Mul", {6, arith(Arith::kMul)}},
       {"Neg", {6, neg}},
+      {"Not", {1, logicalNot}},
       {"Pad", {2, pad}},
       {"Pow", {7, power}},
       {"ReduceMean", {1, reduce<true>}},
+      {"Range", {11, range}},
       {"ReduceSum", {1, reduce<false>}},
       {"Reshape", {5, reshape}},
+      {"ScatterND", {11, scatterNd}},
       {"Shape", {1, shapeOp}},
       {"Size", {1, size}},
       {"Slice", {1, slice}},
