@@ -528,6 +528,50 @@ TEST(OnnxImport, APadOfZerosBecomesItsReadersPadding) {
       << refused.status();
 }
 
+// Issue 44: a Slice of step k from a start below k to the end of an axis k divides (swin's
+// patch merging, x[:, 1::2]) is the axis seen as [dim / k, k] and one column of it; other
+// steps at run time are refused, saying which ones are read.
+TEST(OnnxImport, AStridedSliceIsAReshapeAndASlice) {
+  auto model = [](int64_t step) {
+    onnx::ModelProto m;
+    m.set_ir_version(8);
+    m.add_opset_import()->set_version(13);
+    onnx::GraphProto* g = m.mutable_graph();
+    g->set_name("strided");
+    *g->add_input() = floatInput("x", {2, 4, 6, 6});
+    for (const auto& [name, v] : std::vector<std::pair<std::string, int64_t>>{
+             {"starts", 1}, {"ends", 1000}, {"axes", 2}, {"steps", step}}) {
+      onnx::NodeProto* n = node(g, "Constant", name, {}, {name});
+      auto* a = n->add_attribute();
+      a->set_name("value_ints");
+      a->set_type(onnx::AttributeProto::INTS);
+      a->add_ints(v);
+    }
+    node(g, "Slice", "slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+    *g->add_output() = floatInput("y", {2, 4, 6 / step, 6});
+    return m;
+  };
+  auto imported = importBytes(bytesOf(model(2)));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const ir::Graph& g = *imported->module->graph(kInferGraph);
+  EXPECT_EQ(opsOf(g),
+            (std::vector<ir::Op>{ir::Op::kReshape, ir::Op::kSliceAxis, ir::Op::kReshape}));
+  for (const auto& n : g.nodes())
+    if (n->op() == ir::Op::kSliceAxis) {
+      EXPECT_EQ(n->operand(0)->type().shape, (ir::Shape{2, 4, 3, 2, 6}));
+      EXPECT_EQ(n->intAttr("axis"), 3);
+      EXPECT_EQ(n->intAttr("start"), 1);
+      EXPECT_EQ(n->intAttr("end"), 2);
+    }
+  auto refused = importBytes(bytesOf(model(4)));  // 4 does not divide 6
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "node 'slice' (Slice): step 4 (slice_axis takes every element; a "
+                                "step that divides the axis, from a start below it to the end, "
+                                "is read as a reshape)"))
+      << refused.status();
+}
+
 // --- patterns PyTorch writes for ops ONNX lacks, and the class token's shape arithmetic ---
 
 onnx::ModelProto emptyModel(const std::string& name, int64_t opset = 14) {
