@@ -210,37 +210,48 @@ enum class Arith { kAdd, kSub, kMul, kDiv };
 
 std::optional<ir::Shape> broadcastShapes(const ir::Shape& a, const ir::Shape& b);
 
-/// Both operands known, one of them a single element or both of one shape: the result
-/// computed here (shape arithmetic of exported graphs).
-std::optional<OnnxTensor> foldArith(Arith op, const OnnxTensor& a, const OnnxTensor& b) {
-  const bool same = a.shape == b.shape;
-  if (!same && a.numElements() != 1 && b.numElements() != 1) return std::nullopt;
+int64_t broadcastIndex(const ir::Shape& s, const ir::Shape& out, int64_t i);
+absl::Status checkKnownShape(const std::vector<int64_t>& shape, absl::string_view what);
+
+/// Both operands known: the result computed here (shape arithmetic of exported graphs),
+/// integers exactly (an index near INT64_MAX survives), floats in double rounded once.
+/// Operands of one shape or a single element always; under any numpy broadcast only with
+/// `any_shapes`. nullopt where it is not folded; an error for an integer division by zero.
+absl::StatusOr<std::optional<OnnxTensor>> foldArith(Arith op, const OnnxTensor& a,
+                                                    const OnnxTensor& b, bool any_shapes) {
+  const bool simple = a.shape == b.shape || a.numElements() == 1 || b.numElements() == 1;
+  if (!simple && !any_shapes) return std::nullopt;
   if (a.numElements() == 0 || b.numElements() == 0) return std::nullopt;  // nothing to pick from
   if (a.elem_type != b.elem_type) return std::nullopt;
-  const OnnxTensor& big = a.numElements() >= b.numElements() ? a : b;
-  OnnxTensor out = big;
-  out.name.clear();
   // The broadcast shape: a scalar [] and a one-element [1] give [1] (numpy's rank is the
   // larger one), whichever is the first operand.
   std::optional<ir::Shape> shape = broadcastShapes(a.shape, b.shape);
   if (!shape) return std::nullopt;
+  if (!simple)  // only a broadcast makes a result larger than its operands
+    RETURN_IF_ERROR(
+        checkKnownShape(std::vector<int64_t>(shape->begin(), shape->end()), "a result"));
+  OnnxTensor out;
+  out.elem_type = a.elem_type;
   out.shape = *shape;
-  const int64_t n = big.numElements();
-  auto pick = [](const OnnxTensor& t, int64_t i) { return t.numElements() == 1 ? 0 : i; };
-  for (int64_t i = 0; i < n; ++i) {
+  auto index = [&](const OnnxTensor& t, int64_t i) {  // t's element under result element i
+    if (simple) return size_t(t.numElements() == 1 ? 0 : i);
+    return size_t(broadcastIndex(t.shape, out.shape, i));
+  };
+  for (int64_t i = 0, n = product(out.shape); i < n; ++i) {
+    const size_t ia = index(a, i), ib = index(b, i);
     if (a.isFloat()) {
-      double x = a.floats[size_t(pick(a, i))], y = b.floats[size_t(pick(b, i))];
-      out.floats[size_t(i)] = float(op == Arith::kAdd   ? x + y
-                                    : op == Arith::kSub ? x - y
-                                    : op == Arith::kMul ? x * y
-                                                        : x / y);
+      double x = a.floats[ia], y = b.floats[ib];
+      out.floats.push_back(float(op == Arith::kAdd   ? x + y
+                                 : op == Arith::kSub ? x - y
+                                 : op == Arith::kMul ? x * y
+                                                     : x / y));
     } else {
-      int64_t x = a.ints[size_t(pick(a, i))], y = b.ints[size_t(pick(b, i))];
-      if (op == Arith::kDiv && y == 0) return std::nullopt;
-      out.ints[size_t(i)] = op == Arith::kAdd   ? x + y
-                            : op == Arith::kSub ? x - y
-                            : op == Arith::kMul ? x * y
-                                                : x / y;  // ONNX's integer Div truncates
+      int64_t x = a.ints[ia], y = b.ints[ib];
+      if (op == Arith::kDiv && y == 0) return NodeContext::invalid("an integer division by zero");
+      out.ints.push_back(op == Arith::kAdd   ? x + y
+                         : op == Arith::kSub ? x - y
+                         : op == Arith::kMul ? x * y
+                                             : x / y);  // ONNX's integer Div truncates
     }
   }
   return out;
@@ -396,27 +407,14 @@ Converter arith(Arith op) {
     if (c.isConstant(0) && c.isConstant(1)) {
       ASSIGN_OR_RETURN(const OnnxTensor* a, c.constant(0));
       ASSIGN_OR_RETURN(const OnnxTensor* b, c.constant(1));
-      if (std::optional<OnnxTensor> v = foldArith(op, *a, *b)) {
+      // Under any broadcast: integers (index arithmetic) and floats computed from
+      // constants (swin's window masks). A weight that broadcasts stays a graph op on its
+      // variable, which training updates.
+      const bool any_shapes =
+          (!a->isFloat() && !b->isFloat()) || (!c.isWeight(0) && !c.isWeight(1));
+      ASSIGN_OR_RETURN(std::optional<OnnxTensor> v, foldArith(op, *a, *b, any_shapes));
+      if (v) {
         c.setOutput(0, std::move(*v));
-        return absl::OkStatus();
-      }
-      // Integers under numpy broadcasting (index arithmetic) and floats computed from
-      // constants (swin's window masks), whatever the shapes: computed here. A weight
-      // stays a graph op on its variable, which training updates.
-      if ((!a->isFloat() && !b->isFloat()) || (!c.isWeight(0) && !c.isWeight(1))) {
-        bool by_zero = false;
-        ASSIGN_OR_RETURN(OnnxTensor v, broadcastKnown({a, b}, {}, a->elem_type,
-                                                      [&](const std::vector<double>& x) {
-                                                        if (op == Arith::kDiv && x[1] == 0)
-                                                          by_zero = true;
-                                                        return op == Arith::kAdd   ? x[0] + x[1]
-                                                               : op == Arith::kSub ? x[0] - x[1]
-                                                               : op == Arith::kMul ? x[0] * x[1]
-                                                               : by_zero           ? 0.0
-                                                                         : std::trunc(x[0] / x[1]);
-                                                      }));
-        if (by_zero) return NodeContext::invalid("an integer division by zero");
-        c.setOutput(0, std::move(v));
         return absl::OkStatus();
       }
     }
@@ -1028,29 +1026,42 @@ absl::Status squeeze(NodeContext& c) {
   return reshapeInput(c, out);
 }
 
-/// A known value transposed by `perm`, which the caller checked is a permutation of v's
-/// axes (PyTorch's ZeroPad2d computes its pads so; swin's window masks are permuted).
-OnnxTensor transposeKnown(const OnnxTensor& v, const std::vector<int64_t>& perm) {
-  OnnxTensor out = v;
-  out.name.clear();
-  const size_t rank = v.shape.size();
-  std::vector<int64_t> stride(rank, 1);  // of v, row-major
-  for (size_t a = rank; a-- > 1;) stride[a - 1] = stride[a] * v.shape[a];
-  for (size_t a = 0; a < rank; ++a) out.shape[a] = v.shape[size_t(perm[a])];
-  std::vector<int64_t> index(rank, 0);  // in out
-  for (int64_t e = 0, n = v.numElements(); e < n; ++e) {
-    int64_t from = 0;
-    for (size_t a = 0; a < rank; ++a) from += index[a] * stride[size_t(perm[a])];
+/// A known value of shape `shape` whose element at each row-major position `index` (one
+/// coordinate per axis) is v's element from(index): the gathers that Transpose and Slice
+/// of known values are.
+template <typename From>
+OnnxTensor gatherKnown(const OnnxTensor& v, ir::Shape shape, From from) {
+  OnnxTensor out;
+  out.elem_type = v.elem_type;
+  out.shape = std::move(shape);
+  std::vector<int64_t> index(out.shape.size(), 0);
+  for (int64_t e = 0, n = product(out.shape); e < n; ++e) {
+    const size_t at = size_t(from(index));
     if (v.isFloat())
-      out.floats[size_t(e)] = v.floats[size_t(from)];
+      out.floats.push_back(v.floats[at]);
     else
-      out.ints[size_t(e)] = v.ints[size_t(from)];
-    for (size_t a = rank; a-- > 0;) {
+      out.ints.push_back(v.ints[at]);
+    for (size_t a = index.size(); a-- > 0;) {  // the next row-major position
       if (++index[a] < out.shape[a]) break;
       index[a] = 0;
     }
   }
   return out;
+}
+
+/// A known value transposed by `perm`, which the caller checked is a permutation of v's
+/// axes (PyTorch's ZeroPad2d computes its pads so; swin's window masks are permuted).
+OnnxTensor transposeKnown(const OnnxTensor& v, const std::vector<int64_t>& perm) {
+  const size_t rank = v.shape.size();
+  std::vector<int64_t> stride(rank, 1);  // of v, row-major
+  for (size_t a = rank; a-- > 1;) stride[a - 1] = stride[a] * v.shape[a];
+  ir::Shape shape(rank);
+  for (size_t a = 0; a < rank; ++a) shape[a] = v.shape[size_t(perm[a])];
+  return gatherKnown(v, std::move(shape), [&](const std::vector<int64_t>& index) {
+    int64_t from = 0;
+    for (size_t a = 0; a < rank; ++a) from += index[a] * stride[size_t(perm[a])];
+    return from;
+  });
 }
 
 absl::Status transpose(NodeContext& c) {
@@ -1199,29 +1210,13 @@ absl::StatusOr<OnnxTensor> sliceKnown(const OnnxTensor& v, const std::vector<int
         at.push_back(k);
     }
   }
-  OnnxTensor out = v;
-  out.name.clear();
-  out.floats.clear();
-  out.ints.clear();
-  int64_t count = 1;
-  for (size_t a = 0; a < picks.size(); ++a) {
-    out.shape[a] = int64_t(picks[a].size());
-    count *= out.shape[a];
-  }
-  std::vector<int64_t> index(picks.size(), 0);  // position in each axis' picks
-  for (int64_t e = 0; e < count; ++e) {
+  ir::Shape shape(picks.size());
+  for (size_t a = 0; a < picks.size(); ++a) shape[a] = int64_t(picks[a].size());
+  return gatherKnown(v, std::move(shape), [&](const std::vector<int64_t>& index) {
     int64_t from = 0;
     for (size_t a = 0; a < picks.size(); ++a) from = from * v.shape[a] + picks[a][size_t(index[a])];
-    if (v.isFloat())
-      out.floats.push_back(v.floats[size_t(from)]);
-    else
-      out.ints.push_back(v.ints[size_t(from)]);
-    for (size_t a = picks.size(); a-- > 0;) {  // the next row-major position
-      if (++index[a] < out.shape[a]) break;
-      index[a] = 0;
-    }
-  }
-  return out;
+    return from;
+  });
 }
 
 absl::Status slice(NodeContext& c) {

@@ -38,16 +38,20 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+def missing(test, what, package):
+    """Ends a test whose oracle `what` (Debian's `package`) is not installed: skipped,
+    saying so, except after scripts/setup (scripts/test sets TANDEM_TESTS_AFTER_SETUP=1),
+    where a missing package is a failure, as for every test."""
+    after_setup = os.environ.get("TANDEM_TESTS_AFTER_SETUP") == "1"
+    print(f"{test}: {'FAILED' if after_setup else 'skipped'}: {what} is not installed "
+          f"({package}; scripts/setup installs it)")
+    sys.exit(1 if after_setup else 77)
+
+
 try:
     import torch
 except ImportError:
-    # PyTorch is the oracle (python3-torch, which scripts/setup installs): without it the
-    # test is skipped, saying so, except after scripts/setup (scripts/test sets
-    # TANDEM_TESTS_AFTER_SETUP=1), where a missing package is a failure, as for every test.
-    after_setup = os.environ.get("TANDEM_TESTS_AFTER_SETUP") == "1"
-    print(f"pytorch_models: {'FAILED' if after_setup else 'skipped'}: PyTorch is not installed "
-          "(python3-torch; scripts/setup installs it)")
-    sys.exit(1 if after_setup else 77)
+    missing("pytorch_models", "PyTorch", "python3-torch")  # the oracle
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import pytorch_train  # noqa: E402  (the zoo's models written in PyTorch)

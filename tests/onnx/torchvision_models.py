@@ -33,10 +33,7 @@ import torch
 try:
     import torchvision
 except ImportError:
-    after_setup = os.environ.get("TANDEM_TESTS_AFTER_SETUP") == "1"
-    print(f"torchvision_models: {'FAILED' if after_setup else 'skipped'}: torchvision is not "
-          "installed (python3-torchvision; scripts/setup installs it)")
-    sys.exit(1 if after_setup else 77)
+    pytorch_models.missing("torchvision_models", "torchvision", "python3-torchvision")
 
 # The smallest model of each family of torchvision's classifiers.
 FAMILIES = ["alexnet", "convnext_tiny", "densenet121", "efficientnet_b0", "efficientnet_v2_s",
