@@ -164,9 +164,9 @@ Tensor Builder::conv2d(Tensor x, const Conv2dOptions& o, Loc loc) {
         " input channels and the ", o.out_channels, " out_channels, got ", o.groups)));
     return {};
   }
-  std::vector<Tensor> operands =
-      weightedOperands(x, path, "conv2d", "out_channels",
-                       {o.out_channels, in / o.groups, o.kernel, o.kernel}, o.bias, o.init, loc);
+  std::vector<Tensor> operands = weightedOperands(
+      x, path, "conv2d", "out_channels", {o.out_channels, in / o.groups, o.kernel.h, o.kernel.w},
+      o.bias, o.init, loc);
   if (operands.empty()) return Tensor();
   return addNode(ir::Conv2dArgs{.x = operands[0].value(),
                                 .w = operands[1].value(),
@@ -310,7 +310,7 @@ Tensor Builder::slice(Tensor x, int64_t axis, int64_t start, int64_t end, Loc lo
 Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
   return addNode(ir::MaxPool2dArgs{.x = x.value(),
                                    .kernel = o.kernel,
-                                   .stride = o.stride ? o.stride : o.kernel,
+                                   .stride = o.stride == ir::Hw(0) ? o.kernel : o.stride,
                                    .pad = o.pad,
                                    .ceil_mode = o.ceil_mode}
                      .spec(),
@@ -320,7 +320,7 @@ Tensor Builder::maxPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
 Tensor Builder::avgPool2d(Tensor x, const Pool2dOptions& o, Loc loc) {
   return addNode(ir::AvgPool2dArgs{.x = x.value(),
                                    .kernel = o.kernel,
-                                   .stride = o.stride ? o.stride : o.kernel,
+                                   .stride = o.stride == ir::Hw(0) ? o.kernel : o.stride,
                                    .pad = o.pad,
                                    .ceil_mode = o.ceil_mode}
                      .spec(),

@@ -32,12 +32,13 @@ class Tensor {
   ir::Value* value_ = nullptr;
 };
 
-/// Options of Builder::conv2d. Square kernels, NCHW.
+/// Options of Builder::conv2d, NCHW. Kernel, stride and padding are one int for both axes
+/// or {h, w} (`.kernel = {7, 1}`).
 struct Conv2dOptions {
   int64_t out_channels = 0;
-  int64_t kernel = 3;
-  int64_t stride = 1;
-  int64_t pad = 0;
+  ir::Hw kernel = 3;
+  ir::Hw stride = 1;
+  ir::Hw pad = 0;
   // Channel groups: input and output channels split into `groups` blocks, output block g
   // reading input block g only (in = out = groups: depthwise, as in MobileNet).
   int64_t groups = 1;
@@ -70,10 +71,10 @@ struct AttentionOptions {
   std::string name;             // unset: "attention", "attention_1", ...
 };
 
-struct Pool2dOptions {
-  int64_t kernel = 2;
-  int64_t stride = 0;  // 0: same as kernel
-  int64_t pad = 0;
+struct Pool2dOptions {  // kernel, stride and padding: one int for both axes, or {h, w}
+  ir::Hw kernel = 2;
+  ir::Hw stride = 0;  // 0: same as kernel
+  ir::Hw pad = 0;
   bool ceil_mode = false;  // the output extent rounded up (PyTorch's ceil_mode)
   std::string name;
 };

@@ -27,6 +27,11 @@ bool AttrSpec::accepts(const AttrValue& v) const {
       return std::holds_alternative<Symbol>(v);
     case AttrKind::kDevices:
       return std::holds_alternative<std::vector<Device>>(v);
+    case AttrKind::kHw: {
+      if (std::holds_alternative<int64_t>(v)) return true;
+      const auto* hw = std::get_if<std::vector<int64_t>>(&v);
+      return hw != nullptr && hw->size() == 2;
+    }
     case AttrKind::kEnum: {
       const auto* e = std::get_if<EnumWord>(&v);
       if (e == nullptr) return false;
@@ -52,10 +57,28 @@ std::string AttrSpec::kindText() const {
       return "symbol";
     case AttrKind::kDevices:
       return "devices";
+    case AttrKind::kHw:
+      return "hw: an int, or [h,w]";
     case AttrKind::kEnum:
       return absl::StrCat("enum(", absl::StrJoin(words, "|"), ")");
   }
   return "?";
+}
+
+AttrValue Hw::toAttr() const {
+  return square() ? AttrValue(h) : AttrValue(std::vector<int64_t>{h, w});
+}
+
+Hw Hw::of(const AttrValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return Hw(*i);
+  const auto& hw = std::get<std::vector<int64_t>>(v);
+  return Hw(hw.at(0), hw.at(1));
+}
+
+AttrValue canonicalHw(AttrValue v) {
+  const auto* hw = std::get_if<std::vector<int64_t>>(&v);
+  if (hw != nullptr && hw->size() == 2 && (*hw)[0] == (*hw)[1]) return AttrValue((*hw)[0]);
+  return v;
 }
 
 std::string toString(const AttrValue& v) {

@@ -28,7 +28,27 @@ struct EnumWord {
 using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, Symbol,
                                std::vector<Device>, EnumWord>;
 
-enum class AttrKind : uint8_t { kInt, kFloat, kBool, kInts, kSymbol, kDevices, kEnum };
+/// kHw: a window's height and width (kernel, stride, padding), held as one int64_t when
+/// they are equal (the text `3`, as square windows always were) and as [h, w] when not.
+enum class AttrKind : uint8_t { kInt, kFloat, kBool, kInts, kSymbol, kDevices, kEnum, kHw };
+
+/// The value of a `hw` attribute. Implicit from one int, so `.stride = 1` in a creator and
+/// a builder's single stride mean a square window; readers take .h and .w apart.
+struct Hw {
+  int64_t h = 0, w = 0;
+  Hw() = default;
+  Hw(int64_t v) : h(v), w(v) {}  // NOLINT: implicit, a square window
+  Hw(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+  bool square() const { return h == w; }
+  bool operator==(const Hw&) const = default;
+  /// The attribute's canonical value: an int when square, [h,w] otherwise.
+  AttrValue toAttr() const;
+  /// Reads a value `AttrSpec::accepts` took for kind kHw.
+  static Hw of(const AttrValue& v);
+};
+/// The canonical form of a kHw value ([3,3] becomes 3), so that equal windows print and
+/// compare alike; other values unchanged.
+AttrValue canonicalHw(AttrValue v);
 
 /// The range an int or float attribute must lie in (`attr stride: int >= 1` in the spec).
 struct AttrRange {

@@ -148,6 +148,8 @@ absl::Status setAttrs(Node& n, std::vector<AttrValue>& slots,
             absl::StrCat("attribute '", info.attrs[i].name, "' of ", info.name, " must be ",
                          info.attrs[i].kindText(), ", got ", toString(in_order[i])));
     slots = std::move(in_order);
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (info.attrs[i].kind == AttrKind::kHw) slots[i] = canonicalHw(std::move(slots[i]));
     return absl::OkStatus();
   }
   std::vector<bool> seen(info.attrs.size(), false);
@@ -164,7 +166,8 @@ absl::Status setAttrs(Node& n, std::vector<AttrValue>& slots,
       return absl::InvalidArgumentError(
           absl::StrCat("attribute '", name, "' of ", info.name, " is given twice"));
     seen[i] = true;
-    slots[i] = std::move(value);
+    slots[i] =
+        info.attrs[i].kind == AttrKind::kHw ? canonicalHw(std::move(value)) : std::move(value);
   }
   for (size_t i = 0; i < seen.size(); ++i) {
     if (seen[i]) continue;

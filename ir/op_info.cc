@@ -124,11 +124,18 @@ absl::StatusOr<std::vector<TensorType>> inferTypes(const Node& n) {
     const AttrSpec& spec = info.attrs[i];
     if (!spec.range) continue;
     const AttrValue& v = n.attrs()[i];
-    const double x = std::holds_alternative<int64_t>(v)  ? static_cast<double>(std::get<int64_t>(v))
-                     : std::holds_alternative<double>(v) ? std::get<double>(v)
-                                                         : 0;
-    if (!spec.range->contains(x))  // NaN is in no range
-      return absl::InvalidArgumentError(absl::StrCat(spec.name, " must be ", spec.range->text));
+    std::vector<double> xs;  // a hw attribute's height and width each
+    if (spec.kind == AttrKind::kHw) {
+      const Hw hw = Hw::of(v);
+      xs = {static_cast<double>(hw.h), static_cast<double>(hw.w)};
+    } else {
+      xs = {std::holds_alternative<int64_t>(v)  ? static_cast<double>(std::get<int64_t>(v))
+            : std::holds_alternative<double>(v) ? std::get<double>(v)
+                                                : 0};
+    }
+    for (double x : xs)
+      if (!spec.range->contains(x))  // NaN is in no range
+        return absl::InvalidArgumentError(absl::StrCat(spec.name, " must be ", spec.range->text));
   }
   if (absl::Status s = checkOperandDTypes(n); !s.ok()) return s;
   absl::StatusOr<std::vector<TensorType>> types = info.rules->infer(n);

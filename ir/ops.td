@@ -27,11 +27,12 @@
 #                                   class' slots and their dtypes go to its ops, and the
 #                                   backward op of `grad reads` takes dy as y, dx as x.
 #     attr NAME: KIND [= DEFAULT] [CHECK] [preset VALUE]
-#                                   KIND: int, float, bool, ints, symbol, devices or an
-#                                   enum; DEFAULT (int, float, bool) makes the attribute
+#                                   KIND: int, float, bool, ints, symbol, devices, hw (a
+#                                   window's height and width: `3`, or `[3,2]` when they
+#                                   differ; C++ ir::Hw) or an enum; DEFAULT (int, float, bool) makes the attribute
 #                                   optional in the IR (the printer leaves it out when
 #                                   equal); CHECK (int, float): `>= N`, `> N`, or `in [A,
-#                                   B)` with [ or ( and ] or ): the verifier's "NAME must
+#                                   B)` with [ or ( and ] or ) (hw: each of h and w): the verifier's "NAME must
 #                                   be ..."; preset (int, float): the value front ends give
 #                                   when neither the model nor the user does (optimizer
 #                                   hyper-parameters), the attribute staying required
@@ -131,12 +132,13 @@ op assign
 op conv2d
   operands x: float, w: float, b?: float
   results y: float
-  attr stride: int >= 1
-  attr pad: int >= 0
+  attr stride: hw >= 1
+  attr pad: hw >= 0
   attr groups: int = 1 >= 1
   traits fusible low_precision
   cost gemm(w, y)
-  doc 2-D convolution: x[N,C,H,W] * w[O,C/groups,K,K] (+ b[O]) -> [N,O,H',W'] in x's dtype.
+  doc 2-D convolution: x[N,C,H,W] * w[O,C/groups,KH,KW] (+ b[O]) -> [N,O,H',W'] in x's dtype;
+  doc stride and pad per axis (hw: one int, or [h,w]).
   doc With groups > 1 the channels split into that many groups, output group g reading only
   doc input group g (groups = C = O: depthwise). Under bf16 x, w and b may be f32 master
   doc weights, which the kernel converts as it reads them.
@@ -277,9 +279,9 @@ op dropout
 op max_pool2d
   operands x: float
   results y: float
-  attr kernel: int >= 1
-  attr stride: int >= 1
-  attr pad: int >= 0
+  attr kernel: hw >= 1
+  attr stride: hw >= 1
+  attr pad: hw >= 0
   attr ceil_mode: bool = false
   cost elementwise
   doc Max pooling (padding never wins). With ceil_mode the output extent rounds up, as in
@@ -289,13 +291,13 @@ op max_pool2d
 op avg_pool2d
   operands x: float
   results y: float
-  attr kernel: int >= 1
-  attr stride: int >= 1
-  attr pad: int >= 0
+  attr kernel: hw >= 1
+  attr stride: hw >= 1
+  attr pad: hw >= 0
   attr ceil_mode: bool = false
   cost elementwise
   doc Average pooling (padding counts as zeros): each window's sum over the part of it
-  doc inside the padded image, divided by that part's size (kernel^2 but for the partial
+  doc inside the padded image, divided by that part's size (kernel h*w but for the partial
   doc windows ceil_mode adds, as in PyTorch).
 
 op global_avg_pool
@@ -555,8 +557,8 @@ op accuracy
 op conv2d_backward_data
   operands dy: float, w: float, x: float
   results dx: float
-  attr stride: int >= 1
-  attr pad: int >= 0
+  attr stride: hw >= 1
+  attr pad: hw >= 0
   attr groups: int = 1 >= 1
   traits backward
   cost gemm(w, dy)
@@ -565,8 +567,8 @@ op conv2d_backward_data
 op conv2d_backward_filter
   operands dy: float, x: float, w: float
   results dw: float, db?: float
-  attr stride: int >= 1
-  attr pad: int >= 0
+  attr stride: hw >= 1
+  attr pad: hw >= 0
   attr groups: int = 1 >= 1
   attr bias: bool
   traits backward
@@ -637,9 +639,9 @@ op slice_axis_backward
 op max_pool2d_backward
   operands dy: float, x: float
   results dx: float
-  attr kernel: int >= 1
-  attr stride: int >= 1
-  attr pad: int >= 0
+  attr kernel: hw >= 1
+  attr stride: hw >= 1
+  attr pad: hw >= 0
   attr ceil_mode: bool = false
   traits backward
   cost elementwise
@@ -648,9 +650,9 @@ op max_pool2d_backward
 op avg_pool2d_backward
   operands dy: float, x: float
   results dx: float
-  attr kernel: int >= 1
-  attr stride: int >= 1
-  attr pad: int >= 0
+  attr kernel: hw >= 1
+  attr stride: hw >= 1
+  attr pad: hw >= 0
   attr ceil_mode: bool = false
   traits backward
   cost elementwise
@@ -755,8 +757,8 @@ op bce_with_logits_backward : pointwise_loss_backward
 op conv2d_stats
   operands x: float, w: float, b?: float
   results y: float, stats: f64
-  attr stride: int >= 1
-  attr pad: int >= 0
+  attr stride: hw >= 1
+  attr pad: hw >= 0
   attr groups: int = 1 >= 1
   cost gemm(w, y)
   doc conv2d that also returns its output's per-channel statistics stats: f64[3,C] of the
@@ -814,8 +816,8 @@ op fold_batch_norm
 op conv2d_bias_act
   operands x: float, w: float, b: float, residual?: float
   results y: float
-  attr stride: int >= 1
-  attr pad: int >= 0
+  attr stride: hw >= 1
+  attr pad: hw >= 0
   attr groups: int = 1 >= 1
   attr relu: bool
   cost gemm(w, y)

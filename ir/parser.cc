@@ -481,6 +481,21 @@ class Parser {
         next();
         return AttrValue(std::move(out));
       }
+      case AttrKind::kHw: {  // `3` or `[3,2]`
+        if (!isPunct("[")) {
+          auto v = parseInt();
+          if (!v.ok()) return v.status();
+          return AttrValue(*v);
+        }
+        next();
+        auto h = parseInt();
+        if (!h.ok()) return h.status();
+        RETURN_IF_ERROR(expectPunct(","));
+        auto w = parseInt();
+        if (!w.ok()) return w.status();
+        RETURN_IF_ERROR(expectPunct("]"));
+        return Hw(*h, *w).toAttr();
+      }
       case AttrKind::kSymbol: {
         if (tok_.kind != Tok::kAt)
           return error(absl::StrCat("expected '@NAME', got ", describe(tok_)));

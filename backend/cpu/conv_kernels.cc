@@ -29,7 +29,7 @@ using dnnl::memory;
 using dnnl::prop_kind;
 
 /// The tensors of one convolution and its window geometry, read off any of the three ops.
-/// `w` is the filter as the IR has it ([O, C/groups, K, K]) in the activations' dtype: f32
+/// `w` is the filter as the IR has it ([O, C/groups, KH, KW]) in the activations' dtype: f32
 /// master weights beside bf16 activations (mixed precision) are converted by the reorder
 /// into the primitive's layout that runs anyway, so the cast costs no pass of its own.
 struct ConvShape {
@@ -40,16 +40,21 @@ struct ConvShape {
 
 ConvShape convShape(const ir::Node& n, const ir::TensorType& x, const ir::TensorType& w,
                     const ir::TensorType& y) {
-  int64_t stride = ir::attr::stride(n), pad = ir::attr::pad(n);
+  const ir::Hw stride = ir::attr::stride(n), pad = ir::attr::pad(n);
   // The IR rounds the output extent down, so with a symmetric pad the last rows of
   // bottom/right padding may never be read: give oneDNN the end padding the last window
   // actually reaches (never negative), which keeps its shape check exact.
-  auto endPad = [&](size_t axis) {
+  auto endPad = [&](size_t axis, int64_t stride, int64_t pad) {
     int64_t reach = (y.shape[axis] - 1) * stride + w.shape[axis] - x.shape[axis] - pad;
     return std::clamp<int64_t>(reach, 0, pad);
   };
-  return {x,          {x.dtype, w.shape},    y, ir::attr::groups(n), {stride, stride},
-          {pad, pad}, {endPad(2), endPad(3)}};
+  return {x,
+          {x.dtype, w.shape},
+          y,
+          ir::attr::groups(n),
+          {stride.h, stride.w},
+          {pad.h, pad.w},
+          {endPad(2, stride.h, pad.h), endPad(3, stride.w, pad.w)}};
 }
 
 /// A filter of `s` in dtype `dt` as oneDNN's convolutions take it: [O, C, K, K], or with
@@ -99,9 +104,9 @@ bool winogradApplies(const ConvShape& s) {
 /// it runs an im2col + GEMM per group, each group a sliver of a GEMM.
 ConvStrategy directStrategy(ConvPass pass, const ConvShape& s) {
   if (s.groups > 1) return ConvStrategy::kBlocked;
-  int64_t c = s.x.shape[1], k = s.w.shape[2];
-  int64_t out_hw = s.y.shape[2] * s.y.shape[3];
-  if (k == 1) return ConvStrategy::kPlain;
+  const int64_t c = s.x.shape[1], window = s.w.shape[2] * s.w.shape[3];
+  const int64_t out_hw = s.y.shape[2] * s.y.shape[3];
+  if (window == 1) return ConvStrategy::kPlain;
   bool blocked = false;
   switch (pass) {
     case ConvPass::kForward:
@@ -111,8 +116,8 @@ ConvStrategy directStrategy(ConvPass pass, const ConvShape& s) {
       blocked = c >= 32;
       break;
     case ConvPass::kBackwardFilter:
-      blocked = c * k * k * out_hw * int64_t{sizeof(float)} > (int64_t{1} << 20) ||
-                (s.strides[0] > 1 && c >= 64);
+      blocked = c * window * out_hw * int64_t{sizeof(float)} > (int64_t{1} << 20) ||
+                ((s.strides[0] > 1 || s.strides[1] > 1) && c >= 64);
       break;
   }
   return blocked ? ConvStrategy::kBlocked : ConvStrategy::kPlain;

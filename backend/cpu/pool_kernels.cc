@@ -10,7 +10,7 @@
 // Conventions (PyTorch's): max pooling ignores padding, returns NaN for a window holding
 // one, and its backward routes dy to the first maximum of each window in row-major
 // order, recomputed from x (the op has no workspace operand); average pooling counts
-// padding as zeros, i.e. divides by kernel^2, except at the partial last windows of
+// padding as zeros, i.e. divides by the kernel's h*w, except at the partial last windows of
 // ceil_mode, where it divides by the part inside the padded image (count_include_pad).
 //
 // f32 or bf16 (mixed precision): the loops are templates on the element type T and
@@ -48,7 +48,7 @@ struct Ranges {
       divisor.push_back(std::min(b + k, in + pad) - b);
     }
   }
-  /// 1 / (rows' divisor * columns' divisor) of window (i, j): 1 / kernel^2 but at the
+  /// 1 / (rows' divisor * columns' divisor) of window (i, j): 1 / (kernel h*w) but at the
   /// partial windows.
   static float scale(const Ranges& rows, const Ranges& cols, int64_t i, int64_t j) {
     return 1.0f / static_cast<float>(rows.divisor[size_t(i)] * cols.divisor[size_t(j)]);
@@ -57,10 +57,11 @@ struct Ranges {
 
 /// One pooling over planes of H x W (all N * C of them alike).
 struct PoolGeometry {
-  int64_t planes, h, w, oh, ow, k, stride, pad;
+  int64_t planes, h, w, oh, ow;
+  ir::Hw k, stride, pad;  // per axis
 
-  PoolGeometry(const ir::TensorType& x, const ir::TensorType& y, int64_t k, int64_t stride,
-               int64_t pad)
+  PoolGeometry(const ir::TensorType& x, const ir::TensorType& y, ir::Hw k, ir::Hw stride,
+               ir::Hw pad)
       : planes(x.shape[0] * x.shape[1]),
         h(x.shape[2]),
         w(x.shape[3]),
@@ -73,7 +74,9 @@ struct PoolGeometry {
   int64_t outPlane() const { return oh * ow; }
   /// LeNet's window: every output reads one aligned 2x2 block (none partial: no ceil_mode
   /// window past an odd extent).
-  bool is2x2() const { return k == 2 && stride == 2 && pad == 0 && oh == h / 2 && ow == w / 2; }
+  bool is2x2() const {
+    return k == ir::Hw(2) && stride == ir::Hw(2) && pad == ir::Hw(0) && oh == h / 2 && ow == w / 2;
+  }
 };
 
 /// g where `keep`, else 0, without a branch.
@@ -98,8 +101,8 @@ class WindowPoolKernel final : public CpuKernel {
       : kind_(kind),
         backward_(backward),
         g_(g),
-        rows_(g.oh, g.h, g.k, g.stride, g.pad),
-        cols_(g.ow, g.w, g.k, g.stride, g.pad) {}
+        rows_(g.oh, g.h, g.k.h, g.stride.h, g.pad.h),
+        cols_(g.ow, g.w, g.k.w, g.stride.w, g.pad.w) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     if (!backward_) {

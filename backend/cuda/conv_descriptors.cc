@@ -9,26 +9,40 @@
 namespace tandem::backend::cuda {
 
 absl::StatusOr<ConvGeometry> convGeometry(const ir::TensorType& x, const ir::TensorType& w,
-                                          int64_t stride, int64_t pad, int64_t groups) {
+                                          ir::Hw stride, ir::Hw pad, int64_t groups) {
   if (x.shape.size() != 4 || w.shape.size() != 4)
-    return absl::InvalidArgumentError("a convolution takes x[N,C,H,W] and w[O,C/groups,K,K]");
-  if (stride < 1 || pad < 0 || groups < 1)
-    return absl::InvalidArgumentError(absl::StrCat("stride ", stride, ", padding ", pad,
-                                                   " and groups ", groups,
-                                                   " must be >= 1, >= 0 and >= 1"));
-  if (x.shape[1] != w.shape[1] * groups || w.shape[0] % groups != 0 || w.shape[2] != w.shape[3])
+    return absl::InvalidArgumentError("a convolution takes x[N,C,H,W] and w[O,C/groups,KH,KW]");
+  if (std::min(stride.h, stride.w) < 1 || std::min(pad.h, pad.w) < 0 || groups < 1)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "stride ", ir::toString(stride.toAttr()), ", padding ", ir::toString(pad.toAttr()),
+        " and groups ", groups, " must be >= 1, >= 0 and >= 1"));
+  if (x.shape[1] != w.shape[1] * groups || w.shape[0] % groups != 0)
     return absl::InvalidArgumentError(absl::StrCat("filter ", ir::toString(w), " of ", groups,
                                                    " groups does not fit input ", ir::toString(x)));
-  ConvGeometry g{x.shape[0], x.shape[1], x.shape[2], x.shape[3], w.shape[0], w.shape[2],
-                 0,          0,          stride,     pad,        groups};
+  ConvGeometry g{.n = x.shape[0],
+                 .c = x.shape[1],
+                 .h = x.shape[2],
+                 .w = x.shape[3],
+                 .o = w.shape[0],
+                 .kh = w.shape[2],
+                 .kw = w.shape[3],
+                 .oh = 0,
+                 .ow = 0,
+                 .stride_h = stride.h,
+                 .stride_w = stride.w,
+                 .pad_h = pad.h,
+                 .pad_w = pad.w,
+                 .groups = groups};
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-  for (int64_t v : {g.n, g.c, g.h, g.w, g.o, g.k, g.stride, g.pad, g.groups})
+  for (int64_t v :
+       {g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.groups})
     if (v > kIntMax) return absl::InvalidArgumentError("a convolution size exceeds cuDNN's int");
-  if (g.h + 2 * g.pad < g.k || g.w + 2 * g.pad < g.k)
-    return absl::InvalidArgumentError(absl::StrCat("a ", g.k, "-wide window does not fit ",
-                                                   ir::toString(x), " with padding ", pad));
-  g.oh = (g.h + 2 * g.pad - g.k) / g.stride + 1;
-  g.ow = (g.w + 2 * g.pad - g.k) / g.stride + 1;
+  if (g.h + 2 * g.pad_h < g.kh || g.w + 2 * g.pad_w < g.kw)
+    return absl::InvalidArgumentError(absl::StrCat("a ", g.kh, "x", g.kw, " window does not fit ",
+                                                   ir::toString(x), " with padding ",
+                                                   ir::toString(pad.toAttr())));
+  g.oh = (g.h + 2 * g.pad_h - g.kh) / g.stride_h + 1;
+  g.ow = (g.w + 2 * g.pad_w - g.kw) / g.stride_w + 1;
   // cuDNN's 4-d descriptors take int strides: every tensor's element count must fit too.
   if (x.numElements() > kIntMax || w.numElements() > kIntMax || g.n * g.o * g.oh * g.ow > kIntMax)
     return absl::InvalidArgumentError(
@@ -121,9 +135,9 @@ std::string algoCacheKey(ConvPass pass, const ConvGeometry& g, const ConvTypes& 
                                                     : "bwd-filter";
   return absl::StrCat(p, " data", static_cast<int>(t.data), " compute", static_cast<int>(t.compute),
                       " math", static_cast<int>(t.math), " x", g.n, "x", g.c, "x", g.h, "x", g.w,
-                      " w", g.o, "x", g.filterChannels(), "x", g.k, "x", g.k, " y", g.n, "x", g.o,
-                      "x", g.oh, "x", g.ow, " s", g.stride, " p", g.pad, " g", g.groups,
-                      t.nhwc ? " nhwc" : " nchw", " gpu", gpu);
+                      " w", g.o, "x", g.filterChannels(), "x", g.kh, "x", g.kw, " y", g.n, "x", g.o,
+                      "x", g.oh, "x", g.ow, " s", g.stride_h, "x", g.stride_w, " p", g.pad_h, "x",
+                      g.pad_w, " g", g.groups, t.nhwc ? " nhwc" : " nchw", " gpu", gpu);
 }
 
 }  // namespace tandem::backend::cuda

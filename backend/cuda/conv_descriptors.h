@@ -14,29 +14,32 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ir/attrs.h"
 #include "ir/types.h"
 
 namespace tandem::backend::cuda {
 
 enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
 
-/// The geometry of one convolution: x[n, c, h, w] * w[o, c/groups, k, k] -> y[n, o, oh, ow],
-/// symmetric padding `pad` and stride `stride` in both directions, the channels in
-/// `groups` groups (cudnnSetConvolutionGroupCount).
+/// The geometry of one convolution: x[n, c, h, w] * w[o, c/groups, kh, kw] ->
+/// y[n, o, oh, ow], symmetric padding pad_h / pad_w and strides stride_h / stride_w per
+/// axis, the channels in `groups` groups (cudnnSetConvolutionGroupCount).
 struct ConvGeometry {
-  int64_t n, c, h, w, o, k, oh, ow, stride, pad, groups = 1;
+  int64_t n, c, h, w, o, kh, kw, oh, ow, stride_h, stride_w, pad_h, pad_w, groups = 1;
   /// The filter's input channels (its second axis): c / groups.
   int64_t filterChannels() const { return c / groups; }
+  /// The filter's elements per (output, input) channel pair: kh * kw.
+  int64_t window() const { return kh * kw; }
   bool operator==(const ConvGeometry&) const = default;
 };
 
-/// The geometry of x (activations), w (filter) with `stride`, `pad` and `groups`, the
-/// output extent rounded down as the IR rounds it (cuDNN's
+/// The geometry of x (activations), w (filter) with `stride`, `pad` (per axis) and
+/// `groups`, the output extent rounded down as the IR rounds it (cuDNN's
 /// cudnnGetConvolution2dForwardOutputDim rounds the same way). An error when a window does
 /// not fit, the channels do not split into the groups, or a size does not fit the int that
 /// cuDNN's 4-d descriptors take.
 absl::StatusOr<ConvGeometry> convGeometry(const ir::TensorType& x, const ir::TensorType& w,
-                                          int64_t stride, int64_t pad, int64_t groups = 1);
+                                          ir::Hw stride, ir::Hw pad, int64_t groups = 1);
 
 /// The types one convolution runs in.
 struct ConvTypes {

@@ -222,7 +222,7 @@ class ConvKernel final : public CudaKernel {
     // algorithm, so that cuDNN gets what the plan leaves.
     const int64_t elem = bf16() ? 2 : 4;
     const bool w_scratch = types_.convert_w || types_.widen_dw || types_.nhwc;
-    int64_t extras = w_scratch ? alignUp(g_.o * g_.filterChannels() * g_.k * g_.k * elem) : 0;
+    int64_t extras = w_scratch ? alignUp(g_.o * g_.filterChannels() * g_.window() * elem) : 0;
     if (types_.nhwc && !x_nhwc_) {
       x_offset_ = extras;
       extras += alignUp(g_.n * g_.c * g_.h * g_.w * elem);
@@ -268,10 +268,10 @@ class ConvKernel final : public CudaKernel {
     CUDA_TRY(what(), cudnnSetTensor4dDescriptor(d_.y, format, types_.data, i(g_.n), i(g_.o),
                                                 i(g_.oh), i(g_.ow)));
     CUDA_TRY(what(), cudnnSetFilter4dDescriptor(d_.w, types_.data, format, i(g_.o),
-                                                i(g_.filterChannels()), i(g_.k), i(g_.k)));
-    CUDA_TRY(what(), cudnnSetConvolution2dDescriptor(d_.conv, i(g_.pad), i(g_.pad), i(g_.stride),
-                                                     i(g_.stride), 1, 1, CUDNN_CROSS_CORRELATION,
-                                                     types_.compute));
+                                                i(g_.filterChannels()), i(g_.kh), i(g_.kw)));
+    CUDA_TRY(what(), cudnnSetConvolution2dDescriptor(d_.conv, i(g_.pad_h), i(g_.pad_w),
+                                                     i(g_.stride_h), i(g_.stride_w), 1, 1,
+                                                     CUDNN_CROSS_CORRELATION, types_.compute));
     CUDA_TRY(what(), cudnnSetConvolutionGroupCount(d_.conv, i(g_.groups)));
     CUDA_TRY(what(), cudnnSetConvolutionMathType(d_.conv, types_.math));
     // cuDNN's own idea of the output must be the IR's (both round the extent down).
@@ -459,7 +459,7 @@ class ConvKernel final : public CudaKernel {
       const ConvGeometry& g = k_.g_;
       const int64_t elem = k_.bf16() ? 2 : 4;
       for (auto [p, count] : {std::pair{&x_, g.n * g.c * g.h * g.w},
-                              std::pair{&w_, g.o * g.filterChannels() * g.k * g.k},
+                              std::pair{&w_, g.o * g.filterChannels() * g.window()},
                               std::pair{&y_, g.n * g.o * g.oh * g.ow}}) {
         CUDA_TRY(k_.what(), cudaMalloc(p, static_cast<size_t>(count * elem)));
         CUDA_TRY(k_.what(), cudaMemsetAsync(*p, 0, static_cast<size_t>(count * elem), stream_));
@@ -556,7 +556,7 @@ class ConvKernel final : public CudaKernel {
   /// The filter as cuDNN reads it: the variable itself, or in `scratch` converted to bf16
   /// and/or reordered KCRS -> KRSC in one pass.
   const void* filter(const TensorView& w, void* scratch, cudaStream_t stream) const {
-    const int64_t kk = g_.k * g_.k, wc = g_.filterChannels();
+    const int64_t kk = g_.window(), wc = g_.filterChannels();
     if (types_.nhwc) {
       if (types_.convert_w)
         launchRelayout(w.as<const float>(), static_cast<uint16_t*>(scratch), g_.o, wc, kk, true,
@@ -577,7 +577,7 @@ class ConvKernel final : public CudaKernel {
   /// The KCRS gradient `dw_out` from cuDNN's dw in the workspace (bf16 when widened,
   /// KRSC when NHWC).
   void filterGradient(const void* dw, const TensorView& dw_out, cudaStream_t stream) const {
-    const int64_t kk = g_.k * g_.k, wc = g_.filterChannels();
+    const int64_t kk = g_.window(), wc = g_.filterChannels();
     if (!types_.nhwc) {
       launchCast(static_cast<const uint16_t*>(dw), dw_out.as<float>(), g_.o * wc * kk, stream);
       return;

@@ -6,7 +6,7 @@
 //  - max pooling ignores padding and gives NaN for a window holding one; its backward
 //    sends each window's dy to the window's first maximum in row-major order (a NaN
 //    counts as the largest, and a later NaN takes over from an earlier one);
-//  - average pooling counts padding as zeros (divides by kernel^2, or by the part of a
+//  - average pooling counts padding as zeros (divides by the kernel's h*w, or by the part of a
 //    ceil_mode window inside the padded image);
 //  - the 2x2 stride-2 unpadded window has its own expression order on the CPU (pairs
 //    first), and its backward assigns instead of accumulating: so here too.
@@ -25,7 +25,8 @@ namespace tandem::backend::cuda {
 /// elements between neighbouring pixels of a plane, 1 in NCHW, C in NHWC (layout_plan.h:
 /// input and output share the layout); plane `p` is image p / step, channel p % step.
 struct PoolParams {
-  int64_t planes, h, w, oh, ow, k, stride, pad;
+  int64_t planes, h, w, oh, ow;
+  int64_t kh, kw, stride_h, stride_w, pad_h, pad_w;  // the window per axis
   int64_t step = 1;
 };
 
@@ -50,7 +51,8 @@ TANDEM_HD int64_t poolMin64(int64_t a, int64_t b) { return a < b ? a : b; }
 /// LeNet's window: every output reads one aligned 2x2 block (none partial: no ceil_mode
 /// window past an odd extent).
 TANDEM_HD bool poolIs2x2(const PoolParams& p) {
-  return p.k == 2 && p.stride == 2 && p.pad == 0 && p.oh == p.h / 2 && p.ow == p.w / 2;
+  return p.kh == 2 && p.kw == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+         p.pad_w == 0 && p.oh == p.h / 2 && p.ow == p.w / 2;
 }
 
 /// The input rows (or columns) [begin, end) that window i covers inside the image.
@@ -67,10 +69,10 @@ TANDEM_HD int64_t windowDivisor(int64_t i, int64_t in, int64_t k, int64_t stride
   const int64_t b = i * stride - pad;
   return poolMin64(b + k, in + pad) - b;
 }
-/// 1 / (the divisors' product) of window (i, j): 1 / kernel^2 but at the partial windows.
+/// 1 / (the divisors' product) of window (i, j): 1 / (kernel h*w) but at the partial windows.
 TANDEM_HD float avgPoolScale(const PoolParams& p, int64_t i, int64_t j) {
-  return 1.0f / static_cast<float>(windowDivisor(i, p.h, p.k, p.stride, p.pad) *
-                                   windowDivisor(j, p.w, p.k, p.stride, p.pad));
+  return 1.0f / static_cast<float>(windowDivisor(i, p.h, p.kh, p.stride_h, p.pad_h) *
+                                   windowDivisor(j, p.w, p.kw, p.stride_w, p.pad_w));
 }
 
 /// The windows [first, last] (inclusive; empty when last < first) whose extent holds
@@ -106,10 +108,10 @@ TANDEM_HD float maxPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j)
   }
   float m = negInf();
   bool has_nan = false;
-  const int64_t re = windowEnd(i, p.h, p.k, p.stride, p.pad);
-  const int64_t ce = windowEnd(j, p.w, p.k, p.stride, p.pad);
-  for (int64_t r = windowBegin(i, p.stride, p.pad); r < re; ++r)
-    for (int64_t c = windowBegin(j, p.stride, p.pad); c < ce; ++c) {
+  const int64_t re = windowEnd(i, p.h, p.kh, p.stride_h, p.pad_h);
+  const int64_t ce = windowEnd(j, p.w, p.kw, p.stride_w, p.pad_w);
+  for (int64_t r = windowBegin(i, p.stride_h, p.pad_h); r < re; ++r)
+    for (int64_t c = windowBegin(j, p.stride_w, p.pad_w); c < ce; ++c) {
       const float v = load(x, (r * p.w + c) * p.step);
       has_nan |= isNan(v);
       m = stdMax(m, v);
@@ -127,10 +129,10 @@ TANDEM_HD float avgPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j)
            0.25f;
   }
   float sum = 0;
-  const int64_t re = windowEnd(i, p.h, p.k, p.stride, p.pad);
-  const int64_t ce = windowEnd(j, p.w, p.k, p.stride, p.pad);
-  for (int64_t r = windowBegin(i, p.stride, p.pad); r < re; ++r)
-    for (int64_t c = windowBegin(j, p.stride, p.pad); c < ce; ++c)
+  const int64_t re = windowEnd(i, p.h, p.kh, p.stride_h, p.pad_h);
+  const int64_t ce = windowEnd(j, p.w, p.kw, p.stride_w, p.pad_w);
+  for (int64_t r = windowBegin(i, p.stride_h, p.pad_h); r < re; ++r)
+    for (int64_t c = windowBegin(j, p.stride_w, p.pad_w); c < ce; ++c)
       sum += load(x, (r * p.w + c) * p.step);
   return sum * avgPoolScale(p, i, j);
 }
@@ -139,9 +141,9 @@ TANDEM_HD float avgPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j)
 /// the CPU's argMaxWithNan, which agrees with its branch-free search wherever that runs.
 template <typename T>
 TANDEM_HD int64_t windowArgMax(const T* x, const PoolParams& p, int64_t i, int64_t j) {
-  const int64_t rb = windowBegin(i, p.stride, p.pad), cb = windowBegin(j, p.stride, p.pad);
-  const int64_t re = windowEnd(i, p.h, p.k, p.stride, p.pad);
-  const int64_t ce = windowEnd(j, p.w, p.k, p.stride, p.pad);
+  const int64_t rb = windowBegin(i, p.stride_h, p.pad_h), cb = windowBegin(j, p.stride_w, p.pad_w);
+  const int64_t re = windowEnd(i, p.h, p.kh, p.stride_h, p.pad_h);
+  const int64_t ce = windowEnd(j, p.w, p.kw, p.stride_w, p.pad_w);
   int64_t best = rb * p.w + cb;
   float best_v = load(x, best * p.step);
   for (int64_t r = rb; r < re; ++r)
@@ -167,10 +169,10 @@ TANDEM_HD float maxPoolBackwardAt(const T* dy, const T* x, const PoolParams& p, 
     return windowArgMax(x, p, i, j) == here ? load(dy, (i * p.ow + j) * p.step) : 0.0f;
   }
   float acc = 0.0f;
-  const int64_t il = lastWindow(r, p.oh, p.stride, p.pad);
-  const int64_t jl = lastWindow(c, p.ow, p.stride, p.pad);
-  for (int64_t i = firstWindow(r, p.k, p.stride, p.pad); i <= il; ++i)
-    for (int64_t j = firstWindow(c, p.k, p.stride, p.pad); j <= jl; ++j)
+  const int64_t il = lastWindow(r, p.oh, p.stride_h, p.pad_h);
+  const int64_t jl = lastWindow(c, p.ow, p.stride_w, p.pad_w);
+  for (int64_t i = firstWindow(r, p.kh, p.stride_h, p.pad_h); i <= il; ++i)
+    for (int64_t j = firstWindow(c, p.kw, p.stride_w, p.pad_w); j <= jl; ++j)
       if (windowArgMax(x, p, i, j) == here) acc += load(dy, (i * p.ow + j) * p.step);
   return acc;
 }
@@ -185,10 +187,10 @@ TANDEM_HD float avgPoolBackwardAt(const T* dy, const PoolParams& p, int64_t r, i
     return load(dy, (i * p.ow + j) * p.step) * 0.25f;
   }
   float acc = 0.0f;
-  const int64_t il = lastWindow(r, p.oh, p.stride, p.pad);
-  const int64_t jl = lastWindow(c, p.ow, p.stride, p.pad);
-  for (int64_t i = firstWindow(r, p.k, p.stride, p.pad); i <= il; ++i)
-    for (int64_t j = firstWindow(c, p.k, p.stride, p.pad); j <= jl; ++j)
+  const int64_t il = lastWindow(r, p.oh, p.stride_h, p.pad_h);
+  const int64_t jl = lastWindow(c, p.ow, p.stride_w, p.pad_w);
+  for (int64_t i = firstWindow(r, p.kh, p.stride_h, p.pad_h); i <= il; ++i)
+    for (int64_t j = firstWindow(c, p.kw, p.stride_w, p.pad_w); j <= jl; ++j)
       acc += load(dy, (i * p.ow + j) * p.step) * avgPoolScale(p, i, j);
   return acc;
 }

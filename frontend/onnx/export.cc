@@ -309,18 +309,21 @@ class Exporter {
     a->set_type(onnx::AttributeProto::FLOAT);
     a->set_f(static_cast<float>(v));
   }
+  /// strides and pads (the same at both ends of an axis: begin h, begin w, end h, end w).
+  static void windowAttrs(onnx::NodeProto* n, ir::Hw stride, ir::Hw pad) {
+    ints(n, "strides", {stride.h, stride.w});
+    ints(n, "pads", {pad.h, pad.w, pad.h, pad.w});
+  }
   static void convAttrs(onnx::NodeProto* n, const ir::Conv2dView& c) {
     const ir::Shape& ws = c.w()->type().shape;
     ints(n, "kernel_shape", {ws[2], ws[3]});
-    ints(n, "strides", {c.stride(), c.stride()});
-    ints(n, "pads", {c.pad(), c.pad(), c.pad(), c.pad()});
+    windowAttrs(n, c.stride(), c.pad());
     if (c.groups() != 1) intAttr(n, "group", c.groups());
   }
   template <typename PoolView>
   static void poolAttrs(onnx::NodeProto* n, const PoolView& p) {
-    ints(n, "kernel_shape", {p.kernel(), p.kernel()});
-    ints(n, "strides", {p.stride(), p.stride()});
-    ints(n, "pads", {p.pad(), p.pad(), p.pad(), p.pad()});
+    ints(n, "kernel_shape", {p.kernel().h, p.kernel().w});
+    windowAttrs(n, p.stride(), p.pad());
     if (p.ceil_mode()) intAttr(n, "ceil_mode", 1);
   }
   absl::Status unary(const std::string& op, const Node& n) {
@@ -505,7 +508,8 @@ class Exporter {
         return absl::OkStatus();
       case Op::kAvgPool2d: {
         const ir::AvgPool2dView v(n);
-        if (v.ceil_mode() && v.pad() > 0)  // ONNX's opsets count its partial windows otherwise
+        if (v.ceil_mode() &&
+            v.pad() != ir::Hw(0))  // ONNX's opsets count its partial windows otherwise
           return absl::UnimplementedError(
               absl::StrCat(at(n),
                            ": avg_pool2d with ceil_mode and padding has no ONNX AveragePool that "

@@ -581,53 +581,79 @@ absl::Status matmul(NodeContext& c) {
 
 // --- convolution and pooling ---------------------------------------------------------
 
-/// The one stride and padding of a square 2-D window over [N,C,H,W], from the node's
-/// strides, pads or auto_pad; unsupported where the axes differ or the padding is uneven.
+/// A window over [N,C,H,W], or over [N,C,L] run as [N,C,L,1] (one_d): its kernel, strides
+/// and padding per axis, from the node's strides, pads or auto_pad; unsupported where an
+/// axis is padded unevenly (SAME_UPPER of an even kernel) or dilated.
 struct Window {
-  int64_t kernel = 1, stride = 1, pad = 0;
+  ir::Hw kernel = 1, stride = 1, pad = 0;
+  bool one_d = false;
 };
 
 absl::StatusOr<Window> window2d(NodeContext& c, const ir::Shape& x, const ir::Shape& kernel) {
-  if (x.size() != 4)
+  if (x.size() != 4 && x.size() != 3)
     return NodeContext::unsupported(
-        absl::StrCat("a ", x.size() - 2, "-D window (Tandem's take [N,C,H,W] inputs)"));
-  if (kernel.size() != 2 || kernel[0] != kernel[1])
-    return NodeContext::unsupported(
-        absl::StrCat("kernel ", shapeText(kernel), " (Tandem's windows are square)"));
-  ASSIGN_OR_RETURN(std::vector<int64_t> strides, c.attrInts("strides", {1, 1}));
-  ASSIGN_OR_RETURN(std::vector<int64_t> dilations, c.attrInts("dilations", {1, 1}));
-  if (strides.size() != 2 || strides[0] != strides[1])
-    return NodeContext::unsupported(
-        absl::StrCat("strides ", shapeText(strides), " (one stride for both axes)"));
+        absl::StrCat("a ", static_cast<int64_t>(x.size()) - 2,
+                     "-D window (Tandem's take [N,C,H,W] inputs, and [N,C,L] ones as [N,C,L,1])"));
+  const size_t axes = x.size() - 2;
+  if (kernel.size() != axes)
+    return NodeContext::invalid(absl::StrCat("kernel ", shapeText(kernel), " for X ", shapeText(x),
+                                             " (one extent per spatial axis)"));
+  const std::vector<int64_t> ones(axes, 1);
+  ASSIGN_OR_RETURN(std::vector<int64_t> strides, c.attrInts("strides", ones));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilations, c.attrInts("dilations", ones));
+  if (strides.size() != axes || dilations.size() != axes)
+    return NodeContext::invalid(absl::StrCat("strides ", shapeText(strides), " and dilations ",
+                                             shapeText(dilations), " for a ", axes,
+                                             "-D window (one per spatial axis)"));
+  if (std::any_of(strides.begin(), strides.end(), [](int64_t s) { return s < 1; }))
+    return NodeContext::invalid(absl::StrCat("strides ", shapeText(strides)));
   if (std::any_of(dilations.begin(), dilations.end(), [](int64_t d) { return d != 1; }))
     return NodeContext::unsupported(absl::StrCat("dilations ", shapeText(dilations)));
-  Window w{kernel[0], strides[0], 0};
-  if (w.stride < 1) return NodeContext::invalid(absl::StrCat("strides ", shapeText(strides)));
   ASSIGN_OR_RETURN(std::string auto_pad, c.attrString("auto_pad", "NOTSET"));
   std::vector<int64_t> pads;
   if (auto_pad == "NOTSET") {
-    ASSIGN_OR_RETURN(pads, c.attrInts("pads", {0, 0, 0, 0}));
+    ASSIGN_OR_RETURN(pads, c.attrInts("pads", std::vector<int64_t>(2 * axes, 0)));
   } else if (auto_pad == "VALID") {
-    pads = {0, 0, 0, 0};
+    pads.assign(2 * axes, 0);
   } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    pads.assign(4, 0);
-    for (int a = 0; a < 2; ++a) {
-      const int64_t in = x[size_t(2 + a)], out = (in + w.stride - 1) / w.stride;
-      const int64_t total = std::max<int64_t>((out - 1) * w.stride + w.kernel - in, 0);
+    pads.assign(2 * axes, 0);
+    for (size_t a = 0; a < axes; ++a) {
+      const int64_t in = x[2 + a], out = (in + strides[a] - 1) / strides[a];
+      const int64_t total = std::max<int64_t>((out - 1) * strides[a] + kernel[a] - in, 0);
       const int64_t small = total / 2, big = total - small;
-      pads[size_t(a)] = auto_pad == "SAME_UPPER" ? small : big;
-      pads[size_t(a + 2)] = auto_pad == "SAME_UPPER" ? big : small;
+      pads[a] = auto_pad == "SAME_UPPER" ? small : big;
+      pads[a + axes] = auto_pad == "SAME_UPPER" ? big : small;
     }
   } else {
     return NodeContext::invalid(absl::StrCat("auto_pad '", auto_pad, "'"));
   }
-  if (pads.size() != 4 ||
-      std::any_of(pads.begin(), pads.end(), [&](int64_t p) { return p != pads[0]; }))
-    return NodeContext::unsupported(absl::StrCat("pads ", shapeText(pads), " (",
-                                                 auto_pad == "NOTSET" ? "" : auto_pad + ": ",
-                                                 "one padding on every side)"));
-  w.pad = pads[0];
-  return w;
+  if (pads.size() != 2 * axes)
+    return NodeContext::invalid(absl::StrCat("pads ", shapeText(pads),
+                                             " (two per spatial axis: the begins, then the ends)"));
+  for (size_t a = 0; a < axes; ++a)
+    if (pads[a] != pads[a + axes])
+      return NodeContext::unsupported(absl::StrCat("pads ", shapeText(pads), " (",
+                                                   auto_pad == "NOTSET" ? "" : auto_pad + ": ",
+                                                   "an axis padded unevenly at its two ends)"));
+  if (axes == 1) return Window{{kernel[0], 1}, {strides[0], 1}, {pads[0], 0}, true};
+  return Window{{kernel[0], kernel[1]}, {strides[0], strides[1]}, {pads[0], pads[1]}, false};
+}
+
+/// x [N,C,L] (or a filter [O,C,K]) as [N,C,L,1] for a 1-D window; any other tensor as it
+/// is. The batch's axis is written -1 (reshapeTensor), a filter's stays as it is.
+Tensor asWindowInput(NodeContext& c, const Window& w, Tensor x, bool batch = true) {
+  if (!w.one_d) return x;
+  const ir::Shape s = x.shape();
+  if (batch) return reshapeTensor(c, x, {s[0], s[1], s[2], 1});
+  return c.emit(
+      ir::ReshapeArgs{.x = x.value(), .shape = std::vector<int64_t>{s[0], s[1], s[2], 1}}.spec());
+}
+
+/// A window op's [N,C,L',1] result back as [N,C,L'] for a 1-D window.
+Tensor asWindowOutput(NodeContext& c, const Window& w, Tensor y) {
+  if (!w.one_d) return y;
+  const ir::Shape s = y.shape();
+  return reshapeTensor(c, y, {s[0], s[1], s[2]});
 }
 
 absl::Status conv(NodeContext& c) {
@@ -650,20 +676,22 @@ absl::Status conv(NodeContext& c) {
                                                " but W's spatial shape is ", shapeText(kernel)));
   }
   ASSIGN_OR_RETURN(Window w, window2d(c, x_shape, kernel));
-  w.pad += c.inputPadding(0);  // a Pad of zeros before it (foldablePadding)
+  const int64_t folded = c.inputPadding(0);  // a Pad of zeros before it (foldablePadding)
+  w.pad = ir::Hw(w.pad.h + folded, w.pad.w + folded);
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   ASSIGN_OR_RETURN(Tensor weight, c.tensor(1));
   Tensor bias;
   if (c.hasInput(2)) {
     ASSIGN_OR_RETURN(bias, c.tensor(2, VarRole::kParam, kZeros));
   }
-  c.setOutput(0, c.emit(ir::Conv2dArgs{.x = x.value(),
-                                       .w = weight.value(),
-                                       .b = bias.valid() ? bias.value() : nullptr,
-                                       .stride = w.stride,
-                                       .pad = w.pad,
-                                       .groups = group}
-                            .spec()));
+  Tensor y = c.emit(ir::Conv2dArgs{.x = asWindowInput(c, w, x).value(),
+                                   .w = asWindowInput(c, w, weight, /*batch=*/false).value(),
+                                   .b = bias.valid() ? bias.value() : nullptr,
+                                   .stride = w.stride,
+                                   .pad = w.pad,
+                                   .groups = group}
+                        .spec());
+  c.setOutput(0, asWindowOutput(c, w, y));
   return absl::OkStatus();
 }
 
@@ -677,9 +705,10 @@ absl::Status pool(NodeContext& c) {
   // Average pooling's partial last window divides by its part inside the padded image
   // (PyTorch's count_include_pad): without padding that is ONNX's count of real pixels;
   // with padding ONNX's opsets have counted it otherwise.
-  if (!kMax && ceil_mode && w.pad > 0)
+  const bool padded = w.pad != ir::Hw(0);
+  if (!kMax && ceil_mode && padded)
     return NodeContext::unsupported("ceil_mode 1 with padding (the partial windows' divisor)");
-  if (!kMax && w.pad > 0) {
+  if (!kMax && padded) {
     ASSIGN_OR_RETURN(int64_t include, c.attrInt("count_include_pad", 0));
     if (!include)
       return NodeContext::unsupported(
@@ -690,26 +719,27 @@ absl::Status pool(NodeContext& c) {
   if (const int64_t folded = c.inputPadding(0); folded > 0) {
     if (ceil_mode)
       return NodeContext::unsupported("ceil_mode 1 after a Pad (the partial windows' divisor)");
-    w.pad += folded;
+    w.pad = ir::Hw(w.pad.h + folded, w.pad.w + folded);
   }
-  if (2 * w.pad > w.kernel)
-    return NodeContext::unsupported(
-        absl::StrCat("padding ", w.pad, " over half the kernel ", w.kernel));
+  if (2 * w.pad.h > w.kernel.h || 2 * w.pad.w > w.kernel.w)
+    return NodeContext::unsupported(absl::StrCat("padding ", ir::toString(w.pad.toAttr()),
+                                                 " over half the kernel ",
+                                                 ir::toString(w.kernel.toAttr())));
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
-  if (kMax)
-    c.setOutput(0, c.emit(ir::MaxPool2dArgs{.x = x.value(),
-                                            .kernel = w.kernel,
-                                            .stride = w.stride,
-                                            .pad = w.pad,
-                                            .ceil_mode = ceil_mode != 0}
-                              .spec()));
-  else
-    c.setOutput(0, c.emit(ir::AvgPool2dArgs{.x = x.value(),
-                                            .kernel = w.kernel,
-                                            .stride = w.stride,
-                                            .pad = w.pad,
-                                            .ceil_mode = ceil_mode != 0}
-                              .spec()));
+  ir::Value* in = asWindowInput(c, w, x).value();
+  Tensor y = kMax ? c.emit(ir::MaxPool2dArgs{.x = in,
+                                             .kernel = w.kernel,
+                                             .stride = w.stride,
+                                             .pad = w.pad,
+                                             .ceil_mode = ceil_mode != 0}
+                               .spec())
+                  : c.emit(ir::AvgPool2dArgs{.x = in,
+                                             .kernel = w.kernel,
+                                             .stride = w.stride,
+                                             .pad = w.pad,
+                                             .ceil_mode = ceil_mode != 0}
+                               .spec());
+  c.setOutput(0, asWindowOutput(c, w, y));
   return absl::OkStatus();
 }
 

@@ -186,7 +186,8 @@ struct Spec {
   }
 };
 
-const std::set<std::string> kPlainKinds = {"int", "float", "bool", "ints", "symbol", "devices"};
+const std::set<std::string> kPlainKinds = {"int",    "float",   "bool", "ints",
+                                           "symbol", "devices", "hw"};
 const std::set<std::string> kCosts = {"none",      "elementwise",       "gemm",
                                       "matmul",    "contraction",       "reduction",
                                       "attention", "attention_backward"};
@@ -291,7 +292,7 @@ Attr parseAttr(const std::string& text, int line, const Spec& spec) {
   if (!kPlainKinds.count(a.kind) && !spec.enums.count(a.kind))
     die(line, "unknown attribute kind '" + a.kind +
                   "' (int, float, bool, ints, symbol, "
-                  "devices, or an enum declared above)");
+                  "devices, hw, or an enum declared above)");
   if (rest.size() >= 3 && rest[rest.size() - 2] == "preset") {
     a.preset = rest.back();
     if (!((a.kind == "int" || a.kind == "float") && isNumber(a.preset)))
@@ -311,8 +312,8 @@ Attr parseAttr(const std::string& text, int line, const Spec& spec) {
     i += 2;
   }
   if (i < rest.size()) {
-    if (a.kind != "int" && a.kind != "float")
-      die(line, "only int and float attributes take a range");
+    if (a.kind != "int" && a.kind != "float" && a.kind != "hw")
+      die(line, "only int, float and hw attributes take a range");
     std::string check;
     for (size_t j = i; j < rest.size(); ++j) check += (j > i ? " " : "") + rest[j];
     a.range_text = check;
@@ -767,6 +768,7 @@ std::string cppType(const Attr& a) {
   if (a.kind == "ints") return "std::vector<int64_t>";
   if (a.kind == "symbol") return "std::string";
   if (a.kind == "devices") return "std::vector<Device>";
+  if (a.kind == "hw") return "Hw";
   return a.kind;  // an enum
 }
 
@@ -895,6 +897,8 @@ void writeSharedAttrs(const Spec& spec, std::ostream& o, std::ostream& defs) {
       defs << "  return *parse" << a.kind << "(std::get<EnumWord>(v).word);\n";
     else if (a.kind == "symbol")
       defs << "  return std::get<Symbol>(v).name;\n";
+    else if (a.kind == "hw")
+      defs << "  return Hw::of(v);\n";
     else
       defs << "  return std::get<" << cppType(a) << ">(v);\n";
     defs << "}\n\n";
@@ -990,6 +994,8 @@ struct Required {
       else if (a.kind == "ints" || a.kind == "devices")
         o << "  const " << cppType(a) << "& " << a.name << "() const { return std::get<"
           << cppType(a) << ">(" << slot << "); }\n";
+      else if (a.kind == "hw")
+        o << "  Hw " << a.name << "() const { return Hw::of(" << slot << "); }\n";
       else
         o << "  " << cppType(a) << " " << a.name << "() const { return std::get<" << cppType(a)
           << ">(" << slot << "); }\n";
@@ -1033,6 +1039,8 @@ struct Required {
         o << "    rest.attr_values.push_back(EnumWord{std::string(toWord(" << v << "))});\n";
       else if (a.kind == "symbol")
         o << "    rest.attr_values.push_back(Symbol{" << v << "});\n";
+      else if (a.kind == "hw")
+        o << "    rest.attr_values.push_back(" << v << ".toAttr());\n";
       else
         o << "    rest.attr_values.push_back(" << v << ");\n";
     }

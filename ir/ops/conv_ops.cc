@@ -9,7 +9,8 @@ namespace tandem::ir {
 using namespace rules;
 
 absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const Value* bias) {
-  const int64_t stride = attr::stride(n), pad = attr::pad(n), groups = attr::groups(n);
+  const Hw stride = attr::stride(n), pad = attr::pad(n);
+  const int64_t groups = attr::groups(n);
   for (size_t i : {x, w})  // both f32 or bf16 (the spec's dtypes, checked before the rule)
     if (absl::Status s = expectRank(n, i, 4, i == x ? "N,C,H,W" : "O,C,KH,KW"); !s.ok()) return s;
   const TensorType& xt = typeOf(n, x);
@@ -25,15 +26,13 @@ absl::StatusOr<TensorType> convOutput(const Node& n, size_t x, size_t w, const V
                     : absl::StrCat("the input has ", xt.shape[1], " channels but the filter ",
                                    describeOperand(n, w), " of ", groups, " groups expects ",
                                    wt.shape[1] * groups, " (", wt.shape[1], " per group)"));
-  if (wt.shape[2] != wt.shape[3])
-    return fail(absl::StrCat("the filter ", describeOperand(n, w), " must be square"));
   if (bias != nullptr && bias->type() != TensorType{wt.dtype, {wt.shape[0]}})
     return fail(absl::StrCat("the bias %", bias->name(), ": ", toString(bias->type()), " must be ",
                              toString(TensorType{wt.dtype, {wt.shape[0]}}),
                              " (the filter's dtype)"));
-  auto h = windowExtent(xt.shape[2], wt.shape[2], stride, pad, "height");
+  auto h = windowExtent(xt.shape[2], wt.shape[2], stride.h, pad.h, "height");
   if (!h.ok()) return h.status();
-  auto wd = windowExtent(xt.shape[3], wt.shape[3], stride, pad, "width");
+  auto wd = windowExtent(xt.shape[3], wt.shape[3], stride.w, pad.w, "width");
   if (!wd.ok()) return wd.status();
   return TensorType{xt.dtype, {xt.shape[0], wt.shape[0], *h, *wd}};
 }
@@ -70,7 +69,8 @@ absl::StatusOr<Types> inferConv2dBackwardFilter(const Node& n) {
 
 absl::Status gradConv2d(GradContext& c) {
   const Node& n = c.node();
-  const int64_t stride = attr::stride(n), pad = attr::pad(n), groups = attr::groups(n);
+  const Hw stride = attr::stride(n), pad = attr::pad(n);
+  const int64_t groups = attr::groups(n);
   Value* dy = c.resultGrad(0);
   Value *x = n.operand(0), *w = n.operand(1);
   Value* b = n.numOperands() > 2 ? n.operand(2) : nullptr;

@@ -16,12 +16,14 @@ absl::StatusOr<TensorType> windowedOutput(const Node& n, size_t x) {
   if (absl::Status s = expectRank(n, x, 4, "N,C,H,W"); !s.ok()) return s;
   const TensorType& t = typeOf(n, x);
   const View v(n);
-  const int64_t k = v.kernel(), stride = v.stride(), pad = v.pad();
-  if (2 * pad > k)
-    return fail(absl::StrCat("padding ", pad, " must be at most half the kernel ", k));
-  auto h = windowExtent(t.shape[2], k, stride, pad, "height", v.ceil_mode());
+  const Hw k = v.kernel(), stride = v.stride(), pad = v.pad();
+  if (2 * pad.h > k.h || 2 * pad.w > k.w)
+    return fail(absl::StrCat("padding ", toString(pad.toAttr()),
+                             " must be at most half the kernel ", toString(k.toAttr()),
+                             " along each axis"));
+  auto h = windowExtent(t.shape[2], k.h, stride.h, pad.h, "height", v.ceil_mode());
   if (!h.ok()) return h.status();
-  auto w = windowExtent(t.shape[3], k, stride, pad, "width", v.ceil_mode());
+  auto w = windowExtent(t.shape[3], k.w, stride.w, pad.w, "width", v.ceil_mode());
   if (!w.ok()) return w.status();
   return TensorType{t.dtype, {t.shape[0], t.shape[1], *h, *w}};
 }

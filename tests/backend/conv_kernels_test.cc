@@ -29,17 +29,19 @@ using backend::cpu::KernelInit;
 using backend::cpu::KernelOr;
 
 struct ConvCase {
-  int64_t n, c, h, w, o, k, stride, pad;
+  int64_t n, c, h, w, o;
+  ir::Hw k, stride, pad;  // per axis: one int, or {h, w}
   bool bias;
   int64_t groups = 1;  // c and o split into this many groups (c = o = groups: depthwise)
 
-  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
-  int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+  int64_t oh() const { return (h + 2 * pad.h - k.h) / stride.h + 1; }
+  int64_t ow() const { return (w + 2 * pad.w - k.w) / stride.w + 1; }
   ir::Shape x() const { return {n, c, h, w}; }
-  ir::Shape wt() const { return {o, c / groups, k, k}; }
+  ir::Shape wt() const { return {o, c / groups, k.h, k.w}; }
   ir::Shape y() const { return {n, o, oh(), ow()}; }
   std::string name() const {
-    return absl::StrCat("n", n, "c", c, "h", h, "w", w, "o", o, "k", k, "s", stride, "p", pad,
+    return absl::StrCat("n", n, "c", c, "h", h, "w", w, "o", o, "k", ir::toString(k.toAttr()), "s",
+                        ir::toString(stride.toAttr()), "p", ir::toString(pad.toAttr()),
                         bias ? "b" : "", groups > 1 ? absl::StrCat("g", groups) : "");
   }
 };
@@ -57,12 +59,13 @@ void forEachTap(const ConvCase& cc, F f) {
       for (int64_t i = 0; i < cc.oh(); ++i)
         for (int64_t j = 0; j < cc.ow(); ++j)
           for (int64_t q = 0; q < cg; ++q)
-            for (int64_t r = 0; r < cc.k; ++r)
-              for (int64_t s = 0; s < cc.k; ++s) {
-                int64_t hi = i * cc.stride - cc.pad + r, wi = j * cc.stride - cc.pad + s;
+            for (int64_t r = 0; r < cc.k.h; ++r)
+              for (int64_t s = 0; s < cc.k.w; ++s) {
+                int64_t hi = i * cc.stride.h - cc.pad.h + r, wi = j * cc.stride.w - cc.pad.w + s;
                 if (hi < 0 || hi >= cc.h || wi < 0 || wi >= cc.w) continue;
                 const int64_t c = o / og * cg + q;
-                f(((n * cc.c + c) * cc.h + hi) * cc.w + wi, ((o * cg + q) * cc.k + r) * cc.k + s,
+                f(((n * cc.c + c) * cc.h + hi) * cc.w + wi,
+                  ((o * cg + q) * cc.k.h + r) * cc.k.w + s,
                   ((n * cc.o + o) * cc.oh() + i) * cc.ow() + j);
               }
 }
@@ -167,7 +170,8 @@ bool usedWinograd(const backend::Kernel& k) {
 
 /// Whether oneDNN's Winograd kernel takes the case (3x3, stride 1, pad at most 1).
 bool winogradShape(const ConvCase& cc) {
-  return cc.k == 3 && cc.stride == 1 && cc.pad <= 1 && cc.groups == 1;
+  return cc.k == ir::Hw(3) && cc.stride == ir::Hw(1) && cc.pad.h <= 1 && cc.pad.w <= 1 &&
+         cc.groups == 1;
 }
 
 /// How a test case gets its kernel: a forced strategy, or the kernel table (kAuto) on a
@@ -224,7 +228,7 @@ void runWith(SingleOp& op, Factory factory, const StrategyParam& p, const ConvCa
 /// unit size: the relative bound then measures the kernels and not float accumulation
 /// over a thousand large terms.
 void fillFilter(Buffer& w, const ConvCase& cc, std::mt19937& rng) {
-  float bound = static_cast<float>(std::sqrt(3.0 / double(cc.c / cc.groups * cc.k * cc.k)));
+  float bound = static_cast<float>(std::sqrt(3.0 / double(cc.c / cc.groups * cc.k.h * cc.k.w)));
   w.fillUniform(rng, -bound, bound);
 }
 
@@ -253,6 +257,13 @@ const std::vector<ConvCase> kCases = {
     {2, 8, 9, 9, 8, 3, 2, 1, false, 8},
     {1, 16, 11, 11, 16, 5, 2, 2, true, 16},
     {1, 4, 6, 6, 8, 3, 1, 1, false, 4},
+    // Windows whose height and width differ: Inception's 1x7 / 7x1 pair, a 3x2 filter at
+    // strides (2, 1) and padding (1, 0), a grouped 1x3 and a depthwise 5x1.
+    {2, 3, 7, 6, 4, {3, 2}, {2, 1}, {1, 0}, true},
+    {1, 8, 9, 9, 12, {1, 7}, 1, {0, 3}, false},
+    {1, 8, 9, 9, 12, {7, 1}, 1, {3, 0}, true},
+    {1, 4, 9, 8, 6, {1, 3}, 1, {0, 1}, false, 2},
+    {2, 16, 7, 7, 16, {5, 1}, {1, 2}, {2, 0}, true, 16},
 };
 
 class ConvKernelTest : public ::testing::TestWithParam<StrategyParam> {};
@@ -265,7 +276,7 @@ TEST_P(ConvKernelTest, ForwardMatchesReference) {
     std::vector<ir::TensorType> types{f32(cc.x()), f32(cc.wt())};
     if (cc.bias) types.push_back(f32({cc.o}));
     SingleOp op(ir::Op::kConv2d, types,
-                {{"stride", cc.stride}, {"pad", cc.pad}, {"groups", cc.groups}});
+                {{"stride", cc.stride.toAttr()}, {"pad", cc.pad.toAttr()}, {"groups", cc.groups}});
     for (size_t i = 0; i < types.size(); ++i) op.in(i).fillUniform(rng);
     fillFilter(op.in(1), cc, rng);
     runWith(op, backend::cpu::makeConv2dKernelWithStrategy, GetParam(), cc, rng, &winograd);
@@ -284,7 +295,7 @@ TEST_P(ConvKernelTest, BackwardDataMatchesReference) {
     SCOPED_TRACE(cc.name());
     bool winograd = false;
     SingleOp op(ir::Op::kConv2dBackwardData, {f32(cc.y()), f32(cc.wt()), f32(cc.x())},
-                {{"stride", cc.stride}, {"pad", cc.pad}, {"groups", cc.groups}});
+                {{"stride", cc.stride.toAttr()}, {"pad", cc.pad.toAttr()}, {"groups", cc.groups}});
     for (size_t i = 0; i < 3; ++i) op.in(i).fillUniform(rng);
     fillFilter(op.in(1), cc, rng);
     runWith(op, backend::cpu::makeConv2dBackwardDataKernelWithStrategy, GetParam(), cc, rng,
@@ -302,7 +313,10 @@ TEST_P(ConvKernelTest, BackwardFilterMatchesReference) {
     SCOPED_TRACE(cc.name());
     bool winograd = false;
     SingleOp op(ir::Op::kConv2dBackwardFilter, {f32(cc.y()), f32(cc.x()), f32(cc.wt())},
-                {{"stride", cc.stride}, {"pad", cc.pad}, {"groups", cc.groups}, {"bias", cc.bias}});
+                {{"stride", cc.stride.toAttr()},
+                 {"pad", cc.pad.toAttr()},
+                 {"groups", cc.groups},
+                 {"bias", cc.bias}});
     for (size_t i = 0; i < 3; ++i) op.in(i).fillUniform(rng);
     runWith(op, backend::cpu::makeConv2dBackwardFilterKernelWithStrategy, GetParam(), cc, rng,
             &winograd);
@@ -355,7 +369,7 @@ TEST(ConvReference, BackwardMatchesFiniteDifferences) {
 /// reference, then the three maxRelativeError.
 std::vector<double> passErrors(const ConvCase& cc, const StrategyParam& p, float x_lo,
                                std::mt19937& rng) {
-  SingleOp::Attrs attrs{{"stride", cc.stride}, {"pad", cc.pad}};
+  SingleOp::Attrs attrs{{"stride", cc.stride.toAttr()}, {"pad", cc.pad.toAttr()}};
   std::vector<double> largest, floor1;
   auto note = [&](Buffer& out, const std::vector<double>& ref) {
     largest.push_back(errorRelativeToLargest(out.f32(), ref.data(), out.size()));
@@ -428,9 +442,9 @@ TEST(ConvKernel, WinogradBackwardMatchesFiniteDifferences) {
        {ConvCase{1, 8, 6, 6, 8, 3, 1, 1, true}, ConvCase{2, 3, 7, 5, 4, 3, 1, 0, true}}) {
     SCOPED_TRACE(cc.name());
     SingleOp data(ir::Op::kConv2dBackwardData, {f32(cc.y()), f32(cc.wt()), f32(cc.x())},
-                  {{"stride", cc.stride}, {"pad", cc.pad}});
+                  {{"stride", cc.stride.toAttr()}, {"pad", cc.pad.toAttr()}});
     SingleOp filter(ir::Op::kConv2dBackwardFilter, {f32(cc.y()), f32(cc.x()), f32(cc.wt())},
-                    {{"stride", cc.stride}, {"pad", cc.pad}, {"bias", true}});
+                    {{"stride", cc.stride.toAttr()}, {"pad", cc.pad.toAttr()}, {"bias", true}});
     data.in(0).fillUniform(rng);
     fillFilter(data.in(1), cc, rng);
     data.in(2).fillUniform(rng);
@@ -458,7 +472,7 @@ TEST(ConvKernel, WinogradBackwardMatchesFiniteDifferences) {
 TEST(ConvKernel, DevicesTakeWinogradUnlessDirectIsAsked) {
   if (!haveWinograd()) GTEST_SKIP() << "oneDNN has no Winograd kernel on this CPU";
   ConvCase cc{32, 64, 28, 28, 64, 3, 1, 1, false};
-  SingleOp::Attrs attrs{{"stride", cc.stride}, {"pad", cc.pad}};
+  SingleOp::Attrs attrs{{"stride", cc.stride.toAttr()}, {"pad", cc.pad.toAttr()}};
   SingleOp fwd(ir::Op::kConv2d, {f32(cc.x()), f32(cc.wt())}, attrs);
   SingleOp data(ir::Op::kConv2dBackwardData, {f32(cc.y()), f32(cc.wt()), f32(cc.x())}, attrs);
   attrs.emplace_back("bias", false);
@@ -484,7 +498,7 @@ TEST(ConvKernel, RunsTwiceIdentically) {
        {ConvStrategy::kPlain, ConvStrategy::kBlocked, ConvStrategy::kWinograd}) {
     ConvCase cc{2, 16, 9, 9, 24, 3, 1, 1, true};
     SingleOp op(ir::Op::kConv2dBackwardFilter, {f32(cc.y()), f32(cc.x()), f32(cc.wt())},
-                {{"stride", cc.stride}, {"pad", cc.pad}, {"bias", true}});
+                {{"stride", cc.stride.toAttr()}, {"pad", cc.pad.toAttr()}, {"bias", true}});
     for (size_t i = 0; i < 3; ++i) op.in(i).fillUniform(rng);
     auto k = backend::cpu::makeConv2dBackwardFilterKernelWithStrategy(
         KernelInit{op.node(), op.ctx()}, strategy);
@@ -500,7 +514,7 @@ TEST(ConvKernel, RunsTwiceIdentically) {
   // Through the table, forward: same inputs, same outputs.
   ConvCase cc{2, 3, 7, 7, 4, 3, 1, 1, true};
   SingleOp op(ir::Op::kConv2d, {f32(cc.x()), f32(cc.wt()), f32({cc.o})},
-              {{"stride", cc.stride}, {"pad", cc.pad}});
+              {{"stride", cc.stride.toAttr()}, {"pad", cc.pad.toAttr()}});
   for (size_t i = 0; i < 3; ++i) op.in(i).fillUniform(rng);
   op.run();
   std::vector<float> first(op.out(0).f32(), op.out(0).f32() + op.out(0).size());

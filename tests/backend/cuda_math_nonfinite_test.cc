@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "backend/cuda/dropout_math.h"
 #include "backend/cuda/elementwise_math.h"
 #include "backend/cuda/host_device.h"
@@ -24,6 +26,7 @@
 #include "backend/dropout_mask.h"
 #include "backend/unary_math.h"
 #include "gtest/gtest.h"
+#include "ir/attrs.h"
 #include "ir/op_info.h"
 #include "nonfinite_case.h"
 
@@ -137,15 +140,34 @@ TEST(CudaMathNonFinite, DropoutMatchesPyTorch) {
 
 // ---- pooling (pool_math.h, one output or input element per thread) ---------------------
 
+/// A case's window attribute: `3`, or `3,2` for (height, width).
+ir::Hw hwOf(const NonfiniteCase& f, const std::string& name) {
+  const std::vector<std::string> parts = absl::StrSplit(f.text(name), ',');
+  int64_t h = 0, w = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(parts.front(), &h) && absl::SimpleAtoi(parts.back(), &w))
+      << name << "=" << f.text(name);
+  return ir::Hw(h, w);
+}
+
 TEST(CudaMathNonFinite, PoolingMatchesPyTorch) {
-  for (const std::string tag : {"k2s2p0", "k3s2p1"}) {
+  for (const std::string tag :
+       {"k2s2p0", "k3s2p1", "k3x2s2x1p1x0", "k2x1s2x1p0x0", "k3x2s2x2p1x1_ceil"}) {
     for (const std::string kind : {"max", "avg"}) {
       const NonfiniteCase f = mustLoad(kind + "_pool2d_" + tag);
       const CaseTensor& x = f.tensor("in0");
       const CaseTensor& y = f.tensor("out0");
-      const cu::PoolParams p{
-          x.shape[0] * x.shape[1], x.shape[2],          x.shape[3],      y.shape[2], y.shape[3],
-          f.integer("kernel"),     f.integer("stride"), f.integer("pad")};
+      const ir::Hw k = hwOf(f, "kernel"), stride = hwOf(f, "stride"), pad = hwOf(f, "pad");
+      const cu::PoolParams p{.planes = x.shape[0] * x.shape[1],
+                             .h = x.shape[2],
+                             .w = x.shape[3],
+                             .oh = y.shape[2],
+                             .ow = y.shape[3],
+                             .kh = k.h,
+                             .kw = k.w,
+                             .stride_h = stride.h,
+                             .stride_w = stride.w,
+                             .pad_h = pad.h,
+                             .pad_w = pad.w};
       const std::vector<float> xs = floats(x);
       std::vector<double> got;
       for (int64_t pl = 0; pl < p.planes; ++pl)
@@ -174,8 +196,17 @@ TEST(CudaMathNonFinite, PoolingMatchesPyTorch) {
   const CaseTensor& x = h.tensor("in0");
   std::vector<uint16_t> bits;
   for (double v : x.values) bits.push_back(cu::floatToBf16(static_cast<float>(v)));
-  const cu::PoolParams p{x.shape[0] * x.shape[1], x.shape[2], x.shape[3], x.shape[2] / 2,
-                         x.shape[3] / 2,          2,          2,          0};
+  const cu::PoolParams p{.planes = x.shape[0] * x.shape[1],
+                         .h = x.shape[2],
+                         .w = x.shape[3],
+                         .oh = x.shape[2] / 2,
+                         .ow = x.shape[3] / 2,
+                         .kh = 2,
+                         .kw = 2,
+                         .stride_h = 2,
+                         .stride_w = 2,
+                         .pad_h = 0,
+                         .pad_w = 0};
   std::vector<double> got;
   for (int64_t pl = 0; pl < p.planes; ++pl)
     for (int64_t i = 0; i < p.oh; ++i)

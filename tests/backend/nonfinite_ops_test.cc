@@ -79,14 +79,20 @@ std::vector<std::pair<std::string, ir::AttrValue>> attrsOf(const NonfiniteCase& 
       case ir::AttrKind::kBool:
         attrs.emplace_back(a.name, c.flag(a.name));
         break;
-      case ir::AttrKind::kInts: {
+      case ir::AttrKind::kInts:
+      case ir::AttrKind::kHw: {  // hw: `3` or `3,2` (height, width)
         std::vector<int64_t> v;
         for (absl::string_view w : absl::StrSplit(text, ',')) {
           int64_t i = 0;
           EXPECT_TRUE(absl::SimpleAtoi(w, &i)) << a.name << "=" << text;
           v.push_back(i);
         }
-        attrs.emplace_back(a.name, v);
+        if (a.kind == ir::AttrKind::kInts)
+          attrs.emplace_back(a.name, v);
+        else if (v.size() == 1)
+          attrs.emplace_back(a.name, v[0]);
+        else
+          attrs.emplace_back(a.name, ir::canonicalHw(v));
         break;
       }
       case ir::AttrKind::kEnum:

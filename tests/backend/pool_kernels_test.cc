@@ -17,18 +17,22 @@ namespace tandem::testing {
 namespace {
 
 struct PoolCase {
-  int64_t n, c, h, w, k, stride, pad;
+  int64_t n, c, h, w;
+  ir::Hw k, stride, pad;  // per axis: one int, or {h, w}
 
-  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
-  int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+  int64_t oh() const { return (h + 2 * pad.h - k.h) / stride.h + 1; }
+  int64_t ow() const { return (w + 2 * pad.w - k.w) / stride.w + 1; }
   ir::Shape x() const { return {n, c, h, w}; }
   ir::Shape y() const { return {n, c, oh(), ow()}; }
   int64_t xSize() const { return n * c * h * w; }
   int64_t ySize() const { return n * c * oh() * ow(); }
   std::string name() const {
-    return absl::StrCat("n", n, "c", c, "h", h, "w", w, "k", k, "s", stride, "p", pad);
+    return absl::StrCat("n", n, "c", c, "h", h, "w", w, "k", ir::toString(k.toAttr()), "s",
+                        ir::toString(stride.toAttr()), "p", ir::toString(pad.toAttr()));
   }
-  SingleOp::Attrs attrs() const { return {{"kernel", k}, {"stride", stride}, {"pad", pad}}; }
+  SingleOp::Attrs attrs() const {
+    return {{"kernel", k.toAttr()}, {"stride", stride.toAttr()}, {"pad", pad.toAttr()}};
+  }
 };
 
 enum class Kind { kMax, kAvg };
@@ -40,23 +44,23 @@ std::vector<std::vector<int64_t>> windows(const PoolCase& pc) {
     for (int64_t i = 0; i < pc.oh(); ++i)
       for (int64_t j = 0; j < pc.ow(); ++j) {
         std::vector<int64_t>& win = out.emplace_back();
-        for (int64_t r = 0; r < pc.k; ++r)
-          for (int64_t s = 0; s < pc.k; ++s) {
-            int64_t hi = i * pc.stride - pc.pad + r, wi = j * pc.stride - pc.pad + s;
+        for (int64_t r = 0; r < pc.k.h; ++r)
+          for (int64_t s = 0; s < pc.k.w; ++s) {
+            int64_t hi = i * pc.stride.h - pc.pad.h + r, wi = j * pc.stride.w - pc.pad.w + s;
             if (hi >= 0 && hi < pc.h && wi >= 0 && wi < pc.w) win.push_back((nc * pc.h + hi) * pc.w + wi);
           }
       }
   return out;
 }
 
-/// Max over the real elements (padding never wins); average over k*k (padding counts
+/// Max over the real elements (padding never wins); average over kh*kw (padding counts
 /// as zeros).
 std::vector<double> poolRef(Kind kind, const PoolCase& pc, const std::vector<double>& x) {
   std::vector<double> y;
   for (const auto& win : windows(pc)) {
     double v = kind == Kind::kMax ? -std::numeric_limits<double>::infinity() : 0.0;
     for (int64_t i : win) v = kind == Kind::kMax ? std::max(v, x[i]) : v + x[i];
-    y.push_back(kind == Kind::kMax ? v : v / double(pc.k * pc.k));
+    y.push_back(kind == Kind::kMax ? v : v / double(pc.k.h * pc.k.w));
   }
   return y;
 }
@@ -67,7 +71,7 @@ std::vector<double> poolBackwardRef(Kind kind, const PoolCase& pc, const std::ve
   auto wins = windows(pc);
   for (size_t o = 0; o < wins.size(); ++o) {
     if (kind == Kind::kAvg) {
-      for (int64_t i : wins[o]) dx[i] += dy[o] / double(pc.k * pc.k);
+      for (int64_t i : wins[o]) dx[i] += dy[o] / double(pc.k.h * pc.k.w);
       continue;
     }
     int64_t best = wins[o][0];
@@ -111,9 +115,19 @@ double maxDiff(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 const std::vector<PoolCase> kCases = {
-    {2, 3, 8, 8, 2, 2, 0},  {2, 3, 7, 7, 3, 2, 1},   {1, 4, 6, 6, 3, 1, 1},
-    {2, 2, 5, 5, 2, 2, 1},  {1, 3, 10, 10, 3, 3, 0}, {2, 5, 9, 9, 2, 2, 0},
-    {2, 3, 9, 7, 4, 2, 2},  {3, 20, 26, 26, 2, 2, 0}, {2, 16, 11, 11, 3, 2, 1},
+    {2, 3, 8, 8, 2, 2, 0},
+    {2, 3, 7, 7, 3, 2, 1},
+    {1, 4, 6, 6, 3, 1, 1},
+    {2, 2, 5, 5, 2, 2, 1},
+    {1, 3, 10, 10, 3, 3, 0},
+    {2, 5, 9, 9, 2, 2, 0},
+    {2, 3, 9, 7, 4, 2, 2},
+    {3, 20, 26, 26, 2, 2, 0},
+    {2, 16, 11, 11, 3, 2, 1},
+    // Height and width apart: kernel, stride and padding each per axis.
+    {2, 3, 9, 7, {3, 2}, {2, 1}, {1, 0}},
+    {1, 4, 8, 9, {1, 3}, {1, 2}, {0, 1}},
+    {2, 2, 6, 5, {2, 1}, {2, 1}, 0},
 };
 
 void fillGarbage(SingleOp& op, std::mt19937& rng) { op.out(0).fillUniform(rng, 1e6, 2e6); }

@@ -33,14 +33,17 @@ using ir::Op;
   if (!backend::cpu::hostCpuInfo().bf16) GTEST_SKIP() << "this CPU has no bf16 instructions"
 
 struct ConvCase {
-  int64_t n, c, o, h, w, k, stride, pad;
-  int64_t groups = 1;  // cudnnSetConvolutionGroupCount (c = o = groups: depthwise)
+  int64_t n, c, o, h, w;
+  ir::Hw k, stride, pad;  // per axis: one int, or {h, w}
+  int64_t groups = 1;     // cudnnSetConvolutionGroupCount (c = o = groups: depthwise)
   ir::Shape x() const { return {n, c, h, w}; }
-  ir::Shape wt() const { return {o, c / groups, k, k}; }
-  int64_t oh() const { return (h + 2 * pad - k) / stride + 1; }
-  int64_t ow() const { return (w + 2 * pad - k) / stride + 1; }
+  ir::Shape wt() const { return {o, c / groups, k.h, k.w}; }
+  int64_t oh() const { return (h + 2 * pad.h - k.h) / stride.h + 1; }
+  int64_t ow() const { return (w + 2 * pad.w - k.w) / stride.w + 1; }
   ir::Shape y() const { return {n, o, oh(), ow()}; }
-  SingleOp::Attrs attrs() const { return {{"stride", stride}, {"pad", pad}, {"groups", groups}}; }
+  SingleOp::Attrs attrs() const {
+    return {{"stride", stride.toAttr()}, {"pad", pad.toAttr()}, {"groups", groups}};
+  }
 };
 
 // 3x3 stride 1 pad 1; 3x3 stride 2 pad 1 on an odd extent; 1x1 and the strided 1x1
@@ -58,7 +61,13 @@ const ConvCase kConvs[] = {{2, 3, 8, 9, 9, 3, 1, 1},
                            {2, 8, 12, 7, 7, 3, 1, 1, 2},
                            {2, 16, 16, 9, 9, 3, 1, 1, 16},
                            {2, 32, 32, 9, 9, 3, 2, 1, 32},
-                           {1, 4, 8, 6, 6, 5, 1, 2, 4}};
+                           {1, 4, 8, 6, 6, 5, 1, 2, 4},
+                           // Height and width apart: Inception's 1x7 and 7x1, a 3x2 filter
+                           // at strides (2, 1) and padding (1, 0), a depthwise 5x1.
+                           {2, 8, 12, 9, 9, {1, 7}, 1, {0, 3}},
+                           {2, 8, 12, 9, 9, {7, 1}, 1, {3, 0}},
+                           {2, 3, 5, 7, 6, {3, 2}, {2, 1}, {1, 0}},
+                           {1, 16, 16, 7, 7, {5, 1}, {1, 2}, {2, 0}, 16}};
 // ResNet's stem: 7x7 stride 2 pad 3, 224 -> 112.
 const ConvCase kStem{1, 3, 64, 224, 224, 7, 2, 3};
 
@@ -86,8 +95,20 @@ TEST(CudaConvDescriptors, GeometryMatchesTheIr) {
     auto g = cu::convGeometry(f32(c.x()), f32(c.wt()), c.stride, c.pad, c.groups);
     ASSERT_TRUE(g.ok()) << g.status();
     EXPECT_EQ((ir::Shape{g->n, g->o, g->oh, g->ow}), y.shape) << ir::toString(y);
-    EXPECT_EQ((cu::ConvGeometry{c.n, c.c, c.h, c.w, c.o, c.k, y.shape[2], y.shape[3], c.stride,
-                                c.pad, c.groups}),
+    EXPECT_EQ((cu::ConvGeometry{.n = c.n,
+                                .c = c.c,
+                                .h = c.h,
+                                .w = c.w,
+                                .o = c.o,
+                                .kh = c.k.h,
+                                .kw = c.k.w,
+                                .oh = y.shape[2],
+                                .ow = y.shape[3],
+                                .stride_h = c.stride.h,
+                                .stride_w = c.stride.w,
+                                .pad_h = c.pad.h,
+                                .pad_w = c.pad.w,
+                                .groups = c.groups}),
               *g);
     EXPECT_EQ(g->filterChannels(), c.wt()[1]);
   }
@@ -106,9 +127,10 @@ TEST(CudaConvDescriptors, GeometryRejectsWhatCudnnCannotTake) {
   EXPECT_FALSE(cu::convGeometry(f32({1, 1, 2, 2}), f32({1, 1, 5, 5}), 1, 1).ok());
   // More elements than cuDNN's int strides reach.
   EXPECT_FALSE(cu::convGeometry(f32({1024, 64, 256, 256}), f32({64, 64, 3, 3}), 1, 1).ok());
-  // Mismatched channels, a non-square filter.
+  // Mismatched channels; a window that fits one axis only.
   EXPECT_FALSE(cu::convGeometry(f32({1, 3, 8, 8}), f32({4, 2, 3, 3}), 1, 1).ok());
-  EXPECT_FALSE(cu::convGeometry(f32({1, 3, 8, 8}), f32({4, 3, 3, 1}), 1, 1).ok());
+  EXPECT_FALSE(cu::convGeometry(f32({1, 3, 8, 2}), f32({4, 3, 3, 5}), 1, {1, 0}).ok());
+  EXPECT_TRUE(cu::convGeometry(f32({1, 3, 8, 2}), f32({4, 3, 3, 5}), 1, {1, 2}).ok());
   // Groups that the channels do not split into: 6 outputs in 4 groups; 8 inputs against a
   // filter of 4 per group in 4 groups.
   EXPECT_FALSE(cu::convGeometry(f32({1, 8, 8, 8}), f32({6, 2, 3, 3}), 1, 1, 4).ok());
@@ -246,7 +268,8 @@ void expectEpilogueMatchesCpu(const ConvCase& c, DType act, bool bias_act, bool 
     }
   }
   EXPECT_LE(scaledError(y, fused.out(0)), tol)
-      << fused.node().describe() << " k" << c.k << " s" << c.stride << " p" << c.pad;
+      << fused.node().describe() << " k" << ir::toString(c.k.toAttr()) << " s"
+      << ir::toString(c.stride.toAttr()) << " p" << ir::toString(c.pad.toAttr());
 }
 
 TEST(CudaConvMath, BiasEpilogueMatchesCpuF32) {

@@ -244,18 +244,22 @@ void poolsSameBitsInNhwc() {
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> quarter(-8, 8);  // ties, so "first maximum" matters
   struct Case {
-    int64_t n, c, h, w, k, stride, pad;
+    int64_t n, c, h, w;
+    ir::Hw k, stride, pad;
   };
-  for (const Case& k :
-       {Case{2, 16, 8, 8, 2, 2, 0}, Case{2, 8, 9, 11, 3, 2, 1}, Case{1, 4, 6, 6, 3, 1, 1}}) {
-    cu::PoolParams p{k.n * k.c,
-                     k.h,
-                     k.w,
-                     (k.h + 2 * k.pad - k.k) / k.stride + 1,
-                     (k.w + 2 * k.pad - k.k) / k.stride + 1,
-                     k.k,
-                     k.stride,
-                     k.pad};
+  for (const Case& k : {Case{2, 16, 8, 8, 2, 2, 0}, Case{2, 8, 9, 11, 3, 2, 1},
+                        Case{1, 4, 6, 6, 3, 1, 1}, Case{2, 8, 9, 7, {3, 2}, {2, 1}, {1, 0}}}) {
+    cu::PoolParams p{.planes = k.n * k.c,
+                     .h = k.h,
+                     .w = k.w,
+                     .oh = (k.h + 2 * k.pad.h - k.k.h) / k.stride.h + 1,
+                     .ow = (k.w + 2 * k.pad.w - k.k.w) / k.stride.w + 1,
+                     .kh = k.k.h,
+                     .kw = k.k.w,
+                     .stride_h = k.stride.h,
+                     .stride_w = k.stride.w,
+                     .pad_h = k.pad.h,
+                     .pad_w = k.pad.w};
     std::vector<T> x(static_cast<size_t>(k.n * k.c * k.h * k.w));
     for (size_t i = 0; i < x.size(); ++i)
       cu::store(x.data(), int64_t(i), 0.25f * float(quarter(rng)));
@@ -266,12 +270,12 @@ void poolsSameBitsInNhwc() {
     for (Op op : {Op::kMaxPool2d, Op::kAvgPool2d}) {
       EXPECT_TRUE(
           sameBits(toNhwc(hostPool(op, p, x, x), k.n, k.c, p.oh * p.ow), hostPool(op, q, xn, xn)))
-          << ir::opInfo(op).name << " " << k.k << "x" << k.k;
+          << ir::opInfo(op).name << " " << k.k.h << "x" << k.k.w;
     }
     for (Op op : {Op::kMaxPool2dBackward, Op::kAvgPool2dBackward}) {
       EXPECT_TRUE(
           sameBits(toNhwc(hostPool(op, p, dy, x), k.n, k.c, k.h * k.w), hostPool(op, q, dyn, xn)))
-          << ir::opInfo(op).name << " " << k.k << "x" << k.k;
+          << ir::opInfo(op).name << " " << k.k.h << "x" << k.k.w;
     }
   }
 }

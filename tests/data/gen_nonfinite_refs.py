@@ -374,7 +374,7 @@ def conv_case(name, xs, ws, bs, s, p, g=1):
     ins = [xs, ws] + ([bs] if bs is not None else [])
 
     def window(c):  # groups only where not 1: the older cases' files stay as they were
-        c.attr("stride", s).attr("pad", p)
+        c.attr("stride", hw(s)).attr("pad", hw(p))
         return c.attr("groups", g) if g != 1 else c
     groups = f", groups {g}" if g != 1 else ""
     window(NCase(name, "conv2d", f"F.conv2d(stride {s}, pad {p}{groups})")).ins(*ins) \
@@ -384,6 +384,11 @@ def conv_case(name, xs, ws, bs, s, p, g=1):
     c = window(NCase(f"{name}_backward_filter", "conv2d_backward_filter", "autograd dw, db"))
     c.attr("bias", bs is not None).ins(dy, xs, ws)
     c.outs(*([wl.grad] + ([bl.grad] if bs is not None else []))).write()
+
+
+def hw(v):
+    """A window attribute as the case file spells it: 3, or 3,2 for (height, width)."""
+    return ",".join(str(i) for i in v) if isinstance(v, tuple) else v
 
 
 def conv_cases():
@@ -417,6 +422,39 @@ def pool_ceil_cases():
                                        xl.grad)]:
                 c = NCase(name, o, f"F.{op}({k}, {s}, {pad}, ceil_mode=True) on {size}x{size}")
                 c.attr("kernel", k).attr("stride", s).attr("pad", pad).attr("ceil_mode", True)
+                c.ins(*ins).outs(out)
+                if kind == "max":
+                    c.attr("_exact", 1)
+                c.write()
+
+
+def nonsquare_window_cases():
+    """Windows whose height and width differ: a [3,2] filter with stride (2,1) and padding
+    (1,0), a [1,3] grouped one, and [3,2] / [2,1] pools (stride and padding per axis, one
+    with ceil_mode) over inputs holding NaN, inf, -0.0 and subnormals."""
+    x = torch.randn(2, 4, 7, 6)
+    x[0, 0, 1, 1], x[0, 3, 5, 4], x[1, 2, 0, 5], x[1, 1, 2, 2], x[1, 0, 6, 0] = \
+        NAN, INF, -INF, SUB, -0.0
+    conv_case("conv2d_k3x2_s2x1_p1x0", x, plant(torch.randn(5, 4, 3, 2) * 0.3, [17], [NAN]),
+              torch.randn(5), (2, 1), (1, 0))
+    conv_case("conv2d_k1x3_grouped_p0x1", x, torch.randn(4, 2, 1, 3) * 0.3, None, 1, (0, 1), 2)
+    for k, s, pad, ceil in [((3, 2), (2, 1), (1, 0), False), ((2, 1), (2, 1), (0, 0), False),
+                            ((3, 2), (2, 2), (1, 1), True)]:
+        tag = "k{}x{}s{}x{}p{}x{}".format(*k, *s, *pad) + ("_ceil" if ceil else "")
+        for kind in ["max", "avg"]:
+            op = f"{kind}_pool2d"
+            fn = getattr(F, op)
+            xl = leaf(x)
+            y = fn(xl, k, s, pad, ceil_mode=ceil)
+            dy = plant(torch.randn(*y.shape), [y.numel() - 1], [NAN])
+            y.backward(dy)
+            for name, o, ins, out in [(f"{op}_{tag}", op, [x], y),
+                                      (f"{op}_backward_{tag}", f"{op}_backward", [dy, x],
+                                       xl.grad)]:
+                c = NCase(name, o, f"F.{op}({k}, {s}, {pad}, ceil_mode={ceil})")
+                c.attr("kernel", hw(k)).attr("stride", hw(s)).attr("pad", hw(pad))
+                if ceil:
+                    c.attr("ceil_mode", True)
                 c.ins(*ins).outs(out)
                 if kind == "max":
                     c.attr("_exact", 1)
@@ -1019,6 +1057,7 @@ def main():
     # Cases added since come last, so that the earlier ones keep their random draws.
     grouped_conv_cases()
     pool_ceil_cases()
+    nonsquare_window_cases()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}")
 
 

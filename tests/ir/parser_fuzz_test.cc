@@ -371,11 +371,11 @@ TEST(ParserErrors, MissingOrRepeatedAttribute) {
   EXPECT_EQ(parseError(sampleWith("%h.0 = conv2d(%x.0, %w.0) {stride=1, pad=0}",
                                   "%h.0 = conv2d(%x.0, %w.0) {stride=1}")),
             "bad.tir:23:10: %h.0 (conv2d) in scope conv at tiny.cc:3: conv2d needs attribute 'pad' "
-            "(int)");
+            "(hw: an int, or [h,w])");
   EXPECT_EQ(parseError(sampleWith("%h.0 = conv2d(%x.0, %w.0) {stride=1, pad=0}",
                                   "%h.0 = conv2d(%x.0, %w.0)")),
             "bad.tir:23:10: %h.0 (conv2d) in scope conv at tiny.cc:3: conv2d needs attribute "
-            "'stride' (int)");
+            "'stride' (hw: an int, or [h,w])");
   EXPECT_EQ(parseError(sampleWith("%h.0 = conv2d(%x.0, %w.0) {stride=1, pad=0}",
                                   "%h.0 = conv2d(%x.0, %w.0) {stride=1, pad=0, pad=1}")),
             "bad.tir:23:10: %h.0 (conv2d) in scope conv at tiny.cc:3: attribute 'pad' of conv2d is "

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "ir/op_views.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "tests/ir/zoo_stages.h"
@@ -166,6 +167,44 @@ TEST(Verifier, GroupedConvolutionChannels) {
   EXPECT_EQ(uneven.status().message(),
             "t.tir:3:8: %y (conv2d): the filter w (%w: f32[6,2,3,3]) has 6 output channels, "
             "which do not split into 4 groups");
+}
+
+// Windows whose height and width differ: `hw` attributes are one int for both axes or
+// [h,w]; [3,3] is the same window as 3 and prints so; each extent is range-checked and
+// the output shape follows each axis' own kernel, stride and padding.
+TEST(Verifier, NonSquareWindows) {
+  auto module = [](const std::string& attrs, const std::string& y) {
+    return absl::StrCat(
+        "module @m {\ngraph @g(%x: f32[2,4,7,6], %w: f32[5,4,3,2]) {\n  %y = conv2d(%x, %w) {",
+        attrs, "} : f32[", y, "]\n  return %y\n}\n}\n");
+  };
+  auto ok = parse(module("stride=[2,1], pad=[1,0]", "2,5,4,5"));
+  ASSERT_NE(ok, nullptr);
+  EXPECT_TRUE(verifyModule(*ok).ok()) << verifyModule(*ok);
+  EXPECT_TRUE(absl::StrContains(printModule(*ok), "{stride=[2,1], pad=[1,0]}"));
+  const Node& conv = *ok->graph("g")->findValue("y")->def();
+  EXPECT_EQ(Conv2dView(conv).stride(), Hw(2, 1));
+  EXPECT_EQ(Conv2dView(conv).pad(), Hw(1, 0));
+  auto square = parse(module("stride=[1,1], pad=[1,1]", "2,5,7,7"));
+  ASSERT_NE(square, nullptr);
+  EXPECT_TRUE(absl::StrContains(printModule(*square), "{stride=1, pad=1}"));
+
+  auto zero = parseModule(module("stride=[1,0], pad=0", "2,5,5,5"), "t.tir");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(), "t.tir:3:8: %y (conv2d): stride must be >= 1");
+  auto one_number = parseModule(module("stride=[2], pad=0", "2,5,5,5"), "t.tir");
+  ASSERT_FALSE(one_number.ok());
+  EXPECT_TRUE(absl::StrContains(one_number.status().message(), "expected ','"))
+      << one_number.status();
+
+  auto pool = parseModule(
+      "module @m {\ngraph @g(%x: f32[1,2,7,6]) {\n  %y = max_pool2d(%x) {kernel=[3,2], "
+      "stride=[2,1], pad=[1,2]} : f32[1,2,4,9]\n  return %y\n}\n}\n",
+      "p.tir");
+  ASSERT_FALSE(pool.ok());
+  EXPECT_EQ(pool.status().message(),
+            "p.tir:3:8: %y (max_pool2d): padding [1,2] must be at most half the kernel [3,2] "
+            "along each axis");
 }
 
 // ---- mixed precision ----------------------------------------------------------------------

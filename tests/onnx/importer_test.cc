@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "ir/op_views.h"
 #include "ir/parser.h"
+#include "ir/printer.h"
 #include "ir/verifier.h"
 #include "tests/onnx/model_builder.h"
 
@@ -183,8 +184,9 @@ onnx::ModelProto manyRefusals(int convs, int64_t batch) {
   node(g, "Elu", "elu0", {at}, {"e0"});
   onnx::NodeProto* pool = node(g, "MaxPool", "pool", {"e0"}, {"p"});
   intsAttr(pool, "kernel_shape", {2, 3});
+  intsAttr(pool, "pads", {0, 0, 1, 1});  // SAME_UPPER's: padded at the ends only
   node(g, "Elu", "", {"p"}, {"e1"});
-  *g->add_output() = floatInput("e1", {batch, 4, 5, 4});
+  *g->add_output() = floatInput("e1", {batch, 4, 6, 5});
   return m;
 }
 
@@ -197,7 +199,7 @@ TEST(OnnxImport, EveryRefusedNodeIsFoundAndGroupedByOpType) {
       "  Conv (5 nodes): 'conv0': dilations [2,2]; 'conv1': dilations [2,2]; 'conv2': dilations "
       "[2,2]; and 2 more\n"
       "  Elu (2 nodes): 'elu0', #12 (output 'e1')\n"
-      "  MaxPool (1 node): 'pool': kernel [2,3] (Tandem's windows are square)";
+      "  MaxPool (1 node): 'pool': pads [0,0,1,1] (an axis padded unevenly at its two ends)";
   // The model's own batch, and one it leaves open (its shapes inferred again at 4).
   for (int64_t batch : {4, -1}) {
     auto imported = importBytes(bytesOf(manyRefusals(5, batch)));
@@ -411,13 +413,16 @@ TEST(OnnxImport, AnOpenDimensionNamesTheCommandsRemedy) {
 TEST(OnnxImport, AnUnsupportedUseOfAnOpNamesTheNodeAndWhy) {
   onnx::ModelProto m = sampleModel();
   onnx::NodeProto* pool = m.mutable_graph()->mutable_node(3);
-  pool->mutable_attribute(0)->set_ints(1, 3);  // kernel 2x3
+  onnx::AttributeProto* dilations = pool->add_attribute();
+  dilations->set_name("dilations");
+  dilations->set_type(onnx::AttributeProto::INTS);
+  dilations->add_ints(1);
+  dilations->add_ints(2);
   auto imported = importBytes(bytesOf(m));
   ASSERT_FALSE(imported.ok());
   EXPECT_EQ(std::string(imported.status().message()),
             "ONNX model 'm.onnx': Tandem does not support 1 node: node 'MaxPool_3' (MaxPool): "
-            "kernel [2,3] (Tandem's windows are square) (1 node reading its results could not "
-            "be checked)");
+            "dilations [1,2] (1 node reading its results could not be checked)");
 }
 
 TEST(OnnxImport, KnownValuesAreComputedAtImport) {
@@ -526,6 +531,49 @@ TEST(OnnxImport, APadOfZerosBecomesItsReadersPadding) {
                                 "node 'pad' (Pad): constant padding [0,0,1,1,0,0,1,1] (Tandem pads "
                                 "only inside conv and pooling ops)"))
       << refused.status();
+}
+
+// Issue 44: windows whose height and width differ (a Conv of W [5,4,3,2] at strides
+// [2,1] and pads [1,0,1,0]: per axis, the same at both ends) become one conv2d with hw
+// attributes; 1-D windows over [N,C,L] run as [N,C,L,1] between two reshapes.
+TEST(OnnxImport, WindowsDifferPerAxisAndOneDWindowsRunAsTwoD) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("windows");
+  *g->add_input() = floatInput("x", {2, 4, 7, 6});
+  *g->add_initializer() = floats("w", {5, 4, 3, 2}, 0.1f);
+  onnx::NodeProto* conv = node(g, "Conv", "conv", {"x", "w"}, {"c"});
+  intsAttr(conv, "strides", {2, 1});
+  intsAttr(conv, "pads", {1, 0, 1, 0});
+  onnx::NodeProto* pool = node(g, "AveragePool", "pool", {"c"}, {"p"});
+  intsAttr(pool, "kernel_shape", {1, 3});
+  intsAttr(pool, "strides", {1, 2});
+  *g->add_output() = floatInput("p", {2, 5, 4, 2});
+  *g->add_input() = floatInput("s", {2, 3, 10});
+  *g->add_initializer() = floats("v", {6, 3, 3}, 0.1f);
+  onnx::NodeProto* conv1d = node(g, "Conv", "conv1d", {"s", "v"}, {"t"});
+  intsAttr(conv1d, "strides", {2});
+  intsAttr(conv1d, "pads", {1, 1});
+  onnx::NodeProto* pool1d = node(g, "MaxPool", "pool1d", {"t"}, {"u"});
+  intsAttr(pool1d, "kernel_shape", {2});
+  *g->add_output() = floatInput("u", {2, 6, 4});
+  auto imported = importBytes(bytesOf(m));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const std::string text = ir::printModule(*imported->module);
+  EXPECT_TRUE(absl::StrContains(text, "conv2d(%x, %w) {stride=[2,1], pad=[1,0]} : f32[2,5,4,5]"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "{kernel=[1,3], stride=[1,2], pad=0} : f32[2,5,4,2]"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "{stride=[2,1], pad=[1,0]} : f32[2,6,5,1]")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "reshape(%v) {shape=[6,3,3,1]}")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "{kernel=[2,1], stride=1, pad=0} : f32[2,6,4,1]")) << text;
+  const ir::Graph& infer = *imported->module->graph(kInferGraph);
+  EXPECT_EQ(opsOf(infer),
+            (std::vector<ir::Op>{ir::Op::kConv2d, ir::Op::kAvgPool2d, ir::Op::kReshape,
+                                 ir::Op::kReshape, ir::Op::kConv2d, ir::Op::kReshape,
+                                 ir::Op::kReshape, ir::Op::kMaxPool2d, ir::Op::kReshape}));
 }
 
 // Issue 44: a Slice of step k from a start below k to the end of an axis k divides (swin's

@@ -10,7 +10,7 @@ int64_t use(const Node& n, Value* x, Value* w) {
   const Conv2dView v(n);
 #if CASE == 0  // the names the spec declares
   NodeSpec s = Conv2dArgs{.x = x, .w = w, .stride = 1, .pad = 0}.spec();
-  return v.stride() + attr::pad(n) + static_cast<int64_t>(s.operands.size());
+  return v.stride().h + attr::pad(n).w + static_cast<int64_t>(s.operands.size());
 #elif CASE == 1  // a view accessor misspelled
   return v.strides();
 #elif CASE == 2  // a creator field misspelled
