@@ -124,4 +124,90 @@ struct Relu6Math {
   static TANDEM_HD float backward(float dy, float x) { return x > 0.0f && x < 6.0f ? dy : 0.0f; }
 };
 
+/// torch.sign: -1, 0 or 1; 0 for -0 and for NaN (PyTorch 1.13's sign and sgn of a float).
+TANDEM_HD float signValue(float x) { return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : 0.0f; }
+
+/// silu: x / (1 + exp(-x)) as PyTorch's kernel writes it; its backward silu_backward's
+/// dy * s * (1 + x * (1 - s)), s = 1 / (1 + exp(-x)).
+struct SiluMath {
+  static TANDEM_HD float forward(float x) { return x / (1.0f + ::expf(-x)); }
+  static TANDEM_HD float backward(float dy, float x) {
+    const float s = 1.0f / (1.0f + ::expf(-x));
+    return dy * s * (1.0f + x * (1.0f - s));
+  }
+};
+
+/// softplus (beta 1, threshold 20, nn.Softplus's): x above 20, else log1p(exp(x)); its
+/// backward softplus_backward's dy above 20, else dy * z / (z + 1), z = exp(x).
+struct SoftplusMath {
+  static TANDEM_HD float forward(float x) { return x > 20.0f ? x : ::log1pf(::expf(x)); }
+  static TANDEM_HD float backward(float dy, float x) {
+    const float z = ::expf(x);
+    return x > 20.0f ? dy : dy * z / (z + 1.0f);
+  }
+};
+
+/// exp; its backward dy * y from the output (PyTorch's grad * result).
+struct ExpMath {
+  static TANDEM_HD float forward(float x) { return ::expf(x); }
+  static TANDEM_HD float backward(float dy, float y) { return dy * y; }
+};
+
+/// log; its backward dy / x (PyTorch's grad.div(self)).
+struct LogMath {
+  static TANDEM_HD float forward(float x) { return ::logf(x); }
+  static TANDEM_HD float backward(float dy, float x) { return dy / x; }
+};
+
+/// sqrt; its backward dy / (2 y) from the output (PyTorch's grad / (2 * result)).
+struct SqrtMath {
+  static TANDEM_HD float forward(float x) { return ::sqrtf(x); }
+  static TANDEM_HD float backward(float dy, float y) { return dy / (2.0f * y); }
+};
+
+/// 1 / x; its backward -dy * y^2 from the output (PyTorch's -grad * (result * result)).
+struct ReciprocalMath {
+  static TANDEM_HD float forward(float x) { return 1.0f / x; }
+  static TANDEM_HD float backward(float dy, float y) { return -dy * (y * y); }
+};
+
+/// erf; its backward PyTorch's 2 / sqrt(pi) * exp(-x^2) * dy.
+struct ErfMath {
+  static TANDEM_HD float forward(float x) { return ::erff(x); }
+  static TANDEM_HD float backward(float dy, float x) {
+    return 1.12837916709551257f * ::expf(-(x * x)) * dy;
+  }
+};
+
+/// |x|; its backward dy * sgn(x) (0 at 0 and at NaN).
+struct AbsMath {
+  static TANDEM_HD float forward(float x) { return ::fabsf(x); }
+  static TANDEM_HD float backward(float dy, float x) { return dy * signValue(x); }
+};
+
+/// The steps: their gradient is 0 everywhere (PyTorch's zeros_like(grad), NaN dy too).
+struct SignMath {
+  static TANDEM_HD float forward(float x) { return signValue(x); }
+  static TANDEM_HD float backward(float, float) { return 0.0f; }
+};
+struct FloorMath {
+  static TANDEM_HD float forward(float x) { return ::floorf(x); }
+  static TANDEM_HD float backward(float, float) { return 0.0f; }
+};
+struct CeilMath {
+  static TANDEM_HD float forward(float x) { return ::ceilf(x); }
+  static TANDEM_HD float backward(float, float) { return 0.0f; }
+};
+
+/// clip: min(max(x, lo), hi) as torch.clamp writes it (std::min(std::max(x, lo), hi): a
+/// NaN x stays NaN; lo above hi gives hi); its backward clamp_backward's dy where lo <= x
+/// <= hi, else 0 (NaN x too).
+TANDEM_HD float clipValue(float x, float lo, float hi) {
+  const float t = x < lo ? lo : x;
+  return hi < t ? hi : t;
+}
+TANDEM_HD float clipBackwardValue(float dy, float x, float lo, float hi) {
+  return x >= lo && x <= hi ? dy : 0.0f;
+}
+
 }  // namespace tandem::backend

@@ -242,6 +242,15 @@ Tensor Builder::hardsigmoid(Tensor x, Loc loc) {
   return addNode(ir::HardsigmoidArgs{.x = x.value()}.spec(), layerPath("", "hardsigmoid"), loc);
 }
 
+Tensor Builder::silu(Tensor x, Loc loc) {
+  return addNode(ir::SiluArgs{.x = x.value()}.spec(), layerPath("", "silu"), loc);
+}
+
+Tensor Builder::clip(Tensor x, double lo, double hi, Loc loc) {
+  return addNode(ir::ClipArgs{.x = x.value(), .min = lo, .max = hi}.spec(), layerPath("", "clip"),
+                 loc);
+}
+
 Tensor Builder::dropout(Tensor x, double p, Loc loc) {
   std::string path = layerPath("", "dropout");  // named in both graphs alike
   if (!training_) return x;

@@ -171,6 +171,10 @@ class Builder {
   Tensor relu6(Tensor x, Loc loc = Loc::current());
   Tensor hardswish(Tensor x, Loc loc = Loc::current());
   Tensor hardsigmoid(Tensor x, Loc loc = Loc::current());
+  /// x * sigmoid(x) (nn.SiLU, EfficientNet's Swish).
+  Tensor silu(Tensor x, Loc loc = Loc::current());
+  /// min(max(x, lo), hi) (torch.clamp); its gradient passes where lo <= x <= hi.
+  Tensor clip(Tensor x, double lo, double hi, Loc loc = Loc::current());
   /// Inverted dropout with drop probability p in [0, 1) (nn.Dropout): in the training step
   /// a dropout node reading @step, whose masks depend on the sample, not on the split of
   /// the batch over devices; in the evaluation step x itself.

@@ -259,6 +259,105 @@ op relu6 : unary_elementwise
   grad doc dy where 0 < x < 6, else 0 (NaN x too: PyTorch's hardtanh_backward), from
   grad doc relu6's input x.
 
+op silu : unary_elementwise
+  cost elementwise(5)
+  grad reads x
+  grad cost elementwise(7)
+  doc x * sigmoid(x) (nn.SiLU, EfficientNet's Swish; ONNX has no op: the importer reads
+  doc PyTorch's Sigmoid and Mul of one input as it).
+  grad doc dy * s * (1 + x * (1 - s)), s = sigmoid(x), from silu's input x (PyTorch's
+  grad doc silu_backward).
+
+op softplus : unary_elementwise
+  cost elementwise(4)
+  grad reads x
+  grad cost elementwise(4)
+  onnx Softplus 1..
+  doc log(1 + exp(x)), and x itself above 20 (nn.Softplus's threshold, where the two agree
+  doc in f32).
+  grad doc dy * z / (z + 1), z = exp(x), and dy above 20, from softplus's input x.
+
+op exp : unary_elementwise
+  cost elementwise(4)
+  grad reads y
+  grad cost elementwise
+  onnx Exp 6..
+  doc exp(x).
+  grad doc dy * y, from exp's output y.
+
+op log : unary_elementwise
+  cost elementwise(4)
+  grad reads x
+  grad cost elementwise
+  onnx Log 6..
+  doc The natural logarithm (NaN below 0, -inf at 0).
+  grad doc dy / x, from log's input x.
+
+op sqrt : unary_elementwise
+  cost elementwise(2)
+  grad reads y
+  grad cost elementwise(2)
+  onnx Sqrt 6..
+  doc The square root (NaN below -0).
+  grad doc dy / (2 y), from sqrt's output y.
+
+op reciprocal : unary_elementwise
+  cost elementwise
+  grad reads y
+  grad cost elementwise(2)
+  onnx Reciprocal 6..
+  doc 1 / x.
+  grad doc -dy * y^2, from reciprocal's output y.
+
+op erf : unary_elementwise
+  cost elementwise(8)
+  grad reads x
+  grad cost elementwise(4)
+  onnx Erf 9..
+  doc The error function.
+  grad doc 2/sqrt(pi) exp(-x^2) dy, from erf's input x.
+
+op abs : unary_elementwise
+  cost elementwise
+  grad reads x
+  grad cost elementwise
+  onnx Abs 6..
+  doc |x|.
+  grad doc dy * sign(x) (0 at 0 and at NaN, as PyTorch's sgn), from abs's input x.
+
+op sign : unary_elementwise
+  cost elementwise
+  grad reads x
+  grad cost elementwise
+  onnx Sign 9..
+  doc -1, 0 or 1 by the sign of x; 0 for -0 and for NaN (PyTorch's torch.sign).
+  grad doc 0 (a step), from sign's input x.
+
+op floor : unary_elementwise
+  cost elementwise
+  grad reads x
+  grad cost elementwise
+  onnx Floor 6..
+  doc The largest integer not above x.
+  grad doc 0 (a step), from floor's input x.
+
+op ceil : unary_elementwise
+  cost elementwise
+  grad reads x
+  grad cost elementwise
+  onnx Ceil 6..
+  doc The smallest integer not below x.
+  grad doc 0 (a step), from ceil's input x.
+
+op clip
+  operands x: float
+  results y: float
+  attr min: float
+  attr max: float
+  cost elementwise(2)
+  doc min(max(x, min), max) (torch.clamp with both bounds; ONNX's Clip with bounds known at
+  doc import): NaN stays NaN; min above max gives max everywhere, as both do.
+
 op dropout
   operands x: float, step: i32
   results y: float
@@ -554,6 +653,15 @@ op accuracy
   doc Number of rows whose arg-max equals the label (i32 scalar); negative labels never match.
 
 # --- backward ops (emitted by autodiff from the gradient rules) -------------------------
+op clip_backward
+  operands dy: float, x: float
+  results dx: float
+  attr min: float
+  attr max: float
+  traits backward
+  cost elementwise
+  doc dy where min <= x <= max, else 0 (a NaN x too: PyTorch's clamp_backward).
+
 op conv2d_backward_data
   operands dy: float, w: float, x: float
   results dx: float

@@ -18,6 +18,7 @@
 #include "backend/cpu/vector_loops.h"
 #include "backend/narrow_ids.h"
 #include "backend/unary_math.h"
+#include "ir/op_views.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -134,6 +135,41 @@ class MathUnaryBackwardKernel final : public CpuKernel {
       dx[i] = Math::backward(static_cast<float>(dy[i]), static_cast<float>(v[i]));
   }
 };
+
+/// clip (x -> y) and clip_backward (dy, x -> dx) with bounds [lo, hi]: the shared math of
+/// backend/unary_math.h, in float.
+template <typename T>
+class ClipKernel final : public CpuKernel {
+ public:
+  ClipKernel(bool backward, float lo, float hi) : backward_(backward), lo_(lo), hi_(hi) {}
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    T* y = out[0].as<T>();
+    const int64_t n = out[0].numElements();
+    if (!backward_) {
+      const T* x = in[0].as<T>();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+      for (int64_t i = 0; i < n; ++i) y[i] = clipValue(static_cast<float>(x[i]), lo_, hi_);
+      return;
+    }
+    const T* dy = in[0].as<T>();
+    const T* x = in[1].as<T>();
+#pragma omp parallel for simd schedule(static) if (n >= kParallelElements)
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = clipBackwardValue(static_cast<float>(dy[i]), static_cast<float>(x[i]), lo_, hi_);
+  }
+
+ private:
+  bool backward_;
+  float lo_, hi_;
+};
+
+KernelOr clipKernel(const KernelInit& init, bool backward) {
+  const auto lo = static_cast<float>(ir::attr::min(init.node));
+  const auto hi = static_cast<float>(ir::attr::max(init.node));
+  return withFloatType(init.node.result()->type().dtype, [&](auto tag) -> KernelOr {
+    return std::make_unique<ClipKernel<decltype(tag)>>(backward, lo, hi);
+  });
+}
 
 // oneDNN's algorithms of the ops below ("use_dst": the backward op reads the output).
 constexpr dnnl::algorithm kLogistic = dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
@@ -258,6 +294,11 @@ struct UnaryKernels<ir::Op::kRelu, Math> {
   }
 TANDEM_UNARY_ELEMENTWISE_OPS(TANDEM_CPU_UNARY_FACTORIES)
 #undef TANDEM_CPU_UNARY_FACTORIES
+
+KernelOr makeClipKernel(const KernelInit& init) { return clipKernel(init, /*backward=*/false); }
+KernelOr makeClipBackwardKernel(const KernelInit& init) {
+  return clipKernel(init, /*backward=*/true);
+}
 
 KernelOr makeAddKernel(const KernelInit& init) {
   switch (ir::DType t = init.node.result()->type().dtype) {

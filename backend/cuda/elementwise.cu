@@ -28,6 +28,16 @@ struct UnaryBackward {
   __device__ float operator()(float dy, float v) const { return Op::backward(dy, v); }
 };
 
+// clip and clip_backward over [lo, hi] (backend/unary_math.h).
+struct ClipForward {
+  float lo, hi;
+  __device__ float operator()(float x) const { return clipValue(x, lo, hi); }
+};
+struct ClipBackward {
+  float lo, hi;
+  __device__ float operator()(float dy, float x) const { return clipBackwardValue(dy, x, lo, hi); }
+};
+
 struct Add {
   template <typename T>
   __device__ T operator()(T a, T b) const {
@@ -116,6 +126,22 @@ void launchUnaryBackward(const uint16_t* dy, const uint16_t* v, uint16_t* dx, in
                                                 int64_t, cudaStream_t);
 TANDEM_UNARY_ELEMENTWISE_OPS(TANDEM_INSTANTIATE_UNARY)
 #undef TANDEM_INSTANTIATE_UNARY
+
+void launchClip(const float* x, float* y, int64_t n, float lo, float hi, cudaStream_t stream) {
+  launchMap1(x, y, n, ClipForward{lo, hi}, stream);
+}
+void launchClip(const uint16_t* x, uint16_t* y, int64_t n, float lo, float hi,
+                cudaStream_t stream) {
+  launchMap1(x, y, n, ClipForward{lo, hi}, stream);
+}
+void launchClipBackward(const float* dy, const float* x, float* dx, int64_t n, float lo, float hi,
+                        cudaStream_t stream) {
+  launchMap2(dy, x, dx, n, ClipBackward{lo, hi}, stream);
+}
+void launchClipBackward(const uint16_t* dy, const uint16_t* x, uint16_t* dx, int64_t n, float lo,
+                        float hi, cudaStream_t stream) {
+  launchMap2(dy, x, dx, n, ClipBackward{lo, hi}, stream);
+}
 
 void launchAdd(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream) {
   launchMap2(a, b, c, n, Add{}, stream);

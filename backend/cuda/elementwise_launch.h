@@ -28,6 +28,14 @@ template <typename Op>
 void launchUnaryBackward(const uint16_t* dy, const uint16_t* v, uint16_t* dx, int64_t n,
                          cudaStream_t stream);
 
+/// y = clipValue(x, lo, hi) (clip) and dx = clipBackwardValue(dy, x, lo, hi) (clip_backward).
+void launchClip(const float* x, float* y, int64_t n, float lo, float hi, cudaStream_t stream);
+void launchClip(const uint16_t* x, uint16_t* y, int64_t n, float lo, float hi, cudaStream_t stream);
+void launchClipBackward(const float* dy, const float* x, float* dx, int64_t n, float lo, float hi,
+                        cudaStream_t stream);
+void launchClipBackward(const uint16_t* dy, const uint16_t* x, uint16_t* dx, int64_t n, float lo,
+                        float hi, cudaStream_t stream);
+
 /// c = a + b.
 void launchAdd(const float* a, const float* b, float* c, int64_t n, cudaStream_t stream);
 void launchAdd(const uint16_t* a, const uint16_t* b, uint16_t* c, int64_t n, cudaStream_t stream);

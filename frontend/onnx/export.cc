@@ -493,6 +493,19 @@ class Exporter {
             {nameOf(n.result())});
         return absl::OkStatus();
       }
+      case Op::kClip: {
+        const ir::ClipView v(n);
+        const std::string x = nameOf(v.x());
+        add("Clip", n,
+            {x, addScalar(x + ".min", float(v.min())), addScalar(x + ".max", float(v.max()))},
+            {nameOf(n.result())});
+        return absl::OkStatus();
+      }
+      case Op::kSilu: {  // ONNX has no SiLU: x * Sigmoid(x), as torch.onnx.export writes it
+        const std::string x = nameOf(n.operand(0));
+        add("Mul", n, {x, addTemp("Sigmoid", n, {x})}, {nameOf(n.result())});
+        return absl::OkStatus();
+      }
       case Op::kHardsigmoid: {  // nn.Hardsigmoid as torch.onnx.export writes it
         onnx::NodeProto* node = add("HardSigmoid", n, {nameOf(n.operand(0))}, {nameOf(n.result())});
         floatAttr(node, "alpha", 1.0 / 6.0);

@@ -307,7 +307,7 @@ class Importer {
                                      std::optional<ir::Initializer> init) {
     if (e.tensor.valid() || !e.known) return e.tensor;
     const OnnxTensor& v = *e.known;
-    if (v.elem_type != onnx::TensorProto::FLOAT)
+    if (!v.isFloat())  // doubles are held as floats (decodeTensor) and computed so
       return NodeContext::unsupported(
           absl::StrCat("value '", name, "' is ", elemTypeName(v.elem_type),
                        " and used as a tensor at run time (Tandem computes in float)"));
@@ -823,7 +823,8 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
       (void)shape;
       continue;
     }
-    if (in.elem_type != onnx::TensorProto::FLOAT)
+    // A double input is computed in f32 (docs/ONNX.md), as PyTorch's float models are.
+    if (in.elem_type != onnx::TensorProto::FLOAT && in.elem_type != onnx::TensorProto::DOUBLE)
       return absl::UnimplementedError(absl::StrCat(
           "ONNX model '", model.path, "': Tandem does not support its input '", in.name, "': ",
           in.elem_type == 0
@@ -847,6 +848,8 @@ absl::StatusOr<ImportedModel> importModel(const OnnxModel& model, const ImportOp
   ASSIGN_OR_RETURN(std::vector<Tensor> outs, emitGraph(model, b, inputs, &out.values,
                                                        options.known_inputs, &out.known_outputs));
   out.outputs = modelOutputs(model);
+  for (const onnx::ValueInfoProto& o : model.proto.graph().output())
+    out.output_types.push_back(o.type().tensor_type().elem_type());
   // The outputs keep the model's names (as identifiers), so that a .tir module says which
   // is which and `tandem run` names its output_K.pb files' tensors after them.
   std::vector<ir::Value*> values;

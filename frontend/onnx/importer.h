@@ -77,6 +77,9 @@ struct ImportedModel {
   /// position in `known_outputs`.
   std::vector<std::string> inputs, outputs;
   std::map<size_t, OnnxTensor> known_outputs;
+  /// Each output's ONNX element type: a double one (and a double input) is computed in f32
+  /// and written back as double by `tandem run`.
+  std::vector<int32_t> output_types;
 };
 
 /// The model as a module that runs inference (uncompiled: the inference pipeline,

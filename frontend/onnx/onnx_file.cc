@@ -1,5 +1,6 @@
 #include "frontend/onnx/onnx_file.h"
 
+#include <cmath>
 #include <cstring>
 #include <exception>
 
@@ -123,6 +124,25 @@ std::string elemTypeName(int32_t t) {
   return name;
 }
 
+namespace {
+
+/// Doubles as the floats Tandem computes them in; an error names the first finite value
+/// beyond float's range (it would become infinite), which a float run cannot stand for.
+absl::Status narrowDoubles(const double* d, size_t n, std::vector<float>* out,
+                           const std::string& what) {
+  out->resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    (*out)[i] = static_cast<float>(d[i]);
+    if (std::isinf((*out)[i]) && std::isfinite(d[i]))
+      return absl::UnimplementedError(
+          absl::StrCat(what, ": Tandem does not support its double value ", d[i], " (element ", i,
+                       "), beyond float's range: Tandem computes doubles in float"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<OnnxTensor> decodeTensor(const onnx::TensorProto& t, const std::string& what) {
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", why));
@@ -157,7 +177,8 @@ absl::StatusOr<OnnxTensor> decodeTensor(const onnx::TensorProto& t, const std::s
       } else if (out.elem_type == onnx::TensorProto::DOUBLE) {
         std::vector<double> d;
         readRaw(t.raw_data(), &d);
-        out.floats.assign(d.begin(), d.end());
+        if (absl::Status s = narrowDoubles(d.data(), d.size(), &out.floats, what); !s.ok())
+          return s;
       } else {
         readRawInts(out.elem_type, t.raw_data(), &out.ints);
       }
@@ -169,7 +190,10 @@ absl::StatusOr<OnnxTensor> decodeTensor(const onnx::TensorProto& t, const std::s
         found = t.float_data_size();
         break;
       case onnx::TensorProto::DOUBLE:
-        out.floats.assign(t.double_data().begin(), t.double_data().end());
+        if (absl::Status s = narrowDoubles(t.double_data().data(), size_t(t.double_data_size()),
+                                           &out.floats, what);
+            !s.ok())
+          return s;
         found = t.double_data_size();
         break;
       case onnx::TensorProto::INT64:

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -145,6 +147,17 @@ Tensor scaled(NodeContext& c, Tensor x, double factor) {
 }
 
 absl::Status neg(NodeContext& c) {
+  // Shape arithmetic (a layer norm's axis count) and values computed from constants; a
+  // weight stays a graph op on its variable, which training updates.
+  if (c.isConstant(0) && !c.isWeight(0)) {
+    ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
+    OnnxTensor out = *v;
+    out.name.clear();
+    for (float& x : out.floats) x = -x;
+    for (int64_t& i : out.ints) i = -i;
+    c.setOutput(0, std::move(out));
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   c.setOutput(0, scaled(c, x, -1));
   return absl::OkStatus();
@@ -179,34 +192,52 @@ absl::StatusOr<std::optional<double>> clipBound(NodeContext& c, const char* name
   return std::optional<double>(v->at(0));
 }
 
-/// Clip as the activations it is in the models of the field: [0, 6] is ReLU6 (MobileNet
-/// v2), [0, open) ReLU. Other bounds are refused naming them.
+/// Clip with bounds known at import: [0, 6] is ReLU6 (MobileNet v2), [0, open) ReLU (both
+/// fusible and as fast as they come), any other the clip op, an open bound infinite.
 absl::Status clip(NodeContext& c) {
   ASSIGN_OR_RETURN(std::optional<double> lo, clipBound(c, "min", 1));
   ASSIGN_OR_RETURN(std::optional<double> hi, clipBound(c, "max", 2));
   if (lo == 0.0 && hi == 6.0) return emitUnary(c, ir::Op::kRelu6);
   if (lo == 0.0 && !hi) return emitUnary(c, ir::Op::kRelu);
-  auto text = [](const std::optional<double>& v) { return v ? absl::StrCat(*v) : "open"; };
-  return NodeContext::unsupported(absl::StrCat(
-      "Clip with min ", text(lo), " and max ", text(hi),
-      ": Tandem clips as ReLU6 (min 0, max 6) and ReLU (min 0, no max) only"));
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  c.setOutput(
+      0, c.emit(ir::ClipArgs{.x = x.value(), .min = lo.value_or(-kInf), .max = hi.value_or(kInf)}
+                    .spec()));
+  return absl::OkStatus();
 }
 
-/// HardSigmoid max(0, min(1, alpha x + beta)) with PyTorch's alpha 1/6 and beta 1/2 (what
-/// nn.Hardsigmoid exports) is hardsigmoid; other slopes are refused naming them.
+Tensor addTensors(NodeContext& c, Tensor a, Tensor b);
+
+/// HardSigmoid max(0, min(1, alpha x + beta)): with PyTorch's alpha 1/6 and beta 1/2 (what
+/// nn.Hardsigmoid exports) hardsigmoid; any other as written, clip(alpha x + beta, 0, 1)
+/// (each step rounded as ONNX's reference rounds it in float).
 absl::Status hardSigmoid(NodeContext& c) {
   ASSIGN_OR_RETURN(float alpha, c.attrFloat("alpha", 0.2f));
   ASSIGN_OR_RETURN(float beta, c.attrFloat("beta", 0.5f));
-  if (std::abs(alpha - 1.0f / 6.0f) > 1e-6f || beta != 0.5f)
-    return NodeContext::unsupported(absl::StrCat(
-        "HardSigmoid with alpha ", alpha, " and beta ", beta,
-        ": Tandem's hardsigmoid is nn.Hardsigmoid's (alpha 1/6, beta 1/2)"));
-  return emitUnary(c, ir::Op::kHardsigmoid);
+  if (std::abs(alpha - 1.0f / 6.0f) <= 1e-6f && beta == 0.5f)
+    return emitUnary(c, ir::Op::kHardsigmoid);
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  Tensor t = scaled(c, x, alpha);
+  if (beta != 0) {
+    OnnxTensor b;
+    b.name = c.node().output(0) + ".beta";
+    b.shape = {1};
+    b.floats = {beta};
+    ASSIGN_OR_RETURN(Tensor bt, c.tensorOf(std::move(b)));
+    t = addTensors(c, t, bt);
+  }
+  c.setOutput(0, c.emit(ir::ClipArgs{.x = t.value(), .min = 0.0, .max = 1.0}.spec()));
+  return absl::OkStatus();
 }
 
 // --- binary arithmetic ---------------------------------------------------------------
 
 enum class Arith { kAdd, kSub, kMul, kDiv };
+
+Tensor reciprocalOf(NodeContext& c, Tensor x) {
+  return c.emit(ir::ReciprocalArgs{.x = x.value()}.spec());
+}
 
 std::optional<ir::Shape> broadcastShapes(const ir::Shape& a, const ir::Shape& b);
 
@@ -397,11 +428,11 @@ Converter arith(Arith op) {
       ASSIGN_OR_RETURN(Tensor a, c.tensor(0));
       ASSIGN_OR_RETURN(Tensor b, c.tensor(1));
       b = reshapeTensor(c, b, *legacy);
-      if (op == Arith::kDiv) return NodeContext::unsupported("a divisor computed at run time");
+      if (op == Arith::kDiv) b = reciprocalOf(c, b);
       if (op == Arith::kSub) b = scaled(c, b, -1);
-      c.setOutput(0, op == Arith::kMul
-                         ? c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec())
-                         : addTensors(c, a, b));
+      c.setOutput(0, op == Arith::kAdd || op == Arith::kSub
+                         ? addTensors(c, a, b)
+                         : c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec()));
       return absl::OkStatus();
     }
     if (c.isConstant(0) && c.isConstant(1)) {
@@ -448,11 +479,9 @@ Converter arith(Arith op) {
                          : c.emit(ir::MulBcastArgs{.a = a.value(), .b = b.value()}.spec()));
       return absl::OkStatus();
     }
-    if (op == Arith::kDiv)
-      return NodeContext::unsupported(
-          "a divisor computed at run time (Tandem has no elementwise quotient; a divisor known at "
-          "import is supported)");
     ASSIGN_OR_RETURN(b, c.tensor(1));
+    // A divisor computed at run time: a * (1/b) as for a known one, 1/b the reciprocal op.
+    if (op == Arith::kDiv) b = reciprocalOf(c, b);
     switch (op) {
       case Arith::kAdd:
         c.setOutput(0, addTensors(c, a, b));
@@ -495,21 +524,23 @@ absl::Status power(NodeContext& c) {
     if (y->numElements() == 1) e = y->at(0);
   }
   if (e == 1) return identity(c);
+  if (e == 0.5) return emitUnary(c, ir::Op::kSqrt);
+  if (e == -1) return emitUnary(c, ir::Op::kReciprocal);
   if (e != 2)
     return NodeContext::unsupported(
-        "an exponent other than 1 or 2 known at import (Tandem computes x^2 as x * x; a layer "
-        "norm written out with Pow is imported as a whole)");
+        "an exponent other than 2, 1, 0.5 or -1 known at import (Tandem computes x^2 as x * x, "
+        "x^0.5 as sqrt(x) and x^-1 as 1/x; a layer norm written out with Pow is imported as a "
+        "whole)");
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   c.setOutput(0, c.emit(ir::MulBcastArgs{.a = x.value(), .b = x.value()}.spec()));
   return absl::OkStatus();
 }
 
-/// An elementwise function Tandem has as no op of its own: computed on known values, and
-/// at run time only inside the pattern that reads it (patterns.h), which is converted
-/// whole; the importer adds why the pattern did not match at this node.
-Converter knownOnly(double (*f)(double), std::string why) {
-  return [f, why](NodeContext& c) -> absl::Status {
-    if (!c.isConstant(0)) return NodeContext::unsupported(why);
+/// A unary op computed at import on a known input (shape arithmetic: the sqrt of a head
+/// size), else op `run_time` of the spec.
+Converter knownOr(double (*f)(double), ir::Op run_time) {
+  return [f, run_time](NodeContext& c) -> absl::Status {
+    if (!c.isConstant(0)) return emitUnary(c, run_time);
     ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
     if (!v->isFloat())
       return NodeContext::invalid(absl::StrCat("input is ", elemTypeName(v->elem_type)));
@@ -1327,38 +1358,45 @@ absl::Status slice(NodeContext& c) {
   return absl::OkStatus();
 }
 
-template <bool kMean>
+/// The reductions read as reduce_sum or reduce_mean over each axis, with the elementwise
+/// ops before and after them that make the others: L1 sum(|x|), L2 sqrt(sum(x^2)),
+/// SumSquare sum(x^2), LogSum log(sum(x)).
+enum class Reduce { kSum, kMean, kSumSquare, kL1, kL2, kLogSum };
+
+template <Reduce kKind>
 absl::Status reduce(NodeContext& c) {
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
   const int64_t rank = int64_t(x.shape().size());
   ASSIGN_OR_RETURN(int64_t keepdims, c.attrInt("keepdims", 1));
   ASSIGN_OR_RETURN(int64_t noop, c.attrInt("noop_with_empty_axes", 0));
   std::vector<int64_t> axes;
-  const bool axes_input = !kMean && c.version() >= 13;  // ReduceSum-13 takes them as an input
+  // ReduceSum-13 takes the axes as an input, the others from opset 18 on.
+  const bool axes_input = c.version() >= (kKind == Reduce::kSum ? 13 : 18);
   if (axes_input && c.hasInput(1)) {
     ASSIGN_OR_RETURN(axes, knownInts(c, 1));
   } else if (!axes_input) {
     ASSIGN_OR_RETURN(axes, c.attrInts("axes"));
   }
-  if (axes.empty()) {
-    if (noop) {
-      c.setOutput(0, x);
-      return absl::OkStatus();
-    }
+  if (axes.empty() && !noop) {  // all of them; with noop_with_empty_axes none
     axes.resize(size_t(rank));
     std::iota(axes.begin(), axes.end(), 0);
   }
   for (int64_t& a : axes) {
     ASSIGN_OR_RETURN(a, normalizeAxis(a, rank, "axis"));
   }
+  if (kKind == Reduce::kSumSquare || kKind == Reduce::kL2)
+    x = c.emit(ir::MulBcastArgs{.a = x.value(), .b = x.value()}.spec());
+  if (kKind == Reduce::kL1) x = c.emit(ir::AbsArgs{.x = x.value()}.spec());
   // From the last axis down, so that dropping one leaves the others' numbers as they were.
   std::sort(axes.rbegin(), axes.rend());
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   for (int64_t a : axes) {
-    x = kMean
+    x = kKind == Reduce::kMean
             ? c.emit(ir::ReduceMeanArgs{.x = x.value(), .axis = a, .keepdim = keepdims != 0}.spec())
             : c.emit(ir::ReduceSumArgs{.x = x.value(), .axis = a, .keepdim = keepdims != 0}.spec());
   }
+  if (kKind == Reduce::kL2) x = c.emit(ir::SqrtArgs{.x = x.value()}.spec());
+  if (kKind == Reduce::kLogSum) x = c.emit(ir::LogArgs{.x = x.value()}.spec());
   c.setOutput(0, x);
   return absl::OkStatus();
 }
@@ -1591,8 +1629,9 @@ bool isFloatType(int64_t t) {
 absl::Status cast(NodeContext& c) {
   ASSIGN_OR_RETURN(int64_t to, c.attrInt("to", 0));
   if (!c.isConstant(0)) {
+    // Among float and double: the identity, as both are computed in f32 (docs/ONNX.md).
     ASSIGN_OR_RETURN(int32_t from, c.elemType(0));
-    if (to != from || to != onnx::TensorProto::FLOAT)
+    if (!isFloatType(to) || !isFloatType(from))
       return NodeContext::unsupported(absl::StrCat("a cast to ", elemTypeName(int32_t(to)),
                                                    " at run time (Tandem computes in float)"));
     return identity(c);
@@ -1880,10 +1919,7 @@ std::map<std::string, OpConverter>* makeTable() {
       {"Div", {6, arith(Arith::kDiv)}},
       {"Dropout", {7, dropout}},
       {"Equal", {7, equal}},
-      {"Erf",
-       {9, knownOnly(erfOf,
-                     "Tandem has no erf op: it reads Erf at run time only in "
-                     "GELU's x/2 (1 + erf(x / sqrt 2)) (Div, Erf, Add, Mul, Mul)")}},
+      {"Erf", {9, knownOr(erfOf, ir::Op::kErf)}},
       {"Expand", {8, expand}},
       {"Flatten", {1, flatten}},
       {"Gather", {1, gather}},
@@ -1901,20 +1937,20 @@ std::map<std::string, OpConverter>* makeTable() {
       {"Not", {1, logicalNot}},
       {"Pad", {2, pad}},
       {"Pow", {7, power}},
-      {"ReduceMean", {1, reduce<true>}},
+      {"ReduceL1", {1, reduce<Reduce::kL1>}},
+      {"ReduceL2", {1, reduce<Reduce::kL2>}},
+      {"ReduceLogSum", {1, reduce<Reduce::kLogSum>}},
+      {"ReduceMean", {1, reduce<Reduce::kMean>}},
       {"Range", {11, range}},
-      {"ReduceSum", {1, reduce<false>}},
+      {"ReduceSum", {1, reduce<Reduce::kSum>}},
+      {"ReduceSumSquare", {1, reduce<Reduce::kSumSquare>}},
       {"Reshape", {5, reshape}},
       {"ScatterND", {11, scatterNd}},
       {"Shape", {1, shapeOp}},
       {"Size", {1, size}},
       {"Slice", {1, slice}},
       {"Softmax", {1, softmaxLike<ir::SoftmaxArgs>}},
-      {"Sqrt",
-       {6, knownOnly(sqrtOf,
-                     "Tandem has no sqrt op: it reads Sqrt at run time only in "
-                     "a layer norm written out (ReduceMean, Sub, Pow, "
-                     "ReduceMean, Add, Sqrt, Div)")}},
+      {"Sqrt", {6, knownOr(sqrtOf, ir::Op::kSqrt)}},
       {"Squeeze", {1, squeeze}},
       {"Sub", {6, arith(Arith::kSub)}},
       {"Sum", {6, sum}},
@@ -1922,8 +1958,11 @@ std::map<std::string, OpConverter>* makeTable() {
       {"Unsqueeze", {1, unsqueeze}},
       {"Where", {9, where}},
   };
+  // The ops the spec maps one to one whose known inputs the importer computes itself (the
+  // converters above, which emit the op otherwise).
+  const std::set<std::string> folding = {"Erf", "Sqrt"};
   for (const ir::OpInfo& info : ir::allOps())
-    if (info.onnx != nullptr) {
+    if (info.onnx != nullptr && !folding.count(std::string(info.onnx->name))) {
       const bool fresh =
           t->emplace(std::string(info.onnx->name), OpConverter{.min_version = info.onnx->since,
                                                                .convert = oneToOne(info.op),
@@ -1939,6 +1978,7 @@ const std::map<std::string, OpConverter>& fusedTable() {
   static const auto* t = new std::map<std::string, OpConverter>{
       {kFusedGelu, {0, fusedGelu}},
       {kFusedLayerNorm, {0, fusedLayerNorm}},
+      {kFusedSilu, {0, [](NodeContext& c) { return emitUnary(c, ir::Op::kSilu); }}},
   };
   return *t;
 }

@@ -90,6 +90,18 @@ Attempt matchGelu(const GraphIndex& gi, int ie) {
   return miss("1 + erf(x / sqrt(2)) is not multiplied by x and 0.5");
 }
 
+/// x * Sigmoid(x) (nn.SiLU as torch.onnx writes it), from the Sigmoid `is`: its output read
+/// by one Mul alone, whose other operand is the Sigmoid's input.
+Attempt matchSilu(const GraphIndex& gi, int is) {
+  const onnx::NodeProto& sg = gi.node(is);
+  if (sg.input_size() != 1 || sg.output_size() != 1) return miss("not one input and one output");
+  const int im = gi.soleReader(result(sg));
+  if (im < 0 || !GraphIndex::is(gi.node(im), "Mul") || gi.node(im).input_size() != 2 ||
+      GraphIndex::other(gi.node(im), result(sg)) != arg(sg, 0))
+    return miss("its output is not read by one Mul by its input alone");
+  return Attempt{fused(gi, kFusedSilu, im, {is}, {arg(sg, 0)}), ""};
+}
+
 /// ReduceMean's axes when it keeps its dimensions, or nullopt.
 std::optional<std::vector<int64_t>> keptAxes(const onnx::NodeProto& n) {
   std::optional<std::vector<int64_t>> axes;
@@ -185,8 +197,9 @@ Fusions findFusions(const GraphIndex& gi) {
   std::set<int> taken;
   for (int i = 0; i < g.node_size(); ++i) {
     const bool erf = GraphIndex::is(g.node(i), "Erf"), sqrt = GraphIndex::is(g.node(i), "Sqrt");
-    if (!erf && !sqrt) continue;
-    Attempt a = erf ? matchGelu(gi, i) : matchLayerNorm(gi, i);
+    const bool sigmoid = GraphIndex::is(g.node(i), "Sigmoid");
+    if (!erf && !sqrt && !sigmoid) continue;
+    Attempt a = erf ? matchGelu(gi, i) : sqrt ? matchLayerNorm(gi, i) : matchSilu(gi, i);
     if (a.fusion) {
       bool overlaps = false;
       for (int k : a.fusion->members) overlaps = overlaps || taken.contains(k);
@@ -197,7 +210,7 @@ Fusions findFusions(const GraphIndex& gi) {
         a = miss("its nodes are not in topological order");
     }
     if (!a.fusion) {
-      out.near_misses[i] = std::move(a.why);
+      if (!sigmoid) out.near_misses[i] = std::move(a.why);  // a lone Sigmoid is no miss
       continue;
     }
     const int root = a.fusion->root;

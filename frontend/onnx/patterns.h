@@ -12,13 +12,14 @@
 //   opset 17: LayerNormalization came then)     v = ReduceMean(d^2), d / Sqrt(v + eps),
 //                                               then * gamma and + beta where known
 //                                               -> layer_norm
+//   SiLU (nn.SiLU; ONNX has no op)              x * Sigmoid(x) -> silu
 //
-// Why a pattern and not an op each: Tandem has no erf, sqrt or elementwise quotient
-// (their ops and gradients would exist only for these two uses), and the fused op is
-// what the zoo's own models train through, exactly as PyTorch computes it. A pattern
-// matches only where every value inside it is read by the pattern alone; an Erf or Sqrt
-// that is not in one is refused by its converter, naming the node and why it did not
-// match (near_misses).
+// Why a pattern although erf, sqrt, reciprocal and sigmoid are ops of their own: the
+// fused op is one kernel where the pieces are five to eight, and it is what the zoo's own
+// models train through, exactly as PyTorch computes it. A pattern matches only where
+// every value inside it is read by the pattern alone; an Erf or Sqrt that is not in one
+// runs as its op, and the importer keeps why its pattern did not match (near_misses) for
+// the refusal of a model that fails for another reason.
 
 #include <map>
 #include <set>
@@ -33,6 +34,8 @@ namespace tandem::onnx_import {
 inline constexpr char kFusedGelu[] = "tandem.Gelu";
 /// Inputs x, gamma (or ""), beta (or ""); attributes axes (ReduceMean's) and epsilon.
 inline constexpr char kFusedLayerNorm[] = "tandem.LayerNorm";
+/// Input x.
+inline constexpr char kFusedSilu[] = "tandem.Silu";
 
 struct Fusion {
   /// The pattern as one node: op type kFused*, named as the root (its last node), whose

@@ -1,5 +1,5 @@
-// Elementwise ops: the unary float ops (relu, ...) with their backward ops, add, cast and
-// dropout. add's gradient is the identity, so it needs no op; cast's is the cast back;
+// Elementwise ops: the unary float ops (relu, ...) with their backward ops, clip, add, cast
+// and dropout. add's gradient is the identity, so it needs no op; cast's is the cast back;
 // dropout's is dropout of dy with the same counters.
 //
 // The ops of class unary_elementwise (ir/ops.td) share one pair of rules: y = f(x) keeps
@@ -117,8 +117,22 @@ absl::Status gradDropout(GradContext& c) {
   return absl::OkStatus();
 }
 
+// clip's gradient: clip_backward(dy, x) with the same bounds.
+absl::Status gradClip(GradContext& c) {
+  const ClipView v(c.node());
+  ASSIGN_OR_RETURN(
+      Node * dx,
+      c.emit(
+          ClipBackwardArgs{.dy = c.resultGrad(0), .x = v.x(), .min = v.min(), .max = v.max()}.spec(
+              {.names = {gradName(v.x())}})));
+  c.addOperandGrad(0, dx->result());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+extern const OpRules kClipRules{.infer = inferUnary, .grad = gradClip};
+extern const OpRules kClipBackwardRules{.infer = inferUnaryBackward};
 extern const OpRules kCastRules{.infer = inferCast, .grad = gradCast};
 extern const OpRules kUnaryElementwiseRules{.infer = inferUnary, .grad = gradUnary};
 extern const OpRules kUnaryElementwiseBackwardRules{.infer = inferUnaryBackward};

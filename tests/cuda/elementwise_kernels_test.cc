@@ -383,6 +383,51 @@ TEST(CudaElementwiseKernels, HardswishHardsigmoidAndRelu6MatchCpuBitForBit) {
   }
 }
 
+// The unary ops added for ONNX's models (issue 44). The steps and abs, and clip with its
+// bounds, are exact on both sides (specials included); the others are libdevice's expf,
+// logf, log1pf, erff against the host's, within a few ulps.
+TEST(CudaElementwiseKernels, OnnxUnaryOpsAndClipMatchCpu) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(15);
+  const Op exact[][2] = {{Op::kAbs, Op::kAbsBackward},
+                         {Op::kSign, Op::kSignBackward},
+                         {Op::kFloor, Op::kFloorBackward},
+                         {Op::kCeil, Op::kCeilBackward}};
+  const Op within[][2] = {
+      {Op::kSilu, Op::kSiluBackward}, {Op::kSoftplus, Op::kSoftplusBackward},
+      {Op::kExp, Op::kExpBackward},   {Op::kLog, Op::kLogBackward},
+      {Op::kSqrt, Op::kSqrtBackward}, {Op::kReciprocal, Op::kReciprocalBackward},
+      {Op::kErf, Op::kErfBackward}};
+  for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
+    const ir::TensorType type{t, kOdd};
+    for (const auto& [op, backward] : exact) {
+      SCOPED_TRACE(std::string(ir::dtypeName(t)) + " " + std::string(ir::opInfo(op).name));
+      SingleOp f(op, {type});
+      fillAll(f, rng);
+      expectCudaBitsMatchCpu(f);
+      SingleOp b(backward, {type, type});
+      fillAll(b, rng);
+      expectCudaBitsMatchCpu(b);
+    }
+    for (const auto& [op, backward] : within) {
+      SCOPED_TRACE(std::string(ir::dtypeName(t)) + " " + std::string(ir::opInfo(op).name));
+      SingleOp f(op, {type});
+      fillFinite(f, rng);
+      expectCudaMatchesCpu(f, t == ir::DType::kBF16 ? 8e-3 : 1e-5);
+      SingleOp b(backward, {type, type});
+      fillFinite(b, rng);
+      expectCudaMatchesCpu(b, t == ir::DType::kBF16 ? 8e-3 : 1e-5);
+    }
+    SCOPED_TRACE(std::string(ir::dtypeName(t)) + " clip");
+    SingleOp clip(Op::kClip, {type}, {{"min", -0.5}, {"max", 0.75}});
+    fillAll(clip, rng);
+    expectCudaBitsMatchCpu(clip);
+    SingleOp back(Op::kClipBackward, {type, type}, {{"min", -0.5}, {"max", 0.75}});
+    fillAll(back, rng);
+    expectCudaBitsMatchCpu(back);
+  }
+}
+
 TEST(CudaElementwiseKernels, LargeReluWrapsTheGridStrideLoop) {
   TANDEM_SKIP_WITHOUT_GPU();
   // 5,000,007 f32: more packs than the grid has threads (2112 blocks x 256), and a tail.

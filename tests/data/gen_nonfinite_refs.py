@@ -461,6 +461,43 @@ def nonsquare_window_cases():
                 c.write()
 
 
+def more_unary_cases():
+    """The unary ops added for ONNX's models (issue 44): forward and autograd's backward in
+    f32 and bf16. A backward op that reads the forward output (exp, sqrt, reciprocal) is
+    fed y, its expected dx still autograd's from x."""
+    x = row_of_specials()
+    dy = plant(torch.randn(24), [11, 12, 13, 14], [NAN, INF, -INF, NAN])
+    for op, fn, from_output in [
+            ("silu", F.silu, False), ("softplus", F.softplus, False),
+            ("exp", torch.exp, True), ("log", torch.log, False), ("sqrt", torch.sqrt, True),
+            ("reciprocal", torch.reciprocal, True), ("erf", torch.erf, False),
+            ("abs", torch.abs, False), ("sign", torch.sign, False),
+            ("floor", torch.floor, False), ("ceil", torch.ceil, False)]:
+        y = fn(x)
+        NCase(op, op, f"{op} of specials").ins(x).outs(y).write()
+        NCase(f"{op}_bf16", op, f"{op} of specials in bf16").ins(bf16(x)) \
+            .outs(bf16(fn(bf16(x).float()))).attr("_tol", 1e-2).write()
+        saved = y if from_output else x
+        NCase(f"{op}_backward", f"{op}_backward",
+              f"autograd of {op}, fed its {'output' if from_output else 'input'}") \
+            .ins(dy, saved).outs(autograd_of(fn)(dy, x)).write()
+        xb, dyb = bf16(x), bf16(dy)
+        savedb = bf16(fn(xb.float())) if from_output else xb
+        NCase(f"{op}_backward_bf16", f"{op}_backward", f"autograd of {op} in bf16") \
+            .ins(dyb, savedb).outs(bf16(autograd_of(fn)(dyb.float(), xb.float()))) \
+            .attr("_tol", 1e-2).write()
+    for name, lo, hi in [("clip", -1.5, 2.0), ("clip_open_max", 0.5, INF),
+                         ("clip_crossed", 1.0, -1.0)]:
+        fn = lambda v: torch.clamp(v, lo, hi)  # noqa: E731
+        NCase(name, "clip", f"torch.clamp(x, {lo}, {hi})").attr("min", lo).attr("max", hi) \
+            .ins(x).outs(fn(x)).attr("_exact", 1).write()
+        NCase(f"{name}_backward", "clip_backward", f"autograd of torch.clamp(x, {lo}, {hi})") \
+            .attr("min", lo).attr("max", hi).ins(dy, x).outs(autograd_of(fn)(dy, x)) \
+            .attr("_exact", 1).write()
+    NCase("clip_bf16", "clip", "torch.clamp in bf16").attr("min", -1.5).attr("max", 2.0) \
+        .ins(bf16(x)).outs(torch.clamp(bf16(x), -1.5, 2.0)).attr("_exact", 1).write()
+
+
 def grouped_conv_cases():
     """Grouped (2 groups of 2 input channels, 3 outputs each) and depthwise (4 groups of
     one, stride 2) convolutions over 4 channels: non-finite inputs in every group, a NaN
@@ -1058,6 +1095,7 @@ def main():
     grouped_conv_cases()
     pool_ceil_cases()
     nonsquare_window_cases()
+    more_unary_cases()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}")
 
 

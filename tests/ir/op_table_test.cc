@@ -86,7 +86,13 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
                                        Op::kL1Loss,        Op::kSmoothL1Loss,
                                        Op::kBceWithLogits, Op::kAttention,
                                        Op::kHardswish,     Op::kHardsigmoid,
-                                       Op::kRelu6};
+                                       Op::kRelu6,         Op::kSilu,
+                                       Op::kSoftplus,      Op::kExp,
+                                       Op::kLog,           Op::kSqrt,
+                                       Op::kReciprocal,    Op::kErf,
+                                       Op::kAbs,           Op::kSign,
+                                       Op::kFloor,         Op::kCeil,
+                                       Op::kClip};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op) ||
@@ -172,7 +178,7 @@ TEST(OpTable, SourceTraitMarksInputAndParam) {
 // `op NAME : unary_elementwise` with `grad reads x|y`: the spec makes NAME_backward(dy,
 // x or y), and both entries point to one pairing that the class' rules follow.
 TEST(OpTable, UnaryClassPairsEachOpWithItsBackward) {
-  const std::set<std::string> reads_y = {"relu", "sigmoid", "tanh"};
+  const std::set<std::string> reads_y = {"relu", "sigmoid", "tanh", "exp", "sqrt", "reciprocal"};
   size_t forward_ops = 0;
   for (const auto& info : allOps()) {
     if (info.op_class != "unary_elementwise") {
@@ -193,8 +199,9 @@ TEST(OpTable, UnaryClassPairsEachOpWithItsBackward) {
     EXPECT_EQ(p.reads == GradReads::kOutput, reads_y.contains(std::string(fwd.name))) << fwd.name;
     forward_ops += info.op == p.forward;
   }
-  // relu, sigmoid, gelu, gelu_tanh, tanh, softsign, hardswish, hardsigmoid, relu6
-  EXPECT_EQ(forward_ops, 9u);
+  // relu, sigmoid, gelu, gelu_tanh, tanh, softsign, hardswish, hardsigmoid, relu6, silu,
+  // softplus, exp, log, sqrt, reciprocal, erf, abs, sign, floor, ceil
+  EXPECT_EQ(forward_ops, 20u);
 }
 
 // One-to-one ONNX mappings carry no attributes (nothing to translate) and say their opsets.
@@ -207,7 +214,9 @@ TEST(OpTable, OnnxMappings) {
     EXPECT_GE(info.onnx->since, 1) << info.name;
     EXPECT_TRUE(info.onnx->until == 0 || info.onnx->until >= info.onnx->since) << info.name;
   }
-  EXPECT_EQ(mapped, (std::set<std::string>{"Relu", "Sigmoid", "Tanh", "Softsign", "HardSwish"}));
+  EXPECT_EQ(mapped, (std::set<std::string>{"Relu", "Sigmoid", "Tanh", "Softsign", "HardSwish",
+                                           "Softplus", "Exp", "Log", "Sqrt", "Reciprocal", "Erf",
+                                           "Abs", "Sign", "Floor", "Ceil"}));
   EXPECT_EQ(opInfo(Op::kHardswish).onnx->since, 14);
   EXPECT_EQ(opInfo(Op::kSoftsign).onnx->since, 1);
 }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -361,6 +362,29 @@ TEST_F(ExportTest, BatchNormThatCannotFoldStaysBatchNormalization) {
 // `group`, batch norm folded into both) and ceil_mode pooling (MaxPool and AveragePool's
 // `ceil_mode` over partial windows), exported in-process from random values, run by
 // tandem run and compared with the eval step; imported back, the same attributes.
+// Issue 44: windows whose height and width differ, silu (as Sigmoid and Mul) and clip (with
+// its bounds as inputs) export and read back as the same model.
+TEST_F(ExportTest, NonSquareWindowsSiluAndClipRunAsTheEvalStep) {
+  ModelSpec spec = classifierModel("inception", {1, 28, 28}, 10, [](Builder& b, Tensor x) {
+    Tensor h = b.silu(b.conv2d(x, {.out_channels = 8, .kernel = {1, 7}, .pad = {0, 3}}));
+    h = b.clip(b.conv2d(h, {.out_channels = 8, .kernel = {7, 1}, .stride = {2, 1}, .pad = {3, 0}}),
+               -0.5, 0.75);                                    // 14 x 28
+    h = b.avgPool2d(h, {.kernel = {2, 4}, .stride = {2, 4}});  // 7 x 7
+    return b.linear(b.flatten(h), {.out_features = 10, .name = "fc"});
+  });
+  auto m = buildModule(spec, {.batch = kBatch});
+  ASSERT_TRUE(m.ok()) << m.status();
+  const onnx_export::VarValues values = randomValues(**m);
+  auto proto = onnx_export::exportClassifier(**m, values, nullptr);
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  std::multiset<std::string> ops;
+  for (const onnx::NodeProto& n : proto->graph().node()) ops.insert(n.op_type());
+  EXPECT_EQ(ops.count("Sigmoid"), 1u);
+  EXPECT_EQ(ops.count("Clip"), 1u);
+  std::string checked;
+  expectRunsAsTheEvalStep(*this, spec, *proto, values, "inception", &checked);
+}
+
 TEST_F(ExportTest, GroupedConvolutionsAndCeilModePoolsRunAsTheEvalStep) {
   ModelSpec spec = classifierModel("mobile", {1, 28, 28}, 10, [](Builder& b, Tensor x) {
     Tensor h = b.relu(b.batchNorm(b.conv2d(x, {.out_channels = 8, .kernel = 3, .pad = 1}), {}));

@@ -162,6 +162,8 @@ struct Runnable {
   std::set<std::string> known_inputs;
   /// Outputs known at import, by position among all (ImportedModel::known_outputs).
   std::map<size_t, OnnxTensor> known_outputs;
+  /// Each output's ONNX element type where the model says it (a .tir module: none, f32).
+  std::vector<int32_t> output_types;
 };
 
 absl::StatusOr<Runnable> fromOnnx(const RunFlags& f, const std::vector<NamedInput>& inputs) {
@@ -178,7 +180,7 @@ absl::StatusOr<Runnable> fromOnnx(const RunFlags& f, const std::vector<NamedInpu
     if (!in.value.ok()) continue;
     options.input_shapes[in.name] = in.value->shape;
     // Integer and boolean inputs (shapes, axes, indices) are known now: constants.
-    if (in.value->elem_type != onnx::TensorProto::FLOAT) options.known_inputs[in.name] = *in.value;
+    if (!in.value->isFloat()) options.known_inputs[in.name] = *in.value;
   }
   absl::StatusOr<onnx_import::ImportedModel> imported = onnx_import::importModel(*model, options);
   if (!imported.ok() && !absl::IsUnimplemented(imported.status()))
@@ -196,6 +198,7 @@ absl::StatusOr<Runnable> fromOnnx(const RunFlags& f, const std::vector<NamedInpu
     r.input_vars.push_back(onnx_import::identifierFor(name));
   for (const auto& [name, value] : options.known_inputs) r.known_inputs.insert(name);
   r.known_outputs = std::move(imported->known_outputs);
+  r.output_types = std::move(imported->output_types);
   return r;
 }
 
@@ -327,7 +330,7 @@ absl::Status runInference(const RunFlags& f) {
     if (!it->value.ok())
       return absl::Status(it->value.status().code(),
                           absl::StrCat("--input ", name, ": ", it->value.status().message()));
-    if (it->value->elem_type != onnx::TensorProto::FLOAT)
+    if (!it->value->isFloat())  // float, or double narrowed to it (decodeTensor)
       return absl::InvalidArgumentError(
           absl::StrCat("--input ", name, ": tensor file '", it->path, "' holds ",
                        onnx_import::elemTypeName(it->value->elem_type), " values; the model takes ",
@@ -376,8 +379,17 @@ absl::Status runInference(const RunFlags& f) {
       t = onnx_import::encodeTensor(known->second);
     } else {
       const runtime::HostTensor& out = outs[computed++];
-      t = onnx_import::encodeF32(k < r.output_names.size() ? r.output_names[k] : "", out.type.shape,
-                                 out.f32());
+      const std::string name = k < r.output_names.size() ? r.output_names[k] : "";
+      if (k < r.output_types.size() && r.output_types[k] == onnx::TensorProto::DOUBLE) {
+        // Computed in f32; written as the double the model declares.
+        const float* data = out.f32();
+        t = onnx_import::encodeTensor(OnnxTensor{.name = name,
+                                                 .elem_type = onnx::TensorProto::DOUBLE,
+                                                 .shape = out.type.shape,
+                                                 .floats = {data, data + out.type.numElements()}});
+      } else {
+        t = onnx_import::encodeF32(name, out.type.shape, out.f32());
+      }
     }
     std::string bytes;
     t.SerializeToString(&bytes);
