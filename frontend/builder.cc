@@ -251,6 +251,12 @@ Tensor Builder::clip(Tensor x, double lo, double hi, Loc loc) {
                  loc);
 }
 
+Tensor Builder::pad(Tensor x, std::vector<int64_t> pads, ir::PadMode mode, double value, Loc loc) {
+  return addNode(
+      ir::PadArgs{.x = x.value(), .pads = std::move(pads), .mode = mode, .value = value}.spec(),
+      layerPath("", "pad"), loc);
+}
+
 Tensor Builder::dropout(Tensor x, double p, Loc loc) {
   std::string path = layerPath("", "dropout");  // named in both graphs alike
   if (!training_) return x;

@@ -175,6 +175,11 @@ class Builder {
   Tensor silu(Tensor x, Loc loc = Loc::current());
   /// min(max(x, lo), hi) (torch.clamp); its gradient passes where lo <= x <= hi.
   Tensor clip(Tensor x, double lo, double hi, Loc loc = Loc::current());
+  /// x padded along every axis: pads[a] before and pads[rank + a] after axis a (ONNX's
+  /// order), with `value` (kConstant), x's mirror image (kReflect: each pad below the
+  /// axis' extent) or its edge (kEdge): F.pad's constant, reflect and replicate.
+  Tensor pad(Tensor x, std::vector<int64_t> pads, ir::PadMode mode = ir::PadMode::kConstant,
+             double value = 0, Loc loc = Loc::current());
   /// Inverted dropout with drop probability p in [0, 1) (nn.Dropout): in the training step
   /// a dropout node reading @step, whose masks depend on the sample, not on the split of
   /// the batch over devices; in the evaluation step x itself.

@@ -41,4 +41,19 @@ class GradContext {
 /// The conventional name of the gradient of value `v`.
 inline std::string gradName(const Value* v) { return v->name() + ".grad"; }
 
+/// dx = BACKWARD(dy, x) with the forward node's attributes: the gradient of a one-input op
+/// whose backward op declares the same attributes in the same order (pooling, flatten,
+/// pad). A gradient rule: `.grad = gradFromInput<Op::kPadBackward>`.
+template <Op kBackwardOp>
+absl::Status gradFromInput(GradContext& c) {
+  const Node& n = c.node();
+  auto dx = c.emit(NodeSpec{.op = kBackwardOp,
+                            .operands = {c.resultGrad(0), n.operand(0)},
+                            .attr_values = n.attrs(),
+                            .names = {gradName(n.operand(0))}});
+  if (!dx.ok()) return dx.status();
+  c.addOperandGrad(0, (*dx)->result());
+  return absl::OkStatus();
+}
+
 }  // namespace tandem::ir

@@ -92,6 +92,7 @@ enum ReduceOp: sum mean max
 enum Reduction: mean sum
 enum FloatType: f32 bf16
 enum CastType: f32 bf16 i32
+enum PadMode: constant reflect edge
 
 # --- values that come from outside the dataflow -----------------------------------------
 op input
@@ -529,6 +530,18 @@ op slice_axis
   doc x[start:end] along `axis` (end exclusive, start < end <= the axis' size; the
   doc class token taken back out for the head).
 
+op pad
+  operands x: float
+  results y: float
+  attr pads: ints
+  attr mode: PadMode
+  attr value: float = 0
+  cost elementwise(0)
+  doc x with pads[a] elements before and pads[rank + a] after it along each axis a (ONNX's
+  doc order; every pad >= 0): `value` there (constant), the mirror image of x without its
+  doc edge (reflect: each pad below the axis' extent), or the edge repeated (edge; PyTorch's
+  doc replicate).
+
 op embedding
   operands ids: i32, table: f32
   results y: f32
@@ -661,6 +674,17 @@ op clip_backward
   traits backward
   cost elementwise
   doc dy where min <= x <= max, else 0 (a NaN x too: PyTorch's clamp_backward).
+
+op pad_backward
+  operands dy: float, x: float
+  results dx: float
+  attr pads: ints
+  attr mode: PadMode
+  attr value: float = 0
+  traits backward
+  cost elementwise
+  doc Gradient of pad: each element of x gets dy of every output that reads it, added in
+  doc the outputs' order (x gives the shape).
 
 op conv2d_backward_data
   operands dy: float, w: float, x: float

@@ -101,11 +101,6 @@ class CastKernel final : public CpuKernel {
   }
 };
 
-/// Elements from which an elementwise loop is worth the device's other threads (one
-/// thread's pass over 64 KiB of f32 takes microseconds, a parallel region's start about as
-/// long).
-constexpr int64_t kParallelElements = int64_t{1} << 14;
-
 // y = Math::forward(x) and dx = Math::backward(dy, v) per element, in float (bf16 widened
 // exactly and the result rounded once, as CUDA's kernels over the same math).
 template <typename Math, typename T>

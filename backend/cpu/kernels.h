@@ -16,6 +16,11 @@
 
 namespace tandem::backend::cpu {
 
+/// Elements from which an elementwise loop is worth the device's other threads (one
+/// thread's pass over 64 KiB of f32 takes microseconds, a parallel region's start about as
+/// long): the `if` of such loops' `#pragma omp parallel for`.
+inline constexpr int64_t kParallelElements = int64_t{1} << 14;
+
 /// A CPU kernel: launching it enqueues its work on the CPU stream's worker thread, where
 /// compute() runs. Every CPU factory returns one, so the kernel table can name its node.
 class CpuKernel : public Kernel {

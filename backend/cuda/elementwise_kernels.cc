@@ -255,36 +255,35 @@ KernelOr unaryBackwardKernel(const KernelInit& init) {  // dy, v
 TANDEM_UNARY_ELEMENTWISE_OPS(TANDEM_UNARY_FACTORIES)
 #undef TANDEM_UNARY_FACTORIES
 
-// clip and clip_backward: the bounds are the node's attributes.
-KernelOr makeClipKernel(const KernelInit& init) {
+// clip (x -> y) and clip_backward (dy, x -> dx): the bounds are the node's attributes.
+namespace {
+
+KernelOr clipKernel(const KernelInit& init, bool backward) {
   const ir::DType t = init.node.result()->type().dtype;
   RETURN_IF_ERROR(checkFloat(init.node, t));
   const auto lo = static_cast<float>(ir::attr::min(init.node));
   const auto hi = static_cast<float>(ir::attr::max(init.node));
-  return fnKernel(init, [t, lo, hi](cudaStream_t s, absl::Span<const TensorView> in,
-                                    absl::Span<const TensorView> out) {
+  return fnKernel(init, [t, lo, hi, backward](cudaStream_t s, absl::Span<const TensorView> in,
+                                              absl::Span<const TensorView> out) {
     const int64_t n = out[0].numElements();
-    if (t == ir::DType::kBF16)
+    const bool bf16 = t == ir::DType::kBF16;
+    if (backward && bf16)
+      launchClipBackward(bf16In(in[0]), bf16In(in[1]), bf16Out(out[0]), n, lo, hi, s);
+    else if (backward)
+      launchClipBackward(in[0].f32(), in[1].f32(), out[0].f32(), n, lo, hi, s);
+    else if (bf16)
       launchClip(bf16In(in[0]), bf16Out(out[0]), n, lo, hi, s);
     else
       launchClip(in[0].f32(), out[0].f32(), n, lo, hi, s);
     return absl::OkStatus();
   });
 }
-KernelOr makeClipBackwardKernel(const KernelInit& init) {  // dy, x
-  const ir::DType t = init.node.result()->type().dtype;
-  RETURN_IF_ERROR(checkFloat(init.node, t));
-  const auto lo = static_cast<float>(ir::attr::min(init.node));
-  const auto hi = static_cast<float>(ir::attr::max(init.node));
-  return fnKernel(init, [t, lo, hi](cudaStream_t s, absl::Span<const TensorView> in,
-                                    absl::Span<const TensorView> out) {
-    const int64_t n = out[0].numElements();
-    if (t == ir::DType::kBF16)
-      launchClipBackward(bf16In(in[0]), bf16In(in[1]), bf16Out(out[0]), n, lo, hi, s);
-    else
-      launchClipBackward(in[0].f32(), in[1].f32(), out[0].f32(), n, lo, hi, s);
-    return absl::OkStatus();
-  });
+
+}  // namespace
+
+KernelOr makeClipKernel(const KernelInit& init) { return clipKernel(init, /*backward=*/false); }
+KernelOr makeClipBackwardKernel(const KernelInit& init) {
+  return clipKernel(init, /*backward=*/true);
 }
 
 KernelOr makeAddKernel(const KernelInit& init) {

@@ -501,6 +501,19 @@ class Exporter {
             {nameOf(n.result())});
         return absl::OkStatus();
       }
+      case Op::kPad: {  // opset 11 on: pads and the constant are inputs
+        const ir::PadView v(n);
+        const std::string x = nameOf(v.x());
+        onnx::NodeProto* node =
+            add("Pad", n,
+                {x, addInts(x + ".pads", v.pads()), addScalar(x + ".value", float(v.value()))},
+                {nameOf(n.result())});
+        onnx::AttributeProto* a = node->add_attribute();
+        a->set_name("mode");
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s(std::string(ir::toWord(v.mode())));
+        return absl::OkStatus();
+      }
       case Op::kSilu: {  // ONNX has no SiLU: x * Sigmoid(x), as torch.onnx.export writes it
         const std::string x = nameOf(n.operand(0));
         add("Mul", n, {x, addTemp("Sigmoid", n, {x})}, {nameOf(n.result())});

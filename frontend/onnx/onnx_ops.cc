@@ -1482,8 +1482,53 @@ absl::Status pad(NodeContext& c) {
     c.setPaddedOutput(0, x, folded);
     return absl::OkStatus();
   }
-  return NodeContext::unsupported(absl::StrCat(mode, " padding ", shapeText(pads),
-                                               " (Tandem pads only inside conv and pooling ops)"));
+  // Otherwise the pad op, over every axis.
+  const std::map<std::string, ir::PadMode> modes = {{"constant", ir::PadMode::kConstant},
+                                                    {"reflect", ir::PadMode::kReflect},
+                                                    {"edge", ir::PadMode::kEdge}};
+  auto it = modes.find(mode);
+  if (it == modes.end()) return NodeContext::unsupported(absl::StrCat("mode '", mode, "'"));
+  ASSIGN_OR_RETURN(ir::Shape shape, c.shape(0));
+  const size_t rank = shape.size();
+  if (c.version() >= 18 && c.hasInput(3)) {  // pads of the listed axes only
+    ASSIGN_OR_RETURN(std::vector<int64_t> axes, knownInts(c, 3));
+    if (pads.size() != 2 * axes.size())
+      return NodeContext::invalid(
+          absl::StrCat("pads ", shapeText(pads), " for axes ", shapeText(axes), " (two per axis)"));
+    std::vector<int64_t> all(2 * rank, 0);
+    for (size_t k = 0; k < axes.size(); ++k) {
+      ASSIGN_OR_RETURN(int64_t a, normalizeAxis(axes[k], int64_t(rank), "axis"));
+      all[size_t(a)] = pads[k];
+      all[size_t(a) + rank] = pads[k + axes.size()];
+    }
+    pads = std::move(all);
+  }
+  if (pads.size() != 2 * rank)
+    return NodeContext::invalid(
+        absl::StrCat("pads ", shapeText(pads), " for X ", shapeText(shape), " (two per axis)"));
+  if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p < 0; }))
+    return NodeContext::unsupported(
+        absl::StrCat("pads ", shapeText(pads), " (a negative pad crops; Tandem pads only)"));
+  if (mode == "reflect")
+    for (size_t a = 0; a < rank; ++a)
+      if (pads[a] >= shape[a] || pads[a + rank] >= shape[a])
+        return NodeContext::unsupported(
+            absl::StrCat("reflect padding ", shapeText(pads), " of X ", shapeText(shape),
+                         " (each pad below its axis' extent: one reflection)"));
+  double value = 0;
+  if (c.version() >= 11 && c.hasInput(2)) {
+    ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(2));
+    if (v->numElements() != 1) return NodeContext::invalid("constant_value must be a scalar");
+    value = v->at(0);
+  } else if (c.version() < 11) {
+    ASSIGN_OR_RETURN(float attr_value, c.attrFloat("value", 0.0f));
+    value = attr_value;
+  }
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  c.setOutput(
+      0,
+      c.emit(ir::PadArgs{.x = x.value(), .pads = pads, .mode = it->second, .value = value}.spec()));
+  return absl::OkStatus();
 }
 
 // --- values known at import time --------------------------------------------------------

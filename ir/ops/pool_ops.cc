@@ -61,20 +61,6 @@ absl::StatusOr<Types> inferBackward(const Node& n) {  // dy, x
   return Types{typeOf(n, 1)};
 }
 
-/// dx = <backward op>(dy, x) with the forward node's attributes (the backward ops of this
-/// family declare the same attributes as their forward op, in the same order).
-template <Op kBackwardOp>
-absl::Status gradFromInput(GradContext& c) {
-  const Node& n = c.node();
-  auto dx = c.emit(NodeSpec{.op = kBackwardOp,
-                            .operands = {c.resultGrad(0), n.operand(0)},
-                            .attr_values = n.attrs(),
-                            .names = {gradName(n.operand(0))}});
-  if (!dx.ok()) return dx.status();
-  c.addOperandGrad(0, (*dx)->result());
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 extern const OpRules kMaxPool2dRules{.infer = inferForward<windowedOutput<MaxPool2dView>>,

@@ -428,6 +428,32 @@ TEST(CudaElementwiseKernels, OnnxUnaryOpsAndClipMatchCpu) {
   }
 }
 
+// pad and pad_backward (issue 44): backend/pad_math.h's index math on both sides, so the
+// CPU's bits, the backward's sums in the same order; each mode, and every axis padded.
+TEST(CudaElementwiseKernels, PadAndBackwardMatchCpuBitForBit) {
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(16);
+  const ir::Shape x{2, 3, 5, 6};
+  struct Case {
+    const char* mode;
+    std::vector<int64_t> pads;
+  };
+  for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
+    for (const Case& c :
+         {Case{"constant", {1, 0, 2, 1, 0, 2, 1, 3}}, Case{"reflect", {0, 0, 1, 2, 0, 0, 3, 1}},
+          Case{"edge", {0, 1, 2, 3, 1, 0, 2, 0}}}) {
+      SCOPED_TRACE(std::string(ir::dtypeName(t)) + " " + c.mode);
+      const SingleOp::Attrs attrs{{"pads", c.pads}, {"mode", ir::EnumWord{c.mode}}, {"value", 0.5}};
+      SingleOp f(Op::kPad, {{t, x}}, attrs);
+      fillAll(f, rng);
+      expectCudaBitsMatchCpu(f);
+      SingleOp b(Op::kPadBackward, {f.node().result()->type(), {t, x}}, attrs);
+      fillAll(b, rng);
+      expectCudaBitsMatchCpu(b);
+    }
+  }
+}
+
 TEST(CudaElementwiseKernels, LargeReluWrapsTheGridStrideLoop) {
   TANDEM_SKIP_WITHOUT_GPU();
   // 5,000,007 f32: more packs than the grid has threads (2112 blocks x 256), and a tail.

@@ -498,6 +498,42 @@ def more_unary_cases():
         .ins(bf16(x)).outs(torch.clamp(bf16(x), -1.5, 2.0)).attr("_exact", 1).write()
 
 
+def pad_cases():
+    """pad and pad_backward: constant (a value), reflect and edge (PyTorch's replicate) over
+    H and W of [N,C,H,W] holding specials, and a constant pad of every axis; the backward
+    autograd's of F.pad (reflect and edge add several outputs into one input)."""
+    x = torch.randn(2, 3, 5, 6)
+    x[0, 0, 0, 0], x[0, 1, 4, 5], x[1, 2, 2, 3], x[1, 0, 1, 1], x[1, 1, 0, 5] = \
+        NAN, INF, -INF, -0.0, SUB
+    for name, torch_pad, mode, value, pads in [
+            ("pad_constant", (1, 2, 2, 1), "constant", 0.5, [0, 0, 2, 1, 0, 0, 1, 2]),
+            ("pad_reflect", (2, 1, 1, 3), "reflect", 0.0, [0, 0, 1, 2, 0, 0, 3, 1]),
+            ("pad_edge", (3, 0, 2, 2), "replicate", 0.0, [0, 0, 2, 3, 0, 0, 2, 0]),
+            ("pad_constant_every_axis", (1, 1, 0, 2, 1, 0, 2, 1), "constant", -1.0,
+             [2, 1, 0, 1, 1, 0, 2, 1])]:
+        ours = {"replicate": "edge"}.get(mode, mode)
+        fn = lambda v: F.pad(v, torch_pad, mode=mode, value=value) if mode == "constant" \
+            else F.pad(v, torch_pad, mode=mode)  # noqa: E731
+        xl = leaf(x)
+        y = fn(xl)
+        dy = plant(torch.randn(*y.shape), [0, y.numel() - 1], [NAN, INF])
+        y.backward(dy)
+        for case, op, ins, out in [(name, "pad", [x], y),
+                                   (f"{name}_backward", "pad_backward", [dy, x], xl.grad)]:
+            c = NCase(case, op, f"F.pad(x, {torch_pad}, mode={mode!r}, value={value})")
+            c.ints("pads", pads).attr("mode", ours)
+            if value != 0.0:
+                c.attr("value", value)
+            c.ins(*ins).outs(out)
+            if op == "pad":
+                c.attr("_exact", 1)
+            c.write()
+    xb = bf16(x)
+    NCase("pad_reflect_bf16", "pad", "F.pad reflect in bf16").ints("pads", [0, 0, 1, 2, 0, 0, 3, 1]) \
+        .attr("mode", "reflect").ins(xb).outs(bf16(F.pad(xb.float(), (2, 1, 1, 3), mode="reflect"))) \
+        .attr("_exact", 1).write()
+
+
 def grouped_conv_cases():
     """Grouped (2 groups of 2 input channels, 3 outputs each) and depthwise (4 groups of
     one, stride 2) convolutions over 4 channels: non-finite inputs in every group, a NaN
@@ -1096,6 +1132,7 @@ def main():
     pool_ceil_cases()
     nonsquare_window_cases()
     more_unary_cases()
+    pad_cases()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}")
 
 

@@ -92,7 +92,7 @@ TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
                                        Op::kReciprocal,    Op::kErf,
                                        Op::kAbs,           Op::kSign,
                                        Op::kFloor,         Op::kCeil,
-                                       Op::kClip};
+                                       Op::kClip,          Op::kPad};
   for (const auto& info : allOps()) {
     bool has_rule = info.rules->grad != nullptr;
     EXPECT_EQ(has_rule, differentiable.contains(info.op) || axis_ops.contains(info.op) ||

@@ -362,11 +362,12 @@ TEST_F(ExportTest, BatchNormThatCannotFoldStaysBatchNormalization) {
 // `group`, batch norm folded into both) and ceil_mode pooling (MaxPool and AveragePool's
 // `ceil_mode` over partial windows), exported in-process from random values, run by
 // tandem run and compared with the eval step; imported back, the same attributes.
-// Issue 44: windows whose height and width differ, silu (as Sigmoid and Mul) and clip (with
-// its bounds as inputs) export and read back as the same model.
-TEST_F(ExportTest, NonSquareWindowsSiluAndClipRunAsTheEvalStep) {
+// Issue 44: windows whose height and width differ, a reflection pad, silu (as Sigmoid and
+// Mul) and clip (with its bounds as inputs) export and read back as the same model.
+TEST_F(ExportTest, NonSquareWindowsPadSiluAndClipRunAsTheEvalStep) {
   ModelSpec spec = classifierModel("inception", {1, 28, 28}, 10, [](Builder& b, Tensor x) {
-    Tensor h = b.silu(b.conv2d(x, {.out_channels = 8, .kernel = {1, 7}, .pad = {0, 3}}));
+    Tensor h = b.pad(x, {0, 0, 1, 2, 0, 0, 1, 2}, ir::PadMode::kReflect);           // 30 x 32
+    h = b.silu(b.conv2d(h, {.out_channels = 8, .kernel = {3, 7}, .pad = {0, 1}}));  // 28 x 28
     h = b.clip(b.conv2d(h, {.out_channels = 8, .kernel = {7, 1}, .stride = {2, 1}, .pad = {3, 0}}),
                -0.5, 0.75);                                    // 14 x 28
     h = b.avgPool2d(h, {.kernel = {2, 4}, .stride = {2, 4}});  // 7 x 7
@@ -381,6 +382,7 @@ TEST_F(ExportTest, NonSquareWindowsSiluAndClipRunAsTheEvalStep) {
   for (const onnx::NodeProto& n : proto->graph().node()) ops.insert(n.op_type());
   EXPECT_EQ(ops.count("Sigmoid"), 1u);
   EXPECT_EQ(ops.count("Clip"), 1u);
+  EXPECT_EQ(ops.count("Pad"), 1u);
   std::string checked;
   expectRunsAsTheEvalStep(*this, spec, *proto, values, "inception", &checked);
 }

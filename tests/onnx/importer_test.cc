@@ -471,7 +471,7 @@ TEST(OnnxImport, KnownValuesAreComputedAtImport) {
 // Issue 44: a Pad of zeros read only by convolutions and average pools becomes their own
 // padding (PyTorch exports AvgPool2d(padding=1) and ZeroPad2d so); its pads computed at
 // import by PyTorch's arithmetic (a Slice of step -1 and a Transpose of known integers, as
-// ZeroPad2d writes them). A Pad something else reads stays refused.
+// ZeroPad2d writes them). A Pad something else reads is the pad op.
 TEST(OnnxImport, APadOfZerosBecomesItsReadersPadding) {
   auto intsConstant = [](onnx::GraphProto* g, const std::string& out, std::vector<int64_t> dims,
                          std::vector<int64_t> values) {
@@ -525,12 +525,11 @@ TEST(OnnxImport, APadOfZerosBecomesItsReadersPadding) {
         EXPECT_EQ(n->operand(0)->type().shape, (ir::Shape{2, 4, 6, 6})) << reader;
       }
   }
-  auto refused = importBytes(bytesOf(model("Relu")));
-  ASSERT_FALSE(refused.ok());
-  EXPECT_TRUE(absl::StrContains(refused.status().message(),
-                                "node 'pad' (Pad): constant padding [0,0,1,1,0,0,1,1] (Tandem pads "
-                                "only inside conv and pooling ops)"))
-      << refused.status();
+  // Read by another op: not folded, the pad op.
+  auto relu = importBytes(bytesOf(model("Relu")));
+  ASSERT_TRUE(relu.ok()) << relu.status();
+  EXPECT_EQ(opsOf(*relu->module->graph(kInferGraph)),
+            (std::vector<ir::Op>{ir::Op::kPad, ir::Op::kRelu}));
 }
 
 // Issue 44: windows whose height and width differ (a Conv of W [5,4,3,2] at strides
@@ -780,6 +779,49 @@ TEST(OnnxImport, SiluClipAndHardSigmoidOfAnySlope) {
   EXPECT_TRUE(absl::StrContains(text, "{min=-1.5, max=inf}")) << text;
   EXPECT_TRUE(absl::StrContains(text, "{min=0, max=1}")) << text;
   EXPECT_TRUE(absl::StrContains(text, "scale(%floor_only) {factor=0.25}")) << text;
+}
+
+// Issue 44: a Pad that no convolution or pooling takes into its own padding is the pad op
+// (constant of any value, reflect, edge); a crop (negative pad) and a reflection past the
+// edge are refused naming them.
+TEST(OnnxImport, APadIsThePadOpInEveryMode) {
+  auto model = [](const std::string& mode, std::vector<int64_t> pads) {
+    onnx::ModelProto m = emptyModel("pad", 13);
+    onnx::GraphProto* g = m.mutable_graph();
+    *g->add_input() = floatInput("x", {-1, 3, 4, 5});
+    intConstant(g, "pads", pads, {8});
+    onnx::NodeProto* p = node(g, "Pad", "pad", {"x", "pads"}, {"y"});
+    auto* a = p->add_attribute();
+    a->set_name("mode");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(mode);
+    onnx::ValueInfoProto* y = g->add_output();  // its shape left to ONNX's inference
+    y->set_name("y");
+    y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (const char* d : {"n", "c", "h", "w"})
+      y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param(d);
+    return m;
+  };
+  for (const std::string mode : {"constant", "reflect", "edge"}) {
+    auto imported = importBytes(bytesOf(model(mode, {0, 1, 1, 2, 0, 0, 2, 1})));
+    ASSERT_TRUE(imported.ok()) << mode << ": " << imported.status();
+    const std::string text = ir::printModule(*imported->module);
+    EXPECT_TRUE(absl::StrContains(
+        text, absl::StrCat("pad(%x) {pads=[0,1,1,2,0,0,2,1], mode=", mode, "} : f32[4,4,7,8]")))
+        << text;
+  }
+  auto crop = importBytes(bytesOf(model("constant", {0, 0, -1, 0, 0, 0, 0, 0})));
+  ASSERT_FALSE(crop.ok());
+  EXPECT_TRUE(absl::StrContains(crop.status().message(),
+                                "node 'pad' (Pad): pads [0,0,-1,0,0,0,0,0] (a negative pad crops; "
+                                "Tandem pads only)"))
+      << crop.status();
+  auto far = importBytes(bytesOf(model("reflect", {0, 0, 4, 0, 0, 0, 0, 0})));
+  ASSERT_FALSE(far.ok());
+  EXPECT_TRUE(absl::StrContains(far.status().message(),
+                                "reflect padding [0,0,4,0,0,0,0,0] of X [4,3,4,5] (each pad below "
+                                "its axis' extent: one reflection)"))
+      << far.status();
 }
 
 /// nn.LayerNorm(4) as torch.onnx.export writes it before opset 17, on x [N, 3, 4].

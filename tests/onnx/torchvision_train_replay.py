@@ -59,19 +59,14 @@ def first_images(n):
 
 
 def build(name):
+    """The model bench/onnx_train_torchvision.py trains, with its random masks off."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "bench"))
     import torch
-    import torchvision
-    torch.manual_seed(0)
-    m = torchvision.models.get_model(name, weights=None, num_classes=10)
-    nn = torch.nn
-    if name == "resnet18":
-        m.conv1 = nn.Conv2d(1, 64, 7, 2, 3, bias=False)
-    else:  # mobilenet_v2, efficientnet_b0: features[0] is conv-bn-activation
-        old = m.features[0][0]
-        m.features[0][0] = nn.Conv2d(1, old.out_channels, old.kernel_size, old.stride,
-                                     old.padding, bias=False)
+    from onnx_train_torchvision import build as fashion_mnist_model
+    m = fashion_mnist_model(name)
     for mod in m.modules():  # random masks differ between the two: off in both
-        if isinstance(mod, nn.Dropout):
+        if isinstance(mod, torch.nn.Dropout):
             mod.p = 0.0
         if type(mod).__name__ == "StochasticDepth":
             mod.p = 0.0
