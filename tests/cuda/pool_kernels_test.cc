@@ -9,10 +9,13 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "backend/cuda/pool_math.h"
 #include "gtest/gtest.h"
+#include "ir/attrs.h"
 #include "tests/cuda/cuda_test_util.h"
 
 namespace tandem::testing {
@@ -22,22 +25,42 @@ using backend::cuda::PoolParams;
 using ir::Op;
 
 struct PoolCase {
-  int64_t n, c, h, w, k, stride, pad;
+  int64_t n, c, h, w;
+  ir::Hw k, stride, pad;   // per axis: one int, or {h, w}
   bool ceil_mode = false;  // the extent rounded up, a window in the trailing padding dropped
   ir::Shape x() const { return {n, c, h, w}; }
-  int64_t extent(int64_t in) const {
+  static int64_t extent(int64_t in, int64_t k, int64_t stride, int64_t pad, bool ceil_mode) {
     const int64_t span = in + 2 * pad - k;
     if (!ceil_mode) return span / stride + 1;
     const int64_t out = (span + stride - 1) / stride + 1;
     return (out - 1) * stride >= in + pad ? out - 1 : out;
   }
-  int64_t oh() const { return extent(h); }
-  int64_t ow() const { return extent(w); }
+  int64_t oh() const { return extent(h, k.h, stride.h, pad.h, ceil_mode); }
+  int64_t ow() const { return extent(w, k.w, stride.w, pad.w, ceil_mode); }
   ir::Shape y() const { return {n, c, oh(), ow()}; }
   SingleOp::Attrs attrs() const {
-    return {{"kernel", k}, {"stride", stride}, {"pad", pad}, {"ceil_mode", ceil_mode}};
+    return {{"kernel", k.toAttr()},
+            {"stride", stride.toAttr()},
+            {"pad", pad.toAttr()},
+            {"ceil_mode", ceil_mode}};
   }
-  PoolParams params() const { return {n * c, h, w, oh(), ow(), k, stride, pad}; }
+  PoolParams params() const {
+    return {.planes = n * c,
+            .h = h,
+            .w = w,
+            .oh = oh(),
+            .ow = ow(),
+            .kh = k.h,
+            .kw = k.w,
+            .stride_h = stride.h,
+            .stride_w = stride.w,
+            .pad_h = pad.h,
+            .pad_w = pad.w};
+  }
+  std::string window() const {
+    return absl::StrCat("k", ir::toString(k.toAttr()), " s", ir::toString(stride.toAttr()), " p",
+                        ir::toString(pad.toAttr()));
+  }
 };
 
 // LeNet's 2x2 (even and odd extents), ResNet's 3x3 stride 2 pad 1 (overlapping), 3x3
@@ -55,7 +78,11 @@ const PoolCase kCases[] = {{2, 3, 8, 8, 2, 2, 0},
                            {2, 3, 9, 7, 2, 2, 0, true},
                            {1, 2, 8, 10, 3, 2, 0, true},
                            {1, 2, 8, 8, 3, 2, 1, true},
-                           {1, 2, 8, 8, 3, 3, 1, true}};
+                           {1, 2, 8, 8, 3, 3, 1, true},
+                           // Height and width apart: kernel, stride and padding per axis,
+                           // once with ceil_mode.
+                           {2, 3, 9, 8, {3, 2}, {2, 1}, {1, 0}},
+                           {1, 2, 8, 9, {3, 2}, {2, 2}, {1, 1}, true}};
 
 /// Small integers (ties within windows are common) or uniform values, f32 or bf16 bits.
 void fill(Buffer& b, std::mt19937& rng, bool ties) {
@@ -133,10 +160,9 @@ void expectHostMatchesCpu(Op op, const PoolCase& c, ir::DType dtype, bool ties, 
   int64_t first_diff = -1;
   for (int64_t i = 0; i < mine.size() && first_diff < 0; ++i)
     if (std::memcmp(a + i * elem, b + i * elem, elem) != 0) first_diff = i;
-  EXPECT_EQ(first_diff, -1) << cpu.node().describe() << " k" << c.k << " s" << c.stride << " p"
-                            << c.pad << (ties ? " ties" : "") << ": element " << first_diff
-                            << " is " << mine.at(first_diff) << ", the CPU's "
-                            << cpu.out(0).at(first_diff);
+  EXPECT_EQ(first_diff, -1) << cpu.node().describe() << " " << c.window() << (ties ? " ties" : "")
+                            << ": element " << first_diff << " is " << mine.at(first_diff)
+                            << ", the CPU's " << cpu.out(0).at(first_diff);
 }
 
 const Op kOps[] = {Op::kMaxPool2d, Op::kAvgPool2d, Op::kMaxPool2dBackward, Op::kAvgPool2dBackward};
