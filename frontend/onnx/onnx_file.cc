@@ -284,6 +284,19 @@ absl::StatusOr<std::unique_ptr<OnnxModel>> parseOnnxModel(const std::string& byt
           what,
           ": field 'opset_import' names no version of the default (ai.onnx) domain, which node '",
           n.name().empty() ? n.op_type() : n.name(), "' is of"));
+  // Weights in files beside the model (torch.onnx.export writes a model over protobuf's
+  // 2 GB so): said before the checker, whose message would call the file inaccessible.
+  for (const auto& t : m->proto.graph().initializer())
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+      std::string location;
+      for (const auto& entry : t.external_data())
+        if (entry.key() == "location") location = entry.value();
+      return absl::UnimplementedError(absl::StrCat(
+          what, ": Tandem does not support weights kept in external files (initializer '", t.name(),
+          "' in '", location,
+          "'; exporters write them so for models over 2 GB); Tandem reads weights held in the "
+          "model file"));
+    }
   // ONNX's own checks (every node's op and attributes against its schema, names defined
   // before use, initializer types) and shape inference; both throw, with multi-line text.
   try {

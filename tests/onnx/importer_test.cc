@@ -1094,6 +1094,22 @@ TEST(OnnxImport, MalformedModelsNameTheFileAndTheFieldOrNode) {
   EXPECT_EQ(importBytes(bytesOf(m)).status().message(),
             "ONNX model 'm.onnx': field 'opset_import' names no version of the default (ai.onnx) "
             "domain, which node 'Conv_0' is of");
+  // Weights in a file beside the model (an export over 2 GB): said as such, not as
+  // onnx.checker's missing file.
+  m = sampleModel();
+  onnx::TensorProto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_float_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* entry = w->add_external_data();
+  entry->set_key("location");
+  entry->set_value("m.onnx.data");
+  s = importBytes(bytesOf(m)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(s.message(), absl::StrCat("ONNX model 'm.onnx': Tandem does not support weights kept "
+                                      "in external files (initializer '",
+                                      w->name(),
+                                      "' in 'm.onnx.data'; exporters write them so for models "
+                                      "over 2 GB); Tandem reads weights held in the model file"));
 }
 
 TEST(OnnxImportFuzz, EveryTruncationIsAnErrorOrTheSameModel) {
