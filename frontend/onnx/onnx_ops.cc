@@ -610,6 +610,46 @@ absl::Status matmul(NodeContext& c) {
   return absl::OkStatus();
 }
 
+/// Einsum of two operands that is a batched matrix product: the same leading (batch)
+/// letters on all three terms, and the last two of each a product's (…IK or …KI, …KJ or
+/// …JK, …IJ): matmul with the transposes it says (maxvit's attention, "bhid,bhjd->bhij").
+absl::Status einsum(NodeContext& c) {
+  ASSIGN_OR_RETURN(std::string equation, c.attrString("equation", ""));
+  std::string eq;
+  for (char ch : equation)
+    if (ch != ' ') eq += ch;
+  const size_t comma = eq.find(','), arrow = eq.find("->");
+  auto refuse = [&] {
+    return NodeContext::unsupported(absl::StrCat(
+        "equation '", equation,
+        "' (Tandem reads an Einsum of two operands that is a batched "
+        "matrix product: same leading letters, a product over one letter of the last two)"));
+  };
+  if (comma == std::string::npos || arrow == std::string::npos || arrow < comma ||
+      eq.find('.') != std::string::npos || c.node().input_size() != 2)
+    return refuse();
+  const std::string a = eq.substr(0, comma), b = eq.substr(comma + 1, arrow - comma - 1),
+                    y = eq.substr(arrow + 2);
+  if (a.size() < 2 || a.size() != b.size() || a.size() != y.size()) return refuse();
+  const size_t batch = a.size() - 2;
+  if (a.compare(0, batch, y, 0, batch) != 0 || b.compare(0, batch, y, 0, batch) != 0)
+    return refuse();
+  const char i = y[batch], j = y[batch + 1];
+  // a holds i and the summed k; b holds k and j.
+  // a is [.., I, K] (or [.., K, I]: trans_a), b [.., K, J] (or [.., J, K]: trans_b).
+  const bool trans_a = a[batch + 1] == i, trans_b = b[batch] == j;
+  const char ka = trans_a ? a[batch] : a[batch + 1], kb = trans_b ? b[batch + 1] : b[batch];
+  if ((trans_a ? a[batch + 1] : a[batch]) != i || (trans_b ? b[batch] : b[batch + 1]) != j ||
+      ka != kb || ka == i || ka == j || i == j)
+    return refuse();
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  ASSIGN_OR_RETURN(Tensor w, c.tensor(1));
+  c.setOutput(0, c.emit(ir::MatmulArgs{
+                     .a = x.value(), .b = w.value(), .trans_a = trans_a, .trans_b = trans_b}
+                            .spec()));
+  return absl::OkStatus();
+}
+
 // --- convolution and pooling ---------------------------------------------------------
 
 /// A window over [N,C,H,W], or over [N,C,L] run as [N,C,L,1] (one_d): its kernel, strides
@@ -1963,6 +2003,7 @@ std::map<std::string, OpConverter>* makeTable() {
       {"Conv", {1, conv}},
       {"Div", {6, arith(Arith::kDiv)}},
       {"Dropout", {7, dropout}},
+      {"Einsum", {12, einsum}},
       {"Equal", {7, equal}},
       {"Erf", {9, knownOr(erfOf, ir::Op::kErf)}},
       {"Expand", {8, expand}},

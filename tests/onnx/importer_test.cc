@@ -824,6 +824,39 @@ TEST(OnnxImport, APadIsThePadOpInEveryMode) {
       << far.status();
 }
 
+// Issue 44: an Einsum that is a batched matrix product is matmul with the transposes its
+// letters say (maxvit's attention: q k^T, then p v); any other equation is refused naming
+// it.
+TEST(OnnxImport, AnEinsumThatIsABatchedProductIsMatmul) {
+  auto model = [](const std::string& first) {
+    onnx::ModelProto m = emptyModel("einsum", 13);
+    onnx::GraphProto* g = m.mutable_graph();
+    *g->add_input() = floatInput("q", {2, 3, 4, 5});
+    *g->add_input() = floatInput("k", {2, 3, 6, 5});
+    auto equation = [](onnx::NodeProto* n, const std::string& eq) {
+      auto* a = n->add_attribute();
+      a->set_name("equation");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(eq);
+    };
+    equation(node(g, "Einsum", "scores", {"q", "k"}, {"s"}), first);
+    equation(node(g, "Einsum", "mix", {"s", "k"}, {"y"}), "B H I J, B H J D -> B H I D");
+    *g->add_output() = floatInput("y", {2, 3, 4, 5});
+    return m;
+  };
+  auto imported = importBytes(bytesOf(model("bhid,bhjd->bhij")));
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const std::string text = ir::printModule(*imported->module);
+  EXPECT_TRUE(absl::StrContains(text, "matmul(%q, %k) {trans_b=true} : f32[2,3,4,6]")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "matmul(%scores, %k) : f32[2,3,4,5]")) << text;
+  auto refused = importBytes(bytesOf(model("bhid,bhjd->bhji")));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "node 'scores' (Einsum): equation 'bhid,bhjd->bhji' (Tandem reads "
+                                "an Einsum of two operands that is a batched matrix product"))
+      << refused.status();
+}
+
 /// nn.LayerNorm(4) as torch.onnx.export writes it before opset 17, on x [N, 3, 4].
 onnx::ModelProto layerNormModel() {
   onnx::ModelProto m = emptyModel("ln");
