@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_kernel.h"
 #include "backend/cuda/pool_launch.h"
+#include "backend/cuda/pool_params.h"
 #include "ir/op_views.h"
 
 namespace tandem::backend::cuda {
@@ -63,18 +64,8 @@ KernelOr makePool(const KernelInit& init, PoolKind kind, bool backward) {
   if (x.dtype != ir::DType::kF32 && x.dtype != ir::DType::kBF16)
     return absl::UnimplementedError(
         absl::StrCat(n.describe(), ": pooling takes f32 or bf16, not ", ir::dtypeName(x.dtype)));
-  const ir::Hw k = ir::attr::kernel(n), stride = ir::attr::stride(n), pad = ir::attr::pad(n);
-  PoolParams p{.planes = x.shape[0] * x.shape[1],
-               .h = x.shape[2],
-               .w = x.shape[3],
-               .oh = y.shape[2],
-               .ow = y.shape[3],
-               .kh = k.h,
-               .kw = k.w,
-               .stride_h = stride.h,
-               .stride_w = stride.w,
-               .pad_h = pad.h,
-               .pad_w = pad.w};
+  PoolParams p =
+      poolParams(x.shape, y.shape, ir::attr::kernel(n), ir::attr::stride(n), ir::attr::pad(n));
   // NHWC (layout_plan.h gives all of a pooling node's tensors one layout): a plane's
   // pixels are C elements apart.
   if (init.isNhwc(n.operand(0))) p.step = x.shape[1];

@@ -21,7 +21,7 @@
 #include "backend/cuda/loss_math.h"
 #include "backend/cuda/norm_math.h"
 #include "backend/cuda/optimizer_math.h"
-#include "backend/cuda/pool_math.h"
+#include "backend/cuda/pool_params.h"
 #include "backend/cuda/row_math.h"
 #include "backend/dropout_mask.h"
 #include "backend/unary_math.h"
@@ -156,18 +156,9 @@ TEST(CudaMathNonFinite, PoolingMatchesPyTorch) {
       const NonfiniteCase f = mustLoad(kind + "_pool2d_" + tag);
       const CaseTensor& x = f.tensor("in0");
       const CaseTensor& y = f.tensor("out0");
-      const ir::Hw k = hwOf(f, "kernel"), stride = hwOf(f, "stride"), pad = hwOf(f, "pad");
-      const cu::PoolParams p{.planes = x.shape[0] * x.shape[1],
-                             .h = x.shape[2],
-                             .w = x.shape[3],
-                             .oh = y.shape[2],
-                             .ow = y.shape[3],
-                             .kh = k.h,
-                             .kw = k.w,
-                             .stride_h = stride.h,
-                             .stride_w = stride.w,
-                             .pad_h = pad.h,
-                             .pad_w = pad.w};
+      const cu::PoolParams p = cu::poolParams(ir::Shape(x.shape.begin(), x.shape.end()),
+                                              ir::Shape(y.shape.begin(), y.shape.end()),
+                                              hwOf(f, "kernel"), hwOf(f, "stride"), hwOf(f, "pad"));
       const std::vector<float> xs = floats(x);
       std::vector<double> got;
       for (int64_t pl = 0; pl < p.planes; ++pl)
@@ -196,17 +187,8 @@ TEST(CudaMathNonFinite, PoolingMatchesPyTorch) {
   const CaseTensor& x = h.tensor("in0");
   std::vector<uint16_t> bits;
   for (double v : x.values) bits.push_back(cu::floatToBf16(static_cast<float>(v)));
-  const cu::PoolParams p{.planes = x.shape[0] * x.shape[1],
-                         .h = x.shape[2],
-                         .w = x.shape[3],
-                         .oh = x.shape[2] / 2,
-                         .ow = x.shape[3] / 2,
-                         .kh = 2,
-                         .kw = 2,
-                         .stride_h = 2,
-                         .stride_w = 2,
-                         .pad_h = 0,
-                         .pad_w = 0};
+  const ir::Shape xs(x.shape.begin(), x.shape.end());
+  const cu::PoolParams p = cu::poolParams(xs, {xs[0], xs[1], xs[2] / 2, xs[3] / 2}, 2, 2, 0);
   std::vector<double> got;
   for (int64_t pl = 0; pl < p.planes; ++pl)
     for (int64_t i = 0; i < p.oh; ++i)

@@ -340,12 +340,22 @@ TEST(CudaElementwiseKernels, SigmoidAndBackwardMatchCpu) {
   }
 }
 
-TEST(CudaElementwiseKernels, GeluGeluTanhAndTanhMatchCpu) {
+// The unary ops whose math is transcendental: libdevice's erff, tanhf, expf, logf, log1pf
+// and sqrtf against oneDNN's polynomials (gelu, tanh) or the host's libm (the ONNX ops of
+// issue 44), within a few ulps.
+TEST(CudaElementwiseKernels, TranscendentalUnaryOpsMatchCpu) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(13);
   const Op ops[][2] = {{Op::kGelu, Op::kGeluBackward},
                        {Op::kGeluTanh, Op::kGeluTanhBackward},
-                       {Op::kTanh, Op::kTanhBackward}};
+                       {Op::kTanh, Op::kTanhBackward},
+                       {Op::kSilu, Op::kSiluBackward},
+                       {Op::kSoftplus, Op::kSoftplusBackward},
+                       {Op::kExp, Op::kExpBackward},
+                       {Op::kLog, Op::kLogBackward},
+                       {Op::kSqrt, Op::kSqrtBackward},
+                       {Op::kReciprocal, Op::kReciprocalBackward},
+                       {Op::kErf, Op::kErfBackward}};
   for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
     for (const auto& [op, backward] : ops) {
       SCOPED_TRACE(std::string(ir::dtypeName(t)) + " " + std::string(ir::opInfo(op).name));
@@ -361,14 +371,19 @@ TEST(CudaElementwiseKernels, GeluGeluTanhAndTanhMatchCpu) {
   }
 }
 
-// MobileNet's activations (issue 44): no transcendental math, the same HardswishMath,
-// HardsigmoidMath and Relu6Math on both sides: the CPU's bits, specials included.
-TEST(CudaElementwiseKernels, HardswishHardsigmoidAndRelu6MatchCpuBitForBit) {
+// MobileNet's activations and the steps and abs of ONNX's models (issue 44): no
+// transcendental math, the same Math structs on both sides: the CPU's bits, specials
+// included.
+TEST(CudaElementwiseKernels, ExactUnaryOpsMatchCpuBitForBit) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(14);
   const Op ops[][2] = {{Op::kHardswish, Op::kHardswishBackward},
                        {Op::kHardsigmoid, Op::kHardsigmoidBackward},
-                       {Op::kRelu6, Op::kRelu6Backward}};
+                       {Op::kRelu6, Op::kRelu6Backward},
+                       {Op::kAbs, Op::kAbsBackward},
+                       {Op::kSign, Op::kSignBackward},
+                       {Op::kFloor, Op::kFloorBackward},
+                       {Op::kCeil, Op::kCeilBackward}};
   for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
     for (const auto& [op, backward] : ops) {
       SCOPED_TRACE(std::string(ir::dtypeName(t)) + " " + std::string(ir::opInfo(op).name));
@@ -383,46 +398,18 @@ TEST(CudaElementwiseKernels, HardswishHardsigmoidAndRelu6MatchCpuBitForBit) {
   }
 }
 
-// The unary ops added for ONNX's models (issue 44). The steps and abs, and clip with its
-// bounds, are exact on both sides (specials included); the others are libdevice's expf,
-// logf, log1pf, erff against the host's, within a few ulps.
-TEST(CudaElementwiseKernels, OnnxUnaryOpsAndClipMatchCpu) {
+// clip and clip_backward (issue 44): the bounds by value, the same clipValue on both sides.
+TEST(CudaElementwiseKernels, ClipAndBackwardMatchCpuBitForBit) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(15);
-  const Op exact[][2] = {{Op::kAbs, Op::kAbsBackward},
-                         {Op::kSign, Op::kSignBackward},
-                         {Op::kFloor, Op::kFloorBackward},
-                         {Op::kCeil, Op::kCeilBackward}};
-  const Op within[][2] = {
-      {Op::kSilu, Op::kSiluBackward}, {Op::kSoftplus, Op::kSoftplusBackward},
-      {Op::kExp, Op::kExpBackward},   {Op::kLog, Op::kLogBackward},
-      {Op::kSqrt, Op::kSqrtBackward}, {Op::kReciprocal, Op::kReciprocalBackward},
-      {Op::kErf, Op::kErfBackward}};
+  const SingleOp::Attrs bounds{{"min", -0.5}, {"max", 0.75}};
   for (ir::DType t : {ir::DType::kF32, ir::DType::kBF16}) {
+    SCOPED_TRACE(ir::dtypeName(t));
     const ir::TensorType type{t, kOdd};
-    for (const auto& [op, backward] : exact) {
-      SCOPED_TRACE(std::string(ir::dtypeName(t)) + " " + std::string(ir::opInfo(op).name));
-      SingleOp f(op, {type});
-      fillAll(f, rng);
-      expectCudaBitsMatchCpu(f);
-      SingleOp b(backward, {type, type});
-      fillAll(b, rng);
-      expectCudaBitsMatchCpu(b);
-    }
-    for (const auto& [op, backward] : within) {
-      SCOPED_TRACE(std::string(ir::dtypeName(t)) + " " + std::string(ir::opInfo(op).name));
-      SingleOp f(op, {type});
-      fillFinite(f, rng);
-      expectCudaMatchesCpu(f, t == ir::DType::kBF16 ? 8e-3 : 1e-5);
-      SingleOp b(backward, {type, type});
-      fillFinite(b, rng);
-      expectCudaMatchesCpu(b, t == ir::DType::kBF16 ? 8e-3 : 1e-5);
-    }
-    SCOPED_TRACE(std::string(ir::dtypeName(t)) + " clip");
-    SingleOp clip(Op::kClip, {type}, {{"min", -0.5}, {"max", 0.75}});
+    SingleOp clip(Op::kClip, {type}, bounds);
     fillAll(clip, rng);
     expectCudaBitsMatchCpu(clip);
-    SingleOp back(Op::kClipBackward, {type, type}, {{"min", -0.5}, {"max", 0.75}});
+    SingleOp back(Op::kClipBackward, {type, type}, bounds);
     fillAll(back, rng);
     expectCudaBitsMatchCpu(back);
   }

@@ -20,7 +20,7 @@
 #include "backend/cuda/elementwise_math.h"
 #include "backend/cuda/layout_plan.h"
 #include "backend/cuda/norm_math.h"
-#include "backend/cuda/pool_math.h"
+#include "backend/cuda/pool_params.h"
 #include "backend/cuda/target_info.h"
 #include "gtest/gtest.h"
 #include "passes/assign_layouts.h"
@@ -249,17 +249,10 @@ void poolsSameBitsInNhwc() {
   };
   for (const Case& k : {Case{2, 16, 8, 8, 2, 2, 0}, Case{2, 8, 9, 11, 3, 2, 1},
                         Case{1, 4, 6, 6, 3, 1, 1}, Case{2, 8, 9, 7, {3, 2}, {2, 1}, {1, 0}}}) {
-    cu::PoolParams p{.planes = k.n * k.c,
-                     .h = k.h,
-                     .w = k.w,
-                     .oh = (k.h + 2 * k.pad.h - k.k.h) / k.stride.h + 1,
-                     .ow = (k.w + 2 * k.pad.w - k.k.w) / k.stride.w + 1,
-                     .kh = k.k.h,
-                     .kw = k.k.w,
-                     .stride_h = k.stride.h,
-                     .stride_w = k.stride.w,
-                     .pad_h = k.pad.h,
-                     .pad_w = k.pad.w};
+    const ir::Shape x_shape{k.n, k.c, k.h, k.w};
+    const ir::Shape y_shape{k.n, k.c, (k.h + 2 * k.pad.h - k.k.h) / k.stride.h + 1,
+                            (k.w + 2 * k.pad.w - k.k.w) / k.stride.w + 1};
+    cu::PoolParams p = cu::poolParams(x_shape, y_shape, k.k, k.stride, k.pad);
     std::vector<T> x(static_cast<size_t>(k.n * k.c * k.h * k.w));
     for (size_t i = 0; i < x.size(); ++i)
       cu::store(x.data(), int64_t(i), 0.25f * float(quarter(rng)));

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "backend/cuda/pool_math.h"
+#include "backend/cuda/pool_params.h"
 #include "gtest/gtest.h"
 #include "ir/attrs.h"
 #include "tests/cuda/cuda_test_util.h"
@@ -44,19 +44,7 @@ struct PoolCase {
             {"pad", pad.toAttr()},
             {"ceil_mode", ceil_mode}};
   }
-  PoolParams params() const {
-    return {.planes = n * c,
-            .h = h,
-            .w = w,
-            .oh = oh(),
-            .ow = ow(),
-            .kh = k.h,
-            .kw = k.w,
-            .stride_h = stride.h,
-            .stride_w = stride.w,
-            .pad_h = pad.h,
-            .pad_w = pad.w};
-  }
+  PoolParams params() const { return backend::cuda::poolParams(x(), y(), k, stride, pad); }
   std::string window() const {
     return absl::StrCat("k", ir::toString(k.toAttr()), " s", ir::toString(stride.toAttr()), " p",
                         ir::toString(pad.toAttr()));
