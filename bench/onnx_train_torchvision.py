@@ -39,6 +39,17 @@ def build(name):
     return m.eval()
 
 
+def export(model, path):
+    """model (1x28x28 images) as ONNX at opset 17, an open batch, its BatchNormalization
+    nodes kept (TrainingMode.PRESERVE on the eval-mode model): what `train --onnx` trains."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, torch.randn(2, 1, 28, 28), path, opset_version=17,
+                          input_names=["x"], output_names=["logits"],
+                          dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
+                          training=torch.onnx.TrainingMode.PRESERVE)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tandem", default="build/tools/tandem")
@@ -52,12 +63,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="onnx-train.") as tmp:
         for name in args.models.split(","):
             path = os.path.join(tmp, f"{name}.onnx")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(build(name), torch.randn(2, 1, 28, 28), path, opset_version=17,
-                                  input_names=["x"], output_names=["logits"],
-                                  dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
-                                  training=torch.onnx.TrainingMode.PRESERVE)
+            export(build(name), path)
             for devices in (["cpu:0"], ["cpu:0,cpu:1", "--sync-bn"]):
                 p = subprocess.run(
                     [args.tandem, "train", "--onnx", path, "--epochs", "1", "--limit-train",

@@ -40,7 +40,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pytorch_models import missing  # noqa: E402
@@ -58,12 +57,18 @@ def first_images(n):
     return x.astype(np.float32) / 255.0, y.astype(np.int64)
 
 
-def build(name):
-    """The model bench/onnx_train_torchvision.py trains, with its random masks off."""
+def bench():
+    """bench/onnx_train_torchvision.py: its models and their export."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                     "bench"))
+    import onnx_train_torchvision
+    return onnx_train_torchvision
+
+
+def build(name):
+    """The model bench/onnx_train_torchvision.py trains, with its random masks off."""
     import torch
-    from onnx_train_torchvision import build as fashion_mnist_model
+    fashion_mnist_model = bench().build
     m = fashion_mnist_model(name)
     for mod in m.modules():  # random masks differ between the two: off in both
         if isinstance(mod, torch.nn.Dropout):
@@ -137,12 +142,7 @@ def main():
         for name in args.models.split(","):
             model = build(name).eval()  # BatchNormalization nodes as eval mode exports them
             path = os.path.join(tmp, f"{name}.onnx")
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(model, torch.randn(2, 1, 28, 28), path, opset_version=17,
-                                  input_names=["x"], output_names=["logits"],
-                                  dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}},
-                                  training=torch.onnx.TrainingMode.PRESERVE)
+            bench().export(model, path)
             try:
                 ours = tandem_losses(args.tandem, path, tmp, args.steps, args.batch, args.lr,
                                      args.devices, args.tandem_flag)
