@@ -300,6 +300,21 @@ Tensor Builder::mulBroadcast(Tensor a, Tensor b, Loc loc) {
                  loc);
 }
 
+Tensor Builder::compare(Tensor a, ir::Comparison kind, Tensor b, Loc loc) {
+  return addNode(ir::CompareArgs{.a = a.value(), .b = b.value(), .kind = kind}.spec(),
+                 layerPath("", "compare"), loc);
+}
+
+Tensor Builder::where(Tensor cond, Tensor a, Tensor b, Loc loc) {
+  return addNode(ir::WhereArgs{.cond = cond.value(), .a = a.value(), .b = b.value()}.spec(),
+                 layerPath("", "where"), loc);
+}
+
+Tensor Builder::mod(Tensor a, Tensor b, bool fmod, Loc loc) {
+  return addNode(ir::ModArgs{.a = a.value(), .b = b.value(), .fmod = fmod}.spec(),
+                 layerPath("", "mod"), loc);
+}
+
 Tensor Builder::sum(Tensor x, int64_t axis, bool keepdim, Loc loc) {
   return addNode(ir::ReduceSumArgs{.x = x.value(), .axis = axis, .keepdim = keepdim}.spec(),
                  layerPath("", "sum"), loc);

@@ -226,6 +226,14 @@ class Builder {
   /// [N,T,D]); add() is the same-shape sum that fusion and layouts know.
   Tensor addBroadcast(Tensor a, Tensor b, Loc loc = Loc::current());
   Tensor mulBroadcast(Tensor a, Tensor b, Loc loc = Loc::current());
+  /// 1 where `a KIND b` holds, else 0 (a mask in f32; torch.eq, lt, ... then .float()),
+  /// broadcast; no gradient flows through it.
+  Tensor compare(Tensor a, ir::Comparison kind, Tensor b, Loc loc = Loc::current());
+  /// a where cond is nonzero, else b (torch.where), the three broadcast.
+  Tensor where(Tensor cond, Tensor a, Tensor b, Loc loc = Loc::current());
+  /// The remainder of a / b with the sign of b (torch.remainder), or of a with fmod
+  /// (torch.fmod), broadcast.
+  Tensor mod(Tensor a, Tensor b, bool fmod = false, Loc loc = Loc::current());
   /// Sum / mean over `axis`; keepdim keeps it with size 1 (PyTorch's keepdim, default off).
   Tensor sum(Tensor x, int64_t axis, bool keepdim = false, Loc loc = Loc::current());
   Tensor mean(Tensor x, int64_t axis, bool keepdim = false, Loc loc = Loc::current());

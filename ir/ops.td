@@ -93,6 +93,7 @@ enum Reduction: mean sum
 enum FloatType: f32 bf16
 enum CastType: f32 bf16 i32
 enum PadMode: constant reflect edge
+enum Comparison: eq ne lt le gt ge
 
 # --- values that come from outside the dataflow -----------------------------------------
 op input
@@ -490,6 +491,49 @@ op mul_bcast
   results y: float
   cost elementwise
   doc a * b under numpy's broadcasting rules (as add_bcast; same shapes included).
+
+# Comparisons, selection and remainders of values computed at run time (ONNX's Equal,
+# Less, Not, Where, Mod of activations; values known at import the importer computes
+# itself). Booleans are held as the numbers 1 and 0 in a float tensor (Tandem computes in
+# float): exact, and a mask that multiplies or selects needs no cast.
+op compare
+  operands a: float, b: float
+  results y: float
+  attr kind: Comparison
+  cost elementwise
+  doc 1 where `a KIND b` holds and 0 where it does not (eq, ne, lt, le, gt, ge), under
+  doc numpy's broadcasting (as add_bcast), in f32 (bf16 when either operand is): a NaN is
+  doc unequal to everything, itself too (ne holds, the others not), as in IEEE and
+  doc PyTorch. No gradient flows through a comparison.
+
+op where
+  operands cond: float, a: float, b: float
+  results y: float
+  cost elementwise
+  doc a where cond is nonzero (a NaN too), else b, the three under numpy's broadcasting
+  doc (torch.where, ONNX's Where). The gradient goes to a where cond holds and to b where
+  doc not, each summed over the axes it was repeated along; cond gets none.
+
+op mod
+  operands a: float, b: float
+  results y: float
+  attr fmod: bool = false
+  cost elementwise(2)
+  doc The remainder of a / b under numpy's broadcasting: with the sign of b (fmod=false:
+  doc Python's %, torch.remainder, ONNX's Mod) or of a (fmod=true: C's fmod, torch.fmod),
+  doc computed in f32 as fmod(a, b) then, for the first, plus b when the signs differ; b = 0
+  doc gives NaN. Its gradient is dy for a and -dy * (a / b rounded down, or toward zero
+  doc with fmod) for b, as PyTorch's.
+
+op mod_backward
+  operands dy: float, a: float, b: float
+  results db: float
+  attr fmod: bool = false
+  traits backward
+  cost elementwise(3)
+  doc -dy * q, q the quotient a / b rounded down (or toward zero with fmod), under
+  doc numpy's broadcasting of the three: mod's gradient for b before it is summed over the
+  doc axes b was repeated along.
 
 op reduce_sum
   operands x: float

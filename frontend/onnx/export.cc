@@ -635,6 +635,17 @@ class Exporter {
       }
       case Op::kAttention:
         return emitAttention(n);
+      case Op::kCompare:
+        return emitCompare(n);
+      case Op::kWhere: {  // the condition a float, nonzero true: Cast to bool says the same
+        const ir::WhereView v(n);
+        std::string cond = addTemp("Cast", n, {nameOf(v.cond())});
+        intAttr(lastNode(), "to", onnx::TensorProto::BOOL);
+        add("Where", n, {cond, nameOf(v.a()), nameOf(v.b())}, {nameOf(v.y())});
+        return absl::OkStatus();
+      }
+      case Op::kMod:
+        return emitMod(n);
       case Op::kEmbedding: {
         const ir::EmbeddingView v(n);  // Gather takes int32 indices as they are
         intAttr(add("Gather", n, {nameOf(v.table()), nameOf(v.ids())}, {nameOf(v.y())}), "axis", 0);
@@ -645,6 +656,62 @@ class Exporter {
     }
     return absl::UnimplementedError(
         absl::StrCat(at(n), ": op ", n.opName(), " has no ONNX form in tandem export"));
+  }
+
+  onnx::NodeProto* lastNode() { return gp_->mutable_node(gp_->node_size() - 1); }
+
+  /// The node's result as the 1 and 0 of f32 from a boolean.
+  void castToFloat(const Node& n, const std::string& boolean) {
+    intAttr(add("Cast", n, {boolean}, {nameOf(n.result())}), "to", onnx::TensorProto::FLOAT);
+  }
+
+  /// compare: ONNX's comparison (ne: Not of Equal), its boolean cast to the 1 and 0 of f32.
+  absl::Status emitCompare(const Node& n) {
+    const ir::CompareView v(n);
+    const std::string a = nameOf(v.a()), b = nameOf(v.b());
+    std::string r;
+    switch (v.kind()) {
+      case ir::Comparison::kEq:
+        r = addTemp("Equal", n, {a, b});
+        break;
+      case ir::Comparison::kNe:
+        r = addTemp("Not", n, {addTemp("Equal", n, {a, b})});
+        break;
+      case ir::Comparison::kLt:
+        r = addTemp("Less", n, {a, b});
+        break;
+      case ir::Comparison::kLe:
+        r = addTemp("LessOrEqual", n, {a, b});
+        break;
+      case ir::Comparison::kGt:
+        r = addTemp("Greater", n, {a, b});
+        break;
+      case ir::Comparison::kGe:
+        r = addTemp("GreaterOrEqual", n, {a, b});
+        break;
+    }
+    castToFloat(n, r);
+    return absl::OkStatus();
+  }
+
+  /// mod: ONNX's Mod takes floats with fmod=1 only; the remainder (the sign of b) is that
+  /// plus b where the signs differ and it is not 0, the same two float steps as the kernels.
+  absl::Status emitMod(const Node& n) {
+    const ir::ModView v(n);
+    const std::string a = nameOf(v.a()), b = nameOf(v.b());
+    if (v.fmod()) {
+      intAttr(add("Mod", n, {a, b}, {nameOf(v.y())}), "fmod", 1);
+      return absl::OkStatus();
+    }
+    const std::string r = addTemp("Mod", n, {a, b});
+    intAttr(lastNode(), "fmod", 1);
+    const std::string zero = addScalar(v.y()->name() + ".zero", 0.0f);
+    const std::string differ =
+        addTemp("Xor", n, {addTemp("Less", n, {r, zero}), addTemp("Less", n, {b, zero})});
+    const std::string fix =
+        addTemp("And", n, {differ, addTemp("Not", n, {addTemp("Equal", n, {r, zero})})});
+    add("Add", n, {r, addTemp("Where", n, {fix, b, zero})}, {nameOf(v.y())});
+    return absl::OkStatus();
   }
 
   /// concat_axis broadcasts a size-1 axis of an operand against the others (a class token

@@ -1,5 +1,6 @@
 #include "frontend/onnx/importer.h"
 
+#include <cstdlib>
 #include <memory>
 #include <set>
 
@@ -286,6 +287,7 @@ class Importer {
   }
 
   std::string what() const { return absl::StrCat("ONNX model '", model_.path, "'"); }
+  const OnnxModel& model() const { return model_; }
   Builder& builder() { return b_; }
   const std::string& file() const { return file_; }
 
@@ -307,10 +309,20 @@ class Importer {
                                      std::optional<ir::Initializer> init) {
     if (e.tensor.valid() || !e.known) return e.tensor;
     const OnnxTensor& v = *e.known;
-    if (!v.isFloat())  // doubles are held as floats (decodeTensor) and computed so
-      return NodeContext::unsupported(
-          absl::StrCat("value '", name, "' is ", elemTypeName(v.elem_type),
-                       " and used as a tensor at run time (Tandem computes in float)"));
+    // Doubles are held as floats (decodeTensor) and computed so; booleans and integers
+    // (a mask Where selects with) as floats where each is exact in one (|v| <= 2^24).
+    std::vector<float> as_floats;
+    if (!v.isFloat()) {
+      for (size_t i = 0; i < v.ints.size(); ++i) {
+        if (std::abs(v.ints[i]) > (int64_t{1} << 24))
+          return NodeContext::unsupported(
+              absl::StrCat("value '", name, "' is ", elemTypeName(v.elem_type),
+                           " and used as a tensor at run "
+                           "time, where Tandem computes in float, which does not hold its element ",
+                           i, " (", v.ints[i], ") exactly"));
+        as_floats.push_back(float(v.ints[i]));
+      }
+    }
     // Initializers are the model's weights (trained); values computed from constants are
     // buffers, never trained.
     if (!e.initializer) role = ir::VarRole::kBuffer;
@@ -322,7 +334,7 @@ class Importer {
     }
     Tensor t = b_.variable(var, ir::TensorType{ir::DType::kF32, v.shape}, role, *init);
     if (!t.valid()) return b_.status();
-    (*values_)[var] = v.floats;
+    (*values_)[var] = v.isFloat() ? v.floats : std::move(as_floats);
     return t;
   }
 
@@ -617,9 +629,13 @@ absl::StatusOr<ir::Shape> Context::shape(size_t i) {
 absl::StatusOr<int32_t> Context::elemType(size_t i) {
   ASSIGN_OR_RETURN(const Entry* e, input(i));
   if (e->known) return e->known->elem_type;
-  return e->tensor.valid() && e->tensor.value()->type().dtype == ir::DType::kI32
-             ? int32_t{onnx::TensorProto::INT32}
-             : int32_t{onnx::TensorProto::FLOAT};
+  if (e->tensor.valid() && e->tensor.value()->type().dtype == ir::DType::kI32)
+    return int32_t{onnx::TensorProto::INT32};
+  // A comparison's result is a boolean held in f32 (ir/ops.td compare).
+  auto inferred = imp_.model().inferred_types.find(node_.input(int(i)));
+  if (inferred != imp_.model().inferred_types.end() && inferred->second == onnx::TensorProto::BOOL)
+    return int32_t{onnx::TensorProto::BOOL};
+  return int32_t{onnx::TensorProto::FLOAT};
 }
 
 void Context::setOutput(size_t i, Tensor t) {

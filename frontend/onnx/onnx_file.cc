@@ -1,9 +1,17 @@
 #include "frontend/onnx/onnx_file.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <exception>
 
+#include "absl/algorithm/container.h"
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -17,7 +25,7 @@ namespace tandem::onnx_import {
 namespace {
 
 // protobuf refuses messages of 2 GiB or more; a model's weights beyond that are external
-// data, which Tandem does not read.
+// data, files beside the model (loadExternalData), which have no such bound.
 constexpr int64_t kMaxModelBytes = (int64_t{1} << 31) - 1;
 constexpr int64_t kMaxTensorFileBytes = kMaxModelBytes;
 // Shapes past this many elements cannot be a real tensor here (and keep products exact).
@@ -109,6 +117,77 @@ void collectShapes(const onnx::GraphProto& g, std::map<std::string, ir::Shape>* 
   for (const auto& v : g.output()) add(v);
 }
 
+/// Reads into raw_data the initializers whose values the model keeps in files beside it
+/// (data_location EXTERNAL; the entries `location`, `offset`, `length`), as onnx.load
+/// does: `location` relative to the directory of `model_path` and inside it (ONNX's rule:
+/// a model names no file elsewhere). Errors name the initializer and the file.
+absl::Status loadExternalData(onnx::GraphProto* g, const std::string& model_path,
+                              const std::string& what) {
+  const size_t slash = model_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : model_path.substr(0, slash);
+  std::map<std::string, int> open_files;  // torch writes one file a tensor, onnx one for all
+  absl::Cleanup close_all = [&] {
+    for (const auto& [name, fd] : open_files) close(fd);
+  };
+  for (onnx::TensorProto& t : *g->mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
+    const std::string tensor = absl::StrCat(what, ": initializer '", t.name(), "'");
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& entry : t.external_data()) {
+      if (entry.key() == "location") {
+        location = entry.value();
+      } else if (entry.key() == "offset" || entry.key() == "length") {
+        int64_t v = 0;
+        if (!absl::SimpleAtoi(entry.value(), &v) || v < 0)
+          return absl::InvalidArgumentError(absl::StrCat(tensor, ": external data ", entry.key(),
+                                                         " '", entry.value(),
+                                                         "' is not a byte count"));
+        (entry.key() == "offset" ? offset : length) = v;
+      }
+    }
+    if (location.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat(tensor,
+                       ": its data is external (data_location EXTERNAL) but names no "
+                       "file (no 'location' entry in external_data)"));
+    const std::vector<std::string> parts = absl::StrSplit(location, '/');
+    if (location.front() == '/' || absl::c_linear_search(parts, ".."))
+      return absl::InvalidArgumentError(absl::StrCat(
+          tensor, ": its external data file '", location,
+          "' is outside the model's directory (ONNX names it relative to the model, inside)"));
+    const std::string file = absl::StrCat(dir, "/", location);
+    const ir::InputName name{absl::StrCat(tensor, ": external data file '", file, "'"),
+                             "an external data file"};
+    auto [it, fresh] = open_files.try_emplace(location, -1);
+    if (fresh) {
+      ASSIGN_OR_RETURN(it->second, ir::openRegularFile(file, name));
+    }
+    struct stat st {};
+    if (fstat(it->second, &st) != 0)
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot read ", name.what, ": ", std::strerror(errno)));
+    const int64_t size = st.st_size;
+    if (length < 0) length = std::max<int64_t>(0, size - offset);
+    if (offset > size || length > size - offset)
+      return absl::InvalidArgumentError(absl::StrCat(name.what, " holds ", size,
+                                                     " bytes; the data is ", length,
+                                                     " bytes from offset ", offset));
+    std::string bytes(size_t(length), '\0');
+    for (int64_t done = 0; done < length;) {
+      const ssize_t n =
+          pread(it->second, bytes.data() + done, size_t(length - done), offset + done);
+      if (n <= 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cannot read ", name.what, ": ", n == 0 ? "it ended early" : std::strerror(errno)));
+      done += n;
+    }
+    t.set_raw_data(std::move(bytes));
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 int64_t OnnxTensor::numElements() const {
@@ -152,7 +231,8 @@ absl::StatusOr<OnnxTensor> decodeTensor(const onnx::TensorProto& t, const std::s
   out.elem_type = t.data_type();
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     return bad(
-        "its data is in an external file (data_location EXTERNAL), which Tandem does not read");
+        "its data is in an external file (data_location EXTERNAL), which Tandem reads for a "
+        "model's initializers only");
   int64_t count = 1;
   for (int64_t d : t.dims()) {
     if (d < 0) return bad(absl::StrCat("dims has a negative size ", d));
@@ -254,6 +334,20 @@ onnx::TensorProto encodeF32(const std::string& name, const ir::Shape& shape, con
   return t;
 }
 
+OnnxTensor fromF32(const std::string& name, int32_t elem_type, const ir::Shape& shape,
+                   const float* data) {
+  OnnxTensor t{.name = name, .elem_type = elem_type, .shape = shape};
+  const int64_t n = t.numElements();
+  if (t.isFloat()) {
+    t.floats.assign(data, data + n);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      t.ints.push_back(elem_type == onnx::TensorProto::BOOL ? int64_t(data[i] != 0)
+                                                            : std::llround(data[i]));
+  }
+  return t;
+}
+
 absl::StatusOr<OnnxTensor> readTensorFile(const std::string& path) {
   const std::string what = absl::StrCat("tensor file '", path, "'");
   ASSIGN_OR_RETURN(std::string bytes,
@@ -285,18 +379,8 @@ absl::StatusOr<std::unique_ptr<OnnxModel>> parseOnnxModel(const std::string& byt
           ": field 'opset_import' names no version of the default (ai.onnx) domain, which node '",
           n.name().empty() ? n.op_type() : n.name(), "' is of"));
   // Weights in files beside the model (torch.onnx.export writes a model over protobuf's
-  // 2 GB so): said before the checker, whose message would call the file inaccessible.
-  for (const auto& t : m->proto.graph().initializer())
-    if (t.data_location() == onnx::TensorProto::EXTERNAL) {
-      std::string location;
-      for (const auto& entry : t.external_data())
-        if (entry.key() == "location") location = entry.value();
-      return absl::UnimplementedError(absl::StrCat(
-          what, ": Tandem does not support weights kept in external files (initializer '", t.name(),
-          "' in '", location,
-          "'; exporters write them so for models over 2 GB); Tandem reads weights held in the "
-          "model file"));
-    }
+  // 2 GB so): read in before the checker, which would look for the files elsewhere.
+  RETURN_IF_ERROR(loadExternalData(m->proto.mutable_graph(), path, what));
   // ONNX's own checks (every node's op and attributes against its schema, names defined
   // before use, initializer types) and shape inference; both throw, with multi-line text.
   try {
@@ -318,10 +402,30 @@ absl::StatusOr<std::unique_ptr<OnnxModel>> parseOnnxModel(const std::string& byt
 
 std::map<std::string, ir::Shape> inferShapesAt(const OnnxModel& model,
                                                const std::map<std::string, ir::Shape>& inputs) {
-  onnx::ModelProto copy = model.proto;
+  // A copy without the float weights' values (a model over 2 GB would be copied whole):
+  // inference reads their types and shapes, and the values of integer ones (Reshape's).
+  onnx::ModelProto copy;
+  *copy.mutable_opset_import() = model.proto.opset_import();
+  copy.set_ir_version(model.proto.ir_version());
+  *copy.mutable_functions() = model.proto.functions();
+  const onnx::GraphProto& source = model.proto.graph();
   onnx::GraphProto* g = copy.mutable_graph();
-  // What the first inference gave is for the model's own shapes: inferred anew.
-  g->clear_value_info();
+  *g->mutable_node() = source.node();
+  *g->mutable_input() = source.input();
+  *g->mutable_output() = source.output();
+  *g->mutable_sparse_initializer() = source.sparse_initializer();
+  for (const onnx::TensorProto& t : source.initializer()) {
+    onnx::TensorProto* c = g->add_initializer();
+    if (t.data_type() != onnx::TensorProto::FLOAT && t.data_type() != onnx::TensorProto::DOUBLE) {
+      *c = t;
+      continue;
+    }
+    c->set_name(t.name());
+    c->set_data_type(t.data_type());
+    *c->mutable_dims() = t.dims();
+  }
+  // What the first inference gave is for the model's own shapes: inferred anew (the
+  // copy has no value_info).
   for (auto& out : *g->mutable_output())
     if (out.type().has_tensor_type()) out.mutable_type()->mutable_tensor_type()->clear_shape();
   for (auto& in : *g->mutable_input()) {

@@ -49,6 +49,11 @@ onnx::TensorProto encodeTensor(const OnnxTensor& t);
 /// A TensorProto of f32 values (raw_data, little-endian), named `name`.
 onnx::TensorProto encodeF32(const std::string& name, const ir::Shape& shape, const float* data);
 
+/// Values Tandem computed in f32 as the element type `elem_type` a model declares for them:
+/// a double as is, a boolean (held as 1 and 0) nonzero, an integer rounded to the nearest.
+OnnxTensor fromF32(const std::string& name, int32_t elem_type, const ir::Shape& shape,
+                   const float* data);
+
 /// An ONNX TensorProto file (input_0.pb); errors name the file and what is wrong.
 absl::StatusOr<OnnxTensor> readTensorFile(const std::string& path);
 

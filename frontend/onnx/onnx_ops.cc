@@ -1711,15 +1711,27 @@ bool isFloatType(int64_t t) {
   return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::DOUBLE;
 }
 
+/// Output 0 = (input 0 KIND 0) at run time: a boolean's Not (eq), a float cast to bool (ne).
+absl::Status compareWithZero(NodeContext& c, ir::Comparison kind) {
+  ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
+  Tensor zero = c.emit(
+      ir::ConstantArgs{.value = 0}.spec({.declared_types = {ir::TensorType{ir::DType::kF32, {}}}}));
+  c.setOutput(0, c.emit(ir::CompareArgs{.a = x.value(), .b = zero.value(), .kind = kind}.spec()));
+  return absl::OkStatus();
+}
+
 absl::Status cast(NodeContext& c) {
   ASSIGN_OR_RETURN(int64_t to, c.attrInt("to", 0));
   if (!c.isConstant(0)) {
-    // Among float and double: the identity, as both are computed in f32 (docs/ONNX.md).
+    // Among float, double and bool: a boolean is held as 1 and 0 in f32 and both floats
+    // are computed in f32 (docs/ONNX.md), so the identity, but for float to bool (x != 0).
     ASSIGN_OR_RETURN(int32_t from, c.elemType(0));
-    if (!isFloatType(to) || !isFloatType(from))
+    const bool is_bool = to == onnx::TensorProto::BOOL, from_bool = from == onnx::TensorProto::BOOL;
+    if (!(isFloatType(to) || is_bool) || !(isFloatType(from) || from_bool))
       return NodeContext::unsupported(absl::StrCat("a cast to ", elemTypeName(int32_t(to)),
                                                    " at run time (Tandem computes in float)"));
-    return identity(c);
+    if (!is_bool || from_bool) return identity(c);
+    return compareWithZero(c, ir::Comparison::kNe);
   }
   ASSIGN_OR_RETURN(const OnnxTensor* v, c.constant(0));
   OnnxTensor out;
@@ -1761,26 +1773,103 @@ absl::Status constantOfShape(NodeContext& c) {
   return absl::OkStatus();
 }
 
-absl::Status equal(NodeContext& c) {
-  if (!c.isConstant(0) || !c.isConstant(1))
-    return NodeContext::unsupported(
-        "a comparison at run time (Tandem compares values known at import: shape arithmetic)");
+// Comparisons, Not, Where and Mod: of values known at import (shape arithmetic, swin's
+// masks) computed here; of values computed at run time the compare, where and mod ops,
+// booleans held as 1 and 0 in f32 (ir/ops.td).
+
+/// Whether every input of the node is known at import.
+bool allKnown(NodeContext& c) {
+  for (size_t i = 0; i < size_t(c.node().input_size()); ++i)
+    if (c.hasInput(i) && !c.isConstant(i)) return false;
+  return true;
+}
+
+/// The node's inputs as tensors of the graph (known values become buffers).
+absl::StatusOr<std::vector<ir::Value*>> inputValues(NodeContext& c) {
+  std::vector<ir::Value*> values;
+  for (size_t i = 0; i < size_t(c.node().input_size()); ++i) {
+    ASSIGN_OR_RETURN(Tensor t, c.tensor(i));
+    values.push_back(t.value());
+  }
+  return values;
+}
+
+template <ir::Comparison kKind>
+bool holds(double a, double b) {
+  switch (kKind) {
+    case ir::Comparison::kEq:
+      return a == b;
+    case ir::Comparison::kNe:
+      return a != b;
+    case ir::Comparison::kLt:
+      return a < b;
+    case ir::Comparison::kLe:
+      return a <= b;
+    case ir::Comparison::kGt:
+      return a > b;
+    case ir::Comparison::kGe:
+      return a >= b;
+  }
+  return false;
+}
+
+/// Equal, Less, LessOrEqual, Greater, GreaterOrEqual.
+template <ir::Comparison kKind>
+absl::Status comparison(NodeContext& c) {
+  if (!allKnown(c)) {
+    ASSIGN_OR_RETURN(std::vector<ir::Value*> in, inputValues(c));
+    c.setOutput(0, c.emit(ir::CompareArgs{.a = in[0], .b = in[1], .kind = kKind}.spec()));
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(const OnnxTensor* a, c.constant(0));
   ASSIGN_OR_RETURN(const OnnxTensor* b, c.constant(1));
-  ASSIGN_OR_RETURN(OnnxTensor v,
-                   broadcastKnown({a, b}, {}, onnx::TensorProto::BOOL,
-                                  [](const std::vector<double>& x) { return x[0] == x[1]; }));
+  ASSIGN_OR_RETURN(OnnxTensor v, broadcastKnown({a, b}, {}, onnx::TensorProto::BOOL,
+                                                [](const std::vector<double>& x) {
+                                                  return holds<kKind>(x[0], x[1]);
+                                                }));
+  c.setOutput(0, std::move(v));
+  return absl::OkStatus();
+}
+
+enum class Logic { kAnd, kOr, kXor };
+
+/// And, Or, Xor of booleans: known ones computed here; at run time (1 and 0 in f32) And
+/// is a * b != 0, Or a + b != 0, Xor a != b.
+template <Logic kLogic>
+absl::Status logical(NodeContext& c) {
+  if (!allKnown(c)) {
+    ASSIGN_OR_RETURN(std::vector<ir::Value*> in, inputValues(c));
+    ir::Value* a = in[0];
+    ir::Value* b = in[1];
+    if (kLogic != Logic::kXor) {
+      a = c.emit(kLogic == Logic::kAnd ? ir::MulBcastArgs{.a = a, .b = b}.spec()
+                                       : ir::AddBcastArgs{.a = a, .b = b}.spec())
+              .value();
+      b = c.emit(ir::ConstantArgs{.value = 0}.spec(
+                     {.declared_types = {ir::TensorType{ir::DType::kF32, {}}}}))
+              .value();
+    }
+    c.setOutput(0, c.emit(ir::CompareArgs{.a = a, .b = b, .kind = ir::Comparison::kNe}.spec()));
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const OnnxTensor* a, c.constant(0));
+  ASSIGN_OR_RETURN(const OnnxTensor* b, c.constant(1));
+  ASSIGN_OR_RETURN(
+      OnnxTensor v,
+      broadcastKnown({a, b}, {}, onnx::TensorProto::BOOL, [](const std::vector<double>& x) {
+        const bool p = x[0] != 0, q = x[1] != 0;
+        return kLogic == Logic::kAnd ? p && q : kLogic == Logic::kOr ? p || q : p != q;
+      }));
   c.setOutput(0, std::move(v));
   return absl::OkStatus();
 }
 
 absl::Status where(NodeContext& c) {
-  for (size_t i = 0; i < 3; ++i)
-    if (!c.isConstant(i))
-      return NodeContext::unsupported(absl::StrCat(
-          "input ", i, " ('", c.node().input(int(i)),
-          "') computed at run time (Tandem selects among values known at import: shape "
-          "arithmetic)"));
+  if (!allKnown(c)) {
+    ASSIGN_OR_RETURN(std::vector<ir::Value*> in, inputValues(c));
+    c.setOutput(0, c.emit(ir::WhereArgs{.cond = in[0], .a = in[1], .b = in[2]}.spec()));
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(const OnnxTensor* cond, c.constant(0));
   ASSIGN_OR_RETURN(const OnnxTensor* x, c.constant(1));
   ASSIGN_OR_RETURN(const OnnxTensor* y, c.constant(2));
@@ -1793,8 +1882,8 @@ absl::Status where(NodeContext& c) {
   return absl::OkStatus();
 }
 
-// Mod, Range, Not and ScatterND compute masks and indices from shapes (swin's shifted
-// windows build their attention mask so): values known at import, computed here.
+// Range and ScatterND compute masks and indices from shapes (swin's shifted windows build
+// their attention mask so): values known at import, computed here.
 
 /// Each input known at import, else the refusal naming the first that is not.
 absl::Status expectKnownInputs(NodeContext& c, absl::string_view what) {
@@ -1807,8 +1896,13 @@ absl::Status expectKnownInputs(NodeContext& c, absl::string_view what) {
 }
 
 absl::Status mod(NodeContext& c) {
-  RETURN_IF_ERROR(expectKnownInputs(c, "Mod"));
   ASSIGN_OR_RETURN(int64_t fmod, c.attrInt("fmod", 0));
+  if (!allKnown(c)) {  // of floats (run-time values are), which ONNX takes with fmod 1 only
+    if (!fmod) return NodeContext::invalid("fmod 0 on floats");
+    ASSIGN_OR_RETURN(std::vector<ir::Value*> in, inputValues(c));
+    c.setOutput(0, c.emit(ir::ModArgs{.a = in[0], .b = in[1], .fmod = true}.spec()));
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(const OnnxTensor* a, c.constant(0));
   ASSIGN_OR_RETURN(const OnnxTensor* b, c.constant(1));
   if (a->isFloat() != b->isFloat()) return NodeContext::invalid("A and B differ in type");
@@ -1856,7 +1950,7 @@ absl::Status range(NodeContext& c) {
 }
 
 absl::Status logicalNot(NodeContext& c) {
-  RETURN_IF_ERROR(expectKnownInputs(c, "Not"));
+  if (!c.isConstant(0)) return compareWithZero(c, ir::Comparison::kEq);
   ASSIGN_OR_RETURN(const OnnxTensor* x, c.constant(0));
   OnnxTensor out = *x;
   out.name.clear();
@@ -1867,10 +1961,85 @@ absl::Status logicalNot(NodeContext& c) {
 
 /// ScatterND of known values (reduction none): data with each index tuple's slice
 /// replaced by its update, in order (a later write of one place wins, as ONNX's reference).
+/// ScatterND of data or updates computed at run time, by indices known at import
+/// (x[:, 0] = y, index_put with constant indices): viewed as rows of the slice each index
+/// tuple addresses, the result is the runs of data's rows and updates' rows in order,
+/// sliced and joined (slice_axis, concat_axis), so both get their gradients.
+absl::Status scatterNdTensor(NodeContext& c, const OnnxTensor& indices, size_t k) {
+  ASSIGN_OR_RETURN(ir::Shape ds, c.shape(0));
+  ASSIGN_OR_RETURN(ir::Shape us, c.shape(2));
+  int64_t rows = 1, slice = 1;
+  for (size_t a = 0; a < ds.size(); ++a) (a < k ? rows : slice) *= ds[a];
+  const int64_t tuples = indices.numElements() / int64_t(k);
+  if (product(us) != tuples * slice)
+    return NodeContext::invalid("updates hold another number of elements than indices address");
+  std::vector<int64_t> writer(size_t(rows), -1);  // the last tuple writing each row wins
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t at = 0;
+    for (size_t a = 0; a < k; ++a) {
+      const int64_t i = indices.ints[size_t(t) * k + a], dim = ds[a];
+      if (i < -dim || i >= dim)
+        return NodeContext::invalid(absl::StrCat("index ", i, " is outside an axis of ", dim));
+      at = at * dim + (i < 0 ? i + dim : i);
+    }
+    writer[size_t(at)] = t;
+  }
+  struct Run {
+    bool update;
+    int64_t start, end;  // rows of data or of updates
+  };
+  std::vector<Run> runs;
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool update = writer[size_t(r)] >= 0;
+    const int64_t from = update ? writer[size_t(r)] : r;
+    if (!runs.empty() && runs.back().update == update && runs.back().end == from)
+      ++runs.back().end;
+    else
+      runs.push_back({update, from, from + 1});
+  }
+  constexpr size_t kMaxRuns = 1024;  // each run is a node: a scattered pattern is refused
+  if (runs.size() > kMaxRuns)
+    return NodeContext::unsupported(absl::StrCat("a scatter of run-time values into ", runs.size(),
+                                                 " separate runs of rows (at most ", kMaxRuns,
+                                                 ")"));
+  ASSIGN_OR_RETURN(Tensor data, c.tensor(0));
+  ASSIGN_OR_RETURN(Tensor updates, c.tensor(2));
+  const Tensor sources[] = {reshapeTensor(c, data, {rows, slice}),
+                            reshapeTensor(c, updates, {tuples, slice})};
+  std::vector<ir::Value*> pieces;
+  for (const Run& run : runs) {
+    const Tensor& from = sources[run.update ? 1 : 0];
+    pieces.push_back(
+        run.start == 0 && run.end == from.shape()[0]
+            ? from.value()
+            : c.emit(ir::SliceAxisArgs{
+                         .x = from.value(), .axis = 0, .start = run.start, .end = run.end}
+                         .spec())
+                  .value());
+  }
+  Tensor y = pieces.size() == 1
+                 ? Tensor(pieces[0])
+                 : c.emit(ir::ConcatAxisArgs{.xs = std::move(pieces), .axis = 0}.spec());
+  c.setOutput(0, reshapeTensor(c, y, ds));
+  return absl::OkStatus();
+}
+
 absl::Status scatterNd(NodeContext& c) {
-  RETURN_IF_ERROR(expectKnownInputs(c, "ScatterND"));
   ASSIGN_OR_RETURN(std::string reduction, c.attrString("reduction", "none"));
   if (reduction != "none") return NodeContext::unsupported(absl::StrCat("reduction ", reduction));
+  if (!c.isConstant(1))
+    return NodeContext::unsupported(
+        "indices computed at run time (Tandem scatters by indices known at import)");
+  if (!c.isConstant(0) || !c.isConstant(2)) {
+    ASSIGN_OR_RETURN(const OnnxTensor* indices, c.constant(1));
+    ASSIGN_OR_RETURN(ir::Shape ds, c.shape(0));
+    if (indices->isFloat() || indices->shape.empty() || indices->shape.back() < 1 ||
+        size_t(indices->shape.back()) > ds.size())
+      return NodeContext::invalid(
+          "indices must be integers of rank >= 1, their last axis a "
+          "count of data's leading axes");
+    return scatterNdTensor(c, *indices, size_t(indices->shape.back()));
+  }
   ASSIGN_OR_RETURN(const OnnxTensor* data, c.constant(0));
   ASSIGN_OR_RETURN(const OnnxTensor* indices, c.constant(1));
   ASSIGN_OR_RETURN(const OnnxTensor* updates, c.constant(2));
@@ -1993,6 +2162,7 @@ std::map<std::string, OpConverter>* makeTable() {
   // min_version: the oldest schema of the op whose meaning the converter implements.
   auto* t = new std::map<std::string, OpConverter>{
       {"Add", {6, arith(Arith::kAdd)}},
+      {"And", {7, logical<Logic::kAnd>}},
       {"AveragePool", {1, pool<false>}},
       {"BatchNormalization", {6, batchNormalization}},
       {"Cast", {6, cast}},
@@ -2004,16 +2174,20 @@ std::map<std::string, OpConverter>* makeTable() {
       {"Div", {6, arith(Arith::kDiv)}},
       {"Dropout", {7, dropout}},
       {"Einsum", {12, einsum}},
-      {"Equal", {7, equal}},
+      {"Equal", {7, comparison<ir::Comparison::kEq>}},
       {"Erf", {9, knownOr(erfOf, ir::Op::kErf)}},
       {"Expand", {8, expand}},
       {"Flatten", {1, flatten}},
       {"Gather", {1, gather}},
       {"Gemm", {6, gemm}},
       {"GlobalAveragePool", {1, globalAveragePool}},
+      {"Greater", {7, comparison<ir::Comparison::kGt>}},
+      {"GreaterOrEqual", {12, comparison<ir::Comparison::kGe>}},
       {"HardSigmoid", {6, hardSigmoid}},
       {"Identity", {1, identity}},
       {"LayerNormalization", {17, layerNormalization}},
+      {"Less", {7, comparison<ir::Comparison::kLt>}},
+      {"LessOrEqual", {12, comparison<ir::Comparison::kLe>}},
       {"LogSoftmax", {1, softmaxLike<ir::LogSoftmaxArgs>}},
       {"MatMul", {1, matmul}},
       {"MaxPool", {1, pool<true>}},
@@ -2021,6 +2195,7 @@ std::map<std::string, OpConverter>* makeTable() {
       {"Mul", {6, arith(Arith::kMul)}},
       {"Neg", {6, neg}},
       {"Not", {1, logicalNot}},
+      {"Or", {7, logical<Logic::kOr>}},
       {"Pad", {2, pad}},
       {"Pow", {7, power}},
       {"ReduceL1", {1, reduce<Reduce::kL1>}},
@@ -2043,6 +2218,7 @@ std::map<std::string, OpConverter>* makeTable() {
       {"Transpose", {1, transpose}},
       {"Unsqueeze", {1, unsqueeze}},
       {"Where", {9, where}},
+      {"Xor", {7, logical<Logic::kXor>}},
   };
   // The ops the spec maps one to one whose known inputs the importer computes itself (the
   // converters above, which emit the op otherwise).

@@ -1,4 +1,5 @@
-// scale, and the broadcasting add_bcast and mul_bcast (numpy's rules).
+// scale, and the broadcasting add_bcast, mul_bcast, compare, where and mod (numpy's
+// rules).
 //
 // Broadcasting is ops of their own rather than a wider `add` because add is fusible:
 // fuse-conv-bn-relu takes it as a residual join and the layout rules of both backends
@@ -62,28 +63,51 @@ absl::Status gradScale(GradContext& c) {
   return absl::OkStatus();
 }
 
-/// numpy's broadcast of a's and b's shapes: aligned from the last axis, each pair equal or
-/// one of them 1 (a missing axis counts as 1).
-absl::StatusOr<Shape> broadcastShape(const Node& n) {
-  const Shape &a = typeOf(n, 0).shape, &b = typeOf(n, 1).shape;
-  const size_t rank = std::max(a.size(), b.size());
-  Shape y(rank);
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return fail(absl::StrCat(describeOperand(n, 0), " and ", describeOperand(n, 1),
-                               " do not broadcast: axis ", static_cast<int64_t>(i - rank), " is ",
-                               da, " and ", db, " (numpy's rules: equal, or one of them 1)"));
-    y[i] = da == 1 ? db : da;
+/// numpy's broadcast of the shapes of operands `first` onwards: aligned from the last
+/// axis, each axis' sizes equal or 1 (a missing axis counts as 1).
+absl::StatusOr<Shape> broadcastShape(const Node& n, size_t first = 0) {
+  Shape y;
+  for (size_t k = first; k < n.numOperands(); ++k) {
+    const Shape& x = typeOf(n, k).shape;
+    if (x.size() > y.size()) y.insert(y.begin(), x.size() - y.size(), 1);
+    for (size_t i = 0; i < x.size(); ++i) {
+      int64_t& d = y[y.size() - x.size() + i];
+      if (x[i] != d && x[i] != 1 && d != 1) {
+        const auto axis = static_cast<int64_t>(i) - static_cast<int64_t>(x.size());
+        return fail(
+            absl::StrCat(k == first + 1 ? describeOperand(n, first) : "the operands before it",
+                         " and ", describeOperand(n, k), " do not broadcast: axis ", axis, " is ",
+                         d, " and ", x[i], " (numpy's rules: equal, or one of them 1)"));
+      }
+      if (d == 1) d = x[i];
+    }
   }
   return y;
 }
 
-absl::StatusOr<Types> inferBroadcastBinary(const Node& n) {  // a, b
-  ASSIGN_OR_RETURN(Shape y, broadcastShape(n));
-  const bool low = typeOf(n, 0).dtype == DType::kBF16 || typeOf(n, 1).dtype == DType::kBF16;
+/// The broadcast shape, in bf16 when an operand from `first` on is (an f32 one beside it
+/// a master weight, read as it is), else f32.
+absl::StatusOr<Types> inferBroadcast(const Node& n, size_t first) {
+  ASSIGN_OR_RETURN(Shape y, broadcastShape(n, first));
+  bool low = false;
+  for (size_t k = first; k < n.numOperands(); ++k) low = low || typeOf(n, k).dtype == DType::kBF16;
   return Types{TensorType{low ? DType::kBF16 : DType::kF32, y}};
+}
+
+absl::StatusOr<Types> inferBroadcastBinary(const Node& n) {  // a, b
+  return inferBroadcast(n, 0);
+}
+
+/// where's result is of a's and b's dtype, shaped by all three; mod_backward's of dy's.
+absl::StatusOr<Types> inferWhere(const Node& n) {  // cond, a, b
+  ASSIGN_OR_RETURN(Types t, inferBroadcast(n, 1));
+  ASSIGN_OR_RETURN(t[0].shape, broadcastShape(n));
+  return t;
+}
+
+absl::StatusOr<Types> inferModBackward(const Node& n) {  // dy, a, b
+  ASSIGN_OR_RETURN(Shape y, broadcastShape(n));
+  return Types{TensorType{typeOf(n, 0).dtype, y}};
 }
 
 absl::Status gradAddBcast(GradContext& c) {
@@ -114,8 +138,60 @@ absl::Status gradMulBcast(GradContext& c) {
   return absl::OkStatus();
 }
 
+/// A comparison is piecewise constant: nothing flows back through it.
+absl::Status gradCompare(GradContext&) { return absl::OkStatus(); }
+
+/// da = where(cond, dy, 0) and db = where(cond, 0, dy), each summed to its operand's shape
+/// (PyTorch's where backward: a select, so an infinite dy on the other side stays out).
+absl::Status gradWhere(GradContext& c) {
+  const Node& n = c.node();
+  if (!c.needsGrad(1) && !c.needsGrad(2)) return absl::OkStatus();
+  Value* dy = c.resultGrad(0);
+  ASSIGN_OR_RETURN(Node * zero, c.emit(ConstantArgs{.value = 0}.spec(
+                                    {.names = {n.result()->name() + ".grad_zero"},
+                                     .declared_types = {TensorType{dy->type().dtype, {}}}})));
+  for (size_t i = 1; i < 3; ++i) {
+    if (!c.needsGrad(i)) continue;
+    Value* x = n.operand(i);
+    const bool whole = x->type().shape == n.result()->type().shape;
+    ASSIGN_OR_RETURN(Node * sel,
+                     c.emit(WhereArgs{.cond = n.operand(0),
+                                      .a = i == 1 ? dy : zero->result(),
+                                      .b = i == 1 ? zero->result() : dy}
+                                .spec({.names = {whole ? gradName(x) : gradName(x) + ".full"}})));
+    ASSIGN_OR_RETURN(Value * dx, sumToShape(c, sel->result(), x->type().shape, gradName(x)));
+    c.addOperandGrad(i, dx);
+  }
+  return absl::OkStatus();
+}
+
+/// da = dy summed to a's shape; db = mod_backward (-dy times the rounded quotient) summed
+/// to b's.
+absl::Status gradMod(GradContext& c) {
+  const Node& n = c.node();
+  Value *a = n.operand(0), *b = n.operand(1), *dy = c.resultGrad(0);
+  if (c.needsGrad(0)) {
+    ASSIGN_OR_RETURN(Value * da, sumToShape(c, dy, a->type().shape, gradName(a)));
+    c.addOperandGrad(0, da);
+  }
+  if (c.needsGrad(1)) {
+    const bool whole = b->type().shape == n.result()->type().shape;
+    ASSIGN_OR_RETURN(
+        Node * full,
+        c.emit(ModBackwardArgs{.dy = dy, .a = a, .b = b, .fmod = ModView(n).fmod()}.spec(
+            {.names = {whole ? gradName(b) : gradName(b) + ".full"}})));
+    ASSIGN_OR_RETURN(Value * db, sumToShape(c, full->result(), b->type().shape, gradName(b)));
+    c.addOperandGrad(1, db);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
+extern const OpRules kCompareRules{.infer = inferBroadcastBinary, .grad = gradCompare};
+extern const OpRules kWhereRules{.infer = inferWhere, .grad = gradWhere};
+extern const OpRules kModRules{.infer = inferBroadcastBinary, .grad = gradMod};
+extern const OpRules kModBackwardRules{.infer = inferModBackward};
 extern const OpRules kScaleRules{.infer = inferScale, .grad = gradScale};
 extern const OpRules kAddBcastRules{.infer = inferBroadcastBinary, .grad = gradAddBcast};
 extern const OpRules kMulBcastRules{.infer = inferBroadcastBinary, .grad = gradMulBcast};

@@ -318,6 +318,77 @@ TEST(AxisOps, ReductionOverAnAxisOfSizeOneIsACopy) {
       }
 }
 
+// where's and mod's gradient rules through the CPU kernels, against the derivatives
+// written out: where passes dy to a where cond holds and to b where not (a NaN dy on the
+// other side stays out, as PyTorch's select does), each summed over its broadcast axes;
+// mod passes dy to a and -dy * floor(a / b) (trunc with fmod) to b. cond and a comparison's
+// operands get no gradient.
+TEST(AxisOps, WhereAndModGradientRulesAreTheirDerivatives) {
+  {
+    GraphEval e;
+    ir::Value* cond = e.input("cond", f32Of({3, 1}));
+    ir::Value* a = e.input("a", f32Of({2, 3, 4}));
+    ir::Value* b = e.input("b", f32Of({4}));
+    auto n = e.add(ir::WhereArgs{.cond = cond, .a = a, .b = b}.spec());
+    ASSERT_TRUE(n.ok()) << n.status();
+    ir::Value* dy = e.input("dy", f32Of({2, 3, 4}));
+    std::vector<ir::Value*> g = e.grad(**n, dy, {false, true, true});
+    ASSERT_EQ(g.size(), 3u);
+    EXPECT_EQ(g[0], nullptr);
+    ASSERT_NE(g[1], nullptr);
+    ASSERT_NE(g[2], nullptr);
+    const float conds[] = {1.0f, 0.0f, std::nanf("")};  // NaN holds
+    for (int i = 0; i < 3; ++i) e.buffer(cond).f32()[i] = conds[i];
+    Buffer& dyb = e.buffer(dy);
+    for (int64_t i = 0; i < 24; ++i) dyb.f32()[i] = float(i) / 8 - 1;
+    dyb.f32()[5] = std::nanf("");  // row 1 (cond 0): reaches b only
+    e.run();
+    std::vector<double> da(24, 0.0), db(4, 0.0);
+    for (int64_t i = 0; i < 24; ++i) {
+      const int64_t row = (i / 4) % 3, col = i % 4;
+      if (row != 1)
+        da[size_t(i)] = dyb.f32()[i];
+      else
+        db[size_t(col)] += dyb.f32()[i];
+    }
+    for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(e.buffer(g[1]).f32()[i], da[size_t(i)]) << i;
+    for (int64_t c = 0; c < 4; ++c) {
+      if (c == 1)
+        EXPECT_TRUE(std::isnan(e.buffer(g[2]).f32()[c]));
+      else
+        EXPECT_FLOAT_EQ(e.buffer(g[2]).f32()[c], float(db[size_t(c)])) << c;
+    }
+  }
+  for (bool fmod : {false, true}) {
+    SCOPED_TRACE(fmod ? "fmod" : "remainder");
+    GraphEval e;
+    ir::Value* a = e.input("a", f32Of({3, 4}));
+    ir::Value* b = e.input("b", f32Of({4}));
+    auto n = e.add(ir::ModArgs{.a = a, .b = b, .fmod = fmod}.spec());
+    ASSERT_TRUE(n.ok()) << n.status();
+    ir::Value* dy = e.input("dy", f32Of({3, 4}));
+    std::vector<ir::Value*> g = e.grad(**n, dy);
+    ASSERT_EQ(g.size(), 2u);
+    const float as[] = {7.5f, -7.5f, 2.0f, -0.25f};
+    const float bs[] = {2.0f, -3.0f, 0.5f, 4.0f};
+    for (int64_t i = 0; i < 12; ++i) {
+      e.buffer(a).f32()[i] = as[i % 4] * float(1 + i / 4);
+      e.buffer(dy).f32()[i] = 1.0f + float(i) / 4;
+    }
+    for (int i = 0; i < 4; ++i) e.buffer(b).f32()[i] = bs[i];
+    e.run();
+    for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(e.buffer(g[0]).f32()[i], e.buffer(dy).f32()[i]) << i;
+    for (int c = 0; c < 4; ++c) {
+      double want = 0;
+      for (int r = 0; r < 3; ++r) {
+        const double q = double(e.buffer(a).f32()[r * 4 + c]) / bs[c];
+        want -= e.buffer(dy).f32()[r * 4 + c] * (fmod ? std::trunc(q) : std::floor(q));
+      }
+      EXPECT_FLOAT_EQ(e.buffer(g[1]).f32()[c], float(want)) << c;
+    }
+  }
+}
+
 TEST(AxisOps, BadOperandsAreErrorsNamingTheNodeAndOperand) {
   struct Bad {
     std::vector<ir::TensorType> types;

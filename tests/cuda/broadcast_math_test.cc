@@ -1,4 +1,5 @@
-// scale, add_bcast, mul_bcast, concat_axis, slice_axis and slice_axis_backward on CUDA.
+// scale, add_bcast, mul_bcast, concat_axis, slice_axis and slice_axis_backward on CUDA,
+// and compare, where, mod and mod_backward (select_at.h).
 // Without a GPU: the per-element math the kernels run (broadcast_math.h over
 // broadcast_index.h), compiled here, against the CPU kernels (the own scale loop, oneDNN's
 // binary, the own copy loops) bit for bit: each result element is one float operation (or
@@ -9,6 +10,7 @@
 
 #include "backend/cuda/broadcast_math.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +21,8 @@
 
 #include "backend/axis_split.h"
 #include "backend/broadcast_index.h"
+#include "backend/cuda/select_at.h"
+#include "backend/select_node.h"
 #include "gtest/gtest.h"
 #include "tests/cuda/cuda_test_util.h"
 
@@ -195,6 +199,68 @@ TEST(CudaAxisMath, SliceAndItsBackwardAreTheCpuKernels) {
 
 // ---- on a GPU ----------------------------------------------------------------------------
 
+// compare, where, mod and mod_backward: select_at.h's element against the CPU's loop
+// (both over select_math.h), f32 and bf16 operands side by side, every operand broadcast
+// somewhere, a NaN, infinities and zeros among the values.
+TEST(CudaAxisMath, CompareWhereAndModAreTheCpuKernels) {
+  using Attrs = SingleOp::Attrs;
+  struct Case {
+    Op op;
+    std::vector<ir::TensorType> types;
+    Attrs attrs;
+    cu::SelectKind kind;
+  };
+  std::vector<Case> cases;
+  for (const char* kind : {"eq", "ne", "lt", "le", "gt", "ge"})
+    cases.push_back({Op::kCompare,
+                     {f32({2, 3, 4}), bf16({3, 1})},
+                     {{"kind", ir::EnumWord{kind}}},
+                     cu::SelectKind::kBinary});
+  for (bool fmod : {false, true}) {
+    cases.push_back(
+        {Op::kMod, {f32({3, 1}), f32({1, 4})}, {{"fmod", fmod}}, cu::SelectKind::kBinary});
+    cases.push_back({Op::kModBackward,
+                     {bf16({2, 3, 4}), f32({3, 4}), f32({4})},
+                     {{"fmod", fmod}},
+                     cu::SelectKind::kModBackward});
+  }
+  cases.push_back(
+      {Op::kWhere, {f32({3, 1}), bf16({2, 3, 4}), f32({4})}, {}, cu::SelectKind::kWhere});
+  std::mt19937 rng(6);
+  for (const Case& c : cases) {
+    SingleOp op(c.op, c.types, c.attrs);
+    SCOPED_TRACE(op.node().describe());
+    fillOperands(op, rng);
+    for (size_t k = 0; k < c.types.size(); ++k) {  // specials at the front of each operand
+      Buffer& b = op.in(k);
+      const float specials[] = {NAN, INFINITY, 0.0f};
+      for (int64_t i = 0; i < std::min<int64_t>(3, b.size()); ++i) {
+        const float v = specials[(size_t(i) + k) % 3];
+        if (b.type().dtype == ir::DType::kBF16)
+          b.bf16()[i] = v;
+        else
+          b.f32()[i] = v;
+      }
+    }
+    cu::SelectOperands ops;
+    ops.kind = c.kind;
+    ops.count = int32_t(c.types.size());
+    if (c.kind == cu::SelectKind::kBinary) ops.fn = backend::binaryFnOf(op.node());
+    if (c.kind == cu::SelectKind::kModBackward) ops.fmod = ir::attr::fmod(op.node());
+    const ir::Shape& y = op.node().result()->type().shape;
+    for (int32_t k = 0; k < ops.count; ++k) {
+      auto m = backend::broadcastMap(c.types[size_t(k)].shape, y, "operand");
+      ASSERT_TRUE(m.ok());
+      ops.map[k] = *m;
+      ops.bf16[k] = c.types[size_t(k)].dtype == ir::DType::kBF16;
+      ops.data[k] = raw(op.in(size_t(k)));
+    }
+    expectMathIsTheCpuKernel(op, [&](Buffer& out, int64_t i) {
+      typed(out, [&](auto* o) { cu::store(o, i, cu::selectAt(ops, i)); });
+    });
+  }
+}
+
 TEST(CudaAxisKernels, EveryOpMatchesTheCpu) {
   TANDEM_SKIP_WITHOUT_GPU();
   std::mt19937 rng(5);
@@ -218,6 +284,10 @@ TEST(CudaAxisKernels, EveryOpMatchesTheCpu) {
       {Op::kSliceAxisBackward,
        {bf16({8, 1, 64}), bf16({8, 50, 64})},
        {{"axis", int64_t{1}}, {"start", int64_t{0}}}},
+      {Op::kCompare, {f32({8, 50, 64}), bf16({50, 1})}, {{"kind", ir::EnumWord{"le"}}}},
+      {Op::kWhere, {f32({8, 50, 1}), bf16({8, 50, 64}), f32({64})}, {}},
+      {Op::kMod, {f32({8, 50, 64}), f32({64})}, {{"fmod", false}}},
+      {Op::kModBackward, {f32({8, 50, 64}), f32({8, 50, 64}), f32({64})}, {{"fmod", true}}},
   };
   for (const Case& c : cases) {
     SingleOp op(c.op, c.types, c.attrs);

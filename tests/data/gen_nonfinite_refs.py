@@ -534,6 +534,44 @@ def pad_cases():
         .attr("_exact", 1).write()
 
 
+def select_cases():
+    """compare (each kind), where and mod (remainder and fmod) with their backward, under
+    broadcasting, over specials: NaN compares unequal to everything; a NaN condition
+    selects a (torch.where(cond != 0, ...)), -0 does not; a zero, infinite or negative
+    divisor. mod_backward is autograd's gradient of the divisor (b of a's shape, so that
+    nothing is summed)."""
+    a = special(2, 3, 4)
+    b = plant(torch.randn(1, 3, 1), [0, 1, 2], [NAN, 0.0, INF])
+    b_eq = a[:, :, :1].clone()[:1]  # equal to a's first column of batch 0
+    fns = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt,
+           "ge": torch.ge}
+    for kind, fn in fns.items():
+        NCase(f"compare_{kind}", "compare", f"torch.{fn.__name__}(a, b).float(), broadcast") \
+            .attr("kind", kind).ins(a, b_eq).outs(fn(a, b_eq).float()).attr("_exact", 1).write()
+    NCase("compare_lt_specials", "compare", "a < b with NaN and inf in b") \
+        .attr("kind", "lt").ins(a, b).outs((a < b).float()).attr("_exact", 1).write()
+    NCase("compare_ge_bf16", "compare", "a >= b in bf16").attr("kind", "ge") \
+        .ins(bf16(a), bf16(b)).outs((bf16(a) >= bf16(b)).to(torch.bfloat16)) \
+        .attr("_exact", 1).write()
+    cond = torch.tensor([1.0, 0.0, NAN, -0.0, 2.0]).reshape(1, 5, 1)
+    wa = special(2, 5, 3)
+    wb = plant(torch.randn(5, 1), [1], [-INF])
+    NCase("where", "where", "torch.where(cond != 0, a, b), the three broadcast") \
+        .ins(cond, wa, wb).outs(torch.where(cond != 0, wa, wb)).attr("_exact", 1).write()
+    ma = plant(torch.randn(3, 8) * 5, list(range(7)), [NAN, INF, -INF, -0.0, SUB, 7.0, -7.0])
+    mb = plant(torch.randn(8) * 2, [0, 1, 2, 5, 6], [1.5, 0.0, INF, 3.5, -3.5])
+    for name, fmod, fn in [("mod", 0, torch.remainder), ("mod_fmod", 1, torch.fmod)]:
+        NCase(name, "mod", f"torch.{fn.__name__}(a, b), broadcast").attr("fmod", fmod) \
+            .ins(ma, mb).outs(fn(ma, mb)).attr("_exact", 1).write()
+        bl = leaf(mb.expand(3, 8).contiguous())
+        al = leaf(ma)
+        y = fn(al, bl)
+        dy = plant(torch.randn(3, 8), [9], [INF])
+        y.backward(dy)
+        NCase(f"{name}_backward", "mod_backward", f"autograd of torch.{fn.__name__} for b") \
+            .attr("fmod", fmod).ins(dy, ma, bl.detach()).outs(bl.grad).attr("_exact", 1).write()
+
+
 def grouped_conv_cases():
     """Grouped (2 groups of 2 input channels, 3 outputs each) and depthwise (4 groups of
     one, stride 2) convolutions over 4 channels: non-finite inputs in every group, a NaN
@@ -1133,6 +1171,7 @@ def main():
     nonsquare_window_cases()
     more_unary_cases()
     pad_cases()
+    select_cases()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}")
 
 

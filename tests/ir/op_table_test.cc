@@ -63,9 +63,11 @@ TEST(OpTable, EachBackwardOpBelongsToADifferentiableForwardOp) {
 }
 
 TEST(OpTable, DifferentiableForwardOpsHaveGradientRules) {
-  // The ops over an axis and the broadcasting ones, whose gradients are the same ops.
-  const std::set<Op> axis_ops = {Op::kScale,      Op::kAddBcast,   Op::kMulBcast, Op::kReduceSum,
-                                 Op::kReduceMean, Op::kConcatAxis, Op::kSliceAxis};
+  // The ops over an axis and the broadcasting ones, whose gradients are the same ops
+  // (compare's rule says that nothing flows through it).
+  const std::set<Op> axis_ops = {Op::kScale,      Op::kAddBcast,   Op::kMulBcast,  Op::kReduceSum,
+                                 Op::kReduceMean, Op::kConcatAxis, Op::kSliceAxis, Op::kCompare,
+                                 Op::kWhere,      Op::kMod};
   // The forward layers of the spec that carry a gradient; accuracy (a count) does not.
   // The fused forward ops differentiate too (fold_batch_norm and conv2d_bias_act, for
   // inference only, have a rule that says so).

@@ -326,6 +326,29 @@ onnx_export::VarValues randomValues(const ir::Module& m) {
   return values;
 }
 
+/// `spec` built at kBatch, its variables drawn by randomValues, and exported.
+struct RandomExport {
+  onnx_export::VarValues values;
+  onnx::ModelProto proto;
+  onnx_export::ExportReport report;
+  /// The op types of the model's nodes, each as often as it occurs.
+  std::multiset<std::string> ops() const {
+    std::multiset<std::string> ops;
+    for (const onnx::NodeProto& n : proto.graph().node()) ops.insert(n.op_type());
+    return ops;
+  }
+};
+absl::StatusOr<RandomExport> exportRandom(const ModelSpec& spec) {
+  auto m = buildModule(spec, {.batch = kBatch});
+  if (!m.ok()) return m.status();
+  RandomExport r;
+  r.values = randomValues(**m);
+  auto proto = onnx_export::exportClassifier(**m, r.values, &r.report);
+  if (!proto.ok()) return proto.status();
+  r.proto = *std::move(proto);
+  return r;
+}
+
 // Batch norm that may not be folded stays BatchNormalization: after a relu, and after a
 // convolution whose output a residual add reads too. Exported in-process from random
 // values (running variances in [0.5, 1.5)), run by tandem run, compared with the eval step.
@@ -337,12 +360,9 @@ TEST_F(ExportTest, BatchNormThatCannotFoldStaysBatchNormalization) {
     h = b.add(b.batchNorm(c, {.name = "bn2"}), c);  // c is read twice
     return b.linear(b.flatten(h), {.out_features = 10, .name = "fc"});
   });
-  auto m = buildModule(spec, {.batch = kBatch});
-  ASSERT_TRUE(m.ok()) << m.status();
-  const onnx_export::VarValues values = randomValues(**m);
-  onnx_export::ExportReport report;
-  auto proto = onnx_export::exportClassifier(**m, values, &report);
-  ASSERT_TRUE(proto.ok()) << proto.status();
+  auto exported = exportRandom(spec);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  const auto& [values, proto, report] = *exported;
   EXPECT_TRUE(report.folded_batch_norms.empty());
   ASSERT_EQ(report.kept_batch_norms.size(), 2u);
   EXPECT_NE(report.kept_batch_norms[0].find("no convolution's (relu)"), std::string::npos)
@@ -352,7 +372,7 @@ TEST_F(ExportTest, BatchNormThatCannotFoldStaysBatchNormalization) {
   // Unfolded, both normalize the same way per element; the eval step may still fuse bn2
   // and the add differently from tandem run's plain nodes: rounding only.
   std::string checked;
-  expectRunsAsTheEvalStep(*this, spec, *proto, values, "bn_kept", &checked);
+  expectRunsAsTheEvalStep(*this, spec, proto, values, "bn_kept", &checked);
   if (!checked.empty()) {
     EXPECT_NE(checked.find("BatchNormalization"), std::string::npos) << checked;
   }
@@ -373,18 +393,42 @@ TEST_F(ExportTest, NonSquareWindowsPadSiluAndClipRunAsTheEvalStep) {
     h = b.avgPool2d(h, {.kernel = {2, 4}, .stride = {2, 4}});  // 7 x 7
     return b.linear(b.flatten(h), {.out_features = 10, .name = "fc"});
   });
-  auto m = buildModule(spec, {.batch = kBatch});
-  ASSERT_TRUE(m.ok()) << m.status();
-  const onnx_export::VarValues values = randomValues(**m);
-  auto proto = onnx_export::exportClassifier(**m, values, nullptr);
-  ASSERT_TRUE(proto.ok()) << proto.status();
-  std::multiset<std::string> ops;
-  for (const onnx::NodeProto& n : proto->graph().node()) ops.insert(n.op_type());
+  auto exported = exportRandom(spec);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  const auto& [values, proto, report] = *exported;
+  const std::multiset<std::string> ops = exported->ops();
   EXPECT_EQ(ops.count("Sigmoid"), 1u);
   EXPECT_EQ(ops.count("Clip"), 1u);
   EXPECT_EQ(ops.count("Pad"), 1u);
   std::string checked;
-  expectRunsAsTheEvalStep(*this, spec, *proto, values, "inception", &checked);
+  expectRunsAsTheEvalStep(*this, spec, proto, values, "inception", &checked);
+}
+
+// compare (every kind), where and mod (both signs) export as ONNX's comparisons, Not,
+// Where and Mod with fmod 1 (the divisor's sign as Mod, Less, Xor, And and Where), and
+// read back as the same model.
+TEST_F(ExportTest, ComparisonsWhereAndModRunAsTheEvalStep) {
+  ModelSpec spec = classifierModel("masks", {1, 28, 28}, 10, [](Builder& b, Tensor x) {
+    Tensor flat = b.flatten(x);
+    Tensor a = b.linear(flat, {.out_features = 16, .name = "a"});
+    Tensor c = b.linear(flat, {.out_features = 16, .name = "c"});
+    Tensor masks = b.compare(a, ir::Comparison::kEq, c);
+    for (ir::Comparison k : {ir::Comparison::kNe, ir::Comparison::kLt, ir::Comparison::kLe,
+                             ir::Comparison::kGt, ir::Comparison::kGe})
+      masks = b.addBroadcast(masks, b.compare(a, k, c));
+    Tensor picked = b.where(b.compare(a, ir::Comparison::kLt, c), b.mod(a, c), b.mod(c, a, true));
+    return b.linear(b.addBroadcast(picked, masks), {.out_features = 10, .name = "fc"});
+  });
+  auto exported = exportRandom(spec);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  const auto& [values, proto, report] = *exported;
+  const std::multiset<std::string> ops = exported->ops();
+  EXPECT_EQ(ops.count("Mod"), 2u);
+  EXPECT_EQ(ops.count("Where"), 2u);  // the selection and the remainder's sign fix
+  for (const char* op : {"Equal", "Not", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
+    EXPECT_GE(ops.count(op), 1u) << op;
+  std::string checked;
+  expectRunsAsTheEvalStep(*this, spec, proto, values, "masks", &checked);
 }
 
 TEST_F(ExportTest, GroupedConvolutionsAndCeilModePoolsRunAsTheEvalStep) {
@@ -397,22 +441,19 @@ TEST_F(ExportTest, GroupedConvolutionsAndCeilModePoolsRunAsTheEvalStep) {
     h = b.avgPool2d(h, {.kernel = 2, .stride = 2, .ceil_mode = true});  // 7 -> 4
     return b.linear(b.flatten(h), {.out_features = 10, .name = "fc"});
   });
-  auto m = buildModule(spec, {.batch = kBatch});
-  ASSERT_TRUE(m.ok()) << m.status();
-  const onnx_export::VarValues values = randomValues(**m);
-  onnx_export::ExportReport report;
-  auto proto = onnx_export::exportClassifier(**m, values, &report);
-  ASSERT_TRUE(proto.ok()) << proto.status();
+  auto exported = exportRandom(spec);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  const auto& [values, proto, report] = *exported;
   EXPECT_EQ(report.folded_batch_norms.size(), 2u);
   std::map<std::string, int64_t> attrs;  // "Conv.group", "MaxPool.ceil_mode", ...
-  for (const onnx::NodeProto& n : proto->graph().node())
+  for (const onnx::NodeProto& n : proto.graph().node())
     for (const onnx::AttributeProto& a : n.attribute())
       if (a.name() == "group" || a.name() == "ceil_mode")
         attrs[n.op_type() + "." + a.name()] = std::max(attrs[n.op_type() + "." + a.name()], a.i());
   EXPECT_EQ(attrs, (std::map<std::string, int64_t>{
                        {"AveragePool.ceil_mode", 1}, {"Conv.group", 8}, {"MaxPool.ceil_mode", 1}}));
   std::string checked;
-  expectRunsAsTheEvalStep(*this, spec, *proto, values, "mobile", &checked);
+  expectRunsAsTheEvalStep(*this, spec, proto, values, "mobile", &checked);
   if (!checked.empty()) {
     EXPECT_EQ(checked.substr(0, 3), "17 ") << checked;
   }

@@ -19,9 +19,12 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "tests/onnx/model_builder.h"
+#include "tests/tools/cli_helpers.h"
 
 namespace tandem::onnx_import {
 namespace {
+
+using testing::TempDir;
 
 /// A small CNN as PyTorch 1.13 exports one: conv, batch norm, relu, max pool, flatten, and
 /// nn.Linear as Gemm(transB=1); the batch dimension left open.
@@ -1091,21 +1094,53 @@ TEST(OnnxImport, ASequenceFirstReshapeWritesItsBatchDimensionMinusOneWhereItIs) 
   EXPECT_EQ(targets, (std::vector<std::vector<int64_t>>{{-1, 8, 2}, {12, 4}}));
 }
 
-TEST(OnnxImport, EqualOnRunTimeValuesIsNamed) {
-  // x == x selecting between x and x: a comparison at run time, which Tandem does not
-  // have (the Where reading it is not built, so not named).
-  onnx::ModelProto m = emptyModel("eq");
+// Comparisons, Not, Or, Where, Mod and casts to and from bool of values computed at run
+// time are the compare, where and mod ops (booleans as 1 and 0 in f32); a mask known at import
+// (a bool initializer) becomes a buffer of those numbers.
+TEST(OnnxImport, ComparisonsWhereAndModAtRunTimeAreTheirOps) {
+  onnx::ModelProto m = emptyModel("masks");
   onnx::GraphProto* g = m.mutable_graph();
   *g->add_input() = floatInput("x", {-1, 3});
-  node(g, "Equal", "is_keep", {"x", "x"}, {"keep"});
-  node(g, "Where", "where", {"keep", "x", "x"}, {"y"});
+  *g->add_initializer() = floats("t", {3}, 0.5f);
+  onnx::TensorProto known_mask;
+  known_mask.set_name("known_mask");
+  known_mask.set_data_type(onnx::TensorProto::BOOL);
+  known_mask.add_dims(3);
+  for (int v : {1, 0, 1}) known_mask.add_int32_data(v);
+  *g->add_initializer() = known_mask;
+  node(g, "Less", "below", {"x", "t"}, {"below"});
+  node(g, "Not", "not_below", {"below"}, {"at_least"});
+  node(g, "Or", "either", {"at_least", "known_mask"}, {"either"});
+  node(g, "Where", "pick", {"either", "x", "t"}, {"picked"});
+  node(g, "Where", "pick_known", {"known_mask", "picked", "x"}, {"picked2"});
+  intAttr(node(g, "Mod", "wrap", {"picked2", "t"}, {"wrapped"}), "fmod", 1);
+  intAttr(node(g, "Cast", "to_bool", {"wrapped"}, {"nonzero"}), "to", onnx::TensorProto::BOOL);
+  intAttr(node(g, "Cast", "to_float", {"nonzero"}, {"y"}), "to", onnx::TensorProto::FLOAT);
   *g->add_output() = floatInput("y", {-1, 3});
   auto imported = importBytes(bytesOf(m));
-  ASSERT_FALSE(imported.ok());
-  EXPECT_EQ(std::string(imported.status().message()),
-            "ONNX model 'm.onnx': Tandem does not support 1 node: node 'is_keep' (Equal): a "
-            "comparison at run time (Tandem compares values known at import: shape "
-            "arithmetic) (1 node reading its results could not be checked)");
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  const ir::Graph& infer = *imported->module->graph(kInferGraph);
+  EXPECT_TRUE(ir::verifyModule(*imported->module).ok()) << ir::verifyModule(*imported->module);
+  std::vector<std::string> compares;
+  for (const auto& n : infer.nodes())
+    if (n->op() == ir::Op::kCompare) compares.emplace_back(ir::toWord(ir::attr::kind(*n)));
+  EXPECT_EQ(compares, (std::vector<std::string>{"lt", "eq", "ne", "ne"}));  // Or: a + b != 0
+  const std::vector<ir::Op> ops = opsOf(infer);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), ir::Op::kWhere), 2);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), ir::Op::kMod), 1);
+  // The known mask's booleans as the numbers the where op selects by.
+  bool found = false;
+  for (const auto& [var, values] : imported->values)
+    if (absl::StrContains(var, "known_mask")) {
+      found = true;
+      EXPECT_EQ(values, (std::vector<float>{1, 0, 1}));
+    }
+  EXPECT_TRUE(found);
+  // A remainder with the divisor's sign (fmod 0) is for integers, which are known here.
+  m.mutable_graph()->mutable_node(5)->mutable_attribute(0)->set_i(0);
+  EXPECT_TRUE(absl::StrContains(importBytes(bytesOf(m)).status().message(),
+                                "node 'wrap' (Mod): fmod 0 on floats"))
+      << importBytes(bytesOf(m)).status();
 }
 
 TEST(OnnxImport, MalformedModelsNameTheFileAndTheFieldOrNode) {
@@ -1127,22 +1162,81 @@ TEST(OnnxImport, MalformedModelsNameTheFileAndTheFieldOrNode) {
   EXPECT_EQ(importBytes(bytesOf(m)).status().message(),
             "ONNX model 'm.onnx': field 'opset_import' names no version of the default (ai.onnx) "
             "domain, which node 'Conv_0' is of");
-  // Weights in a file beside the model (an export over 2 GB): said as such, not as
-  // onnx.checker's missing file.
-  m = sampleModel();
-  onnx::TensorProto* w = m.mutable_graph()->mutable_initializer(0);
+}
+
+/// `m` with initializer `index`'s values moved to `dir`/`location` after `offset` bytes
+/// of padding, as onnx.save_model(save_as_external_data=True) writes it.
+void moveToExternalFile(onnx::ModelProto* m, int index, const TempDir& dir,
+                        const std::string& location, int64_t offset) {
+  onnx::TensorProto* w = m->mutable_graph()->mutable_initializer(index);
+  std::string bytes(size_t(offset), 'x');
+  for (float v : w->float_data()) bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
+  const int64_t length = int64_t(bytes.size()) - offset;
+  dir.write(location, bytes);
   w->clear_float_data();
   w->set_data_location(onnx::TensorProto::EXTERNAL);
-  auto* entry = w->add_external_data();
-  entry->set_key("location");
-  entry->set_value("m.onnx.data");
-  s = importBytes(bytesOf(m)).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(s.message(), absl::StrCat("ONNX model 'm.onnx': Tandem does not support weights kept "
-                                      "in external files (initializer '",
-                                      w->name(),
-                                      "' in 'm.onnx.data'; exporters write them so for models "
-                                      "over 2 GB); Tandem reads weights held in the model file"));
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, std::string>>{{"location", location},
+                                                        {"offset", absl::StrCat(offset)},
+                                                        {"length", absl::StrCat(length)}}) {
+    auto* entry = w->add_external_data();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
+}
+
+absl::StatusOr<ImportedModel> importFile(const std::string& path) {
+  auto model = readOnnxModel(path);
+  if (!model.ok()) return model.status();
+  ImportOptions options;
+  options.input_shapes["x"] = {4, 1, 6, 6};
+  return importModel(**model, options);
+}
+
+// Weights in files beside the model (torch.onnx.export writes models over 2 GB so) are
+// read from there, relative to the model's directory; a file missing, too short or outside
+// that directory is named with the initializer.
+TEST(OnnxImport, WeightsInExternalFilesAreReadBesideTheModel) {
+  TempDir dir;
+  auto inline_import = importBytes(bytesOf(sampleModel()));
+  ASSERT_TRUE(inline_import.ok()) << inline_import.status();
+  onnx::ModelProto m = sampleModel();
+  moveToExternalFile(&m, 0, dir, "m.onnx.data", 16);  // conv.weight
+  moveToExternalFile(&m, 6, dir, "fc.weight", 0);     // fc.weight, a file of its own
+  const std::string path = dir.write("m.onnx", bytesOf(m));
+  auto imported = importFile(path);
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  for (const std::string name : {"conv.weight", "fc.weight", "conv.bias"})
+    EXPECT_EQ(imported->values.at(name), inline_import->values.at(name)) << name;
+
+  auto errorOf = [&](const onnx::ModelProto& bad) {
+    return std::string(importFile(dir.write("bad.onnx", bytesOf(bad))).status().message());
+  };
+  const std::string conv =
+      absl::StrCat("ONNX model '", dir.file("bad.onnx"), "': initializer 'conv.weight': ");
+  onnx::ModelProto bad = m;
+  bad.mutable_graph()->mutable_initializer(0)->mutable_external_data(0)->set_value("gone.data");
+  EXPECT_TRUE(absl::StartsWith(
+      errorOf(bad),
+      absl::StrCat("cannot read ", conv, "external data file '", dir.file("gone.data"), "'")))
+      << errorOf(bad);
+  bad = m;
+  bad.mutable_graph()->mutable_initializer(0)->mutable_external_data(0)->set_value(
+      "../m.onnx.data");
+  EXPECT_EQ(errorOf(bad), absl::StrCat(conv,
+                                       "its external data file '../m.onnx.data' is outside "
+                                       "the model's directory (ONNX names it relative to "
+                                       "the model, inside)"));
+  bad = m;
+  bad.mutable_graph()->mutable_initializer(0)->mutable_external_data(2)->set_value("100");
+  EXPECT_EQ(errorOf(bad), absl::StrCat(conv, "external data file '", dir.file("m.onnx.data"),
+                                       "' holds 88 bytes; the data is 100 bytes from offset 16"));
+  bad = m;
+  bad.mutable_graph()->mutable_initializer(0)->mutable_external_data(1)->set_value("-4");
+  EXPECT_EQ(errorOf(bad), absl::StrCat(conv, "external data offset '-4' is not a byte count"));
+  bad = m;  // a length of other than the tensor's bytes: the element count is checked as ever
+  bad.mutable_graph()->mutable_initializer(0)->mutable_external_data(2)->set_value("68");
+  EXPECT_TRUE(absl::StrContains(errorOf(bad), "conv.weight")) << errorOf(bad);
 }
 
 TEST(OnnxImportFuzz, EveryTruncationIsAnErrorOrTheSameModel) {

@@ -250,6 +250,38 @@ def check_bounded(cli, tmp):
     return None
 
 
+def masked(v):
+    """Comparisons, logic, selections and remainders of values computed at run time."""
+    y = torch.where(v > 0.5, v, v * 0.1)
+    z = torch.fmod(y, 0.7)
+    keep = (z < 0.2) | ~(v >= -1.0)
+    out = torch.where(keep, z, -z) + (v == v.floor()).float()
+    out = out.masked_fill(v.abs() > 2.5, -3.0)
+    out[:, 1] = v[:, 0] * 2  # index_put: ScatterND of run-time values
+    return out
+
+
+def check_masked(cli, tmp):
+    """A model computing masks at run time (torch.where, comparisons, |, ~, fmod,
+    masked_fill, an assignment to a column: ONNX's Greater, Less, Equal, Or, Not, Where, Mod,
+    Cast, ScatterND) as PyTorch does."""
+    x = torch.randn(4, 5) * 2
+    x[0, :3] = torch.tensor([1.0, -1.0, 0.5])  # equalities and the bounds themselves
+    model = Bounded(masked)
+    path = os.path.join(tmp, "masked.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, x, path, input_names=["x"], opset_version=17,
+                          dynamic_axes={"x": {0: "N"}})
+    ops = sorted({n.op_type for n in onnx.load(path).graph.node})
+    for batch in (4, 1):
+        err = relative(run_onnx(cli, path, x[:batch], tmp, f"masked{batch}"), model(x[:batch]).numpy())
+        if err > TOLERANCE:
+            return f"masks at run time, batch {batch}: {err:.2e} from PyTorch's"
+    print(f"{'masks at run time':28} ok {err:.2e} ({', '.join(ops)})")
+    return None
+
+
 def check_vit_replicated(cli, tmp):
     """train --onnx of PyTorch's ViT with nn.MultiheadAttention (sequence-first: its reshapes
     fold the batch into a middle axis, [T, N*heads, dim] and [T*N, D]) on two devices learns,
@@ -316,6 +348,7 @@ def main():
             run(check_vit_replicated, args.tandem, tmp)
         if "mobile" in args.models.split(","):
             run(check_bounded, args.tandem, tmp)
+            run(check_masked, args.tandem, tmp)
         if args.train:
             run(check_training, args.tandem, tmp)
     return 1 if failures else 0

@@ -9,6 +9,12 @@ with an open batch dimension. `tandem run` of the .onnx must give PyTorch's outp
 prints the refusal under its row (every unsupported node type with its count).
 
   tests/onnx/torchvision_models.py --tandem build/tools/tandem [--models families|all|a,b]
+  ../shared/tools/pytorch2 python3 tests/onnx/torchvision_models.py --models M --export-to D
+  tests/onnx/torchvision_models.py --models M --exported D     # PyTorch 2's exports, run
+
+The second pair exports with PyTorch 2.6 (Debian 13's, with its torchvision 0.21: the same
+architectures) what PyTorch 1.13 cannot export (swin_v2's aten::zero), and runs the files
+here, where `tandem` runs.
 
 `families` (the default) is the smallest model of each family the issue lists; `all` is
 torchvision.models.list_models(). The exit code is 1 when a model fails (ctest runs a
@@ -19,11 +25,13 @@ python3-onnx).
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
 import warnings
 
+import numpy as np
 import onnx
 
 import pytorch_models  # noqa: E402  (exits 77, or 1 after set-up, without PyTorch)
@@ -65,8 +73,9 @@ def build(name):
 EXPORT_FAILED = "export failed"
 
 
-def check(cli, name, batch, tmp):
-    """One model's row (and the refusal under it); returns its failure or None."""
+def export(name, batch, tmp):
+    """The model exported to tmp/NAME.onnx, with its inputs and PyTorch's outputs at batch
+    `batch` and 1 (tmp/NAME.npz); EXPORT_FAILED when PyTorch's exporter cannot write it."""
     model = build(name)
     size = IMAGE.get(name, 224)
     x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(7))
@@ -76,15 +85,26 @@ def check(cli, name, batch, tmp):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
+            kwargs = {"dynamo": False} if not torch.__version__.startswith("1.") else {}
             torch.onnx.export(model, x, path, opset_version=17, input_names=["x"],
                               output_names=["logits"],
-                              dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}})
+                              dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}}, **kwargs)
         except torch.onnx.errors.OnnxExporterError as e:  # no model for Tandem to read
             print(f"{name:<20} not exported: PyTorch's exporter: {str(e).splitlines()[0][:120]}")
             return EXPORT_FAILED
-    nodes = len(onnx.load(path, load_external_data=False).graph.node)
     params = sum(p.numel() for p in model.parameters()) / 1e6
-    row = f"{name:<20} {params:7.1f}M {nodes:6d}"
+    np.savez(os.path.join(tmp, f"{name}.npz"), x=x.numpy(), want=want, want_one=want_one,
+             params=params, versions=f"torchvision {torchvision.__version__}, torch {torch.__version__}")
+    return path
+
+
+def check(cli, name, tmp):
+    """One exported model's row (and the refusal under it); returns its failure or None."""
+    path = os.path.join(tmp, f"{name}.onnx")
+    saved = np.load(os.path.join(tmp, f"{name}.npz"))
+    x, want, want_one = torch.from_numpy(saved["x"]), saved["want"], saved["want_one"]
+    nodes = len(onnx.load(path, load_external_data=False).graph.node)
+    row = f"{name:<20} {float(saved['params']):7.1f}M {nodes:6d}"
     start = time.monotonic()
     try:
         got = run_onnx(cli, path, x, tmp, "batch")
@@ -111,6 +131,11 @@ def main():
     ap.add_argument("--models", default="families",
                     help="families (the smallest of each), all, or a comma-separated list")
     ap.add_argument("--batch", type=int, default=5)
+    ap.add_argument("--export-to", metavar="DIR",
+                    help="only export the models (with inputs and PyTorch's outputs) to DIR: "
+                    "run so under ../shared/tools/pytorch2 for PyTorch 2's exporter")
+    ap.add_argument("--exported", metavar="DIR",
+                    help="run the models an --export-to run left in DIR instead of exporting")
     args = ap.parse_args()
     torch.set_num_threads(1)
     names = (FAMILIES if args.models == "families" else
@@ -118,24 +143,42 @@ def main():
              else args.models.split(","))
     known = set(torchvision.models.list_models(module=torchvision.models))
     for name in names:
-        if name not in known:
+        if name not in known and not args.exported:
             ap.error(f"--models: '{name}' is not a torchvision {torchvision.__version__} "
                      "classification model")
-    print(f"torchvision {torchvision.__version__}, torch {torch.__version__}, opset 17, "
-          f"batch {args.batch} and 1, tolerance {pytorch_models.TOLERANCE} of the largest output")
+    if args.export_to:
+        os.makedirs(args.export_to, exist_ok=True)
+        for name in names:
+            if export(name, args.batch, args.export_to) != EXPORT_FAILED:
+                print(f"{name}: exported to {args.export_to}")
+        return 0
+    versions = f"torchvision {torchvision.__version__}, torch {torch.__version__}"
+    if args.exported:  # the versions that exported (and ran) the models
+        saved = [f for f in sorted(os.listdir(args.exported)) if f.endswith(".npz")]
+        if saved:
+            versions = str(np.load(os.path.join(args.exported, saved[0]))["versions"])
+        versions += f" (exported to {args.exported})"
+    print(f"{versions}, opset 17, batch {args.batch} and 1, tolerance "
+          f"{pytorch_models.TOLERANCE} of the largest output")
     print(f"{'model':<20} {'params':>8} {'nodes':>6}  {'result':<8} {'batch ' + str(args.batch):>9} "
           f"{'batch 1':>9} {'run (s)':>8}")
     failures, unexported = [], []
     with tempfile.TemporaryDirectory(prefix="torchvision-onnx.") as tmp:
         for name in names:
-            failure = check(args.tandem, name, args.batch, tmp)
+            where = args.exported or tmp
+            if args.exported:
+                failure = (check(args.tandem, name, where)
+                           if os.path.exists(os.path.join(where, f"{name}.onnx")) else EXPORT_FAILED)
+            else:
+                failure = export(name, args.batch, where)
+                failure = failure if failure == EXPORT_FAILED else check(args.tandem, name, where)
             if failure == EXPORT_FAILED:
                 unexported.append(name)
             elif failure:
                 failures.append(failure)
             for f in os.listdir(tmp):  # the largest models' files add up to gigabytes
-                if f.endswith(".onnx"):
-                    os.remove(os.path.join(tmp, f))
+                path = os.path.join(tmp, f)
+                shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
     exported = len(names) - len(unexported)
     print(f"{exported - len(failures)} of {exported} models run within "
           f"{pytorch_models.TOLERANCE} of PyTorch" +

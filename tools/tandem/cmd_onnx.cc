@@ -380,13 +380,11 @@ absl::Status runInference(const RunFlags& f) {
     } else {
       const runtime::HostTensor& out = outs[computed++];
       const std::string name = k < r.output_names.size() ? r.output_names[k] : "";
-      if (k < r.output_types.size() && r.output_types[k] == onnx::TensorProto::DOUBLE) {
-        // Computed in f32; written as the double the model declares.
-        const float* data = out.f32();
-        t = onnx_import::encodeTensor(OnnxTensor{.name = name,
-                                                 .elem_type = onnx::TensorProto::DOUBLE,
-                                                 .shape = out.type.shape,
-                                                 .floats = {data, data + out.type.numElements()}});
+      if (k < r.output_types.size() && r.output_types[k] != onnx::TensorProto::FLOAT &&
+          r.output_types[k] != 0) {
+        // Computed in f32; written as the double, boolean or integer the model declares.
+        t = onnx_import::encodeTensor(
+            onnx_import::fromF32(name, r.output_types[k], out.type.shape, out.f32()));
       } else {
         t = onnx_import::encodeF32(name, out.type.shape, out.f32());
       }
