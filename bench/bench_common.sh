@@ -15,6 +15,10 @@
 #                                  pytorch_rate with OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE as set
 #                                  and with both unset (where any is set): the final losses
 #                                  must agree; prints the faster rate
+#   pytorch_best MODEL [FLAG...]   (not in $(...): it sets variables) pytorch_rate of
+#                                  PyTorch 1.13 and of PyTorch 2.6 eager and compiled
+#                                  (../shared/tools/pytorch2), each at its best on the 2
+#                                  threads; sets pt_113, pt_26, pt_26c, pt_best, pt_best_name
 #
 # Both sides train with the lesson's N(0, 0.01) initialization and PyTorch with SGD lr 0.1,
 # unless the caller sets model_recipe=1: then each side uses the model's own initializer,
@@ -56,6 +60,8 @@ find_tools() {
   }
   TMP="$(mktemp -d)"
   trap 'rm -rf "$TMP"' EXIT
+  # PyTorch runs from the repository root (pytorch_rate): a relative --data made absolute.
+  if [[ -n "${data:-}" && "$data" != /* ]]; then data="$PWD/$data"; fi
 }
 
 # Tandem's images/s over the timed steps only: an epoch of warm-up + timed steps and one of
@@ -86,7 +92,10 @@ pytorch_rate() {
   [[ -n "${data:-}" ]] && args+=(--data "$data")
   local run=("$python")
   [[ -n "${pytorch_unset_blas:-}" ]] && run=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$python")
-  "${run[@]}" "$here/pytorch_train.py" "${args[@]}" "$@" | tee "$TMP/pytorch.txt" >&2
+  # pytorch_run: another interpreter command (PyTorch 2's root), run from the repository
+  # root, which that root sees under the same path.
+  [[ -n "${pytorch_run:-}" ]] && read -ra run <<<"$pytorch_run"
+  (cd "$root" && "${run[@]}" "$here/pytorch_train.py" "${args[@]}" "$@") | tee "$TMP/pytorch.txt" >&2
   local rate
   rate="$(tail -n 1 "$TMP/pytorch.txt" | sed -n 's/.*images_per_s=\([0-9.eE+-]*\).*/\1/p')"
   [[ -n "$rate" ]] || { echo "$name: no images_per_s from PyTorch" >&2; exit 1; }
@@ -118,4 +127,35 @@ pytorch_rate_blas() {
   }' || exit 1
   echo "pytorch images_per_s with OPENBLAS_*=$with without=$without" >&2
   awk -v a="$with" -v b="$without" 'BEGIN { printf "%s\n", (a > b ? a : b) }'
+}
+
+# PyTorch at its fastest on these 2 threads, in one run: 1.13 (Debian 12's python3-torch)
+# and 2.6 eager and torch.compile'd (Debian 13's, through ../shared/tools/pytorch2), each
+# with OPENBLAS_NUM_THREADS=1 and OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset: else
+# OpenBLAS's own pthreads fight PyTorch's OpenMP threads for the cores (PyTorch's LeNet
+# ran at half its speed so). Where pytorch2 is missing, 1.13 alone (said on stderr).
+pytorch_best() {
+  echo "== PyTorch 1.13: OPENBLAS_NUM_THREADS=1" >&2
+  pt_113=$(OPENBLAS_NUM_THREADS=1 pytorch_unset_blas=1 pytorch_rate "$@")
+  pt_26="" pt_26c=""
+  local pytorch2="$root/../shared/tools/pytorch2"
+  if [[ -x "$pytorch2" ]]; then
+    echo "== PyTorch 2.6 eager (pytorch2): OPENBLAS_NUM_THREADS=1" >&2
+    pt_26=$(pytorch_run="$pytorch2 env OPENBLAS_NUM_THREADS=1 python3" pytorch_rate "$@")
+    echo "== PyTorch 2.6 compiled (torch.compile; its compilation in the warm-up steps)" >&2
+    pt_26c=$(pytorch_run="$pytorch2 env OPENBLAS_NUM_THREADS=1 python3" pytorch_rate "$@" --compile)
+  else
+    echo "$name: $pytorch2 not found: PyTorch 2 not measured" >&2
+  fi
+  read -r pt_best pt_best_name < <(awk -v a="$pt_113" -v b="$pt_26" -v c="$pt_26c" 'BEGIN {
+    best = a; n = "pytorch-1.13"
+    if (b != "" && b + 0 > best + 0) { best = b; n = "pytorch-2.6-eager" }
+    if (c != "" && c + 0 > best + 0) { best = c; n = "pytorch-2.6-compiled" }
+    print best, n }')
+}
+
+# The lines every comparison prints for pytorch_best's figures: each PyTorch's images/s.
+print_pytorch_rates() {
+  printf 'pytorch-1.13 images_per_s=%s\npytorch-2.6-eager images_per_s=%s\npytorch-2.6-compiled images_per_s=%s\n' \
+    "$pt_113" "${pt_26:-n/a}" "${pt_26c:-n/a}"
 }

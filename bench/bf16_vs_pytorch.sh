@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Mixed-precision training throughput on Fashion-MNIST, in one run: Tandem in f32 and with
-# --precision bf16 on two CPU devices, PyTorch 1.13 in f32 and under
-# torch.autocast("cpu", dtype=torch.bfloat16) on 2 threads, all at one global batch for the
-# same number of steps. Prints the images/s of each and the ratios.
+# --precision bf16 on two CPU devices, PyTorch 1.13 and 2.6 eager and compiled in f32 and
+# under torch.autocast("cpu", dtype=torch.bfloat16) on 2 threads (bench_common.sh's
+# pytorch_best), all at one global batch for the same number of steps. Prints the images/s
+# of each and the ratios against the fastest PyTorch of each precision.
 #
 #   bench/bf16_vs_pytorch.sh [--model M] [--steps S] [--batch B] [--build DIR] [--data DIR]
 #
@@ -12,8 +13,8 @@
 #   --build DIR  Tandem build directory holding tools/tandem (default build)
 #   --data DIR   Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)
 #
-# PyTorch is Debian's python3-torch under /usr/bin/python3, with OpenBLAS installed
-# (apt-get install python3-torch libopenblas0-pthread).
+# PyTorch 1.13 is Debian's python3-torch under /usr/bin/python3, with OpenBLAS installed
+# (apt-get install python3-torch libopenblas0-pthread); PyTorch 2.6 ../shared/tools/pytorch2.
 set -euo pipefail
 
 model=resnet18 steps=20 batch="" build=build data=""
@@ -45,13 +46,17 @@ f32=$(tandem_rate "$model")
 echo "== Tandem bf16 (--precision bf16)" >&2
 bf16=$(tandem_rate "$model" --precision bf16)
 echo "== PyTorch f32: $steps steps of batch $batch, 2 threads" >&2
-pt_f32=$(pytorch_rate "$model")
+pytorch_best "$model"
+print_pytorch_rates
+pt_f32=$pt_best pt_f32_name=$pt_best_name
 echo "== PyTorch autocast bf16" >&2
-pt_bf16=$(pytorch_rate "$model" --autocast bf16)
+pytorch_best "$model" --autocast bf16
+printf 'autocast-bf16 '; print_pytorch_rates | paste -sd' '
+pt_bf16=$pt_best pt_bf16_name=$pt_best_name
 
-awk -v f="$f32" -v b="$bf16" -v pf="$pt_f32" -v pb="$pt_bf16" -v m="$model" -v steps="$steps" \
-    -v batch="$batch" 'BEGIN {
+awk -v f="$f32" -v b="$bf16" -v pf="$pt_f32" -v pb="$pt_bf16" -v nf="$pt_f32_name" -v nb="$pt_bf16_name" \
+    -v m="$model" -v steps="$steps" -v batch="$batch" 'BEGIN {
   printf "tandem f32 images_per_s=%.1f\ntandem bf16 images_per_s=%.1f\n", f, b
-  printf "pytorch f32 images_per_s=%.1f\npytorch autocast-bf16 images_per_s=%.1f\n", pf, pb
-  printf "ratio %s bf16/f32=%.3f bf16/pytorch_f32=%.3f bf16/pytorch_bf16=%.3f f32/pytorch_f32=%.3f steps=%d batch=%d\n", m, b / f, b / pf, b / pb, f / pf, steps, batch
+  printf "best pytorch f32 images_per_s=%.1f (%s)\nbest pytorch autocast-bf16 images_per_s=%.1f (%s)\n", pf, nf, pb, nb
+  printf "ratio %s bf16/f32=%.3f bf16/best_pytorch_f32=%.3f bf16/best_pytorch_bf16=%.3f f32/best_pytorch_f32=%.3f steps=%d batch=%d\n", m, b / f, b / pf, b / pb, f / pf, steps, batch
 }'

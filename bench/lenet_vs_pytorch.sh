@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Training throughput of LeNet on Fashion-MNIST, PyTorch (CPU, 2 threads) against Tandem
-# (two CPU devices, data parallel), both at batch 256; prints both images/s and the ratio.
+# Training throughput of LeNet on Fashion-MNIST, PyTorch 1.13 and 2.6 eager and compiled
+# (CPU, 2 threads) against Tandem (two CPU devices, data parallel), all at batch 256;
+# prints each images/s and the ratio against the fastest PyTorch.
 #
 #   bench/lenet_vs_pytorch.sh [--steps S] [--build DIR] [--data DIR]
 #
@@ -9,8 +10,8 @@
 #                the repository root unless absolute)
 #   --data DIR   Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)
 #
-# PyTorch is Debian's python3-torch under /usr/bin/python3, with OpenBLAS installed so that
-# it runs at its best (apt-get install python3-torch libopenblas0-pthread).
+# PyTorch 1.13 is Debian's python3-torch under /usr/bin/python3, with OpenBLAS installed
+# (apt-get install python3-torch libopenblas0-pthread); PyTorch 2.6 ../shared/tools/pytorch2.
 set -euo pipefail
 
 steps=200
@@ -32,16 +33,11 @@ require_positive_ints steps
 find_tools
 batch=256
 
-# --- PyTorch: S timed steps after 5 warm-up steps; its last line is machine readable.
-pt_args=(--steps "$steps" --batch "$batch" --threads 2)
-[[ -n "$data" ]] && pt_args+=(--data "$data")
+# --- PyTorch 1.13 and 2.6 eager and compiled: S timed steps after 5 warm-up steps, each
+# at its best (bench_common.sh's pytorch_best), with the model's own recipe.
+model_recipe=1
 echo "== PyTorch: $steps steps of batch $batch, 2 threads" >&2
-"$python" "$here/pytorch_train.py" --model lenet "${pt_args[@]}" | tee "$TMP/pytorch.txt" >&2
-pt_ips="$(tail -n 1 "$TMP/pytorch.txt" | sed -n 's/.*images_per_s=\([0-9.eE+-]*\).*/\1/p')"
-if [[ -z "$pt_ips" ]]; then
-  echo "lenet_vs_pytorch: no images_per_s in PyTorch's last line" >&2
-  exit 1
-fi
+pytorch_best lenet
 
 # --- Tandem: one epoch over the first S*256 training examples on two CPU devices.
 tandem_args=(train --model lenet --devices "cpu:0,cpu:1" --batch "$batch" --epochs 1
@@ -63,8 +59,8 @@ if [[ -z "$tandem_ips" ]]; then
   exit 1
 fi
 
-awk -v pt="$pt_ips" -v td="$tandem_ips" -v steps="$steps" 'BEGIN {
-  printf "pytorch images_per_s=%.1f\n", pt
+print_pytorch_rates
+awk -v pt="$pt_best" -v pn="$pt_best_name" -v td="$tandem_ips" -v steps="$steps" 'BEGIN {
   printf "tandem images_per_s=%.1f\n", td
-  printf "ratio tandem/pytorch=%.3f steps=%d batch=256\n", td / pt, steps
+  printf "ratio tandem/best-pytorch=%.3f best=%s steps=%d batch=256\n", td / pt, pn, steps
 }'

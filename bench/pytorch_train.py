@@ -311,6 +311,9 @@ def main():
     g.add_argument("--steps", type=int, help="timed training steps (default 200)")
     g.add_argument("--epochs", type=int, help="full epochs over the training set")
     p.add_argument("--eval", action="store_true", help="test accuracy after each epoch")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (PyTorch 2: ../shared/tools/pytorch2); its "
+                   "compilation falls in the warm-up steps")
     p.add_argument("--autocast", choices=["off", "bf16"], default="off",
                    help="bf16: forward under torch.autocast('cpu', dtype=torch.bfloat16), "
                         "PyTorch's own mixed precision (f32 parameters and optimizer)")
@@ -340,12 +343,18 @@ def main():
     model = MODELS[args.model](attention=args.attention) if args.model == "vit" \
         else MODELS[args.model]()
     initialize(model, args.init)
+    trained = model  # the parameters the optimizer updates: the compiled model shares them
+    if args.compile:
+        if not hasattr(torch, "compile"):
+            sys.exit(f"--compile needs PyTorch 2 (this is {torch.__version__}): run under "
+                     "../shared/tools/pytorch2")
+        model = torch.compile(model)
     if recipe["optimizer"] == "adamw":
-        opt = torch.optim.AdamW(model.parameters(), lr=recipe["lr"],
+        opt = torch.optim.AdamW(trained.parameters(), lr=recipe["lr"],
                                 betas=(args.beta1, args.beta2), eps=args.eps,
                                 weight_decay=recipe["weight_decay"])
     else:
-        opt = torch.optim.SGD(model.parameters(), lr=recipe["lr"], momentum=args.momentum,
+        opt = torch.optim.SGD(trained.parameters(), lr=recipe["lr"], momentum=args.momentum,
                               weight_decay=recipe["weight_decay"])
     steps_per_epoch = n // args.batch
     total_steps = (WARMUP_STEPS + args.steps) if args.steps is not None \
@@ -356,8 +365,8 @@ def main():
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: lr_factor(s, recipe["schedule"], warmup, total_steps))
     loss_fn = nn.CrossEntropyLoss()
-    params = sum(p.numel() for p in model.parameters())
-    print(f"torch {torch.__version__}, {args.model}"
+    params = sum(p.numel() for p in trained.parameters())
+    print(f"torch {torch.__version__}{' compiled' if args.compile else ''}, {args.model}"
           + (f" ({args.attention} attention)" if args.model == "vit" else "")
           + f", params={params}, threads={torch.get_num_threads()}, batch={args.batch}, "
           f"{recipe['optimizer']} lr={recipe['lr']:g} wd={recipe['weight_decay']:g}, "
@@ -396,6 +405,7 @@ def main():
         ips = args.steps * args.batch / seconds
         print(f"pytorch images_per_s={ips:.1f} steps={args.steps} seconds={seconds:.3f} "
               f"batch={args.batch} threads={args.threads} autocast={args.autocast} "
+              f"compiled={int(args.compile)} "
               f"loss={final_loss:.6f}")
         return
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ResNet-18 training throughput on Fashion-MNIST, in one run: Tandem with fusion, Tandem
-# without (--no-fuse), both on two CPU devices, and PyTorch 1.13 on 2 threads (OpenBLAS,
-# mkldnn as it ships), all at one global batch for the same number of steps. Prints the
-# images/s of each and the ratios.
+# without (--no-fuse), both on two CPU devices, and PyTorch 1.13 and 2.6 eager and compiled
+# on 2 threads (bench_common.sh's pytorch_best: OPENBLAS_NUM_THREADS=1), all at one global
+# batch for the same number of steps. Prints the images/s of each and the ratios against
+# the fastest PyTorch.
 #
 #   bench/resnet18_vs_pytorch.sh [--steps S] [--batch B] [--build DIR] [--data DIR]
 #
@@ -11,8 +12,8 @@
 #   --build DIR  Tandem build directory holding tools/tandem (default build)
 #   --data DIR   Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)
 #
-# PyTorch is Debian's python3-torch under /usr/bin/python3, with OpenBLAS installed
-# (apt-get install python3-torch libopenblas0-pthread).
+# PyTorch 1.13 is Debian's python3-torch under /usr/bin/python3, with OpenBLAS installed
+# (apt-get install python3-torch libopenblas0-pthread); PyTorch 2.6 ../shared/tools/pytorch2.
 set -euo pipefail
 
 steps=20 batch=64 build=build data=""
@@ -38,9 +39,10 @@ fused=$(tandem_rate resnet18)
 echo "== Tandem unfused (--no-fuse)" >&2
 unfused=$(tandem_rate resnet18 --no-fuse)
 echo "== PyTorch: $steps steps of batch $batch, 2 threads" >&2
-pytorch=$(pytorch_rate resnet18)
+pytorch_best resnet18
 
-awk -v f="$fused" -v u="$unfused" -v p="$pytorch" -v steps="$steps" -v batch="$batch" 'BEGIN {
-  printf "tandem fused images_per_s=%.1f\ntandem unfused images_per_s=%.1f\npytorch images_per_s=%.1f\n", f, u, p
-  printf "ratio fused/pytorch=%.3f fused/unfused=%.3f unfused/pytorch=%.3f steps=%d batch=%d\n", f / p, f / u, u / p, steps, batch
+print_pytorch_rates
+awk -v f="$fused" -v u="$unfused" -v p="$pt_best" -v pn="$pt_best_name" -v steps="$steps" -v batch="$batch" 'BEGIN {
+  printf "tandem fused images_per_s=%.1f\ntandem unfused images_per_s=%.1f\n", f, u
+  printf "ratio fused/best-pytorch=%.3f fused/unfused=%.3f unfused/best-pytorch=%.3f best=%s steps=%d batch=%d\n", f / p, f / u, u / p, pn, steps, batch
 }'

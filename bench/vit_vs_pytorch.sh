@@ -25,9 +25,9 @@
 # Tandem's run is `tandem train --model M --devices cpu:0,cpu:1` with the model's defaults,
 # except --warmup 1: the model's one-epoch warmup would cover the whole short run, which
 # cosine refuses; the learning rate is fed each step, so its values do not change the step's
-# work. PyTorch is Debian's python3-torch under /usr/bin/python3 (TANDEM_PYTHON overrides),
-# timed with OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE as set and unset (bench_common.sh's
-# pytorch_rate_blas), against the faster.
+# work. PyTorch is Debian's python3-torch 1.13 under /usr/bin/python3 (TANDEM_PYTHON
+# overrides) and PyTorch 2.6 eager and compiled (../shared/tools/pytorch2), each with
+# OPENBLAS_NUM_THREADS=1 (bench_common.sh's pytorch_best), against the fastest.
 set -euo pipefail
 
 models=all steps="" batch=256 attention=mha threads=2 build=build data=""
@@ -80,14 +80,15 @@ for model in $models; do
   echo "== $model: Tandem, $steps steps of batch $batch on cpu:0,cpu:1 (model defaults, --warmup 1)" >&2
   td=$(tandem_rate "$model" --warmup 1)
   echo "== $model: PyTorch, $steps steps of batch $batch, $threads threads" >&2
-  pt=$(pytorch_rate_blas "$model" "${pt_flags[@]}")
+  pytorch_best "$model" "${pt_flags[@]}"
   pt_params="$(sed -n 's/.* params=\([0-9]*\),.*/\1/p' "$TMP/pytorch.txt" | head -n 1)"
   if [[ -z "$td_params" || "$td_params" != "$pt_params" ]]; then
     echo "$name: $model has ${td_params:-?} parameters in Tandem but ${pt_params:-?} in PyTorch: not the same architecture" >&2
     exit 1
   fi
-  results+=("$(awk -v m="$model" -v td="$td" -v pt="$pt" -v s="$steps" -v b="$batch" -v p="$td_params" -v t="$threads" \
+  results+=("$(awk -v m="$model" -v td="$td" -v a1="$pt_113" -v a2="${pt_26:-n/a}" -v a3="${pt_26c:-n/a}" \
+    -v pt="$pt_best" -v pn="$pt_best_name" -v s="$steps" -v b="$batch" -v p="$td_params" -v t="$threads" \
     -v a="$([[ $model == vit ]] && echo " attention=$attention")" 'BEGIN {
-      printf "%s tandem images_per_s=%.1f pytorch images_per_s=%.1f ratio tandem/pytorch=%.3f steps=%d batch=%d params=%d pytorch_threads=%d%s", m, td, pt, td / pt, s, b, p, t, a }')")
+      printf "%s tandem images_per_s=%.1f pytorch-1.13=%s pytorch-2.6-eager=%s pytorch-2.6-compiled=%s ratio tandem/best-pytorch=%.3f best=%s steps=%d batch=%d params=%d pytorch_threads=%d%s", m, td, a1, a2, a3, td / pt, pn, s, b, p, t, a }')")
 done
 printf '%s\n' "${results[@]}"

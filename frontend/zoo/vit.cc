@@ -76,6 +76,7 @@ ModelSpec vit(const ImageClasses& data, const VitOptions& options) {
   auto forward = [classes, options](Builder& b, Tensor x) {
     VitShape s;
     s.fused_attention = options.fused_attention;
+    s.dropout = options.dropout;
     // Patches: a stride-4 4x4 convolution, [N, D, 7, 7] -> [N, 49, D] for 28x28 images.
     Tensor p = b.conv2d(x, {.out_channels = s.width, .kernel = s.patch, .stride = s.patch,
                             .name = "patch"});

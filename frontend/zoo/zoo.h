@@ -56,6 +56,9 @@ struct VitOptions {
   /// kernel's per-head tiles (bench/attention_bench Step/vit: docs/PERF.md), so the ViT
   /// keeps them until the fused kernel batches heads as well.
   bool fused_attention = false;
+  /// Dropout after the attention projection and in the MLP (0: none; a replay against
+  /// PyTorch, whose generator is not Tandem's, takes it off).
+  double dropout = 0.1;
 };
 ModelSpec vit(const ImageClasses& data, const VitOptions& options);
 
