@@ -23,22 +23,15 @@ exceeds the tolerance, 2 on bad input.
 """
 import argparse
 import math
+import os
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-
-def read_weights(path):
-    weights = {}
-    with open(path) as f:
-        lines = f.read().splitlines()
-    for head, values in zip(lines[0::2], lines[1::2]):
-        name, *shape = head.split()
-        array = np.array([float(v) for v in values.split()], dtype=np.float32)
-        weights[name] = torch.tensor(array.reshape([int(d) for d in shape]))
-    return weights
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from replay_steps import compare_steps, lr_factor, read_weights  # noqa: E402
 
 
 class Gpt(torch.nn.Module):
@@ -110,31 +103,19 @@ def main():
                              {"params": rest, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.99), eps=1e-8)
     steps = len(expected)
-    span = steps - args.warmup
 
-    def factor(step):
-        t = min(max(step - args.warmup, 0), span)
-        f = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * t / span))
-        return f * (step + 1) / args.warmup if step < args.warmup else f
-
-    worst = 0.0
-    print("step  tandem        pytorch       relative difference")
-    for step in range(steps):
+    def step(i):
         for g in opt.param_groups:
-            g["lr"] = 1e-3 * factor(step)
+            g["lr"] = 1e-3 * lr_factor(i, steps, args.warmup, floor=0.1)
         opt.zero_grad()
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, args.vocab), y.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        got = float(loss)
-        rel = abs(expected[step] - got) / abs(got)
-        worst = max(worst, rel)
-        print(f"{step + 1:4d}  {expected[step]:.8f}  {got:.8f}  {rel:.2e}")
-    print(f"largest relative difference {worst:.3g} (tolerance {args.tolerance:g})")
-    return 0 if worst <= args.tolerance else 1
+        return loss
 
+    return compare_steps(expected, step, args.tolerance)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,6 +21,7 @@
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
 #include "tandem/tandem.h"
+#include "tests/api/replay_util.h"
 #include "tests/test_util.h"
 #include "tests/tools/cli_helpers.h"
 
@@ -70,27 +71,14 @@ TEST(GptReplay, TwentyStepsEqualPyTorchsFromTheSameWeights) {
   TrainConfig c{.devices = "cpu:0,cpu:1", .batch = kWindows, .epochs = kSteps, .warmup = 5};
   absl::StatusOr<Model> m = Model::create(zoo::gpt(shape), c, Data::fromDatasets(windows, windows));
   ASSERT_TRUE(m.ok()) << m.status();
-  absl::StatusOr<std::vector<Weight>> initial = m->weights();
-  ASSERT_TRUE(initial.ok()) << initial.status();
-  std::vector<double> losses;
-  ASSERT_TRUE(m->fit({.on_step = [&](const StepMetrics& s) {
-                 losses.push_back(s.loss);
-                 return true;
-               }}).ok());
+  absl::StatusOr<Replayed> run = trainForReplay(*m);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const std::vector<double>& losses = run->losses;
   ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps));
 
   // What the replay reads: the weights, the windows, the losses.
   TempDir dir;
-  std::string text;
-  for (const Weight& w : *initial) {
-    absl::StrAppend(&text, w.name, " ", absl::StrJoin(w.shape, " "), "\n",
-                    absl::StrJoin(w.f32(), " ",
-                                  [](std::string* out, float v) {
-                                    absl::StrAppend(out, absl::StrFormat("%.9g", v));
-                                  }),
-                    "\n");
-  }
-  const std::string weights = dir.write("weights.txt", text);
+  const std::string weights = dir.write("weights.txt", run->weights);
   std::string data;
   for (int64_t i = 0; i < kWindows; ++i)
     absl::StrAppend(&data,
@@ -98,10 +86,7 @@ TEST(GptReplay, TwentyStepsEqualPyTorchsFromTheSameWeights) {
                                   ids.begin() + windows->offset(i) + kContext + 1, " "),
                     "\n");
   const std::string batches = dir.write("windows.txt", data);
-  const std::string expected =
-      dir.write("losses.txt", absl::StrJoin(losses, "\n", [](std::string* out, double v) {
-                  absl::StrAppend(out, absl::StrFormat("%.9g", v));
-                }));
+  const std::string expected = dir.write("losses.txt", numbersText(losses, "\n"));
   const CommandResult replay = runProgram(
       "/usr/bin/python3", {sourcePath("tests/api/gpt_replay.py"), weights, batches, expected,
                            "--vocab", "24", "--context", std::to_string(kContext), "--layers", "2",

@@ -21,7 +21,6 @@ Prints every step's losses and relative difference, then the largest; exits 1 wh
 exceeds the tolerance, 2 on bad input.
 """
 import argparse
-import math
 import os
 import sys
 
@@ -32,7 +31,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 from pytorch_train import Vit  # noqa: E402  (the ViT the speed comparisons train)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt_replay import read_weights  # noqa: E402
+from replay_steps import compare_steps, lr_factor, read_weights  # noqa: E402
 
 
 def load(model, w):
@@ -87,29 +86,17 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
                             weight_decay=0.05)
     steps = len(expected)
-    span = steps - args.warmup
 
-    def factor(step):
-        t = min(max(step - args.warmup, 0), span)
-        f = 0.5 * (1 + math.cos(math.pi * t / span))
-        return f * (step + 1) / args.warmup if step < args.warmup else f
-
-    worst = 0.0
-    print("step  tandem        pytorch       relative difference")
-    for step in range(steps):
+    def step(i):
         for g in opt.param_groups:
-            g["lr"] = 1e-3 * factor(step)
+            g["lr"] = 1e-3 * lr_factor(i, steps, args.warmup)
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-        got = float(loss)
-        rel = abs(expected[step] - got) / abs(got)
-        worst = max(worst, rel)
-        print(f"{step + 1:4d}  {expected[step]:.8f}  {got:.8f}  {rel:.2e}")
-    print(f"largest relative difference {worst:.3g} (tolerance {args.tolerance:g})")
-    return 0 if worst <= args.tolerance else 1
+        return loss
 
+    return compare_steps(expected, step, args.tolerance)
 
 if __name__ == "__main__":
     sys.exit(main())

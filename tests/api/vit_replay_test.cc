@@ -19,6 +19,7 @@
 #include "frontend/zoo/zoo.h"
 #include "gtest/gtest.h"
 #include "tandem/tandem.h"
+#include "tests/api/replay_util.h"
 #include "tests/test_util.h"
 #include "tests/tools/cli_helpers.h"
 
@@ -44,11 +45,6 @@ Examples images() {
   return e;
 }
 
-std::string valuesText(const std::vector<float>& v) {
-  return absl::StrJoin(
-      v, " ", [](std::string* out, float f) { absl::StrAppend(out, absl::StrFormat("%.9g", f)); });
-}
-
 TEST(VitReplay, TwentyStepsEqualPyTorchsFromTheSameWeights) {
   TANDEM_NEED_INSTALLED(whyNoTorch());
   const Examples data = images();
@@ -57,33 +53,22 @@ TEST(VitReplay, TwentyStepsEqualPyTorchsFromTheSameWeights) {
       Model::create(zoo::vit({.image_shape = {1, 28, 28}, .classes = 10}, {.dropout = 0}), c,
                     Data::fromExamples(data, data));
   ASSERT_TRUE(m.ok()) << m.status();
-  absl::StatusOr<std::vector<Weight>> initial = m->weights();
-  ASSERT_TRUE(initial.ok()) << initial.status();
-  std::vector<double> losses;
-  ASSERT_TRUE(m->fit({.on_step = [&](const StepMetrics& s) {
-                 losses.push_back(s.loss);
-                 return true;
-               }}).ok());
+  absl::StatusOr<Replayed> run = trainForReplay(*m);
+  ASSERT_TRUE(run.ok()) << run.status();
+  const std::vector<double>& losses = run->losses;
   ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps));
 
   // What the replay reads: the weights, the images with their labels, the losses.
   TempDir dir;
-  std::string text;
-  for (const Weight& w : *initial)
-    absl::StrAppend(&text, w.name, " ", absl::StrJoin(w.shape, " "), "\n", valuesText(w.f32()),
-                    "\n");
-  const std::string weights = dir.write("weights.txt", text);
+  const std::string weights = dir.write("weights.txt", run->weights);
   std::string rows;
   for (int i = 0; i < kImages; ++i)
-    absl::StrAppend(
-        &rows, data.labels[size_t(i)], " ",
-        valuesText({data.images.begin() + i * kPixels, data.images.begin() + (i + 1) * kPixels}),
-        "\n");
+    absl::StrAppend(&rows, data.labels[size_t(i)], " ",
+                    numbersText(std::vector<float>(data.images.begin() + i * kPixels,
+                                                   data.images.begin() + (i + 1) * kPixels)),
+                    "\n");
   const std::string examples = dir.write("images.txt", rows);
-  const std::string expected =
-      dir.write("losses.txt", absl::StrJoin(losses, "\n", [](std::string* out, double v) {
-                  absl::StrAppend(out, absl::StrFormat("%.9g", v));
-                }));
+  const std::string expected = dir.write("losses.txt", numbersText(losses, "\n"));
   const CommandResult replay =
       runProgram("/usr/bin/python3", {sourcePath("tests/api/vit_replay.py"), weights, examples,
                                       expected, "--warmup", "3", "--tolerance", "1e-4"});
