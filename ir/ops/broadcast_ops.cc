@@ -87,7 +87,7 @@ absl::StatusOr<Shape> broadcastShape(const Node& n, size_t first = 0) {
 
 /// The broadcast shape, in bf16 when an operand from `first` on is (an f32 one beside it
 /// a master weight, read as it is), else f32.
-absl::StatusOr<Types> inferBroadcast(const Node& n, size_t first) {
+absl::StatusOr<Types> inferBroadcastFrom(const Node& n, size_t first) {
   ASSIGN_OR_RETURN(Shape y, broadcastShape(n, first));
   bool low = false;
   for (size_t k = first; k < n.numOperands(); ++k) low = low || typeOf(n, k).dtype == DType::kBF16;
@@ -95,12 +95,12 @@ absl::StatusOr<Types> inferBroadcast(const Node& n, size_t first) {
 }
 
 absl::StatusOr<Types> inferBroadcastBinary(const Node& n) {  // a, b
-  return inferBroadcast(n, 0);
+  return inferBroadcastFrom(n, 0);
 }
 
 /// where's result is of a's and b's dtype, shaped by all three; mod_backward's of dy's.
 absl::StatusOr<Types> inferWhere(const Node& n) {  // cond, a, b
-  ASSIGN_OR_RETURN(Types t, inferBroadcast(n, 1));
+  ASSIGN_OR_RETURN(Types t, inferBroadcastFrom(n, 1));
   ASSIGN_OR_RETURN(t[0].shape, broadcastShape(n));
   return t;
 }

@@ -26,16 +26,16 @@
 namespace tandem::testing {
 namespace {
 
-constexpr int kImages = 24, kSteps = 20, kPixels = 28 * 28;
+constexpr int kVitImages = 24, kVitSteps = 20, kVitPixels = 28 * 28;
 
-/// `kImages` images of pixels in [0, 1) from a fixed generator, labels i % 10, each class
+/// `kVitImages` images of pixels in [0, 1) from a fixed generator, labels i % 10, each class
 /// brighter in a band of rows of its own (something to learn in 20 steps).
-Examples images() {
+Examples vitImages() {
   Examples e;
   uint64_t x = 11;
-  for (int i = 0; i < kImages; ++i) {
+  for (int i = 0; i < kVitImages; ++i) {
     const int label = i % 10;
-    for (int p = 0; p < kPixels; ++p) {
+    for (int p = 0; p < kVitPixels; ++p) {
       x = x * 6364136223846793005ULL + 1442695040888963407ULL;
       const float noise = static_cast<float>(x >> 40) / static_cast<float>(1 << 24);
       e.images.push_back(p / 28 / 3 == label ? 0.5f + 0.5f * noise : 0.5f * noise);
@@ -47,8 +47,8 @@ Examples images() {
 
 TEST(VitReplay, TwentyStepsEqualPyTorchsFromTheSameWeights) {
   TANDEM_NEED_INSTALLED(whyNoTorch());
-  const Examples data = images();
-  TrainConfig c{.devices = "cpu:0,cpu:1", .batch = kImages, .epochs = kSteps, .warmup = 3};
+  const Examples data = vitImages();
+  TrainConfig c{.devices = "cpu:0,cpu:1", .batch = kVitImages, .epochs = kVitSteps, .warmup = 3};
   absl::StatusOr<Model> m =
       Model::create(zoo::vit({.image_shape = {1, 28, 28}, .classes = 10}, {.dropout = 0}), c,
                     Data::fromExamples(data, data));
@@ -56,16 +56,16 @@ TEST(VitReplay, TwentyStepsEqualPyTorchsFromTheSameWeights) {
   absl::StatusOr<Replayed> run = trainForReplay(*m);
   ASSERT_TRUE(run.ok()) << run.status();
   const std::vector<double>& losses = run->losses;
-  ASSERT_EQ(losses.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(losses.size(), static_cast<size_t>(kVitSteps));
 
   // What the replay reads: the weights, the images with their labels, the losses.
   TempDir dir;
   const std::string weights = dir.write("weights.txt", run->weights);
   std::string rows;
-  for (int i = 0; i < kImages; ++i)
+  for (int i = 0; i < kVitImages; ++i)
     absl::StrAppend(&rows, data.labels[size_t(i)], " ",
-                    numbersText(std::vector<float>(data.images.begin() + i * kPixels,
-                                                   data.images.begin() + (i + 1) * kPixels)),
+                    numbersText(std::vector<float>(data.images.begin() + i * kVitPixels,
+                                                   data.images.begin() + (i + 1) * kVitPixels)),
                     "\n");
   const std::string examples = dir.write("images.txt", rows);
   const std::string expected = dir.write("losses.txt", numbersText(losses, "\n"));
