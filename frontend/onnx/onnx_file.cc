@@ -125,9 +125,13 @@ absl::Status loadExternalData(onnx::GraphProto* g, const std::string& model_path
                               const std::string& what) {
   const size_t slash = model_path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : model_path.substr(0, slash);
-  std::map<std::string, int> open_files;  // torch writes one file a tensor, onnx one for all
+  struct OpenFile {
+    int fd;
+    int64_t size;
+  };
+  std::map<std::string, OpenFile> open_files;  // torch writes one file a tensor, onnx one for all
   absl::Cleanup close_all = [&] {
-    for (const auto& [name, fd] : open_files) close(fd);
+    for (const auto& [name, f] : open_files) close(f.fd);
   };
   for (onnx::TensorProto& t : *g->mutable_initializer()) {
     if (t.data_location() != onnx::TensorProto::EXTERNAL) continue;
@@ -159,15 +163,19 @@ absl::Status loadExternalData(onnx::GraphProto* g, const std::string& model_path
     const std::string file = absl::StrCat(dir, "/", location);
     const ir::InputName name{absl::StrCat(tensor, ": external data file '", file, "'"),
                              "an external data file"};
-    auto [it, fresh] = open_files.try_emplace(location, -1);
-    if (fresh) {
-      ASSIGN_OR_RETURN(it->second, ir::openRegularFile(file, name));
+    auto it = open_files.find(location);
+    if (it == open_files.end()) {  // opened and measured once per file
+      ASSIGN_OR_RETURN(int fd, ir::openRegularFile(file, name));
+      struct stat st {};
+      if (fstat(fd, &st) != 0) {
+        const int error = errno;
+        close(fd);
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot read ", name.what, ": ", std::strerror(error)));
+      }
+      it = open_files.emplace(location, OpenFile{fd, int64_t(st.st_size)}).first;
     }
-    struct stat st {};
-    if (fstat(it->second, &st) != 0)
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot read ", name.what, ": ", std::strerror(errno)));
-    const int64_t size = st.st_size;
+    const int64_t size = it->second.size;
     if (length < 0) length = std::max<int64_t>(0, size - offset);
     if (offset > size || length > size - offset)
       return absl::InvalidArgumentError(absl::StrCat(name.what, " holds ", size,
@@ -176,7 +184,7 @@ absl::Status loadExternalData(onnx::GraphProto* g, const std::string& model_path
     std::string bytes(size_t(length), '\0');
     for (int64_t done = 0; done < length;) {
       const ssize_t n =
-          pread(it->second, bytes.data() + done, size_t(length - done), offset + done);
+          pread(it->second.fd, bytes.data() + done, size_t(length - done), offset + done);
       if (n <= 0)
         return absl::InvalidArgumentError(absl::StrCat(
             "cannot read ", name.what, ": ", n == 0 ? "it ended early" : std::strerror(errno)));

@@ -1711,12 +1711,17 @@ bool isFloatType(int64_t t) {
   return t == onnx::TensorProto::FLOAT || t == onnx::TensorProto::DOUBLE;
 }
 
+/// A scalar f32 zero of the graph, which broadcasts against any tensor.
+Tensor zeroScalar(NodeContext& c) {
+  return c.emit(
+      ir::ConstantArgs{.value = 0}.spec({.declared_types = {ir::TensorType{ir::DType::kF32, {}}}}));
+}
+
 /// Output 0 = (input 0 KIND 0) at run time: a boolean's Not (eq), a float cast to bool (ne).
 absl::Status compareWithZero(NodeContext& c, ir::Comparison kind) {
   ASSIGN_OR_RETURN(Tensor x, c.tensor(0));
-  Tensor zero = c.emit(
-      ir::ConstantArgs{.value = 0}.spec({.declared_types = {ir::TensorType{ir::DType::kF32, {}}}}));
-  c.setOutput(0, c.emit(ir::CompareArgs{.a = x.value(), .b = zero.value(), .kind = kind}.spec()));
+  c.setOutput(
+      0, c.emit(ir::CompareArgs{.a = x.value(), .b = zeroScalar(c).value(), .kind = kind}.spec()));
   return absl::OkStatus();
 }
 
@@ -1845,9 +1850,7 @@ absl::Status logical(NodeContext& c) {
       a = c.emit(kLogic == Logic::kAnd ? ir::MulBcastArgs{.a = a, .b = b}.spec()
                                        : ir::AddBcastArgs{.a = a, .b = b}.spec())
               .value();
-      b = c.emit(ir::ConstantArgs{.value = 0}.spec(
-                     {.declared_types = {ir::TensorType{ir::DType::kF32, {}}}}))
-              .value();
+      b = zeroScalar(c).value();
     }
     c.setOutput(0, c.emit(ir::CompareArgs{.a = a, .b = b, .kind = ir::Comparison::kNe}.spec()));
     return absl::OkStatus();
