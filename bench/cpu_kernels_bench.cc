@@ -2,9 +2,10 @@
 // and ResNet-18 on 28x28 inputs (N=32 and 64), single thread as the runtime runs them.
 // Every convolution pass runs with each strategy (Plain: the NCHW/OIHW tensors handed to
 // oneDNN as they are; Blocked: format_tag::any with reorders inside the kernel;
-// Winograd: the same with algorithm::convolution_winograd, skipped where oneDNN has none)
-// and with the kernel table's rule (Auto); the label names the oneDNN implementations
-// that ran (reorders included).
+// Winograd: the same with algorithm::convolution_winograd, skipped where oneDNN has none;
+// Gemm: im2col + oneDNN matmul over chunks of images, gemm_conv.h) and with the kernel
+// table's rule (Auto); the label names the oneDNN implementations that ran (reorders
+// included; none for Gemm).
 //
 //   build/bench/cpu_kernels_bench --benchmark_filter=N:128
 //   build/bench/cpu_kernels_bench --benchmark_filter='Conv.*/s:1/p:[01]' --benchmark_repetitions=4
@@ -227,14 +228,17 @@ void depthwiseShapes(benchmark::internal::Benchmark* b) {
 CONV_BENCH(ConvForward, kPlain)
 CONV_BENCH(ConvForward, kBlocked)
 CONV_BENCH(ConvForward, kWinograd)
+CONV_BENCH(ConvForward, kGemm)
 CONV_BENCH(ConvForward, kAuto)
 CONV_BENCH(ConvBackwardData, kPlain)
 CONV_BENCH(ConvBackwardData, kBlocked)
 CONV_BENCH(ConvBackwardData, kWinograd)
+CONV_BENCH(ConvBackwardData, kGemm)
 CONV_BENCH(ConvBackwardData, kAuto)
 CONV_BENCH(ConvBackwardFilter, kPlain)
 CONV_BENCH(ConvBackwardFilter, kBlocked)
 CONV_BENCH(ConvBackwardFilter, kWinograd)
+CONV_BENCH(ConvBackwardFilter, kGemm)
 CONV_BENCH(ConvBackwardFilter, kAuto)
 
 #define DEPTHWISE_BENCH(Pass, Strategy)                  \

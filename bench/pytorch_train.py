@@ -311,6 +311,9 @@ def main():
     g.add_argument("--steps", type=int, help="timed training steps (default 200)")
     g.add_argument("--epochs", type=int, help="full epochs over the training set")
     p.add_argument("--eval", action="store_true", help="test accuracy after each epoch")
+    p.add_argument("--stop-at", type=float,
+                   help="with --eval: stop after the first epoch whose test accuracy reaches "
+                        "this (a time-to-accuracy run needs no more)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model (PyTorch 2: ../shared/tools/pytorch2); its "
                    "compilation falls in the warm-up steps")
@@ -321,6 +324,8 @@ def main():
     data_dir = args.data_pos or args.data
     if args.steps is None and args.epochs is None:
         args.steps = 200
+    if args.stop_at is not None and not (args.eval and args.epochs):
+        p.error("--stop-at needs --eval and --epochs (it stops after an epoch's test accuracy)")
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -431,9 +436,13 @@ def main():
         line = (f"epoch {epoch + 1} train_loss={loss_sum / seen:.4f} "
                 f"train_acc={correct / seen:.4f} seconds={seconds:.2f} "
                 f"images_per_s={seen / seconds:.1f}")
-        if args.eval:
-            line += f" test_acc={evaluate(model, x_test, y_test, 1000):.4f}"
+        test_acc = evaluate(model, x_test, y_test, 1000) if args.eval else None
+        if test_acc is not None:
+            line += f" test_acc={test_acc:.4f}"
         print(line, flush=True)
+        if args.stop_at is not None and test_acc is not None and test_acc >= args.stop_at:
+            print(f"stopped: test accuracy {test_acc:.4f} reached --stop-at {args.stop_at}")
+            break
     print(f"pytorch images_per_s={total_images / total_seconds:.1f} epochs={args.epochs} "
           f"seconds={total_seconds:.3f} batch={args.batch} threads={args.threads}")
 

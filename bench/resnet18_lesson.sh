@@ -3,7 +3,8 @@
 # epochs with the lesson's recipe (N(0, 0.01) initialization, SGD without momentum or weight
 # decay), on one device at batch 256, lr 0.1 (cpu:0 with both cores: --threads-per-device 2)
 # and on two at batch 512, lr 0.2 (cpu:0,cpu:1), and PyTorch 2.6 compiled with the first
-# recipe on the same 2 threads (../shared/tools/pytorch2). Prints each run's epoch lines,
+# recipe on the same 2 threads (../shared/tools/pytorch2), stopped at the first epoch that
+# reaches the target (its time to accuracy needs no more). Prints each run's epoch lines,
 # its seconds per epoch and its time to a test accuracy (DAWNBench's time to accuracy: the
 # training seconds summed until the first epoch that reaches it; evaluation not counted).
 #
@@ -79,7 +80,8 @@ for run in "${wanted[@]}"; do
       [[ -x "$pytorch2" ]] || { echo "$name: $pytorch2 not found: no PyTorch 2 run" >&2; exit 1; }
       echo "== PyTorch 2.6 compiled, 2 threads, batch 256, lr 0.1" >&2
       (cd "$root" && "$pytorch2" env OPENBLAS_NUM_THREADS=1 python3 "$here/pytorch_train.py" \
-        --model resnet18 --threads 2 --batch 256 --lr 0.1 --eval --compile "${recipe[@]}") |
+        --model resnet18 --threads 2 --batch 256 --lr 0.1 --eval --compile --stop-at "$target" \
+        "${recipe[@]}") |
         tee "$TMP/pytorch.txt" >&2
       # Its lines: epoch E train_loss=L train_acc=A seconds=S images_per_s=R test_acc=T.
       sed -n 's/^epoch \([0-9]*\) train_loss=\([^ ]*\) train_acc=\([^ ]*\) seconds=\([^ ]*\) .*test_acc=\([^ ]*\).*/\1,\2,\3,0,\5,\4/p' \

@@ -14,9 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/cpu_info.h"
 #include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/gemm_conv.h"
 #include "backend/cpu/kernels.h"
 #include "ir/op_views.h"
+#include "ir/status_macros.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -173,10 +176,45 @@ ConvStrategy bf16Strategy(const ConvShape& s) {
 /// 1x1 shortcuts) to the blocked kernel would change the order of the additions and with
 /// it fused training's bit-for-bit agreement with unfused, for a gain inside the noise
 /// (0.77 vs 0.79 ms at 64 -> 128, N=32).
+///
+/// kGemm (im2col + oneDNN's matmul over chunks of images, gemm_conv.h) against oneDNN's
+/// plain (its own GEMM convolution) and blocked kernels, one thread, f32, ms, median of 3
+/// runs of bench/cpu_kernels_bench.cc on the shared 2-core AVX-512 EPYC, 2026-11-30:
+///
+///   C -> O     HxW  K   N    forward             backward data       backward filter
+///                           gemm  plain blocked  gemm  plain blocked  gemm  plain blocked
+///   1 -> 20    28   3  128  0.82  0.96  1.82     0.55  0.98  8.37     2.51  2.82  1.02
+///   20 -> 50   13   5  128  7.94  8.66  9.61     8.24 10.0   9.63     8.17  8.75 10.7
+///   1 -> 64    28   3   32  0.61  0.60  0.51     0.42  0.46  4.26     2.19  1.77  0.49
+///                                                                    (ResNet-18's stem, pad 1)
+///
+/// So kGemm, for f32 convolutions without groups whose window is more than one pixel and
+/// whose input has fewer than 32 channels (LeNet's two; nothing wider was measured, and
+/// from 64 channels the blocked and Winograd kernels on blocked activations are the
+/// measured ones), except the backward filter of fewer than 8 input channels, where
+/// oneDNN's blocked kernel is 2.5-4.5x faster on AVX-512 (on AVX2, plain was: see the
+/// direct rule). The choice holds only where the activations are plain between kernels
+/// (gemmApplies); elsewhere the direct rule.
+bool gemmWins(ConvPass pass, const ConvShape& s) {
+  const int64_t c = s.x.shape[1], window = s.w.shape[2] * s.w.shape[3];
+  if (s.x.dtype != ir::DType::kF32 || s.groups > 1 || window == 1 || c >= 32) return false;
+  return pass != ConvPass::kBackwardFilter || c >= 8;
+}
+
+/// oneDNN's blocked backward-filter kernel for fewer than 8 input channels on AVX-512
+/// (the table above); on AVX2 its im2col + GEMM was the faster (directStrategy).
+bool fewChannelFilterBlocked(ConvPass pass, const ConvShape& s) {
+  static const bool avx512 = hostCpuInfo().isa.rfind("avx512_core", 0) == 0;
+  return avx512 && pass == ConvPass::kBackwardFilter && s.x.dtype == ir::DType::kF32 &&
+         s.groups == 1 && s.x.shape[1] < 8;
+}
+
 ConvStrategy chooseStrategy(ConvStrategy requested, ConvPass pass, const ConvShape& s,
                             bool winograd) {
   if (requested != ConvStrategy::kAuto) return requested;
   if (s.x.dtype == ir::DType::kBF16) return bf16Strategy(s);
+  if (gemmWins(pass, s)) return ConvStrategy::kGemm;
+  if (fewChannelFilterBlocked(pass, s)) return ConvStrategy::kBlocked;
   // oneDNN 2.6's Winograd is f32 only.
   if (winograd && s.x.dtype == ir::DType::kF32 && winogradApplies(s) && s.x.shape[1] >= 64 && s.w.shape[0] >= 64) {
     int64_t tiles = winogradTiles(s);
@@ -210,7 +248,8 @@ convolution_forward::primitive_desc forwardPd(const ConvShape& s, ConvStrategy s
 ///  - Winograd mixes a tile's inputs (and a filter's taps) in its transforms, so a NaN
 ///    reaches every output of its 4x4 tile and an inf becomes NaN (inf - inf): the two
 ///    float inputs, operands 0 and 1 of all three passes;
-///  - GEMM over plain tensors multiplies the zero padding too (im2col), and 0 times a NaN
+///  - GEMM over plain tensors (oneDNN's, or kGemm's) multiplies the zero padding too
+///    (im2col), and 0 times a NaN
 ///    or inf weight (forward) or output gradient (backward filter) is NaN, where direct
 ///    convolution never touches the padding: operand 1 forward, 0 backward filter.
 /// The blocked direct kernel gets them right.
@@ -219,7 +258,8 @@ std::vector<size_t> nonFiniteHazards(ConvStrategy st, ConvPass pass, const ConvS
   auto padded = [](const memory::dims& d) {
     return std::any_of(d.begin(), d.end(), [](memory::dim v) { return v > 0; });
   };
-  if (st != ConvStrategy::kPlain || !(padded(s.pad_l) || padded(s.pad_r))) return {};
+  const bool over_padding = st == ConvStrategy::kPlain || st == ConvStrategy::kGemm;
+  if (!over_padding || !(padded(s.pad_l) || padded(s.pad_r))) return {};
   switch (pass) {
     case ConvPass::kForward:
       return {1};
@@ -231,6 +271,50 @@ std::vector<size_t> nonFiniteHazards(ConvStrategy st, ConvPass pass, const ConvS
   return {};
 }
 
+/// Whether kGemm can run the convolution of `init`: no groups, f32 operands and result 0 (its
+/// copies are f32 loops), and every activation plain NCHW between kernels (they read it).
+bool gemmApplies(const KernelInit& init, const ConvShape& s) {
+  const ir::Node& n = init.node;
+  if (s.groups > 1 || n.result(0)->type().dtype != ir::DType::kF32 || init.isBlocked(n.result(0)))
+    return false;
+  return std::all_of(n.operands().begin(), n.operands().end(), [&](const ir::Value* v) {
+    return v->type().dtype == ir::DType::kF32 && !init.isBlocked(v);
+  });
+}
+
+/// The batch and window of `s` as gemm_conv.h takes them.
+GemmConvShape gemmShape(const ConvShape& s) {
+  return {s.x.shape[0],
+          s.y.shape[1],
+          {.c = s.x.shape[1],
+           .h = s.x.shape[2],
+           .w = s.x.shape[3],
+           .kh = s.w.shape[2],
+           .kw = s.w.shape[3],
+           .oh = s.y.shape[2],
+           .ow = s.y.shape[3],
+           .stride_h = s.strides[0],
+           .stride_w = s.strides[1],
+           .pad_h = s.pad_l[0],
+           .pad_w = s.pad_l[1]}};
+}
+
+/// kGemm's kernel, `gemm(shape)`, with the blocked direct program of `build` for runs whose
+/// operands it would mishandle (nonFiniteHazards).
+template <typename Build, typename Gemm>
+KernelOr buildGemmConv(ConvPass pass, const ConvShape& s, Build build, Gemm gemm) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GemmConvKernel> k, gemm(gemmShape(s)));
+  std::vector<size_t> watched = nonFiniteHazards(ConvStrategy::kGemm, pass, s);
+  if (!watched.empty()) {
+    try {
+      k->setExact(build(ConvStrategy::kBlocked), std::move(watched));
+    } catch (const dnnl::error&) {
+      // No blocked kernel for this shape: the fast one alone, as buildConv does.
+    }
+  }
+  return std::unique_ptr<CpuKernel>(std::move(k));
+}
+
 /// The kernel of `build(strategy)`'s program (build throws dnnl::error when oneDNN cannot
 /// make a primitive). Winograd that oneDNN cannot provide here (shape, CPU) falls back to
 /// the direct rule: the strategy is an optimization, never a reason to fail. Where the
@@ -238,9 +322,14 @@ std::vector<size_t> nonFiniteHazards(ConvStrategy st, ConvPass pass, const ConvS
 /// comes along for runs that hold one: a NaN or inf then gives PyTorch's results, at the
 /// cost of one read of those operands per run, next to a convolution's many
 /// multiply-adds per element.
-template <typename Build>
-KernelOr buildConv(const ir::Node& n, absl::string_view what, ConvStrategy strategy, ConvPass pass,
-                   const ConvShape& s, Build build) {
+template <typename Build, typename Gemm>
+KernelOr buildConv(const KernelInit& init, absl::string_view what, ConvStrategy strategy,
+                   ConvPass pass, const ConvShape& s, Build build, Gemm gemm) {
+  const ir::Node& n = init.node;
+  if (strategy == ConvStrategy::kGemm) {
+    if (gemmApplies(init, s)) return buildGemmConv(pass, s, build, gemm);
+    strategy = directStrategy(pass, s);
+  }
   std::optional<DnnlProgram> fast;
   if (strategy == ConvStrategy::kWinograd) {
     if (winogradApplies(s)) {
@@ -278,22 +367,29 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
   bool bias = n.numOperands() > 2;
   ConvPass pass = ConvPass::kForward;
   strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
-  return buildConv(n, "convolution", strategy, pass, s, [&](ConvStrategy st) {
-    DnnlProgram p(init.ctx);
-    memory::desc bias_md = bias ? plainDesc(n.operand(2)->type()) : memory::desc();
-    auto pd = forwardPd(s, st, bias_md, p.engine());
-    std::vector<std::pair<int, DnnlProgram::Slot>> args{
-        {DNNL_ARG_SRC, p.inputAs(p.input(0, userDesc(init, n.operand(0))), pd.src_desc())},
-        {DNNL_ARG_WEIGHTS, p.inputAs(p.input(1, filterDesc(s, n.operand(1)->type().dtype, true)),
-                                     pd.weights_desc())}};
-    if (bias) args.emplace_back(DNNL_ARG_BIAS, p.input(2, n.operand(2)->type()));
-    DnnlProgram::Slot y = p.output(0, userDesc(init, n.result(0)));
-    DnnlProgram::Slot y_prim = p.outputAs(y, pd.dst_desc());
-    args.emplace_back(DNNL_ARG_DST, y_prim);
-    p.add(pd, convolution_forward(pd), args);
-    p.storeTo(y_prim, y);
-    return p;
-  });
+  auto gemm = [&](const GemmConvShape& g) {
+    return makeGemmConvForward(init.ctx, g, bias, n.describe());
+  };
+  return buildConv(
+      init, "convolution", strategy, pass, s,
+      [&](ConvStrategy st) {
+        DnnlProgram p(init.ctx);
+        memory::desc bias_md = bias ? plainDesc(n.operand(2)->type()) : memory::desc();
+        auto pd = forwardPd(s, st, bias_md, p.engine());
+        std::vector<std::pair<int, DnnlProgram::Slot>> args{
+            {DNNL_ARG_SRC, p.inputAs(p.input(0, userDesc(init, n.operand(0))), pd.src_desc())},
+            {DNNL_ARG_WEIGHTS,
+             p.inputAs(p.input(1, filterDesc(s, n.operand(1)->type().dtype, true)),
+                       pd.weights_desc())}};
+        if (bias) args.emplace_back(DNNL_ARG_BIAS, p.input(2, n.operand(2)->type()));
+        DnnlProgram::Slot y = p.output(0, userDesc(init, n.result(0)));
+        DnnlProgram::Slot y_prim = p.outputAs(y, pd.dst_desc());
+        args.emplace_back(DNNL_ARG_DST, y_prim);
+        p.add(pd, convolution_forward(pd), args);
+        p.storeTo(y_prim, y);
+        return p;
+      },
+      gemm);
 }
 
 KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvStrategy strategy) {
@@ -301,8 +397,12 @@ KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvSt
   ConvShape s = convShape(n, n.operand(2)->type(), n.operand(1)->type(), n.operand(0)->type());
   ConvPass pass = ConvPass::kBackwardData;
   strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
+  auto gemm = [&](const GemmConvShape& g) {
+    return makeGemmConvBackwardData(init.ctx, g, n.describe());
+  };
   return buildConv(
-      n, "convolution backward-data", strategy, pass, s, [&](ConvStrategy st) {
+      init, "convolution backward-data", strategy, pass, s,
+      [&](ConvStrategy st) {
         DnnlProgram p(init.ctx);
         auto hint = forwardPd(s, st, memory::desc(), p.engine());
         convolution_backward_data::desc d(convAlgorithm(st), layoutDesc(st, s.x),
@@ -319,7 +419,8 @@ KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvSt
               {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_SRC, dx_prim}});
         p.storeTo(dx_prim, dx);
         return p;
-      });
+      },
+      gemm);
 }
 
 KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, ConvStrategy strategy) {
@@ -331,8 +432,12 @@ KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, Conv
   bool bias = ir::attr::bias(n);
   ConvPass pass = ConvPass::kBackwardFilter;
   strategy = chooseStrategy(strategy, pass, s, init.ctx.winograd());
+  auto gemm = [&](const GemmConvShape& g) {
+    return makeGemmConvBackwardFilter(init.ctx, g, bias, n.describe());
+  };
   return buildConv(
-      n, "convolution backward-filter", strategy, pass, s, [&](ConvStrategy st) {
+      init, "convolution backward-filter", strategy, pass, s,
+      [&](ConvStrategy st) {
         DnnlProgram p(init.ctx);
         memory::desc bias_md = bias ? plainDesc(n.result(1)->type()) : memory::desc();
         auto hint = forwardPd(s, st, bias_md, p.engine());
@@ -352,7 +457,8 @@ KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, Conv
         p.add(pd, convolution_backward_weights(pd), args);
         p.storeTo(dw_prim, dw);
         return p;
-      });
+      },
+      gemm);
 }
 
 KernelOr makeConv2dKernel(const KernelInit& init) {

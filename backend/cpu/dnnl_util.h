@@ -63,6 +63,9 @@ enum class ConvStrategy {
   // like kBlocked. oneDNN has it for 3x3 filters at stride 1 with pad <= 1, on AVX-512
   // only; elsewhere the kernel falls back to the direct rule of kAuto.
   kWinograd,
+  // im2col + oneDNN's matmul over chunks of images (gemm_conv.h): f32, groups 1, plain
+  // activations; elsewhere the direct rule of kAuto.
+  kGemm,
 };
 
 /// Conv-family factories with a forced strategy, for benchmarks and tests that compare

@@ -57,6 +57,11 @@ absl::StatusOr<MatmulCore> MatmulCore::make(CpuContext& ctx, const MatmulSpec& s
           bias = batched ? denseDesc({1, 1, s.n}, *spec.bias) : denseDesc({1, s.n}, *spec.bias);
         dnnl::primitive_attr attr = userScratchpadAttr();
         if (spec.scale != 1.0f) attr.set_output_scales(0, {spec.scale});
+        if (spec.accumulate) {
+          dnnl::post_ops sum;
+          sum.append_sum(1.0f);
+          attr.set_post_ops(sum);
+        }
         using Desc = dnnl::matmul::desc;
         dnnl::matmul::primitive_desc pd(spec.bias ? Desc(a_c, b_c, bias, c) : Desc(a_c, b_c, c),
                                         attr, p.engine());

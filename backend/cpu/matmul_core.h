@@ -30,6 +30,9 @@ struct MatmulSpec {
   std::optional<ir::DType> bias;
   /// C = scale * op(A) op(B) (+ bias).
   float scale = 1.0f;
+  /// C += the product instead (oneDNN's sum post-op): a sum of products over chunks, as a
+  /// convolution's filter gradient over the batch (gemm_conv.h).
+  bool accumulate = false;
 };
 
 class MatmulCore {

@@ -10,14 +10,19 @@
 namespace tandem::backend::cpu {
 namespace {
 
+/// The row length (inner extent) from which the loop sums instead of oneDNN: two AVX-512
+/// vectors, so that the loop vectorizes along rows; shorter rows (a sum over the last
+/// axis has rows of 1) stay with oneDNN, which vectorizes along the axis.
+constexpr int64_t kLoopRow = 32;
+
 absl::Status checkSpec(const ReduceSpec& s, absl::string_view where) {
   RETURN_IF_ERROR(checkNotEmpty(s.dims, where, "reduction"));
   return checkFloatType(where, "the reduction's data", s.data);
 }
 
 // y[o, i] = sum over a of x[o, a, i] (times `scale`), accumulated in f32 in index order:
-// the reduction oneDNN refuses (an axis of size 1, where src and dst are one shape) or
-// cannot build for a shape.
+// wide rows (kLoopRow), the reduction oneDNN refuses (an axis of size 1, where src and dst
+// are one shape) and shapes it cannot build.
 template <typename T>
 TANDEM_VECTOR_LOOPS void sumAxis(const T* x, T* y, int64_t outer, int64_t axis, int64_t inner,
                                  float scale) {
@@ -52,6 +57,11 @@ absl::StatusOr<ReduceForward> ReduceForward::make(CpuContext& ctx, const ReduceS
   // refuses as a reduction whose source and destination are one shape: a device with one
   // example of the batch reduces over such an axis.
   if (spec.dims.axis == 1) return ReduceForward(spec, std::nullopt);
+  // Rows of at least kLoopRow elements: the loop streams them once, adding each into a
+  // row of accumulators that stays in L1, where oneDNN 2.6's reduction primitive (ref or
+  // its simple JIT kernel) is far slower on a long axis over wide rows: the ViT's
+  // [128, 50*64] -> [1, 50*64] bias gradients took 6 ms (docs/PERF.md).
+  if (spec.dims.inner >= kLoopRow) return ReduceForward(spec, std::nullopt);
   absl::StatusOr<DnnlProgram> p =
       buildCoreProgram(ctx, where, "reduction primitive", [&](DnnlProgram& p) {
         const AxisSplit& d = spec.dims;

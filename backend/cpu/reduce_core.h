@@ -2,8 +2,8 @@
 
 // Sum and mean over one axis of a dense tensor, seen as [outer, axis, inner] -> [outer,
 // inner], on oneDNN's reduction primitive (f32 or bf16, accumulated in f32), or on a loop
-// where oneDNN refuses the shape (an axis of size 1: a copy); and their backward passes,
-// which spread dy over the axis.
+// over wide rows (which it streams faster) and where oneDNN refuses the shape (an axis of
+// size 1: a copy); and their backward passes, which spread dy over the axis.
 
 #include <cstdint>
 #include <optional>

@@ -338,7 +338,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ConvKernelTest,
                                                          /*winograd=*/false},
                                            StrategyParam{"Plain", ConvStrategy::kPlain},
                                            StrategyParam{"Blocked", ConvStrategy::kBlocked},
-                                           StrategyParam{"Winograd", ConvStrategy::kWinograd}),
+                                           StrategyParam{"Winograd", ConvStrategy::kWinograd},
+                                           StrategyParam{"Gemm", ConvStrategy::kGemm}),
                          [](const auto& info) { return info.param.name; });
 
 // The backward references are the gradients of the forward reference.

@@ -243,8 +243,8 @@ TEST(NonFiniteConv, EveryStrategyMatchesPyTorch) {
     auto f = factories.find(c->text("_op"));
     if (f == factories.end()) continue;
     ++cases;
-    for (ConvStrategy st :
-         {ConvStrategy::kPlain, ConvStrategy::kBlocked, ConvStrategy::kWinograd}) {
+    for (ConvStrategy st : {ConvStrategy::kPlain, ConvStrategy::kBlocked, ConvStrategy::kWinograd,
+                            ConvStrategy::kGemm}) {
       SCOPED_TRACE(absl::StrCat(name, " strategy ", static_cast<int>(st)));
       expectMatchesPyTorch(*c, [&](const KernelInit& init) { return f->second(init, st); });
     }

@@ -1,0 +1,260 @@
+#include "backend/cpu/gemm_conv.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "backend/cpu/finite_scan.h"
+#include "backend/cpu/matmul_core.h"
+#include "backend/cpu/vector_loops.h"
+#include "ir/status_macros.h"
+
+namespace tandem::backend::cpu {
+namespace {
+
+/// The im2col bytes of one chunk: about one core's L2 cache (1 MiB on the AVX-512 EPYC
+/// measured), so that a chunk's copies are still cached when its product reads them.
+/// LeNet's conv2 at 4 to 32 images a chunk ran within 2 % (bench/cpu_kernels_bench.cc).
+constexpr int64_t kChunkBytes = int64_t{1} << 20;
+
+/// The batch cut into chunks: `full` chunks of `size` images and, when the batch does not
+/// divide, one of `rest`. Each size has its own product (its shapes are fixed when made).
+struct Chunks {
+  int64_t size, full, rest;
+};
+Chunks chunksOf(const GemmConvShape& s) {
+  const int64_t per_image = s.window.rows() * s.window.pixels() * int64_t{sizeof(float)};
+  const int64_t size = std::clamp<int64_t>(kChunkBytes / per_image, 1, s.n);
+  return {size, s.n / size, s.n % size};
+}
+
+/// y[i, o, p] += b[o] over `images` images of [channels, pixels].
+TANDEM_VECTOR_LOOPS void addChannelBias(const float* b, int64_t images, int64_t channels,
+                                        int64_t pixels, float* y) {
+  for (int64_t i = 0; i < images; ++i)
+    for (int64_t o = 0; o < channels; ++o) {
+      float* plane = y + (i * channels + o) * pixels;
+      const float bo = b[o];
+      for (int64_t p = 0; p < pixels; ++p) plane[p] += bo;
+    }
+}
+
+/// db[o] = the sum of dy[n, o, p] over images and pixels (each image's plane summed first).
+TANDEM_VECTOR_LOOPS void channelSums(const float* dy, int64_t images, int64_t channels,
+                                     int64_t pixels, float* db) {
+  for (int64_t o = 0; o < channels; ++o) {
+    float sum = 0.0f;
+    for (int64_t n = 0; n < images; ++n) {
+      const float* plane = dy + (n * channels + o) * pixels;
+      float plane_sum = 0.0f;
+      for (int64_t p = 0; p < pixels; ++p) plane_sum += plane[p];
+      sum += plane_sum;
+    }
+    db[o] = sum;
+  }
+}
+
+/// One product per chunk size: `shape(images)` gives the product of a chunk.
+template <typename Shape>
+absl::Status makeProducts(CpuContext& ctx, const Chunks& c, Shape shape, absl::string_view where,
+                          std::optional<MatmulCore>& full, std::optional<MatmulCore>& rest) {
+  ASSIGN_OR_RETURN(MatmulCore f, MatmulCore::make(ctx, shape(c.size), where));
+  full.emplace(std::move(f));
+  if (c.rest > 0) {
+    ASSIGN_OR_RETURN(MatmulCore r, MatmulCore::make(ctx, shape(c.rest), where));
+    rest.emplace(std::move(r));
+  }
+  return absl::OkStatus();
+}
+
+/// What every pass holds: the shape, its chunks and their two products. The buffers are
+/// the kernel's own rather than the thread's arena (dnnl_util.cc), which the products'
+/// programs take for their scratchpads in the middle of a run.
+class GemmConvBase : public GemmConvKernel {
+ protected:
+  explicit GemmConvBase(const GemmConvShape& s) : s_(s), chunks_(chunksOf(s)) {}
+
+  /// Calls chunk(first image, images, product) over the batch.
+  template <typename F>
+  void forEachChunk(F chunk) {
+    for (int64_t i = 0; i < chunks_.full; ++i) chunk(i * chunks_.size, chunks_.size, *full_);
+    if (chunks_.rest > 0) chunk(chunks_.full * chunks_.size, chunks_.rest, *rest_);
+  }
+  int64_t imageElements() const { return s_.window.c * s_.window.h * s_.window.w; }
+  int64_t outputElements() const { return s_.o * s_.window.pixels(); }
+
+  GemmConvShape s_;
+  Chunks chunks_;
+  std::optional<MatmulCore> full_, rest_;
+  std::vector<float> cols_;
+};
+
+class Forward final : public GemmConvBase {
+ public:
+  Forward(const GemmConvShape& s, bool bias) : GemmConvBase(s), bias_(bias) {
+    cols_.resize(chunks_.size * s.window.rows() * s.window.pixels());
+  }
+  absl::Status make(CpuContext& ctx, absl::string_view where) {
+    // y[image] = W[o, rows] * cols[image][rows, pixels], W shared by the chunk.
+    return makeProducts(
+        ctx, chunks_,
+        [&](int64_t images) {
+          MatmulSpec m;
+          m.shape = {.batch = images,
+                     .m = s_.o,
+                     .n = s_.window.pixels(),
+                     .k = s_.window.rows(),
+                     .a_broadcast = true};
+          return m;
+        },
+        where, full_, rest_);
+  }
+
+ private:
+  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const float* x = in[0].f32();
+    const float* w = in[1].f32();
+    float* y = out[0].f32();
+    const int64_t rows = s_.window.rows(), pixels = s_.window.pixels();
+    forEachChunk([&](int64_t first, int64_t images, MatmulCore& product) {
+      for (int64_t i = 0; i < images; ++i)
+        im2col(s_.window, x + (first + i) * imageElements(), cols_.data() + i * rows * pixels,
+               pixels);
+      float* y_chunk = y + first * outputElements();
+      product.run(w, cols_.data(), nullptr, y_chunk);
+      if (bias_) addChannelBias(in[2].f32(), images, s_.o, pixels, y_chunk);
+    });
+  }
+  bool bias_;
+};
+
+class BackwardData final : public GemmConvBase {
+ public:
+  explicit BackwardData(const GemmConvShape& s) : GemmConvBase(s) {
+    cols_.resize(chunks_.size * s.window.rows() * s.window.pixels());
+  }
+  absl::Status make(CpuContext& ctx, absl::string_view where) {
+    // dcols[image] = W^T[rows, o] * dy[image][o, pixels]: W as stored, [o, rows], transposed.
+    return makeProducts(
+        ctx, chunks_,
+        [&](int64_t images) {
+          MatmulSpec m;
+          m.shape = {.batch = images,
+                     .m = s_.window.rows(),
+                     .n = s_.window.pixels(),
+                     .k = s_.o,
+                     .trans_a = true,
+                     .a_broadcast = true};
+          return m;
+        },
+        where, full_, rest_);
+  }
+
+ private:
+  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const float* dy = in[0].f32();
+    const float* w = in[1].f32();
+    float* dx = out[0].f32();
+    const int64_t rows = s_.window.rows(), pixels = s_.window.pixels();
+    forEachChunk([&](int64_t first, int64_t images, MatmulCore& product) {
+      product.run(w, dy + first * outputElements(), nullptr, cols_.data());
+      float* dx_chunk = dx + first * imageElements();
+      std::fill(dx_chunk, dx_chunk + images * imageElements(), 0.0f);
+      for (int64_t i = 0; i < images; ++i)
+        col2imAdd(s_.window, cols_.data() + i * rows * pixels, pixels,
+                  dx_chunk + i * imageElements());
+    });
+  }
+};
+
+class BackwardFilter final : public GemmConvBase {
+ public:
+  BackwardFilter(const GemmConvShape& s, bool bias) : GemmConvBase(s), bias_(bias) {
+    cols_.resize(chunks_.size * s.window.rows() * s.window.pixels());
+    dy_chunk_.resize(chunks_.size * s.o * s.window.pixels());
+  }
+  absl::Status make(CpuContext& ctx, absl::string_view where) {
+    // dW[o, rows] += dy[o][images x pixels] * (cols[rows][images x pixels])^T.
+    return makeProducts(
+        ctx, chunks_,
+        [&](int64_t images) {
+          MatmulSpec m;
+          m.shape = {
+              .m = s_.o, .n = s_.window.rows(), .k = images * s_.window.pixels(), .trans_b = true};
+          m.accumulate = true;
+          return m;
+        },
+        where, full_, rest_);
+  }
+
+ private:
+  void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const float* dy = in[0].f32();
+    const float* x = in[1].f32();
+    float* dw = out[0].f32();
+    const int64_t pixels = s_.window.pixels();
+    std::fill(dw, dw + s_.o * s_.window.rows(), 0.0f);
+    forEachChunk([&](int64_t first, int64_t images, MatmulCore& product) {
+      // The chunk's images side by side: row r of cols and row o of dy hold image i's
+      // pixels at i * pixels.
+      const int64_t width = images * pixels;
+      for (int64_t i = 0; i < images; ++i) {
+        const float* dy_image = dy + (first + i) * outputElements();
+        for (int64_t o = 0; o < s_.o; ++o)
+          std::copy_n(dy_image + o * pixels, pixels, dy_chunk_.data() + o * width + i * pixels);
+        im2col(s_.window, x + (first + i) * imageElements(), cols_.data() + i * pixels, width);
+      }
+      product.run(dy_chunk_.data(), cols_.data(), nullptr, dw);
+    });
+    if (bias_) biasGradient(dy, out[1].f32());
+  }
+
+  void biasGradient(const float* dy, float* db) const {
+    channelSums(dy, s_.n, s_.o, s_.window.pixels(), db);
+  }
+
+  bool bias_;
+  std::vector<float> dy_chunk_;
+};
+
+template <typename Kernel, typename... Args>
+absl::StatusOr<std::unique_ptr<GemmConvKernel>> made(CpuContext& ctx, absl::string_view where,
+                                                     Args&&... args) {
+  auto k = std::make_unique<Kernel>(std::forward<Args>(args)...);
+  RETURN_IF_ERROR(k->make(ctx, where));
+  return std::unique_ptr<GemmConvKernel>(std::move(k));
+}
+
+}  // namespace
+
+void GemmConvKernel::setExact(DnnlProgram exact, std::vector<size_t> watched) {
+  exact_.emplace(std::move(exact));
+  watched_ = std::move(watched);
+}
+
+void GemmConvKernel::compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
+  if (exact_.has_value())
+    for (size_t i : watched_)
+      if (!allFinite(in[i])) return exact_->run(in, out);
+  run(in, out);
+}
+
+absl::StatusOr<std::unique_ptr<GemmConvKernel>> makeGemmConvForward(CpuContext& ctx,
+                                                                    const GemmConvShape& s,
+                                                                    bool bias,
+                                                                    absl::string_view where) {
+  return made<Forward>(ctx, where, s, bias);
+}
+absl::StatusOr<std::unique_ptr<GemmConvKernel>> makeGemmConvBackwardData(CpuContext& ctx,
+                                                                         const GemmConvShape& s,
+                                                                         absl::string_view where) {
+  return made<BackwardData>(ctx, where, s);
+}
+absl::StatusOr<std::unique_ptr<GemmConvKernel>> makeGemmConvBackwardFilter(
+    CpuContext& ctx, const GemmConvShape& s, bool bias, absl::string_view where) {
+  return made<BackwardFilter>(ctx, where, s, bias);
+}
+
+}  // namespace tandem::backend::cpu
