@@ -414,7 +414,7 @@ def main():
               f"loss={final_loss:.6f}")
         return
 
-    total_seconds, total_images = 0.0, 0
+    total_seconds, total_images, epochs_run = 0.0, 0, 0
     for epoch in range(args.epochs):
         t0 = time.perf_counter()
         loss_sum, correct, seen = 0.0, 0, 0
@@ -433,6 +433,7 @@ def main():
         seconds = time.perf_counter() - t0
         total_seconds += seconds
         total_images += seen
+        epochs_run += 1
         line = (f"epoch {epoch + 1} train_loss={loss_sum / seen:.4f} "
                 f"train_acc={correct / seen:.4f} seconds={seconds:.2f} "
                 f"images_per_s={seen / seconds:.1f}")
@@ -443,7 +444,7 @@ def main():
         if args.stop_at is not None and test_acc is not None and test_acc >= args.stop_at:
             print(f"stopped: test accuracy {test_acc:.4f} reached --stop-at {args.stop_at}")
             break
-    print(f"pytorch images_per_s={total_images / total_seconds:.1f} epochs={args.epochs} "
+    print(f"pytorch images_per_s={total_images / total_seconds:.1f} epochs={epochs_run} "
           f"seconds={total_seconds:.3f} batch={args.batch} threads={args.threads}")
 
 
