@@ -56,25 +56,30 @@ TANDEM_VECTOR_LOOPS void channelSums(const float* dy, int64_t images, int64_t ch
   }
 }
 
-/// One product per chunk size: `shape(images)` gives the product of a chunk.
-template <typename Shape>
-absl::Status makeProducts(CpuContext& ctx, const Chunks& c, Shape shape, absl::string_view where,
-                          std::optional<MatmulCore>& full, std::optional<MatmulCore>& rest) {
-  ASSIGN_OR_RETURN(MatmulCore f, MatmulCore::make(ctx, shape(c.size), where));
-  full.emplace(std::move(f));
-  if (c.rest > 0) {
-    ASSIGN_OR_RETURN(MatmulCore r, MatmulCore::make(ctx, shape(c.rest), where));
-    rest.emplace(std::move(r));
-  }
-  return absl::OkStatus();
-}
-
 /// What every pass holds: the shape, its chunks and their two products. The buffers are
 /// the kernel's own rather than the thread's arena (dnnl_util.cc), which the products'
 /// programs take for their scratchpads in the middle of a run.
 class GemmConvBase : public GemmConvKernel {
+ public:
+  /// Makes the products: one per chunk size (their shapes are fixed when made).
+  absl::Status make(CpuContext& ctx, absl::string_view where) {
+    ASSIGN_OR_RETURN(MatmulCore full, MatmulCore::make(ctx, product(chunks_.size), where));
+    full_.emplace(std::move(full));
+    if (chunks_.rest > 0) {
+      ASSIGN_OR_RETURN(MatmulCore rest, MatmulCore::make(ctx, product(chunks_.rest), where));
+      rest_.emplace(std::move(rest));
+    }
+    return absl::OkStatus();
+  }
+
  protected:
-  explicit GemmConvBase(const GemmConvShape& s) : s_(s), chunks_(chunksOf(s)) {}
+  explicit GemmConvBase(const GemmConvShape& s)
+      : s_(s),
+        chunks_(chunksOf(s)),
+        cols_(static_cast<size_t>(chunks_.size * s.window.rows() * s.window.pixels())) {}
+
+  /// The product of a chunk of `images`.
+  virtual MatmulSpec product(int64_t images) const = 0;
 
   /// Calls chunk(first image, images, product) over the batch.
   template <typename F>
@@ -93,26 +98,20 @@ class GemmConvBase : public GemmConvKernel {
 
 class Forward final : public GemmConvBase {
  public:
-  Forward(const GemmConvShape& s, bool bias) : GemmConvBase(s), bias_(bias) {
-    cols_.resize(chunks_.size * s.window.rows() * s.window.pixels());
-  }
-  absl::Status make(CpuContext& ctx, absl::string_view where) {
-    // y[image] = W[o, rows] * cols[image][rows, pixels], W shared by the chunk.
-    return makeProducts(
-        ctx, chunks_,
-        [&](int64_t images) {
-          MatmulSpec m;
-          m.shape = {.batch = images,
-                     .m = s_.o,
-                     .n = s_.window.pixels(),
-                     .k = s_.window.rows(),
-                     .a_broadcast = true};
-          return m;
-        },
-        where, full_, rest_);
-  }
+  Forward(const GemmConvShape& s, bool bias) : GemmConvBase(s), bias_(bias) {}
 
  private:
+  // y[image] = W[o, rows] * cols[image][rows, pixels], W shared by the chunk.
+  MatmulSpec product(int64_t images) const override {
+    MatmulSpec m;
+    m.shape = {.batch = images,
+               .m = s_.o,
+               .n = s_.window.pixels(),
+               .k = s_.window.rows(),
+               .a_broadcast = true};
+    return m;
+  }
+
   void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float* x = in[0].f32();
     const float* w = in[1].f32();
@@ -132,27 +131,21 @@ class Forward final : public GemmConvBase {
 
 class BackwardData final : public GemmConvBase {
  public:
-  explicit BackwardData(const GemmConvShape& s) : GemmConvBase(s) {
-    cols_.resize(chunks_.size * s.window.rows() * s.window.pixels());
-  }
-  absl::Status make(CpuContext& ctx, absl::string_view where) {
-    // dcols[image] = W^T[rows, o] * dy[image][o, pixels]: W as stored, [o, rows], transposed.
-    return makeProducts(
-        ctx, chunks_,
-        [&](int64_t images) {
-          MatmulSpec m;
-          m.shape = {.batch = images,
-                     .m = s_.window.rows(),
-                     .n = s_.window.pixels(),
-                     .k = s_.o,
-                     .trans_a = true,
-                     .a_broadcast = true};
-          return m;
-        },
-        where, full_, rest_);
-  }
+  explicit BackwardData(const GemmConvShape& s) : GemmConvBase(s) {}
 
  private:
+  // dcols[image] = W^T[rows, o] * dy[image][o, pixels]: W as stored, [o, rows], transposed.
+  MatmulSpec product(int64_t images) const override {
+    MatmulSpec m;
+    m.shape = {.batch = images,
+               .m = s_.window.rows(),
+               .n = s_.window.pixels(),
+               .k = s_.o,
+               .trans_a = true,
+               .a_broadcast = true};
+    return m;
+  }
+
   void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float* dy = in[0].f32();
     const float* w = in[1].f32();
@@ -171,25 +164,20 @@ class BackwardData final : public GemmConvBase {
 
 class BackwardFilter final : public GemmConvBase {
  public:
-  BackwardFilter(const GemmConvShape& s, bool bias) : GemmConvBase(s), bias_(bias) {
-    cols_.resize(chunks_.size * s.window.rows() * s.window.pixels());
-    dy_chunk_.resize(chunks_.size * s.o * s.window.pixels());
-  }
-  absl::Status make(CpuContext& ctx, absl::string_view where) {
-    // dW[o, rows] += dy[o][images x pixels] * (cols[rows][images x pixels])^T.
-    return makeProducts(
-        ctx, chunks_,
-        [&](int64_t images) {
-          MatmulSpec m;
-          m.shape = {
-              .m = s_.o, .n = s_.window.rows(), .k = images * s_.window.pixels(), .trans_b = true};
-          m.accumulate = true;
-          return m;
-        },
-        where, full_, rest_);
-  }
+  BackwardFilter(const GemmConvShape& s, bool bias)
+      : GemmConvBase(s),
+        bias_(bias),
+        dy_chunk_(static_cast<size_t>(chunks_.size * s.o * s.window.pixels())) {}
 
  private:
+  // dW[o, rows] += dy[o][images x pixels] * (cols[rows][images x pixels])^T.
+  MatmulSpec product(int64_t images) const override {
+    MatmulSpec m;
+    m.shape = {.m = s_.o, .n = s_.window.rows(), .k = images * s_.window.pixels(), .trans_b = true};
+    m.accumulate = true;
+    return m;
+  }
+
   void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float* dy = in[0].f32();
     const float* x = in[1].f32();
@@ -208,11 +196,7 @@ class BackwardFilter final : public GemmConvBase {
       }
       product.run(dy_chunk_.data(), cols_.data(), nullptr, dw);
     });
-    if (bias_) biasGradient(dy, out[1].f32());
-  }
-
-  void biasGradient(const float* dy, float* db) const {
-    channelSums(dy, s_.n, s_.o, s_.window.pixels(), db);
+    if (bias_) channelSums(dy, s_.n, s_.o, pixels, out[1].f32());
   }
 
   bool bias_;
