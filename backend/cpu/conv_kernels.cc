@@ -4,9 +4,9 @@
 // layouts (nChw8c, OIhw8i8o on AVX2); given plain tensors it falls back to im2col + GEMM
 // or, for few input channels, a JIT kernel that reads NCHW directly. chooseStrategy
 // picks, per pass and shape, the cheapest of "plain tensors as they are", "blocked
-// layouts with reorders inside the kernel" and, for 3x3 stride-1 convolutions on
-// AVX-512, Winograd F(4x4, 3x3) with the same reorders; bench/cpu_kernels_bench.cc
-// measures all three.
+// layouts with reorders inside the kernel", for 3x3 stride-1 convolutions on AVX-512
+// Winograd F(4x4, 3x3) with the same reorders, and our own im2col + oneDNN matmul over
+// chunks of images (gemm_conv.h); bench/cpu_kernels_bench.cc measures all four.
 
 #include <algorithm>
 #include <memory>
@@ -249,9 +249,9 @@ convolution_forward::primitive_desc forwardPd(const ConvShape& s, ConvStrategy s
 ///    reaches every output of its 4x4 tile and an inf becomes NaN (inf - inf): the two
 ///    float inputs, operands 0 and 1 of all three passes;
 ///  - GEMM over plain tensors (oneDNN's, or kGemm's) multiplies the zero padding too
-///    (im2col), and 0 times a NaN
-///    or inf weight (forward) or output gradient (backward filter) is NaN, where direct
-///    convolution never touches the padding: operand 1 forward, 0 backward filter.
+///    (im2col), and 0 times a NaN or inf weight (forward) or output gradient (backward
+///    filter) is NaN, where direct convolution never touches the padding: operand 1
+///    forward, 0 backward filter.
 /// The blocked direct kernel gets them right.
 std::vector<size_t> nonFiniteHazards(ConvStrategy st, ConvPass pass, const ConvShape& s) {
   if (st == ConvStrategy::kWinograd) return {0, 1};
