@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training throughput of LeNet on Fashion-MNIST, PyTorch 1.13 and 2.6 eager and compiled
-# (CPU, 2 threads) against Tandem (two CPU devices, data parallel), all at batch 256;
-# prints each images/s and the ratio against the fastest PyTorch.
+# (CPU, 2 threads) against Tandem (two CPU devices, data parallel), all at batch 256, each
+# over S timed steps after 5 warm-up steps; prints each images/s and the ratio against the
+# fastest PyTorch.
 #
 #   bench/lenet_vs_pytorch.sh [--steps S] [--build DIR] [--data DIR]
 #
@@ -39,25 +40,11 @@ model_recipe=1
 echo "== PyTorch: $steps steps of batch $batch, 2 threads" >&2
 pytorch_best lenet
 
-# --- Tandem: one epoch over the first S*256 training examples on two CPU devices.
-tandem_args=(train --model lenet --devices "cpu:0,cpu:1" --batch "$batch" --epochs 1
-             --limit-train $((steps * batch)) --limit-test "$batch" --metrics "$TMP/m.csv")
-[[ -n "$data" ]] && tandem_args+=(--data "$data")
-echo "== Tandem: ${tandem_args[*]}" >&2
-"$tandem" "${tandem_args[@]}" >&2
-if [[ ! -s "$TMP/m.csv" ]]; then
-  echo "lenet_vs_pytorch: tandem wrote no metrics to $TMP/m.csv" >&2
-  exit 1
-fi
-# The column named images_per_s, from the last data row (the epoch just run).
-tandem_ips="$(awk -F, '
-  NR == 1 { for (i = 1; i <= NF; i++) { gsub(/[ \r"]/, "", $i); if ($i == "images_per_s") col = i } next }
-  col && NF >= col { v = $col } END { gsub(/[ \r"]/, "", v); print v }' "$TMP/m.csv")"
-if [[ -z "$tandem_ips" ]]; then
-  echo "lenet_vs_pytorch: no images_per_s column/value in tandem's metrics CSV:" >&2
-  cat "$TMP/m.csv" >&2
-  exit 1
-fi
+# --- Tandem on two CPU devices: its timed steps alone, as PyTorch's (5 warm-up steps left
+# out on both sides): the trainer's seconds of 5 + S steps less those of 5 (tandem_rate).
+warmup=5
+echo "== Tandem: train --model lenet --devices cpu:0,cpu:1 --batch $batch, $warmup warm-up + $steps steps" >&2
+tandem_ips="$(tandem_rate lenet)"
 
 print_pytorch_rates
 awk -v pt="$pt_best" -v pn="$pt_best_name" -v td="$tandem_ips" -v steps="$steps" 'BEGIN {
