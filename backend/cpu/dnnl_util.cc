@@ -165,10 +165,17 @@ void DnnlProgram::run(absl::Span<const TensorView> in, absl::Span<const TensorVi
   stream_.wait();
 }
 
+bool ExactFallback::ranExact(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
+  for (size_t i : watched_)
+    if (!allFinite(in[i])) {
+      exact_.run(in, out);
+      return true;
+    }
+  return false;
+}
+
 void ProgramKernel::compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
-  if (exact_.has_value())
-    for (size_t i : watched_)
-      if (!allFinite(in[i])) return exact_->run(in, out);
+  if (exact_ && exact_->ranExact(in, out)) return;
   program_.run(in, out);
 }
 

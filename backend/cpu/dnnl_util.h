@@ -140,25 +140,40 @@ class DnnlProgram {
   std::string impls_;
 };
 
-/// A kernel that is one DnnlProgram and nothing else (the convolutions). A program whose
-/// algorithm mishandles NaN and infinities (a convolution's Winograd transforms, or GEMM
-/// over zero padding: conv_kernels.cc) comes with an exact one, run instead whenever an
-/// operand in `watched` holds such a value; the check is one read of those operands.
+/// The exact program a kernel runs instead of its fast one when an operand in `watched`
+/// holds NaN or infinities, which the fast algorithm mishandles (a convolution's Winograd
+/// transforms, or GEMM over zero padding: conv_kernels.cc); the check is one read of those
+/// operands. ProgramKernel and the GEMM convolutions (gemm_conv.h) hold one.
+class ExactFallback {
+ public:
+  ExactFallback(DnnlProgram exact, std::vector<size_t> watched)
+      : exact_(std::move(exact)), watched_(std::move(watched)) {}
+  /// Runs the exact program and returns true when a watched operand of this run is not
+  /// finite; else false, having run nothing.
+  bool ranExact(absl::Span<const TensorView> in, absl::Span<const TensorView> out);
+  const DnnlProgram& program() const { return exact_; }
+
+ private:
+  DnnlProgram exact_;
+  std::vector<size_t> watched_;
+};
+
+/// A kernel that is one DnnlProgram and nothing else (the convolutions), with an exact one
+/// for non-finite operands where its algorithm needs it (ExactFallback).
 class ProgramKernel final : public CpuKernel {
  public:
   explicit ProgramKernel(DnnlProgram program) : program_(std::move(program)) {}
   ProgramKernel(DnnlProgram program, DnnlProgram exact, std::vector<size_t> watched)
-      : program_(std::move(program)), exact_(std::move(exact)), watched_(std::move(watched)) {}
+      : program_(std::move(program)), exact_(std::in_place, std::move(exact), std::move(watched)) {}
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override;
   /// The program that runs on finite operands.
   const DnnlProgram& program() const { return program_; }
   /// The one that runs otherwise, or null.
-  const DnnlProgram* exact() const { return exact_ ? &*exact_ : nullptr; }
+  const DnnlProgram* exact() const { return exact_ ? &exact_->program() : nullptr; }
 
  private:
   DnnlProgram program_;
-  std::optional<DnnlProgram> exact_;
-  std::vector<size_t> watched_;
+  std::optional<ExactFallback> exact_;
 };
 
 }  // namespace tandem::backend::cpu

@@ -5,9 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "backend/cpu/finite_scan.h"
 #include "backend/cpu/matmul_core.h"
+#include "backend/cpu/plane_sums.h"
 #include "backend/cpu/vector_loops.h"
 #include "ir/status_macros.h"
 
@@ -41,17 +40,14 @@ TANDEM_VECTOR_LOOPS void addChannelBias(const float* b, int64_t images, int64_t 
     }
 }
 
-/// db[o] = the sum of dy[n, o, p] over images and pixels (each image's plane summed first).
+/// db[o] = the sum of dy[n, o, p] over images and pixels, each image's plane summed first
+/// by batch norm's planeSum (kLanes accumulators, which vectorize).
 TANDEM_VECTOR_LOOPS void channelSums(const float* dy, int64_t images, int64_t channels,
                                      int64_t pixels, float* db) {
   for (int64_t o = 0; o < channels; ++o) {
     float sum = 0.0f;
-    for (int64_t n = 0; n < images; ++n) {
-      const float* plane = dy + (n * channels + o) * pixels;
-      float plane_sum = 0.0f;
-      for (int64_t p = 0; p < pixels; ++p) plane_sum += plane[p];
-      sum += plane_sum;
-    }
+    for (int64_t n = 0; n < images; ++n)
+      sum += planeSum(dy + (n * channels + o) * pixels, pixels, [](float v) { return v; });
     db[o] = sum;
   }
 }
@@ -212,18 +208,6 @@ absl::StatusOr<std::unique_ptr<GemmConvKernel>> made(CpuContext& ctx, absl::stri
 }
 
 }  // namespace
-
-void GemmConvKernel::setExact(DnnlProgram exact, std::vector<size_t> watched) {
-  exact_.emplace(std::move(exact));
-  watched_ = std::move(watched);
-}
-
-void GemmConvKernel::compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) {
-  if (exact_.has_value())
-    for (size_t i : watched_)
-      if (!allFinite(in[i])) return exact_->run(in, out);
-  run(in, out);
-}
 
 absl::StatusOr<std::unique_ptr<GemmConvKernel>> makeGemmConvForward(CpuContext& ctx,
                                                                     const GemmConvShape& s,

@@ -14,6 +14,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "backend/cpu/dnnl_util.h"
@@ -30,18 +33,22 @@ struct GemmConvShape {
 
 /// The kernel of one pass. An exact program may be attached for the runs whose watched
 /// operands hold NaN or infinities, which a product over zero padding mishandles (0 * inf:
-/// conv_kernels.cc, nonFiniteHazards), as ProgramKernel does for oneDNN's programs.
+/// conv_kernels.cc, nonFiniteHazards), as ProgramKernel's (ExactFallback).
 class GemmConvKernel : public CpuKernel {
  public:
-  void setExact(DnnlProgram exact, std::vector<size_t> watched);
+  void setExact(DnnlProgram exact, std::vector<size_t> watched) {
+    exact_.emplace(std::move(exact), std::move(watched));
+  }
 
  protected:
-  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) final;
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) final {
+    if (exact_ && exact_->ranExact(in, out)) return;
+    run(in, out);
+  }
   virtual void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) = 0;
 
  private:
-  std::optional<DnnlProgram> exact_;
-  std::vector<size_t> watched_;
+  std::optional<ExactFallback> exact_;
 };
 
 /// conv2d (x, w, b? -> y); `bias` whether the node has b.
