@@ -7,18 +7,6 @@
 #include "backend/cuda/target_info.h"
 
 namespace tandem::backend {
-namespace {
-
-bool hostHasAvx512Core() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-#else
-  return false;
-#endif
-}
-
-}  // namespace
 
 void registerTargets() {
   static std::once_flag once;
@@ -28,7 +16,7 @@ void registerTargets() {
     // nChw8c in every call. A module planned here and run on another host runs correctly
     // either way: every CPU kernel takes both layouts.
     ir::TargetInfo cpu_target = cpu::targetInfo();
-    if (!hostHasAvx512Core()) cpu_target.preferred_layout = ir::ActivationLayout::kPlain;
+    if (!cpu::hostHasAvx512Core()) cpu_target.preferred_layout = ir::ActivationLayout::kPlain;
     ir::registerTarget(std::move(cpu_target));
     ir::registerTarget(cuda::targetInfo());
   });

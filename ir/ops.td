@@ -396,10 +396,12 @@ op avg_pool2d
   attr stride: hw >= 1
   attr pad: hw >= 0
   attr ceil_mode: bool = false
+  attr relu: bool = false
   cost elementwise
   doc Average pooling (padding counts as zeros): each window's sum over the part of it
   doc inside the padded image, divided by that part's size (kernel h*w but for the partial
-  doc windows ceil_mode adds, as in PyTorch).
+  doc windows ceil_mode adds, as in PyTorch). With relu=true it pools relu(x) (written by
+  doc fuse-relu-pool in place of relu -> avg_pool2d: one pass, and relu's output is not kept).
 
 op global_avg_pool
   operands x: float
@@ -830,9 +832,11 @@ op avg_pool2d_backward
   attr stride: hw >= 1
   attr pad: hw >= 0
   attr ceil_mode: bool = false
+  attr relu: bool = false
   traits backward
   cost elementwise
-  doc Spreads dy evenly over each window.
+  doc Spreads dy evenly over each window; with relu=true (avg_pool2d{relu}'s gradient) only
+  doc onto the inputs x > 0, as relu_backward would (a NaN input passes its share).
 
 op global_avg_pool_backward
   operands dy: float, x: float

@@ -553,12 +553,12 @@ class Parser {
         while (!isPunct("]")) {
           if (plan->parts != 0) RETURN_IF_ERROR(expectPunct(","));
           PlanPart part{};
-          for (PlanPart p :
-               {PlanPart::kStreams, PlanPart::kEvents, PlanPart::kLayouts, PlanPart::kMemory})
+          for (PlanPart p : kPlanParts)
             if (isWord(planPartName(p))) part = p;
           if (part == PlanPart{})
             return error(absl::StrCat(
-                "expected a plan part (streams, events, layouts or memory), got ", describe(tok_)));
+                "expected a plan part (streams, events, layouts, algorithms or memory), got ",
+                describe(tok_)));
           if (plan->has(part))
             return error(absl::StrCat("plan part '", tok_.text, "' is listed twice"));
           plan->add(part);
@@ -620,8 +620,8 @@ class Parser {
     return key;
   }
 
-  // A node's `plan{stream=S, wait=[%v, ...], layout=[L, ...], offset=[N, ...]}`, where the
-  // text names `results` results.
+  // A node's `plan{stream=S, wait=[%v, ...], layout=[L, ...], algo=A, offset=[N, ...],
+  // workspace=[O, B]}`, where the text names `results` results.
   absl::StatusOr<NodePlan> parseNodePlan(Graph& g, const GraphPlan* plan, size_t results) {
     if (plan == nullptr)
       return error(
@@ -678,6 +678,13 @@ class Parser {
                          absl::StrCat("the layout list gives ", p.layouts.size(),
                                       " layout(s) for the node's ", results, " result(s)"));
         next();
+      } else if (key == "algo") {
+        // A word of the node's target (AlgorithmRules): the plan verifier checks which.
+        RETURN_IF_ERROR(needs(PlanPart::kAlgorithms, "algorithms"));
+        if (tok_.kind != Tok::kWord)
+          return error(absl::StrCat("expected an algorithm such as gemm, got ", describe(tok_)));
+        p.algorithm = tok_.text;
+        next();
       } else if (key == "offset") {
         RETURN_IF_ERROR(needs(PlanPart::kMemory, "memory"));
         RETURN_IF_ERROR(expectPunct("["));
@@ -706,7 +713,7 @@ class Parser {
         p.workspace = WorkspacePlan{off, bytes};
       } else {
         return errorAt(key_tok, absl::StrCat("a node's plan has no field '", key,
-                                             "' (stream, wait, layout, offset, workspace)"));
+                                             "' (stream, wait, layout, algo, offset, workspace)"));
       }
     }
     next();

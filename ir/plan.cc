@@ -84,6 +84,8 @@ absl::string_view planPartName(PlanPart p) {
       return "events";
     case PlanPart::kLayouts:
       return "layouts";
+    case PlanPart::kAlgorithms:
+      return "algorithms";
     case PlanPart::kMemory:
       return "memory";
   }

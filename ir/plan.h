@@ -8,6 +8,8 @@
 //                   event recorded after the share that wrote a value;
 //   assign-layouts  which activations stay in their device's preferred layout (nChw16c on
 //                   CPU, NHWC on CUDA) between the kernels that take it;
+//   choose-algorithms  which of its ways each kernel that has a choice runs (a convolution
+//                   pass on CPU: oneDNN plain or blocked, Winograd, im2col + matmul);
 //   plan-memory     where each value lives in its device's arena, each arena's size, and
 //                   each kernel's workspace (the scratch bytes its target declares).
 // The loader and the simulator turn it into objects and derive nothing; the plan verifier
@@ -75,6 +77,10 @@ struct NodePlan {
   /// assign-layouts: the layout of each result; empty when every result is plain NCHW
   /// (most nodes, and every node of a plan without layouts).
   absl::InlinedVector<ActivationLayout, 8> layouts;
+  /// choose-algorithms: the algorithm its kernel runs, a word of its target's
+  /// (AlgorithmRules); empty: the kernel chooses when it is made (no choice to plan, or a
+  /// plan without algorithms).
+  std::string algorithm;
 
   /// The layout of result `r` (plain when none is planned).
   ActivationLayout layout(size_t r) const {
@@ -83,8 +89,17 @@ struct NodePlan {
 };
 
 /// The parts of a plan, in the order the pipeline fills them.
-enum class PlanPart : uint8_t { kStreams = 1, kEvents = 2, kLayouts = 8, kMemory = 4 };
-/// "streams", "events", "layouts", "memory": how the text lists a part.
+enum class PlanPart : uint8_t {
+  kStreams = 1,
+  kEvents = 2,
+  kLayouts = 8,
+  kAlgorithms = 16,
+  kMemory = 4
+};
+/// The parts in the order the pipeline fills them and the text lists them.
+inline constexpr PlanPart kPlanParts[] = {PlanPart::kStreams, PlanPart::kEvents, PlanPart::kLayouts,
+                                          PlanPart::kAlgorithms, PlanPart::kMemory};
+/// "streams", "events", "layouts", "algorithms", "memory": how the text lists a part.
 absl::string_view planPartName(PlanPart p);
 
 /// The plan of one graph (Graph::plan()).

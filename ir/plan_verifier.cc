@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ir/interfaces.h"
 #include "ir/layout_rules.h"
 #include "ir/plan.h"
@@ -74,6 +75,7 @@ class PlanVerifier {
     RETURN_IF_ERROR(checkHeader());
     RETURN_IF_ERROR(checkStreams());
     if (plan_.has(PlanPart::kLayouts)) RETURN_IF_ERROR(checkLayouts());
+    if (plan_.has(PlanPart::kAlgorithms)) RETURN_IF_ERROR(checkAlgorithms());
     if (!plan_.has(PlanPart::kEvents)) return absl::OkStatus();
     numberShares();
     RETURN_IF_ERROR(checkWaits());
@@ -122,14 +124,16 @@ class PlanVerifier {
       by_id_[n.id()] = &n;
       const NodePlan& p = plan_.of(n);
       const bool runs = !isSource(n.op());
-      if (!runs &&
-          (p.stream || !p.waits.empty() || !p.layouts.empty() || !p.offsets.empty() || p.workspace))
+      if (!runs && (p.stream || !p.waits.empty() || !p.layouts.empty() || !p.algorithm.empty() ||
+                    !p.offsets.empty() || p.workspace))
         return failAt(n, "runs nowhere (host data or variable storage) but has a plan");
       if (runs && !p.stream) return failAt(n, "has no stream");
       if (!plan_.has(PlanPart::kEvents) && !p.waits.empty())
         return failAt(n, "has waits but the plan has no events");
       if (!plan_.has(PlanPart::kLayouts) && !p.layouts.empty())
         return failAt(n, "has layouts but the plan has none");
+      if (!plan_.has(PlanPart::kAlgorithms) && !p.algorithm.empty())
+        return failAt(n, "has an algorithm but the plan has none");
       if (!plan_.has(PlanPart::kMemory) && !p.offsets.empty())
         return failAt(n, "has offsets but the plan has no memory");
       if (!plan_.has(PlanPart::kMemory) && p.workspace)
@@ -160,6 +164,29 @@ class PlanVerifier {
       if (const ActivationLayout l = plan_.layout(*v); l != ActivationLayout::kPlain)
         return fail(absl::StrCat("graph output %", v->name(), " is planned ", layoutName(l),
                                  ": the host reads outputs plain"));
+    return absl::OkStatus();
+  }
+
+  // Every algorithm is one its node's kernel can run with the layouts planned around it
+  // (its target's AlgorithmRules::offered).
+  absl::Status checkAlgorithms() {
+    const AlgorithmRules::LayoutOf layout_of = [&](const Value& v) { return plan_.layout(v); };
+    for (const auto& node : g_.nodes()) {
+      const Node& n = *node;
+      const std::string& algorithm = plan_.of(n).algorithm;
+      if (algorithm.empty()) continue;
+      const TargetInfo* t = n.device() ? findTarget(n.device()->kind) : nullptr;
+      const std::vector<std::string> offered = t != nullptr && t->algorithm_rules.offered
+                                                   ? t->algorithm_rules.offered(n, layout_of)
+                                                   : std::vector<std::string>{};
+      if (std::find(offered.begin(), offered.end(), algorithm) != offered.end()) continue;
+      return failAt(n, offered.empty()
+                           ? absl::StrCat("algo=", algorithm,
+                                          ", but its kernel has no algorithms "
+                                          "to choose from")
+                           : absl::StrCat("algo=", algorithm, " is not one its kernel runs here (",
+                                          absl::StrJoin(offered, ", "), ")"));
+    }
     return absl::OkStatus();
   }
 

@@ -33,8 +33,7 @@ struct PlanContext {
 
 std::string partsText(const GraphPlan& p) {
   std::vector<absl::string_view> parts;
-  for (PlanPart part :
-       {PlanPart::kStreams, PlanPart::kEvents, PlanPart::kLayouts, PlanPart::kMemory})
+  for (PlanPart part : kPlanParts)
     if (p.has(part)) parts.push_back(planPartName(part));
   return absl::StrJoin(parts, ", ");
 }
@@ -52,15 +51,18 @@ void appendGraphPlan(std::string* out, const Module& m, const GraphPlan& p) {
                     ", unshared=", p.arenas[d].unshared_bytes, "}\n");
 }
 
-// " plan{stream=compute, wait=[%a.0], layout=[nChw16c], offset=[0], workspace=[4096, 512]}":
-// what the plan says of one node (a layout list only where a result is not plain).
+// " plan{stream=compute, wait=[%a.0], layout=[nChw16c], algo=gemm, offset=[0],
+// workspace=[4096, 512]}": what the plan says of one node (a layout list only where a
+// result is not plain).
 void appendNodePlan(std::string* out, const Node& n, const PlanContext& ctx) {
   if (n.id() >= ctx.plan->nodes.size()) return;
   const NodePlan& p = ctx.plan->of(n);
   const bool layouts = std::any_of(p.layouts.begin(), p.layouts.end(), [](ActivationLayout l) {
     return l != ActivationLayout::kPlain;
   });
-  if (!p.stream && p.waits.empty() && !layouts && p.offsets.empty() && !p.workspace) return;
+  if (!p.stream && p.waits.empty() && !layouts && p.algorithm.empty() && p.offsets.empty() &&
+      !p.workspace)
+    return;
   const char* sep = "";
   out->append(" plan{");
   if (p.stream) {
@@ -86,6 +88,10 @@ void appendNodePlan(std::string* out, const Node& n, const PlanContext& ctx) {
     for (size_t r = 0; r < n.numResults(); ++r)
       absl::StrAppend(out, r ? ", " : "", layoutName(p.layout(r)));
     out->push_back(']');
+    sep = ", ";
+  }
+  if (!p.algorithm.empty()) {
+    absl::StrAppend(out, sep, "algo=", p.algorithm);
     sep = ", ";
   }
   if (!p.offsets.empty()) {

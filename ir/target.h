@@ -5,7 +5,8 @@
 // registers its kind's facts here when it registers (backend/registry.cc), and passes,
 // the pipeline and the CLI ask them instead of naming kinds: which devices are valid,
 // the alignment arenas keep, whether an optimizer's grouped form runs as one launch, the
-// activation layout the kernels prefer and the slots that take it (assign-layouts).
+// activation layout the kernels prefer and the slots that take it (assign-layouts), the
+// algorithms a kernel may run (choose-algorithms).
 // Facts only: nothing here runs on a device, so the CUDA target is known (tandem dump
 // --devices cuda:0) in a build without the CUDA backend.
 
@@ -51,6 +52,21 @@ struct LayoutRules {
   std::function<std::optional<int>(const Node& n, bool result, size_t index)> slot;
 };
 
+/// Which of their ways a target's kernels run, as data for choose-algorithms
+/// (passes/choose_algorithms.h), which records one per node in the plan (`algo=gemm`), and
+/// the plan verifier, which checks a plan's against them. The words are the target's: the
+/// IR does not interpret them. A node without one leaves the choice to its kernel.
+struct AlgorithmRules {
+  /// The layout planned for a value (plain in a plan without layouts).
+  using LayoutOf = std::function<ActivationLayout(const Value& v)>;
+  /// The algorithms the kernel of `n` can run with the layouts planned around it; empty:
+  /// its kernel has no choice to plan.
+  std::function<std::vector<std::string>(const Node& n, const LayoutOf& layout)> offered;
+  /// The one of them measured fastest for `n`; `exact`: only those whose rounding is that
+  /// of the direct computation (no Winograd; `--conv-algorithm direct`).
+  std::function<std::string(const Node& n, const LayoutOf& layout, bool exact)> choose;
+};
+
 /// The facts of one device kind.
 struct TargetInfo {
   DeviceKind kind;
@@ -65,6 +81,8 @@ struct TargetInfo {
   ActivationLayout preferred_layout = ActivationLayout::kPlain;
   /// Which slots of its kernels take preferred_layout (unused when that is kPlain).
   LayoutRules layout_rules;
+  /// Which kernels have algorithms to plan (null members: none).
+  AlgorithmRules algorithm_rules;
   /// Records a whole step once and replays it with one launch (CUDA graphs).
   bool step_recording = false;
   /// Has communicators between devices of different processes (mpirun).

@@ -114,6 +114,7 @@ std::string pipelineText(const PipelineConfig& c, bool training) {
       c.lr_schedule ? "feed-learning-rate" : "",
       // Between autodiff and replicate: it rewrites forward and backward together, once.
       c.fuse ? "fuse-conv-bn-relu" : "",
+      c.fuse ? "fuse-relu-pool" : "",
       absl::StrCat(
           "replicate{devices=[",
           absl::StrJoin(c.devices, ",",
@@ -155,6 +156,7 @@ std::string pipelineText(const PipelineConfig& c, bool training) {
       "assign-streams",
       "plan-events",
       c.layouts ? "assign-layouts" : "",
+      c.exact_convolutions ? "choose-algorithms{conv=direct}" : "choose-algorithms",
       c.alignment == 64 ? std::string("plan-memory")
                         : absl::StrCat("plan-memory{alignment=", c.alignment, "}"),
   };
@@ -180,14 +182,24 @@ std::string predictPipeline(const PipelineConfig& c) {
 }
 
 std::vector<std::string> defaultPassNames() {
-  return {"mixed-precision",    "autodiff",
-          "feed-learning-rate", "fuse-conv-bn-relu",
-          "replicate",          "insert-collectives",
-          "clip-grad-norm",     "shard-weight-update",
-          "recompute-bn-relu",  "dce",
-          "schedule",           "group-updates",
-          "assign-streams",     "plan-events",
-          "assign-layouts",     "plan-memory"};
+  return {"mixed-precision",
+          "autodiff",
+          "feed-learning-rate",
+          "fuse-conv-bn-relu",
+          "fuse-relu-pool",
+          "replicate",
+          "insert-collectives",
+          "clip-grad-norm",
+          "shard-weight-update",
+          "recompute-bn-relu",
+          "dce",
+          "schedule",
+          "group-updates",
+          "assign-streams",
+          "plan-events",
+          "assign-layouts",
+          "choose-algorithms",
+          "plan-memory"};
 }
 
 }  // namespace tandem::passes

@@ -42,7 +42,7 @@ struct PipelineConfig {
   /// Alignment of every buffer plan-memory places (the devices' targets' largest,
   /// ir::targetAlignment).
   int64_t alignment = 64;
-  /// Run fuse-conv-bn-relu (CLI --no-fuse turns it off).
+  /// Run fuse-conv-bn-relu and fuse-relu-pool (CLI --no-fuse turns them off).
   bool fuse = true;
   /// With fusion, run recompute-bn-relu: backward recomputes conv -> bn -> relu outputs
   /// (less activation memory, one elementwise pass more per layer; CLI --no-recompute).
@@ -50,6 +50,9 @@ struct PipelineConfig {
   /// Run assign-layouts: activations in each device's preferred layout between the kernels
   /// that take it (CLI --plain-layout turns it off: every tensor NCHW).
   bool layouts = true;
+  /// choose-algorithms{conv=direct}: no convolution algorithm whose rounding differs from
+  /// the direct computation's (Winograd; the backend setting conv_algorithm=direct).
+  bool exact_convolutions = false;
   /// Run mixed-precision{dtype=bf16} first (CLI --precision bf16).
   bool bf16 = false;
   /// Reduce gradients in bf16 (CLI --allreduce-dtype bf16): half the bytes on the wire.

@@ -6,10 +6,12 @@
 #include "passes/assign_layouts.h"
 #include "passes/assign_streams.h"
 #include "passes/autodiff.h"
+#include "passes/choose_algorithms.h"
 #include "passes/clip_grad_norm.h"
 #include "passes/dce.h"
 #include "passes/feed_learning_rate.h"
 #include "passes/fuse_conv_bn_relu.h"
+#include "passes/fuse_relu_pool.h"
 #include "passes/group_updates.h"
 #include "passes/insert_collectives.h"
 #include "passes/mixed_precision.h"
@@ -35,6 +37,10 @@ const std::vector<PassInfo>& registeredPasses() {
       {FuseConvBnRelu::kName,
        "conv2d -> batch_norm [-> add] [-> relu] as fused nodes, forward and backward", "",
        FuseConvBnRelu::create},
+      {FuseReluPool::kName,
+       "relu -> avg_pool2d as one avg_pool2d{relu} in forward and backward (relu's output never "
+       "written)",
+       "", FuseReluPool::create},
       {Replicate::kName, "one copy of each graph per device, each on its slice of the batch",
        "devices=N|[cpu:0,...] (required), weights=[w0,...]", Replicate::create},
       {InsertCollectives::kName,
@@ -68,6 +74,10 @@ const std::vector<PassInfo>& registeredPasses() {
        "activations kept in each device's preferred layout (nChw16c, NHWC) where kernels take "
        "it",
        "", AssignLayouts::create},
+      {ChooseAlgorithms::kName,
+       "the algorithm each kernel with a choice runs (CPU convolutions: oneDNN plain or "
+       "blocked, Winograd, im2col + matmul), by its target's measured rule",
+       "conv=auto", ChooseAlgorithms::create},
       {PlanMemory::kName, "per-device arenas with buffers reused by liveness", "alignment=64",
        PlanMemory::create},
   };

@@ -101,7 +101,7 @@ absl::Status compileInference(ir::Module& module, const std::vector<ir::Device>&
       absl::StrJoin(devices, ",",
                     [](std::string* o, const ir::Device& d) { o->append(ir::toString(d)); }),
       "]},insert-collectives,dce,schedule,assign-streams,plan-events,assign-layouts,",
-      "plan-memory{alignment=", std::max<int64_t>(alignment, 64), "}");
+      "choose-algorithms,", "plan-memory{alignment=", std::max<int64_t>(alignment, 64), "}");
   passes::PassManager pm(passes::PassManagerOptions{.verify = true});
   RETURN_IF_ERROR(pm.addPipeline(text));
   return pm.run(module);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -129,6 +130,11 @@ absl::Status TrainingSession::prepare(const ModelSpec& spec) {
         return absl::InvalidArgumentError(absl::StrCat(
             settingOfKey(known.spec.name, &s) ? names_(s) : known.spec.name, ": ", problem));
       }
+  // conv_algorithm=direct: the plan chooses no convolution algorithm that rounds
+  // differently from the direct computation (choose-algorithms{conv=direct}).
+  if (const backend::SettingValue* v = config_.executor.backend_options.find("conv_algorithm"))
+    if (const auto* word = std::get_if<std::string>(v))
+      choice_.compile.pipeline.exact_convolutions = *word == "direct";
   if (procs.several())  // before any collective that a difference would corrupt
     RETURN_IF_ERROR(procs.agree(settingsEveryRankShares(config_, choice_, names_),
                                 "comparing the ranks' settings"));

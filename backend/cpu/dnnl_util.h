@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "backend/cpu/conv_choice.h"
 #include "backend/cpu/cpu_context.h"
 #include "backend/cpu/kernels.h"
 #include "backend/tensor_view.h"
@@ -54,23 +55,9 @@ dnnl::primitive_attr userScratchpadAttr();
 /// dnnl::error a factory catches.
 absl::Status dnnlFailure(const ir::Node& node, absl::string_view what, const dnnl::error& e);
 
-/// How a convolution kernel runs its oneDNN primitive.
-enum class ConvStrategy {
-  kAuto,     // the kernel's rule (see conv_kernels.cc)
-  kPlain,    // the plain NCHW/OIHW tensors themselves, no reorders
-  kBlocked,  // format_tag::any, with reorders from and to the plain tensors
-  // Winograd F(4x4, 3x3) (algorithm::convolution_winograd), format_tag::any with reorders
-  // like kBlocked. oneDNN has it for 3x3 filters at stride 1 with pad <= 1, on AVX-512
-  // only; elsewhere the kernel falls back to the direct rule of kAuto.
-  kWinograd,
-  // im2col + oneDNN's matmul over chunks of images (gemm_conv.h): f32, groups 1, plain
-  // activations; elsewhere the direct rule of kAuto.
-  kGemm,
-};
-
 /// Conv-family factories with a forced strategy, for benchmarks and tests that compare
-/// them (the kernel table uses kAuto). implementations() of the kernel's program says
-/// whether a forced kWinograd got Winograd ("jit_wino...") or fell back.
+/// them (the kernel table uses kAuto: the plan's algorithm, else the rule). implementations() of
+/// the kernel's program says whether a forced kWinograd got Winograd ("jit_wino...") or fell back.
 KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);
 KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);
 KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, ConvStrategy strategy);

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/cpu_stream.h"
 #include "backend/cpu/dnnl_util.h"
+#include "ir/plan.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace tandem::backend::cpu {
@@ -25,7 +26,12 @@ absl::Status CpuKernel::launch(Stream& stream, absl::Span<const TensorView> in,
 
 KernelOr makeKernel(const ir::Node& node, CpuContext& ctx,
                     const absl::flat_hash_set<const ir::Value*>* blocked) {
-  KernelInit init{node, ctx, blocked};
+  // The plan's algorithm, where choose-algorithms made one (ir/plan.h).
+  const ir::GraphPlan* plan = node.graph() != nullptr ? node.graph()->plan() : nullptr;
+  KernelInit init{node, ctx, blocked,
+                  plan != nullptr && node.id() < plan->nodes.size()
+                      ? absl::string_view(plan->of(node).algorithm)
+                      : absl::string_view()};
   if (absl::Status s = checkBf16Support(node); !s.ok()) return s;
   KernelOr kernel = kernelTable().make(node, init);
   if (kernel.ok()) (*kernel)->setDescription(node.describe());

@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "backend/cpu/cpu_context.h"
 #include "backend/kernel.h"
 #include "backend/kernel_table.h"
@@ -50,6 +51,9 @@ struct KernelInit {
   /// The values kept channel-blocked between kernels (layout_plan.h); null: all plain.
   const absl::flat_hash_set<const ir::Value*>* blocked = nullptr;
   bool isBlocked(const ir::Value* v) const { return blocked != nullptr && blocked->contains(v); }
+  /// The algorithm the plan chose for the node (choose-algorithms, `algo=`); empty: the
+  /// kernel's own rule decides (no plan, or a plan without algorithms).
+  absl::string_view algorithm;
 };
 
 using KernelOr = absl::StatusOr<std::unique_ptr<CpuKernel>>;

@@ -15,6 +15,10 @@
 //
 // f32 or bf16 (mixed precision): the loops are templates on the element type T and
 // compute in float; a bf16 result is rounded once, where it is stored.
+//
+// Average pooling with relu=true (fuse-relu-pool) pools relu(x), and its backward masks dx
+// where x <= 0: relu's and relu_backward's per-element math (backend/unary_math.h) applied
+// on load, so the results are those of the unfused ops bit for bit.
 
 #include <algorithm>
 #include <bit>
@@ -28,6 +32,7 @@
 
 #include "backend/bf16.h"
 #include "backend/cpu/kernels.h"
+#include "backend/unary_math.h"
 #include "ir/op_views.h"
 
 namespace tandem::backend::cpu {
@@ -97,9 +102,10 @@ inline bool takesMax(float v, float best) { return v > best || std::isnan(v); }
 template <typename T>
 class WindowPoolKernel final : public CpuKernel {
  public:
-  WindowPoolKernel(PoolKind kind, bool backward, PoolGeometry g)
+  WindowPoolKernel(PoolKind kind, bool backward, PoolGeometry g, bool relu)
       : kind_(kind),
         backward_(backward),
+        relu_(relu),
         g_(g),
         rows_(g.oh, g.h, g.k.h, g.stride.h, g.pad.h),
         cols_(g.ow, g.w, g.k.w, g.stride.w, g.pad.w) {}
@@ -109,7 +115,13 @@ class WindowPoolKernel final : public CpuKernel {
       for (int64_t p = 0; p < g_.planes; ++p) {
         const T* x = in[0].as<T>() + p * g_.inPlane();
         T* y = out[0].as<T>() + p * g_.outPlane();
-        kind_ == PoolKind::kMax ? maxForward(x, y) : avgForward(x, y);
+        if (kind_ == PoolKind::kMax) {
+          maxForward(x, y);
+        } else if (relu_) {
+          avgForward<true>(x, y);
+        } else {
+          avgForward<false>(x, y);
+        }
       }
       return;
     }
@@ -117,19 +129,37 @@ class WindowPoolKernel final : public CpuKernel {
       const T* dy = in[0].as<T>() + p * g_.outPlane();
       const T* x = in[1].as<T>() + p * g_.inPlane();
       T* dx = out[0].as<T>() + p * g_.inPlane();
-      kind_ == PoolKind::kMax ? maxBackward(dy, x, dx) : avgBackward(dy, dx);
+      if (kind_ == PoolKind::kMax) {
+        maxBackward(dy, x, dx);
+      } else if (relu_) {
+        avgBackward<true>(dy, x, dx);
+      } else {
+        avgBackward<false>(dy, x, dx);
+      }
     }
   }
 
  private:
+  /// An input as average pooling reads it: relu(x) with kRelu.
+  template <bool kRelu>
+  static float pooled(T x) {
+    return kRelu ? reluValue(float(x)) : float(x);
+  }
+  /// A share `g` of dy as it reaches input x: masked as relu_backward would with kRelu.
+  template <bool kRelu>
+  static float share(float g, T x) {
+    return kRelu ? reluBackwardValue(g, float(x)) : g;
+  }
+
+  template <bool kRelu>
   void avgForward(const T* x, T* y) const {
     if (g_.is2x2()) {
       for (int64_t i = 0; i < g_.oh; ++i) {
         const T* r0 = x + 2 * i * g_.w;
         const T* r1 = r0 + g_.w;
         for (int64_t j = 0; j < g_.ow; ++j)
-          y[i * g_.ow + j] = ((float(r0[2 * j]) + float(r0[2 * j + 1])) +
-                              (float(r1[2 * j]) + float(r1[2 * j + 1]))) *
+          y[i * g_.ow + j] = ((pooled<kRelu>(r0[2 * j]) + pooled<kRelu>(r0[2 * j + 1])) +
+                              (pooled<kRelu>(r1[2 * j]) + pooled<kRelu>(r1[2 * j + 1]))) *
                              0.25f;
       }
       return;
@@ -138,19 +168,27 @@ class WindowPoolKernel final : public CpuKernel {
       for (int64_t j = 0; j < g_.ow; ++j) {
         float sum = 0;
         for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
-          for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c) sum += x[r * g_.w + c];
+          for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c)
+            sum += pooled<kRelu>(x[r * g_.w + c]);
         y[i * g_.ow + j] = sum * Ranges::scale(rows_, cols_, i, j);
       }
   }
 
-  void avgBackward(const T* dy, T* dx) {
+  /// `x` is read only with kRelu (the mask); without, it gives only the shape.
+  template <bool kRelu>
+  void avgBackward(const T* dy, const T* x, T* dx) {
     if (g_.is2x2()) {
       for (int64_t i = 0; i < g_.oh; ++i) {
         T* r0 = dx + 2 * i * g_.w;
         T* r1 = r0 + g_.w;
+        const T* x0 = x + 2 * i * g_.w;
+        const T* x1 = x0 + g_.w;
         for (int64_t j = 0; j < g_.ow; ++j) {
           float v = dy[i * g_.ow + j] * 0.25f;
-          r0[2 * j] = r0[2 * j + 1] = r1[2 * j] = r1[2 * j + 1] = v;
+          r0[2 * j] = share<kRelu>(v, x0[2 * j]);
+          r0[2 * j + 1] = share<kRelu>(v, x0[2 * j + 1]);
+          r1[2 * j] = share<kRelu>(v, x1[2 * j]);
+          r1[2 * j + 1] = share<kRelu>(v, x1[2 * j + 1]);
         }
         if (g_.w % 2 == 1) r0[g_.w - 1] = r1[g_.w - 1] = 0;  // past the last window
       }
@@ -164,6 +202,9 @@ class WindowPoolKernel final : public CpuKernel {
         for (int64_t r = rows_.begin[i]; r < rows_.end[i]; ++r)
           for (int64_t c = cols_.begin[j]; c < cols_.end[j]; ++c) acc[r * g_.w + c] += v;
       }
+    // The mask after the sums: a select, so masking before rounding to T is the same.
+    if constexpr (kRelu)
+      for (int64_t e = 0; e < g_.inPlane(); ++e) acc[e] = share<true>(acc[e], x[e]);
     store(acc, dx);
   }
 
@@ -280,6 +321,7 @@ class WindowPoolKernel final : public CpuKernel {
 
   PoolKind kind_;
   bool backward_;
+  bool relu_;  // average pooling of relu(x) (fuse-relu-pool)
   PoolGeometry g_;
   Ranges rows_, cols_;
   std::vector<float> plane_ = std::vector<float>(std::is_same_v<T, float> ? 0 : g_.inPlane());
@@ -321,8 +363,9 @@ KernelOr makeWindowPool(const KernelInit& init, PoolKind kind, bool backward) {
   const ir::TensorType& x = n.operand(backward ? 1 : 0)->type();
   const ir::TensorType& y = backward ? n.operand(0)->type() : n.result()->type();
   PoolGeometry g(x, y, ir::attr::kernel(n), ir::attr::stride(n), ir::attr::pad(n));
+  const bool relu = kind == PoolKind::kAvg && ir::attr::relu(n);
   return withFloatType(x.dtype, [&](auto t) -> KernelOr {
-    return std::make_unique<WindowPoolKernel<decltype(t)>>(kind, backward, g);
+    return std::make_unique<WindowPoolKernel<decltype(t)>>(kind, backward, g, relu);
   });
 }
 

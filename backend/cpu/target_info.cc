@@ -3,6 +3,7 @@
 
 #include "backend/cpu/target_info.h"
 
+#include "backend/cpu/conv_choice.h"
 #include "ir/ir.h"
 
 namespace tandem::backend::cpu {
@@ -76,6 +77,15 @@ bool eligible(const ir::Value& v) {
 
 }  // namespace
 
+bool hostHasAvx512Core() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
+
 ir::TargetInfo targetInfo() {
   return ir::TargetInfo{
       .kind = *ir::DeviceKind::named("cpu"),
@@ -84,6 +94,7 @@ ir::TargetInfo targetInfo() {
       .multi_tensor_update = false,  // a launch costs microseconds: nothing to save
       .preferred_layout = ir::ActivationLayout::kChannelBlocked,  // nChw16c (targets.cc)
       .layout_rules = {.eligible = eligible, .slot = slot},
+      .algorithm_rules = convAlgorithmRules(hostHasAvx512Core()),
       .step_recording = false,
       .cross_process_collectives = true,  // process_communicator.h, over MPI
       .dtypes = {ir::DType::kF32, ir::DType::kBF16, ir::DType::kI32, ir::DType::kF64,

@@ -35,9 +35,8 @@ __global__ void poolBackwardKernel(const T* dy, const T* x, T* dx, PoolParams p)
     const PlanePixel at = poolElement(p, e, per_plane);
     const T* dyp = dy + poolPlaneBase(p, at.plane, p.oh * p.ow);
     const int64_t r = at.pixel / p.w, c = at.pixel % p.w;
-    store(dx, e,
-          kMax ? maxPoolBackwardAt(dyp, x + poolPlaneBase(p, at.plane, per_plane), p, r, c)
-               : avgPoolBackwardAt(dyp, p, r, c));
+    const T* xp = x + poolPlaneBase(p, at.plane, per_plane);
+    store(dx, e, kMax ? maxPoolBackwardAt(dyp, xp, p, r, c) : avgPoolBackwardAt(dyp, xp, p, r, c));
   }
 }
 
@@ -77,12 +76,13 @@ void launchMaxPoolBackward(const uint16_t* dy, const uint16_t* x, uint16_t* dx, 
                            cudaStream_t stream) {
   backward<uint16_t, true>(dy, x, dx, p, stream);
 }
-void launchAvgPoolBackward(const float* dy, float* dx, const PoolParams& p, cudaStream_t stream) {
-  backward<float, false>(dy, nullptr, dx, p, stream);
-}
-void launchAvgPoolBackward(const uint16_t* dy, uint16_t* dx, const PoolParams& p,
+void launchAvgPoolBackward(const float* dy, const float* x, float* dx, const PoolParams& p,
                            cudaStream_t stream) {
-  backward<uint16_t, false>(dy, nullptr, dx, p, stream);
+  backward<float, false>(dy, x, dx, p, stream);
+}
+void launchAvgPoolBackward(const uint16_t* dy, const uint16_t* x, uint16_t* dx, const PoolParams& p,
+                           cudaStream_t stream) {
+  backward<uint16_t, false>(dy, x, dx, p, stream);
 }
 
 }  // namespace tandem::backend::cuda

@@ -48,7 +48,7 @@ class PoolKernel final : public CudaKernel {
     if (kind_ == PoolKind::kMax)
       launchMaxPoolBackward(dy, in[1].as<const T>(), dx, p_, stream);
     else
-      launchAvgPoolBackward(dy, dx, p_, stream);
+      launchAvgPoolBackward(dy, in[1].as<const T>(), dx, p_, stream);
   }
 
   PoolKind kind_;
@@ -69,6 +69,7 @@ KernelOr makePool(const KernelInit& init, PoolKind kind, bool backward) {
   // NHWC (layout_plan.h gives all of a pooling node's tensors one layout): a plane's
   // pixels are C elements apart.
   if (init.isNhwc(n.operand(0))) p.step = x.shape[1];
+  p.relu = kind == PoolKind::kAvg && ir::attr::relu(n);  // fuse-relu-pool's
   return std::make_unique<PoolKernel>(init.ctx, kind, backward, x.dtype == ir::DType::kBF16, p);
 }
 

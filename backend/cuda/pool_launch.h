@@ -17,14 +17,15 @@ void launchMaxPool(const uint16_t* x, uint16_t* y, const PoolParams& p, cudaStre
 void launchAvgPool(const float* x, float* y, const PoolParams& p, cudaStream_t stream);
 void launchAvgPool(const uint16_t* x, uint16_t* y, const PoolParams& p, cudaStream_t stream);
 
-/// dx of max_pool2d (from dy and x) and of avg_pool2d (from dy): every element of dx is
-/// written (zero where no window sends anything).
+/// dx of max_pool2d and of avg_pool2d (from dy and x; average pooling reads x only with
+/// p.relu): every element of dx is written (zero where no window sends anything).
 void launchMaxPoolBackward(const float* dy, const float* x, float* dx, const PoolParams& p,
                            cudaStream_t stream);
 void launchMaxPoolBackward(const uint16_t* dy, const uint16_t* x, uint16_t* dx, const PoolParams& p,
                            cudaStream_t stream);
-void launchAvgPoolBackward(const float* dy, float* dx, const PoolParams& p, cudaStream_t stream);
-void launchAvgPoolBackward(const uint16_t* dy, uint16_t* dx, const PoolParams& p,
+void launchAvgPoolBackward(const float* dy, const float* x, float* dx, const PoolParams& p,
+                           cudaStream_t stream);
+void launchAvgPoolBackward(const uint16_t* dy, const uint16_t* x, uint16_t* dx, const PoolParams& p,
                            cudaStream_t stream);
 
 }  // namespace tandem::backend::cuda

@@ -9,7 +9,9 @@
 //  - average pooling counts padding as zeros (divides by the kernel's h*w, or by the part of a
 //    ceil_mode window inside the padded image);
 //  - the 2x2 stride-2 unpadded window has its own expression order on the CPU (pairs
-//    first), and its backward assigns instead of accumulating: so here too.
+//    first), and its backward assigns instead of accumulating: so here too;
+//  - average pooling with relu (fuse-relu-pool) pools relu(x) and masks its backward where
+//    x <= 0, with relu's own per-element math (backend/unary_math.h).
 // Forward kernels compute one output element per thread; backward kernels one input
 // element per thread, gathering the windows that cover it in the order the CPU's loop
 // adds them (row-major over windows), so sums round alike. Values are computed in float;
@@ -18,6 +20,7 @@
 #include <cstdint>
 
 #include "backend/cuda/host_device.h"
+#include "backend/unary_math.h"
 
 namespace tandem::backend::cuda {
 
@@ -28,6 +31,7 @@ struct PoolParams {
   int64_t planes, h, w, oh, ow;
   int64_t kh, kw, stride_h, stride_w, pad_h, pad_w;  // the window per axis
   int64_t step = 1;
+  bool relu = false;  // average pooling of relu(x), and its masked backward
 };
 
 /// Where plane `plane` starts in a tensor of `pixels` pixels per plane.
@@ -120,12 +124,19 @@ TANDEM_HD float maxPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j)
 }
 
 /// avg_pool2d's output (i, j) of plane `x`.
+/// Input `at` of plane `x` as average pooling adds it: relu(x) with p.relu.
+template <typename T>
+TANDEM_HD float avgPoolInput(const T* x, const PoolParams& p, int64_t at) {
+  const float v = load(x, at);
+  return p.relu ? reluValue(v) : v;
+}
+
 template <typename T>
 TANDEM_HD float avgPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j) {
   if (poolIs2x2(p)) {
     const int64_t r0 = 2 * i * p.w, r1 = r0 + p.w, s = p.step;
-    return ((load(x, (r0 + 2 * j) * s) + load(x, (r0 + 2 * j + 1) * s)) +
-            (load(x, (r1 + 2 * j) * s) + load(x, (r1 + 2 * j + 1) * s))) *
+    return ((avgPoolInput(x, p, (r0 + 2 * j) * s) + avgPoolInput(x, p, (r0 + 2 * j + 1) * s)) +
+            (avgPoolInput(x, p, (r1 + 2 * j) * s) + avgPoolInput(x, p, (r1 + 2 * j + 1) * s))) *
            0.25f;
   }
   float sum = 0;
@@ -133,7 +144,7 @@ TANDEM_HD float avgPoolAt(const T* x, const PoolParams& p, int64_t i, int64_t j)
   const int64_t ce = windowEnd(j, p.w, p.kw, p.stride_w, p.pad_w);
   for (int64_t r = windowBegin(i, p.stride_h, p.pad_h); r < re; ++r)
     for (int64_t c = windowBegin(j, p.stride_w, p.pad_w); c < ce; ++c)
-      sum += load(x, (r * p.w + c) * p.step);
+      sum += avgPoolInput(x, p, (r * p.w + c) * p.step);
   return sum * avgPoolScale(p, i, j);
 }
 
@@ -177,10 +188,10 @@ TANDEM_HD float maxPoolBackwardAt(const T* dy, const T* x, const PoolParams& p, 
   return acc;
 }
 
-/// avg_pool2d_backward's dx at input (r, c) of one plane: dy / (its divisor) of every
-/// window over (r, c), added in window order.
+/// The sum of the windows' shares at input (r, c): dy / (its divisor) of every window
+/// over (r, c), added in window order.
 template <typename T>
-TANDEM_HD float avgPoolBackwardAt(const T* dy, const PoolParams& p, int64_t r, int64_t c) {
+TANDEM_HD float avgPoolShares(const T* dy, const PoolParams& p, int64_t r, int64_t c) {
   if (poolIs2x2(p)) {
     const int64_t i = r / 2, j = c / 2;
     if (i >= p.oh || j >= p.ow) return 0.0f;
@@ -193,6 +204,15 @@ TANDEM_HD float avgPoolBackwardAt(const T* dy, const PoolParams& p, int64_t r, i
     for (int64_t j = firstWindow(c, p.kw, p.stride_w, p.pad_w); j <= jl; ++j)
       acc += load(dy, (i * p.ow + j) * p.step) * avgPoolScale(p, i, j);
   return acc;
+}
+
+/// avg_pool2d_backward's dx at input (r, c) of one plane (`x` that plane, read only with
+/// p.relu: relu_backward's mask).
+template <typename T>
+TANDEM_HD float avgPoolBackwardAt(const T* dy, const T* x, const PoolParams& p, int64_t r,
+                                  int64_t c) {
+  const float g = avgPoolShares(dy, p, r, c);
+  return p.relu ? reluBackwardValue(g, load(x, (r * p.w + c) * p.step)) : g;
 }
 
 }  // namespace tandem::backend::cuda

@@ -540,7 +540,13 @@ class Exporter {
               absl::StrCat(at(n),
                            ": avg_pool2d with ceil_mode and padding has no ONNX AveragePool that "
                            "divides its partial windows alike"));
-        onnx::NodeProto* node = add("AveragePool", n, {nameOf(n.operand(0))}, {nameOf(n.result())});
+        std::string input = nameOf(n.operand(0));
+        if (v.relu()) {  // fuse-relu-pool's: the Relu it absorbed, written out again
+          const std::string relu_out = absl::StrCat(nameOf(n.result()), ".relu");
+          add("Relu", n, {input}, {relu_out});
+          input = relu_out;
+        }
+        onnx::NodeProto* node = add("AveragePool", n, {input}, {nameOf(n.result())});
         poolAttrs(node, v);
         intAttr(node, "count_include_pad", 1);  // padding counts as zeros (ops.td)
         return absl::OkStatus();

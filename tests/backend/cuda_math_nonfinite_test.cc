@@ -178,7 +178,7 @@ TEST(CudaMathNonFinite, PoolingMatchesPyTorch) {
             const float* dyp = dy.data() + pl * p.oh * p.ow;
             const float* xp = xs.data() + pl * p.h * p.w;
             dx.push_back(kind == "max" ? cu::maxPoolBackwardAt(dyp, xp, p, r, col)
-                                       : cu::avgPoolBackwardAt(dyp, p, r, col));
+                                       : cu::avgPoolBackwardAt(dyp, xp, p, r, col));
           }
       expectAgrees(b, "out0", dx, "backward");
     }

@@ -3,6 +3,7 @@
 // the naive forward. Inputs are random floats, so max-pool windows have no ties.
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -201,6 +202,62 @@ INSTANTIATE_TEST_SUITE_P(Kinds, PoolKernelTest, ::testing::Values(Kind::kMax, Ki
                          [](const auto& info) {
                            return std::string(info.param == Kind::kMax ? "Max" : "Avg");
                          });
+
+/// Bytes of a buffer's f32 elements, for comparing bit for bit.
+std::vector<uint32_t> bits(Buffer& b) {
+  std::vector<uint32_t> out(static_cast<size_t>(b.size()));
+  std::memcpy(out.data(), b.f32(), out.size() * sizeof(float));
+  return out;
+}
+
+// avg_pool2d{relu} (fuse-relu-pool) against relu then avg_pool2d, and its backward against
+// avg_pool2d_backward then relu_backward, as the unfused step runs them: the same bits,
+// with inputs that hold zeros, negative zeros, NaN and infinities, in the 2x2 loop and the
+// general one.
+TEST(AvgPoolKernel, ReluFusedEqualsReluThenPoolBitForBit) {
+  std::mt19937 rng(21);
+  for (const PoolCase& pc : kCases) {
+    SCOPED_TRACE(pc.name());
+    SingleOp::Attrs fused_attrs = pc.attrs();
+    fused_attrs.emplace_back("relu", true);
+    SingleOp relu(ir::Op::kRelu, {f32(pc.x())});
+    relu.in(0).fillUniform(rng, -1, 1);
+    float* x = relu.in(0).f32();
+    x[0] = 0.0f;
+    x[1] = -0.0f;
+    x[pc.xSize() / 3] = std::numeric_limits<float>::quiet_NaN();
+    x[pc.xSize() / 2] = -std::numeric_limits<float>::infinity();
+    x[pc.xSize() - 1] = std::numeric_limits<float>::infinity();
+    relu.run();
+    SingleOp pool(ir::Op::kAvgPool2d, {f32(pc.x())}, pc.attrs());
+    SingleOp fused(ir::Op::kAvgPool2d, {f32(pc.x())}, fused_attrs);
+    std::memcpy(pool.in(0).f32(), relu.out(0).f32(), sizeof(float) * pc.xSize());
+    std::memcpy(fused.in(0).f32(), x, sizeof(float) * pc.xSize());
+    fillGarbage(pool, rng);
+    fillGarbage(fused, rng);
+    pool.run();
+    fused.run();
+    EXPECT_EQ(bits(fused.out(0)), bits(pool.out(0)));
+
+    // Backward: dy, then relu_backward(avg_pool2d_backward(dy, r), r) against the fused
+    // avg_pool2d_backward{relu}(dy, x).
+    SingleOp pool_bwd(ir::Op::kAvgPool2dBackward, {f32(pc.y()), f32(pc.x())}, pc.attrs());
+    SingleOp fused_bwd(ir::Op::kAvgPool2dBackward, {f32(pc.y()), f32(pc.x())}, fused_attrs);
+    pool_bwd.in(0).fillUniform(rng, -1, 1);
+    std::memcpy(fused_bwd.in(0).f32(), pool_bwd.in(0).f32(), sizeof(float) * pc.ySize());
+    std::memcpy(pool_bwd.in(1).f32(), relu.out(0).f32(), sizeof(float) * pc.xSize());
+    std::memcpy(fused_bwd.in(1).f32(), x, sizeof(float) * pc.xSize());
+    fillGarbage(pool_bwd, rng);
+    fillGarbage(fused_bwd, rng);
+    pool_bwd.run();
+    fused_bwd.run();
+    SingleOp relu_bwd(ir::Op::kReluBackward, {f32(pc.x()), f32(pc.x())});
+    std::memcpy(relu_bwd.in(0).f32(), pool_bwd.out(0).f32(), sizeof(float) * pc.xSize());
+    std::memcpy(relu_bwd.in(1).f32(), relu.out(0).f32(), sizeof(float) * pc.xSize());
+    relu_bwd.run();
+    EXPECT_EQ(bits(fused_bwd.out(0)), bits(relu_bwd.out(0)));
+  }
+}
 
 // As in PyTorch, a window holding a NaN pools to NaN and routes its gradient there, in
 // the 2x2 loop and in the general one.

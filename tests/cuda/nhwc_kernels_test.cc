@@ -230,11 +230,10 @@ std::vector<T> hostPool(Op op, const cu::PoolParams& p, const std::vector<T>& in
     const cu::PlanePixel at = cu::poolElement(p, e, in_px);
     const T* dyp = in0.data() + cu::poolPlaneBase(p, at.plane, out_px);
     const int64_t r = at.pixel / p.w, c = at.pixel % p.w;
+    const T* xp = in1.data() + cu::poolPlaneBase(p, at.plane, in_px);
     cu::store(out.data(), e,
-              op == Op::kMaxPool2dBackward
-                  ? cu::maxPoolBackwardAt(dyp, in1.data() + cu::poolPlaneBase(p, at.plane, in_px),
-                                          p, r, c)
-                  : cu::avgPoolBackwardAt(dyp, p, r, c));
+              op == Op::kMaxPool2dBackward ? cu::maxPoolBackwardAt(dyp, xp, p, r, c)
+                                           : cu::avgPoolBackwardAt(dyp, xp, p, r, c));
   }
   return out;
 }

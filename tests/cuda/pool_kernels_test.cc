@@ -28,6 +28,7 @@ struct PoolCase {
   int64_t n, c, h, w;
   ir::Hw k, stride, pad;   // per axis: one int, or {h, w}
   bool ceil_mode = false;  // the extent rounded up, a window in the trailing padding dropped
+  bool relu = false;       // average pooling of relu(x) (fuse-relu-pool)
   ir::Shape x() const { return {n, c, h, w}; }
   static int64_t extent(int64_t in, int64_t k, int64_t stride, int64_t pad, bool ceil_mode) {
     const int64_t span = in + 2 * pad - k;
@@ -39,12 +40,23 @@ struct PoolCase {
   int64_t ow() const { return extent(w, k.w, stride.w, pad.w, ceil_mode); }
   ir::Shape y() const { return {n, c, oh(), ow()}; }
   SingleOp::Attrs attrs() const {
-    return {{"kernel", k.toAttr()},
-            {"stride", stride.toAttr()},
-            {"pad", pad.toAttr()},
-            {"ceil_mode", ceil_mode}};
+    SingleOp::Attrs a{{"kernel", k.toAttr()},
+                      {"stride", stride.toAttr()},
+                      {"pad", pad.toAttr()},
+                      {"ceil_mode", ceil_mode}};
+    if (relu) a.emplace_back("relu", true);  // average pooling only
+    return a;
   }
-  PoolParams params() const { return backend::cuda::poolParams(x(), y(), k, stride, pad); }
+  PoolParams params() const {
+    PoolParams p = backend::cuda::poolParams(x(), y(), k, stride, pad);
+    p.relu = relu;
+    return p;
+  }
+  PoolCase withRelu() const {
+    PoolCase c = *this;
+    c.relu = true;
+    return c;
+  }
   std::string window() const {
     return absl::StrCat("k", ir::toString(k.toAttr()), " s", ir::toString(stride.toAttr()), " p",
                         ir::toString(pad.toAttr()));
@@ -105,9 +117,9 @@ void hostPool(Op op, const PoolParams& p, const T* in0, const T* in1, T* out) {
     for (int64_t r = 0; r < p.h; ++r)
       for (int64_t c = 0; c < p.w; ++c) {
         const T* dy = in0 + pl * p.oh * p.ow;
-        const float v = op == Op::kMaxPool2dBackward
-                            ? cu::maxPoolBackwardAt(dy, in1 + pl * p.h * p.w, p, r, c)
-                            : cu::avgPoolBackwardAt(dy, p, r, c);
+        const T* x = in1 + pl * p.h * p.w;
+        const float v = op == Op::kMaxPool2dBackward ? cu::maxPoolBackwardAt(dy, x, p, r, c)
+                                                     : cu::avgPoolBackwardAt(dy, x, p, r, c);
         cu::store(out, (pl * p.h + r) * p.w + c, v);
       }
 }
@@ -179,6 +191,18 @@ TEST(CudaPoolMath, NanWindowsMatchCpu) {
         for (float at : {0.1f, 0.77f}) expectHostMatchesCpu(op, c, dtype, true, rng, at);
 }
 
+TEST(CudaPoolMath, ReluAverageMatchesCpuBitForBit) {
+  // avg_pool2d{relu} and its backward (fuse-relu-pool): relu on load, the gradient masked
+  // where x <= 0; NaN inputs too (relu passes them, and so does its mask).
+  std::mt19937 rng(14);
+  for (ir::DType dtype : {ir::DType::kF32, ir::DType::kBF16})
+    for (Op op : {Op::kAvgPool2d, Op::kAvgPool2dBackward})
+      for (const PoolCase& c : kCases) {
+        for (bool ties : {false, true}) expectHostMatchesCpu(op, c.withRelu(), dtype, ties, rng);
+        expectHostMatchesCpu(op, c.withRelu(), dtype, true, rng, 0.3f);
+      }
+}
+
 TEST(CudaPoolMath, GatherVisitsEveryWindowOverAnInput) {
   // firstWindow/lastWindow against the windows' own extents, for overlapping, strided and
   // padded windows: each input row is covered by exactly the windows they name.
@@ -206,9 +230,10 @@ TEST(CudaPoolMath, GatherVisitsEveryWindowOverAnInput) {
 
 // --- on a GPU ---------------------------------------------------------------------------
 
-void expectGpuMatchesCpu(Op op, ir::DType dtype, std::mt19937& rng) {
-  for (const PoolCase& c : kCases)
+void expectGpuMatchesCpu(Op op, ir::DType dtype, std::mt19937& rng, bool relu = false) {
+  for (const PoolCase& plain : kCases)
     for (bool ties : {false, true}) {
+      const PoolCase c = relu ? plain.withRelu() : plain;
       SingleOp op_(op, operands(op, c, dtype), c.attrs());
       for (size_t i = 0; i < op_.node().numOperands(); ++i) fill(op_.in(i), rng, ties);
       // The same math in the same order as the CPU's: the same bits.
@@ -232,6 +257,15 @@ TEST(CudaPoolKernels, BackwardMatchesCpu) {
     expectGpuMatchesCpu(Op::kMaxPool2dBackward, dtype, rng);
     expectGpuMatchesCpu(Op::kAvgPool2dBackward, dtype, rng);
   }
+}
+
+TEST(CudaPoolKernels, ReluAverageMatchesCpu) {
+  // avg_pool2d{relu} and its masked backward (fuse-relu-pool), both dtypes.
+  TANDEM_SKIP_WITHOUT_GPU();
+  std::mt19937 rng(23);
+  for (ir::DType dtype : {ir::DType::kF32, ir::DType::kBF16})
+    for (Op op : {Op::kAvgPool2d, Op::kAvgPool2dBackward})
+      expectGpuMatchesCpu(op, dtype, rng, /*relu=*/true);
 }
 
 TEST(CudaPoolKernels, LargeTensorCoversEveryElement) {

@@ -140,15 +140,15 @@ std::vector<Corruption> corruptions() {
        {"(all_reduce)", "on cpu:1/comm, but", "no wait orders that before the read"}},
       {"WaitForALaterNode",
        [](Module&, Graph& g, GraphPlan& p) {
-         p.of(nodeOf(g, "conv1.0")).waits.push_back(refOf(g, "relu.0"));
+         p.of(nodeOf(g, "conv1.0")).waits.push_back(refOf(g, "pool1.0"));
        },
-       {"%conv1.0 (conv2d @cpu:0", "waits for %relu.0, which %relu.0 (relu @cpu:0",
+       {"%conv1.0 (conv2d @cpu:0", "waits for %pool1.0, which %pool1.0 (avg_pool2d @cpu:0",
         "writes later"}},
       {"WaitOnItsOwnStream",
        [](Module&, Graph& g, GraphPlan& p) {
-         p.of(nodeOf(g, "relu.0")).waits.push_back(refOf(g, "conv1.0"));
+         p.of(nodeOf(g, "pool1.0")).waits.push_back(refOf(g, "conv1.0"));
        },
-       {"%relu.0 (relu @cpu:0", "waits for %conv1.0 on its own stream cpu:0/compute"}},
+       {"%pool1.0 (avg_pool2d @cpu:0", "waits for %conv1.0 on its own stream cpu:0/compute"}},
       {"WaitForVariableStorage",
        [](Module&, Graph& g, GraphPlan& p) {
          p.of(nodeOf(g, "conv1.0")).waits.push_back(refOf(g, "conv1.w.0"));
@@ -160,11 +160,11 @@ std::vector<Corruption> corruptions() {
        },
        {"%conv1.0 (conv2d @cpu:0", "which is not in the graph"}},
       // ---- streams ------------------------------------------------------------------
-      {"ReluMovedToTheCommStream",
+      {"PoolMovedToTheCommStream",
        [](Module&, Graph& g, GraphPlan& p) {
-         p.of(nodeOf(g, "relu.0")).stream = StreamKind::kComm;
+         p.of(nodeOf(g, "pool1.0")).stream = StreamKind::kComm;
        },
-       {"%relu.0 (relu @cpu:0", "reads %conv1.0 on cpu:0/comm, but %conv1.0 (conv2d @cpu:0",
+       {"%pool1.0 (avg_pool2d @cpu:0", "reads %conv1.0 on cpu:0/comm, but %conv1.0 (conv2d @cpu:0",
         "writes it on cpu:0/compute and no wait orders that"}},
       {"NodeWithoutAStream",
        [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "pool1.1")).stream.reset(); },
@@ -177,17 +177,18 @@ std::vector<Corruption> corruptions() {
       // ---- memory -------------------------------------------------------------------
       {"ResultOverItsOwnOperand",
        [](Module&, Graph& g, GraphPlan& p) {
-         p.of(nodeOf(g, "relu.0")).offsets[0] = p.of(nodeOf(g, "conv1.0")).offsets[0];
+         // fc1's relu: its operand %fc1.0 has no reader after it.
+         p.of(nodeOf(g, "relu_2.0")).offsets[0] = p.of(nodeOf(g, "fc1.0")).offsets[0];
        },
-       {"%relu.0 (relu @cpu:0", "writes %relu.0 over bytes [",
-        "of cpu:0's arena, which hold %conv1.0 that it reads itself"}},
+       {"%relu_2.0 (relu @cpu:0", "writes %relu_2.0 over bytes [",
+        "of cpu:0's arena, which hold %fc1.0 that it reads itself"}},
       {"ActivationReleasedBeforeItsBackwardReader",
        [](Module&, Graph& g, GraphPlan& p) {
-         // relu.0 is read again in backward; conv2.0 is made in forward, after it.
-         p.of(nodeOf(g, "conv2.0")).offsets[0] = p.of(nodeOf(g, "relu.0")).offsets[0];
+         // conv1.0 is read again in backward; conv2.0 is made in forward, after it.
+         p.of(nodeOf(g, "conv2.0")).offsets[0] = p.of(nodeOf(g, "conv1.0")).offsets[0];
        },
        {"%conv2.0 (conv2d @cpu:0", "writes %conv2.0 over bytes [",
-        "while %relu.0 still has a reader after it:",
+        "while %conv1.0 still has a reader after it:",
         "(the bytes are released before their last reader)"}},
       {"GradientTakenWhileTheCommStreamReducesIt",
        [](Module& m, Graph& g, GraphPlan& p) {
@@ -214,11 +215,11 @@ std::vector<Corruption> corruptions() {
         "the other reads %"}},
       {"SumWrittenOverALiveActivation",
        [](Module&, Graph& g, GraphPlan& p) {
-         // The first bucket's sums on cpu:0 over relu.0, which backward still reads.
+         // The first bucket's sums on cpu:0 over conv1.0, which backward still reads.
          Node& reduce = firstNode(g, Op::kAllReduce);
-         p.of(reduce).offsets[0] = p.of(nodeOf(g, "relu.0")).offsets[0];
+         p.of(reduce).offsets[0] = p.of(nodeOf(g, "conv1.0")).offsets[0];
        },
-       {"(all_reduce)", "bytes [", "of cpu:0's arena", "%relu.0"}},
+       {"(all_reduce)", "bytes [", "of cpu:0's arena", "%conv1.0"}},
       {"TwoResultsOfOneNodeShareBytes",
        [](Module&, Graph& g, GraphPlan& p) {
          for (const auto& n : g.nodes())
@@ -330,9 +331,9 @@ std::vector<Corruption> corruptions() {
        {"%pool2.0 cannot be kept in nhwc: its type f32[", "is not one CUDA kernels take in it"},
        true},
       {"LayoutSplitAcrossLinkedSlots",
-       [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "relu.0")).layouts.clear(); },
-       {"%relu.0 (relu @cuda:0",
-        "result 0 %relu.0 is nchw but operand 0 %conv1.0, which its "
+       [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "pool1.0")).layouts.clear(); },
+       {"%pool1.0 (avg_pool2d @cuda:0",
+        "result 0 %pool1.0 is nchw but operand 0 %conv1.0, which its "
         "kernel takes in the same layout, is nhwc"},
        true},
       {"LayoutOfAnotherTarget",

@@ -2,7 +2,9 @@
 // over it (execution plan included), compared with files in tests/golden/passes/ that
 // guard the printer end to end. What each pass does is tested by its check lines
 // (tests/checks/passes/*.tir, FileCheck), not here. Regenerate with
-// TANDEM_UPDATE_GOLDEN=1 and read the diff before committing it.
+// TANDEM_UPDATE_GOLDEN=1 and read the diff before committing it. The plan is this host's
+// (the CPU target's, backend/targets.cc): the files were made on an AVX-512 host, where
+// conv1's backward filter plans `algo=blocked` (elsewhere the rule says plain).
 
 #include <ostream>
 #include <string>

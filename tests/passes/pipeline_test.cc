@@ -45,10 +45,11 @@ TEST(ParsePipeline, UnknownPassListsTheKnownOnes) {
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(p.status().message(),
             "unknown pass 'fuse-everything' (known: mixed-precision, autodiff, feed-learning-rate, "
-            "fuse-conv-bn-relu, "
+            "fuse-conv-bn-relu, fuse-relu-pool, "
             "replicate, insert-collectives, clip-grad-norm, shard-weight-update, "
             "recompute-bn-relu, dce, schedule, "
-            "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
+            "group-updates, assign-streams, plan-events, assign-layouts, choose-algorithms, "
+            "plan-memory)");
   for (const passes::PassInfo& info : passes::registeredPasses())
     EXPECT_THAT(std::string(p.status().message()), HasSubstr(std::string(info.name)));
 }
@@ -155,11 +156,11 @@ TEST(ParsePipeline, SpacesAndEmptyText) {
 }
 
 TEST(DefaultPipeline, TextAndOrder) {
-  EXPECT_EQ(
-      passes::defaultPipeline({}),
-      "autodiff{lr=0.1,momentum=0,weight-decay=0},fuse-conv-bn-relu,replicate{devices=[cpu:0]},"
-      "insert-collectives{bucket-mb=25,first-bucket-mb=1},recompute-bn-relu,dce,schedule,"
-      "assign-streams,plan-events,assign-layouts,plan-memory");
+  EXPECT_EQ(passes::defaultPipeline({}),
+            "autodiff{lr=0.1,momentum=0,weight-decay=0},fuse-conv-bn-relu,fuse-relu-pool,"
+            "replicate{devices=[cpu:0]},"
+            "insert-collectives{bucket-mb=25,first-bucket-mb=1},recompute-bn-relu,dce,schedule,"
+            "assign-streams,plan-events,assign-layouts,choose-algorithms,plan-memory");
   passes::PipelineConfig config{
       .devices = {{::tandem::testing::kind("cuda"), 0}, {::tandem::testing::kind("cuda"), 1}},
       .weights = {3, 1},
@@ -169,25 +170,27 @@ TEST(DefaultPipeline, TextAndOrder) {
       .shard_updates = true,
       .bucket_mb = 10,
       .first_bucket_mb = 0.5,
+      .exact_convolutions = true,
       .bf16 = true,
       .bf16_allreduce = true};
   std::string text = passes::defaultPipeline(config);
   EXPECT_EQ(text,
             "mixed-precision{dtype=bf16},autodiff{lr=0.2,momentum=0.9,weight-decay=0.001},"
-            "feed-learning-rate,fuse-conv-bn-relu,replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
+            "feed-learning-rate,fuse-conv-bn-relu,fuse-relu-pool,"
+            "replicate{devices=[cuda:0,cuda:1],weights=[3,1]},"
             "insert-collectives{bucket-mb=10,first-bucket-mb=0.5,allreduce-dtype=bf16},"
             "clip-grad-norm{max-norm=1.5},shard-weight-update,recompute-bn-relu,dce,schedule,"
             "group-updates,assign-streams,plan-events,"
-            "assign-layouts,plan-memory");
+            "assign-layouts,choose-algorithms{conv=direct},plan-memory");
   auto p = passes::parsePipeline(text);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(passNames(*p), passes::defaultPassNames());
-  EXPECT_THAT(
-      passes::defaultPassNames(),
-      ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
-                  "replicate", "insert-collectives", "clip-grad-norm", "shard-weight-update",
-                  "recompute-bn-relu", "dce", "schedule", "group-updates", "assign-streams",
-                  "plan-events", "assign-layouts", "plan-memory"));
+  EXPECT_THAT(passes::defaultPassNames(),
+              ElementsAre("mixed-precision", "autodiff", "feed-learning-rate", "fuse-conv-bn-relu",
+                          "fuse-relu-pool", "replicate", "insert-collectives", "clip-grad-norm",
+                          "shard-weight-update", "recompute-bn-relu", "dce", "schedule",
+                          "group-updates", "assign-streams", "plan-events", "assign-layouts",
+                          "choose-algorithms", "plan-memory"));
   // CUDA devices group the updates unless told not to; CPU devices only when told to.
   config.group_updates = false;
   EXPECT_THAT(passes::defaultPipeline(config), Not(HasSubstr("group-updates")));
@@ -354,9 +357,10 @@ TEST(PassManager, BadPipelineAddsNothing) {
   EXPECT_EQ(
       pm.addPipeline("autodiff,nope").message(),
       "unknown pass 'nope' (known: mixed-precision, autodiff, feed-learning-rate, "
-      "fuse-conv-bn-relu, replicate, "
+      "fuse-conv-bn-relu, fuse-relu-pool, replicate, "
       "insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, dce, schedule, "
-      "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)");
+      "group-updates, assign-streams, plan-events, assign-layouts, choose-algorithms, "
+      "plan-memory)");
   EXPECT_EQ(pm.size(), 0u);
 }
 
@@ -390,10 +394,11 @@ TEST(PassManager, PrintAfterNamedPass) {
   ASSERT_EQ(printed.size(), 1u);
   EXPECT_EQ(printed[0].pass, "replicate");
   EXPECT_TRUE(printed[0].replicated);
-  // The module as replicate left it: what autodiff then replicate alone make.
+  // The module as replicate left it: what autodiff, the fusions then replicate alone make.
   auto replicated = parseGoldenInput("lenet.tir");
   ASSERT_NE(replicated, nullptr);
-  ASSERT_TRUE(runPipeline(*replicated, "autodiff,replicate{devices=[cpu:0,cpu:1]}").ok());
+  ASSERT_TRUE(
+      runPipeline(*replicated, "autodiff,fuse-relu-pool,replicate{devices=[cpu:0,cpu:1]}").ok());
   EXPECT_EQ(printed[0].text, canonical(*replicated));
 
   printed = runPrinting({"autodiff", "dce"}, nullptr);
@@ -436,12 +441,13 @@ TEST(PassManager, PrintAfterEveryPassAndTimings) {
     EXPECT_EQ(timings[i].nodes_after, printed[i].nodes) << timings[i].pass;
     changed.push_back(timings[i].changed);
   }
-  // LeNet has no batch norm to fuse or recompute; dce finds nothing to remove in its step;
-  // schedule moves the loss reductions before the updates; the plan passes each add their
-  // part of the execution plan (assign-layouts its part, though LeNet's 20 and 50 channels
-  // keep nothing blocked).
-  EXPECT_THAT(changed,
-              ElementsAre(true, false, true, true, false, false, true, true, true, true, true));
+  // LeNet has no batch norm to fuse or recompute, but two relu -> avg_pool2d to fuse; dce
+  // finds nothing to remove in its step; schedule moves the loss reductions before the
+  // updates; the plan passes each add their part of the execution plan (assign-layouts its
+  // part, though LeNet's 20 and 50 channels keep nothing blocked; choose-algorithms its
+  // convolutions' algorithms).
+  EXPECT_THAT(changed, ElementsAre(true, false, true, true, true, false, false, true, true, true,
+                                   true, true, true));
 
   std::vector<std::string> lines = absl::StrSplit(pm.timingReport(), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 1 + timings.size() + 1);  // header, passes, total

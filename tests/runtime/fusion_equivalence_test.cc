@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_info.h"
 #include "backend/cpu/layout_plan.h"
 #include "gtest/gtest.h"
+#include "ir/op_views.h"
 #include "ir/plan.h"
 #include "tests/runtime/runtime_test_util.h"
 
@@ -87,6 +88,23 @@ TEST(Fusion, RecomputeChangesNoBit) {
     EXPECT_EQ(recomputes, model == "resnet18" ? 18u : 4u) << model;  // per device: 9, 2
     EXPECT_TRUE(snapshot(*with) == snapshot(*without)) << model;
   }
+}
+
+// LeNet's relu -> avg_pool2d, fused (fuse-relu-pool: relu on load, the gradient masked in
+// the pool's backward) and not: relu's own per-element math either way, so the three
+// steps end bit for bit the same.
+TEST(Fusion, ReluPoolChangesNoBit) {
+  auto [fused, unfused] =
+      trainBothWays("lenet", /*sync_bn=*/false, [](TrainSetup& o) { o.fuse = false; });
+  ASSERT_TRUE(fused && unfused);
+  size_t fused_pools = 0, relus = 0;
+  for (const auto& n : fused->executor().module().graph(ir::kTrainGraph)->nodes()) {
+    fused_pools += n->op() == ir::Op::kAvgPool2d && ir::attr::relu(*n);
+    relus += n->op() == ir::Op::kRelu;
+  }
+  EXPECT_EQ(fused_pools, 4u);  // two per device
+  EXPECT_EQ(relus, 2u);        // fc1's, per device
+  EXPECT_TRUE(snapshot(*fused) == snapshot(*unfused));
 }
 
 // A CPU device with AVX-512 keeps the activations between convolutions and fused batch

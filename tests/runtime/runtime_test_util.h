@@ -94,6 +94,7 @@ inline training::CompileOptions compileOptions(const TrainSetup& o) {
                 .fuse = o.fuse,
                 .recompute = o.recompute,
                 .layouts = o.layouts,
+                .exact_convolutions = o.conv_algorithm == backend::ConvAlgorithm::kDirect,
                 .bf16 = o.bf16,
                 .bf16_allreduce = o.bf16_allreduce,
                 .sync_bn = o.sync_bn,

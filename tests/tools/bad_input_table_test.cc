@@ -306,8 +306,9 @@ TEST_F(BadInputTable, DumpOutputSelection) {
   check({
       {{"dump", "--model", "lenet", "--after", "frobnicate"},
        "--after: 'frobnicate' is not a pass of the default pipeline (autodiff, "
-       "fuse-conv-bn-relu, replicate, insert-collectives, recompute-bn-relu, dce, schedule, "
-       "assign-streams, plan-events, assign-layouts, plan-memory, or none)"},
+       "fuse-conv-bn-relu, fuse-relu-pool, replicate, insert-collectives, recompute-bn-relu, dce, "
+       "schedule, "
+       "assign-streams, plan-events, assign-layouts, choose-algorithms, plan-memory, or none)"},
       {{"dump", "--model", "lenet", "--format", "xml"},
        "--format: unknown format 'xml' (expected text, dot, summary, streams, memory)"},
       {{"dump", "--model", "lenet", "--graph", "backward"},
@@ -350,8 +351,8 @@ TEST_F(BadInputTable, DotViews) {
        "--focus: empty scope; give one such as stage2.block0 (the error of a wrong one lists "
        "the graph's scopes)"},
       {{"dump", "--model", "lenet", "--format", "dot", "--focus", "conv9"},
-       "--focus: graph @train_step has no scope 'conv9' (scopes at depth 1: conv1, relu, pool1, "
-       "conv2, relu_1, pool2, flatten, fc1, ... 12 in all)"},
+       "--focus: graph @train_step has no scope 'conv9' (scopes at depth 1: conv1, pool1, "
+       "conv2, pool2, flatten, fc1, relu_2, fc2, ... 10 in all)"},
       {{"dump", "--model", "resnet18", "--format", "dot", "--collapse", "2", "--focus",
         "stage2.blk0"},
        "--focus: graph @train_step has no scope 'stage2.blk0' (scopes at depth 2: stem, "
@@ -440,10 +441,11 @@ TEST_F(BadInputTable, OptFiles) {
        "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (1048576 bytes)'"},
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
        "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, "
-       "feed-learning-rate, fuse-conv-bn-relu, "
+       "feed-learning-rate, fuse-conv-bn-relu, fuse-relu-pool, "
        "replicate, insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, "
        "dce, schedule, "
-       "group-updates, assign-streams, plan-events, assign-layouts, plan-memory)"},
+       "group-updates, assign-streams, plan-events, assign-layouts, choose-algorithms, "
+       "plan-memory)"},
       {{"opt", "$TMP/good.tir", "--passes", "dce", "--print-after", "dcee"},
        "--print-after: 'dcee' is not a pass of the pipeline (dce, or *)"},
       {{"opt", "$TMP/good.tir", "--print-after", "dce"},

@@ -129,25 +129,25 @@ TEST_F(OptErrorsTest, SyntaxErrorGivesFileLineAndColumn) {
   EXPECT_TRUE(isUsageError(runTandem({"opt", file}), {file + ":2:19: "}));
 
   // An unknown op in the middle of a graph.
-  size_t line_start = good_.find("  %relu.0 = relu(");
+  size_t line_start = good_.find("  %relu_2.0 = relu(");
   ASSERT_NE(line_start, std::string::npos);
   int line = 1 + static_cast<int>(std::count(good_.begin(), good_.begin() + line_start, '\n'));
   std::string bad_op = good_;
-  bad_op.replace(line_start, std::string("  %relu.0 = relu(").size(), "  %relu.0 = rectify(");
+  bad_op.replace(line_start, std::string("  %relu_2.0 = relu(").size(), "  %relu_2.0 = rectify(");
   std::string op_file = dir_.write("op.tir", bad_op);
   EXPECT_TRUE(isUsageError(runTandem({"opt", op_file}),
-                           {absl::StrCat(op_file, ":", line, ":13: unknown op 'rectify'")}));
+                           {absl::StrCat(op_file, ":", line, ":15: unknown op 'rectify'")}));
 }
 
 TEST_F(OptErrorsTest, FileThatParsesButFailsVerification) {
-  // relu.1 moved to cpu:0 while its operand stays on cpu:1: only collectives may cross.
+  // fc1's relu moved to cpu:0 while its operand stays on cpu:1: only collectives may cross.
   std::string text = absl::StrReplaceAll(
-      good_, {{"%relu.1 = relu(%conv1.1) @cpu:1", "%relu.1 = relu(%conv1.1) @cpu:0"}});
+      good_, {{"%relu_2.1 = relu(%fc1.1) @cpu:1", "%relu_2.1 = relu(%fc1.1) @cpu:0"}});
   ASSERT_NE(text, good_);
   std::string file = dir_.write("unverified.tir", text);
   EXPECT_TRUE(isUsageError(
       runTandem({"opt", file}),
-      {file + ": verifier: graph @train_step: %relu.1 (relu @cpu:0): operand 0 %conv1.1 is on "
+      {file + ": verifier: graph @train_step: %relu_2.1 (relu @cpu:0): operand 0 %fc1.1 is on "
               "cpu:1, expected cpu:0"}));
   // --no-verify takes the file as it is.
   CommandResult r = runTandem({"opt", file, "--no-verify", "--canonical"});

@@ -1,0 +1,140 @@
+#include "passes/fuse_relu_pool.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "ir/op_views.h"
+#include "ir/status_macros.h"
+
+namespace tandem::passes {
+namespace {
+
+using ir::Node;
+using ir::Value;
+
+/// One relu -> avg_pool2d and, in a training step, the backward pair it owns.
+struct Chain {
+  Node* relu;
+  Node* pool;
+  Node* pool_backward = nullptr;  // avg_pool2d_backward(dp, relu's output)
+  Node* relu_backward = nullptr;  // relu_backward(pool_backward's dx, relu's output)
+};
+
+class Rewriter {
+ public:
+  explicit Rewriter(ir::Graph& g) : g_(g), users_(g.users()) {}
+
+  bool run() {
+    std::vector<Chain> chains;
+    for (const auto& n : g_.nodes())
+      if (ir::ReluView::is(*n))
+        if (std::optional<Chain> c = match(*n)) chains.push_back(*c);
+    for (const Chain& c : chains) fuse(c);
+    if (chains.empty()) return false;
+    g_.eraseIf([&](const Node& n) { return erased_.contains(n.id()); });
+    return true;
+  }
+
+ private:
+  const std::vector<Node*>& usersOf(const Value* v) const {
+    static const std::vector<Node*> kNone;
+    auto it = users_.find(v);
+    return it == users_.end() ? kNone : it->second;
+  }
+  bool isReturned(const Value* v) const {
+    return std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end();
+  }
+
+  /// relu's output read by exactly one plain avg_pool2d and, in a training step, by that
+  /// pool's backward (for its shape) and relu's backward of the pool's gradient: nothing
+  /// else, so that it need not exist.
+  std::optional<Chain> match(Node& relu) const {
+    const Value* r = relu.result();
+    if (isReturned(r)) return std::nullopt;
+    Chain c{.relu = &relu, .pool = nullptr};
+    for (Node* u : usersOf(r)) {
+      if (ir::AvgPool2dView::is(*u) && c.pool == nullptr && !ir::AvgPool2dView(*u).relu()) {
+        c.pool = u;
+      } else if (ir::AvgPool2dBackwardView::is(*u) && c.pool_backward == nullptr &&
+                 ir::AvgPool2dBackwardView(*u).x() == r &&
+                 ir::AvgPool2dBackwardView(*u).dy() != r && !ir::AvgPool2dBackwardView(*u).relu()) {
+        c.pool_backward = u;
+      } else if (ir::ReluBackwardView::is(*u) && c.relu_backward == nullptr &&
+                 ir::ReluBackwardView(*u).y() == r) {
+        c.relu_backward = u;
+      } else {
+        return std::nullopt;
+      }
+    }
+    if (c.pool == nullptr || (c.pool_backward == nullptr) != (c.relu_backward == nullptr))
+      return std::nullopt;
+    if (c.pool_backward != nullptr) {
+      // relu's backward must read the pool's gradient, and be its only reader, with the
+      // pool's window.
+      const Value* dx = c.pool_backward->result();
+      if (ir::ReluBackwardView(*c.relu_backward).dy() != dx || usersOf(dx).size() != 1 ||
+          isReturned(dx) || c.pool_backward->attrs() != c.pool->attrs())
+        return std::nullopt;
+    }
+    return c;
+  }
+
+  void fuse(const Chain& c) {
+    Value* x = ir::ReluView(*c.relu).x();
+    c.pool->setOperand(0, x);
+    c.pool->setAttr("relu", true);
+    c.pool->setScope(joinedScopes(*c.pool, *c.relu));
+    erased_.insert(c.relu->id());
+    if (c.pool_backward == nullptr) return;
+    c.pool_backward->setOperand(1, x);
+    c.pool_backward->setAttr("relu", true);
+    c.pool_backward->setScope(joinedScopes(*c.pool_backward, *c.relu_backward));
+    // The fused gradient takes relu's backward's place and name.
+    Value* old = c.relu_backward->result();
+    Value* fused = c.pool_backward->result();
+    const std::string name = old->name();
+    g_.rename(old, name + ".unfused");
+    g_.rename(fused, name);
+    for (Node* u : usersOf(old))
+      for (size_t i = 0; i < u->numOperands(); ++i)
+        if (u->operand(i) == old) u->setOperand(i, fused);
+    if (isReturned(old)) {
+      std::vector<Value*> outputs = g_.outputs();
+      std::replace(outputs.begin(), outputs.end(), old, fused);
+      g_.setOutputs(std::move(outputs));
+    }
+    erased_.insert(c.relu_backward->id());
+  }
+
+  /// "pool1 + relu": the fused node's scope, then the absorbed one's (each once), as
+  /// fuse-conv-bn-relu lists them: the first names the layer in views (ir/dot_views.h).
+  static std::string joinedScopes(const Node& kept, const Node& absorbed) {
+    if (absorbed.scope().empty() || absorbed.scope() == kept.scope()) return kept.scope();
+    if (kept.scope().empty()) return absorbed.scope();
+    return absl::StrCat(kept.scope(), " + ", absorbed.scope());
+  }
+
+  ir::Graph& g_;
+  absl::flat_hash_map<const Value*, std::vector<Node*>> users_;
+  absl::flat_hash_set<uint32_t> erased_;
+};
+
+}  // namespace
+
+absl::StatusOr<bool> FuseReluPool::run(ir::Module& m) {
+  if (m.isReplicated())
+    return absl::FailedPreconditionError(
+        "fuse-relu-pool: the module is already replicated (run it before replicate)");
+  bool changed = false;
+  for (const auto& g : m.graphs()) changed = Rewriter(*g).run() || changed;
+  return changed;
+}
+
+absl::StatusOr<std::unique_ptr<Pass>> FuseReluPool::create(PassOptions& opts) {
+  RETURN_IF_ERROR(opts.finish());
+  return std::unique_ptr<Pass>(new FuseReluPool());
+}
+
+}  // namespace tandem::passes
