@@ -15,23 +15,23 @@ using ir::Node;
 using ir::Value;
 
 /// One relu -> avg_pool2d and, in a training step, the backward pair it owns.
-struct Chain {
+struct ReluPoolChain {
   Node* relu;
   Node* pool;
   Node* pool_backward = nullptr;  // avg_pool2d_backward(dp, relu's output)
   Node* relu_backward = nullptr;  // relu_backward(pool_backward's dx, relu's output)
 };
 
-class Rewriter {
+class ReluPoolRewriter {
  public:
-  explicit Rewriter(ir::Graph& g) : g_(g), users_(g.users()) {}
+  explicit ReluPoolRewriter(ir::Graph& g) : g_(g), users_(g.users()) {}
 
   bool run() {
-    std::vector<Chain> chains;
+    std::vector<ReluPoolChain> chains;
     for (const auto& n : g_.nodes())
       if (ir::ReluView::is(*n))
-        if (std::optional<Chain> c = match(*n)) chains.push_back(*c);
-    for (const Chain& c : chains) fuse(c);
+        if (std::optional<ReluPoolChain> c = match(*n)) chains.push_back(*c);
+    for (const ReluPoolChain& c : chains) fuse(c);
     if (chains.empty()) return false;
     g_.eraseIf([&](const Node& n) { return erased_.contains(n.id()); });
     return true;
@@ -50,10 +50,10 @@ class Rewriter {
   /// relu's output read by exactly one plain avg_pool2d and, in a training step, by that
   /// pool's backward (for its shape) and relu's backward of the pool's gradient: nothing
   /// else, so that it need not exist.
-  std::optional<Chain> match(Node& relu) const {
+  std::optional<ReluPoolChain> match(Node& relu) const {
     const Value* r = relu.result();
     if (isReturned(r)) return std::nullopt;
-    Chain c{.relu = &relu, .pool = nullptr};
+    ReluPoolChain c{.relu = &relu, .pool = nullptr};
     for (Node* u : usersOf(r)) {
       if (ir::AvgPool2dView::is(*u) && c.pool == nullptr && !ir::AvgPool2dView(*u).relu()) {
         c.pool = u;
@@ -81,7 +81,7 @@ class Rewriter {
     return c;
   }
 
-  void fuse(const Chain& c) {
+  void fuse(const ReluPoolChain& c) {
     Value* x = ir::ReluView(*c.relu).x();
     c.pool->setOperand(0, x);
     c.pool->setAttr("relu", true);
@@ -128,7 +128,7 @@ absl::StatusOr<bool> FuseReluPool::run(ir::Module& m) {
     return absl::FailedPreconditionError(
         "fuse-relu-pool: the module is already replicated (run it before replicate)");
   bool changed = false;
-  for (const auto& g : m.graphs()) changed = Rewriter(*g).run() || changed;
+  for (const auto& g : m.graphs()) changed = ReluPoolRewriter(*g).run() || changed;
   return changed;
 }
 
