@@ -253,11 +253,13 @@ DEPTHWISE_BENCH(BackwardFilter, kPlain)
 DEPTHWISE_BENCH(BackwardFilter, kAuto)
 
 /// Arguments {N, C, H, kernel, stride, pad, backward}.
-void Pool(benchmark::State& state, ir::Op forward, ir::Op backward) {
+/// `relu`: average pooling of relu(x) and its masked backward (fuse-relu-pool's).
+void Pool(benchmark::State& state, ir::Op forward, ir::Op backward, bool relu = false) {
   int64_t n = state.range(0), c = state.range(1), hw = state.range(2), k = state.range(3),
           s = state.range(4), p = state.range(5);
   int64_t o = (hw + 2 * p - k) / s + 1;
   Attrs attrs{{"kernel", k}, {"stride", s}, {"pad", p}};
+  if (relu) attrs.emplace_back("relu", true);
   ir::TensorType x = f32({n, c, hw, hw}), y = f32({n, c, o, o});
   if (state.range(6) == 0) {
     Harness(forward, {x}, attrs).time(state, nullptr, ConvStrategy::kAuto, 0);
@@ -276,6 +278,8 @@ void poolShapes(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond);
 }
 BENCHMARK_CAPTURE(Pool, Avg, ir::Op::kAvgPool2d, ir::Op::kAvgPool2dBackward)->Apply(poolShapes);
+BENCHMARK_CAPTURE(Pool, AvgRelu, ir::Op::kAvgPool2d, ir::Op::kAvgPool2dBackward, true)
+    ->Apply(poolShapes);
 BENCHMARK_CAPTURE(Pool, Max, ir::Op::kMaxPool2d, ir::Op::kMaxPool2dBackward)->Apply(poolShapes);
 
 void GlobalAvgPool(benchmark::State& state) {

@@ -9,6 +9,7 @@
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
 #include "passes/insertions.h"
+#include "passes/value_users.h"
 
 namespace tandem::passes {
 
@@ -38,8 +39,7 @@ struct Chain {
 /// absorbed nodes erased.
 class Rewriter {
  public:
-  explicit Rewriter(ir::Graph& g)
-      : g_(g), users_(g.users()), pos_(g.positions()), insert_(g) {}
+  explicit Rewriter(ir::Graph& g) : g_(g), users_(g), pos_(g.positions()), insert_(g) {}
 
   absl::StatusOr<bool> run() {
     std::vector<Chain> chains;
@@ -54,22 +54,10 @@ class Rewriter {
   }
 
  private:
-  const std::vector<Node*>& usersOf(const Value* v) const {
-    static const std::vector<Node*> kNone;
-    auto it = users_.find(v);
-    return it == users_.end() ? kNone : it->second;
-  }
-  Node* onlyUser(const Value* v) const {
-    const auto& u = usersOf(v);
-    return u.size() == 1 && !isReturned(v) ? u[0] : nullptr;
-  }
-  bool isReturned(const Value* v) const {
-    return std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end();
-  }
   /// The users of `v` other than `skip`.
   std::vector<Node*> usersBut(const Value* v, const Node* skip) const {
     std::vector<Node*> out;
-    for (Node* u : usersOf(v))
+    for (Node* u : users_.of(v))
       if (u != skip) out.push_back(u);
     return out;
   }
@@ -82,13 +70,13 @@ class Rewriter {
     const bool training = ir::BatchNormView(bn).training();
     // Inference folds the batch norm into the convolution's weights: the convolution's
     // raw output must have no other reader.
-    if (!training && onlyUser(c.conv->result()) != &bn) return std::nullopt;
-    if (Node* next = onlyUser(bn.result()); next != nullptr) {
+    if (!training && users_.only(c.conv->result()) != &bn) return std::nullopt;
+    if (Node* next = users_.only(bn.result()); next != nullptr) {
       if (ir::ReluView::is(*next)) {
         c.relu = next;
       } else if (ir::AddView::is(*next) && ir::AddView(*next).a() == bn.result() &&
                  ir::AddView(*next).b() != bn.result()) {
-        if (Node* r = onlyUser(next->result()); r != nullptr && ir::ReluView::is(*r)) {
+        if (Node* r = users_.only(next->result()); r != nullptr && ir::ReluView::is(*r)) {
           c.add = next;
           c.residual = ir::AddView(*next).b();
           c.relu = r;
@@ -96,7 +84,7 @@ class Rewriter {
       }
     }
     if (!training) return c;
-    for (Node* u : usersOf(bn.result(1)))
+    for (Node* u : users_.of(bn.result(1)))
       if (ir::BatchNormBackwardView::is(*u) &&
           ir::BatchNormBackwardView(*u).save_mean() == bn.result(1))
         c.bn_backward = u;
@@ -279,7 +267,7 @@ class Rewriter {
   }
 
   ir::Graph& g_;
-  absl::flat_hash_map<const Value*, std::vector<Node*>> users_;
+  ValueUsers users_;
   ir::Graph::Positions pos_;  // of the original nodes, where the new ones are anchored
   Insertions insert_;
   absl::flat_hash_map<Value*, Value*> replace_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
+#include "passes/value_users.h"
 
 namespace tandem::passes {
 namespace {
@@ -24,7 +25,7 @@ struct ReluPoolChain {
 
 class ReluPoolRewriter {
  public:
-  explicit ReluPoolRewriter(ir::Graph& g) : g_(g), users_(g.users()) {}
+  explicit ReluPoolRewriter(ir::Graph& g) : g_(g), users_(g) {}
 
   bool run() {
     std::vector<ReluPoolChain> chains;
@@ -38,23 +39,14 @@ class ReluPoolRewriter {
   }
 
  private:
-  const std::vector<Node*>& usersOf(const Value* v) const {
-    static const std::vector<Node*> kNone;
-    auto it = users_.find(v);
-    return it == users_.end() ? kNone : it->second;
-  }
-  bool isReturned(const Value* v) const {
-    return std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end();
-  }
-
   /// relu's output read by exactly one plain avg_pool2d and, in a training step, by that
   /// pool's backward (for its shape) and relu's backward of the pool's gradient: nothing
   /// else, so that it need not exist.
   std::optional<ReluPoolChain> match(Node& relu) const {
     const Value* r = relu.result();
-    if (isReturned(r)) return std::nullopt;
+    if (users_.returned(r)) return std::nullopt;
     ReluPoolChain c{.relu = &relu, .pool = nullptr};
-    for (Node* u : usersOf(r)) {
+    for (Node* u : users_.of(r)) {
       if (ir::AvgPool2dView::is(*u) && c.pool == nullptr && !ir::AvgPool2dView(*u).relu()) {
         c.pool = u;
       } else if (ir::AvgPool2dBackwardView::is(*u) && c.pool_backward == nullptr &&
@@ -74,8 +66,8 @@ class ReluPoolRewriter {
       // relu's backward must read the pool's gradient, and be its only reader, with the
       // pool's window.
       const Value* dx = c.pool_backward->result();
-      if (ir::ReluBackwardView(*c.relu_backward).dy() != dx || usersOf(dx).size() != 1 ||
-          isReturned(dx) || c.pool_backward->attrs() != c.pool->attrs())
+      if (ir::ReluBackwardView(*c.relu_backward).dy() != dx || users_.of(dx).size() != 1 ||
+          users_.returned(dx) || c.pool_backward->attrs() != c.pool->attrs())
         return std::nullopt;
     }
     return c;
@@ -97,10 +89,10 @@ class ReluPoolRewriter {
     const std::string name = old->name();
     g_.rename(old, name + ".unfused");
     g_.rename(fused, name);
-    for (Node* u : usersOf(old))
+    for (Node* u : users_.of(old))
       for (size_t i = 0; i < u->numOperands(); ++i)
         if (u->operand(i) == old) u->setOperand(i, fused);
-    if (isReturned(old)) {
+    if (users_.returned(old)) {
       std::vector<Value*> outputs = g_.outputs();
       std::replace(outputs.begin(), outputs.end(), old, fused);
       g_.setOutputs(std::move(outputs));
@@ -117,7 +109,7 @@ class ReluPoolRewriter {
   }
 
   ir::Graph& g_;
-  absl::flat_hash_map<const Value*, std::vector<Node*>> users_;
+  ValueUsers users_;
   absl::flat_hash_set<uint32_t> erased_;
 };
 
