@@ -95,9 +95,11 @@ TEST(CudaNhwcPlan, Resnet18KeepsEveryActivationButTheImageNhwc) {
 }
 
 TEST(CudaNhwcPlan, LenetKeepsOnlyItsFirstBlockNhwc) {
-  // conv1's 20 f32 channels are 80 bytes a pixel: conv1, relu, pool1 and their gradients
-  // stay NHWC. conv2's 50 channels are 200 bytes, not whole 16-byte vectors, and feed
-  // flatten through relu and pooling: NCHW.
+  // conv1's 20 f32 channels are 80 bytes a pixel: conv1 and pool1 (with relu fused into it
+  // by fuse-relu-pool in LeNet, separate after LeNet-BN's batch norm) and their gradients
+  // stay NHWC: at least conv1's output, pool1's and the two gradients. conv2's 50 channels
+  // are 200 bytes, not whole 16-byte vectors, and feed flatten through relu and pooling:
+  // NCHW.
   for (const char* model : {"lenet", "lenet_bn"}) {
     SCOPED_TRACE(model);
     auto m = compileFor(model, 1, false, false);
@@ -115,7 +117,7 @@ TEST(CudaNhwcPlan, LenetKeepsOnlyItsFirstBlockNhwc) {
         EXPECT_EQ(nhwc.contains(v), block1) << n->describe();
       }
     EXPECT_EQ(nhwc.size(), conv1_activations);
-    EXPECT_GE(nhwc.size(), 6u);
+    EXPECT_GE(nhwc.size(), 4u);
   }
 }
 
