@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
 # Training throughput of two tandem binaries in one run (a change against its base): each
-# trains LeNet on Fashion-MNIST for one epoch on two CPU devices, alternately, R rounds;
-# prints each round's images/s, the medians and the ratio new/old. Rounds alternate which
-# binary goes first (the second of a pair measured ~3 % slower, whichever it was), and
-# the medians spread the shared machine's noise over both sides.
+# trains a model (LeNet by default) on Fashion-MNIST for one epoch on two CPU devices,
+# alternately, R rounds; prints each round's images/s, the medians and the ratio new/old.
+# Rounds alternate which binary goes first (the second of a pair measured ~3 % slower,
+# whichever it was), and the medians spread the shared machine's noise over both sides.
 #
 #   bench/ab_train.sh OLD_TANDEM NEW_TANDEM [--rounds R] [--limit-train N] [--devices D]
+#                     [--model M] [--extra 'ARGS']   (ARGS: more train flags, both runs)
 #
 # Example: build the base commit into /tmp/base, then
 #   bench/ab_train.sh /tmp/base/build/tools/tandem build/tools/tandem --rounds 5
 set -euo pipefail
 
-usage() { sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
 [[ $# -ge 2 ]] || { usage >&2; exit 2; }
 old=$1 new=$2
 shift 2
-rounds=5 limit=30000 devices=cpu:0,cpu:1
+rounds=5 limit=30000 devices=cpu:0,cpu:1 model=lenet extra=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="${2:?--rounds needs a value}"; shift 2 ;;
     --limit-train) limit="${2:?--limit-train needs a value}"; shift 2 ;;
     --devices) devices="${2:?--devices needs a value}"; shift 2 ;;
+    --model) model="${2:?--model needs a value}"; shift 2 ;;
+    --extra) extra="${2?--extra needs a value}"; shift 2 ;;
     *) echo "ab_train: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
@@ -30,8 +33,9 @@ done
 
 # images/s of one epoch (the table's last column).
 rate() {
-  "$1" train --model lenet --devices "$devices" --batch 256 --epochs 1 --limit-train "$limit" \
-    --limit-test 256 --seed 1 | awk '$1 == "1" { print $NF }'
+  # shellcheck disable=SC2086 # --extra's flags are meant to split
+  "$1" train --model "$model" --devices "$devices" --batch 256 --epochs 1 --limit-train "$limit" \
+    --limit-test 256 --seed 1 $extra | awk '$1 == "1" { print $NF }'
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 

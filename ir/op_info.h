@@ -133,5 +133,8 @@ inline bool isStateful(Op op) { return opInfo(op).has(kStateful); }
 /// A value from outside the dataflow (input, param): no kernel runs it, no arena buffer
 /// holds it, nothing in the graph produces it.
 inline bool isSource(Op op) { return opInfo(op).has(kSource); }
+/// A row-major reshape (reshape, flatten, flatten_backward): result 0 is operand 0's bytes,
+/// so plan-memory may give both the same arena bytes (the kernel's copy is then none).
+inline bool isView(Op op) { return opInfo(op).has(kView); }
 
 }  // namespace tandem::ir

@@ -86,6 +86,7 @@ trait runtime: executed by the runtime itself (no kernel): graph inputs, variabl
 trait optimizer: an optimizer update: the `optimizer` line says which operands are what
 trait source: a value from outside the dataflow (a graph argument, a variable's replica): no kernel runs it and no arena buffer holds it
 trait device_sum: its result is summed over the devices (insert-collectives all-reduces it right after it) before any reader reads it: a global count that a mean divides by
+trait view: its result is its first operand's bytes under another shape (a row-major reshape): plan-memory gives the result the operand's arena bytes, and the kernel's copy then has nothing to do
 trait sample_indexed: computes per row of its first operand by the row's index in the whole batch: replicate sets attribute `sample_offset` of each device's copy to the index of the device's first row
 
 enum ReduceOp: sum mean max
@@ -423,6 +424,7 @@ op cast
 op flatten
   operands x
   results y
+  traits view
   cost elementwise
   doc [N, ...] -> [N, product of the rest].
 
@@ -446,6 +448,7 @@ op reshape
   operands x
   results y
   attr shape: ints
+  traits view
   cost elementwise(0)
   doc The same elements, row-major, in another shape of the same element count; one size
   doc may be -1, inferred (as in PyTorch: write the batch axis so, and replicate's slices
@@ -848,7 +851,7 @@ op global_avg_pool_backward
 op flatten_backward
   operands dy, x
   results dx
-  traits backward
+  traits backward view
   cost elementwise
   doc Reshapes dy to x's shape.
 

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -286,6 +287,7 @@ class PlanVerifier {
       values += n->numResults();
     }
     last_readers_.assign(values, {});
+    findSharedViews(values);
     clock_.assign(share_node_.size(), {});
     std::vector<uint32_t> last_on(m_.devices().size() * 2, kNone);
     for (uint32_t s = 0; s < share_node_.size(); ++s) {
@@ -303,7 +305,7 @@ class PlanVerifier {
           return failAt(n, absl::StrCat("reads %", v->name(), " on ", onSlot(s), ", but ",
                                         v->def()->describe(), " writes it on ", onSlot(writer),
                                         " and no wait orders that before the read"));
-        auto& readers = last_readers_[numberOf(*v)];
+        auto& readers = last_readers_[numberOf(*bytesOf(*v))];
         auto it = std::find_if(readers.begin(), readers.end(),
                                [&](uint32_t r) { return share_stream_[r] == stream; });
         if (it == readers.end()) {
@@ -317,6 +319,33 @@ class PlanVerifier {
   }
 
   static bool inArena(const Node& n) { return !isSource(n.op()); }
+
+  // The value whose arena bytes `v` is: itself, or for a view plan-memory gave its
+  // operand's offset (a reshape that copies nothing), what that operand's bytes are.
+  const Value* bytesOf(const Value& v) const { return bytes_of_[numberOf(v)]; }
+
+  // Fills bytes_of_ (values numbered; plans without memory: every value its own).
+  void findSharedViews(size_t values) {
+    bytes_of_.assign(values, nullptr);
+    for (const auto& n : g_.nodes())
+      for (size_t r = 0; r < n->numResults(); ++r) {
+        const Value& v = *n->result(r);
+        bytes_of_[numberOf(v)] = sharesOperandBytes(*n) ? bytesOf(*n->operand(0)) : &v;
+      }
+  }
+
+  // A view at its operand's offset, the operand in the arena with as many bytes.
+  bool sharesOperandBytes(const Node& n) const {
+    if (!plan_.has(PlanPart::kMemory) || !isView(n.op()) || n.numOperands() < 1 ||
+        n.numResults() != 1)
+      return false;
+    const Value& x = *n.operand(0);
+    if (!inArena(*x.def()) || x.type().bytes() != n.result(0)->type().bytes()) return false;
+    const auto& xs = plan_.of(*x.def()).offsets;
+    const auto& ys = plan_.of(n).offsets;
+    return ys.size() == 1 && static_cast<size_t>(x.index()) < xs.size() &&
+           ys[0] == xs[static_cast<size_t>(x.index())];
+  }
 
   absl::Status checkOffsets() {
     std::vector<const TargetInfo*> targets;  // by device: asked what each kernel declares
@@ -396,7 +425,8 @@ class PlanVerifier {
       if (!inArena(*node)) continue;
       for (size_t r = 0; r < node->numResults(); ++r) {
         const Value& v = *node->result(r);
-        if (v.type().bytes() == 0) continue;
+        // A view sharing its operand's bytes writes none: its readers are its operand's.
+        if (v.type().bytes() == 0 || bytesOf(v) != &v) continue;
         const uint32_t w = writerOf(v);
         const int64_t off = plan_.of(*node).offsets[r];
         buffers.push_back({&v, node.get(), w, share_stream_[w] / 2, off, off + v.type().bytes()});
@@ -411,7 +441,7 @@ class PlanVerifier {
     std::stable_sort(buffers.begin(), buffers.end(),
                      [](const Buffer& a, const Buffer& b) { return a.writer < b.writer; });
     returned_.clear();
-    for (const Value* v : g_.outputs()) returned_.insert(v);
+    for (const Value* v : g_.outputs()) returned_.emplace(bytesOf(*v), v);
     std::vector<std::map<int64_t, Piece>> arenas(m_.devices().size());
     for (uint32_t b = 0; b < buffers.size(); ++b) {
       const Buffer& nb = buffers[b];
@@ -448,11 +478,15 @@ class PlanVerifier {
                                        now.value->name(), " share ", bytes)
                         : absl::StrCat("its workspace and its result ",
                                        nameOf(old.value != nullptr ? old : now), " share ", bytes));
-    if (old.value != nullptr && returned_.contains(old.value))
-      return failAt(writer,
-                    absl::StrCat(writes, " over ", bytes, ", which hold %", old.value->name(),
-                                 ", a value the graph returns (it must stay until the "
-                                 "step ends)"));
+    if (auto it = old.value != nullptr ? returned_.find(old.value) : returned_.end();
+        it != returned_.end())
+      return failAt(
+          writer,
+          absl::StrCat(writes, " over ", bytes, ", which hold %", old.value->name(),
+                       it->second == old.value ? ", a value the graph returns"
+                                               : absl::StrCat(", whose view %", it->second->name(),
+                                                              " the graph returns"),
+                       " (it must stay until the step ends)"));
     if (!before(old.writer, now.writer))
       return failAt(writer, absl::StrCat("and ", old.node->describe(), " may run at once (",
                                          onSlot(now.writer), " and ", onSlot(old.writer),
@@ -492,7 +526,8 @@ class PlanVerifier {
   std::vector<Clock> clock_;                                    // by share: as it completes
   std::vector<size_t> first_value_;                             // by node id
   std::vector<absl::InlinedVector<uint32_t, 2>> last_readers_;  // by value: one per stream
-  absl::flat_hash_set<const Value*> returned_;
+  std::vector<const Value*> bytes_of_;                          // by value number
+  absl::flat_hash_map<const Value*, const Value*> returned_;    // bytes -> the returned value
 };
 
 }  // namespace

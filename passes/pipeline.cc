@@ -102,6 +102,14 @@ absl::StatusOr<std::vector<std::unique_ptr<Pass>>> parsePipeline(absl::string_vi
 
 namespace {
 
+// plan-memory with the options `c` sets (none at their defaults: the text users see).
+std::string planMemoryText(const PipelineConfig& c) {
+  std::vector<std::string> set;
+  if (c.alignment != 64) set.push_back(absl::StrCat("alignment=", c.alignment));
+  if (!c.alias_views) set.push_back("views=copy");
+  return set.empty() ? "plan-memory" : absl::StrCat("plan-memory{", absl::StrJoin(set, ","), "}");
+}
+
 // The default pipeline, or without autodiff (`training` false) a prediction module's.
 std::string pipelineText(const PipelineConfig& c, bool training) {
   // Numbers are written exactly (shortest round-trip form): StrCat keeps only 6 digits,
@@ -157,8 +165,7 @@ std::string pipelineText(const PipelineConfig& c, bool training) {
       "plan-events",
       c.layouts ? "assign-layouts" : "",
       c.exact_convolutions ? "choose-algorithms{conv=direct}" : "choose-algorithms",
-      c.alignment == 64 ? std::string("plan-memory")
-                        : absl::StrCat("plan-memory{alignment=", c.alignment, "}"),
+      planMemoryText(c),
   };
   passes.erase(std::remove(passes.begin(), passes.end(), ""), passes.end());
   return absl::StrJoin(passes, ",");

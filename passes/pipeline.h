@@ -42,6 +42,9 @@ struct PipelineConfig {
   /// Alignment of every buffer plan-memory places (the devices' targets' largest,
   /// ir::targetAlignment).
   int64_t alignment = 64;
+  /// plan-memory gives each view (reshape, flatten) its operand's bytes; false:
+  /// plan-memory{views=copy}, a buffer and a copy each (to compare; the numbers are equal).
+  bool alias_views = true;
   /// Run fuse-conv-bn-relu and fuse-relu-pool (CLI --no-fuse turns them off).
   bool fuse = true;
   /// With fusion, run recompute-bn-relu: backward recomputes conv -> bn -> relu outputs

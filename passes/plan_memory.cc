@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ir/placement.h"
 #include "ir/status_macros.h"
 #include "ir/target.h"
@@ -44,6 +45,45 @@ struct Interval {
   int64_t bytes;
   int64_t offset = ir::GraphPlan::kNoOffset;  // set by the replay
 };
+
+// A view (a reshape) given its operand's bytes: the result of node `node_id`'s result
+// `result` shares interval `root`'s offset, and that interval lives until the view's last
+// reader too.
+struct SharedView {
+  uint32_t node_id;
+  uint32_t result;
+  size_t root;
+};
+
+// Every arena buffer's lifetime, and the views that hold no buffer of their own.
+struct Lifetimes {
+  std::vector<Interval> intervals;
+  std::vector<SharedView> views;
+};
+
+// Which views share their operand's bytes: none (each is a copy), every one plan-memory may
+// alias, or those the plan at hand gives their operand's offset (arenaBuffers, which
+// recomputes the lifetimes of a plan already made).
+enum class Views { kCopy, kAlias, kAsPlanned };
+
+// May view `u` (on the compute stream) take its operand's bytes? Both are in the arena on
+// the same device and of the same size (a reshape's are; flatten_backward's dy and dx are).
+bool canShareBytes(const ir::Node& u) {
+  if (!ir::isView(u.op()) || u.numOperands() < 1 || u.numResults() != 1) return false;
+  const ir::Value& x = *u.operand(0);
+  const ir::Value& y = *u.result(0);
+  return inArena(x) && inArena(y) && x.type().bytes() == y.type().bytes() &&
+         deviceOfValue(x) == deviceOfValue(y);
+}
+
+// Does the plan give view `u`'s result its operand's offset?
+bool sharesPlannedBytes(const ir::GraphPlan& plan, const ir::Node& u) {
+  const ir::Value& x = *u.operand(0);
+  const auto& xs = plan.of(*x.def()).offsets;
+  const auto& ys = plan.of(u).offsets;
+  return ys.size() == 1 && static_cast<size_t>(x.index()) < xs.size() &&
+         ys[0] == xs[static_cast<size_t>(x.index())] && ys[0] != ir::GraphPlan::kNoOffset;
+}
 
 // Stable counting sort of `order` (indices) by key(i) in [0, bound): linear, where a
 // comparison sort of millions of intervals would add a log factor.
@@ -126,9 +166,9 @@ class ArenaSimulator {
 // over a large graph spends most of its time on), plus, per collective, each device and
 // operand once more (a collective has at least one operand or result per device, so that
 // is within the graph's size too); the rest runs over flat arrays.
-absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const ir::Graph& g,
-                                                    const ir::GraphPlan& plan, int64_t& steps,
-                                                    int64_t alignment) {
+absl::StatusOr<Lifetimes> liveIntervals(const ir::Module& m, const ir::Graph& g,
+                                        const ir::GraphPlan& plan, int64_t& steps,
+                                        int64_t alignment, Views views) {
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   const int64_t n = static_cast<int64_t>(g.numNodes());
   ir::DeviceIndexCache device_index(m);
@@ -175,11 +215,16 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
 
   std::vector<Interval> intervals;
   intervals.reserve(g.numNodes() * 2);
+  // By value number: the interval holding the value's bytes (a shared view's: its root's).
+  std::vector<size_t> interval_of;
+  interval_of.reserve(g.numNodes() * 2);
+  std::vector<SharedView> shared;
   for (int64_t i = 0; i < n; ++i) {
     const ir::Node& u = *g.nodes()[static_cast<size_t>(i)];
     pos[u.id()] = i;
     first_value[u.id()] = static_cast<uint32_t>(last_use.size());
     last_use.resize(last_use.size() + u.numResults(), 0);
+    interval_of.resize(last_use.size(), SIZE_MAX);
     const ir::NodePlan& p = plan.of(u);
     const std::optional<StreamKind>& s = p.stream;
     const bool comm = s == StreamKind::kComm;
@@ -222,10 +267,20 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
       }
       steps += static_cast<int64_t>(p.waits.size());
     }
+    if (stream[u.id()] == kComputeStream && views != Views::kCopy && canShareBytes(u) &&
+        (views == Views::kAlias || sharesPlannedBytes(plan, u))) {
+      const size_t root = interval_of[number(*u.operand(0))];
+      if (root != SIZE_MAX) {
+        interval_of[number(*u.result(0))] = root;
+        shared.push_back({u.id(), 0, root});
+        continue;  // no buffer and no workspace of its own: its kernel copies nothing
+      }
+    }
     for (size_t r = 0; r < u.numResults(); ++r) {
       const ir::Value& v = *u.result(r);
       if (!inArena(v)) continue;
       ASSIGN_OR_RETURN(size_t d, deviceIndex(v));
+      interval_of[number(v)] = intervals.size();
       // Until its last use (filled in below). A collective's result is written by the comm
       // stream any time after the compute work it waits for.
       intervals.push_back({u.id(), static_cast<uint32_t>(r), d, comm ? comm_start[d] : i, i,
@@ -270,14 +325,19 @@ absl::StatusOr<std::vector<Interval>> liveIntervals(const ir::Module& m, const i
     if (stream[iv.node_id] == kCommStream)
       iv.end = std::max(iv.end, release_at[release_base[iv.node_id] + iv.device]);
   }
-  steps += static_cast<int64_t>(intervals.size());
-  return intervals;
+  // A view's bytes are its root's: they stay until the view's last use as well.
+  for (const SharedView& sv : shared) {
+    Interval& root = intervals[sv.root];
+    root.end = std::max(root.end, last_use[first_value[sv.node_id] + sv.result]);
+  }
+  steps += static_cast<int64_t>(intervals.size() + shared.size());
+  return Lifetimes{std::move(intervals), std::move(shared)};
 }
 
 // Replays the intervals in program order: at each position, free what ended before it,
 // then take what starts at it. Fills the plan's offsets and per-device sizes.
-void replay(std::vector<Interval>& intervals, const ir::Graph& g, ir::GraphPlan& plan,
-            int64_t& steps) {
+void replay(Lifetimes& lifetimes, const ir::Graph& g, ir::GraphPlan& plan, int64_t& steps) {
+  std::vector<Interval>& intervals = lifetimes.intervals;
   const size_t num_devices = plan.arenas.size();
   std::vector<uint32_t> order(intervals.size());
   for (uint32_t i = 0; i < order.size(); ++i) {
@@ -307,19 +367,21 @@ void replay(std::vector<Interval>& intervals, const ir::Graph& g, ir::GraphPlan&
       plan.nodes[iv.node_id].offsets[iv.result] = iv.offset;
     }
   }
+  for (const SharedView& sv : lifetimes.views)
+    plan.nodes[sv.node_id].offsets[sv.result] = intervals[sv.root].offset;
   for (size_t d = 0; d < num_devices; ++d) {
     plan.arenas[d].bytes = arenas[d].top();
     plan.arenas[d].live_peak_bytes = arenas[d].peakLive();
   }
   // Three counting sorts, then one allocation and one release per interval.
   steps += static_cast<int64_t>(3 * intervals.size() + 2 * positions + g.idBound() +
-                                2 * intervals.size() + num_devices);
+                                2 * intervals.size() + lifetimes.views.size() + num_devices);
 }
 
 }  // namespace
 
 absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& plan,
-                        PlanMemoryWork* work, int64_t alignment) {
+                        PlanMemoryWork* work, int64_t alignment, bool alias_views) {
   int64_t steps = 0;
   // Every node's offsets, one per arena result, are set by the replay.
   for (const auto& u : g.nodes()) {
@@ -328,11 +390,12 @@ absl::Status planMemory(const ir::Module& m, const ir::Graph& g, ir::GraphPlan& 
     p.workspace.reset();
     if (!ir::isSource(u->op())) p.offsets.assign(u->numResults(), ir::GraphPlan::kNoOffset);
   }
-  ASSIGN_OR_RETURN(std::vector<Interval> intervals, liveIntervals(m, g, plan, steps, alignment));
+  ASSIGN_OR_RETURN(Lifetimes lifetimes, liveIntervals(m, g, plan, steps, alignment,
+                                                      alias_views ? Views::kAlias : Views::kCopy));
   const size_t num_devices = std::max<size_t>(m.devices().size(), 1);
   plan.alignment = alignment;
   plan.arenas.assign(num_devices, {});
-  replay(intervals, g, plan, steps);
+  replay(lifetimes, g, plan, steps);
   plan.add(ir::PlanPart::kMemory);
   if (work != nullptr) work->steps += steps;
   return absl::OkStatus();
@@ -342,8 +405,10 @@ absl::StatusOr<std::vector<ArenaBuffer>> arenaBuffers(const ir::Module& m, const
   RETURN_IF_ERROR(ir::requirePlanPart(g, ir::PlanPart::kMemory, "plan-memory"));
   const ir::GraphPlan& plan = *g.plan();
   int64_t steps = 0;
-  ASSIGN_OR_RETURN(std::vector<Interval> intervals,
-                   liveIntervals(m, g, plan, steps, std::max<int64_t>(plan.alignment, 1)));
+  ASSIGN_OR_RETURN(
+      Lifetimes lifetimes,
+      liveIntervals(m, g, plan, steps, std::max<int64_t>(plan.alignment, 1), Views::kAsPlanned));
+  const std::vector<Interval>& intervals = lifetimes.intervals;
   std::vector<const ir::Node*> by_id(g.idBound(), nullptr);
   for (const auto& n : g.nodes()) by_id[n->id()] = n.get();
   std::vector<ArenaBuffer> out;
@@ -370,25 +435,34 @@ absl::StatusOr<std::vector<ArenaBuffer>> arenaBuffers(const ir::Module& m, const
 absl::StatusOr<bool> PlanMemory::run(ir::Module& m) {
   for (const auto& g : m.graphs()) {
     RETURN_IF_ERROR(ir::requirePlanPart(*g, ir::PlanPart::kEvents, "plan-events"));
-    RETURN_IF_ERROR(planMemory(m, *g, *g->mutablePlan(), nullptr, alignment_));
+    RETURN_IF_ERROR(planMemory(m, *g, *g->mutablePlan(), nullptr, alignment_, alias_views_));
   }
   return true;
 }
 
 std::string PlanMemory::optionsText() const {
-  return alignment_ == 64 ? "" : absl::StrCat("{alignment=", alignment_, "}");
+  std::vector<std::string> set;
+  if (alignment_ != 64) set.push_back(absl::StrCat("alignment=", alignment_));
+  if (!alias_views_) set.push_back("views=copy");
+  return set.empty() ? "" : absl::StrCat("{", absl::StrJoin(set, ","), "}");
 }
 
 absl::StatusOr<std::unique_ptr<Pass>> PlanMemory::create(PassOptions& opts) {
   auto alignment = opts.getInt("alignment", 64);
   if (!alignment.ok()) return alignment.status();
+  ASSIGN_OR_RETURN(const std::string views, opts.getString("views", "alias"));
   RETURN_IF_ERROR(opts.finish());
+  if (views != "alias" && views != "copy")
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pass plan-memory: option 'views' must be alias (a reshape shares its operand's "
+        "bytes) or copy (it gets its own), got '",
+        views, "'"));
   // A power of two, as every allocator's alignment is; 4 KiB is a page.
   if (*alignment < 1 || *alignment > 4096 || (*alignment & (*alignment - 1)) != 0)
     return absl::InvalidArgumentError(absl::StrCat(
         "pass plan-memory: option 'alignment' must be a power of two from 1 to 4096, got ",
         *alignment));
-  return std::unique_ptr<Pass>(new PlanMemory(*alignment));
+  return std::unique_ptr<Pass>(new PlanMemory(*alignment, views == "alias"));
 }
 
 }  // namespace tandem::passes

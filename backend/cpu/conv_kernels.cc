@@ -36,10 +36,9 @@ using dnnl::prop_kind;
 /// master weights beside bf16 activations (mixed precision) are converted by the reorder
 /// into the primitive's layout that runs anyway, so the cast costs no pass of its own.
 struct ConvShape {
-  ConvGeometry geo;
+  ConvGeometry geo;  // its pass, groups and the rest (conv_choice.h)
   ir::TensorType x, w, y;
-  int64_t groups;
-  memory::dims strides, pad_l, pad_r;
+  memory::dims strides, pad_l, pad_r;  // geo's, as oneDNN takes them
 };
 
 ConvShape convShape(const ir::Node& n, const ir::TensorType& x, const ir::TensorType& w,
@@ -51,7 +50,6 @@ ConvShape convShape(const ir::Node& n, const ir::TensorType& x, const ir::Tensor
           x,
           {x.dtype, w.shape},
           y,
-          g.groups,
           {g.stride_h, g.stride_w},
           {g.pad_h, g.pad_w},
           {g.pad_end_h, g.pad_end_w}};
@@ -62,11 +60,11 @@ ConvShape convShape(const ir::Node& n, const ir::TensorType& x, const ir::Tensor
 /// as they are. Plain, or format `any` for the primitive to choose.
 memory::desc filterDesc(const ConvShape& s, ir::DType dt, bool plain) {
   const ir::Shape& w = s.w.shape;
-  const bool grouped = s.groups > 1;
-  memory::dims dims = grouped ? memory::dims{s.groups, w[0] / s.groups, w[1], w[2], w[3]}
-                              : memory::dims{w[0], w[1], w[2], w[3]};
+  const int64_t groups = s.geo.groups;
+  memory::dims dims = groups > 1 ? memory::dims{groups, w[0] / groups, w[1], w[2], w[3]}
+                                 : memory::dims{w[0], w[1], w[2], w[3]};
   using tag = memory::format_tag;
-  return memory::desc(dims, dnnlType(dt), !plain ? tag::any : grouped ? tag::goihw : tag::oihw);
+  return memory::desc(dims, dnnlType(dt), !plain ? tag::any : groups > 1 ? tag::goihw : tag::oihw);
 }
 
 memory::desc layoutDesc(ConvStrategy strategy, const ir::TensorType& t) {
@@ -88,7 +86,7 @@ convolution_forward::primitive_desc forwardPd(const ConvShape& s, ConvStrategy s
   return convolution_forward::primitive_desc(d, userScratchpadAttr(), engine);
 }
 
-/// The operands whose NaN or infinity the strategy `st` of `pass` gets wrong, against
+/// The operands whose NaN or infinity the strategy `st` of `s`'s pass gets wrong, against
 /// PyTorch's direct convolution (tests/backend/nonfinite_ops_test.cc):
 ///  - Winograd mixes a tile's inputs (and a filter's taps) in its transforms, so a NaN
 ///    reaches every output of its 4x4 tile and an inf becomes NaN (inf - inf): the two
@@ -98,14 +96,14 @@ convolution_forward::primitive_desc forwardPd(const ConvShape& s, ConvStrategy s
 ///    filter) is NaN, where direct convolution never touches the padding: operand 1
 ///    forward, 0 backward filter.
 /// The blocked direct kernel gets them right.
-std::vector<size_t> nonFiniteHazards(ConvStrategy st, ConvPass pass, const ConvShape& s) {
+std::vector<size_t> nonFiniteHazards(ConvStrategy st, const ConvShape& s) {
   if (st == ConvStrategy::kWinograd) return {0, 1};
   auto padded = [](const memory::dims& d) {
     return std::any_of(d.begin(), d.end(), [](memory::dim v) { return v > 0; });
   };
   const bool over_padding = st == ConvStrategy::kPlain || st == ConvStrategy::kGemm;
   if (!over_padding || !(padded(s.pad_l) || padded(s.pad_r))) return {};
-  switch (pass) {
+  switch (s.geo.pass) {
     case ConvPass::kForward:
       return {1};
     case ConvPass::kBackwardFilter:
@@ -138,27 +136,28 @@ ConvStrategy resolveStrategy(const KernelInit& init, ConvStrategy requested, con
 
 /// The batch and window of `s` as gemm_conv.h takes them.
 GemmConvShape gemmShape(const ConvShape& s) {
-  return {s.x.shape[0],
-          s.y.shape[1],
-          {.c = s.x.shape[1],
-           .h = s.x.shape[2],
-           .w = s.x.shape[3],
-           .kh = s.w.shape[2],
-           .kw = s.w.shape[3],
-           .oh = s.y.shape[2],
-           .ow = s.y.shape[3],
-           .stride_h = s.strides[0],
-           .stride_w = s.strides[1],
-           .pad_h = s.pad_l[0],
-           .pad_w = s.pad_l[1]}};
+  const ConvGeometry& g = s.geo;
+  return {g.batch,
+          g.out_channels,
+          {.c = g.channels,
+           .h = g.height,
+           .w = g.width,
+           .kh = g.kernel_h,
+           .kw = g.kernel_w,
+           .oh = g.out_height,
+           .ow = g.out_width,
+           .stride_h = g.stride_h,
+           .stride_w = g.stride_w,
+           .pad_h = g.pad_h,
+           .pad_w = g.pad_w}};
 }
 
 /// kGemm's kernel, `gemm(shape)`, with the blocked direct program of `build` for runs whose
 /// operands it would mishandle (nonFiniteHazards).
 template <typename Build, typename Gemm>
-KernelOr buildGemmConv(ConvPass pass, const ConvShape& s, Build build, Gemm gemm) {
+KernelOr buildGemmConv(const ConvShape& s, Build build, Gemm gemm) {
   ASSIGN_OR_RETURN(std::unique_ptr<GemmConvKernel> k, gemm(gemmShape(s)));
-  std::vector<size_t> watched = nonFiniteHazards(ConvStrategy::kGemm, pass, s);
+  std::vector<size_t> watched = nonFiniteHazards(ConvStrategy::kGemm, s);
   if (!watched.empty()) {
     try {
       k->setExact(build(ConvStrategy::kBlocked), std::move(watched));
@@ -178,10 +177,10 @@ KernelOr buildGemmConv(ConvPass pass, const ConvShape& s, Build build, Gemm gemm
 /// multiply-adds per element.
 template <typename Build, typename Gemm>
 KernelOr buildConv(const KernelInit& init, absl::string_view what, ConvStrategy strategy,
-                   ConvPass pass, const ConvShape& s, Build build, Gemm gemm) {
+                   const ConvShape& s, Build build, Gemm gemm) {
   const ir::Node& n = init.node;
   if (strategy == ConvStrategy::kGemm) {
-    if (gemmApplies(init, s)) return buildGemmConv(pass, s, build, gemm);
+    if (gemmApplies(init, s)) return buildGemmConv(s, build, gemm);
     strategy = directStrategy(s.geo);
   }
   std::optional<DnnlProgram> fast;
@@ -201,7 +200,7 @@ KernelOr buildConv(const KernelInit& init, absl::string_view what, ConvStrategy 
       return dnnlFailure(n, what, e);
     }
   }
-  std::vector<size_t> watched = nonFiniteHazards(strategy, pass, s);
+  std::vector<size_t> watched = nonFiniteHazards(strategy, s);
   if (!watched.empty()) {
     try {
       return std::make_unique<ProgramKernel>(std::move(*fast), build(ConvStrategy::kBlocked),
@@ -219,13 +218,12 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
   const ir::Node& n = init.node;  // x, w, b? -> y
   ConvShape s = convShape(n, n.operand(0)->type(), n.operand(1)->type(), n.result()->type());
   bool bias = n.numOperands() > 2;
-  ConvPass pass = ConvPass::kForward;
   strategy = resolveStrategy(init, strategy, s);
   auto gemm = [&](const GemmConvShape& g) {
     return makeGemmConvForward(init.ctx, g, bias, n.describe());
   };
   return buildConv(
-      init, "convolution", strategy, pass, s,
+      init, "convolution", strategy, s,
       [&](ConvStrategy st) {
         DnnlProgram p(init.ctx);
         memory::desc bias_md = bias ? plainDesc(n.operand(2)->type()) : memory::desc();
@@ -249,13 +247,12 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
 KernelOr makeConv2dBackwardDataKernelWithStrategy(const KernelInit& init, ConvStrategy strategy) {
   const ir::Node& n = init.node;  // dy, w, x -> dx
   ConvShape s = convShape(n, n.operand(2)->type(), n.operand(1)->type(), n.operand(0)->type());
-  ConvPass pass = ConvPass::kBackwardData;
   strategy = resolveStrategy(init, strategy, s);
   auto gemm = [&](const GemmConvShape& g) {
     return makeGemmConvBackwardData(init.ctx, g, n.describe());
   };
   return buildConv(
-      init, "convolution backward-data", strategy, pass, s,
+      init, "convolution backward-data", strategy, s,
       [&](ConvStrategy st) {
         DnnlProgram p(init.ctx);
         auto hint = forwardPd(s, st, memory::desc(), p.engine());
@@ -284,13 +281,12 @@ KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, Conv
   // writes f32 gradients directly.
   const ir::TensorType& dw_t = n.result(0)->type();
   bool bias = ir::attr::bias(n);
-  ConvPass pass = ConvPass::kBackwardFilter;
   strategy = resolveStrategy(init, strategy, s);
   auto gemm = [&](const GemmConvShape& g) {
     return makeGemmConvBackwardFilter(init.ctx, g, bias, n.describe());
   };
   return buildConv(
-      init, "convolution backward-filter", strategy, pass, s,
+      init, "convolution backward-filter", strategy, s,
       [&](ConvStrategy st) {
         DnnlProgram p(init.ctx);
         memory::desc bias_md = bias ? plainDesc(n.result(1)->type()) : memory::desc();

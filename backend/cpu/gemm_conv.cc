@@ -29,6 +29,19 @@ Chunks chunksOf(const GemmConvShape& s) {
   return {size, s.n / size, s.n % size};
 }
 
+/// Whether the forward and backward-data products take a chunk's images side by side (one
+/// product of images x pixels columns, the outputs copied apart after it) rather than one
+/// product per image. Per image, the last 16-lane vector of every row is partly idle:
+/// LeNet's conv2 (81 pixels) wastes 15 of 96 lanes, and side by side its forward and
+/// backward data ran 9 % faster; conv1 (676 pixels, 12 of 688) ran 8 % and 29 % slower,
+/// its memory-bound product now paying for the copy (cpu_kernels_bench, session 23).
+bool sideBySideProducts(const GemmConvShape& s) {
+  constexpr int64_t kLanes = 16;  // f32 in an AVX-512 vector; AVX2's 8 waste no more
+  const int64_t pixels = s.window.pixels();
+  const int64_t padded = (pixels + kLanes - 1) / kLanes * kLanes;
+  return (padded - pixels) * 20 > padded;  // more than 5 % of the lanes idle
+}
+
 /// y[i, o, p] += b[o] over `images` images of [channels, pixels].
 TANDEM_VECTOR_LOOPS void addChannelBias(const float* b, int64_t images, int64_t channels,
                                         int64_t pixels, float* y) {
@@ -37,6 +50,34 @@ TANDEM_VECTOR_LOOPS void addChannelBias(const float* b, int64_t images, int64_t 
       float* plane = y + (i * channels + o) * pixels;
       const float bo = b[o];
       for (int64_t p = 0; p < pixels; ++p) plane[p] += bo;
+    }
+}
+
+/// The `images` images of [channels, pixels] at `src` side by side in `wide`, [channels,
+/// images x pixels]: image i's pixels of channel c at wide[c][i * pixels].
+TANDEM_VECTOR_LOOPS void sideBySide(const float* src, int64_t images, int64_t channels,
+                                    int64_t pixels, float* wide) {
+  const int64_t width = images * pixels;
+  for (int64_t i = 0; i < images; ++i)
+    for (int64_t c = 0; c < channels; ++c)
+      std::copy_n(src + (i * channels + c) * pixels, pixels, wide + c * width + i * pixels);
+}
+
+/// sideBySide's inverse, with b[c] (when given) added to each value as it is copied: the
+/// bias costs no pass of its own.
+TANDEM_VECTOR_LOOPS void apart(const float* wide, const float* b, int64_t images, int64_t channels,
+                               int64_t pixels, float* dst) {
+  const int64_t width = images * pixels;
+  for (int64_t i = 0; i < images; ++i)
+    for (int64_t c = 0; c < channels; ++c) {
+      const float* from = wide + c * width + i * pixels;
+      float* to = dst + (i * channels + c) * pixels;
+      if (b == nullptr) {
+        std::copy_n(from, pixels, to);
+      } else {
+        const float bc = b[c];
+        for (int64_t p = 0; p < pixels; ++p) to[p] = from[p] + bc;
+      }
     }
 }
 
@@ -72,6 +113,7 @@ class GemmConvBase : public GemmConvKernel {
   explicit GemmConvBase(const GemmConvShape& s)
       : s_(s),
         chunks_(chunksOf(s)),
+        side_by_side_(sideBySideProducts(s)),
         cols_(static_cast<size_t>(chunks_.size * s.window.rows() * s.window.pixels())) {}
 
   /// The product of a chunk of `images`.
@@ -86,59 +128,85 @@ class GemmConvBase : public GemmConvKernel {
   int64_t imageElements() const { return s_.window.c * s_.window.h * s_.window.w; }
   int64_t outputElements() const { return s_.o * s_.window.pixels(); }
 
+  /// Where image i's column j of the chunk's matrices is: i * pixels + j of rows `width`
+  /// wide (side by side), or column j of image i's own matrix, [rows, pixels].
+  int64_t imageColumn(int64_t i) const {
+    return side_by_side_ ? i * s_.window.pixels() : i * s_.window.rows() * s_.window.pixels();
+  }
+  int64_t rowStride(int64_t images) const {
+    return side_by_side_ ? images * s_.window.pixels() : s_.window.pixels();
+  }
+  /// A product over a chunk of `images`: side by side one of images x pixels columns,
+  /// else `images` products of `pixels` columns, A shared.
+  MatmulShape chunkProduct(int64_t images, MatmulShape shape) const {
+    if (side_by_side_) {
+      shape.n = images * s_.window.pixels();
+    } else {
+      shape.batch = images;
+      shape.n = s_.window.pixels();
+      shape.a_broadcast = true;
+    }
+    return shape;
+  }
+
   GemmConvShape s_;
   Chunks chunks_;
+  bool side_by_side_;
   std::optional<MatmulCore> full_, rest_;
   std::vector<float> cols_;
 };
 
 class Forward final : public GemmConvBase {
  public:
-  Forward(const GemmConvShape& s, bool bias) : GemmConvBase(s), bias_(bias) {}
+  Forward(const GemmConvShape& s, bool bias)
+      : GemmConvBase(s),
+        bias_(bias),
+        wide_(side_by_side_ ? static_cast<size_t>(chunks_.size * outputElements()) : 0) {}
 
  private:
-  // y[image] = W[o, rows] * cols[image][rows, pixels], W shared by the chunk.
+  // y[chunk] = W[o, rows] * cols[chunk][rows, pixels], side by side or an image at a time.
   MatmulSpec product(int64_t images) const override {
     MatmulSpec m;
-    m.shape = {.batch = images,
-               .m = s_.o,
-               .n = s_.window.pixels(),
-               .k = s_.window.rows(),
-               .a_broadcast = true};
+    m.shape = chunkProduct(images, {.m = s_.o, .k = s_.window.rows()});
     return m;
   }
 
   void run(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float* x = in[0].f32();
     const float* w = in[1].f32();
+    const float* b = bias_ ? in[2].f32() : nullptr;
     float* y = out[0].f32();
-    const int64_t rows = s_.window.rows(), pixels = s_.window.pixels();
+    const int64_t pixels = s_.window.pixels();
     forEachChunk([&](int64_t first, int64_t images, MatmulCore& product) {
       for (int64_t i = 0; i < images; ++i)
-        im2col(s_.window, x + (first + i) * imageElements(), cols_.data() + i * rows * pixels,
-               pixels);
+        im2col(s_.window, x + (first + i) * imageElements(), cols_.data() + imageColumn(i),
+               rowStride(images));
       float* y_chunk = y + first * outputElements();
-      product.run(w, cols_.data(), nullptr, y_chunk);
-      if (bias_) addChannelBias(in[2].f32(), images, s_.o, pixels, y_chunk);
+      if (side_by_side_) {
+        product.run(w, cols_.data(), nullptr, wide_.data());
+        apart(wide_.data(), b, images, s_.o, pixels, y_chunk);
+      } else {
+        product.run(w, cols_.data(), nullptr, y_chunk);
+        if (b != nullptr) addChannelBias(b, images, s_.o, pixels, y_chunk);
+      }
     });
   }
   bool bias_;
+  std::vector<float> wide_;  // side by side: the chunk's outputs
 };
 
 class BackwardData final : public GemmConvBase {
  public:
-  explicit BackwardData(const GemmConvShape& s) : GemmConvBase(s) {}
+  explicit BackwardData(const GemmConvShape& s)
+      : GemmConvBase(s),
+        wide_(side_by_side_ ? static_cast<size_t>(chunks_.size * outputElements()) : 0) {}
 
  private:
-  // dcols[image] = W^T[rows, o] * dy[image][o, pixels]: W as stored, [o, rows], transposed.
+  // dcols[chunk] = W^T[rows, o] * dy[chunk][o, pixels] (W as stored, [o, rows],
+  // transposed), then col2im adds each image's columns onto its dx.
   MatmulSpec product(int64_t images) const override {
     MatmulSpec m;
-    m.shape = {.batch = images,
-               .m = s_.window.rows(),
-               .n = s_.window.pixels(),
-               .k = s_.o,
-               .trans_a = true,
-               .a_broadcast = true};
+    m.shape = chunkProduct(images, {.m = s_.window.rows(), .k = s_.o, .trans_a = true});
     return m;
   }
 
@@ -146,16 +214,22 @@ class BackwardData final : public GemmConvBase {
     const float* dy = in[0].f32();
     const float* w = in[1].f32();
     float* dx = out[0].f32();
-    const int64_t rows = s_.window.rows(), pixels = s_.window.pixels();
+    const int64_t pixels = s_.window.pixels();
     forEachChunk([&](int64_t first, int64_t images, MatmulCore& product) {
-      product.run(w, dy + first * outputElements(), nullptr, cols_.data());
+      const float* dy_chunk = dy + first * outputElements();
+      if (side_by_side_) {
+        sideBySide(dy_chunk, images, s_.o, pixels, wide_.data());
+        dy_chunk = wide_.data();
+      }
+      product.run(w, dy_chunk, nullptr, cols_.data());
       float* dx_chunk = dx + first * imageElements();
       std::fill(dx_chunk, dx_chunk + images * imageElements(), 0.0f);
       for (int64_t i = 0; i < images; ++i)
-        col2imAdd(s_.window, cols_.data() + i * rows * pixels, pixels,
+        col2imAdd(s_.window, cols_.data() + imageColumn(i), rowStride(images),
                   dx_chunk + i * imageElements());
     });
   }
+  std::vector<float> wide_;  // side by side: the chunk's output gradients
 };
 
 class BackwardFilter final : public GemmConvBase {
@@ -184,12 +258,9 @@ class BackwardFilter final : public GemmConvBase {
       // The chunk's images side by side: row r of cols and row o of dy hold image i's
       // pixels at i * pixels.
       const int64_t width = images * pixels;
-      for (int64_t i = 0; i < images; ++i) {
-        const float* dy_image = dy + (first + i) * outputElements();
-        for (int64_t o = 0; o < s_.o; ++o)
-          std::copy_n(dy_image + o * pixels, pixels, dy_chunk_.data() + o * width + i * pixels);
+      sideBySide(dy + first * outputElements(), images, s_.o, pixels, dy_chunk_.data());
+      for (int64_t i = 0; i < images; ++i)
         im2col(s_.window, x + (first + i) * imageElements(), cols_.data() + i * pixels, width);
-      }
       product.run(dy_chunk_.data(), cols_.data(), nullptr, dw);
     });
     if (bias_) channelSums(dy, s_.n, s_.o, pixels, out[1].f32());

@@ -5,11 +5,14 @@
 // (conv_kernels.cc says where it wins). oneDNN 2.6's own GEMM convolution (kPlain) makes a
 // product per image (LeNet's conv2: 50 x 81 outputs over 500 taps) with its older sgemm;
 // a chunk of images makes the products wide enough for the brgemm kernels:
-//   forward          y[n] = W * cols[n], every image of the chunk one batch entry (W shared)
-//   backward data    dcols[n] = W^T * dy[n], then col2im adds them onto dx
-//   backward filter  dW += dy[chunk] * cols[chunk]^T, the chunk's images side by side, so
-//                    that each product sums over pixels x images and dW is read and
-//                    written once per chunk
+//   forward          y[chunk] = W * cols[chunk]
+//   backward data    dcols[chunk] = W^T * dy[chunk], then col2im adds them onto dx
+//   backward filter  dW += dy[chunk] * cols[chunk]^T, so that each product sums over
+//                    pixels x images and dW is read and written once per chunk
+// The chunk's images are side by side (row r of a chunk's matrix holds image i's pixels at
+// i * pixels; the outputs copied apart after the product) where a product per image
+// would leave a sizeable part of its vectors idle (LeNet's conv2: 81 pixels), else each
+// image is a batch entry of its own, W shared (gemm_conv.cc, sideBySideProducts).
 // f32, groups 1, plain (NCHW) activations: the caller checks gemmConvApplies.
 
 #include <cstdint>

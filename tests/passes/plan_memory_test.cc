@@ -1,7 +1,11 @@
 #include "passes/plan_memory.h"
 
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "ir/op_info.h"
 #include "ir/placement.h"
 #include "ir/plan.h"
 #include "tests/passes/pass_test_util.h"
@@ -9,38 +13,52 @@
 namespace tandem::testing {
 namespace {
 
-constexpr char kPipeline[] =
-    "autodiff{lr=0.1},replicate{devices=[cpu:0,cpu:1]},insert-collectives{bucket-mb=0.05,"
-    "first-bucket-mb=0.01},dce,schedule,assign-streams,plan-events,plan-memory";
+// The training pipeline up to and with `plan_memory`.
+std::string pipeline(absl::string_view plan_memory = "plan-memory") {
+  return absl::StrCat(
+      "autodiff{lr=0.1},replicate{devices=[cpu:0,cpu:1]},insert-collectives{bucket-mb=0.05,"
+      "first-bucket-mb=0.01},dce,schedule,assign-streams,plan-events,",
+      plan_memory);
+}
 
 struct Placed {
   const ir::Value* value;
   size_t device;
   int64_t offset, bytes;
   int64_t def, last_use;  // positions
+  std::vector<const ir::Value*> views;  // views planned into these bytes (plan-memory)
 };
 
-// Every arena value with its offset and its plain (compute-order) lifetime.
+// Every arena buffer with its offset and its plain (compute-order) lifetime: a value's,
+// with the views given its bytes (a reshape at its operand's offset) folded in, their
+// readers its readers.
 std::vector<Placed> placed(const ir::Module& m, const ir::Graph& g) {
   const ir::GraphPlan& plan = *g.plan();
   std::vector<int64_t> pos(g.idBound());
   for (size_t i = 0; i < g.numNodes(); ++i) pos[g.nodes()[i]->id()] = static_cast<int64_t>(i);
   auto users = g.users();
+  auto lastUse = [&](const ir::Value* v, int64_t from) {
+    if (auto it = users.find(v); it != users.end())
+      for (const ir::Node* u : it->second) from = std::max(from, pos[u->id()]);
+    return from;
+  };
   std::vector<Placed> out;
+  absl::flat_hash_map<const ir::Value*, size_t> buffer_of;
   for (const auto& n : g.nodes())
     for (size_t r = 0; r < n->numResults(); ++r) {
       int64_t off = plan.offset(*n->result(r));
       if (off == ir::GraphPlan::kNoOffset) continue;
       const ir::Value* v = n->result(r);
-      Placed p{v,
-               *m.deviceIndex(ir::deviceOfValue(*v)),
-               off,
-               v->type().bytes(),
-               pos[n->id()],
-               pos[n->id()]};
-      if (auto it = users.find(v); it != users.end())
-        for (const ir::Node* u : it->second) p.last_use = std::max(p.last_use, pos[u->id()]);
-      out.push_back(p);
+      if (ir::isView(n->op()) && plan.offset(*n->operand(0)) == off) {
+        const size_t b = buffer_of.at(n->operand(0));
+        out[b].last_use = lastUse(v, out[b].last_use);
+        out[b].views.push_back(v);
+        buffer_of[v] = b;
+        continue;
+      }
+      buffer_of[v] = out.size();
+      out.push_back({v, *m.deviceIndex(ir::deviceOfValue(*v)), off, v->type().bytes(), pos[n->id()],
+                     lastUse(v, pos[n->id()])});
     }
   return out;
 }
@@ -51,7 +69,7 @@ bool overlapsInMemory(const Placed& a, const Placed& b) {
 
 TEST(PlanMemory, EveryArenaValueIsPlacedInsideItsArena) {
   auto m = buildZooModel("lenet", 64);
-  ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
+  ASSERT_TRUE(runPipeline(*m, pipeline()).ok());
   for (const auto& g : m->graphs()) {
     ASSERT_NE(g->plan(), nullptr) << g->name();
     const ir::GraphPlan& plan = *g->plan();
@@ -69,9 +87,9 @@ TEST(PlanMemory, EveryArenaValueIsPlacedInsideItsArena) {
 }
 
 TEST(PlanMemory, ValuesLiveTogetherNeverShareBytes) {
-  for (const char* model : {"lenet", "resnet18"}) {
+  for (const char* model : {"lenet", "resnet18", "vit"}) {
     auto m = buildZooModel(model, 16);
-    ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
+    ASSERT_TRUE(runPipeline(*m, pipeline()).ok());
     for (const auto& g : m->graphs()) {
       auto values = placed(*m, *g);
       for (size_t i = 0; i < values.size(); ++i)
@@ -90,7 +108,7 @@ TEST(PlanMemory, ValuesLiveTogetherNeverShareBytes) {
 // moved on, so nothing computed before the first update may take its bytes.
 TEST(PlanMemory, ReducedGradientsStayLiveUntilTheUpdatesWait) {
   auto m = buildZooModel("lenet", 64);
-  ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
+  ASSERT_TRUE(runPipeline(*m, pipeline()).ok());
   const ir::Graph& g = *m->graph(ir::kTrainGraph);
   auto values = placed(*m, g);
   int64_t first_update = 0;
@@ -116,9 +134,43 @@ TEST(PlanMemory, ReducedGradientsStayLiveUntilTheUpdatesWait) {
   EXPECT_GT(checked, 0);
 }
 
+// Every reshape and flatten of an arena value takes its operand's bytes (folded into the
+// operand's buffer above, which then lives until the view's last reader), and with
+// views=copy none does. Sharing never makes the arena larger.
+TEST(PlanMemory, ViewsTakeTheirOperandsBytes) {
+  auto plannedViews = [](const char* model, absl::string_view plan_memory, size_t& views,
+                         size_t& shared, int64_t& arena) {
+    auto m = buildZooModel(model, 16);
+    ASSERT_TRUE(runPipeline(*m, pipeline(plan_memory)).ok());
+    const ir::Graph& g = *m->graph(ir::kTrainGraph);
+    views = shared = 0;
+    for (const auto& n : g.nodes()) {
+      if (!ir::isView(n->op()) || ir::isSource(n->operand(0)->def()->op())) continue;
+      ++views;
+      shared += g.plan()->offset(*n->result(0)) == g.plan()->offset(*n->operand(0));
+    }
+    size_t folded = 0;
+    for (const Placed& p : placed(*m, g)) folded += p.views.size();
+    EXPECT_EQ(folded, shared);
+    arena = g.plan()->arenas[0].bytes;
+  };
+  for (const char* model : {"vit", "lenet"}) {
+    SCOPED_TRACE(model);
+    size_t views = 0, shared = 0, copied_views = 0, copied_shared = 0;
+    int64_t arena = 0, copied_arena = 0;
+    plannedViews(model, "plan-memory", views, shared, arena);
+    plannedViews(model, "plan-memory{views=copy}", copied_views, copied_shared, copied_arena);
+    EXPECT_GT(views, 0u);
+    EXPECT_EQ(shared, views);
+    EXPECT_EQ(copied_views, views);
+    EXPECT_EQ(copied_shared, 0u);
+    EXPECT_LE(arena, copied_arena);
+  }
+}
+
 TEST(PlanMemory, ReuseMakesTheArenaSmallerThanTheSumOfItsValues) {
   auto m = buildZooModel("resnet18", 32);
-  ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
+  ASSERT_TRUE(runPipeline(*m, pipeline()).ok());
   const ir::GraphPlan& plan = *m->graph(ir::kTrainGraph)->plan();
   ASSERT_EQ(plan.arenas.size(), 2u);
   for (const ir::ArenaPlan& a : plan.arenas) {
@@ -131,7 +183,7 @@ TEST(PlanMemory, ReuseMakesTheArenaSmallerThanTheSumOfItsValues) {
 
 TEST(PlanMemory, AnyRewriteDropsThePlan) {
   auto m = buildZooModel("lenet", 64);
-  ASSERT_TRUE(runPipeline(*m, kPipeline).ok());
+  ASSERT_TRUE(runPipeline(*m, pipeline()).ok());
   ASSERT_NE(m->graph(ir::kEvalGraph)->plan(), nullptr);
   auto clone = m->clone();
   EXPECT_NE(clone->graph(ir::kEvalGraph)->plan(), nullptr);

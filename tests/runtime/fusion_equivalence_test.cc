@@ -107,6 +107,32 @@ TEST(Fusion, ReluPoolChangesNoBit) {
   EXPECT_TRUE(snapshot(*fused) == snapshot(*unfused));
 }
 
+// plan-memory gives every reshape (the ViT: two per linear, and the head split and merge)
+// and flatten its operand's bytes, so its copy does nothing: the same bits as copying.
+TEST(Fusion, ViewsSharingTheirOperandsBytesChangeNoBit) {
+  for (const std::string model : {"vit", "lenet"}) {
+    auto [shared, copied] =
+        trainBothWays(model, /*sync_bn=*/false, [](TrainSetup& o) { o.alias_views = false; });
+    ASSERT_TRUE(shared && copied) << model;
+    const ir::Graph& g = *shared->executor().module().graph(ir::kTrainGraph);
+    size_t views = 0, sharing = 0;  // views of arena values (not of a variable's storage)
+    for (const auto& n : g.nodes()) {
+      if (!ir::isView(n->op()) || ir::isSource(n->operand(0)->def()->op())) continue;
+      ++views;
+      sharing += g.plan()->offset(*n->result(0)) == g.plan()->offset(*n->operand(0));
+    }
+    EXPECT_GT(views, 0u) << model;
+    EXPECT_EQ(sharing, views) << model;
+    const ir::Graph& c = *copied->executor().module().graph(ir::kTrainGraph);
+    for (const auto& n : c.nodes()) {
+      if (!ir::isView(n->op()) || ir::isSource(n->operand(0)->def()->op())) continue;
+      EXPECT_NE(c.plan()->offset(*n->result(0)), c.plan()->offset(*n->operand(0)))
+          << model << ": " << n->describe();
+    }
+    EXPECT_TRUE(snapshot(*shared) == snapshot(*copied)) << model;
+  }
+}
+
 // A CPU device with AVX-512 keeps the activations between convolutions and fused batch
 // norm in nChw16c (backend/cpu/layout_plan.h); its loops add in the plain loops' order,
 // so training with and without it ends bit for bit the same.

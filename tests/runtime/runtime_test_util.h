@@ -61,6 +61,7 @@ struct TrainSetup {
   double clip_grad_norm = 0;  // > 0: clip-grad-norm
   double bucket_mb = 25, first_bucket_mb = 1;
   int64_t allreduce_groups = 1;
+  bool alias_views = true;  // false: plan-memory{views=copy}
   bool fuse = true;
   bool recompute = true;
   bool sync_bn = false;
@@ -91,6 +92,7 @@ inline training::CompileOptions compileOptions(const TrainSetup& o) {
                 .bucket_mb = o.bucket_mb,
                 .first_bucket_mb = o.first_bucket_mb,
                 .allreduce_groups = o.allreduce_groups,
+                .alias_views = o.alias_views,
                 .fuse = o.fuse,
                 .recompute = o.recompute,
                 .layouts = o.layouts,

@@ -116,6 +116,27 @@ TEST_F(ExploreBrowser, LenetOnTwoDevicesShowsItsScopesInTwoLanes) {
   EXPECT_TRUE(absl::StrContains(graph, "class=\"bus\""));
 }
 
+// A convolution's details name the algorithm its plan gives it (tandem dump's algo=), and
+// LeNet's flatten shows the bytes it shares with pool2's output (plan-memory's views).
+TEST_F(ExploreBrowser, DetailsShowTheAlgorithmAndTheBytesAViewShares) {
+  const std::string path = page({"--model", "lenet", "--devices", "2"}, "a.html");
+  const CommandResult text = runTandem({"dump", "--model", "lenet", "--devices", "2"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  std::smatch m;
+  const std::regex first_conv("= conv2d\\(.*algo=([a-z]+)");
+  ASSERT_TRUE(std::regex_search(text.out, m, first_conv)) << text.out.substr(0, 3000);
+  const std::string conv = domAfterScripts(path, "do=select-op:conv2d");
+  expectRan(conv);
+  EXPECT_EQ(detailsField(conv, "op"), "conv2d");
+  EXPECT_EQ(detailsField(conv, "algorithm"), m[1].str()) << detailsOf(conv);
+
+  const std::string flatten = domAfterScripts(path, "do=select-op:flatten");
+  expectRan(flatten);
+  EXPECT_EQ(detailsField(flatten, "op"), "flatten");
+  EXPECT_EQ(detailsField(flatten, "algorithm"), "");
+  EXPECT_TRUE(absl::StrContains(detailsOf(flatten), "(a view: no copy)")) << detailsOf(flatten);
+}
+
 TEST_F(ExploreBrowser, ExpandingStage2ShowsItsBlocks) {
   const std::string path = page({"--model", "resnet18", "--devices", "4"}, "r.html");
   // The blocks of stage2, as the model's scopes in tandem dump's text name them.

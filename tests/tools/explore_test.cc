@@ -106,6 +106,20 @@ TEST(ExplorePage, HoldsTheStepAndItsPlan) {
   EXPECT_TRUE(absl::StrContains(d["attributes"].dump(), "{stride=1, pad=0}"));
   // The plan's waits: every gradient bucket's all_reduce is waited for by the updates.
   EXPECT_FALSE(d["waits"].empty());
+  // Every convolution pass has the algorithm choose-algorithms planned for it, and no
+  // other node has one.
+  EXPECT_EQ(d["plan"]["algorithms"], true);
+  size_t convolutions = 0;
+  for (size_t i = 0; i < nodes["name"].size(); ++i) {
+    const std::string op = d["ops"][nodes["op"][i].get<int>()];
+    const bool convolution = absl::StartsWith(op, "conv2d");
+    convolutions += convolution;
+    EXPECT_EQ(d["algorithms"].contains(std::to_string(i)), convolution) << nodes["name"][i];
+  }
+  EXPECT_EQ(convolutions, 10u);  // conv1 forward and filter, conv2's three passes; x 2
+  for (const auto& [at, word] : d["algorithms"].items())
+    EXPECT_TRUE(word == "plain" || word == "blocked" || word == "winograd" || word == "gemm")
+        << at << ": " << word;
 }
 
 // The memory view's numbers are `tandem dump --memory`'s, and the peak the page finds in

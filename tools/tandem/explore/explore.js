@@ -655,6 +655,8 @@
     h.push(row('phase', PHASES[nodes.phase[i]], 'phase'));
     h.push(row(isCollective(i) ? 'devices' : 'device', esc(lanesText), 'device'));
     h.push(row('stream', stream < 0 ? 'none (runs nowhere)' : STREAMS[stream], 'stream'));
+    const algorithm = (D.algorithms || {})[i];
+    if (algorithm) h.push(row('algorithm', esc(algorithm), 'algorithm'));
     h.push(row('scope', esc(D.scopes[nodes.scope[i]] || '(none)'), 'scope'));
     const loc = D.locations[nodes.location[i]];
     h.push(row('source', loc ? '<span class="mono">' + esc(loc) + '</span>' : '-', 'source'));
@@ -699,6 +701,11 @@
             (b.last < N ? ' (' + nodeLink(b.last) + ')' : '');
         } else if (r[3] >= 0) {
           text += '<br>arena offset ' + r[3];
+          // No buffer of its own at its operand's offset: a view plan-memory gave those bytes.
+          const o = ops.length ? nodes.results[ops[0]][ops[1]] : null;
+          if (k === 0 && o && o[3] === r[3] && o[4] === r[4])
+            text += ', the bytes of ' + nodeLink(ops[0], '%' + resultName(ops[0], ops[1])) +
+                ' (a view: no copy)';
         }
         h.push('<li data-field="result">' + text + '</li>');
       });

@@ -307,6 +307,7 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
   const ir::GraphPlan* plan = g.plan();
   const bool has_streams = plan != nullptr && plan->has(ir::PlanPart::kStreams);
   const bool has_layouts = plan != nullptr && plan->has(ir::PlanPart::kLayouts);
+  const bool has_algorithms = plan != nullptr && plan->has(ir::PlanPart::kAlgorithms);
   const bool has_memory = plan != nullptr && plan->has(ir::PlanPart::kMemory);
   ASSIGN_OR_RETURN(CostModel cost, CostModel::make());
 
@@ -329,7 +330,8 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
        location = json::array(), attrs = json::array(), bytes = json::array(),
        flops = json::array(), estimate_us = json::array(), operands = json::array(),
        results = json::array();
-  json collectives = json::object(), workspaces = json::object(), waits = json::object();
+  json collectives = json::object(), workspaces = json::object(), waits = json::object(),
+       algorithms = json::object();
   for (const auto& np : g.nodes()) {
     const ir::Node& n = *np;
     name.push_back(n.numResults() > 0    ? n.result(0)->name()
@@ -396,6 +398,8 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
     }
     if (p != nullptr && p->workspace)
       workspaces[std::to_string(pos[n.id()])] = {p->workspace->offset, p->workspace->bytes};
+    if (has_algorithms && p != nullptr && !p->algorithm.empty())
+      algorithms[std::to_string(pos[n.id()])] = p->algorithm;
   }
   if (plan != nullptr && plan->has(ir::PlanPart::kEvents) && m.isReplicated())
     for (const ir::StreamWait& w : ir::streamWaits(m, g)) {
@@ -407,41 +411,45 @@ absl::StatusOr<std::string> pageData(const PageInputs& in) {
 
   json devices = json::array();
   for (const ir::Device& d : m.devices()) devices.push_back(ir::toString(d));
-  json doc = {
-      {"format", kPageDataFormat},
-      {"module", m.name()},
-      {"graph", g.name()},
-      {"source", in.source},
-      {"devices", std::move(devices)},
-      {"plan", {{"streams", has_streams}, {"layouts", has_layouts}, {"memory", has_memory}}},
-      {"cost_model",
-       "roofline of an h100; collectives ring or tree over nvlink within 8 GPUs, ib "
-       "beyond (tandem simulate's defaults)"},
-      {"ops", ops.table()},
-      {"paths", path_table.table()},
-      {"scopes", scopes.table()},
-      {"locations", locations.table()},
-      {"types", types.table()},
-      {"attributes", attributes.table()},
-      {"layouts", layouts.table()},
-      {"nodes",
-       {{"name", std::move(name)},
-        {"op", std::move(op)},
-        {"path", std::move(path)},
-        {"scope", std::move(scope)},
-        {"phase", std::move(phase)},
-        {"device", std::move(device)},
-        {"stream", std::move(stream)},
-        {"location", std::move(location)},
-        {"attrs", std::move(attrs)},
-        {"bytes", std::move(bytes)},
-        {"flops", std::move(flops)},
-        {"estimate_us", std::move(estimate_us)},
-        {"operands", std::move(operands)},
-        {"results", std::move(results)}}},
-      {"collectives", std::move(collectives)},
-      {"workspaces", std::move(workspaces)},
-      {"waits", std::move(waits)}};
+  json doc = {{"format", kPageDataFormat},
+              {"module", m.name()},
+              {"graph", g.name()},
+              {"source", in.source},
+              {"devices", std::move(devices)},
+              {"plan",
+               {{"streams", has_streams},
+                {"layouts", has_layouts},
+                {"algorithms", has_algorithms},
+                {"memory", has_memory}}},
+              {"cost_model",
+               "roofline of an h100; collectives ring or tree over nvlink within 8 GPUs, ib "
+               "beyond (tandem simulate's defaults)"},
+              {"ops", ops.table()},
+              {"paths", path_table.table()},
+              {"scopes", scopes.table()},
+              {"locations", locations.table()},
+              {"types", types.table()},
+              {"attributes", attributes.table()},
+              {"layouts", layouts.table()},
+              {"nodes",
+               {{"name", std::move(name)},
+                {"op", std::move(op)},
+                {"path", std::move(path)},
+                {"scope", std::move(scope)},
+                {"phase", std::move(phase)},
+                {"device", std::move(device)},
+                {"stream", std::move(stream)},
+                {"location", std::move(location)},
+                {"attrs", std::move(attrs)},
+                {"bytes", std::move(bytes)},
+                {"flops", std::move(flops)},
+                {"estimate_us", std::move(estimate_us)},
+                {"operands", std::move(operands)},
+                {"results", std::move(results)}}},
+              {"collectives", std::move(collectives)},
+              {"workspaces", std::move(workspaces)},
+              {"algorithms", std::move(algorithms)},
+              {"waits", std::move(waits)}};
   if (has_memory) {
     ASSIGN_OR_RETURN(std::vector<passes::ArenaBuffer> buffers, passes::arenaBuffers(m, g));
     doc["memory"] = memoryData(m, g, pos, buffers);
