@@ -31,11 +31,13 @@ for b in "$old" "$new"; do
   [[ -x $b ]] || { echo "ab_train: $b is not an executable tandem" >&2; exit 2; }
 done
 
-# images/s of one epoch (the table's last column).
+# images/s of one epoch (the table's column of that name).
 rate() {
   # shellcheck disable=SC2086 # --extra's flags are meant to split
   "$1" train --model "$model" --devices "$devices" --batch 256 --epochs 1 --limit-train "$limit" \
-    --limit-test 256 --seed 1 $extra | awk '$1 == "1" { print $NF }'
+    --limit-test 256 --seed 1 $extra |
+    awk '$1 == "epoch" { for (i = 1; i <= NF; i++) if ($i == "images/s") col = i }
+         $1 == "1" && col { gsub(",", "", $col); print $col }'
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
