@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ir/interfaces.h"
+#include "ir/op_info.h"
 #include "ir/op_views.h"
 
 namespace tandem::ir {
@@ -176,6 +177,23 @@ uint64_t graphFingerprint(const Graph& g, absl::FunctionRef<void(const Node&)> v
   std::fill(position.begin(), position.end(), 0);
   for (size_t i = 0; i < g.numNodes(); ++i) position[g.nodes()[i]->id()] = static_cast<uint32_t>(i);
   return hashAll(false);
+}
+
+bool viewCanShareBytes(const Node& n) {
+  if (!isView(n.op()) || n.numOperands() < 1 || n.numResults() != 1) return false;
+  const Value& x = *n.operand(0);
+  const Value& y = *n.result(0);
+  return !isSource(x.def()->op()) && x.type().bytes() == y.type().bytes() &&
+         deviceOfValue(x) == deviceOfValue(y);
+}
+
+bool viewSharesBytes(const GraphPlan& plan, const Node& n) {
+  if (!viewCanShareBytes(n)) return false;
+  const Value& x = *n.operand(0);
+  const auto& xs = plan.of(*x.def()).offsets;
+  const auto& ys = plan.of(n).offsets;
+  const size_t at = static_cast<size_t>(x.index());
+  return ys.size() == 1 && at < xs.size() && ys[0] == xs[at] && ys[0] != GraphPlan::kNoOffset;
 }
 
 absl::Status requirePlanPart(const Graph& g, PlanPart part, absl::string_view pass) {

@@ -149,6 +149,15 @@ absl::Status checkPlanFresh(const Graph& g);
 /// Both: the plan holds `part` and is fresh.
 absl::Status checkPlanFor(const Graph& g, PlanPart part, absl::string_view pass);
 
+/// Whether view `n` (ir::isView: a reshape) can take its operand's arena bytes: one
+/// result, and an operand that an arena holds (no source), on the same device, with as
+/// many bytes. plan-memory gives such a view its operand's offset.
+bool viewCanShareBytes(const Node& n);
+/// Whether `plan` makes view `n` and its operand one buffer: `n` can share and its
+/// result has its operand's offset. What plan-memory's lifetimes and the plan verifier's
+/// race check read: the view's readers then keep its operand's bytes.
+bool viewSharesBytes(const GraphPlan& plan, const Node& n);
+
 /// The wait of one share of a node, as the executor makes it: before the share of
 /// `consumer` on `at` runs, the share of `producer` on `from` must be done.
 struct StreamWait {

@@ -330,21 +330,10 @@ class PlanVerifier {
     for (const auto& n : g_.nodes())
       for (size_t r = 0; r < n->numResults(); ++r) {
         const Value& v = *n->result(r);
-        bytes_of_[numberOf(v)] = sharesOperandBytes(*n) ? bytesOf(*n->operand(0)) : &v;
+        bytes_of_[numberOf(v)] = plan_.has(PlanPart::kMemory) && viewSharesBytes(plan_, *n)
+                                     ? bytesOf(*n->operand(0))
+                                     : &v;
       }
-  }
-
-  // A view at its operand's offset, the operand in the arena with as many bytes.
-  bool sharesOperandBytes(const Node& n) const {
-    if (!plan_.has(PlanPart::kMemory) || !isView(n.op()) || n.numOperands() < 1 ||
-        n.numResults() != 1)
-      return false;
-    const Value& x = *n.operand(0);
-    if (!inArena(*x.def()) || x.type().bytes() != n.result(0)->type().bytes()) return false;
-    const auto& xs = plan_.of(*x.def()).offsets;
-    const auto& ys = plan_.of(n).offsets;
-    return ys.size() == 1 && static_cast<size_t>(x.index()) < xs.size() &&
-           ys[0] == xs[static_cast<size_t>(x.index())];
   }
 
   absl::Status checkOffsets() {

@@ -66,25 +66,6 @@ struct Lifetimes {
 // recomputes the lifetimes of a plan already made).
 enum class Views { kCopy, kAlias, kAsPlanned };
 
-// May view `u` (on the compute stream) take its operand's bytes? Both are in the arena on
-// the same device and of the same size (a reshape's are; flatten_backward's dy and dx are).
-bool canShareBytes(const ir::Node& u) {
-  if (!ir::isView(u.op()) || u.numOperands() < 1 || u.numResults() != 1) return false;
-  const ir::Value& x = *u.operand(0);
-  const ir::Value& y = *u.result(0);
-  return inArena(x) && inArena(y) && x.type().bytes() == y.type().bytes() &&
-         deviceOfValue(x) == deviceOfValue(y);
-}
-
-// Does the plan give view `u`'s result its operand's offset?
-bool sharesPlannedBytes(const ir::GraphPlan& plan, const ir::Node& u) {
-  const ir::Value& x = *u.operand(0);
-  const auto& xs = plan.of(*x.def()).offsets;
-  const auto& ys = plan.of(u).offsets;
-  return ys.size() == 1 && static_cast<size_t>(x.index()) < xs.size() &&
-         ys[0] == xs[static_cast<size_t>(x.index())] && ys[0] != ir::GraphPlan::kNoOffset;
-}
-
 // Stable counting sort of `order` (indices) by key(i) in [0, bound): linear, where a
 // comparison sort of millions of intervals would add a log factor.
 template <typename Key>
@@ -267,8 +248,8 @@ absl::StatusOr<Lifetimes> liveIntervals(const ir::Module& m, const ir::Graph& g,
       }
       steps += static_cast<int64_t>(p.waits.size());
     }
-    if (stream[u.id()] == kComputeStream && views != Views::kCopy && canShareBytes(u) &&
-        (views == Views::kAlias || sharesPlannedBytes(plan, u))) {
+    if (stream[u.id()] == kComputeStream && views != Views::kCopy &&
+        (views == Views::kAlias ? ir::viewCanShareBytes(u) : ir::viewSharesBytes(plan, u))) {
       const size_t root = interval_of[number(*u.operand(0))];
       if (root != SIZE_MAX) {
         interval_of[number(*u.result(0))] = root;

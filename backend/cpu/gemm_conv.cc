@@ -110,11 +110,14 @@ class GemmConvBase : public GemmConvKernel {
   }
 
  protected:
-  explicit GemmConvBase(const GemmConvShape& s)
+  /// `side_by_side`: the chunk's matrices hold its images side by side (then wide_ holds
+  /// the chunk's outputs, or their gradients, so), else each image's matrix on its own.
+  GemmConvBase(const GemmConvShape& s, bool side_by_side)
       : s_(s),
         chunks_(chunksOf(s)),
-        side_by_side_(sideBySideProducts(s)),
-        cols_(static_cast<size_t>(chunks_.size * s.window.rows() * s.window.pixels())) {}
+        side_by_side_(side_by_side),
+        cols_(static_cast<size_t>(chunks_.size * s.window.rows() * s.window.pixels())),
+        wide_(side_by_side ? static_cast<size_t>(chunks_.size * outputElements()) : 0) {}
 
   /// The product of a chunk of `images`.
   virtual MatmulSpec product(int64_t images) const = 0;
@@ -154,14 +157,13 @@ class GemmConvBase : public GemmConvKernel {
   bool side_by_side_;
   std::optional<MatmulCore> full_, rest_;
   std::vector<float> cols_;
+  std::vector<float> wide_;  // side by side: a chunk's [o, images x pixels]
 };
 
 class Forward final : public GemmConvBase {
  public:
   Forward(const GemmConvShape& s, bool bias)
-      : GemmConvBase(s),
-        bias_(bias),
-        wide_(side_by_side_ ? static_cast<size_t>(chunks_.size * outputElements()) : 0) {}
+      : GemmConvBase(s, sideBySideProducts(s)), bias_(bias) {}
 
  private:
   // y[chunk] = W[o, rows] * cols[chunk][rows, pixels], side by side or an image at a time.
@@ -192,14 +194,11 @@ class Forward final : public GemmConvBase {
     });
   }
   bool bias_;
-  std::vector<float> wide_;  // side by side: the chunk's outputs
 };
 
 class BackwardData final : public GemmConvBase {
  public:
-  explicit BackwardData(const GemmConvShape& s)
-      : GemmConvBase(s),
-        wide_(side_by_side_ ? static_cast<size_t>(chunks_.size * outputElements()) : 0) {}
+  explicit BackwardData(const GemmConvShape& s) : GemmConvBase(s, sideBySideProducts(s)) {}
 
  private:
   // dcols[chunk] = W^T[rows, o] * dy[chunk][o, pixels] (W as stored, [o, rows],
@@ -229,15 +228,13 @@ class BackwardData final : public GemmConvBase {
                   dx_chunk + i * imageElements());
     });
   }
-  std::vector<float> wide_;  // side by side: the chunk's output gradients
 };
 
 class BackwardFilter final : public GemmConvBase {
  public:
+  // Always side by side: its product sums over the chunk's pixels x images.
   BackwardFilter(const GemmConvShape& s, bool bias)
-      : GemmConvBase(s),
-        bias_(bias),
-        dy_chunk_(static_cast<size_t>(chunks_.size * s.o * s.window.pixels())) {}
+      : GemmConvBase(s, /*side_by_side=*/true), bias_(bias) {}
 
  private:
   // dW[o, rows] += dy[o][images x pixels] * (cols[rows][images x pixels])^T.
@@ -255,19 +252,16 @@ class BackwardFilter final : public GemmConvBase {
     const int64_t pixels = s_.window.pixels();
     std::fill(dw, dw + s_.o * s_.window.rows(), 0.0f);
     forEachChunk([&](int64_t first, int64_t images, MatmulCore& product) {
-      // The chunk's images side by side: row r of cols and row o of dy hold image i's
-      // pixels at i * pixels.
-      const int64_t width = images * pixels;
-      sideBySide(dy + first * outputElements(), images, s_.o, pixels, dy_chunk_.data());
+      sideBySide(dy + first * outputElements(), images, s_.o, pixels, wide_.data());
       for (int64_t i = 0; i < images; ++i)
-        im2col(s_.window, x + (first + i) * imageElements(), cols_.data() + i * pixels, width);
-      product.run(dy_chunk_.data(), cols_.data(), nullptr, dw);
+        im2col(s_.window, x + (first + i) * imageElements(), cols_.data() + imageColumn(i),
+               rowStride(images));
+      product.run(wide_.data(), cols_.data(), nullptr, dw);
     });
     if (bias_) channelSums(dy, s_.n, s_.o, pixels, out[1].f32());
   }
 
   bool bias_;
-  std::vector<float> dy_chunk_;
 };
 
 template <typename Kernel, typename... Args>
