@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/bf16.h"
 #include "backend/cpu/dnnl_util.h"
+#include "backend/cpu/im2col.h"
 #include "backend/cpu/kernels.h"
 #include "benchmark/benchmark.h"
 #include "ir/ir.h"
@@ -251,6 +252,47 @@ DEPTHWISE_BENCH(BackwardData, kPlain)
 DEPTHWISE_BENCH(BackwardData, kAuto)
 DEPTHWISE_BENCH(BackwardFilter, kPlain)
 DEPTHWISE_BENCH(BackwardFilter, kAuto)
+
+/// kGemm's copies alone, a chunk of images side by side as gemm_conv.cc lays them out:
+/// Arguments {images, C, H, K, backward (col2im), loops (the portable loops, not the
+/// vector lines)}; stride 1, no padding.
+void Im2col(benchmark::State& state) {
+  const int64_t n = state.range(0), c = state.range(1), h = state.range(2), k = state.range(3);
+  const ConvWindow g{.c = c,
+                     .h = h,
+                     .w = h,
+                     .kh = k,
+                     .kw = k,
+                     .oh = h - k + 1,
+                     .ow = h - k + 1,
+                     .stride_h = 1,
+                     .stride_w = 1,
+                     .pad_h = 0,
+                     .pad_w = 0};
+  const bool backward = state.range(4) != 0, loops = state.range(5) != 0;
+  std::vector<float> x(static_cast<size_t>(n * c * h * h), 1.0f);
+  std::vector<float> cols(static_cast<size_t>(n * g.rows() * g.pixels()), 1.0f);
+  const int64_t row_stride = n * g.pixels();
+  for (auto _ : state) {
+    for (int64_t i = 0; i < n; ++i) {
+      float* image = x.data() + i * c * h * h;
+      float* columns = cols.data() + i * g.pixels();
+      if (backward) {
+        (loops ? col2imAddLoops : col2imAdd)(g, columns, row_stride, image);
+      } else {
+        (loops ? im2colLoops : im2col)(g, image, columns, row_stride);
+      }
+    }
+    benchmark::DoNotOptimize(cols.data());
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.SetBytesProcessed(state.iterations() * int64_t(cols.size() * sizeof(float)));
+}
+BENCHMARK(Im2col)
+    ->ArgNames({"N", "C", "H", "K", "bwd", "loops"})
+    ->ArgsProduct({{1, 2, 6}, {20}, {13}, {5}, {0, 1}, {0, 1}})  // LeNet conv2, a chunk
+    ->ArgsProduct({{40}, {1}, {28}, {3}, {0, 1}, {0, 1}})        // LeNet conv1
+    ->Unit(benchmark::kMicrosecond);
 
 /// Arguments {N, C, H, kernel, stride, pad, backward}.
 /// `relu`: average pooling of relu(x) and its masked backward (fuse-relu-pool's).

@@ -71,20 +71,21 @@ ConvStrategy bf16Strategy(const ConvGeometry& g) {
 ///
 /// kGemm (im2col + oneDNN's matmul over chunks of images, gemm_conv.h) against oneDNN's
 /// plain (its own GEMM convolution) and blocked kernels, one thread, f32, ms, median of 3
-/// runs of bench/cpu_kernels_bench.cc on the shared 2-core AVX-512 EPYC, 2026-11-30:
+/// runs of bench/cpu_kernels_bench.cc on the shared 2-core AVX-512 EPYC, 2026-11-30, with
+/// im2col's AVX-512 rows (im2col.cc):
 ///
 ///   C -> O     HxW  K   N    forward             backward data       backward filter
 ///                           gemm  plain blocked  gemm  plain blocked  gemm  plain blocked
-///   1 -> 20    28   3  128  0.82  0.96  1.82     0.55  0.98  8.37     2.51  2.82  1.02
-///   20 -> 50   13   5  128  7.94  8.66  9.61     8.24 10.0   9.63     8.17  8.75 10.7
-///   1 -> 64    28   3   32  0.61  0.60  0.51     0.42  0.46  4.26     2.19  1.77  0.49
+///   1 -> 20    28   3  128  0.60  0.92  1.79     0.51  0.95  9.25     1.35  2.66  1.01
+///   20 -> 50   13   5  128  5.89  8.68  9.72     6.29  9.99  9.83     6.68  8.47 11.1
+///   1 -> 64    28   3   32  0.42  0.58  0.53     0.31  0.46  4.65     1.32  1.77  0.55
 ///                                                                    (ResNet-18's stem, pad 1)
 ///
 /// So kGemm, for f32 convolutions without groups whose window is more than one pixel and
 /// whose input has fewer than 32 channels (LeNet's two; nothing wider was measured, and
 /// from 64 channels the blocked and Winograd kernels on blocked activations are the
 /// measured ones), except the backward filter of fewer than 8 input channels, where
-/// oneDNN's blocked kernel is 2.5-4.5x faster on AVX-512 (on AVX2, plain was: see the
+/// oneDNN's blocked kernel is 1.3-2.4x faster on AVX-512 (on AVX2, plain was: see the
 /// direct rule). The choice holds only where the activations are plain between kernels
 /// (gemmRuns); elsewhere the direct rule.
 bool gemmWins(const ConvGeometry& g) {

@@ -31,4 +31,10 @@ void im2col(const ConvWindow& g, const float* x, float* cols, int64_t row_stride
 /// it. Elements over padding are dropped. dx ([c, h, w], dense) is added to, not set.
 void col2imAdd(const ConvWindow& g, const float* cols, int64_t row_stride, float* dx);
 
+/// The two by portable loops alone, the same bits: what im2col and col2imAdd run where
+/// the host has no AVX-512 or the window a stride along its rows (their vector lines are
+/// tested against these).
+void im2colLoops(const ConvWindow& g, const float* x, float* cols, int64_t row_stride);
+void col2imAddLoops(const ConvWindow& g, const float* cols, int64_t row_stride, float* dx);
+
 }  // namespace tandem::backend::cpu

@@ -13,3 +13,16 @@
 #else
 #define TANDEM_VECTOR_LOOPS
 #endif
+
+// TANDEM_AVX512 before a function: GCC compiles it for AVX-512 (oneDNN's avx512_core: F,
+// BW, VL, DQ) whatever the build's baseline, so that it may use <immintrin.h>'s AVX-512
+// intrinsics; call it only after hostHasAvx512Core() (target_info.h) said yes. For the few
+// loops the compiler cannot vectorize well on its own (im2col.cc's masked lines).
+// TANDEM_AVX512_INTRINSICS says whether this compiler has them (x86-64 GCC or Clang).
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TANDEM_AVX512_INTRINSICS 1
+#define TANDEM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#else
+#define TANDEM_AVX512_INTRINSICS 0
+#define TANDEM_AVX512
+#endif
