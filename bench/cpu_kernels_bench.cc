@@ -3,7 +3,8 @@
 // Every convolution pass runs with each strategy (Plain: the NCHW/OIHW tensors handed to
 // oneDNN as they are; Blocked: format_tag::any with reorders inside the kernel;
 // Winograd: the same with algorithm::convolution_winograd, skipped where oneDNN has none;
-// Gemm: im2col + oneDNN matmul over chunks of images, gemm_conv.h) and with the kernel
+// Gemm: im2col + oneDNN matmul over chunks of images, gemm_conv.h; Taps: the backward
+// filter tap by tap, tap_filter.h, the direct rule for the other passes) and with the kernel
 // table's rule (Auto); the label names the oneDNN implementations that ran (reorders
 // included; none for Gemm).
 //
@@ -30,6 +31,7 @@
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/im2col.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/tap_filter.h"
 #include "benchmark/benchmark.h"
 #include "ir/ir.h"
 
@@ -240,6 +242,7 @@ CONV_BENCH(ConvBackwardFilter, kPlain)
 CONV_BENCH(ConvBackwardFilter, kBlocked)
 CONV_BENCH(ConvBackwardFilter, kWinograd)
 CONV_BENCH(ConvBackwardFilter, kGemm)
+CONV_BENCH(ConvBackwardFilter, kTaps)
 CONV_BENCH(ConvBackwardFilter, kAuto)
 
 #define DEPTHWISE_BENCH(Pass, Strategy)                  \
@@ -293,6 +296,42 @@ BENCHMARK(Im2col)
     ->ArgsProduct({{1, 2, 6}, {20}, {13}, {5}, {0, 1}, {0, 1}})  // LeNet conv2, a chunk
     ->ArgsProduct({{40}, {1}, {28}, {3}, {0, 1}, {0, 1}})        // LeNet conv1
     ->Unit(benchmark::kMicrosecond);
+
+/// tap_filter.h's backward filter alone: {N, C, H, O, K, pad}, stride 1.
+void TapFilter(benchmark::State& state) {
+  const int64_t n = state.range(0), c = state.range(1), h = state.range(2), o = state.range(3),
+                k = state.range(4), p = state.range(5), oh = h + 2 * p - k + 1;
+  const ConvWindow g{.c = c,
+                     .h = h,
+                     .w = h,
+                     .kh = k,
+                     .kw = k,
+                     .oh = oh,
+                     .ow = oh,
+                     .stride_h = 1,
+                     .stride_w = 1,
+                     .pad_h = p,
+                     .pad_w = p};
+  if (!tapFilterRuns()) {
+    state.SkipWithError("tap_filter.h runs on AVX-512 hosts only");
+    return;
+  }
+  std::vector<float> x(static_cast<size_t>(n * c * h * h), 0.5f);
+  std::vector<float> dy(static_cast<size_t>(n * o * oh * oh), 0.25f);
+  std::vector<float> dw(static_cast<size_t>(o * g.rows())), db(static_cast<size_t>(o));
+  for (auto _ : state) {
+    tapFilterGradient(g, n, o, x.data(), dy.data(), dw.data(), db.data());
+    benchmark::DoNotOptimize(dw.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(n * o * oh * oh * g.rows()),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(TapFilter)
+    ->ArgNames({"N", "C", "H", "O", "K", "p"})
+    ->Args({128, 1, 28, 20, 3, 0})  // LeNet conv1
+    ->Args({32, 1, 28, 64, 3, 1})   // ResNet-18's stem
+    ->Args({64, 1, 28, 64, 3, 1})
+    ->Unit(benchmark::kMillisecond);
 
 /// Arguments {N, C, H, kernel, stride, pad, backward}.
 /// `relu`: average pooling of relu(x) and its masked backward (fuse-relu-pool's).

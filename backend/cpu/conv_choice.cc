@@ -13,11 +13,12 @@
 namespace tandem::backend::cpu {
 namespace {
 
-constexpr std::array<std::pair<ConvStrategy, absl::string_view>, 4> kWords = {{
+constexpr std::array<std::pair<ConvStrategy, absl::string_view>, 5> kWords = {{
     {ConvStrategy::kPlain, "plain"},
     {ConvStrategy::kBlocked, "blocked"},
     {ConvStrategy::kWinograd, "winograd"},
     {ConvStrategy::kGemm, "gemm"},
+    {ConvStrategy::kTaps, "taps"},
 }};
 
 /// Winograd F(4x4, 3x3) works on 4x4 tiles of the output: their count over the batch.
@@ -85,20 +86,30 @@ ConvStrategy bf16Strategy(const ConvGeometry& g) {
 /// whose input has fewer than 32 channels (LeNet's two; nothing wider was measured, and
 /// from 64 channels the blocked and Winograd kernels on blocked activations are the
 /// measured ones), except the backward filter of fewer than 8 input channels, where
-/// oneDNN's blocked kernel is 1.3-2.4x faster on AVX-512 (on AVX2, plain was: see the
-/// direct rule). The choice holds only where the activations are plain between kernels
-/// (gemmRuns); elsewhere the direct rule.
+/// oneDNN's blocked kernel is 1.3-2.4x faster on AVX-512 and kTaps faster still
+/// (fewChannelFilter; on AVX2, plain was: see the direct rule). The choice holds only
+/// where the activations are plain between kernels (gemmRuns); elsewhere the direct rule.
 bool gemmWins(const ConvGeometry& g) {
   const int64_t window = g.kernel_h * g.kernel_w;
   if (g.dtype != ir::DType::kF32 || g.groups > 1 || window == 1 || g.channels >= 32) return false;
   return g.pass != ConvPass::kBackwardFilter || g.channels >= 8;
 }
 
-/// oneDNN's blocked backward-filter kernel for fewer than 8 input channels on AVX-512
-/// (the table above); on AVX2 its im2col + GEMM was the faster (directStrategy).
-bool fewChannelFilterBlocked(const ConvGeometry& g, const ConvHost& host) {
-  return host.avx512 && g.pass == ConvPass::kBackwardFilter && g.dtype == ir::DType::kF32 &&
-         g.groups == 1 && g.channels < 8;
+/// The backward filter of fewer than 8 input channels on AVX-512: kTaps where its rows fit
+/// (tapsApply) and the activations are plain, else oneDNN's blocked kernel (the table
+/// above); on AVX2 im2col + GEMM was the faster (directStrategy). kTaps against the
+/// blocked kernel and kGemm, one thread, ms, median of 3 (cpu_kernels_bench's TapFilter
+/// and ConvBackwardFilter, 2026-11-30): LeNet's conv1 (1 -> 20, 28x28, N=128) 0.92
+/// against 1.31 and 1.44. In training the blocked kernel's reorder of dy into nChw16c
+/// costs more than that (ONEDNN_VERBOSE: 1.47 ms of reorder beside 0.72 of convolution a
+/// step), where kTaps reads dy as it lies. ResNet-18's stem keeps the blocked kernel: its
+/// activations are blocked there, and the blocked kernel ran 0.51 against kTaps' 0.82.
+std::optional<ConvStrategy> fewChannelFilter(const ConvGeometry& g, bool plain,
+                                             const ConvHost& host) {
+  if (!host.avx512 || g.pass != ConvPass::kBackwardFilter || g.dtype != ir::DType::kF32 ||
+      g.groups != 1 || g.channels >= 8)
+    return std::nullopt;
+  return plain && tapsApply(g) ? ConvStrategy::kTaps : ConvStrategy::kBlocked;
 }
 
 /// The end padding the last window of an axis reaches (never negative, at most `pad`).
@@ -167,6 +178,12 @@ std::optional<ConvGeometry> convGeometry(const ir::Node& n) {
   return g;
 }
 
+bool tapsApply(const ConvGeometry& g) {
+  constexpr int64_t kRowColumns = 32;  // tap_filter.h's two vectors of 16 floats
+  return g.pass == ConvPass::kBackwardFilter && g.groups == 1 && g.stride_w == 1 &&
+         g.width <= kRowColumns && g.out_width <= kRowColumns;
+}
+
 bool winogradApplies(const ConvGeometry& g) {
   if (g.groups > 1) return false;  // oneDNN's Winograd has no groups
   return g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 && g.stride_w == 1 &&
@@ -216,7 +233,7 @@ ConvStrategy directStrategy(const ConvGeometry& g) {
 ConvStrategy chooseConvStrategy(const ConvGeometry& g, bool gemm_runs, const ConvHost& host) {
   if (g.dtype == ir::DType::kBF16) return bf16Strategy(g);
   if (gemm_runs && gemmWins(g)) return ConvStrategy::kGemm;
-  if (fewChannelFilterBlocked(g, host)) return ConvStrategy::kBlocked;
+  if (std::optional<ConvStrategy> s = fewChannelFilter(g, gemm_runs, host)) return *s;
   // oneDNN 2.6's Winograd is f32 only, and AVX-512 only.
   if (host.winograd && host.avx512 && g.dtype == ir::DType::kF32 && winogradApplies(g) &&
       g.channels >= 64 && g.out_channels >= 64) {
@@ -247,7 +264,10 @@ ir::AlgorithmRules convAlgorithmRules(bool avx512) {
             words = {"plain", "blocked"};
             if (avx512 && g->dtype == ir::DType::kF32 && winogradApplies(*g))
               words.emplace_back("winograd");
-            if (gemmRuns(n, *g, layout)) words.emplace_back("gemm");
+            if (gemmRuns(n, *g, layout)) {
+              words.emplace_back("gemm");
+              if (avx512 && tapsApply(*g)) words.emplace_back("taps");
+            }
             return words;
           },
       .choose =

@@ -32,9 +32,13 @@ enum class ConvStrategy {
   // im2col + oneDNN's matmul over chunks of images (gemm_conv.h): f32, groups 1, plain
   // activations; elsewhere the direct rule.
   kGemm,
+  // The backward filter tap by tap in AVX-512 registers (tap_filter.h): f32, groups 1,
+  // plain activations, rows as tapsApply says; elsewhere (and for the other passes) the
+  // direct rule.
+  kTaps,
 };
 
-/// How the plan spells a strategy: plain, blocked, winograd, gemm ("auto" for kAuto).
+/// How the plan spells a strategy: plain, blocked, winograd, gemm, taps ("auto" for kAuto).
 absl::string_view strategyWord(ConvStrategy s);
 /// The strategy spelled `word` (not kAuto), or nullopt.
 std::optional<ConvStrategy> strategyNamed(absl::string_view word);
@@ -70,11 +74,16 @@ struct ConvHost {
 /// row or column of padding per side, no groups (creating the primitive says the rest).
 bool winogradApplies(const ConvGeometry& g);
 
+/// Whether kTaps's kernel takes the pass of `g` (given AVX-512 and plain f32 activations):
+/// a backward filter without groups, stride 1 along the rows, input and output rows of at
+/// most 32 columns (two vectors).
+bool tapsApply(const ConvGeometry& g);
+
 /// oneDNN's direct convolution, plain or blocked, by the measured rule.
 ConvStrategy directStrategy(const ConvGeometry& g);
 
-/// The fastest measured strategy for `g`; `gemm_runs`: kGemm can take the node as its
-/// layouts are (gemmRuns).
+/// The fastest measured strategy for `g`; `gemm_runs`: kGemm (and kTaps) can take the node
+/// as its layouts are (gemmRuns).
 ConvStrategy chooseConvStrategy(const ConvGeometry& g, bool gemm_runs, const ConvHost& host);
 
 /// Whether kGemm can run the node of `g`: no groups, and every operand and result 0 f32 in

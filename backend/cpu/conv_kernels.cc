@@ -17,6 +17,7 @@
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/gemm_conv.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/tap_filter.h"
 #include "backend/cpu/target_info.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
@@ -123,6 +124,11 @@ bool gemmApplies(const KernelInit& init, const ConvShape& s) {
   });
 }
 
+/// Whether kTaps can run the backward filter of `init` here (tap_filter.h).
+bool tapsRun(const KernelInit& init, const ConvShape& s) {
+  return tapFilterRuns() && tapsApply(s.geo) && gemmApplies(init, s);
+}
+
 /// The strategy the kernel of `init` runs: `requested` where a test or benchmark forces
 /// one, else the plan's (choose-algorithms), else the rule for the node as it is made.
 /// A device set to conv_algorithm=direct runs no Winograd, whatever a plan says.
@@ -183,6 +189,8 @@ KernelOr buildConv(const KernelInit& init, absl::string_view what, ConvStrategy 
     if (gemmApplies(init, s)) return buildGemmConv(s, build, gemm);
     strategy = directStrategy(s.geo);
   }
+  // kTaps is a backward filter's, where it runs (makeConv2dBackwardFilterKernelWithStrategy).
+  if (strategy == ConvStrategy::kTaps) strategy = directStrategy(s.geo);
   std::optional<DnnlProgram> fast;
   if (strategy == ConvStrategy::kWinograd) {
     if (winogradApplies(s.geo)) {
@@ -282,6 +290,10 @@ KernelOr makeConv2dBackwardFilterKernelWithStrategy(const KernelInit& init, Conv
   const ir::TensorType& dw_t = n.result(0)->type();
   bool bias = ir::attr::bias(n);
   strategy = resolveStrategy(init, strategy, s);
+  if (strategy == ConvStrategy::kTaps && tapsRun(init, s)) {
+    const GemmConvShape g = gemmShape(s);
+    return makeTapFilterKernel(g.window, g.n, g.o, bias);
+  }
   auto gemm = [&](const GemmConvShape& g) {
     return makeGemmConvBackwardFilter(init.ctx, g, bias, n.describe());
   };

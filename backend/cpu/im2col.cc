@@ -3,12 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cpu/avx512_rows.h"
 #include "backend/cpu/target_info.h"
 #include "backend/cpu/vector_loops.h"
-
-#if TANDEM_AVX512_INTRINSICS
-#include <immintrin.h>
-#endif
 
 namespace tandem::backend::cpu {
 namespace {
@@ -51,22 +48,10 @@ void forEachTapLine(const ConvWindow& g, Line line) {
 // set-up, remainder and loads than to its copy. Both give the loops' bits: a copy is a
 // copy, and col2im adds every term in the loops' order.
 
-constexpr int64_t kLanes = 16;
-constexpr int64_t kRowColumns = 2 * kLanes;  // an input row in two vectors
-
-/// The lanes [from, to) of a vector, clamped to [0, 16).
-TANDEM_AVX512 inline __mmask16 lanes(int64_t from, int64_t to) {
-  from = std::clamp<int64_t>(from, 0, kLanes);
-  to = std::clamp<int64_t>(to, from, kLanes);
-  return static_cast<__mmask16>(((1u << to) - 1u) & ~((1u << from) - 1u));
-}
-
-/// `p` moved by `floats`, which may point outside its row where only masked-off lanes
-/// would read: integer arithmetic, as a pointer outside its array may not be formed.
-inline const float* moved(const float* p, int64_t floats) {
-  return reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(p) +
-                                        static_cast<uintptr_t>(floats * int64_t{sizeof(float)}));
-}
+using avx512::kRowColumns;
+using avx512::kRowLanes;
+using avx512::lanes;
+using avx512::moved;
 
 /// What a line of tap column kw does with its two vectors of at most 16 columns each:
 /// computed once a window, as insideColumns divides by the stride.
@@ -85,7 +70,7 @@ TANDEM_AVX512 void planLines(const ConvWindow& g, LinePlan* plans) {
     LinePlan& p = plans[kw];
     p.shift = kw - g.pad_w;
     for (int64_t v = 0; v < 2; ++v) {
-      const int64_t j = v * kLanes;
+      const int64_t j = v * kRowLanes;
       // Output column j + l reads input column j + l + shift: lane (that) of the row's
       // two vectors (indices wrap at 32 where masked off).
       p.from[v] = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int>(j + p.shift)));
@@ -103,9 +88,9 @@ TANDEM_AVX512 void im2colRows(const ConvWindow& g, const float* x, float* cols,
                               int64_t row_stride) {
   LinePlan plans[kMaxTapColumns];
   planLines(g, plans);
-  const __mmask16 store[2] = {lanes(0, g.ow), lanes(0, g.ow - kLanes)};
-  const __mmask16 row[2] = {lanes(0, g.w), lanes(0, g.w - kLanes)};
-  const int64_t vectors = g.ow > kLanes ? 2 : 1;
+  const __mmask16 store[2] = {lanes(0, g.ow), lanes(0, g.ow - kRowLanes)};
+  const __mmask16 row[2] = {lanes(0, g.w), lanes(0, g.w - kRowLanes)};
+  const int64_t vectors = g.ow > kRowLanes ? 2 : 1;
   for (int64_t c = 0; c < g.c; ++c)
     for (int64_t kh = 0; kh < g.kh; ++kh)
       for (int64_t oh = 0; oh < g.oh; ++oh) {
@@ -114,13 +99,13 @@ TANDEM_AVX512 void im2colRows(const ConvWindow& g, const float* x, float* cols,
         if (ih >= 0 && ih < g.h) {
           const float* in = x + (c * g.h + ih) * g.w;
           lo = _mm512_maskz_loadu_ps(row[0], in);
-          hi = _mm512_maskz_loadu_ps(row[1], moved(in, kLanes));
+          hi = _mm512_maskz_loadu_ps(row[1], moved(in, kRowLanes));
         }
         float* out = cols + (c * g.kh + kh) * g.kw * row_stride + oh * g.ow;
         for (int64_t kw = 0; kw < g.kw; ++kw, out += row_stride)
           for (int64_t v = 0; v < vectors; ++v) {
             const LinePlan& p = plans[kw];
-            _mm512_mask_storeu_ps(out + v * kLanes, store[v],
+            _mm512_mask_storeu_ps(out + v * kRowLanes, store[v],
                                   _mm512_maskz_permutex2var_ps(p.keep[v], lo, p.from[v], hi));
           }
       }
@@ -136,11 +121,11 @@ TANDEM_AVX512 void col2imAddRows(const ConvWindow& g, const float* cols, int64_t
   constexpr int64_t kBlock = 8;
   LinePlan plans[kMaxTapColumns];
   planLines(g, plans);
-  const __mmask16 in_row[2] = {lanes(0, g.w), lanes(0, g.w - kLanes)};
+  const __mmask16 in_row[2] = {lanes(0, g.w), lanes(0, g.w - kRowLanes)};
   for (int64_t c = 0; c < g.c; ++c)
     for (int64_t ih0 = 0; ih0 < g.h; ih0 += kBlock)
-      for (int64_t v = 0; v * kLanes < g.w; ++v) {
-        const int64_t x0 = v * kLanes, rows = std::min(kBlock, g.h - ih0);
+      for (int64_t v = 0; v * kRowLanes < g.w; ++v) {
+        const int64_t x0 = v * kRowLanes, rows = std::min(kBlock, g.h - ih0);
         float* dx0 = dx + (c * g.h + ih0) * g.w + x0;
         __m512 sum[kBlock];
         for (int64_t b = 0; b < kBlock; ++b)

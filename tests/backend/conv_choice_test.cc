@@ -95,8 +95,12 @@ TEST(ConvChoice, LeNetRunsGemmWhereItsActivationsArePlain) {
     const ConvGeometry conv2 = geometry(pass, 128, 20, 13, 50, 5, 0);
     EXPECT_EQ(chooseConvStrategy(conv2, /*gemm_runs=*/true, avx512), ConvStrategy::kGemm);
     if (pass == ConvPass::kBackwardFilter) {
-      // One input channel: oneDNN's blocked kernel on AVX-512, its GEMM elsewhere.
-      EXPECT_EQ(chooseConvStrategy(conv1, true, avx512), ConvStrategy::kBlocked);
+      // One input channel: tap by tap on AVX-512 (oneDNN's blocked kernel where the
+      // activations are blocked, or the rows too wide), its GEMM elsewhere.
+      EXPECT_EQ(chooseConvStrategy(conv1, true, avx512), ConvStrategy::kTaps);
+      EXPECT_EQ(chooseConvStrategy(conv1, false, avx512), ConvStrategy::kBlocked);
+      EXPECT_EQ(chooseConvStrategy(geometry(pass, 32, 3, 56, 64, 3, 1), true, avx512),
+                ConvStrategy::kBlocked);
       EXPECT_EQ(chooseConvStrategy(conv1, true, avx2), ConvStrategy::kPlain);
     } else {
       EXPECT_EQ(chooseConvStrategy(conv1, true, avx512), ConvStrategy::kGemm);

@@ -342,7 +342,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ConvKernelTest,
                                            StrategyParam{"Plain", ConvStrategy::kPlain},
                                            StrategyParam{"Blocked", ConvStrategy::kBlocked},
                                            StrategyParam{"Winograd", ConvStrategy::kWinograd},
-                                           StrategyParam{"Gemm", ConvStrategy::kGemm}),
+                                           StrategyParam{"Gemm", ConvStrategy::kGemm},
+                                           StrategyParam{"Taps", ConvStrategy::kTaps}),
                          [](const auto& info) { return info.param.name; });
 
 // The backward references are the gradients of the forward reference.

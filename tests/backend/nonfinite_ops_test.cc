@@ -227,7 +227,8 @@ INSTANTIATE_TEST_SUITE_P(PyTorchCases, NonFinite, ::testing::ValuesIn(nonfiniteC
 // The convolution cases with every strategy the rule may pick, not only the one it picks
 // at their shapes: Winograd (where oneDNN has it; elsewhere the factory falls back to
 // direct) and GEMM over padding run the blocked direct program for operands holding NaN
-// or inf (conv_kernels.cc), and must then give PyTorch's results too.
+// or inf (conv_kernels.cc), and must then give PyTorch's results too; taps (a backward
+// filter with stride-1 rows, as k3x2_s2x1_p1x0) never multiplies padding.
 TEST(NonFiniteConv, EveryStrategyMatchesPyTorch) {
   using backend::cpu::ConvStrategy;
   using backend::cpu::KernelInit;
@@ -244,7 +245,7 @@ TEST(NonFiniteConv, EveryStrategyMatchesPyTorch) {
     if (f == factories.end()) continue;
     ++cases;
     for (ConvStrategy st : {ConvStrategy::kPlain, ConvStrategy::kBlocked, ConvStrategy::kWinograd,
-                            ConvStrategy::kGemm}) {
+                            ConvStrategy::kGemm, ConvStrategy::kTaps}) {
       SCOPED_TRACE(absl::StrCat(name, " strategy ", static_cast<int>(st)));
       expectMatchesPyTorch(*c, [&](const KernelInit& init) { return f->second(init, st); });
     }

@@ -1,0 +1,37 @@
+#pragma once
+
+// What the AVX-512 row loops share (im2col.cc's rows, tap_filter.cc): a row of at most 32
+// floats is two 16-lane vectors, and a mask says which lanes are columns of it. Included
+// where TANDEM_AVX512_INTRINSICS (vector_loops.h); the functions run only in TANDEM_AVX512
+// code, after hostHasAvx512Core() said yes.
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backend/cpu/vector_loops.h"
+
+#if TANDEM_AVX512_INTRINSICS
+#include <immintrin.h>
+
+namespace tandem::backend::cpu::avx512 {
+
+inline constexpr int64_t kRowLanes = 16;               // f32 in a vector
+inline constexpr int64_t kRowColumns = 2 * kRowLanes;  // the widest row the loops take
+
+/// The lanes [from, to) of a vector, clamped to [0, 16).
+TANDEM_AVX512 inline __mmask16 lanes(int64_t from, int64_t to) {
+  from = std::clamp<int64_t>(from, 0, kRowLanes);
+  to = std::clamp<int64_t>(to, from, kRowLanes);
+  return static_cast<__mmask16>(((1u << to) - 1u) & ~((1u << from) - 1u));
+}
+
+/// `p` moved by `floats`, which may point outside its row where only masked-off lanes
+/// read: integer arithmetic, as a pointer outside its array may not be formed.
+inline const float* moved(const float* p, int64_t floats) {
+  return reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(p) +
+                                        static_cast<uintptr_t>(floats * int64_t{sizeof(float)}));
+}
+
+}  // namespace tandem::backend::cpu::avx512
+
+#endif

@@ -1,0 +1,36 @@
+#pragma once
+
+// The backward filter of a convolution with few input channels, tap by tap: each filter
+// tap's gradient is a dot product of dy's rows with x's rows shifted by the tap, summed
+// in AVX-512 registers over the batch (ConvStrategy::kTaps, conv_choice.h says where).
+// LeNet's conv1 (1 -> 20 channels, 3x3 over 28x28) has 9 taps a filter: as a product
+// (kGemm) its 9 columns fill a sliver of the vector, and oneDNN's blocked kernel first
+// reorders the whole dy into nChw16c (a training step's 6.9 MB a device, more time than
+// its convolution). Here dy is read once, where it lies, and x from the caches.
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/cpu/im2col.h"
+#include "backend/cpu/kernels.h"
+
+namespace tandem::backend::cpu {
+
+/// Whether tapFilterGradient runs here: built with AVX-512 intrinsics, on a host that has
+/// AVX-512. The window must be one conv_choice.h's tapsApply takes.
+bool tapFilterRuns();
+
+/// dw[o, c, kh, kw] = the sum over the `n` images and the output pixels of
+/// dy[n, o, oh, ow] * x[n, c, oh * stride_h - pad_h + kh, ow - pad_w + kw] (0 over
+/// padding), and db[o] (when not null) the sum of dy[n, o]. x [n, c, h, w] and dy
+/// [n, o, oh, ow] dense; dw and db are written, not added to.
+void tapFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* dy,
+                       float* dw, float* db);
+
+/// conv2d_backward_filter (dy, x, w -> dw, db?) of n images and o output channels by
+/// tapFilterGradient; `bias` whether it writes db. Exact over NaN and infinities: padding
+/// is never multiplied (its lanes keep their sums), as in a direct convolution.
+std::unique_ptr<CpuKernel> makeTapFilterKernel(const ConvWindow& g, int64_t n, int64_t o,
+                                               bool bias);
+
+}  // namespace tandem::backend::cpu
