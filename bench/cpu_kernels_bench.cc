@@ -297,8 +297,9 @@ BENCHMARK(Im2col)
     ->ArgsProduct({{40}, {1}, {28}, {3}, {0, 1}, {0, 1}})        // LeNet conv1
     ->Unit(benchmark::kMicrosecond);
 
-/// tap_filter.h's backward filter alone: {N, C, H, O, K, pad}, stride 1.
+/// tap_filter.h's backward filter alone, one thread: {N, C, H, O, K, pad}, stride 1.
 void TapFilter(benchmark::State& state) {
+  omp_set_num_threads(1);
   const int64_t n = state.range(0), c = state.range(1), h = state.range(2), o = state.range(3),
                 k = state.range(4), p = state.range(5), oh = h + 2 * p - k + 1;
   const ConvWindow g{.c = c,

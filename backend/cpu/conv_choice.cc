@@ -96,20 +96,25 @@ bool gemmWins(const ConvGeometry& g) {
 }
 
 /// The backward filter of fewer than 8 input channels on AVX-512: kTaps where its rows fit
-/// (tapsApply) and the activations are plain, else oneDNN's blocked kernel (the table
-/// above); on AVX2 im2col + GEMM was the faster (directStrategy). kTaps against the
-/// blocked kernel and kGemm, one thread, ms, median of 3 (cpu_kernels_bench's TapFilter
-/// and ConvBackwardFilter, 2026-11-30): LeNet's conv1 (1 -> 20, 28x28, N=128) 0.92
-/// against 1.31 and 1.44. In training the blocked kernel's reorder of dy into nChw16c
-/// costs more than that (ONEDNN_VERBOSE: 1.47 ms of reorder beside 0.72 of convolution a
-/// step), where kTaps reads dy as it lies. ResNet-18's stem keeps the blocked kernel: its
-/// activations are blocked there, and the blocked kernel ran 0.51 against kTaps' 0.82.
+/// (tapsApply), the window has no padding (its fast path: every tap reads whole rows) and
+/// the activations are plain, else oneDNN's blocked kernel (the table above); on AVX2
+/// im2col + GEMM was the faster (directStrategy). One thread, ms, median of 3
+/// (cpu_kernels_bench's ConvBackwardFilter, 2026-11-30):
+///
+///   C -> O   HxW  K  pad   N    taps  blocked  gemm
+///   1 -> 20  28   3   0   128   0.78   1.36    1.44    LeNet's conv1
+///   1 -> 64  28   3   1    32   1.24   0.52    1.32    ResNet-18's stem
+///
+/// In training the blocked kernel's reorder of dy into nChw16c costs more than the table
+/// shows (ONEDNN_VERBOSE, LeNet: 1.47 ms of reorder beside 0.72 of convolution a step),
+/// where kTaps reads dy as it lies. With padding kTaps masks every tap's loads and loses.
 std::optional<ConvStrategy> fewChannelFilter(const ConvGeometry& g, bool plain,
                                              const ConvHost& host) {
   if (!host.avx512 || g.pass != ConvPass::kBackwardFilter || g.dtype != ir::DType::kF32 ||
       g.groups != 1 || g.channels >= 8)
     return std::nullopt;
-  return plain && tapsApply(g) ? ConvStrategy::kTaps : ConvStrategy::kBlocked;
+  const bool padded = std::max({g.pad_h, g.pad_w, g.pad_end_h, g.pad_end_w}) > 0;
+  return plain && !padded && tapsApply(g) ? ConvStrategy::kTaps : ConvStrategy::kBlocked;
 }
 
 /// The end padding the last window of an axis reaches (never negative, at most `pad`).

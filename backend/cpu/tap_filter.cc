@@ -1,7 +1,10 @@
 #include "backend/cpu/tap_filter.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "backend/cpu/avx512_rows.h"
 #include "backend/cpu/target_info.h"
@@ -37,83 +40,163 @@ TANDEM_AVX512 inline float laneSum(__m512 v) {
   return l[0];
 }
 
-/// dw of `count` taps of output channel o, and (with `db`) its bias: every image's every
-/// output row, dy's row loaded once and multiplied with each tap's x row.
+/// The running sums of one output channel's group of taps, a vector per output vector of
+/// a row, and of its bias. Floats, not __m512: a std::vector of __m512 was not given its
+/// 64-byte alignment here.
+struct TapSums {
+  float taps[kTapsAtOnce][2][kRowLanes];
+  float bias[2][kRowLanes];
+};
+
+/// Adds one image to `sums`: every output row of dy's plane `dy_plane` (one channel), its
+/// row loaded once and multiplied with each tap's x row of `x_image`.
 template <int kVectors>
-TANDEM_AVX512 void sumTaps(const ConvWindow& g, int64_t n, int64_t o, int64_t outputs,
-                           const float* x, const float* dy, const Tap* taps, int count, float* dw,
-                           float* db) {
-  __m512 acc[kTapsAtOnce][kVectors], bias[kVectors];
+TANDEM_AVX512 void addImage(const ConvWindow& g, const float* x_image, const float* dy_plane,
+                            const Tap* taps, int count, bool bias, TapSums& sums) {
+  __m512 acc[kTapsAtOnce][kVectors], b[kVectors];
   for (int t = 0; t < kTapsAtOnce; ++t)
-    for (int v = 0; v < kVectors; ++v) acc[t][v] = _mm512_setzero_ps();
-  for (int v = 0; v < kVectors; ++v) bias[v] = _mm512_setzero_ps();
+    for (int v = 0; v < kVectors; ++v) acc[t][v] = _mm512_loadu_ps(sums.taps[t][v]);
+  for (int v = 0; v < kVectors; ++v) b[v] = _mm512_loadu_ps(sums.bias[v]);
   const __mmask16 row[2] = {lanes(0, g.ow), lanes(0, g.ow - kRowLanes)};
-  const int64_t plane = g.h * g.w, image = g.c * plane;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* dy_rows = dy + (i * outputs + o) * g.oh * g.ow;
-    const float* x_image = x + i * image;
-    for (int64_t oh = 0; oh < g.oh; ++oh) {
-      __m512 d[kVectors];
+  const int64_t plane = g.h * g.w;
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    __m512 d[kVectors];
+    for (int v = 0; v < kVectors; ++v) {
+      d[v] = _mm512_maskz_loadu_ps(row[v], dy_plane + oh * g.ow + v * kRowLanes);
+      if (bias) b[v] = _mm512_add_ps(b[v], d[v]);
+    }
+    // Every tap of the group, unrolled so that the sums stay in registers: a tap past the
+    // group's count, or whose x row is padding, reads no lane and adds zeros.
+#pragma GCC unroll 9
+    for (int t = 0; t < kTapsAtOnce; ++t) {
+      const Tap& tap = taps[t];
+      const int64_t ih = oh * g.stride_h - g.pad_h + tap.kh;
+      const bool inside = t < count && ih >= 0 && ih < g.h;
+      const float* x_row = x_image + tap.c * plane + (inside ? ih : 0) * g.w;
+#pragma GCC unroll 2
       for (int v = 0; v < kVectors; ++v) {
-        d[v] = _mm512_maskz_loadu_ps(row[v], dy_rows + oh * g.ow + v * kRowLanes);
-        if (db != nullptr) bias[v] = _mm512_add_ps(bias[v], d[v]);
-      }
-      for (int t = 0; t < kTapsAtOnce; ++t) {
-        if (t >= count) break;
-        const Tap& tap = taps[t];
-        const int64_t ih = oh * g.stride_h - g.pad_h + tap.kh;
-        if (ih < 0 || ih >= g.h) continue;  // a padding row adds nothing
-        const float* x_row = x_image + tap.c * plane + ih * g.w;
-        for (int v = 0; v < kVectors; ++v) {
-          const __m512 xv =
-              _mm512_maskz_loadu_ps(tap.reads[v], moved(x_row, v * kRowLanes + tap.shift));
-          // dy's lanes over padding are zeroed with x's: 0 * a NaN or inf of dy is never
-          // added, as a direct convolution never multiplies padding. (A merge-masked
-          // multiply-add into acc instead ran at half the speed.)
-          acc[t][v] = _mm512_fmadd_ps(_mm512_maskz_mov_ps(tap.reads[v], d[v]), xv, acc[t][v]);
-        }
+        const __mmask16 reads = inside ? tap.reads[v] : 0;
+        const __m512 xv = _mm512_maskz_loadu_ps(reads, moved(x_row, v * kRowLanes + tap.shift));
+        // dy's lanes over padding are zeroed with x's: 0 * a NaN or inf of dy is never
+        // added, as a direct convolution never multiplies padding. (A merge-masked
+        // multiply-add into acc instead ran at half the speed.)
+        acc[t][v] = _mm512_fmadd_ps(_mm512_maskz_mov_ps(reads, d[v]), xv, acc[t][v]);
       }
     }
   }
-  for (int t = 0; t < count; ++t) {
-    __m512 sum = acc[t][0];
-    for (int v = 1; v < kVectors; ++v) sum = _mm512_add_ps(sum, acc[t][v]);
-    dw[t] = laneSum(sum);
-  }
-  if (db != nullptr) {
-    __m512 sum = bias[0];
-    for (int v = 1; v < kVectors; ++v) sum = _mm512_add_ps(sum, bias[v]);
-    *db = laneSum(sum);
-  }
+  for (int t = 0; t < kTapsAtOnce; ++t)
+    for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(sums.taps[t][v], acc[t][v]);
+  for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(sums.bias[v], b[v]);
 }
 
+/// addImage for a full group of taps over a window without padding, where every tap
+/// reads whole rows: no per-tap masks or bounds (those cost more than the multiply-adds,
+/// perf on LeNet's conv1), x at `offsets[t]` from an output row's first input element.
+template <int kVectors>
+TANDEM_AVX512 void addImageInside(const ConvWindow& g, const float* x_image, const float* dy_plane,
+                                  const int64_t* offsets, bool bias, TapSums& sums) {
+  __m512 acc[kTapsAtOnce][kVectors], b[kVectors];
+  for (int t = 0; t < kTapsAtOnce; ++t)
+    for (int v = 0; v < kVectors; ++v) acc[t][v] = _mm512_loadu_ps(sums.taps[t][v]);
+  for (int v = 0; v < kVectors; ++v) b[v] = _mm512_loadu_ps(sums.bias[v]);
+  const __mmask16 row[2] = {lanes(0, g.ow), lanes(0, g.ow - kRowLanes)};
+  int64_t off[kTapsAtOnce];
+  for (int t = 0; t < kTapsAtOnce; ++t) off[t] = offsets[t];
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    __m512 d[kVectors];
+    for (int v = 0; v < kVectors; ++v) {
+      d[v] = _mm512_maskz_loadu_ps(row[v], dy_plane + oh * g.ow + v * kRowLanes);
+      if (bias) b[v] = _mm512_add_ps(b[v], d[v]);
+    }
+    const float* x_rows = x_image + oh * g.stride_h * g.w;
+#pragma GCC unroll 9
+    for (int t = 0; t < kTapsAtOnce; ++t)
+#pragma GCC unroll 2
+      for (int v = 0; v < kVectors; ++v) {
+        // Lanes past the output row read nothing: their dy is 0, and x there may be inf.
+        const __m512 xv = _mm512_maskz_loadu_ps(row[v], x_rows + off[t] + v * kRowLanes);
+        acc[t][v] = _mm512_fmadd_ps(d[v], xv, acc[t][v]);
+      }
+  }
+  for (int t = 0; t < kTapsAtOnce; ++t)
+    for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(sums.taps[t][v], acc[t][v]);
+  for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(sums.bias[v], b[v]);
+}
+
+/// The sum of a tap's (or the bias's) vectors: vectors added, then their lanes.
+TANDEM_AVX512 float total(const float (*v)[kRowLanes], int vectors) {
+  __m512 sum = _mm512_loadu_ps(v[0]);
+  for (int i = 1; i < vectors; ++i) sum = _mm512_add_ps(sum, _mm512_loadu_ps(v[i]));
+  return laneSum(sum);
+}
+
+/// Images outside, output channels inside: dy is read once, in the order it lies (a
+/// channel's plane of every image in turn ran slower beside the other device's kernels,
+/// each plane a new page for the prefetcher), and an image's x stays in L1 while its
+/// channels pass. Each output channel's sums (a few KB) live in memory between images.
+/// The OpenMP threads (threads_per_device) split the output channels.
 TANDEM_AVX512 void tapFilterVectors(const ConvWindow& g, int64_t n, int64_t o, const float* x,
                                     const float* dy, float* dw, float* db) {
   const int64_t taps_per_filter = g.rows();
-#pragma omp parallel for schedule(static)
-  for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t first = 0; first < taps_per_filter; first += kTapsAtOnce) {
-      Tap taps[kTapsAtOnce];
-      const int count = static_cast<int>(std::min<int64_t>(kTapsAtOnce, taps_per_filter - first));
-      for (int t = 0; t < count; ++t) {
-        const int64_t r = first + t, kw = r % g.kw;  // r = (c * kh + kh) * kw + kw
-        taps[t].c = r / (g.kh * g.kw);
-        taps[t].kh = r / g.kw % g.kh;
-        taps[t].shift = kw - g.pad_w;
-        for (int64_t v = 0; v < 2; ++v) {
-          const int64_t j = v * kRowLanes;  // lane l: output column j + l, x column j + l + shift
-          taps[t].reads[v] =
-              lanes(-taps[t].shift - j, g.w - taps[t].shift - j) & lanes(0, g.ow - j);
-        }
-      }
-      float* dw_taps = dw + oc * taps_per_filter + first;
-      float* db_oc = db != nullptr && first == 0 ? db + oc : nullptr;
-      if (g.ow > kRowLanes) {
-        sumTaps<2>(g, n, oc, o, x, dy, taps, count, dw_taps, db_oc);
-      } else {
-        sumTaps<1>(g, n, oc, o, x, dy, taps, count, dw_taps, db_oc);
-      }
+  const int64_t groups = (taps_per_filter + kTapsAtOnce - 1) / kTapsAtOnce;
+  std::vector<Tap> taps(static_cast<size_t>(groups * kTapsAtOnce));
+  for (int64_t r = 0; r < taps_per_filter; ++r) {  // r = (c * kh + kh) * kw + kw
+    Tap& tap = taps[static_cast<size_t>(r)];
+    tap.c = r / (g.kh * g.kw);
+    tap.kh = r / g.kw % g.kh;
+    tap.shift = r % g.kw - g.pad_w;
+    for (int64_t v = 0; v < 2; ++v) {
+      const int64_t j = v * kRowLanes;  // lane l: output column j + l, x column j + l + shift
+      tap.reads[v] = lanes(-tap.shift - j, g.w - tap.shift - j) & lanes(0, g.ow - j);
     }
+  }
+  // Without padding every tap reads whole rows: tap r's x at offsets[r] from the first
+  // input element of an output row.
+  const bool inside = g.pad_h == 0 && g.pad_w == 0;
+  std::vector<int64_t> offsets(taps.size(), 0);
+  for (int64_t r = 0; r < taps_per_filter; ++r) {
+    const Tap& tap = taps[static_cast<size_t>(r)];
+    offsets[static_cast<size_t>(r)] = (tap.c * g.h + tap.kh) * g.w + tap.shift;
+  }
+  auto count = [&](int64_t group) {
+    return static_cast<int>(std::min<int64_t>(kTapsAtOnce, taps_per_filter - group * kTapsAtOnce));
+  };
+  std::vector<TapSums> sums(static_cast<size_t>(o * groups), TapSums{});
+  const int vectors = g.ow > kRowLanes ? 2 : 1;
+  const int64_t plane = g.oh * g.ow, image = g.c * g.h * g.w;
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
+    const int64_t first = o * thread / threads, last = o * (thread + 1) / threads;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t oc = first; oc < last; ++oc)
+        for (int64_t group = 0; group < groups; ++group) {
+          const float* dy_plane = dy + (i * o + oc) * plane;
+          const Tap* group_taps = taps.data() + group * kTapsAtOnce;
+          TapSums& s = sums[static_cast<size_t>(oc * groups + group)];
+          const bool bias = db != nullptr && group == 0;
+          if (inside && count(group) == kTapsAtOnce) {
+            const int64_t* group_offsets = offsets.data() + group * kTapsAtOnce;
+            if (vectors == 2) {
+              addImageInside<2>(g, x + i * image, dy_plane, group_offsets, bias, s);
+            } else {
+              addImageInside<1>(g, x + i * image, dy_plane, group_offsets, bias, s);
+            }
+          } else if (vectors == 2) {
+            addImage<2>(g, x + i * image, dy_plane, group_taps, count(group), bias, s);
+          } else {
+            addImage<1>(g, x + i * image, dy_plane, group_taps, count(group), bias, s);
+          }
+        }
+  }
+  for (int64_t oc = 0; oc < o; ++oc) {
+    for (int64_t group = 0; group < groups; ++group) {
+      const TapSums& s = sums[static_cast<size_t>(oc * groups + group)];
+      for (int t = 0; t < count(group); ++t)
+        dw[oc * taps_per_filter + group * kTapsAtOnce + t] = total(s.taps[t], vectors);
+    }
+    if (db != nullptr) db[oc] = total(sums[static_cast<size_t>(oc * groups)].bias, vectors);
+  }
 }
 #endif
 

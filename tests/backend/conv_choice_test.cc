@@ -100,7 +100,9 @@ TEST(ConvChoice, LeNetRunsGemmWhereItsActivationsArePlain) {
       EXPECT_EQ(chooseConvStrategy(conv1, true, avx512), ConvStrategy::kTaps);
       EXPECT_EQ(chooseConvStrategy(conv1, false, avx512), ConvStrategy::kBlocked);
       EXPECT_EQ(chooseConvStrategy(geometry(pass, 32, 3, 56, 64, 3, 1), true, avx512),
-                ConvStrategy::kBlocked);
+                ConvStrategy::kBlocked);  // rows past two vectors
+      EXPECT_EQ(chooseConvStrategy(geometry(pass, 32, 1, 28, 64, 3, 1), true, avx512),
+                ConvStrategy::kBlocked);  // padding: the stem's shape
       EXPECT_EQ(chooseConvStrategy(conv1, true, avx2), ConvStrategy::kPlain);
     } else {
       EXPECT_EQ(chooseConvStrategy(conv1, true, avx512), ConvStrategy::kGemm);
