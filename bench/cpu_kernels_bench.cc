@@ -3,8 +3,8 @@
 // Every convolution pass runs with each strategy (Plain: the NCHW/OIHW tensors handed to
 // oneDNN as they are; Blocked: format_tag::any with reorders inside the kernel;
 // Winograd: the same with algorithm::convolution_winograd, skipped where oneDNN has none;
-// Gemm: im2col + oneDNN matmul over chunks of images, gemm_conv.h; Taps: the backward
-// filter tap by tap, tap_filter.h, the direct rule for the other passes) and with the kernel
+// Gemm: im2col + oneDNN matmul over chunks of images, gemm_conv.h; Taps: few input
+// channels tap by tap, tap_conv.h, the direct rule where it does not apply) and with the kernel
 // table's rule (Auto); the label names the oneDNN implementations that ran (reorders
 // included; none for Gemm).
 //
@@ -31,7 +31,7 @@
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/im2col.h"
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/tap_filter.h"
+#include "backend/cpu/tap_conv.h"
 #include "benchmark/benchmark.h"
 #include "ir/ir.h"
 
@@ -232,6 +232,7 @@ CONV_BENCH(ConvForward, kPlain)
 CONV_BENCH(ConvForward, kBlocked)
 CONV_BENCH(ConvForward, kWinograd)
 CONV_BENCH(ConvForward, kGemm)
+CONV_BENCH(ConvForward, kTaps)
 CONV_BENCH(ConvForward, kAuto)
 CONV_BENCH(ConvBackwardData, kPlain)
 CONV_BENCH(ConvBackwardData, kBlocked)
@@ -297,7 +298,7 @@ BENCHMARK(Im2col)
     ->ArgsProduct({{40}, {1}, {28}, {3}, {0, 1}, {0, 1}})        // LeNet conv1
     ->Unit(benchmark::kMicrosecond);
 
-/// tap_filter.h's backward filter alone, one thread: {N, C, H, O, K, pad}, stride 1.
+/// tap_conv.h's backward filter alone, one thread: {N, C, H, O, K, pad}, stride 1.
 void TapFilter(benchmark::State& state) {
   omp_set_num_threads(1);
   const int64_t n = state.range(0), c = state.range(1), h = state.range(2), o = state.range(3),
@@ -314,7 +315,7 @@ void TapFilter(benchmark::State& state) {
                      .pad_h = p,
                      .pad_w = p};
   if (!tapFilterRuns()) {
-    state.SkipWithError("tap_filter.h runs on AVX-512 hosts only");
+    state.SkipWithError("tap_conv.h runs on AVX-512 hosts only");
     return;
   }
   std::vector<float> x(static_cast<size_t>(n * c * h * h), 0.5f);

@@ -1,6 +1,6 @@
 #pragma once
 
-// What the AVX-512 row loops share (im2col.cc's rows, tap_filter.cc): a row of at most 32
+// What the AVX-512 row loops share (im2col.cc's rows, tap_conv.cc): a row of at most 32
 // floats is two 16-lane vectors, and a mask says which lanes are columns of it. Included
 // where TANDEM_AVX512_INTRINSICS (vector_loops.h); the functions run only in TANDEM_AVX512
 // code, after hostHasAvx512Core() said yes.

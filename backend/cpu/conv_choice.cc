@@ -21,6 +21,11 @@ constexpr std::array<std::pair<ConvStrategy, absl::string_view>, 5> kWords = {{
     {ConvStrategy::kTaps, "taps"},
 }};
 
+/// Whether any window of `g` reads padding.
+bool padded(const ConvGeometry& g) {
+  return std::max({g.pad_h, g.pad_w, g.pad_end_h, g.pad_end_w}) > 0;
+}
+
 /// Winograd F(4x4, 3x3) works on 4x4 tiles of the output: their count over the batch.
 int64_t winogradTiles(const ConvGeometry& g) {
   return g.batch * ((g.out_height + 3) / 4) * ((g.out_width + 3) / 4);
@@ -87,7 +92,7 @@ ConvStrategy bf16Strategy(const ConvGeometry& g) {
 /// from 64 channels the blocked and Winograd kernels on blocked activations are the
 /// measured ones), except the backward filter of fewer than 8 input channels, where
 /// oneDNN's blocked kernel is 1.3-2.4x faster on AVX-512 and kTaps faster still
-/// (fewChannelFilter; on AVX2, plain was: see the direct rule). The choice holds only
+/// (fewChannelStrategy; on AVX2, plain was: see the direct rule). The choice holds only
 /// where the activations are plain between kernels (gemmRuns); elsewhere the direct rule.
 bool gemmWins(const ConvGeometry& g) {
   const int64_t window = g.kernel_h * g.kernel_w;
@@ -95,26 +100,37 @@ bool gemmWins(const ConvGeometry& g) {
   return g.pass != ConvPass::kBackwardFilter || g.channels >= 8;
 }
 
-/// The backward filter of fewer than 8 input channels on AVX-512: kTaps where its rows fit
-/// (tapsApply), the window has no padding (its fast path: every tap reads whole rows) and
-/// the activations are plain, else oneDNN's blocked kernel (the table above); on AVX2
-/// im2col + GEMM was the faster (directStrategy). One thread, ms, median of 3
-/// (cpu_kernels_bench's ConvBackwardFilter, 2026-11-30):
+/// Convolutions of fewer than 8 input channels on AVX-512, f32 without groups: kTaps
+/// where its rows fit (tapsApply), the window has no padding (its fast paths: every tap
+/// reads whole rows) and the activations are plain; else, for the backward filter,
+/// oneDNN's blocked kernel (the table above; on AVX2 im2col + GEMM was the faster:
+/// directStrategy), and for the forward the rules below. One thread, ms, median of 3
+/// (cpu_kernels_bench's ConvForward and ConvBackwardFilter, 2026-11-30):
 ///
-///   C -> O   HxW  K  pad   N    taps  blocked  gemm
-///   1 -> 20  28   3   0   128   0.78   1.36    1.44    LeNet's conv1
-///   1 -> 64  28   3   1    32   1.24   0.52    1.32    ResNet-18's stem
+///   C -> O   HxW  K  pad   N    pass       taps  blocked  gemm
+///   1 -> 20  28   3   0   128   forward    0.42    1.79   0.64   LeNet's conv1
+///   1 -> 20  28   3   0   128   bwd filter 0.78    1.36   1.44
+///   1 -> 64  28   3   1    32   bwd filter 1.24    0.52   1.32   ResNet-18's stem
 ///
-/// In training the blocked kernel's reorder of dy into nChw16c costs more than the table
-/// shows (ONEDNN_VERBOSE, LeNet: 1.47 ms of reorder beside 0.72 of convolution a step),
-/// where kTaps reads dy as it lies. With padding kTaps masks every tap's loads and loses.
-std::optional<ConvStrategy> fewChannelFilter(const ConvGeometry& g, bool plain,
-                                             const ConvHost& host) {
-  if (!host.avx512 || g.pass != ConvPass::kBackwardFilter || g.dtype != ir::DType::kF32 ||
-      g.groups != 1 || g.channels >= 8)
+/// In training the blocked backward filter's reorder of dy into nChw16c costs more than
+/// the table shows (ONEDNN_VERBOSE, LeNet: 1.47 ms of reorder beside 0.72 of convolution a
+/// step), where kTaps reads dy as it lies; kGemm's forward writes its product and adds the
+/// bias in a second pass over y. With padding kTaps masks every tap's loads and loses.
+std::optional<ConvStrategy> fewChannelStrategy(const ConvGeometry& g, bool plain,
+                                               const ConvHost& host) {
+  if (!host.avx512 || g.dtype != ir::DType::kF32 || g.groups != 1 || g.channels >= 8)
     return std::nullopt;
-  const bool padded = std::max({g.pad_h, g.pad_w, g.pad_end_h, g.pad_end_w}) > 0;
-  return plain && !padded && tapsApply(g) ? ConvStrategy::kTaps : ConvStrategy::kBlocked;
+  const bool taps = plain && !padded(g) && tapsApply(g);
+  switch (g.pass) {
+    case ConvPass::kForward:
+      if (taps) return ConvStrategy::kTaps;
+      break;
+    case ConvPass::kBackwardFilter:
+      return taps ? ConvStrategy::kTaps : ConvStrategy::kBlocked;
+    case ConvPass::kBackwardData:
+      break;
+  }
+  return std::nullopt;
 }
 
 /// The end padding the last window of an axis reaches (never negative, at most `pad`).
@@ -184,9 +200,18 @@ std::optional<ConvGeometry> convGeometry(const ir::Node& n) {
 }
 
 bool tapsApply(const ConvGeometry& g) {
-  constexpr int64_t kRowColumns = 32;  // tap_filter.h's two vectors of 16 floats
-  return g.pass == ConvPass::kBackwardFilter && g.groups == 1 && g.stride_w == 1 &&
-         g.width <= kRowColumns && g.out_width <= kRowColumns;
+  constexpr int64_t kRowColumns = 32;  // tap_conv.h's two vectors of 16 floats
+  const bool rows =
+      g.groups == 1 && g.stride_w == 1 && g.width <= kRowColumns && g.out_width <= kRowColumns;
+  switch (g.pass) {
+    case ConvPass::kForward:
+      return rows && !padded(g);
+    case ConvPass::kBackwardFilter:
+      return rows;
+    case ConvPass::kBackwardData:
+      break;
+  }
+  return false;
 }
 
 bool winogradApplies(const ConvGeometry& g) {
@@ -237,8 +262,8 @@ ConvStrategy directStrategy(const ConvGeometry& g) {
 
 ConvStrategy chooseConvStrategy(const ConvGeometry& g, bool gemm_runs, const ConvHost& host) {
   if (g.dtype == ir::DType::kBF16) return bf16Strategy(g);
+  if (std::optional<ConvStrategy> s = fewChannelStrategy(g, gemm_runs, host)) return *s;
   if (gemm_runs && gemmWins(g)) return ConvStrategy::kGemm;
-  if (std::optional<ConvStrategy> s = fewChannelFilter(g, gemm_runs, host)) return *s;
   // oneDNN 2.6's Winograd is f32 only, and AVX-512 only.
   if (host.winograd && host.avx512 && g.dtype == ir::DType::kF32 && winogradApplies(g) &&
       g.channels >= 64 && g.out_channels >= 64) {

@@ -32,9 +32,9 @@ enum class ConvStrategy {
   // im2col + oneDNN's matmul over chunks of images (gemm_conv.h): f32, groups 1, plain
   // activations; elsewhere the direct rule.
   kGemm,
-  // The backward filter tap by tap in AVX-512 registers (tap_filter.h): f32, groups 1,
-  // plain activations, rows as tapsApply says; elsewhere (and for the other passes) the
-  // direct rule.
+  // Few input channels tap by tap in AVX-512 registers (tap_conv.h): the forward and the
+  // backward filter, f32, groups 1, plain activations, rows as tapsApply says; elsewhere
+  // (and for the backward data) the direct rule.
   kTaps,
 };
 
@@ -74,9 +74,9 @@ struct ConvHost {
 /// row or column of padding per side, no groups (creating the primitive says the rest).
 bool winogradApplies(const ConvGeometry& g);
 
-/// Whether kTaps's kernel takes the pass of `g` (given AVX-512 and plain f32 activations):
-/// a backward filter without groups, stride 1 along the rows, input and output rows of at
-/// most 32 columns (two vectors).
+/// Whether kTaps's kernels take the pass of `g` (given AVX-512 and plain f32 activations):
+/// no groups, stride 1 along the rows, input and output rows of at most 32 columns (two
+/// vectors); a forward without padding, or a backward filter.
 bool tapsApply(const ConvGeometry& g);
 
 /// oneDNN's direct convolution, plain or blocked, by the measured rule.

@@ -17,7 +17,7 @@
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/gemm_conv.h"
 #include "backend/cpu/kernels.h"
-#include "backend/cpu/tap_filter.h"
+#include "backend/cpu/tap_conv.h"
 #include "backend/cpu/target_info.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
@@ -124,7 +124,7 @@ bool gemmApplies(const KernelInit& init, const ConvShape& s) {
   });
 }
 
-/// Whether kTaps can run the backward filter of `init` here (tap_filter.h).
+/// Whether kTaps can run the pass of `init` here (tap_conv.h).
 bool tapsRun(const KernelInit& init, const ConvShape& s) {
   return tapFilterRuns() && tapsApply(s.geo) && gemmApplies(init, s);
 }
@@ -189,7 +189,7 @@ KernelOr buildConv(const KernelInit& init, absl::string_view what, ConvStrategy 
     if (gemmApplies(init, s)) return buildGemmConv(s, build, gemm);
     strategy = directStrategy(s.geo);
   }
-  // kTaps is a backward filter's, where it runs (makeConv2dBackwardFilterKernelWithStrategy).
+  // kTaps is the forward's and the backward filter's, where it runs (their factories).
   if (strategy == ConvStrategy::kTaps) strategy = directStrategy(s.geo);
   std::optional<DnnlProgram> fast;
   if (strategy == ConvStrategy::kWinograd) {
@@ -227,6 +227,10 @@ KernelOr makeConv2dKernelWithStrategy(const KernelInit& init, ConvStrategy strat
   ConvShape s = convShape(n, n.operand(0)->type(), n.operand(1)->type(), n.result()->type());
   bool bias = n.numOperands() > 2;
   strategy = resolveStrategy(init, strategy, s);
+  if (strategy == ConvStrategy::kTaps && tapsRun(init, s)) {
+    const GemmConvShape g = gemmShape(s);
+    return makeTapForwardKernel(g.window, g.n, g.o, bias);
+  }
   auto gemm = [&](const GemmConvShape& g) {
     return makeGemmConvForward(init.ctx, g, bias, n.describe());
   };

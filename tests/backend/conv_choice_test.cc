@@ -104,6 +104,12 @@ TEST(ConvChoice, LeNetRunsGemmWhereItsActivationsArePlain) {
       EXPECT_EQ(chooseConvStrategy(geometry(pass, 32, 1, 28, 64, 3, 1), true, avx512),
                 ConvStrategy::kBlocked);  // padding: the stem's shape
       EXPECT_EQ(chooseConvStrategy(conv1, true, avx2), ConvStrategy::kPlain);
+    } else if (pass == ConvPass::kForward) {
+      // One input channel, no padding: tap by tap on AVX-512, else im2col + matmul.
+      EXPECT_EQ(chooseConvStrategy(conv1, true, avx512), ConvStrategy::kTaps);
+      EXPECT_EQ(chooseConvStrategy(conv1, true, avx2), ConvStrategy::kGemm);
+      EXPECT_EQ(chooseConvStrategy(geometry(pass, 32, 1, 28, 64, 3, 1), true, avx512),
+                ConvStrategy::kGemm);  // padding: the stem's shape
     } else {
       EXPECT_EQ(chooseConvStrategy(conv1, true, avx512), ConvStrategy::kGemm);
     }

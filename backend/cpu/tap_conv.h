@@ -1,8 +1,10 @@
 #pragma once
 
-// The backward filter of a convolution with few input channels, tap by tap: each filter
-// tap's gradient is a dot product of dy's rows with x's rows shifted by the tap, summed
-// in AVX-512 registers over the batch (ConvStrategy::kTaps, conv_choice.h says where).
+// Convolutions of few input channels tap by tap, in AVX-512 registers along the rows
+// (ConvStrategy::kTaps, conv_choice.h says where). The forward sums each output row over
+// the filter's taps, x's rows shifted by each tap loaded once and shared by every output
+// channel; the backward filter sums each tap's gradient, a dot product of dy's rows with
+// x's rows shifted by the tap, over the batch.
 // LeNet's conv1 (1 -> 20 channels, 3x3 over 28x28) has 9 taps a filter: as a product
 // (kGemm) its 9 columns fill a sliver of the vector, and oneDNN's blocked kernel first
 // reorders the whole dy into nChw16c (a training step's 6.9 MB a device, more time than
@@ -17,8 +19,8 @@
 
 namespace tandem::backend::cpu {
 
-/// Whether tapFilterGradient runs here: built with AVX-512 intrinsics, on a host that has
-/// AVX-512. The window must be one conv_choice.h's tapsApply takes.
+/// Whether tapConvForward and tapFilterGradient run here: built with AVX-512 intrinsics, on a host
+/// that has AVX-512. The window must be one conv_choice.h's tapsApply takes.
 bool tapFilterRuns();
 
 /// dw[o, c, kh, kw] = the sum over the `n` images and the output pixels of
@@ -27,6 +29,18 @@ bool tapFilterRuns();
 /// [n, o, oh, ow] dense; dw and db are written, not added to.
 void tapFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* dy,
                        float* dw, float* db);
+
+/// y[n, o, oh, ow] = the sum over the taps (c, kh, kw) of w[o, c, kh, kw] *
+/// x[n, c, oh * stride_h + kh, ow + kw], then + b[o] (when not null): a window without
+/// padding (conv_choice.h's tapsApply). x [n, c, h, w], w [o, c, kh, kw] and y
+/// [n, o, oh, ow] dense; y is written.
+void tapConvForward(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* w,
+                    const float* b, float* y);
+
+/// conv2d (x, w, b? -> y) of n images and o output channels by tapConvForward; `bias`
+/// whether the node has b.
+std::unique_ptr<CpuKernel> makeTapForwardKernel(const ConvWindow& g, int64_t n, int64_t o,
+                                                bool bias);
 
 /// conv2d_backward_filter (dy, x, w -> dw, db?) of n images and o output channels by
 /// tapFilterGradient; `bias` whether it writes db. Exact over NaN and infinities: padding

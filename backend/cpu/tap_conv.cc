@@ -1,4 +1,4 @@
-#include "backend/cpu/tap_filter.h"
+#include "backend/cpu/tap_conv.h"
 
 #include <omp.h>
 
@@ -123,6 +123,70 @@ TANDEM_AVX512 void addImageInside(const ConvWindow& g, const float* x_image, con
   for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(sums.bias[v], b[v]);
 }
 
+/// The forward of one image over the taps [first, first + count) of every filter: each
+/// output row's x vectors of those taps are loaded once and shared by the output
+/// channels; the rows' partial sums (of the taps before `first`) are read back from y,
+/// and the last group adds the bias.
+template <int kVectors>
+TANDEM_AVX512 void forwardImage(const ConvWindow& g, int64_t o, const float* x_image,
+                                const float* w, const float* b, const int64_t* offsets,
+                                int64_t first, int count, bool last, float* y_image) {
+  const __mmask16 row[2] = {lanes(0, g.ow), lanes(0, g.ow - kRowLanes)};
+  const int64_t taps = g.rows(), plane = g.oh * g.ow;
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    const float* x_rows = x_image + oh * g.stride_h * g.w;
+    __m512 xv[kTapsAtOnce][kVectors];
+#pragma GCC unroll 9
+    for (int t = 0; t < kTapsAtOnce; ++t)
+#pragma GCC unroll 2
+      for (int v = 0; v < kVectors; ++v)
+        xv[t][v] = t < count ? _mm512_maskz_loadu_ps(row[v], x_rows + offsets[t] + v * kRowLanes)
+                             : _mm512_setzero_ps();
+    for (int64_t oc = 0; oc < o; ++oc) {
+      float* y_row = y_image + oc * plane + oh * g.ow;
+      const float* w_o = w + oc * taps + first;
+      __m512 acc[kVectors];
+      for (int v = 0; v < kVectors; ++v)
+        acc[v] =
+            first == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(row[v], y_row + v * kRowLanes);
+#pragma GCC unroll 9
+      for (int t = 0; t < kTapsAtOnce; ++t) {
+        if (t >= count) break;
+        const __m512 wt = _mm512_set1_ps(w_o[t]);
+#pragma GCC unroll 2
+        for (int v = 0; v < kVectors; ++v) acc[v] = _mm512_fmadd_ps(wt, xv[t][v], acc[v]);
+      }
+      if (last && b != nullptr)
+        for (int v = 0; v < kVectors; ++v) acc[v] = _mm512_add_ps(acc[v], _mm512_set1_ps(b[oc]));
+      for (int v = 0; v < kVectors; ++v)
+        _mm512_mask_storeu_ps(y_row + v * kRowLanes, row[v], acc[v]);
+    }
+  }
+}
+
+/// Every image, the OpenMP threads (threads_per_device) splitting the batch.
+TANDEM_AVX512 void tapForwardVectors(const ConvWindow& g, int64_t n, int64_t o, const float* x,
+                                     const float* w, const float* b, float* y) {
+  const int64_t taps = g.rows();
+  std::vector<int64_t> offsets(static_cast<size_t>(taps));
+  for (int64_t r = 0; r < taps; ++r)  // r = (c * kh + kh) * kw + kw
+    offsets[static_cast<size_t>(r)] = (r / (g.kh * g.kw) * g.h + r / g.kw % g.kh) * g.w + r % g.kw;
+  const int64_t image = g.c * g.h * g.w, outputs = o * g.oh * g.ow;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t first = 0; first < taps; first += kTapsAtOnce) {
+      const int count = static_cast<int>(std::min<int64_t>(kTapsAtOnce, taps - first));
+      const bool last = first + count == taps;
+      if (g.ow > kRowLanes) {
+        forwardImage<2>(g, o, x + i * image, w, b, offsets.data() + first, first, count, last,
+                        y + i * outputs);
+      } else {
+        forwardImage<1>(g, o, x + i * image, w, b, offsets.data() + first, first, count, last,
+                        y + i * outputs);
+      }
+    }
+}
+
 /// The sum of a tap's (or the bias's) vectors: vectors added, then their lanes.
 TANDEM_AVX512 float total(const float (*v)[kRowLanes], int vectors) {
   __m512 sum = _mm512_loadu_ps(v[0]);
@@ -200,6 +264,21 @@ TANDEM_AVX512 void tapFilterVectors(const ConvWindow& g, int64_t n, int64_t o, c
 }
 #endif
 
+class TapForwardKernel final : public CpuKernel {
+ public:
+  TapForwardKernel(const ConvWindow& g, int64_t n, int64_t o, bool bias)
+      : g_(g), n_(n), o_(o), bias_(bias) {}
+
+ private:
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    tapConvForward(g_, n_, o_, in[0].f32(), in[1].f32(), bias_ ? in[2].f32() : nullptr,
+                   out[0].f32());
+  }
+  ConvWindow g_;
+  int64_t n_, o_;
+  bool bias_;
+};
+
 class TapFilterKernel final : public CpuKernel {
  public:
   TapFilterKernel(const ConvWindow& g, int64_t n, int64_t o, bool bias)
@@ -226,6 +305,15 @@ bool tapFilterRuns() {
 #endif
 }
 
+void tapConvForward(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* w,
+                    const float* b, float* y) {
+#if TANDEM_AVX512_INTRINSICS
+  tapForwardVectors(g, n, o, x, w, b, y);
+#else
+  (void)g, (void)n, (void)o, (void)x, (void)w, (void)b, (void)y;
+#endif
+}
+
 void tapFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* dy,
                        float* dw, float* db) {
 #if TANDEM_AVX512_INTRINSICS
@@ -233,6 +321,11 @@ void tapFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x
 #else
   (void)g, (void)n, (void)o, (void)x, (void)dy, (void)dw, (void)db;
 #endif
+}
+
+std::unique_ptr<CpuKernel> makeTapForwardKernel(const ConvWindow& g, int64_t n, int64_t o,
+                                                bool bias) {
+  return std::make_unique<TapForwardKernel>(g, n, o, bias);
 }
 
 std::unique_ptr<CpuKernel> makeTapFilterKernel(const ConvWindow& g, int64_t n, int64_t o,
