@@ -5,7 +5,8 @@
 // "simple_nchw" implementation, about 2x slower than PyTorch for LeNet's 2x2 average
 // pooling, and a blocked layout would cost two reorders that each move as much memory
 // as the pooling itself. Pooling is memory-bound: a loop that reads each input once is
-// as fast as it gets. The 2x2 stride-2 window without padding (LeNet) has its own loop.
+// as fast as it gets. The 2x2 stride-2 window without padding (LeNet) has its own loop,
+// and for f32 on AVX-512 its own rows (avg_pool_rows.h, the same bits).
 //
 // Conventions (PyTorch's): max pooling ignores padding, returns NaN for a window holding
 // one, and its backward routes dy to the first maximum of each window in row-major
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "backend/bf16.h"
+#include "backend/cpu/avg_pool_rows.h"
 #include "backend/cpu/kernels.h"
 #include "backend/unary_math.h"
 #include "ir/op_views.h"
@@ -99,6 +101,10 @@ inline bool anyNan(float a, float b, float c, float d) {
 /// True when v should replace the current maximum: larger, or NaN (which then sticks).
 inline bool takesMax(float v, float best) { return v > best || std::isnan(v); }
 
+/// The narrowest rows avg_pool_rows.h takes: below a vector's columns the scalar loop was
+/// as fast (LeNet's pool2, 9 columns: 0.21 against 0.23 ms backward, cpu_kernels_bench).
+constexpr int64_t kRowsFrom = 16;
+
 template <typename T>
 class WindowPoolKernel final : public CpuKernel {
  public:
@@ -111,6 +117,17 @@ class WindowPoolKernel final : public CpuKernel {
         cols_(g.ow, g.w, g.k.w, g.stride.w, g.pad.w) {}
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    if constexpr (std::is_same_v<T, float>) {
+      if (kind_ == PoolKind::kAvg && g_.is2x2() && g_.w >= kRowsFrom && avgPool2x2RowsRun()) {
+        if (backward_) {
+          avgPool2x2BackwardRows(g_.planes, g_.h, g_.w, relu_, in[0].f32(), in[1].f32(),
+                                 out[0].f32());
+        } else {
+          avgPool2x2Rows(g_.planes, g_.h, g_.w, relu_, in[0].f32(), out[0].f32());
+        }
+        return;
+      }
+    }
     if (!backward_) {
       for (int64_t p = 0; p < g_.planes; ++p) {
         const T* x = in[0].as<T>() + p * g_.inPlane();

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "backend/cpu/avg_pool_rows.h"
 #include "backend/cpu/kernels.h"
+#include "backend/unary_math.h"
 #include "gtest/gtest.h"
 #include "kernel_test_util.h"
 
@@ -124,6 +126,9 @@ const std::vector<PoolCase> kCases = {
     {2, 5, 9, 9, 2, 2, 0},
     {2, 3, 9, 7, 4, 2, 2},
     {3, 20, 26, 26, 2, 2, 0},
+    // 2x2 rows past one vector pair (avg_pool_rows.h: 32 columns a step), even and odd.
+    {1, 3, 6, 70, 2, 2, 0},
+    {2, 2, 7, 33, 2, 2, 0},
     {2, 16, 11, 11, 3, 2, 1},
     // Height and width apart: kernel, stride and padding each per axis.
     {2, 3, 9, 7, {3, 2}, {2, 1}, {1, 0}},
@@ -330,6 +335,57 @@ TEST(GlobalAvgPoolReference, BackwardMatchesFiniteDifferences) {
   for (double& v : dy) v = d(rng);
   auto f = [&](const std::vector<double>& in) { return globalRef(s, in); };
   EXPECT_LE(maxDiff(globalBackwardRef(s, dy), finiteDifference(f, dy, x, 1e-3)), 1e-9);
+}
+
+// avg_pool_rows.h's AVX-512 rows against the scalar 2x2 loop's formula, bit for bit: each
+// window ((a + b) + (c + d)) * 0.25 of relu'd inputs, each share dy * 0.25 masked by
+// relu_backward, zeros where no window reaches; inputs with zeros, -0.0, NaN and
+// infinities, widths of one vector pair, more, and odd.
+TEST(AvgPool2x2Rows, EqualTheScalarLoopBitForBit) {
+  if (!backend::cpu::avgPool2x2RowsRun()) GTEST_SKIP() << "no AVX-512 on this host";
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(),
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity()};
+  auto same = [](float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  for (auto [h, w] : {std::pair<int64_t, int64_t>{26, 26}, {9, 9}, {6, 70}, {7, 33}, {4, 32}}) {
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(h, "x", w, relu ? " relu" : ""));
+      const int64_t planes = 3, oh = h / 2, ow = w / 2;
+      std::vector<float> x(static_cast<size_t>(planes * h * w)), dy(planes * oh * ow);
+      for (float& v : x) v = rng() % 8 == 0 ? special[rng() % 5] : d(rng);
+      for (float& v : dy) v = rng() % 16 == 0 ? special[rng() % 5] : d(rng);
+      std::vector<float> y(dy.size()), dx(x.size(), 7.0f);
+      backend::cpu::avgPool2x2Rows(planes, h, w, relu, x.data(), y.data());
+      backend::cpu::avgPool2x2BackwardRows(planes, h, w, relu, dy.data(), x.data(), dx.data());
+      auto in = [&](int64_t p, int64_t r, int64_t c) {
+        const float v = x[static_cast<size_t>((p * h + r) * w + c)];
+        return relu ? backend::reluValue(v) : v;
+      };
+      for (int64_t p = 0; p < planes; ++p)
+        for (int64_t r = 0; r < h; ++r)
+          for (int64_t c = 0; c < w; ++c) {
+            const int64_t i = r / 2, j = c / 2;
+            if (r < 2 * oh && c < 2 * ow && r % 2 == 0 && c % 2 == 0) {
+              const float want =
+                  ((in(p, r, c) + in(p, r, c + 1)) + (in(p, r + 1, c) + in(p, r + 1, c + 1))) *
+                  0.25f;
+              ASSERT_TRUE(same(y[static_cast<size_t>((p * oh + i) * ow + j)], want))
+                  << "y at plane " << p << " window " << i << "," << j;
+            }
+            float share = 0.0f;
+            if (r < 2 * oh && c < 2 * ow) {
+              share = dy[static_cast<size_t>((p * oh + i) * ow + j)] * 0.25f;
+              if (relu)
+                share =
+                    backend::reluBackwardValue(share, x[static_cast<size_t>((p * h + r) * w + c)]);
+            }
+            ASSERT_TRUE(same(dx[static_cast<size_t>((p * h + r) * w + c)], share))
+                << "dx at plane " << p << " element " << r << "," << c;
+          }
+    }
+  }
 }
 
 }  // namespace
