@@ -3,15 +3,19 @@
 // Dropout masks that do not depend on how the batch is split over devices. Whether
 // element e of sample s is kept in step t is a pure function of (seed, t, s, e) and of
 // which dropout of the model it is (its stream): Philox4x32-10 (philox.h) keyed by the
-// run's seed, at the counter (e / 4, s, t, stream), word e % 4 of the result. `s` is the
-// sample's index in the GLOBAL batch, so a device holding samples [a, b) computes exactly
-// rows a..b-1 of the mask the whole batch would get on one device: 1, 2 or 3 devices, an
-// even or uneven split, give the same masks and so the same figures. (PyTorch and JAX
-// draw from a per-device generator state, so their masks change with the split.)
+// run's seed, at the counter (e / 8, s, t, stream), 16-bit half (e % 8) of the result's
+// four words (word (e % 8) / 2, its low half for even e). `s` is the sample's index in the
+// GLOBAL batch, so a device holding samples [a, b) computes exactly rows a..b-1 of the
+// mask the whole batch would get on one device: 1, 2 or 3 devices, an even or uneven
+// split, give the same masks and so the same figures. (PyTorch and JAX draw from a
+// per-device generator state, so their masks change with the split.)
 //
-// Kept when the 32-bit word is at least threshold = round(p * 2^32): P(kept) = 1 - p to
-// within 2^-32. Kept values are scaled by 1 / (1 - p) (inverted dropout, as PyTorch's
-// nn.Dropout), so evaluation needs no rescaling; p = 1 drops everything and scales by 0.
+// Kept when the 16-bit draw is at least threshold = round(p * 2^16): P(kept) = 1 - p to
+// within 2^-17. Sixteen bits, not a whole word, so that one Philox call decides eight
+// elements: dropout was 11 % of the ViT's step, most of it the draws (issue 46;
+// FlashAttention draws 8 bits an element). Kept values are scaled by 1 / (1 - p)
+// (inverted dropout, as PyTorch's nn.Dropout), so evaluation needs no rescaling; p = 1
+// drops everything and scales by 0.
 //
 // Every function is TANDEM_HD: the CPU loops (backend/cpu/dropout_core.h) and the CUDA
 // kernels call the same code, so both backends draw the same masks bit for bit.
@@ -24,28 +28,36 @@
 namespace tandem::backend {
 
 /// One dropout's mask in one step. Make it with dropoutMask(); the limits: at most 2^32
-/// samples in the global batch and 2^34 elements per sample (the counter's words).
+/// samples in the global batch and 2^35 elements per sample (the counter's words).
 struct DropoutMask {
+  /// Elements one Philox call decides: its four 32-bit words, two 16-bit draws each.
+  static constexpr int kPerBlock = 8;
+
   Philox4x32Key key;   // the run's seed
   uint32_t step;       // the training step (counter word 2)
   uint32_t stream;     // which dropout of the model (counter word 3)
-  uint64_t threshold;  // a word below it drops its element; 2^32 drops all
+  uint32_t threshold;  // a 16-bit draw below it drops its element; 2^16 drops all
   float scale;         // 1 / (1 - p) as float; 0 when p = 1
 
-  /// The four words that decide elements 4g .. 4g+3 of sample `sample`.
+  /// The four words that decide elements 8g .. 8g+7 of sample `sample`.
   TANDEM_HD Philox4x32Block block(uint64_t sample, uint64_t group) const {
     return philox4x32<10>(
         {static_cast<uint32_t>(group), static_cast<uint32_t>(sample), step, stream}, key);
   }
 
-  TANDEM_HD bool keeps(uint32_t word) const { return word >= threshold; }
+  /// The 16-bit draw of element j (0 to 7) of a block: word j / 2, low half for even j.
+  /// Selects, not an array indexed at run time (which a GPU keeps in local memory).
+  TANDEM_HD static uint32_t draw(const Philox4x32Block& b, unsigned j) {
+    const unsigned w = j >> 1;
+    const uint32_t word = w == 0 ? b.x0 : w == 1 ? b.x1 : w == 2 ? b.x2 : b.x3;
+    return (j & 1) ? word >> 16 : word & 0xFFFFu;
+  }
+
+  TANDEM_HD bool keeps(uint32_t draw) const { return draw >= threshold; }
 
   /// Whether element `element` of the global batch's sample `sample` is kept.
   TANDEM_HD bool kept(uint64_t sample, uint64_t element) const {
-    const Philox4x32Block b = block(sample, element >> 2);
-    // Selects, not an array indexed at run time (which a GPU keeps in local memory).
-    const unsigned w = static_cast<unsigned>(element & 3);
-    return keeps(w == 0 ? b.x0 : w == 1 ? b.x1 : w == 2 ? b.x2 : b.x3);
+    return keeps(draw(block(sample, element >> 3), static_cast<unsigned>(element & 7)));
   }
 
   /// x as dropout passes it: x * scale where kept, else x * 0 (also the backward: dy in, dx
@@ -70,10 +82,9 @@ TANDEM_HD DropoutMask dropoutMask(uint64_t seed, uint64_t step, uint32_t stream,
   m.key = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)};
   m.step = static_cast<uint32_t>(step);
   m.stream = stream;
-  // p * 2^32 is exact in double for p with <= 21 significant bits, and rounded to the
-  // nearest word otherwise; p = 1 gives 2^32, which no 32-bit word reaches.
-  const double t = p * 4294967296.0 + 0.5;
-  m.threshold = p <= 0.0 ? 0 : p >= 1.0 ? (uint64_t{1} << 32) : static_cast<uint64_t>(t);
+  // p * 2^16 rounded to the nearest draw; p = 1 gives 2^16, which no 16-bit draw reaches.
+  const double t = p * 65536.0 + 0.5;
+  m.threshold = p <= 0.0 ? 0 : p >= 1.0 ? (uint32_t{1} << 16) : static_cast<uint32_t>(t);
   m.scale = p >= 1.0 ? 0.0f : static_cast<float>(1.0 / (1.0 - p));
   return m;
 }

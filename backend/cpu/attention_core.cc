@@ -214,14 +214,15 @@ class KeepFactors {
  public:
   void fill(const AttentionDropout& drop, uint64_t sample, int64_t element, int64_t n,
             float* factor) {
-    const int64_t first = element >> 2, last = (element + n - 1) >> 2;
-    dropoutDrawWords(drop.mask, sample, first, last - first + 1, words_);
-    const uint32_t* w = words_ + (element & 3);
-    for (int64_t t = 0; t < n; ++t) factor[t] = drop.mask.keeps(w[t]) ? drop.mask.scale : 0.0f;
+    constexpr int64_t kPerBlock = DropoutMask::kPerBlock;
+    const int64_t first = element / kPerBlock, last = (element + n - 1) / kPerBlock;
+    dropoutDraws(drop.mask, sample, first, last - first + 1, draws_);
+    const uint16_t* d = draws_ + element % kPerBlock;
+    for (int64_t t = 0; t < n; ++t) factor[t] = drop.mask.keeps(d[t]) ? drop.mask.scale : 0.0f;
   }
 
  private:
-  uint32_t words_[kBlock + 8];
+  uint16_t draws_[kBlock + 2 * DropoutMask::kPerBlock];
 };
 
 /// The forward of one (batch row, head): its rows of y and lse.

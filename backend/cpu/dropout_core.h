@@ -26,11 +26,11 @@ struct DropoutSlice {
 void dropoutApply(const DropoutMask& mask, const DropoutSlice& slice, const float* x, float* y);
 void dropoutApply(const DropoutMask& mask, const DropoutSlice& slice, const bf16* x, bf16* y);
 
-/// The words that decide elements 4 * first_group .. 4 * (first_group + groups) - 1 of
-/// sample `sample` (4 * groups words): a vectorized draw for kernels that apply a mask
-/// their own way (attention's probabilities).
-void dropoutDrawWords(const DropoutMask& mask, uint64_t sample, int64_t first_group, int64_t groups,
-                      uint32_t* words);
+/// The 16-bit draws that decide elements 8 * first_group .. 8 * (first_group + groups) - 1
+/// of sample `sample` (8 * groups of them, DropoutMask::draw's order): a vectorized draw
+/// for kernels that apply a mask their own way (attention's probabilities).
+void dropoutDraws(const DropoutMask& mask, uint64_t sample, int64_t first_group, int64_t groups,
+                  uint16_t* draws);
 
 /// The mask itself, 1 where kept (tests and debugging).
 void dropoutKeepMask(const DropoutMask& mask, const DropoutSlice& slice, uint8_t* keep);

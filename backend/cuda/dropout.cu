@@ -1,4 +1,4 @@
-// dropout's own kernel: one thread per group of four elements (one Philox call), over a
+// dropout's own kernel: one thread per group of eight elements (one Philox call), over a
 // grid-stride loop (elementwise_map.cuh). Math in dropout_math.h, as the host tests check
 // it.
 
@@ -13,8 +13,8 @@ template <typename T>
 __global__ void dropoutKernel(DropoutMask mask, const int32_t* step, int64_t first_sample,
                               int64_t samples, int64_t per_sample, int64_t groups, const T* x,
                               T* y) {
-  // groups: per sample (ceil(per_sample / 4)); thread t takes group t % groups of sample
-  // t / groups, so neighbouring threads take neighbouring 16-byte groups.
+  // groups: per sample (ceil(per_sample / 8)); thread t takes group t % groups of sample
+  // t / groups, so neighbouring threads take neighbouring 32-byte groups.
   for (int64_t t = gridStart(); t < samples * groups; t += gridStride())
     dropoutThread(mask, step, first_sample, per_sample, groups, t, x, y);
 }
@@ -22,7 +22,7 @@ __global__ void dropoutKernel(DropoutMask mask, const int32_t* step, int64_t fir
 template <typename T>
 void dropout(const DropoutMask& mask, const int32_t* step, int64_t first_sample, int64_t samples,
              int64_t per_sample, const T* x, T* y, cudaStream_t stream) {
-  const int64_t groups = (per_sample + 3) / 4;
+  const int64_t groups = (per_sample + DropoutMask::kPerBlock - 1) / DropoutMask::kPerBlock;
   if (samples <= 0 || groups <= 0) return;
   dropoutKernel<<<mapBlocks(samples * groups), kMapThreads, 0, stream>>>(
       mask, step, first_sample, samples, per_sample, groups, x, y);

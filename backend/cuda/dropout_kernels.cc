@@ -1,4 +1,4 @@
-// dropout on CUDA: an own kernel (dropout.cu), one thread per group of four elements,
+// dropout on CUDA: an own kernel (dropout.cu), one thread per group of eight elements,
 // whose per-thread math (dropout_math.h's dropoutThread over backend/dropout_mask.h)
 // the host tests run against the CPU kernel. The step is not a launch argument: the kernel
 // reads @step's replica on the device when it runs, so a recorded step (a CUDA graph)

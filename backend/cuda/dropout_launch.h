@@ -15,7 +15,7 @@ namespace tandem::backend::cuda {
 /// y = x * mask * scale over a device's slice [samples, per_sample] whose first sample is
 /// `first_sample` of the global batch (also the backward: dy in, dx out), with the mask at
 /// the step in `*step` (device memory, read by the kernel: mask.step is ignored); one
-/// thread per group of four elements of a sample (dropoutThread).
+/// thread per group of eight elements of a sample (dropoutThread).
 void launchDropout(const DropoutMask& mask, const int32_t* step, int64_t first_sample,
                    int64_t samples, int64_t per_sample, const float* x, float* y,
                    cudaStream_t stream);

@@ -46,10 +46,10 @@ absl::Status checkAttentionDropout(const Node& n, const View& v, size_t step,
                           : std::string("a step operand without dropout (p=0) draws nothing"));
   if (v.step() != nullptr) RETURN_IF_ERROR(expectStepOperand(n, step));
   const int64_t per_sample = v.heads() * d.queries * d.keys;
-  if (v.sample_offset() > (int64_t{1} << 32) - d.batch || per_sample > (int64_t{1} << 34))
+  if (v.sample_offset() > (int64_t{1} << 32) - d.batch || per_sample > (int64_t{1} << 35))
     return fail(absl::StrCat("rows from sample_offset=", v.sample_offset(), " with ", per_sample,
                              " probabilities each are past the dropout mask's counter (rows "
-                             "below 2^32, at most 2^34 elements a row)"));
+                             "below 2^32, at most 2^35 elements a row)"));
   return absl::OkStatus();
 }
 

@@ -87,20 +87,20 @@ absl::Status gradCast(GradContext& c) {
 
 absl::StatusOr<Types> inferDropout(const Node& n) {  // x, step
   RETURN_IF_ERROR(expectStepOperand(n, 1));
-  // The Philox counter has a 32-bit word for the row and one for the element's group of 4.
+  // The Philox counter has a 32-bit word for the row and one for the element's group of 8.
   const TensorType& x = typeOf(n, 0);
   const int64_t rows = x.rank() == 0 ? 1 : x.shape[0];
   const int64_t per_row = rows == 0 ? 0 : x.numElements() / rows;
   const int64_t offset = DropoutView(n).sample_offset();
-  if (offset > (int64_t{1} << 32) - rows || per_row > (int64_t{1} << 34))
+  if (offset > (int64_t{1} << 32) - rows || per_row > (int64_t{1} << 35))
     return fail(absl::StrCat(describeOperand(n, 0), " from row sample_offset=", offset,
-                             " is past the mask's counter (rows below 2^32, at most 2^34 "
+                             " is past the mask's counter (rows below 2^32, at most 2^35 "
                              "elements a row)"));
   return Types{typeOf(n, 0)};
 }
 
 // The backward draws the forward's mask again from the same counters (dropout of dy with
-// the same attributes and step) instead of reading a saved one: ten Philox rounds per four
+// the same attributes and step) instead of reading a saved one: ten Philox rounds per eight
 // elements cost less than writing and reading back a mask, nothing stays alive from the
 // forward to the backward (plan-memory's peak), and replicate gives the copy the same
 // sample_offset, so the gradient too is the same whatever the split.

@@ -117,7 +117,7 @@ TEST(CudaMathNonFinite, DropoutMatchesPyTorch) {
   const backend::DropoutMask mask = backend::dropoutMask(
       /*seed=*/7, step, static_cast<uint32_t>(c.integer("mask_id")), c.num("p"));
   std::vector<float> y(x.size());
-  const int64_t groups = (per_row + 3) / 4;
+  const int64_t groups = (per_row + 7) / 8;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t g = 0; g < groups; ++g)
       cu::dropoutGroup(mask, 0, per_row, r, g, x.data(), y.data());

@@ -71,7 +71,8 @@ TEST(DropoutMask, KeepsOneMinusPOfTheElementsAndScalesThem) {
       for (int64_t e = 0; e < per; ++e) kept += m.kept(s, e) ? 1 : 0;
     const double n = double(samples * per), rate = kept / n;
     // Binomial: 5 standard deviations of the kept fraction (about 0.01 at p = 0.5); a
-    // generator that ignored the threshold or an element's word would miss by far more.
+    // generator that ignored the threshold or an element's draw would miss by far more.
+    // The threshold's 16 bits move P(kept) by at most 2^-17, far inside that.
     EXPECT_NEAR(rate, 1.0 - p, 5 * std::sqrt(p * (1 - p) / n)) << "p " << p;
   }
 }
@@ -105,14 +106,16 @@ TEST(DropoutMask, SeedStepStreamAndSampleEachChangeTheMask) {
   EXPECT_NEAR(agreement(base, base, 2, 3), 0.5, 0.02);
 }
 
-TEST(DropoutMask, ElementFourGIsWordZeroOfGroupG) {
+TEST(DropoutMask, ElementsEightGOnAreTheHalvesOfGroupGsWords) {
   const DropoutMask m = dropoutMask(9, 1, 2, 0.5);
   for (uint64_t g : {0ull, 1ull, 1000ull}) {
     const Philox4x32Block b = m.block(11, g);
-    EXPECT_EQ(m.kept(11, 4 * g), m.keeps(b.x0));
-    EXPECT_EQ(m.kept(11, 4 * g + 1), m.keeps(b.x1));
-    EXPECT_EQ(m.kept(11, 4 * g + 2), m.keeps(b.x2));
-    EXPECT_EQ(m.kept(11, 4 * g + 3), m.keeps(b.x3));
+    const uint32_t words[4] = {b.x0, b.x1, b.x2, b.x3};
+    for (unsigned w = 0; w < 4; ++w) {
+      // Element 8g + 2w is word w's low half, 8g + 2w + 1 its high half.
+      EXPECT_EQ(m.kept(11, 8 * g + 2 * w), m.keeps(words[w] & 0xFFFFu));
+      EXPECT_EQ(m.kept(11, 8 * g + 2 * w + 1), m.keeps(words[w] >> 16));
+    }
     // The counter is (group, sample, step, stream) under the seed's two words.
     const Philox4x32Block direct = philox4x32<10>({uint32_t(g), 11, 1, 2}, {9, 0});
     EXPECT_EQ(b.x0, direct.x0);

@@ -96,7 +96,7 @@ TEST(CudaDropoutMath, ThreadsDrawTheCpuKernelsMaskBitForBit) {
     const backend::DropoutRows rows = backend::dropoutRowsOf(*d.node);
     ASSERT_EQ(rows.first, 17);
     ASSERT_EQ(rows.per_row, 33);
-    const int64_t groups = (rows.per_row + 3) / 4;
+    const int64_t groups = (rows.per_row + 7) / 8;
     for (int32_t s : {0, 7, 123456}) {
       d.step->i32()[0] = s;
       d.runCpu();
