@@ -28,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/bf16.h"
+#include "backend/cpu/avx512_rows.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/im2col.h"
 #include "backend/cpu/kernels.h"
@@ -314,7 +315,7 @@ void TapFilter(benchmark::State& state) {
                      .stride_w = 1,
                      .pad_h = p,
                      .pad_w = p};
-  if (!tapFilterRuns()) {
+  if (!avx512Runs()) {
     state.SkipWithError("tap_conv.h runs on AVX-512 hosts only");
     return;
   }

@@ -4,7 +4,6 @@
 #include <cstdint>
 
 #include "backend/cpu/avx512_rows.h"
-#include "backend/cpu/target_info.h"
 #include "backend/cpu/vector_loops.h"
 
 namespace tandem::backend::cpu {
@@ -111,15 +110,6 @@ TANDEM_AVX512 void backwardRows(int64_t planes, int64_t h, int64_t w, const floa
 #endif
 
 }  // namespace
-
-bool avgPool2x2RowsRun() {
-#if TANDEM_AVX512_INTRINSICS
-  static const bool avx512 = hostHasAvx512Core();
-  return avx512;
-#else
-  return false;
-#endif
-}
 
 void avgPool2x2Rows(int64_t planes, int64_t h, int64_t w, bool relu, const float* x, float* y) {
 #if TANDEM_AVX512_INTRINSICS

@@ -6,14 +6,12 @@
 // pool_kernels.cc's scalar 2x2 loop ran unvectorized (two strided loads a window), the
 // pools 6 % of LeNet's step. The same bits as that loop: each window sums
 // ((a + b) + (c + d)) * 0.25, relu and its backward mask applied on load as
-// backend/unary_math.h defines them (NaN and -0.0 included).
+// backend/unary_math.h defines them (NaN and -0.0 included). Call them where
+// avx512Runs() (avx512_rows.h).
 
 #include <cstdint>
 
 namespace tandem::backend::cpu {
-
-/// Whether the rows run here: built with AVX-512 intrinsics, on a host that has AVX-512.
-bool avgPool2x2RowsRun();
 
 /// y[p, i, j] = the average of (relu of, with `relu`) x[p, 2i..2i+1, 2j..2j+1] over
 /// `planes` planes of h x w (y: h/2 x w/2; an odd last row or column is in no window).

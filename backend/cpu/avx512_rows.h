@@ -1,14 +1,30 @@
 #pragma once
 
-// What the AVX-512 row loops share (im2col.cc's rows, tap_conv.cc): a row of at most 32
-// floats is two 16-lane vectors, and a mask says which lanes are columns of it. Included
-// where TANDEM_AVX512_INTRINSICS (vector_loops.h); the functions run only in TANDEM_AVX512
-// code, after hostHasAvx512Core() said yes.
+// What the AVX-512 row loops share (im2col.cc's rows, tap_conv.cc, avg_pool_rows.cc):
+// whether they run here, and, where TANDEM_AVX512_INTRINSICS (vector_loops.h), that a row
+// of at most 32 floats is two 16-lane vectors and a mask says which lanes are columns of
+// it (functions for TANDEM_AVX512 code only).
 
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cpu/target_info.h"
 #include "backend/cpu/vector_loops.h"
+
+namespace tandem::backend::cpu {
+
+/// Whether TANDEM_AVX512 code runs here: built with the intrinsics, on a host with
+/// AVX-512 (oneDNN's avx512_core).
+inline bool avx512Runs() {
+#if TANDEM_AVX512_INTRINSICS
+  static const bool host = hostHasAvx512Core();
+  return host;
+#else
+  return false;
+#endif
+}
+
+}  // namespace tandem::backend::cpu
 
 #if TANDEM_AVX512_INTRINSICS
 #include <immintrin.h>

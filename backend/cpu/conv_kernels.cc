@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/avx512_rows.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/gemm_conv.h"
 #include "backend/cpu/kernels.h"
@@ -126,7 +127,7 @@ bool gemmApplies(const KernelInit& init, const ConvShape& s) {
 
 /// Whether kTaps can run the pass of `init` here (tap_conv.h).
 bool tapsRun(const KernelInit& init, const ConvShape& s) {
-  return tapFilterRuns() && tapsApply(s.geo) && gemmApplies(init, s);
+  return avx512Runs() && tapsApply(s.geo) && gemmApplies(init, s);
 }
 
 /// The strategy the kernel of `init` runs: `requested` where a test or benchmark forces

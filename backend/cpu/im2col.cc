@@ -4,7 +4,6 @@
 #include <cstdint>
 
 #include "backend/cpu/avx512_rows.h"
-#include "backend/cpu/target_info.h"
 #include "backend/cpu/vector_loops.h"
 
 namespace tandem::backend::cpu {
@@ -157,8 +156,7 @@ TANDEM_AVX512 void col2imAddRows(const ConvWindow& g, const float* cols, int64_t
 /// the row (a strided row would be a gather), input and output rows of at most 32 columns
 /// and at most 8 taps along them.
 bool vectorRows(const ConvWindow& g) {
-  static const bool avx512 = hostHasAvx512Core();
-  return avx512 && g.stride_w == 1 && g.w <= kRowColumns && g.ow <= kRowColumns &&
+  return avx512Runs() && g.stride_w == 1 && g.w <= kRowColumns && g.ow <= kRowColumns &&
          g.kw <= kMaxTapColumns;
 }
 #endif

@@ -33,6 +33,7 @@
 
 #include "backend/bf16.h"
 #include "backend/cpu/avg_pool_rows.h"
+#include "backend/cpu/avx512_rows.h"
 #include "backend/cpu/kernels.h"
 #include "backend/unary_math.h"
 #include "ir/op_views.h"
@@ -118,7 +119,7 @@ class WindowPoolKernel final : public CpuKernel {
 
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     if constexpr (std::is_same_v<T, float>) {
-      if (kind_ == PoolKind::kAvg && g_.is2x2() && g_.w >= kRowsFrom && avgPool2x2RowsRun()) {
+      if (kind_ == PoolKind::kAvg && g_.is2x2() && g_.w >= kRowsFrom && avx512Runs()) {
         if (backward_) {
           avgPool2x2BackwardRows(g_.planes, g_.h, g_.w, relu_, in[0].f32(), in[1].f32(),
                                  out[0].f32());

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "backend/cpu/avx512_rows.h"
-#include "backend/cpu/target_info.h"
 #include "backend/cpu/vector_loops.h"
 
 namespace tandem::backend::cpu {
@@ -295,15 +294,6 @@ class TapFilterKernel final : public CpuKernel {
 };
 
 }  // namespace
-
-bool tapFilterRuns() {
-#if TANDEM_AVX512_INTRINSICS
-  static const bool avx512 = hostHasAvx512Core();
-  return avx512;
-#else
-  return false;
-#endif
-}
 
 void tapConvForward(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* w,
                     const float* b, float* y) {

@@ -19,9 +19,8 @@
 
 namespace tandem::backend::cpu {
 
-/// Whether tapConvForward and tapFilterGradient run here: built with AVX-512 intrinsics, on a host
-/// that has AVX-512. The window must be one conv_choice.h's tapsApply takes.
-bool tapFilterRuns();
+// Call these where avx512Runs() (avx512_rows.h), on windows conv_choice.h's tapsApply
+// takes.
 
 /// dw[o, c, kh, kw] = the sum over the `n` images and the output pixels of
 /// dy[n, o, oh, ow] * x[n, c, oh * stride_h - pad_h + kh, ow - pad_w + kw] (0 over

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/cpu/avg_pool_rows.h"
+#include "backend/cpu/avx512_rows.h"
 #include "backend/cpu/kernels.h"
 #include "backend/unary_math.h"
 #include "gtest/gtest.h"
@@ -342,7 +343,7 @@ TEST(GlobalAvgPoolReference, BackwardMatchesFiniteDifferences) {
 // relu_backward, zeros where no window reaches; inputs with zeros, -0.0, NaN and
 // infinities, widths of one vector pair, more, and odd.
 TEST(AvgPool2x2Rows, EqualTheScalarLoopBitForBit) {
-  if (!backend::cpu::avgPool2x2RowsRun()) GTEST_SKIP() << "no AVX-512 on this host";
+  if (!backend::cpu::avx512Runs()) GTEST_SKIP() << "no AVX-512 on this host";
   std::mt19937 rng(31);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(),
