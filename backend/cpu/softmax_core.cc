@@ -1,6 +1,8 @@
 #include "backend/cpu/softmax_core.h"
 
+#include "backend/cpu/avx512_rows.h"
 #include "backend/cpu/dnnl_core.h"
+#include "backend/cpu/softmax_vectors.h"
 
 namespace tandem::backend::cpu {
 namespace {
@@ -50,9 +52,20 @@ absl::StatusOr<SoftmaxForward> SoftmaxForward::make(CpuContext& ctx, const Softm
   return SoftmaxForward(std::move(p), spec);
 }
 
+/// Whether softmaxRows (softmax_vectors.h) takes `s` here: f32 softmax over short rows.
+bool vectorRows(const SoftmaxSpec& s) {
+  return avx512Runs() && !s.log && s.data == ir::DType::kF32 && s.dims.inner == 1 &&
+         s.dims.axis <= kSoftmaxVectorRow;
+}
+
 void SoftmaxForward::run(const void* x, void* y) {
   withFloatType(spec_.data, [&](auto tag) {
     using T = decltype(tag);
+    if (vectorRows(spec_)) {  // its NaN rows as it goes
+      softmaxRows(static_cast<const float*>(x), spec_.dims.outer, spec_.dims.axis,
+                  static_cast<float*>(y));
+      return 0;
+    }
     findNanRows(static_cast<const T*>(x), spec_.dims, flags_, nan_rows_);  // before y is written
     runCoreProgram(program_, {x}, {y});
     if (!nan_rows_.empty()) fillNanRows(static_cast<T*>(y), spec_.dims, nan_rows_);
