@@ -118,7 +118,8 @@ TEST(ExplorePage, HoldsTheStepAndItsPlan) {
   }
   EXPECT_EQ(convolutions, 10u);  // conv1 forward and filter, conv2's three passes; x 2
   for (const auto& [at, word] : d["algorithms"].items())
-    EXPECT_TRUE(word == "plain" || word == "blocked" || word == "winograd" || word == "gemm")
+    EXPECT_TRUE(word == "plain" || word == "blocked" || word == "winograd" || word == "gemm" ||
+                word == "taps")
         << at << ": " << word;
 }
 
