@@ -4,7 +4,9 @@
 // oneDNN's softmax and logsoftmax primitives (f32 or bf16; exp and log evaluated in f32
 // inside, the row's maximum subtracted first). The tensor is seen as [outer, axis, inner]
 // (the dimensions before the axis, the axis, the ones after), so any axis of any rank is
-// one primitive; the last axis (inner = 1, attention's rows) is the fast case.
+// one primitive; the last axis (inner = 1, attention's rows) is the fast case. An f32
+// softmax over rows of at most 64 (attention's) runs softmax_vectors.h's registers
+// instead, on AVX-512 hosts.
 //
 // Backward reads the forward's output y: dx = y (dy - sum(dy y)) for softmax,
 // dx = dy - exp(y) sum(dy) for log-softmax.
