@@ -8,8 +8,10 @@ namespace {
 #if TANDEM_AVX512_INTRINSICS
 // GCC 12's AVX-512 headers build max and the reductions on _mm512_undefined_ps(), which
 // its own -Wmaybe-uninitialized then flags at every inlined use.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 using avx512::kRowLanes;
 using avx512::lanes;
 
@@ -76,7 +78,9 @@ TANDEM_AVX512 void rowsVectors(const float* x, int64_t rows, int64_t axis, float
     }
   }
 }
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace
