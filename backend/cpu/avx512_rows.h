@@ -41,6 +41,17 @@ TANDEM_AVX512 inline __mmask16 lanes(int64_t from, int64_t to) {
   return static_cast<__mmask16>(((1u << to) - 1u) & ~((1u << from) - 1u));
 }
 
+/// The sum of a vector's 16 lanes, pairwise: lane i + lane i + 8, then + 4, + 2, + 1 (the
+/// order of GCC's _mm512_reduce_add_ps, whose header trips GCC 12's own
+/// -Wmaybe-uninitialized).
+TANDEM_AVX512 inline float laneSum(__m512 v) {
+  alignas(64) float l[kRowLanes];
+  _mm512_store_ps(l, v);
+  for (int64_t width = kRowLanes / 2; width > 0; width /= 2)
+    for (int64_t i = 0; i < width; ++i) l[i] += l[i + width];
+  return l[0];
+}
+
 /// `p` moved by `floats`, which may point outside its row where only masked-off lanes
 /// read: integer arithmetic, as a pointer outside its array may not be formed.
 inline const float* moved(const float* p, int64_t floats) {

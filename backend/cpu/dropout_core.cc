@@ -52,11 +52,8 @@ TANDEM_VECTOR_LOOPS void dropoutDraws(const DropoutMask& mask, uint64_t sample, 
                                       int64_t groups, uint16_t* draws) {
   for (int64_t g = 0; g < groups; ++g) {
     const Philox4x32Block b = mask.block(sample, static_cast<uint64_t>(first_group + g));
-    const uint32_t words[4] = {b.x0, b.x1, b.x2, b.x3};
-    for (int w = 0; w < 4; ++w) {  // DropoutMask::draw's order: low half first
-      draws[kPerBlock * g + 2 * w] = static_cast<uint16_t>(words[w] & 0xFFFFu);
-      draws[kPerBlock * g + 2 * w + 1] = static_cast<uint16_t>(words[w] >> 16);
-    }
+    for (unsigned j = 0; j < kPerBlock; ++j)
+      draws[kPerBlock * g + j] = static_cast<uint16_t>(DropoutMask::draw(b, j));
   }
 }
 

@@ -6,7 +6,7 @@ namespace tandem::backend::cpu {
 namespace {
 
 #if TANDEM_AVX512_INTRINSICS
-// GCC 12's AVX-512 headers build max and the reductions on _mm512_undefined_ps(), which
+// GCC 12's AVX-512 headers build max and its reduction on _mm512_undefined_ps(), which
 // its own -Wmaybe-uninitialized then flags at every inlined use.
 #if !defined(__clang__)
 #pragma GCC diagnostic push
@@ -71,7 +71,7 @@ TANDEM_AVX512 void rowsVectors(const float* x, int64_t rows, int64_t axis, float
     }
     // Times 1 / sum, as PyTorch's vectorized softmax and oneDNN's do (a division per
     // element is slower, and within an ulp of it).
-    const __m512 scale = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    const __m512 scale = _mm512_set1_ps(1.0f / avx512::laneSum(sum));
     for (int i = 0; i < kVectors; ++i) {
       if (i >= vectors) break;
       _mm512_mask_storeu_ps(out + i * kRowLanes, in[i], _mm512_mul_ps(v[i], scale));

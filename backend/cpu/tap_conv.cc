@@ -15,6 +15,7 @@ namespace {
 #if TANDEM_AVX512_INTRINSICS
 using avx512::kRowLanes;
 using avx512::lanes;
+using avx512::laneSum;
 using avx512::moved;
 
 /// Taps summed at once: each holds an accumulator per vector of the output row (two for
@@ -25,18 +26,28 @@ constexpr int kTapsAtOnce = 9;
 /// lanes of each output vector read x rather than padding.
 struct Tap {
   int64_t c, kh;
-  int64_t shift;  // output column j reads x column j + shift
+  int64_t shift;   // output column j reads x column j + shift
+  int64_t offset;  // without padding: x's element for an output row's first, from its row
   __mmask16 reads[2];
 };
 
-/// The sum of a vector's 16 lanes, pairwise (halves, then quarters, ...). Through memory:
-/// GCC 12's _mm512_reduce_add_ps trips its own -Wmaybe-uninitialized.
-TANDEM_AVX512 inline float laneSum(__m512 v) {
-  alignas(64) float l[kRowLanes];
-  _mm512_store_ps(l, v);
-  for (int64_t width = kRowLanes / 2; width > 0; width /= 2)
-    for (int64_t i = 0; i < width; ++i) l[i] += l[i + width];
-  return l[0];
+/// The window's taps in the filter's order, r = (c * kh + kh) * kw + kw, padded with
+/// empty taps (no lanes read) to a whole number of groups of kTapsAtOnce.
+TANDEM_AVX512 std::vector<Tap> tapsOf(const ConvWindow& g) {
+  const int64_t taps = g.rows(), groups = (taps + kTapsAtOnce - 1) / kTapsAtOnce;
+  std::vector<Tap> out(static_cast<size_t>(groups * kTapsAtOnce), Tap{});
+  for (int64_t r = 0; r < taps; ++r) {
+    Tap& tap = out[static_cast<size_t>(r)];
+    tap.c = r / (g.kh * g.kw);
+    tap.kh = r / g.kw % g.kh;
+    tap.shift = r % g.kw - g.pad_w;
+    tap.offset = (tap.c * g.h + tap.kh) * g.w + tap.shift;
+    for (int64_t v = 0; v < 2; ++v) {
+      const int64_t j = v * kRowLanes;  // lane l: output column j + l, x column j + l + shift
+      tap.reads[v] = lanes(-tap.shift - j, g.w - tap.shift - j) & lanes(0, g.ow - j);
+    }
+  }
+  return out;
 }
 
 /// The running sums of one output channel's group of taps, a vector per output vector of
@@ -90,17 +101,17 @@ TANDEM_AVX512 void addImage(const ConvWindow& g, const float* x_image, const flo
 
 /// addImage for a full group of taps over a window without padding, where every tap
 /// reads whole rows: no per-tap masks or bounds (those cost more than the multiply-adds,
-/// perf on LeNet's conv1), x at `offsets[t]` from an output row's first input element.
+/// perf on LeNet's conv1), x at each tap's offset from an output row's first input element.
 template <int kVectors>
 TANDEM_AVX512 void addImageInside(const ConvWindow& g, const float* x_image, const float* dy_plane,
-                                  const int64_t* offsets, bool bias, TapSums& sums) {
+                                  const Tap* taps, bool bias, TapSums& sums) {
   __m512 acc[kTapsAtOnce][kVectors], b[kVectors];
   for (int t = 0; t < kTapsAtOnce; ++t)
     for (int v = 0; v < kVectors; ++v) acc[t][v] = _mm512_loadu_ps(sums.taps[t][v]);
   for (int v = 0; v < kVectors; ++v) b[v] = _mm512_loadu_ps(sums.bias[v]);
   const __mmask16 row[2] = {lanes(0, g.ow), lanes(0, g.ow - kRowLanes)};
-  int64_t off[kTapsAtOnce];
-  for (int t = 0; t < kTapsAtOnce; ++t) off[t] = offsets[t];
+  int64_t off[kTapsAtOnce];  // in registers through the unrolled loop below
+  for (int t = 0; t < kTapsAtOnce; ++t) off[t] = taps[t].offset;
   for (int64_t oh = 0; oh < g.oh; ++oh) {
     __m512 d[kVectors];
     for (int v = 0; v < kVectors; ++v) {
@@ -128,10 +139,10 @@ TANDEM_AVX512 void addImageInside(const ConvWindow& g, const float* x_image, con
 /// and the last group adds the bias.
 template <int kVectors>
 TANDEM_AVX512 void forwardImage(const ConvWindow& g, int64_t o, const float* x_image,
-                                const float* w, const float* b, const int64_t* offsets,
-                                int64_t first, int count, bool last, float* y_image) {
+                                const float* w, const float* b, const Tap* taps, int64_t first,
+                                int count, bool last, float* y_image) {
   const __mmask16 row[2] = {lanes(0, g.ow), lanes(0, g.ow - kRowLanes)};
-  const int64_t taps = g.rows(), plane = g.oh * g.ow;
+  const int64_t per_filter = g.rows(), plane = g.oh * g.ow;
   for (int64_t oh = 0; oh < g.oh; ++oh) {
     const float* x_rows = x_image + oh * g.stride_h * g.w;
     __m512 xv[kTapsAtOnce][kVectors];
@@ -139,11 +150,12 @@ TANDEM_AVX512 void forwardImage(const ConvWindow& g, int64_t o, const float* x_i
     for (int t = 0; t < kTapsAtOnce; ++t)
 #pragma GCC unroll 2
       for (int v = 0; v < kVectors; ++v)
-        xv[t][v] = t < count ? _mm512_maskz_loadu_ps(row[v], x_rows + offsets[t] + v * kRowLanes)
-                             : _mm512_setzero_ps();
+        xv[t][v] = t < count
+                       ? _mm512_maskz_loadu_ps(row[v], x_rows + taps[t].offset + v * kRowLanes)
+                       : _mm512_setzero_ps();
     for (int64_t oc = 0; oc < o; ++oc) {
       float* y_row = y_image + oc * plane + oh * g.ow;
-      const float* w_o = w + oc * taps + first;
+      const float* w_o = w + oc * per_filter + first;
       __m512 acc[kVectors];
       for (int v = 0; v < kVectors; ++v)
         acc[v] =
@@ -167,9 +179,7 @@ TANDEM_AVX512 void forwardImage(const ConvWindow& g, int64_t o, const float* x_i
 TANDEM_AVX512 void tapForwardVectors(const ConvWindow& g, int64_t n, int64_t o, const float* x,
                                      const float* w, const float* b, float* y) {
   const int64_t taps = g.rows();
-  std::vector<int64_t> offsets(static_cast<size_t>(taps));
-  for (int64_t r = 0; r < taps; ++r)  // r = (c * kh + kh) * kw + kw
-    offsets[static_cast<size_t>(r)] = (r / (g.kh * g.kw) * g.h + r / g.kw % g.kh) * g.w + r % g.kw;
+  const std::vector<Tap> table = tapsOf(g);
   const int64_t image = g.c * g.h * g.w, outputs = o * g.oh * g.ow;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
@@ -177,10 +187,10 @@ TANDEM_AVX512 void tapForwardVectors(const ConvWindow& g, int64_t n, int64_t o, 
       const int count = static_cast<int>(std::min<int64_t>(kTapsAtOnce, taps - first));
       const bool last = first + count == taps;
       if (g.ow > kRowLanes) {
-        forwardImage<2>(g, o, x + i * image, w, b, offsets.data() + first, first, count, last,
+        forwardImage<2>(g, o, x + i * image, w, b, table.data() + first, first, count, last,
                         y + i * outputs);
       } else {
-        forwardImage<1>(g, o, x + i * image, w, b, offsets.data() + first, first, count, last,
+        forwardImage<1>(g, o, x + i * image, w, b, table.data() + first, first, count, last,
                         y + i * outputs);
       }
     }
@@ -202,25 +212,8 @@ TANDEM_AVX512 void tapFilterVectors(const ConvWindow& g, int64_t n, int64_t o, c
                                     const float* dy, float* dw, float* db) {
   const int64_t taps_per_filter = g.rows();
   const int64_t groups = (taps_per_filter + kTapsAtOnce - 1) / kTapsAtOnce;
-  std::vector<Tap> taps(static_cast<size_t>(groups * kTapsAtOnce));
-  for (int64_t r = 0; r < taps_per_filter; ++r) {  // r = (c * kh + kh) * kw + kw
-    Tap& tap = taps[static_cast<size_t>(r)];
-    tap.c = r / (g.kh * g.kw);
-    tap.kh = r / g.kw % g.kh;
-    tap.shift = r % g.kw - g.pad_w;
-    for (int64_t v = 0; v < 2; ++v) {
-      const int64_t j = v * kRowLanes;  // lane l: output column j + l, x column j + l + shift
-      tap.reads[v] = lanes(-tap.shift - j, g.w - tap.shift - j) & lanes(0, g.ow - j);
-    }
-  }
-  // Without padding every tap reads whole rows: tap r's x at offsets[r] from the first
-  // input element of an output row.
-  const bool inside = g.pad_h == 0 && g.pad_w == 0;
-  std::vector<int64_t> offsets(taps.size(), 0);
-  for (int64_t r = 0; r < taps_per_filter; ++r) {
-    const Tap& tap = taps[static_cast<size_t>(r)];
-    offsets[static_cast<size_t>(r)] = (tap.c * g.h + tap.kh) * g.w + tap.shift;
-  }
+  const std::vector<Tap> taps = tapsOf(g);
+  const bool inside = g.pad_h == 0 && g.pad_w == 0;  // every tap reads whole rows
   auto count = [&](int64_t group) {
     return static_cast<int>(std::min<int64_t>(kTapsAtOnce, taps_per_filter - group * kTapsAtOnce));
   };
@@ -239,11 +232,10 @@ TANDEM_AVX512 void tapFilterVectors(const ConvWindow& g, int64_t n, int64_t o, c
           TapSums& s = sums[static_cast<size_t>(oc * groups + group)];
           const bool bias = db != nullptr && group == 0;
           if (inside && count(group) == kTapsAtOnce) {
-            const int64_t* group_offsets = offsets.data() + group * kTapsAtOnce;
             if (vectors == 2) {
-              addImageInside<2>(g, x + i * image, dy_plane, group_offsets, bias, s);
+              addImageInside<2>(g, x + i * image, dy_plane, group_taps, bias, s);
             } else {
-              addImageInside<1>(g, x + i * image, dy_plane, group_offsets, bias, s);
+              addImageInside<1>(g, x + i * image, dy_plane, group_taps, bias, s);
             }
           } else if (vectors == 2) {
             addImage<2>(g, x + i * image, dy_plane, group_taps, count(group), bias, s);
