@@ -19,6 +19,36 @@
 #                                  PyTorch 1.13 and of PyTorch 2.6 eager and compiled
 #                                  (../shared/tools/pytorch2), each at its best on the 2
 #                                  threads; sets pt_113, pt_26, pt_26c, pt_best, pt_best_name
+#   print_pytorch_rates            the lines "pytorch-1.13 images_per_s=..." (and 2.6 eager
+#                                  and compiled, n/a where not measured) of pt_113, pt_26,
+#                                  pt_26c
+#   pytorch_fastest A B C          "RATE NAME" of the fastest of the images/s of PyTorch 1.13,
+#                                  2.6 eager and 2.6 compiled (B and C may be empty)
+#
+# Interleaved rounds, against a machine whose neighbours slow either side by 10-30 % for
+# stretches of tens of seconds (timeit's convention: interference only slows a run down, so
+# each configuration's fastest run is its speed on a quiet machine). All but median set
+# variables: not in $(...).
+#
+#   run_rounds R FIRST SECOND [END]
+#                                  R rounds: the commands (functions) FIRST then SECOND in
+#                                  the odd rounds, SECOND then FIRST in the even ones (each
+#                                  side sees the same minutes of the machine), then END;
+#                                  $round is the round's number (1..R) for them, round_rate
+#                                  emptied at each round's start
+#   keep_rate NAME RATE            one configuration's images/s in this round: prints "round
+#                                  N NAME images_per_s=RATE" (n/a where RATE is empty) and
+#                                  keeps it in round_rate[NAME] and, where faster than the
+#                                  earlier rounds' (the max over the rounds), in best_rate[NAME]
+#   keep_pytorch_rates             keep_rate of pytorch_best's three figures (pytorch-1.13,
+#                                  pytorch-2.6-eager, pytorch-2.6-compiled)
+#   keep_round_ratio NAME          prints "round N ratio NAME/best-pytorch=X.XXX best=PT":
+#                                  round_rate[NAME] over this round's fastest PyTorch (needs
+#                                  keep_pytorch_rates in the round); appends X to round_ratios
+#   best_pytorch_rates             pytorch_best's variables from best_rate: each PyTorch's
+#                                  best over the rounds, pt_best / pt_best_name the fastest
+#                                  of those (then print_pytorch_rates prints the bests)
+#   median NUMBER...               their median (of an even count, the mean of the middle two)
 #
 # Both sides train with the lesson's N(0, 0.01) initialization and PyTorch with SGD lr 0.1,
 # unless the caller sets model_recipe=1: then each side uses the model's own initializer,
@@ -147,15 +177,85 @@ pytorch_best() {
   else
     echo "$name: $pytorch2 not found: PyTorch 2 not measured" >&2
   fi
-  read -r pt_best pt_best_name < <(awk -v a="$pt_113" -v b="$pt_26" -v c="$pt_26c" 'BEGIN {
+  read -r pt_best pt_best_name < <(pytorch_fastest "$pt_113" "$pt_26" "$pt_26c")
+}
+
+pytorch_fastest() {
+  awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN {
     best = a; n = "pytorch-1.13"
     if (b != "" && b + 0 > best + 0) { best = b; n = "pytorch-2.6-eager" }
     if (c != "" && c + 0 > best + 0) { best = c; n = "pytorch-2.6-compiled" }
-    print best, n }')
+    print best, n }'
 }
 
 # The lines every comparison prints for pytorch_best's figures: each PyTorch's images/s.
 print_pytorch_rates() {
   printf 'pytorch-1.13 images_per_s=%s\npytorch-2.6-eager images_per_s=%s\npytorch-2.6-compiled images_per_s=%s\n' \
     "$pt_113" "${pt_26:-n/a}" "${pt_26c:-n/a}"
+}
+
+# --- Interleaved rounds (the header's second list). round_rate: this round's images/s by
+# configuration; best_rate: each one's fastest over the rounds; round_ratios: each round's
+# keep_round_ratio. A failed run inside FIRST, SECOND or END stops the script: run_rounds
+# calls them outside any `if`, `&&` or `||`, where `set -e` reaches them.
+declare -gA round_rate=() best_rate=()
+round_ratios=()
+round=0
+
+run_rounds() {
+  local rounds="$1" first="$2" second="$3" end="${4:-}"
+  for ((round = 1; round <= rounds; round++)); do
+    round_rate=()
+    if ((round % 2)); then
+      echo "== round $round of $rounds: $first, then $second" >&2
+      "$first"
+      "$second"
+    else
+      echo "== round $round of $rounds: $second, then $first" >&2
+      "$second"
+      "$first"
+    fi
+    if [[ -n "$end" ]]; then "$end"; fi
+  done
+}
+
+keep_rate() {
+  local n="$1" rate="${2:-}"
+  echo "round $round $n images_per_s=${rate:-n/a}"
+  [[ -n "$rate" ]] || return 0
+  round_rate[$n]="$rate"
+  if [[ -z "${best_rate[$n]:-}" ]] ||
+     awk -v a="$rate" -v b="${best_rate[$n]}" 'BEGIN { exit !(a + 0 > b + 0) }'; then
+    best_rate[$n]="$rate"
+  fi
+}
+
+keep_pytorch_rates() {
+  keep_rate pytorch-1.13 "$pt_113"
+  keep_rate pytorch-2.6-eager "${pt_26:-}"
+  keep_rate pytorch-2.6-compiled "${pt_26c:-}"
+}
+
+keep_round_ratio() {
+  local fastest ratio
+  fastest="$(pytorch_fastest "${round_rate[pytorch-1.13]:-}" "${round_rate[pytorch-2.6-eager]:-}" \
+    "${round_rate[pytorch-2.6-compiled]:-}")"
+  ratio="$(awk -v a="${round_rate[$1]:-}" -v b="${fastest%% *}" 'BEGIN {
+    if (a + 0 <= 0 || b + 0 <= 0) exit 1
+    printf "%.3f\n", a / b }')" ||
+    { echo "$name: round $round: no images/s for $1 or for PyTorch" >&2; exit 1; }
+  round_ratios+=("$ratio")
+  echo "round $round ratio $1/best-pytorch=$ratio best=${fastest#* }"
+}
+
+best_pytorch_rates() {
+  pt_113="${best_rate[pytorch-1.13]:-}"
+  pt_26="${best_rate[pytorch-2.6-eager]:-}"
+  pt_26c="${best_rate[pytorch-2.6-compiled]:-}"
+  read -r pt_best pt_best_name < <(pytorch_fastest "$pt_113" "$pt_26" "$pt_26c")
+}
+
+median() {
+  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 }
+    END { if (NR == 0) exit 1; print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
 }

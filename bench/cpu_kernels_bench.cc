@@ -336,6 +336,30 @@ BENCHMARK(TapFilter)
     ->Args({64, 1, 28, 64, 3, 1})
     ->Unit(benchmark::kMillisecond);
 
+/// fuse-conv-relu-pool's pair, one thread: conv2d_relu_avg_pool (bwd 0) and its filter
+/// gradient (bwd 1), against which the unfused ops' sum is ConvForward<kTaps> + Pool/AvgRelu
+/// (bwd 0) and Pool/AvgRelu + ConvBackwardFilter<kTaps> (bwd 1). {N, C, H, O, K, bwd}.
+void ConvReluPool(benchmark::State& state) {
+  const int64_t n = state.range(0), c = state.range(1), h = state.range(2), o = state.range(3),
+                k = state.range(4), oh = h - k + 1;
+  const ir::TensorType x = f32({n, c, h, h}), w = f32({o, c, k, k}), b = f32({o}),
+                       pooled = f32({n, o, oh / 2, oh / 2});
+  const Attrs attrs{{"stride", int64_t{1}}, {"pad", int64_t{0}}};
+  const double flops = 2.0 * double(n * o * oh * oh * c * k * k);
+  if (state.range(5) == 0) {
+    Harness(ir::Op::kConv2dReluAvgPool, {x, w, b}, attrs)
+        .time(state, nullptr, ConvStrategy::kAuto, flops);
+  } else {  // the convolution again, then the filter's products
+    Harness(ir::Op::kConv2dReluAvgPoolBackwardFilter, {pooled, x, w, b}, attrs)
+        .time(state, nullptr, ConvStrategy::kAuto, 2 * flops);
+  }
+}
+BENCHMARK(ConvReluPool)
+    ->ArgNames({"N", "C", "H", "O", "K", "bwd"})
+    ->Args({128, 1, 28, 20, 3, 0})  // LeNet conv1 + pool1
+    ->Args({128, 1, 28, 20, 3, 1})
+    ->Unit(benchmark::kMillisecond);
+
 /// Arguments {N, C, H, kernel, stride, pad, backward}.
 /// `relu`: average pooling of relu(x) and its masked backward (fuse-relu-pool's).
 void Pool(benchmark::State& state, ir::Op forward, ir::Op backward, bool relu = false) {

@@ -1006,6 +1006,34 @@ op conv2d_bias_act
   cost gemm(w, y)
   doc conv2d with bias, then + residual if given, then relu if asked, as one kernel.
 
+op conv2d_relu_avg_pool
+  operands x: f32, w: f32, b?: f32
+  results y: f32
+  attr stride: hw >= 1
+  attr pad: hw >= 0
+  attr groups: int = 1 >= 1
+  cost conv_pool(w, y)
+  doc conv2d (+ b), relu, then 2x2 average pooling of stride 2 (no padding,
+  doc floor), in one pass over x: the convolution's output is never written (written by
+  doc fuse-conv-relu-pool in place of conv2d -> avg_pool2d{relu} where x needs no gradient
+  doc and each output is a sum of at most 9 products, a network's first convolution over
+  doc few channels). Its training gradient is conv2d_relu_avg_pool_backward_filter, which
+  doc computes the convolution again for relu's mask; x gets none.
+
+op conv2d_relu_avg_pool_backward_filter
+  operands dy: f32, x: f32, w: f32, b?: f32
+  results dw: f32, db?: f32
+  attr stride: hw >= 1
+  attr pad: hw >= 0
+  attr groups: int = 1 >= 1
+  traits backward
+  cost conv_pool_backward(w, dy)
+  doc The gradients of conv2d_relu_avg_pool's filter and bias (db exactly when b is given)
+  doc from the pooled output's gradient dy: the convolution computed again from x, w and
+  doc b for relu's mask, dy spread over each window, and the filter's sums, image by image
+  doc in the caches (the conv2d_backward_filter of avg_pool2d_backward{relu} without the
+  doc convolution's output or its gradient in memory).
+
 # --- optimizer ---------------------------------------------------------------------------
 op sgd_update
   operands w: f32, g: float, m?: f32, lr_scale?: f32

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "ir/op_enum.h"
 #include "ir/types.h"
 
 namespace tandem::ir {
@@ -104,6 +105,9 @@ struct TargetInfo {
   std::function<int64_t(const Node& n)> workspace_bytes;
   /// What to do when a build has no backend for the kind (loading a module on it says so).
   std::string missing_backend_hint;
+  /// The ops its backend has no kernel for (null: none), so that the default pipeline
+  /// writes none of them for its devices (fuse-conv-relu-pool's fused pair on CUDA).
+  std::function<bool(Op op)> lacks_kernel;
 };
 
 /// Adds `info`, or replaces the facts of its kind (tests stand in their own).

@@ -110,6 +110,16 @@ std::string planMemoryText(const PipelineConfig& c) {
   return set.empty() ? "plan-memory" : absl::StrCat("plan-memory{", absl::StrJoin(set, ","), "}");
 }
 
+// Whether every device of `c` has a kernel for each of `ops` (ir/target.h's lacks_kernel).
+bool everyTargetHas(const PipelineConfig& c, std::initializer_list<ir::Op> ops) {
+  return std::all_of(c.devices.begin(), c.devices.end(), [&](const ir::Device& d) {
+    const ir::TargetInfo* t = ir::findTarget(d.kind);
+    return t != nullptr && std::none_of(ops.begin(), ops.end(), [&](ir::Op op) {
+             return t->lacks_kernel != nullptr && t->lacks_kernel(op);
+           });
+  });
+}
+
 // The default pipeline, or without autodiff (`training` false) a prediction module's.
 std::string pipelineText(const PipelineConfig& c, bool training) {
   // Numbers are written exactly (shortest round-trip form): StrCat keeps only 6 digits,
@@ -123,6 +133,12 @@ std::string pipelineText(const PipelineConfig& c, bool training) {
       // Between autodiff and replicate: it rewrites forward and backward together, once.
       c.fuse ? "fuse-conv-bn-relu" : "",
       c.fuse ? "fuse-relu-pool" : "",
+      // After fuse-relu-pool, whose avg_pool2d{relu} it matches; where every device can
+      // run the fused pair.
+      c.fuse && everyTargetHas(
+                    c, {ir::Op::kConv2dReluAvgPool, ir::Op::kConv2dReluAvgPoolBackwardFilter})
+          ? "fuse-conv-relu-pool"
+          : "",
       absl::StrCat(
           "replicate{devices=[",
           absl::StrJoin(c.devices, ",",
@@ -189,23 +205,15 @@ std::string predictPipeline(const PipelineConfig& c) {
 }
 
 std::vector<std::string> defaultPassNames() {
-  return {"mixed-precision",
-          "autodiff",
-          "feed-learning-rate",
-          "fuse-conv-bn-relu",
-          "fuse-relu-pool",
-          "replicate",
-          "insert-collectives",
-          "clip-grad-norm",
-          "shard-weight-update",
-          "recompute-bn-relu",
-          "dce",
-          "schedule",
-          "group-updates",
-          "assign-streams",
-          "plan-events",
-          "assign-layouts",
-          "choose-algorithms",
+  return {"mixed-precision",    "autodiff",
+          "feed-learning-rate", "fuse-conv-bn-relu",
+          "fuse-relu-pool",     "fuse-conv-relu-pool",
+          "replicate",          "insert-collectives",
+          "clip-grad-norm",     "shard-weight-update",
+          "recompute-bn-relu",  "dce",
+          "schedule",           "group-updates",
+          "assign-streams",     "plan-events",
+          "assign-layouts",     "choose-algorithms",
           "plan-memory"};
 }
 

@@ -45,7 +45,8 @@ struct PipelineConfig {
   /// plan-memory gives each view (reshape, flatten) its operand's bytes; false:
   /// plan-memory{views=copy}, a buffer and a copy each (to compare; the numbers are equal).
   bool alias_views = true;
-  /// Run fuse-conv-bn-relu and fuse-relu-pool (CLI --no-fuse turns them off).
+  /// Run fuse-conv-bn-relu, fuse-relu-pool and (where every device has its kernels)
+  /// fuse-conv-relu-pool (CLI --no-fuse turns them off).
   bool fuse = true;
   /// With fusion, run recompute-bn-relu: backward recomputes conv -> bn -> relu outputs
   /// (less activation memory, one elementwise pass more per layer; CLI --no-recompute).

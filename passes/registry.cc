@@ -11,6 +11,7 @@
 #include "passes/dce.h"
 #include "passes/feed_learning_rate.h"
 #include "passes/fuse_conv_bn_relu.h"
+#include "passes/fuse_conv_relu_pool.h"
 #include "passes/fuse_relu_pool.h"
 #include "passes/group_updates.h"
 #include "passes/insert_collectives.h"
@@ -41,6 +42,11 @@ const std::vector<PassInfo>& registeredPasses() {
        "relu -> avg_pool2d as one avg_pool2d{relu} in forward and backward (relu's output never "
        "written)",
        "", FuseReluPool::create},
+      {FuseConvReluPool::kName,
+       "conv2d -> avg_pool2d{relu} of 2x2 windows as one conv2d_relu_avg_pool, and its backward "
+       "filter gradient computing the convolution again (first layers of at most 9 products an "
+       "output; the convolution's output never in memory)",
+       "", FuseConvReluPool::create},
       {Replicate::kName, "one copy of each graph per device, each on its slice of the batch",
        "devices=N|[cpu:0,...] (required), weights=[w0,...]", Replicate::create},
       {InsertCollectives::kName,

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "backend/cpu/avg_pool_rows.h"
 #include "backend/cpu/avx512_rows.h"
 #include "backend/cpu/vector_loops.h"
 
@@ -175,25 +177,31 @@ TANDEM_AVX512 void forwardImage(const ConvWindow& g, int64_t o, const float* x_i
   }
 }
 
+/// One image's convolution of `o` output channels (w and b at the first of them) into
+/// y_image [o, oh, ow]: every group of taps in turn, the last adding the bias.
+TANDEM_AVX512 void forwardImageAllTaps(const ConvWindow& g, const std::vector<Tap>& table,
+                                       int64_t o, const float* x_image, const float* w,
+                                       const float* b, float* y_image) {
+  const int64_t taps = g.rows();
+  for (int64_t first = 0; first < taps; first += kTapsAtOnce) {
+    const int count = static_cast<int>(std::min<int64_t>(kTapsAtOnce, taps - first));
+    const bool last = first + count == taps;
+    if (g.ow > kRowLanes) {
+      forwardImage<2>(g, o, x_image, w, b, table.data() + first, first, count, last, y_image);
+    } else {
+      forwardImage<1>(g, o, x_image, w, b, table.data() + first, first, count, last, y_image);
+    }
+  }
+}
+
 /// Every image, the OpenMP threads (threads_per_device) splitting the batch.
 TANDEM_AVX512 void tapForwardVectors(const ConvWindow& g, int64_t n, int64_t o, const float* x,
                                      const float* w, const float* b, float* y) {
-  const int64_t taps = g.rows();
   const std::vector<Tap> table = tapsOf(g);
   const int64_t image = g.c * g.h * g.w, outputs = o * g.oh * g.ow;
 #pragma omp parallel for schedule(static)
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t first = 0; first < taps; first += kTapsAtOnce) {
-      const int count = static_cast<int>(std::min<int64_t>(kTapsAtOnce, taps - first));
-      const bool last = first + count == taps;
-      if (g.ow > kRowLanes) {
-        forwardImage<2>(g, o, x + i * image, w, b, table.data() + first, first, count, last,
-                        y + i * outputs);
-      } else {
-        forwardImage<1>(g, o, x + i * image, w, b, table.data() + first, first, count, last,
-                        y + i * outputs);
-      }
-    }
+    forwardImageAllTaps(g, table, o, x + i * image, w, b, y + i * outputs);
 }
 
 /// The sum of a tap's (or the bias's) vectors: vectors added, then their lanes.
@@ -203,6 +211,79 @@ TANDEM_AVX512 float total(const float (*v)[kRowLanes], int vectors) {
   return laneSum(sum);
 }
 
+/// The filter gradient's running sums: per output channel and group of taps, a vector per
+/// output vector of a row (TapSums), added image by image in the batch's order.
+class FilterSums {
+ public:
+  TANDEM_AVX512 FilterSums(const ConvWindow& g, int64_t o, bool bias)
+      : g_(g),
+        o_(o),
+        bias_(bias),
+        taps_(tapsOf(g)),
+        groups_((g.rows() + kTapsAtOnce - 1) / kTapsAtOnce),
+        inside_(g.pad_h == 0 && g.pad_w == 0),
+        vectors_(g.ow > kRowLanes ? 2 : 1),
+        sums_(static_cast<size_t>(o * groups_), TapSums{}) {}
+
+  /// Adds one image (x_image [c, h, w]) with its gradient planes dy_planes [last - first,
+  /// oh, ow] of output channels [first, last).
+  TANDEM_AVX512 void add(const float* x_image, const float* dy_planes, int64_t first,
+                         int64_t last) {
+    const int64_t plane = g_.oh * g_.ow;
+    for (int64_t oc = first; oc < last; ++oc)
+      for (int64_t group = 0; group < groups_; ++group) {
+        const float* dy_plane = dy_planes + (oc - first) * plane;
+        const Tap* group_taps = taps_.data() + group * kTapsAtOnce;
+        TapSums& s = sums_[static_cast<size_t>(oc * groups_ + group)];
+        const bool bias = bias_ && group == 0;
+        if (inside_ && count(group) == kTapsAtOnce) {
+          if (vectors_ == 2) {
+            addImageInside<2>(g_, x_image, dy_plane, group_taps, bias, s);
+          } else {
+            addImageInside<1>(g_, x_image, dy_plane, group_taps, bias, s);
+          }
+        } else if (vectors_ == 2) {
+          addImage<2>(g_, x_image, dy_plane, group_taps, count(group), bias, s);
+        } else {
+          addImage<1>(g_, x_image, dy_plane, group_taps, count(group), bias, s);
+        }
+      }
+  }
+
+  /// dw [o, c, kh, kw] and db [o] (when the sums have the bias) from the sums.
+  TANDEM_AVX512 void write(float* dw, float* db) const {
+    const int64_t taps_per_filter = g_.rows();
+    for (int64_t oc = 0; oc < o_; ++oc) {
+      for (int64_t group = 0; group < groups_; ++group) {
+        const TapSums& s = sums_[static_cast<size_t>(oc * groups_ + group)];
+        for (int t = 0; t < count(group); ++t)
+          dw[oc * taps_per_filter + group * kTapsAtOnce + t] = total(s.taps[t], vectors_);
+      }
+      if (bias_) db[oc] = total(sums_[static_cast<size_t>(oc * groups_)].bias, vectors_);
+    }
+  }
+
+  /// The output channels [first, last) of OpenMP thread `thread` of `threads`.
+  std::pair<int64_t, int64_t> channelsOf(int64_t thread, int64_t threads) const {
+    return {o_ * thread / threads, o_ * (thread + 1) / threads};
+  }
+  const std::vector<Tap>& taps() const { return taps_; }
+
+ private:
+  int count(int64_t group) const {
+    return static_cast<int>(std::min<int64_t>(kTapsAtOnce, g_.rows() - group * kTapsAtOnce));
+  }
+
+  ConvWindow g_;
+  int64_t o_;
+  bool bias_;
+  std::vector<Tap> taps_;
+  int64_t groups_;
+  bool inside_;  // every tap reads whole rows
+  int vectors_;
+  std::vector<TapSums> sums_;
+};
+
 /// Images outside, output channels inside: dy is read once, in the order it lies (a
 /// channel's plane of every image in turn ran slower beside the other device's kernels,
 /// each plane a new page for the prefetcher), and an image's x stays in L1 while its
@@ -210,48 +291,59 @@ TANDEM_AVX512 float total(const float (*v)[kRowLanes], int vectors) {
 /// The OpenMP threads (threads_per_device) split the output channels.
 TANDEM_AVX512 void tapFilterVectors(const ConvWindow& g, int64_t n, int64_t o, const float* x,
                                     const float* dy, float* dw, float* db) {
-  const int64_t taps_per_filter = g.rows();
-  const int64_t groups = (taps_per_filter + kTapsAtOnce - 1) / kTapsAtOnce;
-  const std::vector<Tap> taps = tapsOf(g);
-  const bool inside = g.pad_h == 0 && g.pad_w == 0;  // every tap reads whole rows
-  auto count = [&](int64_t group) {
-    return static_cast<int>(std::min<int64_t>(kTapsAtOnce, taps_per_filter - group * kTapsAtOnce));
-  };
-  std::vector<TapSums> sums(static_cast<size_t>(o * groups), TapSums{});
-  const int vectors = g.ow > kRowLanes ? 2 : 1;
+  FilterSums sums(g, o, db != nullptr);
   const int64_t plane = g.oh * g.ow, image = g.c * g.h * g.w;
 #pragma omp parallel
   {
-    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
-    const int64_t first = o * thread / threads, last = o * (thread + 1) / threads;
+    const auto [first, last] = sums.channelsOf(omp_get_thread_num(), omp_get_num_threads());
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t oc = first; oc < last; ++oc)
-        for (int64_t group = 0; group < groups; ++group) {
-          const float* dy_plane = dy + (i * o + oc) * plane;
-          const Tap* group_taps = taps.data() + group * kTapsAtOnce;
-          TapSums& s = sums[static_cast<size_t>(oc * groups + group)];
-          const bool bias = db != nullptr && group == 0;
-          if (inside && count(group) == kTapsAtOnce) {
-            if (vectors == 2) {
-              addImageInside<2>(g, x + i * image, dy_plane, group_taps, bias, s);
-            } else {
-              addImageInside<1>(g, x + i * image, dy_plane, group_taps, bias, s);
-            }
-          } else if (vectors == 2) {
-            addImage<2>(g, x + i * image, dy_plane, group_taps, count(group), bias, s);
-          } else {
-            addImage<1>(g, x + i * image, dy_plane, group_taps, count(group), bias, s);
-          }
-        }
+      sums.add(x + i * image, dy + (i * o + first) * plane, first, last);
   }
-  for (int64_t oc = 0; oc < o; ++oc) {
-    for (int64_t group = 0; group < groups; ++group) {
-      const TapSums& s = sums[static_cast<size_t>(oc * groups + group)];
-      for (int t = 0; t < count(group); ++t)
-        dw[oc * taps_per_filter + group * kTapsAtOnce + t] = total(s.taps[t], vectors);
+  sums.write(dw, db);
+}
+
+/// conv2d_relu_avg_pool: each image's convolution into a thread's scratch (tapForwardVectors'
+/// loops), relu and the 2x2 pool from there (avgPool2x2Rows), the OpenMP threads splitting
+/// the batch.
+TANDEM_AVX512 void convReluPoolVectors(const ConvWindow& g, int64_t n, int64_t o, const float* x,
+                                       const float* w, const float* b, float* y) {
+  const std::vector<Tap> table = tapsOf(g);
+  const int64_t image = g.c * g.h * g.w, plane = g.oh * g.ow, pooled = (g.oh / 2) * (g.ow / 2);
+#pragma omp parallel
+  {
+    std::vector<float> conv(static_cast<size_t>(o * plane));
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      forwardImageAllTaps(g, table, o, x + i * image, w, b, conv.data());
+      avgPool2x2Rows(o, g.oh, g.ow, /*relu=*/true, conv.data(), y + i * o * pooled);
     }
-    if (db != nullptr) db[oc] = total(sums[static_cast<size_t>(oc * groups)].bias, vectors);
   }
+}
+
+/// Its filter gradient: per image, the convolution of the thread's output channels again
+/// (forwardImageAllTaps), the pooled gradient spread over it where it is > 0 in place
+/// (avgPool2x2BackwardRows), and the filter's sums of that (FilterSums, tapFilterVectors'
+/// order): the bits of conv2d, avg_pool2d_backward{relu} and conv2d_backward_filter by kTaps.
+TANDEM_AVX512 void convReluPoolFilterVectors(const ConvWindow& g, int64_t n, int64_t o,
+                                             const float* x, const float* w, const float* b,
+                                             const float* dy, float* dw, float* db) {
+  FilterSums sums(g, o, db != nullptr);
+  const int64_t image = g.c * g.h * g.w, plane = g.oh * g.ow, pooled = (g.oh / 2) * (g.ow / 2);
+  const int64_t per_filter = g.rows();
+#pragma omp parallel
+  {
+    const auto [first, last] = sums.channelsOf(omp_get_thread_num(), omp_get_num_threads());
+    std::vector<float> grad(static_cast<size_t>((last - first) * plane));
+    for (int64_t i = 0; i < n && first < last; ++i) {
+      const float* x_image = x + i * image;
+      forwardImageAllTaps(g, sums.taps(), last - first, x_image, w + first * per_filter,
+                          b == nullptr ? nullptr : b + first, grad.data());
+      avgPool2x2BackwardRows(last - first, g.oh, g.ow, /*relu=*/true, dy + (i * o + first) * pooled,
+                             grad.data(), grad.data());
+      sums.add(x_image, grad.data(), first, last);
+    }
+  }
+  sums.write(dw, db);
 }
 #endif
 
@@ -302,6 +394,25 @@ void tapFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x
   tapFilterVectors(g, n, o, x, dy, dw, db);
 #else
   (void)g, (void)n, (void)o, (void)x, (void)dy, (void)dw, (void)db;
+#endif
+}
+
+void tapConvReluPool(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* w,
+                     const float* b, float* y) {
+#if TANDEM_AVX512_INTRINSICS
+  convReluPoolVectors(g, n, o, x, w, b, y);
+#else
+  (void)g, (void)n, (void)o, (void)x, (void)w, (void)b, (void)y;
+#endif
+}
+
+void tapConvReluPoolFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x,
+                                   const float* w, const float* b, const float* dy, float* dw,
+                                   float* db) {
+#if TANDEM_AVX512_INTRINSICS
+  convReluPoolFilterVectors(g, n, o, x, w, b, dy, dw, db);
+#else
+  (void)g, (void)n, (void)o, (void)x, (void)w, (void)b, (void)dy, (void)dw, (void)db;
 #endif
 }
 

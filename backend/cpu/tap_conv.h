@@ -36,6 +36,23 @@ void tapFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x
 void tapConvForward(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* w,
                     const float* b, float* y);
 
+/// conv2d_relu_avg_pool (fuse-conv-relu-pool): relu(conv(x, w) + b) pooled over 2x2 windows
+/// of stride 2 (floor) into y [n, o, oh / 2, ow / 2], image by image: each image's
+/// convolution by tapConvForward's loops into a scratch that stays in the caches, then
+/// avgPool2x2Rows from there. The bits of tapConvForward followed by avgPool2x2Rows{relu}.
+/// A window without padding, as tapConvForward's.
+void tapConvReluPool(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* w,
+                     const float* b, float* y);
+
+/// Its filter gradient from dy [n, o, oh / 2, ow / 2], the pooled output's: per image the
+/// convolution again, dy spread over it where it is > 0 (avgPool2x2BackwardRows{relu}) and
+/// the filter's sums of that (tapFilterGradient's). The bits of tapConvForward,
+/// avgPool2x2BackwardRows{relu} and tapFilterGradient in a row; dw and db (when b is not
+/// null) are written.
+void tapConvReluPoolFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x,
+                                   const float* w, const float* b, const float* dy, float* dw,
+                                   float* db);
+
 /// conv2d (x, w, b? -> y) of n images and o output channels by tapConvForward; `bias`
 /// whether the node has b.
 std::unique_ptr<CpuKernel> makeTapForwardKernel(const ConvWindow& g, int64_t n, int64_t o,

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/cuda/cuda_stream.h"
 #include "backend/cuda/layout_plan.h"
+#include "backend/cuda/target_info.h"
 #include "ir/plan.h"
 
 namespace tandem::backend::cuda {
@@ -65,8 +66,9 @@ KernelOr makeKernel(const ir::Node& node, CudaContext& ctx,
 }
 
 namespace {
-// The ops the CUDA backend has no kernel for (none): loading one is an error naming it.
-constexpr bool lacks(ir::Op) { return false; }
+// The ops the CUDA backend has no kernel for (target_info.h): loading one is an error
+// naming it.
+constexpr bool lacks(ir::Op op) { return lacksKernel(op); }
 }  // namespace
 
 const KernelTable<KernelInit, std::unique_ptr<CudaKernel>>& kernelTable() {

@@ -158,6 +158,7 @@ ir::TargetInfo targetInfo() {
       .max_workspace_bytes = kMaxWorkspace,
       .workspace_bytes = workspaceBytes,
       .missing_backend_hint = "use cpu:N devices; docs/GPU.md says what a CUDA build needs",
+      .lacks_kernel = lacksKernel,
   };
 }
 

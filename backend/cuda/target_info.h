@@ -21,6 +21,14 @@ inline constexpr int64_t kMatmulWorkspace = int64_t{32} << 20;
 /// its tensors count in it, so it is far above cuDNN's own share.
 inline constexpr int64_t kMaxWorkspace = int64_t{4} << 30;
 
+/// The ops the CUDA backend has no kernel for: fuse-conv-relu-pool's pair (its per-image
+/// loops are the CPU's; on a GPU cuDNN's convolution and the pool kernels run unfused).
+/// The kernel table skips them (cuda_kernel.cc) and TargetInfo::lacks_kernel says so to
+/// the pipeline, from this one list.
+constexpr bool lacksKernel(ir::Op op) {
+  return op == ir::Op::kConv2dReluAvgPool || op == ir::Op::kConv2dReluAvgPoolBackwardFilter;
+}
+
 /// What the compiler may know about CUDA devices.
 ir::TargetInfo targetInfo();
 

@@ -314,7 +314,8 @@ class Exporter {
     ints(n, "strides", {stride.h, stride.w});
     ints(n, "pads", {pad.h, pad.w, pad.h, pad.w});
   }
-  static void convAttrs(onnx::NodeProto* n, const ir::Conv2dView& c) {
+  template <typename ConvView>
+  static void convAttrs(onnx::NodeProto* n, const ConvView& c) {
     const ir::Shape& ws = c.w()->type().shape;
     ints(n, "kernel_shape", {ws[2], ws[3]});
     windowAttrs(n, c.stride(), c.pad());
@@ -432,6 +433,19 @@ class Exporter {
         std::vector<std::string> in{nameOf(c.x()), nameOf(c.w())};
         if (c.b() != nullptr) in.push_back(nameOf(c.b()));
         convAttrs(add("Conv", n, std::move(in), {nameOf(c.y())}), c);
+        return absl::OkStatus();
+      }
+      case Op::kConv2dReluAvgPool: {  // fuse-conv-relu-pool's: its three ops written out again
+        const ir::Conv2dReluAvgPoolView v(n);
+        std::vector<std::string> in{nameOf(v.x()), nameOf(v.w())};
+        if (v.b() != nullptr) in.push_back(nameOf(v.b()));
+        const std::string y = nameOf(v.y()), conv = absl::StrCat(y, ".conv"),
+                          relu = absl::StrCat(y, ".relu");
+        convAttrs(add("Conv", n, std::move(in), {conv}), v);
+        add("Relu", n, {conv}, {relu});
+        onnx::NodeProto* pool = add("AveragePool", n, {relu}, {y});
+        ints(pool, "kernel_shape", {2, 2});
+        windowAttrs(pool, 2, 0);
         return absl::OkStatus();
       }
       case Op::kBatchNorm: {

@@ -188,12 +188,18 @@ struct Spec {
 
 const std::set<std::string> kPlainKinds = {"int",    "float",   "bool", "ints",
                                            "symbol", "devices", "hw"};
-const std::set<std::string> kCosts = {"none",      "elementwise",       "gemm",
-                                      "matmul",    "contraction",       "reduction",
-                                      "attention", "attention_backward"};
+const std::set<std::string> kCosts = {
+    "none",        "elementwise",       "gemm",      "matmul",
+    "contraction", "reduction",         "attention", "attention_backward",
+    "conv_pool",   "conv_pool_backward"};
 /// The formulas that take two operands or results (CostSpec::a, b), and one (CostSpec::a).
-const std::set<std::string> kTwoValueCosts = {"gemm", "matmul", "contraction", "attention",
-                                              "attention_backward"};
+const std::set<std::string> kTwoValueCosts = {"gemm",
+                                              "matmul",
+                                              "contraction",
+                                              "attention",
+                                              "attention_backward",
+                                              "conv_pool",
+                                              "conv_pool_backward"};
 const std::set<std::string> kOneValueCosts = {"reduction"};
 const std::set<std::string> kCollectiveKinds = {"reduce", "broadcast",      "scatter",
                                                 "gather", "reduce_scatter", "all_gather"};
@@ -348,7 +354,7 @@ void parseCost(const std::string& rest, int line, std::string* cost,
   if (!kCosts.count(*cost))
     die(line, "unknown cost formula '" + *cost +
                   "' (none, elementwise, gemm, matmul, contraction, reduction, attention, "
-                  "attention_backward)");
+                  "attention_backward, conv_pool, conv_pool_backward)");
   args->clear();
   if (paren != std::string::npos) {
     if (rest.back() != ')') die(line, "unclosed '(' in cost");

@@ -1,5 +1,6 @@
-// The fused convolution / batch norm / relu ops that fuse-conv-bn-relu writes, their shape
-// rules and (for the forward ones) gradient rules.
+// The fused convolution / batch norm / relu ops that fuse-conv-bn-relu writes and the
+// convolution / relu / pool pair of fuse-conv-relu-pool, their shape rules and (for the
+// forward ones) gradient rules.
 //
 // Training batch norm runs in two phases: conv2d_stats gives the statistics of its output,
 // batch_norm_apply normalizes with them (plus residual and relu) in one pass. Backward
@@ -121,6 +122,66 @@ absl::StatusOr<Types> inferConv2dBiasAct(const Node& n) {
   return Types{*y};
 }
 
+/// conv2d_relu_avg_pool's output: the convolution's (x, w, b? checked as conv2d's), pooled
+/// by 2x2 windows of stride 2 (floor), at least one.
+absl::StatusOr<TensorType> pooledConvOutput(const Node& n, size_t x, size_t w, const Value* b) {
+  auto y = convOutput(n, x, w, b);
+  if (!y.ok()) return y.status();
+  if (y->shape[2] < 2 || y->shape[3] < 2)
+    return fail(absl::StrCat("the convolution's output is ", y->shape[2], "x", y->shape[3],
+                             ": a 2x2 pooling window needs at least 2x2"));
+  return TensorType{y->dtype, {y->shape[0], y->shape[1], y->shape[2] / 2, y->shape[3] / 2}};
+}
+
+// x, w, b?
+absl::StatusOr<Types> inferConv2dReluAvgPool(const Node& n) {
+  const Conv2dReluAvgPoolView v(n);
+  auto y = pooledConvOutput(n, v.kX, v.kW, v.b());
+  if (!y.ok()) return y.status();
+  return Types{*y};
+}
+
+// dy, x, w, b? -> dw, db? (db exactly when b is given)
+absl::StatusOr<Types> inferConv2dReluAvgPoolBackwardFilter(const Node& n) {
+  const Conv2dReluAvgPoolBackwardFilterView v(n);
+  auto y = pooledConvOutput(n, v.kX, v.kW, v.b());
+  if (!y.ok()) return y.status();
+  if (absl::Status s = expectType(n, v.kDy, *y, "the pooled output type"); !s.ok()) return s;
+  const TensorType& w = v.w()->type();
+  Types out{w};
+  if (v.b() != nullptr) out.push_back(v.b()->type());
+  return out;
+}
+
+/// The filter's and bias's gradients; x gets none: the op stands for a first convolution
+/// (fuse-conv-relu-pool fuses only those), and its backward keeps nothing to give one.
+absl::Status gradConv2dReluAvgPool(GradContext& c) {
+  const Conv2dReluAvgPoolView v(c.node());
+  if (c.needsGrad(v.kX))
+    return fail(absl::StrCat("conv2d_relu_avg_pool has no gradient for its input ",
+                             describeOperand(c.node(), v.kX),
+                             ": write conv2d -> relu -> avg_pool2d where the input needs one"));
+  Value* b = v.b();
+  const bool bias = b != nullptr;
+  if (!c.needsGrad(v.kW) && !(bias && c.needsGrad(v.kB))) return absl::OkStatus();
+  Value* dy = c.resultGrad(0);
+  if (dy == nullptr) return absl::OkStatus();
+  std::vector<std::string> names{gradName(v.w())};
+  if (bias) names.push_back(gradName(b));
+  auto dw = c.emit(Conv2dReluAvgPoolBackwardFilterArgs{.dy = dy,
+                                                       .x = v.x(),
+                                                       .w = v.w(),
+                                                       .b = b,
+                                                       .stride = v.stride(),
+                                                       .pad = v.pad(),
+                                                       .groups = v.groups()}
+                       .spec({.names = names}));
+  if (!dw.ok()) return dw.status();
+  if (c.needsGrad(v.kW)) c.addOperandGrad(v.kW, (*dw)->result(0));
+  if (bias && c.needsGrad(v.kB)) c.addOperandGrad(v.kB, (*dw)->result(1));
+  return absl::OkStatus();
+}
+
 absl::Status gradBatchNormApply(GradContext& c) {
   const BatchNormApplyView v(c.node());
   Value *y = v.y(), *stats = v.stats(), *gamma = v.gamma(), *beta = v.beta();
@@ -172,5 +233,9 @@ extern const OpRules kBatchNormBackwardApplyRules{.infer = inferBatchNormBackwar
 extern const OpRules kBatchNormRecomputeRules{.infer = inferBatchNormRecompute};
 extern const OpRules kFoldBatchNormRules{.infer = inferFoldBatchNorm, .grad = noGradientInTraining};
 extern const OpRules kConv2dBiasActRules{.infer = inferConv2dBiasAct, .grad = noGradientInTraining};
+extern const OpRules kConv2dReluAvgPoolRules{.infer = inferConv2dReluAvgPool,
+                                             .grad = gradConv2dReluAvgPool};
+extern const OpRules kConv2dReluAvgPoolBackwardFilterRules{
+    .infer = inferConv2dReluAvgPoolBackwardFilter};
 
 }  // namespace tandem::ir

@@ -1135,6 +1135,31 @@ def attention_cases():
         .ins(qc, kc, vc, torch.tensor([2, 2], dtype=torch.int32)).outs(y).write()
 
 
+def conv_relu_pool_cases():
+    """conv2d_relu_avg_pool and its filter gradient (fuse-conv-relu-pool's pair) as the ops
+    they stand for: F.avg_pool2d(F.relu(F.conv2d(x, w, b)), 2), and autograd's dw and db
+    from a pooled gradient holding NaN and inf. LeNet's first layer's kind (one channel,
+    3x3: 9 products, a NaN bias) and 8 products over two channels whose convolution has an
+    odd row and column (that no window reads: no gradient through them)."""
+    for name, x, w, b in [
+            ("conv2d_relu_avg_pool", special(2, 1, 10, 10), torch.randn(4, 1, 3, 3) * 0.3,
+             plant(torch.randn(4), [2], [NAN])),
+            ("conv2d_relu_avg_pool_odd", special(2, 2, 8, 9), torch.randn(3, 2, 2, 2) * 0.3,
+             None)]:
+        xl, wl = leaf(x), leaf(w)
+        bl = leaf(b) if b is not None else None
+        y = F.avg_pool2d(F.relu(F.conv2d(xl, wl, bl)), 2)
+        dy = plant(torch.randn(*y.shape), [3, y.numel() - 2], [NAN, INF])
+        y.backward(dy)
+        ins = [x, w] + ([b] if b is not None else [])
+        NCase(name, "conv2d_relu_avg_pool", "F.avg_pool2d(F.relu(F.conv2d), 2)") \
+            .attr("stride", 1).attr("pad", 0).ins(*ins).outs(y).write()
+        NCase(f"{name}_backward_filter", "conv2d_relu_avg_pool_backward_filter",
+              "autograd dw, db of F.avg_pool2d(F.relu(F.conv2d), 2)") \
+            .attr("stride", 1).attr("pad", 0).ins(dy, *ins) \
+            .outs(*([wl.grad] + ([bl.grad] if b is not None else []))).write()
+
+
 def main():
     if not torch.__version__.startswith("1.13"):
         sys.exit(f"gen_nonfinite_refs.py: wants PyTorch 1.13 (run /usr/bin/python3), "
@@ -1172,6 +1197,7 @@ def main():
     more_unary_cases()
     pad_cases()
     select_cases()
+    conv_relu_pool_cases()
     print(f"wrote {len(os.listdir(OUT))} cases to {OUT}")
 
 

@@ -127,48 +127,48 @@ std::vector<Corruption> corruptions() {
        {"(sgd_update @cpu:0", ".sum.0 on cpu:0/compute, but", "(all_reduce)",
         "writes it on cpu:0/comm and no wait orders that before the read"}},
       {"FirstConvolutionStopsWaitingForTheSplit",
-       [](Module&, Graph& g, GraphPlan& p) { dropWait(g, p, nodeOf(g, "conv1.1"), "x.1"); },
-       {"%conv1.1 (conv2d @cpu:1", "reads %x.1 on cpu:1/compute, but %x.0 (split)",
+       [](Module&, Graph& g, GraphPlan& p) { dropWait(g, p, nodeOf(g, "pool1.1"), "x.1"); },
+       {"%pool1.1 (conv2d_relu_avg_pool @cpu:1", "reads %x.1 on cpu:1/compute, but %x.0 (split)",
         "writes it on cpu:1/comm"}},
       {"BucketWaitsForAnEarlierGradientOnly",
        [](Module& m, Graph& g, GraphPlan& p) {
          Node& reduce = firstNode(g, Op::kAllReduce);
          const std::string last = waitedOn(m, g, p, reduce, 1);
          dropWait(g, p, reduce, last);
-         p.of(reduce).waits.push_back(refOf(g, "conv1.1"));  // long before any gradient
+         p.of(reduce).waits.push_back(refOf(g, "pool1.1"));  // long before any gradient
        },
        {"(all_reduce)", "on cpu:1/comm, but", "no wait orders that before the read"}},
       {"WaitForALaterNode",
        [](Module&, Graph& g, GraphPlan& p) {
-         p.of(nodeOf(g, "conv1.0")).waits.push_back(refOf(g, "pool1.0"));
+         p.of(nodeOf(g, "pool1.0")).waits.push_back(refOf(g, "conv2.0"));
        },
-       {"%conv1.0 (conv2d @cpu:0", "waits for %pool1.0, which %pool1.0 (avg_pool2d @cpu:0",
-        "writes later"}},
+       {"%pool1.0 (conv2d_relu_avg_pool @cpu:0",
+        "waits for %conv2.0, which %conv2.0 (conv2d @cpu:0", "writes later"}},
       {"WaitOnItsOwnStream",
        [](Module&, Graph& g, GraphPlan& p) {
-         p.of(nodeOf(g, "pool1.0")).waits.push_back(refOf(g, "conv1.0"));
+         p.of(nodeOf(g, "conv2.0")).waits.push_back(refOf(g, "pool1.0"));
        },
-       {"%pool1.0 (avg_pool2d @cpu:0", "waits for %conv1.0 on its own stream cpu:0/compute"}},
+       {"%conv2.0 (conv2d @cpu:0", "waits for %pool1.0 on its own stream cpu:0/compute"}},
       {"WaitForVariableStorage",
        [](Module&, Graph& g, GraphPlan& p) {
-         p.of(nodeOf(g, "conv1.0")).waits.push_back(refOf(g, "conv1.w.0"));
+         p.of(nodeOf(g, "pool1.0")).waits.push_back(refOf(g, "conv1.w.0"));
        },
-       {"%conv1.0 (conv2d @cpu:0", "waits for %conv1.w.0, which no stream writes"}},
+       {"%pool1.0 (conv2d_relu_avg_pool @cpu:0", "waits for %conv1.w.0, which no stream writes"}},
       {"WaitForANodeNotInTheGraph",
        [](Module&, Graph& g, GraphPlan& p) {
-         p.of(nodeOf(g, "conv1.0")).waits.push_back({g.idBound() + 7, 0});
+         p.of(nodeOf(g, "pool1.0")).waits.push_back({g.idBound() + 7, 0});
        },
-       {"%conv1.0 (conv2d @cpu:0", "which is not in the graph"}},
+       {"%pool1.0 (conv2d_relu_avg_pool @cpu:0", "which is not in the graph"}},
       // ---- streams ------------------------------------------------------------------
       {"PoolMovedToTheCommStream",
        [](Module&, Graph& g, GraphPlan& p) {
-         p.of(nodeOf(g, "pool1.0")).stream = StreamKind::kComm;
+         p.of(nodeOf(g, "pool2.0")).stream = StreamKind::kComm;
        },
-       {"%pool1.0 (avg_pool2d @cpu:0", "reads %conv1.0 on cpu:0/comm, but %conv1.0 (conv2d @cpu:0",
+       {"%pool2.0 (avg_pool2d @cpu:0", "reads %conv2.0 on cpu:0/comm, but %conv2.0 (conv2d @cpu:0",
         "writes it on cpu:0/compute and no wait orders that"}},
       {"NodeWithoutAStream",
        [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "pool1.1")).stream.reset(); },
-       {"%pool1.1 (avg_pool2d @cpu:1", "has no stream"}},
+       {"%pool1.1 (conv2d_relu_avg_pool @cpu:1", "has no stream"}},
       {"VariableReadGetsAStream",
        [](Module&, Graph& g, GraphPlan& p) {
          p.of(nodeOf(g, "conv1.w.0")).stream = StreamKind::kCompute;
@@ -184,11 +184,11 @@ std::vector<Corruption> corruptions() {
         "of cpu:0's arena, which hold %fc1.0 that it reads itself"}},
       {"ActivationReleasedBeforeItsBackwardReader",
        [](Module&, Graph& g, GraphPlan& p) {
-         // conv1.0 is read again in backward; conv2.0 is made in forward, after it.
-         p.of(nodeOf(g, "conv2.0")).offsets[0] = p.of(nodeOf(g, "conv1.0")).offsets[0];
+         // pool1.0 is read again in backward; pool2.0 is made in forward, after it.
+         p.of(nodeOf(g, "pool2.0")).offsets[0] = p.of(nodeOf(g, "pool1.0")).offsets[0];
        },
-       {"%conv2.0 (conv2d @cpu:0", "writes %conv2.0 over bytes [",
-        "while %conv1.0 still has a reader after it:",
+       {"%pool2.0 (avg_pool2d @cpu:0", "writes %pool2.0 over bytes [",
+        "while %pool1.0 still has a reader after it:",
         "(the bytes are released before their last reader)"}},
       {"GradientTakenWhileTheCommStreamReducesIt",
        [](Module& m, Graph& g, GraphPlan& p) {
@@ -215,11 +215,11 @@ std::vector<Corruption> corruptions() {
         "the other reads %"}},
       {"SumWrittenOverALiveActivation",
        [](Module&, Graph& g, GraphPlan& p) {
-         // The first bucket's sums on cpu:0 over conv1.0, which backward still reads.
+         // The first bucket's sums on cpu:0 over pool1.0, which backward still reads.
          Node& reduce = firstNode(g, Op::kAllReduce);
-         p.of(reduce).offsets[0] = p.of(nodeOf(g, "conv1.0")).offsets[0];
+         p.of(reduce).offsets[0] = p.of(nodeOf(g, "pool1.0")).offsets[0];
        },
-       {"(all_reduce)", "bytes [", "of cpu:0's arena", "%conv1.0"}},
+       {"(all_reduce)", "bytes [", "of cpu:0's arena", "%pool1.0"}},
       {"TwoResultsOfOneNodeShareBytes",
        [](Module&, Graph& g, GraphPlan& p) {
          for (const auto& n : g.nodes())
@@ -240,13 +240,13 @@ std::vector<Corruption> corruptions() {
        {"writes %", "a value the graph returns (it must stay until the step ends)"}},
       {"MisalignedOffset",
        [](Module&, Graph& g, GraphPlan& p) { p.of(nodeOf(g, "pool1.0")).offsets[0] += 4; },
-       {"%pool1.0 (avg_pool2d @cpu:0", "is at offset",
+       {"%pool1.0 (conv2d_relu_avg_pool @cpu:0", "is at offset",
         "not a multiple of the plan's alignment 64"}},
       {"OffsetPastTheArena",
        [](Module&, Graph& g, GraphPlan& p) {
          p.of(nodeOf(g, "pool1.1")).offsets[0] = p.arenas[1].bytes;
        },
-       {"%pool1.1 (avg_pool2d @cpu:1", "lies outside cpu:1's arena of"}},
+       {"%pool1.1 (conv2d_relu_avg_pool @cpu:1", "lies outside cpu:1's arena of"}},
       {"ArenaShrunk",
        [](Module&, Graph&, GraphPlan& p) { p.arenas[0].bytes = 4096; },
        {"lies outside cpu:0's arena of 4096 bytes"}},

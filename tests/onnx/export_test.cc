@@ -500,6 +500,35 @@ TEST_F(ExportTest, SpecMappedOpsExportAsTheirOnnxOp) {
   }
 }
 
+// fuse-conv-relu-pool's conv2d_relu_avg_pool exports as the three ONNX ops it stands for:
+// Conv (its window), Relu, and AveragePool over 2x2 windows of stride 2.
+TEST_F(ExportTest, FusedConvReluPoolExportsAsConvReluAveragePool) {
+  auto m = ir::parseModule(
+      "module @m {\ngraph @g(%x: f32[2,1,11,11], %w: f32[4,1,3,3], %b: f32[4]) {\n"
+      "  %y = conv2d_relu_avg_pool(%x, %w, %b) {stride=1, pad=1} : f32[2,4,5,5]\n"
+      "  return %y\n}\n}\n");
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ir::Graph& g = *(*m)->graph("g");
+  auto proto = onnx_export::exportGraph(
+      g, {{g.findValue("x"), "x"}, {g.findValue("w"), "w"}, {g.findValue("b"), "b"}},
+      {{g.findValue("y"), "y"}}, {});
+  ASSERT_TRUE(proto.ok()) << proto.status();
+  std::vector<std::string> ops;
+  std::map<std::string, std::vector<int64_t>> windows;  // "AveragePool.strides", ...
+  for (const onnx::NodeProto& n : proto->graph().node()) {
+    ops.push_back(n.op_type());
+    for (const onnx::AttributeProto& a : n.attribute())
+      windows[n.op_type() + "." + a.name()] = {a.ints().begin(), a.ints().end()};
+  }
+  EXPECT_EQ(ops, (std::vector<std::string>{"Conv", "Relu", "AveragePool"}));
+  EXPECT_EQ(windows["Conv.kernel_shape"], (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(windows["Conv.pads"], (std::vector<int64_t>{1, 1, 1, 1}));
+  EXPECT_EQ(windows["AveragePool.kernel_shape"], (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(windows["AveragePool.strides"], (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(proto->graph().node(0).input_size(), 3);  // x, w and b
+  EXPECT_EQ(proto->graph().node(2).output(0), "y");
+}
+
 // A symbolic batch needs shapes written for any batch: a reshape that spells the batch's
 // size is named (and the fixed-batch export of the same model works).
 TEST_F(ExportTest, AReshapeHoldingTheBatchSizeIsNamedUnderASymbolicBatch) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "backend/cpu/avx512_rows.h"
 #include "backend/cpu/cpu_info.h"
 #include "backend/cpu/layout_plan.h"
 #include "gtest/gtest.h"
@@ -91,20 +92,34 @@ TEST(Fusion, RecomputeChangesNoBit) {
 }
 
 // LeNet's relu -> avg_pool2d, fused (fuse-relu-pool: relu on load, the gradient masked in
-// the pool's backward) and not: relu's own per-element math either way, so the three
-// steps end bit for bit the same.
+// the pool's backward), its first convolution with that pool (fuse-conv-relu-pool: image
+// by image by kTaps' loops, the convolution computed again for the filter gradient) and
+// not: the same loops and per-element math either way, so the three steps end bit for bit
+// the same. Where kTaps' loops do not run (no AVX-512) the fused pair's direct loops
+// round otherwise: the same to rounding there.
 TEST(Fusion, ReluPoolChangesNoBit) {
   auto [fused, unfused] =
       trainBothWays("lenet", /*sync_bn=*/false, [](TrainSetup& o) { o.fuse = false; });
   ASSERT_TRUE(fused && unfused);
-  size_t fused_pools = 0, relus = 0;
+  size_t fused_pools = 0, conv_pools = 0, conv_pool_filters = 0, relus = 0;
   for (const auto& n : fused->executor().module().graph(ir::kTrainGraph)->nodes()) {
     fused_pools += n->op() == ir::Op::kAvgPool2d && ir::attr::relu(*n);
+    conv_pools += n->op() == ir::Op::kConv2dReluAvgPool;
+    conv_pool_filters += n->op() == ir::Op::kConv2dReluAvgPoolBackwardFilter;
     relus += n->op() == ir::Op::kRelu;
   }
-  EXPECT_EQ(fused_pools, 4u);  // two per device
-  EXPECT_EQ(relus, 2u);        // fc1's, per device
-  EXPECT_TRUE(snapshot(*fused) == snapshot(*unfused));
+  EXPECT_EQ(fused_pools, 2u);        // pool2's, per device
+  EXPECT_EQ(conv_pools, 2u);         // conv1 + pool1, per device
+  EXPECT_EQ(conv_pool_filters, 2u);  // and its filter gradient
+  EXPECT_EQ(relus, 2u);              // fc1's, per device
+  if (backend::cpu::avx512Runs()) {
+    EXPECT_TRUE(snapshot(*fused) == snapshot(*unfused));
+  } else {
+    Snapshot f = snapshot(*fused), u = snapshot(*unfused);
+    for (const auto& [name, replicas] : u)
+      for (size_t d = 0; d < replicas.size(); ++d)
+        EXPECT_LE(relativeDifference(f[name][d], replicas[d]), 1e-5) << name;
+  }
 }
 
 // plan-memory gives every reshape (the ViT: two per linear, and the head split and merge)

@@ -306,8 +306,8 @@ TEST_F(BadInputTable, DumpOutputSelection) {
   check({
       {{"dump", "--model", "lenet", "--after", "frobnicate"},
        "--after: 'frobnicate' is not a pass of the default pipeline (autodiff, "
-       "fuse-conv-bn-relu, fuse-relu-pool, replicate, insert-collectives, recompute-bn-relu, dce, "
-       "schedule, "
+       "fuse-conv-bn-relu, fuse-relu-pool, fuse-conv-relu-pool, replicate, insert-collectives, "
+       "recompute-bn-relu, dce, schedule, "
        "assign-streams, plan-events, assign-layouts, choose-algorithms, plan-memory, or none)"},
       {{"dump", "--model", "lenet", "--format", "xml"},
        "--format: unknown format 'xml' (expected text, dot, summary, streams, memory)"},
@@ -351,8 +351,8 @@ TEST_F(BadInputTable, DotViews) {
        "--focus: empty scope; give one such as stage2.block0 (the error of a wrong one lists "
        "the graph's scopes)"},
       {{"dump", "--model", "lenet", "--format", "dot", "--focus", "conv9"},
-       "--focus: graph @train_step has no scope 'conv9' (scopes at depth 1: conv1, pool1, "
-       "conv2, pool2, flatten, fc1, relu_2, fc2, ... 10 in all)"},
+       "--focus: graph @train_step has no scope 'conv9' (scopes at depth 1: conv1, conv2, "
+       "pool2, flatten, fc1, relu_2, fc2, loss, ... 9 in all)"},
       {{"dump", "--model", "resnet18", "--format", "dot", "--collapse", "2", "--focus",
         "stage2.blk0"},
        "--focus: graph @train_step has no scope 'stage2.blk0' (scopes at depth 2: stem, "
@@ -411,7 +411,8 @@ TEST_F(BadInputTable, Explore) {
        "(cpu:0, cpu:1, cpu:2, cpu:3)"},
       {{"explore", "--model", "resnet18", "--devices", "2", "--batch", "20", "--trace",
         "$TMP/t.json", "-o", "$TMP/p.html"},
-       "--trace $TMP/t.json: its slice of %conv1.0 (conv2d @cpu:0, scope conv1) is no node of "
+       "--trace $TMP/t.json: its slice of %pool1.0 (conv2d_relu_avg_pool @cpu:0, scope conv1 + "
+       "pool1 + relu) is no node of "
        "@train_step of resnet18: a trace of another module"},
       {{"explore", "--model", "lenet", "--devices", "2", "--batch", "40", "--trace", "$TMP/t.json",
         "-o", "$TMP/p.html"},
@@ -441,7 +442,7 @@ TEST_F(BadInputTable, OptFiles) {
        "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (1048576 bytes)'"},
       {{"opt", "$TMP/good.tir", "--passes", "dce,frobnicate"},
        "--passes: unknown pass 'frobnicate' (known: mixed-precision, autodiff, "
-       "feed-learning-rate, fuse-conv-bn-relu, fuse-relu-pool, "
+       "feed-learning-rate, fuse-conv-bn-relu, fuse-relu-pool, fuse-conv-relu-pool, "
        "replicate, insert-collectives, clip-grad-norm, shard-weight-update, recompute-bn-relu, "
        "dce, schedule, "
        "group-updates, assign-streams, plan-events, assign-layouts, choose-algorithms, "

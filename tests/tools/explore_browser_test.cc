@@ -101,8 +101,9 @@ TEST_F(ExploreBrowser, LenetOnTwoDevicesShowsItsScopesInTwoLanes) {
   const std::string dom = domAfterScripts(page({"--model", "lenet", "--devices", "2"}, "l.html"));
   expectRan(dom);
   const std::string graph = graphOf(dom);
-  // The layers are the scopes, in the tree and as collapsed boxes in both device lanes.
-  for (const char* scope : {"conv1", "pool1", "conv2", "fc1", "fc2", "loss"}) {
+  // The layers are the scopes, in the tree and as collapsed boxes in both device lanes
+  // (pool1 under conv1: fuse-conv-relu-pool's node is "conv1 + pool1 + relu").
+  for (const char* scope : {"conv1", "conv2", "pool2", "fc1", "fc2", "loss"}) {
     EXPECT_TRUE(absl::StrContains(dom, absl::StrCat("data-tree-scope=\"", scope, "\""))) << scope;
     EXPECT_GE(count(graph, absl::StrCat("data-scope=\"", scope, "\"")), 2u) << scope;
   }

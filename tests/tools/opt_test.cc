@@ -31,7 +31,8 @@ class OptTest : public ::testing::Test {
 TEST_F(OptTest, ReplicateAndInsertCollectivesMatchTheDumpPipeline) {
   CommandResult opt =
       runTandem({"opt", autodiff_file_, "--passes",
-                 "fuse-relu-pool,replicate{devices=2},insert-collectives", "--canonical"});
+                 "fuse-relu-pool,fuse-conv-relu-pool,replicate{devices=2},insert-collectives",
+                 "--canonical"});
   ASSERT_EQ(opt.exit_code, 0) << opt.err;
   EXPECT_EQ(opt.err, "");
   EXPECT_THAT(opt.out, AllOf(StartsWith("module @lenet devices=[cpu:0, cpu:1] {"),

@@ -217,7 +217,8 @@ void addModelFlags(CLI::App* cmd, ModelFlags& f, const std::vector<std::string>&
                   "update reads the bf16 sums)")
       ->capture_default_str();
   cmd->add_flag("--no-fuse", f.no_fuse,
-                "Leave conv2d, batch_norm, add and relu unfused (no fuse-conv-bn-relu pass)");
+                "Leave conv2d, batch_norm, add, relu and avg_pool2d unfused (no fuse-conv-bn-relu, "
+                "fuse-relu-pool or fuse-conv-relu-pool pass)");
   cmd->add_flag("--plain-layout", f.plain_layout,
                 "Keep every tensor in plain NCHW between kernels (no assign-layouts pass; by "
                 "default a CPU device with AVX-512 keeps activations between convolutions and "

@@ -1,0 +1,193 @@
+// conv2d_relu_avg_pool and its filter gradient (fuse-conv-relu-pool): image by image, so
+// that the convolution's output and its gradient never leave the caches. kTaps' loops
+// where they run (tap_conv.h: AVX-512, stride 1 along the rows, no padding, rows of at
+// most 32 columns, no groups), with the unfused kernels' bits; elsewhere direct loops in
+// the definition's order.
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/avx512_rows.h"
+#include "backend/cpu/im2col.h"
+#include "backend/cpu/kernels.h"
+#include "backend/cpu/tap_conv.h"
+#include "backend/unary_math.h"
+#include "ir/op_views.h"
+
+namespace tandem::backend::cpu {
+namespace {
+
+/// The convolution of a conv2d_relu_avg_pool node (or its backward): its window over one
+/// group's channels, the batch, output channels and groups.
+struct ConvPoolShape {
+  ConvWindow window;  // c: the input channels of one group
+  int64_t n, o, groups;
+
+  int64_t pooledH() const { return window.oh / 2; }
+  int64_t pooledW() const { return window.ow / 2; }
+};
+
+ConvPoolShape shapeOf(const ir::Node& node, const ir::Value& x, const ir::Value& w) {
+  const ir::Shape& xs = x.type().shape;
+  const ir::Shape& ws = w.type().shape;
+  const ir::Hw stride = ir::attr::stride(node), pad = ir::attr::pad(node);
+  return {.window = {.c = ws[1],
+                     .h = xs[2],
+                     .w = xs[3],
+                     .kh = ws[2],
+                     .kw = ws[3],
+                     .oh = (xs[2] + 2 * pad.h - ws[2]) / stride.h + 1,
+                     .ow = (xs[3] + 2 * pad.w - ws[3]) / stride.w + 1,
+                     .stride_h = stride.h,
+                     .stride_w = stride.w,
+                     .pad_h = pad.h,
+                     .pad_w = pad.w},
+          .n = xs[0],
+          .o = ws[0],
+          .groups = ir::attr::groups(node)};
+}
+
+/// Where tap_conv.h's fused loops take the shape.
+bool tapsRun(const ConvPoolShape& s) {
+  constexpr int64_t kRowColumns = 32;  // tap_conv.h's two vectors of 16 floats
+  const ConvWindow& g = s.window;
+  return avx512Runs() && s.groups == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0 &&
+         g.w <= kRowColumns && g.ow <= kRowColumns;
+}
+
+/// One image's convolution of output channel `oc` plus its bias, relu'd, into plane
+/// [oh, ow], by the definition: the taps (c, kh, kw) in order, padding skipped.
+void convPlane(const ConvPoolShape& s, const float* x_image, const float* w, const float* b,
+               int64_t oc, float* plane) {
+  const ConvWindow& g = s.window;
+  const int64_t group = oc / (s.o / s.groups);
+  const float* filter = w + oc * g.rows();
+  for (int64_t i = 0; i < g.oh; ++i)
+    for (int64_t j = 0; j < g.ow; ++j) {
+      float sum = 0.0f;
+      for (int64_t c = 0; c < g.c; ++c) {
+        const float* channel = x_image + (group * g.c + c) * g.h * g.w;
+        for (int64_t kh = 0; kh < g.kh; ++kh) {
+          const int64_t ih = i * g.stride_h - g.pad_h + kh;
+          if (ih < 0 || ih >= g.h) continue;
+          for (int64_t kw = 0; kw < g.kw; ++kw) {
+            const int64_t iw = j * g.stride_w - g.pad_w + kw;
+            if (iw < 0 || iw >= g.w) continue;
+            sum += filter[(c * g.kh + kh) * g.kw + kw] * channel[ih * g.w + iw];
+          }
+        }
+      }
+      plane[i * g.ow + j] = sum + (b == nullptr ? 0.0f : b[oc]);
+    }
+}
+
+/// The forward by the definition: per image and output channel the convolution's plane,
+/// then each 2x2 window's ((a + b) + (c + d)) * 0.25 of relu (avg_pool2d{relu}'s order).
+void convReluPoolLoops(const ConvPoolShape& s, const float* x, const float* w, const float* b,
+                       float* y) {
+  const ConvWindow& g = s.window;
+  const int64_t image = s.groups * g.c * g.h * g.w, ph = s.pooledH(), pw = s.pooledW();
+  std::vector<float> plane(static_cast<size_t>(g.oh * g.ow));
+  for (int64_t i = 0; i < s.n; ++i)
+    for (int64_t oc = 0; oc < s.o; ++oc) {
+      convPlane(s, x + i * image, w, b, oc, plane.data());
+      float* out = y + (i * s.o + oc) * ph * pw;
+      for (int64_t r = 0; r < ph; ++r)
+        for (int64_t c = 0; c < pw; ++c) {
+          const float* top = plane.data() + 2 * r * g.ow + 2 * c;
+          const float* bottom = top + g.ow;
+          out[r * pw + c] = ((reluValue(top[0]) + reluValue(top[1])) +
+                             (reluValue(bottom[0]) + reluValue(bottom[1]))) *
+                            0.25f;
+        }
+    }
+}
+
+/// The filter gradient by the definition: per image and output channel the convolution
+/// again, each element's share dy * 0.25 of its window where the convolution is > 0
+/// (avg_pool2d_backward{relu}'s), summed into dw and db in the images' order.
+void convReluPoolFilterLoops(const ConvPoolShape& s, const float* x, const float* w, const float* b,
+                             const float* dy, float* dw, float* db) {
+  const ConvWindow& g = s.window;
+  const int64_t image = s.groups * g.c * g.h * g.w, ph = s.pooledH(), pw = s.pooledW();
+  std::fill(dw, dw + s.o * g.rows(), 0.0f);
+  if (db != nullptr) std::fill(db, db + s.o, 0.0f);
+  std::vector<float> plane(static_cast<size_t>(g.oh * g.ow));
+  for (int64_t i = 0; i < s.n; ++i)
+    for (int64_t oc = 0; oc < s.o; ++oc) {
+      const float* x_image = x + i * image;
+      convPlane(s, x_image, w, b, oc, plane.data());
+      const float* d = dy + (i * s.o + oc) * ph * pw;
+      const int64_t group = oc / (s.o / s.groups);
+      float* filter = dw + oc * g.rows();
+      for (int64_t r = 0; r < 2 * ph; ++r)
+        for (int64_t col = 0; col < 2 * pw; ++col) {
+          const float share =
+              reluBackwardValue(d[(r / 2) * pw + col / 2] * 0.25f, plane[r * g.ow + col]);
+          if (db != nullptr) db[oc] += share;
+          for (int64_t c = 0; c < g.c; ++c) {
+            const float* channel = x_image + (group * g.c + c) * g.h * g.w;
+            for (int64_t kh = 0; kh < g.kh; ++kh) {
+              const int64_t ih = r * g.stride_h - g.pad_h + kh;
+              if (ih < 0 || ih >= g.h) continue;
+              for (int64_t kw = 0; kw < g.kw; ++kw) {
+                const int64_t iw = col * g.stride_w - g.pad_w + kw;
+                if (iw < 0 || iw >= g.w) continue;
+                filter[(c * g.kh + kh) * g.kw + kw] += share * channel[ih * g.w + iw];
+              }
+            }
+          }
+        }
+    }
+}
+
+class ConvReluPoolKernel final : public CpuKernel {
+ public:
+  explicit ConvReluPoolKernel(const ConvPoolShape& s) : s_(s) {}
+
+ private:
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const float* b = in.size() > 2 ? in[2].f32() : nullptr;
+    if (tapsRun(s_)) {
+      tapConvReluPool(s_.window, s_.n, s_.o, in[0].f32(), in[1].f32(), b, out[0].f32());
+    } else {
+      convReluPoolLoops(s_, in[0].f32(), in[1].f32(), b, out[0].f32());
+    }
+  }
+  ConvPoolShape s_;
+};
+
+class ConvReluPoolFilterKernel final : public CpuKernel {
+ public:
+  explicit ConvReluPoolFilterKernel(const ConvPoolShape& s) : s_(s) {}
+
+ private:
+  // dy, x, w, b? -> dw, db?
+  void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
+    const float* b = in.size() > 3 ? in[3].f32() : nullptr;
+    float* db = out.size() > 1 ? out[1].f32() : nullptr;
+    if (tapsRun(s_)) {
+      tapConvReluPoolFilterGradient(s_.window, s_.n, s_.o, in[1].f32(), in[2].f32(), b, in[0].f32(),
+                                    out[0].f32(), db);
+    } else {
+      convReluPoolFilterLoops(s_, in[1].f32(), in[2].f32(), b, in[0].f32(), out[0].f32(), db);
+    }
+  }
+  ConvPoolShape s_;
+};
+
+}  // namespace
+
+KernelOr makeConv2dReluAvgPoolKernel(const KernelInit& init) {
+  const ir::Conv2dReluAvgPoolView v(init.node);
+  return std::make_unique<ConvReluPoolKernel>(shapeOf(init.node, *v.x(), *v.w()));
+}
+
+KernelOr makeConv2dReluAvgPoolBackwardFilterKernel(const KernelInit& init) {
+  const ir::Conv2dReluAvgPoolBackwardFilterView v(init.node);
+  return std::make_unique<ConvReluPoolFilterKernel>(shapeOf(init.node, *v.x(), *v.w()));
+}
+
+}  // namespace tandem::backend::cpu
