@@ -13,18 +13,8 @@ namespace {
 using avx512::kRowLanes;
 using avx512::lanes;
 using avx512::moved;
-
-/// relu as unary_math.h's reluValue: x < 0 ? 0 : x (NaN and -0.0 pass).
-TANDEM_AVX512 inline __m512 relu(__m512 x) {
-  return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ),
-                            _mm512_setzero_ps());
-}
-
-/// relu_backward as unary_math.h's reluBackwardValue: y <= 0 ? 0 : dy (a NaN y passes dy).
-TANDEM_AVX512 inline __m512 reluBackward(__m512 dy, __m512 y) {
-  return _mm512_mask_mov_ps(dy, _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_LE_OQ),
-                            _mm512_setzero_ps());
-}
+using avx512::relu;
+using avx512::reluBackward;
 
 /// Input columns [2 j0, 2 j0 + 32) of a row as two vectors: zeros past the row's end.
 template <bool kRelu>

@@ -18,9 +18,7 @@ namespace tandem::backend::cpu {
 void avgPool2x2Rows(int64_t planes, int64_t h, int64_t w, bool relu, const float* x, float* y);
 
 /// dx[p, r, c] = dy[p, r/2, c/2] * 0.25, 0 where (with `relu`) x <= 0 and in an odd last
-/// row or column (no window's). dx may be x (each window's inputs are read before its
-/// outputs are written: tap_conv.cc's fused backward spreads dy over the convolution in
-/// place).
+/// row or column (no window's).
 void avgPool2x2BackwardRows(int64_t planes, int64_t h, int64_t w, bool relu, const float* dy,
                             const float* x, float* dx);
 

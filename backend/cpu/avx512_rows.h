@@ -52,6 +52,18 @@ TANDEM_AVX512 inline float laneSum(__m512 v) {
   return l[0];
 }
 
+/// relu as unary_math.h's reluValue: x < 0 ? 0 : x (NaN and -0.0 pass).
+TANDEM_AVX512 inline __m512 relu(__m512 x) {
+  return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ),
+                            _mm512_setzero_ps());
+}
+
+/// relu_backward as unary_math.h's reluBackwardValue: y <= 0 ? 0 : dy (a NaN y passes dy).
+TANDEM_AVX512 inline __m512 reluBackward(__m512 dy, __m512 y) {
+  return _mm512_mask_mov_ps(dy, _mm512_cmp_ps_mask(y, _mm512_setzero_ps(), _CMP_LE_OQ),
+                            _mm512_setzero_ps());
+}
+
 /// `p` moved by `floats`, which may point outside its row where only masked-off lanes
 /// read: integer arithmetic, as a pointer outside its array may not be formed.
 inline const float* moved(const float* p, int64_t floats) {

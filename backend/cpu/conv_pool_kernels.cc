@@ -1,8 +1,8 @@
 // conv2d_relu_avg_pool and its filter gradient (fuse-conv-relu-pool): image by image, so
 // that the convolution's output and its gradient never leave the caches. kTaps' loops
-// where they run (tap_conv.h: AVX-512, stride 1 along the rows, no padding, rows of at
-// most 32 columns, no groups), with the unfused kernels' bits; elsewhere direct loops in
-// the definition's order.
+// where they run (tap_conv.h: AVX-512, at most 9 taps, stride 1 along the rows, no
+// padding, rows of at most 32 columns, no groups), with the unfused kernels' bits;
+// elsewhere direct loops in the definition's order.
 
 #include <algorithm>
 #include <cstdint>
@@ -53,8 +53,8 @@ ConvPoolShape shapeOf(const ir::Node& node, const ir::Value& x, const ir::Value&
 bool tapsRun(const ConvPoolShape& s) {
   constexpr int64_t kRowColumns = 32;  // tap_conv.h's two vectors of 16 floats
   const ConvWindow& g = s.window;
-  return avx512Runs() && s.groups == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0 &&
-         g.w <= kRowColumns && g.ow <= kRowColumns;
+  return avx512Runs() && s.groups == 1 && g.rows() <= kConvReluPoolTaps && g.stride_w == 1 &&
+         g.pad_h == 0 && g.pad_w == 0 && g.w <= kRowColumns && g.ow <= kRowColumns;
 }
 
 /// One image's convolution of output channel `oc` plus its bias, relu'd, into plane

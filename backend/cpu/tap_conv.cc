@@ -19,10 +19,12 @@ using avx512::kRowLanes;
 using avx512::lanes;
 using avx512::laneSum;
 using avx512::moved;
+using avx512::reluBackward;
 
 /// Taps summed at once: each holds an accumulator per vector of the output row (two for
 /// LeNet's 26 columns), so 9 taps keep 18 of the 32 registers, dy's row two more.
 constexpr int kTapsAtOnce = 9;
+static_assert(kConvReluPoolTaps == kTapsAtOnce);
 
 /// One tap of the filter: where its x rows start relative to an output row's, and which
 /// lanes of each output vector read x rather than padding.
@@ -211,6 +213,75 @@ TANDEM_AVX512 float total(const float (*v)[kRowLanes], int vectors) {
   return laneSum(sum);
 }
 
+/// conv2d_relu_avg_pool's filter gradient over one image and output channel, a row at a
+/// time in registers, for at most kTapsAtOnce taps over a window without padding: each row
+/// of the convolution computed again (forwardImage's sums, the bias last), the pooled
+/// gradient spread over it where it is > 0 (avgPool2x2BackwardRows' lanes: dy * 0.25
+/// widened to the window's 2x2 shares, zero in an odd last row or column), and the taps'
+/// products with that added to `sums` (addImageInside's). Their bits, with neither the
+/// convolution nor its gradient written: the per-image planes cost twice the
+/// multiply-adds in loads and stores (perf: 1.83 ms against 0.7 for N=128).
+template <int kVectors>
+TANDEM_AVX512 void addPooledImage(const ConvWindow& g, const float* x_image, const float* w_o,
+                                  const float* b_o, const float* dp_plane, const Tap* taps,
+                                  int count, TapSums& sums) {
+  __m512 acc[kTapsAtOnce][kVectors], bsum[kVectors];
+  for (int t = 0; t < kTapsAtOnce; ++t)
+    for (int v = 0; v < kVectors; ++v) acc[t][v] = _mm512_loadu_ps(sums.taps[t][v]);
+  for (int v = 0; v < kVectors; ++v) bsum[v] = _mm512_loadu_ps(sums.bias[v]);
+  const __mmask16 row[2] = {lanes(0, g.ow), lanes(0, g.ow - kRowLanes)};
+  const int64_t ph = g.oh / 2, pw = g.ow / 2;
+  // The columns windows cover (2 pw); lane l of a row's vector v takes window (16 v + l) / 2.
+  const __mmask16 covered[2] = {lanes(0, 2 * pw), lanes(0, 2 * pw - kRowLanes)};
+  const __m512i share[2] = {
+      _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0),
+      _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8)};
+  const __m512 quarter = _mm512_set1_ps(0.25f);
+  int64_t off[kTapsAtOnce];
+  for (int t = 0; t < kTapsAtOnce; ++t) off[t] = taps[t].offset;
+  for (int64_t oh = 0; oh < g.oh; ++oh) {
+    const float* x_rows = x_image + oh * g.stride_h * g.w;
+    __m512 d[kVectors];
+    if (oh < 2 * ph) {
+      __m512 y[kVectors];
+      for (int v = 0; v < kVectors; ++v) y[v] = _mm512_setzero_ps();
+#pragma GCC unroll 9
+      for (int t = 0; t < kTapsAtOnce; ++t) {
+        if (t >= count) break;
+        const __m512 wt = _mm512_set1_ps(w_o[t]);
+#pragma GCC unroll 2
+        for (int v = 0; v < kVectors; ++v)
+          y[v] = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(row[v], x_rows + off[t] + v * kRowLanes),
+                                 y[v]);
+      }
+      // The pooled row's shares, as avgPool2x2BackwardRows forms them (pw <= 16).
+      const __m512 pooled =
+          _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes(0, pw), dp_plane + (oh / 2) * pw), quarter);
+      for (int v = 0; v < kVectors; ++v) {
+        if (b_o != nullptr) y[v] = _mm512_add_ps(y[v], _mm512_set1_ps(*b_o));
+        d[v] = _mm512_maskz_mov_ps(
+            covered[v], reluBackward(_mm512_maskz_permutexvar_ps(0xFFFF, share[v], pooled), y[v]));
+      }
+    } else {
+      for (int v = 0; v < kVectors; ++v) d[v] = _mm512_setzero_ps();  // no window's row
+    }
+    for (int v = 0; v < kVectors; ++v)
+      if (b_o != nullptr) bsum[v] = _mm512_add_ps(bsum[v], d[v]);
+#pragma GCC unroll 9
+    for (int t = 0; t < kTapsAtOnce; ++t) {
+      if (t >= count) break;
+#pragma GCC unroll 2
+      for (int v = 0; v < kVectors; ++v) {
+        const __m512 xv = _mm512_maskz_loadu_ps(row[v], x_rows + off[t] + v * kRowLanes);
+        acc[t][v] = _mm512_fmadd_ps(d[v], xv, acc[t][v]);
+      }
+    }
+  }
+  for (int t = 0; t < kTapsAtOnce; ++t)
+    for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(sums.taps[t][v], acc[t][v]);
+  for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(sums.bias[v], bsum[v]);
+}
+
 /// The filter gradient's running sums: per output channel and group of taps, a vector per
 /// output vector of a row (TapSums), added image by image in the batch's order.
 class FilterSums {
@@ -250,6 +321,25 @@ class FilterSums {
       }
   }
 
+  /// conv2d_relu_avg_pool's: adds one image with the gradient of its pooled output
+  /// dp_planes [last - first, oh / 2, ow / 2] of output channels [first, last), the
+  /// convolution (w, b at those channels' filters) computed again a row at a time. For a
+  /// window without padding of at most kTapsAtOnce taps (tapConvReluPool's).
+  TANDEM_AVX512 void addPooled(const float* x_image, const float* w, const float* b,
+                               const float* dp_planes, int64_t first, int64_t last) {
+    const int64_t pooled = (g_.oh / 2) * (g_.ow / 2);
+    for (int64_t oc = first; oc < last; ++oc) {
+      const float* dp_plane = dp_planes + (oc - first) * pooled;
+      const float* w_o = w + oc * g_.rows();
+      const float* b_o = bias_ ? b + oc : nullptr;
+      TapSums& s = sums_[static_cast<size_t>(oc)];
+      if (vectors_ == 2) {
+        addPooledImage<2>(g_, x_image, w_o, b_o, dp_plane, taps_.data(), count(0), s);
+      } else {
+        addPooledImage<1>(g_, x_image, w_o, b_o, dp_plane, taps_.data(), count(0), s);
+      }
+    }
+  }
   /// dw [o, c, kh, kw] and db [o] (when the sums have the bias) from the sums.
   TANDEM_AVX512 void write(float* dw, float* db) const {
     const int64_t taps_per_filter = g_.rows();
@@ -267,7 +357,6 @@ class FilterSums {
   std::pair<int64_t, int64_t> channelsOf(int64_t thread, int64_t threads) const {
     return {o_ * thread / threads, o_ * (thread + 1) / threads};
   }
-  const std::vector<Tap>& taps() const { return taps_; }
 
  private:
   int count(int64_t group) const {
@@ -320,28 +409,20 @@ TANDEM_AVX512 void convReluPoolVectors(const ConvWindow& g, int64_t n, int64_t o
   }
 }
 
-/// Its filter gradient: per image, the convolution of the thread's output channels again
-/// (forwardImageAllTaps), the pooled gradient spread over it where it is > 0 in place
-/// (avgPool2x2BackwardRows), and the filter's sums of that (FilterSums, tapFilterVectors'
-/// order): the bits of conv2d, avg_pool2d_backward{relu} and conv2d_backward_filter by kTaps.
+/// Its filter gradient: per image and output channel of the thread's, addPooled (each row
+/// of the convolution again, the pooled gradient spread over it, the taps' products in
+/// FilterSums' order): the bits of conv2d, avg_pool2d_backward{relu} and
+/// conv2d_backward_filter by kTaps.
 TANDEM_AVX512 void convReluPoolFilterVectors(const ConvWindow& g, int64_t n, int64_t o,
                                              const float* x, const float* w, const float* b,
                                              const float* dy, float* dw, float* db) {
   FilterSums sums(g, o, db != nullptr);
-  const int64_t image = g.c * g.h * g.w, plane = g.oh * g.ow, pooled = (g.oh / 2) * (g.ow / 2);
-  const int64_t per_filter = g.rows();
+  const int64_t image = g.c * g.h * g.w, pooled = (g.oh / 2) * (g.ow / 2);
 #pragma omp parallel
   {
     const auto [first, last] = sums.channelsOf(omp_get_thread_num(), omp_get_num_threads());
-    std::vector<float> grad(static_cast<size_t>((last - first) * plane));
-    for (int64_t i = 0; i < n && first < last; ++i) {
-      const float* x_image = x + i * image;
-      forwardImageAllTaps(g, sums.taps(), last - first, x_image, w + first * per_filter,
-                          b == nullptr ? nullptr : b + first, grad.data());
-      avgPool2x2BackwardRows(last - first, g.oh, g.ow, /*relu=*/true, dy + (i * o + first) * pooled,
-                             grad.data(), grad.data());
-      sums.add(x_image, grad.data(), first, last);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      sums.addPooled(x + i * image, w, b, dy + (i * o + first) * pooled, first, last);
   }
   sums.write(dw, db);
 }

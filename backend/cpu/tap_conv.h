@@ -36,19 +36,24 @@ void tapFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x
 void tapConvForward(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* w,
                     const float* b, float* y);
 
+/// The most taps (c * kh * kw) the two below take: one group of the loops' registers
+/// (fuse-conv-relu-pool fuses no more).
+inline constexpr int64_t kConvReluPoolTaps = 9;
+
 /// conv2d_relu_avg_pool (fuse-conv-relu-pool): relu(conv(x, w) + b) pooled over 2x2 windows
 /// of stride 2 (floor) into y [n, o, oh / 2, ow / 2], image by image: each image's
 /// convolution by tapConvForward's loops into a scratch that stays in the caches, then
 /// avgPool2x2Rows from there. The bits of tapConvForward followed by avgPool2x2Rows{relu}.
-/// A window without padding, as tapConvForward's.
+/// A window without padding of at most kConvReluPoolTaps taps.
 void tapConvReluPool(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* w,
                      const float* b, float* y);
 
-/// Its filter gradient from dy [n, o, oh / 2, ow / 2], the pooled output's: per image the
-/// convolution again, dy spread over it where it is > 0 (avgPool2x2BackwardRows{relu}) and
-/// the filter's sums of that (tapFilterGradient's). The bits of tapConvForward,
+/// Its filter gradient from dy [n, o, oh / 2, ow / 2], the pooled output's: per image,
+/// output channel and row the convolution's row again, dy spread over it where it is > 0
+/// (avgPool2x2BackwardRows{relu}'s lanes) and the taps' products with that
+/// (tapFilterGradient's), in registers. The bits of tapConvForward,
 /// avgPool2x2BackwardRows{relu} and tapFilterGradient in a row; dw and db (when b is not
-/// null) are written.
+/// null) are written. The same windows as tapConvReluPool.
 void tapConvReluPoolFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x,
                                    const float* w, const float* b, const float* dy, float* dw,
                                    float* db);
