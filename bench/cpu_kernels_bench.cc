@@ -349,9 +349,12 @@ void ConvReluPool(benchmark::State& state) {
   if (state.range(5) == 0) {
     Harness(ir::Op::kConv2dReluAvgPool, {x, w, b}, attrs)
         .time(state, nullptr, ConvStrategy::kAuto, flops);
-  } else {  // the convolution again, then the filter's products
-    Harness(ir::Op::kConv2dReluAvgPoolBackwardFilter, {pooled, x, w, b}, attrs)
-        .time(state, nullptr, ConvStrategy::kAuto, 2 * flops);
+  } else {  // the filter's products over the pooled gradient's shares
+    Attrs filter_attrs = attrs;
+    filter_attrs.emplace_back("bias", true);
+    const ir::TensorType mask{ir::DType::kI32, {n, o, oh}};
+    Harness(ir::Op::kConv2dReluAvgPoolBackwardFilter, {pooled, x, w, mask}, filter_attrs)
+        .time(state, nullptr, ConvStrategy::kAuto, flops);
   }
 }
 BENCHMARK(ConvReluPool)

@@ -64,8 +64,6 @@ double attention_backward(const Node& n, const CostSpec& c) { return 2.5 * atten
 
 double conv_pool(const Node& n, const CostSpec& c) { return 4 * gemm(n, c); }
 
-double conv_pool_backward(const Node& n, const CostSpec& c) { return 2 * conv_pool(n, c); }
-
 double reduction(const Node& n, const CostSpec& c) { return elements(valueAt(n, c.a)); }
 
 }  // namespace cost

@@ -63,12 +63,10 @@ double attention(const Node& n, const CostSpec& c);
 /// Its backward: the scores again, then four products (dv, dp, dq, dk): 2.5 times the
 /// forward's.
 double attention_backward(const Node& n, const CostSpec& c);
-/// 4 * gemm(a, b): a convolution with filter a whose output a 2x2 average pool makes b
-/// (conv2d_relu_avg_pool: four convolution outputs per element of b).
+/// 4 * gemm(a, b): a convolution pass with filter a whose output a 2x2 average pool makes
+/// b (conv2d_relu_avg_pool and its filter gradient: four convolution outputs per element
+/// of b).
 double conv_pool(const Node& n, const CostSpec& c);
-/// Its filter gradient from the pooled gradient b: the convolution again, then the
-/// filter's products: twice conv_pool.
-double conv_pool_backward(const Node& n, const CostSpec& c);
 /// elements(a): one flop per element of the reduced value a (a sum or mean over an axis,
 /// whose result is smaller than what it reads).
 double reduction(const Node& n, const CostSpec& c);

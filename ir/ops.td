@@ -1008,31 +1008,33 @@ op conv2d_bias_act
 
 op conv2d_relu_avg_pool
   operands x: f32, w: f32, b?: f32
-  results y: f32
+  results y: f32, mask: i32
   attr stride: hw >= 1
   attr pad: hw >= 0
   attr groups: int = 1 >= 1
   cost conv_pool(w, y)
-  doc conv2d (+ b), relu, then 2x2 average pooling of stride 2 (no padding,
-  doc floor), in one pass over x: the convolution's output is never written (written by
-  doc fuse-conv-relu-pool in place of conv2d -> avg_pool2d{relu} where x needs no gradient
-  doc and each output is a sum of at most 9 products, a network's first convolution over
-  doc few channels). Its training gradient is conv2d_relu_avg_pool_backward_filter, which
-  doc computes the convolution again for relu's mask; x gets none.
+  doc conv2d (+ b), relu, then 2x2 average pooling of stride 2 (no padding, floor), in one
+  doc pass over x: the convolution's output is never written (written by
+  doc fuse-conv-relu-pool in place of conv2d -> avg_pool2d{relu} where x needs no gradient,
+  doc a network's first convolution). mask keeps relu's gradient mask, a row of the
+  doc convolution's output an i32 [N, O, H']: bit j of mask[n, o, i] is set where output
+  doc (n, o, i, j) is > 0 or NaN (relu_backward passes the gradient there), so the
+  doc convolution's rows are at most 32 wide. conv2d_relu_avg_pool_backward_filter reads it.
 
 op conv2d_relu_avg_pool_backward_filter
-  operands dy: f32, x: f32, w: f32, b?: f32
+  operands dy: f32, x: f32, w: f32, mask: i32
   results dw: f32, db?: f32
   attr stride: hw >= 1
   attr pad: hw >= 0
   attr groups: int = 1 >= 1
+  attr bias: bool
   traits backward
-  cost conv_pool_backward(w, dy)
-  doc The gradients of conv2d_relu_avg_pool's filter and bias (db exactly when b is given)
-  doc from the pooled output's gradient dy: the convolution computed again from x, w and
-  doc b for relu's mask, dy spread over each window, and the filter's sums, image by image
-  doc in the caches (the conv2d_backward_filter of avg_pool2d_backward{relu} without the
-  doc convolution's output or its gradient in memory).
+  cost conv_pool(w, dy)
+  doc The gradients of conv2d_relu_avg_pool's filter and bias (when bias=true) from the
+  doc pooled output's gradient dy: dy * 0.25 spread over each 2x2 window where mask's bit
+  doc is set, and the filter's sums of that with x, a row at a time in registers (the
+  doc conv2d_backward_filter of avg_pool2d_backward{relu} without the convolution's output
+  doc or its gradient in memory). w gives dw's shape.
 
 # --- optimizer ---------------------------------------------------------------------------
 op sgd_update

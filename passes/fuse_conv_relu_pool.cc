@@ -55,7 +55,8 @@ class ConvPoolRewriter {
     const ir::Conv2dView conv(conv_node);
     const ir::Shape& w = conv.w()->type().shape;
     if (conv.x()->type().dtype != ir::DType::kF32 || conv.w()->type().dtype != ir::DType::kF32 ||
-        w[1] * w[2] * w[3] > FuseConvReluPool::kMaxTaps)
+        w[1] * w[2] * w[3] > FuseConvReluPool::kMaxTaps ||
+        conv.y()->type().shape[3] > FuseConvReluPool::kMaxRowWidth)
       return std::nullopt;
     const Value* y = conv.y();
     if (users_.returned(y)) return std::nullopt;
@@ -89,6 +90,7 @@ class ConvPoolRewriter {
     const ir::Conv2dView conv(*c.conv);
     const std::string scope = joinedScopes({c.conv, c.pool});
     Value* pooled = ir::AvgPool2dView(*c.pool).y();
+    const std::string name = takeName(pooled);
     ASSIGN_OR_RETURN(Node * forward, add(*c.pool,
                                          ir::Conv2dReluAvgPoolArgs{.x = conv.x(),
                                                                    .w = conv.w(),
@@ -96,9 +98,9 @@ class ConvPoolRewriter {
                                                                    .stride = conv.stride(),
                                                                    .pad = conv.pad(),
                                                                    .groups = conv.groups()}
-                                             .spec({.names = {takeName(pooled)}}),
+                                             .spec({.names = {name, name + ".mask"}}),
                                          scope, c.conv->location()));
-    replace_[pooled] = forward->result();
+    replace_[pooled] = forward->result(0);
     absorbed_.insert({c.conv->id(), c.pool->id()});
     if (c.pool_backward == nullptr) return absl::OkStatus();
 
@@ -111,10 +113,11 @@ class ConvPoolRewriter {
                              .dy = ir::AvgPool2dBackwardView(*c.pool_backward).dy(),
                              .x = conv.x(),
                              .w = conv.w(),
-                             .b = conv.b(),
+                             .mask = forward->result(1),
                              .stride = conv.stride(),
                              .pad = conv.pad(),
-                             .groups = conv.groups()}
+                             .groups = conv.groups(),
+                             .bias = conv.b() != nullptr}
                              .spec({.names = names}),
                          joinedScopes({c.filter, c.pool_backward}), c.filter->location()));
     replace_[filter.dw()] = backward->result(0);

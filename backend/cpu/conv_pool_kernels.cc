@@ -83,16 +83,28 @@ void convPlane(const ConvPoolShape& s, const float* x_image, const float* w, con
     }
 }
 
+/// relu's mask of a plane's rows: bit j of mask[i] where plane[i, j] is > 0 or NaN.
+void maskOfPlane(const ConvWindow& g, const float* plane, int32_t* mask) {
+  for (int64_t i = 0; i < g.oh; ++i) {
+    uint32_t bits = 0;
+    for (int64_t j = 0; j < g.ow; ++j)
+      if (!(plane[i * g.ow + j] <= 0.0f)) bits |= uint32_t{1} << j;
+    mask[i] = static_cast<int32_t>(bits);
+  }
+}
+
 /// The forward by the definition: per image and output channel the convolution's plane,
-/// then each 2x2 window's ((a + b) + (c + d)) * 0.25 of relu (avg_pool2d{relu}'s order).
+/// relu's mask of it, then each 2x2 window's ((a + b) + (c + d)) * 0.25 of relu
+/// (avg_pool2d{relu}'s order).
 void convReluPoolLoops(const ConvPoolShape& s, const float* x, const float* w, const float* b,
-                       float* y) {
+                       float* y, int32_t* mask) {
   const ConvWindow& g = s.window;
   const int64_t image = s.groups * g.c * g.h * g.w, ph = s.pooledH(), pw = s.pooledW();
   std::vector<float> plane(static_cast<size_t>(g.oh * g.ow));
   for (int64_t i = 0; i < s.n; ++i)
     for (int64_t oc = 0; oc < s.o; ++oc) {
       convPlane(s, x + i * image, w, b, oc, plane.data());
+      maskOfPlane(g, plane.data(), mask + (i * s.o + oc) * g.oh);
       float* out = y + (i * s.o + oc) * ph * pw;
       for (int64_t r = 0; r < ph; ++r)
         for (int64_t c = 0; c < pw; ++c) {
@@ -105,27 +117,26 @@ void convReluPoolLoops(const ConvPoolShape& s, const float* x, const float* w, c
     }
 }
 
-/// The filter gradient by the definition: per image and output channel the convolution
-/// again, each element's share dy * 0.25 of its window where the convolution is > 0
-/// (avg_pool2d_backward{relu}'s), summed into dw and db in the images' order.
-void convReluPoolFilterLoops(const ConvPoolShape& s, const float* x, const float* w, const float* b,
+/// The filter gradient by the definition: each convolution output's share dy * 0.25 of its
+/// window where the mask passes (avg_pool2d_backward{relu}'s), summed into dw and db in
+/// the images' order.
+void convReluPoolFilterLoops(const ConvPoolShape& s, const float* x, const int32_t* mask,
                              const float* dy, float* dw, float* db) {
   const ConvWindow& g = s.window;
   const int64_t image = s.groups * g.c * g.h * g.w, ph = s.pooledH(), pw = s.pooledW();
   std::fill(dw, dw + s.o * g.rows(), 0.0f);
   if (db != nullptr) std::fill(db, db + s.o, 0.0f);
-  std::vector<float> plane(static_cast<size_t>(g.oh * g.ow));
   for (int64_t i = 0; i < s.n; ++i)
     for (int64_t oc = 0; oc < s.o; ++oc) {
       const float* x_image = x + i * image;
-      convPlane(s, x_image, w, b, oc, plane.data());
       const float* d = dy + (i * s.o + oc) * ph * pw;
+      const int32_t* rows = mask + (i * s.o + oc) * g.oh;
       const int64_t group = oc / (s.o / s.groups);
       float* filter = dw + oc * g.rows();
       for (int64_t r = 0; r < 2 * ph; ++r)
         for (int64_t col = 0; col < 2 * pw; ++col) {
-          const float share =
-              reluBackwardValue(d[(r / 2) * pw + col / 2] * 0.25f, plane[r * g.ow + col]);
+          const bool passes = (static_cast<uint32_t>(rows[r]) >> col) & 1u;
+          const float share = passes ? d[(r / 2) * pw + col / 2] * 0.25f : 0.0f;
           if (db != nullptr) db[oc] += share;
           for (int64_t c = 0; c < g.c; ++c) {
             const float* channel = x_image + (group * g.c + c) * g.h * g.w;
@@ -148,12 +159,14 @@ class ConvReluPoolKernel final : public CpuKernel {
   explicit ConvReluPoolKernel(const ConvPoolShape& s) : s_(s) {}
 
  private:
+  // x, w, b? -> y, mask
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
     const float* b = in.size() > 2 ? in[2].f32() : nullptr;
+    int32_t* mask = out[1].as<int32_t>();
     if (tapsRun(s_)) {
-      tapConvReluPool(s_.window, s_.n, s_.o, in[0].f32(), in[1].f32(), b, out[0].f32());
+      tapConvReluPool(s_.window, s_.n, s_.o, in[0].f32(), in[1].f32(), b, out[0].f32(), mask);
     } else {
-      convReluPoolLoops(s_, in[0].f32(), in[1].f32(), b, out[0].f32());
+      convReluPoolLoops(s_, in[0].f32(), in[1].f32(), b, out[0].f32(), mask);
     }
   }
   ConvPoolShape s_;
@@ -164,15 +177,15 @@ class ConvReluPoolFilterKernel final : public CpuKernel {
   explicit ConvReluPoolFilterKernel(const ConvPoolShape& s) : s_(s) {}
 
  private:
-  // dy, x, w, b? -> dw, db?
+  // dy, x, w, mask -> dw, db?
   void compute(absl::Span<const TensorView> in, absl::Span<const TensorView> out) override {
-    const float* b = in.size() > 3 ? in[3].f32() : nullptr;
+    const int32_t* mask = in[3].as<int32_t>();
     float* db = out.size() > 1 ? out[1].f32() : nullptr;
     if (tapsRun(s_)) {
-      tapConvReluPoolFilterGradient(s_.window, s_.n, s_.o, in[1].f32(), in[2].f32(), b, in[0].f32(),
+      tapConvReluPoolFilterGradient(s_.window, s_.n, s_.o, in[1].f32(), mask, in[0].f32(),
                                     out[0].f32(), db);
     } else {
-      convReluPoolFilterLoops(s_, in[1].f32(), in[2].f32(), b, in[0].f32(), out[0].f32(), db);
+      convReluPoolFilterLoops(s_, in[1].f32(), mask, in[0].f32(), out[0].f32(), db);
     }
   }
   ConvPoolShape s_;

@@ -19,7 +19,6 @@ using avx512::kRowLanes;
 using avx512::lanes;
 using avx512::laneSum;
 using avx512::moved;
-using avx512::reluBackward;
 
 /// Taps summed at once: each holds an accumulator per vector of the output row (two for
 /// LeNet's 26 columns), so 9 taps keep 18 of the 32 registers, dy's row two more.
@@ -214,17 +213,16 @@ TANDEM_AVX512 float total(const float (*v)[kRowLanes], int vectors) {
 }
 
 /// conv2d_relu_avg_pool's filter gradient over one image and output channel, a row at a
-/// time in registers, for at most kTapsAtOnce taps over a window without padding: each row
-/// of the convolution computed again (forwardImage's sums, the bias last), the pooled
-/// gradient spread over it where it is > 0 (avgPool2x2BackwardRows' lanes: dy * 0.25
-/// widened to the window's 2x2 shares, zero in an odd last row or column), and the taps'
-/// products with that added to `sums` (addImageInside's). Their bits, with neither the
-/// convolution nor its gradient written: the per-image planes cost twice the
-/// multiply-adds in loads and stores (perf: 1.83 ms against 0.7 for N=128).
+/// time in registers, for at most kTapsAtOnce taps over a window without padding: the
+/// pooled gradient's shares of the row (dy * 0.25 widened to each 2x2 window as
+/// avgPool2x2BackwardRows widens it) where relu's mask (a row an i32) has its bit, zero in
+/// an odd last row or column, and the taps' products with that added to `sums`
+/// (addImageInside's). Their bits, with neither the convolution's output nor its gradient
+/// in memory.
 template <int kVectors>
-TANDEM_AVX512 void addPooledImage(const ConvWindow& g, const float* x_image, const float* w_o,
-                                  const float* b_o, const float* dp_plane, const Tap* taps,
-                                  int count, TapSums& sums) {
+TANDEM_AVX512 void addPooledImage(const ConvWindow& g, const float* x_image,
+                                  const int32_t* mask_plane, const float* dp_plane, const Tap* taps,
+                                  int count, bool bias, TapSums& sums) {
   __m512 acc[kTapsAtOnce][kVectors], bsum[kVectors];
   for (int t = 0; t < kTapsAtOnce; ++t)
     for (int v = 0; v < kVectors; ++v) acc[t][v] = _mm512_loadu_ps(sums.taps[t][v]);
@@ -240,33 +238,21 @@ TANDEM_AVX512 void addPooledImage(const ConvWindow& g, const float* x_image, con
   int64_t off[kTapsAtOnce];
   for (int t = 0; t < kTapsAtOnce; ++t) off[t] = taps[t].offset;
   for (int64_t oh = 0; oh < g.oh; ++oh) {
-    const float* x_rows = x_image + oh * g.stride_h * g.w;
     __m512 d[kVectors];
     if (oh < 2 * ph) {
-      __m512 y[kVectors];
-      for (int v = 0; v < kVectors; ++v) y[v] = _mm512_setzero_ps();
-#pragma GCC unroll 9
-      for (int t = 0; t < kTapsAtOnce; ++t) {
-        if (t >= count) break;
-        const __m512 wt = _mm512_set1_ps(w_o[t]);
-#pragma GCC unroll 2
-        for (int v = 0; v < kVectors; ++v)
-          y[v] = _mm512_fmadd_ps(wt, _mm512_maskz_loadu_ps(row[v], x_rows + off[t] + v * kRowLanes),
-                                 y[v]);
-      }
-      // The pooled row's shares, as avgPool2x2BackwardRows forms them (pw <= 16).
       const __m512 pooled =
           _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes(0, pw), dp_plane + (oh / 2) * pw), quarter);
+      const auto bits = static_cast<uint32_t>(mask_plane[oh]);
       for (int v = 0; v < kVectors; ++v) {
-        if (b_o != nullptr) y[v] = _mm512_add_ps(y[v], _mm512_set1_ps(*b_o));
-        d[v] = _mm512_maskz_mov_ps(
-            covered[v], reluBackward(_mm512_maskz_permutexvar_ps(0xFFFF, share[v], pooled), y[v]));
+        const auto passes = static_cast<__mmask16>(bits >> (v * kRowLanes)) & covered[v];
+        d[v] = _mm512_maskz_permutexvar_ps(passes, share[v], pooled);
       }
     } else {
       for (int v = 0; v < kVectors; ++v) d[v] = _mm512_setzero_ps();  // no window's row
     }
     for (int v = 0; v < kVectors; ++v)
-      if (b_o != nullptr) bsum[v] = _mm512_add_ps(bsum[v], d[v]);
+      if (bias) bsum[v] = _mm512_add_ps(bsum[v], d[v]);
+    const float* x_rows = x_image + oh * g.stride_h * g.w;
 #pragma GCC unroll 9
     for (int t = 0; t < kTapsAtOnce; ++t) {
       if (t >= count) break;
@@ -280,6 +266,22 @@ TANDEM_AVX512 void addPooledImage(const ConvWindow& g, const float* x_image, con
   for (int t = 0; t < kTapsAtOnce; ++t)
     for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(sums.taps[t][v], acc[t][v]);
   for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(sums.bias[v], bsum[v]);
+}
+
+/// relu's mask of `rows` rows of ow columns (at most 32) of y: bit j of mask[r] set where
+/// y[r, j] is > 0 or NaN (not <= 0: where relu_backward passes the gradient).
+TANDEM_AVX512 void reluMaskRows(int64_t rows, int64_t ow, const float* y, int32_t* mask) {
+  const __mmask16 row[2] = {lanes(0, ow), lanes(0, ow - kRowLanes)};
+  for (int64_t r = 0; r < rows; ++r) {
+    uint32_t bits = 0;
+    for (int v = 0; v < 2; ++v) {
+      const __m512 yv = _mm512_maskz_loadu_ps(row[v], moved(y, r * ow + v * kRowLanes));
+      const __mmask16 passes =
+          _mm512_mask_cmp_ps_mask(row[v], yv, _mm512_setzero_ps(), _CMP_NLE_UQ);
+      bits |= static_cast<uint32_t>(passes) << (v * kRowLanes);
+    }
+    mask[r] = static_cast<int32_t>(bits);
+  }
 }
 
 /// The filter gradient's running sums: per output channel and group of taps, a vector per
@@ -322,24 +324,24 @@ class FilterSums {
   }
 
   /// conv2d_relu_avg_pool's: adds one image with the gradient of its pooled output
-  /// dp_planes [last - first, oh / 2, ow / 2] of output channels [first, last), the
-  /// convolution (w, b at those channels' filters) computed again a row at a time. For a
-  /// window without padding of at most kTapsAtOnce taps (tapConvReluPool's).
-  TANDEM_AVX512 void addPooled(const float* x_image, const float* w, const float* b,
+  /// dp_planes [last - first, oh / 2, ow / 2] and relu's mask mask_planes [last - first,
+  /// oh] of output channels [first, last). For a window without padding of at most
+  /// kTapsAtOnce taps (tapConvReluPool's).
+  TANDEM_AVX512 void addPooled(const float* x_image, const int32_t* mask_planes,
                                const float* dp_planes, int64_t first, int64_t last) {
     const int64_t pooled = (g_.oh / 2) * (g_.ow / 2);
     for (int64_t oc = first; oc < last; ++oc) {
       const float* dp_plane = dp_planes + (oc - first) * pooled;
-      const float* w_o = w + oc * g_.rows();
-      const float* b_o = bias_ ? b + oc : nullptr;
+      const int32_t* mask_plane = mask_planes + (oc - first) * g_.oh;
       TapSums& s = sums_[static_cast<size_t>(oc)];
       if (vectors_ == 2) {
-        addPooledImage<2>(g_, x_image, w_o, b_o, dp_plane, taps_.data(), count(0), s);
+        addPooledImage<2>(g_, x_image, mask_plane, dp_plane, taps_.data(), count(0), bias_, s);
       } else {
-        addPooledImage<1>(g_, x_image, w_o, b_o, dp_plane, taps_.data(), count(0), s);
+        addPooledImage<1>(g_, x_image, mask_plane, dp_plane, taps_.data(), count(0), bias_, s);
       }
     }
   }
+
   /// dw [o, c, kh, kw] and db [o] (when the sums have the bias) from the sums.
   TANDEM_AVX512 void write(float* dw, float* db) const {
     const int64_t taps_per_filter = g_.rows();
@@ -392,10 +394,10 @@ TANDEM_AVX512 void tapFilterVectors(const ConvWindow& g, int64_t n, int64_t o, c
 }
 
 /// conv2d_relu_avg_pool: each image's convolution into a thread's scratch (tapForwardVectors'
-/// loops), relu and the 2x2 pool from there (avgPool2x2Rows), the OpenMP threads splitting
-/// the batch.
+/// loops), relu's mask of its rows and the 2x2 pool with relu from there (avgPool2x2Rows),
+/// the OpenMP threads splitting the batch.
 TANDEM_AVX512 void convReluPoolVectors(const ConvWindow& g, int64_t n, int64_t o, const float* x,
-                                       const float* w, const float* b, float* y) {
+                                       const float* w, const float* b, float* y, int32_t* mask) {
   const std::vector<Tap> table = tapsOf(g);
   const int64_t image = g.c * g.h * g.w, plane = g.oh * g.ow, pooled = (g.oh / 2) * (g.ow / 2);
 #pragma omp parallel
@@ -404,25 +406,26 @@ TANDEM_AVX512 void convReluPoolVectors(const ConvWindow& g, int64_t n, int64_t o
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
       forwardImageAllTaps(g, table, o, x + i * image, w, b, conv.data());
+      reluMaskRows(o * g.oh, g.ow, conv.data(), mask + i * o * g.oh);
       avgPool2x2Rows(o, g.oh, g.ow, /*relu=*/true, conv.data(), y + i * o * pooled);
     }
   }
 }
 
-/// Its filter gradient: per image and output channel of the thread's, addPooled (each row
-/// of the convolution again, the pooled gradient spread over it, the taps' products in
-/// FilterSums' order): the bits of conv2d, avg_pool2d_backward{relu} and
-/// conv2d_backward_filter by kTaps.
+/// Its filter gradient: per image and output channel of the thread's, addPooled (the pooled
+/// gradient's shares where the mask passes, the taps' products in FilterSums' order): the
+/// bits of avg_pool2d_backward{relu} and conv2d_backward_filter by kTaps.
 TANDEM_AVX512 void convReluPoolFilterVectors(const ConvWindow& g, int64_t n, int64_t o,
-                                             const float* x, const float* w, const float* b,
-                                             const float* dy, float* dw, float* db) {
+                                             const float* x, const int32_t* mask, const float* dy,
+                                             float* dw, float* db) {
   FilterSums sums(g, o, db != nullptr);
   const int64_t image = g.c * g.h * g.w, pooled = (g.oh / 2) * (g.ow / 2);
 #pragma omp parallel
   {
     const auto [first, last] = sums.channelsOf(omp_get_thread_num(), omp_get_num_threads());
     for (int64_t i = 0; i < n; ++i)
-      sums.addPooled(x + i * image, w, b, dy + (i * o + first) * pooled, first, last);
+      sums.addPooled(x + i * image, mask + (i * o + first) * g.oh, dy + (i * o + first) * pooled,
+                     first, last);
   }
   sums.write(dw, db);
 }
@@ -479,21 +482,20 @@ void tapFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x
 }
 
 void tapConvReluPool(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* w,
-                     const float* b, float* y) {
+                     const float* b, float* y, int32_t* mask) {
 #if TANDEM_AVX512_INTRINSICS
-  convReluPoolVectors(g, n, o, x, w, b, y);
+  convReluPoolVectors(g, n, o, x, w, b, y, mask);
 #else
-  (void)g, (void)n, (void)o, (void)x, (void)w, (void)b, (void)y;
+  (void)g, (void)n, (void)o, (void)x, (void)w, (void)b, (void)y, (void)mask;
 #endif
 }
 
 void tapConvReluPoolFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x,
-                                   const float* w, const float* b, const float* dy, float* dw,
-                                   float* db) {
+                                   const int32_t* mask, const float* dy, float* dw, float* db) {
 #if TANDEM_AVX512_INTRINSICS
-  convReluPoolFilterVectors(g, n, o, x, w, b, dy, dw, db);
+  convReluPoolFilterVectors(g, n, o, x, mask, dy, dw, db);
 #else
-  (void)g, (void)n, (void)o, (void)x, (void)w, (void)b, (void)dy, (void)dw, (void)db;
+  (void)g, (void)n, (void)o, (void)x, (void)mask, (void)dy, (void)dw, (void)db;
 #endif
 }
 

@@ -41,22 +41,22 @@ void tapConvForward(const ConvWindow& g, int64_t n, int64_t o, const float* x, c
 inline constexpr int64_t kConvReluPoolTaps = 9;
 
 /// conv2d_relu_avg_pool (fuse-conv-relu-pool): relu(conv(x, w) + b) pooled over 2x2 windows
-/// of stride 2 (floor) into y [n, o, oh / 2, ow / 2], image by image: each image's
-/// convolution by tapConvForward's loops into a scratch that stays in the caches, then
-/// avgPool2x2Rows from there. The bits of tapConvForward followed by avgPool2x2Rows{relu}.
-/// A window without padding of at most kConvReluPoolTaps taps.
+/// of stride 2 (floor) into y [n, o, oh / 2, ow / 2], and relu's mask [n, o, oh] (bit j of
+/// a row's i32 set where the convolution's output is > 0 or NaN), image by image: each
+/// image's convolution by tapConvForward's loops into a scratch that stays in the caches,
+/// then the mask and avgPool2x2Rows from there. The bits of tapConvForward followed by
+/// avgPool2x2Rows{relu}. A window without padding of at most kConvReluPoolTaps taps, rows
+/// of at most 32 columns.
 void tapConvReluPool(const ConvWindow& g, int64_t n, int64_t o, const float* x, const float* w,
-                     const float* b, float* y);
+                     const float* b, float* y, int32_t* mask);
 
-/// Its filter gradient from dy [n, o, oh / 2, ow / 2], the pooled output's: per image,
-/// output channel and row the convolution's row again, dy spread over it where it is > 0
-/// (avgPool2x2BackwardRows{relu}'s lanes) and the taps' products with that
-/// (tapFilterGradient's), in registers. The bits of tapConvForward,
-/// avgPool2x2BackwardRows{relu} and tapFilterGradient in a row; dw and db (when b is not
-/// null) are written. The same windows as tapConvReluPool.
+/// Its filter gradient from dy [n, o, oh / 2, ow / 2], the pooled output's, and the mask:
+/// per image, output channel and row, dy's shares (avgPool2x2BackwardRows{relu}'s lanes,
+/// where the mask passes) and the taps' products with them (tapFilterGradient's), in
+/// registers. The bits of avgPool2x2BackwardRows{relu} and tapFilterGradient in a row; dw
+/// and db (when not null) are written. The same windows as tapConvReluPool.
 void tapConvReluPoolFilterGradient(const ConvWindow& g, int64_t n, int64_t o, const float* x,
-                                   const float* w, const float* b, const float* dy, float* dw,
-                                   float* db);
+                                   const int32_t* mask, const float* dy, float* dw, float* db);
 
 /// conv2d (x, w, b? -> y) of n images and o output channels by tapConvForward; `bias`
 /// whether the node has b.

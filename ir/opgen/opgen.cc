@@ -354,7 +354,7 @@ void parseCost(const std::string& rest, int line, std::string* cost,
   if (!kCosts.count(*cost))
     die(line, "unknown cost formula '" + *cost +
                   "' (none, elementwise, gemm, matmul, contraction, reduction, attention, "
-                  "attention_backward, conv_pool, conv_pool_backward)");
+                  "attention_backward, conv_pool)");
   args->clear();
   if (paren != std::string::npos) {
     if (rest.back() != ')') die(line, "unclosed '(' in cost");

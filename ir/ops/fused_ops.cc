@@ -122,34 +122,46 @@ absl::StatusOr<Types> inferConv2dBiasAct(const Node& n) {
   return Types{*y};
 }
 
-/// conv2d_relu_avg_pool's output: the convolution's (x, w, b? checked as conv2d's), pooled
-/// by 2x2 windows of stride 2 (floor), at least one.
-absl::StatusOr<TensorType> pooledConvOutput(const Node& n, size_t x, size_t w, const Value* b) {
+/// conv2d_relu_avg_pool's convolution output (x, w, b? checked as conv2d's), of at least
+/// one 2x2 window and rows that relu's mask holds in an i32.
+absl::StatusOr<TensorType> convOfPool(const Node& n, size_t x, size_t w, const Value* b) {
   auto y = convOutput(n, x, w, b);
   if (!y.ok()) return y.status();
   if (y->shape[2] < 2 || y->shape[3] < 2)
     return fail(absl::StrCat("the convolution's output is ", y->shape[2], "x", y->shape[3],
                              ": a 2x2 pooling window needs at least 2x2"));
-  return TensorType{y->dtype, {y->shape[0], y->shape[1], y->shape[2] / 2, y->shape[3] / 2}};
+  if (y->shape[3] > 32)
+    return fail(absl::StrCat("the convolution's rows are ", y->shape[3],
+                             " wide: relu's mask keeps a row in an i32 (at most 32)"));
+  return y;
+}
+TensorType pooledOf(const TensorType& y) {
+  return {y.dtype, {y.shape[0], y.shape[1], y.shape[2] / 2, y.shape[3] / 2}};
+}
+TensorType maskOf(const TensorType& y) {
+  return {DType::kI32, {y.shape[0], y.shape[1], y.shape[2]}};
 }
 
-// x, w, b?
+// x, w, b? -> y, mask
 absl::StatusOr<Types> inferConv2dReluAvgPool(const Node& n) {
   const Conv2dReluAvgPoolView v(n);
-  auto y = pooledConvOutput(n, v.kX, v.kW, v.b());
+  auto y = convOfPool(n, v.kX, v.kW, v.b());
   if (!y.ok()) return y.status();
-  return Types{*y};
+  return Types{pooledOf(*y), maskOf(*y)};
 }
 
-// dy, x, w, b? -> dw, db? (db exactly when b is given)
+// dy, x, w, mask -> dw, db? (db when bias=true)
 absl::StatusOr<Types> inferConv2dReluAvgPoolBackwardFilter(const Node& n) {
   const Conv2dReluAvgPoolBackwardFilterView v(n);
-  auto y = pooledConvOutput(n, v.kX, v.kW, v.b());
+  auto y = convOfPool(n, v.kX, v.kW, nullptr);
   if (!y.ok()) return y.status();
-  if (absl::Status s = expectType(n, v.kDy, *y, "the pooled output type"); !s.ok()) return s;
+  if (absl::Status s = expectType(n, v.kDy, pooledOf(*y), "the pooled output type"); !s.ok())
+    return s;
+  if (absl::Status s = expectType(n, v.kMask, maskOf(*y), "relu's mask, a row an i32"); !s.ok())
+    return s;
   const TensorType& w = v.w()->type();
   Types out{w};
-  if (v.b() != nullptr) out.push_back(v.b()->type());
+  if (v.bias()) out.push_back(TensorType{w.dtype, {w.shape[0]}});
   return out;
 }
 
@@ -171,10 +183,11 @@ absl::Status gradConv2dReluAvgPool(GradContext& c) {
   auto dw = c.emit(Conv2dReluAvgPoolBackwardFilterArgs{.dy = dy,
                                                        .x = v.x(),
                                                        .w = v.w(),
-                                                       .b = b,
+                                                       .mask = v.mask(),
                                                        .stride = v.stride(),
                                                        .pad = v.pad(),
-                                                       .groups = v.groups()}
+                                                       .groups = v.groups(),
+                                                       .bias = bias}
                        .spec({.names = names}));
   if (!dw.ok()) return dw.status();
   if (c.needsGrad(v.kW)) c.addOperandGrad(v.kW, (*dw)->result(0));

@@ -1,9 +1,9 @@
 // conv2d_relu_avg_pool and its filter gradient (fuse-conv-relu-pool's pair) against the ops
-// they stand for: conv2d -> avg_pool2d{relu}, and avg_pool2d_backward{relu} ->
-// conv2d_backward_filter. Where kTaps' loops run (AVX-512; no padding, no groups, stride 1
-// along the rows) the unfused side is kTaps too and the bits must be its bits, with zeros,
-// NaN and infinities in x; elsewhere (and past 9 taps) the fused kernels' direct loops must
-// agree with oneDNN's unfused kernels to rounding.
+// they stand for: conv2d -> avg_pool2d{relu} (and relu's mask of the convolution's output),
+// and avg_pool2d_backward{relu} -> conv2d_backward_filter. Where kTaps' loops run (AVX-512; no
+// padding, no groups, stride 1 along the rows) the unfused side is kTaps too and the bits must be
+// its bits, with zeros, NaN and infinities in x; elsewhere (and past 9 taps) the fused kernels'
+// direct loops must agree with oneDNN's unfused kernels to rounding.
 
 #include <cstring>
 #include <limits>
@@ -137,9 +137,17 @@ TEST_P(ConvPoolKernelTest, EqualTheUnfusedOps) {
   fused.out(0).fillUniform(rng, 1e6, 2e6);  // every element must be written
   fused.run();
   expectSame(fused.out(0), pool.out(0), pc.taps(), "forward");
+  // relu's mask: bit j of a row's i32 where the convolution's output is > 0 or NaN.
+  ASSERT_EQ(fused.out(1).size(), pc.n * pc.o * pc.convH());
+  for (int64_t r = 0; r < fused.out(1).size(); ++r) {
+    uint32_t bits = 0;
+    for (int64_t j = 0; j < pc.convW(); ++j)
+      if (!(conv.out(0).f32()[r * pc.convW() + j] <= 0.0f)) bits |= uint32_t{1} << j;
+    ASSERT_EQ(static_cast<uint32_t>(fused.out(1).i32()[r]), bits) << "mask row " << r;
+  }
 
   // Backward: avg_pool2d_backward{relu} of a pooled gradient over the convolution's
-  // output, then conv2d_backward_filter, against the fused filter gradient.
+  // output, then conv2d_backward_filter, against the fused filter gradient over the mask.
   SingleOp pool_backward(ir::Op::kAvgPool2dBackward, {pc.pooled(), pc.conv()}, pc.poolAttrs());
   pool_backward.in(0).fillUniform(rng, -1, 1);
   copy(conv.out(0), pool_backward.in(1));
@@ -155,13 +163,15 @@ TEST_P(ConvPoolKernelTest, EqualTheUnfusedOps) {
   copy(conv.in(0), filter.in(1));
   copy(conv.in(1), filter.in(2));
   filter.run();
-  std::vector<ir::TensorType> operands{pc.pooled(), pc.x(), pc.filter()};
-  if (pc.bias) operands.push_back(f32({pc.o}));
-  SingleOp fused_backward(ir::Op::kConv2dReluAvgPoolBackwardFilter, operands, pc.convAttrs());
+  SingleOp fused_backward(ir::Op::kConv2dReluAvgPoolBackwardFilter,
+                          {pc.pooled(), pc.x(), pc.filter(), fused.out(1).type()}, filter_attrs);
   ASSERT_TRUE(fused_backward.built());
   ASSERT_EQ(fused_backward.node().numResults(), pc.bias ? 2u : 1u);
   copy(pool_backward.in(0), fused_backward.in(0));
-  for (size_t i = 0; i < conv.numInputs(); ++i) copy(conv.in(i), fused_backward.in(i + 1));
+  copy(conv.in(0), fused_backward.in(1));
+  copy(conv.in(1), fused_backward.in(2));
+  std::memcpy(fused_backward.in(3).i32(), fused.out(1).i32(),
+              sizeof(int32_t) * static_cast<size_t>(fused.out(1).size()));
   for (size_t r = 0; r < fused_backward.node().numResults(); ++r)
     fused_backward.out(r).fillUniform(rng, 1e6, 2e6);
   fused_backward.run();

@@ -1135,12 +1135,22 @@ def attention_cases():
         .ins(qc, kc, vc, torch.tensor([2, 2], dtype=torch.int32)).outs(y).write()
 
 
+def relu_mask(y):
+    """conv2d_relu_avg_pool's mask of y [N, C, H, W] (W <= 32): bit j of row (n, c, i) set
+    where y[n, c, i, j] is > 0 or NaN (not <= 0: where relu's backward passes), an i32."""
+    bits = torch.zeros(*y.shape[:3], dtype=torch.int64)
+    for j in range(y.shape[3]):
+        bits |= (~(y[..., j] <= 0)).long() << j
+    return ((bits + 2**31) % 2**32 - 2**31).to(torch.int32)
+
+
 def conv_relu_pool_cases():
     """conv2d_relu_avg_pool and its filter gradient (fuse-conv-relu-pool's pair) as the ops
-    they stand for: F.avg_pool2d(F.relu(F.conv2d(x, w, b)), 2), and autograd's dw and db
-    from a pooled gradient holding NaN and inf. LeNet's first layer's kind (one channel,
-    3x3: 9 products, a NaN bias) and 8 products over two channels whose convolution has an
-    odd row and column (that no window reads: no gradient through them)."""
+    they stand for: F.avg_pool2d(F.relu(F.conv2d(x, w, b)), 2) and relu's mask of the
+    convolution's output, and autograd's dw and db from a pooled gradient holding NaN and
+    inf. LeNet's first layer's kind (one channel, 3x3: 9 products, a NaN bias) and 8
+    products over two channels whose convolution has an odd row and column (that no window
+    reads: no gradient through them)."""
     for name, x, w, b in [
             ("conv2d_relu_avg_pool", special(2, 1, 10, 10), torch.randn(4, 1, 3, 3) * 0.3,
              plant(torch.randn(4), [2], [NAN])),
@@ -1148,16 +1158,19 @@ def conv_relu_pool_cases():
              None)]:
         xl, wl = leaf(x), leaf(w)
         bl = leaf(b) if b is not None else None
-        y = F.avg_pool2d(F.relu(F.conv2d(xl, wl, bl)), 2)
+        conv = F.conv2d(xl, wl, bl)
+        y = F.avg_pool2d(F.relu(conv), 2)
         dy = plant(torch.randn(*y.shape), [3, y.numel() - 2], [NAN, INF])
         y.backward(dy)
+        mask = relu_mask(conv.detach())
         ins = [x, w] + ([b] if b is not None else [])
-        NCase(name, "conv2d_relu_avg_pool", "F.avg_pool2d(F.relu(F.conv2d), 2)") \
-            .attr("stride", 1).attr("pad", 0).ins(*ins).outs(y).write()
+        NCase(name, "conv2d_relu_avg_pool", "F.avg_pool2d(F.relu(F.conv2d), 2), relu's mask") \
+            .attr("stride", 1).attr("pad", 0).ins(*ins).outs(y, mask).write()
         NCase(f"{name}_backward_filter", "conv2d_relu_avg_pool_backward_filter",
               "autograd dw, db of F.avg_pool2d(F.relu(F.conv2d), 2)") \
-            .attr("stride", 1).attr("pad", 0).ins(dy, *ins) \
-            .outs(*([wl.grad] + ([bl.grad] if b is not None else []))).write()
+            .attr("stride", 1).attr("pad", 0).attr("bias", b is not None) \
+            .ins(dy, x, w, mask).outs(*([wl.grad] + ([bl.grad] if b is not None else []))) \
+            .write()
 
 
 def main():

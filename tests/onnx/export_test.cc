@@ -505,7 +505,8 @@ TEST_F(ExportTest, SpecMappedOpsExportAsTheirOnnxOp) {
 TEST_F(ExportTest, FusedConvReluPoolExportsAsConvReluAveragePool) {
   auto m = ir::parseModule(
       "module @m {\ngraph @g(%x: f32[2,1,11,11], %w: f32[4,1,3,3], %b: f32[4]) {\n"
-      "  %y = conv2d_relu_avg_pool(%x, %w, %b) {stride=1, pad=1} : f32[2,4,5,5]\n"
+      "  %y, %mask = conv2d_relu_avg_pool(%x, %w, %b) {stride=1, pad=1} : f32[2,4,5,5], "
+      "i32[2,4,11]\n"
       "  return %y\n}\n}\n");
   ASSERT_TRUE(m.ok()) << m.status();
   const ir::Graph& g = *(*m)->graph("g");

@@ -93,7 +93,7 @@ TEST(Fusion, RecomputeChangesNoBit) {
 
 // LeNet's relu -> avg_pool2d, fused (fuse-relu-pool: relu on load, the gradient masked in
 // the pool's backward), its first convolution with that pool (fuse-conv-relu-pool: image
-// by image by kTaps' loops, the convolution computed again for the filter gradient) and
+// by image by kTaps' loops, relu's mask kept for the filter gradient) and
 // not: the same loops and per-element math either way, so the three steps end bit for bit
 // the same. Where kTaps' loops do not run (no AVX-512) the fused pair's direct loops
 // round otherwise: the same to rounding there.
