@@ -3,12 +3,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_join.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
-#include "passes/insertions.h"
+#include "passes/fusion_rewrite.h"
 #include "passes/value_users.h"
 
 namespace tandem::passes {
@@ -39,7 +36,7 @@ struct Chain {
 /// absorbed nodes erased.
 class Rewriter {
  public:
-  explicit Rewriter(ir::Graph& g) : g_(g), users_(g), pos_(g.positions()), insert_(g) {}
+  explicit Rewriter(ir::Graph& g) : g_(g), users_(g), rewrite_(g) {}
 
   absl::StatusOr<bool> run() {
     std::vector<Chain> chains;
@@ -49,7 +46,7 @@ class Rewriter {
     if (chains.empty()) return false;
     for (const Chain& c : chains)
       RETURN_IF_ERROR(ir::BatchNormView(*c.bn).training() ? fuseTraining(c) : fuseInference(c));
-    apply();
+    rewrite_.apply();
     return true;
   }
 
@@ -100,42 +97,16 @@ class Rewriter {
     return c;
   }
 
-  /// "stage1.block0.conv1 + stage1.block0.bn1 + stage1.block0.relu".
-  static std::string absorbedScopes(std::initializer_list<const Node*> nodes) {
-    std::vector<std::string> scopes;
-    for (const Node* n : nodes)
-      if (n != nullptr && !n->scope().empty() &&
-          std::find(scopes.begin(), scopes.end(), n->scope()) == scopes.end())
-        scopes.push_back(n->scope());
-    return absl::StrJoin(scopes, " + ");
-  }
-
-  /// Creates a node (appended for now) to be placed just before `anchor`.
   absl::StatusOr<Node*> add(const Node& anchor, ir::NodeSpec spec, const std::string& scope,
                             const std::string& location) {
-    spec.device = anchor.device();
-    spec.scope = scope;
-    spec.location = location;
-    // Anchors are never the first node (inputs come first): right after the one before.
-    return insert_.add(pos_.at(&anchor) - 1, std::move(spec));
+    return rewrite_.add(anchor, std::move(spec), scope, location);
   }
-
-  /// Frees `v`'s name for the node that replaces its definition.
-  std::string takeName(Value* v) {
-    std::string name = v->name();
-    g_.rename(v, name + ".unfused");
-    return name;
-  }
-
-  void absorb(std::initializer_list<Node*> nodes) {
-    for (Node* n : nodes)
-      if (n != nullptr) absorbed_.insert(n->id());
-  }
+  std::string takeName(Value* v) { return rewrite_.takeName(v); }
 
   absl::Status fuseTraining(const Chain& c) {
     const ir::Conv2dView conv(*c.conv);
     const ir::BatchNormView bn(*c.bn);
-    const std::string scope = absorbedScopes({c.conv, c.bn, c.add, c.relu});
+    const std::string scope = FusionRewrite::joinedScopes({c.conv, c.bn, c.add, c.relu});
     // conv2d_stats where the convolution was.
     std::string y_name = takeName(conv.y());
     ASSIGN_OR_RETURN(Node * stats, add(*c.conv,
@@ -147,7 +118,7 @@ class Rewriter {
                                                            .groups = conv.groups()}
                                            .spec({.names = {y_name, y_name + ".stats"}}),
                                        scope, c.conv->location()));
-    replace_[conv.y()] = stats->result(0);
+    rewrite_.replace(conv.y(), stats->result(0));
     // batch_norm_apply where the chain's last forward node was.
     const Node& last = c.relu ? *c.relu : *c.bn;
     Value* out = c.output();
@@ -166,10 +137,10 @@ class Rewriter {
                                                               .relu = c.relu != nullptr}
                                            .spec({.names = names}),
                                        scope, c.bn->location()));
-    replace_[out] = apply->result(0);
-    replace_[bn.save_mean()] = apply->result(1);
-    replace_[bn.save_invstd()] = apply->result(2);
-    absorb({c.conv, c.bn, c.add, c.relu});
+    rewrite_.replace(out, apply->result(0));
+    rewrite_.replace(bn.save_mean(), apply->result(1));
+    rewrite_.replace(bn.save_invstd(), apply->result(2));
+    rewrite_.absorb({c.conv, c.bn, c.add, c.relu});
     if (c.bn_backward == nullptr) return absl::OkStatus();
 
     // Backward, where relu's backward was (or batch norm's, without relu): everything it
@@ -207,19 +178,19 @@ class Rewriter {
                                                         .residual = residual}
                              .spec({.names = grad_names}),
                          bscope, c.bn_backward->location()));
-    replace_[bb.dx()] = grad->result(0);
-    replace_[bb.dgamma()] = reduce->result(2);
-    replace_[bb.dbeta()] = reduce->result(1);
+    rewrite_.replace(bb.dx(), grad->result(0));
+    rewrite_.replace(bb.dgamma(), reduce->result(2));
+    rewrite_.replace(bb.dbeta(), reduce->result(1));
     // The residual's gradient is relu's masked gradient, which the add passed on as is.
-    if (residual) replace_[bb.dy()] = grad->result(1);
-    absorb({c.relu_backward, c.bn_backward});
+    if (residual) rewrite_.replace(bb.dy(), grad->result(1));
+    rewrite_.absorb({c.relu_backward, c.bn_backward});
     return absl::OkStatus();
   }
 
   absl::Status fuseInference(const Chain& c) {
     const ir::Conv2dView conv(*c.conv);
     const ir::BatchNormView bn(*c.bn);
-    const std::string scope = absorbedScopes({c.conv, c.bn, c.add, c.relu});
+    const std::string scope = FusionRewrite::joinedScopes({c.conv, c.bn, c.add, c.relu});
     // Both at the chain's last node: batch norm's parameters may be read after the conv.
     const Node& last = c.relu ? *c.relu : *c.bn;
     const std::string base = conv.y()->name();
@@ -246,32 +217,14 @@ class Rewriter {
                                                              .relu = c.relu != nullptr}
                                            .spec({.names = {takeName(out)}}),
                                        scope, c.conv->location()));
-    replace_[out] = fused->result(0);
-    absorb({c.conv, c.bn, c.add, c.relu});
+    rewrite_.replace(out, fused->result(0));
+    rewrite_.absorb({c.conv, c.bn, c.add, c.relu});
     return absl::OkStatus();
-  }
-
-  // Places the new nodes, redirects every use of a replaced value, drops what was absorbed.
-  void apply() {
-    insert_.apply();
-    auto resolve = [&](Value* v) {
-      for (auto it = replace_.find(v); it != replace_.end(); it = replace_.find(v)) v = it->second;
-      return v;
-    };
-    for (const auto& n : g_.nodes())
-      for (size_t i = 0; i < n->numOperands(); ++i) n->setOperand(i, resolve(n->operand(i)));
-    std::vector<Value*> outputs = g_.outputs();
-    for (Value*& v : outputs) v = resolve(v);
-    g_.setOutputs(std::move(outputs));
-    g_.eraseIf([&](const Node& n) { return absorbed_.contains(n.id()); });
   }
 
   ir::Graph& g_;
   ValueUsers users_;
-  ir::Graph::Positions pos_;  // of the original nodes, where the new ones are anchored
-  Insertions insert_;
-  absl::flat_hash_map<Value*, Value*> replace_;
-  absl::flat_hash_set<uint32_t> absorbed_;
+  FusionRewrite rewrite_;
 };
 
 }  // namespace

@@ -5,13 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
-#include "passes/insertions.h"
+#include "passes/fusion_rewrite.h"
 #include "passes/value_users.h"
 
 namespace tandem::passes {
@@ -30,7 +26,7 @@ struct ConvPoolChain {
 
 class ConvPoolRewriter {
  public:
-  explicit ConvPoolRewriter(ir::Graph& g) : g_(g), users_(g), pos_(g.positions()), insert_(g) {}
+  explicit ConvPoolRewriter(ir::Graph& g) : g_(g), users_(g), rewrite_(g) {}
 
   absl::StatusOr<bool> run() {
     std::vector<ConvPoolChain> chains;
@@ -39,7 +35,7 @@ class ConvPoolRewriter {
         if (std::optional<ConvPoolChain> c = match(*n)) chains.push_back(*c);
     if (chains.empty()) return false;
     for (const ConvPoolChain& c : chains) RETURN_IF_ERROR(fuse(c));
-    apply();
+    rewrite_.apply();
     return true;
   }
 
@@ -88,91 +84,48 @@ class ConvPoolRewriter {
 
   absl::Status fuse(const ConvPoolChain& c) {
     const ir::Conv2dView conv(*c.conv);
-    const std::string scope = joinedScopes({c.conv, c.pool});
+    const std::string scope = FusionRewrite::joinedScopes({c.conv, c.pool});
     Value* pooled = ir::AvgPool2dView(*c.pool).y();
-    const std::string name = takeName(pooled);
-    ASSIGN_OR_RETURN(Node * forward, add(*c.pool,
-                                         ir::Conv2dReluAvgPoolArgs{.x = conv.x(),
-                                                                   .w = conv.w(),
-                                                                   .b = conv.b(),
-                                                                   .stride = conv.stride(),
-                                                                   .pad = conv.pad(),
-                                                                   .groups = conv.groups()}
-                                             .spec({.names = {name, name + ".mask"}}),
-                                         scope, c.conv->location()));
-    replace_[pooled] = forward->result(0);
-    absorbed_.insert({c.conv->id(), c.pool->id()});
+    const std::string name = rewrite_.takeName(pooled);
+    ASSIGN_OR_RETURN(Node * forward, rewrite_.add(*c.pool,
+                                                  ir::Conv2dReluAvgPoolArgs{.x = conv.x(),
+                                                                            .w = conv.w(),
+                                                                            .b = conv.b(),
+                                                                            .stride = conv.stride(),
+                                                                            .pad = conv.pad(),
+                                                                            .groups = conv.groups()}
+                                                      .spec({.names = {name, name + ".mask"}}),
+                                                  scope, c.conv->location()));
+    rewrite_.replace(pooled, forward->result(0));
+    rewrite_.absorb({c.conv, c.pool});
     if (c.pool_backward == nullptr) return absl::OkStatus();
 
     const ir::Conv2dBackwardFilterView filter(*c.filter);
-    std::vector<std::string> names{takeName(filter.dw())};
-    if (filter.db() != nullptr) names.push_back(takeName(filter.db()));
+    std::vector<std::string> names{rewrite_.takeName(filter.dw())};
+    if (filter.db() != nullptr) names.push_back(rewrite_.takeName(filter.db()));
     ASSIGN_OR_RETURN(Node * backward,
-                     add(*c.filter,
-                         ir::Conv2dReluAvgPoolBackwardFilterArgs{
-                             .dy = ir::AvgPool2dBackwardView(*c.pool_backward).dy(),
-                             .x = conv.x(),
-                             .w = conv.w(),
-                             .mask = forward->result(1),
-                             .stride = conv.stride(),
-                             .pad = conv.pad(),
-                             .groups = conv.groups(),
-                             .bias = conv.b() != nullptr}
-                             .spec({.names = names}),
-                         joinedScopes({c.filter, c.pool_backward}), c.filter->location()));
-    replace_[filter.dw()] = backward->result(0);
-    if (filter.db() != nullptr) replace_[filter.db()] = backward->result(1);
-    absorbed_.insert({c.pool_backward->id(), c.filter->id()});
+                     rewrite_.add(*c.filter,
+                                  ir::Conv2dReluAvgPoolBackwardFilterArgs{
+                                      .dy = ir::AvgPool2dBackwardView(*c.pool_backward).dy(),
+                                      .x = conv.x(),
+                                      .w = conv.w(),
+                                      .mask = forward->result(1),
+                                      .stride = conv.stride(),
+                                      .pad = conv.pad(),
+                                      .groups = conv.groups(),
+                                      .bias = conv.b() != nullptr}
+                                      .spec({.names = names}),
+                                  FusionRewrite::joinedScopes({c.filter, c.pool_backward}),
+                                  c.filter->location()));
+    rewrite_.replace(filter.dw(), backward->result(0));
+    if (filter.db() != nullptr) rewrite_.replace(filter.db(), backward->result(1));
+    rewrite_.absorb({c.pool_backward, c.filter});
     return absl::OkStatus();
-  }
-
-  /// "conv1 + pool1 + relu": each node's scope once, in order (the first names the layer
-  /// in views, as the other fusion passes write them).
-  static std::string joinedScopes(std::initializer_list<const Node*> nodes) {
-    std::vector<std::string> scopes;
-    for (const Node* n : nodes)
-      for (absl::string_view s : absl::StrSplit(n->scope(), " + ", absl::SkipEmpty()))
-        if (std::find(scopes.begin(), scopes.end(), s) == scopes.end()) scopes.emplace_back(s);
-    return absl::StrJoin(scopes, " + ");
-  }
-
-  /// Creates a node (appended for now) to be placed just before `anchor`.
-  absl::StatusOr<Node*> add(const Node& anchor, ir::NodeSpec spec, const std::string& scope,
-                            const std::string& location) {
-    spec.device = anchor.device();
-    spec.scope = scope;
-    spec.location = location;
-    return insert_.add(pos_.at(&anchor) - 1, std::move(spec));
-  }
-
-  /// Frees `v`'s name for the node that replaces its definition.
-  std::string takeName(Value* v) {
-    std::string name = v->name();
-    g_.rename(v, name + ".unfused");
-    return name;
-  }
-
-  // Places the new nodes, redirects every use of a replaced value, drops what was absorbed.
-  void apply() {
-    insert_.apply();
-    auto resolve = [&](Value* v) {
-      auto it = replace_.find(v);
-      return it == replace_.end() ? v : it->second;
-    };
-    for (const auto& n : g_.nodes())
-      for (size_t i = 0; i < n->numOperands(); ++i) n->setOperand(i, resolve(n->operand(i)));
-    std::vector<Value*> outputs = g_.outputs();
-    for (Value*& v : outputs) v = resolve(v);
-    g_.setOutputs(std::move(outputs));
-    g_.eraseIf([&](const Node& n) { return absorbed_.contains(n.id()); });
   }
 
   ir::Graph& g_;
   ValueUsers users_;
-  ir::Graph::Positions pos_;  // of the original nodes, where the new ones are anchored
-  Insertions insert_;
-  absl::flat_hash_map<Value*, Value*> replace_;
-  absl::flat_hash_set<uint32_t> absorbed_;
+  FusionRewrite rewrite_;
 };
 
 }  // namespace

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
 #include "ir/op_views.h"
 #include "ir/status_macros.h"
+#include "passes/fusion_rewrite.h"
 #include "passes/value_users.h"
 
 namespace tandem::passes {
@@ -77,12 +77,12 @@ class ReluPoolRewriter {
     Value* x = ir::ReluView(*c.relu).x();
     c.pool->setOperand(0, x);
     c.pool->setAttr("relu", true);
-    c.pool->setScope(joinedScopes(*c.pool, *c.relu));
+    c.pool->setScope(FusionRewrite::joinedScopes({c.pool, c.relu}));
     erased_.insert(c.relu->id());
     if (c.pool_backward == nullptr) return;
     c.pool_backward->setOperand(1, x);
     c.pool_backward->setAttr("relu", true);
-    c.pool_backward->setScope(joinedScopes(*c.pool_backward, *c.relu_backward));
+    c.pool_backward->setScope(FusionRewrite::joinedScopes({c.pool_backward, c.relu_backward}));
     // The fused gradient takes relu's backward's place and name.
     Value* old = c.relu_backward->result();
     Value* fused = c.pool_backward->result();
@@ -98,14 +98,6 @@ class ReluPoolRewriter {
       g_.setOutputs(std::move(outputs));
     }
     erased_.insert(c.relu_backward->id());
-  }
-
-  /// "pool1 + relu": the fused node's scope, then the absorbed one's (each once), as
-  /// fuse-conv-bn-relu lists them: the first names the layer in views (ir/dot_views.h).
-  static std::string joinedScopes(const Node& kept, const Node& absorbed) {
-    if (absorbed.scope().empty() || absorbed.scope() == kept.scope()) return kept.scope();
-    if (kept.scope().empty()) return absorbed.scope();
-    return absl::StrCat(kept.scope(), " + ", absorbed.scope());
   }
 
   ir::Graph& g_;

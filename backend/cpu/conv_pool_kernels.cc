@@ -57,28 +57,36 @@ bool tapsRun(const ConvPoolShape& s) {
          g.pad_h == 0 && g.pad_w == 0 && g.w <= kRowColumns && g.ow <= kRowColumns;
 }
 
-/// One image's convolution of output channel `oc` plus its bias, relu'd, into plane
-/// [oh, ow], by the definition: the taps (c, kh, kw) in order, padding skipped.
+/// Calls tap(r, x) for every tap r = (c, kh, kw) of output (i, j) of output channel oc's
+/// group that reads x inside the image (padding skipped), in the filter's order.
+template <typename Tap>
+void forEachTapOf(const ConvPoolShape& s, const float* x_image, int64_t oc, int64_t i, int64_t j,
+                  Tap tap) {
+  const ConvWindow& g = s.window;
+  const int64_t group = oc / (s.o / s.groups);
+  for (int64_t c = 0; c < g.c; ++c) {
+    const float* channel = x_image + (group * g.c + c) * g.h * g.w;
+    for (int64_t kh = 0; kh < g.kh; ++kh) {
+      const int64_t ih = i * g.stride_h - g.pad_h + kh;
+      if (ih < 0 || ih >= g.h) continue;
+      for (int64_t kw = 0; kw < g.kw; ++kw) {
+        const int64_t iw = j * g.stride_w - g.pad_w + kw;
+        if (iw >= 0 && iw < g.w) tap((c * g.kh + kh) * g.kw + kw, channel[ih * g.w + iw]);
+      }
+    }
+  }
+}
+
+/// One image's convolution of output channel `oc` plus its bias into plane [oh, ow], by
+/// the definition: the taps in order.
 void convPlane(const ConvPoolShape& s, const float* x_image, const float* w, const float* b,
                int64_t oc, float* plane) {
   const ConvWindow& g = s.window;
-  const int64_t group = oc / (s.o / s.groups);
   const float* filter = w + oc * g.rows();
   for (int64_t i = 0; i < g.oh; ++i)
     for (int64_t j = 0; j < g.ow; ++j) {
       float sum = 0.0f;
-      for (int64_t c = 0; c < g.c; ++c) {
-        const float* channel = x_image + (group * g.c + c) * g.h * g.w;
-        for (int64_t kh = 0; kh < g.kh; ++kh) {
-          const int64_t ih = i * g.stride_h - g.pad_h + kh;
-          if (ih < 0 || ih >= g.h) continue;
-          for (int64_t kw = 0; kw < g.kw; ++kw) {
-            const int64_t iw = j * g.stride_w - g.pad_w + kw;
-            if (iw < 0 || iw >= g.w) continue;
-            sum += filter[(c * g.kh + kh) * g.kw + kw] * channel[ih * g.w + iw];
-          }
-        }
-      }
+      forEachTapOf(s, x_image, oc, i, j, [&](int64_t r, float x) { sum += filter[r] * x; });
       plane[i * g.ow + j] = sum + (b == nullptr ? 0.0f : b[oc]);
     }
 }
@@ -131,25 +139,13 @@ void convReluPoolFilterLoops(const ConvPoolShape& s, const float* x, const int32
       const float* x_image = x + i * image;
       const float* d = dy + (i * s.o + oc) * ph * pw;
       const int32_t* rows = mask + (i * s.o + oc) * g.oh;
-      const int64_t group = oc / (s.o / s.groups);
       float* filter = dw + oc * g.rows();
       for (int64_t r = 0; r < 2 * ph; ++r)
         for (int64_t col = 0; col < 2 * pw; ++col) {
           const bool passes = (static_cast<uint32_t>(rows[r]) >> col) & 1u;
           const float share = passes ? d[(r / 2) * pw + col / 2] * 0.25f : 0.0f;
           if (db != nullptr) db[oc] += share;
-          for (int64_t c = 0; c < g.c; ++c) {
-            const float* channel = x_image + (group * g.c + c) * g.h * g.w;
-            for (int64_t kh = 0; kh < g.kh; ++kh) {
-              const int64_t ih = r * g.stride_h - g.pad_h + kh;
-              if (ih < 0 || ih >= g.h) continue;
-              for (int64_t kw = 0; kw < g.kw; ++kw) {
-                const int64_t iw = col * g.stride_w - g.pad_w + kw;
-                if (iw < 0 || iw >= g.w) continue;
-                filter[(c * g.kh + kh) * g.kw + kw] += share * channel[ih * g.w + iw];
-              }
-            }
-          }
+          forEachTapOf(s, x_image, oc, r, col, [&](int64_t t, float x) { filter[t] += share * x; });
         }
     }
 }

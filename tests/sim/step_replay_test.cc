@@ -61,10 +61,19 @@ TEST(StepReplay, RooflineCountsConvolutionAndLinearWork) {
   auto m = compileLenet(25, 1);
   const ir::Graph& g = *m->graph(ir::kTrainGraph);
   // LeNet's first convolution (frontend/zoo/lenet.cc) on one device: 128 images, 20
-  // channels of 26x26 from 1 channel through 3x3 filters.
-  const ir::Node* conv = firstOf(g, ir::Op::kConv2d);
+  // channels of 26x26 from 1 channel through 3x3 filters, fused with its pool
+  // (fuse-conv-relu-pool): the work counts the convolution's outputs, four a pooled one,
+  // and its filter gradient as many products.
+  const ir::Node* conv = firstOf(g, ir::Op::kConv2dReluAvgPool);
   ASSERT_NE(conv, nullptr);
   EXPECT_DOUBLE_EQ(nodeWork(*conv).flops, 2.0 * 128 * 20 * 26 * 26 * 1 * 3 * 3);
+  const ir::Node* filter = firstOf(g, ir::Op::kConv2dReluAvgPoolBackwardFilter);
+  ASSERT_NE(filter, nullptr);
+  EXPECT_DOUBLE_EQ(nodeWork(*filter).flops, 2.0 * 128 * 20 * 26 * 26 * 1 * 3 * 3);
+  // The second, unfused: 50 channels of 9x9 from 20 through 5x5 filters.
+  const ir::Node* conv2 = firstOf(g, ir::Op::kConv2d);
+  ASSERT_NE(conv2, nullptr);
+  EXPECT_DOUBLE_EQ(nodeWork(*conv2).flops, 2.0 * 128 * 50 * 9 * 9 * 20 * 5 * 5);
   // Its first linear layer: 128 x 800 (50 channels of 4x4) -> 128.
   const ir::Node* fc = firstOf(g, ir::Op::kLinear);
   ASSERT_NE(fc, nullptr);
