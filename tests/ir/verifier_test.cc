@@ -169,6 +169,35 @@ TEST(Verifier, GroupedConvolutionChannels) {
             "which do not split into 4 groups");
 }
 
+// conv2d_relu_avg_pool keeps relu's mask a row of the convolution an i32, and pools 2x2
+// windows: the parser names the node and what its shapes break.
+TEST(Verifier, FusedConvReluPoolShapes) {
+  auto refused = [](const std::string& x, const std::string& types) {
+    auto m = parseModule(absl::StrCat("module @m {\ngraph @g(%x: f32[", x,
+                                      "], %w: f32[2,1,3,3]) {\n  %y, %m = "
+                                      "conv2d_relu_avg_pool(%x, %w) {stride=1, pad=0} : ",
+                                      types, "\n  return %y\n}\n}\n"),
+                         "t.tir");
+    return m.ok() ? std::string("accepted") : std::string(m.status().message());
+  };
+  EXPECT_EQ(refused("1,1,10,10", "f32[1,2,4,4], i32[1,2,8]"), "accepted");
+  EXPECT_EQ(refused("1,1,4,35", "f32[1,2,1,16], i32[1,2,2]"),
+            "t.tir:3:12: %y (conv2d_relu_avg_pool): the convolution's rows are 33 wide: relu's "
+            "mask keeps a row in an i32 (at most 32)");
+  EXPECT_EQ(refused("1,1,3,3", "f32[1,2,0,0], i32[1,2,1]"),
+            "t.tir:3:12: %y (conv2d_relu_avg_pool): the convolution's output is 1x1: a 2x2 "
+            "pooling window needs at least 2x2");
+  auto backward = parseModule(
+      "module @m {\ngraph @g(%dy: f32[1,2,4,4], %x: f32[1,1,10,10], %w: f32[2,1,3,3], %m: "
+      "i32[1,2,4]) {\n  %dw = conv2d_relu_avg_pool_backward_filter(%dy, %x, %w, %m) {stride=1, "
+      "pad=0, bias=false} : f32[2,1,3,3]\n  return %dw\n}\n}\n",
+      "t.tir");
+  ASSERT_FALSE(backward.ok());
+  EXPECT_EQ(backward.status().message(),
+            "t.tir:3:9: %dw (conv2d_relu_avg_pool_backward_filter): mask (%m: i32[1,2,4]) must "
+            "be i32[1,2,8] (relu's mask, a row an i32)");
+}
+
 // Windows whose height and width differ: `hw` attributes are one int for both axes or
 // [h,w]; [3,3] is the same window as 3 and prints so; each extent is range-checked and
 // the output shape follows each axis' own kernel, stride and padding.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "ir/parser.h"
@@ -196,6 +197,52 @@ TEST(Autodiff, ModuleWithoutTrainStepIsAnError) {
   auto m = ir::parseModule("module @empty {\n}\n");
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(runPipeline(**m, "autodiff").message(), "autodiff: the module has no @train_step");
+}
+
+// conv2d_relu_avg_pool (fuse-conv-relu-pool's op, written here by hand) differentiates into
+// its filter gradient over its own mask; where its input would need a gradient (a second
+// layer's), autodiff refuses, naming the node and the operand.
+std::string convPoolModule(bool second_layer) {
+  const std::string input = second_layer ? "%h" : "%x";
+  return absl::StrCat(R"(module @first {
+var @w : f32[2,1,3,3] {role=param, init=normal(std=0.1)}
+var @v : f32[1,1,1,1] {role=param, init=normal(std=0.1)}
+var @fc : f32[3,32] {role=param, init=normal(std=0.1)}
+
+graph @train_step(%x: f32[2,1,10,10], %y: i32[2]) {
+  %v = param() {var=@v} : f32[1,1,1,1]
+  %h = conv2d(%x, %v) {stride=1, pad=0} : f32[2,1,10,10]
+  %w = param() {var=@w} : f32[2,1,3,3]
+  %p, %p.mask = conv2d_relu_avg_pool()",
+                      input, R"(, %w) {stride=1, pad=0} : f32[2,2,4,4], i32[2,2,8]
+  %flat = flatten(%p) : f32[2,32]
+  %fc = param() {var=@fc} : f32[3,32]
+  %logits = linear(%flat, %fc) : f32[2,3]
+  %loss = softmax_cross_entropy(%logits, %y) {reduction=mean, divisor=2} : f32[]
+  return %loss
+}
+}
+)");
+}
+
+TEST(Autodiff, FusedConvReluPoolGivesItsFilterGradientOverItsMask) {
+  auto m = ir::parseModule(convPoolModule(/*second_layer=*/false));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(runPipeline(**m, "autodiff").ok());
+  const ir::Node* filter = nullptr;
+  for (const auto& n : (*m)->graph("train_step")->nodes())
+    if (n->op() == ir::Op::kConv2dReluAvgPoolBackwardFilter) filter = n.get();
+  ASSERT_NE(filter, nullptr);
+  EXPECT_EQ(filter->operand(3)->name(), "p.mask");
+  EXPECT_EQ(filter->result(0)->name(), "w.grad");
+
+  auto second = ir::parseModule(convPoolModule(/*second_layer=*/true));
+  ASSERT_TRUE(second.ok()) << second.status();
+  absl::Status s = runPipeline(**second, "autodiff");
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::AllOf(::testing::HasSubstr("%p (conv2d_relu_avg_pool)"),
+                               ::testing::HasSubstr("has no gradient for its input x (%h")));
 }
 
 constexpr char kTwoLosses[] = R"(module @two {
